@@ -1,0 +1,2 @@
+"""bps_assets: read scans, turn them into packed scenes and navmeshes, preprocess datasets."""
+__version__ = "0.1.0"

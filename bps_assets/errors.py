@@ -1,0 +1,72 @@
+"""One error hierarchy for bps_assets (and reused by bps_runtime).
+
+Every error names the file it concerns and what is wrong with it, so the CLI can
+print it as one line (``str(err)``) and exit non-zero without a traceback.
+"""
+from __future__ import annotations
+
+import os
+
+
+class BpsError(Exception):
+    """Base class. ``path`` is the file concerned (or None), ``detail`` the problem."""
+
+    exit_code = 2
+
+    def __init__(self, path: str | os.PathLike | None, detail: str):
+        self.path = None if path is None else os.fspath(path)
+        self.detail = detail
+        super().__init__(f"{self.path}: {detail}" if self.path else detail)
+
+
+class InputError(BpsError):
+    """An input file is missing, unreadable or malformed."""
+
+
+class UnsupportedFormatError(InputError):
+    """The file type (or format version, e.g. glTF 1.0) is not one we read."""
+
+
+class UnsupportedExtensionError(InputError):
+    """A required glTF extension is unknown, or needs an optional package."""
+
+
+class MissingDependencyError(BpsError):
+    """An optional dependency is needed; the message carries the pip command."""
+
+    def __init__(self, path, feature: str, pip_spec: str):
+        self.pip_spec = pip_spec
+        super().__init__(path, f"{feature} needs an optional package: pip install {pip_spec}")
+
+
+class CorruptFileError(InputError):
+    """A packed file failed a structural, size-cap or checksum check.
+
+    ``section`` names the section when the problem is inside one.
+    """
+
+    def __init__(self, path, detail: str, section: str | None = None):
+        self.section = section
+        if section is not None:
+            detail = f"section {section!r}: {detail}"
+        super().__init__(path, detail)
+
+
+class FormatVersionError(CorruptFileError):
+    """The packed file has a version this build does not read."""
+
+
+class OutputExistsError(BpsError):
+    """Refusing to overwrite a file the user already has."""
+
+
+class NavError(BpsError):
+    """A navigation query or navmesh build could not be done."""
+
+
+class DatasetError(BpsError):
+    """Unknown dataset / split, or a source tree that does not match its layout."""
+
+
+class ConfigError(BpsError):
+    """Invalid settings (out of range option, wrong action shape/dtype, ...)."""

@@ -1,0 +1,1 @@
+"""bps_runtime: async scene streaming, scene cache, batch renderer and batched PointNav."""

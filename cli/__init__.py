@@ -1,0 +1,1 @@
+"""The bps-assets command line (click). Library code never imports from here."""

@@ -1,0 +1,386 @@
+"""Build a NavMesh from a scan: the Recast voxel recipe, vectorized with numpy.
+
+Steps (``build_navmesh``): mark triangles walkable by slope (front faces, as Recast) ->
+conservative rasterization of every triangle into the x/z cell columns (the exact y-range of the
+triangle clipped to each column: vertices inside, edge / column-side crossings, column corners
+inside the triangle) -> merge the pieces of each column into solid spans (the top surface
+decides walkability, Recast's flag-merge rule) -> filters: low hanging obstacles, ledges,
+walkable spans with head room < agent height -> connect neighbour spans whose step <= max
+climb with shared head room >= agent height -> erode by the agent radius (chamfer distance
+from the border in cell units, like rcErodeWalkableArea) -> drop islands under
+``region_min_size^2`` cells (Recast's minRegionArea) -> label islands.
+
+Heights are kept as floats (the top of the walkable surface in the cell), ``cell_height`` is
+only the tolerance for merging pieces of one column (pieces closer than half of it merge).
+
+Tried and dropped: sampling only the cell-centre vertical line with Embree (all hits along the
+line, ~1 M rays/s here incl. re-casts): exact heights but vertical walls (zero-thickness
+sheets in scans) are invisible to vertical rays, so rooms leaked into each other; the
+conservative column clipping needs no special case for walls.
+"""
+from __future__ import annotations
+
+import math
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import InputError, NavError
+from .grid import DIRS, NavMesh, connect_by_height
+from .settings import DEFAULT_SETTINGS, NavSettings
+
+_CHUNK_PAIRS = 1 << 21  # (triangle, cell) pairs processed at once: bounds memory
+
+
+# ------------------------------------------------------------------------------ inputs
+def scene_triangles(scene, dataset: str | None = None) -> tuple[np.ndarray, np.ndarray, str]:
+    """(vertices f64 [V,3], triangles i64 [T,3], source) in the habitat frame from a
+    SceneDocument, a packed scene (object or path), a scan path, or a (vertices, triangles) pair.
+
+    A SceneDocument still in its source frame is moved with the frame transform for ``dataset``
+    (gibson / mp3d: Z-up -> (x, z, -y)); the document itself is not modified.
+    """
+    if isinstance(scene, (tuple, list)) and len(scene) == 2:
+        v = np.asarray(scene[0], np.float64).reshape(-1, 3)
+        t = np.asarray(scene[1], np.int64).reshape(-1, 3)
+        return v, t, ""
+    if isinstance(scene, (str, os.PathLike)):
+        path = Path(scene)
+        if not path.exists():
+            raise InputError(path, "no such file")
+        with open(path, "rb") as f:
+            head = f.read(16)
+        if head[:8] == b"\x89BPS\r\n\x1a\n" and head[12:16] == b"SCEN":
+            from ..packed_scene import read_packed_scene
+
+            ps = read_packed_scene(path, sections=["positions", "indices"])
+            v, t, _ = scene_triangles(ps, dataset)
+            return v, t, path.name
+        from ..readers import load
+
+        doc = load(path)
+        v, t, _ = scene_triangles(doc, dataset)
+        return v, t, path.name
+    if hasattr(scene, "meshes"):  # SceneDocument
+        vs, ts, off = [], [], 0
+        for m in scene.meshes:
+            if m.indices.size == 0:
+                continue
+            vs.append(np.asarray(m.positions, np.float64).reshape(-1, 3))
+            ts.append(np.asarray(m.indices, np.int64).reshape(-1, 3) + off)
+            off += vs[-1].shape[0]
+        v = np.concatenate(vs) if vs else np.zeros((0, 3))
+        t = np.concatenate(ts) if ts else np.zeros((0, 3), np.int64)
+        if getattr(scene, "frame", "habitat") != "habitat":
+            v = v @ _frame_rotation(dataset).T
+        return v, t, os.path.basename(getattr(scene, "source_path", "") or "")
+    if hasattr(scene, "positions") and hasattr(scene, "indices"):  # PackedScene: habitat frame
+        return (np.asarray(scene.positions, np.float64).reshape(-1, 3),
+                np.asarray(scene.indices, np.int64).reshape(-1, 3), "")
+    raise NavError(None, f"cannot build a navmesh from {type(scene).__name__}")
+
+
+def _frame_rotation(dataset: str | None) -> np.ndarray:
+    try:
+        from ..transforms.frame import Options, frame_matrix
+
+        return frame_matrix(Options(dataset=dataset or "generic"))[:3, :3]
+    except ImportError:  # pragma: no cover - the frame transform is part of the package
+        zup = dataset in ("gibson", "mp3d")
+        return np.array([[1, 0, 0], [0, 0, 1], [0, -1, 0]], float) if zup else np.eye(3)
+
+
+# ------------------------------------------------------------------------------ rasterization
+def _bbox_cells(v, t, origin, cs, D, W, centre: bool):
+    """Per triangle: first row/col and counts of the cells its x/z box touches (centres inside
+    the box when ``centre``)."""
+    p = v[t]  # [T,3,3]
+    lo, hi = p.min(1), p.max(1)
+    off = 0.5 if centre else 0.0
+    c0 = np.ceil((lo[:, 0] - origin[0]) / cs - off).astype(np.int64) if centre else \
+        np.floor((lo[:, 0] - origin[0]) / cs).astype(np.int64)
+    c1 = np.floor((hi[:, 0] - origin[0]) / cs - off).astype(np.int64)
+    r0 = np.ceil((lo[:, 2] - origin[1]) / cs - off).astype(np.int64) if centre else \
+        np.floor((lo[:, 2] - origin[1]) / cs).astype(np.int64)
+    r1 = np.floor((hi[:, 2] - origin[1]) / cs - off).astype(np.int64)
+    c0, r0 = np.maximum(c0, 0), np.maximum(r0, 0)
+    c1, r1 = np.minimum(c1, W - 1), np.minimum(r1, D - 1)
+    nc = np.maximum(c1 - c0 + 1, 0)
+    nr = np.maximum(r1 - r0 + 1, 0)
+    return r0, c0, nr, nc
+
+
+def _pair_chunks(nr, nc):
+    """Yield (tri, local_row, local_col) arrays over all (triangle, cell-in-box) pairs, chunked."""
+    cnt = nr * nc
+    T = cnt.size
+    csum = np.cumsum(cnt)
+    start = 0
+    while start < T:
+        base = csum[start - 1] if start else 0
+        end = int(np.searchsorted(csum, base + _CHUNK_PAIRS, side="right"))
+        end = max(end, start + 1)
+        tri = np.repeat(np.arange(start, end), cnt[start:end])
+        if tri.size:
+            first = np.repeat(csum[start:end] - cnt[start:end], cnt[start:end])
+            local = np.arange(base, base + tri.size) - first
+            yield tri, local // nc[tri], local % nc[tri]
+        start = end
+
+
+def rasterize_centres(v, t, origin, cs, D, W):
+    """Cells whose centre lies inside a triangle's x/z projection: (rows, cols, y, tri)."""
+    r0, c0, nr, nc = _bbox_cells(v, t, origin, cs, D, W, centre=True)
+    a, b, c = v[t[:, 0]], v[t[:, 1]], v[t[:, 2]]
+    det = (b[:, 0] - a[:, 0]) * (c[:, 2] - a[:, 2]) - (c[:, 0] - a[:, 0]) * (b[:, 2] - a[:, 2])
+    nondeg = np.abs(det) > 1e-12
+    nr = np.where(nondeg, nr, 0)
+    out = []
+    for tri, lr, lc in _pair_chunks(nr, nc):
+        rr, cc = r0[tri] + lr, c0[tri] + lc
+        px = origin[0] + (cc + 0.5) * cs
+        pz = origin[1] + (rr + 0.5) * cs
+        A, B, C, dt = a[tri], b[tri], c[tri], det[tri]
+        w1 = ((px - A[:, 0]) * (C[:, 2] - A[:, 2]) - (C[:, 0] - A[:, 0]) * (pz - A[:, 2])) / dt
+        w2 = ((B[:, 0] - A[:, 0]) * (pz - A[:, 2]) - (px - A[:, 0]) * (B[:, 2] - A[:, 2])) / dt
+        w0 = 1 - w1 - w2
+        eps = -1e-7
+        ok = (w0 >= eps) & (w1 >= eps) & (w2 >= eps)
+        y = w0 * A[:, 1] + w1 * B[:, 1] + w2 * C[:, 1]
+        out.append((rr[ok], cc[ok], y[ok], tri[ok]))
+    if not out:
+        z = np.zeros(0, np.int64)
+        return z, z, np.zeros(0), z
+    return tuple(np.concatenate(x) for x in zip(*out))
+
+
+def _clip_yrange(A, B, C, x0, x1, z0, z1):
+    """Exact (ymin, ymax) of triangles ABC [P,3] restricted to the columns [x0,x1]x[z0,z1];
+    NaN where they do not overlap."""
+    P = A.shape[0]
+    lo = np.full(P, np.inf)
+    hi = np.full(P, -np.inf)
+
+    def take(ok, y):
+        np.minimum(lo, np.where(ok, y, np.inf), out=lo)
+        np.maximum(hi, np.where(ok, y, -np.inf), out=hi)
+
+    e = 1e-9
+    for V in (A, B, C):
+        take((V[:, 0] >= x0 - e) & (V[:, 0] <= x1 + e) & (V[:, 2] >= z0 - e) & (V[:, 2] <= z1 + e), V[:, 1])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for Pp, Q in ((A, B), (B, C), (C, A)):
+            d = Q - Pp
+            for xb in (x0, x1):  # crossings of x = xb
+                tt = (xb - Pp[:, 0]) / d[:, 0]
+                z = Pp[:, 2] + tt * d[:, 2]
+                take((tt >= 0) & (tt <= 1) & (z >= z0 - e) & (z <= z1 + e), Pp[:, 1] + tt * d[:, 1])
+            for zb in (z0, z1):
+                tt = (zb - Pp[:, 2]) / d[:, 2]
+                x = Pp[:, 0] + tt * d[:, 0]
+                take((tt >= 0) & (tt <= 1) & (x >= x0 - e) & (x <= x1 + e), Pp[:, 1] + tt * d[:, 1])
+        det = (B[:, 0] - A[:, 0]) * (C[:, 2] - A[:, 2]) - (C[:, 0] - A[:, 0]) * (B[:, 2] - A[:, 2])
+        for px in (x0, x1):
+            for pz in (z0, z1):
+                w1 = ((px - A[:, 0]) * (C[:, 2] - A[:, 2]) - (C[:, 0] - A[:, 0]) * (pz - A[:, 2])) / det
+                w2 = ((B[:, 0] - A[:, 0]) * (pz - A[:, 2]) - (px - A[:, 0]) * (B[:, 2] - A[:, 2])) / det
+                w0 = 1 - w1 - w2
+                ok = (np.abs(det) > 1e-14) & (w0 >= 0) & (w1 >= 0) & (w2 >= 0)
+                take(ok, w0 * A[:, 1] + w1 * B[:, 1] + w2 * C[:, 1])
+    return lo, hi
+
+
+def rasterize_solid(v, t, walkable, origin, cs, D, W):
+    """Conservative rasterization: (cell key, ymin, ymax, walkable) per (triangle, column)."""
+    r0, c0, nr, nc = _bbox_cells(v, t, origin, cs, D, W, centre=False)
+    p = v[t]
+    lo_y, hi_y = p[:, :, 1].min(1), p[:, :, 1].max(1)
+    single = (nr == 1) & (nc == 1)
+    keys = [(r0[single] * W + c0[single])]
+    ymins, ymaxs, walks = [lo_y[single]], [hi_y[single]], [walkable[single]]
+    multi = np.nonzero(~single & (nr > 0) & (nc > 0))[0]
+    if multi.size:
+        for tri_l, lr, lc in _pair_chunks(nr[multi], nc[multi]):
+            tri = multi[tri_l]
+            rr, cc = r0[tri] + lr, c0[tri] + lc
+            x0 = origin[0] + cc * cs
+            z0 = origin[1] + rr * cs
+            ylo, yhi = _clip_yrange(p[tri, 0], p[tri, 1], p[tri, 2], x0, x0 + cs, z0, z0 + cs)
+            ok = np.isfinite(ylo)
+            keys.append(rr[ok] * W + cc[ok])
+            ymins.append(ylo[ok])
+            ymaxs.append(yhi[ok])
+            walks.append(walkable[tri[ok]])
+    return np.concatenate(keys), np.concatenate(ymins), np.concatenate(ymaxs), np.concatenate(walks)
+
+
+def merge_columns(key, ymin, ymax, walk, merge_gap, climb):
+    """Merge the pieces of each column into solid spans.
+
+    Returns (key, bot, top, walkable) of the spans sorted by (key, bot). A span is walkable when
+    a walkable piece reaches within ``climb`` of its top (Recast's flag-merge rule).
+    """
+    order = np.lexsort((ymin, key))
+    key, ymin, ymax, walk = key[order], ymin[order], ymax[order], walk[order]
+    n = key.size
+    if n == 0:
+        z = np.zeros(0)
+        return key, z, z, np.zeros(0, bool)
+    # running max of ymax within each column (columns sorted): offset by column rank
+    col_new = np.r_[True, key[1:] != key[:-1]]
+    col_id = np.cumsum(col_new) - 1
+    span = float(max(ymax.max() - ymin.min(), 1.0)) * 4 + 1
+    shifted = (ymax - ymin.min()) + col_id * span
+    run = np.maximum.accumulate(shifted) - col_id * span + ymin.min()
+    prev_run = np.r_[-np.inf, run[:-1]]
+    new = col_new | (ymin > prev_run + merge_gap)
+    sid = np.cumsum(new) - 1
+    S = int(sid[-1]) + 1
+    bot = ymin[new]
+    top = np.full(S, -np.inf)
+    np.maximum.at(top, sid, ymax)
+    wtop = np.full(S, -np.inf)
+    np.maximum.at(wtop, sid, np.where(walk, ymax, -np.inf))
+    walkable = wtop >= top - climb
+    return key[new], bot, top, walkable
+
+
+def build_navmesh(scene, settings: NavSettings = DEFAULT_SETTINGS, dataset: str | None = None,
+                  source: str = "") -> NavMesh:
+    """Voxel recipe on a scan (see module doc). ``scene``: SceneDocument, packed scene, path,
+    or (vertices [V,3], triangles [T,3]) in the habitat frame."""
+    t_start = time.perf_counter()
+    v, t, src = scene_triangles(scene, dataset)
+    source = source or src
+    s = settings
+    cs = float(s.cell_size)
+    if t.size:
+        if t.min() < 0 or t.max() >= len(v):
+            raise NavError(source or None, "triangle index out of range")
+        fin = np.isfinite(v[t]).all(axis=(1, 2))
+        t = t[fin]
+    if t.size == 0:
+        raise NavError(source or None, "no triangles to build a navmesh from")
+    p = v[t]
+    n = np.cross(p[:, 1] - p[:, 0], p[:, 2] - p[:, 0])
+    nl = np.linalg.norm(n, axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        walkable = (nl > 0) & (n[:, 1] / nl >= math.cos(math.radians(s.max_slope)))
+
+    used = p.reshape(-1, 3)
+    lo, hi = used.min(0), used.max(0)
+    origin = (math.floor(lo[0] / cs) * cs - cs, math.floor(lo[2] / cs) * cs - cs)
+    W = int(math.ceil((hi[0] - origin[0]) / cs)) + 2
+    D = int(math.ceil((hi[2] - origin[1]) / cs)) + 2
+    if D * W > 400_000_000:
+        raise NavError(source or None, f"grid of {D}x{W} cells is too large (cell size {cs} m)")
+
+    key, ymin, ymax, walk = rasterize_solid(v, t, walkable, origin, cs, D, W)
+    key, bot, top, wk = merge_columns(key, ymin, ymax, walk, 0.5 * s.cell_height, s.max_climb)
+    S = key.size
+    same_prev = np.r_[False, key[1:] == key[:-1]]
+    same_next = np.r_[key[1:] == key[:-1], False]
+    ceil = np.where(same_next, np.r_[bot[1:], np.inf], np.inf)
+
+    if s.filter_low_hanging_obstacles:
+        prev_w = np.r_[False, wk[:-1]] & same_prev
+        prev_top = np.r_[-np.inf, top[:-1]]
+        wk = wk | (~wk & prev_w & (top - prev_top <= s.max_climb))
+    walk_ok = wk.copy()
+    if s.filter_walkable_low_height_spans:
+        walk_ok &= (ceil - top) >= s.agent_height
+    rows, cols = key // W, key % W
+
+    if s.filter_ledge_spans:
+        walk_ok &= ~_ledges(key, bot, top, ceil, rows, cols, D, W, walk_ok, s)
+
+    idx = np.nonzero(walk_ok)[0]
+    r, c, y, ce = rows[idx], cols[idx], top[idx], ceil[idx]
+    nbr = connect_by_height(r, c, y, D, W, s.max_climb, ceil=ce, agent_height=s.agent_height)
+    keep = _erode(nbr, s.agent_radius, cs)
+    nbr = _subset(nbr, keep)
+    r, c, y = r[keep], c[keep], y[keep]
+    min_cells = int(round(s.region_min_size ** 2))
+    nav = NavMesh.from_spans(r, c, y, nbr, origin, (D, W), s, min_island_cells=min_cells,
+                             method="voxel", source=source)
+    nav.build_seconds = time.perf_counter() - t_start
+    return nav
+
+
+def _ledges(key, bot, top, ceil, rows, cols, D, W, cand, s: NavSettings) -> np.ndarray:
+    """Recast's rcFilterLedgeSpans on the candidate spans: a drop > max climb to some neighbour
+    (including the empty space under a neighbour column's first span, and the grid border), or
+    accessible neighbours spread over more than max climb."""
+    idx = np.nonzero(cand)[0]
+    t, ce = top[idx], ceil[idx]
+    r, c = rows[idx], cols[idx]
+    first = np.searchsorted(key, np.arange(D * W + 1))
+    kmax = int(np.bincount(key).max())
+    minh = np.full(idx.size, np.inf)
+    amin, amax = t.copy(), t.copy()
+    for dc, dr in DIRS:
+        rr, cc = r + dr, c + dc
+        inb = (rr >= 0) & (rr < D) & (cc >= 0) & (cc < W)
+        minh[~inb] = -np.inf
+        nk = np.where(inb, rr * W + cc, 0)
+        st = first[nk]
+        cnt = np.where(inb, first[nk + 1] - st, 0)
+        # the space below the neighbour's first span (floor at -inf)
+        first_bot = np.where(cnt > 0, bot[np.minimum(st, key.size - 1)], np.inf)
+        gap = np.minimum(ce, first_bot) - t
+        minh[inb & (gap > s.agent_height)] = -np.inf
+        for j in range(kmax):
+            has = cnt > j
+            jj = np.minimum(st + j, key.size - 1)
+            nt, nc_ = top[jj], ceil[jj]
+            gap = np.minimum(ce, nc_) - np.maximum(t, nt)
+            ok = has & (gap > s.agent_height)
+            d = nt - t
+            minh = np.where(ok, np.minimum(minh, d), minh)
+            acc = ok & (np.abs(d) <= s.max_climb)
+            amin = np.where(acc, np.minimum(amin, nt), amin)
+            amax = np.where(acc, np.maximum(amax, nt), amax)
+    ledge = (minh < -s.max_climb) | (amax - amin > s.max_climb)
+    out = np.zeros(cand.size, bool)
+    out[idx] = ledge
+    return out
+
+
+def _diag_neighbors(nbr: np.ndarray) -> np.ndarray:
+    """[S, 4] diagonal neighbours (+x+z, -x+z, -x-z, +x-z) reached the same way x-first and z-first."""
+    S = nbr.shape[0]
+    p = np.vstack([np.where(nbr >= 0, nbr, S), np.full((1, 4), S)])
+    out = np.full((S, 4), -1, np.int64)
+    for i, (a, b) in enumerate(((0, 1), (2, 1), (2, 3), (0, 3))):
+        x1 = p[p[:S, a], b]
+        x2 = p[p[:S, b], a]
+        out[:, i] = np.where((x1 == x2) & (x1 < S), x1, -1)
+    return out
+
+
+def _erode(nbr: np.ndarray, radius: float, cs: float) -> np.ndarray:
+    """Keep mask: spans whose centre is at least ``radius`` from the border of the walkable
+    area (chamfer distance in cells from the spans that lack a side neighbour, + half a cell)."""
+    S = nbr.shape[0]
+    if radius <= 0 or S == 0:
+        return np.ones(S, bool)
+    d = np.where((nbr >= 0).all(1), np.inf, 0.0)
+    diag = _diag_neighbors(nbr)
+    steps = int(math.ceil(radius / cs)) + 2
+    dp = np.r_[d, np.inf]
+    for _ in range(steps):
+        dp = np.r_[d, np.inf]
+        for k in range(4):
+            d = np.minimum(d, dp[np.where(nbr[:, k] >= 0, nbr[:, k], S)] + 1.0)
+            d = np.minimum(d, dp[np.where(diag[:, k] >= 0, diag[:, k], S)] + math.sqrt(2))
+    return (d + 0.5) * cs >= radius - 1e-9
+
+
+def _subset(nbr: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    S = nbr.shape[0]
+    new = np.full(S + 1, -1, np.int64)
+    new[np.nonzero(keep)[0]] = np.arange(int(keep.sum()))
+    out = new[np.where(nbr >= 0, nbr, S)][keep]
+    return out

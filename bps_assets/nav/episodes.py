@@ -1,0 +1,423 @@
+"""PointNav episodes: habitat-lab's generator rules on a ``NavMesh``, habitat's v1 dataset files.
+
+Generation follows habitat-lab's ``generate_pointnav_episode`` (habitat/datasets/pointnav/
+pointnav_generator.py): sample a target; skip it if its island radius is < 1.5 m; try up to 10
+sources; a source is compatible when |dy| <= 0.5 m, the geodesic distance is finite and in
+[1, 30] m, its island radius is >= 1.5 m, and -- if geodesic/euclidean < 1.1 -- a uniform draw
+is <= 20 * (ratio - 0.98)^2 (aggressive rejection of straight-line episodes). The first
+compatible source makes an episode with a random yaw ``[0, sin(a/2), 0, cos(a/2)]``.
+
+Differences from habitat-lab, on purpose: the candidates are drawn in batches (one geodesic
+distance field per target serves all its sources), cheap tests (|dy|, island radius, euclidean
+> 30 m) run before the geodesic one -- the accepted distribution is the same because every
+test is a plain conjunction and the ratio draw is independent -- and the random stream is a
+seeded ``numpy.random.Generator``, so a seed reproduces a dataset exactly on any machine.
+``shortest_paths`` are not generated (habitat's released Gibson / MP3D files have none).
+
+Files (``write_pointnav_dataset`` / ``read_pointnav_dataset``): habitat's PointNav v1 layout,
+``DIR/SPLIT/SPLIT.json.gz`` = ``{"episodes": []}`` and one ``DIR/SPLIT/content/{scene}.json.gz``
+= ``{"episodes": [...]}`` per scene; habitat's own files (everything in the split file, or
+content files, ``content_scenes_path``, ``data/scene_datasets/`` prefixes) read the same way.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import os
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+import numpy as np
+
+from ..container import atomic_write
+from ..errors import ConfigError, InputError, NavError, OutputExistsError
+
+
+# ------------------------------------------------------------------------------ options
+@dataclass(frozen=True)
+class EpisodeOptions:
+    """habitat-lab's ``generate_pointnav_episode`` parameters (same defaults)."""
+
+    closest_dist_limit: float = 1.0        # m, shortest allowed geodesic distance
+    furthest_dist_limit: float = 30.0      # m, longest allowed geodesic distance
+    geodesic_to_euclid_min_ratio: float = 1.1  # below it episodes are kept with p=20(r-.98)^2
+    max_height_difference: float = 0.5     # m, |start.y - goal.y| (same floor)
+    island_radius_limit: float = 1.5       # m, both ends on islands at least this wide
+    number_retries_per_target: int = 10    # sources tried per target
+    goal_radius: float | None = 0.2        # written in goals[0].radius (habitat-lab: 0.2)
+    max_targets_per_episode: int = 2000    # give up (NavError) after n * this many targets
+    batch_targets: int = 64                # targets drawn per batch (speed only)
+
+    def __post_init__(self):
+        if not 0 <= self.closest_dist_limit <= self.furthest_dist_limit:
+            raise ConfigError(None, "episodes: need 0 <= closest_dist_limit <= furthest_dist_limit")
+        if self.number_retries_per_target < 1 or self.batch_targets < 1 \
+                or self.max_targets_per_episode < 1:
+            raise ConfigError(None, "episodes: retries, batch and target limits must be >= 1")
+        if self.goal_radius is not None and not self.goal_radius >= 0:
+            raise ConfigError(None, "episodes: goal_radius must be >= 0 or None")
+
+
+DEFAULTS = EpisodeOptions()
+
+_DATASET_SCENE_ID = {
+    "gibson": "gibson/{name}.glb",
+    "mp3d": "mp3d/{name}/{name}.glb",
+    "generic": "{name}.glb",
+}
+DEFAULT_SCENE_PATH_PREFIX = "data/scene_datasets/"  # habitat strips it when reading
+
+
+def scene_id_for(dataset: str, name: str) -> str:
+    """habitat's ``scene_id`` for scene ``name`` of ``dataset`` (gibson, mp3d, generic)."""
+    try:
+        return _DATASET_SCENE_ID[dataset].format(name=name)
+    except KeyError:
+        raise ConfigError(None, f"unknown dataset {dataset!r} "
+                                f"(one of {', '.join(_DATASET_SCENE_ID)})") from None
+
+
+def scene_seed(seed: int, scene_name: str) -> int:
+    """A per-scene seed, so a scene's episodes do not depend on the other scenes listed."""
+    return int(np.random.SeedSequence([int(seed) & (2**63 - 1),
+                                       zlib.crc32(scene_name.encode())]).generate_state(1)[0])
+
+
+# --------------------------------------------------------------------------- generation
+def _ratio_sample_rate(ratio: np.ndarray) -> np.ndarray:
+    return 20.0 * (ratio - 0.98) ** 2
+
+
+def _geodesic_from(navmesh, target: np.ndarray, sources: np.ndarray,
+                   limit: float) -> np.ndarray:
+    """Geodesic distances from ``target`` [3] to each of ``sources`` [k,3] (inf beyond ``limit``).
+
+    Measured from the goal, like the runtime's distance-to-goal field, so ``info`` agrees with
+    the d0 the env computes. A distance field cut off at ``limit`` keeps big scenes cheap
+    (100 episodes on a 4100 m^2 mesh: 209 s with whole-scene fields).
+    """
+    if hasattr(navmesh, "distance_field") and hasattr(navmesh, "distance_at"):
+        field = navmesh.distance_field(target, limit=limit)
+        return np.asarray(navmesh.distance_at(field, sources), dtype=np.float64).reshape(-1)
+    a = np.repeat(target[None, :], len(sources), axis=0)
+    return np.asarray(navmesh.geodesic_distance(a, sources), dtype=np.float64).reshape(-1)
+
+
+def generate_episodes(navmesh, scene_id: str, n: int, seed: int,
+                      options: EpisodeOptions = DEFAULTS,
+                      stats: dict | None = None) -> list[dict]:
+    """``n`` PointNav episodes on ``navmesh`` with habitat-lab's generator rules.
+
+    ``navmesh`` needs ``sample_navigable_point(n, seed)``, ``island_radius(p)`` and
+    ``geodesic_distance(a, b)`` (or ``distance_field`` + ``distance_at``), all over [N,3]
+    arrays in the habitat frame. Episodes are dicts in habitat's v1 JSON shape, ids "0".."n-1".
+    ``stats``, if given, receives counters (targets, candidates, rejections by reason).
+    Raises ``NavError`` when the navmesh cannot yield ``n`` episodes (e.g. too small).
+    """
+    if n < 0:
+        raise ConfigError(None, f"episodes: n must be >= 0, got {n}")
+    o = options
+    rng = np.random.default_rng(seed)
+    st = dict(targets=0, target_island_too_small=0, candidates=0, rejected_dy=0,
+              rejected_island=0, rejected_euclidean=0, geodesic_queries=0,
+              rejected_unreachable=0, rejected_range=0, rejected_ratio=0, episodes=0)
+    episodes: list[dict] = []
+    k = o.number_retries_per_target
+    max_targets = max(1, n) * o.max_targets_per_episode
+    while len(episodes) < n:
+        if st["targets"] >= max_targets:
+            raise NavError(None, f"{scene_id}: only {len(episodes)} of {n} episodes after "
+                                 f"{st['targets']} targets (navmesh too small or too "
+                                 f"fragmented for the generator's rules?)")
+        b = o.batch_targets
+        targets = np.asarray(navmesh.sample_navigable_point(b, seed=_subseed(rng)), np.float64)
+        sources = np.asarray(navmesh.sample_navigable_point(b * k, seed=_subseed(rng)),
+                             np.float64).reshape(b, k, 3)
+        t_rad = np.asarray(navmesh.island_radius(targets), np.float64).reshape(b)
+        s_rad = np.asarray(navmesh.island_radius(sources.reshape(-1, 3)),
+                           np.float64).reshape(b, k)
+        draws = rng.random((b, k))   # the ratio test's uniform draw, one per candidate
+        angles = rng.uniform(0.0, 2.0 * np.pi, size=b)
+        for i in range(b):
+            if len(episodes) >= n:
+                break
+            st["targets"] += 1
+            t = targets[i]
+            if not np.all(np.isfinite(t)) or not t_rad[i] >= o.island_radius_limit:
+                st["target_island_too_small"] += 1
+                continue
+            s = sources[i]
+            st["candidates"] += k
+            euclid = np.linalg.norm(s - t, axis=1)
+            ok_dy = np.abs(s[:, 1] - t[1]) <= o.max_height_difference
+            ok_isl = s_rad[i] >= o.island_radius_limit
+            ok_euc = euclid <= o.furthest_dist_limit  # geodesic >= euclidean
+            cheap = ok_dy & ok_isl & ok_euc & np.all(np.isfinite(s), axis=1)
+            st["rejected_dy"] += int(np.sum(~ok_dy))
+            st["rejected_island"] += int(np.sum(ok_dy & ~ok_isl))
+            st["rejected_euclidean"] += int(np.sum(ok_dy & ok_isl & ~ok_euc))
+            if not cheap.any():
+                continue
+            idx = np.flatnonzero(cheap)
+            geo = _geodesic_from(navmesh, t, s[idx], o.furthest_dist_limit + 1.0)
+            st["geodesic_queries"] += len(idx)
+            chosen = None
+            for j, g in zip(idx, geo):  # habitat's order: the first compatible source wins
+                if not np.isfinite(g):
+                    st["rejected_unreachable"] += 1
+                    continue
+                if not o.closest_dist_limit <= g <= o.furthest_dist_limit:
+                    st["rejected_range"] += 1
+                    continue
+                ratio = g / max(euclid[j], 1e-9)
+                if ratio < o.geodesic_to_euclid_min_ratio and \
+                        draws[i, j] > _ratio_sample_rate(ratio):
+                    st["rejected_ratio"] += 1
+                    continue
+                chosen = (j, float(g))
+                break
+            if chosen is None:
+                continue
+            j, g = chosen
+            a = float(angles[i])
+            episodes.append(make_episode(
+                episode_id=len(episodes), scene_id=scene_id, start_position=s[j],
+                start_rotation=[0.0, math.sin(a / 2), 0.0, math.cos(a / 2)],
+                goal_position=t, geodesic_distance=g, goal_radius=o.goal_radius))
+    st["episodes"] = len(episodes)
+    if stats is not None:
+        stats.update(st)
+    return episodes
+
+
+def _subseed(rng: np.random.Generator) -> int:
+    return int(rng.integers(0, 2**63 - 1))
+
+
+def make_episode(episode_id, scene_id: str, start_position, start_rotation, goal_position,
+                 geodesic_distance: float, goal_radius: float | None = 0.2,
+                 info: Mapping[str, Any] | None = None) -> dict:
+    """One episode in habitat's PointNav v1 JSON shape."""
+    inf = {"geodesic_distance": float(geodesic_distance)}
+    if info:
+        inf.update(info)
+    return {
+        "episode_id": str(episode_id),
+        "scene_id": scene_id,
+        "start_position": [float(x) for x in start_position],
+        "start_rotation": [float(x) for x in start_rotation],
+        "info": inf,
+        "goals": [{"position": [float(x) for x in goal_position],
+                   "radius": None if goal_radius is None else float(goal_radius)}],
+        "shortest_paths": None,
+        "start_room": None,
+    }
+
+
+# -------------------------------------------------------------------------------- files
+MAX_JSON_BYTES = 2 << 30  # decompressed size cap for one episode file
+CONTENT_DIR = "content"
+SUFFIX = ".json.gz"
+
+
+def split_file(out_dir: str | os.PathLike, split: str) -> Path:
+    return Path(out_dir) / split / f"{split}{SUFFIX}"
+
+
+def _gz_json_bytes(obj) -> bytes:
+    raw = json.dumps(obj, separators=(", ", ": ")).encode()
+    return gzip.compress(raw, compresslevel=6, mtime=0)  # mtime=0: reproducible bytes
+
+
+def write_pointnav_dataset(out_dir: str | os.PathLike, split: str,
+                           episodes_by_scene: Mapping[str, Iterable[dict]],
+                           scene_path_fn: Callable[[str], str] | None = None,
+                           overwrite: bool = False) -> list[Path]:
+    """Write habitat's PointNav v1 layout under ``out_dir/split``; returns the files written.
+
+    ``episodes_by_scene`` maps a scene name (the content file's name) to its episodes;
+    ``scene_path_fn(name)``, if given, sets every episode's ``scene_id`` (e.g.
+    ``lambda s: f"gibson/{s}.glb"``). Every episode is validated first. Existing files are an
+    ``OutputExistsError`` unless ``overwrite``; with ``overwrite`` the split is replaced,
+    including content files of scenes no longer listed. Each file is written atomically.
+    """
+    if not split or "/" in split or split in (".", ".."):
+        raise ConfigError(None, f"bad split name {split!r}")
+    root = Path(out_dir) / split
+    content = root / CONTENT_DIR
+    prepared: dict[str, list[dict]] = {}
+    for scene, eps in episodes_by_scene.items():
+        if not scene or "/" in scene or scene.startswith("."):
+            raise ConfigError(None, f"bad scene name {scene!r}")
+        eps = [dict(e) for e in eps]
+        if scene_path_fn is not None:
+            for e in eps:
+                e["scene_id"] = scene_path_fn(scene)
+        for i, e in enumerate(eps):
+            validate_episode(e, i, content / f"{scene}{SUFFIX}")
+        prepared[scene] = eps
+    targets = [split_file(out_dir, split)] + [content / f"{s}{SUFFIX}" for s in prepared]
+    stale = []
+    if content.is_dir():
+        stale = [p for p in content.glob(f"*{SUFFIX}") if p not in targets]
+    if not overwrite:
+        for p in targets + stale:
+            if p.exists():
+                raise OutputExistsError(p, "already exists (pass overwrite / --overwrite "
+                                           "to replace the split)")
+    written = []
+    for scene, eps in prepared.items():
+        p = content / f"{scene}{SUFFIX}"
+        data = _gz_json_bytes({"episodes": eps})
+        atomic_write(p, lambda f, d=data: f.write(d), overwrite=True)
+        written.append(p)
+    for p in stale:  # only reachable with overwrite=True
+        p.unlink()
+    data = _gz_json_bytes({"episodes": []})
+    atomic_write(targets[0], lambda f: f.write(data), overwrite=True)
+    written.insert(0, targets[0])
+    return written
+
+
+def _read_json(path: Path):
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(2)
+            fh.seek(0)
+            if head == b"\x1f\x8b":
+                with gzip.GzipFile(fileobj=fh) as gz:
+                    raw = gz.read(MAX_JSON_BYTES + 1)
+            else:
+                raw = fh.read(MAX_JSON_BYTES + 1)
+    except FileNotFoundError as e:
+        raise InputError(path, "no such file") from e
+    except (OSError, EOFError, zlib.error) as e:
+        raise InputError(path, f"cannot read (bad gzip?): {e}") from e
+    if len(raw) > MAX_JSON_BYTES:
+        raise InputError(path, f"more than {MAX_JSON_BYTES} bytes of JSON")
+    try:
+        doc = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise InputError(path, f"not valid JSON: {e}") from e
+    if not isinstance(doc, dict) or not isinstance(doc.get("episodes"), list):
+        raise InputError(path, 'not a PointNav dataset: expected {"episodes": [...]}')
+    return doc
+
+
+def _vec(v, n: int) -> bool:
+    return (isinstance(v, (list, tuple)) and len(v) == n and
+            all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+                for x in v))
+
+
+def validate_episode(e, i: int, path) -> dict:
+    """Check one episode dict (habitat's v1 fields); ``InputError`` naming file and episode."""
+    if not isinstance(e, dict):
+        raise InputError(path, f"episode {i}: not an object")
+    eid = e.get("episode_id")
+    where = f"episode {i} (id {eid!r})"
+
+    def bad(msg):
+        raise InputError(path, f"{where}: {msg}")
+
+    if not isinstance(eid, (str, int)) or isinstance(eid, bool):
+        bad("episode_id must be a string")
+    if not isinstance(e.get("scene_id"), str) or not e["scene_id"]:
+        bad("scene_id must be a non-empty string")
+    if not _vec(e.get("start_position"), 3):
+        bad("start_position must be 3 finite numbers")
+    rot = e.get("start_rotation")
+    if not _vec(rot, 4):
+        bad("start_rotation must be 4 finite numbers [x, y, z, w]")
+    if abs(math.sqrt(sum(x * x for x in rot)) - 1.0) > 1e-2:
+        bad("start_rotation is not a unit quaternion")
+    goals = e.get("goals")
+    if not isinstance(goals, list) or not goals:
+        bad("goals must be a non-empty list")
+    for g in goals:
+        if not isinstance(g, dict) or not _vec(g.get("position"), 3):
+            bad("each goal needs a position of 3 finite numbers")
+        r = g.get("radius")
+        if r is not None and (not isinstance(r, (int, float)) or isinstance(r, bool)
+                              or not r >= 0):
+            bad("goal radius must be null or a number >= 0")
+    info = e.get("info")
+    if info is not None:
+        if not isinstance(info, dict):
+            bad("info must be an object")
+        gd = info.get("geodesic_distance")
+        if gd is not None and (not isinstance(gd, (int, float)) or not gd >= 0):
+            bad("info.geodesic_distance must be a number >= 0")
+    if e.get("shortest_paths") is not None and not isinstance(e["shortest_paths"], list):
+        bad("shortest_paths must be null or a list")
+    return e
+
+
+def read_pointnav_dataset(path: str | os.PathLike, scenes: Iterable[str] | None = None,
+                          scenes_dir: str | None = None) -> list[dict]:
+    """Episodes of a habitat PointNav v1 dataset (ours or habitat's own files).
+
+    ``path``: the split file (``.../SPLIT/SPLIT.json.gz``), its folder, or one content file.
+    As in habitat: when a ``content/`` folder sits beside the split file, the episodes come from
+    its ``{scene}.json.gz`` files (only ``scenes`` if given; ``content_scenes_path`` in the split
+    file is honoured); otherwise from the split file itself (filtered by ``scenes`` when given).
+    With ``scenes_dir``, ``scene_id`` loses a ``data/scene_datasets/`` prefix and is joined to
+    it, like habitat's loader. Episodes are validated (``InputError`` naming file and episode);
+    ``episode_id`` comes back as a string.
+    """
+    p = Path(path)
+    if p.is_dir():
+        p = p / f"{p.name}{SUFFIX}"
+    doc = _read_json(p)
+    wanted = None if scenes is None else set(scenes)
+    pattern = doc.get("content_scenes_path", "{data_path}/content/{scene}.json.gz")
+    if not isinstance(pattern, str) or "{scene}" not in pattern:
+        raise InputError(p, "content_scenes_path must be a string containing {scene}")
+    pre, post = pattern.split("{scene}", 1)
+    try:
+        content_dir = Path(pre.format(data_path=str(p.parent)))
+    except (KeyError, IndexError, ValueError) as e:
+        raise InputError(p, f"bad content_scenes_path {pattern!r}") from e
+    if p.parent.name != CONTENT_DIR and content_dir.is_dir():
+        names = sorted(f.name[: -len(post)] for f in content_dir.iterdir()
+                       if f.name.endswith(post) and not f.name.startswith("."))
+        if wanted is not None:
+            missing = wanted - set(names)
+            if missing:
+                raise InputError(content_dir, f"no content file for scene(s) "
+                                              f"{', '.join(sorted(missing))}")
+            names = [s for s in names if s in wanted]
+        files = [(p, doc)]  # a split file may carry episodes too
+        files += [(f, _read_json(f)) for f in (content_dir / f"{s}{post}" for s in names)]
+    else:
+        files = [(p, doc)]
+    out = []
+    for f, d in files:
+        for i, e in enumerate(d["episodes"]):
+            validate_episode(e, i, f)
+            e = dict(e)
+            e["episode_id"] = str(e["episode_id"])
+            if wanted is not None and len(files) == 1 and \
+                    _scene_name(e["scene_id"]) not in wanted:
+                continue
+            if scenes_dir is not None:
+                sid = e["scene_id"]
+                if sid.startswith(DEFAULT_SCENE_PATH_PREFIX):
+                    sid = sid[len(DEFAULT_SCENE_PATH_PREFIX):]
+                e["scene_id"] = os.path.join(scenes_dir, sid)
+            out.append(e)
+    return out
+
+
+def _scene_name(scene_id: str) -> str:
+    """habitat's ``scene_from_scene_path``: the file name without extension."""
+    base = os.path.basename(scene_id)
+    return base.split(".")[0]
+
+
+__all__ = ["EpisodeOptions", "DEFAULTS", "generate_episodes", "make_episode",
+           "write_pointnav_dataset", "read_pointnav_dataset", "validate_episode",
+           "scene_id_for", "scene_seed", "split_file"]

@@ -1,0 +1,382 @@
+"""NavMesh: the runtime representation, a multi-layer 2.5D grid (spec: docs/NAVMESH.md).
+
+The dense arrays (``height``, ``neighbors``, ``island``) are what is stored and what the runtime
+reads; everything else (flat span ids, span centres, neighbour span ids, the geodesic graph,
+the KD-tree used for snapping) is derived from them on first use and cached.
+
+Spans are numbered in C order of the dense ``[L, D, W]`` arrays (``span_index``), so span ids
+are reproducible from the file alone.
+"""
+from __future__ import annotations
+
+import math
+import os
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from ..container import Container, SectionSpec, write_container
+from ..errors import CorruptFileError, FormatVersionError, NavError
+from .settings import DEFAULT_SETTINGS, NavSettings
+
+FORMAT = "bps-navmesh"
+VERSION = 1
+KIND = "NAVM"
+# direction k -> (dc, dr): +x, +z, -x, -z
+DIRS = np.array([[1, 0], [0, 1], [-1, 0], [0, -1]], dtype=np.int64)
+OPPOSITE = np.array([2, 3, 0, 1])
+MAX_LAYERS = 127  # neighbours are stored as int8 layer indices
+
+
+class NavMesh:
+    """Multi-layer grid of walkable spans. Build with ``build_navmesh``, ``from_spans`` or
+    ``from_walkable_triangles``; read with ``load_navmesh``. Queries are methods (queries.py).
+    """
+
+    def __init__(self, height: np.ndarray, neighbors: np.ndarray, origin, settings: NavSettings = DEFAULT_SETTINGS,
+                 island: np.ndarray | None = None, island_area: np.ndarray | None = None,
+                 island_radius: np.ndarray | None = None, method: str = "", source: str = "",
+                 build_seconds: float = 0.0):
+        self.height = np.ascontiguousarray(height, dtype=np.float32)
+        self.neighbors = np.ascontiguousarray(neighbors, dtype=np.int8)
+        if self.height.ndim != 3 or self.neighbors.shape != self.height.shape + (4,):
+            raise ValueError(f"height {self.height.shape} / neighbors {self.neighbors.shape} shapes disagree")
+        self.origin = np.asarray(origin, dtype=np.float64).reshape(2)
+        self.settings = settings
+        self.cell_size = float(settings.cell_size)
+        self.method, self.source, self.build_seconds = method, source, float(build_seconds)
+        self._lock = threading.Lock()
+        self._cache: dict = {}
+        self._derive_spans()
+        if island is None or island_area is None:
+            self._label_islands()
+        else:
+            self.island = np.ascontiguousarray(island, dtype=np.int32)
+            self.island_area = np.ascontiguousarray(island_area, dtype=np.float32)
+            self.span_island = self.island[self.span_lrc[:, 0], self.span_lrc[:, 1], self.span_lrc[:, 2]]
+        if island_radius is None:
+            island_radius = self._island_radii()
+        self.island_radius_m = np.ascontiguousarray(island_radius, dtype=np.float32)
+
+    # ------------------------------------------------------------------ shape and derived arrays
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        return tuple(int(s) for s in self.height.shape)  # type: ignore[return-value]
+
+    @property
+    def num_spans(self) -> int:
+        return int(self.span_lrc.shape[0])
+
+    @property
+    def num_islands(self) -> int:
+        return int(self.island_area.shape[0])
+
+    @property
+    def navigable_area(self) -> float:
+        return float(self.island_area.astype(np.float64).sum())
+
+    def _derive_spans(self):
+        L, D, W = self.shape
+        valid = ~np.isnan(self.height)
+        l, r, c = np.nonzero(valid)
+        S = l.size
+        self.span_lrc = np.stack([l, r, c], 1).astype(np.int64)
+        self.span_index = np.full((L, D, W), -1, dtype=np.int32)
+        self.span_index[l, r, c] = np.arange(S, dtype=np.int32)
+        cs = self.cell_size
+        self.span_pos = np.stack([self.origin[0] + (c + 0.5) * cs, self.height[l, r, c],
+                                  self.origin[1] + (r + 0.5) * cs], 1).astype(np.float64)
+        # neighbour span ids, padded: row S is the "no span" sink (maps to itself)
+        nb = np.full((S + 1, 4), S, dtype=np.int64)
+        for k, (dc, dr) in enumerate(DIRS):
+            m = self.neighbors[l, r, c, k].astype(np.int64)
+            rr, cc = r + dr, c + dc
+            ok = (m >= 0) & (rr >= 0) & (rr < D) & (cc >= 0) & (cc < W) & (m < L)
+            tgt = np.full(S, -1, dtype=np.int64)
+            tgt[ok] = self.span_index[m[ok], rr[ok], cc[ok]]
+            nb[:S, k] = np.where(tgt >= 0, tgt, S)
+        self.nbr = nb
+
+    def _label_islands(self):
+        from scipy.sparse import coo_matrix
+        from scipy.sparse.csgraph import connected_components
+
+        S = self.num_spans
+        src = np.repeat(np.arange(S), 4)
+        dst = self.nbr[:S].reshape(-1)
+        ok = dst < S
+        g = coo_matrix((np.ones(int(ok.sum()), np.int8), (src[ok], dst[ok])), shape=(S, S)).tocsr()
+        n, lab = connected_components(g, directed=False) if S else (0, np.zeros(0, np.int64))
+        counts = np.bincount(lab, minlength=n)
+        order = np.argsort(-counts, kind="stable")  # largest island first
+        rank = np.empty(n, np.int64)
+        rank[order] = np.arange(n)
+        self.span_island = rank[lab].astype(np.int32)
+        self.island = np.full(self.shape, -1, dtype=np.int32)
+        l, r, c = self.span_lrc.T
+        self.island[l, r, c] = self.span_island
+        self.island_area = (counts[order] * self.cell_size ** 2).astype(np.float32)
+
+    def _island_radii(self) -> np.ndarray:
+        n = self.num_islands
+        if n == 0:
+            return np.zeros(0, np.float32)
+        cnt = np.bincount(self.span_island, minlength=n).astype(np.float64)
+        cen = np.stack([np.bincount(self.span_island, self.span_pos[:, k], minlength=n) for k in range(3)], 1)
+        cen /= np.maximum(cnt, 1)[:, None]
+        d = np.linalg.norm(self.span_pos - cen[self.span_island], axis=1)
+        rad = np.zeros(n)
+        np.maximum.at(rad, self.span_island, d)
+        return rad.astype(np.float32)
+
+    # ------------------------------------------------------------------ constructors
+    @classmethod
+    def from_spans(cls, rows, cols, ys, nbr, origin, grid_shape, settings: NavSettings = DEFAULT_SETTINGS,
+                   min_island_cells: int = 0, **meta) -> "NavMesh":
+        """Build from a span list: ``rows, cols, ys`` [S] and ``nbr`` [S, 4] (neighbour span id
+        per direction, -1 none; must be symmetric). Islands with fewer than ``min_island_cells``
+        spans are dropped; layers are assigned by height within each cell.
+        """
+        rows = np.asarray(rows, np.int64)
+        cols = np.asarray(cols, np.int64)
+        ys = np.asarray(ys, np.float64)
+        nbr = np.asarray(nbr, np.int64).reshape(-1, 4)
+        S = rows.size
+        D, W = (int(v) for v in grid_shape)
+        keep = np.ones(S, bool)
+        if min_island_cells > 0 and S:
+            from scipy.sparse import coo_matrix
+            from scipy.sparse.csgraph import connected_components
+
+            src = np.repeat(np.arange(S), 4)
+            dst = nbr.reshape(-1)
+            ok = dst >= 0
+            g = coo_matrix((np.ones(int(ok.sum()), np.int8), (src[ok], dst[ok])), shape=(S, S))
+            _, lab = connected_components(g.tocsr(), directed=False)
+            keep = np.bincount(lab)[lab] >= min_island_cells
+        # renumber kept spans sorted by (row, col, y)
+        idx = np.nonzero(keep)[0]
+        order = idx[np.lexsort((ys[idx], cols[idx], rows[idx]))]
+        new_id = np.full(S + 1, -1, np.int64)
+        new_id[order] = np.arange(order.size)
+        r, c, y = rows[order], cols[order], ys[order]
+        cell = r * W + c
+        first = np.r_[True, cell[1:] != cell[:-1]] if cell.size else np.zeros(0, bool)
+        start = np.maximum.accumulate(np.where(first, np.arange(cell.size), 0)) if cell.size else cell
+        layer = np.arange(cell.size) - start
+        L = int(layer.max()) + 1 if layer.size else 1
+        if L > MAX_LAYERS:
+            raise NavError(None, f"{L} walkable layers over one cell (at most {MAX_LAYERS} supported)")
+        height = np.full((L, D, W), np.nan, np.float32)
+        height[layer, r, c] = y
+        nb_new = new_id[np.where(nbr[order] >= 0, nbr[order], S)]  # -1 where dropped / none
+        neighbors = np.full((L, D, W, 4), -1, np.int8)
+        for k in range(4):
+            t = nb_new[:, k]
+            ok = t >= 0
+            neighbors[layer[ok], r[ok], c[ok], k] = layer[t[ok]]
+        return cls(height, neighbors, origin, settings, **meta)
+
+    @classmethod
+    def from_walkable_triangles(cls, vertices, triangles, settings: NavSettings = DEFAULT_SETTINGS,
+                                triangle_groups=None, source: str = "", method: str = "triangles") -> "NavMesh":
+        """Rasterize a walkable surface (e.g. Detour polygons / detail triangles, habitat frame).
+
+        A cell holds a span where its centre lies inside a triangle's x/z projection, at the
+        triangle's height there. Spans of one cell closer than ``max_climb`` are merged.
+        Neighbouring spans connect when their heights differ by at most ``max_climb`` and, if
+        ``triangle_groups`` (an int per triangle, e.g. the Detour island) is given, their
+        triangles are in the same group (keeps islands that touch along thin walls apart).
+        No erosion and no small-island removal: the surface is taken as final.
+        """
+        from .build import rasterize_centres
+
+        import time
+        t0 = time.perf_counter()
+        v = np.asarray(vertices, np.float64).reshape(-1, 3)
+        t = np.asarray(triangles, np.int64).reshape(-1, 3)
+        if t.size and (t.min() < 0 or t.max() >= len(v)):
+            raise NavError(None, "triangle index out of range")
+        cs = settings.cell_size
+        if t.size == 0:
+            return cls(np.full((1, 1, 1), np.nan, np.float32), np.full((1, 1, 1, 4), -1, np.int8),
+                       (0.0, 0.0), settings, method=method, source=source)
+        used = v[np.unique(t)]
+        lo, hi = used.min(0), used.max(0)
+        origin = (math.floor(lo[0] / cs) * cs - cs, math.floor(lo[2] / cs) * cs - cs)
+        W = int(math.ceil((hi[0] - origin[0]) / cs)) + 2
+        D = int(math.ceil((hi[2] - origin[1]) / cs)) + 2
+        r, c, y, tri = rasterize_centres(v, t, origin, cs, D, W)
+        grp = None if triangle_groups is None else np.asarray(triangle_groups, np.int64)[tri]
+        # merge spans of one cell (and group) closer than max_climb
+        key = r * W + c
+        order = np.lexsort((y, key)) if grp is None else np.lexsort((y, grp, key))
+        r, c, y, key = r[order], c[order], y[order], key[order]
+        if grp is not None:
+            grp = grp[order]
+        new = np.r_[True, (key[1:] != key[:-1]) | (np.diff(y) > settings.max_climb)
+                    | (False if grp is None else grp[1:] != grp[:-1])]
+        sid = np.cumsum(new) - 1
+        S = int(sid[-1]) + 1
+        cnt = np.bincount(sid, minlength=S)
+        ys = np.bincount(sid, y, minlength=S) / cnt
+        rs, cs_ = r[new], c[new]
+        gs = None if grp is None else grp[new]
+        nbr = connect_by_height(rs, cs_, ys, D, W, settings.max_climb, gs)
+        return cls.from_spans(rs, cs_, ys, nbr, origin, (D, W), settings, method=method, source=source,
+                              build_seconds=time.perf_counter() - t0)
+
+    # ------------------------------------------------------------------ cells
+    def cell_of(self, points) -> tuple[np.ndarray, np.ndarray]:
+        """(row, col) int64 arrays of the cells holding ``points`` [N, 3] (may be out of grid)."""
+        p = np.asarray(points, np.float64).reshape(-1, 3)
+        c = np.floor((p[:, 0] - self.origin[0]) / self.cell_size).astype(np.int64)
+        r = np.floor((p[:, 2] - self.origin[1]) / self.cell_size).astype(np.int64)
+        return r, c
+
+    def bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        if self.num_spans == 0:
+            return np.zeros(3), np.zeros(3)
+        h = self.cell_size / 2
+        lo = self.span_pos.min(0) - [h, 0, h]
+        hi = self.span_pos.max(0) + [h, 0, h]
+        return lo, hi
+
+    # ------------------------------------------------------------------ file I/O
+    def header(self) -> dict:
+        lo, hi = self.bounds()
+        return {
+            "format": FORMAT, "version": VERSION, "frame": "habitat",
+            "origin": [float(self.origin[0]), float(self.origin[1])],
+            "cell_size": self.cell_size, "shape": list(self.shape),
+            "settings": self.settings.to_dict(),
+            "bounds": {"min": [float(x) for x in lo], "max": [float(x) for x in hi]},
+            "navigable_area": self.navigable_area, "num_islands": self.num_islands,
+            "method": self.method, "source": self.source, "build_seconds": round(self.build_seconds, 3),
+        }
+
+    def save(self, path: str | os.PathLike, overwrite: bool = False) -> int:
+        """Write a ``NAVM`` file (atomic; refuses to replace ``path`` unless ``overwrite``)."""
+        arrays = {"height": self.height, "neighbors": self.neighbors, "island": self.island,
+                  "island_area": self.island_area, "island_radius": self.island_radius_m}
+        specs = {"height": SectionSpec(filter="shuffle"), "island": SectionSpec(filter="shuffle")}
+        return write_container(path, KIND, self.header(), arrays, specs, overwrite=overwrite)
+
+    def info(self) -> dict:
+        """Summary for ``nav info``: settings, bounds, area, islands with areas."""
+        h = self.header()
+        h["num_spans"] = self.num_spans
+        h["islands"] = [{"id": i, "area": round(float(a), 4), "radius": round(float(rad), 4)}
+                        for i, (a, rad) in enumerate(zip(self.island_area, self.island_radius_m))]
+        return h
+
+    def __repr__(self):
+        return (f"NavMesh(shape={self.shape}, spans={self.num_spans}, area={self.navigable_area:.2f} m^2, "
+                f"islands={self.num_islands}, method={self.method!r})")
+
+
+def connect_by_height(rows, cols, ys, D, W, max_climb, groups=None, ceil=None, agent_height=None) -> np.ndarray:
+    """Neighbour span ids [S, 4] (-1 none) joining spans of side-neighbour cells whose heights
+    differ by <= max_climb (the closest one when several qualify). With ``ceil`` (the height of
+    the obstacle above each span), the head room shared by both spans must be >= agent_height.
+    """
+    rows, cols, ys = (np.asarray(a) for a in (rows, cols, ys))
+    S = rows.size
+    key = rows * W + cols
+    order = np.lexsort((ys, key))
+    skey = key[order]
+    nbr = np.full((S, 4), -1, np.int64)
+    if S == 0:
+        return nbr
+    # max spans per cell bounds the candidates to look at
+    cnt = np.bincount(key, minlength=1)
+    kmax = int(cnt.max())
+    first = np.searchsorted(skey, np.arange(D * W + 1))  # start of each cell's run
+    for k, (dc, dr) in enumerate(DIRS):
+        rr, cc = rows + dr, cols + dc
+        inb = (rr >= 0) & (rr < D) & (cc >= 0) & (cc < W)
+        nk = np.where(inb, rr * W + cc, 0)
+        start = first[nk]
+        n_in = np.where(inb, first[nk + 1] - start, 0)
+        best = np.full(S, -1, np.int64)
+        bestd = np.full(S, np.inf)
+        for j in range(kmax):
+            has = n_in > j
+            cand = order[np.minimum(start + j, S - 1)]
+            d = np.abs(ys[cand] - ys)
+            ok = has & (d <= max_climb + 1e-6)
+            if groups is not None:
+                ok &= groups[cand] == groups
+            if ceil is not None:
+                room = np.minimum(ceil[cand], ceil) - np.maximum(ys[cand], ys)
+                ok &= room >= agent_height - 1e-6
+            better = ok & (d < bestd)
+            best[better] = cand[better]
+            bestd[better] = d[better]
+        nbr[:, k] = best
+    # keep only mutual links so the graph is symmetric
+    S_idx = np.arange(S)
+    for k in range(4):
+        t = nbr[:, k]
+        ok = t >= 0
+        back = np.full(S, -1, np.int64)
+        back[ok] = nbr[t[ok], OPPOSITE[k]]
+        nbr[ok & (back != S_idx), k] = -1
+    return nbr
+
+
+def load_navmesh(path: str | os.PathLike) -> NavMesh:
+    """Read and check a ``NAVM`` file (docs/NAVMESH.md §3); CorruptFileError on any problem."""
+    path = os.fspath(path)
+    with Container(path, kind=KIND) as f:
+        h = f.header
+        if h.get("format") != FORMAT:
+            raise CorruptFileError(path, f"header format is {h.get('format')!r}, expected {FORMAT!r}")
+        if h.get("version") != VERSION:
+            raise FormatVersionError(path, f"navmesh version {h.get('version')!r} is not supported "
+                                           f"(this build reads {VERSION})")
+        try:
+            shape = tuple(int(v) for v in h["shape"])
+            cs = float(h["cell_size"])
+            origin = [float(v) for v in h["origin"]]
+            settings = NavSettings.from_dict(dict(h.get("settings") or {}))
+        except Exception as e:  # noqa: BLE001 - any malformed header value is corruption
+            raise CorruptFileError(path, f"bad navmesh header: {e}") from None
+        if len(shape) != 3 or min(shape) < 1 or not cs > 0 or len(origin) != 2 or \
+                abs(settings.cell_size - cs) > 1e-9:
+            raise CorruptFileError(path, "bad navmesh header: shape / cell_size / origin")
+        arrays = {}
+        want = {"height": ("f4", shape), "neighbors": ("i1", shape + (4,)), "island": ("i4", shape),
+                "island_area": ("f4", None), "island_radius": ("f4", None)}
+        for name, (dt, shp) in want.items():
+            if name not in f:
+                raise CorruptFileError(path, "missing section", section=name)
+            s = f.sections[name]
+            if s.dtype != np.dtype(dt) or (shp is not None and s.shape != shp) or (shp is None and len(s.shape) != 1):
+                raise CorruptFileError(path, f"dtype/shape {s.dtype}{list(s.shape)} do not match the header",
+                                       section=name)
+            arrays[name] = f.read(name)
+    L = shape[0]
+    I = arrays["island_area"].shape[0]
+    if arrays["island_radius"].shape[0] != I:
+        raise CorruptFileError(path, "length differs from island_area", section="island_radius")
+    nb, isl, hgt = arrays["neighbors"], arrays["island"], arrays["height"]
+    if nb.size and (nb.min() < -1 or nb.max() >= L):
+        raise CorruptFileError(path, "layer index out of range", section="neighbors")
+    if isl.size and (isl.min() < -1 or isl.max() >= I):
+        raise CorruptFileError(path, "island id out of range", section="island")
+    if np.any(np.isnan(hgt) != (isl < 0)):
+        raise CorruptFileError(path, "spans and island labels disagree", section="island")
+    return NavMesh(hgt, nb, origin, settings, island=isl, island_area=arrays["island_area"],
+                   island_radius=arrays["island_radius"], method=str(h.get("method", "")),
+                   source=str(h.get("source", "")), build_seconds=float(h.get("build_seconds", 0.0)))
+
+
+def is_navmesh_file(path: str | os.PathLike) -> bool:
+    try:
+        with open(path, "rb") as f:
+            head = f.read(16)
+    except OSError:
+        return False
+    return head[:8] == b"\x89BPS\r\n\x1a\n" and head[12:16] == KIND.encode()

@@ -1,0 +1,47 @@
+"""Navmesh build settings: habitat's NavMeshSettings defaults (spec: docs/NAVMESH.md §5)."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, fields
+
+from ..errors import ConfigError
+
+
+@dataclass(frozen=True)
+class NavSettings:
+    cell_size: float = 0.05        # m, x/z cell side
+    cell_height: float = 0.2       # m, vertical tolerance when merging spans
+    agent_height: float = 1.5      # m, head room needed above a walkable surface
+    agent_radius: float = 0.1      # m, walkable area is eroded by this
+    max_climb: float = 0.2         # m, largest step between neighbouring spans
+    max_slope: float = 45.0        # degrees, steepest walkable triangle
+    region_min_size: float = 20.0  # cells; islands under region_min_size^2 cells are dropped
+    filter_low_hanging_obstacles: bool = True
+    filter_ledge_spans: bool = True
+    filter_walkable_low_height_spans: bool = True
+
+    def __post_init__(self):
+        for name in ("cell_size", "cell_height", "agent_height"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and v > 0):
+                raise ConfigError(None, f"navmesh setting {name} must be > 0, got {v!r}")
+        for name in ("agent_radius", "max_climb", "region_min_size"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and v >= 0):
+                raise ConfigError(None, f"navmesh setting {name} must be >= 0, got {v!r}")
+        if not 0 <= self.max_slope < 90:
+            raise ConfigError(None, f"navmesh setting max_slope must be in [0, 90), got {self.max_slope!r}")
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "NavSettings":
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+    def replace(self, **kw) -> "NavSettings":
+        return dataclasses.replace(self, **{k: v for k, v in kw.items() if v is not None})
+
+
+DEFAULT_SETTINGS = NavSettings()

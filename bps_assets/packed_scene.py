@@ -1,0 +1,467 @@
+"""Packed scenes: convert a read scene into GPU-ready arrays in a `SCEN` container, read it back.
+
+Spec: docs/FORMAT.md section 5. The conversion pipeline, one transform per step:
+
+    frame -> clean -> merge -> quantize -> weld -> reorder -> meshlets   (geometry)
+    textures                                                            (images)
+
+``read_packed_scene`` returns numpy arrays in the habitat frame with no per-element Python
+work: sections are decompressed on a small thread pool (zstd and the numpy filters release
+the GIL), positions and UVs are dequantized with one vectorized multiply-add, and every
+index-like array is range-checked (one vectorized max) so a crafted file cannot make a
+renderer read out of bounds.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+
+from . import __version__
+from .container import Container, SectionSpec, write_container
+from .errors import CorruptFileError, OutputExistsError
+from .scene import SceneDocument
+from .transforms import clean as t_clean
+from .transforms import frame as t_frame
+from .transforms import merge
+from .transforms import meshlets as t_meshlets
+from .transforms import quantize as t_quantize
+from .transforms import reorder as t_reorder
+from .transforms import textures as t_textures
+from .transforms import weld as t_weld
+
+KIND = "SCEN"
+SCENE_FORMAT_VERSION = 1
+SUFFIX = ".bps"
+
+
+@dataclass(frozen=True)
+class ConvertOptions:
+    """Every setting of the conversion; recorded in the file header. CLI defaults come from here."""
+
+    dataset: str = "generic"            # gibson | mp3d (Z-up sources) | generic (Y-up)
+    up: str | None = None               # y | z: override the dataset's up axis
+    max_texture: int = t_textures.DEFAULTS.max_texture
+    texture_format: str = t_textures.DEFAULTS.format
+    mipmaps: bool = t_textures.DEFAULTS.mipmaps
+    position_error: float = t_quantize.DEFAULTS.position_error
+    uv_error: float = t_quantize.DEFAULTS.uv_error
+    min_area: float = t_clean.DEFAULTS.min_area
+    meshlet_max_vertices: int = t_meshlets.DEFAULTS.max_vertices
+    meshlet_max_triangles: int = t_meshlets.DEFAULTS.max_triangles
+    chunk_meshlets: int = t_meshlets.DEFAULTS.chunk_meshlets
+    zstd_level: int = 9                 # geometry sections (textures use 3: BC blocks barely compress)
+
+    def frame_options(self):
+        return t_frame.Options(dataset=self.dataset, up=self.up)
+
+    def texture_options(self):
+        return t_textures.Options(max_texture=self.max_texture, format=self.texture_format,
+                                  mipmaps=self.mipmaps)
+
+
+DEFAULTS = ConvertOptions()
+
+
+@dataclass
+class ConvertResult:
+    scene_id: str
+    source: str
+    output: str
+    stats: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"scene_id": self.scene_id, "source": self.source, "output": self.output, **self.stats}
+
+
+def scene_id_for(path: str | os.PathLike, dataset: str = "generic") -> str:
+    """File stem; for the MP3D layout (``mp3d/ID/ID.glb``) the folder name."""
+    p = Path(path)
+    if dataset == "mp3d" and p.parent.name:
+        return p.parent.name
+    return p.stem
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+# ------------------------------------------------------------------------------ conversion
+
+def process_geometry(doc: SceneDocument, options: ConvertOptions = DEFAULTS):
+    """frame -> clean -> merge -> quantize -> weld -> reorder -> meshlets. Returns the MergedGeometry."""
+    t_frame.frame(options.frame_options())(doc)
+    t_clean.clean(t_clean.Options(min_area=options.min_area))(doc)
+    g = merge(doc)
+    steps = [
+        t_quantize.quantize(t_quantize.Options(options.position_error, options.uv_error)),
+        t_weld.weld(),
+        t_reorder.reorder(),
+        t_meshlets.meshlets(t_meshlets.Options(options.meshlet_max_vertices,
+                                               options.meshlet_max_triangles, options.chunk_meshlets)),
+    ]
+    for step in steps:
+        g = step(g)
+    return g
+
+
+def _settings_json(options: ConvertOptions) -> dict:
+    return asdict(options)
+
+
+def convert_scene(doc: SceneDocument, dst: str | os.PathLike, options: ConvertOptions = DEFAULTS,
+                  overwrite: bool = False, scene_id: str | None = None,
+                  source_info: dict | None = None) -> ConvertResult:
+    """Process ``doc`` (modified in place) and write the packed file ``dst`` atomically."""
+    t0 = time.perf_counter()
+    dst = Path(dst)
+    if dst.exists() and not overwrite:
+        raise OutputExistsError(dst, "already exists (pass overwrite / --overwrite to replace it)")
+    t_textures.check_options(options.texture_options())
+    triangles_in = doc.triangle_count
+    g = process_geometry(doc, options)
+    used_tex = sorted({int(t) for t in g.material_texture if t >= 0})
+    remap = np.full(len(doc.textures) + 1, -1, np.int32)
+    remap[used_tex] = np.arange(len(used_tex), dtype=np.int32)
+    material_texture = np.where(g.material_texture >= 0, remap[g.material_texture], -1).astype(np.int32)
+    texset = t_textures.textures(options.texture_options())([doc.textures[i] for i in used_tex])
+    ml = g.meshlets
+
+    lo, hi = (g.positions.min(0), g.positions.max(0)) if g.vertex_count else (np.zeros(3), np.zeros(3))
+    psnrs = [t.get("psnr_db") for t in texset.info]
+    geo_spec = SectionSpec("zstd", "delta+shuffle", options.zstd_level)
+    arrays: dict[str, np.ndarray] = {
+        "positions_q": g.positions_q,
+        "indices": g.indices.astype(np.uint32),
+    }
+    specs = {"positions_q": geo_spec, "indices": geo_spec}
+    if g.uvs_q is not None:
+        arrays["uvs_q"] = g.uvs_q
+        specs["uvs_q"] = geo_spec
+    if g.colors is not None:
+        arrays["colors"] = g.colors
+        specs["colors"] = geo_spec
+    arrays.update({
+        "tri_material": g.tri_material.astype(np.int32),
+        "material_color": g.material_color.astype(np.float32),
+        "material_texture": material_texture,
+        "tex_blocks": texset.tex_blocks,
+        "tex_levels": texset.tex_levels,
+        "meshlet_tris": ml.meshlet_tris,
+        "meshlet_spheres": ml.meshlet_spheres,
+        "chunk_meshlets": ml.chunk_meshlets,
+        "chunk_tris": ml.chunk_tris,
+        "chunk_spheres": ml.chunk_spheres,
+    })
+    specs.update({
+        "tri_material": geo_spec,
+        "tex_blocks": SectionSpec("zstd", "none", 3),
+        "meshlet_tris": geo_spec, "chunk_meshlets": geo_spec, "chunk_tris": geo_spec,
+        "meshlet_spheres": SectionSpec("zstd", "shuffle", options.zstd_level),
+        "chunk_spheres": SectionSpec("zstd", "shuffle", options.zstd_level),
+    })
+
+    drop_keys = ("invalid_index_triangles", "nonfinite_triangles", "degenerate_triangles",
+                 "collapsed_triangles", "skipped_points", "skipped_lines", "nonfinite_uvs",
+                 "welded_vertices", "unused_vertices")
+    counts = {
+        "triangles_in": int(triangles_in),
+        "triangles": g.triangle_count,
+        "vertices": g.vertex_count,
+        "materials": int(len(g.material_color)),
+        "textures": len(used_tex),
+        "texture_levels": int(len(texset.tex_levels)),
+        "meshlets": int(len(ml.meshlet_tris)),
+        "chunks": int(len(ml.chunk_tris)),
+        **{k: int(g.stats.get(k, 0)) for k in drop_keys},
+    }
+    quant = {"positions": {**g.position_grid.to_json(), "norm": "euclidean",
+                           "requested_bound": options.position_error,
+                           "measured_max_error": g.stats.get("position_max_error", 0.0)}}
+    if g.uvs_q is not None:
+        quant["uvs"] = {**g.uv_grid.to_json(), "norm": "per_component",
+                        "requested_bound": options.uv_error,
+                        "measured_max_error": g.stats.get("uv_max_error", 0.0)}
+    src = dict(source_info or {})
+    src.setdefault("path", doc.source_path)
+    src.setdefault("format", doc.source_format)
+    sid = scene_id or (scene_id_for(doc.source_path, options.dataset) if doc.source_path else dst.stem)
+    header = {
+        "scene_format_version": SCENE_FORMAT_VERSION,
+        "scene_id": sid,
+        "source": src,
+        "frame": {"name": "habitat", "dataset": options.dataset,
+                  "up": t_frame.up_axis(options.frame_options()),
+                  "matrix": np.asarray(doc.frame_matrix, np.float64).tolist()},
+        "bounds": {"min": [float(x) for x in lo], "max": [float(x) for x in hi]},
+        "counts": counts,
+        "quantization": quant,
+        "textures": texset.info,
+        "meshlets": {"max_vertices": options.meshlet_max_vertices,
+                     "max_triangles": options.meshlet_max_triangles,
+                     "chunk_meshlets": options.chunk_meshlets},
+        "converter": {"name": "bps_assets", "version": __version__, "settings": _settings_json(options)},
+    }
+    for name, a in arrays.items():  # tiny sections only grow under zstd
+        if a.nbytes < 512:
+            specs[name] = SectionSpec("raw", "none")
+    bytes_out = write_container(dst, KIND, header, arrays, specs, overwrite=overwrite)
+    stats = {
+        "triangles_in": counts["triangles_in"], "triangles_out": counts["triangles"],
+        "vertices_out": counts["vertices"],
+        "dropped_triangles": sum(counts[k] for k in ("invalid_index_triangles", "nonfinite_triangles",
+                                                     "degenerate_triangles", "collapsed_triangles")),
+        **{k: counts[k] for k in drop_keys},
+        "bytes_in": int(src.get("bytes", 0)), "bytes_out": int(bytes_out),
+        "texture_bytes": int(texset.tex_blocks.size), "textures": len(used_tex),
+        "psnr": psnrs, "psnr_min": min((p for p in psnrs if p is not None), default=None),
+        "position_max_error": quant["positions"]["measured_max_error"],
+        "position_error_bound": quant["positions"]["error_bound"],
+        "meshlets": counts["meshlets"], "chunks": counts["chunks"],
+        "seconds": round(time.perf_counter() - t0, 4),
+    }
+    return ConvertResult(sid, src.get("path", ""), str(dst), stats)
+
+
+def convert_file(src: str | os.PathLike, dst: str | os.PathLike, options: ConvertOptions = DEFAULTS,
+                 overwrite: bool = False, scene_id: str | None = None) -> ConvertResult:
+    """Read ``src`` (any format ``bps_assets.readers`` knows) and write the packed scene ``dst``."""
+    t0 = time.perf_counter()
+    dst = Path(dst)
+    if dst.exists() and not overwrite:  # before the expensive part
+        raise OutputExistsError(dst, "already exists (pass overwrite / --overwrite to replace it)")
+    from .readers import load  # readers import optional decoders lazily
+
+    doc = load(src)
+    info = {"path": os.fspath(src), "bytes": os.path.getsize(src), "sha256": sha256_file(src),
+            "format": doc.source_format or Path(src).suffix.lstrip(".").lower()}
+    res = convert_scene(doc, dst, options, overwrite=overwrite,
+                        scene_id=scene_id or scene_id_for(src, options.dataset), source_info=info)
+    res.stats["seconds"] = round(time.perf_counter() - t0, 4)
+    return res
+
+
+# ------------------------------------------------------------------------------ reading
+
+# field -> stored section(s)
+_FIELD_SECTIONS = {
+    "positions": "positions_q", "indices": "indices", "uvs": "uvs_q", "colors": "colors",
+    "tri_material": "tri_material", "material_color": "material_color",
+    "material_texture": "material_texture", "tex_blocks": "tex_blocks", "tex_levels": "tex_levels",
+    "meshlet_tris": "meshlet_tris", "meshlet_spheres": "meshlet_spheres",
+    "chunk_meshlets": "chunk_meshlets", "chunk_tris": "chunk_tris", "chunk_spheres": "chunk_spheres",
+}
+_REQUIRED = ("positions_q", "indices", "tri_material", "material_color", "material_texture",
+             "tex_blocks", "tex_levels", "chunk_tris", "chunk_spheres")
+# dtype and trailing shape each section must have
+_LAYOUT = {
+    "positions_q": (("u2", "u4"), (3,)), "indices": (("u4",), (3,)), "uvs_q": (("u2", "u4"), (2,)),
+    "colors": (("u1",), (4,)), "tri_material": (("i4",), ()), "material_color": (("f4",), (4,)),
+    "material_texture": (("i4",), ()), "tex_blocks": (("u1",), ()), "tex_levels": (("i8",), (6,)),
+    "meshlet_tris": (("i8",), (2,)), "meshlet_spheres": (("f4",), (4,)),
+    "chunk_meshlets": (("i8",), (2,)), "chunk_tris": (("i8",), (2,)), "chunk_spheres": (("f4",), (4,)),
+}
+_DT_NAME = {np.dtype(np.uint8): "u1", np.dtype(np.uint16): "u2", np.dtype(np.uint32): "u4",
+            np.dtype(np.int32): "i4", np.dtype(np.int64): "i8", np.dtype(np.float32): "f4"}
+
+
+@dataclass
+class PackedScene:
+    """A packed scene's arrays (numpy, habitat frame). Fields not requested are None."""
+
+    header: dict
+    positions: np.ndarray | None = None         # float32 [V,3]
+    indices: np.ndarray | None = None           # uint32 [T,3]
+    uvs: np.ndarray | None = None               # float32 [V,2]
+    colors: np.ndarray | None = None            # uint8 [V,4] or None
+    tri_material: np.ndarray | None = None      # int32 [T]
+    material_color: np.ndarray | None = None    # float32 [M,4]
+    material_texture: np.ndarray | None = None  # int32 [M], -1: none
+    tex_blocks: np.ndarray | None = None        # uint8 [B]
+    tex_levels: np.ndarray | None = None        # int64 [L,6]
+    meshlet_tris: np.ndarray | None = None      # int64 [K,2]
+    meshlet_spheres: np.ndarray | None = None   # float32 [K,4]
+    chunk_meshlets: np.ndarray | None = None    # int64 [C,2]
+    chunk_tris: np.ndarray | None = None        # int64 [C,2]
+    chunk_spheres: np.ndarray | None = None     # float32 [C,4]
+    path: str = ""
+
+    ARRAY_FIELDS = tuple(_FIELD_SECTIONS)
+
+    @property
+    def scene_id(self) -> str:
+        return self.header.get("scene_id", "")
+
+    def nbytes(self) -> int:
+        return sum(getattr(self, f).nbytes for f in self.ARRAY_FIELDS if getattr(self, f) is not None)
+
+    def to_torch(self, device="cpu") -> dict:
+        """Tensors on ``device`` for every loaded array. ``indices`` becomes int32 (torch's
+        uint32 support is partial; values are < 2^31, checked on read)."""
+        import torch
+
+        out = {}
+        for name in self.ARRAY_FIELDS:
+            a = getattr(self, name)
+            if a is None:
+                continue
+            if name == "indices":
+                a = a.view(np.int32)
+            if not a.flags.writeable:  # torch.from_numpy wants a writable buffer
+                a = a.copy()
+            out[name] = torch.from_numpy(a).to(device)
+        return out
+
+
+def _hdr_err(path, msg):
+    return CorruptFileError(path, f"header: {msg}")
+
+
+def _grid(path, header, key, dtype_name, k):
+    try:
+        d = header["quantization"][key]
+        grid = t_quantize.Grid.from_json(d)
+    except (KeyError, TypeError, ValueError) as e:
+        raise _hdr_err(path, f"quantization.{key} missing or malformed ({e})") from None
+    if grid.dtype != dtype_name or len(grid.origin) != k or len(grid.step) != k or \
+            not all(np.isfinite(grid.origin)) or not all(np.isfinite(grid.step)):
+        raise _hdr_err(path, f"quantization.{key} does not match its section")
+    return grid
+
+
+def read_packed_scene(path: str | os.PathLike, sections: Iterable[str] | None = None,
+                      threads: int = 2, verify: bool = True) -> PackedScene:
+    """Read a packed scene. ``sections``: field names to load (default all), e.g.
+    ``["positions", "indices"]``. Raises CorruptFileError naming the section on any damage."""
+    path = os.fspath(path)
+    want = list(_FIELD_SECTIONS) if sections is None else list(sections)
+    for f in want:
+        if f not in _FIELD_SECTIONS:
+            raise ValueError(f"unknown packed-scene field {f!r} (choose from {', '.join(_FIELD_SECTIONS)})")
+    with Container(path, KIND) as c:
+        hdr = c.header
+        if not isinstance(hdr.get("scene_format_version"), int):
+            raise _hdr_err(path, "no scene_format_version")
+        if hdr["scene_format_version"] != SCENE_FORMAT_VERSION:
+            from .errors import FormatVersionError
+            raise FormatVersionError(path, f"scene format version {hdr['scene_format_version']} is not "
+                                           f"supported (this build reads {SCENE_FORMAT_VERSION})")
+        for s in _REQUIRED:
+            if s not in c.sections:
+                raise CorruptFileError(path, "required section is missing", section=s)
+        for name, sec in c.sections.items():
+            lay = _LAYOUT.get(name)
+            if lay is None:
+                continue  # unknown sections MAY be present (forward compatible)
+            dts, tail = lay
+            if _DT_NAME.get(sec.dtype) not in dts or len(sec.shape) != 1 + len(tail) or \
+                    tuple(sec.shape[1:]) != tail:
+                raise CorruptFileError(path, f"dtype/shape {sec.dtype}{list(sec.shape)} is not the "
+                                             f"specified {dts[0]}[N{''.join(',%d' % t for t in tail)}]",
+                                       section=name)
+        secs = c.sections
+        n_v = secs["positions_q"].shape[0]
+        n_t = secs["indices"].shape[0]
+        for name, n in (("uvs_q", n_v), ("colors", n_v), ("tri_material", n_t)):
+            if name in secs and secs[name].shape[0] != n:
+                raise CorruptFileError(path, f"has {secs[name].shape[0]} rows, expected {n}", section=name)
+        if secs["material_texture"].shape[0] != secs["material_color"].shape[0]:
+            raise CorruptFileError(path, "row count differs from material_color", section="material_texture")
+
+        needed = []
+        for f in want:
+            s = _FIELD_SECTIONS[f]
+            if s in secs and s not in needed:
+                needed.append(s)
+        with ThreadPoolExecutor(max(1, threads)) as ex:
+            raw = dict(zip(needed, ex.map(lambda n: c.read(n, verify=verify), needed)))
+
+    out = PackedScene(header=hdr, path=path)
+    if "positions_q" in raw:
+        out.positions = t_quantize.dequantize(raw["positions_q"], _grid(path, hdr, "positions",
+                                                                       _DT_NAME[secs["positions_q"].dtype], 3))
+    if "uvs" in want:
+        if "uvs_q" in raw:
+            out.uvs = t_quantize.dequantize(raw["uvs_q"], _grid(path, hdr, "uvs", _DT_NAME[secs["uvs_q"].dtype], 2))
+        else:
+            out.uvs = np.zeros((n_v, 2), np.float32)
+    for f in want:
+        s = _FIELD_SECTIONS[f]
+        if f not in ("positions", "uvs") and s in raw:
+            setattr(out, f, raw[s])
+    _check_ranges(path, out, n_v, n_t, secs)
+    return out
+
+
+def _check_ranges(path, s: PackedScene, n_v: int, n_t: int, secs) -> None:
+    """Vectorized range checks of every array that indexes another one."""
+    def bad(name, msg):
+        return CorruptFileError(path, msg, section=name)
+
+    if n_v >= 2**31:
+        raise bad("positions_q", f"{n_v} vertices exceed 2^31")
+    if s.indices is not None and s.indices.size and int(s.indices.max()) >= n_v:
+        raise bad("indices", f"index {int(s.indices.max())} out of range for {n_v} vertices")
+    n_m = secs["material_color"].shape[0]
+    if s.tri_material is not None and s.tri_material.size and \
+            (int(s.tri_material.min()) < 0 or int(s.tri_material.max()) >= n_m):
+        raise bad("tri_material", f"material id out of range for {n_m} materials")
+    for name in ("chunk_tris", "meshlet_tris"):
+        a = getattr(s, name)
+        if a is not None and a.size:
+            if int(a.min()) < 0 or int((a[:, 0] + a[:, 1]).max()) > n_t:
+                raise bad(name, f"triangle range outside 0..{n_t}")
+    cm = s.chunk_meshlets
+    if cm is not None and cm.size and "meshlet_tris" in secs:
+        n_k = secs["meshlet_tris"].shape[0]
+        if int(cm.min()) < 0 or int((cm[:, 0] + cm[:, 1]).max()) > n_k:
+            raise bad("chunk_meshlets", f"meshlet range outside 0..{n_k}")
+    if s.tex_levels is not None and s.tex_levels.size:
+        lv = s.tex_levels
+        n_tex = int(lv[:, 0].max()) + 1
+        if int(lv.min()) < 0 or not np.isin(lv[:, 5], (1, 7)).all():
+            raise bad("tex_levels", "negative value or unknown format code")
+        if np.any(lv[:, 2] > 1 << 16) or np.any(lv[:, 3] > 1 << 16):
+            raise bad("tex_levels", "texture side above 65536")
+        size = ((lv[:, 2] + 3) // 4) * ((lv[:, 3] + 3) // 4) * np.where(lv[:, 5] == 1, 8, 16)
+        n_b = secs["tex_blocks"].shape[0]
+        if int((lv[:, 4] + size).max()) > n_b:
+            raise bad("tex_levels", f"level bytes outside tex_blocks ({n_b} bytes)")
+        mt = s.material_texture
+        if mt is not None and mt.size and (int(mt.min()) < -1 or int(mt.max()) >= n_tex):
+            raise bad("material_texture", f"texture id out of range for {n_tex} textures")
+    elif s.material_texture is not None and s.material_texture.size and int(s.material_texture.max()) >= 0 \
+            and s.tex_levels is not None:
+        raise bad("material_texture", "refers to a texture but the file has none")
+
+
+def texture_level(scene: PackedScene, texture: int, level: int = 0) -> tuple[int, int, int, bytes]:
+    """(width, height, format, blocks) of one mip level (needs tex_blocks and tex_levels)."""
+    lv = scene.tex_levels
+    row = lv[(lv[:, 0] == texture) & (lv[:, 1] == level)]
+    if not len(row):
+        raise KeyError((texture, level))
+    _, _, w, h, off, fmt = (int(x) for x in row[0])
+    n = t_textures.block_bytes(w, h, fmt)
+    return w, h, fmt, scene.tex_blocks[off:off + n].tobytes()
+
+
+def decode_texture_level(scene: PackedScene, texture: int, level: int = 0) -> np.ndarray:
+    """uint8 [H,W,4] of one stored level, decoded with Pillow (for checks and previews)."""
+    w, h, fmt, data = texture_level(scene, texture, level)
+    return t_textures.decode_blocks(data, w, h, fmt)
+
+
+__all__ = ["ConvertOptions", "DEFAULTS", "ConvertResult", "PackedScene", "convert_scene",
+           "convert_file", "read_packed_scene", "scene_id_for", "texture_level",
+           "decode_texture_level", "process_geometry"]

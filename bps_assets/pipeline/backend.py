@@ -1,0 +1,190 @@
+"""The per-scene work the pipeline orchestrates, behind one small adapter.
+
+``Backend`` is the only place the pipeline calls the converters (``packed_scene``,
+``nav``, ``nav.episodes``); preprocess, resume, shards and the manifest only see its four
+methods. Tests pass a small fake backend to exercise the orchestration (failures, crashes,
+kills) quickly, and the real one on synthetic scenes.
+
+A backend instance is pickled to worker processes, so it holds only options, never open
+files or loaded modules; the converters are imported lazily inside the methods.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+from ..container import Container
+
+NAVMESH_MODES = ("auto", "import", "build")
+
+
+def _asdict(obj) -> Any:
+    if obj is None:
+        return None
+    if dataclasses.is_dataclass(obj):
+        return {f.name: _asdict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, (list, tuple)):
+        return [_asdict(x) for x in obj]
+    if isinstance(obj, dict):
+        return {str(k): _asdict(v) for k, v in obj.items()}
+    if isinstance(obj, (str, int, float, bool)):
+        return obj
+    if hasattr(obj, "item"):  # numpy scalar
+        return obj.item()
+    return str(obj)
+
+
+def container_info(path: Path) -> dict:
+    """What the manifest records about a packed file's format: ``format`` (container kind,
+    SCEN / NAVM), ``format_version`` (container version) and, when the header names them, the
+    content format's own version (``content_version``: scene_format_version / navmesh version)."""
+    from ..container import CONTAINER_VERSION
+
+    with Container(path) as c:
+        info = {"format": c.kind, "format_version": CONTAINER_VERSION}
+        h = c.header
+        cv = h.get("scene_format_version", h.get("version"))
+        if isinstance(cv, int) and not isinstance(cv, bool):
+            info["content_version"] = cv
+    return info
+
+
+class Backend:
+    """The real converters. ``convert_options`` / ``nav_settings``: None means the defaults
+    (``packed_scene.DEFAULTS`` / ``nav.DEFAULT_SETTINGS``)."""
+
+    name = "bps"
+
+    def __init__(self, convert_options=None, nav_settings=None):
+        self.convert_options = convert_options
+        self.nav_settings = nav_settings
+
+    # -- options
+    def _convert_options(self, dataset_name: str | None = None):
+        if self.convert_options is not None:
+            return self.convert_options
+        from .. import packed_scene
+
+        opts = packed_scene.DEFAULTS
+        if not dataset_name:
+            return opts
+        # the converter's dataset preset (gibson / mp3d: Z-up scans, habitat scene ids); any
+        # other dataset converts as generic with the up axis its data_manifests file names
+        if dataset_name in ("gibson", "mp3d"):
+            return dataclasses.replace(opts, dataset=dataset_name)
+        from .datasets import load_dataset
+
+        return dataclasses.replace(opts, dataset="generic", up=load_dataset(dataset_name).up_axis)
+
+    def _nav_settings(self):
+        if self.nav_settings is not None:
+            return self.nav_settings
+        from ..nav import DEFAULT_SETTINGS
+
+        return DEFAULT_SETTINGS
+
+    def settings(self, dataset_name: str) -> dict:
+        """JSON-able settings that determine the outputs (part of each scene's fingerprint)."""
+        from ..nav.episodes import DEFAULTS as EPISODE_DEFAULTS
+
+        return {"backend": self.name,
+                "convert": _asdict(self._convert_options(dataset_name)),
+                "nav": _asdict(self._nav_settings()),
+                "nav_import": "file" if self.nav_settings is None else "settings",
+                "episode_options": _asdict(EPISODE_DEFAULTS)}
+
+    # -- work
+    def convert(self, src: Path, dst: Path, scene_id: str, dataset_name: str) -> dict:
+        from .. import packed_scene
+
+        res = packed_scene.convert_file(src, dst, self._convert_options(dataset_name), overwrite=True)
+        st = dict(getattr(res, "stats", None) or {})
+        return {"triangles": int(st.get("triangles_out", st.get("triangles", 0)) or 0),
+                "texture_bytes": int(st.get("texture_bytes", 0) or 0),
+                "bytes_in": int(st.get("bytes_in", 0) or 0)}
+
+    def navmesh(self, mode: str, packed: Path, detour_src: Path | None, dst: Path) -> dict:
+        """Import ``detour_src`` (habitat .navmesh) or build from the packed scene; save ``dst``.
+
+        ``auto`` imports when a .navmesh is present and falls back to building when the import
+        fails (the reason is recorded); ``import`` without a .navmesh is an error.
+        """
+        from .. import nav
+        from ..errors import InputError
+
+        settings = self._nav_settings()
+        note = None
+        mesh = None
+        if mode not in NAVMESH_MODES:
+            raise ValueError(f"navmesh mode {mode!r} not one of {NAVMESH_MODES}")
+        if mode in ("import", "auto") and detour_src is not None:
+            from ..nav.detour import import_detour
+
+            try:
+                # settings None: the .navmesh's own agent (habitat stores it in the file)
+                mesh = import_detour(detour_src, self.nav_settings)
+                source = "imported"
+            except Exception as e:  # noqa: BLE001 - auto mode: any import failure -> build
+                if mode == "import":
+                    raise
+                note = f"import failed ({type(e).__name__}: {e}); built instead"
+        elif mode == "import":
+            raise InputError(packed, "--navmesh import: the scene has no .navmesh beside it")
+        if mesh is None:
+            # from the packed scene: already in the habitat frame, and cleaned
+            mesh = nav.build_navmesh(packed, settings)
+            source = "built"
+        mesh.save(dst, overwrite=True)
+        out = {"source": source, "navigable_area": float(_value(mesh, "navigable_area")),
+               "islands": int(_islands(mesh))}
+        if note:
+            out["note"] = note
+        return out
+
+    def episodes(self, navmesh_path: Path, scene: str, dataset_name: str, n: int, seed: int,
+                 dst: Path) -> dict:
+        """Write the scene's habitat v1 content file ``{"episodes": [...]}`` (gzip) at ``dst``.
+
+        One file per scene (not ``write_pointnav_dataset``, which writes a whole split), so
+        scenes finish independently in parallel workers; the split index file is written by
+        preprocess once all scenes are done. The seed is per scene (``scene_seed``), so a
+        scene's episodes do not depend on which other scenes or shards exist.
+        """
+        import gzip
+
+        from ..container import atomic_write
+        from ..nav import episodes as ep
+        from ..nav import load_navmesh
+
+        mesh = load_navmesh(navmesh_path)
+        try:
+            scene_id = ep.scene_id_for(dataset_name, scene)
+        except Exception:  # noqa: BLE001 - a user dataset without a habitat scene_id rule
+            scene_id = f"{scene}.glb"
+        eps = ep.generate_episodes(mesh, scene_id, n, ep.scene_seed(seed, scene))
+        for i, e in enumerate(eps):
+            ep.validate_episode(e, i, dst)
+        data = gzip.compress(json.dumps({"episodes": eps}).encode(), compresslevel=6, mtime=0)
+        atomic_write(dst, lambda f: f.write(data), overwrite=True)
+        return {"count": len(eps)}
+
+
+def _value(obj, name):
+    v = getattr(obj, name)
+    return v() if callable(v) else v
+
+
+def _islands(mesh) -> int:
+    for name in ("num_islands", "island_count", "islands"):
+        if hasattr(mesh, name):
+            v = _value(mesh, name)
+            return v if isinstance(v, int) else len(v)
+    return 0
+
+
+def settings_fingerprint(settings: dict) -> str:
+    import hashlib
+
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()

@@ -1,0 +1,166 @@
+"""`bps-assets demo [OUTDIR]`: the project's main job on built-in data, as a list of steps.
+
+Default steps: synthesize a small Gibson-layout dataset (real Gibson ids from split "tiny",
+train and val) in OUTDIR/src -> preprocess it with PointNav episodes into OUTDIR (so
+OUTDIR/manifest.json is the dataset) -> verify the manifest (deep) -> print the summary.
+Split "tiny" has 35 scenes and only a few are synthesized: the others are reported as
+missing, which is not an error (see ``--require-all``).
+
+Extension point: a module listed in ``STEP_PROVIDERS`` that defines ``demo_steps() ->
+list[DemoStep]`` has its steps appended, in order, when it imports (e.g. the runtime adds
+"run the batched environment and print fps" in ``bps_runtime/demo.py``). A step reads what
+earlier ones left in the shared ``DemoContext`` (``ctx.manifest_path`` ...) and returns False
+(or raises) to stop the demo.
+"""
+from __future__ import annotations
+
+import importlib
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from ..errors import OutputExistsError
+
+DEMO_SCENES = {"train": ["Allensville", "Beechwood", "Benevolence", "Coffeen"],
+               "val": ["Collierville", "Corozal"]}
+DEMO_SPLIT = "tiny"
+DEMO_EPISODES = 20  # per scene
+DEMO_SEED = 0
+STEP_PROVIDERS = ("bps_runtime.demo",)
+
+
+@dataclass
+class DemoContext:
+    outdir: Path
+    echo: Callable[[str], None] = print
+    scenes: int | None = None       # how many of DEMO_SCENES to synthesize (None: all)
+    workers: int | None = None
+    src_root: Path | None = None    # set by synthesize
+    out_root: Path | None = None    # set by preprocess
+    manifest_path: Path | None = None
+    results: dict = field(default_factory=dict)  # step name -> whatever the step reports
+
+
+@dataclass(frozen=True)
+class DemoStep:
+    name: str
+    title: str
+    run: Callable[[DemoContext], bool | None]
+
+
+def demo_scene_names(n: int | None = None) -> list[str]:
+    names = DEMO_SCENES["train"] + DEMO_SCENES["val"]
+    if n is None:
+        return names
+    # keep at least one val scene in small demos so both subsets exist
+    train = DEMO_SCENES["train"][:max(1, n - 1)]
+    return train + DEMO_SCENES["val"][:max(0, n - len(train))]
+
+
+def _synthesize(ctx: DemoContext):
+    from .. import synth
+
+    ctx.src_root = ctx.outdir / "src"
+    names = demo_scene_names(ctx.scenes)
+    todo = [n for n in names if not (ctx.src_root / "gibson" / f"{n}.glb").is_file()]
+    if todo:
+        synth.generate(ctx.src_root, "gibson", todo, seed=DEMO_SEED, size="small")
+    ctx.echo(f"  {len(names)} scenes in {ctx.src_root}/gibson ({len(names) - len(todo)} already there)")
+    ctx.results["synthesize"] = {"scenes": names}
+
+
+def _preprocess(ctx: DemoContext):
+    from .preprocess import PreprocessOptions, preprocess, summary_table
+
+    # OUTDIR is the OUT_ROOT (OUTDIR/manifest.json is what `bps-train` reads by default); it
+    # also holds the synthesized sources in OUTDIR/src, hence overwrite (the demo owns OUTDIR)
+    ctx.out_root = ctx.outdir
+    opts = PreprocessOptions(episodes=DEMO_EPISODES, episode_seed=DEMO_SEED, workers=ctx.workers,
+                             subsets=("train", "val"), overwrite=True)
+    res = preprocess(ctx.src_root, ctx.out_root, "gibson", DEMO_SPLIT, opts, log=ctx.echo)
+    ctx.manifest_path = res.manifest_path
+    ctx.results["preprocess"] = res
+    ctx.echo(summary_table(res))
+    return res.count("failed") == 0
+
+
+def _verify(ctx: DemoContext):
+    from .verify import format_report, verify_manifest
+
+    rep = verify_manifest(ctx.manifest_path, deep=True)
+    ctx.results["verify"] = rep
+    ctx.echo(format_report(rep))
+    return rep.ok
+
+
+def _summary(ctx: DemoContext):
+    from .manifest import load_manifest
+
+    m = load_manifest(ctx.manifest_path)
+    files = m.files()
+    total = sum(o["size"] for _, _, o in files)
+    src = sum(p.stat().st_size for p in (ctx.src_root / "gibson").glob("*") if p.is_file())
+    n_eps = sum((s.stats.get("episodes") or 0) for s in m.scenes())
+    ctx.echo(f"  dataset: {m.dataset} split {m.split!r}: "
+             + ", ".join(f"{sub} {len(m.scenes(sub))} scenes" for sub in m.subsets if m.scenes(sub))
+             + f"; {n_eps} PointNav episodes")
+    ctx.echo(f"  sources {src / 1e6:.1f} MB -> packed scenes + navmeshes + episodes {total / 1e6:.1f} MB")
+    ctx.echo(f"  manifest: {m.path}")
+    ctx.echo(f"  next: bps-assets verify {m.path} --deep")
+    ctx.results["summary"] = {"scenes": len(m), "bytes": total, "episodes": n_eps}
+
+
+DEFAULT_STEPS = [
+    DemoStep("synthesize", "synthesize a small Gibson-layout dataset", _synthesize),
+    DemoStep("preprocess", "preprocess it (packed scenes, navmeshes, PointNav episodes)", _preprocess),
+    DemoStep("verify", "verify the manifest (sizes, sha256, headers, every section)", _verify),
+    DemoStep("summary", "summary", _summary),
+]
+
+
+def discover_steps() -> list[DemoStep]:
+    """DEFAULT_STEPS, then the steps of every importable STEP_PROVIDERS module."""
+    steps = list(DEFAULT_STEPS)
+    for modname in STEP_PROVIDERS:
+        try:
+            mod = importlib.import_module(modname)
+        except ModuleNotFoundError as e:
+            if e.name is not None and modname.startswith(e.name):
+                continue  # provider not installed / not written yet
+            raise
+        steps.extend(mod.demo_steps())
+    return steps
+
+
+MARKER = ".bps-demo"
+
+
+def _claim(outdir: Path) -> None:
+    """The demo writes only into a new or empty directory, or one an earlier demo made."""
+    if outdir.exists() and not outdir.is_dir():
+        raise OutputExistsError(outdir, "exists and is not a directory")
+    if outdir.is_dir() and not (outdir / MARKER).exists() and any(outdir.iterdir()):
+        raise OutputExistsError(outdir, "is not empty and was not made by `bps-assets demo`; "
+                                        "choose another OUTDIR")
+    outdir.mkdir(parents=True, exist_ok=True)
+    (outdir / MARKER).write_text("made by bps-assets demo\n")
+
+
+def run_demo(outdir="demo_out", scenes: int | None = None, workers: int | None = None,
+             echo: Callable[[str], None] = print, steps: list[DemoStep] | None = None) -> bool:
+    """Run the demo steps in order; stop at the first that fails. True when all succeeded."""
+    ctx = DemoContext(Path(outdir).resolve(), echo=echo, scenes=scenes, workers=workers)
+    _claim(ctx.outdir)
+    steps = discover_steps() if steps is None else steps
+    t_all = time.perf_counter()
+    for i, step in enumerate(steps, 1):
+        echo(f"[{i}/{len(steps)}] {step.title}")
+        t = time.perf_counter()
+        ok = step.run(ctx)
+        if ok is False:
+            echo(f"demo stopped: step {step.name!r} failed")
+            return False
+        echo(f"  ({time.perf_counter() - t:.1f} s)")
+    echo(f"demo done in {time.perf_counter() - t_all:.1f} s: {ctx.outdir}")
+    return True

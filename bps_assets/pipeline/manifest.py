@@ -1,0 +1,292 @@
+"""The preprocessed-dataset manifest: write, read, merge (schema: docs/manifest.schema.json).
+
+A manifest lists, for one dataset split, every scene's source files, outputs (packed scene,
+navmesh, episodes: path relative to the manifest's directory, size, sha256, format version)
+and stats. The runtime opens it with :func:`load_manifest`; ``bps-assets verify`` checks it;
+``bps-assets manifest merge`` joins shard manifests.
+
+Reading checks what the runtime relies on (format and version, field types, relative paths
+that stay inside the manifest's directory) and raises one typed error naming the file.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import __version__
+from ..container import atomic_write
+from ..errors import ConfigError, CorruptFileError, FormatVersionError, InputError, OutputExistsError
+from .backend import settings_fingerprint
+
+FORMAT = "bps-dataset-manifest"
+FORMAT_VERSION = 1
+MAX_MANIFEST_BYTES = 512 << 20  # ~1M scenes; a manifest is JSON read whole
+OUTPUT_ROLES = ("scene", "navmesh", "episodes")
+
+
+def new_manifest(*, dataset: str, split: str, subsets: list[str], settings: dict, shard: dict | None,
+                 source_root: str | None, scenes: dict, missing: list, episodes: dict) -> dict:
+    return {
+        "format": FORMAT, "format_version": FORMAT_VERSION,
+        "tool": {"name": "bps", "version": __version__},
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "dataset": dataset, "split": split, "subsets": list(subsets),
+        "source_root": source_root,
+        "settings": settings, "settings_fingerprint": settings_fingerprint(settings),
+        "shard": shard,
+        "missing": list(missing),
+        "episodes": episodes,
+        "scenes": scenes,
+    }
+
+
+def write_manifest(doc: dict, path: str | os.PathLike, overwrite: bool = True) -> Path:
+    path = Path(path)
+    data = (json.dumps(doc, indent=1) + "\n").encode()
+    atomic_write(path, lambda f: f.write(data), overwrite=overwrite)
+    return path
+
+
+# ------------------------------------------------------------------------------ reading
+
+@dataclass(frozen=True)
+class SceneEntry:
+    """One scene of a manifest. Paths are absolute. ``os.fspath(entry)`` is the packed scene,
+    so an entry can be passed wherever a scene path is expected."""
+
+    name: str
+    subset: str
+    status: str
+    scene: Path | None
+    navmesh: Path | None
+    episodes: Path | None
+    stats: dict = field(default_factory=dict, repr=False)
+    outputs: dict = field(default_factory=dict, repr=False)  # role -> record (relative paths)
+    error: str | None = None
+
+    def __fspath__(self) -> str:
+        if self.scene is None:
+            raise InputError(None, f"scene {self.name!r} has no packed scene ({self.status})")
+        return str(self.scene)
+
+
+class Manifest:
+    """A loaded manifest. ``root`` is the directory its relative paths are resolved against."""
+
+    def __init__(self, doc: dict, path: Path):
+        self.doc = doc
+        self.path = path
+        self.root = path.parent
+
+    # -- top-level facts
+    dataset = property(lambda self: self.doc["dataset"])
+    split = property(lambda self: self.doc["split"])
+    settings = property(lambda self: self.doc["settings"])
+    shard = property(lambda self: self.doc.get("shard"))
+    tool_version = property(lambda self: self.doc["tool"]["version"])
+
+    @property
+    def subsets(self) -> list[str]:
+        return list(self.doc.get("subsets", []))
+
+    @property
+    def missing(self) -> list[dict]:
+        return list(self.doc.get("missing", []))
+
+    def resolve(self, rel: str) -> Path:
+        return self.root / rel
+
+    def _entry(self, name: str, e: dict) -> SceneEntry:
+        outs = e.get("outputs", {})
+
+        def p(role):
+            o = outs.get(role)
+            return self.resolve(o["path"]) if o else None
+
+        return SceneEntry(name, e.get("subset", ""), e.get("status", ""), p("scene"), p("navmesh"),
+                          p("episodes"), dict(e.get("stats", {})), outs, e.get("error"))
+
+    def scenes(self, subset: str | None = None, status: str | None = "ok") -> list[SceneEntry]:
+        """Scenes of ``subset`` ("train", "val", "test"; None: all) with ``status`` ("ok": the
+        usable ones; None: all, including failed), in manifest (name) order."""
+        out = []
+        for name, e in self.doc["scenes"].items():
+            if subset is not None and e.get("subset") != subset:
+                continue
+            if status is not None and e.get("status") != status:
+                continue
+            out.append(self._entry(name, e))
+        return out
+
+    def scene(self, name: str) -> SceneEntry:
+        e = self.doc["scenes"].get(name)
+        if e is None:
+            raise InputError(self.path, f"has no scene {name!r}")
+        return self._entry(name, e)
+
+    def names(self, subset: str | None = None) -> list[str]:
+        return [s.name for s in self.scenes(subset)]
+
+    def episodes_path(self, subset: str) -> Path | None:
+        """The habitat v1 episode dataset file of ``subset`` (its ``content/`` beside it)."""
+        e = self.doc.get("episodes", {}).get(subset)
+        return self.resolve(e["path"]) if e else None
+
+    def files(self) -> list[tuple[str, str, dict]]:
+        """(scene, role, record) for every output file of every ok scene."""
+        return [(n, role, o) for n, e in self.doc["scenes"].items() if e.get("status") == "ok"
+                for role, o in e.get("outputs", {}).items()]
+
+    def __len__(self):
+        return len(self.scenes())
+
+    def __repr__(self):
+        return f"Manifest({str(self.path)!r}, {self.dataset}/{self.split}, {len(self)} scenes)"
+
+
+def _bad(path, msg):
+    return CorruptFileError(path, f"not a valid bps manifest: {msg}")
+
+
+def _check_rel(path, rel, where):
+    if not isinstance(rel, str) or not rel:
+        raise _bad(path, f"{where}: path missing")
+    if rel.startswith("/") or ".." in rel.split("/") or "\\" in rel or ":" in rel.split("/")[0]:
+        raise _bad(path, f"{where}: path {rel!r} must be relative and stay inside the manifest's directory")
+
+
+def check_manifest(doc, path=None) -> None:
+    """The structural checks :func:`load_manifest` does (the JSON Schema says more)."""
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise _bad(path, f"'format' is not {FORMAT!r}")
+    v = doc.get("format_version")
+    if not isinstance(v, int) or isinstance(v, bool):
+        raise _bad(path, "'format_version' missing")
+    if v != FORMAT_VERSION:
+        raise FormatVersionError(path, f"manifest format version {v} is not supported "
+                                       f"(this build reads {FORMAT_VERSION})")
+    for key, typ in (("dataset", str), ("split", str), ("settings", dict), ("scenes", dict),
+                     ("tool", dict)):
+        if not isinstance(doc.get(key), typ):
+            raise _bad(path, f"field {key!r} missing or not a {typ.__name__}")
+    for name, e in doc["scenes"].items():
+        if not isinstance(e, dict) or e.get("status") not in ("ok", "failed"):
+            raise _bad(path, f"scene {name!r}: bad entry or status")
+        outs = e.get("outputs", {})
+        if not isinstance(outs, dict):
+            raise _bad(path, f"scene {name!r}: 'outputs' is not an object")
+        if e["status"] == "ok" and not {"scene", "navmesh"} <= set(outs):
+            raise _bad(path, f"scene {name!r}: an ok scene needs 'scene' and 'navmesh' outputs")
+        for role, o in outs.items():
+            if not isinstance(o, dict):
+                raise _bad(path, f"scene {name!r} output {role!r} is not an object")
+            _check_rel(path, o.get("path"), f"scene {name!r} output {role!r}")
+            if not isinstance(o.get("size"), int) or not isinstance(o.get("sha256"), str):
+                raise _bad(path, f"scene {name!r} output {role!r}: size / sha256 missing")
+    for sub, e in (doc.get("episodes") or {}).items():
+        _check_rel(path, (e or {}).get("path"), f"episodes {sub!r}")
+
+
+def load_manifest(path: str | os.PathLike) -> Manifest:
+    """Read and check a manifest (a file, or a directory holding ``manifest.json``)."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "manifest.json"
+    try:
+        size = p.stat().st_size
+    except FileNotFoundError:
+        raise InputError(p, "no such manifest") from None
+    if size > MAX_MANIFEST_BYTES:
+        raise _bad(p, f"{size} bytes exceed the cap of {MAX_MANIFEST_BYTES}")
+    try:
+        doc = json.loads(p.read_bytes().decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise _bad(p, f"invalid JSON: {e}") from None
+    check_manifest(doc, p)
+    return Manifest(doc, p.resolve())
+
+
+# ------------------------------------------------------------------------------ merging
+
+def _rebase(rel: str, src_dir: Path, dst_dir: Path) -> str:
+    if src_dir == dst_dir:
+        return rel
+    return Path(os.path.relpath(src_dir / rel, dst_dir)).as_posix()
+
+
+def merge_manifests(paths, out: str | os.PathLike, overwrite: bool = False,
+                    allow_partial: bool = False) -> Manifest:
+    """Join shard manifests into one at ``out`` (paths rebased to its directory).
+
+    Refuses (ConfigError) manifests of different datasets, splits, settings, tool or format
+    versions, shard counts; duplicate shards or scenes; and an incomplete set of shards
+    unless ``allow_partial``.
+    """
+    if not paths:
+        raise ConfigError(None, "manifest merge: no shard manifests given")
+    out = Path(out).resolve()
+    if out.exists() and not overwrite:
+        raise OutputExistsError(out, "already exists (pass --overwrite to replace it)")
+    mans = [load_manifest(p) for p in paths]
+    for m in mans:
+        # paths in a manifest stay inside its directory: the merged one must sit above the shards
+        if out.parent != m.root and out.parent not in m.root.parents:
+            common = Path(os.path.commonpath([str(x.root) for x in mans]))
+            raise ConfigError(out, f"the merged manifest must be in a directory containing every shard's "
+                                   f"outputs ({m.root} is not inside {out.parent}); e.g. -o {common / 'manifest.json'}")
+    first = mans[0]
+    keys = ("dataset", "split", "settings_fingerprint", "format_version")
+    for m in mans[1:]:
+        for k in keys:
+            if m.doc.get(k) != first.doc.get(k):
+                raise ConfigError(m.path, f"cannot merge: {k} {m.doc.get(k)!r} differs from "
+                                          f"{first.doc.get(k)!r} in {first.path}")
+        if m.tool_version != first.tool_version:
+            raise ConfigError(m.path, f"cannot merge: made by bps {m.tool_version}, {first.path} by "
+                                      f"bps {first.tool_version}")
+    shards = [m.shard for m in mans]
+    if any(s is None for s in shards):
+        if len(mans) > 1:
+            bad = next(m for m in mans if m.shard is None)
+            raise ConfigError(bad.path, "cannot merge: not a shard manifest (no 'shard' field)")
+        count = 1
+    else:
+        counts = {s["count"] for s in shards}
+        if len(counts) != 1:
+            raise ConfigError(None, f"cannot merge: shard counts differ ({sorted(counts)})")
+        count = counts.pop()
+        idx = [s["index"] for s in shards]
+        dup = {i for i in idx if idx.count(i) > 1}
+        if dup:
+            raise ConfigError(None, f"cannot merge: shard(s) {sorted(dup)} given twice")
+        absent = sorted(set(range(count)) - set(idx))
+        if absent and not allow_partial:
+            raise ConfigError(None, f"cannot merge: shard(s) {absent} of {count} missing "
+                                    "(pass --allow-partial to merge what is there)")
+    scenes: dict[str, dict] = {}
+    missing, episodes, subsets = [], {}, []
+    for m in mans:
+        for name, e in m.doc["scenes"].items():
+            if name in scenes:
+                raise ConfigError(m.path, f"cannot merge: scene {name!r} is in two shard manifests")
+            e = json.loads(json.dumps(e))
+            for o in e.get("outputs", {}).values():
+                o["path"] = _rebase(o["path"], m.root, out.parent)
+            scenes[name] = e
+        missing += m.missing
+        for sub, ep in m.doc.get("episodes", {}).items():
+            episodes.setdefault(sub, {**ep, "path": _rebase(ep["path"], m.root, out.parent)})
+        subsets += [s for s in m.subsets if s not in subsets]
+    order = [s for s in ("train", "val", "test") if s in subsets]
+    doc = new_manifest(dataset=first.dataset, split=first.split, subsets=order, settings=first.settings,
+                       shard=None, source_root=first.doc.get("source_root"),
+                       scenes=dict(sorted(scenes.items())),
+                       missing=sorted(missing, key=lambda x: x.get("name", "")), episodes=episodes)
+    doc["tool"] = dict(first.doc["tool"])
+    doc["merged_from"] = [{"path": _rebase(m.path.name, m.root, out.parent),
+                           "shard": m.shard} for m in mans]
+    write_manifest(doc, out, overwrite=True)
+    return load_manifest(out)

@@ -1,0 +1,537 @@
+"""Preprocess a dataset split: every scene -> packed scene + navmesh (+ PointNav episodes).
+
+Output layout under OUT_ROOT (paths in the manifest are relative to it)::
+
+    manifest.json                       (or manifest.shard-I-of-N.json with --shard)
+    scenes/NAME.bps                     packed scene (SCEN container)
+    navmeshes/NAME.navmesh.bps          navmesh (NAVM container)
+    episodes/pointnav/SUBSET/SUBSET.json.gz           habitat v1 index ({"episodes": []})
+    episodes/pointnav/SUBSET/content/NAME.json.gz     the scene's episodes
+    .bps-state/scenes/NAME.json         completion record of NAME (resume bookkeeping)
+    .bps-state/logs/NAME.log            traceback of NAME's last failure
+
+Resume rules. A scene's *fingerprint* is the sha256 of its source files' sha256s, the settings
+and the tool version. The completion record is written (atomically) only after every output
+of the scene has been written (atomically, temp file + rename) and hashed, and it is deleted
+before a scene is redone; so after any interruption, even kill -9, a record exists exactly for
+the scenes whose outputs are complete. A rerun skips a scene when its record's fingerprint
+matches and its outputs still have the recorded sizes; sources whose size and mtime are
+unchanged are not re-hashed. Everything else is redone.
+
+Failures. Each scene runs in a worker process; an exception fails that scene only (its error
+goes in the summary and the manifest, the traceback in ``.bps-state/logs``). A worker that
+dies (segfault, OOM kill) breaks the pool: the scenes that were in flight are then rerun one
+per fresh process, so only the culprit fails ("worker process died").
+
+Missing scenes of the split are reported (manifest ``missing``, summary), not fatal, unless
+``require_all`` (CLI ``--require-all``).
+"""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import multiprocessing
+import os
+import time
+import traceback
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import __version__
+from ..container import atomic_write
+from ..errors import ConfigError, DatasetError, OutputExistsError
+from . import manifest as mf
+from .backend import NAVMESH_MODES, Backend, container_info, settings_fingerprint
+from .datasets import load_dataset
+from .hashing import sha256_file
+from .plan import Plan, SceneSource, Shard, make_plan
+
+STATE_DIR = ".bps-state"
+
+
+@dataclass(frozen=True)
+class PreprocessOptions:
+    """What to produce. ``workers`` None: all cores. ``episodes``: PointNav episodes per scene
+    (0: none). ``subsets``: limit to some subsets of the split (None: all)."""
+
+    navmesh: str = "auto"
+    episodes: int = 0
+    episode_seed: int = 0
+    workers: int | None = None
+    require_all: bool = False
+    overwrite: bool = False
+    subsets: tuple[str, ...] | None = None
+
+    def __post_init__(self):
+        if self.navmesh not in NAVMESH_MODES:
+            raise ConfigError(None, f"navmesh mode {self.navmesh!r} is not one of {', '.join(NAVMESH_MODES)}")
+        if self.episodes < 0:
+            raise ConfigError(None, "episodes per scene must be >= 0")
+        if self.workers is not None and self.workers < 1:
+            raise ConfigError(None, "workers must be >= 1")
+
+
+DEFAULTS = PreprocessOptions()
+
+
+@dataclass
+class SceneResult:
+    name: str
+    subset: str
+    status: str  # "ok" | "skipped" (up to date) | "failed" | "missing"
+    entry: dict | None = None  # the manifest entry (ok / skipped / failed)
+    error: str | None = None
+    seconds: float = 0.0
+
+
+@dataclass
+class PreprocessResult:
+    manifest_path: Path
+    plan: Plan
+    results: list[SceneResult] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def count(self, status: str) -> int:
+        return sum(r.status == status for r in self.results)
+
+    @property
+    def ok(self) -> bool:
+        return self.count("failed") == 0 and not (self.require_all and self.count("missing"))
+
+    require_all: bool = False
+
+
+# ------------------------------------------------------------------------------ layout
+
+def output_paths(name: str, subset: str) -> dict[str, str]:
+    return {"scene": f"scenes/{name}.bps", "navmesh": f"navmeshes/{name}.navmesh.bps",
+            "episodes": f"episodes/pointnav/{subset}/content/{name}.json.gz"}
+
+
+def subset_index_path(subset: str) -> str:
+    return f"episodes/pointnav/{subset}/{subset}.json.gz"
+
+
+def manifest_name(shard: Shard | None) -> str:
+    if shard is None:
+        return "manifest.json"
+    return f"manifest.shard-{shard.index}-of-{shard.count}.json"
+
+
+def _record_path(out_root: Path, name: str) -> Path:
+    return out_root / STATE_DIR / "scenes" / f"{name}.json"
+
+
+def _read_record(out_root: Path, name: str) -> dict | None:
+    p = _record_path(out_root, name)
+    try:
+        rec = json.loads(p.read_text("utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None  # absent or unreadable: the scene is simply not done
+    return rec if isinstance(rec, dict) and isinstance(rec.get("entry"), dict) else None
+
+
+def _write_json(path: Path, obj, gz: bool = False) -> None:
+    data = json.dumps(obj, indent=None if gz else 1).encode()
+    if gz:
+        data = gzip.compress(data, mtime=0)
+    atomic_write(path, lambda f: f.write(data), overwrite=True)
+
+
+def _stat(p: Path) -> list[int]:
+    st = p.stat()
+    return [st.st_size, st.st_mtime_ns]
+
+
+def _outputs_intact(out_root: Path, entry: dict) -> bool:
+    for o in entry.get("outputs", {}).values():
+        try:
+            if (out_root / o["path"]).stat().st_size != o["size"]:
+                return False
+        except (OSError, KeyError, TypeError):
+            return False
+    return True
+
+
+# ------------------------------------------------------------------------------ one scene
+
+@dataclass
+class SceneTask:
+    src: SceneSource
+    out_root: Path
+    dataset: str
+    options: PreprocessOptions
+    settings: dict
+    backend: Backend
+
+
+def _sources(task: SceneTask, old: dict | None) -> dict[str, dict]:
+    """The scene's source files with sha256, reusing the old record's hash when size and mtime
+    are unchanged."""
+    old_src = (old or {}).get("entry", {}).get("sources", {})
+    old_stat = (old or {}).get("source_stat", {})
+    files = {"scene": (task.src.scene, task.src.rel_scene)}
+    if task.src.navmesh is not None and task.options.navmesh != "build":
+        files["navmesh"] = (task.src.navmesh, task.src.rel_navmesh)
+    out = {}
+    for role, (p, rel) in files.items():
+        st = _stat(p)
+        prev = old_src.get(role)
+        if prev and old_stat.get(role) == st and prev.get("path") == rel:
+            out[role] = dict(prev)
+        else:
+            digest, size = sha256_file(p)
+            out[role] = {"path": rel, "size": size, "sha256": digest}
+        out[role]["_stat"] = st
+    return out
+
+
+def fingerprint(sources: dict, settings: dict) -> str:
+    doc = {"sources": {r: s["sha256"] for r, s in sorted(sources.items())},
+           "settings": settings_fingerprint(settings), "tool_version": __version__}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+
+def _remove_stale_temps(out_root: Path, rels) -> None:
+    # atomic_write temp files are ".<name>.<random>.tmp" beside the target; only this scene's
+    # are removed (another shard may be writing its own scenes into the same OUT_ROOT).
+    for rel in rels:
+        p = out_root / rel
+        if p.parent.is_dir():
+            for t in p.parent.glob(f".{p.name}.*.tmp"):
+                try:
+                    t.unlink()
+                except OSError:
+                    pass
+
+
+def _file_entry(out_root: Path, rel: str, packed: bool) -> dict:
+    digest, size = sha256_file(out_root / rel)
+    e = {"path": rel, "size": size, "sha256": digest}
+    if packed:
+        e.update(container_info(out_root / rel))
+    return e
+
+
+def process_scene(task: SceneTask) -> SceneResult:
+    """Do one scene (in a worker process). Never raises for a scene-level failure."""
+    t0 = time.perf_counter()
+    src, out_root, opts = task.src, task.out_root, task.options
+    name = src.name
+    rels = output_paths(name, src.subset)
+    try:
+        old = _read_record(out_root, name)
+        sources = _sources(task, old)
+        fp = fingerprint(sources, task.settings)
+        if old and old.get("fingerprint") == fp and _outputs_intact(out_root, old["entry"]):
+            # touched but unchanged sources: refresh the record's stat, keep the outputs
+            if old.get("source_stat") != {r: s["_stat"] for r, s in sources.items()}:
+                old["source_stat"] = {r: s.pop("_stat") for r, s in sources.items()}
+                _write_json(_record_path(out_root, name), old)
+            return SceneResult(name, src.subset, "skipped", old["entry"], seconds=time.perf_counter() - t0)
+        # the old record stops vouching for the outputs before any of them is touched
+        _record_path(out_root, name).unlink(missing_ok=True)
+        _remove_stale_temps(out_root, rels.values())
+        source_stat = {r: s.pop("_stat") for r, s in sources.items()}
+
+        stats: dict = {}
+        t = time.perf_counter()
+        conv = task.backend.convert(src.scene, out_root / rels["scene"], name, task.dataset)
+        stats.update(conv)
+        stats["convert_seconds"] = round(time.perf_counter() - t, 3)
+        t = time.perf_counter()
+        navsrc = src.navmesh if opts.navmesh != "build" else None
+        nav = task.backend.navmesh(opts.navmesh, out_root / rels["scene"], navsrc, out_root / rels["navmesh"])
+        stats["navmesh_source"] = nav.get("source")
+        stats["navigable_area"] = nav.get("navigable_area")
+        stats["islands"] = nav.get("islands")
+        if nav.get("note"):
+            stats["navmesh_note"] = nav["note"]
+        stats["navmesh_seconds"] = round(time.perf_counter() - t, 3)
+        outputs = {"scene": _file_entry(out_root, rels["scene"], True),
+                   "navmesh": _file_entry(out_root, rels["navmesh"], True)}
+        if opts.episodes > 0:
+            t = time.perf_counter()
+            ep = task.backend.episodes(out_root / rels["navmesh"], name, task.dataset, opts.episodes,
+                                       opts.episode_seed, out_root / rels["episodes"])
+            outputs["episodes"] = _file_entry(out_root, rels["episodes"], False)
+            outputs["episodes"].update({"format": "habitat-pointnav-v1", "count": ep.get("count")})
+            stats["episodes"] = ep.get("count")
+            stats["episodes_seconds"] = round(time.perf_counter() - t, 3)
+        stats["seconds"] = round(time.perf_counter() - t0, 3)
+        entry = {"subset": src.subset, "status": "ok", "fingerprint": fp, "sources": sources,
+                 "outputs": outputs, "stats": stats}
+        _write_json(_record_path(out_root, name),
+                    {"fingerprint": fp, "source_stat": source_stat, "entry": entry})
+        return SceneResult(name, src.subset, "ok", entry, seconds=stats["seconds"])
+    except Exception as e:  # noqa: BLE001 - one scene's failure must not stop the others
+        msg = f"{type(e).__name__}: {e}" if not isinstance(e, OSError) or str(e) else repr(e)
+        log = out_root / STATE_DIR / "logs" / f"{name}.log"
+        try:
+            log.parent.mkdir(parents=True, exist_ok=True)
+            log.write_text(f"{name}: {msg}\n\n{traceback.format_exc()}")
+        except OSError:
+            pass
+        return _failed(src, msg, time.perf_counter() - t0)
+
+
+def _failed(src: SceneSource, msg: str, seconds: float) -> SceneResult:
+    entry = {"subset": src.subset, "status": "failed", "error": msg,
+             "sources": {"scene": {"path": src.rel_scene}}, "outputs": {}, "stats": {}}
+    return SceneResult(src.name, src.subset, "failed", entry, error=msg, seconds=seconds)
+
+
+# ------------------------------------------------------------------------------ the run
+
+def _check_out_root(out_root: Path, overwrite: bool) -> None:
+    if out_root.exists() and not out_root.is_dir():
+        raise OutputExistsError(out_root, "exists and is not a directory")
+    if out_root.is_dir() and not (out_root / STATE_DIR).is_dir() and any(out_root.iterdir()) \
+            and not overwrite:
+        raise OutputExistsError(out_root, "is not empty and holds no earlier bps preprocess run "
+                                          "(choose an empty directory, or pass --overwrite)")
+
+
+def _check_manifest_target(path: Path, dataset: str, split: str, overwrite: bool) -> None:
+    if not path.exists() or overwrite:
+        return
+    try:
+        old = json.loads(path.read_text("utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        raise OutputExistsError(path, "exists and is not a bps manifest (pass --overwrite to replace it)") from None
+    if not isinstance(old, dict) or (old.get("dataset"), old.get("split")) != (dataset, split):
+        raise OutputExistsError(path, f"is the manifest of another run ({old.get('dataset')!r} split "
+                                      f"{old.get('split')!r}); use another OUT_ROOT or pass --overwrite")
+
+
+def _run_pool(tasks: list[SceneTask], workers: int, on_done) -> None:
+    """Run tasks on a process pool; rerun the in-flight ones in isolation if a worker dies."""
+    ctx = multiprocessing.get_context("spawn")  # no fork: the parent may hold threads (tqdm)
+    pending = list(tasks)
+    suspects: list[SceneTask] = []
+    while pending:
+        ex = ProcessPoolExecutor(max_workers=min(workers, len(pending)), mp_context=ctx)
+        futs = {}
+        broken = False
+        try:
+            it = iter(pending)
+            pending = []
+            # keep at most 2 tasks per worker queued, so a broken pool loses few
+            for t in it:
+                futs[ex.submit(process_scene, t)] = t
+                if len(futs) >= 2 * workers:
+                    break
+            while futs:
+                done, _ = wait(futs, return_when=FIRST_COMPLETED)
+                for f in done:
+                    t = futs.pop(f)
+                    try:
+                        on_done(f.result())
+                    except BrokenProcessPool:
+                        broken = True
+                        suspects.append(t)
+                if broken:
+                    suspects.extend(futs.values())
+                    futs.clear()
+                    pending = list(it)
+                    break
+                for t in it:
+                    futs[ex.submit(process_scene, t)] = t
+                    if len(futs) >= 2 * workers:
+                        break
+        finally:
+            ex.shutdown(wait=True, cancel_futures=True)
+        if broken:
+            # each suspect alone in a fresh process: only the culprit dies again
+            for t in suspects:
+                one = ProcessPoolExecutor(max_workers=1, mp_context=ctx)
+                try:
+                    on_done(one.submit(process_scene, t).result())
+                except BrokenProcessPool:
+                    on_done(_failed(t.src, "worker process died (crash or out of memory)", 0.0))
+                finally:
+                    one.shutdown(wait=True)
+            suspects = []
+
+
+def preprocess(src_root, out_root, dataset: str = "gibson", split: str | None = None,
+               options: PreprocessOptions = DEFAULTS, shard: Shard | None = None,
+               backend: Backend | None = None, progress: bool | None = None,
+               log=None) -> PreprocessResult:
+    """Preprocess ``split`` of ``dataset`` from ``src_root`` into ``out_root``; write the
+    manifest (``manifest.json``, or the shard manifest) and return the per-scene results.
+
+    ``progress``: tqdm bar on stderr (None: when stderr is a terminal). ``log``: a callable
+    taking one line of text (e.g. ``click.echo``) for the plan report; None: silent.
+    """
+    t_start = time.perf_counter()
+    ds = load_dataset(dataset)
+    split = ds.default_split if split is None else split
+    plan = make_plan(src_root, ds, split, shard, options.subsets)
+    out_root = Path(out_root).resolve()
+    top = plan.src_root / ds.layout.top
+    if out_root == top or top in out_root.parents:
+        raise ConfigError(out_root, f"OUT_ROOT must not be inside the source tree {top}")
+    mpath = out_root / manifest_name(shard)
+    _check_out_root(out_root, options.overwrite)
+    _check_manifest_target(mpath, ds.name, split, options.overwrite)
+    if options.require_all and plan.missing:
+        names = ", ".join(n for n, _ in plan.missing[:10]) + (" ..." if len(plan.missing) > 10 else "")
+        raise DatasetError(plan.src_root, f"{len(plan.missing)} scene(s) of split {split!r} are missing "
+                                          f"({names}) and --require-all was given")
+    backend = backend or Backend()
+    settings = backend.settings(ds.name)
+    settings["preprocess"] = {"navmesh": options.navmesh, "episodes": options.episodes,
+                              "episode_seed": options.episode_seed}
+    (out_root / STATE_DIR / "scenes").mkdir(parents=True, exist_ok=True)
+
+    say = log or (lambda s: None)
+    say(f"{ds.name} split {split!r}{f' shard {shard}' if shard else ''}: {len(plan.selected)} scenes, "
+        f"{len(plan.scenes)} found, {len(plan.missing)} missing under {plan.src_root}")
+    if plan.unknown or plan.stray:
+        say(f"  {len(plan.unknown)} unknown scene file(s), {len(plan.stray)} stray file(s) ignored "
+            f"(see `bps-assets verify --source`)")
+
+    # quick skip check in the parent: record + unchanged source stat + intact outputs
+    results: dict[str, SceneResult] = {}
+    tasks = []
+    for s in plan.scenes:
+        task = SceneTask(s, out_root, ds.name, options, settings, backend)
+        rec = _read_record(out_root, s.name)
+        if rec is not None:
+            files = {"scene": s.scene}
+            if s.navmesh is not None and options.navmesh != "build":
+                files["navmesh"] = s.navmesh
+            try:
+                stat_now = {r: _stat(p) for r, p in files.items()}
+            except OSError:
+                stat_now = None
+            srcs = rec["entry"].get("sources", {})
+            if (stat_now == rec.get("source_stat") and set(srcs) == set(files)
+                    and rec.get("fingerprint") == fingerprint(srcs, settings)
+                    and _outputs_intact(out_root, rec["entry"])):
+                results[s.name] = SceneResult(s.name, s.subset, "skipped", rec["entry"])
+                continue
+        tasks.append(task)
+    if plan.scenes:
+        say(f"  {len(results)} up to date, {len(tasks)} to process")
+
+    workers = options.workers or available_cores()
+    bar = None
+    if progress is None:
+        progress = _stderr_isatty()
+    if tasks and progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(tasks), unit="scene", desc="preprocess", dynamic_ncols=True)
+
+    def on_done(r: SceneResult):
+        results[r.name] = r
+        if bar is not None:
+            nfail = sum(x.status == "failed" for x in results.values())
+            bar.set_postfix_str(f"{r.name} {r.status}" + (f", {nfail} failed" if nfail else ""))
+            bar.update(1)
+
+    try:
+        if workers == 1 or len(tasks) <= 1:
+            for t in tasks:
+                on_done(process_scene(t))
+        else:
+            _run_pool(tasks, workers, on_done)
+    finally:
+        if bar is not None:
+            bar.close()
+
+    for name, sub in plan.missing:
+        results[name] = SceneResult(name, sub, "missing", error="scene file not found")
+    ordered = [results[n] for n in plan.selected if n in results]
+
+    # habitat v1 index file per subset that has episodes ({"episodes": []} + content/)
+    if options.episodes > 0:
+        for sub in sorted({r.subset for r in ordered if r.entry and "episodes" in r.entry.get("outputs", {})}):
+            _write_json(out_root / subset_index_path(sub), {"episodes": []}, gz=True)
+
+    doc = mf.new_manifest(
+        dataset=ds.name, split=split, subsets=list(plan.subsets), settings=settings,
+        shard=None if shard is None else {"index": shard.index, "count": shard.count},
+        source_root=str(plan.src_root),
+        scenes={r.name: _manifest_entry(r) for r in ordered if r.entry is not None},
+        missing=[{"name": n, "subset": s} for n, s in plan.missing],
+        episodes={sub: {**_file_entry(out_root, subset_index_path(sub), False), "format": "habitat-pointnav-v1"}
+                  for sub in plan.subsets
+                  if (out_root / subset_index_path(sub)).is_file() and options.episodes > 0},
+    )
+    mf.write_manifest(doc, mpath)
+    res = PreprocessResult(mpath, plan, ordered, time.perf_counter() - t_start,
+                           require_all=options.require_all)
+    return res
+
+
+def _manifest_entry(r: SceneResult) -> dict:
+    e = dict(r.entry)
+    e["sources"] = {k: {kk: vv for kk, vv in v.items() if not kk.startswith("_")}
+                    for k, v in e.get("sources", {}).items()}
+    return e
+
+
+def available_cores() -> int:
+    """Cores this process may use: the affinity mask (what SLURM / taskset / cgroups allot),
+    not ``os.cpu_count()`` (the whole node)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # macOS, Windows
+        return os.cpu_count() or 1
+
+
+def _stderr_isatty() -> bool:
+    import sys
+
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+# ------------------------------------------------------------------------------ summary
+
+def summary_table(res: PreprocessResult, max_rows: int = 200) -> str:
+    """A plain-text table, one row per scene, then totals."""
+    rows = [("scene", "subset", "status", "tris", "MB", "navmesh", "area m2", "isl", "eps", "s", "error")]
+    tot_bytes = 0
+    shown = [r for r in res.results if r.status != "missing"]
+    for r in shown[:max_rows]:
+        st = (r.entry or {}).get("stats", {})
+        outs = (r.entry or {}).get("outputs", {})
+        b = sum(o.get("size", 0) for o in outs.values())
+        tot_bytes += b
+        rows.append((r.name, r.subset, r.status, f"{st.get('triangles', '')}",
+                     f"{b / 1e6:.2f}" if b else "", str(st.get("navmesh_source") or ""),
+                     f"{st['navigable_area']:.1f}" if st.get("navigable_area") is not None else "",
+                     str(st.get("islands", "") if st.get("islands") is not None else ""),
+                     str(st.get("episodes", "")), f"{st['seconds']:.1f}" if "seconds" in st else "",
+                     (r.error or "")[:100]))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row[:-1], widths)) + ("  " + row[-1] if row[-1] else "")
+             for row in rows]
+    if len(shown) > max_rows:
+        lines.append(f"... {len(shown) - max_rows} more scenes (see the manifest)")
+    missing = [r.name for r in res.results if r.status == "missing"]
+    if missing:
+        lines.append(f"missing from the source ({len(missing)}): {' '.join(missing[:12])}"
+                     + (" ..." if len(missing) > 12 else "") + "  (reported, not fatal: see --require-all)")
+    counts = {s: res.count(s) for s in ("ok", "skipped", "failed", "missing")}
+    lines.append(f"{counts['ok']} processed, {counts['skipped']} up to date, {counts['failed']} failed, "
+                 f"{counts['missing']} missing; {tot_bytes / 1e6:.1f} MB of outputs; {res.seconds:.1f} s; "
+                 f"manifest: {res.manifest_path}")
+    return "\n".join(lines)
+
+
+def result_json(res: PreprocessResult) -> dict:
+    return {"manifest": str(res.manifest_path), "seconds": round(res.seconds, 3),
+            "counts": {s: res.count(s) for s in ("ok", "skipped", "failed", "missing")},
+            "unknown": res.plan.unknown, "stray": res.plan.stray,
+            "scenes": [{"name": r.name, "subset": r.subset, "status": r.status, "error": r.error,
+                        "stats": (r.entry or {}).get("stats", {})} for r in res.results]}

@@ -1,0 +1,287 @@
+"""Check a preprocessed dataset (manifest mode) or a source tree (source mode).
+
+Manifest mode, per output file: exists, has the recorded size and sha256, and (packed files)
+opens as a container of the recorded kind and a supported version; ``deep`` also decompresses
+every section and checks its CRC (episode files: gunzip and parse). Files are checked in a
+thread pool, largest first; hashing runs at disk speed (see benchmarks/bench_pipeline.py).
+
+Source mode: which scenes of a split are missing under a source root, which files are not
+part of the dataset (unknown scene ids, stray files), which scenes have no ``.navmesh``.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..container import Container
+from ..errors import BpsError, CorruptFileError, FormatVersionError
+from .hashing import default_jobs, sha256_file
+from .manifest import load_manifest
+
+MAX_EPISODE_JSON_BYTES = 1 << 30  # cap on a gunzipped episode file (deep check)
+
+
+@dataclass
+class FileResult:
+    scene: str | None
+    role: str
+    path: str
+    size: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self):
+        return not self.problems
+
+
+@dataclass
+class SceneReport:
+    name: str
+    subset: str
+    status: str
+    files: list[FileResult] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self):
+        return not self.problems and all(f.ok for f in self.files)
+
+
+@dataclass
+class VerifyReport:
+    manifest: str
+    deep: bool
+    scenes: list[SceneReport]
+    extra_files: list[FileResult]
+    warnings: list[str]
+    bytes: int
+    seconds: float
+
+    @property
+    def ok(self):
+        return all(s.ok for s in self.scenes) and all(f.ok for f in self.extra_files)
+
+    def to_json(self) -> dict:
+        return {
+            "manifest": self.manifest, "deep": self.deep, "ok": self.ok,
+            "bytes": self.bytes, "seconds": round(self.seconds, 3),
+            "scenes": [{"name": s.name, "subset": s.subset, "status": s.status, "ok": s.ok,
+                        "problems": s.problems + [f"{f.role}: {p}" for f in s.files for p in f.problems]}
+                       for s in self.scenes],
+            "files": [{"path": f.path, "ok": f.ok, "problems": f.problems} for f in self.extra_files],
+            "warnings": self.warnings,
+        }
+
+
+def _supported_content_versions() -> dict[str, int]:
+    """Container kind -> the content version this build reads (for kinds whose reader is here)."""
+    out = {}
+    try:
+        from ..packed_scene import KIND, SCENE_FORMAT_VERSION
+
+        out[KIND] = SCENE_FORMAT_VERSION
+    except ImportError:  # pragma: no cover - converter not installed: container checks only
+        pass
+    try:
+        from ..nav.grid import KIND as NKIND, VERSION as NVERSION
+
+        out[NKIND] = NVERSION
+    except ImportError:  # pragma: no cover
+        pass
+    return out
+
+
+def _check_content_version(p: Path, kind: str, header: dict, rec: dict) -> None:
+    cv = header.get("scene_format_version", header.get("version"))
+    if "content_version" in rec and cv != rec["content_version"]:
+        raise CorruptFileError(p, f"content version {cv!r} differs from the manifest's {rec['content_version']!r}")
+    want = _supported_content_versions().get(kind)
+    if want is not None and cv is not None and cv != want:
+        raise FormatVersionError(p, f"{kind} content version {cv} is not supported (this build reads {want})")
+
+
+def _check_file(root: Path, scene: str | None, role: str, rec: dict, deep: bool) -> FileResult:
+    r = FileResult(scene, role, rec.get("path", "?"))
+    p = root / r.path
+    try:
+        size = p.stat().st_size
+    except FileNotFoundError:
+        r.problems.append(f"{r.path}: missing")
+        return r
+    except OSError as e:
+        r.problems.append(f"{r.path}: cannot stat ({e.strerror})")
+        return r
+    r.size = size
+    if "size" in rec and size != rec["size"]:
+        r.problems.append(f"{r.path}: size {size} != recorded {rec['size']} (truncated or replaced?)")
+        return r  # a wrong size already says it all; skip hashing it
+    if "sha256" in rec:
+        try:
+            digest, _ = sha256_file(p)
+        except BpsError as e:
+            r.problems.append(str(e))
+            return r
+        if digest != rec["sha256"]:
+            r.problems.append(f"{r.path}: sha256 differs from the manifest (corrupt or replaced)")
+            return r
+    fmt = rec.get("format")
+    try:
+        if isinstance(fmt, str) and len(fmt) == 4 and fmt.isupper():
+            with Container(p, fmt) as c:
+                _check_content_version(p, fmt, c.header, rec)
+                if deep:
+                    c.verify(deep=True)
+        elif fmt == "habitat-pointnav-v1" and deep:
+            with gzip.open(p, "rb") as f:
+                raw = f.read(MAX_EPISODE_JSON_BYTES + 1)
+            if len(raw) > MAX_EPISODE_JSON_BYTES:
+                raise ValueError("larger than the cap when decompressed")
+            doc = json.loads(raw)
+            eps = doc.get("episodes") if isinstance(doc, dict) else None
+            if not isinstance(eps, list):
+                raise ValueError("no 'episodes' list")
+            if "count" in rec and rec["count"] is not None and len(eps) != rec["count"]:
+                raise ValueError(f"{len(eps)} episodes, manifest says {rec['count']}")
+    except BpsError as e:
+        r.problems.append(str(e))
+    except (OSError, EOFError, ValueError, UnicodeDecodeError) as e:  # gzip / json
+        r.problems.append(f"{r.path}: {type(e).__name__}: {e}")
+    return r
+
+
+def verify_manifest(path, deep: bool = False, jobs: int | None = None) -> VerifyReport:
+    """Check every output the manifest at ``path`` lists. Raises only if the manifest itself
+    cannot be read; every file-level problem is in the report."""
+    t0 = time.perf_counter()
+    m = load_manifest(path)
+    scenes: list[SceneReport] = []
+    work = []
+    for name, e in m.doc["scenes"].items():
+        sr = SceneReport(name, e.get("subset", ""), e.get("status", ""))
+        if sr.status != "ok":
+            sr.problems.append(f"preprocess failed: {e.get('error') or 'unknown error'}")
+        scenes.append(sr)
+        for role, rec in (e.get("outputs") or {}).items():
+            work.append((sr, role, rec))
+    extra = []
+    for sub, rec in (m.doc.get("episodes") or {}).items():
+        work.append((None, f"episodes[{sub}]", rec))
+
+    def size_of(item):
+        return item[2].get("size", 0) or 0
+
+    work.sort(key=size_of, reverse=True)
+    jobs = default_jobs() if jobs is None else max(1, jobs)
+
+    def run(item):
+        sr, role, rec = item
+        return _check_file(m.root, sr.name if sr else None, role, rec, deep)
+
+    with ThreadPoolExecutor(max_workers=max(1, min(jobs, len(work) or 1))) as ex:
+        results = list(ex.map(run, work))
+    for (sr, _, _), fr in zip(work, results):
+        (sr.files if sr is not None else extra).append(fr)
+    order = {"scene": 0, "navmesh": 1, "episodes": 2}
+    for sr in scenes:
+        sr.files.sort(key=lambda f: order.get(f.role, 9))
+    warnings = []
+    if m.missing:
+        warnings.append(f"{len(m.missing)} scene(s) of split {m.split!r} were missing from the source at "
+                        f"preprocess time: {', '.join(x.get('name', '?') for x in m.missing[:8])}"
+                        + (" ..." if len(m.missing) > 8 else ""))
+    if m.shard:
+        warnings.append(f"this is the manifest of shard {m.shard['index']}/{m.shard['count']} only "
+                        "(merge the shards with `bps-assets manifest merge`)")
+    return VerifyReport(str(m.path), deep, scenes, extra, warnings,
+                        sum(f.size for f in results), time.perf_counter() - t0)
+
+
+def format_report(rep: VerifyReport, verbose: bool = False) -> str:
+    lines = []
+    for s in rep.scenes:
+        if s.ok and not verbose:
+            continue
+        mark = "ok  " if s.ok else "FAIL"
+        roles = " ".join(f"{f.role}{'' if f.ok else '!'}" for f in s.files)
+        lines.append(f"{mark} {s.name} ({s.subset}) {roles}".rstrip())
+        for p in s.problems + [p for f in s.files for p in f.problems]:
+            lines.append(f"       {p}")
+    for f in rep.extra_files:
+        if not f.ok:
+            lines.append(f"FAIL {f.role}: " + "; ".join(f.problems))
+    for w in rep.warnings:
+        lines.append(f"warning: {w}")
+    nbad = sum(not s.ok for s in rep.scenes) + sum(not f.ok for f in rep.extra_files)
+    nfiles = sum(len(s.files) for s in rep.scenes) + len(rep.extra_files)
+    speed = rep.bytes / rep.seconds / 1e6 if rep.seconds > 0 else 0.0
+    verdict = "OK" if rep.ok else f"FAILED ({nbad} problem scene(s)/file(s))"
+    lines.append(f"{verdict}: {len(rep.scenes)} scenes, {nfiles} files, {rep.bytes / 1e6:.1f} MB "
+                 f"{'deep-' if rep.deep else ''}checked in {rep.seconds:.2f} s ({speed:.0f} MB/s) — {rep.manifest}")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------ source mode
+
+@dataclass
+class SourceReport:
+    dataset: str
+    split: str
+    src_root: str
+    expected: int
+    found: list[str]
+    missing: list[tuple[str, str]]
+    no_navmesh: list[str]
+    other_split: list[str]
+    unknown: list[str]
+    stray: list[str]
+
+    @property
+    def ok(self):
+        return not self.missing
+
+    def to_json(self) -> dict:
+        return {"dataset": self.dataset, "split": self.split, "src_root": self.src_root,
+                "ok": self.ok, "expected": self.expected, "found": len(self.found),
+                "missing": [{"name": n, "subset": s} for n, s in self.missing],
+                "no_navmesh": self.no_navmesh, "other_split": len(self.other_split),
+                "unknown": self.unknown, "stray": self.stray}
+
+
+def verify_source(src_root, dataset: str, split: str | None = None, subsets=None) -> SourceReport:
+    from .datasets import load_dataset
+    from .plan import make_plan
+
+    ds = load_dataset(dataset)
+    plan = make_plan(src_root, ds, split, None, subsets)
+    return SourceReport(ds.name, plan.split, str(plan.src_root), len(plan.selected),
+                        [s.name for s in plan.scenes], plan.missing,
+                        [s.name for s in plan.scenes if s.navmesh is None],
+                        plan.other_split, plan.unknown, plan.stray)
+
+
+def format_source_report(rep: SourceReport, limit: int = 50) -> str:
+    def listing(title, items):
+        out = [f"{title} ({len(items)}):"]
+        out += [f"  {x}" for x in items[:limit]]
+        if len(items) > limit:
+            out.append(f"  ... {len(items) - limit} more (use --json for all)")
+        return out
+
+    lines = []
+    if rep.missing:
+        lines += listing("missing scenes", [f"{n} ({s})" for n, s in rep.missing])
+    if rep.unknown:
+        lines += listing("unexpected: scene files not in the dataset", rep.unknown)
+    if rep.stray:
+        lines += listing("unexpected: stray files", rep.stray)
+    if rep.no_navmesh:
+        lines += listing("scenes without a .navmesh (built, not imported)", rep.no_navmesh)
+    verdict = "OK" if rep.ok else "INCOMPLETE"
+    lines.append(f"{verdict}: {rep.dataset} split {rep.split!r}: {len(rep.found)}/{rep.expected} scenes "
+                 f"present, {len(rep.missing)} missing, {len(rep.unknown) + len(rep.stray)} unexpected "
+                 f"file(s), {len(rep.other_split)} scene(s) of other splits ignored — {rep.src_root}")
+    return "\n".join(lines)

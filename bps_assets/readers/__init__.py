@@ -1,0 +1,65 @@
+"""Scene readers: ``load(path) -> SceneDocument``, one module per file type, chosen by extension.
+
+Readers register themselves with :func:`register_reader`; a reader is a callable
+``reader(path, **kw) -> SceneDocument``. Every reader flattens its file into world-space
+meshes and leaves the frame as the file has it (see docs/ARCHITECTURE.md, "readers").
+Keyword options every built-in reader accepts: ``textures=True`` (decode images).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Callable
+
+from ..errors import InputError, UnsupportedFormatError
+from ..scene import SceneDocument
+
+Reader = Callable[..., SceneDocument]
+_READERS: dict[str, Reader] = {}
+
+
+def register_reader(*extensions: str) -> Callable[[Reader], Reader]:
+    """Decorator: register ``fn`` as the reader for these file extensions (e.g. ``".glb"``)."""
+
+    def deco(fn: Reader) -> Reader:
+        for ext in extensions:
+            _READERS[ext.lower() if ext.startswith(".") else "." + ext.lower()] = fn
+        return fn
+
+    return deco
+
+
+def supported_extensions() -> list[str]:
+    return sorted(_READERS)
+
+
+def reader_for(path: str | os.PathLike) -> Reader:
+    ext = Path(path).suffix.lower()
+    if ext not in _READERS:
+        raise UnsupportedFormatError(
+            path, f"unsupported file type {ext or '(none)'!r}; readable: {', '.join(supported_extensions())}")
+    return _READERS[ext]
+
+
+def load(path: str | os.PathLike, **kw) -> SceneDocument:
+    """Read any supported scene file into a :class:`SceneDocument` (the file's own frame)."""
+    reader = reader_for(path)
+    p = Path(path)
+    if not p.exists():
+        raise InputError(path, "file not found")
+    if p.is_dir():
+        raise InputError(path, "is a directory, not a scene file")
+    return reader(path, **kw)
+
+
+def _register_builtins() -> None:
+    from . import gltf, obj, ply
+
+    register_reader(".glb", ".gltf")(gltf.read_gltf)
+    register_reader(".ply")(ply.read_ply)
+    register_reader(".obj")(obj.read_obj)
+
+
+_register_builtins()
+
+__all__ = ["load", "register_reader", "reader_for", "supported_extensions"]

@@ -1,0 +1,97 @@
+"""The one front door: ``bps_runtime.make(...)`` -> a batched PointNav environment.
+
+EnvPool-style: ``num_envs`` environments, simulated in groups of ``batch_size``;
+``step(actions) == send(actions) + recv()``; spaces from the arguments alone
+(``observation_space(...)`` / ``action_space(...)`` here, or the env's properties).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+
+from bps_assets.errors import ConfigError
+
+from . import spaces as sp
+from .pointnav import BatchPointNavEnv, check_batching
+from .task import DEFAULTS as TASK_DEFAULTS, TaskOptions
+
+RENDERERS = ("embree", "warp")
+
+
+def observation_space(num_envs: int = 1, sensors=("depth",), resolution=(64, 64), normalize_depth=True,
+                      batch_size: int | None = None):
+    """The space of one ``recv()`` / ``step()`` result, computed without building anything."""
+    _, b = check_batching(num_envs, batch_size)
+    return sp.batched_observation_space(b, sensors, resolution, normalize_depth)
+
+
+def action_space(num_envs: int = 1, batch_size: int | None = None):
+    _, b = check_batching(num_envs, batch_size)
+    return sp.batched_action_space(b)
+
+
+single_observation_space = sp.single_observation_space
+single_action_space = sp.single_action_space
+
+
+def _check_device(device, renderer):
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ConfigError(None, f"device={device!r}: not a torch device") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(None, f"device={device!r}: CUDA is not available on this machine")
+    if dev.type not in ("cpu", "cuda"):
+        raise ConfigError(None, f"device={device!r}: expected 'cpu' or 'cuda[:i]'")
+    if renderer not in RENDERERS:
+        raise ConfigError(None, f"renderer={renderer!r}: choose from {RENDERERS}")
+    if renderer == "embree" and dev.type != "cpu":
+        raise ConfigError(None, "renderer='embree' runs on the CPU: use device='cpu' or renderer='warp'")
+    return dev
+
+
+def make(dataset, split: str | None = "train", num_envs: int = 16, batch_size: int | None = None,
+         device="cpu", sensors=("depth",), resolution=(64, 64), cache=None, seed: int = 0,
+         renderer: str = "embree", episodes=None, normalize_depth: bool = True,
+         task: TaskOptions = TASK_DEFAULTS, goal_pool: int | None = None) -> BatchPointNavEnv:
+    """Build a batched PointNav environment over a preprocessed dataset.
+
+    - ``dataset``: a manifest path written by ``bps-assets preprocess`` (``manifest.json``, or
+      its folder).
+    - ``split``: the subset of the manifest's scenes ("train", "val", ...; None: all).
+    - ``num_envs`` agents, simulated in groups of ``batch_size`` (None: all at once; N/2: two
+      alternating halves for ``send``/``recv`` double buffering).
+    - ``device``: where observations and state live ("cpu", "cuda:0").
+    - ``sensors``: subset of ("depth", "rgb"); ``resolution`` (height, width); depth is
+      habitat's normalized 0-1 (0-10 m) unless ``normalize_depth=False`` (metres).
+    - ``cache``: scene cache settings: None (defaults), an int (resident scene slots), or a
+      dict / ``bps_runtime.cache`` options object (slots, byte budget, swap interval ...).
+    - ``seed``: episodes (order, sampling) are deterministic for a seed.
+    - ``renderer``: "embree" (CPU) or "warp" (CUDA; Warp's CPU device when device="cpu").
+    - ``episodes``: None (the manifest's PointNav episodes when it has them, else sampled on
+      the fly), "sample", "dataset", or the path of a habitat PointNav v1 ``json.gz`` dataset.
+    - ``goal_pool``: sampled mode, goals (distance fields) kept per resident scene.
+
+    Returns a ``BatchPointNavEnv``: ``reset()``, ``step(actions)``, ``send``/``recv``,
+    ``observation_space``/``action_space``, ``close()``.
+    """
+    n, b = check_batching(num_envs, batch_size)
+    sensors = sp.check_sensors(sensors)
+    resolution = sp.check_resolution(resolution)
+    dev = _check_device(device, renderer)
+    if isinstance(dataset, (str, os.PathLike)):
+        path = Path(dataset)
+        if path.is_dir():
+            path = path / "manifest.json"
+    else:
+        raise ConfigError(None, f"dataset={dataset!r}: expected the path of a manifest.json from "
+                                "`bps-assets preprocess`")
+    from .world import World, WorldOptions
+
+    wopts = WorldOptions.build(cache=cache, renderer=renderer, sensors=sensors, resolution=resolution,
+                               normalize_depth=normalize_depth, goal_pool=goal_pool)
+    world = World(path, split, device=dev, num_envs=n, seed=seed, episodes=episodes, options=wopts)
+    return BatchPointNavEnv(world, num_envs=n, batch_size=b, device=dev, sensors=sensors,
+                            resolution=resolution, normalize_depth=normalize_depth, task=task, seed=seed)

@@ -1,0 +1,188 @@
+"""CPU batch renderer on Embree (embreex): the fast path on machines without a GPU.
+
+All agents that look at the same resident scene are cast in one ``EmbreeScene.run`` call per
+worker thread; agents are split across ``options.threads`` threads by count (embreex releases
+the GIL inside ``run``), and each thread also shades its own hits, so numpy's gathers overlap
+the other thread's ray casting. Depth-only frames use the DISTANCE query; RGB needs the
+primitive id and barycentrics (``output=1``), which cost the same rays.
+
+Tried and dropped: one thread per scene (8 scenes over 2 cores left one core idle at the end
+of each frame); casting normalized directions and multiplying by the cosine afterwards (an
+extra [N*H*W] pass: unnormalized (x, y, -1) directions give the z-depth directly).
+"""
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Sequence
+
+import numpy as np
+
+from bps_assets.errors import ConfigError, MissingDependencyError
+
+from .base import (DEFAULTS, RenderOptions, ShadingData, as_numpy, camera_directions, camera_origins,
+                   check_sensors, finish_depth, group_by_scene, rotation_matrices, shade_hits)
+
+MISS_T = 1e30
+# Embree's BVH + its own vertex/index copies, measured by RSS delta on a 600K-triangle room
+# (see docs/PERFORMANCE.md); the cache accounts this per scene.
+EMBREE_BYTES_PER_TRI = 96
+EMBREE_BYTES_PER_VERT = 16
+
+
+def _embreex():
+    try:
+        from embreex import mesh_construction, rtcore_scene
+    except ImportError as e:  # pragma: no cover - core dependency
+        raise MissingDependencyError(None, "the Embree renderer", "embreex") from e
+    return rtcore_scene, mesh_construction
+
+
+class EmbreeAccel:
+    """One committed Embree scene (built in a loader thread)."""
+
+    def __init__(self, positions: np.ndarray, indices: np.ndarray):
+        rs, mc = _embreex()
+        self.scene = rs.EmbreeScene()
+        self.num_triangles = int(indices.shape[0])
+        if self.num_triangles:
+            self._mesh = mc.TriangleMesh(self.scene, np.ascontiguousarray(positions, np.float32),
+                                         np.ascontiguousarray(indices, np.int32))
+        # commit now (embreex commits lazily on the first run): the BVH build belongs here
+        self.scene.run(np.zeros((1, 3), np.float32), np.array([[0, 0, -1]], np.float32), query="DISTANCE")
+
+    def distance(self, org: np.ndarray, dirs: np.ndarray) -> np.ndarray:
+        if not self.num_triangles:
+            return np.full(org.shape[0], np.float32(1e37), np.float32)
+        return self.scene.run(org, dirs, query="DISTANCE")
+
+    def intersect(self, org: np.ndarray, dirs: np.ndarray) -> dict:
+        if not self.num_triangles:
+            n = org.shape[0]
+            return {"tfar": np.full(n, np.float32(1e37), np.float32), "primID": np.full(n, -1, np.int32),
+                    "u": np.zeros(n, np.float32), "v": np.zeros(n, np.float32),
+                    "Ng": np.zeros((n, 3), np.float32)}
+        return self.scene.run(org, dirs, output=1)
+
+
+class EmbreeRenderer:
+    """``render(scene_ids [N], positions [N,3], rotations [N] yaw | [N,4] xyzw, sensors)``
+    -> {"depth": float32 [N,H,W,1], "rgb": uint8 [N,H,W,3]} CPU torch tensors."""
+
+    name = "embree"
+
+    def __init__(self, options: RenderOptions = DEFAULTS, device: str = "cpu"):
+        if str(device) != "cpu":
+            raise ConfigError(None, f"the Embree renderer runs on the CPU; got device {device!r} "
+                                    "(use the warp backend on CUDA)")
+        self.options = options
+        self.device = "cpu"
+        self._dirs = camera_directions(options)
+        self._scenes: dict[int, tuple[ShadingData, EmbreeAccel]] = {}
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(options.threads, thread_name_prefix="bps-embree") if options.threads > 1 else None
+
+    # -- residency (called by the scene cache / loader)
+    def prepare(self, shading: ShadingData, positions: np.ndarray, indices: np.ndarray) -> EmbreeAccel:
+        return EmbreeAccel(positions, indices)
+
+    def accel_bytes(self, num_vertices: int, num_triangles: int) -> int:
+        return EMBREE_BYTES_PER_TRI * num_triangles + EMBREE_BYTES_PER_VERT * num_vertices
+
+    def attach(self, scene_id: int, shading: ShadingData, accel: EmbreeAccel) -> None:
+        with self._lock:
+            self._scenes[int(scene_id)] = (shading, accel)
+
+    def detach(self, scene_id: int) -> None:
+        with self._lock:
+            self._scenes.pop(int(scene_id), None)
+
+    def close(self):
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
+    # -- rendering
+    def _rays(self, cam: np.ndarray, rot: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        hw = self._dirs.shape[0]
+        dirs = np.einsum("nij,pj->npi", rot, self._dirs, optimize=False).astype(np.float32, copy=False)
+        org = np.broadcast_to(cam[:, None, :], (cam.shape[0], hw, 3))
+        return np.ascontiguousarray(org.reshape(-1, 3)), np.ascontiguousarray(dirs.reshape(-1, 3))
+
+    def _task(self, parts, cam, rot, want_rgb, depth_out, rgb_out):
+        hw = self._dirs.shape[0]
+        for sid, agents in parts:
+            shading, accel = self._scenes[sid]
+            org, dirs = self._rays(cam[agents], rot[agents])
+            if not want_rgb:
+                t = accel.distance(org, dirs)
+                z = np.where(t < MISS_T, t, np.float32(0)).astype(np.float32, copy=False)
+            else:
+                hit = accel.intersect(org, dirs)
+                t, prim = hit["tfar"], hit["primID"]
+                ok = (prim >= 0) & (t < MISS_T)
+                z = np.where(ok, t, np.float32(0)).astype(np.float32, copy=False)
+                rgb = np.zeros((z.shape[0], 3), np.uint8)
+                h = np.flatnonzero(ok)
+                if h.size:
+                    ng = hit["Ng"][h]
+                    d = dirs[h]
+                    cos_abs = np.abs(np.einsum("ij,ij->i", ng, d)) / np.maximum(
+                        np.linalg.norm(ng, axis=1) * np.linalg.norm(d, axis=1), np.float32(1e-30))
+                    rgb[h] = shade_hits(shading, prim[h], hit["u"][h], hit["v"][h], z[h],
+                                        cos_abs.astype(np.float32), self.options.pixel_angle)
+                rgb_out[agents] = rgb.reshape(len(agents), hw, 3)
+            if depth_out is not None:
+                depth_out[agents] = z.reshape(len(agents), hw)
+
+    def render(self, scene_ids, positions, rotations, sensors: Sequence[str] = ("depth",)) -> dict:
+        import torch
+
+        sensors = check_sensors(sensors)
+        sid = as_numpy(scene_ids, np.int64, "scene_ids").reshape(-1)
+        pos = as_numpy(positions, np.float32, "positions", (3,))
+        rot = rotation_matrices(as_numpy(rotations, np.float32, "rotations"))
+        n = sid.shape[0]
+        if pos.shape[0] != n or rot.shape[0] != n:
+            raise ConfigError(None, f"scene_ids, positions and rotations disagree on N: "
+                                    f"{n}, {pos.shape[0]}, {rot.shape[0]}")
+        missing = sorted(set(np.unique(sid).tolist()) - set(self._scenes))
+        if missing:
+            raise ConfigError(None, f"scene ids {missing[:8]} are not resident in the renderer")
+        h, w = self.options.resolution
+        cam = camera_origins(pos, rot, self.options)
+        want_rgb = "rgb" in sensors
+        depth_out = np.empty((n, h * w), np.float32)
+        rgb_out = np.empty((n, h * w, 3), np.uint8) if want_rgb else None
+
+        groups = group_by_scene(sid)
+        nthreads = self.options.threads if self._pool is not None else 1
+        # cut the agents (in scene order) into equal contiguous shares, one per thread
+        shares: list[list[tuple[int, np.ndarray]]] = [[] for _ in range(nthreads)]
+        bounds = np.linspace(0, n, nthreads + 1).round().astype(int)
+        start = 0
+        for g_sid, agents in groups:
+            end = start + len(agents)
+            for k in range(nthreads):
+                a, b = max(start, bounds[k]), min(end, bounds[k + 1])
+                if a < b:
+                    shares[k].append((g_sid, agents[a - start:b - start]))
+            start = end
+        if nthreads == 1:
+            self._task(shares[0], cam, rot, want_rgb, depth_out, rgb_out)
+        else:
+            futs = [self._pool.submit(self._task, s, cam, rot, want_rgb, depth_out, rgb_out)
+                    for s in shares if s]
+            for f in futs:
+                f.result()
+
+        out: dict[str, Any] = {}
+        if "depth" in sensors:
+            out["depth"] = torch.from_numpy(finish_depth(depth_out, self.options).reshape(n, h, w, 1))
+        if want_rgb:
+            out["rgb"] = torch.from_numpy(rgb_out.reshape(n, h, w, 3))
+        return out
+
+    def raw_depth(self, scene_id: int, origins: np.ndarray, directions: np.ndarray) -> np.ndarray:
+        """One plain Embree call on given rays (the benchmark's baseline)."""
+        return self._scenes[int(scene_id)][1].distance(origins, directions)

@@ -1,0 +1,115 @@
+"""Observation / action spaces computed from arguments only (nothing is allocated or loaded).
+
+gymnasium spaces when gymnasium is installed (``pip install gymnasium``), else ``SpaceSpec``
+objects with the same ``shape`` / ``dtype`` / ``low`` / ``high`` / ``n`` attributes, so code
+that only reads shapes does not need gymnasium.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from bps_assets.errors import ConfigError
+
+from .task import NUM_ACTIONS
+
+SENSORS = ("depth", "rgb")
+
+
+@dataclass(frozen=True)
+class SpaceSpec:
+    """A tiny stand-in for a gymnasium space: Box (shape, dtype, low, high) or Discrete (n)."""
+
+    kind: str
+    shape: tuple = ()
+    dtype: Any = np.int64
+    low: float | None = None
+    high: float | None = None
+    n: int | None = None
+    spaces: dict = field(default_factory=dict)
+
+    def __getitem__(self, key):
+        return self.spaces[key]
+
+    def keys(self):
+        return self.spaces.keys()
+
+
+def _gym():
+    try:
+        import gymnasium
+        return gymnasium.spaces
+    except ImportError:
+        return None
+
+
+def check_sensors(sensors) -> tuple[str, ...]:
+    if isinstance(sensors, str):
+        sensors = (sensors,)
+    sensors = tuple(sensors)
+    bad = [s for s in sensors if s not in SENSORS]
+    if bad or not sensors or len(set(sensors)) != len(sensors):
+        raise ConfigError(None, f"sensors={sensors!r}: expected a non-empty subset of {SENSORS}")
+    return sensors
+
+
+def check_resolution(resolution) -> tuple[int, int]:
+    try:
+        h, w = (int(resolution), int(resolution)) if np.isscalar(resolution) else map(int, resolution)
+    except (TypeError, ValueError):
+        raise ConfigError(None, f"resolution={resolution!r}: expected (height, width)") from None
+    if not (1 <= h <= 4096 and 1 <= w <= 4096):
+        raise ConfigError(None, f"resolution={resolution!r}: height and width must be in 1..4096")
+    return h, w
+
+
+def single_observation_space(sensors=("depth",), resolution=(64, 64), normalize_depth: bool = True):
+    """One environment's observation space: dict of depth [H,W,1], rgb [H,W,3], pointgoal [2]."""
+    sensors = check_sensors(sensors)
+    h, w = check_resolution(resolution)
+    parts = {}
+    depth_high = 1.0 if normalize_depth else np.inf
+    g = _gym()
+    if g is not None:
+        if "depth" in sensors:
+            parts["depth"] = g.Box(0.0, depth_high, (h, w, 1), np.float32)
+        if "rgb" in sensors:
+            parts["rgb"] = g.Box(0, 255, (h, w, 3), np.uint8)
+        big = np.finfo(np.float32).max
+        parts["pointgoal"] = g.Box(np.array([0.0, -np.pi], np.float32),
+                                   np.array([big, np.pi], np.float32), (2,), np.float32)
+        return g.Dict(parts)
+    if "depth" in sensors:
+        parts["depth"] = SpaceSpec("box", (h, w, 1), np.float32, 0.0, depth_high)
+    if "rgb" in sensors:
+        parts["rgb"] = SpaceSpec("box", (h, w, 3), np.uint8, 0, 255)
+    parts["pointgoal"] = SpaceSpec("box", (2,), np.float32, -np.pi, float(np.finfo(np.float32).max))
+    return SpaceSpec("dict", spaces=parts)
+
+
+def single_action_space():
+    g = _gym()
+    if g is not None:
+        return g.Discrete(NUM_ACTIONS)
+    return SpaceSpec("discrete", (), np.int64, 0, NUM_ACTIONS - 1, n=NUM_ACTIONS)
+
+
+def batched_observation_space(n: int, sensors=("depth",), resolution=(64, 64), normalize_depth=True):
+    """The space of one ``recv()`` result: every entry gets a leading batch dimension ``n``."""
+    single = single_observation_space(sensors, resolution, normalize_depth)
+    g = _gym()
+    if g is not None:
+        from gymnasium.vector.utils import batch_space
+        return batch_space(single, n)
+    return SpaceSpec("dict", spaces={
+        k: SpaceSpec("box", (n,) + s.shape, s.dtype, s.low, s.high) for k, s in single.spaces.items()
+    })
+
+
+def batched_action_space(n: int):
+    g = _gym()
+    if g is not None:
+        return g.MultiDiscrete(np.full(n, NUM_ACTIONS, np.int64))
+    return SpaceSpec("box", (n,), np.int64, 0, NUM_ACTIONS - 1, n=NUM_ACTIONS)

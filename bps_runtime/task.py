@@ -1,0 +1,97 @@
+"""PointNav task constants and the batched pose / goal / reward math (torch, no I/O).
+
+Conventions follow habitat-lab (checked against habitat-lab's ``tasks/nav/nav.py``):
+- actions: STOP=0, MOVE_FORWARD=1, TURN_LEFT=2, TURN_RIGHT=3 (HabitatSimActions order);
+- habitat frame: Y up, -Z forward, +X right; an agent's rotation is a yaw about +Y, so
+  TURN_LEFT adds +10 deg and the forward vector is (-sin yaw, 0, -cos yaw); quaternions are
+  [x, y, z, w] = [0, sin(yaw/2), 0, cos(yaw/2)] as in habitat's episode files;
+- ``pointgoal_with_gps_compass`` (POLAR, 2-D): the goal vector rotated into the agent frame,
+  (x_a, z_a); ``rho, phi = cartesian_to_polar(-z_a, x_a)``; observation ``[rho, -phi]``, so a
+  goal to the agent's left has a positive angle;
+- success: STOP called with geodesic distance < 0.2 m (strict, as habitat's ``Success``);
+  SPL = success * d0 / max(d0, path length), the path length summing the Euclidean distances
+  between consecutive positions (habitat's ``SPL``);
+- reward: -0.01 + (d_prev - d_now) + 2.5 * success (habitat's NavRLEnv).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+STOP, MOVE_FORWARD, TURN_LEFT, TURN_RIGHT = 0, 1, 2, 3
+ACTION_NAMES = ("STOP", "MOVE_FORWARD", "TURN_LEFT", "TURN_RIGHT")
+NUM_ACTIONS = len(ACTION_NAMES)
+
+
+@dataclass(frozen=True)
+class TaskOptions:
+    """habitat-lab's PointNav defaults (pointnav.yaml / DD-PPO)."""
+
+    forward_step: float = 0.25        # metres per MOVE_FORWARD
+    turn_degrees: float = 10.0        # degrees per TURN_LEFT / TURN_RIGHT
+    success_distance: float = 0.2     # metres, geodesic, strict '<'
+    max_episode_steps: int = 500
+    slack_reward: float = -0.01
+    success_reward: float = 2.5
+
+
+DEFAULTS = TaskOptions()
+
+
+def yaw_to_quat(yaw: torch.Tensor) -> torch.Tensor:
+    """[N] yaw (radians about +Y) -> [N, 4] quaternions [x, y, z, w]."""
+    h = 0.5 * yaw
+    z = torch.zeros_like(yaw)
+    return torch.stack([z, torch.sin(h), z, torch.cos(h)], dim=-1)
+
+
+def quat_to_yaw(q: torch.Tensor) -> torch.Tensor:
+    """[N, 4] quaternions [x, y, z, w] (rotations about +Y) -> [N] yaw in (-pi, pi]."""
+    return wrap_angle(2.0 * torch.atan2(q[..., 1], q[..., 3]))
+
+
+def wrap_angle(a: torch.Tensor) -> torch.Tensor:
+    """Angles into (-pi, pi]."""
+    return a - 2.0 * math.pi * torch.ceil((a - math.pi) / (2.0 * math.pi))
+
+
+def forward_vector(yaw: torch.Tensor) -> torch.Tensor:
+    """[N] yaw -> [N, 3] unit forward vectors in the habitat frame."""
+    z = torch.zeros_like(yaw)
+    return torch.stack([-torch.sin(yaw), z, -torch.cos(yaw)], dim=-1)
+
+
+def pointgoal_polar(position: torch.Tensor, yaw: torch.Tensor, goal: torch.Tensor) -> torch.Tensor:
+    """habitat's ``pointgoal_with_gps_compass``: [N, 2] float32 ``[rho, -phi]``."""
+    d = goal - position
+    c, s = torch.cos(yaw), torch.sin(yaw)
+    x_a = c * d[:, 0] - s * d[:, 2]          # inverse rotation about +Y
+    z_a = s * d[:, 0] + c * d[:, 2]
+    fwd, right = -z_a, x_a
+    rho = torch.sqrt(fwd * fwd + right * right)
+    phi = torch.atan2(right, fwd)
+    return torch.stack([rho, -phi], dim=-1).to(torch.float32)
+
+
+def apply_turns(yaw: torch.Tensor, actions: torch.Tensor, options: TaskOptions = DEFAULTS) -> torch.Tensor:
+    """New yaw after TURN_LEFT (+) / TURN_RIGHT (-); other actions keep the heading."""
+    step = math.radians(options.turn_degrees)
+    delta = (actions == TURN_LEFT).to(yaw.dtype) - (actions == TURN_RIGHT).to(yaw.dtype)
+    return wrap_angle(yaw + step * delta)
+
+
+def reward_and_success(actions: torch.Tensor, d_prev: torch.Tensor, d_now: torch.Tensor,
+                       options: TaskOptions = DEFAULTS):
+    """(reward [N] float32, success [N] bool) for one step."""
+    success = (actions == STOP) & (d_now < options.success_distance)
+    reward = options.slack_reward + (d_prev - d_now) + options.success_reward * success.to(d_now.dtype)
+    return reward.to(torch.float32), success
+
+
+def spl(success: torch.Tensor, d0: torch.Tensor, path_length: torch.Tensor) -> torch.Tensor:
+    """SPL = S * d0 / max(d0, path length) (0 where d0 is 0 and nothing moved, as 0/0 -> 1*S)."""
+    denom = torch.maximum(d0, path_length)
+    ratio = torch.where(denom > 0, d0 / denom.clamp_min(1e-12), torch.ones_like(d0))
+    return success.to(d0.dtype) * ratio

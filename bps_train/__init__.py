@@ -1,0 +1,1 @@
+"""bps_train: the reference large-batch PPO trainer (`bps-train`) on bps_runtime.make()."""

@@ -1,0 +1,139 @@
+"""The paper's policy: an SE-ResNet-9 with Fixup initialisation on 64x64 depth (or RGB),
+a goal/previous-action embedding and an LSTM state encoder, with actor and critic heads.
+
+Fixup (Zhang et al., 2019) replaces batch norm: no statistics to sync across ranks or to
+corrupt with the highly correlated frames of one environment batch, and faster on CPU.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+
+class SqueezeExcite(nn.Module):
+    def __init__(self, ch: int, reduction: int = 8):
+        super().__init__()
+        hidden = max(ch // reduction, 4)
+        self.fc1 = nn.Linear(ch, hidden)
+        self.fc2 = nn.Linear(hidden, ch)
+
+    def forward(self, x):
+        w = x.mean((2, 3))
+        w = torch.sigmoid(self.fc2(F.relu(self.fc1(w))))
+        return x * w[:, :, None, None]
+
+
+class FixupSEBlock(nn.Module):
+    """conv3x3 -> relu -> conv3x3 (zero-init) -> scale -> SE, plus a (downsampled) shortcut."""
+
+    def __init__(self, cin: int, cout: int, stride: int, num_blocks: int):
+        super().__init__()
+        self.bias1a = nn.Parameter(torch.zeros(1))
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bias1b = nn.Parameter(torch.zeros(1))
+        self.bias2a = nn.Parameter(torch.zeros(1))
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.scale = nn.Parameter(torch.ones(1))
+        self.bias2b = nn.Parameter(torch.zeros(1))
+        self.se = SqueezeExcite(cout)
+        self.shortcut = None
+        if stride != 1 or cin != cout:
+            self.shortcut = nn.Conv2d(cin, cout, 1, stride, bias=False)
+        # Fixup: He init scaled by L^(-1/(2m-2)) with m = 2 layers per branch; last layer zero
+        fan_in = cin * 9
+        nn.init.normal_(self.conv1.weight, 0, math.sqrt(2 / fan_in) * num_blocks ** -0.5)
+        nn.init.zeros_(self.conv2.weight)
+        if self.shortcut is not None:
+            nn.init.normal_(self.shortcut.weight, 0, math.sqrt(2 / cin))
+
+    def forward(self, x):
+        out = F.relu(self.conv1(x + self.bias1a) + self.bias1b)
+        out = self.conv2(out + self.bias2a) * self.scale + self.bias2b
+        out = self.se(out)
+        short = x if self.shortcut is None else self.shortcut(x + self.bias1a)
+        return F.relu(out + short)
+
+
+class SEResNet9(nn.Module):
+    """stem conv + 4 residual blocks of 2 convs = 9 conv layers; 64x64 -> 4x4 spatial."""
+
+    def __init__(self, in_channels: int, width: int = 32, out_dim: int = 256):
+        super().__init__()
+        chans = [width, width * 2, width * 4, width * 8]
+        self.stem = nn.Conv2d(in_channels, width, 3, 2, 1)
+        blocks, cin = [], width
+        for i, c in enumerate(chans):
+            blocks.append(FixupSEBlock(cin, c, 1 if i == 0 else 2, num_blocks=len(chans)))
+            cin = c
+        self.blocks = nn.Sequential(*blocks)
+        self.compress = nn.Conv2d(cin, 32, 1)
+        self.fc = nn.LazyLinear(out_dim)
+
+    def forward(self, x):
+        x = F.relu(self.stem(x))
+        x = self.blocks(x)
+        x = F.relu(self.compress(x))
+        return F.relu(self.fc(x.flatten(1)))
+
+
+class Policy(nn.Module):
+    """Observations -> (action logits, value, next recurrent state).
+
+    ``visual``: [N, H, W, C] float (depth normalized 0..1) or uint8 RGB; ``pointgoal``: [N, 2]
+    (rho, -phi); ``prev_action``: [N] long (-1 at episode start); ``state``: (h, c) [1, N, hidden].
+    """
+
+    def __init__(self, in_channels: int, num_actions: int = 4, hidden: int = 256, width: int = 32,
+                 resolution: tuple[int, int] = (64, 64)):
+        super().__init__()
+        self.encoder = SEResNet9(in_channels, width, hidden)
+        with torch.no_grad():  # materialize the lazy layer so parameters are known up front
+            self.encoder(torch.zeros(1, in_channels, *resolution))
+        self.goal = nn.Linear(3, 32)
+        self.prev_action = nn.Embedding(num_actions + 1, 32)
+        self.rnn = nn.LSTM(hidden + 64, hidden)
+        self.actor = nn.Linear(hidden, num_actions)
+        self.critic = nn.Linear(hidden, 1)
+        self.hidden = hidden
+        nn.init.orthogonal_(self.actor.weight, 0.01)
+        nn.init.zeros_(self.actor.bias)
+        nn.init.orthogonal_(self.critic.weight, 1.0)
+        nn.init.zeros_(self.critic.bias)
+
+    def initial_state(self, n: int, device=None):
+        z = torch.zeros(1, n, self.hidden, device=device)
+        return (z, z.clone())
+
+    def features(self, visual, pointgoal, prev_action):
+        if visual.dtype == torch.uint8:
+            visual = visual.float() / 255.0
+        x = self.encoder(visual.permute(0, 3, 1, 2))
+        rho, phi = pointgoal[:, 0:1], pointgoal[:, 1:2]
+        g = F.relu(self.goal(torch.cat([rho, torch.cos(phi), torch.sin(phi)], 1)))
+        a = self.prev_action(prev_action + 1)
+        return torch.cat([x, g, a], 1)
+
+    def forward(self, visual, pointgoal, prev_action, state, not_done):
+        """One step: ``not_done`` [N] zeroes the state of agents whose episode just began."""
+        f = self.features(visual, pointgoal, prev_action)
+        mask = not_done.float()[None, :, None]
+        out, state = self.rnn(f[None], (state[0] * mask, state[1] * mask))
+        out = out[0]
+        return self.actor(out), self.critic(out)[:, 0], state
+
+    def evaluate_sequence(self, visual, pointgoal, prev_action, state0, not_done):
+        """Re-run a rollout [T, N, ...] from ``state0`` (for the PPO update)."""
+        t, n = not_done.shape
+        f = self.features(visual.flatten(0, 1), pointgoal.flatten(0, 1), prev_action.flatten(0, 1))
+        f = f.view(t, n, -1)
+        h, c = state0
+        outs = []
+        for i in range(t):  # masks differ per step, so the LSTM is unrolled here
+            m = not_done[i].float()[None, :, None]
+            o, (h, c) = self.rnn(f[i:i + 1], (h * m, c * m))
+            outs.append(o[0])
+        out = torch.stack(outs)
+        return self.actor(out), self.critic(out)[..., 0]

@@ -1,0 +1,75 @@
+"""PPO pieces the training script uses: rollout storage, GAE, the clipped loss.
+
+Kept apart from the script so the script reads as the training loop only.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class Rollout:
+    """One rollout of ``T`` steps for ``N`` environments, filled group by group."""
+
+    visual: torch.Tensor      # [T+1, N, H, W, C] (index T: bootstrap observation)
+    pointgoal: torch.Tensor   # [T+1, N, 2]
+    prev_action: torch.Tensor  # [T+1, N] long, -1 at episode start
+    not_done: torch.Tensor    # [T+1, N] bool: False where a new episode begins at this step
+    actions: torch.Tensor     # [T, N] long
+    logp: torch.Tensor        # [T, N]
+    values: torch.Tensor      # [T+1, N]
+    rewards: torch.Tensor     # [T, N]
+    state0: tuple             # (h, c) at step 0, each [1, N, hidden]
+
+    @classmethod
+    def empty(cls, t: int, n: int, visual_shape, visual_dtype, hidden: int, device):
+        z = lambda *s, dt=torch.float32: torch.zeros(*s, dtype=dt, device=device)  # noqa: E731
+        return cls(
+            visual=z(t + 1, n, *visual_shape, dt=visual_dtype), pointgoal=z(t + 1, n, 2),
+            prev_action=z(t + 1, n, dt=torch.long), not_done=z(t + 1, n, dt=torch.bool),
+            actions=z(t, n, dt=torch.long), logp=z(t, n), values=z(t + 1, n), rewards=z(t, n),
+            state0=(z(1, n, hidden), z(1, n, hidden)),
+        )
+
+    @property
+    def steps(self) -> int:
+        return self.actions.shape[0]
+
+
+def gae(rollout: Rollout, gamma: float, lam: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Generalized advantage estimates and returns; ``not_done[t+1]`` cuts at episode ends."""
+    t_max = rollout.steps
+    adv = torch.zeros_like(rollout.rewards)
+    last = torch.zeros_like(rollout.rewards[0])
+    for t in reversed(range(t_max)):
+        nonterminal = rollout.not_done[t + 1].float()
+        delta = rollout.rewards[t] + gamma * rollout.values[t + 1] * nonterminal - rollout.values[t]
+        last = delta + gamma * lam * nonterminal * last
+        adv[t] = last
+    return adv, adv + rollout.values[:-1]
+
+
+def ppo_loss(policy, rollout: Rollout, env_idx: torch.Tensor, adv: torch.Tensor, returns: torch.Tensor,
+             clip: float, value_coef: float, entropy_coef: float) -> tuple[torch.Tensor, dict]:
+    """Clipped PPO loss over the environments ``env_idx`` (whole sequences: the LSTM reruns)."""
+    t = rollout.steps
+    sl = (slice(0, t), env_idx)
+    logits, values = policy.evaluate_sequence(
+        rollout.visual[sl], rollout.pointgoal[sl], rollout.prev_action[sl],
+        (rollout.state0[0][:, env_idx], rollout.state0[1][:, env_idx]), rollout.not_done[sl])
+    dist = torch.distributions.Categorical(logits=logits)
+    logp = dist.log_prob(rollout.actions[:, env_idx])
+    ratio = torch.exp(logp - rollout.logp[:, env_idx])
+    a = adv[:, env_idx]
+    a = (a - a.mean()) / (a.std() + 1e-8)  # normalized advantages
+    pg = -torch.min(ratio * a, ratio.clamp(1 - clip, 1 + clip) * a).mean()
+    vloss = 0.5 * (values - returns[:, env_idx]).pow(2).mean()
+    ent = dist.entropy().mean()
+    loss = pg + value_coef * vloss - entropy_coef * ent
+    with torch.no_grad():
+        approx_kl = ((ratio - 1) - (logp - rollout.logp[:, env_idx])).mean()
+        clipfrac = ((ratio - 1).abs() > clip).float().mean()
+    return loss, {"policy_loss": pg.item(), "value_loss": vloss.item(), "entropy": ent.item(),
+                  "approx_kl": approx_kl.item(), "clip_frac": clipfrac.item()}

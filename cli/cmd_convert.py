@@ -1,0 +1,169 @@
+"""`bps-assets convert` (scan files -> packed scenes) and `bps-assets info` (any packed file)."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+
+import click
+
+from bps_assets.container import read_header
+from bps_assets.errors import BpsError
+from bps_assets.packed_scene import DEFAULTS, SUFFIX, ConvertOptions, convert_file, scene_id_for
+from bps_assets.transforms.frame import DATASETS, UP_AXES
+from bps_assets.transforms.textures import FORMATS
+
+
+def _mb(n) -> str:
+    return f"{n / 1e6:.2f} MB"
+
+
+def _convert_one(src: str, dst: str, options: ConvertOptions, overwrite: bool, scene_id: str) -> dict:
+    """Runs in a worker process: never raises, returns a picklable outcome."""
+    try:
+        res = convert_file(src, dst, options, overwrite=overwrite, scene_id=scene_id)
+        return {"ok": True, **res.to_json()}
+    except BpsError as e:
+        return {"ok": False, "scene_id": scene_id, "source": src, "error": str(e), "exit_code": e.exit_code}
+    except Exception as e:  # a reader bug must not take the other scenes down with it
+        if os.environ.get("BPS_DEBUG"):
+            import traceback
+            traceback.print_exc()
+        return {"ok": False, "scene_id": scene_id, "source": src, "exit_code": 1,
+                "error": f"{src}: internal error ({type(e).__name__}: {e}); set BPS_DEBUG=1 for a traceback"}
+
+
+def _line(r: dict) -> str:
+    psnr = r.get("psnr_min")
+    tex = f", {r['textures']} tex psnr>={psnr:.1f} dB" if psnr is not None else ""
+    drop = f" ({r['dropped_triangles']} dropped)" if r.get("dropped_triangles") else ""
+    return (f"{r['scene_id']}: triangles {r['triangles_in']} -> {r['triangles_out']}{drop}, "
+            f"bytes {_mb(r['bytes_in'])} -> {_mb(r['bytes_out'])}{tex}, {r['seconds']:.2f} s -> {r['output']}")
+
+
+@click.command("convert")
+@click.argument("inputs", nargs=-1, required=True, type=click.Path(dir_okay=True, path_type=str))
+@click.option("-o", "--outdir", required=True, type=click.Path(file_okay=False, path_type=str),
+              help="Directory for the packed files (OUTDIR/<scene>.bps).")
+@click.option("--dataset", type=click.Choice(DATASETS), default=DEFAULTS.dataset, show_default=True,
+              help="Source frame preset: gibson/mp3d are Z-up, generic is Y-up glTF. "
+                   "mp3d also names scenes by their folder (mp3d/ID/ID.glb).")
+@click.option("--up", type=click.Choice(UP_AXES), default=None,
+              help="Override the preset's up axis of the source files.")
+@click.option("--max-texture", type=int, default=DEFAULTS.max_texture, show_default=True,
+              help="Cap on texture sides (a power of two).")
+@click.option("--texture-format", type=click.Choice(sorted(FORMATS)), default=DEFAULTS.texture_format,
+              show_default=True, help="Block compression: bc1 (0.5 B/texel) or bc7 (1 B/texel, slower).")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Worker processes.")
+@click.option("--overwrite", is_flag=True, help="Replace existing output files.")
+@click.option("--json", "as_json", is_flag=True, help="Print machine-readable results on stdout.")
+def convert_cmd(inputs, outdir, dataset, up, max_texture, texture_format, jobs, overwrite, as_json):
+    """Convert scan files (GLB/glTF/PLY/OBJ) into packed scenes, one OUTDIR/<scene>.bps each.
+
+    A bad input is reported on one line and the others still convert; the exit status is
+    non-zero if any input failed.
+    """
+    options = ConvertOptions(dataset=dataset, up=up, max_texture=max_texture, texture_format=texture_format)
+    # option errors (e.g. --max-texture 1000) once, before any work
+    from bps_assets.transforms.textures import check_options
+    check_options(options.texture_options())
+
+    jobs_list, results, seen = [], {}, {}
+    for i, src in enumerate(inputs):
+        sid = scene_id_for(src, dataset)
+        if sid in seen:
+            results[i] = {"ok": False, "scene_id": sid, "source": src, "exit_code": 2,
+                          "error": f"{src}: scene id {sid!r} already used by {inputs[seen[sid]]}"}
+            continue
+        seen[sid] = i
+        jobs_list.append((i, src, str(Path(outdir) / f"{sid}{SUFFIX}"), sid))
+
+    def report(r):
+        if r["ok"]:
+            if not as_json:
+                click.echo(_line(r))
+        else:
+            click.echo(f"error: {r['error']}", err=True)
+
+    for r in results.values():
+        report(r)
+    if jobs > 1 and len(jobs_list) > 1:
+        with ProcessPoolExecutor(max_workers=min(jobs, len(jobs_list))) as ex:
+            futs = {ex.submit(_convert_one, src, dst, options, overwrite, sid): i
+                    for i, src, dst, sid in jobs_list}
+            for f in as_completed(futs):
+                results[futs[f]] = r = f.result()
+                report(r)
+    else:
+        for i, src, dst, sid in jobs_list:
+            results[i] = r = _convert_one(src, dst, options, overwrite, sid)
+            report(r)
+
+    ordered = [results[i] for i in range(len(inputs))]
+    failed = [r for r in ordered if not r["ok"]]
+    if as_json:
+        click.echo(json.dumps({"ok": not failed, "converted": len(ordered) - len(failed),
+                               "failed": len(failed), "results": ordered}, indent=1))
+    elif len(ordered) > 1:
+        click.echo(f"{len(ordered) - len(failed)} converted, {len(failed)} failed", err=bool(failed))
+    if failed:
+        sys.exit(max(r.get("exit_code", 1) for r in failed))
+
+
+def _fmt_value(v) -> str:
+    s = json.dumps(v, separators=(",", ":"))
+    return s if len(s) <= 110 else s[:107] + "..."
+
+
+@click.command("info")
+@click.argument("file", type=click.Path(path_type=str))
+@click.option("--json", "as_json", is_flag=True, help="Print header and section table as JSON.")
+def info_cmd(file, as_json):
+    """Show a packed file's header and section table (scenes, navmeshes: any container kind)."""
+    header, sections, kind = read_header(file)
+    size = os.path.getsize(file)
+    table = [{"name": s.name, "dtype": next(k for k, v in _dtype_names().items() if v == s.dtype),
+              "shape": list(s.shape), "codec": s.codec, "filter": s.filter, "offset": s.offset,
+              "stored_length": s.stored_length, "raw_length": s.raw_length, "crc32": s.crc32}
+             for s in sections.values()]
+    if as_json:
+        click.echo(json.dumps({"file": file, "kind": kind, "file_bytes": size, "header": header,
+                               "sections": table}, indent=1))
+        return
+    click.echo(f"{file}: kind {kind}, {size} bytes, {len(table)} sections")
+    for k, v in header.items():
+        if k == "textures" and isinstance(v, list):
+            click.echo(f"  textures: {len(v)}")
+            for t in v:
+                if isinstance(t, dict):
+                    psnr = t.get("psnr_db")
+                    click.echo(f"    [{t.get('index')}] {t.get('width')}x{t.get('height')} "
+                               f"(source {t.get('src_width')}x{t.get('src_height')}) {t.get('format')} "
+                               f"{t.get('levels')} levels {t.get('bytes')} B"
+                               + (f", PSNR {psnr:.2f} dB" if isinstance(psnr, (int, float)) else "")
+                               + (f"  {t.get('source')}" if t.get("source") else ""))
+        elif isinstance(v, dict):
+            click.echo(f"  {k}:")
+            for k2, v2 in v.items():
+                click.echo(f"    {k2}: {_fmt_value(v2)}")
+        else:
+            click.echo(f"  {k}: {_fmt_value(v)}")
+    click.echo(f"  {'section':<18} {'dtype':<5} {'shape':<16} {'codec':<5} {'filter':<13} "
+               f"{'offset':>10} {'stored':>10} {'raw':>10} {'ratio':>6}")
+    for t in table:
+        ratio = t["raw_length"] / t["stored_length"] if t["stored_length"] else 0.0
+        click.echo(f"  {t['name']:<18} {t['dtype']:<5} {str(t['shape']):<16} {t['codec']:<5} "
+                   f"{t['filter']:<13} {t['offset']:>10} {t['stored_length']:>10} {t['raw_length']:>10} "
+                   f"{ratio:>6.2f}")
+
+
+def _dtype_names():
+    import numpy as np
+    from bps_assets.container import DTYPES
+    return {k: np.dtype(v) for k, v in DTYPES.items()}
+
+
+commands = [convert_cmd, info_cmd]

@@ -1,0 +1,82 @@
+"""`bps-assets episodes`: PointNav episodes (habitat v1 layout) from navmeshes."""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import click
+
+from bps_assets.errors import OutputExistsError
+from bps_assets.nav import episodes as ep
+
+D = ep.DEFAULTS
+
+
+def _load(path: Path):
+    """A ``NavMesh`` from a packed ``NAVM`` file or a habitat / Detour ``.navmesh``."""
+    from bps_assets.nav.grid import is_navmesh_file, load_navmesh
+
+    if is_navmesh_file(path):
+        return load_navmesh(path)
+    from bps_assets.nav.detour import import_detour
+
+    return import_detour(path)
+
+
+def _scene_name(path: Path) -> str:
+    name = path.name
+    for suf in (".navmesh", ".navm", ".bin"):
+        if name.lower().endswith(suf):
+            return name[: -len(suf)]
+    return path.stem
+
+
+@click.command("episodes")
+@click.argument("navfiles", nargs=-1, required=True,
+                type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("-o", "--out", "out_dir", required=True, type=click.Path(path_type=Path),
+              help="dataset root: writes OUT/SPLIT/SPLIT.json.gz and OUT/SPLIT/content/")
+@click.option("--split", required=True, help="split name (train, val, ...)")
+@click.option("--per-scene", "per_scene", required=True, type=click.IntRange(min=1),
+              help="episodes per scene")
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--dataset", type=click.Choice(["gibson", "mp3d", "generic"]), default="generic",
+              show_default=True,
+              help="scene_id layout: gibson/NAME.glb, mp3d/NAME/NAME.glb or NAME.glb")
+@click.option("--goal-radius", type=float, default=D.goal_radius, show_default=True,
+              help="goals[].radius written (habitat-lab's generator writes 0.2)")
+@click.option("--overwrite", is_flag=True, help="replace an existing split")
+@click.option("--json", "as_json", is_flag=True, help="print per-scene statistics as JSON")
+def episodes_cmd(navfiles, out_dir, split, per_scene, seed, dataset, goal_radius, overwrite,
+                 as_json):
+    """Generate PointNav episodes with habitat-lab's rules from NAVFILE... (packed navmeshes or
+    habitat .navmesh files; the scene name is the file name without extension)."""
+    names = [_scene_name(p) for p in navfiles]
+    dup = {n for n in names if names.count(n) > 1}
+    if dup:
+        raise click.UsageError(f"two NAVFILEs give the same scene name: {', '.join(sorted(dup))}")
+    target = ep.split_file(out_dir, split)
+    if target.exists() and not overwrite:  # fail before the (slow) generation
+        raise OutputExistsError(target, "already exists (pass --overwrite to replace the split)")
+    opts = ep.EpisodeOptions(goal_radius=goal_radius)
+    by_scene, report = {}, []
+    for path, name in zip(navfiles, names):
+        t0 = time.perf_counter()
+        nm = _load(path)
+        stats: dict = {}
+        by_scene[name] = ep.generate_episodes(nm, ep.scene_id_for(dataset, name), per_scene,
+                                              ep.scene_seed(seed, name), opts, stats=stats)
+        stats["seconds"] = round(time.perf_counter() - t0, 3)
+        report.append({"scene": name, **stats})
+        if not as_json:
+            click.echo(f"{name}: {stats['episodes']} episodes from {stats['targets']} targets "
+                       f"in {stats['seconds']:.1f} s")
+    written = ep.write_pointnav_dataset(out_dir, split, by_scene, overwrite=overwrite)
+    if as_json:
+        click.echo(json.dumps({"split_file": str(written[0]), "scenes": report}, indent=2))
+    else:
+        click.echo(f"wrote {written[0]} and {len(written) - 1} content file(s)")
+
+
+commands = [episodes_cmd]

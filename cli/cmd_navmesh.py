@@ -1,0 +1,213 @@
+"""`bps-assets navmesh` (build / import), `bps-assets nav info|distance|sample|step`, `preview`."""
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+
+import click
+
+from bps_assets.errors import InputError, OutputExistsError
+from bps_assets.nav.settings import DEFAULT_SETTINGS as S
+
+NAV_SUFFIX = ".navmesh.bps"
+
+
+def _out_name(path: Path) -> str:
+    name = path.name
+    for suf in (".navmesh", ".glb", ".gltf", ".ply", ".obj", ".bps"):
+        if name.lower().endswith(suf):
+            name = name[: -len(suf)]
+            break
+    return name + NAV_SUFFIX
+
+
+@click.command("navmesh")
+@click.argument("inputs", nargs=-1, required=True,
+                type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="output directory: one NAME.navmesh.bps per input")
+@click.option("--dataset", type=click.Choice(["gibson", "mp3d", "generic"]), default="generic",
+              show_default=True, help="gibson/mp3d scans are Z-up and are rotated into the habitat frame")
+@click.option("--agent-height", type=float, default=S.agent_height, show_default=True)
+@click.option("--agent-radius", type=float, default=S.agent_radius, show_default=True)
+@click.option("--max-climb", type=float, default=S.max_climb, show_default=True)
+@click.option("--max-slope", type=float, default=S.max_slope, show_default=True, help="degrees")
+@click.option("--cell-size", type=float, default=S.cell_size, show_default=True)
+@click.option("--cell-height", type=float, default=S.cell_height, show_default=True)
+@click.option("--overwrite", is_flag=True, help="replace existing outputs")
+@click.option("--json", "as_json", is_flag=True, help="print one JSON object per input")
+def navmesh_cmd(inputs, out_dir, dataset, agent_height, agent_radius, max_climb, max_slope, cell_size,
+                cell_height, overwrite, as_json):
+    """Build navmeshes from scans (.glb/.gltf/.ply/.obj or packed scenes), or import habitat
+    .navmesh files, into OUT/NAME.navmesh.bps. Prints area, islands and seconds."""
+    from bps_assets.nav import NavSettings, build_navmesh
+
+    settings = NavSettings(cell_size=cell_size, cell_height=cell_height, agent_height=agent_height,
+                           agent_radius=agent_radius, max_climb=max_climb, max_slope=max_slope)
+    targets = [(p, out_dir / _out_name(p)) for p in inputs]
+    names = [t.name for _, t in targets]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise click.UsageError(f"two inputs give the same output name: {', '.join(dup)}")
+    if not overwrite:  # refuse before any (slow) build
+        for _, dst in targets:
+            if dst.exists():
+                raise OutputExistsError(dst, "already exists (pass --overwrite to replace it)")
+    for src, dst in targets:
+        t0 = time.perf_counter()
+        if src.name.lower().endswith(".navmesh"):
+            from bps_assets.nav.detour import import_detour
+
+            nav = import_detour(src, settings)
+        else:
+            nav = build_navmesh(src, settings, dataset=dataset)
+        nav.save(dst, overwrite=overwrite)
+        secs = time.perf_counter() - t0
+        rec = {"input": str(src), "output": str(dst), "method": nav.method,
+               "navigable_area": round(nav.navigable_area, 4), "islands": nav.num_islands,
+               "island_areas": [round(float(a), 4) for a in nav.island_area[:20]],
+               "spans": nav.num_spans, "seconds": round(secs, 3)}
+        if as_json:
+            click.echo(json.dumps(rec))
+        else:
+            click.echo(f"{src.name} -> {dst}: {rec['navigable_area']:.2f} m^2, {rec['islands']} islands, "
+                       f"{secs:.2f} s")
+
+
+def _load(path: Path):
+    from bps_assets.nav import load_navmesh
+    from bps_assets.nav.grid import is_navmesh_file
+
+    if path.name.lower().endswith(".navmesh") and not is_navmesh_file(path):
+        from bps_assets.nav.detour import import_detour
+
+        return import_detour(path)
+    return load_navmesh(path)
+
+
+def _vec3(ctx, param, value):
+    if value is None:
+        return None
+    try:
+        v = [float(x) for x in value.split(",")]
+    except ValueError:
+        raise click.BadParameter(f"expected x,y,z numbers, got {value!r}") from None
+    if len(v) != 3 or not all(math.isfinite(x) for x in v):
+        raise click.BadParameter(f"expected three finite numbers x,y,z, got {value!r}")
+    return v
+
+
+def _num(x):
+    return None if not math.isfinite(x) else round(float(x), 6)
+
+
+@click.group("nav")
+def nav_group():
+    """Query a navmesh (a packed .navmesh.bps or a habitat .navmesh)."""
+
+
+@nav_group.command("info")
+@click.argument("navfile", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True)
+def nav_info(navfile, as_json):
+    """Settings, bounds, navigable area, islands with areas."""
+    info = _load(navfile).info()
+    if as_json:
+        click.echo(json.dumps(info, indent=1))
+        return
+    b = info["bounds"]
+    click.echo(f"{navfile}: {info['method']} navmesh, grid {info['shape']} (layers, rows, cols), "
+               f"cell {info['cell_size']} m, {info['num_spans']} spans")
+    click.echo(f"bounds: min {[round(x, 3) for x in b['min']]} max {[round(x, 3) for x in b['max']]}")
+    click.echo(f"navigable area: {info['navigable_area']:.3f} m^2 in {info['num_islands']} islands")
+    for isl in info["islands"][:50]:
+        click.echo(f"  island {isl['id']}: {isl['area']:.3f} m^2, radius {isl['radius']:.2f} m")
+    if len(info["islands"]) > 50:
+        click.echo(f"  ... {len(info['islands']) - 50} more")
+    st = info["settings"]
+    click.echo("settings: " + ", ".join(f"{k}={v}" for k, v in st.items()))
+
+
+@nav_group.command("distance")
+@click.argument("navfile", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--pairs", "pairs_file", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help='JSON list of {"a": [x,y,z], "b": [x,y,z]} (habitat frame)')
+@click.option("--json", "as_json", is_flag=True)
+def nav_distance(navfile, pairs_file, as_json):
+    """Geodesic distance per pair (null: unreachable or unsnappable)."""
+    import numpy as np
+
+    try:
+        pairs = json.loads(Path(pairs_file).read_text())
+        a = np.array([p["a"] for p in pairs], dtype=np.float64).reshape(-1, 3)
+        b = np.array([p["b"] for p in pairs], dtype=np.float64).reshape(-1, 3)
+        if len(a) != len(pairs) or len(b) != len(pairs):
+            raise ValueError("each a/b must be 3 numbers")
+    except (OSError, ValueError, TypeError, KeyError) as e:
+        raise InputError(pairs_file, f'expected a JSON list of {{"a": [x,y,z], "b": [x,y,z]}}: {e}') from None
+    nav = _load(navfile)
+    d = nav.geodesic_distance(a, b) if len(a) else np.zeros(0)
+    vals = [_num(x) for x in np.atleast_1d(d)]
+    if as_json:
+        click.echo(json.dumps(vals))
+    else:
+        for v in vals:
+            click.echo("null" if v is None else f"{v:.4f}")
+
+
+@nav_group.command("sample")
+@click.argument("navfile", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("-n", "n", default=1, show_default=True, type=click.IntRange(min=0))
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--island", default=None, type=int, help="sample on this island only")
+@click.option("--json", "as_json", is_flag=True)
+def nav_sample(navfile, n, seed, island, as_json):
+    """N navigable points, uniform over the area (seeded)."""
+    pts = _load(navfile).sample_navigable_point(n, seed=seed, island=island)
+    rows = [[round(float(x), 6) for x in p] for p in pts]
+    if as_json:
+        click.echo(json.dumps(rows))
+    else:
+        for r in rows:
+            click.echo(",".join(f"{x:.4f}" for x in r))
+
+
+@nav_group.command("step")
+@click.argument("navfile", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--from", "start", required=True, callback=_vec3, help="x,y,z")
+@click.option("--to", "end", required=True, callback=_vec3, help="x,y,z")
+@click.option("--no-sliding", is_flag=True, help="stop at the wall instead of sliding along it")
+@click.option("--json", "as_json", is_flag=True)
+def nav_step(navfile, start, end, no_sliding, as_json):
+    """habitat's try_step from --from towards --to; prints where the agent ends up."""
+    import numpy as np
+
+    nav = _load(navfile)
+    p = nav.try_step(np.array(start), np.array(end), sliding=not no_sliding)
+    res = [round(float(x), 6) for x in p]
+    collided = bool(np.linalg.norm(np.array(res) - np.array(end)) > 1e-3)
+    if as_json:
+        click.echo(json.dumps({"position": res, "collided": collided}))
+    else:
+        click.echo(",".join(f"{x:.4f}" for x in res) + ("  (collided)" if collided else ""))
+
+
+@click.command("preview")
+@click.argument("navfile", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("-o", "--out", "out", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="PNG file")
+@click.option("--overwrite", is_flag=True)
+@click.option("--max-size", default=1600, show_default=True, type=click.IntRange(min=64),
+              help="largest side of the picture in pixels")
+def preview_cmd(navfile, out, overwrite, max_size):
+    """Top-down picture of a navmesh, one panel per floor, islands coloured."""
+    from bps_assets.nav.preview import write_preview
+
+    info = write_preview(_load(navfile), out, overwrite=overwrite, max_size=max_size)
+    click.echo(f"{out}: {info['width']}x{info['height']} px, {info['floors']} floor(s), "
+               f"{info['islands']} islands")
+
+
+commands = [navmesh_cmd, nav_group, preview_cmd]

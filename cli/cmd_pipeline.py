@@ -1,0 +1,246 @@
+"""Dataset commands: datasets, preprocess, verify, manifest merge, launch (SLURM), demo."""
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from bps_assets.pipeline import datasets as ds_mod
+from bps_assets.pipeline.backend import NAVMESH_MODES
+from bps_assets.pipeline.preprocess import DEFAULTS
+
+_MAX_SHOWN = 200
+
+
+def _dataset_choice(ctx, param, value):
+    if value is not None:
+        ds_mod.load_dataset(value)  # unknown name -> DatasetError with suggestions
+    return value
+
+
+# ------------------------------------------------------------------------------ datasets
+
+@click.command("datasets")
+@click.argument("name", required=False)
+@click.option("--split", "split", default=None, help="List the scenes of this split.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def datasets_cmd(name, split, as_json):
+    """List the known datasets, a dataset's splits, or a split's scenes."""
+    if name is None:
+        rows = []
+        for n in ds_mod.list_datasets():
+            d = ds_mod.load_dataset(n)
+            rows.append({"name": n, "layout": d.layout.scene, "default_split": d.default_split,
+                         "splits": {s: {k: len(v) for k, v in sub.items()} for s, sub in d.splits.items()},
+                         "description": d.description})
+        if as_json:
+            click.echo(json.dumps(rows, indent=1))
+            return
+        for r in rows:
+            splits = ", ".join(f"{s} ({'/'.join(str(c[k]) for k in ('train', 'val', 'test'))})"
+                               for s, c in r["splits"].items())
+            click.echo(f"{r['name']:8s} {r['layout']:28s} splits: {splits}")
+        click.echo("(counts are train/val/test; `bps-assets datasets NAME` for details)")
+        return
+    d = ds_mod.load_dataset(name)
+    if split is None:
+        if as_json:
+            click.echo(json.dumps({"name": d.name, "description": d.description, "layout": vars(d.layout),
+                                   "default_split": d.default_split, "splits": d.splits}, indent=1,
+                                  default=list))
+            return
+        click.echo(f"{d.name}: {d.description}")
+        click.echo(f"layout: {d.layout.scene} (navmesh {d.layout.navmesh}); {len(d.scenes)} scenes known")
+        for s, sub in d.splits.items():
+            counts = "/".join(str(len(sub[k])) for k in ("train", "val", "test"))
+            default = " (default)" if s == d.default_split else ""
+            click.echo(f"  {s:10s} {counts:>12s}  {d.split_descriptions.get(s, '')}{default}")
+        return
+    sub = d.split(split)
+    if as_json:
+        click.echo(json.dumps(sub, indent=1))
+        return
+    for k, names in sub.items():
+        click.echo(f"{k} ({len(names)}): {' '.join(names)}")
+
+
+# ------------------------------------------------------------------------------ preprocess
+
+@click.command("preprocess")
+@click.argument("src_root", type=click.Path(file_okay=False))
+@click.option("-o", "--out", "out_root", required=True, type=click.Path(file_okay=False),
+              help="Output directory (manifest.json, scenes/, navmeshes/, episodes/).")
+@click.option("--dataset", required=True, callback=_dataset_choice, help="Dataset: gibson, mp3d, ...")
+@click.option("--split", default=None, help="Split (default: the dataset's default, e.g. gibson 4+).")
+@click.option("--subset", "subsets", multiple=True, type=click.Choice(["train", "val", "test"]),
+              help="Only these subsets of the split (repeatable; default: all).")
+@click.option("--navmesh", type=click.Choice(NAVMESH_MODES), default=DEFAULTS.navmesh, show_default=True,
+              help="import the shipped .navmesh, build from the scene, or auto (import when present).")
+@click.option("--episodes", type=click.IntRange(min=0), default=DEFAULTS.episodes, show_default=True,
+              help="PointNav episodes per scene (0: none).")
+@click.option("--episode-seed", type=int, default=DEFAULTS.episode_seed, show_default=True)
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="Processes (default: all cores this process may use).")
+@click.option("--shard", default=None, metavar="I/N",
+              help="Process shard I of N (0-based), or `slurm`: this SLURM array task.")
+@click.option("--require-all", is_flag=True, help="Fail before starting if any scene of the split is missing.")
+@click.option("--overwrite", is_flag=True, help="Allow a non-empty OUT_ROOT / another run's manifest.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
+@click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a terminal).")
+def preprocess_cmd(src_root, out_root, dataset, split, subsets, navmesh, episodes, episode_seed, workers,
+                   shard, require_all, overwrite, as_json, progress):
+    """Convert every scene of a dataset split into packed scenes + navmeshes (+ episodes).
+
+    Resumable (rerun after any interruption redoes only unfinished or changed scenes), parallel,
+    shardable. Missing scenes are reported, not fatal, unless --require-all. Exits 1 when any
+    scene failed (after processing all the others).
+    """
+    from bps_assets.pipeline.plan import Shard
+    from bps_assets.pipeline.preprocess import PreprocessOptions, preprocess, result_json, summary_table
+
+    opts = PreprocessOptions(navmesh=navmesh, episodes=episodes, episode_seed=episode_seed, workers=workers,
+                             require_all=require_all, overwrite=overwrite, subsets=tuple(subsets) or None)
+    log = (lambda s: click.echo(s, err=True)) if as_json else click.echo
+    res = preprocess(src_root, out_root, dataset, split, opts, Shard.parse(shard), progress=progress, log=log)
+    if as_json:
+        click.echo(json.dumps(result_json(res), indent=1))
+    else:
+        click.echo(summary_table(res, _MAX_SHOWN))
+    if not res.ok:
+        sys.exit(1)
+
+
+# ------------------------------------------------------------------------------ verify
+
+@click.command("verify")
+@click.argument("manifest", required=False, type=click.Path())
+@click.option("--deep", is_flag=True, help="Also decompress every section and check its checksum.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
+@click.option("--jobs", type=click.IntRange(min=1), default=None, help="Hashing threads (default: 2 x cores).")
+@click.option("-v", "--verbose", is_flag=True, help="List every scene, not only the ones with problems.")
+@click.option("--source", "source", type=click.Path(file_okay=False), default=None,
+              help="Instead: check a source tree against data_manifests (with --dataset/--split).")
+@click.option("--dataset", default=None, callback=_dataset_choice, help="With --source.")
+@click.option("--split", default=None, help="With --source (default: the dataset's default split).")
+def verify_cmd(manifest, deep, as_json, jobs, verbose, source, dataset, split):
+    """Check a preprocessed dataset: sizes, sha256, headers (and --deep: every section).
+
+    Exit code 0 only when every file of every scene is intact. With --source SRC_ROOT
+    --dataset NAME [--split S]: list the split's missing scenes and unexpected files
+    (exit 1 when scenes are missing).
+    """
+    from bps_assets.pipeline import verify as v
+
+    if source is not None:
+        if manifest is not None:
+            raise click.UsageError("give either MANIFEST or --source, not both")
+        if dataset is None:
+            raise click.UsageError("--source needs --dataset")
+        rep = v.verify_source(source, dataset, split)
+        click.echo(json.dumps(rep.to_json(), indent=1) if as_json else v.format_source_report(rep))
+        if not rep.ok:
+            sys.exit(1)
+        return
+    if manifest is None:
+        raise click.UsageError("give a MANIFEST (or --source SRC_ROOT --dataset NAME)")
+    rep = v.verify_manifest(manifest, deep=deep, jobs=jobs)
+    click.echo(json.dumps(rep.to_json(), indent=1) if as_json else v.format_report(rep, verbose))
+    if not rep.ok:
+        sys.exit(1)
+
+
+# ------------------------------------------------------------------------------ manifest
+
+@click.group("manifest")
+def manifest_group():
+    """Inspect and merge preprocessed-dataset manifests."""
+
+
+@manifest_group.command("merge")
+@click.argument("shards", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("-o", "--out", "out", required=True, type=click.Path(dir_okay=False), help="Merged manifest.")
+@click.option("--allow-partial", is_flag=True, help="Merge even if some shards of I/N are absent.")
+@click.option("--overwrite", is_flag=True, help="Replace an existing output manifest.")
+def manifest_merge_cmd(shards, out, allow_partial, overwrite):
+    """Join shard manifests (from preprocess --shard I/N) into one; refuses inconsistent ones."""
+    from bps_assets.pipeline.manifest import merge_manifests
+
+    m = merge_manifests(list(shards), out, overwrite=overwrite, allow_partial=allow_partial)
+    n_failed = len(m.scenes(status="failed"))
+    click.echo(f"merged {len(shards)} manifest(s): {len(m)} ok scenes, {n_failed} failed, "
+               f"{len(m.missing)} missing -> {m.path}")
+
+
+@manifest_group.command("show")
+@click.argument("manifest", type=click.Path())
+@click.option("--json", "as_json", is_flag=True)
+def manifest_show_cmd(manifest, as_json):
+    """Summarize a manifest: dataset, split, scenes per subset, totals."""
+    from bps_assets.pipeline.manifest import load_manifest
+
+    m = load_manifest(manifest)
+    subs = {s: len(m.scenes(s)) for s in m.subsets}
+    total = sum(o.get("size", 0) for _, _, o in m.files())
+    info = {"manifest": str(m.path), "dataset": m.dataset, "split": m.split, "tool_version": m.tool_version,
+            "shard": m.shard, "scenes": subs, "failed": len(m.scenes(status="failed")),
+            "missing": len(m.missing), "bytes": total}
+    if as_json:
+        click.echo(json.dumps(info, indent=1))
+        return
+    click.echo(f"{m.dataset} split {m.split!r} (bps {m.tool_version}): "
+               + ", ".join(f"{k} {v}" for k, v in subs.items())
+               + f" ok scenes; {info['failed']} failed, {info['missing']} missing; {total / 1e6:.1f} MB")
+
+
+# ------------------------------------------------------------------------------ launch
+
+@click.command("launch")
+@click.argument("src_root", type=click.Path(file_okay=False))
+@click.option("-o", "--out", "out_root", required=True, type=click.Path(file_okay=False))
+@click.option("--dataset", required=True, callback=_dataset_choice)
+@click.option("--split", default=None)
+@click.option("--shards", type=click.IntRange(min=1), required=True, help="Number of array tasks.")
+@click.option("--navmesh", type=click.Choice(NAVMESH_MODES), default=DEFAULTS.navmesh, show_default=True)
+@click.option("--episodes", type=click.IntRange(min=0), default=DEFAULTS.episodes, show_default=True)
+@click.option("--executor", type=click.Choice(["slurm", "local", "debug"]), default="slurm", show_default=True,
+              help="submitit executor: slurm, or local / debug to try it on this machine.")
+@click.option("--partition", default=None)
+@click.option("--time", "time_min", type=int, default=240, show_default=True, help="Minutes per task.")
+@click.option("--cpus-per-task", type=int, default=8, show_default=True)
+@click.option("--mem-gb", type=int, default=32, show_default=True)
+@click.option("--log-dir", default=None, help="submitit logs (default: OUT_ROOT/.bps-state/submitit).")
+@click.option("--no-wait", is_flag=True, help="Submit and return (merge later with `manifest merge`).")
+def launch_cmd(src_root, out_root, dataset, split, shards, navmesh, episodes, executor, partition, time_min,
+               cpus_per_task, mem_gb, log_dir, no_wait):
+    """Preprocess on a cluster: one submitit job array of --shards tasks, then merge."""
+    from bps_assets.pipeline.launch import SlurmOptions, launch
+    from bps_assets.pipeline.preprocess import PreprocessOptions
+
+    opts = PreprocessOptions(navmesh=navmesh, episodes=episodes, workers=cpus_per_task)
+    slurm = SlurmOptions(partition=partition, time_min=time_min, cpus_per_task=cpus_per_task, mem_gb=mem_gb)
+    res = launch(src_root, out_root, dataset, split, shards, opts, slurm, executor=executor,
+                 log_dir=log_dir, wait=not no_wait, log=click.echo)
+    if res.manifest is not None:
+        click.echo(f"merged manifest: {res.manifest}")
+    if not res.ok:
+        sys.exit(1)
+
+
+# ------------------------------------------------------------------------------ demo
+
+@click.command("demo")
+@click.argument("outdir", required=False, default="demo_out", type=click.Path(file_okay=False))
+@click.option("--scenes", type=click.IntRange(min=1, max=30), default=None, help="Scenes to synthesize.")
+@click.option("--workers", type=click.IntRange(min=1), default=None)
+def demo_cmd(outdir, scenes, workers):
+    """Synthesize a small Gibson-layout dataset, preprocess it, verify it, print the summary
+    (and whatever later steps are registered; see bps_assets.pipeline.demo)."""
+    from bps_assets.pipeline.demo import run_demo
+
+    ok = run_demo(outdir, scenes=scenes, workers=workers, echo=click.echo)
+    if not ok:
+        sys.exit(1)
+
+
+commands = [datasets_cmd, preprocess_cmd, verify_cmd, manifest_group, launch_cmd, demo_cmd]

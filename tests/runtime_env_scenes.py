@@ -1,0 +1,90 @@
+"""In-memory scenes + worlds for the batched-env tests (real Embree renderer, real NavMesh).
+
+A scene is a closed box room (floor, ceiling, 4 walls) with optional pillars; its navmesh is
+the floor minus the pillars, rasterized by ``NavMesh.from_walkable_triangles``.
+"""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+
+from bps_assets.nav import NavMesh
+from bps_runtime.episode_supply import EpisodeSupply, SupplyOptions
+from bps_runtime.nav import FieldWorker
+from bps_runtime.pointnav import BatchPointNavEnv
+from bps_runtime.render import RenderOptions, build_shading_data, make_renderer
+from bps_runtime.world import StaticScenes, World
+
+
+def _box(x0, z0, x1, z1, y0, y1):
+    """Closed axis-aligned box [x0,x1]x[y0,y1]x[z0,z1] (12 triangles)."""
+    v = np.array([[x0, y0, z0], [x1, y0, z0], [x1, y0, z1], [x0, y0, z1],
+                  [x0, y1, z0], [x1, y1, z0], [x1, y1, z1], [x0, y1, z1]], np.float32)
+    t = np.array([[0, 2, 1], [0, 3, 2], [4, 5, 6], [4, 6, 7], [0, 1, 5], [0, 5, 4],
+                  [1, 2, 6], [1, 6, 5], [2, 3, 7], [2, 7, 6], [3, 0, 4], [3, 4, 7]], np.int64)
+    return v, t
+
+
+def _floor_tiles(w, d, holes, tile=0.5):
+    """Floor [0,w]x[-d,0] as tiles of ``tile`` m, leaving out tiles that overlap ``holes``."""
+    V, T = [], []
+    for i in range(int(round(w / tile))):
+        for j in range(int(round(d / tile))):
+            x0, x1, z1, z0 = i * tile, (i + 1) * tile, -j * tile, -(j + 1) * tile
+            if any(not (x1 <= hx0 or x0 >= hx1 or z1 <= hz0 or z0 >= hz1) for hx0, hz0, hx1, hz1 in holes):
+                continue
+            b = len(V)
+            V += [[x0, 0, z1], [x1, 0, z1], [x1, 0, z0], [x0, 0, z0]]
+            T += [[b, b + 1, b + 2], [b, b + 2, b + 3]]
+    return np.array(V, np.float64), np.array(T, np.int64)
+
+
+def room(name="room", w=4.0, d=6.0, h=2.5, pillars=()):
+    """(name, ShadingData, positions, indices, NavMesh). ``pillars``: (x0, z0, x1, z1) boxes."""
+    vs, ts, n = [], [], 0
+    # room shell: a box seen from inside (reverse the winding; Embree does not cull anyway)
+    v, t = _box(0, -d, w, 0, 0, h)
+    vs.append(v); ts.append(t[:, ::-1] + n); n += len(v)
+    for (x0, z0, x1, z1) in pillars:
+        v, t = _box(x0, z0, x1, z1, 0, h)
+        vs.append(v); ts.append(t + n); n += len(v)
+    pos = np.concatenate(vs).astype(np.float32)
+    idx = np.concatenate(ts).astype(np.uint32)
+    ntri = len(idx)
+    mat = np.zeros(ntri, np.int32)
+    mat[2:4] = 1  # the ceiling a different colour
+    shading = build_shading_data(SimpleNamespace(
+        positions=pos, indices=idx, uvs=None, colors=None, tri_material=mat,
+        material_color=np.array([[0.8, 0.6, 0.4, 1], [0.2, 0.3, 0.9, 1]], np.float32),
+        material_texture=np.full(2, -1, np.int32), tex_levels=np.zeros((0, 6), np.int64),
+        tex_blocks=np.zeros(0, np.uint8)))
+    fv, ft = _floor_tiles(w, d, pillars)
+    nm = NavMesh.from_walkable_triangles(fv, ft)
+    return (name, shading, pos, idx, nm)
+
+
+def corridor(name="corridor", length=6.0):
+    """A 1 m wide straight corridor along -Z: x in [0, 1], z in [-length, 0]."""
+    return room(name, w=1.0, d=length)
+
+
+def make_env(scenes, num_envs=4, batch_size=None, seed=0, resolution=(16, 16), sensors=("depth",),
+             episodes=None, goal_pool=8, normalize_depth=True):
+    """BatchPointNavEnv over resident in-memory scenes. ``episodes``: None (sampled) or
+    {scene name: [habitat episode dicts]} (dataset mode)."""
+    worker = FieldWorker()
+    mode = "sample" if episodes is None else "dataset"
+    supply = EpisodeSupply(mode, seed, worker, episodes, options=SupplyOptions(goal_pool=goal_pool))
+    r = make_renderer("embree", RenderOptions(resolution=tuple(resolution), normalize_depth=normalize_depth))
+    w = World(StaticScenes(list(scenes)), r, device="cpu", num_envs=num_envs, seed=seed, supply=supply,
+              worker=worker, sensors=sensors)
+    return BatchPointNavEnv(w, num_envs=num_envs, batch_size=batch_size, resolution=resolution,
+                            sensors=sensors, seed=seed, normalize_depth=normalize_depth)
+
+
+def episode(eid, scene, start, goal, yaw=0.0):
+    return {"episode_id": str(eid), "scene_id": f"{scene}.glb", "start_position": list(map(float, start)),
+            "start_rotation": [0.0, float(np.sin(yaw / 2)), 0.0, float(np.cos(yaw / 2))],
+            "goals": [{"position": list(map(float, goal)), "radius": 0.2}],
+            "info": {"geodesic_distance": float(np.linalg.norm(np.subtract(goal, start)))}}

@@ -1,0 +1,99 @@
+"""The bps-assets dataset commands, and the real converters behind preprocess."""
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from bps_assets.pipeline.manifest import load_manifest
+from bps_assets.pipeline.plan import Shard
+from bps_assets.pipeline.preprocess import PreprocessOptions, preprocess
+from cli.main import main
+
+from pipeline_fakes import FakeBackend, make_source
+
+ASSETS = Path(__file__).resolve().parents[1].parent / "shared" / "assets"
+ROOM = ASSETS / "habitat-sim" / "scenes" / "simple_room.glb"
+NAVMESH = ASSETS / "habitat_test_scenes_navmesh" / "van-gogh-room.navmesh"
+
+
+def run(*args):
+    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+
+
+def test_datasets_command():
+    r = run("datasets")
+    assert r.exit_code == 0 and "gibson" in r.output and "4+ (72/14/20)" in r.output
+    assert "benchmark (61/11/18)" in r.output
+    r = run("datasets", "gibson", "--split", "2+", "--json")
+    assert len(json.loads(r.output)["train"]) == 332
+    r = run("datasets", "gibsn")
+    assert r.exit_code != 0 and "did you mean 'gibson'" in r.output
+
+
+def test_verify_merge_and_source_commands(tmp_path):
+    src = make_source(tmp_path / "src", ["Allensville", "Beechwood", "Collierville"], extra=["gibson/x.txt"])
+    for i in range(2):
+        preprocess(src, tmp_path / "out", "gibson", "tiny", PreprocessOptions(workers=1), Shard(i, 2),
+                   backend=FakeBackend())
+    shards = sorted((tmp_path / "out").glob("manifest.shard-*.json"))
+    r = run("manifest", "merge", *shards, "-o", tmp_path / "out" / "manifest.json")
+    assert r.exit_code == 0 and "3 ok scenes" in r.output
+    r = run("manifest", "merge", shards[0], "-o", tmp_path / "out" / "m1.json")
+    assert r.exit_code != 0 and "shard(s) [1] of 2 missing" in r.output
+    r = run("verify", tmp_path / "out" / "manifest.json", "--deep")
+    assert r.exit_code == 0 and r.output.splitlines()[-1].startswith("OK: 3 scenes")
+    r = run("verify", tmp_path / "out" / "manifest.json", "--json")
+    assert json.loads(r.output)["ok"] is True
+    (tmp_path / "out" / "scenes" / "Beechwood.bps").write_bytes(b"gone")
+    r = run("verify", tmp_path / "out" / "manifest.json")
+    assert r.exit_code == 1 and "FAIL Beechwood" in r.output
+    r = run("verify", "--source", src, "--dataset", "gibson", "--split", "tiny")
+    assert r.exit_code == 1 and "missing scenes (32)" in r.output and "gibson/x.txt" in r.output
+    r = run("verify", "--source", src, "--dataset", "gibson", "--split", "tiny", "--json")
+    assert json.loads(r.output)["stray"] == ["gibson/x.txt"]
+    r = run("verify")
+    assert r.exit_code != 0 and "give a MANIFEST" in r.output
+    r = run("manifest", "show", tmp_path / "out")
+    assert "train 2, val 1" in r.output
+
+
+@pytest.mark.shared_assets
+@pytest.mark.skipif(not ROOM.is_file() or not NAVMESH.is_file(), reason="../shared/assets absent")
+def test_preprocess_command_with_the_real_converters(tmp_path):
+    """Real packed_scene / nav / episodes behind the CLI, on a real habitat stage and .navmesh."""
+    g = tmp_path / "src" / "gibson"
+    g.mkdir(parents=True)
+    shutil.copy(ROOM, g / "Allensville.glb")
+    shutil.copy(NAVMESH, g / "Allensville.navmesh")
+    shutil.copy(ROOM, g / "Collierville.glb")
+    out = tmp_path / "out"
+    r = run("preprocess", tmp_path / "src", "-o", out, "--dataset", "gibson", "--split", "tiny",
+            "--subset", "train", "--subset", "val", "--episodes", "3", "--workers", "2", "--json")
+    assert r.exit_code == 0, r.output
+    res = json.loads(r.output[r.output.index("{"):])
+    assert res["counts"] == {"ok": 2, "skipped": 0, "failed": 0, "missing": 28}
+    m = load_manifest(out / "manifest.json")
+    a, c = m.scene("Allensville"), m.scene("Collierville")
+    assert a.stats["navmesh_source"] == "imported" and c.stats["navmesh_source"] == "built"
+    assert a.stats["triangles"] > 0 and a.stats["islands"] >= 1 and a.stats["navigable_area"] > 0
+    assert a.outputs["scene"]["content_version"] >= 1 and a.outputs["navmesh"]["format"] == "NAVM"
+    from bps_assets.nav import load_navmesh
+    from bps_assets.nav.episodes import read_pointnav_dataset
+    from bps_assets.packed_scene import read_packed_scene
+
+    assert read_packed_scene(a.scene).indices.shape[0] == a.stats["triangles"]
+    assert load_navmesh(a.navmesh).num_islands == a.stats["islands"]
+    eps = read_pointnav_dataset(m.episodes_path("train"))
+    assert len(eps) == 3 and all(e["scene_id"] == "gibson/Allensville.glb" for e in eps)
+    r = run("verify", out / "manifest.json", "--deep")
+    assert r.exit_code == 0, r.output
+    # rerun: nothing to do; --navmesh build changes the settings: everything is redone
+    r = run("preprocess", tmp_path / "src", "-o", out, "--dataset", "gibson", "--split", "tiny",
+            "--subset", "train", "--subset", "val", "--episodes", "3", "--workers", "1")
+    assert r.exit_code == 0 and "0 processed, 2 up to date" in r.output
+    r = run("preprocess", tmp_path / "src", "-o", out, "--dataset", "gibson", "--split", "tiny",
+            "--subset", "train", "--subset", "val", "--navmesh", "build", "--workers", "1")
+    assert r.exit_code == 0 and "2 processed, 0 up to date" in r.output
+    assert load_manifest(out).scene("Allensville").stats["navmesh_source"] == "built"

@@ -1,0 +1,42 @@
+"""The submitit launcher, run locally: the same job array SLURM would run."""
+import os
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("submitit")
+
+from bps_assets.pipeline.launch import SlurmOptions, launch  # noqa: E402
+from bps_assets.pipeline.manifest import load_manifest  # noqa: E402
+from bps_assets.pipeline.preprocess import PreprocessOptions  # noqa: E402
+from bps_assets.pipeline.verify import verify_manifest  # noqa: E402
+
+from pipeline_fakes import FakeBackend, make_source  # noqa: E402
+
+NAMES = ["Allensville", "Beechwood", "Benevolence", "Coffeen", "Collierville"]
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("executor", ["debug", "local"])
+def test_launch_job_array_and_merge(tmp_path, monkeypatch, executor):
+    # local jobs are fresh interpreters: they must import the fake backend's module
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(Path(__file__).parent), str(REPO),
+                                                      os.environ.get("PYTHONPATH", "")]))
+    src = make_source(tmp_path / "src", NAMES)
+    out = tmp_path / "out"
+    lines = []
+    res = launch(src, out, "gibson", "tiny", 3, PreprocessOptions(workers=1, episodes=2),
+                 SlurmOptions(time_min=5, cpus_per_task=1, mem_gb=1), executor=executor,
+                 log=lines.append, backend=FakeBackend())
+    assert res.ok, lines
+    assert len(res.jobs) == 3 and all(p.is_file() for p in res.shard_manifests)
+    m = load_manifest(res.manifest)
+    assert res.manifest == out / "manifest.json" and m.names() == NAMES and m.shard is None
+    assert verify_manifest(m.path, deep=True).ok
+    assert sum("shard" in line for line in lines) == 3
+
+    # a failing scene: its shard reports it, the merge still happens, the result is not ok
+    res = launch(src, tmp_path / "out2", "gibson", "tiny", 2, PreprocessOptions(workers=1),
+                 executor=executor, backend=FakeBackend(fail={"Coffeen"}))
+    assert not res.ok and res.failed_scenes == 1 and res.manifest is not None
+    assert [s.name for s in load_manifest(res.manifest).scenes(status="failed")] == ["Coffeen"]

@@ -1,0 +1,183 @@
+"""preprocess orchestration with a fast fake backend: isolation of failures and crashes,
+resume after kill -9, change detection, manifest schema."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bps_assets.errors import DatasetError, OutputExistsError
+from bps_assets.pipeline.manifest import load_manifest
+from bps_assets.pipeline.plan import Shard
+from bps_assets.pipeline.preprocess import STATE_DIR, PreprocessOptions, preprocess, summary_table
+
+from pipeline_fakes import FakeBackend, make_source
+
+REPO = Path(__file__).resolve().parents[1]
+SCHEMA = json.loads((REPO / "docs" / "manifest.schema.json").read_text())
+TRAIN = ["Allensville", "Beechwood", "Benevolence", "Coffeen", "Cosmos"]
+VAL = ["Collierville", "Corozal"]
+
+
+def validate_schema(path):
+    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema.Draft202012Validator.check_schema(SCHEMA)
+    jsonschema.validate(json.loads(Path(path).read_text()), SCHEMA, cls=jsonschema.Draft202012Validator)
+
+
+def _log(path):
+    return Path(path).read_text().split() if Path(path).exists() else []
+
+
+def test_failures_and_crashes_are_isolated(tmp_path):
+    src = make_source(tmp_path / "src", TRAIN + VAL, navmesh=["Allensville"])
+    out = tmp_path / "out"
+    be = FakeBackend(fail={"Coffeen"}, crash={"Cosmos"}, log=tmp_path / "log")
+    res = preprocess(src, out, "gibson", "tiny", PreprocessOptions(workers=2, episodes=4), backend=be)
+    st = {r.name: r.status for r in res.results}
+    assert st["Coffeen"] == "failed" and st["Cosmos"] == "failed"
+    assert all(st[n] == "ok" for n in ["Allensville", "Beechwood", "Benevolence"] + VAL)
+    assert sum(s == "missing" for s in st.values()) == 35 - 7
+    errs = {r.name: r.error for r in res.results}
+    assert "fake failure" in errs["Coffeen"] and "worker process died" in errs["Cosmos"]
+    assert "fake failure" in (out / STATE_DIR / "logs" / "Coffeen.log").read_text()
+    assert not res.ok
+    table = summary_table(res)
+    assert "5 processed, 0 up to date, 2 failed, 28 missing" in table and "Coffeen" in table
+
+    validate_schema(res.manifest_path)
+    m = load_manifest(out)
+    assert [s.name for s in m.scenes("val")] == VAL
+    assert {s.name for s in m.scenes(status="failed")} == {"Coffeen", "Cosmos"}
+    a = m.scene("Allensville")
+    assert os.fspath(a) == str(out / "scenes" / "Allensville.bps") and a.navmesh.is_file()
+    assert a.stats["navmesh_source"] == "imported" and m.scene("Beechwood").stats["navmesh_source"] == "built"
+    assert a.outputs["scene"]["format"] == "SCEN" and a.outputs["navmesh"]["format"] == "NAVM"
+    assert a.episodes == out / "episodes/pointnav/train/content/Allensville.json.gz"
+    assert m.episodes_path("val").is_file() and m.episodes_path("test") is None
+    assert m.doc["scenes"]["Allensville"]["sources"]["navmesh"]["path"] == "gibson/Allensville.navmesh"
+
+    # the rerun redoes only the failed scenes (the fake no longer fails)
+    (tmp_path / "log").unlink()
+    res2 = preprocess(src, out, "gibson", "tiny", PreprocessOptions(workers=1, episodes=4),
+                      backend=FakeBackend(log=tmp_path / "log"))
+    assert sorted(_log(tmp_path / "log")) == ["Coffeen", "Cosmos"]
+    assert res2.ok and res2.count("skipped") == 5 and res2.count("ok") == 2
+    validate_schema(res2.manifest_path)
+
+
+def test_changes_are_detected(tmp_path):
+    src = make_source(tmp_path / "src", TRAIN[:3] + VAL[:1])
+    out, log = tmp_path / "out", tmp_path / "log"
+    opts = PreprocessOptions(workers=1)
+    preprocess(src, out, "gibson", "tiny", opts, backend=FakeBackend(log=log))
+    assert len(_log(log)) == 4
+    log.unlink()
+    # unchanged -> nothing; touched but identical -> re-hashed, not redone
+    os.utime(src / "gibson" / "Beechwood.glb", ns=(1, 1))
+    r = preprocess(src, out, "gibson", "tiny", opts, backend=FakeBackend(log=log))
+    assert _log(log) == [] and r.count("skipped") == 4
+    # changed content -> that scene only; a new .navmesh beside a scene (auto imports it) too
+    (src / "gibson" / "Allensville.glb").write_bytes(b"glTF changed")
+    (src / "gibson" / "Collierville.navmesh").write_bytes(b"MSET new")
+    r = preprocess(src, out, "gibson", "tiny", opts, backend=FakeBackend(log=log))
+    assert sorted(_log(log)) == ["Allensville", "Collierville"]
+    assert load_manifest(out).scene("Collierville").stats["navmesh_source"] == "imported"
+    log.unlink()
+    # a damaged output (wrong size) is redone even though its record exists
+    with open(out / "navmeshes" / "Benevolence.navmesh.bps", "ab") as f:
+        f.write(b"junk")
+    preprocess(src, out, "gibson", "tiny", opts, backend=FakeBackend(log=log))
+    assert _log(log) == ["Benevolence"]
+    log.unlink()
+    # different settings -> every scene
+    preprocess(src, out, "gibson", "tiny", opts, backend=FakeBackend(log=log, knob=2))
+    assert len(_log(log)) == 4
+
+
+KILL_SCRIPT = """
+import sys
+from pipeline_fakes import FakeBackend
+from bps_assets.pipeline.preprocess import PreprocessOptions, preprocess
+if __name__ == "__main__":
+    src, out, log, workers = sys.argv[1:5]
+    preprocess(src, out, "gibson", "tiny", PreprocessOptions(workers=int(workers), episodes=2),
+               backend=FakeBackend(sleep=0.4, log=log), progress=False)
+"""
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_resume_after_kill_9(tmp_path, workers):
+    names = TRAIN + VAL
+    src = make_source(tmp_path / "src", names, size=200_000)
+    out, log = tmp_path / "out", tmp_path / "log"
+    script = tmp_path / "run.py"
+    script.write_text(KILL_SCRIPT)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), str(REPO)]))
+    p = subprocess.Popen([sys.executable, str(script), str(src), str(out), str(log), str(workers)],
+                         env=env, start_new_session=True, stderr=subprocess.PIPE)
+    deadline = time.time() + 60
+    while len(_log(log)) < 4 and time.time() < deadline and p.poll() is None:
+        time.sleep(0.02)
+    os.killpg(p.pid, signal.SIGKILL)  # the whole job, workers included, as a node failure would
+    p.wait()
+    assert p.returncode == -signal.SIGKILL, p.stderr.read().decode()[-2000:]
+    done = sorted(f.stem for f in (out / STATE_DIR / "scenes").glob("*.json"))
+    started = _log(log)
+    assert 0 < len(done) < len(names) and len(started) >= 4
+    assert not (out / "manifest.json").exists()  # written at the end only
+
+    # what a crash inside a write leaves: a temp file, or (a non-atomic writer) a truncated file
+    todo = sorted(set(names) - set(done))
+    (out / "scenes").mkdir(exist_ok=True)
+    (out / "scenes" / f".{todo[0]}.bps.x1y2.tmp").write_bytes(b"half")
+    (out / "scenes" / f"{todo[-1]}.bps").write_bytes(b"\x89BPS trunc")
+    log.unlink()
+    res = preprocess(src, out, "gibson", "tiny", PreprocessOptions(workers=1, episodes=2),
+                     backend=FakeBackend(log=log))
+    assert sorted(_log(log)) == sorted(set(names) - set(done))  # exactly the unfinished ones
+    assert res.ok and res.count("skipped") == len(done)
+    # no temp file survives for a redone scene, every output verifies
+    assert not list(out.rglob("*.tmp"))
+    from bps_assets.pipeline.verify import verify_manifest
+
+    assert verify_manifest(res.manifest_path, deep=True).ok
+
+
+def test_missing_scenes_and_output_guards(tmp_path):
+    src = make_source(tmp_path / "src", ["Allensville"])
+    with pytest.raises(DatasetError, match="34 scene\\(s\\) of split 'tiny' are missing.*--require-all"):
+        preprocess(src, tmp_path / "o1", "gibson", "tiny", PreprocessOptions(require_all=True),
+                   backend=FakeBackend())
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "thesis.tex").write_text("keep me")
+    with pytest.raises(OutputExistsError, match="not empty"):
+        preprocess(src, foreign, "gibson", "tiny", backend=FakeBackend())
+    out = tmp_path / "o2"
+    preprocess(src, out, "gibson", "tiny", PreprocessOptions(workers=1), backend=FakeBackend())
+    with pytest.raises(OutputExistsError, match="manifest of another run"):
+        preprocess(src, out, "gibson", "medium", PreprocessOptions(workers=1), backend=FakeBackend())
+    with pytest.raises(Exception, match="inside the source tree"):
+        preprocess(src, src / "gibson" / "out", "gibson", "tiny", backend=FakeBackend())
+    # --navmesh import without a .navmesh fails that scene, with the reason
+    r = preprocess(src, tmp_path / "o3", "gibson", "tiny", PreprocessOptions(navmesh="import", workers=1),
+                   backend=FakeBackend())
+    assert r.results[0].status == "failed" and "no .navmesh" in r.results[0].error
+
+
+def test_shards_write_their_own_manifests(tmp_path):
+    src = make_source(tmp_path / "src", TRAIN + VAL)
+    out = tmp_path / "out"
+    for i in range(3):
+        r = preprocess(src, out, "gibson", "tiny", PreprocessOptions(workers=1), Shard(i, 3),
+                       backend=FakeBackend())
+        assert r.manifest_path.name == f"manifest.shard-{i}-of-3.json"
+        validate_schema(r.manifest_path)
+    names = [n for i in range(3) for n in load_manifest(out / f"manifest.shard-{i}-of-3.json").names()]
+    assert sorted(names) == sorted(TRAIN + VAL)
+    assert not (out / "manifest.json").exists()

@@ -167,6 +167,13 @@ def test_valid_checksums_but_bad_contents_are_refused(packed, tmp_path):
     with pytest.raises(CorruptFileError) as e:
         read_packed_scene(tmp_path / "b.bps")
     assert e.value.section == "tex_levels"
+    with Container(path) as c:
+        cm = c.read("chunk_meshlets").copy()
+    cm[-1, 1] += 1
+    _rewrite(path, tmp_path / "e.bps", arrays={"chunk_meshlets": cm})
+    with pytest.raises(CorruptFileError) as e:
+        read_packed_scene(tmp_path / "e.bps")
+    assert e.value.section == "chunk_meshlets"
     _rewrite(path, tmp_path / "c.bps", arrays={"indices": idx.astype(np.int64)})
     with pytest.raises(CorruptFileError, match="dtype"):
         read_packed_scene(tmp_path / "c.bps")

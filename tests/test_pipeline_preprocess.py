@@ -97,6 +97,12 @@ def test_changes_are_detected(tmp_path):
     # different settings -> every scene
     preprocess(src, out, "gibson", "tiny", opts, backend=FakeBackend(log=log, knob=2))
     assert len(_log(log)) == 4
+    log.unlink()
+    preprocess(src, out, "gibson", "tiny", opts, backend=FakeBackend(log=log, knob=2))
+    assert _log(log) == []
+    preprocess(src, out, "gibson", "tiny", PreprocessOptions(workers=1, force=True),
+               backend=FakeBackend(log=log, knob=2))
+    assert len(_log(log)) == 4
 
 
 KILL_SCRIPT = """

@@ -52,15 +52,15 @@ def test_layers_and_islands_present(nm):
     assert nm.shape[0] == 2 and nm.num_islands >= 2
 
 
-@pytest.mark.parametrize("length", [0.25, 0.6])
-def test_try_step_matches_navmesh(nm, dev, length):
-    p, e = _steps(nm, 1500, seed=1, length=length)
+@pytest.mark.parametrize("length,n", [(0.25, 1500), (0.6, 400)])
+def test_try_step_matches_navmesh(nm, dev, length, n):
+    p, e = _steps(nm, n, seed=1, length=length)
     ref = nm.try_step(p.astype(np.float64), e.astype(np.float64))
     got = dev.try_step(torch.from_numpy(p), torch.from_numpy(e)).numpy()
     np.testing.assert_allclose(got, ref, atol=2e-5)
     # the cases that matter happened: blocked/slid steps and free steps
     moved = np.linalg.norm(got - p, axis=1)
-    assert (moved < length - 1e-3).sum() > 30 and (np.abs(moved - length) < 1e-4).sum() > 500
+    assert (moved < length - 1e-3).sum() > 20 and (np.abs(moved - length) < 1e-4).sum() > n // 3
 
 
 def test_try_step_walk_stays_on_mesh_and_matches(nm, dev):

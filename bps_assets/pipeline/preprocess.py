@@ -54,8 +54,10 @@ STATE_DIR = ".bps-state"
 
 @dataclass(frozen=True)
 class PreprocessOptions:
-    """What to produce. ``workers`` None: all cores. ``episodes``: PointNav episodes per scene
-    (0: none). ``subsets``: limit to some subsets of the split (None: all)."""
+    """What to produce. ``workers`` None: all usable cores. ``episodes``: PointNav episodes per
+    scene (0: none). ``subsets``: limit to some subsets of the split (None: all). ``force``:
+    redo up-to-date scenes too. ``overwrite``: accept a non-empty OUT_ROOT without an earlier
+    run, or another run's manifest."""
 
     navmesh: str = "auto"
     episodes: int = 0
@@ -64,6 +66,7 @@ class PreprocessOptions:
     require_all: bool = False
     overwrite: bool = False
     subsets: tuple[str, ...] | None = None
+    force: bool = False  # redo every scene, even up-to-date ones
 
     def __post_init__(self):
         if self.navmesh not in NAVMESH_MODES:
@@ -226,7 +229,7 @@ def process_scene(task: SceneTask) -> SceneResult:
         old = _read_record(out_root, name)
         sources = _sources(task, old)
         fp = fingerprint(sources, task.settings)
-        if old and old.get("fingerprint") == fp and _outputs_intact(out_root, old["entry"]):
+        if old and not opts.force and old.get("fingerprint") == fp and _outputs_intact(out_root, old["entry"]):
             # touched but unchanged sources: refresh the record's stat, keep the outputs
             if old.get("source_stat") != {r: s["_stat"] for r, s in sources.items()}:
                 old["source_stat"] = {r: s.pop("_stat") for r, s in sources.items()}
@@ -400,7 +403,7 @@ def preprocess(src_root, out_root, dataset: str = "gibson", split: str | None = 
     tasks = []
     for s in plan.scenes:
         task = SceneTask(s, out_root, ds.name, options, settings, backend)
-        rec = _read_record(out_root, s.name)
+        rec = None if options.force else _read_record(out_root, s.name)
         if rec is not None:
             files = {"scene": s.scene}
             if s.navmesh is not None and options.navmesh != "build":

@@ -56,6 +56,7 @@ def read_gltf(path: str | os.PathLike, *, textures: bool = True) -> SceneDocumen
     doc = SceneDocument(source_path=os.fspath(path),
                         source_format="glb" if g.glb_bin is not None or str(path).lower().endswith(".glb") else "gltf")
     _check_required(g)
+    g.check_external(images=textures)
     _Reader(g, doc, textures).run()
     return doc
 

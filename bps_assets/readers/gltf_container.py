@@ -111,6 +111,22 @@ class GltfFile:
         except OSError as e:
             raise self.fail(f"{what}: cannot read external file {uri!r}: {e.strerror or e}") from None
 
+    def check_external(self, images: bool = True) -> None:
+        """Every external URI must be safe and name an existing file, even when the scene
+        would not read it: a glTF with a missing part is a broken asset, refused up front."""
+        keys = ("buffers", "images") if images else ("buffers",)
+        for key in keys:
+            for i, item in enumerate(self.items(key)):
+                uri = item.get("uri") if isinstance(item, dict) else None
+                if uri is None or (isinstance(uri, str) and uri.startswith("data:")):
+                    continue
+                what = f"{key[:-1]} {i}"
+                if not isinstance(uri, str):
+                    raise self.fail(f"{what}: uri must be a string")
+                target = self.resolve_uri(uri, what)
+                if not target.is_file():
+                    raise self.fail(f"{what}: external file {uri!r} not found (looked for {target})")
+
     def resolve_uri(self, uri: str, what: str) -> Path:
         if "://" in uri or uri.startswith(("file:", "http:", "https:")):
             raise self.fail(f"{what}: remote or scheme URI {uri!r} is not allowed")

@@ -88,10 +88,10 @@ def make(dataset, split: str | None = "train", num_envs: int = 16, batch_size: i
     else:
         raise ConfigError(None, f"dataset={dataset!r}: expected the path of a manifest.json from "
                                 "`bps-assets preprocess`")
-    from .world import World, WorldOptions
+    from .world import WorldOptions, build_world
 
     wopts = WorldOptions.build(cache=cache, renderer=renderer, sensors=sensors, resolution=resolution,
                                normalize_depth=normalize_depth, goal_pool=goal_pool)
-    world = World(path, split, device=dev, num_envs=n, seed=seed, episodes=episodes, options=wopts)
+    world = build_world(path, split, device=dev, num_envs=n, seed=seed, episodes=episodes, options=wopts)
     return BatchPointNavEnv(world, num_envs=n, batch_size=b, device=dev, sensors=sensors,
                             resolution=resolution, normalize_depth=normalize_depth, task=task, seed=seed)

@@ -35,7 +35,8 @@ from .task import quat_to_yaw
 @dataclass(frozen=True)
 class SupplyOptions:
     goal_pool: int = 32              # sampled mode: goals (distance fields) per resident scene
-    lookahead: int = 4               # dataset mode: episodes prepared ahead per scene
+    lookahead: int = 8               # dataset mode: episodes prepared ahead per scene
+    memo_episodes: int = 256         # dataset mode: prepared episodes kept per resident scene
     closest_dist: float = 1.0        # habitat-lab generator limits
     furthest_dist: float = 30.0
     min_ratio: float = 1.1
@@ -56,6 +57,21 @@ class NewEpisodes:
     episode_ids: list = field(default_factory=list)
 
 
+_M64 = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+def counter_uniforms(key: int, counters: np.ndarray, n: int) -> np.ndarray:
+    """[len(counters), n] uniforms in [0, 1): splitmix64 of (key, counter, i). A counter-based
+    stream: draw j does not depend on how many draws were made before it."""
+    with np.errstate(over="ignore"):
+        x = (counters.astype(np.uint64)[:, None] * np.uint64(n) + np.arange(n, dtype=np.uint64)[None, :])
+        x = x * np.uint64(0x9E3779B97F4A7C15) + np.uint64(key & 0xFFFFFFFFFFFFFFFF)
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        x = x ^ (x >> np.uint64(31))
+    return (x >> np.uint64(11)).astype(np.float64) * (1.0 / 9007199254740992.0)
+
+
 def _seed_for(seed: int, name: str, visit: int) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence([int(seed) & (2**63 - 1), zlib.crc32(name.encode()), visit]))
 
@@ -63,11 +79,13 @@ def _seed_for(seed: int, name: str, visit: int) -> np.random.Generator:
 class _SceneState:
     def __init__(self, key, name, mesh: DeviceNavMesh, fields: GoalFields, rng):
         self.key, self.name, self.mesh, self.fields, self.rng = key, name, mesh, fields, rng
+        self.key_seed = int(rng.integers(2**63))
         self.pool: list = []           # sampled: Futures of (row, candidate spans)
         self.ready_pool = None         # sampled: list of (row, cand spans)
         self.order = None              # dataset: episode order
         self.ptr = 0
         self.ahead: dict = {}          # dataset: sequence position -> Future
+        self.memo: dict = {}           # dataset: episode index -> prepared episode (or None)
         self.count = 0
 
 
@@ -88,7 +106,7 @@ class EpisodeSupply:
         visit = self.visits.get(name, 0)
         self.visits[name] = visit + 1
         o = self.options
-        cap = o.goal_pool if self.mode == "sample" else 2 * o.lookahead + 8
+        cap = o.goal_pool if self.mode == "sample" else 2 * o.lookahead + 16
         fields = GoalFields(mesh, capacity=cap)
         st = _SceneState(key, name, mesh, fields, _seed_for(self.seed, name, visit))
         self.scenes[key] = st
@@ -108,6 +126,14 @@ class EpisodeSupply:
         if st is not None:
             for f in st.pool + list(st.ahead.values()):
                 f.cancel()
+
+    def reseed(self, seed: int):
+        """New random streams for every scene (resident ones now, later arrivals too)."""
+        self.seed = int(seed)
+        for st in self.scenes.values():
+            st.rng = _seed_for(self.seed, st.name, self.visits.get(st.name, 1) + 1_000_003)
+            st.key_seed = int(st.rng.integers(2**63))
+            st.count = 0
 
     # ------------------------------------------------------------------ sampled mode
     def _pool_goals(self, st: _SceneState) -> np.ndarray:
@@ -132,50 +158,68 @@ class EpisodeSupply:
         row = st.fields.add(goal, flat)
         return row, cand
 
+    def _ready_pool(self, st: _SceneState):
+        waited = any(not f.done() for f in st.pool)
+        self.waits += int(waited)
+        pool = [e for e in (f.result() for f in st.pool) if e[1].size]
+        if not pool:
+            raise NavError(None, f"scene {st.name!r}: no goal with a reachable start")
+        rows = np.array([r for r, _ in pool], np.int64)
+        sizes = np.array([c.size for _, c in pool], np.int64)
+        st.ready_pool = {
+            "rows": rows, "sizes": sizes, "offsets": np.r_[0, np.cumsum(sizes)[:-1]],
+            "cand": np.concatenate([c for _, c in pool]),
+            "fields": np.stack([st.fields.host[r] for r in rows]),          # [G, S] host copies
+            "goals": np.stack([st.fields.goals[r] for r in rows]),
+        }
+
     def _sample(self, st: _SceneState, k: int) -> NewEpisodes:
+        """k episodes, vectorized: goal from the pool, start uniform over the goal's candidate
+        spans (and inside the cell), habitat's rejection of near-straight episodes (up to
+        ``retries`` redraws), random yaw. Episode j of a scene visit uses only the random
+        numbers of counter j (``counter_uniforms``), so results do not depend on how agents
+        are batched into groups."""
         if st.ready_pool is None:
-            waited = any(not f.done() for f in st.pool)
-            self.waits += int(waited)
-            st.ready_pool = [e for e in (f.result() for f in st.pool) if e[1].size]
-            if not st.ready_pool:
-                raise NavError(None, f"scene {st.name!r}: no goal with a reachable start")
-        o, rng, nm = self.options, st.rng, st.mesh.navmesh
+            self._ready_pool(st)
+        P, o, nm = st.ready_pool, self.options, st.mesh.navmesh
         cs = nm.cell_size
-        starts = np.zeros((k, 3), np.float32)
-        goals = np.zeros((k, 3), np.float32)
-        rows = np.zeros(k, np.int64)
-        yaws = np.zeros(k, np.float32)
-        ids = []
-        for j in range(k):
-            row, cand = st.ready_pool[int(rng.integers(len(st.ready_pool)))]
-            goal = st.fields.goals[row]
-            p = None
-            for _ in range(o.retries):
-                s = int(cand[rng.integers(cand.size)])
-                c = nm.span_pos[s]
-                u = rng.random(2)
-                q = np.array([c[0] + (u[0] - 0.5) * cs, c[1], c[2] + (u[1] - 0.5) * cs])
-                d = float(st.fields.host[row][s] + math.hypot(q[0] - c[0], q[2] - c[2]))
-                eu = float(np.linalg.norm(q - goal))
-                ratio = d / max(eu, 1e-9)
-                p = q
-                if ratio >= o.min_ratio or rng.random() <= 20.0 * (ratio - 0.98) ** 2:
-                    break
-            yaw = rng.uniform(0, 2 * np.pi)
-            starts[j], goals[j], rows[j] = p, goal, row
-            yaws[j] = math.atan2(math.sin(yaw), math.cos(yaw))
-            st.fields.retain(row)
-            ids.append(f"{st.name}:{st.count}")
-            st.count += 1
-        return NewEpisodes(starts, yaws, goals, rows, ids)
+        U = counter_uniforms(st.key_seed, np.arange(st.count, st.count + k, dtype=np.uint64), 2 + 4 * o.retries)
+        g = np.minimum((U[:, 0] * len(P["rows"])).astype(np.int64), len(P["rows"]) - 1)
+        goal = P["goals"][g]
+        start = np.zeros((k, 3))
+        todo = np.arange(k)
+        for attempt in range(o.retries):
+            gi = g[todo]
+            u = U[todo, 2 + 4 * attempt: 6 + 4 * attempt]
+            span = P["cand"][P["offsets"][gi] + np.minimum((u[:, 0] * P["sizes"][gi]).astype(np.int64),
+                                                           P["sizes"][gi] - 1)]
+            c = nm.span_pos[span]
+            q = np.stack([c[:, 0] + (u[:, 1] - 0.5) * cs, c[:, 1], c[:, 2] + (u[:, 2] - 0.5) * cs], 1)
+            d = P["fields"][gi, span] + np.hypot(q[:, 0] - c[:, 0], q[:, 2] - c[:, 2])
+            ratio = d / np.maximum(np.linalg.norm(q - goal[todo], axis=1), 1e-9)
+            keep = (ratio >= o.min_ratio) | (u[:, 3] <= 20.0 * (ratio - 0.98) ** 2)
+            if attempt == o.retries - 1:
+                keep[:] = True
+            start[todo] = q
+            todo = todo[~keep]
+            if todo.size == 0:
+                break
+        yaw = U[:, 1] * 2 * np.pi
+        yaw = np.arctan2(np.sin(yaw), np.cos(yaw))
+        rows = P["rows"][g]
+        for r in rows:
+            st.fields.retain(int(r))
+        ids = [f"{st.name}:{st.count + j}" for j in range(k)]
+        st.count += k
+        return NewEpisodes(start.astype(np.float32), yaw.astype(np.float32), goal.astype(np.float32), rows, ids)
 
     # ------------------------------------------------------------------ dataset mode
     def _schedule(self, st: _SceneState):
         eps = self.episodes_by_scene[st.name]
         for pos in range(st.ptr, st.ptr + self.options.lookahead):
-            if pos not in st.ahead:
-                e = eps[st.order[pos % len(eps)]]
-                st.ahead[pos] = self.worker.run(self._prepare_dataset_episode, st, e)
+            k = int(st.order[pos % len(eps)])
+            if pos not in st.ahead and k not in st.memo:
+                st.ahead[pos] = self.worker.run(self._prepare_dataset_episode, st, eps[k])
 
     def _prepare_dataset_episode(self, st: _SceneState, e: dict):
         nm = st.mesh.navmesh
@@ -198,8 +242,15 @@ class EpisodeSupply:
         for _ in range(len(eps) + 1):
             pos = st.ptr
             st.ptr += 1
+            k = int(st.order[pos % len(eps)])
             fut = st.ahead.pop(pos, None)
             self._schedule(st)
+            if k in st.memo:  # prepared on an earlier pass over the scene's episodes
+                res = st.memo[k]
+                if res is not None:
+                    st.fields.retain(res[3])
+                    return res, False
+                continue
             if fut is None:
                 e = eps[st.order[pos % len(eps)]]
                 self.waits += 1
@@ -209,6 +260,10 @@ class EpisodeSupply:
                 waited = not fut.done()
                 self.waits += int(waited)
                 res = fut.result()
+            if len(st.memo) < self.options.memo_episodes:
+                st.memo[k] = res            # the memo keeps its own reference to the row
+                if res is not None:
+                    st.fields.retain(res[3])
             if res is not None:
                 return res, waited
         raise NavError(None, f"scene {st.name!r}: no episode of the dataset is valid on its navmesh")

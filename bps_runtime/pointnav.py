@@ -76,6 +76,8 @@ class BatchPointNavEnv:
         self._sim = ThreadPoolExecutor(1, thread_name_prefix="bps-sim")
         self._lock = threading.Lock()
         self._closed = False
+        self._started = False
+        self._reseed = None
         self.stats = {"steps": 0, "waited_steps": 0, "episodes": 0}
 
     # ------------------------------------------------------------------ spaces (no allocation)
@@ -98,8 +100,9 @@ class BatchPointNavEnv:
 
     # ------------------------------------------------------------------ front door
     def seed(self, seed: int):
-        """Reseed episode sampling; takes effect at the next ``reset()``."""
+        """Reseed episode sampling (per-scene streams); takes effect at the next ``reset()``."""
         self.seed_value = int(seed)
+        self._reseed = int(seed)
 
     def reset(self):
         """Start a new episode in every environment; returns the observations of all
@@ -231,11 +234,16 @@ class BatchPointNavEnv:
 
     # ------------------------------------------------------------------ simulation (sim thread)
     def _reset_all(self):
-        self.world.start(self.seed_value)
         ids = np.arange(self.num_envs)
         self._out = [None] * self.num_groups
-        self.scene.copy_(torch.as_tensor(self.world.initial_scenes(self.num_envs), device=self.device))
-        waited = self._begin_episodes(ids)
+        first = not self._started
+        if first:
+            self.scene.copy_(torch.as_tensor(self.world.initial_scenes(self.num_envs), device=self.device))
+            self._started = True
+        if self._reseed is not None:
+            self.world.episodes.reseed(self._reseed)
+            self._reseed = None
+        waited = self._begin_episodes(ids, swap=not first)
         for g in range(self.num_groups):
             self._out[g] = self._alloc_group_outputs()
         for g in range(self.num_groups):
@@ -257,7 +265,7 @@ class BatchPointNavEnv:
     def _alloc_group_outputs(self):
         return {}
 
-    def _begin_episodes(self, env_ids: np.ndarray) -> bool:
+    def _begin_episodes(self, env_ids: np.ndarray, swap: bool = True) -> bool:
         """New episodes for ``env_ids`` (ascending): scene swap at the boundary, then the next
         episode of that scene. Returns whether anything waited for a load."""
         if len(env_ids) == 0:
@@ -268,7 +276,10 @@ class BatchPointNavEnv:
             if self.active[e]:
                 self.world.episodes.release(int(old_scene[j]), int(old_row[j]))
                 self.active[e] = False
-        scenes, waited = self.world.episode_boundary(env_ids, old_scene)
+        if swap:
+            scenes, waited = self.world.episode_boundary(env_ids, old_scene)
+        else:
+            scenes, waited = old_scene, False
         eps, waited2 = self.world.episodes.take(scenes)
         dev = self.device
         idx = torch.as_tensor(env_ids, device=dev)
@@ -335,12 +346,15 @@ class BatchPointNavEnv:
                 "distance_to_goal": torch.where(done, d_now, 0.0),
                 "start_distance": torch.where(done, self.d0[sl], 0.0),
                 "path_length": torch.where(done, self.path_len[sl], 0.0),
-                "episode_id": [self.episode_ids[sl.start + i] if bool(done[i]) else ""
-                               for i in range(self.batch_size)],
-                "scene_id": [self.world.scene_name(int(self.scene[sl.start + i])) if bool(done[i]) else ""
-                             for i in range(self.batch_size)],
+                "episode_id": [""] * self.batch_size,
+                "scene_id": [""] * self.batch_size,
             }
-            waited = self._begin_episodes((done_ids + sl.start).cpu().numpy())
+            ids = done_ids.cpu().numpy()
+            old_scenes = self.scene[sl][done_ids].tolist()
+            for i, k in zip(ids.tolist(), old_scenes):
+                episode["episode_id"][i] = self.episode_ids[sl.start + i]
+                episode["scene_id"][i] = self.world.scene_name(k)
+            waited = self._begin_episodes(ids + sl.start)
         self._observe(g)
         o = self._out[g]
         obs = {k: o[k] for k in (*self.sensors, "pointgoal")}

@@ -131,6 +131,9 @@ class StaticScenes:
     def name(self, key):
         return self.names[key]
 
+    def resident_names(self):
+        return list(self.names)
+
     def close(self):
         pass
 
@@ -144,3 +147,84 @@ def group_episodes(episodes: list[dict]) -> dict[str, list[dict]]:
         name = os.path.basename(e["scene_id"]).split(".")[0]
         out.setdefault(name, []).append(e)
     return out
+
+
+# ---------------------------------------------------------------------------- from a manifest
+def read_scene_files(entry):
+    """(name, ShadingData, positions, indices, NavMesh) of a manifest scene, read synchronously
+    (StaticScenes; the scene cache reads in its loader threads instead)."""
+    from bps_assets.nav import load_navmesh
+    from bps_assets.packed_scene import read_packed_scene
+
+    from .render import build_shading_data
+
+    if entry.scene is None or entry.navmesh is None:
+        raise InputError(None, f"scene {entry.name!r} has no packed scene or navmesh in the manifest")
+    ps = read_packed_scene(entry.scene)
+    shading = build_shading_data(ps, str(entry.scene))
+    nm = load_navmesh(entry.navmesh)
+    return (entry.name, shading, ps.positions, ps.indices, nm)
+
+
+def resolve_episodes(manifest, split, names: list[str], episodes):
+    """-> (mode, {scene name: [episodes]} or None) for make(episodes=...)."""
+    from bps_assets.nav.episodes import read_pointnav_dataset
+
+    if episodes == "sample":
+        return "sample", None
+    if episodes is None or episodes == "dataset":
+        subsets = [split] if split is not None else manifest.subsets
+        paths = [manifest.episodes_path(s) for s in subsets]
+        paths = [p for p in paths if p is not None and Path(p).exists()]
+        if not paths:
+            if episodes == "dataset":
+                raise InputError(manifest.path, f"has no PointNav episodes for split {split!r}")
+            return "sample", None
+    else:
+        paths = [Path(episodes)]
+        if not paths[0].exists():
+            raise InputError(paths[0], "episodes dataset not found")
+    path = paths[0]
+    grouped = group_episodes([e for p in paths for e in read_pointnav_dataset(p, scenes=None)])
+    grouped = {k: v for k, v in grouped.items() if k in set(names)}
+    if not grouped:
+        raise InputError(path, f"has no episodes for the scenes of the manifest ({', '.join(names[:5])} ...)")
+    return "dataset", grouped
+
+
+def build_world(manifest_path, split, *, device, num_envs: int, seed: int, episodes, options: WorldOptions) -> World:
+    from bps_assets.pipeline.manifest import load_manifest
+
+    from .render import RenderOptions, make_renderer
+
+    manifest = load_manifest(manifest_path)
+    entries = manifest.scenes(split)
+    if not entries:
+        raise ConfigError(None, f"{manifest_path}: no usable scene in split {split!r} "
+                                f"(subsets: {', '.join(manifest.subsets) or 'none'})")
+    names = [e.name for e in entries]
+    mode, by_scene = resolve_episodes(manifest, split, names, episodes)
+    if by_scene is not None:
+        entries = [e for e in entries if e.name in by_scene]
+    worker = FieldWorker()
+    supply = EpisodeSupply(mode, seed, worker, by_scene, options=options.supply)
+    ropts = RenderOptions(resolution=tuple(options.resolution), normalize_depth=options.normalize_depth)
+    renderer = make_renderer(options.renderer, ropts, device=str(device) if options.renderer == "warp" else "cpu")
+    scenes = make_scene_manager(entries, options.cache, num_envs=num_envs, seed=seed, renderer=renderer)
+    return World(scenes, renderer, device=device, num_envs=num_envs, seed=seed, supply=supply,
+                 worker=worker, sensors=options.sensors)
+
+
+def make_scene_manager(entries, cache, *, num_envs, seed, renderer):
+    """The scene cache when ``bps_runtime.cache`` is available, else the first scenes resident."""
+    try:
+        from .cache import SceneCache  # noqa: F401
+    except ImportError:
+        slots = cache if isinstance(cache, int) else 8
+        return StaticScenes([read_scene_files(e) for e in entries[:slots]])
+    return CachedScenes(entries, cache, num_envs=num_envs, seed=seed, renderer=renderer)
+
+
+class CachedScenes:  # filled in against bps_runtime.cache
+    def __init__(self, *a, **k):
+        raise NotImplementedError

@@ -4,15 +4,24 @@ The recipe is the paper's (Shacklett et al., 2021): SE-ResNet-9 + Fixup on 64x64
 state encoder, PPO with 32-step rollouts, 1 epoch, 2 minibatches, gradient clip 1.0, LAMB
 (min trust ratio 0.01, weight decay 1e-2, lr 5e-4 scaled with batch size), normalized advantages.
 Simulation and inference overlap: the environments are split into groups of ``batch_size``
-(EnvPool's send/recv); while one group simulates, the policy acts on the other.
+(EnvPool's send/recv); while the simulator thread steps one group, the policy acts on the other.
 
 Multi-GPU / multi-node: run under ``torchrun``; each rank drives its own environments over a
-disjoint share of the scenes and gradients are all-reduced (DD-PPO style).
+disjoint share of the scenes (``make(scene_shard=(rank, world))``) and gradients are
+all-reduced (DD-PPO style). On CPU the backend is gloo.
+
+Checkpoints (OUT_DIR/checkpoint.pt) resume exactly what can be resumed: the weights, the
+optimizer's moments and step counts, the update / frame counters, cumulative wall time and
+every rank's torch / numpy / python RNG streams. Episodes in flight and recurrent states are
+not saved (as in habitat-baselines): a resumed run restarts its environments with new episodes
+(the env seed includes the update index), so its trajectory after the resume point differs from
+an uninterrupted run's.
 """
 from __future__ import annotations
 
 import csv
 import dataclasses
+import gzip
 import json
 import math
 import os
@@ -33,11 +42,13 @@ from bps_train.ppo import Rollout, gae, ppo_loss
 
 @dataclass
 class Args:
-    dataset: str = arg("demo_out/manifest.json", "dataset manifest written by `bps-assets preprocess`")
-    split: str = arg("train", "scene subset to train on (episodes of that split)")
-    eval: str = arg("", "evaluate this checkpoint on --eval-split instead of training")
-    eval_split: str = arg("val", "subset used by --eval")
-    eval_episodes: int = arg(50, "episodes to evaluate with --eval")
+    dataset: str = arg("demo_out/manifest.json", "dataset manifest written by `bps-assets preprocess` / `demo`")
+    split: str = arg("train", "scene subset to train on")
+    episodes: str = arg("sample", "training episodes: sample (fresh, habitat-lab's rules) or dataset (the split's files)")
+    eval: str = arg("", "evaluate this checkpoint (or 'random': a uniform random policy) instead of training")
+    eval_split: str = arg("val", "scene subset used by --eval (its dataset episodes)")
+    eval_episodes: int = arg(0, "distinct episodes to evaluate with --eval (0: all of the split's)")
+    eval_greedy: bool = arg(False, "--eval takes the most likely action (default: sample, as habitat-baselines)")
     out_dir: str = arg("runs/ppo", "where checkpoints and logs go")
     resume: bool = arg(True, "continue from OUT_DIR/checkpoint.pt when it exists")
     seed: int = arg(1, "seed of the environments, the policy and the sampler")
@@ -45,15 +56,15 @@ class Args:
     renderer: str = arg("embree", "render backend: embree (CPU) or warp (CUDA; CPU for tests)")
     sensor: str = arg("depth", "visual input: depth or rgb")
     resolution: int = arg(64, "square sensor resolution in pixels")
-    num_envs: int = arg(64, "environments per rank")
-    double_buffer: bool = arg(True, "split environments in two groups so inference overlaps simulation")
-    cache_slots: int = arg(4, "resident scenes per rank (the scene cache's slots)")
-    total_steps: int = arg(2_000_000, "environment steps to train for, all ranks together")
+    num_envs: int = arg(32, "environments per rank")
+    double_buffer: bool = arg(True, "two groups of NUM_ENVS/2 so inference on one overlaps simulation of the other")
+    cache_slots: int = arg(0, "resident scenes per rank (the scene cache's slots; 0: the runtime's default)")
+    total_steps: int = arg(2_000_000, "environment steps (frames) to train for, all ranks together")
     rollout_steps: int = arg(32, "steps per environment per rollout")
     epochs: int = arg(1, "PPO epochs per rollout")
     minibatches: int = arg(2, "PPO minibatches per epoch (split over environments)")
     lr: float = arg(5e-4, "LAMB learning rate at the reference batch size")
-    lr_ref_batch: int = arg(2048, "batch (envs x steps) at which --lr applies; scaled by sqrt(batch/ref)")
+    lr_ref_batch: int = arg(4096, "batch (envs x steps x ranks) at which --lr applies; scaled by sqrt(batch/ref)")
     weight_decay: float = arg(1e-2, "LAMB weight decay")
     min_trust: float = arg(0.01, "LAMB minimum trust ratio")
     max_grad_norm: float = arg(1.0, "gradient-norm clip")
@@ -64,8 +75,11 @@ class Args:
     entropy_coef: float = arg(0.01, "entropy bonus weight")
     hidden: int = arg(256, "LSTM and visual feature width")
     width: int = arg(16, "channels of the first ResNet stage (x2 per stage)")
+    sim_only_steps: int = arg(20, "random-action steps per group first, timed as simulation-only fps (0: skip)")
     log_every: int = arg(1, "log every N updates")
     save_every: int = arg(10, "checkpoint every N updates")
+    snapshot_every: int = arg(0, "also keep OUT_DIR/ckpt_UPDATE.pt every N updates, for learning curves (0: never)")
+    tensorboard: bool = arg(False, "also write TensorBoard events to OUT_DIR/tb (needs `pip install tensorboard`)")
     threads: int = arg(0, "torch intra-op threads for the policy (0: leave torch's default)")
 
 
@@ -87,29 +101,22 @@ def seed_everything(seed: int):
     torch.manual_seed(seed)
 
 
-def make_envs(args, rank, world, split, num_envs, seed, auto_reset=True):
+def make_envs(args, split, num_envs, seed, episodes, double_buffer, scene_shard=None):
     import bps_runtime
 
+    kw = {} if scene_shard is None or scene_shard[1] == 1 else {"scene_shard": scene_shard}
+    if args.cache_slots:
+        kw["cache"] = args.cache_slots
     return bps_runtime.make(
         args.dataset, split=split, num_envs=num_envs,
-        batch_size=num_envs // 2 if args.double_buffer and num_envs >= 2 else num_envs,
+        batch_size=num_envs // 2 if double_buffer and num_envs >= 2 and num_envs % 2 == 0 else num_envs,
         device=args.device, sensors=(args.sensor,), resolution=(args.resolution, args.resolution),
-        cache=args.cache_slots, seed=seed, renderer=args.renderer, scene_shard=(rank, world),
-    )
+        seed=seed, renderer=args.renderer, episodes=episodes, **kw)
 
 
 def visual_of(obs, sensor):
-    v = obs[sensor]
-    return v if sensor == "rgb" else v / 10.0  # depth in metres -> ~0..1
-
-
-def save_checkpoint(path: Path, policy, opt, update, global_step, args):
-    state = {"policy": policy.state_dict(), "optimizer": opt.state_dict(), "update": update,
-             "global_step": global_step, "args": dataclasses.asdict(args),
-             "rng": {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}}
-    tmp = path.with_suffix(".tmp")
-    torch.save(state, tmp)
-    os.replace(tmp, path)  # a crash mid-save never leaves a half checkpoint
+    """Depth arrives normalized 0..1 (habitat's 0-10 m), RGB as uint8; both go in as they are."""
+    return obs[sensor]
 
 
 def build_policy(args, device):
@@ -118,42 +125,205 @@ def build_policy(args, device):
                   resolution=(args.resolution, args.resolution)).to(device)
 
 
+def rng_state() -> dict:
+    return {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
+
+
+def set_rng_state(s: dict):
+    torch.set_rng_state(s["torch"])
+    np.random.set_state(s["numpy"])
+    random.setstate(s["python"])
+
+
+def save_checkpoint(path: Path, state: dict):
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save(state, tmp)
+    os.replace(tmp, path)  # a crash mid-save never leaves a half checkpoint
+
+
+# ----------------------------------------------------------------------------------- simulation only
+def measure_sim_fps(env, steps: int, seed: int) -> float:
+    """Frames/s of the environments alone: random actions through the same send/recv
+    double buffer the trainer uses, no policy, no learning."""
+    g = torch.Generator().manual_seed(seed)
+    env.async_reset()
+    groups = env.num_envs // env.batch_size
+    for _ in range(groups):  # the reset observations
+        env.recv()
+    for _ in range(groups):
+        env.send(torch.randint(0, 4, (env.batch_size,), generator=g).to(env.device))
+    t0 = time.perf_counter()
+    for _ in range(steps * groups):
+        env.recv()
+        env.send(torch.randint(0, 4, (env.batch_size,), generator=g).to(env.device))
+    for _ in range(groups):
+        env.recv()
+    dt = time.perf_counter() - t0
+    return (steps + 1) * env.num_envs / dt
+
+
+# ----------------------------------------------------------------------------------- rollouts
+@dataclass
+class Carry:
+    """What one rollout hands to the next: recurrent state, previous actions, episode starts,
+    and each group's latest observation (received, not yet acted on)."""
+
+    state: tuple
+    prev_action: torch.Tensor
+    not_done: torch.Tensor
+    pending: list
+
+
+def start_rollouts(env, policy, device) -> Carry:
+    env.async_reset()
+    n = env.num_envs
+    pending = [(info["env_id"].to(device), obs) for obs, _, _, info in
+               (env.recv() for _ in range(n // env.batch_size))]
+    return Carry(policy.initial_state(n, device), torch.full((n,), -1, dtype=torch.long, device=device),
+                 torch.zeros(n, dtype=torch.bool, device=device), pending)
+
+
+def collect_rollout(env, policy, ro: Rollout, carry: Carry, sensor: str) -> tuple[list, float]:
+    """Fill ``ro`` with T steps of every environment, group by group: while the simulator thread
+    steps one group, the policy acts on the other. Returns the finished episodes' stats
+    [(return, success, spl)] and the seconds spent waiting in ``recv``."""
+    T = ro.steps
+    b = env.batch_size
+    groups = env.num_envs // b
+    step_of = [0] * groups
+    state, prev_action, not_done = carry.state, carry.prev_action, carry.not_done
+    episodes, waited = [], 0.0
+
+    def observe(ids, t, obs):
+        ro.visual[t, ids] = visual_of(obs, sensor).to(ro.visual.dtype)
+        ro.pointgoal[t, ids] = obs["pointgoal"]
+        ro.prev_action[t, ids] = prev_action[ids]
+        ro.not_done[t, ids] = not_done[ids]
+
+    def act(ids, t, obs):
+        observe(ids, t, obs)
+        with torch.no_grad():
+            logits, value, (h, c) = policy(ro.visual[t, ids], ro.pointgoal[t, ids], prev_action[ids],
+                                           (state[0][:, ids], state[1][:, ids]), not_done[ids])
+            d = torch.distributions.Categorical(logits=logits)
+            a = d.sample()
+        state[0][:, ids], state[1][:, ids] = h, c
+        ro.actions[t, ids], ro.logp[t, ids], ro.values[t, ids] = a, d.log_prob(a), value
+        env.send(a.to(env.device), ids)
+        step_of[int(ids[0]) // b] = t + 1
+
+    ro.state0 = (state[0].clone(), state[1].clone())
+    for ids, obs in carry.pending:  # step 0 of every group
+        act(ids, 0, obs)
+    carry.pending = []
+    while len(carry.pending) < groups:
+        t0 = time.perf_counter()
+        obs, reward, done, info = env.recv()
+        waited += time.perf_counter() - t0
+        ids = info["env_id"].to(ro.rewards.device)
+        t = step_of[int(ids[0]) // b]  # >= 1: the group acted this rollout
+        reward, done = reward.to(ro.rewards.device), done.to(ro.rewards.device)
+        ro.rewards[t - 1, ids] = reward
+        if bool(done.any()):
+            ep = info["episode"]
+            for j in torch.nonzero(done).flatten().tolist():
+                episodes.append((float(ep["return"][j]), float(ep["success"][j]), float(ep["spl"][j])))
+        a = ro.actions[t - 1, ids]
+        prev_action[ids] = torch.where(done, torch.full_like(a, -1), a)
+        not_done[ids] = ~done
+        if t < T:
+            act(ids, t, obs)
+            continue
+        observe(ids, T, obs)  # the group's rollout is complete: value of its last observation
+        with torch.no_grad():
+            _, v, _ = policy(ro.visual[T, ids], ro.pointgoal[T, ids], prev_action[ids],
+                             (state[0][:, ids], state[1][:, ids]), not_done[ids])
+        ro.values[T, ids] = v
+        carry.pending.append((ids, obs))  # acted on as step 0 of the next rollout
+    return episodes, waited
+
+
+def all_reduce_grads(params, world):
+    """DD-PPO: average gradients over ranks in one flat all-reduce."""
+    grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
+    flat = torch.cat([g.reshape(-1) for g in grads])
+    dist.all_reduce(flat)
+    flat /= world
+    off = 0
+    for p, g in zip(params, grads):
+        p.grad = flat[off:off + g.numel()].view_as(p).clone()
+        off += g.numel()
+
+
 # ----------------------------------------------------------------------------------- eval
+def count_split_episodes(dataset: str, split: str) -> int:
+    from bps_assets.pipeline.manifest import load_manifest
+
+    path = load_manifest(dataset).episodes_path(split)
+    with gzip.open(path, "rt") as f:
+        return len(json.load(f)["episodes"])
+
+
 def evaluate(args) -> dict:
-    ckpt = torch.load(args.eval, map_location=args.device, weights_only=False)
-    for k in ("sensor", "resolution", "hidden", "width"):
-        setattr(args, k, ckpt["args"][k])
-    policy = build_policy(args, args.device)
-    policy.load_state_dict(ckpt["policy"])
-    policy.eval()
-    n = min(args.num_envs, args.eval_episodes)
-    args.double_buffer = False
-    env = make_envs(args, 0, 1, args.eval_split, n, args.seed + 10_000)
+    """Success and SPL over distinct episodes of ``eval_split`` (each counted once, first run)."""
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    seed_everything(args.seed)
+    device = torch.device(args.device)
+    policy = None
+    if args.eval != "random":
+        ckpt = torch.load(args.eval, map_location=device, weights_only=False)
+        for k in ("sensor", "resolution", "hidden", "width"):
+            setattr(args, k, ckpt["args"][k])
+        policy = build_policy(args, device)
+        policy.load_state_dict(ckpt["policy"])
+        policy.eval()
+    total = count_split_episodes(args.dataset, args.eval_split)
+    want = min(args.eval_episodes or total, total)
+    n = min(total, max(args.num_envs, 1), 64)  # one env per episode when the split is small
+    env = make_envs(args, args.eval_split, n, args.seed + 10_000, "dataset", double_buffer=False)
+    t0 = time.perf_counter()
     obs = env.reset()
-    state = policy.initial_state(n, args.device)
-    prev = torch.full((n,), -1, dtype=torch.long, device=args.device)
-    not_done = torch.zeros(n, dtype=torch.bool, device=args.device)
-    done_eps, succ, spl = 0, [], []
+    state = policy.initial_state(n, device) if policy else None
+    prev = torch.full((n,), -1, dtype=torch.long, device=device)
+    not_done = torch.zeros(n, dtype=torch.bool, device=device)
+    results: dict = {}
+    frames, max_frames = 0, 600 * total * 2 + 10_000  # a stuck policy still ends: 500-step limit
     with torch.no_grad():
-        while done_eps < args.eval_episodes:
-            logits, _, state = policy(visual_of(obs, args.sensor), obs["pointgoal"], prev, state, not_done)
-            action = logits.argmax(-1)  # greedy, as habitat's eval
-            obs, reward, done, info = env.step(action)
-            prev = torch.where(done, torch.full_like(action, -1), action)
+        while len(results) < want and frames < max_frames:
+            if policy is None:
+                action = torch.randint(0, 4, (n,))
+            else:
+                logits, _, state = policy(visual_of(obs, args.sensor), obs["pointgoal"], prev, state, not_done)
+                action = logits.argmax(-1) if args.eval_greedy else torch.distributions.Categorical(
+                    logits=logits).sample()
+            obs, reward, done, info = env.step(action.to(env.device))
+            frames += n
+            done = done.to(device)
+            prev = torch.where(done, torch.full_like(action, -1), action.to(device))
             not_done = ~done
+            ep = info["episode"]
             for i in torch.nonzero(done).flatten().tolist():
-                if done_eps < args.eval_episodes:
-                    succ.append(float(info["success"][i]))
-                    spl.append(float(info["spl"][i]))
-                    done_eps += 1
+                key = (ep["scene_id"][i], ep["episode_id"][i])
+                if key not in results and len(results) < want:
+                    results[key] = (float(ep["success"][i]), float(ep["spl"][i]), int(ep["length"][i]))
     env.close()
-    res = {"checkpoint": args.eval, "split": args.eval_split, "episodes": done_eps,
-           "success": float(np.mean(succ)), "spl": float(np.mean(spl))}
-    print(json.dumps(res))
+    vals = list(results.values())
+    res = {"checkpoint": args.eval, "split": args.eval_split, "episodes": len(vals),
+           "success": float(np.mean([v[0] for v in vals])) if vals else float("nan"),
+           "spl": float(np.mean([v[1] for v in vals])) if vals else float("nan"),
+           "mean_length": float(np.mean([v[2] for v in vals])) if vals else float("nan"),
+           "frames": frames, "seconds": round(time.perf_counter() - t0, 1)}
+    print(json.dumps(res), flush=True)
     return res
 
 
 # ----------------------------------------------------------------------------------- train
+LOG_FIELDS = ["update", "global_step", "fps", "sim_fps", "fps_ratio", "reward", "success", "spl", "episodes",
+              "loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_frac", "lr", "recv_wait",
+              "seconds"]
+
+
 def train(args) -> dict:
     rank, world = setup_distributed(args)
     device = torch.device(args.device)
@@ -163,165 +333,142 @@ def train(args) -> dict:
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
 
+    # ---- policy, optimizer, and the checkpoint to resume from
     policy = build_policy(args, device)
     batch = args.num_envs * args.rollout_steps * world
     lr = args.lr * math.sqrt(batch / args.lr_ref_batch)
     opt = Lamb(policy.parameters(), lr=lr, weight_decay=args.weight_decay, min_trust=args.min_trust)
-    update, global_step = 0, 0
+    update, global_step, seconds_before = 0, 0, 0.0
     ckpt_path = out / "checkpoint.pt"
     if args.resume and ckpt_path.exists():
         ckpt = torch.load(ckpt_path, map_location=device, weights_only=False)
         policy.load_state_dict(ckpt["policy"])
         opt.load_state_dict(ckpt["optimizer"])
         update, global_step = ckpt["update"], ckpt["global_step"]
-        torch.set_rng_state(ckpt["rng"]["torch"])
-        np.random.set_state(ckpt["rng"]["numpy"])
-        random.setstate(ckpt["rng"]["python"])
+        seconds_before = ckpt.get("seconds", 0.0)
+        rngs = ckpt["rng"]
+        if len(rngs) == world:  # a different world size keeps fresh per-rank streams
+            set_rng_state(rngs[rank])
+        if rank == 0:
+            print(f"resumed {ckpt_path} at update {update}, step {global_step}", flush=True)
     if world > 1:  # every rank starts from rank 0's weights
         for p in policy.parameters():
             dist.broadcast(p.data, 0)
 
+    # ---- environments: this rank's share of the scenes; simulation-only speed first
     n = args.num_envs
-    env = make_envs(args, rank, world, args.split, n, args.seed + 7919 * rank + update)
-    groups = n // env.batch_size
-    log_file = open(out / f"log_rank{rank}.csv", "a", newline="") if rank == 0 else None
-    log = csv.writer(log_file) if log_file else None
-    if log_file is not None and log_file.tell() == 0:
-        log.writerow(["update", "global_step", "fps", "sim_fps", "reward", "success", "spl", "episodes",
-                      "loss", "policy_loss", "value_loss", "entropy", "approx_kl", "lr", "seconds"])
+    env = make_envs(args, args.split, n, args.seed + 7919 * rank + update, args.episodes, args.double_buffer,
+                    scene_shard=(rank, world))
+    sim_fps = float("nan")
+    if args.sim_only_steps > 0:
+        sim = torch.tensor([measure_sim_fps(env, args.sim_only_steps, args.seed + rank)], dtype=torch.float64)
+        if world > 1:  # every rank simulates its own environments at the same time
+            dist.all_reduce(sim)
+        sim_fps = sim.item()
+        if rank == 0:
+            print(f"simulation only (random actions, {world} rank(s)): {sim_fps:.0f} frames/s", flush=True)
 
+    # ---- logs
+    log = writer = None
+    if rank == 0:
+        log_path = out / "log.csv"
+        new = not log_path.exists() or log_path.stat().st_size == 0
+        log_file = open(log_path, "a", newline="")
+        log = csv.DictWriter(log_file, LOG_FIELDS)
+        if new:
+            log.writeheader()
+        if args.tensorboard:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+            except ImportError as e:
+                raise ImportError("--tensorboard needs TensorBoard: pip install tensorboard") from e
+            writer = SummaryWriter(str(out / "tb"))
+
+    # ---- the loop: rollout (simulation overlapped with inference), then one PPO update
     visual_shape = (args.resolution, args.resolution, 3 if args.sensor == "rgb" else 1)
     ro = Rollout.empty(args.rollout_steps, n, visual_shape,
                        torch.uint8 if args.sensor == "rgb" else torch.float32, args.hidden, device)
-    state = policy.initial_state(n, device)
-    prev_action = torch.full((n,), -1, dtype=torch.long, device=device)
-    not_done = torch.zeros(n, dtype=torch.bool, device=device)
-    num_updates = max(1, args.total_steps // batch)
-    ep_stats = {"reward": [], "success": [], "spl": []}
-    ep_reward = torch.zeros(n, device=device)
-    t_start, sim_time = time.perf_counter(), 0.0
-    last_metrics: dict = {}
-
-    def act(ids, t, obs):
-        """Store obs of envs ``ids`` at step t, pick their actions, and send them."""
-        nonlocal state
-        ro.visual[t, ids] = visual_of(obs, args.sensor).to(ro.visual.dtype)
-        ro.pointgoal[t, ids] = obs["pointgoal"]
-        ro.prev_action[t, ids] = prev_action[ids]
-        ro.not_done[t, ids] = not_done[ids]
-        with torch.no_grad():
-            h, c = state[0][:, ids], state[1][:, ids]
-            logits, value, (h, c) = policy(ro.visual[t, ids], ro.pointgoal[t, ids], prev_action[ids],
-                                           (h, c), not_done[ids])
-            state[0][:, ids], state[1][:, ids] = h, c
-            d = torch.distributions.Categorical(logits=logits)
-            a = d.sample()
-        ro.actions[t, ids], ro.logp[t, ids], ro.values[t, ids] = a, d.log_prob(a), value
-        env.send(a, ids)
-
-    def receive():
-        """Receive one group's results: store reward/done for its last action."""
-        nonlocal sim_time
-        t0 = time.perf_counter()
-        obs, reward, done, info = env.recv()
-        sim_time += time.perf_counter() - t0
-        ids = info["env_id"].to(device)
-        t = step_of[ids[0].item()]  # >= 1: every group acted at least once this rollout
-        ro.rewards[t - 1, ids] = reward
-        ep_reward[ids] += reward
-        for j in torch.nonzero(done).flatten().tolist():
-            ep_stats["reward"].append(ep_reward[ids[j]].item())
-            ep_stats["success"].append(float(info["success"][j]))
-            ep_stats["spl"].append(float(info["spl"][j]))
-        ep_reward[ids[done]] = 0
-        prev_action[ids] = torch.where(done, torch.full_like(ro.actions[t - 1, ids], -1), ro.actions[t - 1, ids])
-        not_done[ids] = ~done
-        return ids, t, obs
-
-    # first observation of every group
-    env.async_reset()
-    step_of = {}
-    pending = []
-    for _ in range(groups):
-        obs, reward, done, info = env.recv()
-        ids = info["env_id"].to(device)
-        pending.append((ids, obs))
-
+    carry = start_rollouts(env, policy, device)
+    num_updates = max(1, math.ceil(args.total_steps / batch))
+    params = list(policy.parameters())
+    episodes, recv_wait, metrics = [], 0.0, {}
+    t_start, frames_run = time.perf_counter(), 0
     while update < num_updates:
         t_update = time.perf_counter()
-        ro.state0 = (state[0].clone(), state[1].clone())
-        for ids, obs in pending:  # step 0 of this rollout for every group
-            for i in ids.tolist():
-                step_of[i] = 0
-            act(ids, 0, obs)
-            for i in ids.tolist():
-                step_of[i] = 1
-        pending = []
-        while len(pending) < groups:
-            ids, t, obs = receive()
-            if t == args.rollout_steps:  # this group's rollout is complete: bootstrap values
-                ro.visual[t, ids] = visual_of(obs, args.sensor).to(ro.visual.dtype)
-                ro.pointgoal[t, ids] = obs["pointgoal"]
-                ro.prev_action[t, ids] = prev_action[ids]
-                ro.not_done[t, ids] = not_done[ids]
-                with torch.no_grad():
-                    _, v, _ = policy(ro.visual[t, ids], ro.pointgoal[t, ids], prev_action[ids],
-                                     (state[0][:, ids], state[1][:, ids]), not_done[ids])
-                ro.values[t, ids] = v
-                pending.append((ids, obs))
-                continue
-            act(ids, t, obs)
-            for i in ids.tolist():
-                step_of[i] = t + 1
-        global_step += n * args.rollout_steps * world
+        eps, waited = collect_rollout(env, policy, ro, carry, args.sensor)
+        episodes += eps
+        recv_wait += waited
 
-        # ---- PPO update: one epoch, minibatches split over environments
         adv, returns = gae(ro, args.gamma, args.gae_lambda)
-        perm = torch.randperm(n, device=device)
-        metrics = {}
         for _ in range(args.epochs):
-            for mb in perm.chunk(args.minibatches):
+            for mb in torch.randperm(n, device=device).chunk(args.minibatches):
                 loss, metrics = ppo_loss(policy, ro, mb, adv, returns, args.clip, args.value_coef,
                                          args.entropy_coef)
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 if world > 1:
-                    for p in policy.parameters():
-                        if p.grad is not None:
-                            dist.all_reduce(p.grad)
-                            p.grad /= world
-                torch.nn.utils.clip_grad_norm_(policy.parameters(), args.max_grad_norm)
+                    all_reduce_grads(params, world)
+                torch.nn.utils.clip_grad_norm_(params, args.max_grad_norm)
                 opt.step()
                 metrics["loss"] = loss.item()
                 if not math.isfinite(metrics["loss"]):
                     raise FloatingPointError(f"non-finite loss at update {update}")
         update += 1
-        last_metrics = metrics
+        global_step += batch
+        frames_run += batch
 
-        # ---- log and checkpoint
-        elapsed = time.perf_counter() - t_start
-        if log is not None and update % args.log_every == 0:
-            mean = lambda xs: float(np.mean(xs)) if xs else float("nan")  # noqa: E731
-            row = [update, global_step, round(n * args.rollout_steps * world * update / max(elapsed, 1e-9), 1),
-                   round(n * args.rollout_steps * update / max(sim_time, 1e-9), 1),
-                   mean(ep_stats["reward"]), mean(ep_stats["success"]), mean(ep_stats["spl"]),
-                   len(ep_stats["reward"]), metrics["loss"], metrics["policy_loss"], metrics["value_loss"],
-                   metrics["entropy"], metrics["approx_kl"], lr, round(elapsed, 2)]
-            log.writerow(row)
-            log_file.flush()
-            print(f"update {update}/{num_updates} step {global_step} fps {row[2]} success {row[5]:.3f} "
-                  f"spl {row[6]:.3f} loss {metrics['loss']:.4f} ({time.perf_counter() - t_update:.1f}s)",
-                  flush=True)
-            ep_stats = {k: [] for k in ep_stats}
-        if rank == 0 and (update % args.save_every == 0 or update == num_updates):
-            save_checkpoint(ckpt_path, policy, opt, update, global_step, args)
+        # ---- log (episode stats summed over ranks) and checkpoint
+        if update % args.log_every == 0 or update == num_updates:
+            s = torch.tensor([len(episodes), sum(e[0] for e in episodes), sum(e[1] for e in episodes),
+                              sum(e[2] for e in episodes)], dtype=torch.float64)
+            if world > 1:
+                dist.all_reduce(s)
+            elapsed = time.perf_counter() - t_start
+            fps = frames_run / elapsed
+            k = s[0].item()
+            row = {"update": update, "global_step": global_step, "fps": round(fps, 1),
+                   "sim_fps": round(sim_fps, 1), "fps_ratio": round(fps / sim_fps, 3),
+                   "reward": s[1].item() / k if k else float("nan"),
+                   "success": s[2].item() / k if k else float("nan"),
+                   "spl": s[3].item() / k if k else float("nan"), "episodes": int(k),
+                   **{f: metrics[f] for f in ("loss", "policy_loss", "value_loss", "entropy", "approx_kl",
+                                               "clip_frac")},
+                   "lr": lr, "recv_wait": round(recv_wait, 2), "seconds": round(seconds_before + elapsed, 1)}
+            if log is not None:
+                log.writerow(row)
+                log_file.flush()
+                if writer is not None:
+                    for key in ("fps", "fps_ratio", "reward", "success", "spl", "loss", "entropy"):
+                        writer.add_scalar(key, row[key], global_step)
+                print(f"update {update}/{num_updates} step {global_step} fps {row['fps']} "
+                      f"(x{row['fps_ratio']} of sim) success {row['success']:.3f} spl {row['spl']:.3f} "
+                      f"reward {row['reward']:.3f} ({k:.0f} eps) loss {metrics['loss']:.4f} "
+                      f"({time.perf_counter() - t_update:.1f}s)", flush=True)
+            episodes, recv_wait = [], 0.0
+        if update % args.save_every == 0 or update == num_updates or (
+                args.snapshot_every and update % args.snapshot_every == 0):
+            rngs = [None] * world
+            if world > 1:
+                dist.all_gather_object(rngs, rng_state())
+            else:
+                rngs = [rng_state()]
+            if rank == 0:
+                state = {"policy": policy.state_dict(), "optimizer": opt.state_dict(), "update": update,
+                         "global_step": global_step, "seconds": seconds_before + time.perf_counter() - t_start,
+                         "world": world, "args": dataclasses.asdict(args), "rng": rngs}
+                save_checkpoint(ckpt_path, state)
+                if args.snapshot_every and update % args.snapshot_every == 0:
+                    save_checkpoint(out / f"ckpt_{update:06d}.pt", state)
 
     env.close()
-    if log_file:
+    if log is not None:
         log_file.close()
+    if writer is not None:
+        writer.close()
     if world > 1:
         dist.destroy_process_group()
-    return {"updates": update, "global_step": global_step, **last_metrics}
+    return {"updates": update, "global_step": global_step, "sim_fps": sim_fps,
+            "fps": frames_run / max(time.perf_counter() - t_start, 1e-9), **metrics}
 
 
 def main(argv=None):

@@ -55,12 +55,16 @@ def navmesh_cmd(inputs, out_dir, dataset, agent_height, agent_radius, max_climb,
         for _, dst in targets:
             if dst.exists():
                 raise OutputExistsError(dst, "already exists (pass --overwrite to replace it)")
+    # an imported .navmesh keeps the agent it was built for unless an option says otherwise
+    ctx = click.get_current_context()
+    given = any(ctx.get_parameter_source(k) != click.core.ParameterSource.DEFAULT
+                for k in ("agent_height", "agent_radius", "max_climb", "max_slope", "cell_size", "cell_height"))
     for src, dst in targets:
         t0 = time.perf_counter()
         if src.name.lower().endswith(".navmesh"):
             from bps_assets.nav.detour import import_detour
 
-            nav = import_detour(src, settings)
+            nav = import_detour(src, settings if given else None)
         else:
             nav = build_navmesh(src, settings, dataset=dataset)
         nav.save(dst, overwrite=overwrite)

@@ -213,3 +213,30 @@ def geodesic_errors(room: ExactRoom, nav, n_pairs=200, seed=1, radius=None, min_
     a, b, exact = a[keep], b[keep], exact[keep]
     got = np.array([nav.geodesic_distance(a[i], b[i], radius=radius or DEFAULT_RADIUS) for i in range(len(a))])
     return np.abs(got - exact) / exact, exact
+
+
+def subdivide(v, t):
+    """Split every triangle into 4 (midpoints)."""
+    a, b, c = t[:, 0], t[:, 1], t[:, 2]
+    n, T = len(v), len(t)
+    iab, ibc, ica = n + np.arange(T), n + T + np.arange(T), n + 2 * T + np.arange(T)
+    v2 = np.concatenate([v, (v[a] + v[b]) / 2, (v[b] + v[c]) / 2, (v[c] + v[a]) / 2])
+    t2 = np.concatenate([np.stack([a, iab, ica], 1), np.stack([iab, b, ibc], 1),
+                         np.stack([ica, ibc, c], 1), np.stack([iab, ibc, ica], 1)])
+    return v2, t2
+
+
+def scan_like_house(triangles=600_000, seed=0):
+    """The house scaled 1.5x in x/z (~150 m^2 of floor), tessellated to ``triangles`` small
+    triangles (largest first) with 2 mm vertex noise: a stand-in for a Gibson scan."""
+    v, t = house().arrays()
+    v = v * [1.5, 1.0, 1.5]
+    while len(t) < triangles / 4:
+        v, t = subdivide(v, t)
+    area = np.linalg.norm(np.cross(v[t[:, 1]] - v[t[:, 0]], v[t[:, 2]] - v[t[:, 0]]), axis=1)
+    sel = np.argsort(-area)[: max(0, (triangles - len(t)) // 3)]
+    rest = np.setdiff1d(np.arange(len(t)), sel)
+    v, t2 = subdivide(v, t[sel])
+    t = np.concatenate([t[rest], t2])
+    v = v + np.random.default_rng(seed).normal(0, 0.002, v.shape)
+    return v, t

@@ -320,6 +320,11 @@ def test_content_corruptions(tmp_path):
     with pytest.raises(CorruptFileError, match="detail mesh 0"):
         read_detour_navmesh(_variant(tmp_path, d))
     d = bytearray(data)
+    bv_off = dt_off + 4 * len(t.detail_tris)
+    struct.pack_into("<i", d, bv_off + 12, 5000)  # BV node 0 index
+    with pytest.raises(CorruptFileError, match="BV tree"):
+        read_detour_navmesh(_variant(tmp_path, d))
+    d = bytearray(data)
     struct.pack_into("<I", d, dm_off, 10**6)  # detail mesh 0 vertBase
     with pytest.raises(CorruptFileError, match="detailVertCount"):
         read_detour_navmesh(_variant(tmp_path, d))
@@ -377,3 +382,32 @@ def test_polygon_islands_follow_links_across_tiles():
     # the largest island spans many tiles
     big = np.bincount(np.concatenate(isl)).argmax()
     assert sum(bool(np.any(t == big)) for t in isl) >= 10
+
+
+def _unlink(tile: bytes) -> bytes:
+    """A tile as dtCreateNavMeshData leaves it: no runtime links."""
+    h = struct.unpack_from("<15i", tile, 0)
+    pc, vc, lc = h[6], h[7], h[8]
+    a4 = lambda n: (n + 3) & ~3  # noqa: E731
+    po = 100 + a4(12 * vc)
+    tb = bytearray(tile)
+    polys = np.frombuffer(tile, detour.POLY_DTYPE, pc, po).copy()
+    polys["first_link"] = detour.NULL_LINK
+    tb[po: po + 32 * pc] = polys.tobytes()
+    tb[po + 32 * pc: po + 32 * pc + 12 * lc] = bytes(12 * lc)
+    return bytes(tb)
+
+
+@needs_assets
+def test_import_of_unlinked_tiles_joins_them_by_height(tmp_path):
+    pytest.importorskip("bps_assets.nav.build")
+    head, tiles = _split((GODETOUR / "mesh2.bin").read_bytes(), settings_block=False)
+    p = tmp_path / "unlinked.bin"
+    p.write_bytes(head + b"".join(struct.pack("<Ii", r, len(_unlink(t))) + _unlink(t)
+                                  for r, t in tiles))
+    m = read_detour_navmesh(p)
+    assert len(np.unique(np.concatenate(m.polygon_islands()))) > len(m.tiles)
+    assert m.cross_tile_links == 0
+    a = detour.import_detour(p)
+    b = detour.import_detour(GODETOUR / "mesh2.bin")
+    assert a.island_area[0] == pytest.approx(b.island_area[0]) and a.island_area[0] > 500

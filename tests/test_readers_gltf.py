@@ -367,6 +367,27 @@ def test_ktx2_plain_and_basisu_dependency(tmp_path, monkeypatch):
         load(b.write_glb(tmp_path / "k2.glb"))
 
 
+def _psnr(a, b) -> float:
+    mse = ((a[..., :3].astype(float) - b[..., :3].astype(float)) ** 2).mean()
+    return 10 * math.log10(255 ** 2 / max(mse, 1e-9))
+
+
+def test_plain_and_block_compressed_ktx2_shared_fixtures():
+    """gltf-transform's fixtures: the same label image stored as RGBA8 / RGB8 (green) and as
+    BC1 / BC7 (orange); read directly (BCn through Pillow), no transcoder needed."""
+    base = Path(__file__).resolve().parents[1].parent / "shared" / "assets" / "gltf-transform" / "extensions"
+    if not base.is_dir():
+        pytest.skip("shared assets absent")
+    from bps_assets.readers.images import decode_image
+    im = {n: decode_image((base / f"2d_{n}.ktx2").read_bytes(), n, n) for n in ("rgba8", "rgb8", "bc1", "bc7")}
+    assert all(v.shape == (40, 40, 4) for v in im.values())
+    assert im["rgba8"][39, 39, 1] > 150 and im["bc1"][39, 39, 0] > 200  # green / orange backgrounds
+    assert _psnr(im["rgba8"], im["rgb8"]) > 18  # same picture (different labels drawn on it)
+    assert _psnr(im["bc1"], im["bc7"]) > 18
+    with pytest.raises(UnsupportedFormatError, match="vkFormat 158"):
+        decode_image((base / "2d_astc4x4.ktx2").read_bytes(), "astc", "astc")
+
+
 def test_basisu_shared_fixture_decodes():
     pytest.importorskip("opengl_basisu")
     path = Path(__file__).resolve().parents[1].parent / "shared" / "assets" / "gltf-transform/extensions/2d_etc1s.ktx2"

@@ -257,3 +257,36 @@ def test_obj_errors(tmp_path):
 def test_obj_no_faces_counts_points(tmp_path):
     d = load(write_obj(tmp_path, obj="v 0 0 0\nv 1 1 1\np 1 2\n", mtl=None, with_texture=False))
     assert d.triangle_count == 0 and d.stats["skipped_points"] == 2
+
+
+@pytest.mark.parametrize("form", ["{v}", "{v}/{t}", "{v}//{n}", "{v}/{t}/{n}", "mixed", "trailing"])
+def test_obj_face_forms_agree(tmp_path, form):
+    """Every corner form (parsed in one step when uniform, corner by corner when mixed)
+    gives the same triangles."""
+    head = "v 0 0 0\nv 1 0 0\nv 1 1 0\nv 0 1 0\nvt 0 0\nvt 1 0\nvt 1 1\nvt 0 1\nvn 0 0 1\n"
+    forms = {"mixed": ["{v}", "{v}/{t}", "{v}//{n}", "{v}/{t}/{n}"], "trailing": ["{v}/{t}/"]}.get(form, [form])
+    lines = []
+    for k, face in enumerate([[1, 2, 3, 4], [1, 3, 4]]):
+        lines.append("f " + " ".join(forms[(k + j) % len(forms)].format(v=i, t=i, n=1) for j, i in enumerate(face)))
+    d = load(write_obj(tmp_path, obj=head + "\n".join(lines) + "\n", mtl=None, with_texture=False))
+    m = d.meshes[0]
+    np.testing.assert_allclose(m.positions[m.indices].reshape(-1, 3),
+                               np.array([[0, 0, 0], [1, 0, 0], [1, 1, 0], [0, 0, 0], [1, 1, 0], [0, 1, 0],
+                                         [0, 0, 0], [1, 1, 0], [0, 1, 0]], float))
+
+
+def test_obj_fuzzed_bytes_typed_errors(tmp_path):
+    rng = random.Random(5)
+    good = write_obj(tmp_path, with_texture=False).read_bytes()
+    for i in range(300):
+        d = bytearray(good)
+        for _ in range(rng.randint(1, 4)):
+            d[rng.randrange(len(d))] = rng.choice(b"0123456789-/ \n#vtnfgo.\\x")
+        if i % 5 == 0:
+            d = d[: rng.randrange(len(d))]
+        p = tmp_path / "scene.obj"
+        p.write_bytes(bytes(d))
+        try:
+            load(p, textures=False)
+        except BpsError as e:
+            assert "unexpected" not in str(e), str(e)

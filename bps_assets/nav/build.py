@@ -274,7 +274,7 @@ def build_navmesh(scene, settings: NavSettings = DEFAULT_SETTINGS, dataset: str 
     origin = (math.floor(lo[0] / cs) * cs - cs, math.floor(lo[2] / cs) * cs - cs)
     W = int(math.ceil((hi[0] - origin[0]) / cs)) + 2
     D = int(math.ceil((hi[2] - origin[1]) / cs)) + 2
-    if D * W > 400_000_000:
+    if D * W > 64_000_000:
         raise NavError(source or None, f"grid of {D}x{W} cells is too large (cell size {cs} m)")
 
     key, ymin, ymax, walk = rasterize_solid(v, t, walkable, origin, cs, D, W)
@@ -297,7 +297,8 @@ def build_navmesh(scene, settings: NavSettings = DEFAULT_SETTINGS, dataset: str 
         walk_ok &= ~_ledges(key, bot, top, ceil, rows, cols, D, W, walk_ok, s)
 
     idx = np.nonzero(walk_ok)[0]
-    r, c, y, ce = rows[idx], cols[idx], top[idx], ceil[idx]
+    y_centre = _centre_heights(v, t[walkable], origin, cs, D, W, key, bot, top, idx, s.max_climb)
+    r, c, y, ce = rows[idx], cols[idx], y_centre, ceil[idx]
     nbr = connect_by_height(r, c, y, D, W, s.max_climb, ceil=ce, agent_height=s.agent_height)
     keep = _erode(nbr, s.agent_radius, cs)
     nbr = _subset(nbr, keep)
@@ -307,6 +308,33 @@ def build_navmesh(scene, settings: NavSettings = DEFAULT_SETTINGS, dataset: str 
                              method="voxel", source=source)
     nav.build_seconds = time.perf_counter() - t_start
     return nav
+
+
+def _centre_heights(v, t, origin, cs, D, W, key, bot, top, idx, climb) -> np.ndarray:
+    """Height of the walkable surface at the cell centre for spans ``idx`` (sorted by key, top):
+    the highest walkable triangle over the centre within ``climb`` below the span top; the top
+    itself where no triangle covers the centre (slivers). Removes the up-to-half-a-cell bias of
+    the column maximum on ramps."""
+    out = top[idx].copy()
+    if t.size == 0 or idx.size == 0:
+        return out
+    r, c, y, _ = rasterize_centres(v, t, origin, cs, D, W)
+    if y.size == 0:
+        return out
+    lo = float(min(bot.min(), y.min())) - 1.0
+    span = float(max(top.max(), y.max()) - lo) + 2.0
+    ks, ts = key[idx].astype(np.float64), top[idx]
+    comb = ks * span + (ts - lo)  # spans are sorted by (key, bot) => also by (key, top) here
+    order = np.argsort(comb, kind="stable")
+    comb_sorted = comb[order]
+    sk = (r * W + c).astype(np.float64)
+    j = np.searchsorted(comb_sorted, sk * span + (y - lo) - 1e-6)  # first span with top >= y
+    ok = j < comb_sorted.size
+    jj = order[np.minimum(j, comb_sorted.size - 1)]
+    ok &= (key[idx][jj] == r * W + c) & (y >= ts[jj] - climb)
+    best = np.full(idx.size, -np.inf)
+    np.maximum.at(best, jj[ok], y[ok])
+    return np.where(np.isfinite(best), np.minimum(best, out), out)
 
 
 def _ledges(key, bot, top, ceil, rows, cols, D, W, cand, s: NavSettings) -> np.ndarray:

@@ -229,6 +229,7 @@ class DetourNavMesh:
     tile_ref_bits: int  # 32 or 64 (the per-tile record in the set)
     link_ref_bits: int  # 32 or 64 (dtLink.ref, i.e. DT_POLYREF64 builds)
     tiles: list[DetourTile] = field(default_factory=list)
+    cross_tile_links: int = 0  # set by polygon_islands()
 
     @property
     def poly_count(self) -> int:
@@ -249,6 +250,8 @@ class DetourNavMesh:
         Polygons are joined through shared edges inside a tile and through the tile's saved
         ``links`` (Detour writes a tile's runtime links with it, which is how edges across tile
         borders are known); off-mesh connections are not followed. Ids are dense from 0.
+        Sets ``cross_tile_links`` to the number of links found between tiles: 0 in a multi-tile
+        set with portals means the file carries no runtime links (tiles were never linked).
         """
         from scipy.sparse import coo_matrix
         from scipy.sparse.csgraph import connected_components
@@ -264,6 +267,7 @@ class DetourNavMesh:
         tile_of_index = {}
         for k, t in enumerate(self.tiles):
             tile_of_index[(t.ref >> poly_bits) & ((1 << tile_bits) - 1)] = k
+        cross = 0
         for k, t in enumerate(self.tiles):
             nb = t.internal_neighbours()
             rows.append(base[k] + nb[:, 0])
@@ -288,6 +292,8 @@ class DetourNavMesh:
                     continue
                 rows.append(np.array([base[k] + owner[li]]))
                 cols.append(np.array([base[kk] + ip[li]]))
+                cross += kk != k
+        self.cross_tile_links = cross
         r = np.concatenate(rows) if rows else np.zeros(0, np.int64)
         c = np.concatenate(cols) if cols else np.zeros(0, np.int64)
         g = coo_matrix((np.ones(len(r)), (r, c)), shape=(total, total))
@@ -414,8 +420,9 @@ def read_detour_navmesh(path: str | os.PathLike, data: bytes | None = None) -> D
     if version >= 2:
         # habitat writes its 56-byte NavMeshSettings here; other Detour users with a
         # "version 2" set do not. Trust the block only if the first tile follows it.
-        if num_tiles == 0 or _tile_record_at(data, off + _SETTINGS.size) is not None \
-                or _tile_record_at(data, off) is None:
+        if (len(data) >= off + _SETTINGS.size if num_tiles == 0 else
+                _tile_record_at(data, off + _SETTINGS.size) is not None
+                or _tile_record_at(data, off) is None):
             vals = r.unpack(_SETTINGS, off, "settings block")
             settings = dict(zip(SETTINGS_FIELDS, vals))
             for k in SETTINGS_FIELDS[13:]:
@@ -571,6 +578,10 @@ def _parse_tile(r: _Reader, i: int, ref: int, start: int, size: int):
         if np.any(idx >= lim[:, None]):
             bad = int(tri_poly[np.flatnonzero(np.any(idx >= lim[:, None], axis=1))[0]])
             r.fail(f"detail mesh {bad}: triangle index beyond its vertices", where)
+    if bv_node_count:
+        bi = bv["i"].astype(np.int64)  # leaf: polygon index; inner node: -escape offset
+        if np.any(bi >= poly_count) or np.any(-bi > bv_node_count):
+            r.fail("BV tree node index out of range", where)
     if offmesh_count and np.any(offmesh["poly"].astype(np.int64) >= poly_count):
         r.fail("off-mesh connection polygon index >= polyCount", where)
     if not np.all(np.isfinite(offmesh["pos"])):
@@ -610,6 +621,9 @@ def import_detour(path: str | os.PathLike, settings=None, include_flags: int = P
     v, t, isl = dm.triangles(include_flags=include_flags, return_islands=True)
     if len(t) == 0:
         raise CorruptFileError(path, "no walkable polygons (nothing passes the walk flag)")
+    portals = any(np.any((tt.poly_neis & EXT_LINK) != 0) for tt in dm.tiles)
+    if len(dm.tiles) > 1 and portals and dm.cross_tile_links == 0:
+        isl = None  # unlinked tiles: let the grid join them by height instead
     # Detour's polygon islands keep surfaces apart that the grid would otherwise join where
     # they come within one cell and max climb of each other.
     return NavMesh.from_walkable_triangles(v, t, settings, triangle_groups=isl,

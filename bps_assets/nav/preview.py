@@ -86,7 +86,7 @@ def write_preview(nav: NavMesh, path: str | os.PathLike, overwrite: bool = False
     pad = 2
     panel_w = (img.shape[1] - (F + 1) * pad) // F
     for f in range(F):
-        draw.text((pad + f * (panel_w + pad) + 2, 1), f"floor {f}: y={levels[f]:.2f} m", fill=(0, 0, 0))
+        draw.text((pad + f * (panel_w + pad) + 2, 1), f"floor {f}: y={round(float(levels[f]), 2) + 0.0:.2f} m", fill=(0, 0, 0))
     buf = io.BytesIO()
     im.save(buf, format="PNG")
     atomic_write(path, lambda fh: fh.write(buf.getvalue()), overwrite=overwrite)

@@ -238,6 +238,8 @@ def process_scene(task: SceneTask) -> SceneResult:
         # the old record stops vouching for the outputs before any of them is touched
         _record_path(out_root, name).unlink(missing_ok=True)
         _remove_stale_temps(out_root, rels.values())
+        if opts.episodes == 0:  # episodes of an earlier run with other settings are not ours now
+            (out_root / rels["episodes"]).unlink(missing_ok=True)
         source_stat = {r: s.pop("_stat") for r, s in sources.items()}
 
         stats: dict = {}

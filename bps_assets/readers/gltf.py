@@ -351,10 +351,12 @@ class _Reader:
             return g.fail(f"{where}: {detail}")
 
         a = draco_attribute(dmesh, uid, fail)
-        if np.issubdtype(a.dtype, np.integer) and acc_index is not None:
+        if acc_index is not None:
+            # The accessor, not DracoPy's array dtype (float32 even for int16 streams), says
+            # whether values are normalized integers (KHR_mesh_quantization + Draco).
             acc = g.item("accessors", acc_index, "accessor")
             ct = acc.get("componentType")
-            if acc.get("normalized") and ct in (5120, 5121, 5122, 5123):
+            if acc.get("normalized") is True and isinstance(ct, int) and ct in NORMALIZE:
                 return np.maximum(a.astype(np.float32) / NORMALIZE[ct], -1.0)
         return a.astype(np.float32)
 

@@ -16,6 +16,8 @@ corner de-duplication / triangulation / per-group splitting are vectorized.
 from __future__ import annotations
 
 import os
+import re
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -44,6 +46,210 @@ def _floats(rows: list[list[str]], path: str, what: str) -> np.ndarray:
         raise InputError(path, f"OBJ: a '{what}' line has a non-numeric value") from None
 
 
+def _rows_to_array(path: str, parts: list, what: str, colors: bool = False) -> np.ndarray:
+    """Concatenate the scanner's pieces (2-D float arrays from the fast path, or lists of
+    token rows from the slow one) into one [N, W] array."""
+    if colors and any(isinstance(p, list) and any(len(r) >= 6 for r in p) or
+                      (isinstance(p, np.ndarray) and p.shape[1] >= 6) for p in parts):
+        width = 6  # "v x y z [r g b]": rows without colours (when others have them) are white
+    else:
+        width = None
+    arrays = []
+    for p in parts:
+        if isinstance(p, list):
+            if width == 6:
+                p = [r[:6] if len(r) >= 6 else r[:3] + ["1", "1", "1"] for r in p]
+            a = _floats(p, path, what)
+        else:
+            a = p
+            if width == 6 and a.shape[1] < 6:
+                a = np.concatenate([a[:, :3], np.ones((a.shape[0], 3))], axis=1)
+        if a.size:
+            arrays.append(a)
+    if not arrays:
+        return np.zeros((0, 3))
+    w = min(a.shape[1] for a in arrays)
+    return np.concatenate([a[:, :w] for a in arrays])
+
+
+class _Scan:
+    """What the line scan found; faces as flat arrays (0 = absent vt/vn index)."""
+
+    def __init__(self):
+        self.v, self.vt, self.vn = [], [], []          # pieces for _rows_to_array
+        self.nv = self.nvt = self.nvn = 0
+        self.counts, self.vi, self.ti, self.ni = [], [], [], []
+        self.face_group, self.face_nv, self.face_nvt, self.face_nvn = [], [], [], []
+        self.groups: list[tuple[str, str | None]] = [("", None)]
+        self.group_ids = {("", None): 0}
+        self.name, self.mat, self.gid = "", None, 0
+        self.mtllibs: list[str] = []
+        self.n_points = self.n_lines = 0
+
+    def finish(self):
+        cat = (lambda xs, dt=np.int64: np.concatenate(xs).astype(dt) if xs else np.zeros(0, dt))
+        self.counts, self.vi, self.ti, self.ni = cat(self.counts), cat(self.vi), cat(self.ti), cat(self.ni)
+        self.face_group, self.face_nv = cat(self.face_group), cat(self.face_nv)
+        self.face_nvt, self.face_nvn = cat(self.face_nvt), cat(self.face_nvn)
+        return self
+
+
+_WS = np.array([32, 9, 13], np.uint8)
+KIND_OTHER, KIND_V, KIND_VT, KIND_VN, KIND_F = 0, 1, 2, 3, 4
+
+
+def _scan(path: str, data: bytes) -> _Scan:
+    """Classify every line by its first bytes with numpy, then parse each run of same-kind
+    lines in one step (``np.fromstring`` over the run's bytes); only state lines (o, g,
+    usemtl, mtllib, p, l, ...) and runs in unusual forms are handled line by line."""
+    if b"\\\n" in data or b"\\\r\n" in data:  # line continuations
+        data = data.replace(b"\\\r\n", b" ").replace(b"\\\n", b" ")
+    if b"#" in data:
+        data = re.sub(rb"#[^\n]*", b"", data)
+    arr = np.frombuffer(data, np.uint8)
+    nl = np.flatnonzero(arr == 10)
+    if arr.size and np.isin(arr[np.concatenate([[0], nl[nl + 1 < arr.size] + 1])], [32, 9]).any():
+        data = re.sub(rb"(?m)^[ \t]+", b"", data)  # indented lines
+        arr = np.frombuffer(data, np.uint8)
+        nl = np.flatnonzero(arr == 10)
+    starts = np.concatenate([[0], nl + 1])
+    ends = np.concatenate([nl, [arr.size]])
+    pad = np.concatenate([arr, np.zeros(3, np.uint8)])
+    c0, c1, c2 = pad[starts], pad[starts + 1], pad[starts + 2]
+    ws1, ws2 = np.isin(c1, _WS), np.isin(c2, _WS)
+    kind = np.full(starts.size, KIND_OTHER, np.int8)
+    isv = c0 == ord("v")
+    kind[isv & ws1] = KIND_V
+    kind[isv & (c1 == ord("t")) & ws2] = KIND_VT
+    kind[isv & (c1 == ord("n")) & ws2] = KIND_VN
+    kind[(c0 == ord("f")) & ws1] = KIND_F
+    change = np.flatnonzero(np.diff(kind)) + 1
+    run_s = np.concatenate([[0], change])
+    run_e = np.concatenate([change, [kind.size]])
+    sc = _Scan()
+    for rs, re_ in zip(run_s.tolist(), run_e.tolist()):
+        k = int(kind[rs])
+        chunk = data[starts[rs]:ends[re_ - 1]]
+        n = re_ - rs
+        if k == KIND_OTHER:
+            for i in range(rs, re_):
+                _state_line(sc, data[starts[i]:ends[i]].decode("utf-8", "replace"))
+        elif k == KIND_F:
+            _faces(path, sc, chunk, n)
+        else:
+            marker = {KIND_V: b"v", KIND_VT: b"vt", KIND_VN: b"vn"}[k]
+            widths = {KIND_V: (3,), KIND_VT: (2, 3), KIND_VN: (3,)}[k]
+            a = _numbers(b"\n" + chunk, b"\n" + marker, np.float64)
+            if a is not None and a.size in [w * n for w in widths]:
+                rows = a.reshape(n, -1)
+            else:  # other widths (colours, w, ...) or junk: line by line
+                rows = [ln.split()[1:] for ln in chunk.decode("utf-8", "replace").split("\n")]
+                rows = [r for r in rows if r] if k == KIND_V else [r or ["0"] for r in rows]
+                if k == KIND_VT:
+                    rows = [r[:2] if len(r) >= 2 else r[:1] + ["0"] for r in rows]
+                if not rows:
+                    continue
+            if k == KIND_V:
+                sc.v.append(rows)
+                sc.nv += len(rows)
+            elif k == KIND_VT:
+                sc.vt.append(rows)
+                sc.nvt += len(rows)
+            else:
+                sc.vn.append(rows)
+                sc.nvn += len(rows)
+    return sc.finish()
+
+
+def _numbers(chunk: bytes, marker: bytes, dtype):
+    """All numbers of a run of lines, their leading keyword removed; None if anything in the
+    text is not a number (numpy's parser warns and stops there; we make that an error)."""
+    body = chunk.replace(marker + b" ", b" ").replace(marker + b"\t", b" ")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        try:
+            return np.fromstring(body, dtype=dtype, sep=" ")
+        except (ValueError, DeprecationWarning):
+            return None
+
+
+def _faces(path: str, sc: _Scan, chunk: bytes, n: int) -> None:
+    """A run of n face lines: corner counts from token starts per line (vectorized), corner
+    indices from one parse when every corner has the same form, else corner by corner."""
+    b = np.frombuffer(chunk, np.uint8)
+    isws = np.isin(b, _WS) | (b == 10)
+    tok_start = ~isws & np.concatenate([[True], isws[:-1]])
+    line_of = np.concatenate([[0], np.cumsum(b == 10)[:-1]]) if b.size else np.zeros(0, np.int64)
+    counts = np.bincount(line_of[tok_start], minlength=n)[:n] - 1  # minus the "f"
+    body = b"\n" + chunk
+    first = body.split(None, 2)[1] if len(body.split(None, 2)) > 1 else b""
+    slashes = first.count(b"/")
+    total = int(counts.sum())
+    vi = ti = ni = None
+    n_slash = int(np.count_nonzero(b == ord("/")))
+    n_double = chunk.count(b"//")
+    if slashes == 0 and n_slash == 0:
+        a = _numbers(body, b"\nf", np.int64)
+        if a is not None and a.size == total:
+            vi, ti, ni = a, np.zeros_like(a), np.zeros_like(a)
+    elif slashes == 1 and n_slash == total and n_double == 0:  # v/vt
+        a = _numbers(body.replace(b"/", b" "), b"\nf", np.int64)
+        if a is not None and a.size == 2 * total:
+            a = a.reshape(-1, 2)
+            vi, ti, ni = a[:, 0], a[:, 1], np.zeros(total, np.int64)
+    elif slashes == 2 and n_slash == 2 * total and n_double == total:  # v//vn
+        a = _numbers(body.replace(b"//", b" "), b"\nf", np.int64)
+        if a is not None and a.size == 2 * total:
+            a = a.reshape(-1, 2)
+            vi, ti, ni = a[:, 0], np.zeros(total, np.int64), a[:, 1]
+    elif slashes == 2 and n_slash == 2 * total and n_double == 0:  # v/vt/vn
+        a = _numbers(body.replace(b"/", b" "), b"\nf", np.int64)
+        if a is not None and a.size == 3 * total:
+            a = a.reshape(-1, 3)
+            vi, ti, ni = a[:, 0], a[:, 1], a[:, 2]
+    if vi is None:  # mixed or unusual forms ("1/2/", ...): corner by corner
+        corners = []
+        for ln in chunk.decode("utf-8", "replace").split("\n"):
+            corners.extend(ln.split()[1:])
+        if len(corners) != total:
+            raise InputError(path, "OBJ: malformed face line")
+        vi, ti, ni = _parse_corners(path, corners)
+    keep = counts >= 0
+    sc.counts.append(counts[keep])
+    sc.vi.append(vi)
+    sc.ti.append(ti)
+    sc.ni.append(ni)
+    nf = int(keep.sum())
+    sc.face_group.append(np.full(nf, sc.gid))
+    sc.face_nv.append(np.full(nf, sc.nv))
+    sc.face_nvt.append(np.full(nf, sc.nvt))
+    sc.face_nvn.append(np.full(nf, sc.nvn))
+
+
+def _state_line(sc: _Scan, line: str) -> None:
+    tok = line.split()
+    if not tok:
+        return
+    kw = tok[0]
+    rest = line.split(None, 1)[1].strip() if len(tok) > 1 else ""
+    if kw in ("o", "g", "usemtl"):
+        if kw == "usemtl":
+            sc.mat = rest or None
+        else:
+            sc.name = rest
+        key = (sc.name, sc.mat)
+        if key not in sc.group_ids:
+            sc.group_ids[key] = len(sc.groups)
+            sc.groups.append(key)
+        sc.gid = sc.group_ids[key]
+    elif kw == "mtllib":
+        sc.mtllibs.append(rest)
+    elif kw == "p":
+        sc.n_points += len(tok) - 1
+    elif kw == "l":
+        sc.n_lines += max(len(tok) - 2, 0)
+
+
 def _safe_path(path: str, base: Path, name: str, what: str) -> Path:
     rel = name.strip().strip('"').replace("\\", "/")
     if os.path.isabs(rel) or rel.startswith("/") or (len(rel) > 1 and rel[1] == ":"):
@@ -57,104 +263,56 @@ def _safe_path(path: str, base: Path, name: str, what: str) -> Path:
 def read_obj(path: str | os.PathLike, *, textures: bool = True) -> SceneDocument:
     spath = os.fspath(path)
     try:
-        text = Path(path).read_bytes().decode("utf-8", "replace")
+        data = Path(path).read_bytes()
     except OSError as e:
         raise InputError(spath, f"cannot read: {e.strerror or e}") from None
     base = Path(spath).parent
     doc = SceneDocument(source_path=spath, source_format="obj")
+    sc = _scan(spath, data)
+    vrows, vtrows, vnrows = sc.v, sc.vt, sc.vn
+    groups, mtllibs = sc.groups, sc.mtllibs
+    if sc.n_points:
+        doc.count("skipped_points", sc.n_points)
+    if sc.n_lines:
+        doc.count("skipped_lines", sc.n_lines)
 
-    vrows, vtrows, vnrows = [], [], []
-    counts, corners, face_group, face_nv, face_nvt, face_nvn = [], [], [], [], [], []
-    groups: list[tuple[str, str | None]] = [("", None)]
-    group_ids = {("", None): 0}
-    cur_name, cur_mat, gid = "", None, 0
-    mtllibs: list[str] = []
-    n_points = n_lines = 0
-
-    if "\\\n" in text or "\\\r\n" in text:  # line continuations
-        text = text.replace("\\\r\n", " ").replace("\\\n", " ")
-    for line in text.splitlines():
-        if "#" in line:
-            line = line.split("#", 1)[0]
-        tok = line.split()
-        if not tok:
-            continue
-        kw = tok[0]
-        if kw == "v":
-            vrows.append(tok[1:])
-        elif kw == "vt":
-            vtrows.append(tok[1:3] if len(tok) >= 3 else tok[1:2] + ["0"])
-        elif kw == "vn":
-            vnrows.append(tok[1:4])
-        elif kw == "f":
-            c = tok[1:]
-            counts.append(len(c))
-            corners.extend(c)
-            face_group.append(gid)
-            face_nv.append(len(vrows))
-            face_nvt.append(len(vtrows))
-            face_nvn.append(len(vnrows))
-        elif kw in ("o", "g", "usemtl"):
-            rest = line.split(None, 1)[1].strip() if len(tok) > 1 else ""
-            if kw == "usemtl":
-                cur_mat = rest or None
-            else:
-                cur_name = rest
-            key = (cur_name, cur_mat)
-            if key not in group_ids:
-                group_ids[key] = len(groups)
-                groups.append(key)
-            gid = group_ids[key]
-        elif kw == "mtllib":
-            mtllibs.append(line.split(None, 1)[1].strip() if len(tok) > 1 else "")
-        elif kw == "p":
-            n_points += len(tok) - 1
-        elif kw == "l":
-            n_lines += max(len(tok) - 2, 0)
-    if n_points:
-        doc.count("skipped_points", n_points)
-    if n_lines:
-        doc.count("skipped_lines", n_lines)
-
-    # "v x y z [r g b]": rows without colours (when others have them) count as white.
-    has_rgb = any(len(r) >= 6 for r in vrows)
-    if has_rgb:
-        vrows = [r[:6] if len(r) >= 6 else r[:3] + ["1", "1", "1"] for r in vrows]
-    v = _floats(vrows, spath, "v")
+    v = _rows_to_array(spath, vrows, "v", colors=True)
     if v.size and v.shape[1] < 3:
         raise InputError(spath, "OBJ: a 'v' line has fewer than 3 coordinates")
     nv = v.shape[0]
     positions = v[:, :3].astype(np.float32) if nv else np.zeros((0, 3), np.float32)
     vcolors = None
-    if nv and has_rgb:
+    if nv and v.shape[1] >= 6:  # "v x y z r g b"
         rgb = v[:, 3:6]
         if np.nanmax(rgb, initial=0) > 1.0:  # some writers use 0..255
             rgb = rgb / 255.0
         rgb = np.nan_to_num(rgb, nan=1.0)
         vcolors = np.concatenate([np.clip(rgb, 0, 1), np.ones((nv, 1))], axis=1).astype(np.float32)
-    vt = _floats(vtrows, spath, "vt")[:, :2].astype(np.float32) if vtrows else np.zeros((0, 2), np.float32)
-    vn = _floats(vnrows, spath, "vn")
-    vn = vn[:, :3].astype(np.float32) if vnrows and vn.shape[1] >= 3 else None
+    vt = _rows_to_array(spath, vtrows, "vt")
+    vt = vt[:, :2].astype(np.float32) if vt.shape[0] and vt.shape[1] >= 2 else np.zeros((vt.shape[0], 2), np.float32)
+    vn = _rows_to_array(spath, vnrows, "vn")
+    n_vn = vn.shape[0]
+    vn = vn[:, :3].astype(np.float32) if n_vn and vn.shape[1] >= 3 else None
 
     materials = _load_mtllibs(doc, spath, base, mtllibs, textures)
 
-    if not counts:
-        if nv and not (n_points or n_lines):
+    if not sc.counts.size:
+        if nv and not (sc.n_points or sc.n_lines):
             doc.count("skipped_points", nv)
         return doc
-    counts_a = np.asarray(counts, np.int64)
-    vi, ti, ni = _parse_corners(spath, corners)
+    counts_a = sc.counts
+    vi, ti, ni = sc.vi, sc.ti, sc.ni
     corner_face = np.repeat(np.arange(counts_a.size), counts_a)
-    vi = _resolve(spath, vi, np.asarray(face_nv, np.int64)[corner_face], nv, "v", required=True)
+    vi = _resolve(spath, vi, sc.face_nv[corner_face], nv, "v", required=True)
     # Faces naming vt / vn indices in a file that has none of them: ignore those indices.
     if vt.shape[0] == 0 and (ti != 0).any():
         doc.count("ignored_texcoord_indices")
-        ti[:] = 0
+        ti = np.zeros_like(ti)
     if vn is None and (ni != 0).any():
         doc.count("ignored_normal_indices")
-        ni[:] = 0
-    ti = _resolve(spath, ti, np.asarray(face_nvt, np.int64)[corner_face], vt.shape[0], "vt")
-    ni = _resolve(spath, ni, np.asarray(face_nvn, np.int64)[corner_face], len(vnrows), "vn")
+        ni = np.zeros_like(ni)
+    ti = _resolve(spath, ti, sc.face_nvt[corner_face], vt.shape[0], "vt")
+    ni = _resolve(spath, ni, sc.face_nvn[corner_face], n_vn, "vn")
     small = int((counts_a < 3).sum())
     if small:
         doc.count("skipped_degenerate_faces", small)
@@ -182,7 +340,7 @@ def read_obj(path: str | os.PathLike, *, textures: bool = True) -> SceneDocument
         pos_all, col_all, uv_all, nrm_all = positions, vcolors, None, None
 
     tris, poly = fan_triangulate(counts_a, corner_vertex)
-    tri_group = np.asarray(face_group, np.int64)[poly]
+    tri_group = sc.face_group[poly]
     order = np.argsort(tri_group, kind="stable")
     tris, tri_group = tris[order], tri_group[order]
     bounds = np.searchsorted(tri_group, np.arange(len(groups) + 1))

@@ -72,6 +72,12 @@ def _parse_header(path, data: bytes):
                 raise InputError(path, f"PLY: malformed property line {ln!r}")
         else:
             raise InputError(path, f"PLY: unknown header line {ln!r}")
+    for e in elems:
+        names = [p[0] for p in e.props]
+        if len(set(names)) != len(names):
+            raise InputError(path, f"PLY element {e.name!r} declares a property twice")
+    if len({e.name for e in elems}) != len(elems):
+        raise InputError(path, "PLY header declares an element twice")
     if fmt not in ("ascii", "binary_little_endian", "binary_big_endian"):
         raise UnsupportedFormatError(path, f"PLY format {fmt!r} is not ascii/binary_little_endian/binary_big_endian")
     return fmt, elems, comments, m.end()

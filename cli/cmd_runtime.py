@@ -1,0 +1,42 @@
+"""`bps-assets bench MANIFEST`: the batched environment benchmark (bps_runtime.bench)."""
+from __future__ import annotations
+
+import json
+
+import click
+
+from bps_runtime.bench import DEFAULTS
+
+
+@click.command("bench")
+@click.argument("manifest", type=click.Path(exists=True, path_type=str))
+@click.option("--num-envs", type=click.IntRange(min=1), default=DEFAULTS.num_envs, show_default=True,
+              help="agents simulated as one batch")
+@click.option("--scenes", type=click.IntRange(min=1), default=DEFAULTS.scenes, show_default=True,
+              help="resident scene slots")
+@click.option("--resolution", type=click.IntRange(min=1, max=4096), default=DEFAULTS.resolution,
+              show_default=True, help="square sensor resolution")
+@click.option("--steps", type=click.IntRange(min=2), default=DEFAULTS.steps, show_default=True,
+              help="timed steps per phase")
+@click.option("--swap-every", type=click.IntRange(min=1), default=DEFAULTS.swap_every, show_default=True,
+              help="steps between scene swaps in the swap phase")
+@click.option("--renderer", type=click.Choice(["embree", "warp"]), default=DEFAULTS.renderer, show_default=True)
+@click.option("--rgb", is_flag=True, help="render RGB as well as depth")
+@click.option("--split", default=DEFAULTS.split, show_default=True, help="manifest subset to run on")
+@click.option("--seed", type=int, default=DEFAULTS.seed, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="print the results as JSON on stdout")
+def bench_cmd(manifest, num_envs, scenes, resolution, steps, swap_every, renderer, rgb, split, seed, as_json):
+    """Benchmark the batched PointNav env on a preprocessed dataset (MANIFEST: manifest.json):
+    env step fps vs render-only fps, step-time tail with scene swaps, loads waited for, peak RSS."""
+    from bps_runtime.bench import BenchOptions, run
+
+    opts = BenchOptions(num_envs=num_envs, scenes=scenes, resolution=resolution, steps=steps,
+                        swap_every=swap_every, renderer=renderer,
+                        sensors=("depth", "rgb") if rgb else ("depth",), split=split, seed=seed)
+    echo = (lambda s: click.echo(s, err=True)) if as_json else click.echo
+    res = run(manifest, opts, echo=echo)
+    if as_json:
+        click.echo(json.dumps(res, indent=1, default=str))
+
+
+commands = [bench_cmd]

@@ -1,0 +1,161 @@
+"""`bps-assets navmesh`, `nav info|distance|sample|step`, `preview` end to end."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from cli.main import main
+from nav_scenes import house
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "assets"
+
+
+def write_obj(path: Path, v, t):
+    lines = [f"v {x:.6f} {y:.6f} {z:.6f}" for x, y, z in v]
+    lines += [f"f {a + 1} {b + 1} {c + 1}" for a, b, c in t]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def run(*args):
+    r = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+    return r.exit_code, r.output
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    d = tmp_path_factory.mktemp("navcli")
+    v, t = house().arrays()
+    write_obj(d / "house.obj", v, t)
+    zup = np.stack([v[:, 0], -v[:, 2], v[:, 1]], 1)
+    write_obj(d / "house_zup.obj", zup, t)
+    code, out = run("navmesh", d / "house.obj", d / "house_zup.obj", "-o", d / "out", "--json")
+    assert code == 0, out
+    recs = [json.loads(line) for line in out.strip().splitlines()]
+    return d, recs
+
+
+def test_navmesh_build_prints_area_islands_seconds(built):
+    d, recs = built
+    a, z = recs
+    assert Path(a["output"]) == d / "out" / "house.navmesh.bps" and Path(a["output"]).exists()
+    assert a["islands"] == 3 and 60 < a["navigable_area"] < 75 and a["seconds"] > 0
+    # the Z-up copy read as generic (Y-up) is a different, wrong surface...
+    assert abs(z["navigable_area"] - a["navigable_area"]) > 5
+    code, out = run("navmesh", d / "house.obj", "-o", d / "out")
+    assert code != 0 and "exists" in out  # ...and outputs are not overwritten silently
+    code, out = run("navmesh", d / "house_zup.obj", "-o", d / "out", "--dataset", "gibson",
+                    "--overwrite")
+    assert code == 0 and "3 islands" in out and "m^2" in out and " s" in out
+
+
+def test_settings_options(built):
+    d, _ = built
+    code, out = run("navmesh", d / "house.obj", "-o", d / "fat", "--agent-radius", "0.3", "--json")
+    assert code == 0
+    rec = json.loads(out)
+    code, out = run("nav", "info", rec["output"], "--json")
+    info = json.loads(out)
+    assert info["settings"]["agent_radius"] == 0.3
+    code, out = run("navmesh", d / "house.obj", "-o", d / "bad", "--cell-size", "0")
+    assert code != 0 and "cell_size" in out
+
+
+def test_nav_info(built):
+    d, _ = built
+    f = d / "out" / "house.navmesh.bps"
+    code, out = run("nav", "info", f, "--json")
+    info = json.loads(out)
+    assert code == 0 and info["num_islands"] == 3 and len(info["islands"]) == 3
+    assert abs(sum(i["area"] for i in info["islands"]) - info["navigable_area"]) < 1e-3
+    assert info["bounds"]["max"][1] == pytest.approx(2.0, abs=1e-3)  # the mezzanine
+    code, out = run("nav", "info", f)
+    assert code == 0 and "island 0" in out and "agent_height=1.5" in out
+
+
+def test_nav_distance(built, tmp_path):
+    d, _ = built
+    f = d / "out" / "house.navmesh.bps"
+    pairs = [{"a": [1, 0, 4], "b": [3.5, 0, 3.2]},      # straight line
+             {"a": [1, 0, 4], "b": [1.5, 0, 7.5]},      # closed room: unreachable
+             {"a": [1, 0, 4], "b": [100, 0, 0]}]        # not snappable
+    p = tmp_path / "pairs.json"
+    p.write_text(json.dumps(pairs))
+    code, out = run("nav", "distance", f, "--pairs", p, "--json")
+    vals = json.loads(out)
+    assert code == 0 and vals[1] is None and vals[2] is None
+    assert vals[0] == pytest.approx(np.hypot(2.5, 0.8), abs=1e-5)
+    p.write_text('[{"a": [1, 0]}]')
+    code, out = run("nav", "distance", f, "--pairs", p)
+    assert code != 0 and "pairs" in out
+
+
+def test_nav_sample_and_step(built):
+    d, _ = built
+    f = d / "out" / "house.navmesh.bps"
+    code, out = run("nav", "sample", f, "-n", "5", "--seed", "3", "--json")
+    pts = json.loads(out)
+    code2, out2 = run("nav", "sample", f, "-n", "5", "--seed", "3", "--json")
+    assert code == 0 and len(pts) == 5 and out == out2
+    code, out = run("nav", "step", f, "--from", "4.7,0,1", "--to", "5.0,0,1.2", "--json")
+    r = json.loads(out)
+    assert code == 0 and r["collided"] and r["position"][2] == pytest.approx(1.2, abs=1e-3)
+    code, out = run("nav", "step", f, "--from", "4.7,0,1", "--to", "5.0,0,1.2", "--no-sliding", "--json")
+    r = json.loads(out)
+    assert r["collided"] and r["position"][2] < 1.15
+    code, out = run("nav", "step", f, "--from", "4.7,0", "--to", "5.0,0,1.2")
+    assert code != 0
+
+
+def test_preview(built):
+    d, _ = built
+    from PIL import Image
+
+    png = d / "map.png"
+    code, out = run("preview", d / "out" / "house.navmesh.bps", "-o", png)
+    assert code == 0 and "2 floor(s)" in out
+    im = np.asarray(Image.open(png).convert("RGB"))
+    assert im.shape[1] > im.shape[0]  # two panels side by side
+    colours = {tuple(c) for c in im.reshape(-1, 3)[::7]}
+    assert len(colours) > 5  # islands in different colours, background, shading
+    code, out = run("preview", d / "out" / "house.navmesh.bps", "-o", png)
+    assert code != 0  # no silent overwrite
+
+
+def test_missing_navfile_and_bad_navfile(tmp_path):
+    code, out = run("nav", "info", tmp_path / "nope.navmesh.bps")
+    assert code != 0
+    bad = tmp_path / "bad.navmesh.bps"
+    bad.write_bytes(b"not a navmesh at all")
+    code, out = run("nav", "info", bad)
+    assert code != 0 and "bad.navmesh.bps" in out
+
+
+@pytest.mark.shared_assets
+def test_import_habitat_navmesh(tmp_path):
+    src = SHARED / "habitat_test_scenes_navmesh" / "van-gogh-room.navmesh"
+    if not src.exists():
+        pytest.skip("shared assets absent")
+    code, out = run("navmesh", src, "-o", tmp_path, "--json")
+    assert code == 0, out
+    rec = json.loads(out)
+    assert rec["method"] == "detour" and rec["navigable_area"] > 1
+    code, out = run("nav", "sample", rec["output"], "-n", "3", "--seed", "0", "--json")
+    assert code == 0 and len(json.loads(out)) == 3
+
+
+@pytest.mark.shared_assets
+def test_import_keeps_the_files_agent_unless_overridden(tmp_path):
+    src = SHARED / "replicacad" / "navmeshes" / "apt_0.navmesh"  # built for radius 0.3
+    if not src.exists():
+        pytest.skip("shared assets absent")
+    code, out = run("navmesh", src, "-o", tmp_path / "a", "--json")
+    assert code == 0, out
+    info = json.loads(run("nav", "info", json.loads(out)["output"], "--json")[1])
+    assert info["settings"]["agent_radius"] == pytest.approx(0.3) and info["method"] == "detour"
+    code, out = run("navmesh", src, "-o", tmp_path / "b", "--json", "--agent-radius", "0.25")
+    info = json.loads(run("nav", "info", json.loads(out)["output"], "--json")[1])
+    assert info["settings"]["agent_radius"] == pytest.approx(0.25)

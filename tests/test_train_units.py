@@ -1,0 +1,219 @@
+"""bps_train pieces checked by hand: LAMB's trust ratio, Fixup's identity at init, GAE, the Args
+parser, and the double-buffered rollout loop against a scripted environment."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections import deque
+
+import pytest
+import torch
+
+from bps_train.args import parse
+from bps_train.lamb import Lamb
+from bps_train.models import FixupSEBlock, Policy
+from bps_train.ppo import Rollout, gae, ppo_loss
+from bps_train.train import Args, Carry, collect_rollout, start_rollouts
+
+
+# ----------------------------------------------------------------------------------- LAMB
+def test_lamb_first_step_matches_hand_computation():
+    w0 = torch.tensor([[1.0, 2.0], [2.0, 0.0]])
+    g = torch.tensor([[0.5, -1.0], [0.0, 2.0]])
+    p = torch.nn.Parameter(w0.clone())
+    opt = Lamb([p], lr=0.1, weight_decay=0.5, min_trust=0.01, eps=1e-6)
+    p.grad = g.clone()
+    opt.step()
+    # step 1: bias-corrected m = g, v = g^2 -> adam direction g / (|g| + eps) = sign(g) (0 where g = 0)
+    adam = torch.tensor([[0.5 / (0.5 + 1e-6), -1.0 / (1.0 + 1e-6)], [0.0, 2.0 / (2.0 + 1e-6)]])
+    u = adam + 0.5 * w0                          # + weight decay: [[1.5, 0], [1, 1]]
+    trust = 3.0 / u.norm()                       # ||w0|| = sqrt(1 + 4 + 4) = 3; ||u|| = sqrt(4.25)
+    assert trust.item() == pytest.approx(3 / 4.25 ** 0.5, rel=1e-5)
+    torch.testing.assert_close(p.detach(), w0 - 0.1 * trust * u)
+
+
+def test_lamb_trust_ratio_clamped_below_and_zero_weights_use_one():
+    tiny = torch.nn.Parameter(torch.full((2, 2), 1e-6))
+    zero = torch.nn.Parameter(torch.zeros(3))
+    opt = Lamb([tiny, zero], lr=1.0, weight_decay=0.0, min_trust=0.01)
+    tiny.grad = torch.ones(2, 2)
+    zero.grad = torch.tensor([1.0, -1.0, 0.0])
+    opt.step()
+    # ||w|| / ||u|| = 1e-6 / 2 < 0.01: clamped to the minimum trust ratio
+    torch.testing.assert_close(tiny.detach(), torch.full((2, 2), 1e-6) - 0.01 * torch.ones(2, 2), atol=1e-6, rtol=0)
+    # a zero tensor (Fixup's zero-initialized layers) moves with ratio 1, and 1-d tensors get no decay
+    torch.testing.assert_close(zero.detach(), -torch.tensor([1.0, -1.0, 0.0]), atol=1e-5, rtol=0)
+
+
+def test_lamb_state_dict_roundtrip_continues_identically():
+    torch.manual_seed(0)
+    a = torch.nn.Linear(3, 2)
+    b = torch.nn.Linear(3, 2)
+    b.load_state_dict(a.state_dict())
+    oa, ob = Lamb(a.parameters(), lr=0.01), Lamb(b.parameters(), lr=0.01)
+    x = torch.randn(5, 3)
+    for opt, m in ((oa, a), (ob, b)):
+        m(x).pow(2).sum().backward()
+        opt.step()
+        opt.zero_grad()
+    ob2 = Lamb(b.parameters(), lr=0.01)
+    ob2.load_state_dict(ob.state_dict())
+    for opt, m in ((oa, a), (ob2, b)):
+        m(x).pow(2).sum().backward()
+        opt.step()
+    for pa, pb in zip(a.parameters(), b.parameters()):
+        torch.testing.assert_close(pa, pb, rtol=0, atol=0)
+
+
+# ----------------------------------------------------------------------------------- Fixup
+def test_fixup_block_is_identity_plus_shortcut_at_init():
+    torch.manual_seed(0)
+    x = torch.rand(2, 8, 6, 6)  # non-negative, like the previous block's ReLU output
+    same = FixupSEBlock(8, 8, stride=1, num_blocks=4)
+    assert torch.count_nonzero(same.conv2.weight) == 0
+    with torch.no_grad():
+        torch.testing.assert_close(same(x), x, rtol=0, atol=0)
+        down = FixupSEBlock(8, 16, stride=2, num_blocks=4)
+        torch.testing.assert_close(down(x), torch.relu(down.shortcut(x)), rtol=0, atol=0)
+    # the branch is not dead: the zero layer gets a gradient
+    same(x).sum().backward()
+    assert same.conv2.weight.grad.abs().sum() > 0
+
+
+def test_policy_shapes_and_episode_start_resets_state():
+    torch.manual_seed(0)
+    pol = Policy(1, hidden=32, width=4)
+    n = 3
+    vis, goal = torch.rand(n, 64, 64, 1), torch.rand(n, 2)
+    prev = torch.tensor([-1, 0, 3])
+    h = (torch.randn(1, n, 32), torch.randn(1, n, 32))
+    logits, v, (h2, c2) = pol(vis, goal, prev, h, torch.tensor([False, True, True]))
+    assert logits.shape == (n, 4) and v.shape == (n,) and h2.shape == (1, n, 32)
+    _, v0, _ = pol(vis, goal, prev, pol.initial_state(n), torch.ones(n, dtype=torch.bool))
+    assert v[0] == v0[0] and v[1] != v0[1]  # env 0 started an episode: its old state is ignored
+
+
+# ----------------------------------------------------------------------------------- GAE
+def test_gae_matches_hand_computation():
+    ro = Rollout.empty(3, 1, (1, 1, 1), torch.float32, 4, "cpu")
+    ro.rewards[:, 0] = torch.tensor([1.0, 0.0, 2.0])
+    ro.values[:, 0] = torch.tensor([0.5, 0.4, 0.3, 0.2])
+    ro.not_done[:, 0] = torch.tensor([True, True, False, True])  # the episode ends with step 1's action
+    adv, ret = gae(ro, gamma=0.9, lam=0.8)
+    # t=2: 2 + .9*.2 - .3 = 1.88; t=1: 0 - .4 = -.4 (cut); t=0: 1 + .9*.4 - .5 + .9*.8*(-.4) = .572
+    torch.testing.assert_close(adv[:, 0], torch.tensor([0.572, -0.4, 1.88]))
+    torch.testing.assert_close(ret[:, 0], torch.tensor([1.072, 0.0, 2.18]))
+
+
+def test_ppo_loss_normalizes_advantages_and_is_finite():
+    torch.manual_seed(0)
+    pol = Policy(1, hidden=16, width=4, resolution=(16, 16))
+    ro = Rollout.empty(4, 2, (16, 16, 1), torch.float32, 16, "cpu")
+    ro.visual.uniform_()
+    ro.not_done.fill_(True)
+    adv = torch.randn(4, 2) * 100 + 50
+    loss, m = ppo_loss(pol, ro, torch.arange(2), adv, torch.zeros(4, 2), 0.2, 0.5, 0.01)
+    assert torch.isfinite(loss)
+    # ratio == 1 at the data's own log-probs? not here (logp=0), but the normalized advantages make
+    # the clipped objective's scale independent of adv's scale:
+    loss2, m2 = ppo_loss(pol, ro, torch.arange(2), adv * 10 + 3, torch.zeros(4, 2), 0.2, 0.5, 0.01)
+    assert m["policy_loss"] == pytest.approx(m2["policy_loss"], rel=1e-3)
+
+
+# ----------------------------------------------------------------------------------- Args
+def test_args_parse_types_and_defaults():
+    a = parse(Args, ["--num-envs", "8", "--double-buffer", "false", "--lr", "1e-3", "--sensor", "rgb"])
+    assert a.num_envs == 8 and a.double_buffer is False and a.lr == 1e-3 and a.sensor == "rgb"
+    assert a.rollout_steps == 32 and a.epochs == 1 and a.minibatches == 2 and a.max_grad_norm == 1.0
+    assert a.min_trust == 0.01 and a.weight_decay == 1e-2 and a.lr == 1e-3
+    assert parse(Args, ["--resume"]).resume is True
+    with pytest.raises(SystemExit):
+        parse(Args, ["--num-envs", "many"])
+
+
+def test_help_shows_every_field_with_its_doc():
+    out = subprocess.run([sys.executable, "-m", "bps_train.train", "--help"], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0
+    text = " ".join(out.stdout.split())
+    for f in Args.__dataclass_fields__.values():
+        assert "--" + f.name.replace("_", "-") in text
+        assert " ".join(f.metadata["doc"].split()[:4]) in text, f.name
+
+
+# ----------------------------------------------------------------------------------- rollout loop
+class ScriptedEnv:
+    """The runtime's send/recv contract, scripted: env e's k-th step returns reward k + e/1000,
+    episodes last 5 steps, pointgoal = (steps taken, e). Records the call order."""
+
+    def __init__(self, num_envs=4, batch_size=2):
+        self.num_envs, self.batch_size, self.device = num_envs, batch_size, torch.device("cpu")
+        self.count = torch.zeros(num_envs)
+        self.calls, self.queue, self.in_flight = [], deque(), 0
+        self.max_in_flight = 0
+
+    def _obs(self, sl):
+        ids = torch.arange(sl.start, sl.stop)
+        return {"depth": torch.full((len(ids), 8, 8, 1), 0.5),
+                "pointgoal": torch.stack([self.count[sl], ids.float()], 1)}
+
+    def _info(self, sl, done):
+        ids = torch.arange(sl.start, sl.stop)
+        return {"env_id": ids, "episode": {"return": torch.where(done, 1.0, 0.0), "success": done & (ids % 2 == 0),
+                                           "spl": torch.where(done, 0.5, 0.0)}}
+
+    def async_reset(self):
+        self.count.zero_()
+        for g in range(self.num_envs // self.batch_size):
+            sl = slice(g * self.batch_size, (g + 1) * self.batch_size)
+            no = torch.zeros(self.batch_size, dtype=torch.bool)
+            self.queue.append((False, (self._obs(sl), torch.zeros(self.batch_size), no, self._info(sl, no))))
+
+    def send(self, actions, env_id):
+        sl = slice(int(env_id[0]), int(env_id[-1]) + 1)
+        assert actions.shape == (self.batch_size,) and actions.dtype == torch.long
+        self.calls.append(("send", sl.start))
+        self.count[sl] += 1
+        k = self.count[sl]
+        reward = k + torch.arange(sl.start, sl.stop) / 1000
+        done = (k % 5) == 0
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        self.queue.append((True, (self._obs(sl), reward, done, self._info(sl, done))))
+
+    def recv(self):
+        sent, out = self.queue.popleft()
+        self.in_flight -= int(sent)
+        self.calls.append(("recv", int(out[3]["env_id"][0])))
+        return out
+
+
+def test_double_buffered_rollout_stores_each_step_where_it_belongs():
+    torch.manual_seed(0)
+    env = ScriptedEnv(4, 2)
+    pol = Policy(1, hidden=8, width=4, resolution=(8, 8))
+    T = 7
+    ro = Rollout.empty(T, 4, (8, 8, 1), torch.float32, 8, "cpu")
+    carry = start_rollouts(env, pol, torch.device("cpu"))
+    eps, _ = collect_rollout(env, pol, ro, carry, "depth")
+    e = torch.arange(4).float()
+    for t in range(T):
+        torch.testing.assert_close(ro.pointgoal[t, :, 0], torch.full((4,), float(t)))  # obs before step t+1
+        torch.testing.assert_close(ro.pointgoal[t, :, 1], e)
+        torch.testing.assert_close(ro.rewards[t], t + 1 + e / 1000)                     # reward of step t
+    # episodes end with the 5th action: obs 5 starts a new episode (state reset, prev action -1)
+    assert ro.not_done[5].sum() == 0 and ro.not_done[1:5].all() and ro.not_done[6:].all()
+    assert (ro.prev_action[5] == -1).all()
+    assert torch.equal(ro.prev_action[3], ro.actions[2])
+    assert len(eps) == 4 and sum(x[1] for x in eps) == 2
+    torch.testing.assert_close(ro.pointgoal[T, :, 0], torch.full((4,), float(T)))  # bootstrap obs
+    assert len(carry.pending) == 2
+    # double buffering: both groups in flight, each group's results received before its next send
+    assert env.max_in_flight == 2
+    assert env.calls[:6] == [("recv", 0), ("recv", 2), ("send", 0), ("send", 2), ("recv", 0), ("send", 0)]
+    # the next rollout continues the counters and the LSTM state
+    state_before = carry.state[0].clone()
+    collect_rollout(env, pol, ro, carry, "depth")
+    torch.testing.assert_close(ro.state0[0], state_before)
+    torch.testing.assert_close(ro.pointgoal[0, :, 0], torch.full((4,), float(T)))
+    torch.testing.assert_close(ro.rewards[0], T + 1 + e / 1000)

@@ -11,7 +11,6 @@ import argparse
 import time
 from pathlib import Path
 
-import numpy as np
 
 from bps_assets.errors import BpsError
 from bps_assets.readers import load

@@ -16,32 +16,54 @@ import time
 from dataclasses import fields
 from pathlib import Path
 
-from bps_runtime.bench import DEFAULTS, BenchOptions, run
+from bps_runtime.bench import BenchOptions, run
 
 
-def synth_dataset(out: Path, scenes: int, size: str, seed: int = 0) -> Path:
-    from bps_assets import synth
-    from bps_assets.pipeline.demo import DEMO_SPLIT
+def synth_dataset(out: Path, scenes: int, size: str, seed: int = 0) -> tuple[Path, str]:
+    """A preprocessed Gibson-layout dataset of ``scenes`` synthetic scenes under ``out``
+    (reused when its manifest exists): bps_assets.synth.generate(size=...) when available, else
+    tests/nav_scenes.scan_like_house (~150 m^2, 600K triangles) with per-scene noise seeds."""
+    from bps_assets.pipeline.datasets import load_dataset
     from bps_assets.pipeline.preprocess import PreprocessOptions, preprocess
 
     manifest = out / "out" / "manifest.json"
+    note = out / "source.txt"
     if manifest.is_file():
-        return manifest
-    names = synth.gibson_names(scenes) if hasattr(synth, "gibson_names") else None
-    t = time.perf_counter()
+        return manifest, note.read_text() if note.exists() else "?"
+    ds = load_dataset("gibson")
+    split = "tiny"
+    names = sorted(n for n, v in ds.scenes.items() if v["splits"].get(split) == "train")[:scenes]
     src = out / "src"
-    names = synth.generate(src, "gibson", names, seed=seed, size=size) if names is None else \
+    t = time.perf_counter()
+    try:
+        from bps_assets import synth
         synth.generate(src, "gibson", names, seed=seed, size=size)
-    print(f"synthesized {scenes} {size} scenes in {time.perf_counter() - t:.0f} s", file=sys.stderr)
-    res = preprocess(src, out / "out", "gibson", DEMO_SPLIT, PreprocessOptions(episodes=0), log=lambda s: None)
-    return res.manifest_path
+        what = f"bps_assets.synth.generate(size={size!r})"
+    except (ImportError, AttributeError):
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+        import numpy as np
+        from nav_scenes import scan_like_house
+        from packed_scene_glb import write_glb
+
+        for i, n in enumerate(names):
+            v, tri = scan_like_house(600_000, seed=seed + i)
+            write_glb(src / "gibson" / f"{n}.glb", np.stack([v[:, 0], -v[:, 2], v[:, 1]], 1).astype(np.float32),
+                      tri.astype(np.uint32))
+        what = "tests/nav_scenes.scan_like_house (~150 m^2 floor, 600K triangles, noise seed per scene)"
+    print(f"synthesized {len(names)} scenes in {time.perf_counter() - t:.0f} s: {what}", file=sys.stderr)
+    t = time.perf_counter()
+    res = preprocess(src, out / "out", "gibson", split, PreprocessOptions(episodes=0, subsets=("train",)),
+                     log=lambda s: print(s, file=sys.stderr))
+    print(f"preprocessed in {time.perf_counter() - t:.0f} s", file=sys.stderr)
+    note.write_text(what)
+    return res.manifest_path, what
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("manifest", nargs="?")
     ap.add_argument("--synth", type=Path, help="build (or reuse) a synthetic dataset in this folder")
-    ap.add_argument("--synth-scenes", type=int, default=10)
+    ap.add_argument("--synth-scenes", type=int, default=12)
     ap.add_argument("--synth-size", default="gibson")
     for f in fields(BenchOptions):
         if f.name == "sensors":
@@ -51,12 +73,16 @@ def main(argv=None):
                         default=f.default)
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
-    manifest = a.manifest or (synth_dataset(a.synth, a.synth_scenes, a.synth_size) if a.synth else None)
+    manifest, source = a.manifest, "given manifest"
+    if manifest is None and a.synth:
+        manifest, source = synth_dataset(a.synth, a.synth_scenes, a.synth_size)
     if manifest is None:
         ap.error("give a MANIFEST or --synth DIR")
+    print(f"scenes: {source}", file=sys.stderr)
     opts = BenchOptions(**{f.name: getattr(a, f.name) for f in fields(BenchOptions) if f.name != "sensors"},
                         sensors=("depth", "rgb") if a.rgb else ("depth",))
     res = run(manifest, opts, echo=lambda s: print(s, file=sys.stderr))
+    res["scenes_source"] = source
     if a.json:
         print(json.dumps(res, indent=1, default=str))
 

@@ -6,7 +6,8 @@ Builds (in a temporary directory) the same Gibson-size GLB as bench_packed_scene
 600K triangles, 4 x 2048^2 JPEG textures, Z-up), a binary PLY and an OBJ of the same geometry,
 then reports medians of:
   - plain read of the file bytes (the I/O floor),
-  - ``load(glb, textures=False)``: geometry only (parse, accessors, node transforms),
+  - ``load(glb, textures=False)``: geometry only (parse, accessors, node transforms), with
+    identity nodes and with every node rotated (the float64 world transform path),
   - ``load(glb)``: with every image decoded to RGBA, and the time Pillow alone needs to decode
     those JPEGs, so ``load - decode`` is the reader's own overhead,
   - ``load(ply)`` (binary, vectorized) and ``load(obj)`` (text; Python dispatches lines).
@@ -54,6 +55,21 @@ def write_obj(path: Path, pos: np.ndarray, tris: np.ndarray) -> None:
     path.write_text(buf.getvalue())
 
 
+def with_node_rotation(glb: bytes) -> bytes:
+    import json
+    import struct
+
+    n = struct.unpack_from("<I", glb, 12)[0]
+    j = json.loads(glb[20:20 + n])
+    for node in j.get("nodes", []):
+        node["rotation"] = [-0.7071068, 0, 0, 0.7071068]
+    js = json.dumps(j).encode()
+    js += b" " * (-len(js) % 4)
+    rest = glb[20 + n:]
+    body = struct.pack("<II", len(js), 0x4E4F534A) + js + rest
+    return struct.pack("<4sII", b"glTF", 2, 12 + len(body)) + body
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--triangles", type=int, default=600_000)
@@ -79,6 +95,9 @@ def main(argv=None) -> None:
         write_ply(d / "scene.ply", pos, tris)
         write_obj(d / "scene.obj", pos, tris)
 
+        rotated = d / "rotated.glb"  # same scene, every node rotated (Z-up -> Y-up)
+        rotated.write_bytes(with_node_rotation(glb.read_bytes()))
+
         g = open_gltf(glb)
         jpegs = [bytes(g.buffer(0)[v["byteOffset"]:v["byteOffset"] + v["byteLength"]])
                  for v in (g.json["bufferViews"][im["bufferView"]] for im in g.json["images"])]
@@ -90,6 +109,8 @@ def main(argv=None) -> None:
         rows = {
             "read GLB bytes": median_time(lambda: glb.read_bytes(), args.repeat),
             "load(glb, textures=False)": median_time(lambda: load(glb, textures=False), args.repeat),
+            "load(glb, textures=False), nodes rotated": median_time(lambda: load(rotated, textures=False),
+                                                                     args.repeat),
             "load(glb)": median_time(lambda: load(glb), args.repeat),
             "Pillow decode of its JPEGs only": median_time(decode_jpegs, args.repeat),
             "load(ply) binary": median_time(lambda: load(d / "scene.ply"), args.repeat),

@@ -55,7 +55,8 @@ def _check_device(device, renderer):
 def make(dataset, split: str | None = "train", num_envs: int = 16, batch_size: int | None = None,
          device="cpu", sensors=("depth",), resolution=(64, 64), cache=None, seed: int = 0,
          renderer: str = "embree", episodes=None, normalize_depth: bool = True,
-         task: TaskOptions = TASK_DEFAULTS, goal_pool: int | None = None) -> BatchPointNavEnv:
+         task: TaskOptions = TASK_DEFAULTS, goal_pool: int | None = None,
+         scene_shard: tuple[int, int] | None = None) -> BatchPointNavEnv:
     """Build a batched PointNav environment over a preprocessed dataset.
 
     - ``dataset``: a manifest path written by ``bps-assets preprocess`` (``manifest.json``, or
@@ -73,6 +74,8 @@ def make(dataset, split: str | None = "train", num_envs: int = 16, batch_size: i
     - ``episodes``: None (the manifest's PointNav episodes when it has them, else sampled on
       the fly), "sample", "dataset", or the path of a habitat PointNav v1 ``json.gz`` dataset.
     - ``goal_pool``: sampled mode, goals (distance fields) kept per resident scene.
+    - ``scene_shard``: ``(rank, world_size)``: use only every world_size-th scene of the split
+      starting at ``rank`` (disjoint scenes per process in multi-process training).
 
     Returns a ``BatchPointNavEnv``: ``reset()``, ``step(actions)``, ``send``/``recv``,
     ``observation_space``/``action_space``, ``close()``.
@@ -92,6 +95,15 @@ def make(dataset, split: str | None = "train", num_envs: int = 16, batch_size: i
 
     wopts = WorldOptions.build(cache=cache, renderer=renderer, sensors=sensors, resolution=resolution,
                                normalize_depth=normalize_depth, goal_pool=goal_pool)
-    world = build_world(path, split, device=dev, num_envs=n, seed=seed, episodes=episodes, options=wopts)
+    if scene_shard is not None:
+        try:
+            rank, size = (int(v) for v in scene_shard)
+        except (TypeError, ValueError):
+            raise ConfigError(None, f"scene_shard={scene_shard!r}: expected (rank, world_size)") from None
+        if not 0 <= rank < size:
+            raise ConfigError(None, f"scene_shard={scene_shard!r}: need 0 <= rank < world_size")
+        scene_shard = (rank, size)
+    world = build_world(path, split, device=dev, num_envs=n, seed=seed, episodes=episodes, options=wopts,
+                        scene_shard=scene_shard)
     return BatchPointNavEnv(world, num_envs=n, batch_size=b, device=dev, sensors=sensors,
                             resolution=resolution, normalize_depth=normalize_depth, task=task, seed=seed)

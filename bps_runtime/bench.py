@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import resource
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 import numpy as np
 

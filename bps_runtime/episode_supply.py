@@ -19,8 +19,8 @@ distance fields, whose values do not depend on timing):
 """
 from __future__ import annotations
 
-import math
 import zlib
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -72,6 +72,15 @@ def counter_uniforms(key: int, counters: np.ndarray, n: int) -> np.ndarray:
     return (x >> np.uint64(11)).astype(np.float64) * (1.0 / 9007199254740992.0)
 
 
+def _done(fn, *args) -> Future:
+    f: Future = Future()
+    try:
+        f.set_result(fn(*args))
+    except BaseException as e:  # noqa: BLE001 - re-raised by .result() where it is used
+        f.set_exception(e)
+    return f
+
+
 def _seed_for(seed: int, name: str, visit: int) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence([int(seed) & (2**63 - 1), zlib.crc32(name.encode()), visit]))
 
@@ -101,8 +110,10 @@ class EpisodeSupply:
         self.waits = 0
 
     # ------------------------------------------------------------------ scene arrival / leave
-    def scene_arrived(self, key: int, name: str, mesh: DeviceNavMesh) -> GoalFields:
-        """Start preparing episodes of a scene (called when its load begins or ends)."""
+    def scene_arrived(self, key: int, name: str, mesh: DeviceNavMesh, inline: bool = True) -> GoalFields:
+        """Prepare a scene's first episodes: the goal pool (sampled) or the first ``lookahead``
+        episodes (dataset). ``inline``: compute them in the calling thread (the scene cache's
+        loader thread, so the scene is ready when the load is) instead of the field worker."""
         visit = self.visits.get(name, 0)
         self.visits[name] = visit + 1
         o = self.options
@@ -112,12 +123,16 @@ class EpisodeSupply:
         self.scenes[key] = st
         if self.mode == "sample":
             goals = self._pool_goals(st)
-            st.pool = [self.worker.run(self._pool_entry, st, g) for g in goals]
+            st.pool = [_done(self._pool_entry, st, g) if inline else self.worker.run(self._pool_entry, st, g)
+                       for g in goals]
         else:
             eps = self.episodes_by_scene.get(name)
             if not eps:
                 raise NavError(None, f"scene {name!r} has no episodes in the dataset")
             st.order = st.rng.permutation(len(eps))
+            if inline:
+                for pos in range(min(o.lookahead, len(eps))):
+                    st.ahead[pos] = _done(self._prepare_dataset_episode, st, eps[int(st.order[pos])])
             self._schedule(st)
         return fields
 

@@ -23,7 +23,7 @@ def _gymnasium():
 
 def GymVectorEnv(env, as_torch: bool = False):
     """Wrap ``env`` (from ``bps_runtime.make`` with ``batch_size == num_envs``)."""
-    gymnasium = _gymnasium()
+    _gymnasium()
     from gymnasium.vector import AutoresetMode, VectorEnv
 
     class _Adapter(VectorEnv):

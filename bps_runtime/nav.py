@@ -364,8 +364,9 @@ class FieldWorker:
     ``submit(fields, goal)`` returns a Future of the row; results are stored by the worker.
     """
 
-    def __init__(self):
-        self._pool = ThreadPoolExecutor(1, thread_name_prefix="bps-nav-fields")
+    def __init__(self, nice: int = 10):
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="bps-nav-fields", initializer=lower_priority,
+                                        initargs=(nice,))
 
     def submit(self, fields: GoalFields, goal) -> Future:
         return self._pool.submit(fields.add, goal)
@@ -375,6 +376,17 @@ class FieldWorker:
 
     def close(self):
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def lower_priority(nice: int = 10):
+    """Run the calling thread at a lower CPU priority (Linux: threads have their own nice value),
+    so background preparation uses idle cycles instead of stretching simulator steps."""
+    import os
+    try:
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + nice))
+    except (AttributeError, OSError):  # not Linux / not allowed: run at normal priority
+        pass
 
 
 def check_navmesh(navmesh, path=None):

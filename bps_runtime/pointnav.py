@@ -18,10 +18,8 @@ once, ``recv()`` returns the oldest group sent. ``step == send + recv``.
 from __future__ import annotations
 
 import threading
-import time
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
 
 import numpy as np
 import torch
@@ -49,6 +47,8 @@ class BatchPointNavEnv:
         self.num_envs, self.batch_size = check_batching(num_envs, batch_size)
         self.num_groups = self.num_envs // self.batch_size
         self.device = torch.device(device)
+        if self.device.type == "cuda" and self.device.index is None:  # "cuda" -> "cuda:0": tensors say cuda:N
+            self.device = torch.device("cuda", torch.cuda.current_device())
         self.sensors = sp.check_sensors(sensors)
         self.resolution = sp.check_resolution(resolution)
         self.normalize_depth = bool(normalize_depth)
@@ -131,8 +131,8 @@ class BatchPointNavEnv:
         results were handed out longest ago."""
         if self._closed:
             raise ConfigError(None, "send() on a closed environment")
+        a = self._check_actions(actions)   # before taking the group: a bad call changes nothing
         g = self._pick_group(env_id)
-        a = self._check_actions(actions)
         self._pending.append((g, self._sim.submit(self._step_group, g, a)))
 
     def recv(self):

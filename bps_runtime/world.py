@@ -13,7 +13,7 @@ Scene managers (``scenes``): ``CachedScenes`` streams scenes through ``bps_runti
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -192,7 +192,8 @@ def resolve_episodes(manifest, split, names: list[str], episodes):
     return "dataset", grouped
 
 
-def build_world(manifest_path, split, *, device, num_envs: int, seed: int, episodes, options: WorldOptions) -> World:
+def build_world(manifest_path, split, *, device, num_envs: int, seed: int, episodes, options: WorldOptions,
+                scene_shard=None) -> World:
     from bps_assets.pipeline.manifest import load_manifest
 
     from .render import RenderOptions, make_renderer
@@ -202,6 +203,12 @@ def build_world(manifest_path, split, *, device, num_envs: int, seed: int, episo
     if not entries:
         raise ConfigError(None, f"{manifest_path}: no usable scene in split {split!r} "
                                 f"(subsets: {', '.join(manifest.subsets) or 'none'})")
+    if scene_shard is not None:
+        rank, size = scene_shard
+        entries = entries[rank::size]
+        if not entries:
+            raise ConfigError(None, f"{manifest_path}: scene_shard {rank}/{size} gets no scene of split "
+                                    f"{split!r} ({len(manifest.scenes(split))} scenes)")
     names = [e.name for e in entries]
     mode, by_scene = resolve_episodes(manifest, split, names, episodes)
     if by_scene is not None:

@@ -1,9 +1,11 @@
-"""LAMB (You et al., 2019): Adam moments with a per-tensor trust ratio ||w|| / ||update||.
+"""LAMB (You et al., 2019): Adam moments with a per-tensor trust ratio min(||w||, 10) / ||update||.
 
 bps-nav trains with LAMB because the trust ratio keeps large-batch PPO stable where Adam
-with a scaled learning rate diverges. The trust ratio is clamped from below by
-``min_trust`` (0.01 in the paper's recipe) so freshly zero-initialized tensors (Fixup's last
-layers) still move; tensors with zero norm use a ratio of 1.
+with a scaled learning rate diverges. As in bps-nav, the ratio is clamped to
+[min_trust, 1 / min_trust] (min_trust 0.01 in the paper's recipe) so tensors with a tiny norm
+still move, and tensors with a zero norm (Fixup's zero-initialized layers) or a zero update
+use a ratio of 1. Each step therefore moves a tensor by about ``lr`` times its own norm: with
+small batches (few steps of a small run) a larger ``lr`` than the paper's is needed.
 """
 from __future__ import annotations
 
@@ -12,11 +14,15 @@ import torch
 
 class Lamb(torch.optim.Optimizer):
     def __init__(self, params, lr=5e-4, betas=(0.9, 0.999), eps=1e-6, weight_decay=1e-2,
-                 min_trust=0.01, max_trust=10.0):
+                 min_trust=0.01, max_trust=None, max_weight_norm=10.0):
         if lr <= 0 or eps <= 0 or not 0 <= betas[0] < 1 or not 0 <= betas[1] < 1:
             raise ValueError("invalid LAMB hyper-parameters")
+        if not 0 < min_trust <= 1:
+            raise ValueError("min_trust must be in (0, 1]")
+        max_trust = 1.0 / min_trust if max_trust is None else max_trust
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
-                                      min_trust=min_trust, max_trust=max_trust))
+                                      min_trust=min_trust, max_trust=max_trust,
+                                      max_weight_norm=max_weight_norm))
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -44,7 +50,8 @@ class Lamb(torch.optim.Optimizer):
                     update.add_(p, alpha=group["weight_decay"])
                 w_norm = p.norm()
                 u_norm = update.norm()
-                trust = torch.where((w_norm > 0) & (u_norm > 0), w_norm / u_norm, torch.ones_like(w_norm))
+                ratio = w_norm.clamp(max=group["max_weight_norm"]) / u_norm
+                trust = torch.where((w_norm > 0) & (u_norm > 0), ratio, torch.ones_like(w_norm))
                 trust = trust.clamp(group["min_trust"], group["max_trust"])
                 p.add_(update * trust, alpha=-group["lr"])
         return loss

@@ -26,6 +26,7 @@ import json
 import math
 import os
 import random
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -172,15 +173,19 @@ class Carry:
     prev_action: torch.Tensor
     not_done: torch.Tensor
     pending: list
+    scenes: list  # the scenes the environments started in
 
 
 def start_rollouts(env, policy, device) -> Carry:
     env.async_reset()
     n = env.num_envs
-    pending = [(info["env_id"].to(device), obs) for obs, _, _, info in
-               (env.recv() for _ in range(n // env.batch_size))]
+    pending, scenes = [], set()
+    for _ in range(n // env.batch_size):
+        obs, _, _, info = env.recv()
+        pending.append((info["env_id"].to(device), obs))
+        scenes.update(info.get("scene_id", []))
     return Carry(policy.initial_state(n, device), torch.full((n,), -1, dtype=torch.long, device=device),
-                 torch.zeros(n, dtype=torch.bool, device=device), pending)
+                 torch.zeros(n, dtype=torch.bool, device=device), pending, sorted(scenes))
 
 
 def collect_rollout(env, policy, ro: Rollout, carry: Carry, sensor: str) -> tuple[list, float]:
@@ -257,11 +262,17 @@ def all_reduce_grads(params, world):
 
 # ----------------------------------------------------------------------------------- eval
 def count_split_episodes(dataset: str, split: str) -> int:
+    """PointNav episodes of a manifest's subset (habitat v1: one content file per scene)."""
     from bps_assets.pipeline.manifest import load_manifest
 
-    path = load_manifest(dataset).episodes_path(split)
-    with gzip.open(path, "rt") as f:
-        return len(json.load(f)["episodes"])
+    total = 0
+    for entry in load_manifest(dataset).scenes(split):
+        count = (entry.stats or {}).get("episodes")
+        if count is None and entry.episodes is not None:
+            with gzip.open(entry.episodes, "rt") as f:
+                count = len(json.load(f)["episodes"])
+        total += count or 0
+    return total
 
 
 def evaluate(args) -> dict:
@@ -389,6 +400,7 @@ def train(args) -> dict:
     ro = Rollout.empty(args.rollout_steps, n, visual_shape,
                        torch.uint8 if args.sensor == "rgb" else torch.float32, args.hidden, device)
     carry = start_rollouts(env, policy, device)
+    print(f"SCENES {json.dumps(carry.scenes)}", flush=True)  # this rank's share (checked by the tests)
     num_updates = max(1, math.ceil(args.total_steps / batch))
     params = list(policy.parameters())
     episodes, recv_wait, metrics = [], 0.0, {}
@@ -471,12 +483,25 @@ def train(args) -> dict:
             "fps": frames_run / max(time.perf_counter() - t_start, 1e-9), **metrics}
 
 
-def main(argv=None):
+def run(argv=None) -> dict:
+    """Parse ``argv`` and train (or evaluate, with --eval); returns the final metrics."""
     args = parse(Args, argv, description=__doc__.split("\n")[0])
     if args.eval:
         return evaluate(args)
     return train(args)
 
 
+def main(argv=None) -> int:
+    """The ``bps-train`` entry point."""
+    from bps_assets.errors import BpsError
+
+    try:
+        run(argv)
+    except BpsError as e:  # bad dataset / settings: one clear line, non-zero exit
+        print(f"bps-train: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

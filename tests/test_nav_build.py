@@ -195,3 +195,20 @@ def test_ramp_heights_are_taken_at_cell_centres():
     assert (s >= 0).all()
     x = nav.span_pos[s, 0]
     assert np.allclose(nav.span_pos[s, 1], x * math.tan(math.radians(30)), atol=1e-4)
+
+
+def test_build_from_a_packed_scene(tmp_path):
+    packed_scene = pytest.importorskip("bps_assets.packed_scene")
+    import dataclasses
+
+    from test_nav_cli import write_obj
+
+    v, t = house().arrays()
+    write_obj(tmp_path / "h.obj", np.stack([v[:, 0], -v[:, 2], v[:, 1]], 1), t)  # a Z-up scan
+    opts = dataclasses.replace(packed_scene.DEFAULTS, dataset="gibson")
+    packed_scene.convert_file(tmp_path / "h.obj", tmp_path / "h.bps", opts)
+    nav = build_navmesh(tmp_path / "h.bps")  # packed scenes are already in the habitat frame
+    ref = build_navmesh((v, t))
+    assert nav.num_islands == ref.num_islands and nav.source == "h.bps"
+    assert abs(nav.navigable_area - ref.navigable_area) < 0.02 * ref.navigable_area
+    assert int(nav.island_of(MEZZANINE)) == int(nav.island_of(ROOM_B))

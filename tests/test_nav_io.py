@@ -1,7 +1,6 @@
 """NAVM files: save/load round trip, refusal to overwrite, typed errors on corrupt files."""
 from __future__ import annotations
 
-import json
 
 import numpy as np
 import pytest

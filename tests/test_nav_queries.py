@@ -138,3 +138,36 @@ def test_from_walkable_triangles():
     sep = NavMesh.from_walkable_triangles(v, t, triangle_groups=[0, 0, 1, 1, 2, 2])
     assert sep.num_islands == 3
     assert math.isinf(sep.geodesic_distance(P([0.5, 0, 1]), P([3.5, 0, 1])))
+
+
+def test_try_step_does_not_fall_off_a_ledge(nav):
+    start = nav.snap_point(P([7.3, 2.0, 5.0]))  # on the mezzanine, near its edge (drop of 2 m)
+    assert start[1] == pytest.approx(2.0)
+    end = start + [-0.25, 0, 0]
+    for sliding in (True, False):
+        got = nav.try_step(start, end, sliding=sliding)
+        assert got[1] == pytest.approx(2.0) and got[0] > 7.0  # stopped at the edge, still up
+        assert nav.is_navigable(got, max_y_delta=1e-3)
+    # a batch mixing agents on both storeys keeps each on its own surface
+    below = nav.snap_point(P([7.3, 0.0, 5.0]))
+    both = nav.try_step(np.stack([start, below]), np.stack([end, below + [-0.25, 0, 0]]))
+    assert both[0, 1] == pytest.approx(2.0) and both[1, 1] == pytest.approx(0.0)
+    assert both[1, 0] == pytest.approx(7.05)  # the floor below is open: full step
+
+
+def test_queries_on_an_empty_navmesh(tmp_path):
+    from bps_assets.errors import NavError
+    from bps_assets.nav import load_navmesh
+    from nav_scenes import Geometry
+
+    g = Geometry().wall_sheet(0, 0, 3, 0, 0, 2)  # nothing walkable
+    nav = build_navmesh(g.arrays())
+    assert nav.num_spans == 0 and nav.num_islands == 0 and nav.navigable_area == 0
+    p = np.zeros((2, 3))
+    assert np.isnan(nav.snap_point(p)).all() and not nav.is_navigable(p).any()
+    assert np.isinf(nav.geodesic_distance(p, p + 1)).all()
+    assert np.array_equal(nav.try_step(p, p + 0.1), p) and (nav.island_radius(p) == 0).all()
+    with pytest.raises(NavError):
+        nav.sample_navigable_point(1, seed=0)
+    nav.save(tmp_path / "e.navmesh.bps")
+    assert load_navmesh(tmp_path / "e.navmesh.bps").num_spans == 0

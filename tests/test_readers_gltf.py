@@ -174,6 +174,21 @@ def test_hierarchy_trs_matrix_and_instancing(tmp_path):
     np.testing.assert_allclose(d.meshes[1].positions, [[0, 0, 10], [0, 2, 10], [-2, 0, 10]], atol=1e-6)
 
 
+def test_meshes_never_share_buffers(tmp_path):
+    b = GltfBuilder()
+    pa = b.accessor(TRI)
+    ca = b.accessor(np.full((3, 4), 0.5, np.float32))
+    prim = {"attributes": {"POSITION": pa, "COLOR_0": ca}}
+    m = b.mesh(prim, dict(prim, mode=5))  # two primitives on one accessor
+    b.scene([b.node(mesh=m), b.node(mesh=m)])  # and two instances
+    d = load(b.write_glb(tmp_path / "sh.glb"))
+    assert len(d.meshes) == 4
+    arrays = [a for mm in d.meshes for a in (mm.positions, mm.indices, mm.colors)]
+    for i, a in enumerate(arrays):
+        for c in arrays[i + 1:]:
+            assert not np.shares_memory(a, c)
+
+
 def test_negative_determinant_flips_winding(tmp_path):
     b = GltfBuilder()
     m = b.mesh(b.primitive(TRI, np.array([0, 1, 2], np.uint8)))
@@ -590,3 +605,43 @@ def test_fuzzed_bytes_give_typed_errors(tmp_path):
             load(p)
         except BpsError:
             pass
+
+
+def test_image_modes_decode_to_rgba8():
+    import io
+
+    from PIL import Image
+
+    from bps_assets.readers.images import decode_image
+    grey16 = (np.arange(16 * 16).reshape(16, 16) * 256).astype(np.uint16)  # 0 .. 65280
+    buf = io.BytesIO()
+    Image.fromarray(grey16).save(buf, "PNG")
+    out = decode_image(buf.getvalue(), "g16", "g16")
+    np.testing.assert_array_equal(out[..., 0], grey16 >> 8)  # scaled, not clipped at 255
+    assert (out[..., 3] == 255).all()
+    for mode, fmt in (("P", "PNG"), ("LA", "PNG"), ("L", "JPEG"), ("RGB", "WEBP")):
+        buf = io.BytesIO()
+        Image.new(mode, (5, 3)).save(buf, fmt)
+        assert decode_image(buf.getvalue(), mode, mode).shape == (3, 5, 4)
+    with pytest.raises(UnsupportedFormatError):
+        decode_image(b"definitely not an image", "x", "x")
+
+
+def test_meshopt_color_filter_by_spec():
+    """KHR_meshopt_compression COLOR filter on hand-encoded YCoCg values (spec Appendix B)."""
+    from bps_assets.readers.gltf_compression import color_filter
+
+    def fail(msg):
+        return InputError("x", msg)
+
+    # K = 8: y=100, co=20, cg=10 -> r=110, g=110, b=70; alpha 7 bits all set -> 255
+    raw = np.array([[100, 20, 10, 0x80 | 0x7F]], np.uint8).reshape(-1)
+    np.testing.assert_array_equal(color_filter(raw, 1, 4, fail), [110, 110, 70, 255])
+    # K = 6: same colour scaled by 255/63; alpha marker bit 5, value 0b10101 -> 0b101011 = 43
+    raw = np.array([[30, 5, 3, 0x20 | 0b10101]], np.uint8).reshape(-1)
+    want = np.floor(np.array([32, 33, 22, 43]) * 255 / 63 + 0.5)
+    np.testing.assert_array_equal(color_filter(raw, 1, 4, fail), want)
+    # 16-bit components (byteStride 8), K = 16
+    raw = np.array([[30000, -1000, 2000, 0x8000 | 0x7FFF]], np.int32).astype("<u2").view(np.uint8).reshape(-1)
+    out = color_filter(raw, 1, 8, fail).view("<u2")
+    np.testing.assert_array_equal(out, [27000, 32000, 29000, 65535])

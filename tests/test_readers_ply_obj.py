@@ -95,6 +95,32 @@ def test_ply_all_triangles_fast_path_equals_mixed(tmp_path):
     np.testing.assert_array_equal(a.indices, b.indices)
 
 
+@pytest.mark.parametrize("endian", ["<", ">"])
+def test_ply_varying_lists_offset_walk_matches_general_walk(endian):
+    """Mixed polygon sizes with scalars before and after the list: the offsets-only walk
+    (vectorized gather) and the general record walk read the same values."""
+    from bps_assets.readers.ply import _Elem, _walk_binary, _walk_one_list
+    e = _Elem("face", 4)
+    e.props = [("a", "u2"), ("vertex_indices", "u1", "i4"), ("b", "f4"), ("c", "u1")]
+    faces = [[0, 1, 2], [3, 4, 5, 6], [7, 8, 9, 10, 11], [1, 2, 3]]
+    buf = b"xx"  # records start at an odd offset
+    for k, f in enumerate(faces):
+        buf += (np.array([k + 100], endian + "u2").tobytes() + bytes([len(f)]) + np.array(f, endian + "i4").tobytes()
+                + np.array([k * 0.5], endian + "f4").tobytes() + bytes([k]))
+    mv = memoryview(buf)
+    fast, off1 = _walk_one_list("x", mv, 2, e, endian)
+    slow, off2 = _walk_binary("x", mv, 2, e, endian)
+    assert off1 == off2 == len(buf)
+    np.testing.assert_array_equal(fast["vertex_indices"][0], [3, 4, 5, 3])
+    np.testing.assert_array_equal(fast["vertex_indices"][1], np.concatenate(faces))
+    np.testing.assert_array_equal(slow["vertex_indices"][1], np.concatenate(faces))
+    for k in ("a", "b", "c"):
+        np.testing.assert_array_equal(fast[k], slow[k])
+    np.testing.assert_array_equal(fast["b"], [0, 0.5, 1.0, 1.5])
+    with pytest.raises(InputError):
+        _walk_one_list("x", memoryview(buf[:-3]), 2, e, endian)
+
+
 def test_ply_errors(tmp_path):
     p = write_ply(tmp_path / "bad.ply", "binary_little_endian", faces=[[0, 1, 99]])
     with pytest.raises(InputError, match="index 99 out of range"):

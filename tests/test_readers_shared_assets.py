@@ -254,3 +254,14 @@ def test_expected_errors_exist():
     """Every file named above is in the shared copy (the table stays in sync with it)."""
     missing = sorted(set(EXPECTED_ERRORS) - set(FILES))
     assert not missing, missing
+
+
+def test_refused_for_missing_images_still_load_geometry():
+    """Files refused only because an image is missing load with textures=False (the images
+    are then not needed), with the triangle count their JSON declares."""
+    for rel in ("loaders.gl/gltf/meshopt/MeshoptCubeTest/glTF-Meshopt/MeshoptCubeTest.gltf",
+                "magnum-plugins/GltfImporter/edge/escaped-strings.gltf"):
+        path = ASSETS / rel
+        doc = load(path, textures=False)
+        assert doc.triangle_count == gltf_expected(gltf_json(path))[0]
+        assert doc.textures == []

@@ -1,7 +1,6 @@
 """bps_runtime.nav (device try_step / geodesic) against the NavMesh's own numpy queries."""
 from __future__ import annotations
 
-import math
 
 import numpy as np
 import pytest

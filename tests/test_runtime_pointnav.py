@@ -207,6 +207,8 @@ def test_async_reset_then_recv_send_loop():
     for _ in range(6):
         obs, r, d, info = env.recv()
         seen.append(info["env_id"].tolist())
+        with pytest.raises(ConfigError, match="dtype"):   # a bad call does not lose the group
+            env.send(torch.zeros(2), info["env_id"])
         env.send(torch.full((2,), F), info["env_id"])
     assert seen == [[0, 1], [2, 3]] * 3
     with pytest.raises(ConfigError, match="still"):

@@ -105,7 +105,7 @@ class GeodesicGraph:
                     b = nbr[nbr[cur, mv[1]], mv[0]]
                     cur = np.where(a == b, a, S)
             adj[:, k] = cur
-        self.adj = adj
+        self.adj = adj.astype(np.int32) if S < 2**31 - 1 else adj  # halves the memory
         self.K = adj.shape[1] + 1  # + the span itself for point attachment
         pos = nav.span_pos
         src = np.repeat(np.arange(S), adj.shape[1])
@@ -128,7 +128,7 @@ class GeodesicGraph:
     def seen_from(self, spans: np.ndarray) -> np.ndarray:
         """[N, K] spans seen directly from each span (itself first), S = none."""
         spans = np.asarray(spans, np.int64)
-        return np.concatenate([spans[:, None], self.adj[spans]], axis=1)
+        return np.concatenate([spans[:, None], self.adj[spans].astype(np.int64)], axis=1)
 
     def field_from_point(self, span: int, point: np.ndarray, span_pos: np.ndarray,
                          limit: float = np.inf) -> np.ndarray:

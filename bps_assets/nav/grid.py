@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 import os
 import threading
-from pathlib import Path
 
 import numpy as np
 

@@ -81,12 +81,14 @@ def write_preview(nav: NavMesh, path: str | os.PathLike, overwrite: bool = False
     img, F = render(nav, max_size)
     levels = floor_levels(nav)
     im = Image.fromarray(img)
-    draw = ImageDraw.Draw(im)
-    L, D, W = nav.shape
     pad = 2
     panel_w = (img.shape[1] - (F + 1) * pad) // F
+    draw = ImageDraw.Draw(im)
     for f in range(F):
         draw.text((pad + f * (panel_w + pad) + 2, 1), f"floor {f}: y={round(float(levels[f]), 2) + 0.0:.2f} m", fill=(0, 0, 0))
+    if max(im.size) > max_size:  # more cells than pixels: shrink (labels drawn first stay legible enough)
+        k = max_size / max(im.size)
+        im = im.resize((max(1, int(im.width * k)), max(1, int(im.height * k))), Image.Resampling.BOX)
     buf = io.BytesIO()
     im.save(buf, format="PNG")
     atomic_write(path, lambda fh: fh.write(buf.getvalue()), overwrite=overwrite)

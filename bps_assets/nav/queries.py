@@ -122,7 +122,8 @@ def island_of(nav: NavMesh, points):
     """Island id of each point (after snapping), -1 when it cannot be snapped."""
     p, single = _points(points)
     _, sid = snap_spans(nav, p)
-    isl = np.where(sid >= 0, nav.span_island[np.maximum(sid, 0)], -1)
+    isl = np.full(sid.shape, -1, np.int64)
+    isl[sid >= 0] = nav.span_island[sid[sid >= 0]]
     return _out(isl, single)
 
 
@@ -130,7 +131,8 @@ def island_radius(nav: NavMesh, points):
     """habitat's island_radius of the island holding each point (0 when not snappable)."""
     p, single = _points(points)
     isl = np.atleast_1d(island_of(nav, p))
-    r = np.where(isl >= 0, nav.island_radius_m[np.maximum(isl, 0)] if nav.num_islands else 0.0, 0.0)
+    r = np.zeros(isl.shape)
+    r[isl >= 0] = nav.island_radius_m[isl[isl >= 0]]
     return _out(r.astype(np.float64), single)
 
 
@@ -279,7 +281,10 @@ def sample_navigable_point(nav: NavMesh, n: int = 1, seed: int | None = None, is
 
 # ------------------------------------------------------------------------------ try_step
 def try_step(nav: NavMesh, start, end, sliding: bool = True):
-    """habitat's try_step (sliding along walls) / try_step_no_sliding (stop at the wall)."""
+    """habitat's try_step (sliding along walls) / try_step_no_sliding (stop at the wall).
+
+    Made for agent steps: the flood-filled window grows with the longest step in the batch
+    (cost ~ (step / cell_size)^3 per agent), ~50 us per agent for 0.25 m steps."""
     ps, single = _points(start)
     pe, _ = _points(end)
     if len(ps) != len(pe):

@@ -10,7 +10,12 @@ What is read: triangles / strips / fans (points and lines are skipped and counte
 ``doc.stats``), indexed or not, sparse and normalized accessors (KHR_mesh_quantization),
 Draco and meshopt compressed geometry, POSITION / NORMAL / COLOR_0 / the TEXCOORD_n set the
 base colour texture uses (KHR_texture_transform applied), base colour factor and texture
-(KHR_materials_pbrSpecularGlossiness: the diffuse factor and texture).
+(KHR_materials_pbrSpecularGlossiness: the diffuse factor and texture). Not applied: skins,
+morph targets and animations (the static bind pose is read), CESIUM_RTC centres.
+
+Every external URI is checked (inside the file's directory, file present) before anything is
+read, and every count, offset and stride is checked against the bytes that back it before an
+array is allocated (gltf_accessors). Arrays are never shared between two output meshes.
 """
 from __future__ import annotations
 
@@ -37,7 +42,7 @@ SUPPORTED_EXTENSIONS = frozenset({
     "KHR_materials_clearcoat", "KHR_materials_sheen", "KHR_materials_specular",
     "KHR_materials_transmission", "KHR_materials_volume", "KHR_materials_ior",
     "KHR_materials_iridescence", "KHR_materials_anisotropy", "KHR_materials_dispersion",
-    "KHR_materials_variants", "CESIUM_RTC",
+    "KHR_materials_variants",
 })
 # Image-source extensions of a texture, in order of preference after the plain ``source``.
 IMAGE_SOURCE_EXTENSIONS = ("EXT_texture_webp", "KHR_texture_basisu", "GOOGLE_texture_basis",
@@ -143,12 +148,15 @@ class _Reader:
         self.material_map: dict = {}   # glTF material index -> (doc index, texCoord set)
         self.image_map: dict = {}      # glTF image index -> doc texture index
         self.prim_cache: dict = {}
+        self.prim_uses: dict = {}
 
     # -- scene graph -----------------------------------------------------------------------
     def run(self) -> None:
         g = self.g
         nodes = g.items("nodes")
-        scenes = g.items("scenes")
+        g.items("scenes")  # type check
+        # (CESIUM_RTC's centre is not applied: it lives in the tile's ECEF frame, not the glTF's.)
+        root = np.eye(4)
         if "scene" in g.json:
             roots = g.item("scenes", g.json["scene"], "scene").get("nodes", [])
         elif nodes:
@@ -162,13 +170,12 @@ class _Reader:
         else:
             # No nodes at all: show every mesh once, untransformed.
             for mi in range(len(g.items("meshes"))):
-                self.instance_mesh(mi, np.eye(4), f"mesh{mi}")
+                self.instance_mesh(mi, root, f"mesh{mi}")
             return
         if not isinstance(roots, list):
             raise g.fail("scene.nodes must be an array")
-        del scenes
         instances = 0
-        stack = [(r, np.eye(4), ()) for r in reversed(roots)]
+        stack = [(r, root, ()) for r in reversed(roots)]
         while stack:
             ni, parent, path = stack.pop()
             node = g.item("nodes", ni, "node")
@@ -202,6 +209,20 @@ class _Reader:
             if local is None:
                 continue
             pos, tris, normals, uvs, colors, mat = local
+            # The first instance of a primitive takes its decoded arrays; later instances get
+            # copies, so no two meshes share a buffer a transform might modify in place.
+            shared = self.prim_uses.get((mi, pi), 0) > 0
+            self.prim_uses[(mi, pi)] = self.prim_uses.get((mi, pi), 0) + 1
+            if shared:
+                uvs = None if uvs is None else uvs.copy()
+                colors = None if colors is None else colors.copy()
+            if np.array_equal(world, np.eye(4)):
+                # positions / normals come from the accessor cache, which primitives share
+                self.doc.meshes.append(Mesh(
+                    positions=pos.copy(), indices=tris.copy() if shared else tris, uvs=uvs, colors=colors,
+                    normals=None if normals is None else normals.copy(),
+                    material=mat, name=f"{name}/{mesh.get('name') or f'mesh{mi}'}/{pi}"))
+                continue
             p = pos.astype(np.float64) @ lin.T + world[:3, 3]
             t = tris[:, [0, 2, 1]] if det < 0 else tris
             n = None

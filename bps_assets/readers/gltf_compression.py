@@ -48,6 +48,8 @@ def decode_meshopt_view(path: str, ext_name: str, ext: dict, src: memoryview, fa
                       "QUATERNION": meshoptimizer.decode_filter_quat,
                       "EXPONENTIAL": meshoptimizer.decode_filter_exp}[filt]
                 raw = fn(np.ascontiguousarray(raw), count, stride)
+            elif filt == "COLOR":  # KHR_meshopt_compression; not in the wrapped C library
+                raw = color_filter(raw, count, stride, fail)
             elif filt != "NONE":
                 raise UnsupportedExtensionError(
                     path, f"{ext_name}: filter {filt!r} is not supported by the installed "
@@ -65,6 +67,26 @@ def decode_meshopt_view(path: str, ext_name: str, ext: dict, src: memoryview, fa
     if raw.nbytes != count * stride:
         raise fail(f"{ext_name}: decoder returned {raw.nbytes} bytes, expected {count * stride}")
     return raw.tobytes()
+
+
+def color_filter(raw: np.ndarray, count: int, stride: int, fail) -> np.ndarray:
+    """KHR_meshopt_compression COLOR filter (YCoCg -> RGBA), per its spec's Appendix B:
+    Y unsigned, Co/Cg signed K-bit integers; alpha stores K-1 bits under a marker bit K-1 that
+    gives K; outputs are unsigned normalized 8- or 16-bit RGBA."""
+    if stride not in (4, 8):
+        raise fail(f"COLOR filter needs byteStride 4 or 8, got {stride}")
+    bits = 8 * stride // 4
+    u = raw.view("<u1" if bits == 8 else "<u2").reshape(count, 4).astype(np.int64)
+    sgn = raw.view("<i1" if bits == 8 else "<i2").reshape(count, 4).astype(np.int64)
+    y, co, cg, a_in = u[:, 0], sgn[:, 1], sgn[:, 2], u[:, 3]
+    nbits = sum(((a_in >> k) != 0).astype(np.int64) for k in range(bits))  # findMSB + 1
+    scale = np.maximum((1 << nbits) - 1, 1)
+    a = a_in & (scale >> 1)
+    a = (a << 1) | (a & 1)
+    rgba = np.stack([y + co - cg, y + cg, y - co - cg, a], axis=1).astype(np.float64)
+    out = rgba * ((1 << bits) - 1) / scale[:, None]
+    out = np.clip(np.floor(out + 0.5), 0, (1 << bits) - 1)  # round half up; values are >= 0
+    return out.astype("<u1" if bits == 8 else "<u2").view(np.uint8).reshape(-1)
 
 
 def decode_draco(path: str, data: bytes, fail):

@@ -53,6 +53,12 @@ def _decode_pillow(data: bytes, path: str, what: str) -> np.ndarray:
             w, h = im.size
             if w * h > MAX_PIXELS:
                 raise InputError(path, f"{what}: image of {w}x{h} pixels exceeds the cap")
+            if im.mode.startswith("I"):  # 16-bit grey PNGs: scale to 8 bits, do not clip
+                g = (np.clip(np.asarray(im, dtype=np.int64), 0, 65535) >> 8).astype(np.uint8)
+                out = np.empty(g.shape + (4,), np.uint8)
+                out[..., :3] = g[..., None]
+                out[..., 3] = 255
+                return out
             return np.asarray(im.convert("RGBA"), dtype=np.uint8).copy()
     except UnidentifiedImageError:
         raise UnsupportedFormatError(path, f"{what}: not a recognised image format") from None

@@ -133,9 +133,55 @@ def _read_binary(path, mv: memoryview, off: int, elems, endian: str) -> dict:
             out[e.name] = d
             off += dt.itemsize * e.count
             continue
-        out[e.name], off = _walk_binary(path, mv, off, e, endian)
+        if len(lists) == 1 and lists[0][1] == "u1":
+            out[e.name], off = _walk_one_list(path, mv, off, e, endian)
+        else:
+            out[e.name], off = _walk_binary(path, mv, off, e, endian)
         del scal
     return out
+
+
+def _walk_one_list(path, mv, off, e, endian):
+    """Records with one uchar-counted list of varying length (e.g. mixed triangles and quads):
+    a Python loop finds only the record offsets (one byte read each); every value is then
+    gathered with numpy."""
+    li = next(i for i, p in enumerate(e.props) if len(p) == 3)
+    before = sum(np.dtype(p[1]).itemsize for p in e.props[:li])
+    after = sum(np.dtype(p[1]).itemsize for p in e.props[li + 1:])
+    isz = np.dtype(e.props[li][2]).itemsize
+    n, size = e.count, len(mv)
+    offsets = np.empty(n, np.int64)
+    counts = np.empty(n, np.int64)
+    step = before + 1 + after
+    for i in range(n):
+        if off + before >= size:
+            raise InputError(path, f"PLY element {e.name!r} truncated at record {i}")
+        c = mv[off + before]
+        offsets[i] = off
+        counts[i] = c
+        off += step + c * isz
+    if off > size:
+        raise InputError(path, f"PLY element {e.name!r} runs past the end of the file")
+    raw = np.frombuffer(mv, np.uint8)
+
+    def gather(starts, nbytes, dtype):
+        idx = starts[:, None] + np.arange(nbytes)[None, :]
+        return raw[idx.reshape(-1)].view(dtype)
+
+    d, pos = {}, 0
+    for i, p in enumerate(e.props):
+        if i == li:
+            total = int(counts.sum())
+            first = np.repeat(offsets + before + 1, counts)
+            k = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
+            d[p[0]] = (counts, gather(first + k * isz, isz, endian + p[2]))
+            continue
+        sz = np.dtype(p[1]).itemsize
+        rel = pos if i < li else None
+        starts = offsets + rel if i < li else offsets + before + 1 + counts * isz + (pos - before)
+        d[p[0]] = gather(starts, sz, endian + p[1])
+        pos += sz
+    return d, off
 
 
 def _walk_binary(path, mv, off, e, endian):

@@ -64,8 +64,9 @@ class Args:
     rollout_steps: int = arg(32, "steps per environment per rollout")
     epochs: int = arg(1, "PPO epochs per rollout")
     minibatches: int = arg(2, "PPO minibatches per epoch (split over environments)")
-    lr: float = arg(5e-4, "LAMB learning rate at the reference batch size")
-    lr_ref_batch: int = arg(4096, "batch (envs x steps x ranks) at which --lr applies; scaled by sqrt(batch/ref)")
+    lr: float = arg(5e-4, "LAMB base learning rate, scaled by max(1, sqrt(minibatch frames x ranks / LR_REF_BATCH))")
+    lr_ref_batch: int = arg(256, "minibatch size (frames, all ranks) at which --lr applies unscaled (bps-nav: 256)")
+    lr_schedule: str = arg("cosine", "cosine: 1% warm-up from half, cosine decay to 1% (bps-nav); constant")
     weight_decay: float = arg(1e-2, "LAMB weight decay")
     min_trust: float = arg(0.01, "LAMB minimum trust ratio")
     max_grad_norm: float = arg(1.0, "gradient-norm clip")
@@ -85,6 +86,22 @@ class Args:
 
 
 # ----------------------------------------------------------------------------------- set-up
+def check_args(args):
+    from bps_assets.errors import ConfigError
+
+    if args.sensor not in ("depth", "rgb"):
+        raise ConfigError(None, f"--sensor {args.sensor!r}: expected depth or rgb")
+    if args.episodes not in ("sample", "dataset"):
+        raise ConfigError(None, f"--episodes {args.episodes!r}: expected sample or dataset")
+    if args.lr_schedule not in ("cosine", "constant"):
+        raise ConfigError(None, f"--lr-schedule {args.lr_schedule!r}: expected cosine or constant")
+    if args.num_envs < 1 or args.rollout_steps < 1 or args.epochs < 1 or args.total_steps < 1:
+        raise ConfigError(None, "--num-envs, --rollout-steps, --epochs and --total-steps must be >= 1")
+    if not 1 <= args.minibatches <= args.num_envs:
+        raise ConfigError(None, f"--minibatches {args.minibatches}: must be in 1..NUM_ENVS ({args.num_envs}); "
+                                "minibatches split the environments (whole recurrent sequences)")
+
+
 def setup_distributed(args):
     """(rank, world): torchrun sets WORLD_SIZE; gloo on CPU, nccl on CUDA."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -124,6 +141,24 @@ def build_policy(args, device):
     channels = 3 if args.sensor == "rgb" else 1
     return Policy(channels, hidden=args.hidden, width=args.width,
                   resolution=(args.resolution, args.resolution)).to(device)
+
+
+def scaled_lr(args, world: int) -> float:
+    """bps-nav's rule: the base rate times sqrt(minibatch frames over all ranks / 256), never below 1x."""
+    minibatch = args.num_envs * args.rollout_steps / args.minibatches * world
+    return args.lr * max(1.0, math.sqrt(minibatch / args.lr_ref_batch))
+
+
+def lr_factor(schedule: str, progress: float) -> float:
+    """Multiplier of the scaled rate at ``progress`` (0..1 of total steps)."""
+    if schedule == "constant":
+        return 1.0
+    if schedule != "cosine":
+        raise ValueError(f"--lr-schedule {schedule!r}: expected cosine or constant")
+    if progress < 0.01:
+        return 0.5 + 0.5 * progress / 0.01
+    x = min(1.0, (progress - 0.01) / 0.99)
+    return 0.01 + 0.99 * (math.cos(x * math.pi) + 1) / 2
 
 
 def rng_state() -> dict:
@@ -291,7 +326,7 @@ def evaluate(args) -> dict:
         policy.eval()
     total = count_split_episodes(args.dataset, args.eval_split)
     want = min(args.eval_episodes or total, total)
-    n = min(total, max(args.num_envs, 1), 64)  # one env per episode when the split is small
+    n = max(1, min(want, 64))  # one env per episode when the split is small: each runs once
     env = make_envs(args, args.eval_split, n, args.seed + 10_000, "dataset", double_buffer=False)
     t0 = time.perf_counter()
     obs = env.reset()
@@ -347,7 +382,7 @@ def train(args) -> dict:
     # ---- policy, optimizer, and the checkpoint to resume from
     policy = build_policy(args, device)
     batch = args.num_envs * args.rollout_steps * world
-    lr = args.lr * math.sqrt(batch / args.lr_ref_batch)
+    lr = scaled_lr(args, world)
     opt = Lamb(policy.parameters(), lr=lr, weight_decay=args.weight_decay, min_trust=args.min_trust)
     update, global_step, seconds_before = 0, 0, 0.0
     ckpt_path = out / "checkpoint.pt"
@@ -407,6 +442,8 @@ def train(args) -> dict:
     t_start, frames_run = time.perf_counter(), 0
     while update < num_updates:
         t_update = time.perf_counter()
+        for group in opt.param_groups:  # from the frame counter, so a resumed run continues the schedule
+            group["lr"] = lr * lr_factor(args.lr_schedule, global_step / (num_updates * batch))
         eps, waited = collect_rollout(env, policy, ro, carry, args.sensor)
         episodes += eps
         recv_wait += waited
@@ -445,7 +482,7 @@ def train(args) -> dict:
                    "spl": s[3].item() / k if k else float("nan"), "episodes": int(k),
                    **{f: metrics[f] for f in ("loss", "policy_loss", "value_loss", "entropy", "approx_kl",
                                                "clip_frac")},
-                   "lr": lr, "recv_wait": round(recv_wait, 2), "seconds": round(seconds_before + elapsed, 1)}
+                   "lr": opt.param_groups[0]["lr"], "recv_wait": round(recv_wait, 2), "seconds": round(seconds_before + elapsed, 1)}
             if log is not None:
                 log.writerow(row)
                 log_file.flush()
@@ -486,6 +523,7 @@ def train(args) -> dict:
 def run(argv=None) -> dict:
     """Parse ``argv`` and train (or evaluate, with --eval); returns the final metrics."""
     args = parse(Args, argv, description=__doc__.split("\n")[0])
+    check_args(args)
     if args.eval:
         return evaluate(args)
     return train(args)

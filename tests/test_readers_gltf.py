@@ -341,6 +341,10 @@ def test_meshopt_roundtrip(tmp_path):
         return np.take_along_axis(t, (np.arange(3)[None, :] + r) % 3, axis=1)
 
     np.testing.assert_array_equal(canon(m.indices.astype(np.int64)), canon(tris.astype(np.int64)))
+    # an absurd declared count is refused before anything is allocated
+    b.json["bufferViews"][2]["extensions"]["EXT_meshopt_compression"]["count"] = 2 ** 34
+    with pytest.raises(InputError, match="cannot come from"):
+        load(b.write_glb(tmp_path / "mo2.glb"))
 
 
 @pytest.mark.parametrize("module,fixture", [("DracoPy", "draco/Box/glTF_Binary/Box_Draco.glb"),
@@ -445,6 +449,9 @@ def test_gltf1_refused(tmp_path):
     g.write_bytes(struct.pack("<4sIIII", b"glTF", 1, 20 + len(js), len(js), 0) + js)
     with pytest.raises(UnsupportedFormatError, match="GLB version 1"):
         load(g)
+    p.write_text('{"asset": {"version": "2.0", "minVersion": "2.1"}}')
+    with pytest.raises(UnsupportedFormatError, match="minVersion"):
+        load(p)
 
 
 def test_unknown_required_extension(tmp_path):

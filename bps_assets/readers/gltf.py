@@ -259,6 +259,18 @@ class _Reader:
         if not isinstance(attrs, dict):
             raise g.fail(f"{where}.attributes must be an object")
         draco = g.obj(prim.get("extensions")).get("KHR_draco_mesh_compression")
+        if mode in (MODE_POINTS, MODE_LINES, MODE_LINE_LOOP, MODE_LINE_STRIP):
+            n = self._element_count(prim, attrs, draco)
+            if mode == MODE_POINTS:
+                doc.count("skipped_points", n)
+            else:
+                segs = {MODE_LINES: n // 2, MODE_LINE_LOOP: n if n > 1 else 0,
+                        MODE_LINE_STRIP: max(n - 1, 0)}[mode]
+                doc.count("skipped_lines", segs)
+            return None
+        if "POSITION" not in attrs:
+            doc.count("primitives_without_positions")
+            return None
 
         if draco is not None:
             dmesh, dattrs = self._draco(where, draco)
@@ -271,18 +283,6 @@ class _Reader:
             def attr(name, as_float=True):
                 return read_accessor(g, attrs[name], as_float) if name in attrs else None
 
-        if mode in (MODE_POINTS, MODE_LINES, MODE_LINE_LOOP, MODE_LINE_STRIP):
-            n = self._element_count(prim, attrs, draco, where)
-            if mode == MODE_POINTS:
-                doc.count("skipped_points", n)
-            else:
-                segs = {MODE_LINES: n // 2, MODE_LINE_LOOP: n if n > 1 else 0,
-                        MODE_LINE_STRIP: max(n - 1, 0)}[mode]
-                doc.count("skipped_lines", segs)
-            return None
-        if "POSITION" not in attrs:
-            doc.count("primitives_without_positions")
-            return None
         pos = attr("POSITION")
         if pos.shape[1] != 3:
             raise g.fail(f"{where}: POSITION must be VEC3")
@@ -342,13 +342,14 @@ class _Reader:
                 raise g.fail(f"{where}: {name} has {a.shape[0]} elements but POSITION has {nv}")
         return pos, tris, normals, uvs, colors, mat_index
 
-    def _element_count(self, prim, attrs, draco, where) -> int:
+    def _element_count(self, prim, attrs, draco) -> int:
+        """Declared element count of a skipped point/line primitive (for the stats only)."""
         g = self.g
-        if "indices" in prim and draco is None:
-            return int(g.item("accessors", prim["indices"], "indices accessor").get("count", 0) or 0)
-        if "POSITION" in attrs:
-            return int(g.item("accessors", attrs["POSITION"], "POSITION accessor").get("count", 0) or 0)
-        return 0
+        key = prim["indices"] if "indices" in prim and draco is None else attrs.get("POSITION")
+        if key is None:
+            return 0
+        n = g.item("accessors", key, "accessor").get("count", 0)
+        return n if isinstance(n, int) and n >= 0 else 0
 
     def _draco(self, where, ext):
         g = self.g

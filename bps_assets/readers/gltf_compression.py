@@ -33,9 +33,11 @@ def decode_meshopt_view(path: str, ext_name: str, ext: dict, src: memoryview, fa
     filt = ext.get("filter", "NONE")
     if not (type(count) is int and type(stride) is int and count >= 0 and 0 < stride <= 256):
         raise fail(f"{ext_name}: bad count/byteStride {count!r}/{stride!r}")
-    # The smallest possible encoding is well above count / 64 bytes; a stream this short
-    # cannot hold `count` elements, so refuse before allocating count * stride.
-    if count * stride > 64 * len(src) + (1 << 16):
+    # Densest possible encodings: attributes v0 ~64x (2 header bits per 16 zero deltas), v1
+    # ~1024x (a 2-bit control per byte channel of a 256-element block); indices >= 1 byte per
+    # triangle. A stream too short for `count` elements is refused before allocating.
+    ratio = 1024 if mode == "ATTRIBUTES" else 16
+    if count * stride > ratio * len(src) + (1 << 16):
         raise fail(f"{ext_name}: {count} x {stride} bytes cannot come from a {len(src)}-byte stream")
     data = np.frombuffer(src, np.uint8)
     try:

@@ -176,6 +176,8 @@ def open_gltf(path: str | os.PathLike) -> GltfFile:
         js, glb_bin = _parse_glb(spath, data)
     else:
         js = data
+        if len(js) > MAX_JSON_BYTES:
+            raise InputError(spath, f"glTF JSON of {len(js)} bytes exceeds the cap of {MAX_JSON_BYTES}")
     try:
         doc = json.loads(bytes(js).decode("utf-8-sig"))
     except UnicodeDecodeError as e:
@@ -196,6 +198,9 @@ def open_gltf(path: str | os.PathLike) -> GltfFile:
         raise InputError(spath, "not a glTF 2.0 file: asset.version is missing")
     if not version.startswith("2."):
         raise UnsupportedFormatError(spath, f"glTF version {version!r} is not supported (only 2.x)")
+    min_version = str(asset.get("minVersion", "2.0"))
+    if min_version not in ("2.0", "2"):
+        raise UnsupportedFormatError(spath, f"glTF asset.minVersion {min_version!r} is newer than 2.0")
     return GltfFile(spath, doc, p.parent, glb_bin)
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 import re
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -165,16 +164,22 @@ def _scan(path: str, data: bytes) -> _Scan:
     return sc.finish()
 
 
+_NUMBER_BYTES = np.zeros(256, bool)
+_NUMBER_BYTES[np.frombuffer(b"0123456789.+-eE \t\r\n", np.uint8)] = True
+
+
 def _numbers(chunk: bytes, marker: bytes, dtype):
-    """All numbers of a run of lines, their leading keyword removed; None if anything in the
-    text is not a number (numpy's parser warns and stops there; we make that an error)."""
+    """All numbers of a run of lines, their leading keyword removed; None when the text holds
+    anything but plain decimal numbers (the caller then goes line by line). The byte check
+    comes first so numpy's parser, which stops with only a warning at the first bad token,
+    is only given text it can read to the end (and no global warning filter is touched)."""
     body = chunk.replace(marker + b" ", b" ").replace(marker + b"\t", b" ")
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", DeprecationWarning)
-        try:
-            return np.fromstring(body, dtype=dtype, sep=" ")
-        except (ValueError, DeprecationWarning):
-            return None
+    if not _NUMBER_BYTES[np.frombuffer(body, np.uint8)].all():
+        return None
+    try:
+        return np.fromstring(body, dtype=dtype, sep=" ")
+    except ValueError:
+        return None
 
 
 def _faces(path: str, sc: _Scan, chunk: bytes, n: int) -> None:

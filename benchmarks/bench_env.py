@@ -69,8 +69,8 @@ def main(argv=None):
         if f.name == "sensors":
             ap.add_argument("--rgb", action="store_true")
             continue
-        ap.add_argument("--" + f.name.replace("_", "-"), type=type(f.default) if f.default is not None else str,
-                        default=f.default)
+        ap.add_argument("--" + f.name.replace("_", "-"), type=type(f.default) if f.default is not None else
+                        (int if f.name == "swap_steps" else str), default=f.default)
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
     manifest, source = a.manifest, "given manifest"

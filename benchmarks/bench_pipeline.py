@@ -53,6 +53,7 @@ def main():
     ap.add_argument("--episodes", type=int, default=20)
     ap.add_argument("--big-mb", type=int, default=512)
     ap.add_argument("--part", choices=["all", "preprocess", "verify"], default="all")
+    ap.add_argument("--src", default=None, help="use this Gibson-layout tree instead of synthesizing")
     ap.add_argument("--keep", action="store_true")
     a = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench_pipeline_"))
@@ -86,18 +87,22 @@ def compare(manifest, label):
 
 
 def bench_preprocess(a, tmp):
-    from bps_assets import synth
+    if a.src:
+        src = Path(a.src)
+        print(f"source tree: {src}")
+    else:
+        from bps_assets import synth
 
-    src = tmp / "src"
-    names = demo_scene_names(a.scenes) if a.scenes <= 6 else None
-    if names is None:
-        from bps_assets.pipeline.datasets import load_dataset
+        src = tmp / "src"
+        names = demo_scene_names(a.scenes) if a.scenes <= 6 else None
+        if names is None:
+            from bps_assets.pipeline.datasets import load_dataset
 
-        sub = load_dataset("gibson").split("tiny")
-        names = (sub["train"] + sub["val"])[:a.scenes]
-    t = time.perf_counter()
-    synth.generate(src, "gibson", names, seed=0, size=a.size)
-    print(f"synthesized {len(names)} scenes ({a.size}) in {time.perf_counter() - t:.1f} s")
+            sub = load_dataset("gibson").split("tiny")
+            names = (sub["train"] + sub["val"])[:a.scenes]
+        t = time.perf_counter()
+        synth.generate(src, "gibson", names, seed=0, size=a.size)
+        print(f"synthesized {len(names)} scenes ({a.size}) in {time.perf_counter() - t:.1f} s")
     src_bytes = sum(p.stat().st_size for p in (src / "gibson").iterdir() if p.is_file())
     print(f"source: {src_bytes / 1e6:.1f} MB in {len(list((src / 'gibson').iterdir()))} files")
     rates = {}

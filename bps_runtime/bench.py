@@ -24,6 +24,7 @@ class BenchOptions:
     steps: int = 100             # timed steps per phase
     warmup: int = 5
     swap_every: int = 50         # steps between scene swaps in the swap phase
+    swap_steps: int | None = None  # timed steps of the swap phase (default 3 * swap_every)
     renderer: str = "embree"
     sensors: tuple = ("depth",)
     split: str | None = "train"
@@ -97,7 +98,7 @@ def run(manifest, options: BenchOptions = DEFAULTS, echo=print) -> dict:
     env.reset()
     try:
         _step_times(env, o.warmup, gen)
-        swaps, waited = _step_times(env, o.steps, gen)
+        swaps, waited = _step_times(env, o.swap_steps or 3 * o.swap_every, gen)
         res["swaps"] = int(getattr(env.world.scenes, "swap_count", lambda: -1)())
     finally:
         env.close()

@@ -361,6 +361,7 @@ class BatchPointNavEnv:
         info = self._info(sl, done, episode, waited, success=success & done,
                           spl_v=torch.where(done, spl_v, 0.0), truncated=truncated)
         self.stats["steps"] += 1
+        self.world.after_step(g)
         self.stats["waited_steps"] += int(waited)
         return obs, reward, done, info
 

@@ -178,24 +178,35 @@ def save_checkpoint(path: Path, state: dict):
 
 
 # ----------------------------------------------------------------------------------- simulation only
-def measure_sim_fps(env, steps: int, seed: int) -> float:
-    """Frames/s of the environments alone: random actions through the same send/recv
+def measure_sim_fps(env, steps: int, seed: int, actions=(0, 1, 2, 3)) -> float:
+    """Frames/s of the environments alone: random ``actions`` through the same send/recv
     double buffer the trainer uses, no policy, no learning."""
     g = torch.Generator().manual_seed(seed)
+    choice = torch.tensor(actions)
+    rand = lambda: choice[torch.randint(0, len(actions), (env.batch_size,), generator=g)].to(env.device)  # noqa: E731
     env.async_reset()
     groups = env.num_envs // env.batch_size
     for _ in range(groups):  # the reset observations
         env.recv()
     for _ in range(groups):
-        env.send(torch.randint(0, 4, (env.batch_size,), generator=g).to(env.device))
+        env.send(rand())
     t0 = time.perf_counter()
     for _ in range(steps * groups):
         env.recv()
-        env.send(torch.randint(0, 4, (env.batch_size,), generator=g).to(env.device))
+        env.send(rand())
     for _ in range(groups):
         env.recv()
     dt = time.perf_counter() - t0
     return (steps + 1) * env.num_envs / dt
+
+
+def measure_sim_only(env, steps: int, seed: int) -> dict:
+    """Simulation-only fps two ways: uniform random actions (a STOP every 4 steps: reset-heavy)
+    and random moves without STOP (episodes end at the step limit, like a trained policy's
+    long episodes). The trainer divides by the faster, so its ratio is not flattered."""
+    uniform = measure_sim_fps(env, steps, seed)
+    moves = measure_sim_fps(env, steps, seed + 1, actions=(1, 2, 3))
+    return {"uniform": uniform, "no_stop": moves, "sim_fps": max(uniform, moves)}
 
 
 # ----------------------------------------------------------------------------------- rollouts
@@ -366,8 +377,8 @@ def evaluate(args) -> dict:
 
 # ----------------------------------------------------------------------------------- train
 LOG_FIELDS = ["update", "global_step", "fps", "sim_fps", "fps_ratio", "reward", "success", "spl", "episodes",
-              "loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_frac", "lr", "recv_wait",
-              "seconds"]
+              "loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_frac", "lr", "collect_s",
+              "learn_s", "recv_wait", "seconds"]
 
 
 def train(args) -> dict:
@@ -407,12 +418,17 @@ def train(args) -> dict:
                     scene_shard=(rank, world))
     sim_fps = float("nan")
     if args.sim_only_steps > 0:
-        sim = torch.tensor([measure_sim_fps(env, args.sim_only_steps, args.seed + rank)], dtype=torch.float64)
+        m = measure_sim_only(env, args.sim_only_steps, args.seed + rank)
+        sim = torch.tensor([m["uniform"], m["no_stop"]], dtype=torch.float64)
         if world > 1:  # every rank simulates its own environments at the same time
             dist.all_reduce(sim)
-        sim_fps = sim.item()
+        sim_fps = sim.max().item()
         if rank == 0:
-            print(f"simulation only (random actions, {world} rank(s)): {sim_fps:.0f} frames/s", flush=True)
+            print(f"simulation only ({world} rank(s), {n} envs each): {sim[0]:.0f} frames/s with uniform random "
+                  f"actions, {sim[1]:.0f} with random moves (no STOP); ratios below use {sim_fps:.0f}", flush=True)
+            with open(out / "sim_only.jsonl", "a") as f:
+                f.write(json.dumps({"update": update, "uniform": sim[0].item(), "no_stop": sim[1].item(),
+                                    "world": world, "num_envs": n}) + "\n")
 
     # ---- logs
     log = writer = None
@@ -438,7 +454,7 @@ def train(args) -> dict:
     print(f"SCENES {json.dumps(carry.scenes)}", flush=True)  # this rank's share (checked by the tests)
     num_updates = max(1, math.ceil(args.total_steps / batch))
     params = list(policy.parameters())
-    episodes, recv_wait, metrics = [], 0.0, {}
+    episodes, recv_wait, collect_s, learn_s, metrics = [], 0.0, 0.0, 0.0, {}
     t_start, frames_run = time.perf_counter(), 0
     while update < num_updates:
         t_update = time.perf_counter()
@@ -447,6 +463,8 @@ def train(args) -> dict:
         eps, waited = collect_rollout(env, policy, ro, carry, args.sensor)
         episodes += eps
         recv_wait += waited
+        t_learn = time.perf_counter()
+        collect_s += t_learn - t_update
 
         adv, returns = gae(ro, args.gamma, args.gae_lambda)
         for _ in range(args.epochs):
@@ -462,6 +480,7 @@ def train(args) -> dict:
                 metrics["loss"] = loss.item()
                 if not math.isfinite(metrics["loss"]):
                     raise FloatingPointError(f"non-finite loss at update {update}")
+        learn_s += time.perf_counter() - t_learn
         update += 1
         global_step += batch
         frames_run += batch
@@ -482,7 +501,8 @@ def train(args) -> dict:
                    "spl": s[3].item() / k if k else float("nan"), "episodes": int(k),
                    **{f: metrics[f] for f in ("loss", "policy_loss", "value_loss", "entropy", "approx_kl",
                                                "clip_frac")},
-                   "lr": opt.param_groups[0]["lr"], "recv_wait": round(recv_wait, 2), "seconds": round(seconds_before + elapsed, 1)}
+                   "lr": opt.param_groups[0]["lr"], "collect_s": round(collect_s, 2), "learn_s": round(learn_s, 2),
+                   "recv_wait": round(recv_wait, 2), "seconds": round(seconds_before + elapsed, 1)}
             if log is not None:
                 log.writerow(row)
                 log_file.flush()
@@ -493,7 +513,7 @@ def train(args) -> dict:
                       f"(x{row['fps_ratio']} of sim) success {row['success']:.3f} spl {row['spl']:.3f} "
                       f"reward {row['reward']:.3f} ({k:.0f} eps) loss {metrics['loss']:.4f} "
                       f"({time.perf_counter() - t_update:.1f}s)", flush=True)
-            episodes, recv_wait = [], 0.0
+            episodes, recv_wait, collect_s, learn_s = [], 0.0, 0.0, 0.0
         if update % args.save_every == 0 or update == num_updates or (
                 args.snapshot_every and update % args.snapshot_every == 0):
             rngs = [None] * world

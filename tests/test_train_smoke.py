@@ -20,7 +20,10 @@ TINY = ["--resolution", "32", "--width", "4", "--hidden", "32", "--num-envs", "4
 
 @pytest.fixture(scope="session")
 def dataset(tmp_path_factory):
-    """3 synthetic Gibson-layout scenes (2 train, 1 val), preprocessed with PointNav episodes."""
+    """3 synthetic Gibson-layout scenes (2 train, 1 val), preprocessed with PointNav episodes.
+    BPS_TRAIN_TEST_DATASET=path/manifest.json uses an existing dataset instead."""
+    if os.environ.get("BPS_TRAIN_TEST_DATASET"):
+        return Path(os.environ["BPS_TRAIN_TEST_DATASET"])
     synth = pytest.importorskip("bps_assets.synth")
     if not hasattr(synth, "generate"):
         pytest.skip("bps_assets.synth.generate not written yet")

@@ -37,7 +37,8 @@ def synth_dataset(out: Path, scenes: int, size: str, seed: int = 0) -> tuple[Pat
     t = time.perf_counter()
     try:
         from bps_assets import synth
-        synth.generate(src, "gibson", names, seed=seed, size=size)
+        made = synth.generate(src, "gibson", scenes, seed=seed, size=size)
+        names = [i.name for i in made]
         what = f"bps_assets.synth.generate(size={size!r})"
     except (ImportError, AttributeError):
         sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
@@ -69,8 +70,8 @@ def main(argv=None):
         if f.name == "sensors":
             ap.add_argument("--rgb", action="store_true")
             continue
-        ap.add_argument("--" + f.name.replace("_", "-"), type=type(f.default) if f.default is not None else
-                        (int if f.name == "swap_steps" else str), default=f.default)
+        ap.add_argument("--" + f.name.replace("_", "-"), type=type(f.default) if f.default is not None else str,
+                        default=f.default)
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
     manifest, source = a.manifest, "given manifest"

@@ -67,10 +67,9 @@ def make(dataset, split: str | None = "train", num_envs: int = 16, batch_size: i
     - ``device``: where observations and state live ("cpu", "cuda:0").
     - ``sensors``: subset of ("depth", "rgb"); ``resolution`` (height, width); depth is
       habitat's normalized 0-1 (0-10 m) unless ``normalize_depth=False`` (metres).
-    - ``cache``: scene residency: None (8 slots, no swaps), an int (slots), or a dict
-      ``{"slots": K, "swap_every": steps or None, "load_steps": steps}`` (scene rotation: every
-      ``swap_every`` steps one slot loads the next scene in the background; agents move at
-      episode boundaries). Passed to ``bps_runtime.cache`` when that module is present.
+    - ``cache``: the scene cache (``bps_runtime.cache``): None (8 slots), an int (slots), a
+      ``CacheOptions``, or a dict of its fields plus ``swap_every`` (every ``swap_every`` steps
+      one slot, round robin, moves new episodes to its prefetched scene).
     - ``seed``: episodes (order, sampling) are deterministic for a seed.
     - ``renderer``: "embree" (CPU) or "warp" (CUDA; Warp's CPU device when device="cpu").
     - ``episodes``: None (the manifest's PointNav episodes when it has them, else sampled on

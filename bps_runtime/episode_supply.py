@@ -111,16 +111,22 @@ class EpisodeSupply:
 
     # ------------------------------------------------------------------ scene arrival / leave
     def scene_arrived(self, key: int, name: str, mesh: DeviceNavMesh, inline: bool = True) -> GoalFields:
+        """``prepare`` + ``register``."""
+        st = self.prepare(name, mesh, inline)
+        self.register(key, st)
+        return st.fields
+
+    def prepare(self, name: str, mesh: DeviceNavMesh, inline: bool = True) -> "_SceneState":
         """Prepare a scene's first episodes: the goal pool (sampled) or the first ``lookahead``
         episodes (dataset). ``inline``: compute them in the calling thread (the scene cache's
-        loader thread, so the scene is ready when the load is) instead of the field worker."""
+        loader thread, so the scene is ready when its load is) instead of the field worker.
+        Thread-safe for different scenes."""
         visit = self.visits.get(name, 0)
         self.visits[name] = visit + 1
         o = self.options
         cap = o.goal_pool if self.mode == "sample" else 2 * o.lookahead + 16
         fields = GoalFields(mesh, capacity=cap)
-        st = _SceneState(key, name, mesh, fields, _seed_for(self.seed, name, visit))
-        self.scenes[key] = st
+        st = _SceneState(None, name, mesh, fields, _seed_for(self.seed, name, visit))
         if self.mode == "sample":
             goals = self._pool_goals(st)
             st.pool = [_done(self._pool_entry, st, g) if inline else self.worker.run(self._pool_entry, st, g)
@@ -134,7 +140,12 @@ class EpisodeSupply:
                 for pos in range(min(o.lookahead, len(eps))):
                     st.ahead[pos] = _done(self._prepare_dataset_episode, st, eps[int(st.order[pos])])
             self._schedule(st)
-        return fields
+        return st
+
+    def register(self, key: int, st: "_SceneState"):
+        """Make a prepared scene available under ``key`` (cheap: the step path may call it)."""
+        st.key = key
+        self.scenes[key] = st
 
     def scene_left(self, key: int):
         st = self.scenes.pop(key, None)

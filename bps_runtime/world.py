@@ -3,8 +3,9 @@
 ``World`` answers what the env asks per step: which scene each agent is in, the next scene at
 an episode boundary, try_step / geodesic (``BatchNav``), new episodes (``EpisodeSupply``) and
 the batch render. Per-scene navigation work (the navmesh on the device, the geodesic
-graph, the first goal fields) is started by ``prepare_scene`` when a scene is loaded, off the
-step path; ``activate`` only registers what is ready.
+graph, the first goal fields) runs where the scene is loaded, off the step path
+(``prepare_navmesh`` in the cache's loader threads); the step path only registers it
+(``register_scene``) under the scene's resident id.
 
 Scene managers (``scenes``): ``CachedScenes`` streams scenes through ``bps_runtime.cache``
 (fixed budget, swaps at episode boundaries); ``StaticScenes`` keeps a fixed set resident
@@ -68,6 +69,20 @@ class World:
         fields = self.episodes.scene_arrived(key, name, mesh)
         self.nav.add(key, mesh, fields)
         return mesh
+
+    def prepare_navmesh(self, name: str, navmesh):
+        """Loader-thread half of ``prepare_scene`` for the scene cache: device navmesh + the
+        first episodes, not yet registered under a key (the cache assigns ids later)."""
+        from .nav import lower_priority
+
+        lower_priority(5)
+        mesh = DeviceNavMesh(navmesh, self.device)
+        return mesh, self.episodes.prepare(name, mesh)
+
+    def register_scene(self, key: int, prepared):
+        mesh, st = prepared
+        self.episodes.register(key, st)
+        self.nav.add(key, mesh, st.fields)
 
     def scene_evicted(self, key: int):
         self.episodes.scene_left(key)
@@ -162,22 +177,6 @@ def group_episodes(episodes: list[dict]) -> dict[str, list[dict]]:
 
 
 # ---------------------------------------------------------------------------- from a manifest
-def read_scene_files(entry):
-    """(name, ShadingData, positions, indices, NavMesh) of a manifest scene, read synchronously
-    (StaticScenes; the scene cache reads in its loader threads instead)."""
-    from bps_assets.nav import load_navmesh
-    from bps_assets.packed_scene import read_packed_scene
-
-    from .render import build_shading_data
-
-    if entry.scene is None or entry.navmesh is None:
-        raise InputError(None, f"scene {entry.name!r} has no packed scene or navmesh in the manifest")
-    ps = read_packed_scene(entry.scene)
-    shading = build_shading_data(ps, str(entry.scene))
-    nm = load_navmesh(entry.navmesh)
-    return (entry.name, shading, ps.positions, ps.indices, nm)
-
-
 def resolve_episodes(manifest, split, names: list[str], episodes):
     """-> (mode, {scene name: [episodes]} or None) for make(episodes=...)."""
     from bps_assets.nav.episodes import read_pointnav_dataset
@@ -229,203 +228,147 @@ def build_world(manifest_path, split, *, device, num_envs: int, seed: int, episo
     supply = EpisodeSupply(mode, seed, worker, by_scene, options=options.supply)
     ropts = RenderOptions(resolution=tuple(options.resolution), normalize_depth=options.normalize_depth)
     renderer = make_renderer(options.renderer, ropts, device=str(device) if options.renderer == "warp" else "cpu")
-    scenes = make_scene_manager(entries, options.cache, num_envs=num_envs, seed=seed, renderer=renderer)
+    scenes = make_scene_manager(entries, options.cache, num_envs=num_envs, seed=seed, renderer=renderer,
+                                device=device)
     return World(scenes, renderer, device=device, num_envs=num_envs, seed=seed, supply=supply,
                  worker=worker, sensors=options.sensors)
 
 
-def make_scene_manager(entries, cache, *, num_envs, seed, renderer):
-    """The scene cache (``bps_runtime.cache``) when it is available; otherwise ``RotatingScenes``
-    (slots from ``cache``: an int, or {"slots": K, "swap_every": steps or None})."""
-    try:
-        from .cache import SceneCache  # noqa: F401
-    except ImportError:
-        return RotatingScenes(entries, RotationOptions.from_arg(cache), num_envs=num_envs, seed=seed)
-    return CachedScenes(entries, cache, num_envs=num_envs, seed=seed, renderer=renderer)
+def make_scene_manager(entries, cache, *, num_envs, seed, renderer, device="cpu"):
+    """``CachedScenes`` over ``bps_runtime.cache.SceneCache`` (``cache``: None, an int = slots,
+    a dict of ``CacheOptions`` fields plus ``swap_every``, or a ``CacheOptions``)."""
+    return CachedScenes(entries, cache, num_envs=num_envs, seed=seed, renderer=renderer, device=device)
 
 
-class CachedScenes:  # filled in against bps_runtime.cache
-    def __init__(self, *a, **k):
-        raise NotImplementedError
+class CachedScenes:
+    """The env's view of ``bps_runtime.cache.SceneCache``.
 
-
-@dataclass(frozen=True)
-class RotationOptions:
-    slots: int = 8                 # resident scenes (plus at most one incoming per slot)
-    swap_every: int | None = None  # full env steps between scene swaps (None: never)
-    load_steps: int | None = None  # steps a load may take before agents wait for it (default swap_every // 2)
-
-    @classmethod
-    def from_arg(cls, cache):
-        if cache is None:
-            return cls()
-        if isinstance(cache, RotationOptions):
-            return cache
-        if isinstance(cache, int):
-            return cls(slots=cache)
-        if isinstance(cache, dict):
-            unknown = set(cache) - {"slots", "swap_every", "load_steps"}
-            if unknown:
-                raise ConfigError(None, f"cache: unknown settings {sorted(unknown)} (slots, swap_every, load_steps)")
-            o = cls(**cache)
-            if o.slots < 1 or (o.swap_every is not None and o.swap_every < 1):
-                raise ConfigError(None, f"cache={cache!r}: slots and swap_every must be >= 1")
-            return o
-        raise ConfigError(None, f"cache={cache!r}: expected None, an int (slots) or a dict")
-
-
-class RotatingScenes:
-    """K resident slots; every ``swap_every`` steps one slot (round robin) starts loading the
-    next scene of the (seeded, shuffled) scene list in a background thread: packed scene ->
-    renderer BVH, navmesh -> device tensors and goal fields. Agents of that slot move to the
-    new scene at their next episode boundary from ``load_steps`` steps after the load began
-    (a fixed step, so runs are reproducible; if the load is not done by then, the boundary
-    waits for it and the step reports ``waited``); the old scene leaves (renderer detach,
-    navigation freed) when its last agent has moved. A scene that fails to load is logged
-    and skipped. Agent i belongs to slot i % K.
-
-    Stand-in for ``bps_runtime.cache`` (used only when that module is absent).
+    - The cache's loader threads read each scene's navmesh through ``_load_navmesh``, which also
+      builds the env's navigation for it there (device tensors, geodesic graph, first goal
+      fields): a scene is ready for agents when its load is, and the step path only registers
+      it (dict inserts) under the resident id the cache gives it.
+    - Episode boundaries: ``scene_for_next_episode``; newly resident ids are registered,
+      ids that left are dropped (an id can be reused for another scene: checked by identity).
+    - ``swap_every`` steps: one slot (round robin) is asked to move new episodes to its
+      prefetched scene. If that scene's load has not finished, the step waits for it (and
+      reports ``waited``) so swaps happen at a fixed step and runs stay reproducible.
     """
 
-    def __init__(self, entries, options: RotationOptions, *, num_envs: int, seed: int):
-        if not entries:
-            raise ConfigError(None, "no scenes to run on")
-        self.options = options
+    def __init__(self, entries, cache, *, num_envs: int, seed: int, renderer, device="cpu"):
+        from .cache import CacheOptions
+        from .loader import SceneSource
+
+        swap_every = None
+        if cache is None:
+            opts = CacheOptions(slots=8, seed=seed)
+        elif isinstance(cache, CacheOptions):
+            opts = cache
+        elif isinstance(cache, int) and not isinstance(cache, bool):
+            opts = CacheOptions(slots=cache, seed=seed)
+        elif isinstance(cache, dict):
+            d = dict(cache)
+            swap_every = d.pop("swap_every", None)
+            d.setdefault("seed", seed)
+            try:
+                opts = CacheOptions(**d)
+            except TypeError as e:
+                raise ConfigError(None, f"cache={cache!r}: {e}") from None
+            if swap_every is not None and (not isinstance(swap_every, int) or swap_every < 1):
+                raise ConfigError(None, f"cache swap_every={swap_every!r}: expected an int >= 1 or None")
+        else:
+            raise ConfigError(None, f"cache={cache!r}: expected None, an int (slots), a dict or CacheOptions")
+        self.options, self.swap_every = opts, swap_every
         self.entries = list(entries)
-        rng = np.random.default_rng(np.random.SeedSequence([int(seed) & (2**63 - 1), 0x5CE4E]))
-        self.queue = [self.entries[i] for i in rng.permutation(len(self.entries))]
-        self.k = min(options.slots, len(self.entries))
-        self.num_envs = num_envs
-        self.names: dict[int, str] = {}
-        self.users: dict[int, int] = {}
-        self.slot_current: list[int] = []
-        self.slot_pending: list = [None] * self.k   # (key, Future, switch_step)
-        self.next_key = 0
-        self.next_scene = 0
-        self.steps = 0
-        self.next_slot = 0
-        self.swaps = 0
-        self.failed: list[tuple[str, str]] = []
-        self._loader = None
+        self.sources = [SceneSource(e.name, str(e.scene), str(e.navmesh) if e.navmesh else None)
+                        for e in self.entries]
+        self._name_of_nav = {s.navmesh_path: s.scene_id for s in self.sources}
+        self.num_envs, self.seed, self.renderer, self.device = num_envs, seed, renderer, device
         self.world = None
+        self.cache = None
+        self._registered: dict[int, object] = {}   # resident id -> the navmesh object registered
+        self.steps = 0
+        self._next_slot = 0
+        self.swaps_requested = 0
+        self.waits = 0
 
-    # ---- loading
-    def _take_entry(self):
-        e = self.queue[self.next_scene % len(self.queue)]
-        self.next_scene += 1
-        return e
+    # ---- loader threads
+    def _load_navmesh(self, path):
+        from bps_assets.nav import load_navmesh
 
-    def _load(self, key: int, entry):
-        """Loader thread: read, build the BVH, attach, prepare navigation."""
-        from .nav import lower_priority
+        nm = load_navmesh(path)
+        nm._bps_env_prepared = self.world.prepare_navmesh(self._name_of_nav.get(path, str(path)), nm)
+        return nm
 
-        lower_priority(10)
-        name, shading, positions, indices, navmesh = read_scene_files(entry)
-        r = self.world.renderer
-        accel = r.prepare(shading, positions, indices)
-        r.attach(key, shading, accel)
-        self.world.prepare_scene(key, name, navmesh)
-        return key
-
-    def bind(self, world: World):
-        from concurrent.futures import ThreadPoolExecutor
+    def bind(self, world):
+        from .cache import SceneCache
 
         self.world = world
-        self._loader = ThreadPoolExecutor(1, thread_name_prefix="bps-scene-load")
-        with ThreadPoolExecutor(2, thread_name_prefix="bps-initial-load") as pool:
-            todo = []
-            for _ in range(self.k):
-                key, e = self.next_key, self._take_entry()
-                self.next_key += 1
-                self.names[key] = e.name
-                todo.append((key, e, pool.submit(self._load, key, e)))
-            for key, e, f in todo:
-                f.result()  # the initial scenes must load: errors surface here
-                self.slot_current.append(key)
-                self.users[key] = 0
+        if any(s.navmesh_path is None for s in self.sources):
+            bad = next(s.scene_id for s in self.sources if s.navmesh_path is None)
+            raise InputError(None, f"scene {bad!r} has no navmesh in the manifest")
+        self.cache = SceneCache(self.sources, self.renderer, self.num_envs, self.options, device=str(self.device),
+                                navmesh_loader=self._load_navmesh)
+        self.cache.wait_ready()
 
-    def _start_swap(self):
-        slot = self.next_slot
-        self.next_slot = (self.next_slot + 1) % self.k
-        if self.slot_pending[slot] is not None or len(self.entries) <= self.k:
-            return
-        e = self._take_entry()
-        key = self.next_key
-        self.next_key += 1
-        self.names[key] = e.name
-        wait = self.options.load_steps if self.options.load_steps is not None else max(1, (self.options.swap_every or 2) // 2)
-        self.slot_pending[slot] = (key, self._loader.submit(self._load, key, e), self.steps + wait)
+    # ---- registration of resident ids
+    def _sync(self):
+        c = self.cache
+        resident = set(c.resident_ids)
+        for rid in list(self._registered):
+            if rid not in resident or c.scene(rid).navmesh is not self._registered[rid]:
+                self._registered.pop(rid)
+                self.world.scene_evicted(rid)
+        for rid in resident:
+            if rid not in self._registered:
+                nm = c.scene(rid).navmesh
+                self.world.register_scene(rid, nm._bps_env_prepared)
+                self._registered[rid] = nm
 
-    def after_step(self, group: int):
-        if group != 0:
-            return
-        self.steps += 1
-        se = self.options.swap_every
-        if se and self.steps % se == 0:
-            self._start_swap()
-
-    # ---- assignment
     def initial(self, n):
-        keys = np.array([self.slot_current[i % self.k] for i in range(n)], np.int64)
-        for k in keys.tolist():
-            self.users[k] += 1
+        keys = self.cache.scene_for_next_episode(np.arange(n))
+        self.cache.take_report()
+        self._sync()
         return keys
 
-    def _promote(self, slot) -> tuple[bool, bool]:
-        """(the slot's pending scene is ready for agents, this call waited for it)."""
-        p = self.slot_pending[slot]
-        if p is None or self.steps < p[2]:
-            return False, False
-        key, fut, _ = p
-        waited = not fut.done()
-        try:
-            fut.result()
-        except Exception as e:  # noqa: BLE001 - quarantine: log, skip the scene, carry on
-            import logging
-            logging.getLogger("bps_runtime").error("scene %s failed to load, skipped: %s", self.names[key], e)
-            self.failed.append((self.names[key], str(e)))
-            self.slot_pending[slot] = None
-            self.world.renderer.detach(key)
-            self.world.scene_evicted(key)
-            return False, waited
-        old = self.slot_current[slot]
-        self.slot_current[slot] = key
-        self.slot_pending[slot] = None
-        self.users.setdefault(key, 0)
-        self.swaps += 1
-        self._old = getattr(self, "_old", set())
-        self._old.add(old)
-        return True, waited
-
     def boundary(self, env_ids, old_keys):
-        waited = False
-        new = np.array(old_keys, np.int64)
-        for j, e in enumerate(np.asarray(env_ids).tolist()):
-            slot = e % self.k
-            _, w = self._promote(slot)
-            waited |= w
-            cur = self.slot_current[slot]
-            if new[j] != cur:
-                self.users[int(new[j])] -= 1
-                self.users[cur] = self.users.get(cur, 0) + 1
-                new[j] = cur
-        for k in list(getattr(self, "_old", ())):
-            if self.users.get(k, 0) <= 0:
-                self._old.discard(k)
-                self.users.pop(k, None)
-                self.world.renderer.detach(k)
-                self.world.scene_evicted(k)
-        return new, waited
+        keys = self.cache.scene_for_next_episode(np.asarray(env_ids))
+        rep = self.cache.take_report()
+        self._sync()
+        waited = rep.waited or self._waited
+        self._waited = False
+        return keys, waited
+
+    _waited = False
+
+    def after_step(self, group: int):
+        if group != 0 or not self.swap_every:
+            return
+        self.steps += 1
+        if self.steps % self.swap_every:
+            return
+        c = self.cache
+        k = self._next_slot
+        self._next_slot = (k + 1) % c.num_slots
+        slot = c._slots[k]  # the cache has no public "wait for this slot's pending load" yet
+        if slot.ready is None and slot.pending is not None:
+            self._waited = self._waited or not slot.pending.done()
+            slot.pending.result()
+            c.poll()
+        c.request_swap([k])
+        self.swaps_requested += 1
 
     def name(self, key):
-        return self.names[key]
+        return self.cache.scene(int(key)).scene_id
 
     def resident_names(self):
-        return [self.names[k] for k in self.slot_current]
+        return [self.cache.scene(r).scene_id for r in self.cache.resident_ids]
 
     def swap_count(self):
-        return self.swaps
+        return self.swaps_requested
+
+    def loading(self) -> bool:
+        return any(s.pending is not None and not s.pending.done() for s in self.cache._slots)
 
     def close(self):
-        if self._loader is not None:
-            self._loader.shutdown(wait=False, cancel_futures=True)
+        if self.cache is not None:
+            self.cache.close()

@@ -17,9 +17,9 @@ from bps_runtime.bench import DEFAULTS
 @click.option("--resolution", type=click.IntRange(min=1, max=4096), default=DEFAULTS.resolution,
               show_default=True, help="square sensor resolution")
 @click.option("--steps", type=click.IntRange(min=2), default=DEFAULTS.steps, show_default=True,
-              help="timed steps per phase")
-@click.option("--swap-every", type=click.IntRange(min=1), default=DEFAULTS.swap_every, show_default=True,
-              help="steps between scene swaps in the swap phase")
+              help="timed steps")
+@click.option("--swap-every", type=click.IntRange(min=0), default=DEFAULTS.swap_every, show_default=True,
+              help="steps between scene swaps (0: none)")
 @click.option("--renderer", type=click.Choice(["embree", "warp"]), default=DEFAULTS.renderer, show_default=True)
 @click.option("--rgb", is_flag=True, help="render RGB as well as depth")
 @click.option("--split", default=DEFAULTS.split, show_default=True, help="manifest subset to run on")
@@ -27,7 +27,8 @@ from bps_runtime.bench import DEFAULTS
 @click.option("--json", "as_json", is_flag=True, help="print the results as JSON on stdout")
 def bench_cmd(manifest, num_envs, scenes, resolution, steps, swap_every, renderer, rgb, split, seed, as_json):
     """Benchmark the batched PointNav env on a preprocessed dataset (MANIFEST: manifest.json):
-    env step fps vs render-only fps, step-time tail with scene swaps, loads waited for, peak RSS."""
+    env step fps vs render-only fps, step-time tail with scene swaps, loads waited for, peak RSS
+    (random actions; one process; see bps_runtime/bench.py)."""
     from bps_runtime.bench import BenchOptions, run
 
     opts = BenchOptions(num_envs=num_envs, scenes=scenes, resolution=resolution, steps=steps,

@@ -83,3 +83,39 @@ def room_scene(size=(8.0, 3.0, 6.0), textured=True, vertex_colors=True, scene_id
         tex_blocks=np.frombuffer(bytes(blocks), np.uint8), tex_levels=np.array(levels, np.int64).reshape(-1, 6),
         chunk_tris=np.array([[0, len(mats)]], np.int64), chunk_spheres=np.zeros((1, 4), np.float32),
         header={"scene_id": scene_id, "frame": "habitat"})
+
+
+def room_document(size=(8.0, 3.0, 6.0)):
+    """The same room as a bps_assets SceneDocument (Y-up, RGBA textures) for convert_scene."""
+    from bps_assets.scene import Material, Mesh, SceneDocument, Texture
+
+    s = room_scene(size, textured=True, vertex_colors=False)
+    tex = [Texture(rgba=checker(64, 8), name="floor"),
+           Texture(rgba=checker(32, 4, (200, 200, 190), (120, 110, 100)), name="wall")]
+    mats = [Material(name=f"m{i}", base_color=s.material_color[i].copy(),
+                     texture=(None if s.material_texture[i] < 0 else int(s.material_texture[i])))
+            for i in range(3)]
+    meshes = []
+    for m in range(3):
+        tris = s.indices[s.tri_material == m]
+        used, inv = np.unique(tris, return_inverse=True)
+        meshes.append(Mesh(positions=s.positions[used].copy(), indices=inv.reshape(-1, 3).astype(np.uint32),
+                           uvs=s.uvs[used].copy(), material=m, name=f"part{m}"))
+    return SceneDocument(meshes=meshes, materials=mats, textures=tex, source_path="room.synthetic",
+                         source_format="synthetic")
+
+
+class MemoryReader:
+    """A reader for SceneCache/SceneLoader tests: path -> scene object, 'bad*' paths raise."""
+
+    def __init__(self, scenes: dict):
+        self.scenes = scenes
+        self.calls = []
+
+    def __call__(self, path):
+        from bps_assets.errors import CorruptFileError
+
+        self.calls.append(path)
+        if path not in self.scenes:
+            raise CorruptFileError(path, "checksum mismatch (corrupt file)", section="indices")
+        return self.scenes[path]

@@ -40,20 +40,19 @@ def test_demo_end_to_end(tmp_path):
     synth = pytest.importorskip("bps_assets.synth")
     if not hasattr(synth, "generate"):
         pytest.skip("bps_assets.synth.generate not written yet")
-    from click.testing import CliRunner
-
     from bps_assets.pipeline.manifest import load_manifest
-    from cli.main import main
 
     out = tmp_path / "demo_out"
-    r = CliRunner().invoke(main, ["demo", str(out), "--scenes", "2", "--workers", "2"],
-                           catch_exceptions=False)
-    assert r.exit_code == 0, r.output
-    assert "OK: 2 scenes" in r.output and "demo done" in r.output
+    lines = []
+    # the pipeline's own steps (the runtime's env step is tested by its owner)
+    assert demo.run_demo(out, scenes=2, workers=2, echo=lines.append, steps=demo.DEFAULT_STEPS), lines
+    text = "\n".join(lines)
+    assert "OK: 2 scenes" in text and "demo done" in text
     m = load_manifest(out / "manifest.json")
     assert m.names("train") == ["Allensville"] and m.names("val") == ["Collierville"]
     assert all(s.stats["episodes"] == demo.DEMO_EPISODES for s in m.scenes())
+    assert all(s.stats["triangles"] > 1000 and s.stats["navigable_area"] > 1 for s in m.scenes())
     # a rerun reuses everything
-    r = CliRunner().invoke(main, ["demo", str(out), "--scenes", "2", "--workers", "1"],
-                           catch_exceptions=False)
-    assert r.exit_code == 0 and "0 processed, 2 up to date" in r.output
+    lines.clear()
+    assert demo.run_demo(out, scenes=2, workers=1, echo=lines.append, steps=demo.DEFAULT_STEPS)
+    assert "0 processed, 2 up to date" in "\n".join(lines)

@@ -35,7 +35,8 @@ def manifest(tmp_path_factory):
     root = tmp_path_factory.mktemp("runtime_api")
     try:
         from bps_assets import synth
-        synth.generate(root / "src", "gibson", NAMES, seed=0, size="small")
+        made = synth.generate(root / "src", "gibson", len(NAMES), seed=0, size="small")
+        assert sorted(i.name for i in made) == sorted(NAMES)
     except (ImportError, AttributeError):
         _glb_rooms(root / "src")
     res = preprocess(root / "src", root / "out", "gibson", "tiny",

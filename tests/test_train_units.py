@@ -217,3 +217,24 @@ def test_double_buffered_rollout_stores_each_step_where_it_belongs():
     torch.testing.assert_close(ro.state0[0], state_before)
     torch.testing.assert_close(ro.pointgoal[0, :, 0], torch.full((4,), float(T)))
     torch.testing.assert_close(ro.rewards[0], T + 1 + e / 1000)
+
+
+# ----------------------------------------------------------------------------------- lr rule, arg checks
+def test_lr_scaling_and_schedule_follow_bps_nav():
+    from bps_train.train import lr_factor, scaled_lr
+
+    a = parse(Args, [])
+    assert scaled_lr(a, 1) == pytest.approx(5e-4 * (32 * 32 / 2 / 256) ** 0.5)   # 512-frame minibatches
+    big = parse(Args, ["--num-envs", "1024"])
+    assert scaled_lr(big, 8) == pytest.approx(5e-4 * 512 ** 0.5)                 # bps-nav's 8-GPU batch
+    assert scaled_lr(parse(Args, ["--num-envs", "4", "--rollout-steps", "8"]), 1) == 5e-4  # never below 1x
+    assert lr_factor("cosine", 0.0) == 0.5 and lr_factor("cosine", 0.01) == pytest.approx(1.0)
+    assert lr_factor("cosine", 1.0) == pytest.approx(0.01) and lr_factor("constant", 0.7) == 1.0
+    assert lr_factor("cosine", 0.3) > lr_factor("cosine", 0.6)
+
+
+def test_bad_settings_exit_with_one_line():
+    from bps_train.train import main
+
+    assert main(["--sensor", "sonar"]) == 2
+    assert main(["--num-envs", "2", "--minibatches", "4"]) == 2

@@ -223,6 +223,8 @@ def build_shading_data(scene: Any, path: str | None = None) -> ShadingData:
         if f not in (FORMAT_BC1, FORMAT_BC7) or off < 0 or off + nbytes > blocks.size:
             raise bad(f"texture {t} level {lvl}: format {f} / byte range {off}+{nbytes} outside "
                       f"tex_blocks ({blocks.size} bytes)")
+        if f == FORMAT_BC1 and off % 8:
+            raise bad(f"texture {t} level {lvl}: BC1 byte offset {off} is not a multiple of 8")
         if f == FORMAT_BC7:
             rgba = _decode_bc7_level(blocks[off:off + nbytes].tobytes(), w, h)
             extra.append(rgba.reshape(-1))
@@ -237,6 +239,8 @@ def build_shading_data(scene: Any, path: str | None = None) -> ShadingData:
     if np.any((mat_tex >= 0) & (nlev[np.clip(mat_tex, 0, None)] == 0)):
         raise bad("a material refers to a texture with no levels")
     tex_data = np.concatenate([blocks] + extra) if extra else blocks
+    if tex_data.size % 8:  # BC1 texels are fetched as little-endian uint64 words
+        tex_data = np.concatenate([tex_data, np.zeros(8 - tex_data.size % 8, np.uint8)])
 
     # per-triangle mip bias: 0.5*log2(uv area * texels / world area)
     tri_lod = np.zeros(nt, np.float32)
@@ -262,77 +266,84 @@ def build_shading_data(scene: Any, path: str | None = None) -> ShadingData:
 
 # ------------------------------------------------------------------------------ BC1 texels
 
-def _expand565(c: np.ndarray) -> np.ndarray:
-    """uint16/int32 [n] RGB565 -> int32 [n,3] 8-bit channels (bit replication, as Pillow)."""
-    c = c.astype(np.int32)
-    r, g, b = (c >> 11) & 31, (c >> 5) & 63, c & 31
-    return np.stack([(r << 3) | (r >> 2), (g << 2) | (g >> 4), (b << 3) | (b >> 2)], axis=-1)
+# colour = (A * e0 + B * e1) // D per (mode, selector), mode 0: c0 > c1 (4 colours), mode 1:
+# 3 colours + black. These are Pillow's integer formulas (e.g. (2*e0 + e1) // 3), so texels
+# match Pillow's BC1 decoder exactly; the Warp kernel uses the same formulas.
+_W_A = np.array([3, 0, 2, 1, 2, 0, 1, 0], np.int32)
+_W_B = np.array([0, 3, 1, 2, 0, 2, 1, 0], np.int32)
+_W_D = np.array([3, 3, 3, 3, 2, 2, 2, 2], np.int32)
 
 
 def decode_bc1_texels(data: np.ndarray, base: np.ndarray, width: np.ndarray,
                       x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Decode just the texels (x, y) of BC1 images starting at byte ``base`` with ``width``
-    texels per row. All int64 [n]. Returns uint8 [n,4] RGBA (Pillow's integer formulas)."""
+    """Decode just the texels (x, y) of BC1 images starting at byte ``base`` (a multiple of 8)
+    with ``width`` texels per row: one 8-byte gather per texel. Returns uint8 [n,4] RGBA."""
+    words = data[: data.size - data.size % 8].view("<u8")
     bw = (width + 3) >> 2
-    blk = base + ((y >> 2) * bw + (x >> 2)) * 8
-    b = data[blk[:, None] + np.arange(8)].astype(np.int32)  # [n,8]
-    c0 = b[:, 0] | (b[:, 1] << 8)
-    c1 = b[:, 2] | (b[:, 3] << 8)
-    sel_word = b[:, 4] | (b[:, 5] << 8) | (b[:, 6] << 16) | (b[:, 7] << 24)
-    shift = (((y & 3) << 2) | (x & 3)) << 1
-    sel = (sel_word >> shift) & 3
-    e0, e1 = _expand565(c0), _expand565(c1)
-    four = (c0 > c1)[:, None]
-    out = np.where((sel == 0)[:, None], e0, e1)
-    mid2 = np.where(four, (2 * e0 + e1) // 3, (e0 + e1) // 2)
-    mid3 = np.where(four, (e0 + 2 * e1) // 3, 0)
-    out = np.where((sel == 2)[:, None], mid2, out)
-    out = np.where((sel == 3)[:, None], mid3, out)
-    alpha = np.where((sel == 3) & ~four[:, 0], 0, 255)
-    return np.concatenate([out, alpha[:, None]], axis=1).astype(np.uint8)
+    w = words[(base >> 3) + (y >> 2) * bw + (x >> 2)]
+    c0 = (w & np.uint64(0xFFFF)).astype(np.int32)
+    c1 = ((w >> np.uint64(16)) & np.uint64(0xFFFF)).astype(np.int32)
+    shift = (((((y & 3) << 2) | (x & 3)) << 1) + 32).astype(np.uint64)
+    k = ((w >> shift) & np.uint64(3)).astype(np.int32)
+    k += (c0 <= c1).astype(np.int32) << 2
+    a, b, d = _W_A[k], _W_B[k], _W_D[k]
+    out = np.empty((w.shape[0], 4), np.uint8)
+    for ch, (sh, bits) in enumerate(((11, 5), (5, 6), (0, 5))):
+        m = (1 << bits) - 1
+        e0 = (c0 >> sh) & m
+        e1 = (c1 >> sh) & m
+        e0 = (e0 << (8 - bits)) | (e0 >> (2 * bits - 8))
+        e1 = (e1 << (8 - bits)) | (e1 >> (2 * bits - 8))
+        out[:, ch] = (a * e0 + b * e1) // d
+    out[:, 3] = np.where(k == 7, 0, 255)
+    return out
 
 
 def shade_hits(sd: ShadingData, prim: np.ndarray, bu: np.ndarray, bv: np.ndarray,
                z: np.ndarray, cos_abs: np.ndarray, pixel_angle: float) -> np.ndarray:
-    """Colour hits (prim >= 0) -> uint8 [n,3]. numpy reference used by the Embree backend."""
+    """Colour hits (prim >= 0) -> uint8 [n,3]. numpy reference used by the Embree backend;
+    the float32 operation order is the Warp kernel's (the tests compare them)."""
+    f32 = np.float32
     tri = sd.indices[prim]  # [n,3]
-    w0 = (np.float32(1.0) - bu - bv)
+    w0 = f32(1.0) - bu - bv
     mat = sd.tri_material[prim]
-    col = sd.material_color[mat][:, :3]  # [n,3] f32
+    col = sd.material_color[mat, :3]  # [n,3] f32 (a copy)
     if sd.colors is not None:
-        c = sd.colors
-        vc = (w0[:, None] * c[tri[:, 0], :3].astype(np.float32) + bu[:, None] * c[tri[:, 1], :3]
-              + bv[:, None] * c[tri[:, 2], :3]) * np.float32(1.0 / 255.0)
-        col = col * vc
+        c = sd.colors[tri, :3].astype(f32)  # [n,3 vertices,3]
+        vc = (w0[:, None] * c[:, 0] + bu[:, None] * c[:, 1] + bv[:, None] * c[:, 2]) * f32(1.0 / 255.0)
+        col *= vc
     tex = sd.material_texture[mat]
     has = tex >= 0
-    if np.any(has):
-        h = np.nonzero(has)[0]
+    nh = int(np.count_nonzero(has))
+    if nh:
+        h = slice(None) if nh == has.size else np.flatnonzero(has)
         t = tex[h]
-        ti = tri[h]
-        uv = sd.uvs
-        a, b_, c_ = w0[h, None], bu[h, None], bv[h, None]
-        uvh = a * uv[ti[:, 0]] + b_ * uv[ti[:, 1]] + c_ * uv[ti[:, 2]]
-        foot = z[h] * np.float32(pixel_angle) / np.maximum(cos_abs[h], np.float32(COS_FLOOR))
-        lod = np.log2(np.maximum(foot, np.float32(1e-30))) + sd.tri_lod_bias[prim[h]]
-        lvl = np.clip(np.floor(lod + np.float32(0.5)), 0, sd.tex_nlevels[t] - 1).astype(np.int64)
+        uv = sd.uvs[tri[h]]  # [k,3,2]
+        wa, wb, wc = w0[h, None], bu[h, None], bv[h, None]
+        uvh = wa * uv[:, 0] + wb * uv[:, 1] + wc * uv[:, 2]
+        foot = z[h] * f32(pixel_angle) / np.maximum(cos_abs[h], f32(COS_FLOOR))
+        lod = np.log2(np.maximum(foot, f32(1e-30))) + sd.tri_lod_bias[prim[h]]
+        lvl = np.clip(np.floor(lod + f32(0.5)), 0, sd.tex_nlevels[t] - 1).astype(np.int64)
         info = sd.level_info[t, lvl]  # [k,3]
         base, wd, ht = info[:, 0], info[:, 1], info[:, 2]
         fu = uvh[:, 0] - np.floor(uvh[:, 0])
         fv = uvh[:, 1] - np.floor(uvh[:, 1])
-        x = np.minimum((fu * wd.astype(np.float32)).astype(np.int64), wd - 1)
-        y = np.minimum((fv * ht.astype(np.float32)).astype(np.int64), ht - 1)
+        x = np.minimum((fu * wd.astype(f32)).astype(np.int64), wd - 1)
+        y = np.minimum((fv * ht.astype(f32)).astype(np.int64), ht - 1)
         fmt = sd.tex_format[t]
-        texel = np.empty((h.size, 4), np.uint8)
         isbc = fmt == FORMAT_BC1
-        if np.any(isbc):
-            texel[isbc] = decode_bc1_texels(sd.tex_data, base[isbc], wd[isbc], x[isbc], y[isbc])
-        if not np.all(isbc):
+        if isbc.all():
+            texel = decode_bc1_texels(sd.tex_data, base, wd, x, y)
+        else:
+            texel = np.empty((x.shape[0], 4), np.uint8)
+            if isbc.any():
+                texel[isbc] = decode_bc1_texels(sd.tex_data, base[isbc], wd[isbc], x[isbc], y[isbc])
             r = ~isbc
             o = base[r] + (y[r] * wd[r] + x[r]) * 4
             texel[r] = sd.tex_data[o[:, None] + np.arange(4)]
-        col[h] = col[h] * (texel[:, :3].astype(np.float32) * np.float32(1.0 / 255.0))
-    return np.floor(np.clip(col, 0.0, 1.0) * np.float32(255.0) + np.float32(0.5)).astype(np.uint8)
+        col[h] = col[h] * (texel[:, :3].astype(f32) * f32(1.0 / 255.0))
+    np.clip(col, f32(0.0), f32(1.0), out=col)
+    return np.floor(col * f32(255.0) + f32(0.5)).astype(np.uint8)
 
 
 def finish_depth(z: np.ndarray, options: RenderOptions) -> np.ndarray:

@@ -25,8 +25,8 @@ from .base import (DEFAULTS, RenderOptions, ShadingData, as_numpy, camera_direct
 
 MISS_T = 1e30
 # Embree's BVH + its own vertex/index copies, measured by RSS delta on a 600K-triangle room
-# (see docs/PERFORMANCE.md); the cache accounts this per scene.
-EMBREE_BYTES_PER_TRI = 96
+# (79 B/tri incl. vertices on an 843K-tri apartment); the cache accounts this per scene.
+EMBREE_BYTES_PER_TRI = 72
 EMBREE_BYTES_PER_VERT = 16
 
 

@@ -1,0 +1,384 @@
+"""Scan-like demo scenes in the real Gibson / MP3D dataset layouts (the built-in demo and test data).
+
+``generate(out_root, layout, scenes, seed, size)`` writes ``OUT/gibson/NAME.glb`` or
+``OUT/mp3d/ID/ID.glb`` (binary glTF 2.0, Z up like the real scans, so the habitat frame is
+(x, y, z) -> (x, z, -y)) and returns one ``SceneInfo`` per scene: ground truth for tests
+(rooms, storeys, closed room, table tops, stairs, ...) in the habitat frame. Nothing besides
+the GLBs is written, as in the real datasets; ``describe()`` recomputes a SceneInfo.
+
+A scene is a pure function of (layout, name, seed, size): its generator is seeded from a hash
+of those four values, so the same scene comes out byte-identical in any run and in any subset.
+
+Scene names (rule): real names from ``data_manifests/{gibson,mp3d}.json``, split "tiny"
+(gibson) or "benchmark" (mp3d). Position i takes the next *val* scene when i % 4 == 1 and the
+next *train* scene otherwise, so any N >= 2 has a val scene and about 3/4 are train; when one
+list runs out the other continues, then the split's test scenes, then the rest of the
+manifest's scenes in sorted order.
+
+Features by position i (``i % 4``): 0 -> one storey with a closed room (no door), 1 -> two
+storeys joined by a stair flight, 2 -> one storey, 3 -> two storeys and a closed room. So any
+N >= 2 has a closed room and a stair flight. Names not in the order get features from a hash.
+
+Sizes: "small" ~45-60 m^2 of floor per scene (two-storey scenes ~80 m^2), ~30K triangles,
+256/512 px textures (PNG and JPEG); "gibson" ~150 m^2 of floor, ~600K triangles, 2048^2
+JPEG textures, as a real Gibson scan.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import ConfigError, DatasetError, OutputExistsError
+from ..scene import Material, Mesh, SceneDocument, Texture
+from . import geometry, layout as _layout, textures as _textures
+
+LAYOUTS = ("gibson", "mp3d")
+_SPLIT = {"gibson": "tiny", "mp3d": "benchmark"}
+
+
+@dataclass(frozen=True)
+class SizePreset:
+    name: str
+    floor_area: tuple[float, float]   # total floor (m^2) drawn per scene
+    triangles: int                    # target triangle count (each scene draws +-10 %)
+    texture_px: tuple[int, ...]       # texture sizes drawn from
+    max_room_area: float              # BSP stops splitting below this (m^2)
+    image_format: str                 # "mixed": alternate PNG / JPEG; or "jpeg"
+
+
+SIZES = {
+    "small": SizePreset("small", (45.0, 60.0), 30_000, (256, 512), 16.0, "mixed"),
+    "gibson": SizePreset("gibson", (140.0, 160.0), 600_000, (2048,), 22.0, "jpeg"),
+}
+
+
+# ------------------------------------------------------------------------------ ground truth
+
+@dataclass(frozen=True)
+class HRect:
+    """Axis-aligned rectangle on the habitat floor plane (x right, z towards the viewer)."""
+
+    xmin: float
+    zmin: float
+    xmax: float
+    zmax: float
+
+    @property
+    def area(self) -> float:
+        return (self.xmax - self.xmin) * (self.zmax - self.zmin)
+
+    def contains(self, x: float, z: float) -> bool:
+        return self.xmin <= x <= self.xmax and self.zmin <= z <= self.zmax
+
+
+def _hrect(r: _layout.Rect) -> HRect:
+    # file (x, y, z) -> habitat (x, z, -y): plan y in [y0, y1] becomes habitat z in [-y1, -y0]
+    return HRect(round(r.x0, 6), round(-r.y1, 6), round(r.x1, 6), round(-r.y0, 6))
+
+
+def _hpoint(x: float, y: float, z: float) -> tuple[float, float, float]:
+    return (round(x, 6), round(z, 6), round(-y, 6))
+
+
+@dataclass(frozen=True)
+class RoomInfo:
+    id: int
+    storey: int
+    rect: HRect                 # the room's interior (inside faces of its walls)
+    floor_y: float
+    ceiling_y: float
+    closed: bool                # no door at all
+    hall: bool                  # the stair hall of a two-storey scene
+    doors: int
+    free_point: tuple           # habitat (x, y, z) on the floor, clear of furniture, reachable from its doors
+
+
+@dataclass(frozen=True)
+class FurnitureInfo:
+    kind: str                   # table, chair, box, sofa, cabinet, shelf, platform, rail
+    storey: int
+    room: int
+    rect: HRect                 # footprint
+    top_y: float                # habitat height of its top surface
+
+
+@dataclass(frozen=True)
+class StairsInfo:
+    rect: HRect                 # flight footprint (the stairwell hole in the upper floor is the same)
+    y0: float                   # lower floor
+    y1: float                   # upper floor
+    n_steps: int                # rises, the last one onto the upper floor
+    rise: float
+    tread: float
+    bottom: tuple               # habitat point on the lower floor just before the first step
+    top: tuple                  # habitat point on the upper floor just past the last step
+
+
+@dataclass
+class SceneInfo:
+    name: str
+    layout: str                 # gibson | mp3d
+    split: str                  # train | val | test | other (in the manifest split named below)
+    manifest_split: str         # tiny (gibson) | benchmark (mp3d)
+    size: str                   # small | gibson
+    seed: int                   # the seed passed to generate()
+    relpath: str                # path inside OUT: gibson/NAME.glb or mp3d/ID/ID.glb
+    path: Path | None           # absolute path once written (None from describe())
+    triangles: int
+    vertices: int
+    floor_area: float           # m^2 of floor surfaces (all storeys; not furniture tops or steps)
+    storeys: list               # [(floor_y, ceiling_y)] per storey, habitat heights
+    rooms: list                 # [RoomInfo]
+    closed_room: int | None     # RoomInfo.id of the room without doors, or None
+    furniture: list             # [FurnitureInfo]
+    stairs: StairsInfo | None
+    bounds: tuple               # ((xmin, ymin, zmin), (xmax, ymax, zmax)) habitat, before the <= 5 mm noise
+    textures: int
+    materials: int
+    bytes: int = 0
+    seconds: float = 0.0
+
+    @property
+    def floor_heights(self) -> list[float]:
+        return [s[0] for s in self.storeys]
+
+    @property
+    def table_tops(self) -> list[FurnitureInfo]:
+        """Tops of tables: separate walkable islands (too high to climb, too low to walk under)."""
+        return [f for f in self.furniture if f.kind == "table"]
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["path"] = None if self.path is None else str(self.path)
+        d["floor_heights"] = self.floor_heights
+        return d
+
+
+# ------------------------------------------------------------------------------ names
+
+def manifests_dir() -> Path:
+    import bps_assets
+
+    return Path(bps_assets.__file__).resolve().parents[1] / "data_manifests"
+
+
+def _check_layout(layout: str):
+    if layout not in LAYOUTS:
+        raise ConfigError(None, f"unknown layout {layout!r} (choose from {', '.join(LAYOUTS)})")
+
+
+def _check_size(size: str) -> SizePreset:
+    try:
+        return SIZES[size]
+    except KeyError:
+        raise ConfigError(None, f"unknown size {size!r} (choose from {', '.join(SIZES)})") from None
+
+
+def _manifest(layout: str) -> dict:
+    p = manifests_dir() / f"{layout}.json"
+    try:
+        with open(p, encoding="utf-8") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        raise DatasetError(p, "dataset manifest not found") from None
+    except json.JSONDecodeError as e:
+        raise DatasetError(p, f"invalid JSON: {e}") from None
+
+
+def scene_names(layout: str, n: int | None = None) -> list[tuple[str, str]]:
+    """[(name, split)] in generation order (see the module docstring for the rule)."""
+    _check_layout(layout)
+    man = _manifest(layout)
+    try:
+        sp = man["splits"][_SPLIT[layout]]
+        train, val, test = list(sp["train"]), list(sp["val"]), list(sp["test"])
+    except (KeyError, TypeError):
+        raise DatasetError(manifests_dir() / f"{layout}.json",
+                           f"no splits.{_SPLIT[layout]}.train/val/test lists") from None
+    out: list[tuple[str, str]] = []
+    ti = vi = 0
+    while ti < len(train) or vi < len(val):
+        want_val = len(out) % 4 == 1
+        if (want_val and vi < len(val)) or ti >= len(train):
+            out.append((val[vi], "val"))
+            vi += 1
+        else:
+            out.append((train[ti], "train"))
+            ti += 1
+    out += [(t, "test") for t in test]
+    seen = {name for name, _ in out}
+    others = man.get("scenes") or {}
+    out += [(s, "other") for s in sorted(others) if s not in seen]
+    if n is not None:
+        if n > len(out):
+            raise ConfigError(None, f"{layout} has {len(out)} scene names in its manifest; asked for {n}")
+        out = out[:n]
+    return out
+
+
+def scene_relpath(layout: str, name: str) -> str:
+    return f"gibson/{name}.glb" if layout == "gibson" else f"mp3d/{name}/{name}.glb"
+
+
+# ------------------------------------------------------------------------------ building
+
+def _scene_seed(layout, name, seed, size) -> int:
+    h = hashlib.sha256(f"bps-synth/{layout}/{name}/{int(seed)}/{size}".encode()).digest()
+    return int.from_bytes(h[:8], "little")
+
+
+def _features(layout: str, name: str, scene_seed: int) -> tuple[str, int]:
+    """(split, feature index) for ``name``."""
+    for i, (n, split) in enumerate(scene_names(layout)):
+        if n == name:
+            return split, i % 4
+    return "other", scene_seed % 4
+
+
+@dataclass
+class _Built:
+    info: SceneInfo
+    plan: _layout.Plan
+    quads: geometry.Quads
+    cell: float
+    rngs: list
+
+
+def _build(layout: str, name: str, seed: int, size: str) -> _Built:
+    _check_layout(layout)
+    preset = _check_size(size)
+    if not name or "/" in name or "\\" in name or name in (".", ".."):
+        raise ConfigError(None, f"bad scene name {name!r}")
+    sseed = _scene_seed(layout, name, seed, size)
+    split, feat = _features(layout, name, sseed)
+    rng_plan, rng_mesh, rng_tex = [np.random.default_rng(s) for s in np.random.SeedSequence(sseed).spawn(3)]
+    two = feat in (1, 3)
+    closed = feat in (0, 3)
+    area = rng_plan.uniform(*preset.floor_area)
+    plan = _layout.make_plan(rng_plan, area, preset.max_room_area, two_storey=two, closed_room=closed)
+    quads, floor_area = geometry.plan_quads(plan)
+    target = int(preset.triangles * rng_plan.uniform(0.9, 1.1))
+    cell, tris = geometry.solve_cell(quads, target)
+    _, u, v, mat, *_ = quads.arrays()
+    nu, nv = geometry._cells(np.linalg.norm(u, axis=1), np.linalg.norm(v, axis=1), cell)
+    verts = int(((nu + 1) * (nv + 1)).sum())
+    used = sorted(set(int(m) for m in mat))
+    kinds = sorted({geometry.MATERIALS[m].texture for m in used} - {None})
+
+    rooms = []
+    for r in plan.rooms:
+        fx, fy = r.free_point
+        rooms.append(RoomInfo(r.id, r.storey, _hrect(r.interior), r.floor_z, r.ceil_z, r.closed, r.hall,
+                              len(plan.doors_of(r.id)), _hpoint(fx, fy, r.floor_z)))
+    furn = [FurnitureInfo(f.kind, f.storey, f.room, _hrect(f.rect), round(f.top_z, 6)) for f in plan.furniture]
+    stairs = None
+    if plan.stairs is not None:
+        st = plan.stairs
+        cx = (st.rect.x0 + st.rect.x1) / 2
+        stairs = StairsInfo(_hrect(st.rect), st.z0, st.z1, st.n_steps, round(st.rise, 6), st.tread,
+                            _hpoint(cx, st.rect.y0 - 0.4, st.z0), _hpoint(cx, st.rect.y1 + 0.4, st.z1))
+    xs = [r.interior.x0 for r in plan.rooms] + [r.interior.x1 for r in plan.rooms]
+    ys = [r.interior.y0 for r in plan.rooms] + [r.interior.y1 for r in plan.rooms]
+    top = max(c for _, c in plan.storeys)
+    bounds = ((round(min(xs), 6), 0.0, round(-max(ys), 6)), (round(max(xs), 6), round(top, 6), round(-min(ys), 6)))
+    info = SceneInfo(
+        name=name, layout=layout, split=split, manifest_split=_SPLIT[layout], size=size, seed=int(seed),
+        relpath=scene_relpath(layout, name), path=None, triangles=tris, vertices=verts,
+        floor_area=round(floor_area, 4), storeys=[(round(a, 6), round(b, 6)) for a, b in plan.storeys],
+        rooms=rooms, closed_room=plan.closed_room, furniture=furn, stairs=stairs, bounds=bounds,
+        textures=len(kinds), materials=len(used))
+    return _Built(info, plan, quads, cell, [rng_mesh, rng_tex, sseed])
+
+
+def _image_options():
+    from ..writers.glb import GlbOptions
+
+    return GlbOptions(png_compress_level=1, jpeg_quality=90, generator="bps_assets.synth")
+
+
+def describe(layout: str, name: str, seed: int = 0, size: str = "small") -> SceneInfo:
+    """The SceneInfo that ``generate`` returns for this scene, without meshing or writing."""
+    return _build(layout, name, seed, size).info
+
+
+def build_scene(layout: str, name: str, seed: int = 0, size: str = "small"
+                ) -> tuple[SceneDocument, list[tuple[bytes, str]], SceneInfo]:
+    """(document in the file frame, encoded images, info) for one scene, without writing."""
+    from ..writers.glb import encode_image
+
+    b = _build(layout, name, seed, size)
+    preset = SIZES[size]
+    rng_mesh, rng_tex, sseed = b.rngs
+    arr = geometry.mesh_quads(b.quads, b.cell, rng_mesh, noise_seed=sseed)
+    doc = SceneDocument(source_path=b.info.relpath, source_format="synth")
+    tex_index: dict[str, int] = {}
+    encoded: list[tuple[bytes, str]] = []
+    for mi, spec in enumerate(geometry.MATERIALS):
+        v0, v1 = arr.vertex_ranges[mi]
+        t0, t1 = arr.triangle_ranges[mi]
+        if t1 <= t0:
+            continue
+        tex = None
+        if spec.texture is not None:
+            if spec.texture not in tex_index:
+                n = int(rng_tex.choice(preset.texture_px))
+                rgba = _textures.make_texture(spec.texture, rng_tex, n)
+                k = len(doc.textures)
+                fmt = "jpeg" if preset.image_format == "jpeg" or k % 2 == 1 else "png"
+                encoded.append(encode_image(rgba, fmt, _image_options()))
+                tex_index[spec.texture] = k
+                doc.textures.append(Texture(rgba, source=f"synth:{spec.texture}", name=spec.texture))
+            tex = tex_index[spec.texture]
+        doc.materials.append(Material(name=spec.name, base_color=np.asarray(spec.color, np.float32), texture=tex))
+        doc.meshes.append(Mesh(positions=arr.positions[v0:v1], indices=arr.indices[t0:t1] - np.uint32(v0),
+                               uvs=arr.uvs[v0:v1], colors=arr.colors[v0:v1],
+                               material=len(doc.materials) - 1, name=spec.name))
+    assert doc.triangle_count == b.info.triangles
+    return doc, encoded, b.info
+
+
+def generate(out_root: str | os.PathLike, layout: str = "gibson", scenes: int = 2, seed: int = 0,
+             size: str = "small", overwrite: bool = False, progress=None) -> list[SceneInfo]:
+    """Write ``scenes`` scenes under ``out_root`` in the real layout; returns their SceneInfo.
+
+    Existing files are an OutputExistsError (checked for every scene before anything is
+    written) unless ``overwrite``. ``progress(info)`` is called after each scene is written.
+    """
+    from ..writers.glb import write_glb
+
+    _check_layout(layout)
+    _check_size(size)
+    if not isinstance(scenes, int) or scenes < 1:
+        raise ConfigError(None, f"scenes must be a positive integer, got {scenes!r}")
+    root = Path(out_root)
+    if root.exists() and not root.is_dir():
+        raise ConfigError(root, "output path exists and is not a directory")
+    names = scene_names(layout, scenes)
+    if not overwrite:
+        for name, _ in names:
+            p = root / scene_relpath(layout, name)
+            if p.exists():
+                raise OutputExistsError(p, "already exists (pass overwrite / --overwrite to replace it)")
+    out = []
+    for name, _ in names:
+        t0 = time.perf_counter()
+        doc, encoded, info = build_scene(layout, name, seed, size)
+        path = root / info.relpath
+        info.bytes = write_glb(doc, path, overwrite=overwrite, encoded_images=encoded)
+        info.path = path.resolve()
+        info.seconds = round(time.perf_counter() - t0, 3)
+        out.append(info)
+        if progress is not None:
+            progress(info)
+    return out
+
+
+__all__ = ["generate", "describe", "build_scene", "scene_names", "scene_relpath", "SceneInfo", "RoomInfo",
+           "FurnitureInfo", "StairsInfo", "HRect", "SizePreset", "SIZES", "LAYOUTS", "manifests_dir"]

@@ -1,0 +1,359 @@
+"""Fixed-budget scene cache: which scenes are resident, which environment uses which, swaps.
+
+bps-nav's scheme. ``slots`` = K; environment e belongs to slot e % K for the whole run. Each
+slot has an *active* scene (new episodes of its environments start there) and at most one
+*pending* scene, loaded in the background by the shared loader. When the pending scene is
+ready and a swap is due (``request_swap`` or ``swap_after_episodes``), the slot's next episode
+starts on it; environments still in an episode keep the old scene (so it stays resident) and
+move over only at their own episode boundary. A scene leaves (renderer detach, bytes freed)
+as soon as no environment uses it and it is not a slot's active/pending scene.
+
+Budget: ``budget_bytes`` is a ledger fixed up front. A load reserves its scene's exact byte
+cost (shading tables + accel + navmesh, computed after decode, before the BVH build and the
+device upload) and blocks until the resident total plus that cost fits; a scene larger than the
+whole budget is quarantined. So resident bytes never exceed the budget (``peak_bytes`` is
+checked by the tests). Without ``budget_bytes`` the limit is 2K scenes (K active + K pending).
+For swaps to flow the budget must hold K active scenes plus at least one pending one.
+
+Resident scenes are addressed by small integer ids in [0, 2K) -- the ``scene_ids`` the
+renderer takes. ``scene_for_next_episode`` is the only call that changes an environment's
+scene, which is how "swaps only at episode boundaries" is guaranteed.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from bps_assets.errors import ConfigError, DatasetError
+
+from .loader import LoadCancelled, LoadedScene, LoadFailure, SceneLoader, SceneSource
+
+log = logging.getLogger("bps_runtime.cache")
+
+
+@dataclass(frozen=True)
+class CacheOptions:
+    slots: int = 4                          # K: scenes in use at once (each with <= 1 pending)
+    budget_bytes: int | None = None         # ledger for all resident scenes; None: 2K scenes
+    loader_threads: int = 2
+    swap_after_episodes: int | None = None  # per slot: swap once its active scene started this many episodes
+    prefetch: bool = True                   # keep one pending scene per slot when scenes > slots
+    seed: int = 0                           # scene order (a seeded shuffle, reshuffled per pass)
+
+    def __post_init__(self):
+        if not (isinstance(self.slots, int) and self.slots >= 1):
+            raise ConfigError(None, f"cache slots must be an int >= 1, got {self.slots!r}")
+        if self.budget_bytes is not None and self.budget_bytes <= 0:
+            raise ConfigError(None, f"budget_bytes must be positive, got {self.budget_bytes}")
+        if self.swap_after_episodes is not None and self.swap_after_episodes < 1:
+            raise ConfigError(None, "swap_after_episodes must be >= 1 or None")
+
+
+DEFAULTS = CacheOptions()
+
+
+@dataclass
+class CacheReport:
+    """What happened since the previous ``take_report()`` (call it once per step)."""
+
+    waited: bool = False          # some call blocked on a scene load
+    wait_seconds: float = 0.0
+    loads_completed: int = 0
+    swaps: int = 0
+    evictions: int = 0
+    quarantined: list = field(default_factory=list)  # scene ids that failed since last report
+    resident_scenes: int = 0
+    resident_bytes: int = 0
+
+
+class _Slot:
+    __slots__ = ("index", "active", "pending", "ready", "episodes", "swap_requested")
+
+    def __init__(self, index):
+        self.index = index
+        self.active: int | None = None      # resident id
+        self.pending: Future | None = None  # load in flight
+        self.ready: int | None = None       # resident id, loaded, waiting for its swap
+        self.episodes = 0                   # episodes started on the active scene
+        self.swap_requested = False
+
+
+class SceneCache:
+    """See the module docstring. Single-threaded API (the env's thread); loads run in threads."""
+
+    def __init__(self, sources: Sequence[SceneSource], renderer, num_envs: int,
+                 options: CacheOptions = DEFAULTS, device: str = "cpu",
+                 reader: Callable | None = None, navmesh_loader: Callable | None = None):
+        if not sources:
+            raise DatasetError(None, "the scene cache needs at least one scene")
+        if num_envs < 1:
+            raise ConfigError(None, f"num_envs must be >= 1, got {num_envs}")
+        self.options = options
+        self.renderer = renderer
+        self.num_envs = int(num_envs)
+        self.sources = list(sources)
+        k = min(options.slots, len(self.sources), self.num_envs)
+        self.num_slots = k
+        self.capacity = 2 * k
+        self.budget_bytes = options.budget_bytes
+        self._slots = [_Slot(i) for i in range(k)]
+        self.env_slot = np.arange(self.num_envs) % k
+        self.env_scene = np.full(self.num_envs, -1, np.int64)  # resident id per env, -1: none
+        self._refs = np.zeros(self.capacity, np.int64)
+        self._scenes: dict[int, LoadedScene] = {}
+        self._owner: dict[int, int] = {}  # resident id -> the slot that loaded it
+        self._free_ids = deque(range(self.capacity))
+        self.quarantined: dict[str, str] = {}
+        self._rng = np.random.default_rng(options.seed)
+        self._order: deque[int] = deque()
+        self._in_use: set[str] = set()  # scene ids resident or loading
+        self._cv = threading.Condition()
+        self._used = 0       # bytes reserved (resident + reserved by loads in flight)
+        self.peak_bytes = 0
+        self._closed = False
+        self._report = CacheReport()
+        self.loader = SceneLoader(renderer, options.loader_threads, device, reader, navmesh_loader,
+                                  release=self._unreserve)
+        for s in self._slots:
+            self._start_load(s)
+
+    # ------------------------------------------------------------------ budget (loader threads)
+    def _reserve(self, nbytes: int, source: SceneSource):
+        with self._cv:
+            if self.budget_bytes is not None and nbytes > self.budget_bytes:
+                raise ConfigError(source.scene_path, f"needs {nbytes} bytes, more than the whole cache "
+                                                     f"budget of {self.budget_bytes} bytes")
+            while self.budget_bytes is not None and self._used + nbytes > self.budget_bytes:
+                if self._closed:
+                    raise LoadCancelled(source.scene_path, "cache closed")
+                self._cv.wait(0.5)
+            if self._closed:
+                raise LoadCancelled(source.scene_path, "cache closed")
+            self._used += nbytes
+            self.peak_bytes = max(self.peak_bytes, self._used)
+            return nbytes
+
+    def _unreserve(self, ticket):
+        with self._cv:
+            self._used -= int(ticket)
+            self._cv.notify_all()
+
+    @property
+    def resident_bytes(self) -> int:
+        with self._cv:
+            return self._used
+
+    # ------------------------------------------------------------------ scene order / loads
+    def _next_source(self) -> SceneSource | None:
+        for _ in range(2):
+            while self._order:
+                i = self._order.popleft()
+                s = self.sources[i]
+                if s.scene_id not in self.quarantined and s.scene_id not in self._in_use:
+                    return s
+            live = [i for i, s in enumerate(self.sources) if s.scene_id not in self.quarantined]
+            self._order.extend(self._rng.permutation(live).tolist() if live else [])
+        return None
+
+    def _start_load(self, slot: _Slot) -> bool:
+        """Start the slot's next load if it has none; True if a load is pending or ready."""
+        if slot.pending is not None or slot.ready is not None:
+            return True
+        if sum(1 for o in self._owner.values() if o == slot.index) >= 2:
+            return False  # its previous scene is still draining: load again once it has left
+        src = self._next_source()
+        if src is None:
+            return False
+        self._in_use.add(src.scene_id)
+        slot.pending = self.loader.submit(src, self._reserve)
+        return True
+
+    def _integrate(self, slot: _Slot, res) -> None:
+        slot.pending = None
+        if isinstance(res, LoadFailure):
+            self._in_use.discard(res.scene_id)
+            if not isinstance(res.error, LoadCancelled):
+                self.quarantined[res.scene_id] = res.message
+                self._report.quarantined.append(res.scene_id)
+            return
+        rid = self._free_ids.popleft()
+        self._scenes[rid] = res
+        self._owner[rid] = slot.index
+        self.renderer.attach(rid, res.shading, res.accel)
+        self._report.loads_completed += 1
+        if slot.active is None:
+            slot.active, slot.episodes = rid, 0
+        else:
+            slot.ready = rid
+
+    def poll(self) -> None:
+        """Integrate finished loads (non-blocking); restart loads after failures."""
+        for s in self._slots:
+            if s.pending is not None and s.pending.done():
+                self._integrate(s, s.pending.result())
+                if s.active is None or (self.options.prefetch and s.ready is None):
+                    self._start_load(s)
+
+    def _wait_for_active(self, slot: _Slot) -> None:
+        t0 = time.perf_counter()
+        while slot.active is None:
+            if slot.pending is None and not self._start_load(slot):
+                # every remaining scene is loading in (or used by) another slot: wait for those,
+                # then share another slot's scene until this slot's own next load lands
+                others = [s for s in self._slots if s.pending is not None]
+                if others:
+                    self._integrate(others[0], others[0].pending.result())
+                    continue
+                donor = next((s.active for s in self._slots if s.active is not None), None)
+                if donor is None:
+                    raise DatasetError(None, "no scene could be loaded; quarantined: " + "; ".join(
+                        f"{k}: {v}" for k, v in list(self.quarantined.items())[:5]))
+                slot.active, slot.episodes = donor, 0
+                break
+            self._integrate(slot, slot.pending.result())
+        dt = time.perf_counter() - t0
+        self._report.waited = True
+        self._report.wait_seconds += dt
+
+    def wait_ready(self) -> None:
+        """Block until every slot has an active scene (the initial load; not counted as a wait)."""
+        for s in self._slots:
+            if s.active is None:
+                self._wait_for_active(s)
+        self._report.waited, self._report.wait_seconds = False, 0.0
+        self.poll()
+        if self.options.prefetch:
+            for s in self._slots:
+                self._start_load(s)
+
+    # ------------------------------------------------------------------ the env's API
+    def _maybe_swap(self, slot: _Slot) -> None:
+        if slot.ready is None:
+            return
+        due = slot.swap_requested or (self.options.swap_after_episodes is not None
+                                      and slot.episodes >= self.options.swap_after_episodes)
+        if not due:
+            return
+        old = slot.active
+        slot.active, slot.ready, slot.episodes, slot.swap_requested = slot.ready, None, 0, False
+        self._report.swaps += 1
+        if old is not None:
+            self._maybe_evict(old)
+        if self.options.prefetch:
+            self._start_load(slot)
+
+    def _maybe_evict(self, rid: int) -> None:
+        if self._refs[rid] > 0 or rid not in self._scenes:
+            return
+        if any(s.active == rid or s.ready == rid for s in self._slots):
+            return
+        sc = self._scenes.pop(rid)
+        self.renderer.detach(rid)
+        self._in_use.discard(sc.scene_id)
+        self._free_ids.append(rid)
+        self._unreserve(sc.ticket if sc.ticket is not None else 0)
+        self._report.evictions += 1
+        owner = self._owner.pop(rid, None)
+        if owner is not None and self.options.prefetch:
+            self._start_load(self._slots[owner])
+
+    def _release_envs(self, envs: np.ndarray) -> None:
+        old = self.env_scene[envs]
+        old = old[old >= 0]
+        self.env_scene[envs] = -1
+        if old.size:
+            np.subtract.at(self._refs, old, 1)
+            for rid in np.unique(old).tolist():
+                self._maybe_evict(rid)
+
+    def scene_for_next_episode(self, env_ids) -> np.ndarray:
+        """Environments ``env_ids`` are at an episode boundary: release their current scene and
+        return the resident id (int64 [len(env_ids)]) each one's next episode runs in. Blocks
+        (and reports ``waited``) only if a slot has no loaded scene at all."""
+        envs = _as_env_ids(env_ids, self.num_envs)
+        self.poll()
+        self._release_envs(envs)
+        out = np.empty(envs.shape[0], np.int64)
+        slots = self.env_slot[envs]
+        for k in np.unique(slots).tolist():
+            slot = self._slots[k]
+            sel = slots == k
+            self._maybe_swap(slot)
+            if slot.active is None:
+                self._wait_for_active(slot)
+            out[sel] = slot.active
+            slot.episodes += int(sel.sum())
+        self.env_scene[envs] = out
+        np.add.at(self._refs, out, 1)
+        return out
+
+    def release(self, env_ids) -> None:
+        """Environments stop using their scene without starting a new episode (e.g. closing)."""
+        self._release_envs(_as_env_ids(env_ids, self.num_envs))
+
+    def request_swap(self, slots=None) -> None:
+        """Ask ``slots`` (default: all) to move new episodes to their pending scene once ready."""
+        for k in (range(self.num_slots) if slots is None else np.atleast_1d(slots).tolist()):
+            self._slots[int(k)].swap_requested = True
+
+    def scene(self, rid: int) -> LoadedScene:
+        """The resident scene ``rid`` (navmesh, header, source)."""
+        try:
+            return self._scenes[int(rid)]
+        except KeyError:
+            raise ConfigError(None, f"scene id {rid} is not resident") from None
+
+    @property
+    def resident_ids(self) -> list[int]:
+        return sorted(self._scenes)
+
+    def take_report(self) -> CacheReport:
+        """Counters since the previous call (call once per step), after integrating finished loads."""
+        self.poll()
+        r = self._report
+        r.resident_scenes = len(self._scenes)
+        r.resident_bytes = self.resident_bytes
+        self._report = CacheReport()
+        return r
+
+    def close(self) -> None:
+        with self._cv:
+            self._closed = True
+            self._cv.notify_all()
+        self.loader.close()
+        for rid in list(self._scenes):
+            self.renderer.detach(rid)
+        self._scenes.clear()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _as_env_ids(env_ids, num_envs: int) -> np.ndarray:
+    try:
+        import torch
+        if isinstance(env_ids, torch.Tensor):
+            env_ids = env_ids.detach().cpu().numpy()
+    except ImportError:  # pragma: no cover
+        pass
+    e = np.asarray(env_ids)
+    if e.dtype == bool:
+        if e.shape != (num_envs,):
+            raise ConfigError(None, f"env mask must have shape [{num_envs}], got {e.shape}")
+        return np.flatnonzero(e)
+    e = e.astype(np.int64).reshape(-1)
+    if e.size and (e.min() < 0 or e.max() >= num_envs):
+        raise ConfigError(None, f"env ids must be in [0, {num_envs}), got {int(e.min())}..{int(e.max())}")
+    if np.unique(e).size != e.size:
+        raise ConfigError(None, "env ids contain duplicates")
+    return e

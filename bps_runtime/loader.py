@@ -1,0 +1,196 @@
+"""Async scene loader: background threads turn packed files into render-ready resident scenes.
+
+One load = read the packed scene (``bps_assets.packed_scene.read_packed_scene``: checks caps,
+CRCs, cross references, decompresses with the calling thread's own zstd decompressor), read the
+navmesh (``bps_assets.nav.load_navmesh``), build the shading tables (``render.base``), reserve
+the scene's bytes in the cache's budget (may block until another scene leaves), then let the
+renderer build its acceleration structure (Embree BVH / ``wp.Mesh``) and upload to the device
+(from pinned host buffers when the device is CUDA). Everything here runs off the step path;
+the step path only attaches finished scenes (a dict insert).
+
+A load that fails for any reason becomes a ``LoadFailure``: the error is logged once, the
+cache quarantines the scene and goes on with the others. This module is the one place that
+catches broadly, because a training run must survive one bad file among thousands.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from bps_assets.errors import BpsError
+
+from .render.base import ShadingData, build_shading_data
+
+log = logging.getLogger("bps_runtime.loader")
+
+
+@dataclass(frozen=True)
+class SceneSource:
+    """Where one scene's files are (from a dataset manifest's per-scene ``outputs``)."""
+
+    scene_id: str
+    scene_path: str
+    navmesh_path: str | None = None
+
+
+@dataclass
+class LoadedScene:
+    """A scene ready to attach: shading tables, renderer accel, navmesh, and its byte cost."""
+
+    source: SceneSource
+    shading: ShadingData
+    accel: Any
+    navmesh: Any | None
+    header: dict
+    num_vertices: int
+    num_triangles: int
+    nbytes: int          # what the cache charges: shading + accel (+ navmesh)
+    seconds: float
+    ticket: Any = None   # the budget reservation (released by the cache on eviction)
+
+    @property
+    def scene_id(self) -> str:
+        return self.source.scene_id
+
+
+@dataclass
+class LoadFailure:
+    source: SceneSource
+    error: BaseException
+    message: str = ""
+
+    @property
+    def scene_id(self) -> str:
+        return self.source.scene_id
+
+
+class LoadCancelled(BpsError):
+    """The cache closed while a load waited for budget."""
+
+
+def navmesh_nbytes(nav: Any) -> int:
+    """Bytes of the numpy arrays a NavMesh holds (its attributes, one level deep)."""
+    if nav is None:
+        return 0
+    total = 0
+    for v in getattr(nav, "__dict__", {}).values():
+        if isinstance(v, np.ndarray):
+            total += v.nbytes
+    return total
+
+
+def _default_reader(path):
+    from bps_assets.packed_scene import read_packed_scene
+    return read_packed_scene(path)
+
+
+def _default_navmesh_loader(path):
+    from bps_assets.nav import load_navmesh
+    return load_navmesh(path)
+
+
+def _pin(sd: ShadingData) -> ShadingData:
+    """Copy the shading arrays into page-locked host memory (fast, async H2D copies on CUDA)."""
+    import torch
+
+    out = {}
+    for k, v in sd.__dict__.items():
+        if isinstance(v, np.ndarray) and v.size:
+            t = torch.empty(v.shape, dtype=torch.from_numpy(v[:0].copy()).dtype, pin_memory=True)
+            t.numpy()[...] = v
+            out[k] = t.numpy()
+        else:
+            out[k] = v
+    return ShadingData(**out)
+
+
+class SceneLoader:
+    """``submit(source, reserve=None) -> Future[LoadedScene | LoadFailure]`` on ``threads``
+    background threads. ``reserve(nbytes, source)`` (from the cache) returns a ticket or raises;
+    it may block until budget frees up."""
+
+    def __init__(self, renderer, threads: int = 2, device: str = "cpu",
+                 reader: Callable[[str], Any] | None = None,
+                 navmesh_loader: Callable[[str], Any] | None = None,
+                 release: Callable[[Any], None] | None = None):
+        self.renderer = renderer
+        self.device = str(device)
+        self.reader = reader or _default_reader
+        self.navmesh_loader = navmesh_loader or _default_navmesh_loader
+        self._release = release
+        self._pool = ThreadPoolExecutor(max(1, threads), thread_name_prefix="bps-loader")
+
+    def submit(self, source: SceneSource, reserve: Callable[[int, SceneSource], Any] | None = None) -> Future:
+        return self._pool.submit(self._load, source, reserve)
+
+    def load(self, source: SceneSource, reserve=None) -> LoadedScene:
+        """Synchronous load that raises instead of returning a LoadFailure (tools, tests)."""
+        res = self._load(source, reserve, quiet=True)
+        if isinstance(res, LoadFailure):
+            raise res.error
+        return res
+
+    def _load(self, source: SceneSource, reserve, quiet: bool = False):
+        t0 = time.perf_counter()
+        ticket = None
+        try:
+            ps = self.reader(source.scene_path)
+            path = getattr(ps, "path", "") or source.scene_path
+            sd = build_shading_data(ps, path)
+            if self.device.startswith("cuda"):
+                sd = _pin(sd)
+            nav = self.navmesh_loader(source.navmesh_path) if source.navmesh_path else None
+            nv, nt = int(ps.positions.shape[0]), int(ps.indices.shape[0])
+            nbytes = sd.nbytes + int(self.renderer.accel_bytes(nv, nt)) + navmesh_nbytes(nav)
+            if reserve is not None:
+                ticket = reserve(nbytes, source)
+            accel = self.renderer.prepare(sd, ps.positions, ps.indices)
+            return LoadedScene(source, sd, accel, nav, dict(getattr(ps, "header", {}) or {}), nv, nt,
+                               nbytes, time.perf_counter() - t0, ticket)
+        except Exception as e:  # quarantine boundary: see the module docstring
+            if ticket is not None and self._release is not None:
+                self._release(ticket)
+            msg = str(e) if isinstance(e, BpsError) else f"{source.scene_path}: {type(e).__name__}: {e}"
+            if not quiet and not isinstance(e, LoadCancelled):
+                log.error("scene %r quarantined: %s", source.scene_id, msg)
+            return LoadFailure(source, e, msg)
+
+    def close(self):
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def sources_from_manifest(manifest_path: str | os.PathLike, split: str | None = None) -> list[SceneSource]:
+    """Scene sources of a pipeline manifest (``outputs.scene`` / ``outputs.navmesh``, relative
+    to the manifest's folder). Scenes whose preprocessing failed (no ``outputs.scene``) are skipped."""
+    import json
+    from pathlib import Path
+
+    from bps_assets.errors import DatasetError
+
+    p = Path(manifest_path)
+    try:
+        m = json.loads(p.read_text())
+    except (OSError, ValueError) as e:
+        raise DatasetError(p, f"cannot read manifest: {e}") from None
+    scenes = m.get("scenes") if isinstance(m, dict) else None
+    if not isinstance(scenes, list):
+        raise DatasetError(p, "manifest has no 'scenes' list")
+    out = []
+    for s in scenes:
+        if not isinstance(s, dict):
+            continue
+        if split is not None and s.get("split") not in (None, split):
+            continue
+        o = s.get("outputs") or {}
+        if not o.get("scene"):
+            continue
+        nav = o.get("navmesh")
+        out.append(SceneSource(str(s.get("scene_id") or s.get("id") or o["scene"]), str(p.parent / o["scene"]),
+                               str(p.parent / nav) if nav else None))
+    return out

@@ -1,0 +1,49 @@
+"""`bps-assets synth`: write scan-like demo scenes in the Gibson / MP3D dataset layouts."""
+from __future__ import annotations
+
+import json
+
+import click
+
+from bps_assets import synth
+
+
+def _line(info) -> str:
+    storeys = len(info.storeys)
+    extras = []
+    if info.stairs is not None:
+        extras.append("stairs")
+    if info.closed_room is not None:
+        extras.append("closed room")
+    return (f"{info.relpath}  {info.split:<5}  {storeys} storey{'s' if storeys > 1 else ' '}  "
+            f"{len(info.rooms):2d} rooms  {info.triangles:>8,} tris  {info.floor_area:7.1f} m2 floor  "
+            f"{info.textures} textures  {info.bytes / 1e6:7.2f} MB  {info.seconds:6.2f} s"
+            + (f"  ({', '.join(extras)})" if extras else ""))
+
+
+@click.command("synth")
+@click.argument("outdir", type=click.Path(file_okay=False))
+@click.option("--layout", type=click.Choice(synth.LAYOUTS), default="gibson", show_default=True,
+              help="Dataset layout: gibson -> OUTDIR/gibson/NAME.glb, mp3d -> OUTDIR/mp3d/ID/ID.glb.")
+@click.option("--scenes", "-n", type=click.IntRange(min=1), default=2, show_default=True,
+              help="Number of scenes (names from data_manifests/, train and val interleaved).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed; a scene is a function of (layout, name, seed, size).")
+@click.option("--size", type=click.Choice(tuple(synth.SIZES)), default="small", show_default=True,
+              help="small: ~30K triangles, 256/512 px textures; gibson: ~600K triangles, ~150 m2, 2048^2 textures.")
+@click.option("--overwrite", is_flag=True, help="Replace existing scene files.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document with every scene's ground truth.")
+def synth_cmd(outdir, layout, scenes, seed, size, overwrite, as_json):
+    """Write scan-like demo scenes (rooms, doors, furniture, stairs; Z up like the real scans)."""
+    progress = None if as_json else (lambda info: click.echo(_line(info)))
+    infos = synth.generate(outdir, layout=layout, scenes=scenes, seed=seed, size=size,
+                           overwrite=overwrite, progress=progress)
+    if as_json:
+        click.echo(json.dumps({"out_root": str(outdir), "layout": layout, "seed": seed, "size": size,
+                               "scenes": [i.to_dict() for i in infos]}, indent=1))
+    else:
+        tri = sum(i.triangles for i in infos)
+        click.echo(f"{len(infos)} scenes, {tri:,} triangles, {sum(i.bytes for i in infos) / 1e6:.1f} MB "
+                   f"in {sum(i.seconds for i in infos):.1f} s -> {outdir}")
+
+
+commands = [synth_cmd]

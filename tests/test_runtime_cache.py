@@ -1,0 +1,155 @@
+"""Scene cache: budget ledger never exceeded, quarantine, swaps only at episode boundaries."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bps_assets.errors import ConfigError, DatasetError
+from bps_runtime.cache import CacheOptions, SceneCache
+from bps_runtime.loader import SceneSource
+from bps_runtime.render import make_renderer
+from runtime_scenes import MemoryReader, room_scene
+
+
+def _world(n_scenes=6, bad=(), sizes=None):
+    scenes, sources = {}, []
+    for i in range(n_scenes):
+        sx = sizes[i] if sizes else 4.0 + i
+        scenes[f"mem/{i}"] = room_scene((sx, 3.0, 5.0), scene_id=f"s{i}")
+        sources.append(SceneSource(f"s{i}", f"mem/{i}"))
+    for b in bad:
+        sources.append(SceneSource(b, f"bad/{b}"))
+    return MemoryReader(scenes), sources
+
+
+def _scene_cost(reader, renderer):
+    from bps_runtime.render import build_shading_data
+    s = next(iter(reader.scenes.values()))
+    return build_shading_data(s).nbytes + renderer.accel_bytes(len(s.positions), len(s.indices))
+
+
+def _run_episodes(cache, renderer, num_envs, steps, rng, check):
+    envs_scene = cache.scene_for_next_episode(np.arange(num_envs))
+    for step in range(steps):
+        done = rng.random(num_envs) < 0.3
+        before = cache.env_scene.copy()
+        if done.any():
+            new = cache.scene_for_next_episode(np.flatnonzero(done))
+            envs_scene[done] = new
+        # only envs at an episode boundary may change scene
+        assert np.array_equal(cache.env_scene[~done], before[~done])
+        assert np.array_equal(cache.env_scene, envs_scene)
+        if step % 5 == 4:
+            cache.request_swap()
+        out = renderer.render(envs_scene, np.tile([[2.0, 0, -2.5]], (num_envs, 1)), np.zeros(num_envs))
+        assert out["depth"].shape[0] == num_envs and (out["depth"] > 0).all()
+        check(cache.take_report())
+    return envs_scene
+
+
+def test_budget_is_never_exceeded_and_scenes_rotate():
+    reader, sources = _world(6)
+    r = make_renderer("embree")
+    cost = _scene_cost(reader, r)  # same triangle count for every room
+    budget = int(cost * 3.5)       # 2 active + 1 pending at a time
+    num_envs = 16
+    seen = set()
+    reports = []
+    with SceneCache(sources, r, num_envs, CacheOptions(slots=2, budget_bytes=budget, seed=1),
+                    reader=reader) as cache:
+        cache.wait_ready()
+
+        def check(rep):
+            reports.append(rep)
+            assert cache.resident_bytes <= budget and cache.peak_bytes <= budget
+            assert rep.resident_scenes <= 3
+            seen.update(cache.scene(i).scene_id for i in cache.resident_ids)
+
+        _run_episodes(cache, r, num_envs, 60, np.random.default_rng(0), check)
+    assert sum(x.swaps for x in reports) >= 3 and sum(x.evictions for x in reports) >= 3
+    assert len(seen) >= 4  # scenes really streamed through the cache
+    assert cache.peak_bytes <= budget
+
+
+def test_failing_scenes_are_quarantined_and_others_go_on(caplog):
+    reader, sources = _world(3, bad=("broken1", "broken2"))
+    r = make_renderer("embree")
+    with SceneCache(sources, r, 6, CacheOptions(slots=2, seed=0), reader=reader) as cache:
+        cache.wait_ready()
+        rep = []
+        _run_episodes(cache, r, 6, 40, np.random.default_rng(1), rep.append)
+        assert set(cache.quarantined) == {"broken1", "broken2"}
+        assert "checksum mismatch" in cache.quarantined["broken1"]
+        used = {cache.scene(i).scene_id for i in cache.resident_ids}
+        assert not used & {"broken1", "broken2"}
+    reported = [q for x in rep for q in x.quarantined]
+    assert len(reported) == len(set(reported))  # each failure reported once
+
+
+def test_all_scenes_failing_is_a_clear_error():
+    reader, sources = _world(0, bad=("a", "b"))
+    with SceneCache(sources, make_renderer("embree"), 2, CacheOptions(slots=2), reader=reader) as cache:
+        with pytest.raises(DatasetError, match="no scene could be loaded"):
+            cache.wait_ready()
+        assert set(cache.quarantined) == {"a", "b"}
+
+
+def test_scene_larger_than_budget_is_quarantined():
+    reader, sources = _world(2)
+    r = make_renderer("embree")
+    big = room_scene((9.0, 3.0, 5.0))
+    big.indices = np.tile(big.indices, (200, 1))  # same room, 200x the triangles
+    big.tri_material = np.tile(big.tri_material, 200)
+    reader.scenes["mem/big"] = big
+    sources.append(SceneSource("big", "mem/big"))
+    budget = _scene_cost(reader, r) * 4
+    with SceneCache(sources, r, 4, CacheOptions(slots=3, budget_bytes=budget), reader=reader) as cache:
+        cache.wait_ready()
+        assert "big" in cache.quarantined and "budget" in cache.quarantined["big"]
+        assert cache.peak_bytes <= budget
+
+
+def test_old_scene_stays_until_its_last_env_leaves():
+    reader, sources = _world(3)
+    r = make_renderer("embree")
+    with SceneCache(sources, r, 4, CacheOptions(slots=1, seed=0), reader=reader) as cache:
+        cache.wait_ready()
+        first = cache.scene_for_next_episode([0, 1, 2, 3])
+        assert len(set(first.tolist())) == 1
+        old = int(first[0])
+        cache.loader._pool.submit(lambda: None).result()  # let the prefetch finish
+        while cache._slots[0].pending is not None:
+            cache.poll()
+        cache.request_swap()
+        new = cache.scene_for_next_episode([0])  # env 0 at its boundary: moves to the new scene
+        assert int(new[0]) != old
+        assert old in cache.resident_ids  # envs 1..3 are still mid-episode in the old scene
+        r.render([old, int(new[0])], [[2.0, 0, -2], [2.0, 0, -2]], [0.0, 0.0])
+        cache.scene_for_next_episode([1, 2])
+        assert old in cache.resident_ids
+        cache.release([3])
+        assert old not in cache.resident_ids  # last user gone: evicted, renderer detached
+        with pytest.raises(ConfigError, match="not resident"):
+            r.render([old], [[2.0, 0, -2]], [0.0])
+        rep = cache.take_report()
+        assert rep.swaps == 1 and rep.evictions == 1 and not rep.waited
+
+
+def test_waiting_is_reported_when_a_slot_has_nothing_loaded():
+    reader, sources = _world(2)
+    r = make_renderer("embree")
+    with SceneCache(sources, r, 2, CacheOptions(slots=2), reader=reader) as cache:
+        cache.scene_for_next_episode([0, 1])  # no wait_ready(): the first episode blocks
+        rep = cache.take_report()
+        assert rep.waited and rep.wait_seconds > 0
+        cache.scene_for_next_episode([0, 1])
+        assert not cache.take_report().waited
+
+
+def test_bad_env_ids():
+    reader, sources = _world(1)
+    with SceneCache(sources, make_renderer("embree"), 3, reader=reader) as cache:
+        with pytest.raises(ConfigError, match=r"\[0, 3\)"):
+            cache.scene_for_next_episode([3])
+        with pytest.raises(ConfigError, match="duplicates"):
+            cache.scene_for_next_episode([1, 1])

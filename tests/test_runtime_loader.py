@@ -1,0 +1,92 @@
+"""Async scene loader: real packed files and navmeshes, background threads, quarantine."""
+from __future__ import annotations
+
+import logging
+import threading
+
+import numpy as np
+import pytest
+
+from bps_assets.errors import CorruptFileError, InputError
+from bps_runtime.loader import LoadedScene, LoadFailure, SceneLoader, SceneSource, navmesh_nbytes
+from bps_runtime.render import make_renderer
+from runtime_scenes import room_document, room_scene
+
+
+@pytest.fixture(scope="module")
+def packed_room(tmp_path_factory):
+    from bps_assets.nav import build_navmesh
+    from bps_assets.packed_scene import convert_scene
+
+    d = tmp_path_factory.mktemp("scenes")
+    convert_scene(room_document(), d / "room.bps")
+    s = room_scene()
+    nav = build_navmesh((s.positions, s.indices.astype(np.int64)))
+    nav.save(d / "room.navmesh")
+    return d
+
+
+def test_loads_packed_scene_and_navmesh_in_background(packed_room):
+    r = make_renderer("embree")
+    loader = SceneLoader(r, threads=1)
+    seen = {}
+
+    def reserve(nbytes, src):
+        seen["thread"] = threading.current_thread().name
+        seen["nbytes"] = nbytes
+        return nbytes
+
+    fut = loader.submit(SceneSource("room", str(packed_room / "room.bps"), str(packed_room / "room.navmesh")), reserve)
+    res = fut.result(timeout=60)
+    loader.close()
+    assert isinstance(res, LoadedScene), getattr(res, "message", res)
+    assert seen["thread"].startswith("bps-loader")
+    assert res.num_triangles == 12 and res.navmesh is not None and navmesh_nbytes(res.navmesh) > 0
+    assert res.nbytes == seen["nbytes"] == res.ticket
+    assert res.nbytes >= res.shading.nbytes + navmesh_nbytes(res.navmesh)
+    # the accel is ready: render straight away from the resident data
+    r.attach(0, res.shading, res.accel)
+    d = r.render([0], [[4.0, 0, -3]], [0.0])["depth"]
+    assert abs(float(d[0, 32, 32, 0]) - 3.0) < 1e-3
+
+
+def test_corrupt_and_missing_files_become_failures(packed_room, tmp_path, caplog):
+    data = bytearray((packed_room / "room.bps").read_bytes())
+    from bps_assets.container import Container
+    with Container(packed_room / "room.bps") as c:
+        sec = max(c.sections.values(), key=lambda s: s.stored_length)
+    data[sec.offset + sec.stored_length // 2] ^= 0xFF  # inside a section: CRC mismatch
+    bad = tmp_path / "bad.bps"
+    bad.write_bytes(bytes(data))
+    loader = SceneLoader(make_renderer("embree"), threads=2)
+    with caplog.at_level(logging.ERROR, logger="bps_runtime.loader"):
+        futs = [loader.submit(SceneSource("bad", str(bad))),
+                loader.submit(SceneSource("gone", str(tmp_path / "missing.bps"))),
+                loader.submit(SceneSource("nonav", str(packed_room / "room.bps"), str(tmp_path / "x.navmesh")))]
+        res = [f.result(timeout=60) for f in futs]
+    loader.close()
+    assert all(isinstance(x, LoadFailure) for x in res)
+    assert isinstance(res[0].error, CorruptFileError) and "bad.bps" in res[0].message
+    assert isinstance(res[1].error, InputError) and "missing.bps" in res[1].message
+    assert "x.navmesh" in res[2].message
+    logged = " ".join(r.getMessage() for r in caplog.records)
+    assert "'bad' quarantined" in logged and "'gone' quarantined" in logged
+
+
+def test_reservation_is_released_when_a_load_fails_after_it():
+    released = []
+
+    class Boom:
+        options = None
+
+        def accel_bytes(self, nv, nt):
+            return 0
+
+        def prepare(self, *a):
+            raise RuntimeError("bvh build failed")
+
+    loader = SceneLoader(Boom(), threads=1, reader=lambda p: room_scene(), release=released.append)
+    res = loader.submit(SceneSource("r", "mem"), lambda n, s: n).result()
+    loader.close()
+    assert isinstance(res, LoadFailure) and "bvh build failed" in res.message
+    assert released and released[0] > 0

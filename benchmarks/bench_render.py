@@ -133,17 +133,6 @@ def main(argv=None):
     pos = np.c_[rng.uniform(0.5, 11.5, args.envs), np.zeros(args.envs), rng.uniform(-9.5, -0.5, args.envs)].astype(np.float32)
     yaw = rng.uniform(-np.pi, np.pi, args.envs).astype(np.float32)
 
-    def timed(fn):
-        fn()  # warm-up
-        t = time.perf_counter()
-        for _ in range(args.iters):
-            fn()
-        return (time.perf_counter() - t) / args.iters
-
-    t_depth = timed(lambda: r.render(sid, pos, yaw, ("depth",)))
-    t_rgb = timed(lambda: r.render(sid, pos, yaw, ("rgb",)))
-    t_both = timed(lambda: r.render(sid, pos, yaw, ("depth", "rgb")))
-
     # raw Embree on the same rays: one call per scene (all its agents), rays prepared beforehand
     rot = rotation_matrices(yaw)
     cam = camera_origins(pos, rot, opts)
@@ -151,23 +140,39 @@ def main(argv=None):
     rays = []
     for s in np.unique(sid):
         a = np.flatnonzero(sid == s)
-        d = np.einsum("nij,pj->npi", rot[a], dirs_cam).reshape(-1, 3).astype(np.float32)
-        o = np.repeat(cam[a], dirs_cam.shape[0], axis=0)
-        rays.append((int(s), np.ascontiguousarray(o), np.ascontiguousarray(d)))
-    t_raw = timed(lambda: [r.raw_depth(s, o, d) for s, o, d in rays])
-
+        d = np.matmul(dirs_cam[None], rot[a].transpose(0, 2, 1)).reshape(-1, 3)
+        rays.append((int(s), np.repeat(cam[a], dirs_cam.shape[0], axis=0), np.ascontiguousarray(d)))
     from concurrent.futures import ThreadPoolExecutor
     pool = ThreadPoolExecutor(2)
     halves = []
     for s, o, d in rays:
         m = len(o) // 2
         halves += [(s, o[:m], d[:m]), (s, o[m:], d[m:])]
-    t_raw2 = timed(lambda: list(pool.map(lambda x: r.raw_depth(*x), halves)))
+
+    cases = {
+        "depth": lambda: r.render(sid, pos, yaw, ("depth",)),
+        "rgb": lambda: r.render(sid, pos, yaw, ("rgb",)),
+        "depth_rgb": lambda: r.render(sid, pos, yaw, ("depth", "rgb")),
+        "raw1": lambda: [r.raw_depth(s, o, d) for s, o, d in rays],
+        "raw2": lambda: list(pool.map(lambda x: r.raw_depth(*x), halves)),
+    }
+    times = {k: [] for k in cases}
+    for k, f in cases.items():
+        f()  # warm-up
+    # interleaved, median per case: the machine is shared, so each ratio compares neighbours in time
+    for _ in range(args.iters):
+        for k, f in cases.items():
+            t = time.perf_counter()
+            f()
+            times[k].append(time.perf_counter() - t)
+    med = {k: float(np.median(v)) for k, v in times.items()}
+    t_depth, t_rgb, t_both, t_raw, t_raw2 = (med[k] for k in ("depth", "rgb", "depth_rgb", "raw1", "raw2"))
 
     per_scene = [cache.scene(i).nbytes for i in cache.resident_ids]
+    shading_b = [cache.scene(i).shading.nbytes for i in cache.resident_ids]
     n_tris = [cache.scene(i).num_triangles for i in cache.resident_ids]
     res = {
-        "envs": args.envs, "scenes": args.scenes, "resolution": args.res, "threads": args.threads,
+        "load_avg_1min": round(os.getloadavg()[0], 2), "envs": args.envs, "scenes": args.scenes, "resolution": args.res, "threads": args.threads,
         "triangles_per_scene": int(np.mean(n_tris)), "make_scenes_s": round(t_make, 1), "load_s": round(t_load, 2),
         "depth_fps": round(args.envs / t_depth, 1), "rgb_fps": round(args.envs / t_rgb, 1),
         "depth_rgb_fps": round(args.envs / t_both, 1),
@@ -178,6 +183,9 @@ def main(argv=None):
         "rgb_over_depth": round(t_depth / t_rgb, 3),
         "mrays_per_s_depth": round(args.envs * args.res * args.res / t_depth / 1e6, 2),
         "resident_bytes_per_scene": int(np.mean(per_scene)), "decoded_glb_bytes_per_scene": int(np.mean(decoded)),
+        "shading_bytes_per_scene": int(np.mean(shading_b)),
+        "accel_bytes_per_scene_estimate": int(np.mean(per_scene) - np.mean(shading_b)),
+        "shading_over_decoded": round(float(np.mean(shading_b)) / float(np.mean(decoded)), 3),
         "resident_over_decoded": round(float(np.mean(per_scene)) / float(np.mean(decoded)), 3),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }

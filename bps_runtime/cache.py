@@ -303,6 +303,33 @@ class SceneCache:
         for k in (range(self.num_slots) if slots is None else np.atleast_1d(slots).tolist()):
             self._slots[int(k)].swap_requested = True
 
+    @property
+    def loading(self) -> bool:
+        """True while any slot's load is still in flight."""
+        return any(s.pending is not None and not s.pending.done() for s in self._slots)
+
+    def has_pending(self, slot: int) -> bool:
+        """Slot ``slot`` has a next scene loading or loaded (a swap request will take effect)."""
+        s = self._slots[int(slot)]
+        return s.pending is not None or s.ready is not None
+
+    def wait_pending(self, slot: int) -> bool:
+        """Block until slot ``slot``'s in-flight load (if any) has finished and is integrated
+        (ready for a swap, or quarantined). Returns True if it had to block; that time is also
+        reported as a wait by ``take_report``. For deterministic swap schedules."""
+        s = self._slots[int(slot)]
+        if s.pending is None:
+            return False
+        blocked = not s.pending.done()
+        t0 = time.perf_counter()
+        self._integrate(s, s.pending.result())
+        if blocked:
+            self._report.waited = True
+            self._report.wait_seconds += time.perf_counter() - t0
+        if s.active is None or (self.options.prefetch and s.ready is None):
+            self._start_load(s)
+        return blocked
+
     def scene(self, rid: int) -> LoadedScene:
         """The resident scene ``rid`` (navmesh, header, source)."""
         try:

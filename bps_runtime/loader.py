@@ -15,7 +15,6 @@ catches broadly, because a training run must survive one bad file among thousand
 from __future__ import annotations
 
 import logging
-import os
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -163,34 +162,3 @@ class SceneLoader:
 
     def close(self):
         self._pool.shutdown(wait=True, cancel_futures=True)
-
-
-def sources_from_manifest(manifest_path: str | os.PathLike, split: str | None = None) -> list[SceneSource]:
-    """Scene sources of a pipeline manifest (``outputs.scene`` / ``outputs.navmesh``, relative
-    to the manifest's folder). Scenes whose preprocessing failed (no ``outputs.scene``) are skipped."""
-    import json
-    from pathlib import Path
-
-    from bps_assets.errors import DatasetError
-
-    p = Path(manifest_path)
-    try:
-        m = json.loads(p.read_text())
-    except (OSError, ValueError) as e:
-        raise DatasetError(p, f"cannot read manifest: {e}") from None
-    scenes = m.get("scenes") if isinstance(m, dict) else None
-    if not isinstance(scenes, list):
-        raise DatasetError(p, "manifest has no 'scenes' list")
-    out = []
-    for s in scenes:
-        if not isinstance(s, dict):
-            continue
-        if split is not None and s.get("split") not in (None, split):
-            continue
-        o = s.get("outputs") or {}
-        if not o.get("scene"):
-            continue
-        nav = o.get("navmesh")
-        out.append(SceneSource(str(s.get("scene_id") or s.get("id") or o["scene"]), str(p.parent / o["scene"]),
-                               str(p.parent / nav) if nav else None))
-    return out

@@ -529,6 +529,19 @@ def train(args) -> dict:
                 if args.snapshot_every and update % args.snapshot_every == 0:
                     save_checkpoint(out / f"ckpt_{update:06d}.pt", state)
 
+    if args.sim_only_steps > 0:  # again at the end: the machine's load may have changed meanwhile
+        m = measure_sim_only(env, args.sim_only_steps, args.seed + rank + 1)
+        sim = torch.tensor([m["uniform"], m["no_stop"]], dtype=torch.float64)
+        if world > 1:
+            dist.all_reduce(sim)
+        fps_run = frames_run / max(time.perf_counter() - t_start, 1e-9)
+        if rank == 0:
+            print(f"simulation only at the end: {sim[0]:.0f} frames/s uniform, {sim[1]:.0f} no STOP; this run's "
+                  f"end-to-end {fps_run:.0f} frames/s = x{fps_run / sim.max().item():.2f} of the end measurement",
+                  flush=True)
+            with open(out / "sim_only.jsonl", "a") as f:
+                f.write(json.dumps({"update": update, "uniform": sim[0].item(), "no_stop": sim[1].item(),
+                                    "world": world, "num_envs": n, "end_to_end_fps": fps_run}) + "\n")
     env.close()
     if log is not None:
         log_file.close()

@@ -30,9 +30,13 @@ def test_demo_refuses_a_foreign_directory(tmp_path):
 
 
 def test_scene_choice_keeps_both_subsets():
-    assert demo.demo_scene_names() == ["Allensville", "Beechwood", "Benevolence", "Coffeen",
-                                       "Collierville", "Corozal"]
-    assert demo.demo_scene_names(2) == ["Allensville", "Collierville"]
+    pytest.importorskip("bps_assets.synth")
+    from bps_assets.pipeline.datasets import load_dataset
+
+    tiny = load_dataset("gibson").scene_subsets("tiny")
+    names = demo.demo_scene_names()
+    assert len(names) == 6 and [tiny[n] for n in names].count("val") == 2
+    assert [tiny[n] for n in demo.demo_scene_names(2)] == ["train", "val"]
 
 
 def test_demo_end_to_end(tmp_path):

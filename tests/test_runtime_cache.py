@@ -138,7 +138,13 @@ def test_old_scene_stays_until_its_last_env_leaves():
 def test_waiting_is_reported_when_a_slot_has_nothing_loaded():
     reader, sources = _world(2)
     r = make_renderer("embree")
-    with SceneCache(sources, r, 2, CacheOptions(slots=2), reader=reader) as cache:
+    import time
+
+    def slow(path):  # loads take 0.2 s, so the first episode surely finds nothing loaded
+        time.sleep(0.2)
+        return reader(path)
+
+    with SceneCache(sources, r, 2, CacheOptions(slots=2), reader=slow) as cache:
         cache.scene_for_next_episode([0, 1])  # no wait_ready(): the first episode blocks
         rep = cache.take_report()
         assert rep.waited and rep.wait_seconds > 0
@@ -153,3 +159,21 @@ def test_bad_env_ids():
             cache.scene_for_next_episode([3])
         with pytest.raises(ConfigError, match="duplicates"):
             cache.scene_for_next_episode([1, 1])
+
+
+def test_wait_pending_makes_the_next_swap_deterministic():
+    reader, sources = _world(4)
+    r = make_renderer("embree")
+    with SceneCache(sources, r, 4, CacheOptions(slots=2, seed=3), reader=reader) as cache:
+        cache.wait_ready()
+        first = cache.scene_for_next_episode(np.arange(4)).copy()
+        assert cache.has_pending(0)
+        cache.wait_pending(0)
+        assert not cache._slots[0].pending and cache._slots[0].ready is not None
+        cache.request_swap([0])
+        again = cache.scene_for_next_episode(np.arange(4))
+        slot0 = cache.env_slot == 0
+        assert np.all(again[slot0] != first[slot0]) and np.all(again[~slot0] == first[~slot0])
+        cache.take_report()
+        blocked = cache.wait_pending(1)
+        assert cache.take_report().waited == blocked

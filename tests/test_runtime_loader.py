@@ -90,3 +90,17 @@ def test_reservation_is_released_when_a_load_fails_after_it():
     loader.close()
     assert isinstance(res, LoadFailure) and "bvh build failed" in res.message
     assert released and released[0] > 0
+
+
+def test_warp_renderer_scenes_are_built_in_loader_threads(packed_room):
+    pytest.importorskip("warp")
+    r = make_renderer("warp")
+    loader = SceneLoader(r, threads=2)
+    futs = [loader.submit(SceneSource(f"room{i}", str(packed_room / "room.bps"))) for i in range(2)]
+    res = [f.result(timeout=120) for f in futs]
+    loader.close()
+    assert all(isinstance(x, LoadedScene) for x in res), [getattr(x, "message", "") for x in res]
+    for i, x in enumerate(res):
+        r.attach(i, x.shading, x.accel)
+    d = r.render([0, 1], [[4.0, 0, -3], [4.0, 0, -4.5]], [0.0, 0.0])["depth"]
+    assert abs(float(d[0, 32, 32, 0]) - 3.0) < 1e-3 and abs(float(d[1, 32, 32, 0]) - 1.5) < 1e-3

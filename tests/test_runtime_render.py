@@ -13,10 +13,10 @@ from runtime_scenes import bc1_chain, checker, room_scene
 BACKENDS = ["embree", "warp"]
 
 
-def _renderer(backend, scene, options=RenderOptions(), sid=0):
-    if backend == "warp":
+def _renderer(backend, scene, options=RenderOptions(), sid=0, **kw):
+    if backend == "warp" or kw.get("shading") == "warp":
         pytest.importorskip("warp")
-    r = make_renderer(backend, options)
+    r = make_renderer(backend, options, **kw)
     sd = build_shading_data(scene)
     r.attach(sid, sd, r.prepare(sd, scene.positions, scene.indices))
     return r
@@ -84,9 +84,10 @@ def test_bc1_texel_decode_matches_pillow():
     np.testing.assert_array_equal(got[:, :3], ref.reshape(-1, 4)[:, :3])
 
 
-def test_rgb_texture_mips_and_material_colour():
+@pytest.mark.parametrize("shading", ["numpy", "warp"])
+def test_rgb_texture_mips_and_material_colour(shading):
     s = room_scene(vertex_colors=False)
-    r = _renderer("embree", s, RenderOptions(resolution=(128, 128)))
+    r = _renderer("embree", s, RenderOptions(resolution=(128, 128)), shading=shading)
     rgb = r.render([0], [[4.0, 0, -0.5]], [0.0], ("rgb",))["rgb"][0].numpy().astype(int)
     pure = {(230, 60, 40), (40, 90, 220)}  # the floor checker's two colours (BC1 may shift a bit)
     near = rgb[120:, 40:88].reshape(-1, 3)
@@ -99,8 +100,9 @@ def test_rgb_texture_mips_and_material_colour():
     np.testing.assert_allclose(rgb[0, 64], [204, 178.5, 153], atol=0.5)
 
 
+@pytest.mark.parametrize("shading", ["numpy", "warp"])
 @pytest.mark.parametrize("packed", [False, True])
-def test_backends_agree_pixel_for_pixel(packed, tmp_path):
+def test_backends_agree_pixel_for_pixel(packed, shading, tmp_path):
     pytest.importorskip("warp")
     if packed:  # through the real packed format (quantized positions, BC1 from the packer)
         from bps_assets.packed_scene import convert_scene, read_packed_scene
@@ -110,7 +112,7 @@ def test_backends_agree_pixel_for_pixel(packed, tmp_path):
     else:
         scene = room_scene()
     o = RenderOptions(resolution=(48, 40))
-    rs = [_renderer(b, scene, o, sid=5) for b in BACKENDS]
+    rs = [_renderer("embree", scene, o, sid=5, shading=shading), _renderer("warp", scene, o, sid=5)]
     rng = np.random.default_rng(7)
     n = 12
     pos = np.c_[rng.uniform(0.5, 7.5, n), rng.uniform(-0.3, 0.5, n), rng.uniform(-5.5, -0.5, n)]
@@ -139,3 +141,51 @@ def test_render_errors_are_precise():
         r.render([0], [[1.0, 0, -1]], [[0.0, 0, 0, 0]])
     with pytest.raises(ConfigError, match="CPU"):
         make_renderer("embree", device="cuda")
+
+
+def test_bc7_textures_are_expanded_and_all_shaders_agree():
+    pytest.importorskip("warp")
+    import etcpak
+    from PIL import Image
+
+    s = room_scene(vertex_colors=True)
+    img = checker(16, 4, (250, 20, 20), (20, 250, 20))
+    data = etcpak.compress_bc7(np.ascontiguousarray(img).tobytes(), 16, 16)
+    off = s.tex_blocks.size
+    s.tex_blocks = np.concatenate([s.tex_blocks, np.frombuffer(data, np.uint8)])
+    s.tex_levels = np.vstack([s.tex_levels, [[2, 0, 16, 16, off, 7]]])
+    s.material_texture = np.array([2, 1, -1], np.int32)  # the floor uses the BC7 texture
+    sd = build_shading_data(s)
+    assert sd.tex_format[2] == 0  # expanded to RGBA8 at load
+    ref = np.asarray(Image.frombytes("RGBA", (16, 16), data, "bcn", 7))
+    o = sd.level_info[2, 0, 0]
+    np.testing.assert_array_equal(sd.tex_data[o:o + 16 * 16 * 4].reshape(16, 16, 4), ref)
+    opts = RenderOptions(resolution=(32, 32))
+    outs = [_renderer("embree", s, opts, shading="numpy"), _renderer("embree", s, opts, shading="warp"),
+            _renderer("warp", s, opts)]
+    pos, yaw = [[4.0, 0, -1], [2.0, 0.5, -4]], [0.2, 2.5]
+    rgb = [r.render([0, 0], pos, yaw, ("rgb",))["rgb"].numpy().astype(int) for r in outs]
+    floor = rgb[0][:, 20:]  # lower rows: floor
+    assert (floor[..., 0] > 150).any() and (floor[..., 1] > 150).any()  # both checker colours seen
+    for other in rgb[1:]:
+        assert (np.abs(other - rgb[0]).max(-1) <= 1).mean() > 0.99
+
+
+def test_bad_cross_references_are_corrupt_file_errors():
+    from bps_assets.errors import CorruptFileError
+
+    s = room_scene()
+    s.tri_material = s.tri_material.copy()
+    s.tri_material[3] = 7
+    with pytest.raises(CorruptFileError, match="tri_material"):
+        build_shading_data(s, "x.bps")
+    s = room_scene()
+    s.tex_levels = s.tex_levels.copy()
+    s.tex_levels[0, 4] = 10**9
+    with pytest.raises(CorruptFileError, match="outside tex_blocks"):
+        build_shading_data(s, "x.bps")
+    s = room_scene()
+    s.indices = s.indices.copy()
+    s.indices[0, 0] = 10**6
+    with pytest.raises(CorruptFileError, match="out of range"):
+        build_shading_data(s, "x.bps")

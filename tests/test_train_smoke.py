@@ -67,22 +67,25 @@ def dataset(tmp_path_factory):
 
     def synthesize(ctx):
         ctx.src_root = ctx.outdir / "src"
-        names = demo.demo_scene_names(ctx.scenes)
         try:
             from bps_assets.synth import generate
         except ImportError:
             generate = None
-        if generate is not None:
-            generate(ctx.src_root, "gibson", names, seed=0, size="small")
+        if generate is not None:  # names by its rule: 2 train + 1 val scene of split "tiny"
+            generate(ctx.src_root, "gibson", 3, seed=0, size="small")
             return
         (ctx.src_root / "gibson").mkdir(parents=True, exist_ok=True)
-        for i, name in enumerate(names):
+        for i, name in enumerate(demo.demo_scene_names(3)):  # 2 train + 1 val
             _write_room_glb(ctx.src_root / "gibson" / f"{name}.glb", seed=i)
 
     out = tmp_path_factory.mktemp("train_data") / "demo"
     steps = [demo.DemoStep("synthesize", "synthesize", synthesize)]
     steps += [s for s in demo.DEFAULT_STEPS if s.name == "preprocess"]
     assert demo.run_demo(out, scenes=3, workers=1, echo=lambda s: None, steps=steps)
+    from bps_assets.pipeline.manifest import load_manifest
+
+    m = load_manifest(out / "manifest.json")
+    assert len(m.scenes("train")) == 2 and len(m.scenes("val")) == 1
     return out / "manifest.json"
 
 
@@ -102,6 +105,9 @@ def test_train_resume_and_eval(dataset, tmp_path, capsys):
     rows = _rows(out / "log.csv")
     assert [int(r["update"]) for r in rows] == [1, 2]
     assert all(math.isfinite(float(r["loss"])) and float(r["fps"]) > 0 and float(r["fps_ratio"]) > 0 for r in rows)
+    sim = [json.loads(line) for line in (out / "sim_only.jsonl").read_text().splitlines()]
+    assert len(sim) == 2 and all(m["uniform"] > 0 and m["no_stop"] > 0 for m in sim)  # at start and end
+    assert sim[1]["end_to_end_fps"] > 0
 
     ckpt = torch.load(out / "checkpoint.pt", weights_only=False)
     assert ckpt["update"] == 2 and ckpt["global_step"] == 64 and len(ckpt["rng"]) == 1

@@ -22,8 +22,7 @@ from typing import Callable
 
 from ..errors import OutputExistsError
 
-DEMO_SCENES = {"train": ["Allensville", "Beechwood", "Benevolence", "Coffeen"],
-               "val": ["Collierville", "Corozal"]}
+DEMO_N = 6  # scenes: 4 train + 2 val (see demo_scene_names)
 DEMO_SPLIT = "tiny"
 DEMO_EPISODES = 20  # per scene
 DEMO_SEED = 0
@@ -34,7 +33,7 @@ STEP_PROVIDERS = ("bps_runtime.demo",)
 class DemoContext:
     outdir: Path
     echo: Callable[[str], None] = print
-    scenes: int | None = None       # how many of DEMO_SCENES to synthesize (None: all)
+    scenes: int | None = None       # how many scenes to synthesize (None: DEMO_N)
     workers: int | None = None
     src_root: Path | None = None    # set by synthesize
     out_root: Path | None = None    # set by preprocess
@@ -50,12 +49,12 @@ class DemoStep:
 
 
 def demo_scene_names(n: int | None = None) -> list[str]:
-    names = DEMO_SCENES["train"] + DEMO_SCENES["val"]
-    if n is None:
-        return names
-    # keep at least one val scene in small demos so both subsets exist
-    train = DEMO_SCENES["train"][:max(1, n - 1)]
-    return train + DEMO_SCENES["val"][:max(0, n - len(train))]
+    """The first ``n`` (default 6) names in bps_assets.synth's order: real Gibson ids of split
+    "tiny", a val scene at every position i % 4 == 1 (so any n >= 2 has train and val), and
+    the scene features (closed room, stairs) that go with each position."""
+    from ..synth import scene_names
+
+    return [name for name, _ in scene_names("gibson", DEMO_N if n is None else n)]
 
 
 def _synthesize(ctx: DemoContext):

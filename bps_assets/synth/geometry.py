@@ -93,9 +93,11 @@ class Quads:
         else:
             self.add((x, y0, z0), (0, 0, z1 - z0), (0, y1 - y0, 0), mat, tint, base_z)
 
-    def box(self, r: Rect, z0, z1, mat, tint=(1.0, 1.0, 1.0), base_z=float("nan")):
-        """The five visible faces of a solid box standing on something (no bottom face)."""
+    def box(self, r: Rect, z0, z1, mat, tint=(1.0, 1.0, 1.0), base_z=float("nan"), bottom=False):
+        """The faces of a solid box; the bottom one only if asked (it is hidden when standing)."""
         self.horiz(r, z1, True, mat, tint)
+        if bottom:
+            self.horiz(r, z0, False, mat, tint)
         self.wall_y(r.y0, r.x0, r.x1, z0, z1, -1, mat, tint, base_z)
         self.wall_y(r.y1, r.x0, r.x1, z0, z1, +1, mat, tint, base_z)
         self.wall_x(r.x0, r.y0, r.y1, z0, z1, -1, mat, tint, base_z)
@@ -191,7 +193,11 @@ def plan_quads(plan: Plan) -> tuple[Quads, float]:
     for f in plan.furniture:
         base = rooms[f.room].floor_z
         for p in f.parts:
-            q.box(p.rect, p.z0, p.z1, _PART_MAT[p.kind], base_z=base)
+            # raised parts (table tops, shelf boards) show their underside unless they rest on a part
+            rests = p.z0 <= base + 1e-6 or any(
+                o is not p and abs(o.z1 - p.z0) < 1e-6 and o.rect.x0 <= p.rect.x0 + 1e-6 and p.rect.x1 <= o.rect.x1 + 1e-6
+                and o.rect.y0 <= p.rect.y0 + 1e-6 and p.rect.y1 <= o.rect.y1 + 1e-6 for o in f.parts)
+            q.box(p.rect, p.z0, p.z1, _PART_MAT[p.kind], base_z=base, bottom=not rests)
     return q, floor_area
 
 

@@ -374,7 +374,8 @@ def _against_wall(rng, ri: Rect, length, depth, gap=0.02):
     return Rect(x, y, x + depth, y + length), side
 
 
-def _furnish(room: Room, plan: Plan, rng, grid: _RoomGrid, want_platform: bool) -> list[Furniture]:
+def _furnish(room: Room, plan: Plan, rng, grid: _RoomGrid, want_platform: bool,
+             want_table: bool = False) -> list[Furniture]:
     out: list[Furniture] = []
     fz = room.floor_z
     ri = room.interior
@@ -382,23 +383,12 @@ def _furnish(room: Room, plan: Plan, rng, grid: _RoomGrid, want_platform: bool) 
     def add(kind, rect, top, parts):
         out.append(Furniture(kind, room.storey, room.id, rect, top, parts))
 
-    # a low platform (one step, <= 0.2 m): walkable, so not an obstacle, but nothing goes on it
-    if want_platform:
-        for _ in range(20):
-            w, d = _q(rng.uniform(1.2, 2.0)), _q(rng.uniform(1.0, 1.5))
-            r = _rand_rect_in(rng, ri, w, d, margin=0.3)
-            if r is None or not grid.free(r.grow(0.1)):
-                continue
-            h = round(rng.uniform(0.10, 0.18), 3)
-            grid.reserve(r.grow(0.1))
-            add("platform", r, fz + h, [Box(r, fz, fz + h, "carpet")])
-            break
-
-    # table with chairs
-    if ri.w >= 2.3 and ri.h >= 2.3 and rng.random() < 0.8:
-        for _ in range(12):
-            tw, td = _q(rng.uniform(0.9, 1.6)), _q(rng.uniform(0.6, 0.9))
-            r = _rand_rect_in(rng, ri, tw, td, margin=0.6)
+    # (tops of >= 1.6 x 1.0 m keep > 1 m^2 after the agent-radius erosion: Recast / habitat drop
+    # isolated regions under region_min_size 20 = 400 cells = 1 m^2, and tops must stay islands)
+    if ri.w >= 2.0 and ri.h >= 2.0 and (rng.random() < 0.8 or want_table):
+        for _ in range(30):
+            tw, td = _q(rng.uniform(1.6, 2.0)), _q(rng.uniform(1.0, 1.2))
+            r = _rand_rect_in(rng, ri, tw, td, margin=0.5)
             if r is None or not grid.free(r.grow(0.1)):
                 continue
             if not grid.try_obstacle(r):
@@ -429,6 +419,19 @@ def _furnish(room: Room, plan: Plan, rng, grid: _RoomGrid, want_platform: bool) 
                     add("chair", cr, fz + 0.9, [Box(cr, fz, fz + 0.45, "fabric"), Box(back, fz + 0.45, fz + 0.9, "fabric")])
             break
 
+    # a low platform (one step, <= 0.2 m): walkable, so not an obstacle, but nothing goes on it
+    if want_platform:
+        for _ in range(30):
+            w, d = _q(rng.uniform(1.0, 1.8)), _q(rng.uniform(0.8, 1.4))
+            r = _rand_rect_in(rng, ri, w, d, margin=0.3)
+            if r is None or not grid.free(r.grow(0.1)):
+                continue
+            h = round(rng.uniform(0.10, 0.18), 3)
+            grid.reserve(r.grow(0.1))
+            add("platform", r, fz + h, [Box(r, fz, fz + h, "carpet")])
+            break
+
+    # table with chairs
     # sofa or cabinet against a wall
     if rng.random() < 0.6:
         for _ in range(10):
@@ -478,7 +481,7 @@ def _furnish(room: Room, plan: Plan, rng, grid: _RoomGrid, want_platform: bool) 
         for _t in range(6):
             length, depth = _q(rng.uniform(0.8, 1.5)), _q(rng.uniform(0.25, 0.3))
             r, side = _against_wall(rng, ri, length, depth, gap=0.0)
-            if r is None:
+            if r is None or not grid.free(r):  # nothing under it: the floor below stays walkable
                 continue
             if any(r.grow(0.05).overlaps(_door_zone(d, room, depth=0.5)[0]) for d in plan.doors_of(room.id)):
                 continue
@@ -569,8 +572,10 @@ def make_plan(rng: np.random.Generator, floor_area: float, max_room_area: float,
                 closed_room=(rooms[skip].id if skip is not None else None))
 
     # furniture, with keep-clear zones at doors and stairs
-    platform_from = int(rng.integers(len(rooms)))  # one low platform, in the first room from here that fits it
-    for room in rooms:
+    platform_from = int(rng.integers(len(rooms)))  # rooms are furnished from here on; the first that fits it gets the low platform
+    table_room = max((r for r in rooms if r.storey == 0 and not r.closed and not r.hall),
+                     key=lambda r: r.interior.area).id  # every scene has a table top island
+    for room in rooms[platform_from:] + rooms[:platform_from]:
         grid = _RoomGrid(room.interior)
         for d in plan.doors_of(room.id):
             zone, key = _door_zone(d, room)
@@ -596,10 +601,11 @@ def make_plan(rng: np.random.Generator, floor_area: float, max_room_area: float,
                 grid.keys.append(grid.cell(st.x0 + STAIR_W / 2, st.y1 + 0.4))
         if not grid.connected():  # nothing placed yet: only a degenerate room could fail
             grid.keys = grid.keys[:1]
-        want = room.id >= platform_from and not any(f.kind == "platform" for f in plan.furniture)
-        plan.furniture += _furnish(room, plan, rng, grid, want_platform=want)
+        want = not any(f.kind == "platform" for f in plan.furniture)
+        plan.furniture += _furnish(room, plan, rng, grid, want_platform=want, want_table=room.id == table_room)
         room.free_point = grid.best_point()
 
+    plan.furniture.sort(key=lambda f: f.room)  # stable: per room in placement order
     if stairs is not None:  # railing around the stairwell on storey 1 (open at the top end)
         fz = storeys[1][0]
         st = stairs.rect

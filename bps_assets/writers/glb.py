@@ -161,13 +161,13 @@ def build_glb(doc: SceneDocument, options: GlbOptions = DEFAULTS,
     gltf = {
         "asset": {"version": "2.0", "generator": options.generator},
         "scene": 0,
-        "scenes": [{"nodes": [0]}],
-        "nodes": [{"mesh": 0, "name": "scene"}] if prims else [{"name": "scene"}],
+        "scenes": [{"nodes": [0]}] if prims else [{}],
         "buffers": [{"byteLength": b.length + (-b.length) % 4}],
         "bufferViews": b.views,
         "accessors": accessors,
     }
     if prims:
+        gltf["nodes"] = [{"mesh": 0, "name": "scene"}]
         gltf["meshes"] = [{"primitives": prims, "name": "scene"}]
     if materials:
         gltf["materials"] = materials

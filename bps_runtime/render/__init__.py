@@ -7,16 +7,17 @@ from .base import DEFAULTS, SENSORS, Renderer, RenderOptions, ShadingData, build
 BACKENDS = ("embree", "warp")
 
 
-def make_renderer(backend: str = "embree", options: RenderOptions = DEFAULTS, device: str = "cpu"):
-    """Factory: ``embree`` needs device "cpu"; ``warp`` runs on "cpu" or "cuda[:i]"."""
+def make_renderer(backend: str = "embree", options: RenderOptions = DEFAULTS, device: str = "cpu", **kw):
+    """Factory: ``embree`` needs device "cpu" (``shading="auto"|"warp"|"numpy"``); ``warp`` runs
+    on "cpu" or "cuda[:i]"."""
     from bps_assets.errors import ConfigError
 
     if backend == "embree":
         from .embree import EmbreeRenderer
-        return EmbreeRenderer(options, device=device)
+        return EmbreeRenderer(options, device=device, **kw)
     if backend == "warp":
         from .warp_backend import WarpRenderer
-        return WarpRenderer(options, device=device)
+        return WarpRenderer(options, device=device, **kw)
     raise ConfigError(None, f"unknown render backend {backend!r}: choose from {BACKENDS}")
 
 

@@ -347,9 +347,15 @@ class CachedScenes:
         if self.steps % self.swap_every:
             return
         c = self.cache
-        k = self._next_slot
+        c.poll()
+        # the next slot (round robin) that has a scene prefetched or loading; with few spare
+        # scenes not every slot has one. (The cache has no public view of its slots yet.)
+        order = [(self._next_slot + i) % c.num_slots for i in range(c.num_slots)]
+        k = next((i for i in order if c._slots[i].ready is not None or c._slots[i].pending is not None), None)
+        if k is None:
+            return
         self._next_slot = (k + 1) % c.num_slots
-        slot = c._slots[k]  # the cache has no public "wait for this slot's pending load" yet
+        slot = c._slots[k]
         if slot.ready is None and slot.pending is not None:
             self._waited = self._waited or not slot.pending.done()
             slot.pending.result()

@@ -1,5 +1,6 @@
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -75,9 +76,17 @@ def test_env_override_and_malformed_file(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_data_manifests_ship_in_the_wheel(tmp_path):
     """A wheel install (no repo checkout beside it) still finds data_manifests."""
-    wheel_dir, target = tmp_path / "wheel", tmp_path / "site"
+    wheel_dir, target, tree = tmp_path / "wheel", tmp_path / "site", tmp_path / "tree"
+    # build from a copy: an in-tree build would leave build/ and *.egg-info in the checkout
+    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", "build", ".venv", "demo_out")
+    tree.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, tree / name)
+    for d in ("bps_assets", "bps_runtime", "bps_train", "cli", "data_manifests"):
+        if (REPO / d).is_dir():
+            shutil.copytree(REPO / d, tree / d, ignore=ignore)
     r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                        "-w", str(wheel_dir), str(REPO)], capture_output=True, text=True, cwd=tmp_path)
+                        "-w", str(wheel_dir), str(tree)], capture_output=True, text=True, cwd=tmp_path)
     if r.returncode != 0:
         pytest.skip(f"cannot build a wheel here: {r.stderr[-300:]}")
     whl = next(wheel_dir.glob("*.whl"))

@@ -27,10 +27,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Sequence
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -105,8 +106,11 @@ def bench_preprocess(a, tmp):
         out = tmp / f"out{workers}"
         opts = PreprocessOptions(workers=workers, episodes=a.episodes, subsets=("train", "val"))
         t = time.perf_counter()
+        ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         res = preprocess(src, out, "gibson", "tiny", opts, progress=False)
         dt = time.perf_counter() - t
+        ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)  # the pool's workers, once reaped
+        cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
         assert res.count("failed") == 0, [r.error for r in res.results if r.error]
         n = res.count("ok")
         out_bytes = sum(o["size"] for _, _, o in load_manifest(res.manifest_path).files())
@@ -115,7 +119,8 @@ def bench_preprocess(a, tmp):
                for k in ("convert", "navmesh", "episodes")}
         print(f"preprocess workers={workers}: {n} scenes in {dt:.1f} s = {60 * n / dt:.1f} scenes/min, "
               f"{src_bytes / dt / 1e6:.2f} MB/s of sources -> {out_bytes / 1e6:.1f} MB outputs; "
-              "per scene mean " + ", ".join(f"{k} {v:.2f} s" for k, v in per.items()))
+              "per scene mean " + ", ".join(f"{k} {v:.2f} s" for k, v in per.items())
+              + f"; worker CPU {cpu:.1f} s = {cpu / max(n, 1):.2f} s/scene (CPU share {cpu / dt:.2f} cores)")
         t = time.perf_counter()
         preprocess(src, out, "gibson", "tiny", opts, progress=False)
         print(f"  rerun with nothing to do: {time.perf_counter() - t:.2f} s")

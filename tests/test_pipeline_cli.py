@@ -35,7 +35,7 @@ def test_datasets_command():
 def test_verify_merge_and_source_commands(tmp_path):
     src = make_source(tmp_path / "src", ["Allensville", "Beechwood", "Collierville"], extra=["gibson/x.txt"])
     for i in range(2):
-        preprocess(src, tmp_path / "out", "gibson", "tiny", PreprocessOptions(workers=1), Shard(i, 2),
+        preprocess(src, tmp_path / "out", "gibson", "tiny", PreprocessOptions(workers=1, in_process=True), Shard(i, 2),
                    backend=FakeBackend())
     shards = sorted((tmp_path / "out").glob("manifest.shard-*.json"))
     r = run("manifest", "merge", *shards, "-o", tmp_path / "out" / "manifest.json")

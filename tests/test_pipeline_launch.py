@@ -25,7 +25,7 @@ def test_launch_job_array_and_merge(tmp_path, monkeypatch, executor):
     src = make_source(tmp_path / "src", NAMES)
     out = tmp_path / "out"
     lines = []
-    res = launch(src, out, "gibson", "tiny", 3, PreprocessOptions(workers=1, episodes=2),
+    res = launch(src, out, "gibson", "tiny", 3, PreprocessOptions(workers=1, in_process=True, episodes=2),
                  SlurmOptions(time_min=5, cpus_per_task=1, mem_gb=1), executor=executor,
                  log=lines.append, backend=FakeBackend())
     assert res.ok, lines
@@ -36,7 +36,7 @@ def test_launch_job_array_and_merge(tmp_path, monkeypatch, executor):
     assert sum("shard" in line for line in lines) == 3
 
     # a failing scene: its shard reports it, the merge still happens, the result is not ok
-    res = launch(src, tmp_path / "out2", "gibson", "tiny", 2, PreprocessOptions(workers=1),
+    res = launch(src, tmp_path / "out2", "gibson", "tiny", 2, PreprocessOptions(workers=1, in_process=True),
                  executor=executor, backend=FakeBackend(fail={"Coffeen"}))
     assert not res.ok and res.failed_scenes == 1 and res.manifest is not None
     assert [s.name for s in load_manifest(res.manifest).scenes(status="failed")] == ["Coffeen"]

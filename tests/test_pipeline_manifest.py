@@ -12,7 +12,7 @@ from bps_assets.pipeline.verify import verify_manifest
 from pipeline_fakes import FakeBackend, make_source
 from test_pipeline_preprocess import TRAIN, VAL, validate_schema
 
-OPTS = PreprocessOptions(workers=1, episodes=2)
+OPTS = PreprocessOptions(workers=1, in_process=True, episodes=2)
 
 
 def _shards(tmp_path, n=3, outs=None, backend=None):

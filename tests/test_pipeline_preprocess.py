@@ -63,7 +63,7 @@ def test_failures_and_crashes_are_isolated(tmp_path):
 
     # the rerun redoes only the failed scenes (the fake no longer fails)
     (tmp_path / "log").unlink()
-    res2 = preprocess(src, out, "gibson", "tiny", PreprocessOptions(workers=1, episodes=4),
+    res2 = preprocess(src, out, "gibson", "tiny", PreprocessOptions(workers=1, in_process=True, episodes=4),
                       backend=FakeBackend(log=tmp_path / "log"))
     assert sorted(_log(tmp_path / "log")) == ["Coffeen", "Cosmos"]
     assert res2.ok and res2.count("skipped") == 5 and res2.count("ok") == 2
@@ -73,7 +73,7 @@ def test_failures_and_crashes_are_isolated(tmp_path):
 def test_changes_are_detected(tmp_path):
     src = make_source(tmp_path / "src", TRAIN[:3] + VAL[:1])
     out, log = tmp_path / "out", tmp_path / "log"
-    opts = PreprocessOptions(workers=1)
+    opts = PreprocessOptions(workers=1, in_process=True)
     preprocess(src, out, "gibson", "tiny", opts, backend=FakeBackend(log=log))
     assert len(_log(log)) == 4
     log.unlink()
@@ -100,7 +100,7 @@ def test_changes_are_detected(tmp_path):
     log.unlink()
     preprocess(src, out, "gibson", "tiny", opts, backend=FakeBackend(log=log, knob=2))
     assert _log(log) == []
-    preprocess(src, out, "gibson", "tiny", PreprocessOptions(workers=1, force=True),
+    preprocess(src, out, "gibson", "tiny", PreprocessOptions(workers=1, in_process=True, force=True),
                backend=FakeBackend(log=log, knob=2))
     assert len(_log(log)) == 4
 
@@ -143,7 +143,7 @@ def test_resume_after_kill_9(tmp_path, workers):
     (out / "scenes" / f".{todo[0]}.bps.x1y2.tmp").write_bytes(b"half")
     (out / "scenes" / f"{todo[-1]}.bps").write_bytes(b"\x89BPS trunc")
     log.unlink()
-    res = preprocess(src, out, "gibson", "tiny", PreprocessOptions(workers=1, episodes=2),
+    res = preprocess(src, out, "gibson", "tiny", PreprocessOptions(workers=1, in_process=True, episodes=2),
                      backend=FakeBackend(log=log))
     assert sorted(_log(log)) == sorted(set(names) - set(done))  # exactly the unfinished ones
     assert res.ok and res.count("skipped") == len(done)
@@ -165,9 +165,9 @@ def test_missing_scenes_and_output_guards(tmp_path):
     with pytest.raises(OutputExistsError, match="not empty"):
         preprocess(src, foreign, "gibson", "tiny", backend=FakeBackend())
     out = tmp_path / "o2"
-    preprocess(src, out, "gibson", "tiny", PreprocessOptions(workers=1), backend=FakeBackend())
+    preprocess(src, out, "gibson", "tiny", PreprocessOptions(workers=1, in_process=True), backend=FakeBackend())
     with pytest.raises(OutputExistsError, match="manifest of another run"):
-        preprocess(src, out, "gibson", "medium", PreprocessOptions(workers=1), backend=FakeBackend())
+        preprocess(src, out, "gibson", "medium", PreprocessOptions(workers=1, in_process=True), backend=FakeBackend())
     with pytest.raises(Exception, match="inside the source tree"):
         preprocess(src, src / "gibson" / "out", "gibson", "tiny", backend=FakeBackend())
     # --navmesh import without a .navmesh fails that scene, with the reason
@@ -180,10 +180,18 @@ def test_shards_write_their_own_manifests(tmp_path):
     src = make_source(tmp_path / "src", TRAIN + VAL)
     out = tmp_path / "out"
     for i in range(3):
-        r = preprocess(src, out, "gibson", "tiny", PreprocessOptions(workers=1), Shard(i, 3),
+        r = preprocess(src, out, "gibson", "tiny", PreprocessOptions(workers=1, in_process=True), Shard(i, 3),
                        backend=FakeBackend())
         assert r.manifest_path.name == f"manifest.shard-{i}-of-3.json"
         validate_schema(r.manifest_path)
     names = [n for i in range(3) for n in load_manifest(out / f"manifest.shard-{i}-of-3.json").names()]
     assert sorted(names) == sorted(TRAIN + VAL)
     assert not (out / "manifest.json").exists()
+
+
+def test_one_worker_still_isolates_a_crash(tmp_path):
+    src = make_source(tmp_path / "src", ["Allensville", "Beechwood", "Collierville"])
+    res = preprocess(src, tmp_path / "out", "gibson", "tiny", PreprocessOptions(workers=1),
+                     backend=FakeBackend(crash={"Beechwood"}))
+    st = {r.name: r.status for r in res.results if r.status != "missing"}
+    assert st == {"Allensville": "ok", "Beechwood": "failed", "Collierville": "ok"}

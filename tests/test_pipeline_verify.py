@@ -16,7 +16,7 @@ NAMES = ["Allensville", "Beechwood", "Coffeen", "Collierville"]
 @pytest.fixture()
 def out(tmp_path):
     src = make_source(tmp_path / "src", NAMES, size=100_000)
-    preprocess(src, tmp_path / "out", "gibson", "tiny", PreprocessOptions(workers=1, episodes=3),
+    preprocess(src, tmp_path / "out", "gibson", "tiny", PreprocessOptions(workers=1, in_process=True, episodes=3),
                backend=FakeBackend())
     return tmp_path / "out"
 

@@ -18,7 +18,8 @@ the scenes whose outputs are complete. A rerun skips a scene when its record's f
 matches and its outputs still have the recorded sizes; sources whose size and mtime are
 unchanged are not re-hashed. Everything else is redone.
 
-Failures. Each scene runs in a worker process; an exception fails that scene only (its error
+Failures. Each scene runs in a worker process (even with one worker; ``in_process`` is for
+debuggers and tests); an exception fails that scene only (its error
 goes in the summary and the manifest, the traceback in ``.bps-state/logs``). A worker that
 dies (segfault, OOM kill) breaks the pool: the scenes that were in flight are then rerun one
 per fresh process, so only the culprit fails ("worker process died").
@@ -67,6 +68,7 @@ class PreprocessOptions:
     overwrite: bool = False
     subsets: tuple[str, ...] | None = None
     force: bool = False  # redo every scene, even up-to-date ones
+    in_process: bool = False  # run scenes in this process (debuggers, tests); a crash ends the run
 
     def __post_init__(self):
         if self.navmesh not in NAVMESH_MODES:
@@ -441,10 +443,11 @@ def preprocess(src_root, out_root, dataset: str = "gibson", split: str | None = 
             bar.update(1)
 
     try:
-        if workers == 1 or len(tasks) <= 1:
+        if options.in_process:
             for t in tasks:
                 on_done(process_scene(t))
-        else:
+        elif tasks:
+            # even one worker is a separate process: a native crash must fail one scene only
             _run_pool(tasks, workers, on_done)
     finally:
         if bar is not None:

@@ -547,7 +547,8 @@ def train(args) -> dict:
         log_file.close()
     if writer is not None:
         writer.close()
-    if world > 1:
+    if world > 1:  # leave together: a rank tearing gloo down while a peer still talks to it aborts
+        dist.barrier()
         dist.destroy_process_group()
     return {"updates": update, "global_step": global_step, "sim_fps": sim_fps,
             "fps": frames_run / max(time.perf_counter() - t_start, 1e-9), **metrics}

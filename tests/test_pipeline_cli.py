@@ -12,6 +12,7 @@ from bps_assets.pipeline.preprocess import PreprocessOptions, preprocess
 from cli.main import main
 
 from pipeline_fakes import FakeBackend, make_source
+from test_pipeline_preprocess import validate_schema
 
 ASSETS = Path(__file__).resolve().parents[1].parent / "shared" / "assets"
 ROOM = ASSETS / "habitat-sim" / "scenes" / "simple_room.glb"
@@ -68,15 +69,19 @@ def test_preprocess_command_with_the_real_converters(tmp_path):
     shutil.copy(ROOM, g / "Allensville.glb")
     shutil.copy(NAVMESH, g / "Allensville.navmesh")
     shutil.copy(ROOM, g / "Collierville.glb")
+    (g / "Collierville.navmesh").write_bytes(b"MSET" + bytes(60))  # unreadable: auto builds instead
     out = tmp_path / "out"
     r = run("preprocess", tmp_path / "src", "-o", out, "--dataset", "gibson", "--split", "tiny",
             "--subset", "train", "--subset", "val", "--episodes", "3", "--workers", "2", "--json")
     assert r.exit_code == 0, r.output
     res = json.loads(r.output[r.output.index("{"):])
     assert res["counts"] == {"ok": 2, "skipped": 0, "failed": 0, "missing": 28}
+    validate_schema(out / "manifest.json")
     m = load_manifest(out / "manifest.json")
     a, c = m.scene("Allensville"), m.scene("Collierville")
     assert a.stats["navmesh_source"] == "imported" and c.stats["navmesh_source"] == "built"
+    assert "import failed" in c.stats["navmesh_note"] and "navmesh" in c.outputs
+    assert m.doc["scenes"]["Collierville"]["sources"]["navmesh"]["size"] == 64  # still an input
     assert a.stats["triangles"] > 0 and a.stats["islands"] >= 1 and a.stats["navigable_area"] > 0
     assert a.outputs["scene"]["content_version"] >= 1 and a.outputs["navmesh"]["format"] == "NAVM"
     from bps_assets.nav import load_navmesh

@@ -104,3 +104,13 @@ def test_data_manifests_ship_in_the_wheel(tmp_path):
     assert n == "72"
     assert Path(where).resolve() != (REPO / "data_manifests").resolve()
     assert str(target) in where
+
+
+def test_package_exports_are_the_objects_not_submodules():
+    import types
+
+    import bps_assets.pipeline as P
+    import bps_assets.pipeline.preprocess  # noqa: F401  (a submodule import must not shadow them)
+
+    for name in P.__all__:
+        assert not isinstance(getattr(P, name), types.ModuleType), name

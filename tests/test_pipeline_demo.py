@@ -52,6 +52,9 @@ def test_demo_end_to_end(tmp_path):
     assert demo.run_demo(out, scenes=2, workers=2, echo=lines.append, steps=demo.DEFAULT_STEPS), lines
     text = "\n".join(lines)
     assert "OK: 2 scenes" in text and "demo done" in text
+    from test_pipeline_preprocess import validate_schema
+
+    validate_schema(out / "manifest.json")
     m = load_manifest(out / "manifest.json")
     assert m.names("train") == ["Allensville"] and m.names("val") == ["Collierville"]
     assert all(s.stats["episodes"] == demo.DEMO_EPISODES for s in m.scenes())

@@ -112,7 +112,7 @@ from bps_assets.pipeline.preprocess import PreprocessOptions, preprocess
 if __name__ == "__main__":
     src, out, log, workers = sys.argv[1:5]
     preprocess(src, out, "gibson", "tiny", PreprocessOptions(workers=int(workers), episodes=2),
-               backend=FakeBackend(sleep=0.4, log=log), progress=False)
+               backend=FakeBackend(sleep=0.5, log=log), progress=False)
 """
 
 
@@ -195,3 +195,22 @@ def test_one_worker_still_isolates_a_crash(tmp_path):
                      backend=FakeBackend(crash={"Beechwood"}))
     st = {r.name: r.status for r in res.results if r.status != "missing"}
     assert st == {"Allensville": "ok", "Beechwood": "failed", "Collierville": "ok"}
+
+
+def test_concurrent_runs_of_one_shard_are_refused(tmp_path):
+    from bps_assets.errors import ConfigError
+    from bps_assets.pipeline.preprocess import _lock_run
+
+    src = make_source(tmp_path / "src", ["Allensville"])
+    out = tmp_path / "out"
+    opts = PreprocessOptions(workers=1, in_process=True)
+    preprocess(src, out, "gibson", "tiny", opts, backend=FakeBackend())
+    held = _lock_run(out / STATE_DIR / "manifest.lock")  # as another process's run would
+    try:
+        with pytest.raises(ConfigError, match="another preprocess run"):
+            preprocess(src, out, "gibson", "tiny", opts, backend=FakeBackend())
+        # another shard is not blocked
+        preprocess(src, out, "gibson", "tiny", opts, Shard(0, 2), backend=FakeBackend())
+    finally:
+        held.close()
+    assert preprocess(src, out, "gibson", "tiny", opts, backend=FakeBackend()).ok

@@ -8,7 +8,9 @@ from __future__ import annotations
 _EXPORTS = {
     "load_dataset": "datasets", "list_datasets": "datasets", "Dataset": "datasets",
     "make_plan": "plan", "Shard": "plan", "Plan": "plan",
-    "preprocess": "preprocess", "PreprocessOptions": "preprocess", "DEFAULTS": "preprocess",
+    # not the function ``preprocess``: it would clash with the submodule of that name
+    # (use ``from bps_assets.pipeline.preprocess import preprocess``)
+    "PreprocessOptions": "preprocess",
     "load_manifest": "manifest", "Manifest": "manifest", "SceneEntry": "manifest",
     "merge_manifests": "manifest",
     "verify_manifest": "verify", "verify_source": "verify",

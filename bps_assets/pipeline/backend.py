@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..container import Container
+from ..errors import BpsError, ConfigError, InputError
 
 NAVMESH_MODES = ("auto", "import", "build")
 
@@ -112,7 +113,6 @@ class Backend:
         fails (the reason is recorded); ``import`` without a .navmesh is an error.
         """
         from .. import nav
-        from ..errors import InputError
 
         settings = self._nav_settings()
         note = None
@@ -126,7 +126,7 @@ class Backend:
                 # settings None: the .navmesh's own agent (habitat stores it in the file)
                 mesh = import_detour(detour_src, self.nav_settings)
                 source = "imported"
-            except Exception as e:  # noqa: BLE001 - auto mode: any import failure -> build
+            except BpsError as e:  # unreadable / unsupported .navmesh: auto mode builds instead
                 if mode == "import":
                     raise
                 note = f"import failed ({type(e).__name__}: {e}); built instead"
@@ -161,7 +161,7 @@ class Backend:
         mesh = load_navmesh(navmesh_path)
         try:
             scene_id = ep.scene_id_for(dataset_name, scene)
-        except Exception:  # noqa: BLE001 - a user dataset without a habitat scene_id rule
+        except ConfigError:  # a user dataset without a habitat scene_id rule
             scene_id = f"{scene}.glb"
         eps = ep.generate_episodes(mesh, scene_id, n, ep.scene_seed(seed, scene))
         for i, e in enumerate(eps):

@@ -394,7 +394,31 @@ def preprocess(src_root, out_root, dataset: str = "gibson", split: str | None = 
     settings["preprocess"] = {"navmesh": options.navmesh, "episodes": options.episodes,
                               "episode_seed": options.episode_seed}
     (out_root / STATE_DIR / "scenes").mkdir(parents=True, exist_ok=True)
+    lock = _lock_run(out_root / STATE_DIR / f"{mpath.stem}.lock")
+    try:
+        return _run(plan, ds, split, shard, options, backend, settings, out_root, mpath, progress, log, t_start)
+    finally:
+        lock.close()
 
+
+def _lock_run(path: Path):
+    """Hold an exclusive lock for the run (released by the OS when the process dies, kill -9
+    included): two runs of the same shard into one OUT_ROOT would redo each other's scenes."""
+    f = open(path, "a+")
+    try:
+        import fcntl
+
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except ImportError:  # pragma: no cover - Windows: no lock
+        pass
+    except OSError:
+        f.close()
+        raise ConfigError(path.parent.parent, "another preprocess run is writing this OUT_ROOT "
+                                              f"({path.stem}); wait for it or stop it") from None
+    return f
+
+
+def _run(plan, ds, split, shard, options, backend, settings, out_root, mpath, progress, log, t_start):
     say = log or (lambda s: None)
     say(f"{ds.name} split {split!r}{f' shard {shard}' if shard else ''}: {len(plan.selected)} scenes, "
         f"{len(plan.scenes)} found, {len(plan.missing)} missing under {plan.src_root}")
@@ -507,7 +531,7 @@ def _stderr_isatty() -> bool:
 
 def summary_table(res: PreprocessResult, max_rows: int = 200) -> str:
     """A plain-text table, one row per scene, then totals."""
-    rows = [("scene", "subset", "status", "tris", "MB", "navmesh", "area m2", "isl", "eps", "s", "error")]
+    rows = [("scene", "subset", "status", "tris", "MB out", "navmesh", "area m2", "isl", "eps", "s", "error")]
     tot_bytes = 0
     shown = [r for r in res.results if r.status != "missing"]
     for r in shown[:max_rows]:

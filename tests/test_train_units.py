@@ -238,3 +238,16 @@ def test_bad_settings_exit_with_one_line():
 
     assert main(["--sensor", "sonar"]) == 2
     assert main(["--num-envs", "2", "--minibatches", "4"]) == 2
+
+
+def test_rgb_policy_takes_uint8_frames():
+    torch.manual_seed(0)
+    pol = Policy(3, hidden=16, width=4, resolution=(32, 32))
+    rgb = torch.randint(0, 256, (2, 32, 32, 3), dtype=torch.uint8)
+    g, prev, nd = torch.rand(2, 2), torch.tensor([-1, 1]), torch.zeros(2, dtype=torch.bool)
+    logits, v, _ = pol(rgb, g, prev, pol.initial_state(2), nd)
+    assert logits.shape == (2, 4) and torch.isfinite(v).all()
+    # uint8 is scaled to 0..1 inside: the same frame as floats / 255 gives the same output
+    logits2, v2, _ = pol(rgb.float() / 255, g, prev, pol.initial_state(2), nd)
+    torch.testing.assert_close(logits, logits2)
+    torch.testing.assert_close(v, v2)

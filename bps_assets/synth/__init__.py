@@ -164,9 +164,10 @@ class SceneInfo:
 # ------------------------------------------------------------------------------ names
 
 def manifests_dir() -> Path:
-    import bps_assets
+    # one lookup rule for the whole project (repo root, $BPS_DATA_MANIFESTS, installed copy)
+    from bps_assets.pipeline.datasets import manifests_dir as _find
 
-    return Path(bps_assets.__file__).resolve().parents[1] / "data_manifests"
+    return _find()
 
 
 def _check_layout(layout: str):

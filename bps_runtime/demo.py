@@ -41,7 +41,8 @@ def run_env(manifest_path, num_envs: int = DEMO_ENVS, steps: int = DEMO_STEPS, s
     echo(f"  {num_envs} envs over {len(scenes)} resident scenes, {shape} {', '.join(k for k in obs if k != 'pointgoal')}: "
          f"{res['fps']:.0f} env steps/s ({steps} batched steps in {dt:.1f} s, setup {t_ready:.1f} s)")
     echo(f"  random policy: {episodes} episodes ended, {successes} successes, "
-         f"mean SPL {res['mean_spl']:.3f}; steps that waited for a scene load: {waited}")
+         f"mean SPL {res['mean_spl']:.3f}; steps that waited for a scene load or an episode's "
+         f"preparation: {waited}")
     return res
 
 

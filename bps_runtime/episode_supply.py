@@ -35,7 +35,7 @@ from .task import quat_to_yaw
 @dataclass(frozen=True)
 class SupplyOptions:
     goal_pool: int = 32              # sampled mode: goals (distance fields) per resident scene
-    lookahead: int = 8               # dataset mode: episodes prepared ahead per scene
+    lookahead: int = 32              # dataset mode: episodes prepared ahead per scene
     memo_episodes: int = 256         # dataset mode: prepared episodes kept per resident scene
     closest_dist: float = 1.0        # habitat-lab generator limits
     furthest_dist: float = 30.0
@@ -70,6 +70,14 @@ def counter_uniforms(key: int, counters: np.ndarray, n: int) -> np.ndarray:
         x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
         x = x ^ (x >> np.uint64(31))
     return (x >> np.uint64(11)).astype(np.float64) * (1.0 / 9007199254740992.0)
+
+
+def _release_result(st, fut: Future):
+    if fut.cancelled() or fut.exception() is not None:
+        return
+    res = fut.result()
+    if res is not None:
+        st.fields.release(res[3])
 
 
 def _done(fn, *args) -> Future:
@@ -136,7 +144,7 @@ class EpisodeSupply:
             if not eps:
                 raise NavError(None, f"scene {name!r} has no episodes in the dataset")
             st.order = st.rng.permutation(len(eps))
-            if inline:
+            if inline:  # the first episodes now, in the loader thread (distinct: order is a permutation)
                 for pos in range(min(o.lookahead, len(eps))):
                     st.ahead[pos] = _done(self._prepare_dataset_episode, st, eps[int(st.order[pos])])
             self._schedule(st)
@@ -242,10 +250,13 @@ class EpisodeSupply:
     # ------------------------------------------------------------------ dataset mode
     def _schedule(self, st: _SceneState):
         eps = self.episodes_by_scene[st.name]
-        for pos in range(st.ptr, st.ptr + self.options.lookahead):
-            k = int(st.order[pos % len(eps)])
-            if pos not in st.ahead and k not in st.memo:
+        n = len(eps)
+        pending = {int(st.order[p % n]) for p in st.ahead}
+        for pos in range(st.ptr, st.ptr + min(self.options.lookahead, n)):
+            k = int(st.order[pos % n])
+            if pos not in st.ahead and k not in st.memo and k not in pending:
                 st.ahead[pos] = self.worker.run(self._prepare_dataset_episode, st, eps[k])
+                pending.add(k)
 
     def _prepare_dataset_episode(self, st: _SceneState, e: dict):
         nm = st.mesh.navmesh
@@ -272,6 +283,8 @@ class EpisodeSupply:
             fut = st.ahead.pop(pos, None)
             self._schedule(st)
             if k in st.memo:  # prepared on an earlier pass over the scene's episodes
+                if fut is not None:  # a duplicate preparation: give its field row back
+                    fut.add_done_callback(lambda f, st=st: _release_result(st, f))
                 res = st.memo[k]
                 if res is not None:
                     st.fields.retain(res[3])

@@ -77,7 +77,7 @@ class Args:
     entropy_coef: float = arg(0.01, "entropy bonus weight")
     hidden: int = arg(256, "LSTM and visual feature width")
     width: int = arg(16, "channels of the first ResNet stage (x2 per stage)")
-    sim_only_steps: int = arg(20, "random-action steps per group first, timed as simulation-only fps (0: skip)")
+    sim_only_steps: int = arg(20, "random-action steps per group at the start and the end, timed as simulation-only fps (0: skip)")
     log_every: int = arg(1, "log every N updates")
     save_every: int = arg(10, "checkpoint every N updates")
     snapshot_every: int = arg(0, "also keep OUT_DIR/ckpt_UPDATE.pt every N updates, for learning curves (0: never)")

@@ -190,7 +190,7 @@ def test_warp_renderer_on_cpu_matches_embree_step_for_step(manifest):
     for _ in range(4):
         a = torch.randint(0, 4, (4,), generator=g)
         (ow, rw, dw, iw), (oe, re, de, ie) = ew.step(a), ee.step(a)
-        assert torch.equal(rw, re) and torch.equal(iw["position"], ie["position"])
+        assert torch.equal(rw, re) and torch.equal(dw, de) and torch.equal(iw["position"], ie["position"])
     assert torch.allclose(ow["depth"], oe["depth"], atol=1e-5)
     assert (ow["rgb"].int() - oe["rgb"].int()).abs().max() <= 1
     ew.close()

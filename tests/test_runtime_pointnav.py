@@ -287,3 +287,21 @@ def test_gym_vector_adapter_loop():
         assert rew.shape == (4,) and term.dtype == bool and trunc.dtype == bool
         assert "episode" in info and info["position"].shape == (4, 3)
     env.close()
+
+
+def test_dataset_episodes_cycle_without_leaking_field_rows():
+    eps = {"corridor": [episode(i, "corridor", (0.525, 0, -0.525 - 0.5 * i), (0.525, 0, -5.0)) for i in range(3)]}
+    env = make_env([corridor()], num_envs=4, episodes=eps)
+    env.reset()
+    fields = env.world.nav.fields[0]
+    for _ in range(40):  # every agent ends an episode every step: 160 episodes over 3 dataset entries
+        obs, r, d, info = env.step(torch.full((4,), S))
+        assert d.all()
+    assert sorted(set(env.episode_ids)) <= ["0", "1", "2"]
+    live = int((fields.refs > 0).sum())
+    assert live <= 3 and fields.table.shape[0] <= 96      # memo rows only; nothing grew
+    # starts are the dataset's: each agent stands where its episode says
+    for i in range(4):
+        k = int(env.episode_ids[i])
+        assert info["position"][i].tolist() == pytest.approx([0.525, 0.0, -0.525 - 0.5 * k], abs=1e-5)
+    env.close()

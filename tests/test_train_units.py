@@ -13,7 +13,7 @@ from bps_train.args import parse
 from bps_train.lamb import Lamb
 from bps_train.models import FixupSEBlock, Policy
 from bps_train.ppo import Rollout, gae, ppo_loss
-from bps_train.train import Args, Carry, collect_rollout, start_rollouts
+from bps_train.train import Args, collect_rollout, start_rollouts
 
 
 # ----------------------------------------------------------------------------------- LAMB

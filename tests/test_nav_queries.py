@@ -79,7 +79,6 @@ def test_try_step_climbs_stairs_and_refuses_islands(nav):
     s0 = nav.snap_point(on_stairs)
     s1 = nav.try_step(s0, s0 + [0.25, 0, 0])
     assert s1[0] > s0[0] + 0.2 and s1[1] > s0[1] + 0.3  # went up two steps
-    table = P([2.0, 0.75, 1.6])
     floor = P([2.0, 0.0, 0.5])
     assert np.allclose(nav.try_step(floor, P([2.0, 0.75, 1.0])), floor)  # other island: stay
 

@@ -27,7 +27,7 @@ def write_ply(path: Path, fmt: str, *, faces=FACES, uv_names=("s", "t"), colors=
     if uv_names:
         props += [("float", uv_names[0]), ("float", uv_names[1])]
     uv = POS[:, :2] * 0.5
-    head = [f"ply", f"format {fmt} 1.0", "comment made by a test"]
+    head = ["ply", f"format {fmt} 1.0", "comment made by a test"]
     if extra_elem:  # an element the reader must skip, placed before the vertices
         head += ["element camera 1", "property float view_px", "property list uchar int junk"]
     head += [f"element vertex {len(POS)}"] + [f"property {t} {n}" for t, n in props]

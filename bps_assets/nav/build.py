@@ -281,7 +281,6 @@ def build_navmesh(scene, settings: NavSettings = DEFAULT_SETTINGS, dataset: str 
 
     key, ymin, ymax, walk = rasterize_solid(v, t, walkable, origin, cs, D, W)
     key, bot, top, wk = merge_columns(key, ymin, ymax, walk, 0.5 * s.cell_height, s.max_climb)
-    S = key.size
     same_prev = np.r_[False, key[1:] == key[:-1]]
     same_next = np.r_[key[1:] == key[:-1], False]
     ceil = np.where(same_next, np.r_[bot[1:], np.inf], np.inf)

@@ -21,7 +21,7 @@ vectorized BC7 decoder is not worth it for the few scenes that use BC7).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
@@ -397,6 +397,22 @@ def as_numpy(x, dtype, name: str, shape_tail: tuple = ()) -> np.ndarray:
     if shape_tail and a.shape[1:] != shape_tail:
         raise ConfigError(None, f"{name} must have shape [N, {', '.join(map(str, shape_tail))}], got {a.shape}")
     return a
+
+
+def check_render_inputs(scene_ids, positions, rotations, resident) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(scene ids [N], positions [N,3], rotation matrices [N,3,3]) checked for every backend:
+    same N everywhere, and every scene id resident in the renderer."""
+    sid = as_numpy(scene_ids, np.int64, "scene_ids").reshape(-1)
+    pos = as_numpy(positions, np.float32, "positions", (3,))
+    rot = rotation_matrices(as_numpy(rotations, np.float32, "rotations"))
+    n = sid.shape[0]
+    if pos.shape[0] != n or rot.shape[0] != n:
+        raise ConfigError(None, f"scene_ids, positions and rotations disagree on N: "
+                                f"{n}, {pos.shape[0]}, {rot.shape[0]}")
+    missing = sorted(set(np.unique(sid).tolist()) - set(resident))
+    if missing:
+        raise ConfigError(None, f"scene ids {missing[:8]} are not resident in the renderer")
+    return sid, pos, rot
 
 
 def group_by_scene(scene_ids: np.ndarray) -> list[tuple[int, np.ndarray]]:

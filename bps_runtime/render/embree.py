@@ -26,8 +26,8 @@ import numpy as np
 
 from bps_assets.errors import ConfigError, MissingDependencyError
 
-from .base import (DEFAULTS, RenderOptions, ShadingData, as_numpy, camera_directions, camera_origins,
-                   check_sensors, finish_depth, group_by_scene, rotation_matrices, shade_hits)
+from .base import (DEFAULTS, RenderOptions, ShadingData, camera_directions, camera_origins,
+                   check_render_inputs, check_sensors, finish_depth, group_by_scene, shade_hits)
 
 MISS_T = 1e30
 # Embree's BVH + its own vertex/index copies, measured by RSS delta on a 600K-triangle room
@@ -163,16 +163,8 @@ class EmbreeRenderer:
         import torch
 
         sensors = check_sensors(sensors)
-        sid = as_numpy(scene_ids, np.int64, "scene_ids").reshape(-1)
-        pos = as_numpy(positions, np.float32, "positions", (3,))
-        rot = rotation_matrices(as_numpy(rotations, np.float32, "rotations"))
+        sid, pos, rot = check_render_inputs(scene_ids, positions, rotations, self._scenes)
         n = sid.shape[0]
-        if pos.shape[0] != n or rot.shape[0] != n:
-            raise ConfigError(None, f"scene_ids, positions and rotations disagree on N: "
-                                    f"{n}, {pos.shape[0]}, {rot.shape[0]}")
-        missing = sorted(set(np.unique(sid).tolist()) - set(self._scenes))
-        if missing:
-            raise ConfigError(None, f"scene ids {missing[:8]} are not resident in the renderer")
         h, w = self.options.resolution
         cam = camera_origins(pos, rot, self.options)
         want_rgb = "rgb" in sensors

@@ -20,8 +20,8 @@ import numpy as np
 
 from bps_assets.errors import ConfigError, MissingDependencyError
 
-from .base import (COS_FLOOR, DEFAULTS, FORMAT_BC1, RenderOptions, ShadingData, as_numpy, camera_directions,
-                   camera_origins, check_sensors, group_by_scene, rotation_matrices)
+from .base import (COS_FLOOR, DEFAULTS, FORMAT_BC1, RenderOptions, ShadingData, camera_directions,
+                   camera_origins, check_render_inputs, check_sensors, group_by_scene)
 
 WARP_BVH_BYTES_PER_TRI = 64  # 2T-1 nodes of two 16-byte bounds (Warp's BVH layout)
 
@@ -317,16 +317,8 @@ class WarpRenderer:
     def render(self, scene_ids, positions, rotations, sensors: Sequence[str] = ("depth",)) -> dict:
         wp = self._wp
         sensors = check_sensors(sensors)
-        sid = as_numpy(scene_ids, np.int64, "scene_ids").reshape(-1)
-        pos = as_numpy(positions, np.float32, "positions", (3,))
-        rot = rotation_matrices(as_numpy(rotations, np.float32, "rotations"))
+        sid, pos, rot = check_render_inputs(scene_ids, positions, rotations, self._scenes)
         n = sid.shape[0]
-        if pos.shape[0] != n or rot.shape[0] != n:
-            raise ConfigError(None, f"scene_ids, positions and rotations disagree on N: "
-                                    f"{n}, {pos.shape[0]}, {rot.shape[0]}")
-        missing = sorted(set(np.unique(sid).tolist()) - set(self._scenes))
-        if missing:
-            raise ConfigError(None, f"scene ids {missing[:8]} are not resident in the renderer")
         h, w = self.options.resolution
         hw = h * w
         want_rgb = "rgb" in sensors

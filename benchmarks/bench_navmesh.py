@@ -29,15 +29,16 @@ from bps_assets.nav.queries import geodesic_graph  # noqa: E402
 from nav_scenes import ExactRoom, geodesic_errors, scan_like_house  # noqa: E402
 
 
-def scene(triangles):
-    try:
-        from bps_assets.synth import generate  # type: ignore
+def scene(triangles, synth: bool):
+    if synth:  # the demo data's Gibson-size preset (~600K triangles, ~150 m^2, Z-up)
+        from bps_assets.synth import build_scene, scene_names
 
-        doc = generate("bench", size="gibson")
-        return doc, "bps_assets.synth gibson", dict(dataset="gibson")
-    except Exception:  # noqa: BLE001 - synth not available: our own stand-in
-        v, t = scan_like_house(triangles)
-        return (v, t), f"scan_like_house ({len(t)} triangles)", {}
+        name = scene_names("gibson", 2)[1][0]  # a two-storey house with stairs
+        doc, _, info = build_scene("gibson", name, 0, "gibson")
+        return doc, f"bps_assets.synth gibson {name} ({info.triangles} triangles, {info.floor_area:.0f} m^2)", \
+            dict(dataset="gibson")
+    v, t = scan_like_house(triangles)
+    return (v, t), f"scan_like_house ({len(t)} triangles)", {}
 
 
 def main(argv=None):
@@ -45,10 +46,12 @@ def main(argv=None):
     ap.add_argument("--triangles", type=int, default=600_000)
     ap.add_argument("--pairs", type=int, default=150)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--stand-in", action="store_true",
+                    help="time the tests' scan_like_house instead of a synth Gibson-size scene")
     a = ap.parse_args(argv)
     out = {}
 
-    sc, desc, kw = scene(a.triangles)
+    sc, desc, kw = scene(a.triangles, synth=not a.stand_in)
     t0 = time.perf_counter()
     nav = build_navmesh(sc, **kw)
     out["build"] = {"scene": desc, "seconds": round(time.perf_counter() - t0, 2),

@@ -353,7 +353,6 @@ def test_random_byte_flips_never_escape_typed_errors(tmp_path):
 # -------------------------------------------------------------------- import
 @needs_assets
 def test_import_matches_habitat_area():
-    pytest.importorskip("bps_assets.nav.build")
     for f in (HABITAT_V1 / "apartment_1.navmesh", HABITAT_V1 / "van-gogh-room.navmesh",
               REPLICA / "navmeshes" / "apt_0.navmesh", GODETOUR / "mesh2.bin"):
         dm = read_detour_navmesh(f)
@@ -400,7 +399,6 @@ def _unlink(tile: bytes) -> bytes:
 
 @needs_assets
 def test_import_of_unlinked_tiles_joins_them_by_height(tmp_path):
-    pytest.importorskip("bps_assets.nav.build")
     head, tiles = _split((GODETOUR / "mesh2.bin").read_bytes(), settings_block=False)
     p = tmp_path / "unlinked.bin"
     p.write_bytes(head + b"".join(struct.pack("<Ii", r, len(_unlink(t))) + _unlink(t)

@@ -30,7 +30,6 @@ def test_demo_refuses_a_foreign_directory(tmp_path):
 
 
 def test_scene_choice_keeps_both_subsets():
-    pytest.importorskip("bps_assets.synth")
     from bps_assets.pipeline.datasets import load_dataset
 
     tiny = load_dataset("gibson").scene_subsets("tiny")
@@ -41,9 +40,6 @@ def test_scene_choice_keeps_both_subsets():
 
 def test_demo_end_to_end(tmp_path):
     """synth -> real converters -> verify, as `bps-assets demo` runs it (2 scenes for time)."""
-    synth = pytest.importorskip("bps_assets.synth")
-    if not hasattr(synth, "generate"):
-        pytest.skip("bps_assets.synth.generate not written yet")
     from bps_assets.pipeline.manifest import load_manifest
 
     out = tmp_path / "demo_out"

@@ -283,9 +283,7 @@ def test_no_overwrite_without_flag(gib, tmp_path):
 
 
 def test_readers_load_round_trip(gib):
-    readers = pytest.importorskip("bps_assets.readers")
-    if not hasattr(readers, "load"):
-        pytest.skip("bps_assets.readers.load not available yet")
+    from bps_assets import readers
     info = gib[1][1]
     doc = readers.load(info.path)
     assert doc.triangle_count == info.triangles

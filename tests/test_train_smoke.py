@@ -7,12 +7,10 @@ import csv
 import json
 import math
 import os
-import struct
 import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
@@ -20,63 +18,21 @@ TINY = ["--resolution", "32", "--width", "4", "--hidden", "32", "--num-envs", "4
         "--sim-only-steps", "2", "--threads", "1", "--save-every", "1"]
 
 
-def _box(x0, y0, x1, y1, z0, z1):
-    v = np.array([[x0, y0, z0], [x1, y0, z0], [x1, y1, z0], [x0, y1, z0],
-                  [x0, y0, z1], [x1, y0, z1], [x1, y1, z1], [x0, y1, z1]], np.float32)
-    t = np.array([[0, 2, 1], [0, 3, 2], [4, 5, 6], [4, 6, 7], [0, 1, 5], [0, 5, 4], [1, 2, 6], [1, 6, 5],
-                  [2, 3, 7], [2, 7, 6], [3, 0, 4], [3, 4, 7]], np.uint32)
-    return v, t
-
-
-def _write_room_glb(path: Path, seed: int):
-    """A Z-up (Gibson-like) room with a pillar, as a minimal GLB: used only when
-    bps_assets.synth is not available, so the smoke test never depends on it."""
-    rng = np.random.default_rng(seed)
-    w, d, h = rng.uniform(4, 6), rng.uniform(4, 6), 2.5
-    px, py = rng.uniform(1.5, w - 1.5), rng.uniform(1.5, d - 1.5)
-    parts = [_box(-0.2, -0.2, w + 0.2, d + 0.2, -0.1, 0), _box(-0.2, -0.2, w + 0.2, d + 0.2, h, h + 0.1),
-             _box(-0.2, -0.2, 0, d + 0.2, 0, h), _box(w, -0.2, w + 0.2, d + 0.2, 0, h),
-             _box(0, -0.2, w, 0, 0, h), _box(0, d, w, d + 0.2, 0, h), _box(px, py, px + 0.6, py + 0.6, 0, h)]
-    v = np.concatenate([p[0] for p in parts])
-    t = np.concatenate([p[1] + 8 * i for i, p in enumerate(parts)])
-    vb, ib = v.tobytes(), t.tobytes()
-    doc = {"asset": {"version": "2.0"}, "scene": 0, "scenes": [{"nodes": [0]}], "nodes": [{"mesh": 0}],
-           "meshes": [{"primitives": [{"attributes": {"POSITION": 0}, "indices": 1}]}],
-           "buffers": [{"byteLength": len(vb) + len(ib)}],
-           "bufferViews": [{"buffer": 0, "byteOffset": 0, "byteLength": len(vb)},
-                           {"buffer": 0, "byteOffset": len(vb), "byteLength": len(ib)}],
-           "accessors": [{"bufferView": 0, "componentType": 5126, "count": len(v), "type": "VEC3",
-                          "min": v.min(0).tolist(), "max": v.max(0).tolist()},
-                         {"bufferView": 1, "componentType": 5125, "count": t.size, "type": "SCALAR"}]}
-    js = json.dumps(doc).encode()
-    js += b" " * (-len(js) % 4)
-    blob = vb + ib
-    path.write_bytes(struct.pack("<III", 0x46546C67, 2, 28 + len(js) + len(blob))
-                     + struct.pack("<II", len(js), 0x4E4F534A) + js + struct.pack("<II", len(blob), 0x004E4942) + blob)
-
-
 @pytest.fixture(scope="session")
 def dataset(tmp_path_factory):
     """3 synthetic Gibson-layout scenes (2 train, 1 val) through the demo's preprocess step
-    (packed scenes, navmeshes, PointNav episodes). Scenes from ``bps_assets.synth.generate``
-    when it exists, else minimal rooms written here. BPS_TRAIN_TEST_DATASET=path/manifest.json
+    (packed scenes, navmeshes, PointNav episodes), from ``bps_assets.synth.generate``.
+    BPS_TRAIN_TEST_DATASET=path/manifest.json
     uses an existing dataset instead."""
     if os.environ.get("BPS_TRAIN_TEST_DATASET"):
         return Path(os.environ["BPS_TRAIN_TEST_DATASET"])
     from bps_assets.pipeline import demo
 
     def synthesize(ctx):
+        from bps_assets.synth import generate
+
         ctx.src_root = ctx.outdir / "src"
-        try:
-            from bps_assets.synth import generate
-        except ImportError:
-            generate = None
-        if generate is not None:  # names by its rule: 2 train + 1 val scene of split "tiny"
-            generate(ctx.src_root, "gibson", 3, seed=0, size="small")
-            return
-        (ctx.src_root / "gibson").mkdir(parents=True, exist_ok=True)
-        for i, name in enumerate(demo.demo_scene_names(3)):  # 2 train + 1 val
-            _write_room_glb(ctx.src_root / "gibson" / f"{name}.glb", seed=i)
+        generate(ctx.src_root, "gibson", 3, seed=0, size="small")  # 2 train + 1 val scene of "tiny"
 
     out = tmp_path_factory.mktemp("train_data") / "demo"
     steps = [demo.DemoStep("synthesize", "synthesize", synthesize)]

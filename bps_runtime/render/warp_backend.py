@@ -44,6 +44,7 @@ def _warp():
         import logging
         if getattr(wp.config, "log_level", None) is not None and wp.config.log_level < logging.WARNING:
             wp.config.log_level = logging.WARNING  # no init banner / module-load chatter per process
+        wp.config.quiet = True  # the init banner would land in every user's stdout
         wp.init()
         _kernel = _build_kernel(wp)  # (render_kernel, shade_kernel)
         _wp = wp

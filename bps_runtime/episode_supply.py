@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from bps_assets.errors import ConfigError, NavError
+from bps_assets.nav.episodes import DEFAULTS as _GEN
 
 from .nav import DeviceNavMesh, FieldWorker, GoalFields
 from .task import quat_to_yaw
@@ -37,12 +38,13 @@ class SupplyOptions:
     goal_pool: int = 32              # sampled mode: goals (distance fields) per resident scene
     lookahead: int = 32              # dataset mode: episodes prepared ahead per scene
     memo_episodes: int = 256         # dataset mode: prepared episodes kept per resident scene
-    closest_dist: float = 1.0        # habitat-lab generator limits
-    furthest_dist: float = 30.0
-    min_ratio: float = 1.1
-    max_dy: float = 0.5
-    island_radius_limit: float = 1.5
-    retries: int = 10
+    # habitat-lab's generator limits, as bps_assets.nav.episodes applies them to dataset files
+    closest_dist: float = _GEN.closest_dist_limit
+    furthest_dist: float = _GEN.furthest_dist_limit
+    min_ratio: float = _GEN.geodesic_to_euclid_min_ratio
+    max_dy: float = _GEN.max_height_difference
+    island_radius_limit: float = _GEN.island_radius_limit
+    retries: int = _GEN.number_retries_per_target
 
 
 DEFAULTS = SupplyOptions()

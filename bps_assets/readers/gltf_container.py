@@ -16,6 +16,7 @@ from pathlib import Path
 from urllib.parse import unquote
 
 from ..errors import InputError, UnsupportedFormatError
+from .guard import read_source
 
 GLB_MAGIC = b"glTF"
 CHUNK_JSON = 0x4E4F534A
@@ -162,15 +163,7 @@ def _int(doc: GltfFile, v, what: str) -> int:
 def open_gltf(path: str | os.PathLike) -> GltfFile:
     """Parse a ``.glb`` or ``.gltf`` file into a :class:`GltfFile` (buffers load lazily)."""
     p = Path(path)
-    spath = os.fspath(path)
-    try:
-        data = p.read_bytes()
-    except FileNotFoundError:
-        raise InputError(spath, "file not found") from None
-    except IsADirectoryError:
-        raise InputError(spath, "is a directory, not a glTF file") from None
-    except OSError as e:
-        raise InputError(spath, f"cannot read: {e.strerror or e}") from None
+    spath, data = read_source(path, "glTF")
     glb_bin = None
     if data[:4] == GLB_MAGIC:
         js, glb_bin = _parse_glb(spath, data)

@@ -8,12 +8,27 @@ tell a precise check from this net.
 from __future__ import annotations
 
 import functools
+import os
 import struct
 
 from ..errors import BpsError, InputError
 
 _NET = (TypeError, AttributeError, KeyError, IndexError, ValueError, OverflowError,
         ZeroDivisionError, struct.error, RecursionError, UnicodeError)
+
+
+def read_source(path, kind: str) -> tuple[str, bytes]:
+    """(path as str, the file's bytes); a missing or unreadable file is an InputError."""
+    spath = os.fspath(path)
+    try:
+        with open(spath, "rb") as f:
+            return spath, f.read()
+    except FileNotFoundError:
+        raise InputError(spath, "file not found") from None
+    except IsADirectoryError:
+        raise InputError(spath, f"is a directory, not a {kind} file") from None
+    except OSError as e:
+        raise InputError(spath, f"cannot read: {e.strerror or e}") from None
 
 
 def guarded(kind: str):

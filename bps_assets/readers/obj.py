@@ -27,7 +27,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..scene import Material, Mesh, SceneDocument, Texture
-from .guard import guarded
+from .guard import guarded, read_source
 from .images import decode_image
 from .polygons import fan_triangulate
 
@@ -270,11 +270,7 @@ def _safe_path(path: str, base: Path, name: str, what: str) -> Path:
 
 @guarded("OBJ")
 def read_obj(path: str | os.PathLike, *, textures: bool = True) -> SceneDocument:
-    spath = os.fspath(path)
-    try:
-        data = Path(path).read_bytes()
-    except OSError as e:
-        raise InputError(spath, f"cannot read: {e.strerror or e}") from None
+    spath, data = read_source(path, "OBJ")
     base = Path(spath).parent
     doc = SceneDocument(source_path=spath, source_format="obj")
     sc = _scan(spath, data)

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import InputError, UnsupportedFormatError
 from ..scene import Material, Mesh, SceneDocument, Texture
-from .guard import guarded
+from .guard import guarded, read_source
 from .images import decode_image
 from .polygons import fan_triangulate
 
@@ -304,11 +304,7 @@ def _unit(a: np.ndarray) -> np.ndarray:
 
 @guarded("PLY")
 def read_ply(path: str | os.PathLike, *, textures: bool = True) -> SceneDocument:
-    spath = os.fspath(path)
-    try:
-        data = Path(path).read_bytes()
-    except OSError as e:
-        raise InputError(spath, f"cannot read: {e.strerror or e}") from None
+    spath, data = read_source(path, "PLY")
     fmt, elems, comments, start = _parse_header(spath, data)
     if fmt == "ascii":
         els = _read_ascii(spath, data[start:], elems)

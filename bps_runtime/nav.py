@@ -364,7 +364,7 @@ class FieldWorker:
     ``submit(fields, goal)`` returns a Future of the row; results are stored by the worker.
     """
 
-    def __init__(self, nice: int = 10):
+    def __init__(self, nice: int = 19):
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="bps-nav-fields", initializer=lower_priority,
                                         initargs=(nice,))
 
@@ -379,12 +379,15 @@ class FieldWorker:
 
 
 def lower_priority(nice: int = 10):
-    """Run the calling thread at a lower CPU priority (Linux: threads have their own nice value),
-    so background preparation uses idle cycles instead of stretching simulator steps."""
+    """Run the calling thread at least ``nice`` below the process's priority (Linux: threads have
+    their own nice value), so background preparation uses idle cycles instead of stretching
+    simulator steps. Idempotent: calling it again from the same thread lowers nothing further."""
     import os
     try:
         tid = threading.get_native_id()
-        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + nice))
+        target = min(19, os.getpriority(os.PRIO_PROCESS, os.getpid()) + nice)
+        if os.getpriority(os.PRIO_PROCESS, tid) < target:
+            os.setpriority(os.PRIO_PROCESS, tid, target)
     except (AttributeError, OSError):  # not Linux / not allowed: run at normal priority
         pass
 

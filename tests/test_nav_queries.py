@@ -170,3 +170,31 @@ def test_queries_on_an_empty_navmesh(tmp_path):
         nav.sample_navigable_point(1, seed=0)
     nav.save(tmp_path / "e.navmesh.bps")
     assert load_navmesh(tmp_path / "e.navmesh.bps").num_spans == 0
+
+
+def test_compiled_dijkstra_matches_scipy(nav, monkeypatch):
+    """The GIL-free Dijkstra (bps_assets/native/_dijkstra.c) gives scipy's distances, with and
+    without a limit, and refuses a corrupt graph."""
+    from bps_assets.nav import geodesic
+    from bps_assets.nav.queries import geodesic_graph
+
+    if geodesic._native_dijkstra() is None:
+        pytest.skip("the compiled Dijkstra was not built (no C compiler at install)")
+    g = geodesic_graph(nav)
+    rng = np.random.default_rng(5)
+    spans = rng.choice(g.S, 6, replace=False)
+    fields = {}
+    for use_native in (True, False):
+        if not use_native:
+            monkeypatch.setattr(geodesic, "_native_dijkstra", lambda: None)
+        fields[use_native] = [g.field_from_point(int(s), nav.span_pos[s] + [0.01, 0, -0.01], nav.span_pos, lim)
+                              for s in spans for lim in (np.inf, 2.0)]
+    for a, b in zip(fields[True], fields[False]):
+        np.testing.assert_array_equal(np.isfinite(a), np.isfinite(b))
+        np.testing.assert_allclose(a[np.isfinite(a)], b[np.isfinite(b)], rtol=1e-12)
+    assert any(np.isinf(f).any() and np.isfinite(f).sum() > 10 for f in fields[True][1::2])  # the limit cut
+    monkeypatch.undo()
+    g = geodesic.GeodesicGraph(nav)  # a private copy: geodesic_graph's is shared per navmesh
+    g.indices[0] = g.S + 5
+    with pytest.raises(ValueError, match="corrupt"):
+        g.field_from_point(0, nav.span_pos[0], nav.span_pos)

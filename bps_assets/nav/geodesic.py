@@ -8,7 +8,10 @@ Shortest paths then bend only at obstacle corners, and along open stretches the 
 quantized to the neighbourhood's angles (worst case 1/cos(half the largest angle gap) - 1).
 The goal (or the start, for a field) is attached to the spans it sees directly with its exact
 distance, and a query point reads the field through the spans it sees directly, so endpoints
-are not rounded to cell centres. scipy's C Dijkstra does the search.
+are not rounded to cell centres. Our compiled Dijkstra (``bps_assets/native/_dijkstra.c``) does
+the search with the GIL released; scipy's is the fallback when it was not compiled (scipy holds
+the GIL for the whole search, which stalled the runtime's step loop while background threads
+computed fields).
 
 ``queries.geodesic_distance`` first checks whether the two points see each other (a walk of the
 crossed cells through the neighbour links) and then returns the exact straight-line distance.
@@ -37,6 +40,7 @@ compiled extension; the R=4 neighbourhood already meets the target with scipy al
 """
 from __future__ import annotations
 
+import ctypes
 import math
 import threading
 
@@ -84,6 +88,21 @@ def line_moves(dc: int, dr: int) -> list[tuple[int, ...]]:
     return moves
 
 
+def _native_dijkstra():
+    """``bps_dijkstra`` from the compiled helper (GIL-free), or None (then scipy's is used)."""
+    from bps_assets import native
+
+    lib = native.load("bps_assets.native._dijkstra")
+    if lib is None:
+        return None
+    f = lib.bps_dijkstra
+    if f.argtypes is None:
+        f.restype = ctypes.c_int
+        f.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
+                      ctypes.c_void_p, ctypes.c_void_p, ctypes.c_double, ctypes.c_void_p]
+    return f
+
+
 class GeodesicGraph:
     """Line-of-sight edges of a NavMesh: ``adj`` [S, K] span ids (S = none) and the CSR graph
     with one extra "virtual" row S whose K slots are rewritten per query."""
@@ -122,6 +141,7 @@ class GeodesicGraph:
         self.indices = np.concatenate([dst, np.full(self.K, S)]).astype(np.int32)
         self.data = np.concatenate([w, np.zeros(self.K)])
         self.indptr = indptr.astype(np.int32) if indptr[-1] < 2**31 else indptr
+        self._indptr64 = indptr
         self._lock = threading.Lock()
         self.num_edges = int(ok.sum())
 
@@ -133,14 +153,26 @@ class GeodesicGraph:
     def field_from_point(self, span: int, point: np.ndarray, span_pos: np.ndarray,
                          limit: float = np.inf) -> np.ndarray:
         """Dijkstra distances [S] from ``point`` (lying in ``span``) to every span centre."""
-        from scipy.sparse import csr_matrix
-        from scipy.sparse.csgraph import dijkstra
-
         S = self.S
         seeds = self.seen_from(np.array([span]))[0]
         valid = seeds < S
         w = np.zeros(self.K)
         w[valid] = np.maximum(np.linalg.norm(span_pos[seeds[valid]] - point, axis=1), 1e-9)
+        dij = _native_dijkstra() if self.indices.dtype == np.int32 else None
+        if dij is not None:
+            # the seeds go in as arguments (not into the shared virtual row S): no lock, and
+            # calls from several threads run in parallel with the GIL released
+            sd = np.ascontiguousarray(seeds[valid], np.int64)
+            sw = np.ascontiguousarray(w[valid], np.float64)
+            d = np.empty(S, np.float64)
+            rc = dij(S, self._indptr64.ctypes.data, self.indices.ctypes.data, self.data.ctypes.data, sd.size,
+                     sd.ctypes.data, sw.ctypes.data, float(limit), d.ctypes.data)
+            if rc != 0:
+                raise MemoryError("Dijkstra ran out of memory") if rc == -1 else ValueError("corrupt geodesic graph")
+            return d
+        from scipy.sparse import csr_matrix
+        from scipy.sparse.csgraph import dijkstra
+
         with self._lock:
             self.indices[-self.K:] = np.where(valid, seeds, S)
             self.data[-self.K:] = np.where(valid, w, 0.0)

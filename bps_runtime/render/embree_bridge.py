@@ -1,0 +1,217 @@
+"""Embree through our own C bridge (``_embree_bridge.c``, loaded with ctypes): the BVH build and
+all ray tracing run with the GIL released, on geometry shared with numpy.
+
+Why not embreex alone: building a 600K-triangle scene with embreex holds the GIL for ~0.5 s
+(0.25 s copying vertices and indices in a Python-level loop, 0.23 s committing the BVH), so
+every scene the cache loads in the background froze the step loop for that long (p99 step
+2.16x the median with a swap every 50 steps). Through ctypes every call releases the GIL.
+embreex stays a dependency: its wheel ships the libembree4 we load, and it is the fallback when
+the bridge was not compiled (no C compiler at install time).
+
+The bridge's device builds BVHs on one thread (``threads=1``): the build then runs only in the
+(low-priority) loader thread that asked for it, instead of on Embree's worker threads at normal
+priority competing with the render threads.
+"""
+from __future__ import annotations
+
+import ctypes
+import glob
+import importlib.util
+import os
+import threading
+
+import numpy as np
+
+from bps_assets.errors import BpsError, MissingDependencyError
+
+# rtcSetSceneBuildQuality: RTC_BUILD_QUALITY_MEDIUM is Embree's default (what embreex uses)
+BUILD_QUALITY_MEDIUM = 1
+DEVICE_CONFIG = "threads=1"
+ENV_LIBRARY = "BPS_EMBREE_LIBRARY"   # an explicit libembree4 path overrides the embreex wheel's
+
+_f32p = ctypes.POINTER(ctypes.c_float)
+_i32p = ctypes.POINTER(ctypes.c_int32)
+_vp = ctypes.c_void_p
+_sz = ctypes.c_size_t
+
+
+class EmbreeError(BpsError):
+    """Embree refused a scene (its device error code and message are in the text)."""
+
+
+def _ptr(a: np.ndarray | None):
+    return None if a is None else a.ctypes.data
+
+
+def embree_library_path() -> str:
+    """The libembree4 to load: $BPS_EMBREE_LIBRARY, else the one the embreex wheel ships."""
+    env = os.environ.get(ENV_LIBRARY)
+    if env:
+        return env
+    spec = importlib.util.find_spec("embreex")
+    if spec is None or not spec.submodule_search_locations:
+        raise MissingDependencyError(None, "the Embree renderer", "embreex")
+    pkg = list(spec.submodule_search_locations)[0]
+    found = sorted(glob.glob(os.path.join(os.path.dirname(pkg), "embreex.libs", "libembree4*.so*")))
+    if not found:
+        raise MissingDependencyError(None, f"libembree4 (not found beside {pkg}; set ${ENV_LIBRARY})",
+                                     "embreex")
+    return found[0]
+
+
+class _Bridge:
+    """The loaded C bridge and one Embree device for the process."""
+
+    def __init__(self):
+        spec = importlib.util.find_spec("bps_runtime.render._embree_bridge")
+        if spec is None or not spec.origin:
+            raise MissingDependencyError(
+                None, "the GIL-free Embree bridge, which pip compiles when it installs bps (it needs gcc "
+                      "and the Python headers: apt-get install gcc python3-dev, then reinstall)",
+                "--force-reinstall --no-deps -e <your bps checkout>")
+        lib = ctypes.CDLL(spec.origin)
+        lib.bps_load.argtypes = [ctypes.c_char_p]
+        lib.bps_load_error.restype = ctypes.c_char_p
+        lib.bps_device_new.restype = _vp
+        lib.bps_device_new.argtypes = [ctypes.c_char_p]
+        lib.bps_device_error.argtypes = [_vp, ctypes.POINTER(ctypes.c_char_p)]
+        lib.bps_scene_build.restype = _vp
+        lib.bps_scene_build.argtypes = [_vp, _vp, _sz, _vp, _sz, ctypes.c_int]
+        lib.bps_scene_release.argtypes = [_vp]
+        lib.bps_trace_rays.argtypes = [_vp, _sz, _vp, _vp, _vp, _vp, _vp, _vp, _vp, ctypes.c_float]
+        lib.bps_trace_cameras.argtypes = [_vp, _sz, _vp, _vp, _sz, _vp, _vp, _vp, _vp, _vp, _vp, _vp,
+                                          ctypes.c_float]
+        path = embree_library_path()
+        rc = lib.bps_load(path.encode())
+        if rc == 1:
+            raise MissingDependencyError(None, f"libembree4 at {path} ({(lib.bps_load_error() or b'').decode()})",
+                                         "embreex")
+        if rc == 2:
+            raise MissingDependencyError(None, f"Embree 4 (the library at {path} lacks Embree 4 functions)",
+                                         "embreex>=4.3")
+        self.lib = lib
+        self.device = lib.bps_device_new(DEVICE_CONFIG.encode())
+        if not self.device:
+            raise EmbreeError(path, f"rtcNewDevice({DEVICE_CONFIG!r}) failed")
+
+    def error(self) -> tuple[int, str]:
+        msg = ctypes.c_char_p()
+        code = self.lib.bps_device_error(self.device, ctypes.byref(msg))
+        return code, (msg.value or b"").decode(errors="replace")
+
+
+_bridge: _Bridge | None = None
+_bridge_lock = threading.Lock()
+
+
+def bridge() -> _Bridge:
+    """The process's bridge (loaded on first use; raises MissingDependencyError if unavailable)."""
+    global _bridge
+    with _bridge_lock:
+        if _bridge is None:
+            _bridge = _Bridge()
+        return _bridge
+
+
+def available() -> bool:
+    try:
+        bridge()
+        return True
+    except MissingDependencyError:
+        return False
+
+
+class BridgeAccel:
+    """One committed Embree scene over shared copies of ``positions`` / ``indices``.
+
+    Construction builds the BVH with the GIL released (call it from a loader thread)."""
+
+    def __init__(self, positions: np.ndarray, indices: np.ndarray, quality: int = BUILD_QUALITY_MEDIUM):
+        b = bridge()
+        self._lib = b.lib
+        self.num_triangles = int(indices.shape[0])
+        nv = int(positions.shape[0])
+        # +1 float: Embree reads the last vertex with a 16-byte load
+        flat = np.empty(nv * 3 + 1, np.float32)
+        flat[:-1] = np.asarray(positions, np.float32).reshape(-1)
+        flat[-1] = 0.0
+        self._vertices = flat
+        self._triangles = np.ascontiguousarray(indices, np.uint32)
+        if self._triangles.size and int(self._triangles.max()) >= nv:
+            raise EmbreeError(None, f"triangle index {int(self._triangles.max())} out of range for {nv} vertices")
+        self.nbytes = self._vertices.nbytes + self._triangles.nbytes
+        self._scene = None
+        if self.num_triangles:
+            scene = self._lib.bps_scene_build(b.device, _ptr(self._vertices), nv, _ptr(self._triangles),
+                                              self.num_triangles, int(quality))
+            if not scene:
+                code, msg = b.error()
+                raise EmbreeError(None, f"Embree could not build the scene ({nv} vertices, {self.num_triangles} "
+                                  f"triangles): error {code} {msg}")
+            self._scene = scene
+
+    def __del__(self):
+        scene, self._scene = getattr(self, "_scene", None), None
+        if scene:
+            self._lib.bps_scene_release(scene)
+
+    # -- the same two queries as the embreex accel, on given rays
+    def distance(self, org: np.ndarray, dirs: np.ndarray, miss: float = 1e37) -> np.ndarray:
+        org, dirs = _rays(org), _rays(dirs)
+        t = np.empty(org.shape[0], np.float32)
+        if self._scene is None:
+            t.fill(miss)
+            return t
+        self._lib.bps_trace_rays(self._scene, org.shape[0], _ptr(org), _ptr(dirs), _ptr(t), None, None, None,
+                                 None, miss)
+        return t
+
+    def intersect(self, org: np.ndarray, dirs: np.ndarray, miss: float = 1e37) -> dict:
+        org, dirs = _rays(org), _rays(dirs)
+        n = org.shape[0]
+        out = _hit_arrays(n, miss)
+        if self._scene is not None:
+            self._lib.bps_trace_rays(self._scene, n, _ptr(org), _ptr(dirs), _ptr(out["tfar"]), _ptr(out["primID"]),
+                                     _ptr(out["u"]), _ptr(out["v"]), _ptr(out["Ng"]), miss)
+        return out
+
+    # -- camera rays generated in C: no [N*H*W, 3] ray arrays in numpy
+    def trace_cameras(self, origins: np.ndarray, rotations: np.ndarray, cam_dirs: np.ndarray,
+                      t_out: np.ndarray, hits: bool = False, miss: float = 0.0) -> dict | None:
+        """Trace every agent's camera rays. ``origins`` [n,3], ``rotations`` [n,3,3] (camera ->
+        world), ``cam_dirs`` [HW,3]; writes hit distances (``miss`` where nothing is hit) into
+        ``t_out`` (float32, n*HW contiguous). With ``hits``, also returns primID/u/v/Ng and the
+        world directions (for shading)."""
+        o = np.ascontiguousarray(origins, np.float32)
+        r = np.ascontiguousarray(rotations, np.float32)
+        d = np.ascontiguousarray(cam_dirs, np.float32)
+        n, hw = o.shape[0], d.shape[0]
+        if t_out.dtype != np.float32 or not t_out.flags.c_contiguous or t_out.size != n * hw:
+            raise ValueError("t_out must be a C-contiguous float32 array of n * HW elements")
+        out = None
+        if hits:
+            out = _hit_arrays(n * hw, miss)
+            out["dirs"] = np.empty((n * hw, 3), np.float32)
+        if self._scene is None:
+            t_out.fill(miss)
+            if out is not None:
+                out["dirs"][...] = np.matmul(d[None], r.transpose(0, 2, 1)).reshape(-1, 3)
+            return out
+        p = (lambda k: _ptr(out[k])) if out is not None else (lambda k: None)
+        self._lib.bps_trace_cameras(self._scene, n, _ptr(o), _ptr(r), hw, _ptr(d), _ptr(t_out), p("primID"), p("u"),
+                                    p("v"), p("Ng"), p("dirs"), miss)
+        if out is not None:
+            out["tfar"] = t_out
+        return out
+
+
+def _rays(a: np.ndarray) -> np.ndarray:
+    a = np.ascontiguousarray(a, np.float32)
+    if a.ndim != 2 or a.shape[1] != 3:
+        raise ValueError(f"rays must be [n, 3] float32; got shape {a.shape}")
+    return a
+
+
+def _hit_arrays(n: int, miss: float) -> dict:
+    return {"tfar": np.full(n, np.float32(miss), np.float32), "primID": np.full(n, -1, np.int32),
+            "u": np.zeros(n, np.float32), "v": np.zeros(n, np.float32), "Ng": np.zeros((n, 3), np.float32)}

@@ -1,0 +1,15 @@
+"""Only the compiled part of the build lives here; everything else is in pyproject.toml.
+
+Both extensions are optional: without a C compiler the install still succeeds and the callers
+fall back to embreex / scipy (see bps_assets/native/__init__.py for why these exist).
+"""
+from setuptools import Extension, setup
+
+C_FLAGS = ["-O2", "-std=c11"]
+
+setup(ext_modules=[
+    Extension("bps_runtime.render._embree_bridge", ["bps_runtime/render/_embree_bridge.c"],
+              extra_compile_args=C_FLAGS, libraries=["dl"], optional=True),
+    Extension("bps_assets.native._dijkstra", ["bps_assets/native/_dijkstra.c"],
+              extra_compile_args=C_FLAGS, optional=True),
+])

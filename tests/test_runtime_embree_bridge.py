@@ -84,6 +84,9 @@ def test_bad_geometry_and_options_are_typed_errors():
         embree_bridge.BridgeAccel(s.positions, bad)
     with pytest.raises(ConfigError, match="engine must be"):
         make_renderer("embree", engine="optix")
+    with pytest.raises(ConfigError, match="engine='bridge'"):
+        make_renderer("embree", engine="embreex", shading="native")
+    assert make_renderer("embree").shading == "native"
     acc = embree_bridge.BridgeAccel(s.positions, s.indices)
     with pytest.raises(ValueError, match="t_out"):
         acc.trace_cameras(np.zeros((1, 3), np.float32), np.eye(3, dtype=np.float32)[None],
@@ -96,7 +99,7 @@ def test_engines_render_the_same_frames(threads):
     o = RenderOptions(resolution=(24, 32), threads=threads)
     outs = []
     for engine in ("bridge", "embreex"):
-        r = make_renderer("embree", o, engine=engine, shading="numpy")
+        r = make_renderer("embree", o, engine=engine, shading="native" if engine == "bridge" else "numpy")
         assert r.engine == engine
         for sid, s in scenes.items():
             sd = build_shading_data(s)

@@ -16,6 +16,10 @@ BACKENDS = ["embree", "warp"]
 def _renderer(backend, scene, options=RenderOptions(), sid=0, **kw):
     if backend == "warp" or kw.get("shading") == "warp":
         pytest.importorskip("warp")
+    if kw.get("shading") == "native":
+        from bps_runtime.render import embree_bridge
+        if not embree_bridge.available():
+            pytest.skip("the Embree bridge was not compiled")
     r = make_renderer(backend, options, **kw)
     sd = build_shading_data(scene)
     r.attach(sid, sd, r.prepare(sd, scene.positions, scene.indices))
@@ -84,7 +88,7 @@ def test_bc1_texel_decode_matches_pillow():
     np.testing.assert_array_equal(got[:, :3], ref.reshape(-1, 4)[:, :3])
 
 
-@pytest.mark.parametrize("shading", ["numpy", "warp"])
+@pytest.mark.parametrize("shading", ["numpy", "warp", "native"])
 def test_rgb_texture_mips_and_material_colour(shading):
     s = room_scene(vertex_colors=False)
     r = _renderer("embree", s, RenderOptions(resolution=(128, 128)), shading=shading)
@@ -100,7 +104,7 @@ def test_rgb_texture_mips_and_material_colour(shading):
     np.testing.assert_allclose(rgb[0, 64], [204, 178.5, 153], atol=0.5)
 
 
-@pytest.mark.parametrize("shading", ["numpy", "warp"])
+@pytest.mark.parametrize("shading", ["numpy", "warp", "native"])
 @pytest.mark.parametrize("packed", [False, True])
 def test_backends_agree_pixel_for_pixel(packed, shading, tmp_path):
     pytest.importorskip("warp")
@@ -162,7 +166,7 @@ def test_bc7_textures_are_expanded_and_all_shaders_agree():
     np.testing.assert_array_equal(sd.tex_data[o:o + 16 * 16 * 4].reshape(16, 16, 4), ref)
     opts = RenderOptions(resolution=(32, 32))
     outs = [_renderer("embree", s, opts, shading="numpy"), _renderer("embree", s, opts, shading="warp"),
-            _renderer("warp", s, opts)]
+            _renderer("warp", s, opts), _renderer("embree", s, opts, shading="native")]
     pos, yaw = [[4.0, 0, -1], [2.0, 0.5, -4]], [0.2, 2.5]
     rgb = [r.render([0, 0], pos, yaw, ("rgb",))["rgb"].numpy().astype(int) for r in outs]
     floor = rgb[0][:, 20:]  # lower rows: floor

@@ -113,7 +113,7 @@ out:
     return rc;
 }
 
-static struct PyModuleDef dijkstra_module = {PyModuleDef_HEAD_INIT, "_dijkstra",
-                                             "ctypes-loaded Dijkstra (see the C source)", -1, NULL};
+static struct PyModuleDef dijkstra_module = {
+    PyModuleDef_HEAD_INIT, .m_name = "_dijkstra", .m_doc = "ctypes-loaded Dijkstra (see the C source)", .m_size = -1};
 
 PyMODINIT_FUNC PyInit__dijkstra(void) { return PyModule_Create(&dijkstra_module); }

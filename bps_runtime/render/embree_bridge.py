@@ -63,13 +63,14 @@ class _Bridge:
     """The loaded C bridge and one Embree device for the process."""
 
     def __init__(self):
-        spec = importlib.util.find_spec("bps_runtime.render._embree_bridge")
-        if spec is None or not spec.origin:
+        from bps_assets import native
+
+        lib = native.load("bps_runtime.render._embree_bridge")
+        if lib is None:
             raise MissingDependencyError(
                 None, "the GIL-free Embree bridge, which pip compiles when it installs bps (it needs gcc "
                       "and the Python headers: apt-get install gcc python3-dev, then reinstall)",
                 "--force-reinstall --no-deps -e <your bps checkout>")
-        lib = ctypes.CDLL(spec.origin)
         lib.bps_load.argtypes = [ctypes.c_char_p]
         lib.bps_load_error.restype = ctypes.c_char_p
         lib.bps_device_new.restype = _vp
@@ -79,8 +80,8 @@ class _Bridge:
         lib.bps_scene_build.argtypes = [_vp, _vp, _sz, _vp, _sz, ctypes.c_int]
         lib.bps_scene_release.argtypes = [_vp]
         lib.bps_trace_rays.argtypes = [_vp, _sz, _vp, _vp, _vp, _vp, _vp, _vp, _vp, ctypes.c_float]
-        lib.bps_trace_cameras.argtypes = [_vp, _sz, _vp, _vp, _sz, _vp, _vp, _vp, _vp, _vp, _vp, _vp,
-                                          ctypes.c_float]
+        lib.bps_trace_cameras.argtypes = [_vp, _sz, _vp, _vp, _sz, _vp, _vp, _vp, _vp, _vp, _vp, _vp, _vp,
+                                          _vp, ctypes.c_float]
         path = embree_library_path()
         rc = lib.bps_load(path.encode())
         if rc == 1:
@@ -119,6 +120,42 @@ def available() -> bool:
         return True
     except MissingDependencyError:
         return False
+
+
+class _Shading(ctypes.Structure):
+    """Mirror of the C ``Shading`` struct: pointers into one scene's ShadingData arrays."""
+
+    _fields_ = [("indices", _vp), ("uvs", _vp), ("colors", _vp), ("tri_material", _vp), ("tri_lod", _vp),
+                ("mat_color", _vp), ("mat_tex", _vp), ("tex_data", _vp), ("level_info", _vp),
+                ("lmax", ctypes.c_int64), ("tex_nlevels", _vp), ("tex_format", _vp),
+                ("pixel_angle", ctypes.c_float), ("cos_floor", ctypes.c_float), ("format_bc1", ctypes.c_int32)]
+
+
+class NativeShading:
+    """A scene's shading tables laid out for the bridge's C shader (contiguous, C dtypes).
+    Keeps the arrays alive as long as the struct that points into them."""
+
+    def __init__(self, sd, pixel_angle: float):
+        from .base import COS_FLOOR, FORMAT_BC1
+
+        def c(a, dtype):
+            return np.ascontiguousarray(a, dtype)
+
+        self._arrays = arrs = {
+            "indices": c(sd.indices, np.int32).reshape(-1), "uvs": c(sd.uvs, np.float32),
+            "colors": None if sd.colors is None else c(sd.colors, np.uint8),
+            "tri_material": c(sd.tri_material, np.int32), "tri_lod": c(sd.tri_lod_bias, np.float32),
+            "mat_color": c(sd.material_color, np.float32), "mat_tex": c(sd.material_texture, np.int32),
+            "tex_data": c(sd.tex_data if sd.tex_data.size else np.zeros(8, np.uint8), np.uint8),
+            "level_info": c(sd.level_info, np.int64), "tex_nlevels": c(sd.tex_nlevels, np.int32),
+            "tex_format": c(sd.tex_format, np.int32)}
+        if arrs["colors"] is not None and arrs["colors"].shape[1] != 4:
+            raise ValueError(f"vertex colours must be RGBA8 [V, 4]; got {arrs['colors'].shape}")
+        self.struct = _Shading(
+            *(_ptr(arrs[k]) for k in ("indices", "uvs", "colors", "tri_material", "tri_lod", "mat_color", "mat_tex",
+                                      "tex_data", "level_info")),
+            int(sd.level_info.shape[1]), _ptr(arrs["tex_nlevels"]), _ptr(arrs["tex_format"]),
+            float(pixel_angle), float(COS_FLOOR), int(FORMAT_BC1))
 
 
 class BridgeAccel:
@@ -177,29 +214,39 @@ class BridgeAccel:
 
     # -- camera rays generated in C: no [N*H*W, 3] ray arrays in numpy
     def trace_cameras(self, origins: np.ndarray, rotations: np.ndarray, cam_dirs: np.ndarray,
-                      t_out: np.ndarray, hits: bool = False, miss: float = 0.0) -> dict | None:
+                      t_out: np.ndarray, hits: bool = False, miss: float = 0.0,
+                      rgb_out: np.ndarray | None = None, shading: NativeShading | None = None) -> dict | None:
         """Trace every agent's camera rays. ``origins`` [n,3], ``rotations`` [n,3,3] (camera ->
         world), ``cam_dirs`` [HW,3]; writes hit distances (``miss`` where nothing is hit) into
         ``t_out`` (float32, n*HW contiguous). With ``hits``, also returns primID/u/v/Ng and the
-        world directions (for shading)."""
+        world directions (for shading). With ``rgb_out`` (uint8, n*HW*3 contiguous) and
+        ``shading``, shades every hit in C as it is traced."""
         o = np.ascontiguousarray(origins, np.float32)
         r = np.ascontiguousarray(rotations, np.float32)
         d = np.ascontiguousarray(cam_dirs, np.float32)
         n, hw = o.shape[0], d.shape[0]
         if t_out.dtype != np.float32 or not t_out.flags.c_contiguous or t_out.size != n * hw:
             raise ValueError("t_out must be a C-contiguous float32 array of n * HW elements")
+        if rgb_out is not None:
+            if shading is None:
+                raise ValueError("rgb_out needs the scene's NativeShading")
+            if rgb_out.dtype != np.uint8 or not rgb_out.flags.c_contiguous or rgb_out.size != n * hw * 3:
+                raise ValueError("rgb_out must be a C-contiguous uint8 array of n * HW * 3 elements")
         out = None
         if hits:
             out = _hit_arrays(n * hw, miss)
             out["dirs"] = np.empty((n * hw, 3), np.float32)
         if self._scene is None:
             t_out.fill(miss)
+            if rgb_out is not None:
+                rgb_out.fill(0)
             if out is not None:
                 out["dirs"][...] = np.matmul(d[None], r.transpose(0, 2, 1)).reshape(-1, 3)
             return out
         p = (lambda k: _ptr(out[k])) if out is not None else (lambda k: None)
+        rgb_args = (None, None) if rgb_out is None else (_ptr(rgb_out), ctypes.addressof(shading.struct))
         self._lib.bps_trace_cameras(self._scene, n, _ptr(o), _ptr(r), hw, _ptr(d), _ptr(t_out), p("primID"), p("u"),
-                                    p("v"), p("Ng"), p("dirs"), miss)
+                                    p("v"), p("Ng"), p("dirs"), *rgb_args, miss)
         if out is not None:
             out["tfar"] = t_out
         return out

@@ -55,7 +55,7 @@ def smooth(rows: list[dict], key: str, window: int) -> list[float]:
 def table(rows, evals, rand, n_rows: int = 12, window: int = 10) -> str:
     succ, spl, rew = smooth(rows, "success", window), smooth(rows, "spl", window), smooth(rows, "reward", window)
     idx = sorted({round(i * (len(rows) - 1) / max(1, n_rows - 1)) for i in range(n_rows)})
-    lines = [f"| update | frames | wall time (min) | train success | train SPL | train reward | fps | fps / sim fps |",
+    lines = ["| update | frames | wall time (min) | train success | train SPL | train reward | fps | fps / sim fps |",
              "|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for i in idx:
         r = rows[i]

@@ -29,8 +29,6 @@ BUILD_QUALITY_MEDIUM = 1
 DEVICE_CONFIG = "threads=1"
 ENV_LIBRARY = "BPS_EMBREE_LIBRARY"   # an explicit libembree4 path overrides the embreex wheel's
 
-_f32p = ctypes.POINTER(ctypes.c_float)
-_i32p = ctypes.POINTER(ctypes.c_int32)
 _vp = ctypes.c_void_p
 _sz = ctypes.c_size_t
 

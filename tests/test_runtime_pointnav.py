@@ -298,6 +298,9 @@ def test_dataset_episodes_cycle_without_leaking_field_rows():
         obs, r, d, info = env.step(torch.full((4,), S))
         assert d.all()
     assert sorted(set(env.episode_ids)) <= ["0", "1", "2"]
+    # duplicate preparations give their rows back when they finish, on the field worker's one
+    # thread: a no-op queued behind them returns once all of them (and their callbacks) ran
+    env.world.episodes.worker.run(lambda: None).result()
     live = int((fields.refs > 0).sum())
     assert live <= 3 and fields.table.shape[0] <= 96      # memo rows only; nothing grew
     # starts are the dataset's: each agent stands where its episode says

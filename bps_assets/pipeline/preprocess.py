@@ -29,6 +29,8 @@ Missing scenes of the split are reported (manifest ``missing``, summary), not fa
 """
 from __future__ import annotations
 
+import dataclasses
+
 import gzip
 import hashlib
 import json
@@ -356,7 +358,12 @@ def _run_pool(tasks: list[SceneTask], workers: int, on_done) -> None:
             for t in suspects:
                 one = ProcessPoolExecutor(max_workers=1, mp_context=ctx)
                 try:
-                    on_done(one.submit(process_scene, t).result())
+                    r = one.submit(process_scene, t).result()
+                    if r.status == "skipped":
+                        # the broken pool's worker finished this scene before the pool broke (it
+                        # was planned as work to do): it was processed in this run
+                        r = dataclasses.replace(r, status="ok")
+                    on_done(r)
                 except BrokenProcessPool:
                     on_done(_failed(t.src, "worker process died (crash or out of memory)", 0.0))
                 finally:

@@ -367,12 +367,10 @@ class SceneCache:
 
 
 def _as_env_ids(env_ids, num_envs: int) -> np.ndarray:
-    try:
-        import torch
-        if isinstance(env_ids, torch.Tensor):
-            env_ids = env_ids.detach().cpu().numpy()
-    except ImportError:  # pragma: no cover
-        pass
+    import torch
+
+    if isinstance(env_ids, torch.Tensor):
+        env_ids = env_ids.detach().cpu().numpy()
     e = np.asarray(env_ids)
     if e.dtype == bool:
         if e.shape != (num_envs,):

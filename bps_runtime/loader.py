@@ -25,9 +25,9 @@ import numpy as np
 from bps_assets.errors import BpsError
 
 from .render.base import ShadingData, build_shading_data
+from .threads import lower_priority
 
 log = logging.getLogger("bps_runtime.loader")
-LOADER_NICE = 19
 
 
 @dataclass(frozen=True)
@@ -124,10 +124,8 @@ class SceneLoader:
         self.reader = reader or _default_reader
         self.navmesh_loader = navmesh_loader or _default_navmesh_loader
         self._release = release
-        from .nav import lower_priority
-        # lowest priority: loads use the cycles the step loop leaves idle instead of stretching steps
         self._pool = ThreadPoolExecutor(max(1, threads), thread_name_prefix="bps-loader",
-                                        initializer=lower_priority, initargs=(LOADER_NICE,))
+                                        initializer=lower_priority)
 
     def submit(self, source: SceneSource, reserve: Callable[[int, SceneSource], Any] | None = None) -> Future:
         return self._pool.submit(self._load, source, reserve)

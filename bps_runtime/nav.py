@@ -30,6 +30,8 @@ import torch
 
 from bps_assets.errors import NavError
 
+from .threads import BACKGROUND_NICE, lower_priority
+
 PULL_INSIDE = 1e-4    # metres: results stay strictly inside their cell (docs/NAVMESH.md)
 LOCATE_MAX_DY = 0.5   # metres: habitat's is_navigable rule
 
@@ -364,7 +366,7 @@ class FieldWorker:
     ``submit(fields, goal)`` returns a Future of the row; results are stored by the worker.
     """
 
-    def __init__(self, nice: int = 19):
+    def __init__(self, nice: int = BACKGROUND_NICE):
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="bps-nav-fields", initializer=lower_priority,
                                         initargs=(nice,))
 
@@ -376,20 +378,6 @@ class FieldWorker:
 
     def close(self):
         self._pool.shutdown(wait=False, cancel_futures=True)
-
-
-def lower_priority(nice: int = 10):
-    """Run the calling thread at least ``nice`` below the process's priority (Linux: threads have
-    their own nice value), so background preparation uses idle cycles instead of stretching
-    simulator steps. Idempotent: calling it again from the same thread lowers nothing further."""
-    import os
-    try:
-        tid = threading.get_native_id()
-        target = min(19, os.getpriority(os.PRIO_PROCESS, os.getpid()) + nice)
-        if os.getpriority(os.PRIO_PROCESS, tid) < target:
-            os.setpriority(os.PRIO_PROCESS, tid, target)
-    except (AttributeError, OSError):  # not Linux / not allowed: run at normal priority
-        pass
 
 
 def check_navmesh(navmesh, path=None):

@@ -73,9 +73,6 @@ class World:
     def prepare_navmesh(self, name: str, navmesh):
         """Loader-thread half of ``prepare_scene`` for the scene cache: device navmesh + the
         first episodes, not yet registered under a key (the cache assigns ids later)."""
-        from .nav import lower_priority
-
-        lower_priority(5)
         mesh = DeviceNavMesh(navmesh, self.device)
         return mesh, self.episodes.prepare(name, mesh)
 

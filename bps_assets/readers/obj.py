@@ -487,10 +487,11 @@ def _texture(doc, path, mtl_dir: Path, fname: str) -> int | None:
     obj_dir = Path(path).parent
     target = _safe_path(path, mtl_dir, fname, "map_Kd")
     try:
-        if obj_dir.resolve() not in target.resolve().parents:
-            raise InputError(path, f"map_Kd {fname!r} leaves the directory of the OBJ file")
-    except OSError:
-        pass
+        inside = obj_dir.resolve() in target.resolve().parents
+    except OSError as e:  # e.g. a symlink loop: fail closed
+        raise InputError(path, f"map_Kd {fname!r}: cannot resolve the path ({e})") from e
+    if not inside:
+        raise InputError(path, f"map_Kd {fname!r} leaves the directory of the OBJ file")
     key = str(target)
     for i, t in enumerate(doc.textures):
         if t.source == key:

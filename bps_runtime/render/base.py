@@ -387,12 +387,10 @@ def check_sensors(sensors: Sequence[str]) -> tuple[str, ...]:
 
 def as_numpy(x, dtype, name: str, shape_tail: tuple = ()) -> np.ndarray:
     """Tensor / array -> numpy (CPU copy if needed) with a precise error on a bad shape."""
-    try:
-        import torch
-        if isinstance(x, torch.Tensor):
-            x = x.detach().to("cpu").numpy()
-    except ImportError:  # pragma: no cover
-        pass
+    import torch
+
+    if isinstance(x, torch.Tensor):
+        x = x.detach().to("cpu").numpy()
     a = np.asarray(x, dtype=dtype)
     if shape_tail and a.shape[1:] != shape_tail:
         raise ConfigError(None, f"{name} must have shape [N, {', '.join(map(str, shape_tail))}], got {a.shape}")

@@ -161,8 +161,9 @@ class EmbreeRenderer:
             accel = BridgeAccel(positions, indices)
         else:
             accel = EmbreeAccel(positions, indices)
-        accel.shade_arrays = self._shader.arrays(shading) if self._shader is not None else None
-        if self.shading == "native":
+        if self.shading == "warp":
+            accel.shade_arrays = self._shader.arrays(shading)
+        elif self.shading == "native":
             from .embree_bridge import NativeShading
             accel.native_shading = NativeShading(shading, self.options.pixel_angle)
         return accel
@@ -188,34 +189,34 @@ class EmbreeRenderer:
         hw = self._dirs.shape[0]
         for sid, agents in parts:
             shading, accel = self._scenes[sid]
+            args = (cam[agents], rot[agents], self._dirs)
             z = np.empty(len(agents) * hw, np.float32)
-            if want_rgb and self.shading == "native":
+            if not want_rgb:
+                accel.trace_cameras(*args, z)
+            elif self.shading == "native":
                 rgb = np.empty((len(agents) * hw, 3), np.uint8)
-                accel.trace_cameras(cam[agents], rot[agents], self._dirs, z, rgb_out=rgb,
-                                    shading=accel.native_shading)
+                accel.trace_cameras(*args, z, rgb_out=rgb, shading=accel.native_shading)
                 rgb_out[agents] = rgb.reshape(len(agents), hw, 3)
-            hit = None
-            if want_rgb and self.shading != "native":
-                hit = accel.trace_cameras(cam[agents], rot[agents], self._dirs, z, hits=True)
-            elif not want_rgb:
-                accel.trace_cameras(cam[agents], rot[agents], self._dirs, z)
-            if hit is not None:
-                prim = hit["primID"]
-                if self._shader is not None and getattr(accel, "shade_arrays", None) is not None:
-                    rgb = self._shader.shade(accel.shade_arrays, prim, hit["u"], hit["v"], z, hit["Ng"],
-                                             hit["dirs"], self.options.pixel_angle)
-                else:
-                    rgb = np.zeros((z.shape[0], 3), np.uint8)
-                    h = np.flatnonzero((prim >= 0) & (z > 0))
-                    if h.size:
-                        ng, d = hit["Ng"][h], hit["dirs"][h]
-                        cos_abs = np.abs(np.einsum("ij,ij->i", ng, d)) / np.maximum(
-                            np.linalg.norm(ng, axis=1) * np.linalg.norm(d, axis=1), np.float32(1e-30))
-                        rgb[h] = shade_hits(shading, prim[h], hit["u"][h], hit["v"][h], z[h],
-                                            cos_abs.astype(np.float32), self.options.pixel_angle)
-                rgb_out[agents] = rgb.reshape(len(agents), hw, 3)
-            if depth_out is not None:
-                depth_out[agents] = z.reshape(len(agents), hw)
+            else:
+                hit = accel.trace_cameras(*args, z, hits=True)
+                rgb_out[agents] = self._shade_hits(shading, accel, hit, z).reshape(len(agents), hw, 3)
+            depth_out[agents] = z.reshape(len(agents), hw)
+
+    def _shade_hits(self, shading: ShadingData, accel, hit: dict, z: np.ndarray) -> np.ndarray:
+        """Colours [n,3] of traced hits with the Warp CPU shader or the numpy reference."""
+        prim = hit["primID"]
+        if self.shading == "warp":
+            return self._shader.shade(accel.shade_arrays, prim, hit["u"], hit["v"], z, hit["Ng"], hit["dirs"],
+                                      self.options.pixel_angle)
+        rgb = np.zeros((z.shape[0], 3), np.uint8)
+        h = np.flatnonzero((prim >= 0) & (z > 0))
+        if h.size:
+            ng, d = hit["Ng"][h], hit["dirs"][h]
+            cos_abs = np.abs(np.einsum("ij,ij->i", ng, d)) / np.maximum(
+                np.linalg.norm(ng, axis=1) * np.linalg.norm(d, axis=1), np.float32(1e-30))
+            rgb[h] = shade_hits(shading, prim[h], hit["u"][h], hit["v"][h], z[h], cos_abs.astype(np.float32),
+                                self.options.pixel_angle)
+        return rgb
 
     def render(self, scene_ids, positions, rotations, sensors: Sequence[str] = ("depth",)) -> dict:
         import torch

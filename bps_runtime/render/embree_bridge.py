@@ -116,7 +116,7 @@ def available() -> bool:
     try:
         bridge()
         return True
-    except MissingDependencyError:
+    except BpsError:  # not compiled, no libembree4, or no Embree device: the caller falls back
         return False
 
 

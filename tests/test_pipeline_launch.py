@@ -40,3 +40,12 @@ def test_launch_job_array_and_merge(tmp_path, monkeypatch, executor):
                  executor=executor, backend=FakeBackend(fail={"Coffeen"}))
     assert not res.ok and res.failed_scenes == 1 and res.manifest is not None
     assert [s.name for s in load_manifest(res.manifest).scenes(status="failed")] == ["Coffeen"]
+
+
+def test_unknown_executor_is_a_config_error(tmp_path):
+    pytest.importorskip("submitit")
+    from bps_assets.errors import ConfigError
+    from bps_assets.pipeline.launch import SlurmOptions, make_executor
+
+    with pytest.raises(ConfigError, match="executor 'pbs'"):
+        make_executor("pbs", tmp_path, SlurmOptions())

@@ -380,3 +380,11 @@ def test_rooms_are_walkable_and_connected_through_doors(gib):
             for pl in (f for f in info.furniture if f.kind == "platform" and f.storey == s):
                 c = ((pl.rect.xmin + pl.rect.xmax) / 2, 0, (pl.rect.zmin + pl.rect.zmax) / 2)
                 assert at(c) == at(info.rooms[pl.room].free_point)  # one low step up: part of its room's floor
+
+
+def test_impossible_floor_plan_is_a_config_error():
+    # rooms larger than the whole floor never split into two cells: no plan can be made
+    from bps_assets.synth.layout import make_plan
+
+    with pytest.raises(ConfigError, match="no floor plan of 40 m\\^2"):
+        make_plan(np.random.default_rng(0), 40.0, 1e6, False, True)

@@ -118,7 +118,7 @@ class Backend:
         note = None
         mesh = None
         if mode not in NAVMESH_MODES:
-            raise ValueError(f"navmesh mode {mode!r} not one of {NAVMESH_MODES}")
+            raise ConfigError(None, f"navmesh mode {mode!r} not one of {NAVMESH_MODES}")
         if mode in ("import", "auto") and detour_src is not None:
             from ..nav.detour import import_detour
 
@@ -183,8 +183,3 @@ def _islands(mesh) -> int:
             return v if isinstance(v, int) else len(v)
     return 0
 
-
-def settings_fingerprint(settings: dict) -> str:
-    import hashlib
-
-    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()

@@ -5,64 +5,21 @@ Each file names a dataset's on-disk layout (habitat's: ``gibson/NAME.glb`` or
 (train / val / test) and per-scene facts (quality, stats). The schema is described in
 ``data_manifests/README.md``.
 
-Where the files are found, first hit wins:
-1. ``$BPS_DATA_MANIFESTS`` (a directory), for a user's own dataset files;
-2. ``data_manifests/`` at the repository root (a source checkout / editable install);
-3. the copy a wheel installs as data files (``<prefix>/share/bps/data_manifests``), found
-   through the installed distribution's file list (any install scheme), else beside the
-   prefix or the package (``pip install --target``).
+Where the files are found: ``bps_assets.manifests_location``.
 """
 from __future__ import annotations
 
 import difflib
 import json
-import os
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
 from ..errors import DatasetError
+from ..manifests_location import ENV_VAR, manifests_dir  # noqa: F401  (ENV_VAR: re-exported)
 
-ENV_VAR = "BPS_DATA_MANIFESTS"
-SHARE = "share/bps/data_manifests"  # the wheel's data-files location, under the install prefix
 SUBSETS = ("train", "val", "test")
 MAX_MANIFEST_BYTES = 64 << 20  # a dataset file is data we ship, but keep reads bounded
-
-
-def _candidate_dirs() -> list[Path]:
-    dirs = []
-    env = os.environ.get(ENV_VAR)
-    if env:
-        dirs.append(Path(env))
-    here = Path(__file__).resolve().parents[2]  # the repo root, or the site-packages dir
-    dirs.append(here / "data_manifests")
-    try:
-        from importlib.metadata import PackageNotFoundError, distribution
-
-        try:
-            dist = distribution("bps")
-        except PackageNotFoundError:
-            dist = None
-        for f in (dist.files or []) if dist is not None else []:
-            if f.name.endswith(".json") and f.parent.name == "data_manifests":
-                dirs.append(Path(dist.locate_file(f)).resolve().parent)
-                break
-    except Exception:  # pragma: no cover - metadata of a broken install: fall through
-        pass
-    # where the data files land when the recorded paths are off (pip install --target)
-    import sysconfig
-
-    dirs += [Path(sysconfig.get_path("data")) / SHARE, here / SHARE]
-    return dirs
-
-
-def manifests_dir() -> Path:
-    """The directory holding the dataset files (see the module docstring for the order)."""
-    for d in _candidate_dirs():
-        if d.is_dir() and any(d.glob("*.json")):
-            return d
-    raise DatasetError(None, "cannot find data_manifests/ (set $BPS_DATA_MANIFESTS to a directory "
-                             "of dataset files, or reinstall bps)")
 
 
 @dataclass(frozen=True)

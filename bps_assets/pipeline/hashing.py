@@ -10,6 +10,7 @@ count low on network file systems); coreutils ``sha256sum`` on the same files: 2
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 
 from ..errors import InputError
@@ -45,3 +46,8 @@ def default_jobs() -> int:
     except (AttributeError, OSError):
         cores = os.cpu_count() or 1
     return max(2, min(32, cores * 2))
+
+
+def settings_fingerprint(settings: dict) -> str:
+    """sha256 of a settings dict in a canonical JSON form (key order does not matter)."""
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import MissingDependencyError
+from ..errors import ConfigError, MissingDependencyError
 from .manifest import merge_manifests
 from .plan import Shard
 from .preprocess import DEFAULTS, PreprocessOptions, manifest_name, preprocess
@@ -67,7 +67,7 @@ def _submitit():
 def make_executor(kind: str, folder: Path, slurm: SlurmOptions):
     submitit = _submitit()
     if kind not in ("slurm", "local", "debug"):
-        raise ValueError(f"executor {kind!r}: expected slurm, local or debug")
+        raise ConfigError(None, f"executor {kind!r}: expected slurm, local or debug")
     ex = submitit.AutoExecutor(folder=str(folder), cluster=kind)
     params = dict(timeout_min=slurm.time_min, cpus_per_task=slurm.cpus_per_task, mem_gb=slurm.mem_gb,
                   name=slurm.job_name, slurm_array_parallelism=slurm.array_parallelism)

@@ -19,7 +19,7 @@ from pathlib import Path
 from .. import __version__
 from ..container import atomic_write
 from ..errors import ConfigError, CorruptFileError, FormatVersionError, InputError, OutputExistsError
-from .backend import settings_fingerprint
+from .hashing import settings_fingerprint
 
 FORMAT = "bps-dataset-manifest"
 FORMAT_VERSION = 1

@@ -47,9 +47,9 @@ from .. import __version__
 from ..container import atomic_write
 from ..errors import ConfigError, DatasetError, OutputExistsError
 from . import manifest as mf
-from .backend import NAVMESH_MODES, Backend, container_info, settings_fingerprint
+from .backend import NAVMESH_MODES, Backend, container_info
 from .datasets import load_dataset
-from .hashing import sha256_file
+from .hashing import settings_fingerprint, sha256_file
 from .plan import Plan, SceneSource, Shard, make_plan
 
 STATE_DIR = ".bps-state"

@@ -36,6 +36,7 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import ConfigError, DatasetError, OutputExistsError
+from ..manifests_location import manifests_dir
 from ..scene import Material, Mesh, SceneDocument, Texture
 from . import geometry, layout as _layout, textures as _textures
 
@@ -162,13 +163,6 @@ class SceneInfo:
 
 
 # ------------------------------------------------------------------------------ names
-
-def manifests_dir() -> Path:
-    # one lookup rule for the whole project (repo root, $BPS_DATA_MANIFESTS, installed copy)
-    from bps_assets.pipeline.datasets import manifests_dir as _find
-
-    return _find()
-
 
 def _check_layout(layout: str):
     if layout not in LAYOUTS:

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import ndimage
 
+from ..errors import ConfigError
+
 WALL_T = 0.15          # wall thickness
 SLAB = 0.25            # storey-1 ceiling to storey-2 floor
 MAX_RISE = 0.18        # stair rise (navmesh max climb is 0.2)
@@ -506,7 +508,8 @@ def make_plan(rng: np.random.Generator, floor_area: float, max_room_area: float,
     """A random plan with about ``floor_area`` m^2 of floor in total (over all storeys)."""
     n_st = 2 if two_storey else 1
     gross = max(floor_area / n_st, 38.0) * 1.08
-    for _attempt in range(50):
+    attempts = 50
+    for _attempt in range(attempts):
         aspect = rng.uniform(1.0, 1.5)
         d = math.sqrt(gross / aspect)
         w = gross / d
@@ -553,8 +556,9 @@ def make_plan(rng: np.random.Generator, floor_area: float, max_room_area: float,
                 continue
             skip = int(rng.choice(cand))
         break
-    else:  # pragma: no cover - the ranges above always admit a plan within a few attempts
-        raise RuntimeError("could not make a floor plan")
+    else:  # the size presets always admit a plan within a few attempts; other sizes may not
+        raise ConfigError(None, f"synth: no floor plan of {floor_area:.0f} m^2 with rooms of at most "
+                                f"{max_room_area:.0f} m^2 in {attempts} attempts (try another size or seed)")
 
     rooms: list[Room] = []
     floor_kinds = ("wood", "tile", "carpet")

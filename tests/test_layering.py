@@ -1,0 +1,152 @@
+"""The import graph points down the data flow and has no cycles (docs/ARCHITECTURE.md).
+
+Layers, lowest first: scene model and errors -> readers / transforms / writers -> container and
+packed files -> synth -> nav -> pipeline -> runtime -> trainer -> cli. Every import counts:
+module level, inside functions, and module names written as strings (``importlib``), so a lazy
+import cannot hide an upward edge.
+"""
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("bps_assets", "bps_runtime", "bps_train", "cli")
+# (module prefix, rank); the longest matching prefix wins
+LAYERS = [
+    ("bps_assets.errors", 0), ("bps_assets.scene", 0), ("bps_assets.manifests_location", 0),
+    ("bps_assets.native", 0),
+    ("bps_assets.readers", 1), ("bps_assets.transforms", 1),
+    ("bps_assets.container", 2), ("bps_assets.writers", 2), ("bps_assets.packed_scene", 2),
+    ("bps_assets.synth", 3),
+    ("bps_assets.nav", 4),
+    ("bps_assets.pipeline", 5),
+    ("bps_runtime", 6),
+    ("bps_train", 7),
+    ("cli", 8),
+]
+MODULE_STRING = re.compile(r"(bps_assets|bps_runtime|bps_train|cli)(\.\w+)+(:\w+)?")
+
+
+def modules() -> dict[str, Path]:
+    out = {}
+    for pkg in PACKAGES:
+        for f in (ROOT / pkg).rglob("*.py"):
+            parts = f.relative_to(ROOT).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            out[".".join(parts)] = f
+    return out
+
+
+def _absolute(mod: str, is_pkg: bool, level: int, name: str | None) -> str:
+    base = mod.split(".") if is_pkg else mod.split(".")[:-1]
+    if level > 1:
+        base = base[: len(base) - (level - 1)]
+    return ".".join(base + ([name] if name else []))
+
+
+def import_graph() -> dict[str, set[str]]:
+    mods = modules()
+    graph = {}
+    for mod, f in mods.items():
+        is_pkg = f.name == "__init__.py"
+        out: set[str] = set()
+        for node in ast.walk(ast.parse(f.read_text(), str(f))):
+            if isinstance(node, ast.Import):
+                out.update(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                target = _absolute(mod, is_pkg, node.level, node.module) if node.level else node.module
+                subs = [f"{target}.{a.name}" for a in node.names if f"{target}.{a.name}" in mods]
+                out.update(subs)
+                if len(subs) < len(node.names):  # some names are attributes of the package itself
+                    out.add(target)
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and MODULE_STRING.fullmatch(node.value):
+                out.add(node.value.split(":")[0])
+        # a package's own submodules importing the package (its __init__) is not a dependency
+        graph[mod] = {o for o in out if o in mods and o != mod and not mod.startswith(o + ".")}
+    return graph
+
+
+def rank(mod: str) -> int:
+    best = max((p for p, _ in LAYERS if mod == p or mod.startswith(p + ".")), key=len, default=None)
+    if best is None:
+        # package roots (``bps_assets``) hold only re-exports and the version
+        return -1
+    return dict(LAYERS)[best]
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index, low, stack, on, out = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_upward_imports():
+    graph = import_graph()
+    up = sorted(f"{a} (layer {rank(a)}) -> {b} (layer {rank(b)})"
+                for a, deps in graph.items() for b in deps if rank(b) > rank(a) >= 0)
+    assert not up, "imports against the data flow:\n" + "\n".join(up)
+
+
+def test_no_import_cycles():
+    found = cycles(import_graph())
+    assert not found, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in found)
+
+
+def test_package_roots_import_nothing_heavy():
+    # rank -1 modules are package roots; they may re-export only from their own package
+    graph = import_graph()
+    for root in PACKAGES:
+        if root in graph:
+            assert all(d.split(".")[0] == root for d in graph[root]), (root, graph[root])
+
+
+@pytest.mark.parametrize("src, dst, expect", [
+    ("import bps_runtime.api\n", "bps_runtime.api", True),
+    ("def f():\n    from bps_runtime import api\n", "bps_runtime.api", True),
+    ("X = 'bps_runtime.api:make'\n", "bps_runtime.api", True),
+    ("import json\n", "bps_runtime.api", False),
+])
+def test_graph_sees_lazy_and_string_imports(tmp_path, monkeypatch, src, dst, expect):
+    # the checker itself must see every kind of import, or the two tests above prove nothing
+    (tmp_path / "bps_assets").mkdir()
+    (tmp_path / "bps_assets" / "__init__.py").write_text("")
+    (tmp_path / "bps_assets" / "scene.py").write_text(src)
+    (tmp_path / "bps_runtime").mkdir()
+    (tmp_path / "bps_runtime" / "__init__.py").write_text("")
+    (tmp_path / "bps_runtime" / "api.py").write_text("")
+    monkeypatch.setattr(__import__(__name__), "ROOT", tmp_path)
+    graph = import_graph()
+    assert (dst in graph["bps_assets.scene"]) is expect
+    if expect:
+        with pytest.raises(AssertionError, match="bps_assets.scene .layer 0. -> bps_runtime.api"):
+            test_no_upward_imports()

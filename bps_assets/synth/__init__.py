@@ -15,6 +15,9 @@ next *train* scene otherwise, so any N >= 2 has a val scene and about 3/4 are tr
 list runs out the other continues, then the split's test scenes, then the rest of the
 manifest's scenes in sorted order.
 
+Modules: ``names`` (the naming rule), ``layout`` (floor plans), ``geometry`` (meshes),
+``textures``, ``ground_truth`` (the SceneInfo records).
+
 Features by position i (``i % 4``): 0 -> one storey with a closed room (no door), 1 -> two
 storeys joined by a stair flight, 2 -> one storey, 3 -> two storeys and a closed room. So any
 N >= 2 has a closed room and a stair flight. Names not in the order get features from a hash.
@@ -26,22 +29,21 @@ JPEG textures, as a real Gibson scan.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
-from ..errors import ConfigError, DatasetError, OutputExistsError
+from ..errors import ConfigError, OutputExistsError
 from ..manifests_location import manifests_dir
 from ..scene import Material, Mesh, SceneDocument, Texture
 from . import geometry, layout as _layout, textures as _textures
+from .ground_truth import FurnitureInfo, HRect, RoomInfo, SceneInfo, StairsInfo, _hpoint, _hrect
+from .names import LAYOUTS, ORDER_SPLIT, _check_layout, scene_names, scene_relpath
 
-LAYOUTS = ("gibson", "mp3d")
-_SPLIT = {"gibson": "tiny", "mp3d": "benchmark"}
 
 
 @dataclass(frozen=True)
@@ -60,166 +62,11 @@ SIZES = {
 }
 
 
-# ------------------------------------------------------------------------------ ground truth
-
-@dataclass(frozen=True)
-class HRect:
-    """Axis-aligned rectangle on the habitat floor plane (x right, z towards the viewer)."""
-
-    xmin: float
-    zmin: float
-    xmax: float
-    zmax: float
-
-    @property
-    def area(self) -> float:
-        return (self.xmax - self.xmin) * (self.zmax - self.zmin)
-
-    def contains(self, x: float, z: float) -> bool:
-        return self.xmin <= x <= self.xmax and self.zmin <= z <= self.zmax
-
-
-def _hrect(r: _layout.Rect) -> HRect:
-    # file (x, y, z) -> habitat (x, z, -y): plan y in [y0, y1] becomes habitat z in [-y1, -y0]
-    return HRect(round(r.x0, 6), round(-r.y1, 6), round(r.x1, 6), round(-r.y0, 6))
-
-
-def _hpoint(x: float, y: float, z: float) -> tuple[float, float, float]:
-    return (round(x, 6), round(z, 6), round(-y, 6))
-
-
-@dataclass(frozen=True)
-class RoomInfo:
-    id: int
-    storey: int
-    rect: HRect                 # the room's interior (inside faces of its walls)
-    floor_y: float
-    ceiling_y: float
-    closed: bool                # no door at all
-    hall: bool                  # the stair hall of a two-storey scene
-    doors: int
-    free_point: tuple           # habitat (x, y, z) on the floor, clear of furniture, reachable from its doors
-
-
-@dataclass(frozen=True)
-class FurnitureInfo:
-    kind: str                   # table, chair, box, sofa, cabinet, shelf, platform, rail
-    storey: int
-    room: int
-    rect: HRect                 # footprint
-    top_y: float                # habitat height of its top surface
-
-
-@dataclass(frozen=True)
-class StairsInfo:
-    rect: HRect                 # flight footprint (the stairwell hole in the upper floor is the same)
-    y0: float                   # lower floor
-    y1: float                   # upper floor
-    n_steps: int                # rises, the last one onto the upper floor
-    rise: float
-    tread: float
-    bottom: tuple               # habitat point on the lower floor just before the first step
-    top: tuple                  # habitat point on the upper floor just past the last step
-
-
-@dataclass
-class SceneInfo:
-    name: str
-    layout: str                 # gibson | mp3d
-    split: str                  # train | val | test | other (in the manifest split named below)
-    manifest_split: str         # tiny (gibson) | benchmark (mp3d)
-    size: str                   # small | gibson
-    seed: int                   # the seed passed to generate()
-    relpath: str                # path inside OUT: gibson/NAME.glb or mp3d/ID/ID.glb
-    path: Path | None           # absolute path once written (None from describe())
-    triangles: int
-    vertices: int
-    floor_area: float           # m^2 of floor surfaces (all storeys; not furniture tops or steps)
-    storeys: list               # [(floor_y, ceiling_y)] per storey, habitat heights
-    rooms: list                 # [RoomInfo]
-    closed_room: int | None     # RoomInfo.id of the room without doors, or None
-    furniture: list             # [FurnitureInfo]
-    stairs: StairsInfo | None
-    bounds: tuple               # ((xmin, ymin, zmin), (xmax, ymax, zmax)) habitat, before the <= 5 mm noise
-    textures: int
-    materials: int
-    bytes: int = 0
-    seconds: float = 0.0
-
-    @property
-    def floor_heights(self) -> list[float]:
-        return [s[0] for s in self.storeys]
-
-    @property
-    def table_tops(self) -> list[FurnitureInfo]:
-        """Tops of tables: separate walkable islands (too high to climb, too low to walk under)."""
-        return [f for f in self.furniture if f.kind == "table"]
-
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        d["path"] = None if self.path is None else str(self.path)
-        d["floor_heights"] = self.floor_heights
-        return d
-
-
-# ------------------------------------------------------------------------------ names
-
-def _check_layout(layout: str):
-    if layout not in LAYOUTS:
-        raise ConfigError(None, f"unknown layout {layout!r} (choose from {', '.join(LAYOUTS)})")
-
-
 def _check_size(size: str) -> SizePreset:
     try:
         return SIZES[size]
     except KeyError:
         raise ConfigError(None, f"unknown size {size!r} (choose from {', '.join(SIZES)})") from None
-
-
-def _manifest(layout: str) -> dict:
-    p = manifests_dir() / f"{layout}.json"
-    try:
-        with open(p, encoding="utf-8") as f:
-            return json.load(f)
-    except FileNotFoundError:
-        raise DatasetError(p, "dataset manifest not found") from None
-    except json.JSONDecodeError as e:
-        raise DatasetError(p, f"invalid JSON: {e}") from None
-
-
-def scene_names(layout: str, n: int | None = None) -> list[tuple[str, str]]:
-    """[(name, split)] in generation order (see the module docstring for the rule)."""
-    _check_layout(layout)
-    man = _manifest(layout)
-    try:
-        sp = man["splits"][_SPLIT[layout]]
-        train, val, test = list(sp["train"]), list(sp["val"]), list(sp["test"])
-    except (KeyError, TypeError):
-        raise DatasetError(manifests_dir() / f"{layout}.json",
-                           f"no splits.{_SPLIT[layout]}.train/val/test lists") from None
-    out: list[tuple[str, str]] = []
-    ti = vi = 0
-    while ti < len(train) or vi < len(val):
-        want_val = len(out) % 4 == 1
-        if (want_val and vi < len(val)) or ti >= len(train):
-            out.append((val[vi], "val"))
-            vi += 1
-        else:
-            out.append((train[ti], "train"))
-            ti += 1
-    out += [(t, "test") for t in test]
-    seen = {name for name, _ in out}
-    others = man.get("scenes") or {}
-    out += [(s, "other") for s in sorted(others) if s not in seen]
-    if n is not None:
-        if n > len(out):
-            raise ConfigError(None, f"{layout} has {len(out)} scene names in its manifest; asked for {n}")
-        out = out[:n]
-    return out
-
-
-def scene_relpath(layout: str, name: str) -> str:
-    return f"gibson/{name}.glb" if layout == "gibson" else f"mp3d/{name}/{name}.glb"
 
 
 # ------------------------------------------------------------------------------ building
@@ -286,7 +133,7 @@ def _build(layout: str, name: str, seed: int, size: str) -> _Built:
     top = max(c for _, c in plan.storeys)
     bounds = ((round(min(xs), 6), 0.0, round(-max(ys), 6)), (round(max(xs), 6), round(top, 6), round(-min(ys), 6)))
     info = SceneInfo(
-        name=name, layout=layout, split=split, manifest_split=_SPLIT[layout], size=size, seed=int(seed),
+        name=name, layout=layout, split=split, manifest_split=ORDER_SPLIT[layout], size=size, seed=int(seed),
         relpath=scene_relpath(layout, name), path=None, triangles=tris, vertices=verts,
         floor_area=round(floor_area, 4), storeys=[(round(a, 6), round(b, 6)) for a, b in plan.storeys],
         rooms=rooms, closed_room=plan.closed_room, furniture=furn, stairs=stairs, bounds=bounds,

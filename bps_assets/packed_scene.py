@@ -5,6 +5,10 @@ Spec: docs/FORMAT.md section 5. The conversion pipeline, one transform per step:
     frame -> clean -> merge -> quantize -> weld -> reorder -> meshlets   (geometry)
     textures                                                            (images)
 
+Each step is a transform module's factory called with options that ``ConvertOptions`` builds
+(``document_transforms`` / ``geometry_transforms`` return the lists), so every setting of every
+step is a ConvertOptions field and a caller can run its own list through ``process_geometry``.
+
 ``read_packed_scene`` returns numpy arrays in the habitat frame with no per-element Python
 work: sections are decompressed on a small thread pool (zstd and the numpy filters release
 the GIL), positions and UVs are dequantized with one vectorized multiply-add, and every
@@ -53,6 +57,8 @@ class ConvertOptions:
     position_error: float = t_quantize.DEFAULTS.position_error
     uv_error: float = t_quantize.DEFAULTS.uv_error
     min_area: float = t_clean.DEFAULTS.min_area
+    weld_drop_collapsed: bool = t_weld.DEFAULTS.drop_collapsed
+    reorder_curve: str = t_reorder.DEFAULTS.curve
     meshlet_max_vertices: int = t_meshlets.DEFAULTS.max_vertices
     meshlet_max_triangles: int = t_meshlets.DEFAULTS.max_triangles
     chunk_meshlets: int = t_meshlets.DEFAULTS.chunk_meshlets
@@ -60,6 +66,21 @@ class ConvertOptions:
 
     def frame_options(self):
         return t_frame.Options(dataset=self.dataset, up=self.up)
+
+    def clean_options(self):
+        return t_clean.Options(min_area=self.min_area)
+
+    def quantize_options(self):
+        return t_quantize.Options(self.position_error, self.uv_error)
+
+    def weld_options(self):
+        return t_weld.Options(drop_collapsed=self.weld_drop_collapsed)
+
+    def reorder_options(self):
+        return t_reorder.Options(curve=self.reorder_curve)
+
+    def meshlet_options(self):
+        return t_meshlets.Options(self.meshlet_max_vertices, self.meshlet_max_triangles, self.chunk_meshlets)
 
     def texture_options(self):
         return t_textures.Options(max_texture=self.max_texture, format=self.texture_format,
@@ -98,19 +119,30 @@ def sha256_file(path: str | os.PathLike) -> str:
 
 # ------------------------------------------------------------------------------ conversion
 
-def process_geometry(doc: SceneDocument, options: ConvertOptions = DEFAULTS):
-    """frame -> clean -> merge -> quantize -> weld -> reorder -> meshlets. Returns the MergedGeometry."""
-    t_frame.frame(options.frame_options())(doc)
-    t_clean.clean(t_clean.Options(min_area=options.min_area))(doc)
+def document_transforms(options: ConvertOptions = DEFAULTS) -> list:
+    """The steps on the SceneDocument, in order: frame, clean."""
+    return [t_frame.frame(options.frame_options()), t_clean.clean(options.clean_options())]
+
+
+def geometry_transforms(options: ConvertOptions = DEFAULTS) -> list:
+    """The steps on the merged geometry, in order: quantize, weld, reorder, meshlets.
+
+    Quantize comes first so weld merges vertices equal after quantization; meshlets come last
+    because they cut the final triangle order into ranges.
+    """
+    return [t_quantize.quantize(options.quantize_options()), t_weld.weld(options.weld_options()),
+            t_reorder.reorder(options.reorder_options()), t_meshlets.meshlets(options.meshlet_options())]
+
+
+def process_geometry(doc: SceneDocument, options: ConvertOptions = DEFAULTS, *,
+                     document_steps: list | None = None, geometry_steps: list | None = None):
+    """Run the document steps on ``doc`` (in place), merge, run the geometry steps; returns the
+    MergedGeometry. Each step list defaults to the one ``options`` builds; a caller may pass its
+    own (glTF-Transform's ``doc.transform(...)``), e.g. to insert a step of its own."""
+    for step in document_transforms(options) if document_steps is None else document_steps:
+        step(doc)
     g = merge(doc)
-    steps = [
-        t_quantize.quantize(t_quantize.Options(options.position_error, options.uv_error)),
-        t_weld.weld(),
-        t_reorder.reorder(),
-        t_meshlets.meshlets(t_meshlets.Options(options.meshlet_max_vertices,
-                                               options.meshlet_max_triangles, options.chunk_meshlets)),
-    ]
-    for step in steps:
+    for step in geometry_transforms(options) if geometry_steps is None else geometry_steps:
         g = step(g)
     return g
 
@@ -464,4 +496,4 @@ def decode_texture_level(scene: PackedScene, texture: int, level: int = 0) -> np
 
 __all__ = ["ConvertOptions", "DEFAULTS", "ConvertResult", "PackedScene", "convert_scene",
            "convert_file", "read_packed_scene", "scene_id_for", "texture_level",
-           "decode_texture_level", "process_geometry"]
+           "decode_texture_level", "process_geometry", "document_transforms", "geometry_transforms"]

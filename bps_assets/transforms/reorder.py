@@ -12,7 +12,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import ConfigError
 from .merged import MergedGeometry
+
+CURVES = ("morton", "none")
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,8 @@ def morton_codes(points: np.ndarray, bits: int = 21) -> np.ndarray:
 
 def reorder(options: Options = DEFAULTS):
     """Factory: a callable reordering a MergedGeometry's triangles and vertices in place."""
+    if options.curve not in CURVES:
+        raise ConfigError(None, f"reorder: unknown curve {options.curve!r} (choose from {', '.join(CURVES)})")
 
     def apply(g: MergedGeometry) -> MergedGeometry:
         if options.curve == "morton" and g.triangle_count > 1:
@@ -56,8 +61,6 @@ def reorder(options: Options = DEFAULTS):
             cent = (p[t[:, 0]].astype(np.float64) + p[t[:, 1]] + p[t[:, 2]]) / 3.0
             order = np.argsort(morton_codes(cent, options.bits), kind="stable")
             g.take_triangles(order)
-        elif options.curve not in ("morton", "none"):
-            raise ValueError(f"unknown curve {options.curve!r}")
         flat = g.indices.reshape(-1)
         used, first = np.unique(flat, return_index=True)
         by_first_use = used[np.argsort(first, kind="stable")]

@@ -11,7 +11,7 @@ import pytest
 from bps_assets.errors import ConfigError
 from bps_runtime.render import RenderOptions, build_shading_data, make_renderer
 from bps_runtime.render import embree_bridge
-from bps_runtime.render.base import camera_directions
+from bps_runtime.render.camera import camera_directions
 from bps_runtime.render.embree import EmbreeAccel
 from runtime_scenes import room_scene
 

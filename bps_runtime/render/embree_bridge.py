@@ -134,7 +134,7 @@ class NativeShading:
     Keeps the arrays alive as long as the struct that points into them."""
 
     def __init__(self, sd, pixel_angle: float):
-        from .base import COS_FLOOR, FORMAT_BC1
+        from .shading_data import COS_FLOOR, FORMAT_BC1
 
         def c(a, dtype):
             return np.ascontiguousarray(a, dtype)

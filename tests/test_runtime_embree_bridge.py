@@ -88,7 +88,7 @@ def test_bad_geometry_and_options_are_typed_errors():
         make_renderer("embree", engine="embreex", shading="native")
     assert make_renderer("embree").shading == "native"
     acc = embree_bridge.BridgeAccel(s.positions, s.indices)
-    with pytest.raises(ValueError, match="t_out"):
+    with pytest.raises(ConfigError, match="t_out"):
         acc.trace_cameras(np.zeros((1, 3), np.float32), np.eye(3, dtype=np.float32)[None],
                           np.ones((4, 3), np.float32), np.empty(3, np.float32))
 

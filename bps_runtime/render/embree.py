@@ -162,6 +162,7 @@ class EmbreeRenderer:
 
     # -- residency (called by the scene cache / loader)
     def prepare(self, shading: ShadingData, positions: np.ndarray, indices: np.ndarray):
+        shading.check_geometry(len(positions), len(indices))
         if self.engine == "bridge":
             from .embree_bridge import BridgeAccel
             accel = BridgeAccel(positions, indices)

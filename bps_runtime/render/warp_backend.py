@@ -301,6 +301,7 @@ class WarpRenderer:
         self._lock = threading.Lock()
 
     def prepare(self, shading: ShadingData, positions: np.ndarray, indices: np.ndarray) -> WarpScene:
+        shading.check_geometry(len(positions), len(indices))
         return WarpScene(self._wp, self._wdev, shading, positions, indices)
 
     def accel_bytes(self, num_vertices: int, num_triangles: int) -> int:

@@ -18,6 +18,7 @@ import time
 from dataclasses import fields
 from pathlib import Path
 
+from bps_assets.errors import BpsError
 from bps_runtime.bench import BenchOptions, run
 
 
@@ -66,7 +67,10 @@ def main(argv=None):
     print(f"scenes: {source}", file=sys.stderr)
     opts = BenchOptions(**{f.name: getattr(a, f.name) for f in fields(BenchOptions) if f.name != "sensors"},
                         sensors=("depth", "rgb") if a.rgb else ("depth",))
-    res = run(manifest, opts, echo=lambda s: print(s, file=sys.stderr))
+    try:
+        res = run(manifest, opts, echo=lambda s: print(s, file=sys.stderr))
+    except BpsError as e:  # bad settings or data: one line, as the CLI does
+        sys.exit(f"error: {e}")
     res["scenes_source"] = source
     if a.json:
         print(json.dumps(res, indent=1, default=str))

@@ -1,7 +1,9 @@
 """Batched PointNav env benchmark: env step fps vs render-only fps, step-time tail with scene
-swaps, loads waited for, peak RSS (bps_runtime.bench; same as `bps-assets bench`).
+swaps, loads waited for, peak RSS, torch ops / Warp launches / host syncs per step
+(bps_runtime.bench; same as `bps-assets bench`).
 
     python benchmarks/bench_env.py MANIFEST [--num-envs 1024 --scenes 8 --resolution 64 ...]
+    python benchmarks/bench_env.py MANIFEST --device cuda --threads 4   # renderer auto: warp on CUDA
     python benchmarks/bench_env.py --synth DIR [--synth-scenes 10 --synth-size gibson] ...
 
 ``--synth DIR`` first builds a synthetic dataset there (bps_assets.synth -> preprocess),
@@ -16,44 +18,27 @@ import time
 from dataclasses import fields
 from pathlib import Path
 
+from bps_assets.errors import BpsError
 from bps_runtime.bench import BenchOptions, run
 
 
 def synth_dataset(out: Path, scenes: int, size: str, seed: int = 0) -> tuple[Path, str]:
     """A preprocessed Gibson-layout dataset of ``scenes`` synthetic scenes under ``out``
-    (reused when its manifest exists): bps_assets.synth.generate(size=...) when available, else
-    tests/nav_scenes.scan_like_house (~150 m^2, 600K triangles) with per-scene noise seeds."""
-    from bps_assets.pipeline.datasets import load_dataset
+    (bps_assets.synth.generate(size=...); reused when its manifest exists)."""
+    from bps_assets import synth
     from bps_assets.pipeline.preprocess import PreprocessOptions, preprocess
 
     manifest = out / "out" / "manifest.json"
     note = out / "source.txt"
     if manifest.is_file():
         return manifest, note.read_text() if note.exists() else "?"
-    ds = load_dataset("gibson")
-    split = "tiny"
-    names = sorted(n for n, v in ds.scenes.items() if v["splits"].get(split) == "train")[:scenes]
     src = out / "src"
     t = time.perf_counter()
-    try:
-        from bps_assets import synth
-        made = synth.generate(src, "gibson", scenes, seed=seed, size=size)
-        names = [i.name for i in made]
-        what = f"bps_assets.synth.generate(size={size!r})"
-    except (ImportError, AttributeError):
-        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-        import numpy as np
-        from nav_scenes import scan_like_house
-        from packed_scene_glb import write_glb
-
-        for i, n in enumerate(names):
-            v, tri = scan_like_house(600_000, seed=seed + i)
-            write_glb(src / "gibson" / f"{n}.glb", np.stack([v[:, 0], -v[:, 2], v[:, 1]], 1).astype(np.float32),
-                      tri.astype(np.uint32))
-        what = "tests/nav_scenes.scan_like_house (~150 m^2 floor, 600K triangles, noise seed per scene)"
-    print(f"synthesized {len(names)} scenes in {time.perf_counter() - t:.0f} s: {what}", file=sys.stderr)
+    made = synth.generate(src, "gibson", scenes, seed=seed, size=size)
+    what = f"bps_assets.synth.generate(size={size!r})"
+    print(f"synthesized {len(made)} scenes in {time.perf_counter() - t:.0f} s: {what}", file=sys.stderr)
     t = time.perf_counter()
-    res = preprocess(src, out / "out", "gibson", split, PreprocessOptions(episodes=0, subsets=("train",)),
+    res = preprocess(src, out / "out", "gibson", "tiny", PreprocessOptions(episodes=0, subsets=("train",)),
                      log=lambda s: print(s, file=sys.stderr))
     print(f"preprocessed in {time.perf_counter() - t:.0f} s", file=sys.stderr)
     note.write_text(what)
@@ -82,7 +67,10 @@ def main(argv=None):
     print(f"scenes: {source}", file=sys.stderr)
     opts = BenchOptions(**{f.name: getattr(a, f.name) for f in fields(BenchOptions) if f.name != "sensors"},
                         sensors=("depth", "rgb") if a.rgb else ("depth",))
-    res = run(manifest, opts, echo=lambda s: print(s, file=sys.stderr))
+    try:
+        res = run(manifest, opts, echo=lambda s: print(s, file=sys.stderr))
+    except BpsError as e:  # bad settings or data: one line, as the CLI does
+        sys.exit(f"error: {e}")
     res["scenes_source"] = source
     if a.json:
         print(json.dumps(res, indent=1, default=str))

@@ -115,7 +115,7 @@ def main(argv=None):
     import torch
     from bps_runtime.cache import CacheOptions, SceneCache
     from bps_runtime.render import RenderOptions, make_renderer
-    from bps_runtime.render.base import camera_directions, camera_origins, rotation_matrices
+    from bps_runtime.render.camera import camera_directions, camera_origins, rotation_matrices
 
     torch.set_num_threads(1)
     tmp = Path(tempfile.mkdtemp(prefix="bps-bench-render-"))

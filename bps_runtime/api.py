@@ -16,6 +16,7 @@ from bps_assets.errors import ConfigError
 from . import spaces as sp
 from .pointnav import BatchPointNavEnv, check_batching
 from .task import DEFAULTS as TASK_DEFAULTS, TaskOptions
+from .threads import check_threads
 
 RENDERERS = ("embree", "warp")
 
@@ -56,7 +57,7 @@ def make(dataset, split: str | None = "train", num_envs: int = 16, batch_size: i
          device="cpu", sensors=("depth",), resolution=(64, 64), cache=None, seed: int = 0,
          renderer: str = "embree", episodes=None, normalize_depth: bool = True,
          task: TaskOptions = TASK_DEFAULTS, goal_pool: int | None = None,
-         scene_shard: tuple[int, int] | None = None) -> BatchPointNavEnv:
+         scene_shard: tuple[int, int] | None = None, threads: int | None = None) -> BatchPointNavEnv:
     """Build a batched PointNav environment over a preprocessed dataset.
 
     - ``dataset``: a manifest path written by ``bps-assets preprocess`` (``manifest.json``, or
@@ -77,6 +78,8 @@ def make(dataset, split: str | None = "train", num_envs: int = 16, batch_size: i
     - ``goal_pool``: sampled mode, goals (distance fields) kept per resident scene.
     - ``scene_shard``: ``(rank, world_size)``: use only every world_size-th scene of the split
       starting at ``rank`` (disjoint scenes per process in multi-process training).
+    - ``threads``: CPU threads the renderer and the step share (None: every core this process
+      may use, ``os.sched_getaffinity``); ``env.world.threads`` says how many it got.
 
     Returns a ``BatchPointNavEnv``: ``reset()``, ``step(actions)``, ``send``/``recv``,
     ``observation_space``/``action_space``, ``close()``.
@@ -85,6 +88,7 @@ def make(dataset, split: str | None = "train", num_envs: int = 16, batch_size: i
     sensors = sp.check_sensors(sensors)
     resolution = sp.check_resolution(resolution)
     dev = _check_device(device, renderer)
+    threads = check_threads(threads)
     if isinstance(dataset, (str, os.PathLike)):
         path = Path(dataset)
         if path.is_dir():
@@ -95,7 +99,7 @@ def make(dataset, split: str | None = "train", num_envs: int = 16, batch_size: i
     from .world import WorldOptions, build_world
 
     wopts = WorldOptions.build(cache=cache, renderer=renderer, sensors=sensors, resolution=resolution,
-                               normalize_depth=normalize_depth, goal_pool=goal_pool)
+                               normalize_depth=normalize_depth, goal_pool=goal_pool, threads=threads)
     if scene_shard is not None:
         try:
             rank, size = (int(v) for v in scene_shard)

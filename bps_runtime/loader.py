@@ -2,7 +2,7 @@
 
 One load = read the packed scene (``bps_assets.packed_scene.read_packed_scene``: checks caps,
 CRCs, cross references, decompresses with the calling thread's own zstd decompressor), read the
-navmesh (``bps_assets.nav.load_navmesh``), build the shading tables (``render.base``), reserve
+navmesh (``bps_assets.nav.load_navmesh``), build the shading tables (``render.shading_data``), reserve
 the scene's bytes in the cache's budget (may block until another scene leaves), then let the
 renderer build its acceleration structure (Embree BVH / ``wp.Mesh``) and upload to the device
 (from pinned host buffers when the device is CUDA). Everything here runs off the step path;
@@ -24,7 +24,7 @@ import numpy as np
 
 from bps_assets.errors import BpsError
 
-from .render.base import ShadingData, build_shading_data
+from .render.shading_data import ShadingData, build_shading_data
 from .threads import lower_priority
 
 log = logging.getLogger("bps_runtime.loader")

@@ -1,6 +1,8 @@
-"""Background threads of the runtime (loader, field worker) run at a low CPU priority."""
+"""CPU threads of the runtime: how many the renderer and the step share (``available_cores``,
+``check_threads``); background threads (loader, field worker) run at a low CPU priority."""
 from __future__ import annotations
 
+import operator
 import os
 import threading
 
@@ -18,3 +20,29 @@ def lower_priority(nice: int = BACKGROUND_NICE):
             os.setpriority(os.PRIO_PROCESS, tid, target)
     except (AttributeError, OSError):  # not Linux / not allowed: run at normal priority
         pass
+
+
+def available_cores() -> int:
+    """The CPU cores this process may run on (its affinity mask, which taskset, cgroups' cpusets
+    and batch schedulers narrow; ``os.cpu_count()`` would count the whole machine)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def check_threads(threads, what: str = "threads") -> int:
+    """``threads`` (None: every core this process may use) -> a positive int, or a ConfigError.
+    The renderer and the step share this many CPU threads."""
+    from bps_assets.errors import ConfigError
+
+    if threads is None:
+        return available_cores()
+    try:
+        n = None if isinstance(threads, bool) else operator.index(threads)  # ints, numpy ints; not 2.0
+    except TypeError:
+        n = None
+    if n is None or n < 1:
+        raise ConfigError(None, f"{what}={threads!r}: expected a positive int (CPU threads for the renderer "
+                                f"and the step) or None (all {available_cores()} cores this process may use)")
+    return n

@@ -35,14 +35,15 @@ class WorldOptions:
     normalize_depth: bool = True
     cache: Any = None
     supply: SupplyOptions = SUPPLY_DEFAULTS
+    threads: int | None = None   # CPU threads the renderer and the step share (None: all usable cores)
 
     @classmethod
     def build(cls, cache=None, renderer="embree", sensors=("depth",), resolution=(64, 64),
-              normalize_depth=True, goal_pool=None):
+              normalize_depth=True, goal_pool=None, threads=None):
         supply = SUPPLY_DEFAULTS if goal_pool is None else replace(SUPPLY_DEFAULTS, goal_pool=int(goal_pool))
         if goal_pool is not None and int(goal_pool) < 1:
             raise ConfigError(None, f"goal_pool={goal_pool!r}: must be >= 1")
-        return cls(renderer, tuple(sensors), tuple(resolution), bool(normalize_depth), cache, supply)
+        return cls(renderer, tuple(sensors), tuple(resolution), bool(normalize_depth), cache, supply, threads)
 
 
 class World:
@@ -57,6 +58,7 @@ class World:
         self.episodes = supply
         self.worker = worker
         self.sensors = tuple(sensors)
+        self.threads = renderer.options.threads  # the step's CPU work uses the render threads' count
         self._active: set[int] = set()
         self._lock = threading.Lock()
         scenes.bind(self)
@@ -223,7 +225,8 @@ def build_world(manifest_path, split, *, device, num_envs: int, seed: int, episo
         entries = [e for e in entries if e.name in by_scene]
     worker = FieldWorker()
     supply = EpisodeSupply(mode, seed, worker, by_scene, options=options.supply)
-    ropts = RenderOptions(resolution=tuple(options.resolution), normalize_depth=options.normalize_depth)
+    ropts = RenderOptions(resolution=tuple(options.resolution), normalize_depth=options.normalize_depth,
+                          threads=options.threads)
     renderer = make_renderer(options.renderer, ropts, device=str(device) if options.renderer == "warp" else "cpu")
     scenes = make_scene_manager(entries, options.cache, num_envs=num_envs, seed=seed, renderer=renderer,
                                 device=device)

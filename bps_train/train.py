@@ -82,7 +82,8 @@ class Args:
     save_every: int = arg(10, "checkpoint every N updates")
     snapshot_every: int = arg(0, "also keep OUT_DIR/ckpt_UPDATE.pt every N updates, for learning curves (0: never)")
     tensorboard: bool = arg(False, "also write TensorBoard events to OUT_DIR/tb (needs `pip install tensorboard`)")
-    threads: int = arg(0, "torch intra-op threads for the policy (0: leave torch's default)")
+    threads: int = arg(0, "CPU threads for the env's renderer and step, and torch's intra-op threads for the policy "
+                          "(0: every core this process may use for the env; torch's default)")
 
 
 # ----------------------------------------------------------------------------------- set-up
@@ -125,6 +126,8 @@ def make_envs(args, split, num_envs, seed, episodes, double_buffer, scene_shard=
     kw = {} if scene_shard is None or scene_shard[1] == 1 else {"scene_shard": scene_shard}
     if args.cache_slots:
         kw["cache"] = args.cache_slots
+    if args.threads:
+        kw["threads"] = args.threads
     return bps_runtime.make(
         args.dataset, split=split, num_envs=num_envs,
         batch_size=num_envs // 2 if double_buffer and num_envs >= 2 and num_envs % 2 == 0 else num_envs,

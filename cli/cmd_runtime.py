@@ -5,7 +5,7 @@ import json
 
 import click
 
-from bps_runtime.bench import DEFAULTS
+from bps_runtime.bench import DEFAULTS, RENDERERS
 
 
 @click.command("bench")
@@ -20,19 +20,28 @@ from bps_runtime.bench import DEFAULTS
               help="timed steps")
 @click.option("--swap-every", type=click.IntRange(min=0), default=DEFAULTS.swap_every, show_default=True,
               help="steps between scene swaps (0: none)")
-@click.option("--renderer", type=click.Choice(["embree", "warp"]), default=DEFAULTS.renderer, show_default=True)
+@click.option("--renderer", type=click.Choice(RENDERERS), default=DEFAULTS.renderer, show_default=True,
+              help="auto: embree on the CPU, warp on CUDA")
+@click.option("--device", default=DEFAULTS.device, show_default=True, help="cpu or cuda[:i]")
+@click.option("--threads", type=click.IntRange(min=0), default=DEFAULTS.threads, show_default=True,
+              help="CPU threads for the renderer and the step (0: every core this process may use)")
+@click.option("--count-steps", type=click.IntRange(min=0), default=DEFAULTS.count_steps, show_default=True,
+              help="steps run after the timed ones counting torch ops, Warp launches and host syncs (0: none)")
 @click.option("--rgb", is_flag=True, help="render RGB as well as depth")
 @click.option("--split", default=DEFAULTS.split, show_default=True, help="manifest subset to run on")
 @click.option("--seed", type=int, default=DEFAULTS.seed, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="print the results as JSON on stdout")
-def bench_cmd(manifest, num_envs, scenes, resolution, steps, swap_every, renderer, rgb, split, seed, as_json):
+def bench_cmd(manifest, num_envs, scenes, resolution, steps, swap_every, renderer, device, threads, count_steps,
+              rgb, split, seed, as_json):
     """Benchmark the batched PointNav env on a preprocessed dataset (MANIFEST: manifest.json):
     env step fps vs render-only fps, step-time tail with scene swaps, loads waited for, peak RSS
-    (random actions; one process; see bps_runtime/bench.py)."""
+    (random actions; one process; see bps_runtime/bench.py), then torch ops, Warp launches and
+    host syncs per step; each goal line ends in PASS or FAIL."""
     from bps_runtime.bench import BenchOptions, run
 
     opts = BenchOptions(num_envs=num_envs, scenes=scenes, resolution=resolution, steps=steps,
-                        swap_every=swap_every, renderer=renderer,
+                        swap_every=swap_every, renderer=renderer, device=device, threads=threads,
+                        count_steps=count_steps,
                         sensors=("depth", "rgb") if rgb else ("depth",), split=split, seed=seed)
     echo = (lambda s: click.echo(s, err=True)) if as_json else click.echo
     res = run(manifest, opts, echo=echo)

@@ -11,7 +11,7 @@ import pytest
 from bps_assets.errors import ConfigError
 from bps_runtime.render import RenderOptions, build_shading_data, make_renderer
 from bps_runtime.render import embree_bridge
-from bps_runtime.render.base import camera_directions
+from bps_runtime.render.camera import camera_directions
 from bps_runtime.render.embree import EmbreeAccel
 from runtime_scenes import room_scene
 
@@ -88,7 +88,7 @@ def test_bad_geometry_and_options_are_typed_errors():
         make_renderer("embree", engine="embreex", shading="native")
     assert make_renderer("embree").shading == "native"
     acc = embree_bridge.BridgeAccel(s.positions, s.indices)
-    with pytest.raises(ValueError, match="t_out"):
+    with pytest.raises(ConfigError, match="t_out"):
         acc.trace_cameras(np.zeros((1, 3), np.float32), np.eye(3, dtype=np.float32)[None],
                           np.ones((4, 3), np.float32), np.empty(3, np.float32))
 

@@ -7,7 +7,8 @@ import torch
 
 from bps_assets.errors import ConfigError
 from bps_runtime.render import RenderOptions, build_shading_data, make_renderer
-from bps_runtime.render.base import decode_bc1_texels, yaw_to_quaternion
+from bps_runtime.render.bc1 import decode_bc1_texels
+from bps_runtime.render.camera import yaw_to_quaternion
 from runtime_scenes import bc1_chain, checker, room_scene
 
 BACKENDS = ["embree", "warp"]

@@ -1,15 +1,23 @@
-"""Batch renderers behind one protocol (see base.Renderer): ``embree`` (CPU) and ``warp``
-(CUDA, and Warp's CPU device for tests)."""
+"""Batch renderers behind one protocol (``protocol.Renderer``): ``embree`` (CPU) and ``warp``
+(CUDA, and Warp's CPU device for tests).
+
+Modules: ``protocol`` (RenderOptions, the Renderer protocol), ``camera`` (the pinhole sensor
+model), ``shading_data`` (a scene's validated shading tables and the shading model),
+``bc1`` (texel decoding), ``numpy_shader`` (the reference shader), ``inputs`` (checks of what
+callers pass), ``embree`` / ``embree_bridge`` (CPU), ``warp_backend`` (CUDA / Warp CPU).
+"""
 from __future__ import annotations
 
-from .base import DEFAULTS, SENSORS, Renderer, RenderOptions, ShadingData, build_shading_data
+from .protocol import DEFAULTS, SENSORS, Renderer, RenderOptions
+from .shading_data import ShadingData, build_shading_data
 
 BACKENDS = ("embree", "warp")
 
 
 def make_renderer(backend: str = "embree", options: RenderOptions = DEFAULTS, device: str = "cpu", **kw):
-    """Factory: ``embree`` needs device "cpu" (``shading="auto"|"warp"|"numpy"``); ``warp`` runs
-    on "cpu" or "cuda[:i]"."""
+    """Factory: ``embree`` needs device "cpu" (``shading="auto"|"native"|"warp"|"numpy"``; auto
+    picks "native", the C shading inside the Embree bridge, when the bridge is compiled, else
+    "warp" when warp-lang is installed, else "numpy"); ``warp`` runs on "cpu" or "cuda[:i]"."""
     from bps_assets.errors import ConfigError
 
     if backend == "embree":

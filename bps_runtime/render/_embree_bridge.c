@@ -66,10 +66,16 @@ static struct {
     void (*intersect16)(const int *, RTCScene, RayHit16 *, void *);
 } E;
 
+/* A missing symbol: not Embree 4. Close the library again and forget what was found, so a later
+ * call can try another path with nothing leaked or half set. */
 #define LOAD(field, name)                               \
     do {                                                \
         *(void **)(&E.field) = dlsym(lib, name);        \
-        if (!E.field) return 2;                         \
+        if (!E.field) {                                 \
+            memset(&E, 0, sizeof E);                    \
+            dlclose(lib);                               \
+            return 2;                                   \
+        }                                               \
     } while (0)
 
 /* 0: ready; 1: dlopen failed; 2: a symbol is missing (not Embree 4). */
@@ -137,9 +143,14 @@ void *bps_scene_build(void *dev, const float *vertices, size_t nv, const uint32_
 
 void bps_scene_release(void *scene) { E.releaseScene(scene); }
 
-/* A scene's shading tables (render/base.py ShadingData, as contiguous arrays). The colour of a
- * hit follows base.shade_hits / the Warp kernel's `shade` step for step in float32, so the three
- * agree to within one unit (the tests compare them). */
+/* A scene's shading tables (render/shading_data.py ShadingData, as contiguous arrays) and their
+ * sizes. The colour of a hit follows numpy_shader.shade_hits / the Warp kernel's `shade` step for
+ * step in float32, so the three agree to within one unit (the tests compare them).
+ *
+ * ShadingData checks every cross reference when it is built, but the arrays are Python's and
+ * can change after that check, so every index read from a table is checked again here against
+ * the sizes below before it is followed: a hit whose lookups leave a table is shaded black and
+ * counted (the Python wrapper turns a non-zero count into a typed error). */
 typedef struct {
     const int32_t *indices;      /* [T*3] */
     const float *uvs;            /* [V*2] */
@@ -156,11 +167,17 @@ typedef struct {
     float pixel_angle;
     float cos_floor;
     int32_t format_bc1;
+    int64_t num_tris;            /* rows of indices, tri_material, tri_lod */
+    int64_t num_verts;           /* rows of uvs (and colors) */
+    int64_t num_mats;            /* rows of mat_color and mat_tex */
+    int64_t num_tex;             /* rows of level_info, tex_nlevels, tex_format */
+    int64_t tex_bytes;           /* bytes of tex_data */
 } Shading;
 
-static void bc1_texel(const uint8_t *data, int64_t base, int width, int x, int y, float out[3]) {
-    int bw = (width + 3) >> 2;
-    const uint8_t *blk = data + base + (int64_t)((y >> 2) * bw + (x >> 2)) * 8;
+#define MAX_TEXTURE_SIZE 16384
+
+/* Texel (x, y) of the BC1 block `blk` (the 8 bytes that hold it). */
+static void bc1_texel(const uint8_t *blk, int x, int y, float out[3]) {
     int c0 = blk[0] | (blk[1] << 8), c1 = blk[2] | (blk[3] << 8);
     int shift = (((y & 3) << 2) | (x & 3)) << 1;
     int sel = (blk[4 + (shift >> 3)] >> (shift & 7)) & 3;
@@ -185,14 +202,22 @@ static void bc1_texel(const uint8_t *data, int64_t base, int width, int x, int y
 typedef struct {
     float col[3];
     int tex;          /* texture id, -1 for none */
-    int64_t base;     /* level's byte offset */
-    int wd, x, y;
+    int bc1;          /* the texture's format is BC1 (else RGBA8) */
+    int64_t offset;   /* byte offset in tex_data of the texel's BC1 block / RGBA8 texel (checked) */
+    int x, y;
 } Pending;
 
-static void shade_prepare(const Shading *s, uint32_t f, float bu, float bv, float z, float cos_abs, Pending *p) {
-    int32_t i0 = s->indices[3 * f], i1 = s->indices[3 * f + 1], i2 = s->indices[3 * f + 2];
+static inline int outside(int64_t i, int64_t n) { return i < 0 || i >= n; }
+
+/* Everything up to the texel address; 0, or 1 when an index read from a table is outside the
+ * table it indexes (nothing outside the tables has been read then). */
+static int shade_prepare(const Shading *s, uint32_t f, float bu, float bv, float z, float cos_abs, Pending *p) {
+    if ((int64_t)f >= s->num_tris) return 1;
+    int32_t i0 = s->indices[3 * (size_t)f], i1 = s->indices[3 * (size_t)f + 1], i2 = s->indices[3 * (size_t)f + 2];
+    if (outside(i0, s->num_verts) || outside(i1, s->num_verts) || outside(i2, s->num_verts)) return 1;
     float w0 = 1.0f - bu - bv;
     int32_t m = s->tri_material[f];
+    if (outside(m, s->num_mats)) return 1;
     p->col[0] = s->mat_color[4 * m];
     p->col[1] = s->mat_color[4 * m + 1];
     p->col[2] = s->mat_color[4 * m + 2];
@@ -202,38 +227,41 @@ static void shade_prepare(const Shading *s, uint32_t f, float bu, float bv, floa
             p->col[k] *= (w0 * (float)a[k] + bu * (float)b[k] + bv * (float)c[k]) * (1.0f / 255.0f);
     }
     int32_t t = s->mat_tex[m];
-    p->tex = t;
-    if (t < 0) return;
+    p->tex = t < 0 ? -1 : t;
+    if (t < 0) return 0;
+    if (t >= s->num_tex) return 1;
     float u = w0 * s->uvs[2 * i0] + bu * s->uvs[2 * i1] + bv * s->uvs[2 * i2];
     float v = w0 * s->uvs[2 * i0 + 1] + bu * s->uvs[2 * i1 + 1] + bv * s->uvs[2 * i2 + 1];
     float foot = z * s->pixel_angle / fmaxf(cos_abs, s->cos_floor);
     float lod = log2f(fmaxf(foot, 1.0e-30f)) + s->tri_lod[f];
     int lvl = (int)floorf(lod + 0.5f);
     int top = s->tex_nlevels[t] - 1;
+    if (top < 0 || top >= s->lmax) return 1;
     lvl = lvl < 0 ? 0 : (lvl > top ? top : lvl);
     const int64_t *li = s->level_info + ((int64_t)t * s->lmax + lvl) * 3;
-    p->base = li[0];
-    p->wd = (int)li[1];
-    int ht = (int)li[2];
+    int64_t base = li[0], w64 = li[1], h64 = li[2];
+    if (base < 0 || w64 < 1 || h64 < 1 || w64 > MAX_TEXTURE_SIZE || h64 > MAX_TEXTURE_SIZE) return 1;
+    int wd = (int)w64, ht = (int)h64;
     float fu = u - floorf(u), fv = v - floorf(v);
-    int x = (int)(fu * (float)p->wd), y = (int)(fv * (float)ht);
-    p->x = x < p->wd - 1 ? x : p->wd - 1;
-    p->y = y < ht - 1 ? y : ht - 1;
-}
-
-static const uint8_t *texel_address(const Shading *s, const Pending *p) {
-    if (s->tex_format[p->tex] == s->format_bc1)
-        return s->tex_data + p->base + (int64_t)((p->y >> 2) * ((p->wd + 3) >> 2) + (p->x >> 2)) * 8;
-    return s->tex_data + p->base + (int64_t)(p->y * p->wd + p->x) * 4;
+    int x = (int)(fu * (float)wd), y = (int)(fv * (float)ht);
+    x = x < 0 ? 0 : (x < wd - 1 ? x : wd - 1);   /* (NaN uvs land on 0) */
+    y = y < 0 ? 0 : (y < ht - 1 ? y : ht - 1);
+    p->x = x;
+    p->y = y;
+    p->bc1 = s->tex_format[t] == s->format_bc1;
+    int64_t need = p->bc1 ? 8 : 4;
+    p->offset = base + (p->bc1 ? (int64_t)((y >> 2) * ((wd + 3) >> 2) + (x >> 2)) * 8 : ((int64_t)y * wd + x) * 4);
+    if (p->offset > s->tex_bytes - need) return 1;
+    return 0;
 }
 
 static void shade_finish(const Shading *s, Pending *p, uint8_t *out) {
     if (p->tex >= 0) {
         float texel[3];
-        if (s->tex_format[p->tex] == s->format_bc1) {
-            bc1_texel(s->tex_data, p->base, p->wd, p->x, p->y, texel);
+        const uint8_t *o = s->tex_data + p->offset;
+        if (p->bc1) {
+            bc1_texel(o, p->x, p->y, texel);
         } else {
-            const uint8_t *o = texel_address(s, p);
             texel[0] = (float)o[0]; texel[1] = (float)o[1]; texel[2] = (float)o[2];
         }
         for (int k = 0; k < 3; k++) p->col[k] *= texel[k] * (1.0f / 255.0f);
@@ -253,9 +281,10 @@ typedef struct {
     uint8_t *rgb;    /* shaded colour, 3 per ray (needs `shading`) */
     const Shading *shading;
     float miss;
+    int64_t bad;     /* hits whose shading lookups left a table (shaded black) */
 } Outputs;
 
-static void shade16(const RayHit16 *rh, int count, const Outputs *o, size_t base) {
+static void shade16(const RayHit16 *rh, int count, Outputs *o, size_t base) {
     const Shading *s = o->shading;
     Pending pend[16];
     int lit[16];
@@ -264,12 +293,13 @@ static void shade16(const RayHit16 *rh, int count, const Outputs *o, size_t base
         lit[k] = rh->geom_id[k] != RTC_INVALID_ID && rh->tfar[k] > 0.0f;
         if (!lit[k]) continue;
         uint32_t f = rh->prim_id[k];
+        if ((int64_t)f >= s->num_tris) continue;   /* shade_prepare reports it */
         __builtin_prefetch(s->indices + 3 * (size_t)f);
         __builtin_prefetch(s->tri_material + f);
         __builtin_prefetch(s->tri_lod + f);
     }
     for (int k = 0; k < count; k++) {
-        if (!lit[k]) continue;
+        if (!lit[k] || (int64_t)rh->prim_id[k] >= s->num_tris) continue;
         const int32_t *tri = s->indices + 3 * (size_t)rh->prim_id[k];
         for (int j = 0; j < 3; j++) {
             __builtin_prefetch(s->uvs + 2 * (size_t)tri[j]);
@@ -283,8 +313,12 @@ static void shade16(const RayHit16 *rh, int count, const Outputs *o, size_t base
         float dx = rh->dir_x[k], dy = rh->dir_y[k], dz = rh->dir_z[k];
         float len = sqrtf(nx * nx + ny * ny + nz * nz) * sqrtf(dx * dx + dy * dy + dz * dz);
         float cos_abs = fabsf(nx * dx + ny * dy + nz * dz) / fmaxf(len, 1.0e-30f);
-        shade_prepare(s, rh->prim_id[k], rh->u[k], rh->v[k], rh->tfar[k], cos_abs, &pend[k]);
-        if (pend[k].tex >= 0) __builtin_prefetch(texel_address(s, &pend[k]));
+        if (shade_prepare(s, rh->prim_id[k], rh->u[k], rh->v[k], rh->tfar[k], cos_abs, &pend[k])) {
+            lit[k] = 0;
+            o->bad++;
+            continue;
+        }
+        if (pend[k].tex >= 0) __builtin_prefetch(s->tex_data + pend[k].offset);
     }
     /* stage 3: colours */
     for (int k = 0; k < count; k++) {
@@ -297,7 +331,7 @@ static void shade16(const RayHit16 *rh, int count, const Outputs *o, size_t base
     }
 }
 
-static void trace16(RTCScene scene, RayHit16 *rh, int count, const Outputs *o, size_t base) {
+static void trace16(RTCScene scene, RayHit16 *rh, int count, Outputs *o, size_t base) {
     int valid[16];
     for (int k = 0; k < 16; k++) {
         valid[k] = k < count ? -1 : 0;
@@ -330,7 +364,7 @@ static void trace16(RTCScene scene, RayHit16 *rh, int count, const Outputs *o, s
 /* Trace n given rays (origins and directions, n x 3 float32 each). */
 void bps_trace_rays(void *scene, size_t n, const float *org, const float *dir, float *t, int32_t *prim,
                     float *u, float *v, float *ng, float miss) {
-    Outputs o = {t, prim, u, v, ng, NULL, NULL, miss};
+    Outputs o = {t, prim, u, v, ng, NULL, NULL, miss, 0};
     RayHit16 rh;
     for (size_t i0 = 0; i0 < n; i0 += 16) {
         int count = (int)(n - i0 < 16 ? n - i0 : 16);
@@ -352,11 +386,19 @@ void bps_trace_rays(void *scene, size_t n, const float *org, const float *dir, f
  * along rotations[a] (3x3 row-major, camera -> world) times each of the `ndirs` camera-frame
  * directions `dirs` (ndirs x 3). Results for agent a, ray j go to index a * ndirs + j; the
  * world-space directions too when `world_dirs` is not NULL, and the shaded colour of each hit
- * when `rgb` and `shading` are (shading right after each packet: no hit arrays at all). */
-void bps_trace_cameras(void *scene, size_t agents, const float *origins, const float *rotations,
-                       size_t ndirs, const float *dirs, float *t, int32_t *prim, float *u, float *v,
-                       float *ng, float *world_dirs, uint8_t *rgb, const Shading *shading, float miss) {
-    Outputs o = {t, prim, u, v, ng, shading ? rgb : NULL, shading, miss};
+ * when `rgb` and `shading` are (shading right after each packet: no hit arrays at all).
+ * `origin_rows` / `rotation_rows` are the rows the two arrays hold and `dir_floats` the floats of
+ * `dirs`; the output arrays must hold agents * ndirs rays. Returns a negative code, having traced
+ * nothing, when the inputs are smaller than `agents` / `ndirs` say (-1 origins, -2 rotations,
+ * -3 dirs), else the number of hits whose shading lookups left a table (see Shading). */
+int64_t bps_trace_cameras(void *scene, size_t agents, const float *origins, size_t origin_rows,
+                          const float *rotations, size_t rotation_rows, size_t ndirs, const float *dirs,
+                          size_t dir_floats, float *t, int32_t *prim, float *u, float *v, float *ng,
+                          float *world_dirs, uint8_t *rgb, const Shading *shading, float miss) {
+    if (origin_rows < agents) return -1;
+    if (rotation_rows < agents) return -2;
+    if (dir_floats / 3 < ndirs) return -3;
+    Outputs o = {t, prim, u, v, ng, shading ? rgb : NULL, shading, miss, 0};
     RayHit16 rh;
     for (size_t a = 0; a < agents; a++) {
         const float *p = origins + 3 * a, *r = rotations + 9 * a;
@@ -378,6 +420,7 @@ void bps_trace_cameras(void *scene, size_t agents, const float *origins, const f
             trace16(scene, &rh, count, &o, a * ndirs + j0);
         }
     }
+    return o.bad;
 }
 
 /* Importable as a module only so that setuptools builds and installs it; it has no methods. */

@@ -4,10 +4,13 @@ Embree is reached through our C bridge (``embree_bridge``: BVH builds and tracin
 released, camera rays generated in C and traced in 16-wide packets) or, when the bridge was not
 compiled, through embreex. All agents that look at the same resident scene are traced in one
 call per worker thread; agents are split across ``options.threads`` threads by count, and each
-thread also shades its own hits, so shading overlaps the other thread's ray casting. Shading runs as a compiled Warp CPU kernel (the Warp
-backend's own shading function) when warp-lang is installed, else as the numpy reference
-``base.shade_hits`` (same results; ~3x slower than the rays). Depth-only frames use the DISTANCE query; RGB needs the
-primitive id and barycentrics (``output=1``), which cost the same rays.
+thread also shades its own hits, so shading overlaps the other threads' ray casting. Shading
+(``shading="auto"`` picks the first available): "native", C shading fused into the bridge's
+packet loop (each packet's texel reads prefetched together); "warp", the Warp backend's own
+shading function compiled for Warp's CPU device (when the bridge is not compiled and warp-lang
+is installed); "numpy", the reference ``numpy_shader.shade_hits`` (same results; ~3x slower
+than the rays). Depth-only frames use the DISTANCE query; RGB needs the primitive id and
+barycentrics, which cost the same rays.
 
 Measured on a 606K-triangle synth Gibson scene, 4.2M rays of 1024 64x64 cameras, 2 threads:
 embreex 9.3 M rays/s, the bridge 12.8 M rays/s (16-wide packets; 6.1 vs 4.4 M/s on one
@@ -33,15 +36,18 @@ import numpy as np
 
 from bps_assets.errors import ConfigError, MissingDependencyError
 
-from .base import (DEFAULTS, RenderOptions, ShadingData, camera_directions, camera_origins,
-                   check_render_inputs, check_sensors, finish_depth, group_by_scene, shade_hits)
+from .camera import camera_directions, camera_origins, finish_depth
+from .inputs import check_render_inputs, check_sensors, group_by_scene
+from .numpy_shader import shade_hits
+from .protocol import DEFAULTS, RenderOptions
+from .shading_data import ShadingData
 
 MISS_T = 1e30
 # "bridge": our C bridge over libembree4 (GIL-free BVH builds, 16-wide packets); "embreex": the
 # fallback when the bridge was not compiled; "auto": the bridge when it loads
 ENGINES = ("auto", "bridge", "embreex")
 # "native": C shading fused into the bridge's packet loop; "warp": the Warp backend's shading
-# function compiled for Warp's CPU device; "numpy": the reference (base.shade_hits); "auto":
+# function compiled for Warp's CPU device; "numpy": the reference (numpy_shader.shade_hits); "auto":
 # native with the bridge, else warp when installed, else numpy
 SHADERS = ("auto", "native", "warp", "numpy")
 log = logging.getLogger("bps_runtime.render.embree")
@@ -156,6 +162,7 @@ class EmbreeRenderer:
 
     # -- residency (called by the scene cache / loader)
     def prepare(self, shading: ShadingData, positions: np.ndarray, indices: np.ndarray):
+        shading.check_geometry(len(positions), len(indices))
         if self.engine == "bridge":
             from .embree_bridge import BridgeAccel
             accel = BridgeAccel(positions, indices)

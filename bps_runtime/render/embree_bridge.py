@@ -22,7 +22,7 @@ import threading
 
 import numpy as np
 
-from bps_assets.errors import BpsError, MissingDependencyError
+from bps_assets.errors import BpsError, ConfigError, CorruptFileError, MissingDependencyError
 
 # rtcSetSceneBuildQuality: RTC_BUILD_QUALITY_MEDIUM is Embree's default (what embreex uses)
 BUILD_QUALITY_MEDIUM = 1
@@ -78,8 +78,9 @@ class _Bridge:
         lib.bps_scene_build.argtypes = [_vp, _vp, _sz, _vp, _sz, ctypes.c_int]
         lib.bps_scene_release.argtypes = [_vp]
         lib.bps_trace_rays.argtypes = [_vp, _sz, _vp, _vp, _vp, _vp, _vp, _vp, _vp, ctypes.c_float]
-        lib.bps_trace_cameras.argtypes = [_vp, _sz, _vp, _vp, _sz, _vp, _vp, _vp, _vp, _vp, _vp, _vp, _vp,
-                                          _vp, ctypes.c_float]
+        lib.bps_trace_cameras.restype = ctypes.c_int64
+        lib.bps_trace_cameras.argtypes = [_vp, _sz, _vp, _sz, _vp, _sz, _sz, _vp, _sz, _vp, _vp, _vp, _vp, _vp,
+                                          _vp, _vp, _vp, ctypes.c_float]
         path = embree_library_path()
         rc = lib.bps_load(path.encode())
         if rc == 1:
@@ -126,15 +127,18 @@ class _Shading(ctypes.Structure):
     _fields_ = [("indices", _vp), ("uvs", _vp), ("colors", _vp), ("tri_material", _vp), ("tri_lod", _vp),
                 ("mat_color", _vp), ("mat_tex", _vp), ("tex_data", _vp), ("level_info", _vp),
                 ("lmax", ctypes.c_int64), ("tex_nlevels", _vp), ("tex_format", _vp),
-                ("pixel_angle", ctypes.c_float), ("cos_floor", ctypes.c_float), ("format_bc1", ctypes.c_int32)]
+                ("pixel_angle", ctypes.c_float), ("cos_floor", ctypes.c_float), ("format_bc1", ctypes.c_int32),
+                ("num_tris", ctypes.c_int64), ("num_verts", ctypes.c_int64), ("num_mats", ctypes.c_int64),
+                ("num_tex", ctypes.c_int64), ("tex_bytes", ctypes.c_int64)]
 
 
 class NativeShading:
-    """A scene's shading tables laid out for the bridge's C shader (contiguous, C dtypes).
-    Keeps the arrays alive as long as the struct that points into them."""
+    """A scene's shading tables laid out for the bridge's C shader (contiguous, C dtypes), with
+    the size of every table, which the C code checks each index it reads against. Keeps the
+    arrays alive as long as the struct that points into them."""
 
     def __init__(self, sd, pixel_angle: float):
-        from .base import COS_FLOOR, FORMAT_BC1
+        from .shading_data import COS_FLOOR, FORMAT_BC1
 
         def c(a, dtype):
             return np.ascontiguousarray(a, dtype)
@@ -147,13 +151,24 @@ class NativeShading:
             "tex_data": c(sd.tex_data if sd.tex_data.size else np.zeros(8, np.uint8), np.uint8),
             "level_info": c(sd.level_info, np.int64), "tex_nlevels": c(sd.tex_nlevels, np.int32),
             "tex_format": c(sd.tex_format, np.int32)}
-        if arrs["colors"] is not None and arrs["colors"].shape[1] != 4:
-            raise ValueError(f"vertex colours must be RGBA8 [V, 4]; got {arrs['colors'].shape}")
+        self.source = getattr(sd, "source", None)
+        nv = arrs["uvs"].size // 2
+        colors = arrs["colors"]
+        if colors is not None and colors.shape != (nv, 4):
+            raise CorruptFileError(self.source, f"vertex colours must be RGBA8 [{nv}, 4]; got {colors.shape}")
+        if arrs["level_info"].ndim != 3 or arrs["level_info"].shape[2] != 3:
+            raise CorruptFileError(self.source, f"level_info must be [X, L, 3]; got {arrs['level_info'].shape}")
+        # each count is the rows every table indexed by that id holds (the smallest, if they differ)
+        sizes = {"num_tris": min(arrs["indices"].size // 3, arrs["tri_material"].size, arrs["tri_lod"].size),
+                 "num_verts": nv,
+                 "num_mats": min(arrs["mat_color"].size // 4, arrs["mat_tex"].size),
+                 "num_tex": min(arrs["level_info"].shape[0], arrs["tex_nlevels"].size, arrs["tex_format"].size),
+                 "tex_bytes": arrs["tex_data"].size}
         self.struct = _Shading(
             *(_ptr(arrs[k]) for k in ("indices", "uvs", "colors", "tri_material", "tri_lod", "mat_color", "mat_tex",
                                       "tex_data", "level_info")),
-            int(sd.level_info.shape[1]), _ptr(arrs["tex_nlevels"]), _ptr(arrs["tex_format"]),
-            float(pixel_angle), float(COS_FLOOR), int(FORMAT_BC1))
+            int(arrs["level_info"].shape[1]), _ptr(arrs["tex_nlevels"]), _ptr(arrs["tex_format"]),
+            float(pixel_angle), float(COS_FLOOR), int(FORMAT_BC1), *sizes.values())
 
 
 class BridgeAccel:
@@ -222,14 +237,21 @@ class BridgeAccel:
         o = np.ascontiguousarray(origins, np.float32)
         r = np.ascontiguousarray(rotations, np.float32)
         d = np.ascontiguousarray(cam_dirs, np.float32)
-        n, hw = o.shape[0], d.shape[0]
+        if o.ndim != 2 or o.shape[1] != 3:
+            raise ConfigError(None, f"origins must be [n, 3]; got shape {o.shape}")
+        n = o.shape[0]
+        if r.shape != (n, 3, 3):
+            raise ConfigError(None, f"rotations must be [{n}, 3, 3] (one per origin); got shape {r.shape}")
+        if d.ndim != 2 or d.shape[1] != 3:
+            raise ConfigError(None, f"cam_dirs must be [HW, 3]; got shape {d.shape}")
+        hw = d.shape[0]
         if t_out.dtype != np.float32 or not t_out.flags.c_contiguous or t_out.size != n * hw:
-            raise ValueError("t_out must be a C-contiguous float32 array of n * HW elements")
+            raise ConfigError(None, "t_out must be a C-contiguous float32 array of n * HW elements")
         if rgb_out is not None:
             if shading is None:
-                raise ValueError("rgb_out needs the scene's NativeShading")
+                raise ConfigError(None, "rgb_out needs the scene's NativeShading")
             if rgb_out.dtype != np.uint8 or not rgb_out.flags.c_contiguous or rgb_out.size != n * hw * 3:
-                raise ValueError("rgb_out must be a C-contiguous uint8 array of n * HW * 3 elements")
+                raise ConfigError(None, "rgb_out must be a C-contiguous uint8 array of n * HW * 3 elements")
         out = None
         if hits:
             out = _hit_arrays(n * hw, miss)
@@ -243,8 +265,13 @@ class BridgeAccel:
             return out
         p = (lambda k: _ptr(out[k])) if out is not None else (lambda k: None)
         rgb_args = (None, None) if rgb_out is None else (_ptr(rgb_out), ctypes.addressof(shading.struct))
-        self._lib.bps_trace_cameras(self._scene, n, _ptr(o), _ptr(r), hw, _ptr(d), _ptr(t_out), p("primID"), p("u"),
-                                    p("v"), p("Ng"), p("dirs"), *rgb_args, miss)
+        rc = self._lib.bps_trace_cameras(self._scene, n, _ptr(o), o.shape[0], _ptr(r), r.shape[0], hw, _ptr(d), d.size,
+                                         _ptr(t_out), p("primID"), p("u"), p("v"), p("Ng"), p("dirs"), *rgb_args, miss)
+        if rc < 0:  # the checks above make this unreachable; the C side checks again
+            raise ConfigError(None, f"bps_trace_cameras refused its inputs (code {rc})")
+        if rc > 0:
+            raise CorruptFileError(shading.source, f"shading tables: {rc} hits referred outside the scene's "
+                                                   "material, texture or level tables (changed after they were checked?)")
         if out is not None:
             out["tfar"] = t_out
         return out
@@ -253,7 +280,7 @@ class BridgeAccel:
 def _rays(a: np.ndarray) -> np.ndarray:
     a = np.ascontiguousarray(a, np.float32)
     if a.ndim != 2 or a.shape[1] != 3:
-        raise ValueError(f"rays must be [n, 3] float32; got shape {a.shape}")
+        raise ConfigError(None, f"rays must be [n, 3] float32; got shape {a.shape}")
     return a
 
 

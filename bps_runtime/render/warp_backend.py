@@ -6,7 +6,7 @@ tests here check it against the Embree backend pixel for pixel. Each resident sc
 frame is one launch per resident scene that has agents, writing straight into the [N, H*W]
 outputs through an agent index array, then ``wp.to_torch`` shares the memory with torch.
 
-The kernel implements the shading described in ``base`` operation for operation (same float32
+The kernel implements the shading described in ``shading_data`` operation for operation (same float32
 order, same integer BC1 formulas), so the only differences to Embree come from the two ray /
 triangle intersection routines (barycentrics differ in the last bits: a texel boundary or a
 mip boundary can move by one on a handful of pixels).
@@ -20,8 +20,10 @@ import numpy as np
 
 from bps_assets.errors import ConfigError, MissingDependencyError
 
-from .base import (COS_FLOOR, DEFAULTS, FORMAT_BC1, RenderOptions, ShadingData, camera_directions,
-                   camera_origins, check_render_inputs, check_sensors, group_by_scene)
+from .camera import camera_directions, camera_origins
+from .inputs import check_render_inputs, check_sensors, group_by_scene
+from .protocol import DEFAULTS, RenderOptions
+from .shading_data import COS_FLOOR, FORMAT_BC1, ShadingData
 
 WARP_BVH_BYTES_PER_TRI = 64  # 2T-1 nodes of two 16-byte bounds (Warp's BVH layout)
 
@@ -248,7 +250,7 @@ class WarpScene:
 class CpuShader:
     """Compiled shading of Embree hits with the Warp backend's own shading function, on Warp's
     CPU device (a ctypes call: it releases the GIL, so both render threads shade in parallel).
-    ~20x faster than the numpy reference in ``base.shade_hits``, which stays the fallback."""
+    ~20x faster than the numpy reference in ``numpy_shader.shade_hits``, which stays the fallback."""
 
     def __init__(self):
         self._wp, (_, self._kernel) = _warp()
@@ -299,6 +301,7 @@ class WarpRenderer:
         self._lock = threading.Lock()
 
     def prepare(self, shading: ShadingData, positions: np.ndarray, indices: np.ndarray) -> WarpScene:
+        shading.check_geometry(len(positions), len(indices))
         return WarpScene(self._wp, self._wdev, shading, positions, indices)
 
     def accel_bytes(self, num_vertices: int, num_triangles: int) -> int:

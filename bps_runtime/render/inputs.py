@@ -1,0 +1,56 @@
+"""Checks of what callers hand a renderer (sensors, scene ids, poses), shared by every backend,
+and the grouping of agents by scene that both backends batch by."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from bps_assets.errors import ConfigError
+
+from .camera import rotation_matrices
+from .protocol import SENSORS
+
+
+def check_sensors(sensors: Sequence[str]) -> tuple[str, ...]:
+    s = (sensors,) if isinstance(sensors, str) else tuple(sensors)
+    bad = [x for x in s if x not in SENSORS]
+    if bad or not s:
+        raise ConfigError(None, f"unknown sensors {bad or s!r}: choose from {SENSORS}")
+    return s
+
+
+def as_numpy(x, dtype, name: str, shape_tail: tuple = ()) -> np.ndarray:
+    """Tensor / array -> numpy (CPU copy if needed) with a precise error on a bad shape."""
+    import torch
+
+    if isinstance(x, torch.Tensor):
+        x = x.detach().to("cpu").numpy()
+    a = np.asarray(x, dtype=dtype)
+    if shape_tail and a.shape[1:] != shape_tail:
+        raise ConfigError(None, f"{name} must have shape [N, {', '.join(map(str, shape_tail))}], got {a.shape}")
+    return a
+
+
+def check_render_inputs(scene_ids, positions, rotations, resident) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(scene ids [N], positions [N,3], rotation matrices [N,3,3]) checked for every backend:
+    same N everywhere, and every scene id resident in the renderer."""
+    sid = as_numpy(scene_ids, np.int64, "scene_ids").reshape(-1)
+    pos = as_numpy(positions, np.float32, "positions", (3,))
+    rot = rotation_matrices(as_numpy(rotations, np.float32, "rotations"))
+    n = sid.shape[0]
+    if pos.shape[0] != n or rot.shape[0] != n:
+        raise ConfigError(None, f"scene_ids, positions and rotations disagree on N: "
+                                f"{n}, {pos.shape[0]}, {rot.shape[0]}")
+    missing = sorted(set(np.unique(sid).tolist()) - set(resident))
+    if missing:
+        raise ConfigError(None, f"scene ids {missing[:8]} are not resident in the renderer")
+    return sid, pos, rot
+
+
+def group_by_scene(scene_ids: np.ndarray) -> list[tuple[int, np.ndarray]]:
+    """[(scene id, agent indices)] in ascending scene id; one vectorized sort, no per-agent loop."""
+    order = np.argsort(scene_ids, kind="stable")
+    sid = scene_ids[order]
+    cuts = np.flatnonzero(np.diff(sid)) + 1
+    return [(int(g[0]), o) for g, o in zip(np.split(sid, cuts), np.split(order, cuts)) if len(g)]

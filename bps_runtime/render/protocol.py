@@ -1,0 +1,70 @@
+"""What every batch renderer shares: the sensor settings (``RenderOptions``) and the
+``Renderer`` protocol the scene cache and the env talk to."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+from bps_assets.errors import ConfigError
+
+from ..threads import check_threads
+from .shading_data import ShadingData
+
+SENSORS = ("depth", "rgb")
+
+
+@dataclass(frozen=True)
+class RenderOptions:
+    """Sensor settings shared by every backend (habitat-lab PointNav defaults)."""
+
+    resolution: tuple[int, int] = (64, 64)  # (height, width)
+    hfov_deg: float = 90.0
+    sensor_height: float = 1.25
+    min_depth: float = 0.0
+    max_depth: float = 10.0
+    normalize_depth: bool = False  # habitat-lab: clip to [min, max] then scale to [0, 1]
+    # CPU threads (Embree: one ray-casting call per thread, which releases the GIL); None: every
+    # core this process may use. ``make(threads=...)`` sets it; the step shares the same count.
+    threads: int | None = None
+
+    def __post_init__(self):
+        h, w = self.resolution
+        if not (isinstance(h, int) and isinstance(w, int) and 1 <= h <= 8192 and 1 <= w <= 8192):
+            raise ConfigError(None, f"resolution must be two ints in [1, 8192], got {self.resolution!r}")
+        if not 0.0 < self.hfov_deg < 180.0:
+            raise ConfigError(None, f"hfov_deg must be in (0, 180), got {self.hfov_deg}")
+        if not 0.0 <= self.min_depth < self.max_depth:
+            raise ConfigError(None, f"need 0 <= min_depth < max_depth, got {self.min_depth}, {self.max_depth}")
+        object.__setattr__(self, "threads", check_threads(self.threads))
+
+    @property
+    def pixel_angle(self) -> float:
+        """Width of one pixel on the plane z = 1 (the footprint scale for mip selection)."""
+        return 2.0 * math.tan(math.radians(self.hfov_deg) / 2.0) / self.resolution[1]
+
+
+DEFAULTS = RenderOptions()
+
+
+@runtime_checkable
+class Renderer(Protocol):
+    """A batch renderer over resident scenes addressed by small integer ids.
+
+    ``prepare`` runs in loader threads (builds the BVH; no GIL-holding work on the step path);
+    ``attach`` / ``detach`` are called by the scene cache when a scene becomes resident / leaves.
+    """
+
+    options: RenderOptions
+
+    def prepare(self, shading: ShadingData, positions: np.ndarray, indices: np.ndarray) -> Any: ...
+
+    def accel_bytes(self, num_vertices: int, num_triangles: int) -> int: ...
+
+    def attach(self, scene_id: int, shading: ShadingData, accel: Any) -> None: ...
+
+    def detach(self, scene_id: int) -> None: ...
+
+    def render(self, scene_ids, positions, rotations, sensors: Sequence[str] = ("depth",)) -> Mapping[str, Any]: ...

@@ -1,0 +1,80 @@
+"""bps_runtime.bench: the report tells the truth about what was measured (loads in flight vs
+swaps, which steps a statistic is over) and judges every goal, on values from a real tiny run."""
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+import pytest
+
+from bps_runtime import bench
+from test_runtime_api import manifest  # noqa: F401  (module fixture: a preprocessed dataset)
+
+TINY = bench.BenchOptions(num_envs=4, scenes=2, resolution=16, steps=12, warmup=1, swap_every=4, split="train",
+                          threads=1, count_steps=2)
+
+
+@pytest.fixture(scope="module")
+def raw(manifest):  # noqa: F811
+    return bench.measure(manifest, TINY)
+
+
+def _verdict_of(line: str) -> str:
+    m = re.search(r"\(goal (>=|<=|==) ([0-9.]+): (PASS|FAIL|n/a)\)", line)
+    assert m, line
+    return m.group(3)
+
+
+def test_measured_run_reports_every_goal_with_a_true_verdict(raw):
+    res = bench.summarize(raw, TINY)
+    lines = bench.report_lines(res)
+    assert res["steps"] == 12 and res["threads"] == 1 and res["renderer"] == "embree"
+    head, ratio, tail, waited, counts = lines[:5]
+    assert f"{res['swaps']} scene swaps (one tried every 4 steps" in head
+    k = res["steps_with_load_in_flight"]
+    assert (f"during {'all' if k == 12 else k} of the 12 timed steps" in head if k else "no scene load" in head)
+    assert _verdict_of(ratio) == ("PASS" if res["env_over_render"] >= res["ratio_goal"] else "FAIL")
+    assert res["ratio_goal"] == bench.RATIO_GOAL_FEW_THREADS  # one CPU thread
+    assert _verdict_of(tail) == ("PASS" if res["p99_over_p50"] <= bench.TAIL_GOAL else "FAIL")
+    assert _verdict_of(waited) == ("PASS" if res["waited_steps"] == 0 else "FAIL")
+    c = res["counts"]
+    assert c["steps"] == 2 and c["torch_ops"] + c["warp_launches"] > 0
+    assert f"{c['torch_ops']:.0f} torch ops" in counts and f"{c['syncs']:.0f} host syncs" in counts
+    assert _verdict_of(counts) == ("PASS" if c["syncs"] == 0 else "FAIL")
+    # statistics over the quiet steps only when there were enough of them, and said so
+    quiet = res["quiet_steps"]
+    if quiet >= bench.MIN_QUIET:
+        assert f"over the {quiet} steps with no load in flight" in ratio and "(no load in flight)" in tail
+    else:
+        assert f"over all 12 steps: only {quiet} had no load in flight" in ratio and "(all steps)" in tail
+
+
+def test_every_step_with_a_load_in_flight_is_reported_as_such(raw):
+    """The measured times, with every step marked as having had a load in flight: nothing may
+    claim a "no load in flight" statistic, and a missing statistic is n/a, not 0."""
+    busy = dict(raw, load_in_flight=[True] * len(raw["load_in_flight"]), swaps=0)
+    res = bench.summarize(busy, replace(TINY, swap_every=0))
+    lines = bench.report_lines(res)
+    text = "\n".join(lines)
+    assert "0 scene swaps (--swap-every 0)" in lines[0]
+    assert "a scene load was in flight during all of the 12 timed steps" in lines[0]
+    assert "over all 12 steps: only 0 had no load in flight" in lines[1]
+    assert "(all steps) = " in lines[2] and "no load in flight)" not in lines[2]
+    assert "p99 with a load in flight / p99 without = n/a" in text
+    assert res["p99_load_over_p99_quiet"] is None and res["quiet_basis"] == "all"
+    # and with no load at all
+    calm = dict(raw, load_in_flight=[False] * len(raw["load_in_flight"]))
+    res = bench.summarize(calm, TINY)
+    lines = bench.report_lines(res)
+    assert "no scene load was in flight during any timed step" in lines[0]
+    assert "p50 with a load in flight n/a" in "\n".join(lines)
+    assert "over the 12 steps with no load in flight" in lines[1]
+
+
+def test_verdicts():
+    assert bench.verdict(0.96, ">=", 0.95) == "goal >= 0.95: PASS"
+    assert bench.verdict(0.94, ">=", 0.95) == "goal >= 0.95: FAIL"
+    assert bench.verdict(1.2, "<=", 1.15).endswith("FAIL") and bench.verdict(0, "==", 0).endswith("PASS")
+    assert bench.verdict(None, "<=", 1.15).endswith("n/a") and bench.verdict(float("nan"), ">=", 1).endswith("n/a")
+    assert bench.ratio_goal("cuda:0", 16) == 0.8 and bench.ratio_goal("cpu", 15) == 0.85
+    assert bench.ratio_goal("cpu", 2) == 0.95

@@ -87,3 +87,20 @@ def test_detached_scene_leaves_the_table():
     with pytest.raises(ConfigError, match="not resident"):
         r.render(torch.tensor([1]), torch.zeros(1, 3), torch.zeros(1))
     assert r.render(torch.tensor([0]), torch.tensor([[1.0, 0.0, -1.0]]), torch.zeros(1))["depth"].max() > 0
+
+
+def test_table_keeps_its_address_while_scenes_come_and_go():
+    r = _warp_with_rooms(SIZES[:2])
+    ptr, version = r._table.ptr, r.table_version
+    s = room_scene(SIZES[3])
+    sd = build_shading_data(s)
+    r.detach(0)
+    r.attach(0, sd, r.prepare(sd, s.positions, s.indices))  # another room in slot 0
+    assert (r._table.ptr, r.table_version) == (ptr, version)
+    pos, q = _poses(4, seed=3)
+    swapped = r.render(torch.zeros(4, dtype=torch.long), pos, q)["depth"]
+    fresh = _warp_with_rooms([SIZES[3]]).render(torch.zeros(4, dtype=torch.long), pos, q)["depth"]
+    assert torch.equal(swapped, fresh)
+    r.attach(200, sd, r.prepare(sd, s.positions, s.indices))  # beyond the capacity: the table grows
+    assert r.table_version == version + 1 and r._table.shape[0] > 200
+    assert torch.equal(r.render(torch.full((4,), 200), pos, q)["depth"], fresh)

@@ -30,6 +30,7 @@ from .protocol import DEFAULTS, RenderOptions
 from .shading_data import ShadingData
 
 WARP_BVH_BYTES_PER_TRI = 64  # 2T-1 nodes of two 16-byte bounds (Warp's BVH layout)
+TABLE_START = 64  # scene table rows allocated up front (scene ids are cache slots: few)
 
 _wp = None
 _kernels = None
@@ -153,8 +154,9 @@ class WarpRenderer:
     """Same interface and output as EmbreeRenderer; tensors live on ``device``.
 
     A frame is one kernel launch over every agent of every resident scene: the scene table
-    (one ``SceneTable`` row per scene id, rebuilt on attach / detach, off the step path) lets
-    each agent find its scene on the device. When the inputs are torch tensors on the
+    (one ``SceneTable`` row per scene id, written on attach / detach, off the step path) lets
+    each agent find its scene on the device. The table keeps its address while scenes come and
+    go (rows are rewritten in place), so a captured CUDA graph of the step stays valid. When the inputs are torch tensors on the
     renderer's own device, nothing is copied to the host and nothing waits: scene ids are not
     checked against the resident set there (an id with no scene renders as all misses), which
     is what keeps a CUDA step free of synchronisation. Host inputs (numpy, lists, CPU tensors
@@ -175,7 +177,9 @@ class WarpRenderer:
         self._dirs = wp.array(camera_directions(options), dtype=wp.vec3, device=self._wdev)
         self._scenes: dict[int, WarpScene] = {}
         self._lock = threading.Lock()
-        self._table = self._build_table()
+        self._table = None
+        self.table_version = 0  # bumped when the table moves (a captured CUDA graph must be re-captured)
+        self._grow_table(TABLE_START)
 
     def prepare(self, shading: ShadingData, positions: np.ndarray, indices: np.ndarray) -> WarpScene:
         return WarpScene(self._wp, self._wdev, shading, positions, indices)
@@ -184,27 +188,40 @@ class WarpRenderer:
         return 12 * num_vertices + 12 * num_triangles + WARP_BVH_BYTES_PER_TRI * num_triangles
 
     def attach(self, scene_id: int, shading: ShadingData, accel: WarpScene) -> None:
+        """Make ``scene_id`` renderable. Call between steps (the scene cache does): the row is
+        written in place, in stream order after the frames already queued."""
+        sid = int(scene_id)
         with self._lock:
-            self._scenes[int(scene_id)] = accel
-            self._table = self._build_table()
+            if sid >= self._table.shape[0]:
+                self._grow_table(max(2 * self._table.shape[0], sid + 1))
+            self._scenes[sid] = accel
+            self._write_row(sid)
 
     def detach(self, scene_id: int) -> None:
+        sid = int(scene_id)
         with self._lock:
-            self._scenes.pop(int(scene_id), None)
-            self._table = self._build_table()
+            if self._scenes.pop(sid, None) is not None:
+                self._write_row(sid)
 
     def close(self):
         pass
 
-    def _build_table(self):
-        """One row per scene id 0..max (rows without a scene have mesh 0). The previous array
-        stays alive while a launch that uses it is queued: ``render`` holds its own reference."""
-        k = self._k
-        rows = [k.SceneTable() for _ in range(max(self._scenes, default=-1) + 1)]
-        for sid, sc in self._scenes.items():
-            if sc.mesh is not None:
-                rows[sid] = sc.shading.table(k, sc.mesh.id)
-        return self._wp.array(rows or [k.SceneTable()], dtype=k.SceneTable, device=self._wdev)
+    def _row(self, sid: int):
+        sc = self._scenes.get(sid)
+        if sc is None or sc.mesh is None:  # no scene, or one without triangles: every pixel misses
+            return self._k.SceneTable()
+        return sc.shading.table(self._k, sc.mesh.id)
+
+    def _write_row(self, sid: int):
+        row = self._wp.array([self._row(sid)], dtype=self._k.SceneTable, device=self._wdev)
+        self._wp.copy(self._table, row, dest_offset=sid, src_offset=0, count=1)
+
+    def _grow_table(self, capacity: int):
+        """A fixed-capacity table (one row per scene id), reallocated only when an id does not
+        fit: its address stays put while scenes come and go, so a captured step stays valid."""
+        rows = [self._row(sid) for sid in range(capacity)]
+        self._table = self._wp.array(rows, dtype=self._k.SceneTable, device=self._wdev)
+        self.table_version += 1
 
     def _device_inputs(self, scene_ids, positions, rotations):
         """(slots int64 [N], positions f32 [N,3], quaternions f64 [N,4]) as torch tensors on the

@@ -213,8 +213,20 @@ class WarpRenderer:
         return sc.shading.table(self._k, sc.mesh.id)
 
     def _write_row(self, sid: int):
-        row = self._wp.array([self._row(sid)], dtype=self._k.SceneTable, device=self._wdev)
-        self._wp.copy(self._table, row, dest_offset=sid, src_offset=0, count=1)
+        # the row is built in host memory and copied in stream order (a device-side temporary
+        # would be filled on Warp's own stream, unordered with the copy)
+        row = self._wp.array([self._row(sid)], dtype=self._k.SceneTable, device="cpu")
+        self._wp.copy(self._table, row, dest_offset=sid, src_offset=0, count=1, stream=self._stream())
+
+    def _stream(self):
+        """On CUDA, torch's current stream: the frame is ordered after the torch ops that made
+        its inputs, and a table write after the frames queued before it (and both are captured
+        when torch captures a CUDA graph). None on the CPU."""
+        if not self._wdev.is_cuda:
+            return None
+        import torch
+
+        return self._wp.stream_from_torch(torch.cuda.current_stream(torch.device(self.device)))
 
     def _grow_table(self, capacity: int):
         """A fixed-capacity table (one row per scene id), reallocated only when an id does not
@@ -270,7 +282,7 @@ class WarpRenderer:
         with self._lock:
             table = self._table
         if n:
-            wp.launch(self._k.render_kernel, dim=n * hw, device=self._wdev, inputs=[
+            wp.launch(self._k.render_kernel, dim=n * hw, device=self._wdev, stream=self._stream(), inputs=[
                 table, wp.from_torch(sid, dtype=wp.int64), wp.from_torch(pos, dtype=wp.vec3),
                 wp.from_torch(quat, dtype=wp.vec4d), self._dirs, hw, float(o.sensor_height),
                 int(o.normalize_depth), float(o.min_depth), float(o.max_depth),

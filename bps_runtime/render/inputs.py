@@ -42,10 +42,15 @@ def check_render_inputs(scene_ids, positions, rotations, resident) -> tuple[np.n
     if pos.shape[0] != n or rot.shape[0] != n:
         raise ConfigError(None, f"scene_ids, positions and rotations disagree on N: "
                                 f"{n}, {pos.shape[0]}, {rot.shape[0]}")
-    missing = sorted(set(np.unique(sid).tolist()) - set(resident))
+    check_resident(sid, resident)
+    return sid, pos, rot
+
+
+def check_resident(scene_ids: np.ndarray, resident) -> None:
+    """Every scene id (numpy [N]) names a scene the renderer holds."""
+    missing = sorted(set(np.unique(scene_ids).tolist()) - set(resident))
     if missing:
         raise ConfigError(None, f"scene ids {missing[:8]} are not resident in the renderer")
-    return sid, pos, rot
 
 
 def group_by_scene(scene_ids: np.ndarray) -> list[tuple[int, np.ndarray]]:

@@ -1,15 +1,19 @@
-"""Warp batch renderer: one kernel casts and shades every pixel of every agent of a scene.
+"""Warp batch renderer: one kernel launch casts and shades every pixel of every agent.
 
 Runs on CUDA (the production path on GPU machines) and on Warp's CPU device, which is how the
 tests here check it against the Embree backend pixel for pixel. Each resident scene is one
-``wp.Mesh`` (its BVH is built in a loader thread) plus its shading arrays on the device; a
-frame is one launch per resident scene that has agents, writing straight into the [N, H*W]
-outputs through an agent index array, then ``wp.to_torch`` shares the memory with torch.
+``wp.Mesh`` (its BVH is built in a loader thread) plus its shading arrays on the device, and one
+row of a scene table indexed by scene id; a frame is one launch over all agents of all scenes
+(kernels: ``warp_kernels``), writing straight into torch-owned [N, H, W, C] outputs.
 
-The kernel implements the shading described in ``shading_data`` operation for operation (same float32
-order, same integer BC1 formulas), so the only differences to Embree come from the two ray /
-triangle intersection routines (barycentrics differ in the last bits: a texel boundary or a
-mip boundary can move by one on a handful of pixels).
+The kernel implements the shading described in ``shading_data`` operation for operation (same
+float32 order, same integer BC1 formulas), so the only differences to Embree come from the two
+ray / triangle intersection routines (barycentrics differ in the last bits: a texel boundary or
+a mip boundary can move by one on a handful of pixels).
+
+Tried and dropped: one launch per resident scene with an agent index array (the previous
+design): the host had to group agents by scene (a device->host copy and a sort per frame on
+CUDA) and the launch count grew with the number of resident scenes.
 """
 from __future__ import annotations
 
@@ -20,25 +24,27 @@ import numpy as np
 
 from bps_assets.errors import ConfigError, MissingDependencyError
 
-from .camera import camera_directions, camera_origins
-from .inputs import check_render_inputs, check_sensors, group_by_scene
+from .camera import camera_directions, yaw_to_quaternion
+from .inputs import check_render_inputs, check_resident, check_sensors
 from .protocol import DEFAULTS, RenderOptions
-from .shading_data import COS_FLOOR, FORMAT_BC1, ShadingData
+from .shading_data import ShadingData
 
 WARP_BVH_BYTES_PER_TRI = 64  # 2T-1 nodes of two 16-byte bounds (Warp's BVH layout)
+TABLE_START = 64  # scene table rows allocated up front (scene ids are cache slots: few)
 
 _wp = None
-_kernel = None
+_kernels = None
 _init_lock = threading.Lock()
 
 
 def _warp():
-    global _wp, _kernel
+    """(warp module, warp_kernels module), initialised once per process."""
+    global _wp, _kernels
     if _wp is not None:
-        return _wp, _kernel
+        return _wp, _kernels
     with _init_lock:
         if _wp is not None:
-            return _wp, _kernel
+            return _wp, _kernels
         try:
             import warp as wp
         except ImportError as e:
@@ -48,158 +54,10 @@ def _warp():
             wp.config.log_level = logging.WARNING  # no init banner / module-load chatter per process
         wp.config.quiet = True  # the init banner would land in every user's stdout
         wp.init()
-        _kernel = _build_kernel(wp)  # (render_kernel, shade_kernel)
+        from . import warp_kernels
+        _kernels = warp_kernels
         _wp = wp
-    return _wp, _kernel
-
-
-def _build_kernel(wp):
-    @wp.func
-    def expand565(c: int) -> wp.vec3i:
-        r = (c >> 11) & 31
-        g = (c >> 5) & 63
-        b = c & 31
-        return wp.vec3i((r << 3) | (r >> 2), (g << 2) | (g >> 4), (b << 3) | (b >> 2))
-
-    @wp.func
-    def bc1_texel(data: wp.array(dtype=wp.uint8), base: wp.int64, width: int, x: int, y: int) -> wp.vec3:
-        bw = (width + 3) >> 2
-        blk = base + wp.int64(((y >> 2) * bw + (x >> 2)) * 8)
-        c0 = int(data[blk]) | (int(data[blk + wp.int64(1)]) << 8)
-        c1 = int(data[blk + wp.int64(2)]) | (int(data[blk + wp.int64(3)]) << 8)
-        shift = (((y & 3) << 2) | (x & 3)) << 1
-        byte = data[blk + wp.int64(4 + (shift >> 3))]
-        sel = (int(byte) >> (shift & 7)) & 3
-        e0 = expand565(c0)
-        e1 = expand565(c1)
-        out = e0
-        if sel == 1:
-            out = e1
-        elif sel == 2:
-            if c0 > c1:
-                out = wp.vec3i((2 * e0[0] + e1[0]) / 3, (2 * e0[1] + e1[1]) / 3, (2 * e0[2] + e1[2]) / 3)
-            else:
-                out = wp.vec3i((e0[0] + e1[0]) / 2, (e0[1] + e1[1]) / 2, (e0[2] + e1[2]) / 2)
-        elif sel == 3:
-            if c0 > c1:
-                out = wp.vec3i((e0[0] + 2 * e1[0]) / 3, (e0[1] + 2 * e1[1]) / 3, (e0[2] + 2 * e1[2]) / 3)
-            else:
-                out = wp.vec3i(0, 0, 0)
-        return wp.vec3(float(out[0]), float(out[1]), float(out[2]))
-
-    @wp.func
-    def shade(f: int, bu: float, bv: float, z: float, cos_abs: float,
-              indices: wp.array(dtype=int), uvs: wp.array(dtype=wp.vec2),
-              colors: wp.array2d(dtype=wp.uint8), has_colors: int,
-              tri_material: wp.array(dtype=int), tri_lod: wp.array(dtype=float),
-              mat_color: wp.array(dtype=wp.vec4), mat_tex: wp.array(dtype=int),
-              tex_data: wp.array(dtype=wp.uint8), level_info: wp.array(dtype=wp.int64),
-              lmax: int, tex_nlevels: wp.array(dtype=int), tex_format: wp.array(dtype=int),
-              pixel_angle: float) -> wp.vec3:
-        # bu, bv: weights of the triangle's 2nd and 3rd vertex (Embree's convention)
-        i0 = indices[f * 3]
-        i1 = indices[f * 3 + 1]
-        i2 = indices[f * 3 + 2]
-        w0 = 1.0 - bu - bv
-        m = tri_material[f]
-        mc = mat_color[m]
-        col = wp.vec3(mc[0], mc[1], mc[2])
-        if has_colors != 0:
-            vr = (w0 * float(colors[i0, 0]) + bu * float(colors[i1, 0]) + bv * float(colors[i2, 0])) * (1.0 / 255.0)
-            vg = (w0 * float(colors[i0, 1]) + bu * float(colors[i1, 1]) + bv * float(colors[i2, 1])) * (1.0 / 255.0)
-            vb = (w0 * float(colors[i0, 2]) + bu * float(colors[i1, 2]) + bv * float(colors[i2, 2])) * (1.0 / 255.0)
-            col = wp.cw_mul(col, wp.vec3(vr, vg, vb))
-        t = mat_tex[m]
-        if t >= 0:
-            uv = w0 * uvs[i0] + bu * uvs[i1] + bv * uvs[i2]
-            foot = z * pixel_angle / wp.max(cos_abs, COS_FLOOR_K)
-            lod = wp.log2(wp.max(foot, 1.0e-30)) + tri_lod[f]
-            lvl = int(wp.floor(lod + 0.5))
-            lvl = wp.clamp(lvl, 0, tex_nlevels[t] - 1)
-            k = (t * lmax + lvl) * 3
-            base = level_info[k]
-            wd = int(level_info[k + 1])
-            ht = int(level_info[k + 2])
-            fu = uv[0] - wp.floor(uv[0])
-            fv = uv[1] - wp.floor(uv[1])
-            x = wp.min(int(fu * float(wd)), wd - 1)
-            y = wp.min(int(fv * float(ht)), ht - 1)
-            texel = wp.vec3(0.0, 0.0, 0.0)
-            if tex_format[t] == FORMAT_BC1_K:
-                texel = bc1_texel(tex_data, base, wd, x, y)
-            else:
-                o = base + wp.int64((y * wd + x) * 4)
-                texel = wp.vec3(float(tex_data[o]), float(tex_data[o + wp.int64(1)]), float(tex_data[o + wp.int64(2)]))
-            col = wp.cw_mul(col, texel * (1.0 / 255.0))
-        return wp.vec3(wp.floor(wp.clamp(col[0], 0.0, 1.0) * 255.0 + 0.5),
-                       wp.floor(wp.clamp(col[1], 0.0, 1.0) * 255.0 + 0.5),
-                       wp.floor(wp.clamp(col[2], 0.0, 1.0) * 255.0 + 0.5))
-
-    @wp.func
-    def abs_cos(n: wp.vec3, d: wp.vec3) -> float:
-        return wp.abs(wp.dot(n, d)) / wp.max(wp.length(n) * wp.length(d), 1.0e-30)
-
-    @wp.kernel
-    def render_kernel(mesh: wp.uint64, agents: wp.array(dtype=int), cam: wp.array(dtype=wp.vec3),
-                      rot: wp.array(dtype=wp.mat33), dirs: wp.array(dtype=wp.vec3), hw: int,
-                      depth: wp.array2d(dtype=float), want_rgb: int, rgb: wp.array3d(dtype=wp.uint8),
-                      indices: wp.array(dtype=int), uvs: wp.array(dtype=wp.vec2),
-                      colors: wp.array2d(dtype=wp.uint8), has_colors: int,
-                      tri_material: wp.array(dtype=int), tri_lod: wp.array(dtype=float),
-                      mat_color: wp.array(dtype=wp.vec4), mat_tex: wp.array(dtype=int),
-                      tex_data: wp.array(dtype=wp.uint8), level_info: wp.array(dtype=wp.int64),
-                      lmax: int, tex_nlevels: wp.array(dtype=int), tex_format: wp.array(dtype=int),
-                      pixel_angle: float):
-        tid = wp.tid()
-        a = agents[tid / hw]
-        p = tid - (tid / hw) * hw
-        d = rot[a] * dirs[p]
-        q = wp.mesh_query_ray(mesh, cam[a], d, 1.0e30)
-        z = float(0.0)
-        if q.result:
-            z = q.t
-        depth[a, p] = z
-        if want_rgb == 0:
-            return
-        c = wp.vec3(0.0, 0.0, 0.0)
-        if q.result:
-            # Warp: hit = u*p0 + v*p1 + (1-u-v)*p2 -> Embree's (weight of p1, weight of p2)
-            c = shade(q.face, q.v, 1.0 - q.u - q.v, z, abs_cos(q.normal, d), indices, uvs, colors,
-                      has_colors, tri_material, tri_lod, mat_color, mat_tex, tex_data, level_info, lmax,
-                      tex_nlevels, tex_format, pixel_angle)
-        rgb[a, p, 0] = wp.uint8(int(c[0]))
-        rgb[a, p, 1] = wp.uint8(int(c[1]))
-        rgb[a, p, 2] = wp.uint8(int(c[2]))
-
-    @wp.kernel
-    def shade_kernel(prim: wp.array(dtype=wp.int32), hu: wp.array(dtype=float), hv: wp.array(dtype=float),
-                     z: wp.array(dtype=float), ng: wp.array(dtype=wp.vec3), dirs: wp.array(dtype=wp.vec3),
-                     rgb: wp.array2d(dtype=wp.uint8),
-                     indices: wp.array(dtype=int), uvs: wp.array(dtype=wp.vec2),
-                     colors: wp.array2d(dtype=wp.uint8), has_colors: int,
-                     tri_material: wp.array(dtype=int), tri_lod: wp.array(dtype=float),
-                     mat_color: wp.array(dtype=wp.vec4), mat_tex: wp.array(dtype=int),
-                     tex_data: wp.array(dtype=wp.uint8), level_info: wp.array(dtype=wp.int64),
-                     lmax: int, tex_nlevels: wp.array(dtype=int), tex_format: wp.array(dtype=int),
-                     pixel_angle: float):
-        # Embree hits (primID, u, v, tfar, Ng) -> colours: the Embree backend's compiled shader
-        i = wp.tid()
-        f = int(prim[i])
-        c = wp.vec3(0.0, 0.0, 0.0)
-        if f >= 0 and z[i] > 0.0:
-            c = shade(f, hu[i], hv[i], z[i], abs_cos(ng[i], dirs[i]), indices, uvs, colors, has_colors,
-                      tri_material, tri_lod, mat_color, mat_tex, tex_data, level_info, lmax, tex_nlevels,
-                      tex_format, pixel_angle)
-        rgb[i, 0] = wp.uint8(int(c[0]))
-        rgb[i, 1] = wp.uint8(int(c[1]))
-        rgb[i, 2] = wp.uint8(int(c[2]))
-
-    return render_kernel, shade_kernel
-
-
-# module-level constants the kernel reads (Warp resolves globals at codegen time)
-COS_FLOOR_K = COS_FLOOR
-FORMAT_BC1_K = FORMAT_BC1
+    return _wp, _kernels
 
 
 class ShadingArrays:
@@ -227,6 +85,15 @@ class ShadingArrays:
         self.tex_format = arr(s.tex_format, int)
         self._keep = s  # the numpy arrays the CPU views point into
 
+    def table(self, kernels, mesh_id: int):
+        """This scene's row of the render kernel's scene table."""
+        t = kernels.SceneTable()
+        t.mesh = mesh_id
+        for name in ("indices", "uvs", "colors", "has_colors", "tri_material", "tri_lod", "mat_color",
+                     "mat_tex", "tex_data", "level_info", "lmax", "tex_nlevels", "tex_format"):
+            setattr(t, name, getattr(self, name))
+        return t
+
     def inputs(self, pixel_angle: float) -> list:
         return [self.indices, self.uvs, self.colors, self.has_colors, self.tri_material, self.tri_lod,
                 self.mat_color, self.mat_tex, self.tex_data, self.level_info, self.lmax, self.tex_nlevels,
@@ -253,7 +120,8 @@ class CpuShader:
     ~20x faster than the numpy reference in ``numpy_shader.shade_hits``, which stays the fallback."""
 
     def __init__(self):
-        self._wp, (_, self._kernel) = _warp()
+        self._wp, kernels = _warp()
+        self._kernel = kernels.shade_kernel
         self._dev = self._wp.get_device("cpu")
         self._lock = threading.Lock()
         self._warm = False
@@ -283,12 +151,22 @@ class CpuShader:
 
 
 class WarpRenderer:
-    """Same interface and output as EmbreeRenderer; tensors live on ``device``."""
+    """Same interface and output as EmbreeRenderer; tensors live on ``device``.
+
+    A frame is one kernel launch over every agent of every resident scene: the scene table
+    (one ``SceneTable`` row per scene id, written on attach / detach, off the step path) lets
+    each agent find its scene on the device. The table keeps its address while scenes come and
+    go (rows are rewritten in place), so a captured CUDA graph of the step stays valid. When the inputs are torch tensors on the
+    renderer's own device, nothing is copied to the host and nothing waits: scene ids are not
+    checked against the resident set there (an id with no scene renders as all misses), which
+    is what keeps a CUDA step free of synchronisation. Host inputs (numpy, lists, CPU tensors
+    for a CUDA renderer) are checked precisely first, as the Embree backend does.
+    """
 
     name = "warp"
 
     def __init__(self, options: RenderOptions = DEFAULTS, device: str = "cpu"):
-        wp, (self._kernel, _) = _warp()
+        wp, self._k = _warp()
         self._wp = wp
         try:
             self._wdev = wp.get_device(str(device))
@@ -299,6 +177,9 @@ class WarpRenderer:
         self._dirs = wp.array(camera_directions(options), dtype=wp.vec3, device=self._wdev)
         self._scenes: dict[int, WarpScene] = {}
         self._lock = threading.Lock()
+        self._table = None
+        self.table_version = 0  # bumped when the table moves (a captured CUDA graph must be re-captured)
+        self._grow_table(TABLE_START)
 
     def prepare(self, shading: ShadingData, positions: np.ndarray, indices: np.ndarray) -> WarpScene:
         shading.check_geometry(len(positions), len(indices))
@@ -308,44 +189,109 @@ class WarpRenderer:
         return 12 * num_vertices + 12 * num_triangles + WARP_BVH_BYTES_PER_TRI * num_triangles
 
     def attach(self, scene_id: int, shading: ShadingData, accel: WarpScene) -> None:
+        """Make ``scene_id`` renderable. Call between steps (the scene cache does): the row is
+        written in place, in stream order after the frames already queued."""
+        sid = int(scene_id)
         with self._lock:
-            self._scenes[int(scene_id)] = accel
+            if sid >= self._table.shape[0]:
+                self._grow_table(max(2 * self._table.shape[0], sid + 1))
+            self._scenes[sid] = accel
+            self._write_row(sid)
 
     def detach(self, scene_id: int) -> None:
+        sid = int(scene_id)
         with self._lock:
-            self._scenes.pop(int(scene_id), None)
+            if self._scenes.pop(sid, None) is not None:
+                self._write_row(sid)
 
     def close(self):
         pass
 
+    def _row(self, sid: int):
+        sc = self._scenes.get(sid)
+        if sc is None or sc.mesh is None:  # no scene, or one without triangles: every pixel misses
+            return self._k.SceneTable()
+        return sc.shading.table(self._k, sc.mesh.id)
+
+    def _write_row(self, sid: int):
+        # the row is built in host memory and copied in stream order (a device-side temporary
+        # would be filled on Warp's own stream, unordered with the copy)
+        row = self._wp.array([self._row(sid)], dtype=self._k.SceneTable, device="cpu")
+        self._wp.copy(self._table, row, dest_offset=sid, src_offset=0, count=1, stream=self._stream())
+
+    def _stream(self):
+        """On CUDA, torch's current stream: the frame is ordered after the torch ops that made
+        its inputs, and a table write after the frames queued before it (and both are captured
+        when torch captures a CUDA graph). None on the CPU."""
+        if not self._wdev.is_cuda:
+            return None
+        import torch
+
+        return self._wp.stream_from_torch(torch.cuda.current_stream(torch.device(self.device)))
+
+    def _grow_table(self, capacity: int):
+        """A fixed-capacity table (one row per scene id), reallocated only when an id does not
+        fit: its address stays put while scenes come and go, so a captured step stays valid."""
+        rows = [self._row(sid) for sid in range(capacity)]
+        self._table = self._wp.array(rows, dtype=self._k.SceneTable, device=self._wdev)
+        self.table_version += 1
+
+    def _device_inputs(self, scene_ids, positions, rotations):
+        """(slots int64 [N], positions f32 [N,3], quaternions f64 [N,4]) as torch tensors on the
+        renderer's device. Tensors already there are converted with device ops only; anything
+        else is checked precisely on the host first, as the Embree backend does."""
+        import torch
+
+        dev = torch.device(self.device)
+        if not all(isinstance(x, torch.Tensor) and x.device == dev for x in (scene_ids, positions, rotations)):
+            sid, pos, _ = check_render_inputs(scene_ids, positions, rotations, self._scenes)
+            rot = np.asarray(rotations.detach().cpu() if isinstance(rotations, torch.Tensor) else rotations, np.float64)
+            if rot.ndim == 1 or (rot.ndim == 2 and rot.shape[1] == 1):
+                rot = yaw_to_quaternion(rot)
+            return (torch.as_tensor(sid, device=dev), torch.as_tensor(pos, device=dev),
+                    torch.as_tensor(np.ascontiguousarray(rot), device=dev))
+        sid = scene_ids.reshape(-1)
+        n = sid.shape[0]
+        if positions.shape != (n, 3) or rotations.shape[0] != n or rotations.ndim > 2:
+            raise ConfigError(None, f"scene_ids [{n}], positions {tuple(positions.shape)} and rotations "
+                                    f"{tuple(rotations.shape)} disagree (want [N], [N,3], [N] yaw or [N,4] xyzw)")
+        if dev.type == "cpu":  # reading the ids costs nothing here: keep the precise error
+            check_resident(sid.numpy(), self._scenes)
+        quat = rotations.to(torch.float64)
+        if quat.ndim == 1 or quat.shape[1] == 1:  # yaw about +Y
+            half = quat.reshape(-1) * 0.5
+            zero = torch.zeros_like(half)
+            quat = torch.stack([zero, torch.sin(half), zero, torch.cos(half)], 1)
+        elif quat.shape[1] != 4:
+            raise ConfigError(None, f"rotations must be [N] yaw or [N,4] quaternions xyzw, got {tuple(rotations.shape)}")
+        return sid.to(torch.int64).contiguous(), positions.to(torch.float32).contiguous(), quat.contiguous()
+
     def render(self, scene_ids, positions, rotations, sensors: Sequence[str] = ("depth",)) -> dict:
+        import torch
+
         wp = self._wp
         sensors = check_sensors(sensors)
-        sid, pos, rot = check_render_inputs(scene_ids, positions, rotations, self._scenes)
+        sid, pos, quat = self._device_inputs(scene_ids, positions, rotations)
         n = sid.shape[0]
         h, w = self.options.resolution
         hw = h * w
         want_rgb = "rgb" in sensors
-        dev = self._wdev
-        cam = wp.array(camera_origins(pos, rot, self.options), dtype=wp.vec3, device=dev)
-        rot_w = wp.array(rot, dtype=wp.mat33, device=dev)
-        depth = wp.zeros((n, hw), dtype=float, device=dev)
-        rgb = wp.zeros((n, hw, 3) if want_rgb else (1, 1, 3), dtype=wp.uint8, device=dev)
-        for g_sid, agents in group_by_scene(sid):
-            sc = self._scenes[g_sid]
-            if sc.mesh is None:
-                continue  # no triangles: every pixel a miss (zeros)
-            ag = wp.array(agents.astype(np.int32), dtype=int, device=dev)
-            wp.launch(self._kernel, dim=len(agents) * hw, device=dev, inputs=[
-                sc.mesh.id, ag, cam, rot_w, self._dirs, hw, depth, int(want_rgb), rgb]
-                + sc.shading.inputs(self.options.pixel_angle))
+        dev = torch.device(self.device)
+        depth = torch.empty((n, h, w, 1), dtype=torch.float32, device=dev)
+        rgb = torch.empty((n, h, w, 3) if want_rgb else (1, 1, 1, 3), dtype=torch.uint8, device=dev)
+        o = self.options
+        with self._lock:
+            table = self._table
+        if n:
+            wp.launch(self._k.render_kernel, dim=n * hw, device=self._wdev, stream=self._stream(), inputs=[
+                table, wp.from_torch(sid, dtype=wp.int64), wp.from_torch(pos, dtype=wp.vec3),
+                wp.from_torch(quat, dtype=wp.vec4d), self._dirs, hw, float(o.sensor_height),
+                int(o.normalize_depth), float(o.min_depth), float(o.max_depth),
+                wp.from_torch(depth.view(n, hw), dtype=wp.float32), int(want_rgb),
+                wp.from_torch(rgb.view(rgb.shape[0], -1, 3), dtype=wp.uint8), float(o.pixel_angle)])
         out: dict[str, Any] = {}
         if "depth" in sensors:
-            d = wp.to_torch(depth).reshape(n, h, w, 1)
-            if self.options.normalize_depth:
-                lo, hi = self.options.min_depth, self.options.max_depth
-                d = (d.clamp(lo, hi) - lo) / (hi - lo)
-            out["depth"] = d
+            out["depth"] = depth
         if want_rgb:
-            out["rgb"] = wp.to_torch(rgb).reshape(n, h, w, 3)
+            out["rgb"] = rgb
         return out

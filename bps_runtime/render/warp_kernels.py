@@ -1,0 +1,205 @@
+"""Warp kernels of the batch renderer (one source for Warp's CPU device and CUDA).
+
+Imported lazily by ``warp_backend`` (warp is an optional dependency). ``render_kernel`` draws
+every agent of every resident scene in one launch: each agent's scene slot picks a row of a
+``SceneTable`` array (the scene's BVH id and shading tables), so the launch count does not
+depend on how many scenes are resident, and nothing about which agents are in which scene is
+needed on the host. Rotations arrive as quaternions (xyzw) and are turned into matrices here in
+float64 exactly as ``camera.rotation_matrices`` does, so poses give the same rays as on the
+host path. ``shade_kernel`` colours Embree hits with the same ``shade`` function.
+
+The shading follows ``shading_data``'s model operation for operation (same float32 order, same
+integer BC1 formulas).
+"""
+from __future__ import annotations
+
+import warp as wp
+
+from .shading_data import COS_FLOOR, FORMAT_BC1
+
+COS_FLOOR_K = wp.constant(COS_FLOOR)
+FORMAT_BC1_K = wp.constant(FORMAT_BC1)
+
+
+@wp.struct
+class SceneTable:
+    """One resident scene as the render kernel sees it; ``mesh == 0``: no scene (every pixel misses)."""
+
+    mesh: wp.uint64
+    indices: wp.array(dtype=int)
+    uvs: wp.array(dtype=wp.vec2)
+    colors: wp.array2d(dtype=wp.uint8)
+    has_colors: int
+    tri_material: wp.array(dtype=int)
+    tri_lod: wp.array(dtype=float)
+    mat_color: wp.array(dtype=wp.vec4)
+    mat_tex: wp.array(dtype=int)
+    tex_data: wp.array(dtype=wp.uint8)
+    level_info: wp.array(dtype=wp.int64)
+    lmax: int
+    tex_nlevels: wp.array(dtype=int)
+    tex_format: wp.array(dtype=int)
+
+
+@wp.func
+def expand565(c: int) -> wp.vec3i:
+    r = (c >> 11) & 31
+    g = (c >> 5) & 63
+    b = c & 31
+    return wp.vec3i((r << 3) | (r >> 2), (g << 2) | (g >> 4), (b << 3) | (b >> 2))
+
+@wp.func
+def bc1_texel(data: wp.array(dtype=wp.uint8), base: wp.int64, width: int, x: int, y: int) -> wp.vec3:
+    bw = (width + 3) >> 2
+    blk = base + wp.int64(((y >> 2) * bw + (x >> 2)) * 8)
+    c0 = int(data[blk]) | (int(data[blk + wp.int64(1)]) << 8)
+    c1 = int(data[blk + wp.int64(2)]) | (int(data[blk + wp.int64(3)]) << 8)
+    shift = (((y & 3) << 2) | (x & 3)) << 1
+    byte = data[blk + wp.int64(4 + (shift >> 3))]
+    sel = (int(byte) >> (shift & 7)) & 3
+    e0 = expand565(c0)
+    e1 = expand565(c1)
+    out = e0
+    if sel == 1:
+        out = e1
+    elif sel == 2:
+        if c0 > c1:
+            out = wp.vec3i((2 * e0[0] + e1[0]) / 3, (2 * e0[1] + e1[1]) / 3, (2 * e0[2] + e1[2]) / 3)
+        else:
+            out = wp.vec3i((e0[0] + e1[0]) / 2, (e0[1] + e1[1]) / 2, (e0[2] + e1[2]) / 2)
+    elif sel == 3:
+        if c0 > c1:
+            out = wp.vec3i((e0[0] + 2 * e1[0]) / 3, (e0[1] + 2 * e1[1]) / 3, (e0[2] + 2 * e1[2]) / 3)
+        else:
+            out = wp.vec3i(0, 0, 0)
+    return wp.vec3(float(out[0]), float(out[1]), float(out[2]))
+
+@wp.func
+def shade(f: int, bu: float, bv: float, z: float, cos_abs: float,
+          indices: wp.array(dtype=int), uvs: wp.array(dtype=wp.vec2),
+          colors: wp.array2d(dtype=wp.uint8), has_colors: int,
+          tri_material: wp.array(dtype=int), tri_lod: wp.array(dtype=float),
+          mat_color: wp.array(dtype=wp.vec4), mat_tex: wp.array(dtype=int),
+          tex_data: wp.array(dtype=wp.uint8), level_info: wp.array(dtype=wp.int64),
+          lmax: int, tex_nlevels: wp.array(dtype=int), tex_format: wp.array(dtype=int),
+          pixel_angle: float) -> wp.vec3:
+    # bu, bv: weights of the triangle's 2nd and 3rd vertex (Embree's convention)
+    i0 = indices[f * 3]
+    i1 = indices[f * 3 + 1]
+    i2 = indices[f * 3 + 2]
+    w0 = 1.0 - bu - bv
+    m = tri_material[f]
+    mc = mat_color[m]
+    col = wp.vec3(mc[0], mc[1], mc[2])
+    if has_colors != 0:
+        vr = (w0 * float(colors[i0, 0]) + bu * float(colors[i1, 0]) + bv * float(colors[i2, 0])) * (1.0 / 255.0)
+        vg = (w0 * float(colors[i0, 1]) + bu * float(colors[i1, 1]) + bv * float(colors[i2, 1])) * (1.0 / 255.0)
+        vb = (w0 * float(colors[i0, 2]) + bu * float(colors[i1, 2]) + bv * float(colors[i2, 2])) * (1.0 / 255.0)
+        col = wp.cw_mul(col, wp.vec3(vr, vg, vb))
+    t = mat_tex[m]
+    if t >= 0:
+        uv = w0 * uvs[i0] + bu * uvs[i1] + bv * uvs[i2]
+        foot = z * pixel_angle / wp.max(cos_abs, COS_FLOOR_K)
+        lod = wp.log2(wp.max(foot, 1.0e-30)) + tri_lod[f]
+        lvl = int(wp.floor(lod + 0.5))
+        lvl = wp.clamp(lvl, 0, tex_nlevels[t] - 1)
+        k = (t * lmax + lvl) * 3
+        base = level_info[k]
+        wd = int(level_info[k + 1])
+        ht = int(level_info[k + 2])
+        fu = uv[0] - wp.floor(uv[0])
+        fv = uv[1] - wp.floor(uv[1])
+        x = wp.min(int(fu * float(wd)), wd - 1)
+        y = wp.min(int(fv * float(ht)), ht - 1)
+        texel = wp.vec3(0.0, 0.0, 0.0)
+        if tex_format[t] == FORMAT_BC1_K:
+            texel = bc1_texel(tex_data, base, wd, x, y)
+        else:
+            o = base + wp.int64((y * wd + x) * 4)
+            texel = wp.vec3(float(tex_data[o]), float(tex_data[o + wp.int64(1)]), float(tex_data[o + wp.int64(2)]))
+        col = wp.cw_mul(col, texel * (1.0 / 255.0))
+    return wp.vec3(wp.floor(wp.clamp(col[0], 0.0, 1.0) * 255.0 + 0.5),
+                   wp.floor(wp.clamp(col[1], 0.0, 1.0) * 255.0 + 0.5),
+                   wp.floor(wp.clamp(col[2], 0.0, 1.0) * 255.0 + 0.5))
+
+@wp.func
+def abs_cos(n: wp.vec3, d: wp.vec3) -> float:
+    return wp.abs(wp.dot(n, d)) / wp.max(wp.length(n) * wp.length(d), 1.0e-30)
+
+@wp.func
+def quat_to_mat(q: wp.vec4d) -> wp.mat33:
+    # camera.rotation_matrices, in float64 then rounded to float32 as numpy does
+    n = wp.sqrt(q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3])
+    one = wp.float64(1.0)
+    two = wp.float64(2.0)
+    if n < wp.float64(1.0e-12):
+        return wp.mat33(1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0)
+    x = q[0] / n
+    y = q[1] / n
+    z = q[2] / n
+    w = q[3] / n
+    return wp.mat33(float(one - two * (y * y + z * z)), float(two * (x * y - z * w)), float(two * (x * z + y * w)),
+                    float(two * (x * y + z * w)), float(one - two * (x * x + z * z)), float(two * (y * z - x * w)),
+                    float(two * (x * z - y * w)), float(two * (y * z + x * w)), float(one - two * (x * x + y * y)))
+
+
+@wp.kernel
+def render_kernel(tables: wp.array(dtype=SceneTable), slots: wp.array(dtype=wp.int64),
+                  pos: wp.array(dtype=wp.vec3), quat: wp.array(dtype=wp.vec4d),
+                  dirs: wp.array(dtype=wp.vec3), hw: int, sensor_height: float,
+                  normalize: int, lo: float, hi: float,
+                  depth: wp.array2d(dtype=float), want_rgb: int, rgb: wp.array3d(dtype=wp.uint8),
+                  pixel_angle: float):
+    tid = wp.tid()
+    a = tid / hw
+    p = tid - a * hw
+    s = slots[a]
+    z = float(0.0)
+    c = wp.vec3(0.0, 0.0, 0.0)
+    if s >= wp.int64(0) and s < wp.int64(tables.shape[0]):
+        tab = tables[int(s)]
+        if tab.mesh != wp.uint64(0):
+            rot = quat_to_mat(quat[a])
+            cam = pos[a] + wp.vec3(rot[0, 1], rot[1, 1], rot[2, 1]) * sensor_height
+            d = rot * dirs[p]
+            q = wp.mesh_query_ray(tab.mesh, cam, d, 1.0e30)
+            if q.result:
+                z = q.t
+                if want_rgb != 0:
+                    # Warp: hit = u*p0 + v*p1 + (1-u-v)*p2 -> Embree's (weight of p1, weight of p2)
+                    c = shade(q.face, q.v, 1.0 - q.u - q.v, z, abs_cos(q.normal, d), tab.indices, tab.uvs,
+                              tab.colors, tab.has_colors, tab.tri_material, tab.tri_lod, tab.mat_color,
+                              tab.mat_tex, tab.tex_data, tab.level_info, tab.lmax, tab.tex_nlevels,
+                              tab.tex_format, pixel_angle)
+    if normalize != 0:
+        # camera.finish_depth: clip to [lo, hi], scale to [0, 1] (a miss reads as lo)
+        z = (wp.clamp(z, lo, hi) - lo) / (hi - lo)
+    depth[a, p] = z
+    if want_rgb != 0:
+        rgb[a, p, 0] = wp.uint8(int(c[0]))
+        rgb[a, p, 1] = wp.uint8(int(c[1]))
+        rgb[a, p, 2] = wp.uint8(int(c[2]))
+
+
+@wp.kernel
+def shade_kernel(prim: wp.array(dtype=wp.int32), hu: wp.array(dtype=float), hv: wp.array(dtype=float),
+                 z: wp.array(dtype=float), ng: wp.array(dtype=wp.vec3), dirs: wp.array(dtype=wp.vec3),
+                 rgb: wp.array2d(dtype=wp.uint8),
+                 indices: wp.array(dtype=int), uvs: wp.array(dtype=wp.vec2),
+                 colors: wp.array2d(dtype=wp.uint8), has_colors: int,
+                 tri_material: wp.array(dtype=int), tri_lod: wp.array(dtype=float),
+                 mat_color: wp.array(dtype=wp.vec4), mat_tex: wp.array(dtype=int),
+                 tex_data: wp.array(dtype=wp.uint8), level_info: wp.array(dtype=wp.int64),
+                 lmax: int, tex_nlevels: wp.array(dtype=int), tex_format: wp.array(dtype=int),
+                 pixel_angle: float):
+    # Embree hits (primID, u, v, tfar, Ng) -> colours: the Embree backend's compiled shader
+    i = wp.tid()
+    f = int(prim[i])
+    c = wp.vec3(0.0, 0.0, 0.0)
+    if f >= 0 and z[i] > 0.0:
+        c = shade(f, hu[i], hv[i], z[i], abs_cos(ng[i], dirs[i]), indices, uvs, colors, has_colors,
+                  tri_material, tri_lod, mat_color, mat_tex, tex_data, level_info, lmax, tex_nlevels,
+                  tex_format, pixel_angle)
+    rgb[i, 0] = wp.uint8(int(c[0]))
+    rgb[i, 1] = wp.uint8(int(c[1]))
+    rgb[i, 2] = wp.uint8(int(c[2]))

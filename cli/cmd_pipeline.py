@@ -1,4 +1,4 @@
-"""Dataset commands: datasets, preprocess, verify, manifest merge, launch (SLURM), demo."""
+"""Dataset commands: datasets, preprocess, verify, manifest merge/show, launch (SLURM)."""
 from __future__ import annotations
 
 import json
@@ -230,20 +230,4 @@ def launch_cmd(src_root, out_root, dataset, split, shards, navmesh, episodes, ex
         sys.exit(1)
 
 
-# ------------------------------------------------------------------------------ demo
-
-@click.command("demo")
-@click.argument("outdir", required=False, default="demo_out", type=click.Path(file_okay=False))
-@click.option("--scenes", type=click.IntRange(min=1, max=30), default=None, help="Scenes to synthesize.")
-@click.option("--workers", type=click.IntRange(min=1), default=None)
-def demo_cmd(outdir, scenes, workers):
-    """Synthesize a small Gibson-layout dataset, preprocess it, verify it, print the summary
-    (and whatever later steps are registered; see bps_assets.pipeline.demo)."""
-    from bps_assets.pipeline.demo import run_demo
-
-    ok = run_demo(outdir, scenes=scenes, workers=workers, echo=click.echo)
-    if not ok:
-        sys.exit(1)
-
-
-commands = [datasets_cmd, preprocess_cmd, verify_cmd, manifest_group, launch_cmd, demo_cmd]
+commands = [datasets_cmd, preprocess_cmd, verify_cmd, manifest_group, launch_cmd]

@@ -70,3 +70,8 @@ class DatasetError(BpsError):
 
 class ConfigError(BpsError):
     """Invalid settings (out of range option, wrong action shape/dtype, ...)."""
+
+
+class EmptySceneError(InputError):
+    """A scene with nothing to render or navigate: no triangles left after cleaning, or a
+    navmesh without navigable area. The message names the scene and the likely cause."""

@@ -9,6 +9,7 @@ import click
 from bps_assets.pipeline import datasets as ds_mod
 from bps_assets.pipeline.backend import NAVMESH_MODES
 from bps_assets.pipeline.preprocess import DEFAULTS
+from bps_assets.transforms.frame import UP_AXES
 
 _MAX_SHOWN = 200
 
@@ -80,6 +81,10 @@ def datasets_cmd(name, split, as_json):
 @click.option("--episodes", type=click.IntRange(min=0), default=DEFAULTS.episodes, show_default=True,
               help="PointNav episodes per scene (0: none).")
 @click.option("--episode-seed", type=int, default=DEFAULTS.episode_seed, show_default=True)
+@click.option("--up", type=click.Choice(UP_AXES), default=DEFAULTS.up,
+              help="Up axis of the source files, instead of the dataset's (gibson/mp3d: z).")
+@click.option("--strict", is_flag=True,
+              help="Fail a scene whose imported .navmesh does not fit it (else a warning).")
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Processes (default: all cores this process may use).")
 @click.option("--shard", default=None, metavar="I/N",
@@ -90,8 +95,8 @@ def datasets_cmd(name, split, as_json):
 @click.option("--in-process", is_flag=True, hidden=True, help="Debugging: run scenes in this process.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a terminal).")
-def preprocess_cmd(src_root, out_root, dataset, split, subsets, navmesh, episodes, episode_seed, workers,
-                   shard, require_all, overwrite, force, in_process, as_json, progress):
+def preprocess_cmd(src_root, out_root, dataset, split, subsets, navmesh, episodes, episode_seed, up, strict,
+                   workers, shard, require_all, overwrite, force, in_process, as_json, progress):
     """Convert every scene of a dataset split into packed scenes + navmeshes (+ episodes).
 
     Resumable (rerun after any interruption redoes only unfinished or changed scenes), parallel,
@@ -103,7 +108,7 @@ def preprocess_cmd(src_root, out_root, dataset, split, subsets, navmesh, episode
 
     opts = PreprocessOptions(navmesh=navmesh, episodes=episodes, episode_seed=episode_seed, workers=workers,
                              require_all=require_all, overwrite=overwrite, subsets=tuple(subsets) or None,
-                             force=force, in_process=in_process)
+                             force=force, in_process=in_process, up=up, strict=strict)
     log = (lambda s: click.echo(s, err=True)) if as_json else click.echo
     res = preprocess(src_root, out_root, dataset, split, opts, Shard.parse(shard), progress=progress, log=log)
     if as_json:

@@ -17,12 +17,15 @@ HEAVY = ("torch", "numpy", "scipy", "warp", "embreex", "bps_runtime", "bps_train
          "bps_assets.pipeline", "bps_assets.synth", "bps_assets.packed_scene", "bps_assets.readers")
 
 
-def _best_of(args, n=5) -> float:
-    best = float("inf")
+def _best_of(commands: dict[str, list[str]], n=7) -> dict[str, float]:
+    """Fastest of ``n`` runs of each command, interleaved so a busy spell on a shared machine
+    hits all of them alike."""
+    best = dict.fromkeys(commands, float("inf"))
     for _ in range(n):
-        t0 = time.perf_counter()
-        subprocess.run([sys.executable, *args], check=True, cwd=ROOT, capture_output=True)
-        best = min(best, time.perf_counter() - t0)
+        for key, args in commands.items():
+            t0 = time.perf_counter()
+            subprocess.run([sys.executable, *args], check=True, cwd=ROOT, capture_output=True)
+            best[key] = min(best[key], time.perf_counter() - t0)
     return best
 
 
@@ -35,14 +38,13 @@ def test_importing_the_cli_loads_no_heavy_module():
 
 
 def test_help_and_version_start_within_a_few_interpreter_starts():
-    """Ratios in one run (not absolute times): before the lazy loading `import cli.main` cost
-    ~100x an empty interpreter (torch); numpy alone costs ~5x, click ~2x."""
-    empty = _best_of(["-c", "pass"])
-    imp = _best_of(["-c", "import cli.main"])
-    helps = _best_of(["-m", "cli.main", "--help"])
-    version = _best_of(["-m", "cli.main", "--version"])
-    assert imp / empty < 4.5, (empty, imp)
-    assert helps / empty < 4.5 and version / empty < 4.5, (empty, helps, version)
+    """Ratios to an empty interpreter measured in one run (not absolute times). Measured on a
+    loaded 2-core machine: before the lazy loading `import cli.main` cost ~100x (torch through
+    bps_runtime; bps_assets.synth alone ~30x), now ~2x (click); numpy alone is ~5x, which the
+    test above excludes exactly. 10x leaves room for a busy machine."""
+    t = _best_of({"empty": ["-c", "pass"], "import": ["-c", "import cli.main"],
+                  "help": ["-m", "cli.main", "--help"], "version": ["-m", "cli.main", "--version"]})
+    assert max(t["import"], t["help"], t["version"]) / t["empty"] < 10, t
 
 
 def _module_commands() -> dict[str, click.Command]:

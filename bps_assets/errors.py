@@ -75,3 +75,9 @@ class ConfigError(BpsError):
 class EmptySceneError(InputError):
     """A scene with nothing to render or navigate: no triangles left after cleaning, or a
     navmesh without navigable area. The message names the scene and the likely cause."""
+
+
+class InterruptedRun(BpsError):
+    """A long run stopped by the user (Ctrl-C); the message says what finished and how to go on."""
+
+    exit_code = 130

@@ -2,7 +2,6 @@
 episodes does not cost the others theirs."""
 import json
 
-import numpy as np
 import pytest
 from click.testing import CliRunner
 

@@ -45,7 +45,7 @@ from pathlib import Path
 
 from .. import __version__
 from ..container import atomic_write
-from ..errors import ConfigError, DatasetError, NavError, OutputExistsError
+from ..errors import ConfigError, DatasetError, InterruptedRun, NavError, OutputExistsError
 from . import manifest as mf
 from .backend import NAVMESH_MODES, Backend, container_info, settings_fingerprint
 from .datasets import load_dataset
@@ -393,7 +393,8 @@ def _run_pool(tasks: list[SceneTask], workers: int, on_done) -> None:
     pending = list(tasks)
     suspects: list[SceneTask] = []
     while pending:
-        ex = ProcessPoolExecutor(max_workers=min(workers, len(pending)), mp_context=ctx)
+        ex = ProcessPoolExecutor(max_workers=min(workers, len(pending)), mp_context=ctx,
+                                 initializer=_ignore_sigint)
         futs = {}
         broken = False
         try:
@@ -422,12 +423,15 @@ def _run_pool(tasks: list[SceneTask], workers: int, on_done) -> None:
                     futs[ex.submit(process_scene, t)] = t
                     if len(futs) >= 2 * workers:
                         break
+        except KeyboardInterrupt:
+            _stop_workers(ex)
+            raise
         finally:
             ex.shutdown(wait=True, cancel_futures=True)
         if broken:
             # each suspect alone in a fresh process: only the culprit dies again
             for t in suspects:
-                one = ProcessPoolExecutor(max_workers=1, mp_context=ctx)
+                one = ProcessPoolExecutor(max_workers=1, mp_context=ctx, initializer=_ignore_sigint)
                 try:
                     r = one.submit(process_scene, t).result()
                     if r.status == "skipped":
@@ -437,9 +441,40 @@ def _run_pool(tasks: list[SceneTask], workers: int, on_done) -> None:
                     on_done(r)
                 except BrokenProcessPool:
                     on_done(_failed(t.src, "worker process died (crash or out of memory)", 0.0))
+                except KeyboardInterrupt:
+                    _stop_workers(one)
+                    raise
                 finally:
                     one.shutdown(wait=True)
             suspects = []
+
+
+def _ignore_sigint() -> None:
+    """Workers leave Ctrl-C to the parent (which stops them): a terminal's SIGINT reaches the
+    whole process group, and each worker would print its own KeyboardInterrupt traceback."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _stop_workers(ex: ProcessPoolExecutor) -> None:
+    """Terminate a pool's workers now (their scenes' records are not written, so a rerun redoes
+    them), instead of waiting for the scenes in flight to finish."""
+    for p in list((getattr(ex, "_processes", None) or {}).values()):
+        try:
+            p.terminate()
+        except (OSError, AttributeError):
+            pass
+
+
+def _interrupted(out_root: Path, results: dict, n_tasks: int) -> InterruptedRun:
+    done = sum(r.status in ("ok", "failed") for r in results.values())
+    failed = sum(r.status == "failed" for r in results.values())
+    skipped = sum(r.status == "skipped" for r in results.values())
+    return InterruptedRun(out_root, f"interrupted: {done} of {n_tasks} scene(s) to process finished"
+                                    f"{f' ({failed} failed)' if failed else ''}, {skipped} were already up to "
+                                    "date; the manifest was not rewritten. Rerun the same command to "
+                                    "resume: finished scenes are skipped")
 
 
 def preprocess(src_root, out_root, dataset: str = "gibson", split: str | None = None,
@@ -556,6 +591,11 @@ def _run(plan, ds, split, shard, options, backend, settings, out_root, mpath, pr
         elif tasks:
             # even one worker is a separate process: a native crash must fail one scene only
             _run_pool(tasks, workers, on_done)
+    except KeyboardInterrupt:
+        if bar is not None:
+            bar.close()
+            bar = None
+        raise _interrupted(out_root, results, len(tasks)) from None
     finally:
         if bar is not None:
             bar.close()

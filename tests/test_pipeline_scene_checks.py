@@ -224,3 +224,30 @@ def test_an_imported_navmesh_outside_its_scene_warns_and_fails_under_strict(src,
                      backend=ForeignNavmeshBackend(fits=True))
     bee = next(r for r in res.results if r.name == "Beechwood")
     assert bee.status == "ok" and "warnings" not in bee.entry["stats"], bee.error
+
+
+def test_verify_explains_the_file_marker(tmp_path):
+    src = make_source(tmp_path / "src", ["Allensville"])
+    out = tmp_path / "out"
+    res = preprocess(src, out, "gibson", "tiny", PreprocessOptions(workers=1, in_process=True),
+                     backend=FakeBackend())
+    text = format_report(verify_manifest(res.manifest_path))
+    assert "!" not in text.split("—")[0]  # all well: no marker, no legend
+    with open(out / "navmeshes" / "Allensville.navmesh.bps", "ab") as f:
+        f.write(b"junk")
+    lines = format_report(verify_manifest(res.manifest_path)).splitlines()
+    assert lines[0] == "FAIL Allensville (train) scene navmesh!"
+    assert any(ln.startswith("(a file role marked ! has the problem listed under it") for ln in lines)
+
+
+def test_changed_settings_redo_the_scenes_and_say_which(tmp_path):
+    src = make_source(tmp_path / "src", ["Allensville"])
+    out = tmp_path / "out"
+    opts = PreprocessOptions(workers=1, in_process=True)
+    preprocess(src, out, "gibson", "tiny", opts, backend=FakeBackend())
+    lines = []
+    r = preprocess(src, out, "gibson", "tiny", PreprocessOptions(workers=1, in_process=True, episodes=2),
+                   backend=FakeBackend(knob=2), log=lines.append)
+    assert r.count("ok") == 1
+    said = [ln for ln in lines if "settings differ" in ln]
+    assert len(said) == 1 and "knob 1 -> 2" in said[0] and "preprocess.episodes 0 -> 2" in said[0]

@@ -211,6 +211,10 @@ def manifest_show_cmd(manifest, as_json):
 @click.option("--shards", type=click.IntRange(min=1), required=True, help="Number of array tasks.")
 @click.option("--navmesh", type=click.Choice(NAVMESH_MODES), default=DEFAULTS.navmesh, show_default=True)
 @click.option("--episodes", type=click.IntRange(min=0), default=DEFAULTS.episodes, show_default=True)
+@click.option("--up", type=click.Choice(UP_AXES), default=DEFAULTS.up,
+              help="Up axis of the source files, instead of the dataset's (gibson/mp3d: z).")
+@click.option("--strict", is_flag=True,
+              help="Fail a scene whose imported .navmesh does not fit it (else a warning).")
 @click.option("--executor", type=click.Choice(["slurm", "local", "debug"]), default="slurm", show_default=True,
               help="submitit executor: slurm, or local / debug to try it on this machine.")
 @click.option("--partition", default=None)
@@ -219,13 +223,13 @@ def manifest_show_cmd(manifest, as_json):
 @click.option("--mem-gb", type=int, default=32, show_default=True)
 @click.option("--log-dir", default=None, help="submitit logs (default: OUT_ROOT/.bps-state/submitit).")
 @click.option("--no-wait", is_flag=True, help="Submit and return (merge later with `manifest merge`).")
-def launch_cmd(src_root, out_root, dataset, split, shards, navmesh, episodes, executor, partition, time_min,
-               cpus_per_task, mem_gb, log_dir, no_wait):
+def launch_cmd(src_root, out_root, dataset, split, shards, navmesh, episodes, up, strict, executor, partition,
+               time_min, cpus_per_task, mem_gb, log_dir, no_wait):
     """Preprocess on a cluster: one submitit job array of --shards tasks, then merge."""
     from bps_assets.pipeline.launch import SlurmOptions, launch
     from bps_assets.pipeline.preprocess import PreprocessOptions
 
-    opts = PreprocessOptions(navmesh=navmesh, episodes=episodes, workers=cpus_per_task)
+    opts = PreprocessOptions(navmesh=navmesh, episodes=episodes, workers=cpus_per_task, up=up, strict=strict)
     slurm = SlurmOptions(partition=partition, time_min=time_min, cpus_per_task=cpus_per_task, mem_gb=mem_gb)
     res = launch(src_root, out_root, dataset, split, shards, opts, slurm, executor=executor,
                  log_dir=log_dir, wait=not no_wait, log=click.echo)

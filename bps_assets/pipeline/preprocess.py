@@ -47,6 +47,7 @@ from .. import __version__
 from ..container import atomic_write
 from ..errors import ConfigError, DatasetError, InterruptedRun, NavError, OutputExistsError
 from . import manifest as mf
+from ..transforms.frame import UP_AXES
 from .backend import NAVMESH_MODES, Backend, container_info, settings_fingerprint
 from .datasets import load_dataset
 from .hashing import sha256_file
@@ -78,8 +79,8 @@ class PreprocessOptions:
     strict: bool = False
 
     def __post_init__(self):
-        if self.up is not None and self.up not in ("y", "z"):
-            raise ConfigError(None, f"up axis {self.up!r} is not y or z")
+        if self.up is not None and self.up not in UP_AXES:
+            raise ConfigError(None, f"up axis {self.up!r} is not one of {', '.join(UP_AXES)}")
         if self.navmesh not in NAVMESH_MODES:
             raise ConfigError(None, f"navmesh mode {self.navmesh!r} is not one of {', '.join(NAVMESH_MODES)}")
         if self.episodes < 0:

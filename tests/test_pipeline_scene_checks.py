@@ -138,13 +138,22 @@ def test_another_source_root_does_not_replace_the_manifest(tmp_path):
     opts = PreprocessOptions(workers=1, in_process=True)
     preprocess(a, out, "gibson", "tiny", opts, backend=FakeBackend())
     before = (out / "manifest.json").read_bytes()
-    with pytest.raises(OutputExistsError, match=r"manifest of another run \(source root .*/a -> .*/b\) "
-                                                r"listing 4 scene\(s\).*pass --overwrite"):
+    with pytest.raises(OutputExistsError, match=r"manifest of another run \(source root .*/a -> .*/b; 3 of "
+                                                r"its 4 scene\(s\) not in this run: Beechwood, Benevolence, "
+                                                r"Collierville\); use another OUT_ROOT or pass --overwrite"):
         preprocess(b, out, "gibson", "tiny", opts, backend=FakeBackend(knob=2))
-    with pytest.raises(OutputExistsError, match=r"subsets train,val,test -> train"):
+    with pytest.raises(OutputExistsError, match=r"\(subsets train,val,test -> train; 1 of its 4 scene\(s\) "
+                                                r"not in this run: Collierville\)"):
         preprocess(a, out, "gibson", "tiny", PreprocessOptions(workers=1, in_process=True, subsets=("train",)),
                    backend=FakeBackend())
     assert (out / "manifest.json").read_bytes() == before
+    # the same scenes from a moved source root: a rerun (resumed by content, nothing redone)
+    import shutil
+
+    moved = shutil.copytree(a, tmp_path / "moved")
+    r = preprocess(moved, out, "gibson", "tiny", opts, backend=FakeBackend())
+    assert r.ok and r.count("skipped") == 4 and load_manifest(out).doc["source_root"] == str(moved)
+    before = (out / "manifest.json").read_bytes()
     r = preprocess(b, out, "gibson", "tiny", PreprocessOptions(workers=1, in_process=True, overwrite=True),
                    backend=FakeBackend(knob=2))
     assert r.ok and load_manifest(out).names() == ["Allensville"]

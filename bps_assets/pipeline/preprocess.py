@@ -46,8 +46,8 @@ from pathlib import Path
 from .. import __version__
 from ..container import atomic_write
 from ..errors import ConfigError, DatasetError, InterruptedRun, NavError, OutputExistsError
-from . import manifest as mf
 from ..transforms.frame import UP_AXES
+from . import manifest as mf
 from .backend import NAVMESH_MODES, Backend, container_info, settings_fingerprint
 from .datasets import load_dataset
 from .hashing import sha256_file
@@ -61,8 +61,8 @@ class PreprocessOptions:
     """What to produce. ``workers`` None: all usable cores. ``episodes``: PointNav episodes per
     scene (0: none). ``subsets``: limit to some subsets of the split (None: all). ``force``:
     redo up-to-date scenes too. ``overwrite``: accept a non-empty OUT_ROOT without an earlier
-    run, or the manifest of a run with another dataset, split, source root, subsets or
-    settings. ``up``: the sources' up axis (``y`` / ``z``) instead of the dataset's.
+    run, or replacing the manifest of another run (another dataset or split, or ok scenes this
+    run would drop: another source root or subsets). ``up``: the sources' up axis (``y`` / ``z``) instead of the dataset's.
     ``strict``: an imported ``.navmesh`` that does not fit its scene fails the scene (else a
     warning)."""
 
@@ -345,10 +345,10 @@ def _check_out_root(out_root: Path, overwrite: bool) -> None:
 
 
 def _check_manifest_target(path: Path, dataset: str, split: str, overwrite: bool,
-                           source_root: Path | None = None, subsets=None) -> dict | None:
-    """Refuse (unless ``overwrite``) to replace the manifest of another run: another dataset,
-    split, source root or subsets, whose scenes the new manifest would drop. Returns the old
-    manifest (None if absent or overwritten)."""
+                           plan: Plan | None = None) -> dict | None:
+    """Refuse (unless ``overwrite``) to replace the manifest of another run: another dataset or
+    split, or one with ok scenes this run's manifest would drop (another source root or
+    subsets; scene files gone). Returns the old manifest (None if absent or overwritten)."""
     if not path.exists() or overwrite:
         return None
     try:
@@ -358,16 +358,23 @@ def _check_manifest_target(path: Path, dataset: str, split: str, overwrite: bool
     if not isinstance(old, dict) or (old.get("dataset"), old.get("split")) != (dataset, split):
         raise OutputExistsError(path, f"is the manifest of another run ({old.get('dataset')!r} split "
                                       f"{old.get('split')!r}); use another OUT_ROOT or pass --overwrite")
+    if plan is None:
+        return old
+    scenes = old.get("scenes") if isinstance(old.get("scenes"), dict) else {}
+    present = {s.name for s in plan.scenes}
+    dropped = sorted(n for n, e in scenes.items() if isinstance(e, dict) and e.get("status") == "ok"
+                     and n not in present)
+    if not dropped:
+        return old  # a rerun: a moved source root, or more scenes, resume by fingerprint
     diffs = []
-    if source_root is not None and old.get("source_root") not in (None, str(source_root)):
-        diffs.append(f"source root {old.get('source_root')} -> {source_root}")
-    if subsets is not None and old.get("subsets") is not None and list(old["subsets"]) != list(subsets):
-        diffs.append(f"subsets {','.join(old['subsets'])} -> {','.join(subsets)}")
-    if diffs:
-        n = len(old.get("scenes") or {})
-        raise OutputExistsError(path, f"is the manifest of another run ({'; '.join(diffs)}) listing {n} "
-                                      "scene(s) this run would drop; use another OUT_ROOT or pass --overwrite")
-    return old
+    if old.get("source_root") not in (None, str(plan.src_root)):
+        diffs.append(f"source root {old.get('source_root')} -> {plan.src_root}")
+    if isinstance(old.get("subsets"), list) and old["subsets"] != list(plan.subsets):
+        diffs.append(f"subsets {','.join(map(str, old['subsets']))} -> {','.join(plan.subsets)}")
+    names = ", ".join(dropped[:5]) + (" ..." if len(dropped) > 5 else "")
+    raise OutputExistsError(path, f"is the manifest of another run ({'; '.join(diffs + [''])}"
+                                  f"{len(dropped)} of its {len(scenes)} scene(s) not in this run: {names}); "
+                                  "use another OUT_ROOT or pass --overwrite")
 
 
 def _settings_changes(old: dict | None, settings: dict) -> list[str]:
@@ -498,8 +505,7 @@ def preprocess(src_root, out_root, dataset: str = "gibson", split: str | None = 
         raise ConfigError(out_root, f"OUT_ROOT must not be inside the source tree {top}")
     mpath = out_root / manifest_name(shard)
     _check_out_root(out_root, options.overwrite)
-    old_manifest = _check_manifest_target(mpath, ds.name, split, options.overwrite, plan.src_root,
-                                          list(plan.subsets))
+    old_manifest = _check_manifest_target(mpath, ds.name, split, options.overwrite, plan)
     if options.require_all and plan.missing:
         names = ", ".join(n for n, _ in plan.missing[:10]) + (" ..." if len(plan.missing) > 10 else "")
         raise DatasetError(plan.src_root, f"{len(plan.missing)} scene(s) of split {split!r} are missing "

@@ -70,3 +70,14 @@ class DatasetError(BpsError):
 
 class ConfigError(BpsError):
     """Invalid settings (out of range option, wrong action shape/dtype, ...)."""
+
+
+class EmptySceneError(InputError):
+    """A scene with nothing to render or navigate: no triangles left after cleaning, or a
+    navmesh without navigable area. The message names the scene and the likely cause."""
+
+
+class InterruptedRun(BpsError):
+    """A long run stopped by the user (Ctrl-C); the message says what finished and how to go on."""
+
+    exit_code = 130

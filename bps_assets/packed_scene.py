@@ -162,6 +162,9 @@ def convert_scene(doc: SceneDocument, dst: str | os.PathLike, options: ConvertOp
     t_textures.check_options(options.texture_options())
     triangles_in = doc.triangle_count
     g = process_geometry(doc, options)
+    if g.triangle_count == 0:  # nothing to render or navigate: an error, not an empty scene file
+        from .empty_scene import empty_geometry_error
+        raise empty_geometry_error(doc.source_path or dst, triangles_in, g.stats, options.min_area)
     used_tex = sorted({int(t) for t in g.material_texture if t >= 0})
     remap = np.full(len(doc.textures) + 1, -1, np.int32)
     remap[used_tex] = np.arange(len(used_tex), dtype=np.int32)

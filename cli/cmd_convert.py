@@ -20,11 +20,32 @@ def _mb(n) -> str:
     return f"{n / 1e6:.2f} MB"
 
 
+def _external_bytes(src: str) -> int:
+    """Bytes of the files a ``.gltf`` names beside it (buffers, images): its scene's real size."""
+    if not src.lower().endswith(".gltf"):
+        return 0
+    from bps_assets.readers.gltf_container import open_gltf
+
+    g = open_gltf(src)
+    total, seen = 0, set()
+    for key in ("buffers", "images"):
+        for i, item in enumerate(g.items(key)):
+            uri = item.get("uri") if isinstance(item, dict) else None
+            if isinstance(uri, str) and not uri.startswith("data:"):
+                p = g.resolve_uri(uri, f"{key[:-1]} {i}")
+                if p not in seen and p.is_file():
+                    seen.add(p)
+                    total += p.stat().st_size
+    return total
+
+
 def _convert_one(src: str, dst: str, options: ConvertOptions, overwrite: bool, scene_id: str) -> dict:
     """Runs in a worker process: never raises, returns a picklable outcome."""
     try:
         res = convert_file(src, dst, options, overwrite=overwrite, scene_id=scene_id)
-        return {"ok": True, **res.to_json()}
+        out = res.to_json()
+        out["bytes_in"] = out.get("bytes_in", 0) + _external_bytes(src)
+        return {"ok": True, **out}
     except BpsError as e:
         return {"ok": False, "scene_id": scene_id, "source": src, "error": str(e), "exit_code": e.exit_code}
     except Exception as e:  # a reader bug must not take the other scenes down with it
@@ -73,6 +94,11 @@ def convert_cmd(inputs, outdir, dataset, up, max_texture, texture_format, jobs, 
 
     jobs_list, results, seen = [], {}, {}
     for i, src in enumerate(inputs):
+        if os.path.isdir(src):
+            results[i] = {"ok": False, "scene_id": None, "source": src, "exit_code": 2,
+                          "error": f"{src}: is a directory (give the scene files in it, e.g. "
+                                   f"{os.path.join(src, '*.glb')})"}
+            continue
         sid = scene_id_for(src, dataset)
         if sid in seen:
             results[i] = {"ok": False, "scene_id": sid, "source": src, "exit_code": 2,

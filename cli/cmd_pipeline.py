@@ -1,4 +1,4 @@
-"""Dataset commands: datasets, preprocess, verify, manifest merge, launch (SLURM), demo."""
+"""Dataset commands: datasets, preprocess, verify, manifest merge/show, launch (SLURM)."""
 from __future__ import annotations
 
 import json
@@ -9,6 +9,7 @@ import click
 from bps_assets.pipeline import datasets as ds_mod
 from bps_assets.pipeline.backend import NAVMESH_MODES
 from bps_assets.pipeline.preprocess import DEFAULTS
+from bps_assets.transforms.frame import UP_AXES
 
 _MAX_SHOWN = 200
 
@@ -80,6 +81,10 @@ def datasets_cmd(name, split, as_json):
 @click.option("--episodes", type=click.IntRange(min=0), default=DEFAULTS.episodes, show_default=True,
               help="PointNav episodes per scene (0: none).")
 @click.option("--episode-seed", type=int, default=DEFAULTS.episode_seed, show_default=True)
+@click.option("--up", type=click.Choice(UP_AXES), default=DEFAULTS.up,
+              help="Up axis of the source files, instead of the dataset's (gibson/mp3d: z).")
+@click.option("--strict", is_flag=True,
+              help="Fail a scene whose imported .navmesh does not fit it (else a warning).")
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Processes (default: all cores this process may use).")
 @click.option("--shard", default=None, metavar="I/N",
@@ -90,8 +95,8 @@ def datasets_cmd(name, split, as_json):
 @click.option("--in-process", is_flag=True, hidden=True, help="Debugging: run scenes in this process.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a terminal).")
-def preprocess_cmd(src_root, out_root, dataset, split, subsets, navmesh, episodes, episode_seed, workers,
-                   shard, require_all, overwrite, force, in_process, as_json, progress):
+def preprocess_cmd(src_root, out_root, dataset, split, subsets, navmesh, episodes, episode_seed, up, strict,
+                   workers, shard, require_all, overwrite, force, in_process, as_json, progress):
     """Convert every scene of a dataset split into packed scenes + navmeshes (+ episodes).
 
     Resumable (rerun after any interruption redoes only unfinished or changed scenes), parallel,
@@ -103,7 +108,7 @@ def preprocess_cmd(src_root, out_root, dataset, split, subsets, navmesh, episode
 
     opts = PreprocessOptions(navmesh=navmesh, episodes=episodes, episode_seed=episode_seed, workers=workers,
                              require_all=require_all, overwrite=overwrite, subsets=tuple(subsets) or None,
-                             force=force, in_process=in_process)
+                             force=force, in_process=in_process, up=up, strict=strict)
     log = (lambda s: click.echo(s, err=True)) if as_json else click.echo
     res = preprocess(src_root, out_root, dataset, split, opts, Shard.parse(shard), progress=progress, log=log)
     if as_json:
@@ -206,6 +211,10 @@ def manifest_show_cmd(manifest, as_json):
 @click.option("--shards", type=click.IntRange(min=1), required=True, help="Number of array tasks.")
 @click.option("--navmesh", type=click.Choice(NAVMESH_MODES), default=DEFAULTS.navmesh, show_default=True)
 @click.option("--episodes", type=click.IntRange(min=0), default=DEFAULTS.episodes, show_default=True)
+@click.option("--up", type=click.Choice(UP_AXES), default=DEFAULTS.up,
+              help="Up axis of the source files, instead of the dataset's (gibson/mp3d: z).")
+@click.option("--strict", is_flag=True,
+              help="Fail a scene whose imported .navmesh does not fit it (else a warning).")
 @click.option("--executor", type=click.Choice(["slurm", "local", "debug"]), default="slurm", show_default=True,
               help="submitit executor: slurm, or local / debug to try it on this machine.")
 @click.option("--partition", default=None)
@@ -214,13 +223,13 @@ def manifest_show_cmd(manifest, as_json):
 @click.option("--mem-gb", type=int, default=32, show_default=True)
 @click.option("--log-dir", default=None, help="submitit logs (default: OUT_ROOT/.bps-state/submitit).")
 @click.option("--no-wait", is_flag=True, help="Submit and return (merge later with `manifest merge`).")
-def launch_cmd(src_root, out_root, dataset, split, shards, navmesh, episodes, executor, partition, time_min,
-               cpus_per_task, mem_gb, log_dir, no_wait):
+def launch_cmd(src_root, out_root, dataset, split, shards, navmesh, episodes, up, strict, executor, partition,
+               time_min, cpus_per_task, mem_gb, log_dir, no_wait):
     """Preprocess on a cluster: one submitit job array of --shards tasks, then merge."""
     from bps_assets.pipeline.launch import SlurmOptions, launch
     from bps_assets.pipeline.preprocess import PreprocessOptions
 
-    opts = PreprocessOptions(navmesh=navmesh, episodes=episodes, workers=cpus_per_task)
+    opts = PreprocessOptions(navmesh=navmesh, episodes=episodes, workers=cpus_per_task, up=up, strict=strict)
     slurm = SlurmOptions(partition=partition, time_min=time_min, cpus_per_task=cpus_per_task, mem_gb=mem_gb)
     res = launch(src_root, out_root, dataset, split, shards, opts, slurm, executor=executor,
                  log_dir=log_dir, wait=not no_wait, log=click.echo)
@@ -230,20 +239,4 @@ def launch_cmd(src_root, out_root, dataset, split, shards, navmesh, episodes, ex
         sys.exit(1)
 
 
-# ------------------------------------------------------------------------------ demo
-
-@click.command("demo")
-@click.argument("outdir", required=False, default="demo_out", type=click.Path(file_okay=False))
-@click.option("--scenes", type=click.IntRange(min=1, max=30), default=None, help="Scenes to synthesize.")
-@click.option("--workers", type=click.IntRange(min=1), default=None)
-def demo_cmd(outdir, scenes, workers):
-    """Synthesize a small Gibson-layout dataset, preprocess it, verify it, print the summary
-    (and whatever later steps are registered; see bps_assets.pipeline.demo)."""
-    from bps_assets.pipeline.demo import run_demo
-
-    ok = run_demo(outdir, scenes=scenes, workers=workers, echo=click.echo)
-    if not ok:
-        sys.exit(1)
-
-
-commands = [datasets_cmd, preprocess_cmd, verify_cmd, manifest_group, launch_cmd, demo_cmd]
+commands = [datasets_cmd, preprocess_cmd, verify_cmd, manifest_group, launch_cmd]

@@ -188,8 +188,10 @@ def test_wrong_kind_is_refused(tmp_path):
         read_packed_scene(tmp_path / "nav.bps")
 
 
-def test_empty_scene_converts(tmp_path):
+def test_empty_scene_is_a_typed_error_and_writes_nothing(tmp_path):
+    """Nothing to render or navigate is an error, not an empty scene file (issue 13 item 5)."""
+    from bps_assets.errors import EmptySceneError
     from bps_assets.scene import SceneDocument
-    res = convert_scene(SceneDocument(), tmp_path / "e.bps", scene_id="e")
-    s = read_packed_scene(tmp_path / "e.bps")
-    assert s.positions.shape == (0, 3) and s.indices.shape == (0, 3) and res.stats["triangles_out"] == 0
+    with pytest.raises(EmptySceneError, match="contains no triangle mesh"):
+        convert_scene(SceneDocument(), tmp_path / "e.bps", scene_id="e")
+    assert not (tmp_path / "e.bps").exists()

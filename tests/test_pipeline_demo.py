@@ -1,26 +1,21 @@
-import sys
-import types
-
 import pytest
 
 from bps_assets.errors import OutputExistsError
 from bps_assets.pipeline import demo
 
 
-def test_steps_are_an_extension_point(tmp_path, monkeypatch):
+def test_steps_are_a_list_callers_compose(tmp_path):
+    """Layers above the pipeline append their own steps (cli/cmd_demo.py adds the runtime's)."""
     seen = []
-    mod = types.ModuleType("fake_provider_for_demo")
-    mod.demo_steps = lambda: [demo.DemoStep("fps", "run the env", lambda ctx: seen.append(ctx.outdir))]
-    monkeypatch.setitem(sys.modules, "fake_provider_for_demo", mod)
-    monkeypatch.setattr(demo, "STEP_PROVIDERS", ("fake_provider_for_demo", "no_such_module_xyz"))
-    steps = demo.discover_steps()
+    extra = demo.DemoStep("fps", "run the env", lambda ctx: seen.append(ctx.outdir))
+    steps = [*demo.DEFAULT_STEPS, extra]
     assert [s.name for s in steps] == ["synthesize", "preprocess", "verify", "summary", "fps"]
     # a failing step stops the demo; the steps after it do not run
     lines = []
     ok = demo.run_demo(tmp_path / "d", echo=lines.append, steps=[
-        demo.DemoStep("a", "first", lambda ctx: False), steps[-1]])
+        demo.DemoStep("a", "first", lambda ctx: False), extra])
     assert ok is False and seen == [] and "step 'a' failed" in lines[-1]
-    assert demo.run_demo(tmp_path / "d", echo=lines.append, steps=[steps[-1]]) and seen == [tmp_path / "d"]
+    assert demo.run_demo(tmp_path / "d", echo=lines.append, steps=[extra]) and seen == [tmp_path / "d"]
 
 
 def test_demo_refuses_a_foreign_directory(tmp_path):

@@ -54,16 +54,22 @@ def container_info(path: Path) -> dict:
 
 class Backend:
     """The real converters. ``convert_options`` / ``nav_settings``: None means the defaults
-    (``packed_scene.DEFAULTS`` / ``nav.DEFAULT_SETTINGS``)."""
+    (``packed_scene.DEFAULTS`` / ``nav.DEFAULT_SETTINGS``). ``up``: the sources' up axis
+    (``y`` / ``z``) instead of the dataset's (``preprocess --up``)."""
 
     name = "bps"
 
-    def __init__(self, convert_options=None, nav_settings=None):
+    def __init__(self, convert_options=None, nav_settings=None, up: str | None = None):
         self.convert_options = convert_options
         self.nav_settings = nav_settings
+        self.up = up
 
     # -- options
     def _convert_options(self, dataset_name: str | None = None):
+        opts = self._preset_options(dataset_name)
+        return opts if self.up is None else dataclasses.replace(opts, up=self.up)
+
+    def _preset_options(self, dataset_name: str | None):
         if self.convert_options is not None:
             return self.convert_options
         from .. import packed_scene

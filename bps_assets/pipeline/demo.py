@@ -1,20 +1,19 @@
 """`bps-assets demo [OUTDIR]`: the project's main job on built-in data, as a list of steps.
 
-Default steps: synthesize a small Gibson-layout dataset (real Gibson ids from split "tiny",
-train and val) in OUTDIR/src -> preprocess it with PointNav episodes into OUTDIR (so
-OUTDIR/manifest.json is the dataset) -> verify the manifest (deep) -> print the summary.
-Split "tiny" has 35 scenes and only a few are synthesized: the others are reported as
-missing, which is not an error (see ``--require-all``).
+The pipeline's steps (``DEFAULT_STEPS``): synthesize a small Gibson-layout dataset (real
+Gibson ids from split "tiny", train and val) in OUTDIR/src -> preprocess it with PointNav
+episodes into OUTDIR (so OUTDIR/manifest.json is the dataset) -> verify the manifest (deep) ->
+print the summary. Split "tiny" has 35 scenes and only a few are synthesized: the others are
+reported as missing, which is not an error (see ``--require-all``).
 
-Extension point: a module listed in ``STEP_PROVIDERS`` that defines ``demo_steps() ->
-list[DemoStep]`` has its steps appended, in order, when it imports (e.g. the runtime adds
-"run the batched environment and print fps" in ``bps_runtime/demo.py``). A step reads what
-earlier ones left in the shared ``DemoContext`` (``ctx.manifest_path`` ...) and returns False
-(or raises) to stop the demo.
+``run_demo(outdir, steps=...)`` runs any list of ``DemoStep``; layers above the pipeline add
+their own by composing the list (``bps-assets demo``, in ``cli/cmd_demo.py``, appends the
+runtime's "run the batched environment and print fps" step), so this module knows nothing
+above it. A step reads what earlier ones left in the shared ``DemoContext``
+(``ctx.manifest_path`` ...) and returns False (or raises) to stop the demo.
 """
 from __future__ import annotations
 
-import importlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +25,6 @@ DEMO_N = 6  # scenes: 4 train + 2 val (see demo_scene_names)
 DEMO_SPLIT = "tiny"
 DEMO_EPISODES = 20  # per scene
 DEMO_SEED = 0
-STEP_PROVIDERS = ("bps_runtime.demo",)
 
 
 @dataclass
@@ -118,20 +116,6 @@ DEFAULT_STEPS = [
 ]
 
 
-def discover_steps() -> list[DemoStep]:
-    """DEFAULT_STEPS, then the steps of every importable STEP_PROVIDERS module."""
-    steps = list(DEFAULT_STEPS)
-    for modname in STEP_PROVIDERS:
-        try:
-            mod = importlib.import_module(modname)
-        except ModuleNotFoundError as e:
-            if e.name is not None and modname.startswith(e.name):
-                continue  # provider not installed / not written yet
-            raise
-        steps.extend(mod.demo_steps())
-    return steps
-
-
 MARKER = ".bps-demo"
 
 
@@ -148,10 +132,11 @@ def _claim(outdir: Path) -> None:
 
 def run_demo(outdir="demo_out", scenes: int | None = None, workers: int | None = None,
              echo: Callable[[str], None] = print, steps: list[DemoStep] | None = None) -> bool:
-    """Run the demo steps in order; stop at the first that fails. True when all succeeded."""
+    """Run ``steps`` (default: ``DEFAULT_STEPS``) in order; stop at the first that fails. True
+    when all succeeded."""
     ctx = DemoContext(Path(outdir).resolve(), echo=echo, scenes=scenes, workers=workers)
     _claim(ctx.outdir)
-    steps = discover_steps() if steps is None else steps
+    steps = list(DEFAULT_STEPS) if steps is None else steps
     t_all = time.perf_counter()
     for i, step in enumerate(steps, 1):
         echo(f"[{i}/{len(steps)}] {step.title}")

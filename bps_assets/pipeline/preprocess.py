@@ -45,7 +45,8 @@ from pathlib import Path
 
 from .. import __version__
 from ..container import atomic_write
-from ..errors import ConfigError, DatasetError, OutputExistsError
+from ..errors import ConfigError, DatasetError, InterruptedRun, NavError, OutputExistsError
+from ..transforms.frame import UP_AXES
 from . import manifest as mf
 from .backend import NAVMESH_MODES, Backend, container_info
 from .datasets import load_dataset
@@ -60,7 +61,10 @@ class PreprocessOptions:
     """What to produce. ``workers`` None: all usable cores. ``episodes``: PointNav episodes per
     scene (0: none). ``subsets``: limit to some subsets of the split (None: all). ``force``:
     redo up-to-date scenes too. ``overwrite``: accept a non-empty OUT_ROOT without an earlier
-    run, or another run's manifest."""
+    run, or replacing the manifest of another run (another dataset or split, or ok scenes this
+    run would drop: another source root or subsets). ``up``: the sources' up axis (``y`` / ``z``) instead of the dataset's.
+    ``strict``: an imported ``.navmesh`` that does not fit its scene fails the scene (else a
+    warning)."""
 
     navmesh: str = "auto"
     episodes: int = 0
@@ -71,8 +75,12 @@ class PreprocessOptions:
     subsets: tuple[str, ...] | None = None
     force: bool = False  # redo every scene, even up-to-date ones
     in_process: bool = False  # run scenes in this process (debuggers, tests); a crash ends the run
+    up: str | None = None
+    strict: bool = False
 
     def __post_init__(self):
+        if self.up is not None and self.up not in UP_AXES:
+            raise ConfigError(None, f"up axis {self.up!r} is not one of {', '.join(UP_AXES)}")
         if self.navmesh not in NAVMESH_MODES:
             raise ConfigError(None, f"navmesh mode {self.navmesh!r} is not one of {', '.join(NAVMESH_MODES)}")
         if self.episodes < 0:
@@ -260,6 +268,7 @@ def process_scene(task: SceneTask) -> SceneResult:
         if nav.get("note"):
             stats["navmesh_note"] = nav["note"]
         stats["navmesh_seconds"] = round(time.perf_counter() - t, 3)
+        _check_scene(task, out_root, rels, stats)
         outputs = {"scene": _file_entry(out_root, rels["scene"], True),
                    "navmesh": _file_entry(out_root, rels["navmesh"], True)}
         if opts.episodes > 0:
@@ -277,6 +286,7 @@ def process_scene(task: SceneTask) -> SceneResult:
                     {"fingerprint": fp, "source_stat": source_stat, "entry": entry})
         return SceneResult(name, src.subset, "ok", entry, seconds=stats["seconds"])
     except Exception as e:  # noqa: BLE001 - one scene's failure must not stop the others
+        _discard_outputs(out_root, rels)
         msg = f"{type(e).__name__}: {e}" if not isinstance(e, OSError) or str(e) else repr(e)
         log = out_root / STATE_DIR / "logs" / f"{name}.log"
         try:
@@ -285,6 +295,36 @@ def process_scene(task: SceneTask) -> SceneResult:
         except OSError:
             pass
         return _failed(src, msg, time.perf_counter() - t0)
+
+
+def _check_scene(task: SceneTask, out_root: Path, rels: dict, stats: dict) -> None:
+    """Raise for a scene with nothing to navigate; warn (``strict``: raise) when an imported
+    navmesh does not fit its scene (``stats["warnings"]``)."""
+    from . import scene_checks
+
+    name, packed = task.src.name, out_root / rels["scene"]
+    err = scene_checks.no_navigable_area(name, stats.get("navigable_area"), packed, task.src.scene)
+    if err is not None:
+        raise err
+    if stats.get("navmesh_source") != "imported":
+        return
+    warning = scene_checks.navmesh_fit(name, out_root / rels["navmesh"], packed)
+    if warning is None:
+        return
+    if task.options.strict:
+        raise NavError(task.src.navmesh, warning + " (--strict)")
+    stats.setdefault("warnings", []).append(warning)
+
+
+def _discard_outputs(out_root: Path, rels: dict) -> None:
+    """A failed scene leaves no outputs behind (a half-made scene would look done to a user or
+    another tool; its record is already gone)."""
+    for rel in rels.values():
+        try:
+            (out_root / rel).unlink(missing_ok=True)
+        except OSError:
+            pass
+    _remove_stale_temps(out_root, rels.values())
 
 
 def _failed(src: SceneSource, msg: str, seconds: float) -> SceneResult:
@@ -304,9 +344,13 @@ def _check_out_root(out_root: Path, overwrite: bool) -> None:
                                           "(choose an empty directory, or pass --overwrite)")
 
 
-def _check_manifest_target(path: Path, dataset: str, split: str, overwrite: bool) -> None:
+def _check_manifest_target(path: Path, dataset: str, split: str, overwrite: bool,
+                           plan: Plan | None = None) -> dict | None:
+    """Refuse (unless ``overwrite``) to replace the manifest of another run: another dataset or
+    split, or one with ok scenes this run's manifest would drop (another source root or
+    subsets; scene files gone). Returns the old manifest (None if absent or overwritten)."""
     if not path.exists() or overwrite:
-        return
+        return None
     try:
         old = json.loads(path.read_text("utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
@@ -314,6 +358,41 @@ def _check_manifest_target(path: Path, dataset: str, split: str, overwrite: bool
     if not isinstance(old, dict) or (old.get("dataset"), old.get("split")) != (dataset, split):
         raise OutputExistsError(path, f"is the manifest of another run ({old.get('dataset')!r} split "
                                       f"{old.get('split')!r}); use another OUT_ROOT or pass --overwrite")
+    if plan is None:
+        return old
+    scenes = old.get("scenes") if isinstance(old.get("scenes"), dict) else {}
+    present = {s.name for s in plan.scenes}
+    dropped = sorted(n for n, e in scenes.items() if isinstance(e, dict) and e.get("status") == "ok"
+                     and n not in present)
+    if not dropped:
+        return old  # a rerun: a moved source root, or more scenes, resume by fingerprint
+    diffs = []
+    if old.get("source_root") not in (None, str(plan.src_root)):
+        diffs.append(f"source root {old.get('source_root')} -> {plan.src_root}")
+    if isinstance(old.get("subsets"), list) and old["subsets"] != list(plan.subsets):
+        diffs.append(f"subsets {','.join(map(str, old['subsets']))} -> {','.join(plan.subsets)}")
+    names = ", ".join(dropped[:5]) + (" ..." if len(dropped) > 5 else "")
+    raise OutputExistsError(path, f"is the manifest of another run ({'; '.join(diffs + [''])}"
+                                  f"{len(dropped)} of its {len(scenes)} scene(s) not in this run: {names}); "
+                                  "use another OUT_ROOT or pass --overwrite")
+
+
+def _settings_changes(old: dict | None, settings: dict) -> list[str]:
+    """Dotted names of the settings that differ from the earlier run's (every scene is redone)."""
+    if not old or not isinstance(old.get("settings"), dict):
+        return []
+
+    def flat(d, pre=""):
+        out = {}
+        for k, v in d.items():
+            if isinstance(v, dict):
+                out.update(flat(v, f"{pre}{k}."))
+            else:
+                out[f"{pre}{k}"] = v
+        return out
+
+    a, b = flat(old["settings"]), flat(settings)
+    return [f"{k} {a.get(k)!r} -> {b.get(k)!r}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
 
 
 def _run_pool(tasks: list[SceneTask], workers: int, on_done) -> None:
@@ -322,7 +401,8 @@ def _run_pool(tasks: list[SceneTask], workers: int, on_done) -> None:
     pending = list(tasks)
     suspects: list[SceneTask] = []
     while pending:
-        ex = ProcessPoolExecutor(max_workers=min(workers, len(pending)), mp_context=ctx)
+        ex = ProcessPoolExecutor(max_workers=min(workers, len(pending)), mp_context=ctx,
+                                 initializer=_ignore_sigint)
         futs = {}
         broken = False
         try:
@@ -351,12 +431,15 @@ def _run_pool(tasks: list[SceneTask], workers: int, on_done) -> None:
                     futs[ex.submit(process_scene, t)] = t
                     if len(futs) >= 2 * workers:
                         break
+        except KeyboardInterrupt:
+            _stop_workers(ex)
+            raise
         finally:
             ex.shutdown(wait=True, cancel_futures=True)
         if broken:
             # each suspect alone in a fresh process: only the culprit dies again
             for t in suspects:
-                one = ProcessPoolExecutor(max_workers=1, mp_context=ctx)
+                one = ProcessPoolExecutor(max_workers=1, mp_context=ctx, initializer=_ignore_sigint)
                 try:
                     r = one.submit(process_scene, t).result()
                     if r.status == "skipped":
@@ -366,9 +449,40 @@ def _run_pool(tasks: list[SceneTask], workers: int, on_done) -> None:
                     on_done(r)
                 except BrokenProcessPool:
                     on_done(_failed(t.src, "worker process died (crash or out of memory)", 0.0))
+                except KeyboardInterrupt:
+                    _stop_workers(one)
+                    raise
                 finally:
                     one.shutdown(wait=True)
             suspects = []
+
+
+def _ignore_sigint() -> None:
+    """Workers leave Ctrl-C to the parent (which stops them): a terminal's SIGINT reaches the
+    whole process group, and each worker would print its own KeyboardInterrupt traceback."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _stop_workers(ex: ProcessPoolExecutor) -> None:
+    """Terminate a pool's workers now (their scenes' records are not written, so a rerun redoes
+    them), instead of waiting for the scenes in flight to finish."""
+    for p in list((getattr(ex, "_processes", None) or {}).values()):
+        try:
+            p.terminate()
+        except (OSError, AttributeError):
+            pass
+
+
+def _interrupted(out_root: Path, results: dict, n_tasks: int) -> InterruptedRun:
+    done = sum(r.status in ("ok", "failed") for r in results.values())
+    failed = sum(r.status == "failed" for r in results.values())
+    skipped = sum(r.status == "skipped" for r in results.values())
+    return InterruptedRun(out_root, f"interrupted: {done} of {n_tasks} scene(s) to process finished"
+                                    f"{f' ({failed} failed)' if failed else ''}, {skipped} were already up to "
+                                    "date; the manifest was not rewritten. Rerun the same command to "
+                                    "resume: finished scenes are skipped")
 
 
 def preprocess(src_root, out_root, dataset: str = "gibson", split: str | None = None,
@@ -391,15 +505,19 @@ def preprocess(src_root, out_root, dataset: str = "gibson", split: str | None = 
         raise ConfigError(out_root, f"OUT_ROOT must not be inside the source tree {top}")
     mpath = out_root / manifest_name(shard)
     _check_out_root(out_root, options.overwrite)
-    _check_manifest_target(mpath, ds.name, split, options.overwrite)
+    old_manifest = _check_manifest_target(mpath, ds.name, split, options.overwrite, plan)
     if options.require_all and plan.missing:
         names = ", ".join(n for n, _ in plan.missing[:10]) + (" ..." if len(plan.missing) > 10 else "")
         raise DatasetError(plan.src_root, f"{len(plan.missing)} scene(s) of split {split!r} are missing "
                                           f"({names}) and --require-all was given")
-    backend = backend or Backend()
+    backend = backend or Backend(up=options.up)
     settings = backend.settings(ds.name)
     settings["preprocess"] = {"navmesh": options.navmesh, "episodes": options.episodes,
                               "episode_seed": options.episode_seed}
+    changes = _settings_changes(old_manifest, settings)
+    if changes and log:
+        log(f"  settings differ from the earlier run in {out_root} ({'; '.join(changes[:4])}"
+            f"{' ...' if len(changes) > 4 else ''}): its scenes are redone")
     (out_root / STATE_DIR / "scenes").mkdir(parents=True, exist_ok=True)
     lock = _lock_run(out_root / STATE_DIR / f"{mpath.stem}.lock")
     try:
@@ -480,13 +598,18 @@ def _run(plan, ds, split, shard, options, backend, settings, out_root, mpath, pr
         elif tasks:
             # even one worker is a separate process: a native crash must fail one scene only
             _run_pool(tasks, workers, on_done)
+    except KeyboardInterrupt:
+        if bar is not None:
+            bar.close()
+            bar = None
+        raise _interrupted(out_root, results, len(tasks)) from None
     finally:
         if bar is not None:
             bar.close()
 
     for name, sub in plan.missing:
         results[name] = SceneResult(name, sub, "missing", error="scene file not found")
-    ordered = [results[n] for n in plan.selected if n in results]
+    ordered = [_strictly(results[n], options) for n in plan.selected if n in results]
 
     # habitat v1 index file per subset that has episodes ({"episodes": []} + content/)
     if options.episodes > 0:
@@ -507,6 +630,16 @@ def _run(plan, ds, split, shard, options, backend, settings, out_root, mpath, pr
     res = PreprocessResult(mpath, plan, ordered, time.perf_counter() - t_start,
                            require_all=options.require_all)
     return res
+
+
+def _strictly(r: SceneResult, options: PreprocessOptions) -> SceneResult:
+    """Under ``strict`` an up-to-date scene whose record carries a warning (from an earlier,
+    lenient run) fails like a scene processed now would."""
+    warnings = ((r.entry or {}).get("stats") or {}).get("warnings")
+    if not (options.strict and r.status == "skipped" and warnings):
+        return r
+    msg = f"NavError: {warnings[0]} (--strict)"
+    return SceneResult(r.name, r.subset, "failed", {**r.entry, "status": "failed", "error": msg}, error=msg)
 
 
 def _manifest_entry(r: SceneResult) -> dict:
@@ -551,7 +684,7 @@ def summary_table(res: PreprocessResult, max_rows: int = 200) -> str:
                      f"{st['navigable_area']:.1f}" if st.get("navigable_area") is not None else "",
                      str(st.get("islands", "") if st.get("islands") is not None else ""),
                      str(st.get("episodes", "")), f"{st['seconds']:.1f}" if "seconds" in st else "",
-                     (r.error or "")[:100]))
+                     (r.error or (f"warning: {st['warnings'][0]}" if st.get("warnings") else ""))[:300]))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(row[:-1], widths)) + ("  " + row[-1] if row[-1] else "")
              for row in rows]

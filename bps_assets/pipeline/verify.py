@@ -21,6 +21,7 @@ from ..container import Container
 from ..errors import BpsError, CorruptFileError, FormatVersionError
 from .hashing import default_jobs, sha256_file
 from .manifest import load_manifest
+from .scene_checks import entry_problems
 
 MAX_EPISODE_JSON_BYTES = 1 << 30  # cap on a gunzipped episode file (deep check)
 
@@ -154,6 +155,7 @@ def verify_manifest(path, deep: bool = False, jobs: int | None = None) -> Verify
         sr = SceneReport(name, e.get("subset", ""), e.get("status", ""))
         if sr.status != "ok":
             sr.problems.append(f"preprocess failed: {e.get('error') or 'unknown error'}")
+        sr.problems.extend(entry_problems(e))
         scenes.append(sr)
         for role, rec in (e.get("outputs") or {}).items():
             work.append((sr, role, rec))
@@ -203,6 +205,9 @@ def format_report(rep: VerifyReport, verbose: bool = False) -> str:
     for f in rep.extra_files:
         if not f.ok:
             lines.append(f"FAIL {f.role}: " + "; ".join(f.problems))
+    if any(not f.ok for s in rep.scenes for f in s.files):
+        lines.append("(a file role marked ! has the problem listed under it: scene! = the packed "
+                     "scene, navmesh!, episodes!)")
     for w in rep.warnings:
         lines.append(f"warning: {w}")
     nbad = sum(not s.ok for s in rep.scenes) + sum(not f.ok for f in rep.extra_files)

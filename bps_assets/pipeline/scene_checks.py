@@ -1,0 +1,124 @@
+"""Checks on a scene's outputs that the converters cannot make alone, with the likely cause.
+
+- ``no_navigable_area``: a navmesh with no navigable area (nothing the agent can stand on) is
+  an ``EmptySceneError``, not an "ok" scene that the runtime later quarantines. The cause is
+  read from the packed scene: the floor faces sideways (the source's up axis is not the one
+  assumed: a Y-up file under ``--dataset gibson``), the scene is an object rather than a room
+  (small bounds), or no flat surface is wide and high enough for the agent.
+- ``navmesh_fit``: an imported ``.navmesh`` that does not belong to its scene (its walkable
+  surface lies outside the scene's bounds, e.g. 1.6 m below the floor): a warning, an error
+  under ``strict``.
+
+Called by the pipeline (``preprocess.process_scene``) and the CLI, after the converters.
+"""
+from __future__ import annotations
+
+import os
+
+from ..errors import BpsError, EmptySceneError, NavError
+
+# a scene smaller than this (largest horizontal side, m) is an object, not a place to walk
+OBJECT_SIZE = 2.0
+# a navmesh may stick out of the scene's bounds by this much (m): Recast's cell height / climb
+FIT_TOLERANCE = 0.5
+
+
+def _face_directions(path) -> dict | None:
+    """Area fractions of the packed scene's triangles by the habitat-frame axis their normal is
+    closest to (``y`` up or down, ``x`` / ``z`` sideways), and its bounds; None if unreadable."""
+    import numpy as np
+
+    from ..packed_scene import read_packed_scene
+
+    try:
+        s = read_packed_scene(path, ["positions", "indices"])
+    except BpsError:
+        return None
+    if s.indices is None or not len(s.indices):
+        return None
+    p = s.positions[s.indices.astype(np.int64)]
+    n = np.cross(p[:, 1] - p[:, 0], p[:, 2] - p[:, 0]).astype(np.float64)
+    area = np.linalg.norm(n, axis=1)
+    total = float(area.sum())
+    if total <= 0:
+        return None
+    axis = np.abs(n).argmax(1)
+    frac = {a: float(area[axis == i].sum()) / total for i, a in enumerate("xyz")}
+    lo, hi = s.positions.min(0), s.positions.max(0)
+    return {"frac": frac, "size": [float(x) for x in hi - lo], "up": s.header.get("frame", {}).get("up")}
+
+
+def likely_cause(packed_scene: str | os.PathLike) -> str:
+    """Why the scene in ``packed_scene`` has nothing to navigate, in a few words."""
+    d = _face_directions(packed_scene)
+    if d is None:
+        return "the scene has no readable geometry"
+    up = d["up"]
+    frac, (sx, sy, sz) = d["frac"], d["size"]
+    if max(sx, sz) < OBJECT_SIZE:
+        return f"it is {sx:.2f} x {sy:.2f} x {sz:.2f} m: an object rather than a scene?"
+    if frac["z"] > 1.5 * max(frac["y"], frac["x"]):
+        # floor and ceiling (the largest flat surfaces) face +-z: the source's up axis became
+        # the habitat frame's z, so the converter assumed the wrong one
+        other = {"z": "y", "y": "z"}.get(up)
+        hint = (f"the source is probably {other.upper()}-up, not {up.upper()}-up: pass --up {other}"
+                if other else "the source's up axis is probably wrong: pass --up")
+        return f"its floor faces sideways ({frac['z']:.0%} of the area faces +-z): {hint}"
+    return (f"no upward surface is wide enough for the agent, or it has no head room "
+            f"({frac['y']:.0%} of the area faces up or down; {sx:.1f} x {sy:.1f} x {sz:.1f} m)")
+
+
+def no_navigable_area(scene: str, navigable_area, packed_scene, source=None) -> EmptySceneError | None:
+    """The error (naming ``source``, else the packed scene) for a scene whose navmesh has no
+    navigable area, or None if it has some."""
+    if navigable_area is None or (isinstance(navigable_area, (int, float)) and navigable_area > 0):
+        return None
+    where = "" if source else f"scene {scene}: "  # a source path already names the scene
+    return EmptySceneError(source or packed_scene, f"{where}the navmesh has no navigable area "
+                                                   f"({likely_cause(packed_scene)})")
+
+
+def navmesh_fit(scene: str, navmesh_path, packed_scene) -> str | None:
+    """A warning when the packed navmesh at ``navmesh_path`` lies outside the packed scene's
+    bounds by more than FIT_TOLERANCE (it was made for another scene, or in another frame);
+    None if it fits or either file cannot tell."""
+    import numpy as np
+
+    from ..container import Container
+    from ..nav import load_navmesh
+
+    try:
+        with Container(packed_scene) as c:
+            b = c.header.get("bounds") or {}
+        lo, hi = np.asarray(b["min"], np.float64), np.asarray(b["max"], np.float64)
+        nav = load_navmesh(navmesh_path)
+        pts = np.asarray(nav.sample_navigable_point(256, seed=0), np.float64).reshape(-1, 3)
+    except (BpsError, NavError, KeyError, TypeError, ValueError):
+        return None
+    pts = pts[np.isfinite(pts).all(1)]
+    if not len(pts) or lo.shape != (3,) or hi.shape != (3,):
+        return None
+    below = np.maximum(lo - pts, 0.0)
+    above = np.maximum(pts - hi, 0.0)
+    out = np.maximum(below, above).max(1)
+    bad = out > FIT_TOLERANCE
+    if not bad.any():
+        return None
+    worst = int(out.argmax())
+    axis = "xyz"[int(np.maximum(below, above)[worst].argmax())]
+    side = "below" if axis == "y" and below[worst, 1] > 0 else "outside"
+    return (f"scene {scene}: the navmesh does not fit the scene: {bad.mean():.0%} of its walkable "
+            f"points lie {side} the scene's bounds (up to {out[worst]:.2f} m along {axis}); is it "
+            f"the .navmesh of another scene, or in another frame?")
+
+
+
+
+def entry_problems(entry: dict) -> list[str]:
+    """Problems ``verify`` reports for a manifest entry marked ok: a navmesh with no navigable
+    area (written by a bps before this check existed, or by hand)."""
+    area = (entry.get("stats") or {}).get("navigable_area")
+    if entry.get("status") == "ok" and isinstance(area, (int, float)) and not area > 0:
+        return [f"navmesh has no navigable area ({area}): nothing to navigate (rerun preprocess "
+                "with --force to get the likely cause)"]
+    return []

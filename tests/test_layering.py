@@ -19,7 +19,7 @@ PACKAGES = ("bps_assets", "bps_runtime", "bps_train", "cli")
 LAYERS = [
     ("bps_assets.errors", 0), ("bps_assets.scene", 0), ("bps_assets.manifests_location", 0),
     ("bps_assets.native", 0),
-    ("bps_assets.readers", 1), ("bps_assets.transforms", 1),
+    ("bps_assets.readers", 1), ("bps_assets.transforms", 1), ("bps_assets.empty_scene", 1),
     ("bps_assets.container", 2), ("bps_assets.writers", 2), ("bps_assets.packed_scene", 2),
     ("bps_assets.synth", 3),
     ("bps_assets.nav", 4),
@@ -120,6 +120,11 @@ def test_no_upward_imports():
 def test_no_import_cycles():
     found = cycles(import_graph())
     assert not found, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in found)
+
+
+def test_every_module_has_a_layer():
+    unplaced = sorted(m for m in import_graph() if rank(m) < 0 and m not in PACKAGES)
+    assert not unplaced, f"modules with no layer in LAYERS: {unplaced}"
 
 
 def test_package_roots_import_nothing_heavy():

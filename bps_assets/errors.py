@@ -70,3 +70,18 @@ class DatasetError(BpsError):
 
 class ConfigError(BpsError):
     """Invalid settings (out of range option, wrong action shape/dtype, ...)."""
+
+
+class MissingSectionError(InputError):
+    """A caller asked a packed file for a section it does not have (not damage: the file may
+    simply be of another kind or version). ``section`` names it."""
+
+    def __init__(self, path, section: str, present=()):
+        self.section = section
+        have = ", ".join(sorted(present)) or "none"
+        super().__init__(path, f"has no section {section!r} (it has: {have})")
+
+
+class ResourceLimitError(InputError):
+    """An input declares more data than a cap or the memory available allows; the message names
+    the field or section and the size."""

@@ -34,6 +34,7 @@ import numpy as np
 
 from ..container import atomic_write
 from ..errors import ConfigError, InputError, NavError, OutputExistsError
+from ..readers.guard import read_limited
 
 
 # ------------------------------------------------------------------------------ options
@@ -283,21 +284,7 @@ def write_pointnav_dataset(out_dir: str | os.PathLike, split: str,
 
 
 def _read_json(path: Path):
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(2)
-            fh.seek(0)
-            if head == b"\x1f\x8b":
-                with gzip.GzipFile(fileobj=fh) as gz:
-                    raw = gz.read(MAX_JSON_BYTES + 1)
-            else:
-                raw = fh.read(MAX_JSON_BYTES + 1)
-    except FileNotFoundError as e:
-        raise InputError(path, "no such file") from e
-    except (OSError, EOFError, zlib.error) as e:
-        raise InputError(path, f"cannot read (bad gzip?): {e}") from e
-    if len(raw) > MAX_JSON_BYTES:
-        raise InputError(path, f"more than {MAX_JSON_BYTES} bytes of JSON")
+    raw = read_limited(path, MAX_JSON_BYTES)  # streamed with a running cap (gzip bombs)
     try:
         doc = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:

@@ -87,11 +87,13 @@ def datasets_cmd(name, split, as_json):
 @click.option("--require-all", is_flag=True, help="Fail before starting if any scene of the split is missing.")
 @click.option("--overwrite", is_flag=True, help="Allow a non-empty OUT_ROOT / another run's manifest.")
 @click.option("--force", is_flag=True, help="Redo every scene, even the up-to-date ones.")
+@click.option("--verify-kept", is_flag=True,
+              help="Hash every kept output in full (default: check headers and section CRCs).")
 @click.option("--in-process", is_flag=True, hidden=True, help="Debugging: run scenes in this process.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a terminal).")
 def preprocess_cmd(src_root, out_root, dataset, split, subsets, navmesh, episodes, episode_seed, workers,
-                   shard, require_all, overwrite, force, in_process, as_json, progress):
+                   shard, require_all, overwrite, force, verify_kept, in_process, as_json, progress):
     """Convert every scene of a dataset split into packed scenes + navmeshes (+ episodes).
 
     Resumable (rerun after any interruption redoes only unfinished or changed scenes), parallel,
@@ -103,7 +105,7 @@ def preprocess_cmd(src_root, out_root, dataset, split, subsets, navmesh, episode
 
     opts = PreprocessOptions(navmesh=navmesh, episodes=episodes, episode_seed=episode_seed, workers=workers,
                              require_all=require_all, overwrite=overwrite, subsets=tuple(subsets) or None,
-                             force=force, in_process=in_process)
+                             force=force, verify_kept=verify_kept, in_process=in_process)
     log = (lambda s: click.echo(s, err=True)) if as_json else click.echo
     res = preprocess(src_root, out_root, dataset, split, opts, Shard.parse(shard), progress=progress, log=log)
     if as_json:

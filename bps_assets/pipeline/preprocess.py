@@ -15,8 +15,9 @@ and the tool version. The completion record is written (atomically) only after e
 of the scene has been written (atomically, temp file + rename) and hashed, and it is deleted
 before a scene is redone; so after any interruption, even kill -9, a record exists exactly for
 the scenes whose outputs are complete. A rerun skips a scene when its record's fingerprint
-matches and its outputs still have the recorded sizes; sources whose size and mtime are
-unchanged are not re-hashed. Everything else is redone.
+matches and its outputs pass the resume check (``resume_check``: sizes, headers and section
+CRCs; full sha256 with ``verify_kept``); sources whose size and mtime are unchanged are not
+re-hashed. Everything else is redone.
 
 Failures. Each scene runs in a worker process (even with one worker; ``in_process`` is for
 debuggers and tests); an exception fails that scene only (its error
@@ -51,6 +52,7 @@ from .backend import NAVMESH_MODES, Backend, container_info, settings_fingerprin
 from .datasets import load_dataset
 from .hashing import sha256_file
 from .plan import Plan, SceneSource, Shard, make_plan
+from .resume_check import check_many, kept_problems
 
 STATE_DIR = ".bps-state"
 
@@ -67,9 +69,11 @@ class PreprocessOptions:
     episode_seed: int = 0
     workers: int | None = None
     require_all: bool = False
+    redone: dict = field(default_factory=dict)  # scene -> why its kept outputs were not kept
     overwrite: bool = False
     subsets: tuple[str, ...] | None = None
     force: bool = False  # redo every scene, even up-to-date ones
+    verify_kept: bool = False  # full sha256 of kept outputs (default: header + section CRCs)
     in_process: bool = False  # run scenes in this process (debuggers, tests); a crash ends the run
 
     def __post_init__(self):
@@ -109,6 +113,7 @@ class PreprocessResult:
         return self.count("failed") == 0 and not (self.require_all and self.count("missing"))
 
     require_all: bool = False
+    redone: dict = field(default_factory=dict)  # scene -> why its kept outputs were not kept
 
 
 # ------------------------------------------------------------------------------ layout
@@ -151,16 +156,6 @@ def _write_json(path: Path, obj, gz: bool = False) -> None:
 def _stat(p: Path) -> list[int]:
     st = p.stat()
     return [st.st_size, st.st_mtime_ns]
-
-
-def _outputs_intact(out_root: Path, entry: dict) -> bool:
-    for o in entry.get("outputs", {}).values():
-        try:
-            if (out_root / o["path"]).stat().st_size != o["size"]:
-                return False
-        except (OSError, KeyError, TypeError):
-            return False
-    return True
 
 
 # ------------------------------------------------------------------------------ one scene
@@ -233,7 +228,8 @@ def process_scene(task: SceneTask) -> SceneResult:
         old = _read_record(out_root, name)
         sources = _sources(task, old)
         fp = fingerprint(sources, task.settings)
-        if old and not opts.force and old.get("fingerprint") == fp and _outputs_intact(out_root, old["entry"]):
+        if old and not opts.force and old.get("fingerprint") == fp and \
+                not kept_problems(out_root, old["entry"], opts.verify_kept):
             # touched but unchanged sources: refresh the record's stat, keep the outputs
             if old.get("source_stat") != {r: s["_stat"] for r, s in sources.items()}:
                 old["source_stat"] = {r: s.pop("_stat") for r, s in sources.items()}
@@ -435,7 +431,7 @@ def _run(plan, ds, split, shard, options, backend, settings, out_root, mpath, pr
 
     # quick skip check in the parent: record + unchanged source stat + intact outputs
     results: dict[str, SceneResult] = {}
-    tasks = []
+    tasks, kept = [], {}
     for s in plan.scenes:
         task = SceneTask(s, out_root, ds.name, options, settings, backend)
         rec = None if options.force else _read_record(out_root, s.name)
@@ -449,13 +445,21 @@ def _run(plan, ds, split, shard, options, backend, settings, out_root, mpath, pr
                 stat_now = None
             srcs = rec["entry"].get("sources", {})
             if (stat_now == rec.get("source_stat") and set(srcs) == set(files)
-                    and rec.get("fingerprint") == fingerprint(srcs, settings)
-                    and _outputs_intact(out_root, rec["entry"])):
-                results[s.name] = SceneResult(s.name, s.subset, "skipped", rec["entry"])
+                    and rec.get("fingerprint") == fingerprint(srcs, settings)):
+                kept[s.name] = (task, rec["entry"])
                 continue
         tasks.append(task)
+    damaged = {n: p for n, p in check_many(out_root, {n: e for n, (_, e) in kept.items()},
+                                           options.verify_kept).items() if p}
+    for n, (task, entry) in kept.items():  # a damaged kept output: redo the scene
+        if n in damaged:
+            tasks.append(task)
+        else:
+            results[n] = SceneResult(n, task.src.subset, "skipped", entry)
     if plan.scenes:
         say(f"  {len(results)} up to date, {len(tasks)} to process")
+    for n, probs in sorted(damaged.items()):
+        say(f"  redoing {n}: kept output failed the resume check: {'; '.join(probs)}")
 
     workers = options.workers or available_cores()
     bar = None
@@ -506,6 +510,7 @@ def _run(plan, ds, split, shard, options, backend, settings, out_root, mpath, pr
     mf.write_manifest(doc, mpath)
     res = PreprocessResult(mpath, plan, ordered, time.perf_counter() - t_start,
                            require_all=options.require_all)
+    res.redone = damaged
     return res
 
 

@@ -13,12 +13,15 @@ CRC-32 of the stored bytes (4.5 GB/s here); the manifest carries a sha256 of the
 """
 from __future__ import annotations
 
+import errno
+import glob
 import json
 import os
 import re
 import struct
 import tempfile
 import threading
+import time
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +30,7 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from .errors import (ConfigError, CorruptFileError, FormatVersionError, InputError, MissingSectionError,
-                     OutputExistsError, ResourceLimitError)
+                     OutputExistsError, OutputWriteError, ResourceLimitError)
 
 MAGIC = b"\x89BPS\r\n\x1a\n"
 CONTAINER_VERSION = 1
@@ -127,28 +130,99 @@ def _align(n: int) -> int:
     return (n + ALIGN - 1) // ALIGN * ALIGN
 
 
+def _write_error(path, e: OSError, doing: str) -> OutputWriteError:
+    cause = e.strerror or str(e)
+    hint = {errno.EFBIG: " (a file size limit: ulimit -f?)", errno.ENOSPC: "", errno.EROFS: "",
+            errno.EACCES: " (no write permission)"}.get(e.errno, "")
+    return OutputWriteError(path, f"cannot {doing}: {cause}{hint}")
+
+
+def make_dirs(folder: str | os.PathLike) -> Path:
+    """``mkdir -p`` whose failure is an OutputWriteError naming the folder and the cause."""
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise _write_error(folder, e, "create the folder") from None
+    return folder
+
+
+def _lock_temp(fd: int) -> None:
+    # held while the temp file is written (the OS drops it when the writer dies, kill -9
+    # included), so remove_stale_temps can tell a dead run's temp from a live one's
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows: stale temps are told by age
+        return
+    fcntl.flock(fd, fcntl.LOCK_EX)
+
+
+def remove_stale_temps(path: str | os.PathLike, min_age_s: float = 600.0) -> list[Path]:
+    """Remove ``.NAME.*.tmp`` files beside ``path`` left by killed writers; returns them.
+
+    A temp file whose writer is alive is locked (``atomic_write``) and kept. Without flock
+    (Windows) only temps older than ``min_age_s`` are removed. Errors are ignored: this is
+    cleanup, the write that follows reports any real problem."""
+    path = Path(path)
+    removed = []
+    try:
+        cands = list(path.parent.glob(f".{glob.escape(path.name)}.*.tmp"))
+    except OSError:
+        return removed
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover
+        fcntl = None
+    for t in cands:
+        try:
+            if fcntl is None:
+                if time.time() - t.stat().st_mtime >= min_age_s:
+                    t.unlink()
+                    removed.append(t)
+                continue
+            with open(t, "rb") as f:
+                try:
+                    fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except OSError:
+                    continue  # a live writer holds it
+                t.unlink()
+                removed.append(t)
+        except OSError:
+            continue
+    return removed
+
+
 def atomic_write(path: str | os.PathLike, write_fn, overwrite: bool = False) -> None:
     """Run ``write_fn(fileobj)`` on a temp file beside ``path``, fsync, then rename over it.
 
     With ``overwrite=False`` an existing ``path`` is an OutputExistsError, so nothing the user
-    had is replaced silently. A crash leaves at most a ``.tmp`` file, never a half-written path.
+    had is replaced silently. A crash leaves at most a ``.tmp`` file, never a half-written path
+    (``remove_stale_temps`` removes it later). An OS failure (no permission, read-only or full
+    disk, file size limit) is an OutputWriteError naming the file or folder and the cause, and
+    leaves nothing behind.
     """
     path = Path(path)
     if path.exists() and not overwrite:
         raise OutputExistsError(path, "already exists (pass overwrite / --overwrite to replace it)")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    make_dirs(path.parent)
     try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as e:
+        raise _write_error(path.parent, e, f"create a file in the folder (for {path.name})") from None
+    try:
+        _lock_temp(fd)
         with os.fdopen(fd, "wb") as f:
             write_fn(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        if isinstance(e, OSError):
+            raise _write_error(path, e, "write") from None
         raise
 
 

@@ -85,3 +85,8 @@ class MissingSectionError(InputError):
 class ResourceLimitError(InputError):
     """An input declares more data than a cap or the memory available allows; the message names
     the field or section and the size."""
+
+
+class OutputWriteError(BpsError):
+    """An output file or folder could not be written (permission, read-only or full disk,
+    file size limit); the message names the file or folder and the cause."""

@@ -25,7 +25,7 @@ import numpy as np
 
 from . import __version__
 from .container import DTYPES as DT_BY_NAME
-from .container import Container, SectionSpec, write_container
+from .container import Container, SectionSpec, remove_stale_temps, write_container
 from .errors import CorruptFileError, InputError, OutputExistsError
 from .scene import SceneDocument
 from .transforms import clean as t_clean
@@ -245,6 +245,7 @@ def convert_file(src: str | os.PathLike, dst: str | os.PathLike, options: Conver
     dst = Path(dst)
     if dst.exists() and not overwrite:  # before the expensive part
         raise OutputExistsError(dst, "already exists (pass overwrite / --overwrite to replace it)")
+    remove_stale_temps(dst)  # ".NAME.bps.*.tmp" of killed runs (a live writer's is locked, kept)
     from .readers import load  # readers import optional decoders lazily
 
     doc = load(src)

@@ -45,8 +45,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import __version__
-from ..container import atomic_write
-from ..errors import ConfigError, DatasetError, OutputExistsError
+from ..container import atomic_write, make_dirs
+from ..errors import ConfigError, DatasetError, OutputExistsError, OutputWriteError
 from . import manifest as mf
 from .backend import NAVMESH_MODES, Backend, container_info, settings_fingerprint
 from .datasets import load_dataset
@@ -274,6 +274,8 @@ def process_scene(task: SceneTask) -> SceneResult:
         return SceneResult(name, src.subset, "ok", entry, seconds=stats["seconds"])
     except Exception as e:  # noqa: BLE001 - one scene's failure must not stop the others
         msg = f"{type(e).__name__}: {e}" if not isinstance(e, OSError) or str(e) else repr(e)
+        if isinstance(e, OSError):  # one line naming the file and the cause, not the raw repr
+            msg = f"{e.filename or out_root}: {e.strerror or e}"
         log = out_root / STATE_DIR / "logs" / f"{name}.log"
         try:
             log.parent.mkdir(parents=True, exist_ok=True)
@@ -396,7 +398,7 @@ def preprocess(src_root, out_root, dataset: str = "gibson", split: str | None = 
     settings = backend.settings(ds.name)
     settings["preprocess"] = {"navmesh": options.navmesh, "episodes": options.episodes,
                               "episode_seed": options.episode_seed}
-    (out_root / STATE_DIR / "scenes").mkdir(parents=True, exist_ok=True)
+    make_dirs(out_root / STATE_DIR / "scenes")  # OutputWriteError naming the folder, not a traceback
     lock = _lock_run(out_root / STATE_DIR / f"{mpath.stem}.lock")
     try:
         return _run(plan, ds, split, shard, options, backend, settings, out_root, mpath, progress, log, t_start)
@@ -407,7 +409,10 @@ def preprocess(src_root, out_root, dataset: str = "gibson", split: str | None = 
 def _lock_run(path: Path):
     """Hold an exclusive lock for the run (released by the OS when the process dies, kill -9
     included): two runs of the same shard into one OUT_ROOT would redo each other's scenes."""
-    f = open(path, "a+")
+    try:
+        f = open(path, "a+")
+    except OSError as e:
+        raise OutputWriteError(path, f"cannot create the run's lock file: {e.strerror or e}") from None
     try:
         import fcntl
 

@@ -124,11 +124,12 @@ def preprocess_cmd(src_root, out_root, dataset, split, subsets, navmesh, episode
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
 @click.option("--jobs", type=click.IntRange(min=1), default=None, help="Hashing threads (default: 2 x cores).")
 @click.option("-v", "--verbose", is_flag=True, help="List every scene, not only the ones with problems.")
+@click.option("--strict", is_flag=True, help="Refuse files reached through symlinks leading out of the dataset.")
 @click.option("--source", "source", type=click.Path(file_okay=False), default=None,
               help="Instead: check a source tree against data_manifests (with --dataset/--split).")
 @click.option("--dataset", default=None, callback=_dataset_choice, help="With --source.")
 @click.option("--split", default=None, help="With --source (default: the dataset's default split).")
-def verify_cmd(manifest, deep, as_json, jobs, verbose, source, dataset, split):
+def verify_cmd(manifest, deep, as_json, jobs, verbose, strict, source, dataset, split):
     """Check a preprocessed dataset: sizes, sha256, headers (and --deep: every section).
 
     Exit code 0 only when every file of every scene is intact. With --source SRC_ROOT
@@ -149,7 +150,7 @@ def verify_cmd(manifest, deep, as_json, jobs, verbose, source, dataset, split):
         return
     if manifest is None:
         raise click.UsageError("give a MANIFEST (or --source SRC_ROOT --dataset NAME)")
-    rep = v.verify_manifest(manifest, deep=deep, jobs=jobs)
+    rep = v.verify_manifest(manifest, deep=deep, jobs=jobs, strict=strict)
     click.echo(json.dumps(rep.to_json(), indent=1) if as_json else v.format_report(rep, verbose))
     if not rep.ok:
         sys.exit(1)

@@ -35,6 +35,7 @@ import numpy as np
 from ..container import atomic_write
 from ..errors import ConfigError, InputError, NavError, OutputExistsError
 from ..readers.guard import read_limited
+from ..safe_paths import content_scenes_dir
 
 
 # ------------------------------------------------------------------------------ options
@@ -363,11 +364,7 @@ def read_pointnav_dataset(path: str | os.PathLike, scenes: Iterable[str] | None 
     pattern = doc.get("content_scenes_path", "{data_path}/content/{scene}.json.gz")
     if not isinstance(pattern, str) or "{scene}" not in pattern:
         raise InputError(p, "content_scenes_path must be a string containing {scene}")
-    pre, post = pattern.split("{scene}", 1)
-    try:
-        content_dir = Path(pre.format(data_path=str(p.parent)))
-    except (KeyError, IndexError, ValueError) as e:
-        raise InputError(p, f"bad content_scenes_path {pattern!r}") from e
+    content_dir, post = content_scenes_dir(p, pattern)  # only {data_path}, {scene}; stays inside
     if p.parent.name != CONTENT_DIR and content_dir.is_dir():
         names = sorted(f.name[: -len(post)] for f in content_dir.iterdir()
                        if f.name.endswith(post) and not f.name.startswith("."))

@@ -19,6 +19,7 @@ from pathlib import Path
 from ..container import Container
 from ..errors import BpsError, CorruptFileError, FormatVersionError
 from ..readers.guard import read_limited
+from ..safe_paths import link_escape
 from .hashing import default_jobs, sha256_file
 from .manifest import load_manifest
 
@@ -32,6 +33,7 @@ class FileResult:
     path: str
     size: int = 0
     problems: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def ok(self):
@@ -115,9 +117,17 @@ def _deep_check_packed(p: Path, kind: str, header: dict) -> None:
         c.verify(deep=True, skip=[n for n in read_sections if n in c.sections])
 
 
-def _check_file(root: Path, scene: str | None, role: str, rec: dict, deep: bool) -> FileResult:
+def _check_file(root: Path, scene: str | None, role: str, rec: dict, deep: bool,
+                strict: bool = False) -> FileResult:
     r = FileResult(scene, role, rec.get("path", "?"))
     p = root / r.path
+    out = link_escape(root, p)
+    if out is not None:
+        msg = f"{r.path}: resolves through a symlink to {out}, outside the dataset folder {root}"
+        if strict:
+            r.problems.append(msg + " (refused: --strict)")
+            return r
+        r.warnings.append(msg)
     try:
         size = p.stat().st_size
     except FileNotFoundError:
@@ -161,9 +171,10 @@ def _check_file(root: Path, scene: str | None, role: str, rec: dict, deep: bool)
     return r
 
 
-def verify_manifest(path, deep: bool = False, jobs: int | None = None) -> VerifyReport:
+def verify_manifest(path, deep: bool = False, jobs: int | None = None, strict: bool = False) -> VerifyReport:
     """Check every output the manifest at ``path`` lists. Raises only if the manifest itself
-    cannot be read; every file-level problem is in the report."""
+    cannot be read; every file-level problem is in the report. A file that resolves outside
+    the manifest's folder through a symlink is a warning, and with ``strict`` a problem."""
     t0 = time.perf_counter()
     m = load_manifest(path)
     scenes: list[SceneReport] = []
@@ -187,7 +198,7 @@ def verify_manifest(path, deep: bool = False, jobs: int | None = None) -> Verify
 
     def run(item):
         sr, role, rec = item
-        return _check_file(m.root, sr.name if sr else None, role, rec, deep)
+        return _check_file(m.root, sr.name if sr else None, role, rec, deep, strict)
 
     with ThreadPoolExecutor(max_workers=max(1, min(jobs, len(work) or 1))) as ex:
         results = list(ex.map(run, work))
@@ -196,7 +207,7 @@ def verify_manifest(path, deep: bool = False, jobs: int | None = None) -> Verify
     order = {"scene": 0, "navmesh": 1, "episodes": 2}
     for sr in scenes:
         sr.files.sort(key=lambda f: order.get(f.role, 9))
-    warnings = []
+    warnings = [w for f in results for w in f.warnings]
     if m.missing:
         warnings.append(f"{len(m.missing)} scene(s) of split {m.split!r} were missing from the source at "
                         f"preprocess time: {', '.join(x.get('name', '?') for x in m.missing[:8])}"

@@ -81,13 +81,11 @@ def with_bomb_section(src: Path, dst: Path, name: str, nbytes: int, table_bytes:
     new = json.dumps(hdr).encode()
     first = min(s["offset"] for s in secs)
     assert 32 + len(new) <= first
-    body = data[32 + hlen:]
     old_first = first - shift
     out = bytearray(struct.pack("<8sI4sQI", data[:8], ver, kind, len(new), 0).ljust(32, b"\0"))
     out += new + b" " * (first - 32 - len(new))
     out += data[old_first:body_end]
     out += b"\0" * (off - len(out)) + bomb
-    del body
     dst.write_bytes(bytes(out))
     return dst
 

@@ -197,6 +197,19 @@ def counts(results) -> dict[str, int]:
 
 # ------------------------------------------------------------------------------ the cases
 
+def _one_scene_dataset(root: Path, scene: Path, episodes: Path | None = None, kind: str = "SCEN") -> Path:
+    """A manifest in ``root`` over a copy of ``scene`` (and an episode file): what verify reads."""
+    from hostile_cases import manifest_over
+
+    (root / "scenes").mkdir(parents=True)
+    shutil.copy(scene, root / "scenes" / "s.bps")
+    outs = {"scene": (root / "scenes" / "s.bps", kind)}
+    if episodes is not None:
+        shutil.copy(episodes, root / "e.json.gz")
+        outs["episodes"] = (root / "e.json.gz", "habitat-pointnav-v1")
+    return manifest_over(root, {"s": outs})
+
+
 def build_corpus(d: Path) -> list[Case]:
     """Write every input under ``d`` and return the cases (a few seconds, ~200 MB of disk)."""
     import gzip
@@ -235,20 +248,14 @@ def build_corpus(d: Path) -> list[Case]:
             cases.append(Case(f"zstd bomb: {name}: read scene", "4", "read_scene", (p,), "accepted"))
         else:
             cases.append(Case(f"zstd bomb: {name}: read", "4", "read_scene", (p,), "typed"))
-        root = d / f"m_{p.stem}"
-        root.mkdir()
-        shutil.copy(p, root / "s.bps")
         cases.append(Case(f"zstd bomb: {name}: verify --deep", "4", "verify_deep",
-                          (manifest_over(root, {"s": {"scene": (root / "s.bps", "SCEN")}}),), "typed"))
+                          (_one_scene_dataset(d / f"m_{p.stem}", p),), "typed"))
     # a 4 GiB bomb in a container of a kind no reader knows: deep verify streams it (bounded)
     odd = d / "odd.bps"
     write_container(odd, "ODDK", {}, {"a": np.zeros(4, np.uint8)})
     odd_bomb = with_bomb_section(odd, d / "odd_bomb.bps", "big", 4 * GIB, 4 * GIB - 1)
-    root = d / "m_odd"
-    root.mkdir()
-    shutil.copy(odd_bomb, root / "s.bps")
     cases.append(Case("zstd bomb: unknown kind, table 1 B short: verify --deep (streamed)", "4", "verify_deep",
-                      (manifest_over(root, {"s": {"scene": (root / "s.bps", "ODDK")}}),), "typed"))
+                      (_one_scene_dataset(d / "m_odd", odd_bomb, kind="ODDK"),), "typed"))
 
     # items 4-5: gzip episode files
     ep = d / "episodes" / "train"
@@ -260,22 +267,10 @@ def build_corpus(d: Path) -> list[Case]:
     bomb_dir.mkdir(parents=True)
     gb = gzip_bomb(bomb_dir / "train.json.gz", 3 * GIB)
     cases.append(Case("gzip bomb 3 GiB episodes", "4", "read_episodes", (gb,), "typed"))
-    root = d / "m_gz"
-    (root / "scenes").mkdir(parents=True)
-    shutil.copy(scene, root / "scenes" / "s.bps")
-    shutil.copy(gb, root / "e.json.gz")
     cases.append(Case("gzip bomb 3 GiB episodes: verify --deep", "4", "verify_deep",
-                      (manifest_over(root, {"s": {"scene": (root / "scenes" / "s.bps", "SCEN"),
-                                                  "episodes": (root / "e.json.gz", "habitat-pointnav-v1")}}),),
-                      "typed"))
-    root = d / "m_gz_ok"
-    (root / "scenes").mkdir(parents=True)
-    shutil.copy(scene, root / "scenes" / "s.bps")
-    shutil.copy(good, root / "e.json.gz")
+                      (_one_scene_dataset(d / "m_gz", scene, gb),), "typed"))
     cases.append(Case("valid dataset: verify --deep", "5", "verify_deep",
-                      (manifest_over(root, {"s": {"scene": (root / "scenes" / "s.bps", "SCEN"),
-                                                  "episodes": (root / "e.json.gz", "habitat-pointnav-v1")}}),),
-                      "accepted"))
+                      (_one_scene_dataset(d / "m_gz_ok", scene, good),), "accepted"))
     # item 5: a 128 MB data: URI behind a 36-byte buffer
     cases.append(Case("glTF data: URI 128 MB for 36 bytes", "5", "load_source",
                       (gltf_with_data_uri(d / "uri.gltf", 128 << 20),), "typed"))
@@ -283,11 +278,8 @@ def build_corpus(d: Path) -> list[Case]:
     # item 6: int64 wrap-around in ranges (checksums valid)
     for sec, p in wrapping_ranges(scene, d).items():
         cases.append(Case(f"wrap: {sec}", "6", "read_scene", (p,), "typed"))
-        root = d / f"m_wrap_{sec}"
-        root.mkdir()
-        shutil.copy(p, root / "s.bps")
         cases.append(Case(f"wrap: {sec}: verify --deep", "6", "verify_deep",
-                          (manifest_over(root, {"s": {"scene": (root / "s.bps", "SCEN")}}),), "typed"))
+                          (_one_scene_dataset(d / f"m_wrap_{sec}", p),), "typed"))
     with Container(scene) as c:
         counts_ = dict(c.header["counts"])
     big = rewrite(scene, d / "counts_lie.bps", header={"counts": {**counts_, "triangles": 2**40}})

@@ -143,3 +143,21 @@ def test_missing_requested_section_is_its_own_error(scene):
         with pytest.raises(MissingSectionError, match="has no section 'nope' \\(it has: .*indices") as e:
             c.read("nope")
     assert e.value.section == "nope" and not isinstance(e.value, CorruptFileError)
+
+
+def test_navmesh_island_tables_are_bounded_by_the_grid(tmp_path):
+    from pathlib import Path
+
+    from bps_assets.nav import load_navmesh
+    from bps_assets.nav.detour import import_detour
+
+    src = Path(__file__).resolve().parents[2] / "shared" / "assets" / "habitat_test_scenes_navmesh" / \
+        "van-gogh-room.navmesh"
+    if not src.exists():
+        pytest.skip("shared assets absent")
+    p = tmp_path / "n.navmesh.bps"
+    import_detour(src).save(p)
+    bomb = with_bomb_section(p, tmp_path / "b.navmesh.bps", "island_area", 4 * GIB)
+    with pytest.raises(CorruptFileError, match="counts allow") as e:
+        load_navmesh(bomb)
+    assert e.value.section == "island_area"

@@ -21,7 +21,7 @@ def _run(src, out, log, **kw):
     return r, done
 
 
-def _same_size_garbage(p, seed=1):
+def _same_size_garbage(p):
     n = p.stat().st_size
     p.write_bytes(os.urandom(n))
 

@@ -6,7 +6,12 @@ after a lossless byte filter (delta, shuffle) that makes quantized vertex data c
 
 Every size and offset read from a file is checked against the caps below and the file length
 before anything is allocated or decompressed; each failure is a CorruptFileError that names
-the file and, where it applies, the section.
+the file and, where it applies, the section. The caps here only bound what any kind could
+hold; a kind's reader tightens them from its own header (``check_bounds``: a section cannot
+be larger than its content needs, docs/FORMAT.md 5.5). Decompression never outgrows the
+table's ``raw_length`` (a zstd frame's own content size is checked first), and whole-file
+checks (``verify``, ``check_checksums``) stream 4 MiB at a time, so their memory is bounded
+whatever a file declares.
 
 Tried and dropped: blake2b/sha256 section checksums (0.8 / 1.8 GB/s here) in favour of
 CRC-32 of the stored bytes (4.5 GB/s here); the manifest carries a sha256 of the whole file.

@@ -248,11 +248,12 @@ def mutate_packed(src: Path, dst: Path, rng: random.Random) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--seconds", type=float, default=60.0)
-    ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--mem-gib", type=float, default=1.0)
-    ap.add_argument("--timeout", type=float, default=20.0)
-    ap.add_argument("--seed", type=int, default=0)
+    for flag, typ, default, what in (("--seconds", float, 60.0, "how long to fuzz"),
+                                     ("--workers", int, 2, "reader processes"),
+                                     ("--mem-gib", float, 1.0, "address-space limit of each reader"),
+                                     ("--timeout", float, 20.0, "seconds per input"),
+                                     ("--seed", int, 0, "random seed")):
+        ap.add_argument(flag, type=typ, default=default, help=f"{what} (default {default})")
     ap.add_argument("--keep", type=Path, default=None, help="keep crash / over-limit mutants here")
     ap.add_argument("--worker", type=int, default=None, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)

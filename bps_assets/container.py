@@ -6,19 +6,27 @@ after a lossless byte filter (delta, shuffle) that makes quantized vertex data c
 
 Every size and offset read from a file is checked against the caps below and the file length
 before anything is allocated or decompressed; each failure is a CorruptFileError that names
-the file and, where it applies, the section.
+the file and, where it applies, the section. The caps here only bound what any kind could
+hold; a kind's reader tightens them from its own header (``check_bounds``: a section cannot
+be larger than its content needs, docs/FORMAT.md 5.5). Decompression never outgrows the
+table's ``raw_length`` (a zstd frame's own content size is checked first), and whole-file
+checks (``verify``, ``check_checksums``) stream 4 MiB at a time, so their memory is bounded
+whatever a file declares.
 
 Tried and dropped: blake2b/sha256 section checksums (0.8 / 1.8 GB/s here) in favour of
 CRC-32 of the stored bytes (4.5 GB/s here); the manifest carries a sha256 of the whole file.
 """
 from __future__ import annotations
 
+import errno
+import glob
 import json
 import os
 import re
 import struct
 import tempfile
 import threading
+import time
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +34,8 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from .errors import CorruptFileError, FormatVersionError, InputError, OutputExistsError
+from .errors import (ConfigError, CorruptFileError, FormatVersionError, InputError, MissingSectionError,
+                     OutputExistsError, OutputWriteError, ResourceLimitError)
 
 MAGIC = b"\x89BPS\r\n\x1a\n"
 CONTAINER_VERSION = 1
@@ -41,6 +50,7 @@ MAX_SECTIONS = 4096
 MAX_SECTION_RAW_BYTES = 16 << 30
 MAX_TOTAL_RAW_BYTES = 64 << 30
 MAX_NDIM = 8
+STREAM_CHUNK = 4 << 20  # checksum / deep-verify reads: memory stays bounded whatever a file declares
 
 DTYPES = {  # the only dtypes a file may name (little-endian)
     "u1": np.uint8, "i1": np.int8, "u2": np.uint16, "i2": np.int16,
@@ -125,28 +135,99 @@ def _align(n: int) -> int:
     return (n + ALIGN - 1) // ALIGN * ALIGN
 
 
+def _write_error(path, e: OSError, doing: str) -> OutputWriteError:
+    cause = e.strerror or str(e)
+    hint = {errno.EFBIG: " (a file size limit: ulimit -f?)", errno.ENOSPC: "", errno.EROFS: "",
+            errno.EACCES: " (no write permission)"}.get(e.errno, "")
+    return OutputWriteError(path, f"cannot {doing}: {cause}{hint}")
+
+
+def make_dirs(folder: str | os.PathLike) -> Path:
+    """``mkdir -p`` whose failure is an OutputWriteError naming the folder and the cause."""
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise _write_error(folder, e, "create the folder") from None
+    return folder
+
+
+def _lock_temp(fd: int) -> None:
+    # held while the temp file is written (the OS drops it when the writer dies, kill -9
+    # included), so remove_stale_temps can tell a dead run's temp from a live one's
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows: stale temps are told by age
+        return
+    fcntl.flock(fd, fcntl.LOCK_EX)
+
+
+def remove_stale_temps(path: str | os.PathLike, min_age_s: float = 600.0) -> list[Path]:
+    """Remove ``.NAME.*.tmp`` files beside ``path`` left by killed writers; returns them.
+
+    A temp file whose writer is alive is locked (``atomic_write``) and kept. Without flock
+    (Windows) only temps older than ``min_age_s`` are removed. Errors are ignored: this is
+    cleanup, the write that follows reports any real problem."""
+    path = Path(path)
+    removed = []
+    try:
+        cands = list(path.parent.glob(f".{glob.escape(path.name)}.*.tmp"))
+    except OSError:
+        return removed
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover
+        fcntl = None
+    for t in cands:
+        try:
+            if fcntl is None:
+                if time.time() - t.stat().st_mtime >= min_age_s:
+                    t.unlink()
+                    removed.append(t)
+                continue
+            with open(t, "rb") as f:
+                try:
+                    fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except OSError:
+                    continue  # a live writer holds it
+                t.unlink()
+                removed.append(t)
+        except OSError:
+            continue
+    return removed
+
+
 def atomic_write(path: str | os.PathLike, write_fn, overwrite: bool = False) -> None:
     """Run ``write_fn(fileobj)`` on a temp file beside ``path``, fsync, then rename over it.
 
     With ``overwrite=False`` an existing ``path`` is an OutputExistsError, so nothing the user
-    had is replaced silently. A crash leaves at most a ``.tmp`` file, never a half-written path.
+    had is replaced silently. A crash leaves at most a ``.tmp`` file, never a half-written path
+    (``remove_stale_temps`` removes it later). An OS failure (no permission, read-only or full
+    disk, file size limit) is an OutputWriteError naming the file or folder and the cause, and
+    leaves nothing behind.
     """
     path = Path(path)
     if path.exists() and not overwrite:
         raise OutputExistsError(path, "already exists (pass overwrite / --overwrite to replace it)")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    make_dirs(path.parent)
     try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as e:
+        raise _write_error(path.parent, e, f"create a file in the folder (for {path.name})") from None
+    try:
+        _lock_temp(fd)
         with os.fdopen(fd, "wb") as f:
             write_fn(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        if isinstance(e, OSError):
+            raise _write_error(path, e, "write") from None
         raise
 
 
@@ -159,31 +240,36 @@ def write_container(path: str | os.PathLike, kind: str, header: Mapping[str, Any
     ``header`` is any JSON-serializable mapping; the key ``sections`` is reserved.
     """
     if not KIND_RE.match(kind):
-        raise ValueError(f"kind must be 4 upper-case characters, got {kind!r}")
+        raise ConfigError(path, f"container kind must be 4 upper-case characters, got {kind!r}")
     if "sections" in header:
-        raise ValueError("header key 'sections' is reserved")
+        raise ConfigError(path, "header key 'sections' is reserved for the section table")
     specs = dict(specs or {})
     cctx_cache: dict[int, Any] = {}
     blobs: list[bytes] = []
     table: list[dict] = []
     for name, arr in arrays.items():
-        if not _NAME_RE.match(name):
-            raise ValueError(f"bad section name {name!r}")
+        if not isinstance(name, str) or not _NAME_RE.match(name):
+            raise ConfigError(path, f"bad section name {name!r} (want [A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}})")
         arr = np.asarray(arr)
         dt = arr.dtype.newbyteorder("<") if arr.dtype.byteorder == ">" else arr.dtype
         if np.dtype(dt) not in _DTYPE_NAME:
-            raise ValueError(f"section {name!r}: dtype {arr.dtype} not storable")
+            raise ConfigError(path, f"section {name!r}: dtype {arr.dtype} is not storable "
+                                    f"(one of {' '.join(DTYPES)})")
         arr = arr.astype(dt, copy=False)
         spec = specs.get(name, SectionSpec())
+        if spec.filter not in FILTERS or (spec.filter == "delta+shuffle" and
+                                          (arr.dtype.kind not in "ui" or arr.ndim == 0)):
+            raise ConfigError(path, f"section {name!r}: filter {spec.filter!r} does not apply to a "
+                                    f"{arr.dtype}{list(arr.shape)} array (filters: {', '.join(FILTERS)})")
+        if spec.codec not in CODECS:
+            raise ConfigError(path, f"section {name!r}: unknown codec {spec.codec!r} (one of {', '.join(CODECS)})")
         raw = _apply_filter(arr, spec.filter)
         if spec.codec == "zstd":
             if spec.level not in cctx_cache:
                 cctx_cache[spec.level] = _zstd().ZstdCompressor(level=spec.level)
             stored = cctx_cache[spec.level].compress(raw)
-        elif spec.codec == "raw":
+        else:  # "raw", checked above
             stored = raw
-        else:
-            raise ValueError(f"unknown codec {spec.codec!r}")
         blobs.append(stored)
         table.append({
             "name": name, "dtype": _DTYPE_NAME[np.dtype(dt)], "shape": list(arr.shape),
@@ -368,24 +454,76 @@ class Container:
         return name in self.sections
 
     def _stored(self, s: Section) -> bytes:
-        with self._lock:
-            self._f.seek(s.offset)
-            data = self._f.read(s.stored_length)
+        try:
+            data = os.pread(self._f.fileno(), s.stored_length, s.offset)
+        except MemoryError:
+            raise ResourceLimitError(self.path, f"section {s.name!r}: {s.stored_length} stored bytes "
+                                                "do not fit in memory") from None
         if len(data) != s.stored_length:
             raise _corrupt(self.path, "file ended inside the section (truncated?)", section=s.name)
         return data
 
-    def read(self, name: str, verify: bool = True) -> np.ndarray:
-        """Return section ``name`` as a numpy array (read-only when it could be zero-copy)."""
+    def _stored_chunks(self, s: Section):
+        """The stored bytes in pieces of at most STREAM_CHUNK (positional reads: thread-safe)."""
+        fd, pos, end = self._f.fileno(), s.offset, s.offset + s.stored_length
+        while pos < end:
+            data = os.pread(fd, min(STREAM_CHUNK, end - pos), pos)
+            if not data:
+                raise _corrupt(self.path, "file ended inside the section (truncated?)", section=s.name)
+            pos += len(data)
+            yield data
+
+    def section(self, name: str) -> Section:
+        """The table entry of ``name``; MissingSectionError when the file has none."""
         s = self.sections.get(name)
         if s is None:
-            raise _corrupt(self.path, f"has no section {name!r}", section=None)
+            raise MissingSectionError(self.path, name, self.sections)
+        return s
+
+    def check_bounds(self, bounds: Mapping[str, int], default: int | None = None) -> None:
+        """Refuse any section whose declared ``raw_length`` exceeds its bound (bytes), before
+        anything is read. ``bounds`` come from the file kind's own header counts (what the
+        content can need); sections not in ``bounds`` get ``default`` (None: unbounded)."""
+        for name, s in self.sections.items():
+            cap = bounds.get(name, default)
+            if cap is not None and s.raw_length > cap:
+                raise _corrupt(self.path, f"declares {s.raw_length} bytes, more than the {cap} its "
+                                          "header's counts allow", section=name)
+
+    def check_checksums(self, names: Iterable[str] | None = None) -> None:
+        """CRC-32 of every (or the named) section's stored bytes, read in bounded pieces; nothing
+        is decompressed. The cheap integrity check of a whole file (~ disk speed)."""
+        for n in (self.sections if names is None else names):
+            s = self.section(n)
+            crc = 0
+            for piece in self._stored_chunks(s):
+                crc = zlib.crc32(piece, crc)
+            if crc != s.crc32:
+                raise _corrupt(self.path, "checksum mismatch (corrupt file)", section=s.name)
+
+    def _check_frame_size(self, s: Section, data) -> None:
+        # zstandard's one-shot decompress trusts the frame's own content size over
+        # max_output_size: a frame claiming 4 GiB would be allocated and inflated in full.
+        fcs = _zstd().frame_content_size(data)
+        if fcs != -1 and fcs != s.raw_length:
+            raise _corrupt(self.path, f"zstd frame declares {fcs} bytes, the table {s.raw_length}",
+                           section=s.name)
+
+    def read(self, name: str, verify: bool = True) -> np.ndarray:
+        """Return section ``name`` as a numpy array (read-only when it could be zero-copy)."""
+        s = self.section(name)
         data = self._stored(s)
         if verify and zlib.crc32(data) != s.crc32:
             raise _corrupt(self.path, "checksum mismatch (corrupt file)", section=s.name)
         if s.codec == "zstd":
             try:
+                self._check_frame_size(s, data)
                 raw = _decompressor().decompress(data, max_output_size=s.raw_length)
+            except CorruptFileError:
+                raise
+            except MemoryError:
+                raise ResourceLimitError(self.path, f"section {s.name!r}: {s.raw_length} bytes do not fit "
+                                                    "in memory") from None
             except Exception as e:  # zstandard raises its own ZstdError
                 raise _corrupt(self.path, f"zstd decompression failed: {e}", section=s.name) from None
         else:
@@ -393,16 +531,76 @@ class Container:
         if len(raw) != s.raw_length:
             raise _corrupt(self.path, f"decompressed to {len(raw)} bytes, expected {s.raw_length}",
                            section=s.name)
-        return _undo_filter(raw, s.filter, s.dtype, s.shape)
+        try:
+            return _undo_filter(raw, s.filter, s.dtype, s.shape)
+        except MemoryError:
+            raise ResourceLimitError(self.path, f"section {s.name!r}: {s.raw_length} bytes do not fit "
+                                                "in memory") from None
 
     def read_many(self, names: Iterable[str] | None = None, verify: bool = True) -> dict[str, np.ndarray]:
         return {n: self.read(n, verify) for n in (self.sections if names is None else names)}
 
-    def verify(self, deep: bool = False) -> None:
-        """Structural checks ran on open; ``deep`` also checks every checksum and decompresses."""
+    def verify_section(self, name: str) -> None:
+        """CRC-32 and a streamed decompression counting its output: the section decodes to exactly
+        ``raw_length`` bytes. Output is pulled STREAM_CHUNK at a time, so memory stays at a few
+        MiB whatever the file declares (filters are bijections on any bytes: nothing else can
+        fail)."""
+        s = self.section(name)
+        src = _CrcReader(self, s)
+        produced, failure = 0, None
+        if s.codec == "zstd":
+            try:
+                self._check_frame_size(s, os.pread(self._f.fileno(), min(18, s.stored_length), s.offset))
+                with _decompressor().stream_reader(src, read_size=STREAM_CHUNK, closefd=False) as r:
+                    while produced <= s.raw_length:
+                        out = r.read(STREAM_CHUNK)
+                        if not out:
+                            break
+                        produced += len(out)
+            except CorruptFileError as e:  # reported after the checksum, which says more
+                failure = e.detail.split(": ", 1)[-1]
+            except Exception as e:  # ZstdError
+                failure = f"zstd decompression failed: {e}"
+        src.drain()  # the CRC covers every stored byte, also past a failure
+        if src.crc != s.crc32:
+            raise _corrupt(self.path, "checksum mismatch (corrupt file)", section=s.name)
+        if failure is None and s.codec == "zstd" and produced != s.raw_length:
+            failure = (f"decompresses to {'more than ' if produced > s.raw_length else ''}{produced} bytes, "
+                       f"expected {s.raw_length}")
+        if failure:
+            raise _corrupt(self.path, failure, section=s.name)
+
+    def verify(self, deep: bool = False, skip: Iterable[str] = ()) -> None:
+        """Structural checks ran on open; ``deep`` also checks every checksum and decompresses
+        (streamed, bounded memory). ``skip``: sections a caller has already read and checked."""
         if deep:
+            skip = set(skip)
             for n in self.sections:
-                self.read(n, verify=True)
+                if n not in skip:
+                    self.verify_section(n)
+
+
+class _CrcReader:
+    """File-like view of one section's stored bytes for zstd's stream reader; keeps a CRC-32."""
+
+    def __init__(self, c: Container, s: Section):
+        self._c, self._s, self._pos, self.crc = c, s, 0, 0
+
+    def read(self, n: int = -1) -> bytes:
+        left = self._s.stored_length - self._pos
+        n = left if n is None or n < 0 else min(n, left)
+        if n <= 0:
+            return b""
+        data = os.pread(self._c._f.fileno(), min(n, STREAM_CHUNK), self._s.offset + self._pos)
+        if not data:
+            raise _corrupt(self._c.path, "file ended inside the section (truncated?)", section=self._s.name)
+        self._pos += len(data)
+        self.crc = zlib.crc32(data, self.crc)
+        return data
+
+    def drain(self) -> None:
+        while self.read(STREAM_CHUNK):
+            pass
 
 
 def read_header(path: str | os.PathLike, kind: str | None = None) -> tuple[dict, dict[str, Section], str]:

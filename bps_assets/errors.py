@@ -81,3 +81,23 @@ class InterruptedRun(BpsError):
     """A long run stopped by the user (Ctrl-C); the message says what finished and how to go on."""
 
     exit_code = 130
+
+
+class MissingSectionError(InputError):
+    """A caller asked a packed file for a section it does not have (not damage: the file may
+    simply be of another kind or version). ``section`` names it."""
+
+    def __init__(self, path, section: str, present=()):
+        self.section = section
+        have = ", ".join(sorted(present)) or "none"
+        super().__init__(path, f"has no section {section!r} (it has: {have})")
+
+
+class ResourceLimitError(InputError):
+    """An input declares more data than a cap or the memory available allows; the message names
+    the field or section and the size."""
+
+
+class OutputWriteError(BpsError):
+    """An output file or folder could not be written (permission, read-only or full disk,
+    file size limit); the message names the file or folder and the cause."""

@@ -28,8 +28,9 @@ from typing import Iterable
 import numpy as np
 
 from . import __version__
-from .container import Container, SectionSpec, write_container
-from .errors import CorruptFileError, OutputExistsError
+from .container import DTYPES as DT_BY_NAME
+from .container import Container, SectionSpec, remove_stale_temps, write_container
+from .errors import CorruptFileError, InputError, OutputExistsError
 from .scene import SceneDocument
 from .transforms import clean as t_clean
 from .transforms import frame as t_frame
@@ -247,6 +248,10 @@ def convert_scene(doc: SceneDocument, dst: str | os.PathLike, options: ConvertOp
                      "chunk_meshlets": options.chunk_meshlets},
         "converter": {"name": "bps_assets", "version": __version__, "settings": _settings_json(options)},
     }
+    try:  # the writer holds itself to the caps the reader enforces (docs/FORMAT.md 5.5)
+        section_bounds(dst, header)
+    except CorruptFileError as e:
+        raise InputError(src.get("path") or dst, f"cannot be packed: {e.detail}") from None
     for name, a in arrays.items():  # tiny sections only grow under zstd
         if a.nbytes < 512:
             specs[name] = SectionSpec("raw", "none")
@@ -275,6 +280,7 @@ def convert_file(src: str | os.PathLike, dst: str | os.PathLike, options: Conver
     dst = Path(dst)
     if dst.exists() and not overwrite:  # before the expensive part
         raise OutputExistsError(dst, "already exists (pass overwrite / --overwrite to replace it)")
+    remove_stale_temps(dst)  # ".NAME.bps.*.tmp" of killed runs (a live writer's is locked, kept)
     from .readers import load  # readers import optional decoders lazily
 
     doc = load(src)
@@ -306,6 +312,7 @@ _LAYOUT = {
     "meshlet_tris": (("i8",), (2,)), "meshlet_spheres": (("f4",), (4,)),
     "chunk_meshlets": (("i8",), (2,)), "chunk_tris": (("i8",), (2,)), "chunk_spheres": (("f4",), (4,)),
 }
+STORED_SECTIONS = tuple(_LAYOUT)  # the sections read_packed_scene reads (and checks) when present
 _DT_NAME = {np.dtype(np.uint8): "u1", np.dtype(np.uint16): "u2", np.dtype(np.uint32): "u4",
             np.dtype(np.int32): "i4", np.dtype(np.int64): "i8", np.dtype(np.float32): "f4"}
 
@@ -374,6 +381,96 @@ def _grid(path, header, key, dtype_name, k):
     return grid
 
 
+# Caps on what a header may declare (docs/FORMAT.md 5.5). Sizes of every section follow from
+# these counts, so a file cannot make the reader allocate more than the scene it describes.
+MAX_TRIANGLES = 2**31 - 1   # indices go to torch as int32
+MAX_MATERIALS = 1 << 20     # material tables: 20 MiB at most
+MAX_TEXTURE_SIDE = 1 << 16
+MAX_TEXTURE_LEVELS = 17     # a 65536 chain down to 1x1
+_COUNT_KEYS = ("triangles", "vertices", "materials", "textures", "texture_levels", "meshlets", "chunks")
+_BLOCK_BYTES = {"bc1": 8, "bc7": 16}
+
+
+def _int_field(path, obj, key, where, lo=0, hi=None):
+    v = obj.get(key) if isinstance(obj, dict) else None
+    if not isinstance(v, int) or isinstance(v, bool) or v < lo or (hi is not None and v > hi):
+        raise _hdr_err(path, f"{where}.{key} missing or not an integer in [{lo}, {hi if hi is not None else 'inf'}]")
+    return v
+
+
+def texture_bytes_bound(path, header: dict) -> int:
+    """Most bytes ``tex_blocks`` may hold: every level of every texture the header lists, each
+    padded to 16 bytes (levels smaller than a block take one block)."""
+    texs = header.get("textures")
+    if not isinstance(texs, list):
+        raise _hdr_err(path, "textures is not a list")
+    total = 0
+    for i, t in enumerate(texs):
+        w = _int_field(path, t, "width", f"textures[{i}]", 1, MAX_TEXTURE_SIDE)
+        h = _int_field(path, t, "height", f"textures[{i}]", 1, MAX_TEXTURE_SIDE)
+        n = _int_field(path, t, "levels", f"textures[{i}]", 1, MAX_TEXTURE_LEVELS)
+        bb = _BLOCK_BYTES.get(t.get("format"))
+        if bb is None:
+            raise _hdr_err(path, f"textures[{i}].format {t.get('format')!r} is not one of bc1, bc7")
+        for lv in range(n):
+            lb = -(-max(1, w >> lv) // 4) * -(-max(1, h >> lv) // 4) * bb
+            total += -(-lb // 16) * 16
+    return total
+
+
+def section_rows(path, header: dict) -> dict[str, int]:
+    """The row count every known section must have, from the header's ``counts`` (checked
+    against the caps above and against each other: every vertex is used by a triangle, every
+    meshlet and chunk holds at least one triangle, every stored texture is some material's)."""
+    counts = header.get("counts")
+    if not isinstance(counts, dict):
+        raise _hdr_err(path, "no counts object")
+    n = {k: _int_field(path, counts, k, "counts") for k in _COUNT_KEYS}
+    t = n["triangles"]
+    limits = {"triangles": MAX_TRIANGLES, "vertices": 3 * t, "meshlets": t, "chunks": t,
+              "materials": MAX_MATERIALS, "textures": n["materials"],
+              "texture_levels": MAX_TEXTURE_LEVELS * n["textures"]}
+    for k, lim in limits.items():
+        if n[k] > lim:
+            raise _hdr_err(path, f"counts.{k} = {n[k]} exceeds {lim}")
+    texs = header.get("textures")
+    if not isinstance(texs, list) or len(texs) != n["textures"]:
+        raise _hdr_err(path, f"textures list does not have counts.textures = {n['textures']} entries")
+    v, m, k, c = n["vertices"], n["materials"], n["meshlets"], n["chunks"]
+    return {"positions_q": v, "uvs_q": v, "colors": v, "indices": t, "tri_material": t,
+            "material_color": m, "material_texture": m, "tex_levels": n["texture_levels"],
+            "meshlet_tris": k, "meshlet_spheres": k, "chunk_meshlets": c, "chunk_tris": c,
+            "chunk_spheres": c}
+
+
+def section_bounds(path, header: dict) -> dict[str, int]:
+    """Most raw bytes each known section may declare (rows from ``section_rows`` times the
+    widest row the layout allows; ``tex_blocks`` from ``texture_bytes_bound``)."""
+    rows = section_rows(path, header)
+    out = {}
+    for name, (dts, tail) in _LAYOUT.items():
+        if name == "tex_blocks":
+            continue
+        width = max(np.dtype(DT_BY_NAME[d]).itemsize for d in dts) * int(np.prod(tail, dtype=np.int64))
+        out[name] = rows[name] * width
+    out["tex_blocks"] = texture_bytes_bound(path, header)
+    return out
+
+
+def check_declared_sizes(path, c: Container) -> None:
+    """Every known section's row count equals the header's counts, and the bytes it declares fit
+    what those counts can need; a section of another name may not declare more than all known
+    sections together (docs/FORMAT.md 5.5). Runs before anything is read or decompressed."""
+    hdr, secs = c.header, c.sections
+    rows = section_rows(path, hdr)
+    for name, want in rows.items():
+        if name in secs and secs[name].shape and secs[name].shape[0] != want:
+            raise CorruptFileError(path, f"has {secs[name].shape[0]} rows, the header's counts say {want}",
+                                   section=name)
+    bounds = section_bounds(path, hdr)
+    c.check_bounds(bounds, default=sum(bounds.values()))
+
+
 def read_packed_scene(path: str | os.PathLike, sections: Iterable[str] | None = None,
                       threads: int = 2, verify: bool = True) -> PackedScene:
     """Read a packed scene. ``sections``: field names to load (default all), e.g.
@@ -404,6 +501,7 @@ def read_packed_scene(path: str | os.PathLike, sections: Iterable[str] | None = 
                 raise CorruptFileError(path, f"dtype/shape {sec.dtype}{list(sec.shape)} is not the "
                                              f"specified {dts[0]}[N{''.join(',%d' % t for t in tail)}]",
                                        section=name)
+        check_declared_sizes(path, c)
         secs = c.sections
         n_v = secs["positions_q"].shape[0]
         n_t = secs["indices"].shape[0]
@@ -452,24 +550,23 @@ def _check_ranges(path, s: PackedScene, n_v: int, n_t: int, secs) -> None:
             (int(s.tri_material.min()) < 0 or int(s.tri_material.max()) >= n_m):
         raise bad("tri_material", f"material id out of range for {n_m} materials")
     for name in ("chunk_tris", "meshlet_tris"):
-        a = getattr(s, name)
-        if a is not None and a.size:
-            if int(a.min()) < 0 or int((a[:, 0] + a[:, 1]).max()) > n_t:
-                raise bad(name, f"triangle range outside 0..{n_t}")
-    cm = s.chunk_meshlets
-    if cm is not None and cm.size and "meshlet_tris" in secs:
-        n_k = secs["meshlet_tris"].shape[0]
-        if int(cm.min()) < 0 or int((cm[:, 0] + cm[:, 1]).max()) > n_k:
-            raise bad("chunk_meshlets", f"meshlet range outside 0..{n_k}")
+        _check_spans(path, name, getattr(s, name), n_t, "triangle")
+    if "meshlet_tris" in secs:
+        _check_spans(path, "chunk_meshlets", s.chunk_meshlets, secs["meshlet_tris"].shape[0], "meshlet")
     if s.tex_levels is not None and s.tex_levels.size:
         lv = s.tex_levels
         n_tex = int(lv[:, 0].max()) + 1
         if int(lv.min()) < 0 or not np.isin(lv[:, 5], (1, 7)).all():
             raise bad("tex_levels", "negative value or unknown format code")
-        if np.any(lv[:, 2] > 1 << 16) or np.any(lv[:, 3] > 1 << 16):
+        if n_tex > len(s.header.get("textures") or ()) or int(lv[:, 1].max()) >= MAX_TEXTURE_LEVELS:
+            raise bad("tex_levels", "texture id or level beyond the header's textures")
+        if int(lv[:, 2].max()) > MAX_TEXTURE_SIDE or int(lv[:, 3].max()) > MAX_TEXTURE_SIDE:
             raise bad("tex_levels", "texture side above 65536")
-        size = ((lv[:, 2] + 3) // 4) * ((lv[:, 3] + 3) // 4) * np.where(lv[:, 5] == 1, 8, 16)
         n_b = secs["tex_blocks"].shape[0]
+        # each part against the limit first, so offset + size cannot wrap int64
+        if int(lv[:, 4].max()) > n_b:
+            raise bad("tex_levels", f"level offset outside tex_blocks ({n_b} bytes)")
+        size = ((lv[:, 2] + 3) // 4) * ((lv[:, 3] + 3) // 4) * np.where(lv[:, 5] == 1, 8, 16)
         if int((lv[:, 4] + size).max()) > n_b:
             raise bad("tex_levels", f"level bytes outside tex_blocks ({n_b} bytes)")
         mt = s.material_texture
@@ -478,6 +575,15 @@ def _check_ranges(path, s: PackedScene, n_v: int, n_t: int, secs) -> None:
     elif s.material_texture is not None and s.material_texture.size and int(s.material_texture.max()) >= 0 \
             and s.tex_levels is not None:
         raise bad("material_texture", "refers to a texture but the file has none")
+
+
+def _check_spans(path, name: str, a: np.ndarray | None, n: int, what: str) -> None:
+    """Rows ``(first, count)`` lie inside ``[0, n]``. First and count are each checked against
+    ``n`` before they are added, so crafted values near 2^63 cannot wrap the sum past the check."""
+    if a is None or not a.size:
+        return
+    if int(a.min()) < 0 or int(a.max()) > n or int((a[:, 0] + a[:, 1]).max()) > n:
+        raise CorruptFileError(path, f"{what} range outside 0..{n}", section=name)
 
 
 def texture_level(scene: PackedScene, texture: int, level: int = 0) -> tuple[int, int, int, bytes]:

@@ -15,6 +15,7 @@ catches broadly, because a training run must survive one bad file among thousand
 from __future__ import annotations
 
 import logging
+import os
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -110,6 +111,26 @@ def _pin(sd: ShadingData) -> ShadingData:
     return ShadingData(**out)
 
 
+_WARNED: set = set()
+
+
+def _warn_links_out(source: SceneSource) -> None:
+    """Log a warning when a scene's file resolves, through a symlink, outside its dataset folder
+    (manifest outputs sit one folder below it: ``scenes/``, ``navmeshes/``). Loading goes on;
+    ``bps-assets verify --strict`` refuses such a dataset."""
+    from bps_assets.safe_paths import link_escape
+
+    for p in (source.scene_path, source.navmesh_path):
+        if not p:
+            continue
+        root = os.path.dirname(os.path.dirname(os.path.abspath(p)))
+        out = link_escape(root, p)
+        if out is not None and p not in _WARNED:
+            _WARNED.add(p)  # once per file, not on every reload by the cache
+            log.warning("scene %r: %s resolves through a symlink to %s, outside the dataset folder %s",
+                        source.scene_id, p, out, root)
+
+
 class SceneLoader:
     """``submit(source, reserve=None) -> Future[LoadedScene | LoadFailure]`` on ``threads``
     background threads. ``reserve(nbytes, source)`` (from the cache) returns a ticket or raises;
@@ -140,6 +161,7 @@ class SceneLoader:
     def _load(self, source: SceneSource, reserve, quiet: bool = False):
         t0 = time.perf_counter()
         ticket = None
+        _warn_links_out(source)
         try:
             ps = self.reader(source.scene_path)
             path = getattr(ps, "path", "") or source.scene_path

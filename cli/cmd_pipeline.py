@@ -92,11 +92,13 @@ def datasets_cmd(name, split, as_json):
 @click.option("--require-all", is_flag=True, help="Fail before starting if any scene of the split is missing.")
 @click.option("--overwrite", is_flag=True, help="Allow a non-empty OUT_ROOT / another run's manifest.")
 @click.option("--force", is_flag=True, help="Redo every scene, even the up-to-date ones.")
+@click.option("--verify-kept", is_flag=True,
+              help="Hash every kept output in full (default: check headers and section CRCs).")
 @click.option("--in-process", is_flag=True, hidden=True, help="Debugging: run scenes in this process.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a terminal).")
 def preprocess_cmd(src_root, out_root, dataset, split, subsets, navmesh, episodes, episode_seed, up, strict,
-                   workers, shard, require_all, overwrite, force, in_process, as_json, progress):
+                   workers, shard, require_all, overwrite, force, verify_kept, in_process, as_json, progress):
     """Convert every scene of a dataset split into packed scenes + navmeshes (+ episodes).
 
     Resumable (rerun after any interruption redoes only unfinished or changed scenes), parallel,
@@ -108,7 +110,7 @@ def preprocess_cmd(src_root, out_root, dataset, split, subsets, navmesh, episode
 
     opts = PreprocessOptions(navmesh=navmesh, episodes=episodes, episode_seed=episode_seed, workers=workers,
                              require_all=require_all, overwrite=overwrite, subsets=tuple(subsets) or None,
-                             force=force, in_process=in_process, up=up, strict=strict)
+                             force=force, verify_kept=verify_kept, in_process=in_process, up=up, strict=strict)
     log = (lambda s: click.echo(s, err=True)) if as_json else click.echo
     res = preprocess(src_root, out_root, dataset, split, opts, Shard.parse(shard), progress=progress, log=log)
     if as_json:
@@ -127,11 +129,12 @@ def preprocess_cmd(src_root, out_root, dataset, split, subsets, navmesh, episode
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
 @click.option("--jobs", type=click.IntRange(min=1), default=None, help="Hashing threads (default: 2 x cores).")
 @click.option("-v", "--verbose", is_flag=True, help="List every scene, not only the ones with problems.")
+@click.option("--strict", is_flag=True, help="Refuse files reached through symlinks leading out of the dataset.")
 @click.option("--source", "source", type=click.Path(file_okay=False), default=None,
               help="Instead: check a source tree against data_manifests (with --dataset/--split).")
 @click.option("--dataset", default=None, callback=_dataset_choice, help="With --source.")
 @click.option("--split", default=None, help="With --source (default: the dataset's default split).")
-def verify_cmd(manifest, deep, as_json, jobs, verbose, source, dataset, split):
+def verify_cmd(manifest, deep, as_json, jobs, verbose, strict, source, dataset, split):
     """Check a preprocessed dataset: sizes, sha256, headers (and --deep: every section).
 
     Exit code 0 only when every file of every scene is intact. With --source SRC_ROOT
@@ -152,7 +155,7 @@ def verify_cmd(manifest, deep, as_json, jobs, verbose, source, dataset, split):
         return
     if manifest is None:
         raise click.UsageError("give a MANIFEST (or --source SRC_ROOT --dataset NAME)")
-    rep = v.verify_manifest(manifest, deep=deep, jobs=jobs)
+    rep = v.verify_manifest(manifest, deep=deep, jobs=jobs, strict=strict)
     click.echo(json.dumps(rep.to_json(), indent=1) if as_json else v.format_report(rep, verbose))
     if not rep.ok:
         sys.exit(1)

@@ -98,6 +98,12 @@ def test_preprocess_command_with_the_real_converters(tmp_path):
     r = run("preprocess", tmp_path / "src", "-o", out, "--dataset", "gibson", "--split", "tiny",
             "--subset", "train", "--subset", "val", "--episodes", "3", "--workers", "1")
     assert r.exit_code == 0 and "0 processed, 2 up to date" in r.output
+    # a kept scene replaced by zeros of the same size is redone, and said so (issue 14 item 2)
+    (out / "scenes" / "Allensville.bps").write_bytes(bytes((out / "scenes" / "Allensville.bps").stat().st_size))
+    r = run("preprocess", tmp_path / "src", "-o", out, "--dataset", "gibson", "--split", "tiny",
+            "--subset", "train", "--subset", "val", "--episodes", "3", "--workers", "1", "--verify-kept")
+    assert r.exit_code == 0 and "1 processed, 1 up to date" in r.output, r.output
+    assert "redoing Allensville: kept output failed the resume check" in r.output
     r = run("preprocess", tmp_path / "src", "-o", out, "--dataset", "gibson", "--split", "tiny",
             "--subset", "train", "--subset", "val", "--navmesh", "build", "--workers", "1")
     assert r.exit_code == 0 and "2 processed, 0 up to date" in r.output

@@ -34,6 +34,8 @@ import numpy as np
 
 from ..container import atomic_write
 from ..errors import ConfigError, InputError, NavError, OutputExistsError
+from ..readers.guard import read_limited
+from ..safe_paths import content_scenes_dir
 
 
 # ------------------------------------------------------------------------------ options
@@ -283,21 +285,7 @@ def write_pointnav_dataset(out_dir: str | os.PathLike, split: str,
 
 
 def _read_json(path: Path):
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(2)
-            fh.seek(0)
-            if head == b"\x1f\x8b":
-                with gzip.GzipFile(fileobj=fh) as gz:
-                    raw = gz.read(MAX_JSON_BYTES + 1)
-            else:
-                raw = fh.read(MAX_JSON_BYTES + 1)
-    except FileNotFoundError as e:
-        raise InputError(path, "no such file") from e
-    except (OSError, EOFError, zlib.error) as e:
-        raise InputError(path, f"cannot read (bad gzip?): {e}") from e
-    if len(raw) > MAX_JSON_BYTES:
-        raise InputError(path, f"more than {MAX_JSON_BYTES} bytes of JSON")
+    raw = read_limited(path, MAX_JSON_BYTES)  # streamed with a running cap (gzip bombs)
     try:
         doc = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
@@ -376,11 +364,7 @@ def read_pointnav_dataset(path: str | os.PathLike, scenes: Iterable[str] | None 
     pattern = doc.get("content_scenes_path", "{data_path}/content/{scene}.json.gz")
     if not isinstance(pattern, str) or "{scene}" not in pattern:
         raise InputError(p, "content_scenes_path must be a string containing {scene}")
-    pre, post = pattern.split("{scene}", 1)
-    try:
-        content_dir = Path(pre.format(data_path=str(p.parent)))
-    except (KeyError, IndexError, ValueError) as e:
-        raise InputError(p, f"bad content_scenes_path {pattern!r}") from e
+    content_dir, post = content_scenes_dir(p, pattern)  # only {data_path}, {scene}; stays inside
     if p.parent.name != CONTENT_DIR and content_dir.is_dir():
         names = sorted(f.name[: -len(post)] for f in content_dir.iterdir()
                        if f.name.endswith(post) and not f.name.startswith("."))

@@ -345,6 +345,8 @@ def load_navmesh(path: str | os.PathLike) -> NavMesh:
         if len(shape) != 3 or min(shape) < 1 or not cs > 0 or len(origin) != 2 or \
                 abs(settings.cell_size - cs) > 1e-9:
             raise CorruptFileError(path, "bad navmesh header: shape / cell_size / origin")
+        cells = shape[0] * shape[1] * shape[2]  # islands <= spans <= cells (docs/FORMAT.md 4)
+        f.check_bounds({"island_area": 4 * cells, "island_radius": 4 * cells})
         arrays = {}
         want = {"height": ("f4", shape), "neighbors": ("i1", shape + (4,)), "island": ("i4", shape),
                 "island_area": ("f4", None), "island_radius": ("f4", None)}

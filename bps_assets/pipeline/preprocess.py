@@ -15,8 +15,9 @@ and the tool version. The completion record is written (atomically) only after e
 of the scene has been written (atomically, temp file + rename) and hashed, and it is deleted
 before a scene is redone; so after any interruption, even kill -9, a record exists exactly for
 the scenes whose outputs are complete. A rerun skips a scene when its record's fingerprint
-matches and its outputs still have the recorded sizes; sources whose size and mtime are
-unchanged are not re-hashed. Everything else is redone.
+matches and its outputs pass the resume check (``resume_check``: sizes, headers and section
+CRCs; full sha256 with ``verify_kept``); sources whose size and mtime are unchanged are not
+re-hashed. Everything else is redone.
 
 Failures. Each scene runs in a worker process (even with one worker; ``in_process`` is for
 debuggers and tests); an exception fails that scene only (its error
@@ -44,14 +45,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import __version__
-from ..container import atomic_write
-from ..errors import ConfigError, DatasetError, InterruptedRun, NavError, OutputExistsError
+from ..container import atomic_write, make_dirs
+from ..errors import ConfigError, DatasetError, InterruptedRun, NavError, OutputExistsError, OutputWriteError
 from ..transforms.frame import UP_AXES
 from . import manifest as mf
 from .backend import NAVMESH_MODES, Backend, container_info
 from .datasets import load_dataset
 from .hashing import settings_fingerprint, sha256_file
 from .plan import Plan, SceneSource, Shard, make_plan
+from .resume_check import check_many, kept_problems
 
 STATE_DIR = ".bps-state"
 
@@ -71,9 +73,11 @@ class PreprocessOptions:
     episode_seed: int = 0
     workers: int | None = None
     require_all: bool = False
+    redone: dict = field(default_factory=dict)  # scene -> why its kept outputs were not kept
     overwrite: bool = False
     subsets: tuple[str, ...] | None = None
     force: bool = False  # redo every scene, even up-to-date ones
+    verify_kept: bool = False  # full sha256 of kept outputs (default: header + section CRCs)
     in_process: bool = False  # run scenes in this process (debuggers, tests); a crash ends the run
     up: str | None = None
     strict: bool = False
@@ -117,6 +121,7 @@ class PreprocessResult:
         return self.count("failed") == 0 and not (self.require_all and self.count("missing"))
 
     require_all: bool = False
+    redone: dict = field(default_factory=dict)  # scene -> why its kept outputs were not kept
 
 
 # ------------------------------------------------------------------------------ layout
@@ -159,16 +164,6 @@ def _write_json(path: Path, obj, gz: bool = False) -> None:
 def _stat(p: Path) -> list[int]:
     st = p.stat()
     return [st.st_size, st.st_mtime_ns]
-
-
-def _outputs_intact(out_root: Path, entry: dict) -> bool:
-    for o in entry.get("outputs", {}).values():
-        try:
-            if (out_root / o["path"]).stat().st_size != o["size"]:
-                return False
-        except (OSError, KeyError, TypeError):
-            return False
-    return True
 
 
 # ------------------------------------------------------------------------------ one scene
@@ -241,7 +236,8 @@ def process_scene(task: SceneTask) -> SceneResult:
         old = _read_record(out_root, name)
         sources = _sources(task, old)
         fp = fingerprint(sources, task.settings)
-        if old and not opts.force and old.get("fingerprint") == fp and _outputs_intact(out_root, old["entry"]):
+        if old and not opts.force and old.get("fingerprint") == fp and \
+                not kept_problems(out_root, old["entry"], opts.verify_kept):
             # touched but unchanged sources: refresh the record's stat, keep the outputs
             if old.get("source_stat") != {r: s["_stat"] for r, s in sources.items()}:
                 old["source_stat"] = {r: s.pop("_stat") for r, s in sources.items()}
@@ -288,6 +284,8 @@ def process_scene(task: SceneTask) -> SceneResult:
     except Exception as e:  # noqa: BLE001 - one scene's failure must not stop the others
         _discard_outputs(out_root, rels)
         msg = f"{type(e).__name__}: {e}" if not isinstance(e, OSError) or str(e) else repr(e)
+        if isinstance(e, OSError):  # one line naming the file and the cause, not the raw repr
+            msg = f"{e.filename or out_root}: {e.strerror or e}"
         log = out_root / STATE_DIR / "logs" / f"{name}.log"
         try:
             log.parent.mkdir(parents=True, exist_ok=True)
@@ -518,7 +516,7 @@ def preprocess(src_root, out_root, dataset: str = "gibson", split: str | None = 
     if changes and log:
         log(f"  settings differ from the earlier run in {out_root} ({'; '.join(changes[:4])}"
             f"{' ...' if len(changes) > 4 else ''}): its scenes are redone")
-    (out_root / STATE_DIR / "scenes").mkdir(parents=True, exist_ok=True)
+    make_dirs(out_root / STATE_DIR / "scenes")  # OutputWriteError naming the folder, not a traceback
     lock = _lock_run(out_root / STATE_DIR / f"{mpath.stem}.lock")
     try:
         return _run(plan, ds, split, shard, options, backend, settings, out_root, mpath, progress, log, t_start)
@@ -529,7 +527,10 @@ def preprocess(src_root, out_root, dataset: str = "gibson", split: str | None = 
 def _lock_run(path: Path):
     """Hold an exclusive lock for the run (released by the OS when the process dies, kill -9
     included): two runs of the same shard into one OUT_ROOT would redo each other's scenes."""
-    f = open(path, "a+")
+    try:
+        f = open(path, "a+")
+    except OSError as e:
+        raise OutputWriteError(path, f"cannot create the run's lock file: {e.strerror or e}") from None
     try:
         import fcntl
 
@@ -553,7 +554,7 @@ def _run(plan, ds, split, shard, options, backend, settings, out_root, mpath, pr
 
     # quick skip check in the parent: record + unchanged source stat + intact outputs
     results: dict[str, SceneResult] = {}
-    tasks = []
+    tasks, kept = [], {}
     for s in plan.scenes:
         task = SceneTask(s, out_root, ds.name, options, settings, backend)
         rec = None if options.force else _read_record(out_root, s.name)
@@ -567,13 +568,21 @@ def _run(plan, ds, split, shard, options, backend, settings, out_root, mpath, pr
                 stat_now = None
             srcs = rec["entry"].get("sources", {})
             if (stat_now == rec.get("source_stat") and set(srcs) == set(files)
-                    and rec.get("fingerprint") == fingerprint(srcs, settings)
-                    and _outputs_intact(out_root, rec["entry"])):
-                results[s.name] = SceneResult(s.name, s.subset, "skipped", rec["entry"])
+                    and rec.get("fingerprint") == fingerprint(srcs, settings)):
+                kept[s.name] = (task, rec["entry"])
                 continue
         tasks.append(task)
+    damaged = {n: p for n, p in check_many(out_root, {n: e for n, (_, e) in kept.items()},
+                                           options.verify_kept).items() if p}
+    for n, (task, entry) in kept.items():  # a damaged kept output: redo the scene
+        if n in damaged:
+            tasks.append(task)
+        else:
+            results[n] = SceneResult(n, task.src.subset, "skipped", entry)
     if plan.scenes:
         say(f"  {len(results)} up to date, {len(tasks)} to process")
+    for n, probs in sorted(damaged.items()):
+        say(f"  redoing {n}: kept output failed the resume check: {'; '.join(probs)}")
 
     workers = options.workers or available_cores()
     bar = None
@@ -629,6 +638,7 @@ def _run(plan, ds, split, shard, options, backend, settings, out_root, mpath, pr
     mf.write_manifest(doc, mpath)
     res = PreprocessResult(mpath, plan, ordered, time.perf_counter() - t_start,
                            require_all=options.require_all)
+    res.redone = damaged
     return res
 
 

@@ -10,7 +10,6 @@ part of the dataset (unknown scene ids, stray files), which scenes have no ``.na
 """
 from __future__ import annotations
 
-import gzip
 import json
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -19,6 +18,8 @@ from pathlib import Path
 
 from ..container import Container
 from ..errors import BpsError, CorruptFileError, FormatVersionError
+from ..readers.guard import read_limited
+from ..safe_paths import link_escape
 from .hashing import default_jobs, sha256_file
 from .manifest import load_manifest
 from .scene_checks import entry_problems
@@ -33,6 +34,7 @@ class FileResult:
     path: str
     size: int = 0
     problems: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def ok(self):
@@ -95,9 +97,38 @@ def _check_content_version(p: Path, kind: str, header: dict, rec: dict) -> None:
         raise FormatVersionError(p, f"{kind} content version {cv} is not supported (this build reads {want})")
 
 
-def _check_file(root: Path, scene: str | None, role: str, rec: dict, deep: bool) -> FileResult:
+def _deep_check_packed(p: Path, kind: str, header: dict) -> None:
+    """Everything the kind's reader checks (declared sizes against the header's counts, every
+    index range, computed without int64 wrap-around), then a streamed decode of the sections
+    that reader does not read (bounded memory whatever they declare). A file whose header
+    declares no content version (test doubles) gets the container-level checks only; real
+    outputs always declare one, and the manifest's ``content_version`` must match it."""
+    read_sections: tuple = ()
+    if kind == "SCEN" and "scene_format_version" in header:
+        from ..packed_scene import STORED_SECTIONS, read_packed_scene
+
+        read_packed_scene(p, threads=1)
+        read_sections = STORED_SECTIONS
+    elif kind == "NAVM" and "format" in header:
+        from ..nav.grid import load_navmesh
+
+        load_navmesh(p)
+        read_sections = ("height", "neighbors", "island", "island_area", "island_radius")
+    with Container(p, kind) as c:
+        c.verify(deep=True, skip=[n for n in read_sections if n in c.sections])
+
+
+def _check_file(root: Path, scene: str | None, role: str, rec: dict, deep: bool,
+                strict: bool = False) -> FileResult:
     r = FileResult(scene, role, rec.get("path", "?"))
     p = root / r.path
+    out = link_escape(root, p)
+    if out is not None:
+        msg = f"{r.path}: resolves through a symlink to {out}, outside the dataset folder {root}"
+        if strict:
+            r.problems.append(msg + " (refused: --strict)")
+            return r
+        r.warnings.append(msg)
     try:
         size = p.stat().st_size
     except FileNotFoundError:
@@ -124,14 +155,11 @@ def _check_file(root: Path, scene: str | None, role: str, rec: dict, deep: bool)
         if isinstance(fmt, str) and len(fmt) == 4 and fmt.isupper():
             with Container(p, fmt) as c:
                 _check_content_version(p, fmt, c.header, rec)
-                if deep:
-                    c.verify(deep=True)
+                header = c.header
+            if deep:
+                _deep_check_packed(p, fmt, header)
         elif fmt == "habitat-pointnav-v1" and deep:
-            with gzip.open(p, "rb") as f:
-                raw = f.read(MAX_EPISODE_JSON_BYTES + 1)
-            if len(raw) > MAX_EPISODE_JSON_BYTES:
-                raise ValueError("larger than the cap when decompressed")
-            doc = json.loads(raw)
+            doc = json.loads(read_limited(p, MAX_EPISODE_JSON_BYTES, "episode JSON"))
             eps = doc.get("episodes") if isinstance(doc, dict) else None
             if not isinstance(eps, list):
                 raise ValueError("no 'episodes' list")
@@ -144,9 +172,10 @@ def _check_file(root: Path, scene: str | None, role: str, rec: dict, deep: bool)
     return r
 
 
-def verify_manifest(path, deep: bool = False, jobs: int | None = None) -> VerifyReport:
+def verify_manifest(path, deep: bool = False, jobs: int | None = None, strict: bool = False) -> VerifyReport:
     """Check every output the manifest at ``path`` lists. Raises only if the manifest itself
-    cannot be read; every file-level problem is in the report."""
+    cannot be read; every file-level problem is in the report. A file that resolves outside
+    the manifest's folder through a symlink is a warning, and with ``strict`` a problem."""
     t0 = time.perf_counter()
     m = load_manifest(path)
     scenes: list[SceneReport] = []
@@ -171,7 +200,7 @@ def verify_manifest(path, deep: bool = False, jobs: int | None = None) -> Verify
 
     def run(item):
         sr, role, rec = item
-        return _check_file(m.root, sr.name if sr else None, role, rec, deep)
+        return _check_file(m.root, sr.name if sr else None, role, rec, deep, strict)
 
     with ThreadPoolExecutor(max_workers=max(1, min(jobs, len(work) or 1))) as ex:
         results = list(ex.map(run, work))
@@ -180,7 +209,7 @@ def verify_manifest(path, deep: bool = False, jobs: int | None = None) -> Verify
     order = {"scene": 0, "navmesh": 1, "episodes": 2}
     for sr in scenes:
         sr.files.sort(key=lambda f: order.get(f.role, 9))
-    warnings = []
+    warnings = [w for f in results for w in f.warnings]
     if m.missing:
         warnings.append(f"{len(m.missing)} scene(s) of split {m.split!r} were missing from the source at "
                         f"preprocess time: {', '.join(x.get('name', '?') for x in m.missing[:8])}"

@@ -83,23 +83,34 @@ class GltfFile:
                 # length checks below and in the accessor reader.
                 data = memoryview(b"")
         else:
-            data = memoryview(self.read_uri(uri, f"buffer {index}"))
+            data = memoryview(self.read_uri(uri, f"buffer {index}", declared))
         if len(data) < declared and not _meshopt_fallback(b):
             where = "no uri and no GLB binary chunk" if uri is None and not len(data) else f"only {len(data)} bytes"
             raise self.fail(f"buffer {index} declares byteLength {declared} but has {where}")
         self._buffers[index] = data
         return data
 
-    def read_uri(self, uri, what: str) -> bytes:
-        """Bytes of a data URI or of a file beside the glTF (never outside its directory)."""
+    def read_uri(self, uri, what: str, declared: int | None = None) -> bytes:
+        """Bytes of a data URI or of a file beside the glTF (never outside its directory).
+        ``declared``: the byte length the JSON gives; a data URI longer than that needs is
+        refused before it is decoded (or copied), so a huge URI costs no decode buffer."""
         if not isinstance(uri, str):
             raise self.fail(f"{what}: uri must be a string")
         if uri.startswith("data:"):
-            head, sep, payload = uri.partition(",")
-            if not sep:
+            comma = uri.find(",")
+            if comma < 0:
                 raise self.fail(f"{what}: malformed data URI")
+            head, encoded = uri[:comma], len(uri) - comma - 1
+            b64 = head.endswith(";base64")
+            if declared is not None:
+                # base64: 4 characters per 3 bytes (+ padding); percent-encoding: up to 3 per byte
+                most = 4 * -(-declared // 3) + 4 if b64 else 3 * declared
+                if encoded > most:
+                    raise self.fail(f"{what}: data URI of {encoded} characters is longer than its "
+                                    f"byteLength {declared} needs ({most}); refused before decoding")
+            payload = uri[comma + 1:]
             try:
-                if head.endswith(";base64"):
+                if b64:
                     return base64.b64decode(payload, validate=False)
                 return unquote(payload).encode("latin-1")
             except (binascii.Error, ValueError, UnicodeEncodeError) as e:

@@ -8,10 +8,14 @@ tell a precise check from this net.
 from __future__ import annotations
 
 import functools
+import gzip
 import os
 import struct
+import zlib
 
-from ..errors import BpsError, InputError
+from ..errors import BpsError, InputError, ResourceLimitError
+
+STREAM_CHUNK = 1 << 20
 
 _NET = (TypeError, AttributeError, KeyError, IndexError, ValueError, OverflowError,
         ZeroDivisionError, struct.error, RecursionError, UnicodeError)
@@ -29,6 +33,40 @@ def read_source(path, kind: str) -> tuple[str, bytes]:
         raise InputError(spath, f"is a directory, not a {kind} file") from None
     except OSError as e:
         raise InputError(spath, f"cannot read: {e.strerror or e}") from None
+
+
+def read_limited(path, limit: int, what: str = "JSON") -> bytearray:
+    """The bytes of ``path``, gunzipped when it starts with the gzip magic, read ``STREAM_CHUNK``
+    at a time with a running total: more than ``limit`` bytes (decompressed) is a
+    ResourceLimitError as soon as the limit is passed, so a gzip bomb costs at most ``limit``
+    plus one chunk, and a small file costs only its size (no ``read(limit + 1)`` reservation)."""
+    spath = os.fspath(path)
+    out = bytearray()
+    try:
+        with open(spath, "rb") as fh:
+            gz = fh.read(2) == b"\x1f\x8b"
+            fh.seek(0)
+            src = gzip.GzipFile(fileobj=fh) if gz else fh
+            with src:
+                while True:
+                    piece = src.read(STREAM_CHUNK)
+                    if not piece:
+                        break
+                    out += piece
+                    if len(out) > limit:
+                        raise ResourceLimitError(spath, f"more than {limit} bytes of {what}"
+                                                        f"{' when decompressed' if gz else ''} (the cap)")
+    except FileNotFoundError:
+        raise InputError(spath, "no such file") from None
+    except IsADirectoryError:
+        raise InputError(spath, f"is a directory, not a {what} file") from None
+    except MemoryError:
+        raise ResourceLimitError(spath, f"{what} does not fit in memory (read {len(out)} bytes)") from None
+    except (EOFError, zlib.error, gzip.BadGzipFile) as e:
+        raise InputError(spath, f"cannot read (bad gzip?): {e}") from None
+    except OSError as e:
+        raise InputError(spath, f"cannot read: {e.strerror or e}") from None
+    return out
 
 
 def guarded(kind: str):

@@ -1,0 +1,85 @@
+"""What a resumed preprocess checks before it keeps a scene's earlier outputs.
+
+A completion record vouches for outputs that were complete when it was written; it cannot
+vouch for what happened to them since (a disk error, a copy cut short, a file replaced by
+garbage of the same size). So before a scene is skipped as up to date, every output it keeps
+is checked, and a scene with a damaged output is redone:
+
+- default (cheap): the recorded size; for packed files (SCEN / NAVM containers) the preamble,
+  the header, the recorded kind and content version, and the CRC-32 of every section's stored
+  bytes (read 4 MiB at a time, never decompressed); other files (gzipped episode JSON, small)
+  against the manifest's sha256;
+- ``full`` (``--verify-kept``): the sha256 of every kept file against the record, as
+  ``bps-assets verify`` does.
+
+Why CRC-32 by default: on one 256 MiB buffer here (2 cores, load average 6.5 from other
+jobs) ``zlib.crc32`` ran at 1.05 GB/s and ``hashlib.sha256`` at 0.51 GB/s, so the default
+check reads every byte at about twice the speed of a full hash, and it also catches a header
+that no longer parses. Files are checked on a thread pool (zlib and hashlib release the GIL
+on large buffers).
+"""
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Mapping
+
+from ..container import Container
+from ..errors import BpsError
+from .hashing import default_jobs, sha256_file
+
+
+def output_problem(out_root: Path, rec: Mapping, full: bool = False) -> str | None:
+    """Why the recorded output ``rec`` (a manifest ``outputs`` entry) cannot be kept, or None."""
+    try:
+        path = out_root / rec["path"]
+        size = rec["size"]
+    except (KeyError, TypeError):
+        return "the completion record has no path/size for it"
+    try:
+        now = path.stat().st_size
+    except FileNotFoundError:
+        return f"{rec['path']}: missing"
+    except OSError as e:
+        return f"{rec['path']}: cannot stat ({e.strerror})"
+    if now != size:
+        return f"{rec['path']}: size {now} != recorded {size}"
+    fmt = rec.get("format")
+    packed = isinstance(fmt, str) and len(fmt) == 4 and fmt.isupper()
+    try:
+        if full or not packed:
+            digest, _ = sha256_file(path)
+            if digest != rec.get("sha256"):
+                return f"{rec['path']}: sha256 differs from the record (damaged or replaced)"
+            return None
+        with Container(path, fmt) as c:
+            h = c.header
+            cv = h.get("scene_format_version", h.get("version"))
+            if "content_version" in rec and cv != rec["content_version"]:
+                return f"{rec['path']}: content version {cv!r} != recorded {rec['content_version']!r}"
+            c.check_checksums()
+    except BpsError as e:
+        return str(e)
+    return None
+
+
+def kept_problems(out_root: Path, entry: Mapping, full: bool = False) -> list[str]:
+    """Problems of every output of a scene's manifest ``entry`` (empty: all can be kept)."""
+    outs = entry.get("outputs") if isinstance(entry, Mapping) else None
+    if not isinstance(outs, Mapping):
+        return ["the completion record lists no outputs"]
+    probs = [output_problem(Path(out_root), rec if isinstance(rec, Mapping) else {}, full)
+             for rec in outs.values()]
+    return [p for p in probs if p]
+
+
+def check_many(out_root: Path, entries: Mapping[str, Mapping], full: bool = False,
+               jobs: int | None = None) -> dict[str, list[str]]:
+    """``kept_problems`` of many scenes on a thread pool: {name: problems} (empty list: keep)."""
+    names = list(entries)
+    if not names:
+        return {}
+    jobs = default_jobs() if jobs is None else max(1, jobs)
+    with ThreadPoolExecutor(max_workers=min(jobs, len(names))) as ex:
+        res = ex.map(lambda n: kept_problems(out_root, entries[n], full), names)
+        return dict(zip(names, res))

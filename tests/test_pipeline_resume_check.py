@@ -1,0 +1,93 @@
+"""Issue 14 item 2: a resumed preprocess checks what it keeps and redoes damaged scenes."""
+import json
+import os
+
+from bps_assets.container import Container
+from bps_assets.pipeline.preprocess import PreprocessOptions, preprocess
+from bps_assets.pipeline.resume_check import kept_problems
+
+from pipeline_fakes import FakeBackend, make_source
+
+NAMES = ["Allensville", "Beechwood", "Coffeen", "Collierville"]
+OPTS = PreprocessOptions(workers=1, in_process=True, episodes=2)
+
+
+def _run(src, out, log, **kw):
+    if log.exists():
+        log.unlink()
+    r = preprocess(src, out, "gibson", "tiny", PreprocessOptions(**{**OPTS.__dict__, **kw}),
+                   backend=FakeBackend(log=log))
+    done = log.read_text().split() if log.exists() else []
+    return r, done
+
+
+def _same_size_garbage(p):
+    n = p.stat().st_size
+    p.write_bytes(os.urandom(n))
+
+
+def _flip_inside_section(p, section=None):
+    with Container(p) as c:
+        s = c.sections[section or next(iter(c.sections))]
+    data = bytearray(p.read_bytes())
+    data[s.offset + s.stored_length // 2] ^= 0x20
+    p.write_bytes(bytes(data))
+
+
+def _flip_in_header_padding(p):
+    # a byte no CRC covers (the header's space padding): only a full hash sees it
+    data = bytearray(p.read_bytes())
+    hlen = int.from_bytes(data[16:24], "little")
+    with Container(p) as c:
+        first = min(s.offset for s in c.sections.values())
+    assert first > 32 + hlen
+    data[32 + hlen] = ord("\t")  # JSON whitespace: still a valid header
+    p.write_bytes(bytes(data))
+
+
+def test_resume_redoes_kept_outputs_that_fail_the_check(tmp_path):
+    src = make_source(tmp_path / "src", NAMES, size=20_000)
+    out, log = tmp_path / "out", tmp_path / "log"
+    r, done = _run(src, out, log)
+    assert sorted(done) == sorted(NAMES) and r.ok
+    r, done = _run(src, out, log)
+    assert done == [] and r.count("skipped") == 4 and r.redone == {}
+
+    _same_size_garbage(out / "scenes" / "Allensville.bps")           # issue 14's case
+    _flip_inside_section(out / "navmeshes" / "Beechwood.navmesh.bps")  # one bit: section CRC
+    ep = out / "episodes" / "pointnav" / "train" / "content" / "Coffeen.json.gz"
+    data = bytearray(ep.read_bytes())
+    data[-9] ^= 1                                                    # gzip episode file: sha256
+    ep.write_bytes(bytes(data))
+    r, done = _run(src, out, log)
+    assert sorted(done) == ["Allensville", "Beechwood", "Coffeen"]
+    assert r.count("skipped") == 1 and r.count("ok") == 3 and r.ok
+    assert "bad magic" in r.redone["Allensville"][0]
+    assert "checksum mismatch" in r.redone["Beechwood"][0]
+    assert "sha256 differs" in r.redone["Coffeen"][0]
+    # redone outputs are intact again and the manifest records their new hashes
+    m = json.loads((out / "manifest.json").read_text())
+    for n in NAMES:
+        assert kept_problems(out, m["scenes"][n], full=True) == []
+
+
+def test_verify_kept_hashes_what_the_cheap_check_cannot_see(tmp_path):
+    src = make_source(tmp_path / "src", NAMES[:2], size=20_000)
+    out, log = tmp_path / "out", tmp_path / "log"
+    _run(src, out, log)
+    _flip_in_header_padding(out / "scenes" / "Beechwood.bps")
+    r, done = _run(src, out, log)
+    assert done == [] and r.count("skipped") == 2  # header and CRCs still fine
+    r, done = _run(src, out, log, verify_kept=True)
+    assert done == ["Beechwood"] and "sha256 differs" in r.redone["Beechwood"][0]
+
+
+def test_worker_side_check_also_redoes(tmp_path):
+    # a touched source sends the scene to the worker; its own check must not keep damage
+    src = make_source(tmp_path / "src", NAMES[:1], size=20_000)
+    out, log = tmp_path / "out", tmp_path / "log"
+    _run(src, out, log)
+    _same_size_garbage(out / "scenes" / "Allensville.bps")
+    os.utime(src / "gibson" / "Allensville.glb", ns=(1, 1))
+    r, done = _run(src, out, log)
+    assert done == ["Allensville"] and r.count("ok") == 1

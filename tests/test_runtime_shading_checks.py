@@ -200,7 +200,7 @@ rc = lib.bps_load(name.encode())
 print("RC", rc, "MAPPED", mapped(name.split(".so")[0]))
 print("REAL", lib.bps_load(embree_library_path().encode()))
 """
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
                          env=dict(os.environ))
     assert out.returncode == 0, out.stderr
     if out.stdout.startswith("SKIP"):

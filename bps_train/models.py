@@ -27,7 +27,17 @@ class SqueezeExcite(nn.Module):
 
 
 class FixupSEBlock(nn.Module):
-    """conv3x3 -> relu -> conv3x3 (zero-init) -> scale -> SE, plus a (downsampled) shortcut."""
+    """conv3x3 -> relu -> conv3x3 (zero-init) -> scale -> SE, plus a (downsampled) shortcut.
+
+    The shortcut's stride-2 1x1 convolution is written as a 2x subsample then a stride-1 1x1
+    convolution (the same function, the same weights). oneDNN's own strided 1x1 path corrupts the
+    heap in backward on AVX2 CPUs (glibc abort or SIGSEGV) when the input has 2..7 channels in
+    channels-last layout, which a [N, H, W, 1] depth batch permuted to NCHW is: measured with
+    torch 2.13.0+cpu on an AMD EPYC without AVX-512, one thread, 6-20 forward+backward passes of
+    one Conv2d(cin, 2*cin, 1, stride=2): cin 2-7 abort, cin 1 and 8-12 pass; the same layer passes
+    with stride 1, in NCHW layout, forward-only, or with mkldnn disabled. Subsampling first keeps
+    oneDNN on for every width (disabling it costs the normal widths their fast path).
+    """
 
     def __init__(self, cin: int, cout: int, stride: int, num_blocks: int):
         super().__init__()
@@ -41,7 +51,8 @@ class FixupSEBlock(nn.Module):
         self.se = SqueezeExcite(cout)
         self.shortcut = None
         if stride != 1 or cin != cout:
-            self.shortcut = nn.Conv2d(cin, cout, 1, stride, bias=False)
+            self.shortcut = nn.Conv2d(cin, cout, 1, 1, bias=False)  # stride applied in forward
+        self.stride = stride
         # Fixup: He init scaled by L^(-1/(2m-2)) with m = 2 layers per branch; last layer zero
         fan_in = cin * 9
         nn.init.normal_(self.conv1.weight, 0, math.sqrt(2 / fan_in) * num_blocks ** -0.5)
@@ -53,7 +64,11 @@ class FixupSEBlock(nn.Module):
         out = F.relu(self.conv1(x + self.bias1a) + self.bias1b)
         out = self.conv2(out + self.bias2a) * self.scale + self.bias2b
         out = self.se(out)
-        short = x if self.shortcut is None else self.shortcut(x + self.bias1a)
+        if self.shortcut is None:
+            short = x
+        else:
+            s = self.stride
+            short = self.shortcut((x + self.bias1a)[:, :, ::s, ::s])
         return F.relu(out + short)
 
 

@@ -93,17 +93,9 @@ class Plan:
         return self.dataset.scene_subsets(self.split, self.subsets)
 
 
-def _pattern(template: str) -> re.Pattern:
-    parts = template.split("{scene}")
-    rx = re.escape(parts[0])
-    for i, p in enumerate(parts[1:]):
-        rx += (r"(?P<scene>[^/]+?)" if i == 0 else r"(?P=scene)") + re.escape(p)
-    return re.compile(rx + r"\Z")
-
-
 def _classifier(layout: Layout):
-    pats = [("scene", _pattern(layout.scene)), ("navmesh", _pattern(layout.navmesh))]
-    pats += [("companion", _pattern(c)) for c in layout.companions]
+    pats = [("scene", layout.pattern(layout.scene)), ("navmesh", layout.pattern(layout.navmesh))]
+    pats += [("companion", layout.pattern(c)) for c in layout.companions]
 
     def classify(rel: str):
         for role, p in pats:
@@ -144,6 +136,14 @@ def make_plan(src_root, dataset: Dataset, split: str | None = None, shard: Shard
     """Find the scenes of ``split`` (optionally one shard, optionally some subsets) under
     ``src_root``. Never raises for missing or extra files: they are listed in the Plan."""
     split = dataset.default_split if split is None else split
+    if dataset.discovered(split) or dataset.scene_files:  # scenes found, not listed (HM3D, configs)
+        from .discover import plan_discovered, plan_listed_files
+
+        root = resolve_root(src_root, dataset.layout)
+        plan = Plan(dataset, split, root, shard, None if subsets is None else tuple(subsets))
+        if dataset.scene_files:
+            return plan_listed_files(plan)
+        return plan_discovered(plan, scan(root, dataset.layout))
     subset_of = dataset.scene_subsets(split, subsets)  # raises on an unknown split
     subsets = tuple(s for s in ("train", "val", "test") if s in set(subset_of.values()))
     root = resolve_root(src_root, dataset.layout)

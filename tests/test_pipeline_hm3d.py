@@ -10,12 +10,12 @@ import pytest
 from click.testing import CliRunner
 
 from bps_assets.errors import DatasetError, InputError
-from bps_assets.pipeline.datasets import load_dataset
+from bps_assets.pipeline.datasets import load_dataset, load_scene_dataset_config
 from bps_assets.pipeline.discover import classify_files
 from bps_assets.pipeline.habitat_episodes import map_habitat_episodes
 from bps_assets.pipeline.manifest import load_manifest
 from bps_assets.pipeline.plan import Shard, make_plan
-from bps_assets.pipeline.scene_dataset_config import load_scene_dataset_config, read_stages
+from bps_assets.pipeline.scene_dataset_config import read_stages
 from cli.main import main
 
 import hm3d_tree
@@ -144,7 +144,7 @@ def test_preprocess_verify_hm3d_val(tmp_path):
             "--workers", "1", "--json")
     assert r.exit_code == 0, r.output
     m = load_manifest(out)
-    validate_schema(m.doc)
+    validate_schema(m.path)
     assert m.dataset == "hm3d" and m.split == "val" and m.subsets == ["val"]
     assert m.names("val") == ["HaxA7YrQdEC", "TEEsavR23oF"]  # train's kfPV7w3FaU5 is not in val
     src_paths = {n: e["sources"]["scene"]["path"] for n, e in m.doc["scenes"].items()}
@@ -271,3 +271,26 @@ def test_preprocess_from_scene_dataset_config(tmp_path):
     with gzip.open(m.scene("TEEsavR23oF").episodes) as f:
         assert {e["scene_id"] for e in json.load(f)["episodes"]} == \
             {"val/00800-TEEsavR23oF/TEEsavR23oF.basis.glb"}
+
+
+@pytest.mark.parametrize("ktx", ["2d_etc1s.ktx2", "2d_uastc.ktx2"])
+def test_basis_universal_textures_in_an_hm3d_scan(tmp_path, ktx):
+    """HM3D's .basis.glb textures are Basis Universal (ETC1S or UASTC) KTX2 images."""
+    pytest.importorskip("opengl_basisu")
+    path = hm3d_tree.SHARED / "gltf-transform" / "extensions" / ktx
+    if not path.exists():
+        pytest.skip("shared assets absent")
+    from bps_assets.packed_scene import ConvertOptions, convert_file, read_packed_scene
+    from bps_assets.readers import load
+    from bps_assets.readers.images import decode_image
+
+    glb = tmp_path / "hm3d/val/00800-TEEsavR23oF/TEEsavR23oF.basis.glb"
+    hm3d_tree.write_scan(glb, "Collierville", ktx2=path)
+    want = decode_image(path.read_bytes(), str(path), ktx)
+    doc = load(glb)
+    assert np.array_equal(doc.textures[0].rgba, want)
+    convert_file(glb, tmp_path / "s.bps", ConvertOptions(dataset="generic", up="y"))
+    ps = read_packed_scene(tmp_path / "s.bps")
+    sizes = {(int(r[2]), int(r[3])) for r in ps.tex_levels if r[1] == 0}
+    # the 40 px KTX2 image is stored at a power of two near it; synth's own are 256 / 512 px
+    assert any(w == h and w / 2 <= want.shape[0] <= w * 2 and w < 256 for w, h in sizes), sizes

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -24,9 +25,9 @@ from pathlib import Path
 
 from ..errors import DatasetError
 from ..manifests_location import ENV_VAR, manifests_dir  # noqa: F401  (ENV_VAR: re-exported)
+from .scene_dataset_config import SCENE_DATASET_CONFIG_SUFFIX, SPLIT as CONFIG_SPLIT, read_stages
 
 SUBSETS = ("train", "val", "test")
-SCENE_DATASET_CONFIG_SUFFIX = ".scene_dataset_config.json"
 MAX_MANIFEST_BYTES = 64 << 20  # a dataset file is data we ship, but keep reads bounded
 FIELDS = ("scene", "split", "index")
 DEFAULT_FIELDS = {"scene": r"[^/]+?", "split": r"[^/]+", "index": r"[0-9]+"}
@@ -254,13 +255,27 @@ def load_dataset(name: str) -> Dataset:
     """The dataset called ``name``; an unknown name is a DatasetError suggesting known ones.
 
     A path to a habitat ``*.scene_dataset_config.json`` is a dataset too (its stages:
-    ``scene_dataset_config.load_scene_dataset_config``); its name is the config's path."""
+    ``load_scene_dataset_config``); its name is the config's path."""
     if str(name).endswith(SCENE_DATASET_CONFIG_SUFFIX):
-        from .scene_dataset_config import load_scene_dataset_config
-
         return load_scene_dataset_config(name)
     d = manifests_dir()
     p = d / f"{name}.json"
     if not name or "/" in name or not p.is_file():
         raise DatasetError(None, f"unknown dataset {name!r}{_suggest(name, list_datasets())}")
     return _load_cached(str(p), p.stat().st_mtime_ns)
+
+
+def load_scene_dataset_config(config: str | os.PathLike) -> Dataset:
+    """The stages of a habitat scene dataset config as a ``Dataset`` (name: the config's
+    absolute path) whose split ``all`` holds every stage as a ``train`` scene; its source root
+    is the config's folder (``scene_dataset_config`` module)."""
+    cfg = Path(config).expanduser().resolve()
+    if not cfg.name.endswith(SCENE_DATASET_CONFIG_SUFFIX):
+        raise DatasetError(cfg, f"not a habitat scene dataset config (*{SCENE_DATASET_CONFIG_SUFFIX})")
+    files, up = read_stages(cfg)
+    return Dataset(
+        name=str(cfg), description=f"habitat scene dataset config {cfg.name}", up_axis=up,
+        layout=Layout("./{scene}", "./{scene}.navmesh"), default_split=CONFIG_SPLIT,
+        splits={CONFIG_SPLIT: {"train": list(files), "val": [], "test": []}},
+        scenes={n: {} for n in files}, split_descriptions={CONFIG_SPLIT: "every stage of the config"},
+        path=cfg, scene_files=files)

@@ -79,14 +79,25 @@ def classify_files(files: list[str], dataset: Dataset, root: Path | None = None)
     return scans, navs, stray
 
 
-def plan_discovered(plan, files: list[str]):
-    """Fill ``plan`` (a ``plan.Plan`` of an index-rule split) from the files found."""
-    from .plan import SceneSource
+@dataclass
+class Discovered:
+    """The scenes of one split found in the tree: ``scenes`` maps a name to (subset, scene
+    path, navmesh path or None), paths relative to the source root."""
 
-    ds, lay = plan.dataset, plan.dataset.layout
-    rules = {sub: r for sub, r in ds.split_rules(plan.split).items()
-             if plan.subsets is None or sub in plan.subsets}
-    scans, navs, plan.stray = classify_files(files, ds, plan.src_root)
+    subsets: tuple[str, ...]
+    scenes: dict[str, tuple[str, str, str | None]]
+    other_split: list[str]
+    stray: list[str]
+    missing: list[tuple[str, str]]
+
+
+def discover_split(dataset: Dataset, split: str, files: list[str], subsets=None,
+                   root: Path | None = None) -> Discovered:
+    """The scans of index-rule split ``split`` among ``files`` (``subsets``: only these)."""
+    lay = dataset.layout
+    rules = {sub: r for sub, r in dataset.split_rules(split).items()
+             if subsets is None or sub in subsets}
+    scans, navs, stray = classify_files(files, dataset, root)
     chosen: dict[str, tuple[str, FoundScan]] = {}
     other = set()
     for s in scans:
@@ -95,47 +106,32 @@ def plan_discovered(plan, files: list[str]):
             other.add(s.name)
             continue
         if s.name in chosen:
-            raise DatasetError(plan.src_root / s.rel_scene, f"scan id {s.name} appears twice in split "
-                                                            f"{plan.split!r} (also {chosen[s.name][1].rel_scene})")
+            first = chosen[s.name][1].rel_scene
+            raise DatasetError(s.rel_scene if root is None else root / s.rel_scene,
+                               f"scan id {s.name} appears twice in split {split!r} (also {first})")
         chosen[s.name] = (sub, s)
-    plan.subsets = tuple(x for x in ("train", "val", "test") if x in rules)
-    plan.other_split = sorted(other - set(chosen))
-    plan.selected = (plan.shard or _one()).select(chosen)
-    for name in plan.selected:
-        sub, s = chosen[name]
-        rel_nav = None
+    scenes = {}
+    for name, (sub, s) in sorted(chosen.items()):
+        nav = None
         if (s.folder, s.index_text, name) in navs:
-            rel_nav = lay.navmesh_path(name, s.folder, s.index_text)
-        plan.scenes.append(SceneSource(
-            name=name, subset=sub, scene=plan.src_root / s.rel_scene,
-            navmesh=None if rel_nav is None else plan.src_root / rel_nav,
-            rel_scene=s.rel_scene, rel_navmesh=rel_nav))
-    return plan
+            nav = lay.navmesh_path(name, s.folder, s.index_text)
+        scenes[name] = (sub, s.rel_scene, nav)
+    return Discovered(tuple(x for x in ("train", "val", "test") if x in rules), scenes,
+                      sorted(other - set(chosen)), stray, [])
 
 
-def plan_listed_files(plan):
-    """Fill ``plan`` for a dataset given as explicit scene files (a scene dataset config)."""
-    from .plan import SceneSource
-
-    ds = plan.dataset
-    subset_of = ds.scene_subsets(plan.split, plan.subsets)
-    plan.subsets = tuple(x for x in ("train", "val", "test") if x in set(subset_of.values()))
-    plan.selected = (plan.shard or _one()).select(subset_of)
-    for name in plan.selected:
-        rel_scene, rel_nav = ds.scene_files[name]
-        if not (plan.src_root / rel_scene).is_file():
-            plan.missing.append((name, subset_of[name]))
+def listed_files(dataset: Dataset, split: str, root: Path, subsets=None) -> Discovered:
+    """The scenes of a dataset given as explicit files (a scene dataset config) that exist
+    under ``root``; the others are missing. A navmesh that is not there is None."""
+    subset_of = dataset.scene_subsets(split, subsets)
+    scenes, missing = {}, []
+    for name, sub in sorted(subset_of.items()):
+        rel_scene, rel_nav = dataset.scene_files[name]
+        if not (root / rel_scene).is_file():
+            missing.append((name, sub))
             continue
-        if rel_nav is not None and not (plan.src_root / rel_nav).is_file():
+        if rel_nav is not None and not (root / rel_nav).is_file():
             rel_nav = None
-        plan.scenes.append(SceneSource(
-            name=name, subset=subset_of[name], scene=plan.src_root / rel_scene,
-            navmesh=None if rel_nav is None else plan.src_root / rel_nav,
-            rel_scene=rel_scene, rel_navmesh=rel_nav))
-    return plan
-
-
-def _one():
-    from .plan import Shard
-
-    return Shard()
+        scenes[name] = (sub, rel_scene, rel_nav)
+    return Discovered(tuple(x for x in ("train", "val", "test") if x in set(subset_of.values())),
+                      scenes, [], [], missing)

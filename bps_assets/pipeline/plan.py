@@ -23,6 +23,7 @@ from pathlib import Path
 
 from ..errors import ConfigError, DatasetError
 from .datasets import Dataset, Layout
+from .discover import discover_split, listed_files
 
 
 @dataclass(frozen=True)
@@ -137,13 +138,7 @@ def make_plan(src_root, dataset: Dataset, split: str | None = None, shard: Shard
     ``src_root``. Never raises for missing or extra files: they are listed in the Plan."""
     split = dataset.default_split if split is None else split
     if dataset.discovered(split) or dataset.scene_files:  # scenes found, not listed (HM3D, configs)
-        from .discover import plan_discovered, plan_listed_files
-
-        root = resolve_root(src_root, dataset.layout)
-        plan = Plan(dataset, split, root, shard, None if subsets is None else tuple(subsets))
-        if dataset.scene_files:
-            return plan_listed_files(plan)
-        return plan_discovered(plan, scan(root, dataset.layout))
+        return _plan_found(src_root, dataset, split, shard, subsets)
     subset_of = dataset.scene_subsets(split, subsets)  # raises on an unknown split
     subsets = tuple(s for s in ("train", "val", "test") if s in set(subset_of.values()))
     root = resolve_root(src_root, dataset.layout)
@@ -179,4 +174,27 @@ def make_plan(src_root, dataset: Dataset, split: str | None = None, shard: Shard
             rel_scene=lay.scene_path(name), rel_navmesh=rel_nav,
         ))
     # a scene only in another shard is neither missing nor processed here
+    return plan
+
+
+def _plan_found(src_root, dataset: Dataset, split: str, shard: Shard | None, subsets) -> Plan:
+    """make_plan for scenes found in the tree (index rules) or named by a scene dataset
+    config: the scene list is what is there (``discover``)."""
+    root = resolve_root(src_root, dataset.layout)
+    if dataset.scene_files:
+        found = listed_files(dataset, split, root, subsets)
+    else:
+        found = discover_split(dataset, split, scan(root, dataset.layout), subsets, root)
+    plan = Plan(dataset, split, root, shard, found.subsets, other_split=found.other_split,
+                stray=found.stray, missing=found.missing)
+    plan.selected = (shard or Shard()).select(list(found.scenes) + [n for n, _ in found.missing])
+    for name in plan.selected:
+        if name not in found.scenes:
+            continue
+        sub, rel_scene, rel_nav = found.scenes[name]
+        plan.scenes.append(SceneSource(
+            name=name, subset=sub, scene=root / rel_scene,
+            navmesh=None if rel_nav is None else root / rel_nav,
+            rel_scene=rel_scene, rel_navmesh=rel_nav))
+    plan.missing = [(n, s) for n, s in found.missing if n in set(plan.selected)]
     return plan

@@ -15,7 +15,8 @@ lighting and scene instances are not scenes for the batch renderer and are ignor
 
 Scene names are habitat's ``scene_from_scene_path`` (file name up to the first dot), which
 is also the name of a scene's episode content file; two stages with one name are an error.
-Every scene belongs to split ``all``, subset ``train``.
+Every scene belongs to split ``all``, subset ``train`` (``datasets.load_dataset(PATH)`` makes
+the ``Dataset``; its name is the config's absolute path, so worker processes find it again).
 """
 from __future__ import annotations
 
@@ -25,8 +26,9 @@ import os
 from pathlib import Path
 
 from ..errors import DatasetError
-from .datasets import MAX_MANIFEST_BYTES, SCENE_DATASET_CONFIG_SUFFIX, Dataset, Layout
 
+SCENE_DATASET_CONFIG_SUFFIX = ".scene_dataset_config.json"
+MAX_CONFIG_BYTES = 64 << 20
 SPLIT = "all"
 STAGE_CONFIG_SUFFIX = ".stage_config.json"
 UP_AXES = {(0, 1, 0): "y", (0, 0, 1): "z"}
@@ -34,7 +36,7 @@ UP_AXES = {(0, 1, 0): "y", (0, 0, 1): "z"}
 
 def _read_json(path: Path) -> dict:
     try:
-        if path.stat().st_size > MAX_MANIFEST_BYTES:
+        if path.stat().st_size > MAX_CONFIG_BYTES:
             raise DatasetError(path, "config larger than the 64 MiB cap")
         d = json.loads(path.read_text("utf-8"))
     except FileNotFoundError:
@@ -128,21 +130,6 @@ def read_stages(config: str | os.PathLike) -> tuple[dict[str, tuple[str, str | N
     if not out:
         raise DatasetError(cfg, "names no stage files (stages.paths matched nothing)")
     return dict(sorted(out.items())), up
-
-
-def load_scene_dataset_config(config: str | os.PathLike) -> Dataset:
-    """A ``Dataset`` (name: the config's absolute path) whose split ``all`` holds every stage
-    as a ``train`` scene; the source root of its paths is the config's folder."""
-    cfg = Path(config).expanduser().resolve()
-    if not cfg.name.endswith(SCENE_DATASET_CONFIG_SUFFIX):
-        raise DatasetError(cfg, f"not a habitat scene dataset config (*{SCENE_DATASET_CONFIG_SUFFIX})")
-    files, up = read_stages(cfg)
-    return Dataset(
-        name=str(cfg), description=f"habitat scene dataset config {cfg.name}", up_axis=up,
-        layout=Layout("./{scene}", "./{scene}.navmesh"), default_split=SPLIT,
-        splits={SPLIT: {"train": list(files), "val": [], "test": []}},
-        scenes={n: {} for n in files}, split_descriptions={SPLIT: "every stage of the config"},
-        path=cfg, scene_files=files)
 
 
 def source_root(config: str | os.PathLike) -> Path:

@@ -33,7 +33,7 @@ def datasets_cmd(name, split, as_json):
         for n in ds_mod.list_datasets():
             d = ds_mod.load_dataset(n)
             rows.append({"name": n, "layout": d.layout.scene, "default_split": d.default_split,
-                         "splits": {s: {k: len(v) for k, v in sub.items()} for s, sub in d.splits.items()},
+                         "splits": {s: d.subset_counts(s) for s in d.splits},
                          "description": d.description})
         if as_json:
             click.echo(json.dumps(rows, indent=1))
@@ -53,17 +53,21 @@ def datasets_cmd(name, split, as_json):
             return
         click.echo(f"{d.name}: {d.description}")
         click.echo(f"layout: {d.layout.scene} (navmesh {d.layout.navmesh}); {len(d.scenes)} scenes known")
-        for s, sub in d.splits.items():
-            counts = "/".join(str(len(sub[k])) for k in ("train", "val", "test"))
+        for s in d.splits:
+            counts = "/".join(str(d.subset_counts(s)[k]) for k in ("train", "val", "test"))
             default = " (default)" if s == d.default_split else ""
             click.echo(f"  {s:10s} {counts:>12s}  {d.split_descriptions.get(s, '')}{default}")
         return
     sub = d.split(split)
+    if d.discovered(split):  # scenes found in the source tree (HM3D): say where
+        sub = {k: f"found in the tree: {r.describe()}" for k, r in d.split_rules(split).items()}
     if as_json:
         click.echo(json.dumps(sub, indent=1))
         return
-    for k, names in sub.items():
+    for k, names in sub.items() if not d.discovered(split) else ():
         click.echo(f"{k} ({len(names)}): {' '.join(names)}")
+    for k, where in sub.items() if d.discovered(split) else ():
+        click.echo(f"{k}: {where}")
 
 
 # ------------------------------------------------------------------------------ preprocess

@@ -132,7 +132,9 @@ def test_cli_verify_source_and_datasets(tmp_path):
            "hm3d/val/TEEsavR23oF/TEEsavR23oF.basis.glb")
     r = run("verify", "--source", tmp_path, "--dataset", "hm3d", "--split", "val")
     assert r.exit_code != 0 and "TEEsavR23oF/TEEsavR23oF.basis.glb" in r.output
-    assert "hm3d" in run("datasets").output
+    assert "train (800/0/0), val (0/100/0), minival (0/10/0), test (0/0/100)" in run("datasets").output
+    assert json.loads(run("datasets", "hm3d", "--split", "minival", "--json").output) == \
+        {"val": "found in the tree: minival/ 00800-00809"}
 
 
 # ------------------------------------------------------------------------------ end to end

@@ -140,6 +140,14 @@ class Dataset:
     def all_rules(self) -> list[SplitRule]:
         return [r for sub in self.rules.values() for r in sub.values()]
 
+    def subset_counts(self, name: str | None = None) -> dict[str, int]:
+        """``{subset: scene count}`` of a split; an index rule counts its index range (HM3D
+        numbers its scans without gaps)."""
+        name = self._check_split(name)
+        rules = self.rules.get(name, {})
+        return {s: (rules[s].hi - rules[s].lo + 1) if s in rules else len(v)
+                for s, v in self.splits[name].items()}
+
     def split(self, name: str | None = None) -> dict[str, list[str]]:
         """``{subset: [scene, ...]}`` of split ``name`` (default split when None); a discovered
         split lists no scenes here (see ``split_rules``)."""

@@ -12,7 +12,9 @@ else (``stray``). Scenes of the split without their scene file are ``missing``.
 Shards: ``Shard(i, n)`` takes every n-th scene, starting at the i-th, of the split's scene
 list sorted by name. The list comes from ``data_manifests`` (not from the files found), so
 every node computes the same partition whatever its local view of the tree; shards differ in
-size by at most one scene.
+size by at most one scene. Datasets whose scenes are found rather than listed (index-rule
+splits such as HM3D's, habitat scene dataset configs) are planned by ``discover``; their
+partition is over the scans found, so all nodes must see the same tree.
 """
 from __future__ import annotations
 
@@ -135,7 +137,8 @@ def scan(root: Path, layout: Layout) -> list[str]:
 def make_plan(src_root, dataset: Dataset, split: str | None = None, shard: Shard | None = None,
               subsets=None) -> Plan:
     """Find the scenes of ``split`` (optionally one shard, optionally some subsets) under
-    ``src_root``. Never raises for missing or extra files: they are listed in the Plan."""
+    ``src_root``. Never raises for missing or extra files: they are listed in the Plan (but a
+    scan-like file outside an index-rule layout, e.g. HM3D's, is a DatasetError: ``discover``)."""
     split = dataset.default_split if split is None else split
     if dataset.discovered(split) or dataset.scene_files:  # scenes found, not listed (HM3D, configs)
         return _plan_found(src_root, dataset, split, shard, subsets)

@@ -296,3 +296,34 @@ def test_basis_universal_textures_in_an_hm3d_scan(tmp_path, ktx):
     sizes = {(int(r[2]), int(r[3])) for r in ps.tex_levels if r[1] == 0}
     # the 40 px KTX2 image is stored at a power of two near it; synth's own are 256 / 512 px
     assert any(w == h and w / 2 <= want.shape[0] <= w * 2 and w < 256 for w, h in sizes), sizes
+
+
+def _episode(eid, scene_id):
+    return {"episode_id": eid, "scene_id": scene_id, "start_position": [0.0, 0.0, 0.0],
+            "start_rotation": [0.0, 0.0, 0.0, 1.0], "goals": [{"position": [1.0, 0.0, 1.0], "radius": 0.2}],
+            "info": {"geodesic_distance": 1.5}}
+
+
+def test_habitat_episodes_map_by_path_then_by_scene_name(tmp_path):
+    """Episodes naming hm3d/val/... map onto a manifest made from minival/ by the scan id;
+    habitat's content_scenes_path is honoured."""
+    from bps_assets.pipeline.manifest import Manifest
+
+    scenes = {sid: {"subset": "val", "status": "ok", "outputs": {},
+                    "sources": {"scene": {"path": f"hm3d/minival/{i}-{sid}/{sid}.basis.glb"}}}
+              for sid, i in (("TEEsavR23oF", "00800"), ("wcojb4TFT35", "00802"))}
+    m = Manifest({"dataset": "hm3d", "split": "minival", "scenes": scenes}, tmp_path / "manifest.json")
+    hab = tmp_path / "pointnav_hm3d_v1" / "val"
+    (hab / "eps").mkdir(parents=True)
+    (hab / "val.json").write_text(json.dumps({"episodes": [],
+                                              "content_scenes_path": "{data_path}/eps/{scene}.json"}))
+    (hab / "eps" / "TEEsavR23oF.json").write_text(json.dumps({"episodes": [
+        _episode("0", "hm3d/val/00800-TEEsavR23oF/TEEsavR23oF.basis.glb"),
+        _episode("1", "hm3d/minival/00800-TEEsavR23oF/TEEsavR23oF.basis.glb")]}))
+    (hab / "eps" / "wcojb4TFT35.json").write_text(json.dumps({"episodes": [
+        _episode("7", "./hm3d/val/00802-wcojb4TFT35/wcojb4TFT35.basis.glb")]}))
+    got = map_habitat_episodes(hab / "val.json", m)
+    assert {k: [e["episode_id"] for e in v] for k, v in got.by_scene.items()} == \
+        {"TEEsavR23oF": ["0", "1"], "wcojb4TFT35": ["7"]}
+    with pytest.raises(InputError, match="not a scene of"):
+        map_habitat_episodes(hab / "val.json", m, subset="train")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import click
@@ -33,7 +34,7 @@ def datasets_cmd(name, split, as_json):
         for n in ds_mod.list_datasets():
             d = ds_mod.load_dataset(n)
             rows.append({"name": n, "layout": d.layout.scene, "default_split": d.default_split,
-                         "splits": {s: {k: len(v) for k, v in sub.items()} for s, sub in d.splits.items()},
+                         "splits": {s: d.subset_counts(s) for s in d.splits},
                          "description": d.description})
         if as_json:
             click.echo(json.dumps(rows, indent=1))
@@ -53,26 +54,43 @@ def datasets_cmd(name, split, as_json):
             return
         click.echo(f"{d.name}: {d.description}")
         click.echo(f"layout: {d.layout.scene} (navmesh {d.layout.navmesh}); {len(d.scenes)} scenes known")
-        for s, sub in d.splits.items():
-            counts = "/".join(str(len(sub[k])) for k in ("train", "val", "test"))
+        for s in d.splits:
+            counts = "/".join(str(d.subset_counts(s)[k]) for k in ("train", "val", "test"))
             default = " (default)" if s == d.default_split else ""
             click.echo(f"  {s:10s} {counts:>12s}  {d.split_descriptions.get(s, '')}{default}")
         return
     sub = d.split(split)
+    if d.discovered(split):  # scenes found in the source tree (HM3D): say where
+        sub = {k: f"found in the tree: {r.describe()}" for k, r in d.split_rules(split).items()}
     if as_json:
         click.echo(json.dumps(sub, indent=1))
         return
-    for k, names in sub.items():
+    for k, names in sub.items() if not d.discovered(split) else ():
         click.echo(f"{k} ({len(names)}): {' '.join(names)}")
+    for k, where in sub.items() if d.discovered(split) else ():
+        click.echo(f"{k}: {where}")
 
 
 # ------------------------------------------------------------------------------ preprocess
 
+def _source_and_dataset(src_root, dataset):
+    """SRC may be a habitat *.scene_dataset_config.json: it names the dataset (its stages) and
+    its folder is the source root."""
+    if src_root.endswith(ds_mod.SCENE_DATASET_CONFIG_SUFFIX) and os.path.isfile(src_root):
+        if dataset is not None:
+            raise click.UsageError("SRC is a scene dataset config, which names the dataset: drop --dataset")
+        return os.path.dirname(os.path.abspath(src_root)), os.path.abspath(src_root)
+    if dataset is None:
+        raise click.UsageError("--dataset is required (unless SRC is a *.scene_dataset_config.json)")
+    return src_root, dataset
+
+
 @click.command("preprocess")
-@click.argument("src_root", type=click.Path(file_okay=False))
+@click.argument("src_root", type=click.Path())
 @click.option("-o", "--out", "out_root", required=True, type=click.Path(file_okay=False),
               help="Output directory (manifest.json, scenes/, navmeshes/, episodes/).")
-@click.option("--dataset", required=True, callback=_dataset_choice, help="Dataset: gibson, mp3d, ...")
+@click.option("--dataset", default=None, callback=_dataset_choice,
+              help="Dataset: gibson, mp3d, hm3d, ... (not with a *.scene_dataset_config.json SRC).")
 @click.option("--split", default=None, help="Split (default: the dataset's default, e.g. gibson 4+).")
 @click.option("--subset", "subsets", multiple=True, type=click.Choice(["train", "val", "test"]),
               help="Only these subsets of the split (repeatable; default: all).")
@@ -112,6 +130,7 @@ def preprocess_cmd(src_root, out_root, dataset, split, subsets, navmesh, episode
                              require_all=require_all, overwrite=overwrite, subsets=tuple(subsets) or None,
                              force=force, verify_kept=verify_kept, in_process=in_process, up=up, strict=strict)
     log = (lambda s: click.echo(s, err=True)) if as_json else click.echo
+    src_root, dataset = _source_and_dataset(src_root, dataset)
     res = preprocess(src_root, out_root, dataset, split, opts, Shard.parse(shard), progress=progress, log=log)
     if as_json:
         click.echo(json.dumps(result_json(res), indent=1))

@@ -73,7 +73,7 @@ class FakeBackend(Backend):
                         overwrite=True)
         return {"source": src, "navigable_area": 12.5, "islands": 1}
 
-    def episodes(self, navmesh_path, scene, dataset_name, n, seed, dst):
+    def episodes(self, navmesh_path, scene, dataset_name, n, seed, dst, scene_id=None):
         eps = [{"episode_id": str(i), "scene_id": f"gibson/{scene}.glb",
                 "start_position": [0.0, 0.0, float(i)], "start_rotation": [0, 0, 0, 1],
                 "info": {"geodesic_distance": 1.0 + i},

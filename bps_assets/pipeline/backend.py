@@ -150,12 +150,13 @@ class Backend:
         return out
 
     def episodes(self, navmesh_path: Path, scene: str, dataset_name: str, n: int, seed: int,
-                 dst: Path) -> dict:
+                 dst: Path, scene_id: str | None = None) -> dict:
         """Write the scene's habitat v1 content file ``{"episodes": [...]}`` (gzip) at ``dst``.
 
         One file per scene (not ``write_pointnav_dataset``, which writes a whole split), so
         scenes finish independently in parallel workers; the split index file is written by
-        preprocess once all scenes are done. The seed is per scene (``scene_seed``), so a
+        preprocess once all scenes are done. ``scene_id``: the scan's path relative to the
+        source root (habitat's scene_id, e.g. ``hm3d/val/00800-ID/ID.basis.glb``). The seed is per scene (``scene_seed``), so a
         scene's episodes do not depend on which other scenes or shards exist.
         """
         import gzip
@@ -165,10 +166,11 @@ class Backend:
         from ..nav import load_navmesh
 
         mesh = load_navmesh(navmesh_path)
-        try:
-            scene_id = ep.scene_id_for(dataset_name, scene)
-        except ConfigError:  # a user dataset without a habitat scene_id rule
-            scene_id = f"{scene}.glb"
+        if scene_id is None:
+            try:
+                scene_id = ep.scene_id_for(dataset_name, scene)
+            except ConfigError:  # a user dataset without a habitat scene_id rule
+                scene_id = f"{scene}.glb"
         eps = ep.generate_episodes(mesh, scene_id, n, ep.scene_seed(seed, scene))
         for i, e in enumerate(eps):
             ep.validate_episode(e, i, dst)

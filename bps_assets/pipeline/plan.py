@@ -12,7 +12,9 @@ else (``stray``). Scenes of the split without their scene file are ``missing``.
 Shards: ``Shard(i, n)`` takes every n-th scene, starting at the i-th, of the split's scene
 list sorted by name. The list comes from ``data_manifests`` (not from the files found), so
 every node computes the same partition whatever its local view of the tree; shards differ in
-size by at most one scene.
+size by at most one scene. Datasets whose scenes are found rather than listed (index-rule
+splits such as HM3D's, habitat scene dataset configs) are planned by ``discover``; their
+partition is over the scans found, so all nodes must see the same tree.
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from pathlib import Path
 
 from ..errors import ConfigError, DatasetError
 from .datasets import Dataset, Layout
+from .discover import discover_split, listed_files
 
 
 @dataclass(frozen=True)
@@ -93,17 +96,9 @@ class Plan:
         return self.dataset.scene_subsets(self.split, self.subsets)
 
 
-def _pattern(template: str) -> re.Pattern:
-    parts = template.split("{scene}")
-    rx = re.escape(parts[0])
-    for i, p in enumerate(parts[1:]):
-        rx += (r"(?P<scene>[^/]+?)" if i == 0 else r"(?P=scene)") + re.escape(p)
-    return re.compile(rx + r"\Z")
-
-
 def _classifier(layout: Layout):
-    pats = [("scene", _pattern(layout.scene)), ("navmesh", _pattern(layout.navmesh))]
-    pats += [("companion", _pattern(c)) for c in layout.companions]
+    pats = [("scene", layout.pattern(layout.scene)), ("navmesh", layout.pattern(layout.navmesh))]
+    pats += [("companion", layout.pattern(c)) for c in layout.companions]
 
     def classify(rel: str):
         for role, p in pats:
@@ -142,8 +137,11 @@ def scan(root: Path, layout: Layout) -> list[str]:
 def make_plan(src_root, dataset: Dataset, split: str | None = None, shard: Shard | None = None,
               subsets=None) -> Plan:
     """Find the scenes of ``split`` (optionally one shard, optionally some subsets) under
-    ``src_root``. Never raises for missing or extra files: they are listed in the Plan."""
+    ``src_root``. Never raises for missing or extra files: they are listed in the Plan (but a
+    scan-like file outside an index-rule layout, e.g. HM3D's, is a DatasetError: ``discover``)."""
     split = dataset.default_split if split is None else split
+    if dataset.discovered(split) or dataset.scene_files:  # scenes found, not listed (HM3D, configs)
+        return _plan_found(src_root, dataset, split, shard, subsets)
     subset_of = dataset.scene_subsets(split, subsets)  # raises on an unknown split
     subsets = tuple(s for s in ("train", "val", "test") if s in set(subset_of.values()))
     root = resolve_root(src_root, dataset.layout)
@@ -179,4 +177,27 @@ def make_plan(src_root, dataset: Dataset, split: str | None = None, shard: Shard
             rel_scene=lay.scene_path(name), rel_navmesh=rel_nav,
         ))
     # a scene only in another shard is neither missing nor processed here
+    return plan
+
+
+def _plan_found(src_root, dataset: Dataset, split: str, shard: Shard | None, subsets) -> Plan:
+    """make_plan for scenes found in the tree (index rules) or named by a scene dataset
+    config: the scene list is what is there (``discover``)."""
+    root = resolve_root(src_root, dataset.layout)
+    if dataset.scene_files:
+        found = listed_files(dataset, split, root, subsets)
+    else:
+        found = discover_split(dataset, split, scan(root, dataset.layout), subsets, root)
+    plan = Plan(dataset, split, root, shard, found.subsets, other_split=found.other_split,
+                stray=found.stray, missing=found.missing)
+    plan.selected = (shard or Shard()).select(list(found.scenes) + [n for n, _ in found.missing])
+    for name in plan.selected:
+        if name not in found.scenes:
+            continue
+        sub, rel_scene, rel_nav = found.scenes[name]
+        plan.scenes.append(SceneSource(
+            name=name, subset=sub, scene=root / rel_scene,
+            navmesh=None if rel_nav is None else root / rel_nav,
+            rel_scene=rel_scene, rel_navmesh=rel_nav))
+    plan.missing = [(n, s) for n, s in found.missing if n in set(plan.selected)]
     return plan

@@ -270,7 +270,8 @@ def process_scene(task: SceneTask) -> SceneResult:
         if opts.episodes > 0:
             t = time.perf_counter()
             ep = task.backend.episodes(out_root / rels["navmesh"], name, task.dataset, opts.episodes,
-                                       opts.episode_seed, out_root / rels["episodes"])
+                                       opts.episode_seed, out_root / rels["episodes"],
+                                       scene_id=src.rel_scene)
             outputs["episodes"] = _file_entry(out_root, rels["episodes"], False)
             outputs["episodes"].update({"format": "habitat-pointnav-v1", "count": ep.get("count")})
             stats["episodes"] = ep.get("count")

@@ -1,0 +1,84 @@
+"""habitat's own PointNav episode files (e.g. ``pointnav_hm3d_v1/val/val.json.gz`` with one
+``content/{ID}.json.gz`` per scene), mapped onto the scenes of a preprocessed manifest.
+
+An episode names its scene by habitat's ``scene_id``: a path relative to
+``data/scene_datasets`` (``hm3d/val/00800-TEEsavR23oF/TEEsavR23oF.basis.glb``; the
+``data/scene_datasets/`` prefix may be written out). It is matched first against the source
+path each manifest scene was converted from (exact: the same scan), then by habitat's scene
+name (file name up to the first dot, ``TEEsavR23oF``), which is how habitat names content
+files and how our manifests name HM3D scenes. So habitat's val episodes map onto a manifest
+made from the ``val`` folder, and also onto one made from ``minival`` (same scan ids, other
+folder) for the scenes it holds.
+
+The runtime (``make(..., episodes=PATH)``) should call ``map_habitat_episodes(PATH,
+manifest)`` and use ``.by_scene`` (manifest name -> episodes); episodes of scenes the manifest
+lacks are an ``InputError`` unless ``allow_unmatched`` (then counted in ``.unmatched``).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from ..errors import InputError
+from ..nav.episodes import DEFAULT_SCENE_PATH_PREFIX, read_pointnav_dataset
+
+
+@dataclass
+class MappedEpisodes:
+    """Episodes grouped by manifest scene name (in file order within a scene)."""
+
+    by_scene: dict[str, list[dict]] = field(default_factory=dict)
+    unmatched: dict[str, int] = field(default_factory=dict)  # scene_id -> episodes dropped
+
+    @property
+    def count(self) -> int:
+        return sum(len(v) for v in self.by_scene.values())
+
+
+def habitat_scene_name(scene_id: str) -> str:
+    """habitat's ``scene_from_scene_path``: the file name up to its first dot."""
+    return os.path.basename(scene_id).split(".")[0]
+
+
+def _strip_prefix(scene_id: str) -> str:
+    sid = scene_id.replace("\\", "/")
+    i = sid.find(DEFAULT_SCENE_PATH_PREFIX)
+    return sid[i + len(DEFAULT_SCENE_PATH_PREFIX):] if i >= 0 else sid.lstrip("./")
+
+
+def scene_lookup(manifest, subset: str | None = None) -> tuple[dict[str, str], dict[str, str]]:
+    """(source path -> name, habitat scene name -> name) over the manifest's usable scenes."""
+    by_path, by_name = {}, {}
+    for s in manifest.scenes(subset):
+        src = manifest.doc["scenes"][s.name].get("sources", {}).get("scene", {}).get("path")
+        if src:
+            by_path[src] = s.name
+        by_name.setdefault(habitat_scene_name(src) if src else s.name, s.name)
+        by_name.setdefault(s.name, s.name)
+    return by_path, by_name
+
+
+def map_habitat_episodes(path: str | os.PathLike, manifest, subset: str | None = None,
+                         allow_unmatched: bool = False) -> MappedEpisodes:
+    """Read habitat's PointNav v1 episodes at ``path`` (split file, its folder or a content
+    file; ``content/`` and ``content_scenes_path`` as habitat reads them) and group them by the
+    ``manifest`` scene each ``scene_id`` names (``subset``: only that subset's scenes).
+    ``manifest``: a ``Manifest`` or a path to one."""
+    if not hasattr(manifest, "scenes"):
+        from .manifest import load_manifest
+
+        manifest = load_manifest(manifest)
+    by_path, by_name = scene_lookup(manifest, subset)
+    out = MappedEpisodes()
+    for e in read_pointnav_dataset(path):
+        sid = e["scene_id"]
+        name = by_path.get(_strip_prefix(sid)) or by_name.get(habitat_scene_name(sid))
+        if name is None:
+            if not allow_unmatched:
+                raise InputError(path, f"episode {e['episode_id']!r}: scene {sid!r} is not a scene of "
+                                       f"{manifest.path} (subset {subset or 'any'}; "
+                                       f"{len(by_name)} scenes there)")
+            out.unmatched[sid] = out.unmatched.get(sid, 0) + 1
+            continue
+        out.by_scene.setdefault(name, []).append(e)
+    return out

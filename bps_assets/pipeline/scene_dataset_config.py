@@ -1,0 +1,137 @@
+"""A habitat scene dataset config (``*.scene_dataset_config.json``) as a source description.
+
+habitat-sim's SceneDataset config names its stages under ``stages.paths``: per file
+extension, a list of glob patterns or folders relative to the config file (``".glb":
+["*/*.basis.glb"]``); ``.json`` entries name stage configs (``*.stage_config.json``, whose
+``render_asset`` is relative to that stage config). ``stages.default_attributes.up`` gives the
+up axis (habitat's default is Y). Navmeshes: ``navmesh_instances`` maps a handle to a
+``.navmesh`` path (used when the handle is the stage's name), else the file beside the stage
+with its last extension replaced (``X.basis.glb`` -> ``X.basis.navmesh``), as habitat-sim
+looks for it.
+
+Only stages are read: a dataset made of stages alone (HM3D, Gibson, MP3D, habitat test
+scenes) preprocesses without a ``data_manifests`` entry. Objects, articulated objects,
+lighting and scene instances are not scenes for the batch renderer and are ignored.
+
+Scene names are habitat's ``scene_from_scene_path`` (file name up to the first dot), which
+is also the name of a scene's episode content file; two stages with one name are an error.
+Every scene belongs to split ``all``, subset ``train`` (``datasets.load_dataset(PATH)`` makes
+the ``Dataset``; its name is the config's absolute path, so worker processes find it again).
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+from pathlib import Path
+
+from ..errors import DatasetError
+
+SCENE_DATASET_CONFIG_SUFFIX = ".scene_dataset_config.json"
+MAX_CONFIG_BYTES = 64 << 20
+SPLIT = "all"
+STAGE_CONFIG_SUFFIX = ".stage_config.json"
+UP_AXES = {(0, 1, 0): "y", (0, 0, 1): "z"}
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        if path.stat().st_size > MAX_CONFIG_BYTES:
+            raise DatasetError(path, "config larger than the 64 MiB cap")
+        d = json.loads(path.read_text("utf-8"))
+    except FileNotFoundError:
+        raise DatasetError(path, "no such file") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise DatasetError(path, f"not a readable JSON file: {e}") from None
+    if not isinstance(d, dict):
+        raise DatasetError(path, "not a JSON object")
+    return d
+
+
+def _inside(base: Path, p: Path, cfg: Path, what: str) -> str:
+    """``p`` relative to ``base`` as a POSIX path; a path leaving ``base`` is an error."""
+    try:
+        return p.resolve().relative_to(base).as_posix()
+    except ValueError:
+        raise DatasetError(cfg, f"{what} {p} is outside the config's folder {base}") from None
+
+
+def _expand(base: Path, pattern: str, ext: str, cfg: Path) -> list[Path]:
+    """A ``paths`` entry: a folder (its files ending in ``ext``) or a glob pattern."""
+    if not isinstance(pattern, str) or not pattern or os.path.isabs(pattern):
+        raise DatasetError(cfg, f"stages.paths[{ext!r}]: {pattern!r} is not a relative path or pattern")
+    full = base / pattern
+    if full.is_dir():
+        return sorted(p for p in full.iterdir() if p.is_file() and p.name.endswith(ext))
+    return sorted(Path(p) for p in glob.glob(str(full), recursive=True)
+                  if os.path.isfile(p) and p.endswith(ext))
+
+
+def _up_axis(attrs, where: Path, default: str) -> str:
+    up = attrs.get("up") if isinstance(attrs, dict) else None
+    if up is None:
+        return default
+    try:
+        return UP_AXES[tuple(int(x) if float(x) == int(x) else x for x in up)]
+    except (KeyError, TypeError, ValueError):
+        raise DatasetError(where, f"up {up!r}: only [0,1,0] (Y-up) and [0,0,1] (Z-up) stages "
+                                  f"are supported") from None
+
+
+def scene_name(path: str | os.PathLike) -> str:
+    """habitat's ``scene_from_scene_path``: the file name up to its first dot."""
+    return os.path.basename(os.fspath(path)).split(".")[0]
+
+
+def read_stages(config: str | os.PathLike) -> tuple[dict[str, tuple[str, str | None]], str]:
+    """``({name: (stage, navmesh or None)}, up_axis)`` of a scene dataset config; paths are
+    POSIX paths relative to the config's folder. No stage at all is an error."""
+    cfg = Path(config).expanduser().resolve()
+    base = cfg.parent
+    d = _read_json(cfg)
+    stages = d.get("stages", {})
+    paths = stages.get("paths", {}) if isinstance(stages, dict) else None
+    if not isinstance(paths, dict):
+        raise DatasetError(cfg, "stages.paths must be an object {extension: [patterns]}")
+    up = _up_axis(stages.get("default_attributes"), cfg, "y")
+    renders: list[Path] = []
+    for ext, patterns in paths.items():
+        if not isinstance(patterns, list):
+            raise DatasetError(cfg, f"stages.paths[{ext!r}] must be a list")
+        for pat in patterns:
+            if ext == ".json":  # stage configs: their render_asset is the scene
+                for sc in _expand(base, pat, STAGE_CONFIG_SUFFIX, cfg):
+                    sd = _read_json(sc)
+                    asset = sd.get("render_asset")
+                    if not isinstance(asset, str) or not asset:
+                        raise DatasetError(sc, "stage config without a render_asset")
+                    if _up_axis(sd, sc, up) != up:
+                        raise DatasetError(sc, "a stage with another up axis than the dataset's")
+                    renders.append(sc.parent / asset)
+            else:
+                renders += _expand(base, pat, ext, cfg)
+    instances = d.get("navmesh_instances", {})
+    if not isinstance(instances, dict):
+        raise DatasetError(cfg, "navmesh_instances must be an object {handle: path}")
+    out: dict[str, tuple[str, str | None]] = {}
+    for r in renders:
+        rel = _inside(base, r, cfg, "stage")
+        name = scene_name(rel)
+        if not name:
+            raise DatasetError(cfg, f"stage {rel}: no name (file name starts with a dot)")
+        if name in out and out[name][0] != rel:
+            raise DatasetError(cfg, f"two stages named {name!r}: {out[name][0]} and {rel}")
+        nav = instances.get(name)
+        if isinstance(nav, str) and nav:
+            nav_rel = _inside(base, base / nav, cfg, f"navmesh_instances[{name!r}]")
+        else:
+            nav_rel = _inside(base, Path(os.path.splitext(str(base / rel))[0] + ".navmesh"), cfg, "navmesh")
+        out[name] = (rel, nav_rel)
+    if not out:
+        raise DatasetError(cfg, "names no stage files (stages.paths matched nothing)")
+    return dict(sorted(out.items())), up
+
+
+def source_root(config: str | os.PathLike) -> Path:
+    """The folder a config's paths are relative to (the source root to preprocess)."""
+    return Path(config).expanduser().resolve().parent

@@ -52,6 +52,7 @@ from . import manifest as mf
 from .backend import NAVMESH_MODES, Backend, container_info
 from .datasets import load_dataset
 from .hashing import settings_fingerprint, sha256_file
+from .memory_budget import available_memory, workers_for
 from .plan import Plan, SceneSource, Shard, make_plan
 from .resume_check import check_many, kept_problems
 
@@ -585,7 +586,10 @@ def _run(plan, ds, split, shard, options, backend, settings, out_root, mpath, pr
     for n, probs in sorted(damaged.items()):
         say(f"  redoing {n}: kept output failed the resume check: {'; '.join(probs)}")
 
-    workers = options.workers or available_cores()
+    workers, why = workers_for([_source_bytes(t) for t in tasks], options.workers or available_cores(),
+                               available_memory())
+    if why and tasks and not options.in_process:
+        say(f"  {why}")
     bar = None
     if progress is None:
         progress = _stderr_isatty()
@@ -658,6 +662,13 @@ def _manifest_entry(r: SceneResult) -> dict:
     e["sources"] = {k: {kk: vv for kk, vv in v.items() if not kk.startswith("_")}
                     for k, v in e.get("sources", {}).items()}
     return e
+
+
+def _source_bytes(task: SceneTask) -> int:
+    try:
+        return os.path.getsize(task.src.scene)
+    except OSError:  # unreadable now: the worker reports it; it needs no memory
+        return 0
 
 
 def available_cores() -> int:

@@ -1,0 +1,48 @@
+"""How many scenes may convert at once without running the machine out of memory.
+
+A scan's conversion peaks at a multiple of its source file: textures arrive compressed (JPEG,
+PNG, Basis) and are decoded whole, then mipped and block-compressed; geometry is expanded to
+float arrays, welded and reordered. Measured (docs/PERFORMANCE.md, "HM3D-size scan",
+``benchmarks/bench_hm3d_memory.py``) on a generated 2 M-triangle, 40-texture HM3D-layout scan:
+peak RSS 13.4x its 100 MiB GLB; the geometry-only and textures-only variants 16.6x and 18.7x.
+The budget takes 20x plus the interpreter's own 64 MiB, and the pool gets as many workers as
+fit in 80 % of the memory available now, never fewer than one (a single scan larger than the
+machine still runs, alone).
+"""
+from __future__ import annotations
+
+
+BASE_BYTES = 64 << 20       # one worker process before it reads anything
+PEAK_PER_SOURCE_BYTE = 20   # measured 13.4-18.7 (module docstring)
+USABLE_FRACTION = 0.8       # leave the rest to the page cache and the parent
+
+
+def scan_budget(source_bytes: int) -> int:
+    """Peak memory (bytes) one worker may reach converting a scan of ``source_bytes``."""
+    return BASE_BYTES + PEAK_PER_SOURCE_BYTE * max(0, int(source_bytes))
+
+
+def available_memory() -> int | None:
+    """MemAvailable from /proc/meminfo (bytes); None where the kernel does not say."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def workers_for(source_sizes: list[int], wanted: int, available: int | None) -> tuple[int, str | None]:
+    """(workers, note): at most ``wanted``, and no more than fit in memory if the largest scans
+    all ran at once; ``note`` says why when the pool was made smaller."""
+    if available is None or not source_sizes:
+        return wanted, None
+    largest = max(source_sizes)
+    fit = max(1, int(USABLE_FRACTION * available) // scan_budget(largest))
+    if fit >= wanted:
+        return wanted, None
+    return fit, (f"{fit} worker{'s' if fit > 1 else ''} instead of {wanted}: the largest scan "
+                 f"({largest / 2**20:.0f} MiB) may need {scan_budget(largest) / 2**30:.1f} GiB to convert "
+                 f"and {available / 2**30:.1f} GiB are available")

@@ -132,6 +132,17 @@ def nav_info(navfile, as_json):
         click.echo(f"  ... {len(info['islands']) - 50} more")
     st = info["settings"]
     click.echo("settings: " + ", ".join(f"{k}={v}" for k, v in st.items()))
+    det = info.get("detour")
+    if det:
+        layout = det["settings_layout"] or ("none" if not det["settings_bytes"] else "unknown")
+        click.echo(f"detour set: version {det['set_version']}, {det['tiles']} tiles, "
+                   f"{det['polygons']} polygons, {det['tile_ref_bits']}-bit tile refs, "
+                   f"{det['link_ref_bits']}-bit links; settings block: {det['settings_bytes']} "
+                   f"bytes, layout {layout}")
+        if det["settings"]:
+            click.echo("file settings: " + ", ".join(f"{k}={v}" for k, v in det["settings"].items()))
+        for w in det["warnings"]:
+            click.echo(f"warning: {w}", err=True)
 
 
 @nav_group.command("distance")

@@ -45,6 +45,8 @@ class NavMesh:
         self.settings = settings
         self.cell_size = float(settings.cell_size)
         self.method, self.source, self.build_seconds = method, source, float(build_seconds)
+        # what an imported file said about itself (``nav info``); not stored in NAVM files
+        self.source_info: dict = {}
         self._lock = threading.Lock()
         self._cache: dict = {}
         self._derive_spans()
@@ -268,6 +270,7 @@ class NavMesh:
         h["num_spans"] = self.num_spans
         h["islands"] = [{"id": i, "area": round(float(a), 4), "radius": round(float(rad), 4)}
                         for i, (a, rad) in enumerate(zip(self.island_area, self.island_radius_m))]
+        h.update(self.source_info)
         return h
 
     def __repr__(self):

@@ -16,7 +16,7 @@ NAV_SUFFIX = ".navmesh.bps"
 
 def _out_name(path: Path) -> str:
     name = path.name
-    for suf in (".navmesh", ".glb", ".gltf", ".ply", ".obj", ".bps"):
+    for suf in (".navmesh", ".glb", ".gltf", ".ply", ".obj", ".bps", ".bin"):
         if name.lower().endswith(suf):
             name = name[: -len(suf)]
             break
@@ -40,9 +40,11 @@ def _out_name(path: Path) -> str:
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object per input")
 def navmesh_cmd(inputs, out_dir, dataset, agent_height, agent_radius, max_climb, max_slope, cell_size,
                 cell_height, overwrite, as_json):
-    """Build navmeshes from scans (.glb/.gltf/.ply/.obj or packed scenes), or import habitat
-    .navmesh files, into OUT/NAME.navmesh.bps. Prints area, islands and seconds."""
-    from bps_assets.nav import NavSettings, build_navmesh
+    """Build navmeshes from scans (.glb/.gltf/.ply/.obj or packed scenes), or import Detour
+    navmeshes (habitat .navmesh, Detour .bin sets or tiles), into OUT/NAME.navmesh.bps. The
+    file's type comes from its content. Prints area, islands and seconds."""
+    from bps_assets.nav import NavSettings
+    from bps_assets.nav.sources import navmesh_from_file
 
     settings = NavSettings(cell_size=cell_size, cell_height=cell_height, agent_height=agent_height,
                            agent_radius=agent_radius, max_climb=max_climb, max_slope=max_slope)
@@ -61,12 +63,7 @@ def navmesh_cmd(inputs, out_dir, dataset, agent_height, agent_radius, max_climb,
                 for k in ("agent_height", "agent_radius", "max_climb", "max_slope", "cell_size", "cell_height"))
     for src, dst in targets:
         t0 = time.perf_counter()
-        if src.name.lower().endswith(".navmesh"):
-            from bps_assets.nav.detour import import_detour
-
-            nav = import_detour(src, settings if given else None)
-        else:
-            nav = build_navmesh(src, settings, dataset=dataset)
+        nav = navmesh_from_file(src, settings if given else None, dataset=dataset)
         nav.save(dst, overwrite=overwrite)
         secs = time.perf_counter() - t0
         rec = {"input": str(src), "output": str(dst), "method": nav.method,
@@ -81,14 +78,9 @@ def navmesh_cmd(inputs, out_dir, dataset, agent_height, agent_radius, max_climb,
 
 
 def _load(path: Path):
-    from bps_assets.nav import load_navmesh
-    from bps_assets.nav.grid import is_navmesh_file
+    from bps_assets.nav.sources import open_navmesh
 
-    if path.name.lower().endswith(".navmesh") and not is_navmesh_file(path):
-        from bps_assets.nav.detour import import_detour
-
-        return import_detour(path)
-    return load_navmesh(path)
+    return open_navmesh(path)
 
 
 def _vec3(ctx, param, value):

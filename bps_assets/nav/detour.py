@@ -27,7 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import CorruptFileError, FormatVersionError, InputError
+from ..errors import CorruptFileError, FormatVersionError, InputError, UnsupportedFormatError
+from ..readers.detect import TILE_CACHE_MESSAGE
 
 # ------------------------------------------------------------------------------ constants
 SET_MAGIC = 0x4D534554  # 'MSET' as a little-endian int32
@@ -35,6 +36,7 @@ SET_VERSIONS = (1, 2)
 TILE_MAGIC = 0x444E4156  # 'DNAV'
 TILE_VERSION = 7
 _TILE_MAGIC_BYTES = struct.pack("<i", TILE_MAGIC)
+TILECACHE_MAGIC_BYTES = b"TEST"  # DetourTileCache's 'TSET', little-endian
 VERTS_PER_POLYGON = 6  # DT_VERTS_PER_POLYGON
 EXT_LINK = 0x8000  # neighbour flag: the edge is a portal to another tile
 NULL_LINK = 0xFFFFFFFF
@@ -436,6 +438,10 @@ def read_detour_navmesh(path: str | os.PathLike, data: bytes | None = None) -> D
         except OSError as e:
             raise InputError(path, f"cannot read: {e.strerror or e}") from e
     r = _Reader(path, data)
+    if data[:4] == _TILE_MAGIC_BYTES:
+        return _single_tile(r)
+    if data[:4] == TILECACHE_MAGIC_BYTES:
+        raise UnsupportedFormatError(path, TILE_CACHE_MESSAGE)
     if len(data) >= 4 and data[:4] == b"MSET":
         r.fail("big-endian Detour set (magic 'MSET' byte-swapped): not supported", "set header")
     if len(data) < 4 or struct.unpack_from("<i", data)[0] != SET_MAGIC:
@@ -490,6 +496,17 @@ def read_detour_navmesh(path: str | os.PathLike, data: bytes | None = None) -> D
         r.fail("tiles disagree on the dtLink size (32- and 64-bit polygon refs mixed)")
     mesh.link_ref_bits = link_bits.pop() if link_bits else 32
     return mesh
+
+
+def _single_tile(r: _Reader) -> DetourNavMesh:
+    """A file holding one ``DNAV`` tile (what ``dtCreateNavMeshData`` returns, the input of
+    ``dtNavMesh::init(data, size, flags)``): read as a set of that tile, ``version`` 0."""
+    tile, link_bits = _parse_tile(r, 0, 1, 0, len(r.data))
+    return DetourNavMesh(path=r.path, version=0, origin=tile.bmin.copy(),
+                         tile_width=float(tile.bmax[0] - tile.bmin[0]),
+                         tile_height=float(tile.bmax[2] - tile.bmin[2]), max_tiles=1,
+                         max_polys=max(tile.poly_count, 1), settings=None, tile_ref_bits=32,
+                         link_ref_bits=link_bits, tiles=[tile])
 
 
 def _settings_block_length(data: bytes, off: int, num_tiles: int) -> int:

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError, NavError
-from .grid import DIRS, NavMesh, connect_by_height
+from .grid import DIRS, NavMesh, connect_by_height, grid_frame, xz_area
 from .settings import DEFAULT_SETTINGS, NavSettings
 
 _CHUNK_PAIRS = 1 << 21  # (triangle, cell) pairs processed at once: bounds memory
@@ -115,21 +115,16 @@ def _bbox_cells(v, t, origin, cs, D, W, centre: bool):
 
 
 def _pair_chunks(nr, nc):
-    """Yield (tri, local_row, local_col) arrays over all (triangle, cell-in-box) pairs, chunked."""
+    """Yield (tri, local_row, local_col) arrays over all (triangle, cell-in-box) pairs, at most
+    ``_CHUNK_PAIRS`` at a time (a triangle with more cells than that is split too)."""
     cnt = nr * nc
-    T = cnt.size
     csum = np.cumsum(cnt)
-    start = 0
-    while start < T:
-        base = csum[start - 1] if start else 0
-        end = int(np.searchsorted(csum, base + _CHUNK_PAIRS, side="right"))
-        end = max(end, start + 1)
-        tri = np.repeat(np.arange(start, end), cnt[start:end])
-        if tri.size:
-            first = np.repeat(csum[start:end] - cnt[start:end], cnt[start:end])
-            local = np.arange(base, base + tri.size) - first
-            yield tri, local // nc[tri], local % nc[tri]
-        start = end
+    total = int(csum[-1]) if csum.size else 0
+    for base in range(0, total, _CHUNK_PAIRS):
+        idx = np.arange(base, min(base + _CHUNK_PAIRS, total), dtype=np.int64)
+        tri = np.searchsorted(csum, idx, side="right")
+        local = idx - (csum[tri] - cnt[tri])
+        yield tri, local // nc[tri], local % nc[tri]
 
 
 def rasterize_centres(v, t, origin, cs, D, W):
@@ -272,12 +267,8 @@ def build_navmesh(scene, settings: NavSettings = DEFAULT_SETTINGS, dataset: str 
         walkable = (nl > 0) & (n[:, 1] / nl >= math.cos(math.radians(s.max_slope)))
 
     used = p.reshape(-1, 3)
-    lo, hi = used.min(0), used.max(0)
-    origin = (math.floor(lo[0] / cs) * cs - cs, math.floor(lo[2] / cs) * cs - cs)
-    W = int(math.ceil((hi[0] - origin[0]) / cs)) + 2
-    D = int(math.ceil((hi[2] - origin[1]) / cs)) + 2
-    if D * W > 64_000_000:
-        raise NavError(source or None, f"grid of {D}x{W} cells is too large (cell size {cs} m)")
+    origin, D, W = grid_frame(used.min(0), used.max(0), cs, source, "scene vertex bounds",
+                              covered_area=xz_area(v, t))
 
     key, ymin, ymax, walk = rasterize_solid(v, t, walkable, origin, cs, D, W)
     key, bot, top, wk = merge_columns(key, ymin, ymax, walk, 0.5 * s.cell_height, s.max_climb)

@@ -50,6 +50,7 @@ POLYFLAGS_WALK = 0x01
 MAX_TILES = 1 << 16
 MAX_TILE_BYTES = 1 << 30
 MAX_COUNT = 1 << 24
+MAX_TILE_CELLS = 65535  # vertices and BV nodes are u16 cell coordinates from the tile's bmin
 
 _SET_HEADER = struct.Struct("<iii3fffii")  # magic, version, numTiles, dtNavMeshParams
 assert _SET_HEADER.size == 40
@@ -591,6 +592,34 @@ def _tile_record_at(data: bytes, off: int) -> int | None:
     return None
 
 
+def _check_extent(r: _Reader, where: str, bmin, bmax, bvq: float, verts, dverts) -> None:
+    """Sizes derived from coordinates stay what a tile can describe (before any grid is made).
+
+    Detour stores polygon vertices as 16-bit cell coordinates from the tile's ``bmin`` (cell
+    ``1 / bvQuantFactor``) and its BV tree quantizes the same way, so a tile spans at most
+    65535 cells per axis and every vertex lies in ``[bmin, bmax]``; a tolerance of one cell
+    plus 0.25 m (the height quantization) is allowed. One wild vertex (1e6) would otherwise
+    make a grid of billions of cells.
+    """
+    if np.any(bmin > bmax):
+        r.fail(f"bounds bmin {bmin.tolist()} > bmax {bmax.tolist()}", where)
+    cell = 1.0 / bvq if bvq > 0 else 0.0
+    if bvq > 0:
+        cells = (bmax - bmin)[[0, 2]].astype(np.float64) * bvq
+        if np.any(cells > MAX_TILE_CELLS):
+            r.fail(f"bounds span {cells.max():.0f} cells of {cell:g} m (bmax - bmin) "
+                   f"> {MAX_TILE_CELLS}, more than a tile can describe", where)
+    tol = cell + 0.25
+    for name, v in (("vertex", verts), ("detail vertex", dverts)):
+        if len(v) == 0:
+            continue
+        out = (v < bmin - tol) | (v > bmax + tol)
+        if np.any(out):
+            k, axis = (int(x[0]) for x in np.nonzero(out))
+            r.fail(f"{name} {k} {'xyz'[axis]} = {float(v[k, axis]):g} lies outside the tile "
+                   f"bounds [{float(bmin[axis]):g}, {float(bmax[axis]):g}]", where)
+
+
 def _parse_tile(r: _Reader, i: int, ref: int, start: int, size: int):
     where = f"tile {i}"
     h = r.unpack(_MESH_HEADER, start, f"{where} header")
@@ -655,6 +684,7 @@ def _parse_tile(r: _Reader, i: int, ref: int, start: int, size: int):
 
     if not np.all(np.isfinite(verts)) or not np.all(np.isfinite(dverts)):
         r.fail("non-finite vertex coordinates", where)
+    _check_extent(r, where, bmin, bmax, bvq, verts, dverts)
     nvc = polys["vert_count"].astype(np.int64)
     ptype = (polys["area_and_type"] >> 6).astype(np.uint8)
     if np.any(nvc > VERTS_PER_POLYGON) or np.any((nvc < 3) & (ptype == POLYTYPE_GROUND)) \

@@ -26,6 +26,51 @@ KIND = "NAVM"
 DIRS = np.array([[1, 0], [0, 1], [-1, 0], [0, -1]], dtype=np.int64)
 OPPOSITE = np.array([2, 3, 0, 1])
 MAX_LAYERS = 127  # neighbours are stored as int8 layer indices
+# Caps on the grid a set of coordinates may ask for, checked before anything is allocated
+# (a grid costs ~20 bytes a cell per layer while built). Absolute: MAX_GRID_CELLS. Relative to
+# what the input describes: at most GRID_SPARSITY times the cells its triangles cover in x/z
+# (a scan's floors, ceilings and furniture tops; a navmesh's polygons), never below
+# MIN_GRID_CAP. One stray vertex far away is then a typed error, not gigabytes.
+MAX_GRID_CELLS = 64_000_000
+MIN_GRID_CAP = 4_000_000
+GRID_SPARSITY = 16
+
+
+def xz_area(v: np.ndarray, t: np.ndarray) -> float:
+    """Area of triangles ``t`` projected on the x/z plane (m^2)."""
+    if t.size == 0:
+        return 0.0
+    a, b, c = v[t[:, 0]], v[t[:, 1]], v[t[:, 2]]
+    return float(0.5 * np.abs((b[:, 0] - a[:, 0]) * (c[:, 2] - a[:, 2])
+                              - (c[:, 0] - a[:, 0]) * (b[:, 2] - a[:, 2])).sum())
+
+
+def grid_frame(lo, hi, cs: float, source: str | None, what: str, covered_area: float | None = None):
+    """(origin (ox, oz), D, W) of a grid covering x/z ``lo..hi`` with a one-cell margin.
+
+    ``NavError`` naming ``what`` (the field the bounds come from) when the bounds are not
+    finite or the grid would exceed its cap (see ``MAX_GRID_CELLS``), before allocating.
+    """
+    lo = np.asarray(lo, np.float64)
+    hi = np.asarray(hi, np.float64)
+    if not (np.all(np.isfinite(lo)) and np.all(np.isfinite(hi))):
+        raise NavError(source or None, f"{what}: non-finite coordinates")
+    nx = (hi[0] - lo[0]) / cs + 4.0  # float: no int overflow whatever the coordinates
+    nz = (hi[2] - lo[2]) / cs + 4.0
+    cap = MAX_GRID_CELLS
+    if covered_area is not None:
+        cap = int(min(MAX_GRID_CELLS, max(MIN_GRID_CAP, GRID_SPARSITY * covered_area / cs ** 2)))
+    if not nx * nz <= cap:
+        raise NavError(source or None, (
+            f"{what}: x [{lo[0]:.6g}, {hi[0]:.6g}] z [{lo[2]:.6g}, {hi[2]:.6g}] m would need a grid "
+            f"of {nx:.3g} x {nz:.3g} cells of {cs:g} m, over the cap of {cap} cells"
+            + ("" if covered_area is None else
+               f" ({GRID_SPARSITY} x the {covered_area:.4g} m^2 its triangles cover)")
+            + ": a vertex far from the rest?"))
+    origin = (math.floor(lo[0] / cs) * cs - cs, math.floor(lo[2] / cs) * cs - cs)
+    W = int(math.ceil((hi[0] - origin[0]) / cs)) + 2
+    D = int(math.ceil((hi[2] - origin[1]) / cs)) + 2
+    return origin, D, W
 
 
 class NavMesh:
@@ -204,10 +249,8 @@ class NavMesh:
             return cls(np.full((1, 1, 1), np.nan, np.float32), np.full((1, 1, 1, 4), -1, np.int8),
                        (0.0, 0.0), settings, method=method, source=source)
         used = v[np.unique(t)]
-        lo, hi = used.min(0), used.max(0)
-        origin = (math.floor(lo[0] / cs) * cs - cs, math.floor(lo[2] / cs) * cs - cs)
-        W = int(math.ceil((hi[0] - origin[0]) / cs)) + 2
-        D = int(math.ceil((hi[2] - origin[1]) / cs)) + 2
+        origin, D, W = grid_frame(used.min(0), used.max(0), cs, source, "walkable surface vertices",
+                                  covered_area=xz_area(v, t))
         r, c, y, tri = rasterize_centres(v, t, origin, cs, D, W)
         grp = None if triangle_groups is None else np.asarray(triangle_groups, np.int64)[tri]
         # merge spans of one cell (and group) closer than max_climb
@@ -254,7 +297,7 @@ class NavMesh:
             "settings": self.settings.to_dict(),
             "bounds": {"min": [float(x) for x in lo], "max": [float(x) for x in hi]},
             "navigable_area": self.navigable_area, "num_islands": self.num_islands,
-            "method": self.method, "source": self.source, "build_seconds": round(self.build_seconds, 3),
+            "method": self.method, "source": self.source,
         }
 
     def save(self, path: str | os.PathLike, overwrite: bool = False) -> int:
@@ -268,6 +311,7 @@ class NavMesh:
         """Summary for ``nav info``: settings, bounds, area, islands with areas."""
         h = self.header()
         h["num_spans"] = self.num_spans
+        h["build_seconds"] = round(self.build_seconds, 3)  # of this process, not of the file
         h["islands"] = [{"id": i, "area": round(float(a), 4), "radius": round(float(rad), 4)}
                         for i, (a, rad) in enumerate(zip(self.island_area, self.island_radius_m))]
         h.update(self.source_info)
@@ -343,8 +387,20 @@ def load_navmesh(path: str | os.PathLike) -> NavMesh:
             cs = float(h["cell_size"])
             origin = [float(v) for v in h["origin"]]
             settings = NavSettings.from_dict(dict(h.get("settings") or {}))
+            method, source = h.get("method", ""), h.get("source", "")
+            if not isinstance(method, str) or not isinstance(source, str):
+                raise ValueError("method / source are not strings")
+            # older files stored the build's wall time here; checked and dropped
+            secs = h.get("build_seconds", 0.0)
+            if isinstance(secs, bool) or not isinstance(secs, (int, float)) or not secs >= 0:
+                raise ValueError(f"build_seconds {secs!r} is not a number >= 0")
         except Exception as e:  # noqa: BLE001 - any malformed header value is corruption
             raise CorruptFileError(path, f"bad navmesh header: {e}") from None
+        if not all(math.isfinite(x) for x in origin + [cs]):
+            raise CorruptFileError(path, "bad navmesh header: non-finite origin / cell_size")
+        if len(shape) == 3 and (shape[0] > MAX_LAYERS or shape[1] * shape[2] > MAX_GRID_CELLS):
+            raise CorruptFileError(path, f"bad navmesh header: shape {list(shape)} over the caps "
+                                         f"({MAX_LAYERS} layers, {MAX_GRID_CELLS} cells)")
         if len(shape) != 3 or min(shape) < 1 or not cs > 0 or len(origin) != 2 or \
                 abs(settings.cell_size - cs) > 1e-9:
             raise CorruptFileError(path, "bad navmesh header: shape / cell_size / origin")
@@ -371,8 +427,7 @@ def load_navmesh(path: str | os.PathLike) -> NavMesh:
     if np.any(np.isnan(hgt) != (isl < 0)):
         raise CorruptFileError(path, "spans and island labels disagree", section="island")
     return NavMesh(hgt, nb, origin, settings, island=isl, island_area=arrays["island_area"],
-                   island_radius=arrays["island_radius"], method=str(h.get("method", "")),
-                   source=str(h.get("source", "")), build_seconds=float(h.get("build_seconds", 0.0)))
+                   island_radius=arrays["island_radius"], method=method, source=source)
 
 
 def is_navmesh_file(path: str | os.PathLike) -> bool:

@@ -36,10 +36,13 @@ def _out_name(path: Path) -> str:
 @click.option("--max-slope", type=float, default=S.max_slope, show_default=True, help="degrees")
 @click.option("--cell-size", type=float, default=S.cell_size, show_default=True)
 @click.option("--cell-height", type=float, default=S.cell_height, show_default=True)
+@click.option("--recast-compat/--exact", "recast_compat", default=S.recast_compat, show_default=True,
+              help="round like Recast (radius up to whole cells, obstacles block whole cells: "
+                   "habitat-identical navmeshes) instead of eroding by the exact radius")
 @click.option("--overwrite", is_flag=True, help="replace existing outputs")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object per input")
 def navmesh_cmd(inputs, out_dir, dataset, agent_height, agent_radius, max_climb, max_slope, cell_size,
-                cell_height, overwrite, as_json):
+                cell_height, recast_compat, overwrite, as_json):
     """Build navmeshes from scans (.glb/.gltf/.ply/.obj or packed scenes), or import Detour
     navmeshes (habitat .navmesh, Detour .bin sets or tiles), into OUT/NAME.navmesh.bps. The
     file's type comes from its content. Prints area, islands and seconds."""
@@ -47,7 +50,8 @@ def navmesh_cmd(inputs, out_dir, dataset, agent_height, agent_radius, max_climb,
     from bps_assets.nav.sources import navmesh_from_file
 
     settings = NavSettings(cell_size=cell_size, cell_height=cell_height, agent_height=agent_height,
-                           agent_radius=agent_radius, max_climb=max_climb, max_slope=max_slope)
+                           agent_radius=agent_radius, max_climb=max_climb, max_slope=max_slope,
+                           recast_compat=recast_compat)
     targets = [(p, out_dir / _out_name(p)) for p in inputs]
     names = [t.name for _, t in targets]
     dup = sorted({n for n in names if names.count(n) > 1})
@@ -60,7 +64,8 @@ def navmesh_cmd(inputs, out_dir, dataset, agent_height, agent_radius, max_climb,
     # an imported .navmesh keeps the agent it was built for unless an option says otherwise
     ctx = click.get_current_context()
     given = any(ctx.get_parameter_source(k) != click.core.ParameterSource.DEFAULT
-                for k in ("agent_height", "agent_radius", "max_climb", "max_slope", "cell_size", "cell_height"))
+                for k in ("agent_height", "agent_radius", "max_climb", "max_slope", "cell_size", "cell_height",
+                          "recast_compat"))
     for src, dst in targets:
         t0 = time.perf_counter()
         nav = navmesh_from_file(src, settings if given else None, dataset=dataset)

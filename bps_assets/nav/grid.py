@@ -12,11 +12,14 @@ from __future__ import annotations
 import math
 import os
 import threading
+import time
 
 import numpy as np
 
 from ..container import Container, SectionSpec, write_container
 from ..errors import CorruptFileError, FormatVersionError, NavError
+from . import queries
+from .raster import rasterize_centres
 from .settings import DEFAULT_SETTINGS, NavSettings
 
 FORMAT = "bps-navmesh"
@@ -75,7 +78,8 @@ def grid_frame(lo, hi, cs: float, source: str | None, what: str, covered_area: f
 
 class NavMesh:
     """Multi-layer grid of walkable spans. Build with ``build_navmesh``, ``from_spans`` or
-    ``from_walkable_triangles``; read with ``load_navmesh``. Queries are methods (queries.py).
+    ``from_walkable_triangles``; read with ``load_navmesh``. The query methods below delegate
+    to the vectorized functions of queries.py.
     """
 
     def __init__(self, height: np.ndarray, neighbors: np.ndarray, origin, settings: NavSettings = DEFAULT_SETTINGS,
@@ -85,7 +89,7 @@ class NavMesh:
         self.height = np.ascontiguousarray(height, dtype=np.float32)
         self.neighbors = np.ascontiguousarray(neighbors, dtype=np.int8)
         if self.height.ndim != 3 or self.neighbors.shape != self.height.shape + (4,):
-            raise ValueError(f"height {self.height.shape} / neighbors {self.neighbors.shape} shapes disagree")
+            raise NavError(None, f"height {self.height.shape} / neighbors {self.neighbors.shape} shapes disagree")
         self.origin = np.asarray(origin, dtype=np.float64).reshape(2)
         self.settings = settings
         self.cell_size = float(settings.cell_size)
@@ -236,9 +240,6 @@ class NavMesh:
         triangles are in the same group (keeps islands that touch along thin walls apart).
         No erosion and no small-island removal: the surface is taken as final.
         """
-        from .build import rasterize_centres
-
-        import time
         t0 = time.perf_counter()
         v = np.asarray(vertices, np.float64).reshape(-1, 3)
         t = np.asarray(triangles, np.int64).reshape(-1, 3)
@@ -270,6 +271,49 @@ class NavMesh:
         nbr = connect_by_height(rs, cs_, ys, D, W, settings.max_climb, gs)
         return cls.from_spans(rs, cs_, ys, nbr, origin, (D, W), settings, method=method, source=source,
                               build_seconds=time.perf_counter() - t0)
+
+    # ------------------------------------------------------------------ queries (queries.py)
+    def locate(self, points, max_dy: float = 0.5) -> np.ndarray:
+        """Span id [N] in each point's cell whose height is nearest the point's y, -1 when none
+        lies within ``max_dy``."""
+        return queries.locate(self, points, max_dy)
+
+    def is_navigable(self, points, max_y_delta: float = 0.5):
+        """habitat's is_navigable: x/z on the navmesh, surface within ``max_y_delta`` in y."""
+        return queries.is_navigable(self, points, max_y_delta)
+
+    def snap_point(self, points):
+        """Nearest navigable point (habitat's snap_point); NaN rows when nothing is in reach."""
+        return queries.snap_point(self, points)
+
+    def island_of(self, points):
+        """Island id of each point (after snapping), -1 when it cannot be snapped."""
+        return queries.island_of(self, points)
+
+    def island_radius(self, points):
+        """habitat's island_radius of the island holding each point (0 when not snappable)."""
+        return queries.island_radius(self, points)
+
+    def distance_field(self, goal, limit: float = np.inf, radius: int = queries.DEFAULT_RADIUS):
+        """Geodesic distance f4 [L, D, W] from every span centre to ``goal`` (inf: unreachable)."""
+        return queries.distance_field(self, goal, limit, radius)
+
+    def distance_at(self, field: np.ndarray, points, radius: int = queries.DEFAULT_RADIUS):
+        """Read a ``distance_field`` at points (sub-cell accurate), inf when unreachable."""
+        return queries.distance_at(self, field, points, radius)
+
+    def geodesic_distance(self, a, b, radius: int = queries.DEFAULT_RADIUS):
+        """Geodesic distance between rows of ``a`` and ``b`` (or one point against many)."""
+        return queries.geodesic_distance(self, a, b, radius)
+
+    def sample_navigable_point(self, n: int = 1, seed: int | None = None, island: int | None = None,
+                               rng: np.random.Generator | None = None) -> np.ndarray:
+        """``n`` points uniform over the navigable area (optionally of one island)."""
+        return queries.sample_navigable_point(self, n, seed, island, rng)
+
+    def try_step(self, start, end, sliding: bool = True):
+        """habitat's try_step (sliding along walls) / try_step_no_sliding."""
+        return queries.try_step(self, start, end, sliding)
 
     # ------------------------------------------------------------------ cells
     def cell_of(self, points) -> tuple[np.ndarray, np.ndarray]:

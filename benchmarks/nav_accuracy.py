@@ -22,20 +22,10 @@ from pathlib import Path
 import numpy as np
 
 from bps_assets.nav import NavSettings, build_navmesh
-from bps_assets.nav.exact_scenes import ExactGeodesic, apartment, measure, split_level
+from bps_assets.nav.exact_scenes import ExactGeodesic, apartment, measure, split_level, subdivide
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "assets"
-
-
-def _subdivide(v, t):
-    a, b, c = t[:, 0], t[:, 1], t[:, 2]
-    n, T = len(v), len(t)
-    iab, ibc, ica = n + np.arange(T), n + T + np.arange(T), n + 2 * T + np.arange(T)
-    v2 = np.concatenate([v, (v[a] + v[b]) / 2, (v[b] + v[c]) / 2, (v[c] + v[a]) / 2])
-    t2 = np.concatenate([np.stack([a, iab, ica], 1), np.stack([iab, b, ibc], 1),
-                         np.stack([ica, ibc, c], 1), np.stack([iab, ibc, ica], 1)])
-    return v2, t2
 
 
 def _timed_build(arrays, settings, **kw):
@@ -50,7 +40,7 @@ def exact_scenes(radius, starts, per_start):
                            ("apartment, scan-like (4x subdivided, 2 mm noise)", apartment(), 4)):
         v, t = sc.arrays()
         for _ in range(tess):
-            v, t = _subdivide(v, t)
+            v, t = subdivide(v, t)
         if tess:
             v = v + np.random.default_rng(0).normal(0, 0.002, v.shape)
         geo = ExactGeodesic(sc, radius)

@@ -4,17 +4,11 @@ a multiple of the cell size (0.18 m, cell 0.05 m), with walls 0.1-0.2 m thick, d
 rotated furniture, a closed room and stairs; Recast's rounding (--recast-compat) for contrast."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from bps_assets.nav import NavSettings, build_navmesh
-from bps_assets.nav.exact_scenes import ExactGeodesic, apartment, measure, split_level
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from nav_scenes import subdivide  # noqa: E402
+from bps_assets.nav.exact_scenes import ExactGeodesic, apartment, measure, split_level, subdivide
 
 R = 0.18
 

@@ -236,6 +236,37 @@ def _segments_cross(poly, a, b, eps=1e-9):
 
 
 # ---------------------------------------------------------------------------------- scenes
+def _furnish(sc: ExactScene, rng, rect, n: int, y0: float, size_max, heights, pad: float):
+    """Up to ``n`` rotated boxes inside ``rect`` (x0, z0, x1, z1) standing on ``y0``, kept
+    0.5 m apart (an obstacle grown by ``pad`` must not reach into another grown by 0.5 m)."""
+    rx0, rz0, rx1, rz1 = rect
+    placed, tries = [], 0
+    while len(placed) < n and tries < 400:
+        tries += 1
+        w, d = rng.uniform(0.4, size_max[0]), rng.uniform(0.3, size_max[1])
+        poly = _rot_rect(rng.uniform(rx0, rx1), rng.uniform(rz0, rz1), w, d, rng.uniform(0, np.pi))
+        if poly[:, 0].min() < rx0 or poly[:, 0].max() > rx1 or poly[:, 1].min() < rz0 \
+                or poly[:, 1].max() > rz1:
+            continue
+        grown = _grow(poly, 0.5, 2)
+        if any(_inside(_grow(o, pad, 2) if pad else o, grown[:, 0], grown[:, 1]).any()
+               or _inside(grown, o[:, 0], o[:, 1]).any() for o in placed):
+            continue
+        placed.append(poly)
+        sc.solid(poly, y0, y0 + float(rng.choice(heights)))
+
+
+def subdivide(v: np.ndarray, t: np.ndarray):
+    """Split every triangle into 4 at its edge midpoints (a finer, scan-like tessellation)."""
+    a, b, c = t[:, 0], t[:, 1], t[:, 2]
+    n, T = len(v), len(t)
+    iab, ibc, ica = n + np.arange(T), n + T + np.arange(T), n + 2 * T + np.arange(T)
+    v2 = np.concatenate([v, (v[a] + v[b]) / 2, (v[b] + v[c]) / 2, (v[c] + v[a]) / 2])
+    t2 = np.concatenate([np.stack([a, iab, ica], 1), np.stack([iab, b, ibc], 1),
+                         np.stack([ica, ibc, c], 1), np.stack([iab, ibc, ica], 1)])
+    return v2, t2
+
+
 def apartment(seed: int = 0) -> ExactScene:
     """12 x 8 m flat: four rooms and a closed store room, walls 0.1-0.2 m thick, doors
     0.8-1.0 m, rotated furniture (tables, beds, sofas, cabinets), ceiling at 2.6 m."""
@@ -273,22 +304,8 @@ def apartment(seed: int = 0) -> ExactScene:
     rooms = [(X0 + 0.4, Z0 + 0.4, xa - 0.4, za - 0.4), (xa + ta + 0.4, Z0 + 0.4, X1 - 0.4, za - 0.4),
              (X0 + 0.4, za + tz + 0.4, xa - 0.4, Z1 - 0.4), (xa + ta + 0.4, za + tz + 0.4, sx0 - 0.4, Z1 - 0.4),
              (sx0 + 0.6, sz0 + 0.6, X1 - 0.4, Z1 - 0.4)]
-    for k, (rx0, rz0, rx1, rz1) in enumerate(rooms):
-        placed, tries = [], 0
-        n = 1 if k == 4 else 3
-        while len(placed) < n and tries < 400:
-            tries += 1
-            w, d = rng.uniform(0.4, 1.8), rng.uniform(0.3, 1.0)
-            poly = _rot_rect(rng.uniform(rx0, rx1), rng.uniform(rz0, rz1), w, d, rng.uniform(0, np.pi))
-            if poly[:, 0].min() < rx0 or poly[:, 0].max() > rx1 or poly[:, 1].min() < rz0 \
-                    or poly[:, 1].max() > rz1:
-                continue
-            grown = _grow(poly, 0.5, 2)
-            if any(_inside(_grow(o, 0.01, 2), grown[:, 0], grown[:, 1]).any()
-                   or _inside(grown, o[:, 0], o[:, 1]).any() for o in placed):
-                continue
-            placed.append(poly)
-            sc.solid(poly, 0.0, float(rng.choice([0.45, 0.75, 0.9, 1.8])))
+    for k, rect in enumerate(rooms):
+        _furnish(sc, rng, rect, 1 if k == 4 else 3, 0.0, (1.8, 1.0), (0.45, 0.75, 0.9, 1.8), pad=0.01)
     return sc
 
 
@@ -325,22 +342,9 @@ def split_level(seed: int = 1) -> ExactScene:
     sc.wall(x_start, zd0 - 0.12, xs, zd0, y1=up + 2.6)
     sc.wall(x_start, zd1, xs, zd1 + 0.12, y1=up + 2.6)
     sc.levels += [(_rect(X0, Z0, xs, Z1), 0.0), (_rect(xs + t, Z0, X1, Z1), up)]
-    for (rx0, rz0, rx1, rz1), y0 in (((X0 + 0.4, Z0 + 0.4, x_start - 0.6, Z1 - 0.4), 0.0),
-                                     ((xs + t + 0.4, Z0 + 0.4, X1 - 0.4, Z1 - 0.4), up)):
-        placed, tries = [], 0
-        while len(placed) < 3 and tries < 400:
-            tries += 1
-            w, d = rng.uniform(0.4, 1.5), rng.uniform(0.3, 0.9)
-            poly = _rot_rect(rng.uniform(rx0, rx1), rng.uniform(rz0, rz1), w, d, rng.uniform(0, np.pi))
-            if poly[:, 0].min() < rx0 or poly[:, 0].max() > rx1 or poly[:, 1].min() < rz0 \
-                    or poly[:, 1].max() > rz1:
-                continue
-            grown = _grow(poly, 0.5, 2)
-            if any(_inside(grown, o[:, 0], o[:, 1]).any() or _inside(o, grown[:, 0], grown[:, 1]).any()
-                   for o in placed):
-                continue
-            placed.append(poly)
-            sc.solid(poly, y0, y0 + float(rng.choice([0.45, 0.75, 1.8])))
+    for rect, y0 in (((X0 + 0.4, Z0 + 0.4, x_start - 0.6, Z1 - 0.4), 0.0),
+                     ((xs + t + 0.4, Z0 + 0.4, X1 - 0.4, Z1 - 0.4), up)):
+        _furnish(sc, rng, rect, 3, y0, (1.5, 0.9), (0.45, 0.75, 1.8), pad=0.0)
     return sc
 
 

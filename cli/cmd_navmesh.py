@@ -83,9 +83,22 @@ def navmesh_cmd(inputs, out_dir, dataset, agent_height, agent_radius, max_climb,
 
 
 def _load(path: Path):
+    """The navmesh of ``path``; parts of the file read but not understood are printed as one
+    ``warning:`` line each on stderr (``nav info`` lists them again in its report)."""
+    import warnings
+
+    from bps_assets.nav.detour import NavFormatWarning
     from bps_assets.nav.sources import open_navmesh
 
-    return open_navmesh(path)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", NavFormatWarning)
+        nav = open_navmesh(path)
+    for w in caught:
+        if issubclass(w.category, NavFormatWarning):
+            click.echo(f"warning: {w.message}", err=True)
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return nav
 
 
 def _vec3(ctx, param, value):
@@ -138,8 +151,6 @@ def nav_info(navfile, as_json):
                    f"bytes, layout {layout}")
         if det["settings"]:
             click.echo("file settings: " + ", ".join(f"{k}={v}" for k, v in det["settings"].items()))
-        for w in det["warnings"]:
-            click.echo(f"warning: {w}", err=True)
 
 
 @nav_group.command("distance")

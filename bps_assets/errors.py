@@ -27,6 +27,10 @@ class UnsupportedFormatError(InputError):
     """The file type (or format version, e.g. glTF 1.0) is not one we read."""
 
 
+class FileTypeMismatchError(UnsupportedFormatError):
+    """The file's content (magic bytes) says one type and its extension another."""
+
+
 class UnsupportedExtensionError(InputError):
     """A required glTF extension is unknown, or needs an optional package."""
 

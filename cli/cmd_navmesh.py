@@ -16,7 +16,7 @@ NAV_SUFFIX = ".navmesh.bps"
 
 def _out_name(path: Path) -> str:
     name = path.name
-    for suf in (".navmesh", ".glb", ".gltf", ".ply", ".obj", ".bps"):
+    for suf in (".navmesh", ".glb", ".gltf", ".ply", ".obj", ".bps", ".bin"):
         if name.lower().endswith(suf):
             name = name[: -len(suf)]
             break
@@ -36,16 +36,22 @@ def _out_name(path: Path) -> str:
 @click.option("--max-slope", type=float, default=S.max_slope, show_default=True, help="degrees")
 @click.option("--cell-size", type=float, default=S.cell_size, show_default=True)
 @click.option("--cell-height", type=float, default=S.cell_height, show_default=True)
+@click.option("--recast-compat/--exact", "recast_compat", default=S.recast_compat, show_default=True,
+              help="round like Recast (radius up to whole cells, obstacles block whole cells: "
+                   "habitat-identical navmeshes) instead of eroding by the exact radius")
 @click.option("--overwrite", is_flag=True, help="replace existing outputs")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object per input")
 def navmesh_cmd(inputs, out_dir, dataset, agent_height, agent_radius, max_climb, max_slope, cell_size,
-                cell_height, overwrite, as_json):
-    """Build navmeshes from scans (.glb/.gltf/.ply/.obj or packed scenes), or import habitat
-    .navmesh files, into OUT/NAME.navmesh.bps. Prints area, islands and seconds."""
-    from bps_assets.nav import NavSettings, build_navmesh
+                cell_height, recast_compat, overwrite, as_json):
+    """Build navmeshes from scans (.glb/.gltf/.ply/.obj or packed scenes), or import Detour
+    navmeshes (habitat .navmesh, Detour .bin sets or tiles), into OUT/NAME.navmesh.bps. The
+    file's type comes from its content. Prints area, islands and seconds."""
+    from bps_assets.nav import NavSettings
+    from bps_assets.nav.sources import navmesh_from_file
 
     settings = NavSettings(cell_size=cell_size, cell_height=cell_height, agent_height=agent_height,
-                           agent_radius=agent_radius, max_climb=max_climb, max_slope=max_slope)
+                           agent_radius=agent_radius, max_climb=max_climb, max_slope=max_slope,
+                           recast_compat=recast_compat)
     targets = [(p, out_dir / _out_name(p)) for p in inputs]
     names = [t.name for _, t in targets]
     dup = sorted({n for n in names if names.count(n) > 1})
@@ -58,15 +64,11 @@ def navmesh_cmd(inputs, out_dir, dataset, agent_height, agent_radius, max_climb,
     # an imported .navmesh keeps the agent it was built for unless an option says otherwise
     ctx = click.get_current_context()
     given = any(ctx.get_parameter_source(k) != click.core.ParameterSource.DEFAULT
-                for k in ("agent_height", "agent_radius", "max_climb", "max_slope", "cell_size", "cell_height"))
+                for k in ("agent_height", "agent_radius", "max_climb", "max_slope", "cell_size", "cell_height",
+                          "recast_compat"))
     for src, dst in targets:
         t0 = time.perf_counter()
-        if src.name.lower().endswith(".navmesh"):
-            from bps_assets.nav.detour import import_detour
-
-            nav = import_detour(src, settings if given else None)
-        else:
-            nav = build_navmesh(src, settings, dataset=dataset)
+        nav = navmesh_from_file(src, settings if given else None, dataset=dataset)
         nav.save(dst, overwrite=overwrite)
         secs = time.perf_counter() - t0
         rec = {"input": str(src), "output": str(dst), "method": nav.method,
@@ -81,14 +83,22 @@ def navmesh_cmd(inputs, out_dir, dataset, agent_height, agent_radius, max_climb,
 
 
 def _load(path: Path):
-    from bps_assets.nav import load_navmesh
-    from bps_assets.nav.grid import is_navmesh_file
+    """The navmesh of ``path``; parts of the file read but not understood are printed as one
+    ``warning:`` line each on stderr (``nav info`` lists them again in its report)."""
+    import warnings
 
-    if path.name.lower().endswith(".navmesh") and not is_navmesh_file(path):
-        from bps_assets.nav.detour import import_detour
+    from bps_assets.nav.detour import NavFormatWarning
+    from bps_assets.nav.sources import open_navmesh
 
-        return import_detour(path)
-    return load_navmesh(path)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", NavFormatWarning)
+        nav = open_navmesh(path)
+    for w in caught:
+        if issubclass(w.category, NavFormatWarning):
+            click.echo(f"warning: {w.message}", err=True)
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return nav
 
 
 def _vec3(ctx, param, value):
@@ -132,6 +142,15 @@ def nav_info(navfile, as_json):
         click.echo(f"  ... {len(info['islands']) - 50} more")
     st = info["settings"]
     click.echo("settings: " + ", ".join(f"{k}={v}" for k, v in st.items()))
+    det = info.get("detour")
+    if det:
+        layout = det["settings_layout"] or ("none" if not det["settings_bytes"] else "unknown")
+        click.echo(f"detour set: version {det['set_version']}, {det['tiles']} tiles, "
+                   f"{det['polygons']} polygons, {det['tile_ref_bits']}-bit tile refs, "
+                   f"{det['link_ref_bits']}-bit links; settings block: {det['settings_bytes']} "
+                   f"bytes, layout {layout}")
+        if det["settings"]:
+            click.echo("file settings: " + ", ".join(f"{k}={v}" for k, v in det["settings"].items()))
 
 
 @nav_group.command("distance")

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from bps_assets.nav.exact_scenes import subdivide
+
 
 class Geometry:
     def __init__(self):
@@ -213,17 +215,6 @@ def geodesic_errors(room: ExactRoom, nav, n_pairs=200, seed=1, radius=None, min_
     a, b, exact = a[keep], b[keep], exact[keep]
     got = np.array([nav.geodesic_distance(a[i], b[i], radius=radius or DEFAULT_RADIUS) for i in range(len(a))])
     return np.abs(got - exact) / exact, exact
-
-
-def subdivide(v, t):
-    """Split every triangle into 4 (midpoints)."""
-    a, b, c = t[:, 0], t[:, 1], t[:, 2]
-    n, T = len(v), len(t)
-    iab, ibc, ica = n + np.arange(T), n + T + np.arange(T), n + 2 * T + np.arange(T)
-    v2 = np.concatenate([v, (v[a] + v[b]) / 2, (v[b] + v[c]) / 2, (v[c] + v[a]) / 2])
-    t2 = np.concatenate([np.stack([a, iab, ica], 1), np.stack([iab, b, ibc], 1),
-                         np.stack([ica, ibc, c], 1), np.stack([iab, ibc, ica], 1)])
-    return v2, t2
 
 
 def scan_like_house(triangles=600_000, seed=0):

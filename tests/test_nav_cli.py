@@ -159,3 +159,17 @@ def test_import_keeps_the_files_agent_unless_overridden(tmp_path):
     code, out = run("navmesh", src, "-o", tmp_path / "b", "--json", "--agent-radius", "0.25")
     info = json.loads(run("nav", "info", json.loads(out)["output"], "--json")[1])
     assert info["settings"]["agent_radius"] == pytest.approx(0.25)
+
+
+def test_recast_compat_flag(built, tmp_path):
+    d, recs = built
+    code, out = run("navmesh", d / "house.obj", "-o", tmp_path / "rc", "--agent-radius", "0.18",
+                    "--recast-compat", "--json")
+    assert code == 0, out
+    rc = json.loads(out)
+    code, out = run("navmesh", d / "house.obj", "-o", tmp_path / "ex", "--agent-radius", "0.18", "--json")
+    ex = json.loads(out)
+    code, out = run("nav", "info", rc["output"], "--json")
+    assert json.loads(out)["settings"]["recast_compat"] is True
+    # Recast rounds 0.18 m up to 4 cells (0.2 m) and blocks whole cells: less area
+    assert rc["navigable_area"] < ex["navigable_area"] - 1.0

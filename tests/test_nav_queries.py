@@ -7,6 +7,8 @@ import math
 import numpy as np
 import pytest
 
+from bps_assets.errors import NavError
+
 from bps_assets.nav import NavMesh, build_navmesh
 from nav_scenes import ExactRoom, geodesic_errors, house
 
@@ -196,5 +198,5 @@ def test_compiled_dijkstra_matches_scipy(nav, monkeypatch):
     monkeypatch.undo()
     g = geodesic.GeodesicGraph(nav)  # a private copy: geodesic_graph's is shared per navmesh
     g.indices[0] = g.S + 5
-    with pytest.raises(ValueError, match="corrupt"):
+    with pytest.raises(NavError, match="corrupt"):
         g.field_from_point(0, nav.span_pos[0], nav.span_pos)

@@ -30,10 +30,10 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError, NavError
-from .grid import DIRS, NavMesh, connect_by_height
+from .grid import DIRS, NavMesh, connect_by_height, grid_frame, xz_area
+from .raster import rasterize_centres, rasterize_solid
 from .settings import DEFAULT_SETTINGS, NavSettings
 
-_CHUNK_PAIRS = 1 << 21  # (triangle, cell) pairs processed at once: bounds memory
 
 
 # ------------------------------------------------------------------------------ inputs
@@ -94,130 +94,6 @@ def _frame_rotation(dataset: str | None) -> np.ndarray:
         return np.array([[1, 0, 0], [0, 0, 1], [0, -1, 0]], float) if zup else np.eye(3)
 
 
-# ------------------------------------------------------------------------------ rasterization
-def _bbox_cells(v, t, origin, cs, D, W, centre: bool):
-    """Per triangle: first row/col and counts of the cells its x/z box touches (centres inside
-    the box when ``centre``)."""
-    p = v[t]  # [T,3,3]
-    lo, hi = p.min(1), p.max(1)
-    off = 0.5 if centre else 0.0
-    c0 = np.ceil((lo[:, 0] - origin[0]) / cs - off).astype(np.int64) if centre else \
-        np.floor((lo[:, 0] - origin[0]) / cs).astype(np.int64)
-    c1 = np.floor((hi[:, 0] - origin[0]) / cs - off).astype(np.int64)
-    r0 = np.ceil((lo[:, 2] - origin[1]) / cs - off).astype(np.int64) if centre else \
-        np.floor((lo[:, 2] - origin[1]) / cs).astype(np.int64)
-    r1 = np.floor((hi[:, 2] - origin[1]) / cs - off).astype(np.int64)
-    c0, r0 = np.maximum(c0, 0), np.maximum(r0, 0)
-    c1, r1 = np.minimum(c1, W - 1), np.minimum(r1, D - 1)
-    nc = np.maximum(c1 - c0 + 1, 0)
-    nr = np.maximum(r1 - r0 + 1, 0)
-    return r0, c0, nr, nc
-
-
-def _pair_chunks(nr, nc):
-    """Yield (tri, local_row, local_col) arrays over all (triangle, cell-in-box) pairs, chunked."""
-    cnt = nr * nc
-    T = cnt.size
-    csum = np.cumsum(cnt)
-    start = 0
-    while start < T:
-        base = csum[start - 1] if start else 0
-        end = int(np.searchsorted(csum, base + _CHUNK_PAIRS, side="right"))
-        end = max(end, start + 1)
-        tri = np.repeat(np.arange(start, end), cnt[start:end])
-        if tri.size:
-            first = np.repeat(csum[start:end] - cnt[start:end], cnt[start:end])
-            local = np.arange(base, base + tri.size) - first
-            yield tri, local // nc[tri], local % nc[tri]
-        start = end
-
-
-def rasterize_centres(v, t, origin, cs, D, W):
-    """Cells whose centre lies inside a triangle's x/z projection: (rows, cols, y, tri)."""
-    r0, c0, nr, nc = _bbox_cells(v, t, origin, cs, D, W, centre=True)
-    a, b, c = v[t[:, 0]], v[t[:, 1]], v[t[:, 2]]
-    det = (b[:, 0] - a[:, 0]) * (c[:, 2] - a[:, 2]) - (c[:, 0] - a[:, 0]) * (b[:, 2] - a[:, 2])
-    nondeg = np.abs(det) > 1e-12
-    nr = np.where(nondeg, nr, 0)
-    out = []
-    for tri, lr, lc in _pair_chunks(nr, nc):
-        rr, cc = r0[tri] + lr, c0[tri] + lc
-        px = origin[0] + (cc + 0.5) * cs
-        pz = origin[1] + (rr + 0.5) * cs
-        A, B, C, dt = a[tri], b[tri], c[tri], det[tri]
-        w1 = ((px - A[:, 0]) * (C[:, 2] - A[:, 2]) - (C[:, 0] - A[:, 0]) * (pz - A[:, 2])) / dt
-        w2 = ((B[:, 0] - A[:, 0]) * (pz - A[:, 2]) - (px - A[:, 0]) * (B[:, 2] - A[:, 2])) / dt
-        w0 = 1 - w1 - w2
-        eps = -1e-7
-        ok = (w0 >= eps) & (w1 >= eps) & (w2 >= eps)
-        y = w0 * A[:, 1] + w1 * B[:, 1] + w2 * C[:, 1]
-        out.append((rr[ok], cc[ok], y[ok], tri[ok]))
-    if not out:
-        z = np.zeros(0, np.int64)
-        return z, z, np.zeros(0), z
-    return tuple(np.concatenate(x) for x in zip(*out))
-
-
-def _clip_yrange(A, B, C, x0, x1, z0, z1):
-    """Exact (ymin, ymax) of triangles ABC [P,3] restricted to the columns [x0,x1]x[z0,z1];
-    NaN where they do not overlap."""
-    P = A.shape[0]
-    lo = np.full(P, np.inf)
-    hi = np.full(P, -np.inf)
-
-    def take(ok, y):
-        np.minimum(lo, np.where(ok, y, np.inf), out=lo)
-        np.maximum(hi, np.where(ok, y, -np.inf), out=hi)
-
-    e = 1e-9
-    for V in (A, B, C):
-        take((V[:, 0] >= x0 - e) & (V[:, 0] <= x1 + e) & (V[:, 2] >= z0 - e) & (V[:, 2] <= z1 + e), V[:, 1])
-    with np.errstate(divide="ignore", invalid="ignore"):
-        for Pp, Q in ((A, B), (B, C), (C, A)):
-            d = Q - Pp
-            for xb in (x0, x1):  # crossings of x = xb
-                tt = (xb - Pp[:, 0]) / d[:, 0]
-                z = Pp[:, 2] + tt * d[:, 2]
-                take((tt >= 0) & (tt <= 1) & (z >= z0 - e) & (z <= z1 + e), Pp[:, 1] + tt * d[:, 1])
-            for zb in (z0, z1):
-                tt = (zb - Pp[:, 2]) / d[:, 2]
-                x = Pp[:, 0] + tt * d[:, 0]
-                take((tt >= 0) & (tt <= 1) & (x >= x0 - e) & (x <= x1 + e), Pp[:, 1] + tt * d[:, 1])
-        det = (B[:, 0] - A[:, 0]) * (C[:, 2] - A[:, 2]) - (C[:, 0] - A[:, 0]) * (B[:, 2] - A[:, 2])
-        for px in (x0, x1):
-            for pz in (z0, z1):
-                w1 = ((px - A[:, 0]) * (C[:, 2] - A[:, 2]) - (C[:, 0] - A[:, 0]) * (pz - A[:, 2])) / det
-                w2 = ((B[:, 0] - A[:, 0]) * (pz - A[:, 2]) - (px - A[:, 0]) * (B[:, 2] - A[:, 2])) / det
-                w0 = 1 - w1 - w2
-                ok = (np.abs(det) > 1e-14) & (w0 >= 0) & (w1 >= 0) & (w2 >= 0)
-                take(ok, w0 * A[:, 1] + w1 * B[:, 1] + w2 * C[:, 1])
-    return lo, hi
-
-
-def rasterize_solid(v, t, walkable, origin, cs, D, W):
-    """Conservative rasterization: (cell key, ymin, ymax, walkable) per (triangle, column)."""
-    r0, c0, nr, nc = _bbox_cells(v, t, origin, cs, D, W, centre=False)
-    p = v[t]
-    lo_y, hi_y = p[:, :, 1].min(1), p[:, :, 1].max(1)
-    single = (nr == 1) & (nc == 1)
-    keys = [(r0[single] * W + c0[single])]
-    ymins, ymaxs, walks = [lo_y[single]], [hi_y[single]], [walkable[single]]
-    multi = np.nonzero(~single & (nr > 0) & (nc > 0))[0]
-    if multi.size:
-        for tri_l, lr, lc in _pair_chunks(nr[multi], nc[multi]):
-            tri = multi[tri_l]
-            rr, cc = r0[tri] + lr, c0[tri] + lc
-            x0 = origin[0] + cc * cs
-            z0 = origin[1] + rr * cs
-            ylo, yhi = _clip_yrange(p[tri, 0], p[tri, 1], p[tri, 2], x0, x0 + cs, z0, z0 + cs)
-            ok = np.isfinite(ylo)
-            keys.append(rr[ok] * W + cc[ok])
-            ymins.append(ylo[ok])
-            ymaxs.append(yhi[ok])
-            walks.append(walkable[tri[ok]])
-    return np.concatenate(keys), np.concatenate(ymins), np.concatenate(ymaxs), np.concatenate(walks)
-
-
 def merge_columns(key, ymin, ymax, walk, merge_gap, climb):
     """Merge the pieces of each column into solid spans.
 
@@ -272,15 +148,14 @@ def build_navmesh(scene, settings: NavSettings = DEFAULT_SETTINGS, dataset: str 
         walkable = (nl > 0) & (n[:, 1] / nl >= math.cos(math.radians(s.max_slope)))
 
     used = p.reshape(-1, 3)
-    lo, hi = used.min(0), used.max(0)
-    origin = (math.floor(lo[0] / cs) * cs - cs, math.floor(lo[2] / cs) * cs - cs)
-    W = int(math.ceil((hi[0] - origin[0]) / cs)) + 2
-    D = int(math.ceil((hi[2] - origin[1]) / cs)) + 2
-    if D * W > 64_000_000:
-        raise NavError(source or None, f"grid of {D}x{W} cells is too large (cell size {cs} m)")
+    origin, D, W = grid_frame(used.min(0), used.max(0), cs, source, "scene vertex bounds",
+                              covered_area=xz_area(v, t))
 
-    key, ymin, ymax, walk = rasterize_solid(v, t, walkable, origin, cs, D, W)
-    key, bot, top, wk = merge_columns(key, ymin, ymax, walk, 0.5 * s.cell_height, s.max_climb)
+    if s.recast_compat:  # Recast rounds the agent to whole voxels
+        s = s.replace(agent_height=math.ceil(s.agent_height / s.cell_height - 1e-6) * s.cell_height,
+                      max_climb=math.floor(s.max_climb / s.cell_height + 1e-6) * s.cell_height)
+    pieces = rasterize_solid(v, t, walkable, origin, cs, D, W)
+    key, bot, top, wk = merge_columns(*pieces[:4], 0.5 * s.cell_height, s.max_climb)
     same_prev = np.r_[False, key[1:] == key[:-1]]
     same_next = np.r_[key[1:] == key[:-1], False]
     ceil = np.where(same_next, np.r_[bot[1:], np.inf], np.inf)
@@ -301,11 +176,14 @@ def build_navmesh(scene, settings: NavSettings = DEFAULT_SETTINGS, dataset: str 
     y_centre = _centre_heights(v, t[walkable], origin, cs, D, W, key, bot, top, idx, s.max_climb)
     r, c, y, ce = rows[idx], cols[idx], y_centre, ceil[idx]
     nbr = connect_by_height(r, c, y, D, W, s.max_climb, ceil=ce, agent_height=s.agent_height)
-    keep = _erode(nbr, s.agent_radius, cs)
+    if s.recast_compat:
+        keep = _erode_recast(nbr, s.agent_radius, cs)
+    else:
+        keep = _erode_exact(nbr, r, c, y, origin, cs, D, W, s, v, t, walkable, pieces)
     nbr = _subset(nbr, keep)
     r, c, y = r[keep], c[keep], y[keep]
     min_cells = int(round(s.region_min_size ** 2))
-    nav = NavMesh.from_spans(r, c, y, nbr, origin, (D, W), s, min_island_cells=min_cells,
+    nav = NavMesh.from_spans(r, c, y, nbr, origin, (D, W), settings, min_island_cells=min_cells,
                              method="voxel", source=source)
     nav.build_seconds = time.perf_counter() - t_start
     return nav
@@ -389,22 +267,217 @@ def _diag_neighbors(nbr: np.ndarray) -> np.ndarray:
     return out
 
 
-def _erode(nbr: np.ndarray, radius: float, cs: float) -> np.ndarray:
-    """Keep mask: spans whose centre is at least ``radius`` from the border of the walkable
-    area (chamfer distance in cells from the spans that lack a side neighbour, + half a cell)."""
+def _erode_recast(nbr: np.ndarray, radius: float, cs: float) -> np.ndarray:
+    """Recast's rcErodeWalkableArea: keep mask of spans whose chamfer distance (2 per side
+    step, 3 per diagonal) from the spans lacking a side neighbour is at least
+    ``2 * ceil(radius / cs)``: the radius rounded up to whole cells."""
     S = nbr.shape[0]
-    if radius <= 0 or S == 0:
+    cells = int(math.ceil(radius / cs - 1e-6))
+    if cells <= 0 or S == 0:
         return np.ones(S, bool)
     d = np.where((nbr >= 0).all(1), np.inf, 0.0)
     diag = _diag_neighbors(nbr)
-    steps = int(math.ceil(radius / cs)) + 2
-    dp = np.r_[d, np.inf]
-    for _ in range(steps):
+    for _ in range(cells + 2):
         dp = np.r_[d, np.inf]
         for k in range(4):
-            d = np.minimum(d, dp[np.where(nbr[:, k] >= 0, nbr[:, k], S)] + 1.0)
-            d = np.minimum(d, dp[np.where(diag[:, k] >= 0, diag[:, k], S)] + math.sqrt(2))
-    return (d + 0.5) * cs >= radius - 1e-9
+            d = np.minimum(d, dp[np.where(nbr[:, k] >= 0, nbr[:, k], S)] + 2.0)
+            d = np.minimum(d, dp[np.where(diag[:, k] >= 0, diag[:, k], S)] + 3.0)
+    return d >= 2 * cells
+
+
+# the 8 link directions of _erode_exact: the 4 sides (DIRS order), then the diagonals in
+# _diag_neighbors' order (+x+z, -x+z, -x-z, +x-z); (dc, dr)
+_DIRS8 = np.array([[1, 0], [0, 1], [-1, 0], [0, -1], [1, 1], [-1, 1], [-1, -1], [1, -1]])
+SUBCELL = 3  # sub-cell samples per cell side for obstacle coverage (spacing h = cs / 3)
+# A sample is blocked when geometry comes within h / sqrt(2) of it (anywhere in its
+# sub-square), so the nearest blocked sample lies on average h / sqrt(2) - h / 2 short of the
+# geometry: distances to it are lengthened by that much.
+_SAMPLE_TOL = 1 / math.sqrt(2)
+_SAMPLE_OFFSET = _SAMPLE_TOL - 0.5
+_QUERY_CHUNK = 1 << 16
+
+
+def _erode_exact(nbr, rows, cols, ys, origin, cs, D, W, s: NavSettings, v, t, walkable,
+                 pieces) -> np.ndarray:
+    """Keep mask of spans whose centre is at least ``agent_radius`` (metres, not rounded to
+    cells) from the nearest blocked point of the scene at the span's level.
+
+    Blocked points are measured inside each cell next to the walkable area, at SUBCELL x
+    SUBCELL sample points (``_blocked_samples``): a wall 0.1 m thick crossing a cell blocks
+    the samples it covers, not the whole cell. Each span next to a missing link takes the
+    nearest blocked sample of its missing neighbour cells as its feature point; feature points
+    then spread over the span graph (sides and diagonals), each span keeping the nearest one
+    it is offered (a vector distance transform), and the distance is measured from the span
+    centre in metres (corrected for the sample spacing, see ``_SAMPLE_OFFSET``).
+    """
+    S = nbr.shape[0]
+    radius = float(s.agent_radius)
+    if radius <= 0 or S == 0:
+        return np.ones(S, bool)
+    links = np.concatenate([nbr, _diag_neighbors(nbr)], 1)  # [S, 8]
+    cx = origin[0] + (cols + 0.5) * cs
+    cz = origin[1] + (rows + 0.5) * cs
+    h = cs / SUBCELL
+    feat = np.full((S, 2), np.inf)
+    off = np.zeros(S)
+    best = np.full(S, np.inf)
+    span, k = np.nonzero(links < 0)
+    if span.size:
+        nr, nc = rows[span] + _DIRS8[k, 1], cols[span] + _DIRS8[k, 0]
+        inb = (nr >= 0) & (nr < D) & (nc >= 0) & (nc < W)
+        blocked = np.ones((span.size, SUBCELL * SUBCELL), bool)
+        if np.any(inb):
+            # one query per (cell, level): a wall cell borders several spans of one floor
+            qk = np.stack([nr[inb] * W + nc[inb], np.round(ys[span[inb]] / 1e-3)], 1)
+            uq, inv = np.unique(qk, axis=0, return_inverse=True)
+            lev = np.full(len(uq), np.nan)
+            lev[inv.reshape(-1)] = ys[span[inb]]
+            blocked[inb] = _blocked_samples(uq[:, 0].astype(np.int64), lev, origin, cs, W, s, v, t,
+                                            walkable, pieces)[inv.reshape(-1)]
+        g = (np.arange(SUBCELL) + 0.5) * h
+        sx = origin[0] + nc[:, None] * cs + np.tile(g, SUBCELL)[None, :]  # [Q, K*K]
+        sz = origin[1] + nr[:, None] * cs + np.repeat(g, SUBCELL)[None, :]
+        dist = np.hypot(sx - cx[span, None], sz - cz[span, None])
+        dist = np.where(blocked, dist, np.inf)
+        j = dist.argmin(1)
+        qd = dist[np.arange(span.size), j] + _SAMPLE_OFFSET * h
+        qx, qz = sx[np.arange(span.size), j], sz[np.arange(span.size), j]
+        qoff = np.full(span.size, -_SAMPLE_OFFSET * h)
+        # a side link missing for a reason no sample sees (a ledge filtered in the neighbour):
+        # the neighbour cell counts from its nearest point (diagonals: the sides decide)
+        none = ~np.isfinite(qd)
+        use = ~none | (k < 4)
+        span, nr, nc, qd, qx, qz, qoff, none = (a[use] for a in (span, nr, nc, qd, qx, qz, qoff, none))
+        if np.any(none):
+            ex = np.clip(cx[span], origin[0] + nc * cs, origin[0] + (nc + 1) * cs)
+            ez = np.clip(cz[span], origin[1] + nr * cs, origin[1] + (nr + 1) * cs)
+            qx, qz = np.where(none, ex, qx), np.where(none, ez, qz)
+            qoff = np.where(none, 0.0, qoff)
+            qd = np.where(none, np.hypot(ex - cx[span], ez - cz[span]), qd)
+        order = np.lexsort((qd, span))
+        first = np.r_[True, span[order][1:] != span[order][:-1]]
+        pick = order[first]
+        sp = span[pick]
+        feat[sp, 0], feat[sp, 1], off[sp], best[sp] = qx[pick], qz[pick], qoff[pick], qd[pick]
+    # spread the feature points over the graph (each span keeps the nearest one offered)
+    safe = np.where(links >= 0, links, S)
+    for _ in range(int(math.ceil(radius / cs)) + 3):
+        fx, fz, fo = np.r_[feat[:, 0], np.inf], np.r_[feat[:, 1], np.inf], np.r_[off, 0.0]
+        changed = False
+        for kk in range(8):
+            n = safe[:, kk]
+            d = np.hypot(fx[n] - cx, fz[n] - cz) - fo[n]
+            better = d < best - 1e-12
+            if np.any(better):
+                changed = True
+                best[better] = d[better]
+                feat[better, 0], feat[better, 1], off[better] = fx[n][better], fz[n][better], fo[n][better]
+        if not changed:
+            break
+    return ~(best < radius - 1e-9)
+
+
+def _blocked_samples(cell_keys, levels, origin, cs, W, s: NavSettings, v, t, walkable,
+                     pieces) -> np.ndarray:
+    """[Q, K*K] bool: which sample points of cell ``cell_keys[q]`` are blocked for an agent
+    standing at height ``levels[q]``: no walkable triangle under the sample within max climb
+    of that height, or some triangle within ``_SAMPLE_TOL`` sample spacings of it (x/z) reaching into
+    the agent's body (above max climb, below agent height; its y-range over the cell)."""
+    pkey, pymin, pymax, _, ptri = pieces
+    wanted = np.zeros(int(max(pkey.max(initial=0), cell_keys.max(initial=0))) + 1, bool)
+    wanted[cell_keys] = True
+    sel = np.nonzero(wanted[pkey])[0]  # only the pieces of the queried cells
+    order = sel[np.argsort(pkey[sel], kind="stable")]
+    skey = pkey[order]
+    K2 = SUBCELL * SUBCELL
+    h = cs / SUBCELL
+    g = (np.arange(SUBCELL) + 0.5) * h
+    gx, gz = np.tile(g, SUBCELL), np.repeat(g, SUBCELL)
+    Q = cell_keys.size
+    out = np.ones((Q, K2), bool)
+    for q0 in range(0, Q, _QUERY_CHUNK):
+        q1 = min(q0 + _QUERY_CHUNK, Q)
+        ck, lev = cell_keys[q0:q1], levels[q0:q1]
+        lo = np.searchsorted(skey, ck)
+        cnt = np.searchsorted(skey, ck, side="right") - lo
+        q = np.repeat(np.arange(q1 - q0), cnt)
+        if q.size == 0:
+            continue
+        pidx = order[np.repeat(lo, cnt) + np.arange(q.size) - np.repeat(np.cumsum(cnt) - cnt, cnt)]
+        tri, y0, y1, y = ptri[pidx], pymin[pidx], pymax[pidx], lev[q]
+        gxf, gzf = gx.astype(np.float32)[None, :], gz.astype(np.float32)[None, :]
+
+        def samples(idx):  # [len(idx), K2] sample coordinates of the pairs idx
+            cell = ck[q[idx]]
+            return ((origin[0] + (cell % W) * cs).astype(np.float32)[:, None] + gxf,
+                    (origin[1] + (cell // W) * cs).astype(np.float32)[:, None] + gzf)
+
+        hit = np.zeros((q1 - q0, K2), bool)
+        ob = np.nonzero((y1 > y + s.max_climb + 1e-6) & (y0 < y + s.agent_height - 1e-6))[0]
+        if ob.size:
+            A, B, C = (v[t[tri[ob], i]] for i in range(3))
+            hit = _or_rows(_near_triangle(A, B, C, *samples(ob), _SAMPLE_TOL * h), q[ob], q1 - q0)
+        # the floor only matters where some sample is still free
+        open_q = ~hit.all(1)
+        fl = np.nonzero(walkable[tri] & open_q[q] & (y0 <= y + s.max_climb) & (y1 >= y - s.max_climb))[0]
+        floor = np.zeros((q1 - q0, K2), bool)
+        if fl.size:
+            A, B, C = (v[t[tri[fl], i]] for i in range(3))
+            inside, yy = _bary(A, B, C, *samples(fl))
+            floor = _or_rows(inside & (np.abs(yy - y[fl, None]) <= s.max_climb + 1e-6), q[fl], q1 - q0)
+        out[q0:q1] = hit | ~floor
+    return out
+
+
+def _or_rows(m: np.ndarray, rows: np.ndarray, n: int) -> np.ndarray:
+    """[n, K2]: OR of the rows of ``m`` grouped by ``rows`` (sorted, as the pairs are)."""
+    out = np.zeros((n, m.shape[1]), bool)
+    if rows.size:
+        start = np.r_[0, np.nonzero(np.diff(rows))[0] + 1]
+        out[rows[start]] = np.logical_or.reduceat(m, start, axis=0)
+    return out
+
+
+def _bary(A, B, C, X, Z):
+    """Samples (X, Z) [P, K2] inside the x/z projection of triangles ABC [P, 3], and the
+    triangle's height there."""
+    det = ((B[:, 0] - A[:, 0]) * (C[:, 2] - A[:, 2]) - (C[:, 0] - A[:, 0]) * (B[:, 2] - A[:, 2]))[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        w1 = ((X - A[:, None, 0]) * (C[:, None, 2] - A[:, None, 2])
+              - (C[:, None, 0] - A[:, None, 0]) * (Z - A[:, None, 2])) / det
+        w2 = ((B[:, None, 0] - A[:, None, 0]) * (Z - A[:, None, 2])
+              - (X - A[:, None, 0]) * (B[:, None, 2] - A[:, None, 2])) / det
+        w0 = 1 - w1 - w2
+    e = -1e-9
+    inside = (np.abs(det) > 1e-14) & (w0 >= e) & (w1 >= e) & (w2 >= e)
+    with np.errstate(invalid="ignore"):
+        yy = w0 * A[:, None, 1] + w1 * B[:, None, 1] + w2 * C[:, None, 1]
+    return inside, yy
+
+
+def _near_triangle(A, B, C, X, Z, tol):
+    """Samples (X, Z) [P, K2] within ``tol`` (x/z) of the projection of triangles ABC: inside
+    it or near one of its edges (vertical wall sheets project to segments). float32: the
+    distances are centimetres in a cell."""
+    X, Z = X.astype(np.float32), Z.astype(np.float32)
+    tol2 = np.float32(tol * tol)
+    pos = np.ones(X.shape, bool)
+    neg = np.ones(X.shape, bool)
+    near = np.zeros(X.shape, bool)
+    for P0, P1 in ((A, B), (B, C), (C, A)):
+        ex = (P1[:, 0] - P0[:, 0]).astype(np.float32)[:, None]
+        ez = (P1[:, 2] - P0[:, 2]).astype(np.float32)[:, None]
+        dx = X - P0[:, 0].astype(np.float32)[:, None]
+        dz = Z - P0[:, 2].astype(np.float32)[:, None]
+        cross = ex * dz - ez * dx
+        pos &= cross >= 0
+        neg &= cross <= 0
+        L2 = ex * ex + ez * ez
+        u = np.clip((dx * ex + dz * ez) / np.where(L2 > 0, L2, np.float32(1)), 0, 1)
+        dx -= u * ex
+        dz -= u * ez
+        near |= dx * dx + dz * dz <= tol2
+    return near | pos | neg
 
 
 def _subset(nbr: np.ndarray, keep: np.ndarray) -> np.ndarray:

@@ -8,8 +8,9 @@ frame); ``import_detour(path, settings)`` turns that surface into the runtime ``
 
 Every count and size read from the file is checked against the bytes that are actually there
 (and against caps) before anything is allocated; each failure is a ``CorruptFileError`` that
-names the file and the tile / field. Variants handled: set versions 1 and 2 (habitat's 56-byte
-NavMeshSettings block, detected by where the first tile starts), 32-bit tile refs
+names the file and the tile / field. Variants handled: set versions 1 and 2 (habitat's
+NavMeshSettings block in each layout habitat-sim has written, found by where the first plausible
+tile starts; an unknown block is skipped with a ``NavFormatWarning``), 32-bit tile refs
 (``u32 ref, i32 size``) and the 64-bit ref variant (``u64 ref, i32 size, 4 pad``), and 12-byte
 or 16-byte ``dtLink`` records (``DT_POLYREF64`` builds), chosen by which one makes the tile's
 blocks add up to its declared size.
@@ -19,13 +20,15 @@ from __future__ import annotations
 import dataclasses
 import os
 import struct
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..errors import CorruptFileError, FormatVersionError, InputError
+from ..errors import CorruptFileError, FormatVersionError, InputError, UnsupportedFormatError
+from ..readers.detect import TILE_CACHE_MESSAGE
 
 # ------------------------------------------------------------------------------ constants
 SET_MAGIC = 0x4D534554  # 'MSET' as a little-endian int32
@@ -33,6 +36,7 @@ SET_VERSIONS = (1, 2)
 TILE_MAGIC = 0x444E4156  # 'DNAV'
 TILE_VERSION = 7
 _TILE_MAGIC_BYTES = struct.pack("<i", TILE_MAGIC)
+TILECACHE_MAGIC_BYTES = b"TEST"  # DetourTileCache's 'TSET', little-endian
 VERTS_PER_POLYGON = 6  # DT_VERTS_PER_POLYGON
 EXT_LINK = 0x8000  # neighbour flag: the edge is a portal to another tile
 NULL_LINK = 0xFFFFFFFF
@@ -46,18 +50,38 @@ POLYFLAGS_WALK = 0x01
 MAX_TILES = 1 << 16
 MAX_TILE_BYTES = 1 << 30
 MAX_COUNT = 1 << 24
+MAX_TILE_CELLS = 65535  # vertices and BV nodes are u16 cell coordinates from the tile's bmin
 
 _SET_HEADER = struct.Struct("<iii3fffii")  # magic, version, numTiles, dtNavMeshParams
 assert _SET_HEADER.size == 40
-_SETTINGS = struct.Struct("<13f4B")  # habitat NavMeshSettings (version 2 only)
-assert _SETTINGS.size == 56
-SETTINGS_FIELDS = (
+# habitat NavMeshSettings (set version 2 only): habitat-sim fwrite()s the C++ struct as it is.
+# Its history (src/esp/nav/PathFinder.h): 13 floats then 3 bools from the commit that added
+# version 2 (e7e8b1137, 2022-10-07), sizeof 56 with one padding byte whose value is whatever
+# was in memory (ReplicaCAD v3 files carry e.g. 118 there); a 4th bool, includeStaticObjects,
+# from 2b44336d6 (2023-05-17) on, same sizeof 56. Both are 56 bytes: the layout is told apart
+# by the last byte (0/1: the 4-bool layout; anything else: the padding of the 3-bool one).
+SETTINGS_FLOATS = (
     "cellSize", "cellHeight", "agentHeight", "agentRadius", "agentMaxClimb", "agentMaxSlope",
     "regionMinSize", "regionMergeSize", "edgeMaxLen", "edgeMaxError", "vertsPerPoly",
     "detailSampleDist", "detailSampleMaxError",
-    "filterLowHangingObstacles", "filterLedgeSpans", "filterWalkableLowHeightSpans",
-    "includeStaticObjects",
 )
+SETTINGS_BOOLS = ("filterLowHangingObstacles", "filterLedgeSpans", "filterWalkableLowHeightSpans",
+                  "includeStaticObjects")
+SETTINGS_FIELDS = SETTINGS_FLOATS + SETTINGS_BOOLS
+_SETTINGS = struct.Struct("<13f4B")
+assert _SETTINGS.size == 56
+LAYOUT_3BOOL = "habitat-sim 2022-10: 13 f32, 3 bools, 1 pad byte"
+LAYOUT_4BOOL = "habitat-sim 2023-05: 13 f32, 4 bools"
+SETTINGS_LAYOUTS = {LAYOUT_3BOOL: (56, SETTINGS_FLOATS + SETTINGS_BOOLS[:3]),
+                    LAYOUT_4BOOL: (56, SETTINGS_FIELDS)}
+# An unknown settings block is skipped; the first tile record is looked for this far at most.
+MAX_SETTINGS_BYTES = 4096
+
+
+class NavFormatWarning(UserWarning):
+    """A navmesh file was read, but part of it was not understood (and skipped)."""
+
+
 _TILE_REC32 = struct.Struct("<Ii")
 _TILE_REC64 = struct.Struct("<Qi4x")
 # dtMeshHeader: 15 int32 then walkableHeight/Radius/Climb, bmin[3], bmax[3], bvQuantFactor.
@@ -228,6 +252,9 @@ class DetourNavMesh:
     settings: dict[str, Any] | None  # habitat NavMeshSettings (version 2), camelCase names
     tile_ref_bits: int  # 32 or 64 (the per-tile record in the set)
     link_ref_bits: int  # 32 or 64 (dtLink.ref, i.e. DT_POLYREF64 builds)
+    settings_layout: str | None = None  # a SETTINGS_LAYOUTS name; None: no block / unknown
+    settings_bytes: int = 0  # length of the settings block found before the first tile
+    warnings: list[str] = field(default_factory=list)  # parts read but not understood
     tiles: list[DetourTile] = field(default_factory=list)
     cross_tile_links: int = 0  # set by polygon_islands()
 
@@ -340,6 +367,17 @@ class DetourNavMesh:
         return float(0.5 * np.linalg.norm(np.cross(a[:, 1] - a[:, 0], a[:, 2] - a[:, 0]),
                                           axis=1).sum())
 
+    def describe(self) -> dict:
+        """What the file says about itself, for ``nav info``: set version, settings layout and
+        values, tile / polygon counts, record widths, and any part skipped with a warning."""
+        return {"set_version": self.version, "tiles": len(self.tiles),
+                "polygons": self.poly_count, "tile_ref_bits": self.tile_ref_bits,
+                "link_ref_bits": self.link_ref_bits, "settings_layout": self.settings_layout,
+                "settings_bytes": self.settings_bytes,
+                "settings": None if self.settings is None else {
+                    k: (v if isinstance(v, bool) else _f32(v)) for k, v in self.settings.items()},
+                "warnings": list(self.warnings)}
+
     def nav_settings(self, base=None):
         """``NavSettings`` describing the agent this navmesh was built for.
 
@@ -401,6 +439,10 @@ def read_detour_navmesh(path: str | os.PathLike, data: bytes | None = None) -> D
         except OSError as e:
             raise InputError(path, f"cannot read: {e.strerror or e}") from e
     r = _Reader(path, data)
+    if data[:4] == _TILE_MAGIC_BYTES:
+        return _single_tile(r)
+    if data[:4] == TILECACHE_MAGIC_BYTES:
+        raise UnsupportedFormatError(path, TILE_CACHE_MESSAGE)
     if len(data) >= 4 and data[:4] == b"MSET":
         r.fail("big-endian Detour set (magic 'MSET' byte-swapped): not supported", "set header")
     if len(data) < 4 or struct.unpack_from("<i", data)[0] != SET_MAGIC:
@@ -416,23 +458,15 @@ def read_detour_navmesh(path: str | os.PathLike, data: bytes | None = None) -> D
     if not np.all(np.isfinite([ox, oy, oz, tw, th])):
         r.fail("non-finite origin / tile size", "set header")
     off = _SET_HEADER.size
-    settings = None
+    settings, layout, block, warns = None, None, 0, []
     if version >= 2:
-        # habitat writes its 56-byte NavMeshSettings here; other Detour users with a
-        # "version 2" set do not. Trust the block only if the first tile follows it.
-        if (len(data) >= off + _SETTINGS.size if num_tiles == 0 else
-                _tile_record_at(data, off + _SETTINGS.size) is not None
-                or _tile_record_at(data, off) is None):
-            vals = r.unpack(_SETTINGS, off, "settings block")
-            settings = dict(zip(SETTINGS_FIELDS, vals))
-            for k in SETTINGS_FIELDS[13:]:
-                if settings[k] not in (0, 1):
-                    r.fail(f"{k} = {settings[k]} is not a bool", "settings block")
-                settings[k] = bool(settings[k])
-            if not all(np.isfinite(v) for v in vals[:13]) or settings["cellSize"] <= 0 \
-                    or settings["cellHeight"] <= 0:
-                r.fail("non-finite or non-positive sizes", "settings block")
-            off += _SETTINGS.size
+        block = _settings_block_length(data, off, num_tiles)
+        if block:
+            settings, layout, warn = _parse_settings(data[off: off + block])
+            if warn:
+                warns.append(f"{path}: settings block: {warn}")
+                warnings.warn(warns[-1], NavFormatWarning, stacklevel=2)
+            off += block
     tile_bits = 32
     if num_tiles:
         rec = _tile_record_at(data, off)
@@ -444,7 +478,8 @@ def read_detour_navmesh(path: str | os.PathLike, data: bytes | None = None) -> D
     mesh = DetourNavMesh(path=path, version=version, origin=np.array([ox, oy, oz], np.float32),
                          tile_width=tw, tile_height=th, max_tiles=max_tiles,
                          max_polys=max_polys, settings=settings, tile_ref_bits=tile_bits,
-                         link_ref_bits=32)
+                         link_ref_bits=32, settings_layout=layout, settings_bytes=block,
+                         warnings=warns)
     link_bits = set()
     for i in range(num_tiles):
         ref, size = r.unpack(rec_st, off, f"tile {i} record")
@@ -464,6 +499,90 @@ def read_detour_navmesh(path: str | os.PathLike, data: bytes | None = None) -> D
     return mesh
 
 
+def _single_tile(r: _Reader) -> DetourNavMesh:
+    """A file holding one ``DNAV`` tile (what ``dtCreateNavMeshData`` returns, the input of
+    ``dtNavMesh::init(data, size, flags)``): read as a set of that tile, ``version`` 0."""
+    tile, link_bits = _parse_tile(r, 0, 1, 0, len(r.data))
+    return DetourNavMesh(path=r.path, version=0, origin=tile.bmin.copy(),
+                         tile_width=float(tile.bmax[0] - tile.bmin[0]),
+                         tile_height=float(tile.bmax[2] - tile.bmin[2]), max_tiles=1,
+                         max_polys=max(tile.poly_count, 1), settings=None, tile_ref_bits=32,
+                         link_ref_bits=link_bits, tiles=[tile])
+
+
+def _settings_block_length(data: bytes, off: int, num_tiles: int) -> int:
+    """Bytes between the set header and the first tile record of a version-2 set.
+
+    Found from the file's structure, not assumed: the first offset whose tile record is followed
+    by a DNAV tile header whose counts add up to the record's ``dataSize`` (a plausible tile);
+    failing that, the first offset followed by the DNAV magic (so a damaged first tile is
+    reported as such). 0 for sets without a settings block (Detour users other than habitat).
+    Without tiles, whatever follows the header is the block.
+    """
+    if num_tiles == 0:
+        return min(len(data) - off, MAX_SETTINGS_BYTES)
+    last = min(len(data), off + MAX_SETTINGS_BYTES + 16 + 4)
+    found = []
+    pos = data.find(_TILE_MAGIC_BYTES, off + 8, last)
+    while pos >= 0:
+        for width in (8, 16):
+            rec = pos - width
+            if rec >= off and _tile_record_at(data, rec) == (32 if width == 8 else 64):
+                if _plausible_tile(data, rec, width):
+                    return rec - off
+                found.append(rec - off)
+        pos = data.find(_TILE_MAGIC_BYTES, pos + 1, last)
+    for preferred in (_SETTINGS.size, 0):  # a damaged tile after a habitat-sized block
+        if preferred in found:
+            return preferred
+    return min(found) if found else 0
+
+
+def _plausible_tile(data: bytes, rec: int, width: int) -> bool:
+    """The tile record at ``rec`` has a non-zero ref and a dataSize that its DNAV header's
+    counts add up to (with 12- or 16-byte links), within the file."""
+    ref, size = (_TILE_REC32 if width == 8 else _TILE_REC64).unpack_from(data, rec)
+    start = rec + width
+    if ref == 0 or size <= 0 or start + max(size, _MESH_HEADER.size) > len(data):
+        return False
+    h = _MESH_HEADER.unpack_from(data, start)
+    if h[1] != TILE_VERSION or not all(0 <= c <= MAX_COUNT for c in h[6:14]):
+        return False
+    return size in _tile_sizes(*h[6:14])
+
+
+def _tile_sizes(polys, verts, links, dmeshes, dverts, dtris, bvnodes, offmesh) -> tuple[int, int]:
+    """A DNAV tile's byte size from its header counts, with 12- and with 16-byte links."""
+    fixed = (_align4(100) + _align4(12 * verts) + _align4(32 * polys) + _align4(12 * dmeshes)
+             + _align4(12 * dverts) + _align4(4 * dtris) + _align4(16 * bvnodes)
+             + _align4(36 * offmesh))
+    return fixed + _align4(12 * links), fixed + _align4(16 * links)
+
+
+def _parse_settings(block: bytes) -> tuple[dict | None, str | None, str | None]:
+    """(settings, layout name, warning) of a settings block of any length.
+
+    The known habitat layouts (``SETTINGS_LAYOUTS``) are parsed; anything else is skipped with
+    a warning (the tiles do not depend on it). A known-size block whose values are not
+    plausible settings (non-finite or non-positive sizes, bools other than 0/1 where the layout
+    has bools) is treated as unknown.
+    """
+    n = len(block)
+    if n != _SETTINGS.size:
+        return None, None, (f"unknown layout of {n} bytes (habitat-sim writes 56): skipped, "
+                            "the file's agent settings are taken from its tile headers")
+    vals = _SETTINGS.unpack(block)
+    layout = LAYOUT_4BOOL if vals[16] in (0, 1) else LAYOUT_3BOOL
+    names = SETTINGS_LAYOUTS[layout][1]
+    floats, bools = vals[:13], vals[13:len(names)]
+    if not all(np.isfinite(floats)) or floats[0] <= 0 or floats[1] <= 0 \
+            or any(b not in (0, 1) for b in bools):
+        return None, None, ("56 bytes that are not habitat NavMeshSettings (non-finite or "
+                            "non-positive sizes, or bools other than 0/1): skipped")
+    settings = {k: (bool(v) if k in SETTINGS_BOOLS else v) for k, v in zip(names, vals)}
+    return settings, layout, None
+
+
 def _tile_record_at(data: bytes, off: int) -> int | None:
     """32 or 64 if a tile record of that width at ``off`` is followed by a DNAV header."""
     if data[off + 8: off + 12] == _TILE_MAGIC_BYTES:
@@ -471,6 +590,34 @@ def _tile_record_at(data: bytes, off: int) -> int | None:
     if data[off + 16: off + 20] == _TILE_MAGIC_BYTES:
         return 64
     return None
+
+
+def _check_extent(r: _Reader, where: str, bmin, bmax, bvq: float, verts, dverts) -> None:
+    """Sizes derived from coordinates stay what a tile can describe (before any grid is made).
+
+    Detour stores polygon vertices as 16-bit cell coordinates from the tile's ``bmin`` (cell
+    ``1 / bvQuantFactor``) and its BV tree quantizes the same way, so a tile spans at most
+    65535 cells per axis and every vertex lies in ``[bmin, bmax]``; a tolerance of one cell
+    plus 0.25 m (the height quantization) is allowed. One wild vertex (1e6) would otherwise
+    make a grid of billions of cells.
+    """
+    if np.any(bmin > bmax):
+        r.fail(f"bounds bmin {bmin.tolist()} > bmax {bmax.tolist()}", where)
+    cell = 1.0 / bvq if bvq > 0 else 0.0
+    if bvq > 0:
+        cells = (bmax - bmin)[[0, 2]].astype(np.float64) * bvq
+        if np.any(cells > MAX_TILE_CELLS):
+            r.fail(f"bounds span {cells.max():.0f} cells of {cell:g} m (bmax - bmin) "
+                   f"> {MAX_TILE_CELLS}, more than a tile can describe", where)
+    tol = cell + 0.25
+    for name, v in (("vertex", verts), ("detail vertex", dverts)):
+        if len(v) == 0:
+            continue
+        out = (v < bmin - tol) | (v > bmax + tol)
+        if np.any(out):
+            k, axis = (int(x[0]) for x in np.nonzero(out))
+            r.fail(f"{name} {k} {'xyz'[axis]} = {float(v[k, axis]):g} lies outside the tile "
+                   f"bounds [{float(bmin[axis]):g}, {float(bmax[axis]):g}]", where)
 
 
 def _parse_tile(r: _Reader, i: int, ref: int, start: int, size: int):
@@ -537,6 +684,7 @@ def _parse_tile(r: _Reader, i: int, ref: int, start: int, size: int):
 
     if not np.all(np.isfinite(verts)) or not np.all(np.isfinite(dverts)):
         r.fail("non-finite vertex coordinates", where)
+    _check_extent(r, where, bmin, bmax, bvq, verts, dverts)
     nvc = polys["vert_count"].astype(np.int64)
     ptype = (polys["area_and_type"] >> 6).astype(np.uint8)
     if np.any(nvc > VERTS_PER_POLYGON) or np.any((nvc < 3) & (ptype == POLYTYPE_GROUND)) \
@@ -626,6 +774,8 @@ def import_detour(path: str | os.PathLike, settings=None, include_flags: int = P
         isl = None  # unlinked tiles: let the grid join them by height instead
     # Detour's polygon islands keep surfaces apart that the grid would otherwise join where
     # they come within one cell and max climb of each other.
-    return NavMesh.from_walkable_triangles(v, t, settings, triangle_groups=isl,
-                                           source=os.path.basename(os.fspath(path)),
-                                           method="detour")
+    nav = NavMesh.from_walkable_triangles(v, t, settings, triangle_groups=isl,
+                                          source=os.path.basename(os.fspath(path)),
+                                          method="detour")
+    nav.source_info = {"detour": dm.describe()}
+    return nav

@@ -46,6 +46,8 @@ import threading
 
 import numpy as np
 
+from ..errors import NavError
+
 DEFAULT_RADIUS = 4
 
 
@@ -168,7 +170,8 @@ class GeodesicGraph:
             rc = dij(S, self._indptr64.ctypes.data, self.indices.ctypes.data, self.data.ctypes.data, sd.size,
                      sd.ctypes.data, sw.ctypes.data, float(limit), d.ctypes.data)
             if rc != 0:
-                raise MemoryError("Dijkstra ran out of memory") if rc == -1 else ValueError("corrupt geodesic graph")
+                raise NavError(None, f"geodesic search over {S} spans ran out of memory" if rc == -1
+                               else "geodesic graph is corrupt (the compiled Dijkstra refused it)")
             return d
         from scipy.sparse import csr_matrix
         from scipy.sparse.csgraph import dijkstra

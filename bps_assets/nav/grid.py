@@ -12,11 +12,14 @@ from __future__ import annotations
 import math
 import os
 import threading
+import time
 
 import numpy as np
 
 from ..container import Container, SectionSpec, write_container
 from ..errors import CorruptFileError, FormatVersionError, NavError
+from . import queries
+from .raster import rasterize_centres
 from .settings import DEFAULT_SETTINGS, NavSettings
 
 FORMAT = "bps-navmesh"
@@ -26,11 +29,57 @@ KIND = "NAVM"
 DIRS = np.array([[1, 0], [0, 1], [-1, 0], [0, -1]], dtype=np.int64)
 OPPOSITE = np.array([2, 3, 0, 1])
 MAX_LAYERS = 127  # neighbours are stored as int8 layer indices
+# Caps on the grid a set of coordinates may ask for, checked before anything is allocated
+# (a grid costs ~20 bytes a cell per layer while built). Absolute: MAX_GRID_CELLS. Relative to
+# what the input describes: at most GRID_SPARSITY times the cells its triangles cover in x/z
+# (a scan's floors, ceilings and furniture tops; a navmesh's polygons), never below
+# MIN_GRID_CAP. One stray vertex far away is then a typed error, not gigabytes.
+MAX_GRID_CELLS = 64_000_000
+MIN_GRID_CAP = 4_000_000
+GRID_SPARSITY = 16
+
+
+def xz_area(v: np.ndarray, t: np.ndarray) -> float:
+    """Area of triangles ``t`` projected on the x/z plane (m^2)."""
+    if t.size == 0:
+        return 0.0
+    a, b, c = v[t[:, 0]], v[t[:, 1]], v[t[:, 2]]
+    return float(0.5 * np.abs((b[:, 0] - a[:, 0]) * (c[:, 2] - a[:, 2])
+                              - (c[:, 0] - a[:, 0]) * (b[:, 2] - a[:, 2])).sum())
+
+
+def grid_frame(lo, hi, cs: float, source: str | None, what: str, covered_area: float | None = None):
+    """(origin (ox, oz), D, W) of a grid covering x/z ``lo..hi`` with a one-cell margin.
+
+    ``NavError`` naming ``what`` (the field the bounds come from) when the bounds are not
+    finite or the grid would exceed its cap (see ``MAX_GRID_CELLS``), before allocating.
+    """
+    lo = np.asarray(lo, np.float64)
+    hi = np.asarray(hi, np.float64)
+    if not (np.all(np.isfinite(lo)) and np.all(np.isfinite(hi))):
+        raise NavError(source or None, f"{what}: non-finite coordinates")
+    nx = (hi[0] - lo[0]) / cs + 4.0  # float: no int overflow whatever the coordinates
+    nz = (hi[2] - lo[2]) / cs + 4.0
+    cap = MAX_GRID_CELLS
+    if covered_area is not None:
+        cap = int(min(MAX_GRID_CELLS, max(MIN_GRID_CAP, GRID_SPARSITY * covered_area / cs ** 2)))
+    if not nx * nz <= cap:
+        raise NavError(source or None, (
+            f"{what}: x [{lo[0]:.6g}, {hi[0]:.6g}] z [{lo[2]:.6g}, {hi[2]:.6g}] m would need a grid "
+            f"of {nx:.3g} x {nz:.3g} cells of {cs:g} m, over the cap of {cap} cells"
+            + ("" if covered_area is None else
+               f" ({GRID_SPARSITY} x the {covered_area:.4g} m^2 its triangles cover)")
+            + ": a vertex far from the rest?"))
+    origin = (math.floor(lo[0] / cs) * cs - cs, math.floor(lo[2] / cs) * cs - cs)
+    W = int(math.ceil((hi[0] - origin[0]) / cs)) + 2
+    D = int(math.ceil((hi[2] - origin[1]) / cs)) + 2
+    return origin, D, W
 
 
 class NavMesh:
     """Multi-layer grid of walkable spans. Build with ``build_navmesh``, ``from_spans`` or
-    ``from_walkable_triangles``; read with ``load_navmesh``. Queries are methods (queries.py).
+    ``from_walkable_triangles``; read with ``load_navmesh``. The query methods below delegate
+    to the vectorized functions of queries.py.
     """
 
     def __init__(self, height: np.ndarray, neighbors: np.ndarray, origin, settings: NavSettings = DEFAULT_SETTINGS,
@@ -40,11 +89,13 @@ class NavMesh:
         self.height = np.ascontiguousarray(height, dtype=np.float32)
         self.neighbors = np.ascontiguousarray(neighbors, dtype=np.int8)
         if self.height.ndim != 3 or self.neighbors.shape != self.height.shape + (4,):
-            raise ValueError(f"height {self.height.shape} / neighbors {self.neighbors.shape} shapes disagree")
+            raise NavError(None, f"height {self.height.shape} / neighbors {self.neighbors.shape} shapes disagree")
         self.origin = np.asarray(origin, dtype=np.float64).reshape(2)
         self.settings = settings
         self.cell_size = float(settings.cell_size)
         self.method, self.source, self.build_seconds = method, source, float(build_seconds)
+        # what an imported file said about itself (``nav info``); not stored in NAVM files
+        self.source_info: dict = {}
         self._lock = threading.Lock()
         self._cache: dict = {}
         self._derive_spans()
@@ -189,9 +240,6 @@ class NavMesh:
         triangles are in the same group (keeps islands that touch along thin walls apart).
         No erosion and no small-island removal: the surface is taken as final.
         """
-        from .build import rasterize_centres
-
-        import time
         t0 = time.perf_counter()
         v = np.asarray(vertices, np.float64).reshape(-1, 3)
         t = np.asarray(triangles, np.int64).reshape(-1, 3)
@@ -202,10 +250,8 @@ class NavMesh:
             return cls(np.full((1, 1, 1), np.nan, np.float32), np.full((1, 1, 1, 4), -1, np.int8),
                        (0.0, 0.0), settings, method=method, source=source)
         used = v[np.unique(t)]
-        lo, hi = used.min(0), used.max(0)
-        origin = (math.floor(lo[0] / cs) * cs - cs, math.floor(lo[2] / cs) * cs - cs)
-        W = int(math.ceil((hi[0] - origin[0]) / cs)) + 2
-        D = int(math.ceil((hi[2] - origin[1]) / cs)) + 2
+        origin, D, W = grid_frame(used.min(0), used.max(0), cs, source, "walkable surface vertices",
+                                  covered_area=xz_area(v, t))
         r, c, y, tri = rasterize_centres(v, t, origin, cs, D, W)
         grp = None if triangle_groups is None else np.asarray(triangle_groups, np.int64)[tri]
         # merge spans of one cell (and group) closer than max_climb
@@ -225,6 +271,49 @@ class NavMesh:
         nbr = connect_by_height(rs, cs_, ys, D, W, settings.max_climb, gs)
         return cls.from_spans(rs, cs_, ys, nbr, origin, (D, W), settings, method=method, source=source,
                               build_seconds=time.perf_counter() - t0)
+
+    # ------------------------------------------------------------------ queries (queries.py)
+    def locate(self, points, max_dy: float = 0.5) -> np.ndarray:
+        """Span id [N] in each point's cell whose height is nearest the point's y, -1 when none
+        lies within ``max_dy``."""
+        return queries.locate(self, points, max_dy)
+
+    def is_navigable(self, points, max_y_delta: float = 0.5):
+        """habitat's is_navigable: x/z on the navmesh, surface within ``max_y_delta`` in y."""
+        return queries.is_navigable(self, points, max_y_delta)
+
+    def snap_point(self, points):
+        """Nearest navigable point (habitat's snap_point); NaN rows when nothing is in reach."""
+        return queries.snap_point(self, points)
+
+    def island_of(self, points):
+        """Island id of each point (after snapping), -1 when it cannot be snapped."""
+        return queries.island_of(self, points)
+
+    def island_radius(self, points):
+        """habitat's island_radius of the island holding each point (0 when not snappable)."""
+        return queries.island_radius(self, points)
+
+    def distance_field(self, goal, limit: float = np.inf, radius: int = queries.DEFAULT_RADIUS):
+        """Geodesic distance f4 [L, D, W] from every span centre to ``goal`` (inf: unreachable)."""
+        return queries.distance_field(self, goal, limit, radius)
+
+    def distance_at(self, field: np.ndarray, points, radius: int = queries.DEFAULT_RADIUS):
+        """Read a ``distance_field`` at points (sub-cell accurate), inf when unreachable."""
+        return queries.distance_at(self, field, points, radius)
+
+    def geodesic_distance(self, a, b, radius: int = queries.DEFAULT_RADIUS):
+        """Geodesic distance between rows of ``a`` and ``b`` (or one point against many)."""
+        return queries.geodesic_distance(self, a, b, radius)
+
+    def sample_navigable_point(self, n: int = 1, seed: int | None = None, island: int | None = None,
+                               rng: np.random.Generator | None = None) -> np.ndarray:
+        """``n`` points uniform over the navigable area (optionally of one island)."""
+        return queries.sample_navigable_point(self, n, seed, island, rng)
+
+    def try_step(self, start, end, sliding: bool = True):
+        """habitat's try_step (sliding along walls) / try_step_no_sliding."""
+        return queries.try_step(self, start, end, sliding)
 
     # ------------------------------------------------------------------ cells
     def cell_of(self, points) -> tuple[np.ndarray, np.ndarray]:
@@ -252,7 +341,7 @@ class NavMesh:
             "settings": self.settings.to_dict(),
             "bounds": {"min": [float(x) for x in lo], "max": [float(x) for x in hi]},
             "navigable_area": self.navigable_area, "num_islands": self.num_islands,
-            "method": self.method, "source": self.source, "build_seconds": round(self.build_seconds, 3),
+            "method": self.method, "source": self.source,
         }
 
     def save(self, path: str | os.PathLike, overwrite: bool = False) -> int:
@@ -266,8 +355,10 @@ class NavMesh:
         """Summary for ``nav info``: settings, bounds, area, islands with areas."""
         h = self.header()
         h["num_spans"] = self.num_spans
+        h["build_seconds"] = round(self.build_seconds, 3)  # of this process, not of the file
         h["islands"] = [{"id": i, "area": round(float(a), 4), "radius": round(float(rad), 4)}
                         for i, (a, rad) in enumerate(zip(self.island_area, self.island_radius_m))]
+        h.update(self.source_info)
         return h
 
     def __repr__(self):
@@ -340,8 +431,20 @@ def load_navmesh(path: str | os.PathLike) -> NavMesh:
             cs = float(h["cell_size"])
             origin = [float(v) for v in h["origin"]]
             settings = NavSettings.from_dict(dict(h.get("settings") or {}))
+            method, source = h.get("method", ""), h.get("source", "")
+            if not isinstance(method, str) or not isinstance(source, str):
+                raise ValueError("method / source are not strings")
+            # older files stored the build's wall time here; checked and dropped
+            secs = h.get("build_seconds", 0.0)
+            if isinstance(secs, bool) or not isinstance(secs, (int, float)) or not secs >= 0:
+                raise ValueError(f"build_seconds {secs!r} is not a number >= 0")
         except Exception as e:  # noqa: BLE001 - any malformed header value is corruption
             raise CorruptFileError(path, f"bad navmesh header: {e}") from None
+        if not all(math.isfinite(x) for x in origin + [cs]):
+            raise CorruptFileError(path, "bad navmesh header: non-finite origin / cell_size")
+        if len(shape) == 3 and (shape[0] > MAX_LAYERS or shape[1] * shape[2] > MAX_GRID_CELLS):
+            raise CorruptFileError(path, f"bad navmesh header: shape {list(shape)} over the caps "
+                                         f"({MAX_LAYERS} layers, {MAX_GRID_CELLS} cells)")
         if len(shape) != 3 or min(shape) < 1 or not cs > 0 or len(origin) != 2 or \
                 abs(settings.cell_size - cs) > 1e-9:
             raise CorruptFileError(path, "bad navmesh header: shape / cell_size / origin")
@@ -370,8 +473,7 @@ def load_navmesh(path: str | os.PathLike) -> NavMesh:
     if np.any(np.isnan(hgt) != (isl < 0)):
         raise CorruptFileError(path, "spans and island labels disagree", section="island")
     return NavMesh(hgt, nb, origin, settings, island=isl, island_area=arrays["island_area"],
-                   island_radius=arrays["island_radius"], method=str(h.get("method", "")),
-                   source=str(h.get("source", "")), build_seconds=float(h.get("build_seconds", 0.0)))
+                   island_radius=arrays["island_radius"], method=method, source=source)
 
 
 def is_navmesh_file(path: str | os.PathLike) -> bool:

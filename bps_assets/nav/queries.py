@@ -1,17 +1,21 @@
 """Batched navigation queries on a NavMesh (spec: docs/NAVMESH.md §4).
 
 All functions take points as [N, 3] (or [3]) arrays in the habitat frame and are vectorized
-over N; they are also bound as NavMesh methods (``nav.snap_point(p)``).
+over N; ``NavMesh`` (grid.py) defines its query methods (``nav.snap_point(p)``) on them. This
+module does not import grid.py: the dependency goes one way.
 """
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..errors import NavError
 from .geodesic import DEFAULT_RADIUS, GeodesicGraph
-from .grid import NavMesh
+
+if TYPE_CHECKING:
+    from .grid import NavMesh
 
 # habitat-sim's projectToPoly search box (findNearestPoly half extents, metres)
 SNAP_EXTENTS = np.array([2.0, 4.0, 2.0])
@@ -414,16 +418,3 @@ def _advance_until_blocked(nav, start, end, state, reached, r0, c0, R):
     start_sp = state[:, R, R]
     sp = np.where(sp < nav.num_spans, sp, start_sp)
     return res, sp
-
-
-# bind as methods -------------------------------------------------------------------------
-NavMesh.locate = locate
-NavMesh.is_navigable = is_navigable
-NavMesh.snap_point = snap_point
-NavMesh.island_of = island_of
-NavMesh.island_radius = island_radius
-NavMesh.distance_field = distance_field
-NavMesh.distance_at = distance_at
-NavMesh.geodesic_distance = geodesic_distance
-NavMesh.sample_navigable_point = sample_navigable_point
-NavMesh.try_step = try_step

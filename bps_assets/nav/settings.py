@@ -19,6 +19,10 @@ class NavSettings:
     filter_low_hanging_obstacles: bool = True
     filter_ledge_spans: bool = True
     filter_walkable_low_height_spans: bool = True
+    # False: erode by the exact radius in metres, obstacle coverage measured inside cells.
+    # True: Recast's rounding (radius up, agent height up, max climb down to whole voxels;
+    # obstacles block every cell they touch), for navmeshes like habitat's.
+    recast_compat: bool = False
 
     def __post_init__(self):
         for name in ("cell_size", "cell_height", "agent_height"):

@@ -1,4 +1,5 @@
-"""Scene readers: ``load(path) -> SceneDocument``, one module per file type, chosen by extension.
+"""Scene readers: ``load(path) -> SceneDocument``, one module per file type, chosen by the
+file's magic bytes with the extension as a hint (``detect.resolve_kind``).
 
 Readers register themselves with :func:`register_reader`; a reader is a callable
 ``reader(path, **kw) -> SceneDocument``. Every reader flattens its file into world-space
@@ -35,6 +36,16 @@ def supported_extensions() -> list[str]:
 
 def reader_for(path: str | os.PathLike) -> Reader:
     ext = Path(path).suffix.lower()
+    if Path(path).is_file():
+        from .detect import KINDS, TILE_CACHE_MESSAGE, resolve_kind
+
+        kind = resolve_kind(path)
+        if kind in ("detour-set", "detour-tile", "bps-navmesh"):
+            raise UnsupportedFormatError(path, f"is a {KINDS[kind][1]}, not a scene; import it "
+                                               "with `bps-assets navmesh`")
+        if kind == "tile-cache":
+            raise UnsupportedFormatError(path, TILE_CACHE_MESSAGE)
+        ext = {"glb": ".glb", "gltf": ".gltf", "ply": ".ply", "obj": ".obj"}.get(kind, ext)
     if ext not in _READERS:
         raise UnsupportedFormatError(
             path, f"unsupported file type {ext or '(none)'!r}; readable: {', '.join(supported_extensions())}")

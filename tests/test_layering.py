@@ -56,7 +56,11 @@ def import_graph() -> dict[str, set[str]]:
     for mod, f in mods.items():
         is_pkg = f.name == "__init__.py"
         out: set[str] = set()
-        for node in ast.walk(ast.parse(f.read_text(), str(f))):
+        tree = ast.parse(f.read_text(), str(f))
+        for node in ast.walk(tree):  # ``if TYPE_CHECKING:`` imports never run: not dependencies
+            if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+                node.body = []
+        for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 out.update(a.name for a in node.names)
             elif isinstance(node, ast.ImportFrom):
@@ -141,6 +145,7 @@ def test_package_roots_import_nothing_heavy():
     ("def f():\n    from bps_runtime import api\n", "bps_runtime.api", True),
     ("X = 'bps_runtime.api:make'\n", "bps_runtime.api", True),
     ("import json\n", "bps_runtime.api", False),
+    ("if TYPE_CHECKING:\n    from bps_runtime import api\n", "bps_runtime.api", False),
 ])
 def test_graph_sees_lazy_and_string_imports(tmp_path, monkeypatch, src, dst, expect):
     # the checker itself must see every kind of import, or the two tests above prove nothing

@@ -3,7 +3,6 @@ functions), NavMesh's query methods are defined in its class, and errors a user 
 the geodesic search are typed."""
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import numpy as np
@@ -13,48 +12,18 @@ import bps_assets.nav as navpkg
 from bps_assets.errors import NavError
 from bps_assets.nav import geodesic
 from bps_assets.nav.grid import NavMesh
+from test_layering import cycles, import_graph
 
 NAV = Path(navpkg.__file__).parent
 
 
-def _nav_imports(path: Path) -> set[str]:
-    """Modules of bps_assets.nav that ``path`` imports, anywhere in the file (functions
-    included; ``if TYPE_CHECKING:`` blocks, which never run, excluded)."""
-    tree = ast.parse(path.read_text())
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
-            node.body = []
-    out = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom):
-            mod = node.module or ""
-            if node.level == 1:  # from .x import y / from . import x
-                out |= {mod.split(".")[0]} if mod else {a.name for a in node.names}
-            elif mod.startswith("bps_assets.nav."):
-                out.add(mod.split(".")[2])
-        elif isinstance(node, ast.Import):
-            out |= {a.name.split(".")[2] for a in node.names if a.name.startswith("bps_assets.nav.")}
-    return out - {path.stem}
-
-
 def test_no_import_cycle_in_nav():
-    mods = {p.stem: p for p in NAV.glob("*.py") if p.stem != "__init__"}
-    graph = {m: _nav_imports(p) & set(mods) for m, p in mods.items()}
-    assert "build" not in graph["grid"] and "grid" not in graph["queries"]
-    state: dict[str, int] = {}
-
-    def visit(m, stack):
-        state[m] = 1
-        for n in graph[m]:
-            if state.get(n) == 1:
-                raise AssertionError(f"import cycle: {' -> '.join(stack + [m, n])}")
-            if n not in state:
-                visit(n, stack + [m])
-        state[m] = 2
-
-    for m in graph:
-        if m not in state:
-            visit(m, [])
+    # the whole-project walker (tests/test_layering.py) restricted to bps_assets.nav
+    graph = {m: {d for d in deps if d.startswith("bps_assets.nav.")}
+             for m, deps in import_graph().items() if m.startswith("bps_assets.nav.")}
+    assert "bps_assets.nav.build" not in graph["bps_assets.nav.grid"]
+    assert "bps_assets.nav.grid" not in graph["bps_assets.nav.queries"]
+    assert not cycles(graph)
 
 
 def test_query_methods_are_defined_in_the_class():

@@ -16,17 +16,6 @@ from bps_assets.nav import episodes as ep
 D = ep.DEFAULTS
 
 
-def _load(path: Path):
-    """A ``NavMesh`` from a packed ``NAVM`` file or a habitat / Detour ``.navmesh``."""
-    from bps_assets.nav.grid import is_navmesh_file, load_navmesh
-
-    if is_navmesh_file(path):
-        return load_navmesh(path)
-    from bps_assets.nav.detour import import_detour
-
-    return import_detour(path)
-
-
 # stripped from the end of a NAVFILE's name, repeatedly: Allensville.navmesh.bps -> Allensville
 _NAV_SUFFIXES = (".bps", ".navmesh", ".navm", ".bin")
 
@@ -46,7 +35,9 @@ def scene_name(path: Path) -> str:
 
 def _scene_episodes(path: Path, name: str, dataset: str, per_scene: int, seed: int, opts) -> tuple[list, dict]:
     t0 = time.perf_counter()
-    nm = _load(path)
+    from bps_assets.nav.sources import open_navmesh
+
+    nm = open_navmesh(path)  # the file's magic bytes say which reader
     stats: dict = {}
     eps = ep.generate_episodes(nm, ep.scene_id_for(dataset, name), per_scene, ep.scene_seed(seed, name),
                                opts, stats=stats)

@@ -29,8 +29,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "info": ("cli.cmd_convert", "info_cmd",
              "Show a packed file's header and section table (scenes, navmeshes: any container kind)."),
     "navmesh": ("cli.cmd_navmesh", "navmesh_cmd",
-                "Build navmeshes from scans (.glb/.gltf/.ply/.obj or packed scenes), or import habitat "
-                ".navmesh files, into OUT/NAME.navmesh.bps."),
+                "Build navmeshes from scans (.glb/.gltf/.ply/.obj or packed scenes), or import Detour "
+                "navmeshes (habitat .navmesh, Detour .bin sets or tiles), into OUT/NAME.navmesh.bps."),
     "nav": ("cli.cmd_navmesh", "nav_group", "Query a navmesh (a packed .navmesh.bps or a habitat .navmesh)."),
     "preview": ("cli.cmd_navmesh", "preview_cmd",
                 "Top-down picture of a navmesh, one panel per floor, islands coloured."),

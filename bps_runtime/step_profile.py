@@ -1,0 +1,240 @@
+"""Count what one simulation step asks of the machine: torch ops, Warp launches, host syncs.
+
+``count_ops()`` is a context manager returning a ``StepCounts`` that fills while the block runs:
+
+- torch ops: every aten op dispatched, seen by a ``TorchDispatchMode`` (op name -> calls);
+- Warp launches: calls of ``warp.launch`` / ``warp.launch_tiled`` (kernel key -> calls);
+- syncs: the calls that make the host wait for the device on CUDA (name -> calls):
+  ``aten::_local_scalar_dense`` (``.item()``, ``int(t)``, ``bool(t)``, ``if t.any():``),
+  ``aten::nonzero``, ``aten::masked_select``, ``aten::unique*``, ``aten::equal``,
+  ``aten::is_nonzero``, indexing with a boolean mask (``aten::index`` / ``index_put_`` with a
+  bool index), a copy from a non-CPU tensor to the CPU, and the Python-level
+  ``Tensor.tolist`` / ``Tensor.numpy`` / ``Tensor.cpu`` (counted on every device: on CPU they
+  cost nothing, but the same code on CUDA would wait).
+
+Counts are per *phase*: code marks its parts with ``phase("render")``; ops outside any mark
+count under ``"step"``. The torch dispatch mode stack is per thread, so ops are counted in the
+thread that opened ``count_ops()`` and in threads that run ``follow()`` while it is open (the
+env's simulator thread does: ``bps_runtime.pointnav`` wraps each step in ``follow()``, which
+costs one attribute read when no count is open). Warp launches and the Python-level calls are
+patched process-wide while a count is open but counted only from those threads.
+
+Used by tests/test_step_profile.py (the fused step's launch count must not grow with the number
+of envs or resident scenes and must not sync) and by ``bps-assets bench``.
+"""
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, field
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from bps_assets.errors import ConfigError
+
+_SYNC_OPS = frozenset({
+    "_local_scalar_dense", "item", "nonzero", "masked_select", "unique", "_unique", "_unique2",
+    "unique_consecutive", "unique_dim", "equal", "is_nonzero", "allclose", "repeat_interleave",
+})
+_INDEX_OPS = frozenset({"index", "index_put", "index_put_", "_index_put_impl_"})
+_COPY_OPS = frozenset({"_to_copy", "copy_", "to"})
+_PY_SYNCS = ("tolist", "numpy", "cpu")
+
+
+@dataclass
+class StepCounts:
+    """Counts per phase: ``torch_ops[phase][op]``, ``warp_launches[phase][kernel]``,
+    ``syncs[phase][what]``. The properties total the ``"step"`` phase (everything not marked)."""
+
+    torch_ops: dict = field(default_factory=dict)
+    warp_launches: dict = field(default_factory=dict)
+    syncs: dict = field(default_factory=dict)
+
+    def _add(self, table: dict, phase: str, key: str):
+        table.setdefault(phase, Counter())[key] += 1
+
+    def total(self, what: str, phase: str = "step") -> int:
+        """Sum of one table (``"torch_ops"``, ``"warp_launches"``, ``"syncs"``) for a phase."""
+        return sum(getattr(self, what).get(phase, Counter()).values())
+
+    @property
+    def num_torch_ops(self) -> int:
+        return self.total("torch_ops")
+
+    @property
+    def num_warp_launches(self) -> int:
+        return self.total("warp_launches")
+
+    @property
+    def num_syncs(self) -> int:
+        return self.total("syncs")
+
+    def phases(self) -> list[str]:
+        return sorted(set(self.torch_ops) | set(self.warp_launches) | set(self.syncs))
+
+    def summary(self) -> str:
+        """One line per phase: ops / launches / syncs (and which syncs)."""
+        lines = []
+        for p in self.phases():
+            s = self.syncs.get(p, Counter())
+            lines.append(f"{p}: {self.total('torch_ops', p)} torch ops, {self.total('warp_launches', p)} "
+                         f"warp launches, {sum(s.values())} syncs" + (f" {dict(s)}" if s else ""))
+        return "\n".join(lines)
+
+
+class _Tracker:
+    def __init__(self, counts: StepCounts):
+        self.counts = counts
+        self.threads: set[int] = set()
+        self.local = threading.local()
+
+    def phase(self) -> str:
+        return getattr(self.local, "phase", "step")
+
+    def tracked(self) -> bool:
+        return threading.get_ident() in self.threads
+
+
+def _is_bool_index(args) -> bool:
+    for a in args:
+        if isinstance(a, (list, tuple)):
+            if any(isinstance(t, torch.Tensor) and t.dtype == torch.bool for t in a if t is not None):
+                return True
+    return False
+
+
+def _device_of(x):
+    return x.device if isinstance(x, torch.Tensor) else None
+
+
+class _Mode(TorchDispatchMode):
+    def __init__(self, tracker: _Tracker):
+        super().__init__()
+        self.tracker = tracker
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = func._overloadpacket.__name__
+        tr = self.tracker
+        ph = tr.phase()
+        tr.counts._add(tr.counts.torch_ops, ph, name)
+        if name in _SYNC_OPS:
+            tr.counts._add(tr.counts.syncs, ph, name)
+        elif name in _INDEX_OPS and _is_bool_index(args[1:]):
+            tr.counts._add(tr.counts.syncs, ph, "boolean-mask index")
+        elif name in _COPY_OPS:
+            src = _device_of(args[1]) if name == "copy_" and len(args) > 1 else _device_of(args[0] if args else None)
+            dst = _device_of(args[0]) if name == "copy_" else kwargs.get("device")
+            if src is not None and dst is not None and torch.device(dst).type == "cpu" and src.type != "cpu":
+                tr.counts._add(tr.counts.syncs, ph, "device-to-host copy")
+        return func(*args, **kwargs)
+
+
+_state_lock = threading.Lock()
+_active: list[_Tracker] = []
+
+
+def _current() -> _Tracker | None:
+    return _active[-1] if _active else None
+
+
+def follow():
+    """In another thread (the env's simulator thread): count this thread's work into the open
+    ``count_ops()``; a no-op context when none is open."""
+    tr = _current()
+    if tr is None:
+        return nullcontext()
+    return _follow(tr)
+
+
+@contextmanager
+def _follow(tr: _Tracker):
+    me = threading.get_ident()
+    if me in tr.threads:
+        yield
+        return
+    tr.threads.add(me)
+    try:
+        with _Mode(tr):
+            yield
+    finally:
+        tr.threads.discard(me)
+
+
+@contextmanager
+def phase(name: str):
+    """Count what runs inside under ``name`` (e.g. ``"render"``) instead of ``"step"``."""
+    tr = _current()
+    if tr is None or not tr.tracked():
+        yield
+        return
+    old = tr.phase()
+    tr.local.phase = name
+    try:
+        yield
+    finally:
+        tr.local.phase = old
+
+
+def _patch_python(tr: _Tracker):
+    saved = {}
+    for name in _PY_SYNCS:
+        orig = getattr(torch.Tensor, name)
+        saved[name] = orig
+
+        def wrapper(self, *a, _orig=orig, _name=name, **k):
+            if tr.tracked():
+                tr.counts._add(tr.counts.syncs, tr.phase(), f"Tensor.{_name}")
+            return _orig(self, *a, **k)
+
+        setattr(torch.Tensor, name, wrapper)
+    return saved
+
+
+def _patch_warp(tr: _Tracker):
+    try:
+        import warp
+    except ImportError:  # no Warp installed: nothing can launch
+        return {}
+    saved = {}
+    for name in ("launch", "launch_tiled"):
+        orig = getattr(warp, name, None)
+        if orig is None:
+            continue
+        saved[name] = orig
+
+        def wrapper(kernel, *a, _orig=orig, **k):
+            if tr.tracked():
+                key = getattr(kernel, "key", None) or getattr(kernel, "__name__", str(kernel))
+                tr.counts._add(tr.counts.warp_launches, tr.phase(), key)
+            return _orig(kernel, *a, **k)
+
+        setattr(warp, name, wrapper)
+    return saved
+
+
+@contextmanager
+def count_ops():
+    """Count torch ops, Warp launches and syncs of the block (see the module docstring)."""
+    counts = StepCounts()
+    tr = _Tracker(counts)
+    with _state_lock:
+        if _active:
+            raise ConfigError(None, "count_ops() is already open (counts do not nest)")
+        _active.append(tr)
+        py_saved = _patch_python(tr)
+        wp_saved = _patch_warp(tr)
+    try:
+        with _follow(tr):
+            yield counts
+    finally:
+        with _state_lock:
+            for name, orig in py_saved.items():
+                setattr(torch.Tensor, name, orig)
+            if wp_saved:
+                import warp
+                for name, orig in wp_saved.items():
+                    setattr(warp, name, orig)
+            _active.remove(tr)

@@ -29,7 +29,7 @@ import torch
 from bps_assets.errors import ConfigError, NavError
 from bps_assets.nav.episodes import DEFAULTS as _GEN
 
-from .nav import DeviceNavMesh, FieldWorker, GoalFields
+from .batched_nav import FieldWorker, GoalFields, SceneNav
 from .task import quat_to_yaw
 
 
@@ -96,7 +96,9 @@ def _seed_for(seed: int, name: str, visit: int) -> np.random.Generator:
 
 
 class _SceneState:
-    def __init__(self, key, name, mesh: DeviceNavMesh, fields: GoalFields, rng):
+    """One resident scene's episode source: its navigation, fields, random stream, pool/order."""
+
+    def __init__(self, key, name, mesh: SceneNav, fields: GoalFields, rng):
         self.key, self.name, self.mesh, self.fields, self.rng = key, name, mesh, fields, rng
         self.key_seed = int(rng.integers(2**63))
         self.pool: list = []           # sampled: Futures of (row, candidate spans)
@@ -109,6 +111,8 @@ class _SceneState:
 
 
 class EpisodeSupply:
+    """Episodes for the env, per resident scene, prepared ahead (see the module docstring)."""
+
     def __init__(self, mode: str, seed: int, worker: FieldWorker, episodes_by_scene: dict | None = None,
                  options: SupplyOptions = DEFAULTS):
         if mode not in ("sample", "dataset"):
@@ -120,13 +124,13 @@ class EpisodeSupply:
         self.waits = 0
 
     # ------------------------------------------------------------------ scene arrival / leave
-    def scene_arrived(self, key: int, name: str, mesh: DeviceNavMesh, inline: bool = True) -> GoalFields:
+    def scene_arrived(self, key: int, name: str, mesh: SceneNav, inline: bool = True) -> GoalFields:
         """``prepare`` + ``register``."""
         st = self.prepare(name, mesh, inline)
         self.register(key, st)
         return st.fields
 
-    def prepare(self, name: str, mesh: DeviceNavMesh, inline: bool = True) -> "_SceneState":
+    def prepare(self, name: str, mesh: SceneNav, inline: bool = True) -> "_SceneState":
         """Prepare a scene's first episodes: the goal pool (sampled) or the first ``lookahead``
         episodes (dataset). ``inline``: compute them in the calling thread (the scene cache's
         loader thread, so the scene is ready when its load is) instead of the field worker.

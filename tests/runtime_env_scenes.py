@@ -11,7 +11,7 @@ import numpy as np
 
 from bps_assets.nav import NavMesh
 from bps_runtime.episode_supply import EpisodeSupply, SupplyOptions
-from bps_runtime.nav import FieldWorker
+from bps_runtime.batched_nav import FieldWorker
 from bps_runtime.pointnav import BatchPointNavEnv
 from bps_runtime.render import RenderOptions, build_shading_data, make_renderer
 from bps_runtime.world import StaticScenes, World

@@ -1,0 +1,383 @@
+"""The fused step's two halves: device state + launches (``FusedStep``) and the host's
+bookkeeping of queued episodes (``EpisodeRing``).
+
+Device: per-env state, a ring of ``DEPTH`` upcoming episodes per env, per-env outputs (a
+group's slice is valid until that group's next step), a staging table for new ring entries.
+A step is: copy the actions in, copy the staging rows in, ``apply_refills``, ``step_kernel``
+(bps_runtime.step_kernels), snapshot ``head``. Torch and Warp share memory (``wp.from_torch``);
+the number of torch ops and Warp launches does not depend on the number of envs or scenes, and
+nothing waits for the device.
+
+Host, between steps: the ``head`` snapshot taken ``LAG`` steps earlier says which envs started
+which episodes by then (on CUDA it was copied to pinned memory without waiting; by the time it
+is read the device has finished that step, while the step after it is still queued). From it
+the host releases ended episodes (scene references, field rows), counts them, and queues new
+ones (the scene each runs in is chosen by the cache now, so a swap is just the resident id
+written in the ring). With ``LAG = 2`` and ``DEPTH = 2`` an env always has its next episode
+queued: at a step's launch the host has seen every episode start up to two steps back, at most
+one more started in the step before, and it keeps ``DEPTH`` queued past what it has seen.
+
+Info that needs the step's outcome on the host (episode ids and scene names of the envs that
+finished) is a ``LazyNames`` list: it reads the step's ``done``/episode numbers only when
+looked at (a device-to-host wait on CUDA; free on CPU).
+
+CUDA graphs (``capture=True``): after two warm-up steps the launches of a group's step (refill
+kernel, step kernel, head snapshot) are captured once per group with ``wp.ScopedCapture`` and
+replayed; anything that changes the captured pointers (an arena growing, the window size)
+re-captures. Off CUDA, or when capture fails, the plain launches run and ``capture_status``
+says why ("not captured: cpu").
+"""
+from __future__ import annotations
+
+import math
+from collections import deque
+
+import numpy as np
+import torch
+
+from . import step_kernels as sk
+from .batched_nav import NavBuffers
+from .task import TaskOptions
+
+LAG = 2      # steps between a head snapshot and the host reading it
+DEPTH = 2    # queued episodes per env beyond what the host has seen start
+NAMES = 64   # episode names kept per env for LazyNames (read info within 64 episodes)
+
+
+def _wp_dev(device: torch.device) -> str:
+    return "cpu" if device.type == "cpu" else f"cuda:{device.index or 0}"
+
+
+class FusedStep:
+    """Device side: state tensors (shared with Warp), ring, outputs, launches (optionally a
+    captured CUDA graph per group)."""
+
+    def __init__(self, nav: NavBuffers, num_envs: int, batch_size: int, task: TaskOptions, device,
+                 capture: bool = False):
+        self.wp = sk.init_warp()
+        self.nav = nav
+        self.N, self.B = int(num_envs), int(batch_size)
+        self.device = dev = torch.device(device)
+        self.wdev = _wp_dev(dev)
+        self.task = task
+        N, D = self.N, DEPTH
+        z = lambda *s, dt=torch.float32: torch.zeros(*s, dtype=dt, device=dev)  # noqa: E731
+        # state
+        self.slot, self.pos, self.yaw, self.goal = z(N, dt=torch.int32), z(N, 3), z(N), z(N, 3)
+        self.row, self.d0, self.d_prev = z(N, dt=torch.int32), z(N), z(N)
+        self.path_len, self.total, self.steps = z(N), z(N), z(N, dt=torch.int32)
+        self.head = z(N, dt=torch.int32)
+        self.r_slot, self.r_pos, self.r_yaw = z(D, N, dt=torch.int32), z(D, N, 3), z(D, N)
+        self.r_goal, self.r_row = z(D, N, 3), z(D, N, dt=torch.int32)
+        # outputs
+        self.reward, self.done, self.success = z(N), z(N, dt=torch.uint8), z(N, dt=torch.uint8)
+        self.truncated, self.spl = z(N, dt=torch.uint8), z(N)
+        self.pointgoal, self.rotation, self.position = z(N, 2), z(N, 4), z(N, 3)
+        self.dist, self.out_slot = z(N), z(N, dt=torch.int64)
+        self.ep_return, self.ep_length, self.ep_dist = z(N), z(N, dt=torch.int32), z(N)
+        self.ep_d0, self.ep_path = z(N), z(N)
+        self.epno = z(N, dt=torch.int32)          # number of the episode now running
+        # inputs
+        self.actions = z(self.B, dt=torch.int64)
+        cap = N * (DEPTH + 1)
+        self.stage_i, self.stage_f = z(cap, 4, dt=torch.int32), z(cap, 7)
+        self.count = z(1, dt=torch.int32)
+        pin = dev.type == "cuda"
+        self._pinned = [(torch.zeros(cap, 4, dtype=torch.int32, pin_memory=pin),
+                         torch.zeros(cap, 7, dtype=torch.float32, pin_memory=pin),
+                         torch.zeros(1, dtype=torch.int32, pin_memory=pin)) for _ in range(2)]
+        self._pin_events = [None, None]
+        self._pin_next = 0
+        self._snapshots: deque = deque()    # (host tensor, event or None), oldest first
+        self._free_snaps = [torch.zeros(N, dtype=torch.int32, pin_memory=pin) for _ in range(LAG + 1)]
+        self.scratch = None
+        self.win = 0
+        self._structs_key = None
+        self.capture = bool(capture)
+        self.capture_status = "not captured: off" if not capture else (
+            "not captured: cpu" if dev.type != "cuda" else "not captured yet")
+        self._graphs: dict = {}
+        self._warm = 0
+        self._build_task()
+
+    # ------------------------------------------------------------------ structs
+    def _build_task(self):
+        t, s = self.task, sk.Task()
+        s.forward_step, s.turn = float(t.forward_step), math.radians(t.turn_degrees)
+        s.success_distance, s.max_steps = float(t.success_distance), int(t.max_episode_steps)
+        s.slack, s.success_reward = float(t.slack_reward), float(t.success_reward)
+        self._task_s = s
+
+    def _window(self):
+        """Scratch size for the largest try_step window of the resident scenes (grown between
+        steps only)."""
+        cs = self.nav.min_cell if math.isfinite(self.nav.min_cell) else 0.05
+        step = float(self.task.forward_step)
+        R = int(math.ceil((step / 2 + 1e-3) / cs)) + 2
+        n = 2 * R + 1
+        self._task_s.snap_r = int(math.ceil(step / cs)) + 2
+        if n * n > self.win:
+            self.win = n * n
+            self.scratch = torch.zeros(self.N, self.win, dtype=torch.int32, device=self.device)
+            self._task_s.win = self.win
+            self._structs_key = None
+
+    def _structs(self):
+        self._window()
+        key = (self.nav.version, self.win)
+        if key == self._structs_key:
+            return
+        wp, ft = self.wp, self.wp.from_torch
+        nav = sk.Nav()
+        nav.meta_i, nav.meta_f = ft(self.nav.meta_i), ft(self.nav.meta_f)
+        nav.ints, nav.f32 = ft(self.nav.ints.buf), ft(self.nav.f32.buf)
+        nav.f64, nav.fields = ft(self.nav.f64.buf), ft(self.nav.field_arena.buf)
+        st = sk.State()
+        st.slot, st.pos, st.yaw = ft(self.slot), ft(self.pos, dtype=wp.vec3), ft(self.yaw)
+        st.goal, st.row, st.d0 = ft(self.goal, dtype=wp.vec3), ft(self.row), ft(self.d0)
+        st.d_prev, st.path_len, st.total = ft(self.d_prev), ft(self.path_len), ft(self.total)
+        st.steps, st.head = ft(self.steps), ft(self.head)
+        st.r_slot, st.r_pos, st.r_yaw = ft(self.r_slot), ft(self.r_pos, dtype=wp.vec3), ft(self.r_yaw)
+        st.r_goal, st.r_row = ft(self.r_goal, dtype=wp.vec3), ft(self.r_row)
+        out = sk.Out()
+        out.reward, out.done, out.success = ft(self.reward), ft(self.done), ft(self.success)
+        out.truncated, out.spl, out.pointgoal = ft(self.truncated), ft(self.spl), ft(self.pointgoal)
+        out.rotation, out.position = ft(self.rotation), ft(self.position, dtype=wp.vec3)
+        out.dist, out.slot = ft(self.dist), ft(self.out_slot)
+        out.ep_return, out.ep_length, out.ep_dist = ft(self.ep_return), ft(self.ep_length), ft(self.ep_dist)
+        out.ep_d0, out.ep_path, out.epno = ft(self.ep_d0), ft(self.ep_path), ft(self.epno)
+        self._nav_s, self._st_s, self._out_s = nav, st, out
+        self._w = dict(actions=ft(self.actions), scratch=ft(self.scratch), stage_i=ft(self.stage_i),
+                       stage_f=ft(self.stage_f), count=ft(self.count))
+        self._structs_key = key
+        self._graphs.clear()
+        self._warm = 0
+
+    # ------------------------------------------------------------------ host -> device inputs
+    def upload(self, stage_i: np.ndarray, stage_f: np.ndarray):
+        """New ring entries (rows of (env, ring index, resident id, field row) and (start xyz,
+        yaw, goal xyz)) for the next launch; a copy from pinned memory on CUDA, no wait."""
+        m = int(stage_i.shape[0])
+        pi, pf, pc = self._pinned[self._pin_next]
+        ev = self._pin_events[self._pin_next]
+        if ev is not None:
+            ev.synchronize()      # the copy from this buffer two uploads ago (long finished)
+        if m:
+            pi[:m].numpy()[:] = stage_i
+            pf[:m].numpy()[:] = stage_f
+        pc.numpy()[0] = m
+        nb = self.device.type == "cuda"
+        self.stage_i[:m].copy_(pi[:m], non_blocking=nb)
+        self.stage_f[:m].copy_(pf[:m], non_blocking=nb)
+        self.count.copy_(pc, non_blocking=nb)
+        if nb:
+            ev = torch.cuda.Event()
+            ev.record()
+            self._pin_events[self._pin_next] = ev
+        self._pin_next ^= 1
+
+    # ------------------------------------------------------------------ launches
+    def _launch_step(self, env0: int):
+        wp, w = self.wp, self._w
+        wp.launch(sk.apply_refills, dim=self.stage_i.shape[0],
+                  inputs=[self._st_s, w["stage_i"], w["stage_f"], w["count"]], device=self.wdev)
+        wp.launch(sk.step_kernel, dim=self.B,
+                  inputs=[self._nav_s, self._task_s, self._st_s, self._out_s, w["actions"], w["scratch"],
+                          env0, DEPTH], device=self.wdev)
+
+    def begin_all(self):
+        """Every env starts the episode at its ring's head (``reset``)."""
+        self._structs()
+        w = self._w
+        self.wp.launch(sk.apply_refills, dim=self.stage_i.shape[0],
+                       inputs=[self._st_s, w["stage_i"], w["stage_f"], w["count"]], device=self.wdev)
+        self.wp.launch(sk.begin_kernel, dim=self.N, inputs=[self._nav_s, self._st_s, self._out_s, 0, DEPTH],
+                       device=self.wdev)
+        self._snapshots.clear()
+
+    def step(self, g: int, actions: torch.Tensor):
+        """Launch group g's step with ``actions`` [B] (after ``upload``)."""
+        self._structs()
+        self.actions.copy_(actions)
+        env0 = g * self.B
+        if self.capture and self.device.type == "cuda":
+            self._replay_or_capture(g, env0)
+        else:
+            self._launch_step(env0)
+        self._snapshot()
+
+    def _replay_or_capture(self, g, env0):
+        wp = self.wp
+        graph = self._graphs.get(g)
+        if graph is not None:
+            wp.capture_launch(graph)
+            return
+        if self._warm < 2:          # kernels loaded and allocator warm before capturing
+            self._warm += 1
+            self._launch_step(env0)
+            return
+        try:
+            with wp.ScopedCapture(device=self.wdev) as cap:
+                self._launch_step(env0)
+            self._graphs[g] = cap.graph
+            self.capture_status = "captured"
+            wp.capture_launch(cap.graph)
+        except Exception as e:  # noqa: BLE001 - any capture failure falls back to plain launches
+            self.capture = False
+            self.capture_status = f"not captured: {type(e).__name__}: {e}"
+            self._launch_step(env0)
+
+    def _snapshot(self):
+        snap = self._free_snaps.pop() if self._free_snaps else torch.zeros(self.N, dtype=torch.int32)
+        nb = self.device.type == "cuda"
+        snap.copy_(self.head, non_blocking=nb)
+        ev = None
+        if nb:
+            ev = torch.cuda.Event()
+            ev.record()
+        self._snapshots.append((snap, ev))
+
+    def take_snapshot(self) -> np.ndarray | None:
+        """The head snapshot of the step ``LAG`` steps back, once that many were taken."""
+        if len(self._snapshots) < LAG:
+            return None
+        snap, ev = self._snapshots.popleft()
+        if ev is not None:
+            ev.synchronize()   # that step finished long ago; the next one is still queued
+        out = snap.numpy().astype(np.int64)
+        self._free_snaps.append(snap)
+        return out
+
+    def drain_snapshots(self) -> list:
+        """All snapshots not yet read (oldest first) - ``reset`` / ``close`` only."""
+        out = []
+        while self._snapshots:
+            snap, ev = self._snapshots.popleft()
+            if ev is not None:
+                ev.synchronize()
+            out.append(snap.numpy().astype(np.int64))
+            self._free_snaps.append(snap)
+        return out
+
+
+class LazyNames(list):
+    """A list of per-env strings resolved on first use (reads the step's outputs from the
+    device: a wait on CUDA). ``resolve(numbers, done)`` -> list of str."""
+
+    def __init__(self, resolve, *tensors):
+        super().__init__()
+        self._resolve, self._tensors, self._done = resolve, tensors, False
+
+    def _get(self):
+        if not self._done:
+            self._done = True
+            vals = self._resolve(*[t.cpu().numpy() for t in self._tensors])
+            super().extend(vals)
+        return self
+
+    def __len__(self):
+        return list.__len__(self._get())
+
+    def __getitem__(self, i):
+        return list.__getitem__(self._get(), i)
+
+    def __iter__(self):
+        return list.__iter__(self._get())
+
+    def __eq__(self, other):
+        return list.__eq__(self._get(), other)
+
+    def __repr__(self):
+        return list.__repr__(self._get())
+
+    def __contains__(self, x):
+        return list.__contains__(self._get(), x)
+
+    __hash__ = None
+
+
+class EpisodeRing:
+    """Host side of the episode queue: what each env has queued, started (as far as the host
+    knows), and the names of its episodes; builds the staging rows for ``FusedStep.upload``."""
+
+    def __init__(self, world, num_envs: int):
+        self.world = world
+        self.N = n = int(num_envs)
+        H = DEPTH + 1
+        self.filled = np.zeros(n, np.int64)      # episodes queued so far per env
+        self.known = np.zeros(n, np.int64)       # episodes started, as far as the host knows
+        self.key = np.full((H, n), -1, np.int64)  # resident id of episode m at m % H
+        self.row = np.full((H, n), -1, np.int64)
+        self.eid = np.empty((NAMES, n), object)   # episode id of episode m at m % NAMES
+        self.sname = np.empty((NAMES, n), object)  # its scene's name
+        self.ended = 0
+        self.waited = False
+
+    # -- releasing
+    def _release(self, envs: np.ndarray, numbers: np.ndarray):
+        if envs.size == 0:
+            return
+        h = numbers % (DEPTH + 1)
+        keys, rows = self.key[h, envs], self.row[h, envs]
+        for k, r in zip(keys.tolist(), rows.tolist()):
+            self.world.episodes.release(k, r)
+        self.world.release_scenes(keys)
+        self.key[h, envs] = -1
+
+    def learn(self, heads: np.ndarray):
+        """Heads from a snapshot: episodes before each env's newest started one have ended."""
+        adv = heads - self.known
+        envs = np.flatnonzero(adv > 0)
+        while envs.size:
+            ended = self.known[envs] - 1       # the episode that was running
+            live = ended >= 0
+            self._release(envs[live], ended[live])
+            self.ended += int(live.sum())
+            self.known[envs] += 1
+            envs = envs[self.known[envs] < heads[envs]]
+
+    def release_all(self):
+        """Drop every queued and running episode (``reset``)."""
+        for e in range(self.N):
+            lo = max(self.known[e] - 1, 0)
+            for m in range(lo, self.filled[e]):
+                h = m % (DEPTH + 1)
+                if self.key[h, e] >= 0:
+                    self._release(np.array([e]), np.array([m]))
+        self.filled[:] = 0
+        self.known[:] = 0
+
+    # -- queueing
+    def refill(self) -> tuple[np.ndarray, np.ndarray]:
+        """Queue episodes until every env has ``DEPTH`` beyond what it is known to have started;
+        -> staging rows (int [M, 4], float [M, 7])."""
+        si, sf = [], []
+        self.waited = False
+        while True:
+            envs = np.flatnonzero(self.filled < self.known + DEPTH)
+            if envs.size == 0:
+                break
+            keys, w1 = self.world.next_scenes(envs)
+            eps, w2 = self.world.episodes.take(keys)
+            self.waited |= bool(w1 or w2)
+            m = self.filled[envs]
+            h = m % (DEPTH + 1)
+            self.key[h, envs], self.row[h, envs] = keys, eps.rows
+            nm = m % NAMES
+            self.eid[nm, envs] = eps.episode_ids
+            self.sname[nm, envs] = [self.world.scene_name(k) for k in keys.tolist()]
+            si.append(np.stack([envs, m % DEPTH, keys, eps.rows], 1).astype(np.int32))
+            sf.append(np.concatenate([eps.start, eps.yaw[:, None], eps.goal], 1).astype(np.float32))
+            self.filled[envs] += 1
+        if not si:
+            return np.zeros((0, 4), np.int32), np.zeros((0, 7), np.float32)
+        return np.concatenate(si), np.concatenate(sf)
+
+    # -- names for info
+    def names_of(self, env0: int, numbers: np.ndarray, which: str, done: np.ndarray | None = None) -> list:
+        tab = self.eid if which == "episode" else self.sname
+        envs = env0 + np.arange(len(numbers))
+        out = [str(tab[int(m) % NAMES, e]) for e, m in zip(envs.tolist(), numbers.tolist())]
+        if done is not None:
+            out = [s if d else "" for s, d in zip(out, done.tolist())]
+        return out

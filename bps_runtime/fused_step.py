@@ -115,7 +115,6 @@ class FusedStep:
         step = float(self.task.forward_step)
         R = int(math.ceil((step / 2 + 1e-3) / cs)) + 2
         n = 2 * R + 1
-        self._task_s.snap_r = int(math.ceil(step / cs)) + 2
         if n * n > self.win:
             self.win = n * n
             self.scratch = torch.zeros(self.N, self.win, dtype=torch.int32, device=self.device)
@@ -128,10 +127,7 @@ class FusedStep:
         if key == self._structs_key:
             return
         wp, ft = self.wp, self.wp.from_torch
-        nav = sk.Nav()
-        nav.meta_i, nav.meta_f = ft(self.nav.meta_i), ft(self.nav.meta_f)
-        nav.ints, nav.f32 = ft(self.nav.ints.buf), ft(self.nav.f32.buf)
-        nav.f64, nav.fields = ft(self.nav.f64.buf), ft(self.nav.field_arena.buf)
+        nav = nav_struct(self.nav)
         st = sk.State()
         st.slot, st.pos, st.yaw = ft(self.slot), ft(self.pos, dtype=wp.vec3), ft(self.yaw)
         st.goal, st.row, st.d0 = ft(self.goal, dtype=wp.vec3), ft(self.row), ft(self.d0)
@@ -257,6 +253,63 @@ class FusedStep:
                 ev.synchronize()
             out.append(snap.numpy().astype(np.int64))
             self._free_snaps.append(snap)
+        return out
+
+
+def nav_struct(nav: NavBuffers):
+    """The ``step_kernels.Nav`` view of the buffers (zero-copy; rebuild when ``nav.version``
+    changes)."""
+    ft = sk.init_warp().from_torch
+    s = sk.Nav()
+    s.meta_i, s.meta_f = ft(nav.meta_i), ft(nav.meta_f)
+    s.ints, s.f32, s.f64, s.fields = ft(nav.ints.buf), ft(nav.f32.buf), ft(nav.f64.buf), ft(nav.field_arena.buf)
+    return s
+
+
+class NavQueries:
+    """Batched navigation queries over ``NavBuffers`` with the fused step's own code (the
+    ``try_step`` / ``geodesic`` Warp functions): for tests and tools, not for the step."""
+
+    def __init__(self, nav: NavBuffers):
+        self.nav = nav
+        self.wp = sk.init_warp()
+
+    def _task(self, n: int, max_len: float):
+        cs = min(self.nav.min_cell, 0.05) if math.isfinite(self.nav.min_cell) else 0.05
+        t = sk.Task()
+        R = int(math.ceil((max_len / 2 + 1e-3) / cs)) + 2
+        t.win = (2 * R + 1) ** 2
+        return t, torch.zeros(n, t.win, dtype=torch.int32, device=self.nav.device)
+
+    def try_step(self, keys: torch.Tensor, start: torch.Tensor, end: torch.Tensor) -> torch.Tensor:
+        """habitat's try_step with sliding for [N] agents in resident scenes ``keys``."""
+        dev = self.nav.device
+        keys = keys.to(dev, torch.int32).contiguous()
+        start = start.to(dev, torch.float32).contiguous()
+        end = end.to(dev, torch.float32).contiguous()
+        n = start.shape[0]
+        out = torch.empty_like(start)
+        if n == 0:
+            return out
+        max_len = float(torch.linalg.vector_norm((end - start)[:, [0, 2]], dim=1).max())
+        task, scratch = self._task(n, max_len)
+        ft, wp = self.wp.from_torch, self.wp
+        wp.launch(sk.try_step_query, dim=n, inputs=[nav_struct(self.nav), task, ft(scratch), ft(keys),
+                  ft(start, dtype=wp.vec3), ft(end, dtype=wp.vec3), ft(out, dtype=wp.vec3)],
+                  device=_wp_dev(dev))
+        return out
+
+    def geodesic(self, keys: torch.Tensor, rows: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        """Geodesic distance [N] from ``pos`` to the goal of field ``rows`` of scenes ``keys``."""
+        dev = self.nav.device
+        keys = keys.to(dev, torch.int32).contiguous()
+        rows = rows.to(dev, torch.int32).contiguous()
+        pos = pos.to(dev, torch.float32).contiguous()
+        out = torch.empty(pos.shape[0], dtype=torch.float32, device=dev)
+        if pos.shape[0]:
+            ft, wp = self.wp.from_torch, self.wp
+            wp.launch(sk.geodesic_query, dim=pos.shape[0], inputs=[nav_struct(self.nav), ft(keys), ft(rows),
+                      ft(pos, dtype=wp.vec3), ft(out)], device=_wp_dev(dev))
         return out
 
 

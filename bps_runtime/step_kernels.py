@@ -74,7 +74,6 @@ class Task:
     max_steps: int
     slack: float
     success_reward: float
-    snap_r: int                 # widened snap window (cells)
     win: int                    # scratch row length (n * n of the largest try_step window)
 
 
@@ -502,3 +501,24 @@ def apply_refills(st: State, stage_i: wp.array2d(dtype=wp.int32), stage_f: wp.ar
     st.r_pos[k, e] = wp.vec3(stage_f[t, 0], stage_f[t, 1], stage_f[t, 2])
     st.r_yaw[k, e] = stage_f[t, 3]
     st.r_goal[k, e] = wp.vec3(stage_f[t, 4], stage_f[t, 5], stage_f[t, 6])
+
+
+# ---------------------------------------------------------------------------------- batch queries
+@wp.kernel
+def try_step_query(nav: Nav, task: Task, scratch: wp.array2d(dtype=wp.int32), slots: wp.array(dtype=wp.int32),
+                   start: wp.array(dtype=wp.vec3), end: wp.array(dtype=wp.vec3), out: wp.array(dtype=wp.vec3)):
+    """``try_step`` for [N] agents in any resident scenes (tests, tools; not the step)."""
+    e = wp.tid()
+    p = start[e]
+    q = end[e]
+    r = try_step(nav, task, scratch, e, int(slots[e]), wp.vec3d(wp.float64(p[0]), wp.float64(p[1]), wp.float64(p[2])),
+                 wp.vec3d(wp.float64(q[0]), wp.float64(q[1]), wp.float64(q[2])))
+    out[e] = wp.vec3(wp.float32(r[0]), wp.float32(r[1]), wp.float32(r[2]))
+
+
+@wp.kernel
+def geodesic_query(nav: Nav, slots: wp.array(dtype=wp.int32), rows: wp.array(dtype=wp.int32),
+                   pos: wp.array(dtype=wp.vec3), out: wp.array(dtype=wp.float32)):
+    """The step's geodesic distance for [N] points (field ``rows`` of their scenes)."""
+    e = wp.tid()
+    out[e] = geodesic(nav, int(slots[e]), int(rows[e]), pos[e])

@@ -48,6 +48,14 @@ def _wp_dev(device: torch.device) -> str:
     return "cpu" if device.type == "cpu" else f"cuda:{device.index or 0}"
 
 
+def _wp_stream(device: torch.device):
+    """Warp's view of torch's current stream (kernels and torch copies stay in one order);
+    None on the CPU."""
+    if device.type != "cuda":
+        return None
+    return sk.init_warp().stream_from_torch(torch.cuda.current_stream(device))
+
+
 class FusedStep:
     """Device side: state tensors (shared with Warp), ring, outputs, launches (optionally a
     captured CUDA graph per group)."""
@@ -173,55 +181,57 @@ class FusedStep:
         self._pin_next ^= 1
 
     # ------------------------------------------------------------------ launches
-    def _launch_step(self, env0: int):
+    def _launch_step(self, env0: int, stream):
         wp, w = self.wp, self._w
         wp.launch(sk.apply_refills, dim=self.stage_i.shape[0],
-                  inputs=[self._st_s, w["stage_i"], w["stage_f"], w["count"]], device=self.wdev)
+                  inputs=[self._st_s, w["stage_i"], w["stage_f"], w["count"]], device=self.wdev, stream=stream)
         wp.launch(sk.step_kernel, dim=self.B,
                   inputs=[self._nav_s, self._task_s, self._st_s, self._out_s, w["actions"], w["scratch"],
-                          env0, DEPTH], device=self.wdev)
+                          env0, DEPTH], device=self.wdev, stream=stream)
 
     def begin_all(self):
         """Every env starts the episode at its ring's head (``reset``)."""
         self._structs()
-        w = self._w
+        w, stream = self._w, _wp_stream(self.device)
         self.wp.launch(sk.apply_refills, dim=self.stage_i.shape[0],
-                       inputs=[self._st_s, w["stage_i"], w["stage_f"], w["count"]], device=self.wdev)
+                       inputs=[self._st_s, w["stage_i"], w["stage_f"], w["count"]], device=self.wdev, stream=stream)
         self.wp.launch(sk.begin_kernel, dim=self.N, inputs=[self._nav_s, self._st_s, self._out_s, 0, DEPTH],
-                       device=self.wdev)
+                       device=self.wdev, stream=stream)
         self._snapshots.clear()
 
     def step(self, g: int, actions: torch.Tensor):
         """Launch group g's step with ``actions`` [B] (after ``upload``)."""
         self._structs()
         self.actions.copy_(actions)
-        env0 = g * self.B
+        env0, stream = g * self.B, _wp_stream(self.device)
         if self.capture and self.device.type == "cuda":
-            self._replay_or_capture(g, env0)
+            self._replay_or_capture(g, env0, stream)
         else:
-            self._launch_step(env0)
+            self._launch_step(env0, stream)
         self._snapshot()
 
-    def _replay_or_capture(self, g, env0):
+    def _replay_or_capture(self, g, env0, stream):
+        """Replay group g's captured graph; capture it after two warm-up steps (kernels
+        loaded); on any capture error fall back to plain launches for good."""
         wp = self.wp
-        graph = self._graphs.get(g)
+        graph = self._graphs.get((g, stream.cuda_stream if stream is not None else 0))
         if graph is not None:
-            wp.capture_launch(graph)
+            wp.capture_launch(graph, stream=stream)
             return
-        if self._warm < 2:          # kernels loaded and allocator warm before capturing
+        if self._warm < 2:
             self._warm += 1
-            self._launch_step(env0)
+            self._launch_step(env0, stream)
             return
         try:
-            with wp.ScopedCapture(device=self.wdev) as cap:
-                self._launch_step(env0)
-            self._graphs[g] = cap.graph
+            with wp.ScopedCapture(device=self.wdev, stream=stream) as cap:
+                self._launch_step(env0, stream)
+            self._graphs[(g, stream.cuda_stream if stream is not None else 0)] = cap.graph
             self.capture_status = "captured"
-            wp.capture_launch(cap.graph)
+            wp.capture_launch(cap.graph, stream=stream)
         except Exception as e:  # noqa: BLE001 - any capture failure falls back to plain launches
             self.capture = False
             self.capture_status = f"not captured: {type(e).__name__}: {e}"
-            self._launch_step(env0)
+            self._launch_step(env0, stream)
 
     def _snapshot(self):
         snap = self._free_snaps.pop() if self._free_snaps else torch.zeros(self.N, dtype=torch.int32)
@@ -296,7 +306,7 @@ class NavQueries:
         ft, wp = self.wp.from_torch, self.wp
         wp.launch(sk.try_step_query, dim=n, inputs=[nav_struct(self.nav), task, ft(scratch), ft(keys),
                   ft(start, dtype=wp.vec3), ft(end, dtype=wp.vec3), ft(out, dtype=wp.vec3)],
-                  device=_wp_dev(dev))
+                  device=_wp_dev(dev), stream=_wp_stream(dev))
         return out
 
     def geodesic(self, keys: torch.Tensor, rows: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
@@ -309,7 +319,7 @@ class NavQueries:
         if pos.shape[0]:
             ft, wp = self.wp.from_torch, self.wp
             wp.launch(sk.geodesic_query, dim=pos.shape[0], inputs=[nav_struct(self.nav), ft(keys), ft(rows),
-                      ft(pos, dtype=wp.vec3), ft(out)], device=_wp_dev(dev))
+                      ft(pos, dtype=wp.vec3), ft(out)], device=_wp_dev(dev), stream=_wp_stream(dev))
         return out
 
 

@@ -88,3 +88,20 @@ def episode(eid, scene, start, goal, yaw=0.0):
             "start_rotation": [0.0, float(np.sin(yaw / 2)), 0.0, float(np.cos(yaw / 2))],
             "goals": [{"position": list(map(float, goal)), "radius": 0.2}],
             "info": {"geodesic_distance": float(np.linalg.norm(np.subtract(goal, start)))}}
+
+
+def house_scene(name="house"):
+    """nav_scenes.house() (two rooms and a door, a table, a 0.15 m step, stairs up to a
+    mezzanine) as a renderable scene with its voxel-built navmesh."""
+    from bps_assets.nav import build_navmesh
+    from nav_scenes import house
+
+    v, t = house().arrays()
+    pos = v.astype(np.float32)
+    idx = t.astype(np.uint32)
+    shading = build_shading_data(SimpleNamespace(
+        positions=pos, indices=idx, uvs=None, colors=None, tri_material=np.zeros(len(idx), np.int32),
+        material_color=np.array([[0.7, 0.7, 0.7, 1]], np.float32),
+        material_texture=np.full(1, -1, np.int32), tex_levels=np.zeros((0, 6), np.int64),
+        tex_blocks=np.zeros(0, np.uint8)))
+    return (name, shading, pos, idx, build_navmesh((v, t)))

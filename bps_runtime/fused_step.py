@@ -94,10 +94,13 @@ class FusedStep:
         self._pinned = [(torch.zeros(cap, 4, dtype=torch.int32, pin_memory=pin),
                          torch.zeros(cap, 7, dtype=torch.float32, pin_memory=pin),
                          torch.zeros(1, dtype=torch.int32, pin_memory=pin)) for _ in range(2)]
+        # numpy views of the host buffers, made once (no tensor -> host call on the step path)
+        self._pinned_np = [tuple(t.numpy() for t in bufs) for bufs in self._pinned]
         self._pin_events = [None, None]
         self._pin_next = 0
         self._snapshots: deque = deque()    # (host tensor, event or None), oldest first
-        self._free_snaps = [torch.zeros(N, dtype=torch.int32, pin_memory=pin) for _ in range(LAG + 1)]
+        self._free_snaps = [(t, t.numpy()) for t in (torch.zeros(N, dtype=torch.int32, pin_memory=pin)
+                                                      for _ in range(LAG + 1))]
         self.scratch = None
         self.win = 0
         self._structs_key = None
@@ -163,13 +166,13 @@ class FusedStep:
         yaw, goal xyz)) for the next launch; a copy from pinned memory on CUDA, no wait."""
         m = int(stage_i.shape[0])
         pi, pf, pc = self._pinned[self._pin_next]
+        ni, nf, nc = self._pinned_np[self._pin_next]
         ev = self._pin_events[self._pin_next]
         if ev is not None:
             ev.synchronize()      # the copy from this buffer two uploads ago (long finished)
-        if m:
-            pi[:m].numpy()[:] = stage_i
-            pf[:m].numpy()[:] = stage_f
-        pc.numpy()[0] = m
+        ni[:m] = stage_i
+        nf[:m] = stage_f
+        nc[0] = m
         nb = self.device.type == "cuda"
         self.stage_i[:m].copy_(pi[:m], non_blocking=nb)
         self.stage_f[:m].copy_(pf[:m], non_blocking=nb)
@@ -234,9 +237,9 @@ class FusedStep:
             self._launch_step(env0, stream)
 
     def _snapshot(self):
-        snap = self._free_snaps.pop() if self._free_snaps else torch.zeros(self.N, dtype=torch.int32)
+        snap = self._free_snaps.pop()
         nb = self.device.type == "cuda"
-        snap.copy_(self.head, non_blocking=nb)
+        snap[0].copy_(self.head, non_blocking=nb)
         ev = None
         if nb:
             ev = torch.cuda.Event()
@@ -250,7 +253,7 @@ class FusedStep:
         snap, ev = self._snapshots.popleft()
         if ev is not None:
             ev.synchronize()   # that step finished long ago; the next one is still queued
-        out = snap.numpy().astype(np.int64)
+        out = snap[1].astype(np.int64)
         self._free_snaps.append(snap)
         return out
 
@@ -261,7 +264,7 @@ class FusedStep:
             snap, ev = self._snapshots.popleft()
             if ev is not None:
                 ev.synchronize()
-            out.append(snap.numpy().astype(np.int64))
+            out.append(snap[1].astype(np.int64))
             self._free_snaps.append(snap)
         return out
 

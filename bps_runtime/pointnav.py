@@ -251,7 +251,8 @@ class BatchPointNavEnv:
             raise ConfigError(None, f"actions: shape {tuple(actions.shape)}, expected ({b},) "
                                     f"(one action per environment of the batch)")
         if self.device.type == "cpu" or not self._checked_actions:  # a GPU check syncs: once
-            lo, hi = int(actions.min()), int(actions.max())
+            with step_profile.phase("input check"):
+                lo, hi = int(actions.min()), int(actions.max())
             if lo < 0 or hi >= NUM_ACTIONS:
                 raise ConfigError(None, f"actions: values must be in 0..{NUM_ACTIONS - 1} "
                                         f"{self.ACTIONS}, got {lo}..{hi}")

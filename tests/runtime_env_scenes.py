@@ -70,17 +70,19 @@ def corridor(name="corridor", length=6.0):
 
 
 def make_env(scenes, num_envs=4, batch_size=None, seed=0, resolution=(16, 16), sensors=("depth",),
-             episodes=None, goal_pool=8, normalize_depth=True):
+             episodes=None, goal_pool=8, normalize_depth=True, device="cpu", renderer="embree",
+             capture_graph=False):
     """BatchPointNavEnv over resident in-memory scenes. ``episodes``: None (sampled) or
     {scene name: [habitat episode dicts]} (dataset mode)."""
     worker = FieldWorker()
     mode = "sample" if episodes is None else "dataset"
     supply = EpisodeSupply(mode, seed, worker, episodes, options=SupplyOptions(goal_pool=goal_pool))
-    r = make_renderer("embree", RenderOptions(resolution=tuple(resolution), normalize_depth=normalize_depth))
-    w = World(StaticScenes(list(scenes)), r, device="cpu", num_envs=num_envs, seed=seed, supply=supply,
+    r = make_renderer(renderer, RenderOptions(resolution=tuple(resolution), normalize_depth=normalize_depth),
+                      device=device if renderer == "warp" else "cpu")
+    w = World(StaticScenes(list(scenes)), r, device=device, num_envs=num_envs, seed=seed, supply=supply,
               worker=worker, sensors=sensors)
-    return BatchPointNavEnv(w, num_envs=num_envs, batch_size=batch_size, resolution=resolution,
-                            sensors=sensors, seed=seed, normalize_depth=normalize_depth)
+    return BatchPointNavEnv(w, num_envs=num_envs, batch_size=batch_size, resolution=resolution, device=device,
+                            sensors=sensors, seed=seed, normalize_depth=normalize_depth, capture_graph=capture_graph)
 
 
 def episode(eid, scene, start, goal, yaw=0.0):

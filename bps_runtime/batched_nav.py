@@ -287,13 +287,27 @@ class GoalFields:
         return row
 
     def retain(self, row: int):
+        """One more reference to ``row``."""
         with self._lock:
             self.refs[row] += 1
 
-    def release(self, row: int):
+    def retain_many(self, rows) -> None:
+        """One more reference per entry of ``rows`` (repeats allowed)."""
         with self._lock:
-            self.refs[row] -= 1
-            if self.refs[row] <= 0:
+            np.add.at(self.refs, np.asarray(rows, np.int64), 1)
+
+    def release(self, row: int):
+        """One reference less; the row is free again at zero."""
+        self.release_many([row])
+
+    def release_many(self, rows) -> None:
+        """One reference less per entry of ``rows``; rows at zero are free again."""
+        r = np.asarray(rows, np.int64).reshape(-1)
+        if r.size == 0:
+            return
+        with self._lock:
+            np.subtract.at(self.refs, r, 1)
+            for row in np.unique(r[self.refs[r] <= 0]).tolist():
                 self.refs[row] = 0
                 self.host.pop(row, None)
                 self.goals.pop(row, None)

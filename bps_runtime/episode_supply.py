@@ -247,8 +247,7 @@ class EpisodeSupply:
         yaw = U[:, 1] * 2 * np.pi
         yaw = np.arctan2(np.sin(yaw), np.cos(yaw))
         rows = P["rows"][g]
-        for r in rows:
-            st.fields.retain(int(r))
+        st.fields.retain_many(rows)
         ids = [f"{st.name}:{st.count + j}" for j in range(k)]
         st.count += k
         return NewEpisodes(start.astype(np.float32), yaw.astype(np.float32), goal.astype(np.float32), rows, ids)
@@ -336,9 +335,16 @@ class EpisodeSupply:
         return out, self.waits > w0
 
     def release(self, key: int, row: int):
-        st = self.scenes.get(int(key))
-        if st is not None:
-            st.fields.release(int(row))
+        """An episode of scene ``key`` that used field ``row`` has ended."""
+        self.release_many(np.array([key]), np.array([row]))
+
+    def release_many(self, keys: np.ndarray, rows: np.ndarray):
+        """``release`` for many (scene key, row) pairs at once."""
+        keys, rows = np.asarray(keys, np.int64), np.asarray(rows, np.int64)
+        for key in np.unique(keys).tolist():
+            st = self.scenes.get(int(key))
+            if st is not None:
+                st.fields.release_many(rows[keys == key])
 
     def pending(self, key: int) -> bool:
         """Whether the scene's episode preparation is still running (not ready to switch to)."""

@@ -64,8 +64,9 @@ class BatchPointNavEnv:
         self._task = task
         self.seed_value = int(seed)
         self.world = world
+        threads = getattr(getattr(world.renderer, "options", None), "threads", 1)
         self.fused = FusedStep(world.nav, self.num_envs, self.batch_size, task, self.device,
-                               capture=capture_graph)
+                               capture=capture_graph, threads=threads)
         self.ring = EpisodeRing(world, self.num_envs)
         f = self.fused
         # per-agent state (device tensors shared with the kernels)
@@ -182,6 +183,7 @@ class BatchPointNavEnv:
             self._closed = True
             self._drain()
             self._sim.shutdown(wait=True)
+            self.fused.close()
             self.world.close()
 
     def __enter__(self):

@@ -249,32 +249,55 @@ def try_step(nav: Nav, task: Task, scratch: wp.array2d(dtype=wp.int32), e: int, 
     mz = (qs[2] + pe[2]) / wp.float64(2.0)
     r0 = cell_index(mz, oz, cs)
     c0 = cell_index(mx, ox, cs)
-    for t in range(n * n):
-        scratch[e, t] = wp.int32(S)
+    # only the rows / columns whose cells can touch the search circle take part (the others
+    # are never allowed, so the fill and the choice below are unchanged)
+    i0 = int(n)
+    i1 = int(-1)
+    for i in range(n):
+        z0 = oz + wp.float64(r0 - R + i) * cs
+        dz = wp.max(wp.max(z0 - mz, wp.float64(0.0)), mz - (z0 + cs))
+        if dz <= rad:
+            i0 = wp.min(i0, i)
+            i1 = wp.max(i1, i)
+    j0 = int(n)
+    j1 = int(-1)
+    for j in range(n):
+        x0 = ox + wp.float64(c0 - R + j) * cs
+        dx = wp.max(wp.max(x0 - mx, wp.float64(0.0)), mx - (x0 + cs))
+        if dx <= rad:
+            j0 = wp.min(j0, j)
+            j1 = wp.max(j1, j)
+    for i in range(n):
+        for j in range(n):
+            scratch[e, i * n + j] = wp.int32(S)
     lrc = nav.meta_i[slot, M_LRC]
     si = wp.clamp(int(nav.ints[lrc + wp.int64(3 * ss + 1)]) - r0 + R, 0, n - 1)
     sj = wp.clamp(int(nav.ints[lrc + wp.int64(3 * ss + 2)]) - c0 + R, 0, n - 1)
     scratch[e, si * n + sj] = wp.int32(ss)
+    i0 = wp.min(i0, si)
+    i1 = wp.max(i1, si)
+    j0 = wp.min(j0, sj)
+    j1 = wp.max(j1, sj)
     nbr = nav.meta_i[slot, M_NBR]
     for _p in range(n * n):
         changed = int(0)
         # k=0 (dcol +1): dst col j from col j-1, walked right to left
-        for i in range(n):
-            for jj in range(n - 1):
-                j = n - 2 - jj
+        for i in range(i0, i1 + 1):
+            for jj in range(j1 - j0):
+                j = j1 - 1 - jj
                 changed += fill_from(nav, scratch, e, n, S, nbr, 0, i, j, 0, 1, r0, c0, R, ox, oz, cs, mx, mz, rad)
         # k=1 (drow +1): bottom to top
-        for ii in range(n - 1):
-            i = n - 2 - ii
-            for j in range(n):
+        for ii in range(i1 - i0):
+            i = i1 - 1 - ii
+            for j in range(j0, j1 + 1):
                 changed += fill_from(nav, scratch, e, n, S, nbr, 1, i, j, 1, 0, r0, c0, R, ox, oz, cs, mx, mz, rad)
         # k=2 (dcol -1): left to right
-        for i in range(n):
-            for j in range(1, n):
+        for i in range(i0, i1 + 1):
+            for j in range(j0 + 1, j1 + 1):
                 changed += fill_from(nav, scratch, e, n, S, nbr, 2, i, j, 0, -1, r0, c0, R, ox, oz, cs, mx, mz, rad)
         # k=3 (drow -1): top to bottom
-        for i in range(1, n):
-            for j in range(n):
+        for i in range(i0 + 1, i1 + 1):
+            for j in range(j0, j1 + 1):
                 changed += fill_from(nav, scratch, e, n, S, nbr, 3, i, j, -1, 0, r0, c0, R, ox, oz, cs, mx, mz, rad)
         if changed == 0:
             break
@@ -286,8 +309,8 @@ def try_step(nav: Nav, task: Task, scratch: wp.array2d(dtype=wp.int32), e: int, 
     bs = ss
     bcx = wp.float64(0.0)
     bcz = wp.float64(0.0)
-    for i in range(n):
-        for j in range(n):
+    for i in range(i0, i1 + 1):
+        for j in range(j0, j1 + 1):
             s = int(scratch[e, i * n + j])
             if s < S:
                 cx = ox + (wp.float64(c0 - R + j) + wp.float64(0.5)) * cs
@@ -407,6 +430,7 @@ def begin_episode(nav: Nav, st: State, e: int, depth: int):
 
 @wp.kernel
 def begin_kernel(nav: Nav, st: State, out: Out, env0: int, depth: int):
+    """Every env of the range starts the episode at its ring's head (reset)."""
     e = env0 + wp.tid()
     begin_episode(nav, st, e, depth)
     observe(st, out, e)
@@ -414,10 +438,11 @@ def begin_kernel(nav: Nav, st: State, out: Out, env0: int, depth: int):
 
 @wp.kernel
 def step_kernel(nav: Nav, task: Task, st: State, out: Out, actions: wp.array(dtype=wp.int64),
-                scratch: wp.array2d(dtype=wp.int32), env0: int, depth: int):
+                scratch: wp.array2d(dtype=wp.int32), env0: int, act0: int, depth: int):
+    """One env per thread: envs env0.., actions act0.. of the group's action buffer."""
     t = wp.tid()
-    e = env0 + t
-    a = int(actions[t])
+    e = env0 + act0 + t
+    a = int(actions[act0 + t])
     slot = int(st.slot[e])
     p = st.pos[e]
     y = st.yaw[e]

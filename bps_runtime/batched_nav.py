@@ -97,6 +97,7 @@ class Arena:
         self._free = merged
 
     def alloc(self, n: int) -> int:
+        """Offset of ``n`` free elements (first fit; grows the buffer when nothing fits)."""
         n = max(int(n), 1)
         with self.lock:
             for blk in self._free:
@@ -112,6 +113,7 @@ class Arena:
             return self.alloc(n)
 
     def release(self, off: int, n: int):
+        """Give ``n`` elements at ``off`` back (refilled with the fill value)."""
         with self.lock:
             n = max(int(n), 1)
             self.buf[off:off + n] = self.fill
@@ -119,12 +121,14 @@ class Arena:
             self.used -= n
 
     def write(self, off: int, values) -> None:
+        """Copy ``values`` (flattened, converted to the arena's dtype) to ``off``."""
         v = torch.as_tensor(np.ascontiguousarray(values).reshape(-1)).to(self.dtype)
         with self.lock:
             self.buf[off:off + v.numel()].copy_(v)
 
     @property
     def nbytes(self) -> int:
+        """Bytes of device memory held."""
         return self.buf.numel() * self.buf.element_size()
 
 
@@ -172,6 +176,7 @@ class SceneNav:
 
     @property
     def nbytes(self) -> int:
+        """Bytes of device memory held."""
         return 4 * self._ints_n + 4 * self._f32_n + 8 * self._f64_n
 
     def free(self):
@@ -241,6 +246,7 @@ class GoalFields:
 
     @property
     def mesh(self) -> SceneNav:
+        """The scene's navigation (``SceneNav``)."""
         return self.scene
 
     @property
@@ -318,6 +324,7 @@ class GoalFields:
         return host_geodesic(self.scene, self.host[int(row)], points)
 
     def take_moved(self) -> list:
+        """Old regions of a table that moved, to free once re-published (step thread)."""
         with self._lock:
             out, self._moved = self._moved, []
         return out
@@ -334,6 +341,7 @@ class GoalFields:
 
     @property
     def nbytes(self) -> int:
+        """Bytes of device memory held."""
         return self.capacity * self.S * 4
 
 
@@ -363,6 +371,7 @@ class NavBuffers:
         self._sized = False
 
     def mark_dirty(self):
+        """A field table moved: ``refresh`` re-publishes before the next launch."""
         self._dirty.set()
 
     def size_for(self, scene: SceneNav, goal_rows: int):
@@ -379,6 +388,7 @@ class NavBuffers:
         self.field_arena.reserve(int(1.25 * n * goal_rows * max(scene.num_spans, 1)))
 
     def publish(self, rid: int, scene: SceneNav, fields: GoalFields):
+        """Make ``scene`` / ``fields`` the navigation of resident id ``rid`` (one meta row)."""
         rid = int(rid)
         if not 0 <= rid < self.capacity:
             raise NavError(None, f"resident id {rid} outside the navigation table's {self.capacity} slots")
@@ -395,6 +405,7 @@ class NavBuffers:
         self.meta_f[rid] = torch.as_tensor(scene.meta_f).to(self.device, non_blocking=True)
 
     def unpublish(self, rid: int):
+        """Resident id ``rid`` left: free its arenas and its field table."""
         scene = self.scenes.pop(int(rid), None)
         fields = self.fields.pop(int(rid), None)
         if fields is not None:
@@ -421,10 +432,12 @@ class NavBuffers:
 
     @property
     def version(self) -> tuple:
+        """Changes whenever an arena buffer was reallocated (captured graphs re-capture)."""
         return (self.ints.version, self.f32.version, self.f64.version, self.field_arena.version)
 
     @property
     def nbytes(self) -> int:
+        """Bytes of device memory held."""
         return self.ints.nbytes + self.f32.nbytes + self.f64.nbytes + self.field_arena.nbytes
 
 
@@ -439,12 +452,15 @@ class FieldWorker:
                                         initargs=(nice,))
 
     def submit(self, fields: GoalFields, goal) -> Future:
+        """Compute the field of ``goal`` into ``fields`` (Future of the row)."""
         return self._pool.submit(fields.add, goal)
 
     def run(self, fn, *args) -> Future:
+        """Run ``fn(*args)`` on the worker thread (Future)."""
         return self._pool.submit(fn, *args)
 
     def close(self):
+        """Stop the worker; queued work is cancelled."""
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 

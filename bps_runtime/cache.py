@@ -40,6 +40,7 @@ log = logging.getLogger("bps_runtime.cache")
 
 @dataclass(frozen=True)
 class CacheOptions:
+    """Scene cache settings (see the module docstring)."""
     slots: int = 4                          # K: scenes in use at once (each with <= 1 pending)
     budget_bytes: int | None = None         # ledger for all resident scenes; None: 2K scenes
     loader_threads: int = 2
@@ -147,6 +148,7 @@ class SceneCache:
 
     @property
     def resident_bytes(self) -> int:
+        """Bytes reserved by resident scenes and loads in flight."""
         with self._cv:
             return self._used
 
@@ -366,6 +368,7 @@ class SceneCache:
 
     @property
     def resident_ids(self) -> list[int]:
+        """Resident ids now in use (sorted)."""
         return sorted(self._scenes)
 
     def take_report(self) -> CacheReport:
@@ -378,6 +381,7 @@ class SceneCache:
         return r
 
     def close(self) -> None:
+        """Stop the loads and detach every resident scene from the renderer."""
         with self._cv:
             self._closed = True
             self._cv.notify_all()

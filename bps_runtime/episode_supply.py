@@ -35,6 +35,7 @@ from .task import quat_to_yaw
 
 @dataclass(frozen=True)
 class SupplyOptions:
+    """Episode supply settings: goal pool / lookahead sizes and habitat's generator limits."""
     goal_pool: int = 32              # sampled mode: goals (distance fields) per resident scene
     lookahead: int = 32              # dataset mode: episodes prepared ahead per scene
     memo_episodes: int = 256         # dataset mode: prepared episodes kept per resident scene
@@ -52,6 +53,7 @@ DEFAULTS = SupplyOptions()
 
 @dataclass
 class NewEpisodes:
+    """New episodes for a list of envs: start, yaw, goal, goal-field rows, ids."""
     start: np.ndarray            # [n,3] float32
     yaw: np.ndarray              # [n] float32
     goal: np.ndarray             # [n,3] float32
@@ -162,6 +164,7 @@ class EpisodeSupply:
         self.scenes[key] = st
 
     def scene_left(self, key: int):
+        """Scene ``key`` is no longer resident: cancel its pending preparation."""
         st = self.scenes.pop(key, None)
         if st is not None:
             for f in st.pool + list(st.ahead.values()):

@@ -118,6 +118,7 @@ class FusedStep:
         self._pool = ThreadPoolExecutor(self.threads - 1, thread_name_prefix="bps-step") if self.threads > 1 else None
 
     def close(self):
+        """Stop the CPU launch threads."""
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
@@ -462,6 +463,7 @@ class EpisodeRing:
 
     # -- names for info
     def names_of(self, env0: int, numbers: np.ndarray, which: str, done: np.ndarray | None = None) -> list:
+        """Episode ids (which='episode') or scene names of episode ``numbers`` of envs env0.. ('' where not ``done``)."""
         tab = self.eid if which == "episode" else self.sname
         envs = env0 + np.arange(len(numbers))
         out = [str(tab[int(m) % NAMES, e]) for e, m in zip(envs.tolist(), numbers.tolist())]

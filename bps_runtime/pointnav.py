@@ -110,19 +110,23 @@ class BatchPointNavEnv:
     # ------------------------------------------------------------------ spaces (no allocation)
     @property
     def single_observation_space(self):
+        """Observation space of one env (gymnasium Dict)."""
         return sp.single_observation_space(self.sensors, self.resolution, self.normalize_depth)
 
     @property
     def single_action_space(self):
+        """Action space of one env (Discrete(4))."""
         return sp.single_action_space()
 
     @property
     def observation_space(self):
+        """Observation space of one batch of ``batch_size`` envs."""
         return sp.batched_observation_space(self.batch_size, self.sensors, self.resolution,
                                             self.normalize_depth)
 
     @property
     def action_space(self):
+        """Action space of one batch of ``batch_size`` envs."""
         return sp.batched_action_space(self.batch_size)
 
     # ------------------------------------------------------------------ front door
@@ -179,6 +183,7 @@ class BatchPointNavEnv:
         return self.recv()
 
     def close(self):
+        """Finish what is in flight, stop the threads, release the scenes."""
         if not self._closed:
             self._closed = True
             self._drain()
@@ -367,6 +372,7 @@ def _empty_episode(n, dev):
 
 
 def check_batching(num_envs, batch_size) -> tuple[int, int]:
+    """(num_envs, batch_size) checked: positive ints, batch_size divides num_envs."""
     try:
         n = int(num_envs)
     except (TypeError, ValueError):

@@ -43,6 +43,7 @@ class WorldOptions:
     @classmethod
     def build(cls, cache=None, renderer="embree", sensors=("depth",), resolution=(64, 64),
               normalize_depth=True, goal_pool=None):
+        """``WorldOptions`` from ``make()``'s arguments (checked)."""
         supply = SUPPLY_DEFAULTS if goal_pool is None else replace(SUPPLY_DEFAULTS, goal_pool=int(goal_pool))
         if goal_pool is not None and int(goal_pool) < 1:
             raise ConfigError(None, f"goal_pool={goal_pool!r}: must be >= 1")
@@ -96,20 +97,24 @@ class World:
             self._prepared[id(navmesh)] = (navmesh, scene, st)
 
     def register_scene(self, key: int, navmesh):
+        """Publish the scene prepared for ``navmesh`` under resident id ``key``."""
         with self._lock:
             _, scene, st = self._prepared.pop(id(navmesh))
         self.episodes.register(key, st)
         self.nav.publish(key, scene, st.fields)
 
     def scene_evicted(self, key: int):
+        """Resident id ``key`` left: drop its episodes and navigation."""
         self.episodes.scene_left(key)
         self.nav.unpublish(key)
 
     def scene_ready(self, key: int) -> bool:
+        """Whether ``key`` is published and its first episodes are prepared."""
         return key in self.nav.scenes and not self.episodes.pending(key)
 
     # ---- what the env calls (simulator thread, between steps)
     def start(self, seed: int):
+        """The run's seed."""
         self.seed = seed
 
     def next_scenes(self, env_ids: np.ndarray) -> tuple[np.ndarray, bool]:
@@ -123,11 +128,13 @@ class World:
         self.scenes.release_scenes(np.asarray(keys, np.int64))
 
     def after_step(self, group: int):
+        """Per-step hook of the scene manager (scheduled swaps) after group ``group``'s step."""
         hook = getattr(self.scenes, "after_step", None)
         if hook is not None:
             hook(group)
 
     def scene_name(self, key: int) -> str:
+        """Scene id of resident id ``key``."""
         return self.scenes.name(int(key))
 
     def render(self, keys: torch.Tensor, pos: torch.Tensor, rot: torch.Tensor, sensors):
@@ -138,6 +145,7 @@ class World:
         return out
 
     def close(self):
+        """Stop the field worker, the scene manager and the renderer."""
         self.worker.close()
         self.scenes.close()
         close = getattr(self.renderer, "close", None)
@@ -158,9 +166,11 @@ class StaticScenes:
         self.names = [s[0] for s in scenes]
 
     def bind(self, world: World):
+        """Load the scenes (renderer + navigation) for ``world``."""
         from concurrent.futures import ThreadPoolExecutor
 
         def load(key):
+            """Renderer + navigation of static scene ``key``."""
             name, shading, positions, indices, navmesh = self._scenes[key]
             accel = world.renderer.prepare(shading, positions, indices)
             world.renderer.attach(key, shading, accel)
@@ -171,21 +181,27 @@ class StaticScenes:
                 f.result()
 
     def capacity(self, num_envs: int) -> int:
+        """Resident ids this manager can hand out."""
         return len(self._scenes)
 
     def next_scenes(self, env_ids):
+        """(resident ids of one more queued episode per env, waited for a load)."""
         return np.asarray(env_ids) % len(self._scenes), False
 
     def release_scenes(self, keys):
+        """Queued or running episodes in these resident ids ended."""
         pass
 
     def name(self, key):
+        """Scene id of resident id ``key``."""
         return self.names[key]
 
     def resident_names(self):
+        """Scene ids now resident."""
         return list(self.names)
 
     def close(self):
+        """Stop the field worker, the scene manager and the renderer."""
         pass
 
 
@@ -229,6 +245,7 @@ def resolve_episodes(manifest, split, names: list[str], episodes):
 
 def build_world(manifest_path, split, *, device, num_envs: int, seed: int, episodes, options: WorldOptions,
                 scene_shard=None) -> World:
+    """``World`` over a manifest's scenes: cache, renderer, episode supply."""
     from bps_assets.pipeline.manifest import load_manifest
 
     from .render import RenderOptions, make_renderer
@@ -331,6 +348,7 @@ class CachedScenes:
         return nm
 
     def bind(self, world):
+        """Load the scenes (renderer + navigation) for ``world``."""
         from .cache import SceneCache
 
         self.world = world
@@ -356,6 +374,7 @@ class CachedScenes:
                 self._registered[rid] = nm
 
     def next_scenes(self, env_ids):
+        """(resident ids of one more queued episode per env, waited for a load)."""
         keys = self.cache.assign_next(np.asarray(env_ids))
         rep = self.cache.take_report()
         self._sync()
@@ -364,10 +383,12 @@ class CachedScenes:
         return keys, waited
 
     def release_scenes(self, keys):
+        """Queued or running episodes in these resident ids ended."""
         self.cache.release_scenes(keys)
         self._sync()
 
     def after_step(self, group: int):
+        """Per-step hook of the scene manager (scheduled swaps) after group ``group``'s step."""
         if group != 0 or not self.swap_every:
             return
         self.steps += 1
@@ -387,17 +408,22 @@ class CachedScenes:
         self.swaps_requested += 1
 
     def name(self, key):
+        """Scene id of resident id ``key``."""
         return self.cache.scene(int(key)).scene_id
 
     def resident_names(self):
+        """Scene ids now resident."""
         return [self.cache.scene(r).scene_id for r in self.cache.resident_ids]
 
     def swap_count(self):
+        """Swaps requested so far."""
         return self.swaps_requested
 
     def loading(self) -> bool:
+        """Whether a scene load is in flight."""
         return self.cache.loading
 
     def close(self):
+        """Stop the field worker, the scene manager and the renderer."""
         if self.cache is not None:
             self.cache.close()

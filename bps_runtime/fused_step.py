@@ -125,15 +125,21 @@ class FusedStep:
 
     # ------------------------------------------------------------------ structs
     def _build_task(self):
+        self._window_key = None
         t, s = self.task, sk.Task()
         s.forward_step, s.turn = float(t.forward_step), math.radians(t.turn_degrees)
         s.success_distance, s.max_steps = float(t.success_distance), int(t.max_episode_steps)
         s.slack, s.success_reward = float(t.slack_reward), float(t.success_reward)
+        s.win = self.win if hasattr(self, "win") else 0
         self._task_s = s
 
     def _window(self):
         """Scratch size for the largest try_step window of the resident scenes (grown between
         steps only)."""
+        key = (self.nav.min_cell, self.task.forward_step)
+        if key == getattr(self, "_window_key", None):
+            return
+        self._window_key = key
         cs = self.nav.min_cell if math.isfinite(self.nav.min_cell) else 0.05
         step = float(self.task.forward_step)
         R = int(math.ceil((step / 2 + 1e-3) / cs)) + 2

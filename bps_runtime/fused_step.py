@@ -228,7 +228,8 @@ class FusedStep:
                        inputs=[self._st_s, w["stage_i"], w["stage_f"], w["count"]], device=self.wdev, stream=stream)
         self.wp.launch(sk.begin_kernel, dim=self.N, inputs=[self._nav_s, self._st_s, self._out_s, 0, DEPTH],
                        device=self.wdev, stream=stream)
-        self._snapshots.clear()
+        while self._snapshots:         # older snapshots say nothing about the new episodes
+            self._free_snaps.append(self._snapshots.popleft()[0])
 
     def step(self, g: int, actions: torch.Tensor):
         """Launch group g's step with ``actions`` [B] (after ``upload``)."""

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -355,38 +356,34 @@ class NavQueries:
         return out
 
 
-class LazyNames(list):
-    """A list of per-env strings resolved on first use (reads the step's outputs from the
-    device: a wait on CUDA). ``resolve(numbers, done)`` -> list of str."""
+class LazyNames(Sequence):
+    """A read-only sequence of per-env strings resolved on first use (reads the step's outputs
+    from the device: a wait on CUDA). ``resolve(*host arrays)`` -> list of str. Not a list
+    subclass on purpose: C code that reads a list's storage directly (``str.join``,
+    ``np.asarray``) would see it empty."""
 
     def __init__(self, resolve, *tensors):
-        super().__init__()
-        self._resolve, self._tensors, self._done = resolve, tensors, False
+        self._resolve, self._tensors, self._vals = resolve, tensors, None
 
-    def _get(self):
-        if not self._done:
-            self._done = True
-            vals = self._resolve(*[t.cpu().numpy() for t in self._tensors])
-            super().extend(vals)
-        return self
+    def _get(self) -> list:
+        if self._vals is None:
+            self._vals = list(self._resolve(*[t.cpu().numpy() for t in self._tensors]))
+        return self._vals
 
     def __len__(self):
-        return list.__len__(self._get())
+        return len(self._get())
 
     def __getitem__(self, i):
-        return list.__getitem__(self._get(), i)
+        return self._get()[i]
 
     def __iter__(self):
-        return list.__iter__(self._get())
+        return iter(self._get())
 
     def __eq__(self, other):
-        return list.__eq__(self._get(), other)
+        return self._get() == (list(other) if isinstance(other, (Sequence, np.ndarray)) else other)
 
     def __repr__(self):
-        return list.__repr__(self._get())
-
-    def __contains__(self, x):
-        return list.__contains__(self._get(), x)
+        return repr(self._get())
 
     __hash__ = None
 

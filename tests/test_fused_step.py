@@ -213,3 +213,19 @@ def test_fused_step_with_scene_swaps_matches_reference(manifest):
     env.close()
     print(ck.counts, ck.max_err)
     assert ck.counts["swaps"] >= 8 and ck.counts["resets"] > 50
+
+
+def test_lazy_info_names_read_once_and_behave_like_lists():
+    from bps_runtime.fused_step import LazyNames
+
+    calls = []
+
+    def resolve(m):
+        calls.append(1)
+        return [f"ep{v}" for v in m.tolist()]
+
+    x = LazyNames(resolve, torch.tensor([3, 1, 2]))
+    assert not calls                                   # nothing read until looked at
+    assert list(x) == ["ep3", "ep1", "ep2"] and ",".join(x) == "ep3,ep1,ep2"
+    assert np.asarray(x).tolist() == ["ep3", "ep1", "ep2"] and x == ["ep3", "ep1", "ep2"]
+    assert "ep1" in x and x[1:] == ["ep1", "ep2"] and len(x) == 3 and len(calls) == 1

@@ -56,7 +56,7 @@ def _check_device(device, renderer):
 def make(dataset, split: str | None = "train", num_envs: int = 16, batch_size: int | None = None,
          device="cpu", sensors=("depth",), resolution=(64, 64), cache=None, seed: int = 0,
          renderer: str = "embree", episodes=None, normalize_depth: bool = True,
-         task: TaskOptions = TASK_DEFAULTS, goal_pool: int | None = None,
+         task: TaskOptions = TASK_DEFAULTS, goal_pool: int | None = None, capture_graph: bool = False,
          scene_shard: tuple[int, int] | None = None, threads: int | None = None) -> BatchPointNavEnv:
     """Build a batched PointNav environment over a preprocessed dataset.
 
@@ -80,6 +80,8 @@ def make(dataset, split: str | None = "train", num_envs: int = 16, batch_size: i
       starting at ``rank`` (disjoint scenes per process in multi-process training).
     - ``threads``: CPU threads the renderer and the step share (None: every core this process
       may use, ``os.sched_getaffinity``); ``env.world.threads`` says how many it got.
+    - ``capture_graph``: on CUDA, replay the step's launches as a CUDA graph (falls back to
+      plain launches where capture fails; ``env.capture_status`` says which).
 
     Returns a ``BatchPointNavEnv``: ``reset()``, ``step(actions)``, ``send``/``recv``,
     ``observation_space``/``action_space``, ``close()``.
@@ -111,4 +113,5 @@ def make(dataset, split: str | None = "train", num_envs: int = 16, batch_size: i
     world = build_world(path, split, device=dev, num_envs=n, seed=seed, episodes=episodes, options=wopts,
                         scene_shard=scene_shard)
     return BatchPointNavEnv(world, num_envs=n, batch_size=b, device=dev, sensors=sensors,
-                            resolution=resolution, normalize_depth=normalize_depth, task=task, seed=seed)
+                            resolution=resolution, normalize_depth=normalize_depth, task=task, seed=seed,
+                            capture_graph=capture_graph)

@@ -40,6 +40,7 @@ log = logging.getLogger("bps_runtime.cache")
 
 @dataclass(frozen=True)
 class CacheOptions:
+    """Scene cache settings (see the module docstring)."""
     slots: int = 4                          # K: scenes in use at once (each with <= 1 pending)
     budget_bytes: int | None = None         # ledger for all resident scenes; None: 2K scenes
     loader_threads: int = 2
@@ -147,6 +148,7 @@ class SceneCache:
 
     @property
     def resident_bytes(self) -> int:
+        """Bytes reserved by resident scenes and loads in flight."""
         with self._cv:
             return self._used
 
@@ -273,13 +275,7 @@ class SceneCache:
             for rid in np.unique(old).tolist():
                 self._maybe_evict(rid)
 
-    def scene_for_next_episode(self, env_ids) -> np.ndarray:
-        """Environments ``env_ids`` are at an episode boundary: release their current scene and
-        return the resident id (int64 [len(env_ids)]) each one's next episode runs in. Blocks
-        (and reports ``waited``) only if a slot has no loaded scene at all."""
-        envs = _as_env_ids(env_ids, self.num_envs)
-        self.poll()
-        self._release_envs(envs)
+    def _pick(self, envs: np.ndarray) -> np.ndarray:
         out = np.empty(envs.shape[0], np.int64)
         slots = self.env_slot[envs]
         for k in np.unique(slots).tolist():
@@ -290,9 +286,42 @@ class SceneCache:
                 self._wait_for_active(slot)
             out[sel] = slot.active
             slot.episodes += int(sel.sum())
-        self.env_scene[envs] = out
         np.add.at(self._refs, out, 1)
         return out
+
+    def scene_for_next_episode(self, env_ids) -> np.ndarray:
+        """Environments ``env_ids`` are at an episode boundary: release their current scene and
+        return the resident id (int64 [len(env_ids)]) each one's next episode runs in. Blocks
+        (and reports ``waited``) only if a slot has no loaded scene at all."""
+        envs = _as_env_ids(env_ids, self.num_envs)
+        self.poll()
+        self._release_envs(envs)
+        out = self._pick(envs)
+        self.env_scene[envs] = out
+        return out
+
+    def assign_next(self, env_ids) -> np.ndarray:
+        """For a runtime that queues episodes ahead: the resident id of one more *upcoming*
+        episode per env (its slot's active scene, after a due swap), holding one reference per
+        entry until ``release_scenes`` gives it back (when that episode has ended). Nothing is
+        released here, so an env may hold its current scene and queued ones at once."""
+        envs = _as_env_ids(env_ids, self.num_envs)
+        self.poll()
+        return self._pick(envs)
+
+    def release_scenes(self, rids) -> None:
+        """Give back references taken by ``assign_next``; unused scenes leave."""
+        r = np.asarray(rids, np.int64).reshape(-1)
+        if r.size == 0:
+            return
+        if r.min() < 0 or r.max() >= self.capacity:
+            raise ConfigError(None, f"resident ids must be in [0, {self.capacity}), got {int(r.min())}..{int(r.max())}")
+        np.subtract.at(self._refs, r, 1)
+        if (self._refs < 0).any():
+            np.maximum(self._refs, 0, out=self._refs)
+            raise ConfigError(None, "release_scenes: more releases than references taken")
+        for rid in np.unique(r).tolist():
+            self._maybe_evict(rid)
 
     def release(self, env_ids) -> None:
         """Environments stop using their scene without starting a new episode (e.g. closing)."""
@@ -339,6 +368,7 @@ class SceneCache:
 
     @property
     def resident_ids(self) -> list[int]:
+        """Resident ids now in use (sorted)."""
         return sorted(self._scenes)
 
     def take_report(self) -> CacheReport:
@@ -351,6 +381,7 @@ class SceneCache:
         return r
 
     def close(self) -> None:
+        """Stop the loads and detach every resident scene from the renderer."""
         with self._cv:
             self._closed = True
             self._cv.notify_all()

@@ -29,12 +29,13 @@ import torch
 from bps_assets.errors import ConfigError, NavError
 from bps_assets.nav.episodes import DEFAULTS as _GEN
 
-from .nav import DeviceNavMesh, FieldWorker, GoalFields
+from .batched_nav import FieldWorker, GoalFields, SceneNav
 from .task import quat_to_yaw
 
 
 @dataclass(frozen=True)
 class SupplyOptions:
+    """Episode supply settings: goal pool / lookahead sizes and habitat's generator limits."""
     goal_pool: int = 32              # sampled mode: goals (distance fields) per resident scene
     lookahead: int = 32              # dataset mode: episodes prepared ahead per scene
     memo_episodes: int = 256         # dataset mode: prepared episodes kept per resident scene
@@ -52,6 +53,7 @@ DEFAULTS = SupplyOptions()
 
 @dataclass
 class NewEpisodes:
+    """New episodes for a list of envs: start, yaw, goal, goal-field rows, ids."""
     start: np.ndarray            # [n,3] float32
     yaw: np.ndarray              # [n] float32
     goal: np.ndarray             # [n,3] float32
@@ -96,7 +98,9 @@ def _seed_for(seed: int, name: str, visit: int) -> np.random.Generator:
 
 
 class _SceneState:
-    def __init__(self, key, name, mesh: DeviceNavMesh, fields: GoalFields, rng):
+    """One resident scene's episode source: its navigation, fields, random stream, pool/order."""
+
+    def __init__(self, key, name, mesh: SceneNav, fields: GoalFields, rng):
         self.key, self.name, self.mesh, self.fields, self.rng = key, name, mesh, fields, rng
         self.key_seed = int(rng.integers(2**63))
         self.pool: list = []           # sampled: Futures of (row, candidate spans)
@@ -109,6 +113,8 @@ class _SceneState:
 
 
 class EpisodeSupply:
+    """Episodes for the env, per resident scene, prepared ahead (see the module docstring)."""
+
     def __init__(self, mode: str, seed: int, worker: FieldWorker, episodes_by_scene: dict | None = None,
                  options: SupplyOptions = DEFAULTS):
         if mode not in ("sample", "dataset"):
@@ -120,13 +126,13 @@ class EpisodeSupply:
         self.waits = 0
 
     # ------------------------------------------------------------------ scene arrival / leave
-    def scene_arrived(self, key: int, name: str, mesh: DeviceNavMesh, inline: bool = True) -> GoalFields:
+    def scene_arrived(self, key: int, name: str, mesh: SceneNav, inline: bool = True) -> GoalFields:
         """``prepare`` + ``register``."""
         st = self.prepare(name, mesh, inline)
         self.register(key, st)
         return st.fields
 
-    def prepare(self, name: str, mesh: DeviceNavMesh, inline: bool = True) -> "_SceneState":
+    def prepare(self, name: str, mesh: SceneNav, inline: bool = True) -> "_SceneState":
         """Prepare a scene's first episodes: the goal pool (sampled) or the first ``lookahead``
         episodes (dataset). ``inline``: compute them in the calling thread (the scene cache's
         loader thread, so the scene is ready when its load is) instead of the field worker.
@@ -158,6 +164,7 @@ class EpisodeSupply:
         self.scenes[key] = st
 
     def scene_left(self, key: int):
+        """Scene ``key`` is no longer resident: cancel its pending preparation."""
         st = self.scenes.pop(key, None)
         if st is not None:
             for f in st.pool + list(st.ahead.values()):
@@ -243,8 +250,7 @@ class EpisodeSupply:
         yaw = U[:, 1] * 2 * np.pi
         yaw = np.arctan2(np.sin(yaw), np.cos(yaw))
         rows = P["rows"][g]
-        for r in rows:
-            st.fields.retain(int(r))
+        st.fields.retain_many(rows)
         ids = [f"{st.name}:{st.count + j}" for j in range(k)]
         st.count += k
         return NewEpisodes(start.astype(np.float32), yaw.astype(np.float32), goal.astype(np.float32), rows, ids)
@@ -332,9 +338,16 @@ class EpisodeSupply:
         return out, self.waits > w0
 
     def release(self, key: int, row: int):
-        st = self.scenes.get(int(key))
-        if st is not None:
-            st.fields.release(int(row))
+        """An episode of scene ``key`` that used field ``row`` has ended."""
+        self.release_many(np.array([key]), np.array([row]))
+
+    def release_many(self, keys: np.ndarray, rows: np.ndarray):
+        """``release`` for many (scene key, row) pairs at once."""
+        keys, rows = np.asarray(keys, np.int64), np.asarray(rows, np.int64)
+        for key in np.unique(keys).tolist():
+            st = self.scenes.get(int(key))
+            if st is not None:
+                st.fields.release_many(rows[keys == key])
 
     def pending(self, key: int) -> bool:
         """Whether the scene's episode preparation is still running (not ready to switch to)."""

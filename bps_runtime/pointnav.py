@@ -1,19 +1,27 @@
 """BatchPointNavEnv: habitat-lab's PointNav task for N agents as one batch of torch tensors.
 
-One environment = one agent in one resident scene. ``step`` on a group of agents:
-actions -> turns, batched ``try_step`` with sliding for MOVE_FORWARD (bps_runtime.nav) ->
-geodesic distance to the goal from the episode's distance field -> reward / success / SPL ->
-automatic reset of finished agents (same step, habitat-baselines' behaviour: the observation
-returned with ``done`` is the first one of the next episode) -> batch render -> pointgoal.
+One environment = one agent in one resident scene. A step of a group of agents is the fused
+step (``bps_runtime.fused_step`` / ``step_kernels``): actions -> turns, try_step with sliding
+for MOVE_FORWARD -> geodesic distance to the goal from the episode's distance field -> reward /
+success / SPL / truncation -> automatic reset of finished agents from their queued next
+episode (same step, habitat-baselines' behaviour: the observation returned with ``done`` is
+the first one of the next episode) -> pointgoal -> batch render. Two Warp launches and a
+fixed handful of torch ops, whatever the number of envs or resident scenes; nothing in it waits
+for the device.
 
-Scenes come from the scene cache (bps_runtime.cache): an agent may change scene only at an
-episode boundary, when the cache has one ready for it. Episodes come from an
-``EpisodeSupply`` (bps_runtime.episodes), which prepares each episode's distance field in a
-background thread. Task math (actions, pointgoal convention, SPL, reward): bps_runtime.task.
+Between steps the host (this thread) reads the ``head`` snapshot of two steps back and keeps
+every env's queue of upcoming episodes filled (``EpisodeRing``): scenes come from the scene
+cache (bps_runtime.cache; an agent changes scene only at an episode boundary, because its queued
+episode names the scene), episodes from an ``EpisodeSupply`` (distance fields prepared in a
+background thread). Task math (actions, pointgoal convention, SPL, reward): bps_runtime.task.
 
 Double buffering (the paper's): agents are split into ``num_envs // batch_size`` fixed
 groups; ``send(actions)`` hands one group's actions to the simulator thread and returns at
 once, ``recv()`` returns the oldest group sent. ``step == send + recv``.
+
+Info: tensors are the group's output buffers (valid until its next ``send``); ``scene_id`` and
+``episode["episode_id" / "scene_id"]`` are ``LazyNames`` lists, resolved when first read (a
+device-to-host read on CUDA: read them only when needed, within 64 episodes).
 """
 from __future__ import annotations
 
@@ -27,8 +35,9 @@ import torch
 from bps_assets.errors import ConfigError
 
 from . import spaces as sp
-from .task import (DEFAULTS as TASK_DEFAULTS, MOVE_FORWARD, NUM_ACTIONS, STOP, TaskOptions,
-                   apply_turns, forward_vector, pointgoal_polar, reward_and_success, spl, yaw_to_quat)
+from . import step_profile
+from .fused_step import EpisodeRing, FusedStep, LazyNames
+from .task import DEFAULTS as TASK_DEFAULTS, NUM_ACTIONS, TaskOptions
 
 _INT_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
 
@@ -43,7 +52,7 @@ class BatchPointNavEnv:
 
     def __init__(self, world, *, num_envs: int, batch_size: int | None = None, device="cpu",
                  sensors=("depth",), resolution=(64, 64), normalize_depth: bool = True,
-                 task: TaskOptions = TASK_DEFAULTS, seed: int = 0):
+                 task: TaskOptions = TASK_DEFAULTS, seed: int = 0, capture_graph: bool = False):
         self.num_envs, self.batch_size = check_batching(num_envs, batch_size)
         self.num_groups = self.num_envs // self.batch_size
         self.device = torch.device(device)
@@ -52,23 +61,19 @@ class BatchPointNavEnv:
         self.sensors = sp.check_sensors(sensors)
         self.resolution = sp.check_resolution(resolution)
         self.normalize_depth = bool(normalize_depth)
-        self.task = task
+        self._task = task
         self.seed_value = int(seed)
         self.world = world
-        n, dev = self.num_envs, self.device
-        # per-agent state (device tensors)
-        self.scene = torch.zeros(n, dtype=torch.long, device=dev)
-        self.pos = torch.zeros(n, 3, device=dev)
-        self.yaw = torch.zeros(n, device=dev)
-        self.goal = torch.zeros(n, 3, device=dev)
-        self.d0 = torch.zeros(n, device=dev)
-        self.d_prev = torch.zeros(n, device=dev)
-        self.path_len = torch.zeros(n, device=dev)
-        self.ep_return = torch.zeros(n, device=dev)
-        self.steps = torch.zeros(n, dtype=torch.int32, device=dev)
-        self.row = torch.zeros(n, dtype=torch.long, device=dev)      # goal-field row of the episode
-        self.active = np.zeros(n, bool)                               # holds a field row
-        self.episode_ids: list[str] = [""] * n
+        threads = getattr(getattr(world.renderer, "options", None), "threads", 1)
+        self.fused = FusedStep(world.nav, self.num_envs, self.batch_size, task, self.device,
+                               capture=capture_graph, threads=threads)
+        self.ring = EpisodeRing(world, self.num_envs)
+        f = self.fused
+        # per-agent state (device tensors shared with the kernels)
+        self.scene, self.pos, self.yaw, self.goal, self.row = f.slot, f.pos, f.yaw, f.goal, f.row
+        self.d0, self.d_prev, self.path_len, self.ep_return, self.steps = f.d0, f.d_prev, f.path_len, f.total, f.steps
+        self._env_ids = [torch.arange(g * self.batch_size, (g + 1) * self.batch_size, device=self.device)
+                         for g in range(self.num_groups)]
         self.last_info: dict = {}
         self._checked_actions = False
         self._pending: deque = deque()      # (group, Future) sent, not yet received
@@ -80,22 +85,48 @@ class BatchPointNavEnv:
         self._reseed = None
         self.stats = {"steps": 0, "waited_steps": 0, "episodes": 0}
 
+    @property
+    def task(self) -> TaskOptions:
+        return self._task
+
+    @task.setter
+    def task(self, t: TaskOptions):
+        self._task = t
+        if hasattr(self, "fused"):
+            self.fused.task = t
+            self.fused._build_task()
+            self.fused._structs_key = None
+
+    @property
+    def episode_ids(self) -> list:
+        """Episode id of every env's running episode (reads the device: not for the step path)."""
+        return self.ring.names_of(0, self.fused.head.cpu().numpy() - 1, "episode")
+
+    @property
+    def capture_status(self) -> str:
+        """Whether the step runs as a captured CUDA graph ("captured") or why not."""
+        return self.fused.capture_status
+
     # ------------------------------------------------------------------ spaces (no allocation)
     @property
     def single_observation_space(self):
+        """Observation space of one env (gymnasium Dict)."""
         return sp.single_observation_space(self.sensors, self.resolution, self.normalize_depth)
 
     @property
     def single_action_space(self):
+        """Action space of one env (Discrete(4))."""
         return sp.single_action_space()
 
     @property
     def observation_space(self):
+        """Observation space of one batch of ``batch_size`` envs."""
         return sp.batched_observation_space(self.batch_size, self.sensors, self.resolution,
                                             self.normalize_depth)
 
     @property
     def action_space(self):
+        """Action space of one batch of ``batch_size`` envs."""
         return sp.batched_action_space(self.batch_size)
 
     # ------------------------------------------------------------------ front door
@@ -152,10 +183,12 @@ class BatchPointNavEnv:
         return self.recv()
 
     def close(self):
+        """Finish what is in flight, stop the threads, release the scenes."""
         if not self._closed:
             self._closed = True
             self._drain()
             self._sim.shutdown(wait=True)
+            self.fused.close()
             self.world.close()
 
     def __enter__(self):
@@ -225,7 +258,8 @@ class BatchPointNavEnv:
             raise ConfigError(None, f"actions: shape {tuple(actions.shape)}, expected ({b},) "
                                     f"(one action per environment of the batch)")
         if self.device.type == "cpu" or not self._checked_actions:  # a GPU check syncs: once
-            lo, hi = int(actions.min()), int(actions.max())
+            with step_profile.phase("input check"):
+                lo, hi = int(actions.min()), int(actions.max())
             if lo < 0 or hi >= NUM_ACTIONS:
                 raise ConfigError(None, f"actions: values must be in 0..{NUM_ACTIONS - 1} "
                                         f"{self.ACTIONS}, got {lo}..{hi}")
@@ -233,155 +267,100 @@ class BatchPointNavEnv:
         return actions.to(torch.long).clone()
 
     # ------------------------------------------------------------------ simulation (sim thread)
+    def _host_between_steps(self):
+        """Lagged bookkeeping + new queued episodes, uploaded for the next launch (no wait)."""
+        heads = self.fused.take_snapshot()
+        if heads is not None:
+            before = self.ring.ended
+            self.ring.learn(heads)
+            self.stats["episodes"] += self.ring.ended - before
+        stage_i, stage_f = self.ring.refill()
+        self.world.nav.refresh()
+        self.fused.upload(stage_i, stage_f)
+        return self.ring.waited
+
     def _reset_all(self):
-        ids = np.arange(self.num_envs)
-        self._out = [None] * self.num_groups
-        first = not self._started
-        if first:
-            self.scene.copy_(torch.as_tensor(self.world.initial_scenes(self.num_envs), device=self.device))
-            self._started = True
+        f, ring = self.fused, self.ring
+        for heads in f.drain_snapshots():
+            ring.learn(heads)
+        if self._started:
+            ring.learn(f.head.cpu().numpy().astype(np.int64))   # reset: not the step path
+        ring.release_all()
         if self._reseed is not None:
             self.world.episodes.reseed(self._reseed)
             self._reseed = None
-        waited = self._begin_episodes(ids, swap=not first)
-        for g in range(self.num_groups):
-            self._out[g] = self._alloc_group_outputs()
-        for g in range(self.num_groups):
-            self._observe(g)
-        obs = {k: torch.cat([self._out[g][k] for g in range(self.num_groups)]) for k in self._out[0]
-               if k in self.sensors or k == "pointgoal"}
-        info = self._info(slice(0, self.num_envs), torch.zeros(self.num_envs, dtype=torch.bool,
-                          device=self.device), None, waited)
+        self._started = True
+        f.head.zero_()
+        stage_i, stage_f = ring.refill()
+        self.world.nav.refresh()
+        f.upload(stage_i, stage_f)
+        f.begin_all()
+        ring.known[:] = 1
+        self.stats["episodes"] += self.num_envs
+        waited = ring.waited
+        self._out = [self._render(g) for g in range(self.num_groups)]
+        obs = {k: torch.cat([self._out[g][k] for g in range(self.num_groups)]) for k in self._out[0]}
+        info = self._info(slice(0, self.num_envs), None, waited, reset=True)
         return obs, info
 
     def _reset_result(self, g):
         sl = self._group_slice(g)
-        o = self._out[g]
-        obs = {k: o[k] for k in (*self.sensors, "pointgoal")}
+        obs = self._out[g]
         zeros = torch.zeros(self.batch_size, device=self.device)
         done = torch.zeros(self.batch_size, dtype=torch.bool, device=self.device)
-        return obs, zeros, done, self._info(sl, done, None, False)
+        return obs, zeros, done, self._info(sl, g, False, reset=True)
 
-    def _alloc_group_outputs(self):
-        return {}
-
-    def _begin_episodes(self, env_ids: np.ndarray, swap: bool = True) -> bool:
-        """New episodes for ``env_ids`` (ascending): scene swap at the boundary, then the next
-        episode of that scene. Returns whether anything waited for a load."""
-        if len(env_ids) == 0:
-            return False
-        old_scene = self.scene[torch.as_tensor(env_ids, device=self.device)].cpu().numpy()
-        old_row = self.row[torch.as_tensor(env_ids, device=self.device)].cpu().numpy()
-        for j, e in enumerate(env_ids.tolist()):
-            if self.active[e]:
-                self.world.episodes.release(int(old_scene[j]), int(old_row[j]))
-                self.active[e] = False
-        if swap:
-            scenes, waited = self.world.episode_boundary(env_ids, old_scene)
-        else:
-            scenes, waited = old_scene, False
-        eps, waited2 = self.world.episodes.take(scenes)
-        dev = self.device
-        idx = torch.as_tensor(env_ids, device=dev)
-        self.scene[idx] = torch.as_tensor(scenes, device=dev, dtype=torch.long)
-        self.row[idx] = torch.as_tensor(eps.rows, device=dev, dtype=torch.long)
-        self.active[env_ids] = True
-        self.pos[idx] = torch.as_tensor(eps.start, device=dev, dtype=torch.float32)
-        self.yaw[idx] = torch.as_tensor(eps.yaw, device=dev, dtype=torch.float32)
-        self.goal[idx] = torch.as_tensor(eps.goal, device=dev, dtype=torch.float32)
-        d0 = self.world.nav.geodesic(self.scene[idx], self.row[idx], self.pos[idx])
-        self.d0[idx] = d0
-        self.d_prev[idx] = d0
-        self.path_len[idx] = 0
-        self.ep_return[idx] = 0
-        self.steps[idx] = 0
-        for j, e in enumerate(env_ids.tolist()):
-            self.episode_ids[e] = eps.episode_ids[j]
-        self.stats["episodes"] += len(env_ids)
-        return bool(waited or waited2)
-
-    def _observe(self, g: int):
-        """Render group g at its current poses and compute its pointgoal into its buffers."""
-        sl = self._group_slice(g)
-        # render from the quaternion reported in info, so a user re-rendering that pose gets
-        # the same pixels bit for bit
-        frames = self.world.render(self.scene[sl], self.pos[sl], yaw_to_quat(self.yaw[sl]), self.sensors)
-        out = self._out[g]
-        for k in self.sensors:
-            out[k] = frames[k]
-        out["pointgoal"] = pointgoal_polar(self.pos[sl], self.yaw[sl], self.goal[sl])
+    def _render(self, g: int) -> dict:
+        """Render group g at the poses the kernel wrote (the quaternion reported in info, so
+        re-rendering that pose gives the same pixels bit for bit) + its pointgoal."""
+        f, sl = self.fused, self._group_slice(g)
+        with step_profile.phase("render"):
+            frames = self.world.render(f.out_slot[sl], f.position[sl], f.rotation[sl], self.sensors)
+        obs = {k: frames[k] for k in self.sensors}
+        obs["pointgoal"] = f.pointgoal[sl]
+        return obs
 
     def _step_group(self, g: int, a: torch.Tensor):
-        t = self.task
-        sl = self._group_slice(g)
-        pos, yaw = self.pos[sl], self.yaw[sl]
-        fwd = a == MOVE_FORWARD
-        new_pos = pos.clone()
-        if bool(fwd.any()):
-            fi = torch.nonzero(fwd).reshape(-1)
-            target = pos[fi] + t.forward_step * forward_vector(yaw[fi])
-            new_pos[fi] = self.world.nav.try_step(self.scene[sl][fi], pos[fi], target)
-        new_yaw = apply_turns(yaw, a, t)
-        d_now = self.world.nav.geodesic(self.scene[sl], self.row[sl], new_pos)
-        reward, success = reward_and_success(a, self.d_prev[sl], d_now, t)
-        self.path_len[sl] += torch.linalg.vector_norm(new_pos - pos, dim=1)
-        self.steps[sl] += 1
-        stopped = a == STOP
-        truncated = ~stopped & (self.steps[sl] >= t.max_episode_steps)
-        done = stopped | truncated
-        spl_v = spl(success, self.d0[sl], self.path_len[sl])
-        self.ep_return[sl] += reward
-        self.pos[sl] = new_pos
-        self.yaw[sl] = new_yaw
-        self.d_prev[sl] = d_now
-        episode = None
-        done_ids = torch.nonzero(done).reshape(-1)
-        waited = False
-        if done_ids.numel():
-            episode = {
-                "return": torch.where(done, self.ep_return[sl], 0.0),
-                "length": torch.where(done, self.steps[sl], 0),
-                "success": success & done,
-                "spl": torch.where(done, spl_v, 0.0),
-                "distance_to_goal": torch.where(done, d_now, 0.0),
-                "start_distance": torch.where(done, self.d0[sl], 0.0),
-                "path_length": torch.where(done, self.path_len[sl], 0.0),
-                "episode_id": [""] * self.batch_size,
-                "scene_id": [""] * self.batch_size,
-            }
-            ids = done_ids.cpu().numpy()
-            old_scenes = self.scene[sl][done_ids].tolist()
-            for i, k in zip(ids.tolist(), old_scenes):
-                episode["episode_id"][i] = self.episode_ids[sl.start + i]
-                episode["scene_id"][i] = self.world.scene_name(k)
-            waited = self._begin_episodes(ids + sl.start)
-        self._observe(g)
-        o = self._out[g]
-        obs = {k: o[k] for k in (*self.sensors, "pointgoal")}
-        info = self._info(sl, done, episode, waited, success=success & done,
-                          spl_v=torch.where(done, spl_v, 0.0), truncated=truncated)
-        self.stats["steps"] += 1
-        self.world.after_step(g)
-        self.stats["waited_steps"] += int(waited)
-        return obs, reward, done, info
+        with step_profile.follow():
+            waited = self._host_between_steps()
+            self.fused.step(g, a)
+            obs = self._render(g)
+            f, sl = self.fused, self._group_slice(g)
+            info = self._info(sl, g, waited)
+            self.stats["steps"] += 1
+            self.world.after_step(g)
+            self.stats["waited_steps"] += int(waited)
+            return obs, f.reward[sl], f.done[sl].view(torch.bool), info
 
-    def _info(self, sl, done, episode, waited, success=None, spl_v=None, truncated=None):
-        n = sl.stop - sl.start
-        dev = self.device
-        scene_idx = self.scene[sl].clone()
-        return {
-            "env_id": torch.arange(sl.start, sl.stop, device=dev),
-            "scene_index": scene_idx,
-            "scene_id": [self.world.scene_name(int(s)) for s in scene_idx.tolist()],
-            "position": self.pos[sl].clone(),
-            "rotation": yaw_to_quat(self.yaw[sl]),
-            "distance_to_goal": self.d_prev[sl].clone(),
-            "success": success if success is not None else torch.zeros(n, dtype=torch.bool, device=dev),
-            "spl": spl_v if spl_v is not None else torch.zeros(n, device=dev),
-            "truncated": truncated if truncated is not None else torch.zeros(n, dtype=torch.bool, device=dev),
-            "episode": episode if episode is not None else _empty_episode(n, dev),
+    def _info(self, sl, g, waited, reset: bool = False):
+        f, n, dev = self.fused, sl.stop - sl.start, self.device
+        ring, env0 = self.ring, sl.start
+        epno = f.epno[sl].clone()
+        current = LazyNames(lambda m: ring.names_of(env0, m, "scene"), epno)
+        info = {
+            "env_id": self._env_ids[g] if g is not None else torch.arange(n, device=dev),
+            "scene_index": f.out_slot[sl],
+            "scene_id": current,
+            "position": f.position[sl],
+            "rotation": f.rotation[sl],
+            "distance_to_goal": f.dist[sl],
             "waited_for_load": bool(waited),
         }
+        if reset:
+            info.update(success=torch.zeros(n, dtype=torch.bool, device=dev), spl=torch.zeros(n, device=dev),
+                        truncated=torch.zeros(n, dtype=torch.bool, device=dev), episode=_empty_episode(n, dev))
+            return info
+        done = f.done[sl].clone()
+        info.update(success=f.success[sl].view(torch.bool), spl=f.spl[sl],
+                    truncated=f.truncated[sl].view(torch.bool))
+        info["episode"] = {
+            "return": f.ep_return[sl], "length": f.ep_length[sl], "success": info["success"],
+            "spl": f.spl[sl], "distance_to_goal": f.ep_dist[sl], "start_distance": f.ep_d0[sl],
+            "path_length": f.ep_path[sl],
+            "episode_id": LazyNames(lambda m, d: ring.names_of(env0, m - 1, "episode", d), epno, done),
+            "scene_id": LazyNames(lambda m, d: ring.names_of(env0, m - 1, "scene", d), epno, done),
+        }
+        return info
 
 
 def _empty_episode(n, dev):
@@ -393,6 +372,7 @@ def _empty_episode(n, dev):
 
 
 def check_batching(num_envs, batch_size) -> tuple[int, int]:
+    """(num_envs, batch_size) checked: positive ints, batch_size divides num_envs."""
     try:
         n = int(num_envs)
     except (TypeError, ValueError):

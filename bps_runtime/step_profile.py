@@ -61,17 +61,21 @@ class StepCounts:
 
     @property
     def num_torch_ops(self) -> int:
+        """torch ops of the ``step`` phase."""
         return self.total("torch_ops")
 
     @property
     def num_warp_launches(self) -> int:
+        """Warp launches of the ``step`` phase."""
         return self.total("warp_launches")
 
     @property
     def num_syncs(self) -> int:
+        """Syncing calls of the ``step`` phase."""
         return self.total("syncs")
 
     def phases(self) -> list[str]:
+        """Phases that counted anything."""
         return sorted(set(self.torch_ops) | set(self.warp_launches) | set(self.syncs))
 
     def summary(self) -> str:
@@ -91,9 +95,11 @@ class _Tracker:
         self.local = threading.local()
 
     def phase(self) -> str:
+        """The calling thread's current phase."""
         return getattr(self.local, "phase", "step")
 
     def tracked(self) -> bool:
+        """Whether the calling thread is counted."""
         return threading.get_ident() in self.threads
 
 

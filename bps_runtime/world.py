@@ -1,11 +1,13 @@
 """The glue under BatchPointNavEnv: scenes (scene cache) + renderer + navigation + episodes.
 
-``World`` answers what the env asks per step: which scene each agent is in, the next scene at
-an episode boundary, try_step / geodesic (``BatchNav``), new episodes (``EpisodeSupply``) and
-the batch render. Per-scene navigation work (the navmesh on the device, the geodesic
-graph, the first goal fields) runs where the scene is loaded, off the step path
-(``prepare_navmesh`` in the cache's loader threads); the step path only registers it
-(``register_scene``) under the scene's resident id.
+``World`` answers what the env's host side asks between fused steps: the resident id of each
+queued episode (``next_scenes``, holding a reference until ``release_scenes``), new episodes
+(``EpisodeSupply``), scene names, and the batch render. Navigation lives in ``nav``
+(``bps_runtime.batched_nav.NavBuffers``: every resident scene's arrays in flat device buffers
+by resident id), which the fused step reads. Per-scene navigation work (the scene's arrays in
+the buffers, the geodesic graph, the first goal fields) runs where the scene is loaded, off the
+step path (``prepare_navmesh`` in the cache's loader threads); the host side between steps
+only publishes it (``register_scene``: one row of the meta table) under its resident id.
 
 Scene managers (``scenes``): ``CachedScenes`` streams scenes through ``bps_runtime.cache``
 (fixed budget, swaps at episode boundaries); ``StaticScenes`` keeps a fixed set resident
@@ -23,12 +25,14 @@ import torch
 
 from bps_assets.errors import ConfigError, InputError
 
+from .batched_nav import FieldWorker, NavBuffers, SceneNav
 from .episode_supply import DEFAULTS as SUPPLY_DEFAULTS, EpisodeSupply, SupplyOptions
-from .nav import BatchNav, DeviceNavMesh, FieldWorker
 
 
 @dataclass(frozen=True)
 class WorldOptions:
+    """What ``make()`` sets on the world: renderer, sensors, cache, episode supply."""
+
     renderer: str = "embree"
     sensors: tuple = ("depth",)
     resolution: tuple = (64, 64)
@@ -40,6 +44,7 @@ class WorldOptions:
     @classmethod
     def build(cls, cache=None, renderer="embree", sensors=("depth",), resolution=(64, 64),
               normalize_depth=True, goal_pool=None, threads=None):
+        """``WorldOptions`` from ``make()``'s arguments (checked)."""
         supply = SUPPLY_DEFAULTS if goal_pool is None else replace(SUPPLY_DEFAULTS, goal_pool=int(goal_pool))
         if goal_pool is not None and int(goal_pool) < 1:
             raise ConfigError(None, f"goal_pool={goal_pool!r}: must be >= 1")
@@ -47,6 +52,13 @@ class WorldOptions:
 
 
 class World:
+    """Scenes + renderer + navigation buffers + episode supply, for one env.
+
+    Thread use: ``prepare_navmesh`` runs in the cache's loader threads; everything else on the
+    env's simulator thread, between fused steps. Per-scene state prepared by the loaders waits
+    in ``self._prepared`` (keyed by the navmesh object) until its resident id is published.
+    """
+
     def __init__(self, scenes, renderer, *, device, num_envs: int, seed: int, supply: EpisodeSupply,
                  worker: FieldWorker, sensors=("depth",)):
         self.scenes = scenes
@@ -54,68 +66,88 @@ class World:
         self.device = torch.device(device)
         self.num_envs = num_envs
         self.seed = seed
-        self.nav = BatchNav(self.device)
+        self.nav = NavBuffers(self.device, capacity=scenes.capacity(num_envs))
         self.episodes = supply
         self.worker = worker
         self.sensors = tuple(sensors)
         self.threads = renderer.options.threads  # the step's CPU work uses the render threads' count
-        self._active: set[int] = set()
+        self._prepared: dict[int, tuple] = {}   # id(navmesh) -> (navmesh, SceneNav, supply state)
         self._lock = threading.Lock()
         scenes.bind(self)
 
-    # ---- per-scene preparation (called from loader threads) and activation (sim thread)
-    def prepare_scene(self, key: int, name: str, navmesh) -> DeviceNavMesh:
-        """Navmesh on the device + the geodesic graph (``DeviceNavMesh``) and the first
-        episodes' distance fields (queued on the field worker)."""
-        mesh = DeviceNavMesh(navmesh, self.device)
-        fields = self.episodes.scene_arrived(key, name, mesh)
-        self.nav.add(key, mesh, fields)
-        return mesh
+    # ---- per-scene preparation (loader threads) and publication (simulator thread)
+    def _scene_nav(self, navmesh) -> SceneNav:
+        scene = SceneNav(navmesh, self.nav)
+        o = self.episodes.options
+        self.nav.size_for(scene, o.goal_pool if self.episodes.mode == "sample" else 2 * o.lookahead + 16)
+        return scene
 
-    def prepare_navmesh(self, name: str, navmesh):
-        """Loader-thread half of ``prepare_scene`` for the scene cache: device navmesh + the
-        first episodes, not yet registered under a key (the cache assigns ids later)."""
-        mesh = DeviceNavMesh(navmesh, self.device)
-        return mesh, self.episodes.prepare(name, mesh)
+    def prepare_scene(self, key: int, name: str, navmesh) -> SceneNav:
+        """Navigation arrays in the buffers + the first episodes' distance fields, published
+        under ``key`` at once (static scenes)."""
+        scene = self._scene_nav(navmesh)
+        fields = self.episodes.scene_arrived(key, name, scene)
+        self.nav.publish(key, scene, fields)
+        return scene
 
-    def register_scene(self, key: int, prepared):
-        mesh, st = prepared
+    def prepare_navmesh(self, name: str, navmesh) -> None:
+        """Loader-thread half of ``prepare_scene`` for the scene cache: arrays + the first
+        episodes, kept until the cache gives the scene a resident id (``register_scene``)."""
+        scene = self._scene_nav(navmesh)
+        st = self.episodes.prepare(name, scene)
+        with self._lock:
+            self._prepared[id(navmesh)] = (navmesh, scene, st)
+
+    def register_scene(self, key: int, navmesh):
+        """Publish the scene prepared for ``navmesh`` under resident id ``key``."""
+        with self._lock:
+            _, scene, st = self._prepared.pop(id(navmesh))
         self.episodes.register(key, st)
-        self.nav.add(key, mesh, st.fields)
+        self.nav.publish(key, scene, st.fields)
 
     def scene_evicted(self, key: int):
+        """Resident id ``key`` left: drop its episodes and navigation."""
         self.episodes.scene_left(key)
-        self.nav.remove(key)
+        self.nav.unpublish(key)
 
     def scene_ready(self, key: int) -> bool:
+        """Whether ``key`` is published and its first episodes are prepared."""
         return key in self.nav.scenes and not self.episodes.pending(key)
 
-    # ---- what the env calls
+    # ---- what the env calls (simulator thread, between steps)
     def start(self, seed: int):
+        """The run's seed."""
         self.seed = seed
 
-    def initial_scenes(self, n: int) -> np.ndarray:
-        return np.asarray(self.scenes.initial(n), np.int64)
-
-    def episode_boundary(self, env_ids: np.ndarray, old_keys: np.ndarray):
-        keys, waited = self.scenes.boundary(np.asarray(env_ids), np.asarray(old_keys))
+    def next_scenes(self, env_ids: np.ndarray) -> tuple[np.ndarray, bool]:
+        """Resident ids of one more queued episode per env in ``env_ids`` (each holds a
+        reference until ``release_scenes``) and whether that waited for a load."""
+        keys, waited = self.scenes.next_scenes(np.asarray(env_ids, np.int64))
         return np.asarray(keys, np.int64), bool(waited)
 
+    def release_scenes(self, keys: np.ndarray):
+        """Episodes in these resident ids have ended (one reference each)."""
+        self.scenes.release_scenes(np.asarray(keys, np.int64))
+
     def after_step(self, group: int):
+        """Per-step hook of the scene manager (scheduled swaps) after group ``group``'s step."""
         hook = getattr(self.scenes, "after_step", None)
         if hook is not None:
             hook(group)
 
     def scene_name(self, key: int) -> str:
+        """Scene id of resident id ``key``."""
         return self.scenes.name(int(key))
 
-    def render(self, keys: torch.Tensor, pos: torch.Tensor, yaw: torch.Tensor, sensors):
-        out = self.renderer.render(keys, pos, yaw, sensors)
+    def render(self, keys: torch.Tensor, pos: torch.Tensor, rot: torch.Tensor, sensors):
+        """The renderer's frames for resident ids / positions / [x, y, z, w] rotations."""
+        out = self.renderer.render(keys, pos, rot, sensors)
         if self.device.type != "cpu":
             out = {k: v.to(self.device, non_blocking=True) for k, v in out.items()}
         return out
 
     def close(self):
+        """Stop the field worker, the scene manager and the renderer."""
         self.worker.close()
         self.scenes.close()
         close = getattr(self.renderer, "close", None)
@@ -136,9 +168,11 @@ class StaticScenes:
         self.names = [s[0] for s in scenes]
 
     def bind(self, world: World):
+        """Load the scenes (renderer + navigation) for ``world``."""
         from concurrent.futures import ThreadPoolExecutor
 
         def load(key):
+            """Renderer + navigation of static scene ``key``."""
             name, shading, positions, indices, navmesh = self._scenes[key]
             accel = world.renderer.prepare(shading, positions, indices)
             world.renderer.attach(key, shading, accel)
@@ -148,19 +182,28 @@ class StaticScenes:
             for f in [pool.submit(load, k) for k in range(len(self._scenes))]:
                 f.result()
 
-    def initial(self, n):
-        return np.arange(n) % len(self._scenes)
+    def capacity(self, num_envs: int) -> int:
+        """Resident ids this manager can hand out."""
+        return len(self._scenes)
 
-    def boundary(self, env_ids, old_keys):
-        return old_keys, False
+    def next_scenes(self, env_ids):
+        """(resident ids of one more queued episode per env, waited for a load)."""
+        return np.asarray(env_ids) % len(self._scenes), False
+
+    def release_scenes(self, keys):
+        """Queued or running episodes in these resident ids ended."""
+        pass
 
     def name(self, key):
+        """Scene id of resident id ``key``."""
         return self.names[key]
 
     def resident_names(self):
+        """Scene ids now resident."""
         return list(self.names)
 
     def close(self):
+        """Stop the field worker, the scene manager and the renderer."""
         pass
 
 
@@ -204,6 +247,7 @@ def resolve_episodes(manifest, split, names: list[str], episodes):
 
 def build_world(manifest_path, split, *, device, num_envs: int, seed: int, episodes, options: WorldOptions,
                 scene_shard=None) -> World:
+    """``World`` over a manifest's scenes: cache, renderer, episode supply."""
     from bps_assets.pipeline.manifest import load_manifest
 
     from .render import RenderOptions, make_renderer
@@ -244,11 +288,13 @@ class CachedScenes:
     """The env's view of ``bps_runtime.cache.SceneCache``.
 
     - The cache's loader threads read each scene's navmesh through ``_load_navmesh``, which also
-      builds the env's navigation for it there (device tensors, geodesic graph, first goal
-      fields): a scene is ready for agents when its load is, and the step path only registers
-      it (dict inserts) under the resident id the cache gives it.
-    - Episode boundaries: ``scene_for_next_episode``; newly resident ids are registered,
-      ids that left are dropped (an id can be reused for another scene: checked by identity).
+      builds the env's navigation for it there (arrays in the device buffers, geodesic graph,
+      first goal fields): a scene is ready for agents when its load is, and the step thread
+      only publishes it (one meta-table row) under the resident id the cache gives it.
+    - Queued episodes: ``next_scenes`` takes one cache reference per queued episode
+      (``SceneCache.assign_next``), ``release_scenes`` gives them back once the host learns
+      the episode ended; newly resident ids are published, ids that left are dropped (an id
+      can be reused for another scene: checked by identity of the navmesh).
     - ``swap_every`` steps: one slot (round robin) is asked to move new episodes to its
       prefetched scene. If that scene's load has not finished, the step waits for it (and
       reports ``waited``) so swaps happen at a fixed step and runs stay reproducible.
@@ -285,21 +331,27 @@ class CachedScenes:
         self.num_envs, self.seed, self.renderer, self.device = num_envs, seed, renderer, device
         self.world = None
         self.cache = None
-        self._registered: dict[int, object] = {}   # resident id -> the navmesh object registered
+        self._registered: dict[int, object] = {}   # resident id -> the navmesh object published
         self.steps = 0
         self._next_slot = 0
         self.swaps_requested = 0
         self.waits = 0
+        self._waited = False
+
+    def capacity(self, num_envs: int) -> int:
+        """Resident ids the cache can hand out (``SceneCache.capacity``)."""
+        return 2 * min(self.options.slots, len(self.sources), num_envs)
 
     # ---- loader threads
     def _load_navmesh(self, path):
         from bps_assets.nav import load_navmesh
 
         nm = load_navmesh(path)
-        nm._bps_env_prepared = self.world.prepare_navmesh(self._name_of_nav.get(path, str(path)), nm)
+        self.world.prepare_navmesh(self._name_of_nav.get(path, str(path)), nm)
         return nm
 
     def bind(self, world):
+        """Load the scenes (renderer + navigation) for ``world``."""
         from .cache import SceneCache
 
         self.world = world
@@ -310,7 +362,7 @@ class CachedScenes:
                                 navmesh_loader=self._load_navmesh)
         self.cache.wait_ready()
 
-    # ---- registration of resident ids
+    # ---- publication of resident ids
     def _sync(self):
         c = self.cache
         resident = set(c.resident_ids)
@@ -318,29 +370,28 @@ class CachedScenes:
             if rid not in resident or c.scene(rid).navmesh is not self._registered[rid]:
                 self._registered.pop(rid)
                 self.world.scene_evicted(rid)
-        for rid in resident:
+        for rid in sorted(resident):
             if rid not in self._registered:
                 nm = c.scene(rid).navmesh
-                self.world.register_scene(rid, nm._bps_env_prepared)
+                self.world.register_scene(rid, nm)
                 self._registered[rid] = nm
 
-    def initial(self, n):
-        keys = self.cache.scene_for_next_episode(np.arange(n))
-        self.cache.take_report()
-        self._sync()
-        return keys
-
-    def boundary(self, env_ids, old_keys):
-        keys = self.cache.scene_for_next_episode(np.asarray(env_ids))
+    def next_scenes(self, env_ids):
+        """(resident ids of one more queued episode per env, waited for a load)."""
+        keys = self.cache.assign_next(np.asarray(env_ids))
         rep = self.cache.take_report()
         self._sync()
         waited = rep.waited or self._waited
         self._waited = False
         return keys, waited
 
-    _waited = False
+    def release_scenes(self, keys):
+        """Queued or running episodes in these resident ids ended."""
+        self.cache.release_scenes(keys)
+        self._sync()
 
     def after_step(self, group: int):
+        """Per-step hook of the scene manager (scheduled swaps) after group ``group``'s step."""
         if group != 0 or not self.swap_every:
             return
         self.steps += 1
@@ -349,32 +400,33 @@ class CachedScenes:
         c = self.cache
         c.poll()
         # the next slot (round robin) that has a scene prefetched or loading; with few spare
-        # scenes not every slot has one. (The cache has no public view of its slots yet.)
+        # scenes not every slot has one
         order = [(self._next_slot + i) % c.num_slots for i in range(c.num_slots)]
-        k = next((i for i in order if c._slots[i].ready is not None or c._slots[i].pending is not None), None)
+        k = next((i for i in order if c.has_pending(i)), None)
         if k is None:
             return
         self._next_slot = (k + 1) % c.num_slots
-        slot = c._slots[k]
-        if slot.ready is None and slot.pending is not None:
-            self._waited = self._waited or not slot.pending.done()
-            slot.pending.result()
-            c.poll()
+        self._waited = c.wait_pending(k) or self._waited
         c.request_swap([k])
         self.swaps_requested += 1
 
     def name(self, key):
+        """Scene id of resident id ``key``."""
         return self.cache.scene(int(key)).scene_id
 
     def resident_names(self):
+        """Scene ids now resident."""
         return [self.cache.scene(r).scene_id for r in self.cache.resident_ids]
 
     def swap_count(self):
+        """Swaps requested so far."""
         return self.swaps_requested
 
     def loading(self) -> bool:
-        return any(s.pending is not None and not s.pending.done() for s in self.cache._slots)
+        """Whether a scene load is in flight."""
+        return self.cache.loading
 
     def close(self):
+        """Stop the field worker, the scene manager and the renderer."""
         if self.cache is not None:
             self.cache.close()

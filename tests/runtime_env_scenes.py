@@ -11,7 +11,7 @@ import numpy as np
 
 from bps_assets.nav import NavMesh
 from bps_runtime.episode_supply import EpisodeSupply, SupplyOptions
-from bps_runtime.nav import FieldWorker
+from bps_runtime.batched_nav import FieldWorker
 from bps_runtime.pointnav import BatchPointNavEnv
 from bps_runtime.render import RenderOptions, build_shading_data, make_renderer
 from bps_runtime.world import StaticScenes, World
@@ -70,17 +70,19 @@ def corridor(name="corridor", length=6.0):
 
 
 def make_env(scenes, num_envs=4, batch_size=None, seed=0, resolution=(16, 16), sensors=("depth",),
-             episodes=None, goal_pool=8, normalize_depth=True):
+             episodes=None, goal_pool=8, normalize_depth=True, device="cpu", renderer="embree",
+             capture_graph=False):
     """BatchPointNavEnv over resident in-memory scenes. ``episodes``: None (sampled) or
     {scene name: [habitat episode dicts]} (dataset mode)."""
     worker = FieldWorker()
     mode = "sample" if episodes is None else "dataset"
     supply = EpisodeSupply(mode, seed, worker, episodes, options=SupplyOptions(goal_pool=goal_pool))
-    r = make_renderer("embree", RenderOptions(resolution=tuple(resolution), normalize_depth=normalize_depth))
-    w = World(StaticScenes(list(scenes)), r, device="cpu", num_envs=num_envs, seed=seed, supply=supply,
+    r = make_renderer(renderer, RenderOptions(resolution=tuple(resolution), normalize_depth=normalize_depth),
+                      device=device if renderer == "warp" else "cpu")
+    w = World(StaticScenes(list(scenes)), r, device=device, num_envs=num_envs, seed=seed, supply=supply,
               worker=worker, sensors=sensors)
-    return BatchPointNavEnv(w, num_envs=num_envs, batch_size=batch_size, resolution=resolution,
-                            sensors=sensors, seed=seed, normalize_depth=normalize_depth)
+    return BatchPointNavEnv(w, num_envs=num_envs, batch_size=batch_size, resolution=resolution, device=device,
+                            sensors=sensors, seed=seed, normalize_depth=normalize_depth, capture_graph=capture_graph)
 
 
 def episode(eid, scene, start, goal, yaw=0.0):
@@ -88,3 +90,20 @@ def episode(eid, scene, start, goal, yaw=0.0):
             "start_rotation": [0.0, float(np.sin(yaw / 2)), 0.0, float(np.cos(yaw / 2))],
             "goals": [{"position": list(map(float, goal)), "radius": 0.2}],
             "info": {"geodesic_distance": float(np.linalg.norm(np.subtract(goal, start)))}}
+
+
+def house_scene(name="house"):
+    """nav_scenes.house() (two rooms and a door, a table, a 0.15 m step, stairs up to a
+    mezzanine) as a renderable scene with its voxel-built navmesh."""
+    from bps_assets.nav import build_navmesh
+    from nav_scenes import house
+
+    v, t = house().arrays()
+    pos = v.astype(np.float32)
+    idx = t.astype(np.uint32)
+    shading = build_shading_data(SimpleNamespace(
+        positions=pos, indices=idx, uvs=None, colors=None, tri_material=np.zeros(len(idx), np.int32),
+        material_color=np.array([[0.7, 0.7, 0.7, 1]], np.float32),
+        material_texture=np.full(1, -1, np.int32), tex_levels=np.zeros((0, 6), np.int64),
+        tex_blocks=np.zeros(0, np.uint8)))
+    return (name, shading, pos, idx, build_navmesh((v, t)))

@@ -1,13 +1,14 @@
-"""bps_runtime.nav (device try_step / geodesic) against the NavMesh's own numpy queries."""
+"""bps_runtime.batched_nav + the fused step's navigation kernels (try_step / geodesic over the
+flat buffers) against the NavMesh's own numpy queries."""
 from __future__ import annotations
-
 
 import numpy as np
 import pytest
 import torch
 
 from bps_assets.nav import NavMesh
-from bps_runtime.nav import BatchNav, DeviceNavMesh, FieldWorker, GoalFields
+from bps_runtime.batched_nav import Arena, FieldWorker, GoalFields, NavBuffers, SceneNav, host_geodesic
+from bps_runtime.fused_step import NavQueries
 
 
 def _tiled_navmesh(seed=0):
@@ -35,8 +36,12 @@ def nm():
 
 
 @pytest.fixture(scope="module")
-def dev(nm):
-    return DeviceNavMesh(nm)
+def bufs(nm):
+    """Buffers with the scene published under resident id 2 (ids need not start at 0)."""
+    b = NavBuffers(capacity=4)
+    scene = SceneNav(nm, b)
+    b.publish(2, scene, GoalFields(scene, capacity=2))
+    return b
 
 
 def _steps(nm, n, seed, length=0.25):
@@ -47,22 +52,27 @@ def _steps(nm, n, seed, length=0.25):
     return p, e
 
 
+def _try(bufs, key, p, e):
+    keys = torch.full((len(p),), key, dtype=torch.int32)
+    return NavQueries(bufs).try_step(keys, torch.from_numpy(p), torch.from_numpy(e)).numpy()
+
+
 def test_layers_and_islands_present(nm):
     assert nm.shape[0] == 2 and nm.num_islands >= 2
 
 
 @pytest.mark.parametrize("length,n", [(0.25, 1500), (0.6, 400)])
-def test_try_step_matches_navmesh(nm, dev, length, n):
+def test_try_step_matches_navmesh(nm, bufs, length, n):
     p, e = _steps(nm, n, seed=1, length=length)
     ref = nm.try_step(p.astype(np.float64), e.astype(np.float64))
-    got = dev.try_step(torch.from_numpy(p), torch.from_numpy(e)).numpy()
+    got = _try(bufs, 2, p, e)
     np.testing.assert_allclose(got, ref, atol=2e-5)
     # the cases that matter happened: blocked/slid steps and free steps
     moved = np.linalg.norm(got - p, axis=1)
     assert (moved < length - 1e-3).sum() > 20 and (np.abs(moved - length) < 1e-4).sum() > n // 3
 
 
-def test_try_step_walk_stays_on_mesh_and_matches(nm, dev):
+def test_try_step_walk_stays_on_mesh_and_matches(nm, bufs):
     """Chained steps (each start is the previous result), as agents walk."""
     rng = np.random.default_rng(7)
     p = nm.sample_navigable_point(300, seed=7).astype(np.float32)
@@ -71,36 +81,44 @@ def test_try_step_walk_stays_on_mesh_and_matches(nm, dev):
         a = rng.uniform(0, 2 * np.pi, len(p))
         e = (p + 0.25 * np.stack([-np.sin(a), np.zeros(len(p)), -np.cos(a)], 1)).astype(np.float32)
         ref = nm.try_step(q.astype(np.float64), e.astype(np.float64)).astype(np.float32)
-        p = dev.try_step(torch.from_numpy(p), torch.from_numpy(e)).numpy()
+        p = _try(bufs, 2, p, e)
         np.testing.assert_allclose(p, ref, atol=2e-5)
         q = p.copy()
         assert nm.is_navigable(p.astype(np.float64)).all()
 
 
-def test_geodesic_lookup_matches_distance_at(nm, dev):
-    fields = GoalFields(dev, capacity=2)
+def test_geodesic_lookup_matches_distance_at(nm, bufs):
+    fields = bufs.fields[2]
     goals = nm.sample_navigable_point(5, seed=3, island=0)
-    rows = [fields.add(g) for g in goals]          # grows past its capacity
-    assert fields.table.shape[0] >= 5
+    base0 = fields.base
+    rows = [fields.add(g) for g in goals]          # grows past its capacity: the table moves
+    assert fields.capacity >= 5 and fields.base != base0
+    assert bufs.refresh()                          # the step thread re-publishes the base
     pts = nm.sample_navigable_point(2000, seed=4).astype(np.float32)
+    q = NavQueries(bufs)
     for g, row in zip(goals, rows):
         ref = nm.distance_at(nm.distance_field(g), pts.astype(np.float64))
-        got = fields.lookup(torch.full((len(pts),), row), torch.from_numpy(pts)).numpy()
+        got = q.geodesic(torch.full((len(pts),), 2), torch.full((len(pts),), row), torch.from_numpy(pts)).numpy()
         fin = np.isfinite(ref)
         assert fin.sum() > 100 and np.array_equal(fin, np.isfinite(got))
         np.testing.assert_allclose(got[fin], ref[fin], atol=1e-4)
+        # the numpy twin used by the episode sampler gives the same numbers
+        np.testing.assert_allclose(host_geodesic(fields.scene, fields.host[row], pts)[fin], got[fin], atol=1e-6)
     # refcounts: a released row is reused
     fields.release(rows[0])
     assert fields.add(goals[1]) == rows[0]
 
 
-def test_batch_nav_over_two_scenes(nm, dev):
+def test_queries_over_two_scenes_and_slot_reuse(nm):
     other = _tiled_navmesh(seed=5)
-    d2 = DeviceNavMesh(other)
-    bn = BatchNav()
-    f1, f2 = GoalFields(dev), GoalFields(d2)
-    bn.add(3, dev, f1)
-    bn.add(7, d2, f2)
+    b = NavBuffers(capacity=8)
+    s1 = SceneNav(nm, b)
+    b.size_for(s1, goal_rows=16)                       # room for 8 such scenes, as World does
+    v = b.version
+    s2 = SceneNav(other, b)
+    f1, f2 = GoalFields(s1), GoalFields(s2)
+    b.publish(3, s1, f1)
+    b.publish(7, s2, f2)
     g1, g2 = nm.sample_navigable_point(1, seed=1)[0], other.sample_navigable_point(1, seed=1)[0]
     r1, r2 = f1.add(g1), f2.add(g2)
     p1, e1 = _steps(nm, 50, seed=2)
@@ -108,21 +126,44 @@ def test_batch_nav_over_two_scenes(nm, dev):
     keys = torch.tensor([3, 7] * 50)
     start = torch.from_numpy(np.stack([p1, p2], 1).reshape(-1, 3))
     end = torch.from_numpy(np.stack([e1, e2], 1).reshape(-1, 3))
-    out = bn.try_step(keys, start, end).numpy()
+    q = NavQueries(b)
+    out = q.try_step(keys, start, end).numpy()
     np.testing.assert_allclose(out[0::2], nm.try_step(p1.astype(float), e1.astype(float)), atol=2e-5)
     np.testing.assert_allclose(out[1::2], other.try_step(p2.astype(float), e2.astype(float)), atol=2e-5)
     rows = torch.tensor([r1, r2] * 50)
-    d = bn.geodesic(keys, rows, torch.from_numpy(out.astype(np.float32))).numpy()
+    d = q.geodesic(keys, rows, torch.from_numpy(out.astype(np.float32))).numpy()
     ref1 = nm.distance_at(nm.distance_field(g1), out[0::2].astype(np.float32).astype(float))
     fin = np.isfinite(ref1)
     np.testing.assert_allclose(d[0::2][fin], ref1[fin], atol=1e-4)
+    # scene 3 leaves; its arena space is reused in place by the next scene under id 3
+    used = b.ints.used
+    b.unpublish(3)
+    assert b.ints.used < used and 3 not in b.scenes
+    s3 = SceneNav(other, b)
+    b.publish(3, s3, GoalFields(s3))
+    assert b.version == v                              # no buffer was reallocated since sizing
+    out2 = q.try_step(torch.full((50,), 3), torch.from_numpy(p2), torch.from_numpy(e2)).numpy()
+    np.testing.assert_allclose(out2, out[1::2], atol=1e-6)
 
 
-def test_field_worker_prepares_off_thread(dev, nm):
+def test_arena_allocates_first_fit_and_grows_keeping_offsets():
+    a = Arena(torch.int32, "cpu", capacity=10, fill=-1)
+    o1 = a.alloc(4)
+    a.write(o1, np.arange(4))
+    o2 = a.alloc(5)
+    a.release(o1, 4)
+    assert a.alloc(3) == o1                            # first fit reuses the hole
+    o3 = a.alloc(20)                                   # does not fit: grows, offsets kept
+    assert a.version == 1 and a.buf.numel() >= 29 and o3 >= 9 and o2 == 4
+    a.write(o3, np.ones(20))
+    assert int(a.buf[o3:o3 + 20].sum()) == 20
+
+
+def test_field_worker_prepares_off_thread(bufs, nm):
     import threading
 
     w = FieldWorker()
-    fields = GoalFields(dev)
+    fields = bufs.fields[2]
     seen = []
     orig = fields.compute
 

@@ -1,39 +1,16 @@
-"""Batched navigation on device tensors: habitat's try_step with sliding and geodesic distance
-lookups for all N agents at once, ported from ``bps_assets.nav`` (docs/NAVMESH.md section 4).
-
-- ``DeviceNavMesh``: one scene's navmesh arrays moved to the device (dense ``height`` /
-  ``neighbors`` [L, D, W], flat span ids, span centres, islands).
-- ``try_step``: the NavMesh rule on a small window around each agent's step: spans reachable
-  from the start span inside Detour's search circle (radius |end-start|/2 + cell_size around
-  the midpoint) are flood-filled over ``neighbors`` (all agents at once, a few [N, L, w, w]
-  tensor passes), the result is the point of those cell squares closest to ``end`` in x/z
-  (sliding along walls), pulled 1e-4 m inside its cell, at the span's height.
-- ``GoalFields``: per-scene table of distance fields (one row per goal, flat over spans, on the
-  device) with reference counts; fields are computed by ``NavMesh.distance_field`` in a
-  background thread (``FieldWorker``), never on the step path unless an episode needs one
-  that is not ready yet (counted as a wait).
-- geodesic distance of a point = ``field[span(p)] + |p - centre(span(p))|`` (x/z), the lookup
-  docs/NAVMESH.md allows the runtime.
-
-Tried and dropped: concatenating all resident scenes' arrays into one flat set of tensors (one
-gather per query instead of one per scene): the per-scene loop costs ~0.1 ms per scene per
-step here, far under the render time, and swapping scenes then needed no re-concatenation.
-"""
+"""Today's (88cbd84) torch navigation, kept only as the reference the fused step is checked
+against in tests/test_fused_step.py: ``DeviceNavMesh.try_step`` (a port of
+``bps_assets.nav.queries.try_step`` as ~300 small torch ops) and the geodesic ``lookup``
+(``GoalFields.lookup`` of bps_runtime/nav.py, on a [rows, S] field table)."""
 from __future__ import annotations
 
 import math
-import threading
-from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 import torch
 
-from bps_assets.errors import NavError
-
-from .threads import BACKGROUND_NICE, lower_priority
-
-PULL_INSIDE = 1e-4    # metres: results stay strictly inside their cell (docs/NAVMESH.md)
-LOCATE_MAX_DY = 0.5   # metres: habitat's is_navigable rule
+PULL_INSIDE = 1e-4
+LOCATE_MAX_DY = 0.5
 
 
 class DeviceNavMesh:
@@ -235,151 +212,19 @@ class DeviceNavMesh:
         res = torch.stack([rx, self.span_pos64[sp, 1], rz], 1)
         return torch.where(ok[:, None], res, ps).to(start.dtype)
 
-class BatchNav:
-    """Navigation for agents spread over several resident scenes (keys are small ints)."""
 
-    def __init__(self, device="cpu"):
-        self.device = torch.device(device)
-        self.scenes: dict[int, DeviceNavMesh] = {}
-        self.fields: dict[int, "GoalFields"] = {}
-        self._lock = threading.Lock()
+def lookup(m: DeviceNavMesh, table: torch.Tensor, rows: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+    """Geodesic distance at ``pos`` [N,3] to the goals of ``rows`` [N]: the NavMesh's
+    ``distance_at`` (min over the spans seen directly from the point's span of field +
+    distance to their centre), the point's span found by ``locate``."""
+    S = m.num_spans
+    span = m.locate(pos, max_dy=math.inf)
+    span = torch.where(span >= 0, span, torch.full_like(span, S))
+    seen = m.seen[span].long()                                          # [N, K]
+    f = table[rows[:, None], seen.clamp_max(S - 1)]                     # [N, K]
+    q = pos.double().clone()
+    q[:, 1] = m.span_pos64[span, 1]
+    d = torch.linalg.vector_norm(m.span_pos64[seen] - q[:, None, :], dim=2)
+    tot = torch.where(seen < S, f.double() + d, torch.full_like(d, math.inf))
+    return tot.min(dim=1).values.to(torch.float32)
 
-    def add(self, key: int, mesh: DeviceNavMesh, fields: "GoalFields"):
-        with self._lock:
-            self.scenes[key] = mesh
-            self.fields[key] = fields
-
-    def remove(self, key: int):
-        with self._lock:
-            self.scenes.pop(key, None)
-            self.fields.pop(key, None)
-
-    def _groups(self, keys: torch.Tensor):
-        ks = keys.cpu().numpy()
-        for k in np.unique(ks):
-            yield int(k), torch.as_tensor(np.nonzero(ks == k)[0], device=self.device)
-
-    def try_step(self, keys: torch.Tensor, start: torch.Tensor, end: torch.Tensor) -> torch.Tensor:
-        out = start.clone()
-        for k, idx in self._groups(keys):
-            out[idx] = self.scenes[k].try_step(start[idx], end[idx])
-        return out
-
-    def geodesic(self, keys: torch.Tensor, rows: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
-        """Geodesic distance from ``pos`` to each agent's goal (its row of its scene's fields)."""
-        out = torch.empty(pos.shape[0], device=self.device)
-        for k, idx in self._groups(keys):
-            out[idx] = self.fields[k].lookup(rows[idx], pos[idx])
-        return out
-
-
-class GoalFields:
-    """One scene's distance fields to goals: device table [capacity, S] + refcounts.
-
-    Thread-safe: rows are added from the ``FieldWorker`` thread while the step thread reads
-    other rows. The table grows by doubling (under the lock) when full.
-    """
-
-    def __init__(self, mesh: DeviceNavMesh, capacity: int = 16):
-        self.mesh = mesh
-        self.device = mesh.device
-        S = max(mesh.num_spans, 1)
-        self.table = torch.full((max(capacity, 1), S), math.inf, device=self.device)
-        self.host: dict[int, np.ndarray] = {}
-        self.refs = np.zeros(self.table.shape[0], np.int64)
-        self.goals: dict[int, np.ndarray] = {}
-        self._free = list(range(self.table.shape[0] - 1, -1, -1))
-        self._lock = threading.Lock()
-
-    def compute(self, goal) -> np.ndarray:
-        """Flat [S] float32 field of ``goal`` (the NavMesh's own Dijkstra; slow: call off the
-        step path)."""
-        nm = self.mesh.navmesh
-        f = np.asarray(nm.distance_field(np.asarray(goal, np.float64).reshape(3)), np.float32)
-        lrc = nm.span_lrc
-        return np.ascontiguousarray(f[lrc[:, 0], lrc[:, 1], lrc[:, 2]])
-
-    def add(self, goal, flat: np.ndarray | None = None) -> int:
-        """Store the field of ``goal`` (computing it if not given); returns its row (ref 1)."""
-        if flat is None:
-            flat = self.compute(goal)
-        with self._lock:
-            if not self._free:
-                old = self.table
-                cap = old.shape[0]
-                self.table = torch.full((2 * cap, old.shape[1]), math.inf, device=self.device)
-                self.table[:cap] = old
-                self.refs = np.concatenate([self.refs, np.zeros(cap, np.int64)])
-                self._free = list(range(2 * cap - 1, cap - 1, -1))
-            row = self._free.pop()
-            self.table[row] = torch.as_tensor(flat, device=self.device)
-            self.host[row] = flat
-            self.goals[row] = np.asarray(goal, np.float64).reshape(3)
-            self.refs[row] = 1
-        return row
-
-    def retain(self, row: int):
-        with self._lock:
-            self.refs[row] += 1
-
-    def release(self, row: int):
-        with self._lock:
-            self.refs[row] -= 1
-            if self.refs[row] <= 0:
-                self.refs[row] = 0
-                self.host.pop(row, None)
-                self.goals.pop(row, None)
-                self._free.append(row)
-
-    def lookup(self, rows: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
-        """Geodesic distance at ``pos`` [N,3] to the goals of ``rows`` [N]: the NavMesh's
-        ``distance_at`` (min over the spans seen directly from the point's span of field +
-        distance to their centre), the point's span found by ``locate``."""
-        m = self.mesh
-        S = m.num_spans
-        span = m.locate(pos, max_dy=math.inf)
-        span = torch.where(span >= 0, span, torch.full_like(span, S))
-        seen = m.seen[span].long()                                          # [N, K]
-        with self._lock:
-            table = self.table
-        f = table[rows[:, None], seen.clamp_max(S - 1)]                     # [N, K]
-        q = pos.double().clone()
-        q[:, 1] = m.span_pos64[span, 1]
-        d = torch.linalg.vector_norm(m.span_pos64[seen] - q[:, None, :], dim=2)
-        tot = torch.where(seen < S, f.double() + d, torch.full_like(d, math.inf))
-        return tot.min(dim=1).values.to(torch.float32)
-
-    def distance_at_host(self, row: int, points) -> np.ndarray:
-        """``lookup`` for one field and many points, numpy in and out (episode sampling)."""
-        p = torch.as_tensor(np.asarray(points, np.float32).reshape(-1, 3), device=self.device)
-        rows = torch.full((p.shape[0],), int(row), dtype=torch.long, device=self.device)
-        return self.lookup(rows, p).cpu().numpy().astype(np.float64)
-
-    @property
-    def nbytes(self) -> int:
-        return self.table.numel() * 4
-
-
-class FieldWorker:
-    """One background thread computing distance fields (per-episode work, off the step path).
-
-    ``submit(fields, goal)`` returns a Future of the row; results are stored by the worker.
-    """
-
-    def __init__(self, nice: int = BACKGROUND_NICE):
-        self._pool = ThreadPoolExecutor(1, thread_name_prefix="bps-nav-fields", initializer=lower_priority,
-                                        initargs=(nice,))
-
-    def submit(self, fields: GoalFields, goal) -> Future:
-        return self._pool.submit(fields.add, goal)
-
-    def run(self, fn, *args) -> Future:
-        return self._pool.submit(fn, *args)
-
-    def close(self):
-        self._pool.shutdown(wait=False, cancel_futures=True)
-
-
-def check_navmesh(navmesh, path=None):
-    if navmesh.num_spans == 0:
-        raise NavError(path, "the navmesh has no navigable span")

@@ -1,0 +1,59 @@
+"""Per-step torch ops, Warp launches and host syncs of the batched PointNav env on CPU
+(bps_runtime.step_profile), for 64 / 1024 envs and 1 / 8 resident scenes (small generated
+rooms of tests/runtime_env_scenes.py, Embree renderer, 16x16 depth).
+
+    python benchmarks/bench_step_counts.py
+
+Counts are the averages over 3 steady-state steps; the "render" phase (the renderer's own host
+conversions) and the "input check" phase (the CPU env's action range check) are printed apart
+when the code marks them. Run it with PYTHONPATH pointing at another checkout to count that
+code (an env without ``step_profile.follow`` in its simulator thread is followed by a wrapper).
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+
+def main():
+    from runtime_env_scenes import make_env, room
+
+    from bps_runtime import step_profile
+    from bps_runtime.pointnav import BatchPointNavEnv
+    from bps_runtime.step_profile import count_ops
+
+    if not hasattr(BatchPointNavEnv, "_host_between_steps"):   # the 88cbd84 env: follow its sim thread
+        orig = BatchPointNavEnv._step_group
+
+        def wrapped(self, g, a):
+            with step_profile.follow():
+                return orig(self, g, a)
+        BatchPointNavEnv._step_group = wrapped
+    for n, k in ((64, 1), (1024, 1), (64, 8), (1024, 8)):
+        scenes = [room(f"r{i}", 3.0 + 0.5 * i, 4.0, pillars=[(1.0, -2.0, 1.5, -1.5)]) for i in range(k)]
+        env = make_env(scenes, num_envs=n, seed=0)
+        env.reset()
+        g = torch.Generator().manual_seed(0)
+        for _ in range(3):
+            env.step(torch.randint(0, 4, (n,), generator=g))
+        tot = {}
+        for _ in range(3):
+            with count_ops() as c:
+                env.step(torch.randint(0, 4, (n,), generator=g))
+            for p in c.phases():
+                t = tot.setdefault(p, [0, 0, 0])
+                t[0] += c.total("torch_ops", p)
+                t[1] += c.total("warp_launches", p)
+                t[2] += c.total("syncs", p)
+        parts = "; ".join(f"{p}: {a / 3:.0f} torch ops, {b / 3:.0f} warp launches, {s / 3:.0f} syncs"
+                          for p, (a, b, s) in sorted(tot.items()))
+        print(f"envs={n} scenes={k}: {parts}", flush=True)
+        env.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,470 @@
+"""Every resident scene's navigation data in flat device buffers indexed by resident id.
+
+The fused step (``bps_runtime.step_kernels``) reads navigation through one set of arrays, as the
+renderer reads its meshes, so its launch count does not depend on the number of scenes:
+
+- ``Arena``: one flat device buffer (int32 / float32 / float64) with a first-fit allocator. A
+  scene's arrays are written into it when the scene is *prepared* (the cache's loader thread,
+  off the step path); it grows (new buffer + copy) only there, never on the step path.
+- ``SceneNav``: one scene's navmesh in the arenas: span index and height grids [L, D, W], span
+  neighbours [S, 4] (S = none), span cells, islands, the geodesic ``seen`` lists [S, K] (the
+  span itself, then the spans it sees directly) and span centres (float64); plus its row of
+  the *meta table* (dims and offsets) that ``NavBuffers.publish`` writes under a resident id.
+- ``GoalFields``: one scene's distance fields to goals, ``capacity`` rows of S floats in the
+  fields arena, with reference counts; rows are computed by ``FieldWorker`` (a background
+  thread). A full table moves to a region twice as large (off the step path); the step thread
+  re-publishes its base offset before the next launch (``NavBuffers.refresh``).
+- ``NavBuffers``: the arenas + the meta tables [capacity of resident ids, ...]. ``publish`` /
+  ``unpublish`` (step thread, between steps) are small index writes.
+
+Rules (docs/NAVMESH.md section 4; the fused step implements them, ``host_geodesic`` is the
+numpy twin used to check episode starts): the geodesic distance of a point = min over the spans
+seen from its span (``locate``: the span of its cell nearest in y) of field + |p - centre|.
+
+Tried and dropped (timings on this 2-core machine, 1,024 agents, 2 scenes):
+- per-scene torch tensors with try_step / snap / lookup as ~300 small torch ops grouped per
+  scene in Python (the previous ``bps_runtime/nav.py``): 12-20 ms per step on CPU, and on a
+  CUDA H100 5,121 launches and 463 host syncs per step (issue 11); replaced by the Warp
+  kernels over these buffers (one launch, ~1-3 ms on one CPU thread).
+- reallocating one concatenated buffer per scene swap: a copy of every resident scene per
+  swap on the step path; the arenas allocate in place instead.
+"""
+from __future__ import annotations
+
+import math
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+
+import numpy as np
+import torch
+
+from bps_assets.errors import NavError
+
+from .threads import BACKGROUND_NICE, lower_priority
+
+PULL_INSIDE = 1e-4    # metres: results stay strictly inside their cell (docs/NAVMESH.md)
+LOCATE_MAX_DY = 0.5   # metres: habitat's is_navigable rule
+
+# meta table columns (int64): dims and arena offsets of a resident scene
+M_L, M_D, M_W, M_S, M_K, M_SIDX, M_NBR, M_LRC, M_ISL, M_SEEN, M_HEIGHT, M_POS, M_FIELD = range(13)
+NUM_META_I = 13
+# float64 columns: grid origin x / z, cell size, max climb
+F_OX, F_OZ, F_CS, F_CLIMB = range(4)
+NUM_META_F = 4
+
+
+class Arena:
+    """A flat 1-D device tensor with a first-fit allocator (offsets in elements).
+
+    ``alloc`` / ``release`` / ``write`` are thread-safe; ``alloc`` grows the buffer (a new
+    tensor, the old contents copied, ``version`` bumped) when nothing fits. Offsets stay valid
+    across growth. Callers read ``buf`` once per step (after ``NavBuffers.refresh``)."""
+
+    def __init__(self, dtype: torch.dtype, device, capacity: int = 1024, fill=0):
+        self.dtype, self.device, self.fill = dtype, torch.device(device), fill
+        self.buf = torch.full((max(int(capacity), 1),), fill, dtype=dtype, device=self.device)
+        self._free: list[list[int]] = [[0, self.buf.numel()]]     # sorted [offset, size]
+        self.lock = threading.RLock()
+        self.version = 0
+        self.used = 0
+
+    def reserve(self, capacity: int):
+        """Grow to at least ``capacity`` elements (call before the first step)."""
+        with self.lock:
+            if capacity > self.buf.numel():
+                self._grow(capacity - self.buf.numel())
+
+    def _grow(self, need: int):
+        old = self.buf
+        cap = old.numel()
+        new_cap = max(2 * cap, cap + need)
+        new = torch.full((new_cap,), self.fill, dtype=self.dtype, device=self.device)
+        new[:cap] = old
+        self.buf = new
+        self.version += 1
+        self._put(cap, new_cap - cap)
+
+    def _put(self, off: int, size: int):
+        fr = self._free
+        fr.append([off, size])
+        fr.sort()
+        merged = [fr[0]]
+        for o, s in fr[1:]:
+            if merged[-1][0] + merged[-1][1] == o:
+                merged[-1][1] += s
+            else:
+                merged.append([o, s])
+        self._free = merged
+
+    def alloc(self, n: int) -> int:
+        """Offset of ``n`` free elements (first fit; grows the buffer when nothing fits)."""
+        n = max(int(n), 1)
+        with self.lock:
+            for blk in self._free:
+                if blk[1] >= n:
+                    off = blk[0]
+                    blk[0] += n
+                    blk[1] -= n
+                    if blk[1] == 0:
+                        self._free.remove(blk)
+                    self.used += n
+                    return off
+            self._grow(n)
+            return self.alloc(n)
+
+    def release(self, off: int, n: int):
+        """Give ``n`` elements at ``off`` back (refilled with the fill value)."""
+        with self.lock:
+            n = max(int(n), 1)
+            self.buf[off:off + n] = self.fill
+            self._put(int(off), n)
+            self.used -= n
+
+    def write(self, off: int, values) -> None:
+        """Copy ``values`` (flattened, converted to the arena's dtype) to ``off``."""
+        v = torch.as_tensor(np.ascontiguousarray(values).reshape(-1)).to(self.dtype)
+        with self.lock:
+            self.buf[off:off + v.numel()].copy_(v)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of device memory held."""
+        return self.buf.numel() * self.buf.element_size()
+
+
+class SceneNav:
+    """One scene's navmesh in the arenas of ``buffers`` (built off the step path).
+
+    Host copies stay here for the episode sampler (``navmesh``, ``seen``)."""
+
+    def __init__(self, navmesh, buffers: "NavBuffers"):
+        from bps_assets.nav.queries import geodesic_graph
+
+        nm = navmesh
+        check_navmesh(nm)
+        self.navmesh = nm
+        self.buffers = buffers
+        self.L, self.D, self.W = (int(x) for x in nm.shape)
+        self.num_spans = S = int(nm.num_spans)
+        self.cell_size = float(nm.cell_size)
+        self.origin = (float(nm.origin[0]), float(nm.origin[1]))
+        self.max_climb = float(nm.settings.max_climb)
+        g = geodesic_graph(nm)
+        self.seen = np.concatenate([np.arange(S, dtype=np.int32)[:, None], np.asarray(g.adj, np.int32)], axis=1)
+        self.K = int(self.seen.shape[1])
+        parts = [
+            np.asarray(nm.span_index, np.int32).reshape(-1),                 # [L*D*W], -1 none
+            np.asarray(nm.nbr[:S], np.int32).reshape(-1),                    # [S*4], S none
+            np.asarray(nm.span_lrc, np.int32).reshape(-1),                   # [S*3]
+            np.asarray(nm.span_island, np.int32).reshape(-1),                # [S]
+            self.seen.reshape(-1),                                           # [S*K], S none
+        ]
+        sizes = [p.size for p in parts]
+        self._ints_n = sum(sizes)
+        self._ints = buffers.ints.alloc(self._ints_n)
+        buffers.ints.write(self._ints, np.concatenate(parts))
+        offs = self._ints + np.r_[0, np.cumsum(sizes)[:-1]]
+        self._f32_n = self.L * self.D * self.W
+        self._f32 = buffers.f32.alloc(self._f32_n)
+        buffers.f32.write(self._f32, np.asarray(nm.height, np.float32).reshape(-1))
+        self._f64_n = 3 * S
+        self._f64 = buffers.f64.alloc(self._f64_n)
+        buffers.f64.write(self._f64, np.asarray(nm.span_pos, np.float64).reshape(-1))
+        self.meta_i = np.array([self.L, self.D, self.W, S, self.K, *offs.tolist(), self._f32, self._f64, 0], np.int64)
+        self.meta_f = np.array([self.origin[0], self.origin[1], self.cell_size, self.max_climb], np.float64)
+        self._freed = False
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of device memory held."""
+        return 4 * self._ints_n + 4 * self._f32_n + 8 * self._f64_n
+
+    def free(self):
+        """Give the arena space back (the scene left; the step thread calls this)."""
+        if not self._freed:
+            self._freed = True
+            self.buffers.ints.release(self._ints, self._ints_n)
+            self.buffers.f32.release(self._f32, self._f32_n)
+            self.buffers.f64.release(self._f64, self._f64_n)
+
+    def locate_host(self, points: np.ndarray, max_dy: float = math.inf) -> np.ndarray:
+        """numpy ``locate``: span id of each point's cell nearest in y (within max_dy), -1 if none."""
+        nm = self.navmesh
+        p = np.asarray(points, np.float64).reshape(-1, 3)
+        c = np.floor((p[:, 0] - self.origin[0]) / self.cell_size).astype(np.int64)
+        r = np.floor((p[:, 2] - self.origin[1]) / self.cell_size).astype(np.int64)
+        inb = (r >= 0) & (r < self.D) & (c >= 0) & (c < self.W)
+        rr, cc = np.where(inb, r, 0), np.where(inb, c, 0)
+        dy = np.abs(np.asarray(nm.height, np.float32)[:, rr, cc].T - p[:, 1:2].astype(np.float32))
+        dy = np.where(np.isnan(dy), np.inf, dy)
+        layer = dy.argmin(axis=1)
+        sid = np.asarray(nm.span_index)[layer, rr, cc].astype(np.int64)
+        ok = inb & (dy[np.arange(len(p)), layer] <= max_dy) & (sid >= 0)
+        return np.where(ok, sid, -1)
+
+
+def host_geodesic(scene: SceneNav, field: np.ndarray, points) -> np.ndarray:
+    """The fused step's geodesic rule in numpy, for one field [S] and points [N, 3] (float64)."""
+    p = np.asarray(points, np.float64).reshape(-1, 3)
+    S = scene.num_spans
+    span = scene.locate_host(p)
+    out = np.full(len(p), np.inf)
+    ok = span >= 0
+    if not ok.any():
+        return out
+    sp = scene.navmesh.span_pos
+    seen = scene.seen[span[ok]].astype(np.int64)                             # [n, K]
+    q = p[ok].copy()
+    q[:, 1] = sp[span[ok], 1]
+    valid = seen < S
+    sc = np.where(valid, seen, 0)
+    d = np.linalg.norm(sp[sc] - q[:, None, :], axis=2)
+    tot = np.where(valid, np.asarray(field, np.float32)[sc].astype(np.float64) + d, np.inf)
+    out[ok] = tot.min(axis=1)
+    return out.astype(np.float32).astype(np.float64)
+
+
+class GoalFields:
+    """One scene's distance fields to goals: ``capacity`` rows of S float32 in the fields arena,
+    with reference counts. Thread-safe: rows are added from the ``FieldWorker`` thread while
+    the step reads other rows. A full table moves to twice the rows (off the step path); the
+    new base offset reaches the step through ``NavBuffers.refresh``."""
+
+    def __init__(self, scene: SceneNav, capacity: int = 16):
+        self.scene = scene
+        self.buffers = scene.buffers
+        self.S = max(scene.num_spans, 1)
+        self.capacity = max(int(capacity), 1)
+        self.base = self.buffers.field_arena.alloc(self.capacity * self.S)
+        self.host: dict[int, np.ndarray] = {}
+        self.refs = np.zeros(self.capacity, np.int64)
+        self.goals: dict[int, np.ndarray] = {}
+        self._free = list(range(self.capacity - 1, -1, -1))
+        self._lock = threading.Lock()
+        self._moved: list[tuple[int, int]] = []   # old regions to free once re-published
+        self.released = False
+
+    @property
+    def mesh(self) -> SceneNav:
+        """The scene's navigation (``SceneNav``)."""
+        return self.scene
+
+    @property
+    def table(self) -> torch.Tensor:
+        """[capacity, S] view of this scene's rows in the fields arena."""
+        buf = self.buffers.field_arena.buf
+        return buf[self.base:self.base + self.capacity * self.S].view(self.capacity, self.S)
+
+    def compute(self, goal) -> np.ndarray:
+        """Flat [S] float32 field of ``goal`` (the NavMesh's own Dijkstra; slow: call off the
+        step path)."""
+        nm = self.scene.navmesh
+        f = np.asarray(nm.distance_field(np.asarray(goal, np.float64).reshape(3)), np.float32)
+        lrc = nm.span_lrc
+        return np.ascontiguousarray(f[lrc[:, 0], lrc[:, 1], lrc[:, 2]])
+
+    def _grow(self):
+        ar = self.buffers.field_arena
+        cap, S = self.capacity, self.S
+        new = ar.alloc(2 * cap * S)
+        with ar.lock:
+            ar.buf[new:new + cap * S].copy_(ar.buf[self.base:self.base + cap * S])
+        self._moved.append((self.base, cap * S))
+        self.base = new
+        self.refs = np.concatenate([self.refs, np.zeros(cap, np.int64)])
+        self._free = list(range(2 * cap - 1, cap - 1, -1))
+        self.capacity = 2 * cap
+        self.buffers.mark_dirty()
+
+    def add(self, goal, flat: np.ndarray | None = None) -> int:
+        """Store the field of ``goal`` (computing it if not given); returns its row (ref 1)."""
+        if flat is None:
+            flat = self.compute(goal)
+        with self._lock:
+            if self.released:  # the scene left while this field was computed
+                raise NavError(None, "distance field for a scene that is no longer resident")
+            if not self._free:
+                self._grow()
+            row = self._free.pop()
+            self.buffers.field_arena.write(self.base + row * self.S, flat)
+            self.host[row] = flat
+            self.goals[row] = np.asarray(goal, np.float64).reshape(3)
+            self.refs[row] = 1
+        return row
+
+    def retain(self, row: int):
+        """One more reference to ``row``."""
+        with self._lock:
+            self.refs[row] += 1
+
+    def retain_many(self, rows) -> None:
+        """One more reference per entry of ``rows`` (repeats allowed)."""
+        with self._lock:
+            np.add.at(self.refs, np.asarray(rows, np.int64), 1)
+
+    def release(self, row: int):
+        """One reference less; the row is free again at zero."""
+        self.release_many([row])
+
+    def release_many(self, rows) -> None:
+        """One reference less per entry of ``rows``; rows at zero are free again."""
+        r = np.asarray(rows, np.int64).reshape(-1)
+        if r.size == 0:
+            return
+        with self._lock:
+            np.subtract.at(self.refs, r, 1)
+            for row in np.unique(r[self.refs[r] <= 0]).tolist():
+                self.refs[row] = 0
+                self.host.pop(row, None)
+                self.goals.pop(row, None)
+                self._free.append(row)
+
+    def distance_at_host(self, row: int, points) -> np.ndarray:
+        """The step's geodesic lookup for one row and many points, numpy in and out."""
+        return host_geodesic(self.scene, self.host[int(row)], points)
+
+    def take_moved(self) -> list:
+        """Old regions of a table that moved, to free once re-published (step thread)."""
+        with self._lock:
+            out, self._moved = self._moved, []
+        return out
+
+    def free(self):
+        """Give every row back to the arena (the scene left)."""
+        with self._lock:
+            if not self.released:
+                self.released = True
+                self.buffers.field_arena.release(self.base, self.capacity * self.S)
+                self._moved, moved = [], self._moved
+        for off, n in moved:
+            self.buffers.field_arena.release(off, n)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of device memory held."""
+        return self.capacity * self.S * 4
+
+
+class NavBuffers:
+    """The arenas and the meta tables [capacity, ...] the fused step reads, by resident id.
+
+    ``publish(rid, scene, fields)`` / ``unpublish(rid)`` run on the step thread between steps;
+    ``refresh()`` (before every launch) re-publishes fields that moved and frees their old
+    regions; ``version`` changes whenever an arena buffer or the window size changed (a
+    captured CUDA graph must be re-captured)."""
+
+    def __init__(self, device="cpu", capacity: int = 16):
+        dev = torch.device(device)
+        self.device = dev
+        self.capacity = max(int(capacity), 1)
+        self.ints = Arena(torch.int32, dev, 1 << 16, -1)
+        self.f32 = Arena(torch.float32, dev, 1 << 14, math.nan)
+        self.f64 = Arena(torch.float64, dev, 1 << 14, 0.0)
+        self.field_arena = Arena(torch.float32, dev, 1 << 16, math.inf)
+        self.meta_i = torch.zeros((self.capacity, NUM_META_I), dtype=torch.int64, device=dev)
+        self.meta_f = torch.ones((self.capacity, NUM_META_F), dtype=torch.float64, device=dev)
+        self.scenes: dict[int, SceneNav] = {}
+        self.fields: dict[int, GoalFields] = {}
+        self._dirty = threading.Event()
+        self._lock = threading.Lock()
+        self.min_cell = math.inf
+        self._sized = False
+
+    def mark_dirty(self):
+        """A field table moved: ``refresh`` re-publishes before the next launch."""
+        self._dirty.set()
+
+    def size_for(self, scene: SceneNav, goal_rows: int):
+        """Before the first scene is written: make room for ``capacity`` scenes like this one
+        (and ``goal_rows`` fields each), so later swaps allocate in place."""
+        with self._lock:
+            if self._sized:
+                return
+            self._sized = True
+        n = self.capacity
+        self.ints.reserve(int(1.25 * n * scene._ints_n) + self.ints.buf.numel())
+        self.f32.reserve(int(1.25 * n * scene._f32_n) + self.f32.buf.numel())
+        self.f64.reserve(int(1.25 * n * scene._f64_n) + self.f64.buf.numel())
+        self.field_arena.reserve(int(1.25 * n * goal_rows * max(scene.num_spans, 1)))
+
+    def publish(self, rid: int, scene: SceneNav, fields: GoalFields):
+        """Make ``scene`` / ``fields`` the navigation of resident id ``rid`` (one meta row)."""
+        rid = int(rid)
+        if not 0 <= rid < self.capacity:
+            raise NavError(None, f"resident id {rid} outside the navigation table's {self.capacity} slots")
+        self.scenes[rid] = scene
+        self.fields[rid] = fields
+        self.min_cell = min(self.min_cell, scene.cell_size)
+        self._write_meta(rid)
+
+    def _write_meta(self, rid: int):
+        scene, fields = self.scenes[rid], self.fields[rid]
+        mi = scene.meta_i.copy()
+        mi[M_FIELD] = fields.base
+        self.meta_i[rid] = torch.as_tensor(mi).to(self.device, non_blocking=True)
+        self.meta_f[rid] = torch.as_tensor(scene.meta_f).to(self.device, non_blocking=True)
+
+    def unpublish(self, rid: int):
+        """Resident id ``rid`` left: free its arenas and its field table."""
+        scene = self.scenes.pop(int(rid), None)
+        fields = self.fields.pop(int(rid), None)
+        if fields is not None:
+            fields.free()
+        if scene is not None:
+            scene.free()
+        if self.scenes:
+            self.min_cell = min(s.cell_size for s in self.scenes.values())
+
+    def refresh(self) -> bool:
+        """Re-publish moved field tables (between steps). True if anything was rewritten."""
+        if not self._dirty.is_set():
+            return False
+        self._dirty.clear()
+        changed = False
+        for rid, f in list(self.fields.items()):
+            moved = f.take_moved()
+            if moved:
+                self._write_meta(rid)
+                for off, n in moved:
+                    self.field_arena.release(off, n)
+                changed = True
+        return changed
+
+    @property
+    def version(self) -> tuple:
+        """Changes whenever an arena buffer was reallocated (captured graphs re-capture)."""
+        return (self.ints.version, self.f32.version, self.f64.version, self.field_arena.version)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of device memory held."""
+        return self.ints.nbytes + self.f32.nbytes + self.f64.nbytes + self.field_arena.nbytes
+
+
+class FieldWorker:
+    """One background thread computing distance fields (per-episode work, off the step path).
+
+    ``submit(fields, goal)`` returns a Future of the row; results are stored by the worker.
+    """
+
+    def __init__(self, nice: int = BACKGROUND_NICE):
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="bps-nav-fields", initializer=lower_priority,
+                                        initargs=(nice,))
+
+    def submit(self, fields: GoalFields, goal) -> Future:
+        """Compute the field of ``goal`` into ``fields`` (Future of the row)."""
+        return self._pool.submit(fields.add, goal)
+
+    def run(self, fn, *args) -> Future:
+        """Run ``fn(*args)`` on the worker thread (Future)."""
+        return self._pool.submit(fn, *args)
+
+    def close(self):
+        """Stop the worker; queued work is cancelled."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def check_navmesh(navmesh, path=None):
+    """A navmesh the runtime can use (at least one navigable span), else ``NavError``."""
+    if navmesh.num_spans == 0:
+        raise NavError(path, "the navmesh has no navigable span")

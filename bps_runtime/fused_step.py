@@ -1,0 +1,476 @@
+"""The fused step's two halves: device state + launches (``FusedStep``) and the host's
+bookkeeping of queued episodes (``EpisodeRing``).
+
+Device: per-env state, a ring of ``DEPTH`` upcoming episodes per env, per-env outputs (a
+group's slice is valid until that group's next step), a staging table for new ring entries.
+A step is: copy the actions in, copy the staging rows in, ``apply_refills``, ``step_kernel``
+(bps_runtime.step_kernels), snapshot ``head``. Torch and Warp share memory (``wp.from_torch``);
+the number of torch ops and Warp launches does not depend on the number of envs or scenes, and
+nothing waits for the device.
+
+Host, between steps: the ``head`` snapshot taken ``LAG`` steps earlier says which envs started
+which episodes by then (on CUDA it was copied to pinned memory without waiting; by the time it
+is read the device has finished that step, while the step after it is still queued). From it
+the host releases ended episodes (scene references, field rows), counts them, and queues new
+ones (the scene each runs in is chosen by the cache now, so a swap is just the resident id
+written in the ring). With ``LAG = 2`` and ``DEPTH = 2`` an env always has its next episode
+queued: at a step's launch the host has seen every episode start up to two steps back, at most
+one more started in the step before, and it keeps ``DEPTH`` queued past what it has seen.
+
+Info that needs the step's outcome on the host (episode ids and scene names of the envs that
+finished) is a ``LazyNames`` list: it reads the step's ``done``/episode numbers only when
+looked at (a device-to-host wait on CUDA; free on CPU).
+
+CUDA graphs (``capture=True``): after two warm-up steps the launches of a group's step (refill
+kernel, step kernel, head snapshot) are captured once per group with ``wp.ScopedCapture`` and
+replayed; anything that changes the captured pointers (an arena growing, the window size)
+re-captures. Off CUDA, or when capture fails, the plain launches run and ``capture_status``
+says why ("not captured: cpu").
+"""
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import torch
+
+from . import step_kernels as sk
+from . import step_profile
+from .batched_nav import NavBuffers
+from .task import TaskOptions
+
+LAG = 2      # steps between a head snapshot and the host reading it
+DEPTH = 2    # queued episodes per env beyond what the host has seen start
+NAMES = 64   # episode names kept per env for LazyNames (read info within 64 episodes)
+
+
+def _wp_dev(device: torch.device) -> str:
+    return "cpu" if device.type == "cpu" else f"cuda:{device.index or 0}"
+
+
+def _wp_stream(device: torch.device):
+    """Warp's view of torch's current stream (kernels and torch copies stay in one order);
+    None on the CPU."""
+    if device.type != "cuda":
+        return None
+    return sk.init_warp().stream_from_torch(torch.cuda.current_stream(device))
+
+
+class FusedStep:
+    """Device side: state tensors (shared with Warp), ring, outputs, launches (optionally a
+    captured CUDA graph per group)."""
+
+    def __init__(self, nav: NavBuffers, num_envs: int, batch_size: int, task: TaskOptions, device,
+                 capture: bool = False, threads: int = 1):
+        self.wp = sk.init_warp()
+        self.nav = nav
+        self.N, self.B = int(num_envs), int(batch_size)
+        self.device = dev = torch.device(device)
+        self.wdev = _wp_dev(dev)
+        self.task = task
+        N, D = self.N, DEPTH
+        z = lambda *s, dt=torch.float32: torch.zeros(*s, dtype=dt, device=dev)  # noqa: E731
+        # state
+        self.slot, self.pos, self.yaw, self.goal = z(N, dt=torch.int32), z(N, 3), z(N), z(N, 3)
+        self.row, self.d0, self.d_prev = z(N, dt=torch.int32), z(N), z(N)
+        self.path_len, self.total, self.steps = z(N), z(N), z(N, dt=torch.int32)
+        self.head = z(N, dt=torch.int32)
+        self.r_slot, self.r_pos, self.r_yaw = z(D, N, dt=torch.int32), z(D, N, 3), z(D, N)
+        self.r_goal, self.r_row = z(D, N, 3), z(D, N, dt=torch.int32)
+        # outputs
+        self.reward, self.done, self.success = z(N), z(N, dt=torch.uint8), z(N, dt=torch.uint8)
+        self.truncated, self.spl = z(N, dt=torch.uint8), z(N)
+        self.pointgoal, self.rotation, self.position = z(N, 2), z(N, 4), z(N, 3)
+        self.dist, self.out_slot = z(N), z(N, dt=torch.int64)
+        self.ep_return, self.ep_length, self.ep_dist = z(N), z(N, dt=torch.int32), z(N)
+        self.ep_d0, self.ep_path = z(N), z(N)
+        self.epno = z(N, dt=torch.int32)          # number of the episode now running
+        # inputs
+        self.actions = z(self.B, dt=torch.int64)
+        cap = N * (DEPTH + 1)
+        self.stage_i, self.stage_f = z(cap, 4, dt=torch.int32), z(cap, 7)
+        self.count = z(1, dt=torch.int32)
+        pin = dev.type == "cuda"
+        self._pinned = [(torch.zeros(cap, 4, dtype=torch.int32, pin_memory=pin),
+                         torch.zeros(cap, 7, dtype=torch.float32, pin_memory=pin),
+                         torch.zeros(1, dtype=torch.int32, pin_memory=pin)) for _ in range(2)]
+        # numpy views of the host buffers, made once (no tensor -> host call on the step path)
+        self._pinned_np = [tuple(t.numpy() for t in bufs) for bufs in self._pinned]
+        self._pin_events = [None, None]
+        self._pin_next = 0
+        self._snapshots: deque = deque()    # (host tensor, event or None), oldest first
+        self._free_snaps = [(t, t.numpy()) for t in (torch.zeros(N, dtype=torch.int32, pin_memory=pin)
+                                                      for _ in range(LAG + 1))]
+        self.scratch = None
+        self.win = 0
+        self._structs_key = None
+        self.capture = bool(capture)
+        self.capture_status = "not captured: off" if not capture else (
+            "not captured: cpu" if dev.type != "cuda" else "not captured yet")
+        self._graphs: dict = {}
+        self._warm = 0
+        self._build_task()
+        # on the CPU a Warp launch runs on one thread (and releases the GIL): split the group
+        # over ``threads`` launches run side by side
+        self.threads = max(1, int(threads)) if dev.type == "cpu" else 1
+        self._pool = ThreadPoolExecutor(self.threads - 1, thread_name_prefix="bps-step") if self.threads > 1 else None
+
+    def close(self):
+        """Stop the CPU launch threads."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
+    # ------------------------------------------------------------------ structs
+    def _build_task(self):
+        self._window_key = None
+        t, s = self.task, sk.Task()
+        s.forward_step, s.turn = float(t.forward_step), math.radians(t.turn_degrees)
+        s.success_distance, s.max_steps = float(t.success_distance), int(t.max_episode_steps)
+        s.slack, s.success_reward = float(t.slack_reward), float(t.success_reward)
+        s.win = self.win if hasattr(self, "win") else 0
+        self._task_s = s
+
+    def _window(self):
+        """Scratch size for the largest try_step window of the resident scenes (grown between
+        steps only)."""
+        key = (self.nav.min_cell, self.task.forward_step)
+        if key == getattr(self, "_window_key", None):
+            return
+        self._window_key = key
+        cs = self.nav.min_cell if math.isfinite(self.nav.min_cell) else 0.05
+        step = float(self.task.forward_step)
+        R = int(math.ceil((step / 2 + 1e-3) / cs)) + 2
+        n = 2 * R + 1
+        if n * n > self.win:
+            self.win = n * n
+            self.scratch = torch.zeros(self.N, self.win, dtype=torch.int32, device=self.device)
+            self._task_s.win = self.win
+            self._structs_key = None
+
+    def _structs(self):
+        self._window()
+        key = (self.nav.version, self.win)
+        if key == self._structs_key:
+            return
+        wp, ft = self.wp, self.wp.from_torch
+        nav = nav_struct(self.nav)
+        st = sk.State()
+        st.slot, st.pos, st.yaw = ft(self.slot), ft(self.pos, dtype=wp.vec3), ft(self.yaw)
+        st.goal, st.row, st.d0 = ft(self.goal, dtype=wp.vec3), ft(self.row), ft(self.d0)
+        st.d_prev, st.path_len, st.total = ft(self.d_prev), ft(self.path_len), ft(self.total)
+        st.steps, st.head = ft(self.steps), ft(self.head)
+        st.r_slot, st.r_pos, st.r_yaw = ft(self.r_slot), ft(self.r_pos, dtype=wp.vec3), ft(self.r_yaw)
+        st.r_goal, st.r_row = ft(self.r_goal, dtype=wp.vec3), ft(self.r_row)
+        out = sk.Out()
+        out.reward, out.done, out.success = ft(self.reward), ft(self.done), ft(self.success)
+        out.truncated, out.spl, out.pointgoal = ft(self.truncated), ft(self.spl), ft(self.pointgoal)
+        out.rotation, out.position = ft(self.rotation), ft(self.position, dtype=wp.vec3)
+        out.dist, out.slot = ft(self.dist), ft(self.out_slot)
+        out.ep_return, out.ep_length, out.ep_dist = ft(self.ep_return), ft(self.ep_length), ft(self.ep_dist)
+        out.ep_d0, out.ep_path, out.epno = ft(self.ep_d0), ft(self.ep_path), ft(self.epno)
+        self._nav_s, self._st_s, self._out_s = nav, st, out
+        self._w = dict(actions=ft(self.actions), scratch=ft(self.scratch), stage_i=ft(self.stage_i),
+                       stage_f=ft(self.stage_f), count=ft(self.count))
+        self._structs_key = key
+        self._graphs.clear()
+        self._warm = 0
+
+    # ------------------------------------------------------------------ host -> device inputs
+    def upload(self, stage_i: np.ndarray, stage_f: np.ndarray):
+        """New ring entries (rows of (env, ring index, resident id, field row) and (start xyz,
+        yaw, goal xyz)) for the next launch; a copy from pinned memory on CUDA, no wait."""
+        m = int(stage_i.shape[0])
+        pi, pf, pc = self._pinned[self._pin_next]
+        ni, nf, nc = self._pinned_np[self._pin_next]
+        ev = self._pin_events[self._pin_next]
+        if ev is not None:
+            ev.synchronize()      # the copy from this buffer two uploads ago (long finished)
+        ni[:m] = stage_i
+        nf[:m] = stage_f
+        nc[0] = m
+        nb = self.device.type == "cuda"
+        self.stage_i[:m].copy_(pi[:m], non_blocking=nb)
+        self.stage_f[:m].copy_(pf[:m], non_blocking=nb)
+        self.count.copy_(pc, non_blocking=nb)
+        if nb:
+            ev = torch.cuda.Event()
+            ev.record()
+            self._pin_events[self._pin_next] = ev
+        self._pin_next ^= 1
+
+    # ------------------------------------------------------------------ launches
+    def _launch_step(self, env0: int, stream):
+        wp, w = self.wp, self._w
+        wp.launch(sk.apply_refills, dim=self.stage_i.shape[0],
+                  inputs=[self._st_s, w["stage_i"], w["stage_f"], w["count"]], device=self.wdev, stream=stream)
+
+        def part(lo, hi):
+            with step_profile.follow():
+                wp.launch(sk.step_kernel, dim=hi - lo,
+                          inputs=[self._nav_s, self._task_s, self._st_s, self._out_s, w["actions"], w["scratch"],
+                                  env0, lo, DEPTH], device=self.wdev, stream=stream)
+
+        k = self.threads if self._pool is not None else 1
+        cuts = [self.B * i // k for i in range(k + 1)]
+        futs = [self._pool.submit(part, cuts[i], cuts[i + 1]) for i in range(1, k)] if k > 1 else []
+        part(cuts[0], cuts[1])
+        for f in futs:
+            f.result()
+
+    def begin_all(self):
+        """Every env starts the episode at its ring's head (``reset``)."""
+        self._structs()
+        w, stream = self._w, _wp_stream(self.device)
+        self.wp.launch(sk.apply_refills, dim=self.stage_i.shape[0],
+                       inputs=[self._st_s, w["stage_i"], w["stage_f"], w["count"]], device=self.wdev, stream=stream)
+        self.wp.launch(sk.begin_kernel, dim=self.N, inputs=[self._nav_s, self._st_s, self._out_s, 0, DEPTH],
+                       device=self.wdev, stream=stream)
+        while self._snapshots:         # older snapshots say nothing about the new episodes
+            self._free_snaps.append(self._snapshots.popleft()[0])
+
+    def step(self, g: int, actions: torch.Tensor):
+        """Launch group g's step with ``actions`` [B] (after ``upload``)."""
+        self._structs()
+        self.actions.copy_(actions)
+        env0, stream = g * self.B, _wp_stream(self.device)
+        if self.capture and self.device.type == "cuda":
+            self._replay_or_capture(g, env0, stream)
+        else:
+            self._launch_step(env0, stream)
+        self._snapshot()
+
+    def _replay_or_capture(self, g, env0, stream):
+        """Replay group g's captured graph; capture it after two warm-up steps (kernels
+        loaded); on any capture error fall back to plain launches for good."""
+        wp = self.wp
+        graph = self._graphs.get((g, stream.cuda_stream if stream is not None else 0))
+        if graph is not None:
+            wp.capture_launch(graph, stream=stream)
+            return
+        if self._warm < 2:
+            self._warm += 1
+            self._launch_step(env0, stream)
+            return
+        try:
+            with wp.ScopedCapture(device=self.wdev, stream=stream) as cap:
+                self._launch_step(env0, stream)
+            self._graphs[(g, stream.cuda_stream if stream is not None else 0)] = cap.graph
+            self.capture_status = "captured"
+            wp.capture_launch(cap.graph, stream=stream)
+        except Exception as e:  # noqa: BLE001 - any capture failure falls back to plain launches
+            self.capture = False
+            self.capture_status = f"not captured: {type(e).__name__}: {e}"
+            self._launch_step(env0, stream)
+
+    def _snapshot(self):
+        snap = self._free_snaps.pop()
+        nb = self.device.type == "cuda"
+        snap[0].copy_(self.head, non_blocking=nb)
+        ev = None
+        if nb:
+            ev = torch.cuda.Event()
+            ev.record()
+        self._snapshots.append((snap, ev))
+
+    def take_snapshot(self) -> np.ndarray | None:
+        """The head snapshot of the step ``LAG`` steps back, once that many were taken."""
+        if len(self._snapshots) < LAG:
+            return None
+        snap, ev = self._snapshots.popleft()
+        if ev is not None:
+            ev.synchronize()   # that step finished long ago; the next one is still queued
+        out = snap[1].astype(np.int64)
+        self._free_snaps.append(snap)
+        return out
+
+    def drain_snapshots(self) -> list:
+        """All snapshots not yet read (oldest first) - ``reset`` / ``close`` only."""
+        out = []
+        while self._snapshots:
+            snap, ev = self._snapshots.popleft()
+            if ev is not None:
+                ev.synchronize()
+            out.append(snap[1].astype(np.int64))
+            self._free_snaps.append(snap)
+        return out
+
+
+def nav_struct(nav: NavBuffers):
+    """The ``step_kernels.Nav`` view of the buffers (zero-copy; rebuild when ``nav.version``
+    changes)."""
+    ft = sk.init_warp().from_torch
+    s = sk.Nav()
+    s.meta_i, s.meta_f = ft(nav.meta_i), ft(nav.meta_f)
+    s.ints, s.f32, s.f64, s.fields = ft(nav.ints.buf), ft(nav.f32.buf), ft(nav.f64.buf), ft(nav.field_arena.buf)
+    return s
+
+
+class NavQueries:
+    """Batched navigation queries over ``NavBuffers`` with the fused step's own code (the
+    ``try_step`` / ``geodesic`` Warp functions): for tests and tools, not for the step."""
+
+    def __init__(self, nav: NavBuffers):
+        self.nav = nav
+        self.wp = sk.init_warp()
+
+    def _task(self, n: int, max_len: float):
+        cs = min(self.nav.min_cell, 0.05) if math.isfinite(self.nav.min_cell) else 0.05
+        t = sk.Task()
+        R = int(math.ceil((max_len / 2 + 1e-3) / cs)) + 2
+        t.win = (2 * R + 1) ** 2
+        return t, torch.zeros(n, t.win, dtype=torch.int32, device=self.nav.device)
+
+    def try_step(self, keys: torch.Tensor, start: torch.Tensor, end: torch.Tensor) -> torch.Tensor:
+        """habitat's try_step with sliding for [N] agents in resident scenes ``keys``."""
+        dev = self.nav.device
+        keys = keys.to(dev, torch.int32).contiguous()
+        start = start.to(dev, torch.float32).contiguous()
+        end = end.to(dev, torch.float32).contiguous()
+        n = start.shape[0]
+        out = torch.empty_like(start)
+        if n == 0:
+            return out
+        max_len = float(torch.linalg.vector_norm((end - start)[:, [0, 2]], dim=1).max())
+        task, scratch = self._task(n, max_len)
+        ft, wp = self.wp.from_torch, self.wp
+        wp.launch(sk.try_step_query, dim=n, inputs=[nav_struct(self.nav), task, ft(scratch), ft(keys),
+                  ft(start, dtype=wp.vec3), ft(end, dtype=wp.vec3), ft(out, dtype=wp.vec3)],
+                  device=_wp_dev(dev), stream=_wp_stream(dev))
+        return out
+
+    def geodesic(self, keys: torch.Tensor, rows: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        """Geodesic distance [N] from ``pos`` to the goal of field ``rows`` of scenes ``keys``."""
+        dev = self.nav.device
+        keys = keys.to(dev, torch.int32).contiguous()
+        rows = rows.to(dev, torch.int32).contiguous()
+        pos = pos.to(dev, torch.float32).contiguous()
+        out = torch.empty(pos.shape[0], dtype=torch.float32, device=dev)
+        if pos.shape[0]:
+            ft, wp = self.wp.from_torch, self.wp
+            wp.launch(sk.geodesic_query, dim=pos.shape[0], inputs=[nav_struct(self.nav), ft(keys), ft(rows),
+                      ft(pos, dtype=wp.vec3), ft(out)], device=_wp_dev(dev), stream=_wp_stream(dev))
+        return out
+
+
+class LazyNames(Sequence):
+    """A read-only sequence of per-env strings resolved on first use (reads the step's outputs
+    from the device: a wait on CUDA). ``resolve(*host arrays)`` -> list of str. Not a list
+    subclass on purpose: C code that reads a list's storage directly (``str.join``,
+    ``np.asarray``) would see it empty."""
+
+    def __init__(self, resolve, *tensors):
+        self._resolve, self._tensors, self._vals = resolve, tensors, None
+
+    def _get(self) -> list:
+        if self._vals is None:
+            self._vals = list(self._resolve(*[t.cpu().numpy() for t in self._tensors]))
+        return self._vals
+
+    def __len__(self):
+        return len(self._get())
+
+    def __getitem__(self, i):
+        return self._get()[i]
+
+    def __iter__(self):
+        return iter(self._get())
+
+    def __eq__(self, other):
+        return self._get() == (list(other) if isinstance(other, (Sequence, np.ndarray)) else other)
+
+    def __repr__(self):
+        return repr(self._get())
+
+    __hash__ = None
+
+
+class EpisodeRing:
+    """Host side of the episode queue: what each env has queued, started (as far as the host
+    knows), and the names of its episodes; builds the staging rows for ``FusedStep.upload``."""
+
+    def __init__(self, world, num_envs: int):
+        self.world = world
+        self.N = n = int(num_envs)
+        H = DEPTH + 1
+        self.filled = np.zeros(n, np.int64)      # episodes queued so far per env
+        self.known = np.zeros(n, np.int64)       # episodes started, as far as the host knows
+        self.key = np.full((H, n), -1, np.int64)  # resident id of episode m at m % H
+        self.row = np.full((H, n), -1, np.int64)
+        self.eid = np.empty((NAMES, n), object)   # episode id of episode m at m % NAMES
+        self.sname = np.empty((NAMES, n), object)  # its scene's name
+        self.ended = 0
+        self.waited = False
+
+    # -- releasing
+    def _release(self, envs: np.ndarray, numbers: np.ndarray):
+        if envs.size == 0:
+            return
+        h = numbers % (DEPTH + 1)
+        keys, rows = self.key[h, envs], self.row[h, envs]
+        self.world.episodes.release_many(keys, rows)     # field rows first: the scene may leave next
+        self.world.release_scenes(keys)
+        self.key[h, envs] = -1
+
+    def learn(self, heads: np.ndarray):
+        """Heads from a snapshot: episodes before each env's newest started one have ended."""
+        adv = heads - self.known
+        envs = np.flatnonzero(adv > 0)
+        while envs.size:
+            ended = self.known[envs] - 1       # the episode that was running
+            live = ended >= 0
+            self._release(envs[live], ended[live])
+            self.ended += int(live.sum())
+            self.known[envs] += 1
+            envs = envs[self.known[envs] < heads[envs]]
+
+    def release_all(self):
+        """Drop every queued and running episode (``reset``)."""
+        for e in range(self.N):
+            lo = max(self.known[e] - 1, 0)
+            for m in range(lo, self.filled[e]):
+                h = m % (DEPTH + 1)
+                if self.key[h, e] >= 0:
+                    self._release(np.array([e]), np.array([m]))
+        self.filled[:] = 0
+        self.known[:] = 0
+
+    # -- queueing
+    def refill(self) -> tuple[np.ndarray, np.ndarray]:
+        """Queue episodes until every env has ``DEPTH`` beyond what it is known to have started;
+        -> staging rows (int [M, 4], float [M, 7])."""
+        si, sf = [], []
+        self.waited = False
+        while True:
+            envs = np.flatnonzero(self.filled < self.known + DEPTH)
+            if envs.size == 0:
+                break
+            keys, w1 = self.world.next_scenes(envs)
+            eps, w2 = self.world.episodes.take(keys)
+            self.waited |= bool(w1 or w2)
+            m = self.filled[envs]
+            h = m % (DEPTH + 1)
+            self.key[h, envs], self.row[h, envs] = keys, eps.rows
+            nm = m % NAMES
+            self.eid[nm, envs] = eps.episode_ids
+            names = {k: self.world.scene_name(k) for k in np.unique(keys).tolist()}
+            self.sname[nm, envs] = [names[k] for k in keys.tolist()]
+            si.append(np.stack([envs, m % DEPTH, keys, eps.rows], 1).astype(np.int32))
+            sf.append(np.concatenate([eps.start, eps.yaw[:, None], eps.goal], 1).astype(np.float32))
+            self.filled[envs] += 1
+        if not si:
+            return np.zeros((0, 4), np.int32), np.zeros((0, 7), np.float32)
+        return np.concatenate(si), np.concatenate(sf)
+
+    # -- names for info
+    def names_of(self, env0: int, numbers: np.ndarray, which: str, done: np.ndarray | None = None) -> list:
+        """Episode ids (which='episode') or scene names of episode ``numbers`` of envs env0.. ('' where not ``done``)."""
+        tab = self.eid if which == "episode" else self.sname
+        envs = env0 + np.arange(len(numbers))
+        out = [str(tab[int(m) % NAMES, e]) for e, m in zip(envs.tolist(), numbers.tolist())]
+        if done is not None:
+            out = [s if d else "" for s, d in zip(out, done.tolist())]
+        return out

@@ -1,0 +1,573 @@
+"""The fused PointNav step as Warp kernels: one source for Warp's CPU device and for CUDA.
+
+One thread per environment; every resident scene's navigation comes from the flat buffers of
+``bps_runtime.batched_nav`` (meta table row = the env's resident id), so a step is the same
+few launches for 64 or 16,384 envs and for 1 or 32 scenes:
+
+1. ``apply_refills``: the host's new "next episodes" (a staging table, fixed size, a count on
+   the device) are written into the per-env ring of upcoming episodes.
+2. ``step_kernel``: action -> turn / MOVE_FORWARD with habitat's sliding (``try_step``: snap
+   start and end (Detour's findNearestPoly rule on a window), same island, flood fill of the
+   spans reachable inside Detour's search circle, the reached cell square nearest the end,
+   pulled 1e-4 m inside) -> geodesic distance from the episode's field -> reward, success,
+   SPL, truncation -> on done, the next episode from the ring (scene swaps included: it names
+   its resident id) and its start distance -> pointgoal and rotation for the observation.
+   ``begin_kernel`` is the episode start alone (``reset()``).
+
+Both ports follow ``bps_assets.nav.queries`` (``snap_spans``, ``try_step``) and the task math of
+``bps_runtime.task``; tests/test_fused_step.py checks them against both over >= 10,000 steps.
+The flood fill reproduces the reference's order exactly: each of the four directions is one
+simultaneous update over the window, which a sequential loop gets by walking the window
+against the direction of propagation.
+
+Warp facts measured here (warp-lang 1.19, this 2-core VM, CPU device): the first compile of
+this module takes 6-40 s (clang, load-dependent) and is cached in Warp's kernel cache (then
+~0.03 s to load); a launch costs ~19 us of Python and ``wp.from_torch`` of a CPU tensor ~9 us
+(zero-copy), so the kernel argument structs are built once and rebuilt only when a buffer
+moves; a CPU launch runs on the calling thread and releases the GIL (a 5 s kernel left the
+main thread free for 28M loop iterations), so on the CPU the step splits the group over the
+render threads, one launch each. ``wp.ScopedCapture(device, stream)`` and
+``wp.capture_launch(graph, stream)`` capture and replay on torch's stream.
+
+Tried and dropped: pointgoal and quaternion computed with torch after the kernel (bitwise the
+same as the 88cbd84 env, but ~20 more ops per step, i.e. ~20 more CUDA launches): Warp's
+float32 sin/cos differ from torch's in ~5 % of values by one ulp (6e-8); renders of the two
+quaternions agree within 1e-5 in depth (tests/test_fused_step.py), and the observation is
+bit for bit the render of the reported pose.
+"""
+from __future__ import annotations
+
+import math
+import threading
+
+import warp as wp
+
+from .batched_nav import (F_CLIMB, F_CS, F_OX, F_OZ, M_D, M_FIELD, M_HEIGHT, M_ISL, M_K, M_L, M_LRC,
+                          M_NBR, M_POS, M_S, M_SEEN, M_SIDX, M_W, PULL_INSIDE)
+
+_init_lock = threading.Lock()
+_ready = False
+
+
+def init_warp():
+    """``wp.init()`` once, quietly (kernels compile on first launch; Warp caches them on disk)."""
+    global _ready
+    if _ready:
+        return wp
+    with _init_lock:
+        if not _ready:
+            import logging
+            if getattr(wp.config, "log_level", None) is not None and wp.config.log_level < logging.WARNING:
+                wp.config.log_level = logging.WARNING
+            wp.config.quiet = True
+            wp.init()
+            _ready = True
+    return wp
+
+
+wp.set_module_options({"enable_backward": False})  # no gradients: half the compile time
+
+INF = wp.constant(wp.float64(math.inf))
+INSET = wp.constant(wp.float64(PULL_INSIDE))
+
+
+@wp.struct
+class Nav:
+    """Every resident scene's navigation: the meta tables and the four arenas."""
+    meta_i: wp.array2d(dtype=wp.int64)
+    meta_f: wp.array2d(dtype=wp.float64)
+    ints: wp.array(dtype=wp.int32)
+    f32: wp.array(dtype=wp.float32)
+    f64: wp.array(dtype=wp.float64)
+    fields: wp.array(dtype=wp.float32)
+
+
+@wp.struct
+class Task:
+    """The task's constants (TaskOptions) and the scratch row length of the window."""
+    forward_step: float
+    turn: float                 # radians
+    success_distance: float
+    max_steps: int
+    slack: float
+    success_reward: float
+    win: int                    # scratch row length (n * n of the largest try_step window)
+
+
+@wp.struct
+class State:
+    """Per-env state [N] and the ring of queued episodes [DEPTH, N]."""
+    slot: wp.array(dtype=wp.int32)
+    pos: wp.array(dtype=wp.vec3)
+    yaw: wp.array(dtype=wp.float32)
+    goal: wp.array(dtype=wp.vec3)
+    row: wp.array(dtype=wp.int32)
+    d0: wp.array(dtype=wp.float32)
+    d_prev: wp.array(dtype=wp.float32)
+    path_len: wp.array(dtype=wp.float32)
+    total: wp.array(dtype=wp.float32)       # return so far
+    steps: wp.array(dtype=wp.int32)
+    head: wp.array(dtype=wp.int32)          # episodes started so far (ring position)
+    # ring of upcoming episodes [depth, N]
+    r_slot: wp.array2d(dtype=wp.int32)
+    r_pos: wp.array2d(dtype=wp.vec3)
+    r_yaw: wp.array2d(dtype=wp.float32)
+    r_goal: wp.array2d(dtype=wp.vec3)
+    r_row: wp.array2d(dtype=wp.int32)
+
+
+@wp.struct
+class Out:
+    """Per-env outputs of the latest step [N] (a group's slice until its next step)."""
+    reward: wp.array(dtype=wp.float32)
+    done: wp.array(dtype=wp.uint8)
+    success: wp.array(dtype=wp.uint8)
+    truncated: wp.array(dtype=wp.uint8)
+    spl: wp.array(dtype=wp.float32)
+    pointgoal: wp.array2d(dtype=wp.float32)
+    rotation: wp.array2d(dtype=wp.float32)
+    position: wp.array(dtype=wp.vec3)
+    dist: wp.array(dtype=wp.float32)
+    slot: wp.array(dtype=wp.int64)
+    # the finished episode's statistics (0 where not done)
+    ep_return: wp.array(dtype=wp.float32)
+    ep_length: wp.array(dtype=wp.int32)
+    ep_dist: wp.array(dtype=wp.float32)
+    ep_d0: wp.array(dtype=wp.float32)
+    ep_path: wp.array(dtype=wp.float32)
+    epno: wp.array(dtype=wp.int32)          # number of the episode now running
+
+
+# ---------------------------------------------------------------------------------- navigation
+@wp.func
+def cell_index(x: wp.float64, o: wp.float64, cs: wp.float64) -> int:
+    """Grid row / column of a coordinate (floor, may be outside the grid)."""
+    return int(wp.floor((x - o) / cs))
+
+
+@wp.func
+def clampd(x: wp.float64, lo: wp.float64, hi: wp.float64) -> wp.float64:
+    """x clamped to [lo, hi] (float64)."""
+    return wp.min(wp.max(x, lo), hi)
+
+
+@wp.func
+def span_xyz(nav: Nav, poff: wp.int64, s: int) -> wp.vec3d:
+    """Centre of span ``s`` of a scene whose centres start at ``poff``."""
+    b = poff + wp.int64(3 * s)
+    return wp.vec3d(nav.f64[b], nav.f64[b + wp.int64(1)], nav.f64[b + wp.int64(2)])
+
+
+@wp.func
+def snap_window(nav: Nav, slot: int, p: wp.vec3d, R: int):
+    """Detour's findNearestPoly rule (as ``queries.snap_spans``) over the spans of the
+    (2R+1)^2 cells around p's cell: -> (point, span or S, squared distance or inf)."""
+    L = int(nav.meta_i[slot, M_L])
+    D = int(nav.meta_i[slot, M_D])
+    W = int(nav.meta_i[slot, M_W])
+    S = int(nav.meta_i[slot, M_S])
+    sidx = nav.meta_i[slot, M_SIDX]
+    poff = nav.meta_i[slot, M_POS]
+    ox = nav.meta_f[slot, F_OX]
+    oz = nav.meta_f[slot, F_OZ]
+    cs = nav.meta_f[slot, F_CS]
+    climb = nav.meta_f[slot, F_CLIMB]
+    r0 = cell_index(p[2], oz, cs)
+    c0 = cell_index(p[0], ox, cs)
+    h = cs * wp.float64(0.5) - INSET
+    best = INF
+    bsid = S
+    bq = p
+    for l in range(L):
+        for i in range(2 * R + 1):
+            r = r0 - R + i
+            for j in range(2 * R + 1):
+                c = c0 - R + j
+                if r >= 0 and r < D and c >= 0 and c < W:
+                    s = int(nav.ints[sidx + wp.int64((l * D + r) * W + c)])
+                    if s >= 0:
+                        cen = span_xyz(nav, poff, s)
+                        qx = clampd(p[0], cen[0] - h, cen[0] + h)
+                        qz = clampd(p[2], cen[2] - h, cen[2] + h)
+                        dx = qx - p[0]
+                        dy = cen[1] - p[1]
+                        dz = qz - p[2]
+                        over = r == r0 and c == c0
+                        d = dx * dx + dy * dy + dz * dz
+                        if over:
+                            e = wp.max(wp.abs(dy) - climb, wp.float64(0.0))
+                            d = e * e
+                        inbox = wp.abs(dx) <= wp.float64(2.0) and wp.abs(dy) <= wp.float64(4.0) and wp.abs(dz) <= wp.float64(2.0)
+                        if inbox and d < best:
+                            best = d
+                            bsid = s
+                            if over:
+                                bq = wp.vec3d(p[0], cen[1], p[2])
+                            else:
+                                bq = wp.vec3d(qx, cen[1], qz)
+    return bq, bsid, best
+
+
+@wp.func
+def snap(nav: Nav, slot: int, p: wp.vec3d, R: int):
+    """``snap_window`` around p's own cell, widened to R cells only when p is not over a span."""
+    q, s, b = snap_window(nav, slot, p, 1)
+    if b > wp.float64(0.0) and R > 1:
+        q, s, b = snap_window(nav, slot, p, R)
+    return q, s, b
+
+
+@wp.func
+def in_circle(ox: wp.float64, oz: wp.float64, cs: wp.float64, r: int, c: int, mx: wp.float64,
+              mz: wp.float64, rad: wp.float64) -> bool:
+    """Detour's search-circle test for cell (r, c): its square within ``rad`` of the midpoint."""
+    x0 = ox + wp.float64(c) * cs
+    z0 = oz + wp.float64(r) * cs
+    dx = wp.max(wp.max(x0 - mx, wp.float64(0.0)), mx - (x0 + cs))
+    dz = wp.max(wp.max(z0 - mz, wp.float64(0.0)), mz - (z0 + cs))
+    return dx * dx + dz * dz <= rad * rad
+
+
+@wp.func
+def fill_from(nav: Nav, scratch: wp.array2d(dtype=wp.int32), e: int, n: int, S: int, nbr: wp.int64,
+              k: int, si: int, sj: int, di: int, dj: int, r0: int, c0: int, R: int, ox: wp.float64,
+              oz: wp.float64, cs: wp.float64, mx: wp.float64, mz: wp.float64, rad: wp.float64) -> int:
+    """One cell of a direction's update: dst (si+di, sj+dj) takes nbr[src, k]."""
+    src = int(scratch[e, si * n + sj])
+    ti = si + di
+    tj = sj + dj
+    if src < S and int(scratch[e, ti * n + tj]) == S:
+        cand = int(nav.ints[nbr + wp.int64(4 * src + k)])
+        if cand < S:
+            if in_circle(ox, oz, cs, r0 - R + ti, c0 - R + tj, mx, mz, rad):
+                scratch[e, ti * n + tj] = wp.int32(cand)
+                return 1
+    return 0
+
+
+@wp.func
+def try_step(nav: Nav, task: Task, scratch: wp.array2d(dtype=wp.int32), e: int, slot: int,
+             ps: wp.vec3d, pe: wp.vec3d) -> wp.vec3d:
+    """habitat's try_step with sliding (``queries.try_step``), for one agent."""
+    S = int(nav.meta_i[slot, M_S])
+    cs = nav.meta_f[slot, F_CS]
+    ox = nav.meta_f[slot, F_OX]
+    oz = nav.meta_f[slot, F_OZ]
+    dist = wp.sqrt((pe[0] - ps[0]) * (pe[0] - ps[0]) + (pe[2] - ps[2]) * (pe[2] - ps[2]))
+    Rs = int(wp.ceil(dist / cs)) + 2
+    qs, ss, b0 = snap(nav, slot, ps, Rs)
+    qe, se, b1 = snap(nav, slot, pe, Rs)
+    if ss >= S or se >= S:
+        return ps
+    isl = nav.meta_i[slot, M_ISL]
+    if nav.ints[isl + wp.int64(ss)] != nav.ints[isl + wp.int64(se)]:
+        return ps
+    dd2 = wp.sqrt((pe[0] - qs[0]) * (pe[0] - qs[0]) + (pe[2] - qs[2]) * (pe[2] - qs[2]))
+    rad = dd2 / wp.float64(2.0) + wp.float64(1.0e-3)
+    R = int(wp.ceil(rad / cs)) + 1
+    n = 2 * R + 1
+    if n * n > task.win:
+        return ps   # the host sizes the window for the task's step; never reached
+    mx = (qs[0] + pe[0]) / wp.float64(2.0)
+    mz = (qs[2] + pe[2]) / wp.float64(2.0)
+    r0 = cell_index(mz, oz, cs)
+    c0 = cell_index(mx, ox, cs)
+    # only the rows / columns whose cells can touch the search circle take part (the others
+    # are never allowed, so the fill and the choice below are unchanged)
+    i0 = int(n)
+    i1 = int(-1)
+    for i in range(n):
+        z0 = oz + wp.float64(r0 - R + i) * cs
+        dz = wp.max(wp.max(z0 - mz, wp.float64(0.0)), mz - (z0 + cs))
+        if dz <= rad:
+            i0 = wp.min(i0, i)
+            i1 = wp.max(i1, i)
+    j0 = int(n)
+    j1 = int(-1)
+    for j in range(n):
+        x0 = ox + wp.float64(c0 - R + j) * cs
+        dx = wp.max(wp.max(x0 - mx, wp.float64(0.0)), mx - (x0 + cs))
+        if dx <= rad:
+            j0 = wp.min(j0, j)
+            j1 = wp.max(j1, j)
+    for i in range(n):
+        for j in range(n):
+            scratch[e, i * n + j] = wp.int32(S)
+    lrc = nav.meta_i[slot, M_LRC]
+    si = wp.clamp(int(nav.ints[lrc + wp.int64(3 * ss + 1)]) - r0 + R, 0, n - 1)
+    sj = wp.clamp(int(nav.ints[lrc + wp.int64(3 * ss + 2)]) - c0 + R, 0, n - 1)
+    scratch[e, si * n + sj] = wp.int32(ss)
+    i0 = wp.min(i0, si)
+    i1 = wp.max(i1, si)
+    j0 = wp.min(j0, sj)
+    j1 = wp.max(j1, sj)
+    nbr = nav.meta_i[slot, M_NBR]
+    for _p in range(n * n):
+        changed = int(0)
+        # k=0 (dcol +1): dst col j from col j-1, walked right to left
+        for i in range(i0, i1 + 1):
+            for jj in range(j1 - j0):
+                j = j1 - 1 - jj
+                changed += fill_from(nav, scratch, e, n, S, nbr, 0, i, j, 0, 1, r0, c0, R, ox, oz, cs, mx, mz, rad)
+        # k=1 (drow +1): bottom to top
+        for ii in range(i1 - i0):
+            i = i1 - 1 - ii
+            for j in range(j0, j1 + 1):
+                changed += fill_from(nav, scratch, e, n, S, nbr, 1, i, j, 1, 0, r0, c0, R, ox, oz, cs, mx, mz, rad)
+        # k=2 (dcol -1): left to right
+        for i in range(i0, i1 + 1):
+            for j in range(j0 + 1, j1 + 1):
+                changed += fill_from(nav, scratch, e, n, S, nbr, 2, i, j, 0, -1, r0, c0, R, ox, oz, cs, mx, mz, rad)
+        # k=3 (drow -1): top to bottom
+        for i in range(i0 + 1, i1 + 1):
+            for j in range(j0, j1 + 1):
+                changed += fill_from(nav, scratch, e, n, S, nbr, 3, i, j, -1, 0, r0, c0, R, ox, oz, cs, mx, mz, rad)
+        if changed == 0:
+            break
+    hf = cs * wp.float64(0.5)
+    h = hf - INSET
+    best = INF
+    bx = ps[0]
+    bz = ps[2]
+    bs = ss
+    bcx = wp.float64(0.0)
+    bcz = wp.float64(0.0)
+    for i in range(i0, i1 + 1):
+        for j in range(j0, j1 + 1):
+            s = int(scratch[e, i * n + j])
+            if s < S:
+                cx = ox + (wp.float64(c0 - R + j) + wp.float64(0.5)) * cs
+                cz = oz + (wp.float64(r0 - R + i) + wp.float64(0.5)) * cs
+                qx = clampd(pe[0], cx - hf, cx + hf)
+                qz = clampd(pe[2], cz - hf, cz + hf)
+                d = (qx - pe[0]) * (qx - pe[0]) + (qz - pe[2]) * (qz - pe[2])
+                if d < best:
+                    best = d
+                    bx = qx
+                    bz = qz
+                    bs = s
+                    bcx = cx
+                    bcz = cz
+    if best != wp.float64(0.0):
+        bx = clampd(bx, bcx - h, bcx + h)
+        bz = clampd(bz, bcz - h, bcz + h)
+    y = span_xyz(nav, nav.meta_i[slot, M_POS], bs)[1]
+    return wp.vec3d(bx, y, bz)
+
+
+@wp.func
+def geodesic(nav: Nav, slot: int, row: int, p: wp.vec3) -> wp.float32:
+    """Distance to the episode's goal: min over the spans seen from p's span (the span of its
+    cell nearest in y) of field + |p - centre| (x/z of p, y of its span)."""
+    L = int(nav.meta_i[slot, M_L])
+    D = int(nav.meta_i[slot, M_D])
+    W = int(nav.meta_i[slot, M_W])
+    S = int(nav.meta_i[slot, M_S])
+    K = int(nav.meta_i[slot, M_K])
+    px = wp.float64(p[0])
+    py = wp.float64(p[1])
+    pz = wp.float64(p[2])
+    cs = nav.meta_f[slot, F_CS]
+    r = cell_index(pz, nav.meta_f[slot, F_OZ], cs)
+    c = cell_index(px, nav.meta_f[slot, F_OX], cs)
+    if r < 0 or r >= D or c < 0 or c >= W:
+        return wp.float32(wp.inf)
+    hoff = nav.meta_i[slot, M_HEIGHT]
+    sidx = nav.meta_i[slot, M_SIDX]
+    best = wp.float32(wp.inf)
+    layer = int(0)
+    for l in range(L):
+        hh = nav.f32[hoff + wp.int64((l * D + r) * W + c)]
+        dy = wp.abs(hh - p[1])
+        if not wp.isnan(dy) and dy < best:
+            best = dy
+            layer = l
+    sid = int(nav.ints[sidx + wp.int64((layer * D + r) * W + c)])
+    if sid < 0:
+        return wp.float32(wp.inf)
+    poff = nav.meta_i[slot, M_POS]
+    q = wp.vec3d(px, span_xyz(nav, poff, sid)[1], pz)
+    seen = nav.meta_i[slot, M_SEEN] + wp.int64(sid) * wp.int64(K)
+    fbase = nav.meta_i[slot, M_FIELD] + wp.int64(row) * wp.int64(S)
+    tot = INF
+    for k in range(K):
+        s2 = int(nav.ints[seen + wp.int64(k)])
+        if s2 < S:
+            f = wp.float64(nav.fields[fbase + wp.int64(s2)])
+            t = f + wp.length(span_xyz(nav, poff, s2) - q)
+            tot = wp.min(tot, t)
+    return wp.float32(tot)
+
+
+# ---------------------------------------------------------------------------------- task
+@wp.func
+def wrap_angle(a: wp.float32) -> wp.float32:
+    """Angles into (-pi, pi], float32 as ``bps_runtime.task.wrap_angle``."""
+    two_pi = wp.float32(2.0 * math.pi)
+    return a - two_pi * wp.ceil((a - wp.float32(math.pi)) / two_pi)
+
+
+@wp.func
+def observe(st: State, out: Out, e: int):
+    """Pointgoal (habitat's polar pointgoal_with_gps_compass), rotation, position, distance."""
+    p = st.pos[e]
+    y = st.yaw[e]
+    d = st.goal[e] - p
+    c = wp.cos(y)
+    s = wp.sin(y)
+    xa = c * d[0] - s * d[2]
+    za = s * d[0] + c * d[2]
+    fwd = -za
+    right = xa
+    out.pointgoal[e, 0] = wp.sqrt(fwd * fwd + right * right)
+    out.pointgoal[e, 1] = -wp.atan2(right, fwd)
+    hy = wp.float32(0.5) * y
+    out.rotation[e, 0] = wp.float32(0.0)
+    out.rotation[e, 1] = wp.sin(hy)
+    out.rotation[e, 2] = wp.float32(0.0)
+    out.rotation[e, 3] = wp.cos(hy)
+    out.position[e] = p
+    out.dist[e] = st.d_prev[e]
+    out.slot[e] = wp.int64(st.slot[e])
+    out.epno[e] = st.head[e] - 1
+
+
+@wp.func
+def begin_episode(nav: Nav, st: State, e: int, depth: int):
+    """Start the env's next episode from its ring (the host filled it ahead of time)."""
+    h = st.head[e]
+    k = int(h) % depth
+    slot = st.r_slot[k, e]
+    st.slot[e] = slot
+    st.pos[e] = st.r_pos[k, e]
+    st.yaw[e] = st.r_yaw[k, e]
+    st.goal[e] = st.r_goal[k, e]
+    st.row[e] = st.r_row[k, e]
+    d0 = geodesic(nav, int(slot), int(st.r_row[k, e]), st.r_pos[k, e])
+    st.d0[e] = d0
+    st.d_prev[e] = d0
+    st.path_len[e] = wp.float32(0.0)
+    st.total[e] = wp.float32(0.0)
+    st.steps[e] = 0
+    st.head[e] = h + 1
+
+
+@wp.kernel
+def begin_kernel(nav: Nav, st: State, out: Out, env0: int, depth: int):
+    """Every env of the range starts the episode at its ring's head (reset)."""
+    e = env0 + wp.tid()
+    begin_episode(nav, st, e, depth)
+    observe(st, out, e)
+
+
+@wp.kernel
+def step_kernel(nav: Nav, task: Task, st: State, out: Out, actions: wp.array(dtype=wp.int64),
+                scratch: wp.array2d(dtype=wp.int32), env0: int, act0: int, depth: int):
+    """One env per thread: envs env0.., actions act0.. of the group's action buffer."""
+    t = wp.tid()
+    e = env0 + act0 + t
+    a = int(actions[act0 + t])
+    slot = int(st.slot[e])
+    p = st.pos[e]
+    y = st.yaw[e]
+    newp = p
+    if a == 1:
+        fs = wp.float32(task.forward_step)
+        target = p + wp.vec3(fs * -wp.sin(y), wp.float32(0.0), fs * -wp.cos(y))
+        ps = wp.vec3d(wp.float64(p[0]), wp.float64(p[1]), wp.float64(p[2]))
+        pe = wp.vec3d(wp.float64(target[0]), wp.float64(target[1]), wp.float64(target[2]))
+        r = try_step(nav, task, scratch, e, slot, ps, pe)
+        newp = wp.vec3(wp.float32(r[0]), wp.float32(r[1]), wp.float32(r[2]))
+    delta = wp.float32(0.0)
+    if a == 2:
+        delta = wp.float32(1.0)
+    if a == 3:
+        delta = wp.float32(-1.0)
+    newy = wrap_angle(y + wp.float32(task.turn) * delta)
+    d_now = geodesic(nav, slot, int(st.row[e]), newp)
+    stop = a == 0
+    succ = stop and d_now < wp.float32(task.success_distance)
+    sf = wp.float32(0.0)
+    if succ:
+        sf = wp.float32(1.0)
+    reward = (wp.float32(task.slack) + (st.d_prev[e] - d_now)) + wp.float32(task.success_reward) * sf
+    path = st.path_len[e] + wp.length(newp - p)
+    steps = st.steps[e] + 1
+    trunc = (not stop) and steps >= task.max_steps
+    done = stop or trunc
+    d0 = st.d0[e]
+    denom = wp.max(d0, path)
+    ratio = wp.float32(1.0)
+    if denom > wp.float32(0.0):
+        ratio = d0 / wp.max(denom, wp.float32(1.0e-12))
+    spl = sf * ratio
+    ret = st.total[e] + reward
+    out.reward[e] = reward
+    out.done[e] = wp.uint8(0)
+    out.success[e] = wp.uint8(0)
+    out.truncated[e] = wp.uint8(0)
+    if trunc:
+        out.truncated[e] = wp.uint8(1)
+    out.spl[e] = wp.float32(0.0)
+    out.ep_return[e] = wp.float32(0.0)
+    out.ep_length[e] = 0
+    out.ep_dist[e] = wp.float32(0.0)
+    out.ep_d0[e] = wp.float32(0.0)
+    out.ep_path[e] = wp.float32(0.0)
+    if done:
+        out.done[e] = wp.uint8(1)
+        if succ:
+            out.success[e] = wp.uint8(1)
+        out.spl[e] = spl
+        out.ep_return[e] = ret
+        out.ep_length[e] = steps
+        out.ep_dist[e] = d_now
+        out.ep_d0[e] = d0
+        out.ep_path[e] = path
+        begin_episode(nav, st, e, depth)
+    else:
+        st.pos[e] = newp
+        st.yaw[e] = newy
+        st.d_prev[e] = d_now
+        st.path_len[e] = path
+        st.steps[e] = steps
+        st.total[e] = ret
+    observe(st, out, e)
+
+
+@wp.kernel
+def apply_refills(st: State, stage_i: wp.array2d(dtype=wp.int32), stage_f: wp.array2d(dtype=wp.float32),
+                  count: wp.array(dtype=wp.int32)):
+    """Row t < count of the staging table: (env, ring index, resident id, field row) and
+    (start xyz, yaw, goal xyz) -> that env's ring entry."""
+    t = wp.tid()
+    if t >= count[0]:
+        return
+    e = int(stage_i[t, 0])
+    k = int(stage_i[t, 1])
+    st.r_slot[k, e] = stage_i[t, 2]
+    st.r_row[k, e] = stage_i[t, 3]
+    st.r_pos[k, e] = wp.vec3(stage_f[t, 0], stage_f[t, 1], stage_f[t, 2])
+    st.r_yaw[k, e] = stage_f[t, 3]
+    st.r_goal[k, e] = wp.vec3(stage_f[t, 4], stage_f[t, 5], stage_f[t, 6])
+
+
+# ---------------------------------------------------------------------------------- batch queries
+@wp.kernel
+def try_step_query(nav: Nav, task: Task, scratch: wp.array2d(dtype=wp.int32), slots: wp.array(dtype=wp.int32),
+                   start: wp.array(dtype=wp.vec3), end: wp.array(dtype=wp.vec3), out: wp.array(dtype=wp.vec3)):
+    """``try_step`` for [N] agents in any resident scenes (tests, tools; not the step)."""
+    e = wp.tid()
+    p = start[e]
+    q = end[e]
+    r = try_step(nav, task, scratch, e, int(slots[e]), wp.vec3d(wp.float64(p[0]), wp.float64(p[1]), wp.float64(p[2])),
+                 wp.vec3d(wp.float64(q[0]), wp.float64(q[1]), wp.float64(q[2])))
+    out[e] = wp.vec3(wp.float32(r[0]), wp.float32(r[1]), wp.float32(r[2]))
+
+
+@wp.kernel
+def geodesic_query(nav: Nav, slots: wp.array(dtype=wp.int32), rows: wp.array(dtype=wp.int32),
+                   pos: wp.array(dtype=wp.vec3), out: wp.array(dtype=wp.float32)):
+    """The step's geodesic distance for [N] points (field ``rows`` of their scenes)."""
+    e = wp.tid()
+    out[e] = geodesic(nav, int(slots[e]), int(rows[e]), pos[e])

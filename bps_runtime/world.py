@@ -207,21 +207,16 @@ class StaticScenes:
         pass
 
 
-def group_episodes(episodes: list[dict]) -> dict[str, list[dict]]:
-    """habitat episodes -> {scene name: [episodes]} (scene name = file stem of scene_id)."""
-    import os
-
-    out: dict[str, list[dict]] = {}
-    for e in episodes:
-        name = os.path.basename(e["scene_id"]).split(".")[0]
-        out.setdefault(name, []).append(e)
-    return out
-
-
 # ---------------------------------------------------------------------------- from a manifest
 def resolve_episodes(manifest, split, names: list[str], episodes):
-    """-> (mode, {scene name: [episodes]} or None) for make(episodes=...)."""
-    from bps_assets.nav.episodes import read_pointnav_dataset
+    """-> (mode, {scene name: [episodes]} or None) for make(episodes=...).
+
+    A file (ours, or habitat's own such as ``pointnav_hm3d_v1/val/val.json.gz`` with its
+    ``content/`` files) is mapped onto the manifest's scenes by each episode's ``scene_id``:
+    the source path a scene was converted from, else habitat's scene name (file name up to the
+    first dot). Episodes of scenes outside ``names`` (another split, another shard) are skipped.
+    """
+    from bps_assets.pipeline.habitat_episodes import map_habitat_episodes
 
     if episodes == "sample":
         return "sample", None
@@ -237,11 +232,14 @@ def resolve_episodes(manifest, split, names: list[str], episodes):
         paths = [Path(episodes)]
         if not paths[0].exists():
             raise InputError(paths[0], "episodes dataset not found")
-    path = paths[0]
-    grouped = group_episodes([e for p in paths for e in read_pointnav_dataset(p, scenes=None)])
-    grouped = {k: v for k, v in grouped.items() if k in set(names)}
+    wanted = set(names)
+    grouped: dict[str, list[dict]] = {}
+    for p in paths:
+        for name, eps in map_habitat_episodes(p, manifest, allow_unmatched=True).by_scene.items():
+            if name in wanted:
+                grouped.setdefault(name, []).extend(eps)
     if not grouped:
-        raise InputError(path, f"has no episodes for the scenes of the manifest ({', '.join(names[:5])} ...)")
+        raise InputError(paths[0], f"has no episodes for the scenes of the manifest ({', '.join(names[:5])} ...)")
     return "dataset", grouped
 
 

@@ -194,6 +194,19 @@ def test_preprocess_verify_hm3d_val(tmp_path):
     mapped = map_habitat_episodes(hab / "val.json.gz", out / "manifest.json")
     assert {k: len(v) for k, v in mapped.by_scene.items()} == {"TEEsavR23oF": 2, "HaxA7YrQdEC": 3}
     assert mapped.count == 5 and not mapped.unmatched
+    # ... and the runtime runs them: make(episodes=habitat's file) over the HM3D manifest
+    import torch
+    from bps_runtime import make
+
+    with make(out / "manifest.json", split="val", num_envs=4, episodes=hab / "val.json.gz",
+              resolution=(16, 16), seed=0) as env:
+        env.reset()
+        seen = set()
+        for _ in range(3):
+            _, _, _, info = env.step(torch.zeros(4, dtype=torch.long))  # STOP: every episode ends
+            seen |= set(info["episode"]["episode_id"]) | set(info["scene_id"])
+    assert {"TEEsavR23oF", "HaxA7YrQdEC"} <= seen
+    assert seen - {"TEEsavR23oF", "HaxA7YrQdEC", ""} <= {"0", "1", "2"}  # habitat's episode ids
     # a scene the manifest lacks: an error naming it, or counted when allowed
     with gzip.open(hab / "content" / "kfPV7w3FaU5.json.gz", "wt") as f:
         json.dump({"episodes": [dict(eps[0], scene_id="hm3d/train/00000-kfPV7w3FaU5/kfPV7w3FaU5.basis.glb")]}, f)

@@ -3,7 +3,7 @@
     python benchmarks/bench_navmesh.py [--triangles 600000] [--pairs 150] [--json]
 
 1. build: the voxel recipe on a Gibson-size scene (``bps_assets.synth.generate(size="gibson")``
-   when that module exists, else tests/nav_scenes.scan_like_house: ~150 m^2, 600K small
+   when that module exists, else bps_assets.nav.reference_scenes.scan_like_house: ~150 m^2, 600K small
    noisy triangles); goal < 30 s.
 2. accuracy: geodesic_distance vs exact shortest paths (visibility graph) on rooms with rotated
    obstacles whose free space is known exactly, for neighbourhood radius R = 1..5; goal
@@ -22,11 +22,11 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 
 from bps_assets.nav import build_navmesh  # noqa: E402
 from bps_assets.nav.queries import geodesic_graph  # noqa: E402
-from nav_scenes import ExactRoom, geodesic_errors, scan_like_house  # noqa: E402
+from bps_assets.nav.reference_scenes import ExactRoom, geodesic_errors, scan_like_house  # noqa: E402
 
 
 def scene(triangles, synth: bool):

@@ -29,31 +29,21 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 
 
 def build_scene_glb(path: Path, triangles: int, n_tex: int, tex_size: int) -> str:
     """A scan-like Z-up scene: ``n_tex`` bumpy, noisy surfaces (floor, walls, furniture-sized
-    humps), each with its own texture (bps_assets.synth's procedural surfaces when present,
-    else a multi-octave noise image), JPEG-encoded as in the real datasets."""
-    from packed_scene_fixtures import natural_image
-    from packed_scene_glb import write_glb_parts
+    humps), each with its own procedural texture (bps_assets.synth), JPEG-encoded as in the
+    real datasets, written by the package's own GLB writer."""
+    from bps_assets.scene import Material, Mesh, SceneDocument, Texture
+    from bps_assets.synth.textures import KINDS, make_texture
+    from bps_assets.writers.glb import GlbOptions, write_glb
 
     rng = np.random.default_rng(0)
-    try:
-        from bps_assets.synth.textures import KINDS, make_texture
-
-        def texture(k):
-            return make_texture(KINDS[k % len(KINDS)], np.random.default_rng(k), tex_size)
-        tex_kind = "synth textures"
-    except ImportError:
-        def texture(k):
-            return natural_image(tex_size, seed=k)
-        tex_kind = "noise textures"
     per = triangles // n_tex
     n = int(np.sqrt(per / 2)) + 1
-    parts = []
+    meshes = []
     for k in range(n_tex):
         u, v = np.meshgrid(np.linspace(0, 1, n), np.linspace(0, 1, n))
         x, y = u * 8.0 + (k % 2) * 8.0, v * 6.0 + (k // 2) * 6.0
@@ -64,10 +54,15 @@ def build_scene_glb(path: Path, triangles: int, n_tex: int, tex_size: int) -> st
         a, b, c, d = i[:-1, :-1].ravel(), i[:-1, 1:].ravel(), i[1:, :-1].ravel(), i[1:, 1:].ravel()
         t = np.concatenate([np.stack([a, b, c], 1), np.stack([b, d, c], 1)]).astype(np.uint32)
         uv = np.stack([u, v], -1).reshape(-1, 2).astype(np.float32)
-        parts.append({"positions": p, "indices": t, "uvs": uv, "rgba": texture(k)})
-    write_glb_parts(path, parts, image_format="jpeg")
+        meshes.append(Mesh(p, t, uvs=uv, material=k))
+    doc = SceneDocument(
+        meshes=meshes, source_path="", source_format="bench",
+        materials=[Material(f"m{k}", np.ones(4, np.float32), texture=k) for k in range(n_tex)],
+        textures=[Texture(make_texture(KINDS[k % len(KINDS)], np.random.default_rng(k), tex_size),
+                          source=f"t{k}.jpg") for k in range(n_tex)])
+    write_glb(doc, path, overwrite=True, options=GlbOptions(image_format="jpeg"))
     return (f"generated: {n_tex} surfaces, {n_tex * 2 * (n - 1) ** 2} triangles, "
-            f"{n_tex} x {tex_size}^2 JPEG {tex_kind}")
+            f"{n_tex} x {tex_size}^2 JPEG synth textures")
 
 
 def glb_to_arrays(glb: Path, options):

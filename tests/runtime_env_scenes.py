@@ -93,10 +93,10 @@ def episode(eid, scene, start, goal, yaw=0.0):
 
 
 def house_scene(name="house"):
-    """nav_scenes.house() (two rooms and a door, a table, a 0.15 m step, stairs up to a
+    """reference_scenes.house() (two rooms and a door, a table, a 0.15 m step, stairs up to a
     mezzanine) as a renderable scene with its voxel-built navmesh."""
     from bps_assets.nav import build_navmesh
-    from nav_scenes import house
+    from bps_assets.nav.reference_scenes import house
 
     v, t = house().arrays()
     pos = v.astype(np.float32)

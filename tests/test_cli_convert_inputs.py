@@ -10,7 +10,7 @@ import numpy as np
 from click.testing import CliRunner
 
 from cli.main import main
-from nav_scenes import Geometry
+from bps_assets.nav.reference_scenes import Geometry
 from packed_scene_glb import write_glb
 from readers_gltf_builder import GltfBuilder, grid_mesh
 

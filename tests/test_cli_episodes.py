@@ -9,7 +9,7 @@ from bps_assets.nav import build_navmesh
 from bps_assets.nav import episodes as ep
 from cli.cmd_episodes import scene_name
 from cli.main import main
-from nav_scenes import Geometry
+from bps_assets.nav.reference_scenes import Geometry
 
 
 def _floor_navmesh(path, size):

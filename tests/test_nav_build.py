@@ -1,4 +1,4 @@
-"""Voxel-recipe navmesh builds on small in-memory scenes (tests/nav_scenes.py)."""
+"""Voxel-recipe navmesh builds on small in-memory scenes (bps_assets/nav/reference_scenes.py)."""
 from __future__ import annotations
 
 import math
@@ -9,10 +9,10 @@ import pytest
 from bps_assets.errors import NavError
 from bps_assets.nav import DEFAULT_SETTINGS, NavSettings, build_navmesh
 from bps_assets.scene import Mesh, SceneDocument
-from nav_scenes import Geometry, house
+from bps_assets.nav.reference_scenes import Geometry, house
 
 P = np.array
-# probe points (habitat frame) in the house of nav_scenes.house()
+# probe points (habitat frame) in the house of reference_scenes.house()
 ROOM_A = P([1.0, 0.0, 4.0])
 ROOM_B = P([8.0, 0.0, 1.0])
 ROOM_C = P([1.5, 0.0, 7.5])  # closed room

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from cli.main import main
-from nav_scenes import house
+from bps_assets.nav.reference_scenes import house
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "assets"
 

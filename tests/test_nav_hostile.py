@@ -79,7 +79,7 @@ def test_scan_with_a_stray_vertex_is_capped():
     from bps_assets.errors import NavError
     from bps_assets.nav import build_navmesh
     from bps_assets.nav.grid import NavMesh
-    from nav_scenes import house
+    from bps_assets.nav.reference_scenes import house
 
     v, t = house().arrays()
     for far in (1e6, 1e30):
@@ -95,7 +95,7 @@ def test_navmesh_header_fields_are_checked(tmp_path):
     from bps_assets.container import Container
     from bps_assets.errors import CorruptFileError
     from bps_assets.nav import build_navmesh, load_navmesh
-    from nav_scenes import house
+    from bps_assets.nav.reference_scenes import house
 
     nav = build_navmesh(house().arrays())
     p = tmp_path / "h.navmesh.bps"
@@ -128,7 +128,7 @@ def _rewrite(nav, path, header):
 @needs_assets
 def test_two_clean_runs_give_identical_files(tmp_path):
     from cli.main import main
-    from nav_scenes import house
+    from bps_assets.nav.reference_scenes import house
 
     v, t = house().arrays()
     obj = tmp_path / "house.obj"

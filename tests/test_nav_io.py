@@ -9,7 +9,7 @@ from bps_assets.container import write_container
 from bps_assets.errors import CorruptFileError, FormatVersionError, InputError, OutputExistsError
 from bps_assets.nav import NavSettings, build_navmesh, load_navmesh
 from bps_assets.nav.grid import is_navmesh_file
-from nav_scenes import house
+from bps_assets.nav.reference_scenes import house
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import pytest
 from bps_assets.errors import NavError
 
 from bps_assets.nav import NavMesh, build_navmesh
-from nav_scenes import ExactRoom, geodesic_errors, house
+from bps_assets.nav.reference_scenes import ExactRoom, geodesic_errors, house
 
 P = np.array
 
@@ -159,7 +159,7 @@ def test_try_step_does_not_fall_off_a_ledge(nav):
 def test_queries_on_an_empty_navmesh(tmp_path):
     from bps_assets.errors import NavError
     from bps_assets.nav import load_navmesh
-    from nav_scenes import Geometry
+    from bps_assets.nav.reference_scenes import Geometry
 
     g = Geometry().wall_sheet(0, 0, 3, 0, 0, 2)  # nothing walkable
     nav = build_navmesh(g.arrays())

@@ -14,7 +14,7 @@ from bps_assets.pipeline.manifest import load_manifest
 from bps_assets.pipeline.preprocess import PreprocessOptions, preprocess
 from bps_assets.pipeline.verify import format_report, verify_manifest
 from cli.main import main
-from nav_scenes import Geometry
+from bps_assets.nav.reference_scenes import Geometry
 from packed_scene_glb import write_glb
 from pipeline_fakes import FakeBackend, make_source
 

@@ -16,7 +16,7 @@ computed fields).
 ``queries.geodesic_distance`` first checks whether the two points see each other (a walk of the
 crossed cells through the neighbour links) and then returns the exact straight-line distance.
 
-Measured on the accuracy scenes of tests/nav_scenes.py (8 x 6 m room, 7 rotated rectangular
+Measured on the accuracy scenes of bps_assets/nav/reference_scenes.py (8 x 6 m room, 7 rotated rectangular
 obstacles, free space known exactly, 150 random pairs >= 1 m apart per scene, exact distances
 from a visibility graph); relative error median / p95 / max, scene seed 0 | seed 1.
 Graph only (before the line-of-sight shortcut was added):

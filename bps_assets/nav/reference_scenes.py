@@ -1,4 +1,6 @@
-"""Small in-memory scenes for the navmesh tests (habitat frame, Y up, outward-facing triangles)."""
+"""Small in-memory scenes with known answers (habitat frame, Y up, outward-facing triangles),
+shared by the navmesh tests and benchmarks/bench_navmesh.py: a house with doors and stairs,
+rooms whose exact shortest paths are known (ExactRoom), a 600K-triangle scan-like house."""
 from __future__ import annotations
 
 import numpy as np

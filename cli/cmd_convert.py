@@ -13,6 +13,7 @@ from bps_assets.container import read_header
 from bps_assets.errors import BpsError
 from bps_assets.packed_scene import DEFAULTS, SUFFIX, ConvertOptions, convert_file, scene_id_for
 from bps_assets.transforms.frame import DATASETS, UP_AXES
+from bps_assets.transforms.reorder import CURVES
 from bps_assets.transforms.textures import FORMATS
 
 
@@ -77,17 +78,44 @@ def _line(r: dict) -> str:
               help="Cap on texture sides (a power of two).")
 @click.option("--texture-format", type=click.Choice(sorted(FORMATS)), default=DEFAULTS.texture_format,
               show_default=True, help="Block compression: bc1 (0.5 B/texel) or bc7 (1 B/texel, slower).")
+@click.option("--mipmaps/--no-mipmaps", default=DEFAULTS.mipmaps, show_default=True, help="Full mip chains.")
+@click.option("--position-error", type=click.FloatRange(min=0, min_open=True), default=DEFAULTS.position_error,
+              show_default=True, help="Quantization: largest position error in metres.")
+@click.option("--uv-error", type=click.FloatRange(min=0, min_open=True), default=DEFAULTS.uv_error,
+              show_default=True, help="Quantization: largest UV error per component.")
+@click.option("--min-area", type=click.FloatRange(min=0), default=DEFAULTS.min_area, show_default=True,
+              help="Clean: drop triangles smaller than this (m^2).")
+@click.option("--keep-collapsed", is_flag=True,
+              help="Weld: keep triangles whose corners weld into one vertex (dropped by default).")
+@click.option("--reorder", "reorder_curve", type=click.Choice(CURVES), default=DEFAULTS.reorder_curve,
+              show_default=True, help="Triangle order: a Morton curve, or the source's order.")
+@click.option("--meshlet-max-vertices", type=click.IntRange(3, 255), default=DEFAULTS.meshlet_max_vertices,
+              show_default=True)
+@click.option("--meshlet-max-triangles", type=click.IntRange(1, 512), default=DEFAULTS.meshlet_max_triangles,
+              show_default=True)
+@click.option("--chunk-meshlets", type=click.IntRange(min=1), default=DEFAULTS.chunk_meshlets, show_default=True,
+              help="Meshlets per culling chunk.")
+@click.option("--zstd-level", type=click.IntRange(1, 22), default=DEFAULTS.zstd_level, show_default=True,
+              help="zstd level of the geometry sections.")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True,
               help="Worker processes.")
 @click.option("--overwrite", is_flag=True, help="Replace existing output files.")
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable results on stdout.")
-def convert_cmd(inputs, outdir, dataset, up, max_texture, texture_format, jobs, overwrite, as_json):
+def convert_cmd(inputs, outdir, dataset, up, max_texture, texture_format, mipmaps, position_error, uv_error,
+                min_area, keep_collapsed, reorder_curve, meshlet_max_vertices, meshlet_max_triangles,
+                chunk_meshlets, zstd_level, jobs, overwrite, as_json):
     """Convert scan files (GLB/glTF/PLY/OBJ) into packed scenes, one OUTDIR/<scene>.bps each.
 
     A bad input is reported on one line and the others still convert; the exit status is
     non-zero if any input failed.
     """
-    options = ConvertOptions(dataset=dataset, up=up, max_texture=max_texture, texture_format=texture_format)
+    # every step's setting (bps_assets.packed_scene.ConvertOptions; defaults from its DEFAULTS)
+    options = ConvertOptions(dataset=dataset, up=up, max_texture=max_texture, texture_format=texture_format,
+                             mipmaps=mipmaps, position_error=position_error, uv_error=uv_error,
+                             min_area=min_area, weld_drop_collapsed=not keep_collapsed,
+                             reorder_curve=reorder_curve, meshlet_max_vertices=meshlet_max_vertices,
+                             meshlet_max_triangles=meshlet_max_triangles, chunk_meshlets=chunk_meshlets,
+                             zstd_level=zstd_level)
     # option errors (e.g. --max-texture 1000) once, before any work
     from bps_assets.transforms.textures import check_options
     check_options(options.texture_options())

@@ -141,3 +141,20 @@ def test_info_shows_header_and_sections_for_any_kind(inputs, tmp_path):
     assert code != 0 and stderr.startswith("error:") and len(stderr.strip().splitlines()) == 1
     code, _, stderr = run(["info", tmp_path / "absent.bps"])
     assert code != 0 and "no such file" in stderr
+
+
+def test_every_step_setting_reaches_the_file(inputs, tmp_path):
+    out = tmp_path / "out"
+    code, _, stderr = run(["convert", inputs["a"], "-o", out, "--dataset", "gibson", "--reorder", "none",
+                           "--keep-collapsed", "--position-error", "0.002", "--meshlet-max-triangles", "32",
+                           "--chunk-meshlets", "4", "--no-mipmaps", "--zstd-level", "3"])
+    assert code == 0, stderr
+    s = read_packed_scene(out / "Adrian.bps")
+    st = s.header["converter"]["settings"]
+    assert (st["reorder_curve"], st["weld_drop_collapsed"], st["position_error"], st["meshlet_max_triangles"],
+            st["chunk_meshlets"], st["mipmaps"], st["zstd_level"]) == ("none", False, 0.002, 32, 4, False, 3)
+    assert s.header["quantization"]["positions"]["error_bound"] <= 0.002
+    assert int(np.max(s.meshlet_tris[:, 1])) <= 32
+    assert int(np.max(s.tex_levels[:, 1])) == 0  # one level: no mips
+    code, _, stderr = run(["convert", inputs["a"], "-o", tmp_path / "x", "--reorder", "hilbert"])
+    assert code == 2 and "hilbert" in stderr

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import ConfigError
 from .merged import MergedGeometry
 
 
@@ -47,7 +48,8 @@ def split_runs(indices: np.ndarray, max_vertices: int, max_triangles: int) -> np
     if len(indices) == 0:
         return np.zeros(0, np.int64)
     if max_vertices < 3 or max_triangles < 1:
-        raise ValueError("meshlets need max_vertices >= 3 and max_triangles >= 1")
+        raise ConfigError(None, f"meshlets need max_vertices >= 3 and max_triangles >= 1, got {max_vertices}, "
+                                f"{max_triangles}")
     stamp = [-1] * (int(indices.max()) + 1)   # meshlet that last used each vertex
     starts = [0]
     m = nv = cnt = 0

@@ -620,6 +620,68 @@ def _check_extent(r: _Reader, where: str, bmin, bmax, bvq: float, verts, dverts)
                    f"bounds [{float(bmin[axis]):g}, {float(bmax[axis]):g}]", where)
 
 
+def _check_polygons(r: _Reader, where: str, polys, vert_count: int, poly_count: int, max_link_count: int):
+    """Every polygon's vertex count fits its type, and its vertex, neighbour and first-link
+    indices stay inside the tile's tables. Returns (vertex counts, polygon types)."""
+    nvc = polys["vert_count"].astype(np.int64)
+    ptype = (polys["area_and_type"] >> 6).astype(np.uint8)
+    if np.any(nvc > VERTS_PER_POLYGON) or np.any((nvc < 3) & (ptype == POLYTYPE_GROUND)) \
+            or np.any((nvc != 2) & (ptype == POLYTYPE_OFFMESH_CONNECTION)):
+        bad = int(np.flatnonzero((nvc > 6) | ((nvc < 3) & (ptype == 0)) |
+                                 ((nvc != 2) & (ptype == 1)))[0])
+        r.fail(f"polygon {bad}: vertCount {nvc[bad]} invalid for its type {ptype[bad]}", where)
+    if np.any(ptype > 1):
+        r.fail(f"polygon {int(np.flatnonzero(ptype > 1)[0])}: unknown polygon type", where)
+    used = np.arange(VERTS_PER_POLYGON)[None, :] < nvc[:, None]
+    pv = polys["verts"].astype(np.int64)
+    if np.any(used & (pv >= vert_count)):
+        bad = int(np.flatnonzero(np.any(used & (pv >= vert_count), axis=1))[0])
+        r.fail(f"polygon {bad}: vertex index >= vertCount {vert_count}", where)
+    ne = polys["neis"].astype(np.int64)
+    internal = used & (ne != 0) & ((ne & EXT_LINK) == 0)
+    if np.any(internal & (ne > poly_count)):
+        bad = int(np.flatnonzero(np.any(internal & (ne > poly_count), axis=1))[0])
+        r.fail(f"polygon {bad}: neighbour index >= polyCount {poly_count}", where)
+    fl = polys["first_link"].astype(np.int64)
+    if np.any((fl != NULL_LINK) & (fl >= max(max_link_count, 1))):
+        r.fail("polygon firstLink beyond maxLinkCount", where)
+    return nvc, ptype
+
+
+def _check_detail_and_links(r: _Reader, where: str, nvc, dmesh, dtris, bv, offmesh, poly_count: int,
+                            detail_vert_count: int, detail_tri_count: int, bv_node_count: int,
+                            offmesh_count: int):
+    """Detail meshes, the BV tree and off-mesh connections index only what the tile holds.
+    Returns the detail meshes as an int64 [D, 4] table (vert base, tri base, vert count, tri count)."""
+    dm = np.stack([dmesh["vert_base"], dmesh["tri_base"], dmesh["vert_count"],
+                   dmesh["tri_count"]], axis=1).astype(np.int64) if len(dmesh) \
+        else np.zeros((0, 4), np.int64)
+    if len(dm):
+        if np.any(dm[:, 0] + dm[:, 2] > detail_vert_count):
+            r.fail(f"detail mesh vertices beyond detailVertCount {detail_vert_count}", where)
+        if np.any(dm[:, 1] + dm[:, 3] > detail_tri_count):
+            r.fail(f"detail mesh triangles beyond detailTriCount {detail_tri_count}", where)
+        # every detail triangle index must name a polygon vertex or one of its detail vertices
+        counts_t = dm[:, 3]
+        tri_poly = np.repeat(np.arange(len(dm)), counts_t)
+        t0 = np.repeat(dm[:, 1], counts_t)
+        local = np.arange(len(tri_poly)) - np.repeat(np.cumsum(counts_t) - counts_t, counts_t)
+        lim = nvc[: len(dm)][tri_poly] + dm[tri_poly, 2]
+        idx = dtris[t0 + local, :3].astype(np.int64)
+        if np.any(idx >= lim[:, None]):
+            bad = int(tri_poly[np.flatnonzero(np.any(idx >= lim[:, None], axis=1))[0]])
+            r.fail(f"detail mesh {bad}: triangle index beyond its vertices", where)
+    if bv_node_count:
+        bi = bv["i"].astype(np.int64)  # leaf: polygon index; inner node: -escape offset
+        if np.any(bi >= poly_count) or np.any(-bi > bv_node_count):
+            r.fail("BV tree node index out of range", where)
+    if offmesh_count and np.any(offmesh["poly"].astype(np.int64) >= poly_count):
+        r.fail("off-mesh connection polygon index >= polyCount", where)
+    if not np.all(np.isfinite(offmesh["pos"])):
+        r.fail("non-finite off-mesh connection", where)
+    return dm
+
+
 def _parse_tile(r: _Reader, i: int, ref: int, start: int, size: int):
     where = f"tile {i}"
     h = r.unpack(_MESH_HEADER, start, f"{where} header")
@@ -685,55 +747,9 @@ def _parse_tile(r: _Reader, i: int, ref: int, start: int, size: int):
     if not np.all(np.isfinite(verts)) or not np.all(np.isfinite(dverts)):
         r.fail("non-finite vertex coordinates", where)
     _check_extent(r, where, bmin, bmax, bvq, verts, dverts)
-    nvc = polys["vert_count"].astype(np.int64)
-    ptype = (polys["area_and_type"] >> 6).astype(np.uint8)
-    if np.any(nvc > VERTS_PER_POLYGON) or np.any((nvc < 3) & (ptype == POLYTYPE_GROUND)) \
-            or np.any((nvc != 2) & (ptype == POLYTYPE_OFFMESH_CONNECTION)):
-        bad = int(np.flatnonzero((nvc > 6) | ((nvc < 3) & (ptype == 0)) |
-                                 ((nvc != 2) & (ptype == 1)))[0])
-        r.fail(f"polygon {bad}: vertCount {nvc[bad]} invalid for its type {ptype[bad]}", where)
-    if np.any(ptype > 1):
-        r.fail(f"polygon {int(np.flatnonzero(ptype > 1)[0])}: unknown polygon type", where)
-    used = np.arange(VERTS_PER_POLYGON)[None, :] < nvc[:, None]
-    pv = polys["verts"].astype(np.int64)
-    if np.any(used & (pv >= vert_count)):
-        bad = int(np.flatnonzero(np.any(used & (pv >= vert_count), axis=1))[0])
-        r.fail(f"polygon {bad}: vertex index >= vertCount {vert_count}", where)
-    ne = polys["neis"].astype(np.int64)
-    internal = used & (ne != 0) & ((ne & EXT_LINK) == 0)
-    if np.any(internal & (ne > poly_count)):
-        bad = int(np.flatnonzero(np.any(internal & (ne > poly_count), axis=1))[0])
-        r.fail(f"polygon {bad}: neighbour index >= polyCount {poly_count}", where)
-    fl = polys["first_link"].astype(np.int64)
-    if np.any((fl != NULL_LINK) & (fl >= max(max_link_count, 1))):
-        r.fail("polygon firstLink beyond maxLinkCount", where)
-
-    dm = np.stack([dmesh["vert_base"], dmesh["tri_base"], dmesh["vert_count"],
-                   dmesh["tri_count"]], axis=1).astype(np.int64) if detail_mesh_count \
-        else np.zeros((0, 4), np.int64)
-    if len(dm):
-        if np.any(dm[:, 0] + dm[:, 2] > detail_vert_count):
-            r.fail(f"detail mesh vertices beyond detailVertCount {detail_vert_count}", where)
-        if np.any(dm[:, 1] + dm[:, 3] > detail_tri_count):
-            r.fail(f"detail mesh triangles beyond detailTriCount {detail_tri_count}", where)
-        # every detail triangle index must name a polygon vertex or one of its detail vertices
-        counts_t = dm[:, 3]
-        tri_poly = np.repeat(np.arange(len(dm)), counts_t)
-        t0 = np.repeat(dm[:, 1], counts_t)
-        local = np.arange(len(tri_poly)) - np.repeat(np.cumsum(counts_t) - counts_t, counts_t)
-        lim = nvc[: len(dm)][tri_poly] + dm[tri_poly, 2]
-        idx = dtris[t0 + local, :3].astype(np.int64)
-        if np.any(idx >= lim[:, None]):
-            bad = int(tri_poly[np.flatnonzero(np.any(idx >= lim[:, None], axis=1))[0]])
-            r.fail(f"detail mesh {bad}: triangle index beyond its vertices", where)
-    if bv_node_count:
-        bi = bv["i"].astype(np.int64)  # leaf: polygon index; inner node: -escape offset
-        if np.any(bi >= poly_count) or np.any(-bi > bv_node_count):
-            r.fail("BV tree node index out of range", where)
-    if offmesh_count and np.any(offmesh["poly"].astype(np.int64) >= poly_count):
-        r.fail("off-mesh connection polygon index >= polyCount", where)
-    if not np.all(np.isfinite(offmesh["pos"])):
-        r.fail("non-finite off-mesh connection", where)
+    nvc, ptype = _check_polygons(r, where, polys, vert_count, poly_count, max_link_count)
+    dm = _check_detail_and_links(r, where, nvc, dmesh, dtris, bv, offmesh, poly_count,
+                                 detail_vert_count, detail_tri_count, bv_node_count, offmesh_count)
 
     def ro(a):
         a = np.ascontiguousarray(a)

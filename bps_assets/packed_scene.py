@@ -152,30 +152,10 @@ def _settings_json(options: ConvertOptions) -> dict:
     return asdict(options)
 
 
-def convert_scene(doc: SceneDocument, dst: str | os.PathLike, options: ConvertOptions = DEFAULTS,
-                  overwrite: bool = False, scene_id: str | None = None,
-                  source_info: dict | None = None) -> ConvertResult:
-    """Process ``doc`` (modified in place) and write the packed file ``dst`` atomically."""
-    t0 = time.perf_counter()
-    dst = Path(dst)
-    if dst.exists() and not overwrite:
-        raise OutputExistsError(dst, "already exists (pass overwrite / --overwrite to replace it)")
-    t_textures.check_options(options.texture_options())
-    triangles_in = doc.triangle_count
-    g = process_geometry(doc, options)
-    if g.triangle_count == 0:  # nothing to render or navigate: an error, not an empty scene file
-        from .empty_scene import empty_geometry_error
-        raise empty_geometry_error(doc.source_path or dst, triangles_in, g.stats, options.min_area)
-    used_tex = sorted({int(t) for t in g.material_texture if t >= 0})
-    remap = np.full(len(doc.textures) + 1, -1, np.int32)
-    remap[used_tex] = np.arange(len(used_tex), dtype=np.int32)
-    material_texture = np.where(g.material_texture >= 0, remap[g.material_texture], -1).astype(np.int32)
-    texset = t_textures.textures(options.texture_options())([doc.textures[i] for i in used_tex])
+def _scene_sections(g, texset, material_texture: np.ndarray, zstd_level: int):
+    """(arrays, section specs) of a SCEN file (docs/FORMAT.md section 5)."""
     ml = g.meshlets
-
-    lo, hi = (g.positions.min(0), g.positions.max(0)) if g.vertex_count else (np.zeros(3), np.zeros(3))
-    psnrs = [t.get("psnr_db") for t in texset.info]
-    geo_spec = SectionSpec("zstd", "delta+shuffle", options.zstd_level)
+    geo_spec = SectionSpec("zstd", "delta+shuffle", zstd_level)
     arrays: dict[str, np.ndarray] = {
         "positions_q": g.positions_q,
         "indices": g.indices.astype(np.uint32),
@@ -203,24 +183,16 @@ def convert_scene(doc: SceneDocument, dst: str | os.PathLike, options: ConvertOp
         "tri_material": geo_spec,
         "tex_blocks": SectionSpec("zstd", "none", 3),
         "meshlet_tris": geo_spec, "chunk_meshlets": geo_spec, "chunk_tris": geo_spec,
-        "meshlet_spheres": SectionSpec("zstd", "shuffle", options.zstd_level),
-        "chunk_spheres": SectionSpec("zstd", "shuffle", options.zstd_level),
+        "meshlet_spheres": SectionSpec("zstd", "shuffle", zstd_level),
+        "chunk_spheres": SectionSpec("zstd", "shuffle", zstd_level),
     })
+    return arrays, specs
 
-    drop_keys = ("invalid_index_triangles", "nonfinite_triangles", "degenerate_triangles",
-                 "collapsed_triangles", "skipped_points", "skipped_lines", "nonfinite_uvs",
-                 "welded_vertices", "unused_vertices")
-    counts = {
-        "triangles_in": int(triangles_in),
-        "triangles": g.triangle_count,
-        "vertices": g.vertex_count,
-        "materials": int(len(g.material_color)),
-        "textures": len(used_tex),
-        "texture_levels": int(len(texset.tex_levels)),
-        "meshlets": int(len(ml.meshlet_tris)),
-        "chunks": int(len(ml.chunk_tris)),
-        **{k: int(g.stats.get(k, 0)) for k in drop_keys},
-    }
+
+def _scene_header(doc: SceneDocument, g, texset, counts: dict, options: ConvertOptions, src: dict,
+                  sid: str) -> dict:
+    """The SCEN header: identity, frame, bounds, counts, quantization, textures, settings."""
+    lo, hi = (g.positions.min(0), g.positions.max(0)) if g.vertex_count else (np.zeros(3), np.zeros(3))
     quant = {"positions": {**g.position_grid.to_json(), "norm": "euclidean",
                            "requested_bound": options.position_error,
                            "measured_max_error": g.stats.get("position_max_error", 0.0)}}
@@ -228,11 +200,7 @@ def convert_scene(doc: SceneDocument, dst: str | os.PathLike, options: ConvertOp
         quant["uvs"] = {**g.uv_grid.to_json(), "norm": "per_component",
                         "requested_bound": options.uv_error,
                         "measured_max_error": g.stats.get("uv_max_error", 0.0)}
-    src = dict(source_info or {})
-    src.setdefault("path", doc.source_path)
-    src.setdefault("format", doc.source_format)
-    sid = scene_id or (scene_id_for(doc.source_path, options.dataset) if doc.source_path else dst.stem)
-    header = {
+    return {
         "scene_format_version": SCENE_FORMAT_VERSION,
         "scene_id": sid,
         "source": src,
@@ -248,6 +216,52 @@ def convert_scene(doc: SceneDocument, dst: str | os.PathLike, options: ConvertOp
                      "chunk_meshlets": options.chunk_meshlets},
         "converter": {"name": "bps_assets", "version": __version__, "settings": _settings_json(options)},
     }
+
+
+def convert_scene(doc: SceneDocument, dst: str | os.PathLike, options: ConvertOptions = DEFAULTS,
+                  overwrite: bool = False, scene_id: str | None = None,
+                  source_info: dict | None = None) -> ConvertResult:
+    """Process ``doc`` (modified in place) and write the packed file ``dst`` atomically."""
+    t0 = time.perf_counter()
+    dst = Path(dst)
+    if dst.exists() and not overwrite:
+        raise OutputExistsError(dst, "already exists (pass overwrite / --overwrite to replace it)")
+    t_textures.check_options(options.texture_options())
+    triangles_in = doc.triangle_count
+    g = process_geometry(doc, options)
+    if g.triangle_count == 0:  # nothing to render or navigate: an error, not an empty scene file
+        from .empty_scene import empty_geometry_error
+        raise empty_geometry_error(doc.source_path or dst, triangles_in, g.stats, options.min_area)
+    used_tex = sorted({int(t) for t in g.material_texture if t >= 0})
+    remap = np.full(len(doc.textures) + 1, -1, np.int32)
+    remap[used_tex] = np.arange(len(used_tex), dtype=np.int32)
+    material_texture = np.where(g.material_texture >= 0, remap[g.material_texture], -1).astype(np.int32)
+    texset = t_textures.textures(options.texture_options())([doc.textures[i] for i in used_tex])
+    ml = g.meshlets
+
+    psnrs = [t.get("psnr_db") for t in texset.info]
+    arrays, specs = _scene_sections(g, texset, material_texture, options.zstd_level)
+
+    drop_keys = ("invalid_index_triangles", "nonfinite_triangles", "degenerate_triangles",
+                 "collapsed_triangles", "skipped_points", "skipped_lines", "nonfinite_uvs",
+                 "welded_vertices", "unused_vertices")
+    counts = {
+        "triangles_in": int(triangles_in),
+        "triangles": g.triangle_count,
+        "vertices": g.vertex_count,
+        "materials": int(len(g.material_color)),
+        "textures": len(used_tex),
+        "texture_levels": int(len(texset.tex_levels)),
+        "meshlets": int(len(ml.meshlet_tris)),
+        "chunks": int(len(ml.chunk_tris)),
+        **{k: int(g.stats.get(k, 0)) for k in drop_keys},
+    }
+    src = dict(source_info or {})
+    src.setdefault("path", doc.source_path)
+    src.setdefault("format", doc.source_format)
+    sid = scene_id or (scene_id_for(doc.source_path, options.dataset) if doc.source_path else dst.stem)
+    header = _scene_header(doc, g, texset, counts, options, src, sid)
+    quant = header["quantization"]
     try:  # the writer holds itself to the caps the reader enforces (docs/FORMAT.md 5.5)
         section_bounds(dst, header)
     except CorruptFileError as e:

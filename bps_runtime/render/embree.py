@@ -237,7 +237,8 @@ class EmbreeRenderer:
 
     def render(self, scene_ids, positions, rotations, sensors: Sequence[str] = ("depth",)) -> dict:
         """Draw one frame per agent: see the class docstring for shapes. Every scene id must be
-        attached (ConfigError otherwise); blocks until the frame is done, on ``options.threads`` threads."""
+        attached (ConfigError otherwise); returns when the frame is done (``options.threads``
+        threads trace and shade it)."""
         import torch
 
         sensors = check_sensors(sensors)

@@ -76,8 +76,8 @@ def resolve_renderer(renderer: str, device: str) -> str:
 
 
 def ratio_goal(device: str, threads: int) -> float:
-    """The env/renderer speed ratio this run must reach: one goal on a GPU, and on the CPU one
-    for ``MANY_THREADS`` or more threads and a lower one for fewer."""
+    """The goal for env step fps / render-only fps: ``RATIO_GOAL_GPU`` off the CPU; on the CPU
+    ``RATIO_GOAL_MANY_THREADS`` from ``MANY_THREADS`` threads up, else ``RATIO_GOAL_FEW_THREADS``."""
     if str(device) != "cpu":
         return RATIO_GOAL_GPU
     return RATIO_GOAL_MANY_THREADS if threads >= MANY_THREADS else RATIO_GOAL_FEW_THREADS

@@ -70,7 +70,7 @@ class Renderer(Protocol):
         """Make ``scene_id`` renderable with what ``prepare`` returned; called between steps."""
 
     def detach(self, scene_id: int) -> None:
-        """Forget ``scene_id`` (its memory is freed when the cache drops the accel)."""
+        """Forget ``scene_id``; unknown ids are ignored."""
 
     def render(self, scene_ids, positions, rotations, sensors: Sequence[str] = ("depth",)) -> Mapping[str, Any]:
         """One frame per agent: scene ids [N], positions [N,3] (agent base, Habitat frame), rotations

@@ -280,7 +280,7 @@ class WarpRenderer:
     def render(self, scene_ids, positions, rotations, sensors: Sequence[str] = ("depth",)) -> dict:
         """Draw one frame per agent in a single kernel launch (see the class docstring for what is
         checked); returns {"depth": [N,H,W,1] float32, "rgb": [N,H,W,3] uint8} tensors on the
-        renderer's device, in torch's current stream, without waiting for the frame."""
+        renderer's device; on CUDA the launch is queued on torch's current stream and not waited for."""
         import torch
 
         wp = self._wp

@@ -314,6 +314,8 @@ def write_container(path: str | os.PathLike, kind: str, header: Mapping[str, Any
 
 @dataclass(frozen=True)
 class Section:
+    """One section's table entry as read from a container: its array's dtype and shape, codec
+    and filter, and where its bytes lie (``offset``, ``stored_length``; ``raw_length`` decoded)."""
     name: str
     dtype: np.dtype
     shape: tuple
@@ -442,6 +444,7 @@ class Container:
 
     # -- context manager
     def close(self):
+        """Close the file (also done on leaving a ``with`` block)."""
         self._f.close()
 
     def __enter__(self):
@@ -538,6 +541,7 @@ class Container:
                                                 "in memory") from None
 
     def read_many(self, names: Iterable[str] | None = None, verify: bool = True) -> dict[str, np.ndarray]:
+        """``{name: array}`` of the sections ``names`` (default: all), each read as ``read`` does."""
         return {n: self.read(n, verify) for n in (self.sections if names is None else names)}
 
     def verify_section(self, name: str) -> None:

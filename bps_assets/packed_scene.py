@@ -66,24 +66,31 @@ class ConvertOptions:
     zstd_level: int = 9                 # geometry sections (textures use 3: BC blocks barely compress)
 
     def frame_options(self):
+        """Options of the frame transform (dataset layout and up axis)."""
         return t_frame.Options(dataset=self.dataset, up=self.up)
 
     def clean_options(self):
+        """Options of the clean transform."""
         return t_clean.Options(min_area=self.min_area)
 
     def quantize_options(self):
+        """Options of the quantize transform (position and UV error bounds)."""
         return t_quantize.Options(self.position_error, self.uv_error)
 
     def weld_options(self):
+        """Options of the weld transform."""
         return t_weld.Options(drop_collapsed=self.weld_drop_collapsed)
 
     def reorder_options(self):
+        """Options of the reorder transform (space-filling curve)."""
         return t_reorder.Options(curve=self.reorder_curve)
 
     def meshlet_options(self):
+        """Options of the meshlet transform (per-meshlet vertex/triangle limits, meshlets per chunk)."""
         return t_meshlets.Options(self.meshlet_max_vertices, self.meshlet_max_triangles, self.chunk_meshlets)
 
     def texture_options(self):
+        """Options of the texture transform (size cap, BC1/BC7 format, mipmaps)."""
         return t_textures.Options(max_texture=self.max_texture, format=self.texture_format,
                                   mipmaps=self.mipmaps)
 
@@ -93,12 +100,15 @@ DEFAULTS = ConvertOptions()
 
 @dataclass
 class ConvertResult:
+    """What converting one scene produced: its id, source and output paths, and the convert
+    statistics."""
     scene_id: str
     source: str
     output: str
     stats: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
+        """The result as one flat JSON object (the statistics merged in)."""
         return {"scene_id": self.scene_id, "source": self.source, "output": self.output, **self.stats}
 
 
@@ -111,6 +121,7 @@ def scene_id_for(path: str | os.PathLike, dataset: str = "generic") -> str:
 
 
 def sha256_file(path: str | os.PathLike) -> str:
+    """Hex SHA-256 of a file's bytes, read 1 MiB at a time."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -356,9 +367,11 @@ class PackedScene:
 
     @property
     def scene_id(self) -> str:
+        """The scene id recorded in the file's header ("" when absent)."""
         return self.header.get("scene_id", "")
 
     def nbytes(self) -> int:
+        """Bytes of the arrays loaded into this object."""
         return sum(getattr(self, f).nbytes for f in self.ARRAY_FIELDS if getattr(self, f) is not None)
 
     def to_torch(self, device="cpu") -> dict:

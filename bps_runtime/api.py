@@ -29,6 +29,8 @@ def observation_space(num_envs: int = 1, sensors=("depth",), resolution=(64, 64)
 
 
 def action_space(num_envs: int = 1, batch_size: int | None = None):
+    """The action space of one ``step()``: ``batch_size`` (default ``num_envs``) discrete actions,
+    computed without building anything; ConfigError when batch_size does not divide num_envs."""
     _, b = check_batching(num_envs, batch_size)
     return sp.batched_action_space(b)
 

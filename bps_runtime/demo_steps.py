@@ -51,6 +51,8 @@ def _demo_env_step(ctx):
 
 
 def demo_steps():
+    """The runtime's steps of ``bps_assets.pipeline.demo``: one step that runs the batched
+    PointNav env on the demo dataset and prints its frame rate."""
     from bps_assets.pipeline.demo import DemoStep
 
     return [DemoStep("env", f"run the batched PointNav env ({DEMO_ENVS} agents, random actions) and print fps",

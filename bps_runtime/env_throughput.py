@@ -45,6 +45,7 @@ RENDERERS = ("auto", "embree", "warp")
 
 @dataclass
 class BenchOptions:
+    """Settings of one env-throughput benchmark run; the CLI's defaults come from ``DEFAULTS``."""
     num_envs: int = 1024
     scenes: int = 8              # resident scene slots
     resolution: int = 64
@@ -68,12 +69,15 @@ def _peak_rss_mb() -> float:
 
 
 def resolve_renderer(renderer: str, device: str) -> str:
+    """The backend name for ``renderer``: "auto" is embree on the CPU and warp on any other device."""
     if renderer == "auto":
         return "embree" if str(device) == "cpu" else "warp"
     return renderer
 
 
 def ratio_goal(device: str, threads: int) -> float:
+    """The goal for env step fps / render-only fps: ``RATIO_GOAL_GPU`` off the CPU; on the CPU
+    ``RATIO_GOAL_MANY_THREADS`` from ``MANY_THREADS`` threads up, else ``RATIO_GOAL_FEW_THREADS``."""
     if str(device) != "cpu":
         return RATIO_GOAL_GPU
     return RATIO_GOAL_MANY_THREADS if threads >= MANY_THREADS else RATIO_GOAL_FEW_THREADS

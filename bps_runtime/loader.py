@@ -57,17 +57,20 @@ class LoadedScene:
 
     @property
     def scene_id(self) -> str:
+        """The scene's id from its manifest entry."""
         return self.source.scene_id
 
 
 @dataclass
 class LoadFailure:
+    """A scene that failed to load (quarantined): its source, the exception, and the message logged."""
     source: SceneSource
     error: BaseException
     message: str = ""
 
     @property
     def scene_id(self) -> str:
+        """The id of the scene that failed."""
         return self.source.scene_id
 
 
@@ -149,6 +152,8 @@ class SceneLoader:
                                         initializer=lower_priority)
 
     def submit(self, source: SceneSource, reserve: Callable[[int, SceneSource], Any] | None = None) -> Future:
+        """Queue a load on the loader threads; the future's result is a LoadedScene or, for any
+        error (a failing ``reserve`` included), a LoadFailure; it never raises."""
         return self._pool.submit(self._load, source, reserve)
 
     def load(self, source: SceneSource, reserve=None) -> LoadedScene:
@@ -185,4 +190,5 @@ class SceneLoader:
             return LoadFailure(source, e, msg)
 
     def close(self):
+        """Cancel the queued loads and wait for the running ones to finish."""
         self._pool.shutdown(wait=True, cancel_futures=True)

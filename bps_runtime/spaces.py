@@ -34,6 +34,7 @@ class SpaceSpec:
         return self.spaces[key]
 
     def keys(self):
+        """Names of the sub-spaces of a "dict" space."""
         return self.spaces.keys()
 
 
@@ -46,6 +47,8 @@ def _gym():
 
 
 def check_sensors(sensors) -> tuple[str, ...]:
+    """``sensors`` (one name or a sequence) as a tuple; ConfigError when empty, repeated or
+    naming an unknown sensor."""
     if isinstance(sensors, str):
         sensors = (sensors,)
     sensors = tuple(sensors)
@@ -56,6 +59,8 @@ def check_sensors(sensors) -> tuple[str, ...]:
 
 
 def check_resolution(resolution) -> tuple[int, int]:
+    """``resolution`` (one int or (height, width)) as (height, width); ConfigError unless both
+    are ints in 1..4096."""
     try:
         h, w = (int(resolution), int(resolution)) if np.isscalar(resolution) else map(int, resolution)
     except (TypeError, ValueError):
@@ -90,6 +95,7 @@ def single_observation_space(sensors=("depth",), resolution=(64, 64), normalize_
 
 
 def single_action_space():
+    """One environment's action space: Discrete(NUM_ACTIONS) (a SpaceSpec without gymnasium)."""
     g = _gym()
     if g is not None:
         return g.Discrete(NUM_ACTIONS)
@@ -109,6 +115,8 @@ def batched_observation_space(n: int, sensors=("depth",), resolution=(64, 64), n
 
 
 def batched_action_space(n: int):
+    """The actions of ``n`` environments: MultiDiscrete of ``n`` x NUM_ACTIONS (a SpaceSpec "box"
+    of shape [n] without gymnasium)."""
     g = _gym()
     if g is not None:
         return g.MultiDiscrete(np.full(n, NUM_ACTIONS, np.int64))

@@ -226,6 +226,8 @@ SUFFIX = ".json.gz"
 
 
 def split_file(out_dir: str | os.PathLike, split: str) -> Path:
+    """Path of split ``split``'s episode file in a habitat v1 PointNav dataset folder
+    (``OUT/SPLIT/SPLIT.json.gz``)."""
     return Path(out_dir) / split / f"{split}{SUFFIX}"
 
 

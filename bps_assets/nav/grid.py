@@ -112,18 +112,22 @@ class NavMesh:
     # ------------------------------------------------------------------ shape and derived arrays
     @property
     def shape(self) -> tuple[int, int, int]:
+        """(layers, rows along z, columns along x) of the span grid."""
         return tuple(int(s) for s in self.height.shape)  # type: ignore[return-value]
 
     @property
     def num_spans(self) -> int:
+        """Number of walkable spans (grid cells with a height)."""
         return int(self.span_lrc.shape[0])
 
     @property
     def num_islands(self) -> int:
+        """Number of connected walkable islands."""
         return int(self.island_area.shape[0])
 
     @property
     def navigable_area(self) -> float:
+        """Walkable area in m^2, summed over every island."""
         return float(self.island_area.astype(np.float64).sum())
 
     def _derive_spans(self):
@@ -324,6 +328,8 @@ class NavMesh:
         return r, c
 
     def bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """(min, max) corners in metres, Habitat frame, of the walkable surface: span positions
+        widened by half a cell in x and z (zeros when there are no spans)."""
         if self.num_spans == 0:
             return np.zeros(3), np.zeros(3)
         h = self.cell_size / 2
@@ -333,6 +339,8 @@ class NavMesh:
 
     # ------------------------------------------------------------------ file I/O
     def header(self) -> dict:
+        """The JSON header written with the navmesh file: format, grid, settings, bounds, area,
+        islands and where the navmesh came from."""
         lo, hi = self.bounds()
         return {
             "format": FORMAT, "version": VERSION, "frame": "habitat",
@@ -477,6 +485,7 @@ def load_navmesh(path: str | os.PathLike) -> NavMesh:
 
 
 def is_navmesh_file(path: str | os.PathLike) -> bool:
+    """True when ``path`` starts like a bps navmesh container (False for anything unreadable)."""
     try:
         with open(path, "rb") as f:
             head = f.read(16)

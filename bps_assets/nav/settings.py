@@ -9,6 +9,9 @@ from ..errors import ConfigError
 
 @dataclass(frozen=True)
 class NavSettings:
+    """Navmesh build settings (lengths in metres, slope in degrees); habitat's defaults.
+    ConfigError on a non-positive cell size or height, a negative radius/climb, or a slope
+    outside [0, 90)."""
     cell_size: float = 0.05        # m, x/z cell side
     cell_height: float = 0.2       # m, vertical tolerance when merging spans
     agent_height: float = 1.5      # m, head room needed above a walkable surface
@@ -37,14 +40,17 @@ class NavSettings:
             raise ConfigError(None, f"navmesh setting max_slope must be in [0, 90), got {self.max_slope!r}")
 
     def to_dict(self) -> dict:
+        """The settings as a plain dict (what navmesh headers record)."""
         return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict) -> "NavSettings":
+        """Settings from a dict, ignoring keys this version does not know (older or newer files)."""
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in known})
 
     def replace(self, **kw) -> "NavSettings":
+        """A copy with the given fields changed; a None value keeps the current one."""
         return dataclasses.replace(self, **{k: v for k, v in kw.items() if v is not None})
 
 

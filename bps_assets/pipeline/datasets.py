@@ -108,6 +108,8 @@ class SplitRule:
 
 @dataclass(frozen=True)
 class Dataset:
+    """A dataset description: its scenes, splits and subsets, file layout and up axis (see
+    ``load_dataset`` and docs/PIPELINE.md)."""
     name: str
     description: str
     up_axis: str
@@ -138,6 +140,7 @@ class Dataset:
         return dict(self.rules.get(self._check_split(name), {}))
 
     def all_rules(self) -> list[SplitRule]:
+        """Every index rule of every discovered split."""
         return [r for sub in self.rules.values() for r in sub.values()]
 
     def subset_counts(self, name: str | None = None) -> dict[str, int]:

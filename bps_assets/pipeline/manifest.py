@@ -29,6 +29,8 @@ OUTPUT_ROLES = ("scene", "navmesh", "episodes")
 
 def new_manifest(*, dataset: str, split: str, subsets: list[str], settings: dict, shard: dict | None,
                  source_root: str | None, scenes: dict, missing: list, episodes: dict) -> dict:
+    """A manifest document (dict) stamped with the format, tool version, UTC creation time and
+    the settings' fingerprint."""
     return {
         "format": FORMAT, "format_version": FORMAT_VERSION,
         "tool": {"name": "bps", "version": __version__},
@@ -44,6 +46,8 @@ def new_manifest(*, dataset: str, split: str, subsets: list[str], settings: dict
 
 
 def write_manifest(doc: dict, path: str | os.PathLike, overwrite: bool = True) -> Path:
+    """Write ``doc`` as JSON to ``path`` atomically (temp file then rename) and return the path;
+    OutputExistsError when it exists and not ``overwrite``."""
     path = Path(path)
     data = (json.dumps(doc, indent=1) + "\n").encode()
     atomic_write(path, lambda f: f.write(data), overwrite=overwrite)
@@ -90,13 +94,16 @@ class Manifest:
 
     @property
     def subsets(self) -> list[str]:
+        """The subsets the manifest was made for."""
         return list(self.doc.get("subsets", []))
 
     @property
     def missing(self) -> list[dict]:
+        """The scenes of the split whose source files were not found (dicts as recorded)."""
         return list(self.doc.get("missing", []))
 
     def resolve(self, rel: str) -> Path:
+        """A path recorded in the manifest (relative to its folder) as an absolute path."""
         return self.root / rel
 
     def _entry(self, name: str, e: dict) -> SceneEntry:
@@ -122,12 +129,15 @@ class Manifest:
         return out
 
     def scene(self, name: str) -> SceneEntry:
+        """The entry of scene ``name`` whatever its status; InputError naming the manifest if it
+        has no such scene."""
         e = self.doc["scenes"].get(name)
         if e is None:
             raise InputError(self.path, f"has no scene {name!r}")
         return self._entry(name, e)
 
     def names(self, subset: str | None = None) -> list[str]:
+        """Names of the usable (status "ok") scenes of ``subset`` (None: all), in manifest order."""
         return [s.name for s in self.scenes(subset)]
 
     def episodes_path(self, subset: str) -> Path | None:

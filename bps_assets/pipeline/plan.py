@@ -41,6 +41,8 @@ class Shard:
 
     @classmethod
     def parse(cls, text: str | None) -> "Shard | None":
+        """A shard from ``I/N`` or ``slurm`` (this SLURM array task); None for None. ConfigError on
+        anything else, or for ``slurm`` outside a job array."""
         if text is None:
             return None
         if text.strip().lower() == "slurm":  # this SLURM array task (any --array=A-B range)
@@ -58,6 +60,7 @@ class Shard:
         return cls(int(m.group(1)), int(m.group(2)))
 
     def select(self, names) -> list[str]:
+        """This shard's share of ``names``: every N-th name of the sorted list, from index I."""
         return sorted(names)[self.index::self.count]
 
     def __str__(self):
@@ -79,6 +82,8 @@ class SceneSource:
 
 @dataclass
 class Plan:
+    """What one preprocessing run will do: the split's scenes in this shard, the ones found
+    under the source root, and what was missing, of another split, unknown or stray."""
     dataset: Dataset
     split: str
     src_root: Path
@@ -93,6 +98,7 @@ class Plan:
 
     @property
     def subset_of(self) -> dict[str, str]:
+        """``{scene: subset}`` for the planned split and subsets."""
         return self.dataset.scene_subsets(self.split, self.subsets)
 
 

@@ -99,6 +99,8 @@ DEFAULTS = PreprocessOptions()
 
 @dataclass
 class SceneResult:
+    """Outcome of one scene in a preprocessing run (status "ok", "skipped", "failed" or
+    "missing") with its manifest entry or error."""
     name: str
     subset: str
     status: str  # "ok" | "skipped" (up to date) | "failed" | "missing"
@@ -109,16 +111,20 @@ class SceneResult:
 
 @dataclass
 class PreprocessResult:
+    """Outcome of a preprocessing run: the manifest written, the plan, and one SceneResult per
+    scene."""
     manifest_path: Path
     plan: Plan
     results: list[SceneResult] = field(default_factory=list)
     seconds: float = 0.0
 
     def count(self, status: str) -> int:
+        """Number of scenes with ``status``."""
         return sum(r.status == status for r in self.results)
 
     @property
     def ok(self) -> bool:
+        """True when no scene failed (and, with ``require_all``, none was missing)."""
         return self.count("failed") == 0 and not (self.require_all and self.count("missing"))
 
     require_all: bool = False
@@ -128,15 +134,19 @@ class PreprocessResult:
 # ------------------------------------------------------------------------------ layout
 
 def output_paths(name: str, subset: str) -> dict[str, str]:
+    """``{role: path}`` of a scene's outputs, relative to the output root (what the manifest
+    records)."""
     return {"scene": f"scenes/{name}.bps", "navmesh": f"navmeshes/{name}.navmesh.bps",
             "episodes": f"episodes/pointnav/{subset}/content/{name}.json.gz"}
 
 
 def subset_index_path(subset: str) -> str:
+    """The habitat episode index file of ``subset``, relative to the output root."""
     return f"episodes/pointnav/{subset}/{subset}.json.gz"
 
 
 def manifest_name(shard: Shard | None) -> str:
+    """The manifest's file name: ``manifest.json``, or one per shard."""
     if shard is None:
         return "manifest.json"
     return f"manifest.shard-{shard.index}-of-{shard.count}.json"
@@ -171,6 +181,7 @@ def _stat(p: Path) -> list[int]:
 
 @dataclass
 class SceneTask:
+    """Everything a worker needs to preprocess one scene."""
     src: SceneSource
     out_root: Path
     dataset: str
@@ -201,6 +212,8 @@ def _sources(task: SceneTask, old: dict | None) -> dict[str, dict]:
 
 
 def fingerprint(sources: dict, settings: dict) -> str:
+    """SHA-256 over a scene's source hashes, the settings' fingerprint and the tool version:
+    kept outputs are reused only while it is unchanged."""
     doc = {"sources": {r: s["sha256"] for r, s in sorted(sources.items())},
            "settings": settings_fingerprint(settings), "tool_version": __version__}
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
@@ -724,6 +737,7 @@ def summary_table(res: PreprocessResult, max_rows: int = 200) -> str:
 
 
 def result_json(res: PreprocessResult) -> dict:
+    """The run's outcome as a JSON object (the CLI's ``--json`` output)."""
     return {"manifest": str(res.manifest_path), "seconds": round(res.seconds, 3),
             "counts": {s: res.count(s) for s in ("ok", "skipped", "failed", "missing")},
             "unknown": res.plan.unknown, "stray": res.plan.stray,

@@ -29,6 +29,8 @@ MAX_EPISODE_JSON_BYTES = 1 << 30  # cap on a gunzipped episode file (deep check)
 
 @dataclass
 class FileResult:
+    """The check of one file: its scene (None for a file outside any scene), role, path, size and
+    the problems and warnings found."""
     scene: str | None
     role: str
     path: str
@@ -38,11 +40,13 @@ class FileResult:
 
     @property
     def ok(self):
+        """True when the file has no problem (warnings allowed)."""
         return not self.problems
 
 
 @dataclass
 class SceneReport:
+    """The checks of one manifest scene and its files."""
     name: str
     subset: str
     status: str
@@ -51,11 +55,14 @@ class SceneReport:
 
     @property
     def ok(self):
+        """True when neither the scene nor any of its files has a problem."""
         return not self.problems and all(f.ok for f in self.files)
 
 
 @dataclass
 class VerifyReport:
+    """Result of ``verify_manifest``: one SceneReport per scene, the files outside scenes,
+    warnings, and the bytes checked and time taken."""
     manifest: str
     deep: bool
     scenes: list[SceneReport]
@@ -66,9 +73,11 @@ class VerifyReport:
 
     @property
     def ok(self):
+        """True when every scene and every other file checked is ok."""
         return all(s.ok for s in self.scenes) and all(f.ok for f in self.extra_files)
 
     def to_json(self) -> dict:
+        """The report as a JSON object (the CLI's ``--json`` output)."""
         return {
             "manifest": self.manifest, "deep": self.deep, "ok": self.ok,
             "bytes": self.bytes, "seconds": round(self.seconds, 3),
@@ -222,6 +231,8 @@ def verify_manifest(path, deep: bool = False, jobs: int | None = None, strict: b
 
 
 def format_report(rep: VerifyReport, verbose: bool = False) -> str:
+    """The report as text: each failing scene (every scene with ``verbose``) with its problems,
+    then warnings and a one-line verdict."""
     lines = []
     for s in rep.scenes:
         if s.ok and not verbose:
@@ -252,6 +263,8 @@ def format_report(rep: VerifyReport, verbose: bool = False) -> str:
 
 @dataclass
 class SourceReport:
+    """Result of ``verify_source``: which scenes of a split were found under the source root
+    and which were missing, lacked a navmesh, or matched nothing known."""
     dataset: str
     split: str
     src_root: str
@@ -265,9 +278,11 @@ class SourceReport:
 
     @property
     def ok(self):
+        """True when no scene of the split is missing."""
         return not self.missing
 
     def to_json(self) -> dict:
+        """The report as a JSON object (the CLI's ``--json`` output)."""
         return {"dataset": self.dataset, "split": self.split, "src_root": self.src_root,
                 "ok": self.ok, "expected": self.expected, "found": len(self.found),
                 "missing": [{"name": n, "subset": s} for n, s in self.missing],
@@ -276,6 +291,8 @@ class SourceReport:
 
 
 def verify_source(src_root, dataset: str, split: str | None = None, subsets=None) -> SourceReport:
+    """Check a source tree against a dataset description before preprocessing: plans
+    ``split`` (default: the dataset's) without converting anything."""
     from .datasets import load_dataset
     from .plan import make_plan
 
@@ -288,6 +305,7 @@ def verify_source(src_root, dataset: str, split: str | None = None, subsets=None
 
 
 def format_source_report(rep: SourceReport, limit: int = 50) -> str:
+    """The source report as text, each listing cut at ``limit`` entries."""
     def listing(title, items):
         out = [f"{title} ({len(items)}):"]
         out += [f"  {x}" for x in items[:limit]]

@@ -31,10 +31,14 @@ def register_reader(*extensions: str) -> Callable[[Reader], Reader]:
 
 
 def supported_extensions() -> list[str]:
+    """The file extensions with a registered reader, sorted."""
     return sorted(_READERS)
 
 
 def reader_for(path: str | os.PathLike) -> Reader:
+    """The reader for ``path``: by content for an existing file (a navmesh or tile cache is an
+    UnsupportedFormatError pointing to ``bps-assets navmesh``), else by extension;
+    UnsupportedFormatError when none fits."""
     ext = Path(path).suffix.lower()
     if Path(path).is_file():
         from .detect import KINDS, TILE_CACHE_MESSAGE, resolve_kind

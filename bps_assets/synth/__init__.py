@@ -48,6 +48,8 @@ from .names import LAYOUTS, ORDER_SPLIT, _check_layout, scene_names, scene_relpa
 
 @dataclass(frozen=True)
 class SizePreset:
+    """A synthetic scene size: floor area (m^2), target triangle count, texture sizes, the
+    room area below which rooms are not split further, and its textures' image format."""
     name: str
     floor_area: tuple[float, float]   # total floor (m^2) drawn per scene
     triangles: int                    # target triangle count (each scene draws +-10 %)

@@ -19,9 +19,11 @@ class HRect:
 
     @property
     def area(self) -> float:
+        """Area in m^2."""
         return (self.xmax - self.xmin) * (self.zmax - self.zmin)
 
     def contains(self, x: float, z: float) -> bool:
+        """True when habitat point (x, z) lies in the rectangle, edges included."""
         return self.xmin <= x <= self.xmax and self.zmin <= z <= self.zmax
 
 
@@ -36,6 +38,8 @@ def _hpoint(x: float, y: float, z: float) -> tuple[float, float, float]:
 
 @dataclass(frozen=True)
 class RoomInfo:
+    """One generated room: its interior, storey, floor and ceiling heights, doors and a
+    free point on its floor (habitat frame, metres)."""
     id: int
     storey: int
     rect: HRect                 # the room's interior (inside faces of its walls)
@@ -49,6 +53,7 @@ class RoomInfo:
 
 @dataclass(frozen=True)
 class FurnitureInfo:
+    """One generated piece of furniture: kind, room, footprint and top height (habitat frame)."""
     kind: str                   # table, chair, box, sofa, cabinet, shelf, platform, rail
     storey: int
     room: int
@@ -58,6 +63,7 @@ class FurnitureInfo:
 
 @dataclass(frozen=True)
 class StairsInfo:
+    """The flight of stairs of a two-storey scene (habitat frame, metres)."""
     rect: HRect                 # flight footprint (the stairwell hole in the upper floor is the same)
     y0: float                   # lower floor
     y1: float                   # upper floor
@@ -70,6 +76,8 @@ class StairsInfo:
 
 @dataclass
 class SceneInfo:
+    """Ground truth of one generated scene (habitat frame, metres): what the generator built,
+    for tests to check navmeshes and episodes against."""
     name: str
     layout: str                 # gibson | mp3d
     split: str                  # train | val | test | other (in the manifest split named below)
@@ -94,6 +102,7 @@ class SceneInfo:
 
     @property
     def floor_heights(self) -> list[float]:
+        """Floor height of each storey (habitat y)."""
         return [s[0] for s in self.storeys]
 
     @property
@@ -102,6 +111,7 @@ class SceneInfo:
         return [f for f in self.furniture if f.kind == "table"]
 
     def to_dict(self) -> dict:
+        """The scene info as JSON-ready data (``path`` as a string, floor heights added)."""
         d = asdict(self)
         d["path"] = None if self.path is None else str(self.path)
         d["floor_heights"] = self.floor_heights

@@ -63,4 +63,6 @@ def scene_names(layout: str, n: int | None = None) -> list[tuple[str, str]]:
 
 
 def scene_relpath(layout: str, name: str) -> str:
+    """Where scene ``name`` goes inside the output folder: ``gibson/NAME.glb`` or
+    ``mp3d/NAME/NAME.glb``."""
     return f"gibson/{name}.glb" if layout == "gibson" else f"mp3d/{name}/{name}.glb"

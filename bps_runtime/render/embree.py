@@ -84,11 +84,15 @@ class EmbreeAccel:
         self.scene.run(np.zeros((1, 3), np.float32), np.array([[0, 0, -1]], np.float32), query="DISTANCE")
 
     def distance(self, org: np.ndarray, dirs: np.ndarray) -> np.ndarray:
+        """Hit distance per ray (float32 [n]; 1e37 where nothing is hit), in units of each
+        direction's length: unnormalized (x, y, -1) camera directions give the z-depth."""
         if not self.num_triangles:
             return np.full(org.shape[0], np.float32(1e37), np.float32)
         return self.scene.run(org, dirs, query="DISTANCE")
 
     def intersect(self, org: np.ndarray, dirs: np.ndarray) -> dict:
+        """Hits of the rays as embreex returns them: ``tfar``, ``primID`` (-1: miss), ``u``, ``v``
+        (weights of the triangle's 2nd and 3rd vertex) and the unnormalized geometric normal ``Ng``."""
         if not self.num_triangles:
             n = org.shape[0]
             return {"tfar": np.full(n, np.float32(1e37), np.float32), "primID": np.full(n, -1, np.int32),
@@ -162,6 +166,8 @@ class EmbreeRenderer:
 
     # -- residency (called by the scene cache / loader)
     def prepare(self, shading: ShadingData, positions: np.ndarray, indices: np.ndarray):
+        """Build a scene's BVH (the bridge's or embreex's) plus the shading state the chosen shading
+        needs; runs on loader threads. CorruptFileError when the shading tables are for another mesh."""
         shading.check_geometry(len(positions), len(indices))
         if self.engine == "bridge":
             from .embree_bridge import BridgeAccel
@@ -176,17 +182,21 @@ class EmbreeRenderer:
         return accel
 
     def accel_bytes(self, num_vertices: int, num_triangles: int) -> int:
+        """Estimated bytes of Embree's BVH for a mesh of this size (what the scene cache charges)."""
         return EMBREE_BYTES_PER_TRI * num_triangles + EMBREE_BYTES_PER_VERT * num_vertices
 
     def attach(self, scene_id: int, shading: ShadingData, accel: EmbreeAccel) -> None:
+        """Make ``scene_id`` renderable with a prepared accel (replacing any scene under that id)."""
         with self._lock:
             self._scenes[int(scene_id)] = (shading, accel)
 
     def detach(self, scene_id: int) -> None:
+        """Forget ``scene_id``; unknown ids are ignored."""
         with self._lock:
             self._scenes.pop(int(scene_id), None)
 
     def close(self):
+        """Stop the render threads (waiting for a frame in progress); idempotent."""
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
@@ -226,6 +236,9 @@ class EmbreeRenderer:
         return rgb
 
     def render(self, scene_ids, positions, rotations, sensors: Sequence[str] = ("depth",)) -> dict:
+        """Draw one frame per agent: see the class docstring for shapes. Every scene id must be
+        attached (ConfigError otherwise); returns when the frame is done (``options.threads``
+        threads trace and shade it)."""
         import torch
 
         sensors = check_sensors(sensors)

@@ -114,6 +114,7 @@ def bridge() -> _Bridge:
 
 
 def available() -> bool:
+    """Whether the C bridge can be used here (compiled, libembree4 found, an Embree device made)."""
     try:
         bridge()
         return True
@@ -207,6 +208,8 @@ class BridgeAccel:
 
     # -- the same two queries as the embreex accel, on given rays
     def distance(self, org: np.ndarray, dirs: np.ndarray, miss: float = 1e37) -> np.ndarray:
+        """Hit distance per ray (float32 [n]; ``miss`` where nothing is hit), in units of each
+        direction's length; traced in C with the GIL released."""
         org, dirs = _rays(org), _rays(dirs)
         t = np.empty(org.shape[0], np.float32)
         if self._scene is None:
@@ -217,6 +220,8 @@ class BridgeAccel:
         return t
 
     def intersect(self, org: np.ndarray, dirs: np.ndarray, miss: float = 1e37) -> dict:
+        """Hits of the rays, as ``EmbreeAccel.intersect`` returns them: ``tfar`` (``miss`` where
+        nothing is hit), ``primID`` (-1: miss), ``u``, ``v`` and the unnormalized normal ``Ng``."""
         org, dirs = _rays(org), _rays(dirs)
         n = org.shape[0]
         out = _hit_arrays(n, miss)

@@ -13,6 +13,8 @@ from .protocol import SENSORS
 
 
 def check_sensors(sensors: Sequence[str]) -> tuple[str, ...]:
+    """``sensors`` (one name or a sequence) as a tuple; ConfigError when empty or naming an
+    unknown sensor."""
     s = (sensors,) if isinstance(sensors, str) else tuple(sensors)
     bad = [x for x in s if x not in SENSORS]
     if bad or not s:

@@ -59,12 +59,20 @@ class Renderer(Protocol):
 
     options: RenderOptions
 
-    def prepare(self, shading: ShadingData, positions: np.ndarray, indices: np.ndarray) -> Any: ...
+    def prepare(self, shading: ShadingData, positions: np.ndarray, indices: np.ndarray) -> Any:
+        """Build a scene's acceleration structure (and device copies) from its shading tables and
+        mesh; called on loader threads, so nothing here may hold the GIL for long."""
 
-    def accel_bytes(self, num_vertices: int, num_triangles: int) -> int: ...
+    def accel_bytes(self, num_vertices: int, num_triangles: int) -> int:
+        """Estimated bytes ``prepare`` allocates for a mesh of this size (charged by the scene cache)."""
 
-    def attach(self, scene_id: int, shading: ShadingData, accel: Any) -> None: ...
+    def attach(self, scene_id: int, shading: ShadingData, accel: Any) -> None:
+        """Make ``scene_id`` renderable with what ``prepare`` returned; called between steps."""
 
-    def detach(self, scene_id: int) -> None: ...
+    def detach(self, scene_id: int) -> None:
+        """Forget ``scene_id``; unknown ids are ignored."""
 
-    def render(self, scene_ids, positions, rotations, sensors: Sequence[str] = ("depth",)) -> Mapping[str, Any]: ...
+    def render(self, scene_ids, positions, rotations, sensors: Sequence[str] = ("depth",)) -> Mapping[str, Any]:
+        """One frame per agent: scene ids [N], positions [N,3] (agent base, Habitat frame), rotations
+        [N] yaw or [N,4] xyzw -> {"depth": float32 [N,H,W,1], "rgb": uint8 [N,H,W,3]} for the
+        sensors asked for."""

@@ -142,10 +142,12 @@ class ShadingData:
                                                 f"/ {num_triangles}")
 
     def arrays(self) -> dict[str, np.ndarray]:
+        """Every numpy array of the tables by field name (what gets pinned, copied or counted)."""
         return {k: v for k, v in self.__dict__.items() if isinstance(v, np.ndarray)}
 
     @property
     def nbytes(self) -> int:
+        """Bytes of all the tables' arrays."""
         return sum(a.nbytes for a in self.arrays().values())
 
 

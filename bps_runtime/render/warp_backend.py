@@ -95,6 +95,8 @@ class ShadingArrays:
         return t
 
     def inputs(self, pixel_angle: float) -> list:
+        """The shading tables and ``pixel_angle`` in the order ``warp_kernels.shade_kernel`` takes
+        them after its hit arrays."""
         return [self.indices, self.uvs, self.colors, self.has_colors, self.tri_material, self.tri_lod,
                 self.mat_color, self.mat_tex, self.tex_data, self.level_info, self.lmax, self.tex_nlevels,
                 self.tex_format, float(pixel_angle)]
@@ -127,9 +129,13 @@ class CpuShader:
         self._warm = False
 
     def arrays(self, shading: ShadingData) -> ShadingArrays:
+        """Warp CPU views of one scene's shading tables (no copy; they keep the numpy arrays alive)."""
         return ShadingArrays(self._wp, self._dev, shading)
 
     def shade(self, sa: ShadingArrays, prim, u, v, z, ng, dirs, pixel_angle: float) -> np.ndarray:
+        """Colours (uint8 [n,3]) of Embree hits: ``prim`` (-1: miss), ``u``/``v`` (weights of the 2nd
+        and 3rd vertex), hit distances ``z``, normals ``ng`` and ray ``dirs``; misses and z <= 0 stay
+        black. Safe to call from several threads (the first launch, which compiles, is serialized)."""
         wp = self._wp
         n = prim.shape[0]
         out = np.zeros((n, 3), np.uint8)
@@ -182,10 +188,13 @@ class WarpRenderer:
         self._grow_table(TABLE_START)
 
     def prepare(self, shading: ShadingData, positions: np.ndarray, indices: np.ndarray) -> WarpScene:
+        """Upload a scene's mesh (and build its BVH) and shading tables to the renderer's device;
+        CorruptFileError when the tables are for another mesh."""
         shading.check_geometry(len(positions), len(indices))
         return WarpScene(self._wp, self._wdev, shading, positions, indices)
 
     def accel_bytes(self, num_vertices: int, num_triangles: int) -> int:
+        """Estimated device bytes of a scene's points, indices and Warp BVH."""
         return 12 * num_vertices + 12 * num_triangles + WARP_BVH_BYTES_PER_TRI * num_triangles
 
     def attach(self, scene_id: int, shading: ShadingData, accel: WarpScene) -> None:
@@ -199,12 +208,14 @@ class WarpRenderer:
             self._write_row(sid)
 
     def detach(self, scene_id: int) -> None:
+        """Forget ``scene_id`` (its row then renders as all misses); unknown ids are ignored."""
         sid = int(scene_id)
         with self._lock:
             if self._scenes.pop(sid, None) is not None:
                 self._write_row(sid)
 
     def close(self):
+        """Nothing to release: device memory goes with the scenes and the renderer."""
         pass
 
     def _row(self, sid: int):
@@ -267,6 +278,9 @@ class WarpRenderer:
         return sid.to(torch.int64).contiguous(), positions.to(torch.float32).contiguous(), quat.contiguous()
 
     def render(self, scene_ids, positions, rotations, sensors: Sequence[str] = ("depth",)) -> dict:
+        """Draw one frame per agent in a single kernel launch (see the class docstring for what is
+        checked); returns {"depth": [N,H,W,1] float32, "rgb": [N,H,W,3] uint8} tensors on the
+        renderer's device; on CUDA the launch is queued on torch's current stream and not waited for."""
         import torch
 
         wp = self._wp

@@ -43,6 +43,7 @@ class SceneTable:
 
 @wp.func
 def expand565(c: int) -> wp.vec3i:
+    """An RGB565 colour as 8-bit channels (bit replication, as BC1 decoders do)."""
     r = (c >> 11) & 31
     g = (c >> 5) & 63
     b = c & 31
@@ -50,6 +51,8 @@ def expand565(c: int) -> wp.vec3i:
 
 @wp.func
 def bc1_texel(data: wp.array(dtype=wp.uint8), base: wp.int64, width: int, x: int, y: int) -> wp.vec3:
+    """Texel (x, y) of a BC1 image of ``width`` texels whose blocks start at byte ``base`` of
+    ``data``: RGB in 0..255 as floats, with the integer BC1 formulas of ``bc1.py``."""
     bw = (width + 3) >> 2
     blk = base + wp.int64(((y >> 2) * bw + (x >> 2)) * 8)
     c0 = int(data[blk]) | (int(data[blk + wp.int64(1)]) << 8)
@@ -83,6 +86,9 @@ def shade(f: int, bu: float, bv: float, z: float, cos_abs: float,
           tex_data: wp.array(dtype=wp.uint8), level_info: wp.array(dtype=wp.int64),
           lmax: int, tex_nlevels: wp.array(dtype=int), tex_format: wp.array(dtype=int),
           pixel_angle: float) -> wp.vec3:
+    """Colour (RGB in 0..255, rounded, as floats) of a hit on triangle ``f`` at barycentrics
+    ``bu``, ``bv`` and distance ``z``: material colour times vertex colour times a texel of the
+    mip level the footprint ``z * pixel_angle / cos`` selects (``shading_data``'s model)."""
     # bu, bv: weights of the triangle's 2nd and 3rd vertex (Embree's convention)
     i0 = indices[f * 3]
     i1 = indices[f * 3 + 1]
@@ -124,10 +130,13 @@ def shade(f: int, bu: float, bv: float, z: float, cos_abs: float,
 
 @wp.func
 def abs_cos(n: wp.vec3, d: wp.vec3) -> float:
+    """|cos| of the angle between ``n`` and ``d`` (neither needs to be unit length)."""
     return wp.abs(wp.dot(n, d)) / wp.max(wp.length(n) * wp.length(d), 1.0e-30)
 
 @wp.func
 def quat_to_mat(q: wp.vec4d) -> wp.mat33:
+    """Rotation matrix (camera -> world) of an xyzw quaternion, normalized first; identity for
+    a zero quaternion."""
     # camera.rotation_matrices, in float64 then rounded to float32 as numpy does
     n = wp.sqrt(q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3])
     one = wp.float64(1.0)
@@ -150,6 +159,10 @@ def render_kernel(tables: wp.array(dtype=SceneTable), slots: wp.array(dtype=wp.i
                   normalize: int, lo: float, hi: float,
                   depth: wp.array2d(dtype=float), want_rgb: int, rgb: wp.array3d(dtype=wp.uint8),
                   pixel_angle: float):
+    """One thread per pixel (agent ``tid // hw``): trace the agent's camera ray in its scene's
+    row of ``tables`` and write depth (z-depth in metres, or normalized to [0, 1] when
+    ``normalize``; 0 on a miss) and, when ``want_rgb``, the shaded colour (black on a
+    miss). Slots outside the table or naming an empty row render as misses."""
     tid = wp.tid()
     a = tid / hw
     p = tid - a * hw
@@ -192,6 +205,7 @@ def shade_kernel(prim: wp.array(dtype=wp.int32), hu: wp.array(dtype=float), hv: 
                  tex_data: wp.array(dtype=wp.uint8), level_info: wp.array(dtype=wp.int64),
                  lmax: int, tex_nlevels: wp.array(dtype=int), tex_format: wp.array(dtype=int),
                  pixel_angle: float):
+    """One thread per Embree hit: its colour into ``rgb`` [n,3] (black for a miss or z <= 0)."""
     # Embree hits (primID, u, v, tfar, Ng) -> colours: the Embree backend's compiled shader
     i = wp.tid()
     f = int(prim[i])

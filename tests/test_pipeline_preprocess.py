@@ -214,3 +214,29 @@ def test_concurrent_runs_of_one_shard_are_refused(tmp_path):
     finally:
         held.close()
     assert preprocess(src, out, "gibson", "tiny", opts, backend=FakeBackend()).ok
+
+
+def test_run_lock_without_any_lock_api_warns(tmp_path, monkeypatch):
+    # no fcntl and no msvcrt: the run goes on, but says that nothing guards OUT_ROOT
+    import sys as _sys
+
+    from bps_assets.pipeline import preprocess as pp
+
+    monkeypatch.setitem(_sys.modules, "fcntl", None)
+    monkeypatch.setitem(_sys.modules, "msvcrt", None)
+    with pytest.warns(RuntimeWarning, match="neither fcntl nor msvcrt"):
+        f = pp._lock_run(tmp_path / "manifest.lock")
+    f.close()
+
+
+def test_run_lock_refuses_a_second_run(tmp_path):
+    from bps_assets.pipeline import preprocess as pp
+
+    (tmp_path / "state").mkdir()
+    first = pp._lock_run(tmp_path / "state" / "manifest.lock")
+    child = subprocess.run([sys.executable, "-c", "import sys; from pathlib import Path; "
+                            "from bps_assets.pipeline.preprocess import _lock_run; "
+                            f"_lock_run(Path({str(tmp_path / 'state' / 'manifest.lock')!r}))"],
+                           capture_output=True, text=True)
+    first.close()
+    assert child.returncode != 0 and "another preprocess run" in child.stderr

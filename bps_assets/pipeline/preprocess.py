@@ -39,6 +39,7 @@ import multiprocessing
 import os
 import time
 import traceback
+import warnings
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
@@ -547,16 +548,29 @@ def _lock_run(path: Path):
     except OSError as e:
         raise OutputWriteError(path, f"cannot create the run's lock file: {e.strerror or e}") from None
     try:
-        import fcntl
-
-        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except ImportError:  # pragma: no cover - Windows: no lock
-        pass
+        _lock_file(f)
     except OSError:
         f.close()
         raise ConfigError(path.parent.parent, "another preprocess run is writing this OUT_ROOT "
                                               f"({path.stem}); wait for it or stop it") from None
+    except ImportError:
+        warnings.warn(f"{path}: this system has neither fcntl nor msvcrt file locks; nothing stops a "
+                      "second preprocess run into the same OUT_ROOT", RuntimeWarning, stacklevel=3)
     return f
+
+
+def _lock_file(f) -> None:
+    """Non-blocking exclusive lock on an open file: fcntl (POSIX), else msvcrt (Windows).
+    OSError: someone holds it; ImportError: the system has neither."""
+    try:
+        import fcntl
+    except ImportError:
+        import msvcrt  # ImportError again: no lock at all (the caller warns)
+
+        f.seek(0)
+        msvcrt.locking(f.fileno(), msvcrt.LK_NBLCK, 1)
+        return
+    fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
 
 
 def _run(plan, ds, split, shard, options, backend, settings, out_root, mpath, progress, log, t_start):

@@ -46,6 +46,9 @@ def parse(cls, argv=None, description: str = ""):
         else:
             kw.update(type=typ)
         p.add_argument("--" + f.name.replace("_", "-"), **kw)
+        if typ is bool:  # --no-resume as well as --resume false
+            p.add_argument("--no-" + f.name.replace("_", "-"), dest=f.name, action="store_false",
+                           help=f"same as --{f.name.replace('_', '-')} false")
     ns = p.parse_args(argv)
     vals = vars(ns)
     for f in dataclasses.fields(cls):

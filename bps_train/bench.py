@@ -2,9 +2,12 @@
 against the serial and perfect-overlap predictions from the parts measured in the same run.
 
     python -m bps_train.bench MANIFEST [--num-envs 32] [--steps 64] [--threads 1]
+    python -m bps_train.bench --learn-only [--num-envs 32] [--steps 32] [--threads 1]
 
 Prints frames/s of: simulation only (random moves), policy inference only, rollout collection
-with 1 group (send then recv of everything: no overlap possible) and with 2 groups.
+with 1 group (send then recv of everything: no overlap possible) and with 2 groups, and the
+learner: one PPO update (2 minibatches: forward, backward, clip, LAMB step) on a rollout of
+random frames, in frames/s of rollout learned from (``--learn-only``: that alone, no dataset).
 """
 from __future__ import annotations
 
@@ -14,14 +17,41 @@ import time
 
 import torch
 
+from bps_train.lamb import Lamb
 from bps_train.models import Policy
-from bps_train.ppo import Rollout
+from bps_train.ppo import Rollout, gae, ppo_loss
 from bps_train.train import collect_rollout, measure_sim_fps, start_rollouts
+
+
+def measure_learn_fps(policy, num_envs: int, steps: int, resolution, hidden: int, repeats: int) -> float:
+    """Frames/s of the PPO update alone (the trainer's minibatch loop) on random frames."""
+    g = torch.Generator().manual_seed(0)
+    ro = Rollout.empty(steps, num_envs, (*resolution, 1), torch.float32, hidden, "cpu")
+    ro.visual.uniform_(generator=g)
+    ro.pointgoal.uniform_(generator=g)
+    ro.not_done.fill_(True)
+    ro.actions.random_(0, 4, generator=g)
+    ro.rewards.normal_(generator=g)
+    opt = Lamb(policy.parameters(), lr=1e-4)
+    params = list(policy.parameters())
+    best = 0.0
+    for _ in range(repeats + 1):  # the first pass warms up (oneDNN primitive creation)
+        t0 = time.perf_counter()
+        adv, returns = gae(ro, 0.99, 0.95)
+        for mb in torch.randperm(num_envs, generator=g).chunk(2):
+            loss, _ = ppo_loss(policy, ro, mb, adv, returns, 0.2, 0.5, 0.01)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            opt.step()
+        best = max(best, num_envs * steps / (time.perf_counter() - t0))
+    return best
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("manifest")
+    p.add_argument("manifest", nargs="?", help="dataset manifest (not needed with --learn-only)")
+    p.add_argument("--learn-only", action="store_true", help="time the PPO update alone")
     p.add_argument("--num-envs", type=int, default=32)
     p.add_argument("--steps", type=int, default=64, help="batched steps per measurement")
     p.add_argument("--resolution", type=int, default=64)
@@ -30,12 +60,19 @@ def main(argv=None):
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--repeats", type=int, default=2)
     a = p.parse_args(argv)
-    import bps_runtime
-
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     n, res = a.num_envs, (a.resolution, a.resolution)
     policy = Policy(1, hidden=a.hidden, width=a.width, resolution=res)
+    if a.learn_only:
+        fps = measure_learn_fps(policy, n, a.steps, res, a.hidden, a.repeats)
+        print(f"{'learn':28s} {fps:8.2f}")
+        print(json.dumps({"learn": round(fps, 2)}))
+        return {"learn": fps}
+    if a.manifest is None:
+        p.error("MANIFEST is needed unless --learn-only")
+    import bps_runtime
+
     out = {"sim": [], "infer": [], "collect_1_group": [], "collect_2_groups": []}
     for _ in range(a.repeats):
         for groups in (1, 2):
@@ -73,6 +110,7 @@ def main(argv=None):
             for _ in range(2 * a.steps):
                 policy(x, g, prev, st, nd)
             out["infer"].append(2 * a.steps * b / (time.perf_counter() - t0))
+    out["learn"] = [measure_learn_fps(policy, n, a.steps, res, a.hidden, a.repeats)]
     best = {k: (min(v) if k.endswith("_ms") else max(v)) for k, v in out.items()}
     serial = 1 / (1 / best["sim"] + 1 / best["infer"])
     perfect = min(best["sim"], best["infer"])

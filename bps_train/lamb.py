@@ -26,32 +26,48 @@ class Lamb(torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self, closure=None):
+        """One step for all tensors of a group at once (torch._foreach_*: a few fused kernels per
+        group instead of ~12 per tensor; the policy has ~60 tensors). The per-tensor norms and
+        trust ratios stay on the device: no host sync."""
         loss = None
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
         for group in self.param_groups:
+            params = [p for p in group["params"] if p.grad is not None]
+            if not params:
+                continue
             b1, b2 = group["betas"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
+            grads = [p.grad for p in params]
+            for p in params:
                 st = self.state[p]
                 if not st:
                     st["step"] = 0
                     st["m"] = torch.zeros_like(p)
                     st["v"] = torch.zeros_like(p)
                 st["step"] += 1
-                m, v, t = st["m"], st["v"], st["step"]
-                m.mul_(b1).add_(p.grad, alpha=1 - b1)
-                v.mul_(b2).addcmul_(p.grad, p.grad, value=1 - b2)
-                update = (m / (1 - b1 ** t)) / ((v / (1 - b2 ** t)).sqrt_().add_(group["eps"]))
-                # decay weights, not biases / Fixup scalars (1-d tensors)
-                if group["weight_decay"] and p.dim() > 1:
-                    update.add_(p, alpha=group["weight_decay"])
-                w_norm = p.norm()
-                u_norm = update.norm()
-                ratio = w_norm.clamp(max=group["max_weight_norm"]) / u_norm
-                trust = torch.where((w_norm > 0) & (u_norm > 0), ratio, torch.ones_like(w_norm))
-                trust = trust.clamp(group["min_trust"], group["max_trust"])
-                p.add_(update * trust, alpha=-group["lr"])
+            ms = [self.state[p]["m"] for p in params]
+            vs = [self.state[p]["v"] for p in params]
+            steps = [self.state[p]["step"] for p in params]
+            torch._foreach_mul_(ms, b1)
+            torch._foreach_add_(ms, grads, alpha=1 - b1)
+            torch._foreach_mul_(vs, b2)
+            torch._foreach_addcmul_(vs, grads, grads, value=1 - b2)
+            denom = torch._foreach_div(vs, [1 - b2 ** t for t in steps])
+            torch._foreach_sqrt_(denom)
+            torch._foreach_add_(denom, group["eps"])
+            update = torch._foreach_div(ms, [1 - b1 ** t for t in steps])
+            torch._foreach_div_(update, denom)
+            # decay weights, not biases / Fixup scalars (1-d tensors)
+            decayed = [i for i, p in enumerate(params) if p.dim() > 1]
+            if group["weight_decay"] and decayed:
+                torch._foreach_add_([update[i] for i in decayed], [params[i] for i in decayed],
+                                    alpha=group["weight_decay"])
+            w_norm = torch.stack(torch._foreach_norm(params))
+            u_norm = torch.stack(torch._foreach_norm(update))
+            ratio = w_norm.clamp(max=group["max_weight_norm"]) / u_norm
+            trust = torch.where((w_norm > 0) & (u_norm > 0), ratio, torch.ones_like(w_norm))
+            trust = trust.clamp(group["min_trust"], group["max_trust"]) * -group["lr"]
+            torch._foreach_mul_(update, list(trust.unbind()))
+            torch._foreach_add_(params, update)
         return loss

@@ -29,8 +29,8 @@ class SqueezeExcite(nn.Module):
 class FixupSEBlock(nn.Module):
     """conv3x3 -> relu -> conv3x3 (zero-init) -> scale -> SE, plus a (downsampled) shortcut.
 
-    The shortcut's stride-2 1x1 convolution is written as a 2x subsample then a stride-1 1x1
-    convolution (the same function, the same weights). oneDNN's own strided 1x1 path corrupts the
+    The shortcut's stride-2 1x1 convolution runs as a 2x subsample then a stride-1 1x1
+    convolution (the same function, the same ``shortcut`` weights). oneDNN's own strided 1x1 path corrupts the
     heap in backward on AVX2 CPUs (glibc abort or SIGSEGV) when the input has 2..7 channels in
     channels-last layout, which a [N, H, W, 1] depth batch permuted to NCHW is: measured with
     torch 2.13.0+cpu on an AMD EPYC without AVX-512, one thread, 6-20 forward+backward passes of
@@ -51,8 +51,7 @@ class FixupSEBlock(nn.Module):
         self.se = SqueezeExcite(cout)
         self.shortcut = None
         if stride != 1 or cin != cout:
-            self.shortcut = nn.Conv2d(cin, cout, 1, 1, bias=False)  # stride applied in forward
-        self.stride = stride
+            self.shortcut = nn.Conv2d(cin, cout, 1, stride, bias=False)
         # Fixup: He init scaled by L^(-1/(2m-2)) with m = 2 layers per branch; last layer zero
         fan_in = cin * 9
         nn.init.normal_(self.conv1.weight, 0, math.sqrt(2 / fan_in) * num_blocks ** -0.5)
@@ -66,9 +65,9 @@ class FixupSEBlock(nn.Module):
         out = self.se(out)
         if self.shortcut is None:
             short = x
-        else:
-            s = self.stride
-            short = self.shortcut((x + self.bias1a)[:, :, ::s, ::s])
+        else:  # = self.shortcut(x + self.bias1a), without oneDNN's strided 1x1 path (docstring)
+            s = self.shortcut.stride
+            short = F.conv2d((x + self.bias1a)[:, :, ::s[0], ::s[1]], self.shortcut.weight)
         return F.relu(out + short)
 
 
@@ -97,6 +96,12 @@ class SEResNet9(nn.Module):
         x = self.blocks(x)
         x = F.relu(self.compress(x))
         return F.relu(self.fc(x.flatten(1)))
+
+
+def _fp32(x):
+    """Autocast off for the LSTM: it is a small share of the work, its recurrent state
+    accumulates over 32+ steps, and oneDNN has no bf16 LSTM on CPUs without AVX-512 BF16."""
+    return torch.autocast(x.device.type, enabled=False)
 
 
 class Policy(nn.Module):
@@ -140,7 +145,8 @@ class Policy(nn.Module):
         """One step: ``not_done`` [N] zeroes the state of agents whose episode just began."""
         f = self.features(visual, pointgoal, prev_action)
         mask = not_done.float()[None, :, None]
-        out, state = self.rnn(f[None], (state[0] * mask, state[1] * mask))
+        with _fp32(f):
+            out, state = self.rnn(f[None].float(), (state[0].float() * mask, state[1].float() * mask))
         out = out[0]
         return self.actor(out), self.critic(out)[:, 0], state
 
@@ -151,9 +157,11 @@ class Policy(nn.Module):
         f = f.view(t, n, -1)
         h, c = state0
         outs = []
-        for i in range(t):  # masks differ per step, so the LSTM is unrolled here
-            m = not_done[i].float()[None, :, None]
-            o, (h, c) = self.rnn(f[i:i + 1], (h * m, c * m))
-            outs.append(o[0])
+        with _fp32(f):
+            f = f.float()
+            for i in range(t):  # masks differ per step, so the LSTM is unrolled here
+                m = not_done[i].float()[None, :, None]
+                o, (h, c) = self.rnn(f[i:i + 1], (h * m, c * m))
+                outs.append(o[0])
         out = torch.stack(outs)
         return self.actor(out), self.critic(out)[..., 0]

@@ -4,6 +4,7 @@ Kept apart from the script so the script reads as the training loop only.
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import torch
@@ -52,13 +53,17 @@ def gae(rollout: Rollout, gamma: float, lam: float) -> tuple[torch.Tensor, torch
 
 
 def ppo_loss(policy, rollout: Rollout, env_idx: torch.Tensor, adv: torch.Tensor, returns: torch.Tensor,
-             clip: float, value_coef: float, entropy_coef: float) -> tuple[torch.Tensor, dict]:
-    """Clipped PPO loss over the environments ``env_idx`` (whole sequences: the LSTM reruns)."""
+             clip: float, value_coef: float, entropy_coef: float,
+             amp=contextlib.nullcontext) -> tuple[torch.Tensor, dict]:
+    """Clipped PPO loss over the environments ``env_idx`` (whole sequences: the LSTM reruns).
+    ``amp()`` is entered around the policy only (bf16 autocast on CUDA); the loss is fp32."""
     t = rollout.steps
     sl = (slice(0, t), env_idx)
-    logits, values = policy.evaluate_sequence(
-        rollout.visual[sl], rollout.pointgoal[sl], rollout.prev_action[sl],
-        (rollout.state0[0][:, env_idx], rollout.state0[1][:, env_idx]), rollout.not_done[sl])
+    with amp():
+        logits, values = policy.evaluate_sequence(
+            rollout.visual[sl], rollout.pointgoal[sl], rollout.prev_action[sl],
+            (rollout.state0[0][:, env_idx], rollout.state0[1][:, env_idx]), rollout.not_done[sl])
+    logits, values = logits.float(), values.float()
     dist = torch.distributions.Categorical(logits=logits)
     logp = dist.log_prob(rollout.actions[:, env_idx])
     ratio = torch.exp(logp - rollout.logp[:, env_idx])

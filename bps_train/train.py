@@ -19,14 +19,16 @@ an uninterrupted run's.
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
-import gzip
 import json
 import math
 import os
 import random
+import signal
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +37,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from bps_train import checkpoint
 from bps_train.args import arg, parse
 from bps_train.lamb import Lamb
 from bps_train.models import Policy
@@ -51,7 +54,7 @@ class Args:
     eval_episodes: int = arg(0, "distinct episodes to evaluate with --eval (0: all of the split's)")
     eval_greedy: bool = arg(False, "--eval takes the most likely action (default: sample, as habitat-baselines)")
     out_dir: str = arg("runs/ppo", "where checkpoints and logs go")
-    resume: bool = arg(True, "continue from OUT_DIR/checkpoint.pt when it exists")
+    resume: bool = arg(True, "continue from OUT_DIR/checkpoint.pt when it exists (same dataset, model and NUM_ENVS; --no-resume: start fresh)")
     seed: int = arg(1, "seed of the environments, the policy and the sampler")
     device: str = arg("cpu", "torch device of the environments and the policy (cuda, cpu)")
     renderer: str = arg("embree", "render backend: embree (CPU) or warp (CUDA; CPU for tests)")
@@ -84,6 +87,7 @@ class Args:
     tensorboard: bool = arg(False, "also write TensorBoard events to OUT_DIR/tb (needs `pip install tensorboard`)")
     threads: int = arg(0, "CPU threads for the env's renderer and step, and torch's intra-op threads for the policy "
                           "(0: every core this process may use for the env; torch's default)")
+    bf16: bool = arg(True, "bf16 autocast of the policy's forward passes on CUDA (never on CPU); the loss stays fp32")
 
 
 # ----------------------------------------------------------------------------------- set-up
@@ -141,9 +145,21 @@ def visual_of(obs, sensor):
 
 
 def build_policy(args, device):
+    """On CUDA the convolutions run channels-last (the frames arrive NHWC, so no transpose), as
+    cuDNN's fastest kernels want; on CPU the layout is left to oneDNN."""
     channels = 3 if args.sensor == "rgb" else 1
-    return Policy(channels, hidden=args.hidden, width=args.width,
-                  resolution=(args.resolution, args.resolution)).to(device)
+    policy = Policy(channels, hidden=args.hidden, width=args.width,
+                    resolution=(args.resolution, args.resolution)).to(device)
+    if torch.device(device).type == "cuda":
+        policy = policy.to(memory_format=torch.channels_last)
+    return policy
+
+
+def autocast_of(args, device):
+    """A factory of the policy's autocast context: bf16 on CUDA (--bf16), nothing elsewhere."""
+    if torch.device(device).type == "cuda" and args.bf16:
+        return lambda: torch.autocast("cuda", dtype=torch.bfloat16)
+    return contextlib.nullcontext
 
 
 def scaled_lr(args, world: int) -> float:
@@ -162,22 +178,6 @@ def lr_factor(schedule: str, progress: float) -> float:
         return 0.5 + 0.5 * progress / 0.01
     x = min(1.0, (progress - 0.01) / 0.99)
     return 0.01 + 0.99 * (math.cos(x * math.pi) + 1) / 2
-
-
-def rng_state() -> dict:
-    return {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
-
-
-def set_rng_state(s: dict):
-    torch.set_rng_state(s["torch"])
-    np.random.set_state(s["numpy"])
-    random.setstate(s["python"])
-
-
-def save_checkpoint(path: Path, state: dict):
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(state, tmp)
-    os.replace(tmp, path)  # a crash mid-save never leaves a half checkpoint
 
 
 # ----------------------------------------------------------------------------------- simulation only
@@ -212,6 +212,32 @@ def measure_sim_only(env, steps: int, seed: int) -> dict:
     return {"uniform": uniform, "no_stop": moves, "sim_fps": max(uniform, moves)}
 
 
+def report_sim_only(env, args, rank: int, world: int, out: Path, update: int, seed: int,
+                    end_to_end_fps: float | None = None) -> float:
+    """Measure simulation-only fps on every rank at once, print it and append it to
+    OUT_DIR/sim_only.jsonl (rank 0); returns the faster of the two figures, all ranks summed."""
+    m = measure_sim_only(env, args.sim_only_steps, seed)
+    sim = torch.tensor([m["uniform"], m["no_stop"]], dtype=torch.float64)
+    if world > 1:  # every rank simulates its own environments at the same time
+        dist.all_reduce(sim)
+    best = sim.max().item()
+    if rank == 0:
+        record = {"update": update, "uniform": sim[0].item(), "no_stop": sim[1].item(), "world": world,
+                  "num_envs": args.num_envs}
+        if end_to_end_fps is None:
+            print(f"simulation only ({world} rank(s), {args.num_envs} envs each): {sim[0]:.0f} frames/s with "
+                  f"uniform random actions, {sim[1]:.0f} with random moves (no STOP); ratios below use "
+                  f"{best:.0f}", flush=True)
+        else:
+            record["end_to_end_fps"] = end_to_end_fps
+            print(f"simulation only at the end: {sim[0]:.0f} frames/s uniform, {sim[1]:.0f} no STOP; this run's "
+                  f"end-to-end {end_to_end_fps:.0f} frames/s = x{end_to_end_fps / best:.2f} of the end "
+                  "measurement", flush=True)
+        with open(out / "sim_only.jsonl", "a") as f:
+            f.write(json.dumps(record) + "\n")
+    return best
+
+
 # ----------------------------------------------------------------------------------- rollouts
 @dataclass
 class Carry:
@@ -237,10 +263,12 @@ def start_rollouts(env, policy, device) -> Carry:
                  torch.zeros(n, dtype=torch.bool, device=device), pending, sorted(scenes))
 
 
-def collect_rollout(env, policy, ro: Rollout, carry: Carry, sensor: str) -> tuple[list, float]:
+def collect_rollout(env, policy, ro: Rollout, carry: Carry, sensor: str,
+                    amp=contextlib.nullcontext) -> tuple[list, float]:
     """Fill ``ro`` with T steps of every environment, group by group: while the simulator thread
     steps one group, the policy acts on the other. Returns the finished episodes' stats
-    [(return, success, spl)] and the seconds spent waiting in ``recv``."""
+    [(return, success, spl)] and the seconds spent waiting in ``recv``. ``amp()`` is entered
+    around the policy's forward passes only (never around the environment's work)."""
     T = ro.steps
     b = env.batch_size
     groups = env.num_envs // b
@@ -257,12 +285,13 @@ def collect_rollout(env, policy, ro: Rollout, carry: Carry, sensor: str) -> tupl
     def act(ids, t, obs):
         observe(ids, t, obs)
         with torch.no_grad():
-            logits, value, (h, c) = policy(ro.visual[t, ids], ro.pointgoal[t, ids], prev_action[ids],
-                                           (state[0][:, ids], state[1][:, ids]), not_done[ids])
-            d = torch.distributions.Categorical(logits=logits)
+            with amp():
+                logits, value, (h, c) = policy(ro.visual[t, ids], ro.pointgoal[t, ids], prev_action[ids],
+                                               (state[0][:, ids], state[1][:, ids]), not_done[ids])
+            d = torch.distributions.Categorical(logits=logits.float())
             a = d.sample()
         state[0][:, ids], state[1][:, ids] = h, c
-        ro.actions[t, ids], ro.logp[t, ids], ro.values[t, ids] = a, d.log_prob(a), value
+        ro.actions[t, ids], ro.logp[t, ids], ro.values[t, ids] = a, d.log_prob(a), value.float()
         env.send(a.to(env.device), ids)
         step_of[int(ids[0]) // b] = t + 1
 
@@ -289,10 +318,10 @@ def collect_rollout(env, policy, ro: Rollout, carry: Carry, sensor: str) -> tupl
             act(ids, t, obs)
             continue
         observe(ids, T, obs)  # the group's rollout is complete: value of its last observation
-        with torch.no_grad():
+        with torch.no_grad(), amp():
             _, v, _ = policy(ro.visual[T, ids], ro.pointgoal[T, ids], prev_action[ids],
                              (state[0][:, ids], state[1][:, ids]), not_done[ids])
-        ro.values[T, ids] = v
+        ro.values[T, ids] = v.float()
         carry.pending.append((ids, obs))  # acted on as step 0 of the next rollout
     return episodes, waited
 
@@ -310,64 +339,66 @@ def all_reduce_grads(params, world):
 
 
 # ----------------------------------------------------------------------------------- eval
-def count_split_episodes(dataset: str, split: str) -> int:
-    """PointNav episodes of a manifest's subset (habitat v1: one content file per scene)."""
-    from bps_assets.pipeline.manifest import load_manifest
+def load_policy(path, args, device):
+    """The policy of checkpoint ``path``; its sensor, resolution and sizes replace ``args``'s."""
+    ckpt = checkpoint.load(path, map_location=device)
+    for k in ("sensor", "resolution", "hidden", "width"):
+        setattr(args, k, ckpt["args"][k])
+    policy = build_policy(args, device)
+    try:
+        policy.load_state_dict(ckpt["policy"])
+    except RuntimeError as e:  # tensors of other names or shapes than its own settings describe
+        from bps_assets.errors import CorruptFileError
 
-    total = 0
-    for entry in load_manifest(dataset).scenes(split):
-        count = (entry.stats or {}).get("episodes")
-        if count is None and entry.episodes is not None:
-            with gzip.open(entry.episodes, "rt") as f:
-                count = len(json.load(f)["episodes"])
-        total += count or 0
-    return total
+        raise CorruptFileError(path, f"weights do not fit the policy its settings describe "
+                                                f"({str(e).splitlines()[0][:160]})") from None
+    return ckpt, policy
 
 
 def evaluate(args) -> dict:
     """Success and SPL over distinct episodes of ``eval_split`` (each counted once, first run)."""
+    from bps_runtime.dataset_info import scene_and_episode_counts
+
     if args.threads:
         torch.set_num_threads(args.threads)
     seed_everything(args.seed)
     device = torch.device(args.device)
     policy = None
     if args.eval != "random":
-        ckpt = torch.load(args.eval, map_location=device, weights_only=False)
-        for k in ("sensor", "resolution", "hidden", "width"):
-            setattr(args, k, ckpt["args"][k])
-        policy = build_policy(args, device)
-        policy.load_state_dict(ckpt["policy"])
+        _, policy = load_policy(args.eval, args, device)
         policy.eval()
-    total = count_split_episodes(args.dataset, args.eval_split)
+    _, total = scene_and_episode_counts(args.dataset, args.eval_split)
     want = min(args.eval_episodes or total, total)
     n = max(1, min(want, 64))  # one env per episode when the split is small: each runs once
     env = make_envs(args, args.eval_split, n, args.seed + 10_000, "dataset", double_buffer=False)
     t0 = time.perf_counter()
-    obs = env.reset()
-    state = policy.initial_state(n, device) if policy else None
-    prev = torch.full((n,), -1, dtype=torch.long, device=device)
-    not_done = torch.zeros(n, dtype=torch.bool, device=device)
     results: dict = {}
     frames, max_frames = 0, 600 * total * 2 + 10_000  # a stuck policy still ends: 500-step limit
-    with torch.no_grad():
-        while len(results) < want and frames < max_frames:
-            if policy is None:
-                action = torch.randint(0, 4, (n,))
-            else:
-                logits, _, state = policy(visual_of(obs, args.sensor), obs["pointgoal"], prev, state, not_done)
-                action = logits.argmax(-1) if args.eval_greedy else torch.distributions.Categorical(
-                    logits=logits).sample()
-            obs, reward, done, info = env.step(action.to(env.device))
-            frames += n
-            done = done.to(device)
-            prev = torch.where(done, torch.full_like(action, -1), action.to(device))
-            not_done = ~done
-            ep = info["episode"]
-            for i in torch.nonzero(done).flatten().tolist():
-                key = (ep["scene_id"][i], ep["episode_id"][i])
-                if key not in results and len(results) < want:
-                    results[key] = (float(ep["success"][i]), float(ep["spl"][i]), int(ep["length"][i]))
-    env.close()
+    try:
+        obs = env.reset()
+        state = policy.initial_state(n, device) if policy else None
+        prev = torch.full((n,), -1, dtype=torch.long, device=device)
+        not_done = torch.zeros(n, dtype=torch.bool, device=device)
+        with torch.no_grad():
+            while len(results) < want and frames < max_frames:
+                if policy is None:
+                    action = torch.randint(0, 4, (n,))
+                else:
+                    logits, _, state = policy(visual_of(obs, args.sensor), obs["pointgoal"], prev, state, not_done)
+                    action = logits.argmax(-1) if args.eval_greedy else torch.distributions.Categorical(
+                        logits=logits).sample()
+                obs, reward, done, info = env.step(action.to(env.device))
+                frames += n
+                done = done.to(device)
+                prev = torch.where(done, torch.full_like(action, -1), action.to(device))
+                not_done = ~done
+                ep = info["episode"]
+                for i in torch.nonzero(done).flatten().tolist():
+                    key = (ep["scene_id"][i], ep["episode_id"][i])
+                    if key not in results and len(results) < want:
+                        results[key] = (float(ep["success"][i]), float(ep["spl"][i]), int(ep["length"][i]))
+    finally:
+        env.close()
     vals = list(results.values())
     res = {"checkpoint": args.eval, "split": args.eval_split, "episodes": len(vals),
            "success": float(np.mean([v[0] for v in vals])) if vals else float("nan"),
@@ -378,12 +409,100 @@ def evaluate(args) -> dict:
     return res
 
 
-# ----------------------------------------------------------------------------------- train
+# ----------------------------------------------------------------------------------- stopping, logs
+class StopOnSignal:
+    """The first SIGINT / SIGTERM asks the loop to stop after the update in progress, save a
+    checkpoint and leave cleanly; a second one stops at once (KeyboardInterrupt, still closing
+    the environments). Handlers are only installed from the main thread (Python's rule)."""
+
+    def __init__(self):
+        self.signum, self._old = None, {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._old[sig] = signal.signal(sig, self._handle)
+
+    def _handle(self, signum, frame):
+        if self.signum is not None:
+            raise KeyboardInterrupt
+        self.signum = signum
+        print("bps-train: stopping after this update and saving a checkpoint (again to stop now)",
+              file=sys.stderr, flush=True)
+
+    def requested(self, world: int) -> bool:
+        """Did any rank get a signal? (Every rank stops at the same update, or collectives hang.)"""
+        flag = torch.tensor([0.0 if self.signum is None else 1.0])
+        if world > 1:
+            dist.all_reduce(flag)
+        return flag.item() > 0
+
+    def restore(self):
+        for sig, handler in self._old.items():
+            signal.signal(sig, handler)
+
+
+def tensorboard_writer_class():
+    """SummaryWriter, or MissingDependencyError with the pip command (checked before any work)."""
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:
+        from bps_assets.errors import MissingDependencyError
+
+        raise MissingDependencyError(None, "--tensorboard", "tensorboard") from None
+    return SummaryWriter
+
+
 LOG_FIELDS = ["update", "global_step", "fps", "sim_fps", "fps_ratio", "reward", "success", "spl", "episodes",
               "loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_frac", "lr", "collect_s",
               "learn_s", "recv_wait", "seconds"]
 
 
+class Log:
+    """OUT_DIR/log.csv (appended across resumes) and optional TensorBoard events, rank 0 only."""
+
+    def __init__(self, out: Path, writer_cls=None):
+        path = out / "log.csv"
+        new = not path.exists() or path.stat().st_size == 0
+        self.file = open(path, "a", newline="")
+        self.csv = csv.DictWriter(self.file, LOG_FIELDS)
+        if new:
+            self.csv.writeheader()
+        self.writer = writer_cls(str(out / "tb")) if writer_cls else None
+
+    def row(self, row: dict, num_updates: int, seconds: float):
+        self.csv.writerow(row)
+        self.file.flush()
+        if self.writer is not None:
+            for key in ("fps", "fps_ratio", "reward", "success", "spl", "loss", "entropy"):
+                self.writer.add_scalar(key, row[key], row["global_step"])
+        ratio = f" (x{row['fps_ratio']} of sim)" if math.isfinite(row["fps_ratio"]) else ""
+        print(f"update {row['update']}/{num_updates} step {row['global_step']} fps {row['fps']}{ratio} "
+              f"success {row['success']:.3f} spl {row['spl']:.3f} reward {row['reward']:.3f} "
+              f"({row['episodes']} eps) loss {row['loss']:.4f} ({seconds:.1f}s)", flush=True)
+
+    def close(self):
+        self.file.close()
+        if self.writer is not None:
+            self.writer.close()
+
+
+def save_run(path: Path, args, run_id: dict, policy, opt, update: int, global_step: int, seconds: float,
+             rank: int, world: int, snapshot: Path | None = None):
+    """Every rank's RNG streams to rank 0, which writes the checkpoint (and a snapshot copy)."""
+    rngs = [None] * world
+    if world > 1:
+        dist.all_gather_object(rngs, checkpoint.rng_state())
+    else:
+        rngs = [checkpoint.rng_state()]
+    if rank == 0:
+        state = {"policy": policy.state_dict(), "optimizer": opt.state_dict(), "update": update,
+                 "global_step": global_step, "seconds": seconds, "world": world,
+                 "args": dataclasses.asdict(args), "identity": run_id, "rng": rngs}
+        checkpoint.save(path, state)
+        if snapshot is not None:
+            checkpoint.save(snapshot, state)
+
+
+# ----------------------------------------------------------------------------------- train
 def train(args) -> dict:
     rank, world = setup_distributed(args)
     device = torch.device(args.device)
@@ -392,169 +511,129 @@ def train(args) -> dict:
     seed_everything(args.seed + 1000 * rank)
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    writer_cls = tensorboard_writer_class() if args.tensorboard and rank == 0 else None
 
-    # ---- policy, optimizer, and the checkpoint to resume from
+    # ---- policy, optimizer, and the checkpoint to resume from (only one of this very run)
     policy = build_policy(args, device)
+    amp = autocast_of(args, device)
     batch = args.num_envs * args.rollout_steps * world
     lr = scaled_lr(args, world)
     opt = Lamb(policy.parameters(), lr=lr, weight_decay=args.weight_decay, min_trust=args.min_trust)
     update, global_step, seconds_before = 0, 0, 0.0
+    run_id = checkpoint.identity(args, checkpoint.manifest_sha256(args.dataset))
     ckpt_path = out / "checkpoint.pt"
     if args.resume and ckpt_path.exists():
-        ckpt = torch.load(ckpt_path, map_location=device, weights_only=False)
+        ckpt = checkpoint.load(ckpt_path, map_location=device)
+        checkpoint.check_same_run(ckpt_path, ckpt["identity"], run_id)
         policy.load_state_dict(ckpt["policy"])
         opt.load_state_dict(ckpt["optimizer"])
-        update, global_step = ckpt["update"], ckpt["global_step"]
-        seconds_before = ckpt.get("seconds", 0.0)
-        rngs = ckpt["rng"]
-        if len(rngs) == world:  # a different world size keeps fresh per-rank streams
-            set_rng_state(rngs[rank])
+        update, global_step, seconds_before = ckpt["update"], ckpt["global_step"], ckpt["seconds"]
+        if len(ckpt["rng"]) == world:  # a different world size keeps fresh per-rank streams
+            checkpoint.set_rng_state(ckpt["rng"][rank])
         if rank == 0:
             print(f"resumed {ckpt_path} at update {update}, step {global_step}", flush=True)
     if world > 1:  # every rank starts from rank 0's weights
         for p in policy.parameters():
             dist.broadcast(p.data, 0)
 
-    # ---- environments: this rank's share of the scenes; simulation-only speed first
+    # ---- environments (this rank's share of the scenes), logs, and the stop signal
     n = args.num_envs
     env = make_envs(args, args.split, n, args.seed + 7919 * rank + update, args.episodes, args.double_buffer,
                     scene_shard=(rank, world))
-    sim_fps = float("nan")
-    if args.sim_only_steps > 0:
-        m = measure_sim_only(env, args.sim_only_steps, args.seed + rank)
-        sim = torch.tensor([m["uniform"], m["no_stop"]], dtype=torch.float64)
-        if world > 1:  # every rank simulates its own environments at the same time
-            dist.all_reduce(sim)
-        sim_fps = sim.max().item()
-        if rank == 0:
-            print(f"simulation only ({world} rank(s), {n} envs each): {sim[0]:.0f} frames/s with uniform random "
-                  f"actions, {sim[1]:.0f} with random moves (no STOP); ratios below use {sim_fps:.0f}", flush=True)
-            with open(out / "sim_only.jsonl", "a") as f:
-                f.write(json.dumps({"update": update, "uniform": sim[0].item(), "no_stop": sim[1].item(),
-                                    "world": world, "num_envs": n}) + "\n")
-
-    # ---- logs
-    log = writer = None
-    if rank == 0:
-        log_path = out / "log.csv"
-        new = not log_path.exists() or log_path.stat().st_size == 0
-        log_file = open(log_path, "a", newline="")
-        log = csv.DictWriter(log_file, LOG_FIELDS)
-        if new:
-            log.writeheader()
-        if args.tensorboard:
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-            except ImportError as e:
-                raise ImportError("--tensorboard needs TensorBoard: pip install tensorboard") from e
-            writer = SummaryWriter(str(out / "tb"))
-
-    # ---- the loop: rollout (simulation overlapped with inference), then one PPO update
-    visual_shape = (args.resolution, args.resolution, 3 if args.sensor == "rgb" else 1)
-    ro = Rollout.empty(args.rollout_steps, n, visual_shape,
-                       torch.uint8 if args.sensor == "rgb" else torch.float32, args.hidden, device)
-    carry = start_rollouts(env, policy, device)
-    print(f"SCENES {json.dumps(carry.scenes)}", flush=True)  # this rank's share (checked by the tests)
+    log = Log(out, writer_cls) if rank == 0 else None
+    stop = StopOnSignal()
     num_updates = max(1, math.ceil(args.total_steps / batch))
-    params = list(policy.parameters())
-    episodes, recv_wait, collect_s, learn_s, metrics = [], 0.0, 0.0, 0.0, {}
-    t_start, frames_run = time.perf_counter(), 0
-    while update < num_updates:
-        t_update = time.perf_counter()
-        for group in opt.param_groups:  # from the frame counter, so a resumed run continues the schedule
-            group["lr"] = lr * lr_factor(args.lr_schedule, global_step / (num_updates * batch))
-        eps, waited = collect_rollout(env, policy, ro, carry, args.sensor)
-        episodes += eps
-        recv_wait += waited
-        t_learn = time.perf_counter()
-        collect_s += t_learn - t_update
+    saved_update, interrupted = update, False
+    t_start, frames_run, metrics = time.perf_counter(), 0, {}
+    try:
+        sim_fps = float("nan")
+        if args.sim_only_steps > 0:  # simulation alone first: the denominator of fps_ratio
+            sim_fps = report_sim_only(env, args, rank, world, out, update, args.seed + rank)
 
-        adv, returns = gae(ro, args.gamma, args.gae_lambda)
-        for _ in range(args.epochs):
-            for mb in torch.randperm(n, device=device).chunk(args.minibatches):
-                loss, metrics = ppo_loss(policy, ro, mb, adv, returns, args.clip, args.value_coef,
-                                         args.entropy_coef)
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
+        # ---- the loop: rollout (simulation overlapped with inference), then one PPO update
+        visual_shape = (args.resolution, args.resolution, 3 if args.sensor == "rgb" else 1)
+        ro = Rollout.empty(args.rollout_steps, n, visual_shape,
+                           torch.uint8 if args.sensor == "rgb" else torch.float32, args.hidden, device)
+        carry = start_rollouts(env, policy, device)
+        print(f"SCENES {json.dumps(carry.scenes)}", flush=True)  # this rank's share (checked by the tests)
+        params = list(policy.parameters())
+        episodes, recv_wait, collect_s, learn_s = [], 0.0, 0.0, 0.0
+        t_start = time.perf_counter()
+        while update < num_updates and not (interrupted := stop.requested(world)):
+            t_update = time.perf_counter()
+            for group in opt.param_groups:  # from the frame counter, so a resumed run continues the schedule
+                group["lr"] = lr * lr_factor(args.lr_schedule, global_step / (num_updates * batch))
+            eps, waited = collect_rollout(env, policy, ro, carry, args.sensor, amp)
+            episodes += eps
+            recv_wait += waited
+            t_learn = time.perf_counter()
+            collect_s += t_learn - t_update
+
+            adv, returns = gae(ro, args.gamma, args.gae_lambda)
+            for _ in range(args.epochs):
+                for mb in torch.randperm(n, device=device).chunk(args.minibatches):
+                    loss, metrics = ppo_loss(policy, ro, mb, adv, returns, args.clip, args.value_coef,
+                                             args.entropy_coef, amp)
+                    opt.zero_grad(set_to_none=True)
+                    loss.backward()
+                    if world > 1:
+                        all_reduce_grads(params, world)
+                    torch.nn.utils.clip_grad_norm_(params, args.max_grad_norm)
+                    opt.step()
+                    metrics["loss"] = loss.item()
+                    if not math.isfinite(metrics["loss"]):
+                        raise FloatingPointError(f"non-finite loss at update {update}")
+            learn_s += time.perf_counter() - t_learn
+            update += 1
+            global_step += batch
+            frames_run += batch
+
+            # ---- log (episode stats summed over ranks) and checkpoint
+            if update % args.log_every == 0 or update == num_updates:
+                s = torch.tensor([len(episodes), sum(e[0] for e in episodes), sum(e[1] for e in episodes),
+                                  sum(e[2] for e in episodes)], dtype=torch.float64)
                 if world > 1:
-                    all_reduce_grads(params, world)
-                torch.nn.utils.clip_grad_norm_(params, args.max_grad_norm)
-                opt.step()
-                metrics["loss"] = loss.item()
-                if not math.isfinite(metrics["loss"]):
-                    raise FloatingPointError(f"non-finite loss at update {update}")
-        learn_s += time.perf_counter() - t_learn
-        update += 1
-        global_step += batch
-        frames_run += batch
+                    dist.all_reduce(s)
+                elapsed = time.perf_counter() - t_start
+                fps, k = frames_run / elapsed, s[0].item()
+                row = {"update": update, "global_step": global_step, "fps": round(fps, 1),
+                       "sim_fps": round(sim_fps, 1), "fps_ratio": round(fps / sim_fps, 3),
+                       "reward": s[1].item() / k if k else float("nan"),
+                       "success": s[2].item() / k if k else float("nan"),
+                       "spl": s[3].item() / k if k else float("nan"), "episodes": int(k),
+                       **{f: metrics[f] for f in ("loss", "policy_loss", "value_loss", "entropy", "approx_kl",
+                                                   "clip_frac")},
+                       "lr": opt.param_groups[0]["lr"], "collect_s": round(collect_s, 2),
+                       "learn_s": round(learn_s, 2), "recv_wait": round(recv_wait, 2),
+                       "seconds": round(seconds_before + elapsed, 1)}
+                if log is not None:
+                    log.row(row, num_updates, time.perf_counter() - t_update)
+                episodes, recv_wait, collect_s, learn_s = [], 0.0, 0.0, 0.0
+            snapshot = args.snapshot_every and update % args.snapshot_every == 0
+            if update % args.save_every == 0 or update == num_updates or snapshot:
+                save_run(ckpt_path, args, run_id, policy, opt, update, global_step,
+                         seconds_before + time.perf_counter() - t_start, rank, world,
+                         out / f"ckpt_{update:06d}.pt" if snapshot else None)
+                saved_update = update
 
-        # ---- log (episode stats summed over ranks) and checkpoint
-        if update % args.log_every == 0 or update == num_updates:
-            s = torch.tensor([len(episodes), sum(e[0] for e in episodes), sum(e[1] for e in episodes),
-                              sum(e[2] for e in episodes)], dtype=torch.float64)
-            if world > 1:
-                dist.all_reduce(s)
-            elapsed = time.perf_counter() - t_start
-            fps = frames_run / elapsed
-            k = s[0].item()
-            row = {"update": update, "global_step": global_step, "fps": round(fps, 1),
-                   "sim_fps": round(sim_fps, 1), "fps_ratio": round(fps / sim_fps, 3),
-                   "reward": s[1].item() / k if k else float("nan"),
-                   "success": s[2].item() / k if k else float("nan"),
-                   "spl": s[3].item() / k if k else float("nan"), "episodes": int(k),
-                   **{f: metrics[f] for f in ("loss", "policy_loss", "value_loss", "entropy", "approx_kl",
-                                               "clip_frac")},
-                   "lr": opt.param_groups[0]["lr"], "collect_s": round(collect_s, 2), "learn_s": round(learn_s, 2),
-                   "recv_wait": round(recv_wait, 2), "seconds": round(seconds_before + elapsed, 1)}
-            if log is not None:
-                log.writerow(row)
-                log_file.flush()
-                if writer is not None:
-                    for key in ("fps", "fps_ratio", "reward", "success", "spl", "loss", "entropy"):
-                        writer.add_scalar(key, row[key], global_step)
-                print(f"update {update}/{num_updates} step {global_step} fps {row['fps']} "
-                      f"(x{row['fps_ratio']} of sim) success {row['success']:.3f} spl {row['spl']:.3f} "
-                      f"reward {row['reward']:.3f} ({k:.0f} eps) loss {metrics['loss']:.4f} "
-                      f"({time.perf_counter() - t_update:.1f}s)", flush=True)
-            episodes, recv_wait, collect_s, learn_s = [], 0.0, 0.0, 0.0
-        if update % args.save_every == 0 or update == num_updates or (
-                args.snapshot_every and update % args.snapshot_every == 0):
-            rngs = [None] * world
-            if world > 1:
-                dist.all_gather_object(rngs, rng_state())
-            else:
-                rngs = [rng_state()]
-            if rank == 0:
-                state = {"policy": policy.state_dict(), "optimizer": opt.state_dict(), "update": update,
-                         "global_step": global_step, "seconds": seconds_before + time.perf_counter() - t_start,
-                         "world": world, "args": dataclasses.asdict(args), "rng": rngs}
-                save_checkpoint(ckpt_path, state)
-                if args.snapshot_every and update % args.snapshot_every == 0:
-                    save_checkpoint(out / f"ckpt_{update:06d}.pt", state)
-
-    if args.sim_only_steps > 0:  # again at the end: the machine's load may have changed meanwhile
-        m = measure_sim_only(env, args.sim_only_steps, args.seed + rank + 1)
-        sim = torch.tensor([m["uniform"], m["no_stop"]], dtype=torch.float64)
-        if world > 1:
-            dist.all_reduce(sim)
-        fps_run = frames_run / max(time.perf_counter() - t_start, 1e-9)
-        if rank == 0:
-            print(f"simulation only at the end: {sim[0]:.0f} frames/s uniform, {sim[1]:.0f} no STOP; this run's "
-                  f"end-to-end {fps_run:.0f} frames/s = x{fps_run / sim.max().item():.2f} of the end measurement",
-                  flush=True)
-            with open(out / "sim_only.jsonl", "a") as f:
-                f.write(json.dumps({"update": update, "uniform": sim[0].item(), "no_stop": sim[1].item(),
-                                    "world": world, "num_envs": n, "end_to_end_fps": fps_run}) + "\n")
-    env.close()
-    if log is not None:
-        log_file.close()
-    if writer is not None:
-        writer.close()
+        if interrupted:  # the last finished update is kept; the rollout in progress is not
+            if update != saved_update:
+                save_run(ckpt_path, args, run_id, policy, opt, update, global_step,
+                         seconds_before + time.perf_counter() - t_start, rank, world)
+        elif args.sim_only_steps > 0:  # again at the end: the machine's load may have changed meanwhile
+            report_sim_only(env, args, rank, world, out, update, args.seed + rank + 1,
+                            end_to_end_fps=frames_run / max(time.perf_counter() - t_start, 1e-9))
+    finally:
+        stop.restore()
+        env.close()
+        if log is not None:
+            log.close()
     if world > 1:  # leave together: a rank tearing gloo down while a peer still talks to it aborts
         dist.barrier()
         dist.destroy_process_group()
-    return {"updates": update, "global_step": global_step, "sim_fps": sim_fps,
-            "fps": frames_run / max(time.perf_counter() - t_start, 1e-9), **metrics}
+    return {"updates": update, "global_step": global_step, "sim_fps": sim_fps, "interrupted": interrupted,
+            "checkpoint": str(ckpt_path), "fps": frames_run / max(time.perf_counter() - t_start, 1e-9),
+            **metrics}
 
 
 def run(argv=None) -> dict:
@@ -571,10 +650,18 @@ def main(argv=None) -> int:
     from bps_assets.errors import BpsError
 
     try:
-        run(argv)
+        res = run(argv)
     except BpsError as e:  # bad dataset / settings: one clear line, non-zero exit
         print(f"bps-train: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # a second Ctrl-C, or one before training began
+        print("bps-train: interrupted; the environments were closed and the last checkpoint (if any) is "
+              "kept", file=sys.stderr)
+        return 130
+    if res.get("interrupted"):
+        print(f"bps-train: stopped at update {res['updates']} by a signal; checkpoint {res['checkpoint']} "
+              "saved; run the same command again to resume", file=sys.stderr, flush=True)
+        return 130
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         # Under torchrun, about 1 run in 4 aborted *after* finishing (everything written, the
         # process group destroyed) with "terminate called without an active exception" in the

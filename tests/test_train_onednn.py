@@ -42,15 +42,17 @@ def test_small_widths_train_without_crashing(isa):
 
 @pytest.mark.parametrize("width", [4, 16])
 def test_shortcut_is_the_strided_1x1_convolution(width):
-    """Subsample + stride-1 1x1 conv is the same function as the strided 1x1 conv it replaces
-    (the reference runs with mkldnn off, forward only, so it cannot reach the bad path)."""
+    """Subsample + stride-1 1x1 conv is the same function as the strided 1x1 conv it replaces.
+    At Fixup's init the residual branch is zero, so the block is relu(shortcut(x + bias1a)); the
+    reference runs with mkldnn off, forward only, so it cannot reach the bad path."""
     from bps_train.models import FixupSEBlock
 
     torch.manual_seed(0)
     block = FixupSEBlock(width, 2 * width, 2, num_blocks=4)
     x = torch.rand(3, width, 15, 16)
     with torch.no_grad(), torch.backends.mkldnn.flags(enabled=False):
-        want = torch.nn.functional.conv2d(x + block.bias1a, block.shortcut.weight, stride=2)
-        got = block.shortcut((x + block.bias1a)[:, :, ::2, ::2])
+        block.bias1a.fill_(0.3)
+        want = torch.relu(torch.nn.functional.conv2d(x + 0.3, block.shortcut.weight, stride=2))
+        got = block(x)
     assert got.shape == want.shape == (3, 2 * width, 8, 8)
     torch.testing.assert_close(got, want)

@@ -65,7 +65,7 @@ def test_train_resume_and_eval(dataset, tmp_path, capsys):
     assert len(sim) == 2 and all(m["uniform"] > 0 and m["no_stop"] > 0 for m in sim)  # at start and end
     assert sim[1]["end_to_end_fps"] > 0
 
-    ckpt = torch.load(out / "checkpoint.pt", weights_only=False)
+    ckpt = torch.load(out / "checkpoint.pt", weights_only=True)
     assert ckpt["update"] == 2 and ckpt["global_step"] == 64 and len(ckpt["rng"]) == 1
     from bps_train.train import Args, build_policy
     from bps_train.args import parse
@@ -79,7 +79,7 @@ def test_train_resume_and_eval(dataset, tmp_path, capsys):
     assert res["updates"] == 3 and res["global_step"] == 96
     assert "resumed" in capsys.readouterr().out
     assert [int(r["update"]) for r in _rows(out / "log.csv")] == [1, 2, 3]
-    ckpt2 = torch.load(out / "checkpoint.pt", weights_only=False)
+    ckpt2 = torch.load(out / "checkpoint.pt", weights_only=True)
     assert any(s["step"] == 6 for s in ckpt2["optimizer"]["state"].values())
     assert ckpt2["seconds"] > ckpt["seconds"]
 
@@ -98,10 +98,10 @@ def test_resume_restores_rng_streams(dataset, tmp_path):
     out = tmp_path / "run"
     base = ["--dataset", str(dataset), "--out-dir", str(out), *TINY, "--sim-only-steps", "0"]
     main([*base, "--total-steps", "32"])
-    ckpt = torch.load(out / "checkpoint.pt", weights_only=False)
+    ckpt = torch.load(out / "checkpoint.pt", weights_only=True)
     saved = ckpt["rng"][0]["torch"]
     torch.manual_seed(12345)  # anything else
-    from bps_train.train import set_rng_state
+    from bps_train.checkpoint import set_rng_state
 
     set_rng_state(ckpt["rng"][0])
     assert torch.equal(torch.get_rng_state(), saved)
@@ -118,8 +118,145 @@ def test_two_gloo_processes_train_on_disjoint_scenes(dataset, tmp_path):
     rows = _rows(out / "log.csv")
     assert [int(r_["global_step"]) for r_ in rows] == [64, 128]
     assert all(math.isfinite(float(r_["loss"])) for r_ in rows)
-    ckpt = torch.load(out / "checkpoint.pt", weights_only=False)
+    ckpt = torch.load(out / "checkpoint.pt", weights_only=True)
     assert ckpt["world"] == 2 and len(ckpt["rng"]) == 2
     assert not torch.equal(ckpt["rng"][0]["torch"], ckpt["rng"][1]["torch"])
     scenes = [json.loads(line.split(" ", 1)[1]) for line in r.stdout.splitlines() if line.startswith("SCENES ")]
     assert len(scenes) == 2 and not set(scenes[0]) & set(scenes[1]) and all(scenes)
+
+
+# ----------------------------------------------------------------------------------- checkpoints
+class _RunsShell:
+    """A pickle that runs a shell command when loaded without weights_only."""
+
+    def __init__(self, cmd):
+        self.cmd = cmd
+
+    def __reduce__(self):
+        return (os.system, (self.cmd,))
+
+
+def _evil_checkpoint(path: Path, marker: Path):
+    torch.save({"format": "bps-train checkpoint", "version": 2, "policy": {}, "hook": _RunsShell(f"touch {marker}")},
+               path)
+
+
+def _cli(args, **kw):
+    return subprocess.run([sys.executable, "-m", "bps_train.train", *args], capture_output=True, text=True,
+                          timeout=600, **kw)
+
+
+def test_checkpoint_that_runs_code_is_refused_on_resume_and_eval(tmp_path):
+    manifest = tmp_path / "manifest.json"  # never read: the checkpoint is refused before the dataset
+    manifest.write_text("{}")
+    out = tmp_path / "run"
+    out.mkdir()
+    marker = tmp_path / "pwned"
+    _evil_checkpoint(out / "checkpoint.pt", marker)
+    r = _cli(["--dataset", str(manifest), "--out-dir", str(out), *TINY])
+    assert r.returncode == 2 and not marker.exists()
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert "checkpoint.pt" in r.stderr and "refused" in r.stderr
+    r = _cli(["--dataset", str(manifest), "--eval", str(out / "checkpoint.pt")])
+    assert r.returncode == 2 and not marker.exists() and "refused" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_checkpoint_load_refuses_what_is_not_ours(tmp_path):
+    from bps_assets.errors import CorruptFileError, InputError
+    from bps_train import checkpoint
+
+    with pytest.raises(InputError, match="not found"):
+        checkpoint.load(tmp_path / "nope.pt")
+    torch.save({"policy": {}, "update": 3}, tmp_path / "old.pt")  # no format field (bps-train v1 wrote none)
+    with pytest.raises(CorruptFileError, match="not a bps-train checkpoint"):
+        checkpoint.load(tmp_path / "old.pt")
+    (tmp_path / "junk.pt").write_bytes(b"PK\x03\x04" + b"\x00" * 64)
+    with pytest.raises(CorruptFileError, match="not a readable checkpoint"):
+        checkpoint.load(tmp_path / "junk.pt")
+    state = {"policy": {"w": torch.ones(2)}, "optimizer": {}, "update": 1, "global_step": 8, "seconds": 1.0,
+             "world": 1, "args": {}, "identity": {}, "rng": [checkpoint.rng_state()]}
+    checkpoint.save(tmp_path / "ok.pt", {**state, "update": "1"})
+    with pytest.raises(CorruptFileError, match="'update'"):
+        checkpoint.load(tmp_path / "ok.pt")
+    checkpoint.save(tmp_path / "ok.pt", state)
+    assert checkpoint.load(tmp_path / "ok.pt")["global_step"] == 8
+
+
+def test_eval_of_a_missing_checkpoint_is_one_line(tmp_path):
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text("{}")
+    r = _cli(["--dataset", str(manifest), "--eval", str(tmp_path / "nope.pt")])
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.strip().splitlines() == [f"bps-train: error: {tmp_path / 'nope.pt'}: checkpoint not found"]
+
+
+def test_tensorboard_missing_is_a_one_line_error_with_the_pip_command(tmp_path, monkeypatch, capsys):
+    from bps_train.train import main
+
+    monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)  # import fails as if not installed
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text("{}")
+    assert main(["--dataset", str(manifest), "--out-dir", str(tmp_path / "run"), "--tensorboard"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "pip install tensorboard" in err[0]
+
+
+def test_resume_refuses_another_dataset_or_model_and_says_how_to_start_fresh(dataset, tmp_path, capsys):
+    from bps_train.train import main
+
+    out = tmp_path / "run"
+    base = ["--out-dir", str(out), *TINY, "--sim-only-steps", "0"]
+    assert main(["--dataset", str(dataset), *base, "--total-steps", "32"]) == 0
+    capsys.readouterr()
+    assert main(["--dataset", str(dataset), *base, "--total-steps", "64", "--hidden", "16",
+                 "--num-envs", "2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--hidden 32 (this run: 16)" in err[0] and "--num-envs 4 (this run: 2)" in err[0]
+    assert "--no-resume" in err[0] and "--out-dir" in err[0]
+    other = dataset.with_name("other_manifest.json")  # same scenes, other bytes: another dataset
+    other.write_text(dataset.read_text() + "\n")
+    assert main(["--dataset", str(other), *base, "--total-steps", "64"]) == 2
+    assert "dataset manifest" in capsys.readouterr().err
+    assert torch.load(out / "checkpoint.pt", weights_only=True)["update"] == 1  # untouched
+    # starting fresh over it is explicit
+    assert main(["--dataset", str(other), *base, "--total-steps", "32", "--no-resume"]) == 0
+    assert "resumed" not in capsys.readouterr().out
+
+
+def test_sigint_saves_a_checkpoint_and_exits_cleanly(dataset, tmp_path):
+    import signal
+    import time
+
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "bps_train.train", "--dataset", str(dataset), "--out-dir", str(out), *TINY,
+           "--sim-only-steps", "0", "--save-every", "1000", "--total-steps", "1000000"]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines, t0 = [], time.monotonic()
+    for line in p.stdout:  # wait until training is under way
+        lines.append(line)
+        if line.startswith("update 1/") or time.monotonic() - t0 > 300:
+            break
+    p.send_signal(signal.SIGINT)
+    rest, err = p.communicate(timeout=300)
+    stdout = "".join(lines) + rest
+    assert p.returncode == 130, stdout[-2000:] + err[-3000:]
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err and "cannot schedule" not in err, err
+    assert "resume" in err.strip().splitlines()[-1]
+    ckpt = torch.load(out / "checkpoint.pt", weights_only=True)  # save_every 1000: written by the stop
+    assert ckpt["update"] >= 1
+    # --sim-only-steps 0: no ratio printed instead of a ratio of nan
+    assert "update 1/" in stdout and "nan of sim" not in stdout and "of sim" not in stdout
+
+
+def test_dataset_info_counts_what_the_environments_serve(dataset):
+    import gzip
+
+    from bps_assets.pipeline.manifest import load_manifest
+    from bps_runtime.dataset_info import scene_and_episode_counts
+
+    count = 0
+    for entry in load_manifest(dataset).scenes("val"):  # habitat v1: one content file per scene
+        with gzip.open(entry.episodes, "rt") as f:
+            count += len(json.load(f)["episodes"])
+    assert count > 0 and scene_and_episode_counts(dataset, "val") == (1, count)

@@ -251,3 +251,68 @@ def test_rgb_policy_takes_uint8_frames():
     logits2, v2, _ = pol(rgb.float() / 255, g, prev, pol.initial_state(2), nd)
     torch.testing.assert_close(logits, logits2)
     torch.testing.assert_close(v, v2)
+
+
+def test_lamb_foreach_step_matches_the_per_tensor_loop():
+    """The fused (torch._foreach_*) step equals LAMB written tensor by tensor, over several steps
+    of the real policy's tensors (matrices with decay, 1-d Fixup scalars, zero-initialized convs)."""
+
+    def reference_step(params, state, lr, b1=0.9, b2=0.999, eps=1e-6, wd=1e-2, min_trust=0.01):
+        for p in params:
+            st = state.setdefault(p, {"step": 0, "m": torch.zeros_like(p), "v": torch.zeros_like(p)})
+            st["step"] += 1
+            t = st["step"]
+            st["m"].mul_(b1).add_(p.grad, alpha=1 - b1)
+            st["v"].mul_(b2).addcmul_(p.grad, p.grad, value=1 - b2)
+            u = (st["m"] / (1 - b1 ** t)) / ((st["v"] / (1 - b2 ** t)).sqrt() + eps)
+            if p.dim() > 1:
+                u = u + wd * p
+            w_n, u_n = p.norm(), u.norm()
+            trust = torch.where((w_n > 0) & (u_n > 0), w_n.clamp(max=10.0) / u_n, torch.ones_like(w_n))
+            p.sub_(lr * trust.clamp(min_trust, 1 / min_trust) * u)
+
+    torch.manual_seed(0)
+    a = Policy(1, hidden=32, width=4, resolution=(32, 32))
+    b = Policy(1, hidden=32, width=4, resolution=(32, 32))
+    b.load_state_dict(a.state_dict())
+    opt, ref_state = Lamb(a.parameters(), lr=0.02), {}
+    for _ in range(3):
+        grads = [torch.randn_like(p) for p in a.parameters()]
+        for pa, pb, g in zip(a.parameters(), b.parameters(), grads):
+            pa.grad, pb.grad = g.clone(), g.clone()
+        opt.step()
+        with torch.no_grad():
+            reference_step(list(b.parameters()), ref_state, lr=0.02)
+    for pa, pb in zip(a.parameters(), b.parameters()):
+        torch.testing.assert_close(pa, pb, rtol=1e-5, atol=1e-7)
+
+
+def test_bf16_autocast_reaches_the_policy_only_and_the_loss_stays_fp32():
+    """The autocast factory the trainer enters on CUDA, exercised here with CPU bf16: the policy's
+    forward passes run in bf16, the loss, log-probs and stored values are fp32 and close to fp32's."""
+    from bps_train.train import autocast_of
+
+    assert autocast_of(parse(Args, []), "cpu") is not None  # nullcontext on CPU
+    assert not torch.is_autocast_enabled("cpu")
+    seen = []
+    bf16 = lambda: torch.autocast("cpu", dtype=torch.bfloat16)  # noqa: E731
+    torch.manual_seed(0)
+    pol = Policy(1, hidden=16, width=4, resolution=(16, 16))
+    pol.actor.register_forward_hook(lambda m, i, o: seen.append(o.dtype))
+    ro = Rollout.empty(4, 2, (16, 16, 1), torch.float32, 16, "cpu")
+    ro.visual.uniform_()
+    ro.not_done.fill_(True)
+    adv, ret = torch.randn(4, 2), torch.randn(4, 2)
+    ref, _ = ppo_loss(pol, ro, torch.arange(2), adv, ret, 0.2, 0.5, 0.01)
+    loss, _ = ppo_loss(pol, ro, torch.arange(2), adv, ret, 0.2, 0.5, 0.01, amp=bf16)
+    assert seen == [torch.float32, torch.bfloat16] and loss.dtype == torch.float32
+    assert loss.item() == pytest.approx(ref.item(), rel=0.05, abs=0.05)
+    loss.backward()
+    assert all(p.grad is None or p.grad.dtype == torch.float32 for p in pol.parameters())
+    env = ScriptedEnv(4, 2)
+    ro = Rollout.empty(3, 4, (8, 8, 1), torch.float32, 8, "cpu")
+    pol = Policy(1, hidden=8, width=4, resolution=(8, 8))
+    carry = start_rollouts(env, pol, torch.device("cpu"))
+    collect_rollout(env, pol, ro, carry, "depth", amp=bf16)
+    assert ro.values.dtype == ro.logp.dtype == torch.float32 and torch.isfinite(ro.logp).all()
+    assert not torch.is_autocast_enabled("cpu")

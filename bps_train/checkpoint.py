@@ -1,0 +1,122 @@
+"""Checkpoints: tensors and plain data only, loaded with ``torch.load(weights_only=True)``.
+
+A checkpoint is a pickle, and a pickle can run any code when loaded (``os.system`` in a
+``__reduce__``). So nothing but tensors, numbers, strings, lists, tuples and dicts goes in (the
+run's settings as a dict, the numpy RNG state as a tensor and numbers), and loading uses torch's
+restricted unpickler, which refuses every other global before calling it. Anything else -- a
+missing file, a damaged zip, a pickle that names a function, a dict of the wrong shape -- is one
+typed error naming the file.
+
+``identity(args, dataset)`` is what a resumed run must share with the checkpoint: the dataset
+(the manifest's sha256, split, episodes source), the model (sensor, resolution, hidden, width)
+and the number of environments. Everything else (total steps, learning-rate schedule, logging,
+threads, device) may change between runs of one experiment.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import random
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from bps_assets.errors import ConfigError, CorruptFileError, InputError
+
+FORMAT = "bps-train checkpoint"
+VERSION = 2
+# Settings a resumed run must share with its checkpoint, in the order the error lists them.
+IDENTITY_ARGS = ("split", "episodes", "sensor", "resolution", "hidden", "width", "num_envs")
+_REQUIRED = {"format": str, "version": int, "policy": dict, "optimizer": dict, "update": int,
+             "global_step": int, "seconds": float, "world": int, "args": dict, "identity": dict, "rng": list}
+
+
+def manifest_sha256(path) -> str:
+    """sha256 of the manifest's bytes: the dataset's identity wherever its folder lives."""
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError as e:
+        raise InputError(path, f"cannot read the dataset manifest ({e.strerror or e})") from None
+
+
+def identity(args, dataset_sha256: str) -> dict:
+    return {"dataset_sha256": dataset_sha256, **{k: getattr(args, k) for k in IDENTITY_ARGS}}
+
+
+def check_same_run(path, saved: dict, wanted: dict) -> None:
+    """ConfigError listing every identity field that differs, and how to start fresh."""
+    diffs = []
+    for key, want in wanted.items():
+        have = saved.get(key)
+        if have == want:
+            continue
+        if key == "dataset_sha256":
+            diffs.append("the dataset manifest (sha256 differs: another or a re-preprocessed dataset)")
+        else:
+            diffs.append(f"--{key.replace('_', '-')} {have} (this run: {want})")
+    if diffs:
+        raise ConfigError(path, "cannot resume: this checkpoint was trained with " + "; ".join(diffs)
+                          + ". Start fresh with another --out-dir, or --no-resume to overwrite it")
+
+
+# ----------------------------------------------------------------------------------- RNG streams
+def rng_state() -> dict:
+    """This process's torch / numpy / python RNG states as tensors and plain numbers."""
+    kind, keys, pos, has_gauss, gauss = np.random.get_state()
+    version, internal, gauss_next = random.getstate()
+    return {"torch": torch.get_rng_state(),
+            "numpy": {"kind": str(kind), "keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
+                      "has_gauss": int(has_gauss), "cached_gaussian": float(gauss)},
+            "python": {"version": int(version), "internal": list(internal), "gauss_next": gauss_next}}
+
+
+def set_rng_state(s: dict) -> None:
+    torch.set_rng_state(s["torch"])
+    n = s["numpy"]
+    np.random.set_state((n["kind"], n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"],
+                         n["cached_gaussian"]))
+    p = s["python"]
+    random.setstate((p["version"], tuple(p["internal"]), p["gauss_next"]))
+
+
+# ----------------------------------------------------------------------------------- files
+def save(path: Path, state: dict) -> None:
+    """Write atomically: a crash mid-save never leaves a half checkpoint."""
+    state = {"format": FORMAT, "version": VERSION, **state}
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save(state, tmp)
+    os.replace(tmp, path)
+
+
+def load(path, map_location=None) -> dict:
+    """The checkpoint at ``path`` through torch's weights-only unpickler, shape-checked."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(path, "checkpoint not found" if not path.exists() else "checkpoint is not a file")
+    try:
+        ckpt = torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as e:
+        # torch's message is many lines; the line that says what the pickle asked for is enough
+        lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+        why = next((ln for ln in lines if "Unsupported global" in ln or "WeightsUnpickler error" in ln),
+                   lines[0] if lines else "")
+        raise CorruptFileError(path, "refused: the checkpoint holds more than tensors and plain data, "
+                                     f"so it was not loaded ({why[:200]})") from None
+    except (RuntimeError, EOFError, ValueError, OSError, zipfile.BadZipFile) as e:
+        detail = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
+        raise CorruptFileError(path, f"not a readable checkpoint ({detail})") from None
+    if not isinstance(ckpt, dict) or ckpt.get("format") != FORMAT:
+        raise CorruptFileError(path, "not a bps-train checkpoint (no 'format' field); checkpoints of "
+                                     "bps-train before version 2 cannot be loaded")
+    if ckpt.get("version") != VERSION:
+        raise CorruptFileError(path, f"checkpoint version {ckpt.get('version')!r}; this bps-train reads {VERSION}")
+    for key, typ in _REQUIRED.items():
+        ok = isinstance(ckpt.get(key), typ) or (typ is float and isinstance(ckpt.get(key), int))
+        if not ok or (typ is int and isinstance(ckpt.get(key), bool)):
+            raise CorruptFileError(path, f"checkpoint field {key!r} missing or not {typ.__name__}")
+    if not all(isinstance(v, torch.Tensor) for v in ckpt["policy"].values()):
+        raise CorruptFileError(path, "checkpoint field 'policy' holds something other than tensors")
+    return ckpt

@@ -365,7 +365,6 @@ def geodesic(nav: Nav, slot: int, row: int, p: wp.vec3) -> wp.float32:
     S = int(nav.meta_i[slot, M_S])
     K = int(nav.meta_i[slot, M_K])
     px = wp.float64(p[0])
-    py = wp.float64(p[1])
     pz = wp.float64(p[2])
     cs = nav.meta_f[slot, F_CS]
     r = cell_index(pz, nav.meta_f[slot, F_OZ], cs)

@@ -102,8 +102,12 @@ class FusedStep:
         self._pin_events = [None, None]
         self._pin_next = 0
         self._snapshots: deque = deque()    # (host tensor, event or None), oldest first
+        # the lag counts rounds (every group stepped once), so which envs refill in which order
+        # does not depend on batch_size: refills at group g's step are its envs that started an
+        # episode two rounds earlier, in env order, the groups in order -- as with one group
+        self.lag = LAG * (self.N // self.B)
         self._free_snaps = [(t, t.numpy()) for t in (torch.zeros(N, dtype=torch.int32, pin_memory=pin)
-                                                      for _ in range(LAG + 1))]
+                                                      for _ in range(self.lag + 1))]
         self.scratch = None
         self.win = 0
         self._structs_key = None
@@ -277,8 +281,8 @@ class FusedStep:
         self._snapshots.append((snap, ev))
 
     def take_snapshot(self) -> np.ndarray | None:
-        """The head snapshot of the step ``LAG`` steps back, once that many were taken."""
-        if len(self._snapshots) < LAG:
+        """The head snapshot of the step ``LAG`` rounds back, once that many were taken."""
+        if len(self._snapshots) < self.lag:
             return None
         snap, ev = self._snapshots.popleft()
         if ev is not None:

@@ -32,13 +32,11 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import torch
 
 from . import step_kernels as sk
-from . import step_profile
 from .batched_nav import NavBuffers
 from .task import TaskOptions
 
@@ -64,7 +62,7 @@ class FusedStep:
     captured CUDA graph per group)."""
 
     def __init__(self, nav: NavBuffers, num_envs: int, batch_size: int, task: TaskOptions, device,
-                 capture: bool = False, threads: int = 1):
+                 capture: bool = False):
         self.wp = sk.init_warp()
         self.nav = nav
         self.N, self.B = int(num_envs), int(batch_size)
@@ -102,8 +100,12 @@ class FusedStep:
         self._pin_events = [None, None]
         self._pin_next = 0
         self._snapshots: deque = deque()    # (host tensor, event or None), oldest first
+        # the lag counts rounds (every group stepped once), so which envs refill in which order
+        # does not depend on batch_size: refills at group g's step are its envs that started an
+        # episode two rounds earlier, in env order, the groups in order -- as with one group
+        self.lag = LAG * (self.N // self.B)
         self._free_snaps = [(t, t.numpy()) for t in (torch.zeros(N, dtype=torch.int32, pin_memory=pin)
-                                                      for _ in range(LAG + 1))]
+                                                      for _ in range(self.lag + 1))]
         self.scratch = None
         self.win = 0
         self._structs_key = None
@@ -113,16 +115,9 @@ class FusedStep:
         self._graphs: dict = {}
         self._warm = 0
         self._build_task()
-        # on the CPU a Warp launch runs on one thread (and releases the GIL): split the group
-        # over ``threads`` launches run side by side
-        self.threads = max(1, int(threads)) if dev.type == "cpu" else 1
-        self._pool = ThreadPoolExecutor(self.threads - 1, thread_name_prefix="bps-step") if self.threads > 1 else None
 
     def close(self):
-        """Stop the CPU launch threads."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None
+        """Nothing to stop (kept for the env's close order)."""
 
     # ------------------------------------------------------------------ structs
     def _build_task(self):
@@ -207,19 +202,9 @@ class FusedStep:
         wp, w = self.wp, self._w
         wp.launch(sk.apply_refills, dim=self.stage_i.shape[0],
                   inputs=[self._st_s, w["stage_i"], w["stage_f"], w["count"]], device=self.wdev, stream=stream)
-
-        def part(lo, hi):
-            with step_profile.follow():
-                wp.launch(sk.step_kernel, dim=hi - lo,
-                          inputs=[self._nav_s, self._task_s, self._st_s, self._out_s, w["actions"], w["scratch"],
-                                  env0, lo, DEPTH], device=self.wdev, stream=stream)
-
-        k = self.threads if self._pool is not None else 1
-        cuts = [self.B * i // k for i in range(k + 1)]
-        futs = [self._pool.submit(part, cuts[i], cuts[i + 1]) for i in range(1, k)] if k > 1 else []
-        part(cuts[0], cuts[1])
-        for f in futs:
-            f.result()
+        wp.launch(sk.step_kernel, dim=self.B,
+                  inputs=[self._nav_s, self._task_s, self._st_s, self._out_s, w["actions"], w["scratch"],
+                          env0, 0, DEPTH], device=self.wdev, stream=stream)
 
     def begin_all(self):
         """Every env starts the episode at its ring's head (``reset``)."""
@@ -277,8 +262,8 @@ class FusedStep:
         self._snapshots.append((snap, ev))
 
     def take_snapshot(self) -> np.ndarray | None:
-        """The head snapshot of the step ``LAG`` steps back, once that many were taken."""
-        if len(self._snapshots) < LAG:
+        """The head snapshot of the step ``LAG`` rounds back, once that many were taken."""
+        if len(self._snapshots) < self.lag:
             return None
         snap, ev = self._snapshots.popleft()
         if ev is not None:

@@ -64,9 +64,8 @@ class BatchPointNavEnv:
         self._task = task
         self.seed_value = int(seed)
         self.world = world
-        threads = getattr(getattr(world.renderer, "options", None), "threads", 1)
         self.fused = FusedStep(world.nav, self.num_envs, self.batch_size, task, self.device,
-                               capture=capture_graph, threads=threads)
+                               capture=capture_graph)
         self.ring = EpisodeRing(world, self.num_envs)
         f = self.fused
         # per-agent state (device tensors shared with the kernels)

@@ -25,11 +25,15 @@ this module takes 6-40 s (clang, load-dependent) and is cached in Warp's kernel 
 ~0.03 s to load); a launch costs ~19 us of Python and ``wp.from_torch`` of a CPU tensor ~9 us
 (zero-copy), so the kernel argument structs are built once and rebuilt only when a buffer
 moves; a CPU launch runs on the calling thread and releases the GIL (a 5 s kernel left the
-main thread free for 28M loop iterations), so on the CPU the step splits the group over the
-render threads, one launch each. ``wp.ScopedCapture(device, stream)`` and
+main thread free for 28M loop iterations). ``wp.ScopedCapture(device, stream)`` and
 ``wp.capture_launch(graph, stream)`` capture and replay on torch's stream.
 
-Tried and dropped: pointgoal and quaternion computed with torch after the kernel (bitwise the
+Tried and dropped: splitting the CPU step over the 2 render threads (two launches of
+``step_kernel`` on disjoint env ranges, side by side; 19 -> ~13 ms at 1,024 envs on the loaded
+machine): with ``wp.config.mode = "debug"`` the equivalence test crashed inside the launch
+(segfault) with two threads and passed with one, so the CPU step is one launch on one thread
+(~1-2 % of a step at 1,024 envs, 64x64 depth, next to ~1 s of rendering on this machine).
+Pointgoal and quaternion computed with torch after the kernel (bitwise the
 same as the 88cbd84 env, but ~20 more ops per step, i.e. ~20 more CUDA launches): Warp's
 float32 sin/cos differ from torch's in ~5 % of values by one ulp (6e-8); renders of the two
 quaternions agree within 1e-5 in depth (tests/test_fused_step.py), and the observation is
@@ -365,7 +369,6 @@ def geodesic(nav: Nav, slot: int, row: int, p: wp.vec3) -> wp.float32:
     S = int(nav.meta_i[slot, M_S])
     K = int(nav.meta_i[slot, M_K])
     px = wp.float64(p[0])
-    py = wp.float64(p[1])
     pz = wp.float64(p[2])
     cs = nav.meta_f[slot, F_CS]
     r = cell_index(pz, nav.meta_f[slot, F_OZ], cs)

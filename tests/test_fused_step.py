@@ -6,7 +6,6 @@ and a step, STOP on and off the goal, truncation, automatic resets and scene swa
 Observations are compared with Embree renders of the reported pose."""
 from __future__ import annotations
 
-import math
 
 import numpy as np
 import pytest

@@ -86,6 +86,8 @@ class BatchPointNavEnv:
 
     @property
     def task(self) -> TaskOptions:
+        """The PointNav rules (step size, turn angle, success distance, episode length, reward);
+        setting it takes effect from the next step (the step kernel reads them as parameters)."""
         return self._task
 
     @task.setter

@@ -4,7 +4,6 @@ arrays can change after the Python check) and every size it is handed; its libra
 closes what it opened when a symbol is missing."""
 from __future__ import annotations
 
-import ctypes
 import dataclasses
 import os
 import subprocess
@@ -16,7 +15,6 @@ import pytest
 from bps_assets.errors import BpsError, ConfigError, CorruptFileError
 from bps_runtime.render import RenderOptions, ShadingData, build_shading_data, embree_bridge, make_renderer
 from bps_runtime.render.camera import camera_directions
-from bps_runtime.render.shading_data import FORMAT_BC1
 from runtime_scenes import room_scene
 
 needs_bridge = pytest.mark.skipif(not embree_bridge.available(),

@@ -1,26 +1,26 @@
 """Per-step torch ops, Warp launches and host syncs of the batched PointNav env on CPU
 (bps_runtime.step_profile), for 64 / 1024 envs and 1 / 8 resident scenes (small generated
-rooms of tests/runtime_env_scenes.py, Embree renderer, 16x16 depth).
+rooms of bps_runtime/inmemory_scenes.py, Embree renderer, 16x16 depth).
 
     python benchmarks/bench_step_counts.py
 
 Counts are the averages over 3 steady-state steps; the "render" phase (the renderer's own host
 conversions) and the "input check" phase (the CPU env's action range check) are printed apart
-when the code marks them. Run it with PYTHONPATH pointing at another checkout to count that
-code (an env without ``step_profile.follow`` in its simulator thread is followed by a wrapper).
+when the code marks them. Run it with PYTHONPATH pointing at another checkout (and its tests/
+folder, where 88cbd84 kept the scene builders) to count that code; an env without
+``step_profile.follow`` in its simulator thread is followed by a wrapper.
 """
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-
 
 def main():
-    from runtime_env_scenes import make_env, room
+    try:
+        from bps_runtime.inmemory_scenes import make_env, room
+    except ImportError:  # an older checkout (88cbd84) kept them in tests/: put that on PYTHONPATH
+        from runtime_env_scenes import make_env, room
 
     from bps_runtime import step_profile
     from bps_runtime.pointnav import BatchPointNavEnv

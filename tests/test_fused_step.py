@@ -15,7 +15,7 @@ from bps_runtime.task import (MOVE_FORWARD, STOP, TURN_LEFT, TURN_RIGHT, TaskOpt
                               forward_vector, reward_and_success, spl, yaw_to_quat)
 
 from legacy_torch_nav import DeviceNavMesh, lookup
-from runtime_env_scenes import house_scene, make_env, room
+from bps_runtime.inmemory_scenes import house_scene, make_env, room
 
 F, L, R, S = MOVE_FORWARD, TURN_LEFT, TURN_RIGHT, STOP
 TASK = TaskOptions(max_episode_steps=40)

@@ -12,7 +12,7 @@ from bps_assets.errors import ConfigError
 from bps_runtime.task import (MOVE_FORWARD, STOP, TURN_LEFT, TURN_RIGHT, TaskOptions, apply_turns,
                               forward_vector, pointgoal_polar, quat_to_yaw, yaw_to_quat)
 
-from runtime_env_scenes import corridor, episode, make_env, room
+from bps_runtime.inmemory_scenes import corridor, episode, make_env, room
 
 F, L, R, S = MOVE_FORWARD, TURN_LEFT, TURN_RIGHT, STOP
 

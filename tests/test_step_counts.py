@@ -9,7 +9,7 @@ import torch
 
 from bps_runtime.step_profile import count_ops
 
-from runtime_env_scenes import make_env, room
+from bps_runtime.inmemory_scenes import make_env, room
 
 
 def _count(num_envs, num_scenes, device="cpu", steps=3):

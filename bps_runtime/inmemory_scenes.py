@@ -1,4 +1,5 @@
-"""In-memory scenes + worlds for the batched-env tests (real Embree renderer, real NavMesh).
+"""In-memory scenes + worlds for the batched-env tests and benchmarks (real Embree renderer, real
+NavMesh), so neither needs a preprocessed dataset.
 
 A scene is a closed box room (floor, ceiling, 4 walls) with optional pillars; its navmesh is
 the floor minus the pillars, rasterized by ``NavMesh.from_walkable_triangles``.
@@ -86,6 +87,8 @@ def make_env(scenes, num_envs=4, batch_size=None, seed=0, resolution=(16, 16), s
 
 
 def episode(eid, scene, start, goal, yaw=0.0):
+    """One habitat v1 PointNav episode dict (start yaw about +Y; straight-line distance as the
+    recorded geodesic distance, which the env does not use)."""
     return {"episode_id": str(eid), "scene_id": f"{scene}.glb", "start_position": list(map(float, start)),
             "start_rotation": [0.0, float(np.sin(yaw / 2)), 0.0, float(np.cos(yaw / 2))],
             "goals": [{"position": list(map(float, goal)), "radius": 0.2}],

@@ -1,8 +1,8 @@
 """Does inference overlap simulation? Rollout speed with two groups (double buffering) vs one,
 against the serial and perfect-overlap predictions from the parts measured in the same run.
 
-    python -m bps_train.bench MANIFEST [--num-envs 32] [--steps 64] [--threads 1]
-    python -m bps_train.bench --learn-only [--num-envs 32] [--steps 32] [--threads 1]
+    python -m bps_train.throughput MANIFEST [--num-envs 32] [--steps 64] [--threads 1]
+    python -m bps_train.throughput --learn-only [--num-envs 32] [--steps 32] [--threads 1]
 
 Prints frames/s of: simulation only (random moves), policy inference only, rollout collection
 with 1 group (send then recv of everything: no overlap possible) and with 2 groups, and the

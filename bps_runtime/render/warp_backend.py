@@ -94,13 +94,6 @@ class ShadingArrays:
             setattr(t, name, getattr(self, name))
         return t
 
-    def inputs(self, pixel_angle: float) -> list:
-        """The shading tables and ``pixel_angle`` in the order ``warp_kernels.shade_kernel`` takes
-        them after its hit arrays."""
-        return [self.indices, self.uvs, self.colors, self.has_colors, self.tri_material, self.tri_lod,
-                self.mat_color, self.mat_tex, self.tex_data, self.level_info, self.lmax, self.tex_nlevels,
-                self.tex_format, float(pixel_angle)]
-
 
 class WarpScene:
     """Device-resident scene: the wp.Mesh (BVH) and the shading arrays."""
@@ -122,8 +115,8 @@ class CpuShader:
     ~20x faster than the numpy reference in ``numpy_shader.shade_hits``, which stays the fallback."""
 
     def __init__(self):
-        self._wp, kernels = _warp()
-        self._kernel = kernels.shade_kernel
+        self._wp, self._k = _warp()
+        self._kernel = self._k.shade_kernel
         self._dev = self._wp.get_device("cpu")
         self._lock = threading.Lock()
         self._warm = False
@@ -146,7 +139,7 @@ class CpuShader:
             return wp.array(np.ascontiguousarray(a), dtype=dtype, device=self._dev, copy=False)
 
         args = [w(prim.astype(np.int32, copy=False), wp.int32), w(u, float), w(v, float), w(z, float),
-                w(ng, wp.vec3), w(dirs, wp.vec3), w(out, wp.uint8)] + sa.inputs(pixel_angle)
+                w(ng, wp.vec3), w(dirs, wp.vec3), w(out, wp.uint8), sa.table(self._k, 0), float(pixel_angle)]
         if not self._warm:  # first launch compiles/loads the module: once, not concurrently
             with self._lock:
                 wp.launch(self._kernel, dim=n, inputs=args, device=self._dev)

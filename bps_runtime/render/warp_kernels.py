@@ -49,6 +49,7 @@ def expand565(c: int) -> wp.vec3i:
     b = c & 31
     return wp.vec3i((r << 3) | (r >> 2), (g << 2) | (g >> 4), (b << 3) | (b >> 2))
 
+
 @wp.func
 def bc1_texel(data: wp.array(dtype=wp.uint8), base: wp.int64, width: int, x: int, y: int) -> wp.vec3:
     """Texel (x, y) of a BC1 image of ``width`` texels whose blocks start at byte ``base`` of
@@ -77,61 +78,58 @@ def bc1_texel(data: wp.array(dtype=wp.uint8), base: wp.int64, width: int, x: int
             out = wp.vec3i(0, 0, 0)
     return wp.vec3(float(out[0]), float(out[1]), float(out[2]))
 
+
 @wp.func
-def shade(f: int, bu: float, bv: float, z: float, cos_abs: float,
-          indices: wp.array(dtype=int), uvs: wp.array(dtype=wp.vec2),
-          colors: wp.array2d(dtype=wp.uint8), has_colors: int,
-          tri_material: wp.array(dtype=int), tri_lod: wp.array(dtype=float),
-          mat_color: wp.array(dtype=wp.vec4), mat_tex: wp.array(dtype=int),
-          tex_data: wp.array(dtype=wp.uint8), level_info: wp.array(dtype=wp.int64),
-          lmax: int, tex_nlevels: wp.array(dtype=int), tex_format: wp.array(dtype=int),
+def shade(f: int, bu: float, bv: float, z: float, cos_abs: float, tab: SceneTable,
           pixel_angle: float) -> wp.vec3:
     """Colour (RGB in 0..255, rounded, as floats) of a hit on triangle ``f`` at barycentrics
     ``bu``, ``bv`` and distance ``z``: material colour times vertex colour times a texel of the
     mip level the footprint ``z * pixel_angle / cos`` selects (``shading_data``'s model)."""
     # bu, bv: weights of the triangle's 2nd and 3rd vertex (Embree's convention)
-    i0 = indices[f * 3]
-    i1 = indices[f * 3 + 1]
-    i2 = indices[f * 3 + 2]
+    i0 = tab.indices[f * 3]
+    i1 = tab.indices[f * 3 + 1]
+    i2 = tab.indices[f * 3 + 2]
     w0 = 1.0 - bu - bv
-    m = tri_material[f]
-    mc = mat_color[m]
+    m = tab.tri_material[f]
+    mc = tab.mat_color[m]
     col = wp.vec3(mc[0], mc[1], mc[2])
-    if has_colors != 0:
-        vr = (w0 * float(colors[i0, 0]) + bu * float(colors[i1, 0]) + bv * float(colors[i2, 0])) * (1.0 / 255.0)
-        vg = (w0 * float(colors[i0, 1]) + bu * float(colors[i1, 1]) + bv * float(colors[i2, 1])) * (1.0 / 255.0)
-        vb = (w0 * float(colors[i0, 2]) + bu * float(colors[i1, 2]) + bv * float(colors[i2, 2])) * (1.0 / 255.0)
+    if tab.has_colors != 0:
+        vr = (w0 * float(tab.colors[i0, 0]) + bu * float(tab.colors[i1, 0]) + bv * float(tab.colors[i2, 0])) * (1.0 / 255.0)
+        vg = (w0 * float(tab.colors[i0, 1]) + bu * float(tab.colors[i1, 1]) + bv * float(tab.colors[i2, 1])) * (1.0 / 255.0)
+        vb = (w0 * float(tab.colors[i0, 2]) + bu * float(tab.colors[i1, 2]) + bv * float(tab.colors[i2, 2])) * (1.0 / 255.0)
         col = wp.cw_mul(col, wp.vec3(vr, vg, vb))
-    t = mat_tex[m]
+    t = tab.mat_tex[m]
     if t >= 0:
-        uv = w0 * uvs[i0] + bu * uvs[i1] + bv * uvs[i2]
+        uv = w0 * tab.uvs[i0] + bu * tab.uvs[i1] + bv * tab.uvs[i2]
         foot = z * pixel_angle / wp.max(cos_abs, COS_FLOOR_K)
-        lod = wp.log2(wp.max(foot, 1.0e-30)) + tri_lod[f]
+        lod = wp.log2(wp.max(foot, 1.0e-30)) + tab.tri_lod[f]
         lvl = int(wp.floor(lod + 0.5))
-        lvl = wp.clamp(lvl, 0, tex_nlevels[t] - 1)
-        k = (t * lmax + lvl) * 3
-        base = level_info[k]
-        wd = int(level_info[k + 1])
-        ht = int(level_info[k + 2])
+        lvl = wp.clamp(lvl, 0, tab.tex_nlevels[t] - 1)
+        k = (t * tab.lmax + lvl) * 3
+        base = tab.level_info[k]
+        wd = int(tab.level_info[k + 1])
+        ht = int(tab.level_info[k + 2])
         fu = uv[0] - wp.floor(uv[0])
         fv = uv[1] - wp.floor(uv[1])
         x = wp.min(int(fu * float(wd)), wd - 1)
         y = wp.min(int(fv * float(ht)), ht - 1)
         texel = wp.vec3(0.0, 0.0, 0.0)
-        if tex_format[t] == FORMAT_BC1_K:
-            texel = bc1_texel(tex_data, base, wd, x, y)
+        if tab.tex_format[t] == FORMAT_BC1_K:
+            texel = bc1_texel(tab.tex_data, base, wd, x, y)
         else:
             o = base + wp.int64((y * wd + x) * 4)
-            texel = wp.vec3(float(tex_data[o]), float(tex_data[o + wp.int64(1)]), float(tex_data[o + wp.int64(2)]))
+            texel = wp.vec3(float(tab.tex_data[o]), float(tab.tex_data[o + wp.int64(1)]), float(tab.tex_data[o + wp.int64(2)]))
         col = wp.cw_mul(col, texel * (1.0 / 255.0))
     return wp.vec3(wp.floor(wp.clamp(col[0], 0.0, 1.0) * 255.0 + 0.5),
                    wp.floor(wp.clamp(col[1], 0.0, 1.0) * 255.0 + 0.5),
                    wp.floor(wp.clamp(col[2], 0.0, 1.0) * 255.0 + 0.5))
 
+
 @wp.func
 def abs_cos(n: wp.vec3, d: wp.vec3) -> float:
     """|cos| of the angle between ``n`` and ``d`` (neither needs to be unit length)."""
     return wp.abs(wp.dot(n, d)) / wp.max(wp.length(n) * wp.length(d), 1.0e-30)
+
 
 @wp.func
 def quat_to_mat(q: wp.vec4d) -> wp.mat33:
@@ -180,10 +178,7 @@ def render_kernel(tables: wp.array(dtype=SceneTable), slots: wp.array(dtype=wp.i
                 z = q.t
                 if want_rgb != 0:
                     # Warp: hit = u*p0 + v*p1 + (1-u-v)*p2 -> Embree's (weight of p1, weight of p2)
-                    c = shade(q.face, q.v, 1.0 - q.u - q.v, z, abs_cos(q.normal, d), tab.indices, tab.uvs,
-                              tab.colors, tab.has_colors, tab.tri_material, tab.tri_lod, tab.mat_color,
-                              tab.mat_tex, tab.tex_data, tab.level_info, tab.lmax, tab.tex_nlevels,
-                              tab.tex_format, pixel_angle)
+                    c = shade(q.face, q.v, 1.0 - q.u - q.v, z, abs_cos(q.normal, d), tab, pixel_angle)
     if normalize != 0:
         # camera.finish_depth: clip to [lo, hi], scale to [0, 1] (a miss reads as lo)
         z = (wp.clamp(z, lo, hi) - lo) / (hi - lo)
@@ -197,23 +192,14 @@ def render_kernel(tables: wp.array(dtype=SceneTable), slots: wp.array(dtype=wp.i
 @wp.kernel
 def shade_kernel(prim: wp.array(dtype=wp.int32), hu: wp.array(dtype=float), hv: wp.array(dtype=float),
                  z: wp.array(dtype=float), ng: wp.array(dtype=wp.vec3), dirs: wp.array(dtype=wp.vec3),
-                 rgb: wp.array2d(dtype=wp.uint8),
-                 indices: wp.array(dtype=int), uvs: wp.array(dtype=wp.vec2),
-                 colors: wp.array2d(dtype=wp.uint8), has_colors: int,
-                 tri_material: wp.array(dtype=int), tri_lod: wp.array(dtype=float),
-                 mat_color: wp.array(dtype=wp.vec4), mat_tex: wp.array(dtype=int),
-                 tex_data: wp.array(dtype=wp.uint8), level_info: wp.array(dtype=wp.int64),
-                 lmax: int, tex_nlevels: wp.array(dtype=int), tex_format: wp.array(dtype=int),
-                 pixel_angle: float):
+                 rgb: wp.array2d(dtype=wp.uint8), tab: SceneTable, pixel_angle: float):
     """One thread per Embree hit: its colour into ``rgb`` [n,3] (black for a miss or z <= 0)."""
     # Embree hits (primID, u, v, tfar, Ng) -> colours: the Embree backend's compiled shader
     i = wp.tid()
     f = int(prim[i])
     c = wp.vec3(0.0, 0.0, 0.0)
     if f >= 0 and z[i] > 0.0:
-        c = shade(f, hu[i], hv[i], z[i], abs_cos(ng[i], dirs[i]), indices, uvs, colors, has_colors,
-                  tri_material, tri_lod, mat_color, mat_tex, tex_data, level_info, lmax, tex_nlevels,
-                  tex_format, pixel_angle)
+        c = shade(f, hu[i], hv[i], z[i], abs_cos(ng[i], dirs[i]), tab, pixel_angle)
     rgb[i, 0] = wp.uint8(int(c[0]))
     rgb[i, 1] = wp.uint8(int(c[1]))
     rgb[i, 2] = wp.uint8(int(c[2]))

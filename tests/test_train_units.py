@@ -234,11 +234,14 @@ def test_lr_scaling_and_schedule_follow_bps_nav():
     assert lr_factor("cosine", 0.3) > lr_factor("cosine", 0.6)
 
 
-def test_bad_settings_exit_with_one_line():
+def test_bad_settings_exit_with_one_line(capsys):
     from bps_train.train import main
 
-    assert main(["--sensor", "sonar"]) == 2
-    assert main(["--num-envs", "2", "--minibatches", "4"]) == 2
+    for argv, what in ((["--sensor", "sonar"], "--sensor 'sonar': expected depth or rgb"),
+                       (["--num-envs", "2", "--minibatches", "4"], "--minibatches 4: must be in 1..NUM_ENVS (2)")):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("bps-train: error: ") and what in err[0], err
 
 
 def test_rgb_policy_takes_uint8_frames():

@@ -191,8 +191,8 @@ class StaticScenes:
         return np.asarray(env_ids) % len(self._scenes), False
 
     def release_scenes(self, keys):
-        """Queued or running episodes in these resident ids ended."""
-        pass
+        """Queued or running episodes in these resident ids ended. Static scenes stay resident
+        for the env's life, so there is no reference to drop."""
 
     def name(self, key):
         """Scene id of resident id ``key``."""

@@ -260,3 +260,23 @@ def test_changed_settings_redo_the_scenes_and_say_which(tmp_path):
     assert r.count("ok") == 1
     said = [ln for ln in lines if "settings differ" in ln]
     assert len(said) == 1 and "knob 1 -> 2" in said[0] and "preprocess.episodes 0 -> 2" in said[0]
+
+
+def test_a_failed_scene_says_which_partial_output_it_could_not_remove(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    from bps_assets.pipeline import preprocess as pp
+
+    out = tmp_path / "out"
+    (out / "scenes").mkdir(parents=True)
+    (out / "scenes" / "A.bps").write_bytes(b"partial")
+    real_unlink = Path.unlink
+
+    def unlink(self, missing_ok=False):
+        if self.name == "A.bps":
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_unlink(self, missing_ok=missing_ok)
+
+    monkeypatch.setattr(Path, "unlink", unlink)
+    left = pp._discard_outputs(out, {"scene": "scenes/A.bps", "navmesh": "navmeshes/A.navmesh.bps"})
+    assert left == [f"{out / 'scenes' / 'A.bps'}: Permission denied"]

@@ -298,16 +298,18 @@ def process_scene(task: SceneTask) -> SceneResult:
                     {"fingerprint": fp, "source_stat": source_stat, "entry": entry})
         return SceneResult(name, src.subset, "ok", entry, seconds=stats["seconds"])
     except Exception as e:  # noqa: BLE001 - one scene's failure must not stop the others
-        _discard_outputs(out_root, rels)
+        left = _discard_outputs(out_root, rels)
         msg = f"{type(e).__name__}: {e}" if not isinstance(e, OSError) or str(e) else repr(e)
         if isinstance(e, OSError):  # one line naming the file and the cause, not the raw repr
             msg = f"{e.filename or out_root}: {e.strerror or e}"
+        if left:
+            msg += f" (and could not remove its partial output {'; '.join(left)})"
         log = out_root / STATE_DIR / "logs" / f"{name}.log"
         try:
             log.parent.mkdir(parents=True, exist_ok=True)
             log.write_text(f"{name}: {msg}\n\n{traceback.format_exc()}")
-        except OSError:
-            pass
+        except OSError as le:  # the summary and the manifest still carry msg; say the log is missing
+            msg += f" (no log: {le.strerror or le})"
         return _failed(src, msg, time.perf_counter() - t0)
 
 
@@ -330,15 +332,17 @@ def _check_scene(task: SceneTask, out_root: Path, rels: dict, stats: dict) -> No
     stats.setdefault("warnings", []).append(warning)
 
 
-def _discard_outputs(out_root: Path, rels: dict) -> None:
+def _discard_outputs(out_root: Path, rels: dict) -> list[str]:
     """A failed scene leaves no outputs behind (a half-made scene would look done to a user or
-    another tool; its record is already gone)."""
+    another tool; its record is already gone). Returns "file: cause" for each one that stays."""
+    left = []
     for rel in rels.values():
         try:
             (out_root / rel).unlink(missing_ok=True)
-        except OSError:
-            pass
+        except OSError as e:
+            left.append(f"{out_root / rel}: {e.strerror or e}")
     _remove_stale_temps(out_root, rels.values())
+    return left
 
 
 def _failed(src: SceneSource, msg: str, seconds: float) -> SceneResult:
@@ -485,8 +489,8 @@ def _stop_workers(ex: ProcessPoolExecutor) -> None:
     for p in list((getattr(ex, "_processes", None) or {}).values()):
         try:
             p.terminate()
-        except (OSError, AttributeError):
-            pass
+        except (OSError, AttributeError):  # already gone: nothing left to stop
+            continue
 
 
 def _interrupted(out_root: Path, results: dict, n_tasks: int) -> InterruptedRun:

@@ -43,7 +43,6 @@ from bps_assets.errors import NavError
 from .threads import BACKGROUND_NICE, lower_priority
 
 PULL_INSIDE = 1e-4    # metres: results stay strictly inside their cell (docs/NAVMESH.md)
-LOCATE_MAX_DY = 0.5   # metres: habitat's is_navigable rule
 
 # meta table columns (int64): dims and arena offsets of a resident scene
 M_L, M_D, M_W, M_S, M_K, M_SIDX, M_NBR, M_LRC, M_ISL, M_SEEN, M_HEIGHT, M_POS, M_FIELD = range(13)

@@ -260,7 +260,7 @@ def try_step(nav: Nav, task: Task, scratch: wp.array2d(dtype=wp.int32), e: int, 
     dist = wp.sqrt((pe[0] - ps[0]) * (pe[0] - ps[0]) + (pe[2] - ps[2]) * (pe[2] - ps[2]))
     Rs = int(wp.ceil(dist / cs)) + 2
     qs, ss, b0 = snap(nav, slot, ps, Rs)
-    qe, se, b1 = snap(nav, slot, pe, Rs)
+    _qe, se, _b1 = snap(nav, slot, pe, Rs)  # only the end's span matters (its island)
     if ss >= S or se >= S:
         return ps
     isl = nav.meta_i[slot, M_ISL]

@@ -30,14 +30,6 @@ def _rot_rect(cx, cz, w, d, ang) -> np.ndarray:
     return pts @ np.array([[c, s], [-s, c]]) + [cx, cz]
 
 
-def _box_tris(x0, y0, z0, x1, y1, z1):
-    v = np.array([[x0, y0, z0], [x1, y0, z0], [x1, y0, z1], [x0, y0, z1],
-                  [x0, y1, z0], [x1, y1, z0], [x1, y1, z1], [x0, y1, z1]], float)
-    f = np.array([[4, 7, 6], [4, 6, 5], [0, 1, 2], [0, 2, 3], [0, 4, 5], [0, 5, 1],
-                  [3, 2, 6], [3, 6, 7], [0, 3, 7], [0, 7, 4], [1, 5, 6], [1, 6, 2]])
-    return v, f
-
-
 def _prism_tris(poly, y0, y1):
     """Closed vertical prism over a convex x/z polygon (outward faces, top facing +y)."""
     n = len(poly)

@@ -62,8 +62,10 @@ class FusedStep:
     captured CUDA graph per group)."""
 
     def __init__(self, nav: NavBuffers, num_envs: int, batch_size: int, task: TaskOptions, device,
-                 capture: bool = False):
+                 capture: bool = False, threads: int = 1):
         self.wp = sk.init_warp()
+        # CPU: the step kernel runs as `threads` env ranges side by side (one launch on CUDA)
+        self._cpu = sk.CpuLaunches(threads if torch.device(device).type == "cpu" else 1)
         self.nav = nav
         self.N, self.B = int(num_envs), int(batch_size)
         self.device = dev = torch.device(device)
@@ -117,7 +119,8 @@ class FusedStep:
         self._build_task()
 
     def close(self):
-        """Nothing to stop (kept for the env's close order)."""
+        """Stop the CPU launch threads."""
+        self._cpu.close()
 
     # ------------------------------------------------------------------ structs
     def _build_task(self):
@@ -202,9 +205,9 @@ class FusedStep:
         wp, w = self.wp, self._w
         wp.launch(sk.apply_refills, dim=self.stage_i.shape[0],
                   inputs=[self._st_s, w["stage_i"], w["stage_f"], w["count"]], device=self.wdev, stream=stream)
-        wp.launch(sk.step_kernel, dim=self.B,
-                  inputs=[self._nav_s, self._task_s, self._st_s, self._out_s, w["actions"], w["scratch"],
-                          env0, 0, DEPTH], device=self.wdev, stream=stream)
+        head = [self._nav_s, self._task_s, self._st_s, self._out_s, w["actions"], w["scratch"], env0]
+        self._cpu.run(sk.step_kernel, lambda lo, hi: wp.launch(
+            sk.step_kernel, dim=hi - lo, inputs=head + [lo, DEPTH], device=self.wdev, stream=stream), self.B)
 
     def begin_all(self):
         """Every env starts the episode at its ring's head (``reset``)."""
@@ -212,8 +215,9 @@ class FusedStep:
         w, stream = self._w, _wp_stream(self.device)
         self.wp.launch(sk.apply_refills, dim=self.stage_i.shape[0],
                        inputs=[self._st_s, w["stage_i"], w["stage_f"], w["count"]], device=self.wdev, stream=stream)
-        self.wp.launch(sk.begin_kernel, dim=self.N, inputs=[self._nav_s, self._st_s, self._out_s, 0, DEPTH],
-                       device=self.wdev, stream=stream)
+        self._cpu.run(sk.begin_kernel, lambda lo, hi: self.wp.launch(
+            sk.begin_kernel, dim=hi - lo, inputs=[self._nav_s, self._st_s, self._out_s, lo, DEPTH],
+            device=self.wdev, stream=stream), self.N)
         while self._snapshots:         # older snapshots say nothing about the new episodes
             self._free_snaps.append(self._snapshots.popleft()[0])
 

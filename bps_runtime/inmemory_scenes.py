@@ -72,13 +72,15 @@ def corridor(name="corridor", length=6.0):
 
 def make_env(scenes, num_envs=4, batch_size=None, seed=0, resolution=(16, 16), sensors=("depth",),
              episodes=None, goal_pool=8, normalize_depth=True, device="cpu", renderer="embree",
-             capture_graph=False):
+             capture_graph=False, threads=None):
     """BatchPointNavEnv over resident in-memory scenes. ``episodes``: None (sampled) or
-    {scene name: [habitat episode dicts]} (dataset mode)."""
+    {scene name: [habitat episode dicts]} (dataset mode); ``threads``: CPU threads of the
+    renderer and the step (None: every usable core)."""
     worker = FieldWorker()
     mode = "sample" if episodes is None else "dataset"
     supply = EpisodeSupply(mode, seed, worker, episodes, options=SupplyOptions(goal_pool=goal_pool))
-    r = make_renderer(renderer, RenderOptions(resolution=tuple(resolution), normalize_depth=normalize_depth),
+    r = make_renderer(renderer, RenderOptions(resolution=tuple(resolution), normalize_depth=normalize_depth,
+                                                threads=threads),
                       device=device if renderer == "warp" else "cpu")
     w = World(StaticScenes(list(scenes)), r, device=device, num_envs=num_envs, seed=seed, supply=supply,
               worker=worker, sensors=sensors)

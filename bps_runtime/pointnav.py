@@ -65,7 +65,7 @@ class BatchPointNavEnv:
         self.seed_value = int(seed)
         self.world = world
         self.fused = FusedStep(world.nav, self.num_envs, self.batch_size, task, self.device,
-                               capture=capture_graph)
+                               capture=capture_graph, threads=getattr(world, "threads", 1) or 1)
         self.ring = EpisodeRing(world, self.num_envs)
         f = self.fused
         # per-agent state (device tensors shared with the kernels)

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import math
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import warp as wp
 
@@ -69,7 +70,24 @@ def init_warp():
     return wp
 
 
-wp.set_module_options({"enable_backward": False})  # no gradients: half the compile time
+# Warp's CPU launch builds a ``tile_shared_storage_t`` on entry that points one static of the
+# module (x86-64: Warp's stand-in for a thread-local, which its JIT lacks) at the launching
+# thread's stack and restores the old value on exit; the debug build's exit check reads through
+# it. Two launches of this module side by side (``CpuLaunches``) interleave those writes and leave
+# it null or pointing into the other thread's finished frame: a segfault inside the launch in
+# debug mode (the crash that once made the CPU step one-threaded), and a data race all the same
+# in release mode. These kernels use no tiles, so the entry gets an empty stand-in instead (the
+# generated entry names the type after this preamble) and never touches the static.
+NO_TILE_STORAGE = """
+#undef WP_ENABLE_TILES_IN_STACK_MEMORY
+namespace wp { struct bps_no_tile_storage_t {}; }
+#define tile_shared_storage_t bps_no_tile_storage_t
+"""
+# whether side-by-side CPU launches of this module are safe (older Warp: no build preamble)
+PARALLEL_CPU_LAUNCHES = hasattr(wp, "ModuleBuildOptions")
+wp.set_module_options({"enable_backward": False,  # no gradients: half the compile time
+                       **({"extra_build_options": wp.ModuleBuildOptions(extra_cpu_preamble=NO_TILE_STORAGE)}
+                          if PARALLEL_CPU_LAUNCHES else {})})
 
 INF = wp.constant(wp.float64(math.inf))
 INSET = wp.constant(wp.float64(PULL_INSIDE))
@@ -574,3 +592,66 @@ def geodesic_query(nav: Nav, slots: wp.array(dtype=wp.int32), rows: wp.array(dty
     """The step's geodesic distance for [N] points (field ``rows`` of their scenes)."""
     e = wp.tid()
     out[e] = geodesic(nav, int(slots[e]), int(rows[e]), pos[e])
+
+
+# ---------------------------------------------------------------------------------- CPU threads
+class CpuLaunches:
+    """A launch over ``n`` envs cut into ``threads`` disjoint contiguous env ranges, launched side
+    by side on ``threads`` CPU threads (the calling thread runs the first range). Warp's CPU
+    launch calls the kernel through ctypes, which releases the GIL, so the ranges run in
+    parallel; each env's work touches only that env's state, outputs and scratch row, so the
+    result is bit for bit the one-launch result. One range (one thread) is one plain launch.
+
+    Kept safe: the first launch of each kernel runs its ranges one after another on the calling
+    thread (Warp loads the module and looks up the kernel's entry point on first use, and neither
+    is locked), and later launches are side by side. Pool threads count their launches into an
+    open ``step_profile.count_ops()`` (``follow()``): a step is 1 + ``threads`` launches on the CPU.
+    """
+
+    def __init__(self, threads: int):
+        self.threads = max(1, int(threads)) if PARALLEL_CPU_LAUNCHES else 1
+        self._pool = (ThreadPoolExecutor(self.threads - 1, thread_name_prefix="bps-step")
+                      if self.threads > 1 else None)
+        self._seen: set = set()
+
+    def ranges(self, n: int) -> list[tuple[int, int]]:
+        """``min(threads, n)`` contiguous (start, stop) ranges covering 0..n, sizes within one."""
+        k = max(1, min(self.threads, n))
+        cuts = [n * i // k for i in range(k + 1)]
+        return [(cuts[i], cuts[i + 1]) for i in range(k)]
+
+    def run(self, key, launch, n: int):
+        """``launch(start, stop)`` for every range of ``n`` envs; returns when all have finished
+        (the first error is raised after every range has stopped writing)."""
+        parts = self.ranges(n)
+        if self._pool is None or len(parts) == 1 or key not in self._seen:
+            for lo, hi in parts:
+                launch(lo, hi)
+            self._seen.add(key)
+            return
+        futs = [self._pool.submit(_followed, launch, lo, hi) for lo, hi in parts[1:]]
+        err = None
+        try:
+            launch(*parts[0])
+        except BaseException as e:  # noqa: BLE001 - re-raised once the other ranges have stopped
+            err = e
+        for f in futs:
+            try:
+                f.result()
+            except BaseException as e:  # noqa: BLE001
+                err = err or e
+        if err is not None:
+            raise err
+
+    def close(self):
+        """Stop the pool threads (idempotent)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
+
+def _followed(launch, lo, hi):
+    from .step_profile import follow
+
+    with follow():
+        launch(lo, hi)

@@ -12,9 +12,9 @@ from bps_runtime.step_profile import count_ops
 from bps_runtime.inmemory_scenes import make_env, room
 
 
-def _count(num_envs, num_scenes, device="cpu", steps=3):
+def _count(num_envs, num_scenes, device="cpu", steps=3, threads=2):
     scenes = [room(f"r{i}", 3.0 + 0.5 * i, 4.0, pillars=[(1.0, -2.0, 1.5, -1.5)]) for i in range(num_scenes)]
-    env = make_env(scenes, num_envs=num_envs, seed=0, device=device)
+    env = make_env(scenes, num_envs=num_envs, seed=0, device=device, threads=threads)
     try:
         env.reset()
         g = torch.Generator().manual_seed(0)
@@ -31,16 +31,19 @@ def _count(num_envs, num_scenes, device="cpu", steps=3):
 
 @pytest.fixture(scope="module")
 def counts():
-    return {(n, k): _count(n, k) for n, k in ((64, 1), (1024, 1), (64, 8))}
+    return {(n, k, t): _count(n, k, threads=t) for n, k, t in ((64, 1, 2), (1024, 1, 2), (64, 8, 2), (64, 1, 1),
+                                                                  (1024, 8, 3))}
 
 
 def test_step_op_and_launch_counts_do_not_grow(counts):
-    base = counts[(64, 1)]
-    assert 1 <= base.num_warp_launches <= 4 and base.num_torch_ops <= 60
-    for key in ((1024, 1), (64, 8)):
-        c = counts[key]
+    """Per step: the refill kernel once and the step kernel once per CPU thread (one env range
+    each; one launch on CUDA), the same torch ops, whatever the envs or resident scenes."""
+    base = counts[(64, 1, 2)]
+    assert base.num_torch_ops <= 60
+    for key, c in counts.items():
+        threads = key[2]
+        assert dict(c.warp_launches["step"]) == {"apply_refills": 1, "step_kernel": threads}, (key, c.summary())
         assert c.torch_ops["step"] == base.torch_ops["step"], (key, c.summary())
-        assert c.warp_launches["step"] == base.warp_launches["step"], (key, c.summary())
 
 
 def test_step_calls_nothing_that_syncs(counts):
@@ -48,6 +51,13 @@ def test_step_calls_nothing_that_syncs(counts):
         assert c.num_syncs == 0, (key, c.syncs)
         # the kernels did the work: no per-env or per-scene torch op slipped in
         assert not any(op in c.torch_ops["step"] for op in ("nonzero", "index", "index_put_", "unique"))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_step_is_two_launches_whatever_the_cpu_threads():
+    c = _count(256, 2, device="cuda", threads=4)
+    assert dict(c.warp_launches["step"]) == {"apply_refills": 1, "step_kernel": 1}, c.summary()
+    assert c.num_syncs == 0, c.syncs
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

@@ -217,7 +217,9 @@ class EmbreeRenderer:
             else:
                 hit = accel.trace_cameras(*args, z, hits=True)
                 rgb_out[agents] = self._shade_hits(shading, accel, hit, z).reshape(len(agents), hw, 3)
-            depth_out[agents] = z.reshape(len(agents), hw)
+            # the sensor's depth per share, on the render threads (as one pass over the whole
+            # frame after them it was serial: 5-13 ms per 1,024 64x64 frames, loaded 2-core VM)
+            depth_out[agents] = finish_depth(z, self.options).reshape(len(agents), hw)
 
     def _shade_hits(self, shading: ShadingData, accel, hit: dict, z: np.ndarray) -> np.ndarray:
         """Colours [n,3] of traced hits with the Warp CPU shader or the numpy reference."""
@@ -276,7 +278,7 @@ class EmbreeRenderer:
 
         out: dict[str, Any] = {}
         if "depth" in sensors:
-            out["depth"] = torch.from_numpy(finish_depth(depth_out, self.options).reshape(n, h, w, 1))
+            out["depth"] = torch.from_numpy(depth_out.reshape(n, h, w, 1))
         if want_rgb:
             out["rgb"] = torch.from_numpy(rgb_out.reshape(n, h, w, 3))
         return out

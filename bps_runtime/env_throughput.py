@@ -294,3 +294,84 @@ def measure(manifest, options: BenchOptions = DEFAULTS) -> dict:
     raw["load_avg_1min_end"] = float(os.getloadavg()[0])
     raw["peak_rss_mb"] = _peak_rss_mb()
     return raw
+
+
+# ---------------------------------------------------------------------------------- thread scaling
+# issue 11 on many cores: render only at N threads >= SCALING_GOAL x N x the 1-thread figure, and
+# env step / render only >= RATIO_GOAL_MANY_THREADS at the highest thread count
+SCALING_GOAL = 0.8
+
+
+def default_thread_counts() -> list[int]:
+    """1, 2 and every core this process may use (``os.sched_getaffinity``), ascending, once each."""
+    from .threads import available_cores
+
+    return sorted({1, 2, available_cores()})
+
+
+def measure_threads(manifest, counts, options: BenchOptions = DEFAULTS, echo=print) -> dict:
+    """One ``measure`` per thread count (in the order given, 1 first), each with its own env
+    built with ``threads=N`` and the same seed, scenes and agents; -> {N: summarize(...)}."""
+    from dataclasses import replace
+
+    from .threads import check_threads
+
+    counts = [1] + [n for n in dict.fromkeys(check_threads(n, "thread count") for n in counts) if n != 1]
+    out = {}
+    for n in counts:
+        o = replace(options, threads=n, count_steps=0)
+        t = time.perf_counter()
+        out[n] = summarize(measure(manifest, o), o)
+        echo(f"{n} thread{'s' if n != 1 else ''}: env step {out[n]['env_fps']:.0f} fps, render only "
+             f"{out[n]['render_fps']:.0f} fps ({time.perf_counter() - t:.0f} s, load average "
+             f"{out[n]['load_avg_1min_end']:.1f})")
+    return out
+
+
+def summarize_threads(per: dict) -> dict:
+    """{N: summarize()} -> one row per N: render / env fps, step / render, render(N) / (N x
+    render(1)), median step - render of the same poses (ms), and the goals' values."""
+    base = per[1]["render_fps"]
+    rows = []
+    for n in sorted(per):
+        r = per[n]
+        st, rt = np.asarray(r["step_ms"], float), np.asarray(r["render_ms"], float)
+        rows.append({"threads": n, "render_fps": r["render_fps"], "env_fps": r["env_fps"],
+                     "env_over_render": r["env_over_render"], "scaling": r["render_fps"] / (n * base),
+                     "median_step_minus_render_ms": float(np.median(st - rt)),
+                     "p50_render_ms": float(np.median(rt)), "load_avg_1min_end": r["load_avg_1min_end"],
+                     "quiet_basis": r["quiet_basis"]})
+    first = per[min(per)]
+    top = rows[-1]
+    return {"rows": rows, "top_threads": top["threads"], "options": first["options"], "device": first["device"],
+            "renderer": first["renderer"], "resident_scenes": first["resident_scenes"],
+            "usable_cores": _usable_cores(), "scaling_goal": SCALING_GOAL,
+            "ratio_goal": RATIO_GOAL_MANY_THREADS}
+
+
+def _usable_cores() -> int:
+    from .threads import available_cores
+
+    return available_cores()
+
+
+def thread_report_lines(res: dict) -> list[str]:
+    """The thread-scaling report: a table, then one goal line per thread count > 1 (render
+    scaling) and the env step / render only goal at the highest count, each with its verdict."""
+    o = res["options"]
+    lines = [f"{o['num_envs']} envs on {res['device']} ({res['renderer']} renderer), {res['resident_scenes']} resident "
+             f"scenes, {o['resolution']}x{o['resolution']} {'+'.join(o['sensors'])}, {o['steps']} timed steps per "
+             f"thread count; {res['usable_cores']} cores usable by this process",
+             "threads | render only fps | env step fps | step / render | render(N) / (N x render(1)) | "
+             "median step - render (ms) | load avg"]
+    for r in res["rows"]:
+        lines.append(f"{r['threads']:7d} | {r['render_fps']:15.0f} | {r['env_fps']:12.0f} | {r['env_over_render']:13.3f} | "
+                     f"{r['scaling']:26.3f} | {r['median_step_minus_render_ms']:25.1f} | {r['load_avg_1min_end']:.1f}")
+    for r in res["rows"]:
+        if r["threads"] > 1:
+            lines.append(f"render only at {r['threads']} threads / ({r['threads']} x render only at 1 thread) = "
+                         f"{r['scaling']:.3f} ({verdict(r['scaling'], '>=', res['scaling_goal'])})")
+    top = res["rows"][-1]
+    lines.append(f"env step / render only at {top['threads']} threads (the highest count) = {top['env_over_render']:.3f} "
+                 f"({verdict(top['env_over_render'], '>=', res['ratio_goal'])})")
+    return lines

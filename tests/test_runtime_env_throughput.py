@@ -2,11 +2,13 @@
 swaps, which steps a statistic is over) and judges every goal, on values from a real tiny run."""
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import replace
 
 import pytest
 
+from bps_assets.errors import ConfigError
 from bps_runtime import env_throughput as bench
 from test_runtime_api import manifest  # noqa: F401  (module fixture: a preprocessed dataset)
 
@@ -78,3 +80,26 @@ def test_verdicts():
     assert bench.verdict(None, "<=", 1.15).endswith("n/a") and bench.verdict(float("nan"), ">=", 1).endswith("n/a")
     assert bench.ratio_goal("cuda:0", 16) == 0.8 and bench.ratio_goal("cpu", 15) == 0.85
     assert bench.ratio_goal("cpu", 2) == 0.95
+
+
+def test_thread_scaling_report_judges_each_count(manifest):  # noqa: F811
+    """bench_threads' report on a real tiny run at 1 and 2 threads (1 is measured first even when
+    not asked for): one row per count, the scaling of 1 thread is 1, every verdict matches its
+    value, and the step / render goal is judged at the highest count."""
+    got = []
+    per = bench.measure_threads(manifest, [2], replace(TINY, steps=6, swap_every=0), echo=got.append)
+    assert list(per) == [1, 2] and len(got) == 2 and got[0].startswith("1 thread:")
+    res = bench.summarize_threads(per)
+    rows = res["rows"]
+    assert [r["threads"] for r in rows] == [1, 2] and rows[0]["scaling"] == 1.0
+    assert rows[1]["scaling"] == pytest.approx(per[2]["render_fps"] / (2 * per[1]["render_fps"]))
+    assert res["top_threads"] == 2
+    lines = bench.thread_report_lines(res)
+    scale = [ln for ln in lines if ln.startswith("render only at ")]
+    assert len(scale) == 1 and _verdict_of(scale[0]) == ("PASS" if rows[1]["scaling"] >= 0.8 else "FAIL")
+    ratio = lines[-1]
+    assert ratio.startswith("env step / render only at 2 threads")
+    assert _verdict_of(ratio) == ("PASS" if rows[1]["env_over_render"] >= 0.85 else "FAIL")
+    with pytest.raises(ConfigError, match="thread count"):
+        bench.measure_threads(manifest, [0], TINY)
+    assert bench.default_thread_counts() == sorted({1, 2, len(os.sched_getaffinity(0))})

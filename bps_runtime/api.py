@@ -81,7 +81,9 @@ def make(dataset, split: str | None = "train", num_envs: int = 16, batch_size: i
     - ``scene_shard``: ``(rank, world_size)``: use only every world_size-th scene of the split
       starting at ``rank`` (disjoint scenes per process in multi-process training).
     - ``threads``: CPU threads the renderer and the step share (None: every core this process
-      may use, ``os.sched_getaffinity``); ``env.world.threads`` says how many it got.
+      may use, ``os.sched_getaffinity``); ``env.world.threads`` says how many it got. On the
+      CPU the step kernel runs as that many env ranges side by side (bit for bit the one-thread
+      result); on CUDA it is one launch.
     - ``capture_graph``: on CUDA, replay the step's launches as a CUDA graph (falls back to
       plain launches where capture fails; ``env.capture_status`` says which).
 

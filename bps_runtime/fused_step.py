@@ -4,7 +4,8 @@ bookkeeping of queued episodes (``EpisodeRing``).
 Device: per-env state, a ring of ``DEPTH`` upcoming episodes per env, per-env outputs (a
 group's slice is valid until that group's next step), a staging table for new ring entries.
 A step is: copy the actions in, copy the staging rows in, ``apply_refills``, ``step_kernel``
-(bps_runtime.step_kernels), snapshot ``head``. Torch and Warp share memory (``wp.from_torch``);
+(bps_runtime.step_kernels; on the CPU as ``threads`` env ranges side by side,
+``step_kernels.CpuLaunches``), snapshot ``head``. Torch and Warp share memory (``wp.from_torch``);
 the number of torch ops and Warp launches does not depend on the number of envs or scenes, and
 nothing waits for the device.
 

@@ -5,9 +5,9 @@ step (``bps_runtime.fused_step`` / ``step_kernels``): actions -> turns, try_step
 for MOVE_FORWARD -> geodesic distance to the goal from the episode's distance field -> reward /
 success / SPL / truncation -> automatic reset of finished agents from their queued next
 episode (same step, habitat-baselines' behaviour: the observation returned with ``done`` is
-the first one of the next episode) -> pointgoal -> batch render. Two Warp launches and a
-fixed handful of torch ops, whatever the number of envs or resident scenes; nothing in it waits
-for the device.
+the first one of the next episode) -> pointgoal -> batch render. Two Warp launches (on the CPU
+1 + ``threads``: the step kernel over ``threads`` env ranges side by side) and a fixed handful
+of torch ops, whatever the number of envs or resident scenes; nothing in it waits for the device.
 
 Between steps the host (this thread) reads the ``head`` snapshot of two steps back and keeps
 every env's queue of upcoming episodes filled (``EpisodeRing``): scenes come from the scene

@@ -28,12 +28,28 @@ moves; a CPU launch runs on the calling thread and releases the GIL (a 5 s kerne
 main thread free for 28M loop iterations). ``wp.ScopedCapture(device, stream)`` and
 ``wp.capture_launch(graph, stream)`` capture and replay on torch's stream.
 
-Tried and dropped: splitting the CPU step over the 2 render threads (two launches of
-``step_kernel`` on disjoint env ranges, side by side; 19 -> ~13 ms at 1,024 envs on the loaded
-machine): with ``wp.config.mode = "debug"`` the equivalence test crashed inside the launch
-(segfault) with two threads and passed with one, so the CPU step is one launch on one thread
-(~1-2 % of a step at 1,024 envs, 64x64 depth, next to ~1 s of rendering on this machine).
-Pointgoal and quaternion computed with torch after the kernel (bitwise the
+CPU threads (``CpuLaunches``): the step kernel runs as ``threads`` contiguous env ranges, the
+calling thread launching the first and a pool the others, side by side; a step is 1 +
+``threads`` launches (one on CUDA). Results are bit for bit the one-launch results
+(tests/test_step_threads.py). Measured at 1,024 envs (bench dataset, 8 synth Gibson-size
+scenes, random actions), thread CPU time on this 2-core VM at load 6-8: the kernel's work
+7.4-9.7 ms per step; two ranges 8.0 ms in all, the longer 4.4 ms (the critical path halves).
+Wall time here shows no gain (the machine is saturated: a range with 2.4 ms of CPU takes 7-9
+ms of wall); the many-core figures are ``benchmarks/bench_threads.py``'s to produce.
+Why one range per thread and ``wp.launch``: a ``wp.launch`` costs ~44 us of GIL-held Python
+(structs packed), a pre-recorded ``Launch.launch()`` ~7 us; more ranges than threads (for a
+descheduled thread) or recorded launches would save ~0.5 ms per step at 15 threads, but the
+op counter (``step_profile``) counts ``wp.launch`` calls, so the plain call stays.
+The crash that once kept this one-threaded (two ranges side by side segfaulted inside the
+launch with ``wp.config.mode = "debug"``, passed with one): not a race in these kernels (each
+env touches only its own state, outputs and scratch row) but Warp's CPU entry, which points a
+per-module static at the launching thread's tile storage and restores it on exit; the debug
+build's exit check (``assert(smem_base[0] == 0)``) read it as null (gdb: a load from address
+0x8). ``NO_TILE_STORAGE`` below gives this module's entries an empty stand-in, and
+tests/test_step_threads.py runs the split under debug mode in a child process. (The first
+attempt at the split had measured 19 -> ~13 ms of wall per launch at a lower load.)
+
+Tried and dropped: pointgoal and quaternion computed with torch after the kernel (bitwise the
 same as the 88cbd84 env, but ~20 more ops per step, i.e. ~20 more CUDA launches): Warp's
 float32 sin/cos differ from torch's in ~5 % of values by one ulp (6e-8); renders of the two
 quaternions agree within 1e-5 in depth (tests/test_fused_step.py), and the observation is

@@ -45,12 +45,28 @@ def synth_dataset(out: Path, scenes: int, size: str, seed: int = 0) -> tuple[Pat
     return res.manifest_path, what
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_dataset_args(ap: argparse.ArgumentParser):
+    """MANIFEST or ``--synth DIR`` (with ``--synth-scenes`` / ``--synth-size``)."""
     ap.add_argument("manifest", nargs="?")
     ap.add_argument("--synth", type=Path, help="build (or reuse) a synthetic dataset in this folder")
     ap.add_argument("--synth-scenes", type=int, default=12)
     ap.add_argument("--synth-size", default="gibson")
+
+
+def dataset_of(ap: argparse.ArgumentParser, a) -> tuple[Path, str]:
+    """(manifest, where its scenes come from) for ``add_dataset_args``' arguments; says it on stderr."""
+    manifest, source = a.manifest, "given manifest"
+    if manifest is None and a.synth:
+        manifest, source = synth_dataset(a.synth, a.synth_scenes, a.synth_size)
+    if manifest is None:
+        ap.error("give a MANIFEST or --synth DIR")
+    print(f"scenes: {source}", file=sys.stderr)
+    return manifest, source
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_dataset_args(ap)
     for f in fields(BenchOptions):
         if f.name == "sensors":
             ap.add_argument("--rgb", action="store_true")
@@ -59,12 +75,7 @@ def main(argv=None):
                         default=f.default)
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
-    manifest, source = a.manifest, "given manifest"
-    if manifest is None and a.synth:
-        manifest, source = synth_dataset(a.synth, a.synth_scenes, a.synth_size)
-    if manifest is None:
-        ap.error("give a MANIFEST or --synth DIR")
-    print(f"scenes: {source}", file=sys.stderr)
+    manifest, source = dataset_of(ap, a)
     opts = BenchOptions(**{f.name: getattr(a, f.name) for f in fields(BenchOptions) if f.name != "sensors"},
                         sensors=("depth", "rgb") if a.rgb else ("depth",))
     try:

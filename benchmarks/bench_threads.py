@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_env import synth_dataset  # noqa: E402
+from bench_env import add_dataset_args, dataset_of  # noqa: E402
 
 from bps_assets.errors import BpsError  # noqa: E402
 from bps_runtime.env_throughput import (BenchOptions, default_thread_counts, measure_threads,  # noqa: E402
@@ -31,10 +31,7 @@ from bps_runtime.env_throughput import (BenchOptions, default_thread_counts, mea
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("manifest", nargs="?")
-    ap.add_argument("--synth", type=Path, help="build (or reuse) a synthetic dataset in this folder")
-    ap.add_argument("--synth-scenes", type=int, default=12)
-    ap.add_argument("--synth-size", default="gibson")
+    add_dataset_args(ap)
     ap.add_argument("--threads", type=int, nargs="+", default=None,
                     help=f"thread counts (default: 1, 2 and every usable core = {default_thread_counts()})")
     ap.add_argument("--num-envs", type=int, default=1024)
@@ -47,12 +44,7 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
-    manifest, source = a.manifest, "given manifest"
-    if manifest is None and a.synth:
-        manifest, source = synth_dataset(a.synth, a.synth_scenes, a.synth_size)
-    if manifest is None:
-        ap.error("give a MANIFEST or --synth DIR")
-    print(f"scenes: {source}", file=sys.stderr)
+    manifest, source = dataset_of(ap, a)
     opts = BenchOptions(num_envs=a.num_envs, scenes=a.scenes, resolution=a.resolution, steps=a.steps,
                         warmup=a.warmup, swap_every=a.swap_every, sensors=("depth", "rgb") if a.rgb else ("depth",),
                         seed=a.seed, device="cpu", renderer="embree", count_steps=0)

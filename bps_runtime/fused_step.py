@@ -206,9 +206,9 @@ class FusedStep:
         wp, w = self.wp, self._w
         wp.launch(sk.apply_refills, dim=self.stage_i.shape[0],
                   inputs=[self._st_s, w["stage_i"], w["stage_f"], w["count"]], device=self.wdev, stream=stream)
-        head = [self._nav_s, self._task_s, self._st_s, self._out_s, w["actions"], w["scratch"], env0]
+        args = [self._nav_s, self._task_s, self._st_s, self._out_s, w["actions"], w["scratch"], env0]
         self._cpu.run(sk.step_kernel, lambda lo, hi: wp.launch(
-            sk.step_kernel, dim=hi - lo, inputs=head + [lo, DEPTH], device=self.wdev, stream=stream), self.B)
+            sk.step_kernel, dim=hi - lo, inputs=args + [lo, DEPTH], device=self.wdev, stream=stream), self.B)
 
     def begin_all(self):
         """Every env starts the episode at its ring's head (``reset``)."""

@@ -71,6 +71,9 @@ def main(argv=None):
         if f.name == "sensors":
             ap.add_argument("--rgb", action="store_true")
             continue
+        if isinstance(f.default, bool):
+            ap.add_argument("--" + f.name.replace("_", "-"), action="store_true")
+            continue
         ap.add_argument("--" + f.name.replace("_", "-"), type=type(f.default) if f.default is not None else str,
                         default=f.default)
     ap.add_argument("--json", action="store_true")

@@ -59,6 +59,7 @@ class BenchOptions:
     device: str = "cpu"
     threads: int = 0             # CPU threads for the renderer and the step (0: every usable core)
     count_steps: int = 4         # steps counted (torch ops, Warp launches, syncs) after the timed ones
+    capture_graph: bool = False  # on CUDA, replay the step's launches as a CUDA graph (make(capture_graph=))
 
 
 DEFAULTS = BenchOptions()
@@ -165,7 +166,7 @@ def report_lines(res: dict) -> list[str]:
     lines = [
         f"{o['num_envs']} envs on {res['device']} ({res['renderer']} renderer, {res['threads']} CPU thread{'s' if res['threads'] != 1 else ''}), "
         f"{res['resident_scenes']} resident scenes, {o['resolution']}x{o['resolution']} {'+'.join(o['sensors'])}, "
-        f"{n} timed steps; {swaps}; {loads}",
+        f"{n} timed steps; {swaps}; {loads}; step graph: {res.get('capture_status', 'n/a')}",
         f"env step: {res['env_fps']:.0f} fps, render only: {res['render_fps']:.0f} fps, ratio "
         f"{res['env_over_render']:.3f} over {over} ({verdict(res['env_over_render'], '>=', res['ratio_goal'])})",
         f"p99 step {res['p99_step_ms_all']:.1f} ms (all steps) / p50 step {res['p50_step_ms_quiet']:.1f} ms "
@@ -243,7 +244,8 @@ def measure(manifest, options: BenchOptions = DEFAULTS) -> dict:
     t0 = time.perf_counter()
     env = make(manifest, split=o.split, num_envs=o.num_envs, sensors=o.sensors, device=o.device,
                resolution=(o.resolution, o.resolution), renderer=renderer, seed=o.seed, episodes="sample",
-               cache={"slots": o.scenes, "swap_every": o.swap_every or None}, threads=threads)
+               cache={"slots": o.scenes, "swap_every": o.swap_every or None}, threads=threads,
+               capture_graph=o.capture_graph)
     dev = env.device
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     env.reset()
@@ -278,6 +280,7 @@ def measure(manifest, options: BenchOptions = DEFAULTS) -> dict:
                 loading.append(busy)
                 waited.append(bool(info["waited_for_load"]))
         raw["swaps"] = int(getattr(scenes, "swap_count", lambda: 0)())
+        raw["capture_status"] = env.capture_status
         if o.count_steps > 0:
             acts = [actions() for _ in range(o.count_steps)]
             with count_ops() as counts:

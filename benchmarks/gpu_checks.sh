@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Issue 11's checks that need a lent GPU machine (H100/H200, 16 cores), one stage per device
+# command so that each stays inside the device tool's 600 s. After ../shared/gpu/README.md's
+# two install commands (the second one may go straight on with `&& bash benchmarks/gpu_checks.sh data tests`):
+#
+#   export PYTHONPATH=$PWD:/tmp/site
+#   bash benchmarks/gpu_checks.sh data tests     # ~2 min: 12 Gibson-size synth scenes; CUDA tests
+#   bash benchmarks/gpu_checks.sh env train      # ~5 min: env step / render at 1,024-16,384 envs; bps-train at 4,096
+#   bash benchmarks/gpu_checks.sh threads        # ~5 min: CPU render scaling and step / render at 1-15 threads
+#
+# Every stage writes its log to $OUT (the device tool brings that folder back) or /tmp/bps_gpu_out,
+# and prints the goal lines (PASS / FAIL). The dataset lives in $BPS_GPU_DATA (/tmp/bps_gpu) and is
+# reused while the machine stays up. The same stages run on a CPU-only machine with DEVICE=cpu
+# (slowly: use it to check the script, not for figures).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PY:-python3}
+DATA=${BPS_GPU_DATA:-/tmp/bps_gpu}
+LOGS=${OUT:-/tmp/bps_gpu_out}
+DEVICE=${DEVICE:-cuda}
+ENVS=${ENVS:-"1024 4096 16384"}
+STEPS=${STEPS:-100}
+TRAIN_ENVS=${TRAIN_ENVS:-4096}
+TRAIN_UPDATES=${TRAIN_UPDATES:-8}
+THREADS=${THREADS:-"1 2 4 8 15"}
+MANIFEST=$DATA/out/manifest.json
+mkdir -p "$LOGS"
+[ $# -gt 0 ] || { sed -n '2,16p' "$0"; exit 2; }
+
+bps_assets() { "$PY" -c "from cli.main import main; main()" "$@"; }
+log() { tee -a "$LOGS/$1.log"; }
+
+need_data() {
+  [ -f "$MANIFEST" ] || { echo "no dataset at $DATA: run the 'data' stage first" >&2; exit 2; }
+}
+
+for stage in "$@"; do
+  echo "== $stage ($(date -u +%H:%M:%S), device $DEVICE)" | log "$stage"
+  case $stage in
+    data)
+      # bench_env builds (or reuses) the synthetic dataset, then a 2-step smoke run on it
+      "$PY" benchmarks/bench_env.py --synth "$DATA" --synth-scenes 12 --synth-size gibson \
+        --device "$DEVICE" --num-envs 64 --steps 2 --warmup 1 2>&1 | log data
+      ;;
+    tests)
+      "$PY" -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else '')" | log tests
+      # the CUDA-only tests (sync-debug step, counts on CUDA) and the Warp renderer's
+      "$PY" -m pytest -q -p no:cacheprovider -p no:xdist tests/test_step_counts.py \
+        tests/test_runtime_warp_batch.py tests/test_fused_step.py tests/test_runtime_render.py 2>&1 | log tests
+      ;;
+    env)
+      need_data
+      for n in $ENVS; do
+        "$PY" benchmarks/bench_env.py "$MANIFEST" --device "$DEVICE" --num-envs "$n" --steps "$STEPS" \
+          --count-steps 3 --capture-graph 2>&1 | log env
+        "$PY" benchmarks/bench_env.py "$MANIFEST" --device "$DEVICE" --num-envs "$n" --steps "$STEPS" \
+          --count-steps 0 2>&1 | log env
+      done
+      ;;
+    train)
+      need_data
+      rollout=32
+      total=$((TRAIN_ENVS * rollout * TRAIN_UPDATES))
+      rm -rf "$DATA/ppo"
+      "$PY" -m bps_train.train --dataset "$MANIFEST" --device "$DEVICE" --renderer warp \
+        --num-envs "$TRAIN_ENVS" --rollout-steps "$rollout" --total-steps "$total" \
+        --out-dir "$DATA/ppo" --no-resume --log-every 1 --save-every 1000 --sim-only-steps 20 2>&1 | log train
+      ;;
+    threads)
+      need_data
+      "$PY" benchmarks/bench_threads.py "$MANIFEST" --threads $THREADS 2>&1 | log threads
+      ;;
+    *)
+      echo "unknown stage '$stage' (data, tests, env, train, threads)" >&2; exit 2
+      ;;
+  esac
+done

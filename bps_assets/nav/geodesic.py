@@ -105,11 +105,126 @@ def _native_dijkstra():
     return f
 
 
-class GeodesicGraph:
-    """Line-of-sight edges of a NavMesh: ``adj`` [S, K] span ids (S = none) and the CSR graph
-    with one extra "virtual" row S whose K slots are rewritten per query."""
+def line_of_sight(nav, sa, pa, sb, pb) -> np.ndarray:
+    """Whether the x/z segment pa->pb (in spans sa, sb) crosses only connected spans: walk the
+    cells it crosses through the neighbour links (so it follows stairs and stays on a floor)."""
+    sa = np.asarray(sa, np.int64)
+    N = sa.size
+    if N == 0:
+        return np.zeros(0, bool)
+    cs = nav.cell_size
+    ts, dirs = [], []
+    for axis, o, plus, minus in ((0, nav.origin[0], 0, 2), (2, nav.origin[1], 1, 3)):
+        a, b = pa[:, axis], pb[:, axis]
+        ia = np.floor((a - o) / cs)
+        ib = np.floor((b - o) / cs)
+        n = np.abs(ib - ia).astype(np.int64)
+        m = int(n.max()) if n.size else 0
+        k = np.arange(1, m + 1)
+        step = np.sign(ib - ia)
+        # the j-th boundary crossed: between cells ia + (j-1)*step and ia + j*step
+        line = o + (ia[:, None] + np.where(step[:, None] > 0, k[None, :], 1 - k[None, :])) * cs
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t = (line - a[:, None]) / (b - a)[:, None]
+        t = np.where(k[None, :] <= n[:, None], t, np.inf)
+        ts.append(t)
+        dirs.append(np.broadcast_to(np.where(step > 0, plus, minus)[:, None], t.shape))
+    t = np.concatenate(ts, axis=1)
+    d = np.concatenate(dirs, axis=1)
+    order = np.argsort(t, axis=1, kind="stable")
+    t = np.take_along_axis(t, order, 1)
+    d = np.take_along_axis(d, order, 1)
+    cur = sa.copy()
+    nbr = nav.nbr
+    for j in range(t.shape[1]):
+        live = np.isfinite(t[:, j])
+        if not live.any():
+            break
+        cur = np.where(live, nbr[cur, d[:, j]], cur)
+    return cur == np.asarray(sb, np.int64)
 
-    def __init__(self, nav, radius: int = DEFAULT_RADIUS):
+
+# corner nodes ---------------------------------------------------------------------------------
+CORNER_SPAN_RADIUS = 8   # cells: a corner node sees the span centres this far (square window)
+CORNER_RADIUS = 16       # cells: and the other corner nodes this far
+_CORNER_INSET = 1e-4     # metres: a corner node lies this far inside its span's cell (as snap)
+_LOS_CHUNK = 1 << 17     # segments per line-of-sight batch (bounds the walk's temporaries)
+
+
+def reflex_corners(nav) -> tuple[np.ndarray, np.ndarray]:
+    """(span [C], position [C, 3]) of the reflex corners of the navigable region: a corner of a
+    span's cell whose two side neighbours are linked to the span but whose diagonal cell is not
+    reached from both (a blocked cell, a gap, a different floor). Shortest paths in the union
+    of the cells bend only there; the node is pulled ``_CORNER_INSET`` into the span's cell."""
+    S = nav.num_spans
+    nbr = nav.nbr
+    h = nav.cell_size / 2 - _CORNER_INSET
+    ar = np.arange(S)
+    spans, pos = [], []
+    for sx in (1, -1):
+        for sz in (1, -1):
+            a = nbr[ar, 0 if sx > 0 else 2]
+            b = nbr[ar, 1 if sz > 0 else 3]
+            d1, d2 = nbr[a, 1 if sz > 0 else 3], nbr[b, 0 if sx > 0 else 2]
+            idx = np.nonzero((a < S) & (b < S) & ~((d1 < S) & (d1 == d2)))[0]
+            p = nav.span_pos[idx].copy()
+            p[:, 0] += sx * h
+            p[:, 2] += sz * h
+            spans.append(idx)
+            pos.append(p)
+    return np.concatenate(spans).astype(np.int64), np.concatenate(pos)
+
+
+def _visible(nav, sa, pa, sb, pb) -> np.ndarray:
+    out = np.zeros(len(sa), bool)
+    for i in range(0, len(sa), _LOS_CHUNK):
+        j = slice(i, i + _LOS_CHUNK)
+        out[j] = line_of_sight(nav, sa[j], pa[j], sb[j], pb[j])
+    return out
+
+
+def _corner_edges(nav, cspan: np.ndarray, cpos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(src, dst) node ids of the edges of corner nodes (node S + i is corner i), both ways:
+    to every span centre within ``CORNER_SPAN_RADIUS`` cells and every corner within
+    ``CORNER_RADIUS`` cells that the segment reaches through linked spans."""
+    S, C = nav.num_spans, len(cspan)
+    if C == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    L, D, W = nav.shape
+    R = CORNER_SPAN_RADIUS
+    dr, dc = np.meshgrid(np.arange(-R, R + 1), np.arange(-R, R + 1), indexing="ij")
+    dr, dc = dr.reshape(-1), dc.reshape(-1)
+    r0, c0 = nav.span_lrc[cspan, 1], nav.span_lrc[cspan, 2]
+    src, dst = [], []
+    for l in range(L):
+        rr, cc = r0[:, None] + dr[None], c0[:, None] + dc[None]
+        inb = (rr >= 0) & (rr < D) & (cc >= 0) & (cc < W)
+        tgt = np.where(inb, nav.span_index[l, np.clip(rr, 0, D - 1), np.clip(cc, 0, W - 1)], -1)
+        ci, k = np.nonzero(tgt >= 0)
+        t = tgt[ci, k].astype(np.int64)
+        ok = _visible(nav, cspan[ci], cpos[ci], t, nav.span_pos[t])
+        src += [S + ci[ok], t[ok]]
+        dst += [t[ok], S + ci[ok]]
+    from scipy.spatial import cKDTree
+
+    pr = cKDTree(cpos[:, [0, 2]]).query_pairs(CORNER_RADIUS * nav.cell_size, output_type="ndarray")
+    if len(pr):
+        a, b = pr[:, 0].astype(np.int64), pr[:, 1].astype(np.int64)
+        ok = _visible(nav, cspan[a], cpos[a], cspan[b], cpos[b])
+        ok[ok] = _visible(nav, cspan[b[ok]], cpos[b[ok]], cspan[a[ok]], cpos[a[ok]])
+        src += [S + a[ok], S + b[ok]]
+        dst += [S + b[ok], S + a[ok]]
+    return np.concatenate(src), np.concatenate(dst)
+
+
+
+class GeodesicGraph:
+    """Line-of-sight edges of a NavMesh: ``adj`` [S, K] span ids (S = none), the corner nodes
+    (``corner_span`` [C], ``corner_pos`` [C, 3]: node ``S + i`` is corner ``i``) and the CSR graph
+    over the ``N = S + C`` nodes with one extra "virtual" row N whose K slots are rewritten per
+    query (scipy fallback only)."""
+
+    def __init__(self, nav, radius: int = DEFAULT_RADIUS, corners: bool = True):
         S = nav.num_spans
         nbr = nav.nbr  # [S+1, 4], row S is the sink
         self.radius = radius
@@ -128,24 +243,36 @@ class GeodesicGraph:
             adj[:, k] = cur
         self.adj = adj.astype(np.int32) if S < 2**31 - 1 else adj  # halves the memory
         self.K = adj.shape[1] + 1  # + the span itself for point attachment
-        pos = nav.span_pos
         src = np.repeat(np.arange(S), adj.shape[1])
         dst = adj.reshape(-1)
         ok = dst < S
-        src, dst = src[ok], dst[ok]
+        src, dst = [src[ok]], [dst[ok]]
+        if corners and S:
+            self.corner_span, self.corner_pos = reflex_corners(nav)
+            cs_src, cs_dst = _corner_edges(nav, self.corner_span, self.corner_pos)
+            src.append(cs_src)
+            dst.append(cs_dst)
+        else:
+            self.corner_span, self.corner_pos = np.zeros(0, np.int64), np.zeros((0, 3))
+        self.C = C = len(self.corner_span)
+        self.N = N = S + C
+        src, dst = np.concatenate(src), np.concatenate(dst)
+        pos = np.vstack([nav.span_pos, self.corner_pos]) if C else nav.span_pos
         w = np.linalg.norm(pos[src] - pos[dst], axis=1)
         w = np.maximum(w, 1e-9)
-        # CSR rows 0..S-1 from sorted src, then the virtual row S with K slots
-        counts = np.bincount(src, minlength=S)
-        indptr = np.zeros(S + 2, np.int64)
-        indptr[1:S + 1] = np.cumsum(counts)
-        indptr[S + 1] = indptr[S] + self.K
-        self.indices = np.concatenate([dst, np.full(self.K, S)]).astype(np.int32)
+        # CSR rows 0..N-1 from sorted src, then the virtual row N with K slots
+        order = np.argsort(src, kind="stable")
+        src, dst, w = src[order], dst[order], w[order]
+        counts = np.bincount(src, minlength=N)
+        indptr = np.zeros(N + 2, np.int64)
+        indptr[1:N + 1] = np.cumsum(counts)
+        indptr[N + 1] = indptr[N] + self.K
+        self.indices = np.concatenate([dst, np.full(self.K, N)]).astype(np.int32)
         self.data = np.concatenate([w, np.zeros(self.K)])
         self.indptr = indptr.astype(np.int32) if indptr[-1] < 2**31 else indptr
         self._indptr64 = indptr
         self._lock = threading.Lock()
-        self.num_edges = int(ok.sum())
+        self.num_edges = int(len(src))
 
     def seen_from(self, spans: np.ndarray) -> np.ndarray:
         """[N, K] spans seen directly from each span (itself first), S = none."""
@@ -154,33 +281,34 @@ class GeodesicGraph:
 
     def field_from_point(self, span: int, point: np.ndarray, span_pos: np.ndarray,
                          limit: float = np.inf) -> np.ndarray:
-        """Dijkstra distances [S] from ``point`` (lying in ``span``) to every span centre."""
-        S = self.S
+        """Dijkstra distances [S] from ``point`` (lying in ``span``) to every span centre (the
+        search runs over the corner nodes too)."""
+        S, N = self.S, self.N
         seeds = self.seen_from(np.array([span]))[0]
         valid = seeds < S
         w = np.zeros(self.K)
         w[valid] = np.maximum(np.linalg.norm(span_pos[seeds[valid]] - point, axis=1), 1e-9)
         dij = _native_dijkstra() if self.indices.dtype == np.int32 else None
         if dij is not None:
-            # the seeds go in as arguments (not into the shared virtual row S): no lock, and
+            # the seeds go in as arguments (not into the shared virtual row N): no lock, and
             # calls from several threads run in parallel with the GIL released
             sd = np.ascontiguousarray(seeds[valid], np.int64)
             sw = np.ascontiguousarray(w[valid], np.float64)
-            d = np.empty(S, np.float64)
-            rc = dij(S, self._indptr64.ctypes.data, self.indices.ctypes.data, self.data.ctypes.data, sd.size,
+            d = np.empty(N, np.float64)
+            rc = dij(N, self._indptr64.ctypes.data, self.indices.ctypes.data, self.data.ctypes.data, sd.size,
                      sd.ctypes.data, sw.ctypes.data, float(limit), d.ctypes.data)
             if rc != 0:
-                raise NavError(None, f"geodesic search over {S} spans ran out of memory" if rc == -1
+                raise NavError(None, f"geodesic search over {N} nodes ran out of memory" if rc == -1
                                else "geodesic graph is corrupt (the compiled Dijkstra refused it)")
-            return d
+            return d[:S].copy() if N > S else d
         from scipy.sparse import csr_matrix
         from scipy.sparse.csgraph import dijkstra
 
         with self._lock:
-            self.indices[-self.K:] = np.where(valid, seeds, S)
+            self.indices[-self.K:] = np.where(valid, seeds, N)
             self.data[-self.K:] = np.where(valid, w, 0.0)
-            g = csr_matrix((self.data, self.indices, self.indptr), shape=(S + 1, S + 1), copy=False)
-            d = dijkstra(g, directed=True, indices=S, limit=limit)
+            g = csr_matrix((self.data, self.indices, self.indptr), shape=(N + 1, N + 1), copy=False)
+            d = dijkstra(g, directed=True, indices=N, limit=limit)
         return d[:S]
 
     def read_field(self, field: np.ndarray, spans: np.ndarray, points: np.ndarray,

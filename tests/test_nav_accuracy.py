@@ -136,3 +136,33 @@ def test_reflex_corners_of_a_hole():
     # each lies inside its own span's cell, at most 1e-4 m from the hole's corner
     lrc = nav.span_lrc[span]
     assert np.all(np.floor(pos[:, 0] / cs) == lrc[:, 2]) and np.all(np.floor(pos[:, 2] / cs) == lrc[:, 1])
+
+
+def test_a_low_facet_a_millimetre_into_a_cell_erodes_from_where_it_is():
+    """Issue 12's 37.6 % pair: on the scan-like apartment 2 mm noise pushed the foot of a wall
+    0.7 mm into the cells in front of it. The column rules drop those cells (a facet 0.14-0.21 m
+    high: the floor under it lacks head room), and the erosion used to count the whole dropped
+    cell as blocked from its near edge, 5 cm short of any geometry, which closed a 0.65 m
+    passage. Now the dropped cell's obstacle is the facet itself (sampled inside the cell)."""
+    from bps_assets.nav.exact_scenes import _prism_tris, _rect
+
+    parts = [_prism_tris(_rect(0.0, 0.0, 3.0, 2.0), -0.1, 0.0),      # floor, top at y = 0
+             _prism_tris(_rect(0.0, 1.5005, 3.0, 1.65), 0.0, 2.6),    # wall 0.5 mm past a cell line
+             (np.array([[1.21, 0.14, 1.4993], [1.34, 0.14, 1.4993], [1.27, 0.21, 1.4996]]),
+              np.array([[0, 2, 1]]))]                                 # the facet, 0.7 mm into the cells
+    v, t, n = [], [], 0
+    for pv, pt in parts:
+        v.append(pv)
+        t.append(np.asarray(pt) + n)
+        n += len(pv)
+    nav = build_navmesh((np.concatenate(v), np.concatenate(t)), NavSettings(agent_radius=R))
+    cs = nav.cell_size
+    x = nav.origin[0] + (nav.span_lrc[:, 2] + 0.5) * cs
+    z = nav.origin[1] + (nav.span_lrc[:, 1] + 0.5) * cs
+    front = (x > 1.2) & (x < 1.35)
+    # every span centre in front of the facet more than R + one sample spacing from it is kept
+    facet_z = 1.4993
+    assert np.isclose(z[front].max(), 1.275) and np.isclose(z[(x > 0.5) & (x < 1.0)].max(), 1.325)
+    for xc in np.unique(np.round(x[front], 3)):
+        col = np.isclose(x, xc)
+        assert z[col].max() > facet_z - R - cs, (xc, z[col].max())

@@ -332,8 +332,16 @@ def _erode_exact(nbr, rows, cols, ys, origin, cs, D, W, s: NavSettings, v, t, wa
             uq, inv = np.unique(qk, axis=0, return_inverse=True)
             lev = np.full(len(uq), np.nan)
             lev[inv.reshape(-1)] = ys[span[inb]]
-            blocked[inb] = _blocked_samples(uq[:, 0].astype(np.int64), lev, origin, cs, W, s, v, t,
-                                            walkable, pieces)[inv.reshape(-1)]
+            bq = _blocked_samples(uq[:, 0].astype(np.int64), lev, origin, cs, W, s, v, t, walkable, pieces)
+            # a neighbour the column rules dropped although no sample is blocked (a low facet
+            # under max climb that a scan's noise pushed a millimetre into the cell): the
+            # obstacle is where that geometry is, not the whole cell (issue 12: a 0.65 m passage
+            # closed by 2 mm noise)
+            free = np.nonzero(~bq.any(1))[0]
+            if free.size:
+                bq[free] = _blocked_samples(uq[free, 0].astype(np.int64), lev[free], origin, cs, W, s, v, t,
+                                            walkable, pieces, rise=0.5 * s.cell_height)
+            blocked[inb] = bq[inv.reshape(-1)]
         g = (np.arange(SUBCELL) + 0.5) * h
         sx = origin[0] + nc[:, None] * cs + np.tile(g, SUBCELL)[None, :]  # [Q, K*K]
         sz = origin[1] + nr[:, None] * cs + np.repeat(g, SUBCELL)[None, :]
@@ -378,11 +386,13 @@ def _erode_exact(nbr, rows, cols, ys, origin, cs, D, W, s: NavSettings, v, t, wa
 
 
 def _blocked_samples(cell_keys, levels, origin, cs, W, s: NavSettings, v, t, walkable,
-                     pieces) -> np.ndarray:
+                     pieces, rise: float | None = None) -> np.ndarray:
     """[Q, K*K] bool: which sample points of cell ``cell_keys[q]`` are blocked for an agent
     standing at height ``levels[q]``: no walkable triangle under the sample within max climb
     of that height, or some triangle within ``_SAMPLE_TOL`` sample spacings of it (x/z) reaching into
-    the agent's body (above max climb, below agent height; its y-range over the cell)."""
+    the agent's body (above max climb, below agent height; its y-range over the cell). With
+    ``rise``: any non-walkable triangle reaching more than ``rise`` above the level counts
+    (what makes the column rules drop a cell)."""
     pkey, pymin, pymax, _, ptri = pieces
     wanted = np.zeros(int(max(pkey.max(initial=0), cell_keys.max(initial=0))) + 1, bool)
     wanted[cell_keys] = True
@@ -413,7 +423,10 @@ def _blocked_samples(cell_keys, levels, origin, cs, W, s: NavSettings, v, t, wal
                     (origin[1] + (cell // W) * cs).astype(np.float32)[:, None] + gzf)
 
         hit = np.zeros((q1 - q0, K2), bool)
-        ob = np.nonzero((y1 > y + s.max_climb + 1e-6) & (y0 < y + s.agent_height - 1e-6))[0]
+        if rise is None:
+            ob = np.nonzero((y1 > y + s.max_climb + 1e-6) & (y0 < y + s.agent_height - 1e-6))[0]
+        else:
+            ob = np.nonzero(~walkable[tri] & (y1 > y + rise) & (y0 < y + s.agent_height - 1e-6))[0]
         if ob.size:
             A, B, C = (v[t[tri[ob], i]] for i in range(3))
             hit = _or_rows(_near_triangle(A, B, C, *samples(ob), _SAMPLE_TOL * h), q[ob], q1 - q0)

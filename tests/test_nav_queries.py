@@ -205,3 +205,40 @@ def test_compiled_dijkstra_matches_scipy(nav, monkeypatch):
     g.indices[0] = g.N + 5  # past the last node (spans, then corner nodes)
     with pytest.raises(NavError, match="corrupt"):
         g.field_from_point(0, nav.span_pos[0], nav.span_pos)
+
+
+def test_compiled_line_of_sight_matches_numpy(nav, monkeypatch):
+    """The corner edges' compiled walk (bps_assets/native/_navbuild.c) gives numpy's answers,
+    centre-to-centre segments (exact corner crossings, ties) included, on both floors and the
+    stairs; and refuses a span id out of range."""
+    from bps_assets.nav import geodesic
+
+    if geodesic._native_los() is None:
+        pytest.skip("the compiled helper was not built (no C compiler at install)")
+    rng = np.random.default_rng(3)
+    S = nav.num_spans
+    sa = rng.integers(0, S, 20000)
+    sb = np.clip(sa + rng.integers(-400, 400, sa.size), 0, S - 1)
+    pa = nav.span_pos[sa] + np.c_[rng.uniform(-0.024, 0.024, sa.size), np.zeros(sa.size),
+                                  rng.uniform(-0.024, 0.024, sa.size)]
+    centre = rng.random(sa.size) < 0.5
+    pa[centre] = nav.span_pos[sa[centre]]
+    pb = nav.span_pos[sb]
+    # and diagonal steps between centres from every span: the segment crosses a cell corner
+    # exactly, so the tie order of the crossings decides next to every wall corner
+    l, r, c = nav.span_lrc.T
+    for k in (1, 2):
+        ok = (r + k < nav.shape[1]) & (c + k < nav.shape[2])
+        tgt = nav.span_index[l[ok], r[ok] + k, c[ok] + k]
+        src = np.nonzero(ok)[0][tgt >= 0]
+        tgt = tgt[tgt >= 0].astype(np.int64)
+        sa, sb = np.r_[sa, src], np.r_[sb, tgt]
+        pa, pb = np.vstack([pa, nav.span_pos[src]]), np.vstack([pb, nav.span_pos[tgt]])
+    got = geodesic._visible(nav, sa, pa, sb, pb)
+    monkeypatch.setattr(geodesic, "_native_los", lambda: None)
+    want = geodesic._visible(nav, sa, pa, sb, pb)
+    np.testing.assert_array_equal(got, want)
+    assert 0.05 < want.mean() < 0.95  # both answers occur
+    monkeypatch.undo()
+    with pytest.raises(NavError, match="span id"):
+        geodesic._visible(nav, np.array([S + 3]), pa[:1], sb[:1], pb[:1])

@@ -22,6 +22,7 @@ machine (benchmarks/bench_navmesh.py), ~2/3 of it in the column clipping.
 """
 from __future__ import annotations
 
+import ctypes
 import math
 import os
 import time
@@ -428,8 +429,7 @@ def _blocked_samples(cell_keys, levels, origin, cs, W, s: NavSettings, v, t, wal
         else:
             ob = np.nonzero(~walkable[tri] & (y1 > y + rise) & (y0 < y + s.agent_height - 1e-6))[0]
         if ob.size:
-            A, B, C = (v[t[tri[ob], i]] for i in range(3))
-            hit = _or_rows(_near_triangle(A, B, C, *samples(ob), _SAMPLE_TOL * h), q[ob], q1 - q0)
+            hit = _near_rows(v, t[tri[ob]], ck[q[ob]], q[ob], q1 - q0, origin, cs, W, gx, gz, _SAMPLE_TOL * h)
         # the floor only matters where some sample is still free
         open_q = ~hit.all(1)
         fl = np.nonzero(walkable[tri] & open_q[q] & (y0 <= y + s.max_climb) & (y1 >= y - s.max_climb))[0]
@@ -440,6 +440,44 @@ def _blocked_samples(cell_keys, levels, origin, cs, W, s: NavSettings, v, t, wal
             floor = _or_rows(inside & (np.abs(yy - y[fl, None]) <= s.max_climb + 1e-6), q[fl], q1 - q0)
         out[q0:q1] = hit | ~floor
     return out
+
+
+def _near_rows(v, tris, cells, rows, n, origin, cs, W, gx, gz, tol) -> np.ndarray:
+    """[n, K2]: OR over the pairs of each row of ``_near_triangle`` (triangles ``tris`` [P, 3]
+    against the samples of their cells ``cells`` [P]); the compiled loop when it was built
+    (bps_assets/native/_navbuild.c: the same float32 arithmetic), else numpy."""
+    gxf, gzf = gx.astype(np.float32), gz.astype(np.float32)
+    x0 = (origin[0] + (cells % W) * cs).astype(np.float32)
+    z0 = (origin[1] + (cells // W) * cs).astype(np.float32)
+    tol2 = np.float32(tol * tol)
+    f = _native_near()
+    if f is not None:
+        tri6 = np.ascontiguousarray(v[:, [0, 2]][tris].reshape(-1, 6), np.float64)
+        r = np.ascontiguousarray(rows, np.int64)
+        out = np.zeros((n, gxf.size), np.uint8)
+        rc = f(len(r), tri6.ctypes.data, x0.ctypes.data, z0.ctypes.data, r.ctypes.data, n, gxf.size,
+               gxf.ctypes.data, gzf.ctypes.data, tol2, out.ctypes.data)
+        if rc != 0:
+            raise NavError(None, "navmesh build: the compiled sample test refused its input")
+        return out.view(bool)
+    A, B, C = (v[tris[:, i]] for i in range(3))
+    return _or_rows(_near_triangle(A, B, C, x0[:, None] + gxf[None], z0[:, None] + gzf[None], tol), rows, n)
+
+
+def _native_near():
+    """``bps_near_samples`` from the compiled helper, or None (then numpy is used)."""
+    from bps_assets import native
+
+    lib = native.load("bps_assets.native._navbuild")
+    if lib is None:
+        return None
+    f = lib.bps_near_samples
+    if f.argtypes is None:
+        f.restype = ctypes.c_int
+        f.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                      ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_float,
+                      ctypes.c_void_p]
+    return f
 
 
 def _or_rows(m: np.ndarray, rows: np.ndarray, n: int) -> np.ndarray:

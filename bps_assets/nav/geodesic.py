@@ -6,20 +6,51 @@ the segment crosses is walked through connected spans (at an exact corner crossi
 orders must lead to the same span). Edge weights are 3D distances between span centres.
 Shortest paths then bend only at obstacle corners, and along open stretches the direction is
 quantized to the neighbourhood's angles (worst case 1/cos(half the largest angle gap) - 1).
+Corner nodes (issue 12): shortest paths in the navigable region (the union of the span cells,
+docs/NAVMESH.md section 1) bend only at its reflex corners: a cell corner whose two side
+neighbours are linked to the span but whose diagonal cell is not reached from both. Each such
+corner is a node (pulled 1e-4 m into the span's cell, like snapped points), joined both ways to
+the span centres within ``CORNER_SPAN_RADIUS`` cells and to the corner nodes within
+``CORNER_RADIUS`` cells that the segment reaches through linked spans (the walk of
+``line_of_sight``). Dijkstra runs over spans and corners; a field keeps the span centres only.
 The goal (or the start, for a field) is attached to the spans it sees directly with its exact
 distance, and a query point reads the field through the spans it sees directly, so endpoints
-are not rounded to cell centres. Our compiled Dijkstra (``bps_assets/native/_dijkstra.c``) does
+are not rounded to cell centres and the runtime's read rule (bps_runtime/step_kernels.py
+``geodesic``) is unchanged. Our compiled Dijkstra (``bps_assets/native/_dijkstra.c``) does
 the search with the GIL released; scipy's is the fallback when it was not compiled (scipy holds
 the GIL for the whole search, which stalled the runtime's step loop while background threads
 computed fields).
 
+Corner nodes, measured on bps_assets/nav/exact_scenes.py's apartment (radius 0.18, cell 0.05,
+exact eroded free space, 240 pairs of benchmarks/nav_accuracy.py; median / p95 / max):
+  bending at span centres only (before):                          0.84% / 2.58% / 4.6%
+  nodes at the reflex corners, spans within 4 / corners within 12: 0.37% / 1.08% / 2.0%
+    spans within 8:                                                0.32% / 1.03% / 1.9%
+    spans within 12 (the default, corners within 16):              0.28% / 1.00% / 1.8%
+    spans within 4, every corner pair in sight (23 s to build):    0.30% / 1.05% / 2.0%
+  the floor of the method, exact shortest paths in the cells' union
+    (every corner pair and endpoint in sight):                     0.19% / 0.93% / 1.6%
+  Scan-like apartment (2 mm noise; two pair seeds): spans within 8: 0.49% / 1.46% | 0.41% /
+  1.23%; 12: 0.45% / 1.44% | 0.37% / 1.19%; 16 (2x the build): 0.41% / 1.43% | 0.33% / 1.17%;
+  the union's floor 0.26% / 1.29%.
+Dropped: nodes pulled from the corner towards the span centre by 1/4 (0.54% / 1.49%) or 1/2
+(0.67% / 1.97%) of the half diagonal (the exact path hugs the corner); nodes at every boundary
+corner, not only reflex ones (11x the nodes, 0.366% vs 0.370%); seeding and reading fields
+through corner nodes as well (0.369% vs 0.370%, and the runtime would need them). Not done:
+moving the nodes ~1 cm outwards, which cancels the union's own bias on these scenes (0.09% /
+0.47%) but is a constant fitted to them. Cost: 1-2 % of spans are reflex corners (apartment
+552 of 25K, van Gogh scan 46 of 3.8K, synth Gibson 239 of 44K); the graph build grows from
+0.13 to ~0.7 s on the scan-like apartment, 0.42 s of it the numpy line-of-sight walks (a
+compiled walk would remove most of that).
+
 ``queries.geodesic_distance`` first checks whether the two points see each other (a walk of the
 crossed cells through the neighbour links) and then returns the exact straight-line distance.
 
-Measured on the accuracy scenes of bps_assets/nav/reference_scenes.py (8 x 6 m room, 7 rotated rectangular
-obstacles, free space known exactly, 150 random pairs >= 1 m apart per scene, exact distances
-from a visibility graph); relative error median / p95 / max, scene seed 0 | seed 1.
-Graph only (before the line-of-sight shortcut was added):
+Neighbourhood radius, measured before the corner nodes on the accuracy scenes of
+bps_assets/nav/reference_scenes.py (8 x 6 m room, 7 rotated rectangular obstacles, free space
+known exactly, 150 random pairs >= 1 m apart per scene, exact distances from a visibility
+graph); relative error median / p95 / max, scene seed 0 | seed 1. Graph only (before the
+line-of-sight shortcut was added):
   R=1 (plain 8-connected Dijkstra):  5.4% / 8.0% / 9.0%   | 6.2% / 8.0% / 8.3%
   R=2 (16 directions):               1.6% / 2.7% / 4.1%   | 1.4% / 2.7% / 3.4%
   R=3 (32 directions):               0.52% / 1.3% / 2.5% | 0.50% / 1.3% / 2.6%
@@ -36,7 +67,9 @@ corners, which no neighbourhood removes. R=4 meets median <= 1% and p95 <= 3% wi
 48 edges per span (2.9 M edges, 0.2-0.3 s to build, ~55 ms per Dijkstra on a 63K-span scene);
 R=5 costs 1.7x the edges for little.
 Not tried: fast marching / Theta*-style parent relaxation (inherently sequential: would need a
-compiled extension; the R=4 neighbourhood already meets the target with scipy alone).
+line-of-sight walk inside the compiled search). With the corner nodes it could only remove the
+direction quantization left between the default graph and the union's floor above (0.28% vs
+0.19% median on the apartment).
 """
 from __future__ import annotations
 
@@ -145,7 +178,7 @@ def line_of_sight(nav, sa, pa, sb, pb) -> np.ndarray:
 
 
 # corner nodes ---------------------------------------------------------------------------------
-CORNER_SPAN_RADIUS = 8   # cells: a corner node sees the span centres this far (square window)
+CORNER_SPAN_RADIUS = 12  # cells: a corner node sees the span centres this far (square window)
 CORNER_RADIUS = 16       # cells: and the other corner nodes this far
 _CORNER_INSET = 1e-4     # metres: a corner node lies this far inside its span's cell (as snap)
 _LOS_CHUNK = 1 << 17     # segments per line-of-sight batch (bounds the walk's temporaries)
@@ -175,7 +208,36 @@ def reflex_corners(nav) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate(spans).astype(np.int64), np.concatenate(pos)
 
 
+def _native_los():
+    """``bps_line_of_sight`` from the compiled helper, or None (then numpy's walk is used)."""
+    from bps_assets import native
+
+    lib = native.load("bps_assets.native._navbuild")
+    if lib is None:
+        return None
+    f = lib.bps_line_of_sight
+    if f.argtypes is None:
+        f.restype = ctypes.c_int
+        f.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                      ctypes.c_void_p, ctypes.c_int64, ctypes.c_double, ctypes.c_double, ctypes.c_double,
+                      ctypes.c_void_p]
+    return f
+
+
 def _visible(nav, sa, pa, sb, pb) -> np.ndarray:
+    """``line_of_sight`` for many segments: the compiled walk when it was built (the same
+    crossings and tie order), else numpy's in chunks."""
+    f = _native_los()
+    if f is not None:
+        sa, sb = np.ascontiguousarray(sa, np.int64), np.ascontiguousarray(sb, np.int64)
+        pa, pb = np.ascontiguousarray(pa, np.float64), np.ascontiguousarray(pb, np.float64)
+        nbr = np.ascontiguousarray(nav.nbr, np.int64)
+        out = np.zeros(len(sa), np.uint8)
+        rc = f(len(sa), sa.ctypes.data, pa.ctypes.data, sb.ctypes.data, pb.ctypes.data, nbr.ctypes.data,
+               nav.num_spans, float(nav.origin[0]), float(nav.origin[1]), float(nav.cell_size), out.ctypes.data)
+        if rc != 0:
+            raise NavError(None, "geodesic graph: the compiled line-of-sight walk refused a span id")
+        return out.view(bool)
     out = np.zeros(len(sa), bool)
     for i in range(0, len(sa), _LOS_CHUNK):
         j = slice(i, i + _LOS_CHUNK)

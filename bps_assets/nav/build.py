@@ -468,16 +468,9 @@ def _native_near():
     """``bps_near_samples`` from the compiled helper, or None (then numpy is used)."""
     from bps_assets import native
 
-    lib = native.load("bps_assets.native._navbuild")
-    if lib is None:
-        return None
-    f = lib.bps_near_samples
-    if f.argtypes is None:
-        f.restype = ctypes.c_int
-        f.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
-                      ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_float,
-                      ctypes.c_void_p]
-    return f
+    i64, p = ctypes.c_int64, ctypes.c_void_p
+    return native.function("bps_assets.native._navbuild", "bps_near_samples",
+                           [i64, p, p, p, p, i64, i64, p, p, ctypes.c_float, p])
 
 
 def _or_rows(m: np.ndarray, rows: np.ndarray, n: int) -> np.ndarray:

@@ -127,15 +127,9 @@ def _native_dijkstra():
     """``bps_dijkstra`` from the compiled helper (GIL-free), or None (then scipy's is used)."""
     from bps_assets import native
 
-    lib = native.load("bps_assets.native._dijkstra")
-    if lib is None:
-        return None
-    f = lib.bps_dijkstra
-    if f.argtypes is None:
-        f.restype = ctypes.c_int
-        f.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
-                      ctypes.c_void_p, ctypes.c_void_p, ctypes.c_double, ctypes.c_void_p]
-    return f
+    i64, p = ctypes.c_int64, ctypes.c_void_p
+    return native.function("bps_assets.native._dijkstra", "bps_dijkstra",
+                           [i64, p, p, p, i64, p, p, ctypes.c_double, p])
 
 
 def line_of_sight(nav, sa, pa, sb, pb) -> np.ndarray:
@@ -212,16 +206,8 @@ def _native_los():
     """``bps_line_of_sight`` from the compiled helper, or None (then numpy's walk is used)."""
     from bps_assets import native
 
-    lib = native.load("bps_assets.native._navbuild")
-    if lib is None:
-        return None
-    f = lib.bps_line_of_sight
-    if f.argtypes is None:
-        f.restype = ctypes.c_int
-        f.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
-                      ctypes.c_void_p, ctypes.c_int64, ctypes.c_double, ctypes.c_double, ctypes.c_double,
-                      ctypes.c_void_p]
-    return f
+    i64, p, d = ctypes.c_int64, ctypes.c_void_p, ctypes.c_double
+    return native.function("bps_assets.native._navbuild", "bps_line_of_sight", [i64, p, p, p, p, p, i64, d, d, d, p])
 
 
 def _visible(nav, sa, pa, sb, pb) -> np.ndarray:

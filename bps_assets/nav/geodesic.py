@@ -39,9 +39,11 @@ corner, not only reflex ones (11x the nodes, 0.366% vs 0.370%); seeding and read
 through corner nodes as well (0.369% vs 0.370%, and the runtime would need them). Not done:
 moving the nodes ~1 cm outwards, which cancels the union's own bias on these scenes (0.09% /
 0.47%) but is a constant fitted to them. Cost: 1-2 % of spans are reflex corners (apartment
-552 of 25K, van Gogh scan 46 of 3.8K, synth Gibson 239 of 44K); the graph build grows from
-0.13 to ~0.7 s on the scan-like apartment, 0.42 s of it the numpy line-of-sight walks (a
-compiled walk would remove most of that).
+552 of 25K, van Gogh scan 46 of 3.8K, synth Gibson 239 of 44K). The corner edges' walks
+were 0.42 s of a 0.7 s graph build on the scan-like apartment in numpy; they are compiled now
+(bps_assets/native/_navbuild.c, same answers, numpy the fallback): on the synth Gibson scene
+the graph build goes from 0.48 to 0.74 s and one field from 37 to 33-40 ms (bench_navmesh.py,
+loaded machine, docs/PERFORMANCE.md).
 
 ``queries.geodesic_distance`` first checks whether the two points see each other (a walk of the
 crossed cells through the neighbour links) and then returns the exact straight-line distance.
@@ -62,7 +64,10 @@ With the line-of-sight shortcut (``python benchmarks/bench_navmesh.py``):
   R=3:  0.30% / 1.2% / 2.5%   | 0.18% / 1.3% / 2.6%
   R=4 (the default):  0.18% / 0.77% / 1.9%  | 0.12% / 1.0% / 2.5%
   R=5:  0.11% / 0.63% / 1.8%  | 0.06% / 0.92% / 2.4%
-The remaining max error comes from the free space itself being rounded to cells near obstacle
+With the corner nodes as well (same scenes and command, 18:01 UTC):
+  R=1:  0.80% / 3.8% / 5.6%   | 0.36% / 4.1% / 4.8%
+  R=4 (the default):  0.047% / 0.35% / 0.58%  | 0.034% / 0.45% / 0.94%
+Without them, the remaining max error came from paths bending at span centres near obstacle
 corners, which no neighbourhood removes. R=4 meets median <= 1% and p95 <= 3% with margin at
 48 edges per span (2.9 M edges, 0.2-0.3 s to build, ~55 ms per Dijkstra on a 63K-span scene);
 R=5 costs 1.7x the edges for little.

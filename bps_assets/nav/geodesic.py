@@ -249,15 +249,18 @@ def _corner_edges(nav, cspan: np.ndarray, cpos: np.ndarray) -> tuple[np.ndarray,
     dr, dc = dr.reshape(-1), dc.reshape(-1)
     r0, c0 = nav.span_lrc[cspan, 1], nav.span_lrc[cspan, 2]
     src, dst = [], []
+    step = max(1, _LOS_CHUNK // dr.size)  # corners per batch: bounds the [corners, window] arrays
     for l in range(L):
-        rr, cc = r0[:, None] + dr[None], c0[:, None] + dc[None]
-        inb = (rr >= 0) & (rr < D) & (cc >= 0) & (cc < W)
-        tgt = np.where(inb, nav.span_index[l, np.clip(rr, 0, D - 1), np.clip(cc, 0, W - 1)], -1)
-        ci, k = np.nonzero(tgt >= 0)
-        t = tgt[ci, k].astype(np.int64)
-        ok = _visible(nav, cspan[ci], cpos[ci], t, nav.span_pos[t])
-        src += [S + ci[ok], t[ok]]
-        dst += [t[ok], S + ci[ok]]
+        for i0 in range(0, C, step):
+            rr, cc = r0[i0:i0 + step, None] + dr[None], c0[i0:i0 + step, None] + dc[None]
+            inb = (rr >= 0) & (rr < D) & (cc >= 0) & (cc < W)
+            tgt = np.where(inb, nav.span_index[l, np.clip(rr, 0, D - 1), np.clip(cc, 0, W - 1)], -1)
+            ci, k = np.nonzero(tgt >= 0)
+            ci += i0
+            t = tgt[ci - i0, k].astype(np.int64)
+            ok = _visible(nav, cspan[ci], cpos[ci], t, nav.span_pos[t])
+            src += [S + ci[ok], t[ok]]
+            dst += [t[ok], S + ci[ok]]
     from scipy.spatial import cKDTree
 
     pr = cKDTree(cpos[:, [0, 2]]).query_pairs(CORNER_RADIUS * nav.cell_size, output_type="ndarray")

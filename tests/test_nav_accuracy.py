@@ -139,11 +139,12 @@ def test_reflex_corners_of_a_hole():
 
 
 def test_a_low_facet_a_millimetre_into_a_cell_erodes_from_where_it_is():
-    """Issue 12's 37.6 % pair: on the scan-like apartment 2 mm noise pushed the foot of a wall
-    0.7 mm into the cells in front of it. The column rules drop those cells (a facet 0.14-0.21 m
-    high: the floor under it lacks head room), and the erosion used to count the whole dropped
-    cell as blocked from its near edge, 5 cm short of any geometry, which closed a 0.65 m
-    passage. Now the dropped cell's obstacle is the facet itself (sampled inside the cell)."""
+    """Found with issue 12's 37.6 % pair: on the scan-like apartment 2 mm noise pushed the foot
+    of a wall 0.7 mm into the cells in front of it. The column rules drop those cells (a facet
+    0.14-0.21 m high: the floor under it lacks head room), and the erosion used to count the
+    whole dropped cell as blocked from its near edge, 5 cm short of any geometry (spans 0.22 m
+    from the wall went at radius 0.18). Now the dropped cell's obstacle is the facet itself
+    (sampled inside the cell)."""
     from bps_assets.nav.exact_scenes import _prism_tris, _rect
 
     parts = [_prism_tris(_rect(0.0, 0.0, 3.0, 2.0), -0.1, 0.0),      # floor, top at y = 0

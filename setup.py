@@ -1,6 +1,6 @@
 """Only the compiled part of the build lives here; everything else is in pyproject.toml.
 
-Both extensions are optional: without a C compiler the install still succeeds and the callers
+The extensions are optional: without a C compiler the install still succeeds and the callers
 fall back to embreex / scipy (see bps_assets/native/__init__.py for why these exist).
 """
 from setuptools import Extension, setup
@@ -11,5 +11,7 @@ setup(ext_modules=[
     Extension("bps_runtime.render._embree_bridge", ["bps_runtime/render/_embree_bridge.c"],
               extra_compile_args=C_FLAGS, libraries=["dl"], optional=True),
     Extension("bps_assets.native._dijkstra", ["bps_assets/native/_dijkstra.c"],
+              extra_compile_args=C_FLAGS, optional=True),
+    Extension("bps_assets.native._navbuild", ["bps_assets/native/_navbuild.c"],
               extra_compile_args=C_FLAGS, optional=True),
 ])

@@ -220,3 +220,23 @@ def test_build_from_a_packed_scene(tmp_path):
     assert nav.num_islands == ref.num_islands and nav.source == "h.bps"
     assert abs(nav.navigable_area - ref.navigable_area) < 0.02 * ref.navigable_area
     assert int(nav.island_of(MEZZANINE)) == int(nav.island_of(ROOM_B))
+
+
+def test_compiled_sample_test_builds_what_numpy_builds(monkeypatch):
+    """The exact erosion's sub-cell obstacle test in C (bps_assets/native/_navbuild.c) blocks
+    the same samples as the numpy one: the same navmesh from a noisy scan-like scene."""
+    from bps_assets.nav import build as nav_build
+    from bps_assets.nav.exact_scenes import apartment, subdivide
+
+    if nav_build._native_near() is None:
+        pytest.skip("the compiled helper was not built (no C compiler at install)")
+    v, t = apartment(seed=2).arrays()
+    v, t = subdivide(*subdivide(v, t))
+    v = v + np.random.default_rng(1).normal(0, 0.002, v.shape)
+    s = NavSettings(agent_radius=0.18)
+    a = build_navmesh((v, t), s)
+    monkeypatch.setattr(nav_build, "_native_near", lambda: None)
+    b = build_navmesh((v, t), s)
+    np.testing.assert_array_equal(a.height, b.height)
+    np.testing.assert_array_equal(a.neighbors, b.neighbors)
+    assert a.num_spans > 10000

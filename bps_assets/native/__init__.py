@@ -32,3 +32,16 @@ def load(module: str) -> ctypes.CDLL | None:
                     lib = None
             _cache[module] = lib
         return _cache[module]
+
+
+def function(module: str, name: str, argtypes: list, restype=ctypes.c_int):
+    """``name`` from the compiled helper ``module`` with its ctypes signature set, or None when
+    the helper was not built (the caller then takes its pure-Python path)."""
+    lib = load(module)
+    if lib is None:
+        return None
+    f = getattr(lib, name)
+    if f.argtypes is None:
+        f.restype = restype
+        f.argtypes = argtypes
+    return f

@@ -22,6 +22,7 @@ machine (benchmarks/bench_navmesh.py), ~2/3 of it in the column clipping.
 """
 from __future__ import annotations
 
+import ctypes
 import math
 import os
 import time
@@ -332,8 +333,16 @@ def _erode_exact(nbr, rows, cols, ys, origin, cs, D, W, s: NavSettings, v, t, wa
             uq, inv = np.unique(qk, axis=0, return_inverse=True)
             lev = np.full(len(uq), np.nan)
             lev[inv.reshape(-1)] = ys[span[inb]]
-            blocked[inb] = _blocked_samples(uq[:, 0].astype(np.int64), lev, origin, cs, W, s, v, t,
-                                            walkable, pieces)[inv.reshape(-1)]
+            bq = _blocked_samples(uq[:, 0].astype(np.int64), lev, origin, cs, W, s, v, t, walkable, pieces)
+            # a neighbour the column rules dropped although no sample is blocked (a low facet
+            # under max climb that a scan's noise pushed a millimetre into the cell): the
+            # obstacle is where that geometry is, not the whole cell (issue 12: spans 0.22 m
+            # from a noisy wall were eroded at radius 0.18)
+            free = np.nonzero(~bq.any(1))[0]
+            if free.size:
+                bq[free] = _blocked_samples(uq[free, 0].astype(np.int64), lev[free], origin, cs, W, s, v, t,
+                                            walkable, pieces, rise=0.5 * s.cell_height)
+            blocked[inb] = bq[inv.reshape(-1)]
         g = (np.arange(SUBCELL) + 0.5) * h
         sx = origin[0] + nc[:, None] * cs + np.tile(g, SUBCELL)[None, :]  # [Q, K*K]
         sz = origin[1] + nr[:, None] * cs + np.repeat(g, SUBCELL)[None, :]
@@ -378,11 +387,13 @@ def _erode_exact(nbr, rows, cols, ys, origin, cs, D, W, s: NavSettings, v, t, wa
 
 
 def _blocked_samples(cell_keys, levels, origin, cs, W, s: NavSettings, v, t, walkable,
-                     pieces) -> np.ndarray:
+                     pieces, rise: float | None = None) -> np.ndarray:
     """[Q, K*K] bool: which sample points of cell ``cell_keys[q]`` are blocked for an agent
     standing at height ``levels[q]``: no walkable triangle under the sample within max climb
     of that height, or some triangle within ``_SAMPLE_TOL`` sample spacings of it (x/z) reaching into
-    the agent's body (above max climb, below agent height; its y-range over the cell)."""
+    the agent's body (above max climb, below agent height; its y-range over the cell). With
+    ``rise``: any non-walkable triangle reaching more than ``rise`` above the level counts
+    (what makes the column rules drop a cell)."""
     pkey, pymin, pymax, _, ptri = pieces
     wanted = np.zeros(int(max(pkey.max(initial=0), cell_keys.max(initial=0))) + 1, bool)
     wanted[cell_keys] = True
@@ -413,10 +424,12 @@ def _blocked_samples(cell_keys, levels, origin, cs, W, s: NavSettings, v, t, wal
                     (origin[1] + (cell // W) * cs).astype(np.float32)[:, None] + gzf)
 
         hit = np.zeros((q1 - q0, K2), bool)
-        ob = np.nonzero((y1 > y + s.max_climb + 1e-6) & (y0 < y + s.agent_height - 1e-6))[0]
+        if rise is None:
+            ob = np.nonzero((y1 > y + s.max_climb + 1e-6) & (y0 < y + s.agent_height - 1e-6))[0]
+        else:
+            ob = np.nonzero(~walkable[tri] & (y1 > y + rise) & (y0 < y + s.agent_height - 1e-6))[0]
         if ob.size:
-            A, B, C = (v[t[tri[ob], i]] for i in range(3))
-            hit = _or_rows(_near_triangle(A, B, C, *samples(ob), _SAMPLE_TOL * h), q[ob], q1 - q0)
+            hit = _near_rows(v, t[tri[ob]], ck[q[ob]], q[ob], q1 - q0, origin, cs, W, gx, gz, _SAMPLE_TOL * h)
         # the floor only matters where some sample is still free
         open_q = ~hit.all(1)
         fl = np.nonzero(walkable[tri] & open_q[q] & (y0 <= y + s.max_climb) & (y1 >= y - s.max_climb))[0]
@@ -427,6 +440,37 @@ def _blocked_samples(cell_keys, levels, origin, cs, W, s: NavSettings, v, t, wal
             floor = _or_rows(inside & (np.abs(yy - y[fl, None]) <= s.max_climb + 1e-6), q[fl], q1 - q0)
         out[q0:q1] = hit | ~floor
     return out
+
+
+def _near_rows(v, tris, cells, rows, n, origin, cs, W, gx, gz, tol) -> np.ndarray:
+    """[n, K2]: OR over the pairs of each row of ``_near_triangle`` (triangles ``tris`` [P, 3]
+    against the samples of their cells ``cells`` [P]); the compiled loop when it was built
+    (bps_assets/native/_navbuild.c: the same float32 arithmetic), else numpy."""
+    gxf, gzf = gx.astype(np.float32), gz.astype(np.float32)
+    x0 = (origin[0] + (cells % W) * cs).astype(np.float32)
+    z0 = (origin[1] + (cells // W) * cs).astype(np.float32)
+    tol2 = np.float32(tol * tol)
+    f = _native_near()
+    if f is not None:
+        tri6 = np.ascontiguousarray(v[:, [0, 2]][tris].reshape(-1, 6), np.float64)
+        r = np.ascontiguousarray(rows, np.int64)
+        out = np.zeros((n, gxf.size), np.uint8)
+        rc = f(len(r), tri6.ctypes.data, x0.ctypes.data, z0.ctypes.data, r.ctypes.data, n, gxf.size,
+               gxf.ctypes.data, gzf.ctypes.data, tol2, out.ctypes.data)
+        if rc != 0:
+            raise NavError(None, "navmesh build: the compiled sample test refused its input")
+        return out.view(bool)
+    A, B, C = (v[tris[:, i]] for i in range(3))
+    return _or_rows(_near_triangle(A, B, C, x0[:, None] + gxf[None], z0[:, None] + gzf[None], tol), rows, n)
+
+
+def _native_near():
+    """``bps_near_samples`` from the compiled helper, or None (then numpy is used)."""
+    from bps_assets import native
+
+    i64, p = ctypes.c_int64, ctypes.c_void_p
+    return native.function("bps_assets.native._navbuild", "bps_near_samples",
+                           [i64, p, p, p, p, i64, i64, p, p, ctypes.c_float, p])
 
 
 def _or_rows(m: np.ndarray, rows: np.ndarray, n: int) -> np.ndarray:

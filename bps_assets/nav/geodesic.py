@@ -6,20 +6,53 @@ the segment crosses is walked through connected spans (at an exact corner crossi
 orders must lead to the same span). Edge weights are 3D distances between span centres.
 Shortest paths then bend only at obstacle corners, and along open stretches the direction is
 quantized to the neighbourhood's angles (worst case 1/cos(half the largest angle gap) - 1).
+Corner nodes (issue 12): shortest paths in the navigable region (the union of the span cells,
+docs/NAVMESH.md section 1) bend only at its reflex corners: a cell corner whose two side
+neighbours are linked to the span but whose diagonal cell is not reached from both. Each such
+corner is a node (pulled 1e-4 m into the span's cell, like snapped points), joined both ways to
+the span centres within ``CORNER_SPAN_RADIUS`` cells and to the corner nodes within
+``CORNER_RADIUS`` cells that the segment reaches through linked spans (the walk of
+``line_of_sight``). Dijkstra runs over spans and corners; a field keeps the span centres only.
 The goal (or the start, for a field) is attached to the spans it sees directly with its exact
 distance, and a query point reads the field through the spans it sees directly, so endpoints
-are not rounded to cell centres. Our compiled Dijkstra (``bps_assets/native/_dijkstra.c``) does
+are not rounded to cell centres and the runtime's read rule (bps_runtime/step_kernels.py
+``geodesic``) is unchanged. Our compiled Dijkstra (``bps_assets/native/_dijkstra.c``) does
 the search with the GIL released; scipy's is the fallback when it was not compiled (scipy holds
 the GIL for the whole search, which stalled the runtime's step loop while background threads
 computed fields).
 
+Corner nodes, measured on bps_assets/nav/exact_scenes.py's apartment (radius 0.18, cell 0.05,
+exact eroded free space, 240 pairs of benchmarks/nav_accuracy.py; median / p95 / max):
+  bending at span centres only (before):                          0.84% / 2.58% / 4.6%
+  nodes at the reflex corners, spans within 4 / corners within 12: 0.37% / 1.08% / 2.0%
+    spans within 8:                                                0.32% / 1.03% / 1.9%
+    spans within 12 (the default, corners within 16):              0.28% / 1.00% / 1.8%
+    spans within 4, every corner pair in sight (23 s to build):    0.30% / 1.05% / 2.0%
+  the floor of the method, exact shortest paths in the cells' union
+    (every corner pair and endpoint in sight):                     0.19% / 0.93% / 1.6%
+  Scan-like apartment (2 mm noise; two pair seeds): spans within 8: 0.49% / 1.46% | 0.41% /
+  1.23%; 12: 0.45% / 1.44% | 0.37% / 1.19%; 16 (2x the build): 0.41% / 1.43% | 0.33% / 1.17%;
+  the union's floor 0.26% / 1.29%.
+Dropped: nodes pulled from the corner towards the span centre by 1/4 (0.54% / 1.49%) or 1/2
+(0.67% / 1.97%) of the half diagonal (the exact path hugs the corner); nodes at every boundary
+corner, not only reflex ones (11x the nodes, 0.366% vs 0.370%); seeding and reading fields
+through corner nodes as well (0.369% vs 0.370%, and the runtime would need them). Not done:
+moving the nodes ~1 cm outwards, which cancels the union's own bias on these scenes (0.09% /
+0.47%) but is a constant fitted to them. Cost: 1-2 % of spans are reflex corners (apartment
+552 of 25K, van Gogh scan 46 of 3.8K, synth Gibson 239 of 44K). The corner edges' walks
+were 0.42 s of a 0.7 s graph build on the scan-like apartment in numpy; they are compiled now
+(bps_assets/native/_navbuild.c, same answers, numpy the fallback): on the synth Gibson scene
+the graph build goes from 0.48 to 0.74 s and one field from 37 to 33-40 ms (bench_navmesh.py,
+loaded machine, docs/PERFORMANCE.md).
+
 ``queries.geodesic_distance`` first checks whether the two points see each other (a walk of the
 crossed cells through the neighbour links) and then returns the exact straight-line distance.
 
-Measured on the accuracy scenes of bps_assets/nav/reference_scenes.py (8 x 6 m room, 7 rotated rectangular
-obstacles, free space known exactly, 150 random pairs >= 1 m apart per scene, exact distances
-from a visibility graph); relative error median / p95 / max, scene seed 0 | seed 1.
-Graph only (before the line-of-sight shortcut was added):
+Neighbourhood radius, measured before the corner nodes on the accuracy scenes of
+bps_assets/nav/reference_scenes.py (8 x 6 m room, 7 rotated rectangular obstacles, free space
+known exactly, 150 random pairs >= 1 m apart per scene, exact distances from a visibility
+graph); relative error median / p95 / max, scene seed 0 | seed 1. Graph only (before the
+line-of-sight shortcut was added):
   R=1 (plain 8-connected Dijkstra):  5.4% / 8.0% / 9.0%   | 6.2% / 8.0% / 8.3%
   R=2 (16 directions):               1.6% / 2.7% / 4.1%   | 1.4% / 2.7% / 3.4%
   R=3 (32 directions):               0.52% / 1.3% / 2.5% | 0.50% / 1.3% / 2.6%
@@ -31,12 +64,17 @@ With the line-of-sight shortcut (``python benchmarks/bench_navmesh.py``):
   R=3:  0.30% / 1.2% / 2.5%   | 0.18% / 1.3% / 2.6%
   R=4 (the default):  0.18% / 0.77% / 1.9%  | 0.12% / 1.0% / 2.5%
   R=5:  0.11% / 0.63% / 1.8%  | 0.06% / 0.92% / 2.4%
-The remaining max error comes from the free space itself being rounded to cells near obstacle
+With the corner nodes as well (same scenes and command, 18:01 UTC):
+  R=1:  0.80% / 3.8% / 5.6%   | 0.36% / 4.1% / 4.8%
+  R=4 (the default):  0.047% / 0.35% / 0.58%  | 0.034% / 0.45% / 0.94%
+Without them, the remaining max error came from paths bending at span centres near obstacle
 corners, which no neighbourhood removes. R=4 meets median <= 1% and p95 <= 3% with margin at
 48 edges per span (2.9 M edges, 0.2-0.3 s to build, ~55 ms per Dijkstra on a 63K-span scene);
 R=5 costs 1.7x the edges for little.
 Not tried: fast marching / Theta*-style parent relaxation (inherently sequential: would need a
-compiled extension; the R=4 neighbourhood already meets the target with scipy alone).
+line-of-sight walk inside the compiled search). With the corner nodes it could only remove the
+direction quantization left between the default graph and the union's floor above (0.28% vs
+0.19% median on the apartment).
 """
 from __future__ import annotations
 
@@ -94,22 +132,155 @@ def _native_dijkstra():
     """``bps_dijkstra`` from the compiled helper (GIL-free), or None (then scipy's is used)."""
     from bps_assets import native
 
-    lib = native.load("bps_assets.native._dijkstra")
-    if lib is None:
-        return None
-    f = lib.bps_dijkstra
-    if f.argtypes is None:
-        f.restype = ctypes.c_int
-        f.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
-                      ctypes.c_void_p, ctypes.c_void_p, ctypes.c_double, ctypes.c_void_p]
-    return f
+    i64, p = ctypes.c_int64, ctypes.c_void_p
+    return native.function("bps_assets.native._dijkstra", "bps_dijkstra",
+                           [i64, p, p, p, i64, p, p, ctypes.c_double, p])
+
+
+def line_of_sight(nav, sa, pa, sb, pb) -> np.ndarray:
+    """Whether the x/z segment pa->pb (in spans sa, sb) crosses only connected spans: walk the
+    cells it crosses through the neighbour links (so it follows stairs and stays on a floor)."""
+    sa = np.asarray(sa, np.int64)
+    N = sa.size
+    if N == 0:
+        return np.zeros(0, bool)
+    cs = nav.cell_size
+    ts, dirs = [], []
+    for axis, o, plus, minus in ((0, nav.origin[0], 0, 2), (2, nav.origin[1], 1, 3)):
+        a, b = pa[:, axis], pb[:, axis]
+        ia = np.floor((a - o) / cs)
+        ib = np.floor((b - o) / cs)
+        n = np.abs(ib - ia).astype(np.int64)
+        m = int(n.max()) if n.size else 0
+        k = np.arange(1, m + 1)
+        step = np.sign(ib - ia)
+        # the j-th boundary crossed: between cells ia + (j-1)*step and ia + j*step
+        line = o + (ia[:, None] + np.where(step[:, None] > 0, k[None, :], 1 - k[None, :])) * cs
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t = (line - a[:, None]) / (b - a)[:, None]
+        t = np.where(k[None, :] <= n[:, None], t, np.inf)
+        ts.append(t)
+        dirs.append(np.broadcast_to(np.where(step > 0, plus, minus)[:, None], t.shape))
+    t = np.concatenate(ts, axis=1)
+    d = np.concatenate(dirs, axis=1)
+    order = np.argsort(t, axis=1, kind="stable")
+    t = np.take_along_axis(t, order, 1)
+    d = np.take_along_axis(d, order, 1)
+    cur = sa.copy()
+    nbr = nav.nbr
+    for j in range(t.shape[1]):
+        live = np.isfinite(t[:, j])
+        if not live.any():
+            break
+        cur = np.where(live, nbr[cur, d[:, j]], cur)
+    return cur == np.asarray(sb, np.int64)
+
+
+# corner nodes ---------------------------------------------------------------------------------
+CORNER_SPAN_RADIUS = 12  # cells: a corner node sees the span centres this far (square window)
+CORNER_RADIUS = 16       # cells: and the other corner nodes this far
+_CORNER_INSET = 1e-4     # metres: a corner node lies this far inside its span's cell (as snap)
+_LOS_CHUNK = 1 << 17     # segments per line-of-sight batch (bounds the walk's temporaries)
+
+
+def reflex_corners(nav) -> tuple[np.ndarray, np.ndarray]:
+    """(span [C], position [C, 3]) of the reflex corners of the navigable region: a corner of a
+    span's cell whose two side neighbours are linked to the span but whose diagonal cell is not
+    reached from both (a blocked cell, a gap, a different floor). Shortest paths in the union
+    of the cells bend only there; the node is pulled ``_CORNER_INSET`` into the span's cell."""
+    S = nav.num_spans
+    nbr = nav.nbr
+    h = nav.cell_size / 2 - _CORNER_INSET
+    ar = np.arange(S)
+    spans, pos = [], []
+    for sx in (1, -1):
+        for sz in (1, -1):
+            a = nbr[ar, 0 if sx > 0 else 2]
+            b = nbr[ar, 1 if sz > 0 else 3]
+            d1, d2 = nbr[a, 1 if sz > 0 else 3], nbr[b, 0 if sx > 0 else 2]
+            idx = np.nonzero((a < S) & (b < S) & ~((d1 < S) & (d1 == d2)))[0]
+            p = nav.span_pos[idx].copy()
+            p[:, 0] += sx * h
+            p[:, 2] += sz * h
+            spans.append(idx)
+            pos.append(p)
+    return np.concatenate(spans).astype(np.int64), np.concatenate(pos)
+
+
+def _native_los():
+    """``bps_line_of_sight`` from the compiled helper, or None (then numpy's walk is used)."""
+    from bps_assets import native
+
+    i64, p, d = ctypes.c_int64, ctypes.c_void_p, ctypes.c_double
+    return native.function("bps_assets.native._navbuild", "bps_line_of_sight", [i64, p, p, p, p, p, i64, d, d, d, p])
+
+
+def _visible(nav, sa, pa, sb, pb) -> np.ndarray:
+    """``line_of_sight`` for many segments: the compiled walk when it was built (the same
+    crossings and tie order), else numpy's in chunks."""
+    f = _native_los()
+    if f is not None:
+        sa, sb = np.ascontiguousarray(sa, np.int64), np.ascontiguousarray(sb, np.int64)
+        pa, pb = np.ascontiguousarray(pa, np.float64), np.ascontiguousarray(pb, np.float64)
+        nbr = np.ascontiguousarray(nav.nbr, np.int64)
+        out = np.zeros(len(sa), np.uint8)
+        rc = f(len(sa), sa.ctypes.data, pa.ctypes.data, sb.ctypes.data, pb.ctypes.data, nbr.ctypes.data,
+               nav.num_spans, float(nav.origin[0]), float(nav.origin[1]), float(nav.cell_size), out.ctypes.data)
+        if rc != 0:
+            raise NavError(None, "geodesic graph: the compiled line-of-sight walk refused a span id")
+        return out.view(bool)
+    out = np.zeros(len(sa), bool)
+    for i in range(0, len(sa), _LOS_CHUNK):
+        j = slice(i, i + _LOS_CHUNK)
+        out[j] = line_of_sight(nav, sa[j], pa[j], sb[j], pb[j])
+    return out
+
+
+def _corner_edges(nav, cspan: np.ndarray, cpos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(src, dst) node ids of the edges of corner nodes (node S + i is corner i), both ways:
+    to every span centre within ``CORNER_SPAN_RADIUS`` cells and every corner within
+    ``CORNER_RADIUS`` cells that the segment reaches through linked spans."""
+    S, C = nav.num_spans, len(cspan)
+    if C == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    L, D, W = nav.shape
+    R = CORNER_SPAN_RADIUS
+    dr, dc = np.meshgrid(np.arange(-R, R + 1), np.arange(-R, R + 1), indexing="ij")
+    dr, dc = dr.reshape(-1), dc.reshape(-1)
+    r0, c0 = nav.span_lrc[cspan, 1], nav.span_lrc[cspan, 2]
+    src, dst = [], []
+    step = max(1, _LOS_CHUNK // dr.size)  # corners per batch: bounds the [corners, window] arrays
+    for l in range(L):
+        for i0 in range(0, C, step):
+            rr, cc = r0[i0:i0 + step, None] + dr[None], c0[i0:i0 + step, None] + dc[None]
+            inb = (rr >= 0) & (rr < D) & (cc >= 0) & (cc < W)
+            tgt = np.where(inb, nav.span_index[l, np.clip(rr, 0, D - 1), np.clip(cc, 0, W - 1)], -1)
+            ci, k = np.nonzero(tgt >= 0)
+            ci += i0
+            t = tgt[ci - i0, k].astype(np.int64)
+            ok = _visible(nav, cspan[ci], cpos[ci], t, nav.span_pos[t])
+            src += [S + ci[ok], t[ok]]
+            dst += [t[ok], S + ci[ok]]
+    from scipy.spatial import cKDTree
+
+    pr = cKDTree(cpos[:, [0, 2]]).query_pairs(CORNER_RADIUS * nav.cell_size, output_type="ndarray")
+    if len(pr):
+        a, b = pr[:, 0].astype(np.int64), pr[:, 1].astype(np.int64)
+        ok = _visible(nav, cspan[a], cpos[a], cspan[b], cpos[b])
+        ok[ok] = _visible(nav, cspan[b[ok]], cpos[b[ok]], cspan[a[ok]], cpos[a[ok]])
+        src += [S + a[ok], S + b[ok]]
+        dst += [S + b[ok], S + a[ok]]
+    return np.concatenate(src), np.concatenate(dst)
+
 
 
 class GeodesicGraph:
-    """Line-of-sight edges of a NavMesh: ``adj`` [S, K] span ids (S = none) and the CSR graph
-    with one extra "virtual" row S whose K slots are rewritten per query."""
+    """Line-of-sight edges of a NavMesh: ``adj`` [S, K] span ids (S = none), the corner nodes
+    (``corner_span`` [C], ``corner_pos`` [C, 3]: node ``S + i`` is corner ``i``) and the CSR graph
+    over the ``N = S + C`` nodes with one extra "virtual" row N whose K slots are rewritten per
+    query (scipy fallback only)."""
 
-    def __init__(self, nav, radius: int = DEFAULT_RADIUS):
+    def __init__(self, nav, radius: int = DEFAULT_RADIUS, corners: bool = True):
         S = nav.num_spans
         nbr = nav.nbr  # [S+1, 4], row S is the sink
         self.radius = radius
@@ -128,24 +299,36 @@ class GeodesicGraph:
             adj[:, k] = cur
         self.adj = adj.astype(np.int32) if S < 2**31 - 1 else adj  # halves the memory
         self.K = adj.shape[1] + 1  # + the span itself for point attachment
-        pos = nav.span_pos
         src = np.repeat(np.arange(S), adj.shape[1])
         dst = adj.reshape(-1)
         ok = dst < S
-        src, dst = src[ok], dst[ok]
+        src, dst = [src[ok]], [dst[ok]]
+        if corners and S:
+            self.corner_span, self.corner_pos = reflex_corners(nav)
+            cs_src, cs_dst = _corner_edges(nav, self.corner_span, self.corner_pos)
+            src.append(cs_src)
+            dst.append(cs_dst)
+        else:
+            self.corner_span, self.corner_pos = np.zeros(0, np.int64), np.zeros((0, 3))
+        self.C = C = len(self.corner_span)
+        self.N = N = S + C
+        src, dst = np.concatenate(src), np.concatenate(dst)
+        pos = np.vstack([nav.span_pos, self.corner_pos]) if C else nav.span_pos
         w = np.linalg.norm(pos[src] - pos[dst], axis=1)
         w = np.maximum(w, 1e-9)
-        # CSR rows 0..S-1 from sorted src, then the virtual row S with K slots
-        counts = np.bincount(src, minlength=S)
-        indptr = np.zeros(S + 2, np.int64)
-        indptr[1:S + 1] = np.cumsum(counts)
-        indptr[S + 1] = indptr[S] + self.K
-        self.indices = np.concatenate([dst, np.full(self.K, S)]).astype(np.int32)
+        # CSR rows 0..N-1 from sorted src, then the virtual row N with K slots
+        order = np.argsort(src, kind="stable")
+        src, dst, w = src[order], dst[order], w[order]
+        counts = np.bincount(src, minlength=N)
+        indptr = np.zeros(N + 2, np.int64)
+        indptr[1:N + 1] = np.cumsum(counts)
+        indptr[N + 1] = indptr[N] + self.K
+        self.indices = np.concatenate([dst, np.full(self.K, N)]).astype(np.int32)
         self.data = np.concatenate([w, np.zeros(self.K)])
         self.indptr = indptr.astype(np.int32) if indptr[-1] < 2**31 else indptr
         self._indptr64 = indptr
         self._lock = threading.Lock()
-        self.num_edges = int(ok.sum())
+        self.num_edges = int(len(src))
 
     def seen_from(self, spans: np.ndarray) -> np.ndarray:
         """[N, K] spans seen directly from each span (itself first), S = none."""
@@ -154,33 +337,34 @@ class GeodesicGraph:
 
     def field_from_point(self, span: int, point: np.ndarray, span_pos: np.ndarray,
                          limit: float = np.inf) -> np.ndarray:
-        """Dijkstra distances [S] from ``point`` (lying in ``span``) to every span centre."""
-        S = self.S
+        """Dijkstra distances [S] from ``point`` (lying in ``span``) to every span centre (the
+        search runs over the corner nodes too)."""
+        S, N = self.S, self.N
         seeds = self.seen_from(np.array([span]))[0]
         valid = seeds < S
         w = np.zeros(self.K)
         w[valid] = np.maximum(np.linalg.norm(span_pos[seeds[valid]] - point, axis=1), 1e-9)
         dij = _native_dijkstra() if self.indices.dtype == np.int32 else None
         if dij is not None:
-            # the seeds go in as arguments (not into the shared virtual row S): no lock, and
+            # the seeds go in as arguments (not into the shared virtual row N): no lock, and
             # calls from several threads run in parallel with the GIL released
             sd = np.ascontiguousarray(seeds[valid], np.int64)
             sw = np.ascontiguousarray(w[valid], np.float64)
-            d = np.empty(S, np.float64)
-            rc = dij(S, self._indptr64.ctypes.data, self.indices.ctypes.data, self.data.ctypes.data, sd.size,
+            d = np.empty(N, np.float64)
+            rc = dij(N, self._indptr64.ctypes.data, self.indices.ctypes.data, self.data.ctypes.data, sd.size,
                      sd.ctypes.data, sw.ctypes.data, float(limit), d.ctypes.data)
             if rc != 0:
-                raise NavError(None, f"geodesic search over {S} spans ran out of memory" if rc == -1
+                raise NavError(None, f"geodesic search over {N} nodes ran out of memory" if rc == -1
                                else "geodesic graph is corrupt (the compiled Dijkstra refused it)")
-            return d
+            return d[:S].copy() if N > S else d
         from scipy.sparse import csr_matrix
         from scipy.sparse.csgraph import dijkstra
 
         with self._lock:
-            self.indices[-self.K:] = np.where(valid, seeds, S)
+            self.indices[-self.K:] = np.where(valid, seeds, N)
             self.data[-self.K:] = np.where(valid, w, 0.0)
-            g = csr_matrix((self.data, self.indices, self.indptr), shape=(S + 1, S + 1), copy=False)
-            d = dijkstra(g, directed=True, indices=S, limit=limit)
+            g = csr_matrix((self.data, self.indices, self.indptr), shape=(N + 1, N + 1), copy=False)
+            d = dijkstra(g, directed=True, indices=N, limit=limit)
         return d[:S]
 
     def read_field(self, field: np.ndarray, spans: np.ndarray, points: np.ndarray,

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..errors import NavError
-from .geodesic import DEFAULT_RADIUS, GeodesicGraph
+from .geodesic import DEFAULT_RADIUS, GeodesicGraph, line_of_sight
 
 if TYPE_CHECKING:
     from .grid import NavMesh
@@ -141,14 +141,16 @@ def island_radius(nav: NavMesh, points):
 
 
 # ------------------------------------------------------------------------------ geodesics
-def geodesic_graph(nav: NavMesh, radius: int = DEFAULT_RADIUS) -> GeodesicGraph:
-    key = ("graph", radius)
+def geodesic_graph(nav: NavMesh, radius: int = DEFAULT_RADIUS, corners: bool = True) -> GeodesicGraph:
+    """The navmesh's geodesic graph (built once, cached); ``corners=False`` leaves out the corner
+    nodes (paths then bend at span centres only: the graph before issue 12, for comparisons)."""
+    key = ("graph", radius, corners)
     g = nav._cache.get(key)
     if g is None:
         with nav._lock:
             g = nav._cache.get(key)
             if g is None:
-                g = nav._cache[key] = GeodesicGraph(nav, radius)
+                g = nav._cache[key] = GeodesicGraph(nav, radius, corners)
     return g
 
 
@@ -187,9 +189,10 @@ def distance_at(nav: NavMesh, field: np.ndarray, points, radius: int = DEFAULT_R
     return _out(res, single)
 
 
-def geodesic_distance(nav: NavMesh, a, b, radius: int = DEFAULT_RADIUS):
+def geodesic_distance(nav: NavMesh, a, b, radius: int = DEFAULT_RADIUS, corners: bool = True):
     """Geodesic distance between rows of ``a`` and ``b`` ([N,3] each, or one [3] against many);
-    inf when either end cannot be snapped or they lie on different islands."""
+    inf when either end cannot be snapped or they lie on different islands. ``radius`` /
+    ``corners``: the graph's (see ``geodesic_graph``)."""
     pa, sa = _points(a)
     pb, sb = _points(b)
     if len(pa) == 1 and len(pb) > 1:
@@ -210,7 +213,7 @@ def geodesic_distance(nav: NavMesh, a, b, radius: int = DEFAULT_RADIUS):
     res[vis] = np.linalg.norm(qa[vis] - qb[vis], axis=1)
     idx = np.nonzero(ok & ~vis)[0]
     if idx.size:
-        g = geodesic_graph(nav, radius)
+        g = geodesic_graph(nav, radius, corners)
         keys = np.round(qa[idx], 6)
         uniq, inv = np.unique(keys, axis=0, return_inverse=True)
         inv = inv.reshape(-1)
@@ -220,45 +223,6 @@ def geodesic_distance(nav: NavMesh, a, b, radius: int = DEFAULT_RADIUS):
             f = g.field_from_point(int(ia[r0]), qa[r0], nav.span_pos)
             res[rows] = g.read_field(f, ib[rows], qb[rows], nav.span_pos)
     return _out(res, sa and sb)
-
-
-def line_of_sight(nav: NavMesh, sa, pa, sb, pb) -> np.ndarray:
-    """Whether the x/z segment pa->pb (in spans sa, sb) crosses only connected spans: walk the
-    cells it crosses through the neighbour links (so it follows stairs and stays on a floor)."""
-    sa = np.asarray(sa, np.int64)
-    N = sa.size
-    if N == 0:
-        return np.zeros(0, bool)
-    cs = nav.cell_size
-    ts, dirs = [], []
-    for axis, o, plus, minus in ((0, nav.origin[0], 0, 2), (2, nav.origin[1], 1, 3)):
-        a, b = pa[:, axis], pb[:, axis]
-        ia = np.floor((a - o) / cs)
-        ib = np.floor((b - o) / cs)
-        n = np.abs(ib - ia).astype(np.int64)
-        m = int(n.max()) if n.size else 0
-        k = np.arange(1, m + 1)
-        step = np.sign(ib - ia)
-        # the j-th boundary crossed: between cells ia + (j-1)*step and ia + j*step
-        line = o + (ia[:, None] + np.where(step[:, None] > 0, k[None, :], 1 - k[None, :])) * cs
-        with np.errstate(divide="ignore", invalid="ignore"):
-            t = (line - a[:, None]) / (b - a)[:, None]
-        t = np.where(k[None, :] <= n[:, None], t, np.inf)
-        ts.append(t)
-        dirs.append(np.broadcast_to(np.where(step > 0, plus, minus)[:, None], t.shape))
-    t = np.concatenate(ts, axis=1)
-    d = np.concatenate(dirs, axis=1)
-    order = np.argsort(t, axis=1, kind="stable")
-    t = np.take_along_axis(t, order, 1)
-    d = np.take_along_axis(d, order, 1)
-    cur = sa.copy()
-    nbr = nav.nbr
-    for j in range(t.shape[1]):
-        live = np.isfinite(t[:, j])
-        if not live.any():
-            break
-        cur = np.where(live, nbr[cur, d[:, j]], cur)
-    return cur == np.asarray(sb, np.int64)
 
 
 # ------------------------------------------------------------------------------ sampling

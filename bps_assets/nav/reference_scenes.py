@@ -204,7 +204,7 @@ class ExactRoom:
         return NavMesh.from_spans(r, c, y, nbr, (0.0, 0.0), (Dc, Wc), s, method="grid")
 
 
-def geodesic_errors(room: ExactRoom, nav, n_pairs=200, seed=1, radius=None, min_dist=1.0):
+def geodesic_errors(room: ExactRoom, nav, n_pairs=200, seed=1, radius=None, min_dist=1.0, corners=True):
     """Relative errors of nav.geodesic_distance against the exact distances on random pairs."""
     from bps_assets.nav.geodesic import DEFAULT_RADIUS
 
@@ -215,7 +215,9 @@ def geodesic_errors(room: ExactRoom, nav, n_pairs=200, seed=1, radius=None, min_
     exact = np.array([room.distance(p[[0, 2]], q[[0, 2]]) for p, q in zip(a, b)])
     keep = np.nonzero(exact >= min_dist)[0][:n_pairs]
     a, b, exact = a[keep], b[keep], exact[keep]
-    got = np.array([nav.geodesic_distance(a[i], b[i], radius=radius or DEFAULT_RADIUS) for i in range(len(a))])
+    from bps_assets.nav.queries import geodesic_distance
+
+    got = np.array([geodesic_distance(nav, a[i], b[i], radius or DEFAULT_RADIUS, corners) for i in range(len(a))])
     return np.abs(got - exact) / exact, exact
 
 

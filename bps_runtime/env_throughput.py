@@ -172,6 +172,9 @@ def report_lines(res: dict) -> list[str]:
         f"({p50_label}) = {res['p99_over_p50']:.3f} ({verdict(res['p99_over_p50'], '<=', TAIL_GOAL)})",
         f"steps that waited for a load: {res['waited_steps']} ({verdict(res['waited_steps'], '==', 0)})",
     ]
+    reasons = res.get("wait_reasons") or []
+    if reasons:   # the env's own account of each wait (step numbers count the warm-up steps too)
+        lines += [f"  why it waited: {r}" for r in reasons]
     c = res.get("counts")
     if c:
         lines.append(f"per step (mean of {c['steps']} counted steps, all phases): {c['torch_ops']:.0f} torch ops, "
@@ -278,6 +281,7 @@ def measure(manifest, options: BenchOptions = DEFAULTS) -> dict:
                 loading.append(busy)
                 waited.append(bool(info["waited_for_load"]))
         raw["swaps"] = int(getattr(scenes, "swap_count", lambda: 0)())
+        raw["wait_reasons"] = list(env.stats.get("wait_reasons", []))
         if o.count_steps > 0:
             acts = [actions() for _ in range(o.count_steps)]
             with count_ops() as counts:

@@ -1,0 +1,125 @@
+"""A scene swap never stalls a step while the loader keeps up (issue 11: "scene swaps never
+stall a step").
+
+Scene reads are gated by env steps instead of seconds, so the test is deterministic: a read
+that begins while the env is at step t returns once the test has counted step t + LOAD_STEPS
+(``StepGate``); after every step the test lets each released load finish. A slot's turn to
+swap comes round every ``slots * swap_every`` steps, longer than a load, so the loader keeps
+up; the episodes are queued ahead (the fused step's ring), so a swapped-out scene drains for
+several episodes. Before the fix the slot's next load started only once that scene had left,
+and the following swap waited for it.
+"""
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from bps_runtime.task import TaskOptions
+
+NAMES = ["Allensville", "Beechwood", "Benevolence", "Coffeen", "Cosmos", "Forkland"]
+SLOTS, SWAP_EVERY, LOAD_STEPS, EPISODE_STEPS = 2, 6, 8, 3
+
+
+@pytest.fixture(scope="module")
+def manifest(tmp_path_factory):
+    """Six small box rooms (distinct scenes; loading cost is set by the gate, not the size)."""
+    from bps_assets.pipeline.preprocess import PreprocessOptions, preprocess
+    from packed_scene_glb import write_glb
+
+    root = tmp_path_factory.mktemp("swap_waits")
+    box = np.array([[0, 2, 1], [0, 3, 2], [4, 5, 6], [4, 6, 7], [0, 1, 5], [0, 5, 4], [1, 2, 6],
+                    [1, 6, 5], [2, 3, 7], [2, 7, 6], [3, 0, 4], [3, 4, 7]], np.uint32)
+
+    def corners(x0, z0, x1, z1, h):
+        return np.array([[x0, 0, z0], [x1, 0, z0], [x1, 0, z1], [x0, 0, z1],
+                         [x0, h, z0], [x1, h, z0], [x1, h, z1], [x0, h, z1]], np.float32)
+
+    for i, n in enumerate(NAMES):   # Y-up room with a pillar, written Z-up as Gibson's GLBs
+        v = np.vstack([corners(0, 0, 4 + 0.5 * i, -5, 2.5), corners(1, -1, 1.6, -1.6, 2.5)])
+        write_glb(root / "src" / "gibson" / f"{n}.glb", np.stack([v[:, 0], -v[:, 2], v[:, 1]], 1),
+                  np.vstack([box[:, ::-1], box + 8]))
+    res = preprocess(root / "src", root / "out", "gibson", "tiny",
+                     PreprocessOptions(episodes=0, workers=1, subsets=("train",)), log=lambda s: None)
+    return res.manifest_path
+
+
+class StepGate:
+    """Wraps the loader's scene reader: once ``armed``, a read that begins at step t returns at
+    step t + ``steps`` (the test's ``tick``), or after ``timeout`` seconds when nothing ticks
+    (the env itself is blocked waiting for that load). ``submit`` wraps ``SceneLoader.submit``
+    to see the loads in flight."""
+
+    def __init__(self, read, submit, steps: int, timeout: float = 2.0):
+        self.read, self._submit, self.steps, self.timeout = read, submit, steps, timeout
+        self.now, self.armed = 0, False
+        self.dues: list[int] = []      # the step each read inside the gate waits for
+        self.starts: list[tuple[int, str]] = []
+        self.timed_out: list[str] = []
+        self.futures: list = []
+        self.cv = threading.Condition()
+
+    def submit(self, loader, *args, **kw):
+        fut = self._submit(loader, *args, **kw)
+        self.futures.append(fut)
+        return fut
+
+    def __call__(self, path):
+        with self.cv:
+            if self.armed:
+                due = self.now + self.steps
+                self.starts.append((self.now, str(path)))
+                self.dues.append(due)
+                if not self.cv.wait_for(lambda: self.now >= due, timeout=self.timeout):
+                    self.timed_out.append(str(path))
+                self.dues.remove(due)
+        return self.read(path)
+
+    def tick(self):
+        with self.cv:
+            self.now += 1
+            self.cv.notify_all()
+
+    def settle(self, timeout: float = 60.0):
+        """Until every load in flight is held at the gate (a released one has finished, a
+        submitted one has reached the gate)."""
+        t0 = time.perf_counter()
+        while True:
+            with self.cv:
+                if sum(not f.done() for f in self.futures) == sum(d > self.now for d in self.dues):
+                    return
+            assert time.perf_counter() - t0 < timeout, "a released scene load did not finish"
+            time.sleep(0.01)
+
+
+def test_swaps_never_wait_while_loads_keep_up(manifest, monkeypatch):
+    from bps_runtime import loader, make
+
+    gate = StepGate(loader._default_reader, loader.SceneLoader.submit, LOAD_STEPS)
+    monkeypatch.setattr(loader, "_default_reader", gate)
+    monkeypatch.setattr(loader.SceneLoader, "submit", lambda self, *a, **kw: gate.submit(self, *a, **kw))
+    env = make(manifest, split="train", num_envs=16, resolution=(8, 8), seed=0, episodes="sample",
+               task=TaskOptions(max_episode_steps=EPISODE_STEPS),
+               cache={"slots": SLOTS, "swap_every": SWAP_EVERY, "loader_threads": SLOTS})
+    try:
+        env.reset()
+        gate.settle()      # the start-up prefetch, not gated
+        gate.armed = True
+        g = torch.Generator().manual_seed(0)
+        waited, scenes = [], set()
+        for _ in range(120):   # no STOP: every episode runs EPISODE_STEPS steps
+            _, _, _, info = env.step(torch.randint(1, 4, (16,), generator=g))
+            waited.append(bool(info["waited_for_load"]))
+            scenes.update(info["scene_id"])
+            gate.settle()
+            gate.tick()
+            gate.settle()
+        assert env.world.scenes.swap_count() >= 15
+        assert len(gate.starts) >= 6 and scenes == set(NAMES)   # real loads, every scene visited
+        assert not any(waited), env.stats.get("wait_reasons")
+        assert env.stats["waited_steps"] == 0 and not gate.timed_out
+    finally:
+        env.close()

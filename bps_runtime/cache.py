@@ -95,8 +95,7 @@ class CacheReport:
 
 
 class _Slot:
-    __slots__ = ("index", "active", "pending", "ready", "episodes", "swap_requested", "loading", "load_note",
-                 "swapped_at")
+    __slots__ = ("index", "active", "pending", "ready", "episodes", "swap_requested", "loading", "load_note")
 
     def __init__(self, index):
         self.index = index
@@ -107,7 +106,6 @@ class _Slot:
         self.swap_requested = False
         self.loading = None                 # SceneSource of the pending load
         self.load_note = ""                 # when / why the pending load started (for wait reasons)
-        self.swapped_at = None              # clock label of the slot's last swap
 
 
 class SceneCache:
@@ -134,6 +132,7 @@ class SceneCache:
         self._refs = np.zeros(self.capacity, np.int64)
         self._scenes: dict[int, LoadedScene] = {}
         self._owner: dict[int, int] = {}  # resident id -> the slot that loaded it
+        self._swapped_out: dict[int, str] = {}  # resident id -> clock label of its swap out
         self._free_ids = deque(range(self.capacity))
         self.quarantined: dict[str, str] = {}
         self._rng = np.random.default_rng(options.seed)
@@ -312,9 +311,9 @@ class SceneCache:
             return
         old = slot.active
         slot.active, slot.ready, slot.episodes, slot.swap_requested = slot.ready, None, 0, False
-        slot.swapped_at = self.clock()
         self._report.swaps += 1
         if old is not None:
+            self._swapped_out[old] = self.clock()
             self._maybe_evict(old)
         if self.options.prefetch:
             self._start_load(slot, "at the slot's swap")
@@ -331,9 +330,9 @@ class SceneCache:
         self._unreserve(sc.ticket if sc.ticket is not None else 0)
         self._report.evictions += 1
         owner = self._owner.pop(rid, None)
+        out = self._swapped_out.pop(rid, "?")
         if owner is not None and self.options.prefetch:
-            self._start_load(self._slots[owner], f"when {sc.scene_id!r} left, swapped out at "
-                                                 f"{self._slots[owner].swapped_at}")
+            self._start_load(self._slots[owner], f"when {sc.scene_id!r} left, swapped out at {out}")
 
     def _release_envs(self, envs: np.ndarray) -> None:
         old = self.env_scene[envs]

@@ -172,9 +172,6 @@ def report_lines(res: dict) -> list[str]:
         f"({p50_label}) = {res['p99_over_p50']:.3f} ({verdict(res['p99_over_p50'], '<=', TAIL_GOAL)})",
         f"steps that waited for a load: {res['waited_steps']} ({verdict(res['waited_steps'], '==', 0)})",
     ]
-    reasons = res.get("wait_reasons") or []
-    if reasons:   # the env's own account of each wait (step numbers count the warm-up steps too)
-        lines += [f"  why it waited: {r}" for r in reasons]
     c = res.get("counts")
     if c:
         lines.append(f"per step (mean of {c['steps']} counted steps, all phases): {c['torch_ops']:.0f} torch ops, "
@@ -192,6 +189,8 @@ def report_lines(res: dict) -> list[str]:
         f"p99/p50 = {res['paired_p99_over_p50']:.3f}",
         f"peak RSS: {res['peak_rss_mb']:.0f} MB",
     ]
+    # the env's own account of each wait (its step numbers count the warm-up steps too)
+    lines += [f"why a step waited: {r}" for r in res.get("wait_reasons") or []]
     return lines
 
 

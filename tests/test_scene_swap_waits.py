@@ -11,6 +11,7 @@ and the following swap waited for it.
 """
 from __future__ import annotations
 
+import re
 import threading
 import time
 
@@ -95,10 +96,12 @@ class StepGate:
             time.sleep(0.01)
 
 
-def test_swaps_never_wait_while_loads_keep_up(manifest, monkeypatch):
+def _run(manifest, monkeypatch, load_steps: int, steps: int):
+    """``steps`` env steps with scene reads that take ``load_steps`` steps -> (env, gate,
+    waited per step, scene ids seen); the env is closed."""
     from bps_runtime import loader, make
 
-    gate = StepGate(loader._default_reader, loader.SceneLoader.submit, LOAD_STEPS)
+    gate = StepGate(loader._default_reader, loader.SceneLoader.submit, load_steps)
     monkeypatch.setattr(loader, "_default_reader", gate)
     monkeypatch.setattr(loader.SceneLoader, "submit", lambda self, *a, **kw: gate.submit(self, *a, **kw))
     env = make(manifest, split="train", num_envs=16, resolution=(8, 8), seed=0, episodes="sample",
@@ -110,16 +113,45 @@ def test_swaps_never_wait_while_loads_keep_up(manifest, monkeypatch):
         gate.armed = True
         g = torch.Generator().manual_seed(0)
         waited, scenes = [], set()
-        for _ in range(120):   # no STOP: every episode runs EPISODE_STEPS steps
+        for _ in range(steps):   # no STOP: every episode runs EPISODE_STEPS steps
             _, _, _, info = env.step(torch.randint(1, 4, (16,), generator=g))
             waited.append(bool(info["waited_for_load"]))
             scenes.update(info["scene_id"])
             gate.settle()
             gate.tick()
             gate.settle()
-        assert env.world.scenes.swap_count() >= 15
-        assert len(gate.starts) >= 6 and scenes == set(NAMES)   # real loads, every scene visited
-        assert not any(waited), env.stats.get("wait_reasons")
-        assert env.stats["waited_steps"] == 0 and not gate.timed_out
     finally:
         env.close()
+    return env, gate, waited, scenes
+
+
+def test_swaps_never_wait_while_loads_keep_up(manifest, monkeypatch):
+    env, gate, waited, scenes = _run(manifest, monkeypatch, LOAD_STEPS, 120)
+    assert env.world.scenes.swap_count() >= 15
+    assert len(gate.starts) >= 6 and scenes == set(NAMES)   # real loads, every scene visited
+    assert not any(waited), env.stats.get("wait_reasons")
+    assert env.stats["waited_steps"] == 0 and not gate.timed_out
+
+
+def test_a_swap_that_must_wait_says_why(manifest, monkeypatch):
+    """Loads slower than a slot's turn (the loader cannot keep up): the swap waits, and the
+    env says which step, slot and scene, since when it was loading, and what the loader was
+    doing; the benchmark prints it."""
+    from bps_runtime import env_throughput as bench
+
+    env, gate, waited, _ = _run(manifest, monkeypatch, 10 * LOAD_STEPS, 3 * SLOTS * SWAP_EVERY + 1)
+    # slot 0's first swap (step 6) and slot 1's (step 12) use scenes prefetched at start-up;
+    # slot 0's next load starts at its swap (counted from step 7) and is still held at step 18
+    first = 3 * SWAP_EVERY
+    assert waited.index(True) == first - 1 and env.stats["waited_steps"] >= 1 and gate.timed_out
+    why = env.stats["wait_reasons"][0]
+    assert re.fullmatch(rf"step {first}: slot 0 swap waited [0-9.]+ s for the load of '\w+' \(started at "
+                        rf"step {SWAP_EVERY + 1} \(at the slot's swap\); the loader was reading the packed "
+                        r"scene\)", why), why
+    raw = {"options": {}, "device": "cpu", "renderer": "embree", "threads": 1, "resident_scenes": 2, "swaps": 3,
+           "step_s": [0.01] * 12, "render_s": [0.01] * 12, "load_in_flight": [False] * 12,
+           "waited": [False] * 11 + [True], "load_avg_1min_end": 1.0, "peak_rss_mb": 1.0,
+           "wait_reasons": env.stats["wait_reasons"]}
+    lines = bench.report_lines(bench.summarize(raw, bench.BenchOptions(num_envs=16, steps=12)))
+    assert "steps that waited for a load: 1 (goal == 0: FAIL)" in lines
+    assert f"why a step waited: {why}" in lines

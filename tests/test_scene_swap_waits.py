@@ -15,7 +15,6 @@ import re
 import threading
 import time
 
-import numpy as np
 import pytest
 import torch
 
@@ -29,20 +28,10 @@ SLOTS, SWAP_EVERY, LOAD_STEPS, EPISODE_STEPS = 2, 6, 8, 3
 def manifest(tmp_path_factory):
     """Six small box rooms (distinct scenes; loading cost is set by the gate, not the size)."""
     from bps_assets.pipeline.preprocess import PreprocessOptions, preprocess
-    from packed_scene_glb import write_glb
+    from test_runtime_api import _glb_rooms
 
     root = tmp_path_factory.mktemp("swap_waits")
-    box = np.array([[0, 2, 1], [0, 3, 2], [4, 5, 6], [4, 6, 7], [0, 1, 5], [0, 5, 4], [1, 2, 6],
-                    [1, 6, 5], [2, 3, 7], [2, 7, 6], [3, 0, 4], [3, 4, 7]], np.uint32)
-
-    def corners(x0, z0, x1, z1, h):
-        return np.array([[x0, 0, z0], [x1, 0, z0], [x1, 0, z1], [x0, 0, z1],
-                         [x0, h, z0], [x1, h, z0], [x1, h, z1], [x0, h, z1]], np.float32)
-
-    for i, n in enumerate(NAMES):   # Y-up room with a pillar, written Z-up as Gibson's GLBs
-        v = np.vstack([corners(0, 0, 4 + 0.5 * i, -5, 2.5), corners(1, -1, 1.6, -1.6, 2.5)])
-        write_glb(root / "src" / "gibson" / f"{n}.glb", np.stack([v[:, 0], -v[:, 2], v[:, 1]], 1),
-                  np.vstack([box[:, ::-1], box + 8]))
+    _glb_rooms(root / "src", NAMES)
     res = preprocess(root / "src", root / "out", "gibson", "tiny",
                      PreprocessOptions(episodes=0, workers=1, subsets=("train",)), log=lambda s: None)
     return res.manifest_path

@@ -371,7 +371,7 @@ class CachedScenes:
         self.cache = SceneCache(self.sources, self.renderer, self.num_envs, self.options, device=str(self.device),
                                 navmesh_loader=self._load_navmesh)
         self.cache.wait_ready()
-        self.cache.clock = lambda: f"step {self.steps}"
+        self.cache.clock = lambda: f"step {self.steps}"   # rounds: one step of every group
 
     # ---- publication of resident ids
     def _sync(self):

@@ -39,13 +39,15 @@ def manifest(tmp_path_factory):
 
 class StepGate:
     """Wraps the loader's scene reader: once ``armed``, a read that begins at step t returns at
-    step t + ``steps`` (the test's ``tick``), or after ``timeout`` seconds when nothing ticks
-    (the env itself is blocked waiting for that load). ``submit`` wraps ``SceneLoader.submit``
-    to see the loads in flight."""
+    step t + ``steps`` (the test's ``tick``), or once one env step has lasted ``timeout``
+    seconds (the env is blocked waiting for a load; ``in_step`` marks the test's ``env.step``
+    calls, so a slow machine between steps does not count). ``submit`` wraps
+    ``SceneLoader.submit`` to see the loads in flight."""
 
-    def __init__(self, read, submit, steps: int, timeout: float = 2.0):
+    def __init__(self, read, submit, steps: int, timeout: float = 5.0):
         self.read, self._submit, self.steps, self.timeout = read, submit, steps, timeout
         self.now, self.armed = 0, False
+        self.step_began = None         # perf_counter() when the running env.step began
         self.dues: list[int] = []      # the step each read inside the gate waits for
         self.starts: list[tuple[int, str]] = []
         self.timed_out: list[str] = []
@@ -63,10 +65,17 @@ class StepGate:
                 due = self.now + self.steps
                 self.starts.append((self.now, str(path)))
                 self.dues.append(due)
-                if not self.cv.wait_for(lambda: self.now >= due, timeout=self.timeout):
-                    self.timed_out.append(str(path))
+                while self.now < due:
+                    if self.step_began is not None and time.perf_counter() - self.step_began > self.timeout:
+                        self.timed_out.append(str(path))
+                        break
+                    self.cv.wait(0.05)
                 self.dues.remove(due)
         return self.read(path)
+
+    def in_step(self, began: bool):
+        with self.cv:
+            self.step_began = time.perf_counter() if began else None
 
     def tick(self):
         with self.cv:
@@ -103,7 +112,10 @@ def _run(manifest, monkeypatch, load_steps: int, steps: int):
         g = torch.Generator().manual_seed(0)
         waited, scenes = [], set()
         for _ in range(steps):   # no STOP: every episode runs EPISODE_STEPS steps
-            _, _, _, info = env.step(torch.randint(1, 4, (16,), generator=g))
+            a = torch.randint(1, 4, (16,), generator=g)
+            gate.in_step(True)
+            _, _, _, info = env.step(a)
+            gate.in_step(False)
             waited.append(bool(info["waited_for_load"]))
             scenes.update(info["scene_id"])
             gate.settle()
@@ -128,7 +140,7 @@ def test_a_swap_that_must_wait_says_why(manifest, monkeypatch):
     doing; the benchmark prints it."""
     from bps_runtime import env_throughput as bench
 
-    env, gate, waited, _ = _run(manifest, monkeypatch, 10 * LOAD_STEPS, 3 * SLOTS * SWAP_EVERY + 1)
+    env, gate, waited, _ = _run(manifest, monkeypatch, 10 * LOAD_STEPS, 3 * SWAP_EVERY + 1)
     # slot 0's first swap (step 6) and slot 1's (step 12) use scenes prefetched at start-up;
     # slot 0's next load starts at its swap (counted from step 7) and is still held at step 18
     first = 3 * SWAP_EVERY

@@ -8,14 +8,28 @@ starts on it; environments still in an episode keep the old scene (so it stays r
 move over only at their own episode boundary. A scene leaves (renderer detach, bytes freed)
 as soon as no environment uses it and it is not a slot's active/pending scene.
 
+A slot starts its next load at its swap, while its previous scene is still draining (each
+slot holds at most three scenes: active, next, and one previous scene whose episodes have not
+all ended). A runtime that queues episodes ahead keeps a swapped-out scene for several
+episodes per env (the running one plus those queued before the swap); had the next load waited
+for that drain, it would start tens of steps late and the following swap would wait for it.
+When the scene order names a scene that is still resident and draining, it becomes the slot's
+next scene again without a load (with few spare scenes, the one just swapped out is the only
+choice, and reloading it would only add a wait).
+
 Budget: ``budget_bytes`` is a ledger fixed up front. A load reserves its scene's exact byte
 cost (shading tables + accel + navmesh, computed after decode, before the BVH build and the
 device upload) and blocks until the resident total plus that cost fits; a scene larger than the
 whole budget is quarantined. So resident bytes never exceed the budget (``peak_bytes`` is
-checked by the tests). Without ``budget_bytes`` the limit is 2K scenes (K active + K pending).
-For swaps to flow the budget must hold K active scenes plus at least one pending one.
+checked by the tests). Without ``budget_bytes`` the limit is 3K scenes (K active + K next + K
+draining; in steady state one slot drains at a time, so about 2K + 1). For swaps to flow the
+budget must hold K active scenes plus at least one pending one.
 
-Resident scenes are addressed by small integer ids in [0, 2K) -- the ``scene_ids`` the
+Waits (a call that blocks on a load) are reported with their reason in ``CacheReport.reasons``:
+which slot and scene, how long, when the load was started and why then, and what the loader
+was doing (``SceneLoader.stage``).
+
+Resident scenes are addressed by small integer ids in [0, 3K) -- the ``scene_ids`` the
 renderer takes. ``scene_for_next_episode`` is the only call that changes an environment's
 scene, which is how "swaps only at episode boundaries" is guaranteed.
 """
@@ -59,6 +73,10 @@ class CacheOptions:
 
 DEFAULTS = CacheOptions()
 
+# resident ids per slot: its active scene, its next one (loading or loaded) and one previous
+# scene still draining (the next load starts at the swap, not when the previous scene leaves)
+SCENES_PER_SLOT = 3
+
 
 @dataclass
 class CacheReport:
@@ -70,12 +88,14 @@ class CacheReport:
     swaps: int = 0
     evictions: int = 0
     quarantined: list = field(default_factory=list)  # scene ids that failed since last report
+    reasons: list = field(default_factory=list)      # one line per wait: slot, scene, why, loader stage
+    reused: int = 0               # next scenes taken from draining resident ones (no load)
     resident_scenes: int = 0
     resident_bytes: int = 0
 
 
 class _Slot:
-    __slots__ = ("index", "active", "pending", "ready", "episodes", "swap_requested")
+    __slots__ = ("index", "active", "pending", "ready", "episodes", "swap_requested", "loading", "load_note")
 
     def __init__(self, index):
         self.index = index
@@ -84,6 +104,8 @@ class _Slot:
         self.ready: int | None = None       # resident id, loaded, waiting for its swap
         self.episodes = 0                   # episodes started on the active scene
         self.swap_requested = False
+        self.loading = None                 # SceneSource of the pending load
+        self.load_note = ""                 # when / why the pending load started (for wait reasons)
 
 
 class SceneCache:
@@ -102,7 +124,7 @@ class SceneCache:
         self.sources = list(sources)
         k = min(options.slots, len(self.sources), self.num_envs)
         self.num_slots = k
-        self.capacity = 2 * k
+        self.capacity = SCENES_PER_SLOT * k
         self.budget_bytes = options.budget_bytes
         self._slots = [_Slot(i) for i in range(k)]
         self.env_slot = np.arange(self.num_envs) % k
@@ -110,6 +132,7 @@ class SceneCache:
         self._refs = np.zeros(self.capacity, np.int64)
         self._scenes: dict[int, LoadedScene] = {}
         self._owner: dict[int, int] = {}  # resident id -> the slot that loaded it
+        self._swapped_out: dict[int, str] = {}  # resident id -> clock label of its swap out
         self._free_ids = deque(range(self.capacity))
         self.quarantined: dict[str, str] = {}
         self._rng = np.random.default_rng(options.seed)
@@ -120,10 +143,13 @@ class SceneCache:
         self.peak_bytes = 0
         self._closed = False
         self._report = CacheReport()
+        t0 = time.perf_counter()
+        # labels the moments named in wait reasons; the env sets it to its step counter
+        self.clock: Callable[[], str] = lambda: f"t={time.perf_counter() - t0:.1f} s"
         self.loader = SceneLoader(renderer, options.loader_threads, device, reader, navmesh_loader,
                                   release=self._unreserve)
         for s in self._slots:
-            self._start_load(s)
+            self._start_load(s, "at start-up")
 
     # ------------------------------------------------------------------ budget (loader threads)
     def _reserve(self, nbytes: int, source: SceneSource):
@@ -153,32 +179,71 @@ class SceneCache:
             return self._used
 
     # ------------------------------------------------------------------ scene order / loads
-    def _next_source(self) -> SceneSource | None:
+    def _claimed(self, rid: int) -> bool:
+        return any(s.active == rid or s.ready == rid for s in self._slots)
+
+    def _next_source(self) -> tuple[SceneSource, int | None] | None:
+        """The next scene in the order that is neither quarantined nor another slot's active /
+        next / loading scene: (source, None) to load, or (source, resident id) when it is still
+        resident, draining."""
+        draining = {sc.scene_id: rid for rid, sc in self._scenes.items() if not self._claimed(rid)}
         for _ in range(2):
             while self._order:
                 i = self._order.popleft()
                 s = self.sources[i]
-                if s.scene_id not in self.quarantined and s.scene_id not in self._in_use:
-                    return s
+                if s.scene_id in self.quarantined:
+                    continue
+                if s.scene_id not in self._in_use:
+                    return s, None
+                if s.scene_id in draining:
+                    return s, draining[s.scene_id]
             live = [i for i, s in enumerate(self.sources) if s.scene_id not in self.quarantined]
             self._order.extend(self._rng.permutation(live).tolist() if live else [])
         return None
 
-    def _start_load(self, slot: _Slot) -> bool:
-        """Start the slot's next load if it has none; True if a load is pending or ready."""
+    def _start_load(self, slot: _Slot, why: str) -> bool:
+        """Give the slot its next scene if it has none (a load, or a draining resident scene
+        taken back); True if a next scene is pending or ready. ``why``: for wait reasons."""
         if slot.pending is not None or slot.ready is not None:
             return True
-        if sum(1 for o in self._owner.values() if o == slot.index) >= 2:
-            return False  # its previous scene is still draining: load again once it has left
-        src = self._next_source()
-        if src is None:
+        if sum(1 for o in self._owner.values() if o == slot.index) >= SCENES_PER_SLOT:
+            return False  # active + two previous scenes still draining: the next one waits
+        pick = self._next_source()
+        if pick is None:
             return False
+        src, rid = pick
+        if rid is not None:      # still resident: no load, it is this slot's next (or first) scene
+            self._owner[rid] = slot.index
+            if slot.active is None:
+                slot.active, slot.episodes = rid, 0
+            else:
+                slot.ready = rid
+            self._report.reused += 1
+            return True
         self._in_use.add(src.scene_id)
+        slot.loading = src
+        slot.load_note = f"started at {self.clock()} ({why})"
         slot.pending = self.loader.submit(src, self._reserve)
         return True
 
+    def _load_state(self, slot: _Slot) -> tuple[str, str, str]:
+        """(scene loading, when / why it started, what the loader is doing with it) - taken
+        before a wait, for its reason."""
+        src = slot.loading
+        if src is None:
+            return "?", "no load started", "idle"
+        return src.scene_id, slot.load_note, self.loader.stage.get(src.scene_id, "finishing")
+
+    def _note_wait(self, slot: _Slot, what: str, state: tuple[str, str, str], seconds: float) -> None:
+        name, note, stage = state
+        self._report.waited = True
+        self._report.wait_seconds += seconds
+        self._report.reasons.append(f"slot {slot.index} {what} waited {seconds:.2f} s for "
+                                    f"the load of {name!r} ({note}; the loader was {stage})")
+
     def _integrate(self, slot: _Slot, res) -> None:
         slot.pending = None
+        slot.loading = None
         if isinstance(res, LoadFailure):
             self._in_use.discard(res.scene_id)
             if not isinstance(res.error, LoadCancelled):
@@ -201,12 +266,13 @@ class SceneCache:
             if s.pending is not None and s.pending.done():
                 self._integrate(s, s.pending.result())
                 if s.active is None or (self.options.prefetch and s.ready is None):
-                    self._start_load(s)
+                    self._start_load(s, "when the slot's previous load ended")
 
     def _wait_for_active(self, slot: _Slot) -> None:
         t0 = time.perf_counter()
+        state = self._load_state(slot)
         while slot.active is None:
-            if slot.pending is None and not self._start_load(slot):
+            if slot.pending is None and not self._start_load(slot, "the slot had no scene"):
                 # every remaining scene is loading in (or used by) another slot: wait for those,
                 # then share another slot's scene until this slot's own next load lands
                 others = [s for s in self._slots if s.pending is not None]
@@ -219,21 +285,21 @@ class SceneCache:
                         f"{k}: {v}" for k, v in list(self.quarantined.items())[:5]))
                 slot.active, slot.episodes = donor, 0
                 break
-            self._integrate(slot, slot.pending.result())
-        dt = time.perf_counter() - t0
-        self._report.waited = True
-        self._report.wait_seconds += dt
+            if slot.pending is not None:   # else a draining resident scene became its scene
+                self._integrate(slot, slot.pending.result())
+        self._note_wait(slot, "had no loaded scene (start-up, or its loads failed) and", state,
+                        time.perf_counter() - t0)
 
     def wait_ready(self) -> None:
         """Block until every slot has an active scene (the initial load; not counted as a wait)."""
         for s in self._slots:
             if s.active is None:
                 self._wait_for_active(s)
-        self._report.waited, self._report.wait_seconds = False, 0.0
+        self._report.waited, self._report.wait_seconds, self._report.reasons = False, 0.0, []
         self.poll()
         if self.options.prefetch:
             for s in self._slots:
-                self._start_load(s)
+                self._start_load(s, "at start-up")
 
     # ------------------------------------------------------------------ the env's API
     def _maybe_swap(self, slot: _Slot) -> None:
@@ -247,9 +313,10 @@ class SceneCache:
         slot.active, slot.ready, slot.episodes, slot.swap_requested = slot.ready, None, 0, False
         self._report.swaps += 1
         if old is not None:
+            self._swapped_out[old] = self.clock()
             self._maybe_evict(old)
         if self.options.prefetch:
-            self._start_load(slot)
+            self._start_load(slot, "at the slot's swap")
 
     def _maybe_evict(self, rid: int) -> None:
         if self._refs[rid] > 0 or rid not in self._scenes:
@@ -263,8 +330,9 @@ class SceneCache:
         self._unreserve(sc.ticket if sc.ticket is not None else 0)
         self._report.evictions += 1
         owner = self._owner.pop(rid, None)
+        out = self._swapped_out.pop(rid, "?")
         if owner is not None and self.options.prefetch:
-            self._start_load(self._slots[owner])
+            self._start_load(self._slots[owner], f"when {sc.scene_id!r} left, swapped out at {out}")
 
     def _release_envs(self, envs: np.ndarray) -> None:
         old = self.env_scene[envs]
@@ -351,12 +419,12 @@ class SceneCache:
             return False
         blocked = not s.pending.done()
         t0 = time.perf_counter()
+        state = self._load_state(s)
         self._integrate(s, s.pending.result())
         if blocked:
-            self._report.waited = True
-            self._report.wait_seconds += time.perf_counter() - t0
+            self._note_wait(s, "swap", state, time.perf_counter() - t0)
         if s.active is None or (self.options.prefetch and s.ready is None):
-            self._start_load(s)
+            self._start_load(s, "when the slot's previous load ended")
         return blocked
 
     def scene(self, rid: int) -> LoadedScene:

@@ -190,6 +190,8 @@ def report_lines(res: dict) -> list[str]:
         f"p99/p50 = {res['paired_p99_over_p50']:.3f}",
         f"peak RSS: {res['peak_rss_mb']:.0f} MB",
     ]
+    # the env's own account of each wait (its step numbers count the warm-up steps too)
+    lines += [f"why a step waited: {r}" for r in res.get("wait_reasons") or []]
     return lines
 
 
@@ -281,6 +283,7 @@ def measure(manifest, options: BenchOptions = DEFAULTS) -> dict:
                 waited.append(bool(info["waited_for_load"]))
         raw["swaps"] = int(getattr(scenes, "swap_count", lambda: 0)())
         raw["capture_status"] = env.capture_status
+        raw["wait_reasons"] = list(env.stats.get("wait_reasons", []))
         if o.count_steps > 0:
             acts = [actions() for _ in range(o.count_steps)]
             with count_ops() as counts:

@@ -124,6 +124,7 @@ class EpisodeSupply:
         self.scenes: dict[int, _SceneState] = {}
         self.visits: dict[str, int] = {}
         self.waits = 0
+        self.wait_reasons: list[str] = []   # one line per wait (the env's stats collect them)
 
     # ------------------------------------------------------------------ scene arrival / leave
     def scene_arrived(self, key: int, name: str, mesh: SceneNav, inline: bool = True) -> GoalFields:
@@ -202,8 +203,11 @@ class EpisodeSupply:
         return row, cand
 
     def _ready_pool(self, st: _SceneState):
-        waited = any(not f.done() for f in st.pool)
-        self.waits += int(waited)
+        todo = sum(not f.done() for f in st.pool)
+        self.waits += int(todo > 0)
+        if todo:
+            self.wait_reasons.append(f"scene {st.name!r}: {todo} of its {len(st.pool)} goal-pool distance "
+                                     "fields were still being computed when its first episodes were taken")
         pool = [e for e in (f.result() for f in st.pool) if e[1].size]
         if not pool:
             raise NavError(None, f"scene {st.name!r}: no goal with a reachable start")
@@ -301,11 +305,16 @@ class EpisodeSupply:
             if fut is None:
                 e = eps[st.order[pos % len(eps)]]
                 self.waits += 1
+                self.wait_reasons.append(f"scene {st.name!r}: episode {e.get('episode_id')!r} was not prepared "
+                                         f"ahead (computed on the simulator thread)")
                 res = self._prepare_dataset_episode(st, e)
                 waited = True
             else:
                 waited = not fut.done()
                 self.waits += int(waited)
+                if waited:
+                    self.wait_reasons.append(f"scene {st.name!r}: the distance field of its episode at position "
+                                             f"{pos} was still being computed")
                 res = fut.result()
             if len(st.memo) < self.options.memo_episodes:
                 st.memo[k] = res            # the memo keeps its own reference to the row

@@ -137,7 +137,8 @@ def _warn_links_out(source: SceneSource) -> None:
 class SceneLoader:
     """``submit(source, reserve=None) -> Future[LoadedScene | LoadFailure]`` on ``threads``
     background threads. ``reserve(nbytes, source)`` (from the cache) returns a ticket or raises;
-    it may block until budget frees up."""
+    it may block until budget frees up. ``stage[scene_id]`` says what each unfinished load is
+    doing (the cache names it when a step waits for that load)."""
 
     def __init__(self, renderer, threads: int = 2, device: str = "cpu",
                  reader: Callable[[str], Any] | None = None,
@@ -148,12 +149,14 @@ class SceneLoader:
         self.reader = reader or _default_reader
         self.navmesh_loader = navmesh_loader or _default_navmesh_loader
         self._release = release
+        self.stage: dict[str, str] = {}   # scene id -> what its load is doing (one dict write per stage)
         self._pool = ThreadPoolExecutor(max(1, threads), thread_name_prefix="bps-loader",
                                         initializer=lower_priority)
 
     def submit(self, source: SceneSource, reserve: Callable[[int, SceneSource], Any] | None = None) -> Future:
         """Queue a load on the loader threads; the future's result is a LoadedScene or, for any
         error (a failing ``reserve`` included), a LoadFailure; it never raises."""
+        self.stage[source.scene_id] = "queued behind other loads"
         return self._pool.submit(self._load, source, reserve)
 
     def load(self, source: SceneSource, reserve=None) -> LoadedScene:
@@ -166,18 +169,25 @@ class SceneLoader:
     def _load(self, source: SceneSource, reserve, quiet: bool = False):
         t0 = time.perf_counter()
         ticket = None
+        stage = self.stage
+        sid = source.scene_id
         _warn_links_out(source)
         try:
+            stage[sid] = "reading the packed scene"
             ps = self.reader(source.scene_path)
             path = getattr(ps, "path", "") or source.scene_path
+            stage[sid] = "building the shading tables"
             sd = build_shading_data(ps, path)
             if self.device.startswith("cuda"):
                 sd = _pin(sd)
+            stage[sid] = "reading the navmesh and preparing its navigation"
             nav = self.navmesh_loader(source.navmesh_path) if source.navmesh_path else None
             nv, nt = int(ps.positions.shape[0]), int(ps.indices.shape[0])
             nbytes = sd.nbytes + int(self.renderer.accel_bytes(nv, nt)) + navmesh_nbytes(nav)
             if reserve is not None:
+                stage[sid] = "waiting for room in the cache budget"
                 ticket = reserve(nbytes, source)
+            stage[sid] = "building the renderer's acceleration structure"
             accel = self.renderer.prepare(sd, ps.positions, ps.indices)
             return LoadedScene(source, sd, accel, nav, dict(getattr(ps, "header", {}) or {}), nv, nt,
                                nbytes, time.perf_counter() - t0, ticket)
@@ -188,6 +198,8 @@ class SceneLoader:
             if not quiet and not isinstance(e, LoadCancelled):
                 log.error("scene %r quarantined: %s", source.scene_id, msg)
             return LoadFailure(source, e, msg)
+        finally:
+            stage.pop(sid, None)
 
     def close(self):
         """Cancel the queued loads and wait for the running ones to finish."""

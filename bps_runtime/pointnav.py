@@ -39,6 +39,8 @@ from . import step_profile
 from .fused_step import EpisodeRing, FusedStep, LazyNames
 from .task import DEFAULTS as TASK_DEFAULTS, NUM_ACTIONS, TaskOptions
 
+MAX_WAIT_REASONS = 100   # wait reasons kept in env.stats (the latest)
+
 _INT_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
 
 
@@ -82,7 +84,8 @@ class BatchPointNavEnv:
         self._closed = False
         self._started = False
         self._reseed = None
-        self.stats = {"steps": 0, "waited_steps": 0, "episodes": 0}
+        # wait_reasons: why steps (or resets) waited for a load or an episode, one line each
+        self.stats = {"steps": 0, "waited_steps": 0, "episodes": 0, "wait_reasons": []}
 
     @property
     def task(self) -> TaskOptions:
@@ -299,6 +302,7 @@ class BatchPointNavEnv:
         ring.known[:] = 1
         self.stats["episodes"] += self.num_envs
         waited = ring.waited
+        self._note_waits("reset")
         self._out = [self._render(g) for g in range(self.num_groups)]
         obs = {k: torch.cat([self._out[g][k] for g in range(self.num_groups)]) for k in self._out[0]}
         info = self._info(slice(0, self.num_envs), None, waited, reset=True)
@@ -327,11 +331,20 @@ class BatchPointNavEnv:
             self.fused.step(g, a)
             obs = self._render(g)
             f, sl = self.fused, self._group_slice(g)
+            waited = self.world.after_step(g) or waited   # a swap due now may wait for its load
             info = self._info(sl, g, waited)
             self.stats["steps"] += 1
-            self.world.after_step(g)
             self.stats["waited_steps"] += int(waited)
+            self._note_waits(f"step {self.stats['steps']}")
             return obs, f.reward[sl], f.done[sl].view(torch.bool), info
+
+    def _note_waits(self, when: str):
+        """Keep why anything waited (``stats["wait_reasons"]``, the latest ``MAX_WAIT_REASONS``)."""
+        reasons = self.world.take_wait_reasons()
+        if reasons:
+            kept = self.stats["wait_reasons"]
+            kept += [f"{when}: {r}" for r in reasons]
+            del kept[:-MAX_WAIT_REASONS]
 
     def _info(self, sl, g, waited, reset: bool = False):
         f, n, dev = self.fused, sl.stop - sl.start, self.device

@@ -129,11 +129,19 @@ class World:
         """Episodes in these resident ids have ended (one reference each)."""
         self.scenes.release_scenes(np.asarray(keys, np.int64))
 
-    def after_step(self, group: int):
-        """Per-step hook of the scene manager (scheduled swaps) after group ``group``'s step."""
+    def after_step(self, group: int) -> bool:
+        """Per-step hook of the scene manager (scheduled swaps) after group ``group``'s step;
+        True if it waited for a load (then ``take_wait_reasons`` says why)."""
         hook = getattr(self.scenes, "after_step", None)
-        if hook is not None:
-            hook(group)
+        return bool(hook(group)) if hook is not None else False
+
+    def take_wait_reasons(self) -> list[str]:
+        """Why anything waited for a load or an episode since the last call (one line each)."""
+        take = getattr(self.scenes, "take_wait_reasons", None)
+        out = list(take()) if take is not None else []
+        out += self.episodes.wait_reasons
+        self.episodes.wait_reasons = []
+        return out
 
     def scene_name(self, key: int) -> str:
         """Scene id of resident id ``key``."""
@@ -295,7 +303,10 @@ class CachedScenes:
       can be reused for another scene: checked by identity of the navmesh).
     - ``swap_every`` steps: one slot (round robin) is asked to move new episodes to its
       prefetched scene. If that scene's load has not finished, the step waits for it (and
-      reports ``waited``) so swaps happen at a fixed step and runs stay reproducible.
+      reports ``waited``, with the reason in ``take_wait_reasons``) so swaps happen at a fixed
+      step and runs stay reproducible. The slot's next load starts at its swap (the cache's
+      module docstring), so the step waits only when a load takes longer than the slot's turn
+      comes round again, or when the cache budget holds loads back.
     """
 
     def __init__(self, entries, cache, *, num_envs: int, seed: int, renderer, device="cpu"):
@@ -333,12 +344,13 @@ class CachedScenes:
         self.steps = 0
         self._next_slot = 0
         self.swaps_requested = 0
-        self.waits = 0
-        self._waited = False
+        self._reasons: list[str] = []
 
     def capacity(self, num_envs: int) -> int:
         """Resident ids the cache can hand out (``SceneCache.capacity``)."""
-        return 2 * min(self.options.slots, len(self.sources), num_envs)
+        from .cache import SCENES_PER_SLOT
+
+        return SCENES_PER_SLOT * min(self.options.slots, len(self.sources), num_envs)
 
     # ---- loader threads
     def _load_navmesh(self, path):
@@ -359,6 +371,7 @@ class CachedScenes:
         self.cache = SceneCache(self.sources, self.renderer, self.num_envs, self.options, device=str(self.device),
                                 navmesh_loader=self._load_navmesh)
         self.cache.wait_ready()
+        self.cache.clock = lambda: f"step {self.steps}"   # rounds: one step of every group
 
     # ---- publication of resident ids
     def _sync(self):
@@ -379,22 +392,27 @@ class CachedScenes:
         keys = self.cache.assign_next(np.asarray(env_ids))
         rep = self.cache.take_report()
         self._sync()
-        waited = rep.waited or self._waited
-        self._waited = False
-        return keys, waited
+        self._reasons += rep.reasons
+        return keys, rep.waited
+
+    def take_wait_reasons(self) -> list[str]:
+        """The cache's wait reasons since the last call."""
+        out, self._reasons = self._reasons, []
+        return out
 
     def release_scenes(self, keys):
         """Queued or running episodes in these resident ids ended."""
         self.cache.release_scenes(keys)
         self._sync()
 
-    def after_step(self, group: int):
-        """Per-step hook of the scene manager (scheduled swaps) after group ``group``'s step."""
-        if group != 0 or not self.swap_every:
-            return
-        self.steps += 1
-        if self.steps % self.swap_every:
-            return
+    def after_step(self, group: int) -> bool:
+        """Per-step hook (scheduled swaps) after group ``group``'s step; True if the swap due
+        now waited for its scene's load."""
+        if group != 0:
+            return False
+        self.steps += 1      # rounds: the clock of wait reasons
+        if not self.swap_every or self.steps % self.swap_every:
+            return False
         c = self.cache
         c.poll()
         # the next slot (round robin) that has a scene prefetched or loading; with few spare
@@ -402,11 +420,14 @@ class CachedScenes:
         order = [(self._next_slot + i) % c.num_slots for i in range(c.num_slots)]
         k = next((i for i in order if c.has_pending(i)), None)
         if k is None:
-            return
+            return False
         self._next_slot = (k + 1) % c.num_slots
-        self._waited = c.wait_pending(k) or self._waited
+        c.wait_pending(k)
         c.request_swap([k])
         self.swaps_requested += 1
+        rep = c.take_report()    # this step's wait, reported with this step
+        self._reasons += rep.reasons
+        return rep.waited
 
     def name(self, key):
         """Scene id of resident id ``key``."""

@@ -11,8 +11,9 @@ from bps_assets.errors import BpsError, ConfigError
 NAMES = ["Allensville", "Beechwood", "Collierville"]
 
 
-def _glb_rooms(src):
-    """Fallback sources when bps_assets.synth is not there: Z-up box rooms with a pillar."""
+def _glb_rooms(src, names=NAMES):
+    """Fallback sources when bps_assets.synth is not there: Z-up box rooms with a pillar, one
+    per name (sizes differ)."""
     from packed_scene_glb import write_glb
 
     box = np.array([[0, 2, 1], [0, 3, 2], [4, 5, 6], [4, 6, 7], [0, 1, 5], [0, 5, 4], [1, 2, 6],
@@ -22,7 +23,7 @@ def _glb_rooms(src):
         return np.array([[x0, 0, z0], [x1, 0, z0], [x1, 0, z1], [x0, 0, z1],
                          [x0, h, z0], [x1, h, z0], [x1, h, z1], [x0, h, z1]], np.float32)
 
-    for i, n in enumerate(NAMES):
+    for i, n in enumerate(names):
         v = np.vstack([corners(0, 0, 4 + i, -5, 2.5), corners(1, -1, 1.6, -1.6, 2.5)])
         t = np.vstack([box[:, ::-1], box + 8])
         write_glb(src / "gibson" / f"{n}.glb", np.stack([v[:, 0], -v[:, 2], v[:, 1]], 1), t)

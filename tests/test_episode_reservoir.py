@@ -1,0 +1,107 @@
+"""Sampled episodes drawn ahead in a per-scene reservoir on the field worker
+(``SupplyOptions.reservoir``) are the same episodes as drawn inline in ``take``
+(``reservoir=0``), and the reservoir's field-row references go back when its scene leaves."""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from bps_runtime.batched_nav import FieldWorker, NavBuffers, SceneNav
+from bps_runtime.episode_supply import EpisodeSupply, SupplyOptions
+from bps_runtime.inmemory_scenes import room
+
+ROOMS = {"a": room("a")[4], "b": room("b", w=5.0, d=5.0, pillars=[(2.0, -3.0, 2.5, -2.0)])[4]}
+
+
+def _supply(reservoir: int, seed: int = 7):
+    worker = FieldWorker()
+    sup = EpisodeSupply("sample", seed, worker, options=SupplyOptions(goal_pool=6, reservoir=reservoir))
+    return sup, worker, NavBuffers(capacity=8)
+
+
+def _arrive(sup, bufs, key, name):
+    return sup.scene_arrived(key, name, SceneNav(ROOMS[name], bufs))
+
+
+def _run(reservoir: int):
+    """A fixed sequence of takes: growing and shrinking batches (some larger than the
+    reservoir), scene b leaving and coming back under another key, a reseed."""
+    sup, worker, bufs = _supply(reservoir)
+    _arrive(sup, bufs, 0, "a")
+    _arrive(sup, bufs, 1, "b")
+    rng, pause = np.random.default_rng(3), np.random.default_rng(4)
+    out = []
+
+    def take(keys):
+        e, _ = sup.take(np.asarray(keys, np.int64))
+        out.append((e.start.copy(), e.yaw.copy(), e.goal.copy(), e.rows.copy(), list(e.episode_ids)))
+        if reservoir:   # let the background top-ups land sometimes, not always
+            f = next(iter(sup.scenes.values())).res.fill
+            if f is not None and pause.random() < 0.5:
+                f.result()
+
+    for n in [1, 3, 9, 2, 40, 5, 5, 17, 1, 30]:
+        take(rng.integers(0, 2, n))
+    sup.scene_left(1)
+    take([0] * 6)
+    _arrive(sup, bufs, 3, "b")            # a new visit of b: its own random stream
+    for n in [4, 25, 3]:
+        take(rng.choice([0, 3], n))
+    sup.reseed(11)
+    for n in [7, 2, 50]:
+        take(rng.choice([0, 3], n))
+    worker.close()
+    return out, sup
+
+
+def test_reservoir_gives_the_inline_episodes():
+    inline, s0 = _run(0)
+    ahead, s1 = _run(16)
+    assert len(inline) == len(ahead)
+    for a, b in zip(inline, ahead):
+        for x, y in zip(a[:4], b[:4]):
+            np.testing.assert_array_equal(x, y)
+        assert a[4] == b[4]
+    starts = np.concatenate([t[0] for t in ahead])
+    assert len(np.unique(starts, axis=0)) == len(starts)   # every draw is a new episode
+    assert s0.waits == 0
+    # the takes larger than the reservoir (50 after the reseed, at least) were drawn inline
+    assert s1.waits == 0 and s1.misses >= 1 and len(s1.miss_reasons) == s1.misses
+
+
+def _refs(fields):
+    return {int(r): int(c) for r, c in enumerate(fields.refs) if c}
+
+
+def test_reservoir_rows_released_when_scene_leaves():
+    sup, worker, bufs = _supply(16)
+    fields = _arrive(sup, bufs, 0, "a")
+    pool_rows = sup.scenes[0].ready_pool["rows"]
+    held = sup.scenes[0].res
+    assert held.size() == 16
+    e, _ = sup.take(np.zeros(3, np.int64))
+    # the pool holds one reference per row; each drawn episode (taken or waiting) one more
+    expect = {int(r): 1 for r in pool_rows}
+    for r in np.concatenate([e.rows, held.eps.rows[held.head:]]).tolist():
+        expect[r] += 1
+    assert _refs(fields) == expect
+
+    # a top-up queued behind a busy worker when the scene leaves must not retain anything
+    gate = threading.Event()
+    worker.run(gate.wait)
+    e2, _ = sup.take(np.zeros(8, np.int64))            # 5 left < 16 // 2: a top-up is queued
+    fill = held.fill
+    assert fill is not None and not fill.done()
+    sup.scene_left(0)
+    gate.set()
+    fill.result(timeout=60)
+    taken = np.concatenate([e.rows, e2.rows])
+    expect = {int(r): 1 for r in pool_rows}
+    for r in taken.tolist():
+        expect[r] += 1
+    assert _refs(fields) == expect                     # reservoir rows given back, the env's kept
+    assert held.size() == 0
+    fields.release_many(taken)
+    assert _refs(fields) == {int(r): 1 for r in pool_rows}
+    worker.close()

@@ -105,3 +105,40 @@ def test_reservoir_rows_released_when_scene_leaves():
     fields.release_many(taken)
     assert _refs(fields) == {int(r): 1 for r in pool_rows}
     worker.close()
+
+
+def _draw_one(sup, st, j):
+    """Episode j of a scene visit, one attempt at a time (habitat's generator loop), from the
+    same counter uniforms: the reference for the vectorized draw."""
+    from bps_runtime.episode_supply import counter_uniforms
+    P, o, nm = st.ready_pool, sup.options, st.mesh.navmesh
+    u = counter_uniforms(st.key_seed, np.array([j], np.uint64), 2 + 4 * o.retries)[0]
+    g = min(int(u[0] * len(P["rows"])), len(P["rows"]) - 1)
+    goal = P["goals"][g]
+    for a in range(o.retries):
+        ua = u[2 + 4 * a: 6 + 4 * a]
+        span = P["cand"][P["offsets"][g] + min(int(ua[0] * P["sizes"][g]), P["sizes"][g] - 1)]
+        c = nm.span_pos[span]
+        q = np.array([c[0] + (ua[1] - 0.5) * nm.cell_size, c[1], c[2] + (ua[2] - 0.5) * nm.cell_size])
+        d = float(P["fields"][g, span]) + np.hypot(q[0] - c[0], q[2] - c[2])
+        ratio = d / max(np.linalg.norm(q - goal), 1e-9)
+        if ratio >= o.min_ratio or ua[3] <= 20.0 * (ratio - 0.98) ** 2:
+            break
+    return q, goal, P["rows"][g], a
+
+
+def test_vectorized_draw_matches_one_episode_at_a_time():
+    sup, worker, bufs = _supply(16)
+    _arrive(sup, bufs, 0, "b")
+    st = sup.scenes[0]
+    e = sup._draw(st, 100, 200)
+    attempts = []
+    for i in range(200):
+        q, goal, row, a = _draw_one(sup, st, 100 + i)
+        np.testing.assert_array_equal(e.start[i], q.astype(np.float32))
+        np.testing.assert_array_equal(e.goal[i], goal.astype(np.float32))
+        assert e.rows[i] == row and e.episode_ids[i] == f"b:{100 + i}"
+        attempts.append(a)
+    # near-straight candidates were rejected and redrawn, some up to the last attempt
+    assert 0 < np.mean(np.array(attempts) > 0) < 1
+    worker.close()

@@ -418,19 +418,21 @@ class EpisodeSupply:
         out = NewEpisodes(np.zeros((n, 3), np.float32), np.zeros(n, np.float32), np.zeros((n, 3), np.float32),
                           np.zeros(n, np.int64), [""] * n)
         w0 = self.waits
+        ids = np.empty(n, object) if self.mode == "sample" else None
         for key in np.unique(keys):
             idx = np.nonzero(keys == key)[0]
             st = self.scenes[int(key)]
             if self.mode == "sample":
                 e = self._take_reserved(st, len(idx)) if self.options.reservoir > 0 else self._sample(st, len(idx))
                 out.start[idx], out.yaw[idx], out.goal[idx], out.rows[idx] = e.start, e.yaw, e.goal, e.rows
-                for j, i in enumerate(idx):
-                    out.episode_ids[i] = e.episode_ids[j]
+                ids[idx] = e.episode_ids
             else:
                 for i in idx:
                     (start, yaw, goal, row, eid), _ = self._next_dataset(st)
                     out.start[i], out.yaw[i], out.goal[i], out.rows[i] = start, yaw, goal, row
                     out.episode_ids[i] = eid
+        if ids is not None:
+            out.episode_ids = ids.tolist()
         return out, self.waits > w0
 
     def release(self, key: int, row: int):

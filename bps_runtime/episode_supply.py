@@ -15,7 +15,15 @@ distance fields, whose values do not depend on timing):
   area with geodesic distance in [1, 30] m, |dy| <= 0.5 m and habitat's rejection of
   straight-line episodes (ratio < 1.1 kept with p = 20 (ratio - 0.98)^2), and a random yaw.
   One Dijkstra per goal then serves thousands of episodes: with a random policy (episodes of a
-  few steps) a per-episode Dijkstra would cost more than rendering.
+  few steps) a per-episode Dijkstra would cost more than rendering. The draws themselves run
+  ahead too: each scene keeps a reservoir of its next ``reservoir`` episodes, drawn in chunks
+  on the field worker, and ``take`` only slices it (episode j still uses counter j's random
+  numbers, so the episodes are those ``reservoir=0`` draws inline).
+
+Measured (issue 11, 1,024 envs, 8 scenes, 2-core machine; docs/PERFORMANCE.md): drawing inline,
+once per scene per step, cost the simulator thread ~8 ms per step, mostly numpy call overhead
+of a loop over the rejection attempts; the reservoir leaves ~0.9 ms in ``EpisodeRing.refill``
+and ~2-3 ms on the worker. A reservoir of 512 measured the same as 128.
 """
 from __future__ import annotations
 

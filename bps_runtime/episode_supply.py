@@ -356,6 +356,8 @@ class EpisodeSupply:
         st.count += n
         target = max(R, 2 * n)
         if have < target // 2 and (r.fill is None or r.fill.done()):
+            if r.fill is not None:
+                r.fill.result()   # a failed draw left a gap in the counters: raise it here
             r.fill = self.worker.run(self._fill, st, r.gen, target - have)
         return out
 

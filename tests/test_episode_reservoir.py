@@ -31,18 +31,27 @@ def _run(reservoir: int):
     _arrive(sup, bufs, 0, "a")
     _arrive(sup, bufs, 1, "b")
     rng, pause = np.random.default_rng(3), np.random.default_rng(4)
-    out = []
+    out, blocked = [], False
 
     def take(keys):
         e, _ = sup.take(np.asarray(keys, np.int64))
         out.append((e.start.copy(), e.yaw.copy(), e.goal.copy(), e.rows.copy(), list(e.episode_ids)))
-        if reservoir:   # let the background top-ups land sometimes, not always
+        if reservoir and not blocked:   # let the background top-ups land sometimes, not always
             f = next(iter(sup.scenes.values())).res.fill
             if f is not None and pause.random() < 0.5:
                 f.result()
 
     for n in [1, 3, 9, 2, 40, 5, 5, 17, 1, 30]:
         take(rng.integers(0, 2, n))
+    # top-ups queued behind a busy worker: cancelled when the reservoir runs dry, drawn inline
+    gate, blocked = threading.Event(), True
+    worker.run(gate.wait)
+    m0 = sup.misses
+    for n in [6, 6, 30, 40, 2]:
+        take(rng.integers(0, 2, n))
+    assert sup.misses > m0 or not reservoir
+    gate.set()
+    blocked = False
     sup.scene_left(1)
     take([0] * 6)
     _arrive(sup, bufs, 3, "b")            # a new visit of b: its own random stream

@@ -7,7 +7,8 @@ timers in this process (the env is otherwise unchanged):
   kernel's CPU time summed over its env ranges and of the longest range (its critical path);
 - the render's host-side inputs (``check_render_inputs``, ``group_by_scene``), and, in code
   where it is a serial pass after the render threads, ``finish_depth``;
-- the info dict; and the step minus its render (wall).
+- the info dict; the step minus its render (wall); and the CPU time of the episode draws on the
+  field worker thread (``EpisodeSupply._fill``, off the simulator thread; mean per step).
 
     python benchmarks/bench_step_split.py MANIFEST --threads 2 [--steps 20 --num-envs 1024]
 
@@ -82,6 +83,20 @@ def main(argv=None):
         emb.finish_depth = timed("  render: finish_depth (serial pass)", emb.finish_depth)
     E._info = timed("info dict", E._info)
     E._step_group = timed("step on the simulator thread", E._step_group)
+    from bps_runtime import episode_supply as es
+    fill_cpu = [0.0]                          # newer code: episodes drawn ahead on the field worker
+    if hasattr(es.EpisodeSupply, "_fill"):
+        fill = es.EpisodeSupply._fill
+
+        def timed_fill(*args):
+            c = time.thread_time()
+            try:
+                return fill(*args)
+            finally:
+                if threading.current_thread().name.startswith("bps-nav-fields"):
+                    with lock:
+                        fill_cpu[0] += time.thread_time() - c
+        es.EpisodeSupply._fill = timed_fill
     ksum, kmax = [], []
     gen = torch.Generator().manual_seed(0)
     try:
@@ -89,6 +104,7 @@ def main(argv=None):
         for i in range(a.warmup + a.steps):
             if i == a.warmup:
                 wall.clear(), cpu.clear(), ksum.clear(), kmax.clear()
+                fill_cpu[0] = 0.0
             ranges.clear()
             env.step(torch.randint(0, 4, (env.batch_size,), generator=gen))
             ksum.append(sum(ranges))
@@ -105,6 +121,7 @@ def main(argv=None):
         if k not in wall:
             print(f"{k:52s} {'':8s} {ms(cpu[k]):8.2f}")
     print(f"{'step kernel cpu: all ranges / the longest range':52s} {ms(ksum):8.2f} {ms(kmax):8.2f}")
+    print(f"{'episode draws on the field worker (cpu, mean)':52s} {'':8s} {fill_cpu[0] / a.steps * 1e3:8.2f}")
     rest = [s - r for s, r in zip(wall["step on the simulator thread"], wall["render in the step"])]
     print(f"{'step minus its render (wall)':52s} {ms(rest):8.2f}")
 

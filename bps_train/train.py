@@ -555,7 +555,10 @@ def train(args) -> dict:
         ro = Rollout.empty(args.rollout_steps, n, visual_shape,
                            torch.uint8 if args.sensor == "rgb" else torch.float32, args.hidden, device)
         carry = start_rollouts(env, policy, device)
-        print(f"SCENES {json.dumps(carry.scenes)}", flush=True)  # this rank's share (checked by the tests)
+        # this rank's share (checked by the tests); one write with its newline, because print()
+        # writes the text and the end apart and ranks sharing a pipe interleaved between them
+        sys.stdout.write(f"SCENES {json.dumps(carry.scenes)}\n")
+        sys.stdout.flush()
         params = list(policy.parameters())
         episodes, recv_wait, collect_s, learn_s = [], 0.0, 0.0, 0.0
         t_start = time.perf_counter()

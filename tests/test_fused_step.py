@@ -189,9 +189,9 @@ def test_fused_step_matches_numpy_reference_and_todays_step():
 
 @pytest.fixture(scope="module")
 def manifest(tmp_path_factory):
+    from bps_assets import synth
     from bps_assets.pipeline.preprocess import PreprocessOptions, preprocess
 
-    synth = pytest.importorskip("bps_assets.synth")
     root = tmp_path_factory.mktemp("fused_swaps")
     synth.generate(root / "src", "gibson", 3, seed=0, size="small")
     res = preprocess(root / "src", root / "out", "gibson", "tiny",

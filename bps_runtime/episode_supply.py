@@ -165,6 +165,11 @@ class EpisodeSupply:
         self.misses = 0                   # sampled mode: takes the reservoir could not serve
         self.miss_reasons: deque[str] = deque(maxlen=100)   # the latest misses, why
 
+    def take_wait_reasons(self) -> list[str]:
+        """The supply's wait reasons since the last call (as the scene cache's)."""
+        out, self.wait_reasons = self.wait_reasons, []
+        return out
+
     # ------------------------------------------------------------------ scene arrival / leave
     def scene_arrived(self, key: int, name: str, mesh: SceneNav, inline: bool = True) -> GoalFields:
         """``prepare`` + ``register``."""

@@ -139,9 +139,7 @@ class World:
         """Why anything waited for a load or an episode since the last call (one line each)."""
         take = getattr(self.scenes, "take_wait_reasons", None)
         out = list(take()) if take is not None else []
-        out += self.episodes.wait_reasons
-        self.episodes.wait_reasons = []
-        return out
+        return out + self.episodes.take_wait_reasons()
 
     def scene_name(self, key: int) -> str:
         """Scene id of resident id ``key``."""

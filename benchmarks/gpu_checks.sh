@@ -46,7 +46,7 @@ for stage in "$@"; do
       "$PY" -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else '')" | log tests
       # the CUDA-only tests (sync-debug step, counts on CUDA) and the Warp renderer's
       "$PY" -m pytest -q -p no:cacheprovider -p no:xdist tests/test_step_counts.py \
-        tests/test_runtime_warp_batch.py tests/test_fused_step.py tests/test_runtime_render.py 2>&1 | log tests
+        tests/test_capture_graph.py tests/test_runtime_warp_batch.py tests/test_fused_step.py tests/test_runtime_render.py 2>&1 | log tests
       ;;
     env)
       need_data
@@ -64,6 +64,11 @@ for stage in "$@"; do
       rm -rf "$DATA/ppo"
       "$PY" -m bps_train.train --dataset "$MANIFEST" --device "$DEVICE" --renderer warp \
         --num-envs "$TRAIN_ENVS" --rollout-steps "$rollout" --total-steps "$total" \
+        --out-dir "$DATA/ppo" --no-resume --log-every 1 --save-every 1000 --sim-only-steps 20 2>&1 | log train
+      # the same with each group's step and frame replayed as a captured CUDA graph
+      rm -rf "$DATA/ppo"
+      "$PY" -m bps_train.train --dataset "$MANIFEST" --device "$DEVICE" --renderer warp \
+        --num-envs "$TRAIN_ENVS" --rollout-steps "$rollout" --total-steps "$total" --capture-graph \
         --out-dir "$DATA/ppo" --no-resume --log-every 1 --save-every 1000 --sim-only-steps 20 2>&1 | log train
       ;;
     threads)

@@ -84,8 +84,10 @@ def make(dataset, split: str | None = "train", num_envs: int = 16, batch_size: i
       may use, ``os.sched_getaffinity``); ``env.world.threads`` says how many it got. On the
       CPU the step kernel runs as that many env ranges side by side (bit for bit the one-thread
       result); on CUDA it is one launch.
-    - ``capture_graph``: on CUDA, replay the step's launches as a CUDA graph (falls back to
-      plain launches where capture fails; ``env.capture_status`` says which).
+    - ``capture_graph``: on CUDA, replay each group's step as a CUDA graph, its frame included
+      when ``renderer="warp"`` (falls back to plain launches where capture fails;
+      ``env.capture_status`` says which). The frame buffers are then the group's own, rewritten
+      at its next step, like every other output tensor.
 
     Returns a ``BatchPointNavEnv``: ``reset()``, ``step(actions)``, ``send``/``recv``,
     ``observation_space``/``action_space``, ``close()``.

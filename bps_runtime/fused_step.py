@@ -22,11 +22,14 @@ Info that needs the step's outcome on the host (episode ids and scene names of t
 finished) is a ``LazyNames`` list: it reads the step's ``done``/episode numbers only when
 looked at (a device-to-host wait on CUDA; free on CPU).
 
-CUDA graphs (``capture=True``): after two warm-up steps the launches of a group's step (refill
-kernel, step kernel, head snapshot) are captured once per group with ``wp.ScopedCapture`` and
-replayed; anything that changes the captured pointers (an arena growing, the window size)
-re-captures. Off CUDA, or when capture fails, the plain launches run and ``capture_status``
-says why ("not captured: cpu").
+CUDA graphs (``capture=True``): after two warm-up steps a group's launches (refill kernel, step
+kernel and, when the env renders with Warp, the frame: ``step(then=...)``) are captured once per
+group with ``wp.ScopedCapture`` on a stream of our own (CUDA cannot capture on the legacy
+default stream, torch's usual current one) and replayed on the current stream: one graph launch
+per step. Anything that moves what the graph points at (an arena growing, the window size, the
+renderer's scene table, the frame buffers) re-captures. Off CUDA, or when capture fails, the
+plain launches run and ``capture_status`` says why ("not captured: cpu"). Warp records CPU
+graphs too; the tests use that (``CAPTURE_DEVICES``) to check the capture logic here.
 """
 from __future__ import annotations
 
@@ -44,6 +47,10 @@ from .task import TaskOptions
 LAG = 2      # steps between a head snapshot and the host reading it
 DEPTH = 2    # queued episodes per env beyond what the host has seen start
 NAMES = 64   # episode names kept per env for LazyNames (read info within 64 episodes)
+# where capture_graph captures: CUDA. Warp can also record a CPU graph, but its replay is one
+# serial loop while the plain CPU step runs on every render thread; tests add "cpu" to check the
+# capture logic (what is recorded, when it is re-captured) against plain launches here.
+CAPTURE_DEVICES: tuple = ("cuda",)
 
 
 def _wp_dev(device: torch.device) -> str:
@@ -114,8 +121,9 @@ class FusedStep:
         self._structs_key = None
         self.capture = bool(capture)
         self.capture_status = "not captured: off" if not capture else (
-            "not captured: cpu" if dev.type != "cuda" else "not captured yet")
-        self._graphs: dict = {}
+            f"not captured: {dev.type}" if dev.type not in CAPTURE_DEVICES else "not captured yet")
+        self._graphs: dict = {}   # group -> (what its launches point at, graph)
+        self._cap_stream = None
         self._warm = 0
         self._build_task()
 
@@ -202,11 +210,14 @@ class FusedStep:
         self._pin_next ^= 1
 
     # ------------------------------------------------------------------ launches
-    def _launch_step(self, env0: int, stream):
+    def _launch_step(self, env0: int, stream, inline: bool = False):
         wp, w = self.wp, self._w
         wp.launch(sk.apply_refills, dim=self.stage_i.shape[0],
                   inputs=[self._st_s, w["stage_i"], w["stage_f"], w["count"]], device=self.wdev, stream=stream)
         args = [self._nav_s, self._task_s, self._st_s, self._out_s, w["actions"], w["scratch"], env0]
+        if inline:   # a CPU capture records this thread's launches only: one range
+            wp.launch(sk.step_kernel, dim=self.B, inputs=args + [0, DEPTH], device=self.wdev, stream=stream)
+            return
         self._cpu.run(sk.step_kernel, lambda lo, hi: wp.launch(
             sk.step_kernel, dim=hi - lo, inputs=args + [lo, DEPTH], device=self.wdev, stream=stream), self.B)
 
@@ -222,39 +233,63 @@ class FusedStep:
         while self._snapshots:         # older snapshots say nothing about the new episodes
             self._free_snaps.append(self._snapshots.popleft()[0])
 
-    def step(self, g: int, actions: torch.Tensor):
-        """Launch group g's step with ``actions`` [B] (after ``upload``)."""
+    def step(self, g: int, actions: torch.Tensor, then=None, then_key=None):
+        """Launch group g's step with ``actions`` [B] (after ``upload``). ``then(stream)``, when
+        given, queues more Warp launches that belong to the step (the env's frame: they read
+        this step's outputs) on that Warp stream; with capture they are part of the group's
+        graph, which is re-captured when ``then_key`` (what their launches point at) changes."""
         self._structs()
         self.actions.copy_(actions)
         env0, stream = g * self.B, _wp_stream(self.device)
-        if self.capture and self.device.type == "cuda":
-            self._replay_or_capture(g, env0, stream)
+        if self.capture and self.device.type in CAPTURE_DEVICES:
+            self._replay_or_capture(g, env0, stream, then, then_key)
         else:
             self._launch_step(env0, stream)
+            if then is not None:
+                then(stream)
         self._snapshot()
 
-    def _replay_or_capture(self, g, env0, stream):
+    def _capture_stream(self):
+        """A torch stream of our own to capture on (CUDA cannot capture on the legacy default
+        stream, which is torch's current one unless the caller chose another); the graph is
+        then replayed on the current stream, in order with everything else. None on the CPU."""
+        if self.device.type != "cuda":
+            return None
+        if self._cap_stream is None:
+            self._cap_stream = torch.cuda.Stream(self.device)
+        return self.wp.stream_from_torch(self._cap_stream)
+
+    def _replay_or_capture(self, g, env0, stream, then=None, then_key=None):
         """Replay group g's captured graph; capture it after two warm-up steps (kernels
         loaded); on any capture error fall back to plain launches for good."""
         wp = self.wp
-        graph = self._graphs.get((g, stream.cuda_stream if stream is not None else 0))
-        if graph is not None:
-            wp.capture_launch(graph, stream=stream)
+        key = (env0, then_key)
+        held = self._graphs.get(g)
+        if held is not None and held[0] == key:
+            wp.capture_launch(held[1], stream=stream)
             return
         if self._warm < 2:
             self._warm += 1
             self._launch_step(env0, stream)
+            if then is not None:
+                then(stream)
             return
         try:
-            with wp.ScopedCapture(device=self.wdev, stream=stream) as cap:
-                self._launch_step(env0, stream)
-            self._graphs[(g, stream.cuda_stream if stream is not None else 0)] = cap.graph
-            self.capture_status = "captured"
+            cs = self._capture_stream()
+            with wp.ScopedCapture(device=self.wdev, stream=cs) as cap:
+                self._launch_step(env0, cs, inline=self.device.type == "cpu")
+                if then is not None:
+                    then(cs)
+            self._graphs[g] = (key, cap.graph)
+            self.capture_status = "captured" if then is None else "captured with the render"
             wp.capture_launch(cap.graph, stream=stream)
         except Exception as e:  # noqa: BLE001 - any capture failure falls back to plain launches
             self.capture = False
             self.capture_status = f"not captured: {type(e).__name__}: {e}"
+            self._graphs.clear()
             self._launch_step(env0, stream)
+            if then is not None:
+                then(stream)
 
     def _snapshot(self):
         snap = self._free_snaps.pop()

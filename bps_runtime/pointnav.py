@@ -8,6 +8,8 @@ episode (same step, habitat-baselines' behaviour: the observation returned with 
 the first one of the next episode) -> pointgoal -> batch render. Two Warp launches (on the CPU
 1 + ``threads``: the step kernel over ``threads`` env ranges side by side) and a fixed handful
 of torch ops, whatever the number of envs or resident scenes; nothing in it waits for the device.
+With the Warp renderer the frame is one more launch queued right after the step kernel, and
+with ``capture_graph`` on CUDA the three are one captured graph per group.
 
 Between steps the host (this thread) reads the ``head`` snapshot of two steps back and keeps
 every env's queue of upcoming episodes filled (``EpisodeRing``): scenes come from the scene
@@ -69,6 +71,12 @@ class BatchPointNavEnv:
         self.fused = FusedStep(world.nav, self.num_envs, self.batch_size, task, self.device,
                                capture=capture_graph, threads=getattr(world, "threads", 1) or 1)
         self.ring = EpisodeRing(world, self.num_envs)
+        # a renderer that draws with one Warp launch on our device renders inside the step (and
+        # inside its graph when captured); any other (Embree) renders after it
+        r = world.renderer
+        self._launch_frame = getattr(r, "launch_frame", None) if _same_device(
+            getattr(r, "device", "cpu"), self.device) else None
+        self._frames: dict = {}   # group -> the frame buffers its captured graph writes
         f = self.fused
         # per-agent state (device tensors shared with the kernels)
         self.scene, self.pos, self.yaw, self.goal, self.row = f.slot, f.pos, f.yaw, f.goal, f.row
@@ -325,11 +333,36 @@ class BatchPointNavEnv:
         obs["pointgoal"] = f.pointgoal[sl]
         return obs
 
+    def _step_and_render(self, g: int, a: torch.Tensor) -> dict:
+        """Group g's step with its frame queued right after the step kernel, as one more Warp
+        launch reading the poses the kernel wrote (the same pixels as ``_render``). Captured,
+        step and frame are one graph writing the group's own frame buffers (kept per group);
+        otherwise each frame gets new buffers, as ``render`` gives."""
+        f, sl = self.fused, self._group_slice(g)
+        bufs = self._frames.get(g) if f.capture else None
+        if bufs is None:
+            bufs = self.world.renderer.frame_buffers(self.batch_size, self.sensors)
+            if f.capture:
+                self._frames[g] = bufs
+        slot, pos, rot = f.out_slot[sl], f.position[sl], f.rotation[sl]
+
+        def frame(stream):
+            with step_profile.phase("render"):
+                self._launch_frame(slot, pos, rot, bufs["depth"], bufs.get("rgb"), stream=stream)
+
+        f.step(g, a, then=frame, then_key=(self.world.renderer.table_version, bufs["depth"].data_ptr()))
+        obs = {k: bufs[k] for k in self.sensors}
+        obs["pointgoal"] = f.pointgoal[sl]
+        return obs
+
     def _step_group(self, g: int, a: torch.Tensor):
         with step_profile.follow():
             waited = self._host_between_steps()
-            self.fused.step(g, a)
-            obs = self._render(g)
+            if self._launch_frame is None:
+                self.fused.step(g, a)
+                obs = self._render(g)
+            else:
+                obs = self._step_and_render(g, a)
             f, sl = self.fused, self._group_slice(g)
             waited = self.world.after_step(g) or waited   # a swap due now may wait for its load
             info = self._info(sl, g, waited)
@@ -383,6 +416,11 @@ def _empty_episode(n, dev):
             "success": torch.zeros(n, dtype=torch.bool, device=dev), "spl": z,
             "distance_to_goal": z, "start_distance": z, "path_length": z,
             "episode_id": [""] * n, "scene_id": [""] * n}
+
+
+def _same_device(a, b) -> bool:
+    a, b = torch.device(a), torch.device(b)
+    return a.type == b.type and (a.type == "cpu" or (a.index or 0) == (b.index or 0))
 
 
 def check_batching(num_envs, batch_size) -> tuple[int, int]:

@@ -3,7 +3,8 @@
 ``count_ops()`` is a context manager returning a ``StepCounts`` that fills while the block runs:
 
 - torch ops: every aten op dispatched, seen by a ``TorchDispatchMode`` (op name -> calls);
-- Warp launches: calls of ``warp.launch`` / ``warp.launch_tiled`` (kernel key -> calls);
+- Warp launches: calls of ``warp.launch`` / ``warp.launch_tiled`` (kernel key -> calls) and
+  replays of captured graphs, ``warp.capture_launch`` (counted as ``"graph"``);
 - syncs: the calls that make the host wait for the device on CUDA (name -> calls):
   ``aten::_local_scalar_dense`` (``.item()``, ``int(t)``, ``bool(t)``, ``if t.any():``),
   ``aten::nonzero``, ``aten::masked_select``, ``aten::unique*``, ``aten::equal``,
@@ -205,15 +206,16 @@ def _patch_warp(tr: _Tracker):
     except ImportError:  # no Warp installed: nothing can launch
         return {}
     saved = {}
-    for name in ("launch", "launch_tiled"):
+    for name in ("launch", "launch_tiled", "capture_launch"):
         orig = getattr(warp, name, None)
         if orig is None:
             continue
         saved[name] = orig
 
-        def wrapper(kernel, *a, _orig=orig, **k):
+        def wrapper(kernel, *a, _orig=orig, _name=name, **k):
             if tr.tracked():
-                key = getattr(kernel, "key", None) or getattr(kernel, "__name__", str(kernel))
+                key = ("graph" if _name == "capture_launch"
+                       else getattr(kernel, "key", None) or getattr(kernel, "__name__", str(kernel)))
                 tr.counts._add(tr.counts.warp_launches, tr.phase(), key)
             return _orig(kernel, *a, **k)
 

@@ -87,6 +87,8 @@ class Args:
     tensorboard: bool = arg(False, "also write TensorBoard events to OUT_DIR/tb (needs `pip install tensorboard`)")
     threads: int = arg(0, "CPU threads for the env's renderer and step, and torch's intra-op threads for the policy "
                           "(0: every core this process may use for the env; torch's default)")
+    capture_graph: bool = arg(False, "on CUDA, replay each env group's step and frame as a captured CUDA graph "
+                                     "(falls back to plain launches where capture fails; the log says which)")
     bf16: bool = arg(True, "bf16 autocast of the policy's forward passes on CUDA (never on CPU); the loss stays fp32")
 
 
@@ -136,7 +138,7 @@ def make_envs(args, split, num_envs, seed, episodes, double_buffer, scene_shard=
         args.dataset, split=split, num_envs=num_envs,
         batch_size=num_envs // 2 if double_buffer and num_envs >= 2 and num_envs % 2 == 0 else num_envs,
         device=args.device, sensors=(args.sensor,), resolution=(args.resolution, args.resolution),
-        seed=seed, renderer=args.renderer, episodes=episodes, **kw)
+        seed=seed, renderer=args.renderer, episodes=episodes, capture_graph=args.capture_graph, **kw)
 
 
 def visual_of(obs, sensor):
@@ -590,6 +592,8 @@ def train(args) -> dict:
             update += 1
             global_step += batch
             frames_run += batch
+            if rank == 0 and args.capture_graph and frames_run == batch:
+                print(f"step graph: {env.capture_status}", flush=True)
 
             # ---- log (episode stats summed over ranks) and checkpoint
             if update % args.log_every == 0 or update == num_updates:

@@ -28,7 +28,7 @@ from bps_runtime.env_throughput import DEFAULTS, RENDERERS
 @click.option("--count-steps", type=click.IntRange(min=0), default=DEFAULTS.count_steps, show_default=True,
               help="steps run after the timed ones counting torch ops, Warp launches and host syncs (0: none)")
 @click.option("--capture-graph", is_flag=True,
-              help="on CUDA, replay the step's launches as a CUDA graph (the report says whether it was captured)")
+              help="on CUDA, replay each step (and its Warp frame) as a CUDA graph (the report says whether it was captured)")
 @click.option("--rgb", is_flag=True, help="render RGB as well as depth")
 @click.option("--split", default=DEFAULTS.split, show_default=True, help="manifest subset to run on")
 @click.option("--seed", type=int, default=DEFAULTS.seed, show_default=True)

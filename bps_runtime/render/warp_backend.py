@@ -18,7 +18,7 @@ CUDA) and the launch count grew with the number of resident scenes.
 from __future__ import annotations
 
 import threading
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -174,6 +174,7 @@ class WarpRenderer:
         self.device = str(device)
         self.options = options
         self._dirs = wp.array(camera_directions(options), dtype=wp.vec3, device=self._wdev)
+        self._no_rgb = wp.zeros((1, 1, 3), dtype=wp.uint8, device=self._wdev)  # rgb arg of depth-only frames
         self._scenes: dict[int, WarpScene] = {}
         self._lock = threading.Lock()
         self._table = None
@@ -261,9 +262,10 @@ class WarpRenderer:
                                     f"{tuple(rotations.shape)} disagree (want [N], [N,3], [N] yaw or [N,4] xyzw)")
         if dev.type == "cpu":  # reading the ids costs nothing here: keep the precise error
             check_resident(sid.numpy(), self._scenes)
-        quat = rotations.to(torch.float64)
+        # float32 quaternions go in as they are (the kernel widens them exactly)
+        quat = rotations if rotations.dtype in (torch.float32, torch.float64) else rotations.to(torch.float64)
         if quat.ndim == 1 or quat.shape[1] == 1:  # yaw about +Y
-            half = quat.reshape(-1) * 0.5
+            half = quat.reshape(-1).to(torch.float64) * 0.5
             zero = torch.zeros_like(half)
             quat = torch.stack([zero, torch.sin(half), zero, torch.cos(half)], 1)
         elif quat.shape[1] != 4:
@@ -274,31 +276,45 @@ class WarpRenderer:
         """Draw one frame per agent in a single kernel launch (see the class docstring for what is
         checked); returns {"depth": [N,H,W,1] float32, "rgb": [N,H,W,3] uint8} tensors on the
         renderer's device; on CUDA the launch is queued on torch's current stream and not waited for."""
-        import torch
-
-        wp = self._wp
         sensors = check_sensors(sensors)
         sid, pos, quat = self._device_inputs(scene_ids, positions, rotations)
-        n = sid.shape[0]
+        out = self.frame_buffers(sid.shape[0], sensors)
+        self.launch_frame(sid, pos, quat, out["depth"], out.get("rgb"), stream=self._stream())
+        if "depth" not in sensors:
+            del out["depth"]
+        return out
+
+    def frame_buffers(self, n: int, sensors: Sequence[str]) -> dict:
+        """Output tensors for ``launch_frame`` of ``n`` agents: {"depth": [n,H,W,1] float32,
+        "rgb": [n,H,W,3] uint8 (when asked for)} on the renderer's device."""
+        import torch
+
         h, w = self.options.resolution
-        hw = h * w
-        want_rgb = "rgb" in sensors
         dev = torch.device(self.device)
-        depth = torch.empty((n, h, w, 1), dtype=torch.float32, device=dev)
-        rgb = torch.empty((n, h, w, 3) if want_rgb else (1, 1, 1, 3), dtype=torch.uint8, device=dev)
-        o = self.options
+        out = {"depth": torch.empty((n, h, w, 1), dtype=torch.float32, device=dev)}
+        if "rgb" in check_sensors(sensors):
+            out["rgb"] = torch.empty((n, h, w, 3), dtype=torch.uint8, device=dev)
+        return out
+
+    def launch_frame(self, slots, positions, quats, depth, rgb=None, stream=None) -> None:
+        """Queue one frame into existing outputs: a single Warp launch and nothing else (no torch
+        op, no check, no allocation), so the fused step can record it into its CUDA graph.
+        ``slots`` int64 [n], ``positions`` float32 [n,3], ``quats`` float32 or float64 [n,4] xyzw,
+        ``depth`` float32 [n,H,W,1], ``rgb`` uint8 [n,H,W,3] or None: contiguous torch tensors
+        on the renderer's device (what ``render`` hands in after its checks). ``stream``: the
+        Warp stream to launch on (None: Warp's current one; ignored on the CPU)."""
+        wp, o = self._wp, self.options
+        n = int(slots.shape[0])
+        if n == 0:
+            return
+        hw = int(depth.shape[1]) * int(depth.shape[2])
         with self._lock:
             table = self._table
-        if n:
-            wp.launch(self._k.render_kernel, dim=n * hw, device=self._wdev, stream=self._stream(), inputs=[
-                table, wp.from_torch(sid, dtype=wp.int64), wp.from_torch(pos, dtype=wp.vec3),
-                wp.from_torch(quat, dtype=wp.vec4d), self._dirs, hw, float(o.sensor_height),
-                int(o.normalize_depth), float(o.min_depth), float(o.max_depth),
-                wp.from_torch(depth.view(n, hw), dtype=wp.float32), int(want_rgb),
-                wp.from_torch(rgb.view(rgb.shape[0], -1, 3), dtype=wp.uint8), float(o.pixel_angle)])
-        out: dict[str, Any] = {}
-        if "depth" in sensors:
-            out["depth"] = depth
-        if want_rgb:
-            out["rgb"] = rgb
-        return out
+        qtype = wp.vec4d if quats.dtype.itemsize == 8 else wp.vec4f
+        rgb_arr = self._no_rgb if rgb is None else wp.from_torch(rgb.view(n, hw, 3), dtype=wp.uint8)
+        wp.launch(self._k.render_kernel, dim=n * hw, device=self._wdev, stream=stream, inputs=[
+            table, wp.from_torch(slots, dtype=wp.int64), wp.from_torch(positions, dtype=wp.vec3),
+            wp.from_torch(quats, dtype=qtype), self._dirs, hw, float(o.sensor_height),
+            int(o.normalize_depth), float(o.min_depth), float(o.max_depth),
+            wp.from_torch(depth.view(n, hw), dtype=wp.float32), int(rgb is not None),
+            rgb_arr, float(o.pixel_angle)])

@@ -6,12 +6,16 @@ every agent of every resident scene in one launch: each agent's scene slot picks
 depend on how many scenes are resident, and nothing about which agents are in which scene is
 needed on the host. Rotations arrive as quaternions (xyzw) and are turned into matrices here in
 float64 exactly as ``camera.rotation_matrices`` does, so poses give the same rays as on the
-host path. ``shade_kernel`` colours Embree hits with the same ``shade`` function.
+host path. The quaternion array may be float64 (``render``) or float32 (the fused step's own
+rotation output, rendered in place inside the step's graph): float32 -> float64 is exact, so
+both give the same pixels. ``shade_kernel`` colours Embree hits with the same ``shade`` function.
 
 The shading follows ``shading_data``'s model operation for operation (same float32 order, same
 integer BC1 formulas).
 """
 from __future__ import annotations
+
+from typing import Any
 
 import warp as wp
 
@@ -152,7 +156,7 @@ def quat_to_mat(q: wp.vec4d) -> wp.mat33:
 
 @wp.kernel
 def render_kernel(tables: wp.array(dtype=SceneTable), slots: wp.array(dtype=wp.int64),
-                  pos: wp.array(dtype=wp.vec3), quat: wp.array(dtype=wp.vec4d),
+                  pos: wp.array(dtype=wp.vec3), quat: wp.array(dtype=Any),
                   dirs: wp.array(dtype=wp.vec3), hw: int, sensor_height: float,
                   normalize: int, lo: float, hi: float,
                   depth: wp.array2d(dtype=float), want_rgb: int, rgb: wp.array3d(dtype=wp.uint8),
@@ -170,7 +174,8 @@ def render_kernel(tables: wp.array(dtype=SceneTable), slots: wp.array(dtype=wp.i
     if s >= wp.int64(0) and s < wp.int64(tables.shape[0]):
         tab = tables[int(s)]
         if tab.mesh != wp.uint64(0):
-            rot = quat_to_mat(quat[a])
+            qa = quat[a]
+            rot = quat_to_mat(wp.vec4d(wp.float64(qa[0]), wp.float64(qa[1]), wp.float64(qa[2]), wp.float64(qa[3])))
             cam = pos[a] + wp.vec3(rot[0, 1], rot[1, 1], rot[2, 1]) * sensor_height
             d = rot * dirs[p]
             q = wp.mesh_query_ray(tab.mesh, cam, d, 1.0e30)
@@ -187,6 +192,11 @@ def render_kernel(tables: wp.array(dtype=SceneTable), slots: wp.array(dtype=wp.i
         rgb[a, p, 0] = wp.uint8(int(c[0]))
         rgb[a, p, 1] = wp.uint8(int(c[1]))
         rgb[a, p, 2] = wp.uint8(int(c[2]))
+
+
+# the two quaternion types callers hand in (float64 from ``render``, float32 from the fused step)
+for _q in (wp.vec4d, wp.vec4f):
+    wp.overload(render_kernel, {"quat": wp.array(dtype=_q)})
 
 
 @wp.kernel

@@ -29,12 +29,14 @@ from bps_runtime.env_throughput import DEFAULTS, RENDERERS
               help="steps run after the timed ones counting torch ops, Warp launches and host syncs (0: none)")
 @click.option("--capture-graph", is_flag=True,
               help="on CUDA, replay each step (and its Warp frame) as a CUDA graph (the report says whether it was captured)")
+@click.option("--pipelined-steps", type=click.IntRange(min=-1), default=DEFAULTS.pipelined_steps, show_default=True,
+              help="steps run back to back after the timed ones, the figure a trainer sees (-1: 40 on a GPU, none on the CPU)")
 @click.option("--rgb", is_flag=True, help="render RGB as well as depth")
 @click.option("--split", default=DEFAULTS.split, show_default=True, help="manifest subset to run on")
 @click.option("--seed", type=int, default=DEFAULTS.seed, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="print the results as JSON on stdout")
 def bench_cmd(manifest, num_envs, scenes, resolution, steps, swap_every, renderer, device, threads, count_steps,
-              capture_graph, rgb, split, seed, as_json):
+              capture_graph, pipelined_steps, rgb, split, seed, as_json):
     """Benchmark the batched PointNav env on a preprocessed dataset (MANIFEST: manifest.json):
     env step fps vs render-only fps, step-time tail with scene swaps, loads waited for, peak RSS
     (random actions; one process; see bps_runtime/env_throughput.py), then torch ops, Warp launches and
@@ -43,7 +45,7 @@ def bench_cmd(manifest, num_envs, scenes, resolution, steps, swap_every, rendere
 
     opts = BenchOptions(num_envs=num_envs, scenes=scenes, resolution=resolution, steps=steps,
                         swap_every=swap_every, renderer=renderer, device=device, threads=threads,
-                        count_steps=count_steps, capture_graph=capture_graph,
+                        count_steps=count_steps, capture_graph=capture_graph, pipelined_steps=pipelined_steps,
                         sensors=("depth", "rgb") if rgb else ("depth",), split=split, seed=seed)
     echo = (lambda s: click.echo(s, err=True)) if as_json else click.echo
     res = run(manifest, opts, echo=echo)

@@ -54,6 +54,28 @@ def test_measured_run_reports_every_goal_with_a_true_verdict(raw):
         assert f"over all 12 steps: only {quiet} had no load in flight" in ratio and "(all steps)" in tail
 
 
+def test_pipelined_run_is_reported_and_judged_only_on_a_device(manifest, raw):  # noqa: F811
+    """Steps back to back (no wait between them) are measured when asked, on the CPU too; the
+    ratio goal is judged on them only off the CPU (where the per-step timings wait for the device)."""
+    opts = replace(TINY, steps=4, count_steps=0, swap_every=0, pipelined_steps=6)
+    res = bench.summarize(bench.measure(manifest, opts), opts)
+    assert res["pipelined"]["steps"] == 6 and res["pipelined"]["step_s"] > 0 and res["pipelined"]["render_s"] > 0
+    assert res["pipelined_env_over_render"] == pytest.approx(res["pipelined"]["render_s"] / res["pipelined"]["step_s"])
+    lines = bench.report_lines(res)
+    pl = [ln for ln in lines if ln.startswith("pipelined, 6 steps back to back")]
+    assert len(pl) == 1 and "(goal" not in pl[0]
+    assert _verdict_of(lines[1]) in ("PASS", "FAIL")
+    # the same measured values as if from a GPU: the verdict moves to the pipelined line
+    gpu = dict(res, device="cuda:0", ratio_goal=bench.RATIO_GOAL_GPU)
+    lines = bench.report_lines(gpu)
+    assert "(goal" not in lines[1] and "judged on the pipelined run" in lines[1]
+    pl = [ln for ln in lines if ln.startswith("pipelined")][0]
+    assert _verdict_of(pl) == ("PASS" if gpu["pipelined_env_over_render"] >= 0.8 else "FAIL")
+    # by default (pipelined_steps=-1) the CPU runs none
+    assert TINY.pipelined_steps == -1 and "pipelined" not in raw
+    assert not any(ln.startswith("pipelined") for ln in bench.report_lines(bench.summarize(raw, TINY)))
+
+
 def test_every_step_with_a_load_in_flight_is_reported_as_such(raw):
     """The measured times, with every step marked as having had a load in flight: nothing may
     claim a "no load in flight" statistic, and a missing statistic is n/a, not 0."""

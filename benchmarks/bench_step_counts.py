@@ -3,6 +3,11 @@
 rooms of bps_runtime/inmemory_scenes.py, Embree renderer, 16x16 depth).
 
     python benchmarks/bench_step_counts.py
+    python benchmarks/bench_step_counts.py --renderer warp            # the frame as a Warp launch
+    python benchmarks/bench_step_counts.py --renderer warp --capture  # ... and step + frame as one graph
+
+``--capture`` records the graphs on Warp's CPU device (``fused_step.CAPTURE_DEVICES``, as the
+tests do; one CPU thread): what a captured CUDA step launches, counted here.
 
 Counts are the averages over 3 steady-state steps; the "render" phase (the renderer's own host
 conversions) and the "input check" phase (the CPU env's action range check) are printed apart
@@ -12,11 +17,18 @@ folder, where 88cbd84 kept the scene builders) to count that code; an env withou
 """
 from __future__ import annotations
 
+import argparse
 
 import torch
 
 
-def main():
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--renderer", choices=("embree", "warp"), default="embree")
+    ap.add_argument("--capture", action="store_true", help="capture step + frame (Warp CPU graphs; --renderer warp)")
+    a = ap.parse_args(argv)
+    if a.capture and a.renderer != "warp":
+        ap.error("--capture needs --renderer warp (the frame is in the graph only as a Warp launch)")
     try:
         from bps_runtime.inmemory_scenes import make_env, room
     except ImportError:  # an older checkout (88cbd84) kept them in tests/: put that on PYTHONPATH
@@ -35,7 +47,12 @@ def main():
         BatchPointNavEnv._step_group = wrapped
     for n, k in ((64, 1), (1024, 1), (64, 8), (1024, 8)):
         scenes = [room(f"r{i}", 3.0 + 0.5 * i, 4.0, pillars=[(1.0, -2.0, 1.5, -1.5)]) for i in range(k)]
-        env = make_env(scenes, num_envs=n, seed=0)
+        kw = {} if a.renderer == "embree" else {"renderer": "warp"}
+        if a.capture:
+            from bps_runtime import fused_step
+            fused_step.CAPTURE_DEVICES = ("cuda", "cpu")
+            kw.update(capture_graph=True, threads=1)
+        env = make_env(scenes, num_envs=n, seed=0, **kw)
         env.reset()
         g = torch.Generator().manual_seed(0)
         for _ in range(3):
@@ -51,7 +68,8 @@ def main():
                 t[2] += c.total("syncs", p)
         parts = "; ".join(f"{p}: {a / 3:.0f} torch ops, {b / 3:.0f} warp launches, {s / 3:.0f} syncs"
                           for p, (a, b, s) in sorted(tot.items()))
-        print(f"envs={n} scenes={k}: {parts}", flush=True)
+        graph = f" [{env.capture_status}]" if a.capture else ""
+        print(f"envs={n} scenes={k}{graph}: {parts}", flush=True)
         env.close()
 
 

@@ -56,6 +56,10 @@ for stage in "$@"; do
         "$PY" benchmarks/bench_env.py "$MANIFEST" --device "$DEVICE" --num-envs "$n" --steps "$STEPS" \
           --count-steps 0 2>&1 | log env
       done
+      # the CUDA driver calls of one 1,024-env step, as the torch profiler counts them (as issue 11 did)
+      for cap in "" --capture-graph; do
+        "$PY" benchmarks/profile_step.py "$MANIFEST" --device "$DEVICE" --num-envs 1024 $cap 2>&1 | log env
+      done
       ;;
     train)
       need_data

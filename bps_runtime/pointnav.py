@@ -232,6 +232,9 @@ class BatchPointNavEnv:
                 raise ConfigError(None, "send(): no group is waiting for actions (each group's "
                                         "results must be recv()'d before its next send)")
             return self._to_send.popleft()
+        g = next((k for k, ids in enumerate(self._env_ids) if env_id is ids), None)
+        if g is not None:   # the env's own info["env_id"] handed back: known without reading it
+            return self._take_group(g)
         ids = torch.as_tensor(env_id).reshape(-1).to("cpu", torch.long)
         if ids.numel() != self.batch_size:
             raise ConfigError(None, f"send(): env_id has {ids.numel()} entries, expected one group of "
@@ -241,6 +244,9 @@ class BatchPointNavEnv:
                 ids, torch.arange(g * self.batch_size, (g + 1) * self.batch_size)):
             raise ConfigError(None, f"send(): env_id must be one whole group "
                                     f"[k*{self.batch_size}, (k+1)*{self.batch_size}) in order")
+        return self._take_group(g)
+
+    def _take_group(self, g: int) -> int:
         if g not in self._to_send:
             raise ConfigError(None, f"send(): group {g} (envs {g * self.batch_size}..) is still "
                                     "being simulated: recv() it first")

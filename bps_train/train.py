@@ -30,6 +30,7 @@ import signal
 import sys
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -244,7 +245,7 @@ def report_sim_only(env, args, rank: int, world: int, out: Path, update: int, se
 @dataclass
 class Carry:
     """What one rollout hands to the next: recurrent state, previous actions, episode starts,
-    and each group's latest observation (received, not yet acted on)."""
+    and each group's latest observation (received, not yet acted on) as (group, env ids, obs)."""
 
     state: tuple
     prev_action: torch.Tensor
@@ -255,77 +256,93 @@ class Carry:
 
 def start_rollouts(env, policy, device) -> Carry:
     env.async_reset()
-    n = env.num_envs
+    n, b = env.num_envs, env.batch_size
     pending, scenes = [], set()
-    for _ in range(n // env.batch_size):
+    for _ in range(n // b):
         obs, _, _, info = env.recv()
-        pending.append((info["env_id"].to(device), obs))
+        ids = info["env_id"]
+        pending.append((int(ids[0]) // b, ids, obs))   # read once per run; the rollouts never read ids
         scenes.update(info.get("scene_id", []))
     return Carry(policy.initial_state(n, device), torch.full((n,), -1, dtype=torch.long, device=device),
                  torch.zeros(n, dtype=torch.bool, device=device), pending, sorted(scenes))
 
 
+EPISODE_SUMS = ("episodes", "return", "success", "spl")   # what collect_rollout's first result sums
+
+
 def collect_rollout(env, policy, ro: Rollout, carry: Carry, sensor: str,
-                    amp=contextlib.nullcontext) -> tuple[list, float]:
+                    amp=contextlib.nullcontext) -> tuple[torch.Tensor, float]:
     """Fill ``ro`` with T steps of every environment, group by group: while the simulator thread
-    steps one group, the policy acts on the other. Returns the finished episodes' stats
-    [(return, success, spl)] and the seconds spent waiting in ``recv``. ``amp()`` is entered
-    around the policy's forward passes only (never around the environment's work)."""
+    steps one group, the policy acts on the other. Returns the finished episodes' sums
+    (``EPISODE_SUMS``: count, return, success, SPL; a float64 tensor on the rollout's device,
+    read by the caller when it logs) and the seconds spent waiting in ``recv``. ``amp()`` is
+    entered around the policy's forward passes only (never around the environment's work).
+
+    Nothing here waits for the device (on CUDA each wait would drain the queue that overlaps
+    simulation and inference): ``recv`` hands groups back in the order they were sent, so the
+    group is known on the host; a group's envs are one contiguous range, stored through slices;
+    episode stats are summed on the device; the env ids handed to ``send`` are the env's own
+    tensors, which it recognises without reading them."""
     T = ro.steps
     b = env.batch_size
     groups = env.num_envs // b
     step_of = [0] * groups
+    sent: deque = deque()        # (group, env ids) in the order sent: the order recv returns them
     state, prev_action, not_done = carry.state, carry.prev_action, carry.not_done
-    episodes, waited = [], 0.0
+    sums = torch.zeros(len(EPISODE_SUMS), dtype=torch.float64, device=ro.rewards.device)
+    waited = 0.0
 
-    def observe(ids, t, obs):
-        ro.visual[t, ids] = visual_of(obs, sensor).to(ro.visual.dtype)
-        ro.pointgoal[t, ids] = obs["pointgoal"]
-        ro.prev_action[t, ids] = prev_action[ids]
-        ro.not_done[t, ids] = not_done[ids]
+    def observe(sl, t, obs):
+        ro.visual[t, sl] = visual_of(obs, sensor)
+        ro.pointgoal[t, sl] = obs["pointgoal"]
+        ro.prev_action[t, sl] = prev_action[sl]
+        ro.not_done[t, sl] = not_done[sl]
 
-    def act(ids, t, obs):
-        observe(ids, t, obs)
+    def act(g, ids, t, obs):
+        sl = slice(g * b, (g + 1) * b)
+        observe(sl, t, obs)
         with torch.no_grad():
             with amp():
-                logits, value, (h, c) = policy(ro.visual[t, ids], ro.pointgoal[t, ids], prev_action[ids],
-                                               (state[0][:, ids], state[1][:, ids]), not_done[ids])
-            d = torch.distributions.Categorical(logits=logits.float())
+                logits, value, (h, c) = policy(ro.visual[t, sl], ro.pointgoal[t, sl], prev_action[sl],
+                                               (state[0][:, sl], state[1][:, sl]), not_done[sl])
+            # validate_args=False: the argument checks are `if not tensor.all()` (a device wait)
+            d = torch.distributions.Categorical(logits=logits.float(), validate_args=False)
             a = d.sample()
-        state[0][:, ids], state[1][:, ids] = h, c
-        ro.actions[t, ids], ro.logp[t, ids], ro.values[t, ids] = a, d.log_prob(a), value.float()
+        state[0][:, sl], state[1][:, sl] = h, c
+        ro.actions[t, sl], ro.logp[t, sl], ro.values[t, sl] = a, d.log_prob(a), value.float()
         env.send(a.to(env.device), ids)
-        step_of[int(ids[0]) // b] = t + 1
+        sent.append((g, ids))
+        step_of[g] = t + 1
 
     ro.state0 = (state[0].clone(), state[1].clone())
-    for ids, obs in carry.pending:  # step 0 of every group
-        act(ids, 0, obs)
+    for g, ids, obs in carry.pending:  # step 0 of every group
+        act(g, ids, 0, obs)
     carry.pending = []
     while len(carry.pending) < groups:
         t0 = time.perf_counter()
         obs, reward, done, info = env.recv()
         waited += time.perf_counter() - t0
-        ids = info["env_id"].to(ro.rewards.device)
-        t = step_of[int(ids[0]) // b]  # >= 1: the group acted this rollout
-        reward, done = reward.to(ro.rewards.device), done.to(ro.rewards.device)
-        ro.rewards[t - 1, ids] = reward
-        if bool(done.any()):
-            ep = info["episode"]
-            for j in torch.nonzero(done).flatten().tolist():
-                episodes.append((float(ep["return"][j]), float(ep["success"][j]), float(ep["spl"][j])))
-        a = ro.actions[t - 1, ids]
-        prev_action[ids] = torch.where(done, torch.full_like(a, -1), a)
-        not_done[ids] = ~done
+        g, ids = sent.popleft()
+        sl = slice(g * b, (g + 1) * b)
+        t = step_of[g]  # >= 1: the group acted this rollout
+        done = done.to(ro.rewards.device)
+        ro.rewards[t - 1, sl] = reward
+        ep = info["episode"]
+        got = torch.stack([ep["return"], ep["success"], ep["spl"]]).to(ro.rewards.device, torch.float64)
+        sums[0] += done.sum()
+        sums[1:] += torch.where(done, got, 0.0).sum(1)
+        prev_action[sl] = torch.where(done, -1, ro.actions[t - 1, sl])
+        not_done[sl] = ~done
         if t < T:
-            act(ids, t, obs)
+            act(g, ids, t, obs)
             continue
-        observe(ids, T, obs)  # the group's rollout is complete: value of its last observation
+        observe(sl, T, obs)  # the group's rollout is complete: value of its last observation
         with torch.no_grad(), amp():
-            _, v, _ = policy(ro.visual[T, ids], ro.pointgoal[T, ids], prev_action[ids],
-                             (state[0][:, ids], state[1][:, ids]), not_done[ids])
-        ro.values[T, ids] = v.float()
-        carry.pending.append((ids, obs))  # acted on as step 0 of the next rollout
-    return episodes, waited
+            _, v, _ = policy(ro.visual[T, sl], ro.pointgoal[T, sl], prev_action[sl],
+                             (state[0][:, sl], state[1][:, sl]), not_done[sl])
+        ro.values[T, sl] = v.float()
+        carry.pending.append((g, ids, obs))  # acted on as step 0 of the next rollout
+    return sums, waited
 
 
 def all_reduce_grads(params, world):
@@ -562,7 +579,8 @@ def train(args) -> dict:
         sys.stdout.write(f"SCENES {json.dumps(carry.scenes)}\n")
         sys.stdout.flush()
         params = list(policy.parameters())
-        episodes, recv_wait, collect_s, learn_s = [], 0.0, 0.0, 0.0
+        episodes = torch.zeros(len(EPISODE_SUMS), dtype=torch.float64, device=device)
+        recv_wait, collect_s, learn_s = 0.0, 0.0, 0.0
         t_start = time.perf_counter()
         while update < num_updates and not (interrupted := stop.requested(world)):
             t_update = time.perf_counter()
@@ -597,8 +615,7 @@ def train(args) -> dict:
 
             # ---- log (episode stats summed over ranks) and checkpoint
             if update % args.log_every == 0 or update == num_updates:
-                s = torch.tensor([len(episodes), sum(e[0] for e in episodes), sum(e[1] for e in episodes),
-                                  sum(e[2] for e in episodes)], dtype=torch.float64)
+                s = episodes.cpu()   # the one read of the episode sums: when logging
                 if world > 1:
                     dist.all_reduce(s)
                 elapsed = time.perf_counter() - t_start
@@ -615,7 +632,8 @@ def train(args) -> dict:
                        "seconds": round(seconds_before + elapsed, 1)}
                 if log is not None:
                     log.row(row, num_updates, time.perf_counter() - t_update)
-                episodes, recv_wait, collect_s, learn_s = [], 0.0, 0.0, 0.0
+                episodes.zero_()
+                recv_wait, collect_s, learn_s = 0.0, 0.0, 0.0
             snapshot = args.snapshot_every and update % args.snapshot_every == 0
             if update % args.save_every == 0 or update == num_updates or snapshot:
                 save_run(ckpt_path, args, run_id, policy, opt, update, global_step,

@@ -2,6 +2,7 @@
 parser, and the double-buffered rollout loop against a scripted environment."""
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 from collections import deque
@@ -206,7 +207,7 @@ def test_double_buffered_rollout_stores_each_step_where_it_belongs():
     assert ro.not_done[5].sum() == 0 and ro.not_done[1:5].all() and ro.not_done[6:].all()
     assert (ro.prev_action[5] == -1).all()
     assert torch.equal(ro.prev_action[3], ro.actions[2])
-    assert len(eps) == 4 and sum(x[1] for x in eps) == 2
+    assert eps.tolist() == [4.0, 4.0, 2.0, 2.0]   # episodes, return, successes (even envs), SPL
     torch.testing.assert_close(ro.pointgoal[T, :, 0], torch.full((4,), float(T)))  # bootstrap obs
     assert len(carry.pending) == 2
     # double buffering: both groups in flight, each group's results received before its next send
@@ -218,6 +219,31 @@ def test_double_buffered_rollout_stores_each_step_where_it_belongs():
     torch.testing.assert_close(ro.state0[0], state_before)
     torch.testing.assert_close(ro.pointgoal[0, :, 0], torch.full((4,), float(T)))
     torch.testing.assert_close(ro.rewards[0], T + 1 + e / 1000)
+
+
+def test_rollout_never_waits_for_the_device():
+    """On the real env (CPU here, counted as on CUDA): a whole rollout, inference, sends, receives
+    and episode stats included, calls nothing that would make the host wait for a CUDA device
+    (``step_profile``'s sync list). The CPU env's own per-step action range check ("input
+    check": once on CUDA) and Embree's reads ("render") are CPU-only and marked apart."""
+    from bps_runtime.inmemory_scenes import make_env, room
+    from bps_runtime.step_profile import count_ops
+
+    env = make_env([room("a", 3.0, 4.0), room("b", 4.0, 3.0)], num_envs=8, batch_size=4, seed=0)
+    try:
+        torch.manual_seed(0)
+        pol = Policy(1, hidden=16, width=4, resolution=(16, 16))
+        env.task = dataclasses.replace(env.task, max_episode_steps=4)   # episodes end inside the rollout
+        ro = Rollout.empty(6, 8, (16, 16, 1), torch.float32, 16, "cpu")
+        carry = start_rollouts(env, pol, torch.device("cpu"))
+        collect_rollout(env, pol, ro, carry, "depth")
+        with count_ops() as c:
+            eps, _ = collect_rollout(env, pol, ro, carry, "depth")
+        assert c.num_syncs == 0, c.syncs
+        assert set(c.phases()) == {"step", "input check", "render"}, c.summary()
+        assert eps[0] >= 8 and 0 <= eps[2] <= eps[0]     # every env ended an episode in 6 steps of 4
+    finally:
+        env.close()
 
 
 # ----------------------------------------------------------------------------------- lr rule, arg checks

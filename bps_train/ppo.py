@@ -56,7 +56,8 @@ def ppo_loss(policy, rollout: Rollout, env_idx: torch.Tensor, adv: torch.Tensor,
              clip: float, value_coef: float, entropy_coef: float,
              amp=contextlib.nullcontext) -> tuple[torch.Tensor, dict]:
     """Clipped PPO loss over the environments ``env_idx`` (whole sequences: the LSTM reruns).
-    ``amp()`` is entered around the policy only (bf16 autocast on CUDA); the loss is fp32."""
+    ``amp()`` is entered around the policy only (bf16 autocast on CUDA); the loss is fp32.
+    The metrics are 0-dim tensors: reading one waits for the device, so read them once per update."""
     t = rollout.steps
     sl = (slice(0, t), env_idx)
     with amp():
@@ -64,7 +65,7 @@ def ppo_loss(policy, rollout: Rollout, env_idx: torch.Tensor, adv: torch.Tensor,
             rollout.visual[sl], rollout.pointgoal[sl], rollout.prev_action[sl],
             (rollout.state0[0][:, env_idx], rollout.state0[1][:, env_idx]), rollout.not_done[sl])
     logits, values = logits.float(), values.float()
-    dist = torch.distributions.Categorical(logits=logits)
+    dist = torch.distributions.Categorical(logits=logits, validate_args=False)  # its checks read the device
     logp = dist.log_prob(rollout.actions[:, env_idx])
     ratio = torch.exp(logp - rollout.logp[:, env_idx])
     a = adv[:, env_idx]
@@ -76,5 +77,5 @@ def ppo_loss(policy, rollout: Rollout, env_idx: torch.Tensor, adv: torch.Tensor,
     with torch.no_grad():
         approx_kl = ((ratio - 1) - (logp - rollout.logp[:, env_idx])).mean()
         clipfrac = ((ratio - 1).abs() > clip).float().mean()
-    return loss, {"policy_loss": pg.item(), "value_loss": vloss.item(), "entropy": ent.item(),
-                  "approx_kl": approx_kl.item(), "clip_frac": clipfrac.item()}
+    return loss, {"policy_loss": pg.detach(), "value_loss": vloss.detach(), "entropy": ent.detach(),
+                  "approx_kl": approx_kl, "clip_frac": clipfrac}

@@ -345,6 +345,30 @@ def collect_rollout(env, policy, ro: Rollout, carry: Carry, sensor: str,
     return sums, waited
 
 
+def learn(policy, opt, ro: Rollout, args, amp, world: int = 1) -> dict:
+    """One PPO update on rollout ``ro``: ``args.epochs`` passes over ``args.minibatches``
+    minibatches of whole env sequences. -> the last minibatch's metrics as floats, ``loss``
+    the first non-finite minibatch loss if any, else the last one. The metrics are read once, at
+    the end (a device wait; reading them per minibatch stalled the GPU between minibatches)."""
+    params = list(policy.parameters())
+    adv, returns = gae(ro, args.gamma, args.gae_lambda)
+    losses, m = [], {}
+    for _ in range(args.epochs):
+        for mb in torch.randperm(ro.actions.shape[1], device=ro.actions.device).chunk(args.minibatches):
+            loss, m = ppo_loss(policy, ro, mb, adv, returns, args.clip, args.value_coef, args.entropy_coef, amp)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            if world > 1:
+                all_reduce_grads(params, world)
+            torch.nn.utils.clip_grad_norm_(params, args.max_grad_norm)
+            opt.step()
+            losses.append(loss.detach())
+    vals = torch.stack([*losses, *m.values()]).tolist()
+    loss_vals, rest = vals[:len(losses)], vals[len(losses):]
+    bad = [v for v in loss_vals if not math.isfinite(v)]
+    return {"loss": bad[0] if bad else loss_vals[-1], **dict(zip(m, rest))}
+
+
 def all_reduce_grads(params, world):
     """DD-PPO: average gradients over ranks in one flat all-reduce."""
     grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
@@ -578,7 +602,6 @@ def train(args) -> dict:
         # writes the text and the end apart and ranks sharing a pipe interleaved between them
         sys.stdout.write(f"SCENES {json.dumps(carry.scenes)}\n")
         sys.stdout.flush()
-        params = list(policy.parameters())
         episodes = torch.zeros(len(EPISODE_SUMS), dtype=torch.float64, device=device)
         recv_wait, collect_s, learn_s = 0.0, 0.0, 0.0
         t_start = time.perf_counter()
@@ -592,20 +615,9 @@ def train(args) -> dict:
             t_learn = time.perf_counter()
             collect_s += t_learn - t_update
 
-            adv, returns = gae(ro, args.gamma, args.gae_lambda)
-            for _ in range(args.epochs):
-                for mb in torch.randperm(n, device=device).chunk(args.minibatches):
-                    loss, metrics = ppo_loss(policy, ro, mb, adv, returns, args.clip, args.value_coef,
-                                             args.entropy_coef, amp)
-                    opt.zero_grad(set_to_none=True)
-                    loss.backward()
-                    if world > 1:
-                        all_reduce_grads(params, world)
-                    torch.nn.utils.clip_grad_norm_(params, args.max_grad_norm)
-                    opt.step()
-                    metrics["loss"] = loss.item()
-                    if not math.isfinite(metrics["loss"]):
-                        raise FloatingPointError(f"non-finite loss at update {update}")
+            metrics = learn(policy, opt, ro, args, amp, world)
+            if not math.isfinite(metrics["loss"]):
+                raise FloatingPointError(f"non-finite loss at update {update}")
             learn_s += time.perf_counter() - t_learn
             update += 1
             global_step += batch

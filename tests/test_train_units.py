@@ -2,7 +2,9 @@
 parser, and the double-buffered rollout loop against a scripted environment."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import math
 import subprocess
 import sys
 from collections import deque
@@ -119,7 +121,7 @@ def test_ppo_loss_normalizes_advantages_and_is_finite():
     # ratio == 1 at the data's own log-probs? not here (logp=0), but the normalized advantages make
     # the clipped objective's scale independent of adv's scale:
     loss2, m2 = ppo_loss(pol, ro, torch.arange(2), adv * 10 + 3, torch.zeros(4, 2), 0.2, 0.5, 0.01)
-    assert m["policy_loss"] == pytest.approx(m2["policy_loss"], rel=1e-3)
+    assert m["policy_loss"].item() == pytest.approx(m2["policy_loss"].item(), rel=1e-3)
 
 
 # ----------------------------------------------------------------------------------- Args
@@ -244,6 +246,29 @@ def test_rollout_never_waits_for_the_device():
         assert eps[0] >= 8 and 0 <= eps[2] <= eps[0]     # every env ended an episode in 6 steps of 4
     finally:
         env.close()
+
+
+def test_one_update_reads_the_device_once():
+    """``learn``: two minibatches, each forward, backward, clip and LAMB step, and one read of
+    the metrics at the end (``tolist``): nothing in between waits for the device."""
+    from bps_runtime.step_profile import count_ops
+    from bps_train.train import learn
+
+    torch.manual_seed(0)
+    args = parse(Args, ["--num-envs", "4", "--rollout-steps", "5", "--hidden", "16", "--width", "4"])
+    pol = Policy(1, hidden=16, width=4, resolution=(16, 16))
+    ro = Rollout.empty(5, 4, (16, 16, 1), torch.float32, 16, "cpu")
+    ro.visual.uniform_()
+    ro.not_done.fill_(True)
+    ro.rewards.normal_()
+    opt = Lamb(pol.parameters(), lr=1e-3)
+    before = [p.detach().clone() for p in pol.parameters()]
+    with count_ops() as c:
+        m = learn(pol, opt, ro, args, contextlib.nullcontext)
+    assert dict(c.syncs) == {"step": {"Tensor.tolist": 1}}, c.syncs
+    assert set(m) == {"loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_frac"}
+    assert all(isinstance(v, float) and math.isfinite(v) for v in m.values())
+    assert any(not torch.equal(a, b) for a, b in zip(before, pol.parameters()))   # it did learn
 
 
 # ----------------------------------------------------------------------------------- lr rule, arg checks

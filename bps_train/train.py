@@ -202,6 +202,8 @@ def measure_sim_fps(env, steps: int, seed: int, actions=(0, 1, 2, 3)) -> float:
         env.send(rand())
     for _ in range(groups):
         env.recv()
+    if env.device.type == "cuda":  # recv returns once a step is queued: count its device work too
+        torch.cuda.synchronize(env.device)
     dt = time.perf_counter() - t0
     return (steps + 1) * env.num_envs / dt
 

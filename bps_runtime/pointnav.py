@@ -171,7 +171,8 @@ class BatchPointNavEnv:
     def send(self, actions, env_id=None):
         """Queue one group's actions and return at once. ``env_id`` (optional) must be the
         env ids of a whole group, as returned in ``info["env_id"]``; by default the group whose
-        results were handed out longest ago."""
+        results were handed out longest ago. The ``info["env_id"]`` tensor itself is recognised
+        without reading it; any other ids are copied to the host and checked (on CUDA, a wait)."""
         if self._closed:
             raise ConfigError(None, "send() on a closed environment")
         a = self._check_actions(actions)   # before taking the group: a bad call changes nothing

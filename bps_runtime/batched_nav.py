@@ -312,7 +312,8 @@ class GoalFields:
             return
         with self._lock:
             np.subtract.at(self.refs, r, 1)
-            for row in np.unique(r[self.refs[r] <= 0]).tolist():
+            freed = r[self.refs[r] <= 0]
+            for row in (np.unique(freed).tolist() if freed.size else ()):
                 self.refs[row] = 0
                 self.host.pop(row, None)
                 self.goals.pop(row, None)

@@ -108,6 +108,22 @@ def _seed_for(seed: int, name: str, visit: int) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence([int(seed) & (2**63 - 1), zlib.crc32(name.encode()), visit]))
 
 
+def _group_by_key(keys: np.ndarray) -> tuple[np.ndarray | None, list[tuple[int, int]]]:
+    """Entries grouped by key, keys ascending, entries in their order within a key: (the stable
+    argsort of ``keys`` -- None when it is the identity -- and the [a, b) bounds of each key's
+    run in it). A handful of numpy calls, whatever the number of keys."""
+    n = len(keys)
+    if n == 0:
+        return None, []
+    if n == 1 or not (keys[1:] < keys[:-1]).any():
+        order, sk = None, keys
+    else:
+        order = np.argsort(keys, kind="stable")
+        sk = keys[order]
+    cuts = (np.flatnonzero(sk[1:] != sk[:-1]) + 1).tolist()
+    return order, list(zip([0] + cuts, cuts + [n]))
+
+
 class _SceneState:
     """One resident scene's episode source: its navigation, fields, random stream, pool/order."""
 
@@ -438,25 +454,41 @@ class EpisodeSupply:
     # ------------------------------------------------------------------ taking episodes
     def take(self, keys: np.ndarray) -> tuple[NewEpisodes, bool]:
         """One new episode per entry of ``keys`` (scene keys), in order."""
+        keys = np.asarray(keys, np.int64)
         n = len(keys)
+        w0 = self.waits
+        if self.mode == "sample":
+            # the scenes in key order, each serving its entries in env order (a stable sort);
+            # one scatter per array back to the entries' order
+            order, bounds = _group_by_key(keys)
+            at = slice(None) if order is None else order
+            first = keys if order is None else keys[order]
+            take = self._take_reserved if self.options.reservoir > 0 else self._sample
+            parts = [take(self.scenes[int(first[a])], b - a) for a, b in bounds]
+            out = NewEpisodes(np.empty((n, 3), np.float32), np.empty(n, np.float32), np.empty((n, 3), np.float32),
+                              np.empty(n, np.int64))
+            if not parts:
+                return out, False
+            cat = (lambda a: a[0]) if len(parts) == 1 else np.concatenate
+            out.start[at] = cat([e.start for e in parts])
+            out.yaw[at] = cat([e.yaw for e in parts])
+            out.goal[at] = cat([e.goal for e in parts])
+            out.rows[at] = cat([e.rows for e in parts])
+            ids = [i for e in parts for i in e.episode_ids]
+            if order is not None:
+                scattered = np.empty(n, object)
+                scattered[order] = ids
+                ids = scattered.tolist()
+            out.episode_ids = ids
+            return out, self.waits > w0
         out = NewEpisodes(np.zeros((n, 3), np.float32), np.zeros(n, np.float32), np.zeros((n, 3), np.float32),
                           np.zeros(n, np.int64), [""] * n)
-        w0 = self.waits
-        ids = np.empty(n, object) if self.mode == "sample" else None
         for key in np.unique(keys):
-            idx = np.nonzero(keys == key)[0]
             st = self.scenes[int(key)]
-            if self.mode == "sample":
-                e = self._take_reserved(st, len(idx)) if self.options.reservoir > 0 else self._sample(st, len(idx))
-                out.start[idx], out.yaw[idx], out.goal[idx], out.rows[idx] = e.start, e.yaw, e.goal, e.rows
-                ids[idx] = e.episode_ids
-            else:
-                for i in idx:
-                    (start, yaw, goal, row, eid), _ = self._next_dataset(st)
-                    out.start[i], out.yaw[i], out.goal[i], out.rows[i] = start, yaw, goal, row
-                    out.episode_ids[i] = eid
-        if ids is not None:
-            out.episode_ids = ids.tolist()
+            for i in np.nonzero(keys == key)[0]:
+                (start, yaw, goal, row, eid), _ = self._next_dataset(st)
+                out.start[i], out.yaw[i], out.goal[i], out.rows[i] = start, yaw, goal, row
+                out.episode_ids[i] = eid
         return out, self.waits > w0
 
     def release(self, key: int, row: int):
@@ -465,11 +497,12 @@ class EpisodeSupply:
 
     def release_many(self, keys: np.ndarray, rows: np.ndarray):
         """``release`` for many (scene key, row) pairs at once."""
-        keys, rows = np.asarray(keys, np.int64), np.asarray(rows, np.int64)
-        for key in np.unique(keys).tolist():
-            st = self.scenes.get(int(key))
+        keys, rows = np.asarray(keys, np.int64).reshape(-1), np.asarray(rows, np.int64).reshape(-1)
+        order, bounds = _group_by_key(keys)
+        for a, b in bounds:
+            st = self.scenes.get(int(keys[a if order is None else order[a]]))
             if st is not None:
-                st.fields.release_many(rows[keys == key])
+                st.fields.release_many(rows[a:b] if order is None else rows[order[a:b]])
 
     def pending(self, key: int) -> bool:
         """Whether the scene's episode preparation is still running (not ready to switch to)."""

@@ -165,6 +165,13 @@ class _Reservoir:
             self.gen += 1
 
 
+def _slice_reserved(r: _Reservoir, n: int) -> NewEpisodes:
+    """The reservoir's next ``n`` episodes (views), consumed; call under ``r.lock``."""
+    h, e = r.head, r.eps
+    r.head = h + n
+    return NewEpisodes(e.start[h:h + n], e.yaw[h:h + n], e.goal[h:h + n], e.rows[h:h + n], e.episode_ids[h:h + n])
+
+
 class EpisodeSupply:
     """Episodes for the env, per resident scene, prepared ahead (see the module docstring)."""
 
@@ -359,9 +366,10 @@ class EpisodeSupply:
         (inline draws are what ``reservoir=0`` always does, and timing must not change
         ``waited_steps`` of a seeded run)."""
         r, R = st.res, self.options.reservoir
-        with r.lock:
+        with r.lock:   # the common case: enough held, sliced under the same lock
+            out = _slice_reserved(r, n) if r.size() >= n else None
             have = r.size()
-        if have < n:
+        if out is None:
             f, r.fill = r.fill, None
             if f is not None and not f.cancel():
                 f.result()   # running or done; re-raises what the draw raised (no reachable start)
@@ -372,12 +380,9 @@ class EpisodeSupply:
                 self.miss_reasons.append(f"scene {st.name!r}: reservoir had {have} of {n} episodes, drew "
                                          f"{n - have + R} inline")
                 self._fill(st, r.gen, n - have + R)
-        with r.lock:
-            h, e = r.head, r.eps
-            out = NewEpisodes(e.start[h:h + n], e.yaw[h:h + n], e.goal[h:h + n], e.rows[h:h + n],
-                              e.episode_ids[h:h + n])
-            r.head = h + n
-            have = r.size()
+            with r.lock:
+                out = _slice_reserved(r, n)
+                have = r.size()
         st.count += n
         target = max(R, 2 * n)
         if have < target // 2 and (r.fill is None or r.fill.done()):

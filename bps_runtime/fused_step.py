@@ -189,7 +189,9 @@ class FusedStep:
     def upload(self, stage_i: np.ndarray, stage_f: np.ndarray):
         """New ring entries (rows of (env, ring index, resident id, field row) and (start xyz,
         yaw, goal xyz)) for the next launch; a copy from pinned memory on CUDA, no wait.
-        No rows while the device already holds a count of 0: nothing to copy, no torch op."""
+        No rows while the device already holds a count of 0: nothing to copy, no torch op (this
+        relies on the copies being issued here; a captured graph that replayed them would read
+        a pinned buffer not rewritten since)."""
         m = int(stage_i.shape[0])
         if m == 0 and self._count_sent == 0:
             return

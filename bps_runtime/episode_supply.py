@@ -39,7 +39,7 @@ import torch
 from bps_assets.errors import ConfigError, NavError
 from bps_assets.nav.episodes import DEFAULTS as _GEN
 
-from .batched_nav import FieldWorker, GoalFields, SceneNav
+from .batched_nav import SMALL_BATCH, FieldWorker, GoalFields, SceneNav
 from .task import quat_to_yaw
 
 
@@ -503,6 +503,15 @@ class EpisodeSupply:
     def release_many(self, keys: np.ndarray, rows: np.ndarray):
         """``release`` for many (scene key, row) pairs at once."""
         keys, rows = np.asarray(keys, np.int64).reshape(-1), np.asarray(rows, np.int64).reshape(-1)
+        if len(keys) <= SMALL_BATCH:     # a step's few ended episodes: group them in Python
+            groups: dict[int, list] = {}
+            for k, row in zip(keys.tolist(), rows.tolist()):
+                groups.setdefault(k, []).append(row)
+            for k in sorted(groups):
+                st = self.scenes.get(k)
+                if st is not None:
+                    st.fields.release_many(groups[k])
+            return
         order, bounds = _group_by_key(keys)
         for a, b in bounds:
             st = self.scenes.get(int(keys[a if order is None else order[a]]))

@@ -170,3 +170,32 @@ def test_grouped_take_gives_each_scene_its_own_episodes():
     finally:
         w1.close()
         w2.close()
+
+
+def test_small_reference_batches_match_the_numpy_path(monkeypatch):
+    """Field-row references released a few at a time (a Python loop) end as numpy's
+    ``subtract.at`` path leaves them: counts, rows freed and the order they are reused in."""
+    import bps_runtime.batched_nav as bn
+
+    nm = room("a")[4]
+
+    def table():
+        f = bn.GoalFields(SceneNav(nm, NavBuffers(capacity=2)), capacity=8)
+        goal = nm.span_pos[0]
+        flat = f.compute(goal)
+        rows = [f.add(goal, flat) for _ in range(8)]
+        f.retain_many(np.repeat(rows, 5))
+        return f
+
+    small, ref = table(), table()
+    rng = np.random.default_rng(0)
+    for n in [1, 2, 3, 5, 8, 13, 2, 1, 30, 4]:
+        held = np.repeat(np.arange(len(ref.refs)), ref.refs)     # one entry per reference
+        batch = rng.choice(held, min(n, held.size), replace=False).tolist()
+        small.release_many(batch)
+        monkeypatch.setattr(bn, "SMALL_BATCH", 0)
+        ref.release_many(np.asarray(batch, np.int64))
+        monkeypatch.undo()
+        np.testing.assert_array_equal(small.refs, ref.refs)
+        assert small._free == ref._free and sorted(small.host) == sorted(ref.host)
+    assert len(ref._free) >= 2 and len(set(ref._free)) == len(ref._free)   # rows were freed, once each

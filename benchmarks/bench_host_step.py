@@ -19,8 +19,10 @@ ends within 500 steps, the steady state in which nothing is due).
 
 With ``--base``, each configuration also runs against that checkout (a subprocess with its
 directory first on PYTHONPATH, its compiled helpers built or copied there), the runs of the two
-trees alternating ``--reps`` times; each figure is the lowest median over the reps (the machine
-is shared), and the last column is base / this tree.
+trees alternating ``--reps`` times (which tree goes first alternates too); each figure is the
+lowest median over the reps (the machine is shared), and the last column is base / this tree.
+``FusedStep.step w/o launches`` is the same code in both trees here: how far its ratio is from
+1 says how much the machine's load moved the other figures.
 """
 from __future__ import annotations
 
@@ -168,8 +170,8 @@ def main(argv=None):
         return _worker(a)
     trees = [("this", ROOT)] + ([("base", a.base.resolve())] if a.base is not None else [])
     best: dict = {}
-    for _ in range(a.reps):
-        for name, tree in trees:
+    for rep in range(a.reps):
+        for name, tree in (trees if rep % 2 == 0 else trees[::-1]):   # alternate who runs first
             for cfg, parts in _run_tree(tree, a).items():
                 for k, v in parts.items():
                     key = (name, cfg, k)

@@ -43,6 +43,7 @@ from bps_assets.errors import NavError
 from .threads import BACKGROUND_NICE, lower_priority
 
 PULL_INSIDE = 1e-4    # metres: results stay strictly inside their cell (docs/NAVMESH.md)
+SMALL_BATCH = 32      # reference-count updates of up to this many rows: a Python loop (no numpy calls)
 
 # meta table columns (int64): dims and arena offsets of a resident scene
 M_L, M_D, M_W, M_S, M_K, M_SIDX, M_NBR, M_LRC, M_ISL, M_SEEN, M_HEIGHT, M_POS, M_FIELD = range(13)
@@ -307,12 +308,22 @@ class GoalFields:
 
     def release_many(self, rows) -> None:
         """One reference less per entry of ``rows``; rows at zero are free again."""
-        r = np.asarray(rows, np.int64).reshape(-1)
-        if r.size == 0:
+        r = rows if isinstance(rows, list) else np.asarray(rows, np.int64).reshape(-1)
+        if len(r) == 0:
             return
         with self._lock:
-            np.subtract.at(self.refs, r, 1)
-            for row in np.unique(r[self.refs[r] <= 0]).tolist():
+            if len(r) <= SMALL_BATCH:     # a step's few rows of one scene: numpy calls cost more
+                refs, gone = self.refs, set()
+                for row in (r if isinstance(r, list) else r.tolist()):
+                    refs[row] -= 1
+                    if refs[row] <= 0:
+                        gone.add(row)
+                freed = sorted(gone)
+            else:
+                np.subtract.at(self.refs, r, 1)
+                hit = r[self.refs[r] <= 0]
+                freed = np.unique(hit).tolist() if hit.size else ()
+            for row in freed:
                 self.refs[row] = 0
                 self.host.pop(row, None)
                 self.goals.pop(row, None)

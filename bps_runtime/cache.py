@@ -143,6 +143,7 @@ class SceneCache:
         self.peak_bytes = 0
         self._closed = False
         self._report = CacheReport()
+        self.generation = 0   # bumped whenever the set of resident scenes changes (users re-sync)
         t0 = time.perf_counter()
         # labels the moments named in wait reasons; the env sets it to its step counter
         self.clock: Callable[[], str] = lambda: f"t={time.perf_counter() - t0:.1f} s"
@@ -252,6 +253,7 @@ class SceneCache:
             return
         rid = self._free_ids.popleft()
         self._scenes[rid] = res
+        self.generation += 1
         self._owner[rid] = slot.index
         self.renderer.attach(rid, res.shading, res.accel)
         self._report.loads_completed += 1
@@ -324,6 +326,7 @@ class SceneCache:
         if any(s.active == rid or s.ready == rid for s in self._slots):
             return
         sc = self._scenes.pop(rid)
+        self.generation += 1
         self.renderer.detach(rid)
         self._in_use.discard(sc.scene_id)
         self._free_ids.append(rid)
@@ -344,16 +347,17 @@ class SceneCache:
                 self._maybe_evict(rid)
 
     def _pick(self, envs: np.ndarray) -> np.ndarray:
-        out = np.empty(envs.shape[0], np.int64)
         slots = self.env_slot[envs]
-        for k in np.unique(slots).tolist():
+        counts = np.bincount(slots, minlength=self.num_slots)
+        active = np.zeros(self.num_slots, np.int64)
+        for k in np.flatnonzero(counts).tolist():    # the slots in use, in order
             slot = self._slots[k]
-            sel = slots == k
             self._maybe_swap(slot)
             if slot.active is None:
                 self._wait_for_active(slot)
-            out[sel] = slot.active
-            slot.episodes += int(sel.sum())
+            active[k] = slot.active
+            slot.episodes += int(counts[k])
+        out = active[slots]
         np.add.at(self._refs, out, 1)
         return out
 
@@ -388,7 +392,8 @@ class SceneCache:
         if (self._refs < 0).any():
             np.maximum(self._refs, 0, out=self._refs)
             raise ConfigError(None, "release_scenes: more releases than references taken")
-        for rid in np.unique(r).tolist():
+        gone = r[self._refs[r] == 0]    # only scenes without references can leave
+        for rid in (np.unique(gone).tolist() if gone.size else ()):
             self._maybe_evict(rid)
 
     def release(self, env_ids) -> None:
@@ -457,6 +462,7 @@ class SceneCache:
         for rid in list(self._scenes):
             self.renderer.detach(rid)
         self._scenes.clear()
+        self.generation += 1
 
     def __enter__(self):
         return self
@@ -466,6 +472,11 @@ class SceneCache:
 
 
 def _as_env_ids(env_ids, num_envs: int) -> np.ndarray:
+    if isinstance(env_ids, np.ndarray) and env_ids.dtype == np.int64 and env_ids.ndim == 1:
+        # the step path's case (sorted env ids from flatnonzero): no sort, no copy
+        e = env_ids
+        if e.size == 0 or ((e.size == 1 or (e[1:] > e[:-1]).all()) and e[0] >= 0 and e[-1] < num_envs):
+            return e
     import torch
 
     if isinstance(env_ids, torch.Tensor):

@@ -39,7 +39,7 @@ import torch
 from bps_assets.errors import ConfigError, NavError
 from bps_assets.nav.episodes import DEFAULTS as _GEN
 
-from .batched_nav import FieldWorker, GoalFields, SceneNav
+from .batched_nav import SMALL_BATCH, FieldWorker, GoalFields, SceneNav
 from .task import quat_to_yaw
 
 
@@ -108,6 +108,22 @@ def _seed_for(seed: int, name: str, visit: int) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence([int(seed) & (2**63 - 1), zlib.crc32(name.encode()), visit]))
 
 
+def _group_by_key(keys: np.ndarray) -> tuple[np.ndarray | None, list[tuple[int, int]]]:
+    """Entries grouped by key, keys ascending, entries in their order within a key: (the stable
+    argsort of ``keys`` -- None when it is the identity -- and the [a, b) bounds of each key's
+    run in it). A handful of numpy calls, whatever the number of keys."""
+    n = len(keys)
+    if n == 0:
+        return None, []
+    if n == 1 or not (keys[1:] < keys[:-1]).any():
+        order, sk = None, keys
+    else:
+        order = np.argsort(keys, kind="stable")
+        sk = keys[order]
+    cuts = (np.flatnonzero(sk[1:] != sk[:-1]) + 1).tolist()
+    return order, list(zip([0] + cuts, cuts + [n]))
+
+
 class _SceneState:
     """One resident scene's episode source: its navigation, fields, random stream, pool/order."""
 
@@ -147,6 +163,13 @@ class _Reservoir:
                 fields.release_many(self.eps.rows[self.head:])
             self.eps, self.head, self.next, self.fill = None, 0, 0, None
             self.gen += 1
+
+
+def _slice_reserved(r: _Reservoir, n: int) -> NewEpisodes:
+    """The reservoir's next ``n`` episodes (views), consumed; call under ``r.lock``."""
+    h, e = r.head, r.eps
+    r.head = h + n
+    return NewEpisodes(e.start[h:h + n], e.yaw[h:h + n], e.goal[h:h + n], e.rows[h:h + n], e.episode_ids[h:h + n])
 
 
 class EpisodeSupply:
@@ -343,9 +366,10 @@ class EpisodeSupply:
         (inline draws are what ``reservoir=0`` always does, and timing must not change
         ``waited_steps`` of a seeded run)."""
         r, R = st.res, self.options.reservoir
-        with r.lock:
+        with r.lock:   # the common case: enough held, sliced under the same lock
+            out = _slice_reserved(r, n) if r.size() >= n else None
             have = r.size()
-        if have < n:
+        if out is None:
             f, r.fill = r.fill, None
             if f is not None and not f.cancel():
                 f.result()   # running or done; re-raises what the draw raised (no reachable start)
@@ -356,12 +380,9 @@ class EpisodeSupply:
                 self.miss_reasons.append(f"scene {st.name!r}: reservoir had {have} of {n} episodes, drew "
                                          f"{n - have + R} inline")
                 self._fill(st, r.gen, n - have + R)
-        with r.lock:
-            h, e = r.head, r.eps
-            out = NewEpisodes(e.start[h:h + n], e.yaw[h:h + n], e.goal[h:h + n], e.rows[h:h + n],
-                              e.episode_ids[h:h + n])
-            r.head = h + n
-            have = r.size()
+            with r.lock:
+                out = _slice_reserved(r, n)
+                have = r.size()
         st.count += n
         target = max(R, 2 * n)
         if have < target // 2 and (r.fill is None or r.fill.done()):
@@ -438,25 +459,41 @@ class EpisodeSupply:
     # ------------------------------------------------------------------ taking episodes
     def take(self, keys: np.ndarray) -> tuple[NewEpisodes, bool]:
         """One new episode per entry of ``keys`` (scene keys), in order."""
+        keys = np.asarray(keys, np.int64)
         n = len(keys)
+        w0 = self.waits
+        if self.mode == "sample":
+            # the scenes in key order, each serving its entries in env order (a stable sort);
+            # one scatter per array back to the entries' order
+            order, bounds = _group_by_key(keys)
+            at = slice(None) if order is None else order
+            first = keys if order is None else keys[order]
+            take = self._take_reserved if self.options.reservoir > 0 else self._sample
+            parts = [take(self.scenes[int(first[a])], b - a) for a, b in bounds]
+            out = NewEpisodes(np.empty((n, 3), np.float32), np.empty(n, np.float32), np.empty((n, 3), np.float32),
+                              np.empty(n, np.int64))
+            if not parts:
+                return out, False
+            cat = (lambda a: a[0]) if len(parts) == 1 else np.concatenate
+            out.start[at] = cat([e.start for e in parts])
+            out.yaw[at] = cat([e.yaw for e in parts])
+            out.goal[at] = cat([e.goal for e in parts])
+            out.rows[at] = cat([e.rows for e in parts])
+            ids = [i for e in parts for i in e.episode_ids]
+            if order is not None:
+                scattered = np.empty(n, object)
+                scattered[order] = ids
+                ids = scattered.tolist()
+            out.episode_ids = ids
+            return out, self.waits > w0
         out = NewEpisodes(np.zeros((n, 3), np.float32), np.zeros(n, np.float32), np.zeros((n, 3), np.float32),
                           np.zeros(n, np.int64), [""] * n)
-        w0 = self.waits
-        ids = np.empty(n, object) if self.mode == "sample" else None
         for key in np.unique(keys):
-            idx = np.nonzero(keys == key)[0]
             st = self.scenes[int(key)]
-            if self.mode == "sample":
-                e = self._take_reserved(st, len(idx)) if self.options.reservoir > 0 else self._sample(st, len(idx))
-                out.start[idx], out.yaw[idx], out.goal[idx], out.rows[idx] = e.start, e.yaw, e.goal, e.rows
-                ids[idx] = e.episode_ids
-            else:
-                for i in idx:
-                    (start, yaw, goal, row, eid), _ = self._next_dataset(st)
-                    out.start[i], out.yaw[i], out.goal[i], out.rows[i] = start, yaw, goal, row
-                    out.episode_ids[i] = eid
-        if ids is not None:
-            out.episode_ids = ids.tolist()
+            for i in np.nonzero(keys == key)[0]:
+                (start, yaw, goal, row, eid), _ = self._next_dataset(st)
+                out.start[i], out.yaw[i], out.goal[i], out.rows[i] = start, yaw, goal, row
+                out.episode_ids[i] = eid
         return out, self.waits > w0
 
     def release(self, key: int, row: int):
@@ -465,11 +502,21 @@ class EpisodeSupply:
 
     def release_many(self, keys: np.ndarray, rows: np.ndarray):
         """``release`` for many (scene key, row) pairs at once."""
-        keys, rows = np.asarray(keys, np.int64), np.asarray(rows, np.int64)
-        for key in np.unique(keys).tolist():
-            st = self.scenes.get(int(key))
+        keys, rows = np.asarray(keys, np.int64).reshape(-1), np.asarray(rows, np.int64).reshape(-1)
+        if len(keys) <= SMALL_BATCH:     # a step's few ended episodes: group them in Python
+            groups: dict[int, list] = {}
+            for k, row in zip(keys.tolist(), rows.tolist()):
+                groups.setdefault(k, []).append(row)
+            for k in sorted(groups):
+                st = self.scenes.get(k)
+                if st is not None:
+                    st.fields.release_many(groups[k])
+            return
+        order, bounds = _group_by_key(keys)
+        for a, b in bounds:
+            st = self.scenes.get(int(keys[a if order is None else order[a]]))
             if st is not None:
-                st.fields.release_many(rows[keys == key])
+                st.fields.release_many(rows[a:b] if order is None else rows[order[a:b]])
 
     def pending(self, key: int) -> bool:
         """Whether the scene's episode preparation is still running (not ready to switch to)."""

@@ -84,6 +84,7 @@ class BatchPointNavEnv:
         self._env_ids = [torch.arange(g * self.batch_size, (g + 1) * self.batch_size, device=self.device)
                          for g in range(self.num_groups)]
         self.last_info: dict = {}
+        self._info_views: dict = {}         # (start, stop) of an env slice -> its _InfoViews
         self._checked_actions = False
         self._pending: deque = deque()      # (group, Future) sent, not yet received
         self._to_send: deque = deque()      # groups whose results were handed out
@@ -386,35 +387,56 @@ class BatchPointNavEnv:
             kept += [f"{when}: {r}" for r in reasons]
             del kept[:-MAX_WAIT_REASONS]
 
+    def _views(self, sl) -> _InfoViews:
+        """The info tensors of envs ``sl``: views of the fused step's output buffers (allocated
+        once, in ``FusedStep.__init__``), made on first use and kept, per group."""
+        v = self._info_views.get((sl.start, sl.stop))
+        if v is None:
+            v = self._info_views[(sl.start, sl.stop)] = _InfoViews(self.fused, sl)
+        return v
+
     def _info(self, sl, g, waited, reset: bool = False):
-        f, n, dev = self.fused, sl.stop - sl.start, self.device
+        v, n, dev = self._views(sl), sl.stop - sl.start, self.device
         ring, env0 = self.ring, sl.start
-        epno = f.epno[sl].clone()
+        epno = v.epno.clone()
         current = LazyNames(lambda m: ring.names_of(env0, m, "scene"), epno)
         info = {
             "env_id": self._env_ids[g] if g is not None else torch.arange(n, device=dev),
-            "scene_index": f.out_slot[sl],
+            "scene_index": v.scene_index,
             "scene_id": current,
-            "position": f.position[sl],
-            "rotation": f.rotation[sl],
-            "distance_to_goal": f.dist[sl],
+            "position": v.position,
+            "rotation": v.rotation,
+            "distance_to_goal": v.distance_to_goal,
             "waited_for_load": bool(waited),
         }
         if reset:
             info.update(success=torch.zeros(n, dtype=torch.bool, device=dev), spl=torch.zeros(n, device=dev),
                         truncated=torch.zeros(n, dtype=torch.bool, device=dev), episode=_empty_episode(n, dev))
             return info
-        done = f.done[sl].clone()
-        info.update(success=f.success[sl].view(torch.bool), spl=f.spl[sl],
-                    truncated=f.truncated[sl].view(torch.bool))
+        done = v.done.clone()
+        info["success"], info["spl"], info["truncated"] = v.success, v.spl, v.truncated
         info["episode"] = {
-            "return": f.ep_return[sl], "length": f.ep_length[sl], "success": info["success"],
-            "spl": f.spl[sl], "distance_to_goal": f.ep_dist[sl], "start_distance": f.ep_d0[sl],
-            "path_length": f.ep_path[sl],
+            "return": v.ep_return, "length": v.ep_length, "success": v.success,
+            "spl": v.ep_spl, "distance_to_goal": v.ep_dist, "start_distance": v.ep_d0,
+            "path_length": v.ep_path,
             "episode_id": LazyNames(lambda m, d: ring.names_of(env0, m - 1, "episode", d), epno, done),
             "scene_id": LazyNames(lambda m, d: ring.names_of(env0, m - 1, "scene", d), epno, done),
         }
         return info
+
+
+class _InfoViews:
+    """Views of one group's slice of the fused step's output buffers, for ``_info``."""
+
+    __slots__ = ("scene_index", "position", "rotation", "distance_to_goal", "success", "spl",
+                 "truncated", "ep_return", "ep_length", "ep_spl", "ep_dist", "ep_d0", "ep_path", "epno", "done")
+
+    def __init__(self, f: FusedStep, sl: slice):
+        self.scene_index, self.position, self.rotation = f.out_slot[sl], f.position[sl], f.rotation[sl]
+        self.distance_to_goal, self.spl, self.ep_spl = f.dist[sl], f.spl[sl], f.spl[sl]
+        self.success, self.truncated = f.success[sl].view(torch.bool), f.truncated[sl].view(torch.bool)
+        self.ep_return, self.ep_length, self.ep_dist = f.ep_return[sl], f.ep_length[sl], f.ep_dist[sl]
+        self.ep_d0, self.ep_path, self.epno, self.done = f.ep_d0[sl], f.ep_path[sl], f.epno[sl], f.done[sl]
 
 
 def _empty_episode(n, dev):

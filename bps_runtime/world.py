@@ -339,6 +339,7 @@ class CachedScenes:
         self.world = None
         self.cache = None
         self._registered: dict[int, object] = {}   # resident id -> the navmesh object published
+        self._synced = None                         # cache.generation at the last _sync
         self.steps = 0
         self._next_slot = 0
         self.swaps_requested = 0
@@ -374,6 +375,8 @@ class CachedScenes:
     # ---- publication of resident ids
     def _sync(self):
         c = self.cache
+        if c.generation == self._synced:   # no scene arrived or left since the last sync
+            return
         resident = set(c.resident_ids)
         for rid in list(self._registered):
             if rid not in resident or c.scene(rid).navmesh is not self._registered[rid]:
@@ -384,6 +387,7 @@ class CachedScenes:
                 nm = c.scene(rid).navmesh
                 self.world.register_scene(rid, nm)
                 self._registered[rid] = nm
+        self._synced = c.generation
 
     def next_scenes(self, env_ids):
         """(resident ids of one more queued episode per env, waited for a load)."""

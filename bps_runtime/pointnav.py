@@ -334,11 +334,11 @@ class BatchPointNavEnv:
     def _render(self, g: int) -> dict:
         """Render group g at the poses the kernel wrote (the quaternion reported in info, so
         re-rendering that pose gives the same pixels bit for bit) + its pointgoal."""
-        f, sl = self.fused, self._group_slice(g)
+        v = self._views(self._group_slice(g))
         with step_profile.phase("render"):
-            frames = self.world.render(f.out_slot[sl], f.position[sl], f.rotation[sl], self.sensors)
+            frames = self.world.render(v.scene_index, v.position, v.rotation, self.sensors)
         obs = {k: frames[k] for k in self.sensors}
-        obs["pointgoal"] = f.pointgoal[sl]
+        obs["pointgoal"] = v.pointgoal
         return obs
 
     def _step_and_render(self, g: int, a: torch.Tensor) -> dict:
@@ -346,13 +346,14 @@ class BatchPointNavEnv:
         launch reading the poses the kernel wrote (the same pixels as ``_render``). Captured,
         step and frame are one graph writing the group's own frame buffers (kept per group);
         otherwise each frame gets new buffers, as ``render`` gives."""
-        f, sl = self.fused, self._group_slice(g)
+        f = self.fused
         bufs = self._frames.get(g) if f.capture else None
         if bufs is None:
             bufs = self.world.renderer.frame_buffers(self.batch_size, self.sensors)
             if f.capture:
                 self._frames[g] = bufs
-        slot, pos, rot = f.out_slot[sl], f.position[sl], f.rotation[sl]
+        v = self._views(self._group_slice(g))
+        slot, pos, rot = v.scene_index, v.position, v.rotation
 
         def frame(stream):
             with step_profile.phase("render"):
@@ -360,7 +361,7 @@ class BatchPointNavEnv:
 
         f.step(g, a, then=frame, then_key=(self.world.renderer.table_version, bufs["depth"].data_ptr()))
         obs = {k: bufs[k] for k in self.sensors}
-        obs["pointgoal"] = f.pointgoal[sl]
+        obs["pointgoal"] = v.pointgoal
         return obs
 
     def _step_group(self, g: int, a: torch.Tensor):
@@ -371,13 +372,14 @@ class BatchPointNavEnv:
                 obs = self._render(g)
             else:
                 obs = self._step_and_render(g, a)
-            f, sl = self.fused, self._group_slice(g)
+            sl = self._group_slice(g)
             waited = self.world.after_step(g) or waited   # a swap due now may wait for its load
             info = self._info(sl, g, waited)
             self.stats["steps"] += 1
             self.stats["waited_steps"] += int(waited)
             self._note_waits(f"step {self.stats['steps']}")
-            return obs, f.reward[sl], f.done[sl].view(torch.bool), info
+            v = self._views(sl)
+            return obs, v.reward, v.done_bool, info
 
     def _note_waits(self, when: str):
         """Keep why anything waited (``stats["wait_reasons"]``, the latest ``MAX_WAIT_REASONS``)."""
@@ -429,7 +431,8 @@ class _InfoViews:
     """Views of one group's slice of the fused step's output buffers, for ``_info``."""
 
     __slots__ = ("scene_index", "position", "rotation", "distance_to_goal", "success", "spl",
-                 "truncated", "ep_return", "ep_length", "ep_spl", "ep_dist", "ep_d0", "ep_path", "epno", "done")
+                 "truncated", "ep_return", "ep_length", "ep_spl", "ep_dist", "ep_d0", "ep_path", "epno", "done",
+                 "pointgoal", "reward", "done_bool")
 
     def __init__(self, f: FusedStep, sl: slice):
         self.scene_index, self.position, self.rotation = f.out_slot[sl], f.position[sl], f.rotation[sl]
@@ -437,6 +440,7 @@ class _InfoViews:
         self.success, self.truncated = f.success[sl].view(torch.bool), f.truncated[sl].view(torch.bool)
         self.ep_return, self.ep_length, self.ep_dist = f.ep_return[sl], f.ep_length[sl], f.ep_dist[sl]
         self.ep_d0, self.ep_path, self.epno, self.done = f.ep_d0[sl], f.ep_path[sl], f.epno[sl], f.done[sl]
+        self.pointgoal, self.reward, self.done_bool = f.pointgoal[sl], f.reward[sl], f.done[sl].view(torch.bool)
 
 
 def _empty_episode(n, dev):

@@ -94,7 +94,10 @@ class BatchPointNavEnv:
         self._started = False
         self._reseed = None
         # wait_reasons: why steps (or resets) waited for a load or an episode, one line each
-        self.stats = {"steps": 0, "waited_steps": 0, "episodes": 0, "wait_reasons": []}
+        # episode_misses: takes the episode reservoir could not serve (drawn inline on this
+        # thread instead; not a wait), with the latest reasons (a live view of the supply's)
+        self.stats = {"steps": 0, "waited_steps": 0, "episodes": 0, "wait_reasons": [], "episode_misses": 0,
+                      "episode_miss_reasons": getattr(world.episodes, "miss_reasons", ())}
 
     @property
     def task(self) -> TaskOptions:
@@ -383,6 +386,7 @@ class BatchPointNavEnv:
 
     def _note_waits(self, when: str):
         """Keep why anything waited (``stats["wait_reasons"]``, the latest ``MAX_WAIT_REASONS``)."""
+        self.stats["episode_misses"] = getattr(self.world.episodes, "misses", 0)
         reasons = self.world.take_wait_reasons()
         if reasons:
             kept = self.stats["wait_reasons"]

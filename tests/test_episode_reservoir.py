@@ -151,3 +151,20 @@ def test_vectorized_draw_matches_one_episode_at_a_time():
     # near-straight candidates were rejected and redrawn, some up to the last attempt
     assert 0 < np.mean(np.array(attempts) > 0) < 1
     worker.close()
+
+
+def test_env_stats_report_reservoir_misses():
+    """A reset of more envs than a scene's reservoir holds draws the rest inline: the env's
+    stats count it and say why (the supply's latest reasons), without calling it a wait."""
+    from bps_runtime.inmemory_scenes import make_env, room
+
+    env = make_env([room("a", 3.0, 4.0)], num_envs=400, seed=0)
+    try:
+        env.reset()
+        sup = env.world.episodes
+        assert env.stats["episode_misses"] == sup.misses >= 1
+        assert list(env.stats["episode_miss_reasons"]) == list(sup.miss_reasons)
+        assert "reservoir had" in env.stats["episode_miss_reasons"][-1]
+        assert env.stats["waited_steps"] == 0
+    finally:
+        env.close()

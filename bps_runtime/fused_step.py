@@ -223,16 +223,19 @@ class FusedStep:
         self._pin_next ^= 1
 
     # ------------------------------------------------------------------ launches
-    def _launch_step(self, env0: int, stream, inline: bool = False):
+    def _launch_step(self, env0: int, stream, then=None, inline: bool = False):
+        """Group ``env0``'s launches on ``stream``: refill, step kernel, then ``then(stream)``."""
         wp, w = self.wp, self._w
         wp.launch(sk.apply_refills, dim=self.stage_i.shape[0],
                   inputs=[self._st_s, w["stage_i"], w["stage_f"], w["count"]], device=self.wdev, stream=stream)
         args = [self._nav_s, self._task_s, self._st_s, self._out_s, w["actions"], w["scratch"], env0]
         if inline:   # a CPU capture records this thread's launches only: one range
             wp.launch(sk.step_kernel, dim=self.B, inputs=args + [0, DEPTH], device=self.wdev, stream=stream)
-            return
-        self._cpu.run(sk.step_kernel, lambda lo, hi: wp.launch(
-            sk.step_kernel, dim=hi - lo, inputs=args + [lo, DEPTH], device=self.wdev, stream=stream), self.B)
+        else:
+            self._cpu.run(sk.step_kernel, lambda lo, hi: wp.launch(
+                sk.step_kernel, dim=hi - lo, inputs=args + [lo, DEPTH], device=self.wdev, stream=stream), self.B)
+        if then is not None:
+            then(stream)
 
     def begin_all(self):
         """Every env starts the episode at its ring's head (``reset``)."""
@@ -257,9 +260,7 @@ class FusedStep:
         if self.capture and self.device.type in CAPTURE_DEVICES:
             self._replay_or_capture(g, env0, stream, then, then_key)
         else:
-            self._launch_step(env0, stream)
-            if then is not None:
-                then(stream)
+            self._launch_step(env0, stream, then)
         self._snapshot()
 
     def _capture_stream(self):
@@ -283,16 +284,12 @@ class FusedStep:
             return
         if self._warm < 2:
             self._warm += 1
-            self._launch_step(env0, stream)
-            if then is not None:
-                then(stream)
+            self._launch_step(env0, stream, then)
             return
         try:
             cs = self._capture_stream()
             with wp.ScopedCapture(device=self.wdev, stream=cs) as cap:
-                self._launch_step(env0, cs, inline=self.device.type == "cpu")
-                if then is not None:
-                    then(cs)
+                self._launch_step(env0, cs, then, inline=self.device.type == "cpu")
             self._graphs[g] = (key, cap.graph)
             self.capture_status = "captured" if then is None else "captured with the render"
             wp.capture_launch(cap.graph, stream=stream)
@@ -300,9 +297,7 @@ class FusedStep:
             self.capture = False
             self.capture_status = f"not captured: {type(e).__name__}: {e}"
             self._graphs.clear()
-            self._launch_step(env0, stream)
-            if then is not None:
-                then(stream)
+            self._launch_step(env0, stream, then)
 
     def _snapshot(self):
         snap = self._free_snaps.pop()

@@ -84,7 +84,7 @@ class BatchPointNavEnv:
         self._env_ids = [torch.arange(g * self.batch_size, (g + 1) * self.batch_size, device=self.device)
                          for g in range(self.num_groups)]
         self.last_info: dict = {}
-        self._info_views: dict = {}         # (start, stop) of an env slice -> its _InfoViews
+        self._group_outputs: dict = {}      # (start, stop) of an env slice -> its _GroupOutputs
         self._checked_actions = False
         self._pending: deque = deque()      # (group, Future) sent, not yet received
         self._to_send: deque = deque()      # groups whose results were handed out
@@ -337,7 +337,7 @@ class BatchPointNavEnv:
     def _render(self, g: int) -> dict:
         """Render group g at the poses the kernel wrote (the quaternion reported in info, so
         re-rendering that pose gives the same pixels bit for bit) + its pointgoal."""
-        v = self._views(self._group_slice(g))
+        v = self._outputs(self._group_slice(g))
         with step_profile.phase("render"):
             frames = self.world.render(v.scene_index, v.position, v.rotation, self.sensors)
         obs = {k: frames[k] for k in self.sensors}
@@ -355,7 +355,7 @@ class BatchPointNavEnv:
             bufs = self.world.renderer.frame_buffers(self.batch_size, self.sensors)
             if f.capture:
                 self._frames[g] = bufs
-        v = self._views(self._group_slice(g))
+        v = self._outputs(self._group_slice(g))
         slot, pos, rot = v.scene_index, v.position, v.rotation
 
         def frame(stream):
@@ -381,11 +381,12 @@ class BatchPointNavEnv:
             self.stats["steps"] += 1
             self.stats["waited_steps"] += int(waited)
             self._note_waits(f"step {self.stats['steps']}")
-            v = self._views(sl)
-            return obs, v.reward, v.done_bool, info
+            v = self._outputs(sl)
+            return obs, v.reward, v.done, info
 
     def _note_waits(self, when: str):
-        """Keep why anything waited (``stats["wait_reasons"]``, the latest ``MAX_WAIT_REASONS``)."""
+        """Keep why anything waited (``stats["wait_reasons"]``, the latest ``MAX_WAIT_REASONS``)
+        and the episode reservoir's miss count."""
         self.stats["episode_misses"] = getattr(self.world.episodes, "misses", 0)
         reasons = self.world.take_wait_reasons()
         if reasons:
@@ -393,16 +394,17 @@ class BatchPointNavEnv:
             kept += [f"{when}: {r}" for r in reasons]
             del kept[:-MAX_WAIT_REASONS]
 
-    def _views(self, sl) -> _InfoViews:
-        """The info tensors of envs ``sl``: views of the fused step's output buffers (allocated
-        once, in ``FusedStep.__init__``), made on first use and kept, per group."""
-        v = self._info_views.get((sl.start, sl.stop))
+    def _outputs(self, sl) -> _GroupOutputs:
+        """The output tensors of envs ``sl`` (observations' pointgoal, reward, done, info): views
+        of the fused step's buffers (allocated once, in ``FusedStep.__init__``), made on first
+        use and kept, per group."""
+        v = self._group_outputs.get((sl.start, sl.stop))
         if v is None:
-            v = self._info_views[(sl.start, sl.stop)] = _InfoViews(self.fused, sl)
+            v = self._group_outputs[(sl.start, sl.stop)] = _GroupOutputs(self.fused, sl)
         return v
 
     def _info(self, sl, g, waited, reset: bool = False):
-        v, n, dev = self._views(sl), sl.stop - sl.start, self.device
+        v, n, dev = self._outputs(sl), sl.stop - sl.start, self.device
         ring, env0 = self.ring, sl.start
         epno = v.epno.clone()
         current = LazyNames(lambda m: ring.names_of(env0, m, "scene"), epno)
@@ -423,7 +425,7 @@ class BatchPointNavEnv:
         info["success"], info["spl"], info["truncated"] = v.success, v.spl, v.truncated
         info["episode"] = {
             "return": v.ep_return, "length": v.ep_length, "success": v.success,
-            "spl": v.ep_spl, "distance_to_goal": v.ep_dist, "start_distance": v.ep_d0,
+            "spl": v.spl, "distance_to_goal": v.ep_dist, "start_distance": v.ep_d0,
             "path_length": v.ep_path,
             "episode_id": LazyNames(lambda m, d: ring.names_of(env0, m - 1, "episode", d), epno, done),
             "scene_id": LazyNames(lambda m, d: ring.names_of(env0, m - 1, "scene", d), epno, done),
@@ -431,20 +433,20 @@ class BatchPointNavEnv:
         return info
 
 
-class _InfoViews:
-    """Views of one group's slice of the fused step's output buffers, for ``_info``."""
+class _GroupOutputs:
+    """Views of one group's slice of the fused step's output buffers (what a step returns)."""
 
     __slots__ = ("scene_index", "position", "rotation", "distance_to_goal", "success", "spl",
-                 "truncated", "ep_return", "ep_length", "ep_spl", "ep_dist", "ep_d0", "ep_path", "epno", "done",
-                 "pointgoal", "reward", "done_bool")
+                 "truncated", "ep_return", "ep_length", "ep_dist", "ep_d0", "ep_path", "epno", "done",
+                 "pointgoal", "reward")
 
     def __init__(self, f: FusedStep, sl: slice):
         self.scene_index, self.position, self.rotation = f.out_slot[sl], f.position[sl], f.rotation[sl]
-        self.distance_to_goal, self.spl, self.ep_spl = f.dist[sl], f.spl[sl], f.spl[sl]
+        self.distance_to_goal, self.spl = f.dist[sl], f.spl[sl]
         self.success, self.truncated = f.success[sl].view(torch.bool), f.truncated[sl].view(torch.bool)
         self.ep_return, self.ep_length, self.ep_dist = f.ep_return[sl], f.ep_length[sl], f.ep_dist[sl]
-        self.ep_d0, self.ep_path, self.epno, self.done = f.ep_d0[sl], f.ep_path[sl], f.epno[sl], f.done[sl]
-        self.pointgoal, self.reward, self.done_bool = f.pointgoal[sl], f.reward[sl], f.done[sl].view(torch.bool)
+        self.ep_d0, self.ep_path, self.epno = f.ep_d0[sl], f.ep_path[sl], f.epno[sl]
+        self.done, self.pointgoal, self.reward = f.done[sl].view(torch.bool), f.pointgoal[sl], f.reward[sl]
 
 
 def _empty_episode(n, dev):

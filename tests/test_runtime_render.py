@@ -135,7 +135,7 @@ def test_backends_agree_pixel_for_pixel(packed, shading, tmp_path):
 def test_render_errors_are_precise():
     r = _renderer("embree", room_scene())
     with pytest.raises(ConfigError, match="unknown sensors"):
-        r.render([0], [[1.0, 0, -1]], [0.0], ("semantic",))
+        r.render([0], [[1.0, 0, -1]], [0.0], ("normals",))
     with pytest.raises(ConfigError, match="not resident"):
         r.render([3], [[1.0, 0, -1]], [0.0])
     with pytest.raises(ConfigError, match="disagree on N"):

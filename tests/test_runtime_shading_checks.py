@@ -167,7 +167,8 @@ def test_c_entry_point_refuses_arrays_smaller_than_its_counts():
 
     def call(origin_rows, rotation_rows, dir_floats):
         return lib.bps_trace_cameras(acc._scene, 2, p(org), origin_rows, p(rot), rotation_rows, 16, p(dirs),
-                                     dir_floats, p(t), None, None, None, None, None, None, None, 0.0)
+                                     dir_floats, p(t), None, None, None, None, None, None, None, None, None, 0,
+                                     0.0)
 
     assert call(1, 2, dirs.size) == -1 and call(2, 1, dirs.size) == -2 and call(2, 2, dirs.size - 3) == -3
     assert (t == -7.0).all()

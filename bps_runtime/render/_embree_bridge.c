@@ -282,6 +282,9 @@ typedef struct {
     const Shading *shading;
     float miss;
     int64_t bad;     /* hits whose shading lookups left a table (shaded black) */
+    int32_t *obj;    /* the hit triangle's instance id (semantic sensor), 0 on a miss */
+    const int32_t *tri_object;  /* [num_obj] per-triangle instance ids, or NULL (every id 0) */
+    int64_t num_obj;
 } Outputs;
 
 static void shade16(const RayHit16 *rh, int count, Outputs *o, size_t base) {
@@ -346,6 +349,15 @@ static void trace16(RTCScene scene, RayHit16 *rh, int count, Outputs *o, size_t 
     }
     E.intersect16(valid, scene, rh, NULL);
     if (o->rgb) shade16(rh, count, o, base);
+    if (o->obj) {
+        /* one int32 load per hit, from the triangle id Embree already returned: the semantic
+         * sensor costs no extra ray (a triangle id outside the table reads as "no object") */
+        for (int k = 0; k < count; k++) {
+            uint32_t f = rh->prim_id[k];
+            int ok = rh->geom_id[k] != RTC_INVALID_ID && o->tri_object && (int64_t)f < o->num_obj;
+            o->obj[base + (size_t)k] = ok ? o->tri_object[f] : 0;
+        }
+    }
     for (int k = 0; k < count; k++) {
         size_t i = base + (size_t)k;
         int hit = rh->geom_id[k] != RTC_INVALID_ID;
@@ -364,7 +376,7 @@ static void trace16(RTCScene scene, RayHit16 *rh, int count, Outputs *o, size_t 
 /* Trace n given rays (origins and directions, n x 3 float32 each). */
 void bps_trace_rays(void *scene, size_t n, const float *org, const float *dir, float *t, int32_t *prim,
                     float *u, float *v, float *ng, float miss) {
-    Outputs o = {t, prim, u, v, ng, NULL, NULL, miss, 0};
+    Outputs o = {.t = t, .prim = prim, .u = u, .v = v, .ng = ng, .miss = miss};
     RayHit16 rh;
     for (size_t i0 = 0; i0 < n; i0 += 16) {
         int count = (int)(n - i0 < 16 ? n - i0 : 16);
@@ -386,7 +398,8 @@ void bps_trace_rays(void *scene, size_t n, const float *org, const float *dir, f
  * along rotations[a] (3x3 row-major, camera -> world) times each of the `ndirs` camera-frame
  * directions `dirs` (ndirs x 3). Results for agent a, ray j go to index a * ndirs + j; the
  * world-space directions too when `world_dirs` is not NULL, and the shaded colour of each hit
- * when `rgb` and `shading` are (shading right after each packet: no hit arrays at all).
+ * when `rgb` and `shading` are (shading right after each packet: no hit arrays at all), and
+ * the hit triangle's instance id when `obj` is (`tri_object[prim]`, `num_obj` ids, NULL: 0s).
  * `origin_rows` / `rotation_rows` are the rows the two arrays hold and `dir_floats` the floats of
  * `dirs`; the output arrays must hold agents * ndirs rays. Returns a negative code, having traced
  * nothing, when the inputs are smaller than `agents` / `ndirs` say (-1 origins, -2 rotations,
@@ -394,11 +407,13 @@ void bps_trace_rays(void *scene, size_t n, const float *org, const float *dir, f
 int64_t bps_trace_cameras(void *scene, size_t agents, const float *origins, size_t origin_rows,
                           const float *rotations, size_t rotation_rows, size_t ndirs, const float *dirs,
                           size_t dir_floats, float *t, int32_t *prim, float *u, float *v, float *ng,
-                          float *world_dirs, uint8_t *rgb, const Shading *shading, float miss) {
+                          float *world_dirs, uint8_t *rgb, const Shading *shading, int32_t *obj,
+                          const int32_t *tri_object, size_t num_obj, float miss) {
     if (origin_rows < agents) return -1;
     if (rotation_rows < agents) return -2;
     if (dir_floats / 3 < ndirs) return -3;
-    Outputs o = {t, prim, u, v, ng, shading ? rgb : NULL, shading, miss, 0};
+    Outputs o = {.t = t, .prim = prim, .u = u, .v = v, .ng = ng, .rgb = shading ? rgb : NULL, .shading = shading,
+                 .miss = miss, .obj = obj, .tri_object = tri_object, .num_obj = (int64_t)num_obj};
     RayHit16 rh;
     for (size_t a = 0; a < agents; a++) {
         const float *p = origins + 3 * a, *r = rotations + 9 * a;

@@ -80,7 +80,7 @@ class _Bridge:
         lib.bps_trace_rays.argtypes = [_vp, _sz, _vp, _vp, _vp, _vp, _vp, _vp, _vp, ctypes.c_float]
         lib.bps_trace_cameras.restype = ctypes.c_int64
         lib.bps_trace_cameras.argtypes = [_vp, _sz, _vp, _sz, _vp, _sz, _sz, _vp, _sz, _vp, _vp, _vp, _vp, _vp,
-                                          _vp, _vp, _vp, ctypes.c_float]
+                                          _vp, _vp, _vp, _vp, _vp, _sz, ctypes.c_float]
         path = embree_library_path()
         rc = lib.bps_load(path.encode())
         if rc == 1:
@@ -233,12 +233,15 @@ class BridgeAccel:
     # -- camera rays generated in C: no [N*H*W, 3] ray arrays in numpy
     def trace_cameras(self, origins: np.ndarray, rotations: np.ndarray, cam_dirs: np.ndarray,
                       t_out: np.ndarray, hits: bool = False, miss: float = 0.0,
-                      rgb_out: np.ndarray | None = None, shading: NativeShading | None = None) -> dict | None:
+                      rgb_out: np.ndarray | None = None, shading: NativeShading | None = None,
+                      obj_out: np.ndarray | None = None, tri_object: np.ndarray | None = None) -> dict | None:
         """Trace every agent's camera rays. ``origins`` [n,3], ``rotations`` [n,3,3] (camera ->
         world), ``cam_dirs`` [HW,3]; writes hit distances (``miss`` where nothing is hit) into
         ``t_out`` (float32, n*HW contiguous). With ``hits``, also returns primID/u/v/Ng and the
         world directions (for shading). With ``rgb_out`` (uint8, n*HW*3 contiguous) and
-        ``shading``, shades every hit in C as it is traced."""
+        ``shading``, shades every hit in C as it is traced. With ``obj_out`` (int32, n*HW
+        contiguous), writes each hit triangle's id in ``tri_object`` (int32 [T]; None: all 0s)
+        there, 0 on a miss: the semantic sensor, read in the same packet loop."""
         o = np.ascontiguousarray(origins, np.float32)
         r = np.ascontiguousarray(rotations, np.float32)
         d = np.ascontiguousarray(cam_dirs, np.float32)
@@ -257,6 +260,7 @@ class BridgeAccel:
                 raise ConfigError(None, "rgb_out needs the scene's NativeShading")
             if rgb_out.dtype != np.uint8 or not rgb_out.flags.c_contiguous or rgb_out.size != n * hw * 3:
                 raise ConfigError(None, "rgb_out must be a C-contiguous uint8 array of n * HW * 3 elements")
+        obj_args = _object_args(obj_out, tri_object, n * hw)
         out = None
         if hits:
             out = _hit_arrays(n * hw, miss)
@@ -265,13 +269,16 @@ class BridgeAccel:
             t_out.fill(miss)
             if rgb_out is not None:
                 rgb_out.fill(0)
+            if obj_out is not None:
+                obj_out.fill(0)
             if out is not None:
                 out["dirs"][...] = np.matmul(d[None], r.transpose(0, 2, 1)).reshape(-1, 3)
             return out
         p = (lambda k: _ptr(out[k])) if out is not None else (lambda k: None)
         rgb_args = (None, None) if rgb_out is None else (_ptr(rgb_out), ctypes.addressof(shading.struct))
         rc = self._lib.bps_trace_cameras(self._scene, n, _ptr(o), o.shape[0], _ptr(r), r.shape[0], hw, _ptr(d), d.size,
-                                         _ptr(t_out), p("primID"), p("u"), p("v"), p("Ng"), p("dirs"), *rgb_args, miss)
+                                         _ptr(t_out), p("primID"), p("u"), p("v"), p("Ng"), p("dirs"), *rgb_args,
+                                         *obj_args, miss)
         if rc < 0:  # the checks above make this unreachable; the C side checks again
             raise ConfigError(None, f"bps_trace_cameras refused its inputs (code {rc})")
         if rc > 0:
@@ -280,6 +287,19 @@ class BridgeAccel:
         if out is not None:
             out["tfar"] = t_out
         return out
+
+
+def _object_args(obj_out: np.ndarray | None, tri_object: np.ndarray | None, rays: int) -> tuple:
+    """(obj, tri_object, num_obj) for bps_trace_cameras, after checking what C will write / read."""
+    if obj_out is None:
+        return None, None, 0
+    if obj_out.dtype != np.int32 or not obj_out.flags.c_contiguous or obj_out.size != rays:
+        raise ConfigError(None, "obj_out must be a C-contiguous int32 array of n * HW elements")
+    if tri_object is None:
+        return _ptr(obj_out), None, 0
+    if tri_object.dtype != np.int32 or not tri_object.flags.c_contiguous or tri_object.ndim != 1:
+        raise ConfigError(None, "tri_object must be a C-contiguous int32 [T] array")
+    return _ptr(obj_out), _ptr(tri_object), tri_object.size
 
 
 def _rays(a: np.ndarray) -> np.ndarray:

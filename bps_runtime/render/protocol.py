@@ -13,7 +13,8 @@ from bps_assets.errors import ConfigError
 from ..threads import check_threads
 from .shading_data import ShadingData
 
-SENSORS = ("depth", "rgb")
+# "semantic": the hit triangle's instance id (ShadingData.tri_object; render/semantic.py)
+SENSORS = ("depth", "rgb", "semantic")
 
 
 @dataclass(frozen=True)
@@ -74,5 +75,6 @@ class Renderer(Protocol):
 
     def render(self, scene_ids, positions, rotations, sensors: Sequence[str] = ("depth",)) -> Mapping[str, Any]:
         """One frame per agent: scene ids [N], positions [N,3] (agent base, Habitat frame), rotations
-        [N] yaw or [N,4] xyzw -> {"depth": float32 [N,H,W,1], "rgb": uint8 [N,H,W,3]} for the
-        sensors asked for."""
+        [N] yaw or [N,4] xyzw -> {"depth": float32 [N,H,W,1], "rgb": uint8 [N,H,W,3],
+        "semantic": int32 [N,H,W,1] (instance id, 0 = no hit or no object)} for the sensors asked
+        for; the semantic ids are ``shading.tri_object`` at the depth ray's hit triangle."""

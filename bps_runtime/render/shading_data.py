@@ -63,6 +63,9 @@ class ShadingData:
     tex_nlevels: np.ndarray      # int32 [X]
     tex_format: np.ndarray       # int32 [X]
     source: str | None = None    # the file the tables came from (for errors)
+    # the semantic sensor's per-triangle instance ids (bps_assets.semantics: 0 = no object);
+    # None when the scene has no annotations (its semantic pixels are all 0)
+    tri_object: np.ndarray | None = None  # int32 [T], >= 0
 
     def __post_init__(self):
         def bad(msg):
@@ -92,6 +95,9 @@ class ShadingData:
         nv = table("uvs", np.float32, (None, 2)).shape[0]
         table("colors", np.uint8, (nv, 4), optional=True)
         tri_mat = table("tri_material", np.int32, (nt,))
+        obj = table("tri_object", np.int32, (nt,), optional=True)
+        if obj is not None and obj.size and int(obj.min()) < 0:
+            raise bad(f"tri_object holds a negative instance id ({int(obj.min())}); ids are >= 1, 0 = no object")
         table("tri_lod_bias", np.float32, (nt,))
         nm = table("material_color", np.float32, (None, 4)).shape[0]
         mat_tex = table("material_texture", np.int32, (nm,))
@@ -208,6 +214,7 @@ def _tri_lod_bias(pos: np.ndarray, sd: ShadingData) -> np.ndarray:
 
 def build_shading_data(scene: Any, path: str | None = None) -> ShadingData:
     """PackedScene-like object (attributes of the packed_scene contract) -> ShadingData.
+    Its ``tri_object`` (int32 [T], or None / absent) becomes the semantic sensor's ids.
 
     Every cross reference a renderer would otherwise index out of bounds with is checked (by
     ``ShadingData``), raising CorruptFileError naming ``path``.
@@ -235,7 +242,8 @@ def build_shading_data(scene: Any, path: str | None = None) -> ShadingData:
                      tri_material=np.asarray(scene.tri_material).reshape(-1),
                      tri_lod_bias=np.zeros(idx.shape[0], np.float32), material_color=mat_color,
                      material_texture=mat_tex, tex_data=tex_data, level_info=level_info, tex_nlevels=nlev,
-                     tex_format=fmt, source=None if path is None else str(path))
+                     tex_format=fmt, source=None if path is None else str(path),
+                     tri_object=getattr(scene, "tri_object", None))
     sd.check_geometry(nv, idx.shape[0])
     sd.tri_lod_bias[:] = _tri_lod_bias(pos, sd)
     return sd

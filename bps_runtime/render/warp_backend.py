@@ -83,6 +83,8 @@ class ShadingArrays:
         self.level_info = arr(s.level_info.reshape(-1), wp.int64)
         self.tex_nlevels = arr(s.tex_nlevels, int)
         self.tex_format = arr(s.tex_format, int)
+        self.has_objects = int(s.tri_object is not None)
+        self.tri_object = arr(s.tri_object if s.tri_object is not None else np.zeros(1, np.int32), wp.int32)
         self._keep = s  # the numpy arrays the CPU views point into
 
     def table(self, kernels, mesh_id: int):
@@ -90,7 +92,8 @@ class ShadingArrays:
         t = kernels.SceneTable()
         t.mesh = mesh_id
         for name in ("indices", "uvs", "colors", "has_colors", "tri_material", "tri_lod", "mat_color",
-                     "mat_tex", "tex_data", "level_info", "lmax", "tex_nlevels", "tex_format"):
+                     "mat_tex", "tex_data", "level_info", "lmax", "tex_nlevels", "tex_format", "tri_object",
+                     "has_objects"):
             setattr(t, name, getattr(self, name))
         return t
 
@@ -175,6 +178,7 @@ class WarpRenderer:
         self.options = options
         self._dirs = wp.array(camera_directions(options), dtype=wp.vec3, device=self._wdev)
         self._no_rgb = wp.zeros((1, 1, 3), dtype=wp.uint8, device=self._wdev)  # rgb arg of depth-only frames
+        self._no_sem = wp.zeros((1, 1), dtype=wp.int32, device=self._wdev)  # semantic arg of frames without it
         self._scenes: dict[int, WarpScene] = {}
         self._lock = threading.Lock()
         self._table = None
@@ -274,35 +278,41 @@ class WarpRenderer:
 
     def render(self, scene_ids, positions, rotations, sensors: Sequence[str] = ("depth",)) -> dict:
         """Draw one frame per agent in a single kernel launch (see the class docstring for what is
-        checked); returns {"depth": [N,H,W,1] float32, "rgb": [N,H,W,3] uint8} tensors on the
-        renderer's device; on CUDA the launch is queued on torch's current stream and not waited for."""
+        checked); returns {"depth": [N,H,W,1] float32, "rgb": [N,H,W,3] uint8, "semantic":
+        [N,H,W,1] int32} (those asked for) tensors on the renderer's device; on CUDA the launch is queued on torch's current stream and not waited for."""
         sensors = check_sensors(sensors)
         sid, pos, quat = self._device_inputs(scene_ids, positions, rotations)
         out = self.frame_buffers(sid.shape[0], sensors)
-        self.launch_frame(sid, pos, quat, out["depth"], out.get("rgb"), stream=self._stream())
+        self.launch_frame(sid, pos, quat, out["depth"], out.get("rgb"), stream=self._stream(),
+                          semantic=out.get("semantic"))
         if "depth" not in sensors:
             del out["depth"]
         return out
 
     def frame_buffers(self, n: int, sensors: Sequence[str]) -> dict:
         """Output tensors for ``launch_frame`` of ``n`` agents: {"depth": [n,H,W,1] float32,
-        "rgb": [n,H,W,3] uint8 (when asked for)} on the renderer's device."""
+        "rgb": [n,H,W,3] uint8, "semantic": [n,H,W,1] int32 (those two when asked for)} on the
+        renderer's device."""
         import torch
 
         h, w = self.options.resolution
         dev = torch.device(self.device)
         out = {"depth": torch.empty((n, h, w, 1), dtype=torch.float32, device=dev)}
-        if "rgb" in check_sensors(sensors):
+        sensors = check_sensors(sensors)
+        if "rgb" in sensors:
             out["rgb"] = torch.empty((n, h, w, 3), dtype=torch.uint8, device=dev)
+        if "semantic" in sensors:
+            out["semantic"] = torch.empty((n, h, w, 1), dtype=torch.int32, device=dev)
         return out
 
-    def launch_frame(self, slots, positions, quats, depth, rgb=None, stream=None) -> None:
+    def launch_frame(self, slots, positions, quats, depth, rgb=None, stream=None, semantic=None) -> None:
         """Queue one frame into existing outputs: a single Warp launch and nothing else (no torch
         op, no check, no allocation), so the fused step can record it into its CUDA graph.
         ``slots`` int64 [n], ``positions`` float32 [n,3], ``quats`` float32 or float64 [n,4] xyzw,
         ``depth`` float32 [n,H,W,1], ``rgb`` uint8 [n,H,W,3] or None: contiguous torch tensors
-        on the renderer's device (what ``render`` hands in after its checks). ``stream``: the
-        Warp stream to launch on (None: Warp's current one; ignored on the CPU)."""
+        on the renderer's device (what ``render`` hands in after its checks), ``semantic`` int32
+        [n,H,W,1] or None (written by the same launch). ``stream``: the Warp stream to launch
+        on (None: Warp's current one; ignored on the CPU)."""
         wp, o = self._wp, self.options
         n = int(slots.shape[0])
         if n == 0:
@@ -312,9 +322,10 @@ class WarpRenderer:
             table = self._table
         qtype = wp.vec4d if quats.dtype.itemsize == 8 else wp.vec4f
         rgb_arr = self._no_rgb if rgb is None else wp.from_torch(rgb.view(n, hw, 3), dtype=wp.uint8)
+        sem_arr = self._no_sem if semantic is None else wp.from_torch(semantic.view(n, hw), dtype=wp.int32)
         wp.launch(self._k.render_kernel, dim=n * hw, device=self._wdev, stream=stream, inputs=[
             table, wp.from_torch(slots, dtype=wp.int64), wp.from_torch(positions, dtype=wp.vec3),
             wp.from_torch(quats, dtype=qtype), self._dirs, hw, float(o.sensor_height),
             int(o.normalize_depth), float(o.min_depth), float(o.max_depth),
             wp.from_torch(depth.view(n, hw), dtype=wp.float32), int(rgb is not None),
-            rgb_arr, float(o.pixel_angle)])
+            rgb_arr, float(o.pixel_angle), int(semantic is not None), sem_arr])

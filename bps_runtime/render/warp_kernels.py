@@ -8,7 +8,8 @@ needed on the host. Rotations arrive as quaternions (xyzw) and are turned into m
 float64 exactly as ``camera.rotation_matrices`` does, so poses give the same rays as on the
 host path. The quaternion array may be float64 (``render``) or float32 (the fused step's own
 rotation output, rendered in place inside the step's graph): float32 -> float64 is exact, so
-both give the same pixels. ``shade_kernel`` colours Embree hits with the same ``shade`` function.
+both give the same pixels. The semantic sensor is one more output of the same launch (the
+hit triangle's ``tri_object`` id), not another pass. ``shade_kernel`` colours Embree hits with the same ``shade`` function.
 
 The shading follows ``shading_data``'s model operation for operation (same float32 order, same
 integer BC1 formulas).
@@ -43,6 +44,8 @@ class SceneTable:
     lmax: int
     tex_nlevels: wp.array(dtype=int)
     tex_format: wp.array(dtype=int)
+    tri_object: wp.array(dtype=wp.int32)  # instance id per triangle (semantic sensor)
+    has_objects: int  # 0: the scene has no tri_object (every semantic pixel is 0)
 
 
 @wp.func
@@ -160,17 +163,19 @@ def render_kernel(tables: wp.array(dtype=SceneTable), slots: wp.array(dtype=wp.i
                   dirs: wp.array(dtype=wp.vec3), hw: int, sensor_height: float,
                   normalize: int, lo: float, hi: float,
                   depth: wp.array2d(dtype=float), want_rgb: int, rgb: wp.array3d(dtype=wp.uint8),
-                  pixel_angle: float):
+                  pixel_angle: float, want_sem: int, sem: wp.array2d(dtype=wp.int32)):
     """One thread per pixel (agent ``tid // hw``): trace the agent's camera ray in its scene's
     row of ``tables`` and write depth (z-depth in metres, or normalized to [0, 1] when
-    ``normalize``; 0 on a miss) and, when ``want_rgb``, the shaded colour (black on a
-    miss). Slots outside the table or naming an empty row render as misses."""
+    ``normalize``; 0 on a miss), when ``want_rgb`` the shaded colour (black on a miss) and,
+    when ``want_sem``, the hit triangle's instance id (0 on a miss or without ids). Slots
+    outside the table or naming an empty row render as misses."""
     tid = wp.tid()
     a = tid / hw
     p = tid - a * hw
     s = slots[a]
     z = float(0.0)
     c = wp.vec3(0.0, 0.0, 0.0)
+    obj = wp.int32(0)
     if s >= wp.int64(0) and s < wp.int64(tables.shape[0]):
         tab = tables[int(s)]
         if tab.mesh != wp.uint64(0):
@@ -181,6 +186,8 @@ def render_kernel(tables: wp.array(dtype=SceneTable), slots: wp.array(dtype=wp.i
             q = wp.mesh_query_ray(tab.mesh, cam, d, 1.0e30)
             if q.result:
                 z = q.t
+                if want_sem != 0 and tab.has_objects != 0:
+                    obj = tab.tri_object[q.face]
                 if want_rgb != 0:
                     # Warp: hit = u*p0 + v*p1 + (1-u-v)*p2 -> Embree's (weight of p1, weight of p2)
                     c = shade(q.face, q.v, 1.0 - q.u - q.v, z, abs_cos(q.normal, d), tab, pixel_angle)
@@ -192,6 +199,8 @@ def render_kernel(tables: wp.array(dtype=SceneTable), slots: wp.array(dtype=wp.i
         rgb[a, p, 0] = wp.uint8(int(c[0]))
         rgb[a, p, 1] = wp.uint8(int(c[1]))
         rgb[a, p, 2] = wp.uint8(int(c[2]))
+    if want_sem != 0:
+        sem[a, p] = obj
 
 
 # the two quaternion types callers hand in (float64 from ``render``, float32 from the fused step)

@@ -1,0 +1,246 @@
+"""The semantic sensor: per-pixel instance ids from the depth rays, in both renderers, checked
+against an independent ray cast (embreex called directly, rays built here) on synth scans."""
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+from bps_assets.errors import ConfigError, CorruptFileError
+from bps_runtime.render import RenderOptions, build_shading_data, make_renderer
+from bps_runtime.render.semantic import UNKNOWN, CategoryTable, category_row
+from runtime_scenes import room_scene
+
+FURNITURE_MATERIALS = ("furniture_wood", "fabric", "cardboard")
+ROOM_ID0 = 1000  # floors get ROOM_ID0 + room id, so floor / furniture edges are object boundaries
+RES = 64
+
+
+def _engines():
+    out = [("embree", {"engine": "embreex", "shading": "numpy"})]
+    from bps_runtime.render import embree_bridge
+    if embree_bridge.available():
+        out += [("embree", {"engine": "bridge", "shading": "native"}),
+                ("embree", {"engine": "bridge", "shading": "numpy"})]
+    return out + [("warp", {})]
+
+
+ENGINES = _engines()
+ENGINE_IDS = [f"{b}-{kw.get('engine', '')}-{kw.get('shading', '')}".strip("-") for b, kw in ENGINES]
+
+
+def synth_scan(name: str | None = None):
+    """A synth 'small' Gibson scan in the habitat frame with instance ids: each piece of
+    furniture is one object (its triangles found by footprint), each room's floor another,
+    walls and ceilings none. -> (scene namespace with tri_object, SceneInfo)."""
+    from bps_assets import synth
+
+    name = name or synth.scene_names("gibson", 1)[0][0]
+    doc, _, info = synth.build_scene("gibson", name, size="small")
+    pos, idx, kinds = [], [], []
+    base = 0
+    for m in doc.meshes:
+        p = np.asarray(m.positions, np.float32)
+        pos.append(np.stack([p[:, 0], p[:, 2], -p[:, 1]], 1))  # Z-up file frame -> habitat
+        idx.append(np.asarray(m.indices, np.int64) + base)
+        kinds += [m.name] * len(m.indices)
+        base += len(p)
+    positions, indices, kinds = np.concatenate(pos), np.concatenate(idx), np.array(kinds)
+    c = positions[indices].mean(1)
+    tri_object = np.zeros(len(indices), np.int32)
+    furn = np.isin(kinds, FURNITURE_MATERIALS)
+    for k, f in enumerate(info.furniture):
+        r = f.rect
+        inside = (furn & (c[:, 0] >= r.xmin - 0.01) & (c[:, 0] <= r.xmax + 0.01) & (c[:, 2] >= r.zmin - 0.01)
+                  & (c[:, 2] <= r.zmax + 0.01) & (c[:, 1] <= f.top_y + 0.01)
+                  & (c[:, 1] >= info.storeys[f.storey][0] - 0.01))
+        tri_object[inside & (tri_object == 0)] = k + 1
+    floors = np.char.startswith(kinds, "floor_")
+    for room in info.rooms:
+        r = room.rect
+        inside = (floors & (c[:, 0] >= r.xmin - 0.2) & (c[:, 0] <= r.xmax + 0.2) & (c[:, 2] >= r.zmin - 0.2)
+                  & (c[:, 2] <= r.zmax + 0.2) & (np.abs(c[:, 1] - room.floor_y) < 0.05))
+        tri_object[inside & (tri_object == 0)] = ROOM_ID0 + room.id
+    scene = SimpleNamespace(positions=positions, indices=indices.astype(np.uint32), uvs=None, colors=None,
+                            tri_material=np.zeros(len(indices), np.int32), material_color=np.ones((1, 4), np.float32),
+                            material_texture=np.full(1, -1, np.int32), tri_object=tri_object)
+    return scene, info
+
+
+def poses(info):
+    """Agents at each room's free point: four turns, and one view of each piece of furniture
+    in the room (the furniture fills much of the frame)."""
+    pos, yaw = [], []
+    for room in info.rooms:
+        p = np.asarray(room.free_point, np.float32)
+        for k in range(4):
+            pos.append(p)
+            yaw.append(k * math.pi / 2 + 0.3)
+        for f in info.furniture:
+            if f.room == room.id:
+                dx = (f.rect.xmin + f.rect.xmax) / 2 - p[0]
+                dz = (f.rect.zmin + f.rect.zmax) / 2 - p[2]
+                pos.append(p)
+                yaw.append(math.atan2(-dx, -dz))  # forward is (-sin yaw, 0, -cos yaw)
+    return np.stack(pos).astype(np.float32), np.asarray(yaw, np.float64)
+
+
+def reference_ids(scene, pos, yaw, res=RES, hfov=90.0, height=1.25):
+    """Instance ids [N, res, res] by embreex called directly on rays built here (not the
+    renderers' camera module, not our bridge)."""
+    from embreex import mesh_construction, rtcore_scene
+
+    es = rtcore_scene.EmbreeScene()
+    mesh_construction.TriangleMesh(es, np.ascontiguousarray(scene.positions, np.float32),
+                                   np.ascontiguousarray(scene.indices, np.int32))
+    t = math.tan(math.radians(hfov) / 2)
+    j, i = np.meshgrid(np.arange(res), np.arange(res))
+    cam = np.stack([((j + 0.5) / res * 2 - 1) * t, (1 - (i + 0.5) / res * 2) * t, -np.ones_like(j, float)], -1)
+    out = []
+    for p, a in zip(pos, yaw):
+        c, s = math.cos(a), math.sin(a)
+        d = cam.reshape(-1, 3) @ np.array([[c, 0, s], [0, 1, 0], [-s, 0, c]]).T
+        o = np.tile(np.asarray(p, np.float64) + [0, height, 0], (len(d), 1))
+        hit = es.run(o.astype(np.float32), d.astype(np.float32), output=1)
+        prim = np.asarray(hit["primID"])
+        ids = np.where(prim >= 0, scene.tri_object[np.clip(prim, 0, None)], 0)
+        out.append(ids.reshape(res, res))
+    return np.stack(out)
+
+
+def boundary(ids: np.ndarray) -> np.ndarray:
+    """Pixels whose 3x3 neighbourhood holds more than one id (per image of [N, H, W])."""
+    p = np.pad(ids, ((0, 0), (1, 1), (1, 1)), mode="edge")
+    h, w = ids.shape[1:]
+    out = np.zeros(ids.shape, bool)
+    for dy in (0, 1, 2):
+        for dx in (0, 1, 2):
+            out |= p[:, dy:dy + h, dx:dx + w] != ids
+    return out
+
+
+def _renderer(backend, kw, scene, sid=0, options=None):
+    if backend == "warp":
+        pytest.importorskip("warp")
+    r = make_renderer(backend, options or RenderOptions(resolution=(RES, RES), threads=2), **kw)
+    attach(r, scene, sid)
+    return r
+
+
+def attach(r, scene, sid):
+    sd = build_shading_data(scene)
+    r.attach(sid, sd, r.prepare(sd, scene.positions, scene.indices))
+
+
+@pytest.fixture(scope="module")
+def scan():
+    pytest.importorskip("embreex")
+    scene, info = synth_scan()
+    pos, yaw = poses(info)
+    return scene, info, pos, yaw, reference_ids(scene, pos, yaw)
+
+
+@pytest.mark.parametrize("backend,kw", ENGINES, ids=ENGINE_IDS)
+def test_semantic_matches_an_independent_ray_cast(scan, backend, kw):
+    scene, info, pos, yaw, ref = scan
+    furniture = (ref > 0) & (ref < ROOM_ID0)
+    # the views are not vacuous: furniture, floors and walls, many objects
+    assert furniture.mean() > 0.1 and (ref >= ROOM_ID0).mean() > 0.05 and (ref == 0).mean() > 0.05
+    assert len(np.unique(ref[furniture])) >= 0.6 * len(info.furniture)
+    r = _renderer(backend, kw, scene)
+    out = r.render(np.zeros(len(pos), np.int64), pos, yaw, ("depth", "semantic"))
+    sem, depth = out["semantic"], out["depth"]
+    assert sem.dtype == torch.int32 and tuple(sem.shape) == (len(pos), RES, RES, 1)
+    sem, depth = sem.numpy()[..., 0], depth.numpy()[..., 0]
+    same = sem == ref
+    assert same.mean() >= 0.995, same.mean()
+    assert boundary(ref)[~same].all(), "a pixel away from every object boundary has another id"
+    # the same rays as depth: an id only where depth hit something
+    assert (depth[sem > 0] > 0).all()
+    # with RGB in the same frame (the shading paths), the same ids
+    both = r.render(np.zeros(len(pos), np.int64), pos, yaw, ("semantic", "rgb", "depth"))
+    np.testing.assert_array_equal(both["semantic"].numpy()[..., 0], sem)
+    np.testing.assert_array_equal(both["depth"].numpy()[..., 0], depth)
+
+
+@pytest.mark.parametrize("backend,kw", ENGINES, ids=ENGINE_IDS)
+def test_semantic_is_batched_over_scenes(backend, kw):
+    """Agents of two scenes interleaved in one frame each read their own scene's ids; a scene
+    without tri_object gives 0 everywhere."""
+    room = room_scene()
+    a = SimpleNamespace(**vars(room), tri_object=(np.arange(len(room.indices)) // 2 + 1).astype(np.int32))
+    b = SimpleNamespace(**vars(room), tri_object=(np.arange(len(room.indices)) // 2 + 101).astype(np.int32))
+    r = _renderer(backend, kw, a, sid=0, options=RenderOptions(resolution=(16, 16), threads=2))
+    attach(r, b, 5)
+    attach(r, room, 2)
+    sid = np.array([0, 5, 2, 5, 0, 2])
+    pos = np.tile(np.array([[4.0, 0.0, -3.0]], np.float32), (6, 1))
+    yaw = np.array([0.0, 0.0, 0.0, 1.0, 1.0, 1.0])
+    sem = r.render(sid, pos, yaw, ("semantic",))["semantic"].numpy()[..., 0]
+    assert set(np.unique(sem[[0, 4]])) <= set(range(1, 7)) and set(np.unique(sem[[1, 3]])) <= set(range(101, 107))
+    np.testing.assert_array_equal(sem[1], sem[0] + 100)
+    np.testing.assert_array_equal(sem[3], sem[4] + 100)
+    assert (sem[[2, 5]] == 0).all()
+    assert len(np.unique(sem[0])) >= 3  # floor, ceiling, back wall
+
+
+def test_warp_frame_is_one_launch_with_every_sensor(monkeypatch):
+    """Semantic is one more output of the frame kernel, not another pass."""
+    pytest.importorskip("warp")
+    from bps_runtime.render import warp_backend
+
+    room = room_scene()
+    r = _renderer("warp", {}, SimpleNamespace(**vars(room), tri_object=np.ones(len(room.indices), np.int32)),
+                  options=RenderOptions(resolution=(8, 8)))
+    r.render([0], [[4.0, 0, -3]], [0.0], ("depth", "rgb", "semantic"))  # compile outside the count
+    wp = warp_backend._wp
+    calls = []
+    real = wp.launch
+    monkeypatch.setattr(wp, "launch", lambda *a, **k: (calls.append(a[0]), real(*a, **k))[1])
+    out = r.render([0], [[4.0, 0, -3]], [0.0], ("depth", "rgb", "semantic"))
+    assert len(calls) == 1 and (out["semantic"] == 1).all()
+
+
+def test_tri_object_is_checked_where_the_tables_are_built():
+    room = room_scene()
+    nt = len(room.indices)
+    sd = build_shading_data(SimpleNamespace(**vars(room), tri_object=np.arange(nt, dtype=np.int64)))
+    assert sd.tri_object.dtype == np.int32 and sd.nbytes == build_shading_data(room).nbytes + 4 * nt
+    with pytest.raises(CorruptFileError, match="x.bps.*tri_object has shape"):
+        build_shading_data(SimpleNamespace(**vars(room), tri_object=np.ones(nt - 1, np.int32)), "x.bps")
+    with pytest.raises(CorruptFileError, match="negative instance id"):
+        build_shading_data(SimpleNamespace(**vars(room), tri_object=np.full(nt, -2, np.int32)), "x.bps")
+    with pytest.raises(CorruptFileError, match="tri_object has dtype"):
+        build_shading_data(SimpleNamespace(**vars(room), tri_object=np.ones(nt, np.float32)), "x.bps")
+
+
+def _table(ids, category, categories):
+    from bps_assets.semantics import SemanticTable
+
+    n = len(ids)
+    return SemanticTable(ids=np.asarray(ids, np.int32), category=np.asarray(category, np.int32),
+                         raw_names=["x"] * n, region=np.full(n, -1, np.int32), aabb=np.zeros((n, 6), np.float32),
+                         points=np.zeros((n, 1, 3), np.float32), categories=categories)
+
+
+def test_category_table_maps_ids_per_scene_slot():
+    vocab = ["chair", "bed", "plant", "toilet", "tv_monitor", "sofa"]
+    t1 = _table([1, 2, 7], [0, 1, -1], ["sofa", "wall", "chair"])     # sofa, wall (not in vocab), unknown
+    t2 = _table([3], [0], ["toilet"])
+    np.testing.assert_array_equal(category_row(t1, vocab), [UNKNOWN, 5, UNKNOWN] + [UNKNOWN] * 5)
+    np.testing.assert_array_equal(category_row(t1), [UNKNOWN, 0, 1, UNKNOWN, UNKNOWN, UNKNOWN, UNKNOWN, UNKNOWN])
+    ct = CategoryTable(3, vocabulary=vocab, capacity=4)
+    ct.set(0, t1)   # id 7 does not fit in 4 columns: the table grows
+    ct.set(2, t2)
+    assert ct.version == 1 and ct.table.shape[1] >= 8
+    sem = torch.tensor([[1, 2, 0, 7, 3, 500], [3, 1, 0, 0, 0, 0]], dtype=torch.int32).reshape(2, 1, 6, 1)
+    cats = ct.lookup(torch.tensor([0, 2]), sem)
+    assert cats.shape == sem.shape and cats.dtype == torch.int32
+    assert cats.reshape(2, 6).tolist() == [[5, -1, -1, -1, -1, -1], [3, -1, -1, -1, -1, -1]]
+    ct.clear(2)
+    assert ct.lookup(torch.tensor([2]), sem[1:]).eq(UNKNOWN).all()
+    with pytest.raises(ConfigError, match="ids must be >= 1"):
+        category_row(_table([0], [0], ["chair"]))

@@ -70,23 +70,34 @@ def main(argv=None):
     cases = {"depth": ("depth",), "depth_semantic": ("depth", "semantic"),
              "depth_rgb": ("depth", "rgb"), "depth_rgb_semantic": ("depth", "rgb", "semantic")}
     times = {k: [] for k in cases}
+    cpu = {k: [] for k in cases}  # CPU seconds of all threads: less sensitive to other processes
     for s in cases.values():
         r.render(sid, pos, yaw, s)  # warm-up (Warp compiles here)
-    # interleaved, median per case: the machine is shared, so each ratio compares neighbours in time
-    for _ in range(args.iters):
-        for k, s in cases.items():
-            t = time.perf_counter()
+    # interleaved, the order reversed every other round (ABBA: drift cancels); the machine is
+    # shared, so each ratio is the median of per-round ratios of neighbours in time
+    for i in range(args.iters):
+        for k, s in (list(cases.items()) if i % 2 == 0 else list(cases.items())[::-1]):
+            t, c = time.perf_counter(), time.process_time()
             r.render(sid, pos, yaw, s)
             times[k].append(time.perf_counter() - t)
+            cpu[k].append(time.process_time() - c)
     med = {k: float(np.median(v)) for k, v in times.items()}
+
+    def ratio(base, with_sem, t=times):
+        return round(float(np.median(np.asarray(t[base]) / np.asarray(t[with_sem]))), 3)
+
     sem = r.render(sid, pos, yaw, ("semantic",))["semantic"]
     res = {
         "load_avg_1min": round(os.getloadavg()[0], 2), "backend": args.backend, "envs": args.envs,
         "scenes": args.scenes, "resolution": args.res, "threads": args.threads, "iters": args.iters,
         "triangles_per_scene": int(np.mean(tris)),
         **{f"{k}_fps": round(args.envs / v, 1) for k, v in med.items()},
-        "depth_semantic_over_depth": round(med["depth"] / med["depth_semantic"], 3),
-        "depth_rgb_semantic_over_depth_rgb": round(med["depth_rgb"] / med["depth_rgb_semantic"], 3),
+        "depth_semantic_over_depth": ratio("depth", "depth_semantic"),
+        "depth_rgb_semantic_over_depth_rgb": ratio("depth_rgb", "depth_rgb_semantic"),
+        "cpu_time_depth_semantic_over_depth": ratio("depth", "depth_semantic", cpu),
+        "cpu_time_depth_rgb_semantic_over_depth_rgb": ratio("depth_rgb", "depth_rgb_semantic", cpu),
+        "ratio_spread_depth": [round(float(q), 3) for q in np.percentile(
+            np.asarray(times["depth"]) / np.asarray(times["depth_semantic"]), [25, 75])],
         "semantic_bytes_per_triangle": round(sum(id_bytes) / sum(tris), 3),
         "pixels_with_an_object": round(float((sem > 0).float().mean()), 3),
     }

@@ -4,11 +4,13 @@
 Modules: ``protocol`` (RenderOptions, the Renderer protocol), ``camera`` (the pinhole sensor
 model), ``shading_data`` (a scene's validated shading tables and the shading model),
 ``bc1`` (texel decoding), ``numpy_shader`` (the reference shader), ``inputs`` (checks of what
-callers pass), ``embree`` / ``embree_bridge`` (CPU), ``warp_backend`` (CUDA / Warp CPU).
+callers pass), ``embree`` / ``embree_bridge`` (CPU), ``warp_backend`` (CUDA / Warp CPU),
+``semantic`` (the semantic sensor's ids and the per-slot id -> category table).
 """
 from __future__ import annotations
 
 from .protocol import DEFAULTS, SENSORS, Renderer, RenderOptions
+from .semantic import CategoryTable
 from .shading_data import ShadingData, build_shading_data
 
 BACKENDS = ("embree", "warp")
@@ -29,5 +31,5 @@ def make_renderer(backend: str = "embree", options: RenderOptions = DEFAULTS, de
     raise ConfigError(None, f"unknown render backend {backend!r}: choose from {BACKENDS}")
 
 
-__all__ = ["BACKENDS", "DEFAULTS", "SENSORS", "Renderer", "RenderOptions", "ShadingData",
+__all__ = ["BACKENDS", "CategoryTable", "DEFAULTS", "SENSORS", "Renderer", "RenderOptions", "ShadingData",
            "build_shading_data", "make_renderer"]

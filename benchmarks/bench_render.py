@@ -102,14 +102,20 @@ def make_scenes(out: Path, count: int, triangles: int):
     return sources, decoded
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def frame_arguments(ap: argparse.ArgumentParser, iters: int) -> argparse.ArgumentParser:
+    """The issue's frame setup as options (shared with bench_semantic): 1024 envs over 8
+    scenes of ~600K triangles, 64x64, 2 render threads."""
     ap.add_argument("--envs", type=int, default=1024)
     ap.add_argument("--scenes", type=int, default=8)
     ap.add_argument("--triangles", type=int, default=600_000)
     ap.add_argument("--res", type=int, default=64)
-    ap.add_argument("--iters", type=int, default=5)
+    ap.add_argument("--iters", type=int, default=iters)
     ap.add_argument("--threads", type=int, default=2)
+    return ap
+
+
+def main(argv=None):
+    ap = frame_arguments(argparse.ArgumentParser(description=__doc__.split("\n")[0]), iters=5)
     args = ap.parse_args(argv)
 
     import torch

@@ -38,13 +38,9 @@ def semantic_scene(seed: int, triangles: int):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--envs", type=int, default=1024)
-    ap.add_argument("--scenes", type=int, default=8)
-    ap.add_argument("--triangles", type=int, default=600_000)
-    ap.add_argument("--res", type=int, default=64)
-    ap.add_argument("--iters", type=int, default=9)
-    ap.add_argument("--threads", type=int, default=2)
+    from bench_render import frame_arguments
+
+    ap = frame_arguments(argparse.ArgumentParser(description=__doc__.split("\n")[0]), iters=9)
     ap.add_argument("--backend", default="embree", choices=("embree", "warp"))
     args = ap.parse_args(argv)
 

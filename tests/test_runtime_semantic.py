@@ -187,6 +187,25 @@ def test_semantic_is_batched_over_scenes(backend, kw):
     assert len(np.unique(sem[0])) >= 3  # floor, ceiling, back wall
 
 
+def test_the_loader_carries_a_packed_scenes_tri_object_to_the_renderer():
+    """What the scene cache loads (``build_shading_data`` of the reader's scene) keeps the
+    packed scene's ``tri_object``: no renderer call or cache change is needed for the ids."""
+    from bps_runtime.loader import SceneLoader, SceneSource
+
+    room = room_scene()
+    ids = (np.arange(len(room.indices)) // 2 + 7).astype(np.int32)
+    r = make_renderer("embree", RenderOptions(resolution=(8, 8), threads=1))
+    loader = SceneLoader(r, threads=1, reader=lambda path: SimpleNamespace(**vars(room), tri_object=ids))
+    try:
+        loaded = loader.load(SceneSource("room", "room.bps"))
+    finally:
+        loader.close()
+    assert loaded.shading.tri_object is not None and loaded.nbytes >= 4 * len(ids)
+    r.attach(0, loaded.shading, loaded.accel)
+    sem = r.render([0], [[4.0, 0, -3]], [0.0], ("semantic",))["semantic"]
+    assert set(np.unique(sem.numpy())) == {7, 8, 9}  # floor, ceiling, back wall
+
+
 def test_warp_frame_is_one_launch_with_every_sensor(monkeypatch):
     """Semantic is one more output of the frame kernel, not another pass."""
     pytest.importorskip("warp")

@@ -261,5 +261,7 @@ def test_category_table_maps_ids_per_scene_slot():
     assert cats.reshape(2, 6).tolist() == [[5, -1, -1, -1, -1, -1], [3, -1, -1, -1, -1, -1]]
     ct.clear(2)
     assert ct.lookup(torch.tensor([2]), sem[1:]).eq(UNKNOWN).all()
-    with pytest.raises(ConfigError, match="ids must be >= 1"):
+    with pytest.raises(ConfigError, match="ids must be in"):
         category_row(_table([0], [0], ["chair"]))
+    with pytest.raises(ConfigError, match="ids must be in"):
+        category_row(_table([2**31 - 1], [0], ["chair"]))  # refused before allocating a dense row

@@ -19,6 +19,8 @@ import numpy as np
 from bps_assets.errors import ConfigError
 
 UNKNOWN = -1  # the category of "no object", of an id the scene does not list, and of an unmapped name
+# ids index a dense row: cap them before allocating (HM3D-Semantics scenes hold < 5,000 objects)
+MAX_INSTANCE_ID = 1 << 20
 
 
 def object_ids(tri_object: np.ndarray | None, prim: np.ndarray) -> np.ndarray:
@@ -40,8 +42,9 @@ def category_row(semantics, vocabulary: Sequence[str] | None = None) -> np.ndarr
     if semantics is None or len(semantics) == 0:
         return np.full(1, UNKNOWN, np.int32)
     ids = np.asarray(semantics.ids, np.int64)
-    if ids.min() < 1:
-        raise ConfigError(None, f"instance ids must be >= 1 (0 means no object); got {int(ids.min())}")
+    if ids.min() < 1 or ids.max() > MAX_INSTANCE_ID:
+        raise ConfigError(None, f"instance ids must be in [1, {MAX_INSTANCE_ID}] (0 means no object); got "
+                                f"{int(ids.min()) if ids.min() < 1 else int(ids.max())}")
     cat = np.asarray(semantics.category, np.int64)
     if vocabulary is not None:
         where = {name: i for i, name in enumerate(vocabulary)}
@@ -92,7 +95,8 @@ class CategoryTable:
 
     def lookup(self, slots, semantic):
         """Categories (int32, the shape of ``semantic``) of semantic frames ``semantic`` [N, ...]
-        rendered in scene slots ``slots`` [N]: device ops only (ids past K read UNKNOWN)."""
+        rendered in scene slots ``slots`` [N] (each in [0, slots)): device ops only (ids past K
+        read UNKNOWN)."""
         import torch
 
         t = self.table

@@ -41,6 +41,9 @@ class _Any(metaclass=_Meta):
             raise AttributeError(name)
         return _Any()
 
+    def __bool__(self):  # e.g. OmegaConf.is_config(x) must answer "no"
+        return False
+
     def __mro_entries__(self, bases):
         return (_Any,)
 

@@ -110,7 +110,7 @@ def test_sliding_off_stops_at_the_wall(scene):
     assert p_on[2] - start[2] > 0.3  # sliding on: it slides along the wall
 
 
-def test_view_point_field_is_the_nearest_view_point(scene):
+def test_view_point_field_is_the_nearest_view_point(scene, monkeypatch):
     nav = scene.navmesh
     vps = np.array([[1.25, 0, 2.3], [6.2, 0, 1.25], [2.6, 0, 3.3]])
     vps = nav.snap_point(vps)
@@ -120,6 +120,11 @@ def test_view_point_field_is_the_nearest_view_point(scene):
     single = np.min([nav.distance_at(nav.distance_field(v), q) for v in vps], axis=0)
     assert np.all(np.isfinite(multi))
     np.testing.assert_allclose(multi, single, rtol=0, atol=1e-5)
+    from bps_assets.nav import geodesic  # scipy's search (no compiled helper) gives the same field
+
+    monkeypatch.setattr(geodesic, "_native_dijkstra", lambda: None)
+    np.testing.assert_allclose(nav.distance_field_to_any(vps), field, rtol=0, atol=1e-5)
+    assert np.isinf(nav.distance_field_to_any(np.zeros((0, 3)))).all()
     # and it is a geodesic distance: the door makes room B's view point farther than euclidean
     far = nav.distance_at(nav.distance_field(vps[1]), [[1.0, 0, 0.5]])[0]
     assert far > np.linalg.norm(vps[1] - [1.0, 0, 0.5]) + 0.8

@@ -214,5 +214,24 @@ def objectnav_scene(navmesh, vertices, triangles, tri_object, table: SemanticTab
     return ObjectNavDataset(eps, gbc, task, ann)
 
 
+def semantic_scene(path) -> tuple[np.ndarray, np.ndarray, np.ndarray, SemanticTable]:
+    """(vertices, triangles, tri_object, table) of a packed scene with object annotations
+    (``PackedScene.semantics`` and its ``tri_object``, bps_assets/semantics.py's contract).
+    ``InputError`` naming the file when the scene has none: ObjectNav needs objects."""
+    from ..errors import InputError
+    from ..packed_scene import read_packed_scene
+
+    ps = read_packed_scene(path)
+    table = getattr(ps, "semantics", None)
+    tri_object = getattr(ps, "tri_object", None)
+    if tri_object is None and table is not None:
+        tri_object = getattr(table, "tri_object", None)
+    if table is None or tri_object is None or len(table) == 0:
+        raise InputError(path, "scene has no semantic annotations (objects): ObjectNav episodes need "
+                               "a scene preprocessed with its semantic annotation")
+    return (np.asarray(ps.positions, np.float64), np.asarray(ps.indices, np.int64),
+            np.asarray(tri_object), table)
+
+
 __all__ = ["ObjectNavOptions", "DEFAULTS", "HM3D_CATEGORIES", "build_goals",
-           "generate_objectnav_episodes", "category_maps", "objectnav_scene"]
+           "generate_objectnav_episodes", "category_maps", "objectnav_scene", "semantic_scene"]

@@ -168,16 +168,10 @@ def generate_episodes(navmesh, scene_id: str, n: int, seed: int,
             st["geodesic_queries"] += len(idx)
             chosen = None
             for j, g in zip(idx, geo):  # habitat's order: the first compatible source wins
-                if not np.isfinite(g):
-                    st["rejected_unreachable"] += 1
-                    continue
-                if not o.closest_dist_limit <= g <= o.furthest_dist_limit:
-                    st["rejected_range"] += 1
-                    continue
-                ratio = g / max(euclid[j], 1e-9)
-                if ratio < o.geodesic_to_euclid_min_ratio and \
-                        draws[i, j] > _ratio_sample_rate(ratio):
-                    st["rejected_ratio"] += 1
+                why = distance_rejection(g, euclid[j], draws[i, j], o.closest_dist_limit,
+                                         o.furthest_dist_limit, o.geodesic_to_euclid_min_ratio)
+                if why:
+                    st[why] += 1
                     continue
                 chosen = (j, float(g))
                 break
@@ -193,6 +187,22 @@ def generate_episodes(navmesh, scene_id: str, n: int, seed: int,
     if stats is not None:
         stats.update(st)
     return episodes
+
+
+def distance_rejection(geodesic: float, euclid: float, draw: float, closest: float, furthest: float,
+                       min_ratio: float) -> str | None:
+    """habitat's distance tests of an episode candidate (PointNav and ObjectNav generators): the
+    stats key of the first failed one (``rejected_unreachable``, ``rejected_range``,
+    ``rejected_ratio``: geodesic / euclid < ``min_ratio`` and ``draw`` > 20 (ratio - 0.98)^2),
+    or None when the candidate is kept."""
+    if not np.isfinite(geodesic):
+        return "rejected_unreachable"
+    if not closest <= geodesic <= furthest:
+        return "rejected_range"
+    ratio = geodesic / max(euclid, 1e-9)
+    if ratio < min_ratio and draw > _ratio_sample_rate(ratio):
+        return "rejected_ratio"
+    return None
 
 
 def _subseed(rng: np.random.Generator) -> int:
@@ -445,4 +455,4 @@ def _scene_name(scene_id: str) -> str:
 __all__ = ["EpisodeOptions", "DEFAULTS", "generate_episodes", "make_episode",
            "write_pointnav_dataset", "read_pointnav_dataset", "validate_episode",
            "scene_id_for", "scene_seed", "split_file", "write_split", "dataset_files", "read_json",
-           "check_split_name", "check_scene_name", "join_scenes_dir"]
+           "check_split_name", "check_scene_name", "join_scenes_dir", "distance_rejection"]

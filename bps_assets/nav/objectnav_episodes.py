@@ -25,6 +25,7 @@ import numpy as np
 
 from ..errors import ConfigError, NavError
 from ..semantics import SemanticTable
+from .episodes import distance_rejection
 from .objectnav_files import ObjectNavDataset, goals_key, make_object_goal, make_objectnav_episode
 from .view_points import DEFAULTS as VP_DEFAULTS, RayCaster, ViewPointOptions, object_view_points
 
@@ -171,16 +172,11 @@ def _one_episode(navmesh, c: _Category, scene_id: str, index: int, rng: np.rando
         for k, i in enumerate(idx):  # habitat's order: the first compatible start wins
             g = int(np.argmin(d_goal[k]))
             d = float(d_goal[k, g])
-            if not math.isfinite(d):
-                st["rejected_unreachable"] += 1
-                continue
-            if not o.closest_dist_limit <= d <= o.furthest_dist_limit:
-                st["rejected_range"] += 1
-                continue
             euclid = float(np.linalg.norm(src[i] - c.positions[g]))
-            ratio = d / max(euclid, 1e-9)
-            if ratio < o.geodesic_to_euclid_min_ratio and draws[i] > 20.0 * (ratio - 0.98) ** 2:
-                st["rejected_ratio"] += 1
+            why = distance_rejection(d, euclid, draws[i], o.closest_dist_limit, o.furthest_dist_limit,
+                                     o.geodesic_to_euclid_min_ratio)
+            if why:
+                st[why] += 1
                 continue
             a = float(yaws[i])
             return make_objectnav_episode(

@@ -6,7 +6,7 @@ extra: it would downgrade the project's numpy). ``load_habitat()`` imports the i
 habitat-lab (``pip install --no-deps habitat-lab``) with those modules replaced by permissive
 stubs in ``sys.modules``, and the habitat package ``__init__`` files skipped, so the real
 ``ObjectNavDatasetV1``, ``PointNavDatasetV1`` and nav measures run. Returns None when habitat-lab
-is not installed. Everything it put into ``sys.modules`` is removed again by ``unload``.
+is not installed. ``unload`` removes the stubs and habitat's modules from ``sys.modules`` again.
 """
 from __future__ import annotations
 
@@ -78,12 +78,14 @@ def load_habitat() -> types.SimpleNamespace | None:
     if not os.path.exists(os.path.join(root, "datasets", "object_nav", "object_nav_dataset.py")):
         return None
     before = set(sys.modules)
+    stubbed = set()
     for name in STUBS:
         if name in sys.modules and not isinstance(sys.modules[name], _StubModule):
-            continue  # the real package is installed: use it
+            continue  # already imported for real: use it
         m = _StubModule(name)
         m.__path__ = []
         sys.modules[name] = m
+        stubbed.add(name)
     if isinstance(sys.modules.get("gym"), _StubModule):
         sys.modules["gym"].spaces = sys.modules["gym.spaces"]
     for name in PACKAGES:
@@ -95,7 +97,9 @@ def load_habitat() -> types.SimpleNamespace | None:
     from habitat.tasks.nav import nav
     from habitat.version import VERSION
 
-    added = set(sys.modules) - before
+    # only habitat's own modules and our stubs go again: a real module imported on the way
+    # (numpy parts, PIL, ...) stays, as re-importing a C extension later would break
+    added = stubbed | {m for m in set(sys.modules) - before if m == "habitat" or m.startswith("habitat.")}
     return types.SimpleNamespace(ObjectNavDatasetV1=ObjectNavDatasetV1, PointNavDatasetV1=PointNavDatasetV1,
                                  nav=nav, version=VERSION, _added=added)
 

@@ -178,3 +178,21 @@ def test_documented_layout_fixture(tmp_path):
     _gz(tmp_path / "val" / "val.json.gz", {"episodes": []})
     with pytest.raises(InputError, match="no category_to_task_category_id"):
         read_objectnav_dataset(tmp_path / "val")
+
+
+def test_objectnav_files_map_onto_manifest_scenes(tmp_path):
+    """habitat's scene_id (hm3d/val/...) finds the manifest scene; goals come along."""
+    from bps_assets.pipeline.habitat_episodes import map_habitat_objectnav
+    from bps_assets.pipeline.manifest import Manifest
+
+    scenes = {"TEEsavR23oF": {"subset": "val", "status": "ok", "outputs": {}, "sources": {
+        "scene": {"path": "hm3d/minival/00800-TEEsavR23oF/TEEsavR23oF.basis.glb"}}}}
+    m = Manifest({"dataset": "hm3d", "split": "minival", "scenes": scenes}, tmp_path / "manifest.json")
+    _gz(tmp_path / "val" / "content" / "TEEsavR23oF.json.gz", HM3D_V1_CONTENT)
+    _gz(tmp_path / "val" / "val.json.gz", {"episodes": [], **{k: HM3D_V1_CONTENT[k] for k in (
+        "category_to_task_category_id", "category_to_scene_annotation_category_id")}})
+    got = map_habitat_objectnav(tmp_path / "val", m)
+    (ep,) = got.by_scene["TEEsavR23oF"]
+    assert [g["object_id"] for g in got.objectnav.goals_of(ep)] == [354]
+    with pytest.raises(InputError, match="not a scene of"):
+        map_habitat_objectnav(tmp_path / "val", m, subset="train")

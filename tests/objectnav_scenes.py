@@ -89,3 +89,16 @@ def two_rooms() -> SemanticScene:
     b.add((7.0, 0, 3.0), (7.6, 1.2, 3.6))
     b.add((7.15, 0.05, 3.15), (7.45, 0.5, 3.45), 5, "chair", "stored chair")
     return b.scene()
+
+
+def two_levels() -> SemanticScene:
+    """A lower floor (y = 0, x < 8.4) with a table, stairs (8 rises of 0.15 m) up to an upper floor
+    (y = 1.2, x > 8.4) with a chair; no walls."""
+    b = _Builder()
+    b.add((0.0, -0.1, 0.0), (8.4, 0.0, 4.0))                   # lower floor
+    for k in range(1, 9):
+        b.add((6.0 + 0.3 * (k - 1), 0.0, 1.0), (8.4, 0.15 * k, 3.0))  # step k
+    b.add((8.4, 0.0, 0.0), (13.0, 1.2, 4.0))                   # upper floor block
+    b.add((2.0, 0.0, 1.5), (3.0, 0.75, 2.5), 1, "table", "table")
+    b.add((11.0, 1.2, 1.75), (11.5, 2.1, 2.25), 2, "chair", "chair")
+    return b.scene()

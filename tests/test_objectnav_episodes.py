@@ -242,3 +242,23 @@ def test_navmesh_check_counts_or_refuses(scene, generated, tmp_path):
     assert str(e.value).startswith(str(path)) and "object 1: view point 0 at [4.07, 0.0, 1.0] is off the navmesh" in str(e.value)
     clean = check_on_navmesh(ds, scene.navmesh)
     assert not clean.dropped and clean.dataset.episodes == ds.episodes
+
+
+def test_same_floor_rule_on_two_levels():
+    from objectnav_scenes import two_levels
+
+    s = two_levels()
+    gbc = build_goals(s.navmesh, s.vertices, s.triangles, s.tri_object, s.table, "lv.glb", ["chair"])
+    vp_y = {vp["agent_state"]["position"][1] for g in gbc["lv.glb_chair"] for vp in g["view_points"]}
+    assert vp_y and all(abs(y - 1.2) < 0.05 for y in vp_y)  # the chair is seen from the upper floor
+    st = Counter()
+    same = generate_objectnav_episodes(s.navmesh, gbc, "lv.glb", 12, seed=0, stats=st)
+    assert all(abs(e["start_position"][1] - 1.2) < 0.5 for e in same)
+    assert st["rejected_floor"] > 0
+    anyf = generate_objectnav_episodes(s.navmesh, gbc, "lv.glb", 12, seed=0,
+                                       options=ObjectNavOptions(same_floor=False))
+    low = [e for e in anyf if e["start_position"][1] < 0.5]
+    assert low  # the lower floor is the larger one: starts there once the rule is off
+    vp_x = min(vp["agent_state"]["position"][0] for g in gbc["lv.glb_chair"] for vp in g["view_points"])
+    for e in low:  # their distances are measured up the stairs, to the upper floor's view points
+        assert e["info"]["geodesic_distance"] >= vp_x - e["start_position"][0]

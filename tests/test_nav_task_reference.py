@@ -85,6 +85,31 @@ def test_turns_pitch_limits_and_episode_length():
     assert m["success"] == 0 and t.yaw == pytest.approx(-500 * math.radians(30))
 
 
+def test_imagenav_rules_success_distance_and_no_look_actions():
+    goal = np.array([0, 0, -1.0])
+    dist = lambda p: float(np.linalg.norm(p - goal))  # noqa: E731
+    got = {}
+    for rules in (ref.IMAGENAV, ref.IMAGENAV_1M):
+        t = ref.TaskReference(rules, dist, lambda a, b: b)
+        t.reset([0, 0, 0], 0.0)
+        t.step(ref.MOVE_FORWARD)
+        t.step(ref.MOVE_FORWARD)  # d = 0.5
+        got[rules.success_distance] = t.step(ref.STOP)
+        with pytest.raises(AssertionError):
+            t.reset([0, 0, 0], 0.0)
+            t.step(ref.LOOK_UP)
+    assert got[0.2]["success"] == 0 and got[1.0]["success"] == 1
+    assert got[1.0]["reward"] == pytest.approx(2.5 - 0.01) and got[1.0]["spl"] == pytest.approx(1.0)
+    t = ref.TaskReference(ref.IMAGENAV, dist, lambda a, b: b)
+    t.reset([0, 0, 0], 0.0)
+    for _ in range(9):
+        t.step(ref.TURN_LEFT)
+    assert ref.forward_vector(t.yaw) == pytest.approx([-1, 0, 0])  # 9 x 10 deg
+    for _ in range(990):
+        assert not t.step(ref.TURN_LEFT)["done"]
+    assert t.step(ref.TURN_LEFT)["done"] and t.steps == 1000  # imagenav_gibson: 1000 steps
+
+
 @pytest.fixture(scope="module")
 def scene():
     return two_rooms()
@@ -152,9 +177,9 @@ class _Measures:
         assert all(d in self.measures for d in deps)
 
 
-def _habitat_measures(h, sim, success_distance):
+def _habitat_measures(h, sim, success_distance, distance_to="VIEW_POINTS"):
     nav = h.nav
-    cfg = SimpleNamespace(distance_to="VIEW_POINTS", success_distance=success_distance)
+    cfg = SimpleNamespace(distance_to=distance_to, success_distance=success_distance)
     order = [nav.DistanceToGoal(sim=sim, config=cfg), nav.Success(sim=sim, config=cfg),
              nav.SPL(sim=sim, config=cfg), nav.SoftSPL(sim=sim, config=cfg),
              nav.DistanceToGoalReward(sim=sim, config=cfg)]
@@ -162,6 +187,58 @@ def _habitat_measures(h, sim, success_distance):
     for m in order:
         task.measurements.measures[m.uuid] = m
     return order, task
+
+
+def test_imagenav_reference_equals_habitat_lab_measures(scene, habitat_lab, tmp_path):
+    """ImageNav: PointNav episodes read by habitat-lab, distance to the goal POINT, sliding on,
+    success within 1 m (the published benchmarks' distance)."""
+    from bps_assets.nav.episodes import generate_episodes, write_pointnav_dataset
+
+    nav = scene.navmesh
+    write_pointnav_dataset(tmp_path, "val", {"two_rooms": generate_episodes(nav, "two_rooms.glb", 6, seed=4)})
+    hds = habitat_lab.PointNavDatasetV1(SimpleNamespace(
+        data_path=str(tmp_path / "{split}" / "{split}.json.gz"), split="val", scenes_dir="data/scene_datasets",
+        content_scenes=["*"]))
+    state = SimpleNamespace(position=np.zeros(3))
+    fields = {}
+
+    def dist(p, targets):
+        key = tuple(np.round(np.asarray(targets, float).ravel(), 6))
+        if key not in fields:
+            fields[key] = nav.distance_field_to_any(np.asarray(targets, float))
+        return float(nav.distance_at(fields[key], p))
+
+    sim = SimpleNamespace(get_agent_state=lambda: SimpleNamespace(position=state.position.copy()),
+                          geodesic_distance=lambda p, t, ep=None: dist(p, t))
+    rng = np.random.default_rng(1)
+    n_steps = n_success = 0
+    for ep in hds.episodes:
+        goal = [list(ep.goals[0].position)]
+        for trial in range(3):
+            start = np.array(ep.start_position) if trial < 2 else nav.snap_point(np.array(goal[0]) + [0.5, 0, 0])
+            t = ref.TaskReference(ref.IMAGENAV_1M, lambda p: dist(p, goal), lambda a, b: nav.try_step(a, b, sliding=True))
+            state.position = np.asarray(start, float)
+            t.reset(start, float(rng.uniform(0, 2 * np.pi)))
+            measures, task = _habitat_measures(habitat_lab, sim, 1.0, distance_to="POINT")
+            for m in measures:
+                m.reset_metric(episode=ep, task=task)
+            while not t.done:
+                a = int(rng.choice(4, p=[0.03, 0.61, 0.18, 0.18]))
+                if trial == 2 and t.steps == 0:
+                    a = ref.STOP
+                out = t.step(a)
+                state.position = t.pos.copy()
+                task.is_stop_called = a == ref.STOP
+                for m in measures:
+                    m.update_metric(episode=ep, task=task)
+                got = {m.uuid: m.get_metric() for m in measures}
+                for k in ("distance_to_goal", "success", "spl", "soft_spl"):
+                    assert out[k] == pytest.approx(got[k], abs=1e-9), (k, n_steps)
+                assert out["reward"] == pytest.approx(got["distance_to_goal_reward"] - 0.01 + 2.5 * got["success"],
+                                                      abs=1e-9)
+                n_steps += 1
+                n_success += out["success"] == 1
+    assert n_steps > 300 and n_success >= 3
 
 
 def test_reference_equals_habitat_lab_measures(scene, habitat_lab, tmp_path):

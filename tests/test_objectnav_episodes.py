@@ -262,3 +262,21 @@ def test_same_floor_rule_on_two_levels():
     vp_x = min(vp["agent_state"]["position"][0] for g in gbc["lv.glb_chair"] for vp in g["view_points"])
     for e in low:  # their distances are measured up the stairs, to the upper floor's view points
         assert e["info"]["geodesic_distance"] >= vp_x - e["start_position"][0]
+
+
+def test_pointnav_and_imagenav_episodes_against_the_navmesh(scene, tmp_path):
+    from bps_assets.nav.episodes import generate_episodes
+    from bps_assets.nav.objectnav_files import check_pointnav_on_navmesh
+
+    eps = generate_episodes(scene.navmesh, SID, 4, seed=0)
+    eps[1] = dict(eps[1], start_position=[4.07, 0.0, 1.0])                    # in the wall
+    eps[2] = dict(eps[2], goals=[dict(eps[2]["goals"][0], position=[1.25, 0.0, 1.25])])  # in chair 1
+    kept, dropped = check_pointnav_on_navmesh(eps, scene.navmesh, tmp_path / "x.json.gz")
+    assert [e["episode_id"] for e in kept] == ["0", "3"]
+    assert dropped == {"starts_off_navmesh": 1, "goals_off_navmesh": 1}
+    with pytest.raises(InputError, match=r"x.json.gz: episode '1': start \[4.07, 0.0, 1.0\] is off"):
+        check_pointnav_on_navmesh(eps, scene.navmesh, tmp_path / "x.json.gz", strict=True)
+    st = Counter()
+    objectnav_scene(scene.navmesh, scene.vertices, scene.triangles, scene.tri_object, scene.table, SID, 1, 0,
+                    categories={"chair": 0, "bed": 1, "toilet": 2}, stats=st)
+    assert st["categories_not_in_scene"] == 2

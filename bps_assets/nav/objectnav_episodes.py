@@ -202,9 +202,11 @@ def objectnav_scene(navmesh, vertices, triangles, tri_object, table: SemanticTab
                     n: int, seed: int, categories: Mapping[str, int] | None = None,
                     options: ObjectNavOptions = DEFAULTS, stats: Counter | None = None) -> ObjectNavDataset:
     """One scene's ObjectNav dataset: goals of the ``categories`` map's categories (default:
-    every named category of ``table``), ``n`` episodes, and the two category maps."""
+    every named category of ``table``; those the scene lacks are counted in
+    ``stats["categories_not_in_scene"]``), ``n`` episodes, and the two category maps."""
     st = stats if stats is not None else Counter()
     task, ann = category_maps(table, categories)
+    st["categories_not_in_scene"] += sum(1 for v in ann.values() if v < 0)
     gbc = build_goals(navmesh, vertices, triangles, tri_object, table, scene_id, task, options, st)
     eps = generate_objectnav_episodes(navmesh, gbc, scene_id, n, seed, options, st)
     return ObjectNavDataset(eps, gbc, task, ann)

@@ -286,16 +286,9 @@ def check_on_navmesh(ds: ObjectNavDataset, navmesh, path: str | os.PathLike | No
                 continue
             kept_goals.append(dict(g, view_points=[vp for vp, ok in zip(vps, on) if ok]))
         goals_out[key] = kept_goals
-    eps = ds.episodes
-    starts = np.asarray([e["start_position"] for e in eps], np.float64).reshape(-1, 3)
-    on = np.asarray(navmesh.is_navigable(starts, max_y_delta), bool).reshape(-1) if eps else []
     kept = []
-    for e, ok in zip(eps, on):
+    for e in episodes_on_navmesh(ds.episodes, navmesh, problem, max_y_delta, goals=False):
         where = f"episode {e['episode_id']!r}"
-        if not ok:
-            problem("starts_off_navmesh", f"{where}: start {np.round(e['start_position'], 3).tolist()} "
-                                          "is off the navmesh")
-            continue
         if not goals_out.get(goals_key(e["scene_id"], e["object_category"])):
             problem("episodes_without_goals", f"{where}: no goal of category "
                                               f"{e['object_category']!r} has a view point on the navmesh")
@@ -306,6 +299,50 @@ def check_on_navmesh(ds: ObjectNavDataset, navmesh, path: str | os.PathLike | No
     return NavmeshCheck(out, dropped)
 
 
-__all__ = ["ObjectNavDataset", "goals_key", "make_view_point", "make_object_goal",
+def episodes_on_navmesh(episodes: list[dict], navmesh, problem, max_y_delta: float = 0.5,
+                        goals: bool = True) -> list[dict]:
+    """The episodes whose start (and, with ``goals``, every ``goals[].position``: PointNav /
+    ImageNav) is on the navmesh; ``problem(kind, message)`` is told of each other one
+    (``starts_off_navmesh``, ``goals_off_navmesh``)."""
+    def on(points):
+        pts = np.asarray(points, np.float64).reshape(-1, 3)
+        return np.asarray(navmesh.is_navigable(pts, max_y_delta), bool).reshape(-1) if len(pts) else \
+            np.zeros(0, bool)
+
+    s_ok = on([e["start_position"] for e in episodes])
+    kept = []
+    for e, ok in zip(episodes, s_ok):
+        where = f"episode {e['episode_id']!r}"
+        if not ok:
+            problem("starts_off_navmesh", f"{where}: start {np.round(e['start_position'], 3).tolist()} "
+                                          "is off the navmesh")
+            continue
+        if goals:
+            g_ok = on([g["position"] for g in e["goals"]])
+            if not g_ok.all():
+                k = int(np.flatnonzero(~g_ok)[0])
+                problem("goals_off_navmesh", f"{where}: goal {k} at "
+                                             f"{np.round(e['goals'][k]['position'], 3).tolist()} is off the navmesh")
+                continue
+        kept.append(e)
+    return kept
+
+
+def check_pointnav_on_navmesh(episodes: list[dict], navmesh, path: str | os.PathLike | None = None,
+                              strict: bool = False, max_y_delta: float = 0.5) -> tuple[list[dict], Counter]:
+    """PointNav / ImageNav episodes of one scene against its navmesh: (the usable episodes,
+    counts of ``starts_off_navmesh`` / ``goals_off_navmesh``); ``strict``: ``InputError`` naming
+    ``path``, the episode and the position instead."""
+    dropped: Counter = Counter()
+
+    def problem(kind, msg):
+        if strict:
+            raise InputError(path, msg)
+        dropped[kind] += 1
+
+    return episodes_on_navmesh(episodes, navmesh, problem, max_y_delta), dropped
+
+
+__all__ = ["ObjectNavDataset", "check_pointnav_on_navmesh", "episodes_on_navmesh", "goals_key", "make_view_point", "make_object_goal",
            "make_objectnav_episode", "validate_goal", "read_objectnav_dataset",
            "write_objectnav_dataset", "check_on_navmesh", "NavmeshCheck", "CATEGORY_MAPS"]

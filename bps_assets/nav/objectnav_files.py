@@ -155,7 +155,7 @@ def read_objectnav_dataset(path: str | os.PathLike, scenes: Iterable[str] | None
         maps = _check_maps(doc, f)
         if maps is not None:
             if maps_seen and (maps[0] != out.category_to_task_category_id):
-                raise InputError(f, f"{CATEGORY_MAPS[0]} differs from the split file's")
+                raise InputError(f, f"{CATEGORY_MAPS[0]} differs from an earlier file's of this dataset")
             out.category_to_task_category_id, out.category_to_scene_annotation_category_id = maps
             maps_seen = True
         eps = doc["episodes"]

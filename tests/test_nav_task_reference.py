@@ -177,16 +177,56 @@ class _Measures:
         assert all(d in self.measures for d in deps)
 
 
-def _habitat_measures(h, sim, success_distance, distance_to="VIEW_POINTS"):
-    nav = h.nav
-    cfg = SimpleNamespace(distance_to=distance_to, success_distance=success_distance)
-    order = [nav.DistanceToGoal(sim=sim, config=cfg), nav.Success(sim=sim, config=cfg),
-             nav.SPL(sim=sim, config=cfg), nav.SoftSPL(sim=sim, config=cfg),
-             nav.DistanceToGoalReward(sim=sim, config=cfg)]
-    task = SimpleNamespace(measurements=_Measures(), is_stop_called=False)
-    for m in order:
-        task.measurements.measures[m.uuid] = m
-    return order, task
+class _Lockstep:
+    """habitat-lab's DistanceToGoal, Success, SPL, SoftSPL and DistanceToGoalReward (in its
+    config order) over a fake simulator whose geodesic distance is our multi-source field to the
+    targets habitat passes, run step by step beside the reference and compared at every step."""
+
+    def __init__(self, h, nav, success_distance, distance_to):
+        self.h, self.nav, self.fields = h, nav, {}
+        self.cfg = SimpleNamespace(distance_to=distance_to, success_distance=success_distance)
+        self.position = np.zeros(3)
+        self.sim = SimpleNamespace(get_agent_state=lambda: SimpleNamespace(position=self.position.copy()),
+                                   geodesic_distance=lambda p, t, ep=None: self.distance(p, t))
+        self.steps = self.stops = self.successes = 0
+
+    def distance(self, p, targets) -> float:
+        key = tuple(np.round(np.asarray(targets, float).ravel(), 6))
+        if key not in self.fields:
+            self.fields[key] = self.nav.distance_field_to_any(np.asarray(targets, float))
+        return float(self.nav.distance_at(self.fields[key], p))
+
+    def run(self, t, ep, start, yaw, choose):
+        """One episode from ``start``: ``choose(t)`` gives each action until the reference ends it."""
+        nav = self.h.nav
+        measures = [cls(sim=self.sim, config=self.cfg) for cls in (
+            nav.DistanceToGoal, nav.Success, nav.SPL, nav.SoftSPL, nav.DistanceToGoalReward)]
+        task = SimpleNamespace(measurements=_Measures(), is_stop_called=False)
+        task.measurements.measures = {m.uuid: m for m in measures}
+        self.position = np.asarray(start, float)
+        t.reset(start, yaw)
+        for m in measures:
+            m.reset_metric(episode=ep, task=task)
+        while not t.done:
+            a = choose(t)
+            out = t.step(a)
+            self.position = t.pos.copy()
+            task.is_stop_called = a == ref.STOP
+            for m in measures:
+                m.update_metric(episode=ep, task=task)
+            got = {m.uuid: m.get_metric() for m in measures}
+            for k in ("distance_to_goal", "success", "spl", "soft_spl"):
+                assert out[k] == pytest.approx(got[k], abs=1e-9), (k, self.steps)
+            assert out["reward"] == pytest.approx(got["distance_to_goal_reward"] - 0.01 + 2.5 * got["success"],
+                                                  abs=1e-9)
+            self.steps += 1
+            self.stops += a == ref.STOP
+            self.successes += out["success"] == 1
+
+
+def _habitat_reads(cls, root):
+    return cls(SimpleNamespace(data_path=str(root / "{split}" / "{split}.json.gz"), split="val",
+                               scenes_dir="data/scene_datasets", content_scenes=["*"]))
 
 
 def test_imagenav_reference_equals_habitat_lab_measures(scene, habitat_lab, tmp_path):
@@ -196,49 +236,19 @@ def test_imagenav_reference_equals_habitat_lab_measures(scene, habitat_lab, tmp_
 
     nav = scene.navmesh
     write_pointnav_dataset(tmp_path, "val", {"two_rooms": generate_episodes(nav, "two_rooms.glb", 6, seed=4)})
-    hds = habitat_lab.PointNavDatasetV1(SimpleNamespace(
-        data_path=str(tmp_path / "{split}" / "{split}.json.gz"), split="val", scenes_dir="data/scene_datasets",
-        content_scenes=["*"]))
-    state = SimpleNamespace(position=np.zeros(3))
-    fields = {}
-
-    def dist(p, targets):
-        key = tuple(np.round(np.asarray(targets, float).ravel(), 6))
-        if key not in fields:
-            fields[key] = nav.distance_field_to_any(np.asarray(targets, float))
-        return float(nav.distance_at(fields[key], p))
-
-    sim = SimpleNamespace(get_agent_state=lambda: SimpleNamespace(position=state.position.copy()),
-                          geodesic_distance=lambda p, t, ep=None: dist(p, t))
+    hds = _habitat_reads(habitat_lab.PointNavDatasetV1, tmp_path)
+    ls = _Lockstep(habitat_lab, nav, 1.0, "POINT")
     rng = np.random.default_rng(1)
-    n_steps = n_success = 0
     for ep in hds.episodes:
         goal = [list(ep.goals[0].position)]
         for trial in range(3):
             start = np.array(ep.start_position) if trial < 2 else nav.snap_point(np.array(goal[0]) + [0.5, 0, 0])
-            t = ref.TaskReference(ref.IMAGENAV_1M, lambda p: dist(p, goal), lambda a, b: nav.try_step(a, b, sliding=True))
-            state.position = np.asarray(start, float)
-            t.reset(start, float(rng.uniform(0, 2 * np.pi)))
-            measures, task = _habitat_measures(habitat_lab, sim, 1.0, distance_to="POINT")
-            for m in measures:
-                m.reset_metric(episode=ep, task=task)
-            while not t.done:
-                a = int(rng.choice(4, p=[0.03, 0.61, 0.18, 0.18]))
-                if trial == 2 and t.steps == 0:
-                    a = ref.STOP
-                out = t.step(a)
-                state.position = t.pos.copy()
-                task.is_stop_called = a == ref.STOP
-                for m in measures:
-                    m.update_metric(episode=ep, task=task)
-                got = {m.uuid: m.get_metric() for m in measures}
-                for k in ("distance_to_goal", "success", "spl", "soft_spl"):
-                    assert out[k] == pytest.approx(got[k], abs=1e-9), (k, n_steps)
-                assert out["reward"] == pytest.approx(got["distance_to_goal_reward"] - 0.01 + 2.5 * got["success"],
-                                                      abs=1e-9)
-                n_steps += 1
-                n_success += out["success"] == 1
-    assert n_steps > 300 and n_success >= 3
+            t = ref.TaskReference(ref.IMAGENAV_1M, lambda p: ls.distance(p, goal),
+                                  lambda a, b: nav.try_step(a, b, sliding=True))
+            ls.run(t, ep, start, float(rng.uniform(0, 2 * np.pi)),
+                   lambda t: ref.STOP if trial == 2 and t.steps == 0 else
+                   int(rng.choice(4, p=[0.03, 0.61, 0.18, 0.18])))
+    assert ls.steps > 300 and ls.successes >= 3
 
 
 def test_reference_equals_habitat_lab_measures(scene, habitat_lab, tmp_path):
@@ -252,49 +262,21 @@ def test_reference_equals_habitat_lab_measures(scene, habitat_lab, tmp_path):
                          6, seed=1)
     write_objectnav_dataset(tmp_path, "val", {"two_rooms": ds}, ds.category_to_task_category_id,
                             ds.category_to_scene_annotation_category_id)
-    hds = habitat_lab.ObjectNavDatasetV1(SimpleNamespace(
-        data_path=str(tmp_path / "{split}" / "{split}.json.gz"), split="val", scenes_dir="data/scene_datasets",
-        content_scenes=["*"]))
-    fields = {}
-
-    def field_of(targets):
-        key = tuple(np.round(np.asarray(targets, float).ravel(), 6))
-        if key not in fields:
-            fields[key] = nav.distance_field_to_any(np.asarray(targets, float))
-        return fields[key]
-
-    state = SimpleNamespace(position=np.zeros(3))
-    sim = SimpleNamespace(get_agent_state=lambda: SimpleNamespace(position=state.position.copy()),
-                          geodesic_distance=lambda p, t, ep=None: float(nav.distance_at(field_of(t), p)))
+    hds = _habitat_reads(habitat_lab.ObjectNavDatasetV1, tmp_path)
+    ls = _Lockstep(habitat_lab, nav, 0.1, "VIEW_POINTS")
     rng = np.random.default_rng(0)
-    n_steps = n_success = n_stop = 0
+
+    def choose(t, near):
+        if near and t.steps < 2 and rng.random() < 0.4:
+            return ref.STOP  # STOP on (or one step off) a view point
+        return int(rng.choice(6, p=[0.02, 0.56, 0.12, 0.12, 0.09, 0.09]))
+
     for ep in hds.episodes:
         vps = np.array([vp.agent_state.position for g in ep.goals for vp in g.view_points], float)
-        fld = field_of(vps)
         for trial in range(6):
-            start = np.array(ep.start_position) if trial % 2 == 0 else vps[rng.integers(len(vps))]
-            t = ref.TaskReference(ref.OBJECTNAV, lambda p: float(nav.distance_at(fld, p)),
+            near = trial % 2 == 1
+            start = vps[rng.integers(len(vps))] if near else np.array(ep.start_position)
+            t = ref.TaskReference(ref.OBJECTNAV, lambda p: ls.distance(p, vps),
                                   lambda a, b: nav.try_step(a, b, sliding=False))
-            state.position = np.asarray(start, float)
-            t.reset(start, float(rng.uniform(0, 2 * np.pi)))
-            measures, task = _habitat_measures(habitat_lab, sim, 0.1)
-            for m in measures:
-                m.reset_metric(episode=ep, task=task)
-            while not t.done:
-                a = int(rng.choice(6, p=[0.02, 0.56, 0.12, 0.12, 0.09, 0.09]))
-                if trial % 2 == 1 and t.steps < 2 and rng.random() < 0.4:
-                    a = ref.STOP  # STOP on (or one step off) a view point
-                out = t.step(a)
-                state.position = t.pos.copy()
-                task.is_stop_called = a == ref.STOP
-                for m in measures:
-                    m.update_metric(episode=ep, task=task)
-                got = {m.uuid: m.get_metric() for m in measures}
-                habitat_reward = got["distance_to_goal_reward"] - 0.01 + 2.5 * got["success"]
-                for k in ("distance_to_goal", "success", "spl", "soft_spl"):
-                    assert out[k] == pytest.approx(got[k], abs=1e-9), (k, n_steps)
-                assert out["reward"] == pytest.approx(habitat_reward, abs=1e-9)
-                n_steps += 1
-                n_stop += a == ref.STOP
-                n_success += out["success"] == 1
-    assert n_steps > 800 and n_stop >= 10 and n_success >= 3
+            ls.run(t, ep, start, float(rng.uniform(0, 2 * np.pi)), lambda t: choose(t, near))
+    assert ls.steps > 800 and ls.stops >= 10 and ls.successes >= 3

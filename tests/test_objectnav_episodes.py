@@ -280,3 +280,33 @@ def test_pointnav_and_imagenav_episodes_against_the_navmesh(scene, tmp_path):
     objectnav_scene(scene.navmesh, scene.vertices, scene.triangles, scene.tri_object, scene.table, SID, 1, 0,
                     categories={"chair": 0, "bed": 1, "toilet": 2}, stats=st)
     assert st["categories_not_in_scene"] == 2
+
+
+def test_on_a_synth_scan_with_ground_truth_objects():
+    """A scan-like synth scene (noise, thin furniture parts, a closed room): goals are seen from
+    where an agent can stand, outside the furniture, within reach of their object."""
+    from objectnav_scenes import synth_semantic_scene
+
+    s, info = synth_semantic_scene("Allensville")
+    cats = {"chair": 0, "sofa": 1, "table": 2}
+    st = Counter()
+    ds = objectnav_scene(s.navmesh, s.vertices, s.triangles, s.tri_object, s.table, "Allensville.glb", 9, seed=0,
+                         categories=cats, stats=st)
+    want = [f for f in info.furniture if f.kind in cats]
+    goals = [g for gs in ds.goals_by_category.values() for g in gs]
+    assert len(goals) >= len(want) - 1 and st["objects"] == len(want)  # nearly every one is seen
+    rects = [f.rect for f in info.furniture]
+    closed = next((r for r in info.rooms if r.closed), None)
+    for g in goals:
+        f = info.furniture[g["object_id"] - 1]
+        pos = np.array([vp["agent_state"]["position"] for vp in g["view_points"]])
+        assert s.navmesh.is_navigable(pos).all()
+        for p in pos:  # where an agent stands: not over any piece of furniture
+            assert not any(r.contains(p[0], p[2]) for r in rects)
+            gap = max(f.rect.xmin - p[0], p[0] - f.rect.xmax, f.rect.zmin - p[2], p[2] - f.rect.zmax, 0)
+            assert gap <= 1.0 + 0.2
+        if closed is not None and f.room == closed.id:  # seen from inside the closed room only
+            assert all(closed.rect.contains(p[0], p[2]) for p in pos)
+    assert len(ds.episodes) == 9
+    for e in ds.episodes:
+        assert 1.0 <= e["info"]["geodesic_distance"] <= 30.0

@@ -1,4 +1,4 @@
-"""`bps-assets episodes`: PointNav episodes (habitat v1 layout) from navmeshes."""
+"""`bps-assets episodes`: PointNav or ObjectNav episodes (habitat v1 layouts) from navmeshes."""
 from __future__ import annotations
 
 import json
@@ -6,14 +6,18 @@ import os
 import sys
 import time
 import traceback
+from collections import Counter
 from pathlib import Path
 
 import click
 
 from bps_assets.errors import BpsError, OutputExistsError
 from bps_assets.nav import episodes as ep
+from bps_assets.nav import objectnav_episodes as on
+from bps_assets.nav.objectnav_files import write_objectnav_dataset
 
 D = ep.DEFAULTS
+TASKS = ("pointnav", "objectnav")
 
 
 # stripped from the end of a NAVFILE's name, repeatedly: Allensville.navmesh.bps -> Allensville
@@ -33,16 +37,50 @@ def scene_name(path: Path) -> str:
     return name if name != path.name else path.stem
 
 
-def _scene_episodes(path: Path, name: str, dataset: str, per_scene: int, seed: int, opts) -> tuple[list, dict]:
+def _scene_episodes(path: Path, name: str, dataset: str, per_scene: int, seed: int, opts,
+                    task: str = "pointnav", packed: Path | None = None, categories: dict | None = None):
     t0 = time.perf_counter()
     from bps_assets.nav.sources import open_navmesh
 
     nm = open_navmesh(path)  # the file's magic bytes say which reader
     stats: dict = {}
-    eps = ep.generate_episodes(nm, ep.scene_id_for(dataset, name), per_scene, ep.scene_seed(seed, name),
-                               opts, stats=stats)
+    sid, sseed = ep.scene_id_for(dataset, name), ep.scene_seed(seed, name)
+    if task == "objectnav":
+        v, t, tri_object, table = on.semantic_scene(packed)
+        st = Counter()
+        out = on.objectnav_scene(nm, v, t, tri_object, table, sid, per_scene, sseed, categories, stats=st)
+        stats.update(st)
+        stats["targets"] = st["starts"]
+    else:
+        out = ep.generate_episodes(nm, sid, per_scene, sseed, opts, stats=stats)
     stats["seconds"] = round(time.perf_counter() - t0, 3)
-    return eps, stats
+    return out, stats
+
+
+def _category_map(text: str) -> dict | None:
+    """--categories: "hm3d" (habitat's six), "all" (every named category of the scenes) or
+    "a,b,c" (task ids in that order)."""
+    if text == "hm3d":
+        return dict(on.HM3D_CATEGORIES)
+    if text == "all":
+        return None
+    names = [c.strip() for c in text.split(",") if c.strip()]
+    if not names or len(set(names)) != len(names):
+        raise click.BadParameter("a comma-separated list of distinct category names", param_hint="--categories")
+    return {c: i for i, c in enumerate(names)}
+
+
+def _write_objectnav(out_dir, split, by_scene, overwrite):
+    """The datasets of every scene under one pair of category maps (their union when
+    --categories all gave per-scene maps: ids renumbered over the sorted names)."""
+    task, ann = {}, {}
+    for ds in by_scene.values():
+        for k, v in ds.category_to_task_category_id.items():
+            task.setdefault(k, v)
+            ann.setdefault(k, ds.category_to_scene_annotation_category_id[k])
+    if len({tuple(sorted(ds.category_to_task_category_id.items())) for ds in by_scene.values()}) > 1:
+        task = {k: i for i, k in enumerate(sorted(task))}
+    return write_objectnav_dataset(out_dir, split, by_scene, task, ann, overwrite=overwrite)
 
 
 @click.command("episodes")
@@ -59,13 +97,23 @@ def _scene_episodes(path: Path, name: str, dataset: str, per_scene: int, seed: i
               help="scene_id layout: gibson/NAME.glb, mp3d/NAME/NAME.glb or NAME.glb")
 @click.option("--goal-radius", type=float, default=D.goal_radius, show_default=True,
               help="goals[].radius written (habitat-lab's generator writes 0.2)")
+@click.option("--task", type=click.Choice(TASKS), default="pointnav", show_default=True,
+              help="pointnav, or objectnav (needs each scene's packed scene with semantics)")
+@click.option("--scenes", "scenes_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="objectnav: folder of the packed scenes NAME.bps [default: NAVFILE's ../scenes, "
+                   "the preprocess layout]")
+@click.option("--categories", default="hm3d", show_default=True,
+              help="objectnav goal categories: hm3d (chair, bed, plant, toilet, tv_monitor, sofa), "
+                   "all (every named category), or a comma-separated list (task ids in order)")
 @click.option("--overwrite", is_flag=True, help="replace an existing split")
 @click.option("--json", "as_json", is_flag=True, help="print per-scene statistics as JSON")
-def episodes_cmd(navfiles, out_dir, split, per_scene, seed, dataset, goal_radius, overwrite,
-                 as_json):
-    """Generate PointNav episodes with habitat-lab's rules from NAVFILE... (packed navmeshes or
-    habitat .navmesh files; the scene name is the file name without its navmesh suffixes:
-    Allensville.navmesh.bps and Allensville.navmesh are scene Allensville).
+def episodes_cmd(navfiles, out_dir, split, per_scene, seed, dataset, goal_radius, task, scenes_dir,
+                 categories, overwrite, as_json):
+    """Generate PointNav or ObjectNav episodes with habitat-lab's rules from NAVFILE... (packed
+    navmeshes or habitat .navmesh files; the scene name is the file name without its navmesh
+    suffixes: Allensville.navmesh.bps and Allensville.navmesh are scene Allensville). ObjectNav
+    reads each scene's objects from its packed scene (--scenes) and writes habitat's ObjectNav
+    v1 layout (goals_by_category, view points, category maps; docs/TASKS.md).
 
     A scene that cannot give episodes is reported on one line and the others are still
     written; the exit status is non-zero if any scene failed.
@@ -78,11 +126,14 @@ def episodes_cmd(navfiles, out_dir, split, per_scene, seed, dataset, goal_radius
     if target.exists() and not overwrite:  # fail before the (slow) generation
         raise OutputExistsError(target, "already exists (pass --overwrite to replace the split)")
     opts = ep.EpisodeOptions(goal_radius=goal_radius)
+    cats = _category_map(categories) if task == "objectnav" else None
     by_scene, report, failed = {}, [], []
     for path, name in zip(navfiles, names):
+        packed = (scenes_dir or path.resolve().parent.parent / "scenes") / f"{name}.bps"
         # one scene that cannot give episodes must not cost the others theirs
         try:
-            by_scene[name], stats = _scene_episodes(path, name, dataset, per_scene, seed, opts)
+            by_scene[name], stats = _scene_episodes(path, name, dataset, per_scene, seed, opts, task,
+                                                    packed, cats)
         except BpsError as e:
             failed.append({"scene": name, "navfile": str(path), "error": str(e), "exit_code": e.exit_code})
         except Exception as e:  # noqa: BLE001 - a bug on one navmesh: reported, the others go on
@@ -94,11 +145,13 @@ def episodes_cmd(navfiles, out_dir, split, per_scene, seed, dataset, goal_radius
         else:
             report.append({"scene": name, **stats})
             if not as_json:
-                click.echo(f"{name}: {stats['episodes']} episodes from {stats['targets']} targets "
-                           f"in {stats['seconds']:.1f} s")
+                click.echo(f"{name}: {stats['episodes']} episodes from {stats['targets']} "
+                           f"{'starts' if task == 'objectnav' else 'targets'} in {stats['seconds']:.1f} s")
             continue
         click.echo(f"error: {name}: {failed[-1]['error']}", err=True)
-    written = ep.write_pointnav_dataset(out_dir, split, by_scene, overwrite=overwrite) if by_scene else []
+    write = _write_objectnav if task == "objectnav" else \
+        (lambda o, sp, b, overwrite: ep.write_pointnav_dataset(o, sp, b, overwrite=overwrite))
+    written = write(out_dir, split, by_scene, overwrite=overwrite) if by_scene else []
     if as_json:
         click.echo(json.dumps({"split_file": str(written[0]) if written else None, "scenes": report,
                                "failed": failed}, indent=2))

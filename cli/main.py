@@ -35,7 +35,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "preview": ("cli.cmd_navmesh", "preview_cmd",
                 "Top-down picture of a navmesh, one panel per floor, islands coloured."),
     "episodes": ("cli.cmd_episodes", "episodes_cmd",
-                 "Generate PointNav episodes with habitat-lab's rules from NAVFILE..."),
+                 "Generate PointNav or ObjectNav episodes with habitat-lab's rules from NAVFILE..."),
     "synth": ("cli.cmd_synth", "synth_cmd",
               "Write scan-like demo scenes (rooms, doors, furniture, stairs; Z up like the real scans)."),
     "datasets": ("cli.cmd_pipeline", "datasets_cmd",

@@ -2,7 +2,7 @@
 
 Runtime representation and file format: docs/NAVMESH.md. ``NavMesh`` methods (defined in
 grid.py on the functions of queries.py): snap_point, is_navigable, geodesic_distance,
-distance_field, distance_at, try_step, sample_navigable_point, island_of, island_radius,
+distance_field, distance_field_to_any, distance_at, try_step, sample_navigable_point, island_of, island_radius,
 navigable_area. Imports point one way: settings, raster, geodesic <- queries <- grid <- build.
 """
 from .settings import DEFAULT_SETTINGS, NavSettings  # noqa: F401

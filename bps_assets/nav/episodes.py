@@ -168,16 +168,10 @@ def generate_episodes(navmesh, scene_id: str, n: int, seed: int,
             st["geodesic_queries"] += len(idx)
             chosen = None
             for j, g in zip(idx, geo):  # habitat's order: the first compatible source wins
-                if not np.isfinite(g):
-                    st["rejected_unreachable"] += 1
-                    continue
-                if not o.closest_dist_limit <= g <= o.furthest_dist_limit:
-                    st["rejected_range"] += 1
-                    continue
-                ratio = g / max(euclid[j], 1e-9)
-                if ratio < o.geodesic_to_euclid_min_ratio and \
-                        draws[i, j] > _ratio_sample_rate(ratio):
-                    st["rejected_ratio"] += 1
+                why = distance_rejection(g, euclid[j], draws[i, j], o.closest_dist_limit,
+                                         o.furthest_dist_limit, o.geodesic_to_euclid_min_ratio)
+                if why:
+                    st[why] += 1
                     continue
                 chosen = (j, float(g))
                 break
@@ -193,6 +187,22 @@ def generate_episodes(navmesh, scene_id: str, n: int, seed: int,
     if stats is not None:
         stats.update(st)
     return episodes
+
+
+def distance_rejection(geodesic: float, euclid: float, draw: float, closest: float, furthest: float,
+                       min_ratio: float) -> str | None:
+    """habitat's distance tests of an episode candidate (PointNav and ObjectNav generators): the
+    stats key of the first failed one (``rejected_unreachable``, ``rejected_range``,
+    ``rejected_ratio``: geodesic / euclid < ``min_ratio`` and ``draw`` > 20 (ratio - 0.98)^2),
+    or None when the candidate is kept."""
+    if not np.isfinite(geodesic):
+        return "rejected_unreachable"
+    if not closest <= geodesic <= furthest:
+        return "rejected_range"
+    ratio = geodesic / max(euclid, 1e-9)
+    if ratio < min_ratio and draw > _ratio_sample_rate(ratio):
+        return "rejected_ratio"
+    return None
 
 
 def _subseed(rng: np.random.Generator) -> int:
@@ -248,22 +258,41 @@ def write_pointnav_dataset(out_dir: str | os.PathLike, split: str,
     ``OutputExistsError`` unless ``overwrite``; with ``overwrite`` the split is replaced,
     including content files of scenes no longer listed. Each file is written atomically.
     """
-    if not split or "/" in split or split in (".", ".."):
-        raise ConfigError(None, f"bad split name {split!r}")
-    root = Path(out_dir) / split
-    content = root / CONTENT_DIR
-    prepared: dict[str, list[dict]] = {}
+    check_split_name(split)
+    content = Path(out_dir) / split / CONTENT_DIR
+    docs: dict[str, dict] = {}
     for scene, eps in episodes_by_scene.items():
-        if not scene or "/" in scene or scene.startswith("."):
-            raise ConfigError(None, f"bad scene name {scene!r}")
+        check_scene_name(scene)
         eps = [dict(e) for e in eps]
         if scene_path_fn is not None:
             for e in eps:
                 e["scene_id"] = scene_path_fn(scene)
         for i, e in enumerate(eps):
             validate_episode(e, i, content / f"{scene}{SUFFIX}")
-        prepared[scene] = eps
-    targets = [split_file(out_dir, split)] + [content / f"{s}{SUFFIX}" for s in prepared]
+        docs[scene] = {"episodes": eps}
+    return write_split(out_dir, split, docs, {"episodes": []}, overwrite)
+
+
+def check_split_name(split: str) -> None:
+    """``ConfigError`` unless ``split`` is a plain folder name."""
+    if not split or "/" in split or split in (".", ".."):
+        raise ConfigError(None, f"bad split name {split!r}")
+
+
+def check_scene_name(scene: str) -> None:
+    """``ConfigError`` unless ``scene`` can name a content file."""
+    if not scene or "/" in scene or scene.startswith("."):
+        raise ConfigError(None, f"bad scene name {scene!r}")
+
+
+def write_split(out_dir: str | os.PathLike, split: str, docs_by_scene: Mapping[str, dict],
+                split_doc: dict, overwrite: bool = False) -> list[Path]:
+    """Write ``OUT/SPLIT/content/{scene}.json.gz`` (one JSON document per scene, already
+    validated) and ``OUT/SPLIT/SPLIT.json.gz`` (``split_doc``), each atomically; returns the
+    split file then the content files. ``OutputExistsError`` unless ``overwrite``, which also
+    removes content files of scenes no longer listed."""
+    content = Path(out_dir) / split / CONTENT_DIR
+    targets = [split_file(out_dir, split)] + [content / f"{s}{SUFFIX}" for s in docs_by_scene]
     stale = []
     if content.is_dir():
         stale = [p for p in content.glob(f"*{SUFFIX}") if p not in targets]
@@ -273,27 +302,29 @@ def write_pointnav_dataset(out_dir: str | os.PathLike, split: str,
                 raise OutputExistsError(p, "already exists (pass overwrite / --overwrite "
                                            "to replace the split)")
     written = []
-    for scene, eps in prepared.items():
+    for scene, doc in docs_by_scene.items():
         p = content / f"{scene}{SUFFIX}"
-        data = _gz_json_bytes({"episodes": eps})
+        data = _gz_json_bytes(doc)
         atomic_write(p, lambda f, d=data: f.write(d), overwrite=True)
         written.append(p)
     for p in stale:  # only reachable with overwrite=True
         p.unlink()
-    data = _gz_json_bytes({"episodes": []})
+    data = _gz_json_bytes(split_doc)
     atomic_write(targets[0], lambda f: f.write(data), overwrite=True)
     written.insert(0, targets[0])
     return written
 
 
-def _read_json(path: Path):
+def read_json(path: Path, what: str = "PointNav"):
+    """A dataset file's JSON document (gzip or plain, size-capped); ``InputError`` unless it is
+    an object with an ``episodes`` list."""
     raw = read_limited(path, MAX_JSON_BYTES)  # streamed with a running cap (gzip bombs)
     try:
         doc = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise InputError(path, f"not valid JSON: {e}") from e
     if not isinstance(doc, dict) or not isinstance(doc.get("episodes"), list):
-        raise InputError(path, 'not a PointNav dataset: expected {"episodes": [...]}')
+        raise InputError(path, f'not a {what} dataset: expected {{"episodes": [...]}}')
     return doc
 
 
@@ -303,8 +334,9 @@ def _vec(v, n: int) -> bool:
                 for x in v))
 
 
-def validate_episode(e, i: int, path) -> dict:
-    """Check one episode dict (habitat's v1 fields); ``InputError`` naming file and episode."""
+def validate_episode(e, i: int, path, need_goals: bool = True) -> dict:
+    """Check one episode dict (habitat's v1 fields); ``InputError`` naming file and episode.
+    ``need_goals=False``: ``goals`` may be empty (ObjectNav files keep them per category)."""
     if not isinstance(e, dict):
         raise InputError(path, f"episode {i}: not an object")
     eid = e.get("episode_id")
@@ -324,9 +356,9 @@ def validate_episode(e, i: int, path) -> dict:
         bad("start_rotation must be 4 finite numbers [x, y, z, w]")
     if abs(math.sqrt(sum(x * x for x in rot)) - 1.0) > 1e-2:
         bad("start_rotation is not a unit quaternion")
-    goals = e.get("goals")
-    if not isinstance(goals, list) or not goals:
-        bad("goals must be a non-empty list")
+    goals = e.get("goals", [] if not need_goals else None)
+    if not isinstance(goals, list) or (need_goals and not goals):
+        bad("goals must be a non-empty list" if need_goals else "goals must be a list")
     for g in goals:
         if not isinstance(g, dict) or not _vec(g.get("position"), 3):
             bad("each goal needs a position of 3 finite numbers")
@@ -358,28 +390,8 @@ def read_pointnav_dataset(path: str | os.PathLike, scenes: Iterable[str] | None 
     it, like habitat's loader. Episodes are validated (``InputError`` naming file and episode);
     ``episode_id`` comes back as a string.
     """
-    p = Path(path)
-    if p.is_dir():
-        p = p / f"{p.name}{SUFFIX}"
-    doc = _read_json(p)
+    files = dataset_files(path, scenes)
     wanted = None if scenes is None else set(scenes)
-    pattern = doc.get("content_scenes_path", "{data_path}/content/{scene}.json.gz")
-    if not isinstance(pattern, str) or "{scene}" not in pattern:
-        raise InputError(p, "content_scenes_path must be a string containing {scene}")
-    content_dir, post = content_scenes_dir(p, pattern)  # only {data_path}, {scene}; stays inside
-    if p.parent.name != CONTENT_DIR and content_dir.is_dir():
-        names = sorted(f.name[: -len(post)] for f in content_dir.iterdir()
-                       if f.name.endswith(post) and not f.name.startswith("."))
-        if wanted is not None:
-            missing = wanted - set(names)
-            if missing:
-                raise InputError(content_dir, f"no content file for scene(s) "
-                                              f"{', '.join(sorted(missing))}")
-            names = [s for s in names if s in wanted]
-        files = [(p, doc)]  # a split file may carry episodes too
-        files += [(f, _read_json(f)) for f in (content_dir / f"{s}{post}" for s in names)]
-    else:
-        files = [(p, doc)]
     out = []
     for f, d in files:
         for i, e in enumerate(d["episodes"]):
@@ -390,12 +402,48 @@ def read_pointnav_dataset(path: str | os.PathLike, scenes: Iterable[str] | None 
                     _scene_name(e["scene_id"]) not in wanted:
                 continue
             if scenes_dir is not None:
-                sid = e["scene_id"]
-                if sid.startswith(DEFAULT_SCENE_PATH_PREFIX):
-                    sid = sid[len(DEFAULT_SCENE_PATH_PREFIX):]
-                e["scene_id"] = os.path.join(scenes_dir, sid)
+                e["scene_id"] = join_scenes_dir(scenes_dir, e["scene_id"])
             out.append(e)
     return out
+
+
+def join_scenes_dir(scenes_dir: str, scene_id: str) -> str:
+    """habitat's loader rule: drop a ``data/scene_datasets/`` prefix, join to ``scenes_dir``."""
+    if scene_id.startswith(DEFAULT_SCENE_PATH_PREFIX):
+        scene_id = scene_id[len(DEFAULT_SCENE_PATH_PREFIX):]
+    return os.path.join(scenes_dir, scene_id)
+
+
+def dataset_files(path: str | os.PathLike, scenes: Iterable[str] | None = None,
+                  what: str = "PointNav") -> list[tuple[Path, dict]]:
+    """(file, JSON document) of every file of a habitat v1 dataset, the split file first.
+
+    ``path``: the split file (``.../SPLIT/SPLIT.json.gz``), its folder, or one content file.
+    When a ``content/`` folder (``content_scenes_path``) sits beside the split file, its
+    ``{scene}.json.gz`` files follow (only ``scenes`` if given; a missing one is an
+    ``InputError``); otherwise the split file alone holds the episodes."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / f"{p.name}{SUFFIX}"
+    doc = read_json(p, what)
+    wanted = None if scenes is None else set(scenes)
+    pattern = doc.get("content_scenes_path", "{data_path}/content/{scene}.json.gz")
+    if not isinstance(pattern, str) or "{scene}" not in pattern:
+        raise InputError(p, "content_scenes_path must be a string containing {scene}")
+    content_dir, post = content_scenes_dir(p, pattern)  # only {data_path}, {scene}; stays inside
+    if p.parent.name == CONTENT_DIR or not content_dir.is_dir():
+        return [(p, doc)]
+    names = sorted(f.name[: -len(post)] for f in content_dir.iterdir()
+                   if f.name.endswith(post) and not f.name.startswith("."))
+    if wanted is not None:
+        missing = wanted - set(names)
+        if missing:
+            raise InputError(content_dir, f"no content file for scene(s) "
+                                          f"{', '.join(sorted(missing))}")
+        names = [s for s in names if s in wanted]
+    files = [(p, doc)]  # a split file may carry episodes too
+    files += [(f, read_json(f, what)) for f in (content_dir / f"{s}{post}" for s in names)]
+    return files
 
 
 def _scene_name(scene_id: str) -> str:
@@ -406,4 +454,5 @@ def _scene_name(scene_id: str) -> str:
 
 __all__ = ["EpisodeOptions", "DEFAULTS", "generate_episodes", "make_episode",
            "write_pointnav_dataset", "read_pointnav_dataset", "validate_episode",
-           "scene_id_for", "scene_seed", "split_file"]
+           "scene_id_for", "scene_seed", "split_file", "write_split", "dataset_files", "read_json",
+           "check_split_name", "check_scene_name", "join_scenes_dir", "distance_rejection"]

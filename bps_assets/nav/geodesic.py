@@ -346,17 +346,7 @@ class GeodesicGraph:
         w[valid] = np.maximum(np.linalg.norm(span_pos[seeds[valid]] - point, axis=1), 1e-9)
         dij = _native_dijkstra() if self.indices.dtype == np.int32 else None
         if dij is not None:
-            # the seeds go in as arguments (not into the shared virtual row N): no lock, and
-            # calls from several threads run in parallel with the GIL released
-            sd = np.ascontiguousarray(seeds[valid], np.int64)
-            sw = np.ascontiguousarray(w[valid], np.float64)
-            d = np.empty(N, np.float64)
-            rc = dij(N, self._indptr64.ctypes.data, self.indices.ctypes.data, self.data.ctypes.data, sd.size,
-                     sd.ctypes.data, sw.ctypes.data, float(limit), d.ctypes.data)
-            if rc != 0:
-                raise NavError(None, f"geodesic search over {N} nodes ran out of memory" if rc == -1
-                               else "geodesic graph is corrupt (the compiled Dijkstra refused it)")
-            return d[:S].copy() if N > S else d
+            return self._native_field(dij, seeds[valid], w[valid], limit)
         from scipy.sparse import csr_matrix
         from scipy.sparse.csgraph import dijkstra
 
@@ -366,6 +356,53 @@ class GeodesicGraph:
             g = csr_matrix((self.data, self.indices, self.indptr), shape=(N + 1, N + 1), copy=False)
             d = dijkstra(g, directed=True, indices=N, limit=limit)
         return d[:S]
+
+    def field_from_points(self, spans: np.ndarray, points: np.ndarray, span_pos: np.ndarray,
+                          limit: float = np.inf) -> np.ndarray:
+        """Multi-source Dijkstra: distances [S] from every span centre to the NEAREST of
+        ``points`` [P, 3] (lying in ``spans`` [P]); each point is attached to the spans it sees
+        directly, as in ``field_from_point``, so one point gives the same field as that."""
+        S, N = self.S, self.N
+        spans = np.asarray(spans, np.int64).reshape(-1)
+        points = np.asarray(points, np.float64).reshape(-1, 3)
+        if spans.size == 0:
+            return np.full(S, np.inf)
+        seen = self.seen_from(spans)  # [P, K]
+        ok = seen < S
+        w = np.linalg.norm(span_pos[np.where(ok, seen, 0)] - points[:, None, :], axis=2)
+        seeds, w = seen[ok], np.maximum(w[ok], 1e-9)
+        best = np.full(S, np.inf)
+        np.minimum.at(best, seeds, w)  # one seed per span, at its smallest attachment
+        seeds = np.nonzero(np.isfinite(best))[0]
+        w = best[seeds]
+        dij = _native_dijkstra() if self.indices.dtype == np.int32 else None
+        if dij is not None:
+            return self._native_field(dij, seeds, w, limit)
+        from scipy.sparse import csr_matrix
+        from scipy.sparse.csgraph import dijkstra
+
+        # a private graph with a virtual source row of len(seeds) slots (the shared row has K)
+        n = len(seeds)
+        indptr = np.concatenate([self._indptr64[:N + 1], [self._indptr64[N] + n]])
+        indices = np.concatenate([self.indices[:-self.K].astype(np.int64), seeds])
+        data = np.concatenate([self.data[:-self.K], w])
+        g = csr_matrix((data, indices, indptr), shape=(N + 1, N + 1))
+        return dijkstra(g, directed=True, indices=N, limit=limit)[:S]
+
+    def _native_field(self, dij, seeds: np.ndarray, w: np.ndarray, limit: float) -> np.ndarray:
+        """The compiled search from ``seeds`` at distances ``w``: distances [S]."""
+        S, N = self.S, self.N
+        # the seeds go in as arguments (not into the shared virtual row N): no lock, and
+        # calls from several threads run in parallel with the GIL released
+        sd = np.ascontiguousarray(seeds, np.int64)
+        sw = np.ascontiguousarray(w, np.float64)
+        d = np.empty(N, np.float64)
+        rc = dij(N, self._indptr64.ctypes.data, self.indices.ctypes.data, self.data.ctypes.data, sd.size,
+                 sd.ctypes.data, sw.ctypes.data, float(limit), d.ctypes.data)
+        if rc != 0:
+            raise NavError(None, f"geodesic search over {N} nodes ran out of memory" if rc == -1
+                           else "geodesic graph is corrupt (the compiled Dijkstra refused it)")
+        return d[:S].copy() if N > S else d
 
     def read_field(self, field: np.ndarray, spans: np.ndarray, points: np.ndarray,
                    span_pos: np.ndarray) -> np.ndarray:

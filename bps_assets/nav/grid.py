@@ -302,6 +302,10 @@ class NavMesh:
         """Geodesic distance f4 [L, D, W] from every span centre to ``goal`` (inf: unreachable)."""
         return queries.distance_field(self, goal, limit, radius)
 
+    def distance_field_to_any(self, goals, limit: float = np.inf, radius: int = queries.DEFAULT_RADIUS):
+        """Geodesic distance f4 [L, D, W] from every span centre to the nearest of ``goals``."""
+        return queries.distance_field_to_any(self, goals, limit, radius)
+
     def distance_at(self, field: np.ndarray, points, radius: int = queries.DEFAULT_RADIUS):
         """Read a ``distance_field`` at points (sub-cell accurate), inf when unreachable."""
         return queries.distance_at(self, field, points, radius)

@@ -174,6 +174,24 @@ def distance_field(nav: NavMesh, goal, limit: float = np.inf, radius: int = DEFA
     return out
 
 
+def distance_field_to_any(nav: NavMesh, goals, limit: float = np.inf,
+                          radius: int = DEFAULT_RADIUS) -> np.ndarray:
+    """Geodesic distance f4 [L, D, W] from every span centre to the NEAREST of ``goals`` [P, 3]
+    (each snapped; one multi-source search, not P fields): ObjectNav's distance to the nearest
+    view point. Goals that cannot be snapped are left out; all inf when none can be."""
+    out = np.full(nav.shape, np.inf, np.float32)
+    g, _ = _points(goals)
+    if len(g) == 0:
+        return out
+    pts, sid = snap_spans(nav, g)
+    ok = sid >= 0
+    if ok.any():
+        f = geodesic_graph(nav, radius).field_from_points(sid[ok], pts[ok], nav.span_pos, limit)
+        l, r, c = nav.span_lrc.T
+        out[l, r, c] = f
+    return out
+
+
 def distance_at(nav: NavMesh, field: np.ndarray, points, radius: int = DEFAULT_RADIUS):
     """Read a ``distance_field`` at points (snapped): sub-cell accurate, inf when unreachable."""
     p, single = _points(points)

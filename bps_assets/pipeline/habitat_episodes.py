@@ -13,6 +13,8 @@ folder) for the scenes it holds.
 The runtime (``make(..., episodes=PATH)``) should call ``map_habitat_episodes(PATH,
 manifest)`` and use ``.by_scene`` (manifest name -> episodes); episodes of scenes the manifest
 lacks are an ``InputError`` unless ``allow_unmatched`` (then counted in ``.unmatched``).
+ObjectNav v1 files: ``map_habitat_objectnav`` maps the same way and keeps the dataset (goals by
+category, category maps) in ``.objectnav``.
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from dataclasses import dataclass, field
 
 from ..errors import InputError
 from ..nav.episodes import DEFAULT_SCENE_PATH_PREFIX, read_pointnav_dataset
+from ..nav.objectnav_files import ObjectNavDataset, read_objectnav_dataset
 
 
 @dataclass
@@ -29,6 +32,7 @@ class MappedEpisodes:
 
     by_scene: dict[str, list[dict]] = field(default_factory=dict)
     unmatched: dict[str, int] = field(default_factory=dict)  # scene_id -> episodes dropped
+    objectnav: ObjectNavDataset | None = None  # ObjectNav files: goals_of(ep), category maps
 
     @property
     def count(self) -> int:
@@ -64,13 +68,29 @@ def map_habitat_episodes(path: str | os.PathLike, manifest, subset: str | None =
     file; ``content/`` and ``content_scenes_path`` as habitat reads them) and group them by the
     ``manifest`` scene each ``scene_id`` names (``subset``: only that subset's scenes).
     ``manifest``: a ``Manifest`` or a path to one."""
+    return _map(path, read_pointnav_dataset(path), manifest, subset, allow_unmatched)
+
+
+def map_habitat_objectnav(path: str | os.PathLike, manifest, subset: str | None = None,
+                          allow_unmatched: bool = False) -> MappedEpisodes:
+    """``map_habitat_episodes`` for ObjectNav v1 files (``read_objectnav_dataset``): episodes by
+    manifest scene, and ``.objectnav`` for their goals (``goals_of``, ``view_points_of``) and
+    category maps. Check each scene's episodes against its navmesh with
+    ``nav.objectnav_files.check_on_navmesh`` before use."""
+    ds = read_objectnav_dataset(path)
+    out = _map(path, ds.episodes, manifest, subset, allow_unmatched)
+    out.objectnav = ds
+    return out
+
+
+def _map(path, episodes, manifest, subset, allow_unmatched) -> MappedEpisodes:
     if not hasattr(manifest, "scenes"):
         from .manifest import load_manifest
 
         manifest = load_manifest(manifest)
     by_path, by_name = scene_lookup(manifest, subset)
     out = MappedEpisodes()
-    for e in read_pointnav_dataset(path):
+    for e in episodes:
         sid = e["scene_id"]
         name = by_path.get(_strip_prefix(sid)) or by_name.get(habitat_scene_name(sid))
         if name is None:

@@ -1,0 +1,28 @@
+"""ImageNav's goal view: the heading habitat-lab's ``ImageGoalSensor`` draws for an episode.
+
+habitat-lab renders the goal image at ``goals[0].position`` with the yaw
+``RandomState(abs(hash(episode_id)) % 2**32).uniform(0, 2 pi)``. Python salts ``hash`` of a
+string per process, so that image changes between runs; here the seed is
+``zlib.crc32(episode_id)``: the same draw rule, reproducible on any machine (docs/TASKS.md).
+"""
+from __future__ import annotations
+
+import math
+import zlib
+
+import numpy as np
+
+
+def goal_heading(episode_id) -> float:
+    """The goal view's yaw (radians about +Y, in [0, 2 pi)) for ``episode_id``."""
+    seed = zlib.crc32(str(episode_id).encode()) % (2**32)
+    return float(np.random.RandomState(seed).uniform(0, 2 * np.pi))
+
+
+def goal_rotation(episode_id) -> list[float]:
+    """The goal view's rotation as habitat writes it, [x, y, z, w] = [0, sin(a/2), 0, cos(a/2)]."""
+    a = goal_heading(episode_id)
+    return [0.0, math.sin(a / 2), 0.0, math.cos(a / 2)]
+
+
+__all__ = ["goal_heading", "goal_rotation"]

@@ -1,0 +1,348 @@
+"""ObjectNav episode files: habitat-lab's ObjectNav v1 layout (``ObjectNavDatasetV1``), read,
+validated, written; and a check of a dataset against a scene's navmesh.
+
+Layout (spec: docs/TASKS.md): ``DIR/SPLIT/SPLIT.json.gz`` = ``{"episodes": [],
+"category_to_task_category_id": {...}, "category_to_scene_annotation_category_id": {...}}`` and
+per scene ``DIR/SPLIT/content/{scene}.json.gz`` = the same two maps plus ``"episodes"`` (each with
+``object_category`` and ``goals: []``) and ``"goals_by_category"``: ``"{basename(scene_id)}_
+{category}"`` -> goal objects (``position``, ``object_id``, ``object_category``, ``view_points``:
+``[{"agent_state": {"position", "rotation"}, "iou"}]``). Files that keep the goals inside the
+episodes instead (habitat's ``dedup_goals`` input) and the old ``category_to_mp3d_category_id``
+key are read too. Every failure is one ``InputError`` naming the file and the episode / goal.
+
+``check_on_navmesh`` drops what a navmesh cannot use (view points and starts off it, goals left
+without view points, episodes left without goals) and counts each kind, or raises in strict mode.
+"""
+from __future__ import annotations
+
+import math
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Mapping
+
+import numpy as np
+
+from ..errors import InputError
+from .episodes import (_vec, check_scene_name, check_split_name, dataset_files,
+                       join_scenes_dir, validate_episode, write_split, SUFFIX, CONTENT_DIR)
+
+WHAT = "ObjectNav"
+CATEGORY_MAPS = ("category_to_task_category_id", "category_to_scene_annotation_category_id")
+
+
+def goals_key(scene_id: str, category: str) -> str:
+    """habitat's ``ObjectGoalNavEpisode.goals_key``: ``"{basename(scene_id)}_{category}"``."""
+    return f"{os.path.basename(scene_id)}_{category}"
+
+
+@dataclass
+class ObjectNavDataset:
+    """Episodes (habitat v1 dicts, ``goals`` empty, ``object_category`` set), their goals by
+    ``goals_key`` and the two category maps, as in ``ObjectNavDatasetV1``."""
+
+    episodes: list[dict] = field(default_factory=list)
+    goals_by_category: dict[str, list[dict]] = field(default_factory=dict)
+    category_to_task_category_id: dict[str, int] = field(default_factory=dict)
+    category_to_scene_annotation_category_id: dict[str, int] = field(default_factory=dict)
+
+    def goals_of(self, episode: dict) -> list[dict]:
+        """The goal objects of ``episode`` (every object of its category in its scene)."""
+        return self.goals_by_category.get(goals_key(episode["scene_id"], episode["object_category"]), [])
+
+    def view_points_of(self, episode: dict) -> np.ndarray:
+        """float64 [V, 3]: the positions of every view point of every goal of ``episode`` (what
+        habitat's ``DistanceToGoal`` with ``distance_to: VIEW_POINTS`` measures to)."""
+        pts = [vp["agent_state"]["position"] for g in self.goals_of(episode) for vp in g["view_points"]]
+        return np.asarray(pts, np.float64).reshape(-1, 3)
+
+    def task_category_id(self, episode: dict) -> int:
+        """The ``objectgoal`` observation of ``episode`` (habitat's TASK_CATEGORY_ID goal spec)."""
+        return int(self.category_to_task_category_id[episode["object_category"]])
+
+
+# ------------------------------------------------------------------------------ building
+def make_view_point(position, rotation, iou: float | None) -> dict:
+    """One ``ObjectViewLocation``: an agent state (position on the navmesh, [x, y, z, w]
+    rotation) from which the object is seen, and its visibility score ``iou``."""
+    return {"agent_state": {"position": [float(x) for x in position],
+                            "rotation": [float(x) for x in rotation]},
+            "iou": None if iou is None else float(iou)}
+
+
+def make_object_goal(position, object_id: int, object_category: str, view_points: list[dict],
+                     object_name: str | None = None, room_id: str | None = None,
+                     radius: float | None = None) -> dict:
+    """One ``ObjectGoal`` in habitat's JSON shape (``position``: the object's AABB centre)."""
+    return {"position": [float(x) for x in position], "radius": radius,
+            "object_id": int(object_id), "object_name": object_name, "object_name_id": None,
+            "object_category": object_category, "room_id": room_id, "room_name": None,
+            "view_points": list(view_points)}
+
+
+def make_objectnav_episode(episode_id, scene_id: str, start_position, start_rotation,
+                           object_category: str, info: Mapping | None = None) -> dict:
+    """One ``ObjectGoalNavEpisode`` as stored in a content file (``goals`` empty)."""
+    return {"episode_id": str(episode_id), "scene_id": scene_id,
+            "start_position": [float(x) for x in start_position],
+            "start_rotation": [float(x) for x in start_rotation],
+            "info": dict(info or {}), "goals": [], "start_room": None, "shortest_paths": None,
+            "object_category": object_category}
+
+
+# ------------------------------------------------------------------------------ validation
+def _check_maps(doc: dict, path) -> tuple[dict, dict] | None:
+    """The two category maps of a document (None when it has neither), checked as habitat's
+    ``from_json`` asserts them: same keys, int values."""
+    task = doc.get(CATEGORY_MAPS[0])
+    ann = doc.get(CATEGORY_MAPS[1], doc.get("category_to_mp3d_category_id"))
+    if task is None and ann is None:
+        return None
+    for name, m in ((CATEGORY_MAPS[0], task), (CATEGORY_MAPS[1], ann)):
+        if not isinstance(m, dict) or not all(isinstance(k, str) and isinstance(v, int)
+                                              and not isinstance(v, bool) for k, v in m.items()):
+            raise InputError(path, f"{name} must be an object of category name -> integer id")
+    if set(task) != set(ann):
+        raise InputError(path, f"{CATEGORY_MAPS[0]} and {CATEGORY_MAPS[1]} name different "
+                               f"categories: {sorted(set(task) ^ set(ann))}")
+    return task, ann
+
+
+def validate_goal(g, where: str, path) -> dict:
+    """Check one ``ObjectGoal`` dict; ``InputError`` naming the file and ``where``."""
+    def bad(msg):
+        raise InputError(path, f"{where}: {msg}")
+
+    if not isinstance(g, dict):
+        bad("goal is not an object")
+    if not _vec(g.get("position"), 3):
+        bad("goal position must be 3 finite numbers")
+    if g.get("object_id") is None:
+        bad("goal object_id is missing")
+    if not isinstance(g.get("object_category"), (str, type(None))):
+        bad("goal object_category must be a string")
+    vps = g.get("view_points")
+    if not isinstance(vps, list):
+        bad(f"goal {g.get('object_id')!r}: view_points must be a list")
+    for k, vp in enumerate(vps):
+        st = vp.get("agent_state") if isinstance(vp, dict) else None
+        if not isinstance(st, dict) or not _vec(st.get("position"), 3):
+            bad(f"goal {g.get('object_id')!r} view point {k}: agent_state.position must be 3 "
+                "finite numbers")
+        rot = st.get("rotation")
+        if rot is not None and not _vec(rot, 4):
+            bad(f"goal {g.get('object_id')!r} view point {k}: agent_state.rotation must be 4 "
+                "finite numbers [x, y, z, w]")
+        iou = vp.get("iou")
+        if iou is not None and not (isinstance(iou, (int, float)) and math.isfinite(iou)):
+            bad(f"goal {g.get('object_id')!r} view point {k}: iou must be a number or null")
+    return g
+
+
+# ------------------------------------------------------------------------------ reading
+def read_objectnav_dataset(path: str | os.PathLike, scenes: Iterable[str] | None = None,
+                           scenes_dir: str | None = None) -> ObjectNavDataset:
+    """An ObjectNav v1 dataset (ours or habitat's own files) as habitat-lab's
+    ``ObjectNavDatasetV1`` reads it: the split file, then its ``content/`` files (only
+    ``scenes`` if given). Episodes keep their ``episode_id`` (as a string; habitat renumbers
+    them per file) and get ``object_category`` from their first goal when absent. Raises
+    ``InputError`` naming file and episode for a malformed episode or goal, an episode whose
+    category is not in the category maps, or one whose scene holds no goal of its category."""
+    out = ObjectNavDataset()
+    maps_seen = False
+    for f, doc in dataset_files(path, scenes, WHAT):
+        maps = _check_maps(doc, f)
+        if maps is not None:
+            if maps_seen and (maps[0] != out.category_to_task_category_id):
+                raise InputError(f, f"{CATEGORY_MAPS[0]} differs from an earlier file's of this dataset")
+            out.category_to_task_category_id, out.category_to_scene_annotation_category_id = maps
+            maps_seen = True
+        eps = doc["episodes"]
+        gbc = doc.get("goals_by_category")
+        if eps and not maps_seen:
+            raise InputError(f, f"no {CATEGORY_MAPS[0]} in this file or the split file")
+        if gbc is None:
+            gbc = {}
+            for i, e in enumerate(eps):  # habitat's dedup_goals: the goals ride in the episodes
+                validate_episode(e, i, f, need_goals=True)
+                cat = e.get("object_category") or e["goals"][0].get("object_category")
+                gbc.setdefault(goals_key(e["scene_id"], cat), e["goals"])
+        if not isinstance(gbc, dict):
+            raise InputError(f, "goals_by_category must be an object of key -> goal list")
+        for key, goals in gbc.items():
+            if not isinstance(goals, list):
+                raise InputError(f, f"goals_by_category[{key!r}] must be a list")
+            for j, g in enumerate(goals):
+                validate_goal(g, f"goals_by_category[{key!r}][{j}]", f)
+            out.goals_by_category[key] = goals
+        for i, e in enumerate(eps):
+            validate_episode(e, i, f, need_goals=False)
+            e = dict(e)
+            cat = e.get("object_category")
+            if cat is None and e.get("goals"):
+                cat = e["goals"][0].get("object_category")
+            where = f"episode {i} (id {e.get('episode_id')!r})"
+            if not isinstance(cat, str) or not cat:
+                raise InputError(f, f"{where}: object_category is missing")
+            if cat not in out.category_to_task_category_id:
+                raise InputError(f, f"{where}: category {cat!r} is not in {CATEGORY_MAPS[0]}")
+            key = goals_key(e["scene_id"], cat)
+            if not out.goals_by_category.get(key):
+                raise InputError(f, f"{where}: no goal of category {cat!r} in scene "
+                                    f"{os.path.basename(e['scene_id'])!r} (goals_by_category "
+                                    f"has no {key!r})")
+            e["object_category"] = cat
+            e["episode_id"] = str(e["episode_id"])
+            e["goals"] = []
+            if scenes_dir is not None:
+                e["scene_id"] = join_scenes_dir(scenes_dir, e["scene_id"])
+            out.episodes.append(e)
+    return out
+
+
+# ------------------------------------------------------------------------------ writing
+def write_objectnav_dataset(out_dir: str | os.PathLike, split: str,
+                            by_scene: Mapping[str, ObjectNavDataset],
+                            category_to_task_category_id: Mapping[str, int],
+                            category_to_scene_annotation_category_id: Mapping[str, int] | None = None,
+                            overwrite: bool = False) -> list[Path]:
+    """Write habitat's ObjectNav v1 layout under ``out_dir/split``: per scene name a content
+    file with its episodes, its ``goals_by_category`` and the two category maps; the split file
+    holds the maps and no episodes. ``category_to_scene_annotation_category_id`` defaults to the
+    task map. Everything is validated first (``InputError`` naming the content file and the
+    episode); files are written atomically; existing ones need ``overwrite``."""
+    check_split_name(split)
+    task = {str(k): int(v) for k, v in category_to_task_category_id.items()}
+    ann = task if category_to_scene_annotation_category_id is None else \
+        {str(k): int(v) for k, v in category_to_scene_annotation_category_id.items()}
+    maps = {CATEGORY_MAPS[0]: task, CATEGORY_MAPS[1]: ann}
+    content = Path(out_dir) / split / CONTENT_DIR
+    docs = {}
+    for scene, ds in by_scene.items():
+        check_scene_name(scene)
+        doc = {"episodes": [dict(e, goals=[]) for e in ds.episodes],
+               "goals_by_category": {k: list(v) for k, v in ds.goals_by_category.items()}, **maps}
+        f = content / f"{scene}{SUFFIX}"
+        _check_maps(doc, f)
+        for key, goals in doc["goals_by_category"].items():
+            for j, g in enumerate(goals):
+                validate_goal(g, f"goals_by_category[{key!r}][{j}]", f)
+        for i, e in enumerate(doc["episodes"]):
+            validate_episode(e, i, f, need_goals=False)
+            cat = e.get("object_category")
+            where = f"episode {i} (id {e.get('episode_id')!r})"
+            if cat not in task:
+                raise InputError(f, f"{where}: category {cat!r} is not in {CATEGORY_MAPS[0]}")
+            if not doc["goals_by_category"].get(goals_key(e["scene_id"], cat)):
+                raise InputError(f, f"{where}: no goal of category {cat!r} in its scene")
+        docs[scene] = doc
+    return write_split(out_dir, split, docs, {"episodes": [], **maps}, overwrite)
+
+
+# ------------------------------------------------------------------------------ navmesh check
+@dataclass
+class NavmeshCheck:
+    """What ``check_on_navmesh`` dropped, by kind, and the dataset that remains."""
+
+    dataset: ObjectNavDataset
+    dropped: Counter = field(default_factory=Counter)
+
+    def summary(self) -> str:
+        """One line: the counts of what was dropped ("" when nothing was)."""
+        return ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in sorted(self.dropped.items()) if n)
+
+
+def check_on_navmesh(ds: ObjectNavDataset, navmesh, path: str | os.PathLike | None = None,
+                     strict: bool = False, max_y_delta: float = 0.5) -> NavmeshCheck:
+    """Check one scene's episodes against its navmesh (habitat's ``is_navigable`` with
+    ``max_y_delta``). View points off the navmesh are dropped, then goals left without view
+    points, then episodes whose start is off the navmesh or whose category has no goal left;
+    each is counted in ``.dropped`` (keys ``view_points_off_navmesh``, ``goals_without_view_
+    points``, ``starts_off_navmesh``, ``episodes_without_goals``). ``strict``: the first such
+    problem is an ``InputError`` naming ``path``, the episode or goal, and the position."""
+    dropped: Counter = Counter()
+
+    def problem(kind: str, msg: str):
+        if strict:
+            raise InputError(path, msg)
+        dropped[kind] += 1
+
+    goals_out: dict[str, list[dict]] = {}
+    for key, goals in ds.goals_by_category.items():
+        kept_goals = []
+        for g in goals:
+            vps = g["view_points"]
+            pos = np.asarray([vp["agent_state"]["position"] for vp in vps], np.float64).reshape(-1, 3)
+            on = np.asarray(navmesh.is_navigable(pos, max_y_delta), bool).reshape(-1) if len(vps) else \
+                np.zeros(0, bool)
+            for k in np.flatnonzero(~on):
+                problem("view_points_off_navmesh", f"goals_by_category[{key!r}] object "
+                        f"{g['object_id']!r}: view point {k} at {pos[k].round(3).tolist()} is off "
+                        "the navmesh")
+            if not on.any():
+                problem("goals_without_view_points", f"goals_by_category[{key!r}] object "
+                        f"{g['object_id']!r}: no view point on the navmesh")
+                continue
+            kept_goals.append(dict(g, view_points=[vp for vp, ok in zip(vps, on) if ok]))
+        goals_out[key] = kept_goals
+    kept = []
+    for e in episodes_on_navmesh(ds.episodes, navmesh, problem, max_y_delta, goals=False):
+        where = f"episode {e['episode_id']!r}"
+        if not goals_out.get(goals_key(e["scene_id"], e["object_category"])):
+            problem("episodes_without_goals", f"{where}: no goal of category "
+                                              f"{e['object_category']!r} has a view point on the navmesh")
+            continue
+        kept.append(e)
+    out = ObjectNavDataset(kept, goals_out, dict(ds.category_to_task_category_id),
+                           dict(ds.category_to_scene_annotation_category_id))
+    return NavmeshCheck(out, dropped)
+
+
+def episodes_on_navmesh(episodes: list[dict], navmesh, problem, max_y_delta: float = 0.5,
+                        goals: bool = True) -> list[dict]:
+    """The episodes whose start (and, with ``goals``, every ``goals[].position``: PointNav /
+    ImageNav) is on the navmesh; ``problem(kind, message)`` is told of each other one
+    (``starts_off_navmesh``, ``goals_off_navmesh``)."""
+    def on(points):
+        pts = np.asarray(points, np.float64).reshape(-1, 3)
+        return np.asarray(navmesh.is_navigable(pts, max_y_delta), bool).reshape(-1) if len(pts) else \
+            np.zeros(0, bool)
+
+    s_ok = on([e["start_position"] for e in episodes])
+    kept = []
+    for e, ok in zip(episodes, s_ok):
+        where = f"episode {e['episode_id']!r}"
+        if not ok:
+            problem("starts_off_navmesh", f"{where}: start {np.round(e['start_position'], 3).tolist()} "
+                                          "is off the navmesh")
+            continue
+        if goals:
+            g_ok = on([g["position"] for g in e["goals"]])
+            if not g_ok.all():
+                k = int(np.flatnonzero(~g_ok)[0])
+                problem("goals_off_navmesh", f"{where}: goal {k} at "
+                                             f"{np.round(e['goals'][k]['position'], 3).tolist()} is off the navmesh")
+                continue
+        kept.append(e)
+    return kept
+
+
+def check_pointnav_on_navmesh(episodes: list[dict], navmesh, path: str | os.PathLike | None = None,
+                              strict: bool = False, max_y_delta: float = 0.5) -> tuple[list[dict], Counter]:
+    """PointNav / ImageNav episodes of one scene against its navmesh: (the usable episodes,
+    counts of ``starts_off_navmesh`` / ``goals_off_navmesh``); ``strict``: ``InputError`` naming
+    ``path``, the episode and the position instead."""
+    dropped: Counter = Counter()
+
+    def problem(kind, msg):
+        if strict:
+            raise InputError(path, msg)
+        dropped[kind] += 1
+
+    return episodes_on_navmesh(episodes, navmesh, problem, max_y_delta), dropped
+
+
+__all__ = ["ObjectNavDataset", "check_pointnav_on_navmesh", "episodes_on_navmesh", "goals_key", "make_view_point", "make_object_goal",
+           "make_objectnav_episode", "validate_goal", "read_objectnav_dataset",
+           "write_objectnav_dataset", "check_on_navmesh", "NavmeshCheck", "CATEGORY_MAPS"]

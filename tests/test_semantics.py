@@ -1,0 +1,144 @@
+"""Semantic annotations end to end on generated data: synth scans annotated in the HM3D and MP3D
+formats convert into packed scenes whose object tables match synth's ground truth, whose
+``tri_object`` matches the annotation per triangle, and whose semantic section round-trips;
+hostile annotation files and damaged sections are typed errors with nothing written."""
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bps_assets import synth
+from bps_assets.errors import AnnotationError, CorruptFileError, InputError
+from bps_assets.packed_scene import ConvertOptions, convert_file, read_packed_scene
+from bps_assets.readers.semantic_files import SemanticSource, find_semantic, read_annotation
+from bps_assets.synth import semantic as ssem
+from hostile_cases import bad_annotations, rewrite, semantic_scene, warned_annotations
+
+
+def _convert_synth(tmp: Path, layout: str, colours: str = "texture"):
+    info = synth.generate(tmp, layout=layout, scenes=1)[0]
+    if layout == "mp3d":
+        truth = ssem.write_mp3d(info.path, layout, info.name)
+    else:
+        truth = ssem.write_hm3d(info.path, layout, info.name, colours=colours)
+    res = convert_file(info.path, tmp / "out.bps", ConvertOptions(dataset=layout))
+    return info, truth, res, read_packed_scene(tmp / "out.bps")
+
+
+@pytest.mark.parametrize("layout,colours", [("mp3d", ""), ("gibson", "texture"), ("gibson", "vertex")])
+def test_synth_object_counts_match_ground_truth(tmp_path, layout, colours):
+    info, truth, res, ps = _convert_synth(tmp_path, layout, colours)
+    table = ps.semantics
+    got = Counter(table.category_name(i) for i in range(len(table)))
+    assert dict(got) == truth["categories"] and len(table) == truth["objects"]
+    assert {"chair", "bed", "plant", "toilet", "tv_monitor"} <= set(got)  # ObjectNav goals occur
+    assert res.stats["semantic_probe_misses"] == 0
+    # every triangle's id is the annotation's: match packed triangles to source ones by centroid
+    from scipy.spatial import cKDTree
+    pos, idx, tri_obj, objects = ssem.annotate(layout, info.name)
+    m = np.asarray(ps.header["frame"]["matrix"])
+    src_c = (pos[idx.astype(np.int64)].mean(1) @ m[:3, :3].T)
+    _, near = cKDTree(src_c).query(ps.positions[ps.indices.astype(np.int64)].mean(1))
+    agree = float((tri_obj[near] == ps.tri_object).mean())
+    assert agree >= 0.999, agree
+    # boxes of objects contain their surface samples; the object table's ids are the file's
+    pts = table.points
+    assert np.all(pts >= table.aabb[:, None, :3] - 1e-5) and np.all(pts <= table.aabb[:, None, 3:] + 1e-5)
+    if layout == "mp3d":
+        assert np.array_equal(table.source_ids, table.ids - 1)
+    else:
+        assert np.array_equal(table.source_ids, table.ids)
+
+
+def test_semantic_section_round_trips(tmp_path):
+    from bps_assets.transforms import semantic as t_semantic
+
+    info, truth, res, ps = _convert_synth(tmp_path, "mp3d")
+    ann = read_annotation(find_semantic(info.path))
+    m = np.asarray(ps.header["frame"]["matrix"])
+    ann.positions = (ann.positions @ m[:3, :3].T + m[:3, 3]).astype(np.float32)
+    tri, table, _ = t_semantic.transfer(ann, ps.positions, ps.indices)
+    assert np.array_equal(tri, ps.tri_object)
+    back = ps.semantics
+    for f in ("ids", "category", "region", "aabb", "source_ids"):
+        assert np.array_equal(getattr(back, f), getattr(table, f)), f
+    assert np.array_equal(back.points, table.points, equal_nan=True)
+    assert back.raw_names == table.raw_names and back.categories == table.categories
+    t = ps.to_torch()
+    assert str(t["tri_object"].dtype) == "torch.int32" and t["tri_object"].shape[0] == ps.indices.shape[0]
+    only = read_packed_scene(tmp_path / "out.bps", sections=["positions", "indices", "tri_object"])
+    assert only.tri_object is not None and only.semantics is None
+    # a scan without annotation files: no section, still a complete scene
+    plain = convert_file(info.path, tmp_path / "plain.bps", ConvertOptions(dataset="mp3d"), semantic=None)
+    pp = read_packed_scene(plain.output)
+    assert pp.tri_object is None and pp.semantics is None and "semantics" not in pp.header
+
+
+def test_hostile_annotations_are_typed_and_write_nothing(tmp_path):
+    cases = bad_annotations(tmp_path / "bad")
+    assert len(cases) >= 14
+    for name, (fmt, mesh, table) in cases.items():
+        with pytest.raises(InputError) as e:
+            read_annotation(SemanticSource(fmt, str(mesh), str(table)))
+        assert str(mesh) in str(e.value) or str(table) in str(e.value), name
+        assert "\n" not in str(e.value), name
+        if name.startswith(("txt", "house")):
+            assert isinstance(e.value, AnnotationError), name
+        dst = tmp_path / "out.bps"
+        with pytest.raises(InputError):
+            convert_file(mesh.parent / "grid.glb", dst, ConvertOptions(dataset="generic"))
+        assert not dst.exists() and not list(tmp_path.glob(".out.bps.*")), name
+
+
+def test_half_a_pair_is_an_error(tmp_path):
+    from hostile_cases import annotated_grid
+
+    a = annotated_grid(tmp_path)
+    (tmp_path / "mp3d" / "grid.house").unlink()
+    with pytest.raises(AnnotationError, match="grid.house"):
+        find_semantic(a["mp3d"])
+    assert find_semantic(tmp_path / "nowhere" / "x.glb") is None
+
+
+def test_counted_warnings(tmp_path):
+    for name, (fmt, mesh, table, key) in warned_annotations(tmp_path).items():
+        ann = read_annotation(SemanticSource(fmt, str(mesh), str(table)))
+        assert ann.warnings.get(key, 0) > 0, (name, ann.warnings)
+        res = convert_file(mesh.parent / "grid.glb", mesh.parent / "o.bps", ConvertOptions(dataset="generic"))
+        assert res.stats[f"semantic_annotation_{key}"] > 0
+        hdr = read_packed_scene(res.output, sections=["tri_object"]).header
+        assert hdr["semantics"]["source"]["warnings"][key] > 0
+
+
+def test_damaged_semantic_section_is_corrupt(tmp_path):
+    scene = semantic_scene(tmp_path)
+    ps = read_packed_scene(scene)
+    assert len(ps.semantics) == 4
+    hdr = ps.header["semantics"]
+    t = ps.tri_object.copy()
+    t[0] = 77
+    bad = {
+        "tri_object id not in table": ({"tri_object": t}, None),
+        "negative id": ({"tri_object": -np.abs(ps.tri_object)}, None),
+        "category out of range": ({"object_category": ps.object_category + 100}, None),
+        "ids not increasing": ({"object_ids": ps.object_ids[::-1].copy()}, None),
+        "box min > max": ({"object_aabb": ps.object_aabb[:, [3, 4, 5, 0, 1, 2]].copy()}, None),
+        "objects > triangles": (None, {"semantics": {**hdr, "objects": 2**40}}),
+        "raw_names count": (None, {"semantics": {**hdr, "raw_names": hdr["raw_names"][:1]}}),
+        "rows differ from header": (None, {"semantics": {**hdr, "objects": 3, "raw_names": hdr["raw_names"][:3]}}),
+        "section without header": (None, {"semantics": None}),
+    }
+    for name, (arrays, header) in bad.items():
+        p = rewrite(scene, tmp_path / f"{name.replace(' ', '_')}.bps", arrays, header)
+        if header and header.get("semantics", 0) is None:
+            from bps_assets.container import Container, SectionSpec, write_container
+            with Container(p) as c:
+                arr, h = c.read_many(), dict(c.header)
+            h.pop("semantics")
+            p.unlink()
+            write_container(p, "SCEN", h, arr, {n: SectionSpec("raw") for n in arr})
+        with pytest.raises(CorruptFileError):
+            read_packed_scene(p)

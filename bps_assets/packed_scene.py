@@ -323,7 +323,7 @@ def _semantic_sections(ann, doc: SceneDocument, g) -> tuple[dict, dict, dict]:
     arrays, hdr = _sem.arrays(tri_object, table)
     hdr["source"] = {"format": getattr(ann, "format", ""), "path": ann.source, "warnings": dict(ann.warnings)}
     hdr["transfer"] = {k: v for k, v in st.items() if not k.startswith("annotation_")}
-    return arrays, hdr, {f"semantic_{k}": v for k, v in st.items()}
+    return arrays, hdr, {"semantic_format": getattr(ann, "format", ""), **{f"semantic_{k}": v for k, v in st.items()}}
 
 
 def convert_file(src: str | os.PathLike, dst: str | os.PathLike, options: ConvertOptions = DEFAULTS,

@@ -142,3 +142,53 @@ def test_damaged_semantic_section_is_corrupt(tmp_path):
             write_container(p, "SCEN", h, arr, {n: SectionSpec("raw") for n in arr})
         with pytest.raises(CorruptFileError):
             read_packed_scene(p)
+
+
+def _entries(out):
+    import json
+    return json.loads((Path(out) / "manifest.json").read_text())["scenes"]
+
+
+def test_preprocess_mp3d_records_semantics(tmp_path):
+    from bps_assets.pipeline.preprocess import PreprocessOptions, preprocess
+    from test_pipeline_preprocess import validate_schema
+
+    src, out = tmp_path / "src", tmp_path / "out"
+    infos = synth.generate(src, layout="mp3d", scenes=2)
+    truth = ssem.write_mp3d(infos[0].path, "mp3d", infos[0].name)
+    res = preprocess(src, out, "mp3d", "benchmark", PreprocessOptions(workers=1, in_process=True))
+    assert res.ok
+    ent = _entries(out)
+    a, b = ent[infos[0].name], ent[infos[1].name]
+    assert a["stats"]["objects"] == truth["objects"]
+    assert a["stats"]["semantic"]["categories"] == truth["categories"] and a["stats"]["semantic"]["format"] == "mp3d"
+    assert a["sources"]["semantic_mesh"]["path"] == f"mp3d/{infos[0].name}/{infos[0].name}_semantic.ply"
+    assert a["sources"]["semantic_table"]["path"] == f"mp3d/{infos[0].name}/{infos[0].name}.house"
+    # the scan without annotation files is a complete PointNav scene without a semantic section
+    assert b["status"] == "ok" and "objects" not in b["stats"] and "semantic_mesh" not in b["sources"]
+    assert read_packed_scene(out / b["outputs"]["scene"]["path"]).tri_object is None
+    validate_schema(out / "manifest.json")
+    # annotations count in the fingerprint: a changed .house redoes the scene
+    house = infos[0].path.with_name(f"{infos[0].name}.house")
+    res2 = preprocess(src, out, "mp3d", "benchmark", PreprocessOptions(workers=1, in_process=True))
+    assert res2.ok and _entries(out)[infos[0].name]["fingerprint"] == a["fingerprint"]  # kept
+    house.write_text(house.read_text() + "\n")
+    res3 = preprocess(src, out, "mp3d", "benchmark", PreprocessOptions(workers=1, in_process=True))
+    assert res3.ok and _entries(out)[infos[0].name]["fingerprint"] != a["fingerprint"]  # redone
+
+
+def test_preprocess_hm3d_records_semantics(tmp_path):
+    import hm3d_tree
+    from bps_assets.pipeline.preprocess import PreprocessOptions, preprocess
+
+    src, out = tmp_path / "src", tmp_path / "out"
+    folder, index, sid, name, _ = hm3d_tree.SCANS[1]
+    glb = hm3d_tree.scan_dir(src, folder, index, sid) / f"{sid}.basis.glb"
+    hm3d_tree.write_scan(glb, name, ktx2=None)
+    truth = ssem.write_hm3d(glb, "gibson", name, y_up=True)
+    res = preprocess(src, out, "hm3d", "val", PreprocessOptions(workers=1, in_process=True))
+    assert res.ok
+    e = _entries(out)[sid]
+    assert e["stats"]["objects"] == truth["objects"]
+    assert e["stats"]["semantic"]["categories"] == truth["categories"] and e["stats"]["semantic"]["format"] == "hm3d"
+    assert e["sources"]["semantic_table"]["path"] == f"hm3d/val/{index}-{sid}/{sid}.semantic.txt"

@@ -199,6 +199,11 @@ def _sources(task: SceneTask, old: dict | None) -> dict[str, dict]:
     files = {"scene": (task.src.scene, task.src.rel_scene)}
     if task.src.navmesh is not None and task.options.navmesh != "build":
         files["navmesh"] = (task.src.navmesh, task.src.rel_navmesh)
+    from .scene_dataset_config import semantic_for  # the scan's annotation pair, if any
+    sem = semantic_for(task.src.scene, task.dataset)
+    for role, p in (sem.files() if sem is not None else {}).items():
+        rel = Path(os.path.normpath(Path(task.src.rel_scene).parent / os.path.relpath(p, task.src.scene.parent)))
+        files[role] = (Path(p), rel.as_posix())
     out = {}
     for role, (p, rel) in files.items():
         st = _stat(p)

@@ -136,7 +136,9 @@ def object_table(ann: Annotation, positions: np.ndarray, indices: np.ndarray, tr
     table = SemanticTable(ids=present.astype(np.int32), category=np.asarray(category, np.int32),
                           raw_names=raw, region=np.asarray(region, np.int32), aabb=aabb, points=pts,
                           categories=cats, source_ids=np.asarray(source, np.int64))
+    names = [cats[c] if c >= 0 else "" for c in category]
     stats = {"objects": o, "objects_without_triangles": len(rec) - o,
+             "categories": {n: names.count(n) for n in sorted(set(names))},
              "unmapped_objects": int((table.category < 0).sum()),
              "object_triangles": int((tri_object > 0).sum())}
     return table, stats

@@ -192,3 +192,24 @@ def test_preprocess_hm3d_records_semantics(tmp_path):
     assert e["stats"]["objects"] == truth["objects"]
     assert e["stats"]["semantic"]["categories"] == truth["categories"] and e["stats"]["semantic"]["format"] == "hm3d"
     assert e["sources"]["semantic_table"]["path"] == f"hm3d/val/{index}-{sid}/{sid}.semantic.txt"
+
+
+def test_scene_dataset_config_names_the_pair(tmp_path):
+    import json
+
+    from bps_assets.pipeline.scene_dataset_config import semantic_for
+    from hostile_cases import annotated_grid
+
+    g = annotated_grid(tmp_path / "d")
+    root = tmp_path / "d" / "hm3d"
+    (root / "grid.semantic.glb").rename(root / "annot_mesh.glb")
+    (root / "grid.semantic.txt").rename(root / "annot.txt")
+    (root / "grid.stage_config.json").write_text(json.dumps(
+        {"render_asset": "grid.glb", "semantic_asset": "annot_mesh.glb", "semantic_descriptor_filename": "annot.txt"}))
+    cfg = tmp_path / "d" / "x.scene_dataset_config.json"
+    cfg.write_text(json.dumps({"stages": {"paths": {".json": ["hm3d/*.stage_config.json"]}}}))
+    s = semantic_for(g["hm3d"], str(cfg))
+    assert s is not None and s.format == "hm3d" and s.mesh == str(root / "annot_mesh.glb")
+    assert semantic_for(g["hm3d"], "hm3d") is None  # not beside the scan under habitat's names
+    ps = read_packed_scene(convert_file(g["hm3d"], tmp_path / "o.bps", semantic=s).output)
+    assert sorted(ps.semantics.category_name(i) for i in range(4)) == ["bed", "chair", "plant", "toilet"]

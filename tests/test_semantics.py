@@ -213,3 +213,51 @@ def test_scene_dataset_config_names_the_pair(tmp_path):
     assert semantic_for(g["hm3d"], "hm3d") is None  # not beside the scan under habitat's names
     ps = read_packed_scene(convert_file(g["hm3d"], tmp_path / "o.bps", semantic=s).output)
     assert sorted(ps.semantics.category_name(i) for i in range(4)) == ["bed", "chair", "plant", "toilet"]
+
+
+def test_cli_info_preview_verify(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from bps_assets.pipeline.preprocess import PreprocessOptions, preprocess
+    from cli.main import main
+
+    def run(*a):
+        return CliRunner().invoke(main, [str(x) for x in a], catch_exceptions=False)
+
+    src, out = tmp_path / "src", tmp_path / "out"
+    r = run("synth", src, "--layout", "mp3d", "-n", "1", "--semantic", "--json")
+    assert r.exit_code == 0, r.output
+    truth = json.loads(r.output)["scenes"][0]["semantic"]
+    assert preprocess(src, out, "mp3d", "benchmark", PreprocessOptions(workers=1, in_process=True)).ok
+    name = json.loads(r.output)["scenes"][0]["name"]
+    scene = out / "scenes" / f"{name}.bps"
+    r = run("info", scene)
+    assert r.exit_code == 0 and f"objects: {truth['objects']} in {len(truth['categories'])} categories" in r.output
+    for cat, n in truth["categories"].items():
+        assert any(ln.split() == [cat, str(n)] for ln in r.output.splitlines()), (cat, r.output)
+    js = json.loads(run("info", scene, "--json").output)
+    assert js["objects_per_category"] == truth["categories"]
+    nav = out / "navmeshes" / f"{name}.navmesh.bps"
+    r = run("preview", nav, "-o", tmp_path / "p.png", "--semantic", scene)
+    assert r.exit_code == 0 and (tmp_path / "p.png").stat().st_size > 1000
+    n_drawn = sum(v for k, v in truth["categories"].items() if k not in ("wall", "floor", "ceiling"))
+    assert f"{n_drawn} objects" in r.output
+    plain = convert_file(src / "mp3d" / name / f"{name}.glb", tmp_path / "plain.bps", ConvertOptions(dataset="mp3d"),
+                         semantic=None)
+    r = CliRunner().invoke(main, ["preview", str(nav), "-o", str(tmp_path / "q.png"), "--semantic", plain.output])
+    assert r.exit_code != 0 and "no semantic section" in r.output and not (tmp_path / "q.png").exists()
+    assert run("verify", out / "manifest.json", "--deep").exit_code == 0
+    # a semantic section damaged with valid checksums: verify --deep names the file and section
+    from hostile_cases import rewrite
+    ps = read_packed_scene(scene)
+    t = ps.tri_object.copy()
+    t[:10] = 999
+    rewrite(scene, tmp_path / "bad.bps", {"tri_object": t})
+    import shutil
+    shutil.copy(tmp_path / "bad.bps", scene)
+    from hostile_cases import manifest_over
+    m = manifest_over(out, {name: {"scene": (scene, "SCEN"), "navmesh": (nav, "NAVM")}})
+    r = CliRunner().invoke(main, ["verify", str(m), "--deep"])
+    assert r.exit_code == 1 and "tri_object" in r.output, r.output

@@ -58,9 +58,10 @@ def rewrite(src: Path, dst: Path, arrays: dict | None = None, header: dict | Non
 
 
 def with_bomb_section(src: Path, dst: Path, name: str, nbytes: int, table_bytes: int | None = None,
-                      content_size: bool = True) -> Path:
-    """``src`` plus (or with replaced) section ``name``: a u1 zstd bomb of ``nbytes`` whose
-    table entry declares ``table_bytes`` (default ``nbytes``), CRC valid."""
+                      content_size: bool = True, dtype: str = "u1", tail: tuple = ()) -> Path:
+    """``src`` plus (or with replaced) section ``name``: a zstd bomb of ``nbytes`` whose table
+    entry declares ``table_bytes`` (default ``nbytes``) as ``dtype`` rows of shape ``tail``
+    (default u1 [table_bytes]), CRC valid."""
     import zlib
 
     data = src.read_bytes()
@@ -75,7 +76,8 @@ def with_bomb_section(src: Path, dst: Path, name: str, nbytes: int, table_bytes:
     for s in secs:
         s["offset"] += shift
     off = (body_end + shift + 255) // 256 * 256
-    secs.append({"name": name, "dtype": "u1", "shape": [tb], "codec": "zstd", "filter": "none",
+    row = int(np.dtype(dtype).itemsize * np.prod(tail, dtype=np.int64))
+    secs.append({"name": name, "dtype": dtype, "shape": [tb // row, *tail], "codec": "zstd", "filter": "none",
                  "offset": off, "stored_length": len(bomb), "raw_length": tb, "crc32": zlib.crc32(bomb)})
     hdr["sections"] = secs
     new = json.dumps(hdr).encode()

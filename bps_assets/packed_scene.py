@@ -65,6 +65,7 @@ class ConvertOptions:
     meshlet_max_triangles: int = t_meshlets.DEFAULTS.max_triangles
     chunk_meshlets: int = t_meshlets.DEFAULTS.chunk_meshlets
     zstd_level: int = 9                 # geometry sections (textures use 3: BC blocks barely compress)
+    semantic_split: int = 1             # with an annotation: levels of 1-to-4 cuts of triangles a boundary crosses
 
     def frame_options(self):
         """Options of the frame transform (dataset layout and up axis)."""
@@ -243,7 +244,11 @@ def convert_scene(doc: SceneDocument, dst: str | os.PathLike, options: ConvertOp
         raise OutputExistsError(dst, "already exists (pass overwrite / --overwrite to replace it)")
     t_textures.check_options(options.texture_options())
     triangles_in = doc.triangle_count
-    g = process_geometry(doc, options)
+    steps = None
+    if semantic is not None and options.semantic_split > 0:  # after frame and clean, before merge
+        from .transforms import semantic as t_semantic
+        steps = document_transforms(options) + [t_semantic.split_mixed(options.semantic_split, semantic)]
+    g = process_geometry(doc, options, document_steps=steps)
     if g.triangle_count == 0:  # nothing to render or navigate: an error, not an empty scene file
         from .empty_scene import empty_geometry_error
         raise empty_geometry_error(doc.source_path or dst, triangles_in, g.stats, options.min_area)
@@ -316,12 +321,12 @@ def _semantic_sections(ann, doc: SceneDocument, g) -> tuple[dict, dict, dict]:
     habitat frame by the document's frame matrix, its ids transferred to the final triangles."""
     from .transforms import semantic as t_semantic
 
-    m = np.asarray(doc.frame_matrix, np.float64)
-    ann.positions = (ann.positions.astype(np.float64) @ m[:3, :3].T + m[:3, 3]).astype(np.float32)
+    t_semantic.to_frame(ann, doc.frame_matrix)
     pos = t_quantize.dequantize(g.positions_q, g.position_grid)
     tri_object, table, st = t_semantic.transfer(ann, pos, g.indices)
     arrays, hdr = _sem.arrays(tri_object, table)
     hdr["source"] = {"format": getattr(ann, "format", ""), "path": ann.source, "warnings": dict(ann.warnings)}
+    st["split_triangles"] = int(doc.stats.get("semantic_split_triangles", 0))
     hdr["transfer"] = {k: v for k, v in st.items() if not k.startswith("annotation_")}
     return arrays, hdr, {"semantic_format": getattr(ann, "format", ""), **{f"semantic_{k}": v for k, v in st.items()}}
 

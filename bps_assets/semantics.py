@@ -70,6 +70,7 @@ class Annotation:
     id_images: list = field(default_factory=list)  # [int32 [H, W]] per texture
     source: str = ""
     format: str = ""                                # hm3d | mp3d
+    frame: str = "source"                           # "habitat" once moved (transforms.semantic.to_frame)
     warnings: dict = field(default_factory=dict)   # counted problems, e.g. unknown_colour_faces
 
     def warn(self, key: str, n: int = 1) -> None:

@@ -261,3 +261,40 @@ def test_cli_info_preview_verify(tmp_path):
     m = manifest_over(out, {name: {"scene": (scene, "SCEN"), "navmesh": (nav, "NAVM")}})
     r = CliRunner().invoke(main, ["verify", str(m), "--deep"])
     assert r.exit_code == 1 and "tri_object" in r.output, r.output
+
+
+def test_split_follows_boundaries_painted_inside_faces(tmp_path):
+    """An id texture whose boundary (x = 0.3) cuts through faces: cutting the crossed triangles
+    at conversion (semantic_split) makes per-triangle ids follow it on far more of the surface."""
+    from bps_assets.packed_scene import convert_scene
+    from bps_assets.semantics import Annotation, ObjectRecord
+    from bps_assets.transforms.semantic import annotation_ids
+    from packed_scene_fixtures import grid_mesh
+    from bps_assets.scene import Mesh, SceneDocument
+
+    p, t, _ = grid_mesh(8, extent=4.0, split=False)        # Y-up grid, 0.5 m cells
+    side = 512
+    lo, hi = p[:, [0, 2]].min(0), p[:, [0, 2]].max(0)
+    uv = ((p[:, [0, 2]] - lo) / (hi - lo)).astype(np.float32)   # planar: texel = position
+    xs = lo[0] + (np.arange(side) + 0.5) / side * (hi[0] - lo[0])
+    img = np.where(xs[None, :] < 0.3, 1, 2).repeat(side, 0).astype(np.int32)
+    objs = [ObjectRecord(1, "chair", 0, 1), ObjectRecord(2, "sofa", 0, 2)]
+    res = {}
+    for level in (0, 1):
+        ann = Annotation(p.copy(), t.astype(np.int64), objs, face_object=np.zeros(len(t), np.int32), uvs=uv,
+                         face_image=np.zeros(len(t), np.int32), id_images=[img])
+        doc = SceneDocument(meshes=[Mesh(positions=p.copy(), indices=t.astype(np.uint32))])
+        convert_scene(doc, tmp_path / f"{level}.bps", ConvertOptions(semantic_split=level), semantic=ann)
+        ps = read_packed_scene(tmp_path / f"{level}.bps", sections=["positions", "indices", "tri_object"])
+        rng = np.random.default_rng(0)
+        n = len(ps.indices)
+        area = 0.5 * np.linalg.norm(np.cross(*(ps.positions[ps.indices[:, k].astype(np.int64)] -
+                                                 ps.positions[ps.indices[:, 0].astype(np.int64)] for k in (1, 2))), axis=1)
+        tri = rng.choice(n, 20000, p=area / area.sum())
+        b = rng.random((20000, 2)).astype(np.float32)
+        flip = b.sum(1) > 1
+        b[flip] = 1 - b[flip]
+        truth, _ = annotation_ids(ann, ps.positions, ps.indices, b, tri, 0.02)
+        res[level] = (n, float((ps.tri_object[tri] == truth).mean()))
+    assert res[1][0] > res[0][0]                              # crossed triangles were cut
+    assert res[1][1] > res[0][1] and res[1][1] >= 0.97, res   # and the ids follow the line closer

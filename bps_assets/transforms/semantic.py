@@ -49,9 +49,13 @@ def annotation_ids(ann: Annotation, positions: np.ndarray, indices: np.ndarray,
     pts = p[:, 0] * (1 - bary[:, :1] - bary[:, 1:]) + p[:, 1] * bary[:, :1] + p[:, 2] * bary[:, 1:]
     n = np.cross(p[:, 1] - p[:, 0], p[:, 2] - p[:, 0])
     n /= np.maximum(np.linalg.norm(n, axis=1, keepdims=True), 1e-30)
-    scene = rtcore_scene.EmbreeScene()
-    mesh_construction.TriangleMesh(scene, np.ascontiguousarray(ann.positions, np.float32),
-                                   np.ascontiguousarray(ann.indices, np.int32))
+    cached = ann.__dict__.get("_bvh")
+    if cached is None or cached[0] is not ann.positions:  # one BVH per annotation (and frame)
+        scene = rtcore_scene.EmbreeScene()
+        mesh_construction.TriangleMesh(scene, np.ascontiguousarray(ann.positions, np.float32),
+                                       np.ascontiguousarray(ann.indices, np.int32))
+        ann.__dict__["_bvh"] = cached = (ann.positions, scene)
+    scene = cached[1]
     best = np.full(len(pts), np.inf)
     face = np.full(len(pts), -1, np.int64)
     uv = np.zeros((len(pts), 2), np.float32)
@@ -150,3 +154,61 @@ def transfer(ann: Annotation, positions: np.ndarray, indices: np.ndarray,
     tri_object, st = transfer_ids(ann, positions, indices, options)
     table, st2 = object_table(ann, positions, indices, tri_object, options)
     return tri_object, table, {**st, **st2, **{f"annotation_{k}": v for k, v in ann.warnings.items()}}
+
+
+def to_frame(ann: Annotation, matrix) -> Annotation:
+    """Move ``ann`` into the frame a document's ``frame_matrix`` gives (once; in place)."""
+    if ann.frame != "habitat":
+        m = np.asarray(matrix, np.float64)
+        ann.positions = (ann.positions.astype(np.float64) @ m[:3, :3].T + m[:3, 3]).astype(np.float32)
+        ann.frame = "habitat"
+    return ann
+
+
+def _mixed(ann: Annotation, positions: np.ndarray, indices: np.ndarray, probe: float) -> np.ndarray:
+    """Triangles whose 7 probes do not all see one id (an annotation boundary crosses them)."""
+    t = len(indices)
+    ids, _ = annotation_ids(ann, positions, indices, np.tile(_PROBES, (t, 1)), np.repeat(np.arange(t), 7), probe)
+    ids = ids.reshape(t, 7)
+    return (ids != ids[:, :1]).any(1)
+
+
+def _split4(mesh, sel: np.ndarray) -> None:
+    """Cut triangles ``sel`` of ``mesh`` into 4 at their edge midpoints (attributes linear)."""
+    tri = mesh.indices[sel].astype(np.int64)
+    n0 = len(mesh.positions)
+    k = len(tri)
+    mids = {}
+    for name in ("positions", "uvs", "colors", "normals"):
+        a = getattr(mesh, name)
+        if a is None:
+            continue
+        c = a[tri].astype(np.float64)                                   # [k, 3, d]
+        m = np.concatenate([(c[:, 0] + c[:, 1]) / 2, (c[:, 1] + c[:, 2]) / 2, (c[:, 2] + c[:, 0]) / 2])
+        mids[name] = np.concatenate([a, m.astype(a.dtype)])
+    for name, a in mids.items():
+        setattr(mesh, name, a)
+    ab, bc, ca = n0 + np.arange(k), n0 + k + np.arange(k), n0 + 2 * k + np.arange(k)
+    a_, b_, c_ = tri[:, 0], tri[:, 1], tri[:, 2]
+    children = np.concatenate([np.stack(x, 1) for x in ((a_, ab, ca), (ab, b_, bc), (ca, bc, c_), (ab, bc, ca))])
+    mesh.indices = np.concatenate([mesh.indices[~sel], children.astype(mesh.indices.dtype)])
+
+
+def split_mixed(levels: int, ann: Annotation, options: Options = DEFAULTS):
+    """Document transform factory: cut the triangles an annotation boundary crosses into 4^L
+    children (L = ``levels``; each level re-probes the children), so per-triangle ids follow
+    boundaries painted inside annotation faces. Needs the document in the habitat frame; moves
+    ``ann`` there. Counts ``semantic_split_triangles`` (triangles cut) in ``doc.stats``."""
+    def apply(doc):
+        to_frame(ann, doc.frame_matrix)
+        for mesh in doc.meshes:
+            for _ in range(int(levels)):
+                if not len(mesh.indices):
+                    break
+                sel = _mixed(ann, mesh.positions, mesh.indices, options.probe)
+                if not sel.any():
+                    break
+                doc.count("semantic_split_triangles", int(sel.sum()))
+                _split4(mesh, sel)
+        return doc
+    return apply

@@ -337,7 +337,7 @@ def convert_file(src: str | os.PathLike, dst: str | os.PathLike, options: Conver
 
     ``semantic``: ``"auto"`` stores the annotation pair found beside ``src`` (HM3D
     ``.semantic.glb/.txt``, MP3D ``_semantic.ply/.house``) when there is one; a
-    ``SemanticSource`` names the pair; None stores none."""
+    ``SemanticSource`` names the pair, an ``Annotation`` is one already read; None stores none."""
     t0 = time.perf_counter()
     dst = Path(dst)
     if dst.exists() and not overwrite:  # before the expensive part
@@ -348,8 +348,8 @@ def convert_file(src: str | os.PathLike, dst: str | os.PathLike, options: Conver
     from .readers.semantic_files import find_semantic, read_annotation
 
     sem_src = find_semantic(src) if isinstance(semantic, str) and semantic == "auto" else semantic
-    ann = None
-    if sem_src is not None:  # before the scene: a broken annotation fails fast, nothing written
+    ann = sem_src if sem_src is not None and not hasattr(sem_src, "mesh") else None
+    if ann is None and sem_src is not None:  # before the scene: a broken annotation fails fast
         ann = read_annotation(sem_src)
         ann.format = sem_src.format
     doc = load(src)

@@ -292,3 +292,21 @@ def test_split_follows_boundaries_painted_inside_faces(tmp_path):
         res[level] = (n, float((ps.tri_object[tri] == truth).mean()))
     assert res[1][0] > res[0][0]                              # crossed triangles were cut
     assert res[1][1] > res[0][1] and res[1][1] >= 0.99, res   # and the ids follow the line closer
+
+
+def test_preprocess_broken_pair_is_a_warning_or_strict_failure(tmp_path):
+    from bps_assets.pipeline.preprocess import PreprocessOptions, preprocess
+
+    src, out = tmp_path / "src", tmp_path / "out"
+    info = synth.generate(src, layout="mp3d", scenes=1)[0]
+    ssem.write_mp3d(info.path, "mp3d", info.name)
+    house = info.path.with_name(f"{info.name}.house")
+    house.write_text("ASCII 1.1\nO 0 0 5 x\n")
+    assert preprocess(src, out, "mp3d", "benchmark", PreprocessOptions(workers=1, in_process=True)).ok
+    e = _entries(out)[info.name]
+    assert e["status"] == "ok" and "objects" not in e["stats"] and str(house) in e["stats"]["semantic_error"]
+    assert any("no semantic section" in w for w in e["stats"]["warnings"])
+    assert read_packed_scene(out / e["outputs"]["scene"]["path"]).tri_object is None
+    res = preprocess(src, tmp_path / "out2", "mp3d", "benchmark",
+                     PreprocessOptions(workers=1, in_process=True, strict=True))
+    assert not res.ok and not (tmp_path / "out2" / "scenes" / f"{info.name}.bps").exists()

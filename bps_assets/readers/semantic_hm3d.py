@@ -22,6 +22,7 @@ import numpy as np
 
 from ..errors import AnnotationError
 from ..semantics import Annotation, ObjectRecord
+from .guard import headed_lines
 
 HEADER = "HM3D Semantic Annotations"
 MAX_TABLE_BYTES = 64 << 20
@@ -31,21 +32,7 @@ MAX_OBJECT_ID = 1 << 20
 def parse_semantic_txt(path: str | os.PathLike, text: str | None = None) -> list[ObjectRecord]:
     """The object lines of a ``.semantic.txt`` (``text``: its content, else read from ``path``)."""
     spath = os.fspath(path)
-    if text is None:
-        try:
-            if os.path.getsize(spath) > MAX_TABLE_BYTES:
-                raise AnnotationError(spath, f"larger than the {MAX_TABLE_BYTES >> 20} MiB cap")
-            with open(spath, "rb") as f:
-                text = f.read().decode("utf-8")
-        except FileNotFoundError:
-            raise AnnotationError(spath, "file not found") from None
-        except UnicodeDecodeError as e:
-            raise AnnotationError(spath, f"not UTF-8 text ({e.reason} at byte {e.start})") from None
-        except OSError as e:
-            raise AnnotationError(spath, f"cannot read: {e.strerror or e}") from None
-    lines = text.splitlines()
-    if not lines or lines[0].strip() != HEADER:
-        raise AnnotationError(spath, f"line 1: header is not {HEADER!r}")
+    lines = headed_lines(spath, text, MAX_TABLE_BYTES, HEADER, AnnotationError)
     out: list[ObjectRecord] = []
     ids, colours = set(), {}
     for no, row in enumerate(csv.reader(lines[1:]), start=2):

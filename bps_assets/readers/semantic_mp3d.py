@@ -24,6 +24,7 @@ import numpy as np
 
 from ..errors import AnnotationError, InputError
 from ..semantics import Annotation, ObjectRecord
+from .guard import headed_lines
 
 HOUSE_HEADER = "ASCII 1.1"
 MAX_HOUSE_BYTES = 256 << 20
@@ -33,21 +34,7 @@ MAX_OBJECTS = 1 << 20
 def parse_house(path: str | os.PathLike, text: str | None = None) -> list[ObjectRecord]:
     """The objects of a ``.house`` file (``text``: its content, else read from ``path``)."""
     spath = os.fspath(path)
-    if text is None:
-        try:
-            if os.path.getsize(spath) > MAX_HOUSE_BYTES:
-                raise AnnotationError(spath, f"larger than the {MAX_HOUSE_BYTES >> 20} MiB cap")
-            with open(spath, "rb") as f:
-                text = f.read().decode("utf-8")
-        except FileNotFoundError:
-            raise AnnotationError(spath, "file not found") from None
-        except UnicodeDecodeError as e:
-            raise AnnotationError(spath, f"not UTF-8 text ({e.reason} at byte {e.start})") from None
-        except OSError as e:
-            raise AnnotationError(spath, f"cannot read: {e.strerror or e}") from None
-    lines = text.splitlines()
-    if not lines or lines[0].strip() != HOUSE_HEADER:
-        raise AnnotationError(spath, f"line 1: header is not {HOUSE_HEADER!r}")
+    lines = headed_lines(spath, text, MAX_HOUSE_BYTES, HOUSE_HEADER, AnnotationError)
     cats: dict[int, tuple[str, str]] = {}
     objs: dict[int, tuple[int, int, int]] = {}
     for no, line in enumerate(lines[1:], start=2):

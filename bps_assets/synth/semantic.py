@@ -82,9 +82,20 @@ def truth(objects: list[ObjectRecord]) -> dict:
     return {"objects": len(objects), "categories": dict(sorted(counts.items()))}
 
 
-def _write(path: Path, data: bytes, overwrite: bool) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, lambda f: f.write(data), overwrite=overwrite)
+def _write_pair(scene_path, files: dict[str, bytes], overwrite: bool) -> None:
+    """Write ``{suffix: bytes}`` beside a scan (its name up to the first dot + suffix), atomically;
+    every target is checked before anything is written."""
+    p = Path(scene_path)
+    stem = p.name.split(".")[0]
+    targets = {p.with_name(stem + suffix): data for suffix, data in files.items()}
+    if not overwrite:
+        for t in targets:
+            if t.exists():
+                from ..errors import OutputExistsError
+                raise OutputExistsError(t, "already exists (pass overwrite / --overwrite to replace it)")
+    for t, data in targets.items():
+        t.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(t, lambda f, data=data: f.write(data), overwrite=overwrite)
 
 
 def hm3d_files(positions, indices, tri_object, objects, colours: str = "texture") -> tuple[bytes, str]:
@@ -172,10 +183,7 @@ def write_hm3d(scene_path: str | os.PathLike, layout: str, name: str, seed: int 
     if y_up:
         pos = np.stack([pos[:, 0], pos[:, 2], -pos[:, 1]], axis=1).astype(np.float32)
     glb, txt = hm3d_files(pos, idx, tri_obj, objects, colours)
-    p = Path(scene_path)
-    stem = p.name.split(".")[0]
-    _write(p.with_name(stem + ".semantic.glb"), glb, overwrite)
-    _write(p.with_name(stem + ".semantic.txt"), txt.encode(), overwrite)
+    _write_pair(scene_path, {".semantic.glb": glb, ".semantic.txt": txt.encode()}, overwrite)
     return truth(objects)
 
 
@@ -184,8 +192,5 @@ def write_mp3d(scene_path: str | os.PathLike, layout: str, name: str, seed: int 
     """Write the MP3D pair (``ID_semantic.ply``, ``ID.house``) beside ``scene_path``; returns ``truth``."""
     pos, idx, tri_obj, objects = annotate(layout, name, seed, size)
     ply, house = mp3d_files(pos, idx, tri_obj, objects, name)
-    p = Path(scene_path)
-    stem = p.name.split(".")[0]
-    _write(p.with_name(stem + "_semantic.ply"), ply, overwrite)
-    _write(p.with_name(stem + ".house"), house.encode(), overwrite)
+    _write_pair(scene_path, {"_semantic.ply": ply, ".house": house.encode()}, overwrite)
     return truth(objects)

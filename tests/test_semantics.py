@@ -91,9 +91,11 @@ def test_half_a_pair_is_an_error(tmp_path):
     from hostile_cases import annotated_grid
 
     a = annotated_grid(tmp_path)
-    (tmp_path / "mp3d" / "grid.house").unlink()
-    with pytest.raises(AnnotationError, match="grid.house"):
-        find_semantic(a["mp3d"])
+    (tmp_path / "hm3d" / "grid.semantic.glb").unlink()       # the table without its mesh: an error
+    with pytest.raises(AnnotationError, match="grid.semantic.glb"):
+        find_semantic(a["hm3d"])
+    (tmp_path / "mp3d" / "grid.house").unlink()   # a mesh without its table (Gibson's _semantic.ply)
+    assert find_semantic(a["mp3d"]) is None
     assert find_semantic(tmp_path / "nowhere" / "x.glb") is None
 
 
@@ -310,3 +312,16 @@ def test_preprocess_broken_pair_is_a_warning_or_strict_failure(tmp_path):
     res = preprocess(src, tmp_path / "out2", "mp3d", "benchmark",
                      PreprocessOptions(workers=1, in_process=True, strict=True))
     assert not res.ok and not (tmp_path / "out2" / "scenes" / f"{info.name}.bps").exists()
+
+
+def test_gibson_semantic_ply_without_house_is_not_an_annotation(tmp_path):
+    """Gibson ships NAME_semantic.ply (3DSceneGraph, with a .scn): no .house, so no MP3D pair;
+    the scene preprocesses as before, without a semantic section."""
+    from bps_assets.pipeline.preprocess import PreprocessOptions, preprocess
+
+    src, out = tmp_path / "src", tmp_path / "out"
+    info = synth.generate(src, layout="gibson", scenes=1)[0]
+    info.path.with_name(f"{info.name}_semantic.ply").write_bytes(b"ply\nformat ascii 1.0\nend_header\n")
+    assert preprocess(src, out, "gibson", "tiny", PreprocessOptions(workers=1, in_process=True, strict=True)).ok
+    e = _entries(out)[info.name]
+    assert "semantic_mesh" not in e["sources"] and "semantic_error" not in e["stats"]

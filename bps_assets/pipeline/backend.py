@@ -109,13 +109,14 @@ class Backend:
         from ..readers.semantic_files import read_annotation
         from .scene_dataset_config import semantic_for
 
-        sem, ann, sem_error = semantic_for(src, dataset_name), None, None
-        if sem is not None:  # a broken pair: the scene converts without it, the error is reported
-            try:
+        ann, sem_error = None, None
+        try:  # a broken pair: the scene converts without it, the error is reported
+            sem = semantic_for(src, dataset_name)
+            if sem is not None:
                 ann = read_annotation(sem)
                 ann.format = sem.format
-            except BpsError as e:
-                sem_error = f"{type(e).__name__}: {e}"
+        except BpsError as e:
+            sem_error = f"{type(e).__name__}: {e}"
         res = packed_scene.convert_file(src, dst, self._convert_options(dataset_name), overwrite=True,
                                         semantic=ann)
         st = dict(getattr(res, "stats", None) or {})

@@ -47,7 +47,7 @@ from pathlib import Path
 
 from .. import __version__
 from ..container import atomic_write, make_dirs
-from ..errors import AnnotationError, ConfigError, DatasetError, InterruptedRun, NavError, OutputExistsError, OutputWriteError
+from ..errors import AnnotationError, BpsError, ConfigError, DatasetError, InterruptedRun, NavError, OutputExistsError, OutputWriteError
 from ..transforms.frame import UP_AXES
 from . import manifest as mf
 from .backend import NAVMESH_MODES, Backend, container_info
@@ -201,7 +201,10 @@ def _sources(task: SceneTask, old: dict | None) -> dict[str, dict]:
     if task.src.navmesh is not None and task.options.navmesh != "build":
         files["navmesh"] = (task.src.navmesh, task.src.rel_navmesh)
     from .scene_dataset_config import semantic_for  # the scan's annotation pair, if any
-    sem = semantic_for(task.src.scene, task.dataset)
+    try:
+        sem = semantic_for(task.src.scene, task.dataset)
+    except BpsError:  # half a pair: the conversion reports it (stats.semantic_error)
+        sem = None
     for role, p in (sem.files() if sem is not None else {}).items():
         rel = Path(os.path.normpath(Path(task.src.rel_scene).parent / os.path.relpath(p, task.src.scene.parent)))
         files[role] = (Path(p), rel.as_posix())

@@ -4,8 +4,10 @@ HM3D (habitat-sim's hm3d layout and ``*.scene_dataset_config.json``: ``semantic_
 ``semantic_descriptor_filename`` of a stage): ``NAME.semantic.glb`` + ``NAME.semantic.txt``
 beside ``NAME.basis.glb`` (NAME = file name up to its first dot). MP3D (habitat layout):
 ``ID_semantic.ply`` + ``ID.house`` beside ``ID.glb``. ``find_semantic(scene)`` returns the
-pair found beside a scene, or None (the scene stays usable without semantics); a pair with one
-file missing is an ``AnnotationError`` (a half-copied download must not silently lose objects).
+pair found beside a scene, or None (the scene stays usable without semantics). The table file
+marks a pair: a table without its mesh is an ``AnnotationError`` (a half-copied download must not
+silently lose objects); a mesh without its table is not a pair we read (Gibson ships
+``NAME_semantic.ply`` with a ``.scn``, not a ``.house``) and is ignored.
 """
 from __future__ import annotations
 
@@ -45,12 +47,11 @@ def find_semantic(scene: str | os.PathLike, formats=FORMATS) -> SemanticSource |
     for c in candidates(scene):
         if c.format not in formats:
             continue
-        have = [os.path.isfile(c.mesh), os.path.isfile(c.table)]
-        if all(have):
+        mesh, table = os.path.isfile(c.mesh), os.path.isfile(c.table)
+        if mesh and table:
             return c
-        if any(have):
-            missing = c.table if have[0] else c.mesh
-            raise AnnotationError(missing, f"missing: the other file of the {c.format} annotation pair is there")
+        if table:
+            raise AnnotationError(c.mesh, f"missing: its {c.format} annotation table {c.table} is there")
     return None
 
 

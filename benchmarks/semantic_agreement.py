@@ -130,10 +130,7 @@ def main(argv=None) -> int:
                                  len(ps.indices)))
                 # the other choice, split at conversion: render triangles whose 7 probes disagree
                 # cut into 4^L children, each child taking the id at its centroid
-                ids7, _ = t_sem.annotation_ids(ann, ps.positions, ps.indices,
-                                               np.tile(t_sem._PROBES, (len(ps.indices), 1)),
-                                               np.repeat(np.arange(len(ps.indices)), 7), 0.02)
-                ids7 = ids7.reshape(-1, 7)
+                ids7, _ = t_sem.probe_ids(ann, ps.positions, ps.indices, 7, 0.02)
                 split = (ids7 != ids7[:, :1]).any(1)
                 for level in (1, 2, 3):
                     t0 = time.perf_counter()

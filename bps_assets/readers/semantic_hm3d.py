@@ -104,7 +104,9 @@ def read_hm3d_semantics(glb: str | os.PathLike, txt: str | os.PathLike) -> Annot
                 keys = _colour_keys(doc.textures[tex].rgba)
                 used_colours.update(int(k) for k in np.unique(keys))
                 tex_image[tex] = len(images)
-                images.append(colours_to_ids(keys, objects))
+                ids = colours_to_ids(keys, objects)
+                del keys  # int64 per texel: the largest array here
+                images.append(ids.astype(np.uint16) if max((o.id for o in objects), default=0) < 1 << 16 else ids)
             fimg.append(np.full(n, tex_image[tex], np.int32))
             fobj.append(np.zeros(n, np.int32))
         elif m.colors is not None:

@@ -80,6 +80,24 @@ def annotation_ids(ann: Annotation, positions: np.ndarray, indices: np.ndarray,
     return ids, int(miss.sum())
 
 
+BLOCK = 1 << 17  # triangles probed at a time: bounds the probe arrays (~100 MB at 7 probes)
+
+
+def probe_ids(ann: Annotation, positions: np.ndarray, indices: np.ndarray, s: int,
+              probe: float) -> tuple[np.ndarray, int]:
+    """(int32 [T, s] ids at the first ``s`` probe points of every triangle, misses), in blocks."""
+    t = int(indices.shape[0])
+    out = np.zeros((t, s), np.int32)
+    misses = 0
+    for a in range(0, t, BLOCK):
+        b = min(t, a + BLOCK)
+        ids, m = annotation_ids(ann, positions, indices, np.tile(_PROBES[:s], (b - a, 1)),
+                                np.repeat(np.arange(a, b), s), probe)
+        out[a:b] = ids.reshape(b - a, s)
+        misses += m
+    return out, misses
+
+
 def transfer_ids(ann: Annotation, positions: np.ndarray, indices: np.ndarray,
                  options: Options = DEFAULTS) -> tuple[np.ndarray, dict]:
     """(tri_object int32 [T], stats) for the render mesh ``positions``/``indices`` (same frame
@@ -88,10 +106,7 @@ def transfer_ids(ann: Annotation, positions: np.ndarray, indices: np.ndarray,
     s = max(1, min(int(options.samples), len(_PROBES)))
     if t == 0:
         return np.zeros(0, np.int32), {"probe_misses": 0}
-    tri = np.repeat(np.arange(t), s)
-    bary = np.tile(_PROBES[:s], (t, 1))
-    ids, misses = annotation_ids(ann, positions, indices, bary, tri, options.probe)
-    ids = ids.reshape(t, s)
+    ids, misses = probe_ids(ann, positions, indices, s, options.probe)
     votes = (ids[:, :, None] == ids[:, None, :]).sum(2)          # [T, s]: agreeing probes
     out = ids[np.arange(t), np.argmax(votes, 1)].astype(np.int32)  # first max: centroid on ties
     mixed = int((ids != ids[:, :1]).any(1).sum())
@@ -167,9 +182,7 @@ def to_frame(ann: Annotation, matrix) -> Annotation:
 
 def _mixed(ann: Annotation, positions: np.ndarray, indices: np.ndarray, probe: float) -> np.ndarray:
     """Triangles whose 7 probes do not all see one id (an annotation boundary crosses them)."""
-    t = len(indices)
-    ids, _ = annotation_ids(ann, positions, indices, np.tile(_PROBES, (t, 1)), np.repeat(np.arange(t), 7), probe)
-    ids = ids.reshape(t, 7)
+    ids, _ = probe_ids(ann, positions, indices, len(_PROBES), probe)
     return (ids != ids[:, :1]).any(1)
 
 

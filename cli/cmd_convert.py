@@ -61,8 +61,9 @@ def _line(r: dict) -> str:
     psnr = r.get("psnr_min")
     tex = f", {r['textures']} tex psnr>={psnr:.1f} dB" if psnr is not None else ""
     drop = f" ({r['dropped_triangles']} dropped)" if r.get("dropped_triangles") else ""
+    sem = f", {r['semantic_objects']} objects ({r.get('semantic_format', '')})" if "semantic_objects" in r else ""
     return (f"{r['scene_id']}: triangles {r['triangles_in']} -> {r['triangles_out']}{drop}, "
-            f"bytes {_mb(r['bytes_in'])} -> {_mb(r['bytes_out'])}{tex}, {r['seconds']:.2f} s -> {r['output']}")
+            f"bytes {_mb(r['bytes_in'])} -> {_mb(r['bytes_out'])}{tex}{sem}, {r['seconds']:.2f} s -> {r['output']}")
 
 
 @click.command("convert")

@@ -1,19 +1,15 @@
-"""How well per-triangle ids (``tri_object``, 4 bytes per render triangle) reproduce an
-annotation painted into a texture, measured per sensor pixel against sampling the annotation
-texture itself at each ray's hit.
+"""Per-triangle ids (``tri_object``, 4 B per render triangle) against the annotation texture
+itself, per sensor pixel.
 
     python benchmarks/semantic_agreement.py [--scenes 2] [--res 128]
 
-For synth scans (gibson layout, small): the annotation mesh is the scan's geometry with an
-HM3D-style id texture, one 4x4-texel block per face. Two paintings: ``flat`` (one id per
-face, as synth writes them) and ``painted`` (HM3D-like: in every face that touches another
-object at a corner, the texels nearer that corner than the opposite edge's midline carry the
-other object's id, so one face holds two objects). ``tri_object`` comes from the conversion's
-transfer (``transforms.semantic``) with 1, 4 and 7 probes per triangle; the alternative, split
-at conversion, is emulated: triangles whose 7 probes disagree are cut into 4^L children (L = 1,
-2, 3) whose ids are probed at their centroids, and the triangle count that would cost is shown. Cameras: 8 headings
-(90 deg HFOV, square) at 1.25 m above every room's free point. A pixel agrees when the render
-mesh's triangle id equals the texel of the annotation mesh at the same ray's hit.
+Synth scans (gibson layout, small); the annotation mesh is the scan's geometry with an id
+texture, a 4x4-texel block per face, painted ``flat`` (one id per face) or ``painted`` (HM3D-
+like: in faces touching another object at a corner, the texels nearer that corner carry its id).
+Rows: the per-triangle vote with 1/4/7 probes; ``~splitL``: emulated cuts of the crossed
+triangles into 4^L children; ``convL``: ``convert_scene`` with ``semantic_split=L`` (shipped).
+Cameras: 8 headings, 90 deg, 1.25 m above every room's free point; a pixel agrees when the
+render triangle's id equals the annotation texel at the same ray's hit.
 """
 from __future__ import annotations
 

@@ -8,13 +8,10 @@ The ``.house`` (first line ``ASCII 1.1``), as habitat-sim's ``SemanticScene::loa
 reads it: ``C category_index category_mapping_index category_mapping_name mpcat40_index
 mpcat40_name ...`` (``#`` in names stands for a space), ``O object_index region_index
 category_index px py pz ...`` (category -1: none), ``R region_index level_index 0 0 label ...``.
-Other records (H, L, P, S, V, I, E) are skipped. Our instance id is ``object_index + 1`` (0 is
-"no object"); ``source_id`` keeps habitat's index.
-
-Errors (``AnnotationError`` naming the file and line): a malformed record, an object whose
-category index has no C record, a repeated object index; and the pair not matching: a face's
-``object_id`` with no O record in the house. An O record no face uses is counted
-(``unused_objects``).
+Other records are skipped. Our id is ``object_index + 1`` (0: no object); ``source_id`` keeps
+habitat's index. ``AnnotationError`` (file and line): a malformed record, a category index with
+no C record, a repeated object index, a face ``object_id`` with no O record (the pair does not
+match). An O record no face uses is counted (``unused_objects``).
 """
 from __future__ import annotations
 

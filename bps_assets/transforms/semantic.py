@@ -7,13 +7,12 @@ rays along its normal, from either side of a slab ``probe`` (metres) thick, cast
 against the annotation mesh, the hit nearest the probe point winning; the hit's id is the face's id or the annotation texel at the hit's UV (HM3D
 paints boundaries inside faces). A probe that hits nothing takes the nearest annotation face
 (its centroid, k-d tree). The triangle gets the majority id of its probes, ties to the
-centroid's. Cost: 4 bytes per render triangle resident; accuracy against the annotation
-texture: docs/ASSETS.md (benchmarks/semantic_agreement.py).
+centroid's (4 bytes per triangle; accuracy: docs/ASSETS.md). ``split_mixed`` first cuts the
+triangles a boundary crosses.
 
-The table: one row per id that some render triangle got (ids no triangle got are counted,
-``objects_without_triangles``): category = mpcat40 index (the file's own mpcat40 name when it
-has one, MP3D; else the raw label mapped by data_manifests/semantics/categories.json),
-AABB of its render triangles, and ``points_per_object`` area-weighted surface samples.
+The table: a row per id some render triangle got (others: ``objects_without_triangles``):
+mpcat40 category (MP3D's own, else the raw label mapped by data_manifests/semantics/), the AABB
+of its render triangles, ``points_per_object`` area-weighted surface samples.
 """
 from __future__ import annotations
 

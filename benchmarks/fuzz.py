@@ -4,7 +4,11 @@
 
 Seeds: the self-contained scene files of ../shared/assets (GLB, glTF with data URIs, PLY, OBJ),
 habitat ``.navmesh`` files, and packed files made from them here (``SCEN`` scenes converted
-from a few GLBs, a ``NAVM`` navmesh imported from a habitat one). Mutations:
+from a few GLBs, a ``NAVM`` navmesh imported from a habitat one), and issue 22's semantic
+inputs: synth scans annotated in both formats (``annotation``: one file of an HM3D
+``.semantic.glb/.txt`` or MP3D ``_semantic.ply/.house`` pair mutated, read with its intact
+partner by ``read_annotation``) and packed scenes converted with them (``SCEN+sem``: their
+structure-aware mutants hit the semantic sections and header key half of the time). Mutations:
 
 - bytes: 1-8 random bytes set, a range duplicated or deleted, or the file truncated;
 - packed files (half of their mutants), structure-aware (past the CRCs): a header number set to a boundary value
@@ -41,8 +45,14 @@ BOUNDARY = (0, -1, 1, 2**31, 2**32 + 1, 2**62, 2**63 - 8, -(2**63), 1e308)
 
 # ------------------------------------------------------------------------------ worker
 
-def _read(path: str, kind: str):
-    if kind == "SCEN":
+def _read(path: str, kind: str, other: str = ""):
+    if kind.startswith("annotation"):
+        from bps_assets.readers.semantic_files import SemanticSource, read_annotation
+
+        _, fmt, role = kind.split(":")
+        mesh, table = (path, other) if role == "mesh" else (other, path)
+        read_annotation(SemanticSource(fmt, mesh, table))
+    elif kind in ("SCEN", "SCEN+sem"):
         from bps_assets.packed_scene import read_packed_scene
 
         read_packed_scene(path, threads=1)
@@ -72,7 +82,7 @@ def worker(mem_bytes: int) -> int:
     for line in sys.stdin:
         req = json.loads(line)
         try:
-            _read(req["path"], req["kind"])
+            _read(req["path"], req["kind"], req.get("other", ""))
             out = ("accepted", "")
         except BpsError as e:
             out = ("typed error", str(e)[:300])
@@ -97,9 +107,9 @@ class Worker:
                                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
                                   bufsize=1)
 
-    def run(self, path: str, kind: str, timeout: float) -> tuple[str, str]:
+    def run(self, path: str, kind: str, timeout: float, other: str = "") -> tuple[str, str]:
         try:
-            self.p.stdin.write(json.dumps({"path": path, "kind": kind}) + "\n")
+            self.p.stdin.write(json.dumps({"path": path, "kind": kind, "other": other}) + "\n")
             self.p.stdin.flush()
         except BrokenPipeError:
             self.restart()
@@ -172,7 +182,38 @@ def collect_seeds(work: Path, max_bytes: int = 4 << 20, n_scenes: int = 4) -> li
         seeds.append((dst, "NAVM"))
     except Exception as e:  # noqa: BLE001 - the benchmark still runs on the other seeds
         print(f"(no NAVM seed: {type(e).__name__}: {e})", file=sys.stderr)
-    return seeds
+    return seeds + semantic_seeds(work)
+
+
+def semantic_seeds(work: Path) -> list[tuple[Path, str]]:
+    """Annotated synth scans (an HM3D pair beside a gibson-layout scan, an MP3D pair beside an
+    mp3d one), each annotation file a seed of kind ``annotation:FMT:ROLE``, and their packed
+    scenes (``SCEN+sem``)."""
+    from bps_assets import synth
+    from bps_assets.packed_scene import ConvertOptions, convert_file
+    from bps_assets.synth import semantic as ssem
+
+    out = []
+    for layout in ("gibson", "mp3d"):
+        info = synth.generate(work / "sem", layout=layout, scenes=1, overwrite=True)[0]
+        stem = info.path.name.split(".")[0]
+        if layout == "mp3d":
+            ssem.write_mp3d(info.path, layout, info.name, overwrite=True)
+            pair = ("mp3d", info.path.with_name(stem + "_semantic.ply"), info.path.with_name(stem + ".house"))
+        else:
+            ssem.write_hm3d(info.path, layout, info.name, overwrite=True)
+            pair = ("hm3d", info.path.with_name(stem + ".semantic.glb"), info.path.with_name(stem + ".semantic.txt"))
+        fmt, mesh, table = pair
+        OTHER[mesh], OTHER[table] = table, mesh
+        out += [(mesh, f"annotation:{fmt}:mesh"), (table, f"annotation:{fmt}:table")]
+        dst = work / "seeds" / f"sem_{layout}.bps"
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        convert_file(info.path, dst, ConvertOptions(dataset=layout, max_texture=256), overwrite=True)
+        out.append((dst, "SCEN+sem"))
+    return out
+
+
+OTHER: dict = {}  # annotation seed -> the other file of its pair
 
 
 # ------------------------------------------------------------------------------ mutations
@@ -207,9 +248,10 @@ def _numbers(obj, path=()):
             yield from _numbers(v, path + (i,))
 
 
-def mutate_packed(src: Path, dst: Path, rng: random.Random) -> str:
+def mutate_packed(src: Path, dst: Path, rng: random.Random, focus: tuple = ()) -> str:
     """Structure-aware: a header number or one section's values set to a boundary value,
-    re-written with valid checksums (so the mutant gets past the CRC check)."""
+    re-written with valid checksums (so the mutant gets past the CRC check). ``focus``: names
+    (sections and header keys) to pick from, half of the time."""
     import numpy as np
 
     from bps_assets.container import Container, SectionSpec, write_container
@@ -221,6 +263,8 @@ def mutate_packed(src: Path, dst: Path, rng: random.Random) -> str:
     val = rng.choice(BOUNDARY)
     if rng.random() < 0.5:
         paths = list(_numbers(header))
+        if focus and rng.random() < 0.5:
+            paths = [p for p in paths if p and p[0] in focus] or paths
         where = rng.choice(paths)
         node = header
         for k in where[:-1]:
@@ -228,7 +272,10 @@ def mutate_packed(src: Path, dst: Path, rng: random.Random) -> str:
         node[where[-1]] = val
         what = f"header {'.'.join(map(str, where))} = {val}"
     else:
-        name = rng.choice([n for n, a in arrays.items() if a.size])
+        names = [n for n, a in arrays.items() if a.size]
+        if focus and rng.random() < 0.5:
+            names = [n for n in names if n in focus] or names
+        name = rng.choice(names)
         a = np.array(arrays[name])
         flat = a.reshape(-1)
         k = rng.randrange(flat.size)
@@ -242,6 +289,10 @@ def mutate_packed(src: Path, dst: Path, rng: random.Random) -> str:
     write_container(dst, kind, header, arrays, {n: SectionSpec("zstd", level=1) for n in arrays},
                     overwrite=True)
     return what
+
+
+SEMANTIC_NAMES = ("semantics", "tri_object", "object_ids", "object_category", "object_region",
+                  "object_source_ids", "object_aabb", "object_points")
 
 
 # ------------------------------------------------------------------------------ driver
@@ -278,7 +329,7 @@ def _fuzz(a, work: Path) -> int:
     kinds = Counter(k for _, k in seeds)
     by_kind = defaultdict(list)
     for p, k in seeds:
-        by_kind[k].append((p, k))
+        by_kind["annotation" if k.startswith("annotation") else k].append((p, k))
     kind_names = sorted(by_kind)
     print(f"{len(seeds)} seed files ({', '.join(f'{n} {k}' for k, n in sorted(kinds.items()))}), "
           f"setup {time.perf_counter() - t_setup:.1f} s; fuzzing {a.seconds:.0f} s on {a.workers} workers, "
@@ -294,11 +345,11 @@ def _fuzz(a, work: Path) -> int:
         n = 0
         while time.perf_counter() < deadline:
             kind = rng.choice(kind_names)  # each kind an equal share, whatever its seed count
-            src, _ = rng.choice(by_kind[kind])
+            src, read_as = rng.choice(by_kind[kind])
             dst = work / f"w{i}_{n}{''.join(src.suffixes[-2:]) if kind == 'NAVM' else src.suffix}"
-            if kind in ("SCEN", "NAVM") and rng.random() < 0.5:
+            if kind in ("SCEN", "NAVM", "SCEN+sem") and rng.random() < 0.5:
                 try:
-                    what = mutate_packed(src, dst, rng)
+                    what = mutate_packed(src, dst, rng, SEMANTIC_NAMES if kind == "SCEN+sem" else ())
                 except Exception:  # noqa: BLE001 - a mutation the writer refuses: skip it
                     counts[kind]["(mutation refused by writer)"] += 1
                     continue
@@ -307,7 +358,7 @@ def _fuzz(a, work: Path) -> int:
                 data, what = mutate_bytes(blobs[src], rng)
                 dst.write_bytes(data)
                 label = "bytes"
-            outcome, detail = w.run(str(dst), kind, a.timeout)
+            outcome, detail = w.run(str(dst), read_as, a.timeout, str(OTHER.get(src, "")))
             counts[f"{kind}/{label}"][outcome] += 1
             if outcome in ("crash", "over limit") and a.keep is not None:
                 a.keep.mkdir(parents=True, exist_ok=True)

@@ -105,3 +105,8 @@ class ResourceLimitError(InputError):
 class OutputWriteError(BpsError):
     """An output file or folder could not be written (permission, read-only or full disk,
     file size limit); the message names the file or folder and the cause."""
+
+
+class AnnotationError(InputError):
+    """A semantic annotation file (HM3D ``.semantic.txt`` / ``.semantic.glb``, MP3D
+    ``_semantic.ply`` / ``.house``) is malformed, or two files of a pair do not match."""

@@ -31,6 +31,7 @@ from . import __version__
 from .container import DTYPES as DT_BY_NAME
 from .container import Container, SectionSpec, remove_stale_temps, write_container
 from .errors import CorruptFileError, InputError, OutputExistsError
+from . import semantic_section as _sem
 from .scene import SceneDocument
 from .transforms import clean as t_clean
 from .transforms import frame as t_frame
@@ -64,6 +65,7 @@ class ConvertOptions:
     meshlet_max_triangles: int = t_meshlets.DEFAULTS.max_triangles
     chunk_meshlets: int = t_meshlets.DEFAULTS.chunk_meshlets
     zstd_level: int = 9                 # geometry sections (textures use 3: BC blocks barely compress)
+    semantic_split: int = 1             # with an annotation: levels of 1-to-4 cuts of triangles a boundary crosses
 
     def frame_options(self):
         """Options of the frame transform (dataset layout and up axis)."""
@@ -231,15 +233,22 @@ def _scene_header(doc: SceneDocument, g, texset, counts: dict, options: ConvertO
 
 def convert_scene(doc: SceneDocument, dst: str | os.PathLike, options: ConvertOptions = DEFAULTS,
                   overwrite: bool = False, scene_id: str | None = None,
-                  source_info: dict | None = None) -> ConvertResult:
-    """Process ``doc`` (modified in place) and write the packed file ``dst`` atomically."""
+                  source_info: dict | None = None, semantic=None) -> ConvertResult:
+    """Process ``doc`` (modified in place) and write the packed file ``dst`` atomically.
+
+    ``semantic``: an ``Annotation`` (in the source's frame) whose ids are transferred to the
+    render triangles and stored as the semantic section (docs/FORMAT.md 5.6), or None."""
     t0 = time.perf_counter()
     dst = Path(dst)
     if dst.exists() and not overwrite:
         raise OutputExistsError(dst, "already exists (pass overwrite / --overwrite to replace it)")
     t_textures.check_options(options.texture_options())
     triangles_in = doc.triangle_count
-    g = process_geometry(doc, options)
+    steps = None
+    if semantic is not None and options.semantic_split > 0:  # after frame and clean, before merge
+        from .transforms import semantic as t_semantic
+        steps = document_transforms(options) + [t_semantic.split_mixed(options.semantic_split, semantic)]
+    g = process_geometry(doc, options, document_steps=steps)
     if g.triangle_count == 0:  # nothing to render or navigate: an error, not an empty scene file
         from .empty_scene import empty_geometry_error
         raise empty_geometry_error(doc.source_path or dst, triangles_in, g.stats, options.min_area)
@@ -252,6 +261,12 @@ def convert_scene(doc: SceneDocument, dst: str | os.PathLike, options: ConvertOp
 
     psnrs = [t.get("psnr_db") for t in texset.info]
     arrays, specs = _scene_sections(g, texset, material_texture, options.zstd_level)
+    sem_header, sem_stats = None, {}
+    if semantic is not None:
+        sem_arrays, sem_header, sem_stats = _semantic_sections(semantic, doc, g)
+        arrays.update(sem_arrays)
+        specs.update({k: SectionSpec("zstd", "shuffle", options.zstd_level) for k in sem_arrays})
+        specs["tri_object"] = SectionSpec("zstd", "delta+shuffle", options.zstd_level)
 
     drop_keys = ("invalid_index_triangles", "nonfinite_triangles", "degenerate_triangles",
                  "collapsed_triangles", "skipped_points", "skipped_lines", "nonfinite_uvs",
@@ -272,6 +287,8 @@ def convert_scene(doc: SceneDocument, dst: str | os.PathLike, options: ConvertOp
     src.setdefault("format", doc.source_format)
     sid = scene_id or (scene_id_for(doc.source_path, options.dataset) if doc.source_path else dst.stem)
     header = _scene_header(doc, g, texset, counts, options, src, sid)
+    if sem_header is not None:
+        header[_sem.HEADER_KEY] = sem_header
     quant = header["quantization"]
     try:  # the writer holds itself to the caps the reader enforces (docs/FORMAT.md 5.5)
         section_bounds(dst, header)
@@ -294,13 +311,33 @@ def convert_scene(doc: SceneDocument, dst: str | os.PathLike, options: ConvertOp
         "position_error_bound": quant["positions"]["error_bound"],
         "meshlets": counts["meshlets"], "chunks": counts["chunks"],
         "seconds": round(time.perf_counter() - t0, 4),
+        **sem_stats,
     }
     return ConvertResult(sid, src.get("path", ""), str(dst), stats)
 
 
+def _semantic_sections(ann, doc: SceneDocument, g) -> tuple[dict, dict, dict]:
+    """(arrays, header object, stats) of the semantic section: the annotation moved into the
+    habitat frame by the document's frame matrix, its ids transferred to the final triangles."""
+    from .transforms import semantic as t_semantic
+
+    t_semantic.to_frame(ann, doc.frame_matrix)
+    pos = t_quantize.dequantize(g.positions_q, g.position_grid)
+    tri_object, table, st = t_semantic.transfer(ann, pos, g.indices)
+    arrays, hdr = _sem.arrays(tri_object, table)
+    hdr["source"] = {"format": getattr(ann, "format", ""), "path": ann.source, "warnings": dict(ann.warnings)}
+    st["split_triangles"] = int(doc.stats.get("semantic_split_triangles", 0))
+    hdr["transfer"] = {k: v for k, v in st.items() if not k.startswith("annotation_")}
+    return arrays, hdr, {"semantic_format": getattr(ann, "format", ""), **{f"semantic_{k}": v for k, v in st.items()}}
+
+
 def convert_file(src: str | os.PathLike, dst: str | os.PathLike, options: ConvertOptions = DEFAULTS,
-                 overwrite: bool = False, scene_id: str | None = None) -> ConvertResult:
-    """Read ``src`` (any format ``bps_assets.readers`` knows) and write the packed scene ``dst``."""
+                 overwrite: bool = False, scene_id: str | None = None, semantic="auto") -> ConvertResult:
+    """Read ``src`` (any format ``bps_assets.readers`` knows) and write the packed scene ``dst``.
+
+    ``semantic``: ``"auto"`` stores the annotation pair found beside ``src`` (HM3D
+    ``.semantic.glb/.txt``, MP3D ``_semantic.ply/.house``) when there is one; a
+    ``SemanticSource`` names the pair, an ``Annotation`` is one already read; None stores none."""
     t0 = time.perf_counter()
     dst = Path(dst)
     if dst.exists() and not overwrite:  # before the expensive part
@@ -308,11 +345,19 @@ def convert_file(src: str | os.PathLike, dst: str | os.PathLike, options: Conver
     remove_stale_temps(dst)  # ".NAME.bps.*.tmp" of killed runs (a live writer's is locked, kept)
     from .readers import load  # readers import optional decoders lazily
 
+    from .readers.semantic_files import find_semantic, read_annotation
+
+    sem_src = find_semantic(src) if isinstance(semantic, str) and semantic == "auto" else semantic
+    ann = sem_src if sem_src is not None and not hasattr(sem_src, "mesh") else None
+    if ann is None and sem_src is not None:  # before the scene: a broken annotation fails fast
+        ann = read_annotation(sem_src)
+        ann.format = sem_src.format
     doc = load(src)
     info = {"path": os.fspath(src), "bytes": os.path.getsize(src), "sha256": sha256_file(src),
             "format": doc.source_format or Path(src).suffix.lstrip(".").lower()}
     res = convert_scene(doc, dst, options, overwrite=overwrite,
-                        scene_id=scene_id or scene_id_for(src, options.dataset), source_info=info)
+                        scene_id=scene_id or scene_id_for(src, options.dataset), source_info=info,
+                        semantic=ann)
     res.stats["seconds"] = round(time.perf_counter() - t0, 4)
     return res
 
@@ -326,6 +371,7 @@ _FIELD_SECTIONS = {
     "material_texture": "material_texture", "tex_blocks": "tex_blocks", "tex_levels": "tex_levels",
     "meshlet_tris": "meshlet_tris", "meshlet_spheres": "meshlet_spheres",
     "chunk_meshlets": "chunk_meshlets", "chunk_tris": "chunk_tris", "chunk_spheres": "chunk_spheres",
+    **{f: f for f in _sem.FIELDS},
 }
 _REQUIRED = ("positions_q", "indices", "tri_material", "material_color", "material_texture",
              "tex_blocks", "tex_levels", "chunk_tris", "chunk_spheres")
@@ -336,10 +382,12 @@ _LAYOUT = {
     "material_texture": (("i4",), ()), "tex_blocks": (("u1",), ()), "tex_levels": (("i8",), (6,)),
     "meshlet_tris": (("i8",), (2,)), "meshlet_spheres": (("f4",), (4,)),
     "chunk_meshlets": (("i8",), (2,)), "chunk_tris": (("i8",), (2,)), "chunk_spheres": (("f4",), (4,)),
+    **_sem.LAYOUT,
 }
 STORED_SECTIONS = tuple(_LAYOUT)  # the sections read_packed_scene reads (and checks) when present
 _DT_NAME = {np.dtype(np.uint8): "u1", np.dtype(np.uint16): "u2", np.dtype(np.uint32): "u4",
             np.dtype(np.int32): "i4", np.dtype(np.int64): "i8", np.dtype(np.float32): "f4"}
+# a file without a semantic section is read with these None (PointNav needs none of them)
 
 
 @dataclass
@@ -361,6 +409,13 @@ class PackedScene:
     chunk_meshlets: np.ndarray | None = None    # int64 [C,2]
     chunk_tris: np.ndarray | None = None        # int64 [C,2]
     chunk_spheres: np.ndarray | None = None     # float32 [C,4]
+    tri_object: np.ndarray | None = None        # int32 [T]: instance id per triangle (0 none); None: no semantics
+    object_ids: np.ndarray | None = None        # int32 [O]  (the object table: see ``semantics``)
+    object_category: np.ndarray | None = None   # int32 [O]
+    object_region: np.ndarray | None = None     # int32 [O]
+    object_source_ids: np.ndarray | None = None  # int64 [O]
+    object_aabb: np.ndarray | None = None       # float32 [O,6]
+    object_points: np.ndarray | None = None     # float32 [O*P,3]
     path: str = ""
 
     ARRAY_FIELDS = tuple(_FIELD_SECTIONS)
@@ -369,6 +424,12 @@ class PackedScene:
     def scene_id(self) -> str:
         """The scene id recorded in the file's header ("" when absent)."""
         return self.header.get("scene_id", "")
+
+    @property
+    def semantics(self):
+        """The object table (``bps_assets.semantics.SemanticTable``), or None when the file has no
+        semantic section or its table sections were not read."""
+        return _sem.table_of(self.header, {f: getattr(self, f) for f in _sem.FIELDS})
 
     def nbytes(self) -> int:
         """Bytes of the arrays loaded into this object."""
@@ -467,7 +528,7 @@ def section_rows(path, header: dict) -> dict[str, int]:
     return {"positions_q": v, "uvs_q": v, "colors": v, "indices": t, "tri_material": t,
             "material_color": m, "material_texture": m, "tex_levels": n["texture_levels"],
             "meshlet_tris": k, "meshlet_spheres": k, "chunk_meshlets": c, "chunk_tris": c,
-            "chunk_spheres": c}
+            "chunk_spheres": c, **_sem.section_rows(path, header, t)}
 
 
 def section_bounds(path, header: dict) -> dict[str, int]:
@@ -491,7 +552,7 @@ def check_declared_sizes(path, c: Container) -> None:
     hdr, secs = c.header, c.sections
     rows = section_rows(path, hdr)
     for name, want in rows.items():
-        if name in secs and secs[name].shape and secs[name].shape[0] != want:
+        if name in secs and (secs[name].shape[0] if secs[name].shape else 0) != want:
             raise CorruptFileError(path, f"has {secs[name].shape[0]} rows, the header's counts say {want}",
                                    section=name)
     bounds = section_bounds(path, hdr)
@@ -560,6 +621,7 @@ def read_packed_scene(path: str | os.PathLike, sections: Iterable[str] | None = 
         if f not in ("positions", "uvs") and s in raw:
             setattr(out, f, raw[s])
     _check_ranges(path, out, n_v, n_t, secs)
+    _sem.check(path, hdr, {f: getattr(out, f) for f in _sem.FIELDS})
     return out
 
 

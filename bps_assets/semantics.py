@@ -28,6 +28,7 @@ class SemanticTable:
     aabb: np.ndarray                # float32 [O, 6]: min xyz, max xyz (habitat frame)
     points: np.ndarray              # float32 [O, K, 3]: surface samples (NaN rows pad)
     categories: list[str] = field(default_factory=list)
+    source_ids: np.ndarray | None = None  # int64 [O]: the id habitat-sim reports (MP3D: id - 1)
 
     def __len__(self) -> int:
         return int(self.ids.shape[0])
@@ -36,3 +37,70 @@ class SemanticTable:
         """The category name of row ``i`` ("" when unknown)."""
         c = int(self.category[i])
         return self.categories[c] if 0 <= c < len(self.categories) else ""
+
+
+@dataclass
+class ObjectRecord:
+    """One object of an annotation file, before it is tied to a packed scene's triangles."""
+
+    id: int                         # our instance id (>= 1)
+    raw_name: str                   # the file's label ("kitchen chair"; MP3D: the raw category)
+    region: int                     # region / room id (-1: none)
+    source_id: int                  # the id habitat-sim reports for it (HM3D: = id; MP3D: object index)
+    color: int = -1                 # HM3D: 0xRRGGBB annotation colour (-1: none)
+    category: str = ""              # a category the file itself names (MP3D: mpcat40), "" if none
+
+
+@dataclass
+class Annotation:
+    """An annotated mesh as read from a semantic file pair (habitat frame once ``frame`` is
+    applied): per-face object ids, or (HM3D textured) an id image sampled at face UVs.
+
+    ``face_object`` int32 [F] holds each face's id when it is flat. Textured (HM3D): the id of
+    a surface point is the texel of ``id_images[face_image[f]]`` (int32 [H, W], 0 = unannotated)
+    at its UV (``uvs`` float32 [V, 2]; nearest texel, wrapped), so one face may hold several ids.
+    """
+
+    positions: np.ndarray           # float32 [V, 3]
+    indices: np.ndarray             # int64 [F, 3]
+    objects: list[ObjectRecord]
+    face_object: np.ndarray | None = None
+    uvs: np.ndarray | None = None
+    face_image: np.ndarray | None = None   # int32 [F]: which id image a face samples (textured)
+    id_images: list = field(default_factory=list)  # [int32 [H, W]] per texture
+    source: str = ""
+    format: str = ""                                # hm3d | mp3d
+    frame: str = "source"                           # "habitat" once moved (transforms.semantic.to_frame)
+    warnings: dict = field(default_factory=dict)   # counted problems, e.g. unknown_colour_faces
+
+    def warn(self, key: str, n: int = 1) -> None:
+        """Count ``n`` occurrences of the problem ``key``."""
+        if n:
+            self.warnings[key] = self.warnings.get(key, 0) + int(n)
+
+    def ids_at(self, faces: np.ndarray, bary: np.ndarray) -> np.ndarray:
+        """int32 id at points of ``faces`` (int [n]) given by ``bary`` (float [n, 2]: the
+        weights of each face's 2nd and 3rd corner, as Embree reports them)."""
+        faces = np.asarray(faces, np.int64)
+        out = self.face_object[faces].astype(np.int32) if self.face_object is not None \
+            else np.zeros(len(faces), np.int32)
+        if self.face_image is None or not self.id_images or not len(faces):
+            return out
+        img = self.face_image[faces]
+        tex = img >= 0
+        if not tex.any():
+            return out
+        f, b = faces[tex], bary[tex].astype(np.float64)
+        c = self.uvs[self.indices[f]].astype(np.float64)          # [n, 3, 2]
+        uv = c[:, 0] * (1 - b[:, :1] - b[:, 1:]) + c[:, 1] * b[:, :1] + c[:, 2] * b[:, 1:]
+        res = np.zeros(len(f), np.int32)
+        for k in np.unique(img[tex]):
+            sel = img[tex] == k
+            im = self.id_images[int(k)]
+            h, w = im.shape
+            # glTF UV (0, 0) is the image's first texel row; nearest texel, wrapped (REPEAT)
+            col = np.floor(np.mod(uv[sel, 0], 1.0) * w).astype(np.int64) % w
+            row = np.floor(np.mod(uv[sel, 1], 1.0) * h).astype(np.int64) % h
+            res[sel] = im[row, col]
+        out[tex] = res
+        return out

@@ -61,8 +61,9 @@ def _line(r: dict) -> str:
     psnr = r.get("psnr_min")
     tex = f", {r['textures']} tex psnr>={psnr:.1f} dB" if psnr is not None else ""
     drop = f" ({r['dropped_triangles']} dropped)" if r.get("dropped_triangles") else ""
+    sem = f", {r['semantic_objects']} objects ({r.get('semantic_format', '')})" if "semantic_objects" in r else ""
     return (f"{r['scene_id']}: triangles {r['triangles_in']} -> {r['triangles_out']}{drop}, "
-            f"bytes {_mb(r['bytes_in'])} -> {_mb(r['bytes_out'])}{tex}, {r['seconds']:.2f} s -> {r['output']}")
+            f"bytes {_mb(r['bytes_in'])} -> {_mb(r['bytes_out'])}{tex}{sem}, {r['seconds']:.2f} s -> {r['output']}")
 
 
 @click.command("convert")
@@ -183,13 +184,20 @@ def info_cmd(file, as_json):
               "shape": list(s.shape), "codec": s.codec, "filter": s.filter, "offset": s.offset,
               "stored_length": s.stored_length, "raw_length": s.raw_length, "crc32": s.crc32}
              for s in sections.values()]
+    per_cat = _objects_per_category(file) if kind == "SCEN" and "semantics" in header else None
     if as_json:
         click.echo(json.dumps({"file": file, "kind": kind, "file_bytes": size, "header": header,
-                               "sections": table}, indent=1))
+                               "sections": table, **({"objects_per_category": per_cat} if per_cat else {})},
+                              indent=1))
         return
     click.echo(f"{file}: kind {kind}, {size} bytes, {len(table)} sections")
     for k, v in header.items():
-        if k == "textures" and isinstance(v, list):
+        if k == "semantics" and per_cat is not None:
+            n = sum(per_cat.values())
+            click.echo(f"  objects: {n} in {len(per_cat)} categories (mpcat40)")
+            for name, c in sorted(per_cat.items(), key=lambda kv: (-kv[1], kv[0])):
+                click.echo(f"    {name or '(unmapped)':<20} {c}")
+        elif k == "textures" and isinstance(v, list):
             click.echo(f"  textures: {len(v)}")
             for t in v:
                 if isinstance(t, dict):
@@ -212,6 +220,18 @@ def info_cmd(file, as_json):
         click.echo(f"  {t['name']:<18} {t['dtype']:<5} {str(t['shape']):<16} {t['codec']:<5} "
                    f"{t['filter']:<13} {t['offset']:>10} {t['stored_length']:>10} {t['raw_length']:>10} "
                    f"{ratio:>6.2f}")
+
+
+def _objects_per_category(file) -> dict:
+    """{category name: objects} of a packed scene's semantic section."""
+    from bps_assets.packed_scene import read_packed_scene
+
+    t = read_packed_scene(file, sections=["object_ids", "object_category", "object_region",
+                                          "object_aabb", "object_source_ids"]).semantics
+    out: dict = {}
+    for i in range(len(t) if t is not None else 0):
+        out[t.category_name(i)] = out.get(t.category_name(i), 0) + 1
+    return out
 
 
 def _dtype_names():

@@ -224,9 +224,24 @@ def nav_step(navfile, start, end, no_sliding, as_json):
 @click.option("--overwrite", is_flag=True)
 @click.option("--max-size", default=1600, show_default=True, type=click.IntRange(min=64),
               help="largest side of the picture in pixels")
-def preview_cmd(navfile, out, overwrite, max_size):
+@click.option("--semantic", "semantic", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="a packed scene (.bps) with a semantic section: draw its objects on the map")
+def preview_cmd(navfile, out, overwrite, max_size, semantic):
     """Top-down picture of a navmesh, one panel per floor, islands coloured."""
     from bps_assets.nav.preview import write_preview
+
+    if semantic is not None:
+        from bps_assets.nav.semantic_preview import write_semantic_preview
+        from bps_assets.packed_scene import read_packed_scene
+
+        table = read_packed_scene(semantic, sections=["object_ids", "object_category", "object_region",
+                                                      "object_aabb", "object_source_ids"]).semantics
+        if table is None:
+            raise click.ClickException(f"{semantic}: the packed scene has no semantic section")
+        info = write_semantic_preview(_load(navfile), table, out, overwrite=overwrite, max_size=max_size)
+        click.echo(f"{out}: {info['width']}x{info['height']} px, {info['floors']} floor(s), "
+                   f"{info['objects']} objects")
+        return
 
     info = write_preview(_load(navfile), out, overwrite=overwrite, max_size=max_size)
     click.echo(f"{out}: {info['width']}x{info['height']} px, {info['floors']} floor(s), "

@@ -32,14 +32,28 @@ def _line(info) -> str:
               help="small: ~30K triangles, 256/512 px textures; gibson: ~600K triangles, ~150 m2, 2048^2 textures.")
 @click.option("--overwrite", is_flag=True, help="Replace existing scene files.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document with every scene's ground truth.")
-def synth_cmd(outdir, layout, scenes, seed, size, overwrite, as_json):
+@click.option("--semantic", is_flag=True,
+              help="Also write object annotations: gibson layout -> HM3D-Semantics NAME.semantic.glb/.txt, "
+                   "mp3d -> ID_semantic.ply + ID.house (ground truth: objects per category).")
+def synth_cmd(outdir, layout, scenes, seed, size, overwrite, as_json, semantic):
     """Write scan-like demo scenes (rooms, doors, furniture, stairs; Z up like the real scans)."""
     progress = None if as_json else (lambda info: click.echo(_line(info)))
     infos = synth.generate(outdir, layout=layout, scenes=scenes, seed=seed, size=size,
                            overwrite=overwrite, progress=progress)
+    truth = {}
+    if semantic:
+        from bps_assets.synth import semantic as ssem
+
+        for i in infos:
+            write = ssem.write_mp3d if layout == "mp3d" else ssem.write_hm3d
+            truth[i.name] = write(i.path, layout, i.name, seed, size, overwrite=overwrite)
+            if not as_json:
+                click.echo(f"  {i.name}: {truth[i.name]['objects']} annotated objects "
+                           f"({'MP3D' if layout == 'mp3d' else 'HM3D-Semantics'} format)")
     if as_json:
         click.echo(json.dumps({"out_root": str(outdir), "layout": layout, "seed": seed, "size": size,
-                               "scenes": [i.to_dict() for i in infos]}, indent=1))
+                               "scenes": [{**i.to_dict(), **({"semantic": truth[i.name]} if semantic else {})}
+                                          for i in infos]}, indent=1))
     else:
         tri = sum(i.triangles for i in infos)
         click.echo(f"{len(infos)} scenes, {tri:,} triangles, {sum(i.bytes for i in infos) / 1e6:.1f} MB "

@@ -58,9 +58,10 @@ def rewrite(src: Path, dst: Path, arrays: dict | None = None, header: dict | Non
 
 
 def with_bomb_section(src: Path, dst: Path, name: str, nbytes: int, table_bytes: int | None = None,
-                      content_size: bool = True) -> Path:
-    """``src`` plus (or with replaced) section ``name``: a u1 zstd bomb of ``nbytes`` whose
-    table entry declares ``table_bytes`` (default ``nbytes``), CRC valid."""
+                      content_size: bool = True, dtype: str = "u1", tail: tuple = ()) -> Path:
+    """``src`` plus (or with replaced) section ``name``: a zstd bomb of ``nbytes`` whose table
+    entry declares ``table_bytes`` (default ``nbytes``) as ``dtype`` rows of shape ``tail``
+    (default u1 [table_bytes]), CRC valid."""
     import zlib
 
     data = src.read_bytes()
@@ -75,7 +76,8 @@ def with_bomb_section(src: Path, dst: Path, name: str, nbytes: int, table_bytes:
     for s in secs:
         s["offset"] += shift
     off = (body_end + shift + 255) // 256 * 256
-    secs.append({"name": name, "dtype": "u1", "shape": [tb], "codec": "zstd", "filter": "none",
+    row = int(np.dtype(dtype).itemsize * np.prod(tail, dtype=np.int64))
+    secs.append({"name": name, "dtype": dtype, "shape": [tb // row, *tail], "codec": "zstd", "filter": "none",
                  "offset": off, "stored_length": len(bomb), "raw_length": tb, "crc32": zlib.crc32(bomb)})
     hdr["sections"] = secs
     new = json.dumps(hdr).encode()
@@ -164,3 +166,101 @@ def manifest_over(root: Path, scenes: dict[str, dict[str, tuple[Path, str | None
     doc = mf.new_manifest(dataset="gibson", split="tiny", subsets=["train"], settings={}, shard=None,
                           source_root=None, scenes=entries, missing=[], episodes={})
     return mf.write_manifest(doc, root / "manifest.json")
+
+
+# ------------------------------------------------------------------------------ semantic annotations
+
+def annotated_grid(d: Path, n: int = 12) -> dict:
+    """A small Y-up grid scan ``d/grid.glb`` with both annotation pairs beside copies of it:
+    ``d/hm3d/grid.glb`` + ``grid.semantic.glb/.txt`` and ``d/mp3d/grid.glb`` +
+    ``grid_semantic.ply`` / ``grid.house``; 4 objects (chair, bed, plant, toilet) by quadrant."""
+    from bps_assets.semantics import ObjectRecord
+    from bps_assets.synth.semantic import hm3d_files, mp3d_files
+    from packed_scene_fixtures import grid_mesh
+    from packed_scene_glb import write_glb
+
+    p, t, uv = grid_mesh(n, z_up=False, split=True)
+    c = p[t].mean(1)
+    tri_obj = (1 + (c[:, 0] > np.median(c[:, 0])) + 2 * (c[:, 2] > np.median(c[:, 2]))).astype(np.int32)
+    objs = [ObjectRecord(i + 1, name, 0, i + 1, 0x200000 + 0x111 * (i + 1))
+            for i, name in enumerate(("chair", "bed", "potted plant", "toilet"))]
+    out = {"objects": objs, "tri_object": tri_obj}
+    for fmt in ("hm3d", "mp3d"):
+        (d / fmt).mkdir(parents=True, exist_ok=True)
+        write_glb(d / fmt / "grid.glb", p, t, uv)
+        if fmt == "hm3d":
+            glb, txt = hm3d_files(p, t, tri_obj, objs)
+            (d / fmt / "grid.semantic.glb").write_bytes(glb)
+            (d / fmt / "grid.semantic.txt").write_text(txt)
+        else:
+            ply, house = mp3d_files(p, t, tri_obj, objs, "grid")
+            (d / fmt / "grid_semantic.ply").write_bytes(ply)
+            (d / fmt / "grid.house").write_text(house)
+        out[fmt] = d / fmt / "grid.glb"
+    return out
+
+
+def bad_annotations(d: Path) -> dict[str, tuple[str, Path, Path]]:
+    """Hostile annotation pairs, each a copy of ``annotated_grid``'s with one defect:
+    {case: (format, mesh, table)}."""
+    import shutil
+
+    base = annotated_grid(d / "base")
+    out = {}
+
+    def variant(name, fmt, edit_table=None, mesh_bytes=None):
+        v = d / name.replace(" ", "_").replace(",", "")
+        shutil.copytree(base[fmt].parent, v)
+        mesh, table = (v / "grid.semantic.glb", v / "grid.semantic.txt") if fmt == "hm3d" else \
+            (v / "grid_semantic.ply", v / "grid.house")
+        if edit_table is not None:
+            table.write_text(edit_table(table.read_text()))
+        if mesh_bytes is not None:
+            mesh.write_bytes(mesh_bytes(mesh.read_bytes()))
+        out[name] = (fmt, mesh, table)
+
+    variant("txt: malformed line", "hm3d", lambda s: s + 'x,FFFFFF,"chair"\n')
+    variant("txt: id out of range", "hm3d", lambda s: s + '0,ABCDEF,"chair",0\n')
+    variant("txt: id 2^31", "hm3d", lambda s: s + '2147483648,ABCDEF,"chair",0\n')
+    variant("txt: bad colour", "hm3d", lambda s: s + '9,GGGGGG,"chair",0\n')
+    variant("txt: repeated colour", "hm3d", lambda s: s + "9," + s.splitlines()[1].split(",")[1] + ',"x",0\n')
+    variant("txt: wrong header", "hm3d", lambda s: "HM3D Semantic\n" + s.split("\n", 1)[1])
+    variant("txt: not UTF-8", "hm3d", None)
+    (out["txt: not UTF-8"][2]).write_bytes(b"HM3D Semantic Annotations\n1,FFFFFF,\"\xff\xfe\",0\n")
+    variant("glb: truncated", "hm3d", mesh_bytes=lambda b: b[: len(b) // 2])
+    variant("house: object_id with no O record", "mp3d",
+            lambda s: "\n".join(ln for ln in s.splitlines() if not ln.startswith("O 3 ")) + "\n")
+    variant("house: category with no C record", "mp3d",
+            lambda s: s.replace("\nC 0 ", "\nC 90 "))
+    variant("house: malformed O record", "mp3d", lambda s: s + "O 77 0 zz\n")
+    variant("house: wrong header", "mp3d", lambda s: "ASCII 1.0\n" + s.split("\n", 1)[1])
+    variant("ply: truncated", "mp3d", mesh_bytes=lambda b: b[: len(b) - 40])
+    variant("ply: no object_id", "mp3d", mesh_bytes=lambda b: b.replace(b"property int object_id\n", b""))
+    return out
+
+
+def warned_annotations(d: Path) -> dict[str, tuple[str, Path, Path, str]]:
+    """Annotation pairs that convert with counted warnings: {case: (fmt, mesh, table, warning)}."""
+    import shutil
+
+    base = annotated_grid(d / "base")
+    out = {}
+    v = d / "unused_line"
+    shutil.copytree(base["hm3d"].parent, v)
+    (v / "grid.semantic.txt").write_text((v / "grid.semantic.txt").read_text() + '99,123456,"sofa",1\n')
+    out["txt: a line no face uses"] = ("hm3d", v / "grid.semantic.glb", v / "grid.semantic.txt", "unused_objects")
+    v = d / "unknown_colour"
+    shutil.copytree(base["hm3d"].parent, v)
+    lines = (v / "grid.semantic.txt").read_text().splitlines()
+    (v / "grid.semantic.txt").write_text("\n".join(lines[:-1]) + "\n")  # drop the toilet's line
+    out["glb: a face colour in no line"] = ("hm3d", v / "grid.semantic.glb", v / "grid.semantic.txt",
+                                            "unknown_colour_faces")
+    return out
+
+
+def semantic_scene(d: Path) -> Path:
+    """A packed scene with a semantic section (the annotated grid, HM3D pair)."""
+    from bps_assets.packed_scene import ConvertOptions, convert_file
+
+    g = annotated_grid(d / "src")
+    return Path(convert_file(g["hm3d"], d / "semantic.bps", ConvertOptions(dataset="generic")).output)

@@ -97,6 +97,25 @@ def _op_convert(src, out_dir):
         raise AssertionError(f"stale temp files left: {left}")
 
 
+def _op_read_annotation(fmt, mesh, table):
+    from bps_assets.readers.semantic_files import SemanticSource, read_annotation
+
+    read_annotation(SemanticSource(fmt, str(mesh), str(table)))
+
+
+def _op_convert_annotated(src, out_dir):
+    """Convert a scan with its annotation pair beside it; a failure must leave nothing."""
+    from bps_assets.packed_scene import ConvertOptions, convert_file
+
+    out = Path(out_dir) / "out.bps"
+    try:
+        convert_file(src, out, ConvertOptions(dataset="generic"), overwrite=True)
+    finally:
+        left = list(Path(out_dir).glob(".out.bps.*.tmp"))
+        if left:
+            raise AssertionError(f"stale temp files left: {left}")
+
+
 def _op_write_container(path, kind):
     import numpy as np
 
@@ -318,10 +337,51 @@ def build_corpus(d: Path) -> list[Case]:
     (st / ".out.bps.k1ll3d.tmp").write_bytes(b"half")
     cases.append(Case("convert removes a killed run's temp", "11", "convert", (glb, st), "accepted"))
 
+    _semantic_cases(d / "semantic", cases)
+
     # issue 15: container writer misuse, missing section
     cases.append(Case("write_container bad kind", "15", "write_container", (d / "w.bps", "bad!"), "typed"))
     cases.append(Case("read a section the file lacks", "15", "read_missing_section", (scene,), "typed"))
     return cases
+
+
+def _semantic_cases(d: Path, cases: list) -> None:
+    """Issue 22: hostile HM3D / MP3D annotation files, and damaged or oversized semantic sections."""
+    from bps_assets.container import Container
+    from hostile_cases import bad_annotations, rewrite, semantic_scene, warned_annotations, with_bomb_section
+
+    d.mkdir(parents=True, exist_ok=True)
+    for name, (fmt, mesh, table) in bad_annotations(d / "bad").items():
+        cases.append(Case(f"annotation {name}", "22", "read_annotation", (fmt, mesh, table), "typed"))
+        out = d / "out" / name.replace(" ", "_").replace(":", "")
+        out.mkdir(parents=True)
+        cases.append(Case(f"annotation {name}: convert", "22", "convert_annotated",
+                          (mesh.parent / "grid.glb", out), "typed"))
+    for name, (fmt, mesh, table, _) in warned_annotations(d / "warn").items():
+        cases.append(Case(f"annotation {name} (counted warning)", "22", "read_annotation", (fmt, mesh, table),
+                          "accepted"))
+    scene = semantic_scene(d / "scene")
+    cases.append(Case("semantic scene", "control", "read_scene", (scene,), "accepted"))
+    with Container(scene) as c:
+        hdr = dict(c.header)
+        tri = c.read("tri_object").copy()
+        ids = c.read("object_ids").copy()
+    sem = hdr["semantics"]
+    tri[::7] = 2**31 - 1
+    damaged = {
+        "tri_object id not in the table": rewrite(scene, d / "s_tri.bps", {"tri_object": tri}),
+        "object ids not increasing": rewrite(scene, d / "s_ids.bps", {"object_ids": ids[::-1].copy()}),
+        "header: 2^40 objects": rewrite(scene, d / "s_many.bps", header={"semantics": {**sem, "objects": 2**40}}),
+        "header: 2^20 points per object": rewrite(scene, d / "s_pts.bps",
+                                                  header={"semantics": {**sem, "points_per_object": 1 << 20}}),
+        "tri_object i4 4 GiB bomb": with_bomb_section(scene, d / "s_bomb.bps", "tri_object", 4 << 30, dtype="i4"),
+        "object_points f4 [N,3] 2 GiB frame, table 1200 B": with_bomb_section(
+            scene, d / "s_bomb2.bps", "object_points", 2 << 30, 1200, dtype="f4", tail=(3,)),
+    }
+    for name, p in damaged.items():
+        cases.append(Case(f"semantic section: {name}", "22", "read_scene", (p,), "typed"))
+        cases.append(Case(f"semantic section: {name}: verify --deep", "22", "verify_deep",
+                          (_one_scene_dataset(d / f"m_{p.stem}", p),), "typed"))
 
 
 def main(argv) -> int:

@@ -106,11 +106,32 @@ class Backend:
     def convert(self, src: Path, dst: Path, scene_id: str, dataset_name: str) -> dict:
         from .. import packed_scene
 
-        res = packed_scene.convert_file(src, dst, self._convert_options(dataset_name), overwrite=True)
+        from ..readers.semantic_files import read_annotation
+        from .scene_dataset_config import semantic_for
+
+        ann, sem_error = None, None
+        try:  # a broken pair: the scene converts without it, the error is reported
+            sem = semantic_for(src, dataset_name)
+            if sem is not None:
+                ann = read_annotation(sem)
+                ann.format = sem.format
+        except BpsError as e:
+            sem_error = f"{type(e).__name__}: {e}"
+        res = packed_scene.convert_file(src, dst, self._convert_options(dataset_name), overwrite=True,
+                                        semantic=ann)
         st = dict(getattr(res, "stats", None) or {})
-        return {"triangles": int(st.get("triangles_out", st.get("triangles", 0)) or 0),
-                "texture_bytes": int(st.get("texture_bytes", 0) or 0),
-                "bytes_in": int(st.get("bytes_in", 0) or 0)}
+        out = {"triangles": int(st.get("triangles_out", st.get("triangles", 0)) or 0),
+               "texture_bytes": int(st.get("texture_bytes", 0) or 0),
+               "bytes_in": int(st.get("bytes_in", 0) or 0)}
+        if sem_error is not None:
+            out["semantic_error"] = sem_error
+        if "semantic_objects" in st:  # the scan had an annotation pair beside it
+            out["objects"] = int(st["semantic_objects"])
+            out["semantic"] = {"format": st.get("semantic_format", ""),
+                               "categories": st.get("semantic_categories", {}),
+                               "warnings": {k[len("semantic_annotation_"):]: v for k, v in st.items()
+                                            if k.startswith("semantic_annotation_")}}
+        return out
 
     def navmesh(self, mode: str, packed: Path, detour_src: Path | None, dst: Path) -> dict:
         """Import ``detour_src`` (habitat .navmesh) or build from the packed scene; save ``dst``.

@@ -47,7 +47,7 @@ from pathlib import Path
 
 from .. import __version__
 from ..container import atomic_write, make_dirs
-from ..errors import ConfigError, DatasetError, InterruptedRun, NavError, OutputExistsError, OutputWriteError
+from ..errors import AnnotationError, BpsError, ConfigError, DatasetError, InterruptedRun, NavError, OutputExistsError, OutputWriteError
 from ..transforms.frame import UP_AXES
 from . import manifest as mf
 from .backend import NAVMESH_MODES, Backend, container_info
@@ -67,7 +67,8 @@ class PreprocessOptions:
     redo up-to-date scenes too. ``overwrite``: accept a non-empty OUT_ROOT without an earlier
     run, or replacing the manifest of another run (another dataset or split, or ok scenes this
     run would drop: another source root or subsets). ``up``: the sources' up axis (``y`` / ``z``) instead of the dataset's.
-    ``strict``: an imported ``.navmesh`` that does not fit its scene fails the scene (else a
+    ``strict``: an unreadable annotation pair beside a scan (else the scene has no semantic
+    section and a warning), or an imported ``.navmesh`` that does not fit its scene fails the scene (else a
     warning)."""
 
     navmesh: str = "auto"
@@ -199,6 +200,14 @@ def _sources(task: SceneTask, old: dict | None) -> dict[str, dict]:
     files = {"scene": (task.src.scene, task.src.rel_scene)}
     if task.src.navmesh is not None and task.options.navmesh != "build":
         files["navmesh"] = (task.src.navmesh, task.src.rel_navmesh)
+    from .scene_dataset_config import semantic_for  # the scan's annotation pair, if any
+    try:
+        sem = semantic_for(task.src.scene, task.dataset)
+    except BpsError:  # half a pair: the conversion reports it (stats.semantic_error)
+        sem = None
+    for role, p in (sem.files() if sem is not None else {}).items():
+        rel = Path(os.path.normpath(Path(task.src.rel_scene).parent / os.path.relpath(p, task.src.scene.parent)))
+        files[role] = (Path(p), rel.as_posix())
     out = {}
     for role, (p, rel) in files.items():
         st = _stat(p)
@@ -318,6 +327,10 @@ def _check_scene(task: SceneTask, out_root: Path, rels: dict, stats: dict) -> No
     navmesh does not fit its scene (``stats["warnings"]``)."""
     from . import scene_checks
 
+    if stats.get("semantic_error"):  # its annotation pair is broken: PointNav-only, said so
+        if task.options.strict:
+            raise AnnotationError(task.src.scene, stats["semantic_error"] + " (--strict)")
+        stats.setdefault("warnings", []).append("no semantic section: " + stats["semantic_error"])
     name, packed = task.src.name, out_root / rels["scene"]
     err = scene_checks.no_navigable_area(name, stats.get("navigable_area"), packed, task.src.scene)
     if err is not None:

@@ -83,9 +83,13 @@ def scene_name(path: str | os.PathLike) -> str:
     return os.path.basename(os.fspath(path)).split(".")[0]
 
 
-def read_stages(config: str | os.PathLike) -> tuple[dict[str, tuple[str, str | None]], str]:
+def read_stages(config: str | os.PathLike, semantic: dict | None = None
+                ) -> tuple[dict[str, tuple[str, str | None]], str]:
     """``({name: (stage, navmesh or None)}, up_axis)`` of a scene dataset config; paths are
-    POSIX paths relative to the config's folder. No stage at all is an error."""
+    POSIX paths relative to the config's folder. No stage at all is an error. ``semantic``: a
+    dict that receives ``{name: (semantic_asset, semantic_descriptor_filename)}`` of the stage
+    configs naming both (habitat-sim's StageAttributes keys; ``house_filename`` is the older
+    name of the second), paths relative to the config's folder."""
     cfg = Path(config).expanduser().resolve()
     base = cfg.parent
     d = _read_json(cfg)
@@ -108,6 +112,11 @@ def read_stages(config: str | os.PathLike) -> tuple[dict[str, tuple[str, str | N
                     if _up_axis(sd, sc, up) != up:
                         raise DatasetError(sc, "a stage with another up axis than the dataset's")
                     renders.append(sc.parent / asset)
+                    desc = sd.get("semantic_descriptor_filename", sd.get("house_filename"))
+                    if semantic is not None and isinstance(sd.get("semantic_asset"), str) and isinstance(desc, str):
+                        semantic[scene_name(asset)] = (
+                            _inside(base, sc.parent / sd["semantic_asset"], sc, "semantic_asset"),
+                            _inside(base, sc.parent / desc, sc, "semantic_descriptor_filename"))
             else:
                 renders += _expand(base, pat, ext, cfg)
     instances = d.get("navmesh_instances", {})
@@ -130,6 +139,23 @@ def read_stages(config: str | os.PathLike) -> tuple[dict[str, tuple[str, str | N
     if not out:
         raise DatasetError(cfg, "names no stage files (stages.paths matched nothing)")
     return dict(sorted(out.items())), up
+
+
+def semantic_for(scene: str | os.PathLike, dataset_name: str):
+    """The annotation pair of ``scene`` (a ``SemanticSource``) or None: the files a scene
+    dataset config's stage config names, else the pair habitat finds beside the scan."""
+    from ..readers.semantic_files import SemanticSource, find_semantic
+
+    if str(dataset_name).endswith(SCENE_DATASET_CONFIG_SUFFIX):
+        named: dict = {}
+        read_stages(dataset_name, named)
+        pair = named.get(scene_name(scene))
+        if pair is not None:
+            base = source_root(dataset_name)
+            mesh, table = (str(base / p) for p in pair)
+            fmt = "mp3d" if mesh.endswith(".ply") else "hm3d"
+            return SemanticSource(fmt, mesh, table)
+    return find_semantic(scene)
 
 
 def source_root(config: str | os.PathLike) -> Path:

@@ -69,6 +69,32 @@ def read_limited(path, limit: int, what: str = "JSON") -> bytearray:
     return out
 
 
+def read_text_capped(path, cap: int, error=InputError) -> str:
+    """A UTF-8 text file of at most ``cap`` bytes; a larger, missing, unreadable or non-UTF-8
+    file is ``error(path, ...)`` (one line naming the problem)."""
+    spath = os.fspath(path)
+    try:
+        if os.path.getsize(spath) > cap:
+            raise error(spath, f"larger than the {cap >> 20} MiB cap")
+        with open(spath, "rb") as f:
+            return f.read().decode("utf-8")
+    except FileNotFoundError:
+        raise error(spath, "file not found") from None
+    except UnicodeDecodeError as e:
+        raise error(spath, f"not UTF-8 text ({e.reason} at byte {e.start})") from None
+    except OSError as e:
+        raise error(spath, f"cannot read: {e.strerror or e}") from None
+
+
+def headed_lines(path, text: str | None, cap: int, header: str, error=InputError) -> list[str]:
+    """The lines of a text file (``text``, else read with ``read_text_capped``) whose first line
+    MUST be ``header`` (else ``error`` naming line 1)."""
+    lines = (read_text_capped(path, cap, error) if text is None else text).splitlines()
+    if not lines or lines[0].strip() != header:
+        raise error(os.fspath(path), f"line 1: header is not {header!r}")
+    return lines
+
+
 def guarded(kind: str):
     def deco(fn):
         @functools.wraps(fn)

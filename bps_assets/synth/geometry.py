@@ -57,6 +57,7 @@ class Quads:
 
     def __init__(self):
         self.o, self.u, self.v, self.mat, self.tint, self.base_z = [], [], [], [], [], []
+        self.owner, self.cur = [], None   # what each quad belongs to (the semantic annotation)
 
     def add(self, o, u, v, mat: str, tint=(1.0, 1.0, 1.0), base_z=float("nan")):
         self.o.append(o)
@@ -65,6 +66,7 @@ class Quads:
         self.mat.append(MAT[mat])
         self.tint.append(tint)
         self.base_z.append(base_z)
+        self.owner.append(self.cur)
 
     # horizontal: up=True faces +z (floors, tops), False faces -z (ceilings, undersides)
     def horiz(self, r: Rect, z, up, mat, tint=(1.0, 1.0, 1.0)):
@@ -134,6 +136,7 @@ def plan_quads(plan: Plan) -> tuple[Quads, float]:
         ri, c, fz, cz = room.interior, room.cell, room.floor_z, room.ceil_z
         fmat = _FLOOR_MAT[room.floor_kind]
         floors, ceils = [ri], [ri]
+        q.cur = ("floor", room.id)
         if st is not None and room.hall:
             if room.storey == 0:
                 ceils = ri.minus(st.rect)
@@ -142,8 +145,10 @@ def plan_quads(plan: Plan) -> tuple[Quads, float]:
         for r in floors:
             q.horiz(r, fz, True, fmat)
             floor_area += r.area
+        q.cur = ("ceiling", room.id)
         for r in ceils:
             q.horiz(r, cz, False, "ceiling")
+        q.cur = ("wall", room.id)
         mydoors = plan.doors_of(room.id)
         sides = (
             ("y", c.y0, +1, ri.x0, ri.x1, ri.y0), ("y", c.y1, -1, ri.x0, ri.x1, ri.y1),
@@ -163,7 +168,9 @@ def plan_quads(plan: Plan) -> tuple[Quads, float]:
         fz = ra.floor_z
         top = fz + d.height
         thr = d.threshold()
+        q.cur = ("floor", ra.id)
         q.horiz(thr, fz, True, _FLOOR_MAT[ra.floor_kind])
+        q.cur = ("wall", ra.id)
         floor_area += thr.area
         q.horiz(thr, top, False, "wall", ra.wall_tint)
         if d.axis == "x":
@@ -177,6 +184,7 @@ def plan_quads(plan: Plan) -> tuple[Quads, float]:
         r = st.rect
         h1 = plan.storeys[0][1]
         f2 = st.z1
+        q.cur = ("stairs", -1)
         for k in range(1, st.n_steps):
             ya, yb = r.y0 + (k - 1) * st.tread, r.y0 + k * st.tread
             q.horiz(Rect(r.x0, ya, r.x1, yb), k * st.rise, True, "stairs")
@@ -186,11 +194,13 @@ def plan_quads(plan: Plan) -> tuple[Quads, float]:
         q.wall_y(r.y1, r.x0, r.x1, top, f2, -1, "stairs")            # last riser, onto the upper floor
         q.wall_y(r.y1, r.x0, r.x1, 0.0, min(top, h1), +1, "stairs", base_z=0.0)  # back of the flight
         # stairwell edges through the slab
+        q.cur = ("wall", next((rm.id for rm in rooms if rm.hall and rm.storey == 1), -1))
         q.wall_x(r.x0, r.y0, r.y1, h1, f2, +1, "wall")
         q.wall_x(r.x1, r.y0, r.y1, h1, f2, -1, "wall")
         q.wall_y(r.y0, r.x0, r.x1, h1, f2, +1, "wall")
 
-    for f in plan.furniture:
+    for fi, f in enumerate(plan.furniture):
+        q.cur = ("furniture", fi)
         base = rooms[f.room].floor_z
         for p in f.parts:
             # raised parts (table tops, shelf boards) show their underside unless they rest on a part
@@ -258,6 +268,7 @@ class MeshArrays:
     colors: np.ndarray       # float32 [V, 4]
     vertex_ranges: list      # per material: (v0, v1)
     triangle_ranges: list    # per material: (t0, t1)
+    tri_quad: np.ndarray | None = None  # int64 [T]: the quad (index into Quads) of each triangle
 
 
 def mesh_quads(quads: Quads, cell: float, rng: np.random.Generator, noise_seed: int) -> MeshArrays:
@@ -322,4 +333,5 @@ def mesh_quads(quads: Quads, cell: float, rng: np.random.Generator, noise_seed: 
             continue
         vr.append((int(voff[qs[0]]), int(voff[qs[-1] + 1])))
         tr.append((int(2 * coff[qs[0]]), int(2 * coff[qs[-1] + 1])))
-    return MeshArrays(pos.astype(np.float32), tri.astype(np.uint32), uv.astype(np.float32), col, vr, tr)
+    return MeshArrays(pos.astype(np.float32), tri.astype(np.uint32), uv.astype(np.float32), col, vr, tr,
+                      tri_quad=np.repeat(order, 2 * ncell))

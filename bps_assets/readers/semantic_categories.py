@@ -1,0 +1,55 @@
+"""Category sets of semantic annotations, read from ``data_manifests/semantics/categories.json``.
+
+``mpcat40()`` is the category list every packed scene's object table indexes (Matterport3D's
+mpcat40, 0 void ... 40 misc, 41 unlabeled); ``map_raw(name)`` maps an annotation's raw label to
+an mpcat40 index (exact, lower-cased, then its last word; -1 when nothing matches);
+``objectnav_hm3d()`` is the six HM3D ObjectNav goal categories with habitat-lab's task ids.
+The file names its sources; no category name is written in code.
+"""
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+
+from ..errors import DatasetError
+from ..manifests_location import manifests_dir
+
+CATEGORIES_FILE = "semantics/categories.json"
+
+
+@lru_cache(maxsize=1)
+def _load() -> dict:
+    p = manifests_dir() / CATEGORIES_FILE
+    try:
+        d = json.loads(p.read_text("utf-8"))
+        assert isinstance(d["mpcat40"], list) and isinstance(d["raw_to_mpcat40"], dict)
+        assert isinstance(d["objectnav_hm3d"], dict)
+    except FileNotFoundError:
+        raise DatasetError(p, "category file not found") from None
+    except (OSError, ValueError, KeyError, TypeError, AssertionError) as e:
+        raise DatasetError(p, f"not a category file ({type(e).__name__}: {e})") from None
+    return d
+
+
+def mpcat40() -> list[str]:
+    """The mpcat40 names, index = mpcat40 number."""
+    return list(_load()["mpcat40"])
+
+
+def objectnav_hm3d() -> dict[str, int]:
+    """HM3D ObjectNav goal categories -> habitat-lab task category id."""
+    return dict(_load()["objectnav_hm3d"])
+
+
+@lru_cache(maxsize=4096)
+def map_raw(name: str) -> int:
+    """mpcat40 index of a raw annotation label, or -1 when the table has no match."""
+    d = _load()
+    table, names = d["raw_to_mpcat40"], d["mpcat40"]
+    key = name.strip()
+    for k in (key, key.lower(), key.lower().split()[-1] if key.split() else ""):
+        if k in table:
+            return names.index(table[k])
+        if k in names:
+            return names.index(k)
+    return -1

@@ -30,6 +30,7 @@ KINDS = {
     "agent": ((250, 210, 0), "agent", "triangle"),
 }
 _NICE = (0.01, 0.02, 0.05)
+FLOOR_BAND = 1.0   # m: spans higher than this above their floor (wall and cupboard tops) are not drawn
 
 
 @dataclass(frozen=True)
@@ -110,7 +111,7 @@ class TopDownMap:
     # ------------------------------------------------------------------ picture
     def base(self) -> np.ndarray:
         """RGB uint8 [height, width, 3]: navigable area per floor (the top-most span of a cell on
-        that floor), blocked cells dark, floor labels drawn by ``Canvas.image``."""
+        that floor, up to ``FLOOR_BAND`` above it), the rest dark; labels come in ``Canvas.image``."""
         if self._base is not None:
             return self._base
         nav = self.nav
@@ -124,7 +125,7 @@ class TopDownMap:
         okc, okr = (cc >= 0) & (cc < W), (rr >= 0) & (rr < D)
         for slot, f in enumerate(self.shown):
             cell = np.full((D, W), -1, np.int64)
-            m = np.nonzero(lvl == f)[0]
+            m = np.nonzero((lvl == f) & (nav.span_pos[:, 1] <= self.levels[f] + FLOOR_BAND))[0]
             m = m[np.argsort(nav.span_pos[m, 1], kind="stable")]   # the top-most span wins
             r, c = nav.span_lrc[m, 1], nav.span_lrc[m, 2]
             cell[r, c] = nav.span_island[m]

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .paths import shortest_path
 from .preview import _PALETTE, floor_levels
 
 HEADER, MARGIN, GAP = 14, 4, 6
@@ -223,8 +224,6 @@ class Canvas:
         """One episode: shortest path (points, or True to compute it on the navmesh), the agent's
         path, view points, then start and goal on top."""
         if shortest is True and start is not None and goal is not None:
-            from .paths import shortest_path
-
             shortest = shortest_path(self.map.nav, start, goal)
         if shortest is not None and shortest is not False:
             self.path(shortest, "shortest_path")
@@ -301,3 +300,70 @@ def scale_bar_metres(mpp: float, max_px: int) -> float:
             if m / mpp <= max_px:
                 best = m
     return round(best if best is not None else mpp, 12)
+
+
+# ---------------------------------------------------------------------------------- files
+MAX_PATH_POINTS = 1_000_000   # cap on an agent-path file's points, checked before converting
+
+
+def read_agent_path(path) -> np.ndarray:
+    """Positions [K, 3] from an agent-path file: JSON (a list of [x, y, z], or an object whose
+    ``positions`` is one: what ``bps_train.video`` writes beside each video) or text lines of
+    ``x y z`` / ``x,y,z``. ``InputError`` naming the file when it is none of these."""
+    import json
+    import os
+
+    from ..errors import InputError
+
+    path = os.fspath(path)
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(64 * MAX_PATH_POINTS + 1)
+    except OSError as e:
+        raise InputError(path, f"cannot read the agent path: {e.strerror or e}") from None
+    if len(raw) > 64 * MAX_PATH_POINTS:
+        raise InputError(path, f"agent path file over {64 * MAX_PATH_POINTS} bytes")
+    text = raw.decode("utf-8", errors="replace").strip()
+    try:
+        if text[:1] in "[{":
+            doc = json.loads(text)
+            rows = doc.get("positions") if isinstance(doc, dict) else doc
+        else:
+            rows = [[float(x) for x in line.replace(",", " ").split()] for line in text.splitlines()
+                    if line.strip() and not line.lstrip().startswith("#")]
+        pts = np.asarray(rows, dtype=np.float64)
+    except (ValueError, TypeError, AttributeError) as e:
+        raise InputError(path, f"not an agent path (JSON list of [x, y, z] or 'x y z' lines): {e}") from None
+    if pts.ndim != 2 or pts.shape[1] != 3 or len(pts) == 0 or not np.isfinite(pts).all():
+        raise InputError(path, f"not an agent path: expected [K, 3] finite positions, got shape {list(pts.shape)}")
+    return pts
+
+
+def write_map(nav, path, *, episodes=(), agent_paths=(), options: MapOptions = DEFAULTS,
+              overwrite: bool = False) -> dict:
+    """PNG of ``nav`` with ``episodes`` (dicts with ``start_position``, ``goals[0].position``,
+    optional ``view_points``: start, goal and geodesic shortest path each) and ``agent_paths``
+    ([K, 3] arrays); atomic, refuses to replace ``path`` unless ``overwrite``. Returns sizes and
+    counts."""
+    import io
+
+    from ..container import atomic_write
+
+    tdm = TopDownMap(nav, options)
+    c = tdm.canvas()
+    unreachable = 0
+    for e in episodes:
+        start, goal = np.asarray(e["start_position"], float), np.asarray(e["goals"][0]["position"], float)
+        sp = shortest_path(nav, start, goal)
+        unreachable += len(sp) == 0
+        c.episode(start, goal, shortest=sp, view_points=e.get("view_points"))
+    for p in agent_paths:
+        c.path(p, "agent_path")
+        c.point(p[0], "start")
+    im = c.image()
+    buf = io.BytesIO()
+    im.save(buf, format="PNG")
+    atomic_write(path, lambda fh: fh.write(buf.getvalue()), overwrite=overwrite)
+    return {"width": im.width, "height": im.height, "floors": len(tdm.shown), "islands": nav.num_islands,
+            "metres_per_pixel": tdm.mpp, "episodes": len(episodes), "unreachable": unreachable,
+            "agent_paths": len(agent_paths)}

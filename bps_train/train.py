@@ -54,6 +54,8 @@ class Args:
     eval_split: str = arg("val", "scene subset used by --eval (its dataset episodes)")
     eval_episodes: int = arg(0, "distinct episodes to evaluate with --eval (0: all of the split's)")
     eval_greedy: bool = arg(False, "--eval takes the most likely action (default: sample, as habitat-baselines)")
+    video: int = arg(0, "with --eval: write this many episodes as videos to OUT_DIR/videos (sensors, map, metrics)")
+    video_format: str = arg("auto", "--video files: auto (mp4 when PyAV is installed, else gif), mp4, gif or png (frames)")
     out_dir: str = arg("runs/ppo", "where checkpoints and logs go")
     resume: bool = arg(True, "continue from OUT_DIR/checkpoint.pt when it exists (same dataset, model and NUM_ENVS; --no-resume: start fresh)")
     seed: int = arg(1, "seed of the environments, the policy and the sampler")
@@ -105,6 +107,8 @@ def check_args(args):
         raise ConfigError(None, f"--lr-schedule {args.lr_schedule!r}: expected cosine or constant")
     if args.num_envs < 1 or args.rollout_steps < 1 or args.epochs < 1 or args.total_steps < 1:
         raise ConfigError(None, "--num-envs, --rollout-steps, --epochs and --total-steps must be >= 1")
+    if args.video < 0 or (args.video and not args.eval):
+        raise ConfigError(None, f"--video {args.video}: a number of episodes >= 0, written by --eval CKPT")
     if not 1 <= args.minibatches <= args.num_envs:
         raise ConfigError(None, f"--minibatches {args.minibatches}: must be in 1..NUM_ENVS ({args.num_envs}); "
                                 "minibatches split the environments (whole recurrent sequences)")
@@ -127,7 +131,7 @@ def seed_everything(seed: int):
     torch.manual_seed(seed)
 
 
-def make_envs(args, split, num_envs, seed, episodes, double_buffer, scene_shard=None):
+def make_envs(args, split, num_envs, seed, episodes, double_buffer, scene_shard=None, sensors=None):
     import bps_runtime
 
     kw = {} if scene_shard is None or scene_shard[1] == 1 else {"scene_shard": scene_shard}
@@ -138,7 +142,7 @@ def make_envs(args, split, num_envs, seed, episodes, double_buffer, scene_shard=
     return bps_runtime.make(
         args.dataset, split=split, num_envs=num_envs,
         batch_size=num_envs // 2 if double_buffer and num_envs >= 2 and num_envs % 2 == 0 else num_envs,
-        device=args.device, sensors=(args.sensor,), resolution=(args.resolution, args.resolution),
+        device=args.device, sensors=sensors or (args.sensor,), resolution=(args.resolution, args.resolution),
         seed=seed, renderer=args.renderer, episodes=episodes, capture_graph=args.capture_graph, **kw)
 
 
@@ -415,17 +419,25 @@ def evaluate(args) -> dict:
     _, total = scene_and_episode_counts(args.dataset, args.eval_split)
     want = min(args.eval_episodes or total, total)
     n = max(1, min(want, 64))  # one env per episode when the split is small: each runs once
-    env = make_envs(args, args.eval_split, n, args.seed + 10_000, "dataset", double_buffer=False)
+    recorder = None
+    if args.video:   # the videos show RGB and depth whatever the policy sees
+        from bps_train.video import eval_recorder
+
+        recorder = eval_recorder(args)
+    env = make_envs(args, args.eval_split, n, args.seed + 10_000, "dataset", double_buffer=False,
+                    sensors=tuple(dict.fromkeys((args.sensor, "rgb", "depth"))) if recorder else None)
     t0 = time.perf_counter()
     results: dict = {}
     frames, max_frames = 0, 600 * total * 2 + 10_000  # a stuck policy still ends: 500-step limit
     try:
         obs = env.reset()
+        if recorder is not None:
+            recorder.reset(obs, env.last_info)
         state = policy.initial_state(n, device) if policy else None
         prev = torch.full((n,), -1, dtype=torch.long, device=device)
         not_done = torch.zeros(n, dtype=torch.bool, device=device)
         with torch.no_grad():
-            while len(results) < want and frames < max_frames:
+            while (len(results) < want or (recorder is not None and not recorder.finished)) and frames < max_frames:
                 if policy is None:
                     action = torch.randint(0, 4, (n,))
                 else:
@@ -434,6 +446,8 @@ def evaluate(args) -> dict:
                         logits=logits).sample()
                 obs, reward, done, info = env.step(action.to(env.device))
                 frames += n
+                if recorder is not None:
+                    recorder.step(obs, done, info)
                 done = done.to(device)
                 prev = torch.where(done, torch.full_like(action, -1), action.to(device))
                 not_done = ~done
@@ -450,6 +464,8 @@ def evaluate(args) -> dict:
            "spl": float(np.mean([v[1] for v in vals])) if vals else float("nan"),
            "mean_length": float(np.mean([v[2] for v in vals])) if vals else float("nan"),
            "frames": frames, "seconds": round(time.perf_counter() - t0, 1)}
+    if recorder is not None:
+        res["videos"] = [str(p) for p in recorder.written]
     print(json.dumps(res), flush=True)
     return res
 

@@ -273,14 +273,14 @@ def start_rollouts(env, policy, device) -> Carry:
                  torch.zeros(n, dtype=torch.bool, device=device), pending, sorted(scenes))
 
 
-EPISODE_SUMS = ("episodes", "return", "success", "spl")   # what collect_rollout's first result sums
+EPISODE_SUMS = ("episodes", "return", "success", "spl", "length")   # what collect_rollout's first result sums
 
 
 def collect_rollout(env, policy, ro: Rollout, carry: Carry, sensor: str,
                     amp=contextlib.nullcontext) -> tuple[torch.Tensor, float]:
     """Fill ``ro`` with T steps of every environment, group by group: while the simulator thread
     steps one group, the policy acts on the other. Returns the finished episodes' sums
-    (``EPISODE_SUMS``: count, return, success, SPL; a float64 tensor on the rollout's device,
+    (``EPISODE_SUMS``: count, return, success, SPL, length; a float64 tensor on the rollout's device,
     read by the caller when it logs) and the seconds spent waiting in ``recv``. ``amp()`` is
     entered around the policy's forward passes only (never around the environment's work).
 
@@ -334,7 +334,7 @@ def collect_rollout(env, policy, ro: Rollout, carry: Carry, sensor: str,
         done = done.to(ro.rewards.device)
         ro.rewards[t - 1, sl] = reward
         ep = info["episode"]
-        got = torch.stack([ep["return"], ep["success"], ep["spl"]]).to(ro.rewards.device, torch.float64)
+        got = torch.stack([ep["return"], ep["success"], ep["spl"], ep["length"]]).to(ro.rewards.device, torch.float64)
         sums[0] += done.sum()
         sums[1:] += torch.where(done, got, 0.0).sum(1)
         prev_action[sl] = torch.where(done, -1, ro.actions[t - 1, sl])
@@ -514,7 +514,7 @@ def tensorboard_writer_class():
 
 LOG_FIELDS = ["update", "global_step", "fps", "sim_fps", "fps_ratio", "reward", "success", "spl", "episodes",
               "loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_frac", "lr", "collect_s",
-              "learn_s", "recv_wait", "seconds"]
+              "learn_s", "recv_wait", "seconds", "length"]   # new fields go last: old logs keep their columns
 
 
 class Log:
@@ -659,7 +659,8 @@ def train(args) -> dict:
                                                    "clip_frac")},
                        "lr": opt.param_groups[0]["lr"], "collect_s": round(collect_s, 2),
                        "learn_s": round(learn_s, 2), "recv_wait": round(recv_wait, 2),
-                       "seconds": round(seconds_before + elapsed, 1)}
+                       "seconds": round(seconds_before + elapsed, 1),
+                       "length": s[4].item() / k if k else float("nan")}
                 if log is not None:
                     log.row(row, num_updates, time.perf_counter() - t_update)
                 episodes.zero_()

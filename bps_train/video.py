@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bps_assets.nav.topdown import HEADER
 from bps_train.video_io import DEFAULTS as VIDEO_DEFAULTS, VideoOptions, write_video
 
 SENSORS = ("rgb", "depth", "semantic")   # drawn in this order when the env has them
@@ -216,8 +217,14 @@ class EpisodeRecorder:
             d.text((layout.sensor_box(s)[0] + 2, 1), s, fill=(0, 0, 0), font=font)
         base = np.asarray(base).copy()
         canvas = self._map_canvas(ep, layout)
-        title = None if canvas is None else \
-            f"{meta['scene_id']}, floor {canvas.map.shown[0]}: y={canvas.map.levels[canvas.map.shown[0]]:.2f} m"
+        if canvas is not None:
+            tdm = canvas.map
+            title = f"{meta['scene_id']}, floor {tdm.shown[0]}: y={tdm.levels[tdm.shown[0]]:.2f} m"
+            # labels, scale bar and legend drawn once; each frame replaces the map area only
+            decorated = np.asarray(canvas.image(kinds=MAP_KINDS, title=title))
+            mh, mw = min(decorated.shape[0], layout.panel_h + LABEL_H), min(decorated.shape[1], layout.map_w)
+            base[:mh, layout.map_x:layout.map_x + mw] = decorated[:mh, :mw]
+            area = slice(HEADER, min(tdm.height, mh)), slice(0, mw)
         L = len(ep.obs)
         for t in range(L):
             f = base.copy()
@@ -229,9 +236,7 @@ class EpisodeRecorder:
                 if t:
                     canvas.path(np.array(ep.pos[t - 1:t + 1]), "agent_path")
                 c = canvas.copy().point(ep.pos[t], "agent", yaw=2 * math.atan2(ep.rot[t][1], ep.rot[t][3]))
-                m = np.asarray(c.image(kinds=MAP_KINDS, title=title))
-                h, w = min(m.shape[0], layout.panel_h + LABEL_H), min(m.shape[1], layout.map_w)
-                f[:h, layout.map_x:layout.map_x + w] = m[:h, :w]
+                f[area[0], layout.map_x:layout.map_x + mw] = np.asarray(c.im)[area]
             strip = Image.fromarray(f[layout.height - TEXT_H:])
             d = ImageDraw.Draw(strip)
             last = t == L - 1

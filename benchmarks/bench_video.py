@@ -1,6 +1,6 @@
 """What `bps-train --eval CKPT --video N` costs: the same eval with and without videos.
 
-    python benchmarks/bench_video.py [--dataset MANIFEST] [--episodes 4] [--rounds 3]
+    python benchmarks/bench_video.py [--dataset MANIFEST] [--episodes 4] [--rounds 3] [--stop]
                                      [--baseline-rev REV]
 
 Runs ``bps_train.train.run(["--eval", CKPT, "--eval-episodes", E, ...])`` at 64x64 with
@@ -9,8 +9,10 @@ times each, and prints the median seconds and their ratio (the issue's bar: unde
 ``--baseline-rev`` it also runs the eval of that revision's bps_train/train.py (read with
 ``git show``, run against this tree's other modules), so the no-video eval can be compared with
 the code before ``--video`` existed (its "no cost when unused" figure). Without ``--dataset``
-it builds the 3-scene synthetic dataset of tests/test_train_smoke.py; the checkpoint is one
-PPO update of the default model, so the policy's cost per step is the real one.
+it builds the 3-scene synthetic dataset of tests/test_train_smoke.py. The checkpoint is one PPO
+update of the default model (the policy's cost per step is the real one) with its STOP logit
+set to -30 (unless ``--stop``), so episodes run to the 500-step limit like a trained agent's
+long ones instead of ending after one or two random STOPs.
 """
 from __future__ import annotations
 
@@ -53,6 +55,7 @@ def baseline_module(rev: str):
     path.write_text(src)
     spec = importlib.util.spec_from_file_location("train_baseline", path)
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod   # dataclasses look their module up there
     spec.loader.exec_module(mod)
     return mod
 
@@ -71,6 +74,8 @@ def main():
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--baseline-rev", default=None)
+    p.add_argument("--stop", action="store_true", help="keep the policy's STOP action (an untrained policy then "
+                                                       "stops within a few steps: the eval is mostly set-up)")
     a = p.parse_args()
     from bps_train import train
 
@@ -80,8 +85,16 @@ def main():
     with contextlib.redirect_stdout(io.StringIO()):
         train.run([*common, "--out-dir", str(work / "ckpt"), "--num-envs", "4", "--rollout-steps", "8",
                    "--total-steps", "32", "--sim-only-steps", "0"])
-    ckpt = str(work / "ckpt" / "checkpoint.pt")
-    ev = [*common, "--eval", ckpt, "--eval-episodes", str(a.episodes), "--out-dir", str(work / "eval")]
+    ckpt = work / "ckpt" / "checkpoint.pt"
+    if not a.stop:   # a trained agent's episodes are long: never STOP, so each runs to the step limit
+        from bps_train import checkpoint
+
+        state = checkpoint.load(ckpt)
+        state["policy"]["actor.bias"][0] = -30.0
+        checkpoint.save(ckpt, state)
+    ckpt = str(ckpt)
+    ev = [*common, "--eval", ckpt, "--eval-episodes", str(a.episodes), "--out-dir", str(work / "eval"),
+]
     variants = {"no video": (train.run, [*ev, "--video", "0"]),
                 f"--video {a.episodes}": (train.run, [*ev, "--video", str(a.episodes), "--video-format", "auto"])}
     if a.baseline_rev:
@@ -97,7 +110,8 @@ def main():
     med = {k: statistics.median(v) for k, v in times.items()}
     base = med["no video"]
     lens = info["no video"]["mean_length"]
-    print(f"eval of {a.episodes} episodes at 64x64, {a.threads} threads, mean length {lens:.1f} steps; "
+    print(f"eval of {a.episodes} episodes at 64x64{'' if a.stop else ' (no STOP)'}, {a.threads} threads, "
+          f"mean length {lens:.1f} steps; "
           f"median of {a.rounds} rounds:")
     for k, v in med.items():
         print(f"  {k:>28}: {v:6.2f} s  x{v / base:.2f}  (all: {', '.join(f'{t:.2f}' for t in times[k])})")

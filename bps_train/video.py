@@ -206,11 +206,12 @@ class EpisodeRecorder:
         self.written.append(path)
 
     def frames(self, ep: _Episode, meta: dict):
-        """The episode's frames (uint8 [H, W, 3]), one per step, drawn lazily."""
+        """The episode's frames (uint8 [H, W, 3]), one per step, drawn lazily into one buffer
+        (each yielded array is rewritten by the next frame: copy it to keep it)."""
         from PIL import Image, ImageDraw, ImageFont
 
         layout = FrameLayout(list(ep.obs[0]), ep.obs[0][next(iter(ep.obs[0]))].shape[:2], self.frame_options)
-        font = ImageFont.load_default()
+        font = ImageFont.load_default_imagefont()   # the bitmap font: 25x faster than FreeType here
         base = Image.new("RGB", (layout.width, layout.height), (250, 250, 250))
         d = ImageDraw.Draw(base)
         for s in layout.sensors:
@@ -225,19 +226,21 @@ class EpisodeRecorder:
             mh, mw = min(decorated.shape[0], layout.panel_h + LABEL_H), min(decorated.shape[1], layout.map_w)
             base[:mh, layout.map_x:layout.map_x + mw] = decorated[:mh, :mw]
             area = slice(HEADER, min(tdm.height, mh)), slice(0, mw)
-        L = len(ep.obs)
+        L, k = len(ep.obs), layout.scale
+        f = base   # every frame rewrites the same parts (sensors, map area, strip) of one buffer
         for t in range(L):
-            f = base.copy()
             for s in layout.sensors:
                 x0, y0, x1, y1 = layout.sensor_box(s)
                 rgb = sensor_rgb(s, ep.obs[t][s], self.normalized_depth, self.frame_options.max_depth_m)
-                f[y0:y1, x0:x1] = np.repeat(np.repeat(rgb, layout.scale, 0), layout.scale, 1)
+                f[y0:y1, x0:x1].reshape(rgb.shape[0], k, rgb.shape[1], k, 3)[:] = rgb[:, None, :, None, :]
+            if t == 0:
+                strip_bg = f[layout.height - TEXT_H:].copy()
             if canvas is not None:
                 if t:
                     canvas.path(np.array(ep.pos[t - 1:t + 1]), "agent_path")
                 c = canvas.copy().point(ep.pos[t], "agent", yaw=2 * math.atan2(ep.rot[t][1], ep.rot[t][3]))
                 f[area[0], layout.map_x:layout.map_x + mw] = np.asarray(c.im)[area]
-            strip = Image.fromarray(f[layout.height - TEXT_H:])
+            strip = Image.fromarray(strip_bg.copy())
             d = ImageDraw.Draw(strip)
             last = t == L - 1
             d.text((4, 2), f"episode {meta['episode_id']}  step {t + 1}/{L}  distance to goal "

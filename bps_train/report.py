@@ -138,22 +138,30 @@ def _ticks(lo: float, hi: float, n: int = 5) -> list[float]:
     return [k * step for k in range(math.floor(lo / step), math.ceil(hi / step) + 1)]
 
 
-def _fmt(v: float) -> str:
+def _fmt(v: float, step: float | None = None) -> str:
+    """A tick label: M / K for large values, else as many decimals as the tick step needs."""
     a = abs(v)
-    return f"{v / 1e6:.2f}M" if a >= 1e6 else f"{v / 1e3:.0f}K" if a >= 1e4 else f"{v:.4g}"
+    if a >= 1e6:
+        return f"{v / 1e6:.2f}M"
+    if a >= 1e4:
+        return f"{v / 1e3:.0f}K"
+    d = 3 if step is None else max(0, -math.floor(math.log10(step) + 1e-9) + (1 if f"{step:.1e}"[2] == "5" else 0))
+    return f"{v:.{min(d, 8)}f}"
 
 
 def _panel(d, box, title, series, xmax):
     """One plot in ``box`` (x0, y0, x1, y1): axes, ticks, series, its legend at the top."""
     x0, y0, x1, y1 = box
-    left, top, bottom = x0 + 52, y0 + 18 + 12 * ((len(series) + 1) // 2), y1 - 28
-    right = x1 - 10
+    left, top, bottom = x0 + 60, y0 + 18 + 12 * ((len(series) + 1) // 2), y1 - 28
+    right = x1 - 24
     ys = [v for _, _, vs, _, _ in series for v in vs if math.isfinite(v)]
     lo, hi = (min(ys), max(ys)) if ys else (0.0, 1.0)
     if title.startswith("success"):
         lo, hi = 0.0, 1.0
-    if hi - lo < 1e-9:
-        lo, hi = lo - 0.5, hi + 0.5
+    pad = 0.01 * max(abs(lo), abs(hi)) - (hi - lo) / 2   # at least 2% of the values' size: no
+    if pad > 0 or hi - lo < 1e-9:                          # magnified float noise (entropy near ln 4)
+        pad = max(pad, 0.5 if hi - lo < 1e-9 and max(abs(lo), abs(hi)) < 1e-9 else 0.0)
+        lo, hi = lo - pad, hi + pad
     ticks = _ticks(lo, hi)
     lo, hi = min(lo, ticks[0]), max(hi, ticks[-1])
     X = lambda f: left + (right - left) * f / xmax  # noqa: E731
@@ -163,10 +171,10 @@ def _panel(d, box, title, series, xmax):
     for v in ticks:
         d.line([left - 4, Y(v), left, Y(v)], fill="black")
         d.line([left + 1, Y(v), right - 1, Y(v)], fill=(232, 232, 232))
-        d.text((x0 + 2, Y(v) - 6), _fmt(v), fill="black")
+        d.text((x0 + 2, Y(v) - 6), _fmt(v, ticks[1] - ticks[0] if len(ticks) > 1 else None), fill="black")
     for k in range(5):
         f = xmax * k / 4
-        d.text((X(f) - 14, bottom + 4), _fmt(f), fill="black")
+        d.text((X(f) - 14, bottom + 4), _fmt(f, xmax / 4), fill="black")
     for i, (label, xs, vs, col, kind) in enumerate(series):
         lx, ly = x0 + 8 + (i % 2) * ((x1 - x0) // 2), y0 + 16 + 12 * (i // 2)
         if kind == "line":

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bps_assets.nav.topdown import HEADER
+from bps_assets.nav.topdown import HEADER, MARGIN
 from bps_train.video_io import DEFAULTS as VIDEO_DEFAULTS, VideoOptions, write_video
 
 SENSORS = ("rgb", "depth", "semantic")   # drawn in this order when the env has them
@@ -264,14 +264,17 @@ class EpisodeRecorder:
         floor = int(probe.floor_of(start[None])[0])
         key = (id(nav), floor)
         tdm = self._maps.get(key)
-        if tdm is None:
-            size = layout.map_w
-            while True:   # the largest map whose picture (with scale bar and legend) fits the panel
-                tdm = TopDownMap(nav, MapOptions(max_size=size, floors=(floor,), line_width=1))
+        if tdm is None:   # the largest map (any m/px: the scale bar states it) that fits the panel
+            lo, hi = nav.bounds()
+            ext = hi - lo + 2 * MapOptions.margin_m
+            room_h, foot = layout.panel_h + LABEL_H, 0
+            for _ in range(4):
+                mpp = 1.001 * max(ext[0] / (layout.map_w - 2 * MARGIN), ext[2] / max(8, room_h - HEADER - MARGIN - foot))
+                tdm = TopDownMap(nav, MapOptions(metres_per_pixel=mpp, floors=(floor,), line_width=1))
                 im = tdm.canvas().image(kinds=MAP_KINDS)
-                if (im.height <= layout.panel_h + LABEL_H and im.width <= layout.map_w) or size <= 32:
+                if im.height <= room_h and im.width <= layout.map_w:
                     break
-                size = int(size * 0.9)
+                foot = im.height - tdm.height
             self._maps[key] = tdm
         c = tdm.canvas()
         c.episode(start, ep.goal, shortest=shortest_path(nav, start, ep.goal))

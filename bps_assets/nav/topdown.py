@@ -42,7 +42,7 @@ class MapOptions:
     max_size: int = 1600          # largest side of all panels together (px), when mpp is None
     margin_m: float = 0.25        # around the navigable bounds
     floors: tuple | None = None   # floor indices to show (None: all)
-    islands: bool = False         # colour islands (as ``preview``) instead of one grey
+    islands: bool = False         # colour the islands other than the largest (as ``preview``)
     line_width: int = 2
 
 
@@ -135,10 +135,10 @@ class TopDownMap:
             panel = np.empty(isl.shape + (3,), np.uint8)
             panel[:] = BLOCKED
             walk = isl >= 0
-            if self.options.islands:
-                panel[walk] = (_PALETTE[isl[walk] % len(_PALETTE)] * 0.5 + 127).astype(np.uint8)
-            else:
-                panel[walk] = NAVIGABLE
+            panel[walk] = NAVIGABLE
+            if self.options.islands:   # the largest island stays grey: the marks' colours stay clear on it
+                other = isl > 0
+                panel[other] = (_PALETTE[(isl[other] - 1) % len(_PALETTE) + 1] * 0.45 + 135).astype(np.uint8)
             x = MARGIN + slot * (self.panel_w + GAP)
             img[HEADER:HEADER + self.panel_h, x:x + self.panel_w] = panel
         self._base = img
@@ -255,7 +255,7 @@ class Canvas:
         if scale_bar:
             metres = scale_bar_metres(tdm.mpp, max(8, tdm.width // 3))
             px = int(round(metres / tdm.mpp))
-            label = f"{metres:g} m  ({tdm.mpp:g} m/px)"
+            label = f"{metres:g} m  ({tdm.mpp:.3g} m/px)"
 
             def bar(d, x, y, px=px, label=label):
                 d.rectangle([x, y + 4, x + px - 1, y + 7], fill=(0, 0, 0))

@@ -137,3 +137,20 @@ def test_shortest_path_is_the_geodesic_one():
     # the closed store room is another island: no path
     store = nav.sample_navigable_point(1, seed=0, island=nav.num_islands - 1)[0]
     assert len(shortest_path(nav, pts[0], store)) == 0
+
+
+def test_view_points_and_the_legend_name_what_was_drawn(corridor_nav):
+    """ObjectNav's view points are drawn as dots; the legend lists exactly the kinds drawn."""
+    m = TopDownMap(corridor_nav, MapOptions(metres_per_pixel=0.05))
+    vps = np.array([[2.0, 0.0, 0.4], [2.5, 0.0, 0.8], [3.0, 0.0, 0.6]])
+    c = m.canvas().episode(start=[1.0, 0.0, 0.6], goal=[3.5, 0.0, 0.6], shortest=True, view_points=vps)
+    assert c.used == ["shortest_path", "view_point", "start", "goal"]
+    img = np.asarray(c.image(legend=False, scale_bar=False))
+    rows, cols = np.nonzero(_mask(img, KINDS["view_point"][0]))
+    for p in vps:   # a dot around each view point's pixel
+        u, v = m.to_image(p)[0][0]
+        assert np.any((np.abs(cols + 0.5 - u) <= 1.5) & (np.abs(rows + 0.5 - v) <= 1.5)), p
+    with_legend = np.asarray(c.image())
+    assert with_legend.shape[0] > img.shape[0]   # the footer
+    with pytest.raises(ValueError, match="unknown map mark"):
+        c.point([1, 0, 1], "treasure")

@@ -135,3 +135,12 @@ def test_eval_video_end_to_end(dataset, tmp_path, capsys):  # noqa: F811
         assert len(list((out / "videos" / doc["video"]).glob("*.png"))) == doc["length"] == doc["frames"]
     assert main(["--dataset", str(dataset), "--video", "1"]) == 2   # --video needs --eval
     assert "--video" in capsys.readouterr().err
+
+
+def test_sensor_pictures():
+    depth = np.array([[[0.0], [0.5], [1.0], [1.5]]], np.float32)
+    assert sensor_rgb("depth", depth)[0, :, 0].tolist() == [0, 128, 255, 255]
+    assert sensor_rgb("depth", depth * 10, normalized_depth=False)[0, :, 1].tolist() == [0, 128, 255, 255]
+    ids = np.arange(40).reshape(1, 40, 1)
+    sem = sensor_rgb("semantic", ids)
+    assert sem[0, 0].tolist() == [0, 0, 0] and len({tuple(c) for c in sem[0, 1:]}) == 39

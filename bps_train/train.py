@@ -131,7 +131,7 @@ def seed_everything(seed: int):
     torch.manual_seed(seed)
 
 
-def make_envs(args, split, num_envs, seed, episodes, double_buffer, scene_shard=None, sensors=None):
+def make_envs(args, split, num_envs, seed, episodes, double_buffer, scene_shard=None):
     import bps_runtime
 
     kw = {} if scene_shard is None or scene_shard[1] == 1 else {"scene_shard": scene_shard}
@@ -142,7 +142,7 @@ def make_envs(args, split, num_envs, seed, episodes, double_buffer, scene_shard=
     return bps_runtime.make(
         args.dataset, split=split, num_envs=num_envs,
         batch_size=num_envs // 2 if double_buffer and num_envs >= 2 and num_envs % 2 == 0 else num_envs,
-        device=args.device, sensors=sensors or (args.sensor,), resolution=(args.resolution, args.resolution),
+        device=args.device, sensors=(args.sensor,), resolution=(args.resolution, args.resolution),
         seed=seed, renderer=args.renderer, episodes=episodes, capture_graph=args.capture_graph, **kw)
 
 
@@ -420,12 +420,11 @@ def evaluate(args) -> dict:
     want = min(args.eval_episodes or total, total)
     n = max(1, min(want, 64))  # one env per episode when the split is small: each runs once
     recorder = None
-    if args.video:   # the videos show RGB and depth whatever the policy sees
+    if args.video:   # the agent's own sensors, beside the map
         from bps_train.video import eval_recorder
 
         recorder = eval_recorder(args)
-    env = make_envs(args, args.eval_split, n, args.seed + 10_000, "dataset", double_buffer=False,
-                    sensors=tuple(dict.fromkeys((args.sensor, "rgb", "depth"))) if recorder else None)
+    env = make_envs(args, args.eval_split, n, args.seed + 10_000, "dataset", double_buffer=False)
     t0 = time.perf_counter()
     results: dict = {}
     frames, max_frames = 0, 600 * total * 2 + 10_000  # a stuck policy still ends: 500-step limit

@@ -457,6 +457,8 @@ def evaluate(args) -> dict:
                         results[key] = (float(ep["success"][i]), float(ep["spl"][i]), int(ep["length"][i]))
     finally:
         env.close()
+        if recorder is not None:
+            recorder.close()   # the videos still being written
     vals = list(results.values())
     res = {"checkpoint": args.eval, "split": args.eval_split, "episodes": len(vals),
            "success": float(np.mean([v[0] for v in vals])) if vals else float("nan"),

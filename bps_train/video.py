@@ -130,23 +130,46 @@ class _Episode:
 
 
 class EpisodeRecorder:
-    """Records and writes the first ``episodes`` episodes that end in envs ``0..watch-1``."""
+    """Records and writes the first ``episodes`` episodes that end in envs ``0..watch-1``.
+
+    A finished episode is drawn and encoded on one background thread (``background=False``:
+    at once, in ``step``), overlapping the env and the policy; ``close()`` waits for those
+    writes and raises the first error. ``written`` lists the files written so far, in order.
+    """
 
     def __init__(self, out_dir, episodes: int, navmesh_for=None, *, watch: int | None = None,
                  normalized_depth: bool = True, frame: FrameOptions = DEFAULTS,
-                 video: VideoOptions = VIDEO_DEFAULTS):
+                 video: VideoOptions = VIDEO_DEFAULTS, background: bool = True):
+        from concurrent.futures import ThreadPoolExecutor
+
         self.out_dir, self.want = Path(out_dir), int(episodes)
         self.navmesh_for = navmesh_for or (lambda scene_id: None)
         self.watch = self.want if watch is None else int(watch)
         self.normalized_depth, self.frame_options, self.video_options = normalized_depth, frame, video
         self.written: list[Path] = []
+        self._ended = 0
         self._live: dict[int, _Episode] = {}
         self._maps: dict = {}
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="bps-video") if background else None
+        self._pending: list = []
 
     @property
     def finished(self) -> bool:
-        """True once ``episodes`` videos were written."""
-        return len(self.written) >= self.want
+        """True once ``episodes`` episodes have ended (their files: after ``close()``)."""
+        return self._ended >= self.want
+
+    def close(self) -> list[Path]:
+        """Wait for the videos still being written; returns ``written``. Raises the first error
+        a write had."""
+        pending, self._pending = self._pending, []
+        try:
+            for f in pending:
+                f.result()
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
+                self._pool = None
+        return self.written
 
     def reset(self, obs, info):
         """After ``env.reset()``: start recording the watched envs (``info = env.last_info``)."""
@@ -192,6 +215,13 @@ class EpisodeRecorder:
                 "success": float(_host(final["success"])[k]), "spl": float(_host(final["spl"])[k]),
                 "length": int(_host(final["length"])[k]),
                 "distance_to_goal": float(_host(final["distance_to_goal"])[k])}
+        self._ended += 1
+        if self._pool is None:
+            self._write(ep, meta)
+        else:
+            self._pending.append(self._pool.submit(self._write, ep, meta))
+
+    def _write(self, ep: _Episode, meta: dict):
         name = re.sub(r"[^A-Za-z0-9_.=-]", "_", f"episode={meta['episode_id']}-scene={meta['scene_id']}"
                                                  f"-success={meta['success']:.2f}-spl={meta['spl']:.2f}")
         path = write_video(self.out_dir / name, self.frames(ep, meta), self.video_options)

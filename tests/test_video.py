@@ -53,7 +53,8 @@ def _record(manifest, out, video: VideoOptions, n_steps=14):
                 break
     finally:
         env.close()
-    assert rec.finished and length == len(seen)
+        rec.close()
+    assert rec.finished and length == len(seen) and len(rec.written) == 1
     return rec, seen, length
 
 

@@ -1,17 +1,16 @@
 """Episode videos over any bps_runtime env, drawn from its public API (habitat's generate_video).
 
 ``EpisodeRecorder`` watches envs of a running env: call ``reset(obs, info)`` after ``env.reset()``
-(``info = env.last_info``) and ``step(obs, done, info)`` after each ``step``/``recv``. It keeps
-each watched env's observations (``rgb``, ``depth``, ``semantic`` when present), ``position``,
-``rotation`` and ``distance_to_goal`` per step; when the episode ends (``done``: the observation
-then is the next episode's first, as in habitat-baselines), it draws one frame per step taken
-(an episode of L actions gives L frames: the observations the policy acted on) and writes
-``DIR/episode=ID-scene=S-success=..-spl=...mp4`` plus a ``.json`` with the positions (a
-``bps-assets preview --agent-path`` input). A frame is the sensors side by side (each scaled
-by a whole factor, so they are exact copies of the observation), then the top-down map of the
-agent's floor with the shortest path, the path so far and the agent, and a strip with the step,
-distance to goal and, on the last frame, success and SPL (``info["episode"]``). The goal comes
-from the first ``pointgoal`` and the pose (polar, habitat's convention), at the start's height.
+(``info = env.last_info``), ``step(obs, done, info)`` after each ``step``/``recv``, ``close()`` at
+the end. It keeps each watched env's observations (``rgb``, ``depth``, ``semantic`` when
+present), ``position``, ``rotation`` and ``distance_to_goal``; when an episode ends (``done``:
+the observation is then the next episode's first, as in habitat-baselines) a background thread
+draws one frame per step taken (L actions, L frames: what the policy acted on) and writes
+``DIR/episode=ID-scene=S-success=..-spl=..mp4`` and a ``.json`` of positions (a ``bps-assets
+preview --agent-path`` input). A frame: the sensors side by side (scaled by a whole factor:
+exact copies of the observations), the top-down map of the agent's floor (shortest path, path
+so far, agent), a strip with the step, distance to goal and, last, success and SPL (from
+``info["episode"]``). The goal comes from the first ``pointgoal`` and the pose, at the start's y.
 """
 from __future__ import annotations
 

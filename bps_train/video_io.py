@@ -28,7 +28,7 @@ class VideoOptions:
 
     format: str = "auto"
     fps: int = 10
-    crf: int = 23             # x264 quality: 0 lossless (in YUV), 18 visually lossless, 23 x264's default (2x faster than 18 here)
+    crf: int = 23             # x264 quality: 0 lossless (in YUV), 18 visually lossless, 23 x264's default
     preset: str = "ultrafast"  # x264 speed / size: 4x faster than veryfast here, files ~1.4x larger
     overwrite: bool = False
 

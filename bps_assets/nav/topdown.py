@@ -100,7 +100,9 @@ class TopDownMap:
         [N] bool: False for points on a floor not drawn)."""
         p = np.asarray(points, float).reshape(-1, 3)
         f = self.floor_of(p) if floors is None else np.asarray(floors).reshape(-1)
-        slot = np.array([self.shown.index(int(k)) if int(k) in self.shown else -1 for k in f], np.int64)
+        slot_of = np.full(len(self.levels), -1, np.int64)
+        slot_of[self.shown] = np.arange(len(self.shown))
+        slot = slot_of[np.asarray(f, np.int64)]
         u = MARGIN + np.maximum(slot, 0) * (self.panel_w + GAP) + (p[:, 0] - self.x0) / self.mpp
         v = HEADER + (p[:, 2] - self.z0) / self.mpp
         return np.stack([u, v], 1), slot >= 0

@@ -154,3 +154,14 @@ def test_view_points_and_the_legend_name_what_was_drawn(corridor_nav):
     assert with_legend.shape[0] > img.shape[0]   # the footer
     with pytest.raises(ValueError, match="unknown map mark"):
         c.point([1, 0, 1], "treasure")
+
+
+def test_objectnav_view_points_are_read_from_habitat_goals():
+    from bps_assets.nav.topdown import view_points
+
+    e = {"goals": [{"position": [1, 0, 1], "view_points": [{"agent_state": {"position": [1, 0, 2]}},
+                                                           {"agent_state": {"position": [2, 0, 1]}}]},
+                   {"position": [5, 0, 5], "view_points": [{"agent_state": {"position": [5, 0, 4]}}]}]}
+    assert view_points(e).tolist() == [[1, 0, 2], [2, 0, 1], [5, 0, 4]]
+    assert view_points({"goals": [{"position": [1, 0, 1]}]}) is None
+    assert view_points({"view_points": [[1, 2, 3]]}).tolist() == [[1, 2, 3]]

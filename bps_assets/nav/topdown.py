@@ -341,10 +341,20 @@ def read_agent_path(path) -> np.ndarray:
     return pts
 
 
+def view_points(episode: dict):
+    """An episode's view points [N, 3] or None: its ``view_points`` list, else habitat ObjectNav's
+    ``goals[i].view_points[j].agent_state.position``."""
+    if episode.get("view_points") is not None:
+        return np.asarray(episode["view_points"], float).reshape(-1, 3)
+    pts = [vp["agent_state"]["position"] for g in episode.get("goals") or ()
+           for vp in (g.get("view_points") or ()) if isinstance(vp, dict) and "agent_state" in vp]
+    return np.asarray(pts, float).reshape(-1, 3) if pts else None
+
+
 def write_map(nav, path, *, episodes=(), agent_paths=(), options: MapOptions = DEFAULTS,
               overwrite: bool = False) -> dict:
     """PNG of ``nav`` with ``episodes`` (dicts with ``start_position``, ``goals[0].position``,
-    optional ``view_points``: start, goal and geodesic shortest path each) and ``agent_paths``
+    view points if any (``view_points``): start, goal and geodesic shortest path each) and ``agent_paths``
     ([K, 3] arrays); atomic, refuses to replace ``path`` unless ``overwrite``. Returns sizes and
     counts."""
     import io
@@ -358,7 +368,7 @@ def write_map(nav, path, *, episodes=(), agent_paths=(), options: MapOptions = D
         start, goal = np.asarray(e["start_position"], float), np.asarray(e["goals"][0]["position"], float)
         sp = shortest_path(nav, start, goal)
         unreachable += len(sp) == 0
-        c.episode(start, goal, shortest=sp, view_points=e.get("view_points"))
+        c.episode(start, goal, shortest=sp, view_points=view_points(e))
     for p in agent_paths:
         c.path(p, "agent_path")
         c.point(p[0], "start")

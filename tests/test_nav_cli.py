@@ -209,3 +209,9 @@ def test_preview_draws_episodes_and_an_agent_path(built, tmp_path):
     code, out = run("preview", nav, "-o", tmp_path / "x.png", "--episodes", tmp_path / "pn" / "val" / "val.json.gz",
                     "--scene", "nowhere")
     assert code != 0 and "nowhere" in out and "house" in out and not (tmp_path / "x.png").exists()
+
+
+def test_preview_refuses_a_map_over_its_pixel_cap(built, tmp_path):
+    d, _ = built
+    code, out = run("preview", d / "out" / "house.navmesh.bps", "-o", tmp_path / "huge.png", "--mpp", "0.0001")
+    assert code != 0 and "pixels" in out and not (tmp_path / "huge.png").exists()

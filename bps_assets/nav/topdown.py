@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import ConfigError
 from .paths import shortest_path
 from .preview import _PALETTE, floor_levels
 
@@ -31,6 +32,7 @@ KINDS = {
     "agent": ((250, 210, 0), "agent", "triangle"),
 }
 _NICE = (0.01, 0.02, 0.05)
+MAX_PIXELS = 64_000_000   # a map's cap, checked before anything is allocated
 FLOOR_BAND = 1.0   # m: spans higher than this above their floor (wall and cupboard tops) are not drawn
 
 
@@ -70,7 +72,8 @@ class TopDownMap:
         self.shown = list(range(len(self.levels))) if options.floors is None else [int(f) for f in options.floors]
         bad = [f for f in self.shown if not 0 <= f < len(self.levels)]
         if bad or not self.shown:
-            raise ValueError(f"floors {options.floors}: the navmesh has {len(self.levels)} floor(s)")
+            raise ConfigError(nav.source or None,
+                              f"floors {options.floors}: the navmesh has {len(self.levels)} floor(s)")
         lo, hi = nav.bounds()
         m = options.margin_m
         ext_x, ext_z = hi[0] - lo[0] + 2 * m, hi[2] - lo[2] + 2 * m
@@ -81,12 +84,16 @@ class TopDownMap:
         else:
             self.mpp = float(options.metres_per_pixel)
             if not self.mpp > 0:
-                raise ValueError(f"metres_per_pixel={options.metres_per_pixel}: must be > 0")
+                raise ConfigError(None, f"metres_per_pixel={options.metres_per_pixel}: must be > 0")
         self.x0, self.z0 = float(lo[0] - m), float(lo[2] - m)
         self.panel_w = max(1, int(math.ceil(ext_x / self.mpp)))
         self.panel_h = max(1, int(math.ceil(ext_z / self.mpp)))
         self.width = 2 * MARGIN + F * self.panel_w + (F - 1) * GAP
         self.height = HEADER + self.panel_h + MARGIN
+        if self.width * self.height > MAX_PIXELS:
+            raise ConfigError(nav.source or None, f"a map of {self.width} x {self.height} px at {self.mpp:g} "
+                                                  f"m/px is over the cap of {MAX_PIXELS} pixels: use a larger "
+                                                  "metres per pixel")
         self._base = None
 
     # ------------------------------------------------------------------ frame

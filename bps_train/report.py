@@ -1,11 +1,11 @@
 """Summarize a bps-train run: its log.csv (and optional --eval results) as a Markdown table and
-a PNG learning curve.
+a PNG of learning curves (success / SPL, return, episode length, losses, entropy, fps vs frames).
 
     python -m bps_train.report RUN_DIR [--evals EVALS.jsonl] [--png curve.png] [--rows 12]
 
 ``EVALS.jsonl``: one ``bps-train --eval`` JSON line per checkpoint (``checkpoint`` names
-``ckpt_UPDATE.pt``, or ``random``). The plot is drawn with Pillow (already a dependency) so
-no plotting library is needed.
+``ckpt_UPDATE.pt``, or ``random``); they join the success / SPL and episode-length panels. The
+plot is drawn with Pillow (already a dependency) so no plotting library is needed.
 """
 from __future__ import annotations
 
@@ -17,9 +17,22 @@ import re
 from pathlib import Path
 
 
+# bps_train.train.LOG_FIELDS added after logs existed, in order (they go last; not imported
+# from train.py, which would load torch for a report)
+LATER_FIELDS = ("length",)
+
+
 def read_log(run_dir: Path) -> list[dict]:
+    """log.csv's rows as floats (nan where empty). A log begun before a field was added keeps its
+    old header; the newer rows' extra trailing values are matched to the newer field names."""
     with open(run_dir / "log.csv", newline="") as f:
-        return [{k: float(v) if v not in ("", "nan") else math.nan for k, v in r.items()} for r in csv.DictReader(f)]
+        reader = csv.reader(f)
+        header = next(reader, [])
+        out = []
+        for vals in reader:
+            names = header + [k for k in LATER_FIELDS if k not in header][: max(0, len(vals) - len(header))]
+            out.append({k: float(v) if v not in ("", "nan") else math.nan for k, v in zip(names, vals)})
+        return out
 
 
 def read_evals(path: Path | None, frames_per_update: float) -> tuple[list[dict], dict | None]:
@@ -46,7 +59,8 @@ def smooth(rows: list[dict], key: str, window: int) -> list[float]:
     out = []
     for i in range(len(rows)):
         lo = max(0, i - window + 1)
-        w = [(r["episodes"], r[key]) for r in rows[lo:i + 1] if r["episodes"] > 0 and math.isfinite(r[key])]
+        w = [(r["episodes"], r.get(key, math.nan)) for r in rows[lo:i + 1]
+             if r["episodes"] > 0 and math.isfinite(r.get(key, math.nan))]
         n = sum(a for a, _ in w)
         out.append(sum(a * b for a, b in w) / n if n else math.nan)
     return out
@@ -73,55 +87,132 @@ def table(rows, evals, rand, n_rows: int = 12, window: int = 10) -> str:
     return out
 
 
-def plot(rows, evals, rand, path: Path, window: int = 10, size=(900, 520)):
-    """Success and SPL vs frames: train (smoothed lines), val evals (dots), random (dashed)."""
+BLUE, ORANGE, GREEN, RED, GREY = (31, 119, 180), (255, 127, 14), (44, 160, 44), (214, 39, 40), (120, 120, 120)
+
+
+def moving(rows, key: str, window: int) -> list[float]:
+    """Plain moving average over updates (losses, entropy, fps: one value per update)."""
+    vals = [r.get(key, math.nan) for r in rows]
+    out = []
+    for i in range(len(vals)):
+        w = [v for v in vals[max(0, i - window + 1):i + 1] if math.isfinite(v)]
+        out.append(sum(w) / len(w) if w else math.nan)
+    return out
+
+
+def panels(rows, evals, rand, window: int = 10) -> list[tuple[str, list]]:
+    """The figure's panels: (title, series); a series is (label, xs, ys, colour, kind) with kind
+    "line" (train, smoothed), "dot" (one --eval per checkpoint) or "dash" (the random policy)."""
+    x = [r["global_step"] for r in rows]
+    ex = [e["frames"] for e in evals]
+
+    def val(key, label, col):
+        out = [(label, ex, [e[key] for e in evals], col, "dot")] if evals else []
+        if rand is not None and key in rand:
+            out.append((f"random {label.split()[-1]}", None, [rand[key]], col, "dash"))
+        return out
+    return [
+        ("success / SPL", [("train success", x, smooth(rows, "success", window), BLUE, "line"),
+                           ("train SPL", x, smooth(rows, "spl", window), ORANGE, "line"),
+                           *val("success", "val success", BLUE), *val("spl", "val SPL", ORANGE)]),
+        ("episode return (reward)", [("train", x, smooth(rows, "reward", window), BLUE, "line")]),
+        ("episode length (steps)", [("train", x, smooth(rows, "length", window), BLUE, "line"),
+                                    *val("mean_length", "val length", BLUE)]),
+        ("losses", [("total", x, moving(rows, "loss", window), BLUE, "line"),
+                    ("policy", x, moving(rows, "policy_loss", window), ORANGE, "line"),
+                    ("value", x, moving(rows, "value_loss", window), GREEN, "line")]),
+        ("policy entropy", [("entropy", x, moving(rows, "entropy", window), BLUE, "line")]),
+        ("frames per second", [("training", x, moving(rows, "fps", 1), BLUE, "line"),
+                               ("simulation only", x, moving(rows, "sim_fps", 1), GREY, "line")]),
+    ]
+
+
+def _ticks(lo: float, hi: float, n: int = 5) -> list[float]:
+    """About n round tick values covering lo..hi."""
+    span = hi - lo if hi > lo else 1.0
+    step = 10 ** math.floor(math.log10(span / n))
+    for m in (1, 2, 2.5, 5, 10):
+        if span / (step * m) <= n:
+            step *= m
+            break
+    return [k * step for k in range(math.floor(lo / step), math.ceil(hi / step) + 1)]
+
+
+def _fmt(v: float, step: float | None = None) -> str:
+    """A tick label: M / K for large values, else as many decimals as the tick step needs."""
+    a = abs(v)
+    if a >= 1e6:
+        return f"{v / 1e6:.2f}M"
+    if a >= 1e4:
+        return f"{v / 1e3:.0f}K"
+    d = 3 if step is None else max(0, -math.floor(math.log10(step) + 1e-9) + (1 if f"{step:.1e}"[2] == "5" else 0))
+    return f"{v:.{min(d, 8)}f}"
+
+
+def _panel(d, box, title, series, xmax):
+    """One plot in ``box`` (x0, y0, x1, y1): axes, ticks, series, its legend at the top."""
+    x0, y0, x1, y1 = box
+    left, top, bottom = x0 + 60, y0 + 18 + 12 * ((len(series) + 1) // 2), y1 - 28
+    right = x1 - 24
+    ys = [v for _, _, vs, _, _ in series for v in vs if math.isfinite(v)]
+    lo, hi = (min(ys), max(ys)) if ys else (0.0, 1.0)
+    if title.startswith("success"):
+        lo, hi = 0.0, 1.0
+    pad = 0.01 * max(abs(lo), abs(hi)) - (hi - lo) / 2   # at least 2% of the values' size: no
+    if pad > 0 or hi - lo < 1e-9:                          # magnified float noise (entropy near ln 4)
+        pad = max(pad, 0.5 if hi - lo < 1e-9 and max(abs(lo), abs(hi)) < 1e-9 else 0.0)
+        lo, hi = lo - pad, hi + pad
+    ticks = _ticks(lo, hi)
+    lo, hi = min(lo, ticks[0]), max(hi, ticks[-1])
+    X = lambda f: left + (right - left) * f / xmax  # noqa: E731
+    Y = lambda v: bottom - (bottom - top) * (v - lo) / (hi - lo)  # noqa: E731
+    d.text((x0 + 4, y0 + 2), title, fill="black")
+    d.rectangle([left, top, right, bottom], outline="black")
+    for v in ticks:
+        d.line([left - 4, Y(v), left, Y(v)], fill="black")
+        d.line([left + 1, Y(v), right - 1, Y(v)], fill=(232, 232, 232))
+        d.text((x0 + 2, Y(v) - 6), _fmt(v, ticks[1] - ticks[0] if len(ticks) > 1 else None), fill="black")
+    for k in range(5):
+        f = xmax * k / 4
+        d.text((X(f) - 14, bottom + 4), _fmt(f, xmax / 4), fill="black")
+    for i, (label, xs, vs, col, kind) in enumerate(series):
+        lx, ly = x0 + 8 + (i % 2) * ((x1 - x0) // 2), y0 + 16 + 12 * (i // 2)
+        if kind == "line":
+            pts = [(X(a), Y(v)) for a, v in zip(xs, vs) if math.isfinite(v)]
+            if len(pts) > 1:
+                d.line(pts, fill=col, width=2)
+            elif pts:
+                d.ellipse([pts[0][0] - 2, pts[0][1] - 2, pts[0][0] + 2, pts[0][1] + 2], fill=col)
+            d.line([lx, ly + 5, lx + 16, ly + 5], fill=col, width=2)
+        elif kind == "dot":
+            for a, v in zip(xs, vs):
+                d.ellipse([X(a) - 4, Y(v) - 4, X(a) + 4, Y(v) + 4], outline=col, width=2)
+            d.ellipse([lx + 4, ly + 1, lx + 12, ly + 9], outline=col, width=2)
+        else:
+            for xx in range(left, right, 12):
+                d.line([xx, Y(vs[0]), min(xx + 6, right), Y(vs[0])], fill=col)
+            d.line([lx, ly + 5, lx + 6, ly + 5], fill=col)
+            d.line([lx + 10, ly + 5, lx + 16, ly + 5], fill=col)
+        d.text((lx + 20, ly), label, fill="black")
+
+
+def plot(rows, evals, rand, path: Path, window: int = 10, size=(960, 900)):
+    """The learning curves against frames, one panel each (``panels``): success and SPL (train
+    smoothed, --eval dots, random dashed), return, episode length (and --eval's), losses,
+    entropy, frames per second. Drawn with Pillow (a core dependency)."""
     from PIL import Image, ImageDraw
 
     W, H = size
-    left, right, top, bottom = 70, 180, 30, 60
     img = Image.new("RGB", size, "white")
     d = ImageDraw.Draw(img)
     xmax = max([r["global_step"] for r in rows] + [e["frames"] for e in evals] + [1])
-    X = lambda f: left + (W - left - right) * f / xmax  # noqa: E731
-    Y = lambda v: H - bottom - (H - top - bottom) * v  # noqa: E731
-    d.rectangle([left, top, W - right, H - bottom], outline="black")
-    for k in range(6):
-        v = k / 5
-        d.line([left - 4, Y(v), left, Y(v)], fill="black")
-        d.text((left - 35, Y(v) - 6), f"{v:.1f}", fill="black")
-        d.line([left, Y(v), W - right, Y(v)], fill=(230, 230, 230))
-    for k in range(6):
-        f = xmax * k / 5
-        d.text((X(f) - 20, H - bottom + 8), f"{f / 1e6:.2f}M" if xmax >= 1e6 else f"{f / 1e3:.0f}K", fill="black")
-    d.text(((W - right) // 2 - 40, H - 25), "frames (env steps)", fill="black")
-    series = [("train success", smooth(rows, "success", window), (31, 119, 180)),
-              ("train SPL", smooth(rows, "spl", window), (255, 127, 14))]
-    for _, ys, col in series:
-        pts = [(X(r["global_step"]), Y(y)) for r, y in zip(rows, ys) if math.isfinite(y)]
-        if len(pts) > 1:
-            d.line(pts, fill=col, width=2)
-    for key, col in (("success", (31, 119, 180)), ("spl", (255, 127, 14))):
-        pts = [(X(e["frames"]), Y(e[key])) for e in evals]
-        for x, y in pts:
-            d.ellipse([x - 4, y - 4, x + 4, y + 4], outline=col, width=2)
-        if rand is not None:
-            y = Y(rand[key])
-            for x0 in range(left, W - right, 12):
-                d.line([x0, y, min(x0 + 6, W - right), y], fill=col)
-    ly = top + 5
-    for label, col, kind in (("train success", (31, 119, 180), "line"), ("train SPL", (255, 127, 14), "line"),
-                             ("val success", (31, 119, 180), "dot"), ("val SPL", (255, 127, 14), "dot"),
-                             ("random (val)", (120, 120, 120), "dash")):
-        x0 = W - right + 10
-        if kind == "line":
-            d.line([x0, ly + 6, x0 + 20, ly + 6], fill=col, width=2)
-        elif kind == "dot":
-            d.ellipse([x0 + 6, ly + 2, x0 + 14, ly + 10], outline=col, width=2)
-        else:
-            d.line([x0, ly + 6, x0 + 6, ly + 6], fill=col)
-            d.line([x0 + 12, ly + 6, x0 + 18, ly + 6], fill=col)
-        d.text((x0 + 26, ly), label, fill="black")
-        ly += 18
+    ps = panels(rows, evals, rand, window)
+    cols, nrows = 2, (len(ps) + 1) // 2
+    pw, ph = W // cols, (H - 20) // nrows
+    for i, (title, series) in enumerate(ps):
+        c, r = i % cols, i // cols
+        _panel(d, (c * pw, r * ph, (c + 1) * pw, (r + 1) * ph), title, series, xmax)
+    d.text((W // 2 - 60, H - 16), "frames (env steps)", fill="black")
     img.save(path)
 
 

@@ -54,6 +54,8 @@ class Args:
     eval_split: str = arg("val", "scene subset used by --eval (its dataset episodes)")
     eval_episodes: int = arg(0, "distinct episodes to evaluate with --eval (0: all of the split's)")
     eval_greedy: bool = arg(False, "--eval takes the most likely action (default: sample, as habitat-baselines)")
+    video: int = arg(0, "with --eval: write this many episodes as videos to OUT_DIR/videos (sensors, map, metrics)")
+    video_format: str = arg("auto", "--video files: auto (mp4 when PyAV is installed, else gif), mp4, gif or png (frames)")
     out_dir: str = arg("runs/ppo", "where checkpoints and logs go")
     resume: bool = arg(True, "continue from OUT_DIR/checkpoint.pt when it exists (same dataset, model and NUM_ENVS; --no-resume: start fresh)")
     seed: int = arg(1, "seed of the environments, the policy and the sampler")
@@ -105,6 +107,8 @@ def check_args(args):
         raise ConfigError(None, f"--lr-schedule {args.lr_schedule!r}: expected cosine or constant")
     if args.num_envs < 1 or args.rollout_steps < 1 or args.epochs < 1 or args.total_steps < 1:
         raise ConfigError(None, "--num-envs, --rollout-steps, --epochs and --total-steps must be >= 1")
+    if args.video < 0 or (args.video and not args.eval):
+        raise ConfigError(None, f"--video {args.video}: a number of episodes >= 0, written by --eval CKPT")
     if not 1 <= args.minibatches <= args.num_envs:
         raise ConfigError(None, f"--minibatches {args.minibatches}: must be in 1..NUM_ENVS ({args.num_envs}); "
                                 "minibatches split the environments (whole recurrent sequences)")
@@ -269,14 +273,14 @@ def start_rollouts(env, policy, device) -> Carry:
                  torch.zeros(n, dtype=torch.bool, device=device), pending, sorted(scenes))
 
 
-EPISODE_SUMS = ("episodes", "return", "success", "spl")   # what collect_rollout's first result sums
+EPISODE_SUMS = ("episodes", "return", "success", "spl", "length")   # what collect_rollout's first result sums
 
 
 def collect_rollout(env, policy, ro: Rollout, carry: Carry, sensor: str,
                     amp=contextlib.nullcontext) -> tuple[torch.Tensor, float]:
     """Fill ``ro`` with T steps of every environment, group by group: while the simulator thread
     steps one group, the policy acts on the other. Returns the finished episodes' sums
-    (``EPISODE_SUMS``: count, return, success, SPL; a float64 tensor on the rollout's device,
+    (``EPISODE_SUMS``: count, return, success, SPL, length; a float64 tensor on the rollout's device,
     read by the caller when it logs) and the seconds spent waiting in ``recv``. ``amp()`` is
     entered around the policy's forward passes only (never around the environment's work).
 
@@ -330,7 +334,7 @@ def collect_rollout(env, policy, ro: Rollout, carry: Carry, sensor: str,
         done = done.to(ro.rewards.device)
         ro.rewards[t - 1, sl] = reward
         ep = info["episode"]
-        got = torch.stack([ep["return"], ep["success"], ep["spl"]]).to(ro.rewards.device, torch.float64)
+        got = torch.stack([ep["return"], ep["success"], ep["spl"], ep["length"]]).to(ro.rewards.device, torch.float64)
         sums[0] += done.sum()
         sums[1:] += torch.where(done, got, 0.0).sum(1)
         prev_action[sl] = torch.where(done, -1, ro.actions[t - 1, sl])
@@ -415,17 +419,24 @@ def evaluate(args) -> dict:
     _, total = scene_and_episode_counts(args.dataset, args.eval_split)
     want = min(args.eval_episodes or total, total)
     n = max(1, min(want, 64))  # one env per episode when the split is small: each runs once
+    recorder = None
+    if args.video:   # the agent's own sensors, beside the map
+        from bps_train.video import eval_recorder
+
+        recorder = eval_recorder(args)
     env = make_envs(args, args.eval_split, n, args.seed + 10_000, "dataset", double_buffer=False)
     t0 = time.perf_counter()
     results: dict = {}
     frames, max_frames = 0, 600 * total * 2 + 10_000  # a stuck policy still ends: 500-step limit
     try:
         obs = env.reset()
+        if recorder is not None:
+            recorder.reset(obs, env.last_info)
         state = policy.initial_state(n, device) if policy else None
         prev = torch.full((n,), -1, dtype=torch.long, device=device)
         not_done = torch.zeros(n, dtype=torch.bool, device=device)
         with torch.no_grad():
-            while len(results) < want and frames < max_frames:
+            while (len(results) < want or (recorder is not None and not recorder.finished)) and frames < max_frames:
                 if policy is None:
                     action = torch.randint(0, 4, (n,))
                 else:
@@ -434,6 +445,8 @@ def evaluate(args) -> dict:
                         logits=logits).sample()
                 obs, reward, done, info = env.step(action.to(env.device))
                 frames += n
+                if recorder is not None:
+                    recorder.step(obs, done, info)
                 done = done.to(device)
                 prev = torch.where(done, torch.full_like(action, -1), action.to(device))
                 not_done = ~done
@@ -444,12 +457,16 @@ def evaluate(args) -> dict:
                         results[key] = (float(ep["success"][i]), float(ep["spl"][i]), int(ep["length"][i]))
     finally:
         env.close()
+        if recorder is not None:
+            recorder.close()   # the videos still being written
     vals = list(results.values())
     res = {"checkpoint": args.eval, "split": args.eval_split, "episodes": len(vals),
            "success": float(np.mean([v[0] for v in vals])) if vals else float("nan"),
            "spl": float(np.mean([v[1] for v in vals])) if vals else float("nan"),
            "mean_length": float(np.mean([v[2] for v in vals])) if vals else float("nan"),
            "frames": frames, "seconds": round(time.perf_counter() - t0, 1)}
+    if recorder is not None:
+        res["videos"] = [str(p) for p in recorder.written]
     print(json.dumps(res), flush=True)
     return res
 
@@ -498,7 +515,7 @@ def tensorboard_writer_class():
 
 LOG_FIELDS = ["update", "global_step", "fps", "sim_fps", "fps_ratio", "reward", "success", "spl", "episodes",
               "loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_frac", "lr", "collect_s",
-              "learn_s", "recv_wait", "seconds"]
+              "learn_s", "recv_wait", "seconds", "length"]   # new fields go last: old logs keep their columns
 
 
 class Log:
@@ -643,7 +660,8 @@ def train(args) -> dict:
                                                    "clip_frac")},
                        "lr": opt.param_groups[0]["lr"], "collect_s": round(collect_s, 2),
                        "learn_s": round(learn_s, 2), "recv_wait": round(recv_wait, 2),
-                       "seconds": round(seconds_before + elapsed, 1)}
+                       "seconds": round(seconds_before + elapsed, 1),
+                       "length": s[4].item() / k if k else float("nan")}
                 if log is not None:
                     log.row(row, num_updates, time.perf_counter() - t_update)
                 episodes.zero_()

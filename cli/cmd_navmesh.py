@@ -223,29 +223,68 @@ def nav_step(navfile, start, end, no_sliding, as_json):
               help="PNG file")
 @click.option("--overwrite", is_flag=True)
 @click.option("--max-size", default=1600, show_default=True, type=click.IntRange(min=64),
-              help="largest side of the picture in pixels")
+              help="largest side of the map in pixels (when --mpp is not given)")
+@click.option("--mpp", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="metres per pixel (default: the smallest 1/2/5 x 10^k that fits --max-size)")
+@click.option("--episodes", "episodes_file", type=click.Path(exists=True, path_type=Path), default=None,
+              help="a PointNav dataset (split file, its folder, or a content file): draw its episodes' "
+                   "starts, goals and geodesic shortest paths")
+@click.option("--scene", default=None, help="with --episodes: the scene whose episodes to draw "
+                                            "(default: the navmesh file's name)")
+@click.option("--max-episodes", default=20, show_default=True, type=click.IntRange(min=0),
+              help="with --episodes: draw at most this many (the file's first)")
+@click.option("--agent-path", "agent_paths", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="positions to draw as an agent's path: JSON list of [x,y,z] (or bps-train --video's "
+                   "EPISODE.json) or 'x y z' lines; repeatable")
 @click.option("--semantic", "semantic", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="a packed scene (.bps) with a semantic section: draw its objects on the map")
-def preview_cmd(navfile, out, overwrite, max_size, semantic):
-    """Top-down picture of a navmesh, one panel per floor, islands coloured."""
-    from bps_assets.nav.preview import write_preview
+def preview_cmd(navfile, out, overwrite, max_size, mpp, episodes_file, scene, max_episodes, agent_paths, semantic):
+    """Top-down map of a navmesh: one panel per floor, islands coloured, scale bar and legend;
+    optionally a dataset's episodes, agents' paths, or a scene's objects (--semantic) on it."""
+    from bps_assets.nav.topdown import MapOptions, read_agent_path, write_map
 
+    nav = _load(navfile)
     if semantic is not None:
-        from bps_assets.nav.semantic_preview import write_semantic_preview
-        from bps_assets.packed_scene import read_packed_scene
-
-        table = read_packed_scene(semantic, sections=["object_ids", "object_category", "object_region",
-                                                      "object_aabb", "object_source_ids"]).semantics
-        if table is None:
-            raise click.ClickException(f"{semantic}: the packed scene has no semantic section")
-        info = write_semantic_preview(_load(navfile), table, out, overwrite=overwrite, max_size=max_size)
-        click.echo(f"{out}: {info['width']}x{info['height']} px, {info['floors']} floor(s), "
-                   f"{info['objects']} objects")
+        _semantic_preview(nav, semantic, out, overwrite, max_size)
         return
+    from cli.cmd_episodes import scene_name
 
-    info = write_preview(_load(navfile), out, overwrite=overwrite, max_size=max_size)
+    episodes = _scene_episodes(episodes_file, scene or scene_name(navfile), max_episodes) if episodes_file else []
+    paths = [read_agent_path(p) for p in agent_paths]
+    info = write_map(nav, out, episodes=episodes, agent_paths=paths, overwrite=overwrite,
+                     options=MapOptions(metres_per_pixel=mpp, max_size=max_size, islands=True))
+    extra = f", {info['episodes']} episode(s)" if episodes_file else ""
+    extra += f" ({info['unreachable']} with no path on this navmesh)" if info["unreachable"] else ""
+    extra += f", {info['agent_paths']} agent path(s)" if agent_paths else ""
+    click.echo(f"{out}: {info['width']}x{info['height']} px at {info['metres_per_pixel']:g} m/px, "
+               f"{info['floors']} floor(s), {info['islands']} islands{extra}")
+
+
+def _semantic_preview(nav, semantic: Path, out, overwrite, max_size):
+    from bps_assets.nav.semantic_preview import write_semantic_preview
+    from bps_assets.packed_scene import read_packed_scene
+
+    table = read_packed_scene(semantic, sections=["object_ids", "object_category", "object_region",
+                                                  "object_aabb", "object_source_ids"]).semantics
+    if table is None:
+        raise click.ClickException(f"{semantic}: the packed scene has no semantic section")
+    info = write_semantic_preview(nav, table, out, overwrite=overwrite, max_size=max_size)
     click.echo(f"{out}: {info['width']}x{info['height']} px, {info['floors']} floor(s), "
-               f"{info['islands']} islands")
+               f"{info['objects']} objects")
+
+
+def _scene_episodes(path: Path, scene: str, limit: int) -> list:
+    """The first ``limit`` episodes of ``scene`` in a PointNav dataset; InputError when it has none."""
+    from bps_assets.nav.episodes import read_pointnav_dataset
+
+    eps = read_pointnav_dataset(path)
+    name = lambda e: Path(e["scene_id"]).name.split(".")[0]  # noqa: E731 - habitat's scene name
+    mine = [e for e in eps if name(e) == scene]
+    if not mine:
+        scenes = sorted({name(e) for e in eps})
+        raise InputError(path, f"no episode of scene {scene!r} (it has {', '.join(scenes[:8]) or 'none'}"
+                               f"{' ...' if len(scenes) > 8 else ''}): choose one with --scene")
+    return mine[:limit]
 
 
 commands = [navmesh_cmd, nav_group, preview_cmd]

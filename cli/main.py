@@ -33,7 +33,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                 "navmeshes (habitat .navmesh, Detour .bin sets or tiles), into OUT/NAME.navmesh.bps."),
     "nav": ("cli.cmd_navmesh", "nav_group", "Query a navmesh (a packed .navmesh.bps or a habitat .navmesh)."),
     "preview": ("cli.cmd_navmesh", "preview_cmd",
-                "Top-down picture of a navmesh, one panel per floor, islands coloured."),
+                "Top-down map of a navmesh: one panel per floor, islands coloured, scale bar and legend;..."),
     "episodes": ("cli.cmd_episodes", "episodes_cmd",
                  "Generate PointNav or ObjectNav episodes with habitat-lab's rules from NAVFILE..."),
     "synth": ("cli.cmd_synth", "synth_cmd",

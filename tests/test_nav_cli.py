@@ -173,3 +173,45 @@ def test_recast_compat_flag(built, tmp_path):
     assert json.loads(out)["settings"]["recast_compat"] is True
     # Recast rounds 0.18 m up to 4 cells (0.2 m) and blocks whole cells: less area
     assert rc["navigable_area"] < ex["navigable_area"] - 1.0
+
+
+def test_preview_draws_episodes_and_an_agent_path(built, tmp_path):
+    """--episodes draws each episode's start, goal and geodesic path; --agent-path a path; the
+    legend names them; bad inputs are typed errors naming the file, with nothing written."""
+    from PIL import Image
+
+    from bps_assets.nav.topdown import KINDS
+
+    d, _ = built
+    nav = d / "out" / "house.navmesh.bps"
+    code, out = run("episodes", nav, "-o", tmp_path / "pn", "--split", "val", "--per-scene", "4")
+    assert code == 0, out
+    path = tmp_path / "agent.json"
+    path.write_text(json.dumps({"positions": [[1, 0, 4], [2, 0, 4], [3, 0, 3.5]]}))
+    png = tmp_path / "map.png"
+    code, out = run("preview", nav, "-o", png, "--episodes", tmp_path / "pn" / "val" / "val.json.gz",
+                    "--agent-path", path, "--mpp", "0.05")
+    assert code == 0, out
+    assert "0.05 m/px" in out and "4 episode(s)" in out and "1 agent path(s)" in out
+    im = np.asarray(Image.open(png).convert("RGB"))
+    for kind in ("shortest_path", "start", "goal", "agent_path"):
+        assert np.all(im == KINDS[kind][0], axis=-1).sum() > 5, kind
+    # plain preview: no episode marks, but still a scale bar
+    plain = tmp_path / "plain.png"
+    assert run("preview", nav, "-o", plain, "--mpp", "0.05")[0] == 0
+    im2 = np.asarray(Image.open(plain).convert("RGB"))
+    assert not np.all(im2 == KINDS["goal"][0], axis=-1).any()
+    # a bad agent path, a dataset without this scene: errors naming the file, no output
+    bad = tmp_path / "bad.json"
+    bad.write_text('[[1, 2]]')
+    code, out = run("preview", nav, "-o", tmp_path / "x.png", "--agent-path", bad)
+    assert code != 0 and "bad.json" in out and not (tmp_path / "x.png").exists()
+    code, out = run("preview", nav, "-o", tmp_path / "x.png", "--episodes", tmp_path / "pn" / "val" / "val.json.gz",
+                    "--scene", "nowhere")
+    assert code != 0 and "nowhere" in out and "house" in out and not (tmp_path / "x.png").exists()
+
+
+def test_preview_refuses_a_map_over_its_pixel_cap(built, tmp_path):
+    d, _ = built
+    code, out = run("preview", d / "out" / "house.navmesh.bps", "-o", tmp_path / "huge.png", "--mpp", "0.0001")
+    assert code != 0 and "pixels" in out and not (tmp_path / "huge.png").exists()

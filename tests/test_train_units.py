@@ -164,7 +164,7 @@ class ScriptedEnv:
     def _info(self, sl, done):
         ids = torch.arange(sl.start, sl.stop)
         return {"env_id": ids, "episode": {"return": torch.where(done, 1.0, 0.0), "success": done & (ids % 2 == 0),
-                                           "spl": torch.where(done, 0.5, 0.0)}}
+                                           "spl": torch.where(done, 0.5, 0.0), "length": torch.where(done, 3, 0)}}
 
     def async_reset(self):
         self.count.zero_()
@@ -209,7 +209,7 @@ def test_double_buffered_rollout_stores_each_step_where_it_belongs():
     assert ro.not_done[5].sum() == 0 and ro.not_done[1:5].all() and ro.not_done[6:].all()
     assert (ro.prev_action[5] == -1).all()
     assert torch.equal(ro.prev_action[3], ro.actions[2])
-    assert eps.tolist() == [4.0, 4.0, 2.0, 2.0]   # episodes, return, successes (even envs), SPL
+    assert eps.tolist() == [4.0, 4.0, 2.0, 2.0, 12.0]   # episodes, return, successes (even envs), SPL, length
     torch.testing.assert_close(ro.pointgoal[T, :, 0], torch.full((4,), float(T)))  # bootstrap obs
     assert len(carry.pending) == 2
     # double buffering: both groups in flight, each group's results received before its next send

@@ -1,0 +1,327 @@
+"""Episode videos over any bps_runtime env, drawn from its public API (habitat's generate_video).
+
+``EpisodeRecorder`` watches envs of a running env: call ``reset(obs, info)`` after ``env.reset()``
+(``info = env.last_info``), ``step(obs, done, info)`` after each ``step``/``recv``, ``close()`` at
+the end. It keeps each watched env's observations (``rgb``, ``depth``, ``semantic`` when
+present), ``position``, ``rotation`` and ``distance_to_goal``; when an episode ends (``done``:
+the observation is then the next episode's first, as in habitat-baselines) a background thread
+draws one frame per step taken (L actions, L frames: what the policy acted on) and writes
+``DIR/episode=ID-scene=S-success=..-spl=..mp4`` and a ``.json`` of positions (a ``bps-assets
+preview --agent-path`` input). A frame: the sensors side by side (scaled by a whole factor:
+exact copies of the observations), the top-down map of the agent's floor (shortest path, path
+so far, agent), a strip with the step, distance to goal and, last, success and SPL (from
+``info["episode"]``). The goal comes from the first ``pointgoal`` and the pose, at the start's y.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from bps_assets.nav.topdown import HEADER, MARGIN
+from bps_train.video_io import DEFAULTS as VIDEO_DEFAULTS, VideoOptions, write_video
+
+SENSORS = ("rgb", "depth", "semantic")   # drawn in this order when the env has them
+LABEL_H, TEXT_H = 14, 30                 # px above the panels (sensor names) / below (metrics)
+MAP_KINDS = ("shortest_path", "agent_path", "start", "goal", "agent")
+
+
+@dataclass(frozen=True)
+class FrameOptions:
+    """Frame layout: each sensor panel is ``panel`` px square at most (the observation scaled by
+    the largest whole factor that fits); the map panel is ``map_width`` x panel px."""
+
+    panel: int = 256
+    map_width: int = 256
+    max_depth_m: float = 10.0   # depth in metres (normalize_depth=False) is drawn 0..this
+
+
+DEFAULTS = FrameOptions()
+
+
+def manifest_navmeshes(manifest_path):
+    """``scene_id -> NavMesh`` for the scenes of a ``bps-assets preprocess`` manifest (each
+    navmesh read once, on first use; None for a scene the manifest does not name)."""
+    from bps_assets.nav import load_navmesh
+    from bps_assets.pipeline.manifest import load_manifest
+
+    manifest, cache = load_manifest(manifest_path), {}
+
+    def navmesh_for(scene_id: str):
+        if scene_id not in cache:
+            try:
+                entry = manifest.scene(scene_id)
+            except Exception:  # noqa: BLE001 - a scene the manifest does not know: no map
+                entry = None
+            cache[scene_id] = load_navmesh(entry.navmesh) if entry is not None and entry.navmesh else None
+        return cache[scene_id]
+    return navmesh_for
+
+
+def goal_from_pointgoal(position, rotation, pointgoal) -> np.ndarray:
+    """Inverse of habitat's ``pointgoal_with_gps_compass`` (bps_runtime.task.pointgoal_polar):
+    the goal [3] from the agent's position, [x, y, z, w] rotation and [rho, -phi]; y = the
+    agent's (the observation is 2-D)."""
+    p = np.asarray(position, np.float64)
+    q = np.asarray(rotation, np.float64)
+    yaw = 2.0 * math.atan2(q[1], q[3])
+    rho, phi = float(pointgoal[0]), -float(pointgoal[1])
+    x_a, z_a = rho * math.sin(phi), -rho * math.cos(phi)
+    c, s = math.cos(yaw), math.sin(yaw)
+    return np.array([p[0] + c * x_a + s * z_a, p[1], p[2] - s * x_a + c * z_a])
+
+
+def sensor_rgb(name: str, a: np.ndarray, normalized_depth: bool = True, max_depth_m: float = 10.0) -> np.ndarray:
+    """One observation [H, W, C] as RGB uint8: rgb as is, depth grey (0..1 or metres / max
+    depth), semantic ids in a fixed palette (id 0 black)."""
+    a = np.asarray(a)
+    if name == "rgb":
+        return np.ascontiguousarray(a[..., :3], dtype=np.uint8)
+    if name == "depth":
+        d = a[..., 0].astype(np.float32)
+        d = d if normalized_depth else d / max_depth_m
+        g = np.round(np.clip(d, 0.0, 1.0) * 255.0).astype(np.uint8)
+        return np.repeat(g[..., None], 3, axis=2)
+    ids = a[..., 0].astype(np.int64)
+    rgb = np.stack([(ids * 67 + 29) % 200 + 55, (ids * 151 + 87) % 200 + 55, (ids * 229 + 13) % 200 + 55], -1)
+    rgb[ids == 0] = 0
+    return rgb.astype(np.uint8)
+
+
+class FrameLayout:
+    """Where each part of a frame goes (the test reads the sensor panels back through it)."""
+
+    def __init__(self, sensors, resolution, options: FrameOptions = DEFAULTS):
+        h, w = resolution
+        self.sensors = [s for s in SENSORS if s in sensors]
+        self.scale = max(1, min(options.panel // h, options.panel // w))
+        self.scale += self.scale % 2   # even: H.264's 2x2 chroma blocks never straddle two pixels
+        self.panel_h, self.panel_w = h * self.scale, w * self.scale
+        self.map_x = len(self.sensors) * self.panel_w
+        self.map_w = options.map_width + options.map_width % 2
+        self.width = self.map_x + self.map_w
+        self.height = LABEL_H + self.panel_h + TEXT_H
+        self.options = options
+
+    def sensor_box(self, name: str) -> tuple[int, int, int, int]:
+        """(x0, y0, x1, y1) of a sensor's panel."""
+        k = self.sensors.index(name)
+        return k * self.panel_w, LABEL_H, (k + 1) * self.panel_w, LABEL_H + self.panel_h
+
+    def read_sensor(self, frame: np.ndarray, name: str) -> np.ndarray:
+        """The sensor panel of a (decoded) frame brought back to the observation's size (the mean
+        of each scale x scale block)."""
+        x0, y0, x1, y1 = self.sensor_box(name)
+        p = frame[y0:y1, x0:x1].astype(np.float64)
+        s = self.scale
+        return p.reshape(p.shape[0] // s, s, p.shape[1] // s, s, 3).mean(axis=(1, 3))
+
+
+class _Episode:
+    __slots__ = ("obs", "pos", "rot", "dist", "scene", "goal")
+
+    def __init__(self, scene):
+        self.obs, self.pos, self.rot, self.dist, self.scene, self.goal = [], [], [], [], scene, None
+
+
+class EpisodeRecorder:
+    """Records and writes the first ``episodes`` episodes that end in envs ``0..watch-1``.
+
+    A finished episode is drawn and encoded on one background thread (``background=False``:
+    at once, in ``step``), overlapping the env and the policy; ``close()`` waits for those
+    writes and raises the first error. ``written`` lists the files written so far, in order.
+    """
+
+    def __init__(self, out_dir, episodes: int, navmesh_for=None, *, watch: int | None = None,
+                 normalized_depth: bool = True, frame: FrameOptions = DEFAULTS,
+                 video: VideoOptions = VIDEO_DEFAULTS, background: bool = True):
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.out_dir, self.want = Path(out_dir), int(episodes)
+        self.navmesh_for = navmesh_for or (lambda scene_id: None)
+        self.watch = self.want if watch is None else int(watch)
+        self.normalized_depth, self.frame_options, self.video_options = normalized_depth, frame, video
+        self.written: list[Path] = []
+        self._ended = 0
+        self._live: dict[int, _Episode] = {}
+        self._maps: dict = {}
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="bps-video") if background else None
+        self._pending: list = []
+
+    @property
+    def finished(self) -> bool:
+        """True once ``episodes`` episodes have ended (their files: after ``close()``)."""
+        return self._ended >= self.want
+
+    def close(self) -> list[Path]:
+        """Wait for the videos still being written; returns ``written``. Raises the first error
+        a write had."""
+        pending, self._pending = self._pending, []
+        try:
+            for f in pending:
+                f.result()
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
+                self._pool = None
+        return self.written
+
+    def reset(self, obs, info):
+        """After ``env.reset()``: start recording the watched envs (``info = env.last_info``)."""
+        self._live.clear()
+        self._take(obs, info, np.zeros(len(info["env_id"]), bool), start=True)
+
+    def step(self, obs, done, info):
+        """After a ``step``/``recv``: append the watched envs' step; write the episodes that
+        ended (``done``) and start recording their next ones."""
+        if self.finished:
+            return
+        self._take(obs, info, np.asarray(_host(done), bool).reshape(-1))
+
+    # ---------------------------------------------------------------------------- internals
+    def _take(self, obs, info, done, start=False):
+        ids = _host(info["env_id"]).reshape(-1)
+        rows = [k for k, e in enumerate(ids) if int(e) < self.watch]
+        if not rows:
+            return
+        host = {k: _host(v) for k, v in obs.items() if k in SENSORS or k == "pointgoal"}
+        pos, rot, dist = (_host(info[k]) for k in ("position", "rotation", "distance_to_goal"))
+        scenes = info["scene_id"]
+        for k in rows:
+            e = int(ids[k])
+            if done[k] and e in self._live and not self.finished:
+                self._finish(self._live.pop(e), info["episode"], k)
+            if self.finished:
+                return
+            if start or done[k] or e not in self._live:
+                if not (start or done[k]):
+                    continue   # an env joined mid-episode: wait for its next one
+                self._live[e] = _Episode(str(scenes[k]))
+            ep = self._live[e]
+            ep.obs.append({s: host[s][k].copy() for s in host if s in SENSORS})
+            ep.pos.append(pos[k].astype(np.float64))
+            ep.rot.append(rot[k].astype(np.float64))
+            ep.dist.append(float(dist[k]))
+            if ep.goal is None:
+                ep.goal = goal_from_pointgoal(pos[k], rot[k], host["pointgoal"][k])
+
+    def _finish(self, ep: _Episode, final: dict, k: int):
+        meta = {"episode_id": str(final["episode_id"][k]), "scene_id": str(final["scene_id"][k]) or ep.scene,
+                "success": float(_host(final["success"])[k]), "spl": float(_host(final["spl"])[k]),
+                "length": int(_host(final["length"])[k]),
+                "distance_to_goal": float(_host(final["distance_to_goal"])[k])}
+        self._ended += 1
+        if self._pool is None:
+            self._write(ep, meta)
+        else:
+            self._pending.append(self._pool.submit(self._write, ep, meta))
+
+    def _write(self, ep: _Episode, meta: dict):
+        name = re.sub(r"[^A-Za-z0-9_.=-]", "_", f"episode={meta['episode_id']}-scene={meta['scene_id']}"
+                                                 f"-success={meta['success']:.2f}-spl={meta['spl']:.2f}")
+        path = write_video(self.out_dir / name, self.frames(ep, meta), self.video_options)
+        positions = np.array(ep.pos)
+        doc = {**meta, "frames": len(ep.obs), "start": ep.pos[0].tolist(), "goal": ep.goal.tolist(),
+               "positions": positions.tolist(), "rotations": np.array(ep.rot).tolist(),
+               "video": path.name}
+        from bps_assets.container import atomic_write
+
+        text = json.dumps(doc).encode()
+        atomic_write(self.out_dir / f"{name}.json", lambda fh: fh.write(text), overwrite=self.video_options.overwrite)
+        self.written.append(path)
+
+    def frames(self, ep: _Episode, meta: dict):
+        """The episode's frames (uint8 [H, W, 3]), one per step, drawn lazily into one buffer
+        (each yielded array is rewritten by the next frame: copy it to keep it)."""
+        from PIL import Image, ImageDraw, ImageFont
+
+        layout = FrameLayout(list(ep.obs[0]), ep.obs[0][next(iter(ep.obs[0]))].shape[:2], self.frame_options)
+        font = ImageFont.load_default_imagefont()   # the bitmap font: 25x faster than FreeType here
+        base = Image.new("RGB", (layout.width, layout.height), (250, 250, 250))
+        d = ImageDraw.Draw(base)
+        for s in layout.sensors:
+            d.text((layout.sensor_box(s)[0] + 2, 1), s, fill=(0, 0, 0), font=font)
+        base = np.asarray(base).copy()
+        canvas = self._map_canvas(ep, layout)
+        if canvas is not None:
+            tdm = canvas.map
+            title = f"{meta['scene_id']}, floor {tdm.shown[0]}: y={tdm.levels[tdm.shown[0]]:.2f} m"
+            # labels, scale bar and legend drawn once; each frame replaces the map area only
+            decorated = np.asarray(canvas.image(kinds=MAP_KINDS, title=title))
+            mh, mw = min(decorated.shape[0], layout.panel_h + LABEL_H), min(decorated.shape[1], layout.map_w)
+            base[:mh, layout.map_x:layout.map_x + mw] = decorated[:mh, :mw]
+            area = slice(HEADER, min(tdm.height, mh)), slice(0, mw)
+        L, k = len(ep.obs), layout.scale
+        f = base   # every frame rewrites the same parts (sensors, map area, strip) of one buffer
+        for t in range(L):
+            for s in layout.sensors:
+                x0, y0, x1, y1 = layout.sensor_box(s)
+                rgb = sensor_rgb(s, ep.obs[t][s], self.normalized_depth, self.frame_options.max_depth_m)
+                f[y0:y1, x0:x1].reshape(rgb.shape[0], k, rgb.shape[1], k, 3)[:] = rgb[:, None, :, None, :]
+            if t == 0:
+                strip_bg = f[layout.height - TEXT_H:].copy()
+            if canvas is not None:
+                if t:
+                    canvas.path(np.array(ep.pos[t - 1:t + 1]), "agent_path")
+                c = canvas.copy().point(ep.pos[t], "agent", yaw=2 * math.atan2(ep.rot[t][1], ep.rot[t][3]))
+                f[area[0], layout.map_x:layout.map_x + mw] = np.asarray(c.im)[area]
+            strip = Image.fromarray(strip_bg.copy())
+            d = ImageDraw.Draw(strip)
+            last = t == L - 1
+            d.text((4, 2), f"episode {meta['episode_id']}  step {t + 1}/{L}  distance to goal "
+                           f"{(meta['distance_to_goal'] if last else ep.dist[t]):.2f} m", fill=(0, 0, 0), font=font)
+            d.text((4, 16), f"success {meta['success']:.0f}  SPL {meta['spl']:.2f}" if last else
+                   "success -  SPL -  (known at the end)", fill=(0, 0, 0), font=font)
+            f[layout.height - TEXT_H:] = np.asarray(strip)
+            yield f
+
+    def _map_canvas(self, ep: _Episode, layout: FrameLayout):
+        """A canvas of the start's floor with the shortest path, start and goal (None: no navmesh)."""
+        from bps_assets.nav.paths import shortest_path
+        from bps_assets.nav.topdown import MapOptions, TopDownMap
+
+        nav = self.navmesh_for(ep.scene)
+        if nav is None:
+            return None
+        start = ep.pos[0]
+        key = (id(nav), None)
+        probe = self._maps.get(key) or self._maps.setdefault(key, TopDownMap(nav, MapOptions(max_size=64)))
+        floor = int(probe.floor_of(start[None])[0])
+        key = (id(nav), floor)
+        tdm = self._maps.get(key)
+        if tdm is None:   # the largest map (any m/px: the scale bar states it) that fits the panel
+            lo, hi = nav.bounds()
+            ext = hi - lo + 2 * MapOptions.margin_m
+            room_h, foot = layout.panel_h + LABEL_H, 0
+            for _ in range(4):
+                mpp = 1.001 * max(ext[0] / (layout.map_w - 2 * MARGIN), ext[2] / max(8, room_h - HEADER - MARGIN - foot))
+                tdm = TopDownMap(nav, MapOptions(metres_per_pixel=mpp, floors=(floor,), line_width=1))
+                im = tdm.canvas().image(kinds=MAP_KINDS)
+                if im.height <= room_h and im.width <= layout.map_w:
+                    break
+                foot = im.height - tdm.height
+            self._maps[key] = tdm
+        c = tdm.canvas()
+        c.episode(start, ep.goal, shortest=shortest_path(nav, start, ep.goal))
+        return c
+
+
+def _host(x):
+    """A tensor (any device) or array as a host numpy array."""
+    if hasattr(x, "detach"):
+        return x.detach().cpu().numpy()
+    return np.asarray(x)
+
+
+def eval_recorder(args) -> EpisodeRecorder:
+    """The recorder of ``bps-train --eval CKPT --video N``: N episodes of the first N envs into
+    OUT_DIR/videos, maps from the dataset manifest's navmeshes (format checked before any work)."""
+    from bps_train.video_io import resolve_format
+
+    fmt = resolve_format(args.video_format)
+    return EpisodeRecorder(Path(args.out_dir) / "videos", args.video, manifest_navmeshes(args.dataset),
+                           video=VideoOptions(format=fmt, overwrite=True))

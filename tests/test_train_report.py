@@ -1,0 +1,70 @@
+"""python -m bps_train.report: the figure has a panel per curve (success / SPL, return, episode
+length, losses, entropy, fps) against frames, --eval results join it, and logs begun before a
+field was added still read."""
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+
+from bps_train import report
+from bps_train.train import LOG_FIELDS
+
+
+def _write_log(run, n=30, fields=LOG_FIELDS, extra=()):
+    run.mkdir(parents=True, exist_ok=True)
+    with open(run / "log.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(fields)
+        for u in range(1, n + 1):
+            row = {"update": u, "global_step": 256 * u, "fps": 900 + u, "sim_fps": 2000, "fps_ratio": 0.45,
+                   "reward": -1 + u / n, "success": u / n / 2, "spl": u / n / 3, "episodes": 8, "loss": 1 / u,
+                   "policy_loss": -0.01, "value_loss": 2 / u, "entropy": 1.38 - u / 100, "approx_kl": 0.01,
+                   "clip_frac": 0.1, "lr": 5e-4, "collect_s": 0.2, "learn_s": 0.1, "recv_wait": 0.0,
+                   "seconds": u, "length": 400 - 5 * u}
+            w.writerow([row[k] for k in fields] + [row[k] for k in extra])
+
+
+def test_report_plots_every_curve_and_the_evals(tmp_path, capsys):
+    run = tmp_path / "run"
+    _write_log(run)
+    evals = tmp_path / "evals.jsonl"
+    evals.write_text("\n".join(json.dumps(e) for e in [
+        {"checkpoint": "random", "episodes": 8, "success": 0.0, "spl": 0.0, "mean_length": 120.0},
+        {"checkpoint": str(run / "ckpt_000010.pt"), "episodes": 8, "success": 0.25, "spl": 0.2, "mean_length": 300.0},
+        {"checkpoint": str(run / "ckpt_000030.pt"), "episodes": 8, "success": 0.5, "spl": 0.4, "mean_length": 200.0},
+    ]) + "\n")
+    png = tmp_path / "curve.png"
+    report.main([str(run), "--evals", str(evals), "--png", str(png), "--window", "1"])
+    assert "| 30 | 7,680 |" in capsys.readouterr().out
+    rows = report.read_log(run)
+    ev, rand = report.read_evals(evals, 256)
+    ps = dict(report.panels(rows, ev, rand, window=1))
+    assert set(ps) == {"success / SPL", "episode return (reward)", "episode length (steps)", "losses",
+                       "policy entropy", "frames per second"}
+    length = {s[0]: s for s in ps["episode length (steps)"]}
+    assert length["train"][2][-1] == pytest.approx(250) and length["val length"][1] == [2560, 7680]
+    assert length["val length"][2] == [300.0, 200.0] and length["random length"][2] == [120.0]
+    assert [s[0] for s in ps["losses"]] == ["total", "policy", "value"]
+    assert ps["frames per second"][0][2][-1] == 930
+    from PIL import Image
+
+    im = np.asarray(Image.open(png).convert("RGB"))
+    H, W = im.shape[:2]
+    ph = (H - 20) // 3
+    for r in range(3):   # every panel has a blue curve drawn in it
+        for c in range(2):
+            cell = im[r * ph:(r + 1) * ph, c * (W // 2):(c + 1) * (W // 2)]
+            assert np.all(cell == report.BLUE, axis=-1).sum() > 50, (r, c)
+
+
+def test_a_log_begun_before_the_length_field_still_reads(tmp_path):
+    old = [k for k in LOG_FIELDS if k not in report.LATER_FIELDS]
+    _write_log(tmp_path, 3, fields=old, extra=report.LATER_FIELDS)   # resumed: new rows, old header
+    rows = report.read_log(tmp_path)
+    assert [r["length"] for r in rows] == [395, 390, 385] and rows[0]["update"] == 1
+    _write_log(tmp_path, 3, fields=old)
+    rows = report.read_log(tmp_path)
+    assert "length" not in rows[0] and report.smooth(rows, "length", 2) == [pytest.approx(float("nan"), nan_ok=True)] * 3

@@ -1,0 +1,147 @@
+"""Episode videos (bps_train.video, video_io): a file written by one library is decoded by
+another, has one frame per step of the episode, and its sensor panels are the env's
+observations at those steps; fallbacks, the goal read back from pointgoal, `--eval --video`."""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from test_train_smoke import dataset  # noqa: F401 - the tiny synthetic dataset (session fixture)
+
+from bps_train.video import EpisodeRecorder, FrameLayout, goal_from_pointgoal, manifest_navmeshes, sensor_rgb
+from bps_train.video_io import VideoOptions, resolve_format
+
+# Tolerance of the MP4 check, in levels (0-255) per channel of each panel block's mean: H.264
+# with crf 0 is lossless in YUV, so what is left is the RGB -> limited-range (16-235) YUV 4:2:0
+# -> RGB rounding (each 2x2 chroma block covers one observation pixel, as the panels are scaled
+# by an even factor); measured 1.4 mean / 3.75 max. Neighbouring steps differ by tens of levels.
+MEAN_TOL, MAX_TOL = 2.0, 6.0
+
+
+def _decode_imageio(path):
+    """Frames of a video through imageio-ffmpeg's ffmpeg executable (not PyAV)."""
+    imageio_ffmpeg = pytest.importorskip("imageio_ffmpeg")
+    gen = imageio_ffmpeg.read_frames(str(path), pix_fmt="rgb24")
+    meta = next(gen)
+    w, h = meta["size"]
+    return [np.frombuffer(f, np.uint8).reshape(h, w, 3) for f in gen]
+
+
+def _record(manifest, out, video: VideoOptions, n_steps=14):
+    """Env 0 walks a fixed action sequence ending in STOP; returns (recorder, its observations
+    per step as the test saw them, the episode length the env reported)."""
+    import bps_runtime
+
+    env = bps_runtime.make(manifest, split="val", num_envs=2, sensors=("depth", "rgb"), episodes="dataset",
+                           threads=1, resolution=(32, 32))
+    rec = EpisodeRecorder(out, 1, manifest_navmeshes(manifest), watch=1, video=video)
+    seen, length = [], None
+    try:
+        obs = env.reset()
+        rec.reset(obs, env.last_info)
+        seq = [1, 1, 2, 1, 1, 3, 3, 1, 1, 2, 1, 1, 1, 1][:n_steps - 1] + [0]
+        for t, a in enumerate(seq):
+            seen.append({k: obs[k][0].clone().numpy() for k in ("depth", "rgb")})
+            obs, _, done, info = env.step(torch.tensor([a, 1]))
+            rec.step(obs, done, info)
+            if done[0]:
+                length = int(info["episode"]["length"][0])
+                break
+    finally:
+        env.close()
+        rec.close()
+    assert rec.finished and length == len(seen) and len(rec.written) == 1
+    return rec, seen, length
+
+
+def test_mp4_decodes_elsewhere_with_the_observations_in_its_panels(dataset, tmp_path):  # noqa: F811
+    pytest.importorskip("av")
+    rec, seen, length = _record(dataset, tmp_path, VideoOptions(format="mp4", crf=0))
+    path = rec.written[0]
+    assert path.suffix == ".mp4"
+    frames = _decode_imageio(path)
+    assert len(frames) == length
+    layout = FrameLayout(("depth", "rgb"), (32, 32))
+    assert frames[0].shape == (layout.height, layout.width, 3)
+    for t, f in enumerate(frames):
+        for name in ("rgb", "depth"):
+            want = sensor_rgb(name, seen[t][name]).astype(np.float64)
+            diff = np.abs(layout.read_sensor(f, name) - want)
+            assert diff.mean() <= MEAN_TOL and diff.max() <= MAX_TOL, (t, name, diff.mean(), diff.max())
+    # a different step's observation does not pass: the check can fail
+    other = sensor_rgb("rgb", seen[0]["rgb"]).astype(np.float64)
+    assert any(np.abs(layout.read_sensor(f, "rgb") - other).mean() > 5 for f in frames[1:]) or \
+        all(np.array_equal(s["rgb"], seen[0]["rgb"]) for s in seen)
+    doc = json.loads(path.with_suffix(".json").read_text())
+    assert doc["frames"] == length == doc["length"] and len(doc["positions"]) == length
+    assert doc["video"] == path.name
+
+
+def test_png_frames_are_exact_and_gif_has_every_frame(dataset, tmp_path):  # noqa: F811
+    rec, seen, length = _record(dataset, tmp_path / "png", VideoOptions(format="png"), n_steps=6)
+    folder = rec.written[0]
+    assert folder.is_dir() and len(list(folder.glob("frame_*.png"))) == length
+    frames = _decode_imageio(folder / "frame_%05d.png")   # ffmpeg's image2 reader, not Pillow
+    layout = FrameLayout(("depth", "rgb"), (32, 32))
+    assert len(frames) == length
+    for t, f in enumerate(frames):
+        for name in ("rgb", "depth"):
+            assert np.array_equal(layout.read_sensor(f, name), sensor_rgb(name, seen[t][name])), (t, name)
+    av = pytest.importorskip("av")
+    rec, _, length = _record(dataset, tmp_path / "gif", VideoOptions(format="gif"), n_steps=6)
+    with av.open(str(rec.written[0])) as c:   # PyAV reads what Pillow wrote
+        assert rec.written[0].suffix == ".gif" and sum(1 for _ in c.decode(video=0)) == length
+
+
+def test_auto_format_falls_back_without_the_encoder(monkeypatch):
+    from bps_assets.errors import ConfigError, MissingDependencyError
+    from bps_train import video_io
+
+    monkeypatch.setattr(video_io, "has_encoder", lambda: False)
+    assert resolve_format("auto") == "gif"
+    with pytest.raises(MissingDependencyError, match="pip install av"):
+        resolve_format("mp4")
+    with pytest.raises(ConfigError, match="webm"):
+        resolve_format("webm")
+
+
+def test_goal_from_pointgoal_inverts_the_observation():
+    from bps_runtime.task import pointgoal_polar
+
+    g = torch.Generator().manual_seed(0)
+    pos = torch.rand(32, 3, generator=g, dtype=torch.float64) * 10 - 5
+    goal = torch.rand(32, 3, generator=g, dtype=torch.float64) * 10 - 5
+    goal[:, 1] = pos[:, 1]
+    yaw = torch.rand(32, generator=g, dtype=torch.float64) * 2 * math.pi - math.pi
+    pg = pointgoal_polar(pos, yaw, goal)
+    quat = torch.stack([0 * yaw, torch.sin(yaw / 2), 0 * yaw, torch.cos(yaw / 2)], 1)
+    for i in range(32):
+        got = goal_from_pointgoal(pos[i].numpy(), quat[i].numpy(), pg[i].numpy())
+        assert np.allclose(got, goal[i].numpy(), atol=1e-4), i
+
+
+def test_eval_video_end_to_end(dataset, tmp_path, capsys):  # noqa: F811
+    from bps_train.train import main, run
+
+    out = tmp_path / "run"
+    res = run(["--dataset", str(dataset), "--out-dir", str(out), "--eval", "random", "--eval-episodes", "3",
+               "--video", "2", "--video-format", "png", "--resolution", "32", "--threads", "1"])
+    assert len(res["videos"]) == 2
+    for v in res["videos"]:
+        doc = json.loads((out / "videos" / (v.rsplit("/", 1)[1] + ".json")).read_text())
+        assert len(list((out / "videos" / doc["video"]).glob("*.png"))) == doc["length"] == doc["frames"]
+    assert main(["--dataset", str(dataset), "--video", "1"]) == 2   # --video needs --eval
+    assert "--video" in capsys.readouterr().err
+
+
+def test_sensor_pictures():
+    depth = np.array([[[0.0], [0.5], [1.0], [1.5]]], np.float32)
+    assert sensor_rgb("depth", depth)[0, :, 0].tolist() == [0, 128, 255, 255]
+    assert sensor_rgb("depth", depth * 10, normalized_depth=False)[0, :, 1].tolist() == [0, 128, 255, 255]
+    ids = np.arange(40).reshape(1, 40, 1)
+    sem = sensor_rgb("semantic", ids)
+    assert sem[0, 0].tolist() == [0, 0, 0] and len({tuple(c) for c in sem[0, 1:]}) == 39

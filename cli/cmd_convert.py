@@ -14,7 +14,8 @@ from bps_assets.errors import BpsError
 from bps_assets.packed_scene import DEFAULTS, SUFFIX, ConvertOptions, convert_file, scene_id_for
 from bps_assets.transforms.frame import DATASETS, UP_AXES
 from bps_assets.transforms.reorder import CURVES
-from bps_assets.transforms.textures import FORMATS
+
+from .options import convert_options
 
 
 def _mb(n) -> str:
@@ -74,13 +75,7 @@ def _line(r: dict) -> str:
                    "mp3d also names scenes by their folder (mp3d/ID/ID.glb).")
 @click.option("--up", type=click.Choice(UP_AXES), default=None,
               help="Override the preset's up axis of the source files.")
-@click.option("--max-texture", type=int, default=DEFAULTS.max_texture, show_default=True,
-              help="Cap on texture sides (a power of two).")
-@click.option("--texture-format", type=click.Choice(sorted(FORMATS)), default=DEFAULTS.texture_format,
-              show_default=True, help="Block compression: bc1 (0.5 B/texel) or bc7 (1 B/texel, slower).")
-@click.option("--mipmaps/--no-mipmaps", default=DEFAULTS.mipmaps, show_default=True, help="Full mip chains.")
-@click.option("--position-error", type=click.FloatRange(min=0, min_open=True), default=DEFAULTS.position_error,
-              show_default=True, help="Quantization: largest position error in metres.")
+@convert_options
 @click.option("--uv-error", type=click.FloatRange(min=0, min_open=True), default=DEFAULTS.uv_error,
               show_default=True, help="Quantization: largest UV error per component.")
 @click.option("--min-area", type=click.FloatRange(min=0), default=DEFAULTS.min_area, show_default=True,

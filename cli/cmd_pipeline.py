@@ -12,6 +12,8 @@ from bps_assets.pipeline.backend import NAVMESH_MODES
 from bps_assets.pipeline.preprocess import DEFAULTS
 from bps_assets.transforms.frame import UP_AXES
 
+from .options import convert_changes, convert_options, nav_options, nav_settings_given
+
 _MAX_SHOWN = 200
 
 
@@ -102,7 +104,10 @@ def _source_and_dataset(src_root, dataset):
 @click.option("--up", type=click.Choice(UP_AXES), default=DEFAULTS.up,
               help="Up axis of the source files, instead of the dataset's (gibson/mp3d: z).")
 @click.option("--strict", is_flag=True,
-              help="Fail a scene whose imported .navmesh does not fit it (else a warning).")
+              help="Fail a scene whose .navmesh auto mode would replace by a built one (unreadable, "
+                   "made for another agent or another scene).")
+@nav_options
+@convert_options
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Processes (default: all cores this process may use).")
 @click.option("--shard", default=None, metavar="I/N",
@@ -116,19 +121,23 @@ def _source_and_dataset(src_root, dataset):
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a terminal).")
 def preprocess_cmd(src_root, out_root, dataset, split, subsets, navmesh, episodes, episode_seed, up, strict,
-                   workers, shard, require_all, overwrite, force, verify_kept, in_process, as_json, progress):
+                   workers, shard, require_all, overwrite, force, verify_kept, in_process, as_json, progress,
+                   **settings):
     """Convert every scene of a dataset split into packed scenes + navmeshes (+ episodes).
 
-    Resumable (rerun after any interruption redoes only unfinished or changed scenes), parallel,
-    shardable. Missing scenes are reported, not fatal, unless --require-all. Exits 1 when any
-    scene failed (after processing all the others).
+    Resumable (rerun after any interruption redoes only unfinished or changed scenes, and
+    scenes made with other settings), parallel, shardable. The navmesh and converter settings
+    (--agent-radius, --cell-size, --max-texture, ...) are recorded in the manifest. Missing
+    scenes are reported, not fatal, unless --require-all. Exits 1 when any scene failed (after
+    processing all the others).
     """
     from bps_assets.pipeline.plan import Shard
     from bps_assets.pipeline.preprocess import PreprocessOptions, preprocess, result_json, summary_table
 
     opts = PreprocessOptions(navmesh=navmesh, episodes=episodes, episode_seed=episode_seed, workers=workers,
                              require_all=require_all, overwrite=overwrite, subsets=tuple(subsets) or None,
-                             force=force, verify_kept=verify_kept, in_process=in_process, up=up, strict=strict)
+                             force=force, verify_kept=verify_kept, in_process=in_process, up=up, strict=strict,
+                             nav=nav_settings_given(settings), convert=convert_changes(settings))
     log = (lambda s: click.echo(s, err=True)) if as_json else click.echo
     src_root, dataset = _source_and_dataset(src_root, dataset)
     res = preprocess(src_root, out_root, dataset, split, opts, Shard.parse(shard), progress=progress, log=log)

@@ -67,8 +67,12 @@ class PreprocessOptions:
     redo up-to-date scenes too. ``overwrite``: accept a non-empty OUT_ROOT without an earlier
     run, or replacing the manifest of another run (another dataset or split, or ok scenes this
     run would drop: another source root or subsets). ``up``: the sources' up axis (``y`` / ``z``) instead of the dataset's.
-    ``strict``: an imported ``.navmesh`` that does not fit its scene fails the scene (else a
-    warning)."""
+    ``nav``: the navmesh settings (agent radius and height, cell size...; an imported .navmesh
+    made for another agent is replaced by a built one). ``convert``: converter settings
+    (``ConvertOptions`` fields, e.g. ``{"max_texture": 1024}``). Both are recorded in the
+    manifest's ``settings``; a scene made with other settings is redone.
+    ``strict``: a ``.navmesh`` that auto mode would replace by a built one (unreadable, made
+    for another agent or another scene) fails the scene instead."""
 
     navmesh: str = "auto"
     episodes: int = 0
@@ -83,6 +87,8 @@ class PreprocessOptions:
     in_process: bool = False  # run scenes in this process (debuggers, tests); a crash ends the run
     up: str | None = None
     strict: bool = False
+    nav: object | None = None  # NavSettings of built navmeshes (None: nav.DEFAULT_SETTINGS)
+    convert: dict = field(default_factory=dict)  # ConvertOptions fields over the dataset's preset
 
     def __post_init__(self):
         if self.up is not None and self.up not in UP_AXES:
@@ -93,6 +99,15 @@ class PreprocessOptions:
             raise ConfigError(None, "episodes per scene must be >= 0")
         if self.workers is not None and self.workers < 1:
             raise ConfigError(None, "workers must be >= 1")
+        if self.convert:
+            from ..packed_scene import ConvertOptions
+            from ..transforms.textures import check_options
+
+            known = {f.name for f in dataclasses.fields(ConvertOptions)} - {"dataset", "up"}
+            bad = sorted(set(self.convert) - known)
+            if bad:
+                raise ConfigError(None, f"converter setting(s) {', '.join(bad)} unknown (known: {', '.join(sorted(known))})")
+            check_options(dataclasses.replace(ConvertOptions(), **self.convert).texture_options())
 
 
 DEFAULTS = PreprocessOptions()
@@ -272,8 +287,13 @@ def process_scene(task: SceneTask) -> SceneResult:
         stats["convert_seconds"] = round(time.perf_counter() - t, 3)
         t = time.perf_counter()
         navsrc = src.navmesh if opts.navmesh != "build" else None
-        nav = task.backend.navmesh(opts.navmesh, out_root / rels["scene"], navsrc, out_root / rels["navmesh"])
+        # --strict: a .navmesh that auto would replace (unreadable, another agent's or scene's)
+        # fails the scene instead, as under --navmesh import
+        mode = "import" if opts.strict and navsrc is not None else opts.navmesh
+        nav = task.backend.navmesh(mode, out_root / rels["scene"], navsrc, out_root / rels["navmesh"])
         stats["navmesh_source"] = nav.get("source")
+        if nav.get("agent"):
+            stats["agent"] = nav["agent"]
         stats["navigable_area"] = nav.get("navigable_area")
         stats["islands"] = nav.get("islands")
         if nav.get("note"):
@@ -314,8 +334,8 @@ def process_scene(task: SceneTask) -> SceneResult:
 
 
 def _check_scene(task: SceneTask, out_root: Path, rels: dict, stats: dict) -> None:
-    """Raise for a scene with nothing to navigate; warn (``strict``: raise) when an imported
-    navmesh does not fit its scene (``stats["warnings"]``)."""
+    """Raise for a scene with nothing to navigate, or whose imported navmesh does not fit it
+    (the backend builds one instead in auto mode: this is the net under any backend)."""
     from . import scene_checks
 
     name, packed = task.src.name, out_root / rels["scene"]
@@ -325,11 +345,8 @@ def _check_scene(task: SceneTask, out_root: Path, rels: dict, stats: dict) -> No
     if stats.get("navmesh_source") != "imported":
         return
     warning = scene_checks.navmesh_fit(name, out_root / rels["navmesh"], packed)
-    if warning is None:
-        return
-    if task.options.strict:
-        raise NavError(task.src.navmesh, warning + " (--strict)")
-    stats.setdefault("warnings", []).append(warning)
+    if warning is not None:
+        raise NavError(task.src.navmesh, warning)
 
 
 def _discard_outputs(out_root: Path, rels: dict) -> list[str]:
@@ -528,7 +545,7 @@ def preprocess(src_root, out_root, dataset: str = "gibson", split: str | None = 
         names = ", ".join(n for n, _ in plan.missing[:10]) + (" ..." if len(plan.missing) > 10 else "")
         raise DatasetError(plan.src_root, f"{len(plan.missing)} scene(s) of split {split!r} are missing "
                                           f"({names}) and --require-all was given")
-    backend = backend or Backend(up=options.up)
+    backend = backend or Backend(up=options.up, nav_settings=options.nav, convert_changes=options.convert)
     settings = backend.settings(ds.name)
     settings["preprocess"] = {"navmesh": options.navmesh, "episodes": options.episodes,
                               "episode_seed": options.episode_seed}
@@ -681,7 +698,8 @@ def _run(plan, ds, split, shard, options, backend, settings, out_root, mpath, pr
 def _strictly(r: SceneResult, options: PreprocessOptions) -> SceneResult:
     """Under ``strict`` an up-to-date scene whose record carries a warning (from an earlier,
     lenient run) fails like a scene processed now would."""
-    warnings = ((r.entry or {}).get("stats") or {}).get("warnings")
+    st = (r.entry or {}).get("stats") or {}
+    warnings = st.get("warnings") or ([st["navmesh_note"]] if st.get("navmesh_note") else None)
     if not (options.strict and r.status == "skipped" and warnings):
         return r
     msg = f"NavError: {warnings[0]} (--strict)"
@@ -737,7 +755,8 @@ def summary_table(res: PreprocessResult, max_rows: int = 200) -> str:
                      f"{st['navigable_area']:.1f}" if st.get("navigable_area") is not None else "",
                      str(st.get("islands", "") if st.get("islands") is not None else ""),
                      str(st.get("episodes", "")), f"{st['seconds']:.1f}" if "seconds" in st else "",
-                     (r.error or (f"warning: {st['warnings'][0]}" if st.get("warnings") else ""))[:300]))
+                     (r.error or (f"warning: {st['warnings'][0]}" if st.get("warnings") else "")
+                      or (f"note: {st['navmesh_note']}" if st.get("navmesh_note") else ""))[:300]))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(row[:-1], widths)) + ("  " + row[-1] if row[-1] else "")
              for row in rows]

@@ -77,13 +77,20 @@ def datasets_cmd(name, split, as_json):
 
 def _source_and_dataset(src_root, dataset):
     """SRC may be a habitat *.scene_dataset_config.json: it names the dataset (its stages) and
-    its folder is the source root."""
+    its folder is the source root. Without --dataset, a folder that has no known dataset's
+    layout is a folder of scans (``datasets.load_scan_folder``)."""
     if src_root.endswith(ds_mod.SCENE_DATASET_CONFIG_SUFFIX) and os.path.isfile(src_root):
         if dataset is not None:
             raise click.UsageError("SRC is a scene dataset config, which names the dataset: drop --dataset")
         return os.path.dirname(os.path.abspath(src_root)), os.path.abspath(src_root)
     if dataset is None:
-        raise click.UsageError("--dataset is required (unless SRC is a *.scene_dataset_config.json)")
+        known = [n for n in ds_mod.list_datasets() if os.path.isdir(os.path.join(src_root, n))
+                 or os.path.basename(os.path.abspath(src_root)) == n]
+        if known or not os.path.isdir(src_root):
+            raise click.UsageError("--dataset is required" + (f" (SRC has the {known[0]} layout: --dataset {known[0]})"
+                                                               if known else ""))
+        # a folder of scans of no known dataset: every scan under it, one subset
+        return src_root, ds_mod.scan_folder_name(src_root)
     return src_root, dataset
 
 
@@ -92,7 +99,9 @@ def _source_and_dataset(src_root, dataset):
 @click.option("-o", "--out", "out_root", required=True, type=click.Path(file_okay=False),
               help="Output directory (manifest.json, scenes/, navmeshes/, episodes/).")
 @click.option("--dataset", default=None, callback=_dataset_choice,
-              help="Dataset: gibson, mp3d, hm3d, ... (not with a *.scene_dataset_config.json SRC).")
+              help="Dataset: gibson, mp3d, hm3d, ... (not with a *.scene_dataset_config.json SRC). "
+                   "Without it, SRC is a folder of scans: every .glb/.gltf/.ply/.obj under it, one "
+                   "subset (train), Y-up unless --up z.")
 @click.option("--split", default=None, help="Split (default: the dataset's default, e.g. gibson 4+).")
 @click.option("--subset", "subsets", multiple=True, type=click.Choice(["train", "val", "test"]),
               help="Only these subsets of the split (repeatable; default: all).")

@@ -204,3 +204,78 @@ def test_the_cell_cap_message_names_the_setting_that_fixes_it(tmp_path):
     assert r.exit_code != 0 and "over the cap" in r.output and "--cell-size 0.058" in r.output, r.output
     r = run("navmesh", tmp_path / "tile.glb", "-o", tmp_path / "nav", "--cell-size", "1", "--json")
     assert r.exit_code == 0 and json.loads(r.output)["navigable_area"] > 150_000
+
+
+# ------------------------------------------------------------------------------ item 2
+
+def test_a_run_that_finds_no_scene_fails_with_the_split_to_pass(src, tmp_path):
+    r = run("preprocess", src, "-o", tmp_path / "out", "--dataset", "gibson")  # default split 4+
+    assert r.exit_code == 2, r.output
+    assert "no scene of gibson split '4+' (train/val/test) found (106 missing)" in r.output
+    assert "the 2 scene file(s) found belong to split(s) tiny (2)" in r.output and "pass --split tiny" in r.output
+    assert not (tmp_path / "out" / "manifest.json").exists()
+
+
+def test_verify_fails_a_manifest_without_any_usable_scene(src, tmp_path):
+    from bps_assets.pipeline.manifest import new_manifest, write_manifest
+
+    doc = new_manifest(dataset="gibson", split="4+", subsets=["train"], settings={}, shard=None,
+                       source_root=str(src), scenes={}, missing=[{"name": "Adrian", "subset": "train"}],
+                       episodes={})
+    write_manifest(doc, tmp_path / "manifest.json")
+    r = run("verify", tmp_path / "manifest.json")
+    assert r.exit_code == 1 and "FAIL manifest: no usable scene" in r.output, r.output
+
+
+def test_synth_prints_the_preprocess_command_that_fits_and_adds_missing_scenes(tmp_path):
+    ds = tmp_path / "ds"
+    r = run("synth", ds, "-n", "1")
+    assert r.exit_code == 0, r.output
+    r = run("synth", ds, "-n", "2")  # an existing folder: the missing scene is added
+    assert r.exit_code == 0, r.output
+    assert "1 scene(s) already in" in r.output and "1 scenes," in r.output
+    assert (ds / "gibson" / "Collierville.glb").is_file()
+    cmd = r.output.splitlines()[-1].split("preprocess them: ", 1)[1]
+    assert cmd == f"bps-assets preprocess {ds} -o {ds}-out --dataset gibson --split tiny"
+    r = run(*cmd.split()[1:], "--workers", "1")
+    assert r.exit_code == 0 and "2 processed" in r.output, r.output
+
+
+def test_a_folder_of_scans_of_no_known_dataset_preprocesses(src, tmp_path):
+    from bps_assets.pipeline.manifest import load_manifest
+
+    scans = tmp_path / "my scans"
+    for rel, name in (("a/room.glb", "Allensville"), ("b/room.glb", "Collierville"), ("house.glb", "Allensville")):
+        (scans / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(src / "gibson" / f"{name}.glb", scans / rel)
+    r = run("preprocess", scans, "-o", tmp_path / "out", "--up", "z", "--workers", "1")
+    assert r.exit_code == 0, r.output
+    m = load_manifest(tmp_path / "out")
+    assert m.names("train") == ["a__room", "b__room", "house"] and m.dataset.startswith("scans:")
+    assert m.doc["scenes"]["a__room"]["sources"]["scene"]["path"] == "a/room.glb"
+    assert not list(scans.rglob("*.json"))  # no scene dataset config written
+    r = run("verify", tmp_path / "out" / "manifest.json")
+    assert r.exit_code == 0, r.output
+    # a habitat tree without --dataset is still a usage error naming the dataset
+    r = run("preprocess", src, "-o", tmp_path / "out2")
+    assert r.exit_code == 2 and "--dataset gibson" in r.output
+
+
+# ------------------------------------------------------------------------------ items 9, 10
+
+@needs_foreign
+def test_nav_info_and_distance_from_the_command_line(tmp_path):
+    r = run("nav", "info", FOREIGN)
+    assert r.exit_code == 0, r.output
+    assert "agent (tile headers): agent_height=1.5, agent_radius=0.1" in r.output
+    assert "other settings (not in the file" in r.output and "\nsettings:" not in r.output
+    assert " 1 islands" not in r.output
+    pts = json.loads(run("nav", "sample", FOREIGN, "-n", "2", "--json").output)
+    a, b = (",".join(map(str, p)) for p in pts)
+    r = run("nav", "distance", FOREIGN, "--from", a, "--to", b)
+    assert r.exit_code == 0, r.output
+    pairs = tmp_path / "pairs.json"
+    pairs.write_text(json.dumps([{"a": pts[0], "b": pts[1]}]))
+    assert run("nav", "distance", FOREIGN, "--pairs", pairs).output == r.output
+    r = run("nav", "distance", FOREIGN, "--from", a)
+    assert r.exit_code == 2 and "--from and --to go together" in r.output

@@ -539,6 +539,8 @@ def preprocess(src_root, out_root, dataset: str = "gibson", split: str | None = 
     if out_root == top or top in out_root.parents:
         raise ConfigError(out_root, f"OUT_ROOT must not be inside the source tree {top}")
     mpath = out_root / manifest_name(shard)
+    if not plan.scenes:
+        raise DatasetError(plan.src_root, nothing_found(plan))
     _check_out_root(out_root, options.overwrite)
     old_manifest = _check_manifest_target(mpath, ds.name, split, options.overwrite, plan)
     if options.require_all and plan.missing:
@@ -559,6 +561,23 @@ def preprocess(src_root, out_root, dataset: str = "gibson", split: str | None = 
         return _run(plan, ds, split, shard, options, backend, settings, out_root, mpath, progress, log, t_start)
     finally:
         lock.close()
+
+
+def nothing_found(plan: Plan) -> str:
+    """Why a run found no scene of its split, and what to pass instead: the splits the scene
+    files found belong to, or how to preprocess scans the dataset does not know."""
+    ds, what = plan.dataset, f"split {plan.split!r}" + (f" ({'/'.join(plan.subsets)})" if plan.subsets else "")
+    if plan.shard is not None:
+        what += f" shard {plan.shard}"
+    msg = f"no scene of {ds.name} {what} found ({len(plan.missing)} missing)"
+    fits = ds.splits_holding(plan.other_split)
+    if fits:
+        return (f"{msg}; the {len(plan.other_split)} scene file(s) found belong to split(s) "
+                f"{', '.join(f'{s} ({n})' for s, n in fits[:4])}: pass --split {fits[0][0]}")
+    if plan.unknown:
+        return (f"{msg}; {len(plan.unknown)} scan(s) found are not {ds.name} scenes (e.g. {plan.unknown[0]}): "
+                "to preprocess every scan under a folder, give the folder without --dataset")
+    return f"{msg}; no scene file under {plan.src_root / ds.layout.top} (layout {ds.layout.scene})"
 
 
 def _lock_run(path: Path):

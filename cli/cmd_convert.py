@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from bps_assets.container import read_header
-from bps_assets.errors import BpsError
+from bps_assets.errors import BpsError, CorruptFileError
 from bps_assets.packed_scene import DEFAULTS, SUFFIX, ConvertOptions, convert_file, scene_id_for
 from bps_assets.transforms.frame import DATASETS, UP_AXES
 from bps_assets.transforms.reorder import CURVES
@@ -172,7 +172,14 @@ def _fmt_value(v) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print header and section table as JSON.")
 def info_cmd(file, as_json):
     """Show a packed file's header and section table (scenes, navmeshes: any container kind)."""
-    header, sections, kind = read_header(file)
+    try:
+        header, sections, kind = read_header(file)
+    except CorruptFileError as e:
+        if "bad magic" not in e.detail:
+            raise
+        raise CorruptFileError(file, f"{e.detail}: `info` reads packed files (.bps); a scan converts "
+                                     f"with `bps-assets convert {file} -o OUTDIR`, a habitat .navmesh "
+                                     f"shows with `bps-assets nav info {file}`") from None
     size = os.path.getsize(file)
     table = [{"name": s.name, "dtype": next(k for k, v in _dtype_names().items() if v == s.dtype),
               "shape": list(s.shape), "codec": s.codec, "filter": s.filter, "offset": s.offset,

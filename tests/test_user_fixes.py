@@ -279,3 +279,39 @@ def test_nav_info_and_distance_from_the_command_line(tmp_path):
     assert run("nav", "distance", FOREIGN, "--pairs", pairs).output == r.output
     r = run("nav", "distance", FOREIGN, "--from", a)
     assert r.exit_code == 2 and "--from and --to go together" in r.output
+
+
+def test_info_on_a_scan_suggests_convert(src):
+    glb = src / "gibson" / "Allensville.glb"
+    r = run("info", glb)
+    assert r.exit_code == 2 and "bad magic" in r.output
+    assert f"bps-assets convert {glb} -o OUTDIR" in r.output
+
+
+BASIS = ASSETS / "magnum-plugins" / "GltfImporter" / "image.basis"
+
+
+@pytest.mark.skipif(not BASIS.is_file(), reason="../shared/assets absent")
+def test_a_google_texture_basis_image_is_named_as_such(monkeypatch):
+    from bps_assets.errors import MissingDependencyError
+    from bps_assets.readers.images import decode_image
+
+    monkeypatch.setitem(sys.modules, "opengl_basisu", None)  # the optional package absent
+    with pytest.raises(MissingDependencyError) as ei:
+        decode_image(BASIS.read_bytes(), "scene.gltf", "image 0")
+    assert "GOOGLE_texture_basis" in str(ei.value) and "KHR_texture_basisu" not in str(ei.value)
+    assert "pip install" in str(ei.value)
+
+
+# ------------------------------------------------------------------------------ item 8
+
+def test_bps_train_help_answers_without_importing_torch_and_report_help_is_whole():
+    code = ("import sys, contextlib, io\nfrom bps_train.train import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()) as f:\n"
+            "    try: main(['--help'])\n    except SystemExit: pass\n"
+            "print('torch' in sys.modules, '--num-envs' in f.getvalue())")
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert r.stdout.split() == ["False", "True"], r.stderr
+    r = subprocess.run([sys.executable, "-m", "bps_train.report", "--help"], cwd=ROOT, capture_output=True,
+                       text=True)
+    assert r.returncode == 0 and "as a Markdown table and a PNG learning curve." in " ".join(r.stdout.split())

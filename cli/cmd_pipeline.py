@@ -254,7 +254,9 @@ def manifest_show_cmd(manifest, as_json):
 @click.option("--up", type=click.Choice(UP_AXES), default=DEFAULTS.up,
               help="Up axis of the source files, instead of the dataset's (gibson/mp3d: z).")
 @click.option("--strict", is_flag=True,
-              help="Fail a scene whose imported .navmesh does not fit it (else a warning).")
+              help="Fail a scene whose .navmesh auto mode would replace by a built one.")
+@nav_options
+@convert_options
 @click.option("--executor", type=click.Choice(["slurm", "local", "debug"]), default="slurm", show_default=True,
               help="submitit executor: slurm, or local / debug to try it on this machine.")
 @click.option("--partition", default=None)
@@ -264,12 +266,13 @@ def manifest_show_cmd(manifest, as_json):
 @click.option("--log-dir", default=None, help="submitit logs (default: OUT_ROOT/.bps-state/submitit).")
 @click.option("--no-wait", is_flag=True, help="Submit and return (merge later with `manifest merge`).")
 def launch_cmd(src_root, out_root, dataset, split, shards, navmesh, episodes, up, strict, executor, partition,
-               time_min, cpus_per_task, mem_gb, log_dir, no_wait):
+               time_min, cpus_per_task, mem_gb, log_dir, no_wait, **settings):
     """Preprocess on a cluster: one submitit job array of --shards tasks, then merge."""
     from bps_assets.pipeline.launch import SlurmOptions, launch
     from bps_assets.pipeline.preprocess import PreprocessOptions
 
-    opts = PreprocessOptions(navmesh=navmesh, episodes=episodes, workers=cpus_per_task, up=up, strict=strict)
+    opts = PreprocessOptions(navmesh=navmesh, episodes=episodes, workers=cpus_per_task, up=up, strict=strict,
+                             nav=nav_settings_given(settings), convert=convert_changes(settings))
     slurm = SlurmOptions(partition=partition, time_min=time_min, cpus_per_task=cpus_per_task, mem_gb=mem_gb)
     res = launch(src_root, out_root, dataset, split, shards, opts, slurm, executor=executor,
                  log_dir=log_dir, wait=not no_wait, log=click.echo)

@@ -315,3 +315,19 @@ def test_bps_train_help_answers_without_importing_torch_and_report_help_is_whole
     r = subprocess.run([sys.executable, "-m", "bps_train.report", "--help"], cwd=ROOT, capture_output=True,
                        text=True)
     assert r.returncode == 0 and "as a Markdown table and a PNG learning curve." in " ".join(r.stdout.split())
+
+
+# ------------------------------------------------------------------------------ item 7
+
+def test_bench_says_what_runs_and_that_it_still_runs(src, tmp_path, monkeypatch):
+    import cli.cmd_runtime as cmd
+
+    r = run("preprocess", src, "-o", tmp_path / "out", "--dataset", "gibson", "--split", "tiny", "--workers", "1")
+    assert r.exit_code == 0, r.output
+    monkeypatch.setattr(cmd, "HEARTBEAT_S", 0.05)
+    r = run("bench", tmp_path / "out" / "manifest.json", "--num-envs", "4", "--steps", "4", "--scenes", "1",
+            "--resolution", "16", "--threads", "1", "--count-steps", "0", "--split", "train")
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    assert lines[0] == "bench: 4 envs x 4 timed steps on cpu, then 0 counted steps ..."
+    assert "still running" in r.output and any(line.startswith("  done in ") for line in lines)

@@ -267,7 +267,7 @@ def preview_cmd(navfile, out, overwrite, max_size):
 
     info = write_preview(_load(navfile), out, overwrite=overwrite, max_size=max_size)
     click.echo(f"{out}: {info['width']}x{info['height']} px, {info['floors']} floor(s), "
-               f"{info['islands']} islands")
+               f"{info['islands']} island{'s' * (info['islands'] != 1)}")
 
 
 commands = [navmesh_cmd, nav_group, preview_cmd]

@@ -17,24 +17,20 @@ NAV_KEYS = ("agent_height", "agent_radius", "max_climb", "max_slope", "cell_size
 CONVERT_KEYS = ("max_texture", "texture_format", "mipmaps", "position_error")
 
 
+_NAV_HELP = {
+    "agent_height": "agent height, m (ObjectNav on HM3D: 0.88)",
+    "agent_radius": "agent radius, m (ObjectNav on HM3D: 0.18)",
+    "max_climb": "highest step, m", "max_slope": "steepest walkable slope, degrees",
+    "cell_size": "grid cell side, m (coarser for large outdoor scenes)",
+    "cell_height": "vertical cell size, m",
+}
+
+
 def nav_options(f):
     """The navmesh builder's settings as options (``NAV_KEYS``)."""
-    opts = [
-        click.option("--agent-height", type=float, default=NAV.agent_height, show_default=True,
-                     help="Navmesh: agent height, m (ObjectNav on HM3D: 0.88)."),
-        click.option("--agent-radius", type=float, default=NAV.agent_radius, show_default=True,
-                     help="Navmesh: agent radius, m (ObjectNav on HM3D: 0.18)."),
-        click.option("--max-climb", type=float, default=NAV.max_climb, show_default=True,
-                     help="Navmesh: highest step, m."),
-        click.option("--max-slope", type=float, default=NAV.max_slope, show_default=True,
-                     help="Navmesh: steepest walkable slope, degrees."),
-        click.option("--cell-size", type=float, default=NAV.cell_size, show_default=True,
-                     help="Navmesh: grid cell side, m (coarser for large outdoor scenes)."),
-        click.option("--cell-height", type=float, default=NAV.cell_height, show_default=True,
-                     help="Navmesh: vertical cell size, m."),
-    ]
-    for o in reversed(opts):
-        f = o(f)
+    for key in reversed(NAV_KEYS):
+        f = click.option("--" + key.replace("_", "-"), type=float, default=getattr(NAV, key), show_default=True,
+                         help=f"Navmesh: {_NAV_HELP[key]}.")(f)
     return f
 
 

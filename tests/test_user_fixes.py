@@ -214,6 +214,8 @@ def test_a_run_that_finds_no_scene_fails_with_the_split_to_pass(src, tmp_path):
     assert "no scene of gibson split '4+' (train/val/test) found (106 missing)" in r.output
     assert "the 2 scene file(s) found belong to split(s) tiny (2)" in r.output and "pass --split tiny" in r.output
     assert not (tmp_path / "out" / "manifest.json").exists()
+    r = run("preprocess", src, "-o", tmp_path / "out", "--dataset", "gibson", "--split", "tiny", "--subset", "test")
+    assert r.exit_code == 2 and "found are in its train/val subset(s): drop or change --subset" in r.output
 
 
 def test_verify_fails_a_manifest_without_any_usable_scene(src, tmp_path):

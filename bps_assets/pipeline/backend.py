@@ -19,8 +19,6 @@ from ..container import Container
 from ..errors import BpsError, ConfigError, InputError, NavError
 
 NAVMESH_MODES = ("auto", "import", "build")
-# metres: a .navmesh's agent radius / height (float32 in the file) equal to the settings' within this
-AGENT_TOLERANCE = 1e-3
 
 
 def _asdict(obj) -> Any:
@@ -160,6 +158,7 @@ class Backend:
         """The habitat .navmesh imported, or NavError when it was built for another agent than
         ``settings``' or does not fit the packed scene."""
         from ..nav.detour import import_detour, read_detour_navmesh
+        from .manifest import AGENT_TOLERANCE
         from .scene_checks import navmesh_misfit, scene_bounds
 
         own = read_detour_navmesh(detour_src).nav_settings()

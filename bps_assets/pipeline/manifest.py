@@ -27,6 +27,8 @@ FORMAT = "bps-dataset-manifest"
 FORMAT_VERSION = 1
 MAX_MANIFEST_BYTES = 512 << 20  # ~1M scenes; a manifest is JSON read whole
 OUTPUT_ROLES = ("scene", "navmesh", "episodes")
+# metres: two agents' radius / height are the same within this (a .navmesh stores float32)
+AGENT_TOLERANCE = 1e-3
 
 
 def new_manifest(*, dataset: str, split: str, subsets: list[str], settings: dict, shard: dict | None,
@@ -171,7 +173,7 @@ def navmesh_settings(manifest: "Manifest"):
 
 
 def agent_mismatch(manifest: "Manifest", agent_radius: float, agent_height: float,
-                   tolerance: float = 1e-3) -> str | None:
+                   tolerance: float = AGENT_TOLERANCE) -> str | None:
     """One line saying how the navmeshes' agent (``navmesh_settings``) differs from the
     task's ``agent_radius`` / ``agent_height`` (m), or None when they match or the manifest
     records no agent: what the runtime refuses a dataset with."""

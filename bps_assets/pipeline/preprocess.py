@@ -571,6 +571,9 @@ def nothing_found(plan: Plan) -> str:
         what += f" shard {plan.shard}"
     msg = f"no scene of {ds.name} {what} found ({len(plan.missing)} missing)"
     fits = ds.splits_holding(plan.other_split)
+    if fits and fits[0][0] == plan.split:  # found, but in other subsets of this split
+        subs = sorted({s for s, names in ds.split(plan.split).items() if set(names) & set(plan.other_split)})
+        return f"{msg}; the scene file(s) found are in its {'/'.join(subs)} subset(s): drop or change --subset"
     if fits:
         return (f"{msg}; the {len(plan.other_split)} scene file(s) found belong to split(s) "
                 f"{', '.join(f'{s} ({n})' for s, n in fits[:4])}: pass --split {fits[0][0]}")

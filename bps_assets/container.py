@@ -197,6 +197,21 @@ def remove_stale_temps(path: str | os.PathLike, min_age_s: float = 600.0) -> lis
     return removed
 
 
+def current_umask() -> int:
+    """The process's umask, read without changing it (Linux: /proc/self/status); elsewhere set
+    and restored at once (os.umask can only be read by setting it)."""
+    try:
+        with open("/proc/self/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write(path: str | os.PathLike, write_fn, overwrite: bool = False) -> None:
     """Run ``write_fn(fileobj)`` on a temp file beside ``path``, fsync, then rename over it.
 
@@ -216,6 +231,8 @@ def atomic_write(path: str | os.PathLike, write_fn, overwrite: bool = False) -> 
         raise _write_error(path.parent, e, f"create a file in the folder (for {path.name})") from None
     try:
         _lock_temp(fd)
+        # mkstemp makes 0600 files; the output gets the mode a plain open() would give
+        os.fchmod(fd, 0o666 & ~current_umask())
         with os.fdopen(fd, "wb") as f:
             write_fn(f)
             f.flush()

@@ -217,7 +217,8 @@ def plot(rows, evals, rand, path: Path, window: int = 10, size=(960, 900)):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m bps_train.report",  # the docstring's first paragraph
+                                description=" ".join(__doc__.split("\n\n")[0].split()))
     p.add_argument("run_dir", type=Path)
     p.add_argument("--evals", type=Path, default=None, help="JSON lines of bps-train --eval results")
     p.add_argument("--png", type=Path, default=None, help="write the learning curve here")

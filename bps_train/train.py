@@ -35,14 +35,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import torch
-import torch.distributed as dist
 
-from bps_train import checkpoint
 from bps_train.args import arg, parse
-from bps_train.lamb import Lamb
-from bps_train.models import Policy
-from bps_train.ppo import Rollout, gae, ppo_loss
+from bps_train.lazy import lazy
+
+# torch and what is built on it load on first use: --help and argument errors answer at once
+torch, dist = lazy("torch"), lazy("torch.distributed")
+checkpoint = lazy("bps_train.checkpoint")
+Lamb, Policy = lazy("bps_train.lamb", "Lamb"), lazy("bps_train.models", "Policy")
+Rollout, gae, ppo_loss = (lazy("bps_train.ppo", n) for n in ("Rollout", "gae", "ppo_loss"))
 
 
 @dataclass
@@ -619,7 +620,7 @@ def train(args) -> dict:
         carry = start_rollouts(env, policy, device)
         # this rank's share (checked by the tests); one write with its newline, because print()
         # writes the text and the end apart and ranks sharing a pipe interleaved between them
-        sys.stdout.write(f"SCENES {json.dumps(carry.scenes)}\n")
+        sys.stdout.write(f"rank {rank} of {world}: {len(carry.scenes)} scene(s): {' '.join(carry.scenes)}\n")
         sys.stdout.flush()
         episodes = torch.zeros(len(EPISODE_SUMS), dtype=torch.float64, device=device)
         recv_wait, collect_s, learn_s = 0.0, 0.0, 0.0

@@ -10,11 +10,12 @@ from pathlib import Path
 import click
 
 from bps_assets.container import read_header
-from bps_assets.errors import BpsError
+from bps_assets.errors import BpsError, CorruptFileError
 from bps_assets.packed_scene import DEFAULTS, SUFFIX, ConvertOptions, convert_file, scene_id_for
 from bps_assets.transforms.frame import DATASETS, UP_AXES
 from bps_assets.transforms.reorder import CURVES
-from bps_assets.transforms.textures import FORMATS
+
+from .options import convert_options
 
 
 def _mb(n) -> str:
@@ -75,13 +76,7 @@ def _line(r: dict) -> str:
                    "mp3d also names scenes by their folder (mp3d/ID/ID.glb).")
 @click.option("--up", type=click.Choice(UP_AXES), default=None,
               help="Override the preset's up axis of the source files.")
-@click.option("--max-texture", type=int, default=DEFAULTS.max_texture, show_default=True,
-              help="Cap on texture sides (a power of two).")
-@click.option("--texture-format", type=click.Choice(sorted(FORMATS)), default=DEFAULTS.texture_format,
-              show_default=True, help="Block compression: bc1 (0.5 B/texel) or bc7 (1 B/texel, slower).")
-@click.option("--mipmaps/--no-mipmaps", default=DEFAULTS.mipmaps, show_default=True, help="Full mip chains.")
-@click.option("--position-error", type=click.FloatRange(min=0, min_open=True), default=DEFAULTS.position_error,
-              show_default=True, help="Quantization: largest position error in metres.")
+@convert_options
 @click.option("--uv-error", type=click.FloatRange(min=0, min_open=True), default=DEFAULTS.uv_error,
               show_default=True, help="Quantization: largest UV error per component.")
 @click.option("--min-area", type=click.FloatRange(min=0), default=DEFAULTS.min_area, show_default=True,
@@ -178,7 +173,14 @@ def _fmt_value(v) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print header and section table as JSON.")
 def info_cmd(file, as_json):
     """Show a packed file's header and section table (scenes, navmeshes: any container kind)."""
-    header, sections, kind = read_header(file)
+    try:
+        header, sections, kind = read_header(file)
+    except CorruptFileError as e:
+        if "bad magic" not in e.detail:
+            raise
+        raise CorruptFileError(file, f"{e.detail}: `info` reads packed files (.bps); a scan converts "
+                                     f"with `bps-assets convert {file} -o OUTDIR`, a habitat .navmesh "
+                                     f"shows with `bps-assets nav info {file}`") from None
     size = os.path.getsize(file)
     table = [{"name": s.name, "dtype": next(k for k, v in _dtype_names().items() if v == s.dtype),
               "shape": list(s.shape), "codec": s.codec, "filter": s.filter, "offset": s.offset,

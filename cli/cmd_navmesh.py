@@ -3,13 +3,16 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import time
 from pathlib import Path
 
 import click
 
-from bps_assets.errors import InputError, OutputExistsError
+from bps_assets.errors import BpsError, InputError, OutputExistsError
 from bps_assets.nav.settings import DEFAULT_SETTINGS as S
+
+from .options import nav_options
 
 NAV_SUFFIX = ".navmesh.bps"
 
@@ -30,12 +33,7 @@ def _out_name(path: Path) -> str:
               help="output directory: one NAME.navmesh.bps per input")
 @click.option("--dataset", type=click.Choice(["gibson", "mp3d", "generic"]), default="generic",
               show_default=True, help="gibson/mp3d scans are Z-up and are rotated into the habitat frame")
-@click.option("--agent-height", type=float, default=S.agent_height, show_default=True)
-@click.option("--agent-radius", type=float, default=S.agent_radius, show_default=True)
-@click.option("--max-climb", type=float, default=S.max_climb, show_default=True)
-@click.option("--max-slope", type=float, default=S.max_slope, show_default=True, help="degrees")
-@click.option("--cell-size", type=float, default=S.cell_size, show_default=True)
-@click.option("--cell-height", type=float, default=S.cell_height, show_default=True)
+@nav_options
 @click.option("--recast-compat/--exact", "recast_compat", default=S.recast_compat, show_default=True,
               help="round like Recast (radius up to whole cells, obstacles block whole cells: "
                    "habitat-identical navmeshes) instead of eroding by the exact radius")
@@ -66,10 +64,19 @@ def navmesh_cmd(inputs, out_dir, dataset, agent_height, agent_radius, max_climb,
     given = any(ctx.get_parameter_source(k) != click.core.ParameterSource.DEFAULT
                 for k in ("agent_height", "agent_radius", "max_climb", "max_slope", "cell_size", "cell_height",
                           "recast_compat"))
-    for src, dst in targets:
+    failed = []
+    for src, dst in targets:  # like convert: a bad input is one line, the others still go on
         t0 = time.perf_counter()
-        nav = navmesh_from_file(src, settings if given else None, dataset=dataset)
-        nav.save(dst, overwrite=overwrite)
+        try:
+            nav = navmesh_from_file(src, settings if given else None, dataset=dataset)
+            nav.save(dst, overwrite=overwrite)
+        except BpsError as e:
+            failed.append(e.exit_code)
+            if as_json:
+                click.echo(json.dumps({"input": str(src), "ok": False, "error": str(e)}))
+            else:
+                click.echo(f"error: {e}", err=True)
+            continue
         secs = time.perf_counter() - t0
         rec = {"input": str(src), "output": str(dst), "method": nav.method,
                "navigable_area": round(nav.navigable_area, 4), "islands": nav.num_islands,
@@ -78,8 +85,13 @@ def navmesh_cmd(inputs, out_dir, dataset, agent_height, agent_radius, max_climb,
         if as_json:
             click.echo(json.dumps(rec))
         else:
-            click.echo(f"{src.name} -> {dst}: {rec['navigable_area']:.2f} m^2, {rec['islands']} islands, "
+            n = rec["islands"]
+            click.echo(f"{src.name} -> {dst}: {rec['navigable_area']:.2f} m^2, {n} island{'s' * (n != 1)}, "
                        f"{secs:.2f} s")
+    if len(targets) > 1 and not as_json:
+        click.echo(f"{len(targets) - len(failed)} navmeshes written, {len(failed)} failed", err=bool(failed))
+    if failed:
+        sys.exit(max(failed))
 
 
 def _load(path: Path):
@@ -113,6 +125,20 @@ def _vec3(ctx, param, value):
     return v
 
 
+def _read_pairs(pairs_file: Path):
+    import numpy as np
+
+    try:
+        pairs = json.loads(Path(pairs_file).read_text())
+        a = np.array([p["a"] for p in pairs], dtype=np.float64).reshape(-1, 3)
+        b = np.array([p["b"] for p in pairs], dtype=np.float64).reshape(-1, 3)
+        if len(a) != len(pairs) or len(b) != len(pairs):
+            raise ValueError("each a/b must be 3 numbers")
+    except (OSError, ValueError, TypeError, KeyError) as e:
+        raise InputError(pairs_file, f'expected a JSON list of {{"a": [x,y,z], "b": [x,y,z]}}: {e}') from None
+    return a, b
+
+
 def _num(x):
     return None if not math.isfinite(x) else round(float(x), 6)
 
@@ -135,14 +161,22 @@ def nav_info(navfile, as_json):
     click.echo(f"{navfile}: {info['method']} navmesh, grid {info['shape']} (layers, rows, cols), "
                f"cell {info['cell_size']} m, {info['num_spans']} spans")
     click.echo(f"bounds: min {[round(x, 3) for x in b['min']]} max {[round(x, 3) for x in b['max']]}")
-    click.echo(f"navigable area: {info['navigable_area']:.3f} m^2 in {info['num_islands']} islands")
+    n = info["num_islands"]
+    click.echo(f"navigable area: {info['navigable_area']:.3f} m^2 in {n} island{'s' * (n != 1)}")
     for isl in info["islands"][:50]:
         click.echo(f"  island {isl['id']}: {isl['area']:.3f} m^2, radius {isl['radius']:.2f} m")
     if len(info["islands"]) > 50:
         click.echo(f"  ... {len(info['islands']) - 50} more")
     st = info["settings"]
-    click.echo("settings: " + ", ".join(f"{k}={v}" for k, v in st.items()))
     det = info.get("detour")
+    if det and not det["settings"]:
+        # no settings block: only the agent (tile headers) is the file's; the rest are defaults
+        agent = ("agent_height", "agent_radius", "max_climb")
+        click.echo("agent (tile headers): " + ", ".join(f"{k}={st[k]}" for k in agent if k in st))
+        click.echo("other settings (not in the file; bps defaults used to read it): "
+                   + ", ".join(f"{k}={v}" for k, v in st.items() if k not in agent))
+    else:
+        click.echo("settings: " + ", ".join(f"{k}={v}" for k, v in st.items()))
     if det:
         layout = det["settings_layout"] or ("none" if not det["settings_bytes"] else "unknown")
         click.echo(f"detour set: version {det['set_version']}, {det['tiles']} tiles, "
@@ -155,21 +189,24 @@ def nav_info(navfile, as_json):
 
 @nav_group.command("distance")
 @click.argument("navfile", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--pairs", "pairs_file", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+@click.option("--pairs", "pairs_file", default=None, type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help='JSON list of {"a": [x,y,z], "b": [x,y,z]} (habitat frame)')
+@click.option("--from", "start", default=None, callback=_vec3, help="x,y,z: one pair instead of --pairs")
+@click.option("--to", "end", default=None, callback=_vec3, help="x,y,z (with --from)")
 @click.option("--json", "as_json", is_flag=True)
-def nav_distance(navfile, pairs_file, as_json):
-    """Geodesic distance per pair (null: unreachable or unsnappable)."""
+def nav_distance(navfile, pairs_file, start, end, as_json):
+    """Geodesic distance per pair (null: unreachable or unsnappable): --from X,Y,Z --to X,Y,Z,
+    or --pairs FILE."""
     import numpy as np
 
-    try:
-        pairs = json.loads(Path(pairs_file).read_text())
-        a = np.array([p["a"] for p in pairs], dtype=np.float64).reshape(-1, 3)
-        b = np.array([p["b"] for p in pairs], dtype=np.float64).reshape(-1, 3)
-        if len(a) != len(pairs) or len(b) != len(pairs):
-            raise ValueError("each a/b must be 3 numbers")
-    except (OSError, ValueError, TypeError, KeyError) as e:
-        raise InputError(pairs_file, f'expected a JSON list of {{"a": [x,y,z], "b": [x,y,z]}}: {e}') from None
+    if (start is None) != (end is None):
+        raise click.UsageError("--from and --to go together")
+    if (pairs_file is None) == (start is None):
+        raise click.UsageError("give either --from X,Y,Z --to X,Y,Z or --pairs FILE")
+    if start is not None:
+        a, b = np.array([start], np.float64), np.array([end], np.float64)
+    else:
+        a, b = _read_pairs(pairs_file)
     nav = _load(navfile)
     d = nav.geodesic_distance(a, b) if len(a) else np.zeros(0)
     vals = [_num(x) for x in np.atleast_1d(d)]
@@ -257,7 +294,7 @@ def preview_cmd(navfile, out, overwrite, max_size, mpp, episodes_file, scene, ma
     extra += f" ({info['unreachable']} with no path on this navmesh)" if info["unreachable"] else ""
     extra += f", {info['agent_paths']} agent path(s)" if agent_paths else ""
     click.echo(f"{out}: {info['width']}x{info['height']} px at {info['metres_per_pixel']:g} m/px, "
-               f"{info['floors']} floor(s), {info['islands']} islands{extra}")
+               f"{info['floors']} floor(s), {info['islands']} island{'s' * (info['islands'] != 1)}{extra}")
 
 
 def _semantic_preview(nav, semantic: Path, out, overwrite, max_size):

@@ -12,6 +12,8 @@ from bps_assets.pipeline.backend import NAVMESH_MODES
 from bps_assets.pipeline.preprocess import DEFAULTS
 from bps_assets.transforms.frame import UP_AXES
 
+from .options import convert_changes, convert_options, nav_options, nav_settings_given
+
 _MAX_SHOWN = 200
 
 
@@ -75,13 +77,20 @@ def datasets_cmd(name, split, as_json):
 
 def _source_and_dataset(src_root, dataset):
     """SRC may be a habitat *.scene_dataset_config.json: it names the dataset (its stages) and
-    its folder is the source root."""
+    its folder is the source root. Without --dataset, a folder that has no known dataset's
+    layout is a folder of scans (``datasets.load_scan_folder``)."""
     if src_root.endswith(ds_mod.SCENE_DATASET_CONFIG_SUFFIX) and os.path.isfile(src_root):
         if dataset is not None:
             raise click.UsageError("SRC is a scene dataset config, which names the dataset: drop --dataset")
         return os.path.dirname(os.path.abspath(src_root)), os.path.abspath(src_root)
     if dataset is None:
-        raise click.UsageError("--dataset is required (unless SRC is a *.scene_dataset_config.json)")
+        known = [n for n in ds_mod.list_datasets() if os.path.isdir(os.path.join(src_root, n))
+                 or os.path.basename(os.path.abspath(src_root)) == n]
+        if known or not os.path.isdir(src_root):
+            raise click.UsageError("--dataset is required" + (f" (SRC has the {known[0]} layout: --dataset {known[0]})"
+                                                               if known else ""))
+        # a folder of scans of no known dataset: every scan under it, one subset
+        return src_root, ds_mod.scan_folder_name(src_root)
     return src_root, dataset
 
 
@@ -90,7 +99,9 @@ def _source_and_dataset(src_root, dataset):
 @click.option("-o", "--out", "out_root", required=True, type=click.Path(file_okay=False),
               help="Output directory (manifest.json, scenes/, navmeshes/, episodes/).")
 @click.option("--dataset", default=None, callback=_dataset_choice,
-              help="Dataset: gibson, mp3d, hm3d, ... (not with a *.scene_dataset_config.json SRC).")
+              help="Dataset: gibson, mp3d, hm3d, ... (not with a *.scene_dataset_config.json SRC). "
+                   "Without it, SRC is a folder of scans: every .glb/.gltf/.ply/.obj under it, one "
+                   "subset (train), Y-up unless --up z.")
 @click.option("--split", default=None, help="Split (default: the dataset's default, e.g. gibson 4+).")
 @click.option("--subset", "subsets", multiple=True, type=click.Choice(["train", "val", "test"]),
               help="Only these subsets of the split (repeatable; default: all).")
@@ -102,7 +113,10 @@ def _source_and_dataset(src_root, dataset):
 @click.option("--up", type=click.Choice(UP_AXES), default=DEFAULTS.up,
               help="Up axis of the source files, instead of the dataset's (gibson/mp3d: z).")
 @click.option("--strict", is_flag=True,
-              help="Fail a scene whose imported .navmesh does not fit it (else a warning).")
+              help="Fail a scene whose .navmesh auto mode would replace by a built one (unreadable, "
+                   "made for another agent or another scene).")
+@nav_options
+@convert_options
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Processes (default: all cores this process may use).")
 @click.option("--shard", default=None, metavar="I/N",
@@ -116,19 +130,23 @@ def _source_and_dataset(src_root, dataset):
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a terminal).")
 def preprocess_cmd(src_root, out_root, dataset, split, subsets, navmesh, episodes, episode_seed, up, strict,
-                   workers, shard, require_all, overwrite, force, verify_kept, in_process, as_json, progress):
+                   workers, shard, require_all, overwrite, force, verify_kept, in_process, as_json, progress,
+                   **settings):
     """Convert every scene of a dataset split into packed scenes + navmeshes (+ episodes).
 
-    Resumable (rerun after any interruption redoes only unfinished or changed scenes), parallel,
-    shardable. Missing scenes are reported, not fatal, unless --require-all. Exits 1 when any
-    scene failed (after processing all the others).
+    Resumable (rerun after any interruption redoes only unfinished or changed scenes, and
+    scenes made with other settings), parallel, shardable. The navmesh and converter settings
+    (--agent-radius, --cell-size, --max-texture, ...) are recorded in the manifest. Missing
+    scenes are reported, not fatal, unless --require-all. Exits 1 when any scene failed (after
+    processing all the others).
     """
     from bps_assets.pipeline.plan import Shard
     from bps_assets.pipeline.preprocess import PreprocessOptions, preprocess, result_json, summary_table
 
     opts = PreprocessOptions(navmesh=navmesh, episodes=episodes, episode_seed=episode_seed, workers=workers,
                              require_all=require_all, overwrite=overwrite, subsets=tuple(subsets) or None,
-                             force=force, verify_kept=verify_kept, in_process=in_process, up=up, strict=strict)
+                             force=force, verify_kept=verify_kept, in_process=in_process, up=up, strict=strict,
+                             nav=nav_settings_given(settings), convert=convert_changes(settings))
     log = (lambda s: click.echo(s, err=True)) if as_json else click.echo
     src_root, dataset = _source_and_dataset(src_root, dataset)
     res = preprocess(src_root, out_root, dataset, split, opts, Shard.parse(shard), progress=progress, log=log)
@@ -236,7 +254,9 @@ def manifest_show_cmd(manifest, as_json):
 @click.option("--up", type=click.Choice(UP_AXES), default=DEFAULTS.up,
               help="Up axis of the source files, instead of the dataset's (gibson/mp3d: z).")
 @click.option("--strict", is_flag=True,
-              help="Fail a scene whose imported .navmesh does not fit it (else a warning).")
+              help="Fail a scene whose .navmesh auto mode would replace by a built one.")
+@nav_options
+@convert_options
 @click.option("--executor", type=click.Choice(["slurm", "local", "debug"]), default="slurm", show_default=True,
               help="submitit executor: slurm, or local / debug to try it on this machine.")
 @click.option("--partition", default=None)
@@ -246,12 +266,13 @@ def manifest_show_cmd(manifest, as_json):
 @click.option("--log-dir", default=None, help="submitit logs (default: OUT_ROOT/.bps-state/submitit).")
 @click.option("--no-wait", is_flag=True, help="Submit and return (merge later with `manifest merge`).")
 def launch_cmd(src_root, out_root, dataset, split, shards, navmesh, episodes, up, strict, executor, partition,
-               time_min, cpus_per_task, mem_gb, log_dir, no_wait):
+               time_min, cpus_per_task, mem_gb, log_dir, no_wait, **settings):
     """Preprocess on a cluster: one submitit job array of --shards tasks, then merge."""
     from bps_assets.pipeline.launch import SlurmOptions, launch
     from bps_assets.pipeline.preprocess import PreprocessOptions
 
-    opts = PreprocessOptions(navmesh=navmesh, episodes=episodes, workers=cpus_per_task, up=up, strict=strict)
+    opts = PreprocessOptions(navmesh=navmesh, episodes=episodes, workers=cpus_per_task, up=up, strict=strict,
+                             nav=nav_settings_given(settings), convert=convert_changes(settings))
     slurm = SlurmOptions(partition=partition, time_min=time_min, cpus_per_task=cpus_per_task, mem_gb=mem_gb)
     res = launch(src_root, out_root, dataset, split, shards, opts, slurm, executor=executor,
                  log_dir=log_dir, wait=not no_wait, log=click.echo)

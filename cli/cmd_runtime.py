@@ -1,11 +1,38 @@
 """`bps-assets bench MANIFEST`: the batched environment benchmark (bps_runtime.env_throughput)."""
 from __future__ import annotations
 
+import contextlib
 import json
+import threading
+import time
 
 import click
 
 from bps_runtime.env_throughput import DEFAULTS, RENDERERS
+
+
+HEARTBEAT_S = 15.0  # seconds between "still running" lines on stderr
+
+
+@contextlib.contextmanager
+def _heartbeat(what: str):
+    """Say what runs, then a line on stderr every HEARTBEAT_S seconds until it is done (the
+    measurement itself reports only at the end: minutes on a few cores)."""
+    click.echo(f"{what} ...", err=True)
+    done, t0 = threading.Event(), time.perf_counter()
+
+    def beat():
+        while not done.wait(HEARTBEAT_S):
+            click.echo(f"  ... still running, {time.perf_counter() - t0:.0f} s", err=True)
+
+    t = threading.Thread(target=beat, daemon=True)
+    t.start()
+    try:
+        yield
+    finally:
+        done.set()
+        t.join()
+        click.echo(f"  done in {time.perf_counter() - t0:.0f} s", err=True)
 
 
 @click.command("bench")
@@ -48,7 +75,9 @@ def bench_cmd(manifest, num_envs, scenes, resolution, steps, swap_every, rendere
                         count_steps=count_steps, capture_graph=capture_graph, pipelined_steps=pipelined_steps,
                         sensors=("depth", "rgb") if rgb else ("depth",), split=split, seed=seed)
     echo = (lambda s: click.echo(s, err=True)) if as_json else click.echo
-    res = run(manifest, opts, echo=echo)
+    with _heartbeat(f"bench: {num_envs} envs x {steps} timed steps on {device}, then {count_steps} counted "
+                    f"steps"):
+        res = run(manifest, opts, echo=echo)
     if as_json:
         click.echo(json.dumps(res, indent=1, default=str))
 

@@ -30,7 +30,7 @@ def _line(info) -> str:
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed; a scene is a function of (layout, name, seed, size).")
 @click.option("--size", type=click.Choice(tuple(synth.SIZES)), default="small", show_default=True,
               help="small: ~30K triangles, 256/512 px textures; gibson: ~600K triangles, ~150 m2, 2048^2 textures.")
-@click.option("--overwrite", is_flag=True, help="Replace existing scene files.")
+@click.option("--overwrite", is_flag=True, help="Replace existing scene files (default: keep them, add the missing).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document with every scene's ground truth.")
 @click.option("--semantic", is_flag=True,
               help="Also write object annotations: gibson layout -> HM3D-Semantics NAME.semantic.glb/.txt, "
@@ -39,7 +39,10 @@ def synth_cmd(outdir, layout, scenes, seed, size, overwrite, as_json, semantic):
     """Write scan-like demo scenes (rooms, doors, furniture, stairs; Z up like the real scans)."""
     progress = None if as_json else (lambda info: click.echo(_line(info)))
     infos = synth.generate(outdir, layout=layout, scenes=scenes, seed=seed, size=size,
-                           overwrite=overwrite, progress=progress)
+                           overwrite=overwrite, progress=progress, keep_existing=True)
+    kept = scenes - len(infos)
+    if kept and not as_json:  # an existing folder: the missing scenes are added, the others kept
+        click.echo(f"{kept} scene(s) already in {outdir} kept (--overwrite to replace them)")
     truth = {}
     if semantic:
         from bps_assets.synth import semantic as ssem
@@ -58,6 +61,21 @@ def synth_cmd(outdir, layout, scenes, seed, size, overwrite, as_json, semantic):
         tri = sum(i.triangles for i in infos)
         click.echo(f"{len(infos)} scenes, {tri:,} triangles, {sum(i.bytes for i in infos) / 1e6:.1f} MB "
                    f"in {sum(i.seconds for i in infos):.1f} s -> {outdir}")
+        click.echo(f"preprocess them: {preprocess_command(outdir, layout, [n for n, _ in synth.scene_names(layout, scenes)])}")
+
+
+def preprocess_command(outdir, layout: str, names) -> str:
+    """The `bps-assets preprocess` command line that takes exactly the split these scenes
+    belong to (synth names scenes after a dataset's, e.g. gibson's tiny split)."""
+    import shlex
+
+    from bps_assets.pipeline.datasets import load_dataset
+
+    ds = load_dataset(layout)
+    fits = ds.splits_holding(names)
+    split = f" --split {fits[0][0]}" if fits and fits[0][0] != ds.default_split else ""
+    out = shlex.quote(str(outdir).rstrip("/") + "-out")
+    return f"bps-assets preprocess {shlex.quote(str(outdir))} -o {out} --dataset {ds.name}{split}"
 
 
 commands = [synth_cmd]

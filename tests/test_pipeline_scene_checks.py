@@ -1,6 +1,6 @@
 """Scenes with nothing to render or navigate are errors, not "ok" (issue 13 item 5); a
 preprocess run does not silently replace another run's manifest, failed scenes leave no
-outputs (item 6); an imported navmesh that does not fit its scene is flagged (item 7)."""
+outputs (item 6); an imported navmesh that does not fit its scene fails it (item 7, issue 25)."""
 import json
 
 import numpy as np
@@ -203,32 +203,22 @@ class ForeignNavmeshBackend(Backend):
         return {"source": "imported", "navigable_area": float(mesh.navigable_area), "islands": 1}
 
 
-def test_an_imported_navmesh_outside_its_scene_warns_and_fails_under_strict(src, tmp_path):
+def test_an_imported_navmesh_outside_its_scene_fails_the_scene(src, tmp_path):
+    """Whatever backend imported it, a navmesh that does not fit its scene never becomes an ok
+    scene (issue 25 item 1; the real backend builds one instead in auto mode)."""
     opts = dict(workers=1, in_process=True, subsets=("train",))
     res = preprocess(src, tmp_path / "out", "gibson", "tiny", PreprocessOptions(**opts),
                      backend=ForeignNavmeshBackend())
     bee = next(r for r in res.results if r.name == "Beechwood")
-    assert bee.status == "ok"
-    (w,) = bee.entry["stats"]["warnings"]
-    assert "does not fit the scene" in w and "100% of its walkable points lie outside" in w, w
-    from bps_assets.pipeline.preprocess import summary_table
-    assert "warning: scene Beechwood: the navmesh does not fit" in summary_table(res)
+    assert bee.status == "failed" and not res.ok
+    assert "does not fit the scene" in bee.error and "100% of its walkable points lie outside" in bee.error
+    assert bee.error.startswith("NavError: ") and not (tmp_path / "out" / "scenes" / "Beechwood.bps").exists()
     # only 1.6 m below the floor: said so
     res = preprocess(src, tmp_path / "below", "gibson", "tiny", PreprocessOptions(**opts),
                      backend=ForeignNavmeshBackend(dx=0.0))
-    (w,) = next(r for r in res.results if r.name == "Beechwood").entry["stats"]["warnings"]
-    assert "lie below the scene's bounds (up to 1.60 m along y)" in w, w
-    # --strict: the same scene fails, also when it is up to date from the lenient run
-    res = preprocess(src, tmp_path / "out", "gibson", "tiny", PreprocessOptions(strict=True, **opts),
-                     backend=ForeignNavmeshBackend())
-    bee = next(r for r in res.results if r.name == "Beechwood")
-    assert bee.status == "failed" and "does not fit the scene" in bee.error and "--strict" in bee.error
-    res = preprocess(src, tmp_path / "out2", "gibson", "tiny", PreprocessOptions(strict=True, **opts),
-                     backend=ForeignNavmeshBackend())
-    bee = next(r for r in res.results if r.name == "Beechwood")
-    assert bee.status == "failed" and "NavError" in bee.error
-    assert not (tmp_path / "out2" / "scenes" / "Beechwood.bps").exists()
-    # the scene's own navmesh fits: no warning
+    err = next(r for r in res.results if r.name == "Beechwood").error
+    assert "lie below the scene's bounds (up to 1.60 m along y)" in err, err
+    # the scene's own navmesh fits
     res = preprocess(src, tmp_path / "out3", "gibson", "tiny", PreprocessOptions(strict=True, **opts),
                      backend=ForeignNavmeshBackend(fits=True))
     bee = next(r for r in res.results if r.name == "Beechwood")

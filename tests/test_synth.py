@@ -300,10 +300,10 @@ def test_cli(tmp_path):
     r = CliRunner().invoke(main, ["synth", str(tmp_path), "--layout", "mp3d", "--scenes", "2"])
     assert r.exit_code == 0, r.output
     lines = r.output.strip().splitlines()
-    assert len(lines) == 3 and lines[0].startswith("mp3d/") and "tris" in lines[0]
-    assert "2 scenes" in lines[-1]
+    assert len(lines) == 4 and lines[0].startswith("mp3d/") and "tris" in lines[0]
+    assert "2 scenes" in lines[-2] and lines[-1].startswith("preprocess them: bps-assets preprocess")
     r = CliRunner().invoke(main, ["synth", str(tmp_path), "--layout", "mp3d", "--scenes", "2"])
-    assert r.exit_code != 0 and "already exists" in r.output and "Traceback" not in r.output
+    assert r.exit_code == 0 and "2 scene(s) already in" in r.output  # kept, none added (issue 25)
     r = CliRunner().invoke(main, ["synth", str(tmp_path), "--layout", "mp3d", "-n", "2", "--overwrite", "--json"])
     assert r.exit_code == 0
     doc = json.loads(r.output)

@@ -78,7 +78,9 @@ def test_train_resume_and_eval(dataset, tmp_path, capsys):
     # resume: counters, optimizer steps and weights continue; the log is appended to
     res = main([*base, "--total-steps", "96"])
     assert res["updates"] == 3 and res["global_step"] == 96
-    assert "resumed" in capsys.readouterr().out
+    out_text = capsys.readouterr().out
+    assert "resumed" in out_text and "rank 0 of 1: 2 scene(s): " in out_text
+    assert "SCENES [" not in out_text  # issue 25 item 8: no raw line
     assert [int(r["update"]) for r in _rows(out / "log.csv")] == [1, 2, 3]
     ckpt2 = torch.load(out / "checkpoint.pt", weights_only=True)
     assert any(s["step"] == 6 for s in ckpt2["optimizer"]["state"].values())
@@ -123,8 +125,8 @@ def test_two_gloo_processes_train_on_disjoint_scenes(dataset, tmp_path):
     assert ckpt["world"] == 2 and len(ckpt["rng"]) == 2
     assert not torch.equal(ckpt["rng"][0]["torch"], ckpt["rng"][1]["torch"])
     # found anywhere in a line: the two ranks share the pipe, and another rank's unflushed log
-    # text may stand before a SCENES line
-    scenes = [json.loads(m) for m in re.findall(r"SCENES (\[[^\]\n]*\])", r.stdout)]
+    # text may stand before a rank's scenes line
+    scenes = [m.split() for m in re.findall(r"rank \d of 2: \d+ scene\(s\): ([^\n]*)", r.stdout)]
     assert len(scenes) == 2 and not set(scenes[0]) & set(scenes[1]) and all(scenes)
 
 

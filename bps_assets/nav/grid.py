@@ -69,11 +69,25 @@ def grid_frame(lo, hi, cs: float, source: str | None, what: str, covered_area: f
             f"of {nx:.3g} x {nz:.3g} cells of {cs:g} m, over the cap of {cap} cells"
             + ("" if covered_area is None else
                f" ({GRID_SPARSITY} x the {covered_area:.4g} m^2 its triangles cover)")
-            + ": a vertex far from the rest?"))
+            + _cap_hint(lo, hi, cs, cap)))
     origin = (math.floor(lo[0] / cs) * cs - cs, math.floor(lo[2] / cs) * cs - cs)
     W = int(math.ceil((hi[0] - origin[0]) / cs)) + 2
     D = int(math.ceil((hi[2] - origin[1]) / cs)) + 2
     return origin, D, W
+
+
+def _cap_hint(lo, hi, cs: float, cap: int) -> str:
+    """What fixes a grid over its cap: under the absolute cap a coarser cell (the setting
+    ``cell_size``, ``--cell-size``) fits a large scene; under the sparsity cap a coarser cell
+    does not help (both scale alike), so a stray vertex is the likely cause."""
+    if cap < MAX_GRID_CELLS:
+        return ": a vertex far from the rest?"
+    fit = cs
+    while ((hi[0] - lo[0]) / fit + 4.0) * ((hi[2] - lo[2]) / fit + 4.0) > cap:
+        fit *= 1.1
+    fit = float(f"{fit * 1.05:.2g}")
+    return (f": a large scene needs a coarser grid: cell size {fit:g} m fits it (setting cell_size, "
+            f"--cell-size {fit:g}); or a vertex far from the rest?")
 
 
 class NavMesh:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..container import Container
-from ..errors import BpsError, ConfigError, InputError
+from ..errors import BpsError, ConfigError, InputError, NavError
 
 NAVMESH_MODES = ("auto", "import", "build")
 
@@ -55,18 +55,21 @@ def container_info(path: Path) -> dict:
 class Backend:
     """The real converters. ``convert_options`` / ``nav_settings``: None means the defaults
     (``packed_scene.DEFAULTS`` / ``nav.DEFAULT_SETTINGS``). ``up``: the sources' up axis
-    (``y`` / ``z``) instead of the dataset's (``preprocess --up``)."""
+    (``y`` / ``z``) instead of the dataset's (``preprocess --up``). ``convert_changes``:
+    ``ConvertOptions`` fields set on top of the dataset's preset (``preprocess --max-texture``)."""
 
     name = "bps"
 
-    def __init__(self, convert_options=None, nav_settings=None, up: str | None = None):
+    def __init__(self, convert_options=None, nav_settings=None, up: str | None = None,
+                 convert_changes: dict | None = None):
         self.convert_options = convert_options
         self.nav_settings = nav_settings
         self.up = up
+        self.convert_changes = dict(convert_changes or {})  # on top of the dataset's preset
 
     # -- options
     def _convert_options(self, dataset_name: str | None = None):
-        opts = self._preset_options(dataset_name)
+        opts = dataclasses.replace(self._preset_options(dataset_name), **self.convert_changes)
         return opts if self.up is None else dataclasses.replace(opts, up=self.up)
 
     def _preset_options(self, dataset_name: str | None):
@@ -136,8 +139,10 @@ class Backend:
     def navmesh(self, mode: str, packed: Path, detour_src: Path | None, dst: Path) -> dict:
         """Import ``detour_src`` (habitat .navmesh) or build from the packed scene; save ``dst``.
 
-        ``auto`` imports when a .navmesh is present and falls back to building when the import
-        fails (the reason is recorded); ``import`` without a .navmesh is an error.
+        ``auto`` imports when a .navmesh is present and builds instead (saying why in ``note``)
+        when the import fails, the file was built for another agent (radius, height) than the
+        settings', or its surface does not fit the scene (``scene_checks.navmesh_misfit``);
+        ``import`` fails the scene in those cases, and without a .navmesh.
         """
         from .. import nav
 
@@ -147,16 +152,14 @@ class Backend:
         if mode not in NAVMESH_MODES:
             raise ConfigError(None, f"navmesh mode {mode!r} not one of {NAVMESH_MODES}")
         if mode in ("import", "auto") and detour_src is not None:
-            from ..nav.detour import import_detour
-
             try:
-                # settings None: the .navmesh's own agent (habitat stores it in the file)
-                mesh = import_detour(detour_src, self.nav_settings)
+                mesh = self._import(detour_src, packed, settings)
                 source = "imported"
-            except BpsError as e:  # unreadable / unsupported .navmesh: auto mode builds instead
+            except BpsError as e:  # unreadable, another agent's or another scene's: auto builds
                 if mode == "import":
                     raise
-                note = f"import failed ({type(e).__name__}: {e}); built instead"
+                why = e.detail if isinstance(e, NavError) and e.detail else f"{type(e).__name__}: {e}"
+                note = f"{detour_src.name} not imported ({why}); built one instead"
         elif mode == "import":
             raise InputError(packed, "--navmesh import: the scene has no .navmesh beside it")
         if mesh is None:
@@ -165,10 +168,32 @@ class Backend:
             source = "built"
         mesh.save(dst, overwrite=True)
         out = {"source": source, "navigable_area": float(_value(mesh, "navigable_area")),
-               "islands": int(_islands(mesh))}
+               "islands": int(_islands(mesh)),
+               "agent": {"radius": float(mesh.settings.agent_radius),
+                         "height": float(mesh.settings.agent_height)}}
         if note:
             out["note"] = note
         return out
+
+    def _import(self, detour_src: Path, packed: Path, settings):
+        """The habitat .navmesh imported, or NavError when it was built for another agent than
+        ``settings``' or does not fit the packed scene."""
+        from ..nav.detour import import_detour, read_detour_navmesh
+        from .manifest import AGENT_TOLERANCE
+        from .scene_checks import navmesh_misfit, scene_bounds
+
+        own = read_detour_navmesh(detour_src).nav_settings()
+        for key in ("agent_radius", "agent_height"):
+            want, has = getattr(settings, key), getattr(own, key)
+            if abs(want - has) > AGENT_TOLERANCE:
+                raise NavError(detour_src, f"built for an agent of {key.split('_')[1]} {has:g} m, not the "
+                                           f"{want:g} m of the settings (--{key.replace('_', '-')})")
+        # settings None: the .navmesh's own settings (habitat stores them in the file)
+        mesh = import_detour(detour_src, self.nav_settings)
+        misfit = navmesh_misfit(mesh, scene_bounds(packed))
+        if misfit is not None:
+            raise NavError(detour_src, misfit)
+        return mesh
 
     def episodes(self, navmesh_path: Path, scene: str, dataset_name: str, n: int, seed: int,
                  dst: Path, scene_id: str | None = None) -> dict:

@@ -11,6 +11,9 @@ regular expression each field matches. A subset of a split is either a list of s
 a rule ``{"folder": F, "index": [LO, HI]}``: every scan found under split folder F whose index
 is in LO..HI (HM3D ships 1,000 scans whose ids nobody can list without the data).
 
+A habitat scene dataset config, or a folder of scans that belongs to no known dataset
+(``load_scan_folder``), is a dataset too, of one split ``all``.
+
 Where the files are found: ``bps_assets.manifests_location``.
 """
 from __future__ import annotations
@@ -157,6 +160,15 @@ class Dataset:
         name = self._check_split(name)
         return {s: list(v) for s, v in self.splits[name].items() if v}
 
+    def splits_holding(self, names) -> list[tuple[str, int]]:
+        """``[(split, how many of names it lists)]`` for the listed splits holding any of
+        ``names``, most first, then smallest split first: the split to preprocess them with."""
+        names = set(names)
+        found = [(s, sum(n in names for v in self.splits[s].values() for n in v)) for s in self.splits
+                 if not self.rules.get(s)]
+        found = [(s, n) for s, n in found if n]
+        return sorted(found, key=lambda x: (-x[1], sum(len(v) for v in self.splits[x[0]].values())))
+
     def scene_subsets(self, split: str | None = None, subsets=None) -> dict[str, str]:
         """``{scene: subset}`` for the split, limited to ``subsets`` (e.g. ("train", "val"))."""
         out = {}
@@ -266,14 +278,59 @@ def load_dataset(name: str) -> Dataset:
     """The dataset called ``name``; an unknown name is a DatasetError suggesting known ones.
 
     A path to a habitat ``*.scene_dataset_config.json`` is a dataset too (its stages:
-    ``load_scene_dataset_config``); its name is the config's path."""
+    ``load_scene_dataset_config``); its name is the config's path. So is ``scans:FOLDER``
+    (every scan under FOLDER: ``load_scan_folder``)."""
     if str(name).endswith(SCENE_DATASET_CONFIG_SUFFIX):
         return load_scene_dataset_config(name)
+    if str(name).startswith(SCAN_FOLDER_PREFIX):
+        return load_scan_folder(str(name)[len(SCAN_FOLDER_PREFIX):])
     d = manifests_dir()
     p = d / f"{name}.json"
     if not name or "/" in name or not p.is_file():
         raise DatasetError(None, f"unknown dataset {name!r}{_suggest(name, list_datasets())}")
     return _load_cached(str(p), p.stat().st_mtime_ns)
+
+
+SCAN_FOLDER_PREFIX = "scans:"
+SCAN_SUFFIXES = (".glb", ".gltf", ".ply", ".obj")
+
+
+def scan_folder_name(folder: str | os.PathLike) -> str:
+    """The dataset name of a folder of scans (``load_dataset`` takes it): ``scans:ABSPATH``."""
+    return SCAN_FOLDER_PREFIX + str(Path(folder).expanduser().resolve())
+
+
+def load_scan_folder(folder: str | os.PathLike) -> Dataset:
+    """Every scan (``SCAN_SUFFIXES``) under ``folder``, at any depth, as a ``Dataset`` of one
+    split ``all`` whose scenes are all ``train`` (name: ``scan_folder_name``), Y-up (glTF's;
+    ``preprocess --up z`` for Z-up scans). A scene is named after its file up to the first dot
+    (habitat's rule); scans that share a name are named by their path instead (``a__b``).
+    The navmesh is the ``.navmesh`` beside a scan (last extension replaced), as habitat finds it."""
+    from .scene_dataset_config import scene_name
+
+    root = Path(folder).expanduser().resolve()
+    if not root.is_dir():
+        raise DatasetError(root, "not a folder of scans")
+    rels = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        rel_dir = Path(dirpath).relative_to(root)
+        rels += [(rel_dir / f).as_posix() for f in sorted(filenames) if f.lower().endswith(SCAN_SUFFIXES)]
+    if not rels:
+        raise DatasetError(root, f"no scan ({', '.join(SCAN_SUFFIXES)}) under this folder")
+    names = [scene_name(r) for r in rels]
+    files = {}
+    for rel, name in zip(rels, names):
+        if names.count(name) > 1 or not name:
+            name = rel.rsplit(".", 1)[0].replace("/", "__").replace(".", "_")
+        nav = rel.rsplit(".", 1)[0] + ".navmesh"
+        files[name] = (rel, nav if (root / nav).is_file() else None)
+    return Dataset(
+        name=scan_folder_name(root), description=f"every scan under {root}", up_axis="y",
+        layout=Layout("./{scene}", "./{scene}.navmesh"), default_split=CONFIG_SPLIT,
+        splits={CONFIG_SPLIT: {"train": sorted(files), "val": [], "test": []}},
+        scenes={n: {} for n in files}, split_descriptions={CONFIG_SPLIT: "every scan under the folder"},
+        path=root, scene_files=files)
 
 
 def load_scene_dataset_config(config: str | os.PathLike) -> Dataset:

@@ -7,6 +7,8 @@ and stats. The runtime opens it with :func:`load_manifest`; ``bps-assets verify`
 
 Reading checks what the runtime relies on (format and version, field types, relative paths
 that stay inside the manifest's directory) and raises one typed error naming the file.
+``navmesh_settings`` / ``agent_mismatch``: the agent the navmeshes were built for, which a
+task's agent must match.
 """
 from __future__ import annotations
 
@@ -25,6 +27,8 @@ FORMAT = "bps-dataset-manifest"
 FORMAT_VERSION = 1
 MAX_MANIFEST_BYTES = 512 << 20  # ~1M scenes; a manifest is JSON read whole
 OUTPUT_ROLES = ("scene", "navmesh", "episodes")
+# metres: two agents' radius / height are the same within this (a .navmesh stores float32)
+AGENT_TOLERANCE = 1e-3
 
 
 def new_manifest(*, dataset: str, split: str, subsets: list[str], settings: dict, shard: dict | None,
@@ -155,6 +159,34 @@ class Manifest:
 
     def __repr__(self):
         return f"Manifest({str(self.path)!r}, {self.dataset}/{self.split}, {len(self)} scenes)"
+
+
+def navmesh_settings(manifest: "Manifest"):
+    """The ``NavSettings`` every navmesh of ``manifest`` was made for (agent radius and height,
+    max climb and slope, cells), as preprocess recorded them (``settings.nav``; imported
+    .navmesh files for another agent were replaced by built ones), or None when the manifest
+    records none (a manifest written by another backend)."""
+    from ..nav.settings import NavSettings
+
+    nav = (manifest.settings or {}).get("nav")
+    return NavSettings.from_dict(nav) if isinstance(nav, dict) else None
+
+
+def agent_mismatch(manifest: "Manifest", agent_radius: float, agent_height: float,
+                   tolerance: float = AGENT_TOLERANCE) -> str | None:
+    """One line saying how the navmeshes' agent (``navmesh_settings``) differs from the
+    task's ``agent_radius`` / ``agent_height`` (m), or None when they match or the manifest
+    records no agent: what the runtime refuses a dataset with."""
+    nav = navmesh_settings(manifest)
+    if nav is None:
+        return None
+    diffs = [f"{what} {has:g} m, not {want:g} m" for what, has, want in
+             (("radius", nav.agent_radius, agent_radius), ("height", nav.agent_height, agent_height))
+             if abs(has - want) > tolerance]
+    if not diffs:
+        return None
+    return (f"{manifest.path}: its navmeshes were built for another agent ({'; '.join(diffs)}): "
+            f"preprocess again with --agent-radius {agent_radius:g} --agent-height {agent_height:g}")
 
 
 def _bad(path, msg):

@@ -67,9 +67,13 @@ class PreprocessOptions:
     redo up-to-date scenes too. ``overwrite``: accept a non-empty OUT_ROOT without an earlier
     run, or replacing the manifest of another run (another dataset or split, or ok scenes this
     run would drop: another source root or subsets). ``up``: the sources' up axis (``y`` / ``z``) instead of the dataset's.
+    ``nav``: the navmesh settings (agent radius and height, cell size...; an imported .navmesh
+    made for another agent is replaced by a built one). ``convert``: converter settings
+    (``ConvertOptions`` fields, e.g. ``{"max_texture": 1024}``). Both are recorded in the
+    manifest's ``settings``; a scene made with other settings is redone.
     ``strict``: an unreadable annotation pair beside a scan (else the scene has no semantic
-    section and a warning), or an imported ``.navmesh`` that does not fit its scene fails the scene (else a
-    warning)."""
+    section and a warning), or a ``.navmesh`` that auto mode would replace by a built one
+    (unreadable, made for another agent or another scene) fails the scene instead."""
 
     navmesh: str = "auto"
     episodes: int = 0
@@ -84,6 +88,8 @@ class PreprocessOptions:
     in_process: bool = False  # run scenes in this process (debuggers, tests); a crash ends the run
     up: str | None = None
     strict: bool = False
+    nav: object | None = None  # NavSettings of built navmeshes (None: nav.DEFAULT_SETTINGS)
+    convert: dict = field(default_factory=dict)  # ConvertOptions fields over the dataset's preset
 
     def __post_init__(self):
         if self.up is not None and self.up not in UP_AXES:
@@ -94,6 +100,15 @@ class PreprocessOptions:
             raise ConfigError(None, "episodes per scene must be >= 0")
         if self.workers is not None and self.workers < 1:
             raise ConfigError(None, "workers must be >= 1")
+        if self.convert:
+            from ..packed_scene import ConvertOptions
+            from ..transforms.textures import check_options
+
+            known = {f.name for f in dataclasses.fields(ConvertOptions)} - {"dataset", "up"}
+            bad = sorted(set(self.convert) - known)
+            if bad:
+                raise ConfigError(None, f"converter setting(s) {', '.join(bad)} unknown (known: {', '.join(sorted(known))})")
+            check_options(dataclasses.replace(ConvertOptions(), **self.convert).texture_options())
 
 
 DEFAULTS = PreprocessOptions()
@@ -281,8 +296,13 @@ def process_scene(task: SceneTask) -> SceneResult:
         stats["convert_seconds"] = round(time.perf_counter() - t, 3)
         t = time.perf_counter()
         navsrc = src.navmesh if opts.navmesh != "build" else None
-        nav = task.backend.navmesh(opts.navmesh, out_root / rels["scene"], navsrc, out_root / rels["navmesh"])
+        # --strict: a .navmesh that auto would replace (unreadable, another agent's or scene's)
+        # fails the scene instead, as under --navmesh import
+        mode = "import" if opts.strict and navsrc is not None else opts.navmesh
+        nav = task.backend.navmesh(mode, out_root / rels["scene"], navsrc, out_root / rels["navmesh"])
         stats["navmesh_source"] = nav.get("source")
+        if nav.get("agent"):
+            stats["agent"] = nav["agent"]
         stats["navigable_area"] = nav.get("navigable_area")
         stats["islands"] = nav.get("islands")
         if nav.get("note"):
@@ -323,8 +343,8 @@ def process_scene(task: SceneTask) -> SceneResult:
 
 
 def _check_scene(task: SceneTask, out_root: Path, rels: dict, stats: dict) -> None:
-    """Raise for a scene with nothing to navigate; warn (``strict``: raise) when an imported
-    navmesh does not fit its scene (``stats["warnings"]``)."""
+    """Raise for a scene with nothing to navigate, or whose imported navmesh does not fit it
+    (the backend builds one instead in auto mode: this is the net under any backend)."""
     from . import scene_checks
 
     if stats.get("semantic_error"):  # its annotation pair is broken: PointNav-only, said so
@@ -338,11 +358,8 @@ def _check_scene(task: SceneTask, out_root: Path, rels: dict, stats: dict) -> No
     if stats.get("navmesh_source") != "imported":
         return
     warning = scene_checks.navmesh_fit(name, out_root / rels["navmesh"], packed)
-    if warning is None:
-        return
-    if task.options.strict:
-        raise NavError(task.src.navmesh, warning + " (--strict)")
-    stats.setdefault("warnings", []).append(warning)
+    if warning is not None:
+        raise NavError(task.src.navmesh, warning)
 
 
 def _discard_outputs(out_root: Path, rels: dict) -> list[str]:
@@ -535,13 +552,15 @@ def preprocess(src_root, out_root, dataset: str = "gibson", split: str | None = 
     if out_root == top or top in out_root.parents:
         raise ConfigError(out_root, f"OUT_ROOT must not be inside the source tree {top}")
     mpath = out_root / manifest_name(shard)
+    if not plan.scenes:
+        raise DatasetError(plan.src_root, nothing_found(plan))
     _check_out_root(out_root, options.overwrite)
     old_manifest = _check_manifest_target(mpath, ds.name, split, options.overwrite, plan)
     if options.require_all and plan.missing:
         names = ", ".join(n for n, _ in plan.missing[:10]) + (" ..." if len(plan.missing) > 10 else "")
         raise DatasetError(plan.src_root, f"{len(plan.missing)} scene(s) of split {split!r} are missing "
                                           f"({names}) and --require-all was given")
-    backend = backend or Backend(up=options.up)
+    backend = backend or Backend(up=options.up, nav_settings=options.nav, convert_changes=options.convert)
     settings = backend.settings(ds.name)
     settings["preprocess"] = {"navmesh": options.navmesh, "episodes": options.episodes,
                               "episode_seed": options.episode_seed}
@@ -555,6 +574,26 @@ def preprocess(src_root, out_root, dataset: str = "gibson", split: str | None = 
         return _run(plan, ds, split, shard, options, backend, settings, out_root, mpath, progress, log, t_start)
     finally:
         lock.close()
+
+
+def nothing_found(plan: Plan) -> str:
+    """Why a run found no scene of its split, and what to pass instead: the splits the scene
+    files found belong to, or how to preprocess scans the dataset does not know."""
+    ds, what = plan.dataset, f"split {plan.split!r}" + (f" ({'/'.join(plan.subsets)})" if plan.subsets else "")
+    if plan.shard is not None:
+        what += f" shard {plan.shard}"
+    msg = f"no scene of {ds.name} {what} found ({len(plan.missing)} missing)"
+    fits = ds.splits_holding(plan.other_split)
+    if fits and fits[0][0] == plan.split:  # found, but in other subsets of this split
+        subs = sorted({s for s, names in ds.split(plan.split).items() if set(names) & set(plan.other_split)})
+        return f"{msg}; the scene file(s) found are in its {'/'.join(subs)} subset(s): drop or change --subset"
+    if fits:
+        return (f"{msg}; the {len(plan.other_split)} scene file(s) found belong to split(s) "
+                f"{', '.join(f'{s} ({n})' for s, n in fits[:4])}: pass --split {fits[0][0]}")
+    if plan.unknown:
+        return (f"{msg}; {len(plan.unknown)} scan(s) found are not {ds.name} scenes (e.g. {plan.unknown[0]}): "
+                "to preprocess every scan under a folder, give the folder without --dataset")
+    return f"{msg}; no scene file under {plan.src_root / ds.layout.top} (layout {ds.layout.scene})"
 
 
 def _lock_run(path: Path):
@@ -694,7 +733,8 @@ def _run(plan, ds, split, shard, options, backend, settings, out_root, mpath, pr
 def _strictly(r: SceneResult, options: PreprocessOptions) -> SceneResult:
     """Under ``strict`` an up-to-date scene whose record carries a warning (from an earlier,
     lenient run) fails like a scene processed now would."""
-    warnings = ((r.entry or {}).get("stats") or {}).get("warnings")
+    st = (r.entry or {}).get("stats") or {}
+    warnings = st.get("warnings") or ([st["navmesh_note"]] if st.get("navmesh_note") else None)
     if not (options.strict and r.status == "skipped" and warnings):
         return r
     msg = f"NavError: {warnings[0]} (--strict)"
@@ -750,7 +790,8 @@ def summary_table(res: PreprocessResult, max_rows: int = 200) -> str:
                      f"{st['navigable_area']:.1f}" if st.get("navigable_area") is not None else "",
                      str(st.get("islands", "") if st.get("islands") is not None else ""),
                      str(st.get("episodes", "")), f"{st['seconds']:.1f}" if "seconds" in st else "",
-                     (r.error or (f"warning: {st['warnings'][0]}" if st.get("warnings") else ""))[:300]))
+                     (r.error or (f"warning: {st['warnings'][0]}" if st.get("warnings") else "")
+                      or (f"note: {st['navmesh_note']}" if st.get("navmesh_note") else ""))[:300]))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(row[:-1], widths)) + ("  " + row[-1] if row[-1] else "")
              for row in rows]

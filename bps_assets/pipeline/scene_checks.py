@@ -5,11 +5,11 @@
   read from the packed scene: the floor faces sideways (the source's up axis is not the one
   assumed: a Y-up file under ``--dataset gibson``), the scene is an object rather than a room
   (small bounds), or no flat surface is wide and high enough for the agent.
-- ``navmesh_fit``: an imported ``.navmesh`` that does not belong to its scene (its walkable
-  surface lies outside the scene's bounds, e.g. 1.6 m below the floor): a warning, an error
-  under ``strict``.
+- ``navmesh_misfit``: a navmesh that does not belong to its scene (its walkable surface lies
+  outside the scene's bounds, e.g. 1.6 m below the floor). Preprocess builds one instead
+  (``--navmesh auto``) or fails the scene (``import``); verify and the runtime refuse it.
 
-Called by the pipeline (``preprocess.process_scene``) and the CLI, after the converters.
+Called by the pipeline (``backend``, ``preprocess``, ``verify``), the CLI, and at scene load.
 """
 from __future__ import annotations
 
@@ -78,25 +78,39 @@ def no_navigable_area(scene: str, navigable_area, packed_scene, source=None) -> 
                                                    f"({likely_cause(packed_scene)})")
 
 
-def navmesh_fit(scene: str, navmesh_path, packed_scene) -> str | None:
-    """A warning when the packed navmesh at ``navmesh_path`` lies outside the packed scene's
-    bounds by more than FIT_TOLERANCE (it was made for another scene, or in another frame);
-    None if it fits or either file cannot tell."""
+def scene_bounds(packed_scene) -> tuple | None:
+    """``(lo, hi)`` of a packed scene's bounds (its header; nothing else is read), or None when
+    the header has none."""
     import numpy as np
 
     from ..container import Container
-    from ..nav import load_navmesh
 
+    with Container(packed_scene) as c:
+        b = c.header.get("bounds") or {}
     try:
-        with Container(packed_scene) as c:
-            b = c.header.get("bounds") or {}
         lo, hi = np.asarray(b["min"], np.float64), np.asarray(b["max"], np.float64)
-        nav = load_navmesh(navmesh_path)
+    except (KeyError, TypeError, ValueError):
+        return None
+    return (lo, hi) if lo.shape == (3,) and hi.shape == (3,) else None
+
+
+def navmesh_misfit(nav, bounds) -> str | None:
+    """THE fit check (preprocess, verify and the runtime's scene load all call it): a message
+    when the navmesh ``nav`` (a loaded ``NavMesh``) lies outside the scene's ``bounds``
+    (``(lo, hi)``, habitat frame) by more than FIT_TOLERANCE: it was made for another scene or
+    in another frame, and agents on it would see nothing. None when it fits or cannot tell
+    (no bounds, no navigable point)."""
+    import numpy as np
+
+    if bounds is None:
+        return None
+    lo, hi = (np.asarray(b, np.float64) for b in bounds)
+    try:
         pts = np.asarray(nav.sample_navigable_point(256, seed=0), np.float64).reshape(-1, 3)
-    except (BpsError, NavError, KeyError, TypeError, ValueError):
+    except (BpsError, NavError, ValueError):
         return None
     pts = pts[np.isfinite(pts).all(1)]
-    if not len(pts) or lo.shape != (3,) or hi.shape != (3,):
+    if not len(pts):
         return None
     below = np.maximum(lo - pts, 0.0)
     above = np.maximum(pts - hi, 0.0)
@@ -107,11 +121,31 @@ def navmesh_fit(scene: str, navmesh_path, packed_scene) -> str | None:
     worst = int(out.argmax())
     axis = "xyz"[int(np.maximum(below, above)[worst].argmax())]
     side = "below" if axis == "y" and below[worst, 1] > 0 else "outside"
-    return (f"scene {scene}: the navmesh does not fit the scene: {bad.mean():.0%} of its walkable "
-            f"points lie {side} the scene's bounds (up to {out[worst]:.2f} m along {axis}); is it "
-            f"the .navmesh of another scene, or in another frame?")
+    return (f"the navmesh does not fit the scene: {bad.mean():.0%} of its walkable points lie "
+            f"{side} the scene's bounds (up to {out[worst]:.2f} m along {axis}); is it the "
+            f".navmesh of another scene, or in another frame?")
 
 
+def require_navmesh_fit(nav, bounds, path, scene: str) -> None:
+    """NavError naming ``path`` (the navmesh file) and ``scene`` when ``navmesh_misfit`` finds
+    that ``nav`` does not fit the scene's ``bounds``; what a loader calls before using a scene."""
+    msg = navmesh_misfit(nav, bounds)
+    if msg is not None:
+        raise NavError(path, f"scene {scene}: {msg}")
+
+
+def navmesh_fit(scene: str, navmesh_path, packed_scene) -> str | None:
+    """``navmesh_misfit`` of the packed navmesh at ``navmesh_path`` against the packed scene's
+    bounds, prefixed with the scene's name; None if it fits or either file cannot tell."""
+    from ..nav import load_navmesh
+
+    try:
+        bounds = scene_bounds(packed_scene)
+        nav = load_navmesh(navmesh_path)
+    except (BpsError, NavError):
+        return None
+    msg = navmesh_misfit(nav, bounds)
+    return None if msg is None else f"scene {scene}: {msg}"
 
 
 def entry_problems(entry: dict) -> list[str]:

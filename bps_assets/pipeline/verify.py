@@ -5,6 +5,9 @@ opens as a container of the recorded kind and a supported version; ``deep`` also
 every section and checks its CRC (episode files: gunzip and parse). Files are checked in a
 thread pool, largest first; hashing runs at disk speed (see benchmarks/bench_pipeline.py).
 
+Manifest mode also refuses a scene whose navmesh does not fit it (``scene_checks``) and a
+manifest without any ok scene.
+
 Source mode: which scenes of a split are missing under a source root, which files are not
 part of the dataset (unknown scene ids, stray files), which scenes have no ``.navmesh``.
 """
@@ -70,11 +73,12 @@ class VerifyReport:
     warnings: list[str]
     bytes: int
     seconds: float
+    problems: list[str] = field(default_factory=list)  # the manifest's own (no usable scene)
 
     @property
     def ok(self):
-        """True when every scene and every other file checked is ok."""
-        return all(s.ok for s in self.scenes) and all(f.ok for f in self.extra_files)
+        """True when every scene and every other file checked is ok, and some scene is usable."""
+        return not self.problems and all(s.ok for s in self.scenes) and all(f.ok for f in self.extra_files)
 
     def to_json(self) -> dict:
         """The report as a JSON object (the CLI's ``--json`` output)."""
@@ -85,7 +89,7 @@ class VerifyReport:
                         "problems": s.problems + [f"{f.role}: {p}" for f in s.files for p in f.problems]}
                        for s in self.scenes],
             "files": [{"path": f.path, "ok": f.ok, "problems": f.problems} for f in self.extra_files],
-            "warnings": self.warnings,
+            "warnings": self.warnings, "problems": self.problems,
         }
 
 
@@ -215,6 +219,7 @@ def verify_manifest(path, deep: bool = False, jobs: int | None = None, strict: b
         results = list(ex.map(run, work))
     for (sr, _, _), fr in zip(work, results):
         (sr.files if sr is not None else extra).append(fr)
+    _check_fit(m, scenes, jobs)
     order = {"scene": 0, "navmesh": 1, "episodes": 2}
     for sr in scenes:
         sr.files.sort(key=lambda f: order.get(f.role, 9))
@@ -226,8 +231,30 @@ def verify_manifest(path, deep: bool = False, jobs: int | None = None, strict: b
     if m.shard:
         warnings.append(f"this is the manifest of shard {m.shard['index']}/{m.shard['count']} only "
                         "(merge the shards with `bps-assets manifest merge`)")
+    problems = []
+    if not any(sr.status == "ok" for sr in scenes):
+        problems.append(f"no usable scene: {len(m.scenes(status='failed'))} failed, {len(m.missing)} missing "
+                        "from the source (nothing to train on; see the preprocess summary)")
     return VerifyReport(str(m.path), deep, scenes, extra, warnings,
-                        sum(f.size for f in results), time.perf_counter() - t0)
+                        sum(f.size for f in results), time.perf_counter() - t0, problems)
+
+
+def _check_fit(m, scenes: list[SceneReport], jobs: int) -> None:
+    """A scene whose navmesh lies outside its bounds (``scene_checks.navmesh_fit``: another
+    scene's .navmesh, e.g. from a bps before preprocess checked it) is a problem; only scenes
+    whose files are intact are checked."""
+    from .scene_checks import navmesh_fit
+
+    todo = []
+    for sr in scenes:
+        outs = (m.doc["scenes"][sr.name].get("outputs") or {})
+        if sr.status == "ok" and sr.ok and "scene" in outs and "navmesh" in outs:
+            todo.append((sr, m.resolve(outs["navmesh"]["path"]), m.resolve(outs["scene"]["path"])))
+    with ThreadPoolExecutor(max_workers=max(1, min(jobs, len(todo) or 1))) as ex:
+        found = list(ex.map(lambda t: navmesh_fit(t[0].name, t[1], t[2]), todo))
+    for (sr, _, _), msg in zip(todo, found):
+        if msg is not None:
+            sr.problems.append(msg.split(": ", 1)[1] + " (rerun preprocess with --force to build one)")
 
 
 def format_report(rep: VerifyReport, verbose: bool = False) -> str:
@@ -250,6 +277,8 @@ def format_report(rep: VerifyReport, verbose: bool = False) -> str:
                      "scene, navmesh!, episodes!)")
     for w in rep.warnings:
         lines.append(f"warning: {w}")
+    for p in rep.problems:
+        lines.append(f"FAIL manifest: {p}")
     nbad = sum(not s.ok for s in rep.scenes) + sum(not f.ok for f in rep.extra_files)
     nfiles = sum(len(s.files) for s in rep.scenes) + len(rep.extra_files)
     speed = rep.bytes / rep.seconds / 1e6 if rep.seconds > 0 else 0.0

@@ -81,8 +81,9 @@ def _decode_ktx2(data: bytes, path: str, what: str, kind: str) -> np.ndarray:
     try:
         import opengl_basisu
     except ImportError:
-        raise MissingDependencyError(path, f"{what}: KHR_texture_basisu (KTX2/Basis Universal image)",
-                                     BASISU_PIP) from None
+        ext = ("GOOGLE_texture_basis (.basis Basis Universal image)" if kind == "basis"
+               else "KHR_texture_basisu (KTX2/Basis Universal image)")
+        raise MissingDependencyError(path, f"{what}: {ext}", BASISU_PIP) from None
     try:
         tex = opengl_basisu.open(bytes(data))
         if tex.width * tex.height > MAX_PIXELS:

@@ -1,0 +1,74 @@
+"""Click options shared by several commands, each declared once with its default from the
+library's DEFAULTS: the navmesh builder's settings (``NavSettings``: `navmesh`, `preprocess`,
+`launch`) and the converter's texture and quantization settings (``ConvertOptions``:
+`convert`, `preprocess`, `launch`).
+
+``nav_settings_given`` / ``convert_changes`` turn the parsed values back into what the
+library takes: the options the user set (None / {} when all are at their defaults)."""
+from __future__ import annotations
+
+import click
+
+from bps_assets.nav.settings import DEFAULT_SETTINGS as NAV
+from bps_assets.packed_scene import DEFAULTS as CONVERT
+from bps_assets.transforms.textures import FORMATS
+
+NAV_KEYS = ("agent_height", "agent_radius", "max_climb", "max_slope", "cell_size", "cell_height")
+CONVERT_KEYS = ("max_texture", "texture_format", "mipmaps", "position_error")
+
+
+_NAV_HELP = {
+    "agent_height": "agent height, m (ObjectNav on HM3D: 0.88)",
+    "agent_radius": "agent radius, m (ObjectNav on HM3D: 0.18)",
+    "max_climb": "highest step, m", "max_slope": "steepest walkable slope, degrees",
+    "cell_size": "grid cell side, m (coarser for large outdoor scenes)",
+    "cell_height": "vertical cell size, m",
+}
+
+
+def nav_options(f):
+    """The navmesh builder's settings as options (``NAV_KEYS``)."""
+    for key in reversed(NAV_KEYS):
+        f = click.option("--" + key.replace("_", "-"), type=float, default=getattr(NAV, key), show_default=True,
+                         help=f"Navmesh: {_NAV_HELP[key]}.")(f)
+    return f
+
+
+def convert_options(f):
+    """The converter's texture and quantization settings as options (``CONVERT_KEYS``)."""
+    opts = [
+        click.option("--max-texture", type=int, default=CONVERT.max_texture, show_default=True,
+                     help="Cap on texture sides (a power of two)."),
+        click.option("--texture-format", type=click.Choice(sorted(FORMATS)), default=CONVERT.texture_format,
+                     show_default=True, help="Block compression: bc1 (0.5 B/texel) or bc7 (1 B/texel, slower)."),
+        click.option("--mipmaps/--no-mipmaps", default=CONVERT.mipmaps, show_default=True,
+                     help="Full mip chains."),
+        click.option("--position-error", type=click.FloatRange(min=0, min_open=True),
+                     default=CONVERT.position_error, show_default=True,
+                     help="Quantization: largest position error in metres."),
+    ]
+    for o in reversed(opts):
+        f = o(f)
+    return f
+
+
+def _given(values: dict, keys) -> dict:
+    ctx = click.get_current_context()
+    return {k: values[k] for k in keys
+            if ctx.get_parameter_source(k) != click.core.ParameterSource.DEFAULT}
+
+
+def nav_settings_given(values: dict):
+    """``NavSettings`` from the parsed ``NAV_KEYS`` values, or None when none was given (an
+    imported .navmesh then keeps the settings it was built with)."""
+    from bps_assets.nav import NavSettings
+
+    if not _given(values, NAV_KEYS):
+        return None
+    return NavSettings(**{k: values[k] for k in NAV_KEYS})
+
+
+def convert_changes(values: dict) -> dict:
+    """``{field: value}`` of the ``CONVERT_KEYS`` options given (a change on top of the
+    dataset's converter preset)."""
+    return _given(values, CONVERT_KEYS)

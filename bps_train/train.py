@@ -39,7 +39,7 @@ import torch
 import torch.distributed as dist
 
 from bps_train import checkpoint
-from bps_train.args import arg, parse
+from bps_train.args import arg, check_minimums, parse, writable_dir
 from bps_train.lamb import Lamb
 from bps_train.models import Policy
 from bps_train.ppo import Rollout, gae, ppo_loss
@@ -105,6 +105,9 @@ def check_args(args):
         raise ConfigError(None, f"--lr-schedule {args.lr_schedule!r}: expected cosine or constant")
     if args.num_envs < 1 or args.rollout_steps < 1 or args.epochs < 1 or args.total_steps < 1:
         raise ConfigError(None, "--num-envs, --rollout-steps, --epochs and --total-steps must be >= 1")
+    check_minimums(args, {"seed": 0, "save_every": 1, "log_every": 1, "resolution": 1, "threads": 0,
+                          "hidden": 1, "width": 1, "snapshot_every": 0, "sim_only_steps": 0, "cache_slots": 0,
+                          "eval_episodes": 0, "lr_ref_batch": 1})
     if not 1 <= args.minibatches <= args.num_envs:
         raise ConfigError(None, f"--minibatches {args.minibatches}: must be in 1..NUM_ENVS ({args.num_envs}); "
                                 "minibatches split the environments (whole recurrent sequences)")
@@ -501,11 +504,35 @@ LOG_FIELDS = ["update", "global_step", "fps", "sim_fps", "fps_ratio", "reward", 
               "learn_s", "recv_wait", "seconds"]
 
 
+def trim_log(path: Path, last_update: int) -> None:
+    """Drop the rows of ``path`` after ``last_update`` (the checkpoint resumed from): a run killed
+    after logging updates it never saved would otherwise log them twice."""
+    import io
+
+    from bps_assets.container import atomic_write
+
+    try:
+        with open(path, newline="") as f:
+            rows = list(csv.DictReader(f))
+    except FileNotFoundError:
+        return
+    keep = [r for r in rows if (r.get("update") or "").isdigit() and int(r["update"]) <= last_update]
+    if len(keep) != len(rows):
+        def write(f):
+            text = io.StringIO()
+            w = csv.DictWriter(text, LOG_FIELDS, extrasaction="ignore")
+            w.writeheader()
+            w.writerows(keep)
+            f.write(text.getvalue().encode())
+        atomic_write(path, write, overwrite=True)
+
+
 class Log:
     """OUT_DIR/log.csv (appended across resumes) and optional TensorBoard events, rank 0 only."""
 
-    def __init__(self, out: Path, writer_cls=None):
+    def __init__(self, out: Path, writer_cls=None, resumed_update: int = 0):
         path = out / "log.csv"
+        trim_log(path, resumed_update)
         new = not path.exists() or path.stat().st_size == 0
         self.file = open(path, "a", newline="")
         self.csv = csv.DictWriter(self.file, LOG_FIELDS)
@@ -555,7 +582,7 @@ def train(args) -> dict:
         torch.set_num_threads(args.threads)
     seed_everything(args.seed + 1000 * rank)
     out = Path(args.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    writable_dir(out)
     writer_cls = tensorboard_writer_class() if args.tensorboard and rank == 0 else None
 
     # ---- policy, optimizer, and the checkpoint to resume from (only one of this very run)
@@ -585,7 +612,7 @@ def train(args) -> dict:
     n = args.num_envs
     env = make_envs(args, args.split, n, args.seed + 7919 * rank + update, args.episodes, args.double_buffer,
                     scene_shard=(rank, world))
-    log = Log(out, writer_cls) if rank == 0 else None
+    log = Log(out, writer_cls, update) if rank == 0 else None
     stop = StopOnSignal()
     num_updates = max(1, math.ceil(args.total_steps / batch))
     saved_update, interrupted = update, False

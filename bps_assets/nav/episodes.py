@@ -34,6 +34,7 @@ import numpy as np
 
 from ..container import atomic_write
 from ..errors import ConfigError, InputError, NavError, OutputExistsError
+from ..json_input import parse_json
 from ..readers.guard import read_limited
 from ..safe_paths import content_scenes_dir
 
@@ -288,10 +289,7 @@ def write_pointnav_dataset(out_dir: str | os.PathLike, split: str,
 
 def _read_json(path: Path):
     raw = read_limited(path, MAX_JSON_BYTES)  # streamed with a running cap (gzip bombs)
-    try:
-        doc = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise InputError(path, f"not valid JSON: {e}") from e
+    doc = parse_json(raw, path)
     if not isinstance(doc, dict) or not isinstance(doc.get("episodes"), list):
         raise InputError(path, 'not a PointNav dataset: expected {"episodes": [...]}')
     return doc

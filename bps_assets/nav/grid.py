@@ -21,6 +21,7 @@ from ..errors import CorruptFileError, FormatVersionError, NavError
 from . import queries
 from .raster import rasterize_centres
 from .settings import DEFAULT_SETTINGS, NavSettings
+from .validate import check_navmesh_header, check_navmesh_heights
 
 FORMAT = "bps-navmesh"
 VERSION = 1
@@ -450,6 +451,8 @@ def load_navmesh(path: str | os.PathLike) -> NavMesh:
             raise CorruptFileError(path, f"bad navmesh header: {e}") from None
         if not all(math.isfinite(x) for x in origin + [cs]):
             raise CorruptFileError(path, "bad navmesh header: non-finite origin / cell_size")
+        if len(shape) == 3 and len(origin) == 2:
+            check_navmesh_header(path, origin, cs, shape)
         if len(shape) == 3 and (shape[0] > MAX_LAYERS or shape[1] * shape[2] > MAX_GRID_CELLS):
             raise CorruptFileError(path, f"bad navmesh header: shape {list(shape)} over the caps "
                                          f"({MAX_LAYERS} layers, {MAX_GRID_CELLS} cells)")
@@ -480,6 +483,7 @@ def load_navmesh(path: str | os.PathLike) -> NavMesh:
         raise CorruptFileError(path, "island id out of range", section="island")
     if np.any(np.isnan(hgt) != (isl < 0)):
         raise CorruptFileError(path, "spans and island labels disagree", section="island")
+    check_navmesh_heights(path, hgt)
     return NavMesh(hgt, nb, origin, settings, island=isl, island_area=arrays["island_area"],
                    island_radius=arrays["island_radius"], method=method, source=source)
 

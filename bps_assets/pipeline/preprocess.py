@@ -161,8 +161,8 @@ def _read_record(out_root: Path, name: str) -> dict | None:
     p = _record_path(out_root, name)
     try:
         rec = json.loads(p.read_text("utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return None  # absent or unreadable: the scene is simply not done
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        return None  # absent or unreadable (or nested too deeply): the scene is simply not done
     return rec if isinstance(rec, dict) and isinstance(rec.get("entry"), dict) else None
 
 
@@ -371,7 +371,7 @@ def _check_manifest_target(path: Path, dataset: str, split: str, overwrite: bool
         return None
     try:
         old = json.loads(path.read_text("utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
         raise OutputExistsError(path, "exists and is not a bps manifest (pass --overwrite to replace it)") from None
     if not isinstance(old, dict) or (old.get("dataset"), old.get("split")) != (dataset, split):
         raise OutputExistsError(path, f"is the manifest of another run ({old.get('dataset')!r} split "

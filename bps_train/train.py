@@ -460,8 +460,9 @@ def evaluate(args) -> dict:
 # ----------------------------------------------------------------------------------- stopping, logs
 class StopOnSignal:
     """The first SIGINT / SIGTERM asks the loop to stop after the update in progress, save a
-    checkpoint and leave cleanly; a second one stops at once (KeyboardInterrupt, still closing
-    the environments). Handlers are only installed from the main thread (Python's rule)."""
+    checkpoint and leave cleanly; a second one stops at once with exit status 130
+    (``entry.stop_now``: the last checkpoint, written whole, is kept). Handlers are only
+    installed from the main thread (Python's rule)."""
 
     def __init__(self):
         self.signum, self._old = None, {}
@@ -471,7 +472,9 @@ class StopOnSignal:
 
     def _handle(self, signum, frame):
         if self.signum is not None:
-            raise KeyboardInterrupt
+            from bps_train.entry import stop_now
+
+            stop_now("stopped at once by a second signal; the last checkpoint (if any) is kept")
         self.signum = signum
         print("bps-train: stopping after this update and saving a checkpoint (again to stop now)",
               file=sys.stderr, flush=True)

@@ -221,7 +221,7 @@ def make_episode(episode_id, scene_id: str, start_position, start_rotation, goal
 
 
 # -------------------------------------------------------------------------------- files
-MAX_JSON_BYTES = 2 << 30  # decompressed size cap for one episode file
+MAX_JSON_BYTES = 1 << 30  # decompressed size cap for one episode file (real ones: tens of MB)
 CONTENT_DIR = "content"
 SUFFIX = ".json.gz"
 

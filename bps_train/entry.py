@@ -5,33 +5,15 @@ Importing torch and the trainer takes seconds; a SIGTERM then would kill the pro
 the process at once with exit status 130 and one line; the trainer installs its own
 stop-after-this-update handlers while it trains, and its second signal ends the same way
 (``stop_now``). Once the trainer returns, further signals are ignored, so a late
-signal cannot turn the exit into a death by signal.
-
-Stopping at once is ``os._exit``, not an exception: a KeyboardInterrupt raised at a random point
-can leave a lock of the environment's threads held, and closing them then never returns. Every
-file the trainer writes is renamed into place whole, so nothing half-written is left behind.
+signal cannot turn the exit into a death by signal (``python -m bps_train.train`` has no
+early handlers).
 """
 from __future__ import annotations
 
-import os
 import signal
 import sys
 
-INTERRUPTED = 130
-
-
-def stop_now(why: str) -> None:
-    """Print ``bps-train: WHY`` and end the process with status 130 without unwinding."""
-    for f in (sys.stdout, sys.stderr):
-        try:
-            f.flush()
-        except (OSError, ValueError):
-            pass
-    try:
-        os.write(2, f"bps-train: {why}\n".encode())
-    except OSError:
-        pass
-    os._exit(INTERRUPTED)
+from bps_train.stop import stop_now
 
 
 def _early(signum, frame):

@@ -461,7 +461,7 @@ def evaluate(args) -> dict:
 class StopOnSignal:
     """The first SIGINT / SIGTERM asks the loop to stop after the update in progress, save a
     checkpoint and leave cleanly; a second one stops at once with exit status 130
-    (``entry.stop_now``: the last checkpoint, written whole, is kept). Handlers are only
+    (``stop.stop_now``: the last checkpoint, written whole, is kept). Handlers are only
     installed from the main thread (Python's rule)."""
 
     def __init__(self):
@@ -472,7 +472,7 @@ class StopOnSignal:
 
     def _handle(self, signum, frame):
         if self.signum is not None:
-            from bps_train.entry import stop_now
+            from bps_train.stop import stop_now
 
             stop_now("stopped at once by a second signal; the last checkpoint (if any) is kept")
         self.signum = signum

@@ -11,6 +11,7 @@ machine still runs, alone).
 """
 from __future__ import annotations
 
+from ..memory import available_memory  # noqa: F401  (preprocess reads it from here)
 
 BASE_BYTES = 64 << 20       # one worker process before it reads anything
 PEAK_PER_SOURCE_BYTE = 20   # measured 13.4-18.7 (module docstring)
@@ -20,18 +21,6 @@ USABLE_FRACTION = 0.8       # leave the rest to the page cache and the parent
 def scan_budget(source_bytes: int) -> int:
     """Peak memory (bytes) one worker may reach converting a scan of ``source_bytes``."""
     return BASE_BYTES + PEAK_PER_SOURCE_BYTE * max(0, int(source_bytes))
-
-
-def available_memory() -> int | None:
-    """MemAvailable from /proc/meminfo (bytes); None where the kernel does not say."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
 
 
 def workers_for(source_sizes: list[int], wanted: int, available: int | None) -> tuple[int, str | None]:

@@ -617,8 +617,9 @@ def _run(plan, ds, split, shard, options, backend, settings, out_root, mpath, pr
     for n, probs in sorted(damaged.items()):
         say(f"  redoing {n}: kept output failed the resume check: {'; '.join(probs)}")
 
-    workers, why = workers_for([_source_bytes(t) for t in tasks], options.workers or available_cores(),
-                               available_memory())
+    wanted = options.workers or available_cores()
+    navs = [_navmesh_bytes(t) for t in tasks] if wanted > 1 else None  # ms per Detour file
+    workers, why = workers_for([_source_bytes(t) for t in tasks], wanted, available_memory(), navs)
     if why and tasks and not options.in_process:
         say(f"  {why}")
     bar = None
@@ -700,6 +701,15 @@ def _source_bytes(task: SceneTask) -> int:
         return os.path.getsize(task.src.scene)
     except OSError:  # unreadable now: the worker reports it; it needs no memory
         return 0
+
+
+def _navmesh_bytes(task: SceneTask) -> int:
+    """Estimated peak of importing the scene's Detour navmesh (0: none, or built instead)."""
+    if task.src.navmesh is None or task.options.navmesh == "build":
+        return 0
+    from ..nav.budget import detour_import_bytes
+
+    return detour_import_bytes(task.src.navmesh)
 
 
 def available_cores() -> int:

@@ -79,7 +79,7 @@ def read_limited(path, limit: int, what: str = "JSON") -> bytearray:
     return out
 
 
-TEXT_PIECE = 8 << 20  # bytes of a text format parsed at once (OBJ, ASCII PLY)
+TEXT_PIECE = 1 << 20  # bytes of a text format parsed at once (OBJ, ASCII PLY)
 
 
 def _continued(data: bytes, i: int) -> bool:

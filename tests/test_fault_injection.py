@@ -529,3 +529,23 @@ def test_long_file_names_are_typed_or_work(tmp_path):
     rc, out, _ = run_measured(CLI + ["navmesh", ok_in, "-o", tmp_path / "out"])
     assert rc == 0, out
     assert [p.name for p in (tmp_path / "out").iterdir()] == ["b" * 240 + ".navmesh.bps"]
+
+
+def test_packed_header_nested_deep_is_typed(tmp_path):
+    from bps_assets.container import write_container
+
+    p = tmp_path / "deep.bps"
+    write_container(p, "TEST", {"x": "a" * 199_998}, {"a": np.zeros(4, np.float32)})
+    data = p.read_bytes()
+    p.write_bytes(data.replace(b'"' + b"a" * 199_998 + b'"', _nested(100_000).encode(), 1))  # same length
+    rc, out, _ = run_measured(CLI + ["info", p])
+    assert rc == 2 and "header is not valid JSON: nested too deeply" in out and "Traceback" not in out, out
+
+
+@pytest.mark.skipif(not (SHARED / "habitat_test_scenes_navmesh").is_dir(), reason="shared assets absent")
+def test_detour_import_estimate_follows_the_polygons():
+    from bps_assets.pipeline.memory_budget import detour_import_bytes
+
+    small = detour_import_bytes(SHARED / "habitat_test_scenes_navmesh" / "apartment_1.navmesh")
+    assert 5 * MiB < small < 50 * MiB  # 2.1e4 samples: 12 MB measured for the import
+    assert detour_import_bytes(SHARED / "habitat_test_scenes_navmesh" / "apartment_1.navmesh", 0.025) > 3 * small

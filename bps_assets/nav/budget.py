@@ -67,18 +67,3 @@ def check_fits(path: str | os.PathLike | None, what: str, need: int, samples: fl
     raise ResourceLimitError(path, f"{what} would need {why}: {setting} {_coarser(cell_size, max(over_cap, over_mem)):g} "
                                    "would fit")
 
-
-def detour_import_bytes(path: str | os.PathLike, cell_size: float | None = None) -> int:
-    """Estimated peak bytes of importing the Detour navmesh at ``path`` (its own cell size
-    unless ``cell_size``); 0 when the file cannot be read (the import reports that)."""
-    from ..errors import BpsError
-    from .detour import read_detour_navmesh
-    from .grid import xz_area
-
-    try:
-        dm = read_detour_navmesh(path)
-        v, t = dm.triangles()
-        cs = cell_size or dm.nav_settings().cell_size
-    except (BpsError, OSError, ValueError):
-        return 0
-    return import_bytes(xz_area(v, t), cs)

@@ -13,7 +13,11 @@ counts: an 11.8 KB navmesh can describe gigabytes of grid.
 """
 from __future__ import annotations
 
+import os
+
+from ..errors import BpsError
 from ..memory import available_memory  # noqa: F401  (preprocess reads it from here)
+from ..nav.budget import import_bytes
 
 BASE_BYTES = 64 << 20       # one worker process before it reads anything
 PEAK_PER_SOURCE_BYTE = 20   # measured 13.4-18.7 (module docstring)
@@ -42,3 +46,19 @@ def workers_for(source_sizes: list[int], wanted: int, available: int | None,
             else f"the largest navmesh import ({nbytes / 2**30:.1f} GiB estimated from its polygons)")
     return fit, (f"{fit} worker{'s' if fit > 1 else ''} instead of {wanted}: {what} may need "
                  f"{need / 2**30:.1f} GiB to convert and {available / 2**30:.1f} GiB are available")
+
+
+def detour_import_bytes(path: str | os.PathLike, cell_size: float | None = None) -> int:
+    """Estimated peak bytes of importing the Detour navmesh at ``path`` (its own cell size
+    unless ``cell_size``), from the area its polygons cover; 0 when the file cannot be read
+    (the import reports that)."""
+    from ..nav.detour import read_detour_navmesh
+    from ..nav.grid import xz_area
+
+    try:
+        dm = read_detour_navmesh(path)
+        v, t = dm.triangles()
+        cs = cell_size or dm.nav_settings().cell_size
+    except (BpsError, OSError, ValueError):
+        return 0
+    return import_bytes(xz_area(v, t), cs)

@@ -53,7 +53,7 @@ from . import manifest as mf
 from .backend import NAVMESH_MODES, Backend, container_info
 from .datasets import load_dataset
 from .hashing import settings_fingerprint, sha256_file
-from .memory_budget import available_memory, workers_for
+from .memory_budget import available_memory, detour_import_bytes, workers_for
 from .plan import Plan, SceneSource, Shard, make_plan
 from .resume_check import check_many, kept_problems
 
@@ -707,8 +707,6 @@ def _navmesh_bytes(task: SceneTask) -> int:
     """Estimated peak of importing the scene's Detour navmesh (0: none, or built instead)."""
     if task.src.navmesh is None or task.options.navmesh == "build":
         return 0
-    from ..nav.budget import detour_import_bytes
-
     return detour_import_bytes(task.src.navmesh)
 
 

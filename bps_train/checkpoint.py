@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from bps_assets.container import atomic_write
+from bps_assets.container import atomic_write, remove_stale_temps
 from bps_assets.errors import ConfigError, CorruptFileError, InputError, OutputWriteError
 
 FORMAT = "bps-train checkpoint"
@@ -118,6 +118,7 @@ def save(path: Path, state: dict) -> None:
     buf = io.BytesIO()
     torch.save(state, buf)
     data = buf.getbuffer()
+    remove_stale_temps(path)  # of a run stopped at once mid-save (its lock died with it)
     try:
         atomic_write(path, lambda f: f.write(data), overwrite=True)
     except OutputWriteError as e:

@@ -17,8 +17,7 @@ from bps_train.stop import stop_now
 
 
 def _early(signum, frame):
-    stop_now(f"stopped by {signal.Signals(signum).name} (before training began, or while closing); "
-             "the last checkpoint (if any) is kept")
+    stop_now(f"stopped by {signal.Signals(signum).name}; the last checkpoint (if any) is kept")
 
 
 def main(argv=None) -> int:

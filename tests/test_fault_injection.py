@@ -78,6 +78,16 @@ def test_junk_obj_is_refused_after_one_piece_with_bounded_memory(tmp_path):
     assert rss < 3 * p.stat().st_size + 200 * MiB, rss  # was 30x the file before the pieces
 
 
+def test_junk_ascii_ply_is_refused_with_bounded_memory(tmp_path):
+    n = 48 * MiB // 14
+    p = tmp_path / "junk.ply"
+    p.write_bytes(b"ply\nformat ascii 1.0\nelement vertex %d\nproperty float x\nproperty float y\n"
+                  b"property float z\nend_header\n" % n + b"abc def ghijk\n" * n)
+    rc, out, rss = run_measured(CLI + ["convert", p, "-o", tmp_path / "junk.bps"])
+    assert rc == 2 and "element 'vertex' has a non-numeric value" in out, out
+    assert rss < 3 * p.stat().st_size + 200 * MiB, rss
+
+
 def test_text_pieces_read_like_the_whole_file(tmp_path, monkeypatch):
     from bps_assets.readers import guard
     from bps_assets.readers.obj import read_obj

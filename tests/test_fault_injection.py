@@ -432,6 +432,10 @@ def test_deep_json_is_one_typed_error_everywhere(dataset, tmp_path):  # noqa: F8
     bad = [f for s in rep.scenes for f in s.files if not f.ok]
     assert [f.path for f in bad] == [rel] and "nested too deeply" in bad[0].problems[0]
     assert sum(f.ok for s in rep.scenes for f in s.files) >= 5
+    from bps_assets.nav.episodes import read_pointnav_dataset  # what make() reads episodes with
+
+    with pytest.raises(InputError, match="nested too deeply"):
+        read_pointnav_dataset(scene.episodes)
     # the manifest itself, a nav pairs file, a preprocess state record
     nested_manifest = tmp_path / "nested.json"
     nested_manifest.write_text(deep)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import errno
 import glob
+import hashlib
 import json
 import os
 import re
@@ -162,6 +163,28 @@ def _lock_temp(fd: int) -> None:
     fcntl.flock(fd, fcntl.LOCK_EX)
 
 
+NAME_MAX = 255  # bytes of one file name on Linux, macOS and Windows file systems
+
+
+def check_name_length(path: str | os.PathLike) -> None:
+    """OutputWriteError when the file name of ``path`` is longer than file systems allow (the
+    OS's ENAMETOOLONG, said before any work and with the length)."""
+    name = Path(path).name
+    n = len(os.fsencode(name))
+    if n > NAME_MAX:
+        raise OutputWriteError(path, f"the file name is {n} bytes long, over the {NAME_MAX}-byte limit "
+                                     "of file systems: shorten the input's or the output's name")
+
+
+def temp_prefix(name: str) -> str:
+    """``.NAME.`` (the temp files of ``atomic_write`` beside NAME); a name too long to take the
+    random part and ``.tmp`` as well is cut, with a hash of the whole name kept."""
+    if len(os.fsencode(name)) <= NAME_MAX - 32:
+        return f".{name}."
+    digest = hashlib.sha1(os.fsencode(name)).hexdigest()[:12]
+    return f".{os.fsencode(name)[:160].decode('utf-8', 'ignore')}~{digest}."
+
+
 def remove_stale_temps(path: str | os.PathLike, min_age_s: float = 600.0) -> list[Path]:
     """Remove ``.NAME.*.tmp`` files beside ``path`` left by killed writers; returns them.
 
@@ -171,7 +194,7 @@ def remove_stale_temps(path: str | os.PathLike, min_age_s: float = 600.0) -> lis
     path = Path(path)
     removed = []
     try:
-        cands = list(path.parent.glob(f".{glob.escape(path.name)}.*.tmp"))
+        cands = list(path.parent.glob(f"{glob.escape(temp_prefix(path.name))}*.tmp"))
     except OSError:
         return removed
     try:
@@ -222,11 +245,12 @@ def atomic_write(path: str | os.PathLike, write_fn, overwrite: bool = False) -> 
     leaves nothing behind.
     """
     path = Path(path)
+    check_name_length(path)
     if path.exists() and not overwrite:
         raise OutputExistsError(path, "already exists (pass overwrite / --overwrite to replace it)")
     make_dirs(path.parent)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        fd, tmp = tempfile.mkstemp(prefix=temp_prefix(path.name), suffix=".tmp", dir=path.parent)
     except OSError as e:
         raise _write_error(path.parent, e, f"create a file in the folder (for {path.name})") from None
     try:
@@ -439,6 +463,8 @@ class Container:
             header = json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as e:
             raise _corrupt(path, f"header is not valid JSON: {e}") from None
+        except RecursionError:
+            raise _corrupt(path, "header is not valid JSON: nested too deeply") from None
         if not isinstance(header, dict) or not isinstance(header.get("sections"), list):
             raise _corrupt(path, "header has no section table")
         tab = header.pop("sections")

@@ -55,3 +55,26 @@ def parse(cls, argv=None, description: str = ""):
         if typing.get_origin(hints[f.name]) is tuple:
             vals[f.name] = tuple(vals[f.name])
     return cls(**vals)
+
+
+def check_minimums(args, minimums: dict) -> None:
+    """ConfigError naming the first ``--option`` below its minimum (``{"save_every": 1, ...}``)."""
+    from bps_assets.errors import ConfigError
+
+    for name, low in minimums.items():
+        value = getattr(args, name)
+        if value < low:
+            raise ConfigError(None, f"--{name.replace('_', '-')} {value}: must be >= {low}")
+
+
+def writable_dir(path) -> None:
+    """Create ``path`` (mkdir -p) and check it is writable before any work: an OutputWriteError
+    naming the folder and the cause otherwise."""
+    import os
+
+    from bps_assets.container import make_dirs
+    from bps_assets.errors import OutputWriteError
+
+    folder = make_dirs(path)
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise OutputWriteError(folder, "cannot write in the output folder (no write permission)")

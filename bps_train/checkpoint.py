@@ -1,11 +1,12 @@
 """Checkpoints: tensors and plain data only, loaded with ``torch.load(weights_only=True)``.
 
-A checkpoint is a pickle, and a pickle can run any code when loaded (``os.system`` in a
-``__reduce__``). So nothing but tensors, numbers, strings, lists, tuples and dicts goes in (the
-run's settings as a dict, the numpy RNG state as a tensor and numbers), and loading uses torch's
-restricted unpickler, which refuses every other global before calling it. Anything else -- a
-missing file, a damaged zip, a pickle that names a function, a dict of the wrong shape -- is one
-typed error naming the file.
+A checkpoint is a pickle, which can run any code when loaded, so nothing but tensors, numbers,
+strings, lists, tuples and dicts goes in, and loading uses torch's restricted unpickler. Anything
+else -- a missing file, a damaged zip, a pickle that names a function, a dict of the wrong shape,
+a ``checksum`` (sha256 of every tensor) that does not match, non-finite weights -- is one typed
+error naming the file. A save is serialized in memory and written through ``atomic_write``: a
+full disk or a file size limit is an OutputWriteError naming OUT_DIR, and the previous
+checkpoint stays.
 
 ``identity(args, dataset)`` is what a resumed run must share with the checkpoint: the dataset
 (the manifest's sha256, split, episodes source), the model (sensor, resolution, hidden, width)
@@ -15,7 +16,7 @@ threads, device) may change between runs of one experiment.
 from __future__ import annotations
 
 import hashlib
-import os
+import io
 import pickle
 import random
 import zipfile
@@ -24,10 +25,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from bps_assets.errors import ConfigError, CorruptFileError, InputError
+from bps_assets.container import atomic_write, remove_stale_temps
+from bps_assets.errors import ConfigError, CorruptFileError, InputError, OutputWriteError
 
 FORMAT = "bps-train checkpoint"
-VERSION = 2
+VERSION = 3
+READS = (2, 3)  # version 2 had no checksum: its tensors are checked for finite values only
 # Settings a resumed run must share with its checkpoint, in the order the error lists them.
 IDENTITY_ARGS = ("split", "episodes", "sensor", "resolution", "hidden", "width", "num_envs")
 _REQUIRED = {"format": str, "version": int, "policy": dict, "optimizer": dict, "update": int,
@@ -83,12 +86,53 @@ def set_rng_state(s: dict) -> None:
 
 
 # ----------------------------------------------------------------------------------- files
+def _tensors(obj, name=""):
+    """(name, tensor) of every tensor in nested dicts / lists, in a fixed order."""
+    if isinstance(obj, torch.Tensor):
+        yield name, obj
+    elif isinstance(obj, dict):
+        for k in sorted(obj, key=str):
+            yield from _tensors(obj[k], f"{name}/{k}")
+    elif isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj):
+            yield from _tensors(v, f"{name}/{i}")
+
+
+def tensor_checksum(state: dict) -> str:
+    """sha256 over the name, dtype, shape and bytes of every tensor of the weights and the
+    optimizer (what a bit flip in the file would change without torch noticing)."""
+    h = hashlib.sha256()
+    for name, t in _tensors({"policy": state["policy"], "optimizer": state["optimizer"]}):
+        t = t.detach().cpu().contiguous()
+        h.update(f"{name}:{t.dtype}:{tuple(t.shape)};".encode())
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    return h.hexdigest()
+
+
 def save(path: Path, state: dict) -> None:
-    """Write atomically: a crash mid-save never leaves a half checkpoint."""
+    """Write atomically: a crash mid-save never leaves a half checkpoint; a full disk or a file
+    size limit is an OutputWriteError naming the folder (the previous checkpoint is kept)."""
+    path = Path(path)
     state = {"format": FORMAT, "version": VERSION, **state}
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(state, tmp)
-    os.replace(tmp, path)
+    state["checksum"] = tensor_checksum(state)
+    buf = io.BytesIO()
+    torch.save(state, buf)
+    data = buf.getbuffer()
+    remove_stale_temps(path)  # of a run stopped at once mid-save (its lock died with it)
+    try:
+        atomic_write(path, lambda f: f.write(data), overwrite=True)
+    except OutputWriteError as e:
+        raise OutputWriteError(path.parent, f"cannot save {path.name} ({len(data)} bytes): "
+                                            f"{_space_cause(e)}; the previous checkpoint is kept") from None
+
+
+def _space_cause(e: OutputWriteError) -> str:
+    d = e.detail
+    if "No space left" in d:
+        return "no space left on the output folder (OUT_DIR)"
+    if "File too large" in d:
+        return "a file size limit (ulimit -f) stops the write"
+    return d
 
 
 def load(path, map_location=None) -> dict:
@@ -111,12 +155,20 @@ def load(path, map_location=None) -> dict:
     if not isinstance(ckpt, dict) or ckpt.get("format") != FORMAT:
         raise CorruptFileError(path, "not a bps-train checkpoint (no 'format' field); checkpoints of "
                                      "bps-train before version 2 cannot be loaded")
-    if ckpt.get("version") != VERSION:
-        raise CorruptFileError(path, f"checkpoint version {ckpt.get('version')!r}; this bps-train reads {VERSION}")
+    if ckpt.get("version") not in READS:
+        raise CorruptFileError(path, f"checkpoint version {ckpt.get('version')!r}; this bps-train reads "
+                                     f"{', '.join(map(str, READS))}")
     for key, typ in _REQUIRED.items():
         ok = isinstance(ckpt.get(key), typ) or (typ is float and isinstance(ckpt.get(key), int))
         if not ok or (typ is int and isinstance(ckpt.get(key), bool)):
             raise CorruptFileError(path, f"checkpoint field {key!r} missing or not {typ.__name__}")
     if not all(isinstance(v, torch.Tensor) for v in ckpt["policy"].values()):
         raise CorruptFileError(path, "checkpoint field 'policy' holds something other than tensors")
+    if ckpt["version"] >= 3 and ckpt.get("checksum") != tensor_checksum(ckpt):
+        raise CorruptFileError(path, "the tensors' checksum does not match the one stored (bit flips or an "
+                                     "edited file): refused; resume from another checkpoint or --no-resume")
+    for name, t in _tensors({"policy": ckpt["policy"], "optimizer": ckpt["optimizer"]}):
+        if t.is_floating_point() and t.numel() and not bool(torch.isfinite(t).all()):
+            raise CorruptFileError(path, f"non-finite values (NaN or inf) in {name.lstrip('/')}: refused "
+                                         "(a run that diverged, or a damaged file)")
     return ckpt

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bps_train.args import arg, parse
+from bps_train.args import arg, check_minimums, parse, writable_dir
 from bps_train.lazy import lazy
 
 # torch and what is built on it load on first use: --help and argument errors answer at once
@@ -110,6 +110,9 @@ def check_args(args):
         raise ConfigError(None, "--num-envs, --rollout-steps, --epochs and --total-steps must be >= 1")
     if args.video < 0 or (args.video and not args.eval):
         raise ConfigError(None, f"--video {args.video}: a number of episodes >= 0, written by --eval CKPT")
+    check_minimums(args, {"seed": 0, "save_every": 1, "log_every": 1, "resolution": 1, "threads": 0,
+                          "hidden": 1, "width": 1, "snapshot_every": 0, "sim_only_steps": 0, "cache_slots": 0,
+                          "eval_episodes": 0, "lr_ref_batch": 1})
     if not 1 <= args.minibatches <= args.num_envs:
         raise ConfigError(None, f"--minibatches {args.minibatches}: must be in 1..NUM_ENVS ({args.num_envs}); "
                                 "minibatches split the environments (whole recurrent sequences)")
@@ -475,8 +478,9 @@ def evaluate(args) -> dict:
 # ----------------------------------------------------------------------------------- stopping, logs
 class StopOnSignal:
     """The first SIGINT / SIGTERM asks the loop to stop after the update in progress, save a
-    checkpoint and leave cleanly; a second one stops at once (KeyboardInterrupt, still closing
-    the environments). Handlers are only installed from the main thread (Python's rule)."""
+    checkpoint and leave cleanly; a second one stops at once with exit status 130
+    (``stop.stop_now``: the last checkpoint, written whole, is kept). Handlers are only
+    installed from the main thread (Python's rule)."""
 
     def __init__(self):
         self.signum, self._old = None, {}
@@ -486,7 +490,9 @@ class StopOnSignal:
 
     def _handle(self, signum, frame):
         if self.signum is not None:
-            raise KeyboardInterrupt
+            from bps_train.stop import stop_now
+
+            stop_now("stopped at once by a second signal; the last checkpoint (if any) is kept")
         self.signum = signum
         print("bps-train: stopping after this update and saving a checkpoint (again to stop now)",
               file=sys.stderr, flush=True)
@@ -519,11 +525,35 @@ LOG_FIELDS = ["update", "global_step", "fps", "sim_fps", "fps_ratio", "reward", 
               "learn_s", "recv_wait", "seconds", "length"]   # new fields go last: old logs keep their columns
 
 
+def trim_log(path: Path, last_update: int) -> None:
+    """Drop the rows of ``path`` after ``last_update`` (the checkpoint resumed from): a run killed
+    after logging updates it never saved would otherwise log them twice."""
+    import io
+
+    from bps_assets.container import atomic_write
+
+    try:
+        with open(path, newline="") as f:
+            rows = list(csv.DictReader(f))
+    except FileNotFoundError:
+        return
+    keep = [r for r in rows if (r.get("update") or "").isdigit() and int(r["update"]) <= last_update]
+    if len(keep) != len(rows):
+        def write(f):
+            text = io.StringIO()
+            w = csv.DictWriter(text, LOG_FIELDS, extrasaction="ignore")
+            w.writeheader()
+            w.writerows(keep)
+            f.write(text.getvalue().encode())
+        atomic_write(path, write, overwrite=True)
+
+
 class Log:
     """OUT_DIR/log.csv (appended across resumes) and optional TensorBoard events, rank 0 only."""
 
-    def __init__(self, out: Path, writer_cls=None):
+    def __init__(self, out: Path, writer_cls=None, resumed_update: int = 0):
         path = out / "log.csv"
+        trim_log(path, resumed_update)
         new = not path.exists() or path.stat().st_size == 0
         self.file = open(path, "a", newline="")
         self.csv = csv.DictWriter(self.file, LOG_FIELDS)
@@ -573,7 +603,7 @@ def train(args) -> dict:
         torch.set_num_threads(args.threads)
     seed_everything(args.seed + 1000 * rank)
     out = Path(args.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    writable_dir(out)
     writer_cls = tensorboard_writer_class() if args.tensorboard and rank == 0 else None
 
     # ---- policy, optimizer, and the checkpoint to resume from (only one of this very run)
@@ -603,7 +633,7 @@ def train(args) -> dict:
     n = args.num_envs
     env = make_envs(args, args.split, n, args.seed + 7919 * rank + update, args.episodes, args.double_buffer,
                     scene_shard=(rank, world))
-    log = Log(out, writer_cls) if rank == 0 else None
+    log = Log(out, writer_cls, update) if rank == 0 else None
     stop = StopOnSignal()
     num_updates = max(1, math.ceil(args.total_steps / batch))
     saved_update, interrupted = update, False

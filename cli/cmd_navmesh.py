@@ -55,6 +55,10 @@ def navmesh_cmd(inputs, out_dir, dataset, agent_height, agent_radius, max_climb,
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise click.UsageError(f"two inputs give the same output name: {', '.join(dup)}")
+    from bps_assets.container import check_name_length
+
+    for _, dst in targets:  # names the file system cannot hold, before any (slow) build
+        check_name_length(dst)
     if not overwrite:  # refuse before any (slow) build
         for _, dst in targets:
             if dst.exists():
@@ -134,6 +138,10 @@ def _read_pairs(pairs_file: Path):
         b = np.array([p["b"] for p in pairs], dtype=np.float64).reshape(-1, 3)
         if len(a) != len(pairs) or len(b) != len(pairs):
             raise ValueError("each a/b must be 3 numbers")
+        if not (np.isfinite(a).all() and np.isfinite(b).all()):
+            raise ValueError("coordinates must be finite numbers (NaN or inf given)")
+    except RecursionError:
+        raise InputError(pairs_file, "not valid JSON: nested too deeply") from None
     except (OSError, ValueError, TypeError, KeyError) as e:
         raise InputError(pairs_file, f'expected a JSON list of {{"a": [x,y,z], "b": [x,y,z]}}: {e}') from None
     return a, b

@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError, NavError
+from . import budget
 from .grid import DIRS, NavMesh, connect_by_height, grid_frame, xz_area
 from .raster import rasterize_centres, rasterize_solid
 from .settings import DEFAULT_SETTINGS, NavSettings
@@ -149,8 +150,10 @@ def build_navmesh(scene, settings: NavSettings = DEFAULT_SETTINGS, dataset: str 
         walkable = (nl > 0) & (n[:, 1] / nl >= math.cos(math.radians(s.max_slope)))
 
     used = p.reshape(-1, 3)
-    origin, D, W = grid_frame(used.min(0), used.max(0), cs, source, "scene vertex bounds",
-                              covered_area=xz_area(v, t))
+    area = xz_area(v, t)
+    origin, D, W = grid_frame(used.min(0), used.max(0), cs, source, "scene vertex bounds", covered_area=area)
+    budget.check_fits(source or None, "building this navmesh", budget.build_bytes(area, cs, len(t)),
+                      area / cs ** 2, cs)
 
     if s.recast_compat:  # Recast rounds the agent to whole voxels
         s = s.replace(agent_height=math.ceil(s.agent_height / s.cell_height - 1e-6) * s.cell_height,

@@ -34,6 +34,7 @@ import numpy as np
 
 from ..container import atomic_write
 from ..errors import ConfigError, InputError, NavError, OutputExistsError
+from ..json_input import parse_json
 from ..readers.guard import read_limited
 from ..safe_paths import content_scenes_dir
 
@@ -230,7 +231,7 @@ def make_episode(episode_id, scene_id: str, start_position, start_rotation, goal
 
 
 # -------------------------------------------------------------------------------- files
-MAX_JSON_BYTES = 2 << 30  # decompressed size cap for one episode file
+MAX_JSON_BYTES = 1 << 30  # decompressed size cap for one episode file (real ones: tens of MB)
 CONTENT_DIR = "content"
 SUFFIX = ".json.gz"
 
@@ -319,10 +320,7 @@ def read_json(path: Path, what: str = "PointNav"):
     """A dataset file's JSON document (gzip or plain, size-capped); ``InputError`` unless it is
     an object with an ``episodes`` list."""
     raw = read_limited(path, MAX_JSON_BYTES)  # streamed with a running cap (gzip bombs)
-    try:
-        doc = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise InputError(path, f"not valid JSON: {e}") from e
+    doc = parse_json(raw, path)
     if not isinstance(doc, dict) or not isinstance(doc.get("episodes"), list):
         raise InputError(path, f'not a {what} dataset: expected {{"episodes": [...]}}')
     return doc

@@ -18,9 +18,10 @@ import numpy as np
 
 from ..container import Container, SectionSpec, write_container
 from ..errors import CorruptFileError, FormatVersionError, NavError
-from . import queries
+from . import budget, queries
 from .raster import rasterize_centres
 from .settings import DEFAULT_SETTINGS, NavSettings
+from .validate import check_navmesh_header, check_navmesh_heights
 
 FORMAT = "bps-navmesh"
 VERSION = 1
@@ -268,8 +269,11 @@ class NavMesh:
             return cls(np.full((1, 1, 1), np.nan, np.float32), np.full((1, 1, 1, 4), -1, np.int8),
                        (0.0, 0.0), settings, method=method, source=source)
         used = v[np.unique(t)]
+        area = xz_area(v, t)
         origin, D, W = grid_frame(used.min(0), used.max(0), cs, source, "walkable surface vertices",
-                                  covered_area=xz_area(v, t))
+                                  covered_area=area)
+        budget.check_fits(source or None, "rasterizing this walkable surface", budget.import_bytes(area, cs),
+                          area / cs ** 2, cs)
         r, c, y, tri = rasterize_centres(v, t, origin, cs, D, W)
         grp = None if triangle_groups is None else np.asarray(triangle_groups, np.int64)[tri]
         # merge spans of one cell (and group) closer than max_climb
@@ -468,6 +472,8 @@ def load_navmesh(path: str | os.PathLike) -> NavMesh:
             raise CorruptFileError(path, f"bad navmesh header: {e}") from None
         if not all(math.isfinite(x) for x in origin + [cs]):
             raise CorruptFileError(path, "bad navmesh header: non-finite origin / cell_size")
+        if len(shape) == 3 and len(origin) == 2:
+            check_navmesh_header(path, origin, cs, shape)
         if len(shape) == 3 and (shape[0] > MAX_LAYERS or shape[1] * shape[2] > MAX_GRID_CELLS):
             raise CorruptFileError(path, f"bad navmesh header: shape {list(shape)} over the caps "
                                          f"({MAX_LAYERS} layers, {MAX_GRID_CELLS} cells)")
@@ -475,6 +481,9 @@ def load_navmesh(path: str | os.PathLike) -> NavMesh:
                 abs(settings.cell_size - cs) > 1e-9:
             raise CorruptFileError(path, "bad navmesh header: shape / cell_size / origin")
         cells = shape[0] * shape[1] * shape[2]  # islands <= spans <= cells (docs/FORMAT.md 4)
+        # the dense grid alone, before any section is read (its spans are counted below)
+        budget.check_fits(path, f"loading this {shape[0]}-layer navmesh", budget.load_bytes(shape, 0), cells, cs,
+                          "rebuilding it with a coarser --cell-size", cap=budget.MAX_DENSE_CELLS)
         f.check_bounds({"island_area": 4 * cells, "island_radius": 4 * cells})
         arrays = {}
         want = {"height": ("f4", shape), "neighbors": ("i1", shape + (4,)), "island": ("i4", shape),
@@ -487,6 +496,10 @@ def load_navmesh(path: str | os.PathLike) -> NavMesh:
                 raise CorruptFileError(path, f"dtype/shape {s.dtype}{list(s.shape)} do not match the header",
                                        section=name)
             arrays[name] = f.read(name)
+            if name == "height":  # the spans it holds decide what loading costs
+                spans = int(np.count_nonzero(~np.isnan(arrays[name])))
+                budget.check_fits(path, f"loading this navmesh of {spans} spans", budget.load_bytes(shape, spans),
+                                  spans, cs, "rebuilding it with a coarser --cell-size")
     L = shape[0]
     I = arrays["island_area"].shape[0]
     if arrays["island_radius"].shape[0] != I:
@@ -498,6 +511,7 @@ def load_navmesh(path: str | os.PathLike) -> NavMesh:
         raise CorruptFileError(path, "island id out of range", section="island")
     if np.any(np.isnan(hgt) != (isl < 0)):
         raise CorruptFileError(path, "spans and island labels disagree", section="island")
+    check_navmesh_heights(path, hgt)
     return NavMesh(hgt, nb, origin, settings, island=isl, island_area=arrays["island_area"],
                    island_radius=arrays["island_radius"], method=method, source=source)
 

@@ -16,6 +16,14 @@ from .settings import NavSettings
 
 
 
+def checked(nav, path):
+    """``nav`` once ``validate.check_navmesh`` passed (load_navmesh checks its own)."""
+    from .validate import check_navmesh
+
+    check_navmesh(nav, path)
+    return nav
+
+
 def _kind(path) -> str | None:
     kind = resolve_kind(path)
     if kind == "tile-cache":
@@ -34,7 +42,7 @@ def navmesh_from_file(path: str | os.PathLike, settings: NavSettings | None = No
 
     kind = _kind(path)
     if kind in ("detour-set", "detour-set-be", "detour-tile"):
-        return import_detour(path, settings)
+        return checked(import_detour(path, settings), path)
     if kind == "bps-navmesh":
         return load_navmesh(path)
     return build_navmesh(path, settings or DEFAULT_SETTINGS, dataset=dataset)
@@ -47,7 +55,7 @@ def open_navmesh(path: str | os.PathLike):
 
     kind = _kind(path)
     if kind in ("detour-set", "detour-set-be", "detour-tile"):
-        return import_detour(path)
+        return checked(import_detour(path), path)
     if kind in ("glb", "gltf", "ply", "obj", "bps-scene"):
         raise NavError(path, f"is a {describe(kind)}, not a navmesh: build one with "
                              "`bps-assets navmesh`")

@@ -236,6 +236,8 @@ def _parse(path: Path) -> Dataset:
         d = json.loads(path.read_text("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise DatasetError(path, f"not valid JSON: {e}") from None
+    except RecursionError:
+        raise DatasetError(path, "not valid JSON: nested too deeply") from None
     try:
         layout = _parse_layout(path, d["layout"])
         splits: dict[str, dict[str, list[str]]] = {}

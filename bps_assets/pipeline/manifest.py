@@ -21,6 +21,7 @@ from pathlib import Path
 from .. import __version__
 from ..container import atomic_write
 from ..errors import ConfigError, CorruptFileError, FormatVersionError, InputError, OutputExistsError
+from ..json_input import parse_json
 from .hashing import settings_fingerprint
 
 FORMAT = "bps-dataset-manifest"
@@ -244,9 +245,9 @@ def load_manifest(path: str | os.PathLike) -> Manifest:
     if size > MAX_MANIFEST_BYTES:
         raise _bad(p, f"{size} bytes exceed the cap of {MAX_MANIFEST_BYTES}")
     try:
-        doc = json.loads(p.read_bytes().decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise _bad(p, f"invalid JSON: {e}") from None
+        doc = parse_json(p.read_bytes(), p, "JSON", unique_keys=True)
+    except InputError as e:
+        raise _bad(p, e.detail.replace("not valid JSON", "invalid JSON", 1)) from None
     check_manifest(doc, p)
     return Manifest(doc, p.resolve())
 

@@ -53,7 +53,7 @@ from . import manifest as mf
 from .backend import NAVMESH_MODES, Backend, container_info
 from .datasets import load_dataset
 from .hashing import settings_fingerprint, sha256_file
-from .memory_budget import available_memory, workers_for
+from .memory_budget import available_memory, detour_import_bytes, workers_for
 from .plan import Plan, SceneSource, Shard, make_plan
 from .resume_check import check_many, kept_problems
 
@@ -177,8 +177,8 @@ def _read_record(out_root: Path, name: str) -> dict | None:
     p = _record_path(out_root, name)
     try:
         rec = json.loads(p.read_text("utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return None  # absent or unreadable: the scene is simply not done
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        return None  # absent or unreadable (or nested too deeply): the scene is simply not done
     return rec if isinstance(rec, dict) and isinstance(rec.get("entry"), dict) else None
 
 
@@ -401,7 +401,7 @@ def _check_manifest_target(path: Path, dataset: str, split: str, overwrite: bool
         return None
     try:
         old = json.loads(path.read_text("utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
         raise OutputExistsError(path, "exists and is not a bps manifest (pass --overwrite to replace it)") from None
     if not isinstance(old, dict) or (old.get("dataset"), old.get("split")) != (dataset, split):
         raise OutputExistsError(path, f"is the manifest of another run ({old.get('dataset')!r} split "
@@ -669,8 +669,9 @@ def _run(plan, ds, split, shard, options, backend, settings, out_root, mpath, pr
     for n, probs in sorted(damaged.items()):
         say(f"  redoing {n}: kept output failed the resume check: {'; '.join(probs)}")
 
-    workers, why = workers_for([_source_bytes(t) for t in tasks], options.workers or available_cores(),
-                               available_memory())
+    wanted = options.workers or available_cores()
+    navs = [_navmesh_bytes(t) for t in tasks] if wanted > 1 else None  # ms per Detour file
+    workers, why = workers_for([_source_bytes(t) for t in tasks], wanted, available_memory(), navs)
     if why and tasks and not options.in_process:
         say(f"  {why}")
     bar = None
@@ -753,6 +754,13 @@ def _source_bytes(task: SceneTask) -> int:
         return os.path.getsize(task.src.scene)
     except OSError:  # unreadable now: the worker reports it; it needs no memory
         return 0
+
+
+def _navmesh_bytes(task: SceneTask) -> int:
+    """Estimated peak of importing the scene's Detour navmesh (0: none, or built instead)."""
+    if task.src.navmesh is None or task.options.navmesh == "build":
+        return 0
+    return detour_import_bytes(task.src.navmesh)
 
 
 def available_cores() -> int:

@@ -43,6 +43,8 @@ def _read_json(path: Path) -> dict:
         raise DatasetError(path, "no such file") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise DatasetError(path, f"not a readable JSON file: {e}") from None
+    except RecursionError:
+        raise DatasetError(path, "not a readable JSON file: nested too deeply") from None
     if not isinstance(d, dict):
         raise DatasetError(path, "not a JSON object")
     return d

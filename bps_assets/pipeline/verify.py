@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..container import Container
-from ..errors import BpsError, CorruptFileError, FormatVersionError
+from ..errors import BpsError, ConfigError, CorruptFileError, FormatVersionError
+from ..json_input import parse_json
 from ..readers.guard import read_limited
 from ..safe_paths import link_escape
 from .hashing import default_jobs, sha256_file
@@ -28,6 +29,7 @@ from .manifest import load_manifest
 from .scene_checks import entry_problems
 
 MAX_EPISODE_JSON_BYTES = 1 << 30  # cap on a gunzipped episode file (deep check)
+STATE_DIR = ".bps-state"  # preprocess's run state and lock files (preprocess.STATE_DIR)
 
 
 @dataclass
@@ -131,6 +133,21 @@ def _deep_check_packed(p: Path, kind: str, header: dict) -> None:
         c.verify(deep=True, skip=[n for n in read_sections if n in c.sections])
 
 
+def _check_navmesh_header(p: Path, header: dict) -> None:
+    """The cheap part of the navmesh load checks: origin and cell size finite, in range and
+    consistent with the grid's shape (``nav.validate``)."""
+    from ..nav.validate import check_navmesh_header
+
+    try:
+        origin, cs, shape = list(header["origin"]), float(header["cell_size"]), list(header["shape"])
+        ok = len(origin) == 2 and len(shape) == 3
+    except (KeyError, TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise CorruptFileError(p, "bad navmesh header: shape / cell_size / origin")
+    check_navmesh_header(p, origin, cs, shape)
+
+
 def _check_file(root: Path, scene: str | None, role: str, rec: dict, deep: bool,
                 strict: bool = False) -> FileResult:
     r = FileResult(scene, role, rec.get("path", "?"))
@@ -171,8 +188,10 @@ def _check_file(root: Path, scene: str | None, role: str, rec: dict, deep: bool,
                 header = c.header
             if deep:
                 _deep_check_packed(p, fmt, header)
+            elif fmt == "NAVM" and "format" in header:
+                _check_navmesh_header(p, header)
         elif fmt == "habitat-pointnav-v1" and deep:
-            doc = json.loads(read_limited(p, MAX_EPISODE_JSON_BYTES, "episode JSON"))
+            doc = parse_json(read_limited(p, MAX_EPISODE_JSON_BYTES, "episode JSON"), p, "episode JSON")
             eps = doc.get("episodes") if isinstance(doc, dict) else None
             if not isinstance(eps, list):
                 raise ValueError("no 'episodes' list")
@@ -185,12 +204,41 @@ def _check_file(root: Path, scene: str | None, role: str, rec: dict, deep: bool,
     return r
 
 
+def running_preprocess(out_root: Path) -> Path | None:
+    """The lock file of a preprocess run writing ``out_root`` now (it holds its lock until it
+    ends, kill -9 included), or None. Its files are being rewritten: checking them then reports
+    sizes and hashes that are only in flux."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows: no way to tell; check as usual
+        return None
+    try:
+        locks = sorted((out_root / STATE_DIR).glob("*.lock"))
+    except OSError:
+        return None
+    for lock in locks:
+        try:
+            with open(lock, "rb") as f:
+                try:
+                    fcntl.flock(f.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
+                except OSError:
+                    return lock
+        except OSError:
+            continue
+    return None
+
+
 def verify_manifest(path, deep: bool = False, jobs: int | None = None, strict: bool = False) -> VerifyReport:
     """Check every output the manifest at ``path`` lists. Raises only if the manifest itself
-    cannot be read; every file-level problem is in the report. A file that resolves outside
-    the manifest's folder through a symlink is a warning, and with ``strict`` a problem."""
+    cannot be read, or a preprocess run holds the lock of its folder (ConfigError: verify once it
+    ends); every file-level problem is in the report. A file that resolves outside the
+    manifest's folder through a symlink is a warning, and with ``strict`` a problem."""
     t0 = time.perf_counter()
     m = load_manifest(path)
+    lock = running_preprocess(m.root)
+    if lock is not None:
+        raise ConfigError(m.root, f"a preprocess run holds the lock ({lock.name}) and is rewriting these "
+                                  "files: verify once it has finished")
     scenes: list[SceneReport] = []
     work = []
     for name, e in m.doc["scenes"].items():

@@ -16,6 +16,11 @@ import zlib
 from ..errors import BpsError, InputError, ResourceLimitError
 
 STREAM_CHUNK = 1 << 20
+# A gzip stream that inflates past RATIO_FLOOR bytes at more than MAX_GZIP_RATIO times the
+# compressed bytes read so far is refused there: JSON compresses 3-20x, padding 1000x, so a
+# bomb costs RATIO_FLOOR (plus a chunk) instead of the whole cap.
+MAX_GZIP_RATIO = 200
+RATIO_FLOOR = 64 << 20
 
 _NET = (TypeError, AttributeError, KeyError, IndexError, ValueError, OverflowError,
         ZeroDivisionError, struct.error, RecursionError, UnicodeError)
@@ -38,8 +43,9 @@ def read_source(path, kind: str) -> tuple[str, bytes]:
 def read_limited(path, limit: int, what: str = "JSON") -> bytearray:
     """The bytes of ``path``, gunzipped when it starts with the gzip magic, read ``STREAM_CHUNK``
     at a time with a running total: more than ``limit`` bytes (decompressed) is a
-    ResourceLimitError as soon as the limit is passed, so a gzip bomb costs at most ``limit``
-    plus one chunk, and a small file costs only its size (no ``read(limit + 1)`` reservation)."""
+    ResourceLimitError as soon as the limit is passed, or as soon as a gzip stream inflates past
+    ``RATIO_FLOOR`` at more than ``MAX_GZIP_RATIO``x, so a gzip bomb costs about ``RATIO_FLOOR``
+    and a small file only its size (no ``read(limit + 1)`` reservation)."""
     spath = os.fspath(path)
     out = bytearray()
     try:
@@ -56,6 +62,10 @@ def read_limited(path, limit: int, what: str = "JSON") -> bytearray:
                     if len(out) > limit:
                         raise ResourceLimitError(spath, f"more than {limit} bytes of {what}"
                                                         f"{' when decompressed' if gz else ''} (the cap)")
+                    if gz and len(out) > RATIO_FLOOR and len(out) > MAX_GZIP_RATIO * fh.tell():
+                        raise ResourceLimitError(spath, f"{what} inflates more than {MAX_GZIP_RATIO}x "
+                                                        f"({len(out)} bytes from {fh.tell()}): padding or "
+                                                        "a gzip bomb, not data; refused")
     except FileNotFoundError:
         raise InputError(spath, "no such file") from None
     except IsADirectoryError:
@@ -93,6 +103,35 @@ def headed_lines(path, text: str | None, cap: int, header: str, error=InputError
     if not lines or lines[0].strip() != header:
         raise error(os.fspath(path), f"line 1: header is not {header!r}")
     return lines
+
+
+TEXT_PIECE = 1 << 20  # bytes of a text format parsed at once (OBJ, ASCII PLY)
+
+
+def _continued(data: bytes, i: int) -> bool:
+    """Is the line end at ``i`` continued by a backslash?"""
+    return data[i - 1:i] == b"\\" or data[max(0, i - 2):i] == b"\\\r"
+
+
+def text_pieces(data: bytes, size: int | None = None, continuations: bool = False):
+    """``data`` in pieces of about ``size`` bytes (``TEXT_PIECE``), each ending at a line end
+    (with ``continuations``, one no backslash continues): a text reader that converts each
+    piece to arrays before the next keeps its temporaries bounded and refuses junk early."""
+    size = size or TEXT_PIECE
+    start, n = 0, len(data)
+    while start < n:
+        cut = -1
+        if start + size < n:
+            cut = data.rfind(b"\n", start, start + size)
+            while continuations and cut > start and _continued(data, cut):
+                cut = data.rfind(b"\n", start, cut)
+            if cut <= start:  # no usable line end in the window: the next one after it
+                cut = data.find(b"\n", start + size)
+                while continuations and cut != -1 and _continued(data, cut):
+                    cut = data.find(b"\n", cut + 1)
+        end = n if cut == -1 else cut + 1
+        yield data[start:end]
+        start = end
 
 
 def guarded(kind: str):

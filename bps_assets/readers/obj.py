@@ -27,7 +27,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..scene import Material, Mesh, SceneDocument, Texture
-from .guard import guarded, read_source
+from .guard import guarded, read_source, text_pieces
 from .images import decode_image
 from .polygons import fan_triangulate
 
@@ -104,7 +104,16 @@ KIND_OTHER, KIND_V, KIND_VT, KIND_VN, KIND_F = 0, 1, 2, 3, 4
 def _scan(path: str, data: bytes) -> _Scan:
     """Classify every line by its first bytes with numpy, then parse each run of same-kind
     lines in one step (``np.fromstring`` over the run's bytes); only state lines (o, g,
-    usemtl, mtllib, p, l, ...) and runs in unusual forms are handled line by line."""
+    usemtl, mtllib, p, l, ...) and runs in unusual forms are handled line by line. The text
+    goes through in ``guard.TEXT_PIECE`` pieces, each converted to arrays before the next, so junk
+    is refused after one piece and memory stays a small multiple of the file's size."""
+    sc = _Scan()
+    for piece in text_pieces(data, continuations=True):
+        _scan_piece(path, piece, sc)
+    return sc.finish()
+
+
+def _scan_piece(path: str, data: bytes, sc: _Scan) -> None:
     if b"\\\n" in data or b"\\\r\n" in data:  # line continuations
         data = data.replace(b"\\\r\n", b" ").replace(b"\\\n", b" ")
     if b"#" in data:
@@ -129,7 +138,6 @@ def _scan(path: str, data: bytes) -> _Scan:
     change = np.flatnonzero(np.diff(kind)) + 1
     run_s = np.concatenate([[0], change])
     run_e = np.concatenate([change, [kind.size]])
-    sc = _Scan()
     for rs, re_ in zip(run_s.tolist(), run_e.tolist()):
         k = int(kind[rs])
         chunk = data[starts[rs]:ends[re_ - 1]]
@@ -152,6 +160,7 @@ def _scan(path: str, data: bytes) -> _Scan:
                     rows = [r[:2] if len(r) >= 2 else r[:1] + ["0"] for r in rows]
                 if not rows:
                     continue
+                rows = _checked_rows(path, rows, {KIND_V: "v", KIND_VT: "vt", KIND_VN: "vn"}[k])
             if k == KIND_V:
                 sc.v.append(rows)
                 sc.nv += len(rows)
@@ -161,7 +170,15 @@ def _scan(path: str, data: bytes) -> _Scan:
             else:
                 sc.vn.append(rows)
                 sc.nvn += len(rows)
-    return sc.finish()
+
+
+def _checked_rows(path: str, rows: list[list[str]], what: str):
+    """Token rows of one piece as a float array (all one width), or kept as rows (several
+    widths, resolved with the whole file's) once every token is known to be a number."""
+    if all(len(r) == len(rows[0]) for r in rows):
+        return _floats(rows, path, what)
+    _floats([[x for r in rows for x in r]], path, what)
+    return rows
 
 
 _NUMBER_BYTES = np.zeros(256, bool)

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import InputError, UnsupportedFormatError
 from ..scene import Material, Mesh, SceneDocument, Texture
-from .guard import guarded, read_source
+from .guard import guarded, read_source, text_pieces
 from .images import decode_image
 from .polygons import fan_triangulate
 
@@ -227,26 +227,57 @@ def _walk_binary(path, mv, off, e, endian):
 
 def _read_ascii(path, body: bytes, elems) -> dict:
     """One record per line (extra trailing values on a line are ignored, as some writers
-    emit them); each element's lines are converted to one float array at once."""
-    lines = [ln for ln in body.split(b"\n") if ln.strip()]
-    out, li = {}, 0
-    for e in elems:
-        if li + e.count > len(lines):
-            raise InputError(path, f"PLY element {e.name!r}: {e.count} records but only "
-                                   f"{len(lines) - li} lines remain")
-        block = lines[li:li + e.count]
-        li += e.count
-        rows = [ln.split() for ln in block]
-        widths = {len(r) for r in rows}
-        try:
-            if len(widths) == 1:
-                arr = np.array(rows, dtype=np.float64).reshape(e.count, widths.pop())
-                out[e.name] = _ascii_columns(path, e, arr)
-                continue
-            out[e.name] = _ascii_rows(path, e, rows)
-        except ValueError:
-            raise InputError(path, f"PLY element {e.name!r} has a non-numeric value") from None
-    return out
+    emit them). The text goes through in ``guard.TEXT_PIECE`` pieces, each piece's lines of an
+    element converted to float arrays at once before the next piece (bounded temporaries, junk
+    refused early), then each element's blocks are joined."""
+    blocks: list[list[dict]] = [[] for _ in elems]
+    ei, seen = 0, 0
+
+    def next_element():
+        nonlocal ei, seen
+        while ei < len(elems) and seen >= elems[ei].count:
+            ei, seen = ei + 1, 0
+
+    next_element()
+    for piece in text_pieces(body):
+        if ei >= len(elems):
+            break
+        lines = [ln for ln in piece.split(b"\n") if ln.strip()]
+        i = 0
+        while i < len(lines) and ei < len(elems):
+            e = elems[ei]
+            take = min(e.count - seen, len(lines) - i)
+            blocks[ei].append(_ascii_block(path, e, lines[i:i + take]))
+            i, seen = i + take, seen + take
+            next_element()
+    if ei < len(elems):
+        e = elems[ei]
+        raise InputError(path, f"PLY element {e.name!r}: {e.count} records but only {seen} lines remain")
+    return {e.name: _join_blocks(e, b) if b else _ascii_rows(path, e, []) for e, b in zip(elems, blocks)}
+
+
+def _ascii_block(path, e, block: list[bytes]) -> dict:
+    rows = [ln.split() for ln in block]
+    widths = {len(r) for r in rows}
+    try:
+        if len(widths) == 1:
+            arr = np.array(rows, dtype=np.float64).reshape(len(rows), widths.pop())
+            return _ascii_columns(path, e, arr)
+        return _ascii_rows(path, e, rows)
+    except ValueError:
+        raise InputError(path, f"PLY element {e.name!r} has a non-numeric value") from None
+
+
+def _join_blocks(e, blocks: list[dict]) -> dict:
+    if len(blocks) == 1:
+        return blocks[0]
+    d = {}
+    for p in e.props:
+        if len(p) == 2:
+            d[p[0]] = np.concatenate([b[p[0]] for b in blocks])
+        else:
+            d[p[0]] = (np.concatenate([b[p[0]][0] for b in blocks]), np.concatenate([b[p[0]][1] for b in blocks]))
+    return d
 
 
 def _ascii_columns(path, e, arr):
@@ -254,16 +285,16 @@ def _ascii_columns(path, e, arr):
     (verified; otherwise fall back to row by row)."""
     d, col = {}, 0
     for p in e.props:
-        if col >= arr.shape[1] and e.count:
+        if col >= arr.shape[1] and arr.shape[0]:
             raise InputError(path, f"PLY element {e.name!r}: lines have too few values")
         if len(p) == 2:
-            d[p[0]] = arr[:, col].astype(p[1]) if e.count else np.zeros(0, p[1])
+            d[p[0]] = arr[:, col].astype(p[1]) if arr.shape[0] else np.zeros(0, p[1])
             col += 1
         else:
-            n = int(arr[0, col]) if e.count else 0
-            if e.count and (not (arr[:, col] == n).all() or col + 1 + n > arr.shape[1] or n < 0):
+            n = int(arr[0, col]) if arr.shape[0] else 0
+            if arr.shape[0] and (not (arr[:, col] == n).all() or col + 1 + n > arr.shape[1] or n < 0):
                 return _ascii_rows(path, e, [list(r) for r in arr])
-            d[p[0]] = (np.full(e.count, n, np.int64), arr[:, col + 1:col + 1 + n].reshape(-1).astype(p[2]))
+            d[p[0]] = (np.full(arr.shape[0], n, np.int64), arr[:, col + 1:col + 1 + n].reshape(-1).astype(p[2]))
             col += 1 + n
     return d
 

@@ -38,6 +38,11 @@ class SemanticTable:
         c = int(self.category[i])
         return self.categories[c] if 0 <= c < len(self.categories) else ""
 
+    def habitat_id(self, i: int) -> int:
+        """The id habitat-sim reports for row ``i``'s object (what habitat's episode files call
+        ``object_id``): ``source_ids[i]``, else the instance id."""
+        return int(self.source_ids[i] if self.source_ids is not None else self.ids[i])
+
 
 @dataclass
 class ObjectRecord:

@@ -85,7 +85,7 @@ def build_goals(navmesh, vertices: np.ndarray, triangles: np.ndarray, tri_object
         name = table.raw_names[row] if row < len(table.raw_names) else None
         region = int(table.region[row])
         out.setdefault(goals_key(scene_id, cat), []).append(make_object_goal(
-            (aabb[:3] + aabb[3:]) / 2, int(table.ids[row]), cat, vps, object_name=name or None,
+            (aabb[:3] + aabb[3:]) / 2, table.habitat_id(row), cat, vps, object_name=name or None,
             room_id=None if region < 0 else str(region)))
     return out
 

@@ -57,7 +57,7 @@ def pipeline(request, tmp_path_factory):
     assert len(scenes) == 1 and all(e["stats"]["objects"] > 0 for e in scenes.values())
     navs = [out / e["outputs"]["navmesh"]["path"] for e in scenes.values()]
     _cli("episodes", *navs, "--task", "objectnav", "-o", eps, "--split", "val", "--per-scene", 6,
-         "--seed", 1, "--dataset", ds)
+         "--seed", 1)   # no --dataset, no --scenes: the preprocess output names both
     return ds, out, eps, scenes
 
 

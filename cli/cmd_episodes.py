@@ -90,8 +90,9 @@ def _scene_episodes(path: Path, name: str, dataset: str, per_scene: int, seed: i
 def _category_map(text: str) -> dict | None:
     """--categories: "hm3d" (habitat's six), "all" (every named category of the scenes) or
     "a,b,c" (task ids in that order)."""
-    if text == "hm3d":
-        return dict(on.HM3D_CATEGORIES)
+    if text == "hm3d":  # habitat's objectnav_hm3d_v1 map, from data_manifests/semantics/
+        from bps_assets.readers.semantic_categories import objectnav_hm3d
+        return objectnav_hm3d()
     if text == "all":
         return None
     names = [c.strip() for c in text.split(",") if c.strip()]

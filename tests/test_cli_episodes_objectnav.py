@@ -7,6 +7,7 @@ from click.testing import CliRunner
 
 from bps_assets.nav import objectnav_episodes as on
 from bps_assets.nav.objectnav_files import read_objectnav_dataset
+from bps_assets.readers.semantic_categories import objectnav_hm3d
 from bps_assets.packed_scene import convert_scene
 from cli.main import main
 from objectnav_scenes import two_rooms
@@ -49,7 +50,7 @@ def test_objectnav_files_from_the_cli(layout, tmp_path, monkeypatch):
     assert r.exit_code == 0, r.output
     assert seen == [root / "scenes" / "TwoRooms.bps"]
     ds = read_objectnav_dataset(tmp_path / "on" / "val")
-    assert ds.category_to_task_category_id == on.HM3D_CATEGORIES  # default --categories hm3d
+    assert ds.category_to_task_category_id == objectnav_hm3d()  # default --categories hm3d
     assert ds.category_to_scene_annotation_category_id["chair"] == 0
     assert ds.category_to_scene_annotation_category_id["bed"] == -1  # not a category of this scene
     assert len(ds.episodes) == 4 and {e["object_category"] for e in ds.episodes} == {"chair", "sofa"}

@@ -88,9 +88,10 @@ def poses(info):
     return np.stack(pos).astype(np.float32), np.asarray(yaw, np.float64)
 
 
-def reference_ids(scene, pos, yaw, res=RES, hfov=90.0, height=1.25):
+def reference_ids(scene, pos, yaw, res=RES, hfov=90.0, height=1.25, ids_at=None):
     """Instance ids [N, res, res] by embreex called directly on rays built here (not the
-    renderers' camera module, not our bridge)."""
+    renderers' camera module, not our bridge, not bps_assets.raycast). ``ids_at(prim, uv)``
+    (hits only) gives a hit's id; default ``scene.tri_object[prim]``."""
     from embreex import mesh_construction, rtcore_scene
 
     es = rtcore_scene.EmbreeScene()
@@ -105,8 +106,13 @@ def reference_ids(scene, pos, yaw, res=RES, hfov=90.0, height=1.25):
         d = cam.reshape(-1, 3) @ np.array([[c, 0, s], [0, 1, 0], [-s, 0, c]]).T
         o = np.tile(np.asarray(p, np.float64) + [0, height, 0], (len(d), 1))
         hit = es.run(o.astype(np.float32), d.astype(np.float32), output=1)
-        prim = np.asarray(hit["primID"])
-        ids = np.where(prim >= 0, scene.tri_object[np.clip(prim, 0, None)], 0)
+        prim = np.asarray(hit["primID"], np.int64)
+        ok = prim >= 0
+        ids = np.zeros(len(prim), np.int32)
+        if ids_at is None:
+            ids[ok] = scene.tri_object[prim[ok]]
+        else:
+            ids[ok] = ids_at(prim[ok], np.stack([hit["u"], hit["v"]], 1)[ok])
         out.append(ids.reshape(res, res))
     return np.stack(out)
 

@@ -38,29 +38,11 @@ def converted(request, tmp_path_factory):
 
 def _file_reference(info, packed, pos, yaw):
     """Ids per pixel from the annotation files themselves (HM3D: the texel or vertex colour at
-    the hit, through ``Annotation.ids_at``; MP3D: the PLY face's id), cast with embreex."""
-    from embreex import mesh_construction, rtcore_scene
-
+    the hit, through ``Annotation.ids_at``; MP3D: the PLY face's id)."""
     ann = read_annotation(find_semantic(info.path))
     m = np.asarray(read_packed_scene(packed, sections=["tri_object"]).header["frame"]["matrix"], np.float64)
     p = (ann.positions.astype(np.float64) @ m[:3, :3].T + m[:3, 3]).astype(np.float32)
-    es = rtcore_scene.EmbreeScene()
-    mesh_construction.TriangleMesh(es, p, np.ascontiguousarray(ann.indices, np.int32))
-    out = []
-    t = np.tan(np.radians(45.0))
-    j, i = np.meshgrid(np.arange(RES), np.arange(RES))
-    cam = np.stack([((j + 0.5) / RES * 2 - 1) * t, (1 - (i + 0.5) / RES * 2) * t, -np.ones_like(j, float)], -1)
-    for q, a in zip(pos, yaw):
-        c, s = np.cos(a), np.sin(a)
-        d = cam.reshape(-1, 3) @ np.array([[c, 0, s], [0, 1, 0], [-s, 0, c]]).T
-        o = np.tile(np.asarray(q, np.float64) + [0, 1.25, 0], (len(d), 1))
-        hit = es.run(o.astype(np.float32), d.astype(np.float32), output=1)
-        prim = np.asarray(hit["primID"], np.int64)
-        ids = np.zeros(len(prim), np.int32)
-        ok = prim >= 0
-        ids[ok] = ann.ids_at(prim[ok], np.stack([hit["u"], hit["v"]], 1)[ok])
-        out.append(ids.reshape(RES, RES))
-    return np.stack(out)
+    return reference_ids(SimpleNamespace(positions=p, indices=ann.indices), pos, yaw, ids_at=ann.ids_at)
 
 
 def _agrees(sem, ref, what):

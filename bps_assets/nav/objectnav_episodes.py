@@ -29,8 +29,6 @@ from .episodes import distance_rejection
 from .objectnav_files import ObjectNavDataset, goals_key, make_object_goal, make_objectnav_episode
 from .view_points import DEFAULTS as VP_DEFAULTS, RayCaster, ViewPointOptions, object_view_points
 
-# habitat's objectnav_hm3d_v1 category maps (the six goal categories of the HM3D benchmark)
-HM3D_CATEGORIES = {"chair": 0, "bed": 1, "plant": 2, "toilet": 3, "tv_monitor": 4, "sofa": 5}
 
 
 @dataclass(frozen=True)
@@ -231,5 +229,5 @@ def semantic_scene(path) -> tuple[np.ndarray, np.ndarray, np.ndarray, SemanticTa
             np.asarray(tri_object), table)
 
 
-__all__ = ["ObjectNavOptions", "DEFAULTS", "HM3D_CATEGORIES", "build_goals",
+__all__ = ["ObjectNavOptions", "DEFAULTS", "build_goals",
            "generate_objectnav_episodes", "category_maps", "objectnav_scene", "semantic_scene"]

@@ -73,7 +73,12 @@ def test_sensor_on_a_converted_scan_equals_a_ray_cast_of_the_annotation(converte
     sem = frame["semantic"].numpy()[..., 0]
     _agrees(sem, ref, "synth's annotation mesh")
     _agrees(sem, ref_files, "the annotation files")
-    assert (frame["depth"].numpy()[..., 0][sem > 0] > 0).all()
+    depth = frame["depth"].numpy()[..., 0]
+    assert (depth[sem > 0] > 0).all()   # the same rays as depth: an id only where depth hit
+    # with RGB in the same frame (the shading paths), the same ids and depths
+    both = r.render(np.full(len(pos), 3), pos, yaw, ("semantic", "rgb", "depth"))
+    np.testing.assert_array_equal(both["semantic"].numpy()[..., 0], sem)
+    np.testing.assert_array_equal(both["depth"].numpy()[..., 0], depth)
 
 
 def test_category_table_with_a_real_object_table(converted):

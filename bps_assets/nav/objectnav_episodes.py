@@ -204,7 +204,9 @@ def objectnav_scene(navmesh, vertices, triangles, tri_object, table: SemanticTab
     ``stats["categories_not_in_scene"]``), ``n`` episodes, and the two category maps."""
     st = stats if stats is not None else Counter()
     task, ann = category_maps(table, categories)
-    st["categories_not_in_scene"] += sum(1 for v in ann.values() if v < 0)
+    # packed scenes list every mpcat40 name in ``categories``: what a scene has is its objects'
+    present = {table.category_name(i) for i in range(len(table))}
+    st["categories_not_in_scene"] += sum(1 for c in task if c not in present)
     gbc = build_goals(navmesh, vertices, triangles, tri_object, table, scene_id, task, options, st)
     eps = generate_objectnav_episodes(navmesh, gbc, scene_id, n, seed, options, st)
     return ObjectNavDataset(eps, gbc, task, ann)

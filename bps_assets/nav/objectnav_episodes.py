@@ -220,10 +220,7 @@ def semantic_scene(path) -> tuple[np.ndarray, np.ndarray, np.ndarray, SemanticTa
     from ..packed_scene import read_packed_scene
 
     ps = read_packed_scene(path)
-    table = getattr(ps, "semantics", None)
-    tri_object = getattr(ps, "tri_object", None)
-    if tri_object is None and table is not None:
-        tri_object = getattr(table, "tri_object", None)
+    table, tri_object = ps.semantics, ps.tri_object
     if table is None or tri_object is None or len(table) == 0:
         raise InputError(path, "scene has no semantic annotations (objects): ObjectNav episodes need "
                                "a scene preprocessed with its semantic annotation")

@@ -15,7 +15,8 @@ from bps_assets.nav.objectnav_episodes import (ObjectNavOptions, build_goals, ca
                                                generate_objectnav_episodes, objectnav_scene)
 from bps_assets.nav.objectnav_files import (check_on_navmesh, goals_key, read_objectnav_dataset,
                                             write_objectnav_dataset)
-from bps_assets.nav.view_points import RayCaster, object_coverage
+from bps_assets.nav.view_points import object_coverage
+from bps_assets.raycast import RayCaster
 from objectnav_scenes import two_rooms
 
 SID = "two_rooms.glb"

@@ -24,10 +24,11 @@ from typing import Iterable, Mapping
 import numpy as np
 
 from ..errors import ConfigError, NavError
+from ..raycast import RayCaster
 from ..semantics import SemanticTable
 from .episodes import distance_rejection
 from .objectnav_files import ObjectNavDataset, goals_key, make_object_goal, make_objectnav_episode
-from .view_points import DEFAULTS as VP_DEFAULTS, RayCaster, ViewPointOptions, object_view_points
+from .view_points import DEFAULTS as VP_DEFAULTS, ViewPointOptions, object_view_points
 
 
 
@@ -68,7 +69,7 @@ def build_goals(navmesh, vertices: np.ndarray, triangles: np.ndarray, tri_object
         raise ConfigError(None, f"{scene_id}: tri_object has {tri_object.shape} entries for "
                                 f"{len(triangles)} triangles")
     wanted = None if categories is None else set(categories)
-    caster = RayCaster(vertices, triangles)
+    caster = RayCaster(vertices, triangles, "ObjectNav view points")
     out: dict[str, list[dict]] = {}
     for row in range(len(table)):
         cat = table.category_name(row)

@@ -185,5 +185,5 @@ def object_view_points(navmesh, caster: RayCaster, tri_object: np.ndarray, table
     return out
 
 
-__all__ = ["ViewPointOptions", "DEFAULTS", "RayCaster", "object_coverage", "object_view_points",
+__all__ = ["ViewPointOptions", "DEFAULTS", "object_coverage", "object_view_points",
            "camera_basis", "yaw_facing", "yaw_quaternion"]

@@ -1,5 +1,6 @@
 """ObjectNav data end to end through the CLI, as a user runs it: annotated scans (``bps-assets
-synth --semantic``; HM3D: the v0.2 tree of tests/hm3d_tree.py with synth's .semantic pair) ->
+synth --semantic``, MP3D and Gibson layouts; HM3D: the v0.2 tree of tests/hm3d_tree.py with
+synth's .semantic pair) ->
 ``bps-assets preprocess`` -> ``bps-assets episodes --task objectnav`` on the packed scenes it
 wrote (default --scenes) -> habitat-lab's own ``ObjectNavDatasetV1`` reads the split. Every view
 point lies on the navmesh, and the batch renderer's semantic sensor (a different ray caster
@@ -40,15 +41,15 @@ def _hm3d_source(src: Path) -> str:
     return folder
 
 
-@pytest.fixture(scope="module", params=["mp3d", "hm3d"])
+@pytest.fixture(scope="module", params=["mp3d", "hm3d", "gibson"])
 def pipeline(request, tmp_path_factory):
     """(dataset, preprocess OUT, episodes root, split, manifest scenes) after the three commands."""
     ds = request.param
     root = tmp_path_factory.mktemp(ds)
     src, out, eps = root / "src", root / "out", root / "eps"
-    if ds == "mp3d":
-        _cli("synth", src, "--layout", "mp3d", "-n", 1, "--semantic")
-        split = "benchmark"
+    if ds in ("mp3d", "gibson"):   # gibson layout: synth writes HM3D-Semantics files beside the scan
+        _cli("synth", src, "--layout", ds, "-n", 1, "--semantic")
+        split = "benchmark" if ds == "mp3d" else "tiny"
     else:
         split = _hm3d_source(src)
     _cli("preprocess", src, "-o", out, "--dataset", ds, "--split", split, "--workers", 1)

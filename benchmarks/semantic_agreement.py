@@ -84,11 +84,9 @@ def cameras(info, res: int):
 
 
 def cast(pos, idx, org, dirs):
-    from embreex import mesh_construction, rtcore_scene
+    from bps_assets.raycast import RayCaster
 
-    sc = rtcore_scene.EmbreeScene()
-    mesh_construction.TriangleMesh(sc, np.ascontiguousarray(pos, np.float32), np.ascontiguousarray(idx, np.int32))
-    return sc.run(org, dirs, output=1)
+    return RayCaster(pos, idx).intersect(org, dirs)
 
 
 def main(argv=None) -> int:

@@ -5,7 +5,7 @@ ObjectNav task consume.
 Contract:
 - Instance ids are int32 and start at 1; 0 means "no object" everywhere (a triangle, a pixel).
 - ``tri_object[t]`` is the instance id of render-mesh triangle ``t`` (int32 [T]); a semantic
-  sensor reads it at the hit triangle, so it needs no second mesh.
+  sensor reads it at the hit triangle (``object_ids``), so it needs no second mesh.
 - ``SemanticTable`` row ``i`` describes instance ``ids[i]``; ``category`` indexes
   ``categories`` (the dataset's category names, e.g. mpcat40 or HM3D raw names mapped by
   data_manifests/); positions are in the habitat frame (Y up), metres.
@@ -37,6 +37,11 @@ class SemanticTable:
         """The category name of row ``i`` ("" when unknown)."""
         c = int(self.category[i])
         return self.categories[c] if 0 <= c < len(self.categories) else ""
+
+    def habitat_id(self, i: int) -> int:
+        """The id habitat-sim reports for row ``i``'s object (what habitat's episode files call
+        ``object_id``): ``source_ids[i]``, else the instance id."""
+        return int(self.source_ids[i] if self.source_ids is not None else self.ids[i])
 
 
 @dataclass
@@ -104,3 +109,14 @@ class Annotation:
             res[sel] = im[row, col]
         out[tex] = res
         return out
+
+
+def object_ids(tri_object: np.ndarray | None, prim: np.ndarray) -> np.ndarray:
+    """Instance id (int32 [n]) of each hit triangle ``prim`` (int [n], -1: miss): what a
+    semantic sensor sees; 0 for misses and when ``tri_object`` is None."""
+    prim = np.asarray(prim)
+    out = np.zeros(prim.shape[0], np.int32)
+    if tri_object is not None:
+        hit = (prim >= 0) & (prim < tri_object.shape[0])
+        out[hit] = tri_object[prim[hit]]
+    return out

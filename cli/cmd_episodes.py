@@ -37,14 +37,44 @@ def scene_name(path: Path) -> str:
     return name if name != path.name else path.stem
 
 
+def preprocess_scene_ids(navfiles) -> dict[Path, str]:
+    """habitat's ``scene_id`` of each NAVFILE that ``bps-assets preprocess`` wrote (OUT/navmeshes/
+    beside OUT/manifest.json): the scan's path under the source root, as the manifest records it
+    (``hm3d/val/00800-ID/ID.basis.glb``), which no --dataset rule can rebuild from the name. A
+    NAVFILE elsewhere, or an unreadable manifest, is left to --dataset."""
+    from bps_assets.pipeline.manifest import load_manifest
+
+    out: dict[Path, str] = {}
+    by_nav: dict[Path, dict[Path, str]] = {}
+    for p in navfiles:
+        root = Path(p).resolve().parent.parent
+        if root not in by_nav:
+            by_nav[root] = {}
+            if (root / "manifest.json").is_file():
+                try:
+                    man = load_manifest(root)
+                except BpsError:
+                    continue
+                for e in (man.doc.get("scenes") or {}).values():
+                    nav = ((e.get("outputs") or {}).get("navmesh") or {}).get("path")
+                    src = ((e.get("sources") or {}).get("scene") or {}).get("path")
+                    if nav and src:
+                        by_nav[root][Path(man.resolve(nav)).resolve()] = src
+        sid = by_nav[root].get(Path(p).resolve())
+        if sid:
+            out[Path(p)] = sid
+    return out
+
+
 def _scene_episodes(path: Path, name: str, dataset: str, per_scene: int, seed: int, opts,
-                    task: str = "pointnav", packed: Path | None = None, categories: dict | None = None):
+                    task: str = "pointnav", packed: Path | None = None, categories: dict | None = None,
+                    scene_id: str | None = None):
     t0 = time.perf_counter()
     from bps_assets.nav.sources import open_navmesh
 
     nm = open_navmesh(path)  # the file's magic bytes say which reader
     stats: dict = {}
-    sid, sseed = ep.scene_id_for(dataset, name), ep.scene_seed(seed, name)
+    sid, sseed = scene_id or ep.scene_id_for(dataset, name), ep.scene_seed(seed, name)
     if task == "objectnav":
         v, t, tri_object, table = on.semantic_scene(packed)
         st = Counter()
@@ -60,8 +90,9 @@ def _scene_episodes(path: Path, name: str, dataset: str, per_scene: int, seed: i
 def _category_map(text: str) -> dict | None:
     """--categories: "hm3d" (habitat's six), "all" (every named category of the scenes) or
     "a,b,c" (task ids in that order)."""
-    if text == "hm3d":
-        return dict(on.HM3D_CATEGORIES)
+    if text == "hm3d":  # habitat's objectnav_hm3d_v1 map, from data_manifests/semantics/
+        from bps_assets.readers.semantic_categories import objectnav_hm3d
+        return objectnav_hm3d()
     if text == "all":
         return None
     names = [c.strip() for c in text.split(",") if c.strip()]
@@ -94,7 +125,8 @@ def _write_objectnav(out_dir, split, by_scene, overwrite):
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--dataset", type=click.Choice(["gibson", "mp3d", "generic"]), default="generic",
               show_default=True,
-              help="scene_id layout: gibson/NAME.glb, mp3d/NAME/NAME.glb or NAME.glb")
+              help="scene_id layout: gibson/NAME.glb, mp3d/NAME/NAME.glb or NAME.glb (NAVFILEs of a "
+                   "preprocess output take the scan's path from its manifest instead, hm3d too)")
 @click.option("--goal-radius", type=float, default=D.goal_radius, show_default=True,
               help="goals[].radius written (habitat-lab's generator writes 0.2)")
 @click.option("--task", type=click.Choice(TASKS), default="pointnav", show_default=True,
@@ -128,12 +160,13 @@ def episodes_cmd(navfiles, out_dir, split, per_scene, seed, dataset, goal_radius
     opts = ep.EpisodeOptions(goal_radius=goal_radius)
     cats = _category_map(categories) if task == "objectnav" else None
     by_scene, report, failed = {}, [], []
+    scene_ids = preprocess_scene_ids(navfiles)
     for path, name in zip(navfiles, names):
         packed = (scenes_dir or path.resolve().parent.parent / "scenes") / f"{name}.bps"
         # one scene that cannot give episodes must not cost the others theirs
         try:
             by_scene[name], stats = _scene_episodes(path, name, dataset, per_scene, seed, opts, task,
-                                                    packed, cats)
+                                                    packed, cats, scene_ids.get(Path(path)))
         except BpsError as e:
             failed.append({"scene": name, "navfile": str(path), "error": str(e), "exit_code": e.exit_code})
         except Exception as e:  # noqa: BLE001 - a bug on one navmesh: reported, the others go on

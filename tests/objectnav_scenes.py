@@ -3,7 +3,8 @@ object's triangles carry its instance id), with their SemanticTable and navmesh.
 
 ``two_rooms()``: an 8 x 6 m floor split by a wall (one 1 m door) into room A (x < 4) and room B;
 chair 1 and a table in A, chair 2, a sofa and a "hidden" chair 5 sealed inside a closed box in
-B (no view point can see it). Walls 2.6 m high, no ceiling.
+B (no view point can see it). Walls 2.6 m high, no ceiling. ``synth_semantic_scene(tmp)``: a
+synth scan through the real annotation and conversion path, read back as ObjectNav reads it.
 """
 from __future__ import annotations
 
@@ -104,37 +105,13 @@ def two_levels() -> SemanticScene:
     return b.scene()
 
 
-SYNTH_CATEGORIES = ["chair", "sofa", "table", "cabinet", "shelf", "box", "platform", "rail"]
+def synth_semantic_scene(tmp, name: str = "Allensville", layout: str = "gibson"):
+    """A synth scan annotated by synth (HM3D-Semantics files) and converted by the real pipeline
+    (tests/semantic_fixtures.py), read back as ObjectNav reads it (``semantic_scene``), with an
+    ObjectNav-agent navmesh. Returns (SemanticScene, SceneInfo)."""
+    from bps_assets.nav.objectnav_episodes import semantic_scene
+    from semantic_fixtures import synth_semantic_scene as converted
 
-
-def synth_semantic_scene(name: str = "Allensville", layout: str = "gibson"):
-    """A synth scan (bps_assets.synth, habitat frame) with a SemanticTable made from its ground
-    truth: each piece of furniture is an object of its kind, owning the triangles whose centroid
-    lies over its footprint between its floor and its top. Returns (SemanticScene, SceneInfo)."""
-    from bps_assets.synth import build_scene
-
-    doc, _, info = build_scene(layout, name, 0, "small")
-    vs, ts, n = [], [], 0
-    for m in doc.meshes:  # file frame Z up -> habitat (x, z, -y)
-        p = np.asarray(m.positions, float)
-        vs.append(np.c_[p[:, 0], p[:, 2], -p[:, 1]])
-        ts.append(np.asarray(m.indices, np.int64).reshape(-1, 3) + n)
-        n += len(p)
-    v, t = np.concatenate(vs), np.concatenate(ts)
-    c = v[t].mean(1)
-    tri_object = np.zeros(len(t), np.int32)
-    rows = []
-    for k, f in enumerate(info.furniture):
-        r, floor = f.rect, info.storeys[f.storey][0]
-        mine = (c[:, 0] > r.xmin) & (c[:, 0] < r.xmax) & (c[:, 2] > r.zmin) & (c[:, 2] < r.zmax) \
-            & (c[:, 1] > floor + 0.01) & (c[:, 1] < f.top_y + 0.02) & (tri_object == 0)
-        tri_object[mine] = k + 1
-        rows.append((k + 1, SYNTH_CATEGORIES.index(f.kind), f"{f.kind}_{k + 1}",
-                     [r.xmin, floor, r.zmin, r.xmax, f.top_y, r.zmax], f.room))
-    aabb = np.array([r[3] for r in rows], np.float32)
-    table = SemanticTable(ids=np.array([r[0] for r in rows], np.int32),
-                          category=np.array([r[1] for r in rows], np.int32), raw_names=[r[2] for r in rows],
-                          region=np.array([r[4] for r in rows], np.int32), aabb=aabb,
-                          points=np.stack([aabb[:, :3], aabb[:, 3:]], 1), categories=list(SYNTH_CATEGORIES))
-    nav = build_navmesh((v, t), OBJECTNAV_AGENT)
-    return SemanticScene(v, t, tri_object, table, nav), info
+    out, info, _ = converted(tmp, layout, name=name)
+    v, t, tri_object, table = semantic_scene(out)
+    return SemanticScene(v, t, tri_object, table, build_navmesh((v, t), OBJECTNAV_AGENT)), info

@@ -2,58 +2,75 @@
 scene's objects, and one line naming the file for a scene without semantic annotations."""
 from __future__ import annotations
 
+import json
+
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from bps_assets.nav import objectnav_episodes as on
 from bps_assets.nav.objectnav_files import read_objectnav_dataset
+from bps_assets.readers.semantic_categories import mpcat40, objectnav_hm3d
 from bps_assets.packed_scene import convert_scene
 from cli.main import main
 from objectnav_scenes import two_rooms
 from packed_scene_fixtures import make_doc
 
 
+def _packed_with_objects(s, path):
+    """``two_rooms`` converted with its objects as an annotation (the file's own categories):
+    a real packed scene with the semantic section, as preprocess writes it."""
+    from bps_assets.scene import Mesh, SceneDocument
+    from bps_assets.semantics import Annotation, ObjectRecord
+
+    t = s.table
+    objs = [ObjectRecord(int(t.ids[i]), t.raw_names[i], -1, int(t.ids[i]), category=t.category_name(i))
+            for i in range(len(t))]
+    ann = Annotation(s.vertices.astype(np.float32), s.triangles.astype(np.int64), objs,
+                     face_object=s.tri_object.astype(np.int32), frame="habitat")
+    doc = SceneDocument(meshes=[Mesh(positions=s.vertices.astype(np.float32), indices=s.triangles.astype(np.uint32))])
+    convert_scene(doc, path, semantic=ann)
+
+
 @pytest.fixture(scope="module")
 def layout(tmp_path_factory):
-    """The preprocess layout: OUT/navmeshes/NAME.navmesh.bps beside OUT/scenes/NAME.bps."""
+    """The preprocess layout: OUT/navmeshes/NAME.navmesh.bps beside OUT/scenes/NAME.bps; scene
+    Plain has no semantics."""
     root = tmp_path_factory.mktemp("pre")
     s = two_rooms()
     (root / "navmeshes").mkdir()
-    s.navmesh.save(root / "navmeshes" / "TwoRooms.navmesh.bps")
-    convert_scene(make_doc(8, textures=0), root / "scenes" / "TwoRooms.bps")  # no semantics
+    for name in ("TwoRooms", "Plain"):
+        s.navmesh.save(root / "navmeshes" / f"{name}.navmesh.bps")
+    _packed_with_objects(s, root / "scenes" / "TwoRooms.bps")
+    convert_scene(make_doc(8, textures=0), root / "scenes" / "Plain.bps")  # no semantics
     return root, s
 
 
 def test_a_scene_without_semantics_is_one_line_and_nothing_is_written(layout, tmp_path):
     root, _ = layout
-    r = CliRunner().invoke(main, ["episodes", str(root / "navmeshes" / "TwoRooms.navmesh.bps"), "--task",
+    r = CliRunner().invoke(main, ["episodes", str(root / "navmeshes" / "Plain.navmesh.bps"), "--task",
                                   "objectnav", "-o", str(tmp_path / "on"), "--split", "val", "--per-scene", "2"])
     assert r.exit_code == 2
     (line,) = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
-    assert str(root / "scenes" / "TwoRooms.bps") in line and "no semantic annotations" in line
+    assert str(root / "scenes" / "Plain.bps") in line and "no semantic annotations" in line
     assert not (tmp_path / "on").exists()
 
 
-def test_objectnav_files_from_the_cli(layout, tmp_path, monkeypatch):
+def test_objectnav_files_from_the_cli(layout, tmp_path):
     root, s = layout
-    seen = []
-
-    def fake(path):  # the semantics helper's packed section is not merged yet: the exact scene's
-        seen.append(path)
-        return s.vertices, s.triangles, s.tri_object, s.table
-
-    monkeypatch.setattr(on, "semantic_scene", fake)
     args = ["episodes", str(root / "navmeshes" / "TwoRooms.navmesh.bps"), "--task", "objectnav", "-o",
             str(tmp_path / "on"), "--split", "val", "--per-scene", "4", "--seed", "3"]
     r = CliRunner().invoke(main, args)
     assert r.exit_code == 0, r.output
-    assert seen == [root / "scenes" / "TwoRooms.bps"]
     ds = read_objectnav_dataset(tmp_path / "on" / "val")
-    assert ds.category_to_task_category_id == on.HM3D_CATEGORIES  # default --categories hm3d
-    assert ds.category_to_scene_annotation_category_id["chair"] == 0
-    assert ds.category_to_scene_annotation_category_id["bed"] == -1  # not a category of this scene
+    assert ds.category_to_task_category_id == objectnav_hm3d()  # default --categories hm3d
+    # habitat's map: the mpcat40 index, for the categories this scene has no object of too
+    assert ds.category_to_scene_annotation_category_id == {c: mpcat40().index(c) for c in objectnav_hm3d()}
     assert len(ds.episodes) == 4 and {e["object_category"] for e in ds.episodes} == {"chair", "sofa"}
     assert {e["scene_id"] for e in ds.episodes} == {"TwoRooms.glb"}
+    r = CliRunner().invoke(main, args + ["--overwrite", "--json"])
+    assert r.exit_code == 0, r.output
+    (st,) = json.loads(r.stdout)["scenes"]
+    assert st["categories_not_in_scene"] == 4   # bed, plant, toilet, tv_monitor: no such object
     r = CliRunner().invoke(main, args + ["--overwrite", "--categories", "table,chair"])
     assert r.exit_code == 0, r.output
     ds2 = read_objectnav_dataset(tmp_path / "on" / "val")

@@ -15,7 +15,8 @@ from bps_assets.nav.objectnav_episodes import (ObjectNavOptions, build_goals, ca
                                                generate_objectnav_episodes, objectnav_scene)
 from bps_assets.nav.objectnav_files import (check_on_navmesh, goals_key, read_objectnav_dataset,
                                             write_objectnav_dataset)
-from bps_assets.nav.view_points import RayCaster, object_coverage
+from bps_assets.nav.view_points import object_coverage
+from bps_assets.raycast import RayCaster
 from objectnav_scenes import two_rooms
 
 SID = "two_rooms.glb"
@@ -282,23 +283,27 @@ def test_pointnav_and_imagenav_episodes_against_the_navmesh(scene, tmp_path):
     assert st["categories_not_in_scene"] == 2
 
 
-def test_on_a_synth_scan_with_ground_truth_objects():
-    """A scan-like synth scene (noise, thin furniture parts, a closed room): goals are seen from
-    where an agent can stand, outside the furniture, within reach of their object."""
+def test_on_a_synth_scan_with_ground_truth_objects(tmp_path):
+    """A scan-like synth scene (noise, thin furniture parts, a closed room), annotated and
+    converted by the real pipeline: goals are seen from where an agent can stand, outside the
+    furniture, within reach of their object."""
+    from bps_assets.synth.semantic import FURNITURE_LABEL
     from objectnav_scenes import synth_semantic_scene
 
-    s, info = synth_semantic_scene("Allensville")
+    s, info = synth_semantic_scene(tmp_path, "Allensville")
     cats = {"chair": 0, "sofa": 1, "table": 2}
     st = Counter()
     ds = objectnav_scene(s.navmesh, s.vertices, s.triangles, s.tri_object, s.table, "Allensville.glb", 9, seed=0,
                          categories=cats, stats=st)
-    want = [f for f in info.furniture if f.kind in cats]
+    want = [f for f in info.furniture if FURNITURE_LABEL.get(f.kind) in cats]
     goals = [g for gs in ds.goals_by_category.values() for g in gs]
     assert len(goals) >= len(want) - 1 and st["objects"] == len(want)  # nearly every one is seen
     rects = [f.rect for f in info.furniture]
     closed = next((r for r in info.rooms if r.closed), None)
     for g in goals:
-        f = info.furniture[g["object_id"] - 1]
+        x, y, z = g["position"]   # the object's AABB centre: over its piece of furniture
+        f, = [f for f in want if f.rect.contains(x, z) and info.storeys[f.storey][0] <= y <= f.top_y]
+        assert FURNITURE_LABEL[f.kind] == g["object_category"]
         pos = np.array([vp["agent_state"]["position"] for vp in g["view_points"]])
         assert s.navmesh.is_navigable(pos).all()
         for p in pos:  # where an agent stands: not over any piece of furniture

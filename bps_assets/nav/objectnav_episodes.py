@@ -24,13 +24,12 @@ from typing import Iterable, Mapping
 import numpy as np
 
 from ..errors import ConfigError, NavError
+from ..raycast import RayCaster
 from ..semantics import SemanticTable
 from .episodes import distance_rejection
 from .objectnav_files import ObjectNavDataset, goals_key, make_object_goal, make_objectnav_episode
-from .view_points import DEFAULTS as VP_DEFAULTS, RayCaster, ViewPointOptions, object_view_points
+from .view_points import DEFAULTS as VP_DEFAULTS, ViewPointOptions, object_view_points
 
-# habitat's objectnav_hm3d_v1 category maps (the six goal categories of the HM3D benchmark)
-HM3D_CATEGORIES = {"chair": 0, "bed": 1, "plant": 2, "toilet": 3, "tv_monitor": 4, "sofa": 5}
 
 
 @dataclass(frozen=True)
@@ -70,7 +69,7 @@ def build_goals(navmesh, vertices: np.ndarray, triangles: np.ndarray, tri_object
         raise ConfigError(None, f"{scene_id}: tri_object has {tri_object.shape} entries for "
                                 f"{len(triangles)} triangles")
     wanted = None if categories is None else set(categories)
-    caster = RayCaster(vertices, triangles)
+    caster = RayCaster(vertices, triangles, "ObjectNav view points")
     out: dict[str, list[dict]] = {}
     for row in range(len(table)):
         cat = table.category_name(row)
@@ -85,7 +84,7 @@ def build_goals(navmesh, vertices: np.ndarray, triangles: np.ndarray, tri_object
         name = table.raw_names[row] if row < len(table.raw_names) else None
         region = int(table.region[row])
         out.setdefault(goals_key(scene_id, cat), []).append(make_object_goal(
-            (aabb[:3] + aabb[3:]) / 2, int(table.ids[row]), cat, vps, object_name=name or None,
+            (aabb[:3] + aabb[3:]) / 2, table.habitat_id(row), cat, vps, object_name=name or None,
             room_id=None if region < 0 else str(region)))
     return out
 
@@ -206,7 +205,9 @@ def objectnav_scene(navmesh, vertices, triangles, tri_object, table: SemanticTab
     ``stats["categories_not_in_scene"]``), ``n`` episodes, and the two category maps."""
     st = stats if stats is not None else Counter()
     task, ann = category_maps(table, categories)
-    st["categories_not_in_scene"] += sum(1 for v in ann.values() if v < 0)
+    # packed scenes list every mpcat40 name in ``categories``: what a scene has is its objects'
+    present = {table.category_name(i) for i in range(len(table))}
+    st["categories_not_in_scene"] += sum(1 for c in task if c not in present)
     gbc = build_goals(navmesh, vertices, triangles, tri_object, table, scene_id, task, options, st)
     eps = generate_objectnav_episodes(navmesh, gbc, scene_id, n, seed, options, st)
     return ObjectNavDataset(eps, gbc, task, ann)
@@ -220,10 +221,7 @@ def semantic_scene(path) -> tuple[np.ndarray, np.ndarray, np.ndarray, SemanticTa
     from ..packed_scene import read_packed_scene
 
     ps = read_packed_scene(path)
-    table = getattr(ps, "semantics", None)
-    tri_object = getattr(ps, "tri_object", None)
-    if tri_object is None and table is not None:
-        tri_object = getattr(table, "tri_object", None)
+    table, tri_object = ps.semantics, ps.tri_object
     if table is None or tri_object is None or len(table) == 0:
         raise InputError(path, "scene has no semantic annotations (objects): ObjectNav episodes need "
                                "a scene preprocessed with its semantic annotation")
@@ -231,5 +229,5 @@ def semantic_scene(path) -> tuple[np.ndarray, np.ndarray, np.ndarray, SemanticTa
             np.asarray(tri_object), table)
 
 
-__all__ = ["ObjectNavOptions", "DEFAULTS", "HM3D_CATEGORIES", "build_goals",
+__all__ = ["ObjectNavOptions", "DEFAULTS", "build_goals",
            "generate_objectnav_episodes", "category_maps", "objectnav_scene", "semantic_scene"]

@@ -1,5 +1,5 @@
 """ObjectNav view points: navigable agent states from which an object is seen, scored as
-habitat's ObjectNav generator scores them (``build_goal``), with our ray caster for its
+habitat's ObjectNav generator scores them (``build_goal``), with ``bps_assets.raycast`` for its
 semantic sensor.
 
 Rule (docs/TASKS.md): candidates lie on a ``grid_step`` grid over the object's AABB grown by
@@ -21,8 +21,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import ConfigError, MissingDependencyError
-from ..semantics import SemanticTable
+from ..errors import ConfigError
+from ..raycast import RayCaster
+from ..semantics import SemanticTable, object_ids
 
 
 @dataclass(frozen=True)
@@ -48,30 +49,6 @@ class ViewPointOptions:
 
 
 DEFAULTS = ViewPointOptions()
-
-
-class RayCaster:
-    """First-hit triangle ids of rays against one triangle mesh (embreex)."""
-
-    def __init__(self, vertices: np.ndarray, triangles: np.ndarray):
-        try:
-            from embreex import mesh_construction, rtcore_scene
-        except ImportError as e:  # pragma: no cover - core dependency
-            raise MissingDependencyError(None, "ObjectNav view points", "embreex") from e
-        self.scene = rtcore_scene.EmbreeScene()
-        self.num_triangles = int(len(triangles))
-        if self.num_triangles:
-            self._mesh = mesh_construction.TriangleMesh(
-                self.scene, np.ascontiguousarray(vertices, np.float32),
-                np.ascontiguousarray(triangles, np.int32))
-
-    def first_hit(self, origins: np.ndarray, dirs: np.ndarray) -> np.ndarray:
-        """int64 [N]: the triangle each ray hits first, -1 for none."""
-        if not self.num_triangles or len(origins) == 0:
-            return np.full(len(origins), -1, np.int64)
-        prim = self.scene.run(np.ascontiguousarray(origins, np.float32),
-                              np.ascontiguousarray(dirs, np.float32))
-        return np.asarray(prim, np.int64)
 
 
 def yaw_facing(direction) -> float:
@@ -131,10 +108,7 @@ def object_coverage(caster: RayCaster, tri_object: np.ndarray, object_id: int, a
     rows = 1 - (np.arange(r0, r1) + 0.5) / o.height * 2
     xx, yy = np.meshgrid(cols * tx, rows * ty)
     d = np.stack([xx.ravel(), yy.ravel(), -np.ones(xx.size)], 1) @ rot.T
-    prim = caster.first_hit(np.broadcast_to(eye, d.shape), d)
-    hit = prim >= 0
-    ids = np.zeros(len(prim), np.int64)
-    ids[hit] = tri_object[prim[hit]]
+    ids = object_ids(tri_object, caster.first_hit(np.broadcast_to(eye, d.shape), d))
     return float(np.count_nonzero(ids == object_id)) / (o.width * o.height)
 
 
@@ -211,5 +185,5 @@ def object_view_points(navmesh, caster: RayCaster, tri_object: np.ndarray, table
     return out
 
 
-__all__ = ["ViewPointOptions", "DEFAULTS", "RayCaster", "object_coverage", "object_view_points",
+__all__ = ["ViewPointOptions", "DEFAULTS", "object_coverage", "object_view_points",
            "camera_basis", "yaw_facing", "yaw_quaternion"]

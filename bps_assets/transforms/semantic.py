@@ -3,7 +3,7 @@
 The annotation mesh (HM3D ``.semantic.glb``, MP3D ``_semantic.ply``) is another mesh than the
 render mesh, so ids reach render triangles by geometry, once, at conversion: each render
 triangle is probed at ``samples`` points (its centroid and points towards its corners) by two
-rays along its normal, from either side of a slab ``probe`` (metres) thick, cast with Embree
+rays along its normal, from either side of a slab ``probe`` (metres) thick, cast with ``bps_assets.raycast``
 against the annotation mesh, the hit nearest the probe point winning; the hit's id is the face's id or the annotation texel at the hit's UV (HM3D
 paints boundaries inside faces). A probe that hits nothing takes the nearest annotation face
 (its centroid, k-d tree). The triangle gets the majority id of its probes, ties to the
@@ -42,7 +42,7 @@ DEFAULTS = Options()
 def annotation_ids(ann: Annotation, positions: np.ndarray, indices: np.ndarray,
                    bary: np.ndarray, tri: np.ndarray, probe: float) -> tuple[np.ndarray, int]:
     """Annotation id at points ``bary`` of render triangles ``tri``: (int32 ids, misses)."""
-    from embreex import mesh_construction, rtcore_scene
+    from ..raycast import RayCaster
 
     p = positions[indices[tri].astype(np.int64)].astype(np.float64)       # [n, 3, 3]
     pts = p[:, 0] * (1 - bary[:, :1] - bary[:, 1:]) + p[:, 1] * bary[:, :1] + p[:, 2] * bary[:, 1:]
@@ -50,17 +50,13 @@ def annotation_ids(ann: Annotation, positions: np.ndarray, indices: np.ndarray,
     n /= np.maximum(np.linalg.norm(n, axis=1, keepdims=True), 1e-30)
     cached = ann.__dict__.get("_bvh")
     if cached is None or cached[0] is not ann.positions:  # one BVH per annotation (and frame)
-        scene = rtcore_scene.EmbreeScene()
-        mesh_construction.TriangleMesh(scene, np.ascontiguousarray(ann.positions, np.float32),
-                                       np.ascontiguousarray(ann.indices, np.int32))
-        ann.__dict__["_bvh"] = cached = (ann.positions, scene)
-    scene = cached[1]
+        ann.__dict__["_bvh"] = cached = (ann.positions, RayCaster(ann.positions, ann.indices, "semantic conversion"))
+    caster = cached[1]
     best = np.full(len(pts), np.inf)
     face = np.full(len(pts), -1, np.int64)
     uv = np.zeros((len(pts), 2), np.float32)
     for sign in (1.0, -1.0):  # from both sides of the slab: the surface nearest the probe wins
-        hit = scene.run((pts + sign * n * probe).astype(np.float32),
-                        np.ascontiguousarray(-sign * n, np.float32), output=1)
+        hit = caster.intersect(pts + sign * n * probe, -sign * n)
         f = np.asarray(hit["primID"], np.int64)
         d = np.abs(np.asarray(hit["tfar"], np.float64) - probe)
         take = (f >= 0) & (d <= probe) & (d < best)

@@ -36,6 +36,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from bps_assets.errors import ConfigError, MissingDependencyError
+from bps_assets.raycast import RayCaster
 
 from .camera import camera_directions, camera_origins, finish_depth
 from .inputs import check_render_inputs, check_sensors, group_by_scene
@@ -63,44 +64,13 @@ EMBREE_BYTES_PER_TRI = 72
 EMBREE_BYTES_PER_VERT = 16
 
 
-def _embreex():
-    try:
-        from embreex import mesh_construction, rtcore_scene
-    except ImportError as e:  # pragma: no cover - core dependency
-        raise MissingDependencyError(None, "the Embree renderer", "embreex") from e
-    return rtcore_scene, mesh_construction
-
-
-class EmbreeAccel:
-    """One committed embreex scene: the fallback when the C bridge (``embree_bridge``) was not
-    compiled. Building it holds the GIL (see ``embree_bridge``'s note)."""
+class EmbreeAccel(RayCaster):
+    """One committed embreex scene (``bps_assets.raycast.RayCaster``: ``distance``,
+    ``intersect``): the fallback when the C bridge (``embree_bridge``) was not compiled.
+    Building it holds the GIL (see ``embree_bridge``'s note)."""
 
     def __init__(self, positions: np.ndarray, indices: np.ndarray):
-        rs, mc = _embreex()
-        self.scene = rs.EmbreeScene()
-        self.num_triangles = int(indices.shape[0])
-        if self.num_triangles:
-            self._mesh = mc.TriangleMesh(self.scene, np.ascontiguousarray(positions, np.float32),
-                                         np.ascontiguousarray(indices, np.int32))
-        # commit now (embreex commits lazily on the first run): the BVH build belongs here
-        self.scene.run(np.zeros((1, 3), np.float32), np.array([[0, 0, -1]], np.float32), query="DISTANCE")
-
-    def distance(self, org: np.ndarray, dirs: np.ndarray) -> np.ndarray:
-        """Hit distance per ray (float32 [n]; 1e37 where nothing is hit), in units of each
-        direction's length: unnormalized (x, y, -1) camera directions give the z-depth."""
-        if not self.num_triangles:
-            return np.full(org.shape[0], np.float32(1e37), np.float32)
-        return self.scene.run(org, dirs, query="DISTANCE")
-
-    def intersect(self, org: np.ndarray, dirs: np.ndarray) -> dict:
-        """Hits of the rays as embreex returns them: ``tfar``, ``primID`` (-1: miss), ``u``, ``v``
-        (weights of the triangle's 2nd and 3rd vertex) and the unnormalized geometric normal ``Ng``."""
-        if not self.num_triangles:
-            n = org.shape[0]
-            return {"tfar": np.full(n, np.float32(1e37), np.float32), "primID": np.full(n, -1, np.int32),
-                    "u": np.zeros(n, np.float32), "v": np.zeros(n, np.float32),
-                    "Ng": np.zeros((n, 3), np.float32)}
-        return self.scene.run(org, dirs, output=1)
+        super().__init__(positions, indices, "the Embree renderer")
 
     def trace_cameras(self, origins: np.ndarray, rotations: np.ndarray, cam_dirs: np.ndarray,
                       t_out: np.ndarray, hits: bool = False, miss: float = 0.0,

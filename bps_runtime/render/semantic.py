@@ -17,20 +17,11 @@ from typing import Sequence
 import numpy as np
 
 from bps_assets.errors import ConfigError
+from bps_assets.semantics import object_ids  # noqa: F401 - the sensor's id rule, re-exported
 
 UNKNOWN = -1  # the category of "no object", of an id the scene does not list, and of an unmapped name
 # ids index a dense row: cap them before allocating (HM3D-Semantics scenes hold < 5,000 objects)
 MAX_INSTANCE_ID = 1 << 20
-
-
-def object_ids(tri_object: np.ndarray | None, prim: np.ndarray) -> np.ndarray:
-    """Instance id (int32 [n]) of each hit triangle ``prim`` (int [n], -1: miss); 0 for misses
-    and when ``tri_object`` is None."""
-    out = np.zeros(prim.shape[0], np.int32)
-    if tri_object is not None:
-        hit = (prim >= 0) & (prim < tri_object.shape[0])
-        out[hit] = tri_object[prim[hit]]
-    return out
 
 
 def category_row(semantics, vocabulary: Sequence[str] | None = None) -> np.ndarray:

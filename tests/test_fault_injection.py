@@ -129,7 +129,7 @@ def _gz_padding(path: Path, pad: int) -> Path:
 def test_episode_gzip_of_padding_is_refused_early(tmp_path):
     p = _gz_padding(tmp_path / "pad.json.gz", 512 * MiB)
     assert p.stat().st_size < 4 * MiB
-    code = ("from bps_assets.nav.episodes import _read_json; from bps_assets.errors import BpsError\n"
+    code = ("from bps_assets.nav.episodes import read_json as _read_json; from bps_assets.errors import BpsError\n"
             f"try: _read_json({str(p)!r})\nexcept BpsError as e: print(type(e).__name__, e)")
     rc, out, rss = run_measured([sys.executable, "-c", code])
     assert rc == 0 and "ResourceLimitError" in out and "inflates more than 200x" in out, out

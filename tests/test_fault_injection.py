@@ -33,40 +33,35 @@ TRAIN = [sys.executable, "-m", "bps_train.entry"]
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "assets"
 
 
+# A fresh, small Python forks the command and reports its peak: Linux carries the forking
+# process's RSS into a child's ``ru_maxrss`` across exec, so measuring a child of a large pytest
+# worker directly would report the worker's size.
+_LAUNCH = ("import os, resource, subprocess, sys\n"
+           "r = subprocess.call(sys.argv[1:])\n"
+           "print('\\n@@maxrss', resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, flush=True)\n"
+           "os.kill(os.getpid(), -r) if r < 0 else sys.exit(r)\n")
+
+
 def run_measured(argv, cap_bytes: int | None = 2 << 30, timeout: float = 60):
-    """(exit status, stdout and stderr, peak RSS bytes from ``os.wait4``) of ``argv`` run under
+    """(exit status, stdout and stderr, peak RSS bytes of ``argv`` itself) of ``argv`` run under
     RLIMIT_AS ``cap_bytes`` and a timeout."""
     def limit():
         if cap_bytes is not None:
             resource.setrlimit(resource.RLIMIT_AS, (cap_bytes, cap_bytes))
 
     env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
-    with open(os.devnull, "rb") as null:
-        p = subprocess.Popen([str(a) for a in argv], stdin=null, stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, preexec_fn=limit, env=env)
-    t0 = time.monotonic()
-    chunks = []
-    os.set_blocking(p.stdout.fileno(), False)
-    while True:
-        try:
-            pid, status, usage = os.wait4(p.pid, os.WNOHANG)
-        except ChildProcessError:
-            break
-        piece = p.stdout.read()
-        if piece:
-            chunks.append(piece)
-        if pid:
-            break
-        if time.monotonic() - t0 > timeout:
-            p.kill()
-            os.wait4(p.pid, 0)
-            pytest.fail(f"{argv[2:5]} ran past {timeout} s")
-        time.sleep(0.02)
-    rest = p.stdout.read()
-    if rest:
-        chunks.append(rest)
-    p.returncode = os.waitstatus_to_exitcode(status)
-    return p.returncode, b"".join(chunks).decode(errors="replace"), usage.ru_maxrss * 1024
+    p = subprocess.Popen([sys.executable, "-c", _LAUNCH, *[str(a) for a in argv]], stdin=subprocess.DEVNULL,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=limit, env=env,
+                         start_new_session=True)
+    try:
+        raw, _ = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)  # the launcher and the command it runs
+        p.communicate()
+        pytest.fail(f"{argv[2:5]} ran past {timeout} s")
+    out = raw.decode(errors="replace")
+    out, _, peak = out.rpartition("\n@@maxrss ")
+    return p.returncode, out, int(peak.split()[0]) * 1024
 
 
 # ----------------------------------------------------------------------------------- item 4, 5

@@ -39,7 +39,7 @@ import logging
 import threading
 import time
 from collections import deque
-from concurrent.futures import Future
+from concurrent.futures import Future, wait
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -95,7 +95,8 @@ class CacheReport:
 
 
 class _Slot:
-    __slots__ = ("index", "active", "pending", "ready", "episodes", "swap_requested", "loading", "load_note")
+    __slots__ = ("index", "active", "pending", "ready", "episodes", "swap_requested", "loading", "load_note",
+                 "loading_id")
 
     def __init__(self, index):
         self.index = index
@@ -106,6 +107,7 @@ class _Slot:
         self.swap_requested = False
         self.loading = None                 # SceneSource of the pending load
         self.load_note = ""                 # when / why the pending load started (for wait reasons)
+        self.loading_id: int | None = None  # the resident id the pending load will have (fixed at its start)
 
 
 class SceneCache:
@@ -140,6 +142,7 @@ class SceneCache:
         self._in_use: set[str] = set()  # scene ids resident or loading
         self._cv = threading.Condition()
         self._used = 0       # bytes reserved (resident + reserved by loads in flight)
+        self._held: set[str] = set()   # scene ids whose loads wait for room in the budget
         self.peak_bytes = 0
         self._closed = False
         self._report = CacheReport()
@@ -160,8 +163,11 @@ class SceneCache:
                                                      f"budget of {self.budget_bytes} bytes")
             while self.budget_bytes is not None and self._used + nbytes > self.budget_bytes:
                 if self._closed:
+                    self._held.discard(source.scene_id)
                     raise LoadCancelled(source.scene_path, "cache closed")
+                self._held.add(source.scene_id)
                 self._cv.wait(0.5)
+            self._held.discard(source.scene_id)
             if self._closed:
                 raise LoadCancelled(source.scene_path, "cache closed")
             self._used += nbytes
@@ -222,6 +228,10 @@ class SceneCache:
             self._report.reused += 1
             return True
         self._in_use.add(src.scene_id)
+        # the resident id is fixed when the load starts (the simulator thread, at a point fixed by
+        # the step count), never by which load finishes first
+        slot.loading_id = self._free_ids.popleft()
+        self._owner[slot.loading_id] = slot.index
         slot.loading = src
         slot.load_note = f"started at {self.clock()} ({why})"
         slot.pending = self.loader.submit(src, self._reserve)
@@ -243,18 +253,18 @@ class SceneCache:
                                     f"the load of {name!r} ({note}; the loader was {stage})")
 
     def _integrate(self, slot: _Slot, res) -> None:
-        slot.pending = None
-        slot.loading = None
+        rid = slot.loading_id
+        slot.pending = slot.loading = slot.loading_id = None
         if isinstance(res, LoadFailure):
             self._in_use.discard(res.scene_id)
+            self._owner.pop(rid, None)
+            self._free_ids.appendleft(rid)
             if not isinstance(res.error, LoadCancelled):
                 self.quarantined[res.scene_id] = res.message
                 self._report.quarantined.append(res.scene_id)
             return
-        rid = self._free_ids.popleft()
         self._scenes[rid] = res
         self.generation += 1
-        self._owner[rid] = slot.index
         self.renderer.attach(rid, res.shading, res.accel)
         self._report.loads_completed += 1
         if slot.active is None:
@@ -262,13 +272,32 @@ class SceneCache:
         else:
             slot.ready = rid
 
-    def poll(self) -> None:
-        """Integrate finished loads (non-blocking); restart loads after failures."""
-        for s in self._slots:
-            if s.pending is not None and s.pending.done():
-                self._integrate(s, s.pending.result())
-                if s.active is None or (self.options.prefetch and s.ready is None):
-                    self._start_load(s, "when the slot's previous load ended")
+    def _take_pending(self, slot: _Slot, what: str) -> bool:
+        """Integrate the slot's in-flight load, waiting for it if it has not finished (a wait,
+        reported); after a failure the slot's next load starts. Called only at points fixed by
+        the step count (a due swap, start-up), so which scene a slot has next never depends on
+        when a load finished. True if it had to block."""
+        if slot.pending is None:
+            return False
+        blocked = not slot.pending.done()
+        t0 = time.perf_counter()
+        state = self._load_state(slot)
+        while not slot.pending.done():
+            # a load held back by the budget waits for a scene to leave, which only this thread
+            # can make happen: give up (no swap now; with a binding budget runs may not repeat)
+            with self._cv:
+                held = slot.loading.scene_id in self._held
+            if held:
+                self._note_wait(slot, what + " (given up: the load waits for room in the cache budget)",
+                                state, time.perf_counter() - t0)
+                return True
+            wait([slot.pending], timeout=0.02)
+        self._integrate(slot, slot.pending.result())
+        if blocked:
+            self._note_wait(slot, what, state, time.perf_counter() - t0)
+        if slot.active is None or (self.options.prefetch and slot.ready is None):
+            self._start_load(slot, "when the slot's previous load ended")
+        return blocked
 
     def _wait_for_active(self, slot: _Slot) -> None:
         t0 = time.perf_counter()
@@ -298,19 +327,20 @@ class SceneCache:
             if s.active is None:
                 self._wait_for_active(s)
         self._report.waited, self._report.wait_seconds, self._report.reasons = False, 0.0, []
-        self.poll()
         if self.options.prefetch:
             for s in self._slots:
                 self._start_load(s, "at start-up")
 
     # ------------------------------------------------------------------ the env's API
     def _maybe_swap(self, slot: _Slot) -> None:
-        if slot.ready is None:
-            return
         due = slot.swap_requested or (self.options.swap_after_episodes is not None
                                       and slot.episodes >= self.options.swap_after_episodes)
         if not due:
             return
+        if slot.ready is None:   # a due swap waits for the slot's next scene (reported)
+            self._take_pending(slot, "swap")
+            if slot.ready is None:
+                return
         old = slot.active
         slot.active, slot.ready, slot.episodes, slot.swap_requested = slot.ready, None, 0, False
         self._report.swaps += 1
@@ -366,7 +396,6 @@ class SceneCache:
         return the resident id (int64 [len(env_ids)]) each one's next episode runs in. Blocks
         (and reports ``waited``) only if a slot has no loaded scene at all."""
         envs = _as_env_ids(env_ids, self.num_envs)
-        self.poll()
         self._release_envs(envs)
         out = self._pick(envs)
         self.env_scene[envs] = out
@@ -378,7 +407,6 @@ class SceneCache:
         entry until ``release_scenes`` gives it back (when that episode has ended). Nothing is
         released here, so an env may hold its current scene and queued ones at once."""
         envs = _as_env_ids(env_ids, self.num_envs)
-        self.poll()
         return self._pick(envs)
 
     def release_scenes(self, rids) -> None:
@@ -419,18 +447,7 @@ class SceneCache:
         """Block until slot ``slot``'s in-flight load (if any) has finished and is integrated
         (ready for a swap, or quarantined). Returns True if it had to block; that time is also
         reported as a wait by ``take_report``. For deterministic swap schedules."""
-        s = self._slots[int(slot)]
-        if s.pending is None:
-            return False
-        blocked = not s.pending.done()
-        t0 = time.perf_counter()
-        state = self._load_state(s)
-        self._integrate(s, s.pending.result())
-        if blocked:
-            self._note_wait(s, "swap", state, time.perf_counter() - t0)
-        if s.active is None or (self.options.prefetch and s.ready is None):
-            self._start_load(s, "when the slot's previous load ended")
-        return blocked
+        return self._take_pending(self._slots[int(slot)], "swap")
 
     def scene(self, rid: int) -> LoadedScene:
         """The resident scene ``rid`` (navmesh, header, source)."""
@@ -445,8 +462,7 @@ class SceneCache:
         return sorted(self._scenes)
 
     def take_report(self) -> CacheReport:
-        """Counters since the previous call (call once per step), after integrating finished loads."""
-        self.poll()
+        """Counters since the previous call (call once per step)."""
         r = self._report
         r.resident_scenes = len(self._scenes)
         r.resident_bytes = self.resident_bytes

@@ -138,7 +138,10 @@ class SceneLoader:
     """``submit(source, reserve=None) -> Future[LoadedScene | LoadFailure]`` on ``threads``
     background threads. ``reserve(nbytes, source)`` (from the cache) returns a ticket or raises;
     it may block until budget frees up. ``stage[scene_id]`` says what each unfinished load is
-    doing (the cache names it when a step waits for that load)."""
+    doing (the cache names it when a step waits for that load). ``stage_hook(scene_id, stage)``,
+    when set, runs on the loader thread as each stage begins (tests slow loads down with it)."""
+
+    stage_hook: Callable[[str, str], None] | None = None
 
     def __init__(self, renderer, threads: int = 2, device: str = "cpu",
                  reader: Callable[[str], Any] | None = None,
@@ -166,6 +169,11 @@ class SceneLoader:
             raise res.error
         return res
 
+    def _at(self, sid: str, stage: str) -> None:
+        self.stage[sid] = stage
+        if self.stage_hook is not None:
+            self.stage_hook(sid, stage)
+
     def _load(self, source: SceneSource, reserve, quiet: bool = False):
         t0 = time.perf_counter()
         ticket = None
@@ -173,21 +181,21 @@ class SceneLoader:
         sid = source.scene_id
         _warn_links_out(source)
         try:
-            stage[sid] = "reading the packed scene"
+            self._at(sid, "reading the packed scene")
             ps = self.reader(source.scene_path)
             path = getattr(ps, "path", "") or source.scene_path
-            stage[sid] = "building the shading tables"
+            self._at(sid, "building the shading tables")
             sd = build_shading_data(ps, path)
             if self.device.startswith("cuda"):
                 sd = _pin(sd)
-            stage[sid] = "reading the navmesh and preparing its navigation"
+            self._at(sid, "reading the navmesh and preparing its navigation")
             nav = self.navmesh_loader(source.navmesh_path) if source.navmesh_path else None
             nv, nt = int(ps.positions.shape[0]), int(ps.indices.shape[0])
             nbytes = sd.nbytes + int(self.renderer.accel_bytes(nv, nt)) + navmesh_nbytes(nav)
             if reserve is not None:
-                stage[sid] = "waiting for room in the cache budget"
+                self._at(sid, "waiting for room in the cache budget")
                 ticket = reserve(nbytes, source)
-            stage[sid] = "building the renderer's acceleration structure"
+            self._at(sid, "building the renderer's acceleration structure")
             accel = self.renderer.prepare(sd, ps.positions, ps.indices)
             return LoadedScene(source, sd, accel, nav, dict(getattr(ps, "header", {}) or {}), nv, nt,
                                nbytes, time.perf_counter() - t0, ticket)

@@ -416,7 +416,6 @@ class CachedScenes:
         if not self.swap_every or self.steps % self.swap_every:
             return False
         c = self.cache
-        c.poll()
         # the next slot (round robin) that has a scene prefetched or loading; with few spare
         # scenes not every slot has one
         order = [(self._next_slot + i) % c.num_slots for i in range(c.num_slots)]

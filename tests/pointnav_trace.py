@@ -61,8 +61,9 @@ def _digest(h, v) -> None:
         h.update(json.dumps([str(x) for x in v]).encode())
 
 
-def step_digest(obs, reward, done, info) -> str:
-    """One hex digest of a step's outputs (the base commit's keys, in a fixed order)."""
+def step_digest(obs, reward, done, info, skip=()) -> str:
+    """One hex digest of a step's outputs (the base commit's keys, in a fixed order; info keys
+    in ``skip`` left out)."""
     h = hashlib.sha256()
     for k in OBS_KEYS:
         if k in obs:
@@ -71,6 +72,8 @@ def step_digest(obs, reward, done, info) -> str:
     _digest(h, reward)
     _digest(h, done)
     for k in INFO_KEYS:
+        if k in skip:
+            continue
         h.update(k.encode())
         _digest(h, info[k])
     for k in EPISODE_KEYS:
@@ -85,20 +88,20 @@ def actions_for(seed: int, steps: int, batch: int) -> torch.Tensor:
     return torch.randint(0, 4, (steps, batch), generator=g)
 
 
-def run_trace(manifest, steps: int = STEPS, **make_kw) -> list[str]:
+def run_trace(manifest, steps: int = STEPS, skip=(), **make_kw) -> list[str]:
     """make(**make_kw) -> reset -> ``steps`` seeded random steps: the digest of the reset and of
-    every step."""
+    every step (info keys in ``skip`` left out)."""
     from bps_runtime import make
 
     env = make(manifest, **make_kw)
     try:
         obs = env.reset()
         info = env.last_info
-        out = [step_digest(obs, torch.zeros(env.num_envs), torch.zeros(env.num_envs, dtype=torch.bool), info)]
+        out = [step_digest(obs, torch.zeros(env.num_envs), torch.zeros(env.num_envs, dtype=torch.bool), info, skip)]
         acts = actions_for(int(make_kw.get("seed", 0)), steps, env.batch_size)
         for t in range(steps):
             obs, reward, done, info = env.step(acts[t])
-            out.append(step_digest(obs, reward, done, info))
+            out.append(step_digest(obs, reward, done, info, skip))
     finally:
         env.close()
     return out

@@ -117,9 +117,8 @@ def test_old_scene_stays_until_its_last_env_leaves():
         first = cache.scene_for_next_episode([0, 1, 2, 3])
         assert len(set(first.tolist())) == 1
         old = int(first[0])
-        cache.loader._pool.submit(lambda: None).result()  # let the prefetch finish
-        while cache._slots[0].pending is not None:
-            cache.poll()
+        cache.wait_pending(0)  # let the prefetch finish (not counted: it was done)
+        cache.take_report()
         cache.request_swap()
         new = cache.scene_for_next_episode([0])  # env 0 at its boundary: moves to the new scene
         assert int(new[0]) != old

@@ -46,9 +46,9 @@ def _measure(manifest: str, n: int, policy: str, steps: int, warmup: int, resolu
     import torch
     import warp as wp
 
-    from bps_runtime import fused_step as fs
-    from bps_runtime import world as wd
-    from bps_runtime.api import make
+    from bps_runtime.step import fused as fs
+    from bps_runtime.env import world as wd
+    from bps_runtime.env.make import make
 
     acc: dict[str, float] = {}
     depth = threading.local()

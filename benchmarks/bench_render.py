@@ -90,7 +90,7 @@ def decoded_bytes(doc) -> int:
 
 def make_scenes(out: Path, count: int, triangles: int):
     from bps_assets.packed_scene import convert_scene
-    from bps_runtime.loader import SceneSource
+    from bps_runtime.scenes.loader import SceneSource
 
     sources, decoded = [], []
     for i in range(count):
@@ -113,7 +113,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
 
     import torch
-    from bps_runtime.cache import CacheOptions, SceneCache
+    from bps_runtime.scenes.cache import CacheOptions, SceneCache
     from bps_runtime.render import RenderOptions, make_renderer
     from bps_runtime.render.camera import camera_directions, camera_origins, rotation_matrices
 

@@ -39,9 +39,9 @@ def main(argv=None):
     import warp as wp
 
     import bps_runtime.render.embree as emb
-    from bps_runtime import fused_step as fs
-    from bps_runtime import step_kernels as sk
-    from bps_runtime.api import make
+    from bps_runtime.step import fused as fs
+    from bps_runtime.step import kernels as sk
+    from bps_runtime.env.make import make
 
     wall, cpu = defaultdict(list), defaultdict(list)
 
@@ -83,7 +83,7 @@ def main(argv=None):
         emb.finish_depth = timed("  render: finish_depth (serial pass)", emb.finish_depth)
     E._info = timed("info dict", E._info)
     E._step_group = timed("step on the simulator thread", E._step_group)
-    from bps_runtime import episode_supply as es
+    from bps_runtime.episodes import supply as es
     fill_cpu = [0.0]                          # newer code: episodes drawn ahead on the field worker
     if hasattr(es.EpisodeSupply, "_fill"):
         fill = es.EpisodeSupply._fill

@@ -4,14 +4,14 @@ Front door: ``make(manifest, ...)`` -> ``BatchPointNavEnv`` (``reset``, ``step``
 ``recv``); ``observation_space(...)`` / ``action_space(...)`` from arguments alone;
 ``GymVectorEnv(env)`` for gymnasium.
 """
-from .api import action_space, make, observation_space, single_action_space, single_observation_space
-from .pointnav import BatchPointNavEnv
-from .task import ACTION_NAMES, MOVE_FORWARD, STOP, TURN_LEFT, TURN_RIGHT, TaskOptions
+from .env.make import action_space, make, observation_space, single_action_space, single_observation_space
+from .env.env import BatchPointNavEnv
+from .tasks.pointnav import ACTION_NAMES, MOVE_FORWARD, STOP, TURN_LEFT, TURN_RIGHT, TaskOptions
 
 
 def GymVectorEnv(env, as_torch: bool = False):
-    """gymnasium ``VectorEnv`` adapter (see ``bps_runtime.gym_adapter``)."""
-    from .gym_adapter import GymVectorEnv as _G
+    """gymnasium ``VectorEnv`` adapter (see ``bps_runtime.env.gym_adapter``)."""
+    from .env.gym_adapter import GymVectorEnv as _G
     return _G(env, as_torch)
 
 

@@ -402,7 +402,7 @@ def load_policy(path, args, device):
 
 def evaluate(args) -> dict:
     """Success and SPL over distinct episodes of ``eval_split`` (each counted once, first run)."""
-    from bps_runtime.dataset_info import scene_and_episode_counts
+    from bps_runtime.episodes.dataset_info import scene_and_episode_counts
 
     if args.threads:
         torch.set_num_threads(args.threads)

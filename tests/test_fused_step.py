@@ -1,7 +1,7 @@
-"""The fused step (bps_runtime.fused_step / step_kernels) against the numpy reference
+"""The fused step (bps_runtime.step.fused / step_kernels) against the numpy reference
 (``bps_assets.nav.queries``: try_step with sliding, distance_at) and today's torch
 implementation (tests/legacy_torch_nav.py = bps_runtime/nav.py at 88cbd84, with the task math
-of bps_runtime.task), transition by transition over > 10,000 env steps: wall sliding, stairs
+of bps_runtime.tasks.pointnav), transition by transition over > 10,000 env steps: wall sliding, stairs
 and a step, STOP on and off the goal, truncation, automatic resets and scene swaps.
 Observations are compared with Embree renders of the reported pose."""
 from __future__ import annotations
@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 import torch
 
-from bps_runtime.task import (MOVE_FORWARD, STOP, TURN_LEFT, TURN_RIGHT, TaskOptions, apply_turns,
-                              forward_vector, reward_and_success, spl, yaw_to_quat)
+from bps_runtime.tasks.pointnav import MOVE_FORWARD, STOP, TURN_LEFT, TURN_RIGHT, TaskOptions
+from pointnav_reference import apply_turns, forward_vector, reward_and_success, spl, yaw_to_quat
 
 from legacy_torch_nav import DeviceNavMesh, lookup
-from bps_runtime.inmemory_scenes import house_scene, make_env, room
+from inmemory_scenes import house_scene, make_env, room
 
 F, L, R, S = MOVE_FORWARD, TURN_LEFT, TURN_RIGHT, STOP
 TASK = TaskOptions(max_episode_steps=40)
@@ -215,7 +215,7 @@ def test_fused_step_with_scene_swaps_matches_reference(manifest):
 
 
 def test_lazy_info_names_read_once_and_behave_like_lists():
-    from bps_runtime.fused_step import LazyNames
+    from bps_runtime.step.fused import LazyNames
 
     calls = []
 

@@ -18,10 +18,10 @@ from collections import Counter
 import numpy as np
 import torch
 
-from bps_runtime.batched_nav import FieldWorker, NavBuffers, SceneNav
-from bps_runtime.episode_supply import EpisodeSupply, SupplyOptions
-from bps_runtime.inmemory_scenes import make_env, room
-from bps_runtime.step_profile import count_ops
+from bps_runtime.nav.buffers import FieldWorker, NavBuffers, SceneNav
+from bps_runtime.episodes.supply import EpisodeSupply, SupplyOptions
+from inmemory_scenes import make_env, room
+from cli.step_profile import count_ops
 
 TURN_LEFT = 2
 
@@ -102,7 +102,7 @@ def test_info_views_are_made_once_per_group():
 
 def test_cached_scenes_are_not_resynced_while_residents_stay(monkeypatch, tmp_path):
     from bps_runtime import make
-    from bps_runtime.cache import SceneCache
+    from bps_runtime.scenes.cache import SceneCache
 
     from bps_assets.pipeline.preprocess import PreprocessOptions, preprocess
     from test_runtime_api import _glb_rooms
@@ -175,7 +175,7 @@ def test_grouped_take_gives_each_scene_its_own_episodes():
 def test_small_reference_batches_match_the_numpy_path(monkeypatch):
     """Field-row references released a few at a time (a Python loop) end as numpy's
     ``subtract.at`` path leaves them: counts, rows freed and the order they are reused in."""
-    import bps_runtime.batched_nav as bn
+    import bps_runtime.nav.buffers as bn
 
     nm = room("a")[4]
 

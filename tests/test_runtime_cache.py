@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from bps_assets.errors import ConfigError, DatasetError
-from bps_runtime.cache import CacheOptions, SceneCache
-from bps_runtime.loader import SceneSource
+from bps_runtime.scenes.cache import CacheOptions, SceneCache
+from bps_runtime.scenes.loader import SceneSource
 from bps_runtime.render import make_renderer
 from runtime_scenes import MemoryReader, room_scene
 

@@ -27,7 +27,7 @@ def manifest(tmp_path_factory):
 
 
 def _slowed(monkeypatch, seed: int):
-    from bps_runtime.loader import SceneLoader
+    from bps_runtime.scenes.loader import SceneLoader
 
     rng = random.Random(seed)
 

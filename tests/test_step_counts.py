@@ -1,4 +1,4 @@
-"""One steady-state step of the fused env, counted on CPU (bps_runtime.step_profile): the torch
+"""One steady-state step of the fused env, counted on CPU (cli.step_profile): the torch
 ops and Warp launches do not grow with the number of envs or resident scenes, and nothing in
 the step calls an op that would make the host wait for a CUDA device. On CUDA the step also
 runs under ``torch.cuda.set_sync_debug_mode("error")``."""
@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from bps_runtime.step_profile import count_ops
+from cli.step_profile import count_ops
 
-from bps_runtime.inmemory_scenes import make_env, room
+from inmemory_scenes import make_env, room
 
 
 def _count(num_envs, num_scenes, device="cpu", steps=3, threads=2):

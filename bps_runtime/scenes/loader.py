@@ -25,10 +25,10 @@ import numpy as np
 
 from bps_assets.errors import BpsError
 
-from .render.shading_data import ShadingData, build_shading_data
-from .threads import lower_priority
+from ..render.shading_data import ShadingData, build_shading_data
+from ..threads import lower_priority
 
-log = logging.getLogger("bps_runtime.loader")
+log = logging.getLogger("bps_runtime.scenes.loader")
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,9 @@ import torch
 from bps_assets.errors import ConfigError
 
 from . import spaces as sp
-from .pointnav import BatchPointNavEnv, check_batching
-from .task import DEFAULTS as TASK_DEFAULTS, TaskOptions
-from .threads import check_threads
+from .env import BatchPointNavEnv, check_batching
+from ..tasks.pointnav import DEFAULTS as TASK_DEFAULTS, TaskOptions
+from ..threads import check_threads
 
 RENDERERS = ("embree", "warp")
 
@@ -70,7 +70,7 @@ def make(dataset, split: str | None = "train", num_envs: int = 16, batch_size: i
     - ``device``: where observations and state live ("cpu", "cuda:0").
     - ``sensors``: subset of ("depth", "rgb"); ``resolution`` (height, width); depth is
       habitat's normalized 0-1 (0-10 m) unless ``normalize_depth=False`` (metres).
-    - ``cache``: the scene cache (``bps_runtime.cache``): None (8 slots), an int (slots), a
+    - ``cache``: the scene cache (``bps_runtime.scenes.cache``): None (8 slots), an int (slots), a
       ``CacheOptions``, or a dict of its fields plus ``swap_every`` (every ``swap_every`` steps
       one slot, round robin, moves new episodes to its prefetched scene).
     - ``seed``: episodes (order, sampling) are deterministic for a seed.

@@ -39,8 +39,8 @@ import torch
 from bps_assets.errors import ConfigError, NavError
 from bps_assets.nav.episodes import DEFAULTS as _GEN
 
-from .batched_nav import SMALL_BATCH, FieldWorker, GoalFields, SceneNav
-from .task import quat_to_yaw
+from ..nav.buffers import SMALL_BATCH, FieldWorker, GoalFields, SceneNav
+from .files import quat_to_yaw
 
 
 @dataclass(frozen=True)

@@ -3,13 +3,13 @@
 ``World`` answers what the env's host side asks between fused steps: the resident id of each
 queued episode (``next_scenes``, holding a reference until ``release_scenes``), new episodes
 (``EpisodeSupply``), scene names, and the batch render. Navigation lives in ``nav``
-(``bps_runtime.batched_nav.NavBuffers``: every resident scene's arrays in flat device buffers
+(``bps_runtime.nav.buffers.NavBuffers``: every resident scene's arrays in flat device buffers
 by resident id), which the fused step reads. Per-scene navigation work (the scene's arrays in
 the buffers, the geodesic graph, the first goal fields) runs where the scene is loaded, off the
 step path (``prepare_navmesh`` in the cache's loader threads); the host side between steps
 only publishes it (``register_scene``: one row of the meta table) under its resident id.
 
-Scene managers (``scenes``): ``CachedScenes`` streams scenes through ``bps_runtime.cache``
+Scene managers (``scenes``): ``CachedScenes`` streams scenes through ``bps_runtime.scenes.cache``
 (fixed budget, swaps at episode boundaries); ``StaticScenes`` keeps a fixed set resident
 (in-memory scenes for tests, or when everything fits).
 """
@@ -25,8 +25,9 @@ import torch
 
 from bps_assets.errors import ConfigError, InputError
 
-from .batched_nav import FieldWorker, NavBuffers, SceneNav
-from .episode_supply import DEFAULTS as SUPPLY_DEFAULTS, EpisodeSupply, SupplyOptions
+from ..nav.buffers import FieldWorker, NavBuffers, SceneNav
+from ..episodes.files import resolve_episodes
+from ..episodes.supply import DEFAULTS as SUPPLY_DEFAULTS, EpisodeSupply, SupplyOptions
 
 
 @dataclass(frozen=True)
@@ -161,100 +162,12 @@ class World:
             close()
 
 
-class StaticScenes:
-    """A fixed set of resident scenes, assigned round-robin (env i -> scene i % K), no swaps.
-
-    ``scenes``: list of (name, shading ShadingData, positions, indices, NavMesh).
-    """
-
-    def __init__(self, scenes: list):
-        if not scenes:
-            raise ConfigError(None, "no scenes to run on")
-        self._scenes = scenes
-        self.names = [s[0] for s in scenes]
-
-    def bind(self, world: World):
-        """Load the scenes (renderer + navigation) for ``world``."""
-        from concurrent.futures import ThreadPoolExecutor
-
-        def load(key):
-            """Renderer + navigation of static scene ``key``."""
-            name, shading, positions, indices, navmesh = self._scenes[key]
-            accel = world.renderer.prepare(shading, positions, indices)
-            world.renderer.attach(key, shading, accel)
-            world.prepare_scene(key, name, navmesh)
-
-        with ThreadPoolExecutor(2, thread_name_prefix="bps-static-load") as pool:
-            for f in [pool.submit(load, k) for k in range(len(self._scenes))]:
-                f.result()
-
-    def capacity(self, num_envs: int) -> int:
-        """Resident ids this manager can hand out."""
-        return len(self._scenes)
-
-    def next_scenes(self, env_ids):
-        """(resident ids of one more queued episode per env, waited for a load)."""
-        return np.asarray(env_ids) % len(self._scenes), False
-
-    def release_scenes(self, keys):
-        """Queued or running episodes in these resident ids ended. Static scenes stay resident
-        for the env's life, so there is no reference to drop."""
-
-    def name(self, key):
-        """Scene id of resident id ``key``."""
-        return self.names[key]
-
-    def resident_names(self):
-        """Scene ids now resident."""
-        return list(self.names)
-
-    def close(self):
-        """Stop the field worker, the scene manager and the renderer."""
-        pass
-
-
-# ---------------------------------------------------------------------------- from a manifest
-def resolve_episodes(manifest, split, names: list[str], episodes):
-    """-> (mode, {scene name: [episodes]} or None) for make(episodes=...).
-
-    A file (ours, or habitat's own such as ``pointnav_hm3d_v1/val/val.json.gz`` with its
-    ``content/`` files) is mapped onto the manifest's scenes by each episode's ``scene_id``:
-    the source path a scene was converted from, else habitat's scene name (file name up to the
-    first dot). Episodes of scenes outside ``names`` (another split, another shard) are skipped.
-    """
-    from bps_assets.pipeline.habitat_episodes import map_habitat_episodes
-
-    if episodes == "sample":
-        return "sample", None
-    if episodes is None or episodes == "dataset":
-        subsets = [split] if split is not None else manifest.subsets
-        paths = [manifest.episodes_path(s) for s in subsets]
-        paths = [p for p in paths if p is not None and Path(p).exists()]
-        if not paths:
-            if episodes == "dataset":
-                raise InputError(manifest.path, f"has no PointNav episodes for split {split!r}")
-            return "sample", None
-    else:
-        paths = [Path(episodes)]
-        if not paths[0].exists():
-            raise InputError(paths[0], "episodes dataset not found")
-    wanted = set(names)
-    grouped: dict[str, list[dict]] = {}
-    for p in paths:
-        for name, eps in map_habitat_episodes(p, manifest, allow_unmatched=True).by_scene.items():
-            if name in wanted:
-                grouped.setdefault(name, []).extend(eps)
-    if not grouped:
-        raise InputError(paths[0], f"has no episodes for the scenes of the manifest ({', '.join(names[:5])} ...)")
-    return "dataset", grouped
-
-
 def build_world(manifest_path, split, *, device, num_envs: int, seed: int, episodes, options: WorldOptions,
                 scene_shard=None) -> World:
     """``World`` over a manifest's scenes: cache, renderer, episode supply."""
     from bps_assets.pipeline.manifest import load_manifest
 
-    from .render import RenderOptions, make_renderer
+    from ..render import RenderOptions, make_renderer
 
     manifest = load_manifest(manifest_path)
     entries = manifest.scenes(split)
@@ -283,13 +196,13 @@ def build_world(manifest_path, split, *, device, num_envs: int, seed: int, episo
 
 
 def make_scene_manager(entries, cache, *, num_envs, seed, renderer, device="cpu"):
-    """``CachedScenes`` over ``bps_runtime.cache.SceneCache`` (``cache``: None, an int = slots,
+    """``CachedScenes`` over ``bps_runtime.scenes.cache.SceneCache`` (``cache``: None, an int = slots,
     a dict of ``CacheOptions`` fields plus ``swap_every``, or a ``CacheOptions``)."""
     return CachedScenes(entries, cache, num_envs=num_envs, seed=seed, renderer=renderer, device=device)
 
 
 class CachedScenes:
-    """The env's view of ``bps_runtime.cache.SceneCache``.
+    """The env's view of ``bps_runtime.scenes.cache.SceneCache``.
 
     - The cache's loader threads read each scene's navmesh through ``_load_navmesh``, which also
       builds the env's navigation for it there (arrays in the device buffers, geodesic graph,
@@ -308,8 +221,8 @@ class CachedScenes:
     """
 
     def __init__(self, entries, cache, *, num_envs: int, seed: int, renderer, device="cpu"):
-        from .cache import CacheOptions
-        from .loader import SceneSource
+        from ..scenes.cache import CacheOptions
+        from ..scenes.loader import SceneSource
 
         swap_every = None
         if cache is None:
@@ -347,7 +260,7 @@ class CachedScenes:
 
     def capacity(self, num_envs: int) -> int:
         """Resident ids the cache can hand out (``SceneCache.capacity``)."""
-        from .cache import SCENES_PER_SLOT
+        from ..scenes.cache import SCENES_PER_SLOT
 
         return SCENES_PER_SLOT * min(self.options.slots, len(self.sources), num_envs)
 
@@ -361,7 +274,7 @@ class CachedScenes:
 
     def bind(self, world):
         """Load the scenes (renderer + navigation) for ``world``."""
-        from .cache import SceneCache
+        from ..scenes.cache import SceneCache
 
         self.world = world
         if any(s.navmesh_path is None for s in self.sources):

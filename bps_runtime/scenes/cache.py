@@ -49,7 +49,7 @@ from bps_assets.errors import ConfigError, DatasetError
 
 from .loader import LoadCancelled, LoadedScene, LoadFailure, SceneLoader, SceneSource
 
-log = logging.getLogger("bps_runtime.cache")
+log = logging.getLogger("bps_runtime.scenes.cache")
 
 
 @dataclass(frozen=True)

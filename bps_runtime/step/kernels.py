@@ -1,7 +1,7 @@
 """The fused PointNav step as Warp kernels: one source for Warp's CPU device and for CUDA.
 
 One thread per environment; every resident scene's navigation comes from the flat buffers of
-``bps_runtime.batched_nav`` (meta table row = the env's resident id), so a step is the same
+``bps_runtime.nav.buffers`` (meta table row = the env's resident id), so a step is the same
 few launches for 64 or 16,384 envs and for 1 or 32 scenes:
 
 1. ``apply_refills``: the host's new "next episodes" (a staging table, fixed size, a count on
@@ -15,7 +15,7 @@ few launches for 64 or 16,384 envs and for 1 or 32 scenes:
    ``begin_kernel`` is the episode start alone (``reset()``).
 
 Both ports follow ``bps_assets.nav.queries`` (``snap_spans``, ``try_step``) and the task math of
-``bps_runtime.task``; tests/test_fused_step.py checks them against both over >= 10,000 steps.
+``bps_runtime.tasks.pointnav``; tests/test_fused_step.py checks them against both over >= 10,000 steps.
 The flood fill reproduces the reference's order exactly: each of the four directions is one
 simultaneous update over the window, which a sequential loop gets by walking the window
 against the direction of propagation.
@@ -63,7 +63,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import warp as wp
 
-from .batched_nav import (F_CLIMB, F_CS, F_OX, F_OZ, M_D, M_FIELD, M_HEIGHT, M_ISL, M_K, M_L, M_LRC,
+from ..nav.buffers import (F_CLIMB, F_CS, F_OX, F_OZ, M_D, M_FIELD, M_HEIGHT, M_ISL, M_K, M_L, M_LRC,
                           M_NBR, M_POS, M_S, M_SEEN, M_SIDX, M_W, PULL_INSIDE)
 
 _init_lock = threading.Lock()
@@ -439,7 +439,7 @@ def geodesic(nav: Nav, slot: int, row: int, p: wp.vec3) -> wp.float32:
 # ---------------------------------------------------------------------------------- task
 @wp.func
 def wrap_angle(a: wp.float32) -> wp.float32:
-    """Angles into (-pi, pi], float32 as ``bps_runtime.task.wrap_angle``."""
+    """Angles into (-pi, pi], float32 as ``bps_runtime.tasks.pointnav.wrap_angle``."""
     two_pi = wp.float32(2.0 * math.pi)
     return a - two_pi * wp.ceil((a - wp.float32(math.pi)) / two_pi)
 
@@ -620,8 +620,8 @@ class CpuLaunches:
 
     Kept safe: the first launch of each kernel runs its ranges one after another on the calling
     thread (Warp loads the module and looks up the kernel's entry point on first use, and neither
-    is locked), and later launches are side by side. Pool threads count their launches into an
-    open ``step_profile.count_ops()`` (``follow()``): a step is 1 + ``threads`` launches on the CPU.
+    is locked), and later launches are side by side (pool threads are named ``bps-step``): a step
+    is 1 + ``threads`` launches on the CPU.
     """
 
     def __init__(self, threads: int):
@@ -645,7 +645,7 @@ class CpuLaunches:
                 launch(lo, hi)
             self._seen.add(key)
             return
-        futs = [self._pool.submit(_followed, launch, lo, hi) for lo, hi in parts[1:]]
+        futs = [self._pool.submit(launch, lo, hi) for lo, hi in parts[1:]]
         err = None
         try:
             launch(*parts[0])
@@ -665,9 +665,3 @@ class CpuLaunches:
             self._pool.shutdown(wait=True)
             self._pool = None
 
-
-def _followed(launch, lo, hi):
-    from .step_profile import follow
-
-    with follow():
-        launch(lo, hi)

@@ -1,7 +1,7 @@
 """BatchPointNavEnv: habitat-lab's PointNav task for N agents as one batch of torch tensors.
 
 One environment = one agent in one resident scene. A step of a group of agents is the fused
-step (``bps_runtime.fused_step`` / ``step_kernels``): actions -> turns, try_step with sliding
+step (``bps_runtime.step.fused`` / ``step_kernels``): actions -> turns, try_step with sliding
 for MOVE_FORWARD -> geodesic distance to the goal from the episode's distance field -> reward /
 success / SPL / truncation -> automatic reset of finished agents from their queued next
 episode (same step, habitat-baselines' behaviour: the observation returned with ``done`` is
@@ -13,9 +13,9 @@ with ``capture_graph`` on CUDA the three are one captured graph per group.
 
 Between steps the host (this thread) reads the ``head`` snapshot of two steps back and keeps
 every env's queue of upcoming episodes filled (``EpisodeRing``): scenes come from the scene
-cache (bps_runtime.cache; an agent changes scene only at an episode boundary, because its queued
+cache (bps_runtime.scenes.cache; an agent changes scene only at an episode boundary, because its queued
 episode names the scene), episodes from an ``EpisodeSupply`` (distance fields prepared in a
-background thread). Task math (actions, pointgoal convention, SPL, reward): bps_runtime.task.
+background thread). Task math (actions, pointgoal convention, SPL, reward): bps_runtime.tasks.pointnav.
 
 Double buffering (the paper's): agents are split into ``num_envs // batch_size`` fixed
 groups; ``send(actions)`` hands one group's actions to the simulator thread and returns at
@@ -37,9 +37,8 @@ import torch
 from bps_assets.errors import ConfigError
 
 from . import spaces as sp
-from . import step_profile
-from .fused_step import EpisodeRing, FusedStep, LazyNames
-from .task import DEFAULTS as TASK_DEFAULTS, NUM_ACTIONS, TaskOptions
+from ..step.fused import EpisodeRing, FusedStep, LazyNames
+from ..tasks.pointnav import DEFAULTS as TASK_DEFAULTS, NUM_ACTIONS, TaskOptions
 
 MAX_WAIT_REASONS = 100   # wait reasons kept in env.stats (the latest)
 
@@ -281,13 +280,15 @@ class BatchPointNavEnv:
             raise ConfigError(None, f"actions: shape {tuple(actions.shape)}, expected ({b},) "
                                     f"(one action per environment of the batch)")
         if self.device.type == "cpu" or not self._checked_actions:  # a GPU check syncs: once
-            with step_profile.phase("input check"):
-                lo, hi = int(actions.min()), int(actions.max())
-            if lo < 0 or hi >= NUM_ACTIONS:
-                raise ConfigError(None, f"actions: values must be in 0..{NUM_ACTIONS - 1} "
-                                        f"{self.ACTIONS}, got {lo}..{hi}")
+            self._check_action_range(actions)
         self._checked_actions = True
         return actions.to(torch.long).clone()
+
+    def _check_action_range(self, actions: torch.Tensor) -> None:
+        lo, hi = int(actions.min()), int(actions.max())
+        if lo < 0 or hi >= NUM_ACTIONS:
+            raise ConfigError(None, f"actions: values must be in 0..{NUM_ACTIONS - 1} "
+                                    f"{self.ACTIONS}, got {lo}..{hi}")
 
     # ------------------------------------------------------------------ simulation (sim thread)
     def _host_between_steps(self):
@@ -338,8 +339,7 @@ class BatchPointNavEnv:
         """Render group g at the poses the kernel wrote (the quaternion reported in info, so
         re-rendering that pose gives the same pixels bit for bit) + its pointgoal."""
         v = self._outputs(self._group_slice(g))
-        with step_profile.phase("render"):
-            frames = self.world.render(v.scene_index, v.position, v.rotation, self.sensors)
+        frames = self.world.render(v.scene_index, v.position, v.rotation, self.sensors)
         obs = {k: frames[k] for k in self.sensors}
         obs["pointgoal"] = v.pointgoal
         return obs
@@ -359,30 +359,32 @@ class BatchPointNavEnv:
         slot, pos, rot = v.scene_index, v.position, v.rotation
 
         def frame(stream):
-            with step_profile.phase("render"):
-                self._launch_frame(slot, pos, rot, bufs["depth"], bufs.get("rgb"), stream=stream)
+            self._frame(slot, pos, rot, bufs, stream)
 
         f.step(g, a, then=frame, then_key=(self.world.renderer.table_version, bufs["depth"].data_ptr()))
         obs = {k: bufs[k] for k in self.sensors}
         obs["pointgoal"] = v.pointgoal
         return obs
 
+    def _frame(self, scene_index, position, rotation, bufs, stream):
+        """The renderer's one-launch frame of a group, queued on ``stream``."""
+        self._launch_frame(scene_index, position, rotation, bufs["depth"], bufs.get("rgb"), stream=stream)
+
     def _step_group(self, g: int, a: torch.Tensor):
-        with step_profile.follow():
-            waited = self._host_between_steps()
-            if self._launch_frame is None:
-                self.fused.step(g, a)
-                obs = self._render(g)
-            else:
-                obs = self._step_and_render(g, a)
-            sl = self._group_slice(g)
-            waited = self.world.after_step(g) or waited   # a swap due now may wait for its load
-            info = self._info(sl, g, waited)
-            self.stats["steps"] += 1
-            self.stats["waited_steps"] += int(waited)
-            self._note_waits(f"step {self.stats['steps']}")
-            v = self._outputs(sl)
-            return obs, v.reward, v.done, info
+        waited = self._host_between_steps()
+        if self._launch_frame is None:
+            self.fused.step(g, a)
+            obs = self._render(g)
+        else:
+            obs = self._step_and_render(g, a)
+        sl = self._group_slice(g)
+        waited = self.world.after_step(g) or waited   # a swap due now may wait for its load
+        info = self._info(sl, g, waited)
+        self.stats["steps"] += 1
+        self.stats["waited_steps"] += int(waited)
+        self._note_waits(f"step {self.stats['steps']}")
+        v = self._outputs(sl)
+        return obs, v.reward, v.done, info
 
     def _note_waits(self, when: str):
         """Keep why anything waited (``stats["wait_reasons"]``, the latest ``MAX_WAIT_REASONS``)

@@ -242,7 +242,7 @@ def _follow_sim_thread(env):
     """Count the env's simulator thread too. The env steps on its own thread (``env._sim``, one
     worker); this enters ``step_profile.follow()`` there and returns the call that leaves it.
     Harmless where the env follows by itself: ``follow()`` does nothing in a followed thread."""
-    from .step_profile import follow
+    from cli.step_profile import follow
 
     sim = getattr(env, "_sim", None)
     if sim is None:
@@ -264,10 +264,9 @@ def measure(manifest, options: BenchOptions = DEFAULTS) -> dict:
     """Run the env and time it (see the module docstring): the raw arrays ``summarize`` takes."""
     import torch
 
-    from .api import make
-    from .step_profile import count_ops
-    from .task import yaw_to_quat
-    from .threads import check_threads
+    from bps_runtime import make
+    from cli.step_profile import count_ops
+    from bps_runtime.threads import check_threads
 
     o = options
     renderer = resolve_renderer(o.renderer, o.device)
@@ -301,7 +300,7 @@ def measure(manifest, options: BenchOptions = DEFAULTS) -> dict:
             sync()
             dt = time.perf_counter() - t
             busy = busy or bool(getattr(scenes, "loading", lambda: False)())
-            keys, pos, rot = env.scene.clone(), env.pos.clone(), yaw_to_quat(env.yaw)
+            keys, pos, rot = (info[k].clone() for k in ("scene_index", "position", "rotation"))
             sync()
             t = time.perf_counter()
             env.world.render(keys, pos, rot, env.sensors)
@@ -342,9 +341,7 @@ def _pipelined(env, acts, sync) -> dict:
     measures a step's latency: the host's bookkeeping plus the device's work, never overlapped),
     then as many render-only frames of fixed poses back to back; in two halves, alternated, so
     both see the same drift. -> {"steps", "step_s", "render_s"} (seconds per step)."""
-    from .task import yaw_to_quat
-
-    keys, pos, rot = env.scene.clone(), env.pos.clone(), yaw_to_quat(env.yaw)
+    keys, pos, rot = (env.last_info[k].clone() for k in ("scene_index", "position", "rotation"))
     h = len(acts) // 2
     step_t = render_t = 0.0
     for part in (acts[:h], acts[h:]):
@@ -370,7 +367,7 @@ SCALING_GOAL = 0.8
 
 def default_thread_counts() -> list[int]:
     """1, 2 and every core this process may use (``os.sched_getaffinity``), ascending, once each."""
-    from .threads import available_cores
+    from bps_runtime.threads import available_cores
 
     return sorted({1, 2, available_cores()})
 
@@ -380,7 +377,7 @@ def measure_threads(manifest, counts, options: BenchOptions = DEFAULTS, echo=pri
     built with ``threads=N`` and the same seed, scenes and agents; -> {N: summarize(...)}."""
     from dataclasses import replace
 
-    from .threads import check_threads
+    from bps_runtime.threads import check_threads
 
     counts = [1] + [n for n in dict.fromkeys(check_threads(n, "thread count") for n in counts) if n != 1]
     out = {}
@@ -416,7 +413,7 @@ def summarize_threads(per: dict) -> dict:
 
 
 def _usable_cores() -> int:
-    from .threads import available_cores
+    from bps_runtime.threads import available_cores
 
     return available_cores()
 

@@ -11,11 +11,12 @@ from types import SimpleNamespace
 import numpy as np
 
 from bps_assets.nav import NavMesh
-from bps_runtime.episode_supply import EpisodeSupply, SupplyOptions
-from bps_runtime.batched_nav import FieldWorker
-from bps_runtime.pointnav import BatchPointNavEnv
+from bps_runtime.episodes.supply import EpisodeSupply, SupplyOptions
+from bps_runtime.nav.buffers import FieldWorker
+from bps_runtime.env.env import BatchPointNavEnv
 from bps_runtime.render import RenderOptions, build_shading_data, make_renderer
-from bps_runtime.world import StaticScenes, World
+from bps_assets.errors import ConfigError
+from bps_runtime.env.world import World
 
 
 def _box(x0, z0, x1, z1, y0, y1):
@@ -112,3 +113,55 @@ def house_scene(name="house"):
         material_texture=np.full(1, -1, np.int32), tex_levels=np.zeros((0, 6), np.int64),
         tex_blocks=np.zeros(0, np.uint8)))
     return (name, shading, pos, idx, build_navmesh((v, t)))
+
+
+class StaticScenes:
+    """A fixed set of resident scenes, assigned round-robin (env i -> scene i % K), no swaps.
+
+    ``scenes``: list of (name, shading ShadingData, positions, indices, NavMesh).
+    """
+
+    def __init__(self, scenes: list):
+        if not scenes:
+            raise ConfigError(None, "no scenes to run on")
+        self._scenes = scenes
+        self.names = [s[0] for s in scenes]
+
+    def bind(self, world: World):
+        """Load the scenes (renderer + navigation) for ``world``."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        def load(key):
+            """Renderer + navigation of static scene ``key``."""
+            name, shading, positions, indices, navmesh = self._scenes[key]
+            accel = world.renderer.prepare(shading, positions, indices)
+            world.renderer.attach(key, shading, accel)
+            world.prepare_scene(key, name, navmesh)
+
+        with ThreadPoolExecutor(2, thread_name_prefix="bps-static-load") as pool:
+            for f in [pool.submit(load, k) for k in range(len(self._scenes))]:
+                f.result()
+
+    def capacity(self, num_envs: int) -> int:
+        """Resident ids this manager can hand out."""
+        return len(self._scenes)
+
+    def next_scenes(self, env_ids):
+        """(resident ids of one more queued episode per env, waited for a load)."""
+        return np.asarray(env_ids) % len(self._scenes), False
+
+    def release_scenes(self, keys):
+        """Queued or running episodes in these resident ids ended. Static scenes stay resident
+        for the env's life, so there is no reference to drop."""
+
+    def name(self, key):
+        """Scene id of resident id ``key``."""
+        return self.names[key]
+
+    def resident_names(self):
+        """Scene ids now resident."""
+        return list(self.names)
+
+    def close(self):
+        """Stop the field worker, the scene manager and the renderer."""
+        pass

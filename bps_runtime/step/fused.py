@@ -4,7 +4,7 @@ bookkeeping of queued episodes (``EpisodeRing``).
 Device: per-env state, a ring of ``DEPTH`` upcoming episodes per env, per-env outputs (a
 group's slice is valid until that group's next step), a staging table for new ring entries.
 A step is: copy the actions in, copy the staging rows in, ``apply_refills``, ``step_kernel``
-(bps_runtime.step_kernels; on the CPU as ``threads`` env ranges side by side,
+(bps_runtime.step.kernels; on the CPU as ``threads`` env ranges side by side,
 ``step_kernels.CpuLaunches``), snapshot ``head``. Torch and Warp share memory (``wp.from_torch``);
 the number of torch ops and Warp launches does not depend on the number of envs or scenes, and
 nothing waits for the device.
@@ -46,9 +46,8 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from . import step_kernels as sk
-from .batched_nav import NavBuffers
-from .task import TaskOptions
+from . import kernels as sk
+from ..nav.buffers import NavBuffers
 
 LAG = 2      # steps between a head snapshot and the host reading it
 DEPTH = 2    # queued episodes per env beyond what the host has seen start

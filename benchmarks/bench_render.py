@@ -126,9 +126,9 @@ def main(argv=None):
     r = make_renderer("embree", opts)
     cache = SceneCache(sources, r, args.envs, CacheOptions(slots=args.scenes, prefetch=False))
     t0 = time.perf_counter()
-    cache.wait_ready()
+    cache.start()
     t_load = time.perf_counter() - t0
-    sid = cache.scene_for_next_episode(np.arange(args.envs))
+    sid = cache.assign_next(np.arange(args.envs))
     rng = np.random.default_rng(0)
     pos = np.c_[rng.uniform(0.5, 11.5, args.envs), np.zeros(args.envs), rng.uniform(-9.5, -0.5, args.envs)].astype(np.float32)
     yaw = rng.uniform(-np.pi, np.pi, args.envs).astype(np.float32)

@@ -290,16 +290,16 @@ def measure(manifest, options: BenchOptions = DEFAULTS) -> dict:
         return torch.randint(0, 4, (env.batch_size,), generator=gen).to(dev)
 
     try:
-        raw["resident_scenes"] = len(set(scenes.resident_names()))
+        raw["resident_scenes"] = len(set(scenes.resident_scene_ids()))
         for i in range(o.warmup + o.steps):
             a = actions()
             sync()
-            busy = bool(getattr(scenes, "loading", lambda: False)())
+            busy = scenes.loading
             t = time.perf_counter()
             _, _, _, info = env.step(a)
             sync()
             dt = time.perf_counter() - t
-            busy = busy or bool(getattr(scenes, "loading", lambda: False)())
+            busy = busy or scenes.loading
             keys, pos, rot = (info[k].clone() for k in ("scene_index", "position", "rotation"))
             sync()
             t = time.perf_counter()
@@ -314,7 +314,7 @@ def measure(manifest, options: BenchOptions = DEFAULTS) -> dict:
         n_pl = o.pipelined_steps if o.pipelined_steps >= 0 else (PIPELINED_STEPS if dev.type != "cpu" else 0)
         if n_pl > 0:
             raw["pipelined"] = _pipelined(env, [actions() for _ in range(n_pl)], sync)
-        raw["swaps"] = int(getattr(scenes, "swap_count", lambda: 0)())
+        raw["swaps"] = scenes.swaps_requested
         raw["capture_status"] = env.capture_status
         raw["wait_reasons"] = list(env.stats.get("wait_reasons", []))
         if o.count_steps > 0:

@@ -83,7 +83,7 @@ def make_env(scenes, num_envs=4, batch_size=None, seed=0, resolution=(16, 16), s
     r = make_renderer(renderer, RenderOptions(resolution=tuple(resolution), normalize_depth=normalize_depth,
                                                 threads=threads),
                       device=device if renderer == "warp" else "cpu")
-    w = World(StaticScenes(list(scenes)), r, device=device, num_envs=num_envs, seed=seed, supply=supply,
+    w = World(StaticScenes(list(scenes), r), r, device=device, num_envs=num_envs, seed=seed, supply=supply,
               worker=worker, sensors=sensors)
     return BatchPointNavEnv(w, num_envs=num_envs, batch_size=batch_size, resolution=resolution, device=device,
                             sensors=sensors, seed=seed, normalize_depth=normalize_depth, capture_graph=capture_graph)
@@ -116,52 +116,57 @@ def house_scene(name="house"):
 
 
 class StaticScenes:
-    """A fixed set of resident scenes, assigned round-robin (env i -> scene i % K), no swaps.
+    """A test double of the scene manager (``bps_runtime.scenes.cache.SceneCache``'s protocol):
+    a fixed set of resident scenes, env i -> scene i % K, no swaps, no loader.
 
     ``scenes``: list of (name, shading ShadingData, positions, indices, NavMesh).
     """
 
-    def __init__(self, scenes: list):
+    def __init__(self, scenes: list, renderer):
         if not scenes:
             raise ConfigError(None, "no scenes to run on")
-        self._scenes = scenes
+        self._scenes, self.renderer = scenes, renderer
         self.names = [s[0] for s in scenes]
+        self.capacity = len(scenes)
+        self._events = []
+        self.loading, self.swaps_requested = False, 0
 
-    def bind(self, world: World):
-        """Load the scenes (renderer + navigation) for ``world``."""
+    def start(self, prepare=None):
+        """Renderer + navigation of every scene (two threads), then one "arrived" event each."""
         from concurrent.futures import ThreadPoolExecutor
 
-        def load(key):
-            """Renderer + navigation of static scene ``key``."""
-            name, shading, positions, indices, navmesh = self._scenes[key]
-            accel = world.renderer.prepare(shading, positions, indices)
-            world.renderer.attach(key, shading, accel)
-            world.prepare_scene(key, name, navmesh)
+        from bps_runtime.scenes.cache import SceneEvent
+
+        def load(i):
+            name, shading, positions, indices, navmesh = self._scenes[i]
+            self.renderer.attach(i, shading, self.renderer.prepare(shading, positions, indices))
+            return SimpleNamespace(scene_id=name, prepared=prepare(name, navmesh) if prepare else None)
 
         with ThreadPoolExecutor(2, thread_name_prefix="bps-static-load") as pool:
-            for f in [pool.submit(load, k) for k in range(len(self._scenes))]:
-                f.result()
+            loaded = [f.result() for f in [pool.submit(load, i) for i in range(len(self._scenes))]]
+        self._events = [SceneEvent("arrived", i, sc) for i, sc in enumerate(loaded)]
 
-    def capacity(self, num_envs: int) -> int:
-        """Resident ids this manager can hand out."""
-        return len(self._scenes)
+    def take_events(self):
+        out, self._events = self._events, []
+        return out
 
-    def next_scenes(self, env_ids):
-        """(resident ids of one more queued episode per env, waited for a load)."""
-        return np.asarray(env_ids) % len(self._scenes), False
+    def assign_next(self, env_ids):
+        return np.asarray(env_ids) % len(self._scenes)
 
-    def release_scenes(self, keys):
-        """Queued or running episodes in these resident ids ended. Static scenes stay resident
-        for the env's life, so there is no reference to drop."""
+    def release_scenes(self, scene_indices):
+        """Static scenes stay resident for the env's life: no reference to drop."""
 
-    def name(self, key):
-        """Scene id of resident id ``key``."""
-        return self.names[key]
+    def after_round(self):
+        pass
 
-    def resident_names(self):
-        """Scene ids now resident."""
+    def take_report(self):
+        return SimpleNamespace(waited=False, reasons=[])
+
+    def scene_id(self, i):
+        return self.names[i]
+
+    def resident_scene_ids(self):
         return list(self.names)
 
     def close(self):
-        """Stop the field worker, the scene manager and the renderer."""
         pass

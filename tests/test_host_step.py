@@ -49,7 +49,7 @@ def test_steady_step_asks_for_nothing_when_no_episode_started(monkeypatch):
             env.step(turn)
         w, calls = env.world, Counter()
         for owner, name in ((w, "next_scenes"), (w, "release_scenes"), (w.episodes, "take"),
-                            (w.episodes, "release_many"), (w.scenes, "next_scenes"), (w.scenes, "release_scenes")):
+                            (w.episodes, "release_many"), (w.scenes, "assign_next"), (w.scenes, "release_scenes")):
             _counting(monkeypatch, calls, owner, name)
         f = env.fused
         episodes, version = env.stats["episodes"], (f.count._version, f.stage_i._version, f.stage_f._version)
@@ -92,8 +92,8 @@ def test_info_views_are_made_once_per_group():
             assert infos[0][k] is not infos[1][k], k
         assert infos[0]["episode"]["return"] is infos[2]["episode"]["return"]
         # the views still read the group's current outputs
-        assert torch.equal(infos[2]["position"], env.fused.position[0:4])
-        assert torch.equal(infos[3]["position"], env.fused.position[4:8])
+        assert torch.equal(infos[2]["position"], env.fused.out["position"][0:4])
+        assert torch.equal(infos[3]["position"], env.fused.out["position"][4:8])
         # the names are a snapshot of that step, not views
         assert infos[0]["scene_id"] == ["a"] * 4 and infos[0]["episode"]["episode_id"] == [""] * 4
     finally:
@@ -114,7 +114,7 @@ def test_cached_scenes_are_not_resynced_while_residents_stay(monkeypatch, tmp_pa
                cache={"slots": 3, "swap_every": None})
     try:
         env.reset()
-        cache = env.world.scenes.cache
+        cache = env.world.scenes
         g = torch.Generator().manual_seed(0)
         env.step(torch.randint(0, 4, (16,), generator=g))
         assert not cache.loading
@@ -125,7 +125,7 @@ def test_cached_scenes_are_not_resynced_while_residents_stay(monkeypatch, tmp_pa
             calls["resident_ids"] += 1
             return orig(self)
         monkeypatch.setattr(SceneCache, "resident_ids", property(counted))
-        _counting(monkeypatch, calls, env.world.scenes, "next_scenes")
+        _counting(monkeypatch, calls, env.world, "next_scenes")
         gen0, ended0 = cache.generation, env.stats["episodes"]
         for _ in range(12):
             env.step(torch.randint(0, 4, (16,), generator=g))

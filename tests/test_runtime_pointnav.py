@@ -252,7 +252,7 @@ def test_info_matches_what_was_rendered():
     for i in range(6):
         k = int(info["scene_index"][i])
         nm = nav.scenes[k].navmesh
-        goal = env.goal[i].double().numpy()
+        goal = env.state.goal[i].double().numpy()
         p = info["position"][i].double().numpy()
         ref = nm.distance_at(nm.distance_field(goal), p)
         assert info["distance_to_goal"][i].item() == pytest.approx(float(ref), abs=1e-4)

@@ -188,6 +188,11 @@ class EpisodeSupply:
         self.misses = 0                   # sampled mode: takes the reservoir could not serve
         self.miss_reasons: deque[str] = deque(maxlen=100)   # the latest misses, why
 
+    def field_rows(self) -> int:
+        """Goal distance-field rows a resident scene starts with."""
+        o = self.options
+        return o.goal_pool if self.mode == "sample" else 2 * o.lookahead + 16
+
     def take_wait_reasons(self) -> list[str]:
         """The supply's wait reasons since the last call (as the scene cache's)."""
         out, self.wait_reasons = self.wait_reasons, []
@@ -208,8 +213,7 @@ class EpisodeSupply:
         visit = self.visits.get(name, 0)
         self.visits[name] = visit + 1
         o = self.options
-        cap = o.goal_pool if self.mode == "sample" else 2 * o.lookahead + 16
-        fields = GoalFields(mesh, capacity=cap)
+        fields = GoalFields(mesh, capacity=self.field_rows())
         st = _SceneState(None, name, mesh, fields, _seed_for(self.seed, name, visit))
         if self.mode == "sample":
             goals = self._pool_goals(st)

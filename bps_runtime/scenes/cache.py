@@ -41,7 +41,7 @@ import time
 from collections import deque
 from concurrent.futures import Future, wait
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -55,12 +55,13 @@ log = logging.getLogger("bps_runtime.scenes.cache")
 @dataclass(frozen=True)
 class CacheOptions:
     """Scene cache settings (see the module docstring)."""
-    slots: int = 4                          # K: scenes in use at once (each with <= 1 pending)
+    slots: int = 8                          # K: scenes in use at once (each with <= 1 pending)
     budget_bytes: int | None = None         # ledger for all resident scenes; None: 2K scenes
     loader_threads: int = 2
     swap_after_episodes: int | None = None  # per slot: swap once its active scene started this many episodes
     prefetch: bool = True                   # keep one pending scene per slot when scenes > slots
     seed: int = 0                           # scene order (a seeded shuffle, reshuffled per pass)
+    swap_every: int | None = None           # every this many rounds one slot (round robin) swaps
 
     def __post_init__(self):
         if not (isinstance(self.slots, int) and self.slots >= 1):
@@ -69,6 +70,8 @@ class CacheOptions:
             raise ConfigError(None, f"budget_bytes must be positive, got {self.budget_bytes}")
         if self.swap_after_episodes is not None and self.swap_after_episodes < 1:
             raise ConfigError(None, "swap_after_episodes must be >= 1 or None")
+        if self.swap_every is not None and (not isinstance(self.swap_every, int) or self.swap_every < 1):
+            raise ConfigError(None, f"cache swap_every={self.swap_every!r}: expected an int >= 1 or None")
 
 
 DEFAULTS = CacheOptions()
@@ -76,6 +79,20 @@ DEFAULTS = CacheOptions()
 # resident ids per slot: its active scene, its next one (loading or loaded) and one previous
 # scene still draining (the next load starts at the swap, not when the previous scene leaves)
 SCENES_PER_SLOT = 3
+
+
+def capacity_for(options: CacheOptions, num_sources: int, num_envs: int) -> int:
+    """Resident scene indices a cache of ``options`` hands out: [0, capacity)."""
+    return SCENES_PER_SLOT * min(options.slots, num_sources, num_envs)
+
+
+@dataclass(frozen=True)
+class SceneEvent:
+    """A resident scene index changed: ``"arrived"`` (``scene``: the LoadedScene, its
+    ``prepared`` state included) or ``"left"``."""
+    kind: str
+    scene_index: int
+    scene: Any = None
 
 
 @dataclass
@@ -115,7 +132,8 @@ class SceneCache:
 
     def __init__(self, sources: Sequence[SceneSource], renderer, num_envs: int,
                  options: CacheOptions = DEFAULTS, device: str = "cpu",
-                 reader: Callable | None = None, navmesh_loader: Callable | None = None):
+                 reader: Callable | None = None, navmesh_loader: Callable | None = None,
+                 prepare: Callable | None = None):
         if not sources:
             raise DatasetError(None, "the scene cache needs at least one scene")
         if num_envs < 1:
@@ -126,11 +144,10 @@ class SceneCache:
         self.sources = list(sources)
         k = min(options.slots, len(self.sources), self.num_envs)
         self.num_slots = k
-        self.capacity = SCENES_PER_SLOT * k
+        self.capacity = capacity_for(options, len(self.sources), self.num_envs)
         self.budget_bytes = options.budget_bytes
         self._slots = [_Slot(i) for i in range(k)]
         self.env_slot = np.arange(self.num_envs) % k
-        self.env_scene = np.full(self.num_envs, -1, np.int64)  # resident id per env, -1: none
         self._refs = np.zeros(self.capacity, np.int64)
         self._scenes: dict[int, LoadedScene] = {}
         self._owner: dict[int, int] = {}  # resident id -> the slot that loaded it
@@ -151,9 +168,31 @@ class SceneCache:
         # labels the moments named in wait reasons; the env sets it to its step counter
         self.clock: Callable[[], str] = lambda: f"t={time.perf_counter() - t0:.1f} s"
         self.loader = SceneLoader(renderer, options.loader_threads, device, reader, navmesh_loader,
-                                  release=self._unreserve)
+                                  release=self._unreserve, prepare=prepare)
+        self._events: list[SceneEvent] = []
+        self.rounds = 0            # every group stepped once: the clock of swaps and wait reasons
+        self._next_swap_slot = 0
+        self.swaps_requested = 0
+        self._started = False
+
+    def start(self, prepare: Callable | None = None) -> None:
+        """Start the first loads and wait for every slot's first scene (not counted as a wait).
+        ``prepare(scene_id, navmesh)``, when given, ends every load on its loader thread; its
+        result is the ``prepared`` of the scene's "arrived" event."""
+        if self._started:
+            return
+        self._started = True
+        self.loader.prepare = prepare
         for s in self._slots:
             self._start_load(s, "at start-up")
+        self._wait_ready()
+        self.clock = lambda: f"step {self.rounds}"
+
+    def take_events(self) -> list[SceneEvent]:
+        """Scene indices that arrived or left since the last call, in order (the caller publishes
+        and drops per-scene state with them; the cache calls nobody back)."""
+        out, self._events = self._events, []
+        return out
 
     # ------------------------------------------------------------------ budget (loader threads)
     def _reserve(self, nbytes: int, source: SceneSource):
@@ -265,6 +304,7 @@ class SceneCache:
             return
         self._scenes[rid] = res
         self.generation += 1
+        self._events.append(SceneEvent("arrived", rid, res))
         self.renderer.attach(rid, res.shading, res.accel)
         self._report.loads_completed += 1
         if slot.active is None:
@@ -321,7 +361,7 @@ class SceneCache:
         self._note_wait(slot, "had no loaded scene (start-up, or its loads failed) and", state,
                         time.perf_counter() - t0)
 
-    def wait_ready(self) -> None:
+    def _wait_ready(self) -> None:
         """Block until every slot has an active scene (the initial load; not counted as a wait)."""
         for s in self._slots:
             if s.active is None:
@@ -357,6 +397,7 @@ class SceneCache:
             return
         sc = self._scenes.pop(rid)
         self.generation += 1
+        self._events.append(SceneEvent("left", rid))
         self.renderer.detach(rid)
         self._in_use.discard(sc.scene_id)
         self._free_ids.append(rid)
@@ -366,15 +407,6 @@ class SceneCache:
         out = self._swapped_out.pop(rid, "?")
         if owner is not None and self.options.prefetch:
             self._start_load(self._slots[owner], f"when {sc.scene_id!r} left, swapped out at {out}")
-
-    def _release_envs(self, envs: np.ndarray) -> None:
-        old = self.env_scene[envs]
-        old = old[old >= 0]
-        self.env_scene[envs] = -1
-        if old.size:
-            np.subtract.at(self._refs, old, 1)
-            for rid in np.unique(old).tolist():
-                self._maybe_evict(rid)
 
     def _pick(self, envs: np.ndarray) -> np.ndarray:
         slots = self.env_slot[envs]
@@ -389,16 +421,6 @@ class SceneCache:
             slot.episodes += int(counts[k])
         out = active[slots]
         np.add.at(self._refs, out, 1)
-        return out
-
-    def scene_for_next_episode(self, env_ids) -> np.ndarray:
-        """Environments ``env_ids`` are at an episode boundary: release their current scene and
-        return the resident id (int64 [len(env_ids)]) each one's next episode runs in. Blocks
-        (and reports ``waited``) only if a slot has no loaded scene at all."""
-        envs = _as_env_ids(env_ids, self.num_envs)
-        self._release_envs(envs)
-        out = self._pick(envs)
-        self.env_scene[envs] = out
         return out
 
     def assign_next(self, env_ids) -> np.ndarray:
@@ -424,9 +446,30 @@ class SceneCache:
         for rid in (np.unique(gone).tolist() if gone.size else ()):
             self._maybe_evict(rid)
 
-    def release(self, env_ids) -> None:
-        """Environments stop using their scene without starting a new episode (e.g. closing)."""
-        self._release_envs(_as_env_ids(env_ids, self.num_envs))
+    def after_round(self) -> None:
+        """Every group has stepped once more: with ``swap_every``, every that many rounds the next
+        slot (round robin) that has a scene loading or loaded swaps, waiting for its load if
+        needed (a wait, reported), so swaps happen at a fixed step."""
+        self.rounds += 1
+        every = self.options.swap_every
+        if not every or self.rounds % every:
+            return
+        order = [(self._next_swap_slot + i) % self.num_slots for i in range(self.num_slots)]
+        k = next((i for i in order if self.has_pending(i)), None)
+        if k is None:   # with few spare scenes not every slot has a next one
+            return
+        self._next_swap_slot = (k + 1) % self.num_slots
+        self.wait_pending(k)
+        self.request_swap([k])
+        self.swaps_requested += 1
+
+    def scene_id(self, scene_index: int) -> str:
+        """The scene id (manifest name) of a resident scene index."""
+        return self.scene(scene_index).scene_id
+
+    def resident_scene_ids(self) -> list[str]:
+        """Scene ids now resident."""
+        return [self._scenes[r].scene_id for r in sorted(self._scenes)]
 
     def request_swap(self, slots=None) -> None:
         """Ask ``slots`` (default: all) to move new episodes to their pending scene once ready."""

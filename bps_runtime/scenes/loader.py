@@ -54,6 +54,7 @@ class LoadedScene:
     nbytes: int          # what the cache charges: shading + accel (+ navmesh)
     seconds: float
     ticket: Any = None   # the budget reservation (released by the cache on eviction)
+    prepared: Any = None  # what the cache's ``prepare(scene_id, navmesh)`` made of it (loader thread)
 
     @property
     def scene_id(self) -> str:
@@ -146,12 +147,14 @@ class SceneLoader:
     def __init__(self, renderer, threads: int = 2, device: str = "cpu",
                  reader: Callable[[str], Any] | None = None,
                  navmesh_loader: Callable[[str], Any] | None = None,
-                 release: Callable[[Any], None] | None = None):
+                 release: Callable[[Any], None] | None = None,
+                 prepare: Callable[[str, Any], Any] | None = None):
         self.renderer = renderer
         self.device = str(device)
         self.reader = reader or _default_reader
         self.navmesh_loader = navmesh_loader or _default_navmesh_loader
         self._release = release
+        self.prepare = prepare
         self.stage: dict[str, str] = {}   # scene id -> what its load is doing (one dict write per stage)
         self._pool = ThreadPoolExecutor(max(1, threads), thread_name_prefix="bps-loader",
                                         initializer=lower_priority)
@@ -190,6 +193,7 @@ class SceneLoader:
                 sd = _pin(sd)
             self._at(sid, "reading the navmesh and preparing its navigation")
             nav = self.navmesh_loader(source.navmesh_path) if source.navmesh_path else None
+            prepared = self.prepare(sid, nav) if self.prepare is not None and nav is not None else None
             nv, nt = int(ps.positions.shape[0]), int(ps.indices.shape[0])
             nbytes = sd.nbytes + int(self.renderer.accel_bytes(nv, nt)) + navmesh_nbytes(nav)
             if reserve is not None:
@@ -198,7 +202,7 @@ class SceneLoader:
             self._at(sid, "building the renderer's acceleration structure")
             accel = self.renderer.prepare(sd, ps.positions, ps.indices)
             return LoadedScene(source, sd, accel, nav, dict(getattr(ps, "header", {}) or {}), nv, nt,
-                               nbytes, time.perf_counter() - t0, ticket)
+                               nbytes, time.perf_counter() - t0, ticket, prepared)
         except Exception as e:  # quarantine boundary: see the module docstring
             if ticket is not None and self._release is not None:
                 self._release(ticket)

@@ -47,6 +47,7 @@ import numpy as np
 import torch
 
 from . import kernels as sk
+from . import schema
 from ..nav.buffers import NavBuffers
 
 LAG = 2      # steps between a head snapshot and the host reading it
@@ -74,7 +75,7 @@ class FusedStep:
     """Device side: state tensors (shared with Warp), ring, outputs, launches (optionally a
     captured CUDA graph per group)."""
 
-    def __init__(self, nav: NavBuffers, num_envs: int, batch_size: int, task: TaskOptions, device,
+    def __init__(self, nav: NavBuffers, num_envs: int, batch_size: int, task, options, device,
                  capture: bool = False, threads: int = 1):
         self.wp = sk.init_warp()
         # CPU: the step kernel runs as `threads` env ranges side by side (one launch on CUDA)
@@ -83,24 +84,13 @@ class FusedStep:
         self.N, self.B = int(num_envs), int(batch_size)
         self.device = dev = torch.device(device)
         self.wdev = _wp_dev(dev)
-        self.task = task
-        N, D = self.N, DEPTH
+        self.task, self.options = task, options
+        N = self.N
         z = lambda *s, dt=torch.float32: torch.zeros(*s, dtype=dt, device=dev)  # noqa: E731
-        # state
-        self.slot, self.pos, self.yaw, self.goal = z(N, dt=torch.int32), z(N, 3), z(N), z(N, 3)
-        self.row, self.d0, self.d_prev = z(N, dt=torch.int32), z(N), z(N)
-        self.path_len, self.total, self.steps = z(N), z(N), z(N, dt=torch.int32)
-        self.head = z(N, dt=torch.int32)
-        self.r_slot, self.r_pos, self.r_yaw = z(D, N, dt=torch.int32), z(D, N, 3), z(D, N)
-        self.r_goal, self.r_row = z(D, N, 3), z(D, N, dt=torch.int32)
-        # outputs
-        self.reward, self.done, self.success = z(N), z(N, dt=torch.uint8), z(N, dt=torch.uint8)
-        self.truncated, self.spl = z(N, dt=torch.uint8), z(N)
-        self.pointgoal, self.rotation, self.position = z(N, 2), z(N, 4), z(N, 3)
-        self.dist, self.out_slot = z(N), z(N, dt=torch.int64)
-        self.ep_return, self.ep_length, self.ep_dist = z(N), z(N, dt=torch.int32), z(N)
-        self.ep_d0, self.ep_path = z(N), z(N)
-        self.epno = z(N, dt=torch.int32)          # number of the episode now running
+        # the step state and outputs, made from the task's schema (``state``/``out``: name -> tensor)
+        self.state = schema.allocate(task.SCHEMA.of("state"), N, DEPTH, dev)
+        self.out = schema.allocate(task.SCHEMA.of("out"), N, DEPTH, dev)
+        self.head = self.state["head"]
         # inputs
         self.actions = z(self.B, dt=torch.int64)
         cap = N * (DEPTH + 1)
@@ -124,6 +114,8 @@ class FusedStep:
                                                       for _ in range(self.lag + 1))]
         self.scratch = None
         self.win = 0
+        self._params = None
+        self._window_key = None
         self._structs_key = None
         self.capture = bool(capture)
         self.capture_status = "not captured: off" if not capture else (
@@ -131,61 +123,48 @@ class FusedStep:
         self._graphs: dict = {}   # group -> (what its launches point at, graph)
         self._cap_stream = None
         self._warm = 0
-        self._build_task()
 
     def close(self):
         """Stop the CPU launch threads."""
         self._cpu.close()
 
     # ------------------------------------------------------------------ structs
-    def _build_task(self):
+    def set_options(self, options) -> None:
+        """The task's options from the next step on (the kernels read them as parameters)."""
+        self.options = options
         self._window_key = None
-        t, s = self.task, sk.Task()
-        s.forward_step, s.turn = float(t.forward_step), math.radians(t.turn_degrees)
-        s.success_distance, s.max_steps = float(t.success_distance), int(t.max_episode_steps)
-        s.slack, s.success_reward = float(t.slack_reward), float(t.success_reward)
-        s.win = self.win if hasattr(self, "win") else 0
-        self._task_s = s
+        self._structs_key = None
+
+    def views(self, sl: slice, kind: str = "out"):
+        """Per-env views of envs ``sl`` of the outputs (or the state), one attribute per field."""
+        return schema.views(self.task.SCHEMA.of(kind), self.out if kind == "out" else self.state, sl)
 
     def _window(self):
         """Scratch size for the largest try_step window of the resident scenes (grown between
-        steps only)."""
-        key = (self.nav.min_cell, self.task.forward_step)
-        if key == getattr(self, "_window_key", None):
+        steps only) and the task's parameters with it."""
+        step = self.task.max_move(self.options)
+        key = (self.nav.min_cell, step)
+        if key == self._window_key:
             return
         self._window_key = key
         cs = self.nav.min_cell if math.isfinite(self.nav.min_cell) else 0.05
-        step = float(self.task.forward_step)
         R = int(math.ceil((step / 2 + 1e-3) / cs)) + 2
         n = 2 * R + 1
         if n * n > self.win:
             self.win = n * n
             self.scratch = torch.zeros(self.N, self.win, dtype=torch.int32, device=self.device)
-            self._task_s.win = self.win
             self._structs_key = None
+        self._params = self.task.params(self.options, self.win)
 
     def _structs(self):
         self._window()
         key = (self.nav.version, self.win)
         if key == self._structs_key:
             return
-        wp, ft = self.wp, self.wp.from_torch
-        nav = nav_struct(self.nav)
-        st = sk.State()
-        st.slot, st.pos, st.yaw = ft(self.slot), ft(self.pos, dtype=wp.vec3), ft(self.yaw)
-        st.goal, st.row, st.d0 = ft(self.goal, dtype=wp.vec3), ft(self.row), ft(self.d0)
-        st.d_prev, st.path_len, st.total = ft(self.d_prev), ft(self.path_len), ft(self.total)
-        st.steps, st.head = ft(self.steps), ft(self.head)
-        st.r_slot, st.r_pos, st.r_yaw = ft(self.r_slot), ft(self.r_pos, dtype=wp.vec3), ft(self.r_yaw)
-        st.r_goal, st.r_row = ft(self.r_goal, dtype=wp.vec3), ft(self.r_row)
-        out = sk.Out()
-        out.reward, out.done, out.success = ft(self.reward), ft(self.done), ft(self.success)
-        out.truncated, out.spl, out.pointgoal = ft(self.truncated), ft(self.spl), ft(self.pointgoal)
-        out.rotation, out.position = ft(self.rotation), ft(self.position, dtype=wp.vec3)
-        out.dist, out.slot = ft(self.dist), ft(self.out_slot)
-        out.ep_return, out.ep_length, out.ep_dist = ft(self.ep_return), ft(self.ep_length), ft(self.ep_dist)
-        out.ep_d0, out.ep_path, out.epno = ft(self.ep_d0), ft(self.ep_path), ft(self.epno)
-        self._nav_s, self._st_s, self._out_s = nav, st, out
+        wp, ft, sch = self.wp, self.wp.from_torch, self.task.SCHEMA
+        self._nav_s = nav_struct(self.nav)
+        self._st_s = schema.bind(wp, self.task.State, sch.of("state"), self.state)
+        self._out_s = schema.bind(wp, self.task.Out, sch.of("out"), self.out)
         self._w = dict(actions=ft(self.actions), scratch=ft(self.scratch), stage_i=ft(self.stage_i),
                        stage_f=ft(self.stage_f), count=ft(self.count))
         self._structs_key = key
@@ -224,26 +203,26 @@ class FusedStep:
     # ------------------------------------------------------------------ launches
     def _launch_step(self, env0: int, stream, then=None, inline: bool = False):
         """Group ``env0``'s launches on ``stream``: refill, step kernel, then ``then(stream)``."""
-        wp, w = self.wp, self._w
-        wp.launch(sk.apply_refills, dim=self.stage_i.shape[0],
+        wp, w, t = self.wp, self._w, self.task
+        wp.launch(t.apply_refills, dim=self.stage_i.shape[0],
                   inputs=[self._st_s, w["stage_i"], w["stage_f"], w["count"]], device=self.wdev, stream=stream)
-        args = [self._nav_s, self._task_s, self._st_s, self._out_s, w["actions"], w["scratch"], env0]
+        args = [self._nav_s, self._params, self._st_s, self._out_s, w["actions"], w["scratch"], env0]
         if inline:   # a CPU capture records this thread's launches only: one range
-            wp.launch(sk.step_kernel, dim=self.B, inputs=args + [0, DEPTH], device=self.wdev, stream=stream)
+            wp.launch(t.step_kernel, dim=self.B, inputs=args + [0, DEPTH], device=self.wdev, stream=stream)
         else:
-            self._cpu.run(sk.step_kernel, lambda lo, hi: wp.launch(
-                sk.step_kernel, dim=hi - lo, inputs=args + [lo, DEPTH], device=self.wdev, stream=stream), self.B)
+            self._cpu.run(t.step_kernel, lambda lo, hi: wp.launch(
+                t.step_kernel, dim=hi - lo, inputs=args + [lo, DEPTH], device=self.wdev, stream=stream), self.B)
         if then is not None:
             then(stream)
 
     def begin_all(self):
         """Every env starts the episode at its ring's head (``reset``)."""
         self._structs()
-        w, stream = self._w, _wp_stream(self.device)
-        self.wp.launch(sk.apply_refills, dim=self.stage_i.shape[0],
+        w, stream, t = self._w, _wp_stream(self.device), self.task
+        self.wp.launch(t.apply_refills, dim=self.stage_i.shape[0],
                        inputs=[self._st_s, w["stage_i"], w["stage_f"], w["count"]], device=self.wdev, stream=stream)
-        self._cpu.run(sk.begin_kernel, lambda lo, hi: self.wp.launch(
-            sk.begin_kernel, dim=hi - lo, inputs=[self._nav_s, self._st_s, self._out_s, lo, DEPTH],
+        self._cpu.run(t.begin_kernel, lambda lo, hi: self.wp.launch(
+            t.begin_kernel, dim=hi - lo, inputs=[self._nav_s, self._st_s, self._out_s, lo, DEPTH],
             device=self.wdev, stream=stream), self.N)
         while self._snapshots:         # older snapshots say nothing about the new episodes
             self._free_snaps.append(self._snapshots.popleft()[0])
@@ -349,12 +328,11 @@ class NavQueries:
         self.nav = nav
         self.wp = sk.init_warp()
 
-    def _task(self, n: int, max_len: float):
+    def _window(self, n: int, max_len: float):
         cs = min(self.nav.min_cell, 0.05) if math.isfinite(self.nav.min_cell) else 0.05
-        t = sk.Task()
         R = int(math.ceil((max_len / 2 + 1e-3) / cs)) + 2
-        t.win = (2 * R + 1) ** 2
-        return t, torch.zeros(n, t.win, dtype=torch.int32, device=self.nav.device)
+        win = (2 * R + 1) ** 2
+        return win, torch.zeros(n, win, dtype=torch.int32, device=self.nav.device)
 
     def try_step(self, keys: torch.Tensor, start: torch.Tensor, end: torch.Tensor) -> torch.Tensor:
         """habitat's try_step with sliding for [N] agents in resident scenes ``keys``."""
@@ -367,9 +345,9 @@ class NavQueries:
         if n == 0:
             return out
         max_len = float(torch.linalg.vector_norm((end - start)[:, [0, 2]], dim=1).max())
-        task, scratch = self._task(n, max_len)
+        win, scratch = self._window(n, max_len)
         ft, wp = self.wp.from_torch, self.wp
-        wp.launch(sk.try_step_query, dim=n, inputs=[nav_struct(self.nav), task, ft(scratch), ft(keys),
+        wp.launch(sk.try_step_query, dim=n, inputs=[nav_struct(self.nav), win, ft(scratch), ft(keys),
                   ft(start, dtype=wp.vec3), ft(end, dtype=wp.vec3), ft(out, dtype=wp.vec3)],
                   device=_wp_dev(dev), stream=_wp_stream(dev))
         return out
@@ -507,7 +485,7 @@ class EpisodeRing:
         distinct id, then one gather."""
         uk = np.flatnonzero(np.bincount(keys))    # the distinct ids (small ints), cheaper than np.unique
         lut = np.empty(int(uk[-1]) + 1, object)
-        lut[uk] = [self.world.scene_name(k) for k in uk.tolist()]
+        lut[uk] = [self.world.scene_id(k) for k in uk.tolist()]
         return lut[keys]
 
     # -- names for info

@@ -35,6 +35,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from bps_runtime.render import BACKENDS
+
 PIPELINED_STEPS = 40   # back-to-back steps of the pipelined run on a device (see _pipelined)
 MIN_QUIET = 10   # fewer quiet steps than this: statistics over all steps (and the report says so)
 
@@ -45,7 +47,7 @@ RATIO_GOAL_MANY_THREADS = 0.85
 RATIO_GOAL_FEW_THREADS = 0.95
 MANY_THREADS = 8
 TAIL_GOAL = 1.15
-RENDERERS = ("auto", "embree", "warp")
+RENDERERS = ("auto",) + BACKENDS
 
 
 @dataclass

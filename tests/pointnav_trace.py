@@ -93,12 +93,12 @@ def run_trace(manifest, steps: int = STEPS, skip=(), **make_kw) -> list[str]:
     every step (info keys in ``skip`` left out)."""
     from bps_runtime import make
 
-    env = make(manifest, **make_kw)
+    env = make(manifest, **make_kw) if manifest is not None else make(**make_kw)
     try:
         obs = env.reset()
         info = env.last_info
         out = [step_digest(obs, torch.zeros(env.num_envs), torch.zeros(env.num_envs, dtype=torch.bool), info, skip)]
-        acts = actions_for(int(make_kw.get("seed", 0)), steps, env.batch_size)
+        acts = actions_for(env.config.seed, steps, env.batch_size)
         for t in range(steps):
             obs, reward, done, info = env.step(acts[t])
             out.append(step_digest(obs, reward, done, info, skip))

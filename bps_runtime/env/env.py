@@ -68,6 +68,7 @@ class BatchPointNavEnv:
         self._task = task
         self.seed_value = int(seed)
         self.world = world
+        self.config = None   # the EnvConfig make() built this env from
         self.task_module = pointnav
         self.fused = FusedStep(world.nav, self.num_envs, self.batch_size, pointnav, task, self.device,
                                capture=capture_graph, threads=world.threads)

@@ -7,6 +7,7 @@ EnvPool-style: ``num_envs`` environments, simulated in groups of ``batch_size``;
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -14,11 +15,12 @@ import torch
 from bps_assets.errors import ConfigError
 
 from . import spaces as sp
+from .config import EnvConfig
 from .env import BatchPointNavEnv, check_batching
-from ..tasks.pointnav import DEFAULTS as TASK_DEFAULTS, TaskOptions
+from ..render import BACKENDS
 from ..threads import check_threads
 
-RENDERERS = ("embree", "warp")
+RENDERERS = BACKENDS
 
 
 def observation_space(num_envs: int = 1, sensors=("depth",), resolution=(64, 64), normalize_depth=True,
@@ -55,59 +57,50 @@ def _check_device(device, renderer):
     return dev
 
 
-def make(dataset, split: str | None = "train", num_envs: int = 16, batch_size: int | None = None,
-         device="cpu", sensors=("depth",), resolution=(64, 64), cache=None, seed: int = 0,
-         renderer: str = "embree", episodes=None, normalize_depth: bool = True,
-         task: TaskOptions = TASK_DEFAULTS, goal_pool: int | None = None, capture_graph: bool = False,
-         scene_shard: tuple[int, int] | None = None, threads: int | None = None) -> BatchPointNavEnv:
-    """Build a batched PointNav environment over a preprocessed dataset.
+def make(dataset=None, config: EnvConfig | None = None, **kwargs) -> BatchPointNavEnv:
+    """Build a batched PointNav environment over a preprocessed dataset, from one ``EnvConfig``
+    (``bps_runtime.env.config``) or from the common keywords, which make one
+    (``EnvConfig.from_kwargs``; ``env.config`` is the config it ran with):
 
     - ``dataset``: a manifest path written by ``bps-assets preprocess`` (``manifest.json``, or
-      its folder).
-    - ``split``: the subset of the manifest's scenes ("train", "val", ...; None: all).
+      its folder); ``split``: the subset of its scenes ("train", "val", ...; None: all).
     - ``num_envs`` agents, simulated in groups of ``batch_size`` (None: all at once; N/2: two
       alternating halves for ``send``/``recv`` double buffering).
-    - ``device``: where observations and state live ("cpu", "cuda:0").
-    - ``sensors``: subset of ("depth", "rgb"); ``resolution`` (height, width); depth is
-      habitat's normalized 0-1 (0-10 m) unless ``normalize_depth=False`` (metres).
-    - ``cache``: the scene cache (``bps_runtime.scenes.cache``): None (8 slots), an int (slots), a
-      ``CacheOptions``, or a dict of its fields plus ``swap_every`` (every ``swap_every`` steps
-      one slot, round robin, moves new episodes to its prefetched scene).
-    - ``seed``: episodes (order, sampling) are deterministic for a seed.
-    - ``renderer``: "embree" (CPU) or "warp" (CUDA; Warp's CPU device when device="cpu").
-    - ``episodes``: None (the manifest's PointNav episodes when it has them, else sampled on
-      the fly), "sample", "dataset", or the path of a habitat PointNav v1 ``json.gz`` dataset.
-    - ``goal_pool``: sampled mode, goals (distance fields) kept per resident scene.
-    - ``scene_shard``: ``(rank, world_size)``: use only every world_size-th scene of the split
-      starting at ``rank`` (disjoint scenes per process in multi-process training).
-    - ``threads``: CPU threads the renderer and the step share (None: every core this process
-      may use, ``os.sched_getaffinity``); ``env.world.threads`` says how many it got. On the
-      CPU the step kernel runs as that many env ranges side by side (bit for bit the one-thread
-      result); on CUDA it is one launch.
-    - ``capture_graph``: on CUDA, replay each group's step as a CUDA graph, its frame included
-      when ``renderer="warp"`` (falls back to plain launches where capture fails;
-      ``env.capture_status`` says which). The frame buffers are then the group's own, rewritten
-      at its next step, like every other output tensor.
+    - ``device`` ("cpu", "cuda:0"); ``threads``: CPU threads the renderer and the step share
+      (None: every core this process may use); ``capture_graph``: on CUDA, replay each group's
+      step (and Warp frame) as a CUDA graph (``env.capture_status`` says whether it is).
+    - ``sensors`` (subset of ("depth", "rgb")), ``resolution`` (height, width),
+      ``normalize_depth`` (habitat's 0-1 for 0-10 m, else metres), ``renderer`` ("embree" CPU,
+      "warp" CUDA or Warp's CPU device).
+    - ``cache``: the scene cache (``bps_runtime.scenes.cache.CacheOptions``): None (defaults),
+      an int (slots), a dict of its fields (``swap_every``, ``swap_after_episodes``, ...) or one.
+    - ``seed``: episodes, scene order and swaps follow from it (whatever the loader timing).
+    - ``episodes``: None (the manifest's PointNav episodes if any, else sampled), "sample",
+      "dataset", or a habitat PointNav v1 ``json.gz``; ``goal_pool``: sampled mode's goals per
+      scene; ``scene_shard``: (rank, world_size) for disjoint scenes per process.
+    - ``task``: the PointNav rules (``TaskOptions``).
 
     Returns a ``BatchPointNavEnv``: ``reset()``, ``step(actions)``, ``send``/``recv``,
     ``observation_space``/``action_space``, ``close()``.
     """
-    n, b = check_batching(num_envs, batch_size)
-    sensors = sp.check_sensors(sensors)
-    resolution = sp.check_resolution(resolution)
-    dev = _check_device(device, renderer)
-    threads = check_threads(threads)
-    if isinstance(dataset, (str, os.PathLike)):
-        path = Path(dataset)
+    if config is None:
+        config = EnvConfig.from_kwargs(dataset, **kwargs)
+    elif kwargs or dataset is not None:
+        raise ConfigError(None, "make(): pass either config=EnvConfig(...) or keywords, not both")
+    c = config
+    n, b = check_batching(c.num_envs, c.batch_size)
+    sensors = sp.check_sensors(c.sensors.kinds)
+    resolution = sp.check_resolution(c.sensors.resolution)
+    dev = _check_device(c.device, c.sensors.renderer)
+    threads = check_threads(c.threads)
+    if isinstance(c.dataset, (str, os.PathLike)):
+        path = Path(c.dataset)
         if path.is_dir():
             path = path / "manifest.json"
     else:
-        raise ConfigError(None, f"dataset={dataset!r}: expected the path of a manifest.json from "
+        raise ConfigError(None, f"dataset={c.dataset!r}: expected the path of a manifest.json from "
                                 "`bps-assets preprocess`")
-    from .world import WorldOptions, build_world
-
-    wopts = WorldOptions.build(cache=cache, renderer=renderer, sensors=sensors, resolution=resolution,
-                               normalize_depth=normalize_depth, goal_pool=goal_pool, threads=threads)
+    scene_shard = c.episodes.scene_shard
     if scene_shard is not None:
         try:
             rank, size = (int(v) for v in scene_shard)
@@ -116,8 +109,14 @@ def make(dataset, split: str | None = "train", num_envs: int = 16, batch_size: i
         if not 0 <= rank < size:
             raise ConfigError(None, f"scene_shard={scene_shard!r}: need 0 <= rank < world_size")
         scene_shard = (rank, size)
-    world = build_world(path, split, device=dev, num_envs=n, seed=seed, episodes=episodes, options=wopts,
-                        scene_shard=scene_shard)
-    return BatchPointNavEnv(world, num_envs=n, batch_size=b, device=dev, sensors=sensors,
-                            resolution=resolution, normalize_depth=normalize_depth, task=task, seed=seed,
-                            capture_graph=capture_graph)
+    c = replace(c, num_envs=n, batch_size=b, threads=threads,
+                sensors=replace(c.sensors, kinds=sensors, resolution=resolution),
+                episodes=replace(c.episodes, scene_shard=scene_shard))
+    from .world import build_world
+
+    world = build_world(path, c, device=dev)
+    env = BatchPointNavEnv(world, num_envs=n, batch_size=b, device=dev, sensors=sensors,
+                           resolution=resolution, normalize_depth=c.sensors.normalize_depth, task=c.task,
+                           seed=c.seed, capture_graph=c.capture_graph)
+    env.config = c
+    return env

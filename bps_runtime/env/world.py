@@ -9,9 +9,6 @@ the manager announces the arrival (``take_events``) and drops it when the scene 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
@@ -20,29 +17,7 @@ from bps_assets.errors import ConfigError, InputError
 
 from ..nav.buffers import FieldWorker, NavBuffers, SceneNav
 from ..episodes.files import resolve_episodes
-from ..episodes.supply import DEFAULTS as SUPPLY_DEFAULTS, EpisodeSupply, SupplyOptions
-
-
-@dataclass(frozen=True)
-class WorldOptions:
-    """What ``make()`` sets on the world: renderer, sensors, cache, episode supply."""
-
-    renderer: str = "embree"
-    sensors: tuple = ("depth",)
-    resolution: tuple = (64, 64)
-    normalize_depth: bool = True
-    cache: Any = None
-    supply: SupplyOptions = SUPPLY_DEFAULTS
-    threads: int | None = None   # CPU threads the renderer and the step share (None: all usable cores)
-
-    @classmethod
-    def build(cls, cache=None, renderer="embree", sensors=("depth",), resolution=(64, 64),
-              normalize_depth=True, goal_pool=None, threads=None):
-        """``WorldOptions`` from ``make()``'s arguments (checked)."""
-        supply = SUPPLY_DEFAULTS if goal_pool is None else replace(SUPPLY_DEFAULTS, goal_pool=int(goal_pool))
-        if goal_pool is not None and int(goal_pool) < 1:
-            raise ConfigError(None, f"goal_pool={goal_pool!r}: must be >= 1")
-        return cls(renderer, tuple(sensors), tuple(resolution), bool(normalize_depth), cache, supply, threads)
+from ..episodes.supply import EpisodeSupply
 
 
 class ScenePreparation:
@@ -150,13 +125,14 @@ class World:
             close()
 
 
-def build_world(manifest_path, split, *, device, num_envs: int, seed: int, episodes, options: WorldOptions,
-                scene_shard=None) -> World:
-    """``World`` over a manifest's scenes: cache, renderer, episode supply."""
+def build_world(manifest_path, config, *, device) -> World:
+    """``World`` over a manifest's scenes for an ``EnvConfig``: cache, renderer, episode supply."""
     from bps_assets.pipeline.manifest import load_manifest
 
     from ..render import RenderOptions, make_renderer
 
+    c = config
+    split, scene_shard, num_envs, seed = c.split, c.episodes.scene_shard, c.num_envs, c.seed
     manifest = load_manifest(manifest_path)
     entries = manifest.scenes(split)
     if not entries:
@@ -169,42 +145,27 @@ def build_world(manifest_path, split, *, device, num_envs: int, seed: int, episo
             raise ConfigError(None, f"{manifest_path}: scene_shard {rank}/{size} gets no scene of split "
                                     f"{split!r} ({len(manifest.scenes(split))} scenes)")
     names = [e.name for e in entries]
-    mode, by_scene = resolve_episodes(manifest, split, names, episodes)
+    mode, by_scene = resolve_episodes(manifest, split, names, c.episodes.source)
     if by_scene is not None:
         entries = [e for e in entries if e.name in by_scene]
     worker = FieldWorker()
-    supply = EpisodeSupply(mode, seed, worker, by_scene, options=options.supply)
-    ropts = RenderOptions(resolution=tuple(options.resolution), normalize_depth=options.normalize_depth,
-                          threads=options.threads)
-    renderer = make_renderer(options.renderer, ropts, device=str(device) if options.renderer == "warp" else "cpu")
-    scenes = make_scene_manager(entries, options.cache, num_envs=num_envs, seed=seed, renderer=renderer,
-                                device=device)
+    supply = EpisodeSupply(mode, seed, worker, by_scene, options=c.episodes.supply)
+    ropts = RenderOptions(resolution=tuple(c.sensors.resolution), normalize_depth=c.sensors.normalize_depth,
+                          threads=c.threads)
+    r = c.sensors.renderer
+    renderer = make_renderer(r, ropts, device=str(device) if r == "warp" else "cpu")
+    scenes = make_scene_manager(entries, c.cache_for_run(), num_envs=num_envs, renderer=renderer, device=device)
     return World(scenes, renderer, device=device, num_envs=num_envs, seed=seed, supply=supply,
-                 worker=worker, sensors=options.sensors)
+                 worker=worker, sensors=c.sensors.kinds)
 
 
-def make_scene_manager(entries, cache, *, num_envs, seed, renderer, device="cpu"):
-    """The scene cache (``bps_runtime.scenes.cache.SceneCache``) over manifest entries; ``cache``:
-    None (the default options), an int (slots), a dict of ``CacheOptions`` fields, or a
-    ``CacheOptions``; its seed is the run's unless given."""
-    from ..scenes.cache import DEFAULTS as CACHE_DEFAULTS, CacheOptions, SceneCache
+def make_scene_manager(entries, options, *, num_envs, renderer, device="cpu"):
+    """The scene cache (``bps_runtime.scenes.cache.SceneCache``) over manifest entries."""
+    from ..scenes.cache import SceneCache
     from ..scenes.loader import SceneSource
 
-    if cache is None:
-        opts = replace(CACHE_DEFAULTS, seed=seed)
-    elif isinstance(cache, CacheOptions):
-        opts = cache
-    elif isinstance(cache, int) and not isinstance(cache, bool):
-        opts = replace(CACHE_DEFAULTS, slots=cache, seed=seed)
-    elif isinstance(cache, dict):
-        try:
-            opts = CacheOptions(**{"seed": seed, **cache})
-        except TypeError as e:
-            raise ConfigError(None, f"cache={cache!r}: {e}") from None
-    else:
-        raise ConfigError(None, f"cache={cache!r}: expected None, an int (slots), a dict or CacheOptions")
     bad = next((e.name for e in entries if not e.navmesh), None)
     if bad is not None:
         raise InputError(None, f"scene {bad!r} has no navmesh in the manifest")
     sources = [SceneSource(e.name, str(e.scene), str(e.navmesh)) for e in entries]
-    return SceneCache(sources, renderer, num_envs, opts, device=str(device))
+    return SceneCache(sources, renderer, num_envs, options, device=str(device))

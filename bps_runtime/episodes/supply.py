@@ -521,12 +521,3 @@ class EpisodeSupply:
             st = self.scenes.get(int(keys[a if order is None else order[a]]))
             if st is not None:
                 st.fields.release_many(rows[a:b] if order is None else rows[order[a:b]])
-
-    def pending(self, key: int) -> bool:
-        """Whether the scene's episode preparation is still running (not ready to switch to)."""
-        st = self.scenes.get(int(key))
-        if st is None:
-            return True
-        if self.mode == "sample":
-            return any(not f.done() for f in st.pool)
-        return any(not f.done() for f in st.ahead.values())

@@ -245,11 +245,6 @@ class GoalFields:
         self.released = False
 
     @property
-    def mesh(self) -> SceneNav:
-        """The scene's navigation (``SceneNav``)."""
-        return self.scene
-
-    @property
     def table(self) -> torch.Tensor:
         """[capacity, S] view of this scene's rows in the fields arena."""
         buf = self.buffers.field_arena.buf

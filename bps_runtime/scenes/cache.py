@@ -60,7 +60,7 @@ class CacheOptions:
     loader_threads: int = 2
     swap_after_episodes: int | None = None  # per slot: swap once its active scene started this many episodes
     prefetch: bool = True                   # keep one pending scene per slot when scenes > slots
-    seed: int = 0                           # scene order (a seeded shuffle, reshuffled per pass)
+    seed: int | None = 0                    # scene order (a seeded shuffle, reshuffled per pass)
     swap_every: int | None = None           # every this many rounds one slot (round robin) swaps
 
     def __post_init__(self):

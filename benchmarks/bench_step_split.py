@@ -83,10 +83,10 @@ def main(argv=None):
         emb.finish_depth = timed("  render: finish_depth (serial pass)", emb.finish_depth)
     E._info = timed("info dict", E._info)
     E._step_group = timed("step on the simulator thread", E._step_group)
-    from bps_runtime.episodes import supply as es
+    from bps_runtime.episodes import sampled as es
     fill_cpu = [0.0]                          # newer code: episodes drawn ahead on the field worker
-    if hasattr(es.EpisodeSupply, "_fill"):
-        fill = es.EpisodeSupply._fill
+    if hasattr(es.SampledEpisodes, "_fill"):
+        fill = es.SampledEpisodes._fill
 
         def timed_fill(*args):
             c = time.thread_time()
@@ -96,7 +96,7 @@ def main(argv=None):
                 if threading.current_thread().name.startswith("bps-nav-fields"):
                     with lock:
                         fill_cpu[0] += time.thread_time() - c
-        es.EpisodeSupply._fill = timed_fill
+        es.SampledEpisodes._fill = timed_fill
     ksum, kmax = [], []
     gen = torch.Generator().manual_seed(0)
     try:

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from bps_assets.nav import NavMesh
-from bps_runtime.episodes.supply import EpisodeSupply, SupplyOptions
+from bps_runtime.episodes import SupplyOptions, make_supply
 from bps_runtime.nav.buffers import FieldWorker
 from bps_runtime.env.env import BatchPointNavEnv
 from bps_runtime.render import RenderOptions, build_shading_data, make_renderer
@@ -78,8 +78,7 @@ def make_env(scenes, num_envs=4, batch_size=None, seed=0, resolution=(16, 16), s
     {scene name: [habitat episode dicts]} (dataset mode); ``threads``: CPU threads of the
     renderer and the step (None: every usable core)."""
     worker = FieldWorker()
-    mode = "sample" if episodes is None else "dataset"
-    supply = EpisodeSupply(mode, seed, worker, episodes, options=SupplyOptions(goal_pool=goal_pool))
+    supply = make_supply(seed, worker, episodes, options=SupplyOptions(goal_pool=goal_pool))
     r = make_renderer(renderer, RenderOptions(resolution=tuple(resolution), normalize_depth=normalize_depth,
                                                 threads=threads),
                       device=device if renderer == "warp" else "cpu")

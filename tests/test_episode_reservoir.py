@@ -8,7 +8,8 @@ import threading
 import numpy as np
 
 from bps_runtime.nav.buffers import FieldWorker, NavBuffers, SceneNav
-from bps_runtime.episodes.supply import EpisodeSupply, SupplyOptions
+from bps_runtime.episodes.sampled import SampledEpisodes
+from bps_runtime.episodes.supply import SupplyOptions
 from inmemory_scenes import room
 
 ROOMS = {"a": room("a")[4], "b": room("b", w=5.0, d=5.0, pillars=[(2.0, -3.0, 2.5, -2.0)])[4]}
@@ -16,7 +17,7 @@ ROOMS = {"a": room("a")[4], "b": room("b", w=5.0, d=5.0, pillars=[(2.0, -3.0, 2.
 
 def _supply(reservoir: int, seed: int = 7):
     worker = FieldWorker()
-    sup = EpisodeSupply("sample", seed, worker, options=SupplyOptions(goal_pool=6, reservoir=reservoir))
+    sup = SampledEpisodes(seed, worker, options=SupplyOptions(goal_pool=6, reservoir=reservoir))
     return sup, worker, NavBuffers(capacity=8)
 
 

@@ -19,7 +19,8 @@ import numpy as np
 import torch
 
 from bps_runtime.nav.buffers import FieldWorker, NavBuffers, SceneNav
-from bps_runtime.episodes.supply import EpisodeSupply, SupplyOptions
+from bps_runtime.episodes.sampled import SampledEpisodes
+from bps_runtime.episodes.supply import SupplyOptions
 from inmemory_scenes import make_env, room
 from cli.step_profile import count_ops
 
@@ -140,7 +141,7 @@ def test_grouped_take_gives_each_scene_its_own_episodes():
 
     def supply():
         worker = FieldWorker()
-        sup = EpisodeSupply("sample", 5, worker, options=SupplyOptions(goal_pool=6, reservoir=16))
+        sup = SampledEpisodes(5, worker, options=SupplyOptions(goal_pool=6, reservoir=16))
         bufs = NavBuffers(capacity=8)
         for key, name in ((2, "a"), (0, "b")):
             sup.scene_arrived(key, name, SceneNav(rooms[name], bufs))

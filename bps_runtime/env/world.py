@@ -17,6 +17,7 @@ from bps_assets.errors import ConfigError, InputError
 
 from ..nav.buffers import FieldWorker, NavBuffers, SceneNav
 from ..episodes.files import resolve_episodes
+from ..episodes import make_supply
 from ..episodes.supply import EpisodeSupply
 
 
@@ -145,11 +146,11 @@ def build_world(manifest_path, config, *, device) -> World:
             raise ConfigError(None, f"{manifest_path}: scene_shard {rank}/{size} gets no scene of split "
                                     f"{split!r} ({len(manifest.scenes(split))} scenes)")
     names = [e.name for e in entries]
-    mode, by_scene = resolve_episodes(manifest, split, names, c.episodes.source)
+    _, by_scene = resolve_episodes(manifest, split, names, c.episodes.source)
     if by_scene is not None:
         entries = [e for e in entries if e.name in by_scene]
     worker = FieldWorker()
-    supply = EpisodeSupply(mode, seed, worker, by_scene, options=c.episodes.supply)
+    supply = make_supply(seed, worker, by_scene, options=c.episodes.supply)
     ropts = RenderOptions(resolution=tuple(c.sensors.resolution), normalize_depth=c.sensors.normalize_depth,
                           threads=c.threads)
     r = c.sensors.renderer

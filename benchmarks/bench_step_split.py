@@ -40,6 +40,7 @@ def main(argv=None):
 
     import bps_runtime.render.embree as emb
     from bps_runtime.step import fused as fs
+    from bps_runtime.step import ring
     from bps_runtime.step import kernels as sk
     from bps_runtime.env.make import make
 
@@ -74,7 +75,7 @@ def main(argv=None):
                cache={"slots": a.scenes, "swap_every": None}, threads=a.threads)
     E = type(env)
     E._host_between_steps = timed("host between steps (Python)", E._host_between_steps)
-    fs.EpisodeRing.refill = timed("  of which EpisodeRing.refill (episode sampling)", fs.EpisodeRing.refill)
+    ring.EpisodeRing.refill = timed("  of which EpisodeRing.refill (episode sampling)", ring.EpisodeRing.refill)
     fs.FusedStep.step = timed("FusedStep.step (copies, 2 kernels, snapshot)", fs.FusedStep.step)
     E._render = timed("render in the step", E._render)
     emb.check_render_inputs = timed("  render inputs: check_render_inputs", emb.check_render_inputs)

@@ -216,7 +216,7 @@ def test_fused_step_with_scene_swaps_matches_reference(manifest):
 
 
 def test_lazy_info_names_read_once_and_behave_like_lists():
-    from bps_runtime.step.fused import LazyNames
+    from bps_runtime.step.ring import LazyNames
 
     calls = []
 

@@ -37,7 +37,8 @@ import torch
 from bps_assets.errors import ConfigError
 
 from . import spaces as sp
-from ..step.fused import EpisodeRing, FusedStep, LazyNames
+from ..step.fused import FusedStep
+from ..step.ring import EpisodeRing, LazyNames
 from ..tasks import pointnav
 from ..tasks.pointnav import ACTION_NAMES, DEFAULTS as TASK_DEFAULTS, NUM_ACTIONS, TaskOptions
 

@@ -1,47 +1,20 @@
-"""The fused step's two halves: device state + launches (``FusedStep``) and the host's
-bookkeeping of queued episodes (``EpisodeRing``).
+"""The device side of the fused step: ``FusedStep`` (the task's state and outputs, allocated from
+its schema, shared with Warp; the launches, optionally one captured CUDA graph per group) and
+``NavQueries`` (the step's navigation functions as batch queries, for tests and tools).
 
-Device: per-env state, a ring of ``DEPTH`` upcoming episodes per env, per-env outputs (a
-group's slice is valid until that group's next step), a staging table for new ring entries.
-A step is: copy the actions in, copy the staging rows in, ``apply_refills``, ``step_kernel``
-(bps_runtime.step.kernels; on the CPU as ``threads`` env ranges side by side,
-``step_kernels.CpuLaunches``), snapshot ``head``. Torch and Warp share memory (``wp.from_torch``);
-the number of torch ops and Warp launches does not depend on the number of envs or scenes, and
-nothing waits for the device.
-
-Host, between steps: the ``head`` snapshot taken ``LAG`` steps earlier says which envs started
-which episodes by then (on CUDA it was copied to pinned memory without waiting; by the time it
-is read the device has finished that step, while the step after it is still queued). From it
-the host releases ended episodes (scene references, field rows), counts them, and queues new
-ones (the scene each runs in is chosen by the cache now, so a swap is just the resident id
-written in the ring). With ``LAG = 2`` and ``DEPTH = 2`` an env always has its next episode
-queued: at a step's launch the host has seen every episode start up to two steps back, at most
-one more started in the step before, and it keeps ``DEPTH`` queued past what it has seen.
-
-Info that needs the step's outcome on the host (episode ids and scene names of the envs that
-finished) is a ``LazyNames`` list: it reads the step's ``done``/episode numbers only when
-looked at (a device-to-host wait on CUDA; free on CPU).
-
-CUDA graphs (``capture=True``): after two warm-up steps a group's launches (refill kernel, step
-kernel and, when the env renders with Warp, the frame: ``step(then=...)``) are captured once per
-group with ``wp.ScopedCapture`` on a stream of our own (CUDA cannot capture on the legacy
-default stream, torch's usual current one) and replayed on the current stream: one graph launch
-per step. Anything that moves what the graph points at (an arena growing, the window size, the
-renderer's scene table, the frame buffers) re-captures. Off CUDA, or when capture fails, the
-plain launches run and ``capture_status`` says why ("not captured: cpu"). Warp records CPU
-graphs too; the tests use that (``CAPTURE_DEVICES``) to check the capture logic here.
-
-Host cost (benchmarks/bench_host_step.py, docs/PERFORMANCE.md "Host bookkeeping of a step"):
-a step with nothing due makes no call into the scene cache or the episode supply and no upload.
-Tried and dropped (2-core machine, 256 ring entries of 1,024 envs): flat 1-D index arrays
-into the ring tables instead of [slot, env] fancy indexing: 4.4 vs 4.7 us per int write,
-15.2 vs 15.8 us per object (episode id) write -- not worth a second set of views.
+A step: copy the actions in, copy the staging rows in (``upload``), the task's refill kernel,
+its step kernel (on the CPU as ``threads`` env ranges side by side), snapshot ``head``. The
+number of torch ops and Warp launches does not depend on the number of envs or scenes, and
+nothing waits for the device. The host reads the ``head`` snapshot of ``LAG`` rounds back
+(``take_snapshot``), so with ``DEPTH`` queued episodes an env always has its next one queued.
+Capture (``capture=True``, CUDA): after two warm-up steps a group's launches are captured once
+and replayed; anything that moves what they point at (an arena growing, the window, the
+renderer's scene table, the frame buffers, the task's options) re-captures.
 """
 from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -363,137 +336,4 @@ class NavQueries:
             ft, wp = self.wp.from_torch, self.wp
             wp.launch(sk.geodesic_query, dim=pos.shape[0], inputs=[nav_struct(self.nav), ft(keys), ft(rows),
                       ft(pos, dtype=wp.vec3), ft(out)], device=_wp_dev(dev), stream=_wp_stream(dev))
-        return out
-
-
-class LazyNames(Sequence):
-    """A read-only sequence of per-env strings resolved on first use (reads the step's outputs
-    from the device: a wait on CUDA). ``resolve(*host arrays)`` -> list of str. Not a list
-    subclass on purpose: C code that reads a list's storage directly (``str.join``,
-    ``np.asarray``) would see it empty."""
-
-    def __init__(self, resolve, *tensors):
-        self._resolve, self._tensors, self._vals = resolve, tensors, None
-
-    def _get(self) -> list:
-        if self._vals is None:
-            self._vals = list(self._resolve(*[t.cpu().numpy() for t in self._tensors]))
-        return self._vals
-
-    def __len__(self):
-        return len(self._get())
-
-    def __getitem__(self, i):
-        return self._get()[i]
-
-    def __iter__(self):
-        return iter(self._get())
-
-    def __eq__(self, other):
-        return self._get() == (list(other) if isinstance(other, (Sequence, np.ndarray)) else other)
-
-    def __repr__(self):
-        return repr(self._get())
-
-    __hash__ = None
-
-
-class EpisodeRing:
-    """Host side of the episode queue: what each env has queued, started (as far as the host
-    knows), and the names of its episodes; builds the staging rows for ``FusedStep.upload``."""
-
-    def __init__(self, world, num_envs: int):
-        self.world = world
-        self.N = n = int(num_envs)
-        H = DEPTH + 1
-        self.filled = np.zeros(n, np.int64)      # episodes queued so far per env
-        self.known = np.zeros(n, np.int64)       # episodes started, as far as the host knows
-        self.key = np.full((H, n), -1, np.int64)  # resident id of episode m at m % H
-        self.row = np.full((H, n), -1, np.int64)
-        self.eid = np.empty((NAMES, n), object)   # episode id of episode m at m % NAMES
-        self.sname = np.empty((NAMES, n), object)  # its scene's name
-        self.ended = 0
-        self.waited = False
-
-    # -- releasing
-    def _release(self, envs: np.ndarray, numbers: np.ndarray):
-        if envs.size == 0:
-            return
-        h = numbers % (DEPTH + 1)
-        keys, rows = self.key[h, envs], self.row[h, envs]
-        self.world.episodes.release_many(keys, rows)     # field rows first: the scene may leave next
-        self.world.release_scenes(keys)
-        self.key[h, envs] = -1
-
-    def learn(self, heads: np.ndarray):
-        """Heads from a snapshot: episodes before each env's newest started one have ended."""
-        adv = heads - self.known
-        envs = np.flatnonzero(adv > 0)
-        while envs.size:
-            ended = self.known[envs] - 1       # the episode that was running
-            live = ended >= 0
-            self._release(envs[live], ended[live])
-            self.ended += int(live.sum())
-            self.known[envs] += 1
-            envs = envs[self.known[envs] < heads[envs]]
-
-    def release_all(self):
-        """Drop every queued and running episode (``reset``)."""
-        for e in range(self.N):
-            lo = max(self.known[e] - 1, 0)
-            for m in range(lo, self.filled[e]):
-                h = m % (DEPTH + 1)
-                if self.key[h, e] >= 0:
-                    self._release(np.array([e]), np.array([m]))
-        self.filled[:] = 0
-        self.known[:] = 0
-
-    # -- queueing
-    def refill(self) -> tuple[np.ndarray, np.ndarray]:
-        """Queue episodes until every env has ``DEPTH`` beyond what it is known to have started;
-        -> staging rows (int [M, 4], float [M, 7]). Nothing due (no episode started since the
-        last call): one comparison, no call into the scene cache or the episode supply."""
-        si, sf = [], []
-        self.waited = False
-        envs = np.flatnonzero(self.filled < self.known + DEPTH)
-        while envs.size:
-            keys, w1 = self.world.next_scenes(envs)
-            eps, w2 = self.world.episodes.take(keys)
-            self.waited |= bool(w1 or w2)
-            m = self.filled[envs]
-            h = m % (DEPTH + 1)
-            self.key[h, envs], self.row[h, envs] = keys, eps.rows
-            nm = m % NAMES
-            self.eid[nm, envs] = eps.episode_ids
-            self.sname[nm, envs] = self._scene_names(keys)
-            rows_i = np.empty((envs.size, 4), np.int32)
-            rows_i[:, 0], rows_i[:, 1], rows_i[:, 2], rows_i[:, 3] = envs, m % DEPTH, keys, eps.rows
-            rows_f = np.empty((envs.size, 7), np.float32)
-            rows_f[:, :3], rows_f[:, 3], rows_f[:, 4:] = eps.start, eps.yaw, eps.goal
-            si.append(rows_i)
-            sf.append(rows_f)
-            self.filled[envs] += 1
-            envs = envs[self.filled[envs] < self.known[envs] + DEPTH]   # only these changed
-        if not si:
-            return np.zeros((0, 4), np.int32), np.zeros((0, 7), np.float32)
-        if len(si) == 1:
-            return si[0], sf[0]
-        return np.concatenate(si), np.concatenate(sf)
-
-    def _scene_names(self, keys: np.ndarray) -> np.ndarray:
-        """Scene name per resident id in ``keys`` (object array): one name look-up per
-        distinct id, then one gather."""
-        uk = np.flatnonzero(np.bincount(keys))    # the distinct ids (small ints), cheaper than np.unique
-        lut = np.empty(int(uk[-1]) + 1, object)
-        lut[uk] = [self.world.scene_id(k) for k in uk.tolist()]
-        return lut[keys]
-
-    # -- names for info
-    def names_of(self, env0: int, numbers: np.ndarray, which: str, done: np.ndarray | None = None) -> list:
-        """Episode ids (which='episode') or scene names of episode ``numbers`` of envs env0.. ('' where not ``done``)."""
-        tab = self.eid if which == "episode" else self.sname
-        envs = env0 + np.arange(len(numbers))
-        out = [str(tab[int(m) % NAMES, e]) for e, m in zip(envs.tolist(), numbers.tolist())]
-        if done is not None:
-            out = [s if d else "" for s, d in zip(out, done.tolist())]
         return out

@@ -1,6 +1,6 @@
 """Every resident scene's navigation data in flat device buffers indexed by resident id.
 
-The fused step (``bps_runtime.step_kernels``) reads navigation through one set of arrays, as the
+The fused step (``bps_runtime.step.kernels``) reads navigation through one set of arrays, as the
 renderer reads its meshes, so its launch count does not depend on the number of scenes:
 
 - ``Arena``: one flat device buffer (int32 / float32 / float64) with a first-fit allocator. A
@@ -40,7 +40,7 @@ import torch
 
 from bps_assets.errors import NavError
 
-from .threads import BACKGROUND_NICE, lower_priority
+from ..threads import BACKGROUND_NICE, lower_priority
 
 PULL_INSIDE = 1e-4    # metres: results stay strictly inside their cell (docs/NAVMESH.md)
 SMALL_BATCH = 32      # reference-count updates of up to this many rows: a Python loop (no numpy calls)
@@ -243,11 +243,6 @@ class GoalFields:
         self._lock = threading.Lock()
         self._moved: list[tuple[int, int]] = []   # old regions to free once re-published
         self.released = False
-
-    @property
-    def mesh(self) -> SceneNav:
-        """The scene's navigation (``SceneNav``)."""
-        return self.scene
 
     @property
     def table(self) -> torch.Tensor:

@@ -1,29 +1,13 @@
-"""The environment benchmark (``bps-assets bench``, ``benchmarks/bench_env.py``): ratios
-measured in one run, in one process, with the same scenes and agents.
+"""The environment benchmark (``bps-assets bench``, ``benchmarks/bench_env.py``): ratios measured
+in one run, in one process, with the same scenes and agents.
 
-One environment with a scene swap every ``swap_every`` steps runs ``steps`` random-action
-steps; after each env step the same renderer renders the agents' current poses alone (render
-only), so both timings see the same machine load (the machine is shared: measuring the two in
-separate phases compared different loads). Then ``count_steps`` more steps run under
-``step_profile.count_ops`` (not timed: counting slows them): torch ops, Warp launches and host
-syncs per step, per phase. Reported, each goal with its verdict (PASS / FAIL):
-
-- env step fps / render-only fps over the quiet steps (no scene load in flight), or over all
-  steps when fewer than ``MIN_QUIET`` were quiet (the report says which); and over
-  ``pipelined_steps`` more steps run back to back, as a trainer runs them (on CUDA the timed
-  steps wait for the device after each step, which measures latency; the goal is judged there
-  on the pipelined figure);
-- p99 step time over all steps / p50 step time of the quiet steps (goal <= 1.15), and the
-  number of steps that waited for a load (goal 0);
-- host syncs per step, in all and in the step phase (goal 0 there: on CUDA each one stalls the
-  launch queue);
-- the same tail with the machine's own drift taken out (a shared 2-core VM varies +-30 % on
-  identical pure-C frames): render-only p99/p50, p99 of steps with a load in flight / p99 of
-  steps without, and p99/p50 of step time / render-only time of the same poses;
-- peak RSS of the process.
-
-Scene swaps are requested every ``swap_every`` steps; a scene *load* (the cache prefetching
-a slot's next scene) can be in flight with or without a swap, so the two are counted apart.
+One env with a scene swap every ``swap_every`` steps runs ``steps`` random-action steps; after
+each step the same renderer renders the agents' poses alone (render only), so both timings see
+the same machine load. Then ``count_steps`` more steps run under ``step_profile.count_ops``:
+torch ops, Warp launches and host syncs per step. Reported, each goal with its verdict: env
+step fps / render-only fps (quiet steps, and pipelined), step-time tails, waits, syncs, the
+tails with the machine's drift taken out, peak RSS. What each figure means: docs/DECISIONS.md
+("Environment benchmark").
 """
 from __future__ import annotations
 

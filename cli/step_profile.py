@@ -1,27 +1,13 @@
 """Count what one simulation step asks of the machine: torch ops, Warp launches, host syncs.
 
 ``count_ops()`` is a context manager returning a ``StepCounts`` that fills while the block runs:
-
-- torch ops: every aten op dispatched, seen by a ``TorchDispatchMode`` (op name -> calls);
-- Warp launches: calls of ``warp.launch`` / ``warp.launch_tiled`` (kernel key -> calls) and
-  replays of captured graphs, ``warp.capture_launch`` (counted as ``"graph"``);
-- syncs: the calls that make the host wait for the device on CUDA (name -> calls):
-  ``aten::_local_scalar_dense`` (``.item()``, ``int(t)``, ``bool(t)``, ``if t.any():``),
-  ``aten::nonzero``, ``aten::masked_select``, ``aten::unique*``, ``aten::equal``,
-  ``aten::is_nonzero``, indexing with a boolean mask (``aten::index`` / ``index_put_`` with a
-  bool index), a copy from a non-CPU tensor to the CPU, and the Python-level
-  ``Tensor.tolist`` / ``Tensor.numpy`` / ``Tensor.cpu`` (counted on every device: on CPU they
-  cost nothing, but the same code on CUDA would wait).
-
-Counts are per *phase*: code marks its parts with ``phase("render")``; ops outside any mark
-count under ``"step"``. The torch dispatch mode stack is per thread, so ops are counted in the
-thread that opened ``count_ops()`` and in threads that run ``follow()`` while it is open (the
-env's simulator thread does: ``bps_runtime.env.env`` wraps each step in ``follow()``, which
-costs one attribute read when no count is open). Warp launches and the Python-level calls are
-patched process-wide while a count is open but counted only from those threads.
-
-Used by tests/test_step_profile.py (the fused step's launch count must not grow with the number
-of envs or resident scenes and must not sync) and by ``bps-assets bench``.
+torch ops (a ``TorchDispatchMode``, op -> calls), Warp launches (``warp.launch`` and graph
+replays), and syncs (calls that make the host wait on CUDA: ``.item()``, ``nonzero``,
+boolean-mask indexing, device-to-host copies, ``Tensor.tolist/numpy/cpu``). Counts are per
+phase ("step" unless marked "render" / "input check"). The runtime imports no profiler: while a
+count is open, the env's step is followed on its simulator thread and its frames and action
+check are marked by wrapping those methods; the step's CPU launch pool (``bps-step`` threads)
+is counted too. Used by tests/test_step_profile.py, test_step_counts.py and ``bps-assets bench``.
 """
 from __future__ import annotations
 

@@ -1,29 +1,16 @@
-"""BatchPointNavEnv: habitat-lab's PointNav task for N agents as one batch of torch tensors.
+"""BatchPointNavEnv: N agents as one batch of torch tensors, one agent in one resident scene each.
 
-One environment = one agent in one resident scene. A step of a group of agents is the fused
-step (``bps_runtime.step.fused`` / ``step_kernels``): actions -> turns, try_step with sliding
-for MOVE_FORWARD -> geodesic distance to the goal from the episode's distance field -> reward /
-success / SPL / truncation -> automatic reset of finished agents from their queued next
-episode (same step, habitat-baselines' behaviour: the observation returned with ``done`` is
-the first one of the next episode) -> pointgoal -> batch render. Two Warp launches (on the CPU
-1 + ``threads``: the step kernel over ``threads`` env ranges side by side) and a fixed handful
-of torch ops, whatever the number of envs or resident scenes; nothing in it waits for the device.
-With the Warp renderer the frame is one more launch queued right after the step kernel, and
-with ``capture_graph`` on CUDA the three are one captured graph per group.
-
-Between steps the host (this thread) reads the ``head`` snapshot of two steps back and keeps
-every env's queue of upcoming episodes filled (``EpisodeRing``): scenes come from the scene
-cache (bps_runtime.scenes.cache; an agent changes scene only at an episode boundary, because its queued
-episode names the scene), episodes from an ``EpisodeSupply`` (distance fields prepared in a
-background thread). Task math (actions, pointgoal convention, SPL, reward): bps_runtime.tasks.pointnav.
-
-Double buffering (the paper's): agents are split into ``num_envs // batch_size`` fixed
-groups; ``send(actions)`` hands one group's actions to the simulator thread and returns at
-once, ``recv()`` returns the oldest group sent. ``step == send + recv``.
-
-Info: tensors are the group's output buffers (valid until its next ``send``); ``scene_id`` and
-``episode["episode_id" / "scene_id"]`` are ``LazyNames`` lists, resolved when first read (a
-device-to-host read on CUDA: read them only when needed, within 64 episodes).
+A step of a group is the fused step (``bps_runtime.step``: the task's kernels over every env):
+action -> move / turn -> reward, success, metrics -> automatic reset of finished agents from
+their queued next episode (habitat-baselines' behaviour: the observation returned with
+``done`` is the next episode's first) -> observations -> batch render (the Warp renderer's
+frame is one more launch in the step, or in its captured graph). Between steps the host reads
+the ``head`` snapshot of two rounds back and keeps every env's queue of episodes filled
+(``EpisodeRing``), scenes from the world's scene manager, episodes from its supply.
+Double buffering: ``num_envs // batch_size`` fixed groups; ``send`` hands a group's actions to
+the simulator thread and returns, ``recv`` returns the oldest group sent; ``step == send +
+recv``. Tensors returned are the group's buffers (valid until its next ``send``); names in info
+are ``LazyNames`` (read from the device when first looked at, within 64 episodes).
 """
 from __future__ import annotations
 

@@ -1,37 +1,16 @@
-"""Fixed-budget scene cache: which scenes are resident, which environment uses which, swaps.
+"""The scene manager: which scenes are resident, which env uses which, swaps (bps-nav's scheme).
 
-bps-nav's scheme. ``slots`` = K; environment e belongs to slot e % K for the whole run. Each
-slot has an *active* scene (new episodes of its environments start there) and at most one
-*pending* scene, loaded in the background by the shared loader. When the pending scene is
-ready and a swap is due (``request_swap`` or ``swap_after_episodes``), the slot's next episode
-starts on it; environments still in an episode keep the old scene (so it stays resident) and
-move over only at their own episode boundary. A scene leaves (renderer detach, bytes freed)
-as soon as no environment uses it and it is not a slot's active/pending scene.
-
-A slot starts its next load at its swap, while its previous scene is still draining (each
-slot holds at most three scenes: active, next, and one previous scene whose episodes have not
-all ended). A runtime that queues episodes ahead keeps a swapped-out scene for several
-episodes per env (the running one plus those queued before the swap); had the next load waited
-for that drain, it would start tens of steps late and the following swap would wait for it.
-When the scene order names a scene that is still resident and draining, it becomes the slot's
-next scene again without a load (with few spare scenes, the one just swapped out is the only
-choice, and reloading it would only add a wait).
-
-Budget: ``budget_bytes`` is a ledger fixed up front. A load reserves its scene's exact byte
-cost (shading tables + accel + navmesh, computed after decode, before the BVH build and the
-device upload) and blocks until the resident total plus that cost fits; a scene larger than the
-whole budget is quarantined. So resident bytes never exceed the budget (``peak_bytes`` is
-checked by the tests). Without ``budget_bytes`` the limit is 3K scenes (K active + K next + K
-draining; in steady state one slot drains at a time, so about 2K + 1). For swaps to flow the
-budget must hold K active scenes plus at least one pending one.
-
-Waits (a call that blocks on a load) are reported with their reason in ``CacheReport.reasons``:
-which slot and scene, how long, when the load was started and why then, and what the loader
-was doing (``SceneLoader.stage``).
-
-Resident scenes are addressed by small integer ids in [0, 3K) -- the ``scene_ids`` the
-renderer takes. ``scene_for_next_episode`` is the only call that changes an environment's
-scene, which is how "swaps only at episode boundaries" is guaranteed.
+``slots`` = K; env e belongs to slot e % K. Each slot has an active scene (new episodes start
+there) and at most one next scene, loaded in the background; when a swap is due
+(``swap_after_episodes``, ``swap_every`` rounds, ``request_swap``) new episodes of its envs
+start on the next scene; envs mid-episode keep the old one until their episode ends. A scene
+leaves once no episode uses it. A seed fixes the run: scene order is a seeded shuffle, a load's
+scene index is fixed when it starts, and loads are taken in only at a due swap (which waits for
+its load: a reported wait) or at start-up, never by which load finished first.
+Budget: ``budget_bytes`` is a ledger; a load reserves its exact cost and blocks until it fits
+(a due swap whose load waits for room gives up instead; with a binding budget runs may differ).
+Calls go one way: the cache calls the loader and the renderer; arrivals and departures are
+``take_events()`` for the caller, whose per-scene ``prepare`` runs on the loader threads.
 """
 from __future__ import annotations
 

@@ -1,59 +1,15 @@
-"""The fused PointNav step as Warp kernels: one source for Warp's CPU device and for CUDA.
+"""Navigation for the step, as Warp functions over every resident scene's flat buffers (``Nav``:
+``bps_runtime.nav.buffers``; a scene is a row of its meta table): ``try_step`` (habitat's
+try_step with sliding: snap start and end by Detour's findNearestPoly rule on a window, same
+island, flood fill of the spans reachable inside Detour's search circle, the reached cell square
+nearest the end, pulled 1e-4 m inside) and ``geodesic`` (min over the spans seen from the
+point's span of field + distance). Task kernels (``bps_runtime.tasks``) call them; the
+``*_query`` kernels expose them as batch queries. One source for Warp's CPU device and CUDA;
+both follow ``bps_assets.nav.queries`` (tests/test_fused_step.py checks >= 10,000 steps).
 
-One thread per environment; every resident scene's navigation comes from the flat buffers of
-``bps_runtime.nav.buffers`` (meta table row = the env's resident id), so a step is the same
-few launches for 64 or 16,384 envs and for 1 or 32 scenes:
-
-1. ``apply_refills``: the host's new "next episodes" (a staging table, fixed size, a count on
-   the device) are written into the per-env ring of upcoming episodes.
-2. ``step_kernel``: action -> turn / MOVE_FORWARD with habitat's sliding (``try_step``: snap
-   start and end (Detour's findNearestPoly rule on a window), same island, flood fill of the
-   spans reachable inside Detour's search circle, the reached cell square nearest the end,
-   pulled 1e-4 m inside) -> geodesic distance from the episode's field -> reward, success,
-   SPL, truncation -> on done, the next episode from the ring (scene swaps included: it names
-   its resident id) and its start distance -> pointgoal and rotation for the observation.
-   ``begin_kernel`` is the episode start alone (``reset()``).
-
-Both ports follow ``bps_assets.nav.queries`` (``snap_spans``, ``try_step``) and the task math of
-``bps_runtime.tasks.pointnav``; tests/test_fused_step.py checks them against both over >= 10,000 steps.
-The flood fill reproduces the reference's order exactly: each of the four directions is one
-simultaneous update over the window, which a sequential loop gets by walking the window
-against the direction of propagation.
-
-Warp facts measured here (warp-lang 1.19, this 2-core VM, CPU device): the first compile of
-this module takes 6-40 s (clang, load-dependent) and is cached in Warp's kernel cache (then
-~0.03 s to load); a launch costs ~19 us of Python and ``wp.from_torch`` of a CPU tensor ~9 us
-(zero-copy), so the kernel argument structs are built once and rebuilt only when a buffer
-moves; a CPU launch runs on the calling thread and releases the GIL (a 5 s kernel left the
-main thread free for 28M loop iterations). ``wp.ScopedCapture(device, stream)`` and
-``wp.capture_launch(graph, stream)`` capture and replay on torch's stream.
-
-CPU threads (``CpuLaunches``): the step kernel runs as ``threads`` contiguous env ranges, the
-calling thread launching the first and a pool the others, side by side; a step is 1 +
-``threads`` launches (one on CUDA). Results are bit for bit the one-launch results
-(tests/test_step_threads.py). Measured at 1,024 envs (bench dataset, 8 synth Gibson-size
-scenes, random actions), thread CPU time on this 2-core VM at load 6-8: the kernel's work
-7.4-9.7 ms per step; two ranges 8.0 ms in all, the longer 4.4 ms (the critical path halves).
-Wall time here shows no gain (the machine is saturated: a range with 2.4 ms of CPU takes 7-9
-ms of wall); the many-core figures are ``benchmarks/bench_threads.py``'s to produce.
-Why one range per thread and ``wp.launch``: a ``wp.launch`` costs ~44 us of GIL-held Python
-(structs packed), a pre-recorded ``Launch.launch()`` ~7 us; more ranges than threads (for a
-descheduled thread) or recorded launches would save ~0.5 ms per step at 15 threads, but the
-op counter (``step_profile``) counts ``wp.launch`` calls, so the plain call stays.
-The crash that once kept this one-threaded (two ranges side by side segfaulted inside the
-launch with ``wp.config.mode = "debug"``, passed with one): not a race in these kernels (each
-env touches only its own state, outputs and scratch row) but Warp's CPU entry, which points a
-per-module static at the launching thread's tile storage and restores it on exit; the debug
-build's exit check (``assert(smem_base[0] == 0)``) read it as null (gdb: a load from address
-0x8). ``NO_TILE_STORAGE`` below gives this module's entries an empty stand-in, and
-tests/test_step_threads.py runs the split under debug mode in a child process. (The first
-attempt at the split had measured 19 -> ~13 ms of wall per launch at a lower load.)
-
-Tried and dropped: pointgoal and quaternion computed with torch after the kernel (bitwise the
-same as the 88cbd84 env, but ~20 more ops per step, i.e. ~20 more CUDA launches): Warp's
-float32 sin/cos differ from torch's in ~5 % of values by one ulp (6e-8); renders of the two
-quaternions agree within 1e-5 in depth (tests/test_fused_step.py), and the observation is
-bit for bit the render of the reported pose.
+``CpuLaunches``: a launch over ``n`` envs as ``threads`` contiguous ranges side by side (bit for
+bit the one-launch result; 1 + threads launches a step on the CPU). ``NO_TILE_STORAGE`` makes
+side-by-side CPU launches of these modules safe (``set_module_options``; docs/DECISIONS.md).
 """
 from __future__ import annotations
 

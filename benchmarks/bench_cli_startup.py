@@ -2,7 +2,7 @@
 
 Each command runs as a fresh process, interleaved, N times; the fastest run of each counts
 (the least disturbed by other load). ``torch (bench's old import path)`` is what every command
-paid before commands were imported lazily (cli.main imported bps_runtime.env_throughput -> torch).
+paid before commands were imported lazily (cli.main imported cli.env_bench -> torch).
 
     python benchmarks/bench_cli_startup.py [--repeat 9] [--json]
 """
@@ -25,7 +25,7 @@ COMMANDS = {
     "bps-assets --help": ["-m", "cli.main", "--help"],
     "bps-assets --version": ["-m", "cli.main", "--version"],
     "bps-assets datasets": ["-m", "cli.main", "datasets"],
-    "import bps_runtime (torch; the old start-up path)": ["-c", "import bps_runtime.env_throughput"],
+    "import bps_runtime (torch; the old start-up path)": ["-c", "import cli.env_bench"],
 }
 
 

@@ -1,6 +1,6 @@
 """Batched PointNav env benchmark: env step fps vs render-only fps, step-time tail with scene
 swaps, loads waited for, peak RSS, torch ops / Warp launches / host syncs per step
-(bps_runtime.env_throughput; same as `bps-assets bench`).
+(cli.env_bench; same as `bps-assets bench`).
 
     python benchmarks/bench_env.py MANIFEST [--num-envs 1024 --scenes 8 --resolution 64 ...]
     python benchmarks/bench_env.py MANIFEST --device cuda --threads 4   # renderer auto: warp on CUDA
@@ -19,7 +19,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from bps_assets.errors import BpsError
-from bps_runtime.env_throughput import BenchOptions, run
+from cli.env_bench import BenchOptions, run
 
 
 def synth_dataset(out: Path, scenes: int, size: str, seed: int = 0) -> tuple[Path, str]:

@@ -46,9 +46,10 @@ def _measure(manifest: str, n: int, policy: str, steps: int, warmup: int, resolu
     import torch
     import warp as wp
 
-    from bps_runtime import fused_step as fs
-    from bps_runtime import world as wd
-    from bps_runtime.api import make
+    from bps_runtime.step import fused as fs
+    from bps_runtime.step import ring
+    from bps_runtime.env import world as wd
+    from bps_runtime.env.make import make
 
     acc: dict[str, float] = {}
     depth = threading.local()
@@ -98,8 +99,8 @@ def _measure(manifest: str, n: int, policy: str, steps: int, warmup: int, resolu
     patch(E, "_render", timed("render", E._render))
     patch(E, "_host_between_steps", timed("between steps", E._host_between_steps))
     patch(E, "_info", timed("info dict", E._info))
-    patch(fs.EpisodeRing, "learn", timed("  learn", fs.EpisodeRing.learn))
-    patch(fs.EpisodeRing, "refill", timed("  refill", fs.EpisodeRing.refill))
+    patch(ring.EpisodeRing, "learn", timed("  learn", ring.EpisodeRing.learn))
+    patch(ring.EpisodeRing, "refill", timed("  refill", ring.EpisodeRing.refill))
     patch(fs.FusedStep, "upload", timed("  upload", fs.FusedStep.upload))
     patch(wd.World, "after_step", timed("after_step", wd.World.after_step))
     per_step: dict[str, list] = {k: [] for k in PARTS}

@@ -90,7 +90,7 @@ def decoded_bytes(doc) -> int:
 
 def make_scenes(out: Path, count: int, triangles: int):
     from bps_assets.packed_scene import convert_scene
-    from bps_runtime.loader import SceneSource
+    from bps_runtime.scenes.loader import SceneSource
 
     sources, decoded = [], []
     for i in range(count):
@@ -119,7 +119,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
 
     import torch
-    from bps_runtime.cache import CacheOptions, SceneCache
+    from bps_runtime.scenes.cache import CacheOptions, SceneCache
     from bps_runtime.render import RenderOptions, make_renderer
     from bps_runtime.render.camera import camera_directions, camera_origins, rotation_matrices
 
@@ -132,9 +132,9 @@ def main(argv=None):
     r = make_renderer("embree", opts)
     cache = SceneCache(sources, r, args.envs, CacheOptions(slots=args.scenes, prefetch=False))
     t0 = time.perf_counter()
-    cache.wait_ready()
+    cache.start()
     t_load = time.perf_counter() - t0
-    sid = cache.scene_for_next_episode(np.arange(args.envs))
+    sid = cache.assign_next(np.arange(args.envs))
     rng = np.random.default_rng(0)
     pos = np.c_[rng.uniform(0.5, 11.5, args.envs), np.zeros(args.envs), rng.uniform(-9.5, -0.5, args.envs)].astype(np.float32)
     yaw = rng.uniform(-np.pi, np.pi, args.envs).astype(np.float32)

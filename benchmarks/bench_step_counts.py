@@ -1,5 +1,5 @@
 """Per-step torch ops, Warp launches and host syncs of the batched PointNav env on CPU
-(bps_runtime.step_profile), for 64 / 1024 envs and 1 / 8 resident scenes (small generated
+(cli.step_profile), for 64 / 1024 envs and 1 / 8 resident scenes (small generated
 rooms of bps_runtime/inmemory_scenes.py, Embree renderer, 16x16 depth).
 
     python benchmarks/bench_step_counts.py
@@ -18,8 +18,13 @@ folder, where 88cbd84 kept the scene builders) to count that code; an env withou
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # inmemory_scenes
 
 
 def main(argv=None):
@@ -30,13 +35,13 @@ def main(argv=None):
     if a.capture and a.renderer != "warp":
         ap.error("--capture needs --renderer warp (the frame is in the graph only as a Warp launch)")
     try:
-        from bps_runtime.inmemory_scenes import make_env, room
+        from inmemory_scenes import make_env, room
     except ImportError:  # an older checkout (88cbd84) kept them in tests/: put that on PYTHONPATH
         from runtime_env_scenes import make_env, room
 
-    from bps_runtime import step_profile
-    from bps_runtime.pointnav import BatchPointNavEnv
-    from bps_runtime.step_profile import count_ops
+    from cli import step_profile
+    from bps_runtime.env.env import BatchPointNavEnv
+    from cli.step_profile import count_ops
 
     if not hasattr(BatchPointNavEnv, "_host_between_steps"):   # the 88cbd84 env: follow its sim thread
         orig = BatchPointNavEnv._step_group
@@ -49,7 +54,7 @@ def main(argv=None):
         scenes = [room(f"r{i}", 3.0 + 0.5 * i, 4.0, pillars=[(1.0, -2.0, 1.5, -1.5)]) for i in range(k)]
         kw = {} if a.renderer == "embree" else {"renderer": "warp"}
         if a.capture:
-            from bps_runtime import fused_step
+            from bps_runtime.step import fused as fused_step
             fused_step.CAPTURE_DEVICES = ("cuda", "cpu")
             kw.update(capture_graph=True, threads=1)
         env = make_env(scenes, num_envs=n, seed=0, **kw)

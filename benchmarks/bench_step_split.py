@@ -39,9 +39,10 @@ def main(argv=None):
     import warp as wp
 
     import bps_runtime.render.embree as emb
-    from bps_runtime import fused_step as fs
-    from bps_runtime import step_kernels as sk
-    from bps_runtime.api import make
+    from bps_runtime.step import fused as fs
+    from bps_runtime.step import ring
+    from bps_runtime.step import kernels as sk
+    from bps_runtime.env.make import make
 
     wall, cpu = defaultdict(list), defaultdict(list)
 
@@ -74,7 +75,7 @@ def main(argv=None):
                cache={"slots": a.scenes, "swap_every": None}, threads=a.threads)
     E = type(env)
     E._host_between_steps = timed("host between steps (Python)", E._host_between_steps)
-    fs.EpisodeRing.refill = timed("  of which EpisodeRing.refill (episode sampling)", fs.EpisodeRing.refill)
+    ring.EpisodeRing.refill = timed("  of which EpisodeRing.refill (episode sampling)", ring.EpisodeRing.refill)
     fs.FusedStep.step = timed("FusedStep.step (copies, 2 kernels, snapshot)", fs.FusedStep.step)
     E._render = timed("render in the step", E._render)
     emb.check_render_inputs = timed("  render inputs: check_render_inputs", emb.check_render_inputs)
@@ -83,10 +84,10 @@ def main(argv=None):
         emb.finish_depth = timed("  render: finish_depth (serial pass)", emb.finish_depth)
     E._info = timed("info dict", E._info)
     E._step_group = timed("step on the simulator thread", E._step_group)
-    from bps_runtime import episode_supply as es
+    from bps_runtime.episodes import sampled as es
     fill_cpu = [0.0]                          # newer code: episodes drawn ahead on the field worker
-    if hasattr(es.EpisodeSupply, "_fill"):
-        fill = es.EpisodeSupply._fill
+    if hasattr(es.SampledEpisodes, "_fill"):
+        fill = es.SampledEpisodes._fill
 
         def timed_fill(*args):
             c = time.thread_time()
@@ -96,7 +97,7 @@ def main(argv=None):
                 if threading.current_thread().name.startswith("bps-nav-fields"):
                     with lock:
                         fill_cpu[0] += time.thread_time() - c
-        es.EpisodeSupply._fill = timed_fill
+        es.SampledEpisodes._fill = timed_fill
     ksum, kmax = [], []
     gen = torch.Generator().manual_seed(0)
     try:

@@ -1,6 +1,6 @@
 """CPU thread scaling of the env (issue 11): render-only fps and env-step fps at 1 thread and
 at each thread count asked for, in one run, with the same scenes, agents and seed
-(bps_runtime.env_throughput.measure_threads). Prints render(N) / (N x render(1)) and env step /
+(cli.env_bench.measure_threads). Prints render(N) / (N x render(1)) and env step /
 render only per N, and the goal lines with PASS / FAIL: render scaling >= 0.8 at every N > 1,
 env step / render only >= 0.85 at the highest N.
 
@@ -9,7 +9,7 @@ env step / render only >= 0.85 at the highest N.
     python benchmarks/bench_threads.py --synth DIR [--synth-scenes 12] ...
 
 Each count builds its own env (``make(threads=N)``, Embree on the CPU) and times ``--steps``
-steps, each followed by a render-only frame of the same poses (bps_runtime.env_throughput).
+steps, each followed by a render-only frame of the same poses (cli.env_bench).
 Scene swaps are off unless ``--swap-every`` is given: this measures scaling, bench_env.py the
 swaps. Machine load shifts between the counts' runs: read the load average column.
 """
@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_env import add_dataset_args, dataset_of  # noqa: E402
 
 from bps_assets.errors import BpsError  # noqa: E402
-from bps_runtime.env_throughput import (BenchOptions, default_thread_counts, measure_threads,  # noqa: E402
+from cli.env_bench import (BenchOptions, default_thread_counts, measure_threads,  # noqa: E402
                                         summarize_threads, thread_report_lines)
 
 

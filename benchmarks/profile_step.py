@@ -56,7 +56,7 @@ def main(argv=None):
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    from bps_runtime.api import make
+    from bps_runtime.env.make import make
 
     env = make(a.manifest, num_envs=a.num_envs, device=a.device, resolution=(a.resolution, a.resolution),
                renderer="embree" if a.device == "cpu" else "warp", episodes="sample",

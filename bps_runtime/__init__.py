@@ -2,19 +2,27 @@
 
 Front door: ``make(manifest, ...)`` -> ``BatchPointNavEnv`` (``reset``, ``step``, ``send`` /
 ``recv``); ``observation_space(...)`` / ``action_space(...)`` from arguments alone;
-``GymVectorEnv(env)`` for gymnasium.
+``GymVectorEnv(env)`` for gymnasium. Names load on first use, so importing a room
+(``bps_runtime.render``) does not import torch and Warp.
 """
-from .api import action_space, make, observation_space, single_action_space, single_observation_space
-from .pointnav import BatchPointNavEnv
-from .task import ACTION_NAMES, MOVE_FORWARD, STOP, TURN_LEFT, TURN_RIGHT, TaskOptions
+import importlib
+
+_EXPORTS = {
+    "make": "env.make", "observation_space": "env.make", "action_space": "env.make",
+    "single_observation_space": "env.make", "single_action_space": "env.make", "EnvConfig": "env.config",
+    "BatchPointNavEnv": "env.env", "GymVectorEnv": "env.gym_adapter",
+    "TaskOptions": "tasks.pointnav", "ACTION_NAMES": "tasks.pointnav", "STOP": "tasks.pointnav",
+    "MOVE_FORWARD": "tasks.pointnav", "TURN_LEFT": "tasks.pointnav", "TURN_RIGHT": "tasks.pointnav",
+}
 
 
-def GymVectorEnv(env, as_torch: bool = False):
-    """gymnasium ``VectorEnv`` adapter (see ``bps_runtime.gym_adapter``)."""
-    from .gym_adapter import GymVectorEnv as _G
-    return _G(env, as_torch)
+def __getattr__(name):
+    mod = _EXPORTS.get(name)
+    if mod is None:
+        raise AttributeError(f"module 'bps_runtime' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{mod}"), name)
+    globals()[name] = value
+    return value
 
 
-__all__ = ["make", "observation_space", "action_space", "single_observation_space", "single_action_space",
-           "BatchPointNavEnv", "GymVectorEnv", "TaskOptions", "ACTION_NAMES", "STOP", "MOVE_FORWARD",
-           "TURN_LEFT", "TURN_RIGHT"]
+__all__ = list(_EXPORTS)

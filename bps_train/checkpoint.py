@@ -49,6 +49,14 @@ def identity(args, dataset_sha256: str) -> dict:
     return {"dataset_sha256": dataset_sha256, **{k: getattr(args, k) for k in IDENTITY_ARGS}}
 
 
+def env_identity(config) -> dict:
+    """The part of the env's ``EnvConfig`` (``env.config``) a resumed run must share: the task's
+    rules, the sensors, the episodes' source and supply (not seeds, threads, device, cache)."""
+    d = config.to_dict()
+    return {"task": d["task"], "sensors": d["sensors"],
+            "episodes": {"source": d["episodes"]["source"], "supply": d["episodes"]["supply"]}}
+
+
 def check_same_run(path, saved: dict, wanted: dict) -> None:
     """ConfigError listing every identity field that differs, and how to start fresh."""
     diffs = []
@@ -58,6 +66,10 @@ def check_same_run(path, saved: dict, wanted: dict) -> None:
             continue
         if key == "dataset_sha256":
             diffs.append("the dataset manifest (sha256 differs: another or a re-preprocessed dataset)")
+        elif key == "env":
+            if have is None:   # a checkpoint from before env configs were saved
+                continue
+            diffs.append(f"the env config {have} (this run: {want})")
         else:
             diffs.append(f"--{key.replace('_', '-')} {have} (this run: {want})")
     if diffs:

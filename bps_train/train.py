@@ -410,7 +410,7 @@ def load_policy(path, args, device):
 
 def evaluate(args) -> dict:
     """Success and SPL over distinct episodes of ``eval_split`` (each counted once, first run)."""
-    from bps_runtime.dataset_info import scene_and_episode_counts
+    from bps_runtime.episodes.dataset_info import scene_and_episode_counts
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -633,6 +633,9 @@ def train(args) -> dict:
     n = args.num_envs
     env = make_envs(args, args.split, n, args.seed + 7919 * rank + update, args.episodes, args.double_buffer,
                     scene_shard=(rank, world))
+    run_id["env"] = checkpoint.env_identity(env.config)   # saved with the checkpoint, compared on resume
+    if update:
+        checkpoint.check_same_run(ckpt_path, ckpt["identity"], run_id)
     log = Log(out, writer_cls, update) if rank == 0 else None
     stop = StopOnSignal()
     num_updates = max(1, math.ceil(args.total_steps / batch))

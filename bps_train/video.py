@@ -63,7 +63,7 @@ def manifest_navmeshes(manifest_path):
 
 
 def goal_from_pointgoal(position, rotation, pointgoal) -> np.ndarray:
-    """Inverse of habitat's ``pointgoal_with_gps_compass`` (bps_runtime.task.pointgoal_polar):
+    """Inverse of habitat's ``pointgoal_with_gps_compass`` (the reference: tests/pointnav_reference.py):
     the goal [3] from the agent's position, [x, y, z, w] rotation and [rho, -phi]; y = the
     agent's (the observation is 2-D)."""
     p = np.asarray(position, np.float64)

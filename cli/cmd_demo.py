@@ -11,7 +11,7 @@ def demo_steps() -> list:
     """The pipeline's steps (synthesize, preprocess, verify, summary), then the runtime's (run
     the batched env and print fps)."""
     from bps_assets.pipeline.demo import DEFAULT_STEPS
-    from bps_runtime.demo_steps import demo_steps as runtime_steps
+    from cli.demo_env import demo_steps as runtime_steps
 
     return [*DEFAULT_STEPS, *runtime_steps()]
 
@@ -24,7 +24,7 @@ def demo_cmd(outdir, scenes, workers):
     """Synthesize a small Gibson-layout dataset, preprocess it, verify it, run the batched env
     and print its speed.
 
-    Steps: bps_assets.pipeline.demo's, then bps_runtime.demo_steps's."""
+    Steps: bps_assets.pipeline.demo's, then cli.demo_env's."""
     from bps_assets.pipeline.demo import run_demo
 
     ok = run_demo(outdir, scenes=scenes, workers=workers, echo=click.echo, steps=demo_steps())

@@ -1,4 +1,4 @@
-"""`bps-assets bench MANIFEST`: the batched environment benchmark (bps_runtime.env_throughput)."""
+"""`bps-assets bench MANIFEST`: the batched environment benchmark (cli.env_bench)."""
 from __future__ import annotations
 
 import contextlib
@@ -8,7 +8,7 @@ import time
 
 import click
 
-from bps_runtime.env_throughput import DEFAULTS, RENDERERS
+from cli.env_bench import DEFAULTS, RENDERERS
 
 
 HEARTBEAT_S = 15.0  # seconds between "still running" lines on stderr
@@ -66,9 +66,9 @@ def bench_cmd(manifest, num_envs, scenes, resolution, steps, swap_every, rendere
               capture_graph, pipelined_steps, rgb, split, seed, as_json):
     """Benchmark the batched PointNav env on a preprocessed dataset (MANIFEST: manifest.json):
     env step fps vs render-only fps, step-time tail with scene swaps, loads waited for, peak RSS
-    (random actions; one process; see bps_runtime/env_throughput.py), then torch ops, Warp launches and
+    (random actions; one process; see cli/env_bench.py), then torch ops, Warp launches and
     host syncs per step; each goal line ends in PASS or FAIL."""
-    from bps_runtime.env_throughput import BenchOptions, run
+    from cli.env_bench import BenchOptions, run
 
     opts = BenchOptions(num_envs=num_envs, scenes=scenes, resolution=resolution, steps=steps,
                         swap_every=swap_every, renderer=renderer, device=device, threads=threads,

@@ -8,10 +8,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from bps_runtime import fused_step
-from bps_runtime.inmemory_scenes import make_env, room
-from bps_runtime.step_profile import count_ops
-from bps_runtime.task import TaskOptions
+from bps_runtime.step import fused as fused_step
+from inmemory_scenes import make_env, room
+from cli.step_profile import count_ops
+from bps_runtime.tasks.pointnav import TaskOptions
 
 N, STEPS = 16, 24
 

@@ -7,16 +7,17 @@ import threading
 
 import numpy as np
 
-from bps_runtime.batched_nav import FieldWorker, NavBuffers, SceneNav
-from bps_runtime.episode_supply import EpisodeSupply, SupplyOptions
-from bps_runtime.inmemory_scenes import room
+from bps_runtime.nav.buffers import FieldWorker, NavBuffers, SceneNav
+from bps_runtime.episodes.sampled import SampledEpisodes
+from bps_runtime.episodes.supply import SupplyOptions
+from inmemory_scenes import room
 
 ROOMS = {"a": room("a")[4], "b": room("b", w=5.0, d=5.0, pillars=[(2.0, -3.0, 2.5, -2.0)])[4]}
 
 
 def _supply(reservoir: int, seed: int = 7):
     worker = FieldWorker()
-    sup = EpisodeSupply("sample", seed, worker, options=SupplyOptions(goal_pool=6, reservoir=reservoir))
+    sup = SampledEpisodes(seed, worker, options=SupplyOptions(goal_pool=6, reservoir=reservoir))
     return sup, worker, NavBuffers(capacity=8)
 
 
@@ -119,7 +120,7 @@ def test_reservoir_rows_released_when_scene_leaves():
 def _draw_one(sup, st, j):
     """Episode j of a scene visit, one attempt at a time (habitat's generator loop), from the
     same counter uniforms: the reference for the vectorized draw."""
-    from bps_runtime.episode_supply import counter_uniforms
+    from bps_runtime.episodes.supply import counter_uniforms
     P, o, nm = st.ready_pool, sup.options, st.mesh.navmesh
     u = counter_uniforms(st.key_seed, np.array([j], np.uint64), 2 + 4 * o.retries)[0]
     g = min(int(u[0] * len(P["rows"])), len(P["rows"]) - 1)
@@ -156,7 +157,7 @@ def test_vectorized_draw_matches_one_episode_at_a_time():
 def test_env_stats_report_reservoir_misses():
     """A reset of more envs than a scene's reservoir holds draws the rest inline: the env's
     stats count it and say why (the supply's latest reasons), without calling it a wait."""
-    from bps_runtime.inmemory_scenes import make_env, room
+    from inmemory_scenes import make_env, room
 
     env = make_env([room("a", 3.0, 4.0)], num_envs=400, seed=0)
     try:

@@ -1,7 +1,7 @@
-"""The fused step (bps_runtime.fused_step / step_kernels) against the numpy reference
+"""The fused step (bps_runtime.step.fused / step_kernels) against the numpy reference
 (``bps_assets.nav.queries``: try_step with sliding, distance_at) and today's torch
 implementation (tests/legacy_torch_nav.py = bps_runtime/nav.py at 88cbd84, with the task math
-of bps_runtime.task), transition by transition over > 10,000 env steps: wall sliding, stairs
+of bps_runtime.tasks.pointnav), transition by transition over > 10,000 env steps: wall sliding, stairs
 and a step, STOP on and off the goal, truncation, automatic resets and scene swaps.
 Observations are compared with Embree renders of the reported pose."""
 from __future__ import annotations
@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 import torch
 
-from bps_runtime.task import (MOVE_FORWARD, STOP, TURN_LEFT, TURN_RIGHT, TaskOptions, apply_turns,
-                              forward_vector, reward_and_success, spl, yaw_to_quat)
+from bps_runtime.tasks.pointnav import MOVE_FORWARD, STOP, TURN_LEFT, TURN_RIGHT, TaskOptions
+from pointnav_reference import apply_turns, forward_vector, reward_and_success, spl, yaw_to_quat
 
 from legacy_torch_nav import DeviceNavMesh, lookup
-from bps_runtime.inmemory_scenes import house_scene, make_env, room
+from inmemory_scenes import house_scene, make_env, room
 
 F, L, R, S = MOVE_FORWARD, TURN_LEFT, TURN_RIGHT, STOP
 TASK = TaskOptions(max_episode_steps=40)
@@ -61,9 +61,10 @@ class _Checker:
         return m[1]
 
     def pre(self):
-        e = self.env
-        return {k: getattr(e, k).clone() for k in ("pos", "yaw", "scene", "row", "d_prev", "path_len",
-                                                   "steps", "d0", "ep_return")}
+        st = self.env.state
+        out = {k: getattr(st, k).clone() for k in ("pos", "yaw", "row", "d_prev", "path_len", "steps", "d0")}
+        out["scene"], out["ep_return"] = st.scene_index.clone(), st.total.clone()
+        return out
 
     def check(self, pre, a, r, d, info):
         env, nav = self.env, self.env.world.nav
@@ -109,7 +110,7 @@ class _Checker:
         go = ~done
         self._err("pos_legacy", info["position"][go], ref_lg[go], 1e-5)
         self._err("pos_np", info["position"][go], ref_np[go], 1e-5)
-        assert torch.equal(env.yaw[go], apply_turns(pre["yaw"], a, t)[go])
+        assert torch.equal(env.state.yaw[go], apply_turns(pre["yaw"], a, t)[go])
         np.testing.assert_allclose(info["distance_to_goal"][go].numpy(), d_lg[go].numpy(), atol=1e-5)
         # finished episodes: their statistics, then the next episode's start distance
         ep = info["episode"]
@@ -119,12 +120,12 @@ class _Checker:
             assert torch.equal(ep["length"][done], steps[done]) and torch.equal(ep["start_distance"][done], pre["d0"][done])
             np.testing.assert_allclose(ep["return"][done].numpy(), (pre["ep_return"] + rew_lg)[done].numpy(), atol=1e-4)
             for i in np.flatnonzero(done.numpy()).tolist():
-                k, row = int(env.scene[i]), int(env.row[i])
+                k, row = int(env.state.scene_index[i]), int(env.state.row[i])
                 scene = nav.scenes[k]
-                d0 = float(scene.navmesh.distance_at(nav.fields[k].host[row], env.pos[i].double().numpy()))
-                assert env.d0[i].item() == pytest.approx(d0, abs=1e-4)
-                assert info["distance_to_goal"][i].item() == env.d0[i].item() and int(env.steps[i]) == 0
-                assert ep["episode_id"][i] != "" and info["scene_id"][i] == env.world.scene_name(k)
+                d0 = float(scene.navmesh.distance_at(nav.fields[k].host[row], env.state.pos[i].double().numpy()))
+                assert env.state.d0[i].item() == pytest.approx(d0, abs=1e-4)
+                assert info["distance_to_goal"][i].item() == env.state.d0[i].item() and int(env.state.steps[i]) == 0
+                assert ep["episode_id"][i] != "" and info["scene_id"][i] == env.world.scene_id(k)
                 self.counts["swaps"] += int(k != int(pre["scene"][i]))
         assert all(ep["episode_id"][i] == "" for i in np.flatnonzero(~done.numpy()).tolist())
         moved = torch.linalg.vector_norm((ref_lg - pre["pos"])[:, [0, 2]], dim=1)
@@ -149,9 +150,9 @@ class _Checker:
         env = self.env
         direct = env.world.renderer.render(info["scene_index"], info["position"], info["rotation"], env.sensors)
         assert torch.equal(direct["depth"], obs["depth"])
-        today = env.world.renderer.render(env.scene.long(), env.pos, yaw_to_quat(env.yaw), env.sensors)
+        today = env.world.renderer.render(env.state.scene_index.long(), env.state.pos, yaw_to_quat(env.state.yaw), env.sensors)
         assert torch.allclose(today["depth"], obs["depth"], atol=1e-5)
-        assert torch.allclose(info["rotation"], yaw_to_quat(env.yaw), atol=1e-7)
+        assert torch.allclose(info["rotation"], yaw_to_quat(env.state.yaw), atol=1e-7)
         self.counts["obs_checked"] += 1
 
 
@@ -215,7 +216,7 @@ def test_fused_step_with_scene_swaps_matches_reference(manifest):
 
 
 def test_lazy_info_names_read_once_and_behave_like_lists():
-    from bps_runtime.fused_step import LazyNames
+    from bps_runtime.step.ring import LazyNames
 
     calls = []
 

@@ -18,10 +18,11 @@ from collections import Counter
 import numpy as np
 import torch
 
-from bps_runtime.batched_nav import FieldWorker, NavBuffers, SceneNav
-from bps_runtime.episode_supply import EpisodeSupply, SupplyOptions
-from bps_runtime.inmemory_scenes import make_env, room
-from bps_runtime.step_profile import count_ops
+from bps_runtime.nav.buffers import FieldWorker, NavBuffers, SceneNav
+from bps_runtime.episodes.sampled import SampledEpisodes
+from bps_runtime.episodes.supply import SupplyOptions
+from inmemory_scenes import make_env, room
+from cli.step_profile import count_ops
 
 TURN_LEFT = 2
 
@@ -49,7 +50,7 @@ def test_steady_step_asks_for_nothing_when_no_episode_started(monkeypatch):
             env.step(turn)
         w, calls = env.world, Counter()
         for owner, name in ((w, "next_scenes"), (w, "release_scenes"), (w.episodes, "take"),
-                            (w.episodes, "release_many"), (w.scenes, "next_scenes"), (w.scenes, "release_scenes")):
+                            (w.episodes, "release_many"), (w.scenes, "assign_next"), (w.scenes, "release_scenes")):
             _counting(monkeypatch, calls, owner, name)
         f = env.fused
         episodes, version = env.stats["episodes"], (f.count._version, f.stage_i._version, f.stage_f._version)
@@ -92,8 +93,8 @@ def test_info_views_are_made_once_per_group():
             assert infos[0][k] is not infos[1][k], k
         assert infos[0]["episode"]["return"] is infos[2]["episode"]["return"]
         # the views still read the group's current outputs
-        assert torch.equal(infos[2]["position"], env.fused.position[0:4])
-        assert torch.equal(infos[3]["position"], env.fused.position[4:8])
+        assert torch.equal(infos[2]["position"], env.fused.out["position"][0:4])
+        assert torch.equal(infos[3]["position"], env.fused.out["position"][4:8])
         # the names are a snapshot of that step, not views
         assert infos[0]["scene_id"] == ["a"] * 4 and infos[0]["episode"]["episode_id"] == [""] * 4
     finally:
@@ -102,7 +103,7 @@ def test_info_views_are_made_once_per_group():
 
 def test_cached_scenes_are_not_resynced_while_residents_stay(monkeypatch, tmp_path):
     from bps_runtime import make
-    from bps_runtime.cache import SceneCache
+    from bps_runtime.scenes.cache import SceneCache
 
     from bps_assets.pipeline.preprocess import PreprocessOptions, preprocess
     from test_runtime_api import _glb_rooms
@@ -114,7 +115,7 @@ def test_cached_scenes_are_not_resynced_while_residents_stay(monkeypatch, tmp_pa
                cache={"slots": 3, "swap_every": None})
     try:
         env.reset()
-        cache = env.world.scenes.cache
+        cache = env.world.scenes
         g = torch.Generator().manual_seed(0)
         env.step(torch.randint(0, 4, (16,), generator=g))
         assert not cache.loading
@@ -125,7 +126,7 @@ def test_cached_scenes_are_not_resynced_while_residents_stay(monkeypatch, tmp_pa
             calls["resident_ids"] += 1
             return orig(self)
         monkeypatch.setattr(SceneCache, "resident_ids", property(counted))
-        _counting(monkeypatch, calls, env.world.scenes, "next_scenes")
+        _counting(monkeypatch, calls, env.world, "next_scenes")
         gen0, ended0 = cache.generation, env.stats["episodes"]
         for _ in range(12):
             env.step(torch.randint(0, 4, (16,), generator=g))
@@ -140,7 +141,7 @@ def test_grouped_take_gives_each_scene_its_own_episodes():
 
     def supply():
         worker = FieldWorker()
-        sup = EpisodeSupply("sample", 5, worker, options=SupplyOptions(goal_pool=6, reservoir=16))
+        sup = SampledEpisodes(5, worker, options=SupplyOptions(goal_pool=6, reservoir=16))
         bufs = NavBuffers(capacity=8)
         for key, name in ((2, "a"), (0, "b")):
             sup.scene_arrived(key, name, SceneNav(rooms[name], bufs))
@@ -175,7 +176,7 @@ def test_grouped_take_gives_each_scene_its_own_episodes():
 def test_small_reference_batches_match_the_numpy_path(monkeypatch):
     """Field-row references released a few at a time (a Python loop) end as numpy's
     ``subtract.at`` path leaves them: counts, rows freed and the order they are reused in."""
-    import bps_runtime.batched_nav as bn
+    import bps_runtime.nav.buffers as bn
 
     nm = room("a")[4]
 

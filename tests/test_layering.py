@@ -1,7 +1,8 @@
 """The import graph points down the data flow and has no cycles (docs/ARCHITECTURE.md).
 
 Layers, lowest first: scene model and errors -> readers / transforms / writers -> container and
-packed files -> synth -> nav -> pipeline -> runtime -> trainer -> cli. Every import counts:
+packed files -> synth -> nav -> pipeline -> runtime (its rooms: threads / warp_init -> render,
+nav -> scenes, episodes -> step -> tasks -> env) -> trainer -> cli. Every import counts:
 module level, inside functions, and module names written as strings (``importlib``), so a lazy
 import cannot hide an upward edge.
 """
@@ -27,7 +28,13 @@ LAYERS = [
     ("bps_assets.synth", 3),
     ("bps_assets.nav", 4),
     ("bps_assets.pipeline", 5),
-    ("bps_runtime", 6),
+    # the runtime's rooms, in the order of the flow (imports point down this list)
+    ("bps_runtime.threads", 6.0), ("bps_runtime.warp_init", 6.0),
+    ("bps_runtime.render", 6.1), ("bps_runtime.nav", 6.1),
+    ("bps_runtime.scenes", 6.2), ("bps_runtime.episodes", 6.2),
+    ("bps_runtime.step", 6.3),
+    ("bps_runtime.tasks", 6.4),
+    ("bps_runtime.env", 6.5),
     ("bps_train", 7),
     ("cli", 8),
 ]
@@ -143,11 +150,11 @@ def test_package_roots_import_nothing_heavy():
 
 
 @pytest.mark.parametrize("src, dst, expect", [
-    ("import bps_runtime.api\n", "bps_runtime.api", True),
-    ("def f():\n    from bps_runtime import api\n", "bps_runtime.api", True),
-    ("X = 'bps_runtime.api:make'\n", "bps_runtime.api", True),
-    ("import json\n", "bps_runtime.api", False),
-    ("if TYPE_CHECKING:\n    from bps_runtime import api\n", "bps_runtime.api", False),
+    ("import bps_runtime.env\n", "bps_runtime.env", True),
+    ("def f():\n    from bps_runtime import env\n", "bps_runtime.env", True),
+    ("X = 'bps_runtime.env:make'\n", "bps_runtime.env", True),
+    ("import json\n", "bps_runtime.env", False),
+    ("if TYPE_CHECKING:\n    from bps_runtime import env\n", "bps_runtime.env", False),
 ])
 def test_graph_sees_lazy_and_string_imports(tmp_path, monkeypatch, src, dst, expect):
     # the checker itself must see every kind of import, or the two tests above prove nothing
@@ -156,10 +163,10 @@ def test_graph_sees_lazy_and_string_imports(tmp_path, monkeypatch, src, dst, exp
     (tmp_path / "bps_assets" / "scene.py").write_text(src)
     (tmp_path / "bps_runtime").mkdir()
     (tmp_path / "bps_runtime" / "__init__.py").write_text("")
-    (tmp_path / "bps_runtime" / "api.py").write_text("")
+    (tmp_path / "bps_runtime" / "env.py").write_text("")
     monkeypatch.setattr(__import__(__name__), "ROOT", tmp_path)
     graph = import_graph()
     assert (dst in graph["bps_assets.scene"]) is expect
     if expect:
-        with pytest.raises(AssertionError, match="bps_assets.scene .layer 0. -> bps_runtime.api"):
+        with pytest.raises(AssertionError, match="bps_assets.scene .layer 0. -> bps_runtime.env .layer 6.5."):
             test_no_upward_imports()

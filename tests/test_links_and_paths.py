@@ -48,7 +48,7 @@ def test_links_inside_the_dataset_are_fine(tmp_path):
 
 
 def test_loader_warns_once_about_a_link_out_of_the_dataset(tmp_path, caplog):
-    from bps_runtime.loader import LoadFailure, SceneLoader, SceneSource
+    from bps_runtime.scenes.loader import LoadFailure, SceneLoader, SceneSource
 
     root, _ = _dataset_with_linked_scenes(tmp_path, inside=False)
 
@@ -58,7 +58,7 @@ def test_loader_warns_once_about_a_link_out_of_the_dataset(tmp_path, caplog):
     ld = SceneLoader(renderer=None, threads=1, reader=reader)
     src = SceneSource("A", str(root / "scenes" / "A.bps"))
     try:
-        with caplog.at_level(logging.WARNING, logger="bps_runtime.loader"):
+        with caplog.at_level(logging.WARNING, logger="bps_runtime.scenes.loader"):
             for _ in range(2):
                 assert isinstance(ld.submit(src).result(), LoadFailure)
     finally:

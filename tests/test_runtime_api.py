@@ -150,7 +150,7 @@ def test_spaces_match_without_make(manifest):
 
 
 def test_demo_step_runs_env_and_prints_fps(manifest):
-    from bps_runtime.demo_steps import demo_steps, run_env
+    from cli.demo_env import demo_steps, run_env
 
     lines = []
     res = run_env(manifest, num_envs=4, steps=6, echo=lines.append, resolution=(16, 16))

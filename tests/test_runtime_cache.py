@@ -1,12 +1,13 @@
-"""Scene cache: budget ledger never exceeded, quarantine, swaps only at episode boundaries."""
+"""Scene cache: budget ledger never exceeded, quarantine, swaps only at episode boundaries,
+waits reported, arrival / departure events."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
 from bps_assets.errors import ConfigError, DatasetError
-from bps_runtime.cache import CacheOptions, SceneCache
-from bps_runtime.loader import SceneSource
+from bps_runtime.scenes.cache import CacheOptions, SceneCache
+from bps_runtime.scenes.loader import SceneSource
 from bps_runtime.render import make_renderer
 from runtime_scenes import MemoryReader, room_scene
 
@@ -28,17 +29,26 @@ def _scene_cost(reader, renderer):
     return build_shading_data(s).nbytes + renderer.accel_bytes(len(s.positions), len(s.indices))
 
 
+def _next_episode(cache, envs_scene, envs):
+    """Envs ``envs`` start a new episode: the scene of the one that ended is given back."""
+    new = cache.assign_next(envs)
+    old = envs_scene[envs]
+    envs_scene[envs] = new
+    cache.release_scenes(old[old >= 0])
+    return new
+
+
 def _run_episodes(cache, renderer, num_envs, steps, rng, check):
-    envs_scene = cache.scene_for_next_episode(np.arange(num_envs))
+    envs_scene = np.full(num_envs, -1, np.int64)
+    _next_episode(cache, envs_scene, np.arange(num_envs))
     for step in range(steps):
         done = rng.random(num_envs) < 0.3
-        before = cache.env_scene.copy()
+        before = envs_scene.copy()
         if done.any():
-            new = cache.scene_for_next_episode(np.flatnonzero(done))
-            envs_scene[done] = new
-        # only envs at an episode boundary may change scene
-        assert np.array_equal(cache.env_scene[~done], before[~done])
-        assert np.array_equal(cache.env_scene, envs_scene)
+            _next_episode(cache, envs_scene, np.flatnonzero(done))
+        # only envs at an episode boundary may change scene, and every scene in use is resident
+        assert np.array_equal(envs_scene[~done], before[~done])
+        assert set(envs_scene.tolist()) <= set(cache.resident_ids)
         if step % 5 == 4:
             cache.request_swap()
         out = renderer.render(envs_scene, np.tile([[2.0, 0, -2.5]], (num_envs, 1)), np.zeros(num_envs))
@@ -57,7 +67,7 @@ def test_budget_is_never_exceeded_and_scenes_rotate():
     reports = []
     with SceneCache(sources, r, num_envs, CacheOptions(slots=2, budget_bytes=budget, seed=1),
                     reader=reader) as cache:
-        cache.wait_ready()
+        cache.start()
 
         def check(rep):
             reports.append(rep)
@@ -75,7 +85,7 @@ def test_failing_scenes_are_quarantined_and_others_go_on(caplog):
     reader, sources = _world(3, bad=("broken1", "broken2"))
     r = make_renderer("embree")
     with SceneCache(sources, r, 6, CacheOptions(slots=2, seed=0), reader=reader) as cache:
-        cache.wait_ready()
+        cache.start()
         rep = []
         _run_episodes(cache, r, 6, 40, np.random.default_rng(1), rep.append)
         assert set(cache.quarantined) == {"broken1", "broken2"}
@@ -90,7 +100,7 @@ def test_all_scenes_failing_is_a_clear_error():
     reader, sources = _world(0, bad=("a", "b"))
     with SceneCache(sources, make_renderer("embree"), 2, CacheOptions(slots=2), reader=reader) as cache:
         with pytest.raises(DatasetError, match="no scene could be loaded"):
-            cache.wait_ready()
+            cache.start()
         assert set(cache.quarantined) == {"a", "b"}
 
 
@@ -104,7 +114,7 @@ def test_scene_larger_than_budget_is_quarantined():
     sources.append(SceneSource("big", "mem/big"))
     budget = _scene_cost(reader, r) * 4
     with SceneCache(sources, r, 4, CacheOptions(slots=3, budget_bytes=budget), reader=reader) as cache:
-        cache.wait_ready()
+        cache.start()
         assert "big" in cache.quarantined and "budget" in cache.quarantined["big"]
         assert cache.peak_bytes <= budget
 
@@ -113,21 +123,21 @@ def test_old_scene_stays_until_its_last_env_leaves():
     reader, sources = _world(3)
     r = make_renderer("embree")
     with SceneCache(sources, r, 4, CacheOptions(slots=1, seed=0), reader=reader) as cache:
-        cache.wait_ready()
-        first = cache.scene_for_next_episode([0, 1, 2, 3])
+        cache.start()
+        envs_scene = np.full(4, -1, np.int64)
+        first = _next_episode(cache, envs_scene, np.arange(4))
         assert len(set(first.tolist())) == 1
         old = int(first[0])
-        cache.loader._pool.submit(lambda: None).result()  # let the prefetch finish
-        while cache._slots[0].pending is not None:
-            cache.poll()
+        cache.wait_pending(0)  # let the prefetch finish
+        cache.take_report()
         cache.request_swap()
-        new = cache.scene_for_next_episode([0])  # env 0 at its boundary: moves to the new scene
+        new = _next_episode(cache, envs_scene, np.array([0]))  # env 0 at its boundary: moves over
         assert int(new[0]) != old
         assert old in cache.resident_ids  # envs 1..3 are still mid-episode in the old scene
         r.render([old, int(new[0])], [[2.0, 0, -2], [2.0, 0, -2]], [0.0, 0.0])
-        cache.scene_for_next_episode([1, 2])
+        _next_episode(cache, envs_scene, np.array([1, 2]))
         assert old in cache.resident_ids
-        cache.release([3])
+        cache.release_scenes([old])   # env 3's episode ends without a next one
         assert old not in cache.resident_ids  # last user gone: evicted, renderer detached
         with pytest.raises(ConfigError, match="not resident"):
             r.render([old], [[2.0, 0, -2]], [0.0])
@@ -135,45 +145,71 @@ def test_old_scene_stays_until_its_last_env_leaves():
         assert rep.swaps == 1 and rep.evictions == 1 and not rep.waited
 
 
-def test_waiting_is_reported_when_a_slot_has_nothing_loaded():
-    reader, sources = _world(2)
+def test_a_due_swap_waits_for_its_load_and_reports_why():
+    reader, sources = _world(3)
     r = make_renderer("embree")
     import time
 
-    def slow(path):  # loads take 0.2 s, so the first episode surely finds nothing loaded
+    def slow(path):  # loads take 0.2 s, so the prefetched scene is surely not loaded yet
         time.sleep(0.2)
         return reader(path)
 
-    with SceneCache(sources, r, 2, CacheOptions(slots=2), reader=slow) as cache:
-        cache.scene_for_next_episode([0, 1])  # no wait_ready(): the first episode blocks
-        rep = cache.take_report()
-        assert rep.waited and rep.wait_seconds > 0
-        cache.scene_for_next_episode([0, 1])
+    with SceneCache(sources, r, 2, CacheOptions(slots=2, swap_after_episodes=1), reader=slow) as cache:
+        cache.start()
+        assert not cache.take_report().waited     # start-up loads are not waits
+        cache.assign_next([0, 1])
         assert not cache.take_report().waited
+        cache.assign_next([0, 1])   # a swap is due: the slot's next load (0.2 s) is not done
+        rep = cache.take_report()
+        assert rep.waited and rep.wait_seconds > 0 and "swap" in rep.reasons[0]
 
 
 def test_bad_env_ids():
     reader, sources = _world(1)
     with SceneCache(sources, make_renderer("embree"), 3, reader=reader) as cache:
+        cache.start()
         with pytest.raises(ConfigError, match=r"\[0, 3\)"):
-            cache.scene_for_next_episode([3])
+            cache.assign_next([3])
         with pytest.raises(ConfigError, match="duplicates"):
-            cache.scene_for_next_episode([1, 1])
+            cache.assign_next([1, 1])
 
 
 def test_wait_pending_makes_the_next_swap_deterministic():
     reader, sources = _world(4)
     r = make_renderer("embree")
     with SceneCache(sources, r, 4, CacheOptions(slots=2, seed=3), reader=reader) as cache:
-        cache.wait_ready()
-        first = cache.scene_for_next_episode(np.arange(4)).copy()
+        cache.start()
+        first = cache.assign_next(np.arange(4)).copy()
         assert cache.has_pending(0)
         cache.wait_pending(0)
         assert not cache._slots[0].pending and cache._slots[0].ready is not None
         cache.request_swap([0])
-        again = cache.scene_for_next_episode(np.arange(4))
+        again = cache.assign_next(np.arange(4))
         slot0 = cache.env_slot == 0
         assert np.all(again[slot0] != first[slot0]) and np.all(again[~slot0] == first[~slot0])
         cache.take_report()
         blocked = cache.wait_pending(1)
         assert cache.take_report().waited == blocked
+
+
+def test_events_announce_every_arrival_and_departure_in_order():
+    reader, sources = _world(4)
+    r = make_renderer("embree")
+    with SceneCache(sources, r, 4, CacheOptions(slots=2, seed=0), reader=reader) as cache:
+        cache.start()
+        live = set()
+        envs_scene = np.full(4, -1, np.int64)
+        rng = np.random.default_rng(2)
+        for step in range(40):
+            done = np.flatnonzero(rng.random(4) < 0.4) if step else np.arange(4)
+            if done.size:
+                _next_episode(cache, envs_scene, done)
+            if step % 4 == 3:
+                cache.request_swap()
+            for ev in cache.take_events():
+                if ev.kind == "arrived":
+                    assert ev.scene_index not in live and ev.scene.scene_id == cache.scene_id(ev.scene_index)
+                    live.add(ev.scene_index)
+                else:
+                    live.remove(ev.scene_index)
+            assert live == set(cache.resident_ids)

@@ -1,4 +1,4 @@
-"""bps_runtime.env_throughput: the report tells the truth about what was measured (loads in flight vs
+"""cli.env_bench: the report tells the truth about what was measured (loads in flight vs
 swaps, which steps a statistic is over) and judges every goal, on values from a real tiny run."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from bps_assets.errors import ConfigError
-from bps_runtime import env_throughput as bench
+from cli import env_bench as bench
 from test_runtime_api import manifest  # noqa: F401  (module fixture: a preprocessed dataset)
 
 TINY = bench.BenchOptions(num_envs=4, scenes=2, resolution=16, steps=12, warmup=1, swap_every=4, split="train",

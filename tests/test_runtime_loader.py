@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from bps_assets.errors import CorruptFileError, InputError
-from bps_runtime.loader import LoadedScene, LoadFailure, SceneLoader, SceneSource, navmesh_nbytes
+from bps_runtime.scenes.loader import LoadedScene, LoadFailure, SceneLoader, SceneSource, navmesh_nbytes
 from bps_runtime.render import make_renderer
 from runtime_scenes import room_document, room_scene
 
@@ -59,7 +59,7 @@ def test_corrupt_and_missing_files_become_failures(packed_room, tmp_path, caplog
     bad = tmp_path / "bad.bps"
     bad.write_bytes(bytes(data))
     loader = SceneLoader(make_renderer("embree"), threads=2)
-    with caplog.at_level(logging.ERROR, logger="bps_runtime.loader"):
+    with caplog.at_level(logging.ERROR, logger="bps_runtime.scenes.loader"):
         futs = [loader.submit(SceneSource("bad", str(bad))),
                 loader.submit(SceneSource("gone", str(tmp_path / "missing.bps"))),
                 loader.submit(SceneSource("nonav", str(packed_room / "room.bps"), str(tmp_path / "x.navmesh")))]

@@ -1,4 +1,4 @@
-"""bps_runtime.batched_nav + the fused step's navigation kernels (try_step / geodesic over the
+"""bps_runtime.nav.buffers + the fused step's navigation kernels (try_step / geodesic over the
 flat buffers) against the NavMesh's own numpy queries."""
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from bps_assets.nav import NavMesh
-from bps_runtime.batched_nav import Arena, FieldWorker, GoalFields, NavBuffers, SceneNav, host_geodesic
-from bps_runtime.fused_step import NavQueries
+from bps_runtime.nav.buffers import Arena, FieldWorker, GoalFields, NavBuffers, SceneNav, host_geodesic
+from bps_runtime.step.fused import NavQueries
 
 
 def _tiled_navmesh(seed=0):

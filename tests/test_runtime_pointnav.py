@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from bps_assets.errors import ConfigError
-from bps_runtime.task import (MOVE_FORWARD, STOP, TURN_LEFT, TURN_RIGHT, TaskOptions, apply_turns,
-                              forward_vector, pointgoal_polar, quat_to_yaw, yaw_to_quat)
+from bps_runtime.tasks.pointnav import MOVE_FORWARD, STOP, TURN_LEFT, TURN_RIGHT, TaskOptions
+from pointnav_reference import apply_turns, forward_vector, pointgoal_polar, quat_to_yaw, yaw_to_quat
 
-from bps_runtime.inmemory_scenes import corridor, episode, make_env, room
+from inmemory_scenes import corridor, episode, make_env, room
 
 F, L, R, S = MOVE_FORWARD, TURN_LEFT, TURN_RIGHT, STOP
 
@@ -252,7 +252,7 @@ def test_info_matches_what_was_rendered():
     for i in range(6):
         k = int(info["scene_index"][i])
         nm = nav.scenes[k].navmesh
-        goal = env.goal[i].double().numpy()
+        goal = env.state.goal[i].double().numpy()
         p = info["position"][i].double().numpy()
         ref = nm.distance_at(nm.distance_field(goal), p)
         assert info["distance_to_goal"][i].item() == pytest.approx(float(ref), abs=1e-4)
@@ -277,7 +277,7 @@ def test_spaces_need_no_environment():
 
 
 def test_gym_vector_adapter_loop():
-    from bps_runtime.gym_adapter import GymVectorEnv
+    from bps_runtime.env.gym_adapter import GymVectorEnv
 
     env = GymVectorEnv(make_env(_scenes(), num_envs=4, seed=0))
     obs, info = env.reset(seed=5)

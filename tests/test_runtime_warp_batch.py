@@ -9,7 +9,7 @@ import torch
 pytest.importorskip("warp")
 
 from bps_runtime.render import RenderOptions, build_shading_data, make_renderer  # noqa: E402
-from bps_runtime.step_profile import count_ops  # noqa: E402
+from cli.step_profile import count_ops  # noqa: E402
 from runtime_scenes import room_scene  # noqa: E402
 
 OPTS = RenderOptions(resolution=(12, 16))

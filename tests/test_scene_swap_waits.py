@@ -18,7 +18,7 @@ import time
 import pytest
 import torch
 
-from bps_runtime.task import TaskOptions
+from bps_runtime.tasks.pointnav import TaskOptions
 
 NAMES = ["Allensville", "Beechwood", "Benevolence", "Coffeen", "Cosmos", "Forkland"]
 SLOTS, SWAP_EVERY, LOAD_STEPS, EPISODE_STEPS = 2, 6, 8, 3
@@ -97,7 +97,8 @@ class StepGate:
 def _run(manifest, monkeypatch, load_steps: int, steps: int):
     """``steps`` env steps with scene reads that take ``load_steps`` steps -> (env, gate,
     waited per step, scene ids seen); the env is closed."""
-    from bps_runtime import loader, make
+    from bps_runtime import make
+    from bps_runtime.scenes import loader
 
     gate = StepGate(loader._default_reader, loader.SceneLoader.submit, load_steps)
     monkeypatch.setattr(loader, "_default_reader", gate)
@@ -128,7 +129,7 @@ def _run(manifest, monkeypatch, load_steps: int, steps: int):
 
 def test_swaps_never_wait_while_loads_keep_up(manifest, monkeypatch):
     env, gate, waited, scenes = _run(manifest, monkeypatch, LOAD_STEPS, 120)
-    assert env.world.scenes.swap_count() >= 15
+    assert env.world.scenes.swaps_requested >= 15
     assert len(gate.starts) >= 6 and scenes == set(NAMES)   # real loads, every scene visited
     assert not any(waited), env.stats.get("wait_reasons")
     assert env.stats["waited_steps"] == 0 and not gate.timed_out
@@ -138,7 +139,7 @@ def test_a_swap_that_must_wait_says_why(manifest, monkeypatch):
     """Loads slower than a slot's turn (the loader cannot keep up): the swap waits, and the
     env says which step, slot and scene, since when it was loading, and what the loader was
     doing; the benchmark prints it."""
-    from bps_runtime import env_throughput as bench
+    from cli import env_bench as bench
 
     env, gate, waited, _ = _run(manifest, monkeypatch, 10 * LOAD_STEPS, 3 * SWAP_EVERY + 1)
     # slot 0's first swap (step 6) and slot 1's (step 12) use scenes prefetched at start-up;

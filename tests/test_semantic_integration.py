@@ -53,7 +53,7 @@ def _agrees(sem, ref, what):
 
 @pytest.mark.parametrize("backend,kw", ENGINES, ids=ENGINE_IDS)
 def test_sensor_on_a_converted_scan_equals_a_ray_cast_of_the_annotation(converted, backend, kw):
-    from bps_runtime.loader import SceneLoader, SceneSource
+    from bps_runtime.scenes.loader import SceneLoader, SceneSource
 
     out, ps, pos, yaw, ref, ref_files = converted
     # the views are not vacuous: many objects, of the ObjectNav goal categories too

@@ -1,4 +1,4 @@
-"""One steady-state step of the fused env, counted on CPU (bps_runtime.step_profile): the torch
+"""One steady-state step of the fused env, counted on CPU (cli.step_profile): the torch
 ops and Warp launches do not grow with the number of envs or resident scenes, and nothing in
 the step calls an op that would make the host wait for a CUDA device. On CUDA the step also
 runs under ``torch.cuda.set_sync_debug_mode("error")``."""
@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from bps_runtime.step_profile import count_ops
+from cli.step_profile import count_ops
 
-from bps_runtime.inmemory_scenes import make_env, room
+from inmemory_scenes import make_env, room
 
 
 def _count(num_envs, num_scenes, device="cpu", steps=3, threads=2):
@@ -23,7 +23,7 @@ def _count(num_envs, num_scenes, device="cpu", steps=3, threads=2):
             env.step(a)
         with count_ops() as c:
             env.step(acts[steps])
-        assert len(set(env.scene.tolist())) == num_scenes
+        assert len(set(env.state.scene_index.tolist())) == num_scenes
         return c
     finally:
         env.close()
@@ -106,12 +106,12 @@ def test_graph_capture_flag_falls_back_cleanly():
         real = f.wp
         f.wp = SimpleNamespace(launch=real.launch, ScopedCapture=Broken, capture_launch=None)
         f.capture, f._warm = True, 2
-        yaw = f.yaw.clone()
+        yaw = f.state["yaw"].clone()
         f.actions.fill_(2)                          # TURN_LEFT for the whole group
         f._replay_or_capture(0, 0, None)
         f.wp = real
         assert f.capture is False and f.capture_status == "not captured: RuntimeError: stream capture unsupported"
-        assert not torch.equal(f.yaw, yaw)
+        assert not torch.equal(f.state["yaw"], yaw)
     finally:
         env.close()
 

@@ -1,12 +1,12 @@
-"""bps_runtime.step_profile: counts torch ops, Warp launches and host syncs, per phase and thread."""
+"""cli.step_profile: counts torch ops, Warp launches and host syncs, per phase and thread."""
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import torch
 
 from bps_assets.errors import ConfigError
-from bps_runtime import step_profile
-from bps_runtime.step_profile import count_ops
+from cli import step_profile
+from cli.step_profile import count_ops
 
 
 def test_counts_ops_and_syncs():

@@ -9,9 +9,9 @@ import time
 import pytest
 import torch
 
-from bps_runtime.inmemory_scenes import house_scene, make_env, room
-from bps_runtime.step_kernels import CpuLaunches
-from bps_runtime.task import TaskOptions
+from inmemory_scenes import house_scene, make_env, room
+from bps_runtime.step.kernels import CpuLaunches
+from bps_runtime.tasks.pointnav import TaskOptions
 from test_fused_step import _policy
 
 FIELDS = ("position", "rotation", "distance_to_goal", "scene_index", "success", "spl", "truncated")
@@ -145,7 +145,7 @@ DEBUG_RUN = r"""
 import warp
 warp.config.mode = "debug"          # bounds checks, and the tile-storage exit check that crashed
 import torch
-from bps_runtime.inmemory_scenes import house_scene, make_env, room
+from inmemory_scenes import house_scene, make_env, room
 
 def run(threads):
     env = make_env([room("a", 4.0, 5.0, pillars=[(1.5, -3.0, 2.5, -2.0)]), house_scene()], num_envs=64,
@@ -179,6 +179,6 @@ def test_side_by_side_launches_survive_warp_debug_mode(tmp_path):
     script = tmp_path / "debug_run.py"
     script.write_text(DEBUG_RUN)
     root = Path(__file__).resolve().parent.parent
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root), str(root / "tests"), os.environ.get("PYTHONPATH", "")]))
     p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=900, env=env)
     assert p.returncode == 0 and p.stdout.strip().endswith("same"), (p.returncode, p.stderr[-3000:])

@@ -258,7 +258,7 @@ def test_dataset_info_counts_what_the_environments_serve(dataset):
     import gzip
 
     from bps_assets.pipeline.manifest import load_manifest
-    from bps_runtime.dataset_info import scene_and_episode_counts
+    from bps_runtime.episodes.dataset_info import scene_and_episode_counts
 
     count = 0
     for entry in load_manifest(dataset).scenes("val"):  # habitat v1: one content file per scene

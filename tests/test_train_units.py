@@ -228,8 +228,8 @@ def test_rollout_never_waits_for_the_device():
     and episode stats included, calls nothing that would make the host wait for a CUDA device
     (``step_profile``'s sync list). The CPU env's own per-step action range check ("input
     check": once on CUDA) and Embree's reads ("render") are CPU-only and marked apart."""
-    from bps_runtime.inmemory_scenes import make_env, room
-    from bps_runtime.step_profile import count_ops
+    from inmemory_scenes import make_env, room
+    from cli.step_profile import count_ops
 
     env = make_env([room("a", 3.0, 4.0), room("b", 4.0, 3.0)], num_envs=8, batch_size=4, seed=0)
     try:
@@ -251,7 +251,7 @@ def test_rollout_never_waits_for_the_device():
 def test_one_update_reads_the_device_once():
     """``learn``: two minibatches, each forward, backward, clip and LAMB step, and one read of
     the metrics at the end (``tolist``): nothing in between waits for the device."""
-    from bps_runtime.step_profile import count_ops
+    from cli.step_profile import count_ops
     from bps_train.train import learn
 
     torch.manual_seed(0)

@@ -110,7 +110,7 @@ def test_auto_format_falls_back_without_the_encoder(monkeypatch):
 
 
 def test_goal_from_pointgoal_inverts_the_observation():
-    from bps_runtime.task import pointgoal_polar
+    from pointnav_reference import pointgoal_polar
 
     g = torch.Generator().manual_seed(0)
     pos = torch.rand(32, 3, generator=g, dtype=torch.float64) * 10 - 5

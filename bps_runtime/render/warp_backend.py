@@ -24,6 +24,7 @@ import numpy as np
 
 from bps_assets.errors import ConfigError, MissingDependencyError
 
+from ..warp_init import init_warp
 from .camera import camera_directions, yaw_to_quaternion
 from .inputs import check_render_inputs, check_resident, check_sensors
 from .protocol import DEFAULTS, RenderOptions
@@ -46,14 +47,9 @@ def _warp():
         if _wp is not None:
             return _wp, _kernels
         try:
-            import warp as wp
-        except ImportError as e:
+            wp = init_warp()
+        except MissingDependencyError as e:
             raise MissingDependencyError(None, "the Warp renderer", "warp-lang") from e
-        import logging
-        if getattr(wp.config, "log_level", None) is not None and wp.config.log_level < logging.WARNING:
-            wp.config.log_level = logging.WARNING  # no init banner / module-load chatter per process
-        wp.config.quiet = True  # the init banner would land in every user's stdout
-        wp.init()
         from . import warp_kernels
         _kernels = warp_kernels
         _wp = wp

@@ -11,11 +11,12 @@ from types import SimpleNamespace
 import numpy as np
 
 from bps_assets.nav import NavMesh
-from bps_runtime.episode_supply import EpisodeSupply, SupplyOptions
-from bps_runtime.batched_nav import FieldWorker
-from bps_runtime.pointnav import BatchPointNavEnv
+from bps_runtime.episodes import SupplyOptions, make_supply
+from bps_runtime.nav.buffers import FieldWorker
+from bps_runtime.env.env import BatchPointNavEnv
 from bps_runtime.render import RenderOptions, build_shading_data, make_renderer
-from bps_runtime.world import StaticScenes, World
+from bps_assets.errors import ConfigError
+from bps_runtime.env.world import World
 
 
 def _box(x0, z0, x1, z1, y0, y1):
@@ -77,12 +78,11 @@ def make_env(scenes, num_envs=4, batch_size=None, seed=0, resolution=(16, 16), s
     {scene name: [habitat episode dicts]} (dataset mode); ``threads``: CPU threads of the
     renderer and the step (None: every usable core)."""
     worker = FieldWorker()
-    mode = "sample" if episodes is None else "dataset"
-    supply = EpisodeSupply(mode, seed, worker, episodes, options=SupplyOptions(goal_pool=goal_pool))
+    supply = make_supply(seed, worker, episodes, options=SupplyOptions(goal_pool=goal_pool))
     r = make_renderer(renderer, RenderOptions(resolution=tuple(resolution), normalize_depth=normalize_depth,
                                                 threads=threads),
                       device=device if renderer == "warp" else "cpu")
-    w = World(StaticScenes(list(scenes)), r, device=device, num_envs=num_envs, seed=seed, supply=supply,
+    w = World(StaticScenes(list(scenes), r), r, device=device, num_envs=num_envs, seed=seed, supply=supply,
               worker=worker, sensors=sensors)
     return BatchPointNavEnv(w, num_envs=num_envs, batch_size=batch_size, resolution=resolution, device=device,
                             sensors=sensors, seed=seed, normalize_depth=normalize_depth, capture_graph=capture_graph)
@@ -112,3 +112,60 @@ def house_scene(name="house"):
         material_texture=np.full(1, -1, np.int32), tex_levels=np.zeros((0, 6), np.int64),
         tex_blocks=np.zeros(0, np.uint8)))
     return (name, shading, pos, idx, build_navmesh((v, t)))
+
+
+class StaticScenes:
+    """A test double of the scene manager (``bps_runtime.scenes.cache.SceneCache``'s protocol):
+    a fixed set of resident scenes, env i -> scene i % K, no swaps, no loader.
+
+    ``scenes``: list of (name, shading ShadingData, positions, indices, NavMesh).
+    """
+
+    def __init__(self, scenes: list, renderer):
+        if not scenes:
+            raise ConfigError(None, "no scenes to run on")
+        self._scenes, self.renderer = scenes, renderer
+        self.names = [s[0] for s in scenes]
+        self.capacity = len(scenes)
+        self._events = []
+        self.loading, self.swaps_requested = False, 0
+
+    def start(self, prepare=None):
+        """Renderer + navigation of every scene (two threads), then one "arrived" event each."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        from bps_runtime.scenes.cache import SceneEvent
+
+        def load(i):
+            name, shading, positions, indices, navmesh = self._scenes[i]
+            self.renderer.attach(i, shading, self.renderer.prepare(shading, positions, indices))
+            return SimpleNamespace(scene_id=name, prepared=prepare(name, navmesh) if prepare else None)
+
+        with ThreadPoolExecutor(2, thread_name_prefix="bps-static-load") as pool:
+            loaded = [f.result() for f in [pool.submit(load, i) for i in range(len(self._scenes))]]
+        self._events = [SceneEvent("arrived", i, sc) for i, sc in enumerate(loaded)]
+
+    def take_events(self):
+        out, self._events = self._events, []
+        return out
+
+    def assign_next(self, env_ids):
+        return np.asarray(env_ids) % len(self._scenes)
+
+    def release_scenes(self, scene_indices):
+        """Static scenes stay resident for the env's life: no reference to drop."""
+
+    def after_round(self):
+        pass
+
+    def take_report(self):
+        return SimpleNamespace(waited=False, reasons=[])
+
+    def scene_id(self, i):
+        return self.names[i]
+
+    def resident_scene_ids(self):
+        return list(self.names)
+
+    def close(self):
+        pass

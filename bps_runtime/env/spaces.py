@@ -13,7 +13,7 @@ import numpy as np
 
 from bps_assets.errors import ConfigError
 
-from .task import NUM_ACTIONS
+from ..tasks.pointnav import NUM_ACTIONS
 
 SENSORS = ("depth", "rgb")
 

@@ -1,33 +1,15 @@
-"""Every resident scene's navigation data in flat device buffers indexed by resident id.
+"""Every resident scene's navigation data in flat device buffers indexed by scene index, so the
+step's launch count does not depend on the number of scenes.
 
-The fused step (``bps_runtime.step_kernels``) reads navigation through one set of arrays, as the
-renderer reads its meshes, so its launch count does not depend on the number of scenes:
-
-- ``Arena``: one flat device buffer (int32 / float32 / float64) with a first-fit allocator. A
-  scene's arrays are written into it when the scene is *prepared* (the cache's loader thread,
-  off the step path); it grows (new buffer + copy) only there, never on the step path.
-- ``SceneNav``: one scene's navmesh in the arenas: span index and height grids [L, D, W], span
-  neighbours [S, 4] (S = none), span cells, islands, the geodesic ``seen`` lists [S, K] (the
-  span itself, then the spans it sees directly) and span centres (float64); plus its row of
-  the *meta table* (dims and offsets) that ``NavBuffers.publish`` writes under a resident id.
-- ``GoalFields``: one scene's distance fields to goals, ``capacity`` rows of S floats in the
-  fields arena, with reference counts; rows are computed by ``FieldWorker`` (a background
-  thread). A full table moves to a region twice as large (off the step path); the step thread
-  re-publishes its base offset before the next launch (``NavBuffers.refresh``).
-- ``NavBuffers``: the arenas + the meta tables [capacity of resident ids, ...]. ``publish`` /
-  ``unpublish`` (step thread, between steps) are small index writes.
-
-Rules (docs/NAVMESH.md section 4; the fused step implements them, ``host_geodesic`` is the
-numpy twin used to check episode starts): the geodesic distance of a point = min over the spans
-seen from its span (``locate``: the span of its cell nearest in y) of field + |p - centre|.
-
-Tried and dropped (timings on this 2-core machine, 1,024 agents, 2 scenes):
-- per-scene torch tensors with try_step / snap / lookup as ~300 small torch ops grouped per
-  scene in Python (the previous ``bps_runtime/nav.py``): 12-20 ms per step on CPU, and on a
-  CUDA H100 5,121 launches and 463 host syncs per step (issue 11); replaced by the Warp
-  kernels over these buffers (one launch, ~1-3 ms on one CPU thread).
-- reallocating one concatenated buffer per scene swap: a copy of every resident scene per
-  swap on the step path; the arenas allocate in place instead.
+- ``Arena``: one flat device buffer with a first-fit allocator; grows (new buffer + copy) only
+  when a scene is prepared, off the step path.
+- ``SceneNav``: one scene's navmesh in the arenas (span grids, neighbours, cells, islands, the
+  geodesic ``seen`` lists, span centres) and its meta-table row.
+- ``GoalFields``: one scene's distance fields to goals, reference-counted rows, computed by the
+  ``FieldWorker`` thread; a full table moves (re-published by ``NavBuffers.refresh``).
+- ``NavBuffers``: the arenas + the meta tables; ``publish`` / ``unpublish`` are small writes.
+Rules: docs/NAVMESH.md section 4 (``host_geodesic``: the step's geodesic rule in numpy, for
+checking episode starts). Measurements and dropped designs: docs/DECISIONS.md.
 """
 from __future__ import annotations
 
@@ -40,7 +22,7 @@ import torch
 
 from bps_assets.errors import NavError
 
-from .threads import BACKGROUND_NICE, lower_priority
+from ..threads import BACKGROUND_NICE, lower_priority
 
 PULL_INSIDE = 1e-4    # metres: results stay strictly inside their cell (docs/NAVMESH.md)
 SMALL_BATCH = 32      # reference-count updates of up to this many rows: a Python loop (no numpy calls)
@@ -243,11 +225,6 @@ class GoalFields:
         self._lock = threading.Lock()
         self._moved: list[tuple[int, int]] = []   # old regions to free once re-published
         self.released = False
-
-    @property
-    def mesh(self) -> SceneNav:
-        """The scene's navigation (``SceneNav``)."""
-        return self.scene
 
     @property
     def table(self) -> torch.Tensor:

@@ -25,10 +25,10 @@ import numpy as np
 
 from bps_assets.errors import BpsError
 
-from .render.shading_data import ShadingData, build_shading_data
-from .threads import lower_priority
+from ..render.shading_data import ShadingData, build_shading_data
+from ..threads import lower_priority
 
-log = logging.getLogger("bps_runtime.loader")
+log = logging.getLogger("bps_runtime.scenes.loader")
 
 
 @dataclass(frozen=True)
@@ -54,6 +54,7 @@ class LoadedScene:
     nbytes: int          # what the cache charges: shading + accel (+ navmesh)
     seconds: float
     ticket: Any = None   # the budget reservation (released by the cache on eviction)
+    prepared: Any = None  # what the cache's ``prepare(scene_id, navmesh)`` made of it (loader thread)
 
     @property
     def scene_id(self) -> str:
@@ -138,17 +139,22 @@ class SceneLoader:
     """``submit(source, reserve=None) -> Future[LoadedScene | LoadFailure]`` on ``threads``
     background threads. ``reserve(nbytes, source)`` (from the cache) returns a ticket or raises;
     it may block until budget frees up. ``stage[scene_id]`` says what each unfinished load is
-    doing (the cache names it when a step waits for that load)."""
+    doing (the cache names it when a step waits for that load). ``stage_hook(scene_id, stage)``,
+    when set, runs on the loader thread as each stage begins (tests slow loads down with it)."""
+
+    stage_hook: Callable[[str, str], None] | None = None
 
     def __init__(self, renderer, threads: int = 2, device: str = "cpu",
                  reader: Callable[[str], Any] | None = None,
                  navmesh_loader: Callable[[str], Any] | None = None,
-                 release: Callable[[Any], None] | None = None):
+                 release: Callable[[Any], None] | None = None,
+                 prepare: Callable[[str, Any], Any] | None = None):
         self.renderer = renderer
         self.device = str(device)
         self.reader = reader or _default_reader
         self.navmesh_loader = navmesh_loader or _default_navmesh_loader
         self._release = release
+        self.prepare = prepare
         self.stage: dict[str, str] = {}   # scene id -> what its load is doing (one dict write per stage)
         self._pool = ThreadPoolExecutor(max(1, threads), thread_name_prefix="bps-loader",
                                         initializer=lower_priority)
@@ -166,6 +172,11 @@ class SceneLoader:
             raise res.error
         return res
 
+    def _at(self, sid: str, stage: str) -> None:
+        self.stage[sid] = stage
+        if self.stage_hook is not None:
+            self.stage_hook(sid, stage)
+
     def _load(self, source: SceneSource, reserve, quiet: bool = False):
         t0 = time.perf_counter()
         ticket = None
@@ -173,24 +184,25 @@ class SceneLoader:
         sid = source.scene_id
         _warn_links_out(source)
         try:
-            stage[sid] = "reading the packed scene"
+            self._at(sid, "reading the packed scene")
             ps = self.reader(source.scene_path)
             path = getattr(ps, "path", "") or source.scene_path
-            stage[sid] = "building the shading tables"
+            self._at(sid, "building the shading tables")
             sd = build_shading_data(ps, path)
             if self.device.startswith("cuda"):
                 sd = _pin(sd)
-            stage[sid] = "reading the navmesh and preparing its navigation"
+            self._at(sid, "reading the navmesh and preparing its navigation")
             nav = self.navmesh_loader(source.navmesh_path) if source.navmesh_path else None
+            prepared = self.prepare(sid, nav) if self.prepare is not None and nav is not None else None
             nv, nt = int(ps.positions.shape[0]), int(ps.indices.shape[0])
             nbytes = sd.nbytes + int(self.renderer.accel_bytes(nv, nt)) + navmesh_nbytes(nav)
             if reserve is not None:
-                stage[sid] = "waiting for room in the cache budget"
+                self._at(sid, "waiting for room in the cache budget")
                 ticket = reserve(nbytes, source)
-            stage[sid] = "building the renderer's acceleration structure"
+            self._at(sid, "building the renderer's acceleration structure")
             accel = self.renderer.prepare(sd, ps.positions, ps.indices)
             return LoadedScene(source, sd, accel, nav, dict(getattr(ps, "header", {}) or {}), nv, nt,
-                               nbytes, time.perf_counter() - t0, ticket)
+                               nbytes, time.perf_counter() - t0, ticket, prepared)
         except Exception as e:  # quarantine boundary: see the module docstring
             if ticket is not None and self._release is not None:
                 self._release(ticket)

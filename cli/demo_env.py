@@ -13,7 +13,7 @@ def run_env(manifest_path, num_envs: int = DEMO_ENVS, steps: int = DEMO_STEPS, s
     """make() -> reset -> ``steps`` random steps; returns and prints fps and episode stats."""
     import torch
 
-    from .api import make
+    from bps_runtime import make
 
     t0 = time.perf_counter()
     env = make(manifest_path, split=split, num_envs=num_envs, seed=seed, **make_kw)
@@ -31,7 +31,7 @@ def run_env(manifest_path, num_envs: int = DEMO_ENVS, steps: int = DEMO_STEPS, s
             spl_sum += float(info["episode"]["spl"].sum())
             waited += int(info["waited_for_load"])
         dt = time.perf_counter() - t1
-        scenes = sorted(set(env.world.scenes.resident_names()))
+        scenes = sorted(set(env.world.scenes.resident_scene_ids()))
     finally:
         env.close()
     res = {"num_envs": num_envs, "steps": steps, "fps": num_envs * steps / dt, "setup_seconds": t_ready,

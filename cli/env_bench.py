@@ -1,29 +1,13 @@
-"""The environment benchmark (``bps-assets bench``, ``benchmarks/bench_env.py``): ratios
-measured in one run, in one process, with the same scenes and agents.
+"""The environment benchmark (``bps-assets bench``, ``benchmarks/bench_env.py``): ratios measured
+in one run, in one process, with the same scenes and agents.
 
-One environment with a scene swap every ``swap_every`` steps runs ``steps`` random-action
-steps; after each env step the same renderer renders the agents' current poses alone (render
-only), so both timings see the same machine load (the machine is shared: measuring the two in
-separate phases compared different loads). Then ``count_steps`` more steps run under
-``step_profile.count_ops`` (not timed: counting slows them): torch ops, Warp launches and host
-syncs per step, per phase. Reported, each goal with its verdict (PASS / FAIL):
-
-- env step fps / render-only fps over the quiet steps (no scene load in flight), or over all
-  steps when fewer than ``MIN_QUIET`` were quiet (the report says which); and over
-  ``pipelined_steps`` more steps run back to back, as a trainer runs them (on CUDA the timed
-  steps wait for the device after each step, which measures latency; the goal is judged there
-  on the pipelined figure);
-- p99 step time over all steps / p50 step time of the quiet steps (goal <= 1.15), and the
-  number of steps that waited for a load (goal 0);
-- host syncs per step, in all and in the step phase (goal 0 there: on CUDA each one stalls the
-  launch queue);
-- the same tail with the machine's own drift taken out (a shared 2-core VM varies +-30 % on
-  identical pure-C frames): render-only p99/p50, p99 of steps with a load in flight / p99 of
-  steps without, and p99/p50 of step time / render-only time of the same poses;
-- peak RSS of the process.
-
-Scene swaps are requested every ``swap_every`` steps; a scene *load* (the cache prefetching
-a slot's next scene) can be in flight with or without a swap, so the two are counted apart.
+One env with a scene swap every ``swap_every`` steps runs ``steps`` random-action steps; after
+each step the same renderer renders the agents' poses alone (render only), so both timings see
+the same machine load. Then ``count_steps`` more steps run under ``step_profile.count_ops``:
+torch ops, Warp launches and host syncs per step. Reported, each goal with its verdict: env
+step fps / render-only fps (quiet steps, and pipelined), step-time tails, waits, syncs, the
+tails with the machine's drift taken out, peak RSS. What each figure means: docs/DECISIONS.md
+("Environment benchmark").
 """
 from __future__ import annotations
 
@@ -35,6 +19,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from bps_runtime.render import BACKENDS
+
 PIPELINED_STEPS = 40   # back-to-back steps of the pipelined run on a device (see _pipelined)
 MIN_QUIET = 10   # fewer quiet steps than this: statistics over all steps (and the report says so)
 
@@ -45,7 +31,7 @@ RATIO_GOAL_MANY_THREADS = 0.85
 RATIO_GOAL_FEW_THREADS = 0.95
 MANY_THREADS = 8
 TAIL_GOAL = 1.15
-RENDERERS = ("auto", "embree", "warp")
+RENDERERS = ("auto",) + BACKENDS
 
 
 @dataclass
@@ -242,7 +228,7 @@ def _follow_sim_thread(env):
     """Count the env's simulator thread too. The env steps on its own thread (``env._sim``, one
     worker); this enters ``step_profile.follow()`` there and returns the call that leaves it.
     Harmless where the env follows by itself: ``follow()`` does nothing in a followed thread."""
-    from .step_profile import follow
+    from cli.step_profile import follow
 
     sim = getattr(env, "_sim", None)
     if sim is None:
@@ -264,10 +250,9 @@ def measure(manifest, options: BenchOptions = DEFAULTS) -> dict:
     """Run the env and time it (see the module docstring): the raw arrays ``summarize`` takes."""
     import torch
 
-    from .api import make
-    from .step_profile import count_ops
-    from .task import yaw_to_quat
-    from .threads import check_threads
+    from bps_runtime import make
+    from cli.step_profile import count_ops
+    from bps_runtime.threads import check_threads
 
     o = options
     renderer = resolve_renderer(o.renderer, o.device)
@@ -291,17 +276,17 @@ def measure(manifest, options: BenchOptions = DEFAULTS) -> dict:
         return torch.randint(0, 4, (env.batch_size,), generator=gen).to(dev)
 
     try:
-        raw["resident_scenes"] = len(set(scenes.resident_names()))
+        raw["resident_scenes"] = len(set(scenes.resident_scene_ids()))
         for i in range(o.warmup + o.steps):
             a = actions()
             sync()
-            busy = bool(getattr(scenes, "loading", lambda: False)())
+            busy = scenes.loading
             t = time.perf_counter()
             _, _, _, info = env.step(a)
             sync()
             dt = time.perf_counter() - t
-            busy = busy or bool(getattr(scenes, "loading", lambda: False)())
-            keys, pos, rot = env.scene.clone(), env.pos.clone(), yaw_to_quat(env.yaw)
+            busy = busy or scenes.loading
+            keys, pos, rot = (info[k].clone() for k in ("scene_index", "position", "rotation"))
             sync()
             t = time.perf_counter()
             env.world.render(keys, pos, rot, env.sensors)
@@ -315,7 +300,7 @@ def measure(manifest, options: BenchOptions = DEFAULTS) -> dict:
         n_pl = o.pipelined_steps if o.pipelined_steps >= 0 else (PIPELINED_STEPS if dev.type != "cpu" else 0)
         if n_pl > 0:
             raw["pipelined"] = _pipelined(env, [actions() for _ in range(n_pl)], sync)
-        raw["swaps"] = int(getattr(scenes, "swap_count", lambda: 0)())
+        raw["swaps"] = scenes.swaps_requested
         raw["capture_status"] = env.capture_status
         raw["wait_reasons"] = list(env.stats.get("wait_reasons", []))
         if o.count_steps > 0:
@@ -342,9 +327,7 @@ def _pipelined(env, acts, sync) -> dict:
     measures a step's latency: the host's bookkeeping plus the device's work, never overlapped),
     then as many render-only frames of fixed poses back to back; in two halves, alternated, so
     both see the same drift. -> {"steps", "step_s", "render_s"} (seconds per step)."""
-    from .task import yaw_to_quat
-
-    keys, pos, rot = env.scene.clone(), env.pos.clone(), yaw_to_quat(env.yaw)
+    keys, pos, rot = (env.last_info[k].clone() for k in ("scene_index", "position", "rotation"))
     h = len(acts) // 2
     step_t = render_t = 0.0
     for part in (acts[:h], acts[h:]):
@@ -370,7 +353,7 @@ SCALING_GOAL = 0.8
 
 def default_thread_counts() -> list[int]:
     """1, 2 and every core this process may use (``os.sched_getaffinity``), ascending, once each."""
-    from .threads import available_cores
+    from bps_runtime.threads import available_cores
 
     return sorted({1, 2, available_cores()})
 
@@ -380,7 +363,7 @@ def measure_threads(manifest, counts, options: BenchOptions = DEFAULTS, echo=pri
     built with ``threads=N`` and the same seed, scenes and agents; -> {N: summarize(...)}."""
     from dataclasses import replace
 
-    from .threads import check_threads
+    from bps_runtime.threads import check_threads
 
     counts = [1] + [n for n in dict.fromkeys(check_threads(n, "thread count") for n in counts) if n != 1]
     out = {}
@@ -416,7 +399,7 @@ def summarize_threads(per: dict) -> dict:
 
 
 def _usable_cores() -> int:
-    from .threads import available_cores
+    from bps_runtime.threads import available_cores
 
     return available_cores()
 

@@ -1,37 +1,16 @@
-"""Fixed-budget scene cache: which scenes are resident, which environment uses which, swaps.
+"""The scene manager: which scenes are resident, which env uses which, swaps (bps-nav's scheme).
 
-bps-nav's scheme. ``slots`` = K; environment e belongs to slot e % K for the whole run. Each
-slot has an *active* scene (new episodes of its environments start there) and at most one
-*pending* scene, loaded in the background by the shared loader. When the pending scene is
-ready and a swap is due (``request_swap`` or ``swap_after_episodes``), the slot's next episode
-starts on it; environments still in an episode keep the old scene (so it stays resident) and
-move over only at their own episode boundary. A scene leaves (renderer detach, bytes freed)
-as soon as no environment uses it and it is not a slot's active/pending scene.
-
-A slot starts its next load at its swap, while its previous scene is still draining (each
-slot holds at most three scenes: active, next, and one previous scene whose episodes have not
-all ended). A runtime that queues episodes ahead keeps a swapped-out scene for several
-episodes per env (the running one plus those queued before the swap); had the next load waited
-for that drain, it would start tens of steps late and the following swap would wait for it.
-When the scene order names a scene that is still resident and draining, it becomes the slot's
-next scene again without a load (with few spare scenes, the one just swapped out is the only
-choice, and reloading it would only add a wait).
-
-Budget: ``budget_bytes`` is a ledger fixed up front. A load reserves its scene's exact byte
-cost (shading tables + accel + navmesh, computed after decode, before the BVH build and the
-device upload) and blocks until the resident total plus that cost fits; a scene larger than the
-whole budget is quarantined. So resident bytes never exceed the budget (``peak_bytes`` is
-checked by the tests). Without ``budget_bytes`` the limit is 3K scenes (K active + K next + K
-draining; in steady state one slot drains at a time, so about 2K + 1). For swaps to flow the
-budget must hold K active scenes plus at least one pending one.
-
-Waits (a call that blocks on a load) are reported with their reason in ``CacheReport.reasons``:
-which slot and scene, how long, when the load was started and why then, and what the loader
-was doing (``SceneLoader.stage``).
-
-Resident scenes are addressed by small integer ids in [0, 3K) -- the ``scene_ids`` the
-renderer takes. ``scene_for_next_episode`` is the only call that changes an environment's
-scene, which is how "swaps only at episode boundaries" is guaranteed.
+``slots`` = K; env e belongs to slot e % K. Each slot has an active scene (new episodes start
+there) and at most one next scene, loaded in the background; when a swap is due
+(``swap_after_episodes``, ``swap_every`` rounds, ``request_swap``) new episodes of its envs
+start on the next scene; envs mid-episode keep the old one until their episode ends. A scene
+leaves once no episode uses it. A seed fixes the run: scene order is a seeded shuffle, a load's
+scene index is fixed when it starts, and loads are taken in only at a due swap (which waits for
+its load: a reported wait) or at start-up, never by which load finished first.
+Budget: ``budget_bytes`` is a ledger; a load reserves its exact cost and blocks until it fits
+(a due swap whose load waits for room gives up instead; with a binding budget runs may differ).
+Calls go one way: the cache calls the loader and the renderer; arrivals and departures are
+``take_events()`` for the caller, whose per-scene ``prepare`` runs on the loader threads.
 """
 from __future__ import annotations
 
@@ -39,9 +18,9 @@ import logging
 import threading
 import time
 from collections import deque
-from concurrent.futures import Future
+from concurrent.futures import Future, wait
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -49,18 +28,19 @@ from bps_assets.errors import ConfigError, DatasetError
 
 from .loader import LoadCancelled, LoadedScene, LoadFailure, SceneLoader, SceneSource
 
-log = logging.getLogger("bps_runtime.cache")
+log = logging.getLogger("bps_runtime.scenes.cache")
 
 
 @dataclass(frozen=True)
 class CacheOptions:
     """Scene cache settings (see the module docstring)."""
-    slots: int = 4                          # K: scenes in use at once (each with <= 1 pending)
+    slots: int = 8                          # K: scenes in use at once (each with <= 1 pending)
     budget_bytes: int | None = None         # ledger for all resident scenes; None: 2K scenes
     loader_threads: int = 2
     swap_after_episodes: int | None = None  # per slot: swap once its active scene started this many episodes
     prefetch: bool = True                   # keep one pending scene per slot when scenes > slots
-    seed: int = 0                           # scene order (a seeded shuffle, reshuffled per pass)
+    seed: int | None = 0                    # scene order (a seeded shuffle, reshuffled per pass)
+    swap_every: int | None = None           # every this many rounds one slot (round robin) swaps
 
     def __post_init__(self):
         if not (isinstance(self.slots, int) and self.slots >= 1):
@@ -69,6 +49,8 @@ class CacheOptions:
             raise ConfigError(None, f"budget_bytes must be positive, got {self.budget_bytes}")
         if self.swap_after_episodes is not None and self.swap_after_episodes < 1:
             raise ConfigError(None, "swap_after_episodes must be >= 1 or None")
+        if self.swap_every is not None and (not isinstance(self.swap_every, int) or self.swap_every < 1):
+            raise ConfigError(None, f"cache swap_every={self.swap_every!r}: expected an int >= 1 or None")
 
 
 DEFAULTS = CacheOptions()
@@ -76,6 +58,20 @@ DEFAULTS = CacheOptions()
 # resident ids per slot: its active scene, its next one (loading or loaded) and one previous
 # scene still draining (the next load starts at the swap, not when the previous scene leaves)
 SCENES_PER_SLOT = 3
+
+
+def capacity_for(options: CacheOptions, num_sources: int, num_envs: int) -> int:
+    """Resident scene indices a cache of ``options`` hands out: [0, capacity)."""
+    return SCENES_PER_SLOT * min(options.slots, num_sources, num_envs)
+
+
+@dataclass(frozen=True)
+class SceneEvent:
+    """A resident scene index changed: ``"arrived"`` (``scene``: the LoadedScene, its
+    ``prepared`` state included) or ``"left"``."""
+    kind: str
+    scene_index: int
+    scene: Any = None
 
 
 @dataclass
@@ -95,7 +91,8 @@ class CacheReport:
 
 
 class _Slot:
-    __slots__ = ("index", "active", "pending", "ready", "episodes", "swap_requested", "loading", "load_note")
+    __slots__ = ("index", "active", "pending", "ready", "episodes", "swap_requested", "loading", "load_note",
+                 "loading_id")
 
     def __init__(self, index):
         self.index = index
@@ -106,6 +103,7 @@ class _Slot:
         self.swap_requested = False
         self.loading = None                 # SceneSource of the pending load
         self.load_note = ""                 # when / why the pending load started (for wait reasons)
+        self.loading_id: int | None = None  # the resident id the pending load will have (fixed at its start)
 
 
 class SceneCache:
@@ -113,7 +111,8 @@ class SceneCache:
 
     def __init__(self, sources: Sequence[SceneSource], renderer, num_envs: int,
                  options: CacheOptions = DEFAULTS, device: str = "cpu",
-                 reader: Callable | None = None, navmesh_loader: Callable | None = None):
+                 reader: Callable | None = None, navmesh_loader: Callable | None = None,
+                 prepare: Callable | None = None):
         if not sources:
             raise DatasetError(None, "the scene cache needs at least one scene")
         if num_envs < 1:
@@ -124,11 +123,10 @@ class SceneCache:
         self.sources = list(sources)
         k = min(options.slots, len(self.sources), self.num_envs)
         self.num_slots = k
-        self.capacity = SCENES_PER_SLOT * k
+        self.capacity = capacity_for(options, len(self.sources), self.num_envs)
         self.budget_bytes = options.budget_bytes
         self._slots = [_Slot(i) for i in range(k)]
         self.env_slot = np.arange(self.num_envs) % k
-        self.env_scene = np.full(self.num_envs, -1, np.int64)  # resident id per env, -1: none
         self._refs = np.zeros(self.capacity, np.int64)
         self._scenes: dict[int, LoadedScene] = {}
         self._owner: dict[int, int] = {}  # resident id -> the slot that loaded it
@@ -140,6 +138,7 @@ class SceneCache:
         self._in_use: set[str] = set()  # scene ids resident or loading
         self._cv = threading.Condition()
         self._used = 0       # bytes reserved (resident + reserved by loads in flight)
+        self._held: set[str] = set()   # scene ids whose loads wait for room in the budget
         self.peak_bytes = 0
         self._closed = False
         self._report = CacheReport()
@@ -148,9 +147,31 @@ class SceneCache:
         # labels the moments named in wait reasons; the env sets it to its step counter
         self.clock: Callable[[], str] = lambda: f"t={time.perf_counter() - t0:.1f} s"
         self.loader = SceneLoader(renderer, options.loader_threads, device, reader, navmesh_loader,
-                                  release=self._unreserve)
+                                  release=self._unreserve, prepare=prepare)
+        self._events: list[SceneEvent] = []
+        self.rounds = 0            # every group stepped once: the clock of swaps and wait reasons
+        self._next_swap_slot = 0
+        self.swaps_requested = 0
+        self._started = False
+
+    def start(self, prepare: Callable | None = None) -> None:
+        """Start the first loads and wait for every slot's first scene (not counted as a wait).
+        ``prepare(scene_id, navmesh)``, when given, ends every load on its loader thread; its
+        result is the ``prepared`` of the scene's "arrived" event."""
+        if self._started:
+            return
+        self._started = True
+        self.loader.prepare = prepare
         for s in self._slots:
             self._start_load(s, "at start-up")
+        self._wait_ready()
+        self.clock = lambda: f"step {self.rounds}"
+
+    def take_events(self) -> list[SceneEvent]:
+        """Scene indices that arrived or left since the last call, in order (the caller publishes
+        and drops per-scene state with them; the cache calls nobody back)."""
+        out, self._events = self._events, []
+        return out
 
     # ------------------------------------------------------------------ budget (loader threads)
     def _reserve(self, nbytes: int, source: SceneSource):
@@ -160,8 +181,11 @@ class SceneCache:
                                                      f"budget of {self.budget_bytes} bytes")
             while self.budget_bytes is not None and self._used + nbytes > self.budget_bytes:
                 if self._closed:
+                    self._held.discard(source.scene_id)
                     raise LoadCancelled(source.scene_path, "cache closed")
+                self._held.add(source.scene_id)
                 self._cv.wait(0.5)
+            self._held.discard(source.scene_id)
             if self._closed:
                 raise LoadCancelled(source.scene_path, "cache closed")
             self._used += nbytes
@@ -222,6 +246,10 @@ class SceneCache:
             self._report.reused += 1
             return True
         self._in_use.add(src.scene_id)
+        # the resident id is fixed when the load starts (the simulator thread, at a point fixed by
+        # the step count), never by which load finishes first
+        slot.loading_id = self._free_ids.popleft()
+        self._owner[slot.loading_id] = slot.index
         slot.loading = src
         slot.load_note = f"started at {self.clock()} ({why})"
         slot.pending = self.loader.submit(src, self._reserve)
@@ -243,18 +271,19 @@ class SceneCache:
                                     f"the load of {name!r} ({note}; the loader was {stage})")
 
     def _integrate(self, slot: _Slot, res) -> None:
-        slot.pending = None
-        slot.loading = None
+        rid = slot.loading_id
+        slot.pending = slot.loading = slot.loading_id = None
         if isinstance(res, LoadFailure):
             self._in_use.discard(res.scene_id)
+            self._owner.pop(rid, None)
+            self._free_ids.appendleft(rid)
             if not isinstance(res.error, LoadCancelled):
                 self.quarantined[res.scene_id] = res.message
                 self._report.quarantined.append(res.scene_id)
             return
-        rid = self._free_ids.popleft()
         self._scenes[rid] = res
         self.generation += 1
-        self._owner[rid] = slot.index
+        self._events.append(SceneEvent("arrived", rid, res))
         self.renderer.attach(rid, res.shading, res.accel)
         self._report.loads_completed += 1
         if slot.active is None:
@@ -262,13 +291,32 @@ class SceneCache:
         else:
             slot.ready = rid
 
-    def poll(self) -> None:
-        """Integrate finished loads (non-blocking); restart loads after failures."""
-        for s in self._slots:
-            if s.pending is not None and s.pending.done():
-                self._integrate(s, s.pending.result())
-                if s.active is None or (self.options.prefetch and s.ready is None):
-                    self._start_load(s, "when the slot's previous load ended")
+    def _take_pending(self, slot: _Slot, what: str) -> bool:
+        """Integrate the slot's in-flight load, waiting for it if it has not finished (a wait,
+        reported); after a failure the slot's next load starts. Called only at points fixed by
+        the step count (a due swap, start-up), so which scene a slot has next never depends on
+        when a load finished. True if it had to block."""
+        if slot.pending is None:
+            return False
+        blocked = not slot.pending.done()
+        t0 = time.perf_counter()
+        state = self._load_state(slot)
+        while not slot.pending.done():
+            # a load held back by the budget waits for a scene to leave, which only this thread
+            # can make happen: give up (no swap now; with a binding budget runs may not repeat)
+            with self._cv:
+                held = slot.loading.scene_id in self._held
+            if held:
+                self._note_wait(slot, what + " (given up: the load waits for room in the cache budget)",
+                                state, time.perf_counter() - t0)
+                return True
+            wait([slot.pending], timeout=0.02)
+        self._integrate(slot, slot.pending.result())
+        if blocked:
+            self._note_wait(slot, what, state, time.perf_counter() - t0)
+        if slot.active is None or (self.options.prefetch and slot.ready is None):
+            self._start_load(slot, "when the slot's previous load ended")
+        return blocked
 
     def _wait_for_active(self, slot: _Slot) -> None:
         t0 = time.perf_counter()
@@ -292,25 +340,26 @@ class SceneCache:
         self._note_wait(slot, "had no loaded scene (start-up, or its loads failed) and", state,
                         time.perf_counter() - t0)
 
-    def wait_ready(self) -> None:
+    def _wait_ready(self) -> None:
         """Block until every slot has an active scene (the initial load; not counted as a wait)."""
         for s in self._slots:
             if s.active is None:
                 self._wait_for_active(s)
         self._report.waited, self._report.wait_seconds, self._report.reasons = False, 0.0, []
-        self.poll()
         if self.options.prefetch:
             for s in self._slots:
                 self._start_load(s, "at start-up")
 
     # ------------------------------------------------------------------ the env's API
     def _maybe_swap(self, slot: _Slot) -> None:
-        if slot.ready is None:
-            return
         due = slot.swap_requested or (self.options.swap_after_episodes is not None
                                       and slot.episodes >= self.options.swap_after_episodes)
         if not due:
             return
+        if slot.ready is None:   # a due swap waits for the slot's next scene (reported)
+            self._take_pending(slot, "swap")
+            if slot.ready is None:
+                return
         old = slot.active
         slot.active, slot.ready, slot.episodes, slot.swap_requested = slot.ready, None, 0, False
         self._report.swaps += 1
@@ -327,6 +376,7 @@ class SceneCache:
             return
         sc = self._scenes.pop(rid)
         self.generation += 1
+        self._events.append(SceneEvent("left", rid))
         self.renderer.detach(rid)
         self._in_use.discard(sc.scene_id)
         self._free_ids.append(rid)
@@ -336,15 +386,6 @@ class SceneCache:
         out = self._swapped_out.pop(rid, "?")
         if owner is not None and self.options.prefetch:
             self._start_load(self._slots[owner], f"when {sc.scene_id!r} left, swapped out at {out}")
-
-    def _release_envs(self, envs: np.ndarray) -> None:
-        old = self.env_scene[envs]
-        old = old[old >= 0]
-        self.env_scene[envs] = -1
-        if old.size:
-            np.subtract.at(self._refs, old, 1)
-            for rid in np.unique(old).tolist():
-                self._maybe_evict(rid)
 
     def _pick(self, envs: np.ndarray) -> np.ndarray:
         slots = self.env_slot[envs]
@@ -361,24 +402,12 @@ class SceneCache:
         np.add.at(self._refs, out, 1)
         return out
 
-    def scene_for_next_episode(self, env_ids) -> np.ndarray:
-        """Environments ``env_ids`` are at an episode boundary: release their current scene and
-        return the resident id (int64 [len(env_ids)]) each one's next episode runs in. Blocks
-        (and reports ``waited``) only if a slot has no loaded scene at all."""
-        envs = _as_env_ids(env_ids, self.num_envs)
-        self.poll()
-        self._release_envs(envs)
-        out = self._pick(envs)
-        self.env_scene[envs] = out
-        return out
-
     def assign_next(self, env_ids) -> np.ndarray:
         """For a runtime that queues episodes ahead: the resident id of one more *upcoming*
         episode per env (its slot's active scene, after a due swap), holding one reference per
         entry until ``release_scenes`` gives it back (when that episode has ended). Nothing is
         released here, so an env may hold its current scene and queued ones at once."""
         envs = _as_env_ids(env_ids, self.num_envs)
-        self.poll()
         return self._pick(envs)
 
     def release_scenes(self, rids) -> None:
@@ -396,9 +425,30 @@ class SceneCache:
         for rid in (np.unique(gone).tolist() if gone.size else ()):
             self._maybe_evict(rid)
 
-    def release(self, env_ids) -> None:
-        """Environments stop using their scene without starting a new episode (e.g. closing)."""
-        self._release_envs(_as_env_ids(env_ids, self.num_envs))
+    def after_round(self) -> None:
+        """Every group has stepped once more: with ``swap_every``, every that many rounds the next
+        slot (round robin) that has a scene loading or loaded swaps, waiting for its load if
+        needed (a wait, reported), so swaps happen at a fixed step."""
+        self.rounds += 1
+        every = self.options.swap_every
+        if not every or self.rounds % every:
+            return
+        order = [(self._next_swap_slot + i) % self.num_slots for i in range(self.num_slots)]
+        k = next((i for i in order if self.has_pending(i)), None)
+        if k is None:   # with few spare scenes not every slot has a next one
+            return
+        self._next_swap_slot = (k + 1) % self.num_slots
+        self.wait_pending(k)
+        self.request_swap([k])
+        self.swaps_requested += 1
+
+    def scene_id(self, scene_index: int) -> str:
+        """The scene id (manifest name) of a resident scene index."""
+        return self.scene(scene_index).scene_id
+
+    def resident_scene_ids(self) -> list[str]:
+        """Scene ids now resident."""
+        return [self._scenes[r].scene_id for r in sorted(self._scenes)]
 
     def request_swap(self, slots=None) -> None:
         """Ask ``slots`` (default: all) to move new episodes to their pending scene once ready."""
@@ -419,18 +469,7 @@ class SceneCache:
         """Block until slot ``slot``'s in-flight load (if any) has finished and is integrated
         (ready for a swap, or quarantined). Returns True if it had to block; that time is also
         reported as a wait by ``take_report``. For deterministic swap schedules."""
-        s = self._slots[int(slot)]
-        if s.pending is None:
-            return False
-        blocked = not s.pending.done()
-        t0 = time.perf_counter()
-        state = self._load_state(s)
-        self._integrate(s, s.pending.result())
-        if blocked:
-            self._note_wait(s, "swap", state, time.perf_counter() - t0)
-        if s.active is None or (self.options.prefetch and s.ready is None):
-            self._start_load(s, "when the slot's previous load ended")
-        return blocked
+        return self._take_pending(self._slots[int(slot)], "swap")
 
     def scene(self, rid: int) -> LoadedScene:
         """The resident scene ``rid`` (navmesh, header, source)."""
@@ -445,8 +484,7 @@ class SceneCache:
         return sorted(self._scenes)
 
     def take_report(self) -> CacheReport:
-        """Counters since the previous call (call once per step), after integrating finished loads."""
-        self.poll()
+        """Counters since the previous call (call once per step)."""
         r = self._report
         r.resident_scenes = len(self._scenes)
         r.resident_bytes = self.resident_bytes

@@ -1,54 +1,27 @@
-"""The fused step's two halves: device state + launches (``FusedStep``) and the host's
-bookkeeping of queued episodes (``EpisodeRing``).
+"""The device side of the fused step: ``FusedStep`` (the task's state and outputs, allocated from
+its schema, shared with Warp; the launches, optionally one captured CUDA graph per group) and
+``NavQueries`` (the step's navigation functions as batch queries, for tests and tools).
 
-Device: per-env state, a ring of ``DEPTH`` upcoming episodes per env, per-env outputs (a
-group's slice is valid until that group's next step), a staging table for new ring entries.
-A step is: copy the actions in, copy the staging rows in, ``apply_refills``, ``step_kernel``
-(bps_runtime.step_kernels; on the CPU as ``threads`` env ranges side by side,
-``step_kernels.CpuLaunches``), snapshot ``head``. Torch and Warp share memory (``wp.from_torch``);
-the number of torch ops and Warp launches does not depend on the number of envs or scenes, and
-nothing waits for the device.
-
-Host, between steps: the ``head`` snapshot taken ``LAG`` steps earlier says which envs started
-which episodes by then (on CUDA it was copied to pinned memory without waiting; by the time it
-is read the device has finished that step, while the step after it is still queued). From it
-the host releases ended episodes (scene references, field rows), counts them, and queues new
-ones (the scene each runs in is chosen by the cache now, so a swap is just the resident id
-written in the ring). With ``LAG = 2`` and ``DEPTH = 2`` an env always has its next episode
-queued: at a step's launch the host has seen every episode start up to two steps back, at most
-one more started in the step before, and it keeps ``DEPTH`` queued past what it has seen.
-
-Info that needs the step's outcome on the host (episode ids and scene names of the envs that
-finished) is a ``LazyNames`` list: it reads the step's ``done``/episode numbers only when
-looked at (a device-to-host wait on CUDA; free on CPU).
-
-CUDA graphs (``capture=True``): after two warm-up steps a group's launches (refill kernel, step
-kernel and, when the env renders with Warp, the frame: ``step(then=...)``) are captured once per
-group with ``wp.ScopedCapture`` on a stream of our own (CUDA cannot capture on the legacy
-default stream, torch's usual current one) and replayed on the current stream: one graph launch
-per step. Anything that moves what the graph points at (an arena growing, the window size, the
-renderer's scene table, the frame buffers) re-captures. Off CUDA, or when capture fails, the
-plain launches run and ``capture_status`` says why ("not captured: cpu"). Warp records CPU
-graphs too; the tests use that (``CAPTURE_DEVICES``) to check the capture logic here.
-
-Host cost (benchmarks/bench_host_step.py, docs/PERFORMANCE.md "Host bookkeeping of a step"):
-a step with nothing due makes no call into the scene cache or the episode supply and no upload.
-Tried and dropped (2-core machine, 256 ring entries of 1,024 envs): flat 1-D index arrays
-into the ring tables instead of [slot, env] fancy indexing: 4.4 vs 4.7 us per int write,
-15.2 vs 15.8 us per object (episode id) write -- not worth a second set of views.
+A step: copy the actions in, copy the staging rows in (``upload``), the task's refill kernel,
+its step kernel (on the CPU as ``threads`` env ranges side by side), snapshot ``head``. The
+number of torch ops and Warp launches does not depend on the number of envs or scenes, and
+nothing waits for the device. The host reads the ``head`` snapshot of ``LAG`` rounds back
+(``take_snapshot``), so with ``DEPTH`` queued episodes an env always has its next one queued.
+Capture (``capture=True``, CUDA): after two warm-up steps a group's launches are captured once
+and replayed; anything that moves what they point at (an arena growing, the window, the
+renderer's scene table, the frame buffers, the task's options) re-captures.
 """
 from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Sequence
 
 import numpy as np
 import torch
 
-from . import step_kernels as sk
-from .batched_nav import NavBuffers
-from .task import TaskOptions
+from . import kernels as sk
+from . import schema
+from ..nav.buffers import NavBuffers
 
 LAG = 2      # steps between a head snapshot and the host reading it
 DEPTH = 2    # queued episodes per env beyond what the host has seen start
@@ -75,7 +48,7 @@ class FusedStep:
     """Device side: state tensors (shared with Warp), ring, outputs, launches (optionally a
     captured CUDA graph per group)."""
 
-    def __init__(self, nav: NavBuffers, num_envs: int, batch_size: int, task: TaskOptions, device,
+    def __init__(self, nav: NavBuffers, num_envs: int, batch_size: int, task, options, device,
                  capture: bool = False, threads: int = 1):
         self.wp = sk.init_warp()
         # CPU: the step kernel runs as `threads` env ranges side by side (one launch on CUDA)
@@ -84,24 +57,13 @@ class FusedStep:
         self.N, self.B = int(num_envs), int(batch_size)
         self.device = dev = torch.device(device)
         self.wdev = _wp_dev(dev)
-        self.task = task
-        N, D = self.N, DEPTH
+        self.task, self.options = task, options
+        N = self.N
         z = lambda *s, dt=torch.float32: torch.zeros(*s, dtype=dt, device=dev)  # noqa: E731
-        # state
-        self.slot, self.pos, self.yaw, self.goal = z(N, dt=torch.int32), z(N, 3), z(N), z(N, 3)
-        self.row, self.d0, self.d_prev = z(N, dt=torch.int32), z(N), z(N)
-        self.path_len, self.total, self.steps = z(N), z(N), z(N, dt=torch.int32)
-        self.head = z(N, dt=torch.int32)
-        self.r_slot, self.r_pos, self.r_yaw = z(D, N, dt=torch.int32), z(D, N, 3), z(D, N)
-        self.r_goal, self.r_row = z(D, N, 3), z(D, N, dt=torch.int32)
-        # outputs
-        self.reward, self.done, self.success = z(N), z(N, dt=torch.uint8), z(N, dt=torch.uint8)
-        self.truncated, self.spl = z(N, dt=torch.uint8), z(N)
-        self.pointgoal, self.rotation, self.position = z(N, 2), z(N, 4), z(N, 3)
-        self.dist, self.out_slot = z(N), z(N, dt=torch.int64)
-        self.ep_return, self.ep_length, self.ep_dist = z(N), z(N, dt=torch.int32), z(N)
-        self.ep_d0, self.ep_path = z(N), z(N)
-        self.epno = z(N, dt=torch.int32)          # number of the episode now running
+        # the step state and outputs, made from the task's schema (``state``/``out``: name -> tensor)
+        self.state = schema.allocate(task.SCHEMA.of("state"), N, DEPTH, dev)
+        self.out = schema.allocate(task.SCHEMA.of("out"), N, DEPTH, dev)
+        self.head = self.state["head"]
         # inputs
         self.actions = z(self.B, dt=torch.int64)
         cap = N * (DEPTH + 1)
@@ -125,6 +87,8 @@ class FusedStep:
                                                       for _ in range(self.lag + 1))]
         self.scratch = None
         self.win = 0
+        self._params = None
+        self._window_key = None
         self._structs_key = None
         self.capture = bool(capture)
         self.capture_status = "not captured: off" if not capture else (
@@ -132,61 +96,48 @@ class FusedStep:
         self._graphs: dict = {}   # group -> (what its launches point at, graph)
         self._cap_stream = None
         self._warm = 0
-        self._build_task()
 
     def close(self):
         """Stop the CPU launch threads."""
         self._cpu.close()
 
     # ------------------------------------------------------------------ structs
-    def _build_task(self):
+    def set_options(self, options) -> None:
+        """The task's options from the next step on (the kernels read them as parameters)."""
+        self.options = options
         self._window_key = None
-        t, s = self.task, sk.Task()
-        s.forward_step, s.turn = float(t.forward_step), math.radians(t.turn_degrees)
-        s.success_distance, s.max_steps = float(t.success_distance), int(t.max_episode_steps)
-        s.slack, s.success_reward = float(t.slack_reward), float(t.success_reward)
-        s.win = self.win if hasattr(self, "win") else 0
-        self._task_s = s
+        self._structs_key = None
+
+    def views(self, sl: slice, kind: str = "out"):
+        """Per-env views of envs ``sl`` of the outputs (or the state), one attribute per field."""
+        return schema.views(self.task.SCHEMA.of(kind), self.out if kind == "out" else self.state, sl)
 
     def _window(self):
         """Scratch size for the largest try_step window of the resident scenes (grown between
-        steps only)."""
-        key = (self.nav.min_cell, self.task.forward_step)
-        if key == getattr(self, "_window_key", None):
+        steps only) and the task's parameters with it."""
+        step = self.task.max_move(self.options)
+        key = (self.nav.min_cell, step)
+        if key == self._window_key:
             return
         self._window_key = key
         cs = self.nav.min_cell if math.isfinite(self.nav.min_cell) else 0.05
-        step = float(self.task.forward_step)
         R = int(math.ceil((step / 2 + 1e-3) / cs)) + 2
         n = 2 * R + 1
         if n * n > self.win:
             self.win = n * n
             self.scratch = torch.zeros(self.N, self.win, dtype=torch.int32, device=self.device)
-            self._task_s.win = self.win
             self._structs_key = None
+        self._params = self.task.params(self.options, self.win)
 
     def _structs(self):
         self._window()
         key = (self.nav.version, self.win)
         if key == self._structs_key:
             return
-        wp, ft = self.wp, self.wp.from_torch
-        nav = nav_struct(self.nav)
-        st = sk.State()
-        st.slot, st.pos, st.yaw = ft(self.slot), ft(self.pos, dtype=wp.vec3), ft(self.yaw)
-        st.goal, st.row, st.d0 = ft(self.goal, dtype=wp.vec3), ft(self.row), ft(self.d0)
-        st.d_prev, st.path_len, st.total = ft(self.d_prev), ft(self.path_len), ft(self.total)
-        st.steps, st.head = ft(self.steps), ft(self.head)
-        st.r_slot, st.r_pos, st.r_yaw = ft(self.r_slot), ft(self.r_pos, dtype=wp.vec3), ft(self.r_yaw)
-        st.r_goal, st.r_row = ft(self.r_goal, dtype=wp.vec3), ft(self.r_row)
-        out = sk.Out()
-        out.reward, out.done, out.success = ft(self.reward), ft(self.done), ft(self.success)
-        out.truncated, out.spl, out.pointgoal = ft(self.truncated), ft(self.spl), ft(self.pointgoal)
-        out.rotation, out.position = ft(self.rotation), ft(self.position, dtype=wp.vec3)
-        out.dist, out.slot = ft(self.dist), ft(self.out_slot)
-        out.ep_return, out.ep_length, out.ep_dist = ft(self.ep_return), ft(self.ep_length), ft(self.ep_dist)
-        out.ep_d0, out.ep_path, out.epno = ft(self.ep_d0), ft(self.ep_path), ft(self.epno)
-        self._nav_s, self._st_s, self._out_s = nav, st, out
+        wp, ft, sch = self.wp, self.wp.from_torch, self.task.SCHEMA
+        self._nav_s = nav_struct(self.nav)
+        self._st_s = schema.bind(wp, self.task.State, sch.of("state"), self.state)
+        self._out_s = schema.bind(wp, self.task.Out, sch.of("out"), self.out)
         self._w = dict(actions=ft(self.actions), scratch=ft(self.scratch), stage_i=ft(self.stage_i),
                        stage_f=ft(self.stage_f), count=ft(self.count))
         self._structs_key = key
@@ -225,26 +176,26 @@ class FusedStep:
     # ------------------------------------------------------------------ launches
     def _launch_step(self, env0: int, stream, then=None, inline: bool = False):
         """Group ``env0``'s launches on ``stream``: refill, step kernel, then ``then(stream)``."""
-        wp, w = self.wp, self._w
-        wp.launch(sk.apply_refills, dim=self.stage_i.shape[0],
+        wp, w, t = self.wp, self._w, self.task
+        wp.launch(t.apply_refills, dim=self.stage_i.shape[0],
                   inputs=[self._st_s, w["stage_i"], w["stage_f"], w["count"]], device=self.wdev, stream=stream)
-        args = [self._nav_s, self._task_s, self._st_s, self._out_s, w["actions"], w["scratch"], env0]
+        args = [self._nav_s, self._params, self._st_s, self._out_s, w["actions"], w["scratch"], env0]
         if inline:   # a CPU capture records this thread's launches only: one range
-            wp.launch(sk.step_kernel, dim=self.B, inputs=args + [0, DEPTH], device=self.wdev, stream=stream)
+            wp.launch(t.step_kernel, dim=self.B, inputs=args + [0, DEPTH], device=self.wdev, stream=stream)
         else:
-            self._cpu.run(sk.step_kernel, lambda lo, hi: wp.launch(
-                sk.step_kernel, dim=hi - lo, inputs=args + [lo, DEPTH], device=self.wdev, stream=stream), self.B)
+            self._cpu.run(t.step_kernel, lambda lo, hi: wp.launch(
+                t.step_kernel, dim=hi - lo, inputs=args + [lo, DEPTH], device=self.wdev, stream=stream), self.B)
         if then is not None:
             then(stream)
 
     def begin_all(self):
         """Every env starts the episode at its ring's head (``reset``)."""
         self._structs()
-        w, stream = self._w, _wp_stream(self.device)
-        self.wp.launch(sk.apply_refills, dim=self.stage_i.shape[0],
+        w, stream, t = self._w, _wp_stream(self.device), self.task
+        self.wp.launch(t.apply_refills, dim=self.stage_i.shape[0],
                        inputs=[self._st_s, w["stage_i"], w["stage_f"], w["count"]], device=self.wdev, stream=stream)
-        self._cpu.run(sk.begin_kernel, lambda lo, hi: self.wp.launch(
-            sk.begin_kernel, dim=hi - lo, inputs=[self._nav_s, self._st_s, self._out_s, lo, DEPTH],
+        self._cpu.run(t.begin_kernel, lambda lo, hi: self.wp.launch(
+            t.begin_kernel, dim=hi - lo, inputs=[self._nav_s, self._st_s, self._out_s, lo, DEPTH],
             device=self.wdev, stream=stream), self.N)
         while self._snapshots:         # older snapshots say nothing about the new episodes
             self._free_snaps.append(self._snapshots.popleft()[0])
@@ -350,12 +301,11 @@ class NavQueries:
         self.nav = nav
         self.wp = sk.init_warp()
 
-    def _task(self, n: int, max_len: float):
+    def _window(self, n: int, max_len: float):
         cs = min(self.nav.min_cell, 0.05) if math.isfinite(self.nav.min_cell) else 0.05
-        t = sk.Task()
         R = int(math.ceil((max_len / 2 + 1e-3) / cs)) + 2
-        t.win = (2 * R + 1) ** 2
-        return t, torch.zeros(n, t.win, dtype=torch.int32, device=self.nav.device)
+        win = (2 * R + 1) ** 2
+        return win, torch.zeros(n, win, dtype=torch.int32, device=self.nav.device)
 
     def try_step(self, keys: torch.Tensor, start: torch.Tensor, end: torch.Tensor) -> torch.Tensor:
         """habitat's try_step with sliding for [N] agents in resident scenes ``keys``."""
@@ -368,9 +318,9 @@ class NavQueries:
         if n == 0:
             return out
         max_len = float(torch.linalg.vector_norm((end - start)[:, [0, 2]], dim=1).max())
-        task, scratch = self._task(n, max_len)
+        win, scratch = self._window(n, max_len)
         ft, wp = self.wp.from_torch, self.wp
-        wp.launch(sk.try_step_query, dim=n, inputs=[nav_struct(self.nav), task, ft(scratch), ft(keys),
+        wp.launch(sk.try_step_query, dim=n, inputs=[nav_struct(self.nav), win, ft(scratch), ft(keys),
                   ft(start, dtype=wp.vec3), ft(end, dtype=wp.vec3), ft(out, dtype=wp.vec3)],
                   device=_wp_dev(dev), stream=_wp_stream(dev))
         return out
@@ -386,137 +336,4 @@ class NavQueries:
             ft, wp = self.wp.from_torch, self.wp
             wp.launch(sk.geodesic_query, dim=pos.shape[0], inputs=[nav_struct(self.nav), ft(keys), ft(rows),
                       ft(pos, dtype=wp.vec3), ft(out)], device=_wp_dev(dev), stream=_wp_stream(dev))
-        return out
-
-
-class LazyNames(Sequence):
-    """A read-only sequence of per-env strings resolved on first use (reads the step's outputs
-    from the device: a wait on CUDA). ``resolve(*host arrays)`` -> list of str. Not a list
-    subclass on purpose: C code that reads a list's storage directly (``str.join``,
-    ``np.asarray``) would see it empty."""
-
-    def __init__(self, resolve, *tensors):
-        self._resolve, self._tensors, self._vals = resolve, tensors, None
-
-    def _get(self) -> list:
-        if self._vals is None:
-            self._vals = list(self._resolve(*[t.cpu().numpy() for t in self._tensors]))
-        return self._vals
-
-    def __len__(self):
-        return len(self._get())
-
-    def __getitem__(self, i):
-        return self._get()[i]
-
-    def __iter__(self):
-        return iter(self._get())
-
-    def __eq__(self, other):
-        return self._get() == (list(other) if isinstance(other, (Sequence, np.ndarray)) else other)
-
-    def __repr__(self):
-        return repr(self._get())
-
-    __hash__ = None
-
-
-class EpisodeRing:
-    """Host side of the episode queue: what each env has queued, started (as far as the host
-    knows), and the names of its episodes; builds the staging rows for ``FusedStep.upload``."""
-
-    def __init__(self, world, num_envs: int):
-        self.world = world
-        self.N = n = int(num_envs)
-        H = DEPTH + 1
-        self.filled = np.zeros(n, np.int64)      # episodes queued so far per env
-        self.known = np.zeros(n, np.int64)       # episodes started, as far as the host knows
-        self.key = np.full((H, n), -1, np.int64)  # resident id of episode m at m % H
-        self.row = np.full((H, n), -1, np.int64)
-        self.eid = np.empty((NAMES, n), object)   # episode id of episode m at m % NAMES
-        self.sname = np.empty((NAMES, n), object)  # its scene's name
-        self.ended = 0
-        self.waited = False
-
-    # -- releasing
-    def _release(self, envs: np.ndarray, numbers: np.ndarray):
-        if envs.size == 0:
-            return
-        h = numbers % (DEPTH + 1)
-        keys, rows = self.key[h, envs], self.row[h, envs]
-        self.world.episodes.release_many(keys, rows)     # field rows first: the scene may leave next
-        self.world.release_scenes(keys)
-        self.key[h, envs] = -1
-
-    def learn(self, heads: np.ndarray):
-        """Heads from a snapshot: episodes before each env's newest started one have ended."""
-        adv = heads - self.known
-        envs = np.flatnonzero(adv > 0)
-        while envs.size:
-            ended = self.known[envs] - 1       # the episode that was running
-            live = ended >= 0
-            self._release(envs[live], ended[live])
-            self.ended += int(live.sum())
-            self.known[envs] += 1
-            envs = envs[self.known[envs] < heads[envs]]
-
-    def release_all(self):
-        """Drop every queued and running episode (``reset``)."""
-        for e in range(self.N):
-            lo = max(self.known[e] - 1, 0)
-            for m in range(lo, self.filled[e]):
-                h = m % (DEPTH + 1)
-                if self.key[h, e] >= 0:
-                    self._release(np.array([e]), np.array([m]))
-        self.filled[:] = 0
-        self.known[:] = 0
-
-    # -- queueing
-    def refill(self) -> tuple[np.ndarray, np.ndarray]:
-        """Queue episodes until every env has ``DEPTH`` beyond what it is known to have started;
-        -> staging rows (int [M, 4], float [M, 7]). Nothing due (no episode started since the
-        last call): one comparison, no call into the scene cache or the episode supply."""
-        si, sf = [], []
-        self.waited = False
-        envs = np.flatnonzero(self.filled < self.known + DEPTH)
-        while envs.size:
-            keys, w1 = self.world.next_scenes(envs)
-            eps, w2 = self.world.episodes.take(keys)
-            self.waited |= bool(w1 or w2)
-            m = self.filled[envs]
-            h = m % (DEPTH + 1)
-            self.key[h, envs], self.row[h, envs] = keys, eps.rows
-            nm = m % NAMES
-            self.eid[nm, envs] = eps.episode_ids
-            self.sname[nm, envs] = self._scene_names(keys)
-            rows_i = np.empty((envs.size, 4), np.int32)
-            rows_i[:, 0], rows_i[:, 1], rows_i[:, 2], rows_i[:, 3] = envs, m % DEPTH, keys, eps.rows
-            rows_f = np.empty((envs.size, 7), np.float32)
-            rows_f[:, :3], rows_f[:, 3], rows_f[:, 4:] = eps.start, eps.yaw, eps.goal
-            si.append(rows_i)
-            sf.append(rows_f)
-            self.filled[envs] += 1
-            envs = envs[self.filled[envs] < self.known[envs] + DEPTH]   # only these changed
-        if not si:
-            return np.zeros((0, 4), np.int32), np.zeros((0, 7), np.float32)
-        if len(si) == 1:
-            return si[0], sf[0]
-        return np.concatenate(si), np.concatenate(sf)
-
-    def _scene_names(self, keys: np.ndarray) -> np.ndarray:
-        """Scene name per resident id in ``keys`` (object array): one name look-up per
-        distinct id, then one gather."""
-        uk = np.flatnonzero(np.bincount(keys))    # the distinct ids (small ints), cheaper than np.unique
-        lut = np.empty(int(uk[-1]) + 1, object)
-        lut[uk] = [self.world.scene_name(k) for k in uk.tolist()]
-        return lut[keys]
-
-    # -- names for info
-    def names_of(self, env0: int, numbers: np.ndarray, which: str, done: np.ndarray | None = None) -> list:
-        """Episode ids (which='episode') or scene names of episode ``numbers`` of envs env0.. ('' where not ``done``)."""
-        tab = self.eid if which == "episode" else self.sname
-        envs = env0 + np.arange(len(numbers))
-        out = [str(tab[int(m) % NAMES, e]) for e, m in zip(envs.tolist(), numbers.tolist())]
-        if done is not None:
-            out = [s if d else "" for s, d in zip(out, done.tolist())]
         return out

@@ -1,29 +1,16 @@
-"""BatchPointNavEnv: habitat-lab's PointNav task for N agents as one batch of torch tensors.
+"""BatchPointNavEnv: N agents as one batch of torch tensors, one agent in one resident scene each.
 
-One environment = one agent in one resident scene. A step of a group of agents is the fused
-step (``bps_runtime.fused_step`` / ``step_kernels``): actions -> turns, try_step with sliding
-for MOVE_FORWARD -> geodesic distance to the goal from the episode's distance field -> reward /
-success / SPL / truncation -> automatic reset of finished agents from their queued next
-episode (same step, habitat-baselines' behaviour: the observation returned with ``done`` is
-the first one of the next episode) -> pointgoal -> batch render. Two Warp launches (on the CPU
-1 + ``threads``: the step kernel over ``threads`` env ranges side by side) and a fixed handful
-of torch ops, whatever the number of envs or resident scenes; nothing in it waits for the device.
-With the Warp renderer the frame is one more launch queued right after the step kernel, and
-with ``capture_graph`` on CUDA the three are one captured graph per group.
-
-Between steps the host (this thread) reads the ``head`` snapshot of two steps back and keeps
-every env's queue of upcoming episodes filled (``EpisodeRing``): scenes come from the scene
-cache (bps_runtime.cache; an agent changes scene only at an episode boundary, because its queued
-episode names the scene), episodes from an ``EpisodeSupply`` (distance fields prepared in a
-background thread). Task math (actions, pointgoal convention, SPL, reward): bps_runtime.task.
-
-Double buffering (the paper's): agents are split into ``num_envs // batch_size`` fixed
-groups; ``send(actions)`` hands one group's actions to the simulator thread and returns at
-once, ``recv()`` returns the oldest group sent. ``step == send + recv``.
-
-Info: tensors are the group's output buffers (valid until its next ``send``); ``scene_id`` and
-``episode["episode_id" / "scene_id"]`` are ``LazyNames`` lists, resolved when first read (a
-device-to-host read on CUDA: read them only when needed, within 64 episodes).
+A step of a group is the fused step (``bps_runtime.step``: the task's kernels over every env):
+action -> move / turn -> reward, success, metrics -> automatic reset of finished agents from
+their queued next episode (habitat-baselines' behaviour: the observation returned with
+``done`` is the next episode's first) -> observations -> batch render (the Warp renderer's
+frame is one more launch in the step, or in its captured graph). Between steps the host reads
+the ``head`` snapshot of two rounds back and keeps every env's queue of episodes filled
+(``EpisodeRing``), scenes from the world's scene manager, episodes from its supply.
+Double buffering: ``num_envs // batch_size`` fixed groups; ``send`` hands a group's actions to
+the simulator thread and returns, ``recv`` returns the oldest group sent; ``step == send +
+recv``. Tensors returned are the group's buffers (valid until its next ``send``); names in info
+are ``LazyNames`` (read from the device when first looked at, within 64 episodes).
 """
 from __future__ import annotations
 
@@ -37,9 +24,10 @@ import torch
 from bps_assets.errors import ConfigError
 
 from . import spaces as sp
-from . import step_profile
-from .fused_step import EpisodeRing, FusedStep, LazyNames
-from .task import DEFAULTS as TASK_DEFAULTS, NUM_ACTIONS, TaskOptions
+from ..step.fused import FusedStep
+from ..step.ring import EpisodeRing, LazyNames
+from ..tasks import pointnav
+from ..tasks.pointnav import ACTION_NAMES, DEFAULTS as TASK_DEFAULTS, NUM_ACTIONS, TaskOptions
 
 MAX_WAIT_REASONS = 100   # wait reasons kept in env.stats (the latest)
 
@@ -52,7 +40,7 @@ class BatchPointNavEnv:
     Build it with ``bps_runtime.make(...)``; the constructor takes the already-built parts.
     """
 
-    ACTIONS = ("STOP", "MOVE_FORWARD", "TURN_LEFT", "TURN_RIGHT")
+    ACTIONS = ACTION_NAMES
 
     def __init__(self, world, *, num_envs: int, batch_size: int | None = None, device="cpu",
                  sensors=("depth",), resolution=(64, 64), normalize_depth: bool = True,
@@ -68,8 +56,10 @@ class BatchPointNavEnv:
         self._task = task
         self.seed_value = int(seed)
         self.world = world
-        self.fused = FusedStep(world.nav, self.num_envs, self.batch_size, task, self.device,
-                               capture=capture_graph, threads=getattr(world, "threads", 1) or 1)
+        self.config = None   # the EnvConfig make() built this env from
+        self.task_module = pointnav
+        self.fused = FusedStep(world.nav, self.num_envs, self.batch_size, pointnav, task, self.device,
+                               capture=capture_graph, threads=world.threads)
         self.ring = EpisodeRing(world, self.num_envs)
         # a renderer that draws with one Warp launch on our device renders inside the step (and
         # inside its graph when captured); any other (Embree) renders after it
@@ -77,14 +67,12 @@ class BatchPointNavEnv:
         self._launch_frame = getattr(r, "launch_frame", None) if _same_device(
             getattr(r, "device", "cpu"), self.device) else None
         self._frames: dict = {}   # group -> the frame buffers its captured graph writes
-        f = self.fused
-        # per-agent state (device tensors shared with the kernels)
-        self.scene, self.pos, self.yaw, self.goal, self.row = f.slot, f.pos, f.yaw, f.goal, f.row
-        self.d0, self.d_prev, self.path_len, self.ep_return, self.steps = f.d0, f.d_prev, f.path_len, f.total, f.steps
+        # every env's step state (views of the device tensors the kernels share), one per field
+        self.state = self.fused.views(slice(None), "state")
         self._env_ids = [torch.arange(g * self.batch_size, (g + 1) * self.batch_size, device=self.device)
                          for g in range(self.num_groups)]
         self.last_info: dict = {}
-        self._group_outputs: dict = {}      # (start, stop) of an env slice -> its _GroupOutputs
+        self._group_outputs: dict = {}      # (start, stop) of an env slice -> its output views
         self._checked_actions = False
         self._pending: deque = deque()      # (group, Future) sent, not yet received
         self._to_send: deque = deque()      # groups whose results were handed out
@@ -108,10 +96,7 @@ class BatchPointNavEnv:
     @task.setter
     def task(self, t: TaskOptions):
         self._task = t
-        if hasattr(self, "fused"):
-            self.fused.task = t
-            self.fused._build_task()
-            self.fused._structs_key = None
+        self.fused.set_options(t)
 
     @property
     def episode_ids(self) -> list:
@@ -281,13 +266,15 @@ class BatchPointNavEnv:
             raise ConfigError(None, f"actions: shape {tuple(actions.shape)}, expected ({b},) "
                                     f"(one action per environment of the batch)")
         if self.device.type == "cpu" or not self._checked_actions:  # a GPU check syncs: once
-            with step_profile.phase("input check"):
-                lo, hi = int(actions.min()), int(actions.max())
-            if lo < 0 or hi >= NUM_ACTIONS:
-                raise ConfigError(None, f"actions: values must be in 0..{NUM_ACTIONS - 1} "
-                                        f"{self.ACTIONS}, got {lo}..{hi}")
+            self._check_action_range(actions)
         self._checked_actions = True
         return actions.to(torch.long).clone()
+
+    def _check_action_range(self, actions: torch.Tensor) -> None:
+        lo, hi = int(actions.min()), int(actions.max())
+        if lo < 0 or hi >= NUM_ACTIONS:
+            raise ConfigError(None, f"actions: values must be in 0..{NUM_ACTIONS - 1} "
+                                    f"{self.ACTIONS}, got {lo}..{hi}")
 
     # ------------------------------------------------------------------ simulation (sim thread)
     def _host_between_steps(self):
@@ -338,10 +325,9 @@ class BatchPointNavEnv:
         """Render group g at the poses the kernel wrote (the quaternion reported in info, so
         re-rendering that pose gives the same pixels bit for bit) + its pointgoal."""
         v = self._outputs(self._group_slice(g))
-        with step_profile.phase("render"):
-            frames = self.world.render(v.scene_index, v.position, v.rotation, self.sensors)
+        frames = self.world.render(v.scene_index, v.position, v.rotation, self.sensors)
         obs = {k: frames[k] for k in self.sensors}
-        obs["pointgoal"] = v.pointgoal
+        obs.update(self.task_module.observations(v))
         return obs
 
     def _step_and_render(self, g: int, a: torch.Tensor) -> dict:
@@ -359,30 +345,32 @@ class BatchPointNavEnv:
         slot, pos, rot = v.scene_index, v.position, v.rotation
 
         def frame(stream):
-            with step_profile.phase("render"):
-                self._launch_frame(slot, pos, rot, bufs["depth"], bufs.get("rgb"), stream=stream)
+            self._frame(slot, pos, rot, bufs, stream)
 
         f.step(g, a, then=frame, then_key=(self.world.renderer.table_version, bufs["depth"].data_ptr()))
         obs = {k: bufs[k] for k in self.sensors}
-        obs["pointgoal"] = v.pointgoal
+        obs.update(self.task_module.observations(v))
         return obs
 
+    def _frame(self, scene_index, position, rotation, bufs, stream):
+        """The renderer's one-launch frame of a group, queued on ``stream``."""
+        self._launch_frame(scene_index, position, rotation, bufs["depth"], bufs.get("rgb"), stream=stream)
+
     def _step_group(self, g: int, a: torch.Tensor):
-        with step_profile.follow():
-            waited = self._host_between_steps()
-            if self._launch_frame is None:
-                self.fused.step(g, a)
-                obs = self._render(g)
-            else:
-                obs = self._step_and_render(g, a)
-            sl = self._group_slice(g)
-            waited = self.world.after_step(g) or waited   # a swap due now may wait for its load
-            info = self._info(sl, g, waited)
-            self.stats["steps"] += 1
-            self.stats["waited_steps"] += int(waited)
-            self._note_waits(f"step {self.stats['steps']}")
-            v = self._outputs(sl)
-            return obs, v.reward, v.done, info
+        waited = self._host_between_steps()
+        if self._launch_frame is None:
+            self.fused.step(g, a)
+            obs = self._render(g)
+        else:
+            obs = self._step_and_render(g, a)
+        sl = self._group_slice(g)
+        waited = self.world.after_step(g) or waited   # a swap due now may wait for its load
+        info = self._info(sl, g, waited)
+        self.stats["steps"] += 1
+        self.stats["waited_steps"] += int(waited)
+        self._note_waits(f"step {self.stats['steps']}")
+        v = self._outputs(sl)
+        return obs, v.reward, v.done, info
 
     def _note_waits(self, when: str):
         """Keep why anything waited (``stats["wait_reasons"]``, the latest ``MAX_WAIT_REASONS``)
@@ -394,17 +382,16 @@ class BatchPointNavEnv:
             kept += [f"{when}: {r}" for r in reasons]
             del kept[:-MAX_WAIT_REASONS]
 
-    def _outputs(self, sl) -> _GroupOutputs:
-        """The output tensors of envs ``sl`` (observations' pointgoal, reward, done, info): views
-        of the fused step's buffers (allocated once, in ``FusedStep.__init__``), made on first
-        use and kept, per group."""
+    def _outputs(self, sl):
+        """The output views of envs ``sl`` (observations' pointgoal, reward, done, info) of the
+        fused step's buffers (allocated once), made on first use and kept, per group."""
         v = self._group_outputs.get((sl.start, sl.stop))
         if v is None:
-            v = self._group_outputs[(sl.start, sl.stop)] = _GroupOutputs(self.fused, sl)
+            v = self._group_outputs[(sl.start, sl.stop)] = self.fused.views(sl)
         return v
 
     def _info(self, sl, g, waited, reset: bool = False):
-        v, n, dev = self._outputs(sl), sl.stop - sl.start, self.device
+        v, n, dev, task = self._outputs(sl), sl.stop - sl.start, self.device, self.task_module
         ring, env0 = self.ring, sl.start
         epno = v.epno.clone()
         current = LazyNames(lambda m: ring.names_of(env0, m, "scene"), epno)
@@ -414,47 +401,24 @@ class BatchPointNavEnv:
             "scene_id": current,
             "position": v.position,
             "rotation": v.rotation,
-            "distance_to_goal": v.distance_to_goal,
+            **task.info(v),
             "waited_for_load": bool(waited),
         }
-        if reset:
-            info.update(success=torch.zeros(n, dtype=torch.bool, device=dev), spl=torch.zeros(n, device=dev),
-                        truncated=torch.zeros(n, dtype=torch.bool, device=dev), episode=_empty_episode(n, dev))
+        outcome = {k: getattr(v, k) for k in task.OUTCOME + ("truncated",)}
+        episode = task.episode_info(v)
+        if reset:   # nothing has ended yet
+            info.update({k: torch.zeros_like(t) for k, t in outcome.items()})
+            info["episode"] = {**{k: torch.zeros_like(t) for k, t in episode.items()},
+                               "episode_id": [""] * n, "scene_id": [""] * n}
             return info
         done = v.done.clone()
-        info["success"], info["spl"], info["truncated"] = v.success, v.spl, v.truncated
+        info.update(outcome)
         info["episode"] = {
-            "return": v.ep_return, "length": v.ep_length, "success": v.success,
-            "spl": v.spl, "distance_to_goal": v.ep_dist, "start_distance": v.ep_d0,
-            "path_length": v.ep_path,
+            **episode,
             "episode_id": LazyNames(lambda m, d: ring.names_of(env0, m - 1, "episode", d), epno, done),
             "scene_id": LazyNames(lambda m, d: ring.names_of(env0, m - 1, "scene", d), epno, done),
         }
         return info
-
-
-class _GroupOutputs:
-    """Views of one group's slice of the fused step's output buffers (what a step returns)."""
-
-    __slots__ = ("scene_index", "position", "rotation", "distance_to_goal", "success", "spl",
-                 "truncated", "ep_return", "ep_length", "ep_dist", "ep_d0", "ep_path", "epno", "done",
-                 "pointgoal", "reward")
-
-    def __init__(self, f: FusedStep, sl: slice):
-        self.scene_index, self.position, self.rotation = f.out_slot[sl], f.position[sl], f.rotation[sl]
-        self.distance_to_goal, self.spl = f.dist[sl], f.spl[sl]
-        self.success, self.truncated = f.success[sl].view(torch.bool), f.truncated[sl].view(torch.bool)
-        self.ep_return, self.ep_length, self.ep_dist = f.ep_return[sl], f.ep_length[sl], f.ep_dist[sl]
-        self.ep_d0, self.ep_path, self.epno = f.ep_d0[sl], f.ep_path[sl], f.epno[sl]
-        self.done, self.pointgoal, self.reward = f.done[sl].view(torch.bool), f.pointgoal[sl], f.reward[sl]
-
-
-def _empty_episode(n, dev):
-    z = torch.zeros(n, device=dev)
-    return {"return": z, "length": torch.zeros(n, dtype=torch.int32, device=dev),
-            "success": torch.zeros(n, dtype=torch.bool, device=dev), "spl": z,
-            "distance_to_goal": z, "start_distance": z, "path_length": z,
-            "episode_id": [""] * n, "scene_id": [""] * n}
 
 
 def _same_device(a, b) -> bool:

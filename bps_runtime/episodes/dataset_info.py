@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from bps_assets.errors import ConfigError
 
-from .world import resolve_episodes
+from .files import resolve_episodes
 
 
 def scene_and_episode_counts(manifest_path, split: str) -> tuple[int, int]:

@@ -1,90 +1,26 @@
-"""The fused PointNav step as Warp kernels: one source for Warp's CPU device and for CUDA.
+"""Navigation for the step, as Warp functions over every resident scene's flat buffers (``Nav``:
+``bps_runtime.nav.buffers``; a scene is a row of its meta table): ``try_step`` (habitat's
+try_step with sliding: snap start and end by Detour's findNearestPoly rule on a window, same
+island, flood fill of the spans reachable inside Detour's search circle, the reached cell square
+nearest the end, pulled 1e-4 m inside) and ``geodesic`` (min over the spans seen from the
+point's span of field + distance). Task kernels (``bps_runtime.tasks``) call them; the
+``*_query`` kernels expose them as batch queries. One source for Warp's CPU device and CUDA;
+both follow ``bps_assets.nav.queries`` (tests/test_fused_step.py checks >= 10,000 steps).
 
-One thread per environment; every resident scene's navigation comes from the flat buffers of
-``bps_runtime.batched_nav`` (meta table row = the env's resident id), so a step is the same
-few launches for 64 or 16,384 envs and for 1 or 32 scenes:
-
-1. ``apply_refills``: the host's new "next episodes" (a staging table, fixed size, a count on
-   the device) are written into the per-env ring of upcoming episodes.
-2. ``step_kernel``: action -> turn / MOVE_FORWARD with habitat's sliding (``try_step``: snap
-   start and end (Detour's findNearestPoly rule on a window), same island, flood fill of the
-   spans reachable inside Detour's search circle, the reached cell square nearest the end,
-   pulled 1e-4 m inside) -> geodesic distance from the episode's field -> reward, success,
-   SPL, truncation -> on done, the next episode from the ring (scene swaps included: it names
-   its resident id) and its start distance -> pointgoal and rotation for the observation.
-   ``begin_kernel`` is the episode start alone (``reset()``).
-
-Both ports follow ``bps_assets.nav.queries`` (``snap_spans``, ``try_step``) and the task math of
-``bps_runtime.task``; tests/test_fused_step.py checks them against both over >= 10,000 steps.
-The flood fill reproduces the reference's order exactly: each of the four directions is one
-simultaneous update over the window, which a sequential loop gets by walking the window
-against the direction of propagation.
-
-Warp facts measured here (warp-lang 1.19, this 2-core VM, CPU device): the first compile of
-this module takes 6-40 s (clang, load-dependent) and is cached in Warp's kernel cache (then
-~0.03 s to load); a launch costs ~19 us of Python and ``wp.from_torch`` of a CPU tensor ~9 us
-(zero-copy), so the kernel argument structs are built once and rebuilt only when a buffer
-moves; a CPU launch runs on the calling thread and releases the GIL (a 5 s kernel left the
-main thread free for 28M loop iterations). ``wp.ScopedCapture(device, stream)`` and
-``wp.capture_launch(graph, stream)`` capture and replay on torch's stream.
-
-CPU threads (``CpuLaunches``): the step kernel runs as ``threads`` contiguous env ranges, the
-calling thread launching the first and a pool the others, side by side; a step is 1 +
-``threads`` launches (one on CUDA). Results are bit for bit the one-launch results
-(tests/test_step_threads.py). Measured at 1,024 envs (bench dataset, 8 synth Gibson-size
-scenes, random actions), thread CPU time on this 2-core VM at load 6-8: the kernel's work
-7.4-9.7 ms per step; two ranges 8.0 ms in all, the longer 4.4 ms (the critical path halves).
-Wall time here shows no gain (the machine is saturated: a range with 2.4 ms of CPU takes 7-9
-ms of wall); the many-core figures are ``benchmarks/bench_threads.py``'s to produce.
-Why one range per thread and ``wp.launch``: a ``wp.launch`` costs ~44 us of GIL-held Python
-(structs packed), a pre-recorded ``Launch.launch()`` ~7 us; more ranges than threads (for a
-descheduled thread) or recorded launches would save ~0.5 ms per step at 15 threads, but the
-op counter (``step_profile``) counts ``wp.launch`` calls, so the plain call stays.
-The crash that once kept this one-threaded (two ranges side by side segfaulted inside the
-launch with ``wp.config.mode = "debug"``, passed with one): not a race in these kernels (each
-env touches only its own state, outputs and scratch row) but Warp's CPU entry, which points a
-per-module static at the launching thread's tile storage and restores it on exit; the debug
-build's exit check (``assert(smem_base[0] == 0)``) read it as null (gdb: a load from address
-0x8). ``NO_TILE_STORAGE`` below gives this module's entries an empty stand-in, and
-tests/test_step_threads.py runs the split under debug mode in a child process. (The first
-attempt at the split had measured 19 -> ~13 ms of wall per launch at a lower load.)
-
-Tried and dropped: pointgoal and quaternion computed with torch after the kernel (bitwise the
-same as the 88cbd84 env, but ~20 more ops per step, i.e. ~20 more CUDA launches): Warp's
-float32 sin/cos differ from torch's in ~5 % of values by one ulp (6e-8); renders of the two
-quaternions agree within 1e-5 in depth (tests/test_fused_step.py), and the observation is
-bit for bit the render of the reported pose.
+``CpuLaunches``: a launch over ``n`` envs as ``threads`` contiguous ranges side by side (bit for
+bit the one-launch result; 1 + threads launches a step on the CPU). ``NO_TILE_STORAGE`` makes
+side-by-side CPU launches of these modules safe (``set_module_options``; docs/DECISIONS.md).
 """
 from __future__ import annotations
 
 import math
-import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import warp as wp
 
-from .batched_nav import (F_CLIMB, F_CS, F_OX, F_OZ, M_D, M_FIELD, M_HEIGHT, M_ISL, M_K, M_L, M_LRC,
+from ..nav.buffers import (F_CLIMB, F_CS, F_OX, F_OZ, M_D, M_FIELD, M_HEIGHT, M_ISL, M_K, M_L, M_LRC,
                           M_NBR, M_POS, M_S, M_SEEN, M_SIDX, M_W, PULL_INSIDE)
-
-_init_lock = threading.Lock()
-_ready = False
-
-
-def init_warp():
-    """``wp.init()`` once, quietly (kernels compile on first launch; Warp caches them on disk)."""
-    global _ready
-    if _ready:
-        return wp
-    with _init_lock:
-        if not _ready:
-            import logging
-            if getattr(wp.config, "log_level", None) is not None and wp.config.log_level < logging.WARNING:
-                wp.config.log_level = logging.WARNING
-            wp.config.quiet = True
-            wp.init()
-            _ready = True
-    return wp
-
+from ..warp_init import init_warp  # noqa: F401 - the one Warp initialisation, used through this module
 
 # Warp's CPU launch builds a ``tile_shared_storage_t`` on entry that points one static of the
 # module (x86-64: Warp's stand-in for a thread-local, which its JIT lacks) at the launching
@@ -101,9 +37,17 @@ namespace wp { struct bps_no_tile_storage_t {}; }
 """
 # whether side-by-side CPU launches of this module are safe (older Warp: no build preamble)
 PARALLEL_CPU_LAUNCHES = hasattr(wp, "ModuleBuildOptions")
-wp.set_module_options({"enable_backward": False,  # no gradients: half the compile time
-                       **({"extra_build_options": wp.ModuleBuildOptions(extra_cpu_preamble=NO_TILE_STORAGE)}
-                          if PARALLEL_CPU_LAUNCHES else {})})
+
+
+def set_module_options(module: str) -> None:
+    """The Warp options of every module with step kernels (this one, each task's): no gradients
+    (half the compile time), and the tile-storage stand-in for side-by-side CPU launches."""
+    wp.set_module_options({"enable_backward": False,
+                           **({"extra_build_options": wp.ModuleBuildOptions(extra_cpu_preamble=NO_TILE_STORAGE)}
+                              if PARALLEL_CPU_LAUNCHES else {})}, module=module)
+
+
+set_module_options(__name__)
 
 INF = wp.constant(wp.float64(math.inf))
 INSET = wp.constant(wp.float64(PULL_INSIDE))
@@ -118,62 +62,6 @@ class Nav:
     f32: wp.array(dtype=wp.float32)
     f64: wp.array(dtype=wp.float64)
     fields: wp.array(dtype=wp.float32)
-
-
-@wp.struct
-class Task:
-    """The task's constants (TaskOptions) and the scratch row length of the window."""
-    forward_step: float
-    turn: float                 # radians
-    success_distance: float
-    max_steps: int
-    slack: float
-    success_reward: float
-    win: int                    # scratch row length (n * n of the largest try_step window)
-
-
-@wp.struct
-class State:
-    """Per-env state [N] and the ring of queued episodes [DEPTH, N]."""
-    slot: wp.array(dtype=wp.int32)
-    pos: wp.array(dtype=wp.vec3)
-    yaw: wp.array(dtype=wp.float32)
-    goal: wp.array(dtype=wp.vec3)
-    row: wp.array(dtype=wp.int32)
-    d0: wp.array(dtype=wp.float32)
-    d_prev: wp.array(dtype=wp.float32)
-    path_len: wp.array(dtype=wp.float32)
-    total: wp.array(dtype=wp.float32)       # return so far
-    steps: wp.array(dtype=wp.int32)
-    head: wp.array(dtype=wp.int32)          # episodes started so far (ring position)
-    # ring of upcoming episodes [depth, N]
-    r_slot: wp.array2d(dtype=wp.int32)
-    r_pos: wp.array2d(dtype=wp.vec3)
-    r_yaw: wp.array2d(dtype=wp.float32)
-    r_goal: wp.array2d(dtype=wp.vec3)
-    r_row: wp.array2d(dtype=wp.int32)
-
-
-@wp.struct
-class Out:
-    """Per-env outputs of the latest step [N] (a group's slice until its next step)."""
-    reward: wp.array(dtype=wp.float32)
-    done: wp.array(dtype=wp.uint8)
-    success: wp.array(dtype=wp.uint8)
-    truncated: wp.array(dtype=wp.uint8)
-    spl: wp.array(dtype=wp.float32)
-    pointgoal: wp.array2d(dtype=wp.float32)
-    rotation: wp.array2d(dtype=wp.float32)
-    position: wp.array(dtype=wp.vec3)
-    dist: wp.array(dtype=wp.float32)
-    slot: wp.array(dtype=wp.int64)
-    # the finished episode's statistics (0 where not done)
-    ep_return: wp.array(dtype=wp.float32)
-    ep_length: wp.array(dtype=wp.int32)
-    ep_dist: wp.array(dtype=wp.float32)
-    ep_d0: wp.array(dtype=wp.float32)
-    ep_path: wp.array(dtype=wp.float32)
-    epno: wp.array(dtype=wp.int32)          # number of the episode now running
 
 
 # ---------------------------------------------------------------------------------- navigation
@@ -284,7 +172,7 @@ def fill_from(nav: Nav, scratch: wp.array2d(dtype=wp.int32), e: int, n: int, S: 
 
 
 @wp.func
-def try_step(nav: Nav, task: Task, scratch: wp.array2d(dtype=wp.int32), e: int, slot: int,
+def try_step(nav: Nav, win: int, scratch: wp.array2d(dtype=wp.int32), e: int, slot: int,
              ps: wp.vec3d, pe: wp.vec3d) -> wp.vec3d:
     """habitat's try_step with sliding (``queries.try_step``), for one agent."""
     S = int(nav.meta_i[slot, M_S])
@@ -304,7 +192,7 @@ def try_step(nav: Nav, task: Task, scratch: wp.array2d(dtype=wp.int32), e: int, 
     rad = dd2 / wp.float64(2.0) + wp.float64(1.0e-3)
     R = int(wp.ceil(rad / cs)) + 1
     n = 2 * R + 1
-    if n * n > task.win:
+    if n * n > win:
         return ps   # the host sizes the window for the task's step; never reached
     mx = (qs[0] + pe[0]) / wp.float64(2.0)
     mz = (qs[2] + pe[2]) / wp.float64(2.0)
@@ -436,168 +324,15 @@ def geodesic(nav: Nav, slot: int, row: int, p: wp.vec3) -> wp.float32:
     return wp.float32(tot)
 
 
-# ---------------------------------------------------------------------------------- task
-@wp.func
-def wrap_angle(a: wp.float32) -> wp.float32:
-    """Angles into (-pi, pi], float32 as ``bps_runtime.task.wrap_angle``."""
-    two_pi = wp.float32(2.0 * math.pi)
-    return a - two_pi * wp.ceil((a - wp.float32(math.pi)) / two_pi)
-
-
-@wp.func
-def observe(st: State, out: Out, e: int):
-    """Pointgoal (habitat's polar pointgoal_with_gps_compass), rotation, position, distance."""
-    p = st.pos[e]
-    y = st.yaw[e]
-    d = st.goal[e] - p
-    c = wp.cos(y)
-    s = wp.sin(y)
-    xa = c * d[0] - s * d[2]
-    za = s * d[0] + c * d[2]
-    fwd = -za
-    right = xa
-    out.pointgoal[e, 0] = wp.sqrt(fwd * fwd + right * right)
-    out.pointgoal[e, 1] = -wp.atan2(right, fwd)
-    hy = wp.float32(0.5) * y
-    out.rotation[e, 0] = wp.float32(0.0)
-    out.rotation[e, 1] = wp.sin(hy)
-    out.rotation[e, 2] = wp.float32(0.0)
-    out.rotation[e, 3] = wp.cos(hy)
-    out.position[e] = p
-    out.dist[e] = st.d_prev[e]
-    out.slot[e] = wp.int64(st.slot[e])
-    out.epno[e] = st.head[e] - 1
-
-
-@wp.func
-def begin_episode(nav: Nav, st: State, e: int, depth: int):
-    """Start the env's next episode from its ring (the host filled it ahead of time)."""
-    h = st.head[e]
-    k = int(h) % depth
-    slot = st.r_slot[k, e]
-    st.slot[e] = slot
-    st.pos[e] = st.r_pos[k, e]
-    st.yaw[e] = st.r_yaw[k, e]
-    st.goal[e] = st.r_goal[k, e]
-    st.row[e] = st.r_row[k, e]
-    d0 = geodesic(nav, int(slot), int(st.r_row[k, e]), st.r_pos[k, e])
-    st.d0[e] = d0
-    st.d_prev[e] = d0
-    st.path_len[e] = wp.float32(0.0)
-    st.total[e] = wp.float32(0.0)
-    st.steps[e] = 0
-    st.head[e] = h + 1
-
-
-@wp.kernel
-def begin_kernel(nav: Nav, st: State, out: Out, env0: int, depth: int):
-    """Every env of the range starts the episode at its ring's head (reset)."""
-    e = env0 + wp.tid()
-    begin_episode(nav, st, e, depth)
-    observe(st, out, e)
-
-
-@wp.kernel
-def step_kernel(nav: Nav, task: Task, st: State, out: Out, actions: wp.array(dtype=wp.int64),
-                scratch: wp.array2d(dtype=wp.int32), env0: int, act0: int, depth: int):
-    """One env per thread: envs env0.., actions act0.. of the group's action buffer."""
-    t = wp.tid()
-    e = env0 + act0 + t
-    a = int(actions[act0 + t])
-    slot = int(st.slot[e])
-    p = st.pos[e]
-    y = st.yaw[e]
-    newp = p
-    if a == 1:
-        fs = wp.float32(task.forward_step)
-        target = p + wp.vec3(fs * -wp.sin(y), wp.float32(0.0), fs * -wp.cos(y))
-        ps = wp.vec3d(wp.float64(p[0]), wp.float64(p[1]), wp.float64(p[2]))
-        pe = wp.vec3d(wp.float64(target[0]), wp.float64(target[1]), wp.float64(target[2]))
-        r = try_step(nav, task, scratch, e, slot, ps, pe)
-        newp = wp.vec3(wp.float32(r[0]), wp.float32(r[1]), wp.float32(r[2]))
-    delta = wp.float32(0.0)
-    if a == 2:
-        delta = wp.float32(1.0)
-    if a == 3:
-        delta = wp.float32(-1.0)
-    newy = wrap_angle(y + wp.float32(task.turn) * delta)
-    d_now = geodesic(nav, slot, int(st.row[e]), newp)
-    stop = a == 0
-    succ = stop and d_now < wp.float32(task.success_distance)
-    sf = wp.float32(0.0)
-    if succ:
-        sf = wp.float32(1.0)
-    reward = (wp.float32(task.slack) + (st.d_prev[e] - d_now)) + wp.float32(task.success_reward) * sf
-    path = st.path_len[e] + wp.length(newp - p)
-    steps = st.steps[e] + 1
-    trunc = (not stop) and steps >= task.max_steps
-    done = stop or trunc
-    d0 = st.d0[e]
-    denom = wp.max(d0, path)
-    ratio = wp.float32(1.0)
-    if denom > wp.float32(0.0):
-        ratio = d0 / wp.max(denom, wp.float32(1.0e-12))
-    spl = sf * ratio
-    ret = st.total[e] + reward
-    out.reward[e] = reward
-    out.done[e] = wp.uint8(0)
-    out.success[e] = wp.uint8(0)
-    out.truncated[e] = wp.uint8(0)
-    if trunc:
-        out.truncated[e] = wp.uint8(1)
-    out.spl[e] = wp.float32(0.0)
-    out.ep_return[e] = wp.float32(0.0)
-    out.ep_length[e] = 0
-    out.ep_dist[e] = wp.float32(0.0)
-    out.ep_d0[e] = wp.float32(0.0)
-    out.ep_path[e] = wp.float32(0.0)
-    if done:
-        out.done[e] = wp.uint8(1)
-        if succ:
-            out.success[e] = wp.uint8(1)
-        out.spl[e] = spl
-        out.ep_return[e] = ret
-        out.ep_length[e] = steps
-        out.ep_dist[e] = d_now
-        out.ep_d0[e] = d0
-        out.ep_path[e] = path
-        begin_episode(nav, st, e, depth)
-    else:
-        st.pos[e] = newp
-        st.yaw[e] = newy
-        st.d_prev[e] = d_now
-        st.path_len[e] = path
-        st.steps[e] = steps
-        st.total[e] = ret
-    observe(st, out, e)
-
-
-@wp.kernel
-def apply_refills(st: State, stage_i: wp.array2d(dtype=wp.int32), stage_f: wp.array2d(dtype=wp.float32),
-                  count: wp.array(dtype=wp.int32)):
-    """Row t < count of the staging table: (env, ring index, resident id, field row) and
-    (start xyz, yaw, goal xyz) -> that env's ring entry."""
-    t = wp.tid()
-    if t >= count[0]:
-        return
-    e = int(stage_i[t, 0])
-    k = int(stage_i[t, 1])
-    st.r_slot[k, e] = stage_i[t, 2]
-    st.r_row[k, e] = stage_i[t, 3]
-    st.r_pos[k, e] = wp.vec3(stage_f[t, 0], stage_f[t, 1], stage_f[t, 2])
-    st.r_yaw[k, e] = stage_f[t, 3]
-    st.r_goal[k, e] = wp.vec3(stage_f[t, 4], stage_f[t, 5], stage_f[t, 6])
-
-
 # ---------------------------------------------------------------------------------- batch queries
 @wp.kernel
-def try_step_query(nav: Nav, task: Task, scratch: wp.array2d(dtype=wp.int32), slots: wp.array(dtype=wp.int32),
+def try_step_query(nav: Nav, win: int, scratch: wp.array2d(dtype=wp.int32), slots: wp.array(dtype=wp.int32),
                    start: wp.array(dtype=wp.vec3), end: wp.array(dtype=wp.vec3), out: wp.array(dtype=wp.vec3)):
     """``try_step`` for [N] agents in any resident scenes (tests, tools; not the step)."""
     e = wp.tid()
     p = start[e]
     q = end[e]
-    r = try_step(nav, task, scratch, e, int(slots[e]), wp.vec3d(wp.float64(p[0]), wp.float64(p[1]), wp.float64(p[2])),
+    r = try_step(nav, win, scratch, e, int(slots[e]), wp.vec3d(wp.float64(p[0]), wp.float64(p[1]), wp.float64(p[2])),
                  wp.vec3d(wp.float64(q[0]), wp.float64(q[1]), wp.float64(q[2])))
     out[e] = wp.vec3(wp.float32(r[0]), wp.float32(r[1]), wp.float32(r[2]))
 
@@ -620,8 +355,8 @@ class CpuLaunches:
 
     Kept safe: the first launch of each kernel runs its ranges one after another on the calling
     thread (Warp loads the module and looks up the kernel's entry point on first use, and neither
-    is locked), and later launches are side by side. Pool threads count their launches into an
-    open ``step_profile.count_ops()`` (``follow()``): a step is 1 + ``threads`` launches on the CPU.
+    is locked), and later launches are side by side (pool threads are named ``bps-step``): a step
+    is 1 + ``threads`` launches on the CPU.
     """
 
     def __init__(self, threads: int):
@@ -645,7 +380,7 @@ class CpuLaunches:
                 launch(lo, hi)
             self._seen.add(key)
             return
-        futs = [self._pool.submit(_followed, launch, lo, hi) for lo, hi in parts[1:]]
+        futs = [self._pool.submit(launch, lo, hi) for lo, hi in parts[1:]]
         err = None
         try:
             launch(*parts[0])
@@ -665,9 +400,3 @@ class CpuLaunches:
             self._pool.shutdown(wait=True)
             self._pool = None
 
-
-def _followed(launch, lo, hi):
-    from .step_profile import follow
-
-    with follow():
-        launch(lo, hi)

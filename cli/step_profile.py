@@ -1,27 +1,13 @@
 """Count what one simulation step asks of the machine: torch ops, Warp launches, host syncs.
 
 ``count_ops()`` is a context manager returning a ``StepCounts`` that fills while the block runs:
-
-- torch ops: every aten op dispatched, seen by a ``TorchDispatchMode`` (op name -> calls);
-- Warp launches: calls of ``warp.launch`` / ``warp.launch_tiled`` (kernel key -> calls) and
-  replays of captured graphs, ``warp.capture_launch`` (counted as ``"graph"``);
-- syncs: the calls that make the host wait for the device on CUDA (name -> calls):
-  ``aten::_local_scalar_dense`` (``.item()``, ``int(t)``, ``bool(t)``, ``if t.any():``),
-  ``aten::nonzero``, ``aten::masked_select``, ``aten::unique*``, ``aten::equal``,
-  ``aten::is_nonzero``, indexing with a boolean mask (``aten::index`` / ``index_put_`` with a
-  bool index), a copy from a non-CPU tensor to the CPU, and the Python-level
-  ``Tensor.tolist`` / ``Tensor.numpy`` / ``Tensor.cpu`` (counted on every device: on CPU they
-  cost nothing, but the same code on CUDA would wait).
-
-Counts are per *phase*: code marks its parts with ``phase("render")``; ops outside any mark
-count under ``"step"``. The torch dispatch mode stack is per thread, so ops are counted in the
-thread that opened ``count_ops()`` and in threads that run ``follow()`` while it is open (the
-env's simulator thread does: ``bps_runtime.pointnav`` wraps each step in ``follow()``, which
-costs one attribute read when no count is open). Warp launches and the Python-level calls are
-patched process-wide while a count is open but counted only from those threads.
-
-Used by tests/test_step_profile.py (the fused step's launch count must not grow with the number
-of envs or resident scenes and must not sync) and by ``bps-assets bench``.
+torch ops (a ``TorchDispatchMode``, op -> calls), Warp launches (``warp.launch`` and graph
+replays), and syncs (calls that make the host wait on CUDA: ``.item()``, ``nonzero``,
+boolean-mask indexing, device-to-host copies, ``Tensor.tolist/numpy/cpu``). Counts are per
+phase ("step" unless marked "render" / "input check"). The runtime imports no profiler: while a
+count is open, the env's step is followed on its simulator thread and its frames and action
+check are marked by wrapping those methods; the step's CPU launch pool (``bps-step`` threads)
+is counted too. Used by tests/test_step_profile.py, test_step_counts.py and ``bps-assets bench``.
 """
 from __future__ import annotations
 
@@ -100,8 +86,9 @@ class _Tracker:
         return getattr(self.local, "phase", "step")
 
     def tracked(self) -> bool:
-        """Whether the calling thread is counted."""
-        return threading.get_ident() in self.threads
+        """Whether the calling thread is counted (a followed thread, or the step's CPU launch
+        pool, whose threads are named ``bps-step``: they only launch Warp kernels)."""
+        return threading.get_ident() in self.threads or threading.current_thread().name.startswith("bps-step")
 
 
 def _is_bool_index(args) -> bool:
@@ -223,6 +210,30 @@ def _patch_warp(tr: _Tracker):
     return saved
 
 
+def _patch_env():
+    """Mark the env's parts while a count is open (the runtime itself imports no profiler): its
+    simulator thread's step is followed, its frames count as "render", the CPU check of the
+    action values as "input check"."""
+    from bps_runtime.env.env import BatchPointNavEnv as E
+
+    saved = {}
+
+    def wrap(name, ctx):
+        orig = saved[name] = E.__dict__[name]
+
+        def wrapper(self, *a, **k):
+            with ctx():
+                return orig(self, *a, **k)
+
+        setattr(E, name, wrapper)
+
+    wrap("_step_group", follow)
+    wrap("_render", lambda: phase("render"))
+    wrap("_frame", lambda: phase("render"))
+    wrap("_check_action_range", lambda: phase("input check"))
+    return E, saved
+
+
 @contextmanager
 def count_ops():
     """Count torch ops, Warp launches and syncs of the block (see the module docstring)."""
@@ -234,6 +245,7 @@ def count_ops():
         _active.append(tr)
         py_saved = _patch_python(tr)
         wp_saved = _patch_warp(tr)
+        env_cls, env_saved = _patch_env()
     try:
         with _follow(tr):
             yield counts
@@ -241,6 +253,8 @@ def count_ops():
         with _state_lock:
             for name, orig in py_saved.items():
                 setattr(torch.Tensor, name, orig)
+            for name, orig in env_saved.items():
+                setattr(env_cls, name, orig)
             if wp_saved:
                 import warp
                 for name, orig in wp_saved.items():

@@ -1,0 +1,2 @@
+"""The front door: ``make`` (config -> env), the batched env (``env``), its ``world`` (scenes +
+renderer + navigation + episodes), ``spaces`` and the gymnasium adapter."""

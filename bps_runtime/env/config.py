@@ -1,0 +1,121 @@
+"""One config for ``make()``: a tree of frozen dataclasses with every default in one place.
+
+``EnvConfig(dataset, split, num_envs, batch_size, seed, device, threads, capture_graph, sensors=
+SensorConfig, task=TaskOptions, cache=CacheOptions, episodes=EpisodeConfig)``; ``from_kwargs``
+takes ``make()``'s keywords (the common ones flat, ``cache`` as None / an int of slots / a dict /
+a CacheOptions); ``to_dict`` / ``from_dict`` round-trip it through plain data (checkpoints);
+``str(config)`` prints it. A cache seed of None means the run's seed.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields, replace
+
+from bps_assets.errors import ConfigError
+
+from ..episodes.supply import DEFAULTS as SUPPLY_DEFAULTS, SupplyOptions
+from ..scenes.cache import CacheOptions
+from ..tasks.pointnav import DEFAULTS as TASK_DEFAULTS, TaskOptions
+
+
+@dataclass(frozen=True)
+class SensorConfig:
+    """What the agents see: sensors (a subset of ("depth", "rgb")), (height, width), habitat's
+    normalized depth (0-1 for 0-10 m) or metres, and the renderer ("embree" CPU, "warp")."""
+    kinds: tuple = ("depth",)
+    resolution: tuple = (64, 64)
+    normalize_depth: bool = True
+    renderer: str = "embree"
+
+
+@dataclass(frozen=True)
+class EpisodeConfig:
+    """Where episodes come from: ``source`` None (the manifest's PointNav episodes if it has
+    them, else sampled), "sample", "dataset", or a habitat PointNav v1 json.gz path; the
+    supply's sizes; ``scene_shard`` (rank, world_size): every world_size-th scene from rank."""
+    source: str | None = None
+    supply: SupplyOptions = SUPPLY_DEFAULTS
+    scene_shard: tuple | None = None
+
+
+@dataclass(frozen=True)
+class EnvConfig:
+    """Everything ``make()`` builds an env from."""
+    dataset: str | None = None
+    split: str | None = "train"
+    num_envs: int = 16
+    batch_size: int | None = None
+    seed: int = 0
+    device: str = "cpu"
+    threads: int | None = None          # CPU threads of the renderer and the step (None: all usable)
+    capture_graph: bool = False
+    sensors: SensorConfig = field(default_factory=SensorConfig)
+    task: TaskOptions = TASK_DEFAULTS
+    cache: CacheOptions = field(default_factory=lambda: CacheOptions(seed=None))
+    episodes: EpisodeConfig = field(default_factory=EpisodeConfig)
+
+    @classmethod
+    def from_kwargs(cls, dataset=None, *, split="train", num_envs=16, batch_size=None, device="cpu",
+                    sensors=("depth",), resolution=(64, 64), cache=None, seed=0, renderer="embree",
+                    episodes=None, normalize_depth=True, task=TASK_DEFAULTS, goal_pool=None,
+                    capture_graph=False, scene_shard=None, threads=None) -> "EnvConfig":
+        """The config of ``make()``'s keywords (``cache``: None, an int = slots, a dict of
+        CacheOptions fields, or a CacheOptions)."""
+        supply = SUPPLY_DEFAULTS
+        if goal_pool is not None:
+            if int(goal_pool) < 1:
+                raise ConfigError(None, f"goal_pool={goal_pool!r}: must be >= 1")
+            supply = replace(supply, goal_pool=int(goal_pool))
+        return cls(dataset=None if dataset is None else str(dataset), split=split, num_envs=num_envs,
+                   batch_size=batch_size, seed=seed, device=str(device), threads=threads,
+                   capture_graph=bool(capture_graph),
+                   sensors=SensorConfig((sensors,) if isinstance(sensors, str) else tuple(sensors),
+                                        tuple(resolution) if not isinstance(resolution, int) else (resolution,) * 2,
+                                        bool(normalize_depth), renderer),
+                   task=task, cache=cache_options(cache),
+                   episodes=EpisodeConfig(None if episodes is None else str(episodes), supply,
+                                          None if scene_shard is None else tuple(scene_shard)))
+
+    def cache_for_run(self) -> CacheOptions:
+        """The cache options with the run's seed where none was given."""
+        return self.cache if self.cache.seed is not None else replace(self.cache, seed=self.seed)
+
+    def to_dict(self) -> dict:
+        """Plain data (dicts, lists, numbers, strings): for checkpoints and logs."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "EnvConfig":
+        """The inverse of ``to_dict``."""
+        d = dict(d)
+        sub = {"sensors": SensorConfig, "task": TaskOptions, "cache": CacheOptions}
+        for k, t in sub.items():
+            if k in d:
+                d[k] = t(**_tuples(d[k]))
+        if "episodes" in d:
+            e = dict(d["episodes"])
+            e["supply"] = SupplyOptions(**e.get("supply", {}))
+            e["scene_shard"] = None if e.get("scene_shard") is None else tuple(e["scene_shard"])
+            d["episodes"] = EpisodeConfig(**e)
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+
+def _tuples(d: dict) -> dict:
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in d.items()}
+
+
+def cache_options(cache) -> CacheOptions:
+    """``make(cache=...)`` as CacheOptions: None (defaults), an int (slots), a dict of fields,
+    or a CacheOptions; the seed stays None (the run's) unless given."""
+    if cache is None:
+        return CacheOptions(seed=None)
+    if isinstance(cache, CacheOptions):
+        return cache
+    if isinstance(cache, int) and not isinstance(cache, bool):
+        return CacheOptions(slots=cache, seed=None)
+    if isinstance(cache, dict):
+        try:
+            return CacheOptions(**{"seed": None, **cache})
+        except TypeError as e:
+            raise ConfigError(None, f"cache={cache!r}: {e}") from None
+    raise ConfigError(None, f"cache={cache!r}: expected None, an int (slots), a dict or CacheOptions")

@@ -1,0 +1,122 @@
+"""The one front door: ``bps_runtime.make(...)`` -> a batched PointNav environment.
+
+EnvPool-style: ``num_envs`` environments, simulated in groups of ``batch_size``;
+``step(actions) == send(actions) + recv()``; spaces from the arguments alone
+(``observation_space(...)`` / ``action_space(...)`` here, or the env's properties).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+from bps_assets.errors import ConfigError
+
+from . import spaces as sp
+from .config import EnvConfig
+from .env import BatchPointNavEnv, check_batching
+from ..render import BACKENDS
+from ..threads import check_threads
+
+RENDERERS = BACKENDS
+
+
+def observation_space(num_envs: int = 1, sensors=("depth",), resolution=(64, 64), normalize_depth=True,
+                      batch_size: int | None = None):
+    """The space of one ``recv()`` / ``step()`` result, computed without building anything."""
+    _, b = check_batching(num_envs, batch_size)
+    return sp.batched_observation_space(b, sensors, resolution, normalize_depth)
+
+
+def action_space(num_envs: int = 1, batch_size: int | None = None):
+    """The action space of one ``step()``: ``batch_size`` (default ``num_envs``) discrete actions,
+    computed without building anything; ConfigError when batch_size does not divide num_envs."""
+    _, b = check_batching(num_envs, batch_size)
+    return sp.batched_action_space(b)
+
+
+single_observation_space = sp.single_observation_space
+single_action_space = sp.single_action_space
+
+
+def _check_device(device, renderer):
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ConfigError(None, f"device={device!r}: not a torch device") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(None, f"device={device!r}: CUDA is not available on this machine")
+    if dev.type not in ("cpu", "cuda"):
+        raise ConfigError(None, f"device={device!r}: expected 'cpu' or 'cuda[:i]'")
+    if renderer not in RENDERERS:
+        raise ConfigError(None, f"renderer={renderer!r}: choose from {RENDERERS}")
+    if renderer == "embree" and dev.type != "cpu":
+        raise ConfigError(None, "renderer='embree' runs on the CPU: use device='cpu' or renderer='warp'")
+    return dev
+
+
+def make(dataset=None, config: EnvConfig | None = None, **kwargs) -> BatchPointNavEnv:
+    """Build a batched PointNav environment over a preprocessed dataset, from one ``EnvConfig``
+    (``bps_runtime.env.config``) or from the common keywords, which make one
+    (``EnvConfig.from_kwargs``; ``env.config`` is the config it ran with):
+
+    - ``dataset``: a manifest path written by ``bps-assets preprocess`` (``manifest.json``, or
+      its folder); ``split``: the subset of its scenes ("train", "val", ...; None: all).
+    - ``num_envs`` agents, simulated in groups of ``batch_size`` (None: all at once; N/2: two
+      alternating halves for ``send``/``recv`` double buffering).
+    - ``device`` ("cpu", "cuda:0"); ``threads``: CPU threads the renderer and the step share
+      (None: every core this process may use); ``capture_graph``: on CUDA, replay each group's
+      step (and Warp frame) as a CUDA graph (``env.capture_status`` says whether it is).
+    - ``sensors`` (subset of ("depth", "rgb")), ``resolution`` (height, width),
+      ``normalize_depth`` (habitat's 0-1 for 0-10 m, else metres), ``renderer`` ("embree" CPU,
+      "warp" CUDA or Warp's CPU device).
+    - ``cache``: the scene cache (``bps_runtime.scenes.cache.CacheOptions``): None (defaults),
+      an int (slots), a dict of its fields (``swap_every``, ``swap_after_episodes``, ...) or one.
+    - ``seed``: episodes, scene order and swaps follow from it (whatever the loader timing).
+    - ``episodes``: None (the manifest's PointNav episodes if any, else sampled), "sample",
+      "dataset", or a habitat PointNav v1 ``json.gz``; ``goal_pool``: sampled mode's goals per
+      scene; ``scene_shard``: (rank, world_size) for disjoint scenes per process.
+    - ``task``: the PointNav rules (``TaskOptions``).
+
+    Returns a ``BatchPointNavEnv``: ``reset()``, ``step(actions)``, ``send``/``recv``,
+    ``observation_space``/``action_space``, ``close()``.
+    """
+    if config is None:
+        config = EnvConfig.from_kwargs(dataset, **kwargs)
+    elif kwargs or dataset is not None:
+        raise ConfigError(None, "make(): pass either config=EnvConfig(...) or keywords, not both")
+    c = config
+    n, b = check_batching(c.num_envs, c.batch_size)
+    sensors = sp.check_sensors(c.sensors.kinds)
+    resolution = sp.check_resolution(c.sensors.resolution)
+    dev = _check_device(c.device, c.sensors.renderer)
+    threads = check_threads(c.threads)
+    if isinstance(c.dataset, (str, os.PathLike)):
+        path = Path(c.dataset)
+        if path.is_dir():
+            path = path / "manifest.json"
+    else:
+        raise ConfigError(None, f"dataset={c.dataset!r}: expected the path of a manifest.json from "
+                                "`bps-assets preprocess`")
+    scene_shard = c.episodes.scene_shard
+    if scene_shard is not None:
+        try:
+            rank, size = (int(v) for v in scene_shard)
+        except (TypeError, ValueError):
+            raise ConfigError(None, f"scene_shard={scene_shard!r}: expected (rank, world_size)") from None
+        if not 0 <= rank < size:
+            raise ConfigError(None, f"scene_shard={scene_shard!r}: need 0 <= rank < world_size")
+        scene_shard = (rank, size)
+    c = replace(c, num_envs=n, batch_size=b, threads=threads,
+                sensors=replace(c.sensors, kinds=sensors, resolution=resolution),
+                episodes=replace(c.episodes, scene_shard=scene_shard))
+    from .world import build_world
+
+    world = build_world(path, c, device=dev)
+    env = BatchPointNavEnv(world, num_envs=n, batch_size=b, device=dev, sensors=sensors,
+                           resolution=resolution, normalize_depth=c.sensors.normalize_depth, task=c.task,
+                           seed=c.seed, capture_graph=c.capture_graph)
+    env.config = c
+    return env

@@ -1,0 +1,172 @@
+"""The glue under the env: scene manager + renderer + navigation buffers + episode supply.
+
+``World`` answers what the env's host side asks between fused steps: the scene index of each
+queued episode (``next_scenes``, holding a reference until ``release_scenes``), scene ids, why
+anything waited, and the batch render. Each scene's navigation is prepared where it is loaded
+(``ScenePreparation`` on the loader thread); the world publishes it under its scene index when
+the manager announces the arrival (``take_events``) and drops it when the scene leaves.
+``build_world`` assembles one from a manifest; ``make_scene_manager`` the scene cache.
+"""
+from __future__ import annotations
+
+
+import numpy as np
+import torch
+
+from bps_assets.errors import ConfigError, InputError
+
+from ..nav.buffers import FieldWorker, NavBuffers, SceneNav
+from ..episodes.files import resolve_episodes
+from ..episodes import make_supply
+from ..episodes.supply import EpisodeSupply
+
+
+class ScenePreparation:
+    """The per-scene work a scene's load ends with, on the loader thread (off the step path): its
+    navigation arrays in the device buffers, its geodesic graph and its first episodes' fields.
+    -> (SceneNav, episode-supply state), published under a scene index when the scene arrives."""
+
+    def __init__(self, nav: NavBuffers, supply: EpisodeSupply):
+        self.nav, self.supply = nav, supply
+
+    def __call__(self, scene_id: str, navmesh):
+        scene = SceneNav(navmesh, self.nav)
+        self.nav.size_for(scene, self.supply.field_rows())
+        return scene, self.supply.prepare(scene_id, scene)
+
+
+class World:
+    """Scenes + renderer + navigation buffers + episode supply, for one env.
+
+    Calls go one way: the env calls the world, the world the scene manager, the navigation
+    buffers and the episode supply; the manager's loads end with ``ScenePreparation`` (given to
+    it, it knows no world), and the world publishes what arrived and drops what left from the
+    manager's events (``take_events``), on the simulator thread between steps.
+    """
+
+    def __init__(self, scenes, renderer, *, device, num_envs: int, seed: int, supply: EpisodeSupply,
+                 worker: FieldWorker, sensors=("depth",)):
+        self.scenes = scenes
+        self.renderer = renderer
+        self.device = torch.device(device)
+        self.num_envs = num_envs
+        self.seed = seed
+        self.nav = NavBuffers(self.device, capacity=scenes.capacity)
+        self.episodes = supply
+        self.worker = worker
+        self.sensors = tuple(sensors)
+        self.threads = renderer.options.threads  # the step's CPU work uses the render threads' count
+        self._reasons: list[str] = []
+        scenes.start(ScenePreparation(self.nav, supply))
+        self._publish()
+
+    def _publish(self):
+        """Apply the scene manager's events: arrived scenes' navigation and episodes published
+        under their scene index, departed ones dropped."""
+        for ev in self.scenes.take_events():
+            if ev.kind == "left":
+                self.episodes.scene_left(ev.scene_index)
+                self.nav.unpublish(ev.scene_index)
+            else:
+                scene, st = ev.scene.prepared
+                self.episodes.register(ev.scene_index, st)
+                self.nav.publish(ev.scene_index, scene, st.fields)
+
+    def _report(self) -> bool:
+        rep = self.scenes.take_report()
+        self._reasons += rep.reasons
+        return bool(rep.waited)
+
+    # ---- what the env calls (simulator thread, between steps)
+    def next_scenes(self, env_ids: np.ndarray) -> tuple[np.ndarray, bool]:
+        """Scene indices of one more queued episode per env in ``env_ids`` (each holds a
+        reference until ``release_scenes``) and whether that waited for a load."""
+        idx = np.asarray(self.scenes.assign_next(np.asarray(env_ids, np.int64)), np.int64)
+        waited = self._report()
+        self._publish()
+        return idx, waited
+
+    def release_scenes(self, scene_indices: np.ndarray):
+        """Episodes in these scene indices have ended (one reference each)."""
+        self.scenes.release_scenes(np.asarray(scene_indices, np.int64))
+        self._publish()
+
+    def after_step(self, group: int) -> bool:
+        """After group ``group``'s step: a round ends with group 0 (the scene manager's clock and
+        scheduled swaps); True if a swap due now waited for its load."""
+        if group != 0:
+            return False
+        self.scenes.after_round()
+        waited = self._report()
+        self._publish()
+        return waited
+
+    def take_wait_reasons(self) -> list[str]:
+        """Why anything waited for a load or an episode since the last call (one line each)."""
+        out, self._reasons = self._reasons, []
+        return out + self.episodes.take_wait_reasons()
+
+    def scene_id(self, scene_index: int) -> str:
+        """Scene id of a resident scene index."""
+        return self.scenes.scene_id(int(scene_index))
+
+    def render(self, scene_index: torch.Tensor, pos: torch.Tensor, rot: torch.Tensor, sensors):
+        """The renderer's frames for scene indices / positions / [x, y, z, w] rotations."""
+        out = self.renderer.render(scene_index, pos, rot, sensors)
+        if self.device.type != "cpu":
+            out = {k: v.to(self.device, non_blocking=True) for k, v in out.items()}
+        return out
+
+    def close(self):
+        """Stop the field worker, the scene manager and the renderer."""
+        self.worker.close()
+        self.scenes.close()
+        close = getattr(self.renderer, "close", None)
+        if close is not None:
+            close()
+
+
+def build_world(manifest_path, config, *, device) -> World:
+    """``World`` over a manifest's scenes for an ``EnvConfig``: cache, renderer, episode supply."""
+    from bps_assets.pipeline.manifest import load_manifest
+
+    from ..render import RenderOptions, make_renderer
+
+    c = config
+    split, scene_shard, num_envs, seed = c.split, c.episodes.scene_shard, c.num_envs, c.seed
+    manifest = load_manifest(manifest_path)
+    entries = manifest.scenes(split)
+    if not entries:
+        raise ConfigError(None, f"{manifest_path}: no usable scene in split {split!r} "
+                                f"(subsets: {', '.join(manifest.subsets) or 'none'})")
+    if scene_shard is not None:
+        rank, size = scene_shard
+        entries = entries[rank::size]
+        if not entries:
+            raise ConfigError(None, f"{manifest_path}: scene_shard {rank}/{size} gets no scene of split "
+                                    f"{split!r} ({len(manifest.scenes(split))} scenes)")
+    names = [e.name for e in entries]
+    _, by_scene = resolve_episodes(manifest, split, names, c.episodes.source)
+    if by_scene is not None:
+        entries = [e for e in entries if e.name in by_scene]
+    worker = FieldWorker()
+    supply = make_supply(seed, worker, by_scene, options=c.episodes.supply)
+    ropts = RenderOptions(resolution=tuple(c.sensors.resolution), normalize_depth=c.sensors.normalize_depth,
+                          threads=c.threads)
+    r = c.sensors.renderer
+    renderer = make_renderer(r, ropts, device=str(device) if r == "warp" else "cpu")
+    scenes = make_scene_manager(entries, c.cache_for_run(), num_envs=num_envs, renderer=renderer, device=device)
+    return World(scenes, renderer, device=device, num_envs=num_envs, seed=seed, supply=supply,
+                 worker=worker, sensors=c.sensors.kinds)
+
+
+def make_scene_manager(entries, options, *, num_envs, renderer, device="cpu"):
+    """The scene cache (``bps_runtime.scenes.cache.SceneCache``) over manifest entries."""
+    from ..scenes.cache import SceneCache
+    from ..scenes.loader import SceneSource
+
+    bad = next((e.name for e in entries if not e.navmesh), None)
+    if bad is not None:
+        raise InputError(None, f"scene {bad!r} has no navmesh in the manifest")
+    sources = [SceneSource(e.name, str(e.scene), str(e.navmesh)) for e in entries]
+    return SceneCache(sources, renderer, num_envs, options, device=str(device))

@@ -1,0 +1,15 @@
+"""Episodes: which ones a run serves (``files``: dataset files, habitat conventions) and where
+they come from, prepared off the step path: the ``supply`` protocol, ``sampled`` and ``dataset``
+episodes behind it (``make_supply`` picks one)."""
+from .supply import DEFAULTS, EpisodeSupply, FieldWorker, SupplyOptions
+
+
+def make_supply(seed: int, worker: FieldWorker, episodes_by_scene: dict | None = None,
+                options: SupplyOptions = DEFAULTS) -> EpisodeSupply:
+    """``DatasetEpisodes`` over ``episodes_by_scene`` ({scene id: [habitat episode dicts]}), or
+    ``SampledEpisodes`` when it is None."""
+    if episodes_by_scene is None:
+        from .sampled import SampledEpisodes
+        return SampledEpisodes(seed, worker, options)
+    from .dataset import DatasetEpisodes
+    return DatasetEpisodes(episodes_by_scene, seed, worker, options)

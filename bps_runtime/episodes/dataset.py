@@ -1,0 +1,115 @@
+"""Dataset episodes: a habitat PointNav v1 file's episodes of each scene, in a seeded shuffled order,
+cycled. The field worker snaps each upcoming episode's start and computes its goal's distance
+field ``lookahead`` episodes ahead per scene; an episode not ready when an agent needs it is
+prepared on the spot and counted as a wait. Episodes invalid on the navmesh are skipped.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from bps_assets.errors import NavError
+
+from .files import quat_to_yaw
+from .supply import DEFAULTS, EpisodeSupply, NewEpisodes, SupplyOptions, _SceneState, _done, _release_result
+
+
+class DatasetEpisodes(EpisodeSupply):
+    """Episodes of a dataset file per resident scene (see the module docstring)."""
+
+    def __init__(self, episodes_by_scene: dict, seed: int, worker, options: SupplyOptions = DEFAULTS):
+        super().__init__(seed, worker, options)
+        self.episodes_by_scene = episodes_by_scene
+
+    def field_rows(self) -> int:
+        """Goal distance-field rows a resident scene starts with: the episodes prepared ahead."""
+        return 2 * self.options.lookahead + 16
+
+    def _start(self, st: _SceneState, inline: bool) -> None:
+        eps = self.episodes_by_scene.get(st.name)
+        if not eps:
+            raise NavError(None, f"scene {st.name!r} has no episodes in the dataset")
+        st.order = st.rng.permutation(len(eps))
+        if inline:  # the first episodes now, in the loader thread (distinct: order is a permutation)
+            for pos in range(min(self.options.lookahead, len(eps))):
+                st.ahead[pos] = _done(self._prepare_dataset_episode, st, eps[int(st.order[pos])])
+        self._schedule(st)
+
+    def _schedule(self, st: _SceneState):
+        eps = self.episodes_by_scene[st.name]
+        n = len(eps)
+        pending = {int(st.order[p % n]) for p in st.ahead}
+        for pos in range(st.ptr, st.ptr + min(self.options.lookahead, n)):
+            k = int(st.order[pos % n])
+            if pos not in st.ahead and k not in st.memo and k not in pending:
+                st.ahead[pos] = self.worker.run(self._prepare_dataset_episode, st, eps[k])
+                pending.add(k)
+
+    def _prepare_dataset_episode(self, st: _SceneState, e: dict):
+        nm = st.mesh.navmesh
+        start = np.asarray(e["start_position"], np.float64).reshape(1, 3)
+        goal = np.asarray(e["goals"][0]["position"], np.float64).reshape(3)
+        snapped = np.asarray(nm.snap_point(start), np.float64).reshape(3)
+        if not np.all(np.isfinite(snapped)):
+            return None
+        row = st.fields.add(goal)
+        d = st.fields.distance_at_host(row, snapped[None])[0]
+        if not np.isfinite(d):
+            st.fields.release(row)
+            return None
+        q = torch.as_tensor(np.asarray(e.get("start_rotation", [0, 0, 0, 1]), np.float64).reshape(1, 4))
+        yaw = float(quat_to_yaw(q)[0])
+        return snapped, yaw, goal, row, str(e["episode_id"])
+
+    def _next_dataset(self, st: _SceneState):
+        eps = self.episodes_by_scene[st.name]
+        for _ in range(len(eps) + 1):
+            pos = st.ptr
+            st.ptr += 1
+            k = int(st.order[pos % len(eps)])
+            fut = st.ahead.pop(pos, None)
+            self._schedule(st)
+            if k in st.memo:  # prepared on an earlier pass over the scene's episodes
+                if fut is not None:  # a duplicate preparation: give its field row back
+                    fut.add_done_callback(lambda f, st=st: _release_result(st, f))
+                res = st.memo[k]
+                if res is not None:
+                    st.fields.retain(res[3])
+                    return res, False
+                continue
+            if fut is None:
+                e = eps[st.order[pos % len(eps)]]
+                self.waits += 1
+                self.wait_reasons.append(f"scene {st.name!r}: episode {e.get('episode_id')!r} was not prepared "
+                                         f"ahead (computed on the simulator thread)")
+                res = self._prepare_dataset_episode(st, e)
+                waited = True
+            else:
+                waited = not fut.done()
+                self.waits += int(waited)
+                if waited:
+                    self.wait_reasons.append(f"scene {st.name!r}: the distance field of its episode at position "
+                                             f"{pos} was still being computed")
+                res = fut.result()
+            if len(st.memo) < self.options.memo_episodes:
+                st.memo[k] = res            # the memo keeps its own reference to the row
+                if res is not None:
+                    st.fields.retain(res[3])
+            if res is not None:
+                return res, waited
+        raise NavError(None, f"scene {st.name!r}: no episode of the dataset is valid on its navmesh")
+
+    def take(self, keys: np.ndarray) -> tuple[NewEpisodes, bool]:
+        """One new episode per entry of ``keys`` (scene indices), in order."""
+        keys = np.asarray(keys, np.int64)
+        n = len(keys)
+        w0 = self.waits
+        out = NewEpisodes(np.zeros((n, 3), np.float32), np.zeros(n, np.float32), np.zeros((n, 3), np.float32),
+                          np.zeros(n, np.int64), [""] * n)
+        for key in np.unique(keys):
+            st = self.scenes[int(key)]
+            for i in np.nonzero(keys == key)[0]:
+                (start, yaw, goal, row, eid), _ = self._next_dataset(st)
+                out.start[i], out.yaw[i], out.goal[i], out.rows[i] = start, yaw, goal, row
+                out.episode_ids[i] = eid
+        return out, self.waits > w0

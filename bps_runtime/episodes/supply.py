@@ -1,0 +1,252 @@
+"""Where the env gets its episodes: prepared ahead, off the step path, per resident scene.
+
+``EpisodeSupply`` is the protocol the world calls (``prepare`` on the loader thread, ``register``
+/ ``scene_left`` as scenes arrive and leave, ``take(scene indices)`` -> ``NewEpisodes``,
+``release_many`` when episodes end); two sources implement it: ``SampledEpisodes``
+(episodes/sampled.py) and ``DatasetEpisodes`` (episodes/dataset.py); ``bps_runtime.episodes.make_supply`` picks one.
+Both are deterministic for a seed: the random streams are per scene and per visit of that
+scene, drawn on the simulator thread in env order; background threads compute distance fields,
+whose values do not depend on timing. Shared here: options, ``NewEpisodes``, the counter-based
+random stream and the per-scene state.
+"""
+from __future__ import annotations
+
+import threading
+import zlib
+from collections import deque
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from bps_assets.nav.episodes import DEFAULTS as _GEN
+
+from ..nav.buffers import SMALL_BATCH, FieldWorker, GoalFields, SceneNav
+
+
+@dataclass(frozen=True)
+class SupplyOptions:
+    """Episode supply settings: goal pool / lookahead sizes and habitat's generator limits."""
+    goal_pool: int = 32              # sampled mode: goals (distance fields) per resident scene
+    lookahead: int = 32              # dataset mode: episodes prepared ahead per scene
+    memo_episodes: int = 256         # dataset mode: prepared episodes kept per resident scene
+    reservoir: int = 128             # sampled mode: episodes drawn ahead per scene (0: draw in take)
+    # habitat-lab's generator limits, as bps_assets.nav.episodes applies them to dataset files
+    closest_dist: float = _GEN.closest_dist_limit
+    furthest_dist: float = _GEN.furthest_dist_limit
+    min_ratio: float = _GEN.geodesic_to_euclid_min_ratio
+    max_dy: float = _GEN.max_height_difference
+    island_radius_limit: float = _GEN.island_radius_limit
+    retries: int = _GEN.number_retries_per_target
+
+
+DEFAULTS = SupplyOptions()
+
+
+@dataclass
+class NewEpisodes:
+    """New episodes for a list of envs: start, yaw, goal, goal-field rows, ids."""
+    start: np.ndarray            # [n,3] float32
+    yaw: np.ndarray              # [n] float32
+    goal: np.ndarray             # [n,3] float32
+    rows: np.ndarray             # [n] int64 rows of the scenes' GoalFields
+    episode_ids: list = field(default_factory=list)
+
+
+_M64 = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+def counter_uniforms(key: int, counters: np.ndarray, n: int) -> np.ndarray:
+    """[len(counters), n] uniforms in [0, 1): splitmix64 of (key, counter, i). A counter-based
+    stream: draw j does not depend on how many draws were made before it."""
+    with np.errstate(over="ignore"):
+        x = (counters.astype(np.uint64)[:, None] * np.uint64(n) + np.arange(n, dtype=np.uint64)[None, :])
+        x = x * np.uint64(0x9E3779B97F4A7C15) + np.uint64(key & 0xFFFFFFFFFFFFFFFF)
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        x = x ^ (x >> np.uint64(31))
+    return (x >> np.uint64(11)).astype(np.float64) * (1.0 / 9007199254740992.0)
+
+
+def _release_result(st, fut: Future):
+    if fut.cancelled() or fut.exception() is not None:
+        return
+    res = fut.result()
+    if res is not None:
+        st.fields.release(res[3])
+
+
+def _done(fn, *args) -> Future:
+    f: Future = Future()
+    try:
+        f.set_result(fn(*args))
+    except BaseException as e:  # noqa: BLE001 - re-raised by .result() where it is used
+        f.set_exception(e)
+    return f
+
+
+def _seed_for(seed: int, name: str, visit: int) -> np.random.Generator:
+    return np.random.default_rng(np.random.SeedSequence([int(seed) & (2**63 - 1), zlib.crc32(name.encode()), visit]))
+
+
+def _group_by_key(keys: np.ndarray) -> tuple[np.ndarray | None, list[tuple[int, int]]]:
+    """Entries grouped by key, keys ascending, entries in their order within a key: (the stable
+    argsort of ``keys`` -- None when it is the identity -- and the [a, b) bounds of each key's
+    run in it). A handful of numpy calls, whatever the number of keys."""
+    n = len(keys)
+    if n == 0:
+        return None, []
+    if n == 1 or not (keys[1:] < keys[:-1]).any():
+        order, sk = None, keys
+    else:
+        order = np.argsort(keys, kind="stable")
+        sk = keys[order]
+    cuts = (np.flatnonzero(sk[1:] != sk[:-1]) + 1).tolist()
+    return order, list(zip([0] + cuts, cuts + [n]))
+
+
+class _SceneState:
+    """One resident scene's episode source: its navigation, fields, random stream, pool/order."""
+
+    def __init__(self, key, name, mesh: SceneNav, fields: GoalFields, rng):
+        self.key, self.name, self.mesh, self.fields, self.rng = key, name, mesh, fields, rng
+        self.key_seed = int(rng.integers(2**63))
+        self.pool: list = []           # sampled: Futures of (row, candidate spans)
+        self.ready_pool = None         # sampled: list of (row, cand spans)
+        self.order = None              # dataset: episode order
+        self.ptr = 0
+        self.ahead: dict = {}          # dataset: sequence position -> Future
+        self.memo: dict = {}           # dataset: episode index -> prepared episode (or None)
+        self.count = 0
+        self.res = _Reservoir()
+
+
+class _Reservoir:
+    """Sampled mode: the next episodes of one scene visit, drawn ahead in chunks on the field
+    worker. ``next`` is the counter of the next episode to draw; every episode held keeps one
+    reference to its field row, handed over to the env with the episode."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.eps: NewEpisodes | None = None   # held episodes, in counter order
+        self.head = 0                         # first one not yet taken
+        self.next = 0
+        self.gen = 0                          # changes when the scene leaves or is reseeded
+        self.fill: Future | None = None       # the chunk being drawn on the worker
+
+    def size(self) -> int:
+        return 0 if self.eps is None else len(self.eps.rows) - self.head
+
+    def drop(self, fields: GoalFields):
+        """Give back every held episode's field row; forget the chunk being drawn."""
+        with self.lock:
+            if self.eps is not None:
+                fields.release_many(self.eps.rows[self.head:])
+            self.eps, self.head, self.next, self.fill = None, 0, 0, None
+            self.gen += 1
+
+
+def _slice_reserved(r: _Reservoir, n: int) -> NewEpisodes:
+    """The reservoir's next ``n`` episodes (views), consumed; call under ``r.lock``."""
+    h, e = r.head, r.eps
+    r.head = h + n
+    return NewEpisodes(e.start[h:h + n], e.yaw[h:h + n], e.goal[h:h + n], e.rows[h:h + n], e.episode_ids[h:h + n])
+
+
+class EpisodeSupply:
+    """Episodes for the env, per resident scene, prepared ahead: the protocol and what the two
+    sources share (``SampledEpisodes`` in episodes/sampled.py, ``DatasetEpisodes`` in
+    episodes/dataset.py; ``bps_runtime.episodes.make_supply`` picks one)."""
+
+    def __init__(self, seed: int, worker: FieldWorker, options: SupplyOptions = DEFAULTS):
+        self.seed, self.worker, self.options = int(seed), worker, options
+        self.scenes: dict[int, _SceneState] = {}
+        self.visits: dict[str, int] = {}
+        self.waits = 0
+        self.wait_reasons: list[str] = []   # one line per wait (the env's stats collect them)
+        self.misses = 0                   # sampled episodes: takes the reservoir could not serve
+        self.miss_reasons: deque[str] = deque(maxlen=100)   # the latest misses, why
+
+    def field_rows(self) -> int:
+        """Goal distance-field rows a resident scene starts with."""
+        raise NotImplementedError
+
+    def take(self, keys: np.ndarray) -> tuple[NewEpisodes, bool]:
+        """One new episode per entry of ``keys`` (scene indices), in order; and whether that
+        waited for an episode's preparation."""
+        raise NotImplementedError
+
+    def _start(self, st: "_SceneState", inline: bool) -> None:
+        """Begin preparing a new scene's first episodes."""
+        raise NotImplementedError
+
+    def _reseeded(self, st: "_SceneState") -> None:
+        """A resident scene got a new random stream."""
+
+    def take_wait_reasons(self) -> list[str]:
+        """The supply's wait reasons since the last call (as the scene cache's)."""
+        out, self.wait_reasons = self.wait_reasons, []
+        return out
+
+    # ------------------------------------------------------------------ scene arrival / leave
+    def prepare(self, name: str, mesh: SceneNav, inline: bool = True) -> "_SceneState":
+        """Prepare a scene's first episodes. ``inline``: compute them in the calling thread (the
+        scene cache's loader thread, so the scene is ready when its load is) instead of the
+        field worker. Thread-safe for different scenes."""
+        visit = self.visits.get(name, 0)
+        self.visits[name] = visit + 1
+        fields = GoalFields(mesh, capacity=self.field_rows())
+        st = _SceneState(None, name, mesh, fields, _seed_for(self.seed, name, visit))
+        self._start(st, inline)
+        return st
+
+    def scene_arrived(self, key: int, name: str, mesh: SceneNav, inline: bool = True) -> GoalFields:
+        """``prepare`` + ``register`` (tools and tests)."""
+        st = self.prepare(name, mesh, inline)
+        self.register(key, st)
+        return st.fields
+
+    def register(self, key: int, st: "_SceneState"):
+        """Make a prepared scene available under scene index ``key`` (cheap: the step path may
+        call it)."""
+        st.key = key
+        self.scenes[key] = st
+
+    def scene_left(self, key: int):
+        """Scene ``key`` is no longer resident: cancel its pending preparation."""
+        st = self.scenes.pop(key, None)
+        if st is not None:
+            for f in st.pool + list(st.ahead.values()):
+                f.cancel()
+            st.res.drop(st.fields)
+
+    def reseed(self, seed: int):
+        """New random streams for every scene (resident ones now, later arrivals too)."""
+        self.seed = int(seed)
+        for st in self.scenes.values():
+            st.rng = _seed_for(self.seed, st.name, self.visits.get(st.name, 1) + 1_000_003)
+            st.key_seed = int(st.rng.integers(2**63))
+            st.count = 0
+            self._reseeded(st)
+
+    def release(self, key: int, row: int):
+        """An episode of scene ``key`` that used field ``row`` has ended."""
+        self.release_many(np.array([key]), np.array([row]))
+
+    def release_many(self, keys: np.ndarray, rows: np.ndarray):
+        """``release`` for many (scene key, row) pairs at once."""
+        keys, rows = np.asarray(keys, np.int64).reshape(-1), np.asarray(rows, np.int64).reshape(-1)
+        if len(keys) <= SMALL_BATCH:     # a step's few ended episodes: group them in Python
+            groups: dict[int, list] = {}
+            for k, row in zip(keys.tolist(), rows.tolist()):
+                groups.setdefault(k, []).append(row)
+            for k in sorted(groups):
+                st = self.scenes.get(k)
+                if st is not None:
+                    st.fields.release_many(groups[k])
+            return
+        order, bounds = _group_by_key(keys)
+        for a, b in bounds:
+            st = self.scenes.get(int(keys[a if order is None else order[a]]))
+            if st is not None:
+                st.fields.release_many(rows[a:b] if order is None else rows[order[a:b]])

@@ -1,0 +1,149 @@
+"""The host side of the queued episodes: ``EpisodeRing`` (what each env has queued and started, as
+far as the host knows, and its episodes' names; builds the staging rows ``FusedStep.upload``
+takes) and ``LazyNames`` (per-env names read from the device only when looked at).
+
+Contract: ``refill`` keeps ``DEPTH`` episodes queued past what each env is known to have started
+(the scene each runs in chosen by the world's scene manager now, so a swap is a scene index
+written in the ring); ``learn(heads)`` releases ended episodes (field rows, scene references).
+A step with nothing due makes no call into the world.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from .fused import DEPTH, NAMES
+
+
+class LazyNames(Sequence):
+    """A read-only sequence of per-env strings resolved on first use (reads the step's outputs
+    from the device: a wait on CUDA). ``resolve(*host arrays)`` -> list of str. Not a list
+    subclass on purpose: C code that reads a list's storage directly (``str.join``,
+    ``np.asarray``) would see it empty."""
+
+    def __init__(self, resolve, *tensors):
+        self._resolve, self._tensors, self._vals = resolve, tensors, None
+
+    def _get(self) -> list:
+        if self._vals is None:
+            self._vals = list(self._resolve(*[t.cpu().numpy() for t in self._tensors]))
+        return self._vals
+
+    def __len__(self):
+        return len(self._get())
+
+    def __getitem__(self, i):
+        return self._get()[i]
+
+    def __iter__(self):
+        return iter(self._get())
+
+    def __eq__(self, other):
+        return self._get() == (list(other) if isinstance(other, (Sequence, np.ndarray)) else other)
+
+    def __repr__(self):
+        return repr(self._get())
+
+    __hash__ = None
+
+
+class EpisodeRing:
+    """Host side of the episode queue: what each env has queued, started (as far as the host
+    knows), and the names of its episodes; builds the staging rows for ``FusedStep.upload``."""
+
+    def __init__(self, world, num_envs: int):
+        self.world = world
+        self.N = n = int(num_envs)
+        H = DEPTH + 1
+        self.filled = np.zeros(n, np.int64)      # episodes queued so far per env
+        self.known = np.zeros(n, np.int64)       # episodes started, as far as the host knows
+        self.key = np.full((H, n), -1, np.int64)  # resident id of episode m at m % H
+        self.row = np.full((H, n), -1, np.int64)
+        self.eid = np.empty((NAMES, n), object)   # episode id of episode m at m % NAMES
+        self.sname = np.empty((NAMES, n), object)  # its scene's name
+        self.ended = 0
+        self.waited = False
+
+    # -- releasing
+    def _release(self, envs: np.ndarray, numbers: np.ndarray):
+        if envs.size == 0:
+            return
+        h = numbers % (DEPTH + 1)
+        keys, rows = self.key[h, envs], self.row[h, envs]
+        self.world.episodes.release_many(keys, rows)     # field rows first: the scene may leave next
+        self.world.release_scenes(keys)
+        self.key[h, envs] = -1
+
+    def learn(self, heads: np.ndarray):
+        """Heads from a snapshot: episodes before each env's newest started one have ended."""
+        adv = heads - self.known
+        envs = np.flatnonzero(adv > 0)
+        while envs.size:
+            ended = self.known[envs] - 1       # the episode that was running
+            live = ended >= 0
+            self._release(envs[live], ended[live])
+            self.ended += int(live.sum())
+            self.known[envs] += 1
+            envs = envs[self.known[envs] < heads[envs]]
+
+    def release_all(self):
+        """Drop every queued and running episode (``reset``)."""
+        for e in range(self.N):
+            lo = max(self.known[e] - 1, 0)
+            for m in range(lo, self.filled[e]):
+                h = m % (DEPTH + 1)
+                if self.key[h, e] >= 0:
+                    self._release(np.array([e]), np.array([m]))
+        self.filled[:] = 0
+        self.known[:] = 0
+
+    # -- queueing
+    def refill(self) -> tuple[np.ndarray, np.ndarray]:
+        """Queue episodes until every env has ``DEPTH`` beyond what it is known to have started;
+        -> staging rows (int [M, 4], float [M, 7]). Nothing due (no episode started since the
+        last call): one comparison, no call into the scene cache or the episode supply."""
+        si, sf = [], []
+        self.waited = False
+        envs = np.flatnonzero(self.filled < self.known + DEPTH)
+        while envs.size:
+            keys, w1 = self.world.next_scenes(envs)
+            eps, w2 = self.world.episodes.take(keys)
+            self.waited |= bool(w1 or w2)
+            m = self.filled[envs]
+            h = m % (DEPTH + 1)
+            self.key[h, envs], self.row[h, envs] = keys, eps.rows
+            nm = m % NAMES
+            self.eid[nm, envs] = eps.episode_ids
+            self.sname[nm, envs] = self._scene_names(keys)
+            rows_i = np.empty((envs.size, 4), np.int32)
+            rows_i[:, 0], rows_i[:, 1], rows_i[:, 2], rows_i[:, 3] = envs, m % DEPTH, keys, eps.rows
+            rows_f = np.empty((envs.size, 7), np.float32)
+            rows_f[:, :3], rows_f[:, 3], rows_f[:, 4:] = eps.start, eps.yaw, eps.goal
+            si.append(rows_i)
+            sf.append(rows_f)
+            self.filled[envs] += 1
+            envs = envs[self.filled[envs] < self.known[envs] + DEPTH]   # only these changed
+        if not si:
+            return np.zeros((0, 4), np.int32), np.zeros((0, 7), np.float32)
+        if len(si) == 1:
+            return si[0], sf[0]
+        return np.concatenate(si), np.concatenate(sf)
+
+    def _scene_names(self, keys: np.ndarray) -> np.ndarray:
+        """Scene name per resident id in ``keys`` (object array): one name look-up per
+        distinct id, then one gather."""
+        uk = np.flatnonzero(np.bincount(keys))    # the distinct ids (small ints), cheaper than np.unique
+        lut = np.empty(int(uk[-1]) + 1, object)
+        lut[uk] = [self.world.scene_id(k) for k in uk.tolist()]
+        return lut[keys]
+
+    # -- names for info
+    def names_of(self, env0: int, numbers: np.ndarray, which: str, done: np.ndarray | None = None) -> list:
+        """Episode ids (which='episode') or scene names of episode ``numbers`` of envs env0.. ('' where not ``done``)."""
+        tab = self.eid if which == "episode" else self.sname
+        envs = env0 + np.arange(len(numbers))
+        out = [str(tab[int(m) % NAMES, e]) for e, m in zip(envs.tolist(), numbers.tolist())]
+        if done is not None:
+            out = [s if d else "" for s, d in zip(out, done.tolist())]
+        return out

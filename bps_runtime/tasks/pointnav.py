@@ -1,0 +1,256 @@
+"""habitat-lab's PointNav as one task module: its options and actions, its step-state fields (the
+schema declares them once; ``SCHEMA`` is the core fields plus these), its Warp kernels (episode
+start, step: action -> move with sliding -> geodesic distance -> reward, success, SPL,
+truncation -> next episode from the ring -> pointgoal), and what it adds to a step's
+observations and info. The template for the next tasks: copy, change the fields and kernels.
+
+Conventions (habitat-lab's ``tasks/nav/nav.py``): actions STOP=0, MOVE_FORWARD=1, TURN_LEFT=2,
+TURN_RIGHT=3; Y up, -Z forward, yaw about +Y (TURN_LEFT adds), quaternions [x, y, z, w];
+pointgoal_with_gps_compass POLAR ``[rho, -phi]`` (a goal on the left has a positive angle);
+success = STOP with geodesic distance < 0.2 m; SPL = S * d0 / max(d0, path length); reward =
+-0.01 + (d_prev - d_now) + 2.5 * success. tests/pointnav_reference.py is the torch reference.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import warp as wp
+
+from ..step import kernels as sk
+from ..step.kernels import Nav, geodesic, try_step
+from ..step.schema import CORE, Field, Schema, warp_struct
+
+NAME = "pointnav"
+STOP, MOVE_FORWARD, TURN_LEFT, TURN_RIGHT = 0, 1, 2, 3
+ACTION_NAMES = ("STOP", "MOVE_FORWARD", "TURN_LEFT", "TURN_RIGHT")
+NUM_ACTIONS = len(ACTION_NAMES)
+
+
+@dataclass(frozen=True)
+class TaskOptions:
+    """habitat-lab's PointNav defaults (pointnav.yaml / DD-PPO)."""
+
+    forward_step: float = 0.25        # metres per MOVE_FORWARD
+    turn_degrees: float = 10.0        # degrees per TURN_LEFT / TURN_RIGHT
+    success_distance: float = 0.2     # metres, geodesic, strict '<'
+    max_episode_steps: int = 500
+    slack_reward: float = -0.01
+    success_reward: float = 2.5
+
+
+DEFAULTS = TaskOptions()
+
+FIELDS = (
+    Field("goal", "vec3", owner=NAME), Field("d0", "float32", owner=NAME, doc="start geodesic distance"),
+    Field("d_prev", "float32", owner=NAME), Field("path_len", "float32", owner=NAME),
+    Field("r_goal", "vec3", per="ring", owner=NAME),
+    Field("success", "bool", "out", owner=NAME), Field("spl", "float32", "out", owner=NAME),
+    Field("pointgoal", "float32", "out", shape=(2,), owner=NAME),
+    Field("distance_to_goal", "float32", "out", owner=NAME),
+    Field("ep_dist", "float32", "out", owner=NAME), Field("ep_d0", "float32", "out", owner=NAME),
+    Field("ep_path", "float32", "out", owner=NAME),
+)
+SCHEMA = Schema(CORE).extend(FIELDS)
+sk.set_module_options(__name__)
+State = warp_struct(wp, "State", SCHEMA.of("state"), __name__, "Per-env state [N] and the ring [DEPTH, N].")
+Out = warp_struct(wp, "Out", SCHEMA.of("out"), __name__, "Per-env outputs of the latest step [N].")
+
+
+@wp.struct
+class Params:
+    """The task's constants (TaskOptions) and the scratch row length of the try_step window."""
+    forward_step: float
+    turn: float                 # radians
+    success_distance: float
+    max_steps: int
+    slack: float
+    success_reward: float
+    win: int
+
+
+def params(options: TaskOptions, win: int) -> Params:
+    """The kernels' ``Params`` for ``options`` and a scratch row of ``win`` cells."""
+    s = Params()
+    s.forward_step, s.turn = float(options.forward_step), math.radians(options.turn_degrees)
+    s.success_distance, s.max_steps = float(options.success_distance), int(options.max_episode_steps)
+    s.slack, s.success_reward = float(options.slack_reward), float(options.success_reward)
+    s.win = int(win)
+    return s
+
+
+def max_move(options: TaskOptions) -> float:
+    """The longest move of one step (metres): sizes the try_step window."""
+    return float(options.forward_step)
+
+
+def observations(v) -> dict:
+    """The task's observations of a group (``v``: its output views)."""
+    return {"pointgoal": v.pointgoal}
+
+
+def info(v) -> dict:
+    """The task's info entries of a group that hold at a reset too (``v``: its output views)."""
+    return {"distance_to_goal": v.distance_to_goal}
+
+
+# output fields that say how the step ended (info entries; zeros at a reset)
+OUTCOME = ("success", "spl")
+
+
+def episode_info(v) -> dict:
+    """The finished episodes' statistics (0 where not done)."""
+    return {"return": v.ep_return, "length": v.ep_length, "success": v.success, "spl": v.spl,
+            "distance_to_goal": v.ep_dist, "start_distance": v.ep_d0, "path_length": v.ep_path}
+
+
+@wp.func
+def wrap_angle(a: wp.float32) -> wp.float32:
+    """Angles into (-pi, pi] (float32)."""
+    two_pi = wp.float32(2.0 * math.pi)
+    return a - two_pi * wp.ceil((a - wp.float32(math.pi)) / two_pi)
+
+
+@wp.func
+def observe(st: State, out: Out, e: int):
+    """Pointgoal (habitat's polar pointgoal_with_gps_compass), rotation, position, distance."""
+    p = st.pos[e]
+    y = st.yaw[e]
+    d = st.goal[e] - p
+    c = wp.cos(y)
+    s = wp.sin(y)
+    xa = c * d[0] - s * d[2]
+    za = s * d[0] + c * d[2]
+    fwd = -za
+    right = xa
+    out.pointgoal[e, 0] = wp.sqrt(fwd * fwd + right * right)
+    out.pointgoal[e, 1] = -wp.atan2(right, fwd)
+    hy = wp.float32(0.5) * y
+    out.rotation[e, 0] = wp.float32(0.0)
+    out.rotation[e, 1] = wp.sin(hy)
+    out.rotation[e, 2] = wp.float32(0.0)
+    out.rotation[e, 3] = wp.cos(hy)
+    out.position[e] = p
+    out.distance_to_goal[e] = st.d_prev[e]
+    out.scene_index[e] = wp.int64(st.scene_index[e])
+    out.epno[e] = st.head[e] - 1
+
+
+@wp.func
+def begin_episode(nav: Nav, st: State, e: int, depth: int):
+    """Start the env's next episode from its ring (the host filled it ahead of time)."""
+    h = st.head[e]
+    k = int(h) % depth
+    slot = st.r_scene_index[k, e]
+    st.scene_index[e] = slot
+    st.pos[e] = st.r_pos[k, e]
+    st.yaw[e] = st.r_yaw[k, e]
+    st.goal[e] = st.r_goal[k, e]
+    st.row[e] = st.r_row[k, e]
+    d0 = geodesic(nav, int(slot), int(st.r_row[k, e]), st.r_pos[k, e])
+    st.d0[e] = d0
+    st.d_prev[e] = d0
+    st.path_len[e] = wp.float32(0.0)
+    st.total[e] = wp.float32(0.0)
+    st.steps[e] = 0
+    st.head[e] = h + 1
+
+
+@wp.kernel
+def begin_kernel(nav: Nav, st: State, out: Out, env0: int, depth: int):
+    """Every env of the range starts the episode at its ring's head (reset)."""
+    e = env0 + wp.tid()
+    begin_episode(nav, st, e, depth)
+    observe(st, out, e)
+
+
+@wp.kernel
+def step_kernel(nav: Nav, task: Params, st: State, out: Out, actions: wp.array(dtype=wp.int64),
+                scratch: wp.array2d(dtype=wp.int32), env0: int, act0: int, depth: int):
+    """One env per thread: envs env0.., actions act0.. of the group's action buffer."""
+    t = wp.tid()
+    e = env0 + act0 + t
+    a = int(actions[act0 + t])
+    slot = int(st.scene_index[e])
+    p = st.pos[e]
+    y = st.yaw[e]
+    newp = p
+    if a == 1:
+        fs = wp.float32(task.forward_step)
+        target = p + wp.vec3(fs * -wp.sin(y), wp.float32(0.0), fs * -wp.cos(y))
+        ps = wp.vec3d(wp.float64(p[0]), wp.float64(p[1]), wp.float64(p[2]))
+        pe = wp.vec3d(wp.float64(target[0]), wp.float64(target[1]), wp.float64(target[2]))
+        r = try_step(nav, task.win, scratch, e, slot, ps, pe)
+        newp = wp.vec3(wp.float32(r[0]), wp.float32(r[1]), wp.float32(r[2]))
+    delta = wp.float32(0.0)
+    if a == 2:
+        delta = wp.float32(1.0)
+    if a == 3:
+        delta = wp.float32(-1.0)
+    newy = wrap_angle(y + wp.float32(task.turn) * delta)
+    d_now = geodesic(nav, slot, int(st.row[e]), newp)
+    stop = a == 0
+    succ = stop and d_now < wp.float32(task.success_distance)
+    sf = wp.float32(0.0)
+    if succ:
+        sf = wp.float32(1.0)
+    reward = (wp.float32(task.slack) + (st.d_prev[e] - d_now)) + wp.float32(task.success_reward) * sf
+    path = st.path_len[e] + wp.length(newp - p)
+    steps = st.steps[e] + 1
+    trunc = (not stop) and steps >= task.max_steps
+    done = stop or trunc
+    d0 = st.d0[e]
+    denom = wp.max(d0, path)
+    ratio = wp.float32(1.0)
+    if denom > wp.float32(0.0):
+        ratio = d0 / wp.max(denom, wp.float32(1.0e-12))
+    spl = sf * ratio
+    ret = st.total[e] + reward
+    out.reward[e] = reward
+    out.done[e] = wp.uint8(0)
+    out.success[e] = wp.uint8(0)
+    out.truncated[e] = wp.uint8(0)
+    if trunc:
+        out.truncated[e] = wp.uint8(1)
+    out.spl[e] = wp.float32(0.0)
+    out.ep_return[e] = wp.float32(0.0)
+    out.ep_length[e] = 0
+    out.ep_dist[e] = wp.float32(0.0)
+    out.ep_d0[e] = wp.float32(0.0)
+    out.ep_path[e] = wp.float32(0.0)
+    if done:
+        out.done[e] = wp.uint8(1)
+        if succ:
+            out.success[e] = wp.uint8(1)
+        out.spl[e] = spl
+        out.ep_return[e] = ret
+        out.ep_length[e] = steps
+        out.ep_dist[e] = d_now
+        out.ep_d0[e] = d0
+        out.ep_path[e] = path
+        begin_episode(nav, st, e, depth)
+    else:
+        st.pos[e] = newp
+        st.yaw[e] = newy
+        st.d_prev[e] = d_now
+        st.path_len[e] = path
+        st.steps[e] = steps
+        st.total[e] = ret
+    observe(st, out, e)
+
+
+@wp.kernel
+def apply_refills(st: State, stage_i: wp.array2d(dtype=wp.int32), stage_f: wp.array2d(dtype=wp.float32),
+                  count: wp.array(dtype=wp.int32)):
+    """Row t < count of the staging table: (env, ring index, resident id, field row) and
+    (start xyz, yaw, goal xyz) -> that env's ring entry."""
+    t = wp.tid()
+    if t >= count[0]:
+        return
+    e = int(stage_i[t, 0])
+    k = int(stage_i[t, 1])
+    st.r_scene_index[k, e] = stage_i[t, 2]
+    st.r_row[k, e] = stage_i[t, 3]
+    st.r_pos[k, e] = wp.vec3(stage_f[t, 0], stage_f[t, 1], stage_f[t, 2])
+    st.r_yaw[k, e] = stage_f[t, 3]
+    st.r_goal[k, e] = wp.vec3(stage_f[t, 4], stage_f[t, 5], stage_f[t, 6])

@@ -1,0 +1,70 @@
+"""Warp, initialised once per process and quietly: ``init_warp()`` -> the ``warp`` module.
+
+No banner, no module-load chatter; and where no GPU is expected (torch sees no CUDA device) the
+driver's "Could not find or load the NVIDIA CUDA driver" line, printed by Warp's C code on
+stderr, is left out (anything else Warp prints there still reaches stderr).
+MissingDependencyError when warp-lang is not installed.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import threading
+
+from bps_assets.errors import MissingDependencyError
+
+NO_DRIVER = "Could not find or load the NVIDIA CUDA driver"
+_lock = threading.Lock()
+_wp = None
+
+
+def _gpu_expected() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return True
+    return torch.cuda.is_available()
+
+
+def _init_filtering_stderr(wp) -> None:
+    """``wp.init()`` with file descriptor 2 captured, then replayed without the no-driver line."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as tmp:
+        os.dup2(tmp.fileno(), 2)
+        try:
+            wp.init()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        tmp.seek(0)
+        text = tmp.read().decode(errors="replace")
+    kept = "".join(line for line in text.splitlines(True) if NO_DRIVER not in line)
+    if kept:
+        sys.stderr.write(kept)
+        sys.stderr.flush()
+
+
+def init_warp():
+    """The ``warp`` module, ``wp.init()`` done (once; kernels compile on first launch and are
+    cached on disk by Warp)."""
+    global _wp
+    if _wp is not None:
+        return _wp
+    with _lock:
+        if _wp is None:
+            try:
+                import warp as wp
+            except ImportError as e:
+                raise MissingDependencyError(None, "the Warp kernels", "warp-lang") from e
+            import logging
+            if getattr(wp.config, "log_level", None) is not None and wp.config.log_level < logging.WARNING:
+                wp.config.log_level = logging.WARNING   # no init banner / module-load chatter
+            wp.config.quiet = True
+            if _gpu_expected():
+                wp.init()
+            else:
+                _init_filtering_stderr(wp)
+            _wp = wp
+    return _wp

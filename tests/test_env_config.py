@@ -1,0 +1,65 @@
+"""make() takes one config (issue 21): an EnvConfig tree with every default in one place, built
+from the common keywords, printable, round-tripping through plain data (checkpoints)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import pointnav_trace as pt
+from bps_assets.errors import ConfigError
+from bps_runtime.env.config import EnvConfig, cache_options
+from bps_runtime.scenes.cache import DEFAULTS as CACHE_DEFAULTS, CacheOptions
+from bps_runtime.tasks.pointnav import TaskOptions
+
+
+def test_keywords_make_the_config_and_it_round_trips_through_plain_data():
+    c = EnvConfig.from_kwargs("m/manifest.json", split="val", num_envs=8, batch_size=4, sensors=("depth", "rgb"),
+                              resolution=(32, 48), cache={"slots": 2, "swap_after_episodes": 16}, seed=3,
+                              goal_pool=5, task=TaskOptions(max_episode_steps=50), scene_shard=(1, 2))
+    assert c.sensors.kinds == ("depth", "rgb") and c.sensors.resolution == (32, 48)
+    assert c.cache.slots == 2 and c.cache.swap_after_episodes == 16 and c.cache.seed is None
+    assert c.cache_for_run().seed == 3 and c.episodes.supply.goal_pool == 5
+    d = c.to_dict()
+    assert EnvConfig.from_dict(json.loads(json.dumps(d))) == c
+    assert "swap_after_episodes=16" in str(c) and "max_episode_steps=50" in str(c)
+
+
+def test_cache_defaults_live_in_cache_options_alone():
+    assert cache_options(None) == CacheOptions(seed=None)
+    assert cache_options(3).slots == 3 and cache_options(None).slots == CACHE_DEFAULTS.slots
+    with pytest.raises(ConfigError, match="cache="):
+        cache_options("big")
+    with pytest.raises(ConfigError, match="swap_every"):
+        cache_options({"swap_every": 0})
+
+
+def test_make_from_a_config_runs_as_from_its_keywords(tmp_path):
+    from bps_runtime import make
+
+    m = pt.build_manifest(tmp_path)
+    kw = dict(pt.CONFIGS["sample"])
+    a = pt.run_trace(m, steps=20, **kw)
+    cfg = EnvConfig.from_kwargs(m, **kw)
+    env = make(config=cfg)
+    try:
+        assert env.config.num_envs == kw["num_envs"] and env.config.dataset == str(m)
+    finally:
+        env.close()
+    b = pt.run_trace(None, steps=20, config=cfg)
+    assert a == b
+    with pytest.raises(ConfigError, match="either"):
+        make(m, config=cfg)
+
+
+def test_checkpoints_keep_the_env_config_and_a_resume_compares_it():
+    from bps_train import checkpoint
+
+    a = EnvConfig.from_kwargs("m", seed=1)
+    b = EnvConfig.from_kwargs("m", seed=2, threads=3)            # per-run settings may change
+    c = EnvConfig.from_kwargs("m", task=TaskOptions(success_distance=0.36))
+    ida = {"env": checkpoint.env_identity(a)}
+    checkpoint.check_same_run("ck.pt", ida, {"env": checkpoint.env_identity(b)})
+    with pytest.raises(ConfigError, match="env config"):
+        checkpoint.check_same_run("ck.pt", ida, {"env": checkpoint.env_identity(c)})
+    checkpoint.check_same_run("ck.pt", {}, {"env": checkpoint.env_identity(c)})   # older checkpoints

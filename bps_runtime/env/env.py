@@ -60,7 +60,7 @@ class BatchPointNavEnv:
         self.task_module = pointnav
         self.fused = FusedStep(world.nav, self.num_envs, self.batch_size, pointnav, task, self.device,
                                capture=capture_graph, threads=world.threads)
-        self.ring = EpisodeRing(world, self.num_envs)
+        self.ring = EpisodeRing(world, self.num_envs, pointnav)
         # a renderer that draws with one Warp launch on our device renders inside the step (and
         # inside its graph when captured); any other (Embree) renders after it
         r = world.renderer

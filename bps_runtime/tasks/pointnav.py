@@ -79,6 +79,17 @@ def params(options: TaskOptions, win: int) -> Params:
     return s
 
 
+# the staging columns of a queued episode (after env and ring index), which ``apply_refills``
+# writes into the ring: ints (scene index, goal field row), floats (start xyz, yaw, goal xyz)
+STAGE_INTS, STAGE_FLOATS = 2, 7
+
+
+def stage(ints, floats, scene_index, eps) -> None:
+    """Fill a batch of queued episodes' staging columns (``eps``: ``NewEpisodes``)."""
+    ints[:, 0], ints[:, 1] = scene_index, eps.rows
+    floats[:, :3], floats[:, 3], floats[:, 4:] = eps.start, eps.yaw, eps.goal
+
+
 def max_move(options: TaskOptions) -> float:
     """The longest move of one step (metres): sizes the try_step window."""
     return float(options.forward_step)

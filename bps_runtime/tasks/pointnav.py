@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 import warp as wp
 
@@ -31,6 +32,7 @@ NUM_ACTIONS = len(ACTION_NAMES)
 class TaskOptions:
     """habitat-lab's PointNav defaults (pointnav.yaml / DD-PPO)."""
 
+    TASK: ClassVar[str] = NAME        # the task module these options belong to
     forward_step: float = 0.25        # metres per MOVE_FORWARD
     turn_degrees: float = 10.0        # degrees per TURN_LEFT / TURN_RIGHT
     success_distance: float = 0.2     # metres, geodesic, strict '<'

@@ -97,6 +97,10 @@ def max_move(options: TaskOptions) -> float:
     return float(options.forward_step)
 
 
+# the task's observations beside the sensors' frames: name -> (shape, dtype, low, high)
+OBSERVATIONS = {"pointgoal": ((2,), "float32", (0.0, -math.pi), (float(3.4028234663852886e38), math.pi))}
+
+
 def observations(v) -> dict:
     """The task's observations of a group (``v``: its output views)."""
     return {"pointgoal": v.pointgoal}

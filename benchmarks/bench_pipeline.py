@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bps_assets.container import SectionSpec, write_container  # noqa: E402
 from bps_assets.pipeline.demo import demo_scene_names  # noqa: E402
-from bps_assets.pipeline.hashing import sha256_file  # noqa: E402
+from bps_assets.hashing import sha256_file  # noqa: E402
 from bps_assets.pipeline.manifest import load_manifest, new_manifest, write_manifest  # noqa: E402
 from bps_assets.pipeline.preprocess import PreprocessOptions, preprocess  # noqa: E402
 from bps_assets.pipeline.verify import verify_manifest  # noqa: E402

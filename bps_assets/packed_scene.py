@@ -17,7 +17,6 @@ renderer read out of bounds.
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -31,6 +30,7 @@ from . import __version__
 from .container import DTYPES as DT_BY_NAME
 from .container import Container, SectionSpec, remove_stale_temps, write_container
 from .errors import CorruptFileError, InputError, OutputExistsError
+from .hashing import sha256_file
 from . import semantic_section as _sem
 from .scene import SceneDocument
 from .transforms import clean as t_clean
@@ -120,15 +120,6 @@ def scene_id_for(path: str | os.PathLike, dataset: str = "generic") -> str:
     if dataset == "mp3d" and p.parent.name:
         return p.parent.name
     return p.stem
-
-
-def sha256_file(path: str | os.PathLike) -> str:
-    """Hex SHA-256 of a file's bytes, read 1 MiB at a time."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 # ------------------------------------------------------------------------------ conversion
@@ -353,7 +344,7 @@ def convert_file(src: str | os.PathLike, dst: str | os.PathLike, options: Conver
         ann = read_annotation(sem_src)
         ann.format = sem_src.format
     doc = load(src)
-    info = {"path": os.fspath(src), "bytes": os.path.getsize(src), "sha256": sha256_file(src),
+    info = {"path": os.fspath(src), "bytes": os.path.getsize(src), "sha256": sha256_file(src)[0],
             "format": doc.source_format or Path(src).suffix.lstrip(".").lower()}
     res = convert_scene(doc, dst, options, overwrite=overwrite,
                         scene_id=scene_id or scene_id_for(src, options.dataset), source_info=info,

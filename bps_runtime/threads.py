@@ -6,6 +6,8 @@ import operator
 import os
 import threading
 
+from bps_assets.host import available_cores
+
 BACKGROUND_NICE = 19   # loads and distance fields use the cycles the step loop leaves idle
 
 
@@ -20,15 +22,6 @@ def lower_priority(nice: int = BACKGROUND_NICE):
             os.setpriority(os.PRIO_PROCESS, tid, target)
     except (AttributeError, OSError):  # not Linux / not allowed: run at normal priority
         pass
-
-
-def available_cores() -> int:
-    """The CPU cores this process may run on (its affinity mask, which taskset, cgroups' cpusets
-    and batch schedulers narrow; ``os.cpu_count()`` would count the whole machine)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):  # not Linux
-        return max(1, os.cpu_count() or 1)
 
 
 def check_threads(threads, what: str = "threads") -> int:

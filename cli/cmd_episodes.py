@@ -74,7 +74,7 @@ def _scene_episodes(path: Path, name: str, dataset: str, per_scene: int, seed: i
 
     nm = open_navmesh(path)  # the file's magic bytes say which reader
     stats: dict = {}
-    sid, sseed = scene_id or ep.scene_id_for(dataset, name), ep.scene_seed(seed, name)
+    sid, sseed = scene_id or ep.habitat_scene_id(dataset, name), ep.scene_seed(seed, name)
     if task == "objectnav":
         v, t, tri_object, table = on.semantic_scene(packed)
         st = Counter()

@@ -143,7 +143,7 @@ def manifest_over(root: Path, scenes: dict[str, dict[str, tuple[Path, str | None
     ``habitat-pointnav-v1``. What preprocess would have written for these files."""
     from bps_assets.pipeline import manifest as mf
     from bps_assets.pipeline.backend import container_info
-    from bps_assets.pipeline.hashing import sha256_file
+    from bps_assets.hashing import sha256_file
 
     entries = {}
     for name, outs in scenes.items():

@@ -80,7 +80,7 @@ def _misplaced_navmesh_manifest(src, tmp_path) -> Path:
     bps before this check wrote for another scene's .navmesh), manifest hashes updated."""
     from bps_assets.nav import build_navmesh
     from bps_assets.nav.reference_scenes import Geometry
-    from bps_assets.pipeline.hashing import sha256_file
+    from bps_assets.hashing import sha256_file
 
     out = tmp_path / "out"
     r = run("preprocess", src, "-o", out, "--dataset", "gibson", "--split", "tiny", "--workers", "1")

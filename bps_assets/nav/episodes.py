@@ -74,7 +74,7 @@ _DATASET_SCENE_ID = {
 DEFAULT_SCENE_PATH_PREFIX = "data/scene_datasets/"  # habitat strips it when reading
 
 
-def scene_id_for(dataset: str, name: str) -> str:
+def habitat_scene_id(dataset: str, name: str) -> str:
     """habitat's ``scene_id`` for scene ``name`` of ``dataset`` (gibson, mp3d, generic)."""
     try:
         return _DATASET_SCENE_ID[dataset].format(name=name)
@@ -452,5 +452,5 @@ def _scene_name(scene_id: str) -> str:
 
 __all__ = ["EpisodeOptions", "DEFAULTS", "generate_episodes", "make_episode",
            "write_pointnav_dataset", "read_pointnav_dataset", "validate_episode",
-           "scene_id_for", "scene_seed", "split_file", "write_split", "dataset_files", "read_json",
+           "habitat_scene_id", "scene_seed", "split_file", "write_split", "dataset_files", "read_json",
            "check_split_name", "check_scene_name", "join_scenes_dir", "distance_rejection"]

@@ -214,7 +214,7 @@ class Backend:
         mesh = load_navmesh(navmesh_path)
         if scene_id is None:
             try:
-                scene_id = ep.scene_id_for(dataset_name, scene)
+                scene_id = ep.habitat_scene_id(dataset_name, scene)
             except ConfigError:  # a user dataset without a habitat scene_id rule
                 scene_id = f"{scene}.glb"
         eps = ep.generate_episodes(mesh, scene_id, n, ep.scene_seed(seed, scene))

@@ -22,7 +22,7 @@ from .. import __version__
 from ..container import atomic_write
 from ..errors import ConfigError, CorruptFileError, FormatVersionError, InputError, OutputExistsError
 from ..json_input import parse_json
-from .hashing import settings_fingerprint
+from ..hashing import settings_fingerprint
 
 FORMAT = "bps-dataset-manifest"
 FORMAT_VERSION = 1

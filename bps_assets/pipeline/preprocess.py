@@ -52,7 +52,8 @@ from ..transforms.frame import UP_AXES
 from . import manifest as mf
 from .backend import NAVMESH_MODES, Backend, container_info
 from .datasets import load_dataset
-from .hashing import settings_fingerprint, sha256_file
+from ..host import available_cores
+from ..hashing import settings_fingerprint, sha256_file
 from .memory_budget import available_memory, detour_import_bytes, workers_for
 from .plan import Plan, SceneSource, Shard, make_plan
 from .resume_check import check_many, kept_problems
@@ -761,15 +762,6 @@ def _navmesh_bytes(task: SceneTask) -> int:
     if task.src.navmesh is None or task.options.navmesh == "build":
         return 0
     return detour_import_bytes(task.src.navmesh)
-
-
-def available_cores() -> int:
-    """Cores this process may use: the affinity mask (what SLURM / taskset / cgroups allot),
-    not ``os.cpu_count()`` (the whole node)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):  # macOS, Windows
-        return os.cpu_count() or 1
 
 
 def _stderr_isatty() -> bool:

@@ -26,7 +26,7 @@ from typing import Mapping
 
 from ..container import Container
 from ..errors import BpsError
-from .hashing import default_jobs, sha256_file
+from ..hashing import default_jobs, sha256_file
 
 
 def output_problem(out_root: Path, rec: Mapping, full: bool = False) -> str | None:

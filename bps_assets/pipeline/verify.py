@@ -24,7 +24,7 @@ from ..errors import BpsError, ConfigError, CorruptFileError, FormatVersionError
 from ..json_input import parse_json
 from ..readers.guard import read_limited
 from ..safe_paths import link_escape
-from .hashing import default_jobs, sha256_file
+from ..hashing import default_jobs, sha256_file
 from .manifest import load_manifest
 from .scene_checks import entry_problems
 

@@ -13,7 +13,8 @@ import hashlib
 import json
 import os
 
-from ..errors import InputError
+from .errors import InputError
+from .host import available_cores
 
 CHUNK = 4 << 20
 
@@ -41,11 +42,7 @@ def sha256_file(path: str | os.PathLike, chunk: int = CHUNK) -> tuple[str, int]:
 
 def default_jobs() -> int:
     """Two threads per usable core (I/O and hashing overlap), at most 32."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cores = os.cpu_count() or 1
-    return max(2, min(32, cores * 2))
+    return max(2, min(32, available_cores() * 2))
 
 
 def settings_fingerprint(settings: dict) -> str:

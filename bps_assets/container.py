@@ -2,19 +2,16 @@
 
 A file is: fixed 32-byte preamble, a UTF-8 JSON header, then sections. Each section is one
 n-dimensional array (dtype + shape in the header), stored raw or zstd-compressed, optionally
-after a lossless byte filter (delta, shuffle) that makes quantized vertex data compress ~5x.
+after a lossless byte filter (delta, shuffle) that helps quantized vertex data compress.
 
 Every size and offset read from a file is checked against the caps below and the file length
 before anything is allocated or decompressed; each failure is a CorruptFileError that names
 the file and, where it applies, the section. The caps here only bound what any kind could
-hold; a kind's reader tightens them from its own header (``check_bounds``: a section cannot
-be larger than its content needs, docs/FORMAT.md 5.5). Decompression never outgrows the
-table's ``raw_length`` (a zstd frame's own content size is checked first), and whole-file
-checks (``verify``, ``check_checksums``) stream 4 MiB at a time, so their memory is bounded
-whatever a file declares.
-
-Tried and dropped: blake2b/sha256 section checksums (0.8 / 1.8 GB/s here) in favour of
-CRC-32 of the stored bytes (4.5 GB/s here); the manifest carries a sha256 of the whole file.
+hold; a kind's reader tightens them from its own header (``check_bounds``, docs/FORMAT.md 5.5).
+Decompression never outgrows the table's ``raw_length`` (a zstd frame's own content size is
+checked first), and whole-file checks (``verify``, ``check_checksums``) stream 4 MiB at a time,
+so their memory is bounded whatever a file declares. Section checksums are CRC-32 of the stored
+bytes (why, and figures: docs/DECISIONS.md).
 """
 from __future__ import annotations
 
@@ -109,7 +106,8 @@ def _undo_filter(buf: bytes | memoryview, filt: str, dtype: np.dtype, shape: tup
     item = dtype.itemsize
     b = np.frombuffer(buf, dtype=np.uint8)
     n = b.size // item
-    # one strided write per byte plane: 3.5x faster here than copying the (item, n) transpose
+    # one strided write per byte plane: faster than copying the (item, n) transpose (figure:
+    # docs/DECISIONS.md)
     out = np.empty((n, item), np.uint8)
     planes = b.reshape(item, n)
     for j in range(item):

@@ -10,10 +10,8 @@ Each step is a transform module's factory called with options that ``ConvertOpti
 step is a ConvertOptions field and a caller can run its own list through ``process_geometry``.
 
 ``read_packed_scene`` returns numpy arrays in the habitat frame with no per-element Python
-work: sections are decompressed on a small thread pool (zstd and the numpy filters release
-the GIL), positions and UVs are dequantized with one vectorized multiply-add, and every
-index-like array is range-checked (one vectorized max) so a crafted file cannot make a
-renderer read out of bounds.
+work (sections decompressed on a small thread pool, vectorized dequantization), and every
+index-like array is range-checked, so a crafted file cannot make a renderer read out of bounds.
 """
 from __future__ import annotations
 

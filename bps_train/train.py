@@ -5,17 +5,13 @@ state encoder, PPO with 32-step rollouts, 1 epoch, 2 minibatches, gradient clip 
 (min trust ratio 0.01, weight decay 1e-2, lr 5e-4 scaled with batch size), normalized advantages.
 Simulation and inference overlap: the environments are split into groups of ``batch_size``
 (EnvPool's send/recv); while the simulator thread steps one group, the policy acts on the other.
-
 Multi-GPU / multi-node: run under ``torchrun``; each rank drives its own environments over a
 disjoint share of the scenes (``make(scene_shard=(rank, world))``) and gradients are
-all-reduced (DD-PPO style). On CPU the backend is gloo.
-
-Checkpoints (OUT_DIR/checkpoint.pt) resume exactly what can be resumed: the weights, the
-optimizer's moments and step counts, the update / frame counters, cumulative wall time and
-every rank's torch / numpy / python RNG streams. Episodes in flight and recurrent states are
-not saved (as in habitat-baselines): a resumed run restarts its environments with new episodes
-(the env seed includes the update index), so its trajectory after the resume point differs from
-an uninterrupted run's.
+all-reduced (DD-PPO style; gloo on CPU). Checkpoints (OUT_DIR/checkpoint.pt) resume the
+weights, the optimizer's moments and step counts, the update / frame counters, cumulative wall
+time and every rank's torch / numpy / python RNG streams. Episodes in flight and recurrent
+states are not saved (as in habitat-baselines): a resumed run restarts its environments with new
+episodes (the env seed includes the update index), so it differs from an uninterrupted run.
 """
 from __future__ import annotations
 

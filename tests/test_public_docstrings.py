@@ -6,7 +6,8 @@ and cannot be fooled by a decorator that swaps ``__doc__``. "Public" in bps_runt
 every top-level function and class not starting with ``_``, and every such method of a public
 class (properties included). In bps_assets the public API is what a module lists in ``__all__``
 (followed through ``from .x import name`` re-exports) plus every public top-level function and
-class of the modules in ``API_MODULES``.
+class of the modules in ``API_MODULES``. And every module of bps_assets, bps_runtime, bps_train
+and cli has a module docstring of at most ``MAX_MODULE_DOC_LINES`` lines (issue 21).
 """
 from __future__ import annotations
 
@@ -25,6 +26,10 @@ API_MODULES = (
 )
 
 DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+PACKAGES = ("bps_assets", "bps_runtime", "bps_train", "cli")
+# a module docstring says what the module is for and its contract; measurements and
+# tried-and-dropped notes live in docs/DECISIONS.md and docs/PERFORMANCE.md
+MAX_MODULE_DOC_LINES = 15
 
 
 def _parse(rel: str) -> ast.Module:
@@ -166,3 +171,38 @@ def test_checker_sees_a_missing_docstring(tmp_path, monkeypatch):
     monkeypatch.setattr(mod, "ROOT", tmp_path)
     monkeypatch.setattr(mod, "API_MODULES", ())
     assert missing_assets() == ["bps_assets/m.py:3 f", "bps_assets/m.py:7 C.g"]
+
+
+def module_docstring_problems() -> list[str]:
+    """Modules of ``PACKAGES`` without a module docstring or with one over the line limit."""
+    out = []
+    for pkg in PACKAGES:
+        for f in sorted((ROOT / pkg).rglob("*.py")):
+            rel = f.relative_to(ROOT).as_posix()
+            doc = ast.get_docstring(_parse(rel))
+            if not doc:
+                out.append(f"{rel}: no module docstring")
+            elif len(doc.splitlines()) > MAX_MODULE_DOC_LINES:
+                out.append(f"{rel}: module docstring of {len(doc.splitlines())} lines")
+    return out
+
+
+def test_module_docstrings_short():
+    problems = module_docstring_problems()
+    assert not problems, (f"{len(problems)} modules lack a module docstring of at most "
+                          f"{MAX_MODULE_DOC_LINES} lines (move measurements and history to "
+                          "docs/DECISIONS.md or docs/PERFORMANCE.md):\n" + "\n".join(problems))
+
+
+def test_module_docstring_check_can_fail(tmp_path, monkeypatch):
+    pkg = tmp_path / "cli"
+    pkg.mkdir()
+    (pkg / "ok.py").write_text('"""' + "line\n" * (MAX_MODULE_DOC_LINES - 1) + 'last."""\nX = 1\n')
+    (pkg / "long.py").write_text('"""' + "line\n" * MAX_MODULE_DOC_LINES + 'last."""\nX = 1\n')
+    (pkg / "bare.py").write_text("X = 1\n")
+    mod = sys.modules[__name__]
+    monkeypatch.setattr(mod, "ROOT", tmp_path)
+    monkeypatch.setattr(mod, "PACKAGES", ("cli",))
+    assert module_docstring_problems() == [
+        "cli/bare.py: no module docstring",
+        f"cli/long.py: module docstring of {MAX_MODULE_DOC_LINES + 1} lines"]

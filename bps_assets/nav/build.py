@@ -2,23 +2,16 @@
 
 Steps (``build_navmesh``): mark triangles walkable by slope (front faces, as Recast) ->
 conservative rasterization of every triangle into the x/z cell columns (the exact y-range of the
-triangle clipped to each column: vertices inside, edge / column-side crossings, column corners
-inside the triangle) -> merge the pieces of each column into solid spans (the top surface
-decides walkability, Recast's flag-merge rule) -> filters: low hanging obstacles, ledges,
-walkable spans with head room < agent height -> connect neighbour spans whose step <= max
-climb with shared head room >= agent height -> erode by the agent radius (chamfer distance
-from the border in cell units, like rcErodeWalkableArea) -> drop islands under
-``region_min_size^2`` cells (Recast's minRegionArea) -> label islands.
+triangle clipped to each column) -> merge the pieces of each column into solid spans (the top
+surface decides walkability, Recast's flag-merge rule) -> filters: low hanging obstacles,
+ledges, walkable spans with head room < agent height -> connect neighbour spans whose step <=
+max climb with shared head room >= agent height -> erode by the agent radius (like
+rcErodeWalkableArea) -> drop islands under ``region_min_size^2`` cells (Recast's
+minRegionArea) -> label islands.
 
-Heights are kept as floats (the top of the walkable surface in the cell), ``cell_height`` is
-only the tolerance for merging pieces of one column (pieces closer than half of it merge).
-
-Not used (decided on paper, not measured): Embree vertical rays at cell centres. They give
-exact heights, but the vertical zero-thickness wall sheets of scans are invisible to vertical
-rays, so walls would still need a conservative pass; the column clipping covers both, and the
-span height is then taken at the cell centre from the walkable triangles over it
-(``_centre_heights``). Measured: 3.3-5.9 s for a 600K-triangle, 150 m^2 scene on this shared
-machine (benchmarks/bench_navmesh.py), ~2/3 of it in the column clipping.
+Heights are floats: the walkable surface at the cell centre, from the walkable triangles over
+it (``_centre_heights``); ``cell_height`` is only the tolerance for merging pieces of one column
+(pieces closer than half of it merge). Design notes and timings: docs/DECISIONS.md.
 """
 from __future__ import annotations
 

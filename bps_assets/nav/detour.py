@@ -8,12 +8,10 @@ frame); ``import_detour(path, settings)`` turns that surface into the runtime ``
 
 Every count and size read from the file is checked against the bytes that are actually there
 (and against caps) before anything is allocated; each failure is a ``CorruptFileError`` that
-names the file and the tile / field. Variants handled: set versions 1 and 2 (habitat's
-NavMeshSettings block in each layout habitat-sim has written, found by where the first plausible
-tile starts; an unknown block is skipped with a ``NavFormatWarning``), 32-bit tile refs
-(``u32 ref, i32 size``) and the 64-bit ref variant (``u64 ref, i32 size, 4 pad``), and 12-byte
-or 16-byte ``dtLink`` records (``DT_POLYREF64`` builds), chosen by which one makes the tile's
-blocks add up to its declared size.
+names the file and the tile / field. Variants handled (layouts: docs/DETOUR.md): set versions
+1 and 2 (habitat's NavMeshSettings block in each layout habitat-sim has written; an unknown
+block is skipped with a ``NavFormatWarning``), 32- and 64-bit tile refs and 12- or 16-byte
+``dtLink`` records, each told apart by which reading makes the file's blocks add up.
 """
 from __future__ import annotations
 

@@ -1,23 +1,18 @@
 """PointNav episodes: habitat-lab's generator rules on a ``NavMesh``, habitat's v1 dataset files.
 
-Generation follows habitat-lab's ``generate_pointnav_episode`` (habitat/datasets/pointnav/
-pointnav_generator.py): sample a target; skip it if its island radius is < 1.5 m; try up to 10
-sources; a source is compatible when |dy| <= 0.5 m, the geodesic distance is finite and in
-[1, 30] m, its island radius is >= 1.5 m, and -- if geodesic/euclidean < 1.1 -- a uniform draw
-is <= 20 * (ratio - 0.98)^2 (aggressive rejection of straight-line episodes). The first
-compatible source makes an episode with a random yaw ``[0, sin(a/2), 0, cos(a/2)]``.
-
-Differences from habitat-lab, on purpose: the candidates are drawn in batches (one geodesic
-distance field per target serves all its sources), cheap tests (|dy|, island radius, euclidean
-> 30 m) run before the geodesic one -- the accepted distribution is the same because every
-test is a plain conjunction and the ratio draw is independent -- and the random stream is a
-seeded ``numpy.random.Generator``, so a seed reproduces a dataset exactly on any machine.
-``shortest_paths`` are not generated (habitat's released Gibson / MP3D files have none).
+Generation follows habitat-lab's ``generate_pointnav_episode`` (pointnav_generator.py): sample a
+target; skip it if its island radius is < 1.5 m; try up to 10 sources; a source is compatible
+when |dy| <= 0.5 m, the geodesic distance is finite and in [1, 30] m, its island radius is
+>= 1.5 m, and -- if geodesic/euclidean < 1.1 -- a uniform draw is <= 20 * (ratio - 0.98)^2.
+The first compatible source makes an episode with a random yaw ``[0, sin(a/2), 0, cos(a/2)]``.
+The accepted distribution is habitat-lab's; the random stream is a seeded numpy ``Generator``,
+so a seed reproduces a dataset exactly on any machine (why candidates are drawn in batches:
+docs/DECISIONS.md). ``shortest_paths`` are not generated (habitat's Gibson / MP3D files have none).
 
 Files (``write_pointnav_dataset`` / ``read_pointnav_dataset``): habitat's PointNav v1 layout,
 ``DIR/SPLIT/SPLIT.json.gz`` = ``{"episodes": []}`` and one ``DIR/SPLIT/content/{scene}.json.gz``
-= ``{"episodes": [...]}`` per scene; habitat's own files (everything in the split file, or
-content files, ``content_scenes_path``, ``data/scene_datasets/`` prefixes) read the same way.
+per scene; habitat's own files (episodes in the split file, or content files,
+``content_scenes_path``, ``data/scene_datasets/`` prefixes) read the same way.
 """
 from __future__ import annotations
 

@@ -1,80 +1,18 @@
-"""Geodesic distances on the span grid: Dijkstra over line-of-sight edges of a large neighbourhood.
+"""Geodesic distances on the span grid: Dijkstra over line-of-sight edges and reflex corners.
 
 Each span gets an edge to the span reached along the straight line to every cell at offset
 ``(dc, dr)`` with ``max(|dc|, |dr|) <= R`` and ``gcd(dc, dr) == 1``, kept only when every cell
-the segment crosses is walked through connected spans (at an exact corner crossing, both
-orders must lead to the same span). Edge weights are 3D distances between span centres.
-Shortest paths then bend only at obstacle corners, and along open stretches the direction is
-quantized to the neighbourhood's angles (worst case 1/cos(half the largest angle gap) - 1).
-Corner nodes (issue 12): shortest paths in the navigable region (the union of the span cells,
-docs/NAVMESH.md section 1) bend only at its reflex corners: a cell corner whose two side
-neighbours are linked to the span but whose diagonal cell is not reached from both. Each such
-corner is a node (pulled 1e-4 m into the span's cell, like snapped points), joined both ways to
-the span centres within ``CORNER_SPAN_RADIUS`` cells and to the corner nodes within
-``CORNER_RADIUS`` cells that the segment reaches through linked spans (the walk of
-``line_of_sight``). Dijkstra runs over spans and corners; a field keeps the span centres only.
-The goal (or the start, for a field) is attached to the spans it sees directly with its exact
-distance, and a query point reads the field through the spans it sees directly, so endpoints
-are not rounded to cell centres and the runtime's read rule (bps_runtime/step_kernels.py
-``geodesic``) is unchanged. Our compiled Dijkstra (``bps_assets/native/_dijkstra.c``) does
-the search with the GIL released; scipy's is the fallback when it was not compiled (scipy holds
-the GIL for the whole search, which stalled the runtime's step loop while background threads
-computed fields).
+the segment crosses is walked through connected spans; weights are 3D distances between span
+centres. Each reflex corner of the navigable region (docs/NAVMESH.md sections 1 and 4) is a node
+too, joined to the span centres within ``CORNER_SPAN_RADIUS`` cells and the corner nodes within
+``CORNER_RADIUS`` cells that it sees, so shortest paths bend at obstacle corners. A field holds
+one distance per span centre; the goal (or start) is attached to the spans it sees directly with
+its exact distance, and a query point reads the field through the spans it sees, so endpoints
+are not rounded to cell centres (the runtime's read rule: bps_runtime/step/kernels.py
+``geodesic``). The search runs in our compiled Dijkstra (``bps_assets/native/_dijkstra.c``, GIL
+released), or scipy's when that was not compiled (it holds the GIL for the whole search).
 
-Corner nodes, measured on bps_assets/nav/exact_scenes.py's apartment (radius 0.18, cell 0.05,
-exact eroded free space, 240 pairs of benchmarks/nav_accuracy.py; median / p95 / max):
-  bending at span centres only (before):                          0.84% / 2.58% / 4.6%
-  nodes at the reflex corners, spans within 4 / corners within 12: 0.37% / 1.08% / 2.0%
-    spans within 8:                                                0.32% / 1.03% / 1.9%
-    spans within 12 (the default, corners within 16):              0.28% / 1.00% / 1.8%
-    spans within 4, every corner pair in sight (23 s to build):    0.30% / 1.05% / 2.0%
-  the floor of the method, exact shortest paths in the cells' union
-    (every corner pair and endpoint in sight):                     0.19% / 0.93% / 1.6%
-  Scan-like apartment (2 mm noise; two pair seeds): spans within 8: 0.49% / 1.46% | 0.41% /
-  1.23%; 12: 0.45% / 1.44% | 0.37% / 1.19%; 16 (2x the build): 0.41% / 1.43% | 0.33% / 1.17%;
-  the union's floor 0.26% / 1.29%.
-Dropped: nodes pulled from the corner towards the span centre by 1/4 (0.54% / 1.49%) or 1/2
-(0.67% / 1.97%) of the half diagonal (the exact path hugs the corner); nodes at every boundary
-corner, not only reflex ones (11x the nodes, 0.366% vs 0.370%); seeding and reading fields
-through corner nodes as well (0.369% vs 0.370%, and the runtime would need them). Not done:
-moving the nodes ~1 cm outwards, which cancels the union's own bias on these scenes (0.09% /
-0.47%) but is a constant fitted to them. Cost: 1-2 % of spans are reflex corners (apartment
-552 of 25K, van Gogh scan 46 of 3.8K, synth Gibson 239 of 44K). The corner edges' walks
-were 0.42 s of a 0.7 s graph build on the scan-like apartment in numpy; they are compiled now
-(bps_assets/native/_navbuild.c, same answers, numpy the fallback): on the synth Gibson scene
-the graph build goes from 0.48 to 0.74 s and one field from 37 to 33-40 ms (bench_navmesh.py,
-loaded machine, docs/PERFORMANCE.md).
-
-``queries.geodesic_distance`` first checks whether the two points see each other (a walk of the
-crossed cells through the neighbour links) and then returns the exact straight-line distance.
-
-Neighbourhood radius, measured before the corner nodes on the accuracy scenes of
-bps_assets/nav/reference_scenes.py (8 x 6 m room, 7 rotated rectangular obstacles, free space
-known exactly, 150 random pairs >= 1 m apart per scene, exact distances from a visibility
-graph); relative error median / p95 / max, scene seed 0 | seed 1. Graph only (before the
-line-of-sight shortcut was added):
-  R=1 (plain 8-connected Dijkstra):  5.4% / 8.0% / 9.0%   | 6.2% / 8.0% / 8.3%
-  R=2 (16 directions):               1.6% / 2.7% / 4.1%   | 1.4% / 2.7% / 3.4%
-  R=3 (32 directions):               0.52% / 1.3% / 2.5% | 0.50% / 1.3% / 2.6%
-  R=4 (48 directions):               0.27% / 0.79% / 1.9% | 0.26% / 1.0% / 2.5%
-  R=5 (80 directions):               0.16% / 0.66% / 1.8% | 0.17% / 0.92% / 2.4%
-With the line-of-sight shortcut (``python benchmarks/bench_navmesh.py``):
-  R=1:  4.5% / 7.8% / 9.0%    | 3.0% / 7.6% / 8.1%
-  R=2:  1.0% / 2.4% / 4.1%    | 0.57% / 2.6% / 3.4%
-  R=3:  0.30% / 1.2% / 2.5%   | 0.18% / 1.3% / 2.6%
-  R=4 (the default):  0.18% / 0.77% / 1.9%  | 0.12% / 1.0% / 2.5%
-  R=5:  0.11% / 0.63% / 1.8%  | 0.06% / 0.92% / 2.4%
-With the corner nodes as well (same scenes and command, 18:01 UTC):
-  R=1:  0.80% / 3.8% / 5.6%   | 0.36% / 4.1% / 4.8%
-  R=4 (the default):  0.047% / 0.35% / 0.58%  | 0.034% / 0.45% / 0.94%
-Without them, the remaining max error came from paths bending at span centres near obstacle
-corners, which no neighbourhood removes. R=4 meets median <= 1% and p95 <= 3% with margin at
-48 edges per span (2.9 M edges, 0.2-0.3 s to build, ~55 ms per Dijkstra on a 63K-span scene);
-R=5 costs 1.7x the edges for little.
-Not tried: fast marching / Theta*-style parent relaxation (inherently sequential: would need a
-line-of-sight walk inside the compiled search). With the corner nodes it could only remove the
-direction quantization left between the default graph and the union's floor above (0.28% vs
-0.19% median on the apartment).
+Accuracy figures and the variants tried and dropped: docs/DECISIONS.md, docs/NAVMESH.md.
 """
 from __future__ import annotations
 

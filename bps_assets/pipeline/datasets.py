@@ -3,18 +3,15 @@
 Each file names a dataset's on-disk layout (habitat's: ``gibson/NAME.glb``,
 ``mp3d/ID/ID.glb`` or ``hm3d/{split}/{index}-ID/ID.basis.glb``, with the ``.navmesh`` beside
 the scene), its splits with their subsets (train / val / test) and per-scene facts (quality,
-stats). The schema is described in ``data_manifests/README.md``.
-
-Layout templates name up to three fields: ``{scene}`` (the scene id, required), ``{split}``
-(a split folder) and ``{index}`` (a number in the folder name); ``layout.fields`` gives the
-regular expression each field matches. A subset of a split is either a list of scene ids, or
-a rule ``{"folder": F, "index": [LO, HI]}``: every scan found under split folder F whose index
-is in LO..HI (HM3D ships 1,000 scans whose ids nobody can list without the data).
+stats); schema: ``data_manifests/README.md``. Layout templates name up to three fields:
+``{scene}`` (the scene id, required), ``{split}`` (a split folder) and ``{index}`` (a number in
+the folder name); ``layout.fields`` gives each field's regular expression. A subset of a split
+is a list of scene ids, or a rule ``{"folder": F, "index": [LO, HI]}``: every scan under split
+folder F whose index is in LO..HI (HM3D ships 1,000 scans nobody can list without the data).
 
 A habitat scene dataset config, or a folder of scans that belongs to no known dataset
-(``load_scan_folder``), is a dataset too, of one split ``all``.
-
-Where the files are found: ``bps_assets.manifests_location``.
+(``load_scan_folder``), is a dataset too, of one split ``all``. Where the files are found:
+``bps_assets.manifests_location``.
 """
 from __future__ import annotations
 

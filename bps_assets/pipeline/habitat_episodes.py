@@ -2,19 +2,16 @@
 ``content/{ID}.json.gz`` per scene), mapped onto the scenes of a preprocessed manifest.
 
 An episode names its scene by habitat's ``scene_id``: a path relative to
-``data/scene_datasets`` (``hm3d/val/00800-TEEsavR23oF/TEEsavR23oF.basis.glb``; the
-``data/scene_datasets/`` prefix may be written out). It is matched first against the source
-path each manifest scene was converted from (exact: the same scan), then by habitat's scene
-name (file name up to the first dot, ``TEEsavR23oF``), which is how habitat names content
-files and how our manifests name HM3D scenes. So habitat's val episodes map onto a manifest
-made from the ``val`` folder, and also onto one made from ``minival`` (same scan ids, other
-folder) for the scenes it holds.
+``data/scene_datasets`` (``hm3d/val/00800-TEEsavR23oF/TEEsavR23oF.basis.glb``; the prefix may
+be written out). It is matched first against the source path each manifest scene was converted
+from (exact: the same scan), then by habitat's scene name (file name up to the first dot), which
+is how habitat names content files and how our manifests name HM3D scenes; so val episodes map
+onto a manifest made from ``val`` and onto one made from ``minival`` for the scenes it holds.
 
-The runtime (``make(..., episodes=PATH)``) should call ``map_habitat_episodes(PATH,
-manifest)`` and use ``.by_scene`` (manifest name -> episodes); episodes of scenes the manifest
-lacks are an ``InputError`` unless ``allow_unmatched`` (then counted in ``.unmatched``).
-ObjectNav v1 files: ``map_habitat_objectnav`` maps the same way and keeps the dataset (goals by
-category, category maps) in ``.objectnav``.
+``map_habitat_episodes(PATH, manifest).by_scene`` maps manifest name -> episodes (what the
+runtime's ``make(..., episodes=PATH)`` uses); episodes of scenes the manifest lacks are an
+``InputError`` unless ``allow_unmatched`` (then counted in ``.unmatched``). ObjectNav v1 files:
+``map_habitat_objectnav`` maps the same way and keeps the dataset in ``.objectnav``.
 """
 from __future__ import annotations
 

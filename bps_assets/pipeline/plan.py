@@ -1,20 +1,17 @@
 """Which scenes of a split are under a source root, and which of them this shard processes.
 
 A source root is the directory holding the dataset's layout, habitat-style (e.g.
-``data/scene_datasets`` with ``gibson/Adrian.glb`` and ``gibson/Adrian.navmesh`` inside);
-pointing at the layout directory itself (``.../gibson``) works too.
-
-Every file under the layout's top directory is classified: a scene of the split (with its
-navmesh and companions), a known scene of another split (``other_split``: not processed, not
-a problem), a scene-shaped file whose id the dataset does not know (``unknown``), or anything
-else (``stray``). Scenes of the split without their scene file are ``missing``.
-
-Shards: ``Shard(i, n)`` takes every n-th scene, starting at the i-th, of the split's scene
-list sorted by name. The list comes from ``data_manifests`` (not from the files found), so
-every node computes the same partition whatever its local view of the tree; shards differ in
-size by at most one scene. Datasets whose scenes are found rather than listed (index-rule
-splits such as HM3D's, habitat scene dataset configs) are planned by ``discover``; their
-partition is over the scans found, so all nodes must see the same tree.
+``data/scene_datasets`` with ``gibson/Adrian.glb`` and ``gibson/Adrian.navmesh`` inside), or the
+layout directory itself (``.../gibson``). Every file under the layout's top directory is
+classified: a scene of the split (with its navmesh and companions), a known scene of another
+split (``other_split``: not processed, not a problem), a scene-shaped file whose id the dataset
+does not know (``unknown``), or anything else (``stray``); split scenes without their scene file
+are ``missing``. Shards: ``Shard(i, n)`` takes every n-th scene, from the i-th, of the split's
+scene list sorted by name. The list comes from ``data_manifests`` (not from the files found), so
+every node computes the same partition whatever its view of the tree; shards differ in size by
+at most one scene. Datasets whose scenes are found rather than listed (index-rule splits such as
+HM3D's, habitat scene dataset configs) are planned by ``discover``; their partition is over the
+scans found, so all nodes must see the same tree.
 """
 from __future__ import annotations
 

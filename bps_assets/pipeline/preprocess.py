@@ -1,32 +1,18 @@
 """Preprocess a dataset split: every scene -> packed scene + navmesh (+ PointNav episodes).
 
-Output layout under OUT_ROOT (paths in the manifest are relative to it)::
+Outputs under OUT_ROOT (manifest paths are relative to it; the layout: docs/PIPELINE.md):
+``manifest.json`` (``manifest.shard-I-of-N.json`` with --shard), ``scenes/NAME.bps``,
+``navmeshes/NAME.navmesh.bps``, ``episodes/pointnav/SUBSET/`` (habitat v1) and the resume
+bookkeeping in ``.bps-state/`` (``scenes/NAME.json`` records, ``logs/NAME.log`` tracebacks).
 
-    manifest.json                       (or manifest.shard-I-of-N.json with --shard)
-    scenes/NAME.bps                     packed scene (SCEN container)
-    navmeshes/NAME.navmesh.bps          navmesh (NAVM container)
-    episodes/pointnav/SUBSET/SUBSET.json.gz           habitat v1 index ({"episodes": []})
-    episodes/pointnav/SUBSET/content/NAME.json.gz     the scene's episodes
-    .bps-state/scenes/NAME.json         completion record of NAME (resume bookkeeping)
-    .bps-state/logs/NAME.log            traceback of NAME's last failure
-
-Resume rules. A scene's *fingerprint* is the sha256 of its source files' sha256s, the settings
-and the tool version. The completion record is written (atomically) only after every output
-of the scene has been written (atomically, temp file + rename) and hashed, and it is deleted
-before a scene is redone; so after any interruption, even kill -9, a record exists exactly for
-the scenes whose outputs are complete. A rerun skips a scene when its record's fingerprint
-matches and its outputs pass the resume check (``resume_check``: sizes, headers and section
-CRCs; full sha256 with ``verify_kept``); sources whose size and mtime are unchanged are not
-re-hashed. Everything else is redone.
-
-Failures. Each scene runs in a worker process (even with one worker; ``in_process`` is for
-debuggers and tests); an exception fails that scene only (its error
-goes in the summary and the manifest, the traceback in ``.bps-state/logs``). A worker that
-dies (segfault, OOM kill) breaks the pool: the scenes that were in flight are then rerun one
-per fresh process, so only the culprit fails ("worker process died").
-
-Missing scenes of the split are reported (manifest ``missing``, summary), not fatal, unless
-``require_all`` (CLI ``--require-all``).
+Resume: a scene's completion record is written (atomically) only after every output is written
+(atomically) and hashed, and deleted before the scene is redone, so after any interruption, even
+kill -9, records exist exactly for complete scenes. A rerun skips a scene whose fingerprint
+(sources' sha256s, settings, tool version) matches its record and whose outputs pass
+``resume_check``; everything else is redone. Failures: each scene runs in a worker process
+(``in_process`` is for debuggers and tests); an exception or a dying worker fails that scene
+only (error in the summary and manifest, traceback in the log). Missing scenes of the split are
+reported (manifest ``missing``, summary), not fatal, unless ``require_all`` (``--require-all``).
 """
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 A completion record vouches for outputs that were complete when it was written; it cannot
 vouch for what happened to them since (a disk error, a copy cut short, a file replaced by
 garbage of the same size). So before a scene is skipped as up to date, every output it keeps
-is checked, and a scene with a damaged output is redone:
+is checked (on a thread pool), and a scene with a damaged output is redone:
 
 - default (cheap): the recorded size; for packed files (SCEN / NAVM containers) the preamble,
   the header, the recorded kind and content version, and the CRC-32 of every section's stored
@@ -12,11 +12,7 @@ is checked, and a scene with a damaged output is redone:
 - ``full`` (``--verify-kept``): the sha256 of every kept file against the record, as
   ``bps-assets verify`` does.
 
-Why CRC-32 by default: on one 256 MiB buffer here (2 cores, load average 6.5 from other
-jobs) ``zlib.crc32`` ran at 1.05 GB/s and ``hashlib.sha256`` at 0.51 GB/s, so the default
-check reads every byte at about twice the speed of a full hash, and it also catches a header
-that no longer parses. Files are checked on a thread pool (zlib and hashlib release the GIL
-on large buffers).
+Why CRC-32 by default (speed figures): docs/DECISIONS.md.
 """
 from __future__ import annotations
 

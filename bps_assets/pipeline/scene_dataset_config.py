@@ -1,22 +1,17 @@
 """A habitat scene dataset config (``*.scene_dataset_config.json``) as a source description.
 
-habitat-sim's SceneDataset config names its stages under ``stages.paths``: per file
-extension, a list of glob patterns or folders relative to the config file (``".glb":
-["*/*.basis.glb"]``); ``.json`` entries name stage configs (``*.stage_config.json``, whose
-``render_asset`` is relative to that stage config). ``stages.default_attributes.up`` gives the
-up axis (habitat's default is Y). Navmeshes: ``navmesh_instances`` maps a handle to a
-``.navmesh`` path (used when the handle is the stage's name), else the file beside the stage
-with its last extension replaced (``X.basis.glb`` -> ``X.basis.navmesh``), as habitat-sim
-looks for it.
-
-Only stages are read: a dataset made of stages alone (HM3D, Gibson, MP3D, habitat test
-scenes) preprocesses without a ``data_manifests`` entry. Objects, articulated objects,
-lighting and scene instances are not scenes for the batch renderer and are ignored.
-
-Scene names are habitat's ``scene_from_scene_path`` (file name up to the first dot), which
-is also the name of a scene's episode content file; two stages with one name are an error.
-Every scene belongs to split ``all``, subset ``train`` (``datasets.load_dataset(PATH)`` makes
-the ``Dataset``; its name is the config's absolute path, so worker processes find it again).
+habitat-sim's config names its stages under ``stages.paths``: per file extension, glob patterns
+or folders relative to the config file (``".glb": ["*/*.basis.glb"]``); ``.json`` entries name
+stage configs (``*.stage_config.json``, whose ``render_asset`` is relative to them).
+``stages.default_attributes.up`` gives the up axis (habitat's default is Y). A stage's navmesh:
+``navmesh_instances[handle]`` when the handle is the stage's name, else the file beside the
+stage with its last extension replaced (``X.basis.glb`` -> ``X.basis.navmesh``), as habitat-sim
+looks for it. Only stages are read (objects, articulated objects, lighting and scene instances
+are ignored), so stage-only datasets (HM3D, Gibson, MP3D, habitat test scenes) preprocess
+without a ``data_manifests`` entry. Scene names are habitat's ``scene_from_scene_path`` (file
+name up to the first dot, also the episode content file's name); two stages with one name are
+an error. Every scene is in split ``all``, subset ``train``; ``datasets.load_dataset(PATH)``
+makes the ``Dataset``, named by the config's absolute path so worker processes find it again.
 """
 from __future__ import annotations
 

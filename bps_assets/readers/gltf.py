@@ -2,20 +2,17 @@
 
 The node hierarchy of the default scene (or every root node when the file names no default
 scene; every mesh once when the file has no nodes at all) is flattened into world-space
-meshes: one ``Mesh`` per (node instance, primitive). Each primitive is decoded once and then
-transformed per instance, so a mesh used by many nodes costs one decode. Nothing changes the
-frame: a Z-up scan stays Z-up.
-
-What is read: triangles / strips / fans (points and lines are skipped and counted in
-``doc.stats``), indexed or not, sparse and normalized accessors (KHR_mesh_quantization),
-Draco and meshopt compressed geometry, POSITION / NORMAL / COLOR_0 / the TEXCOORD_n set the
-base colour texture uses (KHR_texture_transform applied), base colour factor and texture
-(KHR_materials_pbrSpecularGlossiness: the diffuse factor and texture). Not applied: skins,
-morph targets and animations (the static bind pose is read), CESIUM_RTC centres.
-
-Every external URI is checked (inside the file's directory, file present) before anything is
-read, and every count, offset and stride is checked against the bytes that back it before an
-array is allocated (gltf_accessors). Arrays are never shared between two output meshes.
+meshes: one ``Mesh`` per (node instance, primitive), each primitive decoded once and then
+transformed per instance. Nothing changes the frame: a Z-up scan stays Z-up.
+Read: triangles / strips / fans (points and lines are skipped and counted in ``doc.stats``),
+indexed or not, sparse and normalized accessors (KHR_mesh_quantization), Draco and meshopt
+geometry, POSITION / NORMAL / COLOR_0 / the TEXCOORD_n set the base colour texture uses
+(KHR_texture_transform applied), base colour factor and texture (or the diffuse ones of
+KHR_materials_pbrSpecularGlossiness). Not applied: skins, morph targets and animations (the
+static bind pose is read), CESIUM_RTC centres. Every external URI is checked (inside the file's
+directory, file present) before anything is read, and every count, offset and stride against
+the bytes that back it before an array is allocated (gltf_accessors). Arrays are never shared
+between two output meshes.
 """
 from __future__ import annotations
 
@@ -50,8 +47,8 @@ IMAGE_SOURCE_EXTENSIONS = ("EXT_texture_webp", "KHR_texture_basisu", "GOOGLE_tex
 MODE_POINTS, MODE_LINES, MODE_LINE_LOOP, MODE_LINE_STRIP = 0, 1, 2, 3
 MODE_TRIANGLES, MODE_STRIP, MODE_FAN = 4, 5, 6
 # Counted over the expanded node DAG before any instance is made (a node reached by two paths
-# counts twice): walking 2^20 instances took 66 s and 10^6 primitives 181 s, while real scans
-# have tens to a few thousand of each. ``expanded_counts`` refuses more, in milliseconds.
+# counts twice): real scans have tens to a few thousand of each, and walking a crafted DAG's
+# instances takes minutes (docs/DECISIONS.md). ``expanded_counts`` refuses more, in milliseconds.
 MAX_INSTANCES = 1 << 17            # node instances
 MAX_PRIMITIVE_INSTANCES = 1 << 16  # mesh primitives, each instanced once per node that uses it
 MAX_DEPTH = 1024

@@ -9,13 +9,8 @@ options become the UV transform, applied to the UVs).
 An OBJ's MTL is advisory: a missing ``mtllib`` file or ``map_Kd`` image does not stop the load;
 it is counted in ``doc.stats`` (``missing_mtllib``, ``missing_textures``) and the default
 material is used. Paths that leave the OBJ's directory are refused (InputError).
-
-Speed: lines are classified by their first bytes with numpy; each run of same-kind lines
-(all the ``v`` of an object, all its ``f``, ...) is parsed in one ``np.fromstring`` call;
-only state lines (o/g/usemtl/mtllib/...) and runs in unusual forms go line by line. Corner
-de-duplication, triangulation and per-group splitting are vectorized.
-Tried and dropped: one Python loop over lines (split + dispatch): 3.0 s for a 600K-triangle,
-22 MB OBJ; the run-based scan reads it in 0.5 s (same machine, benchmarks/bench_readers.py).
+Parsing is vectorized: lines are classified by their first bytes with numpy and each run of
+same-kind lines is parsed in one ``np.fromstring`` call (timings: docs/DECISIONS.md).
 """
 from __future__ import annotations
 

@@ -2,29 +2,17 @@
 
 ``generate(out_root, layout, scenes, seed, size)`` writes ``OUT/gibson/NAME.glb`` or
 ``OUT/mp3d/ID/ID.glb`` (binary glTF 2.0, Z up like the real scans, so the habitat frame is
-(x, y, z) -> (x, z, -y)) and returns one ``SceneInfo`` per scene: ground truth for tests
-(rooms, storeys, closed room, table tops, stairs, ...) in the habitat frame. Nothing besides
-the GLBs is written, as in the real datasets; ``describe()`` recomputes a SceneInfo.
-
-A scene is a pure function of (layout, name, seed, size): its generator is seeded from a hash
-of those four values, so the same scene comes out byte-identical in any run and in any subset.
-
-Scene names (rule): real names from ``data_manifests/{gibson,mp3d}.json``, split "tiny"
-(gibson) or "benchmark" (mp3d). Position i takes the next *val* scene when i % 4 == 1 and the
-next *train* scene otherwise, so any N >= 2 has a val scene and about 3/4 are train; when one
-list runs out the other continues, then the split's test scenes, then the rest of the
-manifest's scenes in sorted order.
-
-Modules: ``names`` (the naming rule), ``layout`` (floor plans), ``geometry`` (meshes),
-``textures``, ``ground_truth`` (the SceneInfo records).
-
-Features by position i (``i % 4``): 0 -> one storey with a closed room (no door), 1 -> two
-storeys joined by a stair flight, 2 -> one storey, 3 -> two storeys and a closed room. So any
-N >= 2 has a closed room and a stair flight. Names not in the order get features from a hash.
-
-Sizes: "small" ~45-60 m^2 of floor per scene (two-storey scenes ~80 m^2), ~30K triangles,
-256/512 px textures (PNG and JPEG); "gibson" ~150 m^2 of floor, ~600K triangles, 2048^2
-JPEG textures, as a real Gibson scan.
+(x, y, z) -> (x, z, -y)) and returns one ``SceneInfo`` per scene: ground truth for tests (rooms,
+storeys, closed room, table tops, stairs, ...) in the habitat frame. Nothing besides the GLBs is
+written, as in the real datasets; ``describe()`` recomputes a SceneInfo. A scene is a pure
+function of (layout, name, seed, size): byte-identical in any run and in any subset.
+Names are real ones from ``data_manifests`` (the rule: ``names``); features by position i % 4:
+0 one storey with a closed room (no door), 1 two storeys joined by a stair flight, 2 one storey,
+3 two storeys and a closed room (names not in the order: from a hash); so any N >= 2 has a val
+scene, a closed room and a stair flight. Sizes: "small" ~45-60 m^2 of floor (two storeys ~80),
+~30K triangles, 256/512 px textures; "gibson" ~150 m^2, ~600K triangles, 2048^2 JPEG textures.
+Modules: ``names``, ``layout`` (floor plans), ``geometry`` (meshes), ``textures``,
+``ground_truth`` (the SceneInfo records).
 """
 from __future__ import annotations
 

@@ -1,21 +1,18 @@
 """Floor plans for the synthetic scans: rooms, doors, stairs, furniture. No meshing here.
 
-Everything is in the file frame of the real Gibson / MP3D GLBs: metres, Z up; plan
-coordinates are (x, y). A room's ``cell`` runs between wall centre lines; its ``interior``
-is the cell shrunk by half the wall thickness, so walls have real thickness ``WALL_T``
-between two rooms' interiors.
-
-How a plan is made (all draws from one numpy Generator, so a seed fixes the plan):
+Everything is in the file frame of the real Gibson / MP3D GLBs: metres, Z up; plan coordinates
+are (x, y). A room's ``cell`` runs between wall centre lines; its ``interior`` is the cell
+shrunk by half the wall thickness, so walls have real thickness ``WALL_T`` between two rooms'
+interiors. All draws come from one numpy Generator, so a seed fixes the plan:
 - footprint W x D, split recursively (BSP) into rooms; two-storey plans first reserve a hall
-  strip along x-min that holds a straight stair flight against the exterior wall, and both
-  storeys share the partition (walls stack, as in a house);
-- doors: a random spanning tree over walls long enough for a door (plus sometimes one extra
-  door, giving loops); with ``closed_room`` one room on storey 0 whose removal keeps the rest
+  strip along x-min holding a straight stair flight against the exterior wall, and both
+  storeys share the partition (walls stack);
+- doors: a random spanning tree over walls long enough for a door (sometimes one extra door,
+  giving loops); with ``closed_room`` one room on storey 0 whose removal keeps the rest
   connected gets no door at all;
-- furniture by rejection sampling on a 5 cm grid per room: nothing may enter a door's approach
-  zone or the stair zones, and each obstacle is accepted only if a grid search (obstacles
-  inflated by ``CLEAR``, a bit more than the agent radius) still connects every door and stair
-  end of the room.
+- furniture by rejection sampling on a 5 cm grid per room, never in a door's approach zone or
+  the stair zones; an obstacle is kept only if a grid search (obstacles inflated by ``CLEAR``,
+  a bit more than the agent radius) still connects every door and stair end of the room.
 """
 from __future__ import annotations
 

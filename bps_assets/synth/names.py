@@ -1,6 +1,6 @@
 """Synthetic scans carry real dataset scene names, read from ``data_manifests/``.
 
-The rule (also in the package docstring): position i takes the next *val* scene when
+The rule: position i takes the next *val* scene when
 i % 4 == 1 and the next *train* scene otherwise; when one list runs out the other continues,
 then the split's test scenes, then the rest of the manifest's scenes in sorted order.
 """

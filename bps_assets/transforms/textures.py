@@ -1,19 +1,16 @@
 """Decoded images -> capped, mip-mapped, block-compressed textures (GPU-ready).
 
 Each texture is resized once to power-of-two sides (nearest power of two in log scale, capped
-at ``max_texture``), its full mip chain is built with 2x2 box reduction down to 1x1, and
-every level is block-compressed with etcpak: BC1 (default, 8 bytes per 4x4 block = 0.5 byte
-per texel, 0.67 with the mip chain: alpha is dropped) or BC7 (1 byte per texel, keeps alpha).
-Levels smaller than 4x4 are edge-padded to one block. Quality is measured as the PSNR of
-mip 0 (RGB; RGBA for BC7) decoded with Pillow's BCn decoder against the resized source
-(etcpak's own decompressors crash, see DEVELOPERS.md).
+at ``max_texture``), its full mip chain is built with 2x2 box reduction down to 1x1 (averaged
+in sRGB values, not linear light: docs/DECISIONS.md), and every level is block-compressed with
+etcpak: BC1 (default, 8 bytes per 4x4 block = 0.5 byte per texel, 0.67 with the mip chain:
+alpha is dropped) or BC7 (1 byte per texel, keeps alpha). Levels smaller than 4x4 are
+edge-padded to one block. Quality is the PSNR of mip 0 (RGB; RGBA for BC7) decoded with
+Pillow's BCn decoder against the resized source (etcpak's own decompressors crash).
 
 Output, for all textures together: ``tex_blocks`` uint8 [B] (every level's blocks back to
 back, each level starting at a multiple of 16 bytes) and ``tex_levels`` int64 [L,6] rows
 (texture, level, width, height, byte_offset, format) with format 1 = BC1, 7 = BC7.
-
-Mips are averaged in sRGB values, not linear light (slightly darkens high-contrast detail
-in the small levels; cheap and what most scan pipelines do).
 """
 from __future__ import annotations
 

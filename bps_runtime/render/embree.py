@@ -4,27 +4,14 @@ Embree is reached through our C bridge (``embree_bridge``: BVH builds and tracin
 released, camera rays generated in C and traced in 16-wide packets) or, when the bridge was not
 compiled, through embreex. All agents that look at the same resident scene are traced in one
 call per worker thread; agents are split across ``options.threads`` threads by count, and each
-thread also shades its own hits, so shading overlaps the other threads' ray casting. Shading
-(``shading="auto"`` picks the first available): "native", C shading fused into the bridge's
-packet loop (each packet's texel reads prefetched together); "warp", the Warp backend's own
-shading function compiled for Warp's CPU device (when the bridge is not compiled and warp-lang
-is installed); "numpy", the reference ``numpy_shader.shade_hits`` (same results; ~3x slower
-than the rays). Depth-only frames use the DISTANCE query; RGB needs the primitive id and
-barycentrics, which cost the same rays. The semantic sensor reads ``tri_object`` at the hit's
-primitive id: in the bridge's packet loop (one int32 load per hit), or from embreex's hits.
+thread shades its own hits. Shading (``shading="auto"`` picks the first available): "native"
+(C, fused into the bridge's packet loop), "warp" (the Warp backend's shading function on Warp's
+CPU device, when the bridge is not compiled and warp-lang is installed) or "numpy" (the
+reference ``numpy_shader.shade_hits``); all implement ``shading_data``'s model. Depth-only
+frames use the DISTANCE query; RGB needs the primitive id and barycentrics (the same rays).
+The semantic sensor reads ``tri_object`` at the hit's primitive id.
 
-Measured on a 606K-triangle synth Gibson scene, 4.2M rays of 1024 64x64 cameras, 2 threads:
-embreex 9.3 M rays/s, the bridge 12.8 M rays/s (16-wide packets; 6.1 vs 4.4 M/s on one
-thread); BVH build 0.33 s holding the GIL (embreex) vs 0.15 s with a probe thread never
-stalled more than 5 ms (bridge).
-
-Tried and dropped: one thread per scene (8 scenes over 2 cores left one core idle at the end
-of each frame); casting normalized directions and multiplying by the cosine afterwards (an
-extra [N*H*W] pass: unnormalized (x, y, -1) directions give the z-depth directly); einsum for
-the per-agent ray rotation (290 ms per 2M rays vs 80 ms with matmul); numpy shading as the
-default (0.6-0.9 s per 1M hits on a 600K-triangle scene, ~2x the rays' cost, even after
-replacing the 8 byte-gathers per BC1 texel by one uint64 gather: RGB/depth ~0.35-0.4; the
-compiled Warp CPU shader brings it to ~0.6-0.7).
+Measurements and dropped designs: docs/DECISIONS.md (bps_runtime/render/embree.py).
 """
 from __future__ import annotations
 

@@ -5,17 +5,13 @@ Shading (every backend implements exactly this; the tests compare them pixel for
   colour = texel(material texture, mip, uv) * material_color * vertex colour, RGB uint8,
 with point sampling at the nearest texel of mip level round(lod), clamped to the chain, and
   lod = log2(z * pixel_angle / max(|cos(incidence)|, 0.05)) + tri_lod_bias[tri]
-where tri_lod_bias = 0.5 * log2(uv area * level-0 texels / world area) is prepared per
-triangle by the loader (so the step path never looks at vertex positions for shading). UVs
-wrap (glTF REPEAT), uv (0, 0) is the first texel of the first row (glTF convention).
-Textures are BC1 blocks (decoded per sampled texel: block index, two RGB565 endpoints, a
-2-bit selector) or, for BC7 sources, RGBA8 levels the loader expanded with Pillow (a
-vectorized BC7 decoder is not worth it for the few scenes that use BC7).
+where tri_lod_bias = 0.5 * log2(uv area * level-0 texels / world area), prepared per triangle
+by the loader. UVs wrap (glTF REPEAT); uv (0, 0) is the first texel of the first row. Textures
+are BC1 blocks (decoded per sampled texel) or RGBA8 levels (BC7 sources, expanded by the loader).
 
 Every index a renderer follows (triangle -> vertices, triangle -> material, material ->
 texture, texture -> levels -> bytes) is checked by ``ShadingData``'s constructor, so a backend
-never reads outside a table; the C bridge checks them again per hit (it must not trust memory
-that Python can change after the check).
+never reads outside a table; the C bridge checks them again per hit (docs/DECISIONS.md).
 """
 from __future__ import annotations
 

@@ -10,10 +10,7 @@ The kernel implements the shading described in ``shading_data`` operation for op
 float32 order, same integer BC1 formulas), so the only differences to Embree come from the two
 ray / triangle intersection routines (barycentrics differ in the last bits: a texel boundary or
 a mip boundary can move by one on a handful of pixels).
-
-Tried and dropped: one launch per resident scene with an agent index array (the previous
-design): the host had to group agents by scene (a device->host copy and a sort per frame on
-CUDA) and the launch count grew with the number of resident scenes.
+Dropped designs: docs/DECISIONS.md (bps_runtime/render/warp_backend.py).
 """
 from __future__ import annotations
 

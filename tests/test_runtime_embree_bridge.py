@@ -14,6 +14,7 @@ from bps_runtime.render import embree_bridge
 from bps_runtime.render.camera import camera_directions
 from bps_runtime.render.embree import EmbreeAccel
 from runtime_scenes import room_scene
+from shading_reference import reference_rgb
 
 pytestmark = pytest.mark.skipif(not embree_bridge.available(),
                                 reason="the Embree bridge was not compiled (no C compiler at install)")
@@ -94,22 +95,28 @@ def test_bad_geometry_and_options_are_typed_errors():
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-def test_engines_render_the_same_frames(threads):
+def test_engines_render_the_same_frames_as_the_reference(threads):
     scenes = {3: room_scene(), 8: room_scene(size=(5.0, 2.6, 4.0), vertex_colors=False)}
     o = RenderOptions(resolution=(24, 32), threads=threads)
+    rng = np.random.default_rng(11)
+    n = 10
+    sid = np.array([3, 8] * (n // 2))
+    pos = np.c_[rng.uniform(0.5, 4.5, n), rng.uniform(-0.3, 0.5, n), rng.uniform(-3.5, -0.5, n)]
+    rot = rng.normal(size=(n, 4))
+    ref = np.empty((n, 24, 32, 3), np.uint8)
+    for k, s in scenes.items():
+        ref[sid == k] = reference_rgb(s, pos[sid == k], rot[sid == k], o)
     outs = []
-    for engine in ("bridge", "embreex"):
-        r = make_renderer("embree", o, engine=engine, shading="native" if engine == "bridge" else "numpy")
-        assert r.engine == engine
-        for sid, s in scenes.items():
+    for engine, shading in (("bridge", "native"), ("embreex", "warp")):
+        r = make_renderer("embree", o, engine=engine)
+        assert (r.engine, r.shading) == (engine, shading)  # what "auto" shading picks per engine
+        for k, s in scenes.items():
             sd = build_shading_data(s)
-            r.attach(sid, sd, r.prepare(sd, s.positions, s.indices))
-        rng = np.random.default_rng(11)
-        n = 10
-        sid = np.array([3, 8] * (n // 2))
-        pos = np.c_[rng.uniform(0.5, 4.5, n), rng.uniform(-0.3, 0.5, n), rng.uniform(-3.5, -0.5, n)]
-        outs.append(r.render(sid, pos, rng.normal(size=(n, 4)), ("depth", "rgb")))
+            r.attach(k, sd, r.prepare(sd, s.positions, s.indices))
+        outs.append(r.render(sid, pos, rot, ("depth", "rgb")))
         r.close()
+        diff = np.abs(outs[-1]["rgb"].numpy().astype(int) - ref.astype(int)).max(-1)
+        assert (diff <= 1).mean() > 0.995, engine
     a, b = outs
     np.testing.assert_allclose(a["depth"].numpy(), b["depth"].numpy(), rtol=1e-5, atol=1e-6)
     diff = np.abs(a["rgb"].numpy().astype(int) - b["rgb"].numpy().astype(int)).max(-1)
@@ -127,11 +134,11 @@ def test_a_missing_library_falls_back_to_embreex_with_a_clear_error(tmp_path):
         "except MissingDependencyError as e:\n"
         "    print('ERROR', e)\n"
         "r = make_renderer('embree')\n"
-        "print('ENGINE', r.engine)\n"
+        "print('ENGINE', r.engine, r.shading)\n"
     )
     env = dict(os.environ, BPS_EMBREE_LIBRARY=str(tmp_path / "libembree4.so.4"))
     p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     assert "ERROR" in p.stdout and "libembree4.so.4" in p.stdout and "pip install" in p.stdout
-    assert "ENGINE embreex" in p.stdout
+    assert "ENGINE embreex warp" in p.stdout  # embreex gets RGB from the Warp CPU shader
     assert "GIL-free Embree bridge is not" in p.stderr

@@ -1,4 +1,6 @@
-"""Batch renderer: analytic depth, camera conventions, BC1 texels, mips, backend cross-check."""
+"""Batch renderer: analytic depth, camera conventions, BC1 texels, mips, and every shader
+(the Embree bridge's C shading, the Warp kernel on Embree hits and in the Warp renderer) held
+to the numpy reference in shading_reference.py."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,9 +9,9 @@ import torch
 
 from bps_assets.errors import ConfigError
 from bps_runtime.render import RenderOptions, build_shading_data, make_renderer
-from bps_runtime.render.bc1 import decode_bc1_texels
 from bps_runtime.render.camera import yaw_to_quaternion
 from runtime_scenes import bc1_chain, checker, room_scene
+from shading_reference import decode_bc1_texels, reference_rgb
 
 BACKENDS = ["embree", "warp"]
 
@@ -89,11 +91,19 @@ def test_bc1_texel_decode_matches_pillow():
     np.testing.assert_array_equal(got[:, :3], ref.reshape(-1, 4)[:, :3])
 
 
-@pytest.mark.parametrize("shading", ["numpy", "warp", "native"])
+def _embree_rgb(shading, scene, options, positions, rotations):
+    """uint8 [N,H,W,3] frames of one scene: the Embree renderer with ``shading``, or the test
+    reference (``shading="reference"``)."""
+    if shading == "reference":
+        return reference_rgb(scene, positions, rotations, options)
+    r = _renderer("embree", scene, options, shading=shading)
+    return r.render(np.zeros(len(positions), np.int64), positions, rotations, ("rgb",))["rgb"].numpy()
+
+
+@pytest.mark.parametrize("shading", ["reference", "warp", "native"])
 def test_rgb_texture_mips_and_material_colour(shading):
     s = room_scene(vertex_colors=False)
-    r = _renderer("embree", s, RenderOptions(resolution=(128, 128)), shading=shading)
-    rgb = r.render([0], [[4.0, 0, -0.5]], [0.0], ("rgb",))["rgb"][0].numpy().astype(int)
+    rgb = _embree_rgb(shading, s, RenderOptions(resolution=(128, 128)), [[4.0, 0, -0.5]], [0.0])[0].astype(int)
     pure = {(230, 60, 40), (40, 90, 220)}  # the floor checker's two colours (BC1 may shift a bit)
     near = rgb[120:, 40:88].reshape(-1, 3)
     dist_to_pure = np.min([np.abs(near - np.array(c)).sum(1) for c in pure], axis=0)
@@ -105,7 +115,7 @@ def test_rgb_texture_mips_and_material_colour(shading):
     np.testing.assert_allclose(rgb[0, 64], [204, 178.5, 153], atol=0.5)
 
 
-@pytest.mark.parametrize("shading", ["numpy", "warp", "native"])
+@pytest.mark.parametrize("shading", ["reference", "warp", "native"])
 @pytest.mark.parametrize("packed", [False, True])
 def test_backends_agree_pixel_for_pixel(packed, shading, tmp_path):
     pytest.importorskip("warp")
@@ -117,18 +127,22 @@ def test_backends_agree_pixel_for_pixel(packed, shading, tmp_path):
     else:
         scene = room_scene()
     o = RenderOptions(resolution=(48, 40))
-    rs = [_renderer("embree", scene, o, sid=5, shading=shading), _renderer("warp", scene, o, sid=5)]
     rng = np.random.default_rng(7)
     n = 12
     pos = np.c_[rng.uniform(0.5, 7.5, n), rng.uniform(-0.3, 0.5, n), rng.uniform(-5.5, -0.5, n)]
     q = rng.normal(size=(n, 4))  # arbitrary orientations: floor, ceiling, corners, grazing angles
-    e, w = (r.render(np.full(n, 5), pos, q, ("depth", "rgb")) for r in rs)
-    de, dw = e["depth"].numpy(), w["depth"].numpy()
-    np.testing.assert_array_equal(de == 0, dw == 0)
-    hit = de > 0
-    assert hit.mean() > 0.5
-    np.testing.assert_allclose(dw[hit], de[hit], rtol=1e-4)
-    diff = np.abs(e["rgb"].numpy().astype(int) - w["rgb"].numpy().astype(int)).max(-1)
+    w = _renderer("warp", scene, o, sid=5).render(np.full(n, 5), pos, q, ("depth", "rgb"))
+    if shading == "reference":
+        rgb = reference_rgb(scene, pos, q, o)
+    else:
+        e = _renderer("embree", scene, o, sid=5, shading=shading).render(np.full(n, 5), pos, q, ("depth", "rgb"))
+        de, dw = e["depth"].numpy(), w["depth"].numpy()
+        np.testing.assert_array_equal(de == 0, dw == 0)
+        hit = de > 0
+        assert hit.mean() > 0.5
+        np.testing.assert_allclose(dw[hit], de[hit], rtol=1e-4)
+        rgb = e["rgb"].numpy()
+    diff = np.abs(rgb.astype(int) - w["rgb"].numpy().astype(int)).max(-1)
     assert (diff <= 1).mean() > 0.99, (diff <= 1).mean()
 
 
@@ -146,9 +160,12 @@ def test_render_errors_are_precise():
         r.render([0], [[1.0, 0, -1]], [[0.0, 0, 0, 0]])
     with pytest.raises(ConfigError, match="CPU"):
         make_renderer("embree", device="cuda")
+    # the numpy shader is a test reference (shading_reference.py), not a product option
+    with pytest.raises(ConfigError, match="shading must be one of auto, native, warp; got 'numpy'"):
+        make_renderer("embree", shading="numpy")
 
 
-def test_bc7_textures_are_expanded_and_all_shaders_agree():
+def test_bc7_textures_are_expanded_and_all_shaders_agree_with_the_reference():
     pytest.importorskip("warp")
     import etcpak
     from PIL import Image
@@ -166,10 +183,11 @@ def test_bc7_textures_are_expanded_and_all_shaders_agree():
     o = sd.level_info[2, 0, 0]
     np.testing.assert_array_equal(sd.tex_data[o:o + 16 * 16 * 4].reshape(16, 16, 4), ref)
     opts = RenderOptions(resolution=(32, 32))
-    outs = [_renderer("embree", s, opts, shading="numpy"), _renderer("embree", s, opts, shading="warp"),
-            _renderer("warp", s, opts), _renderer("embree", s, opts, shading="native")]
+    outs = [_renderer("embree", s, opts, shading="warp"), _renderer("warp", s, opts),
+            _renderer("embree", s, opts, shading="native")]
     pos, yaw = [[4.0, 0, -1], [2.0, 0.5, -4]], [0.2, 2.5]
-    rgb = [r.render([0, 0], pos, yaw, ("rgb",))["rgb"].numpy().astype(int) for r in outs]
+    rgb = [reference_rgb(s, pos, yaw, opts).astype(int)]
+    rgb += [r.render([0, 0], pos, yaw, ("rgb",))["rgb"].numpy().astype(int) for r in outs]
     floor = rgb[0][:, 20:]  # lower rows: floor
     assert (floor[..., 0] > 150).any() and (floor[..., 1] > 150).any()  # both checker colours seen
     for other in rgb[1:]:

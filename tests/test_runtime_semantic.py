@@ -20,11 +20,13 @@ RES = 64
 
 
 def _engines():
-    out = [("embree", {"engine": "embreex", "shading": "numpy"})]
+    """Every (renderer, Embree engine, shading) path: embreex gets RGB from the Warp CPU shader,
+    the bridge from its C shading or the Warp CPU shader."""
+    out = [("embree", {"engine": "embreex", "shading": "warp"})]
     from bps_runtime.render import embree_bridge
     if embree_bridge.available():
         out += [("embree", {"engine": "bridge", "shading": "native"}),
-                ("embree", {"engine": "bridge", "shading": "numpy"})]
+                ("embree", {"engine": "bridge", "shading": "warp"})]
     return out + [("warp", {})]
 
 

@@ -83,7 +83,7 @@ def test_shading_data_converts_compatible_dtypes_without_copying_exact_ones():
 def test_a_mesh_other_than_the_tables_is_refused():
     s = room_scene()
     sd = build_shading_data(s, "room.bps")
-    r = make_renderer("embree", RenderOptions(resolution=(8, 8), threads=1), shading="numpy")
+    r = make_renderer("embree", RenderOptions(resolution=(8, 8), threads=1))
     with pytest.raises(CorruptFileError, match="the mesh has"):
         r.prepare(sd, s.positions, s.indices[:-2])
 

@@ -3,8 +3,8 @@
 
 Modules: ``protocol`` (RenderOptions, the Renderer protocol), ``camera`` (the pinhole sensor
 model), ``shading_data`` (a scene's validated shading tables and the shading model),
-``bc1`` (texel decoding), ``numpy_shader`` (the reference shader), ``inputs`` (checks of what
-callers pass), ``embree`` / ``embree_bridge`` (CPU), ``warp_backend`` (CUDA / Warp CPU),
+``inputs`` (checks of what callers pass), ``embree`` / ``embree_bridge`` (CPU, with the C
+shader), ``warp_backend`` / ``warp_kernels`` (CUDA / Warp CPU, with the Warp shader),
 ``semantic`` (the semantic sensor's ids and the per-slot id -> category table).
 """
 from __future__ import annotations
@@ -17,9 +17,9 @@ BACKENDS = ("embree", "warp")
 
 
 def make_renderer(backend: str = "embree", options: RenderOptions = DEFAULTS, device: str = "cpu", **kw):
-    """Factory: ``embree`` needs device "cpu" (``shading="auto"|"native"|"warp"|"numpy"``; auto
-    picks "native", the C shading inside the Embree bridge, when the bridge is compiled, else
-    "warp" when warp-lang is installed, else "numpy"); ``warp`` runs on "cpu" or "cuda[:i]"."""
+    """Factory: ``embree`` needs device "cpu" (``shading="auto"|"native"|"warp"``; auto picks
+    "native", the C shading inside the Embree bridge, when the bridge is compiled, else "warp",
+    the Warp shader compiled for Warp's CPU device); ``warp`` runs on "cpu" or "cuda[:i]"."""
     from bps_assets.errors import ConfigError
 
     if backend == "embree":

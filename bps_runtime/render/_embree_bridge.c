@@ -144,8 +144,8 @@ void *bps_scene_build(void *dev, const float *vertices, size_t nv, const uint32_
 void bps_scene_release(void *scene) { E.releaseScene(scene); }
 
 /* A scene's shading tables (render/shading_data.py ShadingData, as contiguous arrays) and their
- * sizes. The colour of a hit follows numpy_shader.shade_hits / the Warp kernel's `shade` step for
- * step in float32, so the three agree to within one unit (the tests compare them).
+ * sizes. The colour of a hit follows the Warp kernel's `shade` step for step in float32, so the
+ * two agree to within one unit (the tests hold both to tests/shading_reference.py).
  *
  * ShadingData checks every cross reference when it is built, but the arrays are Python's and
  * can change after that check, so every index read from a table is checked again here against

@@ -4,10 +4,10 @@ Embree is reached through our C bridge (``embree_bridge``: BVH builds and tracin
 released, camera rays generated in C and traced in 16-wide packets) or, when the bridge was not
 compiled, through embreex. All agents that look at the same resident scene are traced in one
 call per worker thread; agents are split across ``options.threads`` threads by count, and each
-thread shades its own hits. Shading (``shading="auto"`` picks the first available): "native"
-(C, fused into the bridge's packet loop), "warp" (the Warp backend's shading function on Warp's
-CPU device, when the bridge is not compiled and warp-lang is installed) or "numpy" (the
-reference ``numpy_shader.shade_hits``); all implement ``shading_data``'s model. Depth-only
+thread shades its own hits. Shading (``shading="auto"`` picks native with the bridge, else
+warp): "native" (C, fused into the bridge's packet loop) or "warp" (the Warp backend's shading
+function on Warp's CPU device: how embreex gets RGB); both implement ``shading_data``'s model,
+and the tests hold both to the numpy reference in tests/shading_reference.py. Depth-only
 frames use the DISTANCE query; RGB needs the primitive id and barycentrics (the same rays).
 The semantic sensor reads ``tri_object`` at the hit's primitive id.
 
@@ -22,12 +22,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from bps_assets.errors import ConfigError, MissingDependencyError
+from bps_assets.errors import ConfigError
 from bps_assets.raycast import RayCaster
 
 from .camera import camera_directions, camera_origins, finish_depth
 from .inputs import check_render_inputs, check_sensors, group_by_scene
-from .numpy_shader import shade_hits
 from .protocol import DEFAULTS, RenderOptions
 from .semantic import object_ids
 from .shading_data import ShadingData
@@ -37,9 +36,8 @@ MISS_T = 1e30
 # fallback when the bridge was not compiled; "auto": the bridge when it loads
 ENGINES = ("auto", "bridge", "embreex")
 # "native": C shading fused into the bridge's packet loop; "warp": the Warp backend's shading
-# function compiled for Warp's CPU device; "numpy": the reference (numpy_shader.shade_hits); "auto":
-# native with the bridge, else warp when installed, else numpy
-SHADERS = ("auto", "native", "warp", "numpy")
+# function compiled for Warp's CPU device; "auto": native with the bridge, else warp
+SHADERS = ("auto", "native", "warp")
 log = logging.getLogger("bps_runtime.render.embree")
 # work shares per render thread and frame. Measured: 1024 fixed 64x64 cameras, 300 frames, 2
 # threads, nothing else running: p99/p50 frame time 1.27-1.38 with one share per thread, 1.10-1.18
@@ -116,17 +114,12 @@ class EmbreeRenderer:
         self.engine = engine
         if shading == "native" and engine != "bridge":
             raise ConfigError(None, "shading='native' runs inside the Embree bridge: use engine='bridge'")
-        if shading == "auto" and engine == "bridge":
-            shading = "native"
+        if shading == "auto":
+            shading = "native" if engine == "bridge" else "warp"
         self._shader = None
-        if shading in ("auto", "warp"):
-            try:
-                from .warp_backend import CpuShader
-                self._shader = CpuShader()
-            except MissingDependencyError:
-                if shading == "warp":
-                    raise
-            shading = "warp" if self._shader is not None else "numpy"
+        if shading == "warp":
+            from .warp_backend import CpuShader
+            self._shader = CpuShader()
         self.shading = shading
         self._pool = ThreadPoolExecutor(options.threads, thread_name_prefix="bps-embree") if options.threads > 1 else None
 
@@ -184,28 +177,14 @@ class EmbreeRenderer:
                 rgb_out[agents] = rgb.reshape(len(agents), hw, 3)
             else:
                 hit = accel.trace_cameras(*args, z, hits=True, **sem)
-                rgb_out[agents] = self._shade_hits(shading, accel, hit, z).reshape(len(agents), hw, 3)
+                rgb = self._shader.shade(accel.shade_arrays, hit["primID"], hit["u"], hit["v"], z, hit["Ng"],
+                                         hit["dirs"], self.options.pixel_angle)
+                rgb_out[agents] = rgb.reshape(len(agents), hw, 3)
             if sem:
                 sem_out[agents] = sem["obj_out"].reshape(len(agents), hw)
             # the sensor's depth per share, on the render threads (as one pass over the whole
             # frame after them it was serial: 5-13 ms per 1,024 64x64 frames, loaded 2-core VM)
             depth_out[agents] = finish_depth(z, self.options).reshape(len(agents), hw)
-
-    def _shade_hits(self, shading: ShadingData, accel, hit: dict, z: np.ndarray) -> np.ndarray:
-        """Colours [n,3] of traced hits with the Warp CPU shader or the numpy reference."""
-        prim = hit["primID"]
-        if self.shading == "warp":
-            return self._shader.shade(accel.shade_arrays, prim, hit["u"], hit["v"], z, hit["Ng"], hit["dirs"],
-                                      self.options.pixel_angle)
-        rgb = np.zeros((z.shape[0], 3), np.uint8)
-        h = np.flatnonzero((prim >= 0) & (z > 0))
-        if h.size:
-            ng, d = hit["Ng"][h], hit["dirs"][h]
-            cos_abs = np.abs(np.einsum("ij,ij->i", ng, d)) / np.maximum(
-                np.linalg.norm(ng, axis=1) * np.linalg.norm(d, axis=1), np.float32(1e-30))
-            rgb[h] = shade_hits(shading, prim[h], hit["u"][h], hit["v"][h], z[h], cos_abs.astype(np.float32),
-                                self.options.pixel_angle)
-        return rgb
 
     def render(self, scene_ids, positions, rotations, sensors: Sequence[str] = ("depth",)) -> dict:
         """Draw one frame per agent: see the class docstring for shapes. Every scene id must be

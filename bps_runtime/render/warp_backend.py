@@ -107,8 +107,8 @@ class WarpScene:
 
 class CpuShader:
     """Compiled shading of Embree hits with the Warp backend's own shading function, on Warp's
-    CPU device (a ctypes call: it releases the GIL, so both render threads shade in parallel).
-    ~20x faster than the numpy reference in ``numpy_shader.shade_hits``, which stays the fallback."""
+    CPU device (a ctypes call: it releases the GIL, so both render threads shade in parallel):
+    the Embree renderer's shading when its engine is embreex."""
 
     def __init__(self):
         self._wp, self._k = _warp()

@@ -60,7 +60,7 @@ def expand565(c: int) -> wp.vec3i:
 @wp.func
 def bc1_texel(data: wp.array(dtype=wp.uint8), base: wp.int64, width: int, x: int, y: int) -> wp.vec3:
     """Texel (x, y) of a BC1 image of ``width`` texels whose blocks start at byte ``base`` of
-    ``data``: RGB in 0..255 as floats, with the integer BC1 formulas of ``bc1.py``."""
+    ``data``: RGB in 0..255 as floats, with Pillow's integer BC1 formulas (e.g. (2*e0 + e1) // 3)."""
     bw = (width + 3) >> 2
     blk = base + wp.int64(((y >> 2) * bw + (x >> 2)) * 8)
     c0 = int(data[blk]) | (int(data[blk + wp.int64(1)]) << 8)

@@ -146,7 +146,7 @@ class FusedStep:
 
     # ------------------------------------------------------------------ host -> device inputs
     def upload(self, stage_i: np.ndarray, stage_f: np.ndarray):
-        """New ring entries (rows of (env, ring index, resident id, field row) and (start xyz,
+        """New ring entries (rows of (env, ring index, scene index, field row) and (start xyz,
         yaw, goal xyz)) for the next launch; a copy from pinned memory on CUDA, no wait.
         No rows while the device already holds a count of 0: nothing to copy, no torch op (this
         relies on the copies being issued here; a captured graph that replayed them would read

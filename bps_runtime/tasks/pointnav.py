@@ -141,13 +141,13 @@ def begin_episode(nav: Nav, st: State, e: int, depth: int):
     """Start the env's next episode from its ring (the host filled it ahead of time)."""
     h = st.head[e]
     k = int(h) % depth
-    slot = st.r_scene_index[k, e]
-    st.scene_index[e] = slot
+    scene_i = st.r_scene_index[k, e]
+    st.scene_index[e] = scene_i
     st.pos[e] = st.r_pos[k, e]
     st.yaw[e] = st.r_yaw[k, e]
     st.goal[e] = st.r_goal[k, e]
     st.row[e] = st.r_row[k, e]
-    d0 = geodesic(nav, int(slot), int(st.r_row[k, e]), st.r_pos[k, e])
+    d0 = geodesic(nav, int(scene_i), int(st.r_row[k, e]), st.r_pos[k, e])
     st.d0[e] = d0
     st.d_prev[e] = d0
     st.path_len[e] = wp.float32(0.0)
@@ -171,7 +171,7 @@ def step_kernel(nav: Nav, task: Params, st: State, out: Out, actions: wp.array(d
     t = wp.tid()
     e = env0 + act0 + t
     a = int(actions[act0 + t])
-    slot = int(st.scene_index[e])
+    scene_i = int(st.scene_index[e])
     p = st.pos[e]
     y = st.yaw[e]
     newp = p
@@ -180,7 +180,7 @@ def step_kernel(nav: Nav, task: Params, st: State, out: Out, actions: wp.array(d
         target = p + wp.vec3(fs * -wp.sin(y), wp.float32(0.0), fs * -wp.cos(y))
         ps = wp.vec3d(wp.float64(p[0]), wp.float64(p[1]), wp.float64(p[2]))
         pe = wp.vec3d(wp.float64(target[0]), wp.float64(target[1]), wp.float64(target[2]))
-        r = try_step(nav, task.win, scratch, e, slot, ps, pe)
+        r = try_step(nav, task.win, scratch, e, scene_i, ps, pe)
         newp = wp.vec3(wp.float32(r[0]), wp.float32(r[1]), wp.float32(r[2]))
     delta = wp.float32(0.0)
     if a == 2:
@@ -188,7 +188,7 @@ def step_kernel(nav: Nav, task: Params, st: State, out: Out, actions: wp.array(d
     if a == 3:
         delta = wp.float32(-1.0)
     newy = wrap_angle(y + wp.float32(task.turn) * delta)
-    d_now = geodesic(nav, slot, int(st.row[e]), newp)
+    d_now = geodesic(nav, scene_i, int(st.row[e]), newp)
     stop = a == 0
     succ = stop and d_now < wp.float32(task.success_distance)
     sf = wp.float32(0.0)

@@ -133,12 +133,14 @@ class BatchPointNavEnv:
     # ------------------------------------------------------------------ front door
     def seed(self, seed: int):
         """Reseed episode sampling (per-scene streams); takes effect at the next ``reset()``."""
-        self.seed_value = int(seed)
-        self._reseed = int(seed)
+        from .config import check_seed
+
+        self.seed_value = self._reseed = check_seed(seed)
 
     def reset(self):
         """Start a new episode in every environment; returns the observations of all
         ``num_envs`` (``info["env_id"]`` = arange). Drains anything in flight first."""
+        self._check_open("reset()")
         self._drain()
         obs, info = self._sim.submit(self._reset_all).result()
         self._to_send = deque(range(self.num_groups))
@@ -148,6 +150,7 @@ class BatchPointNavEnv:
     def async_reset(self):
         """EnvPool-style: reset everything; then each ``recv()`` returns one group's first
         observations (reward 0, done False)."""
+        self._check_open("async_reset()")
         self._drain()
         fut = self._sim.submit(self._reset_all)
         fut.result()
@@ -162,8 +165,9 @@ class BatchPointNavEnv:
         env ids of a whole group, as returned in ``info["env_id"]``; by default the group whose
         results were handed out longest ago. The ``info["env_id"]`` tensor itself is recognised
         without reading it; any other ids are copied to the host and checked (on CUDA, a wait)."""
-        if self._closed:
-            raise ConfigError(None, "send() on a closed environment")
+        self._check_open("send()")
+        if not self._started:
+            raise ConfigError(None, "send() / step() before reset(): call env.reset() (or async_reset()) first")
         a = self._check_actions(actions)   # before taking the group: a bad call changes nothing
         g = self._pick_group(env_id)
         self._pending.append((g, self._sim.submit(self._step_group, g, a)))
@@ -206,6 +210,10 @@ class BatchPointNavEnv:
             pass
 
     # ------------------------------------------------------------------ checks
+    def _check_open(self, call: str):
+        if self._closed:
+            raise ConfigError(None, f"{call} on a closed environment: make() a new one")
+
     def _drain(self):
         while self._pending:
             _, f = self._pending.popleft()
@@ -217,8 +225,6 @@ class BatchPointNavEnv:
     def _pick_group(self, env_id) -> int:
         if env_id is None:
             if not self._to_send:
-                if self.num_groups == 1 and not self._pending:
-                    return 0
                 raise ConfigError(None, "send(): no group is waiting for actions (each group's "
                                         "results must be recv()'d before its next send)")
             return self._to_send.popleft()

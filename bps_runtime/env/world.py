@@ -15,6 +15,7 @@ import torch
 
 from bps_assets.errors import ConfigError, InputError
 
+from .checks import check_agent
 from ..nav.buffers import FieldWorker, NavBuffers, SceneNav
 from ..episodes.files import resolve_episodes
 from ..episodes import make_supply
@@ -135,6 +136,7 @@ def build_world(manifest_path, config, *, device) -> World:
     c = config
     split, scene_shard, num_envs, seed = c.split, c.episodes.scene_shard, c.num_envs, c.seed
     manifest = load_manifest(manifest_path)
+    check_agent(manifest, c.task)
     entries = manifest.scenes(split)
     if not entries:
         raise ConfigError(None, f"{manifest_path}: no usable scene in split {split!r} "

@@ -189,10 +189,13 @@ class BatchPointNavEnv:
         return self.recv()
 
     def close(self):
-        """Finish what is in flight, stop the threads, release the scenes."""
+        """Finish what is in flight, stop the threads, release the scenes. Returns from any
+        thread, whatever the step in flight waits for (loads waiting for room in the cache
+        budget are cancelled first); errors of the steps it drains are not raised here."""
         if not self._closed:
             self._closed = True
-            self._drain()
+            self.world.cancel()
+            self._drain(quiet=True)
             self._sim.shutdown(wait=True)
             self.fused.close()
             self.world.close()
@@ -214,10 +217,13 @@ class BatchPointNavEnv:
         if self._closed:
             raise ConfigError(None, f"{call} on a closed environment: make() a new one")
 
-    def _drain(self):
+    def _drain(self, quiet: bool = False):
         while self._pending:
             _, f = self._pending.popleft()
-            f.result()
+            if quiet:
+                f.exception()   # waits; the step's error (if any) was the caller's to recv
+            else:
+                f.result()
 
     def _group_slice(self, g: int) -> slice:
         return slice(g * self.batch_size, (g + 1) * self.batch_size)

@@ -58,7 +58,11 @@ class World:
         self.sensors = tuple(sensors)
         self.threads = renderer.options.threads  # the step's CPU work uses the render threads' count
         self._reasons: list[str] = []
-        scenes.start(ScenePreparation(self.nav, supply))
+        try:   # make(): a start-up scene that fails refuses the run; later ones are quarantined
+            scenes.start(ScenePreparation(self.nav, supply), refuse=True)
+        except BaseException:
+            self.close()
+            raise
         self._publish()
 
     def _publish(self):
@@ -118,6 +122,10 @@ class World:
             out = {k: v.to(self.device, non_blocking=True) for k, v in out.items()}
         return out
 
+    def cancel(self):
+        """Cancel loads waiting for room in the cache budget (any thread: the env's close)."""
+        self.scenes.cancel()
+
     def close(self):
         """Stop the field worker, the scene manager and the renderer."""
         self.worker.close()
@@ -157,18 +165,22 @@ def build_world(manifest_path, config, *, device) -> World:
                           threads=c.threads)
     r = c.sensors.renderer
     renderer = make_renderer(r, ropts, device=str(device) if r == "warp" else "cpu")
-    scenes = make_scene_manager(entries, c.cache_for_run(), num_envs=num_envs, renderer=renderer, device=device)
+    scenes = make_scene_manager(entries, c.cache_for_run(), num_envs=num_envs, renderer=renderer, device=device,
+                                manifest=manifest)
     return World(scenes, renderer, device=device, num_envs=num_envs, seed=seed, supply=supply,
                  worker=worker, sensors=c.sensors.kinds)
 
 
-def make_scene_manager(entries, options, *, num_envs, renderer, device="cpu"):
-    """The scene cache (``bps_runtime.scenes.cache.SceneCache``) over manifest entries."""
+def make_scene_manager(entries, options, *, num_envs, renderer, device="cpu", manifest=None):
+    """The scene cache (``bps_runtime.scenes.cache.SceneCache``) over manifest entries; with the
+    ``manifest``, each load checks its files against what it recorded (``scenes.checks``)."""
     from ..scenes.cache import SceneCache
+    from ..scenes.checks import expected_for
     from ..scenes.loader import SceneSource
 
     bad = next((e.name for e in entries if not e.navmesh), None)
     if bad is not None:
         raise InputError(None, f"scene {bad!r} has no navmesh in the manifest")
-    sources = [SceneSource(e.name, str(e.scene), str(e.navmesh)) for e in entries]
+    expected = expected_for(manifest, entries) if manifest is not None else [None] * len(entries)
+    sources = [SceneSource(e.name, str(e.scene), str(e.navmesh), x) for e, x in zip(entries, expected)]
     return SceneCache(sources, renderer, num_envs, options, device=str(device))

@@ -26,6 +26,7 @@ import numpy as np
 from bps_assets.errors import BpsError
 
 from ..render.shading_data import ShadingData, build_shading_data
+from .checks import Expected, check_files, check_navmesh, check_scene_header
 from ..threads import lower_priority
 
 log = logging.getLogger("bps_runtime.scenes.loader")
@@ -38,6 +39,7 @@ class SceneSource:
     scene_id: str
     scene_path: str
     navmesh_path: str | None = None
+    expected: Expected | None = None   # what the manifest recorded (checked at load; None: nothing)
 
 
 @dataclass
@@ -184,8 +186,12 @@ class SceneLoader:
         sid = source.scene_id
         _warn_links_out(source)
         try:
+            self._at(sid, "checking its files against the manifest")
+            check_files(source)
             self._at(sid, "reading the packed scene")
             ps = self.reader(source.scene_path)
+            header = dict(getattr(ps, "header", {}) or {})
+            check_scene_header(source, header)
             path = getattr(ps, "path", "") or source.scene_path
             self._at(sid, "building the shading tables")
             sd = build_shading_data(ps, path)
@@ -193,6 +199,8 @@ class SceneLoader:
                 sd = _pin(sd)
             self._at(sid, "reading the navmesh and preparing its navigation")
             nav = self.navmesh_loader(source.navmesh_path) if source.navmesh_path else None
+            if nav is not None:
+                check_navmesh(source, nav, header)
             prepared = self.prepare(sid, nav) if self.prepare is not None and nav is not None else None
             nv, nt = int(ps.positions.shape[0]), int(ps.indices.shape[0])
             nbytes = sd.nbytes + int(self.renderer.accel_bytes(nv, nt)) + navmesh_nbytes(nav)
@@ -201,7 +209,7 @@ class SceneLoader:
                 ticket = reserve(nbytes, source)
             self._at(sid, "building the renderer's acceleration structure")
             accel = self.renderer.prepare(sd, ps.positions, ps.indices)
-            return LoadedScene(source, sd, accel, nav, dict(getattr(ps, "header", {}) or {}), nv, nt,
+            return LoadedScene(source, sd, accel, nav, header, nv, nt,
                                nbytes, time.perf_counter() - t0, ticket, prepared)
         except Exception as e:  # quarantine boundary: see the module docstring
             if ticket is not None and self._release is not None:

@@ -173,12 +173,13 @@ class SceneCache:
         self._started = True
         self.loader.prepare = prepare
         self._starting, self._refuse = True, refuse
+        self.loader.log_failures = not refuse   # refused, not quarantined: the caller raises it
         try:
             for s in self._slots:
                 self._start_load(s, "at start-up")
             self._wait_ready()
         finally:
-            self._starting = False
+            self._starting, self.loader.log_failures = False, True
         self.clock = lambda: f"step {self.rounds}"
         if self.options.prefetch:
             for s in self._slots:
@@ -224,12 +225,13 @@ class SceneCache:
     # ------------------------------------------------------------------ budget (loader threads)
     def _reserve(self, nbytes: int, source: SceneSource):
         with self._cv:
+            if self._starting and self.budget_bytes is not None and self._used + nbytes > self.budget_bytes:
+                # nothing leaves before the first step: waiting would never end
+                raise _NoRoom(source.scene_path, f"needs {nbytes} bytes at start-up", nbytes)
             if self.budget_bytes is not None and nbytes > self.budget_bytes:
                 raise ConfigError(source.scene_path, f"needs {nbytes} bytes, more than the whole cache "
                                                      f"budget of {self.budget_bytes} bytes")
             while self.budget_bytes is not None and self._used + nbytes > self.budget_bytes:
-                if self._starting:   # nothing leaves before the first step: waiting would never end
-                    raise _NoRoom(source.scene_path, f"needs {nbytes} bytes at start-up", nbytes)
                 if self._closed:
                     self._held.discard(source.scene_id)
                     raise LoadCancelled(source.scene_path, "cache closed")
@@ -599,7 +601,7 @@ class SceneCache:
         self.close()
 
 
-class _NoRoom(ConfigError):
+class _NoRoom(LoadCancelled):
     """A start-up load the budget has no room for (``nbytes``: what it needed)."""
 
     def __init__(self, path, detail: str, nbytes: int):

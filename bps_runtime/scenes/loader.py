@@ -145,6 +145,7 @@ class SceneLoader:
     when set, runs on the loader thread as each stage begins (tests slow loads down with it)."""
 
     stage_hook: Callable[[str, str], None] | None = None
+    log_failures: bool = True   # False while the cache refuses (raises) failures instead of quarantining
 
     def __init__(self, renderer, threads: int = 2, device: str = "cpu",
                  reader: Callable[[str], Any] | None = None,
@@ -215,7 +216,7 @@ class SceneLoader:
             if ticket is not None and self._release is not None:
                 self._release(ticket)
             msg = str(e) if isinstance(e, BpsError) else f"{source.scene_path}: {type(e).__name__}: {e}"
-            if not quiet and not isinstance(e, LoadCancelled):
+            if not quiet and self.log_failures and not isinstance(e, LoadCancelled):
                 log.error("scene %r quarantined: %s", source.scene_id, msg)
             return LoadFailure(source, e, msg)
         finally:

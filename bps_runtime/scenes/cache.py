@@ -179,7 +179,8 @@ class SceneCache:
                 self._start_load(s, "at start-up")
             self._wait_ready()
         finally:
-            self._starting, self.loader.log_failures = False, True
+            self._starting = self._refuse = False
+            self.loader.log_failures = True
         self.clock = lambda: f"step {self.rounds}"
         if self.options.prefetch:
             for s in self._slots:
@@ -225,12 +226,12 @@ class SceneCache:
     # ------------------------------------------------------------------ budget (loader threads)
     def _reserve(self, nbytes: int, source: SceneSource):
         with self._cv:
+            if self.budget_bytes is not None and nbytes > self.budget_bytes and not self._refuse:
+                raise ConfigError(source.scene_path, f"needs {nbytes} bytes, more than the whole cache "
+                                                     f"budget of {self.budget_bytes} bytes")
             if self._starting and self.budget_bytes is not None and self._used + nbytes > self.budget_bytes:
                 # nothing leaves before the first step: waiting would never end
                 raise _NoRoom(source.scene_path, f"needs {nbytes} bytes at start-up", nbytes)
-            if self.budget_bytes is not None and nbytes > self.budget_bytes:
-                raise ConfigError(source.scene_path, f"needs {nbytes} bytes, more than the whole cache "
-                                                     f"budget of {self.budget_bytes} bytes")
             while self.budget_bytes is not None and self._used + nbytes > self.budget_bytes:
                 if self._closed:
                     self._held.discard(source.scene_id)

@@ -21,7 +21,7 @@ from ..tasks.pointnav import DEFAULTS as TASK_DEFAULTS, TaskOptions
 
 @dataclass(frozen=True)
 class SensorConfig:
-    """What the agents see: sensors (a subset of ("depth", "rgb")), (height, width), habitat's
+    """What the agents see: sensors (a subset of ("depth", "rgb", "semantic")), (height, width), habitat's
     normalized depth (0-1 for 0-10 m) or metres, and the renderer ("embree" CPU, "warp")."""
     kinds: tuple = ("depth",)
     resolution: tuple = (64, 64)

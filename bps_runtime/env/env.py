@@ -104,6 +104,20 @@ class BatchPointNavEnv:
         return self.ring.names_of(0, self.fused.head.cpu().numpy() - 1, "episode")
 
     @property
+    def category_table(self):
+        """With the "semantic" sensor: ``render.semantic.CategoryTable`` of the resident scenes,
+        rows by scene index; ``env.category_table.lookup(info["scene_index"], obs["semantic"])``
+        maps a frame's instance ids to indices into ``env.categories`` on the device (-1: no
+        object / unknown). None without the semantic sensor."""
+        return self.world.category_table
+
+    @property
+    def categories(self) -> list | None:
+        """The category names ``category_table`` indexes (mpcat40), or None."""
+        t = self.world.category_table
+        return None if t is None else t.vocabulary
+
+    @property
     def capture_status(self) -> str:
         """Whether the step runs as a captured CUDA graph ("captured") or why not."""
         return self.fused.capture_status
@@ -366,7 +380,8 @@ class BatchPointNavEnv:
 
     def _frame(self, scene_index, position, rotation, bufs, stream):
         """The renderer's one-launch frame of a group, queued on ``stream``."""
-        self._launch_frame(scene_index, position, rotation, bufs["depth"], bufs.get("rgb"), stream=stream)
+        self._launch_frame(scene_index, position, rotation, bufs["depth"], bufs.get("rgb"), stream=stream,
+                           semantic=bufs.get("semantic"))
 
     def _step_group(self, g: int, a: torch.Tensor):
         waited = self._host_between_steps()

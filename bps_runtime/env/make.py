@@ -69,7 +69,8 @@ def make(dataset=None, config: EnvConfig | None = None, **kwargs) -> BatchPointN
     - ``device`` ("cpu", "cuda:0"); ``threads``: CPU threads the renderer and the step share
       (None: every core this process may use); ``capture_graph``: on CUDA, replay each group's
       step (and Warp frame) as a CUDA graph (``env.capture_status`` says whether it is).
-    - ``sensors`` (subset of ("depth", "rgb")), ``resolution`` (height, width),
+    - ``sensors`` (subset of ("depth", "rgb", "semantic"); semantic: int32 instance ids, with
+      ``env.category_table`` / ``env.categories``), ``resolution`` (height, width),
       ``normalize_depth`` (habitat's 0-1 for 0-10 m, else metres), ``renderer`` ("embree" CPU,
       "warp" CUDA or Warp's CPU device).
     - ``cache``: the scene cache (``bps_runtime.scenes.cache.CacheOptions``): None (defaults),

@@ -15,7 +15,8 @@ from bps_assets.errors import ConfigError
 
 from ..tasks.pointnav import NUM_ACTIONS
 
-SENSORS = ("depth", "rgb")
+SENSORS = ("depth", "rgb", "semantic")
+MAX_INSTANCE_ID = 1 << 20   # render.semantic's cap on an instance id (0 = no object)
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,8 @@ def check_resolution(resolution) -> tuple[int, int]:
 
 
 def single_observation_space(sensors=("depth",), resolution=(64, 64), normalize_depth: bool = True):
-    """One environment's observation space: dict of depth [H,W,1], rgb [H,W,3], pointgoal [2]."""
+    """One environment's observation space: dict of depth [H,W,1], rgb [H,W,3], semantic [H,W,1]
+    (int32 instance ids, 0 = no object), pointgoal [2]."""
     sensors = check_sensors(sensors)
     h, w = check_resolution(resolution)
     parts = {}
@@ -82,6 +84,8 @@ def single_observation_space(sensors=("depth",), resolution=(64, 64), normalize_
             parts["depth"] = g.Box(0.0, depth_high, (h, w, 1), np.float32)
         if "rgb" in sensors:
             parts["rgb"] = g.Box(0, 255, (h, w, 3), np.uint8)
+        if "semantic" in sensors:
+            parts["semantic"] = g.Box(0, MAX_INSTANCE_ID, (h, w, 1), np.int32)
         big = np.finfo(np.float32).max
         parts["pointgoal"] = g.Box(np.array([0.0, -np.pi], np.float32),
                                    np.array([big, np.pi], np.float32), (2,), np.float32)
@@ -90,6 +94,8 @@ def single_observation_space(sensors=("depth",), resolution=(64, 64), normalize_
         parts["depth"] = SpaceSpec("box", (h, w, 1), np.float32, 0.0, depth_high)
     if "rgb" in sensors:
         parts["rgb"] = SpaceSpec("box", (h, w, 3), np.uint8, 0, 255)
+    if "semantic" in sensors:
+        parts["semantic"] = SpaceSpec("box", (h, w, 1), np.int32, 0, MAX_INSTANCE_ID)
     parts["pointgoal"] = SpaceSpec("box", (2,), np.float32, -np.pi, float(np.finfo(np.float32).max))
     return SpaceSpec("dict", spaces=parts)
 

@@ -58,6 +58,13 @@ class World:
         self.sensors = tuple(sensors)
         self.threads = renderer.options.threads  # the step's CPU work uses the render threads' count
         self._reasons: list[str] = []
+        self.category_table = None   # with the semantic sensor: id -> category rows by scene index
+        if "semantic" in self.sensors:
+            from bps_assets.readers.semantic_categories import mpcat40
+
+            from ..render.semantic import CategoryTable
+
+            self.category_table = CategoryTable(scenes.capacity, str(self.device), vocabulary=mpcat40())
         try:   # make(): a start-up scene that fails refuses the run; later ones are quarantined
             scenes.start(ScenePreparation(self.nav, supply), refuse=True)
         except BaseException:
@@ -72,7 +79,11 @@ class World:
             if ev.kind == "left":
                 self.episodes.scene_left(ev.scene_index)
                 self.nav.unpublish(ev.scene_index)
+                if self.category_table is not None:
+                    self.category_table.clear(ev.scene_index)
             else:
+                if self.category_table is not None:
+                    self.category_table.set(ev.scene_index, getattr(ev.scene, "semantics", None))
                 scene, st = ev.scene.prepared
                 self.episodes.register(ev.scene_index, st)
                 self.nav.publish(ev.scene_index, scene, st.fields)

@@ -57,6 +57,7 @@ class LoadedScene:
     seconds: float
     ticket: Any = None   # the budget reservation (released by the cache on eviction)
     prepared: Any = None  # what the cache's ``prepare(scene_id, navmesh)`` made of it (loader thread)
+    semantics: Any = None  # the packed scene's object table (bps_assets.semantics.SemanticTable) or None
 
     @property
     def scene_id(self) -> str:
@@ -90,6 +91,16 @@ def navmesh_nbytes(nav: Any) -> int:
         if isinstance(v, np.ndarray):
             total += v.nbytes
     return total
+
+
+def _semantics(ps):
+    """The packed scene's object table, or None (no semantic section, or a reader without one)."""
+    try:
+        return getattr(ps, "semantics", None)
+    except BpsError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError):   # a test reader's partial scene
+        return None
 
 
 def _default_reader(path):
@@ -211,7 +222,7 @@ class SceneLoader:
             self._at(sid, "building the renderer's acceleration structure")
             accel = self.renderer.prepare(sd, ps.positions, ps.indices)
             return LoadedScene(source, sd, accel, nav, header, nv, nt,
-                               nbytes, time.perf_counter() - t0, ticket, prepared)
+                               nbytes, time.perf_counter() - t0, ticket, prepared, _semantics(ps))
         except Exception as e:  # quarantine boundary: see the module docstring
             if ticket is not None and self._release is not None:
                 self._release(ticket)

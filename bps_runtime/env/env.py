@@ -26,7 +26,7 @@ from bps_assets.errors import ConfigError
 from . import spaces as sp
 from ..step.fused import FusedStep
 from ..step.ring import EpisodeRing, LazyNames
-from ..tasks import pointnav
+from ..tasks import module_for
 from ..tasks.pointnav import ACTION_NAMES, DEFAULTS as TASK_DEFAULTS, NUM_ACTIONS, TaskOptions
 
 MAX_WAIT_REASONS = 100   # wait reasons kept in env.stats (the latest)
@@ -57,10 +57,10 @@ class BatchPointNavEnv:
         self.seed_value = int(seed)
         self.world = world
         self.config = None   # the EnvConfig make() built this env from
-        self.task_module = pointnav
-        self.fused = FusedStep(world.nav, self.num_envs, self.batch_size, pointnav, task, self.device,
+        self.task_module = module_for(task)   # the task's module: fields, kernels, observations
+        self.fused = FusedStep(world.nav, self.num_envs, self.batch_size, self.task_module, task, self.device,
                                capture=capture_graph, threads=world.threads)
-        self.ring = EpisodeRing(world, self.num_envs)
+        self.ring = EpisodeRing(world, self.num_envs, self.task_module)
         # a renderer that draws with one Warp launch on our device renders inside the step (and
         # inside its graph when captured); any other (Embree) renders after it
         r = world.renderer
@@ -95,6 +95,9 @@ class BatchPointNavEnv:
 
     @task.setter
     def task(self, t: TaskOptions):
+        if module_for(t) is not self.task_module:
+            raise ConfigError(None, f"task: {type(t).__name__} is another task's options than this env's "
+                                    f"({self.task_module.__name__}); make() a new env for it")
         self._task = t
         self.fused.set_options(t)
 

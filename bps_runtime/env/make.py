@@ -114,12 +114,12 @@ def make(dataset=None, config: EnvConfig | None = None, **kwargs) -> BatchPointN
                 sensors=replace(c.sensors, kinds=sensors, resolution=resolution),
                 episodes=replace(c.episodes, scene_shard=scene_shard))
     from ..step.fused import DEPTH
-    from ..tasks.pointnav import SCHEMA
+    from ..tasks import module_for
     from .checks import bytes_per_env, check_batch_memory
     from .world import build_world
 
     # before anything is allocated: a batch the device cannot hold is one line, not a MemoryError
-    check_batch_memory(n, bytes_per_env(SCHEMA.fields, DEPTH, sensors, resolution), dev)
+    check_batch_memory(n, bytes_per_env(module_for(c.task).SCHEMA.fields, DEPTH, sensors, resolution), dev)
     world = build_world(path, c, device=dev)
     env = BatchPointNavEnv(world, num_envs=n, batch_size=b, device=dev, sensors=sensors,
                            resolution=resolution, normalize_depth=c.sensors.normalize_depth, task=c.task,

@@ -13,6 +13,7 @@ import numpy as np
 
 from bps_assets.errors import ConfigError
 
+from ..tasks import pointnav
 from ..tasks.pointnav import NUM_ACTIONS
 
 SENSORS = ("depth", "rgb", "semantic")
@@ -71,9 +72,11 @@ def check_resolution(resolution) -> tuple[int, int]:
     return h, w
 
 
-def single_observation_space(sensors=("depth",), resolution=(64, 64), normalize_depth: bool = True):
+def single_observation_space(sensors=("depth",), resolution=(64, 64), normalize_depth: bool = True,
+                             task=pointnav):
     """One environment's observation space: dict of depth [H,W,1], rgb [H,W,3], semantic [H,W,1]
-    (int32 instance ids, 0 = no object), pointgoal [2]."""
+    (int32 instance ids, 0 = no object) and the task's observations (``task.OBSERVATIONS``;
+    PointNav: pointgoal [2])."""
     sensors = check_sensors(sensors)
     h, w = check_resolution(resolution)
     parts = {}
@@ -86,9 +89,8 @@ def single_observation_space(sensors=("depth",), resolution=(64, 64), normalize_
             parts["rgb"] = g.Box(0, 255, (h, w, 3), np.uint8)
         if "semantic" in sensors:
             parts["semantic"] = g.Box(0, MAX_INSTANCE_ID, (h, w, 1), np.int32)
-        big = np.finfo(np.float32).max
-        parts["pointgoal"] = g.Box(np.array([0.0, -np.pi], np.float32),
-                                   np.array([big, np.pi], np.float32), (2,), np.float32)
+        for name, (shape, dtype, low, high) in task.OBSERVATIONS.items():
+            parts[name] = g.Box(np.array(low, dtype), np.array(high, dtype), shape, np.dtype(dtype))
         return g.Dict(parts)
     if "depth" in sensors:
         parts["depth"] = SpaceSpec("box", (h, w, 1), np.float32, 0.0, depth_high)
@@ -96,7 +98,8 @@ def single_observation_space(sensors=("depth",), resolution=(64, 64), normalize_
         parts["rgb"] = SpaceSpec("box", (h, w, 3), np.uint8, 0, 255)
     if "semantic" in sensors:
         parts["semantic"] = SpaceSpec("box", (h, w, 1), np.int32, 0, MAX_INSTANCE_ID)
-    parts["pointgoal"] = SpaceSpec("box", (2,), np.float32, -np.pi, float(np.finfo(np.float32).max))
+    for name, (shape, dtype, low, high) in task.OBSERVATIONS.items():
+        parts[name] = SpaceSpec("box", shape, np.dtype(dtype).type, min(low), max(high))
     return SpaceSpec("dict", spaces=parts)
 
 

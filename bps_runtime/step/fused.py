@@ -67,12 +67,13 @@ class FusedStep:
         # inputs
         self.actions = z(self.B, dt=torch.int64)
         cap = N * (DEPTH + 1)
-        self.stage_i, self.stage_f = z(cap, 4, dt=torch.int32), z(cap, 7)
+        ni, nf = 2 + task.STAGE_INTS, task.STAGE_FLOATS   # (env, ring index) + the task's columns
+        self.stage_i, self.stage_f = z(cap, ni, dt=torch.int32), z(cap, nf)
         self.count = z(1, dt=torch.int32)
         self._count_sent = 0      # the row count the device holds (the last upload's)
         pin = dev.type == "cuda"
-        self._pinned = [(torch.zeros(cap, 4, dtype=torch.int32, pin_memory=pin),
-                         torch.zeros(cap, 7, dtype=torch.float32, pin_memory=pin),
+        self._pinned = [(torch.zeros(cap, ni, dtype=torch.int32, pin_memory=pin),
+                         torch.zeros(cap, nf, dtype=torch.float32, pin_memory=pin),
                          torch.zeros(1, dtype=torch.int32, pin_memory=pin)) for _ in range(2)]
         # numpy views of the host buffers, made once (no tensor -> host call on the step path)
         self._pinned_np = [tuple(t.numpy() for t in bufs) for bufs in self._pinned]

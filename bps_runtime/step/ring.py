@@ -52,8 +52,8 @@ class EpisodeRing:
     """Host side of the episode queue: what each env has queued, started (as far as the host
     knows), and the names of its episodes; builds the staging rows for ``FusedStep.upload``."""
 
-    def __init__(self, world, num_envs: int):
-        self.world = world
+    def __init__(self, world, num_envs: int, task):
+        self.world, self.task = world, task   # task: its staging columns (``stage``)
         self.N = n = int(num_envs)
         H = DEPTH + 1
         self.filled = np.zeros(n, np.int64)      # episodes queued so far per env
@@ -101,7 +101,8 @@ class EpisodeRing:
     # -- queueing
     def refill(self) -> tuple[np.ndarray, np.ndarray]:
         """Queue episodes until every env has ``DEPTH`` beyond what it is known to have started;
-        -> staging rows (int [M, 4], float [M, 7]). Nothing due (no episode started since the
+        -> staging rows (int [M, 2 + task.STAGE_INTS]: env, ring index, then the task's;
+        float [M, task.STAGE_FLOATS]: the task's ``stage`` columns). Nothing due (no episode started since the
         last call): one comparison, no call into the scene cache or the episode supply."""
         si, sf = [], []
         self.waited = False
@@ -116,16 +117,17 @@ class EpisodeRing:
             nm = m % NAMES
             self.eid[nm, envs] = eps.episode_ids
             self.scene_id[nm, envs] = self._scene_ids(idxs)
-            rows_i = np.empty((envs.size, 4), np.int32)
-            rows_i[:, 0], rows_i[:, 1], rows_i[:, 2], rows_i[:, 3] = envs, m % DEPTH, idxs, eps.rows
-            rows_f = np.empty((envs.size, 7), np.float32)
-            rows_f[:, :3], rows_f[:, 3], rows_f[:, 4:] = eps.start, eps.yaw, eps.goal
+            rows_i = np.empty((envs.size, 2 + self.task.STAGE_INTS), np.int32)
+            rows_i[:, 0], rows_i[:, 1] = envs, m % DEPTH
+            rows_f = np.empty((envs.size, self.task.STAGE_FLOATS), np.float32)
+            self.task.stage(rows_i[:, 2:], rows_f, idxs, eps)
             si.append(rows_i)
             sf.append(rows_f)
             self.filled[envs] += 1
             envs = envs[self.filled[envs] < self.known[envs] + DEPTH]   # only these changed
         if not si:
-            return np.zeros((0, 4), np.int32), np.zeros((0, 7), np.float32)
+            return (np.zeros((0, 2 + self.task.STAGE_INTS), np.int32),
+                    np.zeros((0, self.task.STAGE_FLOATS), np.float32))
         if len(si) == 1:
             return si[0], sf[0]
         return np.concatenate(si), np.concatenate(sf)

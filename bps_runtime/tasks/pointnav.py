@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 import warp as wp
 
@@ -31,6 +32,7 @@ NUM_ACTIONS = len(ACTION_NAMES)
 class TaskOptions:
     """habitat-lab's PointNav defaults (pointnav.yaml / DD-PPO)."""
 
+    TASK: ClassVar[str] = NAME        # the task module these options belong to
     forward_step: float = 0.25        # metres per MOVE_FORWARD
     turn_degrees: float = 10.0        # degrees per TURN_LEFT / TURN_RIGHT
     success_distance: float = 0.2     # metres, geodesic, strict '<'
@@ -81,9 +83,24 @@ def params(options: TaskOptions, win: int) -> Params:
     return s
 
 
+# the staging columns of a queued episode (after env and ring index), which ``apply_refills``
+# writes into the ring: ints (scene index, goal field row), floats (start xyz, yaw, goal xyz)
+STAGE_INTS, STAGE_FLOATS = 2, 7
+
+
+def stage(ints, floats, scene_index, eps) -> None:
+    """Fill a batch of queued episodes' staging columns (``eps``: ``NewEpisodes``)."""
+    ints[:, 0], ints[:, 1] = scene_index, eps.rows
+    floats[:, :3], floats[:, 3], floats[:, 4:] = eps.start, eps.yaw, eps.goal
+
+
 def max_move(options: TaskOptions) -> float:
     """The longest move of one step (metres): sizes the try_step window."""
     return float(options.forward_step)
+
+
+# the task's observations beside the sensors' frames: name -> (shape, dtype, low, high)
+OBSERVATIONS = {"pointgoal": ((2,), "float32", (0.0, -math.pi), (float(3.4028234663852886e38), math.pi))}
 
 
 def observations(v) -> dict:

@@ -325,7 +325,7 @@ class SceneCache:
 
     def _integrate(self, slot: _Slot, res) -> None:
         idx = slot.loading_id
-        slot.pending = slot.loading = slot.loading_id = None
+        slot.pending = slot.loading = slot.loading_id = slot.gave_up = None
         if isinstance(res, LoadFailure):
             self._in_use.discard(res.scene_id)
             self._owner.pop(idx, None)

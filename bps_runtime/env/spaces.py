@@ -13,11 +13,11 @@ import numpy as np
 
 from bps_assets.errors import ConfigError
 
+from ..render.protocol import SENSORS   # the sensors an env offers are the renderer's
+from ..render.semantic import MAX_INSTANCE_ID
 from ..tasks import pointnav
 from ..tasks.pointnav import NUM_ACTIONS
 
-SENSORS = ("depth", "rgb", "semantic")
-MAX_INSTANCE_ID = 1 << 20   # render.semantic's cap on an instance id (0 = no object)
 
 
 @dataclass(frozen=True)

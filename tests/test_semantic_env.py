@@ -1,6 +1,6 @@
 """The semantic sensor through make() (issue 22 item 3): a synth --semantic dataset, preprocessed;
 the env's semantic observations equal the renderer's at the poses the step reports (Embree after
-the step, Warp's frame launched inside it), and the env's category table maps them to the
+the step, Warp's frame launched inside it, captured with it in one graph), and the env's category table maps them to the
 categories of each scene's object table on the device."""
 from __future__ import annotations
 
@@ -33,13 +33,17 @@ def _tables(manifest):
     return {e.name: read_packed_scene(e.scene).semantics for e in load_manifest(manifest).scenes(None)}
 
 
-@pytest.mark.parametrize("renderer", ["embree", "warp"])
-def test_semantic_observations_are_the_renderers_and_the_table_maps_them(dataset, renderer):
+@pytest.mark.parametrize("renderer,capture", [("embree", False), ("warp", False), ("warp", True)])
+def test_semantic_observations_are_the_renderers_and_the_table_maps_them(dataset, renderer, capture, monkeypatch):
     from bps_runtime import make, observation_space
+    from bps_runtime.step import fused as fused_step
 
     tables = _tables(dataset)
     assert all(t is not None and len(t) > 0 for t in tables.values())
-    env = make(dataset, split=None, num_envs=4, sensors=SENSORS, resolution=(24, 24), renderer=renderer, seed=1)
+    if capture:   # Warp records CPU graphs too: the captured step + frame path, as test_capture_graph
+        monkeypatch.setattr(fused_step, "CAPTURE_DEVICES", ("cuda", "cpu"))
+    env = make(dataset, split=None, num_envs=4, sensors=SENSORS, resolution=(24, 24), renderer=renderer, seed=1,
+               capture_graph=capture, threads=1 if capture else None)
     space = observation_space(4, SENSORS, (24, 24))
     assert space["semantic"].shape == (4, 24, 24, 1) and space["semantic"].dtype == np.int32
     with env:
@@ -68,6 +72,7 @@ def test_semantic_observations_are_the_renderers_and_the_table_maps_them(dataset
                 assert np.array_equal(c[hit], np.array([row[int(i)] for i in ids[hit]], np.int32))
                 seen += hit.size
         assert seen > 100   # objects were in view
+        assert env.capture_status.startswith("captured") == capture, env.capture_status
 
 
 def test_depth_only_env_has_no_semantic_parts(dataset):

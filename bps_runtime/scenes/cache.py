@@ -8,10 +8,11 @@ leaves once no episode uses it. A seed fixes the run: scene order is a seeded sh
 scene index is fixed when it starts, and loads are taken in only at a due swap (which waits for
 its load: a reported wait) or at start-up, never by which load finished first.
 Budget: ``budget_bytes`` is a ledger; a load reserves its exact cost and blocks until it fits
-(a due swap whose load waits for room gives up instead; with a binding budget runs may differ).
-Calls go one way: the cache calls the loader and the renderer; arrivals and departures are
-``take_events()`` for the caller, whose per-scene ``prepare`` runs on the loader threads.
-"""
+(a due swap whose load waits for room gives up instead; with a binding budget runs may differ);
+``start`` refuses a budget below K active scenes plus one (``budget_needed``) and, with
+``refuse``, a failing start-up load; ``cancel`` ends every wait for room (close, exit).
+Calls go one way: the cache calls the loader and the renderer; arrivals / departures are
+``take_events()``; the caller's per-scene ``prepare`` runs on the loader threads."""
 from __future__ import annotations
 
 import logging

@@ -1,8 +1,10 @@
 """Async scene loader: background threads turn packed files into render-ready resident scenes.
 
-One load = read the packed scene (``bps_assets.packed_scene.read_packed_scene``: checks caps,
-CRCs, cross references, decompresses with the calling thread's own zstd decompressor), read the
-navmesh (``bps_assets.nav.load_navmesh``), build the shading tables (``render.shading_data``), reserve
+One load = check the files against the manifest (``scenes.checks``), read the packed scene
+(``bps_assets.packed_scene.read_packed_scene``: caps, CRCs, cross references, zstd with the
+thread's own decompressor; its header's identity checked), read the navmesh
+(``bps_assets.nav.load_navmesh``; its values and its fit to the scene checked), prepare its
+navigation (the cache's ``prepare``), build the shading tables (``render.shading_data``), reserve
 the scene's bytes in the cache's budget (may block until another scene leaves), then let the
 renderer build its acceleration structure (Embree BVH / ``wp.Mesh``) and upload to the device
 (from pinned host buffers when the device is CUDA). Everything here runs off the step path;

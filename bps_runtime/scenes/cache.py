@@ -145,6 +145,7 @@ class SceneCache:
         self.peak_bytes = 0
         self._closed = False
         self._starting = self._refuse = False
+        self._skip: set[str] = set()        # held loads to give up (no scene would ever make room)
         self._short: dict[str, int] = {}    # start-up loads the budget had no room for: their bytes
         self._start_error: BaseException | None = None   # a refused start-up load's error
         self._report = CacheReport()
@@ -234,8 +235,12 @@ class SceneCache:
                 # nothing leaves before the first step: waiting would never end
                 raise _NoRoom(source.scene_path, f"needs {nbytes} bytes at start-up", nbytes)
             while self.budget_bytes is not None and self._used + nbytes > self.budget_bytes:
-                if self._closed:
+                if self._closed or source.scene_id in self._skip:
                     self._held.discard(source.scene_id)
+                    if source.scene_id in self._skip:
+                        self._skip.discard(source.scene_id)
+                        raise _Skipped(source.scene_path, f"skipped this pass: its {nbytes} bytes do not fit "
+                                                          f"next to the scenes that stay")
                     raise LoadCancelled(source.scene_path, "cache closed")
                 self._held.add(source.scene_id)
                 self._cv.wait(0.5)
@@ -333,6 +338,8 @@ class SceneCache:
             self._free_ids.appendleft(idx)
             if isinstance(res.error, _NoRoom):
                 self._short[res.scene_id] = res.error.nbytes
+            elif isinstance(res.error, _Skipped):
+                self._report.reasons.append(f"slot {slot.index}: {res.scene_id!r} {res.error.detail}")
             elif self._starting and self._refuse and not isinstance(res.error, LoadCancelled):
                 self._start_error = self._start_error or res.error
             elif not isinstance(res.error, LoadCancelled):
@@ -526,6 +533,7 @@ class SceneCache:
         slot (round robin) that has a scene loading or loaded swaps, waiting for its load if
         needed (a wait, reported), so swaps happen at a fixed step."""
         self.rounds += 1
+        self._unstick()
         every = self.options.swap_every
         if not every or self.rounds % every:
             return
@@ -537,6 +545,24 @@ class SceneCache:
         self.wait_pending(k)
         self.request_swap([k])
         self.swaps_requested += 1
+
+    def _unstick(self) -> None:
+        """When every load waits for room and nothing will make any (no slot has a next scene to
+        swap to, no scene is draining), give those loads up: each slot then loads the next scene
+        of the order at its next due swap (a scene larger than the start-up ones may never fit
+        next to the active scenes; the run goes on, it is tried again on the next pass)."""
+        if self.budget_bytes is None:
+            return
+        with self._cv:
+            held = set(self._held)
+        pending = [s for s in self._slots if s.pending is not None]
+        if not held or not pending or any(s.loading.scene_id not in held for s in pending):
+            return
+        if any(s.ready is not None for s in self._slots) or any(not self._claimed(i) for i in self._scenes):
+            return
+        with self._cv:
+            self._skip |= held
+            self._cv.notify_all()
 
     def scene_id(self, scene_index: int) -> str:
         """The scene id (manifest name) of a resident scene index."""
@@ -609,6 +635,10 @@ class _NoRoom(LoadCancelled):
     def __init__(self, path, detail: str, nbytes: int):
         super().__init__(path, detail)
         self.nbytes = nbytes
+
+
+class _Skipped(LoadCancelled):
+    """A load given up because no scene would ever make room for it (``_unstick``)."""
 
 
 # a load waiting for budget would keep the interpreter from exiting (its pool's threads are

@@ -130,8 +130,9 @@ class StaticScenes:
         self._events = []
         self.loading, self.swaps_requested = False, 0
 
-    def start(self, prepare=None):
-        """Renderer + navigation of every scene (two threads), then one "arrived" event each."""
+    def start(self, prepare=None, refuse=False):
+        """Renderer + navigation of every scene (two threads), then one "arrived" event each
+        (a failure raises: these scenes are all there is)."""
         from concurrent.futures import ThreadPoolExecutor
 
         from bps_runtime.scenes.cache import SceneEvent
@@ -166,6 +167,9 @@ class StaticScenes:
 
     def resident_scene_ids(self):
         return list(self.names)
+
+    def cancel(self):
+        """No load ever waits here."""
 
     def close(self):
         pass

@@ -99,7 +99,7 @@ def test_failing_scenes_are_quarantined_and_others_go_on(caplog):
 def test_all_scenes_failing_is_a_clear_error():
     reader, sources = _world(0, bad=("a", "b"))
     with SceneCache(sources, make_renderer("embree"), 2, CacheOptions(slots=2), reader=reader) as cache:
-        with pytest.raises(DatasetError, match="no scene could be loaded"):
+        with pytest.raises(DatasetError, match="no usable scene is left: 2 of 2 quarantined"):
             cache.start()
         assert set(cache.quarantined) == {"a", "b"}
 

@@ -103,7 +103,6 @@ def test_verify_refuses_a_scene_whose_navmesh_lies_outside_it(src, tmp_path):
         assert "FAIL Collierville" not in r.output
 
 
-@pytest.mark.xfail(strict=True, reason="runtime wiring pending")
 def test_make_refuses_a_scene_whose_navmesh_lies_outside_it(src, tmp_path):
     from bps_assets.errors import NavError
     from bps_runtime import make

@@ -81,12 +81,17 @@ def no_navigable_area(scene: str, navigable_area, packed_scene, source=None) -> 
 def scene_bounds(packed_scene) -> tuple | None:
     """``(lo, hi)`` of a packed scene's bounds (its header; nothing else is read), or None when
     the header has none."""
-    import numpy as np
-
     from ..container import Container
 
     with Container(packed_scene) as c:
-        b = c.header.get("bounds") or {}
+        return header_bounds(c.header)
+
+
+def header_bounds(header: dict) -> tuple | None:
+    """``(lo, hi)`` of a packed scene header's ``bounds`` (float64 [3] each), or None."""
+    import numpy as np
+
+    b = (header or {}).get("bounds") or {}
     try:
         lo, hi = np.asarray(b["min"], np.float64), np.asarray(b["max"], np.float64)
     except (KeyError, TypeError, ValueError):

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields, replace
 
+import numpy as np
+
 from bps_assets.errors import ConfigError
 
 from ..episodes.supply import DEFAULTS as SUPPLY_DEFAULTS, SupplyOptions
@@ -19,7 +21,7 @@ from ..tasks.pointnav import DEFAULTS as TASK_DEFAULTS, TaskOptions
 
 @dataclass(frozen=True)
 class SensorConfig:
-    """What the agents see: sensors (a subset of ("depth", "rgb")), (height, width), habitat's
+    """What the agents see: sensors (a subset of ("depth", "rgb", "semantic")), (height, width), habitat's
     normalized depth (0-1 for 0-10 m) or metres, and the renderer ("embree" CPU, "warp")."""
     kinds: tuple = ("depth",)
     resolution: tuple = (64, 64)
@@ -52,6 +54,9 @@ class EnvConfig:
     task: TaskOptions = TASK_DEFAULTS
     cache: CacheOptions = field(default_factory=lambda: CacheOptions(seed=None))
     episodes: EpisodeConfig = field(default_factory=EpisodeConfig)
+
+    def __post_init__(self):
+        check_seed(self.seed)
 
     @classmethod
     def from_kwargs(cls, dataset=None, *, split="train", num_envs=16, batch_size=None, device="cpu",
@@ -98,6 +103,18 @@ class EnvConfig:
             d["episodes"] = EpisodeConfig(**e)
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in known})
+
+
+MAX_SEED = 2**63 - 1
+
+
+def check_seed(seed, what: str = "seed") -> int:
+    """``seed`` as an int in [0, 2**63); a one-line ConfigError otherwise (-1, "abc", 1.5, True)."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise ConfigError(None, f"{what}={seed!r}: expected an int in [0, {MAX_SEED}]")
+    if not 0 <= int(seed) <= MAX_SEED:
+        raise ConfigError(None, f"{what}={seed!r}: expected an int in [0, {MAX_SEED}]")
+    return int(seed)
 
 
 def _tuples(d: dict) -> dict:

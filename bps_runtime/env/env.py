@@ -107,6 +107,20 @@ class BatchPointNavEnv:
         return self.ring.names_of(0, self.fused.head.cpu().numpy() - 1, "episode")
 
     @property
+    def category_table(self):
+        """With the "semantic" sensor: ``render.semantic.CategoryTable`` of the resident scenes,
+        rows by scene index; ``env.category_table.lookup(info["scene_index"], obs["semantic"])``
+        maps a frame's instance ids to indices into ``env.categories`` on the device (-1: no
+        object / unknown). None without the semantic sensor."""
+        return self.world.category_table
+
+    @property
+    def categories(self) -> list | None:
+        """The category names ``category_table`` indexes (mpcat40), or None."""
+        t = self.world.category_table
+        return None if t is None else t.vocabulary
+
+    @property
     def capture_status(self) -> str:
         """Whether the step runs as a captured CUDA graph ("captured") or why not."""
         return self.fused.capture_status
@@ -136,12 +150,14 @@ class BatchPointNavEnv:
     # ------------------------------------------------------------------ front door
     def seed(self, seed: int):
         """Reseed episode sampling (per-scene streams); takes effect at the next ``reset()``."""
-        self.seed_value = int(seed)
-        self._reseed = int(seed)
+        from .config import check_seed
+
+        self.seed_value = self._reseed = check_seed(seed)
 
     def reset(self):
         """Start a new episode in every environment; returns the observations of all
         ``num_envs`` (``info["env_id"]`` = arange). Drains anything in flight first."""
+        self._check_open("reset()")
         self._drain()
         obs, info = self._sim.submit(self._reset_all).result()
         self._to_send = deque(range(self.num_groups))
@@ -151,6 +167,7 @@ class BatchPointNavEnv:
     def async_reset(self):
         """EnvPool-style: reset everything; then each ``recv()`` returns one group's first
         observations (reward 0, done False)."""
+        self._check_open("async_reset()")
         self._drain()
         fut = self._sim.submit(self._reset_all)
         fut.result()
@@ -165,8 +182,9 @@ class BatchPointNavEnv:
         env ids of a whole group, as returned in ``info["env_id"]``; by default the group whose
         results were handed out longest ago. The ``info["env_id"]`` tensor itself is recognised
         without reading it; any other ids are copied to the host and checked (on CUDA, a wait)."""
-        if self._closed:
-            raise ConfigError(None, "send() on a closed environment")
+        self._check_open("send()")
+        if not self._started:
+            raise ConfigError(None, "send() / step() before reset(): call env.reset() (or async_reset()) first")
         a = self._check_actions(actions)   # before taking the group: a bad call changes nothing
         g = self._pick_group(env_id)
         self._pending.append((g, self._sim.submit(self._step_group, g, a)))
@@ -188,10 +206,13 @@ class BatchPointNavEnv:
         return self.recv()
 
     def close(self):
-        """Finish what is in flight, stop the threads, release the scenes."""
+        """Finish what is in flight, stop the threads, release the scenes. Returns from any
+        thread, whatever the step in flight waits for (loads waiting for room in the cache
+        budget are cancelled first); errors of the steps it drains are not raised here."""
         if not self._closed:
             self._closed = True
-            self._drain()
+            self.world.cancel()
+            self._drain(quiet=True)
             self._sim.shutdown(wait=True)
             self.fused.close()
             self.world.close()
@@ -209,10 +230,17 @@ class BatchPointNavEnv:
             pass
 
     # ------------------------------------------------------------------ checks
-    def _drain(self):
+    def _check_open(self, call: str):
+        if self._closed:
+            raise ConfigError(None, f"{call} on a closed environment: make() a new one")
+
+    def _drain(self, quiet: bool = False):
         while self._pending:
             _, f = self._pending.popleft()
-            f.result()
+            if quiet:
+                f.exception()   # waits; the step's error (if any) was the caller's to recv
+            else:
+                f.result()
 
     def _group_slice(self, g: int) -> slice:
         return slice(g * self.batch_size, (g + 1) * self.batch_size)
@@ -220,8 +248,6 @@ class BatchPointNavEnv:
     def _pick_group(self, env_id) -> int:
         if env_id is None:
             if not self._to_send:
-                if self.num_groups == 1 and not self._pending:
-                    return 0
                 raise ConfigError(None, "send(): no group is waiting for actions (each group's "
                                         "results must be recv()'d before its next send)")
             return self._to_send.popleft()
@@ -357,7 +383,8 @@ class BatchPointNavEnv:
 
     def _frame(self, scene_index, position, rotation, bufs, stream):
         """The renderer's one-launch frame of a group, queued on ``stream``."""
-        self._launch_frame(scene_index, position, rotation, bufs["depth"], bufs.get("rgb"), stream=stream)
+        self._launch_frame(scene_index, position, rotation, bufs["depth"], bufs.get("rgb"), stream=stream,
+                           semantic=bufs.get("semantic"))
 
     def _step_group(self, g: int, a: torch.Tensor):
         waited = self._host_between_steps()

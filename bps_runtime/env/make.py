@@ -69,7 +69,8 @@ def make(dataset=None, config: EnvConfig | None = None, **kwargs) -> BatchPointN
     - ``device`` ("cpu", "cuda:0"); ``threads``: CPU threads the renderer and the step share
       (None: every core this process may use); ``capture_graph``: on CUDA, replay each group's
       step (and Warp frame) as a CUDA graph (``env.capture_status`` says whether it is).
-    - ``sensors`` (subset of ("depth", "rgb")), ``resolution`` (height, width),
+    - ``sensors`` (subset of ("depth", "rgb", "semantic"); semantic: int32 instance ids, with
+      ``env.category_table`` / ``env.categories``), ``resolution`` (height, width),
       ``normalize_depth`` (habitat's 0-1 for 0-10 m, else metres), ``renderer`` ("embree" CPU,
       "warp" CUDA or Warp's CPU device).
     - ``cache``: the scene cache (``bps_runtime.scenes.cache.CacheOptions``): None (defaults),
@@ -112,8 +113,13 @@ def make(dataset=None, config: EnvConfig | None = None, **kwargs) -> BatchPointN
     c = replace(c, num_envs=n, batch_size=b, threads=threads,
                 sensors=replace(c.sensors, kinds=sensors, resolution=resolution),
                 episodes=replace(c.episodes, scene_shard=scene_shard))
+    from ..step.fused import DEPTH
+    from ..tasks import module_for
+    from .checks import bytes_per_env, check_batch_memory
     from .world import build_world
 
+    # before anything is allocated: a batch the device cannot hold is one line, not a MemoryError
+    check_batch_memory(n, bytes_per_env(module_for(c.task).SCHEMA.fields, DEPTH, sensors, resolution), dev)
     world = build_world(path, c, device=dev)
     env = BatchPointNavEnv(world, num_envs=n, batch_size=b, device=dev, sensors=sensors,
                            resolution=resolution, normalize_depth=c.sensors.normalize_depth, task=c.task,

@@ -13,10 +13,11 @@ import numpy as np
 
 from bps_assets.errors import ConfigError
 
+from ..render.protocol import SENSORS   # the sensors an env offers are the renderer's
+from ..render.semantic import MAX_INSTANCE_ID
 from ..tasks import pointnav
 from ..tasks.pointnav import NUM_ACTIONS
 
-SENSORS = ("depth", "rgb")
 
 
 @dataclass(frozen=True)
@@ -73,8 +74,9 @@ def check_resolution(resolution) -> tuple[int, int]:
 
 def single_observation_space(sensors=("depth",), resolution=(64, 64), normalize_depth: bool = True,
                              task=pointnav):
-    """One environment's observation space: dict of depth [H,W,1], rgb [H,W,3] and the task's
-    observations (``task.OBSERVATIONS``; PointNav: pointgoal [2])."""
+    """One environment's observation space: dict of depth [H,W,1], rgb [H,W,3], semantic [H,W,1]
+    (int32 instance ids, 0 = no object) and the task's observations (``task.OBSERVATIONS``;
+    PointNav: pointgoal [2])."""
     sensors = check_sensors(sensors)
     h, w = check_resolution(resolution)
     parts = {}
@@ -85,6 +87,8 @@ def single_observation_space(sensors=("depth",), resolution=(64, 64), normalize_
             parts["depth"] = g.Box(0.0, depth_high, (h, w, 1), np.float32)
         if "rgb" in sensors:
             parts["rgb"] = g.Box(0, 255, (h, w, 3), np.uint8)
+        if "semantic" in sensors:
+            parts["semantic"] = g.Box(0, MAX_INSTANCE_ID, (h, w, 1), np.int32)
         for name, (shape, dtype, low, high) in task.OBSERVATIONS.items():
             parts[name] = g.Box(np.array(low, dtype), np.array(high, dtype), shape, np.dtype(dtype))
         return g.Dict(parts)
@@ -92,6 +96,8 @@ def single_observation_space(sensors=("depth",), resolution=(64, 64), normalize_
         parts["depth"] = SpaceSpec("box", (h, w, 1), np.float32, 0.0, depth_high)
     if "rgb" in sensors:
         parts["rgb"] = SpaceSpec("box", (h, w, 3), np.uint8, 0, 255)
+    if "semantic" in sensors:
+        parts["semantic"] = SpaceSpec("box", (h, w, 1), np.int32, 0, MAX_INSTANCE_ID)
     for name, (shape, dtype, low, high) in task.OBSERVATIONS.items():
         parts[name] = SpaceSpec("box", shape, np.dtype(dtype).type, min(low), max(high))
     return SpaceSpec("dict", spaces=parts)

@@ -15,6 +15,7 @@ import torch
 
 from bps_assets.errors import ConfigError, InputError
 
+from .checks import check_agent
 from ..nav.buffers import FieldWorker, NavBuffers, SceneNav
 from ..episodes.files import resolve_episodes
 from ..episodes import make_supply
@@ -57,7 +58,18 @@ class World:
         self.sensors = tuple(sensors)
         self.threads = renderer.options.threads  # the step's CPU work uses the render threads' count
         self._reasons: list[str] = []
-        scenes.start(ScenePreparation(self.nav, supply))
+        self.category_table = None   # with the semantic sensor: id -> category rows by scene index
+        if "semantic" in self.sensors:
+            from bps_assets.readers.semantic_categories import mpcat40
+
+            from ..render.semantic import CategoryTable
+
+            self.category_table = CategoryTable(scenes.capacity, str(self.device), vocabulary=mpcat40())
+        try:   # make(): a start-up scene that fails refuses the run; later ones are quarantined
+            scenes.start(ScenePreparation(self.nav, supply), refuse=True)
+        except BaseException:
+            self.close()
+            raise
         self._publish()
 
     def _publish(self):
@@ -67,7 +79,11 @@ class World:
             if ev.kind == "left":
                 self.episodes.scene_left(ev.scene_index)
                 self.nav.unpublish(ev.scene_index)
+                if self.category_table is not None:
+                    self.category_table.clear(ev.scene_index)
             else:
+                if self.category_table is not None:
+                    self.category_table.set(ev.scene_index, getattr(ev.scene, "semantics", None))
                 scene, st = ev.scene.prepared
                 self.episodes.register(ev.scene_index, st)
                 self.nav.publish(ev.scene_index, scene, st.fields)
@@ -117,6 +133,10 @@ class World:
             out = {k: v.to(self.device, non_blocking=True) for k, v in out.items()}
         return out
 
+    def cancel(self):
+        """Cancel loads waiting for room in the cache budget (any thread: the env's close)."""
+        self.scenes.cancel()
+
     def close(self):
         """Stop the field worker, the scene manager and the renderer."""
         self.worker.close()
@@ -135,6 +155,7 @@ def build_world(manifest_path, config, *, device) -> World:
     c = config
     split, scene_shard, num_envs, seed = c.split, c.episodes.scene_shard, c.num_envs, c.seed
     manifest = load_manifest(manifest_path)
+    check_agent(manifest, c.task)
     entries = manifest.scenes(split)
     if not entries:
         raise ConfigError(None, f"{manifest_path}: no usable scene in split {split!r} "
@@ -155,18 +176,22 @@ def build_world(manifest_path, config, *, device) -> World:
                           threads=c.threads)
     r = c.sensors.renderer
     renderer = make_renderer(r, ropts, device=str(device) if r == "warp" else "cpu")
-    scenes = make_scene_manager(entries, c.cache_for_run(), num_envs=num_envs, renderer=renderer, device=device)
+    scenes = make_scene_manager(entries, c.cache_for_run(), num_envs=num_envs, renderer=renderer, device=device,
+                                manifest=manifest)
     return World(scenes, renderer, device=device, num_envs=num_envs, seed=seed, supply=supply,
                  worker=worker, sensors=c.sensors.kinds)
 
 
-def make_scene_manager(entries, options, *, num_envs, renderer, device="cpu"):
-    """The scene cache (``bps_runtime.scenes.cache.SceneCache``) over manifest entries."""
+def make_scene_manager(entries, options, *, num_envs, renderer, device="cpu", manifest=None):
+    """The scene cache (``bps_runtime.scenes.cache.SceneCache``) over manifest entries; with the
+    ``manifest``, each load checks its files against what it recorded (``scenes.checks``)."""
     from ..scenes.cache import SceneCache
+    from ..scenes.checks import expected_for
     from ..scenes.loader import SceneSource
 
     bad = next((e.name for e in entries if not e.navmesh), None)
     if bad is not None:
         raise InputError(None, f"scene {bad!r} has no navmesh in the manifest")
-    sources = [SceneSource(e.name, str(e.scene), str(e.navmesh)) for e in entries]
+    expected = expected_for(manifest, entries) if manifest is not None else [None] * len(entries)
+    sources = [SceneSource(e.name, str(e.scene), str(e.navmesh), x) for e, x in zip(entries, expected)]
     return SceneCache(sources, renderer, num_envs, options, device=str(device))

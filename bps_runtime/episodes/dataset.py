@@ -1,7 +1,8 @@
 """Dataset episodes: a habitat PointNav v1 file's episodes of each scene, in a seeded shuffled order,
 cycled. The field worker snaps each upcoming episode's start and computes its goal's distance
 field ``lookahead`` episodes ahead per scene; an episode not ready when an agent needs it is
-prepared on the spot and counted as a wait. Episodes invalid on the navmesh are skipped.
+prepared on the spot and counted as a wait. Episodes invalid on the navmesh are skipped; a scene
+with no valid episode fails its load (on the loader thread: the scene is quarantined).
 """
 from __future__ import annotations
 
@@ -31,8 +32,15 @@ class DatasetEpisodes(EpisodeSupply):
             raise NavError(None, f"scene {st.name!r} has no episodes in the dataset")
         st.order = st.rng.permutation(len(eps))
         if inline:  # the first episodes now, in the loader thread (distinct: order is a permutation)
-            for pos in range(min(self.options.lookahead, len(eps))):
+            valid = False
+            for pos in range(len(eps)):   # on until one is valid: a scene with none fails its load
+                if pos >= self.options.lookahead and valid:
+                    break
                 st.ahead[pos] = _done(self._prepare_dataset_episode, st, eps[int(st.order[pos])])
+                valid = valid or st.ahead[pos].result() is not None
+            if not valid:
+                raise NavError(None, f"scene {st.name!r}: no episode of the dataset is valid on its navmesh "
+                                     f"(all {len(eps)} start or goal off it)")
         self._schedule(st)
 
     def _schedule(self, st: _SceneState):

@@ -8,15 +8,17 @@ leaves once no episode uses it. A seed fixes the run: scene order is a seeded sh
 scene index is fixed when it starts, and loads are taken in only at a due swap (which waits for
 its load: a reported wait) or at start-up, never by which load finished first.
 Budget: ``budget_bytes`` is a ledger; a load reserves its exact cost and blocks until it fits
-(a due swap whose load waits for room gives up instead; with a binding budget runs may differ).
-Calls go one way: the cache calls the loader and the renderer; arrivals and departures are
-``take_events()`` for the caller, whose per-scene ``prepare`` runs on the loader threads.
-"""
+(a due swap whose load waits for room gives up instead; with a binding budget runs may differ);
+``start`` refuses a budget below K active scenes plus one (``budget_needed``) and, with
+``refuse``, a failing start-up load; ``cancel`` ends every wait for room (close, exit).
+Calls go one way: the cache calls the loader and the renderer; arrivals / departures are
+``take_events()``; the caller's per-scene ``prepare`` runs on the loader threads."""
 from __future__ import annotations
 
 import logging
 import threading
 import time
+import weakref
 from collections import deque
 from concurrent.futures import Future, wait
 from dataclasses import dataclass, field
@@ -92,7 +94,7 @@ class CacheReport:
 
 class _Slot:
     __slots__ = ("index", "active", "pending", "ready", "episodes", "swap_requested", "loading", "load_note",
-                 "loading_id")
+                 "loading_id", "gave_up")
 
     def __init__(self, index):
         self.index = index
@@ -103,6 +105,7 @@ class _Slot:
         self.swap_requested = False
         self.loading = None                 # SceneSource of the pending load
         self.load_note = ""                 # when / why the pending load started (for wait reasons)
+        self.gave_up: str | None = None     # the load whose due swap was given up (reported once)
         self.loading_id: int | None = None  # the scene index the pending load will have (fixed at its start)
 
 
@@ -141,6 +144,10 @@ class SceneCache:
         self._held: set[str] = set()   # scene ids whose loads wait for room in the budget
         self.peak_bytes = 0
         self._closed = False
+        self._starting = self._refuse = False
+        self._skip: set[str] = set()        # held loads to give up (no scene would ever make room)
+        self._short: dict[str, int] = {}    # start-up loads the budget had no room for: their bytes
+        self._start_error: BaseException | None = None   # a refused start-up load's error
         self._report = CacheReport()
         self.generation = 0   # bumped whenever the set of resident scenes changes (users re-sync)
         t0 = time.perf_counter()
@@ -153,19 +160,64 @@ class SceneCache:
         self._next_swap_slot = 0
         self.swaps_requested = 0
         self._started = False
+        _LIVE.add(self)
 
-    def start(self, prepare: Callable | None = None) -> None:
+    def start(self, prepare: Callable | None = None, refuse: bool = False) -> None:
         """Start the first loads and wait for every slot's first scene (not counted as a wait).
         ``prepare(scene_id, navmesh)``, when given, ends every load on its loader thread; its
-        result is the ``prepared`` of the scene's "arrived" event."""
+        result is the ``prepared`` of the scene's "arrived" event. ``refuse``: a start-up load
+        that fails raises its error here instead of quarantining the scene (``make()``: nothing
+        has run yet, so a bad scene is cheapest to fix now). A ``budget_bytes`` that cannot hold
+        the slots' first scenes, plus one more to swap in when there are more scenes than slots,
+        is a ConfigError naming the bytes they need (measured on those loads)."""
         if self._started:
             return
         self._started = True
         self.loader.prepare = prepare
-        for s in self._slots:
-            self._start_load(s, "at start-up")
-        self._wait_ready()
+        self._starting, self._refuse = True, refuse
+        self.loader.log_failures = not refuse   # refused, not quarantined: the caller raises it
+        try:
+            for s in self._slots:
+                self._start_load(s, "at start-up")
+            self._wait_ready()
+        finally:
+            self._starting = self._refuse = False
+            self.loader.log_failures = True
         self.clock = lambda: f"step {self.rounds}"
+        if self.options.prefetch:
+            for s in self._slots:
+                self._start_load(s, "at start-up")
+
+    def budget_needed(self) -> int:
+        """Bytes the policy needs resident (the slots' active scenes, plus the largest of them
+        once more when there are more live scenes than slots, so a swap can load its next)."""
+        active = {s.active for s in self._slots} & set(self._scenes)
+        costs = {self._scenes[i].scene_id: self._scenes[i].nbytes for i in active}
+        costs.update(self._short)
+        need = sum(costs.values())
+        live = sum(1 for s in self.sources if s.scene_id not in self.quarantined)
+        if live > self.num_slots and costs:
+            need += max(costs.values())
+        return need
+
+    def _check_start_budget(self) -> None:
+        """After the start-up loads: refuse a budget that cannot hold what the policy needs (no
+        swap could ever load its next scene, or the slots' first scenes do not fit)."""
+        if self.budget_bytes is None:
+            return
+        need = self.budget_needed()
+        if self._short or need > self.budget_bytes:
+            raise ConfigError(None, f"cache budget_bytes={self.budget_bytes} cannot hold what {self.num_slots} "
+                                    f"slot(s) need: their first scenes plus one to swap in take {need} bytes "
+                                    f"(measured at start-up; larger scenes need more): give budget_bytes >= "
+                                    f"{need}, or fewer slots")
+
+    def cancel(self) -> None:
+        """Cancel every load that waits for room in the budget and refuse new reservations (any
+        thread; ``close()`` and interpreter exit call it), so no thread waits on the budget."""
+        with self._cv:
+            self._closed = True
+            self._cv.notify_all()
 
     def take_events(self) -> list[SceneEvent]:
         """Scene indices that arrived or left since the last call, in order (the caller publishes
@@ -176,12 +228,19 @@ class SceneCache:
     # ------------------------------------------------------------------ budget (loader threads)
     def _reserve(self, nbytes: int, source: SceneSource):
         with self._cv:
-            if self.budget_bytes is not None and nbytes > self.budget_bytes:
+            if self.budget_bytes is not None and nbytes > self.budget_bytes and not self._refuse:
                 raise ConfigError(source.scene_path, f"needs {nbytes} bytes, more than the whole cache "
                                                      f"budget of {self.budget_bytes} bytes")
+            if self._starting and self.budget_bytes is not None and self._used + nbytes > self.budget_bytes:
+                # nothing leaves before the first step: waiting would never end
+                raise _NoRoom(source.scene_path, f"needs {nbytes} bytes at start-up", nbytes)
             while self.budget_bytes is not None and self._used + nbytes > self.budget_bytes:
-                if self._closed:
+                if self._closed or source.scene_id in self._skip:
                     self._held.discard(source.scene_id)
+                    if source.scene_id in self._skip:
+                        self._skip.discard(source.scene_id)
+                        raise _Skipped(source.scene_path, f"skipped this pass: its {nbytes} bytes do not fit "
+                                                          f"next to the scenes that stay")
                     raise LoadCancelled(source.scene_path, "cache closed")
                 self._held.add(source.scene_id)
                 self._cv.wait(0.5)
@@ -272,12 +331,18 @@ class SceneCache:
 
     def _integrate(self, slot: _Slot, res) -> None:
         idx = slot.loading_id
-        slot.pending = slot.loading = slot.loading_id = None
+        slot.pending = slot.loading = slot.loading_id = slot.gave_up = None
         if isinstance(res, LoadFailure):
             self._in_use.discard(res.scene_id)
             self._owner.pop(idx, None)
             self._free_ids.appendleft(idx)
-            if not isinstance(res.error, LoadCancelled):
+            if isinstance(res.error, _NoRoom):
+                self._short[res.scene_id] = res.error.nbytes
+            elif isinstance(res.error, _Skipped):
+                self._report.reasons.append(f"slot {slot.index}: {res.scene_id!r} {res.error.detail}")
+            elif self._starting and self._refuse and not isinstance(res.error, LoadCancelled):
+                self._start_error = self._start_error or res.error
+            elif not isinstance(res.error, LoadCancelled):
                 self.quarantined[res.scene_id] = res.message
                 self._report.quarantined.append(res.scene_id)
             return
@@ -306,7 +371,10 @@ class SceneCache:
             # can make happen: give up (no swap now; with a binding budget runs may not repeat)
             with self._cv:
                 held = slot.loading.scene_id in self._held
-            if held:
+            if held:    # reported once per load, not at every step until it fits
+                if slot.gave_up == slot.loading.scene_id:
+                    return False
+                slot.gave_up = slot.loading.scene_id
                 self._note_wait(slot, what + " (given up: the load waits for room in the cache budget)",
                                 state, time.perf_counter() - t0)
                 return True
@@ -322,33 +390,68 @@ class SceneCache:
         t0 = time.perf_counter()
         state = self._load_state(slot)
         while slot.active is None:
+            self._raise_if_stuck()
             if slot.pending is None and not self._start_load(slot, "the slot had no scene"):
                 # every remaining scene is loading in (or used by) another slot: wait for those,
                 # then share another slot's scene until this slot's own next load lands
-                others = [s for s in self._slots if s.pending is not None]
+                others = [s for s in self._slots if s.pending is not None and not self._held_back(s)]
                 if others:
-                    self._integrate(others[0], others[0].pending.result())
+                    self._finish(others[0])
                     continue
-                donor = next((s.active for s in self._slots if s.active is not None), None)
-                if donor is None:
-                    raise DatasetError(None, "no scene could be loaded; quarantined: " + "; ".join(
-                        f"{k}: {v}" for k, v in list(self.quarantined.items())[:5]))
-                slot.active, slot.episodes = donor, 0
+                self._share(slot)
                 break
-            if slot.pending is not None:   # else a draining resident scene became its scene
-                self._integrate(slot, slot.pending.result())
+            if slot.pending is not None and not self._finish(slot):   # held back by the budget
+                self._share(slot)
+                break
         self._note_wait(slot, "had no loaded scene (start-up, or its loads failed) and", state,
                         time.perf_counter() - t0)
+
+    def _held_back(self, slot: _Slot) -> bool:
+        with self._cv:
+            return slot.loading is not None and slot.loading.scene_id in self._held
+
+    def _finish(self, slot: _Slot) -> bool:
+        """Wait for the slot's load and integrate it; False (not integrated) if it waits for room
+        in the budget, which only this thread's releases can make."""
+        while not slot.pending.done():
+            if self._held_back(slot):
+                return False
+            wait([slot.pending], timeout=0.02)
+        self._integrate(slot, slot.pending.result())
+        return True
+
+    def _share(self, slot: _Slot) -> None:
+        """The slot takes another slot's active scene until its own next one lands; the run stops
+        (one line saying why) only when no slot has a scene."""
+        donor = next((s.active for s in self._slots if s.active is not None), None)
+        if donor is None:
+            q = list(self.quarantined.items())
+            raise DatasetError(None, f"no usable scene is left: {len(q)} of {len(self.sources)} quarantined ("
+                                     + "; ".join(f"{k}: {v}" for k, v in q[:3]) + (", ..." if len(q) > 3 else "")
+                                     + ")" if q else "no usable scene could be loaded")
+        slot.active, slot.episodes = donor, 0
+
+    def _raise_if_stuck(self) -> None:
+        """In ``_wait_for_active``: stop instead of trying scene after scene when the cache was
+        closed, or a start-up load was refused (``start(refuse=True)``) or found no room."""
+        if self._closed:
+            raise LoadCancelled(None, "the scene cache was closed while waiting for a scene")
+        if self._start_error is not None or self._short:
+            for s in self._slots:       # let the other start-up loads end (none of them blocks)
+                if s.pending is not None:
+                    self._integrate(s, s.pending.result())
+            if self._start_error is not None:
+                raise self._start_error
+            self._check_start_budget()
 
     def _wait_ready(self) -> None:
         """Block until every slot has an active scene (the initial load; not counted as a wait)."""
         for s in self._slots:
             if s.active is None:
                 self._wait_for_active(s)
+        self._raise_if_stuck()
+        self._check_start_budget()
         self._report.waited, self._report.wait_seconds, self._report.reasons = False, 0.0, []
-        if self.options.prefetch:
-            for s in self._slots:
-                self._start_load(s, "at start-up")
 
     # ------------------------------------------------------------------ the env's API
     def _maybe_swap(self, slot: _Slot) -> None:
@@ -430,6 +533,7 @@ class SceneCache:
         slot (round robin) that has a scene loading or loaded swaps, waiting for its load if
         needed (a wait, reported), so swaps happen at a fixed step."""
         self.rounds += 1
+        self._unstick()
         every = self.options.swap_every
         if not every or self.rounds % every:
             return
@@ -441,6 +545,24 @@ class SceneCache:
         self.wait_pending(k)
         self.request_swap([k])
         self.swaps_requested += 1
+
+    def _unstick(self) -> None:
+        """When every load waits for room and nothing will make any (no slot has a next scene to
+        swap to, no scene is draining), give those loads up: each slot then loads the next scene
+        of the order at its next due swap (a scene larger than the start-up ones may never fit
+        next to the active scenes; the run goes on, it is tried again on the next pass)."""
+        if self.budget_bytes is None:
+            return
+        with self._cv:
+            held = set(self._held)
+        pending = [s for s in self._slots if s.pending is not None]
+        if not held or not pending or any(s.loading.scene_id not in held for s in pending):
+            return
+        if any(s.ready is not None for s in self._slots) or any(not self._claimed(i) for i in self._scenes):
+            return
+        with self._cv:
+            self._skip |= held
+            self._cv.notify_all()
 
     def scene_id(self, scene_index: int) -> str:
         """The scene id (manifest name) of a resident scene index."""
@@ -493,9 +615,7 @@ class SceneCache:
 
     def close(self) -> None:
         """Stop the loads and detach every resident scene from the renderer."""
-        with self._cv:
-            self._closed = True
-            self._cv.notify_all()
+        self.cancel()
         self.loader.close()
         for idx in list(self._scenes):
             self.renderer.detach(idx)
@@ -507,6 +627,32 @@ class SceneCache:
 
     def __exit__(self, *exc):
         self.close()
+
+
+class _NoRoom(LoadCancelled):
+    """A start-up load the budget has no room for (``nbytes``: what it needed)."""
+
+    def __init__(self, path, detail: str, nbytes: int):
+        super().__init__(path, detail)
+        self.nbytes = nbytes
+
+
+class _Skipped(LoadCancelled):
+    """A load given up because no scene would ever make room for it (``_unstick``)."""
+
+
+# a load waiting for budget would keep the interpreter from exiting (its pool's threads are
+# joined at exit): every live cache is cancelled first (threading's exit hooks run in reverse
+# order of registration, so this one before concurrent.futures' join)
+_LIVE: "weakref.WeakSet[SceneCache]" = weakref.WeakSet()
+
+
+def _cancel_all() -> None:
+    for c in list(_LIVE):
+        c.cancel()
+
+
+getattr(threading, "_register_atexit", lambda f: None)(_cancel_all)
 
 
 def _as_env_ids(env_ids, num_envs: int) -> np.ndarray:

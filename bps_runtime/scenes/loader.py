@@ -1,8 +1,10 @@
 """Async scene loader: background threads turn packed files into render-ready resident scenes.
 
-One load = read the packed scene (``bps_assets.packed_scene.read_packed_scene``: checks caps,
-CRCs, cross references, decompresses with the calling thread's own zstd decompressor), read the
-navmesh (``bps_assets.nav.load_navmesh``), build the shading tables (``render.shading_data``), reserve
+One load = check the files against the manifest (``scenes.checks``), read the packed scene
+(``bps_assets.packed_scene.read_packed_scene``: caps, CRCs, cross references, zstd with the
+thread's own decompressor; its header's identity checked), read the navmesh
+(``bps_assets.nav.load_navmesh``; its values and its fit to the scene checked), prepare its
+navigation (the cache's ``prepare``), build the shading tables (``render.shading_data``), reserve
 the scene's bytes in the cache's budget (may block until another scene leaves), then let the
 renderer build its acceleration structure (Embree BVH / ``wp.Mesh``) and upload to the device
 (from pinned host buffers when the device is CUDA). Everything here runs off the step path;
@@ -26,6 +28,7 @@ import numpy as np
 from bps_assets.errors import BpsError
 
 from ..render.shading_data import ShadingData, build_shading_data
+from .checks import Expected, check_files, check_navmesh, check_scene_header
 from ..threads import lower_priority
 
 log = logging.getLogger("bps_runtime.scenes.loader")
@@ -38,6 +41,7 @@ class SceneSource:
     scene_id: str
     scene_path: str
     navmesh_path: str | None = None
+    expected: Expected | None = None   # what the manifest recorded (checked at load; None: nothing)
 
 
 @dataclass
@@ -55,6 +59,7 @@ class LoadedScene:
     seconds: float
     ticket: Any = None   # the budget reservation (released by the cache on eviction)
     prepared: Any = None  # what the cache's ``prepare(scene_id, navmesh)`` made of it (loader thread)
+    semantics: Any = None  # the packed scene's object table (bps_assets.semantics.SemanticTable) or None
 
     @property
     def scene_id(self) -> str:
@@ -88,6 +93,16 @@ def navmesh_nbytes(nav: Any) -> int:
         if isinstance(v, np.ndarray):
             total += v.nbytes
     return total
+
+
+def _semantics(ps):
+    """The packed scene's object table, or None (no semantic section, or a reader without one)."""
+    try:
+        return getattr(ps, "semantics", None)
+    except BpsError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError):   # a test reader's partial scene
+        return None
 
 
 def _default_reader(path):
@@ -143,6 +158,7 @@ class SceneLoader:
     when set, runs on the loader thread as each stage begins (tests slow loads down with it)."""
 
     stage_hook: Callable[[str, str], None] | None = None
+    log_failures: bool = True   # False while the cache refuses (raises) failures instead of quarantining
 
     def __init__(self, renderer, threads: int = 2, device: str = "cpu",
                  reader: Callable[[str], Any] | None = None,
@@ -184,8 +200,12 @@ class SceneLoader:
         sid = source.scene_id
         _warn_links_out(source)
         try:
+            self._at(sid, "checking its files against the manifest")
+            check_files(source)
             self._at(sid, "reading the packed scene")
             ps = self.reader(source.scene_path)
+            header = dict(getattr(ps, "header", {}) or {})
+            check_scene_header(source, header)
             path = getattr(ps, "path", "") or source.scene_path
             self._at(sid, "building the shading tables")
             sd = build_shading_data(ps, path)
@@ -193,6 +213,8 @@ class SceneLoader:
                 sd = _pin(sd)
             self._at(sid, "reading the navmesh and preparing its navigation")
             nav = self.navmesh_loader(source.navmesh_path) if source.navmesh_path else None
+            if nav is not None:
+                check_navmesh(source, nav, header)
             prepared = self.prepare(sid, nav) if self.prepare is not None and nav is not None else None
             nv, nt = int(ps.positions.shape[0]), int(ps.indices.shape[0])
             nbytes = sd.nbytes + int(self.renderer.accel_bytes(nv, nt)) + navmesh_nbytes(nav)
@@ -201,13 +223,13 @@ class SceneLoader:
                 ticket = reserve(nbytes, source)
             self._at(sid, "building the renderer's acceleration structure")
             accel = self.renderer.prepare(sd, ps.positions, ps.indices)
-            return LoadedScene(source, sd, accel, nav, dict(getattr(ps, "header", {}) or {}), nv, nt,
-                               nbytes, time.perf_counter() - t0, ticket, prepared)
+            return LoadedScene(source, sd, accel, nav, header, nv, nt,
+                               nbytes, time.perf_counter() - t0, ticket, prepared, _semantics(ps))
         except Exception as e:  # quarantine boundary: see the module docstring
             if ticket is not None and self._release is not None:
                 self._release(ticket)
             msg = str(e) if isinstance(e, BpsError) else f"{source.scene_path}: {type(e).__name__}: {e}"
-            if not quiet and not isinstance(e, LoadCancelled):
+            if not quiet and self.log_failures and not isinstance(e, LoadCancelled):
                 log.error("scene %r quarantined: %s", source.scene_id, msg)
             return LoadFailure(source, e, msg)
         finally:

@@ -39,6 +39,8 @@ class TaskOptions:
     max_episode_steps: int = 500
     slack_reward: float = -0.01
     success_reward: float = 2.5
+    agent_radius: float = 0.1         # metres: the agent the dataset's navmeshes must be built for
+    agent_height: float = 1.5         # (make() refuses a dataset built for another agent)
 
 
 DEFAULTS = TaskOptions()

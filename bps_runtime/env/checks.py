@@ -1,0 +1,63 @@
+"""What ``make()`` checks before it builds anything: the batch fits in memory, the dataset's
+navmeshes were built for the task's agent.
+
+``bytes_per_env(schema, depth, sensors, resolution)`` estimates one env's share (the step
+state and outputs the schema declares, its queued episodes, and its frames: a renderer's output
+plus the group's buffers); ``check_batch_memory`` compares ``num_envs`` of them with what the
+device can hold (host: ``bps_assets.memory.memory_budget``; CUDA: the device's free memory) and
+raises a ConfigError naming the ``num_envs`` that fits. ``check_agent(manifest, task)``: a
+DatasetError with ``manifest.agent_mismatch``'s one line when the task's agent (its options'
+``agent_radius`` / ``agent_height``, habitat's 0.1 / 1.5 m when a task has none) differs from
+the one the manifest's navmeshes were built for.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from bps_assets.errors import DatasetError
+
+DEFAULT_AGENT = (0.1, 1.5)   # radius, height (m): habitat's PointNav agent
+FRAME_COPIES = 3             # the renderer's output, the group's frame buffers, reset's concatenation
+HOST_BYTES_PER_ENV = 512     # the episode ring's host tables and names (measured order of magnitude)
+_ITEM = {"int32": 4, "int64": 8, "float32": 4, "bool": 1, "vec3": 12}
+_PIXEL = {"depth": 4, "rgb": 3, "semantic": 4}
+
+
+def bytes_per_env(fields, depth: int, sensors, resolution) -> int:
+    """Estimated bytes one env adds: its step fields (ring fields ``depth`` times), its frames."""
+    state = sum(_ITEM[f.dtype] * int(np.prod(f.shape or (1,))) * (depth if f.per == "ring" else 1)
+                for f in fields)
+    h, w = resolution
+    frames = FRAME_COPIES * h * w * sum(_PIXEL[s] for s in sensors)
+    return int(state + frames + HOST_BYTES_PER_ENV)
+
+
+def check_batch_memory(num_envs: int, per_env: int, device) -> None:
+    """ConfigError naming the num_envs that fits when ``num_envs`` x ``per_env`` bytes do not fit
+    in the device's memory (free CUDA memory, or the host's budget)."""
+    from bps_assets.memory import check_num_envs
+
+    available, where = None, "host memory"
+    if getattr(device, "type", "cpu") == "cuda":
+        import torch
+
+        available = int(torch.cuda.mem_get_info(device)[0] * 0.8)
+        where = f"{device} memory"
+    check_num_envs(num_envs, per_env, available=available, where=where)
+
+
+def task_agent(task_options) -> tuple[float, float]:
+    """(radius, height) of the agent a task's options describe (habitat's PointNav agent when
+    they say nothing)."""
+    return (float(getattr(task_options, "agent_radius", DEFAULT_AGENT[0])),
+            float(getattr(task_options, "agent_height", DEFAULT_AGENT[1])))
+
+
+def check_agent(manifest, task_options) -> None:
+    """DatasetError when the manifest's navmeshes were built for another agent than the task's."""
+    from bps_assets.pipeline.manifest import agent_mismatch
+
+    radius, height = task_agent(task_options)
+    msg = agent_mismatch(manifest, radius, height)
+    if msg is not None:
+        raise DatasetError(None, msg)

@@ -1,0 +1,101 @@
+"""What a scene's load checks before the scene may be used (issue 26): its files are the ones
+the manifest names, and what they bring is usable.
+
+``Expected`` is what the manifest recorded for one scene (file sizes, the navmesh's sha256, the
+source scan's sha256 that a packed scene's header repeats, the other scenes' file stems);
+``expected_for(manifest, entry)`` builds it. The loader calls, on its own thread:
+``check_files(source)`` before reading (sizes: one stat each; the navmesh's hash: it is small
+and read whole anyway), ``check_scene_header(source, header)`` after the read (the header's
+``source.sha256`` names the scan it was converted from), and ``check_navmesh(source, nav,
+header)`` (``bps_assets.nav.validate.check_navmesh``: finite, in range; its header's ``source``
+is not another scene's file; ``pipeline.scene_checks.require_navmesh_fit``: it lies inside the
+scene's bounds). Each failure is one typed error naming the file; the cache quarantines the
+scene (or ``make()`` refuses it at start-up). The packed scene is not hashed here: its read
+checks every section's CRC, and its identity is in its header; ``verify --deep`` hashes it.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from bps_assets.errors import CorruptFileError
+
+
+@dataclass(frozen=True)
+class Expected:
+    """The manifest's record of one scene's files (None: not recorded, not checked)."""
+    scene_size: int | None = None
+    source_sha256: str | None = None      # the scan the packed scene was converted from
+    navmesh_size: int | None = None
+    navmesh_sha256: str | None = None
+    other_stems: frozenset = frozenset()  # file stems of the manifest's other scenes
+
+
+def _stem(path) -> str:
+    return Path(str(path)).name.split(".")[0]
+
+
+def expected_for(manifest, entries) -> list[Expected]:
+    """``Expected`` of each manifest entry (``manifest.scenes()`` items)."""
+    stems = frozenset(_stem(e.scene) for e in manifest.scenes(None) if e.scene)
+    recs = manifest.doc.get("scenes") or {}
+    out = []
+    for e in entries:
+        files, src = e.outputs or {}, ((recs.get(e.name) or {}).get("sources") or {}).get("scene") or {}
+        scene, nav = files.get("scene") or {}, files.get("navmesh") or {}
+        out.append(Expected(scene.get("size"), src.get("sha256"), nav.get("size"), nav.get("sha256"),
+                            stems - {_stem(e.scene)}))
+    return out
+
+
+def _size(path, want) -> None:
+    if want is None or not path:
+        return
+    try:
+        size = os.stat(path).st_size
+    except OSError as e:
+        raise CorruptFileError(path, f"cannot be read: {e.strerror}") from None
+    if size != want:
+        raise CorruptFileError(path, f"size {size} != {want} recorded in the manifest (truncated or replaced?)")
+
+
+def check_files(source) -> None:
+    """Sizes of the scene's files, and the navmesh's sha256, against the manifest."""
+    exp = source.expected
+    if exp is None:
+        return
+    _size(source.scene_path, exp.scene_size)
+    _size(source.navmesh_path, exp.navmesh_size)
+    if exp.navmesh_sha256 and source.navmesh_path:
+        from bps_assets.pipeline.hashing import sha256_file
+
+        digest, _ = sha256_file(source.navmesh_path)
+        if digest != exp.navmesh_sha256:
+            raise CorruptFileError(source.navmesh_path, "sha256 differs from the manifest (corrupt or replaced)")
+
+
+def check_scene_header(source, header: dict) -> None:
+    """The packed scene was converted from the scan the manifest names (header ``source.sha256``)."""
+    exp = source.expected
+    got = ((header or {}).get("source") or {}).get("sha256")
+    if exp is not None and exp.source_sha256 and got and got != exp.source_sha256:
+        raise CorruptFileError(source.scene_path, f"header: converted from another scan than scene "
+                                                  f"{source.scene_id!r}'s (header scene_id "
+                                                  f"{header.get('scene_id')!r}): replaced by another scene's file?")
+
+
+def check_navmesh(source, nav, header: dict) -> None:
+    """The navmesh's values are usable, it was built for this scene, and it lies inside it."""
+    from bps_assets.nav.validate import check_navmesh as check_values
+    from bps_assets.pipeline.scene_checks import header_bounds, require_navmesh_fit
+
+    path = source.navmesh_path
+    if hasattr(nav, "origin") and hasattr(nav, "height"):
+        check_values(nav, path)
+    exp = source.expected
+    built_from = getattr(nav, "source", "") or ""
+    if exp is not None and built_from and _stem(built_from) in exp.other_stems:
+        raise CorruptFileError(path, f"header: built from {built_from!r}, another scene's file, not "
+                                     f"scene {source.scene_id!r}'s: replaced by another scene's navmesh?")
+    require_navmesh_fit(nav, header_bounds(header), path, source.scene_id)

@@ -50,7 +50,7 @@ def _copy(manifest: Path, tmp_path: Path) -> Path:
 def _rerecord(manifest: Path, name: str, role: str) -> None:
     """Write the manifest's size and sha256 of a replaced file (as an attacker who reruns the
     hashes would; ``verify`` then passes)."""
-    from bps_assets.pipeline.hashing import sha256_file
+    from bps_assets.hashing import sha256_file
 
     doc = json.loads(manifest.read_text())
     rec = doc["scenes"][name]["outputs"][role]

@@ -68,7 +68,7 @@ def check_files(source) -> None:
     _size(source.scene_path, exp.scene_size)
     _size(source.navmesh_path, exp.navmesh_size)
     if exp.navmesh_sha256 and source.navmesh_path:
-        from bps_assets.pipeline.hashing import sha256_file
+        from bps_assets.hashing import sha256_file
 
         digest, _ = sha256_file(source.navmesh_path)
         if digest != exp.navmesh_sha256:

@@ -39,12 +39,11 @@ ENGINES = ("auto", "bridge", "embreex")
 # function compiled for Warp's CPU device; "auto": native with the bridge, else warp
 SHADERS = ("auto", "native", "warp")
 log = logging.getLogger("bps_runtime.render.embree")
-# work shares per render thread and frame. Measured: 1024 fixed 64x64 cameras, 300 frames, 2
-# threads, nothing else running: p99/p50 frame time 1.27-1.38 with one share per thread, 1.10-1.18
-# with 8 (a thread descheduled for a moment no longer holds up half the frame); same p50.
+# work shares per render thread and frame: a thread descheduled for a moment then holds up an
+# eighth of its work, not half the frame (figures: docs/DECISIONS.md, render/embree.py)
 SHARES_PER_THREAD = 8
-# Embree's BVH + its own vertex/index copies, measured by RSS delta on a 600K-triangle room
-# (79 B/tri incl. vertices on an 843K-tri apartment); the cache accounts this per scene.
+# Embree's BVH + its own vertex/index copies per triangle / vertex, which the cache charges per
+# scene (how they were measured: docs/DECISIONS.md, render/embree.py)
 EMBREE_BYTES_PER_TRI = 72
 EMBREE_BYTES_PER_VERT = 16
 
@@ -63,7 +62,7 @@ class EmbreeAccel(RayCaster):
         """Same contract as ``embree_bridge.BridgeAccel.trace_cameras`` (without native shading),
         with the rays built in numpy."""
         hw = cam_dirs.shape[0]
-        dirs = np.matmul(cam_dirs[None], rotations.transpose(0, 2, 1))  # [n, HW, 3]; 3.5x faster than einsum
+        dirs = np.matmul(cam_dirs[None], rotations.transpose(0, 2, 1))  # [n, HW, 3]; matmul, not einsum (DECISIONS.md)
         org = np.broadcast_to(origins[:, None, :], (origins.shape[0], hw, 3))
         org, dirs = np.ascontiguousarray(org.reshape(-1, 3)), np.ascontiguousarray(dirs.reshape(-1, 3))
         if not hits and (obj_out is None or tri_object is None):
@@ -182,8 +181,8 @@ class EmbreeRenderer:
                 rgb_out[agents] = rgb.reshape(len(agents), hw, 3)
             if sem:
                 sem_out[agents] = sem["obj_out"].reshape(len(agents), hw)
-            # the sensor's depth per share, on the render threads (as one pass over the whole
-            # frame after them it was serial: 5-13 ms per 1,024 64x64 frames, loaded 2-core VM)
+            # the sensor's depth per share, on the render threads: one pass over the whole
+            # frame after them would be serial
             depth_out[agents] = finish_depth(z, self.options).reshape(len(agents), hw)
 
     def render(self, scene_ids, positions, rotations, sensors: Sequence[str] = ("depth",)) -> dict:

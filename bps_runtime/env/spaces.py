@@ -13,7 +13,7 @@ import numpy as np
 
 from bps_assets.errors import ConfigError
 
-from ..tasks.pointnav import NUM_ACTIONS
+from ..tasks import task_module
 
 SENSORS = ("depth", "rgb")
 
@@ -70,41 +70,51 @@ def check_resolution(resolution) -> tuple[int, int]:
     return h, w
 
 
-def single_observation_space(sensors=("depth",), resolution=(64, 64), normalize_depth: bool = True):
-    """One environment's observation space: dict of depth [H,W,1], rgb [H,W,3], pointgoal [2]."""
+def _task_boxes(task: str, h: int, w: int) -> dict:
+    """(low, high, shape, dtype) of the task's own observations."""
+    big = float(np.finfo(np.float32).max)
+    if task == "objectnav":
+        return {"objectgoal": (0, np.iinfo(np.int64).max, (1,), np.int64),
+                "compass": (-np.pi, np.pi, (1,), np.float32), "gps": (-big, big, (2,), np.float32)}
+    if task == "imagenav":
+        return {"imagegoal": (0, 255, (h, w, 3), np.uint8)}
+    return {"pointgoal": (np.array([0.0, -np.pi], np.float32), np.array([big, np.pi], np.float32), (2,), np.float32)}
+
+
+def single_observation_space(sensors=("depth",), resolution=(64, 64), normalize_depth: bool = True,
+                             task: str = "pointnav"):
+    """One environment's observation space: dict of depth [H,W,1], rgb [H,W,3] and the task's
+    own (pointgoal [2]; objectgoal [1], compass [1], gps [2]; imagegoal [H,W,3])."""
     sensors = check_sensors(sensors)
     h, w = check_resolution(resolution)
-    parts = {}
+    task_module(task)
     depth_high = 1.0 if normalize_depth else np.inf
-    g = _gym()
-    if g is not None:
-        if "depth" in sensors:
-            parts["depth"] = g.Box(0.0, depth_high, (h, w, 1), np.float32)
-        if "rgb" in sensors:
-            parts["rgb"] = g.Box(0, 255, (h, w, 3), np.uint8)
-        big = np.finfo(np.float32).max
-        parts["pointgoal"] = g.Box(np.array([0.0, -np.pi], np.float32),
-                                   np.array([big, np.pi], np.float32), (2,), np.float32)
-        return g.Dict(parts)
+    boxes = {}
     if "depth" in sensors:
-        parts["depth"] = SpaceSpec("box", (h, w, 1), np.float32, 0.0, depth_high)
+        boxes["depth"] = (0.0, depth_high, (h, w, 1), np.float32)
     if "rgb" in sensors:
-        parts["rgb"] = SpaceSpec("box", (h, w, 3), np.uint8, 0, 255)
-    parts["pointgoal"] = SpaceSpec("box", (2,), np.float32, -np.pi, float(np.finfo(np.float32).max))
-    return SpaceSpec("dict", spaces=parts)
-
-
-def single_action_space():
-    """One environment's action space: Discrete(NUM_ACTIONS) (a SpaceSpec without gymnasium)."""
+        boxes["rgb"] = (0, 255, (h, w, 3), np.uint8)
+    boxes.update(_task_boxes(task, h, w))
     g = _gym()
     if g is not None:
-        return g.Discrete(NUM_ACTIONS)
-    return SpaceSpec("discrete", (), np.int64, 0, NUM_ACTIONS - 1, n=NUM_ACTIONS)
+        return g.Dict({k: g.Box(lo, hi, shape, dt) for k, (lo, hi, shape, dt) in boxes.items()})
+    return SpaceSpec("dict", spaces={k: SpaceSpec("box", shape, dt, float(np.min(lo)), float(np.max(hi)))
+                                     for k, (lo, hi, shape, dt) in boxes.items()})
 
 
-def batched_observation_space(n: int, sensors=("depth",), resolution=(64, 64), normalize_depth=True):
+def single_action_space(task: str = "pointnav"):
+    """One environment's action space: Discrete(the task's actions) (a SpaceSpec without gymnasium)."""
+    n = task_module(task).NUM_ACTIONS
+    g = _gym()
+    if g is not None:
+        return g.Discrete(n)
+    return SpaceSpec("discrete", (), np.int64, 0, n - 1, n=n)
+
+
+def batched_observation_space(n: int, sensors=("depth",), resolution=(64, 64), normalize_depth=True,
+                              task: str = "pointnav"):
     """The space of one ``recv()`` result: every entry gets a leading batch dimension ``n``."""
-    single = single_observation_space(sensors, resolution, normalize_depth)
+    single = single_observation_space(sensors, resolution, normalize_depth, task)
     g = _gym()
     if g is not None:
         from gymnasium.vector.utils import batch_space
@@ -114,10 +124,11 @@ def batched_observation_space(n: int, sensors=("depth",), resolution=(64, 64), n
     })
 
 
-def batched_action_space(n: int):
-    """The actions of ``n`` environments: MultiDiscrete of ``n`` x NUM_ACTIONS (a SpaceSpec "box"
-    of shape [n] without gymnasium)."""
+def batched_action_space(n: int, task: str = "pointnav"):
+    """The actions of ``n`` environments: MultiDiscrete of ``n`` x the task's actions (a SpaceSpec
+    "box" of shape [n] without gymnasium)."""
+    k = task_module(task).NUM_ACTIONS
     g = _gym()
     if g is not None:
-        return g.MultiDiscrete(np.full(n, NUM_ACTIONS, np.int64))
-    return SpaceSpec("box", (n,), np.int64, 0, NUM_ACTIONS - 1, n=NUM_ACTIONS)
+        return g.MultiDiscrete(np.full(n, k, np.int64))
+    return SpaceSpec("box", (n,), np.int64, 0, k - 1, n=k)

@@ -26,6 +26,7 @@ from ..nav.buffers import NavBuffers
 LAG = 2      # steps between a head snapshot and the host reading it
 DEPTH = 2    # queued episodes per env beyond what the host has seen start
 NAMES = 64   # episode names kept per env for LazyNames (read info within 64 episodes)
+STAGE_I = 5  # int columns of a staging row: env, ring index, scene index, field row, goal id
 # where capture_graph captures: CUDA. Warp can also record a CPU graph, but its replay is one
 # serial loop while the plain CPU step runs on every render thread; tests add "cpu" to check the
 # capture logic (what is recorded, when it is re-captured) against plain launches here.
@@ -49,7 +50,7 @@ class FusedStep:
     captured CUDA graph per group)."""
 
     def __init__(self, nav: NavBuffers, num_envs: int, batch_size: int, task, options, device,
-                 capture: bool = False, threads: int = 1):
+                 capture: bool = False, threads: int = 1, sizes: dict | None = None):
         self.wp = sk.init_warp()
         # CPU: the step kernel runs as `threads` env ranges side by side (one launch on CUDA)
         self._cpu = sk.CpuLaunches(threads if torch.device(device).type == "cpu" else 1)
@@ -61,17 +62,18 @@ class FusedStep:
         N = self.N
         z = lambda *s, dt=torch.float32: torch.zeros(*s, dtype=dt, device=dev)  # noqa: E731
         # the step state and outputs, made from the task's schema (``state``/``out``: name -> tensor)
-        self.state = schema.allocate(task.SCHEMA.of("state"), N, DEPTH, dev)
-        self.out = schema.allocate(task.SCHEMA.of("out"), N, DEPTH, dev)
+        self.sizes = dict(sizes or {})
+        self.state = schema.allocate(task.SCHEMA.of("state"), N, DEPTH, dev, self.sizes)
+        self.out = schema.allocate(task.SCHEMA.of("out"), N, DEPTH, dev, self.sizes)
         self.head = self.state["head"]
         # inputs
         self.actions = z(self.B, dt=torch.int64)
         cap = N * (DEPTH + 1)
-        self.stage_i, self.stage_f = z(cap, 4, dt=torch.int32), z(cap, 7)
+        self.stage_i, self.stage_f = z(cap, STAGE_I, dt=torch.int32), z(cap, 7)
         self.count = z(1, dt=torch.int32)
         self._count_sent = 0      # the row count the device holds (the last upload's)
         pin = dev.type == "cuda"
-        self._pinned = [(torch.zeros(cap, 4, dtype=torch.int32, pin_memory=pin),
+        self._pinned = [(torch.zeros(cap, STAGE_I, dtype=torch.int32, pin_memory=pin),
                          torch.zeros(cap, 7, dtype=torch.float32, pin_memory=pin),
                          torch.zeros(1, dtype=torch.int32, pin_memory=pin)) for _ in range(2)]
         # numpy views of the host buffers, made once (no tensor -> host call on the step path)
@@ -127,7 +129,7 @@ class FusedStep:
             self.win = n * n
             self.scratch = torch.zeros(self.N, self.win, dtype=torch.int32, device=self.device)
             self._structs_key = None
-        self._params = self.task.params(self.options, self.win)
+        self._params = self.task.params(self.options, self.win, **self.sizes)
 
     def _structs(self):
         self._window()
@@ -146,8 +148,8 @@ class FusedStep:
 
     # ------------------------------------------------------------------ host -> device inputs
     def upload(self, stage_i: np.ndarray, stage_f: np.ndarray):
-        """New ring entries (rows of (env, ring index, resident id, field row) and (start xyz,
-        yaw, goal xyz)) for the next launch; a copy from pinned memory on CUDA, no wait.
+        """New ring entries (rows of (env, ring index, resident id, field row, goal id) and (start
+        xyz, yaw, goal xyz)) for the next launch; a copy from pinned memory on CUDA, no wait.
         No rows while the device already holds a count of 0: nothing to copy, no torch op (this
         relies on the copies being issued here; a captured graph that replayed them would read
         a pinned buffer not rewritten since)."""
@@ -195,7 +197,7 @@ class FusedStep:
         self.wp.launch(t.apply_refills, dim=self.stage_i.shape[0],
                        inputs=[self._st_s, w["stage_i"], w["stage_f"], w["count"]], device=self.wdev, stream=stream)
         self._cpu.run(t.begin_kernel, lambda lo, hi: self.wp.launch(
-            t.begin_kernel, dim=hi - lo, inputs=[self._nav_s, self._st_s, self._out_s, lo, DEPTH],
+            t.begin_kernel, dim=hi - lo, inputs=[self._nav_s, self._params, self._st_s, self._out_s, lo, DEPTH],
             device=self.wdev, stream=stream), self.N)
         while self._snapshots:         # older snapshots say nothing about the new episodes
             self._free_snaps.append(self._snapshots.popleft()[0])

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .fused import DEPTH, NAMES
+from .fused import DEPTH, NAMES, STAGE_I
 
 
 class LazyNames(Sequence):
@@ -101,10 +101,11 @@ class EpisodeRing:
     # -- queueing
     def refill(self) -> tuple[np.ndarray, np.ndarray]:
         """Queue episodes until every env has ``DEPTH`` beyond what it is known to have started;
-        -> staging rows (int [M, 4], float [M, 7]). Nothing due (no episode started since the
+        -> staging rows (int [M, STAGE_I], float [M, 7]; ``staged_ids``: their episode ids). Nothing due (no episode started since the
         last call): one comparison, no call into the scene cache or the episode supply."""
         si, sf = [], []
         self.waited = False
+        self.staged_ids = []   # the episode id of each staging row returned
         envs = np.flatnonzero(self.filled < self.known + DEPTH)
         while envs.size:
             keys, w1 = self.world.next_scenes(envs)
@@ -116,8 +117,10 @@ class EpisodeRing:
             nm = m % NAMES
             self.eid[nm, envs] = eps.episode_ids
             self.sname[nm, envs] = self._scene_names(keys)
-            rows_i = np.empty((envs.size, 4), np.int32)
+            rows_i = np.empty((envs.size, STAGE_I), np.int32)
             rows_i[:, 0], rows_i[:, 1], rows_i[:, 2], rows_i[:, 3] = envs, m % DEPTH, keys, eps.rows
+            rows_i[:, 4] = 0 if eps.goal_id is None else eps.goal_id
+            self.staged_ids += list(eps.episode_ids)
             rows_f = np.empty((envs.size, 7), np.float32)
             rows_f[:, :3], rows_f[:, 3], rows_f[:, 4:] = eps.start, eps.yaw, eps.goal
             si.append(rows_i)
@@ -125,7 +128,7 @@ class EpisodeRing:
             self.filled[envs] += 1
             envs = envs[self.filled[envs] < self.known[envs] + DEPTH]   # only these changed
         if not si:
-            return np.zeros((0, 4), np.int32), np.zeros((0, 7), np.float32)
+            return np.zeros((0, STAGE_I), np.int32), np.zeros((0, 7), np.float32)
         if len(si) == 1:
             return si[0], sf[0]
         return np.concatenate(si), np.concatenate(sf)

@@ -69,7 +69,7 @@ class Params:
     win: int
 
 
-def params(options: TaskOptions, win: int) -> Params:
+def params(options: TaskOptions, win: int, **_sizes) -> Params:
     """The kernels' ``Params`` for ``options`` and a scratch row of ``win`` cells."""
     s = Params()
     s.forward_step, s.turn = float(options.forward_step), math.radians(options.turn_degrees)
@@ -157,7 +157,7 @@ def begin_episode(nav: Nav, st: State, e: int, depth: int):
 
 
 @wp.kernel
-def begin_kernel(nav: Nav, st: State, out: Out, env0: int, depth: int):
+def begin_kernel(nav: Nav, task: Params, st: State, out: Out, env0: int, depth: int):
     """Every env of the range starts the episode at its ring's head (reset)."""
     e = env0 + wp.tid()
     begin_episode(nav, st, e, depth)

@@ -1,0 +1,80 @@
+"""``make(task="objectnav")`` on a dataset made as a user makes it: ``bps-assets synth --semantic``
+-> ``preprocess --agent-radius 0.18 --agent-height 0.88`` -> ``episodes --task objectnav``; the
+episodes file and on-the-fly episodes (``episodes="sample"``) run; a dataset built for another
+agent is refused with the manifest's one line; a scene without semantics is an InputError."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+
+from bps_assets.errors import ConfigError, InputError
+from bps_assets.readers.semantic_categories import objectnav_hm3d
+from bps_runtime import make
+from bps_runtime.tasks import objectnav
+from cli.main import main
+
+
+def _cli(*args):
+    r = CliRunner().invoke(main, [str(a) for a in args])
+    assert r.exit_code == 0, r.output
+    return r
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    root = tmp_path_factory.mktemp("objnav")
+    src, out, eps = root / "src", root / "out", root / "eps"
+    _cli("synth", src, "--layout", "mp3d", "-n", 1, "--semantic")
+    _cli("preprocess", src, "-o", out, "--dataset", "mp3d", "--split", "benchmark", "--workers", 1,
+         "--agent-radius", 0.18, "--agent-height", 0.88)
+    navs = sorted((out / "navmeshes").iterdir())
+    _cli("episodes", *navs, "--task", "objectnav", "-o", eps, "--split", "val", "--per-scene", 8, "--seed", 1)
+    return out, eps / "val" / "val.json.gz"
+
+
+def _run(env, steps=40):
+    obs = env.reset()
+    assert set(obs) == {"depth", "objectgoal", "compass", "gps"}
+    gen = torch.Generator().manual_seed(0)
+    dones = 0
+    for _ in range(steps):
+        obs, r, d, info = env.step(torch.randint(0, 6, (env.batch_size,), generator=gen))
+        dones += int(d.sum())
+        assert torch.isfinite(info["distance_to_goal"]).all()
+    return obs, dones
+
+
+def test_objectnav_from_the_episode_file(dataset):
+    out, eps = dataset
+    with make(out, split=None, task="objectnav", episodes=str(eps), num_envs=4, resolution=(16, 16)) as env:
+        assert env.ACTIONS == objectnav.ACTION_NAMES and env.config.task == objectnav.DEFAULTS
+        obs, dones = _run(env)
+        assert set(obs["objectgoal"].ravel().tolist()) <= set(objectnav_hm3d().values())
+        assert dones > 0
+        assert env.world.renderer.options.hfov_deg == 79.0 and env.world.renderer.options.sensor_height == 0.88
+
+
+def test_objectnav_sampled_on_the_fly(dataset):
+    out, _ = dataset
+    with make(out, split=None, task="objectnav", episodes="sample", num_envs=4, resolution=(16, 16), seed=3) as env:
+        obs, _ = _run(env, 10)
+        assert (env.last_info["distance_to_goal"] >= 0).all()
+
+
+def test_another_agent_is_refused_with_one_line(dataset):
+    out, eps = dataset
+    with pytest.raises(ConfigError) as e:
+        make(out, split=None, task=objectnav.TaskOptions(agent_radius=0.1, agent_height=1.5), episodes=str(eps))
+    msg = str(e.value)
+    assert "\n" not in msg and "--agent-radius 0.1 --agent-height 1.5" in msg
+
+
+def test_a_scene_without_semantics_is_refused(tmp_path):
+    src, out = tmp_path / "src", tmp_path / "out"
+    _cli("synth", src, "--layout", "gibson", "-n", 1)
+    _cli("preprocess", src, "-o", out, "--dataset", "gibson", "--split", "tiny", "--workers", 1,
+         "--agent-radius", 0.18, "--agent-height", 0.88)
+    with pytest.raises(InputError, match="no semantic annotations"):
+        make(out, split=None, task="objectnav")

@@ -87,6 +87,8 @@ class Args:
     clip: float = arg(0.2, "PPO ratio clip")
     value_coef: float = arg(0.5, "value loss weight")
     entropy_coef: float = arg(0.01, "entropy bonus weight")
+    stop_bias: float = arg(0.0, "initial bias of the STOP logit (e.g. -3: STOP ~1% of the time at first, so early "
+                                "ObjectNav episodes are long random walks instead of an early STOP)")
     hidden: int = arg(256, "LSTM and visual feature width")
     width: int = arg(16, "channels of the first ResNet stage (x2 per stage)")
     sim_only_steps: int = arg(20, "random-action steps per group at the start and the end, timed as simulation-only fps (0: skip)")
@@ -193,6 +195,9 @@ def build_policy(args, device):
     channels = 3 if args.sensor == "rgb" else 1
     policy = Policy(channels, num_actions(args.task), hidden=args.hidden, width=args.width,
                     resolution=(args.resolution, args.resolution), task=args.task).to(device)
+    if args.stop_bias:
+        with torch.no_grad():
+            policy.actor.bias[0] = args.stop_bias
     if torch.device(device).type == "cuda":
         policy = policy.to(memory_format=torch.channels_last)
     return policy

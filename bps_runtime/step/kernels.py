@@ -396,6 +396,46 @@ def geodesic(nav: Nav, slot: int, row: int, p: wp.vec3) -> wp.float32:
     return wp.float32(tot)
 
 
+# ---------------------------------------------------------------------------------- task helpers
+@wp.func
+def wrap_angle(a: wp.float32) -> wp.float32:
+    """Angles into (-pi, pi] (float32)."""
+    two_pi = wp.float32(2.0 * math.pi)
+    return a - two_pi * wp.ceil((a - wp.float32(math.pi)) / two_pi)
+
+
+@wp.func
+def forward(nav: Nav, win: int, scratch: wp.array2d(dtype=wp.int32), e: int, slot: int, p: wp.vec3,
+            y: wp.float32, step: wp.float32, sliding: bool) -> wp.vec3:
+    """Where MOVE_FORWARD (``step`` m along -Z turned by yaw ``y``) from ``p`` ends (``move``)."""
+    target = p + wp.vec3(step * -wp.sin(y), wp.float32(0.0), step * -wp.cos(y))
+    ps = wp.vec3d(wp.float64(p[0]), wp.float64(p[1]), wp.float64(p[2]))
+    pe = wp.vec3d(wp.float64(target[0]), wp.float64(target[1]), wp.float64(target[2]))
+    r = move(nav, win, scratch, e, slot, ps, pe, sliding)
+    return wp.vec3(wp.float32(r[0]), wp.float32(r[1]), wp.float32(r[2]))
+
+
+@wp.func
+def turn_sign(a: int, left: int, right: int) -> wp.float32:
+    """+1 for action ``left``, -1 for ``right``, else 0."""
+    d = wp.float32(0.0)
+    if a == left:
+        d = wp.float32(1.0)
+    if a == right:
+        d = wp.float32(-1.0)
+    return d
+
+
+@wp.func
+def spl_ratio(d0: wp.float32, path: wp.float32) -> wp.float32:
+    """d0 / max(d0, path) (1 when both are 0): SPL's and soft SPL's factor."""
+    denom = wp.max(d0, path)
+    ratio = wp.float32(1.0)
+    if denom > wp.float32(0.0):
+        ratio = d0 / wp.max(denom, wp.float32(1.0e-12))
+    return ratio
+
+
 # ---------------------------------------------------------------------------------- batch queries
 @wp.kernel
 def try_step_query(nav: Nav, win: int, scratch: wp.array2d(dtype=wp.int32), slots: wp.array(dtype=wp.int32),

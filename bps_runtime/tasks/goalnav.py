@@ -22,7 +22,7 @@ import math
 import warp as wp
 
 from ..step import kernels as sk
-from ..step.kernels import Nav, geodesic, move
+from ..step.kernels import Nav, forward, geodesic, spl_ratio, turn_sign, wrap_angle
 from ..step.schema import CORE, Field, Schema, warp_struct
 
 STOP, MOVE_FORWARD, TURN_LEFT, TURN_RIGHT, LOOK_UP, LOOK_DOWN = range(6)
@@ -85,6 +85,11 @@ def make_params(o, win: int, look: bool, image: bool, goal_pixels: int = 1, **_s
     return s
 
 
+def max_move(options) -> float:
+    """The longest move of one step (metres): sizes the try_step window."""
+    return float(options.forward_step)
+
+
 def episode_info(v) -> dict:
     """The finished episodes' statistics (0 where not done), habitat-lab's metric names."""
     return {"return": v.ep_return, "length": v.ep_length, "success": v.success, "spl": v.spl,
@@ -98,13 +103,6 @@ def info(v) -> dict:
 
 
 OUTCOME = ("success", "spl")
-
-
-@wp.func
-def wrap_angle(a: wp.float32) -> wp.float32:
-    """Angles into (-pi, pi] (float32)."""
-    two_pi = wp.float32(2.0 * math.pi)
-    return a - two_pi * wp.ceil((a - wp.float32(math.pi)) / two_pi)
 
 
 @wp.func
@@ -197,24 +195,9 @@ def step_kernel(nav: Nav, task: Params, st: State, out: Out, actions: wp.array(d
     y = st.yaw[e]
     newp = p
     if a == 1:
-        fs = wp.float32(task.forward_step)
-        target = p + wp.vec3(fs * -wp.sin(y), wp.float32(0.0), fs * -wp.cos(y))
-        ps = wp.vec3d(wp.float64(p[0]), wp.float64(p[1]), wp.float64(p[2]))
-        pe = wp.vec3d(wp.float64(target[0]), wp.float64(target[1]), wp.float64(target[2]))
-        r = move(nav, task.win, scratch, e, slot, ps, pe, task.sliding != 0)
-        newp = wp.vec3(wp.float32(r[0]), wp.float32(r[1]), wp.float32(r[2]))
-    delta = wp.float32(0.0)
-    if a == 2:
-        delta = wp.float32(1.0)
-    if a == 3:
-        delta = wp.float32(-1.0)
-    newy = wrap_angle(y + wp.float32(task.turn) * delta)
-    tilt = wp.float32(0.0)
-    if a == 4:
-        tilt = wp.float32(1.0)
-    if a == 5:
-        tilt = wp.float32(-1.0)
-    pitch = st.pitch[e] + wp.float32(task.tilt) * tilt
+        newp = forward(nav, task.win, scratch, e, slot, p, y, wp.float32(task.forward_step), task.sliding != 0)
+    newy = wrap_angle(y + wp.float32(task.turn) * turn_sign(a, 2, 3))
+    pitch = st.pitch[e] + wp.float32(task.tilt) * turn_sign(a, 4, 5)
     if task.max_pitch >= 0.0:
         lim = wp.float32(task.max_pitch)
         pitch = wp.min(wp.max(pitch, -lim), lim)
@@ -235,10 +218,7 @@ def step_kernel(nav: Nav, task: Params, st: State, out: Out, actions: wp.array(d
     trunc = (not stop) and steps >= task.max_steps
     done = stop or trunc
     d0 = st.d0[e]
-    denom = wp.max(d0, path)
-    ratio = wp.float32(1.0)
-    if denom > wp.float32(0.0):
-        ratio = d0 / wp.max(denom, wp.float32(1.0e-12))
+    ratio = spl_ratio(d0, path)
     soft = wp.float32(0.0)
     if d0 > wp.float32(0.0):
         soft = wp.max(wp.float32(0.0), wp.float32(1.0) - d_now / d0)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from . import goalnav
 from .goalnav import (OUTCOME, SCHEMA, Out, Params, State, apply_refills, begin_kernel, episode_info,  # noqa: F401
-                      info, step_kernel)
+                      info, max_move, step_kernel)
 
 NAME = "imagenav"
 ACTION_NAMES = goalnav.ALL_ACTIONS[:4]
@@ -51,11 +51,6 @@ DEFAULTS = TaskOptions()
 def params(options: TaskOptions, win: int, **sizes) -> Params:
     """The kernels' ``Params``."""
     return goalnav.make_params(options, win, LOOK, IMAGE, **sizes)
-
-
-def max_move(options: TaskOptions) -> float:
-    """The longest move of one step (metres): sizes the try_step window."""
-    return float(options.forward_step)
 
 
 def observations(v) -> dict:

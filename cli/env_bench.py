@@ -53,6 +53,7 @@ class BenchOptions:
     capture_graph: bool = False  # on CUDA, replay the step's launches as a CUDA graph (make(capture_graph=))
     pipelined_steps: int = -1    # steps run back to back, no wait between them (-1: 40 on a device, none on the CPU)
     task: str = "pointnav"       # pointnav, objectnav or imagenav (the task's defaults; episodes sampled)
+    no_stop: bool = False        # random moves without STOP (episodes end at the step limit, as a trained agent's)
 
 
 DEFAULTS = BenchOptions()
@@ -274,7 +275,8 @@ def measure(manifest, options: BenchOptions = DEFAULTS) -> dict:
     step_s, render_s, loading, waited = [], [], [], []
 
     def actions():
-        return torch.randint(0, env.num_actions, (env.batch_size,), generator=gen).to(dev)
+        lo = 1 if o.no_stop else 0
+        return torch.randint(lo, env.num_actions, (env.batch_size,), generator=gen).to(dev)
 
     try:
         raw["resident_scenes"] = len(set(scenes.resident_scene_ids()))

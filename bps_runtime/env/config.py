@@ -14,7 +14,7 @@ from bps_assets.errors import ConfigError
 
 from ..episodes.supply import DEFAULTS as SUPPLY_DEFAULTS, SupplyOptions
 from ..scenes.cache import CacheOptions
-from ..tasks import module_of, task_module
+from ..tasks import module_for, task_module
 from ..tasks.pointnav import DEFAULTS as TASK_DEFAULTS
 
 
@@ -50,7 +50,7 @@ class EnvConfig:
     threads: int | None = None          # CPU threads of the renderer and the step (None: all usable)
     capture_graph: bool = False
     sensors: SensorConfig = field(default_factory=SensorConfig)
-    task: object = TASK_DEFAULTS        # a task's TaskOptions (its module: tasks.module_of)
+    task: object = TASK_DEFAULTS        # a task's TaskOptions (its module: tasks.module_for)
     cache: CacheOptions = field(default_factory=lambda: CacheOptions(seed=None))
     episodes: EpisodeConfig = field(default_factory=EpisodeConfig)
 
@@ -82,7 +82,7 @@ class EnvConfig:
 
     def to_dict(self) -> dict:
         """Plain data (dicts, lists, numbers, strings): for checkpoints and logs."""
-        return {**asdict(self), "task_name": module_of(self.task).NAME}
+        return {**asdict(self), "task_name": module_for(self.task).NAME}
 
     @classmethod
     def from_dict(cls, d: dict) -> "EnvConfig":
@@ -111,7 +111,7 @@ def task_options(task):
     defaults) or a task's ``TaskOptions``."""
     if isinstance(task, str):
         return task_module(task).DEFAULTS
-    module_of(task)
+    module_for(task)
     return task
 
 

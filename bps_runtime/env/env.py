@@ -26,7 +26,7 @@ from bps_assets.errors import ConfigError
 from . import spaces as sp
 from ..step.fused import FusedStep
 from ..step.ring import EpisodeRing, LazyNames
-from ..tasks import module_of
+from ..tasks import module_for
 from ..tasks.pointnav import ACTION_NAMES, DEFAULTS as TASK_DEFAULTS, TaskOptions
 
 MAX_WAIT_REASONS = 100   # wait reasons kept in env.stats (the latest)
@@ -58,7 +58,7 @@ class BatchPointNavEnv:
         self.seed_value = int(seed)
         self.world = world
         self.config = None   # the EnvConfig make() built this env from
-        self.task_module = tm = module_of(task)
+        self.task_module = tm = module_for(task)   # the task's module: fields, kernels, observations
         self.ACTIONS, self.num_actions = tm.ACTION_NAMES, tm.NUM_ACTIONS
         # ImageNav: the goal image of each queued episode, rendered when it is queued
         self._goal_image = bool(getattr(tm, "IMAGE", False))
@@ -66,7 +66,7 @@ class BatchPointNavEnv:
         sizes = {"goal_pixels": int(np.prod(self._goal_shape)) if self._goal_image else 1}
         self.fused = FusedStep(world.nav, self.num_envs, self.batch_size, tm, task, self.device,
                                capture=capture_graph, threads=world.threads, sizes=sizes)
-        self.ring = EpisodeRing(world, self.num_envs)
+        self.ring = EpisodeRing(world, self.num_envs, tm)
         # a renderer that draws with one Warp launch on our device renders inside the step (and
         # inside its graph when captured); any other (Embree) renders after it
         r = world.renderer
@@ -102,8 +102,9 @@ class BatchPointNavEnv:
 
     @task.setter
     def task(self, t):
-        if module_of(t) is not self.task_module:
-            raise ConfigError(None, f"env.task: options of {module_of(t).NAME}, the env runs {self.task_module.NAME}")
+        if module_for(t) is not self.task_module:
+            raise ConfigError(None, f"task: {type(t).__name__} is another task's options than this env's "
+                                    f"({self.task_module.__name__}); make() a new env for it")
         self._task = t
         self.fused.set_options(t)
 

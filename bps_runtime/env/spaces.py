@@ -13,7 +13,7 @@ import numpy as np
 
 from bps_assets.errors import ConfigError
 
-from ..tasks import task_module
+from ..tasks import pointnav, task_module
 
 SENSORS = ("depth", "rgb")
 
@@ -70,41 +70,47 @@ def check_resolution(resolution) -> tuple[int, int]:
     return h, w
 
 
-def _task_boxes(task: str, h: int, w: int) -> dict:
-    """(low, high, shape, dtype) of the task's own observations."""
-    big = float(np.finfo(np.float32).max)
-    if task == "objectnav":
-        return {"objectgoal": (0, np.iinfo(np.int64).max, (1,), np.int64),
-                "compass": (-np.pi, np.pi, (1,), np.float32), "gps": (-big, big, (2,), np.float32)}
-    if task == "imagenav":
-        return {"imagegoal": (0, 255, (h, w, 3), np.uint8)}
-    return {"pointgoal": (np.array([0.0, -np.pi], np.float32), np.array([big, np.pi], np.float32), (2,), np.float32)}
+def _task(task):
+    """A task module from a module or a task name."""
+    return task_module(task) if isinstance(task, str) else task
+
+
+def _boxes(task, h: int, w: int) -> dict:
+    """The task's observations (``task.OBSERVATIONS``: name -> (shape, dtype, low, high); "H" / "W"
+    in a shape: the sensors' height / width) as (low, high, shape, dtype)."""
+    out = {}
+    for name, (shape, dtype, low, high) in task.OBSERVATIONS.items():
+        shape = tuple(h if d == "H" else w if d == "W" else d for d in shape)
+        lo, hi = (np.array(v, dtype) for v in (low, high))
+        out[name] = (lo if lo.size > 1 else lo.item(), hi if hi.size > 1 else hi.item(), shape, np.dtype(dtype))
+    return out
 
 
 def single_observation_space(sensors=("depth",), resolution=(64, 64), normalize_depth: bool = True,
-                             task: str = "pointnav"):
+                             task=pointnav):
     """One environment's observation space: dict of depth [H,W,1], rgb [H,W,3] and the task's
-    own (pointgoal [2]; objectgoal [1], compass [1], gps [2]; imagegoal [H,W,3])."""
+    observations (``task.OBSERVATIONS``, ``task`` a task module or name; PointNav: pointgoal [2];
+    ObjectNav: objectgoal [1], compass [1], gps [2]; ImageNav: imagegoal [H,W,3])."""
     sensors = check_sensors(sensors)
     h, w = check_resolution(resolution)
-    task_module(task)
+    task = _task(task)
     depth_high = 1.0 if normalize_depth else np.inf
     boxes = {}
     if "depth" in sensors:
-        boxes["depth"] = (0.0, depth_high, (h, w, 1), np.float32)
+        boxes["depth"] = (0.0, depth_high, (h, w, 1), np.dtype(np.float32))
     if "rgb" in sensors:
-        boxes["rgb"] = (0, 255, (h, w, 3), np.uint8)
-    boxes.update(_task_boxes(task, h, w))
+        boxes["rgb"] = (0, 255, (h, w, 3), np.dtype(np.uint8))
+    boxes.update(_boxes(task, h, w))
     g = _gym()
     if g is not None:
         return g.Dict({k: g.Box(lo, hi, shape, dt) for k, (lo, hi, shape, dt) in boxes.items()})
-    return SpaceSpec("dict", spaces={k: SpaceSpec("box", shape, dt, float(np.min(lo)), float(np.max(hi)))
+    return SpaceSpec("dict", spaces={k: SpaceSpec("box", shape, dt.type, float(np.min(lo)), float(np.max(hi)))
                                      for k, (lo, hi, shape, dt) in boxes.items()})
 
 
-def single_action_space(task: str = "pointnav"):
+def single_action_space(task=pointnav):
     """One environment's action space: Discrete(the task's actions) (a SpaceSpec without gymnasium)."""
-    n = task_module(task).NUM_ACTIONS
+    n = _task(task).NUM_ACTIONS
     g = _gym()
     if g is not None:
         return g.Discrete(n)
@@ -112,7 +118,7 @@ def single_action_space(task: str = "pointnav"):
 
 
 def batched_observation_space(n: int, sensors=("depth",), resolution=(64, 64), normalize_depth=True,
-                              task: str = "pointnav"):
+                              task=pointnav):
     """The space of one ``recv()`` result: every entry gets a leading batch dimension ``n``."""
     single = single_observation_space(sensors, resolution, normalize_depth, task)
     g = _gym()
@@ -124,10 +130,10 @@ def batched_observation_space(n: int, sensors=("depth",), resolution=(64, 64), n
     })
 
 
-def batched_action_space(n: int, task: str = "pointnav"):
+def batched_action_space(n: int, task=pointnav):
     """The actions of ``n`` environments: MultiDiscrete of ``n`` x the task's actions (a SpaceSpec
     "box" of shape [n] without gymnasium)."""
-    k = task_module(task).NUM_ACTIONS
+    k = _task(task).NUM_ACTIONS
     g = _gym()
     if g is not None:
         return g.MultiDiscrete(np.full(n, k, np.int64))

@@ -19,7 +19,7 @@ from ..nav.buffers import FieldWorker, NavBuffers, SceneNav
 from ..episodes.files import resolve_episodes
 from ..episodes import make_supply
 from ..episodes.supply import EpisodeSupply
-from ..tasks import module_of
+from ..tasks import module_for
 
 
 class ScenePreparation:
@@ -147,7 +147,7 @@ def build_world(manifest_path, config, *, device) -> World:
             raise ConfigError(None, f"{manifest_path}: scene_shard {rank}/{size} gets no scene of split "
                                     f"{split!r} ({len(manifest.scenes(split))} scenes)")
     names = [e.name for e in entries]
-    task = module_of(c.task)
+    task = module_for(c.task)
     check_task_dataset(manifest, entries, c.task)
     worker = FieldWorker()
     if task.NAME == "objectnav":
@@ -178,7 +178,7 @@ def check_task_dataset(manifest, entries, task_options) -> None:
         why = agent_mismatch(manifest, task_options.agent_radius, task_options.agent_height)
         if why is not None:
             raise ConfigError(None, why)
-    if module_of(task_options).NAME == "objectnav":
+    if module_for(task_options).NAME == "objectnav":
         from ..episodes.objectnav import scene_semantics_error
 
         for e in entries:

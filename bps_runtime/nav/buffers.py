@@ -336,9 +336,9 @@ class GoalFields:
 
 
 class NavBuffers:
-    """The arenas and the meta tables [capacity, ...] the fused step reads, by resident id.
+    """The arenas and the meta tables [capacity, ...] the fused step reads, by scene index.
 
-    ``publish(rid, scene, fields)`` / ``unpublish(rid)`` run on the step thread between steps;
+    ``publish(idx, scene, fields)`` / ``unpublish(idx)`` run on the step thread between steps;
     ``refresh()`` (before every launch) re-publishes fields that moved and frees their old
     regions; ``version`` changes whenever an arena buffer or the window size changed (a
     captured CUDA graph must be re-captured)."""
@@ -377,27 +377,27 @@ class NavBuffers:
         self.f64.reserve(int(1.25 * n * scene._f64_n) + self.f64.buf.numel())
         self.field_arena.reserve(int(1.25 * n * goal_rows * max(scene.num_spans, 1)))
 
-    def publish(self, rid: int, scene: SceneNav, fields: GoalFields):
-        """Make ``scene`` / ``fields`` the navigation of resident id ``rid`` (one meta row)."""
-        rid = int(rid)
-        if not 0 <= rid < self.capacity:
-            raise NavError(None, f"resident id {rid} outside the navigation table's {self.capacity} slots")
-        self.scenes[rid] = scene
-        self.fields[rid] = fields
+    def publish(self, idx: int, scene: SceneNav, fields: GoalFields):
+        """Make ``scene`` / ``fields`` the navigation of scene index ``idx`` (one meta row)."""
+        idx = int(idx)
+        if not 0 <= idx < self.capacity:
+            raise NavError(None, f"scene index {idx} outside the navigation table's {self.capacity} slots")
+        self.scenes[idx] = scene
+        self.fields[idx] = fields
         self.min_cell = min(self.min_cell, scene.cell_size)
-        self._write_meta(rid)
+        self._write_meta(idx)
 
-    def _write_meta(self, rid: int):
-        scene, fields = self.scenes[rid], self.fields[rid]
+    def _write_meta(self, idx: int):
+        scene, fields = self.scenes[idx], self.fields[idx]
         mi = scene.meta_i.copy()
         mi[M_FIELD] = fields.base
-        self.meta_i[rid] = torch.as_tensor(mi).to(self.device, non_blocking=True)
-        self.meta_f[rid] = torch.as_tensor(scene.meta_f).to(self.device, non_blocking=True)
+        self.meta_i[idx] = torch.as_tensor(mi).to(self.device, non_blocking=True)
+        self.meta_f[idx] = torch.as_tensor(scene.meta_f).to(self.device, non_blocking=True)
 
-    def unpublish(self, rid: int):
-        """Resident id ``rid`` left: free its arenas and its field table."""
-        scene = self.scenes.pop(int(rid), None)
-        fields = self.fields.pop(int(rid), None)
+    def unpublish(self, idx: int):
+        """Scene index ``idx`` left: free its arenas and its field table."""
+        scene = self.scenes.pop(int(idx), None)
+        fields = self.fields.pop(int(idx), None)
         if fields is not None:
             fields.free()
         if scene is not None:
@@ -411,10 +411,10 @@ class NavBuffers:
             return False
         self._dirty.clear()
         changed = False
-        for rid, f in list(self.fields.items()):
+        for idx, f in list(self.fields.items()):
             moved = f.take_moved()
             if moved:
-                self._write_meta(rid)
+                self._write_meta(idx)
                 for off, n in moved:
                     self.field_arena.release(off, n)
                 changed = True

@@ -55,7 +55,7 @@ class CacheOptions:
 
 DEFAULTS = CacheOptions()
 
-# resident ids per slot: its active scene, its next one (loading or loaded) and one previous
+# scene indices per slot: its active scene, its next one (loading or loaded) and one previous
 # scene still draining (the next load starts at the swap, not when the previous scene leaves)
 SCENES_PER_SLOT = 3
 
@@ -96,14 +96,14 @@ class _Slot:
 
     def __init__(self, index):
         self.index = index
-        self.active: int | None = None      # resident id
+        self.active: int | None = None      # scene index
         self.pending: Future | None = None  # load in flight
-        self.ready: int | None = None       # resident id, loaded, waiting for its swap
+        self.ready: int | None = None       # scene index, loaded, waiting for its swap
         self.episodes = 0                   # episodes started on the active scene
         self.swap_requested = False
         self.loading = None                 # SceneSource of the pending load
         self.load_note = ""                 # when / why the pending load started (for wait reasons)
-        self.loading_id: int | None = None  # the resident id the pending load will have (fixed at its start)
+        self.loading_id: int | None = None  # the scene index the pending load will have (fixed at its start)
 
 
 class SceneCache:
@@ -129,8 +129,8 @@ class SceneCache:
         self.env_slot = np.arange(self.num_envs) % k
         self._refs = np.zeros(self.capacity, np.int64)
         self._scenes: dict[int, LoadedScene] = {}
-        self._owner: dict[int, int] = {}  # resident id -> the slot that loaded it
-        self._swapped_out: dict[int, str] = {}  # resident id -> clock label of its swap out
+        self._owner: dict[int, int] = {}  # scene index -> the slot that loaded it
+        self._swapped_out: dict[int, str] = {}  # scene index -> clock label of its swap out
         self._free_ids = deque(range(self.capacity))
         self.quarantined: dict[str, str] = {}
         self._rng = np.random.default_rng(options.seed)
@@ -204,14 +204,14 @@ class SceneCache:
             return self._used
 
     # ------------------------------------------------------------------ scene order / loads
-    def _claimed(self, rid: int) -> bool:
-        return any(s.active == rid or s.ready == rid for s in self._slots)
+    def _claimed(self, idx: int) -> bool:
+        return any(s.active == idx or s.ready == idx for s in self._slots)
 
     def _next_source(self) -> tuple[SceneSource, int | None] | None:
         """The next scene in the order that is neither quarantined nor another slot's active /
-        next / loading scene: (source, None) to load, or (source, resident id) when it is still
+        next / loading scene: (source, None) to load, or (source, scene index) when it is still
         resident, draining."""
-        draining = {sc.scene_id: rid for rid, sc in self._scenes.items() if not self._claimed(rid)}
+        draining = {sc.scene_id: idx for idx, sc in self._scenes.items() if not self._claimed(idx)}
         for _ in range(2):
             while self._order:
                 i = self._order.popleft()
@@ -236,17 +236,17 @@ class SceneCache:
         pick = self._next_source()
         if pick is None:
             return False
-        src, rid = pick
-        if rid is not None:      # still resident: no load, it is this slot's next (or first) scene
-            self._owner[rid] = slot.index
+        src, idx = pick
+        if idx is not None:      # still resident: no load, it is this slot's next (or first) scene
+            self._owner[idx] = slot.index
             if slot.active is None:
-                slot.active, slot.episodes = rid, 0
+                slot.active, slot.episodes = idx, 0
             else:
-                slot.ready = rid
+                slot.ready = idx
             self._report.reused += 1
             return True
         self._in_use.add(src.scene_id)
-        # the resident id is fixed when the load starts (the simulator thread, at a point fixed by
+        # the scene index is fixed when the load starts (the simulator thread, at a point fixed by
         # the step count), never by which load finishes first
         slot.loading_id = self._free_ids.popleft()
         self._owner[slot.loading_id] = slot.index
@@ -271,25 +271,25 @@ class SceneCache:
                                     f"the load of {name!r} ({note}; the loader was {stage})")
 
     def _integrate(self, slot: _Slot, res) -> None:
-        rid = slot.loading_id
+        idx = slot.loading_id
         slot.pending = slot.loading = slot.loading_id = None
         if isinstance(res, LoadFailure):
             self._in_use.discard(res.scene_id)
-            self._owner.pop(rid, None)
-            self._free_ids.appendleft(rid)
+            self._owner.pop(idx, None)
+            self._free_ids.appendleft(idx)
             if not isinstance(res.error, LoadCancelled):
                 self.quarantined[res.scene_id] = res.message
                 self._report.quarantined.append(res.scene_id)
             return
-        self._scenes[rid] = res
+        self._scenes[idx] = res
         self.generation += 1
-        self._events.append(SceneEvent("arrived", rid, res))
-        self.renderer.attach(rid, res.shading, res.accel)
+        self._events.append(SceneEvent("arrived", idx, res))
+        self.renderer.attach(idx, res.shading, res.accel)
         self._report.loads_completed += 1
         if slot.active is None:
-            slot.active, slot.episodes = rid, 0
+            slot.active, slot.episodes = idx, 0
         else:
-            slot.ready = rid
+            slot.ready = idx
 
     def _take_pending(self, slot: _Slot, what: str) -> bool:
         """Integrate the slot's in-flight load, waiting for it if it has not finished (a wait,
@@ -369,21 +369,21 @@ class SceneCache:
         if self.options.prefetch:
             self._start_load(slot, "at the slot's swap")
 
-    def _maybe_evict(self, rid: int) -> None:
-        if self._refs[rid] > 0 or rid not in self._scenes:
+    def _maybe_evict(self, idx: int) -> None:
+        if self._refs[idx] > 0 or idx not in self._scenes:
             return
-        if any(s.active == rid or s.ready == rid for s in self._slots):
+        if any(s.active == idx or s.ready == idx for s in self._slots):
             return
-        sc = self._scenes.pop(rid)
+        sc = self._scenes.pop(idx)
         self.generation += 1
-        self._events.append(SceneEvent("left", rid))
-        self.renderer.detach(rid)
+        self._events.append(SceneEvent("left", idx))
+        self.renderer.detach(idx)
         self._in_use.discard(sc.scene_id)
-        self._free_ids.append(rid)
+        self._free_ids.append(idx)
         self._unreserve(sc.ticket if sc.ticket is not None else 0)
         self._report.evictions += 1
-        owner = self._owner.pop(rid, None)
-        out = self._swapped_out.pop(rid, "?")
+        owner = self._owner.pop(idx, None)
+        out = self._swapped_out.pop(idx, "?")
         if owner is not None and self.options.prefetch:
             self._start_load(self._slots[owner], f"when {sc.scene_id!r} left, swapped out at {out}")
 
@@ -403,27 +403,27 @@ class SceneCache:
         return out
 
     def assign_next(self, env_ids) -> np.ndarray:
-        """For a runtime that queues episodes ahead: the resident id of one more *upcoming*
+        """For a runtime that queues episodes ahead: the scene index of one more *upcoming*
         episode per env (its slot's active scene, after a due swap), holding one reference per
         entry until ``release_scenes`` gives it back (when that episode has ended). Nothing is
         released here, so an env may hold its current scene and queued ones at once."""
         envs = _as_env_ids(env_ids, self.num_envs)
         return self._pick(envs)
 
-    def release_scenes(self, rids) -> None:
+    def release_scenes(self, idxs) -> None:
         """Give back references taken by ``assign_next``; unused scenes leave."""
-        r = np.asarray(rids, np.int64).reshape(-1)
+        r = np.asarray(idxs, np.int64).reshape(-1)
         if r.size == 0:
             return
         if r.min() < 0 or r.max() >= self.capacity:
-            raise ConfigError(None, f"resident ids must be in [0, {self.capacity}), got {int(r.min())}..{int(r.max())}")
+            raise ConfigError(None, f"scene indices must be in [0, {self.capacity}), got {int(r.min())}..{int(r.max())}")
         np.subtract.at(self._refs, r, 1)
         if (self._refs < 0).any():
             np.maximum(self._refs, 0, out=self._refs)
             raise ConfigError(None, "release_scenes: more releases than references taken")
         gone = r[self._refs[r] == 0]    # only scenes without references can leave
-        for rid in (np.unique(gone).tolist() if gone.size else ()):
-            self._maybe_evict(rid)
+        for idx in (np.unique(gone).tolist() if gone.size else ()):
+            self._maybe_evict(idx)
 
     def after_round(self) -> None:
         """Every group has stepped once more: with ``swap_every``, every that many rounds the next
@@ -471,16 +471,16 @@ class SceneCache:
         reported as a wait by ``take_report``. For deterministic swap schedules."""
         return self._take_pending(self._slots[int(slot)], "swap")
 
-    def scene(self, rid: int) -> LoadedScene:
-        """The resident scene ``rid`` (navmesh, header, source)."""
+    def scene(self, idx: int) -> LoadedScene:
+        """The resident scene ``idx`` (navmesh, header, source)."""
         try:
-            return self._scenes[int(rid)]
+            return self._scenes[int(idx)]
         except KeyError:
-            raise ConfigError(None, f"scene id {rid} is not resident") from None
+            raise ConfigError(None, f"scene id {idx} is not resident") from None
 
     @property
     def resident_ids(self) -> list[int]:
-        """Resident ids now in use (sorted)."""
+        """Scene indices now in use (sorted)."""
         return sorted(self._scenes)
 
     def take_report(self) -> CacheReport:
@@ -497,8 +497,8 @@ class SceneCache:
             self._closed = True
             self._cv.notify_all()
         self.loader.close()
-        for rid in list(self._scenes):
-            self.renderer.detach(rid)
+        for idx in list(self._scenes):
+            self.renderer.detach(idx)
         self._scenes.clear()
         self.generation += 1
 

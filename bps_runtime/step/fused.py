@@ -26,7 +26,6 @@ from ..nav.buffers import NavBuffers
 LAG = 2      # steps between a head snapshot and the host reading it
 DEPTH = 2    # queued episodes per env beyond what the host has seen start
 NAMES = 64   # episode names kept per env for LazyNames (read info within 64 episodes)
-STAGE_I = 5  # int columns of a staging row: env, ring index, scene index, field row, goal id
 # where capture_graph captures: CUDA. Warp can also record a CPU graph, but its replay is one
 # serial loop while the plain CPU step runs on every render thread; tests add "cpu" to check the
 # capture logic (what is recorded, when it is re-captured) against plain launches here.
@@ -69,12 +68,13 @@ class FusedStep:
         # inputs
         self.actions = z(self.B, dt=torch.int64)
         cap = N * (DEPTH + 1)
-        self.stage_i, self.stage_f = z(cap, STAGE_I, dt=torch.int32), z(cap, 7)
+        ni, nf = 2 + task.STAGE_INTS, task.STAGE_FLOATS   # (env, ring index) + the task's columns
+        self.stage_i, self.stage_f = z(cap, ni, dt=torch.int32), z(cap, nf)
         self.count = z(1, dt=torch.int32)
         self._count_sent = 0      # the row count the device holds (the last upload's)
         pin = dev.type == "cuda"
-        self._pinned = [(torch.zeros(cap, STAGE_I, dtype=torch.int32, pin_memory=pin),
-                         torch.zeros(cap, 7, dtype=torch.float32, pin_memory=pin),
+        self._pinned = [(torch.zeros(cap, ni, dtype=torch.int32, pin_memory=pin),
+                         torch.zeros(cap, nf, dtype=torch.float32, pin_memory=pin),
                          torch.zeros(1, dtype=torch.int32, pin_memory=pin)) for _ in range(2)]
         # numpy views of the host buffers, made once (no tensor -> host call on the step path)
         self._pinned_np = [tuple(t.numpy() for t in bufs) for bufs in self._pinned]
@@ -148,8 +148,8 @@ class FusedStep:
 
     # ------------------------------------------------------------------ host -> device inputs
     def upload(self, stage_i: np.ndarray, stage_f: np.ndarray):
-        """New ring entries (rows of (env, ring index, resident id, field row, goal id) and (start
-        xyz, yaw, goal xyz)) for the next launch; a copy from pinned memory on CUDA, no wait.
+        """New ring entries (rows of (env, ring index, then the task's ``stage`` columns)) for the
+        next launch; a copy from pinned memory on CUDA, no wait.
         No rows while the device already holds a count of 0: nothing to copy, no torch op (this
         relies on the copies being issued here; a captured graph that replayed them would read
         a pinned buffer not rewritten since)."""

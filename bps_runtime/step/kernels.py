@@ -85,19 +85,19 @@ def span_xyz(nav: Nav, poff: wp.int64, s: int) -> wp.vec3d:
 
 
 @wp.func
-def snap_window(nav: Nav, slot: int, p: wp.vec3d, R: int):
+def snap_window(nav: Nav, scene_i: int, p: wp.vec3d, R: int):
     """Detour's findNearestPoly rule (as ``queries.snap_spans``) over the spans of the
     (2R+1)^2 cells around p's cell: -> (point, span or S, squared distance or inf)."""
-    L = int(nav.meta_i[slot, M_L])
-    D = int(nav.meta_i[slot, M_D])
-    W = int(nav.meta_i[slot, M_W])
-    S = int(nav.meta_i[slot, M_S])
-    sidx = nav.meta_i[slot, M_SIDX]
-    poff = nav.meta_i[slot, M_POS]
-    ox = nav.meta_f[slot, F_OX]
-    oz = nav.meta_f[slot, F_OZ]
-    cs = nav.meta_f[slot, F_CS]
-    climb = nav.meta_f[slot, F_CLIMB]
+    L = int(nav.meta_i[scene_i, M_L])
+    D = int(nav.meta_i[scene_i, M_D])
+    W = int(nav.meta_i[scene_i, M_W])
+    S = int(nav.meta_i[scene_i, M_S])
+    sidx = nav.meta_i[scene_i, M_SIDX]
+    poff = nav.meta_i[scene_i, M_POS]
+    ox = nav.meta_f[scene_i, F_OX]
+    oz = nav.meta_f[scene_i, F_OZ]
+    cs = nav.meta_f[scene_i, F_CS]
+    climb = nav.meta_f[scene_i, F_CLIMB]
     r0 = cell_index(p[2], oz, cs)
     c0 = cell_index(p[0], ox, cs)
     h = cs * wp.float64(0.5) - INSET
@@ -135,11 +135,11 @@ def snap_window(nav: Nav, slot: int, p: wp.vec3d, R: int):
 
 
 @wp.func
-def snap(nav: Nav, slot: int, p: wp.vec3d, R: int):
+def snap(nav: Nav, scene_i: int, p: wp.vec3d, R: int):
     """``snap_window`` around p's own cell, widened to R cells only when p is not over a span."""
-    q, s, b = snap_window(nav, slot, p, 1)
+    q, s, b = snap_window(nav, scene_i, p, 1)
     if b > wp.float64(0.0) and R > 1:
-        q, s, b = snap_window(nav, slot, p, R)
+        q, s, b = snap_window(nav, scene_i, p, R)
     return q, s, b
 
 
@@ -172,28 +172,28 @@ def fill_from(nav: Nav, scratch: wp.array2d(dtype=wp.int32), e: int, n: int, S: 
 
 
 @wp.func
-def try_step(nav: Nav, win: int, scratch: wp.array2d(dtype=wp.int32), e: int, slot: int,
+def try_step(nav: Nav, win: int, scratch: wp.array2d(dtype=wp.int32), e: int, scene_i: int,
              ps: wp.vec3d, pe: wp.vec3d) -> wp.vec3d:
     """habitat's try_step with sliding (``queries.try_step``), for one agent."""
-    return move(nav, win, scratch, e, slot, ps, pe, True)
+    return move(nav, win, scratch, e, scene_i, ps, pe, True)
 
 
 @wp.func
-def move(nav: Nav, win: int, scratch: wp.array2d(dtype=wp.int32), e: int, slot: int,
+def move(nav: Nav, win: int, scratch: wp.array2d(dtype=wp.int32), e: int, scene_i: int,
          ps: wp.vec3d, pe: wp.vec3d, sliding: bool) -> wp.vec3d:
     """habitat's try_step (``sliding``) or try_step_no_sliding (stop short of the first cell
     the segment crosses that the flood fill did not reach), as ``queries.try_step``."""
-    S = int(nav.meta_i[slot, M_S])
-    cs = nav.meta_f[slot, F_CS]
-    ox = nav.meta_f[slot, F_OX]
-    oz = nav.meta_f[slot, F_OZ]
+    S = int(nav.meta_i[scene_i, M_S])
+    cs = nav.meta_f[scene_i, F_CS]
+    ox = nav.meta_f[scene_i, F_OX]
+    oz = nav.meta_f[scene_i, F_OZ]
     dist = wp.sqrt((pe[0] - ps[0]) * (pe[0] - ps[0]) + (pe[2] - ps[2]) * (pe[2] - ps[2]))
     Rs = int(wp.ceil(dist / cs)) + 2
-    qs, ss, b0 = snap(nav, slot, ps, Rs)
-    _qe, se, _b1 = snap(nav, slot, pe, Rs)  # only the end's span matters (its island)
+    qs, ss, b0 = snap(nav, scene_i, ps, Rs)
+    _qe, se, _b1 = snap(nav, scene_i, pe, Rs)  # only the end's span matters (its island)
     if ss >= S or se >= S:
         return ps
-    isl = nav.meta_i[slot, M_ISL]
+    isl = nav.meta_i[scene_i, M_ISL]
     if nav.ints[isl + wp.int64(ss)] != nav.ints[isl + wp.int64(se)]:
         return ps
     dd2 = wp.sqrt((pe[0] - qs[0]) * (pe[0] - qs[0]) + (pe[2] - qs[2]) * (pe[2] - qs[2]))
@@ -227,7 +227,7 @@ def move(nav: Nav, win: int, scratch: wp.array2d(dtype=wp.int32), e: int, slot: 
     for i in range(n):
         for j in range(n):
             scratch[e, i * n + j] = wp.int32(S)
-    lrc = nav.meta_i[slot, M_LRC]
+    lrc = nav.meta_i[scene_i, M_LRC]
     si = wp.clamp(int(nav.ints[lrc + wp.int64(3 * ss + 1)]) - r0 + R, 0, n - 1)
     sj = wp.clamp(int(nav.ints[lrc + wp.int64(3 * ss + 2)]) - c0 + R, 0, n - 1)
     scratch[e, si * n + sj] = wp.int32(ss)
@@ -235,7 +235,7 @@ def move(nav: Nav, win: int, scratch: wp.array2d(dtype=wp.int32), e: int, slot: 
     i1 = wp.max(i1, si)
     j0 = wp.min(j0, sj)
     j1 = wp.max(j1, sj)
-    nbr = nav.meta_i[slot, M_NBR]
+    nbr = nav.meta_i[scene_i, M_NBR]
     for _p in range(n * n):
         changed = int(0)
         # k=0 (dcol +1): dst col j from col j-1, walked right to left
@@ -259,7 +259,7 @@ def move(nav: Nav, win: int, scratch: wp.array2d(dtype=wp.int32), e: int, slot: 
         if changed == 0:
             break
     if not sliding:
-        return advance_until_blocked(nav, scratch, e, slot, n, R, r0, c0, ss, qs, pe)
+        return advance_until_blocked(nav, scratch, e, scene_i, n, R, r0, c0, ss, qs, pe)
     hf = cs * wp.float64(0.5)
     h = hf - INSET
     best = INF
@@ -287,7 +287,7 @@ def move(nav: Nav, win: int, scratch: wp.array2d(dtype=wp.int32), e: int, slot: 
     if best != wp.float64(0.0):
         bx = clampd(bx, bcx - h, bcx + h)
         bz = clampd(bz, bcz - h, bcz + h)
-    y = span_xyz(nav, nav.meta_i[slot, M_POS], bs)[1]
+    y = span_xyz(nav, nav.meta_i[scene_i, M_POS], bs)[1]
     return wp.vec3d(bx, y, bz)
 
 
@@ -308,15 +308,15 @@ def next_crossing(s0: wp.float64, dd: wp.float64, o: wp.float64, cs: wp.float64,
 
 
 @wp.func
-def advance_until_blocked(nav: Nav, scratch: wp.array2d(dtype=wp.int32), e: int, slot: int, n: int, R: int,
+def advance_until_blocked(nav: Nav, scratch: wp.array2d(dtype=wp.int32), e: int, scene_i: int, n: int, R: int,
                           r0: int, c0: int, ss: int, qs: wp.vec3d, pe: wp.vec3d) -> wp.vec3d:
     """try_step_no_sliding after the flood fill (``queries._advance_until_blocked``): walk the
     segment qs -> pe through the cells it crosses, in order of the crossing parameter t; stop
     ``INSET`` before the first interval whose cell was not reached."""
-    S = int(nav.meta_i[slot, M_S])
-    cs = nav.meta_f[slot, F_CS]
-    ox = nav.meta_f[slot, F_OX]
-    oz = nav.meta_f[slot, F_OZ]
+    S = int(nav.meta_i[scene_i, M_S])
+    cs = nav.meta_f[scene_i, F_CS]
+    ox = nav.meta_f[scene_i, F_OX]
+    oz = nav.meta_f[scene_i, F_OZ]
     sx = qs[0]
     sz = qs[2]
     dx = pe[0] - sx
@@ -349,28 +349,28 @@ def advance_until_blocked(nav: Nav, scratch: wp.array2d(dtype=wp.int32), e: int,
         if seglen > wp.float64(0.0):
             back = INSET / wp.max(seglen, wp.float64(1.0e-12))
         tstop = wp.max(tstop - back, wp.float64(0.0))
-    y = span_xyz(nav, nav.meta_i[slot, M_POS], last)[1]
+    y = span_xyz(nav, nav.meta_i[scene_i, M_POS], last)[1]
     return wp.vec3d(sx + tstop * dx, y, sz + tstop * dz)
 
 
 @wp.func
-def geodesic(nav: Nav, slot: int, row: int, p: wp.vec3) -> wp.float32:
+def geodesic(nav: Nav, scene_i: int, row: int, p: wp.vec3) -> wp.float32:
     """Distance to the episode's goal: min over the spans seen from p's span (the span of its
     cell nearest in y) of field + |p - centre| (x/z of p, y of its span)."""
-    L = int(nav.meta_i[slot, M_L])
-    D = int(nav.meta_i[slot, M_D])
-    W = int(nav.meta_i[slot, M_W])
-    S = int(nav.meta_i[slot, M_S])
-    K = int(nav.meta_i[slot, M_K])
+    L = int(nav.meta_i[scene_i, M_L])
+    D = int(nav.meta_i[scene_i, M_D])
+    W = int(nav.meta_i[scene_i, M_W])
+    S = int(nav.meta_i[scene_i, M_S])
+    K = int(nav.meta_i[scene_i, M_K])
     px = wp.float64(p[0])
     pz = wp.float64(p[2])
-    cs = nav.meta_f[slot, F_CS]
-    r = cell_index(pz, nav.meta_f[slot, F_OZ], cs)
-    c = cell_index(px, nav.meta_f[slot, F_OX], cs)
+    cs = nav.meta_f[scene_i, F_CS]
+    r = cell_index(pz, nav.meta_f[scene_i, F_OZ], cs)
+    c = cell_index(px, nav.meta_f[scene_i, F_OX], cs)
     if r < 0 or r >= D or c < 0 or c >= W:
         return wp.float32(wp.inf)
-    hoff = nav.meta_i[slot, M_HEIGHT]
-    sidx = nav.meta_i[slot, M_SIDX]
+    hoff = nav.meta_i[scene_i, M_HEIGHT]
+    sidx = nav.meta_i[scene_i, M_SIDX]
     best = wp.float32(wp.inf)
     layer = int(0)
     for l in range(L):
@@ -382,10 +382,10 @@ def geodesic(nav: Nav, slot: int, row: int, p: wp.vec3) -> wp.float32:
     sid = int(nav.ints[sidx + wp.int64((layer * D + r) * W + c)])
     if sid < 0:
         return wp.float32(wp.inf)
-    poff = nav.meta_i[slot, M_POS]
+    poff = nav.meta_i[scene_i, M_POS]
     q = wp.vec3d(px, span_xyz(nav, poff, sid)[1], pz)
-    seen = nav.meta_i[slot, M_SEEN] + wp.int64(sid) * wp.int64(K)
-    fbase = nav.meta_i[slot, M_FIELD] + wp.int64(row) * wp.int64(S)
+    seen = nav.meta_i[scene_i, M_SEEN] + wp.int64(sid) * wp.int64(K)
+    fbase = nav.meta_i[scene_i, M_FIELD] + wp.int64(row) * wp.int64(S)
     tot = INF
     for k in range(K):
         s2 = int(nav.ints[seen + wp.int64(k)])
@@ -405,13 +405,13 @@ def wrap_angle(a: wp.float32) -> wp.float32:
 
 
 @wp.func
-def forward(nav: Nav, win: int, scratch: wp.array2d(dtype=wp.int32), e: int, slot: int, p: wp.vec3,
+def forward(nav: Nav, win: int, scratch: wp.array2d(dtype=wp.int32), e: int, scene_i: int, p: wp.vec3,
             y: wp.float32, step: wp.float32, sliding: bool) -> wp.vec3:
     """Where MOVE_FORWARD (``step`` m along -Z turned by yaw ``y``) from ``p`` ends (``move``)."""
     target = p + wp.vec3(step * -wp.sin(y), wp.float32(0.0), step * -wp.cos(y))
     ps = wp.vec3d(wp.float64(p[0]), wp.float64(p[1]), wp.float64(p[2]))
     pe = wp.vec3d(wp.float64(target[0]), wp.float64(target[1]), wp.float64(target[2]))
-    r = move(nav, win, scratch, e, slot, ps, pe, sliding)
+    r = move(nav, win, scratch, e, scene_i, ps, pe, sliding)
     return wp.vec3(wp.float32(r[0]), wp.float32(r[1]), wp.float32(r[2]))
 
 
@@ -438,23 +438,23 @@ def spl_ratio(d0: wp.float32, path: wp.float32) -> wp.float32:
 
 # ---------------------------------------------------------------------------------- batch queries
 @wp.kernel
-def try_step_query(nav: Nav, win: int, scratch: wp.array2d(dtype=wp.int32), slots: wp.array(dtype=wp.int32),
+def try_step_query(nav: Nav, win: int, scratch: wp.array2d(dtype=wp.int32), scene_idx: wp.array(dtype=wp.int32),
                    start: wp.array(dtype=wp.vec3), end: wp.array(dtype=wp.vec3), out: wp.array(dtype=wp.vec3)):
     """``try_step`` for [N] agents in any resident scenes (tests, tools; not the step)."""
     e = wp.tid()
     p = start[e]
     q = end[e]
-    r = try_step(nav, win, scratch, e, int(slots[e]), wp.vec3d(wp.float64(p[0]), wp.float64(p[1]), wp.float64(p[2])),
+    r = try_step(nav, win, scratch, e, int(scene_idx[e]), wp.vec3d(wp.float64(p[0]), wp.float64(p[1]), wp.float64(p[2])),
                  wp.vec3d(wp.float64(q[0]), wp.float64(q[1]), wp.float64(q[2])))
     out[e] = wp.vec3(wp.float32(r[0]), wp.float32(r[1]), wp.float32(r[2]))
 
 
 @wp.kernel
-def geodesic_query(nav: Nav, slots: wp.array(dtype=wp.int32), rows: wp.array(dtype=wp.int32),
+def geodesic_query(nav: Nav, scene_idx: wp.array(dtype=wp.int32), rows: wp.array(dtype=wp.int32),
                    pos: wp.array(dtype=wp.vec3), out: wp.array(dtype=wp.float32)):
     """The step's geodesic distance for [N] points (field ``rows`` of their scenes)."""
     e = wp.tid()
-    out[e] = geodesic(nav, int(slots[e]), int(rows[e]), pos[e])
+    out[e] = geodesic(nav, int(scene_idx[e]), int(rows[e]), pos[e])
 
 
 # ---------------------------------------------------------------------------------- CPU threads

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .fused import DEPTH, NAMES, STAGE_I
+from .fused import DEPTH, NAMES
 
 
 class LazyNames(Sequence):
@@ -52,16 +52,16 @@ class EpisodeRing:
     """Host side of the episode queue: what each env has queued, started (as far as the host
     knows), and the names of its episodes; builds the staging rows for ``FusedStep.upload``."""
 
-    def __init__(self, world, num_envs: int):
-        self.world = world
+    def __init__(self, world, num_envs: int, task):
+        self.world, self.task = world, task   # task: its staging columns (``stage``)
         self.N = n = int(num_envs)
         H = DEPTH + 1
         self.filled = np.zeros(n, np.int64)      # episodes queued so far per env
         self.known = np.zeros(n, np.int64)       # episodes started, as far as the host knows
-        self.key = np.full((H, n), -1, np.int64)  # resident id of episode m at m % H
+        self.scene_index = np.full((H, n), -1, np.int64)  # scene index of episode m at m % H
         self.row = np.full((H, n), -1, np.int64)
         self.eid = np.empty((NAMES, n), object)   # episode id of episode m at m % NAMES
-        self.sname = np.empty((NAMES, n), object)  # its scene's name
+        self.scene_id = np.empty((NAMES, n), object)  # its scene's name
         self.ended = 0
         self.waited = False
 
@@ -70,10 +70,10 @@ class EpisodeRing:
         if envs.size == 0:
             return
         h = numbers % (DEPTH + 1)
-        keys, rows = self.key[h, envs], self.row[h, envs]
-        self.world.episodes.release_many(keys, rows)     # field rows first: the scene may leave next
-        self.world.release_scenes(keys)
-        self.key[h, envs] = -1
+        idxs, rows = self.scene_index[h, envs], self.row[h, envs]
+        self.world.episodes.release_many(idxs, rows)     # field rows first: the scene may leave next
+        self.world.release_scenes(idxs)
+        self.scene_index[h, envs] = -1
 
     def learn(self, heads: np.ndarray):
         """Heads from a snapshot: episodes before each env's newest started one have ended."""
@@ -93,7 +93,7 @@ class EpisodeRing:
             lo = max(self.known[e] - 1, 0)
             for m in range(lo, self.filled[e]):
                 h = m % (DEPTH + 1)
-                if self.key[h, e] >= 0:
+                if self.scene_index[h, e] >= 0:
                     self._release(np.array([e]), np.array([m]))
         self.filled[:] = 0
         self.known[:] = 0
@@ -101,50 +101,52 @@ class EpisodeRing:
     # -- queueing
     def refill(self) -> tuple[np.ndarray, np.ndarray]:
         """Queue episodes until every env has ``DEPTH`` beyond what it is known to have started;
-        -> staging rows (int [M, STAGE_I], float [M, 7]; ``staged_ids``: their episode ids). Nothing due (no episode started since the
+        -> staging rows (int [M, 2 + task.STAGE_INTS]: env, ring index, then the task's;
+        float [M, task.STAGE_FLOATS]: the task's ``stage`` columns; ``staged_ids``: their episode
+        ids). Nothing due (no episode started since the
         last call): one comparison, no call into the scene cache or the episode supply."""
         si, sf = [], []
         self.waited = False
         self.staged_ids = []   # the episode id of each staging row returned
         envs = np.flatnonzero(self.filled < self.known + DEPTH)
         while envs.size:
-            keys, w1 = self.world.next_scenes(envs)
-            eps, w2 = self.world.episodes.take(keys)
+            idxs, w1 = self.world.next_scenes(envs)
+            eps, w2 = self.world.episodes.take(idxs)
             self.waited |= bool(w1 or w2)
             m = self.filled[envs]
             h = m % (DEPTH + 1)
-            self.key[h, envs], self.row[h, envs] = keys, eps.rows
+            self.scene_index[h, envs], self.row[h, envs] = idxs, eps.rows
             nm = m % NAMES
             self.eid[nm, envs] = eps.episode_ids
-            self.sname[nm, envs] = self._scene_names(keys)
-            rows_i = np.empty((envs.size, STAGE_I), np.int32)
-            rows_i[:, 0], rows_i[:, 1], rows_i[:, 2], rows_i[:, 3] = envs, m % DEPTH, keys, eps.rows
-            rows_i[:, 4] = 0 if eps.goal_id is None else eps.goal_id
+            self.scene_id[nm, envs] = self._scene_ids(idxs)
+            rows_i = np.empty((envs.size, 2 + self.task.STAGE_INTS), np.int32)
+            rows_i[:, 0], rows_i[:, 1] = envs, m % DEPTH
+            rows_f = np.empty((envs.size, self.task.STAGE_FLOATS), np.float32)
+            self.task.stage(rows_i[:, 2:], rows_f, idxs, eps)
             self.staged_ids += list(eps.episode_ids)
-            rows_f = np.empty((envs.size, 7), np.float32)
-            rows_f[:, :3], rows_f[:, 3], rows_f[:, 4:] = eps.start, eps.yaw, eps.goal
             si.append(rows_i)
             sf.append(rows_f)
             self.filled[envs] += 1
             envs = envs[self.filled[envs] < self.known[envs] + DEPTH]   # only these changed
         if not si:
-            return np.zeros((0, STAGE_I), np.int32), np.zeros((0, 7), np.float32)
+            return (np.zeros((0, 2 + self.task.STAGE_INTS), np.int32),
+                    np.zeros((0, self.task.STAGE_FLOATS), np.float32))
         if len(si) == 1:
             return si[0], sf[0]
         return np.concatenate(si), np.concatenate(sf)
 
-    def _scene_names(self, keys: np.ndarray) -> np.ndarray:
-        """Scene name per resident id in ``keys`` (object array): one name look-up per
+    def _scene_ids(self, idxs: np.ndarray) -> np.ndarray:
+        """Scene id per scene index in ``idxs`` (object array): one name look-up per
         distinct id, then one gather."""
-        uk = np.flatnonzero(np.bincount(keys))    # the distinct ids (small ints), cheaper than np.unique
+        uk = np.flatnonzero(np.bincount(idxs))    # the distinct ids (small ints), cheaper than np.unique
         lut = np.empty(int(uk[-1]) + 1, object)
         lut[uk] = [self.world.scene_id(k) for k in uk.tolist()]
-        return lut[keys]
+        return lut[idxs]
 
     # -- names for info
     def names_of(self, env0: int, numbers: np.ndarray, which: str, done: np.ndarray | None = None) -> list:
         """Episode ids (which='episode') or scene names of episode ``numbers`` of envs env0.. ('' where not ``done``)."""
-        tab = self.eid if which == "episode" else self.sname
+        tab = self.eid if which == "episode" else self.scene_id
         envs = env0 + np.arange(len(numbers))
         out = [str(tab[int(m) % NAMES, e]) for e, m in zip(envs.tolist(), numbers.tolist())]
         if done is not None:

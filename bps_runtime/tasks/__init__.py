@@ -1,7 +1,8 @@
 """Tasks, one module each: its options, actions, state fields (declared in the step schema),
-observations, reward, success and metrics. ``pointnav``: habitat-lab's PointNav; ``objectnav`` and
-``imagenav``: habitat-lab's ObjectNav and ImageNav (their step: ``goalnav``). ``task_module(name)``
-imports one; ``module_of(options)`` finds the module of a task's options."""
+kernels, observations, reward, success and metrics. ``pointnav``: habitat-lab's PointNav;
+``objectnav`` and ``imagenav``: habitat-lab's ObjectNav and ImageNav (their step: ``goalnav``).
+``task_module(name)`` imports one; ``module_for(options)`` is the task module of an options
+object (its class's ``TASK``)."""
 from __future__ import annotations
 
 import importlib
@@ -18,10 +19,10 @@ def task_module(name: str):
     return importlib.import_module(f"{__name__}.{name}")
 
 
-def module_of(options):
-    """The task module whose ``TaskOptions`` ``options`` is."""
-    for name in TASKS:
-        m = task_module(name)
-        if isinstance(options, m.TaskOptions):
-            return m
-    raise ConfigError(None, f"task={options!r}: expected a task name {TASKS} or a task's TaskOptions")
+def module_for(options):
+    """The task module (``bps_runtime.tasks.<options.TASK>``) whose options ``options`` are;
+    ConfigError for anything that is not a task's options."""
+    name = getattr(type(options), "TASK", None)
+    if name not in TASKS:
+        raise ConfigError(None, f"task={options!r}: expected a task name {TASKS} or a task's TaskOptions")
+    return task_module(name)

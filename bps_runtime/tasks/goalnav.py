@@ -85,6 +85,19 @@ def make_params(o, win: int, look: bool, image: bool, goal_pixels: int = 1, **_s
     return s
 
 
+# the staging columns of a queued episode (after env and ring index), which ``apply_refills``
+# writes into the ring: ints (scene index, goal field row, goal id), floats (start xyz, yaw, goal xyz)
+STAGE_INTS, STAGE_FLOATS = 3, 7
+
+
+def stage(ints, floats, scene_index, eps) -> None:
+    """Fill a batch of queued episodes' staging columns (``eps``: ``NewEpisodes``; its goal id:
+    ObjectNav's task category id, 0 where the supply gives none)."""
+    ints[:, 0], ints[:, 1] = scene_index, eps.rows
+    ints[:, 2] = 0 if eps.goal_id is None else eps.goal_id
+    floats[:, :3], floats[:, 3], floats[:, 4:] = eps.start, eps.yaw, eps.goal
+
+
 def max_move(options) -> float:
     """The longest move of one step (metres): sizes the try_step window."""
     return float(options.forward_step)
@@ -142,9 +155,9 @@ def begin_episode(nav: Nav, task: Params, st: State, out: Out, e: int, depth: in
     """Start the env's next episode from its ring (the host filled it ahead of time)."""
     h = st.head[e]
     k = int(h) % depth
-    slot = st.r_scene_index[k, e]
+    scene_i = st.r_scene_index[k, e]
     p = st.r_pos[k, e]
-    st.scene_index[e] = slot
+    st.scene_index[e] = scene_i
     st.pos[e] = p
     st.yaw[e] = st.r_yaw[k, e]
     st.start_pos[e] = p
@@ -153,7 +166,7 @@ def begin_episode(nav: Nav, task: Params, st: State, out: Out, e: int, depth: in
     st.measured_at[e] = p
     st.goal_id[e] = st.r_goal_id[k, e]
     st.row[e] = st.r_row[k, e]
-    d0 = geodesic(nav, int(slot), int(st.r_row[k, e]), p)
+    d0 = geodesic(nav, int(scene_i), int(st.r_row[k, e]), p)
     st.d0[e] = d0
     st.d_prev[e] = d0
     st.path_len[e] = wp.float32(0.0)
@@ -190,12 +203,12 @@ def step_kernel(nav: Nav, task: Params, st: State, out: Out, actions: wp.array(d
     t = wp.tid()
     e = env0 + act0 + t
     a = int(actions[act0 + t])
-    slot = int(st.scene_index[e])
+    scene_i = int(st.scene_index[e])
     p = st.pos[e]
     y = st.yaw[e]
     newp = p
     if a == 1:
-        newp = forward(nav, task.win, scratch, e, slot, p, y, wp.float32(task.forward_step), task.sliding != 0)
+        newp = forward(nav, task.win, scratch, e, scene_i, p, y, wp.float32(task.forward_step), task.sliding != 0)
     newy = wrap_angle(y + wp.float32(task.turn) * turn_sign(a, 2, 3))
     pitch = st.pitch[e] + wp.float32(task.tilt) * turn_sign(a, 4, 5)
     if task.max_pitch >= 0.0:
@@ -205,7 +218,7 @@ def step_kernel(nav: Nav, task: Params, st: State, out: Out, actions: wp.array(d
     d_now = d_prev
     measured = st.measured_at[e]
     if not close_to(measured, newp):
-        d_now = geodesic(nav, slot, int(st.row[e]), newp)
+        d_now = geodesic(nav, scene_i, int(st.row[e]), newp)
         measured = newp
     stop = a == 0
     succ = stop and d_now < wp.float32(task.success_distance)

@@ -12,10 +12,11 @@ sensor (1.25 m, HFOV 90, depth 0-10 m). Observations: ``imagegoal`` [H, W, 3] ui
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from . import goalnav
 from .goalnav import (OUTCOME, SCHEMA, Out, Params, State, apply_refills, begin_kernel, episode_info,  # noqa: F401
-                      info, max_move, step_kernel)
+                      info, max_move, stage, step_kernel, STAGE_FLOATS, STAGE_INTS)
 
 NAME = "imagenav"
 ACTION_NAMES = goalnav.ALL_ACTIONS[:4]
@@ -28,6 +29,7 @@ BENCHMARK_SUCCESS_DISTANCE = 1.0   # the published ImageNav benchmarks' success 
 class TaskOptions:
     """habitat-lab's ImageNav defaults (tilt / pitch unused: no LOOK actions)."""
 
+    TASK: ClassVar[str] = NAME        # the task module these options belong to
     forward_step: float = 0.25
     turn_degrees: float = 10.0
     tilt_degrees: float = 0.0
@@ -51,6 +53,11 @@ DEFAULTS = TaskOptions()
 def params(options: TaskOptions, win: int, **sizes) -> Params:
     """The kernels' ``Params``."""
     return goalnav.make_params(options, win, LOOK, IMAGE, **sizes)
+
+
+# the task's observations beside the sensors' frames: name -> (shape ("H", "W": the sensors'
+# height and width), dtype, low, high)
+OBSERVATIONS = {"imagegoal": (("H", "W", 3), "uint8", (0,), (255,))}
 
 
 def observations(v) -> dict:

@@ -12,11 +12,13 @@ success. Observations: ``objectgoal`` [1] int64 (category_to_task_category_id), 
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 from . import goalnav
 from .goalnav import (OUTCOME, SCHEMA, Out, Params, State, apply_refills, begin_kernel, episode_info,  # noqa: F401
-                      info, max_move, step_kernel)
+                      info, max_move, stage, step_kernel, STAGE_FLOATS, STAGE_INTS)
 
 NAME = "objectnav"
 ACTION_NAMES = goalnav.ALL_ACTIONS
@@ -28,6 +30,7 @@ LOOK, IMAGE = True, False
 class TaskOptions:
     """habitat-lab's objectnav_hm3d defaults."""
 
+    TASK: ClassVar[str] = NAME        # the task module these options belong to
     forward_step: float = 0.25
     turn_degrees: float = 30.0
     tilt_degrees: float = 30.0
@@ -51,6 +54,12 @@ DEFAULTS = TaskOptions()
 def params(options: TaskOptions, win: int, **sizes) -> Params:
     """The kernels' ``Params``."""
     return goalnav.make_params(options, win, LOOK, IMAGE, **sizes)
+
+
+# the task's observations beside the sensors' frames: name -> (shape, dtype, low, high)
+_BIG = float(3.4028234663852886e38)
+OBSERVATIONS = {"objectgoal": ((1,), "int64", (0,), (2**63 - 1,)), "compass": ((1,), "float32", (-math.pi,), (math.pi,)),
+                "gps": ((2,), "float32", (-_BIG, -_BIG), (_BIG, _BIG))}
 
 
 def observations(v) -> dict:

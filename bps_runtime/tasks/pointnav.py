@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 import warp as wp
 
@@ -31,6 +32,7 @@ NUM_ACTIONS = len(ACTION_NAMES)
 class TaskOptions:
     """habitat-lab's PointNav defaults (pointnav.yaml / DD-PPO)."""
 
+    TASK: ClassVar[str] = NAME        # the task module these options belong to
     forward_step: float = 0.25        # metres per MOVE_FORWARD
     turn_degrees: float = 10.0        # degrees per TURN_LEFT / TURN_RIGHT
     success_distance: float = 0.2     # metres, geodesic, strict '<'
@@ -79,9 +81,24 @@ def params(options: TaskOptions, win: int, **_sizes) -> Params:
     return s
 
 
+# the staging columns of a queued episode (after env and ring index), which ``apply_refills``
+# writes into the ring: ints (scene index, goal field row), floats (start xyz, yaw, goal xyz)
+STAGE_INTS, STAGE_FLOATS = 2, 7
+
+
+def stage(ints, floats, scene_index, eps) -> None:
+    """Fill a batch of queued episodes' staging columns (``eps``: ``NewEpisodes``)."""
+    ints[:, 0], ints[:, 1] = scene_index, eps.rows
+    floats[:, :3], floats[:, 3], floats[:, 4:] = eps.start, eps.yaw, eps.goal
+
+
 def max_move(options: TaskOptions) -> float:
     """The longest move of one step (metres): sizes the try_step window."""
     return float(options.forward_step)
+
+
+# the task's observations beside the sensors' frames: name -> (shape, dtype, low, high)
+OBSERVATIONS = {"pointgoal": ((2,), "float32", (0.0, -math.pi), (float(3.4028234663852886e38), math.pi))}
 
 
 def observations(v) -> dict:
@@ -134,13 +151,13 @@ def begin_episode(nav: Nav, st: State, e: int, depth: int):
     """Start the env's next episode from its ring (the host filled it ahead of time)."""
     h = st.head[e]
     k = int(h) % depth
-    slot = st.r_scene_index[k, e]
-    st.scene_index[e] = slot
+    scene_i = st.r_scene_index[k, e]
+    st.scene_index[e] = scene_i
     st.pos[e] = st.r_pos[k, e]
     st.yaw[e] = st.r_yaw[k, e]
     st.goal[e] = st.r_goal[k, e]
     st.row[e] = st.r_row[k, e]
-    d0 = geodesic(nav, int(slot), int(st.r_row[k, e]), st.r_pos[k, e])
+    d0 = geodesic(nav, int(scene_i), int(st.r_row[k, e]), st.r_pos[k, e])
     st.d0[e] = d0
     st.d_prev[e] = d0
     st.path_len[e] = wp.float32(0.0)
@@ -164,14 +181,14 @@ def step_kernel(nav: Nav, task: Params, st: State, out: Out, actions: wp.array(d
     t = wp.tid()
     e = env0 + act0 + t
     a = int(actions[act0 + t])
-    slot = int(st.scene_index[e])
+    scene_i = int(st.scene_index[e])
     p = st.pos[e]
     y = st.yaw[e]
     newp = p
     if a == 1:
-        newp = forward(nav, task.win, scratch, e, slot, p, y, wp.float32(task.forward_step), True)
+        newp = forward(nav, task.win, scratch, e, scene_i, p, y, wp.float32(task.forward_step), True)
     newy = wrap_angle(y + wp.float32(task.turn) * turn_sign(a, 2, 3))
-    d_now = geodesic(nav, slot, int(st.row[e]), newp)
+    d_now = geodesic(nav, scene_i, int(st.row[e]), newp)
     stop = a == 0
     succ = stop and d_now < wp.float32(task.success_distance)
     sf = wp.float32(0.0)

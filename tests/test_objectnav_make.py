@@ -56,6 +56,33 @@ def test_objectnav_from_the_episode_file(dataset):
         assert env.world.renderer.options.hfov_deg == 79.0 and env.world.renderer.options.sensor_height == 0.88
 
 
+def test_episodes_off_the_navmesh_are_dropped_and_counted(dataset, tmp_path):
+    """A start and a view point moved 5 m up (off the navmesh): the scene's check drops them,
+    counts them, and the rest of the file runs."""
+    import gzip
+    import json
+    import shutil
+
+    out, eps = dataset
+    root = tmp_path / "eps"
+    shutil.copytree(eps.parent.parent, root)
+    content = sorted((root / "val" / "content").iterdir())[0]
+    doc = json.loads(gzip.decompress(content.read_bytes()))
+    doc["episodes"][0]["start_position"][1] += 5.0
+    cat = doc["episodes"][1]["object_category"]
+    goal = next(g for k, gs in doc["goals_by_category"].items() if k.endswith("_" + cat) for g in gs
+                if len(g["view_points"]) > 1)
+    goal["view_points"][0]["agent_state"]["position"][1] += 5.0
+    content.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    name = content.name.split(".")[0]
+    with make(out, split=None, task="objectnav", episodes=str(root / "val" / "val.json.gz"), num_envs=4,
+              resolution=(16, 16)) as env:
+        _run(env, 5)
+        check = env.world.episodes.checks[name]
+        assert check.dropped["starts_off_navmesh"] == 1 and check.dropped["view_points_off_navmesh"] == 1
+        assert len(check.dataset.episodes) == len(doc["episodes"]) - 1
+
+
 def test_objectnav_sampled_on_the_fly(dataset):
     out, _ = dataset
     with make(out, split=None, task="objectnav", episodes="sample", num_envs=4, resolution=(16, 16), seed=3) as env:

@@ -193,8 +193,7 @@ def objectnav_supply(manifest, split, entries, config, worker):
     visit (None / "sample")."""
     from bps_assets.pipeline.habitat_episodes import map_habitat_objectnav
 
-    from ..episodes.dataset import DatasetEpisodes
-    from ..episodes.objectnav import SampledObjectNav, objectnav_episode_dicts
+    from ..episodes.objectnav import ObjectNavFileEpisodes, SampledObjectNav, objectnav_episode_dicts
 
     src, c = config.episodes.source, config
     if src in (None, "sample"):
@@ -203,11 +202,12 @@ def objectnav_supply(manifest, split, entries, config, worker):
         raise ConfigError(None, "task='objectnav': pass episodes=PATH (an ObjectNav v1 split file) or 'sample'")
     mapped = map_habitat_objectnav(src, manifest, allow_unmatched=True)
     names = {e.name for e in entries}
-    by_scene = {n: objectnav_episode_dicts(mapped.objectnav, eps) for n, eps in mapped.by_scene.items() if n in names}
-    by_scene = {n: eps for n, eps in by_scene.items() if eps}
-    if not by_scene:
+    raw = {n: eps for n, eps in mapped.by_scene.items() if n in names
+           and objectnav_episode_dicts(mapped.objectnav, eps)}
+    if not raw:
         raise InputError(src, f"has no ObjectNav episodes for the scenes of {manifest.path} (split {split!r})")
-    return DatasetEpisodes(by_scene, c.seed, worker, c.episodes.supply), [e for e in entries if e.name in by_scene]
+    supply = ObjectNavFileEpisodes(mapped.objectnav, raw, src, c.seed, worker, c.episodes.supply)
+    return supply, [e for e in entries if e.name in raw]
 
 
 def make_scene_manager(entries, options, *, num_envs, renderer, device="cpu"):

@@ -1,8 +1,9 @@
-"""ObjectNav episodes for the env: habitat ObjectNav v1 files (``objectnav_dataset_episodes``)
-and episodes generated per scene visit from the scene's semantics (``SampledObjectNav``), both
-served by the dataset supply (episodes/dataset.py) as episode dicts whose field is the distance
-to the nearest view point of any object of the category (``_goal_points``; one field row per
-category and scene visit, ``_field_key``) and whose goal id is the category's task id.
+"""ObjectNav episodes for the env: habitat ObjectNav v1 files (``ObjectNavFileEpisodes``, checked
+on each scene's navmesh) and episodes generated per scene visit from the scene's semantics
+(``SampledObjectNav``), both served by the dataset supply (episodes/dataset.py) as episode dicts
+whose field is the distance to the nearest view point of any object of the category
+(``_goal_points``; one field row per category and scene visit, ``_field_key``) and whose goal id
+is the category's task id.
 
 ``SampledObjectNav``: when a scene arrives (loader thread) its goal objects and view points are
 built once (``build_goals``: ray casting over the packed scene's mesh) and ``episodes_per_visit``
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bps_assets.nav.objectnav_files import ObjectNavDataset
+from bps_assets.nav.objectnav_files import ObjectNavDataset, goals_key
 
 from .dataset import DatasetEpisodes
 from .supply import DEFAULTS, SupplyOptions, _SceneState
@@ -24,8 +25,6 @@ def objectnav_episode_dicts(ds: ObjectNavDataset, episodes: list[dict]) -> list[
     (its position: where ``info`` reports the goal), ``_goal_points`` = every view point of
     the category, ``_field_key`` = the category's goals key, ``_goal_id`` = its task id. Episodes
     whose category has no view point are left out."""
-    from bps_assets.nav.objectnav_files import goals_key
-
     out = []
     for e in episodes:
         pts = ds.view_points_of(e)
@@ -38,6 +37,36 @@ def objectnav_episode_dicts(ds: ObjectNavDataset, episodes: list[dict]) -> list[
                     "_goal_points": pts, "_field_key": goals_key(e["scene_id"], e["object_category"]),
                     "_goal_id": ds.task_category_id(e)})
     return out
+
+
+class ObjectNavFileEpisodes(DatasetEpisodes):
+    """A habitat ObjectNav v1 file's episodes (``ds``: the dataset; ``raw_by_scene``: scene name
+    -> its raw episodes), checked against each scene's navmesh when the scene arrives
+    (``check_on_navmesh``: view points, goals and starts off the navmesh dropped, counted and
+    logged with the file's name), then served as the dataset supply serves PointNav's."""
+
+    def __init__(self, ds: ObjectNavDataset, raw_by_scene: dict, path, seed: int, worker,
+                 options: SupplyOptions = DEFAULTS):
+        super().__init__({}, seed, worker, options)
+        self.ds, self.raw_by_scene, self.path = ds, dict(raw_by_scene), path
+        self.checks: dict = {}   # scene name -> NavmeshCheck of its episodes
+
+    def _start(self, st: _SceneState, inline: bool) -> None:
+        import logging
+
+        from bps_assets.nav.objectnav_files import check_on_navmesh
+
+        raw = self.raw_by_scene.get(st.name, [])
+        keys = {goals_key(e["scene_id"], e["object_category"]) for e in raw}
+        scene_ds = ObjectNavDataset(raw, {k: v for k, v in self.ds.goals_by_category.items() if k in keys},
+                                    self.ds.category_to_task_category_id,
+                                    self.ds.category_to_scene_annotation_category_id)
+        check = check_on_navmesh(scene_ds, st.mesh.navmesh, self.path)
+        self.checks[st.name] = check
+        if check.dropped:
+            logging.getLogger(__name__).warning("%s: scene %s: dropped %s", self.path, st.name, check.summary())
+        self.episodes_by_scene[st.name] = objectnav_episode_dicts(check.dataset, check.dataset.episodes)
+        super()._start(st, inline)
 
 
 class SampledObjectNav(DatasetEpisodes):

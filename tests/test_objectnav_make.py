@@ -1,4 +1,4 @@
-"""``make(task="objectnav")`` on a dataset made as a user makes it: ``bps-assets synth --semantic``
+"""``make(task="objectnav")`` and ``bps-train --task objectnav | imagenav`` on datasets made as a user makes them: ``bps-assets synth --semantic``
 -> ``preprocess --agent-radius 0.18 --agent-height 0.88`` -> ``episodes --task objectnav``; the
 episodes file and on-the-fly episodes (``episodes="sample"``) run; a dataset built for another
 agent is refused with the manifest's one line; a scene without semantics is an InputError."""
@@ -105,3 +105,44 @@ def test_a_scene_without_semantics_is_refused(tmp_path):
          "--agent-radius", 0.18, "--agent-height", 0.88)
     with pytest.raises(InputError, match="no semantic annotations"):
         make(out, split=None, task="objectnav")
+
+
+def test_bps_train_objectnav_and_eval_metric_names(dataset, tmp_path):
+    """``bps-train --task objectnav`` trains (the ObjectNav policy: category embedding, compass,
+    GPS) and ``--eval`` reports habitat-lab's metric names for a checkpoint, random and STOP."""
+    import math
+
+    from bps_train.train import run as main
+
+    out_dir, _ = dataset
+    tiny = ["--dataset", str(out_dir / "manifest.json"), "--task", "objectnav", "--resolution", "16", "--width", "4",
+            "--hidden", "16", "--num-envs", "4", "--rollout-steps", "8", "--sim-only-steps", "0", "--threads", "1",
+            "--split", "train"]
+    res = main([*tiny, "--out-dir", str(tmp_path / "run"), "--total-steps", "64"])
+    assert res["updates"] == 2 and math.isfinite(res["loss"])
+    policy_keys = set(torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=True)["policy"])
+    assert {"category.weight", "compass.weight", "gps.weight"} <= policy_keys and "goal.weight" not in policy_keys
+    for what in (str(tmp_path / "run" / "checkpoint.pt"), "random", "stop"):
+        r = main([*tiny, "--eval", what, "--eval-split", "train", "--eval-episodes", "8", "--seed", "2"])
+        assert {"success", "spl", "soft_spl", "distance_to_goal"} <= set(r) and r["task"] == "objectnav"
+        assert r["episodes"] == 8 and r["seed"] == 2
+        if what == "stop":
+            assert r["success"] == 0 and r["soft_spl"] == 0 and r["mean_length"] == 1
+
+
+def test_bps_train_imagenav(tmp_path):
+    """``bps-train --task imagenav``: the goal image goes through a visual encoder (a second
+    SE-ResNet-9 when the agent sees depth), 2 updates train with a finite loss."""
+    import math
+
+    from bps_train.train import run as main
+
+    src, out = tmp_path / "src", tmp_path / "out"
+    _cli("synth", src, "--layout", "gibson", "-n", 1)
+    _cli("preprocess", src, "-o", out, "--dataset", "gibson", "--split", "tiny", "--workers", 1)
+    res = main(["--dataset", str(out / "manifest.json"), "--task", "imagenav", "--resolution", "16", "--width", "4",
+                "--hidden", "16", "--num-envs", "4", "--rollout-steps", "8", "--sim-only-steps", "0", "--threads", "1",
+                "--split", "train", "--out-dir", str(tmp_path / "run"), "--total-steps", "64"])
+    assert res["updates"] == 2 and math.isfinite(res["loss"])
+    keys = set(torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=True)["policy"])
+    assert any(k.startswith("goal_encoder.") for k in keys)

@@ -1,7 +1,9 @@
-"""``make(task="objectnav")`` and ``bps-train --task objectnav | imagenav`` on datasets made as a user makes them: ``bps-assets synth --semantic``
--> ``preprocess --agent-radius 0.18 --agent-height 0.88`` -> ``episodes --task objectnav``; the
-episodes file and on-the-fly episodes (``episodes="sample"``) run; a dataset built for another
-agent is refused with the manifest's one line; a scene without semantics is an InputError."""
+"""``make(task="objectnav")`` and ``bps-train --task objectnav | imagenav`` on datasets made as a
+user makes them: ``bps-assets synth --semantic`` -> ``preprocess --agent-radius 0.18
+--agent-height 0.88`` -> ``episodes --task objectnav``; the episodes file (checked on each
+scene's navmesh) and on-the-fly episodes (``episodes="sample"``) run; a dataset built for
+another agent is refused with the manifest's one line; a scene without semantics is an
+InputError; training and ``--eval`` (habitat-lab's metric names) for ObjectNav and ImageNav."""
 from __future__ import annotations
 
 import numpy as np

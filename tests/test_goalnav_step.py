@@ -269,3 +269,18 @@ def test_objectnav_equals_reference_across_scene_swaps(tmp_path):
     finally:
         env.close()
     assert len(seen) == 3 and steps == 1200
+
+
+def test_task_config_round_trip_and_bad_task():
+    from bps_assets.errors import ConfigError
+    from bps_runtime.env.config import EnvConfig
+
+    for name, opts in (("objectnav", objectnav.TaskOptions(max_pitch_degrees=None)), ("imagenav", "imagenav")):
+        c = EnvConfig.from_kwargs("m.json", task=opts)
+        d = c.to_dict()
+        assert d["task_name"] == name and EnvConfig.from_dict(d) == c
+    assert EnvConfig.from_kwargs("m.json", task="imagenav").task == imagenav.DEFAULTS
+    with pytest.raises(ConfigError, match="choose from"):
+        EnvConfig.from_kwargs("m.json", task="vln")
+    with pytest.raises(ConfigError, match="TaskOptions"):
+        EnvConfig.from_kwargs("m.json", task=object())

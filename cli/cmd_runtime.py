@@ -66,10 +66,10 @@ def _heartbeat(what: str):
 @click.option("--json", "as_json", is_flag=True, help="print the results as JSON on stdout")
 def bench_cmd(manifest, num_envs, scenes, resolution, steps, swap_every, renderer, device, threads, count_steps,
               capture_graph, pipelined_steps, rgb, split, seed, task, as_json):
-    """Benchmark the batched PointNav (ObjectNav, ImageNav: --task) env on a preprocessed dataset (MANIFEST: manifest.json):
+    """Benchmark the batched PointNav env on a preprocessed dataset (MANIFEST: manifest.json):
     env step fps vs render-only fps, step-time tail with scene swaps, loads waited for, peak RSS
     (random actions; one process; see cli/env_bench.py), then torch ops, Warp launches and
-    host syncs per step; each goal line ends in PASS or FAIL."""
+    host syncs per step; each goal line ends in PASS or FAIL. ``--task``: ObjectNav / ImageNav."""
     from cli.env_bench import BenchOptions, run
 
     opts = BenchOptions(num_envs=num_envs, scenes=scenes, resolution=resolution, steps=steps,

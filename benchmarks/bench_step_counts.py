@@ -5,6 +5,8 @@ rooms of bps_runtime/inmemory_scenes.py, Embree renderer, 16x16 depth).
     python benchmarks/bench_step_counts.py
     python benchmarks/bench_step_counts.py --renderer warp            # the frame as a Warp launch
     python benchmarks/bench_step_counts.py --renderer warp --capture  # ... and step + frame as one graph
+    python benchmarks/bench_step_counts.py --task objectnav  # ObjectNav (1 / 50 goal objects too)
+    python benchmarks/bench_step_counts.py --task imagenav   # ImageNav (RGB; goal images at queue time)
 
 ``--capture`` records the graphs on Warp's CPU device (``fused_step.CAPTURE_DEVICES``, as the
 tests do; one CPU thread): what a captured CUDA step launches, counted here.
@@ -31,6 +33,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--renderer", choices=("embree", "warp"), default="embree")
     ap.add_argument("--capture", action="store_true", help="capture step + frame (Warp CPU graphs; --renderer warp)")
+    ap.add_argument("--task", choices=("pointnav", "objectnav", "imagenav"), default="pointnav")
     a = ap.parse_args(argv)
     if a.capture and a.renderer != "warp":
         ap.error("--capture needs --renderer warp (the frame is in the graph only as a Warp launch)")
@@ -50,9 +53,17 @@ def main(argv=None):
             with step_profile.follow():
                 return orig(self, g, a)
         BatchPointNavEnv._step_group = wrapped
-    for n, k in ((64, 1), (1024, 1), (64, 8), (1024, 8)):
+    cases = [(n, k, 1) for n, k in ((64, 1), (1024, 1), (64, 8), (1024, 8))]
+    if a.task != "pointnav":
+        cases += [(64, 1, 50), (1024, 8, 50)]
+    for n, k, goals in cases:
         scenes = [room(f"r{i}", 3.0 + 0.5 * i, 4.0, pillars=[(1.0, -2.0, 1.5, -1.5)]) for i in range(k)]
         kw = {} if a.renderer == "embree" else {"renderer": "warp"}
+        if a.task != "pointnav":
+            from bps_runtime.tasks import task_module
+            kw.update(task=task_module(a.task).DEFAULTS, episodes=_episodes(scenes, goals, a.task == "objectnav"))
+            if a.task == "imagenav":
+                kw["sensors"] = ("rgb",)
         if a.capture:
             from bps_runtime.step import fused as fused_step
             fused_step.CAPTURE_DEVICES = ("cuda", "cpu")
@@ -61,11 +72,11 @@ def main(argv=None):
         env.reset()
         g = torch.Generator().manual_seed(0)
         for _ in range(3):
-            env.step(torch.randint(0, 4, (n,), generator=g))
+            env.step(torch.randint(0, env.num_actions if hasattr(env, "num_actions") else 4, (n,), generator=g))
         tot = {}
         for _ in range(3):
             with count_ops() as c:
-                env.step(torch.randint(0, 4, (n,), generator=g))
+                env.step(torch.randint(0, env.num_actions if hasattr(env, "num_actions") else 4, (n,), generator=g))
             for p in c.phases():
                 t = tot.setdefault(p, [0, 0, 0])
                 t[0] += c.total("torch_ops", p)
@@ -74,8 +85,30 @@ def main(argv=None):
         parts = "; ".join(f"{p}: {a / 3:.0f} torch ops, {b / 3:.0f} warp launches, {s / 3:.0f} syncs"
                           for p, (a, b, s) in sorted(tot.items()))
         graph = f" [{env.capture_status}]" if a.capture else ""
-        print(f"envs={n} scenes={k}{graph}: {parts}", flush=True)
+        gl = f" goal objects={goals}" if a.task != "pointnav" else ""
+        print(f"{a.task} envs={n} scenes={k}{gl}{graph}: {parts}", flush=True)
         env.close()
+
+
+def _episodes(scenes, goals: int, objectnav: bool, per_scene: int = 64):
+    """Dataset episodes per scene; ObjectNav: every episode's field is the distance to the nearest
+    of ``goals`` points (two categories per scene)."""
+    import numpy as np
+
+    out = {}
+    for j, (name, _, _, _, nm) in enumerate(scenes):
+        pts = np.asarray(nm.sample_navigable_point(2 * goals + per_scene, seed=j), np.float64)
+        eps = []
+        for i in range(per_scene):
+            s = pts[2 * goals + i]
+            e = {"episode_id": str(i), "scene_id": name, "start_position": s.tolist(),
+                 "start_rotation": [0.0, 0.0, 0.0, 1.0], "goals": [{"position": pts[i % (2 * goals)].tolist()}]}
+            if objectnav:
+                c = i % 2
+                e.update(_goal_points=pts[c * goals:(c + 1) * goals], _field_key=f"{name}_{c}", _goal_id=c)
+            eps.append(e)
+        out[name] = eps
+    return out
 
 
 if __name__ == "__main__":

@@ -107,19 +107,37 @@ def _fp32(x):
 class Policy(nn.Module):
     """Observations -> (action logits, value, next recurrent state).
 
-    ``visual``: [N, H, W, C] float (depth normalized 0..1) or uint8 RGB; ``pointgoal``: [N, 2]
-    (rho, -phi); ``prev_action``: [N] long (-1 at episode start); ``state``: (h, c) [1, N, hidden].
+    ``visual``: [N, H, W, C] float (depth normalized 0..1) or uint8 RGB; ``goal``: the task's goal
+    input (``task``): PointNav the pointgoal [N, 2] (rho, -phi); ObjectNav [N, 4] (objectgoal
+    category id, compass, gps x2: habitat-baselines' ObjectNav inputs, the category through an
+    embedding, compass as (cos, sin)); ImageNav the goal image [N, H, W, 3] uint8, encoded by
+    the visual encoder (RGB; a second SE-ResNet-9 when the agent sees depth). ``prev_action``:
+    [N] long (-1 at episode start); ``state``: (h, c) [1, N, hidden].
     """
 
     def __init__(self, in_channels: int, num_actions: int = 4, hidden: int = 256, width: int = 32,
-                 resolution: tuple[int, int] = (64, 64)):
+                 resolution: tuple[int, int] = (64, 64), task: str = "pointnav", num_categories: int = 64):
         super().__init__()
+        self.task = task
         self.encoder = SEResNet9(in_channels, width, hidden)
         with torch.no_grad():  # materialize the lazy layer so parameters are known up front
             self.encoder(torch.zeros(1, in_channels, *resolution))
-        self.goal = nn.Linear(3, 32)
+        if task == "objectnav":
+            self.category = nn.Embedding(num_categories, 32)
+            self.compass = nn.Linear(2, 32)
+            self.gps = nn.Linear(2, 32)
+            goal_dim = 96
+        elif task == "imagenav":
+            if in_channels != 3:
+                self.goal_encoder = SEResNet9(3, width, hidden)
+                with torch.no_grad():
+                    self.goal_encoder(torch.zeros(1, 3, *resolution))
+            goal_dim = hidden
+        else:
+            self.goal = nn.Linear(3, 32)
+            goal_dim = 32
         self.prev_action = nn.Embedding(num_actions + 1, 32)
-        self.rnn = nn.LSTM(hidden + 64, hidden)
+        self.rnn = nn.LSTM(hidden + goal_dim + 32, hidden)
         self.actor = nn.Linear(hidden, num_actions)
         self.critic = nn.Linear(hidden, 1)
         self.hidden = hidden
@@ -132,28 +150,39 @@ class Policy(nn.Module):
         z = torch.zeros(1, n, self.hidden, device=device)
         return (z, z.clone())
 
-    def features(self, visual, pointgoal, prev_action):
+    def goal_features(self, goal):
+        if self.task == "objectnav":
+            cat = goal[:, 0].long().clamp(0, self.category.num_embeddings - 1)
+            c = goal[:, 1:2]
+            return torch.cat([self.category(cat), self.compass(torch.cat([torch.cos(c), torch.sin(c)], 1)),
+                              self.gps(goal[:, 2:4])], 1)
+        if self.task == "imagenav":
+            enc = getattr(self, "goal_encoder", self.encoder)
+            return enc(goal.float().permute(0, 3, 1, 2) / 255.0)
+        rho, phi = goal[:, 0:1], goal[:, 1:2]
+        return F.relu(self.goal(torch.cat([rho, torch.cos(phi), torch.sin(phi)], 1)))
+
+    def features(self, visual, goal, prev_action):
         if visual.dtype == torch.uint8:
             visual = visual.float() / 255.0
         x = self.encoder(visual.permute(0, 3, 1, 2))
-        rho, phi = pointgoal[:, 0:1], pointgoal[:, 1:2]
-        g = F.relu(self.goal(torch.cat([rho, torch.cos(phi), torch.sin(phi)], 1)))
+        g = self.goal_features(goal)
         a = self.prev_action(prev_action + 1)
         return torch.cat([x, g, a], 1)
 
-    def forward(self, visual, pointgoal, prev_action, state, not_done):
+    def forward(self, visual, goal, prev_action, state, not_done):
         """One step: ``not_done`` [N] zeroes the state of agents whose episode just began."""
-        f = self.features(visual, pointgoal, prev_action)
+        f = self.features(visual, goal, prev_action)
         mask = not_done.float()[None, :, None]
         with _fp32(f):
             out, state = self.rnn(f[None].float(), (state[0].float() * mask, state[1].float() * mask))
         out = out[0]
         return self.actor(out), self.critic(out)[:, 0], state
 
-    def evaluate_sequence(self, visual, pointgoal, prev_action, state0, not_done):
+    def evaluate_sequence(self, visual, goal, prev_action, state0, not_done):
         """Re-run a rollout [T, N, ...] from ``state0`` (for the PPO update)."""
         t, n = not_done.shape
-        f = self.features(visual.flatten(0, 1), pointgoal.flatten(0, 1), prev_action.flatten(0, 1))
+        f = self.features(visual.flatten(0, 1), goal.flatten(0, 1), prev_action.flatten(0, 1))
         f = f.view(t, n, -1)
         h, c = state0
         outs = []

@@ -15,7 +15,7 @@ class Rollout:
     """One rollout of ``T`` steps for ``N`` environments, filled group by group."""
 
     visual: torch.Tensor      # [T+1, N, H, W, C] (index T: bootstrap observation)
-    pointgoal: torch.Tensor   # [T+1, N, 2]
+    goal: torch.Tensor        # [T+1, N, *goal shape]: the task's goal input (PointNav: pointgoal [2])
     prev_action: torch.Tensor  # [T+1, N] long, -1 at episode start
     not_done: torch.Tensor    # [T+1, N] bool: False where a new episode begins at this step
     actions: torch.Tensor     # [T, N] long
@@ -25,10 +25,11 @@ class Rollout:
     state0: tuple             # (h, c) at step 0, each [1, N, hidden]
 
     @classmethod
-    def empty(cls, t: int, n: int, visual_shape, visual_dtype, hidden: int, device):
+    def empty(cls, t: int, n: int, visual_shape, visual_dtype, hidden: int, device, goal_shape=(2,),
+              goal_dtype=torch.float32):
         z = lambda *s, dt=torch.float32: torch.zeros(*s, dtype=dt, device=device)  # noqa: E731
         return cls(
-            visual=z(t + 1, n, *visual_shape, dt=visual_dtype), pointgoal=z(t + 1, n, 2),
+            visual=z(t + 1, n, *visual_shape, dt=visual_dtype), goal=z(t + 1, n, *goal_shape, dt=goal_dtype),
             prev_action=z(t + 1, n, dt=torch.long), not_done=z(t + 1, n, dt=torch.bool),
             actions=z(t, n, dt=torch.long), logp=z(t, n), values=z(t + 1, n), rewards=z(t, n),
             state0=(z(1, n, hidden), z(1, n, hidden)),
@@ -62,7 +63,7 @@ def ppo_loss(policy, rollout: Rollout, env_idx: torch.Tensor, adv: torch.Tensor,
     sl = (slice(0, t), env_idx)
     with amp():
         logits, values = policy.evaluate_sequence(
-            rollout.visual[sl], rollout.pointgoal[sl], rollout.prev_action[sl],
+            rollout.visual[sl], rollout.goal[sl], rollout.prev_action[sl],
             (rollout.state0[0][:, env_idx], rollout.state0[1][:, env_idx]), rollout.not_done[sl])
     logits, values = logits.float(), values.float()
     dist = torch.distributions.Categorical(logits=logits, validate_args=False)  # its checks read the device

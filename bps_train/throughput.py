@@ -28,7 +28,7 @@ def measure_learn_fps(policy, num_envs: int, steps: int, resolution, hidden: int
     g = torch.Generator().manual_seed(0)
     ro = Rollout.empty(steps, num_envs, (*resolution, 1), torch.float32, hidden, "cpu")
     ro.visual.uniform_(generator=g)
-    ro.pointgoal.uniform_(generator=g)
+    ro.goal.uniform_(generator=g)
     ro.not_done.fill_(True)
     ro.actions.random_(0, 4, generator=g)
     ro.rewards.normal_(generator=g)

@@ -1,4 +1,4 @@
-"""bps-train: large-batch PPO for PointGoal navigation on bps_runtime, read top to bottom.
+"""bps-train: large-batch PPO for PointNav / ObjectNav / ImageNav on bps_runtime, read top to bottom.
 
 The recipe is the paper's (Shacklett et al., 2021): SE-ResNet-9 + Fixup on 64x64 depth, an LSTM
 state encoder, PPO with 32-step rollouts, 1 epoch, 2 minibatches, gradient clip 1.0, LAMB
@@ -46,8 +46,13 @@ Rollout, gae, ppo_loss = (lazy("bps_train.ppo", n) for n in ("Rollout", "gae", "
 class Args:
     dataset: str = arg("demo_out/manifest.json", "dataset manifest written by `bps-assets preprocess` / `demo`")
     split: str = arg("train", "scene subset to train on")
-    episodes: str = arg("sample", "training episodes: sample (fresh, habitat-lab's rules) or dataset (the split's files)")
-    eval: str = arg("", "evaluate this checkpoint (or 'random': a uniform random policy) instead of training")
+    task: str = arg("pointnav", "pointnav, objectnav or imagenav (habitat-lab's rules and defaults)")
+    episodes: str = arg("sample", "training episodes: sample (fresh, habitat-lab's rules), dataset (the split's "
+                                  "PointNav files) or a habitat v1 split file (ObjectNav: its ObjectNav v1 file)")
+    eval: str = arg("", "evaluate this checkpoint (or 'random': a uniform random policy; 'stop': STOP at once) "
+                        "instead of training")
+    eval_episodes_file: str = arg("", "with --eval: a habitat v1 split file to evaluate on (default: the split's "
+                                      "PointNav files; ObjectNav: episodes sampled with --seed)")
     eval_split: str = arg("val", "scene subset used by --eval (its dataset episodes)")
     eval_episodes: int = arg(0, "distinct episodes to evaluate with --eval (0: all of the split's)")
     eval_greedy: bool = arg(False, "--eval takes the most likely action (default: sample, as habitat-baselines)")
@@ -78,6 +83,8 @@ class Args:
     clip: float = arg(0.2, "PPO ratio clip")
     value_coef: float = arg(0.5, "value loss weight")
     entropy_coef: float = arg(0.01, "entropy bonus weight")
+    stop_bias: float = arg(0.0, "initial bias of the STOP logit (e.g. -3: STOP ~1% of the time at first, so early "
+                                "ObjectNav episodes are long random walks instead of an early STOP)")
     hidden: int = arg(256, "LSTM and visual feature width")
     width: int = arg(16, "channels of the first ResNet stage (x2 per stage)")
     sim_only_steps: int = arg(20, "random-action steps per group at the start and the end, timed as simulation-only fps (0: skip)")
@@ -98,8 +105,10 @@ def check_args(args):
 
     if args.sensor not in ("depth", "rgb"):
         raise ConfigError(None, f"--sensor {args.sensor!r}: expected depth or rgb")
-    if args.episodes not in ("sample", "dataset"):
-        raise ConfigError(None, f"--episodes {args.episodes!r}: expected sample or dataset")
+    if args.task not in ("pointnav", "objectnav", "imagenav"):
+        raise ConfigError(None, f"--task {args.task!r}: expected pointnav, objectnav or imagenav")
+    if args.episodes not in ("sample", "dataset") and not os.path.exists(args.episodes):
+        raise ConfigError(None, f"--episodes {args.episodes!r}: expected sample, dataset or an episode file")
     if args.lr_schedule not in ("cosine", "constant"):
         raise ConfigError(None, f"--lr-schedule {args.lr_schedule!r}: expected cosine or constant")
     if args.num_envs < 1 or args.rollout_steps < 1 or args.epochs < 1 or args.total_steps < 1:
@@ -143,7 +152,7 @@ def make_envs(args, split, num_envs, seed, episodes, double_buffer, scene_shard=
         args.dataset, split=split, num_envs=num_envs,
         batch_size=num_envs // 2 if double_buffer and num_envs >= 2 and num_envs % 2 == 0 else num_envs,
         device=args.device, sensors=(args.sensor,), resolution=(args.resolution, args.resolution),
-        seed=seed, renderer=args.renderer, episodes=episodes, capture_graph=args.capture_graph, **kw)
+        seed=seed, renderer=args.renderer, episodes=episodes, capture_graph=args.capture_graph, task=args.task, **kw)
 
 
 def visual_of(obs, sensor):
@@ -151,12 +160,40 @@ def visual_of(obs, sensor):
     return obs[sensor]
 
 
+def goal_of(obs, task: str):
+    """The task's goal input of the policy (``Policy``): pointgoal; (objectgoal, compass, gps);
+    the goal image."""
+    if task == "objectnav":
+        return torch.cat([obs["objectgoal"].float(), obs["compass"], obs["gps"]], 1)
+    if task == "imagenav":
+        return obs["imagegoal"]
+    return obs["pointgoal"]
+
+
+def goal_spec(args):
+    """(shape, dtype) of one env's goal input."""
+    if args.task == "objectnav":
+        return (4,), torch.float32
+    if args.task == "imagenav":
+        return (args.resolution, args.resolution, 3), torch.uint8
+    return (2,), torch.float32
+
+
+def num_actions(task: str) -> int:
+    from bps_runtime.tasks import task_module
+
+    return task_module(task).NUM_ACTIONS
+
+
 def build_policy(args, device):
     """On CUDA the convolutions run channels-last (the frames arrive NHWC, so no transpose), as
     cuDNN's fastest kernels want; on CPU the layout is left to oneDNN."""
     channels = 3 if args.sensor == "rgb" else 1
-    policy = Policy(channels, hidden=args.hidden, width=args.width,
-                    resolution=(args.resolution, args.resolution)).to(device)
+    policy = Policy(channels, num_actions(args.task), hidden=args.hidden, width=args.width,
+                    resolution=(args.resolution, args.resolution), task=args.task).to(device)
+    if args.stop_bias:
+        with torch.no_grad():
+            policy.actor.bias[0] = args.stop_bias
     if torch.device(device).type == "cuda":
         policy = policy.to(memory_format=torch.channels_last)
     return policy
@@ -277,7 +314,7 @@ EPISODE_SUMS = ("episodes", "return", "success", "spl", "length")   # what colle
 
 
 def collect_rollout(env, policy, ro: Rollout, carry: Carry, sensor: str,
-                    amp=contextlib.nullcontext) -> tuple[torch.Tensor, float]:
+                    amp=contextlib.nullcontext, task: str = "pointnav") -> tuple[torch.Tensor, float]:
     """Fill ``ro`` with T steps of every environment, group by group: while the simulator thread
     steps one group, the policy acts on the other. Returns the finished episodes' sums
     (``EPISODE_SUMS``: count, return, success, SPL, length; a float64 tensor on the rollout's device,
@@ -300,7 +337,7 @@ def collect_rollout(env, policy, ro: Rollout, carry: Carry, sensor: str,
 
     def observe(sl, t, obs):
         ro.visual[t, sl] = visual_of(obs, sensor)
-        ro.pointgoal[t, sl] = obs["pointgoal"]
+        ro.goal[t, sl] = goal_of(obs, task)
         ro.prev_action[t, sl] = prev_action[sl]
         ro.not_done[t, sl] = not_done[sl]
 
@@ -309,7 +346,7 @@ def collect_rollout(env, policy, ro: Rollout, carry: Carry, sensor: str,
         observe(sl, t, obs)
         with torch.no_grad():
             with amp():
-                logits, value, (h, c) = policy(ro.visual[t, sl], ro.pointgoal[t, sl], prev_action[sl],
+                logits, value, (h, c) = policy(ro.visual[t, sl], ro.goal[t, sl], prev_action[sl],
                                                (state[0][:, sl], state[1][:, sl]), not_done[sl])
             # validate_args=False: the argument checks are `if not tensor.all()` (a device wait)
             d = torch.distributions.Categorical(logits=logits.float(), validate_args=False)
@@ -344,7 +381,7 @@ def collect_rollout(env, policy, ro: Rollout, carry: Carry, sensor: str,
             continue
         observe(sl, T, obs)  # the group's rollout is complete: value of its last observation
         with torch.no_grad(), amp():
-            _, v, _ = policy(ro.visual[T, sl], ro.pointgoal[T, sl], prev_action[sl],
+            _, v, _ = policy(ro.visual[T, sl], ro.goal[T, sl], prev_action[sl],
                              (state[0][:, sl], state[1][:, sl]), not_done[sl])
         ro.values[T, sl] = v.float()
         carry.pending.append((g, ids, obs))  # acted on as step 0 of the next rollout
@@ -393,6 +430,7 @@ def load_policy(path, args, device):
     ckpt = checkpoint.load(path, map_location=device)
     for k in ("sensor", "resolution", "hidden", "width"):
         setattr(args, k, ckpt["args"][k])
+    args.task = ckpt["args"].get("task", "pointnav")
     policy = build_policy(args, device)
     try:
         policy.load_state_dict(ckpt["policy"])
@@ -405,7 +443,11 @@ def load_policy(path, args, device):
 
 
 def evaluate(args) -> dict:
-    """Success and SPL over distinct episodes of ``eval_split`` (each counted once, first run)."""
+    """habitat-lab's metrics (success, spl, soft_spl, distance_to_goal; soft_spl: ObjectNav and
+    ImageNav) over distinct episodes of ``eval_split`` (each counted once, first run), of a
+    checkpoint, a uniform random policy (``--eval random``) or STOP at once (``--eval stop``).
+    Episodes: ``--eval-episodes-file``, else the split's PointNav files, else (ObjectNav)
+    episodes sampled from ``--seed``."""
     from bps_runtime.episodes.dataset_info import scene_and_episode_counts
 
     if args.threads:
@@ -413,21 +455,36 @@ def evaluate(args) -> dict:
     seed_everything(args.seed)
     device = torch.device(args.device)
     policy = None
-    if args.eval != "random":
+    if args.eval not in ("random", "stop"):
         _, policy = load_policy(args.eval, args, device)
         policy.eval()
-    _, total = scene_and_episode_counts(args.dataset, args.eval_split)
+    source = args.eval_episodes_file or ("sample" if args.task == "objectnav" else "dataset")
+    if source == "sample":
+        total = args.eval_episodes or 100
+    elif args.eval_episodes_file:
+        total = args.eval_episodes or 10**9   # the file's episodes: stop at --eval-episodes or when all ran
+    else:
+        _, total = scene_and_episode_counts(args.dataset, args.eval_split)
     want = min(args.eval_episodes or total, total)
     n = max(1, min(want, 64))  # one env per episode when the split is small: each runs once
     recorder = None
+    if args.video and args.task != "pointnav":
+        from bps_assets.errors import ConfigError
+
+        raise ConfigError(None, f"--video: PointNav only for now (the map is drawn from the pointgoal; "
+                                f"this is a {args.task} policy)")
     if args.video:   # the agent's own sensors, beside the map
         from bps_train.video import eval_recorder
 
         recorder = eval_recorder(args)
-    env = make_envs(args, args.eval_split, n, args.seed + 10_000, "dataset", double_buffer=False)
+    env = make_envs(args, args.eval_split, n, args.seed + 10_000, source, double_buffer=False)
+    k_actions = env.num_actions
+    if args.eval_episodes_file:
+        want = min(want, sum(len(v) for v in env.world.episodes.episodes_by_scene.values()))
     t0 = time.perf_counter()
     results: dict = {}
-    frames, max_frames = 0, 600 * total * 2 + 10_000  # a stuck policy still ends: 500-step limit
+    frames, max_frames = 0, 1100 * want * 2 + 10_000  # a stuck policy still ends: the step limit
+    names = ("success", "spl", "soft_spl", "distance_to_goal")
     try:
         obs = env.reset()
         if recorder is not None:
@@ -438,9 +495,11 @@ def evaluate(args) -> dict:
         with torch.no_grad():
             while (len(results) < want or (recorder is not None and not recorder.finished)) and frames < max_frames:
                 if policy is None:
-                    action = torch.randint(0, 4, (n,))
+                    action = (torch.zeros(n, dtype=torch.long) if args.eval == "stop"
+                              else torch.randint(0, k_actions, (n,)))
                 else:
-                    logits, _, state = policy(visual_of(obs, args.sensor), obs["pointgoal"], prev, state, not_done)
+                    logits, _, state = policy(visual_of(obs, args.sensor), goal_of(obs, args.task), prev, state,
+                                              not_done)
                     action = logits.argmax(-1) if args.eval_greedy else torch.distributions.Categorical(
                         logits=logits).sample()
                 obs, reward, done, info = env.step(action.to(env.device))
@@ -454,16 +513,20 @@ def evaluate(args) -> dict:
                 for i in torch.nonzero(done).flatten().tolist():
                     key = (ep["scene_id"][i], ep["episode_id"][i])
                     if key not in results and len(results) < want:
-                        results[key] = (float(ep["success"][i]), float(ep["spl"][i]), int(ep["length"][i]))
+                        results[key] = {**{m: float(ep[m][i]) for m in names if m in ep}, "length": int(ep["length"][i])}
     finally:
         env.close()
         if recorder is not None:
             recorder.close()   # the videos still being written
     vals = list(results.values())
-    res = {"checkpoint": args.eval, "split": args.eval_split, "episodes": len(vals),
-           "success": float(np.mean([v[0] for v in vals])) if vals else float("nan"),
-           "spl": float(np.mean([v[1] for v in vals])) if vals else float("nan"),
-           "mean_length": float(np.mean([v[2] for v in vals])) if vals else float("nan"),
+
+    def mean(m):
+        got = [v[m] for v in vals if m in v]
+        return float(np.mean(got)) if got else float("nan")
+
+    res = {"checkpoint": args.eval, "task": args.task, "split": args.eval_split, "episodes": len(vals),
+           **{m: mean(m) for m in names if not vals or m in vals[0]},
+           "mean_length": mean("length"), "seed": args.seed,
            "frames": frames, "seconds": round(time.perf_counter() - t0, 1)}
     if recorder is not None:
         res["videos"] = [str(p) for p in recorder.written]
@@ -645,7 +708,8 @@ def train(args) -> dict:
         # ---- the loop: rollout (simulation overlapped with inference), then one PPO update
         visual_shape = (args.resolution, args.resolution, 3 if args.sensor == "rgb" else 1)
         ro = Rollout.empty(args.rollout_steps, n, visual_shape,
-                           torch.uint8 if args.sensor == "rgb" else torch.float32, args.hidden, device)
+                           torch.uint8 if args.sensor == "rgb" else torch.float32, args.hidden, device,
+                           *goal_spec(args))
         carry = start_rollouts(env, policy, device)
         # this rank's share (checked by the tests); one write with its newline, because print()
         # writes the text and the end apart and ranks sharing a pipe interleaved between them
@@ -658,7 +722,7 @@ def train(args) -> dict:
             t_update = time.perf_counter()
             for group in opt.param_groups:  # from the frame counter, so a resumed run continues the schedule
                 group["lr"] = lr * lr_factor(args.lr_schedule, global_step / (num_updates * batch))
-            eps, waited = collect_rollout(env, policy, ro, carry, args.sensor, amp)
+            eps, waited = collect_rollout(env, policy, ro, carry, args.sensor, amp, args.task)
             episodes += eps
             recv_wait += waited
             t_learn = time.perf_counter()

@@ -61,19 +61,21 @@ def _heartbeat(what: str):
 @click.option("--rgb", is_flag=True, help="render RGB as well as depth")
 @click.option("--split", default=DEFAULTS.split, show_default=True, help="manifest subset to run on")
 @click.option("--seed", type=int, default=DEFAULTS.seed, show_default=True)
+@click.option("--task", type=click.Choice(("pointnav", "objectnav", "imagenav")), default=DEFAULTS.task,
+              show_default=True, help="the task (its defaults; episodes sampled)")
 @click.option("--json", "as_json", is_flag=True, help="print the results as JSON on stdout")
 def bench_cmd(manifest, num_envs, scenes, resolution, steps, swap_every, renderer, device, threads, count_steps,
-              capture_graph, pipelined_steps, rgb, split, seed, as_json):
+              capture_graph, pipelined_steps, rgb, split, seed, task, as_json):
     """Benchmark the batched PointNav env on a preprocessed dataset (MANIFEST: manifest.json):
     env step fps vs render-only fps, step-time tail with scene swaps, loads waited for, peak RSS
     (random actions; one process; see cli/env_bench.py), then torch ops, Warp launches and
-    host syncs per step; each goal line ends in PASS or FAIL."""
+    host syncs per step; each goal line ends in PASS or FAIL. ``--task``: ObjectNav / ImageNav."""
     from cli.env_bench import BenchOptions, run
 
     opts = BenchOptions(num_envs=num_envs, scenes=scenes, resolution=resolution, steps=steps,
                         swap_every=swap_every, renderer=renderer, device=device, threads=threads,
                         count_steps=count_steps, capture_graph=capture_graph, pipelined_steps=pipelined_steps,
-                        sensors=("depth", "rgb") if rgb else ("depth",), split=split, seed=seed)
+                        sensors=("depth", "rgb") if rgb else ("depth",), split=split, seed=seed, task=task)
     echo = (lambda s: click.echo(s, err=True)) if as_json else click.echo
     with _heartbeat(f"bench: {num_envs} envs x {steps} timed steps on {device}, then {count_steps} counted "
                     f"steps"):

@@ -52,6 +52,8 @@ class BenchOptions:
     count_steps: int = 4         # steps counted (torch ops, Warp launches, syncs) after the timed ones
     capture_graph: bool = False  # on CUDA, replay the step's launches as a CUDA graph (make(capture_graph=))
     pipelined_steps: int = -1    # steps run back to back, no wait between them (-1: 40 on a device, none on the CPU)
+    task: str = "pointnav"       # pointnav, objectnav or imagenav (the task's defaults; episodes sampled)
+    no_stop: bool = False        # random moves without STOP (episodes end at the step limit, as a trained agent's)
 
 
 DEFAULTS = BenchOptions()
@@ -263,7 +265,7 @@ def measure(manifest, options: BenchOptions = DEFAULTS) -> dict:
     env = make(manifest, split=o.split, num_envs=o.num_envs, sensors=o.sensors, device=o.device,
                resolution=(o.resolution, o.resolution), renderer=renderer, seed=o.seed, episodes="sample",
                cache={"slots": o.scenes, "swap_every": o.swap_every or None}, threads=threads,
-               capture_graph=o.capture_graph)
+               capture_graph=o.capture_graph, task=o.task)
     dev = env.device
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     env.reset()
@@ -273,7 +275,8 @@ def measure(manifest, options: BenchOptions = DEFAULTS) -> dict:
     step_s, render_s, loading, waited = [], [], [], []
 
     def actions():
-        return torch.randint(0, 4, (env.batch_size,), generator=gen).to(dev)
+        lo = 1 if o.no_stop else 0
+        return torch.randint(lo, env.num_actions, (env.batch_size,), generator=gen).to(dev)
 
     try:
         raw["resident_scenes"] = len(set(scenes.resident_scene_ids()))

@@ -73,10 +73,10 @@ def corridor(name="corridor", length=6.0):
 
 def make_env(scenes, num_envs=4, batch_size=None, seed=0, resolution=(16, 16), sensors=("depth",),
              episodes=None, goal_pool=8, normalize_depth=True, device="cpu", renderer="embree",
-             capture_graph=False, threads=None):
+             capture_graph=False, threads=None, task=None):
     """BatchPointNavEnv over resident in-memory scenes. ``episodes``: None (sampled) or
     {scene name: [habitat episode dicts]} (dataset mode); ``threads``: CPU threads of the
-    renderer and the step (None: every usable core)."""
+    renderer and the step (None: every usable core); ``task``: a task's options (PointNav's)."""
     worker = FieldWorker()
     supply = make_supply(seed, worker, episodes, options=SupplyOptions(goal_pool=goal_pool))
     r = make_renderer(renderer, RenderOptions(resolution=tuple(resolution), normalize_depth=normalize_depth,
@@ -84,8 +84,10 @@ def make_env(scenes, num_envs=4, batch_size=None, seed=0, resolution=(16, 16), s
                       device=device if renderer == "warp" else "cpu")
     w = World(StaticScenes(list(scenes), r), r, device=device, num_envs=num_envs, seed=seed, supply=supply,
               worker=worker, sensors=sensors)
+    kw = {} if task is None else {"task": task}
     return BatchPointNavEnv(w, num_envs=num_envs, batch_size=batch_size, resolution=resolution, device=device,
-                            sensors=sensors, seed=seed, normalize_depth=normalize_depth, capture_graph=capture_graph)
+                            sensors=sensors, seed=seed, normalize_depth=normalize_depth, capture_graph=capture_graph,
+                            **kw)
 
 
 def episode(eid, scene, start, goal, yaw=0.0):

@@ -76,7 +76,6 @@ def _quat_mul(a, b):
 
 def test_habitat_reads_the_split_and_view_points_see_their_objects(pipeline, habitat_lab):
     from bps_runtime.render import RenderOptions, build_shading_data, make_renderer
-    from bps_runtime.render.camera import rotation_matrices
 
     ds, out, eps, scenes = pipeline
     (name, entry), = scenes.items()
@@ -110,11 +109,8 @@ def test_habitat_reads_the_split_and_view_points_see_their_objects(pipeline, hab
             p = math.radians(pitch)
             rot = [_quat_mul(vp.agent_state.rotation, [math.sin(p / 2), 0, 0, math.cos(p / 2)])
                    for vp in g.view_points]
-            # the renderer turns the sensor offset with the whole rotation; habitat pitches the
-            # camera about the sensor, which stays 0.88 m above the feet
-            up = rotation_matrices(np.asarray(rot))[:, :, 1]
-            eye = pos + np.float32(VP.sensor_height) * (np.array([0, 1, 0], np.float32) - up)
-            sem = r.render(np.zeros(len(pos), np.int64), eye, np.asarray(rot, np.float32), ("semantic",))
+            # the renderer pitches the camera about the sensor, 0.88 m above the feet (as habitat)
+            sem = r.render(np.zeros(len(pos), np.int64), pos, np.asarray(rot, np.float32), ("semantic",))
             seen += (sem["semantic"].numpy()[..., 0] == oid).mean((1, 2))
         iou = np.array([vp.iou for vp in g.view_points])
         assert np.all(seen > 0), (g.object_id, seen, iou)

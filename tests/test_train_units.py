@@ -202,15 +202,15 @@ def test_double_buffered_rollout_stores_each_step_where_it_belongs():
     eps, _ = collect_rollout(env, pol, ro, carry, "depth")
     e = torch.arange(4).float()
     for t in range(T):
-        torch.testing.assert_close(ro.pointgoal[t, :, 0], torch.full((4,), float(t)))  # obs before step t+1
-        torch.testing.assert_close(ro.pointgoal[t, :, 1], e)
+        torch.testing.assert_close(ro.goal[t, :, 0], torch.full((4,), float(t)))  # obs before step t+1
+        torch.testing.assert_close(ro.goal[t, :, 1], e)
         torch.testing.assert_close(ro.rewards[t], t + 1 + e / 1000)                     # reward of step t
     # episodes end with the 5th action: obs 5 starts a new episode (state reset, prev action -1)
     assert ro.not_done[5].sum() == 0 and ro.not_done[1:5].all() and ro.not_done[6:].all()
     assert (ro.prev_action[5] == -1).all()
     assert torch.equal(ro.prev_action[3], ro.actions[2])
     assert eps.tolist() == [4.0, 4.0, 2.0, 2.0, 12.0]   # episodes, return, successes (even envs), SPL, length
-    torch.testing.assert_close(ro.pointgoal[T, :, 0], torch.full((4,), float(T)))  # bootstrap obs
+    torch.testing.assert_close(ro.goal[T, :, 0], torch.full((4,), float(T)))  # bootstrap obs
     assert len(carry.pending) == 2
     # double buffering: both groups in flight, each group's results received before its next send
     assert env.max_in_flight == 2
@@ -219,7 +219,7 @@ def test_double_buffered_rollout_stores_each_step_where_it_belongs():
     state_before = carry.state[0].clone()
     collect_rollout(env, pol, ro, carry, "depth")
     torch.testing.assert_close(ro.state0[0], state_before)
-    torch.testing.assert_close(ro.pointgoal[0, :, 0], torch.full((4,), float(T)))
+    torch.testing.assert_close(ro.goal[0, :, 0], torch.full((4,), float(T)))
     torch.testing.assert_close(ro.rewards[0], T + 1 + e / 1000)
 
 

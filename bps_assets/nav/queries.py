@@ -392,8 +392,10 @@ def _advance_until_blocked(nav, start, end, state, reached, r0, c0, R):
     back = np.where(seglen > 0, _INSET / np.maximum(seglen, 1e-12), 0)
     tstop = np.where(first_bad < t0.shape[1], np.maximum(tstop - back, 0), 1.0)
     res = np.stack([sx + tstop * dx, np.zeros(N), sz + tstop * dz], 1)
-    # the span at the result: the last good interval's cell
-    last = np.maximum(np.minimum(first_bad, t0.shape[1]) - 1, 0)
+    # the span at the result: the cell of the last valid interval before the first bad one
+    # (an unblocked move ends in the end's cell, not the start's)
+    before = valid & (np.arange(t0.shape[1])[None, :] < first_bad[:, None])
+    last = np.where(before.any(1), t0.shape[1] - 1 - np.argmax(before[:, ::-1], axis=1), 0)
     lr = np.clip(mr[np.arange(N), last], 0, n - 1)
     lc = np.clip(mc[np.arange(N), last], 0, n - 1)
     sp = state[np.arange(N), lr, lc]

@@ -1,7 +1,7 @@
 """One config for ``make()``: a tree of frozen dataclasses with every default in one place.
 
 ``EnvConfig(dataset, split, num_envs, batch_size, seed, device, threads, capture_graph, sensors=
-SensorConfig, task=TaskOptions, cache=CacheOptions, episodes=EpisodeConfig)``; ``from_kwargs``
+SensorConfig, task=a task's TaskOptions, cache=CacheOptions, episodes=EpisodeConfig)``; ``from_kwargs``
 takes ``make()``'s keywords (the common ones flat, ``cache`` as None / an int of slots / a dict /
 a CacheOptions); ``to_dict`` / ``from_dict`` round-trip it through plain data (checkpoints);
 ``str(config)`` prints it. A cache seed of None means the run's seed.
@@ -16,7 +16,8 @@ from bps_assets.errors import ConfigError
 
 from ..episodes.supply import DEFAULTS as SUPPLY_DEFAULTS, SupplyOptions
 from ..scenes.cache import CacheOptions
-from ..tasks.pointnav import DEFAULTS as TASK_DEFAULTS, TaskOptions
+from ..tasks import module_for, task_module
+from ..tasks.pointnav import DEFAULTS as TASK_DEFAULTS
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,7 @@ class EnvConfig:
     threads: int | None = None          # CPU threads of the renderer and the step (None: all usable)
     capture_graph: bool = False
     sensors: SensorConfig = field(default_factory=SensorConfig)
-    task: TaskOptions = TASK_DEFAULTS
+    task: object = TASK_DEFAULTS        # a task's TaskOptions (its module: tasks.module_for)
     cache: CacheOptions = field(default_factory=lambda: CacheOptions(seed=None))
     episodes: EpisodeConfig = field(default_factory=EpisodeConfig)
 
@@ -76,7 +77,7 @@ class EnvConfig:
                    sensors=SensorConfig((sensors,) if isinstance(sensors, str) else tuple(sensors),
                                         tuple(resolution) if not isinstance(resolution, int) else (resolution,) * 2,
                                         bool(normalize_depth), renderer),
-                   task=task, cache=cache_options(cache),
+                   task=task_options(task), cache=cache_options(cache),
                    episodes=EpisodeConfig(None if episodes is None else str(episodes), supply,
                                           None if scene_shard is None else tuple(scene_shard)))
 
@@ -86,13 +87,14 @@ class EnvConfig:
 
     def to_dict(self) -> dict:
         """Plain data (dicts, lists, numbers, strings): for checkpoints and logs."""
-        return asdict(self)
+        return {**asdict(self), "task_name": module_for(self.task).NAME}
 
     @classmethod
     def from_dict(cls, d: dict) -> "EnvConfig":
         """The inverse of ``to_dict``."""
         d = dict(d)
-        sub = {"sensors": SensorConfig, "task": TaskOptions, "cache": CacheOptions}
+        sub = {"sensors": SensorConfig, "task": task_module(d.pop("task_name", "pointnav")).TaskOptions,
+               "cache": CacheOptions}
         for k, t in sub.items():
             if k in d:
                 d[k] = t(**_tuples(d[k]))
@@ -119,6 +121,15 @@ def check_seed(seed, what: str = "seed") -> int:
 
 def _tuples(d: dict) -> dict:
     return {k: tuple(v) if isinstance(v, list) else v for k, v in d.items()}
+
+
+def task_options(task):
+    """``make(task=...)`` as a task's options: a name ("pointnav", "objectnav", "imagenav": its
+    defaults) or a task's ``TaskOptions``."""
+    if isinstance(task, str):
+        return task_module(task).DEFAULTS
+    module_for(task)
+    return task
 
 
 def cache_options(cache) -> CacheOptions:

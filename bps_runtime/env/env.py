@@ -1,4 +1,4 @@
-"""BatchPointNavEnv: N agents as one batch of torch tensors, one agent in one resident scene each.
+"""BatchPointNavEnv: N agents of a navigation task (PointNav, ObjectNav, ImageNav) as one batch of torch tensors, one agent in one resident scene each.
 
 A step of a group is the fused step (``bps_runtime.step``: the task's kernels over every env):
 action -> move / turn -> reward, success, metrics -> automatic reset of finished agents from
@@ -27,7 +27,7 @@ from . import spaces as sp
 from ..step.fused import FusedStep
 from ..step.ring import EpisodeRing, LazyNames
 from ..tasks import module_for
-from ..tasks.pointnav import ACTION_NAMES, DEFAULTS as TASK_DEFAULTS, NUM_ACTIONS, TaskOptions
+from ..tasks.pointnav import ACTION_NAMES, DEFAULTS as TASK_DEFAULTS, TaskOptions
 
 MAX_WAIT_REASONS = 100   # wait reasons kept in env.stats (the latest)
 
@@ -35,7 +35,8 @@ _INT_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
 
 
 class BatchPointNavEnv:
-    """Batched PointNav over a ``world`` (scene cache + renderer + navigation + episodes).
+    """A batched navigation task (PointNav, ObjectNav or ImageNav: the module of ``task``, the
+    task's options) over a ``world`` (scene cache + renderer + navigation + episodes).
 
     Build it with ``bps_runtime.make(...)``; the constructor takes the already-built parts.
     """
@@ -57,10 +58,15 @@ class BatchPointNavEnv:
         self.seed_value = int(seed)
         self.world = world
         self.config = None   # the EnvConfig make() built this env from
-        self.task_module = module_for(task)   # the task's module: fields, kernels, observations
-        self.fused = FusedStep(world.nav, self.num_envs, self.batch_size, self.task_module, task, self.device,
-                               capture=capture_graph, threads=world.threads)
-        self.ring = EpisodeRing(world, self.num_envs, self.task_module)
+        self.task_module = tm = module_for(task)   # the task's module: fields, kernels, observations
+        self.ACTIONS, self.num_actions = tm.ACTION_NAMES, tm.NUM_ACTIONS
+        # ImageNav: the goal image of each queued episode, rendered when it is queued
+        self._goal_image = bool(getattr(tm, "IMAGE", False))
+        self._goal_shape = (*self.resolution, 3)
+        sizes = {"goal_pixels": int(np.prod(self._goal_shape)) if self._goal_image else 1}
+        self.fused = FusedStep(world.nav, self.num_envs, self.batch_size, tm, task, self.device,
+                               capture=capture_graph, threads=world.threads, sizes=sizes)
+        self.ring = EpisodeRing(world, self.num_envs, tm)
         # a renderer that draws with one Warp launch on our device renders inside the step (and
         # inside its graph when captured); any other (Embree) renders after it
         r = world.renderer
@@ -88,13 +94,14 @@ class BatchPointNavEnv:
                       "episode_miss_reasons": getattr(world.episodes, "miss_reasons", ())}
 
     @property
-    def task(self) -> TaskOptions:
-        """The PointNav rules (step size, turn angle, success distance, episode length, reward);
-        setting it takes effect from the next step (the step kernel reads them as parameters)."""
+    def task(self):
+        """The task's rules (its ``TaskOptions``: step size, turn angle, success distance, episode
+        length, reward); setting options of the same task takes effect from the next step (the
+        step kernel reads them as parameters)."""
         return self._task
 
     @task.setter
-    def task(self, t: TaskOptions):
+    def task(self, t):
         if module_for(t) is not self.task_module:
             raise ConfigError(None, f"task: {type(t).__name__} is another task's options than this env's "
                                     f"({self.task_module.__name__}); make() a new env for it")
@@ -129,23 +136,24 @@ class BatchPointNavEnv:
     @property
     def single_observation_space(self):
         """Observation space of one env (gymnasium Dict)."""
-        return sp.single_observation_space(self.sensors, self.resolution, self.normalize_depth)
+        return sp.single_observation_space(self.sensors, self.resolution, self.normalize_depth,
+                                           self.task_module.NAME)
 
     @property
     def single_action_space(self):
-        """Action space of one env (Discrete(4))."""
-        return sp.single_action_space()
+        """Action space of one env (Discrete(the task's actions))."""
+        return sp.single_action_space(self.task_module.NAME)
 
     @property
     def observation_space(self):
         """Observation space of one batch of ``batch_size`` envs."""
         return sp.batched_observation_space(self.batch_size, self.sensors, self.resolution,
-                                            self.normalize_depth)
+                                            self.normalize_depth, self.task_module.NAME)
 
     @property
     def action_space(self):
         """Action space of one batch of ``batch_size`` envs."""
-        return sp.batched_action_space(self.batch_size)
+        return sp.batched_action_space(self.batch_size, self.task_module.NAME)
 
     # ------------------------------------------------------------------ front door
     def seed(self, seed: int):
@@ -278,14 +286,14 @@ class BatchPointNavEnv:
             arr = np.asarray(actions)
             if arr.dtype.kind not in "iu":
                 raise ConfigError(None, f"actions: dtype {arr.dtype} is not an integer type "
-                                        f"(expected int64 action ids 0..{NUM_ACTIONS - 1})")
+                                        f"(expected int64 action ids 0..{self.num_actions - 1})")
             actions = torch.from_numpy(np.ascontiguousarray(arr.astype(np.int64))).to(self.device)
         if not isinstance(actions, torch.Tensor):
             raise ConfigError(None, f"actions: expected a torch tensor of shape [{b}], got "
                                     f"{type(actions).__name__}")
         if actions.dtype not in _INT_DTYPES:
             raise ConfigError(None, f"actions: dtype {actions.dtype} is not an integer type "
-                                    f"(expected torch.int64 action ids 0..{NUM_ACTIONS - 1})")
+                                    f"(expected torch.int64 action ids 0..{self.num_actions - 1})")
         if actions.device != self.device:
             raise ConfigError(None, f"actions: on device {actions.device}, the environment is on "
                                     f"{self.device} (move them with .to({str(self.device)!r}))")
@@ -301,8 +309,8 @@ class BatchPointNavEnv:
 
     def _check_action_range(self, actions: torch.Tensor) -> None:
         lo, hi = int(actions.min()), int(actions.max())
-        if lo < 0 or hi >= NUM_ACTIONS:
-            raise ConfigError(None, f"actions: values must be in 0..{NUM_ACTIONS - 1} "
+        if lo < 0 or hi >= self.num_actions:
+            raise ConfigError(None, f"actions: values must be in 0..{self.num_actions - 1} "
                                     f"{self.ACTIONS}, got {lo}..{hi}")
 
     # ------------------------------------------------------------------ simulation (sim thread)
@@ -315,6 +323,7 @@ class BatchPointNavEnv:
             self.stats["episodes"] += self.ring.ended - before
         stage_i, stage_f = self.ring.refill()
         self.world.nav.refresh()
+        self._render_goals(stage_i, stage_f)
         self.fused.upload(stage_i, stage_f)
         return self.ring.waited
 
@@ -332,6 +341,7 @@ class BatchPointNavEnv:
         f.head.zero_()
         stage_i, stage_f = ring.refill()
         self.world.nav.refresh()
+        self._render_goals(stage_i, stage_f)
         f.upload(stage_i, stage_f)
         f.begin_all()
         ring.known[:] = 1
@@ -342,6 +352,24 @@ class BatchPointNavEnv:
         obs = {k: torch.cat([self._out[g][k] for g in range(self.num_groups)]) for k in self._out[0]}
         info = self._info(slice(0, self.num_envs), None, waited, reset=True)
         return obs, info
+
+    def _render_goals(self, stage_i: np.ndarray, stage_f: np.ndarray):
+        """ImageNav: the goal image of every episode just queued (RGB at the goal position +
+        sensor height, yaw ``goal_heading(episode id)``), one batch render, into its ring entry."""
+        if not self._goal_image or stage_i.shape[0] == 0:
+            return
+        from bps_assets.nav.imagenav import goal_heading
+
+        yaw = np.array([goal_heading(i) for i in self.ring.staged_ids], np.float64)
+        rot = np.zeros((len(yaw), 4), np.float32)
+        rot[:, 1], rot[:, 3] = np.sin(yaw / 2), np.cos(yaw / 2)
+        dev = self.device
+        frames = self.world.render(torch.from_numpy(stage_i[:, 2].astype(np.int64)).to(dev),
+                                   torch.from_numpy(stage_f[:, 4:7].copy()).to(dev), torch.from_numpy(rot).to(dev),
+                                   ("rgb",))
+        k = torch.from_numpy(stage_i[:, 1].astype(np.int64)).to(dev)
+        e = torch.from_numpy(stage_i[:, 0].astype(np.int64)).to(dev)
+        self.fused.state["r_goal_image"][k, e] = frames["rgb"].reshape(len(yaw), -1).to(torch.uint8)
 
     def _reset_result(self, g):
         sl = self._group_slice(g)
@@ -418,6 +446,7 @@ class BatchPointNavEnv:
         v = self._group_outputs.get((sl.start, sl.stop))
         if v is None:
             v = self._group_outputs[(sl.start, sl.stop)] = self.fused.views(sl)
+            v.goal_shape = self._goal_shape
         return v
 
     def _info(self, sl, g, waited, reset: bool = False):

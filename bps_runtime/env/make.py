@@ -1,4 +1,4 @@
-"""The one front door: ``bps_runtime.make(...)`` -> a batched PointNav environment.
+"""The one front door: ``bps_runtime.make(...)`` -> a batched PointNav / ObjectNav / ImageNav env.
 
 EnvPool-style: ``num_envs`` environments, simulated in groups of ``batch_size``;
 ``step(actions) == send(actions) + recv()``; spaces from the arguments alone
@@ -24,17 +24,17 @@ RENDERERS = BACKENDS
 
 
 def observation_space(num_envs: int = 1, sensors=("depth",), resolution=(64, 64), normalize_depth=True,
-                      batch_size: int | None = None):
+                      batch_size: int | None = None, task: str = "pointnav"):
     """The space of one ``recv()`` / ``step()`` result, computed without building anything."""
     _, b = check_batching(num_envs, batch_size)
-    return sp.batched_observation_space(b, sensors, resolution, normalize_depth)
+    return sp.batched_observation_space(b, sensors, resolution, normalize_depth, task)
 
 
-def action_space(num_envs: int = 1, batch_size: int | None = None):
+def action_space(num_envs: int = 1, batch_size: int | None = None, task: str = "pointnav"):
     """The action space of one ``step()``: ``batch_size`` (default ``num_envs``) discrete actions,
     computed without building anything; ConfigError when batch_size does not divide num_envs."""
     _, b = check_batching(num_envs, batch_size)
-    return sp.batched_action_space(b)
+    return sp.batched_action_space(b, task)
 
 
 single_observation_space = sp.single_observation_space
@@ -79,7 +79,10 @@ def make(dataset=None, config: EnvConfig | None = None, **kwargs) -> BatchPointN
     - ``episodes``: None (the manifest's PointNav episodes if any, else sampled), "sample",
       "dataset", or a habitat PointNav v1 ``json.gz``; ``goal_pool``: sampled mode's goals per
       scene; ``scene_shard``: (rank, world_size) for disjoint scenes per process.
-    - ``task``: the PointNav rules (``TaskOptions``).
+    - ``task``: "pointnav" (default), "objectnav" or "imagenav" (that task's defaults), or a
+      task's ``TaskOptions`` (``bps_runtime.tasks.<name>``). ObjectNav: ``episodes`` None /
+      "sample" (generated per scene visit from its semantics) or an ObjectNav v1 split file;
+      the dataset's navmeshes must be built for the task's agent (0.18 / 0.88 m).
 
     Returns a ``BatchPointNavEnv``: ``reset()``, ``step(actions)``, ``send``/``recv``,
     ``observation_space``/``action_space``, ``close()``.

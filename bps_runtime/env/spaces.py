@@ -15,8 +15,7 @@ from bps_assets.errors import ConfigError
 
 from ..render.protocol import SENSORS   # the sensors an env offers are the renderer's
 from ..render.semantic import MAX_INSTANCE_ID
-from ..tasks import pointnav
-from ..tasks.pointnav import NUM_ACTIONS
+from ..tasks import pointnav, task_module
 
 
 
@@ -72,48 +71,60 @@ def check_resolution(resolution) -> tuple[int, int]:
     return h, w
 
 
+def _task(task):
+    """A task module from a module or a task name."""
+    return task_module(task) if isinstance(task, str) else task
+
+
+def _boxes(task, h: int, w: int) -> dict:
+    """The task's observations (``task.OBSERVATIONS``: name -> (shape, dtype, low, high); "H" / "W"
+    in a shape: the sensors' height / width) as (low, high, shape, dtype)."""
+    out = {}
+    for name, (shape, dtype, low, high) in task.OBSERVATIONS.items():
+        shape = tuple(h if d == "H" else w if d == "W" else d for d in shape)
+        lo, hi = (np.array(v, dtype) for v in (low, high))
+        out[name] = (lo if lo.size > 1 else lo.item(), hi if hi.size > 1 else hi.item(), shape, np.dtype(dtype))
+    return out
+
+
 def single_observation_space(sensors=("depth",), resolution=(64, 64), normalize_depth: bool = True,
                              task=pointnav):
     """One environment's observation space: dict of depth [H,W,1], rgb [H,W,3], semantic [H,W,1]
-    (int32 instance ids, 0 = no object) and the task's observations (``task.OBSERVATIONS``;
-    PointNav: pointgoal [2])."""
+    (int32 instance ids, 0 = no object) and the task's observations (``task.OBSERVATIONS``,
+    ``task`` a task module or name; PointNav: pointgoal [2]; ObjectNav: objectgoal [1], compass
+    [1], gps [2]; ImageNav: imagegoal [H,W,3])."""
     sensors = check_sensors(sensors)
     h, w = check_resolution(resolution)
-    parts = {}
+    task = _task(task)
     depth_high = 1.0 if normalize_depth else np.inf
-    g = _gym()
-    if g is not None:
-        if "depth" in sensors:
-            parts["depth"] = g.Box(0.0, depth_high, (h, w, 1), np.float32)
-        if "rgb" in sensors:
-            parts["rgb"] = g.Box(0, 255, (h, w, 3), np.uint8)
-        if "semantic" in sensors:
-            parts["semantic"] = g.Box(0, MAX_INSTANCE_ID, (h, w, 1), np.int32)
-        for name, (shape, dtype, low, high) in task.OBSERVATIONS.items():
-            parts[name] = g.Box(np.array(low, dtype), np.array(high, dtype), shape, np.dtype(dtype))
-        return g.Dict(parts)
+    boxes = {}
     if "depth" in sensors:
-        parts["depth"] = SpaceSpec("box", (h, w, 1), np.float32, 0.0, depth_high)
+        boxes["depth"] = (0.0, depth_high, (h, w, 1), np.dtype(np.float32))
     if "rgb" in sensors:
-        parts["rgb"] = SpaceSpec("box", (h, w, 3), np.uint8, 0, 255)
+        boxes["rgb"] = (0, 255, (h, w, 3), np.dtype(np.uint8))
     if "semantic" in sensors:
-        parts["semantic"] = SpaceSpec("box", (h, w, 1), np.int32, 0, MAX_INSTANCE_ID)
-    for name, (shape, dtype, low, high) in task.OBSERVATIONS.items():
-        parts[name] = SpaceSpec("box", shape, np.dtype(dtype).type, min(low), max(high))
-    return SpaceSpec("dict", spaces=parts)
-
-
-def single_action_space():
-    """One environment's action space: Discrete(NUM_ACTIONS) (a SpaceSpec without gymnasium)."""
+        boxes["semantic"] = (0, MAX_INSTANCE_ID, (h, w, 1), np.dtype(np.int32))
+    boxes.update(_boxes(task, h, w))
     g = _gym()
     if g is not None:
-        return g.Discrete(NUM_ACTIONS)
-    return SpaceSpec("discrete", (), np.int64, 0, NUM_ACTIONS - 1, n=NUM_ACTIONS)
+        return g.Dict({k: g.Box(lo, hi, shape, dt) for k, (lo, hi, shape, dt) in boxes.items()})
+    return SpaceSpec("dict", spaces={k: SpaceSpec("box", shape, dt.type, float(np.min(lo)), float(np.max(hi)))
+                                     for k, (lo, hi, shape, dt) in boxes.items()})
 
 
-def batched_observation_space(n: int, sensors=("depth",), resolution=(64, 64), normalize_depth=True):
+def single_action_space(task=pointnav):
+    """One environment's action space: Discrete(the task's actions) (a SpaceSpec without gymnasium)."""
+    n = _task(task).NUM_ACTIONS
+    g = _gym()
+    if g is not None:
+        return g.Discrete(n)
+    return SpaceSpec("discrete", (), np.int64, 0, n - 1, n=n)
+
+
+def batched_observation_space(n: int, sensors=("depth",), resolution=(64, 64), normalize_depth=True,
+                              task=pointnav):
     """The space of one ``recv()`` result: every entry gets a leading batch dimension ``n``."""
-    single = single_observation_space(sensors, resolution, normalize_depth)
+    single = single_observation_space(sensors, resolution, normalize_depth, task)
     g = _gym()
     if g is not None:
         from gymnasium.vector.utils import batch_space
@@ -123,10 +134,11 @@ def batched_observation_space(n: int, sensors=("depth",), resolution=(64, 64), n
     })
 
 
-def batched_action_space(n: int):
-    """The actions of ``n`` environments: MultiDiscrete of ``n`` x NUM_ACTIONS (a SpaceSpec "box"
-    of shape [n] without gymnasium)."""
+def batched_action_space(n: int, task=pointnav):
+    """The actions of ``n`` environments: MultiDiscrete of ``n`` x the task's actions (a SpaceSpec
+    "box" of shape [n] without gymnasium)."""
+    k = _task(task).NUM_ACTIONS
     g = _gym()
     if g is not None:
-        return g.MultiDiscrete(np.full(n, NUM_ACTIONS, np.int64))
-    return SpaceSpec("box", (n,), np.int64, 0, NUM_ACTIONS - 1, n=NUM_ACTIONS)
+        return g.MultiDiscrete(np.full(n, k, np.int64))
+    return SpaceSpec("box", (n,), np.int64, 0, k - 1, n=k)

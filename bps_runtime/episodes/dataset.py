@@ -3,8 +3,13 @@ cycled. The field worker snaps each upcoming episode's start and computes its go
 field ``lookahead`` episodes ahead per scene; an episode not ready when an agent needs it is
 prepared on the spot and counted as a wait. Episodes invalid on the navmesh are skipped; a scene
 with no valid episode fails its load (on the loader thread: the scene is quarantined).
+An episode dict may carry ``_goal_points`` ([V, 3]: the field is the distance to the nearest,
+ObjectNav's view points), ``_field_key`` (episodes with one key share one field row per scene
+visit) and ``_goal_id`` (the task's goal id: ObjectNav's category); episodes/objectnav.py makes them.
 """
 from __future__ import annotations
+
+import threading
 
 import numpy as np
 import torch
@@ -21,6 +26,7 @@ class DatasetEpisodes(EpisodeSupply):
     def __init__(self, episodes_by_scene: dict, seed: int, worker, options: SupplyOptions = DEFAULTS):
         super().__init__(seed, worker, options)
         self.episodes_by_scene = episodes_by_scene
+        self._shared_lock = threading.Lock()
 
     def field_rows(self) -> int:
         """Goal distance-field rows a resident scene starts with: the episodes prepared ahead."""
@@ -60,14 +66,35 @@ class DatasetEpisodes(EpisodeSupply):
         snapped = np.asarray(nm.snap_point(start), np.float64).reshape(3)
         if not np.all(np.isfinite(snapped)):
             return None
-        row = st.fields.add(goal)
+        row = self._field_row(st, e, goal)
         d = st.fields.distance_at_host(row, snapped[None])[0]
         if not np.isfinite(d):
             st.fields.release(row)
             return None
         q = torch.as_tensor(np.asarray(e.get("start_rotation", [0, 0, 0, 1]), np.float64).reshape(1, 4))
         yaw = float(quat_to_yaw(q)[0])
-        return snapped, yaw, goal, row, str(e["episode_id"])
+        return snapped, yaw, goal, row, str(e["episode_id"]), int(e.get("_goal_id", 0))
+
+    def _field_row(self, st: _SceneState, e: dict, goal: np.ndarray) -> int:
+        """The episode's field row (one new reference): its goal's, or its ``_goal_points``'
+        shared by every episode of its ``_field_key`` in this scene visit."""
+        key = e.get("_field_key")
+        if key is None:
+            return st.fields.add(e.get("_goal_points", goal))
+        with self._shared_lock:
+            row = st.shared_rows.get(key)
+            if row is not None:
+                st.fields.retain(row)
+                return row
+        row = st.fields.add(e["_goal_points"])
+        with self._shared_lock:
+            if key in st.shared_rows:    # computed twice side by side: keep the first
+                st.fields.release(row)
+                row = st.shared_rows[key]
+            else:
+                st.shared_rows[key] = row   # the table's own reference, for the scene's visit
+            st.fields.retain(row)
+        return row
 
     def _next_dataset(self, st: _SceneState):
         eps = self.episodes_by_scene[st.name]
@@ -113,11 +140,11 @@ class DatasetEpisodes(EpisodeSupply):
         n = len(keys)
         w0 = self.waits
         out = NewEpisodes(np.zeros((n, 3), np.float32), np.zeros(n, np.float32), np.zeros((n, 3), np.float32),
-                          np.zeros(n, np.int64), [""] * n)
+                          np.zeros(n, np.int64), [""] * n, np.zeros(n, np.int32))
         for key in np.unique(keys):
             st = self.scenes[int(key)]
             for i in np.nonzero(keys == key)[0]:
-                (start, yaw, goal, row, eid), _ = self._next_dataset(st)
+                (start, yaw, goal, row, eid, gid), _ = self._next_dataset(st)
                 out.start[i], out.yaw[i], out.goal[i], out.rows[i] = start, yaw, goal, row
-                out.episode_ids[i] = eid
+                out.episode_ids[i], out.goal_id[i] = eid, gid
         return out, self.waits > w0

@@ -45,12 +45,13 @@ DEFAULTS = SupplyOptions()
 
 @dataclass
 class NewEpisodes:
-    """New episodes for a list of envs: start, yaw, goal, goal-field rows, ids."""
+    """New episodes for a list of envs: start, yaw, goal, goal-field rows, ids (and goal ids)."""
     start: np.ndarray            # [n,3] float32
     yaw: np.ndarray              # [n] float32
     goal: np.ndarray             # [n,3] float32
     rows: np.ndarray             # [n] int64 rows of the scenes' GoalFields
     episode_ids: list = field(default_factory=list)
+    goal_id: np.ndarray | None = None   # [n] int32 the task's goal id (ObjectNav's category), or None
 
 
 _M64 = np.uint64(0xFFFFFFFFFFFFFFFF)
@@ -117,6 +118,7 @@ class _SceneState:
         self.ptr = 0
         self.ahead: dict = {}          # dataset: sequence position -> Future
         self.memo: dict = {}           # dataset: episode index -> prepared episode (or None)
+        self.shared_rows: dict = {}    # dataset: field key -> field row shared by its episodes
         self.count = 0
         self.res = _Reservoir()
 

@@ -233,10 +233,13 @@ class GoalFields:
         return buf[self.base:self.base + self.capacity * self.S].view(self.capacity, self.S)
 
     def compute(self, goal) -> np.ndarray:
-        """Flat [S] float32 field of ``goal`` (the NavMesh's own Dijkstra; slow: call off the
-        step path)."""
+        """Flat [S] float32 field of ``goal``: a point [3], or [V, 3] points (the distance to the
+        nearest: ObjectNav's view points, one multi-source search). The NavMesh's own Dijkstra;
+        slow: call off the step path."""
         nm = self.scene.navmesh
-        f = np.asarray(nm.distance_field(np.asarray(goal, np.float64).reshape(3)), np.float32)
+        g = np.asarray(goal, np.float64)
+        f = np.asarray(nm.distance_field(g.reshape(3)) if g.size == 3 else nm.distance_field_to_any(g.reshape(-1, 3)),
+                       np.float32)
         lrc = nm.span_lrc
         return np.ascontiguousarray(f[lrc[:, 0], lrc[:, 1], lrc[:, 2]])
 
@@ -265,7 +268,7 @@ class GoalFields:
             row = self._free.pop()
             self.buffers.field_arena.write(self.base + row * self.S, flat)
             self.host[row] = flat
-            self.goals[row] = np.asarray(goal, np.float64).reshape(3)
+            self.goals[row] = np.asarray(goal, np.float64).reshape(-1, 3)[0]
             self.refs[row] = 1
         return row
 

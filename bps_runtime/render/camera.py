@@ -1,6 +1,6 @@
 """The camera model (habitat-sim's pinhole depth/RGB sensor), in numpy for every backend.
 
-HFOV 90 deg, square pixels, at the agent's position + 1.25 m along the agent's up axis, looking
+HFOV 90 deg, square pixels, at the agent's position + 1.25 m straight up (the agent stays upright), looking
 along the agent's -Z. Depth is the z-distance to the image plane (habitat-sim's depth buffer,
 not the ray length); 0 marks "no geometry" as in habitat. Ray directions in camera space are
 (x, y, -1), so the ray parameter t that Embree and Warp return for an unnormalized direction
@@ -76,9 +76,13 @@ def yaw_to_quaternion(yaw) -> np.ndarray:
 
 
 def camera_origins(positions: np.ndarray, rot: np.ndarray, options: RenderOptions) -> np.ndarray:
-    """Agent positions [N,3] + the sensor offset (0, h, 0) in the agent frame -> [N,3] f32."""
+    """Agent positions [N,3] + the sensor offset (0, h, 0) -> [N,3] f32. The agent stays upright
+    (habitat turns its body about +Y only), so the offset is straight up whatever ``rot``: a
+    pitched rotation (LOOK_UP / LOOK_DOWN) turns the view about the sensor, not the eye."""
     p = np.asarray(positions, dtype=np.float32).reshape(-1, 3)
-    return (p + rot[:, :, 1] * np.float32(options.sensor_height)).astype(np.float32)
+    up = np.zeros_like(p)
+    up[:, 1] = 1.0
+    return (p + up * np.float32(options.sensor_height)).astype(np.float32)
 
 
 def finish_depth(z: np.ndarray, options: RenderOptions) -> np.ndarray:

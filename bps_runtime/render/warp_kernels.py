@@ -181,7 +181,9 @@ def render_kernel(tables: wp.array(dtype=SceneTable), slots: wp.array(dtype=wp.i
         if tab.mesh != wp.uint64(0):
             qa = quat[a]
             rot = quat_to_mat(wp.vec4d(wp.float64(qa[0]), wp.float64(qa[1]), wp.float64(qa[2]), wp.float64(qa[3])))
-            cam = pos[a] + wp.vec3(rot[0, 1], rot[1, 1], rot[2, 1]) * sensor_height
+            # the eye stays sensor_height above the feet: the agent is upright, a pitched
+            # quaternion pitches the view about the sensor (habitat's LOOK_UP / LOOK_DOWN)
+            cam = pos[a] + wp.vec3(0.0, sensor_height, 0.0)
             d = rot * dirs[p]
             q = wp.mesh_query_ray(tab.mesh, cam, d, 1.0e30)
             if q.result:

@@ -49,7 +49,7 @@ class FusedStep:
     captured CUDA graph per group)."""
 
     def __init__(self, nav: NavBuffers, num_envs: int, batch_size: int, task, options, device,
-                 capture: bool = False, threads: int = 1):
+                 capture: bool = False, threads: int = 1, sizes: dict | None = None):
         self.wp = sk.init_warp()
         # CPU: the step kernel runs as `threads` env ranges side by side (one launch on CUDA)
         self._cpu = sk.CpuLaunches(threads if torch.device(device).type == "cpu" else 1)
@@ -61,8 +61,9 @@ class FusedStep:
         N = self.N
         z = lambda *s, dt=torch.float32: torch.zeros(*s, dtype=dt, device=dev)  # noqa: E731
         # the step state and outputs, made from the task's schema (``state``/``out``: name -> tensor)
-        self.state = schema.allocate(task.SCHEMA.of("state"), N, DEPTH, dev)
-        self.out = schema.allocate(task.SCHEMA.of("out"), N, DEPTH, dev)
+        self.sizes = dict(sizes or {})
+        self.state = schema.allocate(task.SCHEMA.of("state"), N, DEPTH, dev, self.sizes)
+        self.out = schema.allocate(task.SCHEMA.of("out"), N, DEPTH, dev, self.sizes)
         self.head = self.state["head"]
         # inputs
         self.actions = z(self.B, dt=torch.int64)
@@ -128,7 +129,7 @@ class FusedStep:
             self.win = n * n
             self.scratch = torch.zeros(self.N, self.win, dtype=torch.int32, device=self.device)
             self._structs_key = None
-        self._params = self.task.params(self.options, self.win)
+        self._params = self.task.params(self.options, self.win, **self.sizes)
 
     def _structs(self):
         self._window()
@@ -147,8 +148,8 @@ class FusedStep:
 
     # ------------------------------------------------------------------ host -> device inputs
     def upload(self, stage_i: np.ndarray, stage_f: np.ndarray):
-        """New ring entries (rows of (env, ring index, scene index, field row) and (start xyz,
-        yaw, goal xyz)) for the next launch; a copy from pinned memory on CUDA, no wait.
+        """New ring entries (rows of (env, ring index, then the task's ``stage`` columns)) for the
+        next launch; a copy from pinned memory on CUDA, no wait.
         No rows while the device already holds a count of 0: nothing to copy, no torch op (this
         relies on the copies being issued here; a captured graph that replayed them would read
         a pinned buffer not rewritten since)."""
@@ -196,7 +197,7 @@ class FusedStep:
         self.wp.launch(t.apply_refills, dim=self.stage_i.shape[0],
                        inputs=[self._st_s, w["stage_i"], w["stage_f"], w["count"]], device=self.wdev, stream=stream)
         self._cpu.run(t.begin_kernel, lambda lo, hi: self.wp.launch(
-            t.begin_kernel, dim=hi - lo, inputs=[self._nav_s, self._st_s, self._out_s, lo, DEPTH],
+            t.begin_kernel, dim=hi - lo, inputs=[self._nav_s, self._params, self._st_s, self._out_s, lo, DEPTH],
             device=self.wdev, stream=stream), self.N)
         while self._snapshots:         # older snapshots say nothing about the new episodes
             self._free_snaps.append(self._snapshots.popleft()[0])

@@ -175,6 +175,14 @@ def fill_from(nav: Nav, scratch: wp.array2d(dtype=wp.int32), e: int, n: int, S: 
 def try_step(nav: Nav, win: int, scratch: wp.array2d(dtype=wp.int32), e: int, scene_i: int,
              ps: wp.vec3d, pe: wp.vec3d) -> wp.vec3d:
     """habitat's try_step with sliding (``queries.try_step``), for one agent."""
+    return move(nav, win, scratch, e, scene_i, ps, pe, True)
+
+
+@wp.func
+def move(nav: Nav, win: int, scratch: wp.array2d(dtype=wp.int32), e: int, scene_i: int,
+         ps: wp.vec3d, pe: wp.vec3d, sliding: bool) -> wp.vec3d:
+    """habitat's try_step (``sliding``) or try_step_no_sliding (stop short of the first cell
+    the segment crosses that the flood fill did not reach), as ``queries.try_step``."""
     S = int(nav.meta_i[scene_i, M_S])
     cs = nav.meta_f[scene_i, F_CS]
     ox = nav.meta_f[scene_i, F_OX]
@@ -250,6 +258,8 @@ def try_step(nav: Nav, win: int, scratch: wp.array2d(dtype=wp.int32), e: int, sc
                 changed += fill_from(nav, scratch, e, n, S, nbr, 3, i, j, -1, 0, r0, c0, R, ox, oz, cs, mx, mz, rad)
         if changed == 0:
             break
+    if not sliding:
+        return advance_until_blocked(nav, scratch, e, scene_i, n, R, r0, c0, ss, qs, pe)
     hf = cs * wp.float64(0.5)
     h = hf - INSET
     best = INF
@@ -279,6 +289,68 @@ def try_step(nav: Nav, win: int, scratch: wp.array2d(dtype=wp.int32), e: int, sc
         bz = clampd(bz, bcz - h, bcz + h)
     y = span_xyz(nav, nav.meta_i[scene_i, M_POS], bs)[1]
     return wp.vec3d(bx, y, bz)
+
+
+@wp.func
+def next_crossing(s0: wp.float64, dd: wp.float64, o: wp.float64, cs: wp.float64, after: wp.float64) -> wp.float64:
+    """The smallest t in (after, 1) at which s0 + t dd crosses a grid line o + k cs (inf: none)."""
+    best = INF
+    if dd != wp.float64(0.0):
+        base = wp.floor((s0 - o) / cs)
+        # the lines the segment can cross: those between its ends, one cell of margin
+        span = int(wp.ceil(wp.abs(dd) / cs)) + 2
+        for kk in range(2 * span + 1):
+            line = o + (base + wp.float64(kk - span)) * cs
+            t = (line - s0) / dd
+            if t > after and t > wp.float64(0.0) and t < wp.float64(1.0) and t < best:
+                best = t
+    return best
+
+
+@wp.func
+def advance_until_blocked(nav: Nav, scratch: wp.array2d(dtype=wp.int32), e: int, scene_i: int, n: int, R: int,
+                          r0: int, c0: int, ss: int, qs: wp.vec3d, pe: wp.vec3d) -> wp.vec3d:
+    """try_step_no_sliding after the flood fill (``queries._advance_until_blocked``): walk the
+    segment qs -> pe through the cells it crosses, in order of the crossing parameter t; stop
+    ``INSET`` before the first interval whose cell was not reached."""
+    S = int(nav.meta_i[scene_i, M_S])
+    cs = nav.meta_f[scene_i, F_CS]
+    ox = nav.meta_f[scene_i, F_OX]
+    oz = nav.meta_f[scene_i, F_OZ]
+    sx = qs[0]
+    sz = qs[2]
+    dx = pe[0] - sx
+    dz = pe[2] - sz
+    t0 = wp.float64(0.0)
+    tstop = wp.float64(1.0)
+    blocked = bool(False)
+    last = ss
+    for _k in range(4 * n + 8):
+        tx = next_crossing(sx, dx, ox, cs, t0)
+        tz = next_crossing(sz, dz, oz, cs, t0)
+        t1 = wp.min(wp.min(tx, tz), wp.float64(1.0))
+        tm = (t0 + t1) / wp.float64(2.0)
+        mc = cell_index(sx + tm * dx, ox, cs) - c0 + R
+        mr = cell_index(sz + tm * dz, oz, cs) - r0 + R
+        s = S
+        if mc >= 0 and mc < n and mr >= 0 and mr < n:
+            s = int(scratch[e, mr * n + mc])
+        if s >= S:
+            blocked = True
+            tstop = t0
+            break
+        last = s
+        if t1 >= wp.float64(1.0):
+            break
+        t0 = t1
+    if blocked:
+        seglen = wp.sqrt(dx * dx + dz * dz)
+        back = wp.float64(0.0)
+        if seglen > wp.float64(0.0):
+            back = INSET / wp.max(seglen, wp.float64(1.0e-12))
+        tstop = wp.max(tstop - back, wp.float64(0.0))
+    y = span_xyz(nav, nav.meta_i[scene_i, M_POS], last)[1]
+    return wp.vec3d(sx + tstop * dx, y, sz + tstop * dz)
 
 
 @wp.func
@@ -322,6 +394,46 @@ def geodesic(nav: Nav, scene_i: int, row: int, p: wp.vec3) -> wp.float32:
             t = f + wp.length(span_xyz(nav, poff, s2) - q)
             tot = wp.min(tot, t)
     return wp.float32(tot)
+
+
+# ---------------------------------------------------------------------------------- task helpers
+@wp.func
+def wrap_angle(a: wp.float32) -> wp.float32:
+    """Angles into (-pi, pi] (float32)."""
+    two_pi = wp.float32(2.0 * math.pi)
+    return a - two_pi * wp.ceil((a - wp.float32(math.pi)) / two_pi)
+
+
+@wp.func
+def forward(nav: Nav, win: int, scratch: wp.array2d(dtype=wp.int32), e: int, scene_i: int, p: wp.vec3,
+            y: wp.float32, step: wp.float32, sliding: bool) -> wp.vec3:
+    """Where MOVE_FORWARD (``step`` m along -Z turned by yaw ``y``) from ``p`` ends (``move``)."""
+    target = p + wp.vec3(step * -wp.sin(y), wp.float32(0.0), step * -wp.cos(y))
+    ps = wp.vec3d(wp.float64(p[0]), wp.float64(p[1]), wp.float64(p[2]))
+    pe = wp.vec3d(wp.float64(target[0]), wp.float64(target[1]), wp.float64(target[2]))
+    r = move(nav, win, scratch, e, scene_i, ps, pe, sliding)
+    return wp.vec3(wp.float32(r[0]), wp.float32(r[1]), wp.float32(r[2]))
+
+
+@wp.func
+def turn_sign(a: int, left: int, right: int) -> wp.float32:
+    """+1 for action ``left``, -1 for ``right``, else 0."""
+    d = wp.float32(0.0)
+    if a == left:
+        d = wp.float32(1.0)
+    if a == right:
+        d = wp.float32(-1.0)
+    return d
+
+
+@wp.func
+def spl_ratio(d0: wp.float32, path: wp.float32) -> wp.float32:
+    """d0 / max(d0, path) (1 when both are 0): SPL's and soft SPL's factor."""
+    denom = wp.max(d0, path)
+    ratio = wp.float32(1.0)
+    if denom > wp.float32(0.0):
+        ratio = d0 / wp.max(denom, wp.float32(1.0e-12))
+    return ratio
 
 
 # ---------------------------------------------------------------------------------- batch queries

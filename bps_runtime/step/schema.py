@@ -3,9 +3,9 @@ state or output, owning task) from which the Warp structs (``warp_struct``), the
 (``allocate``), the Warp views of them (``bind``) and the env's per-group views (``views``) are
 all made, as Madrona declares a component once.
 
-Contract: dtypes are "int32", "int64", "float32", "bool" (uint8 on the device, viewed as
-torch.bool), "vec3" (float32 [.., 3], wp.vec3 in kernels); ``shape`` is the per-env trailing
-shape. ``per="env"`` fields are [N, *shape]; ``per="ring"`` fields are [DEPTH, N, *shape]
+Contract: dtypes are "int32", "int64", "float32", "uint8", "bool" (uint8 on the device, viewed
+as torch.bool), "vec3" (float32 [.., 3], wp.vec3 in kernels); ``shape`` is the per-env trailing
+shape (a str names a size given at ``allocate``). ``per="env"`` fields are [N, *shape]; ``per="ring"`` fields are [DEPTH, N, *shape]
 (queued episodes). A task adds its fields with ``Schema.extend`` and its kernels read them by
 name from the generated structs (``State`` for kind "state", ``Out`` for kind "out").
 """
@@ -16,9 +16,9 @@ from types import SimpleNamespace
 
 import torch
 
-DTYPES = ("int32", "int64", "float32", "bool", "vec3")
+DTYPES = ("int32", "int64", "float32", "bool", "uint8", "vec3")
 _TORCH = {"int32": torch.int32, "int64": torch.int64, "float32": torch.float32, "bool": torch.uint8,
-          "vec3": torch.float32}
+          "uint8": torch.uint8, "vec3": torch.float32}
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,8 @@ class Schema:
 
 
 def _warp_type(wp, f: Field):
-    base = {"int32": wp.int32, "int64": wp.int64, "float32": wp.float32, "bool": wp.uint8, "vec3": wp.vec3}[f.dtype]
+    base = {"int32": wp.int32, "int64": wp.int64, "float32": wp.float32, "bool": wp.uint8, "uint8": wp.uint8,
+            "vec3": wp.vec3}[f.dtype]
     dims = (1 if f.per == "ring" else 0) + (len(f.shape) if f.dtype != "vec3" else 0) + 1
     return {1: wp.array, 2: wp.array2d, 3: wp.array3d}[dims](dtype=base)
 
@@ -78,11 +79,13 @@ def warp_struct(wp, name: str, fields, module: str, doc: str = ""):
     return wp.struct(cls)
 
 
-def allocate(fields, num_envs: int, depth: int, device) -> dict[str, torch.Tensor]:
-    """Zeroed torch tensors of every field: [N, *shape] or [depth, N, *shape] (vec3: [.., 3])."""
+def allocate(fields, num_envs: int, depth: int, device, sizes: dict | None = None) -> dict[str, torch.Tensor]:
+    """Zeroed torch tensors of every field: [N, *shape] or [depth, N, *shape] (vec3: [.., 3]); a
+    named dimension in ``shape`` (a str) takes its size from ``sizes``."""
     out = {}
     for f in fields:
-        shape = ((depth,) if f.per == "ring" else ()) + (num_envs,) + tuple(f.shape) + ((3,) if f.dtype == "vec3" else ())
+        dims = tuple(int((sizes or {})[d]) if isinstance(d, str) else d for d in f.shape)
+        shape = ((depth,) if f.per == "ring" else ()) + (num_envs,) + dims + ((3,) if f.dtype == "vec3" else ())
         out[f.name] = torch.zeros(shape, dtype=_TORCH[f.dtype], device=device)
     return out
 

@@ -19,7 +19,7 @@ from typing import ClassVar
 import warp as wp
 
 from ..step import kernels as sk
-from ..step.kernels import Nav, geodesic, try_step
+from ..step.kernels import Nav, forward, geodesic, spl_ratio, turn_sign, wrap_angle
 from ..step.schema import CORE, Field, Schema, warp_struct
 
 NAME = "pointnav"
@@ -73,7 +73,7 @@ class Params:
     win: int
 
 
-def params(options: TaskOptions, win: int) -> Params:
+def params(options: TaskOptions, win: int, **_sizes) -> Params:
     """The kernels' ``Params`` for ``options`` and a scratch row of ``win`` cells."""
     s = Params()
     s.forward_step, s.turn = float(options.forward_step), math.radians(options.turn_degrees)
@@ -124,13 +124,6 @@ def episode_info(v) -> dict:
 
 
 @wp.func
-def wrap_angle(a: wp.float32) -> wp.float32:
-    """Angles into (-pi, pi] (float32)."""
-    two_pi = wp.float32(2.0 * math.pi)
-    return a - two_pi * wp.ceil((a - wp.float32(math.pi)) / two_pi)
-
-
-@wp.func
 def observe(st: State, out: Out, e: int):
     """Pointgoal (habitat's polar pointgoal_with_gps_compass), rotation, position, distance."""
     p = st.pos[e]
@@ -176,7 +169,7 @@ def begin_episode(nav: Nav, st: State, e: int, depth: int):
 
 
 @wp.kernel
-def begin_kernel(nav: Nav, st: State, out: Out, env0: int, depth: int):
+def begin_kernel(nav: Nav, task: Params, st: State, out: Out, env0: int, depth: int):
     """Every env of the range starts the episode at its ring's head (reset)."""
     e = env0 + wp.tid()
     begin_episode(nav, st, e, depth)
@@ -195,18 +188,8 @@ def step_kernel(nav: Nav, task: Params, st: State, out: Out, actions: wp.array(d
     y = st.yaw[e]
     newp = p
     if a == 1:
-        fs = wp.float32(task.forward_step)
-        target = p + wp.vec3(fs * -wp.sin(y), wp.float32(0.0), fs * -wp.cos(y))
-        ps = wp.vec3d(wp.float64(p[0]), wp.float64(p[1]), wp.float64(p[2]))
-        pe = wp.vec3d(wp.float64(target[0]), wp.float64(target[1]), wp.float64(target[2]))
-        r = try_step(nav, task.win, scratch, e, scene_i, ps, pe)
-        newp = wp.vec3(wp.float32(r[0]), wp.float32(r[1]), wp.float32(r[2]))
-    delta = wp.float32(0.0)
-    if a == 2:
-        delta = wp.float32(1.0)
-    if a == 3:
-        delta = wp.float32(-1.0)
-    newy = wrap_angle(y + wp.float32(task.turn) * delta)
+        newp = forward(nav, task.win, scratch, e, scene_i, p, y, wp.float32(task.forward_step), True)
+    newy = wrap_angle(y + wp.float32(task.turn) * turn_sign(a, 2, 3))
     d_now = geodesic(nav, scene_i, int(st.row[e]), newp)
     stop = a == 0
     succ = stop and d_now < wp.float32(task.success_distance)
@@ -219,11 +202,7 @@ def step_kernel(nav: Nav, task: Params, st: State, out: Out, actions: wp.array(d
     trunc = (not stop) and steps >= task.max_steps
     done = stop or trunc
     d0 = st.d0[e]
-    denom = wp.max(d0, path)
-    ratio = wp.float32(1.0)
-    if denom > wp.float32(0.0):
-        ratio = d0 / wp.max(denom, wp.float32(1.0e-12))
-    spl = sf * ratio
+    spl = sf * spl_ratio(d0, path)
     ret = st.total[e] + reward
     out.reward[e] = reward
     out.done[e] = wp.uint8(0)

@@ -1,0 +1,108 @@
+"""ObjectNav episodes for the env: habitat ObjectNav v1 files (``ObjectNavFileEpisodes``, checked
+on each scene's navmesh) and episodes generated per scene visit from the scene's semantics
+(``SampledObjectNav``), both served by the dataset supply (episodes/dataset.py) as episode dicts
+whose field is the distance to the nearest view point of any object of the category
+(``_goal_points``; one field row per category and scene visit, ``_field_key``) and whose goal id
+is the category's task id.
+
+``SampledObjectNav``: when a scene arrives (loader thread) its goal objects and view points are
+built once (``build_goals``: ray casting over the packed scene's mesh) and ``episodes_per_visit``
+episodes drawn with habitat's generator rules (``generate_objectnav_episodes``), seeded by
+(seed, scene, visit); a scene without semantics is an ``InputError`` naming its file.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from bps_assets.nav.objectnav_files import ObjectNavDataset, goals_key
+
+from .dataset import DatasetEpisodes
+from .supply import DEFAULTS, SupplyOptions, _SceneState
+
+
+def objectnav_episode_dicts(ds: ObjectNavDataset, episodes: list[dict]) -> list[dict]:
+    """``episodes`` of ``ds`` as the dataset supply's dicts: ``goals`` = the nearest goal object
+    (its position: where ``info`` reports the goal), ``_goal_points`` = every view point of
+    the category, ``_field_key`` = the category's goals key, ``_goal_id`` = its task id. Episodes
+    whose category has no view point are left out."""
+    out = []
+    for e in episodes:
+        pts = ds.view_points_of(e)
+        if len(pts) == 0:
+            continue
+        goals = ds.goals_of(e)
+        out.append({"episode_id": str(e["episode_id"]), "scene_id": e["scene_id"],
+                    "start_position": e["start_position"], "start_rotation": e["start_rotation"],
+                    "goals": [{"position": list(goals[0]["position"])}], "object_category": e["object_category"],
+                    "_goal_points": pts, "_field_key": goals_key(e["scene_id"], e["object_category"]),
+                    "_goal_id": ds.task_category_id(e)})
+    return out
+
+
+class ObjectNavFileEpisodes(DatasetEpisodes):
+    """A habitat ObjectNav v1 file's episodes (``ds``: the dataset; ``raw_by_scene``: scene name
+    -> its raw episodes), checked against each scene's navmesh when the scene arrives
+    (``check_on_navmesh``: view points, goals and starts off the navmesh dropped, counted and
+    logged with the file's name), then served as the dataset supply serves PointNav's."""
+
+    def __init__(self, ds: ObjectNavDataset, raw_by_scene: dict, path, seed: int, worker,
+                 options: SupplyOptions = DEFAULTS):
+        super().__init__({}, seed, worker, options)
+        self.ds, self.raw_by_scene, self.path = ds, dict(raw_by_scene), path
+        self.checks: dict = {}   # scene name -> NavmeshCheck of its episodes
+
+    def _start(self, st: _SceneState, inline: bool) -> None:
+        import logging
+
+        from bps_assets.nav.objectnav_files import check_on_navmesh
+
+        raw = self.raw_by_scene.get(st.name, [])
+        keys = {goals_key(e["scene_id"], e["object_category"]) for e in raw}
+        scene_ds = ObjectNavDataset(raw, {k: v for k, v in self.ds.goals_by_category.items() if k in keys},
+                                    self.ds.category_to_task_category_id,
+                                    self.ds.category_to_scene_annotation_category_id)
+        check = check_on_navmesh(scene_ds, st.mesh.navmesh, self.path)
+        self.checks[st.name] = check
+        if check.dropped:
+            logging.getLogger(__name__).warning("%s: scene %s: dropped %s", self.path, st.name, check.summary())
+        self.episodes_by_scene[st.name] = objectnav_episode_dicts(check.dataset, check.dataset.episodes)
+        super()._start(st, inline)
+
+
+class SampledObjectNav(DatasetEpisodes):
+    """ObjectNav episodes generated per scene visit (module docstring). ``scene_paths``: scene
+    name -> packed scene file; ``categories``: category name -> task id (habitat's
+    objectnav_hm3d map by default)."""
+
+    def __init__(self, scene_paths: dict, seed: int, worker, options: SupplyOptions = DEFAULTS,
+                 categories: dict | None = None, episodes_per_visit: int = 200):
+        super().__init__({}, seed, worker, options)
+        self.scene_paths = dict(scene_paths)
+        if categories is None:
+            from bps_assets.readers.semantic_categories import objectnav_hm3d
+            categories = objectnav_hm3d()
+        self.categories = dict(categories)
+        self.episodes_per_visit = int(episodes_per_visit)
+
+    def _start(self, st: _SceneState, inline: bool) -> None:
+        from bps_assets.nav.objectnav_episodes import build_goals, generate_objectnav_episodes, semantic_scene
+
+        nm = st.mesh.navmesh
+        verts, tris, tri_object, table = semantic_scene(self.scene_paths[st.name])
+        cats = {c: i for c, i in self.categories.items()}
+        gbc = build_goals(nm, verts, tris, tri_object, table, st.name, cats)
+        seed = int(st.rng.integers(2**63 - 1))
+        eps = generate_objectnav_episodes(nm, gbc, st.name, self.episodes_per_visit, seed)
+        ds = ObjectNavDataset(eps, gbc, {c: int(i) for c, i in cats.items()}, {})
+        self.episodes_by_scene[st.name] = objectnav_episode_dicts(ds, eps)
+        super()._start(st, inline)
+
+
+def scene_semantics_error(path) -> str | None:
+    """Why the packed scene at ``path`` cannot serve ObjectNav (no object annotations), or None."""
+    from bps_assets.packed_scene import read_packed_scene
+
+    ps = read_packed_scene(path, sections=["tri_object"])
+    if ps.tri_object is None or not np.any(np.asarray(ps.tri_object)):
+        return "scene has no semantic annotations (objects): ObjectNav needs a scene preprocessed with its semantics"
+    return None

@@ -1,0 +1,294 @@
+"""The step of habitat-lab's goal-navigation tasks, ObjectNav and ImageNav, declared once: their
+step-state fields and Warp kernels (episode start, step: action -> move (sliding on or off) /
+turn / look -> distance to goal, re-measured only when the agent moved -> reward, success, SPL,
+soft SPL, truncation -> next episode from the ring -> observations). ``tasks/objectnav.py`` and
+``tasks/imagenav.py`` are the two task modules over it (options, names, observations, info).
+
+Rules (habitat-lab's nav.py / object_nav_task.py; tests/nav_task_reference.py is the numpy
+reference the kernels equal within 1e-5): actions STOP 0, MOVE_FORWARD 1, TURN_LEFT 2,
+TURN_RIGHT 3, LOOK_UP 4, LOOK_DOWN 5 (pitch, clamped at +-max_pitch when >= 0); distance =
+the episode's field row (ObjectNav: multi-source over the category's view points; ImageNav: the
+goal point), kept when np.allclose(measured_at, pos, atol=1e-4); success = STOP and d <
+success_distance; spl = S d0 / max(d0, path); soft_spl = max(0, 1 - d / d0) d0 / max(d0, path);
+reward = -(d - d_prev) + slack + success_reward S. Observations: objectgoal, compass and gps
+(habitat's episodic sensors: relative to the start pose), the goal image (copied from the ring
+when the episode starts; the host rendered it when it queued the episode), the camera's
+quaternion yaw x pitch in ``rotation``.
+"""
+from __future__ import annotations
+
+import math
+
+import warp as wp
+
+from ..step import kernels as sk
+from ..step.kernels import Nav, forward, geodesic, spl_ratio, turn_sign, wrap_angle
+from ..step.schema import CORE, Field, Schema, warp_struct
+
+STOP, MOVE_FORWARD, TURN_LEFT, TURN_RIGHT, LOOK_UP, LOOK_DOWN = range(6)
+ALL_ACTIONS = ("STOP", "MOVE_FORWARD", "TURN_LEFT", "TURN_RIGHT", "LOOK_UP", "LOOK_DOWN")
+OWNER = "goalnav"
+GOAL_PIXELS = "goal_pixels"   # the named size of the goal image (H * W * 3; 1 without one)
+
+FIELDS = (
+    Field("goal_id", "int32", owner=OWNER), Field("start_pos", "vec3", owner=OWNER),
+    Field("start_yaw", "float32", owner=OWNER), Field("pitch", "float32", owner=OWNER),
+    Field("measured_at", "vec3", owner=OWNER, doc="where the distance was last measured"),
+    Field("d0", "float32", owner=OWNER), Field("d_prev", "float32", owner=OWNER),
+    Field("path_len", "float32", owner=OWNER),
+    Field("r_goal", "vec3", per="ring", owner=OWNER), Field("r_goal_id", "int32", per="ring", owner=OWNER),
+    Field("r_goal_image", "uint8", per="ring", shape=(GOAL_PIXELS,), owner=OWNER),
+    Field("success", "bool", "out", owner=OWNER), Field("spl", "float32", "out", owner=OWNER),
+    Field("soft_spl", "float32", "out", owner=OWNER),
+    Field("distance_to_goal", "float32", "out", owner=OWNER),
+    Field("objectgoal", "int64", "out", shape=(1,), owner=OWNER),
+    Field("compass", "float32", "out", shape=(1,), owner=OWNER),
+    Field("gps", "float32", "out", shape=(2,), owner=OWNER),
+    Field("imagegoal", "uint8", "out", shape=(GOAL_PIXELS,), owner=OWNER),
+    Field("ep_dist", "float32", "out", owner=OWNER), Field("ep_d0", "float32", "out", owner=OWNER),
+    Field("ep_path", "float32", "out", owner=OWNER), Field("ep_soft_spl", "float32", "out", owner=OWNER),
+)
+SCHEMA = Schema(CORE).extend(FIELDS)
+sk.set_module_options(__name__)
+State = warp_struct(wp, "State", SCHEMA.of("state"), __name__, "Per-env state [N] and the ring [DEPTH, N].")
+Out = warp_struct(wp, "Out", SCHEMA.of("out"), __name__, "Per-env outputs of the latest step [N].")
+
+
+@wp.struct
+class Params:
+    """The task's constants and the scratch row length of the try_step window."""
+    forward_step: float
+    turn: float                 # radians
+    tilt: float                 # radians per LOOK_UP / LOOK_DOWN
+    max_pitch: float            # radians; < 0: no limit
+    sliding: int
+    success_distance: float
+    max_steps: int
+    slack: float
+    success_reward: float
+    win: int
+    pixels: int                 # goal image bytes copied at an episode start (0: none)
+
+
+def make_params(o, win: int, look: bool, image: bool, goal_pixels: int = 1, **_sizes) -> Params:
+    """``Params`` of task options ``o`` (forward_step, turn_degrees, tilt_degrees, max_pitch_degrees,
+    sliding, success_distance, max_episode_steps, slack_reward, success_reward)."""
+    s = Params()
+    s.forward_step, s.turn = float(o.forward_step), math.radians(o.turn_degrees)
+    s.tilt = math.radians(o.tilt_degrees) if look else 0.0
+    s.max_pitch = -1.0 if (not look or o.max_pitch_degrees is None) else math.radians(o.max_pitch_degrees)
+    s.sliding = int(bool(o.sliding))
+    s.success_distance, s.max_steps = float(o.success_distance), int(o.max_episode_steps)
+    s.slack, s.success_reward = float(o.slack_reward), float(o.success_reward)
+    s.win = int(win)
+    s.pixels = int(goal_pixels) if image else 0
+    return s
+
+
+# the staging columns of a queued episode (after env and ring index), which ``apply_refills``
+# writes into the ring: ints (scene index, goal field row, goal id), floats (start xyz, yaw, goal xyz)
+STAGE_INTS, STAGE_FLOATS = 3, 7
+
+
+def stage(ints, floats, scene_index, eps) -> None:
+    """Fill a batch of queued episodes' staging columns (``eps``: ``NewEpisodes``; its goal id:
+    ObjectNav's task category id, 0 where the supply gives none)."""
+    ints[:, 0], ints[:, 1] = scene_index, eps.rows
+    ints[:, 2] = 0 if eps.goal_id is None else eps.goal_id
+    floats[:, :3], floats[:, 3], floats[:, 4:] = eps.start, eps.yaw, eps.goal
+
+
+def max_move(options) -> float:
+    """The longest move of one step (metres): sizes the try_step window."""
+    return float(options.forward_step)
+
+
+def episode_info(v) -> dict:
+    """The finished episodes' statistics (0 where not done), habitat-lab's metric names."""
+    return {"return": v.ep_return, "length": v.ep_length, "success": v.success, "spl": v.spl,
+            "soft_spl": v.ep_soft_spl, "distance_to_goal": v.ep_dist, "start_distance": v.ep_d0,
+            "path_length": v.ep_path}
+
+
+def info(v) -> dict:
+    """Info entries that hold at a reset too: the running episode's distance and soft SPL."""
+    return {"distance_to_goal": v.distance_to_goal, "soft_spl": v.soft_spl}
+
+
+OUTCOME = ("success", "spl")
+
+
+@wp.func
+def observe(st: State, out: Out, e: int):
+    """objectgoal, compass / gps (relative to the start pose), the camera quaternion (yaw then
+    pitch about the camera's x), position, distance."""
+    p = st.pos[e]
+    y = st.yaw[e]
+    sy0 = st.start_yaw[e]
+    d = p - st.start_pos[e]
+    c = wp.cos(sy0)
+    s = wp.sin(sy0)
+    xr = c * d[0] - s * d[2]
+    zr = s * d[0] + c * d[2]
+    out.gps[e, 0] = -zr
+    out.gps[e, 1] = xr
+    out.compass[e, 0] = wrap_angle(y - sy0)
+    out.objectgoal[e, 0] = wp.int64(st.goal_id[e])
+    hy = wp.float32(0.5) * y
+    hp = wp.float32(0.5) * st.pitch[e]
+    cy = wp.cos(hy)
+    syh = wp.sin(hy)
+    cp = wp.cos(hp)
+    sp = wp.sin(hp)
+    out.rotation[e, 0] = cy * sp
+    out.rotation[e, 1] = syh * cp
+    out.rotation[e, 2] = -syh * sp
+    out.rotation[e, 3] = cy * cp
+    out.position[e] = p
+    out.distance_to_goal[e] = st.d_prev[e]
+    out.scene_index[e] = wp.int64(st.scene_index[e])
+    out.epno[e] = st.head[e] - 1
+
+
+@wp.func
+def begin_episode(nav: Nav, task: Params, st: State, out: Out, e: int, depth: int):
+    """Start the env's next episode from its ring (the host filled it ahead of time)."""
+    h = st.head[e]
+    k = int(h) % depth
+    scene_i = st.r_scene_index[k, e]
+    p = st.r_pos[k, e]
+    st.scene_index[e] = scene_i
+    st.pos[e] = p
+    st.yaw[e] = st.r_yaw[k, e]
+    st.start_pos[e] = p
+    st.start_yaw[e] = st.r_yaw[k, e]
+    st.pitch[e] = wp.float32(0.0)
+    st.measured_at[e] = p
+    st.goal_id[e] = st.r_goal_id[k, e]
+    st.row[e] = st.r_row[k, e]
+    d0 = geodesic(nav, int(scene_i), int(st.r_row[k, e]), p)
+    st.d0[e] = d0
+    st.d_prev[e] = d0
+    st.path_len[e] = wp.float32(0.0)
+    st.total[e] = wp.float32(0.0)
+    st.steps[e] = 0
+    st.head[e] = h + 1
+    for i in range(task.pixels):
+        out.imagegoal[e, i] = st.r_goal_image[k, e, i]
+
+
+@wp.kernel
+def begin_kernel(nav: Nav, task: Params, st: State, out: Out, env0: int, depth: int):
+    """Every env of the range starts the episode at its ring's head (reset)."""
+    e = env0 + wp.tid()
+    begin_episode(nav, task, st, out, e, depth)
+    out.soft_spl[e] = wp.float32(0.0)
+    observe(st, out, e)
+
+
+@wp.func
+def close_to(a: wp.vec3, b: wp.vec3) -> bool:
+    """numpy's allclose(a, b, rtol=1e-5, atol=1e-4)."""
+    ok = True
+    for i in range(3):
+        if wp.abs(a[i] - b[i]) > wp.float32(1.0e-4) + wp.float32(1.0e-5) * wp.abs(b[i]):
+            ok = False
+    return ok
+
+
+@wp.kernel
+def step_kernel(nav: Nav, task: Params, st: State, out: Out, actions: wp.array(dtype=wp.int64),
+                scratch: wp.array2d(dtype=wp.int32), env0: int, act0: int, depth: int):
+    """One env per thread: envs env0.., actions act0.. of the group's action buffer."""
+    t = wp.tid()
+    e = env0 + act0 + t
+    a = int(actions[act0 + t])
+    scene_i = int(st.scene_index[e])
+    p = st.pos[e]
+    y = st.yaw[e]
+    newp = p
+    if a == 1:
+        newp = forward(nav, task.win, scratch, e, scene_i, p, y, wp.float32(task.forward_step), task.sliding != 0)
+    newy = wrap_angle(y + wp.float32(task.turn) * turn_sign(a, 2, 3))
+    pitch = st.pitch[e] + wp.float32(task.tilt) * turn_sign(a, 4, 5)
+    if task.max_pitch >= 0.0:
+        lim = wp.float32(task.max_pitch)
+        pitch = wp.min(wp.max(pitch, -lim), lim)
+    d_prev = st.d_prev[e]
+    d_now = d_prev
+    measured = st.measured_at[e]
+    if not close_to(measured, newp):
+        d_now = geodesic(nav, scene_i, int(st.row[e]), newp)
+        measured = newp
+    stop = a == 0
+    succ = stop and d_now < wp.float32(task.success_distance)
+    sf = wp.float32(0.0)
+    if succ:
+        sf = wp.float32(1.0)
+    reward = -(d_now - d_prev) + wp.float32(task.slack) + wp.float32(task.success_reward) * sf
+    path = st.path_len[e] + wp.length(newp - p)
+    steps = st.steps[e] + 1
+    trunc = (not stop) and steps >= task.max_steps
+    done = stop or trunc
+    d0 = st.d0[e]
+    ratio = spl_ratio(d0, path)
+    soft = wp.float32(0.0)
+    if d0 > wp.float32(0.0):
+        soft = wp.max(wp.float32(0.0), wp.float32(1.0) - d_now / d0)
+    elif d_now <= wp.float32(0.0):
+        soft = wp.float32(1.0)
+    ret = st.total[e] + reward
+    out.reward[e] = reward
+    out.done[e] = wp.uint8(0)
+    out.success[e] = wp.uint8(0)
+    out.truncated[e] = wp.uint8(0)
+    if trunc:
+        out.truncated[e] = wp.uint8(1)
+    out.spl[e] = wp.float32(0.0)
+    out.soft_spl[e] = soft * ratio
+    out.ep_return[e] = wp.float32(0.0)
+    out.ep_length[e] = 0
+    out.ep_dist[e] = wp.float32(0.0)
+    out.ep_d0[e] = wp.float32(0.0)
+    out.ep_path[e] = wp.float32(0.0)
+    out.ep_soft_spl[e] = wp.float32(0.0)
+    if done:
+        out.done[e] = wp.uint8(1)
+        if succ:
+            out.success[e] = wp.uint8(1)
+        out.spl[e] = sf * ratio
+        out.ep_return[e] = ret
+        out.ep_length[e] = steps
+        out.ep_dist[e] = d_now
+        out.ep_d0[e] = d0
+        out.ep_path[e] = path
+        out.ep_soft_spl[e] = soft * ratio
+        begin_episode(nav, task, st, out, e, depth)
+    else:
+        st.pos[e] = newp
+        st.yaw[e] = newy
+        st.pitch[e] = pitch
+        st.measured_at[e] = measured
+        st.d_prev[e] = d_now
+        st.path_len[e] = path
+        st.steps[e] = steps
+        st.total[e] = ret
+    observe(st, out, e)
+
+
+@wp.kernel
+def apply_refills(st: State, stage_i: wp.array2d(dtype=wp.int32), stage_f: wp.array2d(dtype=wp.float32),
+                  count: wp.array(dtype=wp.int32)):
+    """Row t < count of the staging table: (env, ring index, resident id, field row, goal id) and
+    (start xyz, yaw, goal xyz) -> that env's ring entry (the goal image: written by the host)."""
+    t = wp.tid()
+    if t >= count[0]:
+        return
+    e = int(stage_i[t, 0])
+    k = int(stage_i[t, 1])
+    st.r_scene_index[k, e] = stage_i[t, 2]
+    st.r_row[k, e] = stage_i[t, 3]
+    st.r_goal_id[k, e] = stage_i[t, 4]
+    st.r_pos[k, e] = wp.vec3(stage_f[t, 0], stage_f[t, 1], stage_f[t, 2])
+    st.r_yaw[k, e] = stage_f[t, 3]
+    st.r_goal[k, e] = wp.vec3(stage_f[t, 4], stage_f[t, 5], stage_f[t, 6])

@@ -1,0 +1,65 @@
+"""habitat-lab's ImageNav as one task module: PointNav episodes whose goal observation is the RGB
+image seen from the goal position at the heading ``bps_assets.nav.imagenav.goal_heading``
+(deterministic per episode id). The env renders it with the batch renderer once per episode,
+when the episode is queued, into the ring; the step kernel copies it to ``imagegoal`` when the
+episode starts (no render pass per step). Fields and kernels: ``tasks/goalnav.py``.
+
+Defaults (habitat-lab's imagenav task; all settable): STOP, MOVE_FORWARD 0.25 m, TURN 10 deg,
+sliding on, 1000 steps, success = STOP within 0.2 m of the goal (``success_distance=1.0``: the
+published ImageNav benchmarks), SPL, soft SPL, PointNav's reward; habitat's default agent and
+sensor (1.25 m, HFOV 90, depth 0-10 m). Observations: ``imagegoal`` [H, W, 3] uint8 + sensors.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from . import goalnav
+from .goalnav import (OUTCOME, SCHEMA, Out, Params, State, apply_refills, begin_kernel, episode_info,  # noqa: F401
+                      info, max_move, stage, step_kernel, STAGE_FLOATS, STAGE_INTS)
+
+NAME = "imagenav"
+ACTION_NAMES = goalnav.ALL_ACTIONS[:4]
+NUM_ACTIONS = len(ACTION_NAMES)
+LOOK, IMAGE = False, True
+BENCHMARK_SUCCESS_DISTANCE = 1.0   # the published ImageNav benchmarks' success distance
+
+
+@dataclass(frozen=True)
+class TaskOptions:
+    """habitat-lab's ImageNav defaults (tilt / pitch unused: no LOOK actions)."""
+
+    TASK: ClassVar[str] = NAME        # the task module these options belong to
+    forward_step: float = 0.25
+    turn_degrees: float = 10.0
+    tilt_degrees: float = 0.0
+    max_pitch_degrees: float | None = None
+    sliding: bool = True
+    success_distance: float = 0.2
+    max_episode_steps: int = 1000
+    slack_reward: float = -0.01
+    success_reward: float = 2.5
+    agent_height: float = 1.5
+    agent_radius: float = 0.1
+    sensor_height: float = 1.25
+    hfov_deg: float = 90.0
+    min_depth: float = 0.0
+    max_depth: float = 10.0
+
+
+DEFAULTS = TaskOptions()
+
+
+def params(options: TaskOptions, win: int, **sizes) -> Params:
+    """The kernels' ``Params``."""
+    return goalnav.make_params(options, win, LOOK, IMAGE, **sizes)
+
+
+# the task's observations beside the sensors' frames: name -> (shape ("H", "W": the sensors'
+# height and width), dtype, low, high)
+OBSERVATIONS = {"imagegoal": (("H", "W", 3), "uint8", (0,), (255,))}
+
+
+def observations(v) -> dict:
+    """The task's observations of a group: the goal image [B, H, W, 3] (``v.goal_shape``)."""
+    return {"imagegoal": v.imagegoal.view(v.imagegoal.shape[0], *v.goal_shape)}

@@ -11,7 +11,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from bps_assets.errors import ConfigError, InputError
+from bps_assets.errors import ConfigError, DatasetError, InputError
 from bps_assets.readers.semantic_categories import objectnav_hm3d
 from bps_runtime import make
 from bps_runtime.tasks import objectnav
@@ -94,7 +94,7 @@ def test_objectnav_sampled_on_the_fly(dataset):
 
 def test_another_agent_is_refused_with_one_line(dataset):
     out, eps = dataset
-    with pytest.raises(ConfigError) as e:
+    with pytest.raises(DatasetError) as e:
         make(out, split=None, task=objectnav.TaskOptions(agent_radius=0.1, agent_height=1.5), episodes=str(eps))
     msg = str(e.value)
     assert "\n" not in msg and "--agent-radius 0.1 --agent-height 1.5" in msg

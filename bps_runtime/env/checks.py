@@ -19,14 +19,24 @@ from bps_assets.errors import DatasetError
 DEFAULT_AGENT = (0.1, 1.5)   # radius, height (m): habitat's PointNav agent
 FRAME_COPIES = 3             # the renderer's output, the group's frame buffers, reset's concatenation
 HOST_BYTES_PER_ENV = 512     # the episode ring's host tables and names (measured order of magnitude)
-_ITEM = {"int32": 4, "int64": 8, "float32": 4, "bool": 1, "vec3": 12}
+_ITEM = {"int32": 4, "int64": 8, "float32": 4, "uint8": 1, "bool": 1, "vec3": 12}
 _PIXEL = {"depth": 4, "rgb": 3, "semantic": 4}
 
 
-def bytes_per_env(fields, depth: int, sensors, resolution) -> int:
-    """Estimated bytes one env adds: its step fields (ring fields ``depth`` times), its frames."""
-    state = sum(_ITEM[f.dtype] * int(np.prod(f.shape or (1,))) * (depth if f.per == "ring" else 1)
-                for f in fields)
+def field_sizes(task_module, resolution) -> dict:
+    """The named sizes in a task's field shapes (``goal_pixels``: ImageNav's goal image, H x W x
+    3 bytes; 1 for a task without one)."""
+    h, w = resolution
+    return {"goal_pixels": h * w * 3 if getattr(task_module, "IMAGE", False) else 1}
+
+
+def bytes_per_env(fields, depth: int, sensors, resolution, sizes=None) -> int:
+    """Estimated bytes one env adds: its step fields (ring fields ``depth`` times; a named size in
+    a shape from ``sizes``), its frames."""
+    def count(shape):
+        return int(np.prod([int((sizes or {})[d]) if isinstance(d, str) else d for d in shape] or [1]))
+
+    state = sum(_ITEM[f.dtype] * count(f.shape) * (depth if f.per == "ring" else 1) for f in fields)
     h, w = resolution
     frames = FRAME_COPIES * h * w * sum(_PIXEL[s] for s in sensors)
     return int(state + frames + HOST_BYTES_PER_ENV)

@@ -24,6 +24,7 @@ import torch
 from bps_assets.errors import ConfigError
 
 from . import spaces as sp
+from .checks import field_sizes
 from ..step.fused import FusedStep
 from ..step.ring import EpisodeRing, LazyNames
 from ..tasks import module_for
@@ -63,7 +64,7 @@ class BatchPointNavEnv:
         # ImageNav: the goal image of each queued episode, rendered when it is queued
         self._goal_image = bool(getattr(tm, "IMAGE", False))
         self._goal_shape = (*self.resolution, 3)
-        sizes = {"goal_pixels": int(np.prod(self._goal_shape)) if self._goal_image else 1}
+        sizes = field_sizes(tm, self.resolution)
         self.fused = FusedStep(world.nav, self.num_envs, self.batch_size, tm, task, self.device,
                                capture=capture_graph, threads=world.threads, sizes=sizes)
         self.ring = EpisodeRing(world, self.num_envs, tm)

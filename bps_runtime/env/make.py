@@ -118,11 +118,13 @@ def make(dataset=None, config: EnvConfig | None = None, **kwargs) -> BatchPointN
                 episodes=replace(c.episodes, scene_shard=scene_shard))
     from ..step.fused import DEPTH
     from ..tasks import module_for
-    from .checks import bytes_per_env, check_batch_memory
+    from .checks import bytes_per_env, check_batch_memory, field_sizes
     from .world import build_world
 
     # before anything is allocated: a batch the device cannot hold is one line, not a MemoryError
-    check_batch_memory(n, bytes_per_env(module_for(c.task).SCHEMA.fields, DEPTH, sensors, resolution), dev)
+    tm = module_for(c.task)
+    per_env = bytes_per_env(tm.SCHEMA.fields, DEPTH, sensors, resolution, field_sizes(tm, resolution))
+    check_batch_memory(n, per_env, dev)
     world = build_world(path, c, device=dev)
     env = BatchPointNavEnv(world, num_envs=n, batch_size=b, device=dev, sensors=sensors,
                            resolution=resolution, normalize_depth=c.sensors.normalize_depth, task=c.task,

@@ -11,9 +11,8 @@ the episode's field row (ObjectNav: multi-source over the category's view points
 goal point), kept when np.allclose(measured_at, pos, atol=1e-4); success = STOP and d <
 success_distance; spl = S d0 / max(d0, path); soft_spl = max(0, 1 - d / d0) d0 / max(d0, path);
 reward = -(d - d_prev) + slack + success_reward S. Observations: objectgoal, compass and gps
-(habitat's episodic sensors: relative to the start pose), the goal image (copied from the ring
-when the episode starts; the host rendered it when it queued the episode), the camera's
-quaternion yaw x pitch in ``rotation``.
+(habitat's episodic sensors: relative to the start pose), the goal image (rendered by the host
+when it queued the episode, copied from the ring at the start), the camera's yaw x pitch.
 """
 from __future__ import annotations
 

@@ -79,7 +79,7 @@ def bench_cmd(manifest, num_envs, scenes, resolution, steps, swap_every, rendere
     echo = (lambda s: click.echo(s, err=True)) if as_json else click.echo
     with _heartbeat(f"bench: {num_envs} envs x {steps} timed steps on {device}, then {count_steps} counted "
                     f"steps"):
-        res = run(manifest, opts, echo=echo)
+        res = run(manifest, opts, echo=echo, progress=lambda line: click.echo(f"  {line}", err=True))
     if as_json:
         click.echo(json.dumps(res, indent=1, default=str))
 

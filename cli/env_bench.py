@@ -240,16 +240,20 @@ def _follow_sim_thread(env):
     return lambda: sim.submit(cm.__exit__, None, None, None).result()
 
 
-def run(manifest, options: BenchOptions = DEFAULTS, echo=print) -> dict:
-    """Measure, summarize, print the report (``echo`` per line); returns the statistics."""
-    res = summarize(measure(manifest, options), options)
+def run(manifest, options: BenchOptions = DEFAULTS, echo=print, progress=None) -> dict:
+    """Measure, summarize, print the report (``echo`` per line; ``progress`` gets a line per
+    phase of the measurement, see ``measure``); returns the statistics."""
+    res = summarize(measure(manifest, options, progress), options)
     for line in report_lines(res):
         echo(line)
     return res
 
 
-def measure(manifest, options: BenchOptions = DEFAULTS) -> dict:
-    """Run the env and time it (see the module docstring): the raw arrays ``summarize`` takes."""
+def measure(manifest, options: BenchOptions = DEFAULTS, progress=None) -> dict:
+    """Run the env and time it (see the module docstring): the raw arrays ``summarize`` takes.
+    ``progress(line)``, when given, hears each phase: env built, warm-up, every fifth of the
+    timed steps, the pipelined and the counted steps."""
+    say = progress or (lambda line: None)
     import torch
 
     from bps_runtime import make
@@ -270,6 +274,8 @@ def measure(manifest, options: BenchOptions = DEFAULTS) -> dict:
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     env.reset()
     raw["setup_seconds"] = time.perf_counter() - t0
+    say(f"env ready in {raw['setup_seconds']:.1f} s; {o.warmup} warm-up steps, then {o.steps} timed")
+    every = max(1, o.steps // 5)
     raw["threads"] = env.world.threads
     scenes = env.world.scenes
     step_s, render_s, loading, waited = [], [], [], []
@@ -295,6 +301,9 @@ def measure(manifest, options: BenchOptions = DEFAULTS) -> dict:
             env.world.render(keys, pos, rot, env.sensors)
             sync()
             dr = time.perf_counter() - t
+            if i >= o.warmup and (i - o.warmup + 1) % every == 0:
+                say(f"timed steps {i - o.warmup + 1}/{o.steps} (last: step {dt * 1e3:.0f} ms, "
+                    f"render only {dr * 1e3:.0f} ms)")
             if i >= o.warmup:
                 step_s.append(dt)
                 render_s.append(dr)
@@ -302,12 +311,14 @@ def measure(manifest, options: BenchOptions = DEFAULTS) -> dict:
                 waited.append(bool(info["waited_for_load"]))
         n_pl = o.pipelined_steps if o.pipelined_steps >= 0 else (PIPELINED_STEPS if dev.type != "cpu" else 0)
         if n_pl > 0:
+            say(f"{n_pl} pipelined steps")
             raw["pipelined"] = _pipelined(env, [actions() for _ in range(n_pl)], sync)
         raw["swaps"] = scenes.swaps_requested
         raw["capture_status"] = env.capture_status
         raw["wait_reasons"] = list(env.stats.get("wait_reasons", []))
         if o.count_steps > 0:
             acts = [actions() for _ in range(o.count_steps)]
+            say(f"{o.count_steps} steps counting torch ops, Warp launches and syncs")
             with count_ops() as counts:
                 leave = _follow_sim_thread(env)
                 try:

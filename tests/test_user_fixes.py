@@ -337,3 +337,8 @@ def test_bench_says_what_runs_and_that_it_still_runs(src, tmp_path, monkeypatch)
     lines = r.output.splitlines()
     assert lines[0] == "bench: 4 envs x 4 timed steps on cpu, then 0 counted steps ..."
     assert "still running" in r.output and any(line.startswith("  done in ") for line in lines)
+    # the phases as they happen: the env built, the timed steps by fifths, before the report
+    ready = next(i for i, line in enumerate(lines) if line.startswith("  env ready in "))
+    timed = [i for i, line in enumerate(lines) if line.startswith("  timed steps ")]
+    assert [lines[i].split()[2] for i in timed] == ["1/4", "2/4", "3/4", "4/4"], r.output
+    assert ready < timed[0] and timed[-1] < next(i for i, line in enumerate(lines) if line.startswith("env step:"))

@@ -468,11 +468,6 @@ def evaluate(args) -> dict:
     want = min(args.eval_episodes or total, total)
     n = max(1, min(want, 64))  # one env per episode when the split is small: each runs once
     recorder = None
-    if args.video and args.task != "pointnav":
-        from bps_assets.errors import ConfigError
-
-        raise ConfigError(None, f"--video: PointNav only for now (the map is drawn from the pointgoal; "
-                                f"this is a {args.task} policy)")
     if args.video:   # the agent's own sensors, beside the map
         from bps_train.video import eval_recorder
 

@@ -10,7 +10,8 @@ draws one frame per step taken (L actions, L frames: what the policy acted on) a
 preview --agent-path`` input). A frame: the sensors side by side (scaled by a whole factor:
 exact copies of the observations), the top-down map of the agent's floor (shortest path, path
 so far, agent), a strip with the step, distance to goal and, last, success and SPL (from
-``info["episode"]``). The goal comes from the first ``pointgoal`` and the pose, at the start's y.
+``info["episode"]``). The goal comes from the first ``pointgoal`` and the pose, at the start's y
+(tasks without a pointgoal, ObjectNav and ImageNav: no goal point or shortest path is drawn).
 """
 from __future__ import annotations
 
@@ -206,7 +207,7 @@ class EpisodeRecorder:
             ep.pos.append(pos[k].astype(np.float64))
             ep.rot.append(rot[k].astype(np.float64))
             ep.dist.append(float(dist[k]))
-            if ep.goal is None:
+            if ep.goal is None and "pointgoal" in host:   # ObjectNav / ImageNav: no goal point
                 ep.goal = goal_from_pointgoal(pos[k], rot[k], host["pointgoal"][k])
 
     def _finish(self, ep: _Episode, final: dict, k: int):
@@ -225,7 +226,8 @@ class EpisodeRecorder:
                                                  f"-success={meta['success']:.2f}-spl={meta['spl']:.2f}")
         path = write_video(self.out_dir / name, self.frames(ep, meta), self.video_options)
         positions = np.array(ep.pos)
-        doc = {**meta, "frames": len(ep.obs), "start": ep.pos[0].tolist(), "goal": ep.goal.tolist(),
+        doc = {**meta, "frames": len(ep.obs), "start": ep.pos[0].tolist(),
+               "goal": None if ep.goal is None else ep.goal.tolist(),
                "positions": positions.tolist(), "rotations": np.array(ep.rot).tolist(),
                "video": path.name}
         from bps_assets.container import atomic_write
@@ -306,7 +308,7 @@ class EpisodeRecorder:
                 foot = im.height - tdm.height
             self._maps[key] = tdm
         c = tdm.canvas()
-        c.episode(start, ep.goal, shortest=shortest_path(nav, start, ep.goal))
+        c.episode(start, ep.goal, shortest=None if ep.goal is None else shortest_path(nav, start, ep.goal))
         return c
 
 

@@ -148,3 +148,21 @@ def test_bps_train_imagenav(tmp_path):
     assert res["updates"] == 2 and math.isfinite(res["loss"])
     keys = set(torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=True)["policy"])
     assert any(k.startswith("goal_encoder.") for k in keys)
+
+
+def test_objectnav_eval_writes_videos(dataset, tmp_path):
+    """``--eval --video`` for an ObjectNav policy: the recorder needs no pointgoal (the map shows
+    the start and the agent's path); one video per episode, a frame per step taken."""
+    import json
+
+    from bps_train.train import run as main
+
+    out_dir, _ = dataset
+    res = main(["--dataset", str(out_dir / "manifest.json"), "--task", "objectnav", "--resolution", "16",
+                "--threads", "1", "--split", "train", "--eval", "random", "--eval-split", "train",
+                "--eval-episodes", "2", "--video", "2", "--video-format", "png", "--out-dir", str(tmp_path / "run")])
+    assert len(res["videos"]) == 2
+    for v in res["videos"]:
+        doc = json.loads((tmp_path / "run" / "videos" / (v.rsplit("/", 1)[1] + ".json")).read_text())
+        assert doc["goal"] is None and len(doc["positions"]) == doc["frames"] == doc["length"]
+        assert len(list((tmp_path / "run" / "videos" / doc["video"]).glob("*.png"))) == doc["frames"]

@@ -63,8 +63,8 @@ def content_scenes_dir(split_file: Path, pattern: str) -> tuple[Path, str]:
             scene_seen = True
         elif scene_seen:
             raise InputError(split_file, f"content_scenes_path {pattern!r}: {{data_path}} after {{scene}}")
-        else:
-            parts.append(str(data_path))
+        else:   # absolute: a relative split path must not be joined to itself again below
+            parts.append(str(data_path.resolve()))
     suffix = "".join(suffix_parts)
     prefix = "".join(parts)
     if not scene_seen or "/" in suffix or "\\" in suffix or not prefix.endswith(("/", "\\")):

@@ -319,10 +319,17 @@ def _semantic_preview(nav, semantic: Path, out, overwrite, max_size):
 
 
 def _scene_episodes(path: Path, scene: str, limit: int) -> list:
-    """The first ``limit`` episodes of ``scene`` in a PointNav dataset; InputError when it has none."""
+    """The first ``limit`` episodes of ``scene`` in a PointNav or ObjectNav dataset (an ObjectNav
+    episode gets its goal objects, with their view points); InputError when it has none."""
+    from bps_assets.errors import InputError as _Bad
     from bps_assets.nav.episodes import read_pointnav_dataset
+    from bps_assets.nav.objectnav_files import read_objectnav_dataset
 
-    eps = read_pointnav_dataset(path)
+    try:
+        ds = read_objectnav_dataset(path)
+        eps = [{**e, "goals": ds.goals_of(e)} for e in ds.episodes]
+    except _Bad:   # not ObjectNav: PointNav (its own errors name what is wrong)
+        eps = read_pointnav_dataset(path)
     name = lambda e: Path(e["scene_id"]).name.split(".")[0]  # noqa: E731 - habitat's scene name
     mine = [e for e in eps if name(e) == scene]
     if not mine:

@@ -166,3 +166,22 @@ def test_objectnav_eval_writes_videos(dataset, tmp_path):
         doc = json.loads((tmp_path / "run" / "videos" / (v.rsplit("/", 1)[1] + ".json")).read_text())
         assert doc["goal"] is None and len(doc["positions"]) == doc["frames"] == doc["length"]
         assert len(list((tmp_path / "run" / "videos" / doc["video"]).glob("*.png"))) == doc["frames"]
+
+
+def test_preview_draws_an_objectnav_files_episodes(dataset, tmp_path):
+    """``bps-assets preview --episodes`` on an ObjectNav v1 file: every episode's start, its goal
+    objects' view points, and a shortest path ending at the nearest view point."""
+    import numpy as np
+    from PIL import Image
+
+    from bps_assets.nav.objectnav_files import read_objectnav_dataset
+    from bps_assets.nav.topdown import KINDS
+
+    out, eps = dataset
+    nav = sorted((out / "navmeshes").iterdir())[0]
+    r = _cli("preview", nav, "-o", tmp_path / "m.png", "--episodes", eps)
+    n = len(read_objectnav_dataset(eps).episodes)
+    assert n > 0 and f", {n} episode(s)" in r.output and "with no path" not in r.output
+    im = np.asarray(Image.open(tmp_path / "m.png").convert("RGB"))
+    for kind in ("start", "view_point", "shortest_path"):   # drawn (the legend lists only what was)
+        assert (im == np.array(KINDS[kind][0], np.uint8)).all(axis=2).any(), kind

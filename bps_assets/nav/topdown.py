@@ -373,9 +373,13 @@ def write_map(nav, path, *, episodes=(), agent_paths=(), options: MapOptions = D
     unreachable = 0
     for e in episodes:
         start, goal = np.asarray(e["start_position"], float), np.asarray(e["goals"][0]["position"], float)
-        sp = shortest_path(nav, start, goal)
+        vps = view_points(e)
+        # ObjectNav: the shortest path ends at the nearest view point (what distance_to_goal measures)
+        end = goal if vps is None else vps[int(np.argmin(nav.geodesic_distance(np.repeat(start[None], len(vps), 0),
+                                                                                 vps)))]
+        sp = shortest_path(nav, start, end)
         unreachable += len(sp) == 0
-        c.episode(start, goal, shortest=sp, view_points=view_points(e))
+        c.episode(start, goal, shortest=sp, view_points=vps)
     for p in agent_paths:
         c.path(p, "agent_path")
         c.point(p[0], "start")

@@ -116,7 +116,7 @@ def test_close_from_another_thread_returns_while_a_step_waits_for_a_load(dataset
                    cache={{"slots": 2, "swap_every": 1, "budget_bytes": {need}}})
         env.reset()
         # from now on every load is slow: a due swap waits for its load (a blocked step)
-        SceneLoader.stage_hook = lambda sid, stage: time.sleep(1.0)
+        SceneLoader.stage_hook = staticmethod(lambda sid, stage: time.sleep(1.0))
         errors = []
 
         def stepping():

@@ -1,28 +1,13 @@
-"""Host CPU of one env step on the simulator thread, for the parts that also run on CUDA
-(issue 11): on a GPU the step's device work is a few asynchronous launches, so its speed is
-bounded by this Python bookkeeping. Measured on the CPU, where it is the same code.
+"""Host CPU of one env step on the simulator thread (thread-CPU time of the step minus its
+render and minus the CPU inside ``warp.launch``): what stays on the host when the step's device
+work is asynchronous CUDA launches. Prints the median per part (between steps, FusedStep.step
+without launches, info dict, rest) for the ``random`` and ``turn`` action policies.
 
-Per step (median of thread-CPU time on the simulator thread, ``BatchPointNavEnv._step_group``):
+    python benchmarks/bench_host_step.py MANIFEST [--base /path/to/older/checkout] [--reps N]
 
-- ``host total``: the step minus its render (``_render``: Embree and its input checks, a
-  CPU-only path) minus the CPU time inside ``warp.launch`` (on Warp's CPU device that is the
-  kernels running; on CUDA a launch is queued) -- what stays on the host on CUDA;
-- its parts: ``between steps`` (``_host_between_steps``: head snapshot, ``EpisodeRing.learn`` /
-  ``refill``, ``nav.refresh``, ``FusedStep.upload``), ``FusedStep.step`` without its launches,
-  ``info dict``, and the rest (``world.after_step``, wait reasons, step counters).
-
-Two action policies: ``random`` (uniform actions; STOP ends about a quarter of the episodes
-every step, so every step refills: the worst case) and ``turn`` (TURN_LEFT only: no episode
-ends within 500 steps, the steady state in which nothing is due).
-
-    python benchmarks/bench_host_step.py MANIFEST [--base /path/to/older/checkout]
-
-With ``--base``, each configuration also runs against that checkout (a subprocess with its
-directory first on PYTHONPATH, its compiled helpers built or copied there), the runs of the two
-trees alternating ``--reps`` times (which tree goes first alternates too); each figure is the
-lowest median over the reps (the machine is shared), and the last column is base / this tree.
-``FusedStep.step w/o launches`` is the same code in both trees here: how far its ratio is from
-1 says how much the machine's load moved the other figures.
+``--base``: each configuration also runs against that checkout (alternating, lowest median of
+the reps; last column base / this tree). What each part covers and how to read the control
+row: docs/PERFORMANCE.md, "Benchmark methods".
 """
 from __future__ import annotations
 

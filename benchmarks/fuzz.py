@@ -2,25 +2,12 @@
 
     python benchmarks/fuzz.py --seconds 300 [--workers 2] [--mem-gib 1] [--timeout 20] [--keep DIR]
 
-Seeds: the self-contained scene files of ../shared/assets (GLB, glTF with data URIs, PLY, OBJ),
-habitat ``.navmesh`` files, and packed files made from them here (``SCEN`` scenes converted
-from a few GLBs, a ``NAVM`` navmesh imported from a habitat one), and issue 22's semantic
-inputs: synth scans annotated in both formats (``annotation``: one file of an HM3D
-``.semantic.glb/.txt`` or MP3D ``_semantic.ply/.house`` pair mutated, read with its intact
-partner by ``read_annotation``) and packed scenes converted with them (``SCEN+sem``: their
-structure-aware mutants hit the semantic sections and header key half of the time). Mutations:
-
-- bytes: 1-8 random bytes set, a range duplicated or deleted, or the file truncated;
-- packed files (half of their mutants), structure-aware (past the CRCs): a header number set to a boundary value
-  (0, -1, 2^31, 2^62, 2^63-8, 1e308) and the file re-written with valid checksums, or the
-  values of one section changed the same way (re-encoded, valid checksums).
-
-Each seed kind gets an equal share of the mutants. Each mutant is read by the reader for its type (``read_packed_scene`` / ``load_navmesh`` /
-``bps_assets.readers.load`` / ``read_detour_navmesh``) in a worker process that runs under
-an address-space limit (``--mem-gib``) and a per-input time limit (``--timeout``).
-Outcomes: ``typed error`` (a BpsError), ``accepted``, ``crash`` (any other exception, or the
-worker dying), ``over limit`` (MemoryError, or the time limit: the worker is killed and
-replaced). Crashes and over-limit mutants are kept in ``--keep`` for reproduction.
+Seeds: ../shared/assets scene files and habitat navmeshes, packed files made from them, and
+synth semantic scans (both annotation formats) with their packed scenes. Mutants: random byte
+edits, and for packed files structure-aware edits behind valid checksums. Each mutant is read by
+its type's reader in a worker under ``--mem-gib`` and ``--timeout``; outcomes: typed error,
+accepted, crash (kept in ``--keep``), over limit. Seed kinds and mutation rules in full:
+docs/PERFORMANCE.md, "Benchmark methods".
 """
 from __future__ import annotations
 

@@ -7,5 +7,7 @@ cd "$(dirname "$0")/.."
 bash scripts/setup_venv.sh test
 .venv/bin/python -m pytest -q -n 2 "$@"
 if [ $# -eq 0 ]; then
-    ONEDNN_MAX_CPU_ISA=AVX2 .venv/bin/python -m pytest -q -n 2 tests/test_train_*.py tests/test_runtime_*.py
+    ONEDNN_MAX_CPU_ISA=AVX2 .venv/bin/python -m pytest -q -n 2 tests/test_train_*.py tests/test_runtime_*.py \
+        tests/test_goalnav_step.py tests/test_objectnav_make.py tests/test_semantic_env.py \
+        tests/test_fused_step.py tests/test_seeded_swaps.py tests/test_video.py
 fi

@@ -19,7 +19,6 @@ from bps_assets.errors import DatasetError
 DEFAULT_AGENT = (0.1, 1.5)   # radius, height (m): habitat's PointNav agent
 FRAME_COPIES = 3             # the renderer's output, the group's frame buffers, reset's concatenation
 HOST_BYTES_PER_ENV = 512     # the episode ring's host tables and names (measured order of magnitude)
-_ITEM = {"int32": 4, "int64": 8, "float32": 4, "uint8": 1, "bool": 1, "vec3": 12}
 _PIXEL = {"depth": 4, "rgb": 3, "semantic": 4}
 
 
@@ -36,7 +35,9 @@ def bytes_per_env(fields, depth: int, sensors, resolution, sizes=None) -> int:
     def count(shape):
         return int(np.prod([int((sizes or {})[d]) if isinstance(d, str) else d for d in shape] or [1]))
 
-    state = sum(_ITEM[f.dtype] * count(f.shape) * (depth if f.per == "ring" else 1) for f in fields)
+    from ..step.schema import item_bytes
+
+    state = sum(item_bytes(f.dtype) * count(f.shape) * (depth if f.per == "ring" else 1) for f in fields)
     h, w = resolution
     frames = FRAME_COPIES * h * w * sum(_PIXEL[s] for s in sensors)
     return int(state + frames + HOST_BYTES_PER_ENV)

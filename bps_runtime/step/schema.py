@@ -21,6 +21,11 @@ _TORCH = {"int32": torch.int32, "int64": torch.int64, "float32": torch.float32, 
           "uint8": torch.uint8, "vec3": torch.float32}
 
 
+def item_bytes(dtype: str) -> int:
+    """Bytes of one element of a field of ``dtype`` per env and shape entry (vec3: three floats)."""
+    return _TORCH[dtype].itemsize * (3 if dtype == "vec3" else 1)
+
+
 @dataclass(frozen=True)
 class Field:
     """One array of the step state: ``kind`` "state" (kernels read and write it across steps) or

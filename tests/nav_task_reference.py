@@ -13,7 +13,10 @@ objectnav/objectnav_hm3d.yaml, imagenav/*.yaml):
   (strict, habitat's ``Success``); the episode ends on STOP or after ``max_steps`` steps;
 - spl = success * d0 / max(d0, path), path = sum of euclidean moves; soft_spl = max(0, 1 - d /
   d0) * d0 / max(d0, path) (habitat's ``SoftSPL``, updated every step, no STOP needed);
-- reward = -(d - d_prev) + slack_reward (-0.01) + success_reward (2.5) * success.
+- reward = -(d - d_prev) + slack_reward (-0.01) + success_reward (2.5) * success;
+- the geodesic distance (docs/NAVMESH.md section 4, ``geodesic``): min over the spans seen from
+  the point's span (its cell's span nearest in y) of field + |p - centre|, in float64, rounded to
+  float32 as the step's ``nav.kernels.geodesic``.
 """
 from __future__ import annotations
 
@@ -25,6 +28,32 @@ from typing import Callable
 import numpy as np
 
 STOP, MOVE_FORWARD, TURN_LEFT, TURN_RIGHT, LOOK_UP, LOOK_DOWN = range(6)
+
+
+def geodesic(scene, field: np.ndarray, points) -> np.ndarray:
+    """The step's geodesic rule for one field [S] of ``scene`` (a ``SceneNav``) and points [N, 3]."""
+    nm = scene.navmesh
+    p = np.asarray(points, np.float64).reshape(-1, 3)
+    c = np.floor((p[:, 0] - scene.origin[0]) / scene.cell_size).astype(np.int64)
+    r = np.floor((p[:, 2] - scene.origin[1]) / scene.cell_size).astype(np.int64)
+    inb = (r >= 0) & (r < scene.D) & (c >= 0) & (c < scene.W)
+    rr, cc = np.where(inb, r, 0), np.where(inb, c, 0)
+    dy = np.abs(np.asarray(nm.height, np.float32)[:, rr, cc].T - p[:, 1:2].astype(np.float32))
+    dy = np.where(np.isnan(dy), np.inf, dy)
+    span = np.asarray(nm.span_index)[dy.argmin(axis=1), rr, cc].astype(np.int64)
+    span = np.where(inb & (span >= 0), span, -1)
+    out = np.full(len(p), np.inf)
+    ok = span >= 0
+    if ok.any():
+        sp, S = nm.span_pos, scene.num_spans
+        seen = scene.seen[span[ok]].astype(np.int64)                             # [n, K]
+        q = p[ok].copy()
+        q[:, 1] = sp[span[ok], 1]
+        valid = seen < S
+        sc = np.where(valid, seen, 0)
+        d = np.linalg.norm(sp[sc] - q[:, None, :], axis=2)
+        out[ok] = np.where(valid, np.asarray(field, np.float32)[sc].astype(np.float64) + d, np.inf).min(axis=1)
+    return out.astype(np.float32).astype(np.float64)
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@ their rules (tests/nav_task_reference.py), env by env, over > 10,000 env steps e
 LOOK_DOWN (pitch clamped), sliding off at walls and pillars (ObjectNav) and on (ImageNav),
 STOP on and off a view point, truncation and automatic resets in two scenes (a room with a
 pillar, a house with stairs). Distances are the step's geodesic rule on the same field rows
-(``host_geodesic``); moves are ``NavMesh.try_step`` (sliding off / on). Also: the observations
+(``nav_task_reference.geodesic``); moves are ``NavMesh.try_step`` (sliding off / on). Also: the observations
 (compass, gps, objectgoal, the camera pitch in ``rotation``, ImageNav's goal image)."""
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ import torch
 
 import nav_task_reference as ref
 from bps_assets.nav.imagenav import goal_heading
-from bps_runtime.nav.buffers import host_geodesic
 from bps_runtime.tasks import imagenav, objectnav
 from inmemory_scenes import episode, house_scene, make_env, room
 
@@ -79,7 +78,7 @@ class Agent:
         nav = self.env.world.nav
         scene, field = nav.scenes[si], nav.fields[si].host[row]
         nm = scene.navmesh
-        dist = lambda p: float(host_geodesic(scene, field, p[None])[0])  # noqa: E731
+        dist = lambda p: float(ref.geodesic(scene, field, p[None])[0])  # noqa: E731
         mv = lambda a, b: np.asarray(nm.try_step(a[None], b[None], sliding=self.rules.sliding), np.float64)[0]  # noqa: E731
         self.t = ref.TaskReference(self.rules, dist, mv)
         m = self.t.reset(st.pos[e].double().numpy(), float(st.yaw[e]))

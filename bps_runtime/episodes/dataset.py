@@ -16,6 +16,7 @@ import torch
 
 from bps_assets.errors import NavError
 
+from ..nav.kernels import host_distance, load_for_host
 from .files import quat_to_yaw
 from .supply import DEFAULTS, EpisodeSupply, NewEpisodes, SupplyOptions, _SceneState, _done, _release_result
 
@@ -27,6 +28,7 @@ class DatasetEpisodes(EpisodeSupply):
         super().__init__(seed, worker, options)
         self.episodes_by_scene = episodes_by_scene
         self._shared_lock = threading.Lock()
+        load_for_host()   # before the loader and field threads check episode starts
 
     def field_rows(self) -> int:
         """Goal distance-field rows a resident scene starts with: the episodes prepared ahead."""
@@ -67,7 +69,7 @@ class DatasetEpisodes(EpisodeSupply):
         if not np.all(np.isfinite(snapped)):
             return None
         row = self._field_row(st, e, goal)
-        d = st.fields.distance_at_host(row, snapped[None])[0]
+        d = host_distance(st.mesh, st.fields.host[row], snapped[None])[0]
         if not np.isfinite(d):
             st.fields.release(row)
             return None

@@ -8,8 +8,8 @@ step's launch count does not depend on the number of scenes.
 - ``GoalFields``: one scene's distance fields to goals, reference-counted rows, computed by the
   ``FieldWorker`` thread; a full table moves (re-published by ``NavBuffers.refresh``).
 - ``NavBuffers``: the arenas + the meta tables; ``publish`` / ``unpublish`` are small writes.
-Rules: docs/NAVMESH.md section 4 (``host_geodesic``: the step's geodesic rule in numpy, for
-checking episode starts). Measurements and dropped designs: docs/DECISIONS.md.
+The Warp functions that read them: ``nav/kernels.py``. Rules: docs/NAVMESH.md section 4.
+Measurements and dropped designs: docs/DECISIONS.md.
 """
 from __future__ import annotations
 
@@ -134,18 +134,11 @@ class SceneNav:
         g = geodesic_graph(nm)
         self.seen = np.concatenate([np.arange(S, dtype=np.int32)[:, None], np.asarray(g.adj, np.int32)], axis=1)
         self.K = int(self.seen.shape[1])
-        parts = [
-            np.asarray(nm.span_index, np.int32).reshape(-1),                 # [L*D*W], -1 none
-            np.asarray(nm.nbr[:S], np.int32).reshape(-1),                    # [S*4], S none
-            np.asarray(nm.span_lrc, np.int32).reshape(-1),                   # [S*3]
-            np.asarray(nm.span_island, np.int32).reshape(-1),                # [S]
-            self.seen.reshape(-1),                                           # [S*K], S none
-        ]
-        sizes = [p.size for p in parts]
-        self._ints_n = sum(sizes)
+        ints, offs = self._int_parts()
+        self._ints_n = ints.size
         self._ints = buffers.ints.alloc(self._ints_n)
-        buffers.ints.write(self._ints, np.concatenate(parts))
-        offs = self._ints + np.r_[0, np.cumsum(sizes)[:-1]]
+        buffers.ints.write(self._ints, ints)
+        offs = self._ints + offs
         self._f32_n = self.L * self.D * self.W
         self._f32 = buffers.f32.alloc(self._f32_n)
         buffers.f32.write(self._f32, np.asarray(nm.height, np.float32).reshape(-1))
@@ -154,7 +147,30 @@ class SceneNav:
         buffers.f64.write(self._f64, np.asarray(nm.span_pos, np.float64).reshape(-1))
         self.meta_i = np.array([self.L, self.D, self.W, S, self.K, *offs.tolist(), self._f32, self._f64, 0], np.int64)
         self.meta_f = np.array([self.origin[0], self.origin[1], self.cell_size, self.max_climb], np.float64)
+        self.host_view = None   # nav.kernels.host_nav's one-scene view of host_arrays, built on first use
         self._freed = False
+
+    def _int_parts(self) -> tuple[np.ndarray, np.ndarray]:
+        """The scene's int32 arena data and each part's offset in it (the meta columns M_SIDX..M_SEEN)."""
+        nm, S = self.navmesh, self.num_spans
+        parts = [
+            np.asarray(nm.span_index, np.int32).reshape(-1),                 # [L*D*W], -1 none
+            np.asarray(nm.nbr[:S], np.int32).reshape(-1),                    # [S*4], S none
+            np.asarray(nm.span_lrc, np.int32).reshape(-1),                   # [S*3]
+            np.asarray(nm.span_island, np.int32).reshape(-1),                # [S]
+            self.seen.reshape(-1),                                           # [S*K], S none
+        ]
+        sizes = [p.size for p in parts]
+        return np.concatenate(parts), np.r_[0, np.cumsum(sizes)[:-1]].astype(np.int64)
+
+    def host_arrays(self) -> tuple:
+        """This scene alone as host arrays laid out like the arenas (offsets from 0, field row 0):
+        (meta_i [1, NUM_META_I], meta_f [1, NUM_META_F], ints, f32, f64)."""
+        ints, offs = self._int_parts()
+        meta_i = np.array([[self.L, self.D, self.W, self.num_spans, self.K, *offs.tolist(), 0, 0, 0]], np.int64)
+        f32 = np.ascontiguousarray(np.asarray(self.navmesh.height, np.float32).reshape(-1))
+        f64 = np.ascontiguousarray(np.asarray(self.navmesh.span_pos, np.float64).reshape(-1))
+        return meta_i, self.meta_f[None].copy(), ints, f32, f64
 
     @property
     def nbytes(self) -> int:
@@ -168,42 +184,6 @@ class SceneNav:
             self.buffers.ints.release(self._ints, self._ints_n)
             self.buffers.f32.release(self._f32, self._f32_n)
             self.buffers.f64.release(self._f64, self._f64_n)
-
-    def locate_host(self, points: np.ndarray, max_dy: float = math.inf) -> np.ndarray:
-        """numpy ``locate``: span id of each point's cell nearest in y (within max_dy), -1 if none."""
-        nm = self.navmesh
-        p = np.asarray(points, np.float64).reshape(-1, 3)
-        c = np.floor((p[:, 0] - self.origin[0]) / self.cell_size).astype(np.int64)
-        r = np.floor((p[:, 2] - self.origin[1]) / self.cell_size).astype(np.int64)
-        inb = (r >= 0) & (r < self.D) & (c >= 0) & (c < self.W)
-        rr, cc = np.where(inb, r, 0), np.where(inb, c, 0)
-        dy = np.abs(np.asarray(nm.height, np.float32)[:, rr, cc].T - p[:, 1:2].astype(np.float32))
-        dy = np.where(np.isnan(dy), np.inf, dy)
-        layer = dy.argmin(axis=1)
-        sid = np.asarray(nm.span_index)[layer, rr, cc].astype(np.int64)
-        ok = inb & (dy[np.arange(len(p)), layer] <= max_dy) & (sid >= 0)
-        return np.where(ok, sid, -1)
-
-
-def host_geodesic(scene: SceneNav, field: np.ndarray, points) -> np.ndarray:
-    """The fused step's geodesic rule in numpy, for one field [S] and points [N, 3] (float64)."""
-    p = np.asarray(points, np.float64).reshape(-1, 3)
-    S = scene.num_spans
-    span = scene.locate_host(p)
-    out = np.full(len(p), np.inf)
-    ok = span >= 0
-    if not ok.any():
-        return out
-    sp = scene.navmesh.span_pos
-    seen = scene.seen[span[ok]].astype(np.int64)                             # [n, K]
-    q = p[ok].copy()
-    q[:, 1] = sp[span[ok], 1]
-    valid = seen < S
-    sc = np.where(valid, seen, 0)
-    d = np.linalg.norm(sp[sc] - q[:, None, :], axis=2)
-    tot = np.where(valid, np.asarray(field, np.float32)[sc].astype(np.float64) + d, np.inf)
-    out[ok] = tot.min(axis=1)
-    return out.astype(np.float32).astype(np.float64)
 
 
 class GoalFields:
@@ -308,10 +288,6 @@ class GoalFields:
                 self.host.pop(row, None)
                 self.goals.pop(row, None)
                 self._free.append(row)
-
-    def distance_at_host(self, row: int, points) -> np.ndarray:
-        """The step's geodesic lookup for one row and many points, numpy in and out."""
-        return host_geodesic(self.scene, self.host[int(row)], points)
 
     def take_moved(self) -> list:
         """Old regions of a table that moved, to free once re-published (step thread)."""

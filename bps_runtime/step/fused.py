@@ -20,6 +20,8 @@ import numpy as np
 import torch
 
 from . import kernels as sk
+from ..nav import kernels as nk
+from ..nav.kernels import nav_struct
 from . import schema
 from ..nav.buffers import NavBuffers
 
@@ -285,16 +287,6 @@ class FusedStep:
         return out
 
 
-def nav_struct(nav: NavBuffers):
-    """The ``step_kernels.Nav`` view of the buffers (zero-copy; rebuild when ``nav.version``
-    changes)."""
-    ft = sk.init_warp().from_torch
-    s = sk.Nav()
-    s.meta_i, s.meta_f = ft(nav.meta_i), ft(nav.meta_f)
-    s.ints, s.f32, s.f64, s.fields = ft(nav.ints.buf), ft(nav.f32.buf), ft(nav.f64.buf), ft(nav.field_arena.buf)
-    return s
-
-
 class NavQueries:
     """Batched navigation queries over ``NavBuffers`` with the fused step's own code (the
     ``try_step`` / ``geodesic`` Warp functions): for tests and tools, not for the step."""
@@ -322,7 +314,7 @@ class NavQueries:
         max_len = float(torch.linalg.vector_norm((end - start)[:, [0, 2]], dim=1).max())
         win, scratch = self._window(n, max_len)
         ft, wp = self.wp.from_torch, self.wp
-        wp.launch(sk.try_step_query, dim=n, inputs=[nav_struct(self.nav), win, ft(scratch), ft(keys),
+        wp.launch(nk.try_step_query, dim=n, inputs=[nav_struct(self.nav), win, ft(scratch), ft(keys),
                   ft(start, dtype=wp.vec3), ft(end, dtype=wp.vec3), ft(out, dtype=wp.vec3)],
                   device=_wp_dev(dev), stream=_wp_stream(dev))
         return out
@@ -336,6 +328,6 @@ class NavQueries:
         out = torch.empty(pos.shape[0], dtype=torch.float32, device=dev)
         if pos.shape[0]:
             ft, wp = self.wp.from_torch, self.wp
-            wp.launch(sk.geodesic_query, dim=pos.shape[0], inputs=[nav_struct(self.nav), ft(keys), ft(rows),
+            wp.launch(nk.geodesic_query, dim=pos.shape[0], inputs=[nav_struct(self.nav), ft(keys), ft(rows),
                       ft(pos, dtype=wp.vec3), ft(out)], device=_wp_dev(dev), stream=_wp_stream(dev))
         return out

@@ -21,7 +21,8 @@ import math
 import warp as wp
 
 from ..step import kernels as sk
-from ..step.kernels import Nav, forward, geodesic, spl_ratio, turn_sign, wrap_angle
+from ..nav.kernels import Nav, geodesic
+from ..step.kernels import forward, spl_ratio, turn_sign, wrap_angle
 from ..step.schema import CORE, Field, Schema, warp_struct
 
 STOP, MOVE_FORWARD, TURN_LEFT, TURN_RIGHT, LOOK_UP, LOOK_DOWN = range(6)

@@ -19,7 +19,8 @@ from typing import ClassVar
 import warp as wp
 
 from ..step import kernels as sk
-from ..step.kernels import Nav, forward, geodesic, spl_ratio, turn_sign, wrap_angle
+from ..nav.kernels import Nav, geodesic
+from ..step.kernels import forward, spl_ratio, turn_sign, wrap_angle
 from ..step.schema import CORE, Field, Schema, warp_struct
 
 NAME = "pointnav"

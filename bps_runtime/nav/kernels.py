@@ -156,6 +156,21 @@ def in_circle(ox: wp.float64, oz: wp.float64, cs: wp.float64, r: int, c: int, mx
 
 
 @wp.func
+def touching(n: int, first: int, o: wp.float64, cs: wp.float64, m: wp.float64, rad: wp.float64):
+    """The first and last of the n window rows (or columns) from grid index ``first`` whose cells
+    lie within ``rad`` of the coordinate ``m`` along that axis (n, -1 when none)."""
+    lo = int(n)
+    hi = int(-1)
+    for i in range(n):
+        x0 = o + wp.float64(first + i) * cs
+        d = wp.max(wp.max(x0 - m, wp.float64(0.0)), m - (x0 + cs))
+        if d <= rad:
+            lo = wp.min(lo, i)
+            hi = wp.max(hi, i)
+    return lo, hi
+
+
+@wp.func
 def fill_from(nav: Nav, scratch: wp.array2d(dtype=wp.int32), e: int, n: int, S: int, nbr: wp.int64,
               k: int, si: int, sj: int, di: int, dj: int, r0: int, c0: int, R: int, ox: wp.float64,
               oz: wp.float64, cs: wp.float64, mx: wp.float64, mz: wp.float64, rad: wp.float64) -> int:
@@ -209,22 +224,8 @@ def move(nav: Nav, win: int, scratch: wp.array2d(dtype=wp.int32), e: int, scene_
     c0 = cell_index(mx, ox, cs)
     # only the rows / columns whose cells can touch the search circle take part (the others
     # are never allowed, so the fill and the choice below are unchanged)
-    i0 = int(n)
-    i1 = int(-1)
-    for i in range(n):
-        z0 = oz + wp.float64(r0 - R + i) * cs
-        dz = wp.max(wp.max(z0 - mz, wp.float64(0.0)), mz - (z0 + cs))
-        if dz <= rad:
-            i0 = wp.min(i0, i)
-            i1 = wp.max(i1, i)
-    j0 = int(n)
-    j1 = int(-1)
-    for j in range(n):
-        x0 = ox + wp.float64(c0 - R + j) * cs
-        dx = wp.max(wp.max(x0 - mx, wp.float64(0.0)), mx - (x0 + cs))
-        if dx <= rad:
-            j0 = wp.min(j0, j)
-            j1 = wp.max(j1, j)
+    i0, i1 = touching(n, r0 - R, oz, cs, mz, rad)
+    j0, j1 = touching(n, c0 - R, ox, cs, mx, rad)
     for i in range(n):
         for j in range(n):
             scratch[e, i * n + j] = wp.int32(S)

@@ -1,5 +1,7 @@
 """What every task's step kernels share (``bps_runtime.tasks``): angle and SPL helpers,
-``forward`` (MOVE_FORWARD through the navigation's ``move``), and ``CpuLaunches`` (a launch over
+``forward`` (MOVE_FORWARD through the navigation's ``move``); generic functions (any task's
+``State`` / ``Out``: the fields every navigation task declares) for the ring entry of a queued
+episode, an episode's start, the outcome outputs and the kept state of a step; ``CpuLaunches`` (a launch over
 ``n`` envs as ``threads`` contiguous ranges side by side: bit for bit the one-launch result; 1 +
 threads launches a step on the CPU). The navigation functions themselves: ``bps_runtime.nav.kernels``.
 """
@@ -7,10 +9,11 @@ from __future__ import annotations
 
 import math
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import warp as wp
 
-from ..nav.kernels import PARALLEL_CPU_LAUNCHES, Nav, move, set_module_options
+from ..nav.kernels import PARALLEL_CPU_LAUNCHES, Nav, geodesic, move, set_module_options
 from ..warp_init import init_warp  # noqa: F401 - the one Warp initialisation, used through this module
 
 set_module_options(__name__)
@@ -54,6 +57,82 @@ def spl_ratio(d0: wp.float32, path: wp.float32) -> wp.float32:
     if denom > wp.float32(0.0):
         ratio = d0 / wp.max(denom, wp.float32(1.0e-12))
     return ratio
+
+
+# ---------------------------------------------------------------------------------- episodes
+@wp.func
+def ring_entry(st: Any, stage_i: wp.array2d(dtype=wp.int32), stage_f: wp.array2d(dtype=wp.float32), t: int):
+    """Staging row t -> its env's ring entry: (env, ring index, scene index, field row) and (start
+    xyz, yaw, goal xyz), the columns every task stages first; returns (env, ring index)."""
+    e = int(stage_i[t, 0])
+    k = int(stage_i[t, 1])
+    st.r_scene_index[k, e] = stage_i[t, 2]
+    st.r_row[k, e] = stage_i[t, 3]
+    st.r_pos[k, e] = wp.vec3(stage_f[t, 0], stage_f[t, 1], stage_f[t, 2])
+    st.r_yaw[k, e] = stage_f[t, 3]
+    st.r_goal[k, e] = wp.vec3(stage_f[t, 4], stage_f[t, 5], stage_f[t, 6])
+    return e, k
+
+
+@wp.func
+def begin_from_ring(nav: Nav, st: Any, e: int, depth: int) -> int:
+    """Env e starts the episode at its ring's head (scene, pose, field row, start distance,
+    zeroed counters); returns the ring index, for the task's own fields."""
+    h = st.head[e]
+    k = int(h) % depth
+    scene_i = st.r_scene_index[k, e]
+    st.scene_index[e] = scene_i
+    st.pos[e] = st.r_pos[k, e]
+    st.yaw[e] = st.r_yaw[k, e]
+    st.row[e] = st.r_row[k, e]
+    d0 = geodesic(nav, int(scene_i), int(st.r_row[k, e]), st.r_pos[k, e])
+    st.d0[e] = d0
+    st.d_prev[e] = d0
+    st.path_len[e] = wp.float32(0.0)
+    st.total[e] = wp.float32(0.0)
+    st.steps[e] = 0
+    st.head[e] = h + 1
+    return k
+
+
+@wp.func
+def write_outcome(out: Any, e: int, done: bool, trunc: bool, succ: bool, reward: wp.float32, spl: wp.float32,
+                  ret: wp.float32, steps: int, d_now: wp.float32, d0: wp.float32, path: wp.float32):
+    """A step's reward and end flags, and the finished episode's statistics (zeros unless done)."""
+    out.reward[e] = reward
+    out.done[e] = wp.uint8(0)
+    out.success[e] = wp.uint8(0)
+    out.truncated[e] = wp.uint8(0)
+    if trunc:
+        out.truncated[e] = wp.uint8(1)
+    out.spl[e] = wp.float32(0.0)
+    out.ep_return[e] = wp.float32(0.0)
+    out.ep_length[e] = 0
+    out.ep_dist[e] = wp.float32(0.0)
+    out.ep_d0[e] = wp.float32(0.0)
+    out.ep_path[e] = wp.float32(0.0)
+    if done:
+        out.done[e] = wp.uint8(1)
+        if succ:
+            out.success[e] = wp.uint8(1)
+        out.spl[e] = spl
+        out.ep_return[e] = ret
+        out.ep_length[e] = steps
+        out.ep_dist[e] = d_now
+        out.ep_d0[e] = d0
+        out.ep_path[e] = path
+
+
+@wp.func
+def keep_going(st: Any, e: int, p: wp.vec3, yaw: wp.float32, d_now: wp.float32, path: wp.float32, steps: int,
+               ret: wp.float32):
+    """The episode goes on: the step's pose, distance, path length, step count and return."""
+    st.pos[e] = p
+    st.yaw[e] = yaw
+    st.d_prev[e] = d_now
+    st.path_len[e] = path
+    st.steps[e] = steps
+    st.total[e] = ret
 
 
 # ---------------------------------------------------------------------------------- CPU threads

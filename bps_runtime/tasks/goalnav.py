@@ -16,13 +16,14 @@ when it queued the episode, copied from the ring at the start), the camera's yaw
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import warp as wp
 
 from ..step import kernels as sk
 from ..nav.kernels import Nav, geodesic
-from ..step.kernels import forward, spl_ratio, turn_sign, wrap_angle
+from ..step.kernels import begin_from_ring, forward, keep_going, ring_entry, spl_ratio, turn_sign, wrap_angle, write_outcome
 from ..step.schema import CORE, Field, Schema, warp_struct
 
 STOP, MOVE_FORWARD, TURN_LEFT, TURN_RIGHT, LOOK_UP, LOOK_DOWN = range(6)
@@ -52,6 +53,28 @@ SCHEMA = Schema(CORE).extend(FIELDS)
 sk.set_module_options(__name__)
 State = warp_struct(wp, "State", SCHEMA.of("state"), __name__, "Per-env state [N] and the ring [DEPTH, N].")
 Out = warp_struct(wp, "Out", SCHEMA.of("out"), __name__, "Per-env outputs of the latest step [N].")
+
+
+# the options of a goal-navigation task (each task module gives its own defaults): moves, LOOK
+# (tilt per action; max pitch, None: no limit), sliding, success radius, step limit, rewards,
+# the agent the navmeshes must be built for, the sensor's height, field of view and depth range
+OPTION_FIELDS = (
+    ("forward_step", float), ("turn_degrees", float), ("tilt_degrees", float), ("max_pitch_degrees", float | None),
+    ("sliding", bool), ("success_distance", float), ("max_episode_steps", int), ("slack_reward", float),
+    ("success_reward", float), ("agent_height", float), ("agent_radius", float), ("sensor_height", float),
+    ("hfov_deg", float), ("min_depth", float), ("max_depth", float),
+)
+
+
+def options_class(task: str, module: str, doc: str, **defaults) -> type:
+    """A task's frozen ``TaskOptions`` dataclass: ``OPTION_FIELDS`` with ``defaults`` (every field),
+    ``TASK = task`` (``tasks.module_for``), defined as ``module.TaskOptions``."""
+    fields = [(n, t, dataclasses.field(default=defaults.pop(n))) for n, t in OPTION_FIELDS]
+    if defaults:
+        raise TypeError(f"options_class: unknown options {sorted(defaults)}")
+    cls = dataclasses.make_dataclass("TaskOptions", fields, frozen=True, namespace={"TASK": task})
+    cls.__module__, cls.__doc__ = module, doc
+    return cls
 
 
 @wp.struct
@@ -152,27 +175,14 @@ def observe(st: State, out: Out, e: int):
 
 @wp.func
 def begin_episode(nav: Nav, task: Params, st: State, out: Out, e: int, depth: int):
-    """Start the env's next episode from its ring (the host filled it ahead of time)."""
-    h = st.head[e]
-    k = int(h) % depth
-    scene_i = st.r_scene_index[k, e]
-    p = st.r_pos[k, e]
-    st.scene_index[e] = scene_i
-    st.pos[e] = p
-    st.yaw[e] = st.r_yaw[k, e]
-    st.start_pos[e] = p
-    st.start_yaw[e] = st.r_yaw[k, e]
+    """Start the env's next episode from its ring (the host filled it ahead of time): the start
+    pose is the episode's reference for compass / gps, the camera level, the goal image copied."""
+    k = begin_from_ring(nav, st, e, depth)
+    st.start_pos[e] = st.pos[e]
+    st.start_yaw[e] = st.yaw[e]
     st.pitch[e] = wp.float32(0.0)
-    st.measured_at[e] = p
+    st.measured_at[e] = st.pos[e]
     st.goal_id[e] = st.r_goal_id[k, e]
-    st.row[e] = st.r_row[k, e]
-    d0 = geodesic(nav, int(scene_i), int(st.r_row[k, e]), p)
-    st.d0[e] = d0
-    st.d_prev[e] = d0
-    st.path_len[e] = wp.float32(0.0)
-    st.total[e] = wp.float32(0.0)
-    st.steps[e] = 0
-    st.head[e] = h + 1
     for i in range(task.pixels):
         out.imagegoal[e, i] = st.r_goal_image[k, e, i]
 
@@ -238,57 +248,25 @@ def step_kernel(nav: Nav, task: Params, st: State, out: Out, actions: wp.array(d
     elif d_now <= wp.float32(0.0):
         soft = wp.float32(1.0)
     ret = st.total[e] + reward
-    out.reward[e] = reward
-    out.done[e] = wp.uint8(0)
-    out.success[e] = wp.uint8(0)
-    out.truncated[e] = wp.uint8(0)
-    if trunc:
-        out.truncated[e] = wp.uint8(1)
-    out.spl[e] = wp.float32(0.0)
+    write_outcome(out, e, done, trunc, succ, reward, sf * ratio, ret, steps, d_now, d0, path)
     out.soft_spl[e] = soft * ratio
-    out.ep_return[e] = wp.float32(0.0)
-    out.ep_length[e] = 0
-    out.ep_dist[e] = wp.float32(0.0)
-    out.ep_d0[e] = wp.float32(0.0)
-    out.ep_path[e] = wp.float32(0.0)
     out.ep_soft_spl[e] = wp.float32(0.0)
     if done:
-        out.done[e] = wp.uint8(1)
-        if succ:
-            out.success[e] = wp.uint8(1)
-        out.spl[e] = sf * ratio
-        out.ep_return[e] = ret
-        out.ep_length[e] = steps
-        out.ep_dist[e] = d_now
-        out.ep_d0[e] = d0
-        out.ep_path[e] = path
         out.ep_soft_spl[e] = soft * ratio
         begin_episode(nav, task, st, out, e, depth)
     else:
-        st.pos[e] = newp
-        st.yaw[e] = newy
+        keep_going(st, e, newp, newy, d_now, path, steps, ret)
         st.pitch[e] = pitch
         st.measured_at[e] = measured
-        st.d_prev[e] = d_now
-        st.path_len[e] = path
-        st.steps[e] = steps
-        st.total[e] = ret
     observe(st, out, e)
 
 
 @wp.kernel
 def apply_refills(st: State, stage_i: wp.array2d(dtype=wp.int32), stage_f: wp.array2d(dtype=wp.float32),
                   count: wp.array(dtype=wp.int32)):
-    """Row t < count of the staging table: (env, ring index, resident id, field row, goal id) and
-    (start xyz, yaw, goal xyz) -> that env's ring entry (the goal image: written by the host)."""
+    """Row t < count of the staging table -> that env's ring entry (``ring_entry``) + its goal id
+    (column 4; the goal image: written by the host)."""
     t = wp.tid()
-    if t >= count[0]:
-        return
-    e = int(stage_i[t, 0])
-    k = int(stage_i[t, 1])
-    st.r_scene_index[k, e] = stage_i[t, 2]
-    st.r_row[k, e] = stage_i[t, 3]
-    st.r_goal_id[k, e] = stage_i[t, 4]
-    st.r_pos[k, e] = wp.vec3(stage_f[t, 0], stage_f[t, 1], stage_f[t, 2])
-    st.r_yaw[k, e] = stage_f[t, 3]
-    st.r_goal[k, e] = wp.vec3(stage_f[t, 4], stage_f[t, 5], stage_f[t, 6])
+    if t < count[0]:
+        e, k = ring_entry(st, stage_i, stage_f, t)
+        st.r_goal_id[k, e] = stage_i[t, 4]

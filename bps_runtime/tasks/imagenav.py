@@ -11,9 +11,6 @@ sensor (1.25 m, HFOV 90, depth 0-10 m). Observations: ``imagegoal`` [H, W, 3] ui
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import ClassVar
-
 from . import goalnav
 from .goalnav import (OUTCOME, SCHEMA, Out, Params, State, apply_refills, begin_kernel, episode_info,  # noqa: F401
                       info, max_move, stage, step_kernel, STAGE_FLOATS, STAGE_INTS)
@@ -25,26 +22,11 @@ LOOK, IMAGE = False, True
 BENCHMARK_SUCCESS_DISTANCE = 1.0   # the published ImageNav benchmarks' success distance
 
 
-@dataclass(frozen=True)
-class TaskOptions:
-    """habitat-lab's ImageNav defaults (tilt / pitch unused: no LOOK actions)."""
-
-    TASK: ClassVar[str] = NAME        # the task module these options belong to
-    forward_step: float = 0.25
-    turn_degrees: float = 10.0
-    tilt_degrees: float = 0.0
-    max_pitch_degrees: float | None = None
-    sliding: bool = True
-    success_distance: float = 0.2
-    max_episode_steps: int = 1000
-    slack_reward: float = -0.01
-    success_reward: float = 2.5
-    agent_height: float = 1.5
-    agent_radius: float = 0.1
-    sensor_height: float = 1.25
-    hfov_deg: float = 90.0
-    min_depth: float = 0.0
-    max_depth: float = 10.0
+TaskOptions = goalnav.options_class(
+    NAME, __name__, "habitat-lab's ImageNav defaults (tilt / pitch unused: no LOOK actions).",
+    forward_step=0.25, turn_degrees=10.0, tilt_degrees=0.0, max_pitch_degrees=None, sliding=True,
+    success_distance=0.2, max_episode_steps=1000, slack_reward=-0.01, success_reward=2.5,
+    agent_height=1.5, agent_radius=0.1, sensor_height=1.25, hfov_deg=90.0, min_depth=0.0, max_depth=10.0)
 
 
 DEFAULTS = TaskOptions()

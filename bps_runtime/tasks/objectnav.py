@@ -13,9 +13,6 @@ success. Observations: ``objectgoal`` [1] int64 (category_to_task_category_id), 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import ClassVar
-
 from . import goalnav
 from .goalnav import (OUTCOME, SCHEMA, Out, Params, State, apply_refills, begin_kernel, episode_info,  # noqa: F401
                       info, max_move, stage, step_kernel, STAGE_FLOATS, STAGE_INTS)
@@ -26,26 +23,11 @@ NUM_ACTIONS = len(ACTION_NAMES)
 LOOK, IMAGE = True, False
 
 
-@dataclass(frozen=True)
-class TaskOptions:
-    """habitat-lab's objectnav_hm3d defaults."""
-
-    TASK: ClassVar[str] = NAME        # the task module these options belong to
-    forward_step: float = 0.25
-    turn_degrees: float = 30.0
-    tilt_degrees: float = 30.0
-    max_pitch_degrees: float | None = 30.0
-    sliding: bool = False
-    success_distance: float = 0.1
-    max_episode_steps: int = 500
-    slack_reward: float = -0.01
-    success_reward: float = 2.5
-    agent_height: float = 0.88
-    agent_radius: float = 0.18
-    sensor_height: float = 0.88
-    hfov_deg: float = 79.0
-    min_depth: float = 0.5
-    max_depth: float = 5.0
+TaskOptions = goalnav.options_class(
+    NAME, __name__, "habitat-lab's objectnav_hm3d defaults.",
+    forward_step=0.25, turn_degrees=30.0, tilt_degrees=30.0, max_pitch_degrees=30.0, sliding=False,
+    success_distance=0.1, max_episode_steps=500, slack_reward=-0.01, success_reward=2.5,
+    agent_height=0.88, agent_radius=0.18, sensor_height=0.88, hfov_deg=79.0, min_depth=0.5, max_depth=5.0)
 
 
 DEFAULTS = TaskOptions()

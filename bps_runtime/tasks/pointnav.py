@@ -20,7 +20,7 @@ import warp as wp
 
 from ..step import kernels as sk
 from ..nav.kernels import Nav, geodesic
-from ..step.kernels import forward, spl_ratio, turn_sign, wrap_angle
+from ..step.kernels import begin_from_ring, forward, keep_going, ring_entry, spl_ratio, turn_sign, wrap_angle, write_outcome
 from ..step.schema import CORE, Field, Schema, warp_struct
 
 NAME = "pointnav"
@@ -152,21 +152,8 @@ def observe(st: State, out: Out, e: int):
 @wp.func
 def begin_episode(nav: Nav, st: State, e: int, depth: int):
     """Start the env's next episode from its ring (the host filled it ahead of time)."""
-    h = st.head[e]
-    k = int(h) % depth
-    scene_i = st.r_scene_index[k, e]
-    st.scene_index[e] = scene_i
-    st.pos[e] = st.r_pos[k, e]
-    st.yaw[e] = st.r_yaw[k, e]
+    k = begin_from_ring(nav, st, e, depth)
     st.goal[e] = st.r_goal[k, e]
-    st.row[e] = st.r_row[k, e]
-    d0 = geodesic(nav, int(scene_i), int(st.r_row[k, e]), st.r_pos[k, e])
-    st.d0[e] = d0
-    st.d_prev[e] = d0
-    st.path_len[e] = wp.float32(0.0)
-    st.total[e] = wp.float32(0.0)
-    st.steps[e] = 0
-    st.head[e] = h + 1
 
 
 @wp.kernel
@@ -205,51 +192,18 @@ def step_kernel(nav: Nav, task: Params, st: State, out: Out, actions: wp.array(d
     d0 = st.d0[e]
     spl = sf * spl_ratio(d0, path)
     ret = st.total[e] + reward
-    out.reward[e] = reward
-    out.done[e] = wp.uint8(0)
-    out.success[e] = wp.uint8(0)
-    out.truncated[e] = wp.uint8(0)
-    if trunc:
-        out.truncated[e] = wp.uint8(1)
-    out.spl[e] = wp.float32(0.0)
-    out.ep_return[e] = wp.float32(0.0)
-    out.ep_length[e] = 0
-    out.ep_dist[e] = wp.float32(0.0)
-    out.ep_d0[e] = wp.float32(0.0)
-    out.ep_path[e] = wp.float32(0.0)
+    write_outcome(out, e, done, trunc, succ, reward, spl, ret, steps, d_now, d0, path)
     if done:
-        out.done[e] = wp.uint8(1)
-        if succ:
-            out.success[e] = wp.uint8(1)
-        out.spl[e] = spl
-        out.ep_return[e] = ret
-        out.ep_length[e] = steps
-        out.ep_dist[e] = d_now
-        out.ep_d0[e] = d0
-        out.ep_path[e] = path
         begin_episode(nav, st, e, depth)
     else:
-        st.pos[e] = newp
-        st.yaw[e] = newy
-        st.d_prev[e] = d_now
-        st.path_len[e] = path
-        st.steps[e] = steps
-        st.total[e] = ret
+        keep_going(st, e, newp, newy, d_now, path, steps, ret)
     observe(st, out, e)
 
 
 @wp.kernel
 def apply_refills(st: State, stage_i: wp.array2d(dtype=wp.int32), stage_f: wp.array2d(dtype=wp.float32),
                   count: wp.array(dtype=wp.int32)):
-    """Row t < count of the staging table: (env, ring index, resident id, field row) and
-    (start xyz, yaw, goal xyz) -> that env's ring entry."""
+    """Row t < count of the staging table -> that env's ring entry (``ring_entry``)."""
     t = wp.tid()
-    if t >= count[0]:
-        return
-    e = int(stage_i[t, 0])
-    k = int(stage_i[t, 1])
-    st.r_scene_index[k, e] = stage_i[t, 2]
-    st.r_row[k, e] = stage_i[t, 3]
-    st.r_pos[k, e] = wp.vec3(stage_f[t, 0], stage_f[t, 1], stage_f[t, 2])
-    st.r_yaw[k, e] = stage_f[t, 3]
-    st.r_goal[k, e] = wp.vec3(stage_f[t, 4], stage_f[t, 5], stage_f[t, 6])
+    if t < count[0]:
+        ring_entry(st, stage_i, stage_f, t)

@@ -39,6 +39,19 @@ def forward(nav: Nav, win: int, scratch: wp.array2d(dtype=wp.int32), e: int, sce
 
 
 @wp.func
+def act(nav: Nav, st: Any, scratch: wp.array2d(dtype=wp.int32), e: int, a: int, win: int, step: wp.float32,
+        turn: wp.float32, sliding: bool):
+    """Env e's pose after action ``a`` (MOVE_FORWARD 1: ``forward``; TURN_LEFT 2 / TURN_RIGHT 3:
+    yaw +- ``turn``): (position before, position after, yaw after)."""
+    p = st.pos[e]
+    y = st.yaw[e]
+    newp = p
+    if a == 1:
+        newp = forward(nav, win, scratch, e, int(st.scene_index[e]), p, y, step, sliding)
+    return p, newp, wrap_angle(y + turn * turn_sign(a, 2, 3))
+
+
+@wp.func
 def turn_sign(a: int, left: int, right: int) -> wp.float32:
     """+1 for action ``left``, -1 for ``right``, else 0."""
     d = wp.float32(0.0)
@@ -99,28 +112,17 @@ def begin_from_ring(nav: Nav, st: Any, e: int, depth: int) -> int:
 def write_outcome(out: Any, e: int, done: bool, trunc: bool, succ: bool, reward: wp.float32, spl: wp.float32,
                   ret: wp.float32, steps: int, d_now: wp.float32, d0: wp.float32, path: wp.float32):
     """A step's reward and end flags, and the finished episode's statistics (zeros unless done)."""
+    zero = wp.float32(0.0)
     out.reward[e] = reward
-    out.done[e] = wp.uint8(0)
-    out.success[e] = wp.uint8(0)
-    out.truncated[e] = wp.uint8(0)
-    if trunc:
-        out.truncated[e] = wp.uint8(1)
-    out.spl[e] = wp.float32(0.0)
-    out.ep_return[e] = wp.float32(0.0)
-    out.ep_length[e] = 0
-    out.ep_dist[e] = wp.float32(0.0)
-    out.ep_d0[e] = wp.float32(0.0)
-    out.ep_path[e] = wp.float32(0.0)
-    if done:
-        out.done[e] = wp.uint8(1)
-        if succ:
-            out.success[e] = wp.uint8(1)
-        out.spl[e] = spl
-        out.ep_return[e] = ret
-        out.ep_length[e] = steps
-        out.ep_dist[e] = d_now
-        out.ep_d0[e] = d0
-        out.ep_path[e] = path
+    out.done[e] = wp.where(done, wp.uint8(1), wp.uint8(0))
+    out.success[e] = wp.where(done and succ, wp.uint8(1), wp.uint8(0))
+    out.truncated[e] = wp.where(trunc, wp.uint8(1), wp.uint8(0))
+    out.spl[e] = wp.where(done, spl, zero)
+    out.ep_return[e] = wp.where(done, ret, zero)
+    out.ep_length[e] = wp.where(done, steps, 0)
+    out.ep_dist[e] = wp.where(done, d_now, zero)
+    out.ep_d0[e] = wp.where(done, d0, zero)
+    out.ep_path[e] = wp.where(done, path, zero)
 
 
 @wp.func

@@ -20,7 +20,7 @@ import warp as wp
 
 from ..step import kernels as sk
 from ..nav.kernels import Nav, geodesic
-from ..step.kernels import begin_from_ring, forward, keep_going, ring_entry, spl_ratio, turn_sign, wrap_angle, write_outcome
+from ..step.kernels import act, begin_from_ring, keep_going, ring_entry, spl_ratio, write_outcome
 from ..step.schema import CORE, Field, Schema, warp_struct
 
 NAME = "pointnav"
@@ -172,12 +172,8 @@ def step_kernel(nav: Nav, task: Params, st: State, out: Out, actions: wp.array(d
     e = env0 + act0 + t
     a = int(actions[act0 + t])
     scene_i = int(st.scene_index[e])
-    p = st.pos[e]
-    y = st.yaw[e]
-    newp = p
-    if a == 1:
-        newp = forward(nav, task.win, scratch, e, scene_i, p, y, wp.float32(task.forward_step), True)
-    newy = wrap_angle(y + wp.float32(task.turn) * turn_sign(a, 2, 3))
+    p, newp, newy = act(nav, st, scratch, e, a, task.win, wp.float32(task.forward_step), wp.float32(task.turn),
+                        True)
     d_now = geodesic(nav, scene_i, int(st.row[e]), newp)
     stop = a == 0
     succ = stop and d_now < wp.float32(task.success_distance)

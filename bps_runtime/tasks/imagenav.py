@@ -45,6 +45,7 @@ class TaskOptions:
     hfov_deg: float = 90.0
     min_depth: float = 0.0
     max_depth: float = 10.0
+    goal_cache_bytes: int = 256 * 2**20   # goal images kept for reuse (env/goal_images.py; 0: none)
 
 
 DEFAULTS = TaskOptions()

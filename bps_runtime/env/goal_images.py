@@ -8,8 +8,9 @@ Dataset episodes repeat every pass over a scene's episodes; sampled ones view th
 one of ``goal_views`` headings (episodes/sampled.py), so a scene visit renders at most
 goal_pool x goal_views of them. Entries are rows of one uint8 tensor that grows by doubling up to
 ``budget_bytes // image bytes`` rows (never above the budget); the least recently used goes first.
-Contract: ``GoalImages.write`` puts every staged episode's image in ``r_goal_image[k, e]``; a step
-whose episodes all hit renders nothing (one gather, one scatter).
+Contract: ``GoalImages.write`` puts every staged episode's image in ``r_goal_image[k, e]`` with one
+gather and one scatter; misses add one batch render (of the distinct ones) and one scatter into
+the cache; a step whose episodes all hit renders nothing.
 """
 from __future__ import annotations
 
@@ -67,17 +68,14 @@ class GoalImageCache:
         self.misses += len(keys) - hit
         return rows
 
-    def insert(self, keys: list, images: torch.Tensor) -> None:
-        """Keep ``images`` [len(keys), pixels] (distinct keys, none held), evicting the least
-        recently used; beyond the capacity only the last ones are kept."""
-        keep = list(range(max(0, len(keys) - self.capacity), len(keys)))
-        if not keep:
-            return
-        rows = [self._row() for _ in keep]
-        for i, r in zip(keep, rows):
-            self._rows[keys[i]] = r
-        sel = torch.as_tensor(keep, device=images.device) if len(keep) < len(keys) else slice(None)
-        self.pool[torch.as_tensor(rows, device=self.device)] = images[sel].to(self.device)
+    def insert(self, keys: list, images: torch.Tensor) -> np.ndarray:
+        """Keep ``images`` [len(keys), pixels] (distinct keys, none held, at most ``capacity``),
+        evicting the least recently used; -> their rows."""
+        assert len(keys) <= self.capacity, "GoalImages.write inserts no more than the cache holds"
+        rows = np.array([self._row() for _ in keys], np.int64)
+        self._rows.update(zip(keys, rows.tolist()))
+        self.pool[torch.from_numpy(rows).to(self.device)] = images.to(self.device)
+        return rows
 
     def _row(self) -> int:
         if not self._free and self.pool.shape[0] < self.capacity:
@@ -127,29 +125,29 @@ class GoalImages:
         keys = list(zip([names[s] for s in scene.tolist()], gx, gy, gz,
                         [i if h is None else h for i, h in zip(episode_ids, headings)]))
         rows = self.cache.lookup(keys)
+        miss = np.flatnonzero(rows < 0)
+        src = None   # the cache's pool (read after inserting: it may have grown), or the frames
+        if miss.size:
+            # the distinct misses, rendered in one batch and kept; a cache too small for this
+            # step's distinct goals (they would evict each other) is bypassed: all rendered
+            fits = len(set(keys)) <= self.cache.capacity
+            first: dict = {}   # distinct key -> its index in todo (the rows rendered)
+            todo, inv = [], []
+            for i in (miss if fits else range(n)):
+                j = first.get(keys[i])
+                if j is None:
+                    j = first[keys[i]] = len(todo)
+                    todo.append(int(i))
+                inv.append(j)
+            frames = self._render(scene[todo], goal[todo], [headings[i] for i in todo], [episode_ids[i] for i in todo])
+            if fits:
+                rows[miss] = self.cache.insert(list(first), frames)[inv]
+            else:
+                src, rows = frames, np.array(inv, np.int64)
         dev = self.target.device
         k = torch.from_numpy(stage_i[:, 1].astype(np.int64)).to(dev)
         e = torch.from_numpy(stage_i[:, 0].astype(np.int64)).to(dev)
-        miss = np.flatnonzero(rows < 0)
-        if miss.size == 0:
-            self.target[k, e] = self.cache.pool[torch.from_numpy(rows).to(dev)]
-            return
-        hit = np.flatnonzero(rows >= 0)
-        if hit.size:
-            h = torch.from_numpy(hit).to(dev)
-            self.target[k[h], e[h]] = self.cache.pool[torch.from_numpy(rows[hit]).to(dev)]
-        first: dict = {}   # distinct missed key -> its index in todo (the rows rendered)
-        todo, inv = [], []
-        for i in miss.tolist():
-            j = first.get(keys[i])
-            if j is None:
-                j = first[keys[i]] = len(todo)
-                todo.append(i)
-            inv.append(j)
-        frames = self._render(scene[todo], goal[todo], [headings[i] for i in todo], [episode_ids[i] for i in todo])
-        m = torch.from_numpy(miss).to(dev)
-        self.target[k[m], e[m]] = frames[torch.as_tensor(inv, device=dev)]
-        self.cache.insert(list(first), frames)
+        self.target[k, e] = (self.cache.pool if src is None else src)[torch.from_numpy(rows).to(dev)]
 
     def _render(self, scene: np.ndarray, goal: np.ndarray, headings: list, episode_ids: list) -> torch.Tensor:
         from bps_assets.nav.imagenav import goal_heading

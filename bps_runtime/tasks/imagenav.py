@@ -1,8 +1,9 @@
 """habitat-lab's ImageNav as one task module: PointNav episodes whose goal observation is the RGB
-image seen from the goal position at the heading ``bps_assets.nav.imagenav.goal_heading``
-(deterministic per episode id). The env renders it with the batch renderer once per episode,
-when the episode is queued, into the ring; the step kernel copies it to ``imagegoal`` when the
-episode starts (no render pass per step). Fields and kernels: ``tasks/goalnav.py``.
+image seen from the goal position at the episode's goal heading (``bps_assets.nav.imagenav.
+goal_heading(episode id)``; sampled episodes: one of their pool goal's ``goal_views``). When the
+episode is queued the env puts it in the ring, from its goal-image cache or rendered by the batch
+renderer (env/goal_images.py, ``goal_cache_bytes``); the step kernel copies it to ``imagegoal``
+when the episode starts (no render pass per step). Fields and kernels: ``tasks/goalnav.py``.
 
 Defaults (habitat-lab's imagenav task; all settable): STOP, MOVE_FORWARD 0.25 m, TURN 10 deg,
 sliding on, 1000 steps, success = STOP within 0.2 m of the goal (``success_distance=1.0``: the

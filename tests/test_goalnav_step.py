@@ -226,6 +226,14 @@ def test_imagenav_goal_image_is_the_render_at_the_goal(budget_images):
         else:
             assert len(cache) == budget_images and cache.evictions > 0
             assert env.goal_images.rendered > len(by_id)
+        env.task = imagenav.TaskOptions(goal_cache_bytes=0)      # no cache: every goal image rendered
+        assert len(cache) == 0 and cache.nbytes == 0
+        rendered = env.goal_images.rendered
+        for _ in range(8):
+            obs, *_ = env.step(torch.randint(0, 4, (4,), generator=gen))
+        ids = env.episode_ids
+        want = _goal_render(env, [by_id[i]["goals"][0]["position"] for i in ids], [goal_heading(i) for i in ids])
+        assert torch.equal(obs["imagegoal"], want) and len(cache) == 0 and env.goal_images.rendered > rendered
     finally:
         env.close()
 
@@ -291,6 +299,9 @@ def test_goal_image_cache_lru_and_budget():
     assert len(c) == 0 and c.nbytes == 0 and c.capacity == 0 and c.lookup(["e"]).tolist() == [-1]
     with pytest.raises(ConfigError, match="goal_cache_bytes"):
         GoalImageCache(4, budget_bytes=-1)
+    from bps_runtime.episodes import SupplyOptions
+    with pytest.raises(ConfigError, match="goal_views"):
+        SupplyOptions(goal_views=-1)
 
 
 def test_task_spaces_and_actions():

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from bps_assets.errors import ConfigError
 from bps_assets.nav.episodes import DEFAULTS as _GEN
 
 from ..nav.buffers import SMALL_BATCH, FieldWorker, GoalFields, SceneNav
@@ -42,6 +43,10 @@ class SupplyOptions:
     max_dy: float = _GEN.max_height_difference
     island_radius_limit: float = _GEN.island_radius_limit
     retries: int = _GEN.number_retries_per_target
+
+    def __post_init__(self):
+        if isinstance(self.goal_views, bool) or not isinstance(self.goal_views, int) or self.goal_views < 0:
+            raise ConfigError(None, f"goal_views={self.goal_views!r}: expected an int >= 0 (0: a heading per episode)")
 
 
 DEFAULTS = SupplyOptions()

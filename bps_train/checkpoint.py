@@ -53,7 +53,9 @@ def env_identity(config) -> dict:
     """The part of the env's ``EnvConfig`` (``env.config``) a resumed run must share: the task's
     rules, the sensors, the episodes' source and supply (not seeds, threads, device, cache)."""
     d = config.to_dict()
-    return {"task": d["task"], "sensors": d["sensors"],
+    resources = getattr(type(config.task), "RESOURCES", ())   # memory budgets and the like
+    task = {k: v for k, v in d["task"].items() if k not in resources}
+    return {"task": task, "sensors": d["sensors"],
             "episodes": {"source": d["episodes"]["source"], "supply": d["episodes"]["supply"]}}
 
 

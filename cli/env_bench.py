@@ -180,6 +180,10 @@ def report_lines(res: dict) -> list[str]:
         f"({p50_label}) = {res['p99_over_p50']:.3f} ({verdict(res['p99_over_p50'], '<=', TAIL_GOAL)})",
         f"steps that waited for a load: {res['waited_steps']} ({verdict(res['waited_steps'], '==', 0)})",
     ]
+    g = res.get("goal_images")
+    if g:
+        lines.append(f"goal images (ImageNav, warm-up included): {g['rendered']} rendered, {g['hits']} cache hits "
+                     f"for {g['episodes']} episodes started; cache {g['cache_bytes'] / 2**20:.1f} MiB")
     c = res.get("counts")
     if c:
         # the goal is the step's: on the CPU the input check's .item() and Embree's .numpy() are
@@ -314,6 +318,10 @@ def measure(manifest, options: BenchOptions = DEFAULTS, progress=None) -> dict:
             say(f"{n_pl} pipelined steps")
             raw["pipelined"] = _pipelined(env, [actions() for _ in range(n_pl)], sync)
         raw["swaps"] = scenes.swaps_requested
+        gi = env.goal_images
+        if gi is not None:   # ImageNav: goal images rendered vs served from the cache (warm-up included)
+            raw["goal_images"] = {"rendered": gi.rendered, "hits": gi.cache.hits, "misses": gi.cache.misses,
+                                  "episodes": env.stats["episodes"], "cache_bytes": gi.cache.nbytes}
         raw["capture_status"] = env.capture_status
         raw["wait_reasons"] = list(env.stats.get("wait_reasons", []))
         if o.count_steps > 0:

@@ -63,3 +63,21 @@ def test_checkpoints_keep_the_env_config_and_a_resume_compares_it():
     with pytest.raises(ConfigError, match="env config"):
         checkpoint.check_same_run("ck.pt", ida, {"env": checkpoint.env_identity(c)})
     checkpoint.check_same_run("ck.pt", {}, {"env": checkpoint.env_identity(c)})   # older checkpoints
+
+
+def test_a_resume_may_change_a_tasks_memory_budget_but_not_its_rules():
+    """ImageNav's goal-image cache budget (TaskOptions.RESOURCES) is not part of a run's identity;
+    its success distance is. The options round-trip through plain data with the budget."""
+    from bps_train import checkpoint
+    from bps_runtime.tasks import imagenav
+
+    assert imagenav.TaskOptions.RESOURCES == ("goal_cache_bytes",)
+    a = EnvConfig.from_kwargs("m", task=imagenav.DEFAULTS)
+    small = EnvConfig.from_kwargs("m", task=imagenav.TaskOptions(goal_cache_bytes=1 << 20))
+    wider = EnvConfig.from_kwargs("m", task=imagenav.TaskOptions(success_distance=1.0))
+    ida = {"env": checkpoint.env_identity(a)}
+    checkpoint.check_same_run("ck.pt", ida, {"env": checkpoint.env_identity(small)})
+    with pytest.raises(ConfigError, match="success_distance"):
+        checkpoint.check_same_run("ck.pt", ida, {"env": checkpoint.env_identity(wider)})
+    back = EnvConfig.from_dict(json.loads(json.dumps(small.to_dict())))
+    assert back.task == small.task and back.task.goal_cache_bytes == 1 << 20

@@ -187,27 +187,120 @@ def test_imagenav_equals_reference(success_distance):
     assert c["success"] >= 20 and c["stop_off"] >= 10 and c["truncated"] >= 20
 
 
-def test_imagenav_goal_image_is_the_render_at_the_goal():
+def _goal_render(env, goal, yaw):
+    """The batch renderer's RGB of every env's scene at ``goal`` [N, 3] facing ``yaw`` [N]."""
+    yaw = np.asarray(yaw, np.float64)
+    rot = torch.tensor(np.stack([0 * yaw, np.sin(yaw / 2), 0 * yaw, np.cos(yaw / 2)], 1), dtype=torch.float32)
+    pos = torch.as_tensor(np.asarray(goal, np.float32))
+    return env.world.render(env.state.scene_index.long(), pos, rot, ("rgb",))["rgb"].to(torch.uint8)
+
+
+@pytest.mark.parametrize("budget_images", [None, 3])
+def test_imagenav_goal_image_is_the_render_at_the_goal(budget_images):
     """The goal image equals the batch renderer's RGB at the goal (+ sensor height) facing
-    ``goal_heading(episode id)``, for the episodes running after resets."""
+    ``goal_heading(episode id)``, for the episodes running after resets, also when it comes from
+    the goal-image cache (dataset episodes repeat: hits); a small budget evicts and is kept."""
     scenes = _scenes()
-    env = make_env(scenes, num_envs=4, episodes=_episodes(scenes, False), task=imagenav.DEFAULTS, sensors=("rgb",))
+    pixels = 16 * 16 * 3
+    task = imagenav.DEFAULTS if budget_images is None else imagenav.TaskOptions(goal_cache_bytes=budget_images * pixels + 5)
+    env = make_env(scenes, num_envs=4, episodes=_episodes(scenes, False), task=task, sensors=("rgb",))
+    by_id = {e["episode_id"]: e for eps in _episodes(scenes, False).values() for e in eps}
+    cache = env.goal_images.cache
     try:
         obs = env.reset()
         gen = torch.Generator().manual_seed(1)
-        for _ in range(30):
+        for t in range(80):
             obs, _, _, _ = env.step(torch.randint(0, 4, (4,), generator=gen))
+            assert cache.nbytes <= task.goal_cache_bytes and len(cache) * pixels <= task.goal_cache_bytes
+            if t % 8 == 7:
+                ids = env.episode_ids
+                want = _goal_render(env, [by_id[i]["goals"][0]["position"] for i in ids], [goal_heading(i) for i in ids])
+                assert torch.equal(obs["imagegoal"], want)
+                assert obs["imagegoal"].float().std() > 0
+        episodes = env.stats["episodes"]
+        assert episodes > 2 * len(by_id)          # every episode ran more than once
+        if budget_images is None:
+            assert cache.hits > 0 and env.goal_images.rendered == cache.misses == len(cache) <= len(by_id)
+            assert cache.evictions == 0
+        else:
+            assert len(cache) == budget_images and cache.evictions > 0
+            assert env.goal_images.rendered > len(by_id)
+        env.task = imagenav.TaskOptions(goal_cache_bytes=0)      # no cache: every goal image rendered
+        assert len(cache) == 0 and cache.nbytes == 0
+        rendered = env.goal_images.rendered
+        for _ in range(8):
+            obs, *_ = env.step(torch.randint(0, 4, (4,), generator=gen))
         ids = env.episode_ids
-        st = env.state
-        by_id = {e["episode_id"]: e for eps in _episodes(scenes, False).values() for e in eps}
-        pos = torch.tensor([by_id[i]["goals"][0]["position"] for i in ids], dtype=torch.float32)
-        yaw = np.array([goal_heading(i) for i in ids])
-        rot = torch.tensor(np.stack([0 * yaw, np.sin(yaw / 2), 0 * yaw, np.cos(yaw / 2)], 1), dtype=torch.float32)
-        want = env.world.render(st.scene_index.long(), pos, rot, ("rgb",))["rgb"]
-        assert torch.equal(obs["imagegoal"], want.to(torch.uint8))
-        assert obs["imagegoal"].float().std() > 0
+        want = _goal_render(env, [by_id[i]["goals"][0]["position"] for i in ids], [goal_heading(i) for i in ids])
+        assert torch.equal(obs["imagegoal"], want) and len(cache) == 0 and env.goal_images.rendered > rendered
     finally:
         env.close()
+
+
+@pytest.mark.parametrize("goal_views", [3, 0])
+def test_imagenav_sampled_goal_views(goal_views):
+    """Sampled episodes view their pool goal at one of its ``goal_views`` headings (0: at
+    ``goal_heading(episode id)``): the goal image equals the render there, the same for a seed,
+    and with goal views a scene renders at most goal_pool x goal_views goal images."""
+    scenes, n, pool = _scenes(), 8, 4
+    envs = [make_env(scenes, num_envs=n, task=imagenav.DEFAULTS, sensors=("rgb",), goal_pool=pool,
+                     goal_views=goal_views) for _ in range(2)]
+    gen = torch.Generator().manual_seed(2)
+    try:
+        for env in envs:
+            env.reset()
+        for t in range(40):
+            a = torch.randint(0, 4, (n,), generator=gen)
+            (o1, *_), (o2, *_) = (env.step(a) for env in envs)
+            assert torch.equal(o1["imagegoal"], o2["imagegoal"])
+            if t % 8 == 7:
+                env, sup = envs[0], envs[0].world.episodes
+                goal, yaw = [], []
+                for e, eid in enumerate(env.episode_ids):
+                    st = sup.scenes[int(env.state.scene_index[e])]
+                    ep = sup._draw(st, int(eid.rsplit(":", 1)[1]), 1)   # the episode, drawn again
+                    goal.append(ep.goal[0])
+                    if goal_views:
+                        g = int(np.flatnonzero((st.ready_pool["goals"].astype(np.float32) == ep.goal[0]).all(1))[0])
+                        assert ep.heading[0] in st.ready_pool["views"][g]
+                        yaw.append(ep.heading[0])
+                    else:
+                        assert ep.heading is None
+                        yaw.append(goal_heading(eid))
+                assert torch.equal(o1["imagegoal"], _goal_render(env, goal, yaw))
+        gi = envs[0].goal_images
+        if goal_views:
+            assert gi.rendered == len(gi.cache) <= len(scenes) * pool * goal_views and gi.cache.hits > gi.rendered
+        else:
+            from bps_runtime.step.fused import DEPTH
+            assert gi.rendered == envs[0].stats["episodes"] + n * DEPTH   # one per episode queued
+    finally:
+        for env in envs:
+            env.close()
+
+
+def test_goal_image_cache_lru_and_budget():
+    from bps_assets.errors import ConfigError
+    from bps_runtime.env.goal_images import GoalImageCache
+
+    c = GoalImageCache(4, budget_bytes=11)          # 2 images of 4 bytes
+    img = lambda v: torch.full((1, 4), v, dtype=torch.uint8)  # noqa: E731
+    c.insert(["a"], img(1))
+    c.insert(["b"], img(2))
+    assert c.lookup(["a"]).tolist() != [-1]         # a is now the most recently used
+    c.insert(["c"], img(3))                         # evicts b
+    rows = c.lookup(["a", "b", "c"])
+    assert rows[1] == -1 and c.pool[rows[0]].tolist() == [1] * 4 and c.pool[rows[2]].tolist() == [3] * 4
+    assert c.nbytes <= 11 and len(c) == 2 and c.evictions == 1 and (c.hits, c.misses) == (3, 1)
+    c.insert(["d", "e"], torch.cat([img(4), img(5)]))
+    assert c.lookup(["a", "c"]).tolist() == [-1, -1] and len(c) == 2 and c.nbytes <= 11
+    c.set_budget(0)
+    assert len(c) == 0 and c.nbytes == 0 and c.capacity == 0 and c.lookup(["e"]).tolist() == [-1]
+    with pytest.raises(ConfigError, match="goal_cache_bytes"):
+        GoalImageCache(4, budget_bytes=-1)
+    from bps_runtime.episodes import SupplyOptions
+    with pytest.raises(ConfigError, match="goal_views"):
+        SupplyOptions(goal_views=-1)
 
 
 def test_task_spaces_and_actions():

@@ -61,12 +61,17 @@ class BatchPointNavEnv:
         self.config = None   # the EnvConfig make() built this env from
         self.task_module = tm = module_for(task)   # the task's module: fields, kernels, observations
         self.ACTIONS, self.num_actions = tm.ACTION_NAMES, tm.NUM_ACTIONS
-        # ImageNav: the goal image of each queued episode, rendered when it is queued
-        self._goal_image = bool(getattr(tm, "IMAGE", False))
         self._goal_shape = (*self.resolution, 3)
         sizes = field_sizes(tm, self.resolution)
         self.fused = FusedStep(world.nav, self.num_envs, self.batch_size, tm, task, self.device,
                                capture=capture_graph, threads=world.threads, sizes=sizes)
+        # ImageNav: the goal image of each queued episode, from the goal-image cache or rendered
+        # when it is queued (env/goal_images.py)
+        self.goal_images = None
+        if getattr(tm, "IMAGE", False):
+            from .goal_images import GoalImages
+
+            self.goal_images = GoalImages(world, self.fused.state["r_goal_image"], task.goal_cache_bytes)
         self.ring = EpisodeRing(world, self.num_envs, tm)
         # a renderer that draws with one Warp launch on our device renders inside the step (and
         # inside its graph when captured); any other (Embree) renders after it
@@ -108,6 +113,8 @@ class BatchPointNavEnv:
                                     f"({self.task_module.__name__}); make() a new env for it")
         self._task = t
         self.fused.set_options(t)
+        if self.goal_images is not None:
+            self.goal_images.cache.set_budget(t.goal_cache_bytes)
 
     @property
     def episode_ids(self) -> list:
@@ -356,21 +363,9 @@ class BatchPointNavEnv:
 
     def _render_goals(self, stage_i: np.ndarray, stage_f: np.ndarray):
         """ImageNav: the goal image of every episode just queued (RGB at the goal position +
-        sensor height, yaw ``goal_heading(episode id)``), one batch render, into its ring entry."""
-        if not self._goal_image or stage_i.shape[0] == 0:
-            return
-        from bps_assets.nav.imagenav import goal_heading
-
-        yaw = np.array([goal_heading(i) for i in self.ring.staged_ids], np.float64)
-        rot = np.zeros((len(yaw), 4), np.float32)
-        rot[:, 1], rot[:, 3] = np.sin(yaw / 2), np.cos(yaw / 2)
-        dev = self.device
-        frames = self.world.render(torch.from_numpy(stage_i[:, 2].astype(np.int64)).to(dev),
-                                   torch.from_numpy(stage_f[:, 4:7].copy()).to(dev), torch.from_numpy(rot).to(dev),
-                                   ("rgb",))
-        k = torch.from_numpy(stage_i[:, 1].astype(np.int64)).to(dev)
-        e = torch.from_numpy(stage_i[:, 0].astype(np.int64)).to(dev)
-        self.fused.state["r_goal_image"][k, e] = frames["rgb"].reshape(len(yaw), -1).to(torch.uint8)
+        sensor height, facing its goal heading) into its ring entry: cached, or one batch render."""
+        if self.goal_images is not None:
+            self.goal_images.write(stage_i, stage_f, self.ring.staged_ids, self.ring.staged_headings)
 
     def _reset_result(self, g):
         sl = self._group_slice(g)

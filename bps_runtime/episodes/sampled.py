@@ -3,13 +3,18 @@
 next ``reservoir`` episodes drawn ahead on the field worker. Episode j of a scene visit uses only
 counter j's random numbers (``counter_uniforms``), so the episodes do not depend on batching or
 timing. Rules: a start uniform over the goal's reachable spans with geodesic distance in
-[1, 30] m, |dy| <= 0.5 m, habitat's rejection of near-straight episodes, a random yaw.
+[1, 30] m, |dy| <= 0.5 m, habitat's rejection of near-straight episodes, a random yaw; the goal
+view's heading (ImageNav's goal image) one of ``goal_views`` random headings of its pool goal
+(drawn per scene visit), so a visit has at most goal_pool x goal_views distinct goal images.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from bps_assets.errors import NavError
+
+# keys of the goal-view streams (xor-ed into the visit's key): the pool's headings, each episode's pick
+_VIEWS_KEY, _PICK_KEY = 0x5EED_0F_71E5, 0x5EED_0F_9AC4
 
 from .supply import (EpisodeSupply, NewEpisodes, _SceneState, _done, _group_by_key, _slice_reserved,
                      counter_uniforms)
@@ -75,6 +80,10 @@ class SampledEpisodes(EpisodeSupply):
             "fields": np.stack([st.fields.host[r] for r in rows]),          # [G, S] host copies
             "goals": np.stack([st.fields.goals[r] for r in rows]),
         }
+        V = self.options.goal_views
+        if V > 0:   # [G, V] headings in [0, 2 pi): the goal views of this scene visit
+            st.ready_pool["views"] = 2 * np.pi * counter_uniforms(
+                st.key_seed ^ _VIEWS_KEY, np.arange(len(rows), dtype=np.uint64), V)
 
     def _sample(self, st: _SceneState, k: int) -> NewEpisodes:
         """k episodes, vectorized: goal from the pool, start uniform over the goal's candidate
@@ -115,7 +124,13 @@ class SampledEpisodes(EpisodeSupply):
         yaw = np.arctan2(np.sin(yaw), np.cos(yaw))
         rows = P["rows"][g]
         ids = [f"{st.name}:{c0 + j}" for j in range(k)]
-        return NewEpisodes(start.astype(np.float32), yaw.astype(np.float32), goal.astype(np.float32), rows, ids)
+        heading = None
+        if "views" in P:   # the goal view: one of the goal's, by a stream of its own (the draws above unchanged)
+            V = P["views"].shape[1]
+            pick = counter_uniforms(st.key_seed ^ _PICK_KEY, np.arange(c0, c0 + k, dtype=np.uint64), 1)[:, 0]
+            heading = P["views"][g, np.minimum((pick * V).astype(np.int64), V - 1)]
+        return NewEpisodes(start.astype(np.float32), yaw.astype(np.float32), goal.astype(np.float32), rows, ids,
+                           heading=heading)
 
     def _fill(self, st: _SceneState, gen: int, k: int):
         """Draw the reservoir's next ``k`` episodes (field worker; inline when it ran dry).
@@ -137,7 +152,8 @@ class SampledEpisodes(EpisodeSupply):
                 h = r.head
                 r.eps = NewEpisodes(*(np.concatenate([a[h:], b]) for a, b in
                                       ((r.eps.start, e.start), (r.eps.yaw, e.yaw), (r.eps.goal, e.goal),
-                                       (r.eps.rows, e.rows))), r.eps.episode_ids[h:] + e.episode_ids)
+                                       (r.eps.rows, e.rows))), r.eps.episode_ids[h:] + e.episode_ids,
+                                    heading=None if e.heading is None else np.concatenate([r.eps.heading[h:], e.heading]))
                 r.head = 0
 
     def _take_reserved(self, st: _SceneState, n: int) -> NewEpisodes:
@@ -200,4 +216,7 @@ class SampledEpisodes(EpisodeSupply):
             scattered[order] = ids
             ids = scattered.tolist()
         out.episode_ids = ids
+        if parts[0].heading is not None:
+            out.heading = np.empty(n, np.float64)
+            out.heading[at] = cat([e.heading for e in parts])
         return out, self.waits > w0

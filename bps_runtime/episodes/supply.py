@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from bps_assets.errors import ConfigError
 from bps_assets.nav.episodes import DEFAULTS as _GEN
 
 from ..nav.buffers import SMALL_BATCH, FieldWorker, GoalFields, SceneNav
@@ -31,6 +32,10 @@ class SupplyOptions:
     lookahead: int = 32              # dataset mode: episodes prepared ahead per scene
     memo_episodes: int = 256         # dataset mode: prepared episodes kept per resident scene
     reservoir: int = 128             # sampled mode: episodes drawn ahead per scene (0: draw in take)
+    # sampled mode: goal-view headings per pool goal (ImageNav's goal image: an episode views its
+    # goal at one of them, so a scene visit has goal_pool x goal_views goal images to render);
+    # 0: a heading per episode, habitat's goal_heading(episode id) (a goal image per episode)
+    goal_views: int = 4
     # habitat-lab's generator limits, as bps_assets.nav.episodes applies them to dataset files
     closest_dist: float = _GEN.closest_dist_limit
     furthest_dist: float = _GEN.furthest_dist_limit
@@ -38,6 +43,10 @@ class SupplyOptions:
     max_dy: float = _GEN.max_height_difference
     island_radius_limit: float = _GEN.island_radius_limit
     retries: int = _GEN.number_retries_per_target
+
+    def __post_init__(self):
+        if isinstance(self.goal_views, bool) or not isinstance(self.goal_views, int) or self.goal_views < 0:
+            raise ConfigError(None, f"goal_views={self.goal_views!r}: expected an int >= 0 (0: a heading per episode)")
 
 
 DEFAULTS = SupplyOptions()
@@ -52,6 +61,7 @@ class NewEpisodes:
     rows: np.ndarray             # [n] int64 rows of the scenes' GoalFields
     episode_ids: list = field(default_factory=list)
     goal_id: np.ndarray | None = None   # [n] int32 the task's goal id (ObjectNav's category), or None
+    heading: np.ndarray | None = None   # [n] float64 the goal view's yaw (ImageNav), or None: goal_heading(id)
 
 
 _M64 = np.uint64(0xFFFFFFFFFFFFFFFF)
@@ -152,7 +162,8 @@ def _slice_reserved(r: _Reservoir, n: int) -> NewEpisodes:
     """The reservoir's next ``n`` episodes (views), consumed; call under ``r.lock``."""
     h, e = r.head, r.eps
     r.head = h + n
-    return NewEpisodes(e.start[h:h + n], e.yaw[h:h + n], e.goal[h:h + n], e.rows[h:h + n], e.episode_ids[h:h + n])
+    return NewEpisodes(e.start[h:h + n], e.yaw[h:h + n], e.goal[h:h + n], e.rows[h:h + n], e.episode_ids[h:h + n],
+                       heading=None if e.heading is None else e.heading[h:h + n])
 
 
 class EpisodeSupply:

@@ -64,6 +64,8 @@ class EpisodeRing:
         self.scene_id = np.empty((NAMES, n), object)  # its scene's name
         self.ended = 0
         self.waited = False
+        self._image = bool(getattr(task, "IMAGE", False))
+        self.staged_ids, self.staged_headings = [], []
 
     # -- releasing
     def _release(self, envs: np.ndarray, numbers: np.ndarray):
@@ -102,12 +104,13 @@ class EpisodeRing:
     def refill(self) -> tuple[np.ndarray, np.ndarray]:
         """Queue episodes until every env has ``DEPTH`` beyond what it is known to have started;
         -> staging rows (int [M, 2 + task.STAGE_INTS]: env, ring index, then the task's;
-        float [M, task.STAGE_FLOATS]: the task's ``stage`` columns; ``staged_ids``: their episode
-        ids). Nothing due (no episode started since the
+        float [M, task.STAGE_FLOATS]: the task's ``stage`` columns; ``staged_ids`` /
+        ``staged_headings``: their episode ids and goal-view headings). Nothing due (no episode started since the
         last call): one comparison, no call into the scene cache or the episode supply."""
         si, sf = [], []
         self.waited = False
         self.staged_ids = []   # the episode id of each staging row returned
+        self.staged_headings = []   # ImageNav: its goal view's heading (None: goal_heading(episode id))
         envs = np.flatnonzero(self.filled < self.known + DEPTH)
         while envs.size:
             idxs, w1 = self.world.next_scenes(envs)
@@ -124,6 +127,8 @@ class EpisodeRing:
             rows_f = np.empty((envs.size, self.task.STAGE_FLOATS), np.float32)
             self.task.stage(rows_i[:, 2:], rows_f, idxs, eps)
             self.staged_ids += list(eps.episode_ids)
+            if self._image:   # ImageNav: the goal view's heading (None: goal_heading(episode id))
+                self.staged_headings += [None] * envs.size if eps.heading is None else eps.heading.tolist()
             si.append(rows_i)
             sf.append(rows_f)
             self.filled[envs] += 1

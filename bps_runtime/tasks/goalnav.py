@@ -67,13 +67,18 @@ OPTION_FIELDS = (
 )
 
 
-def options_class(task: str, module: str, doc: str, **defaults) -> type:
+def options_class(task: str, module: str, doc: str, resources: dict | None = None, **defaults) -> type:
     """A task's frozen ``TaskOptions`` dataclass: ``OPTION_FIELDS`` with ``defaults`` (every field),
-    ``TASK = task`` (``tasks.module_for``), defined as ``module.TaskOptions``."""
+    plus the task's ``resources`` ({name: (type, default)}: settings that are not rules, which
+    ``RESOURCES`` names so a resumed run may change them), ``TASK = task`` (``tasks.module_for``),
+    defined as ``module.TaskOptions``."""
     fields = [(n, t, dataclasses.field(default=defaults.pop(n))) for n, t in OPTION_FIELDS]
     if defaults:
         raise TypeError(f"options_class: unknown options {sorted(defaults)}")
-    cls = dataclasses.make_dataclass("TaskOptions", fields, frozen=True, namespace={"TASK": task})
+    resources = resources or {}
+    fields += [(n, t, dataclasses.field(default=d)) for n, (t, d) in resources.items()]
+    cls = dataclasses.make_dataclass("TaskOptions", fields, frozen=True,
+                                     namespace={"TASK": task, "RESOURCES": tuple(resources)})
     cls.__module__, cls.__doc__ = module, doc
     return cls
 

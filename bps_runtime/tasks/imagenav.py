@@ -1,8 +1,9 @@
 """habitat-lab's ImageNav as one task module: PointNav episodes whose goal observation is the RGB
-image seen from the goal position at the heading ``bps_assets.nav.imagenav.goal_heading``
-(deterministic per episode id). The env renders it with the batch renderer once per episode,
-when the episode is queued, into the ring; the step kernel copies it to ``imagegoal`` when the
-episode starts (no render pass per step). Fields and kernels: ``tasks/goalnav.py``.
+image seen from the goal position at the episode's goal heading (``bps_assets.nav.imagenav.
+goal_heading(episode id)``; sampled episodes: one of their pool goal's ``goal_views``). When the
+episode is queued the env puts it in the ring, from its goal-image cache or rendered by the batch
+renderer (env/goal_images.py, ``goal_cache_bytes``); the step kernel copies it to ``imagegoal``
+when the episode starts (no render pass per step). Fields and kernels: ``tasks/goalnav.py``.
 
 Defaults (habitat-lab's imagenav task; all settable): STOP, MOVE_FORWARD 0.25 m, TURN 10 deg,
 sliding on, 1000 steps, success = STOP within 0.2 m of the goal (``success_distance=1.0``: the
@@ -26,7 +27,9 @@ TaskOptions = goalnav.options_class(
     NAME, __name__, "habitat-lab's ImageNav defaults (tilt / pitch unused: no LOOK actions).",
     forward_step=0.25, turn_degrees=10.0, tilt_degrees=0.0, max_pitch_degrees=None, sliding=True,
     success_distance=0.2, max_episode_steps=1000, slack_reward=-0.01, success_reward=2.5,
-    agent_height=1.5, agent_radius=0.1, sensor_height=1.25, hfov_deg=90.0, min_depth=0.0, max_depth=10.0)
+    agent_height=1.5, agent_radius=0.1, sensor_height=1.25, hfov_deg=90.0, min_depth=0.0, max_depth=10.0,
+    # goal images kept for reuse (env/goal_images.py; 0: none): a memory budget, not a task rule
+    resources={"goal_cache_bytes": (int, 256 * 2**20)})
 
 
 DEFAULTS = TaskOptions()

@@ -1,0 +1,162 @@
+"""ImageNav's goal images for the episodes the ring queues: a byte-bounded LRU cache on the env's
+device, and one batch render of what it misses.
+
+A goal image is a function of (scene id, goal position, heading) under one env's renderer
+settings, so that is the key (the heading as a float, or the episode id where the heading is
+``goal_heading(episode id)``, computed on a miss only): a hit is bit for bit the render it saves.
+Dataset episodes repeat every pass over a scene's episodes; sampled ones view their pool goal at
+one of ``goal_views`` headings (episodes/sampled.py), so a scene visit renders at most
+goal_pool x goal_views of them. Entries are rows of one uint8 tensor that grows by doubling up to
+``budget_bytes // image bytes`` rows (never above the budget); the least recently used goes first.
+Contract: ``GoalImages.write`` puts every staged episode's image in ``r_goal_image[k, e]`` with one
+gather and one scatter; misses add one batch render (of the distinct ones) and one scatter into
+the cache; a step whose episodes all hit renders nothing.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import numpy as np
+import torch
+
+from bps_assets.errors import ConfigError
+
+from ..tasks.imagenav import DEFAULTS as IMAGENAV_DEFAULTS
+
+DEFAULT_BUDGET_BYTES = IMAGENAV_DEFAULTS.goal_cache_bytes   # 256 MiB: 21,845 images of 64 x 64, 5,461 of 128 x 128
+MIN_ROWS = 64                        # the first allocation (rows), then doubled as needed
+
+
+def check_budget(budget_bytes) -> int:
+    """``budget_bytes`` as an int >= 0 (0: no cache, every goal image rendered)."""
+    if isinstance(budget_bytes, bool) or not isinstance(budget_bytes, (int, np.integer)) or budget_bytes < 0:
+        raise ConfigError(None, f"goal_cache_bytes={budget_bytes!r}: expected an int >= 0 (bytes; 0: no cache)")
+    return int(budget_bytes)
+
+
+class GoalImageCache:
+    """key -> one row of ``pool`` ([rows, pixels] uint8 on ``device``), least recently used evicted
+    first; ``hits`` / ``misses`` count look-ups, ``nbytes`` is what the pool holds allocated."""
+
+    def __init__(self, pixels: int, budget_bytes: int = DEFAULT_BUDGET_BYTES, device="cpu"):
+        self.pixels, self.device = int(pixels), torch.device(device)
+        self.budget_bytes = check_budget(budget_bytes)
+        self.capacity = self.budget_bytes // self.pixels
+        self.pool = torch.empty((0, self.pixels), dtype=torch.uint8, device=self.device)
+        self._rows: OrderedDict = OrderedDict()   # key -> row, least recently used first
+        self._free: list[int] = []
+        self.hits = self.misses = self.evictions = 0
+
+    def __len__(self):
+        return len(self._rows)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes allocated for images (<= ``budget_bytes``)."""
+        return self.pool.numel()
+
+    def lookup(self, keys: list) -> np.ndarray:
+        """The pool row of each key (-1: a miss); hits become the most recently used."""
+        rows, get, touch = np.full(len(keys), -1, np.int64), self._rows.get, self._rows.move_to_end
+        for i, k in enumerate(keys):
+            r = get(k)
+            if r is not None:
+                rows[i] = r
+                touch(k)
+        hit = int((rows >= 0).sum())
+        self.hits += hit
+        self.misses += len(keys) - hit
+        return rows
+
+    def insert(self, keys: list, images: torch.Tensor) -> np.ndarray:
+        """Keep ``images`` [len(keys), pixels] (distinct keys, none held, at most ``capacity``),
+        evicting the least recently used; -> their rows."""
+        assert len(keys) <= self.capacity, "GoalImages.write inserts no more than the cache holds"
+        rows = np.array([self._row() for _ in keys], np.int64)
+        self._rows.update(zip(keys, rows.tolist()))
+        self.pool[torch.from_numpy(rows).to(self.device)] = images.to(self.device)
+        return rows
+
+    def _row(self) -> int:
+        if not self._free and self.pool.shape[0] < self.capacity:
+            n = self.pool.shape[0]
+            grown = torch.empty((min(self.capacity, max(MIN_ROWS, 2 * n)), self.pixels), dtype=torch.uint8,
+                                device=self.device)
+            grown[:n] = self.pool
+            self.pool = grown
+            self._free = list(range(grown.shape[0] - 1, n - 1, -1))
+        if self._free:
+            return self._free.pop()
+        _, r = self._rows.popitem(last=False)
+        self.evictions += 1
+        return r
+
+    def set_budget(self, budget_bytes: int) -> None:
+        """A new budget; a smaller one drops every entry (and the pool), a larger one keeps them."""
+        b = check_budget(budget_bytes)
+        if b < self.budget_bytes:
+            self._rows.clear()
+            self._free = []
+            self.pool = self.pool[:0].clone()
+        self.budget_bytes, self.capacity = b, b // self.pixels
+
+
+class GoalImages:
+    """The goal images of staged episodes (``EpisodeRing.refill``'s rows) into the ring field
+    ``target`` ([DEPTH, N, pixels] uint8): from the cache, or rendered (RGB at the goal +
+    sensor height, facing the heading) by ``world.render`` in one batch of the distinct misses."""
+
+    def __init__(self, world, target: torch.Tensor, budget_bytes: int = DEFAULT_BUDGET_BYTES):
+        self.world, self.target = world, target
+        self.cache = GoalImageCache(target.shape[-1], budget_bytes, target.device)
+        self.rendered = 0   # goal images rendered so far
+
+    def write(self, stage_i: np.ndarray, stage_f: np.ndarray, episode_ids: list, headings: list) -> None:
+        """Staging rows (int: env, ring index, scene index, ...; float: ..., goal xyz at 4:7), their
+        episode ids and goal headings (None: ``goal_heading(episode id)``)."""
+        n = stage_i.shape[0]
+        if n == 0:
+            return
+        scene = stage_i[:, 2].astype(np.int64)
+        goal = stage_f[:, 4:7]
+        uk = np.unique(scene).tolist()
+        names = dict(zip(uk, (self.world.scene_id(k) for k in uk)))
+        gx, gy, gz = goal.T.tolist()
+        keys = list(zip([names[s] for s in scene.tolist()], gx, gy, gz,
+                        [i if h is None else h for i, h in zip(episode_ids, headings)]))
+        rows = self.cache.lookup(keys)
+        miss = np.flatnonzero(rows < 0)
+        src = None   # the cache's pool (read after inserting: it may have grown), or the frames
+        if miss.size:
+            # the distinct misses, rendered in one batch and kept; a cache too small for this
+            # step's distinct goals (they would evict each other) is bypassed: all rendered
+            fits = len(set(keys)) <= self.cache.capacity
+            first: dict = {}   # distinct key -> its index in todo (the rows rendered)
+            todo, inv = [], []
+            for i in (miss if fits else range(n)):
+                j = first.get(keys[i])
+                if j is None:
+                    j = first[keys[i]] = len(todo)
+                    todo.append(int(i))
+                inv.append(j)
+            frames = self._render(scene[todo], goal[todo], [headings[i] for i in todo], [episode_ids[i] for i in todo])
+            if fits:
+                rows[miss] = self.cache.insert(list(first), frames)[inv]
+            else:
+                src, rows = frames, np.array(inv, np.int64)
+        dev = self.target.device
+        k = torch.from_numpy(stage_i[:, 1].astype(np.int64)).to(dev)
+        e = torch.from_numpy(stage_i[:, 0].astype(np.int64)).to(dev)
+        self.target[k, e] = (self.cache.pool if src is None else src)[torch.from_numpy(rows).to(dev)]
+
+    def _render(self, scene: np.ndarray, goal: np.ndarray, headings: list, episode_ids: list) -> torch.Tensor:
+        from bps_assets.nav.imagenav import goal_heading
+
+        yaw = np.array([goal_heading(i) if h is None else h for h, i in zip(headings, episode_ids)], np.float64)
+        rot = np.zeros((len(yaw), 4), np.float32)
+        rot[:, 1], rot[:, 3] = np.sin(yaw / 2), np.cos(yaw / 2)
+        dev = self.target.device
+        frames = self.world.render(torch.from_numpy(scene).to(dev), torch.from_numpy(np.ascontiguousarray(goal)).to(dev),
+                                   torch.from_numpy(rot).to(dev), ("rgb",))
+        self.rendered += len(yaw)
+        return frames["rgb"].reshape(len(yaw), -1).to(torch.uint8)

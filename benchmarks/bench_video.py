@@ -4,8 +4,11 @@
                                      [--baseline-rev REV]
 
 Runs ``bps_train.train.run(["--eval", CKPT, "--eval-episodes", E, ...])`` at 64x64 with
-``--video 0`` and with ``--video E`` (MP4 when PyAV is installed), alternating, ``--rounds``
-times each, and prints the median seconds and their ratio (the issue's bar: under 2x). With
+``--video 0``, with ``--video 0`` while ``bps_train.video`` / ``video_io`` cannot be imported
+(``sys.modules[name] = None``: the eval would fail if it touched them; its time against the
+plain ``--video 0`` is the "no cost when unused" figure) and with ``--video E`` (MP4 when PyAV
+is installed), alternating, ``--rounds`` times each, and prints the median seconds and their
+ratios (the issue's bar for ``--video E``: under 2x) with the load average. With
 ``--baseline-rev`` it also runs the eval of that revision's bps_train/train.py (read with
 ``git show``, run against this tree's other modules), so the no-video eval can be compared with
 the code before ``--video`` existed (its "no cost when unused" figure). Without ``--dataset``
@@ -21,6 +24,7 @@ import contextlib
 import importlib.util
 import io
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -60,6 +64,23 @@ def baseline_module(rev: str):
     return mod
 
 
+VIDEO_MODULES = ("bps_train.video", "bps_train.video_io")
+
+
+def without_video_modules(run):
+    """``run`` with the video modules made unimportable (an import of them raises) meanwhile."""
+    def go(argv):
+        saved = {m: sys.modules.pop(m) for m in VIDEO_MODULES if m in sys.modules}
+        sys.modules.update(dict.fromkeys(VIDEO_MODULES))
+        try:
+            return run(argv)
+        finally:
+            for m in VIDEO_MODULES:
+                del sys.modules[m]
+            sys.modules.update(saved)
+    return go
+
+
 def timed(run, argv) -> tuple[float, dict]:
     t0 = time.perf_counter()
     with contextlib.redirect_stdout(io.StringIO()):
@@ -96,12 +117,14 @@ def main():
     ev = [*common, "--eval", ckpt, "--eval-episodes", str(a.episodes), "--out-dir", str(work / "eval"),
 ]
     variants = {"no video": (train.run, [*ev, "--video", "0"]),
+                "no video, video code unimportable": (without_video_modules(train.run), [*ev, "--video", "0"]),
                 f"--video {a.episodes}": (train.run, [*ev, "--video", str(a.episodes), "--video-format", "auto"])}
     if a.baseline_rev:
         variants[f"{a.baseline_rev} (before --video)"] = (baseline_module(a.baseline_rev).run, ev)
     times = {k: [] for k in variants}
     info = {}
     timed(*variants["no video"])   # warm-up: imports, first scene loads
+    load0 = os.getloadavg()
     for _ in range(a.rounds):
         for k, (fn, argv) in variants.items():
             s, res = timed(fn, argv)
@@ -111,13 +134,18 @@ def main():
     low = {k: min(v) for k, v in times.items()}   # the least disturbed run: other load only adds
     base = med["no video"]
     lens = info["no video"]["mean_length"]
+    load1 = os.getloadavg()
     print(f"eval of {a.episodes} episodes at 64x64{'' if a.stop else ' (no STOP)'}, {a.threads} threads, "
-          f"mean length {lens:.1f} steps; median (and fastest) of {a.rounds} rounds:")
+          f"mean length {lens:.1f} steps; median (and fastest) of {a.rounds} rounds; load average "
+          f"{load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f} before, {load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f} after, "
+          f"{os.cpu_count()} cores:")
     for k, v in med.items():
-        print(f"  {k:>28}: {v:6.2f} s  x{v / base:.2f}   fastest {low[k]:6.2f} s  x{low[k] / low['no video']:.2f}"
+        print(f"  {k:>34}: {v:6.2f} s  x{v / base:.2f}   fastest {low[k]:6.2f} s  x{low[k] / low['no video']:.2f}"
               f"   (all: {', '.join(f'{t:.2f}' for t in times[k])})")
     vids = info[f"--video {a.episodes}"].get("videos", [])
-    print(json.dumps({"ratio_video": med[f"--video {a.episodes}"] / base,
+    unused = "no video, video code unimportable"
+    print(json.dumps({"ratio_unimportable": med[unused] / base, "ratio_unimportable_fastest": low[unused] / low["no video"],
+                      "ratio_video": med[f"--video {a.episodes}"] / base,
                       "ratio_video_fastest": low[f"--video {a.episodes}"] / low["no video"], "videos": len(vids),
                       "format": Path(vids[0]).suffix if vids else None}))
 

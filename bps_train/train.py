@@ -473,6 +473,8 @@ def evaluate(args) -> dict:
 
         recorder = eval_recorder(args)
     env = make_envs(args, args.eval_split, n, args.seed + 10_000, source, double_buffer=False)
+    if recorder is not None:
+        recorder.goals_for = env.episode_goals   # each video's goal (ObjectNav's objects, ImageNav's image)
     k_actions = env.num_actions
     if args.eval_episodes_file:
         want = min(want, sum(len(v) for v in env.world.episodes.episodes_by_scene.values()))

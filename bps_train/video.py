@@ -2,16 +2,17 @@
 
 ``EpisodeRecorder`` watches envs of a running env: call ``reset(obs, info)`` after ``env.reset()``
 (``info = env.last_info``), ``step(obs, done, info)`` after each ``step``/``recv``, ``close()`` at
-the end. It keeps each watched env's observations (``rgb``, ``depth``, ``semantic`` when
-present), ``position``, ``rotation`` and ``distance_to_goal``; when an episode ends (``done``:
-the observation is then the next episode's first, as in habitat-baselines) a background thread
-draws one frame per step taken (L actions, L frames: what the policy acted on) and writes
+the end. It keeps each watched env's sensors, pose and ``distance_to_goal``; when an episode
+ends (``done``: the observation is then the next episode's first, as in habitat-baselines) a
+background thread draws one frame per step taken (L actions, L frames) and writes
 ``DIR/episode=ID-scene=S-success=..-spl=..mp4`` and a ``.json`` of positions (a ``bps-assets
 preview --agent-path`` input). A frame: the sensors side by side (scaled by a whole factor:
-exact copies of the observations), the top-down map of the agent's floor (shortest path, path
-so far, agent), a strip with the step, distance to goal and, last, success and SPL (from
-``info["episode"]``). The goal comes from the first ``pointgoal`` and the pose, at the start's y
-(tasks without a pointgoal, ObjectNav and ImageNav: no goal point or shortest path is drawn).
+exact copies of the observations; ImageNav's goal image after them), the top-down map of the
+agent's floor (goal, shortest path, path so far, agent), a strip with the step, distance to goal
+and, last, success and SPL (``info["episode"]``). The goal: ``goals_for(env ids)``
+(``env.episode_goals``: the goal point, ImageNav's heading, ObjectNav's goal objects and view
+points, drawn by ``topdown.draw_episode`` as ``bps-assets preview --episodes`` draws them), else
+PointNav's first ``pointgoal`` inverted (at the agent's y), else none.
 """
 from __future__ import annotations
 
@@ -27,8 +28,9 @@ from bps_assets.nav.topdown import HEADER, MARGIN
 from bps_train.video_io import DEFAULTS as VIDEO_DEFAULTS, VideoOptions, write_video
 
 SENSORS = ("rgb", "depth", "semantic")   # drawn in this order when the env has them
+GOAL_IMAGE = "imagegoal"                 # ImageNav's goal image: a panel after the sensors
 LABEL_H, TEXT_H = 14, 30                 # px above the panels (sensor names) / below (metrics)
-MAP_KINDS = ("shortest_path", "agent_path", "start", "goal", "agent")
+MAP_KINDS = ("shortest_path", "agent_path", "start", "goal", "agent")   # + view_point (ObjectNav)
 
 
 @dataclass(frozen=True)
@@ -98,7 +100,7 @@ class FrameLayout:
 
     def __init__(self, sensors, resolution, options: FrameOptions = DEFAULTS):
         h, w = resolution
-        self.sensors = [s for s in SENSORS if s in sensors]
+        self.sensors = [s for s in SENSORS + (GOAL_IMAGE,) if s in sensors]
         self.scale = max(1, min(options.panel // h, options.panel // w))
         self.scale += self.scale % 2   # even: H.264's 2x2 chroma blocks never straddle two pixels
         self.panel_h, self.panel_w = h * self.scale, w * self.scale
@@ -123,10 +125,11 @@ class FrameLayout:
 
 
 class _Episode:
-    __slots__ = ("obs", "pos", "rot", "dist", "scene", "goal")
+    __slots__ = ("obs", "pos", "rot", "dist", "scene", "goal", "goals", "goal_image")
 
     def __init__(self, scene):
         self.obs, self.pos, self.rot, self.dist, self.scene, self.goal = [], [], [], [], scene, None
+        self.goals = self.goal_image = None   # goals_for's dict of the episode; ImageNav's goal image
 
 
 class EpisodeRecorder:
@@ -135,15 +138,18 @@ class EpisodeRecorder:
     A finished episode is drawn and encoded on one background thread (``background=False``:
     at once, in ``step``), overlapping the env and the policy; ``close()`` waits for those
     writes and raises the first error. ``written`` lists the files written so far, in order.
+    ``goals_for``: env ids -> their running episodes' goal dicts (``env.episode_goals``; settable
+    after construction), called when a watched env starts an episode.
     """
 
     def __init__(self, out_dir, episodes: int, navmesh_for=None, *, watch: int | None = None,
                  normalized_depth: bool = True, frame: FrameOptions = DEFAULTS,
-                 video: VideoOptions = VIDEO_DEFAULTS, background: bool = True):
+                 video: VideoOptions = VIDEO_DEFAULTS, background: bool = True, goals_for=None):
         from concurrent.futures import ThreadPoolExecutor
 
         self.out_dir, self.want = Path(out_dir), int(episodes)
         self.navmesh_for = navmesh_for or (lambda scene_id: None)
+        self.goals_for = goals_for
         self.watch = self.want if watch is None else int(watch)
         self.normalized_depth, self.frame_options, self.video_options = normalized_depth, frame, video
         self.written: list[Path] = []
@@ -190,6 +196,7 @@ class EpisodeRecorder:
         if not rows:
             return
         host = {k: _host(v) for k, v in obs.items() if k in SENSORS or k == "pointgoal"}
+        started = []
         pos, rot, dist = (_host(info[k]) for k in ("position", "rotation", "distance_to_goal"))
         scenes = info["scene_id"]
         for k in rows:
@@ -202,13 +209,20 @@ class EpisodeRecorder:
                 if not (start or done[k]):
                     continue   # an env joined mid-episode: wait for its next one
                 self._live[e] = _Episode(str(scenes[k]))
+                started.append((e, k))
+                if GOAL_IMAGE in obs:   # constant through the episode: one copy
+                    self._live[e].goal_image = _host(obs[GOAL_IMAGE][k]).copy()
             ep = self._live[e]
             ep.obs.append({s: host[s][k].copy() for s in host if s in SENSORS})
             ep.pos.append(pos[k].astype(np.float64))
             ep.rot.append(rot[k].astype(np.float64))
             ep.dist.append(float(dist[k]))
-            if ep.goal is None and "pointgoal" in host:   # ObjectNav / ImageNav: no goal point
+            if ep.goal is None and "pointgoal" in host and self.goals_for is None:
                 ep.goal = goal_from_pointgoal(pos[k], rot[k], host["pointgoal"][k])
+        if started and self.goals_for is not None:   # one query for the episodes that began
+            for (e, _), g in zip(started, self.goals_for([e for e, _ in started])):
+                self._live[e].goals = g
+                self._live[e].goal = np.asarray(g["goals"][0]["position"], np.float64)
 
     def _finish(self, ep: _Episode, final: dict, k: int):
         meta = {"episode_id": str(final["episode_id"][k]), "scene_id": str(final["scene_id"][k]) or ep.scene,
@@ -228,6 +242,7 @@ class EpisodeRecorder:
         positions = np.array(ep.pos)
         doc = {**meta, "frames": len(ep.obs), "start": ep.pos[0].tolist(),
                "goal": None if ep.goal is None else ep.goal.tolist(),
+               **({} if ep.goals is None else {"goals": _goal_summary(ep.goals)}),
                "positions": positions.tolist(), "rotations": np.array(ep.rot).tolist(),
                "video": path.name}
         from bps_assets.container import atomic_write
@@ -241,26 +256,34 @@ class EpisodeRecorder:
         (each yielded array is rewritten by the next frame: copy it to keep it)."""
         from PIL import Image, ImageDraw, ImageFont
 
-        layout = FrameLayout(list(ep.obs[0]), ep.obs[0][next(iter(ep.obs[0]))].shape[:2], self.frame_options)
+        panels = list(ep.obs[0]) + ([GOAL_IMAGE] if ep.goal_image is not None else [])
+        layout = FrameLayout(panels, ep.obs[0][next(iter(ep.obs[0]))].shape[:2], self.frame_options)
         font = ImageFont.load_default_imagefont()   # the bitmap font: 25x faster than FreeType here
         base = Image.new("RGB", (layout.width, layout.height), (250, 250, 250))
         d = ImageDraw.Draw(base)
         for s in layout.sensors:
-            d.text((layout.sensor_box(s)[0] + 2, 1), s, fill=(0, 0, 0), font=font)
+            d.text((layout.sensor_box(s)[0] + 2, 1), "goal image" if s == GOAL_IMAGE else s, fill=(0, 0, 0), font=font)
         base = np.asarray(base).copy()
+        k = layout.scale
+        if ep.goal_image is not None:   # the same through the episode: drawn once
+            x0, y0, x1, y1 = layout.sensor_box(GOAL_IMAGE)
+            rgb = sensor_rgb("rgb", ep.goal_image)
+            base[y0:y1, x0:x1].reshape(rgb.shape[0], k, rgb.shape[1], k, 3)[:] = rgb[:, None, :, None, :]
         canvas = self._map_canvas(ep, layout)
         if canvas is not None:
             tdm = canvas.map
             title = f"{meta['scene_id']}, floor {tdm.shown[0]}: y={tdm.levels[tdm.shown[0]]:.2f} m"
             # labels, scale bar and legend drawn once; each frame replaces the map area only
-            decorated = np.asarray(canvas.image(kinds=MAP_KINDS, title=title))
+            decorated = np.asarray(canvas.image(kinds=_map_kinds(canvas), title=title))
             mh, mw = min(decorated.shape[0], layout.panel_h + LABEL_H), min(decorated.shape[1], layout.map_w)
             base[:mh, layout.map_x:layout.map_x + mw] = decorated[:mh, :mw]
             area = slice(HEADER, min(tdm.height, mh)), slice(0, mw)
-        L, k = len(ep.obs), layout.scale
+        L = len(ep.obs)
         f = base   # every frame rewrites the same parts (sensors, map area, strip) of one buffer
         for t in range(L):
             for s in layout.sensors:
+                if s == GOAL_IMAGE:
+                    continue
                 x0, y0, x1, y1 = layout.sensor_box(s)
                 rgb = sensor_rgb(s, ep.obs[t][s], self.normalized_depth, self.frame_options.max_depth_m)
                 f[y0:y1, x0:x1].reshape(rgb.shape[0], k, rgb.shape[1], k, 3)[:] = rgb[:, None, :, None, :]
@@ -281,19 +304,20 @@ class EpisodeRecorder:
             f[layout.height - TEXT_H:] = np.asarray(strip)
             yield f
 
-    def _map_canvas(self, ep: _Episode, layout: FrameLayout):
-        """A canvas of the start's floor with the shortest path, start and goal (None: no navmesh)."""
-        from bps_assets.nav.paths import shortest_path
+    def episode_map(self, scene_id: str, start, layout: FrameLayout):
+        """The ``TopDownMap`` a video of an episode of ``scene_id`` starting at ``start`` draws on
+        (its own world-to-pixel frame: ``to_image``; in a frame, shifted right by ``layout.map_x``),
+        the start's floor, the largest that fits the map panel; None without a navmesh."""
         from bps_assets.nav.topdown import MapOptions, TopDownMap
 
-        nav = self.navmesh_for(ep.scene)
+        nav = self.navmesh_for(scene_id)
         if nav is None:
             return None
-        start = ep.pos[0]
+        start = np.asarray(start, np.float64).reshape(3)
         key = (id(nav), None)
         probe = self._maps.get(key) or self._maps.setdefault(key, TopDownMap(nav, MapOptions(max_size=64)))
         floor = int(probe.floor_of(start[None])[0])
-        key = (id(nav), floor)
+        key = (id(nav), floor, layout.map_w, layout.panel_h)
         tdm = self._maps.get(key)
         if tdm is None:   # the largest map (any m/px: the scale bar states it) that fits the panel
             lo, hi = nav.bounds()
@@ -302,14 +326,46 @@ class EpisodeRecorder:
             for _ in range(4):
                 mpp = 1.001 * max(ext[0] / (layout.map_w - 2 * MARGIN), ext[2] / max(8, room_h - HEADER - MARGIN - foot))
                 tdm = TopDownMap(nav, MapOptions(metres_per_pixel=mpp, floors=(floor,), line_width=1))
-                im = tdm.canvas().image(kinds=MAP_KINDS)
+                im = tdm.canvas().image(kinds=MAP_KINDS + ("view_point",))   # the tallest legend
                 if im.height <= room_h and im.width <= layout.map_w:
                     break
                 foot = im.height - tdm.height
             self._maps[key] = tdm
+        return tdm
+
+    def _map_canvas(self, ep: _Episode, layout: FrameLayout):
+        """A canvas of the start's floor with the shortest path, start and goal (None: no navmesh)."""
+        from bps_assets.nav.topdown import draw_episode
+
+        start = ep.pos[0]
+        tdm = self.episode_map(ep.scene, start, layout)
+        if tdm is None:
+            return None
         c = tdm.canvas()
-        c.episode(start, ep.goal, shortest=None if ep.goal is None else shortest_path(nav, start, ep.goal))
+        if ep.goals is not None:
+            draw_episode(c, {**ep.goals, "start_position": start}, goal_yaw=ep.goals.get("goal_heading"))
+        elif ep.goal is not None:
+            draw_episode(c, {"start_position": start, "goals": [{"position": ep.goal}]})
+        else:
+            c.episode(start)
         return c
+
+
+def _map_kinds(canvas) -> tuple:
+    """The legend's entries: ``MAP_KINDS``, with view points where the episode has them."""
+    return MAP_KINDS + (("view_point",) if "view_point" in canvas.used else ())
+
+
+def _goal_summary(g: dict) -> dict:
+    """The JSON of an episode's goal dict: its goals' positions, view points, category, heading."""
+    out = {"positions": [list(map(float, x["position"])) for x in g["goals"]]}
+    vps = [vp["agent_state"]["position"] for x in g["goals"] for vp in x.get("view_points") or ()]
+    if vps:
+        out["view_points"] = [list(map(float, v)) for v in vps]
+    for key in ("object_category", "goal_heading"):
+        if key in g:
+            out[key] = g[key]
+    return out
 
 
 def _host(x):

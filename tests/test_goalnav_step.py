@@ -268,6 +268,10 @@ def test_imagenav_sampled_goal_views(goal_views):
                         assert ep.heading is None
                         yaw.append(goal_heading(eid))
                 assert torch.equal(o1["imagegoal"], _goal_render(env, goal, yaw))
+                # the goal query (videos, tools) reports the heading the image was rendered at
+                got = env.episode_goals()
+                assert [d["goal_heading"] for d in got] == [float(y) for y in yaw]
+                np.testing.assert_array_equal([d["goal_position"] for d in got], np.asarray(goal, np.float32))
         gi = envs[0].goal_images
         if goal_views:
             assert gi.rendered == len(gi.cache) <= len(scenes) * pool * goal_views and gi.cache.hits > gi.rendered

@@ -26,7 +26,11 @@ def _cli(*args):
 
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory):
-    root = tmp_path_factory.mktemp("objnav")
+    return build_objectnav_dataset(tmp_path_factory.mktemp("objnav"))
+
+
+def build_objectnav_dataset(root):
+    """(preprocessed output folder, ObjectNav val split file) of one synth MP3D scene with semantics."""
     src, out, eps = root / "src", root / "out", root / "eps"
     _cli("synth", src, "--layout", "mp3d", "-n", 1, "--semantic")
     _cli("preprocess", src, "-o", out, "--dataset", "mp3d", "--split", "benchmark", "--workers", 1,
@@ -151,8 +155,9 @@ def test_bps_train_imagenav(tmp_path):
 
 
 def test_objectnav_eval_writes_videos(dataset, tmp_path):
-    """``--eval --video`` for an ObjectNav policy: the recorder needs no pointgoal (the map shows
-    the start and the agent's path); one video per episode, a frame per step taken."""
+    """``--eval --video`` for an ObjectNav policy: the recorder needs no pointgoal (the goal
+    objects, their view points and category come from ``env.episode_goals``); one video per
+    episode, a frame per step taken."""
     import json
 
     from bps_train.train import run as main
@@ -164,7 +169,9 @@ def test_objectnav_eval_writes_videos(dataset, tmp_path):
     assert len(res["videos"]) == 2
     for v in res["videos"]:
         doc = json.loads((tmp_path / "run" / "videos" / (v.rsplit("/", 1)[1] + ".json")).read_text())
-        assert doc["goal"] is None and len(doc["positions"]) == doc["frames"] == doc["length"]
+        assert doc["goal"] == doc["goals"]["positions"][0] and len(doc["goals"]["view_points"]) > 0
+        assert doc["goals"]["object_category"] in objectnav_hm3d()
+        assert len(doc["positions"]) == doc["frames"] == doc["length"]
         assert len(list((tmp_path / "run" / "videos" / doc["video"]).glob("*.png"))) == doc["frames"]
 
 

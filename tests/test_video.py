@@ -145,3 +145,42 @@ def test_sensor_pictures():
     ids = np.arange(40).reshape(1, 40, 1)
     sem = sensor_rgb("semantic", ids)
     assert sem[0, 0].tolist() == [0, 0, 0] and len({tuple(c) for c in sem[0, 1:]}) == 39
+
+
+NO_VIDEO_RUN = r"""
+import json, sys
+from bps_runtime.env.env import BatchPointNavEnv
+calls, query = [], BatchPointNavEnv.episode_goals
+BatchPointNavEnv.episode_goals = lambda self, *a: calls.append(a) or query(self, *a)   # counted
+from bps_train.train import run
+common = ["--dataset", sys.argv[1], "--resolution", "16", "--threads", "1", "--width", "4", "--hidden", "16"]
+run([*common, "--out-dir", sys.argv[2], "--num-envs", "4", "--rollout-steps", "8", "--total-steps", "32",
+     "--sim-only-steps", "0"])
+run([*common, "--out-dir", sys.argv[2], "--eval", sys.argv[2] + "/checkpoint.pt", "--eval-episodes", "2"])
+print(json.dumps({"video_modules": sorted(m for m in sys.modules if m.startswith("bps_train.video")),
+                  "goal_queries": len(calls)}))
+"""
+
+
+def test_training_and_eval_without_video_run_no_video_code(dataset, tmp_path):  # noqa: F811
+    """``--video`` unused costs nothing by construction: a training run and an eval in a fresh
+    process never import bps_train.video / video_io (so no recorder is built and no per-step hook
+    exists) and never query the episodes' goals; with ``--video 1`` the same eval does both."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+
+    def run(script, *args):
+        p = subprocess.run([sys.executable, "-c", script, str(dataset), str(tmp_path / "run"), *args], cwd=root,
+                           capture_output=True, text=True, timeout=600)
+        assert p.returncode == 0, p.stderr[-3000:]
+        return json.loads(p.stdout.strip().splitlines()[-1])
+
+    assert run(NO_VIDEO_RUN) == {"video_modules": [], "goal_queries": 0}
+    with_video = NO_VIDEO_RUN.replace('"--eval-episodes", "2"]', '"--eval-episodes", "2", "--video", "1", '
+                                                                 '"--video-format", "png"]')
+    assert with_video != NO_VIDEO_RUN
+    got = run(with_video)
+    assert got["video_modules"] == ["bps_train.video", "bps_train.video_io"] and got["goal_queries"] >= 1

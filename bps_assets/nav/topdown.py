@@ -204,7 +204,8 @@ class Canvas:
 
     def point(self, p, kind: str = "goal", yaw: float | None = None, size: float = 4.0):
         """A marker at [3]; ``kind="agent"`` draws a triangle pointing along ``yaw`` (habitat's
-        rotation about +Y: forward is (-sin yaw, 0, -cos yaw))."""
+        rotation about +Y: forward is (-sin yaw, 0, -cos yaw)); other kinds with a ``yaw`` get a
+        heading tick of 2.5 ``size`` along it (ImageNav's goal camera)."""
         from PIL import ImageDraw
 
         self._note(kind)
@@ -215,6 +216,9 @@ class Canvas:
         col, _, glyph = KINDS[kind]
         d = ImageDraw.Draw(self.im)
         s = size
+        if yaw is not None and glyph != "triangle":
+            fx, fz = -math.sin(float(yaw)), -math.cos(float(yaw))
+            d.line([(u, v), (u + 2.5 * s * fx, v + 2.5 * s * fz)], fill=col, width=2)
         if glyph == "square":
             d.rectangle([u - s, v - s, u + s, v + s], fill=col, outline=(255, 255, 255))
         elif glyph == "disc":
@@ -229,11 +233,14 @@ class Canvas:
             d.polygon(pts, fill=col, outline=(0, 0, 0))
         return self
 
-    def episode(self, start=None, goal=None, shortest=None, agent_path=None, view_points=None):
+    def episode(self, start=None, goal=None, shortest=None, agent_path=None, view_points=None,
+                goal_yaw: float | None = None):
         """One episode: shortest path (points, or True to compute it on the navmesh), the agent's
-        path, view points, then start and goal on top."""
-        if shortest is True and start is not None and goal is not None:
-            shortest = shortest_path(self.map.nav, start, goal)
+        path, view points, then start and goal(s) on top (``goal``: [3], or [K, 3] for several
+        goal objects; ``goal_yaw``: a heading tick on it)."""
+        goals = None if goal is None else np.asarray(goal, float).reshape(-1, 3)
+        if shortest is True and start is not None and goals is not None:
+            shortest = shortest_path(self.map.nav, start, goals[0])
         if shortest is not None and shortest is not False:
             self.path(shortest, "shortest_path")
         if agent_path is not None:
@@ -242,8 +249,8 @@ class Canvas:
             self.point(vp, "view_point", size=2)
         if start is not None:
             self.point(start, "start")
-        if goal is not None:
-            self.point(goal, "goal")
+        for g in () if goals is None else goals:
+            self.point(g, "goal", yaw=goal_yaw)
         return self
 
     def image(self, legend: bool = True, scale_bar: bool = True, kinds=None, title: str | None = None):
@@ -358,9 +365,25 @@ def view_points(episode: dict):
     return np.asarray(pts, float).reshape(-1, 3) if pts else None
 
 
+def draw_episode(c: Canvas, episode: dict, goal_yaw: float | None = None) -> np.ndarray:
+    """Draw a habitat episode dict (``start_position``, ``goals[i].position``, ObjectNav's view
+    points: ``view_points``) on ``c``: start, every goal, view points and the geodesic shortest
+    path to the goal, or ObjectNav's to the nearest view point (what distance_to_goal measures).
+    Returns that path ([0, 3]: unreachable)."""
+    nav = c.map.nav
+    start = np.asarray(episode["start_position"], float).reshape(3)
+    goals = np.asarray([g["position"] for g in episode["goals"]], float).reshape(-1, 3)
+    vps = view_points(episode)
+    end = goals[0] if vps is None else vps[int(np.argmin(nav.geodesic_distance(np.repeat(start[None], len(vps), 0),
+                                                                                 vps)))]
+    sp = shortest_path(nav, start, end)
+    c.episode(start, goals, shortest=sp, view_points=vps, goal_yaw=goal_yaw)
+    return sp
+
+
 def write_map(nav, path, *, episodes=(), agent_paths=(), options: MapOptions = DEFAULTS,
               overwrite: bool = False) -> dict:
-    """PNG of ``nav`` with ``episodes`` (dicts with ``start_position``, ``goals[0].position``,
+    """PNG of ``nav`` with ``episodes`` (``draw_episode``: dicts with ``start_position``, ``goals[i].position``,
     view points if any (``view_points``): start, goal and geodesic shortest path each) and ``agent_paths``
     ([K, 3] arrays); atomic, refuses to replace ``path`` unless ``overwrite``. Returns sizes and
     counts."""
@@ -372,14 +395,7 @@ def write_map(nav, path, *, episodes=(), agent_paths=(), options: MapOptions = D
     c = tdm.canvas()
     unreachable = 0
     for e in episodes:
-        start, goal = np.asarray(e["start_position"], float), np.asarray(e["goals"][0]["position"], float)
-        vps = view_points(e)
-        # ObjectNav: the shortest path ends at the nearest view point (what distance_to_goal measures)
-        end = goal if vps is None else vps[int(np.argmin(nav.geodesic_distance(np.repeat(start[None], len(vps), 0),
-                                                                                 vps)))]
-        sp = shortest_path(nav, start, end)
-        unreachable += len(sp) == 0
-        c.episode(start, goal, shortest=sp, view_points=vps)
+        unreachable += len(draw_episode(c, e)) == 0
     for p in agent_paths:
         c.path(p, "agent_path")
         c.point(p[0], "start")

@@ -121,6 +121,18 @@ class BatchPointNavEnv:
         """Episode id of every env's running episode (reads the device: not for the step path)."""
         return self.ring.names_of(0, self.fused.head.cpu().numpy() - 1, "episode")
 
+    def episode_goals(self, env_ids=None) -> list[dict]:
+        """The goal of each env's running episode (all envs, or ``env_ids``), from the host's
+        records of the queued episodes (``EpisodeRing.goals_of``: ``goals``, ``goal_position``,
+        ObjectNav's ``object_category`` and goal objects with their view points); ImageNav adds
+        ``goal_heading``, the yaw the goal image was rendered at. Reads the episode counters from
+        the device once: for tools and videos, not the step path."""
+        self._check_open("episode_goals()")
+        if not self._started:
+            raise ConfigError(None, "episode_goals() before reset(): call env.reset() first")
+        ids = torch.as_tensor(np.arange(self.num_envs) if env_ids is None else env_ids).reshape(-1).cpu().numpy()
+        return self.ring.goals_of(ids, self.fused.head.cpu().numpy()[ids] - 1)
+
     @property
     def category_table(self):
         """With the "semantic" sensor: ``render.semantic.CategoryTable`` of the resident scenes,

@@ -29,6 +29,19 @@ class DatasetEpisodes(EpisodeSupply):
         self.episodes_by_scene = episodes_by_scene
         self._shared_lock = threading.Lock()
         load_for_host()   # before the loader and field threads check episode starts
+        self._by_id: dict = {}   # scene name -> (its episode list, {episode id: dict}), made on demand
+
+    def episode_record(self, key: int, episode_id: str) -> dict | None:
+        """The dataset's dict of episode ``episode_id`` of resident scene ``key`` (an index of the
+        scene's episodes by id is built on the first query of each scene visit's list)."""
+        st = self.scenes.get(int(key))
+        eps = None if st is None else self.episodes_by_scene.get(st.name)
+        if not eps:
+            return None
+        kept = self._by_id.get(st.name)
+        if kept is None or kept[0] is not eps:
+            kept = self._by_id[st.name] = (eps, {str(e["episode_id"]): e for e in eps})
+        return kept[1].get(str(episode_id))
 
     def field_rows(self) -> int:
         """Goal distance-field rows a resident scene starts with: the episodes prepared ahead."""

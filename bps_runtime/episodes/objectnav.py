@@ -21,8 +21,9 @@ from .supply import DEFAULTS, SupplyOptions, _SceneState
 
 
 def objectnav_episode_dicts(ds: ObjectNavDataset, episodes: list[dict]) -> list[dict]:
-    """``episodes`` of ``ds`` as the dataset supply's dicts: ``goals`` = the nearest goal object
-    (its position: where ``info`` reports the goal), ``_goal_points`` = every view point of
+    """``episodes`` of ``ds`` as the dataset supply's dicts: ``goals`` = the category's goal objects
+    (``ds.goals_of``: position, view points; the first one's position is where the supply puts
+    the episode's goal point), ``_goal_points`` = every view point of
     the category, ``_field_key`` = the category's goals key, ``_goal_id`` = its task id. Episodes
     whose category has no view point are left out."""
     out = []
@@ -33,7 +34,7 @@ def objectnav_episode_dicts(ds: ObjectNavDataset, episodes: list[dict]) -> list[
         goals = ds.goals_of(e)
         out.append({"episode_id": str(e["episode_id"]), "scene_id": e["scene_id"],
                     "start_position": e["start_position"], "start_rotation": e["start_rotation"],
-                    "goals": [{"position": list(goals[0]["position"])}], "object_category": e["object_category"],
+                    "goals": goals, "object_category": e["object_category"],
                     "_goal_points": pts, "_field_key": goals_key(e["scene_id"], e["object_category"]),
                     "_goal_id": ds.task_category_id(e)})
     return out

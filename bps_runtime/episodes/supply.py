@@ -196,6 +196,12 @@ class EpisodeSupply:
     def _reseeded(self, st: "_SceneState") -> None:
         """A resident scene got a new random stream."""
 
+    def episode_record(self, key: int, episode_id: str) -> dict | None:
+        """The episode dict (habitat's fields: ``goals``, ObjectNav's ``object_category``...) of
+        episode ``episode_id`` of resident scene ``key``, or None (sampled PointNav episodes have
+        none). On demand, not for the step path."""
+        return None
+
     def take_wait_reasons(self) -> list[str]:
         """The supply's wait reasons since the last call (as the scene cache's)."""
         out, self.wait_reasons = self.wait_reasons, []

@@ -13,6 +13,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from bps_assets.nav.imagenav import goal_heading
+
 from .fused import DEPTH, NAMES
 
 
@@ -60,11 +62,14 @@ class EpisodeRing:
         self.known = np.zeros(n, np.int64)       # episodes started, as far as the host knows
         self.scene_index = np.full((H, n), -1, np.int64)  # scene index of episode m at m % H
         self.row = np.full((H, n), -1, np.int64)
+        self.goal = np.zeros((H, n, 3), np.float32)   # goal point of episode m at m % H (``goals_of``)
         self.eid = np.empty((NAMES, n), object)   # episode id of episode m at m % NAMES
         self.scene_id = np.empty((NAMES, n), object)  # its scene's name
         self.ended = 0
         self.waited = False
         self._image = bool(getattr(task, "IMAGE", False))
+        # ImageNav: the goal view's heading of episode m at m % H (NaN: goal_heading(episode id))
+        self.heading = np.full((H, n), np.nan) if self._image else None
         self.staged_ids, self.staged_headings = [], []
 
     # -- releasing
@@ -119,6 +124,7 @@ class EpisodeRing:
             m = self.filled[envs]
             h = m % (DEPTH + 1)
             self.scene_index[h, envs], self.row[h, envs] = idxs, eps.rows
+            self.goal[h, envs] = eps.goal
             nm = m % NAMES
             self.eid[nm, envs] = eps.episode_ids
             self.scene_id[nm, envs] = self._scene_ids(idxs)
@@ -129,6 +135,7 @@ class EpisodeRing:
             self.staged_ids += list(eps.episode_ids)
             if self._image:   # ImageNav: the goal view's heading (None: goal_heading(episode id))
                 self.staged_headings += [None] * envs.size if eps.heading is None else eps.heading.tolist()
+                self.heading[h, envs] = np.nan if eps.heading is None else eps.heading
             si.append(rows_i)
             sf.append(rows_f)
             self.filled[envs] += 1
@@ -147,6 +154,29 @@ class EpisodeRing:
         lut = np.empty(int(uk[-1]) + 1, object)
         lut[uk] = [self.world.scene_id(k) for k in uk.tolist()]
         return lut[idxs]
+
+    # -- on demand (tools, videos)
+    def goals_of(self, envs, numbers) -> list[dict]:
+        """The goal of episode ``numbers`` of ``envs`` (each queued or running, not ended): one dict
+        per env, ``env_id``, ``episode_id``, ``scene_id``, ``goal_position`` (PointNav / ImageNav:
+        the goal point; ObjectNav: its first goal object's position), ``goals`` (the episode file's or the
+        sampled episode's: habitat's list of goals, ObjectNav's goal objects with their
+        ``view_points``), ObjectNav's ``object_category``, ImageNav's ``goal_heading``."""
+        out = []
+        for e, m in zip(np.asarray(envs).tolist(), np.asarray(numbers).tolist()):
+            h, nm = m % (DEPTH + 1), m % NAMES
+            key, eid = int(self.scene_index[h, e]), str(self.eid[nm, e])
+            rec = self.world.episodes.episode_record(key, eid) if key >= 0 else None
+            goal = self.goal[h, e].astype(np.float64).tolist()
+            d = {"env_id": int(e), "episode_id": eid, "scene_id": str(self.scene_id[nm, e]), "goal_position": goal,
+                 "goals": list(rec["goals"]) if rec and rec.get("goals") else [{"position": goal}]}
+            if rec is not None and "object_category" in rec:
+                d["object_category"] = rec["object_category"]
+            if self._image:   # the yaw its goal image was rendered at
+                hd = float(self.heading[h, e])
+                d["goal_heading"] = hd if np.isfinite(hd) else float(goal_heading(eid))
+            out.append(d)
+        return out
 
     # -- names for info
     def names_of(self, env0: int, numbers: np.ndarray, which: str, done: np.ndarray | None = None) -> list:

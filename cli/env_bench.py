@@ -54,6 +54,7 @@ class BenchOptions:
     pipelined_steps: int = -1    # steps run back to back, no wait between them (-1: 40 on a device, none on the CPU)
     task: str = "pointnav"       # pointnav, objectnav or imagenav (the task's defaults; episodes sampled)
     no_stop: bool = False        # random moves without STOP (episodes end at the step limit, as a trained agent's)
+    agent: str = ""              # "RADIUS,HEIGHT": the task with this agent (e.g. PointNav on ObjectNav's 0.18,0.88 navmeshes)
 
 
 DEFAULTS = BenchOptions()
@@ -244,6 +245,22 @@ def _follow_sim_thread(env):
     return lambda: sim.submit(cm.__exit__, None, None, None).result()
 
 
+def _task(o: BenchOptions):
+    """The task's name, or its default options with ``o.agent``'s radius and height."""
+    if not o.agent:
+        return o.task
+    from dataclasses import replace
+
+    from bps_assets.errors import ConfigError
+    from bps_runtime.tasks import task_module
+
+    try:
+        radius, height = (float(x) for x in o.agent.split(","))
+    except ValueError:
+        raise ConfigError(None, f"agent={o.agent!r}: expected RADIUS,HEIGHT in metres, e.g. 0.18,0.88") from None
+    return replace(task_module(o.task).DEFAULTS, agent_radius=radius, agent_height=height)
+
+
 def run(manifest, options: BenchOptions = DEFAULTS, echo=print, progress=None) -> dict:
     """Measure, summarize, print the report (``echo`` per line; ``progress`` gets a line per
     phase of the measurement, see ``measure``); returns the statistics."""
@@ -273,7 +290,7 @@ def measure(manifest, options: BenchOptions = DEFAULTS, progress=None) -> dict:
     env = make(manifest, split=o.split, num_envs=o.num_envs, sensors=o.sensors, device=o.device,
                resolution=(o.resolution, o.resolution), renderer=renderer, seed=o.seed, episodes="sample",
                cache={"slots": o.scenes, "swap_every": o.swap_every or None}, threads=threads,
-               capture_graph=o.capture_graph, task=o.task)
+               capture_graph=o.capture_graph, task=_task(o))
     dev = env.device
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     env.reset()

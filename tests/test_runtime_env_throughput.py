@@ -128,3 +128,14 @@ def test_thread_scaling_report_judges_each_count(manifest):  # noqa: F811
     with pytest.raises(ConfigError, match="thread count"):
         bench.measure_threads(manifest, [0], TINY)
     assert bench.default_thread_counts() == sorted({1, 2, len(os.sched_getaffinity(0))})
+
+
+def test_bench_agent_option_runs_a_task_with_another_agent():
+    """``--agent RADIUS,HEIGHT`` (PointNav's baseline on a dataset built for ObjectNav's agent)."""
+    from bps_assets.errors import ConfigError
+
+    t = bench._task(bench.BenchOptions(task="pointnav", agent="0.18,0.88"))
+    assert (type(t).TASK, t.agent_radius, t.agent_height) == ("pointnav", 0.18, 0.88)
+    assert bench._task(bench.BenchOptions(task="imagenav")) == "imagenav"
+    with pytest.raises(ConfigError, match="RADIUS,HEIGHT"):
+        bench._task(bench.BenchOptions(agent="0.18"))

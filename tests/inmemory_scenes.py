@@ -159,7 +159,7 @@ class StaticScenes:
         """Static scenes stay resident for the env's life: no reference to drop."""
 
     def after_round(self):
-        pass
+        """Static scenes: no swap is ever due."""
 
     def take_report(self):
         return SimpleNamespace(waited=False, reasons=[])

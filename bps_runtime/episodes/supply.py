@@ -11,6 +11,7 @@ random stream and the per-scene state.
 """
 from __future__ import annotations
 
+import abc
 import threading
 import zlib
 from collections import deque
@@ -166,7 +167,7 @@ def _slice_reserved(r: _Reservoir, n: int) -> NewEpisodes:
                        heading=None if e.heading is None else e.heading[h:h + n])
 
 
-class EpisodeSupply:
+class EpisodeSupply(abc.ABC):
     """Episodes for the env, per resident scene, prepared ahead: the protocol and what the two
     sources share (``SampledEpisodes`` in episodes/sampled.py, ``DatasetEpisodes`` in
     episodes/dataset.py; ``bps_runtime.episodes.make_supply`` picks one)."""
@@ -180,18 +181,18 @@ class EpisodeSupply:
         self.misses = 0                   # sampled episodes: takes the reservoir could not serve
         self.miss_reasons: deque[str] = deque(maxlen=100)   # the latest misses, why
 
+    @abc.abstractmethod
     def field_rows(self) -> int:
         """Goal distance-field rows a resident scene starts with."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def take(self, keys: np.ndarray) -> tuple[NewEpisodes, bool]:
         """One new episode per entry of ``keys`` (scene indices), in order; and whether that
         waited for an episode's preparation."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _start(self, st: "_SceneState", inline: bool) -> None:
         """Begin preparing a new scene's first episodes."""
-        raise NotImplementedError
 
     def _reseeded(self, st: "_SceneState") -> None:
         """A resident scene got a new random stream."""

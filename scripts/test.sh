@@ -9,5 +9,7 @@ bash scripts/setup_venv.sh test
 if [ $# -eq 0 ]; then
     ONEDNN_MAX_CPU_ISA=AVX2 .venv/bin/python -m pytest -q -n 2 tests/test_train_*.py tests/test_runtime_*.py \
         tests/test_goalnav_step.py tests/test_objectnav_make.py tests/test_semantic_env.py \
-        tests/test_fused_step.py tests/test_seeded_swaps.py tests/test_video.py
+        tests/test_fused_step.py tests/test_seeded_swaps.py tests/test_video.py tests/test_video_goals.py \
+        tests/test_env_config.py tests/test_trace_stable.py tests/test_step_threads.py tests/test_capture_graph.py \
+        tests/test_objectnav_end_to_end.py
 fi

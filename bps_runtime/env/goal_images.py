@@ -14,6 +14,7 @@ the cache; a step whose episodes all hit renders nothing.
 """
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
 
 import numpy as np
@@ -113,7 +114,7 @@ class GoalImages:
 
     def write(self, stage_i: np.ndarray, stage_f: np.ndarray, episode_ids: list, headings: list) -> None:
         """Staging rows (int: env, ring index, scene index, ...; float: ..., goal xyz at 4:7), their
-        episode ids and goal headings (None: ``goal_heading(episode id)``)."""
+        episode ids and goal headings (NaN: ``goal_heading(episode id)``)."""
         n = stage_i.shape[0]
         if n == 0:
             return
@@ -123,7 +124,7 @@ class GoalImages:
         names = dict(zip(uk, (self.world.scene_id(k) for k in uk)))
         gx, gy, gz = goal.T.tolist()
         keys = list(zip([names[s] for s in scene.tolist()], gx, gy, gz,
-                        [i if h is None else h for i, h in zip(episode_ids, headings)]))
+                        [i if math.isnan(h) else h for i, h in zip(episode_ids, headings)]))
         rows = self.cache.lookup(keys)
         miss = np.flatnonzero(rows < 0)
         src = None   # the cache's pool (read after inserting: it may have grown), or the frames
@@ -152,7 +153,7 @@ class GoalImages:
     def _render(self, scene: np.ndarray, goal: np.ndarray, headings: list, episode_ids: list) -> torch.Tensor:
         from bps_assets.nav.imagenav import goal_heading
 
-        yaw = np.array([goal_heading(i) if h is None else h for h, i in zip(headings, episode_ids)], np.float64)
+        yaw = np.array([goal_heading(i) if math.isnan(h) else h for h, i in zip(headings, episode_ids)], np.float64)
         rot = np.zeros((len(yaw), 4), np.float32)
         rot[:, 1], rot[:, 3] = np.sin(yaw / 2), np.cos(yaw / 2)
         dev = self.target.device

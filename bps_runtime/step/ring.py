@@ -115,7 +115,7 @@ class EpisodeRing:
         si, sf = [], []
         self.waited = False
         self.staged_ids = []   # the episode id of each staging row returned
-        self.staged_headings = []   # ImageNav: its goal view's heading (None: goal_heading(episode id))
+        self.staged_headings = []   # ImageNav: its goal view's heading (NaN: goal_heading(episode id))
         envs = np.flatnonzero(self.filled < self.known + DEPTH)
         while envs.size:
             idxs, w1 = self.world.next_scenes(envs)
@@ -133,9 +133,9 @@ class EpisodeRing:
             rows_f = np.empty((envs.size, self.task.STAGE_FLOATS), np.float32)
             self.task.stage(rows_i[:, 2:], rows_f, idxs, eps)
             self.staged_ids += list(eps.episode_ids)
-            if self._image:   # ImageNav: the goal view's heading (None: goal_heading(episode id))
-                self.staged_headings += [None] * envs.size if eps.heading is None else eps.heading.tolist()
+            if self._image:   # ImageNav: the goal view's heading (NaN: goal_heading(episode id))
                 self.heading[h, envs] = np.nan if eps.heading is None else eps.heading
+                self.staged_headings += self.heading[h, envs].tolist()
             si.append(rows_i)
             sf.append(rows_f)
             self.filled[envs] += 1

@@ -32,7 +32,8 @@ FORMAT = "bps-train checkpoint"
 VERSION = 3
 READS = (2, 3)  # version 2 had no checksum: its tensors are checked for finite values only
 # Settings a resumed run must share with its checkpoint, in the order the error lists them.
-IDENTITY_ARGS = ("split", "episodes", "sensor", "resolution", "hidden", "width", "num_envs")
+IDENTITY_ARGS = ("task", "split", "episodes", "sensor", "resolution", "hidden", "width", "num_envs")
+IDENTITY_DEFAULTS = {"task": "pointnav"}   # what a checkpoint from before the key was saved had
 _REQUIRED = {"format": str, "version": int, "policy": dict, "optimizer": dict, "update": int,
              "global_step": int, "seconds": float, "world": int, "args": dict, "identity": dict, "rng": list}
 
@@ -63,7 +64,7 @@ def check_same_run(path, saved: dict, wanted: dict) -> None:
     """ConfigError listing every identity field that differs, and how to start fresh."""
     diffs = []
     for key, want in wanted.items():
-        have = saved.get(key)
+        have = saved.get(key, IDENTITY_DEFAULTS.get(key))
         if have == want:
             continue
         if key == "dataset_sha256":

@@ -81,3 +81,21 @@ def test_a_resume_may_change_a_tasks_memory_budget_but_not_its_rules():
         checkpoint.check_same_run("ck.pt", ida, {"env": checkpoint.env_identity(wider)})
     back = EnvConfig.from_dict(json.loads(json.dumps(small.to_dict())))
     assert back.task == small.task and back.task.goal_cache_bytes == 1 << 20
+
+
+def test_a_resume_with_another_task_is_refused_before_the_weights_load():
+    """The task is part of a run's identity (its policy has other inputs); checkpoints saved
+    before the key existed were PointNav's."""
+    from types import SimpleNamespace
+
+    from bps_train import checkpoint
+
+    args = dict(split="train", episodes="sample", sensor="depth", resolution=64, hidden=512, width=32, num_envs=8)
+    pointnav = checkpoint.identity(SimpleNamespace(task="pointnav", **args), "sha")
+    objectnav = checkpoint.identity(SimpleNamespace(task="objectnav", **args), "sha")
+    with pytest.raises(ConfigError, match="--task pointnav"):
+        checkpoint.check_same_run("ck.pt", pointnav, objectnav)
+    old = {k: v for k, v in pointnav.items() if k != "task"}
+    checkpoint.check_same_run("ck.pt", old, pointnav)
+    with pytest.raises(ConfigError, match="--task pointnav"):
+        checkpoint.check_same_run("ck.pt", old, objectnav)

@@ -1,6 +1,6 @@
 """Per-step torch ops, Warp launches and host syncs of the batched PointNav env on CPU
 (cli.step_profile), for 64 / 1024 envs and 1 / 8 resident scenes (small generated
-rooms of bps_runtime/inmemory_scenes.py, Embree renderer, 16x16 depth).
+rooms of tests/inmemory_scenes.py, Embree renderer, 16x16 depth).
 
     python benchmarks/bench_step_counts.py
     python benchmarks/bench_step_counts.py --renderer warp            # the frame as a Warp launch
@@ -13,9 +13,7 @@ tests do; one CPU thread): what a captured CUDA step launches, counted here.
 
 Counts are the averages over 3 steady-state steps; the "render" phase (the renderer's own host
 conversions) and the "input check" phase (the CPU env's action range check) are printed apart
-when the code marks them. Run it with PYTHONPATH pointing at another checkout (and its tests/
-folder, where 88cbd84 kept the scene builders) to count that code; an env without
-``step_profile.follow`` in its simulator thread is followed by a wrapper.
+when the code marks them.
 """
 from __future__ import annotations
 
@@ -33,26 +31,16 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--renderer", choices=("embree", "warp"), default="embree")
     ap.add_argument("--capture", action="store_true", help="capture step + frame (Warp CPU graphs; --renderer warp)")
-    ap.add_argument("--task", choices=("pointnav", "objectnav", "imagenav"), default="pointnav")
+    from bps_runtime.tasks import TASKS
+
+    ap.add_argument("--task", choices=TASKS, default="pointnav")
     a = ap.parse_args(argv)
     if a.capture and a.renderer != "warp":
         ap.error("--capture needs --renderer warp (the frame is in the graph only as a Warp launch)")
-    try:
-        from inmemory_scenes import make_env, room
-    except ImportError:  # an older checkout (88cbd84) kept them in tests/: put that on PYTHONPATH
-        from runtime_env_scenes import make_env, room
+    from inmemory_scenes import make_env, room
 
-    from cli import step_profile
-    from bps_runtime.env.env import BatchPointNavEnv
     from cli.step_profile import count_ops
 
-    if not hasattr(BatchPointNavEnv, "_host_between_steps"):   # the 88cbd84 env: follow its sim thread
-        orig = BatchPointNavEnv._step_group
-
-        def wrapped(self, g, a):
-            with step_profile.follow():
-                return orig(self, g, a)
-        BatchPointNavEnv._step_group = wrapped
     cases = [(n, k, 1) for n, k in ((64, 1), (1024, 1), (64, 8), (1024, 8))]
     if a.task != "pointnav":
         cases += [(64, 1, 50), (1024, 8, 50)]
@@ -72,11 +60,11 @@ def main(argv=None):
         env.reset()
         g = torch.Generator().manual_seed(0)
         for _ in range(3):
-            env.step(torch.randint(0, env.num_actions if hasattr(env, "num_actions") else 4, (n,), generator=g))
+            env.step(torch.randint(0, env.num_actions, (n,), generator=g))
         tot = {}
         for _ in range(3):
             with count_ops() as c:
-                env.step(torch.randint(0, env.num_actions if hasattr(env, "num_actions") else 4, (n,), generator=g))
+                env.step(torch.randint(0, env.num_actions, (n,), generator=g))
             for p in c.phases():
                 t = tot.setdefault(p, [0, 0, 0])
                 t[0] += c.total("torch_ops", p)

@@ -102,11 +102,12 @@ class Args:
 # ----------------------------------------------------------------------------------- set-up
 def check_args(args):
     from bps_assets.errors import ConfigError
+    from bps_runtime.tasks import TASKS
 
     if args.sensor not in ("depth", "rgb"):
         raise ConfigError(None, f"--sensor {args.sensor!r}: expected depth or rgb")
-    if args.task not in ("pointnav", "objectnav", "imagenav"):
-        raise ConfigError(None, f"--task {args.task!r}: expected pointnav, objectnav or imagenav")
+    if args.task not in TASKS:
+        raise ConfigError(None, f"--task {args.task!r}: expected one of {', '.join(TASKS)}")
     if args.episodes not in ("sample", "dataset") and not os.path.exists(args.episodes):
         raise ConfigError(None, f"--episodes {args.episodes!r}: expected sample, dataset or an episode file")
     if args.lr_schedule not in ("cosine", "constant"):

@@ -8,6 +8,7 @@ import time
 
 import click
 
+from bps_runtime.tasks import TASKS
 from cli.env_bench import DEFAULTS, RENDERERS
 
 
@@ -61,7 +62,7 @@ def _heartbeat(what: str):
 @click.option("--rgb", is_flag=True, help="render RGB as well as depth")
 @click.option("--split", default=DEFAULTS.split, show_default=True, help="manifest subset to run on")
 @click.option("--seed", type=int, default=DEFAULTS.seed, show_default=True)
-@click.option("--task", type=click.Choice(("pointnav", "objectnav", "imagenav")), default=DEFAULTS.task,
+@click.option("--task", type=click.Choice(TASKS), default=DEFAULTS.task,
               show_default=True, help="the task (its defaults; episodes sampled)")
 @click.option("--json", "as_json", is_flag=True, help="print the results as JSON on stdout")
 def bench_cmd(manifest, num_envs, scenes, resolution, steps, swap_every, renderer, device, threads, count_steps,

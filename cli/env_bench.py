@@ -231,20 +231,6 @@ def _per_step_counts(counts, steps: int) -> dict:
     return {"steps": steps, **tot, "by_phase": by_phase if len(by_phase) > 1 else {}, "sync_kinds": kinds}
 
 
-def _follow_sim_thread(env):
-    """Count the env's simulator thread too. The env steps on its own thread (``env._sim``, one
-    worker); this enters ``step_profile.follow()`` there and returns the call that leaves it.
-    Harmless where the env follows by itself: ``follow()`` does nothing in a followed thread."""
-    from cli.step_profile import follow
-
-    sim = getattr(env, "_sim", None)
-    if sim is None:
-        return lambda: None
-    cm = follow()
-    sim.submit(cm.__enter__).result()
-    return lambda: sim.submit(cm.__exit__, None, None, None).result()
-
-
 def _task(o: BenchOptions):
     """The task's name, or its default options with ``o.agent``'s radius and height."""
     if not o.agent:
@@ -344,13 +330,9 @@ def measure(manifest, options: BenchOptions = DEFAULTS, progress=None) -> dict:
         if o.count_steps > 0:
             acts = [actions() for _ in range(o.count_steps)]
             say(f"{o.count_steps} steps counting torch ops, Warp launches and syncs")
-            with count_ops() as counts:
-                leave = _follow_sim_thread(env)
-                try:
-                    for a in acts:
-                        env.step(a)
-                finally:
-                    leave()
+            with count_ops() as counts:   # follows the env's simulator thread (step_profile)
+                for a in acts:
+                    env.step(a)
             raw["counts"] = _per_step_counts(counts, o.count_steps)
     finally:
         env.close()

@@ -104,3 +104,26 @@ def test_warp_renderer_scenes_are_built_in_loader_threads(packed_room):
         r.attach(i, x.shading, x.accel)
     d = r.render([0, 1], [[4.0, 0, -3], [4.0, 0, -4.5]], [0.0, 0.0])["depth"]
     assert abs(float(d[0, 32, 32, 0]) - 3.0) < 1e-3 and abs(float(d[1, 32, 32, 0]) - 1.5) < 1e-3
+
+
+def test_a_load_that_fails_before_its_end_prepares_nothing(packed_room):
+    """The per-scene preparation (navigation arrays, the episode supply's visit and first fields)
+    is a load's last step: a load refused by the budget (or failing earlier) prepares nothing,
+    so nothing is left to free and the scene's next visit draws the same episodes."""
+    from bps_runtime.scenes.loader import LoadCancelled
+
+    prepared = []
+    loader = SceneLoader(make_renderer("embree"), threads=1)
+    loader.prepare = lambda sid, nav: prepared.append(sid) or sid
+    src = SceneSource("room", str(packed_room / "room.bps"), str(packed_room / "room.navmesh"))
+
+    def refuse(nbytes, source):
+        raise LoadCancelled(source.scene_path, "cache closed")
+
+    try:
+        assert isinstance(loader.submit(src, refuse).result(timeout=60), LoadFailure)
+        assert prepared == []
+        res = loader.submit(src, lambda n, s: n).result(timeout=60)
+        assert isinstance(res, LoadedScene) and res.prepared == "room" and prepared == ["room"]
+    finally:
+        loader.close()

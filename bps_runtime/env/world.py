@@ -33,8 +33,12 @@ class ScenePreparation:
 
     def __call__(self, scene_id: str, navmesh):
         scene = SceneNav(navmesh, self.nav)
-        self.nav.size_for(scene, self.supply.field_rows())
-        return scene, self.supply.prepare(scene_id, scene)
+        try:
+            self.nav.size_for(scene, self.supply.field_rows())
+            return scene, self.supply.prepare(scene_id, scene)
+        except BaseException:
+            scene.free()   # the load fails (quarantined): its arena space goes back
+            raise
 
 
 class World:

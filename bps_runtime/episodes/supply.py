@@ -217,7 +217,13 @@ class EpisodeSupply(abc.ABC):
         self.visits[name] = visit + 1
         fields = GoalFields(mesh, capacity=self.field_rows())
         st = _SceneState(None, name, mesh, fields, _seed_for(self.seed, name, visit))
-        self._start(st, inline)
+        try:
+            self._start(st, inline)
+        except BaseException:   # e.g. no valid episode: the load fails, its rows go back
+            for f in list(st.ahead.values()):
+                f.cancel()
+            fields.free()
+            raise
         return st
 
     def scene_arrived(self, key: int, name: str, mesh: SceneNav, inline: bool = True) -> GoalFields:
@@ -249,12 +255,8 @@ class EpisodeSupply(abc.ABC):
             st.count = 0
             self._reseeded(st)
 
-    def release(self, key: int, row: int):
-        """An episode of scene ``key`` that used field ``row`` has ended."""
-        self.release_many(np.array([key]), np.array([row]))
-
     def release_many(self, keys: np.ndarray, rows: np.ndarray):
-        """``release`` for many (scene key, row) pairs at once."""
+        """Episodes that used field ``rows`` of scenes ``keys`` have ended: their rows are released."""
         keys, rows = np.asarray(keys, np.int64).reshape(-1), np.asarray(rows, np.int64).reshape(-1)
         if len(keys) <= SMALL_BATCH:     # a step's few ended episodes: group them in Python
             groups: dict[int, list] = {}

@@ -215,7 +215,6 @@ class SceneLoader:
             nav = self.navmesh_loader(source.navmesh_path) if source.navmesh_path else None
             if nav is not None:
                 check_navmesh(source, nav, header)
-            prepared = self.prepare(sid, nav) if self.prepare is not None and nav is not None else None
             nv, nt = int(ps.positions.shape[0]), int(ps.indices.shape[0])
             nbytes = sd.nbytes + int(self.renderer.accel_bytes(nv, nt)) + navmesh_nbytes(nav)
             if reserve is not None:
@@ -223,6 +222,9 @@ class SceneLoader:
                 ticket = reserve(nbytes, source)
             self._at(sid, "building the renderer's acceleration structure")
             accel = self.renderer.prepare(sd, ps.positions, ps.indices)
+            # last: a load that fails before this prepares nothing (no navigation to free, no
+            # episode-supply visit counted, so the episodes of the scene's next visit do not depend on it)
+            prepared = self.prepare(sid, nav) if self.prepare is not None and nav is not None else None
             return LoadedScene(source, sd, accel, nav, header, nv, nt,
                                nbytes, time.perf_counter() - t0, ticket, prepared, _semantics(ps))
         except Exception as e:  # quarantine boundary: see the module docstring

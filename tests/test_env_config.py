@@ -99,3 +99,28 @@ def test_a_resume_with_another_task_is_refused_before_the_weights_load():
     checkpoint.check_same_run("ck.pt", old, pointnav)
     with pytest.raises(ConfigError, match="--task pointnav"):
         checkpoint.check_same_run("ck.pt", old, objectnav)
+
+
+def test_supply_options_are_checked_where_they_are_made():
+    """A bad episode-supply size is refused by SupplyOptions itself, so a config read back from a
+    checkpoint (EnvConfig.from_dict) is checked as make()'s keywords are."""
+    from bps_runtime.episodes.supply import SupplyOptions
+
+    for bad in ({"goal_pool": 0}, {"reservoir": -5}, {"lookahead": 0}, {"goal_views": 1.5}):
+        with pytest.raises(ConfigError, match=next(iter(bad))):
+            SupplyOptions(**bad)
+    with pytest.raises(ConfigError, match="goal_pool"):
+        EnvConfig.from_kwargs("m", goal_pool=0)
+    d = EnvConfig.from_kwargs("m").to_dict()
+    d["episodes"]["supply"]["goal_pool"] = 0
+    with pytest.raises(ConfigError, match="goal_pool"):
+        EnvConfig.from_dict(d)
+
+
+def test_spaces_take_a_task_name_module_or_options():
+    from bps_runtime.env.spaces import single_observation_space
+    from bps_runtime.tasks import objectnav
+
+    by_name = single_observation_space(task="objectnav")
+    assert single_observation_space(task=objectnav.DEFAULTS) == by_name == single_observation_space(task=objectnav)
+    assert {"objectgoal", "compass", "gps", "depth"} <= set(by_name.spaces)

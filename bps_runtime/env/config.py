@@ -67,10 +67,8 @@ class EnvConfig:
         """The config of ``make()``'s keywords (``cache``: None, an int = slots, a dict of
         CacheOptions fields, or a CacheOptions)."""
         supply = SUPPLY_DEFAULTS
-        if goal_pool is not None:
-            if int(goal_pool) < 1:
-                raise ConfigError(None, f"goal_pool={goal_pool!r}: must be >= 1")
-            supply = replace(supply, goal_pool=int(goal_pool))
+        if goal_pool is not None:   # SupplyOptions checks it
+            supply = replace(supply, goal_pool=goal_pool)
         return cls(dataset=None if dataset is None else str(dataset), split=split, num_envs=num_envs,
                    batch_size=batch_size, seed=seed, device=str(device), threads=threads,
                    capture_graph=bool(capture_graph),

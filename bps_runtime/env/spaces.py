@@ -15,7 +15,7 @@ from bps_assets.errors import ConfigError
 
 from ..render.protocol import SENSORS   # the sensors an env offers are the renderer's
 from ..render.semantic import MAX_INSTANCE_ID
-from ..tasks import pointnav, task_module
+from ..tasks import module_for, pointnav, task_module
 
 
 
@@ -72,8 +72,10 @@ def check_resolution(resolution) -> tuple[int, int]:
 
 
 def _task(task):
-    """A task module from a module or a task name."""
-    return task_module(task) if isinstance(task, str) else task
+    """A task module from a module, a task name or a task's options."""
+    if isinstance(task, str):
+        return task_module(task)
+    return task if hasattr(task, "OBSERVATIONS") else module_for(task)
 
 
 def _boxes(task, h: int, w: int) -> dict:

@@ -46,8 +46,12 @@ class SupplyOptions:
     retries: int = _GEN.number_retries_per_target
 
     def __post_init__(self):
-        if isinstance(self.goal_views, bool) or not isinstance(self.goal_views, int) or self.goal_views < 0:
-            raise ConfigError(None, f"goal_views={self.goal_views!r}: expected an int >= 0 (0: a heading per episode)")
+        for name, least in (("goal_pool", 1), ("lookahead", 1), ("memo_episodes", 1), ("reservoir", 0),
+                            ("goal_views", 0), ("retries", 1)):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < least:
+                raise ConfigError(None, f"{name}={v!r}: expected an int >= {least}"
+                                        + (" (0: a heading per episode)" if name == "goal_views" else ""))
 
 
 DEFAULTS = SupplyOptions()

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bps_assets.nav.pose import quaternion_yaw
 from bps_assets.nav.topdown import HEADER, MARGIN
 from bps_train.video_io import DEFAULTS as VIDEO_DEFAULTS, VideoOptions, write_video
 
@@ -71,7 +72,7 @@ def goal_from_pointgoal(position, rotation, pointgoal) -> np.ndarray:
     agent's (the observation is 2-D)."""
     p = np.asarray(position, np.float64)
     q = np.asarray(rotation, np.float64)
-    yaw = 2.0 * math.atan2(q[1], q[3])
+    yaw = quaternion_yaw(q)
     rho, phi = float(pointgoal[0]), -float(pointgoal[1])
     x_a, z_a = rho * math.sin(phi), -rho * math.cos(phi)
     c, s = math.cos(yaw), math.sin(yaw)
@@ -292,7 +293,7 @@ class EpisodeRecorder:
             if canvas is not None:
                 if t:
                     canvas.path(np.array(ep.pos[t - 1:t + 1]), "agent_path")
-                c = canvas.copy().point(ep.pos[t], "agent", yaw=2 * math.atan2(ep.rot[t][1], ep.rot[t][3]))
+                c = canvas.copy().point(ep.pos[t], "agent", yaw=quaternion_yaw(ep.rot[t]))
                 f[area[0], layout.map_x:layout.map_x + mw] = np.asarray(c.im)[area]
             strip = Image.fromarray(strip_bg.copy())
             d = ImageDraw.Draw(strip)

@@ -32,6 +32,7 @@ from ..errors import ConfigError, InputError, NavError, OutputExistsError
 from ..json_input import parse_json
 from ..readers.guard import read_limited
 from ..safe_paths import content_scenes_dir
+from .pose import yaw_quaternion
 
 
 # ------------------------------------------------------------------------------ options
@@ -177,7 +178,7 @@ def generate_episodes(navmesh, scene_id: str, n: int, seed: int,
             a = float(angles[i])
             episodes.append(make_episode(
                 episode_id=len(episodes), scene_id=scene_id, start_position=s[j],
-                start_rotation=[0.0, math.sin(a / 2), 0.0, math.cos(a / 2)],
+                start_rotation=yaw_quaternion(a),
                 goal_position=t, geodesic_distance=g, goal_radius=o.goal_radius))
     st["episodes"] = len(episodes)
     if stats is not None:

@@ -7,10 +7,11 @@ string per process, so that image changes between runs; here the seed is
 """
 from __future__ import annotations
 
-import math
 import zlib
 
 import numpy as np
+
+from .pose import yaw_quaternion
 
 
 def goal_heading(episode_id) -> float:
@@ -21,8 +22,7 @@ def goal_heading(episode_id) -> float:
 
 def goal_rotation(episode_id) -> list[float]:
     """The goal view's rotation as habitat writes it, [x, y, z, w] = [0, sin(a/2), 0, cos(a/2)]."""
-    a = goal_heading(episode_id)
-    return [0.0, math.sin(a / 2), 0.0, math.cos(a / 2)]
+    return yaw_quaternion(goal_heading(episode_id))
 
 
 __all__ = ["goal_heading", "goal_rotation"]

@@ -16,7 +16,6 @@ episodes a function of (scene, seed, options).
 """
 from __future__ import annotations
 
-import math
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
@@ -28,6 +27,7 @@ from ..raycast import RayCaster
 from ..semantics import SemanticTable
 from .episodes import distance_rejection
 from .objectnav_files import ObjectNavDataset, goals_key, make_object_goal, make_objectnav_episode
+from .pose import yaw_quaternion
 from .view_points import DEFAULTS as VP_DEFAULTS, ViewPointOptions, object_view_points
 
 
@@ -179,7 +179,7 @@ def _one_episode(navmesh, c: _Category, scene_id: str, index: int, rng: np.rando
                 continue
             a = float(yaws[i])
             return make_objectnav_episode(
-                index, scene_id, src[i], [0.0, math.sin(a / 2), 0.0, math.cos(a / 2)], c.name,
+                index, scene_id, src[i], yaw_quaternion(a), c.name,
                 info={"geodesic_distance": d, "euclidean_distance": euclid,
                       "closest_goal_object_id": c.goals[g]["object_id"]})
     return None

@@ -24,6 +24,7 @@ import numpy as np
 from ..errors import ConfigError
 from ..raycast import RayCaster
 from ..semantics import SemanticTable, object_ids
+from .pose import yaw_quaternion
 
 
 @dataclass(frozen=True)
@@ -54,11 +55,6 @@ DEFAULTS = ViewPointOptions()
 def yaw_facing(direction) -> float:
     """Yaw (radians about +Y) that turns the agent's forward (-Z) towards ``direction`` (x/z)."""
     return math.atan2(-float(direction[0]), -float(direction[2]))
-
-
-def yaw_quaternion(yaw: float) -> list[float]:
-    """[x, y, z, w] of a rotation by ``yaw`` about +Y (habitat's episode rotations)."""
-    return [0.0, math.sin(yaw / 2), 0.0, math.cos(yaw / 2)]
 
 
 def camera_basis(yaw: float, pitch: float) -> np.ndarray:
@@ -186,4 +182,4 @@ def object_view_points(navmesh, caster: RayCaster, tri_object: np.ndarray, table
 
 
 __all__ = ["ViewPointOptions", "DEFAULTS", "object_coverage", "object_view_points",
-           "camera_basis", "yaw_facing", "yaw_quaternion"]
+           "camera_basis", "yaw_facing"]

@@ -12,12 +12,11 @@ from __future__ import annotations
 import threading
 
 import numpy as np
-import torch
 
 from bps_assets.errors import NavError
+from bps_assets.nav.pose import quaternion_yaw
 
 from ..nav.kernels import host_distance, load_for_host
-from .files import quat_to_yaw
 from .supply import DEFAULTS, EpisodeSupply, NewEpisodes, SupplyOptions, _SceneState, _done, _release_result
 
 
@@ -86,8 +85,7 @@ class DatasetEpisodes(EpisodeSupply):
         if not np.isfinite(d):
             st.fields.release(row)
             return None
-        q = torch.as_tensor(np.asarray(e.get("start_rotation", [0, 0, 0, 1]), np.float64).reshape(1, 4))
-        yaw = float(quat_to_yaw(q)[0])
+        yaw = quaternion_yaw(e.get("start_rotation", [0, 0, 0, 1]))
         return snapped, yaw, goal, row, str(e["episode_id"]), int(e.get("_goal_id", 0))
 
     def _field_row(self, st: _SceneState, e: dict, goal: np.ndarray) -> int:

@@ -1,21 +1,11 @@
-"""Episode files and episode conventions: which PointNav episodes ``make(episodes=...)`` serves
-(``resolve_episodes``), and habitat's start rotation as the env's yaw (``quat_to_yaw``)."""
+"""Episode files: which PointNav episodes ``make(episodes=...)`` serves (``resolve_episodes``).
+Habitat's start rotation as a yaw: ``bps_assets.nav.pose.quaternion_yaw``."""
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
-import numpy as np
-import torch
 
 from bps_assets.errors import InputError
-
-
-def quat_to_yaw(q) -> torch.Tensor:
-    """[N, 4] quaternions [x, y, z, w] (rotations about +Y) -> [N] yaw in (-pi, pi] (float64)."""
-    q = torch.as_tensor(np.asarray(q, np.float64))
-    a = 2.0 * torch.atan2(q[..., 1], q[..., 3])
-    return a - 2.0 * math.pi * torch.ceil((a - math.pi) / (2.0 * math.pi))
 
 
 def resolve_episodes(manifest, split, names: list[str], episodes):

@@ -96,13 +96,9 @@ def navmesh_nbytes(nav: Any) -> int:
 
 
 def _semantics(ps):
-    """The packed scene's object table, or None (no semantic section, or a reader without one)."""
-    try:
-        return getattr(ps, "semantics", None)
-    except BpsError:
-        raise
-    except (KeyError, TypeError, ValueError, AttributeError):   # a test reader's partial scene
-        return None
+    """The packed scene's object table, or None (no semantic section; a reader whose scenes have
+    no ``semantics``). A damaged table raises: the load fails and the scene is quarantined."""
+    return getattr(ps, "semantics", None)
 
 
 def _default_reader(path):

@@ -22,6 +22,7 @@ import torch
 
 from bps_assets.errors import ConfigError
 
+from ..render.camera import yaw_to_quaternion
 from ..tasks.imagenav import DEFAULTS as IMAGENAV_DEFAULTS
 
 DEFAULT_BUDGET_BYTES = IMAGENAV_DEFAULTS.goal_cache_bytes   # 256 MiB: 21,845 images of 64 x 64, 5,461 of 128 x 128
@@ -154,8 +155,7 @@ class GoalImages:
         from bps_assets.nav.imagenav import goal_heading
 
         yaw = np.array([goal_heading(i) if math.isnan(h) else h for h, i in zip(headings, episode_ids)], np.float64)
-        rot = np.zeros((len(yaw), 4), np.float32)
-        rot[:, 1], rot[:, 3] = np.sin(yaw / 2), np.cos(yaw / 2)
+        rot = yaw_to_quaternion(yaw).astype(np.float32)
         dev = self.target.device
         frames = self.world.render(torch.from_numpy(scene).to(dev), torch.from_numpy(np.ascontiguousarray(goal)).to(dev),
                                    torch.from_numpy(rot).to(dev), ("rgb",))

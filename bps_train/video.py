@@ -196,11 +196,12 @@ class EpisodeRecorder:
         rows = [k for k, e in enumerate(ids) if int(e) < self.watch]
         if not rows:
             return
-        host = {k: _host(v) for k, v in obs.items() if k in SENSORS or k == "pointgoal"}
+        # only the watched envs' observations leave the device (row j of host: batch row rows[j])
+        host = {k: _host_rows(v, rows) for k, v in obs.items() if k in SENSORS or k == "pointgoal"}
         started = []
         pos, rot, dist = (_host(info[k]) for k in ("position", "rotation", "distance_to_goal"))
         scenes = info["scene_id"]
-        for k in rows:
+        for j, k in enumerate(rows):
             e = int(ids[k])
             if done[k] and e in self._live and not self.finished:
                 self._finish(self._live.pop(e), info["episode"], k)
@@ -214,12 +215,12 @@ class EpisodeRecorder:
                 if GOAL_IMAGE in obs:   # constant through the episode: one copy
                     self._live[e].goal_image = _host(obs[GOAL_IMAGE][k]).copy()
             ep = self._live[e]
-            ep.obs.append({s: host[s][k].copy() for s in host if s in SENSORS})
+            ep.obs.append({s: host[s][j] for s in host if s in SENSORS})
             ep.pos.append(pos[k].astype(np.float64))
             ep.rot.append(rot[k].astype(np.float64))
             ep.dist.append(float(dist[k]))
             if ep.goal is None and "pointgoal" in host and self.goals_for is None:
-                ep.goal = goal_from_pointgoal(pos[k], rot[k], host["pointgoal"][k])
+                ep.goal = goal_from_pointgoal(pos[k], rot[k], host["pointgoal"][j])
         if started and self.goals_for is not None:   # one query for the episodes that began
             for (e, _), g in zip(started, self.goals_for([e for e, _ in started])):
                 self._live[e].goals = g
@@ -367,6 +368,15 @@ def _goal_summary(g: dict) -> dict:
         if key in g:
             out[key] = g[key]
     return out
+
+
+def _host_rows(x, rows: list) -> np.ndarray:
+    """Rows ``rows`` of a batch tensor (any device) or array, as a new host numpy array."""
+    if hasattr(x, "detach"):
+        import torch
+
+        return x.detach()[torch.as_tensor(rows, device=x.device)].cpu().numpy()
+    return np.asarray(x)[rows]
 
 
 def _host(x):

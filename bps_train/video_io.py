@@ -69,18 +69,19 @@ def write_video(path, frames, options: VideoOptions = DEFAULTS) -> Path:
     path = path.with_name(path.name + SUFFIX[fmt])
     if path.exists() and not options.overwrite:
         raise OutputExistsError(path, "exists (pass overwrite to replace it)")
+    if fmt != "png":   # one file: the project's temp-file-then-rename (typed errors, fsync)
+        from bps_assets.container import atomic_write
+
+        writer = _write_mp4 if fmt == "mp4" else _write_gif
+        atomic_write(path, lambda f: writer(f, frames, options), overwrite=options.overwrite)
+        return path
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
-    try:
-        if fmt == "png":
-            _write_png(tmp, frames)
-            if path.exists():
-                shutil.rmtree(path)
-            os.replace(tmp, path)
-            return path
-        out = tmp / path.name
-        (_write_mp4 if fmt == "mp4" else _write_gif)(out, frames, options)
-        os.replace(out, path)
+    try:   # a folder of frames: written beside it, then renamed into place
+        _write_png(tmp, frames)
+        if path.exists():
+            shutil.rmtree(path)
+        os.replace(tmp, path)
         return path
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -93,11 +94,11 @@ def _check(frame, shape):
     return a
 
 
-def _write_mp4(out: Path, frames, o: VideoOptions):
+def _write_mp4(out, frames, o: VideoOptions):
     import av
 
     shape, n = None, 0
-    with av.open(str(out), "w", format="mp4") as container:
+    with av.open(out, "w", format="mp4") as container:
         stream = None
         for f in frames:
             a = _check(f, shape)
@@ -117,7 +118,7 @@ def _write_mp4(out: Path, frames, o: VideoOptions):
             container.mux(packet)
 
 
-def _write_gif(out: Path, frames, o: VideoOptions):
+def _write_gif(out, frames, o: VideoOptions):
     from PIL import Image
 
     it = iter(frames)

@@ -22,17 +22,20 @@ from pathlib import Path
 LATER_FIELDS = ("length",)
 
 
-def read_log(run_dir: Path) -> list[dict]:
-    """log.csv's rows as floats (nan where empty). A log begun before a field was added keeps its
-    old header; the newer rows' extra trailing values are matched to the newer field names."""
-    with open(run_dir / "log.csv", newline="") as f:
+def read_log_rows(path: Path) -> list[dict]:
+    """A log.csv's rows as {field: text}. A log begun before a field was added has its old header
+    (bps-train rewrites it on resume); a row's extra trailing values get the newer field names."""
+    with open(path, newline="") as f:
         reader = csv.reader(f)
         header = next(reader, [])
-        out = []
-        for vals in reader:
-            names = header + [k for k in LATER_FIELDS if k not in header][: max(0, len(vals) - len(header))]
-            out.append({k: float(v) if v not in ("", "nan") else math.nan for k, v in zip(names, vals)})
-        return out
+        later = [k for k in LATER_FIELDS if k not in header]
+        return [dict(zip(header + later[: max(0, len(vals) - len(header))], vals)) for vals in reader]
+
+
+def read_log(run_dir: Path) -> list[dict]:
+    """log.csv's rows as floats (nan where empty)."""
+    return [{k: float(v) if v not in ("", "nan") else math.nan for k, v in r.items()}
+            for r in read_log_rows(run_dir / "log.csv")]
 
 
 def read_evals(path: Path | None, frames_per_update: float) -> tuple[list[dict], dict | None]:

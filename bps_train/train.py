@@ -584,18 +584,21 @@ LOG_FIELDS = ["update", "global_step", "fps", "sim_fps", "fps_ratio", "reward", 
 
 def trim_log(path: Path, last_update: int) -> None:
     """Drop the rows of ``path`` after ``last_update`` (the checkpoint resumed from): a run killed
-    after logging updates it never saved would otherwise log them twice."""
+    after logging updates it never saved would otherwise log them twice. A log begun by an older
+    bps-train (fewer fields) is rewritten with today's header, its rows' values kept."""
     import io
 
     from bps_assets.container import atomic_write
+    from bps_train.report import read_log_rows
 
     try:
         with open(path, newline="") as f:
-            rows = list(csv.DictReader(f))
+            header = next(csv.reader(f), [])
+        rows = read_log_rows(path)
     except FileNotFoundError:
         return
     keep = [r for r in rows if (r.get("update") or "").isdigit() and int(r["update"]) <= last_update]
-    if len(keep) != len(rows):
+    if len(keep) != len(rows) or (rows and header != LOG_FIELDS):
         def write(f):
             text = io.StringIO()
             w = csv.DictWriter(text, LOG_FIELDS, extrasaction="ignore")

@@ -68,3 +68,17 @@ def test_a_log_begun_before_the_length_field_still_reads(tmp_path):
     _write_log(tmp_path, 3, fields=old)
     rows = report.read_log(tmp_path)
     assert "length" not in rows[0] and report.smooth(rows, "length", 2) == [pytest.approx(float("nan"), nan_ok=True)] * 3
+
+
+def test_a_resume_rewrites_an_old_log_with_todays_header_keeping_its_values(tmp_path):
+    """bps-train's trim_log (run on resume): an old header gains the newer fields, the newer rows
+    keep their trailing values, rows past the checkpoint go."""
+    from bps_train.train import trim_log
+
+    old = [k for k in LOG_FIELDS if k not in report.LATER_FIELDS]
+    _write_log(tmp_path, 3, fields=old, extra=report.LATER_FIELDS)
+    trim_log(tmp_path / "log.csv", 2)
+    with open(tmp_path / "log.csv", newline="") as f:
+        assert next(csv.reader(f)) == LOG_FIELDS
+    rows = report.read_log(tmp_path)
+    assert [r["update"] for r in rows] == [1, 2] and [r["length"] for r in rows] == [395, 390]

@@ -82,8 +82,7 @@ def make_env(scenes, num_envs=4, batch_size=None, seed=0, resolution=(16, 16), s
     r = make_renderer(renderer, RenderOptions(resolution=tuple(resolution), normalize_depth=normalize_depth,
                                                 threads=threads),
                       device=device if renderer == "warp" else "cpu")
-    w = World(StaticScenes(list(scenes), r), r, device=device, num_envs=num_envs, seed=seed, supply=supply,
-              worker=worker, sensors=sensors)
+    w = World(StaticScenes(list(scenes), r), r, device=device, supply=supply, worker=worker, sensors=sensors)
     kw = {} if task is None else {"task": task}
     return BatchPointNavEnv(w, num_envs=num_envs, batch_size=batch_size, resolution=resolution, device=device,
                             sensors=sensors, seed=seed, normalize_depth=normalize_depth, capture_graph=capture_graph,

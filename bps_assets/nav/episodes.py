@@ -86,7 +86,9 @@ def scene_seed(seed: int, scene_name: str) -> int:
 
 
 # --------------------------------------------------------------------------- generation
-def _ratio_sample_rate(ratio: np.ndarray) -> np.ndarray:
+def ratio_sample_rate(ratio: np.ndarray) -> np.ndarray:
+    """habitat's chance of keeping a candidate whose geodesic / euclid ratio is below the minimum
+    (the draw must not exceed it)."""
     return 20.0 * (ratio - 0.98) ** 2
 
 
@@ -197,7 +199,7 @@ def distance_rejection(geodesic: float, euclid: float, draw: float, closest: flo
     if not closest <= geodesic <= furthest:
         return "rejected_range"
     ratio = geodesic / max(euclid, 1e-9)
-    if ratio < min_ratio and draw > _ratio_sample_rate(ratio):
+    if ratio < min_ratio and draw > ratio_sample_rate(ratio):
         return "rejected_ratio"
     return None
 
@@ -449,4 +451,4 @@ def _scene_name(scene_id: str) -> str:
 __all__ = ["EpisodeOptions", "DEFAULTS", "generate_episodes", "make_episode",
            "write_pointnav_dataset", "read_pointnav_dataset", "validate_episode",
            "habitat_scene_id", "scene_seed", "split_file", "write_split", "dataset_files", "read_json",
-           "check_split_name", "check_scene_name", "join_scenes_dir", "distance_rejection"]
+           "check_split_name", "check_scene_name", "join_scenes_dir", "distance_rejection", "ratio_sample_rate"]

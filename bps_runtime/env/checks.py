@@ -7,7 +7,7 @@ plus the group's buffers); ``check_batch_memory`` compares ``num_envs`` of them 
 device can hold (host: ``bps_assets.memory.memory_budget``; CUDA: the device's free memory) and
 raises a ConfigError naming the ``num_envs`` that fits. ``check_agent(manifest, task)``: a
 DatasetError with ``manifest.agent_mismatch``'s one line when the task's agent (its options'
-``agent_radius`` / ``agent_height``, habitat's 0.1 / 1.5 m when a task has none) differs from
+``agent_radius`` / ``agent_height``) differs from
 the one the manifest's navmeshes were built for.
 """
 from __future__ import annotations
@@ -16,7 +16,8 @@ import numpy as np
 
 from bps_assets.errors import DatasetError
 
-DEFAULT_AGENT = (0.1, 1.5)   # radius, height (m): habitat's PointNav agent
+from ..tasks.goalnav import GOAL_PIXELS
+
 FRAME_COPIES = 3             # the renderer's output, the group's frame buffers, reset's concatenation
 HOST_BYTES_PER_ENV = 512     # the episode ring's host tables and names (measured order of magnitude)
 _PIXEL = {"depth": 4, "rgb": 3, "semantic": 4}
@@ -26,7 +27,7 @@ def field_sizes(task_module, resolution) -> dict:
     """The named sizes in a task's field shapes (``goal_pixels``: ImageNav's goal image, H x W x
     3 bytes; 1 for a task without one)."""
     h, w = resolution
-    return {"goal_pixels": h * w * 3 if getattr(task_module, "IMAGE", False) else 1}
+    return {GOAL_PIXELS: h * w * 3 if task_module.IMAGE else 1}
 
 
 def bytes_per_env(fields, depth: int, sensors, resolution, sizes=None) -> int:
@@ -57,18 +58,10 @@ def check_batch_memory(num_envs: int, per_env: int, device) -> None:
     check_num_envs(num_envs, per_env, available=available, where=where)
 
 
-def task_agent(task_options) -> tuple[float, float]:
-    """(radius, height) of the agent a task's options describe (habitat's PointNav agent when
-    they say nothing)."""
-    return (float(getattr(task_options, "agent_radius", DEFAULT_AGENT[0])),
-            float(getattr(task_options, "agent_height", DEFAULT_AGENT[1])))
-
-
 def check_agent(manifest, task_options) -> None:
     """DatasetError when the manifest's navmeshes were built for another agent than the task's."""
     from bps_assets.pipeline.manifest import agent_mismatch
 
-    radius, height = task_agent(task_options)
-    msg = agent_mismatch(manifest, radius, height)
+    msg = agent_mismatch(manifest, float(task_options.agent_radius), float(task_options.agent_height))
     if msg is not None:
         raise DatasetError(None, msg)

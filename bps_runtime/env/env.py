@@ -56,7 +56,6 @@ class BatchPointNavEnv:
         self.resolution = sp.check_resolution(resolution)
         self.normalize_depth = bool(normalize_depth)
         self._task = task
-        self.seed_value = int(seed)
         self.world = world
         self.config = None   # the EnvConfig make() built this env from
         self.task_module = tm = module_for(task)   # the task's module: fields, kernels, observations
@@ -68,7 +67,7 @@ class BatchPointNavEnv:
         # ImageNav: the goal image of each queued episode, from the goal-image cache or rendered
         # when it is queued (env/goal_images.py)
         self.goal_images = None
-        if getattr(tm, "IMAGE", False):
+        if tm.IMAGE:
             from .goal_images import GoalImages
 
             self.goal_images = GoalImages(world, self.fused.state["r_goal_image"], task.goal_cache_bytes)
@@ -97,7 +96,7 @@ class BatchPointNavEnv:
         # episode_misses: takes the episode reservoir could not serve (drawn inline on this
         # thread instead; not a wait), with the latest reasons (a live view of the supply's)
         self.stats = {"steps": 0, "waited_steps": 0, "episodes": 0, "wait_reasons": [], "episode_misses": 0,
-                      "episode_miss_reasons": getattr(world.episodes, "miss_reasons", ())}
+                      "episode_miss_reasons": world.episodes.miss_reasons}
 
     @property
     def task(self):
@@ -180,7 +179,7 @@ class BatchPointNavEnv:
         """Reseed episode sampling (per-scene streams); takes effect at the next ``reset()``."""
         from .config import check_seed
 
-        self.seed_value = self._reseed = check_seed(seed)
+        self._reseed = check_seed(seed)
 
     def reset(self):
         """Start a new episode in every environment; returns the observations of all
@@ -341,10 +340,7 @@ class BatchPointNavEnv:
             before = self.ring.ended
             self.ring.learn(heads)
             self.stats["episodes"] += self.ring.ended - before
-        stage_i, stage_f = self.ring.refill()
-        self.world.nav.refresh()
-        self._render_goals(stage_i, stage_f)
-        self.fused.upload(stage_i, stage_f)
+        self._queue_episodes()
         return self.ring.waited
 
     def _reset_all(self):
@@ -359,10 +355,7 @@ class BatchPointNavEnv:
             self._reseed = None
         self._started = True
         f.head.zero_()
-        stage_i, stage_f = ring.refill()
-        self.world.nav.refresh()
-        self._render_goals(stage_i, stage_f)
-        f.upload(stage_i, stage_f)
+        self._queue_episodes()
         f.begin_all()
         ring.known[:] = 1
         self.stats["episodes"] += self.num_envs
@@ -373,11 +366,18 @@ class BatchPointNavEnv:
         info = self._info(slice(0, self.num_envs), None, waited, reset=True)
         return obs, info
 
-    def _render_goals(self, stage_i: np.ndarray, stage_f: np.ndarray):
-        """ImageNav: the goal image of every episode just queued (RGB at the goal position +
-        sensor height, facing its goal heading) into its ring entry: cached, or one batch render."""
+    def _queue_episodes(self):
+        """Queue the episodes now due (``EpisodeRing.refill``), publish what arrived, put ImageNav's
+        goal images in their ring entries (cached, or one batch render) and upload the staging rows."""
+        stage_i, stage_f = self.ring.refill()
+        self.world.nav.refresh()
         if self.goal_images is not None:
-            self.goal_images.write(stage_i, stage_f, self.ring.staged_ids, self.ring.staged_headings)
+            self._render_goals(stage_i, stage_f)
+        self.fused.upload(stage_i, stage_f)
+
+    def _render_goals(self, stage_i: np.ndarray, stage_f: np.ndarray):
+        """ImageNav's goal images of the staged episodes (a method of its own: profilers mark it)."""
+        self.goal_images.write(stage_i, stage_f, self.ring.staged_ids, self.ring.staged_headings)
 
     def _reset_result(self, g):
         sl = self._group_slice(g)
@@ -441,7 +441,7 @@ class BatchPointNavEnv:
     def _note_waits(self, when: str):
         """Keep why anything waited (``stats["wait_reasons"]``, the latest ``MAX_WAIT_REASONS``)
         and the episode reservoir's miss count."""
-        self.stats["episode_misses"] = getattr(self.world.episodes, "misses", 0)
+        self.stats["episode_misses"] = self.world.episodes.misses
         reasons = self.world.take_wait_reasons()
         if reasons:
             kept = self.stats["wait_reasons"]

@@ -50,13 +50,11 @@ class World:
     manager's events (``take_events``), on the simulator thread between steps.
     """
 
-    def __init__(self, scenes, renderer, *, device, num_envs: int, seed: int, supply: EpisodeSupply,
-                 worker: FieldWorker, sensors=("depth",)):
+    def __init__(self, scenes, renderer, *, device, supply: EpisodeSupply, worker: FieldWorker,
+                 sensors=("depth",)):
         self.scenes = scenes
         self.renderer = renderer
         self.device = torch.device(device)
-        self.num_envs = num_envs
-        self.seed = seed
         self.nav = NavBuffers(self.device, capacity=scenes.capacity)
         self.episodes = supply
         self.worker = worker
@@ -191,8 +189,7 @@ def build_world(manifest_path, config, *, device) -> World:
     renderer = make_renderer(r, ropts, device=str(device) if r == "warp" else "cpu")
     scenes = make_scene_manager(entries, c.cache_for_run(), num_envs=num_envs, renderer=renderer, device=device,
                                 manifest=manifest)
-    return World(scenes, renderer, device=device, num_envs=num_envs, seed=seed, supply=supply,
-                 worker=worker, sensors=c.sensors.kinds)
+    return World(scenes, renderer, device=device, supply=supply, worker=worker, sensors=c.sensors.kinds)
 
 
 def check_task_dataset(manifest, entries, task_options) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from bps_assets.errors import NavError
+from bps_assets.nav.episodes import ratio_sample_rate
 
 # keys of the goal-view streams (xor-ed into the visit's key): the pool's headings, each episode's pick
 _VIEWS_KEY, _PICK_KEY = 0x5EED_0F_71E5, 0x5EED_0F_9AC4
@@ -117,7 +118,7 @@ class SampledEpisodes(EpisodeSupply):
         q = np.stack([c[:, 0] + (u[:, 1] - 0.5) * cs, c[:, 1], c[:, 2] + (u[:, 2] - 0.5) * cs], 1)
         d = P["fields"][gi, span] + np.hypot(q[:, 0] - c[:, 0], q[:, 2] - c[:, 2])
         ratio = d / np.maximum(np.linalg.norm(q - np.repeat(goal, A, 0), axis=1), 1e-9)
-        keep = ((ratio >= o.min_ratio) | (u[:, 3] <= 20.0 * (ratio - 0.98) ** 2)).reshape(k, A)
+        keep = ((ratio >= o.min_ratio) | (u[:, 3] <= ratio_sample_rate(ratio))).reshape(k, A)
         keep[:, -1] = True
         start = q.reshape(k, A, 3)[np.arange(k), keep.argmax(1)]
         yaw = U[:, 1] * 2 * np.pi

@@ -67,7 +67,7 @@ class EpisodeRing:
         self.scene_id = np.empty((NAMES, n), object)  # its scene's name
         self.ended = 0
         self.waited = False
-        self._image = bool(getattr(task, "IMAGE", False))
+        self._image = bool(task.IMAGE)
         # ImageNav: the goal view's heading of episode m at m % H (NaN: goal_heading(episode id))
         self.heading = np.full((H, n), np.nan) if self._image else None
         self.staged_ids, self.staged_headings = [], []

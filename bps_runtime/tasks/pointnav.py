@@ -27,6 +27,7 @@ NAME = "pointnav"
 STOP, MOVE_FORWARD, TURN_LEFT, TURN_RIGHT = 0, 1, 2, 3
 ACTION_NAMES = ("STOP", "MOVE_FORWARD", "TURN_LEFT", "TURN_RIGHT")
 NUM_ACTIONS = len(ACTION_NAMES)
+IMAGE = False   # no goal image (ImageNav's: tasks/imagenav.py)
 
 
 @dataclass(frozen=True)

@@ -114,8 +114,7 @@ class SceneCache:
 
     def __init__(self, sources: Sequence[SceneSource], renderer, num_envs: int,
                  options: CacheOptions = DEFAULTS, device: str = "cpu",
-                 reader: Callable | None = None, navmesh_loader: Callable | None = None,
-                 prepare: Callable | None = None):
+                 reader: Callable | None = None, navmesh_loader: Callable | None = None):
         if not sources:
             raise DatasetError(None, "the scene cache needs at least one scene")
         if num_envs < 1:
@@ -154,7 +153,7 @@ class SceneCache:
         # labels the moments named in wait reasons; the env sets it to its step counter
         self.clock: Callable[[], str] = lambda: f"t={time.perf_counter() - t0:.1f} s"
         self.loader = SceneLoader(renderer, options.loader_threads, device, reader, navmesh_loader,
-                                  release=self._unreserve, prepare=prepare)
+                                  release=self._unreserve)
         self._events: list[SceneEvent] = []
         self.rounds = 0            # every group stepped once: the clock of swaps and wait reasons
         self._next_swap_slot = 0
@@ -174,15 +173,13 @@ class SceneCache:
             return
         self._started = True
         self.loader.prepare = prepare
-        self._starting, self._refuse = True, refuse
-        self.loader.log_failures = not refuse   # refused, not quarantined: the caller raises it
+        self._starting, self._refuse = True, refuse   # refused: not quarantined, the caller raises it
         try:
             for s in self._slots:
                 self._start_load(s, "at start-up")
             self._wait_ready()
         finally:
             self._starting = self._refuse = False
-            self.loader.log_failures = True
         self.clock = lambda: f"step {self.rounds}"
         if self.options.prefetch:
             for s in self._slots:
@@ -311,7 +308,7 @@ class SceneCache:
         self._owner[slot.loading_id] = slot.index
         slot.loading = src
         slot.load_note = f"started at {self.clock()} ({why})"
-        slot.pending = self.loader.submit(src, self._reserve)
+        slot.pending = self.loader.submit(src, self._reserve, quiet=self._refuse)
         return True
 
     def _load_state(self, slot: _Slot) -> tuple[str, str, str]:

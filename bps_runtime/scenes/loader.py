@@ -154,28 +154,28 @@ class SceneLoader:
     when set, runs on the loader thread as each stage begins (tests slow loads down with it)."""
 
     stage_hook: Callable[[str, str], None] | None = None
-    log_failures: bool = True   # False while the cache refuses (raises) failures instead of quarantining
 
     def __init__(self, renderer, threads: int = 2, device: str = "cpu",
                  reader: Callable[[str], Any] | None = None,
                  navmesh_loader: Callable[[str], Any] | None = None,
-                 release: Callable[[Any], None] | None = None,
-                 prepare: Callable[[str, Any], Any] | None = None):
+                 release: Callable[[Any], None] | None = None):
         self.renderer = renderer
         self.device = str(device)
         self.reader = reader or _default_reader
         self.navmesh_loader = navmesh_loader or _default_navmesh_loader
         self._release = release
-        self.prepare = prepare
+        self.prepare: Callable[[str, Any], Any] | None = None   # the scene cache's, set by its start()
         self.stage: dict[str, str] = {}   # scene id -> what its load is doing (one dict write per stage)
         self._pool = ThreadPoolExecutor(max(1, threads), thread_name_prefix="bps-loader",
                                         initializer=lower_priority)
 
-    def submit(self, source: SceneSource, reserve: Callable[[int, SceneSource], Any] | None = None) -> Future:
+    def submit(self, source: SceneSource, reserve: Callable[[int, SceneSource], Any] | None = None,
+               quiet: bool = False) -> Future:
         """Queue a load on the loader threads; the future's result is a LoadedScene or, for any
-        error (a failing ``reserve`` included), a LoadFailure; it never raises."""
+        error (a failing ``reserve`` included), a LoadFailure; it never raises. ``quiet``: a
+        failure is not logged (the caller raises it instead of quarantining the scene)."""
         self.stage[source.scene_id] = "queued behind other loads"
-        return self._pool.submit(self._load, source, reserve)
+        return self._pool.submit(self._load, source, reserve, quiet)
 
     def load(self, source: SceneSource, reserve=None) -> LoadedScene:
         """Synchronous load that raises instead of returning a LoadFailure (tools, tests)."""
@@ -227,7 +227,7 @@ class SceneLoader:
             if ticket is not None and self._release is not None:
                 self._release(ticket)
             msg = str(e) if isinstance(e, BpsError) else f"{source.scene_path}: {type(e).__name__}: {e}"
-            if not quiet and self.log_failures and not isinstance(e, LoadCancelled):
+            if not quiet and not isinstance(e, LoadCancelled):
                 log.error("scene %r quarantined: %s", source.scene_id, msg)
             return LoadFailure(source, e, msg)
         finally:

@@ -134,24 +134,22 @@ class SceneNav:
         g = geodesic_graph(nm)
         self.seen = np.concatenate([np.arange(S, dtype=np.int32)[:, None], np.asarray(g.adj, np.int32)], axis=1)
         self.K = int(self.seen.shape[1])
-        ints, offs = self._int_parts()
-        self._ints_n = ints.size
+        ints, f32, f64 = self._arrays()
+        self._ints_n, self._f32_n, self._f64_n = ints.size, f32.size, f64.size
         self._ints = buffers.ints.alloc(self._ints_n)
         buffers.ints.write(self._ints, ints)
-        offs = self._ints + offs
-        self._f32_n = self.L * self.D * self.W
         self._f32 = buffers.f32.alloc(self._f32_n)
-        buffers.f32.write(self._f32, np.asarray(nm.height, np.float32).reshape(-1))
-        self._f64_n = 3 * S
+        buffers.f32.write(self._f32, f32)
         self._f64 = buffers.f64.alloc(self._f64_n)
-        buffers.f64.write(self._f64, np.asarray(nm.span_pos, np.float64).reshape(-1))
-        self.meta_i = np.array([self.L, self.D, self.W, S, self.K, *offs.tolist(), self._f32, self._f64, 0], np.int64)
+        buffers.f64.write(self._f64, f64)
+        self.meta_i = self._meta_row(self._ints, self._f32, self._f64)
         self.meta_f = np.array([self.origin[0], self.origin[1], self.cell_size, self.max_climb], np.float64)
-        self.host_view = None   # nav.kernels.host_nav's one-scene view of host_arrays, built on first use
+        self.host_view = None   # host_arrays as Warp CPU arrays (nav.kernels.host_distance), made on first use
         self._freed = False
 
-    def _int_parts(self) -> tuple[np.ndarray, np.ndarray]:
-        """The scene's int32 arena data and each part's offset in it (the meta columns M_SIDX..M_SEEN)."""
+    def _arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The scene's arena data (host): int32 (its parts at ``self._parts_at``), float32 heights,
+        float64 span centres."""
         nm, S = self.navmesh, self.num_spans
         parts = [
             np.asarray(nm.span_index, np.int32).reshape(-1),                 # [L*D*W], -1 none
@@ -160,17 +158,21 @@ class SceneNav:
             np.asarray(nm.span_island, np.int32).reshape(-1),                # [S]
             self.seen.reshape(-1),                                           # [S*K], S none
         ]
-        sizes = [p.size for p in parts]
-        return np.concatenate(parts), np.r_[0, np.cumsum(sizes)[:-1]].astype(np.int64)
+        self._parts_at = np.r_[0, np.cumsum([p.size for p in parts])[:-1]].astype(np.int64)
+        return (np.concatenate(parts), np.ascontiguousarray(np.asarray(nm.height, np.float32).reshape(-1)),
+                np.ascontiguousarray(np.asarray(nm.span_pos, np.float64).reshape(-1)))
+
+    def _meta_row(self, ints_at: int, f32_at: int, f64_at: int) -> np.ndarray:
+        """The meta-table row (M_* columns) of this scene's data at those arena offsets (field row
+        base 0: ``publish`` writes the fields' own)."""
+        return np.array([self.L, self.D, self.W, self.num_spans, self.K, *(ints_at + self._parts_at).tolist(),
+                         f32_at, f64_at, 0], np.int64)
 
     def host_arrays(self) -> tuple:
         """This scene alone as host arrays laid out like the arenas (offsets from 0, field row 0):
         (meta_i [1, NUM_META_I], meta_f [1, NUM_META_F], ints, f32, f64)."""
-        ints, offs = self._int_parts()
-        meta_i = np.array([[self.L, self.D, self.W, self.num_spans, self.K, *offs.tolist(), 0, 0, 0]], np.int64)
-        f32 = np.ascontiguousarray(np.asarray(self.navmesh.height, np.float32).reshape(-1))
-        f64 = np.ascontiguousarray(np.asarray(self.navmesh.span_pos, np.float64).reshape(-1))
-        return meta_i, self.meta_f[None].copy(), ints, f32, f64
+        ints, f32, f64 = self._arrays()
+        return self._meta_row(0, 0, 0)[None], self.meta_f[None].copy(), ints, f32, f64
 
     @property
     def nbytes(self) -> int:

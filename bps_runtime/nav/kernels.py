@@ -433,20 +433,13 @@ def nav_struct(nav) -> Nav:
 _HOST_LOCK = threading.Lock()
 
 
-def host_nav(scene) -> Nav:
-    """A one-scene ``Nav`` on Warp's CPU device over ``scene``'s host arrays (``SceneNav.host_arrays``;
-    its fields: one row, set per query). Built once per scene and kept on it."""
+def _host_arrays(scene) -> tuple:
+    """``scene.host_arrays()`` as Warp CPU arrays (zero-copy), made once per scene and kept on it."""
     with _HOST_LOCK:
-        got = scene.host_view
-        if got is None:
-            wp = init_warp()
-            ft = lambda a: wp.from_torch(torch.from_numpy(a))   # noqa: E731 - zero-copy on the CPU
-            meta_i, meta_f, ints, f32, f64 = scene.host_arrays()
-            got = Nav()
-            got.meta_i, got.meta_f, got.ints, got.f32, got.f64 = ft(meta_i), ft(meta_f), ft(ints), ft(f32), ft(f64)
-            got.fields = ft(np.zeros(1, np.float32))
-            scene.host_view = got
-        return got
+        if scene.host_view is None:
+            ft = init_warp().from_torch
+            scene.host_view = tuple(ft(torch.from_numpy(a)) for a in scene.host_arrays())
+        return scene.host_view
 
 
 def host_distance(scene, field: np.ndarray, points) -> np.ndarray:
@@ -456,10 +449,9 @@ def host_distance(scene, field: np.ndarray, points) -> np.ndarray:
     p = np.ascontiguousarray(np.asarray(points, np.float32).reshape(-1, 3))
     out = np.empty(len(p), np.float32)
     if len(p):
-        nav = Nav()
-        base = host_nav(scene)
-        nav.meta_i, nav.meta_f, nav.ints, nav.f32, nav.f64 = base.meta_i, base.meta_f, base.ints, base.f32, base.f64
         ft = lambda a, dtype=None: wp.from_torch(torch.from_numpy(a), dtype=dtype)   # noqa: E731 - zero-copy
+        nav = Nav()   # one per call: threads query with their own field rows
+        nav.meta_i, nav.meta_f, nav.ints, nav.f32, nav.f64 = _host_arrays(scene)
         nav.fields = ft(np.ascontiguousarray(field, np.float32))
         zeros = ft(np.zeros(len(p), np.int32))   # scene 0, row 0 of the one-scene view
         wp.launch(geodesic_query, dim=len(p), inputs=[nav, zeros, zeros, ft(p, wp.vec3), ft(out)], device="cpu")

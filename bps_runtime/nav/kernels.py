@@ -1,5 +1,5 @@
 """Navigation as Warp functions over every resident scene's flat buffers (``Nav``, laid out by
-``bps_runtime.nav.buffers``; a scene is a row of its meta table): ``try_step`` / ``move``
+``bps_runtime.nav.buffers``; a scene is a row of its meta table): ``move``
 (habitat's try_step with sliding, or try_step_no_sliding: snap start and end by Detour's
 findNearestPoly rule on a window, same island, flood fill of the spans reachable inside
 Detour's search circle, the reached cell square nearest the end, pulled 1e-4 m inside) and
@@ -185,13 +185,6 @@ def fill_from(nav: Nav, scratch: wp.array2d(dtype=wp.int32), e: int, n: int, S: 
                 scratch[e, ti * n + tj] = wp.int32(cand)
                 return 1
     return 0
-
-
-@wp.func
-def try_step(nav: Nav, win: int, scratch: wp.array2d(dtype=wp.int32), e: int, scene_i: int,
-             ps: wp.vec3d, pe: wp.vec3d) -> wp.vec3d:
-    """habitat's try_step with sliding (``queries.try_step``), for one agent."""
-    return move(nav, win, scratch, e, scene_i, ps, pe, True)
 
 
 @wp.func
@@ -406,8 +399,8 @@ def try_step_query(nav: Nav, win: int, scratch: wp.array2d(dtype=wp.int32), scen
     e = wp.tid()
     p = start[e]
     q = end[e]
-    r = try_step(nav, win, scratch, e, int(scene_idx[e]), wp.vec3d(wp.float64(p[0]), wp.float64(p[1]), wp.float64(p[2])),
-                 wp.vec3d(wp.float64(q[0]), wp.float64(q[1]), wp.float64(q[2])))
+    r = move(nav, win, scratch, e, int(scene_idx[e]), wp.vec3d(wp.float64(p[0]), wp.float64(p[1]), wp.float64(p[2])),
+             wp.vec3d(wp.float64(q[0]), wp.float64(q[1]), wp.float64(q[2])), True)   # sliding
     out[e] = wp.vec3(wp.float32(r[0]), wp.float32(r[1]), wp.float32(r[2]))
 
 
@@ -420,7 +413,16 @@ def geodesic_query(nav: Nav, scene_idx: wp.array(dtype=wp.int32), rows: wp.array
 
 
 
-# ---------------------------------------------------------------------------------- views
+# ---------------------------------------------------------------------------------- host side
+def window_cells(max_len: float, min_cell: float) -> int:
+    """Scratch cells per agent for ``move`` of segments up to ``max_len`` m in scenes whose
+    smallest cell is ``min_cell`` m (0.05 when no scene is resident): ``move``'s own window rule."""
+    cs = min_cell if math.isfinite(min_cell) else 0.05
+    R = int(math.ceil((max_len / 2 + 1e-3) / cs)) + 2
+    return (2 * R + 1) ** 2
+
+
+
 def nav_struct(nav) -> Nav:
     """The ``Nav`` view of ``NavBuffers`` (zero-copy; rebuild when ``nav.version`` changes)."""
     ft = init_warp().from_torch

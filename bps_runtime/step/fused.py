@@ -13,7 +13,6 @@ renderer's scene table, the frame buffers, the task's options) re-captures.
 """
 from __future__ import annotations
 
-import math
 from collections import deque
 
 import numpy as np
@@ -21,7 +20,7 @@ import torch
 
 from . import kernels as sk
 from ..nav import kernels as nk
-from ..nav.kernels import nav_struct
+from ..nav.kernels import nav_struct, window_cells
 from . import schema
 from ..nav.buffers import NavBuffers
 
@@ -124,11 +123,9 @@ class FusedStep:
         if key == self._window_key:
             return
         self._window_key = key
-        cs = self.nav.min_cell if math.isfinite(self.nav.min_cell) else 0.05
-        R = int(math.ceil((step / 2 + 1e-3) / cs)) + 2
-        n = 2 * R + 1
-        if n * n > self.win:
-            self.win = n * n
+        need = window_cells(step, self.nav.min_cell)
+        if need > self.win:
+            self.win = need
             self.scratch = torch.zeros(self.N, self.win, dtype=torch.int32, device=self.device)
             self._structs_key = None
         self._params = self.task.params(self.options, self.win, **self.sizes)
@@ -289,16 +286,14 @@ class FusedStep:
 
 class NavQueries:
     """Batched navigation queries over ``NavBuffers`` with the fused step's own code (the
-    ``try_step`` / ``geodesic`` Warp functions): for tests and tools, not for the step."""
+    ``move`` / ``geodesic`` Warp functions): for tests and tools, not for the step."""
 
     def __init__(self, nav: NavBuffers):
         self.nav = nav
         self.wp = sk.init_warp()
 
     def _window(self, n: int, max_len: float):
-        cs = min(self.nav.min_cell, 0.05) if math.isfinite(self.nav.min_cell) else 0.05
-        R = int(math.ceil((max_len / 2 + 1e-3) / cs)) + 2
-        win = (2 * R + 1) ** 2
+        win = window_cells(max_len, self.nav.min_cell)
         return win, torch.zeros(n, win, dtype=torch.int32, device=self.nav.device)
 
     def try_step(self, keys: torch.Tensor, start: torch.Tensor, end: torch.Tensor) -> torch.Tensor:

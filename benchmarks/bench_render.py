@@ -141,7 +141,7 @@ def main(argv=None):
 
     # raw Embree on the same rays: one call per scene (all its agents), rays prepared beforehand
     rot = rotation_matrices(yaw)
-    cam = camera_origins(pos, rot, opts)
+    cam = camera_origins(pos, opts)
     dirs_cam = camera_directions(opts)
     rays = []
     for s in np.unique(sid):

@@ -104,7 +104,7 @@ def reference_rgb(scene, positions, rotations, options: RenderOptions = RenderOp
     n, hw = rot.shape[0], cam_dirs.shape[0]
     z = np.empty(n * hw, np.float32)
     hit = EmbreeAccel(scene.positions, scene.indices).trace_cameras(
-        camera_origins(positions, rot, options), rot, cam_dirs, z, hits=True)
+        camera_origins(positions, options), rot, cam_dirs, z, hits=True)
     prim, ng, d = hit["primID"], hit["Ng"], hit["dirs"]
     rgb = np.zeros((n * hw, 3), np.uint8)
     h = np.flatnonzero((prim >= 0) & (z > 0))

@@ -75,14 +75,12 @@ def yaw_to_quaternion(yaw) -> np.ndarray:
     return q
 
 
-def camera_origins(positions: np.ndarray, rot: np.ndarray, options: RenderOptions) -> np.ndarray:
+def camera_origins(positions: np.ndarray, options: RenderOptions) -> np.ndarray:
     """Agent positions [N,3] + the sensor offset (0, h, 0) -> [N,3] f32. The agent stays upright
-    (habitat turns its body about +Y only), so the offset is straight up whatever ``rot``: a
-    pitched rotation (LOOK_UP / LOOK_DOWN) turns the view about the sensor, not the eye."""
+    (habitat turns its body about +Y only), so the offset is straight up whatever its rotation:
+    a pitched rotation (LOOK_UP / LOOK_DOWN) turns the view about the sensor, not the eye."""
     p = np.asarray(positions, dtype=np.float32).reshape(-1, 3)
-    up = np.zeros_like(p)
-    up[:, 1] = 1.0
-    return (p + up * np.float32(options.sensor_height)).astype(np.float32)
+    return p + np.array([0.0, options.sensor_height, 0.0], np.float32)
 
 
 def finish_depth(z: np.ndarray, options: RenderOptions) -> np.ndarray:

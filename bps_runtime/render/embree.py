@@ -195,7 +195,7 @@ class EmbreeRenderer:
         sid, pos, rot = check_render_inputs(scene_ids, positions, rotations, self._scenes)
         n = sid.shape[0]
         h, w = self.options.resolution
-        cam = camera_origins(pos, rot, self.options)
+        cam = camera_origins(pos, self.options)
         want_rgb = "rgb" in sensors
         depth_out = np.empty((n, h * w), np.float32)
         rgb_out = np.empty((n, h * w, 3), np.uint8) if want_rgb else None

@@ -219,8 +219,9 @@ def semantic_scene(path) -> tuple[np.ndarray, np.ndarray, np.ndarray, SemanticTa
     ``InputError`` naming the file when the scene has none: ObjectNav needs objects."""
     from ..errors import InputError
     from ..packed_scene import read_packed_scene
+    from ..semantic_section import FIELDS
 
-    ps = read_packed_scene(path)
+    ps = read_packed_scene(path, sections=["positions", "indices", *FIELDS])   # not the textures
     table, tri_object = ps.semantics, ps.tri_object
     if table is None or tri_object is None or len(table) == 0:
         raise InputError(path, "scene has no semantic annotations (objects): ObjectNav episodes need "

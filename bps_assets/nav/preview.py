@@ -1,4 +1,5 @@
-"""Top-down PNG of a NavMesh for a person to look at: one panel per floor, islands coloured.
+"""A NavMesh drawn top-down as an image array (the semantic preview draws on it): one panel per
+floor, islands coloured; ``bps-assets preview`` itself draws with ``nav.topdown``.
 
 Floors are the heights holding a large share of the navigable area (histogram peaks, 0.25 m
 bins, >= 5% of the area, peaks closer than 1 m merged); every span is drawn on the highest floor
@@ -7,12 +8,8 @@ z downwards (habitat's top-down map orientation).
 """
 from __future__ import annotations
 
-import io
-import os
-
 import numpy as np
 
-from ..container import atomic_write
 from .grid import NavMesh
 
 _PALETTE = np.array([
@@ -73,23 +70,3 @@ def render(nav: NavMesh, max_size: int = 1600) -> tuple[np.ndarray, int]:
         x0 = pad + f * (panel_w + pad)
         img[pad + 14:pad + 14 + panel_h, x0:x0 + panel_w] = big
     return img, F
-
-
-def write_preview(nav: NavMesh, path: str | os.PathLike, overwrite: bool = False, max_size: int = 1600) -> dict:
-    from PIL import Image, ImageDraw
-
-    img, F = render(nav, max_size)
-    levels = floor_levels(nav)
-    im = Image.fromarray(img)
-    pad = 2
-    panel_w = (img.shape[1] - (F + 1) * pad) // F
-    draw = ImageDraw.Draw(im)
-    for f in range(F):
-        draw.text((pad + f * (panel_w + pad) + 2, 1), f"floor {f}: y={round(float(levels[f]), 2) + 0.0:.2f} m", fill=(0, 0, 0))
-    if max(im.size) > max_size:  # more cells than pixels: shrink (labels drawn first stay legible enough)
-        k = max_size / max(im.size)
-        im = im.resize((max(1, int(im.width * k)), max(1, int(im.height * k))), Image.Resampling.BOX)
-    buf = io.BytesIO()
-    im.save(buf, format="PNG")
-    atomic_write(path, lambda fh: fh.write(buf.getvalue()), overwrite=overwrite)
-    return {"width": im.width, "height": im.height, "floors": F, "islands": nav.num_islands}

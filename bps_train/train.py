@@ -481,7 +481,8 @@ def evaluate(args) -> dict:
         want = min(want, sum(len(v) for v in env.world.episodes.episodes_by_scene.values()))
     t0 = time.perf_counter()
     results: dict = {}
-    frames, max_frames = 0, 1100 * want * 2 + 10_000  # a stuck policy still ends: the step limit
+    # a stuck policy still ends: every episode ends at the task's step limit
+    frames, max_frames = 0, 2 * want * (env.task.max_episode_steps + 100) + 10_000
     names = ("success", "spl", "soft_spl", "distance_to_goal")
     try:
         obs = env.reset()

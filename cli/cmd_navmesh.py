@@ -12,7 +12,7 @@ import click
 from bps_assets.errors import BpsError, InputError, OutputExistsError
 from bps_assets.nav.settings import DEFAULT_SETTINGS as S
 
-from .options import nav_options
+from .options import NAV_KEYS, nav_options, options_given
 
 NAV_SUFFIX = ".navmesh.bps"
 
@@ -64,10 +64,7 @@ def navmesh_cmd(inputs, out_dir, dataset, agent_height, agent_radius, max_climb,
             if dst.exists():
                 raise OutputExistsError(dst, "already exists (pass --overwrite to replace it)")
     # an imported .navmesh keeps the agent it was built for unless an option says otherwise
-    ctx = click.get_current_context()
-    given = any(ctx.get_parameter_source(k) != click.core.ParameterSource.DEFAULT
-                for k in ("agent_height", "agent_radius", "max_climb", "max_slope", "cell_size", "cell_height",
-                          "recast_compat"))
+    given = bool(options_given(NAV_KEYS + ("recast_compat",)))
     failed = []
     for src, dst in targets:  # like convert: a bad input is one line, the others still go on
         t0 = time.perf_counter()

@@ -52,10 +52,14 @@ def convert_options(f):
     return f
 
 
-def _given(values: dict, keys) -> dict:
+def options_given(keys) -> list[str]:
+    """Which of the current command's options ``keys`` the user gave (not left at the default)."""
     ctx = click.get_current_context()
-    return {k: values[k] for k in keys
-            if ctx.get_parameter_source(k) != click.core.ParameterSource.DEFAULT}
+    return [k for k in keys if ctx.get_parameter_source(k) != click.core.ParameterSource.DEFAULT]
+
+
+def _given(values: dict, keys) -> dict:
+    return {k: values[k] for k in options_given(keys)}
 
 
 def nav_settings_given(values: dict):

@@ -15,6 +15,7 @@ makes the ``Dataset``, named by the config's absolute path so worker processes f
 """
 from __future__ import annotations
 
+import functools
 import glob
 import json
 import os
@@ -138,15 +139,23 @@ def read_stages(config: str | os.PathLike, semantic: dict | None = None
     return dict(sorted(out.items())), up
 
 
+@functools.lru_cache(maxsize=4)
+def _named_semantics(config: str, _mtime_ns: int, _size: int) -> dict:
+    """The annotation pairs a scene dataset config's stage configs name, read once per process
+    and config version (preprocess asks once per scene: one read, not one per scene)."""
+    named: dict = {}
+    read_stages(config, named)
+    return named
+
+
 def semantic_for(scene: str | os.PathLike, dataset_name: str):
     """The annotation pair of ``scene`` (a ``SemanticSource``) or None: the files a scene
     dataset config's stage config names, else the pair habitat finds beside the scan."""
     from ..readers.semantic_files import SemanticSource, find_semantic
 
     if str(dataset_name).endswith(SCENE_DATASET_CONFIG_SUFFIX):
-        named: dict = {}
-        read_stages(dataset_name, named)
-        pair = named.get(scene_name(scene))
+        st = os.stat(dataset_name)
+        pair = _named_semantics(str(Path(dataset_name).resolve()), st.st_mtime_ns, st.st_size).get(scene_name(scene))
         if pair is not None:
             base = source_root(dataset_name)
             mesh, table = (str(base / p) for p in pair)

@@ -37,12 +37,19 @@ def _wp_dev(device: torch.device) -> str:
     return "cpu" if device.type == "cpu" else f"cuda:{device.index or 0}"
 
 
+_STREAMS: dict = {}   # torch stream handle -> its Warp view (made once: a launch per step asks)
+
+
 def _wp_stream(device: torch.device):
     """Warp's view of torch's current stream (kernels and torch copies stay in one order);
     None on the CPU."""
     if device.type != "cuda":
         return None
-    return sk.init_warp().stream_from_torch(torch.cuda.current_stream(device))
+    ts = torch.cuda.current_stream(device)
+    got = _STREAMS.get(ts.cuda_stream)
+    if got is None:
+        got = _STREAMS[ts.cuda_stream] = sk.init_warp().stream_from_torch(ts)
+    return got
 
 
 class FusedStep:

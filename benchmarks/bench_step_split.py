@@ -1,5 +1,5 @@
 """Where the non-render time of one CPU env step goes (issue 11): wall and thread-CPU time, median
-per step, of each part of ``BatchPointNavEnv._step_group``, measured by wrapping the parts with
+per step, of each part of ``BatchNavEnv._step_group``, measured by wrapping the parts with
 timers in this process (the env is otherwise unchanged):
 
 - host between steps (Python bookkeeping; of which ``EpisodeRing.refill``, episode sampling);

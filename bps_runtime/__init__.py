@@ -1,6 +1,7 @@
-"""bps_runtime: async scene streaming, scene cache, batch renderer and batched PointNav.
+"""bps_runtime: async scene streaming, scene cache, batch renderer and batched navigation tasks
+(PointNav, ObjectNav, ImageNav).
 
-Front door: ``make(manifest, ...)`` -> ``BatchPointNavEnv`` (``reset``, ``step``, ``send`` /
+Front door: ``make(manifest, ...)`` -> ``BatchNavEnv`` (``reset``, ``step``, ``send`` /
 ``recv``); ``observation_space(...)`` / ``action_space(...)`` from arguments alone;
 ``GymVectorEnv(env)`` for gymnasium. Names load on first use, so importing a room
 (``bps_runtime.render``) does not import torch and Warp.
@@ -10,7 +11,7 @@ import importlib
 _EXPORTS = {
     "make": "env.make", "observation_space": "env.make", "action_space": "env.make",
     "single_observation_space": "env.make", "single_action_space": "env.make", "EnvConfig": "env.config",
-    "BatchPointNavEnv": "env.env", "GymVectorEnv": "env.gym_adapter",
+    "BatchNavEnv": "env.env", "GymVectorEnv": "env.gym_adapter",
     "TaskOptions": "tasks.pointnav", "ACTION_NAMES": "tasks.pointnav", "STOP": "tasks.pointnav",
     "MOVE_FORWARD": "tasks.pointnav", "TURN_LEFT": "tasks.pointnav", "TURN_RIGHT": "tasks.pointnav",
 }

@@ -214,7 +214,7 @@ def _patch_env():
     """Mark the env's parts while a count is open (the runtime itself imports no profiler): its
     simulator thread's step is followed, its frames count as "render", the CPU check of the
     action values as "input check"."""
-    from bps_runtime.env.env import BatchPointNavEnv as E
+    from bps_runtime.env.env import BatchNavEnv as E
 
     saved = {}
 

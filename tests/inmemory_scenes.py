@@ -13,7 +13,7 @@ import numpy as np
 from bps_assets.nav import NavMesh
 from bps_runtime.episodes import SupplyOptions, make_supply
 from bps_runtime.nav.buffers import FieldWorker
-from bps_runtime.env.env import BatchPointNavEnv
+from bps_runtime.env.env import BatchNavEnv
 from bps_runtime.render import RenderOptions, build_shading_data, make_renderer
 from bps_assets.errors import ConfigError
 from bps_runtime.env.world import World
@@ -74,7 +74,7 @@ def corridor(name="corridor", length=6.0):
 def make_env(scenes, num_envs=4, batch_size=None, seed=0, resolution=(16, 16), sensors=("depth",),
              episodes=None, goal_pool=8, normalize_depth=True, device="cpu", renderer="embree",
              capture_graph=False, threads=None, task=None, goal_views=4):
-    """BatchPointNavEnv over resident in-memory scenes. ``episodes``: None (sampled) or
+    """BatchNavEnv over resident in-memory scenes. ``episodes``: None (sampled) or
     {scene name: [habitat episode dicts]} (dataset mode); ``threads``: CPU threads of the
     renderer and the step (None: every usable core); ``task``: a task's options (PointNav's)."""
     worker = FieldWorker()
@@ -84,7 +84,7 @@ def make_env(scenes, num_envs=4, batch_size=None, seed=0, resolution=(16, 16), s
                       device=device if renderer == "warp" else "cpu")
     w = World(StaticScenes(list(scenes), r), r, device=device, supply=supply, worker=worker, sensors=sensors)
     kw = {} if task is None else {"task": task}
-    return BatchPointNavEnv(w, num_envs=num_envs, batch_size=batch_size, resolution=resolution, device=device,
+    return BatchNavEnv(w, num_envs=num_envs, batch_size=batch_size, resolution=resolution, device=device,
                             sensors=sensors, seed=seed, normalize_depth=normalize_depth, capture_graph=capture_graph,
                             **kw)
 

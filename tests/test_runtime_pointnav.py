@@ -1,4 +1,4 @@
-"""BatchPointNavEnv on in-memory scenes (real Embree renderer, real NavMesh): task math,
+"""BatchNavEnv on in-memory scenes (real Embree renderer, real NavMesh): task math,
 scripted trajectories, determinism, send/recv, action errors, info vs render, gym adapter."""
 from __future__ import annotations
 

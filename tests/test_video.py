@@ -149,9 +149,9 @@ def test_sensor_pictures():
 
 NO_VIDEO_RUN = r"""
 import json, sys
-from bps_runtime.env.env import BatchPointNavEnv
-calls, query = [], BatchPointNavEnv.episode_goals
-BatchPointNavEnv.episode_goals = lambda self, *a: calls.append(a) or query(self, *a)   # counted
+from bps_runtime.env.env import BatchNavEnv
+calls, query = [], BatchNavEnv.episode_goals
+BatchNavEnv.episode_goals = lambda self, *a: calls.append(a) or query(self, *a)   # counted
 from bps_train.train import run
 common = ["--dataset", sys.argv[1], "--resolution", "16", "--threads", "1", "--width", "4", "--hidden", "16"]
 run([*common, "--out-dir", sys.argv[2], "--num-envs", "4", "--rollout-steps", "8", "--total-steps", "32",

@@ -1,4 +1,4 @@
-"""BatchPointNavEnv: N agents of a navigation task (PointNav, ObjectNav, ImageNav) as one batch of torch tensors, one agent in one resident scene each.
+"""BatchNavEnv: N agents of a navigation task (PointNav, ObjectNav, ImageNav) as one batch of torch tensors, one agent in one resident scene each.
 
 A step of a group is the fused step (``bps_runtime.step``: the task's kernels over every env):
 action -> move / turn -> reward, success, metrics -> automatic reset of finished agents from
@@ -35,7 +35,7 @@ MAX_WAIT_REASONS = 100   # wait reasons kept in env.stats (the latest)
 _INT_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
 
 
-class BatchPointNavEnv:
+class BatchNavEnv:
     """A batched navigation task (PointNav, ObjectNav or ImageNav: the module of ``task``, the
     task's options) over a ``world`` (scene cache + renderer + navigation + episodes).
 

@@ -16,7 +16,7 @@ from bps_assets.errors import ConfigError
 
 from . import spaces as sp
 from .config import EnvConfig
-from .env import BatchPointNavEnv, check_batching
+from .env import BatchNavEnv, check_batching
 from ..render import BACKENDS
 from ..threads import check_threads
 
@@ -57,9 +57,9 @@ def _check_device(device, renderer):
     return dev
 
 
-def make(dataset=None, config: EnvConfig | None = None, **kwargs) -> BatchPointNavEnv:
-    """Build a batched PointNav environment over a preprocessed dataset, from one ``EnvConfig``
-    (``bps_runtime.env.config``) or from the common keywords, which make one
+def make(dataset=None, config: EnvConfig | None = None, **kwargs) -> BatchNavEnv:
+    """Build a batched navigation environment (its task: ``task``) over a preprocessed dataset,
+    from one ``EnvConfig`` (``bps_runtime.env.config``) or from the common keywords, which make one
     (``EnvConfig.from_kwargs``; ``env.config`` is the config it ran with):
 
     - ``dataset``: a manifest path written by ``bps-assets preprocess`` (``manifest.json``, or
@@ -84,7 +84,7 @@ def make(dataset=None, config: EnvConfig | None = None, **kwargs) -> BatchPointN
       "sample" (generated per scene visit from its semantics) or an ObjectNav v1 split file;
       the dataset's navmeshes must be built for the task's agent (0.18 / 0.88 m).
 
-    Returns a ``BatchPointNavEnv``: ``reset()``, ``step(actions)``, ``send``/``recv``,
+    Returns a ``BatchNavEnv``: ``reset()``, ``step(actions)``, ``send``/``recv``,
     ``observation_space``/``action_space``, ``close()``.
     """
     if config is None:
@@ -126,7 +126,7 @@ def make(dataset=None, config: EnvConfig | None = None, **kwargs) -> BatchPointN
     per_env = bytes_per_env(tm.SCHEMA.fields, DEPTH, sensors, resolution, field_sizes(tm, resolution))
     check_batch_memory(n, per_env, dev)
     world = build_world(path, c, device=dev)
-    env = BatchPointNavEnv(world, num_envs=n, batch_size=b, device=dev, sensors=sensors,
+    env = BatchNavEnv(world, num_envs=n, batch_size=b, device=dev, sensors=sensors,
                            resolution=resolution, normalize_depth=c.sensors.normalize_depth, task=c.task,
                            seed=c.seed, capture_graph=c.capture_graph)
     env.config = c

@@ -138,7 +138,7 @@ def _write_error(path, e: OSError, doing: str) -> OutputWriteError:
     cause = e.strerror or str(e)
     hint = {errno.EFBIG: " (a file size limit: ulimit -f?)", errno.ENOSPC: "", errno.EROFS: "",
             errno.EACCES: " (no write permission)"}.get(e.errno, "")
-    return OutputWriteError(path, f"cannot {doing}: {cause}{hint}")
+    return OutputWriteError(path, f"cannot {doing}: {cause}{hint}", errno=e.errno)
 
 
 def make_dirs(folder: str | os.PathLike) -> Path:

@@ -18,6 +18,18 @@ class BpsError(Exception):
         self.detail = detail
         super().__init__(f"{self.path}: {detail}" if self.path else detail)
 
+    def __reduce__(self):
+        # pickled whole (a worker process's error reaches its parent): the subclasses' own
+        # __init__ arguments differ, so rebuild from the message and the attributes
+        return _rebuild, (type(self), str(self), dict(self.__dict__))
+
+
+def _rebuild(cls, message: str, state: dict) -> BpsError:
+    err = cls.__new__(cls)
+    Exception.__init__(err, message)
+    err.__dict__.update(state)
+    return err
+
 
 class InputError(BpsError):
     """An input file is missing, unreadable or malformed."""
@@ -104,7 +116,12 @@ class ResourceLimitError(InputError):
 
 class OutputWriteError(BpsError):
     """An output file or folder could not be written (permission, read-only or full disk,
-    file size limit); the message names the file or folder and the cause."""
+    file size limit); the message names the file or folder and the cause, ``errno`` the OS
+    error's number when there was one."""
+
+    def __init__(self, path, detail: str, errno: int | None = None):
+        super().__init__(path, detail)
+        self.errno = errno
 
 
 class AnnotationError(InputError):

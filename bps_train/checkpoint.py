@@ -15,6 +15,7 @@ threads, device) may change between runs of one experiment.
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import pickle
@@ -142,12 +143,8 @@ def save(path: Path, state: dict) -> None:
 
 
 def _space_cause(e: OutputWriteError) -> str:
-    d = e.detail
-    if "No space left" in d:
-        return "no space left on the output folder (OUT_DIR)"
-    if "File too large" in d:
-        return "a file size limit (ulimit -f) stops the write"
-    return d
+    return {errno.ENOSPC: "no space left on the output folder (OUT_DIR)",
+            errno.EFBIG: "a file size limit (ulimit -f) stops the write"}.get(e.errno, e.detail)
 
 
 def load(path, map_location=None) -> dict:

@@ -1,4 +1,5 @@
-"""What a navmesh must satisfy to be used: finite, in range, consistent with its own bounds.
+"""What a navmesh must satisfy to be used: finite, in range, consistent with its own bounds, and
+inside its scene's bounds (``navmesh_misfit``: preprocess, verify and the runtime's loads).
 
 A file can pass every structural check (sizes, dtypes, CRCs, hashes rewritten) and still hold
 numbers no query survives: an origin of 1e300 makes every reward and pointgoal NaN, a cell size
@@ -16,11 +17,13 @@ import os
 
 import numpy as np
 
-from ..errors import CorruptFileError
+from ..errors import BpsError, CorruptFileError, NavError
 
 MIN_CELL_SIZE = 1e-3   # 1 mm: 50x finer than habitat's 5 cm
 MAX_CELL_SIZE = 10.0   # 10 m: no agent walks on a coarser grid
 MAX_COORD = 1e6        # 1000 km from the origin: no scan is larger, float32 still resolves 6 cm
+# a navmesh may stick out of its scene's bounds by this much (m): Recast's cell height / climb
+FIT_TOLERANCE = 0.5
 
 
 def check_navmesh_header(path: str | os.PathLike | None, origin, cell_size: float, shape) -> None:
@@ -51,3 +54,51 @@ def check_navmesh(nav, path: str | os.PathLike | None = None) -> None:
     """Every check above on a ``NavMesh`` (e.g. one imported or built, or before a swap-in)."""
     check_navmesh_header(path, nav.origin, nav.cell_size, nav.shape)
     check_navmesh_heights(path, nav.height)
+
+
+def header_bounds(header: dict) -> tuple | None:
+    """``(lo, hi)`` of a packed scene header's ``bounds`` (float64 [3] each), or None."""
+    b = (header or {}).get("bounds") or {}
+    try:
+        lo, hi = np.asarray(b["min"], np.float64), np.asarray(b["max"], np.float64)
+    except (KeyError, TypeError, ValueError):
+        return None
+    return (lo, hi) if lo.shape == (3,) and hi.shape == (3,) else None
+
+
+def navmesh_misfit(nav, bounds) -> str | None:
+    """THE fit check (preprocess, verify and the runtime's scene load all call it): a message
+    when the navmesh ``nav`` (a loaded ``NavMesh``) lies outside the scene's ``bounds``
+    (``(lo, hi)``, habitat frame) by more than FIT_TOLERANCE: it was made for another scene or
+    in another frame, and agents on it would see nothing. None when it fits or cannot tell
+    (no bounds, no navigable point)."""
+    if bounds is None:
+        return None
+    lo, hi = (np.asarray(b, np.float64) for b in bounds)
+    try:
+        pts = np.asarray(nav.sample_navigable_point(256, seed=0), np.float64).reshape(-1, 3)
+    except (BpsError, NavError, ValueError):
+        return None
+    pts = pts[np.isfinite(pts).all(1)]
+    if not len(pts):
+        return None
+    below = np.maximum(lo - pts, 0.0)
+    above = np.maximum(pts - hi, 0.0)
+    out = np.maximum(below, above).max(1)
+    bad = out > FIT_TOLERANCE
+    if not bad.any():
+        return None
+    worst = int(out.argmax())
+    axis = "xyz"[int(np.maximum(below, above)[worst].argmax())]
+    side = "below" if axis == "y" and below[worst, 1] > 0 else "outside"
+    return (f"the navmesh does not fit the scene: {bad.mean():.0%} of its walkable points lie "
+            f"{side} the scene's bounds (up to {out[worst]:.2f} m along {axis}); is it the "
+            f".navmesh of another scene, or in another frame?")
+
+
+def require_navmesh_fit(nav, bounds, path, scene: str) -> None:
+    """NavError naming ``path`` (the navmesh file) and ``scene`` when ``navmesh_misfit`` finds
+    that ``nav`` does not fit the scene's ``bounds``; what a loader calls before using a scene."""
+    msg = navmesh_misfit(nav, bounds)
+    if msg is not None:
+        raise NavError(path, f"scene {scene}: {msg}")

@@ -141,7 +141,7 @@ class Backend:
 
         ``auto`` imports when a .navmesh is present and builds instead (saying why in ``note``)
         when the import fails, the file was built for another agent (radius, height) than the
-        settings', or its surface does not fit the scene (``scene_checks.navmesh_misfit``);
+        settings', or its surface does not fit the scene (``nav.validate.navmesh_misfit``);
         ``import`` fails the scene in those cases, and without a .navmesh.
         """
         from .. import nav
@@ -180,7 +180,8 @@ class Backend:
         ``settings``' or does not fit the packed scene."""
         from ..nav.detour import import_detour, read_detour_navmesh
         from .manifest import AGENT_TOLERANCE
-        from .scene_checks import navmesh_misfit, scene_bounds
+        from ..nav.validate import navmesh_misfit
+        from .scene_checks import scene_bounds
 
         own = read_detour_navmesh(detour_src).nav_settings()
         for key in ("agent_radius", "agent_height"):

@@ -5,9 +5,10 @@
   read from the packed scene: the floor faces sideways (the source's up axis is not the one
   assumed: a Y-up file under ``--dataset gibson``), the scene is an object rather than a room
   (small bounds), or no flat surface is wide and high enough for the agent.
-- ``navmesh_misfit``: a navmesh that does not belong to its scene (its walkable surface lies
-  outside the scene's bounds, e.g. 1.6 m below the floor). Preprocess builds one instead
-  (``--navmesh auto``) or fails the scene (``import``); verify and the runtime refuse it.
+- ``navmesh_fit``: ``nav.validate.navmesh_misfit`` of a scene's written files (a navmesh that
+  does not belong to its scene: its walkable surface lies outside the scene's bounds, e.g.
+  1.6 m below the floor). Preprocess builds one instead (``--navmesh auto``) or fails the scene
+  (``import``); verify and the runtime refuse it.
 
 Called by the pipeline (``backend``, ``preprocess``, ``verify``), the CLI, and at scene load.
 """
@@ -16,11 +17,10 @@ from __future__ import annotations
 import os
 
 from ..errors import BpsError, EmptySceneError, NavError
+from ..nav.validate import header_bounds, navmesh_misfit
 
 # a scene smaller than this (largest horizontal side, m) is an object, not a place to walk
 OBJECT_SIZE = 2.0
-# a navmesh may stick out of the scene's bounds by this much (m): Recast's cell height / climb
-FIT_TOLERANCE = 0.5
 
 
 def _face_directions(path) -> dict | None:
@@ -85,58 +85,6 @@ def scene_bounds(packed_scene) -> tuple | None:
 
     with Container(packed_scene) as c:
         return header_bounds(c.header)
-
-
-def header_bounds(header: dict) -> tuple | None:
-    """``(lo, hi)`` of a packed scene header's ``bounds`` (float64 [3] each), or None."""
-    import numpy as np
-
-    b = (header or {}).get("bounds") or {}
-    try:
-        lo, hi = np.asarray(b["min"], np.float64), np.asarray(b["max"], np.float64)
-    except (KeyError, TypeError, ValueError):
-        return None
-    return (lo, hi) if lo.shape == (3,) and hi.shape == (3,) else None
-
-
-def navmesh_misfit(nav, bounds) -> str | None:
-    """THE fit check (preprocess, verify and the runtime's scene load all call it): a message
-    when the navmesh ``nav`` (a loaded ``NavMesh``) lies outside the scene's ``bounds``
-    (``(lo, hi)``, habitat frame) by more than FIT_TOLERANCE: it was made for another scene or
-    in another frame, and agents on it would see nothing. None when it fits or cannot tell
-    (no bounds, no navigable point)."""
-    import numpy as np
-
-    if bounds is None:
-        return None
-    lo, hi = (np.asarray(b, np.float64) for b in bounds)
-    try:
-        pts = np.asarray(nav.sample_navigable_point(256, seed=0), np.float64).reshape(-1, 3)
-    except (BpsError, NavError, ValueError):
-        return None
-    pts = pts[np.isfinite(pts).all(1)]
-    if not len(pts):
-        return None
-    below = np.maximum(lo - pts, 0.0)
-    above = np.maximum(pts - hi, 0.0)
-    out = np.maximum(below, above).max(1)
-    bad = out > FIT_TOLERANCE
-    if not bad.any():
-        return None
-    worst = int(out.argmax())
-    axis = "xyz"[int(np.maximum(below, above)[worst].argmax())]
-    side = "below" if axis == "y" and below[worst, 1] > 0 else "outside"
-    return (f"the navmesh does not fit the scene: {bad.mean():.0%} of its walkable points lie "
-            f"{side} the scene's bounds (up to {out[worst]:.2f} m along {axis}); is it the "
-            f".navmesh of another scene, or in another frame?")
-
-
-def require_navmesh_fit(nav, bounds, path, scene: str) -> None:
-    """NavError naming ``path`` (the navmesh file) and ``scene`` when ``navmesh_misfit`` finds
-    that ``nav`` does not fit the scene's ``bounds``; what a loader calls before using a scene."""
-    msg = navmesh_misfit(nav, bounds)
-    if msg is not None:
-        raise NavError(path, f"scene {scene}: {msg}")
 
 
 def navmesh_fit(scene: str, navmesh_path, packed_scene) -> str | None:

@@ -8,7 +8,7 @@ source scan's sha256 that a packed scene's header repeats, the other scenes' fil
 and read whole anyway), ``check_scene_header(source, header)`` after the read (the header's
 ``source.sha256`` names the scan it was converted from), and ``check_navmesh(source, nav,
 header)`` (``bps_assets.nav.validate.check_navmesh``: finite, in range; its header's ``source``
-is not another scene's file; ``pipeline.scene_checks.require_navmesh_fit``: it lies inside the
+is not another scene's file; ``nav.validate.require_navmesh_fit``: it lies inside the
 scene's bounds). Each failure is one typed error naming the file; the cache quarantines the
 scene (or ``make()`` refuses it at start-up). The packed scene is not hashed here: its read
 checks every section's CRC, and its identity is in its header; ``verify --deep`` hashes it.
@@ -88,7 +88,7 @@ def check_scene_header(source, header: dict) -> None:
 def check_navmesh(source, nav, header: dict) -> None:
     """The navmesh's values are usable, it was built for this scene, and it lies inside it."""
     from bps_assets.nav.validate import check_navmesh as check_values
-    from bps_assets.pipeline.scene_checks import header_bounds, require_navmesh_fit
+    from bps_assets.nav.validate import header_bounds, require_navmesh_fit
 
     path = source.navmesh_path
     if hasattr(nav, "origin") and hasattr(nav, "height"):

@@ -24,7 +24,7 @@ TASKS = ("pointnav", "objectnav")
 _NAV_SUFFIXES = (".bps", ".navmesh", ".navm", ".bin")
 
 
-def scene_name(path: Path) -> str:
+def navmesh_scene_name(path: Path) -> str:
     """The scene a navmesh file belongs to: its name without the navmesh suffixes
     (``A.navmesh.bps``, ``A.navmesh``, ``A.navm``, ``A.bin`` -> ``A``), else without its
     extension."""
@@ -150,7 +150,7 @@ def episodes_cmd(navfiles, out_dir, split, per_scene, seed, dataset, goal_radius
     A scene that cannot give episodes is reported on one line and the others are still
     written; the exit status is non-zero if any scene failed.
     """
-    names = [scene_name(p) for p in navfiles]
+    names = [navmesh_scene_name(p) for p in navfiles]
     dup = {n for n in names if names.count(n) > 1}
     if dup:
         raise click.UsageError(f"two NAVFILEs give the same scene name: {', '.join(sorted(dup))}")

@@ -289,9 +289,9 @@ def preview_cmd(navfile, out, overwrite, max_size, mpp, episodes_file, scene, ma
     if semantic is not None:
         _semantic_preview(nav, semantic, out, overwrite, max_size)
         return
-    from cli.cmd_episodes import scene_name
+    from cli.cmd_episodes import navmesh_scene_name
 
-    episodes = _scene_episodes(episodes_file, scene or scene_name(navfile), max_episodes) if episodes_file else []
+    episodes = _scene_episodes(episodes_file, scene or navmesh_scene_name(navfile), max_episodes) if episodes_file else []
     paths = [read_agent_path(p) for p in agent_paths]
     info = write_map(nav, out, episodes=episodes, agent_paths=paths, overwrite=overwrite,
                      options=MapOptions(metres_per_pixel=mpp, max_size=max_size, islands=True))
@@ -327,7 +327,9 @@ def _scene_episodes(path: Path, scene: str, limit: int) -> list:
         eps = [{**e, "goals": ds.goals_of(e)} for e in ds.episodes]
     except _Bad:   # not ObjectNav: PointNav (its own errors name what is wrong)
         eps = read_pointnav_dataset(path)
-    name = lambda e: Path(e["scene_id"]).name.split(".")[0]  # noqa: E731 - habitat's scene name
+    from bps_assets.nav.episodes import habitat_scene_name
+
+    name = lambda e: habitat_scene_name(e["scene_id"])  # noqa: E731
     mine = [e for e in eps if name(e) == scene]
     if not mine:
         scenes = sorted({name(e) for e in eps})

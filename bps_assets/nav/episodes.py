@@ -395,7 +395,7 @@ def read_pointnav_dataset(path: str | os.PathLike, scenes: Iterable[str] | None 
             e = dict(e)
             e["episode_id"] = str(e["episode_id"])
             if wanted is not None and len(files) == 1 and \
-                    _scene_name(e["scene_id"]) not in wanted:
+                    habitat_scene_name(e["scene_id"]) not in wanted:
                 continue
             if scenes_dir is not None:
                 e["scene_id"] = join_scenes_dir(scenes_dir, e["scene_id"])
@@ -442,13 +442,13 @@ def dataset_files(path: str | os.PathLike, scenes: Iterable[str] | None = None,
     return files
 
 
-def _scene_name(scene_id: str) -> str:
-    """habitat's ``scene_from_scene_path``: the file name without extension."""
-    base = os.path.basename(scene_id)
-    return base.split(".")[0]
+def habitat_scene_name(path: str | os.PathLike) -> str:
+    """habitat's ``scene_from_scene_path``: the file name up to its first dot (the one rule: episode
+    files' scene ids, scene dataset configs' stages, manifests' scenes)."""
+    return os.path.basename(os.fspath(path)).split(".")[0]
 
 
 __all__ = ["EpisodeOptions", "DEFAULTS", "generate_episodes", "make_episode",
            "write_pointnav_dataset", "read_pointnav_dataset", "validate_episode",
            "habitat_scene_id", "scene_seed", "split_file", "write_split", "dataset_files", "read_json",
-           "check_split_name", "check_scene_name", "join_scenes_dir", "distance_rejection", "ratio_sample_rate"]
+           "check_split_name", "check_scene_name", "join_scenes_dir", "distance_rejection", "ratio_sample_rate", "habitat_scene_name"]

@@ -19,7 +19,7 @@ import os
 from dataclasses import dataclass, field
 
 from ..errors import InputError
-from ..nav.episodes import DEFAULT_SCENE_PATH_PREFIX, read_pointnav_dataset
+from ..nav.episodes import DEFAULT_SCENE_PATH_PREFIX, habitat_scene_name, read_pointnav_dataset
 from ..nav.objectnav_files import ObjectNavDataset, read_objectnav_dataset
 
 
@@ -34,11 +34,6 @@ class MappedEpisodes:
     @property
     def count(self) -> int:
         return sum(len(v) for v in self.by_scene.values())
-
-
-def habitat_scene_name(scene_id: str) -> str:
-    """habitat's ``scene_from_scene_path``: the file name up to its first dot."""
-    return os.path.basename(scene_id).split(".")[0]
 
 
 def _strip_prefix(scene_id: str) -> str:

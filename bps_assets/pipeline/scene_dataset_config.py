@@ -22,6 +22,7 @@ import os
 from pathlib import Path
 
 from ..errors import DatasetError
+from ..nav.episodes import habitat_scene_name
 
 SCENE_DATASET_CONFIG_SUFFIX = ".scene_dataset_config.json"
 MAX_CONFIG_BYTES = 64 << 20
@@ -76,11 +77,6 @@ def _up_axis(attrs, where: Path, default: str) -> str:
                                   f"are supported") from None
 
 
-def scene_name(path: str | os.PathLike) -> str:
-    """habitat's ``scene_from_scene_path``: the file name up to its first dot."""
-    return os.path.basename(os.fspath(path)).split(".")[0]
-
-
 def read_stages(config: str | os.PathLike, semantic: dict | None = None
                 ) -> tuple[dict[str, tuple[str, str | None]], str]:
     """``({name: (stage, navmesh or None)}, up_axis)`` of a scene dataset config; paths are
@@ -112,7 +108,7 @@ def read_stages(config: str | os.PathLike, semantic: dict | None = None
                     renders.append(sc.parent / asset)
                     desc = sd.get("semantic_descriptor_filename", sd.get("house_filename"))
                     if semantic is not None and isinstance(sd.get("semantic_asset"), str) and isinstance(desc, str):
-                        semantic[scene_name(asset)] = (
+                        semantic[habitat_scene_name(asset)] = (
                             _inside(base, sc.parent / sd["semantic_asset"], sc, "semantic_asset"),
                             _inside(base, sc.parent / desc, sc, "semantic_descriptor_filename"))
             else:
@@ -123,7 +119,7 @@ def read_stages(config: str | os.PathLike, semantic: dict | None = None
     out: dict[str, tuple[str, str | None]] = {}
     for r in renders:
         rel = _inside(base, r, cfg, "stage")
-        name = scene_name(rel)
+        name = habitat_scene_name(rel)
         if not name:
             raise DatasetError(cfg, f"stage {rel}: no name (file name starts with a dot)")
         if name in out and out[name][0] != rel:
@@ -155,7 +151,7 @@ def semantic_for(scene: str | os.PathLike, dataset_name: str):
 
     if str(dataset_name).endswith(SCENE_DATASET_CONFIG_SUFFIX):
         st = os.stat(dataset_name)
-        pair = _named_semantics(str(Path(dataset_name).resolve()), st.st_mtime_ns, st.st_size).get(scene_name(scene))
+        pair = _named_semantics(str(Path(dataset_name).resolve()), st.st_mtime_ns, st.st_size).get(habitat_scene_name(scene))
         if pair is not None:
             base = source_root(dataset_name)
             mesh, table = (str(base / p) for p in pair)

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
 from bps_assets.errors import CorruptFileError
+from bps_assets.nav.episodes import habitat_scene_name
 
 
 @dataclass(frozen=True)
@@ -32,20 +32,16 @@ class Expected:
     other_stems: frozenset = frozenset()  # file stems of the manifest's other scenes
 
 
-def _stem(path) -> str:
-    return Path(str(path)).name.split(".")[0]
-
-
 def expected_for(manifest, entries) -> list[Expected]:
     """``Expected`` of each manifest entry (``manifest.scenes()`` items)."""
-    stems = frozenset(_stem(e.scene) for e in manifest.scenes(None) if e.scene)
+    stems = frozenset(habitat_scene_name(e.scene) for e in manifest.scenes(None) if e.scene)
     recs = manifest.doc.get("scenes") or {}
     out = []
     for e in entries:
         files, src = e.outputs or {}, ((recs.get(e.name) or {}).get("sources") or {}).get("scene") or {}
         scene, nav = files.get("scene") or {}, files.get("navmesh") or {}
         out.append(Expected(scene.get("size"), src.get("sha256"), nav.get("size"), nav.get("sha256"),
-                            stems - {_stem(e.scene)}))
+                            stems - {habitat_scene_name(e.scene)}))
     return out
 
 
@@ -95,7 +91,7 @@ def check_navmesh(source, nav, header: dict) -> None:
         check_values(nav, path)
     exp = source.expected
     built_from = getattr(nav, "source", "") or ""
-    if exp is not None and built_from and _stem(built_from) in exp.other_stems:
+    if exp is not None and built_from and habitat_scene_name(built_from) in exp.other_stems:
         raise CorruptFileError(path, f"header: built from {built_from!r}, another scene's file, not "
                                      f"scene {source.scene_id!r}'s: replaced by another scene's navmesh?")
     require_navmesh_fit(nav, header_bounds(header), path, source.scene_id)

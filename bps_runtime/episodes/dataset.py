@@ -30,10 +30,10 @@ class DatasetEpisodes(EpisodeSupply):
         load_for_host()   # before the loader and field threads check episode starts
         self._by_id: dict = {}   # scene name -> (its episode list, {episode id: dict}), made on demand
 
-    def episode_record(self, key: int, episode_id: str) -> dict | None:
-        """The dataset's dict of episode ``episode_id`` of resident scene ``key`` (an index of the
+    def episode_record(self, scene_index: int, episode_id: str) -> dict | None:
+        """The dataset's dict of episode ``episode_id`` of resident scene ``scene_index`` (an index of the
         scene's episodes by id is built on the first query of each scene visit's list)."""
-        st = self.scenes.get(int(key))
+        st = self.scenes.get(int(scene_index))
         eps = None if st is None else self.episodes_by_scene.get(st.name)
         if not eps:
             return None
@@ -147,9 +147,9 @@ class DatasetEpisodes(EpisodeSupply):
                 return res, waited
         raise NavError(None, f"scene {st.name!r}: no episode of the dataset is valid on its navmesh")
 
-    def take(self, keys: np.ndarray) -> tuple[NewEpisodes, bool]:
-        """One new episode per entry of ``keys`` (scene indices), in order."""
-        keys = np.asarray(keys, np.int64)
+    def take(self, scene_indices: np.ndarray) -> tuple[NewEpisodes, bool]:
+        """One new episode per entry of ``scene_indices``, in order."""
+        keys = np.asarray(scene_indices, np.int64)
         n = len(keys)
         w0 = self.waits
         out = NewEpisodes(np.zeros((n, 3), np.float32), np.zeros(n, np.float32), np.zeros((n, 3), np.float32),

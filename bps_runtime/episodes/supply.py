@@ -105,10 +105,11 @@ def _seed_for(seed: int, name: str, visit: int) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence([int(seed) & (2**63 - 1), zlib.crc32(name.encode()), visit]))
 
 
-def _group_by_key(keys: np.ndarray) -> tuple[np.ndarray | None, list[tuple[int, int]]]:
-    """Entries grouped by key, keys ascending, entries in their order within a key: (the stable
-    argsort of ``keys`` -- None when it is the identity -- and the [a, b) bounds of each key's
-    run in it). A handful of numpy calls, whatever the number of keys."""
+def _group_by_scene(scene_indices: np.ndarray) -> tuple[np.ndarray | None, list[tuple[int, int]]]:
+    """Entries grouped by scene index, ascending, entries in their order within a scene: (the
+    stable argsort of ``scene_indices`` -- None when it is the identity -- and the [a, b) bounds
+    of each scene's run in it). A handful of numpy calls, whatever the number of scenes."""
+    keys = scene_indices
     n = len(keys)
     if n == 0:
         return None, []
@@ -124,8 +125,8 @@ def _group_by_key(keys: np.ndarray) -> tuple[np.ndarray | None, list[tuple[int, 
 class _SceneState:
     """One resident scene's episode source: its navigation, fields, random stream, pool/order."""
 
-    def __init__(self, key, name, mesh: SceneNav, fields: GoalFields, rng):
-        self.key, self.name, self.mesh, self.fields, self.rng = key, name, mesh, fields, rng
+    def __init__(self, scene_index, name, mesh: SceneNav, fields: GoalFields, rng):
+        self.scene_index, self.name, self.mesh, self.fields, self.rng = scene_index, name, mesh, fields, rng
         self.key_seed = int(rng.integers(2**63))
         self.pool: list = []           # sampled: Futures of (row, candidate spans)
         self.ready_pool = None         # sampled: list of (row, cand spans)
@@ -190,8 +191,8 @@ class EpisodeSupply(abc.ABC):
         """Goal distance-field rows a resident scene starts with."""
 
     @abc.abstractmethod
-    def take(self, keys: np.ndarray) -> tuple[NewEpisodes, bool]:
-        """One new episode per entry of ``keys`` (scene indices), in order; and whether that
+    def take(self, scene_indices: np.ndarray) -> tuple[NewEpisodes, bool]:
+        """One new episode per entry of ``scene_indices``, in order; and whether that
         waited for an episode's preparation."""
 
     @abc.abstractmethod
@@ -201,9 +202,9 @@ class EpisodeSupply(abc.ABC):
     def _reseeded(self, st: "_SceneState") -> None:
         """A resident scene got a new random stream."""
 
-    def episode_record(self, key: int, episode_id: str) -> dict | None:
+    def episode_record(self, scene_index: int, episode_id: str) -> dict | None:
         """The episode dict (habitat's fields: ``goals``, ObjectNav's ``object_category``...) of
-        episode ``episode_id`` of resident scene ``key``, or None (sampled PointNav episodes have
+        episode ``episode_id`` of resident scene ``scene_index``, or None (sampled PointNav episodes have
         none). On demand, not for the step path."""
         return None
 
@@ -230,21 +231,21 @@ class EpisodeSupply(abc.ABC):
             raise
         return st
 
-    def scene_arrived(self, key: int, name: str, mesh: SceneNav, inline: bool = True) -> GoalFields:
+    def scene_arrived(self, scene_index: int, name: str, mesh: SceneNav, inline: bool = True) -> GoalFields:
         """``prepare`` + ``register`` (tools and tests)."""
         st = self.prepare(name, mesh, inline)
-        self.register(key, st)
+        self.register(scene_index, st)
         return st.fields
 
-    def register(self, key: int, st: "_SceneState"):
-        """Make a prepared scene available under scene index ``key`` (cheap: the step path may
+    def register(self, scene_index: int, st: "_SceneState"):
+        """Make a prepared scene available under ``scene_index`` (cheap: the step path may
         call it)."""
-        st.key = key
-        self.scenes[key] = st
+        st.scene_index = scene_index
+        self.scenes[scene_index] = st
 
-    def scene_left(self, key: int):
-        """Scene ``key`` is no longer resident: cancel its pending preparation."""
-        st = self.scenes.pop(key, None)
+    def scene_left(self, scene_index: int):
+        """Scene ``scene_index`` is no longer resident: cancel its pending preparation."""
+        st = self.scenes.pop(scene_index, None)
         if st is not None:
             for f in st.pool + list(st.ahead.values()):
                 f.cancel()
@@ -259,9 +260,10 @@ class EpisodeSupply(abc.ABC):
             st.count = 0
             self._reseeded(st)
 
-    def release_many(self, keys: np.ndarray, rows: np.ndarray):
-        """Episodes that used field ``rows`` of scenes ``keys`` have ended: their rows are released."""
-        keys, rows = np.asarray(keys, np.int64).reshape(-1), np.asarray(rows, np.int64).reshape(-1)
+    def release_many(self, scene_indices: np.ndarray, rows: np.ndarray):
+        """Episodes that used field ``rows`` of scenes ``scene_indices`` have ended: their rows are
+        released."""
+        keys, rows = np.asarray(scene_indices, np.int64).reshape(-1), np.asarray(rows, np.int64).reshape(-1)
         if len(keys) <= SMALL_BATCH:     # a step's few ended episodes: group them in Python
             groups: dict[int, list] = {}
             for k, row in zip(keys.tolist(), rows.tolist()):
@@ -271,7 +273,7 @@ class EpisodeSupply(abc.ABC):
                 if st is not None:
                     st.fields.release_many(groups[k])
             return
-        order, bounds = _group_by_key(keys)
+        order, bounds = _group_by_scene(keys)
         for a, b in bounds:
             st = self.scenes.get(int(keys[a if order is None else order[a]]))
             if st is not None:

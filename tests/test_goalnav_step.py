@@ -276,8 +276,8 @@ def test_imagenav_sampled_goal_views(goal_views):
         if goal_views:
             assert gi.rendered == len(gi.cache) <= len(scenes) * pool * goal_views and gi.cache.hits > gi.rendered
         else:
-            from bps_runtime.step.fused import DEPTH
-            assert gi.rendered == envs[0].stats["episodes"] + n * DEPTH   # one per episode queued
+            from bps_runtime.step.fused import QUEUE_DEPTH
+            assert gi.rendered == envs[0].stats["episodes"] + n * QUEUE_DEPTH   # one per episode queued
     finally:
         for env in envs:
             env.close()

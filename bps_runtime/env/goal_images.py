@@ -105,7 +105,7 @@ class GoalImageCache:
 
 class GoalImages:
     """The goal images of staged episodes (``EpisodeRing.refill``'s rows) into the ring field
-    ``target`` ([DEPTH, N, pixels] uint8): from the cache, or rendered (RGB at the goal +
+    ``target`` ([QUEUE_DEPTH, N, pixels] uint8): from the cache, or rendered (RGB at the goal +
     sensor height, facing the heading) by ``world.render`` in one batch of the distinct misses."""
 
     def __init__(self, world, target: torch.Tensor, budget_bytes: int = DEFAULT_BUDGET_BYTES):

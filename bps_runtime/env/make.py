@@ -116,14 +116,14 @@ def make(dataset=None, config: EnvConfig | None = None, **kwargs) -> BatchNavEnv
     c = replace(c, num_envs=n, batch_size=b, threads=threads,
                 sensors=replace(c.sensors, kinds=sensors, resolution=resolution),
                 episodes=replace(c.episodes, scene_shard=scene_shard))
-    from ..step.fused import DEPTH
+    from ..step.fused import QUEUE_DEPTH
     from ..tasks import module_for
     from .checks import bytes_per_env, check_batch_memory, field_sizes
     from .world import build_world
 
     # before anything is allocated: a batch the device cannot hold is one line, not a MemoryError
     tm = module_for(c.task)
-    per_env = bytes_per_env(tm.SCHEMA.fields, DEPTH, sensors, resolution, field_sizes(tm, resolution))
+    per_env = bytes_per_env(tm.SCHEMA.fields, QUEUE_DEPTH, sensors, resolution, field_sizes(tm, resolution))
     check_batch_memory(n, per_env, dev)
     world = build_world(path, c, device=dev)
     env = BatchNavEnv(world, num_envs=n, batch_size=b, device=dev, sensors=sensors,

@@ -6,7 +6,7 @@ A step: copy the actions in, copy the staging rows in (``upload``), the task's r
 its step kernel (on the CPU as ``threads`` env ranges side by side), snapshot ``head``. The
 number of torch ops and Warp launches does not depend on the number of envs or scenes, and
 nothing waits for the device. The host reads the ``head`` snapshot of ``LAG`` rounds back
-(``take_snapshot``), so with ``DEPTH`` queued episodes an env always has its next one queued.
+(``take_snapshot``), so with ``QUEUE_DEPTH`` queued episodes an env always has its next one queued.
 Capture (``capture=True``, CUDA): after two warm-up steps a group's launches are captured once
 and replayed; anything that moves what they point at (an arena growing, the window, the
 renderer's scene table, the frame buffers, the task's options) re-captures.
@@ -25,7 +25,7 @@ from . import schema
 from ..nav.buffers import NavBuffers
 
 LAG = 2      # steps between a head snapshot and the host reading it
-DEPTH = 2    # queued episodes per env beyond what the host has seen start
+QUEUE_DEPTH = 2    # queued episodes per env beyond what the host has seen start
 NAMES = 64   # episode names kept per env for LazyNames (read info within 64 episodes)
 # where capture_graph captures: CUDA. Warp can also record a CPU graph, but its replay is one
 # serial loop while the plain CPU step runs on every render thread; tests add "cpu" to check the
@@ -70,12 +70,12 @@ class FusedStep:
         z = lambda *s, dt=torch.float32: torch.zeros(*s, dtype=dt, device=dev)  # noqa: E731
         # the step state and outputs, made from the task's schema (``state``/``out``: name -> tensor)
         self.sizes = dict(sizes or {})
-        self.state = schema.allocate(task.SCHEMA.of("state"), N, DEPTH, dev, self.sizes)
-        self.out = schema.allocate(task.SCHEMA.of("out"), N, DEPTH, dev, self.sizes)
+        self.state = schema.allocate(task.SCHEMA.of("state"), N, QUEUE_DEPTH, dev, self.sizes)
+        self.out = schema.allocate(task.SCHEMA.of("out"), N, QUEUE_DEPTH, dev, self.sizes)
         self.head = self.state["head"]
         # inputs
         self.actions = z(self.B, dt=torch.int64)
-        cap = N * (DEPTH + 1)
+        cap = N * (QUEUE_DEPTH + 1)
         ni, nf = 2 + task.STAGE_INTS, task.STAGE_FLOATS   # (env, ring index) + the task's columns
         self.stage_i, self.stage_f = z(cap, ni, dt=torch.int32), z(cap, nf)
         self.count = z(1, dt=torch.int32)
@@ -189,10 +189,10 @@ class FusedStep:
                   inputs=[self._st_s, w["stage_i"], w["stage_f"], w["count"]], device=self.wdev, stream=stream)
         args = [self._nav_s, self._params, self._st_s, self._out_s, w["actions"], w["scratch"], env0]
         if inline:   # a CPU capture records this thread's launches only: one range
-            wp.launch(t.step_kernel, dim=self.B, inputs=args + [0, DEPTH], device=self.wdev, stream=stream)
+            wp.launch(t.step_kernel, dim=self.B, inputs=args + [0, QUEUE_DEPTH], device=self.wdev, stream=stream)
         else:
             self._cpu.run(t.step_kernel, lambda lo, hi: wp.launch(
-                t.step_kernel, dim=hi - lo, inputs=args + [lo, DEPTH], device=self.wdev, stream=stream), self.B)
+                t.step_kernel, dim=hi - lo, inputs=args + [lo, QUEUE_DEPTH], device=self.wdev, stream=stream), self.B)
         if then is not None:
             then(stream)
 
@@ -203,7 +203,7 @@ class FusedStep:
         self.wp.launch(t.apply_refills, dim=self.stage_i.shape[0],
                        inputs=[self._st_s, w["stage_i"], w["stage_f"], w["count"]], device=self.wdev, stream=stream)
         self._cpu.run(t.begin_kernel, lambda lo, hi: self.wp.launch(
-            t.begin_kernel, dim=hi - lo, inputs=[self._nav_s, self._params, self._st_s, self._out_s, lo, DEPTH],
+            t.begin_kernel, dim=hi - lo, inputs=[self._nav_s, self._params, self._st_s, self._out_s, lo, QUEUE_DEPTH],
             device=self.wdev, stream=stream), self.N)
         while self._snapshots:         # older snapshots say nothing about the new episodes
             self._free_snaps.append(self._snapshots.popleft()[0])

@@ -2,7 +2,7 @@
 far as the host knows, and its episodes' names; builds the staging rows ``FusedStep.upload``
 takes) and ``LazyNames`` (per-env names read from the device only when looked at).
 
-Contract: ``refill`` keeps ``DEPTH`` episodes queued past what each env is known to have started
+Contract: ``refill`` keeps ``QUEUE_DEPTH`` episodes queued past what each env is known to have started
 (the scene each runs in chosen by the world's scene manager now, so a swap is a scene index
 written in the ring); ``learn(heads)`` releases ended episodes (field rows, scene references).
 A step with nothing due makes no call into the world.
@@ -15,7 +15,7 @@ import numpy as np
 
 from bps_assets.nav.imagenav import goal_heading
 
-from .fused import DEPTH, NAMES
+from .fused import QUEUE_DEPTH, NAMES
 
 
 class LazyNames(Sequence):
@@ -57,7 +57,7 @@ class EpisodeRing:
     def __init__(self, world, num_envs: int, task):
         self.world, self.task = world, task   # task: its staging columns (``stage``)
         self.N = n = int(num_envs)
-        H = DEPTH + 1
+        H = QUEUE_DEPTH + 1
         self.filled = np.zeros(n, np.int64)      # episodes queued so far per env
         self.known = np.zeros(n, np.int64)       # episodes started, as far as the host knows
         self.scene_index = np.full((H, n), -1, np.int64)  # scene index of episode m at m % H
@@ -76,7 +76,7 @@ class EpisodeRing:
     def _release(self, envs: np.ndarray, numbers: np.ndarray):
         if envs.size == 0:
             return
-        h = numbers % (DEPTH + 1)
+        h = numbers % (QUEUE_DEPTH + 1)
         idxs, rows = self.scene_index[h, envs], self.row[h, envs]
         self.world.episodes.release_many(idxs, rows)     # field rows first: the scene may leave next
         self.world.release_scenes(idxs)
@@ -99,7 +99,7 @@ class EpisodeRing:
         for e in range(self.N):
             lo = max(self.known[e] - 1, 0)
             for m in range(lo, self.filled[e]):
-                h = m % (DEPTH + 1)
+                h = m % (QUEUE_DEPTH + 1)
                 if self.scene_index[h, e] >= 0:
                     self._release(np.array([e]), np.array([m]))
         self.filled[:] = 0
@@ -107,7 +107,7 @@ class EpisodeRing:
 
     # -- queueing
     def refill(self) -> tuple[np.ndarray, np.ndarray]:
-        """Queue episodes until every env has ``DEPTH`` beyond what it is known to have started;
+        """Queue episodes until every env has ``QUEUE_DEPTH`` beyond what it is known to have started;
         -> staging rows (int [M, 2 + task.STAGE_INTS]: env, ring index, then the task's;
         float [M, task.STAGE_FLOATS]: the task's ``stage`` columns; ``staged_ids`` /
         ``staged_headings``: their episode ids and goal-view headings). Nothing due (no episode started since the
@@ -116,20 +116,20 @@ class EpisodeRing:
         self.waited = False
         self.staged_ids = []   # the episode id of each staging row returned
         self.staged_headings = []   # ImageNav: its goal view's heading (NaN: goal_heading(episode id))
-        envs = np.flatnonzero(self.filled < self.known + DEPTH)
+        envs = np.flatnonzero(self.filled < self.known + QUEUE_DEPTH)
         while envs.size:
             idxs, w1 = self.world.next_scenes(envs)
             eps, w2 = self.world.episodes.take(idxs)
             self.waited |= bool(w1 or w2)
             m = self.filled[envs]
-            h = m % (DEPTH + 1)
+            h = m % (QUEUE_DEPTH + 1)
             self.scene_index[h, envs], self.row[h, envs] = idxs, eps.rows
             self.goal[h, envs] = eps.goal
             nm = m % NAMES
             self.eid[nm, envs] = eps.episode_ids
             self.scene_id[nm, envs] = self._scene_ids(idxs)
             rows_i = np.empty((envs.size, 2 + self.task.STAGE_INTS), np.int32)
-            rows_i[:, 0], rows_i[:, 1] = envs, m % DEPTH
+            rows_i[:, 0], rows_i[:, 1] = envs, m % QUEUE_DEPTH
             rows_f = np.empty((envs.size, self.task.STAGE_FLOATS), np.float32)
             self.task.stage(rows_i[:, 2:], rows_f, idxs, eps)
             self.staged_ids += list(eps.episode_ids)
@@ -139,7 +139,7 @@ class EpisodeRing:
             si.append(rows_i)
             sf.append(rows_f)
             self.filled[envs] += 1
-            envs = envs[self.filled[envs] < self.known[envs] + DEPTH]   # only these changed
+            envs = envs[self.filled[envs] < self.known[envs] + QUEUE_DEPTH]   # only these changed
         if not si:
             return (np.zeros((0, 2 + self.task.STAGE_INTS), np.int32),
                     np.zeros((0, self.task.STAGE_FLOATS), np.float32))
@@ -164,7 +164,7 @@ class EpisodeRing:
         ``view_points``), ObjectNav's ``object_category``, ImageNav's ``goal_heading``."""
         out = []
         for e, m in zip(np.asarray(envs).tolist(), np.asarray(numbers).tolist()):
-            h, nm = m % (DEPTH + 1), m % NAMES
+            h, nm = m % (QUEUE_DEPTH + 1), m % NAMES
             key, eid = int(self.scene_index[h, e]), str(self.eid[nm, e])
             rec = self.world.episodes.episode_record(key, eid) if key >= 0 else None
             goal = self.goal[h, e].astype(np.float64).tolist()

@@ -5,7 +5,7 @@ all made, as Madrona declares a component once.
 
 Contract: dtypes are "int32", "int64", "float32", "uint8", "bool" (uint8 on the device, viewed
 as torch.bool), "vec3" (float32 [.., 3], wp.vec3 in kernels); ``shape`` is the per-env trailing
-shape (a str names a size given at ``allocate``). ``per="env"`` fields are [N, *shape]; ``per="ring"`` fields are [DEPTH, N, *shape]
+shape (a str names a size given at ``allocate``). ``per="env"`` fields are [N, *shape]; ``per="ring"`` fields are [QUEUE_DEPTH, N, *shape]
 (queued episodes). A task adds its fields with ``Schema.extend`` and its kernels read them by
 name from the generated structs (``State`` for kind "state", ``Out`` for kind "out").
 """

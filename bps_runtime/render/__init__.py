@@ -5,7 +5,7 @@ Modules: ``protocol`` (RenderOptions, the Renderer protocol), ``camera`` (the pi
 model), ``shading_data`` (a scene's validated shading tables and the shading model),
 ``inputs`` (checks of what callers pass), ``embree`` / ``embree_bridge`` (CPU, with the C
 shader), ``warp_backend`` / ``warp_kernels`` (CUDA / Warp CPU, with the Warp shader),
-``semantic`` (the semantic sensor's ids and the per-slot id -> category table).
+``semantic`` (the semantic sensor's ids and the per-scene id -> category table).
 """
 from __future__ import annotations
 

@@ -1,13 +1,13 @@
 """The semantic sensor's data outside the ray loop: instance ids of traced hits, and the
-per-scene-slot id -> category table a trainer uses to turn semantic frames into categories on
+per-scene id -> category table a trainer uses to turn semantic frames into categories on
 the device.
 
 Contract (bps_assets.semantics): a semantic pixel is ``tri_object[hit triangle]`` (int32, 0 = no
 hit or no object); a scene without ``tri_object`` renders 0 everywhere. The renderers read the
 ids from ``ShadingData.tri_object`` (``build_shading_data`` takes a packed scene's
 ``tri_object``), so they need nothing else. ``CategoryTable`` is the env's side: one row per
-scene slot (the renderer's scene ids), rewritten when a scene is attached, so
-``lookup(slots, frames)`` is one gather with no host work and no synchronisation.
+scene index (as the renderer's), rewritten when a scene is attached, so
+``lookup(scene_index, frames)`` is one gather with no host work and no synchronisation.
 """
 from __future__ import annotations
 
@@ -48,24 +48,24 @@ def category_row(semantics, vocabulary: Sequence[str] | None = None) -> np.ndarr
 
 
 class CategoryTable:
-    """Id -> category rows for ``slots`` scene slots as one int32 tensor [slots, K] on
+    """Id -> category rows for ``scenes`` scene indices as one int32 tensor [scenes, K] on
     ``device`` (K grows to the largest id seen; ``version`` counts reallocations, after which a
     captured CUDA graph that read the old tensor must be re-captured)."""
 
-    def __init__(self, slots: int, device: str = "cpu", vocabulary: Sequence[str] | None = None,
+    def __init__(self, scenes: int, device: str = "cpu", vocabulary: Sequence[str] | None = None,
                  capacity: int = 256):
         import torch
 
-        if slots < 1 or capacity < 1:
-            raise ConfigError(None, f"CategoryTable needs slots >= 1 and capacity >= 1; got {slots}, {capacity}")
+        if scenes < 1 or capacity < 1:
+            raise ConfigError(None, f"CategoryTable needs scenes >= 1 and capacity >= 1; got {scenes}, {capacity}")
         self.vocabulary = None if vocabulary is None else list(vocabulary)
         self.device = torch.device(device)
-        self.table = torch.full((slots, capacity), UNKNOWN, dtype=torch.int32, device=self.device)
+        self.table = torch.full((scenes, capacity), UNKNOWN, dtype=torch.int32, device=self.device)
         self.version = 0
         self._lock = threading.Lock()
 
-    def set(self, slot: int, semantics) -> None:
-        """Make ``slot``'s row the table of the scene now attached there (None: no objects).
+    def set(self, scene_index: int, semantics) -> None:
+        """Make ``scene_index``'s row the table of the scene now attached there (None: no objects).
         Call it where the renderer's ``attach`` is called (between steps)."""
         import torch
 
@@ -77,22 +77,22 @@ class CategoryTable:
                 grown[:, :self.table.shape[1]] = self.table
                 self.table = grown
                 self.version += 1
-            self.table[int(slot)].fill_(UNKNOWN)
-            self.table[int(slot), :row.shape[0]] = row.to(self.device, non_blocking=True)
+            self.table[int(scene_index)].fill_(UNKNOWN)
+            self.table[int(scene_index), :row.shape[0]] = row.to(self.device, non_blocking=True)
 
-    def clear(self, slot: int) -> None:
-        """Forget ``slot``'s scene (every id maps to UNKNOWN)."""
-        self.table[int(slot)].fill_(UNKNOWN)
+    def clear(self, scene_index: int) -> None:
+        """Forget the scene of ``scene_index`` (every id maps to UNKNOWN)."""
+        self.table[int(scene_index)].fill_(UNKNOWN)
 
-    def lookup(self, slots, semantic):
+    def lookup(self, scene_index, semantic):
         """Categories (int32, the shape of ``semantic``) of semantic frames ``semantic`` [N, ...]
-        rendered in scene slots ``slots`` [N] (each in [0, slots)): device ops only (ids past K
-        read UNKNOWN)."""
+        rendered in scenes ``scene_index`` [N] (each a row of the table): device ops only (ids
+        past K read UNKNOWN)."""
         import torch
 
         t = self.table
         ids = semantic.to(torch.int64)
         k = t.shape[1]
-        rows = slots.to(ids.device, torch.int64).reshape((-1,) + (1,) * (ids.dim() - 1))
+        rows = scene_index.to(ids.device, torch.int64).reshape((-1,) + (1,) * (ids.dim() - 1))
         out = t.reshape(-1)[rows * k + ids.clamp(0, k - 1)]
         return out.masked_fill(ids >= k, UNKNOWN)

@@ -28,7 +28,7 @@ from .protocol import DEFAULTS, RenderOptions
 from .shading_data import ShadingData
 
 WARP_BVH_BYTES_PER_TRI = 64  # 2T-1 nodes of two 16-byte bounds (Warp's BVH layout)
-TABLE_START = 64  # scene table rows allocated up front (scene ids are cache slots: few)
+TABLE_START = 64  # scene table rows allocated up front (rows are scene indices: few)
 
 _wp = None
 _kernels = None
@@ -239,7 +239,7 @@ class WarpRenderer:
         self.table_version += 1
 
     def _device_inputs(self, scene_ids, positions, rotations):
-        """(slots int64 [N], positions f32 [N,3], quaternions f64 [N,4]) as torch tensors on the
+        """(scene indices int64 [N], positions f32 [N,3], quaternions f64 [N,4]) as torch tensors on the
         renderer's device. Tensors already there are converted with device ops only; anything
         else is checked precisely on the host first, as the Embree backend does."""
         import torch
@@ -298,16 +298,16 @@ class WarpRenderer:
             out["semantic"] = torch.empty((n, h, w, 1), dtype=torch.int32, device=dev)
         return out
 
-    def launch_frame(self, slots, positions, quats, depth, rgb=None, stream=None, semantic=None) -> None:
+    def launch_frame(self, scene_index, positions, quats, depth, rgb=None, stream=None, semantic=None) -> None:
         """Queue one frame into existing outputs: a single Warp launch and nothing else (no torch
         op, no check, no allocation), so the fused step can record it into its CUDA graph.
-        ``slots`` int64 [n], ``positions`` float32 [n,3], ``quats`` float32 or float64 [n,4] xyzw,
+        ``scene_index`` int64 [n], ``positions`` float32 [n,3], ``quats`` float32 or float64 [n,4] xyzw,
         ``depth`` float32 [n,H,W,1], ``rgb`` uint8 [n,H,W,3] or None: contiguous torch tensors
         on the renderer's device (what ``render`` hands in after its checks), ``semantic`` int32
         [n,H,W,1] or None (written by the same launch). ``stream``: the Warp stream to launch
         on (None: Warp's current one; ignored on the CPU)."""
         wp, o = self._wp, self.options
-        n = int(slots.shape[0])
+        n = int(scene_index.shape[0])
         if n == 0:
             return
         hw = int(depth.shape[1]) * int(depth.shape[2])
@@ -317,7 +317,7 @@ class WarpRenderer:
         rgb_arr = self._no_rgb if rgb is None else wp.from_torch(rgb.view(n, hw, 3), dtype=wp.uint8)
         sem_arr = self._no_sem if semantic is None else wp.from_torch(semantic.view(n, hw), dtype=wp.int32)
         wp.launch(self._k.render_kernel, dim=n * hw, device=self._wdev, stream=stream, inputs=[
-            table, wp.from_torch(slots, dtype=wp.int64), wp.from_torch(positions, dtype=wp.vec3),
+            table, wp.from_torch(scene_index, dtype=wp.int64), wp.from_torch(positions, dtype=wp.vec3),
             wp.from_torch(quats, dtype=qtype), self._dirs, hw, float(o.sensor_height),
             int(o.normalize_depth), float(o.min_depth), float(o.max_depth),
             wp.from_torch(depth.view(n, hw), dtype=wp.float32), int(rgb is not None),

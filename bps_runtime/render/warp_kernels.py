@@ -1,7 +1,7 @@
 """Warp kernels of the batch renderer (one source for Warp's CPU device and CUDA).
 
 Imported lazily by ``warp_backend`` (warp is an optional dependency). ``render_kernel`` draws
-every agent of every resident scene in one launch: each agent's scene slot picks a row of a
+every agent of every resident scene in one launch: each agent's scene index picks a row of a
 ``SceneTable`` array (the scene's BVH id and shading tables), so the launch count does not
 depend on how many scenes are resident, and nothing about which agents are in which scene is
 needed on the host. Rotations arrive as quaternions (xyzw) and are turned into matrices here in
@@ -158,7 +158,7 @@ def quat_to_mat(q: wp.vec4d) -> wp.mat33:
 
 
 @wp.kernel
-def render_kernel(tables: wp.array(dtype=SceneTable), slots: wp.array(dtype=wp.int64),
+def render_kernel(tables: wp.array(dtype=SceneTable), scene_index: wp.array(dtype=wp.int64),
                   pos: wp.array(dtype=wp.vec3), quat: wp.array(dtype=Any),
                   dirs: wp.array(dtype=wp.vec3), hw: int, sensor_height: float,
                   normalize: int, lo: float, hi: float,
@@ -172,7 +172,7 @@ def render_kernel(tables: wp.array(dtype=SceneTable), slots: wp.array(dtype=wp.i
     tid = wp.tid()
     a = tid / hw
     p = tid - a * hw
-    s = slots[a]
+    s = scene_index[a]
     z = float(0.0)
     c = wp.vec3(0.0, 0.0, 0.0)
     obj = wp.int32(0)

@@ -595,7 +595,7 @@ class SceneCache:
         try:
             return self._scenes[int(idx)]
         except KeyError:
-            raise ConfigError(None, f"scene id {idx} is not resident") from None
+            raise ConfigError(None, f"scene index {idx} is not resident") from None
 
     @property
     def resident_ids(self) -> list[int]:

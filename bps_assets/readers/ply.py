@@ -334,13 +334,19 @@ def _unit(a: np.ndarray) -> np.ndarray:
 
 
 @guarded("PLY")
-def read_ply(path: str | os.PathLike, *, textures: bool = True) -> SceneDocument:
+def read_elements(path: str | os.PathLike) -> tuple[str, dict, list[str]]:
+    """(the file's path, its elements {name: {property: array}}, its header comments) of a PLY
+    file, ASCII or binary; InputError naming the file on any damage."""
     spath, data = read_source(path, "PLY")
     fmt, elems, comments, start = _parse_header(spath, data)
     if fmt == "ascii":
-        els = _read_ascii(spath, data[start:], elems)
-    else:
-        els = _read_binary(spath, memoryview(data), start, elems, "<" if fmt.endswith("little_endian") else ">")
+        return spath, _read_ascii(spath, data[start:], elems), comments
+    return spath, _read_binary(spath, memoryview(data), start, elems,
+                               "<" if fmt.endswith("little_endian") else ">"), comments
+
+
+def read_ply(path: str | os.PathLike, *, textures: bool = True) -> SceneDocument:
+    spath, els, comments = read_elements(path)
     doc = SceneDocument(source_path=spath, source_format="ply")
     vert = els.get("vertex")
     if vert is None or not all(k in vert for k in "xyz"):

@@ -67,20 +67,13 @@ def parse_house(path: str | os.PathLike, text: str | None = None) -> list[Object
 def read_semantic_ply(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(positions float32 [V, 3], triangles int64 [F, 3], object_id int64 [F]) of a semantic PLY
     (polygons fan-triangulated, each triangle keeping its polygon's object_id)."""
-    from .guard import read_source
-    from .ply import _parse_header, _read_ascii, _read_binary
+    from .ply import read_elements
     from .polygons import fan_triangulate
 
-    spath, data = read_source(path, "PLY")
     try:
-        fmt, elems, _, start = _parse_header(spath, data)
-        if fmt == "ascii":
-            els = _read_ascii(spath, data[start:], elems)
-        else:
-            els = _read_binary(spath, memoryview(data), start, elems,
-                               "<" if fmt.endswith("little_endian") else ">")
+        spath, els, _ = read_elements(path)
     except InputError as e:
-        raise AnnotationError(spath, e.detail) from None
+        raise AnnotationError(e.path or os.fspath(path), e.detail) from None
     vert, face = els.get("vertex", {}), els.get("face", {})
     if not all(k in vert for k in "xyz"):
         raise AnnotationError(spath, "semantic PLY vertex element needs x, y and z")

@@ -768,8 +768,9 @@ def _parse_tile(r: _Reader, i: int, ref: int, start: int, size: int):
 
 
 # ------------------------------------------------------------------------------ importing
-def import_detour(path: str | os.PathLike, settings=None, include_flags: int = POLYFLAGS_WALK):
-    """Read a Detour set and rasterize its walkable surface into the runtime ``NavMesh``.
+def import_detour(path, settings=None, include_flags: int = POLYFLAGS_WALK):
+    """Read a Detour set (a path, or one ``read_detour_navmesh`` already read) and rasterize its
+    walkable surface into the runtime ``NavMesh``.
 
     ``settings`` default: ``DetourNavMesh.nav_settings()`` (the file's own agent; habitat
     version-2 settings block when present). The polygons are already eroded by the agent
@@ -777,7 +778,8 @@ def import_detour(path: str | os.PathLike, settings=None, include_flags: int = P
     """
     from .grid import NavMesh  # the runtime grid
 
-    dm = read_detour_navmesh(path)
+    dm = path if isinstance(path, DetourNavMesh) else read_detour_navmesh(path)
+    path = dm.path
     if settings is None:
         settings = dm.nav_settings()
     v, t, isl = dm.triangles(include_flags=include_flags, return_islands=True)

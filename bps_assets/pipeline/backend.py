@@ -183,14 +183,15 @@ class Backend:
         from ..nav.validate import navmesh_misfit
         from .scene_checks import scene_bounds
 
-        own = read_detour_navmesh(detour_src).nav_settings()
+        dm = read_detour_navmesh(detour_src)
+        own = dm.nav_settings()
         for key in ("agent_radius", "agent_height"):
             want, has = getattr(settings, key), getattr(own, key)
             if abs(want - has) > AGENT_TOLERANCE:
                 raise NavError(detour_src, f"built for an agent of {key.split('_')[1]} {has:g} m, not the "
                                            f"{want:g} m of the settings (--{key.replace('_', '-')})")
         # settings None: the .navmesh's own settings (habitat stores them in the file)
-        mesh = import_detour(detour_src, self.nav_settings)
+        mesh = import_detour(dm, self.nav_settings)   # the file read once
         misfit = navmesh_misfit(mesh, scene_bounds(packed))
         if misfit is not None:
             raise NavError(detour_src, misfit)

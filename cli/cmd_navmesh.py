@@ -327,7 +327,7 @@ def _scene_episodes(path: Path, scene: str, limit: int) -> list:
         eps = [{**e, "goals": ds.goals_of(e)} for e in ds.episodes]
     except _Bad:   # not ObjectNav: PointNav (its own errors name what is wrong)
         eps = read_pointnav_dataset(path)
-    from bps_assets.nav.episodes import habitat_scene_name
+    from bps_assets.habitat_names import habitat_scene_name
 
     name = lambda e: habitat_scene_name(e["scene_id"])  # noqa: E731
     mine = [e for e in eps if name(e) == scene]

@@ -31,6 +31,7 @@ from ..container import atomic_write
 from ..errors import ConfigError, InputError, NavError, OutputExistsError
 from ..json_input import parse_json
 from ..readers.guard import read_limited
+from ..habitat_names import habitat_scene_name
 from ..safe_paths import content_scenes_dir
 from .pose import yaw_quaternion
 
@@ -442,13 +443,10 @@ def dataset_files(path: str | os.PathLike, scenes: Iterable[str] | None = None,
     return files
 
 
-def habitat_scene_name(path: str | os.PathLike) -> str:
-    """habitat's ``scene_from_scene_path``: the file name up to its first dot (the one rule: episode
-    files' scene ids, scene dataset configs' stages, manifests' scenes)."""
-    return os.path.basename(os.fspath(path)).split(".")[0]
+
 
 
 __all__ = ["EpisodeOptions", "DEFAULTS", "generate_episodes", "make_episode",
            "write_pointnav_dataset", "read_pointnav_dataset", "validate_episode",
            "habitat_scene_id", "scene_seed", "split_file", "write_split", "dataset_files", "read_json",
-           "check_split_name", "check_scene_name", "join_scenes_dir", "distance_rejection", "ratio_sample_rate", "habitat_scene_name"]
+           "check_split_name", "check_scene_name", "join_scenes_dir", "distance_rejection", "ratio_sample_rate"]

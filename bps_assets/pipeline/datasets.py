@@ -305,7 +305,7 @@ def load_scan_folder(folder: str | os.PathLike) -> Dataset:
     ``preprocess --up z`` for Z-up scans). A scene is named after its file up to the first dot
     (habitat's rule); scans that share a name are named by their path instead (``a__b``).
     The navmesh is the ``.navmesh`` beside a scan (last extension replaced), as habitat finds it."""
-    from ..nav.episodes import habitat_scene_name as scene_name
+    from ..habitat_names import habitat_scene_name as scene_name
 
     root = Path(folder).expanduser().resolve()
     if not root.is_dir():

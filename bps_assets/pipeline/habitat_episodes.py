@@ -19,7 +19,8 @@ import os
 from dataclasses import dataclass, field
 
 from ..errors import InputError
-from ..nav.episodes import DEFAULT_SCENE_PATH_PREFIX, habitat_scene_name, read_pointnav_dataset
+from ..habitat_names import habitat_scene_name
+from ..nav.episodes import DEFAULT_SCENE_PATH_PREFIX, read_pointnav_dataset
 from ..nav.objectnav_files import ObjectNavDataset, read_objectnav_dataset
 
 

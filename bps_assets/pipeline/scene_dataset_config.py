@@ -22,7 +22,7 @@ import os
 from pathlib import Path
 
 from ..errors import DatasetError
-from ..nav.episodes import habitat_scene_name
+from ..habitat_names import habitat_scene_name
 
 SCENE_DATASET_CONFIG_SUFFIX = ".scene_dataset_config.json"
 MAX_CONFIG_BYTES = 64 << 20

@@ -19,7 +19,7 @@ import os
 from dataclasses import dataclass
 
 from bps_assets.errors import CorruptFileError
-from bps_assets.nav.episodes import habitat_scene_name
+from bps_assets.habitat_names import habitat_scene_name
 
 
 @dataclass(frozen=True)

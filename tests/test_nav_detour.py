@@ -409,3 +409,32 @@ def test_import_of_unlinked_tiles_joins_them_by_height(tmp_path):
     a = detour.import_detour(p)
     b = detour.import_detour(GODETOUR / "mesh2.bin")
     assert a.island_area[0] == pytest.approx(b.island_area[0]) and a.island_area[0] > 500
+
+
+@needs_assets
+def test_imported_islands_report_habitat_sims_island_area_and_radius(tmp_path):
+    """habitat-sim's tests/test_nav.py asserts these for van-gogh-room (PathFinder.island_area:
+    3D area of the walkable detail triangles; island_radius: farthest polygon corner from the
+    corners' mean). Before, the import reported the cell count's x/z area and a span-centre radius."""
+    from bps_assets.nav import load_navmesh
+
+    want = [(7.305000305175781, 3.304431200027466), (1.8727209568023682, 1.4128597974777222)]
+    dm = read_detour_navmesh(HABITAT_V1 / "van-gogh-room.navmesh")
+    area, radius = dm.island_stats()
+    flat = [x for pair in want for x in pair]
+    assert [x for pair in sorted(zip(area, radius), reverse=True) for x in pair] == pytest.approx(flat, abs=2e-6)
+    nm = detour.import_detour(dm)
+    assert [float(x) for pair in zip(nm.island_area, nm.island_radius_m) for x in pair] == \
+        pytest.approx(flat, abs=2e-6)
+    # island_radius(point) answers habitat's value, and the values survive a save / load
+    p = nm.sample_navigable_point(1, seed=0, island=1)
+    assert nm.island_radius(p)[0] == pytest.approx(want[1][1], abs=2e-6)
+    nm.save(tmp_path / "v.navmesh.bps")
+    back = load_navmesh(tmp_path / "v.navmesh.bps")
+    assert list(back.island_area) == list(nm.island_area)
+    assert list(back.island_radius_m) == list(nm.island_radius_m)
+    # apartment_1: the islands' areas add up to habitat's navigable_area, largest first
+    ap = detour.import_detour(HABITAT_V1 / "apartment_1.navmesh")
+    ad = read_detour_navmesh(HABITAT_V1 / "apartment_1.navmesh")
+    assert ap.navigable_area == pytest.approx(sum(ad.island_stats()[0]), rel=1e-6)
+    assert list(ap.island_area) == sorted(ap.island_area, reverse=True)

@@ -356,6 +356,46 @@ class DetourNavMesh:
             return v, tri, (np.concatenate(isl) if isl else np.zeros(0, np.int64))
         return v, tri
 
+    def island_stats(self, include_flags: int = POLYFLAGS_WALK) -> tuple[np.ndarray, np.ndarray]:
+        """habitat-sim's island area and island radius (``PathFinder.island_area`` /
+        ``island_radius``) of each ``polygon_islands`` id, float64 [I] each.
+
+        Area: the 3D area of the detail triangles of the island's polygons that pass the walk
+        filter, leaving out polygons under 1e-5 m^2 (habitat disables those). Radius: the
+        largest distance from the mean of the island's polygon corners (each polygon's corners
+        counted once per polygon, as habitat collects them) to one of those corners.
+        """
+        islands = self.polygon_islands()
+        n = int(max((int(i.max()) for i in islands if len(i)), default=-1)) + 1
+        area = np.zeros(n)
+        vsum, vcnt = np.zeros((n, 3)), np.zeros(n)
+        corners = []
+        for k, t in enumerate(self.tiles):
+            ground = t.ground_polys
+            if not len(ground):
+                continue
+            isl = islands[k]
+            nv = t.poly_vert_count[ground].astype(np.int64)
+            poly_of = np.repeat(ground, nv)
+            j = np.arange(len(poly_of)) - np.repeat(np.cumsum(nv) - nv, nv)
+            c = t.vertices[t.poly_verts[poly_of, j]].astype(np.float64)
+            corners.append((isl[poly_of], c))
+            np.add.at(vsum, isl[poly_of], c)
+            vcnt += np.bincount(isl[poly_of], minlength=n)
+            v, tri, tri_poly = t.detail_triangles(ground)
+            p = v[tri].astype(np.float64)
+            ta = 0.5 * np.linalg.norm(np.cross(p[:, 1] - p[:, 0], p[:, 2] - p[:, 1]), axis=1)
+            pa = np.bincount(tri_poly, ta, minlength=t.poly_count)
+            f = t.poly_flags.astype(np.int64)
+            ok = (pa >= 1e-5) & ((f & include_flags) != 0)
+            ok[np.setdiff1d(np.arange(t.poly_count), ground)] = False
+            area += np.bincount(isl[ok], pa[ok], minlength=n)
+        cen = vsum / np.maximum(vcnt, 1)[:, None]
+        radius = np.zeros(n)
+        for ids, c in corners:
+            np.maximum.at(radius, ids, np.linalg.norm(c - cen[ids], axis=1))
+        return area, radius
+
     def area(self, **kw) -> float:
         """Area of ``triangles(**kw)`` in m^2 (habitat's ``navigable_area`` with the defaults)."""
         v, t = self.triangles(**kw)
@@ -794,4 +834,45 @@ def import_detour(path, settings=None, include_flags: int = POLYFLAGS_WALK):
                                           source=os.path.basename(os.fspath(path)),
                                           method="detour")
     nav.source_info = {"detour": dm.describe()}
+    if nav.num_islands:
+        _habitat_island_stats(nav, dm, include_flags)
     return nav
+
+
+def _habitat_island_stats(nav, dm: DetourNavMesh, include_flags: int) -> None:
+    """Give each grid island habitat-sim's island area and radius (``DetourNavMesh.island_stats``'
+    definitions) over the Detour polygons that fall on it (each polygon's detail-area centroid,
+    snapped). A grid island that is one Detour island gets exactly habitat's values; tiles
+    joined by height, or an island the raster split, get those of their own polygons."""
+    I = nav.num_islands
+    area, vsum, vcnt = np.zeros(I), np.zeros((I, 3)), np.zeros(I)
+    corners = []
+    for t in dm.tiles:
+        g = t.ground_polys
+        g = g[(t.poly_flags[g].astype(np.int64) & include_flags) != 0]
+        if not len(g):
+            continue
+        v, tri, tri_poly = t.detail_triangles(g)
+        p = v[tri].astype(np.float64)
+        ta = 0.5 * np.linalg.norm(np.cross(p[:, 1] - p[:, 0], p[:, 2] - p[:, 1]), axis=1)
+        pa = np.bincount(tri_poly, ta, minlength=t.poly_count)
+        cen = np.stack([np.bincount(tri_poly, ta * p.mean(1)[:, k], minlength=t.poly_count)
+                        for k in range(3)], 1)[g] / np.maximum(pa[g], 1e-12)[:, None]
+        isl = np.asarray(nav.island_of(cen), np.int64).reshape(-1)
+        ok = isl >= 0
+        g, isl = g[ok], isl[ok]
+        keep = pa[g] >= 1e-5   # habitat disables polygons of smaller area
+        area += np.bincount(isl[keep], pa[g][keep], minlength=I)
+        nv = t.poly_vert_count[g].astype(np.int64)
+        j = np.arange(int(nv.sum())) - np.repeat(np.cumsum(nv) - nv, nv)
+        c = t.vertices[t.poly_verts[np.repeat(g, nv), j]].astype(np.float64)
+        ids = np.repeat(isl, nv)
+        np.add.at(vsum, ids, c)
+        vcnt += np.bincount(ids, minlength=I)
+        corners.append((ids, c))
+    cen = vsum / np.maximum(vcnt, 1)[:, None]
+    radius = np.zeros(I)
+    for ids, c in corners:
+        np.maximum.at(radius, ids, np.linalg.norm(c - cen[ids], axis=1))
+    has = vcnt > 0   # an island no polygon centroid snaps to keeps its cell-count values
+    nav.set_island_stats(np.where(has, area, nav.island_area), np.where(has, radius, nav.island_radius_m))

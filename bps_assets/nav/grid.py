@@ -199,6 +199,23 @@ class NavMesh:
         np.maximum.at(rad, self.span_island, d)
         return rad.astype(np.float32)
 
+    def set_island_stats(self, area, radius) -> None:
+        """Replace the islands' area and radius (e.g. habitat's own, from an imported Detour
+        file) and renumber the islands in decreasing area again (stable)."""
+        area = np.asarray(area, np.float64).reshape(-1)
+        radius = np.asarray(radius, np.float64).reshape(-1)
+        if area.shape != (self.num_islands,) or radius.shape != area.shape:
+            raise NavError(None, f"island stats for {area.shape[0]} islands, navmesh has {self.num_islands}")
+        order = np.argsort(-area.astype(np.float32), kind="stable")
+        rank = np.empty(len(order), np.int64)
+        rank[order] = np.arange(len(order))
+        self.span_island = rank[self.span_island].astype(np.int32) if len(order) else self.span_island
+        self.island = np.full(self.shape, -1, dtype=np.int32)
+        l, r, c = self.span_lrc.T
+        self.island[l, r, c] = self.span_island
+        self.island_area = area[order].astype(np.float32)
+        self.island_radius_m = radius[order].astype(np.float32)
+
     # ------------------------------------------------------------------ constructors
     @classmethod
     def from_spans(cls, rows, cols, ys, nbr, origin, grid_shape, settings: NavSettings = DEFAULT_SETTINGS,

@@ -14,6 +14,7 @@ import click
 from bps_assets.errors import BpsError, OutputExistsError
 from bps_assets.nav import episodes as ep
 from bps_assets.nav import objectnav_episodes as on
+from bps_assets.nav.indoor import episode_islands
 from bps_assets.nav.objectnav_files import write_objectnav_dataset
 
 D = ep.DEFAULTS
@@ -78,9 +79,11 @@ def _scene_episodes(path: Path, name: str, dataset: str, per_scene: int, seed: i
     if task == "objectnav":
         v, t, tri_object, table = on.semantic_scene(packed)
         st = Counter()
-        out = on.objectnav_scene(nm, v, t, tri_object, table, sid, per_scene, sseed, categories, stats=st)
+        out = on.objectnav_scene(nm, v, t, tri_object, table, sid, per_scene, sseed, categories,
+                                 on.ObjectNavOptions(all_islands=opts.all_islands), stats=st)
         stats.update(st)
         stats["targets"] = st["starts"]
+        stats["where"] = ep.where_episodes_start(nm, episode_islands(nm, opts.all_islands), out.episodes)
     else:
         out = ep.generate_episodes(nm, sid, per_scene, sseed, opts, stats=stats)
     stats["seconds"] = round(time.perf_counter() - t0, 3)
@@ -137,10 +140,13 @@ def _write_objectnav(out_dir, split, by_scene, overwrite):
 @click.option("--categories", default="hm3d", show_default=True,
               help="objectnav goal categories: hm3d (chair, bed, plant, toilet, tv_monitor, sofa), "
                    "all (every named category), or a comma-separated list (task ids in order)")
+@click.option("--all-islands", is_flag=True, default=D.all_islands,
+              help="start and end episodes on any island (default: the largest indoor one, as "
+                   "habitat's newer generators; docs/NAVMESH.md section 9)")
 @click.option("--overwrite", is_flag=True, help="replace an existing split")
 @click.option("--json", "as_json", is_flag=True, help="print per-scene statistics as JSON")
 def episodes_cmd(navfiles, out_dir, split, per_scene, seed, dataset, goal_radius, task, scenes_dir,
-                 categories, overwrite, as_json):
+                 categories, all_islands, overwrite, as_json):
     """Generate PointNav or ObjectNav episodes with habitat-lab's rules from NAVFILE... (packed
     navmeshes or habitat .navmesh files; the scene name is the file name without its navmesh
     suffixes: Allensville.navmesh.bps and Allensville.navmesh are scene Allensville). ObjectNav
@@ -157,7 +163,7 @@ def episodes_cmd(navfiles, out_dir, split, per_scene, seed, dataset, goal_radius
     target = ep.split_file(out_dir, split)
     if target.exists() and not overwrite:  # fail before the (slow) generation
         raise OutputExistsError(target, "already exists (pass --overwrite to replace the split)")
-    opts = ep.EpisodeOptions(goal_radius=goal_radius)
+    opts = ep.EpisodeOptions(goal_radius=goal_radius, all_islands=all_islands)
     cats = _category_map(categories) if task == "objectnav" else None
     by_scene, report, failed = {}, [], []
     scene_ids = preprocess_scene_ids(navfiles)
@@ -179,7 +185,8 @@ def episodes_cmd(navfiles, out_dir, split, per_scene, seed, dataset, goal_radius
             report.append({"scene": name, **stats})
             if not as_json:
                 click.echo(f"{name}: {stats['episodes']} episodes from {stats['targets']} "
-                           f"{'starts' if task == 'objectnav' else 'targets'} in {stats['seconds']:.1f} s")
+                           f"{'starts' if task == 'objectnav' else 'targets'} in {stats['seconds']:.1f} s; "
+                           f"{stats['where']}")
             continue
         click.echo(f"error: {name}: {failed[-1]['error']}", err=True)
     write = _write_objectnav if task == "objectnav" else \

@@ -35,11 +35,13 @@ def _line(info) -> str:
 @click.option("--semantic", is_flag=True,
               help="Also write object annotations: gibson layout -> HM3D-Semantics NAME.semantic.glb/.txt, "
                    "mp3d -> ID_semantic.ply + ID.house (ground truth: objects per category).")
-def synth_cmd(outdir, layout, scenes, seed, size, overwrite, as_json, semantic):
+@click.option("--roof", is_flag=True,
+              help="Add a walkable flat roof over the top storey (an outdoor island: episodes avoid it).")
+def synth_cmd(outdir, layout, scenes, seed, size, overwrite, as_json, semantic, roof):
     """Write scan-like demo scenes (rooms, doors, furniture, stairs; Z up like the real scans)."""
     progress = None if as_json else (lambda info: click.echo(_line(info)))
     infos = synth.generate(outdir, layout=layout, scenes=scenes, seed=seed, size=size,
-                           overwrite=overwrite, progress=progress, keep_existing=True)
+                           overwrite=overwrite, progress=progress, keep_existing=True, roof=roof)
     kept = scenes - len(infos)
     if kept and not as_json:  # an existing folder: the missing scenes are added, the others kept
         click.echo(f"{kept} scene(s) already in {outdir} kept (--overwrite to replace them)")

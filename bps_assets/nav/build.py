@@ -7,7 +7,7 @@ surface decides walkability, Recast's flag-merge rule) -> filters: low hanging o
 ledges, walkable spans with head room < agent height -> connect neighbour spans whose step <=
 max climb with shared head room >= agent height -> erode by the agent radius (like
 rcErodeWalkableArea) -> drop islands under ``region_min_size^2`` cells (Recast's
-minRegionArea) -> label islands.
+minRegionArea) -> label islands -> the indoor test per island (nav.indoor).
 
 Heights are floats: the walkable surface at the cell centre, from the walkable triangles over
 it (``_centre_heights``); ``cell_height`` is only the tolerance for merging pieces of one column
@@ -182,6 +182,9 @@ def build_navmesh(scene, settings: NavSettings = DEFAULT_SETTINGS, dataset: str 
     min_cells = int(round(s.region_min_size ** 2))
     nav = NavMesh.from_spans(r, c, y, nbr, origin, (D, W), settings, min_island_cells=min_cells,
                              method="voxel", source=source)
+    from .indoor import island_indoor  # which islands have a ceiling (episodes use those)
+
+    nav.island_indoor = island_indoor(nav, v, t)
     nav.build_seconds = time.perf_counter() - t_start
     return nav
 

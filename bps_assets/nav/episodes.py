@@ -5,6 +5,8 @@ target; skip it if its island radius is < 1.5 m; try up to 10 sources; a source 
 when |dy| <= 0.5 m, the geodesic distance is finite and in [1, 30] m, its island radius is
 >= 1.5 m, and -- if geodesic/euclidean < 1.1 -- a uniform draw is <= 20 * (ratio - 0.98)^2.
 The first compatible source makes an episode with a random yaw ``[0, sin(a/2), 0, cos(a/2)]``.
+Both ends lie on the largest indoor island (``nav.indoor``, habitat's newer generators) unless
+``all_islands``; ``stats["where"]`` says where the episodes start (islands, heights).
 The accepted distribution is habitat-lab's; the random stream is a seeded numpy ``Generator``,
 so a seed reproduces a dataset exactly on any machine (why candidates are drawn in batches:
 docs/DECISIONS.md). ``shortest_paths`` are not generated (habitat's Gibson / MP3D files have none).
@@ -33,6 +35,7 @@ from ..json_input import parse_json
 from ..readers.guard import read_limited
 from ..habitat_names import habitat_scene_name
 from ..safe_paths import content_scenes_dir
+from .indoor import describe_islands, episode_islands
 from .pose import yaw_quaternion
 
 
@@ -50,6 +53,9 @@ class EpisodeOptions:
     goal_radius: float | None = 0.2        # written in goals[0].radius (habitat-lab: 0.2)
     max_targets_per_episode: int = 2000    # give up (NavError) after n * this many targets
     batch_targets: int = 64                # targets drawn per batch (speed only)
+    # False: both ends on the largest indoor island (habitat's newer generators, nav.indoor);
+    # True: on any island (habitat-lab's pointnav_generator)
+    all_islands: bool = False
 
     def __post_init__(self):
         if not 0 <= self.closest_dist_limit <= self.furthest_dist_limit:
@@ -123,6 +129,8 @@ def generate_episodes(navmesh, scene_id: str, n: int, seed: int,
         raise ConfigError(None, f"episodes: n must be >= 0, got {n}")
     o = options
     rng = np.random.default_rng(seed)
+    islands = episode_islands(navmesh, o.all_islands)
+    island = None if islands is None else islands[0]
     st = dict(targets=0, target_island_too_small=0, candidates=0, rejected_dy=0,
               rejected_island=0, rejected_euclidean=0, geodesic_queries=0,
               rejected_unreachable=0, rejected_range=0, rejected_ratio=0, episodes=0)
@@ -135,8 +143,9 @@ def generate_episodes(navmesh, scene_id: str, n: int, seed: int,
                                  f"{st['targets']} targets (navmesh too small or too "
                                  f"fragmented for the generator's rules?)")
         b = o.batch_targets
-        targets = np.asarray(navmesh.sample_navigable_point(b, seed=_subseed(rng)), np.float64)
-        sources = np.asarray(navmesh.sample_navigable_point(b * k, seed=_subseed(rng)),
+        on = {} if island is None else {"island": island}
+        targets = np.asarray(navmesh.sample_navigable_point(b, seed=_subseed(rng), **on), np.float64)
+        sources = np.asarray(navmesh.sample_navigable_point(b * k, seed=_subseed(rng), **on),
                              np.float64).reshape(b, k, 3)
         t_rad = np.asarray(navmesh.island_radius(targets), np.float64).reshape(b)
         s_rad = np.asarray(navmesh.island_radius(sources.reshape(-1, 3)),
@@ -184,9 +193,22 @@ def generate_episodes(navmesh, scene_id: str, n: int, seed: int,
                 start_rotation=yaw_quaternion(a),
                 goal_position=t, geodesic_distance=g, goal_radius=o.goal_radius))
     st["episodes"] = len(episodes)
+    st["where"] = where_episodes_start(navmesh, islands, episodes)
     if stats is not None:
         stats.update(st)
     return episodes
+
+
+def where_episodes_start(navmesh, islands, episodes) -> str:
+    """One line for the user: the islands episodes were drawn on and the heights of their
+    starts (a navmesh whose floor is missing shows it here: starts on table tops)."""
+    on = describe_islands(navmesh, islands) if hasattr(navmesh, "span_island") else "the navmesh"
+    if not episodes:
+        return f"no episodes (on {on})"
+    y = np.sort([e["start_position"][1] for e in episodes])
+    levels = np.split(y, np.flatnonzero(np.diff(y) > 0.5) + 1)  # levels: gaps over 0.5 m
+    shown = ", ".join(f"{float(np.median(v)) + 0.0:.1f} ({len(v)})" for v in levels[:6])
+    return f"episodes on {on}; starts at y = {shown + (', ...' if len(levels) > 6 else '')} m (count)"
 
 
 def distance_rejection(geodesic: float, euclid: float, draw: float, closest: float, furthest: float,
@@ -449,4 +471,5 @@ def dataset_files(path: str | os.PathLike, scenes: Iterable[str] | None = None,
 __all__ = ["EpisodeOptions", "DEFAULTS", "generate_episodes", "make_episode",
            "write_pointnav_dataset", "read_pointnav_dataset", "validate_episode",
            "habitat_scene_id", "scene_seed", "split_file", "write_split", "dataset_files", "read_json",
-           "check_split_name", "check_scene_name", "join_scenes_dir", "distance_rejection", "ratio_sample_rate"]
+           "check_split_name", "check_scene_name", "join_scenes_dir", "distance_rejection", "ratio_sample_rate",
+           "where_episodes_start"]

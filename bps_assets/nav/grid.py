@@ -111,6 +111,8 @@ class NavMesh:
         self.method, self.source, self.build_seconds = method, source, float(build_seconds)
         # what an imported file said about itself (``nav info``); not stored in NAVM files
         self.source_info: dict = {}
+        # per island, the share of its points with scene geometry above (nav.indoor); None: unknown
+        self.island_indoor: np.ndarray | None = None
         self._lock = threading.Lock()
         self._cache: dict = {}
         self._derive_spans()
@@ -215,6 +217,8 @@ class NavMesh:
         self.island[l, r, c] = self.span_island
         self.island_area = area[order].astype(np.float32)
         self.island_radius_m = radius[order].astype(np.float32)
+        if self.island_indoor is not None:
+            self.island_indoor = self.island_indoor[order]
 
     # ------------------------------------------------------------------ constructors
     @classmethod
@@ -389,7 +393,8 @@ class NavMesh:
             "bounds": {"min": [float(x) for x in lo], "max": [float(x) for x in hi]},
             "navigable_area": self.navigable_area, "num_islands": self.num_islands,
             "method": self.method, "source": self.source,
-        }
+        } | ({} if self.island_indoor is None else
+             {"island_indoor": [round(float(x), 4) for x in self.island_indoor]})
 
     def save(self, path: str | os.PathLike, overwrite: bool = False) -> int:
         """Write a ``NAVM`` file (atomic; refuses to replace ``path`` unless ``overwrite``)."""
@@ -485,6 +490,10 @@ def load_navmesh(path: str | os.PathLike) -> NavMesh:
             secs = h.get("build_seconds", 0.0)
             if isinstance(secs, bool) or not isinstance(secs, (int, float)) or not secs >= 0:
                 raise ValueError(f"build_seconds {secs!r} is not a number >= 0")
+            indoor = h.get("island_indoor")
+            if indoor is not None and (not isinstance(indoor, list) or len(indoor) != h.get("num_islands") or not all(
+                    isinstance(x, (int, float)) and not isinstance(x, bool) and 0 <= x <= 1 for x in indoor)):
+                raise ValueError("island_indoor is not one number in [0, 1] per island")
         except Exception as e:  # noqa: BLE001 - any malformed header value is corruption
             raise CorruptFileError(path, f"bad navmesh header: {e}") from None
         if not all(math.isfinite(x) for x in origin + [cs]):
@@ -529,8 +538,13 @@ def load_navmesh(path: str | os.PathLike) -> NavMesh:
     if np.any(np.isnan(hgt) != (isl < 0)):
         raise CorruptFileError(path, "spans and island labels disagree", section="island")
     check_navmesh_heights(path, hgt)
-    return NavMesh(hgt, nb, origin, settings, island=isl, island_area=arrays["island_area"],
-                   island_radius=arrays["island_radius"], method=method, source=source)
+    nav = NavMesh(hgt, nb, origin, settings, island=isl, island_area=arrays["island_area"],
+                  island_radius=arrays["island_radius"], method=method, source=source)
+    if indoor is not None:
+        if len(indoor) != I:
+            raise CorruptFileError(path, "bad navmesh header: island_indoor does not have one value per island")
+        nav.island_indoor = np.asarray(indoor, np.float32)
+    return nav
 
 
 def is_navmesh_file(path: str | os.PathLike) -> bool:

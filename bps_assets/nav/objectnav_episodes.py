@@ -26,6 +26,7 @@ from ..errors import ConfigError, NavError
 from ..raycast import RayCaster
 from ..semantics import SemanticTable
 from .episodes import distance_rejection
+from .indoor import episode_islands
 from .objectnav_files import ObjectNavDataset, goals_key, make_object_goal, make_objectnav_episode
 from .pose import yaw_quaternion
 from .view_points import DEFAULTS as VP_DEFAULTS, ViewPointOptions, object_view_points
@@ -46,6 +47,7 @@ class ObjectNavOptions:
     retries_per_episode: int = 1000      # starts drawn per episode before a category is given up
     batch: int = 128                     # starts drawn at once (speed only)
     view_points: ViewPointOptions = field(default=VP_DEFAULTS)
+    all_islands: bool = False            # False: starts on the largest indoor island (nav.indoor)
 
     def __post_init__(self):
         if not 0 <= self.closest_dist_limit <= self.furthest_dist_limit:
@@ -124,6 +126,8 @@ def generate_objectnav_episodes(navmesh, goals_by_category: Mapping[str, list[di
         raise NavError(None, f"{scene_id}: no goal object with a view point; no ObjectNav episode "
                              "can be made")
     rng = np.random.default_rng(seed)
+    islands = episode_islands(navmesh, o.all_islands)
+    on = {} if islands is None else {"island": islands[0]}  # goals count only where reachable
     limit = o.furthest_dist_limit + 1.0
     prepared: dict[str, _Category] = {}
     episodes: list[dict] = []
@@ -136,7 +140,7 @@ def generate_objectnav_episodes(navmesh, goals_by_category: Mapping[str, list[di
         c = prepared.get(name)
         if c is None:
             c = prepared[name] = _prepare(navmesh, name, goals_by_category[prefix + name], limit)
-        ep = _one_episode(navmesh, c, scene_id, len(episodes), rng, o, st)
+        ep = _one_episode(navmesh, c, scene_id, len(episodes), rng, o, st, on)
         if ep is None:
             st["categories_given_up"] += 1
             cats.remove(name)
@@ -148,12 +152,13 @@ def generate_objectnav_episodes(navmesh, goals_by_category: Mapping[str, list[di
 
 
 def _one_episode(navmesh, c: _Category, scene_id: str, index: int, rng: np.random.Generator,
-                 o: ObjectNavOptions, st: Counter) -> dict | None:
+                 o: ObjectNavOptions, st: Counter, on: dict) -> dict | None:
     tried = 0
     while tried < o.retries_per_episode:
         b = min(o.batch, o.retries_per_episode - tried)
         tried += b
-        src = np.asarray(navmesh.sample_navigable_point(b, seed=int(rng.integers(0, 2**63 - 1))), np.float64)
+        src = np.asarray(navmesh.sample_navigable_point(b, seed=int(rng.integers(0, 2**63 - 1)), **on),
+                         np.float64)
         draws = rng.random(b)
         yaws = rng.uniform(0.0, 2.0 * np.pi, size=b)
         st["starts"] += b

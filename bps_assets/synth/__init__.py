@@ -83,7 +83,7 @@ class _Built:
     rngs: list
 
 
-def _build(layout: str, name: str, seed: int, size: str) -> _Built:
+def _build(layout: str, name: str, seed: int, size: str, roof: bool = False) -> _Built:
     _check_layout(layout)
     preset = _check_size(size)
     if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
@@ -98,6 +98,7 @@ def _build(layout: str, name: str, seed: int, size: str) -> _Built:
     area = rng_plan.uniform(*preset.floor_area)
     plan = _layout.make_plan(rng_plan, area, preset.max_room_area, two_storey=two, closed_room=closed)
     quads, floor_area = geometry.plan_quads(plan)
+    roof_y = geometry.add_roof(quads, plan) if roof else None  # opt-in: other scenes keep their bytes
     target = int(preset.triangles * rng_plan.uniform(0.9, 1.1))
     cell, tris = geometry.solve_cell(quads, target)
     _, u, v, mat, *_ = quads.arrays()
@@ -127,7 +128,7 @@ def _build(layout: str, name: str, seed: int, size: str) -> _Built:
         relpath=scene_relpath(layout, name), path=None, triangles=tris, vertices=verts,
         floor_area=round(floor_area, 4), storeys=[(round(a, 6), round(b, 6)) for a, b in plan.storeys],
         rooms=rooms, closed_room=plan.closed_room, furniture=furn, stairs=stairs, bounds=bounds,
-        textures=len(kinds), materials=len(used))
+        textures=len(kinds), materials=len(used), roof_y=roof_y)
     return _Built(info, plan, quads, cell, [rng_mesh, rng_tex, sseed])
 
 
@@ -137,17 +138,17 @@ def _image_options():
     return GlbOptions(png_compress_level=1, jpeg_quality=90, generator="bps_assets.synth")
 
 
-def describe(layout: str, name: str, seed: int = 0, size: str = "small") -> SceneInfo:
+def describe(layout: str, name: str, seed: int = 0, size: str = "small", roof: bool = False) -> SceneInfo:
     """The SceneInfo that ``generate`` returns for this scene, without meshing or writing."""
-    return _build(layout, name, seed, size).info
+    return _build(layout, name, seed, size, roof).info
 
 
-def build_scene(layout: str, name: str, seed: int = 0, size: str = "small"
+def build_scene(layout: str, name: str, seed: int = 0, size: str = "small", roof: bool = False
                 ) -> tuple[SceneDocument, list[tuple[bytes, str]], SceneInfo]:
     """(document in the file frame, encoded images, info) for one scene, without writing."""
     from ..writers.glb import encode_image
 
-    b = _build(layout, name, seed, size)
+    b = _build(layout, name, seed, size, roof)
     preset = SIZES[size]
     rng_mesh, rng_tex, sseed = b.rngs
     arr = geometry.mesh_quads(b.quads, b.cell, rng_mesh, noise_seed=sseed)
@@ -180,7 +181,7 @@ def build_scene(layout: str, name: str, seed: int = 0, size: str = "small"
 
 def generate(out_root: str | os.PathLike, layout: str = "gibson", scenes: int | Sequence[str] = 2,
              seed: int = 0, size: str = "small", overwrite: bool = False, progress=None,
-             keep_existing: bool = False) -> list[SceneInfo]:
+             keep_existing: bool = False, roof: bool = False) -> list[SceneInfo]:
     """Write scenes under ``out_root`` in the real layout; returns their SceneInfo in order.
 
     ``scenes``: a count (the first N names of ``scene_names(layout)``) or a list of scene names
@@ -188,6 +189,8 @@ def generate(out_root: str | os.PathLike, layout: str = "gibson", scenes: int | 
     Existing files are an OutputExistsError (checked for every scene before anything is
     written) unless ``overwrite``, or ``keep_existing`` (they are kept, and only the missing
     scenes written and returned). ``progress(info)`` is called after each scene is written.
+    ``roof``: a walkable flat roof over the top storey (an outdoor island; a scene with it is
+    another scene, the default ones are unchanged).
     """
     from ..writers.glb import write_glb
 
@@ -217,7 +220,7 @@ def generate(out_root: str | os.PathLike, layout: str = "gibson", scenes: int | 
     out = []
     for name, _ in names:
         t0 = time.perf_counter()
-        doc, encoded, info = build_scene(layout, name, seed, size)
+        doc, encoded, info = build_scene(layout, name, seed, size, roof)
         path = root / info.relpath
         info.bytes = write_glb(doc, path, overwrite=overwrite, encoded_images=encoded)
         info.path = path.resolve()

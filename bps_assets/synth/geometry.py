@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .layout import WALL_T, Plan, Rect
+from .layout import SLAB, WALL_T, Plan, Rect
 
 NOISE_MM = 2.5   # per-axis vertex noise amplitude (triangular distribution, so |d| <= 2 * NOISE_MM)
 
@@ -209,6 +209,18 @@ def plan_quads(plan: Plan) -> tuple[Quads, float]:
                 and o.rect.y0 <= p.rect.y0 + 1e-6 and p.rect.y1 <= o.rect.y1 + 1e-6 for o in f.parts)
             q.box(p.rect, p.z0, p.z1, _PART_MAT[p.kind], base_z=base, bottom=not rests)
     return q, floor_area
+
+
+def add_roof(q: Quads, plan: Plan) -> float:
+    """A flat roof over the top storey's rooms (their cells, walls included), facing up, one
+    slab above their ceiling: walkable and open to the sky. Returns its height (z)."""
+    top = max(r.storey for r in plan.rooms)
+    rooms = [r for r in plan.rooms if r.storey == top]
+    z = max(r.ceil_z for r in rooms) + SLAB
+    for r in rooms:
+        q.cur = ("ceiling", r.id)
+        q.horiz(r.cell, z, True, "ceiling")
+    return float(z)
 
 
 # ------------------------------------------------------------------------------ meshing

@@ -99,6 +99,7 @@ class SceneInfo:
     materials: int
     bytes: int = 0
     seconds: float = 0.0
+    roof_y: float | None = None  # habitat y of the walkable roof (generate(roof=True)), else None
 
     @property
     def floor_heights(self) -> list[float]:

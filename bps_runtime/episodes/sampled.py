@@ -2,7 +2,7 @@
 (``goal_pool`` goals' distance fields, computed when the scene arrives) and a reservoir of the
 next ``reservoir`` episodes drawn ahead on the field worker. Episode j of a scene visit uses only
 counter j's random numbers (``counter_uniforms``), so the episodes do not depend on batching or
-timing. Rules: a start uniform over the goal's reachable spans with geodesic distance in
+timing. Goals on the largest indoor island unless ``all_islands``. Rules: a start uniform over the goal's reachable spans with geodesic distance in
 [1, 30] m, |dy| <= 0.5 m, habitat's rejection of near-straight episodes, a random yaw; the goal
 view's heading (ImageNav's goal image) one of ``goal_views`` random headings of its pool goal
 (drawn per scene visit), so a visit has at most goal_pool x goal_views distinct goal images.
@@ -13,6 +13,7 @@ import numpy as np
 
 from bps_assets.errors import NavError
 from bps_assets.nav.episodes import ratio_sample_rate
+from bps_assets.nav.indoor import episode_islands
 
 # keys of the goal-view streams (xor-ed into the visit's key): the pool's headings, each episode's pick
 _VIEWS_KEY, _PICK_KEY = 0x5EED_0F_71E5, 0x5EED_0F_9AC4
@@ -45,7 +46,9 @@ class SampledEpisodes(EpisodeSupply):
     def _pool_goals(self, st: _SceneState) -> np.ndarray:
         nm, o = st.mesh.navmesh, self.options
         seed = int(st.rng.integers(2**31))
-        cand = np.asarray(nm.sample_navigable_point(8 * o.goal_pool, seed), np.float64).reshape(-1, 3)
+        isl = episode_islands(nm, o.all_islands)   # starts follow: they must reach the goal
+        on = {} if isl is None else {"island": isl[0]}
+        cand = np.asarray(nm.sample_navigable_point(8 * o.goal_pool, seed, **on), np.float64).reshape(-1, 3)
         rad = np.asarray(nm.island_radius(cand), np.float64).reshape(-1)
         good = cand[rad >= o.island_radius_limit]
         if len(good) == 0:

@@ -44,6 +44,7 @@ class SupplyOptions:
     max_dy: float = _GEN.max_height_difference
     island_radius_limit: float = _GEN.island_radius_limit
     retries: int = _GEN.number_retries_per_target
+    all_islands: bool = _GEN.all_islands   # False: the largest indoor island (bps_assets.nav.indoor)
 
     def __post_init__(self):
         for name, least in (("goal_pool", 1), ("lookahead", 1), ("memo_episodes", 1), ("reservoir", 0),

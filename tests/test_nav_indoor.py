@@ -115,3 +115,22 @@ def test_runtime_sampled_episodes_avoid_the_roof(roofed):
         e, _ = sup.take(np.zeros(64, np.int64))
         on = _on_roof(info, e.start[:, 1]) | _on_roof(info, e.goal[:, 1])
         assert bool(on.any()) is want
+
+
+def test_preview_colours_islands_with_a_legend_and_marks_the_episodes_island(roofed, tmp_path):
+    from PIL import Image
+
+    from bps_assets.nav.topdown import NAVIGABLE, MapOptions, TopDownMap, island_legend, write_map
+
+    info, nav = roofed
+    tdm = TopDownMap(nav, MapOptions(islands=True))
+    labels = [label for _, label, _ in island_legend(tdm)]
+    assert labels[0].startswith("island 0: 55") and "outdoor" in labels[0] and "episodes" not in labels[0]
+    assert "episodes" in labels[1] and "outdoor" not in labels[1]
+    assert tdm.island_colour(1) == NAVIGABLE and tdm.island_colour(0) != NAVIGABLE
+    # the roof's colour is on the map (its floor panel), under the legend the footer grew by
+    write_map(nav, tmp_path / "m.png", options=MapOptions(islands=True))
+    im = np.asarray(Image.open(tmp_path / "m.png").convert("RGB"))
+    roof_px = np.all(im[: tdm.height] == tdm.island_colour(0), axis=-1).sum()
+    assert roof_px > 0.5 * nav.island_area[0] / tdm.mpp ** 2
+    assert im.shape[0] > tdm.height   # the footer with the legend

@@ -18,6 +18,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from .paths import shortest_path
+from .indoor import episode_islands, is_indoor
 from .preview import _PALETTE, floor_levels
 
 HEADER, MARGIN, GAP = 14, 4, 6
@@ -44,7 +45,7 @@ class MapOptions:
     max_size: int = 1600          # largest side of all panels together (px), when mpp is None
     margin_m: float = 0.25        # around the navigable bounds
     floors: tuple | None = None   # floor indices to show (None: all)
-    islands: bool = False         # colour the islands other than the largest (as ``preview``)
+    islands: bool = False         # colour the islands, the episodes' ones grey, with a legend (``preview``)
     line_width: int = 2
 
 
@@ -95,6 +96,16 @@ class TopDownMap:
                                                   f"m/px is over the cap of {MAX_PIXELS} pixels: use a larger "
                                                   "metres per pixel")
         self._base = None
+        # islands episodes use (nav.indoor): drawn grey, the marks' colours stay clear on them
+        self.episode_islands = episode_islands(nav) if options.islands else None
+
+    def island_colour(self, i: int) -> tuple:
+        """Map colour of island ``i``: grey for the episodes' islands (every island when they
+        use all), else a light palette colour."""
+        used = self.episode_islands
+        if used is None or i in used:
+            return NAVIGABLE
+        return tuple(int(x) for x in (_PALETTE[i % len(_PALETTE)] * 0.45 + 135))
 
     # ------------------------------------------------------------------ frame
     def floor_of(self, points) -> np.ndarray:
@@ -145,9 +156,9 @@ class TopDownMap:
             panel[:] = BLOCKED
             walk = isl >= 0
             panel[walk] = NAVIGABLE
-            if self.options.islands:   # the largest island stays grey: the marks' colours stay clear on it
-                other = isl > 0
-                panel[other] = (_PALETTE[(isl[other] - 1) % len(_PALETTE) + 1] * 0.45 + 135).astype(np.uint8)
+            if self.options.islands:
+                for i in np.unique(isl[walk]):
+                    panel[isl == i] = self.island_colour(int(i))
             x = MARGIN + slot * (self.panel_w + GAP)
             img[HEADER:HEADER + self.panel_h, x:x + self.panel_w] = panel
         self._base = img
@@ -277,8 +288,10 @@ class Canvas:
                 d.rectangle([x, y + 4, x + px - 1, y + 7], fill=(0, 0, 0))
                 d.text((x + px + 4, y), label, fill=(0, 0, 0), font=font)
             items.append((px + 8 + int(d.textlength(label, font=font)), bar))
-        for kind in (kinds if kinds is not None else self.used) if legend else ():
-            col, label, glyph = KINDS[kind]
+        entries = [KINDS[k] for k in (kinds if kinds is not None else self.used)] if legend else []
+        if legend and tdm.options.islands:
+            entries += island_legend(tdm)
+        for col, label, glyph in entries:
 
             def entry(d, x, y, col=col, label=label, glyph=glyph):
                 if glyph == "line":
@@ -287,6 +300,8 @@ class Canvas:
                     d.polygon([(x + 12, y + 6), (x + 2, y + 1), (x + 2, y + 11)], fill=col, outline=(0, 0, 0))
                 elif glyph == "square":
                     d.rectangle([x + 3, y + 2, x + 11, y + 10], fill=col)
+                elif glyph == "swatch":
+                    d.rectangle([x + 1, y + 1, x + 13, y + 11], fill=col, outline=(0, 0, 0))
                 else:
                     d.ellipse([x + 3, y + 2, x + 11, y + 10], fill=col)
                 d.text((x + 18, y), label, fill=(0, 0, 0), font=font)
@@ -305,6 +320,25 @@ class Canvas:
             for x, fn in row:
                 fn(d, x, im.height + 14 * k)
         return out
+
+
+def island_legend(tdm: TopDownMap, most: int = 8) -> list[tuple]:
+    """(colour, label, glyph) legend entries of the islands: area, outdoor when the indoor test
+    says so, and which ones episodes use."""
+    nav, used = tdm.nav, tdm.episode_islands
+    indoor = is_indoor(nav)
+    out = []
+    for i in range(min(nav.num_islands, most)):
+        tags = [] if indoor is None or indoor[i] else ["outdoor"]
+        if used is not None and i in used:
+            tags.append("episodes")
+        label = f"island {i}: {float(nav.island_area[i]):.1f} m2" + (f" ({', '.join(tags)})" if tags else "")
+        out.append((tdm.island_colour(i), label, "swatch"))
+    if nav.num_islands > most:
+        out.append((BACKGROUND, f"+{nav.num_islands - most} smaller islands", "swatch"))
+    if used is None and nav.num_islands > 1:
+        out.append((NAVIGABLE, "episodes: every island", "swatch"))
+    return out
 
 
 def scale_bar_metres(mpp: float, max_px: int) -> float:

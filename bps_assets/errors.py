@@ -127,3 +127,8 @@ class OutputWriteError(BpsError):
 class AnnotationError(InputError):
     """A semantic annotation file (HM3D ``.semantic.txt`` / ``.semantic.glb``, MP3D
     ``_semantic.ply`` / ``.house``) is malformed, or two files of a pair do not match."""
+
+
+class UpAxisError(InputError):
+    """A scan read with the wrong up axis (its walkable surface would lie on walls); the message
+    says which ``--up`` to pass (``--force`` accepts the scan as given)."""

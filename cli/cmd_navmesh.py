@@ -37,10 +37,14 @@ def _out_name(path: Path) -> str:
 @click.option("--recast-compat/--exact", "recast_compat", default=S.recast_compat, show_default=True,
               help="round like Recast (radius up to whole cells, obstacles block whole cells: "
                    "habitat-identical navmeshes) instead of eroding by the exact radius")
+@click.option("--up", type=click.Choice(["y", "z"]), default=None,
+              help="the scans' up axis, over --dataset's (gibson/mp3d: z, generic: y)")
+@click.option("--force", is_flag=True,
+              help="build on a scan that looks read with the wrong up axis (refused by default)")
 @click.option("--overwrite", is_flag=True, help="replace existing outputs")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object per input")
 def navmesh_cmd(inputs, out_dir, dataset, agent_height, agent_radius, max_climb, max_slope, cell_size,
-                cell_height, recast_compat, overwrite, as_json):
+                cell_height, recast_compat, up, force, overwrite, as_json):
     """Build navmeshes from scans (.glb/.gltf/.ply/.obj or packed scenes), or import Detour
     navmeshes (habitat .navmesh, Detour .bin sets or tiles), into OUT/NAME.navmesh.bps. The
     file's type comes from its content. Prints area, islands and seconds."""
@@ -69,7 +73,8 @@ def navmesh_cmd(inputs, out_dir, dataset, agent_height, agent_radius, max_climb,
     for src, dst in targets:  # like convert: a bad input is one line, the others still go on
         t0 = time.perf_counter()
         try:
-            nav = navmesh_from_file(src, settings if given else None, dataset=dataset)
+            frame = {"z": "gibson", "y": "generic"}[up] if up else dataset   # the frame transform's preset
+            nav = navmesh_from_file(src, settings if given else None, dataset=frame, force_up=force)
             nav.save(dst, overwrite=overwrite)
         except BpsError as e:
             failed.append(e.exit_code)
@@ -83,16 +88,32 @@ def navmesh_cmd(inputs, out_dir, dataset, agent_height, agent_radius, max_climb,
                "navigable_area": round(nav.navigable_area, 4), "islands": nav.num_islands,
                "island_areas": [round(float(a), 4) for a in nav.island_area[:20]],
                "spans": nav.num_spans, "seconds": round(secs, 3)}
+        warning = _floor_warning(nav)
+        if warning:
+            rec["warning"] = warning
         if as_json:
             click.echo(json.dumps(rec))
         else:
             n = rec["islands"]
             click.echo(f"{src.name} -> {dst}: {rec['navigable_area']:.2f} m^2, {n} island{'s' * (n != 1)}, "
                        f"{secs:.2f} s")
+            if warning:
+                click.echo(f"warning: {src.name}: {warning}", err=True)
     if len(targets) > 1 and not as_json:
         click.echo(f"{len(targets) - len(failed)} navmeshes written, {len(failed)} failed", err=bool(failed))
     if failed:
         sys.exit(max(failed))
+
+
+def _floor_warning(nav) -> str | None:
+    """``scan_checks.floor_problem`` of a navmesh built from a scan (None for imports)."""
+    foot = nav.source_info.get("footprint_area")
+    if foot is None:
+        return None
+    from bps_assets.nav.scan_checks import floor_problem
+
+    biggest = float(nav.island_area[0]) if nav.num_islands else 0.0
+    return floor_problem(nav.navigable_area, biggest, foot)
 
 
 def _load(path: Path):

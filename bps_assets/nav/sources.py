@@ -32,12 +32,15 @@ def _kind(path) -> str | None:
 
 
 def navmesh_from_file(path: str | os.PathLike, settings: NavSettings | None = None,
-                      dataset: str | None = None):
+                      dataset: str | None = None, force_up: bool = False):
     """Import, load or build the navmesh of ``path``. ``settings`` None: an imported Detour
-    file keeps the agent it was built for, a scan is built with the defaults."""
-    from .build import build_navmesh
+    file keeps the agent it was built for, a scan is built with the defaults. A scan that looks
+    read with the wrong up axis (``dataset``'s, or a packed scene's own) is an ``UpAxisError``
+    unless ``force_up`` (``scan_checks``)."""
+    from .build import build_navmesh, scene_triangles
     from .detour import import_detour
     from .grid import load_navmesh
+    from .scan_checks import footprint_area, require_up_axis
     from .settings import DEFAULT_SETTINGS
 
     kind = _kind(path)
@@ -45,7 +48,19 @@ def navmesh_from_file(path: str | os.PathLike, settings: NavSettings | None = No
         return checked(import_detour(path, settings), path)
     if kind == "bps-navmesh":
         return load_navmesh(path)
-    return build_navmesh(path, settings or DEFAULT_SETTINGS, dataset=dataset)
+    settings = settings or DEFAULT_SETTINGS
+    v, t, src = scene_triangles(path, dataset)
+    if kind == "bps-scene":
+        from ..container import Container
+
+        with Container(path) as c:
+            up = (c.header.get("frame") or {}).get("up")
+    else:
+        up = "z" if dataset in ("gibson", "mp3d") else "y"
+    require_up_axis(v, t, up, path, settings.max_slope, force_up)
+    nav = build_navmesh((v, t), settings, source=src)
+    nav.source_info["footprint_area"] = footprint_area(v, t)   # for the no-floor warning
+    return nav
 
 
 def open_navmesh(path: str | os.PathLike):

@@ -61,10 +61,11 @@ class Backend:
     name = "bps"
 
     def __init__(self, convert_options=None, nav_settings=None, up: str | None = None,
-                 convert_changes: dict | None = None):
+                 convert_changes: dict | None = None, force_up: bool = False):
         self.convert_options = convert_options
         self.nav_settings = nav_settings
         self.up = up
+        self.force_up = force_up   # build on a scan that looks read with the wrong up axis (--force)
         self.convert_changes = dict(convert_changes or {})  # on top of the dataset's preset
 
     # -- options
@@ -162,15 +163,31 @@ class Backend:
                 note = f"{detour_src.name} not imported ({why}); built one instead"
         elif mode == "import":
             raise InputError(packed, "--navmesh import: the scene has no .navmesh beside it")
+        from ..nav import scan_checks
+        from ..nav.build import scene_triangles
+
+        v, t, _ = scene_triangles(packed)   # the packed scene: in the habitat frame, and cleaned
         if mesh is None:
-            # from the packed scene: already in the habitat frame, and cleaned
-            mesh = nav.build_navmesh(packed, settings)
+            scan_checks.require_up_axis(v, t, _packed_up(packed), packed, settings.max_slope, self.force_up)
+            mesh = nav.build_navmesh((v, t), settings, source=packed.name)
             source = "built"
+        elif getattr(mesh, "island_indoor", None) is None and hasattr(mesh, "span_island"):
+            from ..nav.indoor import island_indoor
+
+            mesh.island_indoor = island_indoor(mesh, v, t)   # which islands episodes use
         mesh.save(dst, overwrite=True)
-        out = {"source": source, "navigable_area": float(_value(mesh, "navigable_area")),
-               "islands": int(_islands(mesh)),
+        area = float(_value(mesh, "navigable_area"))
+        isl = getattr(mesh, "island_area", None)
+        biggest = float(isl[0]) if isl is not None and len(isl) else area
+        foot = scan_checks.footprint_area(v, t)
+        out = {"source": source, "navigable_area": area,
+               "islands": int(_islands(mesh)), "largest_island": round(biggest, 4),
+               "footprint_area": round(foot, 4),
                "agent": {"radius": float(mesh.settings.agent_radius),
                          "height": float(mesh.settings.agent_height)}}
+        warning = scan_checks.floor_problem(area, biggest, foot)
+        if warning:
+            out["warning"] = warning
         if note:
             out["note"] = note
         return out
@@ -225,6 +242,13 @@ class Backend:
         data = gzip.compress(json.dumps({"episodes": eps}).encode(), compresslevel=6, mtime=0)
         atomic_write(dst, lambda f: f.write(data), overwrite=True)
         return {"count": len(eps)}
+
+
+def _packed_up(packed: Path) -> str | None:
+    """The up axis (``y`` / ``z``) the packed scene's source was read with (its header)."""
+    with Container(packed) as c:
+        up = (c.header.get("frame") or {}).get("up")
+    return up if up in ("y", "z") else None
 
 
 def _value(obj, name):

@@ -51,7 +51,8 @@ STATE_DIR = ".bps-state"
 class PreprocessOptions:
     """What to produce. ``workers`` None: all usable cores. ``episodes``: PointNav episodes per
     scene (0: none). ``subsets``: limit to some subsets of the split (None: all). ``force``:
-    redo up-to-date scenes too. ``overwrite``: accept a non-empty OUT_ROOT without an earlier
+    redo up-to-date scenes too, and build on scans that look read with the wrong up axis
+    (``nav.scan_checks``). ``overwrite``: accept a non-empty OUT_ROOT without an earlier
     run, or replacing the manifest of another run (another dataset or split, or ok scenes this
     run would drop: another source root or subsets). ``up``: the sources' up axis (``y`` / ``z``) instead of the dataset's.
     ``nav``: the navmesh settings (agent radius and height, cell size...; an imported .navmesh
@@ -292,6 +293,11 @@ def process_scene(task: SceneTask) -> SceneResult:
             stats["agent"] = nav["agent"]
         stats["navigable_area"] = nav.get("navigable_area")
         stats["islands"] = nav.get("islands")
+        for key in ("largest_island", "footprint_area"):   # verify's no-floor check reads them
+            if nav.get(key) is not None:
+                stats[key] = nav[key]
+        if nav.get("warning"):   # not in "warnings": --strict does not fail a scene for it
+            stats["floor_warning"] = nav["warning"]
         if nav.get("note"):
             stats["navmesh_note"] = nav["note"]
         stats["navmesh_seconds"] = round(time.perf_counter() - t, 3)
@@ -547,7 +553,8 @@ def preprocess(src_root, out_root, dataset: str = "gibson", split: str | None = 
         names = ", ".join(n for n, _ in plan.missing[:10]) + (" ..." if len(plan.missing) > 10 else "")
         raise DatasetError(plan.src_root, f"{len(plan.missing)} scene(s) of split {split!r} are missing "
                                           f"({names}) and --require-all was given")
-    backend = backend or Backend(up=options.up, nav_settings=options.nav, convert_changes=options.convert)
+    backend = backend or Backend(up=options.up, nav_settings=options.nav, convert_changes=options.convert,
+                                 force_up=options.force)
     settings = backend.settings(ds.name)
     settings["preprocess"] = {"navmesh": options.navmesh, "episodes": options.episodes,
                               "episode_seed": options.episode_seed}
@@ -777,6 +784,7 @@ def summary_table(res: PreprocessResult, max_rows: int = 200) -> str:
                      str(st.get("islands", "") if st.get("islands") is not None else ""),
                      str(st.get("episodes", "")), f"{st['seconds']:.1f}" if "seconds" in st else "",
                      (r.error or (f"warning: {st['warnings'][0]}" if st.get("warnings") else "")
+                      or (f"warning: {st['floor_warning']}" if st.get("floor_warning") else "")
                       or (f"note: {st['navmesh_note']}" if st.get("navmesh_note") else ""))[:300]))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(row[:-1], widths)) + ("  " + row[-1] if row[-1] else "")

@@ -109,3 +109,20 @@ def entry_problems(entry: dict) -> list[str]:
         return [f"navmesh has no navigable area ({area}): nothing to navigate (rerun preprocess "
                 "with --force to get the likely cause)"]
     return []
+
+
+def floor_warnings(scenes: dict) -> list[str]:
+    """``verify``'s no-floor warnings (``nav.scan_checks.floor_problem``) for the ok scenes of a
+    manifest whose preprocess recorded the figures (footprint, largest island)."""
+    from ..nav.scan_checks import floor_problem
+
+    out = []
+    for name, e in scenes.items():
+        st = e.get("stats") or {}
+        fig = [st.get(k) for k in ("navigable_area", "largest_island", "footprint_area")]
+        if e.get("status") != "ok" or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in fig):
+            continue
+        w = floor_problem(*fig)
+        if w:
+            out.append(f"scene {name}: {w}")
+    return out

@@ -26,7 +26,7 @@ from ..readers.guard import read_limited
 from ..safe_paths import link_escape
 from ..hashing import default_jobs, sha256_file
 from .manifest import load_manifest
-from .scene_checks import entry_problems
+from .scene_checks import entry_problems, floor_warnings
 
 MAX_EPISODE_JSON_BYTES = 1 << 30  # cap on a gunzipped episode file (deep check)
 STATE_DIR = ".bps-state"  # preprocess's run state and lock files (preprocess.STATE_DIR)
@@ -272,6 +272,7 @@ def verify_manifest(path, deep: bool = False, jobs: int | None = None, strict: b
     for sr in scenes:
         sr.files.sort(key=lambda f: order.get(f.role, 9))
     warnings = [w for f in results for w in f.warnings]
+    warnings += floor_warnings(m.doc["scenes"])
     if m.missing:
         warnings.append(f"{len(m.missing)} scene(s) of split {m.split!r} were missing from the source at "
                         f"preprocess time: {', '.join(x.get('name', '?') for x in m.missing[:8])}"

@@ -1,0 +1,123 @@
+"""Checks of a navmesh against the scan it is built from: wrong up axis (refused), no floor (warned).
+
+**Up axis** (``up_axis_problem``): the scan's horizontal area under the up axis given (faces
+within ``max_slope`` of it, the larger of the two sides: floors and tops facing up, ceilings
+facing down, so a scan without its floor still counts its ceiling) against the same under the
+other axis (a Z-up scan read as Y-up has its floors and ceilings facing habitat's +-z and one
+side of its walls facing up). Floors outweigh a wall side in a scan of rooms deeper than they
+are high: measured 0.41-0.78 (up axis right) against 1.28-2.43 (wrong) on six synth scans and a
+roofed one, 0.06 / 17.6 on habitat's simple_room, 0.12 / 8.5 on a three-storey building. One box
+room is ambiguous: the van Gogh room (Z-up, 3.9 m deep, 3.5 m high) gives 1.20 read right and
+0.84 read wrong, so the refusal needs ``up_ratio`` = 1.25 (neither reading of it is refused) and
+``up_min_area`` m^2 under the other axis. Nothing in a box's faces tells its floor from a wall;
+furniture tops and the levels of floors might, not tried (docs/NAVMESH.md section 9). ``UpAxisError`` names
+the ``--up`` to pass; ``force`` accepts the scan as given.
+
+**No floor** (``floor_problem``): a warning when the navigable area is under ``floor_share`` of the
+scan's footprint (the x/z area its geometry covers, ``footprint_area``), or when no island reaches
+``floor_island`` m^2 (only table tops and ledges are walkable). docs/NAVMESH.md section 9.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import UpAxisError
+
+
+@dataclass(frozen=True)
+class ScanCheckOptions:
+    """Thresholds of the up-axis refusal and the no-floor warning (module docstring)."""
+    up_ratio: float = 1.25       # refuse when horizontal area under the other axis >= this x the given's
+    up_min_area: float = 2.0     # m^2 up-facing under the other axis, at least (objects are not judged)
+    floor_share: float = 0.3     # warn when navigable area < this x the footprint
+    floor_island: float = 2.0    # m^2: warn when no island is this large
+    footprint_cell: float = 0.25  # m: the footprint's sampling grid
+
+
+DEFAULTS = ScanCheckOptions()
+_OTHER = {"y": "z", "z": "y"}
+
+
+def horizontal_areas(vertices, triangles, up: str, max_slope: float = 45.0) -> tuple[float, float]:
+    """(horizontal area under ``up``, under the other axis) in m^2: of the faces within
+    ``max_slope`` of the axis, the larger of those facing it and those facing away. For a scan
+    in the habitat frame read with up axis ``up`` ("y": as is; "z": (x, y, z) -> (x, z, -y)).
+    """
+    v = np.asarray(vertices, np.float64).reshape(-1, 3)
+    t = np.asarray(triangles, np.int64).reshape(-1, 3)
+    if len(t) == 0:
+        return 0.0, 0.0
+    p = v[t]
+    n = np.cross(p[:, 1] - p[:, 0], p[:, 2] - p[:, 0])
+    a = np.linalg.norm(n, axis=1)
+    ok = np.isfinite(a) & (a > 0)
+    n, a = n[ok] / a[ok, None], a[ok] / 2
+    c = math.cos(math.radians(max_slope))
+    # the other reading's up in this frame: a Y-up file's +z, a Z-up file's +y (now habitat's -z)
+    alt = np.array([0.0, 0.0, 1.0]) if up == "y" else np.array([0.0, 0.0, -1.0])
+    side = lambda d: max(float(a[d >= c].sum()), float(a[d <= -c].sum()))  # noqa: E731
+    return side(n[:, 1]), side(n @ alt)
+
+
+def up_axis_problem(vertices, triangles, up: str, max_slope: float = 45.0,
+                    options: ScanCheckOptions = DEFAULTS) -> str | None:
+    """The one-line reason the scan looks read with the wrong up axis, or None."""
+    if up not in _OTHER:
+        return None
+    here, there = horizontal_areas(vertices, triangles, up, max_slope)
+    if there < options.up_min_area or there < options.up_ratio * here:
+        return None
+    other = _OTHER[up]
+    return (f"the scan looks {other.upper()}-up, not {up.upper()}-up: {there:.1f} m^2 of floor or ceiling if "
+            f"{other.upper()} is up, {here:.1f} m^2 if {up.upper()} is (its navmesh would stand on walls); "
+            f"pass --up {other}, or --force to build it as given")
+
+
+def require_up_axis(vertices, triangles, up: str, source=None, max_slope: float = 45.0, force: bool = False,
+                    options: ScanCheckOptions = DEFAULTS) -> None:
+    """``UpAxisError`` naming ``source`` when ``up_axis_problem`` finds one, unless ``force``."""
+    if force:
+        return
+    why = up_axis_problem(vertices, triangles, up, max_slope, options)
+    if why is not None:
+        raise UpAxisError(source, why)
+
+
+def footprint_area(vertices, triangles, options: ScanCheckOptions = DEFAULTS) -> float:
+    """m^2 of the x/z plane the scan covers: cells of ``footprint_cell`` whose centre lies in some
+    triangle's x/z projection (floor or ceiling: a scan without a floor still has its footprint)."""
+    from .grid import grid_frame
+    from .raster import rasterize_centres
+
+    v = np.asarray(vertices, np.float64).reshape(-1, 3)
+    t = np.asarray(triangles, np.int64).reshape(-1, 3)
+    if len(t) == 0:
+        return 0.0
+    cs = options.footprint_cell
+    used = v[np.unique(t)]
+    origin, D, W = grid_frame(used.min(0), used.max(0), cs, None, "scene vertex bounds")
+    r, c, _, _ = rasterize_centres(v, t, origin, cs, D, W)
+    return float(np.unique(r * W + c).size * cs * cs)
+
+
+def floor_problem(navigable_area: float, largest_island: float, footprint: float,
+                  options: ScanCheckOptions = DEFAULTS) -> str | None:
+    """The no-floor warning for these figures (m^2), or None. ``verify`` calls it on the figures
+    preprocess recorded."""
+    if not footprint or footprint <= 0 or not navigable_area or navigable_area <= 0:
+        return None
+    if largest_island < options.floor_island:
+        return (f"no floor? the largest walkable island is {largest_island:.1f} m^2 (of {navigable_area:.1f} m^2 "
+                f"on the scan's {footprint:.0f} m^2 footprint): only tops and ledges are walkable")
+    share = navigable_area / footprint
+    if share < options.floor_share:
+        return (f"no floor? only {navigable_area:.1f} m^2 walkable on the scan's {footprint:.0f} m^2 footprint "
+                f"({share:.0%} < {options.floor_share:.0%}): holes in the floor, or the wrong up axis")
+    return None
+
+
+__all__ = ["ScanCheckOptions", "DEFAULTS", "horizontal_areas", "up_axis_problem", "require_up_axis",
+           "footprint_area", "floor_problem"]

@@ -83,7 +83,8 @@ def _scene_episodes(path: Path, name: str, dataset: str, per_scene: int, seed: i
                                  on.ObjectNavOptions(all_islands=opts.all_islands), stats=st)
         stats.update(st)
         stats["targets"] = st["starts"]
-        stats["where"] = ep.where_episodes_start(nm, episode_islands(nm, opts.all_islands), out.episodes)
+        stats["where"] = ep.where_episodes_start(nm, episode_islands(nm, opts.all_islands), out.episodes,
+                                                 opts.all_islands)
     else:
         out = ep.generate_episodes(nm, sid, per_scene, sseed, opts, stats=stats)
     stats["seconds"] = round(time.perf_counter() - t0, 3)

@@ -193,16 +193,16 @@ def generate_episodes(navmesh, scene_id: str, n: int, seed: int,
                 start_rotation=yaw_quaternion(a),
                 goal_position=t, geodesic_distance=g, goal_radius=o.goal_radius))
     st["episodes"] = len(episodes)
-    st["where"] = where_episodes_start(navmesh, islands, episodes)
+    st["where"] = where_episodes_start(navmesh, islands, episodes, o.all_islands)
     if stats is not None:
         stats.update(st)
     return episodes
 
 
-def where_episodes_start(navmesh, islands, episodes) -> str:
+def where_episodes_start(navmesh, islands, episodes, all_islands: bool = False) -> str:
     """One line for the user: the islands episodes were drawn on and the heights of their
     starts (a navmesh whose floor is missing shows it here: starts on table tops)."""
-    on = describe_islands(navmesh, islands) if hasattr(navmesh, "span_island") else "the navmesh"
+    on = describe_islands(navmesh, islands, all_islands) if hasattr(navmesh, "span_island") else "the navmesh"
     if not episodes:
         return f"no episodes (on {on})"
     y = np.sort([e["start_position"][1] for e in episodes])

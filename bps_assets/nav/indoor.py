@@ -12,7 +12,9 @@ unbounded; a roof under a higher tower then still counts as outdoor here), and t
 are indoor; stored in the navmesh header as ``island_indoor``, docs/NAVMESH.md 3) and
 ``episode_islands(nav, all_islands=False) -> [ids] | None`` (None: every island). Without
 ``island_indoor`` (a Detour file imported without its scene) the largest island is used.
-When no island is indoor, every island is (habitat returns -1, the whole navmesh).
+When no island is indoor, every island is (habitat returns -1, the whole navmesh); islands
+narrower than habitat's island radius limit (1.5 m) do not count, or a stage without a ceiling
+would have its episodes under a table (the one place with geometry above).
 """
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ class IndoorOptions:
     indoor_share: float = 0.95     # habitat's indoor_ratio_threshold (share must exceed it)
     samples: int = 100             # points per island (habitat's num_samples)
     lift: float = 0.05             # m: rays start this far above the walkable surface
+    min_radius: float = 1.5        # m: islands narrower cannot hold an episode (habitat's island radius limit)
 
 
 DEFAULTS = IndoorOptions()
@@ -68,25 +71,27 @@ def is_indoor(nav, options: IndoorOptions = DEFAULTS) -> np.ndarray | None:
 
 
 def episode_islands(nav, all_islands: bool = False, options: IndoorOptions = DEFAULTS) -> list[int] | None:
-    """The islands episodes start and end on: the largest indoor one (islands are numbered
-    in decreasing area); the largest one when indoor is not known; None (every island) with
-    ``all_islands``, for a navmesh without island ids, or when no island is indoor."""
+    """The islands episodes start and end on: the largest indoor one at least ``min_radius``
+    wide (islands are numbered in decreasing area); the largest one when indoor is not known;
+    None (every island) with ``all_islands``, for a navmesh without island ids, or when no
+    island that wide is indoor (a stage without a ceiling: only the floor under a table is)."""
     n = getattr(nav, "num_islands", 0)
     if all_islands or not isinstance(n, int) or n == 0:
         return None
     indoor = is_indoor(nav, options)
     if indoor is None:
         return [0]
-    ids = np.flatnonzero(indoor)
+    ids = np.flatnonzero(indoor & (np.asarray(nav.island_radius_m) >= options.min_radius))
     return [int(ids[0])] if ids.size else None
 
 
-def describe_islands(nav, used: list[int] | None, options: IndoorOptions = DEFAULTS) -> str:
-    """One line: which islands episodes use, with area, indoor share and height."""
+def describe_islands(nav, used: list[int] | None, all_islands: bool = False) -> str:
+    """One line: which islands episodes use (``episode_islands``' answer), with area, indoor
+    share and heights."""
     if used is None:
         n = nav.num_islands
-        why = " (no island is indoor)" if is_indoor(nav, options) is not None and \
-            not is_indoor(nav, options).any() else ""
+        why = "" if all_islands or getattr(nav, "island_indoor", None) is None else \
+            f" (none indoor and {DEFAULTS.min_radius:g} m wide)"
         return f"all {n} island{'s' * (n != 1)}{why}"
     parts = []
     share = getattr(nav, "island_indoor", None)

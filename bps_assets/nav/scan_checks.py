@@ -9,8 +9,11 @@ are high: measured 0.41-0.78 (up axis right) against 1.28-2.43 (wrong) on six sy
 roofed one, 0.06 / 17.6 on habitat's simple_room, 0.12 / 8.5 on a three-storey building. One box
 room is ambiguous: the van Gogh room (Z-up, 3.9 m deep, 3.5 m high) gives 1.20 read right and
 0.84 read wrong, so the refusal needs ``up_ratio`` = 1.25 (neither reading of it is refused) and
-``up_min_area`` m^2 under the other axis. Nothing in a box's faces tells its floor from a wall;
-furniture tops and the levels of floors might, not tried (docs/NAVMESH.md section 9). ``UpAxisError`` names
+``up_min_area`` m^2 under the other axis. A scene open to the sky as given (less facing down
+than ``closed_share`` of what faces up: no ceiling, e.g. reference_scenes.house with its 5 m
+double-sided walls, 1.31) is not refused: read wrongly, a scan's rooms are closed (the walls
+that now face up have their opposite walls facing down). Nothing in a box's faces tells its
+floor from a wall; furniture tops and the levels of floors might, not tried. ``UpAxisError`` names
 the ``--up`` to pass; ``force`` accepts the scan as given.
 
 **No floor** (``floor_problem``): a warning when the navigable area is under ``floor_share`` of the
@@ -32,6 +35,7 @@ class ScanCheckOptions:
     """Thresholds of the up-axis refusal and the no-floor warning (module docstring)."""
     up_ratio: float = 1.25       # refuse when horizontal area under the other axis >= this x the given's
     up_min_area: float = 2.0     # m^2 up-facing under the other axis, at least (objects are not judged)
+    closed_share: float = 0.5    # refuse only when facing down is >= this x facing up as given
     floor_share: float = 0.3     # warn when navigable area < this x the footprint
     floor_island: float = 2.0    # m^2: warn when no island is this large
     footprint_cell: float = 0.25  # m: the footprint's sampling grid
@@ -41,15 +45,14 @@ DEFAULTS = ScanCheckOptions()
 _OTHER = {"y": "z", "z": "y"}
 
 
-def horizontal_areas(vertices, triangles, up: str, max_slope: float = 45.0) -> tuple[float, float]:
-    """(horizontal area under ``up``, under the other axis) in m^2: of the faces within
-    ``max_slope`` of the axis, the larger of those facing it and those facing away. For a scan
-    in the habitat frame read with up axis ``up`` ("y": as is; "z": (x, y, z) -> (x, z, -y)).
-    """
+def horizontal_areas(vertices, triangles, up: str, max_slope: float = 45.0) -> tuple[tuple, tuple]:
+    """((facing up, facing down) under ``up``, the same under the other axis) in m^2: the areas
+    of the faces within ``max_slope`` of the axis, facing it and facing away. For a scan in the
+    habitat frame read with up axis ``up`` ("y": as is; "z": (x, y, z) -> (x, z, -y))."""
     v = np.asarray(vertices, np.float64).reshape(-1, 3)
     t = np.asarray(triangles, np.int64).reshape(-1, 3)
     if len(t) == 0:
-        return 0.0, 0.0
+        return (0.0, 0.0), (0.0, 0.0)
     p = v[t]
     n = np.cross(p[:, 1] - p[:, 0], p[:, 2] - p[:, 0])
     a = np.linalg.norm(n, axis=1)
@@ -58,8 +61,8 @@ def horizontal_areas(vertices, triangles, up: str, max_slope: float = 45.0) -> t
     c = math.cos(math.radians(max_slope))
     # the other reading's up in this frame: a Y-up file's +z, a Z-up file's +y (now habitat's -z)
     alt = np.array([0.0, 0.0, 1.0]) if up == "y" else np.array([0.0, 0.0, -1.0])
-    side = lambda d: max(float(a[d >= c].sum()), float(a[d <= -c].sum()))  # noqa: E731
-    return side(n[:, 1]), side(n @ alt)
+    sides = lambda d: (float(a[d >= c].sum()), float(a[d <= -c].sum()))  # noqa: E731
+    return sides(n[:, 1]), sides(n @ alt)
 
 
 def up_axis_problem(vertices, triangles, up: str, max_slope: float = 45.0,
@@ -67,9 +70,12 @@ def up_axis_problem(vertices, triangles, up: str, max_slope: float = 45.0,
     """The one-line reason the scan looks read with the wrong up axis, or None."""
     if up not in _OTHER:
         return None
-    here, there = horizontal_areas(vertices, triangles, up, max_slope)
+    cur, alt = horizontal_areas(vertices, triangles, up, max_slope)
+    here, there = max(cur), max(alt)
     if there < options.up_min_area or there < options.up_ratio * here:
         return None
+    if min(cur) < options.closed_share * max(cur):
+        return None   # open to the sky as given (no ceiling): a wrong reading of rooms is closed
     other = _OTHER[up]
     return (f"the scan looks {other.upper()}-up, not {up.upper()}-up: {there:.1f} m^2 of floor or ceiling if "
             f"{other.upper()} is up, {here:.1f} m^2 if {up.upper()} is (its navmesh would stand on walls); "

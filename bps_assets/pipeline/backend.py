@@ -236,12 +236,13 @@ class Backend:
                 scene_id = ep.habitat_scene_id(dataset_name, scene)
             except ConfigError:  # a user dataset without a habitat scene_id rule
                 scene_id = f"{scene}.glb"
-        eps = ep.generate_episodes(mesh, scene_id, n, ep.scene_seed(seed, scene))
+        st: dict = {}
+        eps = ep.generate_episodes(mesh, scene_id, n, ep.scene_seed(seed, scene), stats=st)
         for i, e in enumerate(eps):
             ep.validate_episode(e, i, dst)
         data = gzip.compress(json.dumps({"episodes": eps}).encode(), compresslevel=6, mtime=0)
         atomic_write(dst, lambda f: f.write(data), overwrite=True)
-        return {"count": len(eps)}
+        return {"count": len(eps), "where": st.get("where")}
 
 
 def _packed_up(packed: Path) -> str | None:

@@ -312,6 +312,8 @@ def process_scene(task: SceneTask) -> SceneResult:
             outputs["episodes"] = _file_entry(out_root, rels["episodes"], False)
             outputs["episodes"].update({"format": "habitat-pointnav-v1", "count": ep.get("count")})
             stats["episodes"] = ep.get("count")
+            if ep.get("where"):
+                stats["episodes_where"] = ep["where"]
             stats["episodes_seconds"] = round(time.perf_counter() - t, 3)
         stats["seconds"] = round(time.perf_counter() - t0, 3)
         entry = {"subset": src.subset, "status": "ok", "fingerprint": fp, "sources": sources,

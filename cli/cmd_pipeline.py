@@ -123,7 +123,8 @@ def _source_and_dataset(src_root, dataset):
               help="Process shard I of N (0-based), or `slurm`: this SLURM array task.")
 @click.option("--require-all", is_flag=True, help="Fail before starting if any scene of the split is missing.")
 @click.option("--overwrite", is_flag=True, help="Allow a non-empty OUT_ROOT / another run's manifest.")
-@click.option("--force", is_flag=True, help="Redo every scene, even the up-to-date ones.")
+@click.option("--force", is_flag=True, help="Redo every scene, even the up-to-date ones; build on scans that look "
+              "read with the wrong up axis (refused otherwise: --up).")
 @click.option("--verify-kept", is_flag=True,
               help="Hash every kept output in full (default: check headers and section CRCs).")
 @click.option("--in-process", is_flag=True, hidden=True, help="Debugging: run scenes in this process.")

@@ -134,3 +134,21 @@ def test_preview_colours_islands_with_a_legend_and_marks_the_episodes_island(roo
     roof_px = np.all(im[: tdm.height] == tdm.island_colour(0), axis=-1).sum()
     assert roof_px > 0.5 * nav.island_area[0] / tdm.mpp ** 2
     assert im.shape[0] > tdm.height   # the footer with the legend
+
+
+def test_preprocess_episodes_stay_indoor_and_say_where(roofed, tmp_path):
+    import gzip
+    import json
+
+    from bps_assets.pipeline.preprocess import PreprocessOptions, preprocess
+
+    info, _ = roofed
+    res = preprocess(info.path.parent.parent, tmp_path / "o", "gibson", "tiny",
+                     PreprocessOptions(workers=1, in_process=True, episodes=12, subsets=("train",)),
+                     log=lambda s: None)
+    r = [x for x in res.results if x.name == "Beechwood"][0]
+    assert r.status == "ok", r.error
+    assert "island 1" in r.entry["stats"]["episodes_where"] and "outdoor" not in r.entry["stats"]["episodes_where"]
+    doc = json.loads(gzip.decompress((tmp_path / "o" / r.entry["outputs"]["episodes"]["path"]).read_bytes()))
+    ys = [e["start_position"][1] for e in doc["episodes"]] + [e["goals"][0]["position"][1] for e in doc["episodes"]]
+    assert len(doc["episodes"]) == 12 and not _on_roof(info, ys).any()

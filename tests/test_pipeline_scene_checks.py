@@ -57,8 +57,9 @@ def test_no_navigable_area_fails_the_scene_with_its_likely_cause(src, tmp_path):
     assert st["Beechwood"].status == "ok" and st["Beechwood"].entry["stats"]["navigable_area"] > 20
     yup, pole = st["Allensville"], st["Benevolence"]
     assert yup.status == "failed" and pole.status == "failed" and not res.ok
-    assert yup.error.startswith("EmptySceneError: ") and "Allensville.glb" in yup.error
-    assert "no navigable area" in yup.error and "Y-up, not Z-up: pass --up y" in yup.error
+    # refused before its navmesh is built (issue 35: UpAxisError), no longer an empty navmesh
+    assert yup.error.startswith("UpAxisError: ") and "Allensville.glb" in yup.error
+    assert "Y-up, not Z-up: pass --up y" in yup.error
     assert "Benevolence.glb" in pole.error and "an object rather than a scene" in pole.error
     # failed scenes leave no outputs behind; the good one keeps its own
     assert sorted(p.name for p in (out / "scenes").iterdir()) == ["Beechwood.bps"]

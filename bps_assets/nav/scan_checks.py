@@ -77,9 +77,9 @@ def up_axis_problem(vertices, triangles, up: str, max_slope: float = 45.0,
     if min(cur) < options.closed_share * max(cur):
         return None   # open to the sky as given (no ceiling): a wrong reading of rooms is closed
     other = _OTHER[up]
-    return (f"the scan looks {other.upper()}-up, not {up.upper()}-up: {there:.1f} m^2 of floor or ceiling if "
-            f"{other.upper()} is up, {here:.1f} m^2 if {up.upper()} is (its navmesh would stand on walls); "
-            f"pass --up {other}, or --force to build it as given")
+    return (f"the scan looks {other.upper()}-up, not {up.upper()}-up: pass --up {other} (or --force to build "
+            f"it as given): {there:.1f} m^2 of floor or ceiling if {other.upper()} is up, {here:.1f} m^2 if "
+            f"{up.upper()} is (its navmesh would stand on walls)")
 
 
 def require_up_axis(vertices, triangles, up: str, source=None, max_slope: float = 45.0, force: bool = False,

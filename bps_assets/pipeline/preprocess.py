@@ -33,7 +33,7 @@ from pathlib import Path
 
 from .. import __version__
 from ..container import atomic_write, make_dirs
-from ..errors import AnnotationError, BpsError, ConfigError, DatasetError, InterruptedRun, NavError, OutputExistsError, OutputWriteError
+from ..errors import AnnotationError, BpsError, ConfigError, DatasetError, InterruptedRun, NavError, OutputExistsError, OutputWriteError, UpAxisError
 from ..transforms.frame import UP_AXES
 from . import manifest as mf
 from .backend import NAVMESH_MODES, Backend, container_info
@@ -287,7 +287,10 @@ def process_scene(task: SceneTask) -> SceneResult:
         # --strict: a .navmesh that auto would replace (unreadable, another agent's or scene's)
         # fails the scene instead, as under --navmesh import
         mode = "import" if opts.strict and navsrc is not None else opts.navmesh
-        nav = task.backend.navmesh(mode, out_root / rels["scene"], navsrc, out_root / rels["navmesh"])
+        try:
+            nav = task.backend.navmesh(mode, out_root / rels["scene"], navsrc, out_root / rels["navmesh"])
+        except UpAxisError as e:   # name the scan the user gave, not our packed copy of it
+            raise UpAxisError(src.scene, e.detail) from None
         stats["navmesh_source"] = nav.get("source")
         if nav.get("agent"):
             stats["agent"] = nav["agent"]

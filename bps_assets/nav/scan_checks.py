@@ -103,6 +103,11 @@ def footprint_area(vertices, triangles, options: ScanCheckOptions = DEFAULTS) ->
     if len(t) == 0:
         return 0.0
     cs = options.footprint_cell
+    p = v[t]
+    n = np.cross(p[:, 1] - p[:, 0], p[:, 2] - p[:, 0])
+    t = t[np.abs(n[:, 1]) > 0.1 * np.linalg.norm(n, axis=1)]   # walls cover no x/z area: skipped
+    if len(t) == 0:
+        return 0.0
     used = v[np.unique(t)]
     origin, D, W = grid_frame(used.min(0), used.max(0), cs, None, "scene vertex bounds")
     r, c, _, _ = rasterize_centres(v, t, origin, cs, D, W)

@@ -2,8 +2,9 @@
 (``goal_pool`` goals' distance fields, computed when the scene arrives) and a reservoir of the
 next ``reservoir`` episodes drawn ahead on the field worker. Episode j of a scene visit uses only
 counter j's random numbers (``counter_uniforms``), so the episodes do not depend on batching or
-timing. Goals on the largest indoor island unless ``all_islands``. Rules: a start uniform over the goal's reachable spans with geodesic distance in
-[1, 30] m, |dy| <= 0.5 m, habitat's rejection of near-straight episodes, a random yaw; the goal
+timing. Goals on the largest indoor island (``bps_assets.nav.indoor``) unless ``all_islands``.
+Rules: a start uniform over the goal's reachable spans with geodesic distance in [1, 30] m,
+|dy| <= 0.5 m, habitat's rejection of near-straight episodes, a random yaw; the goal
 view's heading (ImageNav's goal image) one of ``goal_views`` random headings of its pool goal
 (drawn per scene visit), so a visit has at most goal_pool x goal_views distinct goal images.
 """

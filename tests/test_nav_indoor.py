@@ -152,3 +152,21 @@ def test_preprocess_episodes_stay_indoor_and_say_where(roofed, tmp_path):
     doc = json.loads(gzip.decompress((tmp_path / "o" / r.entry["outputs"]["episodes"]["path"]).read_bytes()))
     ys = [e["start_position"][1] for e in doc["episodes"]] + [e["goals"][0]["position"][1] for e in doc["episodes"]]
     assert len(doc["episodes"]) == 12 and not _on_roof(info, ys).any()
+
+
+def test_cli_episodes_all_islands_flag_and_where(roofed, tmp_path):
+    from click.testing import CliRunner
+
+    from bps_assets.nav.episodes import read_pointnav_dataset
+    from cli.main import main
+
+    info, nav = roofed
+    nav.save(tmp_path / "Beechwood.navmesh.bps")
+    for flag, on_roof in (([], False), (["--all-islands"], True)):
+        out = tmp_path / f"eps{len(flag)}"
+        r = CliRunner().invoke(main, ["episodes", str(tmp_path / "Beechwood.navmesh.bps"), "-o", str(out),
+                                      "--split", "val", "--per-scene", "30", "--dataset", "gibson", *flag])
+        assert r.exit_code == 0, r.output
+        assert ("all 4 islands" if flag else "island 1 (40.8 m^2, 100% indoor") in r.output
+        eps = read_pointnav_dataset(out / "val")
+        assert bool(_on_roof(info, [e["start_position"][1] for e in eps]).any()) is on_roof

@@ -61,7 +61,8 @@ class Backend:
     name = "bps"
 
     def __init__(self, convert_options=None, nav_settings=None, up: str | None = None,
-                 convert_changes: dict | None = None):
+                 convert_changes: dict | None = None, skip_missing_assets: bool = False):
+        self.skip_missing_assets = skip_missing_assets  # composed scenes: drop instances whose files are missing
         self.convert_options = convert_options
         self.nav_settings = nav_settings
         self.up = up
@@ -103,10 +104,13 @@ class Backend:
                 "convert": _asdict(self._convert_options(dataset_name)),
                 "nav": _asdict(self._nav_settings()),
                 "nav_import": "file" if self.nav_settings is None else "settings",
-                "episode_options": _asdict(EPISODE_DEFAULTS)}
+                "episode_options": _asdict(EPISODE_DEFAULTS),
+                **({"skip_missing_assets": True} if self.skip_missing_assets else {})}
 
     # -- work
     def convert(self, src: Path, dst: Path, scene_id: str, dataset_name: str) -> dict:
+        if str(src).endswith(".scene_instance.json"):  # a composed scene (scene_dataset)
+            return self._convert_composed(src, dst, scene_id, dataset_name)
         from .. import packed_scene
 
         from ..readers.semantic_files import read_annotation
@@ -134,6 +138,21 @@ class Backend:
                                "categories": st.get("semantic_categories", {}),
                                "warnings": {k[len("semantic_annotation_"):]: v for k, v in st.items()
                                             if k.startswith("semantic_annotation_")}}
+        return out
+
+    def _convert_composed(self, src: Path, dst: Path, scene_id: str, dataset_name: str) -> dict:
+        from ..scene_dataset.habitat import read_dataset_config, read_scene_instance
+        from ..scene_dataset.packing import pack_scene
+
+        sc = read_scene_instance(read_dataset_config(dataset_name), scene_id, self.skip_missing_assets)
+        st = pack_scene(sc, dst, dst.parent.parent / "assets", self._convert_options(dataset_name), overwrite=True)
+        out = {"triangles": int(st.get("triangles_out", 0)), "texture_bytes": int(st.get("texture_bytes", 0)),
+               "bytes_in": int(st.get("bytes_in", 0)), "instances": st["instances"], "assets": st["assets"],
+               "assets_converted": st["assets_converted"]}
+        if sc.skipped:
+            out["skipped_instances"] = sc.skipped
+        if sc.notes:
+            out["notes"] = sc.notes
         return out
 
     def navmesh(self, mode: str, packed: Path, detour_src: Path | None, dst: Path) -> dict:
@@ -164,7 +183,8 @@ class Backend:
             raise InputError(packed, "--navmesh import: the scene has no .navmesh beside it")
         if mesh is None:
             # from the packed scene: already in the habitat frame, and cleaned
-            mesh = nav.build_navmesh(packed, settings)
+            from ..scene_dataset.packing import is_composed, navmesh_triangles
+            mesh = nav.build_navmesh(navmesh_triangles(packed) if is_composed(packed) else packed, settings)
             source = "built"
         mesh.save(dst, overwrite=True)
         out = {"source": source, "navigable_area": float(_value(mesh, "navigable_area")),

@@ -77,6 +77,7 @@ class PreprocessOptions:
     strict: bool = False
     nav: object | None = None  # NavSettings of built navmeshes (None: nav.DEFAULT_SETTINGS)
     convert: dict = field(default_factory=dict)  # ConvertOptions fields over the dataset's preset
+    skip_missing_assets: bool = False  # composed scenes: drop instances with missing files (listed in the manifest)
 
     def __post_init__(self):
         if self.up is not None and self.up not in UP_AXES:
@@ -547,7 +548,8 @@ def preprocess(src_root, out_root, dataset: str = "gibson", split: str | None = 
         names = ", ".join(n for n, _ in plan.missing[:10]) + (" ..." if len(plan.missing) > 10 else "")
         raise DatasetError(plan.src_root, f"{len(plan.missing)} scene(s) of split {split!r} are missing "
                                           f"({names}) and --require-all was given")
-    backend = backend or Backend(up=options.up, nav_settings=options.nav, convert_changes=options.convert)
+    backend = backend or Backend(up=options.up, nav_settings=options.nav, convert_changes=options.convert,
+                                 skip_missing_assets=options.skip_missing_assets)
     settings = backend.settings(ds.name)
     settings["preprocess"] = {"navmesh": options.navmesh, "episodes": options.episodes,
                               "episode_seed": options.episode_seed}

@@ -1,0 +1,278 @@
+"""Composed scenes (issue 31): habitat scene dataset configs with objects and articulated
+objects, read on third-party data (../shared/datasets), packed as stage + instance table.
+
+ReplicaCAD's stage GLBs are not available: ``_replicacad_copy`` links the real configs,
+objects, URDFs and navmeshes into a temporary folder and writes a stand-in stage for each
+stage config (a box room sized from the v3_sc0 navmesh bounds), said so in each test.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bps_assets.errors import DatasetError
+from bps_assets.scene_dataset import habitat as H
+from bps_assets.scene_dataset.model import quat_wxyz_matrix, rpy_matrix
+
+REPO = Path(__file__).resolve().parents[1]
+DATASETS = REPO.parent / "shared" / "datasets"
+RCAD = DATASETS / "replicacad"
+TEST0 = DATASETS / "habitat-sim-test-assets" / "dataset_tests" / "dataset_0" / "test_dataset_0.scene_dataset_config.json"
+TEST1 = DATASETS / "habitat-sim-test-assets" / "dataset_tests" / "dataset_1" / "test_dataset_1.scene_dataset_config.json"
+
+needs_rcad = pytest.mark.skipif(not RCAD.is_dir(), reason="../shared/datasets/replicacad absent")
+needs_test = pytest.mark.skipif(not TEST0.is_file(), reason="../shared/datasets/habitat-sim-test-assets absent")
+
+
+def _box_room(path: Path, lo, hi) -> None:
+    """A floor and four walls (inward-facing) spanning the box lo..hi: the stand-in stage."""
+    from bps_assets.scene import Material, Mesh, SceneDocument
+    from bps_assets.writers.glb import write_glb
+
+    (x0, y0, z0), (x1, y1, z1) = lo, hi
+    quads = [[(x0, y0, z0), (x0, y0, z1), (x1, y0, z1), (x1, y0, z0)],            # floor, +Y up
+             [(x0, y0, z0), (x1, y0, z0), (x1, y1, z0), (x0, y1, z0)],
+             [(x0, y0, z1), (x0, y1, z1), (x1, y1, z1), (x1, y0, z1)],
+             [(x0, y0, z0), (x0, y1, z0), (x0, y1, z1), (x0, y0, z1)],
+             [(x1, y0, z0), (x1, y0, z1), (x1, y1, z1), (x1, y1, z0)]]
+    pos = np.array([p for q in quads for p in q], np.float32)
+    idx = np.array([[4 * k, 4 * k + 1, 4 * k + 2] for k in range(5)] + [[4 * k, 4 * k + 2, 4 * k + 3] for k in range(5)], np.uint32)
+    doc = SceneDocument(meshes=[Mesh(pos, idx, material=0)], materials=[Material(name="standin")])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_glb(doc, path)
+
+
+def _replicacad_copy(tmp: Path) -> Path:
+    """ReplicaCAD with stand-in stages (the real ones are not public here): configs, objects,
+    URDFs and navmeshes linked, each stage a box room sized from v3_sc0's navmesh bounds."""
+    from bps_assets.nav.detour import read_detour_navmesh
+
+    root = tmp / "replica_cad"
+    root.mkdir()
+    for d in ("configs", "objects", "urdf", "navmeshes", "navmeshes_default"):
+        os.symlink(RCAD / d, root / d)
+    shutil.copy(RCAD / "replicaCAD.scene_dataset_config.json", root)
+    lo, hi = read_detour_navmesh(RCAD / "navmeshes" / "v3_sc0_staging_00.navmesh").bounds()
+    for sc in (RCAD / "configs" / "stages").glob("*.stage_config.json"):
+        asset = json.loads(sc.read_text())["render_asset"]
+        _box_room(Path(os.path.normpath(root / "configs" / "stages" / asset)),
+                  (lo[0] - 0.5, lo[1] - 0.05, lo[2] - 0.5), (hi[0] + 0.5, lo[1] + 2.5, hi[2] + 0.5))
+    return root / "replicaCAD.scene_dataset_config.json"
+
+
+# ------------------------------------------------------------------------------ item 1: reading
+
+@needs_test
+def test_habitat_sim_dataset_0_parses_as_habitat_sim_tests_assert():
+    """The values habitat-sim's MetadataMediatorTest asserts for dataset_0."""
+    ds = H.read_dataset_config(TEST0)
+    # 7 stage handles there = these 6 + habitat's default "NONE" stage
+    assert len(ds.stages) == 6
+    assert sum(h.endswith(".glb") for h in ds.stages) == 3
+    assert len(ds.objects) == 6
+    st = ds.lookup(ds.stages, "dataset_test_stage")
+    assert st.attrs["scale"] == [2, 2, 2] and st.attrs["up"] == [0, 1, 0] and st.attrs["front"] == [0, 0, -1]
+    assert st.attrs["margin"] == 0.03 and st.attrs["origin"] == [0, 0, 0]
+    mod = ds.lookup(ds.stages, "modified_test_stage")
+    assert mod.attrs["scale"] == [1, 1, 1] and mod.attrs["margin"] == 0.041 and mod.attrs["friction_coefficient"] == 0.4
+    new = ds.lookup(ds.stages, "new_test_stage")
+    # same render asset as the stage config's, though written relative to the dataset config
+    assert H._asset_path(new) == H._asset_path(st)
+    assert new.attrs["up"] == [0, -1, 0] and new.attrs["gravity"] == [0, 9.8, 0]
+    assert ds.lookup(ds.stages, "glbload_test_stage0.glb").attrs["origin"] == [1.0, 2.0, 3.0]  # default_attributes
+    o1 = ds.lookup(ds.objects, "modified_test_object1_1_slick_heavy")
+    assert o1.attrs["mass"] == 3.5 and o1.attrs["friction_coefficient"] == 0.2
+    o3 = ds.lookup(ds.objects, "new_test_object3")
+    assert str(H._asset_path(o3)).endswith("dataset_test_object3.glb") and o3.attrs["mass"] == 1.1
+    assert o3.attrs["inertia"] == [3, 2, 1]
+    assert ds.lookup(ds.objects, "dataset_test_object0").attrs["mass"] == 9
+    assert {k: v.name for k, v in ds.navmeshes.items()} == {"navmesh_path1": "test_navmesh_path1",
+                                                              "navmesh_path2": "test_navmesh_path2"}
+    sc = H.read_scene_instance(ds, "dataset_test_scene")
+    assert sc.stage.name == "modified_test_stage"
+    assert [i.name for i in sc.instances] == ["dataset_test_object1", "dataset_test_object2"]
+    # asset_local origins: the asset's own origin lands on the translation
+    assert np.allclose(sc.instances[0].transform[:3, 3], [0.1, 0.2, 0.3])
+    assert np.allclose(sc.instances[1].transform[:3, 3], [0.3, 0.4, 0.5])
+    assert sc.navmesh.name == "test_navmesh_path1"
+    assert sc.semantic_scene.name == "dataset_test_scene.semantic_config.json"  # %%CONFIG_NAME...%% replaced
+    assert any("default_lighting" in n for n in sc.notes)
+
+
+@needs_test
+def test_habitat_sim_dataset_1_counts():
+    """habitat-sim: 6 stage handles (its default NONE stage + 2 globbed + 2 modified + 1 new),
+    6 object templates (4 globbed + 2 modified), 2 scene instances."""
+    ds = H.read_dataset_config(TEST1)
+    assert len(ds.stages) == 5 and len(ds.objects) == 6 and len(ds.scenes) == 2
+
+
+def test_com_origin_rules_follow_habitat_sim(tmp_path):
+    """COM vs asset_local, COM from the config vs the box centre, scale, non-uniform scale:
+    expected values from RigidObject::finalizeObject / resetStateFromSceneInstanceAttr."""
+    from bps_assets.scene_dataset.model import frame_matrix
+    cfg = tmp_path / "d.scene_dataset_config.json"
+    (tmp_path / "o").mkdir()
+    (tmp_path / "s").mkdir()
+    for n in ("a", "b"):
+        (tmp_path / "o" / f"{n}.glb").write_bytes(b"x")
+    (tmp_path / "o" / "a.object_config.json").write_text(json.dumps({"render_asset": "a.glb", "COM": [0.1, 0.2, 0.3], "scale": [2, 2, 2]}))
+    (tmp_path / "o" / "b.object_config.json").write_text(json.dumps({"render_asset": "b.glb", "up": [0, 0, 1], "front": [0, 1, 0]}))
+    q = [math.cos(0.3), 0, math.sin(0.3), 0]
+    (tmp_path / "s" / "x.scene_instance.json").write_text(json.dumps({"object_instances": [
+        {"template_name": "a", "translation": [1, 2, 3], "rotation": q, "translation_origin": "COM"},
+        {"template_name": "a", "translation": [1, 2, 3], "rotation": q, "translation_origin": "asset_local", "uniform_scale": 0.5},
+        {"template_name": "b", "translation": [0, 1, 0], "non_uniform_scale": [1, 2, 3]},
+        {"template_name": "b", "translation": [0, 1, 0], "translation_origin": "asset_local"}]}))
+    cfg.write_text(json.dumps({"objects": {"paths": {".json": ["o"]}}, "scene_instances": {"paths": {".json": ["s"]}}}))
+    bounds = {str(tmp_path / "o" / "b.glb"): ((0, 0, 0), (1, 2, 4))}
+    sc = H.read_scene_instance(H.read_dataset_config(cfg), "x", bounds=lambda p: bounds[p])
+    R = quat_wxyz_matrix(q)
+    p = np.array([0.5, -0.5, 0.25])
+    t0 = sc.instances[0].transform
+    # COM origin: the COM (asset point COM) lands on the translation
+    assert np.allclose(t0[:3, :3] @ [0.1, 0.2, 0.3] + t0[:3, 3], [1, 2, 3])
+    assert np.allclose(t0[:3, :3] @ p + t0[:3, 3], R @ (2 * p - 2 * np.array([0.1, 0.2, 0.3])) + [1, 2, 3])
+    t1 = sc.instances[1].transform   # asset_local, scale 2 x 0.5: the asset origin on the translation
+    assert np.allclose(t1[:3, 3], [1, 2, 3]) and np.allclose(t1[:3, :3], R)
+    # b: Z-up / +Y-front asset oriented onto habitat's frame, COM from the box centre
+    O = frame_matrix([0, 0, 1], [0, 1, 0])
+    assert np.allclose(O @ [0, 0, 1], [0, 1, 0]) and np.allclose(O @ [0, 1, 0], [0, 0, -1])
+    t2 = sc.instances[2].transform
+    centre = np.diag([1, 2, 3]) @ O @ np.array([0.5, 1, 2])
+    assert np.allclose(t2[:3, :3] @ [0.5, 1, 2] + t2[:3, 3], [0, 1, 0])   # box centre on the translation
+    assert np.allclose(t2[:3, :3], np.diag([1, 2, 3]) @ O) and np.allclose(t2[:3, 3], [0, 1, 0] - centre)
+    assert np.allclose(sc.instances[3].transform[:3, 3], [0, 1, 0])
+
+
+@needs_rcad
+def test_replicacad_objects_and_links_land_where_habitat_sim_puts_them():
+    """Every v3_sc0_staging_00 object and URDF link, against values derived by hand from
+    habitat-sim's rules: rigid objects (all COM [0,0,0], COM origin) at T(t) R; articulated
+    links at T(t) R (base) x joint origins (rpy: Rz Ry Rx, translations x uniform_scale) x
+    visual origin x mesh scale x uniform_scale, joints at 0 (no initial_joint_pose there)."""
+    ds = H.read_dataset_config(RCAD / "replicaCAD.scene_dataset_config.json")
+    raw = json.loads((RCAD / "configs/scenes/v3_sc0_staging_00.scene_instance.json").read_text())
+    sc = H.read_scene_instance(ds, "v3_sc0_staging_00", skip_missing=True)   # stage and bike_02 GLBs absent
+    rigid = [i for i in sc.instances if i.kind == "object"]
+    want = [o for o in raw["object_instances"] if o["template_name"] != "frl_apartment_bike_02"]
+    assert len(rigid) == len(want) == 17
+    for inst, o in zip(rigid, want):
+        assert inst.name == o["template_name"] and inst.motion_type == o["motion_type"]
+        assert np.allclose(inst.transform[:3, :3], quat_wxyz_matrix(o["rotation"]), atol=1e-9)
+        assert np.allclose(inst.transform[:3, 3], o["translation"])
+        cfg = json.loads((RCAD / "configs/objects" / f"{o['template_name']}.object_config.json").read_text())
+        assert inst.semantic_id == cfg["semantic_id"] and inst.category   # lexicon name
+    wall = rigid[0]
+    assert wall.semantic_id == 94 and wall.category == "wall_cabinet"
+    # the fridge: base at (0.535, 1.01, 4.4598), identity rotation; body below a fixed joint rpy (1.565,0,0)
+    fr = {i.name.split("/")[1]: i.transform for i in sc.instances if i.name.startswith("fridge/")}
+    assert set(fr) == {"body", "top_door", "bottom_door"}
+    body = np.eye(4)
+    body[:3, :3] = rpy_matrix([1.565, 0, 0])
+    body[:3, 3] = [0.535, 1.01, 4.4597649574279785]
+    assert np.allclose(fr["body"], body)
+    top = body.copy()
+    top[:3, 3] = body[:3, :3] @ (np.array([0.322, 0.353, -0.385]) + [0.014, -0.355, 0]) + body[:3, 3]
+    assert np.allclose(fr["top_door"], top)
+    # chest of drawers: uniform_scale 0.4 scales meshes and every joint / visual translation
+    ch = [i for i in sc.instances if i.name.startswith("chestOfDrawers_01/")]
+    assert len(ch) == 7
+    for i in ch:
+        assert np.allclose(np.linalg.norm(i.transform[:3, :3], axis=0), 0.4)
+    base = ch[0].transform
+    assert np.allclose(base[:3, 3], [-2.333279848098755, 0.0, -0.4101424217224121])
+    aos = {i.name.split("/")[0] for i in sc.instances if i.kind == "articulated"}
+    assert aos == {a["template_name"] for a in raw["articulated_object_instances"]}
+
+
+# ------------------------------------------------------------------------------ item 5: bad data
+
+def _tiny_dataset(tmp_path, instances, objects=None, aos=None):
+    (tmp_path / "o").mkdir(exist_ok=True)
+    (tmp_path / "s").mkdir(exist_ok=True)
+    for name, cfg in (objects or {"a": {"render_asset": "a.glb", "COM": [0, 0, 0]}}).items():
+        (tmp_path / "o" / f"{name}.object_config.json").write_text(json.dumps(cfg))
+    (tmp_path / "o" / "a.glb").write_bytes(b"x")
+    body = {"objects": {"paths": {".json": ["o"]}}, "scene_instances": {"paths": {".json": ["s"]}}}
+    if aos:
+        body["articulated_objects"] = {"paths": {".urdf": ["u"]}}
+        (tmp_path / "u").mkdir(exist_ok=True)
+        for n, text in aos.items():
+            (tmp_path / "u" / f"{n}.urdf").write_text(text)
+    (tmp_path / "s" / "x.scene_instance.json").write_text(json.dumps(instances) if not isinstance(instances, bytes) else "")
+    if isinstance(instances, bytes):
+        (tmp_path / "s" / "x.scene_instance.json").write_bytes(instances)
+    cfg = tmp_path / "d.scene_dataset_config.json"
+    cfg.write_text(json.dumps(body))
+    return H.read_dataset_config(cfg)
+
+
+def test_missing_assets_are_one_error_listing_all(tmp_path):
+    urdf = ('<robot name="r"><link name="b"><visual><geometry><mesh filename="gone.glb"/></geometry></visual></link>'
+            '<link name="c"><visual><geometry><mesh filename="gone2.glb"/></geometry></visual></link>'
+            '<joint name="j" type="fixed"><parent link="b"/><child link="c"/></joint></robot>')
+    ds = _tiny_dataset(tmp_path, {
+        "stage_instance": {"template_name": "nostage"},
+        "object_instances": [{"template_name": "a"}, {"template_name": "ghost"}, {"template_name": "broken"}],
+        "articulated_object_instances": [{"template_name": "r"}, {"template_name": "nourdf"}]},
+        objects={"a": {"render_asset": "a.glb", "COM": [0, 0, 0]}, "broken": {"render_asset": "nope.glb"}},
+        aos={"r": urdf})
+    with pytest.raises(H.MissingAssetsError) as e:
+        H.read_scene_instance(ds, "x")
+    kinds = [(m["instance"].split()[0], m["kind"]) for m in e.value.missing]
+    assert kinds == [("stage_instance", "stage template"), ("object_instances[1]", "object template"),
+                     ("object_instances[2]", "render_asset"), ("articulated_object_instances[0]", "URDF mesh"),
+                     ("articulated_object_instances[0]", "URDF mesh"),
+                     ("articulated_object_instances[1]", "articulated object template")]
+    assert "nope.glb" in str(e.value) and "gone2.glb" in str(e.value) and "x.scene_instance.json" in str(e.value)
+    assert all(m["scene"] == "x" for m in e.value.missing)
+    sc = H.read_scene_instance(ds, "x", skip_missing=True)   # --skip-missing-assets
+    assert [i.name for i in sc.instances] == ["a"] and len(sc.skipped) == 6
+
+
+@pytest.mark.parametrize("inst, words", [
+    ({"template_name": "a", "translation": [0, float("nan"), 0]}, "not finite"),
+    ({"template_name": "a", "rotation": [float("inf"), 0, 0, 0]}, "not finite"),
+    ({"template_name": "a", "rotation": [0, 0, 0, 0]}, "norm 0"),
+    ({"template_name": "a", "uniform_scale": 0}, "zero scale"),
+    ({"template_name": "a", "non_uniform_scale": [1, 0, 1]}, "zero scale"),
+])
+def test_bad_transforms_are_typed_errors(tmp_path, inst, words):
+    ds = _tiny_dataset(tmp_path, {"object_instances": [inst]})
+    with pytest.raises(DatasetError, match=words):
+        H.read_scene_instance(ds, "x")
+
+
+def test_a_million_instances_is_refused_before_parsing(tmp_path):
+    """10^6 instances (22 MB of JSON): refused from a count of the raw bytes; the peak Python
+    allocation stays near the file's size instead of the ~1 GB a parse would take."""
+    import tracemalloc
+    raw = b'{"object_instances":[' + b",".join([b'{"template_name":"a"}'] * 1_000_000) + b"]}"
+    ds = _tiny_dataset(tmp_path, raw)
+    tracemalloc.start()
+    try:
+        with pytest.raises(DatasetError, match="exceed the cap"):
+            H.read_scene_instance(ds, "x")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 3 * len(raw)
+
+
+def test_urdf_cycle_is_a_typed_error(tmp_path):
+    urdf = ('<robot name="r"><link name="a"/><link name="b"/><link name="c"/>'
+            '<joint name="j1" type="fixed"><parent link="a"/><child link="b"/></joint>'
+            '<joint name="j2" type="fixed"><parent link="b"/><child link="c"/></joint>'
+            '<joint name="j3" type="fixed"><parent link="c"/><child link="a"/></joint></robot>')
+    ds = _tiny_dataset(tmp_path, {"articulated_object_instances": [{"template_name": "r"}]}, aos={"r": urdf})
+    with pytest.raises(DatasetError, match="cycle"):
+        H.read_scene_instance(ds, "x")

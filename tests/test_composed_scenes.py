@@ -7,6 +7,7 @@ stage config (a box room sized from the v3_sc0 navmesh bounds), said so in each 
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -352,3 +353,24 @@ def test_preprocess_habitat_sim_test_dataset_cli(tmp_path):
     r = _run_cli("info", str(out / "scenes" / "dataset_test_scene.bps"), "--json")
     info = json.loads(r.stdout)["instances"]
     assert [i["name"] for i in info] == ["dataset_test_object1", "dataset_test_object2"]
+
+
+@needs_rcad
+def test_preprocess_imports_the_scene_navmesh_instance(tmp_path):
+    """A scene naming a ``navmesh_instance`` gets that navmesh imported (ReplicaCAD's
+    navmeshes/ are made for a 0.3 m agent, so the run asks for one); stand-in stage as above."""
+    from bps_assets.nav.settings import DEFAULT_SETTINGS
+    from bps_assets.pipeline.preprocess import PreprocessOptions, preprocess
+
+    cfg = _replicacad_copy(tmp_path)
+    d = json.loads(cfg.read_text())
+    d["scene_instances"]["paths"][".json"] = ["configs/scenes/v3_sc0_staging_00.scene_instance.json"]
+    cfg.write_text(json.dumps(d))
+    nav = dataclasses.replace(DEFAULT_SETTINGS, agent_radius=0.3)
+    res = preprocess(cfg.parent, tmp_path / "out", str(cfg),
+                     options=PreprocessOptions(in_process=True, skip_missing_assets=True, nav=nav))
+    assert res.ok, [r.error for r in res.scenes]
+    man = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    e = man["scenes"]["v3_sc0_staging_00"]
+    assert e["sources"]["navmesh"]["path"] == "navmeshes/v3_sc0_staging_00.navmesh"
+    assert e["stats"]["navmesh_source"] == "imported", e["stats"].get("navmesh_note")

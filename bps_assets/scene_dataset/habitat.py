@@ -212,11 +212,11 @@ def read_dataset_config(config: str | os.PathLike) -> DatasetConfig:
     nav = d.get("navmesh_instances", {})
     for k, v in (nav.items() if isinstance(nav, dict) else ()):
         if isinstance(v, str) and k != "paths":
-            out.navmeshes[k] = (base / v).resolve()
+            out.navmeshes[k] = Path(os.path.normpath(base / v))
     ssd = d.get("semantic_scene_descriptor_instances", {})
     for k, v in (ssd.items() if isinstance(ssd, dict) else ()):
         if isinstance(v, str):
-            out.semantic_descriptors[k] = (base / v).resolve()
+            out.semantic_descriptors[k] = Path(os.path.normpath(base / v))
     out.scenes = dict(sorted(out.scenes.items()))
     return out
 
@@ -314,11 +314,11 @@ def read_scene_instance(ds: DatasetConfig, name: str, skip_missing: bool = False
         sc.notes.append("default_lighting ignored (lighting is not part of packed scenes)")
     nav = d.get("navmesh_instance")
     if isinstance(nav, str) and nav:
-        sc.navmesh = ds.navmeshes.get(nav) or (root / nav).resolve()
+        sc.navmesh = ds.navmeshes.get(nav) or Path(os.path.normpath(root / nav))
     ssd = d.get("semantic_scene_instance", ds.scene_defaults.get("semantic_scene_instance"))
     if isinstance(ssd, str) and ssd:
         ssd = ssd.replace("%%CONFIG_NAME_AS_ASSET_FILENAME%%", name)
-        sc.semantic_scene = ds.semantic_descriptors.get(ssd) or (root / ssd).resolve()
+        sc.semantic_scene = ds.semantic_descriptors.get(ssd) or Path(os.path.normpath(root / ssd))
 
     st = d.get("stage_instance")
     if isinstance(st, dict):

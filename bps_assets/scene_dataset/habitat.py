@@ -37,6 +37,7 @@ import numpy as np
 
 from ..errors import DatasetError
 from ..habitat_names import habitat_scene_name
+from ..json_input import parse_json as _parse_json
 from .model import MOTION_TYPES, ComposedScene, Instance, affine, frame_matrix, quat_wxyz_matrix
 from . import urdf as _urdf
 
@@ -73,12 +74,7 @@ def read_json(path: Path, cap: int = MAX_CONFIG_BYTES):
 
 
 def parse_json(path: Path, raw: bytes) -> dict:
-    try:
-        d = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise DatasetError(path, f"not valid JSON: {e}") from None
-    except RecursionError:
-        raise DatasetError(path, "not valid JSON: nested too deeply") from None
+    d = _parse_json(raw, path)
     if not isinstance(d, dict):
         raise DatasetError(path, "not a JSON object")
     return d
@@ -289,6 +285,31 @@ def _key(path: Path, root: Path) -> str:
     return rel.replace("../", "up__").replace("/", "__")
 
 
+def _entries(d: dict, key: str, path: Path) -> list[tuple[int, str, dict, str]]:
+    """``[(index, where, entry, template_name)]`` of one instance list of a scene instance."""
+    items = d.get(key) or []
+    if not isinstance(items, list):
+        raise DatasetError(path, f"{key} must be a list")
+    out = []
+    for i, inst in enumerate(items):
+        if not isinstance(inst, dict):
+            raise DatasetError(path, f"{key}[{i}]: not an object")
+        out.append((i, f"{key}[{i}]", inst, str(inst.get("template_name", ""))))
+    return out
+
+
+def _template_file(ds: DatasetConfig, table, tname: str, key: str, what: str, where: str, miss):
+    """(template, its file) or (template or None, None) after reporting what is missing."""
+    t = ds.lookup(table, tname)
+    f = _asset_path(t, key) if t else None
+    if t is None:
+        miss(f"{where} {tname}", tname, what, tname)
+    elif f is None or not f.is_file():
+        miss(f"{where} {tname}", tname, {"render_asset": "render_asset", "urdf_filepath": "URDF"}[key], f)
+        f = None
+    return t, f
+
+
 def read_scene_instance(ds: DatasetConfig, name: str, skip_missing: bool = False,
                         bounds=asset_bounds) -> ComposedScene:
     """The scene instance ``name`` of ``ds`` resolved (module docstring). ``bounds(path)``
@@ -336,21 +357,10 @@ def read_scene_instance(ds: DatasetConfig, name: str, skip_missing: bool = False
                 m = affine(scale=s) @ affine(_orientation(t.attrs, where, path))
                 sc.stage = Instance(t.name, sc.asset_index(_key(asset, root), asset), m, kind="stage")
 
-    objs = d.get("object_instances") or []
-    if not isinstance(objs, list):
-        raise DatasetError(path, "object_instances must be a list")
-    for i, inst in enumerate(objs):
-        where = f"object_instances[{i}]"
-        if not isinstance(inst, dict):
-            raise DatasetError(path, f"{where}: not an object")
-        tname = str(inst.get("template_name", ""))
-        t = ds.lookup(ds.objects, tname)
-        asset = _asset_path(t) if t else None
-        if t is None:
-            miss(f"{where} {tname}", tname, "object template", tname)
-            continue
-        if asset is None or not asset.is_file():
-            miss(f"{where} {tname}", tname, "render_asset", asset)
+    objs = _entries(d, "object_instances", path)
+    for i, where, inst, tname in objs:
+        t, asset = _template_file(ds, ds.objects, tname, "render_asset", "object template", where, miss)
+        if asset is None:
             continue
         rot, trans = _rotation(inst, where, path), _vec(inst, "translation", 3, [0, 0, 0], where, path)
         scale = _vec(t.attrs, "scale", 3, [1, 1, 1], where, path) * _scale(inst, where, path)
@@ -375,21 +385,9 @@ def read_scene_instance(ds: DatasetConfig, name: str, skip_missing: bool = False
         sc.instances.append(Instance(t.name, sc.asset_index(_key(asset, root), asset), m, "object",
                                      _motion(inst, "STATIC"), sid, cat, group=i))
 
-    aos = d.get("articulated_object_instances") or []
-    if not isinstance(aos, list):
-        raise DatasetError(path, "articulated_object_instances must be a list")
-    for i, inst in enumerate(aos):
-        where = f"articulated_object_instances[{i}]"
-        if not isinstance(inst, dict):
-            raise DatasetError(path, f"{where}: not an object")
-        tname = str(inst.get("template_name", ""))
-        t = ds.lookup(ds.articulated, tname)
-        up = _asset_path(t, "urdf_filepath") if t else None
-        if t is None:
-            miss(f"{where} {tname}", tname, "articulated object template", tname)
-            continue
-        if up is None or not up.is_file():
-            miss(f"{where} {tname}", tname, "URDF", up)
+    for i, where, inst, tname in _entries(d, "articulated_object_instances", path):
+        t, up = _template_file(ds, ds.articulated, tname, "urdf_filepath", "articulated object template", where, miss)
+        if up is None:
             continue
         rot, trans = _rotation(inst, where, path), _vec(inst, "translation", 3, [0, 0, 0], where, path)
         s = float(_vec(inst, "uniform_scale", 1, [1.0], where, path)[0]) * float(t.attrs.get("uniform_scale", 1.0))

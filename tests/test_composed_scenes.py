@@ -11,7 +11,6 @@ import dataclasses
 import json
 import math
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -33,40 +32,14 @@ needs_rcad = pytest.mark.skipif(not RCAD.is_dir(), reason="../shared/datasets/re
 needs_test = pytest.mark.skipif(not TEST0.is_file(), reason="../shared/datasets/habitat-sim-test-assets absent")
 
 
-def _box_room(path: Path, lo, hi) -> None:
-    """A floor and four walls (inward-facing) spanning the box lo..hi: the stand-in stage."""
-    from bps_assets.scene import Material, Mesh, SceneDocument
-    from bps_assets.writers.glb import write_glb
-
-    (x0, y0, z0), (x1, y1, z1) = lo, hi
-    quads = [[(x0, y0, z0), (x0, y0, z1), (x1, y0, z1), (x1, y0, z0)],            # floor, +Y up
-             [(x0, y0, z0), (x1, y0, z0), (x1, y1, z0), (x0, y1, z0)],
-             [(x0, y0, z1), (x0, y1, z1), (x1, y1, z1), (x1, y0, z1)],
-             [(x0, y0, z0), (x0, y1, z0), (x0, y1, z1), (x0, y0, z1)],
-             [(x1, y0, z0), (x1, y0, z1), (x1, y1, z1), (x1, y1, z0)]]
-    pos = np.array([p for q in quads for p in q], np.float32)
-    idx = np.array([[4 * k, 4 * k + 1, 4 * k + 2] for k in range(5)] + [[4 * k, 4 * k + 2, 4 * k + 3] for k in range(5)], np.uint32)
-    doc = SceneDocument(meshes=[Mesh(pos, idx, material=0)], materials=[Material(name="standin")])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_glb(doc, path)
-
-
-def _replicacad_copy(tmp: Path) -> Path:
+def _replicacad_copy(tmp: Path, scenes=None) -> Path:
     """ReplicaCAD with stand-in stages (the real ones are not public here): configs, objects,
     URDFs and navmeshes linked, each stage a box room sized from v3_sc0's navmesh bounds."""
     from bps_assets.nav.detour import read_detour_navmesh
+    from bps_assets.scene_dataset.standin import replicacad_with_standins
 
-    root = tmp / "replica_cad"
-    root.mkdir()
-    for d in ("configs", "objects", "urdf", "navmeshes", "navmeshes_default"):
-        os.symlink(RCAD / d, root / d)
-    shutil.copy(RCAD / "replicaCAD.scene_dataset_config.json", root)
-    lo, hi = read_detour_navmesh(RCAD / "navmeshes" / "v3_sc0_staging_00.navmesh").bounds
-    for sc in (RCAD / "configs" / "stages").glob("*.stage_config.json"):
-        asset = json.loads(sc.read_text())["render_asset"]
-        _box_room(Path(os.path.normpath(root / "configs" / "stages" / asset)),
-                  (lo[0] - 0.5, lo[1] - 0.05, lo[2] - 0.5), (hi[0] + 0.5, lo[1] + 2.5, hi[2] + 0.5))
-    return root / "replicaCAD.scene_dataset_config.json"
+    bounds = read_detour_navmesh(RCAD / "navmeshes" / "v3_sc0_staging_00.navmesh").bounds
+    return replicacad_with_standins(RCAD, tmp / "replica_cad", bounds, scenes)
 
 
 # ------------------------------------------------------------------------------ item 1: reading
@@ -302,9 +275,7 @@ def test_preprocess_replicacad_end_to_end_with_stand_in_stage(tmp_path):
     ds = datasets.load_dataset(str(cfg))
     assert "v3_sc0_staging_00" in ds.scene_files and len(ds.scene_files) == 91
     # two scenes sharing the object library (all 91 would take minutes here)
-    d = json.loads(cfg.read_text())
-    d["scene_instances"]["paths"][".json"] = [f"configs/scenes/v3_sc0_staging_0{k}.scene_instance.json" for k in (0, 1)]
-    cfg.write_text(json.dumps(d))
+    cfg = _replicacad_copy(tmp_path / "two", ["v3_sc0_staging_00", "v3_sc0_staging_01"])
     res = preprocess(cfg.parent, out, str(cfg), options=opts)
     assert res.ok, [r.error for r in res.scenes]
     man = json.loads((out / "manifest.json").read_text())
@@ -362,10 +333,7 @@ def test_preprocess_imports_the_scene_navmesh_instance(tmp_path):
     from bps_assets.nav.settings import DEFAULT_SETTINGS
     from bps_assets.pipeline.preprocess import PreprocessOptions, preprocess
 
-    cfg = _replicacad_copy(tmp_path)
-    d = json.loads(cfg.read_text())
-    d["scene_instances"]["paths"][".json"] = ["configs/scenes/v3_sc0_staging_00.scene_instance.json"]
-    cfg.write_text(json.dumps(d))
+    cfg = _replicacad_copy(tmp_path, ["v3_sc0_staging_00"])
     nav = dataclasses.replace(DEFAULT_SETTINGS, agent_radius=0.3)
     res = preprocess(cfg.parent, tmp_path / "out", str(cfg),
                      options=PreprocessOptions(in_process=True, skip_missing_assets=True, nav=nav))

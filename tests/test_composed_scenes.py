@@ -336,9 +336,21 @@ def test_preprocess_imports_the_scene_navmesh_instance(tmp_path):
     cfg = _replicacad_copy(tmp_path, ["v3_sc0_staging_00"])
     nav = dataclasses.replace(DEFAULT_SETTINGS, agent_radius=0.3)
     res = preprocess(cfg.parent, tmp_path / "out", str(cfg),
-                     options=PreprocessOptions(in_process=True, skip_missing_assets=True, nav=nav))
+                     options=PreprocessOptions(in_process=True, skip_missing_assets=True, nav=nav, episodes=5))
     assert res.ok, [r.error for r in res.scenes]
     man = json.loads((tmp_path / "out" / "manifest.json").read_text())
     e = man["scenes"]["v3_sc0_staging_00"]
     assert e["sources"]["navmesh"]["path"] == "navmeshes/v3_sc0_staging_00.navmesh"
     assert e["stats"]["navmesh_source"] == "imported", e["stats"].get("navmesh_note")
+    assert e["stats"]["episodes"] == 5          # PointNav episodes on a composed scene (item 4)
+    # ObjectNav goals and episodes from the flattened scene's objects (one per object instance)
+    from bps_assets.nav import load_navmesh
+    from bps_assets.nav.objectnav_episodes import objectnav_scene, semantic_scene
+
+    v, t, tri_object, table = semantic_scene(tmp_path / "out" / "scenes" / "v3_sc0_staging_00.bps")
+    assert set(np.unique(tri_object)) - {0} == set(table.ids.tolist())
+    mesh = load_navmesh(tmp_path / "out" / e["outputs"]["navmesh"]["path"])
+    ds = objectnav_scene(mesh, v, t, tri_object, table, "v3_sc0_staging_00", 4, 0,
+                         categories={"chair": 0, "sofa": 1, "table": 2, "tv_screen": 3})
+    assert len(ds.episodes) == 4
+    assert all(ep["object_category"] in ("chair", "sofa", "table", "tv_screen") for ep in ds.episodes)

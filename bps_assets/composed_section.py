@@ -128,6 +128,8 @@ def expand(scene, table: InstanceTable, want: list[str], read, motions=None):
     cache: dict[int, object] = {}
     parts = [(scene, np.eye(4), 0)]
     asset_want = [f for f in want if not f.startswith("object_") and f != "tri_object"]
+    if "object_aabb" in want and "positions" not in asset_want:  # boxes come from the assets' vertices
+        asset_want.append("positions")
     for i in keep:
         a = int(table.asset[i])
         if a not in cache:
@@ -241,18 +243,14 @@ def _semantics(out, parts, nt, want, table) -> None:
     out.object_category = np.array([table.category[gi[g]] for g in groups], np.int32)
     out.object_region = np.full(len(groups), -1, np.int32)
     out.object_source_ids = np.array([table.semantic[gi[g]] for g in groups], np.int64)
-    boxes = np.zeros((len(groups), 6), np.float32)
-    if out.positions is not None and out.indices is not None:
-        start = 0
-        lo = {g: np.full(3, np.inf) for g in groups}
-        hi = {g: np.full(3, -np.inf) for g in groups}
-        for (_, _, g), n in zip(parts, nt):
-            if g > 0 and n:
-                p = out.positions[out.indices[start:start + n].reshape(-1)]
-                lo[g], hi[g] = np.minimum(lo[g], p.min(0)), np.maximum(hi[g], p.max(0))
-            start += n
-        boxes = np.array([np.concatenate([lo[g], hi[g]]) if np.isfinite(lo[g]).all() else np.zeros(6)
-                          for g in groups], np.float32)
+    lo = {g: np.full(3, np.inf) for g in groups}
+    hi = {g: np.full(3, -np.inf) for g in groups}
+    for p, m, g in parts:   # each instance's box from its asset's vertices, placed
+        if g > 0 and p.positions is not None and len(p.positions):
+            w = p.positions.astype(np.float64) @ m[:3, :3].T + m[:3, 3]
+            lo[g], hi[g] = np.minimum(lo[g], w.min(0)), np.maximum(hi[g], w.max(0))
+    boxes = np.array([np.concatenate([lo[g], hi[g]]) if np.isfinite(lo[g]).all() else np.zeros(6)
+                      for g in groups], np.float32).reshape(-1, 6)
     out.object_aabb = boxes
     out.object_points = np.zeros((0, 3), np.float32)
     out.header["semantics"] = {

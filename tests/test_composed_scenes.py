@@ -354,3 +354,14 @@ def test_preprocess_imports_the_scene_navmesh_instance(tmp_path):
                          categories={"chair": 0, "sofa": 1, "table": 2, "tv_screen": 3})
     assert len(ds.episodes) == 4
     assert all(ep["object_category"] in ("chair", "sofa", "table", "tv_screen") for ep in ds.episodes)
+    # object boxes come from the assets even when positions are not asked for (preview's read)
+    from bps_assets.packed_scene import read_packed_scene
+    boxes = read_packed_scene(tmp_path / "out" / "scenes" / "v3_sc0_staging_00.bps",
+                              ["object_ids", "object_category", "object_aabb"]).object_aabb
+    assert np.allclose(boxes, table.aabb, atol=1e-5) and (boxes[:, 3:] > boxes[:, :3]).all()
+    # `preview --semantic` draws every object's footprint on the floor map (item 6)
+    png = tmp_path / "objects.png"
+    r = _run_cli("preview", str(tmp_path / "out" / e["outputs"]["navmesh"]["path"]), "-o", str(png),
+                 "--semantic", str(tmp_path / "out" / "scenes" / "v3_sc0_staging_00.bps"))
+    assert r.returncode == 0, r.stderr
+    assert png.stat().st_size > 1000 and f"{len(table)} objects" in r.stdout

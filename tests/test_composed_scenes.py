@@ -359,6 +359,26 @@ def test_preprocess_imports_the_scene_navmesh_instance(tmp_path):
     boxes = read_packed_scene(tmp_path / "out" / "scenes" / "v3_sc0_staging_00.bps",
                               ["object_ids", "object_category", "object_aabb"]).object_aabb
     assert np.allclose(boxes, table.aabb, atol=1e-5) and (boxes[:, 3:] > boxes[:, :3]).all()
+    # habitat-sim's recorded output: its navmesh of the real composed scene has holes where our
+    # STATIC floor objects (0.3-1.4 m tall: no walking over or under) stand; 1 m off, it does not
+    from bps_assets.scene_dataset.packing import read_composed
+    _, tab, _ = read_composed(tmp_path / "out" / "scenes" / "v3_sc0_staging_00.bps", ["positions"])
+    floor = float(mesh.bounds()[0][1] if callable(mesh.bounds) else mesh.bounds[0][1])
+
+    def navigable_fraction(dx, dz):
+        pts = []
+        for oid, box in zip(table.ids, table.aabb):
+            k = int(np.flatnonzero(tab.group == oid - 1)[0])
+            lo, hi = box[:3], box[3:]
+            if tab.header["kinds"][k] != "object" or lo[1] > floor + 0.15 or not floor + 0.3 < hi[1] < floor + 1.4:
+                continue
+            pts += [[x + dx, floor, z + dz] for x in np.linspace(lo[0] + 0.05, hi[0] - 0.05, 8)
+                    for z in np.linspace(lo[2] + 0.05, hi[2] - 0.05, 8)]
+        assert len(pts) >= 5 * 64   # tables, sofa, chairs, tv stand
+        return float(np.mean(mesh.is_navigable(np.array(pts))))
+
+    assert navigable_fraction(0, 0) == 0.0
+    assert min(navigable_fraction(dx, dz) for dx, dz in ((1, 0), (-1, 0), (0, 1), (0, -1))) > 0.1
     # `preview --semantic` draws every object's footprint on the floor map (item 6)
     png = tmp_path / "objects.png"
     r = _run_cli("preview", str(tmp_path / "out" / e["outputs"]["navmesh"]["path"]), "-o", str(png),

@@ -277,7 +277,7 @@ def test_preprocess_replicacad_end_to_end_with_stand_in_stage(tmp_path):
     # two scenes sharing the object library (all 91 would take minutes here)
     cfg = _replicacad_copy(tmp_path / "two", ["v3_sc0_staging_00", "v3_sc0_staging_01"])
     res = preprocess(cfg.parent, out, str(cfg), options=opts)
-    assert res.ok, [r.error for r in res.scenes]
+    assert res.ok, [r.error for r in res.results]
     man = json.loads((out / "manifest.json").read_text())
     e = man["scenes"]["v3_sc0_staging_00"]
     assert e["stats"]["skipped_instances"][0]["template"] == "frl_apartment_bike_02"
@@ -337,7 +337,7 @@ def test_preprocess_imports_the_scene_navmesh_instance(tmp_path):
     nav = dataclasses.replace(DEFAULT_SETTINGS, agent_radius=0.3)
     res = preprocess(cfg.parent, tmp_path / "out", str(cfg),
                      options=PreprocessOptions(in_process=True, skip_missing_assets=True, nav=nav, episodes=5))
-    assert res.ok, [r.error for r in res.scenes]
+    assert res.ok, [r.error for r in res.results]
     man = json.loads((tmp_path / "out" / "manifest.json").read_text())
     e = man["scenes"]["v3_sc0_staging_00"]
     assert e["sources"]["navmesh"]["path"] == "navmeshes/v3_sc0_staging_00.navmesh"
@@ -385,3 +385,35 @@ def test_preprocess_imports_the_scene_navmesh_instance(tmp_path):
                  "--semantic", str(tmp_path / "out" / "scenes" / "v3_sc0_staging_00.bps"))
     assert r.returncode == 0, r.stderr
     assert png.stat().st_size > 1000 and f"{len(table)} objects" in r.stdout
+
+
+def test_resume_redoes_a_composed_scene_when_an_object_changes(tmp_path):
+    """A rerun keeps an unchanged composed scene; changing an object's GLB (not the scene
+    instance file) redoes the scene and re-converts that asset."""
+    from bps_assets.pipeline.preprocess import PreprocessOptions, preprocess
+    from bps_assets.scene_dataset.standin import write_box_room
+
+    src = tmp_path / "src"
+    write_box_room(src / "stages" / "room.glb", (-3, 0, -3), (3, 2.5, 3))
+    write_box_room(src / "objects" / "crate.glb", (-0.3, 0, -0.3), (0.3, 0.6, 0.3))
+    (src / "stages" / "room.stage_config.json").write_text(json.dumps({"render_asset": "room.glb"}))
+    (src / "objects" / "crate.object_config.json").write_text(json.dumps({"render_asset": "crate.glb", "COM": [0, 0, 0]}))
+    (src / "scenes").mkdir()
+    (src / "scenes" / "s.scene_instance.json").write_text(json.dumps({
+        "stage_instance": {"template_name": "room"},
+        "object_instances": [{"template_name": "crate", "translation": [1, 0, 1], "motion_type": "STATIC"}]}))
+    cfg = src / "d.scene_dataset_config.json"
+    cfg.write_text(json.dumps({"stages": {"paths": {".json": ["stages"]}}, "objects": {"paths": {".json": ["objects"]}},
+                               "scene_instances": {"paths": {".json": ["scenes"]}}}))
+    out = tmp_path / "out"
+    opts = PreprocessOptions(in_process=True)
+    r1 = preprocess(src, out, str(cfg), options=opts)
+    assert r1.ok and r1.results[0].status == "ok"
+    assert "input:objects/crate.glb" in r1.results[0].entry["sources"]
+    assert preprocess(src, out, str(cfg), options=opts).results[0].status == "skipped"
+    write_box_room(src / "objects" / "crate.glb", (-0.4, 0, -0.4), (0.4, 0.9, 0.4), overwrite=True)
+    r3 = preprocess(src, out, str(cfg), options=opts)
+    assert r3.results[0].status == "ok" and r3.results[0].entry["stats"]["assets_converted"] == 1
+    from bps_assets.packed_scene import read_packed_scene
+    ps = read_packed_scene(out / "scenes" / "s.bps", ["positions", "object_ids", "object_aabb"])
+    assert np.allclose(ps.object_aabb[0], [0.6, 0, 0.6, 1.4, 0.9, 1.4], atol=2e-3)

@@ -211,6 +211,12 @@ def _sources(task: SceneTask, old: dict | None) -> dict[str, dict]:
     for role, p in (sem.files() if sem is not None else {}).items():
         rel = Path(os.path.normpath(Path(task.src.rel_scene).parent / os.path.relpath(p, task.src.scene.parent)))
         files[role] = (Path(p), rel.as_posix())
+    if task.src.rel_scene.endswith(".scene_instance.json"):  # a composed scene: every file it is made of
+        from ..scene_dataset.habitat import scene_inputs
+        root = Path(task.dataset).parent
+        for p in scene_inputs(task.dataset, task.src.name):
+            rel = Path(os.path.relpath(p, root)).as_posix()
+            files[f"input:{rel}"] = (p, rel)
     out = {}
     for role, (p, rel) in files.items():
         st = _stat(p)

@@ -298,10 +298,12 @@ def _entries(d: dict, key: str, path: Path) -> list[tuple[int, str, dict, str]]:
     return out
 
 
-def _template_file(ds: DatasetConfig, table, tname: str, key: str, what: str, where: str, miss):
+def _template_file(ds: DatasetConfig, table, tname: str, key: str, what: str, where: str, miss, inputs: set):
     """(template, its file) or (template or None, None) after reporting what is missing."""
     t = ds.lookup(table, tname)
     f = _asset_path(t, key) if t else None
+    if t is not None and Path(t.handle).is_file() and Path(t.handle).suffix == ".json":
+        inputs.add(Path(t.handle))
     if t is None:
         miss(f"{where} {tname}", tname, what, tname)
     elif f is None or not f.is_file():
@@ -325,6 +327,7 @@ def read_scene_instance(ds: DatasetConfig, name: str, skip_missing: bool = False
     root = ds.path.parent
     sc = ComposedScene(name, path)
     missing: list[dict] = []
+    inputs: set[Path] = {ds.path}
     lex = ds.lexicon()
     scene_origin = str(d.get("translation_origin", "")).lower()
 
@@ -359,7 +362,7 @@ def read_scene_instance(ds: DatasetConfig, name: str, skip_missing: bool = False
 
     objs = _entries(d, "object_instances", path)
     for i, where, inst, tname in objs:
-        t, asset = _template_file(ds, ds.objects, tname, "render_asset", "object template", where, miss)
+        t, asset = _template_file(ds, ds.objects, tname, "render_asset", "object template", where, miss, inputs)
         if asset is None:
             continue
         rot, trans = _rotation(inst, where, path), _vec(inst, "translation", 3, [0, 0, 0], where, path)
@@ -386,7 +389,7 @@ def read_scene_instance(ds: DatasetConfig, name: str, skip_missing: bool = False
                                      _motion(inst, "STATIC"), sid, cat, group=i))
 
     for i, where, inst, tname in _entries(d, "articulated_object_instances", path):
-        t, up = _template_file(ds, ds.articulated, tname, "urdf_filepath", "articulated object template", where, miss)
+        t, up = _template_file(ds, ds.articulated, tname, "urdf_filepath", "articulated object template", where, miss, inputs)
         if up is None:
             continue
         rot, trans = _rotation(inst, where, path), _vec(inst, "translation", 3, [0, 0, 0], where, path)
@@ -397,6 +400,7 @@ def read_scene_instance(ds: DatasetConfig, name: str, skip_missing: bool = False
         if isinstance(pose, dict):  # habitat also accepts {joint name: value}; order as written
             pose = list(pose.values())
         pose = _vec({"p": pose}, "p", len(pose), [], where, path) if pose else []
+        inputs.add(up)
         u = _urdf.read_urdf(up)
         visuals, skipped = _urdf.link_visuals(u, pose, s)
         if skipped:
@@ -411,6 +415,7 @@ def read_scene_instance(ds: DatasetConfig, name: str, skip_missing: bool = False
         for ln, mp, m in visuals:
             sc.instances.append(Instance(f"{tname}/{ln}", sc.asset_index(_key(mp, root), mp), base @ m,
                                          "articulated", _motion(inst, "STATIC"), sid, lex.get(sid, tname), group=len(objs) + i))
+    sc.inputs = sorted(inputs | {a.path for a in sc.assets})
     if missing:
         if not skip_missing:
             raise MissingAssetsError(path, missing)
@@ -434,3 +439,12 @@ def scene_files(config: str | os.PathLike) -> dict[str, tuple[str, str | None]]:
         out[name] = (os.path.relpath(p, root).replace(os.sep, "/"),
                      rel_nav.replace(os.sep, "/") if rel_nav and not rel_nav.startswith("..") else None)
     return out
+
+
+def scene_inputs(config: str | os.PathLike, name: str) -> list[Path]:
+    """Every file scene instance ``name`` is made from besides its own file (the dataset config,
+    template configs, render assets, URDFs and their meshes; the missing ones left out), without
+    reading any asset: what a resumed preprocess fingerprints."""
+    sc = read_scene_instance(read_dataset_config(config), name, skip_missing=True,
+                             bounds=lambda p: ((0.0, 0.0, 0.0), (0.0, 0.0, 0.0)))
+    return [p for p in sc.inputs if p.is_file()]

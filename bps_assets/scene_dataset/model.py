@@ -57,6 +57,7 @@ class ComposedScene:
     semantic_scene: Path | None = None
     notes: list[str] = field(default_factory=list)
     skipped: list[dict] = field(default_factory=list)   # instances dropped (--skip-missing-assets)
+    inputs: list[Path] = field(default_factory=list)    # config and URDF files read (resume fingerprints)
 
     def asset_index(self, key: str, path: Path) -> int:
         """The index of the asset ``key`` (added on first use)."""

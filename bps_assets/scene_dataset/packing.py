@@ -2,9 +2,9 @@
 its stage plus an instance table (docs/FORMAT.md 5.7); read one back unflattened.
 
 ``pack_scene(scene, dst, assets_dir)``: every asset not yet in ``assets_dir`` is converted
-there as ``KEY.bps`` (its own coordinates; an existing file is kept, so scenes sharing an
-object library convert each asset once per output folder, and parallel workers racing on one
-asset each write it atomically); the stage is converted with its transform applied and the
+there as ``KEY.bps`` (its own coordinates; an existing file converted from the same source bytes,
+by the sha256 in its header, is kept, so scenes sharing an object library convert each asset
+once per output folder, and parallel workers racing on one asset each write it atomically); the stage is converted with its transform applied and the
 instance table stored beside it. ``read_composed(path)``: ``(stage PackedScene, InstanceTable,
 [asset paths])`` for an instanced renderer; ``navmesh_triangles(path)``: the world-space
 triangles a navmesh is built from (stage, STATIC and KINEMATIC rigid objects, articulated
@@ -20,7 +20,7 @@ import numpy as np
 
 from .. import composed_section as cs
 from ..container import Container
-from ..errors import DatasetError
+from ..errors import BpsError, DatasetError
 from ..packed_scene import DEFAULTS, convert_file, convert_scene, read_packed_scene
 from .model import MOTION_TYPES, ComposedScene
 
@@ -39,11 +39,22 @@ def pack_assets(scene: ComposedScene, assets_dir: Path, options=DEFAULTS) -> lis
     for k, a in enumerate(scene.assets):
         dst = assets_dir / f"{a.key}{ASSET_SUFFIX}"
         made = False
-        if k in used and not dst.is_file():
+        if k in used and not _current(dst, a.path):
             convert_file(a.path, dst, _asset_options(options), overwrite=True, scene_id=a.key, semantic=None)
             made = True
         out.append({"key": a.key, "path": f"../assets/{dst.name}", "source": str(a.path), "converted": made})
     return out
+
+
+def _current(dst: Path, src: Path) -> bool:
+    """``dst`` exists and was converted from ``src`` as it is now (sha256 in its header)."""
+    from ..hashing import sha256_file
+    try:
+        with Container(dst, "SCEN") as c:
+            want = (c.header.get("source") or {}).get("sha256")
+    except (OSError, BpsError):
+        return False
+    return want == sha256_file(src)[0]
 
 
 def pack_scene(scene: ComposedScene, dst: str | os.PathLike, assets_dir: str | os.PathLike,

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 
-def write_box_room(path: str | os.PathLike, lo, hi) -> Path:
+def write_box_room(path: str | os.PathLike, lo, hi, overwrite: bool = False) -> Path:
     """Write a box room spanning ``lo``..``hi`` (floor at ``lo[1]``) to ``path`` (a GLB)."""
     from ..scene import Material, Mesh, SceneDocument
     from ..writers.glb import write_glb
@@ -29,7 +29,7 @@ def write_box_room(path: str | os.PathLike, lo, hi) -> Path:
     doc = SceneDocument(meshes=[Mesh(pos, idx, material=0)], materials=[Material(name="standin")])
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_glb(doc, path)
+    write_glb(doc, path, overwrite=overwrite)
     return path
 
 

@@ -417,3 +417,73 @@ def test_resume_redoes_a_composed_scene_when_an_object_changes(tmp_path):
     from bps_assets.packed_scene import read_packed_scene
     ps = read_packed_scene(out / "scenes" / "s.bps", ["positions", "object_ids", "object_aabb"])
     assert np.allclose(ps.object_aabb[0], [0.6, 0, 0.6, 1.4, 0.9, 1.4], atol=2e-3)
+
+
+def _tiny_composed(tmp_path) -> Path:
+    """A packed composed scene: a box room with two crates (generated, habitat layout)."""
+    from bps_assets.scene_dataset.packing import pack_scene
+    from bps_assets.scene_dataset.standin import write_box_room
+
+    src = tmp_path / "src"
+    write_box_room(src / "stages" / "room.glb", (-3, 0, -3), (3, 2.5, 3))
+    write_box_room(src / "objects" / "crate.glb", (-0.3, 0, -0.3), (0.3, 0.6, 0.3))
+    (src / "stages" / "room.stage_config.json").write_text(json.dumps({"render_asset": "room.glb"}))
+    (src / "objects" / "crate.object_config.json").write_text(json.dumps({"render_asset": "crate.glb", "COM": [0, 0, 0]}))
+    (src / "scenes").mkdir()
+    (src / "scenes" / "s.scene_instance.json").write_text(json.dumps({
+        "stage_instance": {"template_name": "room"},
+        "object_instances": [{"template_name": "crate", "translation": [1, 0, 1]},
+                             {"template_name": "crate", "translation": [-1, 0, 1], "non_uniform_scale": [-1, 1, 1]}]}))
+    cfg = src / "d.scene_dataset_config.json"
+    cfg.write_text(json.dumps({"stages": {"paths": {".json": ["stages"]}}, "objects": {"paths": {".json": ["objects"]}},
+                               "scene_instances": {"paths": {".json": ["scenes"]}}}))
+    sc = H.read_scene_instance(H.read_dataset_config(cfg), "s")
+    (tmp_path / "out" / "scenes").mkdir(parents=True)
+    dst = tmp_path / "out" / "scenes" / "s.bps"
+    pack_scene(sc, dst, tmp_path / "out" / "assets")
+    return dst
+
+
+def test_flattened_read_places_mirrored_instances_counter_clockwise(tmp_path):
+    from bps_assets.packed_scene import read_packed_scene
+    from bps_assets.scene_dataset.packing import read_composed
+
+    dst = _tiny_composed(tmp_path)
+    stage, table, paths = read_composed(dst)
+    flat = read_packed_scene(dst)
+    asset = read_packed_scene(paths[int(table.asset[0])])
+    n_s, n_a = len(stage.indices), len(asset.indices)
+    assert len(flat.indices) == n_s + 2 * n_a
+    # triangle normals of the mirrored copy equal the mirrored normals of the asset's triangles
+    def normals(p, i):
+        a, b, c = (p[i[:, k]].astype(np.float64) for k in range(3))
+        return np.cross(b - a, c - a)
+    src_n = normals(asset.positions, asset.indices) * [-1, 1, 1]
+    got_n = normals(flat.positions, flat.indices[n_s + n_a:].astype(np.int64))
+    assert np.allclose(got_n, src_n, atol=1e-5)
+    assert flat.header["counts"]["triangles"] == len(flat.indices)
+    assert list(flat.object_ids) == [1, 2] and flat.tri_object[:n_s].max() == 0
+
+
+@pytest.mark.parametrize("damage, section", [
+    (lambda h, a: a["instance_asset"].__setitem__(0, 7), "instance_asset"),
+    (lambda h, a: a["instance_transform"].__setitem__((0, 0, 0), np.nan), "instance_transform"),
+    (lambda h, a: a["instance_category"].__setitem__(0, 5), "instance_category"),
+    (lambda h, a: h["composed"]["assets"][1].__setitem__("path", "../../../etc/passwd"), "header"),
+    (lambda h, a: h["composed"].__setitem__("instances", 1 << 30), "header"),
+    (lambda h, a: h["composed"].__setitem__("instances", 3), "instance_asset"),
+])
+def test_damaged_instance_tables_are_typed_errors(tmp_path, damage, section):
+    from bps_assets.container import Container, SectionSpec, write_container
+    from bps_assets.errors import CorruptFileError
+    from bps_assets.packed_scene import read_packed_scene
+
+    dst = _tiny_composed(tmp_path)
+    with Container(dst, "SCEN") as c:
+        header = {k: v for k, v in c.header.items() if k != "sections"}
+        arrays = {n: np.array(c.read(n)) for n in c.sections}
+    damage(header, arrays)
+    write_container(dst, "SCEN", header, arrays, {n: SectionSpec("raw") for n in arrays}, overwrite=True)
+    with pytest.raises(CorruptFileError) as e:
+        read_packed_scene(dst)
+    assert section in str(e.value)

@@ -387,6 +387,24 @@ def test_preprocess_imports_the_scene_navmesh_instance(tmp_path):
     assert png.stat().st_size > 1000 and f"{len(table)} objects" in r.stdout
 
 
+def _crate_room(src: Path, objects: list[dict]) -> Path:
+    """A generated composed dataset: a 6 m box-room stage and a 0.6 m crate object placed by
+    ``objects`` in scene ``s``; returns its scene dataset config."""
+    from bps_assets.scene_dataset.standin import write_box_room
+
+    write_box_room(src / "stages" / "room.glb", (-3, 0, -3), (3, 2.5, 3))
+    write_box_room(src / "objects" / "crate.glb", (-0.3, 0, -0.3), (0.3, 0.6, 0.3))
+    (src / "stages" / "room.stage_config.json").write_text(json.dumps({"render_asset": "room.glb"}))
+    (src / "objects" / "crate.object_config.json").write_text(json.dumps({"render_asset": "crate.glb", "COM": [0, 0, 0]}))
+    (src / "scenes").mkdir()
+    (src / "scenes" / "s.scene_instance.json").write_text(json.dumps({
+        "stage_instance": {"template_name": "room"}, "object_instances": objects}))
+    cfg = src / "d.scene_dataset_config.json"
+    cfg.write_text(json.dumps({"stages": {"paths": {".json": ["stages"]}}, "objects": {"paths": {".json": ["objects"]}},
+                               "scene_instances": {"paths": {".json": ["scenes"]}}}))
+    return cfg
+
+
 def test_resume_redoes_a_composed_scene_when_an_object_changes(tmp_path):
     """A rerun keeps an unchanged composed scene; changing an object's GLB (not the scene
     instance file) redoes the scene and re-converts that asset."""
@@ -394,17 +412,7 @@ def test_resume_redoes_a_composed_scene_when_an_object_changes(tmp_path):
     from bps_assets.scene_dataset.standin import write_box_room
 
     src = tmp_path / "src"
-    write_box_room(src / "stages" / "room.glb", (-3, 0, -3), (3, 2.5, 3))
-    write_box_room(src / "objects" / "crate.glb", (-0.3, 0, -0.3), (0.3, 0.6, 0.3))
-    (src / "stages" / "room.stage_config.json").write_text(json.dumps({"render_asset": "room.glb"}))
-    (src / "objects" / "crate.object_config.json").write_text(json.dumps({"render_asset": "crate.glb", "COM": [0, 0, 0]}))
-    (src / "scenes").mkdir()
-    (src / "scenes" / "s.scene_instance.json").write_text(json.dumps({
-        "stage_instance": {"template_name": "room"},
-        "object_instances": [{"template_name": "crate", "translation": [1, 0, 1], "motion_type": "STATIC"}]}))
-    cfg = src / "d.scene_dataset_config.json"
-    cfg.write_text(json.dumps({"stages": {"paths": {".json": ["stages"]}}, "objects": {"paths": {".json": ["objects"]}},
-                               "scene_instances": {"paths": {".json": ["scenes"]}}}))
+    cfg = _crate_room(src, [{"template_name": "crate", "translation": [1, 0, 1], "motion_type": "STATIC"}])
     out = tmp_path / "out"
     opts = PreprocessOptions(in_process=True)
     r1 = preprocess(src, out, str(cfg), options=opts)
@@ -422,21 +430,9 @@ def test_resume_redoes_a_composed_scene_when_an_object_changes(tmp_path):
 def _tiny_composed(tmp_path) -> Path:
     """A packed composed scene: a box room with two crates (generated, habitat layout)."""
     from bps_assets.scene_dataset.packing import pack_scene
-    from bps_assets.scene_dataset.standin import write_box_room
 
-    src = tmp_path / "src"
-    write_box_room(src / "stages" / "room.glb", (-3, 0, -3), (3, 2.5, 3))
-    write_box_room(src / "objects" / "crate.glb", (-0.3, 0, -0.3), (0.3, 0.6, 0.3))
-    (src / "stages" / "room.stage_config.json").write_text(json.dumps({"render_asset": "room.glb"}))
-    (src / "objects" / "crate.object_config.json").write_text(json.dumps({"render_asset": "crate.glb", "COM": [0, 0, 0]}))
-    (src / "scenes").mkdir()
-    (src / "scenes" / "s.scene_instance.json").write_text(json.dumps({
-        "stage_instance": {"template_name": "room"},
-        "object_instances": [{"template_name": "crate", "translation": [1, 0, 1]},
-                             {"template_name": "crate", "translation": [-1, 0, 1], "non_uniform_scale": [-1, 1, 1]}]}))
-    cfg = src / "d.scene_dataset_config.json"
-    cfg.write_text(json.dumps({"stages": {"paths": {".json": ["stages"]}}, "objects": {"paths": {".json": ["objects"]}},
-                               "scene_instances": {"paths": {".json": ["scenes"]}}}))
+    cfg = _crate_room(tmp_path / "src", [{"template_name": "crate", "translation": [1, 0, 1]},
+                                         {"template_name": "crate", "translation": [-1, 0, 1], "non_uniform_scale": [-1, 1, 1]}])
     sc = H.read_scene_instance(H.read_dataset_config(cfg), "s")
     (tmp_path / "out" / "scenes").mkdir(parents=True)
     dst = tmp_path / "out" / "scenes" / "s.bps"

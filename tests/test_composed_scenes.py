@@ -506,3 +506,44 @@ def test_pointnav_runs_on_a_composed_dataset_through_make(tmp_path):
         assert torch.isfinite(obs["depth"]).all()
         obs = env.step(torch.full((2,), 2))[0]
     assert seen <= {0, 1, 2} and seen & {1, 2}
+
+
+def test_navmesh_bakes_static_objects_not_dynamic_ones(tmp_path):
+    """habitat's rule: a STATIC crate is an obstacle of the built navmesh, a DYNAMIC one is not
+    (it is still rendered: the flattened scene holds both)."""
+    from bps_assets import nav
+    from bps_assets.packed_scene import read_packed_scene
+    from bps_assets.scene_dataset.packing import navmesh_triangles
+
+    dst = tmp_path / "out" / "scenes" / "s.bps"
+    cfg = _crate_room(tmp_path / "src", [{"template_name": "crate", "translation": [1, 0, 1], "motion_type": "STATIC"},
+                                         {"template_name": "crate", "translation": [-1, 0, -1], "motion_type": "DYNAMIC"}])
+    from bps_assets.scene_dataset.packing import pack_scene
+    (tmp_path / "out" / "scenes").mkdir(parents=True)
+    pack_scene(H.read_scene_instance(H.read_dataset_config(cfg), "s"), dst, tmp_path / "out" / "assets")
+    v, t = navmesh_triangles(dst)
+    flat = read_packed_scene(dst, ["positions", "indices"])
+    crate = (len(flat.indices) - len(t))
+    assert crate > 0 and len(t) + crate == len(flat.indices)
+    mesh = nav.build_navmesh((v, t), nav.DEFAULT_SETTINGS)
+    ok = mesh.is_navigable(np.array([[1.0, 0.0, 1.0], [-1.0, 0.0, -1.0]]))
+    assert not ok[0] and ok[1]
+
+
+def test_initial_joint_pose_moves_links(tmp_path):
+    """A revolute joint at pi/2 about +Z and a prismatic one at 0.5 m (x uniform_scale 2): the
+    links land where the URDF rules put them (expected values by hand)."""
+    from bps_assets.scene_dataset.urdf import link_visuals, read_urdf
+
+    u = tmp_path / "r.urdf"
+    u.write_text('<robot name="r"><link name="base"/>'
+                 '<link name="arm"><visual><origin xyz="1 0 0"/><geometry><mesh filename="arm.glb"/></geometry></visual></link>'
+                 '<link name="slide"><visual><geometry><mesh filename="s.glb" scale="1 1 1"/></geometry></visual></link>'
+                 '<joint name="hinge" type="revolute"><origin xyz="0 0 1"/><parent link="base"/><child link="arm"/><axis xyz="0 0 1"/></joint>'
+                 '<joint name="rail" type="prismatic"><parent link="arm"/><child link="slide"/><axis xyz="1 0 0"/></joint></robot>')
+    vis, skipped = link_visuals(read_urdf(u), [math.pi / 2, 0.5], scale=2.0)
+    arm, slide = {ln: m for ln, _, m in vis}["arm"], {ln: m for ln, _, m in vis}["slide"]
+    # arm: joint origin (0,0,1)x2, rotated 90 deg about Z; its visual origin (1,0,0)x2 -> (0,2,0)
+    assert np.allclose(arm[:3, 3], [0, 2, 2]) and np.allclose(arm[:3, :3], rpy_matrix([0, 0, math.pi / 2]) * 2)
+    # slide: 0.5 m along the arm's X (now world +Y) x2
+    assert np.allclose(slide[:3, 3], [0, 1, 2]) and skipped == 0

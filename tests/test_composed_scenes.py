@@ -282,6 +282,11 @@ def test_preprocess_replicacad_end_to_end_with_stand_in_stage(tmp_path):
     e = man["scenes"]["v3_sc0_staging_00"]
     assert e["stats"]["skipped_instances"][0]["template"] == "frl_apartment_bike_02"
     assert e["stats"]["instances"] == 48
+    lib = {k: o for k, o in e["outputs"].items() if k.startswith("asset:")}
+    assert len(lib) == e["stats"]["assets"] and all(o["path"].startswith("assets/") for o in lib.values())
+    r = _run_cli("verify", str(out / "manifest.json"), "--deep")   # the asset library is checked too
+    files = sum(len(x["outputs"]) for x in man["scenes"].values())
+    assert r.returncode == 0 and f"{files} files" in r.stdout, r.stdout + r.stderr
     # each asset once for both scenes
     assets = sorted(p.name for p in (out / "assets").iterdir())
     assert len(assets) == len(set(assets))

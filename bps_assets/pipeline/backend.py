@@ -148,7 +148,7 @@ class Backend:
         st = pack_scene(sc, dst, dst.parent.parent / "assets", self._convert_options(dataset_name), overwrite=True)
         out = {"triangles": int(st.get("triangles_out", 0)), "texture_bytes": int(st.get("texture_bytes", 0)),
                "bytes_in": int(st.get("bytes_in", 0)), "instances": st["instances"], "assets": st["assets"],
-               "assets_converted": st["assets_converted"]}
+               "assets_converted": st["assets_converted"], "asset_files": st["asset_files"]}
         if sc.skipped:
             out["skipped_instances"] = sc.skipped
         if sc.notes:

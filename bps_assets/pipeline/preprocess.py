@@ -305,6 +305,8 @@ def process_scene(task: SceneTask) -> SceneResult:
         _check_scene(task, out_root, rels, stats)
         outputs = {"scene": _file_entry(out_root, rels["scene"], True),
                    "navmesh": _file_entry(out_root, rels["navmesh"], True)}
+        for rel in stats.pop("asset_files", None) or ():  # a composed scene's shared asset files
+            outputs[f"asset:{Path(rel).stem}"] = _file_entry(out_root, rel, True)
         if opts.episodes > 0:
             t = time.perf_counter()
             ep = task.backend.episodes(out_root / rels["navmesh"], name, task.dataset, opts.episodes,

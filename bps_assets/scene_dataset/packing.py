@@ -99,8 +99,10 @@ def pack_scene(scene: ComposedScene, dst: str | os.PathLike, assets_dir: str | o
     res = convert_scene(doc, dst, _asset_options(options), overwrite=overwrite, scene_id=scene.name,
                         source_info=info, extra=(cs.HEADER_KEY, header, arrays))
     st = dict(res.stats)
-    st.update(instances=len(inst), assets=len(entries), assets_converted=sum(e["converted"] for e in entries),
-              skipped_instances=len(scene.skipped))
+    used = sorted({inst[k].asset for k in range(len(inst))})
+    st.update(instances=len(inst), assets=len(used), assets_converted=sum(e["converted"] for e in entries),
+              skipped_instances=len(scene.skipped),
+              asset_files=[f"{assets_dir.name}/{Path(entries[k]['path']).name}" for k in used])
     return st
 
 

@@ -400,7 +400,8 @@ def _crate_room(src: Path, objects: list[dict]) -> Path:
     write_box_room(src / "stages" / "room.glb", (-3, 0, -3), (3, 2.5, 3))
     write_box_room(src / "objects" / "crate.glb", (-0.3, 0, -0.3), (0.3, 0.6, 0.3))
     (src / "stages" / "room.stage_config.json").write_text(json.dumps({"render_asset": "room.glb"}))
-    (src / "objects" / "crate.object_config.json").write_text(json.dumps({"render_asset": "crate.glb", "COM": [0, 0, 0]}))
+    (src / "objects" / "crate.object_config.json").write_text(json.dumps(
+        {"render_asset": "crate.glb", "COM": [0, 0, 0], "category": "crate"}))
     (src / "scenes").mkdir()
     (src / "scenes" / "s.scene_instance.json").write_text(json.dumps({
         "stage_instance": {"template_name": "room"}, "object_instances": objects}))
@@ -552,3 +553,31 @@ def test_initial_joint_pose_moves_links(tmp_path):
     assert np.allclose(arm[:3, 3], [0, 2, 2]) and np.allclose(arm[:3, :3], rpy_matrix([0, 0, math.pi / 2]) * 2)
     # slide: 0.5 m along the arm's X (now world +Y) x2
     assert np.allclose(slide[:3, 3], [0, 1, 2]) and skipped == 0
+
+
+def test_hssd_style_objectnav_files_map_onto_composed_scenes(tmp_path):
+    """ObjectNav v1 files whose scene ids name scene instances (HSSD's layout:
+    ``.../scenes/ID.scene_instance.json``, goals keyed by that basename) map onto the composed
+    scenes of a preprocessed config and check against their navmeshes."""
+    from bps_assets.nav import load_navmesh
+    from bps_assets.nav.objectnav_episodes import objectnav_scene, semantic_scene
+    from bps_assets.nav.objectnav_files import check_on_navmesh, write_objectnav_dataset
+    from bps_assets.pipeline.habitat_episodes import map_habitat_objectnav
+    from bps_assets.pipeline.preprocess import PreprocessOptions, preprocess
+
+    cfg = _crate_room(tmp_path / "src", [{"template_name": "crate", "translation": [1.5, 0, 1.5]},
+                                         {"template_name": "crate", "translation": [-1.5, 0, -1.5]}])
+    out = tmp_path / "out"
+    assert preprocess(cfg.parent, out, str(cfg), options=PreprocessOptions(in_process=True)).ok
+    man = json.loads((out / "manifest.json").read_text())["scenes"]["s"]
+    mesh = load_navmesh(out / man["outputs"]["navmesh"]["path"])
+    v, t, tri_object, table = semantic_scene(out / "scenes" / "s.bps")
+    sid = "hssd-hab/scenes/s.scene_instance.json"
+    ds = objectnav_scene(mesh, v, t, tri_object, table, sid, 3, 0, categories={"crate": 0})
+    assert len(ds.episodes) == 3 and len(ds.goals_by_category["s.scene_instance.json_crate"]) == 2
+    write_objectnav_dataset(tmp_path / "objectnav_hssd", "val", {"s": ds}, {"crate": 0})
+    mapped = map_habitat_objectnav(tmp_path / "objectnav_hssd" / "val", out / "manifest.json")
+    assert list(mapped.by_scene) == ["s"] and len(mapped.by_scene["s"]) == 3
+    assert all(len(mapped.objectnav.goals_of(e)) == 2 for e in mapped.by_scene["s"])
+    chk = check_on_navmesh(mapped.objectnav, mesh)
+    assert not any(chk.dropped.values())

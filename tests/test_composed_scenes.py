@@ -240,6 +240,10 @@ def test_a_million_instances_is_refused_before_parsing(tmp_path):
     finally:
         tracemalloc.stop()
     assert peak < 3 * len(raw)
+    raw = b'{"object_instances":[' + b",".join([b"{}"] * 1_000_000) + b"]}"   # no template names
+    ds = _tiny_dataset(tmp_path, raw)
+    with pytest.raises(DatasetError, match="exceed the cap"):
+        H.read_scene_instance(ds, "x")
 
 
 def test_urdf_cycle_is_a_typed_error(tmp_path):

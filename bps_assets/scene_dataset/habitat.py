@@ -106,6 +106,8 @@ class DatasetConfig:
 
     def lookup(self, table: dict[str, Template], name: str) -> Template | None:
         """habitat's lookup: exact handle, short name, path (relative to the config), substring."""
+        if not name:
+            return None
         if name in table:
             return table[name]
         by_name = [t for t in table.values() if t.name == name]
@@ -320,9 +322,11 @@ def read_scene_instance(ds: DatasetConfig, name: str, skip_missing: bool = False
     if path is None:
         raise DatasetError(ds.path, f"no scene instance named {name!r}")
     raw = read_json(path)
-    n = raw.count(b'"template_name"')  # before parsing: a huge file costs its bytes, not its objects
-    if n > MAX_INSTANCES:
-        raise DatasetError(path, f"{n} instances exceed the cap of {MAX_INSTANCES} per scene")
+    # before parsing: a huge file costs its bytes, not its objects (every instance names a
+    # template; an entry may hold up to 3 nested objects, e.g. user_defined)
+    n, objs = raw.count(b'"template_name"'), raw.count(b"{")
+    if n > MAX_INSTANCES or objs > 4 * MAX_INSTANCES:
+        raise DatasetError(path, f"{max(n, objs // 4)} instances exceed the cap of {MAX_INSTANCES} per scene")
     d = parse_json(path, raw)
     root = ds.path.parent
     sc = ComposedScene(name, path)

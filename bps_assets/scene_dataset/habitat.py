@@ -16,6 +16,8 @@ physics/RigidObject.cpp, sim/Simulator.cpp; see docs/PIPELINE.md "Composed scene
   whose own ``translation_origin`` is ``asset_local``): then it places the asset's origin.
 - stage: oriented and scaled at the world origin (habitat ignores its instance translation).
 - articulated object: its base link at ``translation`` / ``rotation``, links posed by ``urdf``.
+- motion type: the instance's ``motion_type`` (any case); unset, a rigid object is DYNAMIC (as
+  Bullet creates it) and an articulated object STATIC (its links are baked into navmeshes anyway).
 - semantic id: the object config's ``semantic_id``; category: the semantic lexicon's name for
   it, else the config's ``category`` / ``user_defined.category`` (HSSD), else "".
 Every missing template, stage, render asset, URDF and URDF mesh of a scene is collected into
@@ -180,9 +182,9 @@ def read_dataset_config(config: str | os.PathLike) -> DatasetConfig:
             suffix = SUFFIX[kind] if ext == ".json" else ext
             for pat in pats:
                 for p in _expand(base, pat, suffix, cfg):
-                    if kind == "articulated_objects" and ext == ".json":
-                        continue  # ao configs only add user data to a URDF of the same name
                     t = _template(p, {}, defaults, base)
+                    if kind == "articulated_objects" and ext == ".json" and "urdf_filepath" not in t.attrs:
+                        continue  # such an ao config only adds user data to the URDF of its name
                     if kind == "articulated_objects":
                         t.attrs.setdefault("urdf_filepath", p.name)
                     table[t.handle] = t
@@ -389,8 +391,9 @@ def read_scene_instance(ds: DatasetConfig, name: str, skip_missing: bool = False
         sid = int(t.attrs.get("semantic_id", 0) or 0)
         ud = t.attrs.get("user_defined") if isinstance(t.attrs.get("user_defined"), dict) else {}
         cat = lex.get(sid) or str(t.attrs.get("category") or ud.get("category") or "")
+        # unset: habitat-sim leaves a rigid object as created, DYNAMIC under Bullet physics
         sc.instances.append(Instance(t.name, sc.asset_index(_key(asset, root), asset), m, "object",
-                                     _motion(inst, "STATIC"), sid, cat, group=i))
+                                     _motion(inst, "DYNAMIC"), sid, cat, group=i))
 
     for i, where, inst, tname in _entries(d, "articulated_object_instances", path):
         t, up = _template_file(ds, ds.articulated, tname, "urdf_filepath", "articulated object template", where, miss, inputs)

@@ -1,29 +1,19 @@
 """Read a habitat scene dataset config and its scene instances into ``ComposedScene`` objects.
 
-Rules (habitat-sim's esp/metadata attribute managers, physics/PhysicsManager.cpp,
-physics/RigidObject.cpp, sim/Simulator.cpp; see docs/PIPELINE.md "Composed scenes"):
-- templates come from ``stages`` / ``objects`` / ``articulated_objects``: ``paths`` (per
-  extension, folders or globs relative to the dataset config; ``.json`` entries are
-  ``*.stage_config.json`` / ``*.object_config.json``, a ``.glb`` entry is a template whose
-  render asset is the file itself, ``.urdf`` entries are articulated objects), ``configs``
-  (``original_file`` + ``attributes`` overrides, or a new ``template_handle``) and
-  ``default_attributes`` (under every template). A path is relative to the file naming it.
-- a ``template_name`` is looked up as a handle, a config name, a path, then a substring.
-- rigid object: ``scale`` = config scale x ``uniform_scale`` x ``non_uniform_scale``; the asset
-  is oriented by its ``up`` / ``front``, scaled, then its origin is shifted by ``-scale x COM``
-  (``COM`` given) or to its box centre (not given); ``translation`` places that shifted origin
-  unless the object is COM-corrected (``translation_origin`` ``asset_local``, or unset in a scene
-  whose own ``translation_origin`` is ``asset_local``): then it places the asset's origin.
-- stage: oriented and scaled at the world origin (habitat ignores its instance translation).
-- articulated object: its base link at ``translation`` / ``rotation``, links posed by ``urdf``.
-- motion type: the instance's ``motion_type`` (any case); unset, a rigid object is DYNAMIC (as
-  Bullet creates it) and an articulated object STATIC (its links are baked into navmeshes anyway).
-- semantic id: the object config's ``semantic_id``; category: the semantic lexicon's name for
-  it, else the config's ``category`` / ``user_defined.category`` (HSSD), else "".
-Every missing template, stage, render asset, URDF and URDF mesh of a scene is collected into
-one ``MissingAssetsError`` (or dropped and listed in ``scene.skipped``); NaN / inf transforms,
-zero scales, more than ``MAX_INSTANCES`` instances (counted in the raw bytes before the JSON is
-parsed) and URDF cycles are DatasetErrors.
+Rules (read in habitat-sim's esp/metadata managers, physics/PhysicsManager.cpp, RigidObject.cpp,
+sim/Simulator.cpp; written out in docs/PIPELINE.md "Composed scenes"): templates from each
+section's ``paths`` / ``configs`` / ``default_attributes`` (paths relative to the file naming
+them), looked up by handle, name, path, then substring; a rigid object oriented by ``up`` /
+``front``, scaled (config x uniform x non-uniform), its origin moved to ``-scale x COM`` or its
+box centre, placed by ``translation`` (that point, or the asset origin when COM-corrected:
+``asset_local``) and ``rotation`` [w, x, y, z]; the stage oriented and scaled at the origin; an
+articulated object's links posed by ``urdf``; unset ``motion_type``: DYNAMIC (rigid, as Bullet
+creates it); semantic id from the config, category from the dataset's lexicon (else the
+config's ``category``). Every missing template / stage / render asset / URDF / URDF mesh of a
+scene is one ``MissingAssetsError`` (or dropped into ``scene.skipped``); NaN / inf transforms,
+zero scales, more than ``MAX_INSTANCES`` instances (counted in the raw bytes before parsing)
+and URDF cycles are DatasetErrors. ``default_lighting``, physics values, ``units_to_meters``
+and a stage's ``origin`` are ignored.
 """
 from __future__ import annotations
 

@@ -585,3 +585,22 @@ def test_hssd_style_objectnav_files_map_onto_composed_scenes(tmp_path):
     assert all(len(mapped.objectnav.goals_of(e)) == 2 for e in mapped.by_scene["s"])
     chk = check_on_navmesh(mapped.objectnav, mesh)
     assert not any(chk.dropped.values())
+
+
+def test_cli_missing_assets_fail_the_scene_unless_skipped(tmp_path):
+    """`preprocess` with a scene naming a missing object GLB: the scene fails naming the
+    instance and path (exit 1); `--skip-missing-assets` drops it and the manifest lists it."""
+    cfg = _crate_room(tmp_path / "src", [{"template_name": "crate", "translation": [1, 0, 1]},
+                                         {"template_name": "ghost", "translation": [0, 0, 0]}])
+    (tmp_path / "src" / "objects" / "ghost.object_config.json").write_text(json.dumps({"render_asset": "ghost.glb"}))
+    r = _run_cli("preprocess", str(cfg), "-o", str(tmp_path / "a"), "--in-process", "--no-progress")
+    assert r.returncode == 1
+    man = json.loads((tmp_path / "a" / "manifest.json").read_text())["scenes"]["s"]
+    assert man["status"] == "failed" and "MissingAssetsError" in man["error"]
+    assert "object_instances[1] ghost" in man["error"] and "ghost.glb" in man["error"]
+    r = _run_cli("preprocess", str(cfg), "-o", str(tmp_path / "b"), "--in-process", "--no-progress",
+                 "--skip-missing-assets")
+    assert r.returncode == 0, r.stderr[-1000:]
+    man = json.loads((tmp_path / "b" / "manifest.json").read_text())["scenes"]["s"]
+    assert [m["template"] for m in man["stats"]["skipped_instances"]] == ["ghost"]
+    assert man["stats"]["instances"] == 1

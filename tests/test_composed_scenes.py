@@ -604,3 +604,24 @@ def test_cli_missing_assets_fail_the_scene_unless_skipped(tmp_path):
     man = json.loads((tmp_path / "b" / "manifest.json").read_text())["scenes"]["s"]
     assert [m["template"] for m in man["stats"]["skipped_instances"]] == ["ghost"]
     assert man["stats"]["instances"] == 1
+
+
+def test_joint_pose_order_is_bullets_link_order(tmp_path):
+    """habitat-sim orders joint positions as Bullet numbers the links: depth first with siblings
+    by joint name (its URDF parser keeps joints in a name-sorted map), or the file's link order
+    with ``link_order: urdf_order``."""
+    from bps_assets.scene_dataset.urdf import link_poses, read_urdf
+
+    u = tmp_path / "r.urdf"
+    u.write_text('<robot name="r"><link name="base"/><link name="l1"/><link name="l2"/>'
+                 '<joint name="zeta" type="revolute"><parent link="base"/><child link="l1"/><axis xyz="0 1 0"/></joint>'
+                 '<joint name="alpha" type="revolute"><parent link="base"/><child link="l2"/><axis xyz="0 1 0"/></joint></robot>')
+    r = read_urdf(u)
+
+    def angle(poses, link):
+        m = dict(poses)[link]
+        return math.atan2(m[0, 2], m[0, 0])
+    tree = link_poses(r, [0.3, 0.7])
+    assert math.isclose(angle(tree, "l2"), 0.3) and math.isclose(angle(tree, "l1"), 0.7)
+    ordered = link_poses(r, [0.3, 0.7], link_order="urdf_order")
+    assert math.isclose(angle(ordered, "l1"), 0.3) and math.isclose(angle(ordered, "l2"), 0.7)

@@ -399,7 +399,8 @@ def read_scene_instance(ds: DatasetConfig, name: str, skip_missing: bool = False
         pose = _vec({"p": pose}, "p", len(pose), [], where, path) if pose else []
         inputs.add(up)
         u = _urdf.read_urdf(up)
-        visuals, skipped = _urdf.link_visuals(u, pose, s)
+        order = str(inst.get("link_order") or t.attrs.get("link_order") or "tree_traversal").lower()
+        visuals, skipped = _urdf.link_visuals(u, pose, s, "urdf_order" if order == "urdf_order" else "tree_traversal")
         if skipped:
             sc.notes.append(f"{where} {tname}: {skipped} primitive (non-mesh) link visual(s) not rendered")
         base = affine(rot, trans)

@@ -6,8 +6,9 @@ its root link and returns ``(link, mesh path, 4x4 link-visual -> object transfor
 habitat-sim's rules (esp/metadata/URDFParser.cpp, physics/bullet/BulletArticulatedObject.cpp):
 ``rpy`` is Rz(yaw) Ry(pitch) Rx(roll); a global (uniform) scale multiplies every joint and
 visual origin's translation and every mesh scale; joint positions default to 0 and an
-instance's ``initial_joint_pose`` sets them in tree order (depth first from the root, children
-in file order; revolute / continuous / prismatic take one value, spherical four, fixed none).
+instance's ``initial_joint_pose`` sets them in Bullet's link order (depth first from the root,
+siblings by joint name; ``link_order`` ``urdf_order``: links in file order); revolute,
+continuous, prismatic joints take one value, spherical four, fixed none.
 Only mesh visuals are rendered (primitive visuals are counted in ``skipped_visuals``). A link
 with two parents, a joint naming an unknown link, a cycle or several roots is a DatasetError;
 the walk is iterative, so a deep chain cannot exhaust the stack. Files are capped at 16 MiB.
@@ -128,11 +129,35 @@ def _tree(u: Urdf) -> tuple[str, dict[str, list[Joint]]]:
     return roots[0], children
 
 
-def link_poses(u: Urdf, joint_pose=(), scale: float = 1.0) -> list[tuple[str, np.ndarray]]:
-    """``[(link, 4x4 link -> object)]`` in tree order at ``joint_pose`` (missing values: 0)."""
+def _dof_offsets(u: Urdf, root: str, children: dict[str, list[Joint]], order: str) -> dict[str, int]:
+    """{joint name: index of its first value in a joint pose}: habitat-sim's (Bullet's) link
+    order, ``tree_traversal`` (default: depth first from the root, siblings by joint name, as
+    its parser keeps joints in a name-sorted map) or ``urdf_order`` (links as in the file)."""
+    if order == "urdf_order":
+        by_child = {j.child: j for j in u.joints}
+        seq = [by_child[ln] for ln in u.links if ln in by_child]
+    else:
+        seq, stack = [], [root]
+        while stack:
+            item = stack.pop()
+            if isinstance(item, Joint):
+                seq.append(item)
+                item = item.child
+            stack.extend(reversed(sorted(children[item], key=lambda j: j.name)))
+    out, k = {}, 0
+    for j in seq:
+        out[j.name] = k
+        k += DOF[j.type]
+    return out
+
+
+def link_poses(u: Urdf, joint_pose=(), scale: float = 1.0, link_order: str = "tree_traversal"
+               ) -> list[tuple[str, np.ndarray]]:
+    """``[(link, 4x4 link -> object)]`` at ``joint_pose`` (values in ``link_order``; missing: 0)."""
     root, children = _tree(u)
     q = [float(x) for x in joint_pose]
-    out, stack, qi = [], [(root, np.eye(4))], 0
+    first = _dof_offsets(u, root, children, link_order)
+    out, stack = [], [(root, np.eye(4))]
     while stack:
         link, m = stack.pop()
         out.append((link, m))
@@ -140,25 +165,24 @@ def link_poses(u: Urdf, joint_pose=(), scale: float = 1.0) -> list[tuple[str, np
         for j in children[link]:
             o = j.origin.copy()
             o[:3, 3] *= scale
-            n = DOF[j.type]
-            vals = q[qi:qi + n] + [0.0] * max(0, n - len(q[qi:qi + n]))
-            qi += n
+            n, k = DOF[j.type], first.get(j.name, 0)
+            vals = (q[k:k + n] + [0.0] * n)[:n]
             motion = np.eye(4)
             if j.type in ("revolute", "continuous") and vals[0]:
                 motion[:3, :3] = axis_angle_matrix(j.axis, vals[0])
             elif j.type == "prismatic" and vals[0]:
                 motion[:3, 3] = j.axis / np.linalg.norm(j.axis) * vals[0] * scale
             pending.append((j.child, m @ o @ motion))
-        stack.extend(reversed(pending))  # depth first, children in file order
+        stack.extend(reversed(pending))
     if len(out) != len(u.links):
         raise DatasetError(u.path, "links unreachable from the root (a joint cycle)")
     return out
 
 
-def link_visuals(u: Urdf, joint_pose=(), scale: float = 1.0):
+def link_visuals(u: Urdf, joint_pose=(), scale: float = 1.0, link_order: str = "tree_traversal"):
     """``([(link, mesh path, 4x4 mesh -> object)], skipped primitive visuals)``."""
     out, skipped = [], 0
-    for link, m in link_poses(u, joint_pose, scale):
+    for link, m in link_poses(u, joint_pose, scale, link_order):
         for v in u.links[link]:
             if not v.mesh:
                 skipped += 1

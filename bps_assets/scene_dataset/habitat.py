@@ -11,9 +11,8 @@ articulated object's links posed by ``urdf``; unset ``motion_type``: DYNAMIC (ri
 creates it); semantic id from the config, category from the dataset's lexicon (else the
 config's ``category``). Every missing template / stage / render asset / URDF / URDF mesh of a
 scene is one ``MissingAssetsError`` (or dropped into ``scene.skipped``); NaN / inf transforms,
-zero scales, more than ``MAX_INSTANCES`` instances (counted in the raw bytes before parsing)
-and URDF cycles are DatasetErrors. ``default_lighting``, physics values, ``units_to_meters``
-and a stage's ``origin`` are ignored.
+zero scales, more than ``MAX_INSTANCES`` instances (counted before parsing) and URDF cycles are
+DatasetErrors. Lighting, physics values, ``units_to_meters`` and stage ``origin`` are ignored.
 """
 from __future__ import annotations
 

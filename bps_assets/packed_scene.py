@@ -30,6 +30,7 @@ from .container import Container, SectionSpec, remove_stale_temps, write_contain
 from .errors import CorruptFileError, InputError, OutputExistsError
 from .hashing import sha256_file
 from . import semantic_section as _sem
+from . import composed_section as _comp
 from .scene import SceneDocument
 from .transforms import clean as t_clean
 from .transforms import frame as t_frame
@@ -222,8 +223,11 @@ def _scene_header(doc: SceneDocument, g, texset, counts: dict, options: ConvertO
 
 def convert_scene(doc: SceneDocument, dst: str | os.PathLike, options: ConvertOptions = DEFAULTS,
                   overwrite: bool = False, scene_id: str | None = None,
-                  source_info: dict | None = None, semantic=None) -> ConvertResult:
+                  source_info: dict | None = None, semantic=None, extra=None) -> ConvertResult:
     """Process ``doc`` (modified in place) and write the packed file ``dst`` atomically.
+
+    ``extra``: ``(header_key, header_object, arrays)`` stored beside the scene (a composed
+    scene's instance table, ``composed_section``).
 
     ``semantic``: an ``Annotation`` (in the source's frame) whose ids are transferred to the
     render triangles and stored as the semantic section (docs/FORMAT.md 5.6), or None."""
@@ -278,6 +282,10 @@ def convert_scene(doc: SceneDocument, dst: str | os.PathLike, options: ConvertOp
     header = _scene_header(doc, g, texset, counts, options, src, sid)
     if sem_header is not None:
         header[_sem.HEADER_KEY] = sem_header
+    if extra is not None:
+        header[extra[0]] = extra[1]
+        arrays.update(extra[2])
+        specs.update({k: SectionSpec("zstd", "shuffle", options.zstd_level) for k in extra[2]})
     quant = header["quantization"]
     try:  # the writer holds itself to the caps the reader enforces (docs/FORMAT.md 5.5)
         section_bounds(dst, header)
@@ -372,10 +380,12 @@ _LAYOUT = {
     "meshlet_tris": (("i8",), (2,)), "meshlet_spheres": (("f4",), (4,)),
     "chunk_meshlets": (("i8",), (2,)), "chunk_tris": (("i8",), (2,)), "chunk_spheres": (("f4",), (4,)),
     **_sem.LAYOUT,
+    **_comp.LAYOUT,
 }
 STORED_SECTIONS = tuple(_LAYOUT)  # the sections read_packed_scene reads (and checks) when present
 _DT_NAME = {np.dtype(np.uint8): "u1", np.dtype(np.uint16): "u2", np.dtype(np.uint32): "u4",
-            np.dtype(np.int32): "i4", np.dtype(np.int64): "i8", np.dtype(np.float32): "f4"}
+            np.dtype(np.int32): "i4", np.dtype(np.int64): "i8", np.dtype(np.float32): "f4",
+            np.dtype(np.float64): "f8"}
 # a file without a semantic section is read with these None (PointNav needs none of them)
 
 
@@ -517,7 +527,7 @@ def section_rows(path, header: dict) -> dict[str, int]:
     return {"positions_q": v, "uvs_q": v, "colors": v, "indices": t, "tri_material": t,
             "material_color": m, "material_texture": m, "tex_levels": n["texture_levels"],
             "meshlet_tris": k, "meshlet_spheres": k, "chunk_meshlets": c, "chunk_tris": c,
-            "chunk_spheres": c, **_sem.section_rows(path, header, t)}
+            "chunk_spheres": c, **_sem.section_rows(path, header, t), **_comp.section_rows(path, header)}
 
 
 def section_bounds(path, header: dict) -> dict[str, int]:
@@ -549,9 +559,11 @@ def check_declared_sizes(path, c: Container) -> None:
 
 
 def read_packed_scene(path: str | os.PathLike, sections: Iterable[str] | None = None,
-                      threads: int = 2, verify: bool = True) -> PackedScene:
+                      threads: int = 2, verify: bool = True, expand: bool = True) -> PackedScene:
     """Read a packed scene. ``sections``: field names to load (default all), e.g.
-    ``["positions", "indices"]``. Raises CorruptFileError naming the section on any damage."""
+    ``["positions", "indices"]``. Raises CorruptFileError naming the section on any damage.
+    A composed scene (docs/FORMAT.md 5.7) comes back flattened (its instances' assets placed
+    in world space) unless ``expand`` is False (then: the stage alone)."""
     path = os.fspath(path)
     want = list(_FIELD_SECTIONS) if sections is None else list(sections)
     for f in want:
@@ -611,6 +623,10 @@ def read_packed_scene(path: str | os.PathLike, sections: Iterable[str] | None = 
             setattr(out, f, raw[s])
     _check_ranges(path, out, n_v, n_t, secs)
     _sem.check(path, hdr, {f: getattr(out, f) for f in _sem.FIELDS})
+    if expand and _comp.HEADER_KEY in hdr:  # instances placed in world space (composed_section)
+        with Container(path, KIND) as c:
+            table = _comp.read_table(path, c)
+        out = _comp.expand(out, table, want, lambda p, s: read_packed_scene(p, s, threads, verify, False))
     return out
 
 

@@ -187,11 +187,18 @@ def info_cmd(file, as_json):
               "stored_length": s.stored_length, "raw_length": s.raw_length, "crc32": s.crc32}
              for s in sections.values()]
     per_cat = _objects_per_category(file) if kind == "SCEN" and "semantics" in header else None
+    insts = _instances(file) if kind == "SCEN" and "composed" in header else None
     if as_json:
         click.echo(json.dumps({"file": file, "kind": kind, "file_bytes": size, "header": header,
-                               "sections": table, **({"objects_per_category": per_cat} if per_cat else {})},
-                              indent=1))
+                               "sections": table, **({"objects_per_category": per_cat} if per_cat else {}),
+                               **({"instances": insts} if insts is not None else {})}, indent=1))
         return
+    if insts is not None:
+        click.echo(f"{file}: composed scene, {len(insts)} instances")
+        for i in insts:
+            t = i["transform"]
+            click.echo(f"  [{i['index']}] {i['name']:<40} {i['motion_type']:<9} sem {i['semantic_id']:<4} "
+                       f"{i['category'] or '-':<20} at ({t[0][3]:.3f}, {t[1][3]:.3f}, {t[2][3]:.3f})  {i['asset']}")
     click.echo(f"{file}: kind {kind}, {size} bytes, {len(table)} sections")
     for k, v in header.items():
         if k == "semantics" and per_cat is not None:
@@ -222,6 +229,20 @@ def info_cmd(file, as_json):
         click.echo(f"  {t['name']:<18} {t['dtype']:<5} {str(t['shape']):<16} {t['codec']:<5} "
                    f"{t['filter']:<13} {t['offset']:>10} {t['stored_length']:>10} {t['raw_length']:>10} "
                    f"{ratio:>6.2f}")
+
+
+def _instances(file) -> list[dict]:
+    """Per instance of a composed scene: asset, 4x4 world transform (habitat frame), semantic
+    id, category, motion type (docs/FORMAT.md 5.7)."""
+    from bps_assets.scene_dataset.packing import read_composed
+
+    _, t, _ = read_composed(file, ["positions"])
+    h = t.header
+    return [{"index": i, "name": h["names"][i], "kind": (h.get("kinds") or ["object"] * t.count)[i],
+             "asset": h["assets"][int(t.asset[i])]["path"], "transform": t.transform[i].tolist(),
+             "semantic_id": int(t.semantic[i]),
+             "category": h["categories"][int(t.category[i])] if t.category[i] >= 0 else "",
+             "motion_type": t.motion_type(i)} for i in range(t.count)]
 
 
 def _objects_per_category(file) -> dict:

@@ -115,6 +115,9 @@ def _source_and_dataset(src_root, dataset):
 @click.option("--strict", is_flag=True,
               help="Fail a scene whose .navmesh auto mode would replace by a built one (unreadable, "
                    "made for another agent or another scene).")
+@click.option("--skip-missing-assets", is_flag=True, default=DEFAULTS.skip_missing_assets,
+              help="Composed scenes: drop instances whose render asset, URDF mesh or template is "
+                   "missing (listed in the manifest) instead of failing the scene.")
 @nav_options
 @convert_options
 @click.option("--workers", type=click.IntRange(min=1), default=None,
@@ -131,7 +134,7 @@ def _source_and_dataset(src_root, dataset):
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a terminal).")
 def preprocess_cmd(src_root, out_root, dataset, split, subsets, navmesh, episodes, episode_seed, up, strict,
-                   workers, shard, require_all, overwrite, force, verify_kept, in_process, as_json, progress,
+                   skip_missing_assets, workers, shard, require_all, overwrite, force, verify_kept, in_process, as_json, progress,
                    **settings):
     """Convert every scene of a dataset split into packed scenes + navmeshes (+ episodes).
 
@@ -147,7 +150,8 @@ def preprocess_cmd(src_root, out_root, dataset, split, subsets, navmesh, episode
     opts = PreprocessOptions(navmesh=navmesh, episodes=episodes, episode_seed=episode_seed, workers=workers,
                              require_all=require_all, overwrite=overwrite, subsets=tuple(subsets) or None,
                              force=force, verify_kept=verify_kept, in_process=in_process, up=up, strict=strict,
-                             nav=nav_settings_given(settings), convert=convert_changes(settings))
+                             nav=nav_settings_given(settings), convert=convert_changes(settings),
+                             skip_missing_assets=skip_missing_assets)
     log = (lambda s: click.echo(s, err=True)) if as_json else click.echo
     src_root, dataset = _source_and_dataset(src_root, dataset)
     res = preprocess(src_root, out_root, dataset, split, opts, Shard.parse(shard), progress=progress, log=log)

@@ -61,7 +61,9 @@ class Backend:
     name = "bps"
 
     def __init__(self, convert_options=None, nav_settings=None, up: str | None = None,
-                 convert_changes: dict | None = None, force_up: bool = False):
+                 convert_changes: dict | None = None, force_up: bool = False,
+                 skip_missing_assets: bool = False):
+        self.skip_missing_assets = skip_missing_assets  # composed scenes: drop instances whose files are missing
         self.convert_options = convert_options
         self.nav_settings = nav_settings
         self.up = up
@@ -104,10 +106,13 @@ class Backend:
                 "convert": _asdict(self._convert_options(dataset_name)),
                 "nav": _asdict(self._nav_settings()),
                 "nav_import": "file" if self.nav_settings is None else "settings",
-                "episode_options": _asdict(EPISODE_DEFAULTS)}
+                "episode_options": _asdict(EPISODE_DEFAULTS),
+                **({"skip_missing_assets": True} if self.skip_missing_assets else {})}
 
     # -- work
     def convert(self, src: Path, dst: Path, scene_id: str, dataset_name: str) -> dict:
+        if str(src).endswith(".scene_instance.json"):  # a composed scene (scene_dataset)
+            return self._convert_composed(src, dst, scene_id, dataset_name)
         from .. import packed_scene
 
         from ..readers.semantic_files import read_annotation
@@ -135,6 +140,21 @@ class Backend:
                                "categories": st.get("semantic_categories", {}),
                                "warnings": {k[len("semantic_annotation_"):]: v for k, v in st.items()
                                             if k.startswith("semantic_annotation_")}}
+        return out
+
+    def _convert_composed(self, src: Path, dst: Path, scene_id: str, dataset_name: str) -> dict:
+        from ..scene_dataset.habitat import read_dataset_config, read_scene_instance
+        from ..scene_dataset.packing import pack_scene
+
+        sc = read_scene_instance(read_dataset_config(dataset_name), scene_id, self.skip_missing_assets)
+        st = pack_scene(sc, dst, dst.parent.parent / "assets", self._convert_options(dataset_name), overwrite=True)
+        out = {"triangles": int(st.get("triangles_out", 0)), "texture_bytes": int(st.get("texture_bytes", 0)),
+               "bytes_in": int(st.get("bytes_in", 0)), "instances": st["instances"], "assets": st["assets"],
+               "assets_converted": st["assets_converted"], "asset_files": st["asset_files"]}
+        if sc.skipped:
+            out["skipped_instances"] = sc.skipped
+        if sc.notes:
+            out["notes"] = sc.notes
         return out
 
     def navmesh(self, mode: str, packed: Path, detour_src: Path | None, dst: Path) -> dict:
@@ -168,8 +188,13 @@ class Backend:
 
         v, t, _ = scene_triangles(packed)   # the packed scene: in the habitat frame, and cleaned
         if mesh is None:
-            scan_checks.require_up_axis(v, t, _packed_up(packed), packed, settings.max_slope, self.force_up)
-            mesh = nav.build_navmesh((v, t), settings, source=packed.name)
+            from ..scene_dataset.packing import is_composed, navmesh_triangles
+
+            if is_composed(packed):   # the stage, STATIC objects and articulated links (habitat's rule)
+                mesh = nav.build_navmesh(navmesh_triangles(packed), settings, source=packed.name)
+            else:
+                scan_checks.require_up_axis(v, t, _packed_up(packed), packed, settings.max_slope, self.force_up)
+                mesh = nav.build_navmesh((v, t), settings, source=packed.name)
             source = "built"
         elif getattr(mesh, "island_indoor", None) is None and hasattr(mesh, "span_island"):
             from ..nav.indoor import island_indoor

@@ -333,13 +333,19 @@ def load_scan_folder(folder: str | os.PathLike) -> Dataset:
 
 
 def load_scene_dataset_config(config: str | os.PathLike) -> Dataset:
-    """The stages of a habitat scene dataset config as a ``Dataset`` (name: the config's
-    absolute path) whose split ``all`` holds every stage as a ``train`` scene; its source root
-    is the config's folder (``scene_dataset_config`` module)."""
+    """The scenes of a habitat scene dataset config as a ``Dataset`` (name: the config's
+    absolute path) whose split ``all`` holds every scene as a ``train`` scene: its scene
+    instances when it names any (composed scenes, ``scene_dataset.habitat.scene_files``), else
+    its stages (``scene_dataset_config`` module); its source root is the config's folder."""
     cfg = Path(config).expanduser().resolve()
     if not cfg.name.endswith(SCENE_DATASET_CONFIG_SUFFIX):
         raise DatasetError(cfg, f"not a habitat scene dataset config (*{SCENE_DATASET_CONFIG_SUFFIX})")
-    files, up = read_stages(cfg)
+    from ..scene_dataset.habitat import scene_files  # composed: the scene instances are the scenes
+
+    files = scene_files(cfg)
+    up = "y"
+    if not files:
+        files, up = read_stages(cfg)
     return Dataset(
         name=str(cfg), description=f"habitat scene dataset config {cfg.name}", up_axis=up,
         layout=Layout("./{scene}", "./{scene}.navmesh"), default_split=CONFIG_SPLIT,

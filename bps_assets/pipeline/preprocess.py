@@ -78,6 +78,7 @@ class PreprocessOptions:
     strict: bool = False
     nav: object | None = None  # NavSettings of built navmeshes (None: nav.DEFAULT_SETTINGS)
     convert: dict = field(default_factory=dict)  # ConvertOptions fields over the dataset's preset
+    skip_missing_assets: bool = False  # composed scenes: drop instances with missing files (listed in the manifest)
 
     def __post_init__(self):
         if self.up is not None and self.up not in UP_AXES:
@@ -211,6 +212,12 @@ def _sources(task: SceneTask, old: dict | None) -> dict[str, dict]:
     for role, p in (sem.files() if sem is not None else {}).items():
         rel = Path(os.path.normpath(Path(task.src.rel_scene).parent / os.path.relpath(p, task.src.scene.parent)))
         files[role] = (Path(p), rel.as_posix())
+    if task.src.rel_scene.endswith(".scene_instance.json"):  # a composed scene: every file it is made of
+        from ..scene_dataset.habitat import scene_inputs
+        root = Path(task.dataset).parent
+        for p in scene_inputs(task.dataset, task.src.name):
+            rel = Path(os.path.relpath(p, root)).as_posix()
+            files[f"input:{rel}"] = (p, rel)
     out = {}
     for role, (p, rel) in files.items():
         st = _stat(p)
@@ -307,6 +314,8 @@ def process_scene(task: SceneTask) -> SceneResult:
         _check_scene(task, out_root, rels, stats)
         outputs = {"scene": _file_entry(out_root, rels["scene"], True),
                    "navmesh": _file_entry(out_root, rels["navmesh"], True)}
+        for rel in stats.pop("asset_files", None) or ():  # a composed scene's shared asset files
+            outputs[f"asset:{Path(rel).stem}"] = _file_entry(out_root, rel, True)
         if opts.episodes > 0:
             t = time.perf_counter()
             ep = task.backend.episodes(out_root / rels["navmesh"], name, task.dataset, opts.episodes,
@@ -559,7 +568,7 @@ def preprocess(src_root, out_root, dataset: str = "gibson", split: str | None = 
         raise DatasetError(plan.src_root, f"{len(plan.missing)} scene(s) of split {split!r} are missing "
                                           f"({names}) and --require-all was given")
     backend = backend or Backend(up=options.up, nav_settings=options.nav, convert_changes=options.convert,
-                                 force_up=options.force)
+                                 force_up=options.force, skip_missing_assets=options.skip_missing_assets)
     settings = backend.settings(ds.name)
     settings["preprocess"] = {"navmesh": options.navmesh, "episodes": options.episodes,
                               "episode_seed": options.episode_seed}

@@ -1,0 +1,137 @@
+"""Write a ``ComposedScene``: each asset once into the dataset's asset library, the scene as
+its stage plus an instance table (docs/FORMAT.md 5.7); read one back unflattened.
+
+``pack_scene(scene, dst, assets_dir)``: every asset not yet in ``assets_dir`` is converted
+there as ``KEY.bps`` (its own coordinates; an existing file converted from the same source bytes,
+by the sha256 in its header, is kept, so scenes sharing an object library convert each asset
+once per output folder, and parallel workers racing on one asset each write it atomically); the stage is converted with its transform applied and the
+instance table stored beside it. ``read_composed(path)``: ``(stage PackedScene, InstanceTable,
+[asset paths])`` for an instanced renderer; ``navmesh_triangles(path)``: the world-space
+triangles a navmesh is built from (stage, STATIC and KINEMATIC rigid objects, articulated
+objects; DYNAMIC rigid objects are left out, as habitat-sim does).
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+
+import numpy as np
+
+from .. import composed_section as cs
+from ..container import Container
+from ..errors import BpsError, DatasetError
+from ..packed_scene import DEFAULTS, convert_file, convert_scene, read_packed_scene
+from .model import MOTION_TYPES, ComposedScene
+
+ASSET_SUFFIX = ".bps"
+
+
+def _asset_options(options):
+    return dataclasses.replace(options, dataset="generic", up="y")
+
+
+def pack_assets(scene: ComposedScene, assets_dir: Path, options=DEFAULTS) -> list[dict]:
+    """Convert the scene's assets missing from ``assets_dir``; ``[{key, path, source, converted}]``."""
+    assets_dir.mkdir(parents=True, exist_ok=True)
+    used = {i.asset for i in scene.instances}   # the stage lives in the scene file itself
+    out = []
+    for k, a in enumerate(scene.assets):
+        dst = assets_dir / f"{a.key}{ASSET_SUFFIX}"
+        made = False
+        if k in used and not _current(dst, a.path):
+            convert_file(a.path, dst, _asset_options(options), overwrite=True, scene_id=a.key, semantic=None)
+            made = True
+        out.append({"key": a.key, "path": f"../assets/{dst.name}", "source": str(a.path), "converted": made})
+    return out
+
+
+def _current(dst: Path, src: Path) -> bool:
+    """``dst`` exists and was converted from ``src`` as it is now (sha256 in its header)."""
+    from ..hashing import sha256_file
+    try:
+        with Container(dst, "SCEN") as c:
+            want = (c.header.get("source") or {}).get("sha256")
+    except (OSError, BpsError):
+        return False
+    return want == sha256_file(src)[0]
+
+
+def pack_scene(scene: ComposedScene, dst: str | os.PathLike, assets_dir: str | os.PathLike,
+               options=DEFAULTS, overwrite: bool = False) -> dict:
+    """Write the composed scene ``dst`` (and its missing assets); returns statistics."""
+    from ..readers import load
+
+    dst, assets_dir = Path(dst), Path(assets_dir)
+    if assets_dir.resolve().parent != dst.resolve().parent.parent:
+        raise DatasetError(dst, "the asset library must be the folder 'assets' beside the scene's folder")
+    if scene.stage is None:
+        raise DatasetError(scene.source, "the scene has no stage to pack (a stand-in stage is needed)")
+    entries = pack_assets(scene, assets_dir, options)
+    stage_path = scene.assets[scene.stage.asset].path
+    doc = load(stage_path)
+    m = scene.stage.transform
+    for mesh in doc.meshes:   # the stage in world space: the scene file's own geometry
+        mesh.positions = (mesh.positions.astype(np.float64) @ m[:3, :3].T + m[:3, 3]).astype(np.float32)
+        if mesh.normals is not None:
+            nrm = mesh.normals.astype(np.float64) @ np.linalg.inv(m[:3, :3])
+            nrm /= np.maximum(np.linalg.norm(nrm, axis=1, keepdims=True), 1e-12)
+            mesh.normals = nrm.astype(np.float32)
+        if np.linalg.det(m[:3, :3]) < 0:
+            mesh.indices = mesh.indices[:, ::-1].copy()
+    inst = scene.instances
+    cats = sorted({i.category for i in inst if i.category})
+    header = {"instances": len(inst), "assets": [{k: e[k] for k in ("key", "path", "source")} for e in entries],
+              "categories": cats, "names": [i.name for i in inst], "kinds": [i.kind for i in inst], "motion_types": list(MOTION_TYPES),
+              "stage": {"template": scene.stage.name, "source": str(stage_path),
+                        "transform": scene.stage.transform.tolist()},
+              "source": str(scene.source), "navmesh": str(scene.navmesh) if scene.navmesh else None,
+              "skipped": scene.skipped, "notes": scene.notes}
+    arrays = {
+        "instance_asset": np.array([i.asset for i in inst], np.int32),
+        "instance_transform": np.array([i.transform for i in inst], np.float64).reshape(-1, 4, 4),
+        "instance_semantic": np.array([i.semantic_id for i in inst], np.int32),
+        "instance_category": np.array([cats.index(i.category) if i.category else -1 for i in inst], np.int32),
+        "instance_motion": np.array([MOTION_TYPES.index(i.motion_type) for i in inst], np.uint8),
+        "instance_group": np.array([max(i.group, 0) for i in inst], np.int32),
+    }
+    info = {"path": str(scene.source), "format": "habitat-scene-instance"}
+    res = convert_scene(doc, dst, _asset_options(options), overwrite=overwrite, scene_id=scene.name,
+                        source_info=info, extra=(cs.HEADER_KEY, header, arrays))
+    st = dict(res.stats)
+    used = sorted({inst[k].asset for k in range(len(inst))})
+    st.update(instances=len(inst), assets=len(used), assets_converted=sum(e["converted"] for e in entries),
+              skipped_instances=len(scene.skipped),
+              asset_files=[f"{assets_dir.name}/{Path(entries[k]['path']).name}" for k in used])
+    return st
+
+
+def read_composed(path: str | os.PathLike, sections=None):
+    """``(stage, InstanceTable, [asset file paths])`` of a composed scene file, not flattened."""
+    stage = read_packed_scene(path, sections, expand=False)
+    with Container(path, "SCEN") as c:
+        table = cs.read_table(path, c)
+    return stage, table, [cs.asset_path(path, a) for a in table.header["assets"]]
+
+
+def is_composed(path: str | os.PathLike) -> bool:
+    """True when ``path`` is a packed scene with an instance table."""
+    with Container(path, "SCEN") as c:
+        return cs.HEADER_KEY in c.header
+
+
+NAVMESH_MOTIONS = ("STATIC", "KINEMATIC")
+
+
+def navmesh_triangles(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:
+    """(vertices f64 [V,3], triangles i64 [T,3]) of what a navmesh is built from: the stage,
+    non-DYNAMIC rigid objects and every articulated object's links (habitat bakes those in)."""
+    stage, table, _ = read_composed(path, ["positions", "indices"])
+    kinds = table.header.get("kinds") or ["object"] * table.count
+    keep = [i for i in range(table.count)
+            if table.motion_type(i) in NAVMESH_MOTIONS or kinds[i] == "articulated"]
+    sub = dataclasses.replace(table, **{f: getattr(table, f)[keep] for f in
+                                        ("asset", "transform", "semantic", "category", "motion", "group")})
+    flat = cs.expand(stage, sub, ["positions", "indices"],
+                     lambda p, s: read_packed_scene(p, s, expand=False))
+    return flat.positions.astype(np.float64), flat.indices.astype(np.int64)

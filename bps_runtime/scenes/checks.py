@@ -87,10 +87,9 @@ def check_navmesh(source, nav, header: dict) -> None:
     from bps_assets.nav.validate import header_bounds, require_navmesh_fit
 
     path = source.navmesh_path
-    if hasattr(nav, "origin") and hasattr(nav, "height"):
-        check_values(nav, path)
+    check_values(nav, path)
     exp = source.expected
-    built_from = getattr(nav, "source", "") or ""
+    built_from = nav.source
     if exp is not None and built_from and habitat_scene_name(built_from) in exp.other_stems:
         raise CorruptFileError(path, f"header: built from {built_from!r}, another scene's file, not "
                                      f"scene {source.scene_id!r}'s: replaced by another scene's navmesh?")

@@ -172,13 +172,6 @@ class SceneLoader:
         self.stage[source.scene_id] = "queued behind other loads"
         return self._pool.submit(self._load, source, reserve, quiet)
 
-    def load(self, source: SceneSource, reserve=None) -> LoadedScene:
-        """Synchronous load that raises instead of returning a LoadFailure (tools, tests)."""
-        res = self._load(source, reserve, quiet=True)
-        if isinstance(res, LoadFailure):
-            raise res.error
-        return res
-
     def _enter_stage(self, scene_id: str, stage: str) -> None:
         """The load of ``scene_id`` begins ``stage`` (loader thread)."""
         self.stage[scene_id] = stage

@@ -104,11 +104,11 @@ class SceneCache:
     def start(self, prepare: Callable | None = None, refuse: bool = False) -> None:
         """Build the loader, start the first loads and wait for every slot's first scene (not
         counted as a wait). ``prepare(scene_id, navmesh)``, when given, ends every load on its
-        loader thread; its result is the arriving scene's ``prepared``. ``refuse``: a start-up load that fails raises its error here instead of quarantining the
-        scene (``make()``: nothing has run yet, so a bad scene is cheapest to fix now). A
-        ``budget_bytes`` that cannot hold the slots' first scenes, plus one more to swap in when
-        there are more scenes than slots, is a ConfigError naming the bytes they need (measured
-        on those loads)."""
+        loader thread; its result is the arriving scene's ``prepared``. ``refuse``: a start-up
+        load that fails raises its error here instead of quarantining the scene (``make()``:
+        nothing has run yet, so a bad scene is cheapest to fix now). A ``budget_bytes`` that
+        cannot hold the slots' first scenes, plus one more to swap in when there are more scenes
+        than slots, is a ConfigError naming the bytes they need (measured on those loads)."""
         if self._started:
             return
         self._started = True

@@ -283,7 +283,8 @@ class SlotScheduler:
         """Give back one reference per entry; scenes nothing uses leave."""
         r = scene_indices
         if r.min() < 0 or r.max() >= self.capacity:
-            raise ConfigError(None, f"scene indices must be in [0, {self.capacity}), got {int(r.min())}..{int(r.max())}")
+            raise ConfigError(None, f"scene indices must be in [0, {self.capacity}), "
+                                    f"got {int(r.min())}..{int(r.max())}")
         np.subtract.at(self.refs, r, 1)
         if (self.refs < 0).any():
             np.maximum(self.refs, 0, out=self.refs)

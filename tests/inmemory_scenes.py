@@ -17,6 +17,7 @@ from bps_runtime.env.env import BatchNavEnv
 from bps_runtime.render import RenderOptions, build_shading_data, make_renderer
 from bps_assets.errors import ConfigError
 from bps_runtime.env.world import World
+from bps_runtime.scenes.residency import Residency
 
 
 def _box(x0, z0, x1, z1, y0, y1):
@@ -128,28 +129,27 @@ class StaticScenes:
         self._scenes, self.renderer = scenes, renderer
         self.names = [s[0] for s in scenes]
         self.capacity = len(scenes)
-        self._events = []
+        self.residency = Residency()
         self.loading, self.swaps_requested = False, 0
 
-    def start(self, prepare=None, refuse=False):
-        """Renderer + navigation of every scene (two threads), then one "arrived" event each
-        (a failure raises: these scenes are all there is)."""
-        from concurrent.futures import ThreadPoolExecutor
+    def add_listener(self, listener):
+        self.residency.add(listener)
 
-        from bps_runtime.scenes.cache import SceneEvent
+    def start(self, prepare=None, refuse=False):
+        """Renderer accel + navigation of every scene (two threads), then each scene's arrival
+        told to the listeners (a failure raises: these scenes are all there is)."""
+        from concurrent.futures import ThreadPoolExecutor
 
         def load(i):
             name, shading, positions, indices, navmesh = self._scenes[i]
-            self.renderer.attach(i, shading, self.renderer.prepare(shading, positions, indices))
-            return SimpleNamespace(scene_id=name, prepared=prepare(name, navmesh) if prepare else None)
+            return SimpleNamespace(scene_id=name, shading=shading, semantics=None,
+                                   accel=self.renderer.prepare(shading, positions, indices),
+                                   prepared=prepare(name, navmesh) if prepare else None)
 
         with ThreadPoolExecutor(2, thread_name_prefix="bps-static-load") as pool:
             loaded = [f.result() for f in [pool.submit(load, i) for i in range(len(self._scenes))]]
-        self._events = [SceneEvent("arrived", i, sc) for i, sc in enumerate(loaded)]
-
-    def take_events(self):
-        out, self._events = self._events, []
-        return out
+        for i, sc in enumerate(loaded):
+            self.residency.arrived(i, sc)
 
     def assign_next(self, env_ids):
         return np.asarray(env_ids) % len(self._scenes)

@@ -3,8 +3,9 @@
 ``World`` answers what the env's host side asks between fused steps: the scene index of each
 queued episode (``next_scenes``, holding a reference until ``release_scenes``), scene ids, why
 anything waited, and the batch render. Each scene's navigation is prepared where it is loaded
-(``ScenePreparation`` on the loader thread); the world publishes it under its scene index when
-the manager announces the arrival (``take_events``) and drops it when the scene leaves.
+(``ScenePreparation`` on the loader thread); the renderer, the navigation buffers, the episode
+supply and the category table follow arrivals and departures as residency listeners
+(``scenes.residency``), registered here.
 ``build_world`` assembles one from a manifest; ``make_scene_manager`` the scene cache.
 """
 from __future__ import annotations
@@ -20,6 +21,7 @@ from ..nav.buffers import FieldWorker, NavBuffers, SceneNav
 from ..episodes.files import resolve_episodes
 from ..episodes import make_supply
 from ..episodes.supply import EpisodeSupply
+from ..scenes.residency import Listener, renderer_listener
 from ..tasks import module_for
 
 
@@ -44,10 +46,9 @@ class ScenePreparation:
 class World:
     """Scenes + renderer + navigation buffers + episode supply, for one env.
 
-    Calls go one way: the env calls the world, the world the scene manager, the navigation
-    buffers and the episode supply; the manager's loads end with ``ScenePreparation`` (given to
-    it, it knows no world), and the world publishes what arrived and drops what left from the
-    manager's events (``take_events``), on the simulator thread between steps.
+    Calls go one way: the env calls the world, the world the scene manager; the manager's loads
+    end with ``ScenePreparation`` (given to it, it knows no world), and it tells the listeners
+    registered here of each arrival and departure, on the simulator thread between steps.
     """
 
     def __init__(self, scenes, renderer, *, device, supply: EpisodeSupply, worker: FieldWorker,
@@ -68,28 +69,23 @@ class World:
             from ..render.semantic import CategoryTable
 
             self.category_table = CategoryTable(scenes.capacity, str(self.device), vocabulary=mpcat40())
+        self._listen()
         try:   # make(): a start-up scene that fails refuses the run; later ones are quarantined
             scenes.start(ScenePreparation(self.nav, supply), refuse=True)
         except BaseException:
             self.close()
             raise
-        self._publish()
 
-    def _publish(self):
-        """Apply the scene manager's events: arrived scenes' navigation and episodes published
-        under their scene index, departed ones dropped."""
-        for ev in self.scenes.take_events():
-            if ev.kind == "left":
-                self.episodes.scene_left(ev.scene_index)
-                self.nav.unpublish(ev.scene_index)
-                if self.category_table is not None:
-                    self.category_table.clear(ev.scene_index)
-            else:
-                if self.category_table is not None:
-                    self.category_table.set(ev.scene_index, getattr(ev.scene, "semantics", None))
-                scene, st = ev.scene.prepared
-                self.episodes.register(ev.scene_index, st)
-                self.nav.publish(ev.scene_index, scene, st.fields)
+    def _listen(self):
+        """Residency listeners: the renderer, the episode supply, the navigation (an arrival
+        publishes its prepared ``SceneNav`` and fields; the supply gives its rows back before
+        the navigation frees them), the category table."""
+        nav, eps, table, add = self.nav, self.episodes, self.category_table, self.scenes.add_listener
+        add(renderer_listener(self.renderer))
+        add(Listener(lambda i, sc: eps.register(i, sc.prepared[1]), eps.scene_left))
+        add(Listener(lambda i, sc: nav.publish(i, sc.prepared[0], sc.prepared[1].fields), nav.unpublish))
+        if table is not None:
+            add(Listener(lambda i, sc: table.set(i, sc.semantics), table.clear))
 
     def _report(self) -> bool:
         rep = self.scenes.take_report()
@@ -102,13 +98,11 @@ class World:
         reference until ``release_scenes``) and whether that waited for a load."""
         idx = np.asarray(self.scenes.assign_next(np.asarray(env_ids, np.int64)), np.int64)
         waited = self._report()
-        self._publish()
         return idx, waited
 
     def release_scenes(self, scene_indices: np.ndarray):
         """Episodes in these scene indices have ended (one reference each)."""
         self.scenes.release_scenes(np.asarray(scene_indices, np.int64))
-        self._publish()
 
     def after_step(self, group: int) -> bool:
         """After group ``group``'s step: a round ends with group 0 (the scene manager's clock and
@@ -117,7 +111,6 @@ class World:
             return False
         self.scenes.after_round()
         waited = self._report()
-        self._publish()
         return waited
 
     def take_wait_reasons(self) -> list[str]:

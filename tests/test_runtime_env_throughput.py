@@ -139,3 +139,25 @@ def test_bench_agent_option_runs_a_task_with_another_agent():
     assert bench._task(bench.BenchOptions(task="imagenav")) == "imagenav"
     with pytest.raises(ConfigError, match="RADIUS,HEIGHT"):
         bench._task(bench.BenchOptions(agent="0.18"))
+
+
+def test_bench_is_a_measurement_unless_check(manifest, monkeypatch):  # noqa: F811
+    """Issue 35 item 10: a missed goal says the bench is a measurement (exit 0); --check exits 1.
+    The run is real; one measured value (a step that waited for a load) is set so a goal fails."""
+    from click.testing import CliRunner
+
+    from cli.main import main
+
+    real = bench.summarize
+    monkeypatch.setattr(bench, "summarize", lambda raw, o: dict(real(raw, o), waited_steps=3))
+    args = ["bench", str(manifest), "--num-envs", "4", "--steps", "4", "--scenes", "1", "--resolution", "16",
+            "--threads", "1", "--count-steps", "0", "--split", "train"]
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 0, r.output
+    assert "steps that waited for a load: 3 (goal == 0: FAIL)" in r.output
+    last = r.output.strip().splitlines()[-1]
+    assert "missed (FAIL)" in last and "a measurement" in last and "--check" in last, last
+    r = CliRunner().invoke(main, args + ["--check"])
+    assert r.exit_code == 1 and "--check, exit status 1" in r.output
+    assert bench.missed_goals(["x (goal >= 0.95: PASS)", "y (goal == 0: FAIL)", "z (goal <= 1.15: n/a)"]) == \
+        ["y (goal == 0: FAIL)"]

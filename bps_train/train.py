@@ -477,6 +477,7 @@ def evaluate(args) -> dict:
     env = make_envs(args, args.eval_split, n, args.seed + 10_000, source, double_buffer=False)
     if recorder is not None:
         recorder.goals_for = env.episode_goals   # each video's goal (ObjectNav's objects, ImageNav's image)
+        recorder.action_names = env.ACTIONS
     k_actions = env.num_actions
     if args.eval_episodes_file:
         want = min(want, sum(len(v) for v in env.world.episodes.episodes_by_scene.values()))
@@ -505,7 +506,7 @@ def evaluate(args) -> dict:
                 obs, reward, done, info = env.step(action.to(env.device))
                 frames += n
                 if recorder is not None:
-                    recorder.step(obs, done, info)
+                    recorder.step(obs, done, info, actions=action)
                 done = done.to(device)
                 prev = torch.where(done, torch.full_like(action, -1), action.to(device))
                 not_done = ~done

@@ -1,20 +1,17 @@
 """Episode videos over any bps_runtime env, drawn from its public API (habitat's generate_video).
 
 ``EpisodeRecorder`` watches envs of a running env: call ``reset(obs, info)`` after ``env.reset()``
-(``info = env.last_info``), ``step(obs, done, info)`` after each ``step``/``recv``, ``close()`` at
-the end. It keeps each watched env's sensors, pose and ``distance_to_goal``; when an episode
-ends (``done``: the observation is then the next episode's first, as in habitat-baselines) a
-background thread draws one frame per step taken (L actions, L frames) and writes
-``DIR/episode=ID-scene=S-success=..-spl=..mp4`` and a ``.json`` of positions (a ``bps-assets
-preview --agent-path`` input). A frame: the sensors side by side (scaled by a whole factor:
-exact copies of the observations; ImageNav's goal image after them), the top-down map of the
-agent's floor (goal, shortest path, path so far, agent) over the frame's full height, and under
-the sensors a strip with the step, the goal (ObjectNav's category), the distance to it, the
-action taken from this frame (``step(..., actions=)``) and, last, success and SPL
-(``info["episode"]``). The goal: ``goals_for(env ids)``
-(``env.episode_goals``: the goal point, ImageNav's heading, ObjectNav's goal objects and view
-points, drawn by ``topdown.draw_episode`` as ``bps-assets preview --episodes`` draws them), else
-PointNav's first ``pointgoal`` inverted (at the agent's y), else none.
+(``info = env.last_info``), ``step(obs, done, info, actions=)`` after each ``step``/``recv``,
+``close()`` at the end. When an episode ends (``done``: the observation is then the next
+episode's first, as in habitat-baselines) a background thread draws one frame per step taken
+(L actions, L frames) and writes ``DIR/episode=ID-scene=S-success=..-spl=..mp4`` and a ``.json``
+of positions and actions (a ``bps-assets preview --agent-path`` input). A frame: the sensors
+side by side (scaled by a whole factor: exact copies of the observations; ImageNav's goal image
+after them), the top-down map of the agent's floor (goal, shortest path, path so far, agent) at
+the frame's full height, and under the sensors the step, the goal (ObjectNav's category) and the
+distance to it, the action taken from the frame and, last, success and SPL. The goal:
+``goals_for(env ids)`` (``env.episode_goals``, drawn by ``topdown.draw_episode`` as ``bps-assets
+preview --episodes`` draws it), else PointNav's first ``pointgoal`` inverted, else none.
 """
 from __future__ import annotations
 

@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 DOC = Path(__file__).resolve().parents[1] / "docs" / "OBJECTNAV.md"
 
 
@@ -20,6 +22,7 @@ def howto_commands() -> list[str]:
     return [ln for ln in block.splitlines() if ln.strip() and not ln.startswith("#")]
 
 
+@pytest.mark.slow
 def test_the_howto_runs_as_written(tmp_path):
     cmds = howto_commands()
     assert [c.split()[0:2] for c in cmds] == [["bps-assets", "synth"], ["bps-assets", "preprocess"],

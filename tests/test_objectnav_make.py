@@ -25,8 +25,8 @@ def _cli(*args):
 
 
 @pytest.fixture(scope="module")
-def dataset(tmp_path_factory):
-    return build_objectnav_dataset(tmp_path_factory.mktemp("objnav"))
+def dataset(objectnav_dataset):   # conftest.py's, shared with test_video_goals
+    return objectnav_dataset
 
 
 def build_objectnav_dataset(root):
@@ -114,6 +114,7 @@ def test_a_scene_without_semantics_is_refused(tmp_path):
         make(out, split=None, task="objectnav")
 
 
+@pytest.mark.slow
 def test_bps_train_objectnav_and_eval_metric_names(dataset, tmp_path):
     """``bps-train --task objectnav`` trains (the ObjectNav policy: category embedding, compass,
     GPS) and ``--eval`` reports habitat-lab's metric names for a checkpoint, random and STOP."""

@@ -12,8 +12,6 @@ import numpy as np
 import pytest
 import torch
 
-from test_objectnav_make import build_objectnav_dataset
-from test_train_smoke import dataset  # noqa: F401 - the tiny synthetic dataset (session fixture)
 
 from bps_assets.nav.topdown import KINDS
 from bps_train.video import GOAL_IMAGE, EpisodeRecorder, FrameLayout, manifest_navmeshes
@@ -21,8 +19,8 @@ from bps_train.video_io import VideoOptions
 
 
 @pytest.fixture(scope="module")
-def objnav(tmp_path_factory):
-    return build_objectnav_dataset(tmp_path_factory.mktemp("objnav_video"))
+def objnav(objectnav_dataset):   # conftest.py's, shared with test_objectnav_make
+    return objectnav_dataset
 
 
 def _mask(frame, layout, tdm, kind):
@@ -146,7 +144,7 @@ def test_objectnav_goal_query_and_video_map(objnav, tmp_path):
     assert green.any() and np.linalg.norm(np.stack([us + 0.5, vs + 0.5], 1) - uv, axis=1).min() <= max(3, 0.1 / tdm.mpp)
 
 
-def test_imagenav_goal_query_heading_and_goal_image_panel(dataset, tmp_path):  # noqa: F811
+def test_imagenav_goal_query_heading_and_goal_image_panel(dataset, tmp_path):
     import math
 
     from bps_assets.nav.episodes import read_pointnav_dataset

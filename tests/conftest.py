@@ -8,6 +8,8 @@
   test_runtime_env_throughput; files with a ``manifest`` of their own use theirs).
 - ``objectnav_dataset``: synth --semantic -> preprocess for ObjectNav's agent -> episodes
   (test_objectnav_make, test_video_goals).
+- ``box_rooms_manifest``: tests/pointnav_trace.py's box rooms (test_trace_stable,
+  test_seeded_swaps).
 
 The ``slow`` marker (registered here) marks the few tests that took 30 s or more each on the
 shared 2-core machine (load ~8): ``pytest -m "not slow"`` leaves them out. Fixtures only read these
@@ -69,6 +71,14 @@ def manifest(tmp_path_factory):
                      PreprocessOptions(episodes=6, episode_seed=0, workers=1, subsets=("train", "val")),
                      log=lambda s: None)
     return res.manifest_path
+
+
+@pytest.fixture(scope="session")
+def box_rooms_manifest(tmp_path_factory):
+    """``pointnav_trace.build_manifest``'s dataset (the seeded PointNav trace's)."""
+    import pointnav_trace
+
+    return pointnav_trace.build_manifest(tmp_path_factory.mktemp("box_rooms"))
 
 
 @pytest.fixture(scope="session")

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bps_runtime.tasks import TASKS
 from bps_train.args import arg, check_minimums, parse, writable_dir
 from bps_train.lazy import lazy
 
@@ -46,7 +47,7 @@ Rollout, gae, ppo_loss = (lazy("bps_train.ppo", n) for n in ("Rollout", "gae", "
 class Args:
     dataset: str = arg("demo_out/manifest.json", "dataset manifest written by `bps-assets preprocess` / `demo`")
     split: str = arg("train", "scene subset to train on")
-    task: str = arg("pointnav", "pointnav, objectnav or imagenav (habitat-lab's rules and defaults)")
+    task: str = arg("pointnav", "the navigation task (habitat-lab's rules and defaults)", choices=TASKS)
     episodes: str = arg("sample", "training episodes: sample (fresh, habitat-lab's rules), dataset (the split's "
                                   "PointNav files) or a habitat v1 split file (ObjectNav: its ObjectNav v1 file)")
     eval: str = arg("", "evaluate this checkpoint (or 'random': a uniform random policy; 'stop': STOP at once) "
@@ -476,6 +477,7 @@ def evaluate(args) -> dict:
     env = make_envs(args, args.eval_split, n, args.seed + 10_000, source, double_buffer=False)
     if recorder is not None:
         recorder.goals_for = env.episode_goals   # each video's goal (ObjectNav's objects, ImageNav's image)
+        recorder.action_names = env.ACTIONS
     k_actions = env.num_actions
     if args.eval_episodes_file:
         want = min(want, sum(len(v) for v in env.world.episodes.episodes_by_scene.values()))
@@ -504,7 +506,7 @@ def evaluate(args) -> dict:
                 obs, reward, done, info = env.step(action.to(env.device))
                 frames += n
                 if recorder is not None:
-                    recorder.step(obs, done, info)
+                    recorder.step(obs, done, info, actions=action)
                 done = done.to(device)
                 prev = torch.where(done, torch.full_like(action, -1), action.to(device))
                 not_done = ~done
@@ -607,6 +609,25 @@ def trim_log(path: Path, last_update: int) -> None:
             w.writerows(keep)
             f.write(text.getvalue().encode())
         atomic_write(path, write, overwrite=True)
+
+
+ETA_AFTER = 3   # updates of this run timed before the expected duration is printed
+
+
+def duration_text(seconds: float) -> str:
+    """``3 h 25 min``, ``12 min``, ``40 s``."""
+    s = round(seconds)
+    if s >= 3600:
+        return f"{s // 3600} h {s % 3600 // 60:02d} min"
+    return f"{s // 60} min" if s >= 60 else f"{s} s"
+
+
+def eta_line(update: int, num_updates: int, frames_run: int, elapsed: float, batch: int) -> str:
+    """The expected duration of the rest of a run, from this run's frames per second so far."""
+    fps = frames_run / max(elapsed, 1e-9)
+    left = (num_updates - update) * batch
+    return (f"expected duration: {num_updates - update} more update(s), {left:,} frames at {fps:.0f} frames/s: "
+            f"about {duration_text(left / max(fps, 1e-9))} more (--total-steps sets the length)")
 
 
 class Log:
@@ -739,6 +760,8 @@ def train(args) -> dict:
             frames_run += batch
             if rank == 0 and args.capture_graph and frames_run == batch:
                 print(f"step graph: {env.capture_status}", flush=True)
+            if rank == 0 and frames_run == ETA_AFTER * batch and update < num_updates:
+                print(eta_line(update, num_updates, frames_run, time.perf_counter() - t_start, batch), flush=True)
 
             # ---- log (episode stats summed over ranks) and checkpoint
             if update % args.log_every == 0 or update == num_updates:

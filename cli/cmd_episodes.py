@@ -38,15 +38,16 @@ def navmesh_scene_name(path: Path) -> str:
     return name if name != path.name else path.stem
 
 
-def preprocess_scene_ids(navfiles) -> dict[Path, str]:
-    """habitat's ``scene_id`` of each NAVFILE that ``bps-assets preprocess`` wrote (OUT/navmeshes/
-    beside OUT/manifest.json): the scan's path under the source root, as the manifest records it
-    (``hm3d/val/00800-ID/ID.basis.glb``), which no --dataset rule can rebuild from the name. A
-    NAVFILE elsewhere, or an unreadable manifest, is left to --dataset."""
+def preprocess_entries(navfiles) -> dict[Path, dict]:
+    """``{"scene_id", "subset"}`` of each NAVFILE that ``bps-assets preprocess`` wrote (OUT/navmeshes/
+    beside OUT/manifest.json), as its manifest records them. ``scene_id`` is habitat's: the scan's
+    path under the source root (``hm3d/val/00800-ID/ID.basis.glb``), which no --dataset rule can
+    rebuild from the name. A NAVFILE elsewhere, or an unreadable manifest, is absent (left to
+    --dataset)."""
     from bps_assets.pipeline.manifest import load_manifest
 
-    out: dict[Path, str] = {}
-    by_nav: dict[Path, dict[Path, str]] = {}
+    out: dict[Path, dict] = {}
+    by_nav: dict[Path, dict[Path, dict]] = {}
     for p in navfiles:
         root = Path(p).resolve().parent.parent
         if root not in by_nav:
@@ -59,12 +60,27 @@ def preprocess_scene_ids(navfiles) -> dict[Path, str]:
                 for e in (man.doc.get("scenes") or {}).values():
                     nav = ((e.get("outputs") or {}).get("navmesh") or {}).get("path")
                     src = ((e.get("sources") or {}).get("scene") or {}).get("path")
-                    if nav and src:
-                        by_nav[root][Path(man.resolve(nav)).resolve()] = src
-        sid = by_nav[root].get(Path(p).resolve())
-        if sid:
-            out[Path(p)] = sid
+                    if nav:
+                        by_nav[root][Path(man.resolve(nav)).resolve()] = {"scene_id": src,
+                                                                         "subset": e.get("subset")}
+        entry = by_nav[root].get(Path(p).resolve())
+        if entry:
+            out[Path(p)] = entry
     return out
+
+
+_SUBSETS = ("train", "val", "test")
+
+
+def split_navfiles(navfiles, entries: dict, split: str) -> tuple[list, list]:
+    """(kept, left out): a NAVFILE whose preprocess manifest puts its scene in another of the
+    train / val / test subsets than ``split`` is left out, so val episodes are never made on
+    train scenes; NAVFILEs without a manifest, and split names other than those three, keep all."""
+    def other(p):
+        sub = entries.get(Path(p), {}).get("subset")
+        return split in _SUBSETS and sub in _SUBSETS and sub != split
+
+    return [p for p in navfiles if not other(p)], [p for p in navfiles if other(p)]
 
 
 def _scene_episodes(path: Path, name: str, dataset: str, per_scene: int, seed: int, opts,
@@ -146,8 +162,11 @@ def _write_objectnav(out_dir, split, by_scene, overwrite):
                    "habitat's newer generators; docs/NAVMESH.md section 9)")
 @click.option("--overwrite", is_flag=True, help="replace an existing split")
 @click.option("--json", "as_json", is_flag=True, help="print per-scene statistics as JSON")
+@click.option("--any-subset", is_flag=True,
+              help="use every NAVFILE (default: leave out those a preprocess manifest puts in another "
+                   "subset than --split, e.g. train scenes from --split val)")
 def episodes_cmd(navfiles, out_dir, split, per_scene, seed, dataset, goal_radius, task, scenes_dir,
-                 categories, all_islands, overwrite, as_json):
+                 categories, all_islands, overwrite, as_json, any_subset):
     """Generate PointNav or ObjectNav episodes with habitat-lab's rules from NAVFILE... (packed
     navmeshes or habitat .navmesh files; the scene name is the file name without its navmesh
     suffixes: Allensville.navmesh.bps and Allensville.navmesh are scene Allensville). ObjectNav
@@ -157,6 +176,15 @@ def episodes_cmd(navfiles, out_dir, split, per_scene, seed, dataset, goal_radius
     A scene that cannot give episodes is reported on one line and the others are still
     written; the exit status is non-zero if any scene failed.
     """
+    entries = preprocess_entries(navfiles)
+    navfiles, left_out = (navfiles, []) if any_subset else split_navfiles(navfiles, entries, split)
+    if left_out:
+        what = ", ".join(f"{navmesh_scene_name(p)} ({entries[Path(p)]['subset']})" for p in left_out[:8])
+        click.echo(f"left out {len(left_out)} scene(s) that the manifest puts in another subset than "
+                   f"{split}: {what}{' ...' if len(left_out) > 8 else ''} (--any-subset keeps them)", err=True)
+        if not navfiles:
+            raise click.UsageError(f"no NAVFILE belongs to the {split} subset of its manifest "
+                                   "(--any-subset to use them anyway)")
     names = [navmesh_scene_name(p) for p in navfiles]
     dup = {n for n in names if names.count(n) > 1}
     if dup:
@@ -167,7 +195,7 @@ def episodes_cmd(navfiles, out_dir, split, per_scene, seed, dataset, goal_radius
     opts = ep.EpisodeOptions(goal_radius=goal_radius, all_islands=all_islands)
     cats = _category_map(categories) if task == "objectnav" else None
     by_scene, report, failed = {}, [], []
-    scene_ids = preprocess_scene_ids(navfiles)
+    scene_ids = {p: e["scene_id"] for p, e in entries.items() if e["scene_id"]}
     for path, name in zip(navfiles, names):
         packed = (scenes_dir or path.resolve().parent.parent / "scenes") / f"{name}.bps"
         # one scene that cannot give episodes must not cost the others theirs

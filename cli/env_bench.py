@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import resource
 import time
 from dataclasses import asdict, dataclass
@@ -141,6 +142,11 @@ def verdict(value, op: str, goal) -> str:
         return f"goal {op} {goal}: n/a"
     ok = value >= goal if op == ">=" else value <= goal if op == "<=" else value == goal
     return f"goal {op} {goal}: {'PASS' if ok else 'FAIL'}"
+
+
+def missed_goals(lines: list[str]) -> list[str]:
+    """The report's lines whose goal verdict is FAIL."""
+    return [ln for ln in lines if re.search(r"\(goal [<>=]+ [0-9.]+: FAIL\)", ln)]
 
 
 def _judged_pipelined(res: dict) -> bool:

@@ -22,8 +22,8 @@ SWAPS = dict(split=None, num_envs=32, resolution=(12, 12), sensors=("depth",), s
 
 
 @pytest.fixture(scope="module")
-def manifest(tmp_path_factory):
-    return pt.build_manifest(tmp_path_factory.mktemp("swaps"))
+def manifest(box_rooms_manifest):   # conftest.py's, shared with test_trace_stable
+    return box_rooms_manifest
 
 
 def _slowed(monkeypatch, seed: int):

@@ -48,8 +48,8 @@ def main(argv=None):
         scenes = [room(f"r{i}", 3.0 + 0.5 * i, 4.0, pillars=[(1.0, -2.0, 1.5, -1.5)]) for i in range(k)]
         kw = {} if a.renderer == "embree" else {"renderer": "warp"}
         if a.task != "pointnav":
-            from bps_runtime.tasks import task_module
-            kw.update(task=task_module(a.task).DEFAULTS, episodes=_episodes(scenes, goals, a.task == "objectnav"))
+            from bps_runtime.tasks import task_spec
+            kw.update(task=task_spec(a.task).defaults, episodes=_episodes(scenes, goals, a.task == "objectnav"))
             if a.task == "imagenav":
                 kw["sensors"] = ("rgb",)
         if a.capture:

@@ -85,7 +85,7 @@ def make_env(scenes, num_envs=4, batch_size=None, seed=0, resolution=(16, 16), s
     w = World(StaticScenes(list(scenes), r), r, device=device, supply=supply, worker=worker, sensors=sensors)
     kw = {} if task is None else {"task": task}
     return BatchNavEnv(w, num_envs=num_envs, batch_size=batch_size, resolution=resolution, device=device,
-                            sensors=sensors, seed=seed, normalize_depth=normalize_depth, capture_graph=capture_graph,
+                            sensors=sensors, normalize_depth=normalize_depth, capture_graph=capture_graph,
                             **kw)
 
 

@@ -205,7 +205,7 @@ def test_imagenav_goal_image_is_the_render_at_the_goal(budget_images):
     task = imagenav.DEFAULTS if budget_images is None else imagenav.TaskOptions(goal_cache_bytes=budget_images * pixels + 5)
     env = make_env(scenes, num_envs=4, episodes=_episodes(scenes, False), task=task, sensors=("rgb",))
     by_id = {e["episode_id"]: e for eps in _episodes(scenes, False).values() for e in eps}
-    cache = env.goal_images.cache
+    cache = env.host_hook.cache
     try:
         obs = env.reset()
         gen = torch.Generator().manual_seed(1)
@@ -220,19 +220,19 @@ def test_imagenav_goal_image_is_the_render_at_the_goal(budget_images):
         episodes = env.stats["episodes"]
         assert episodes > 2 * len(by_id)          # every episode ran more than once
         if budget_images is None:
-            assert cache.hits > 0 and env.goal_images.rendered == cache.misses == len(cache) <= len(by_id)
+            assert cache.hits > 0 and env.host_hook.rendered == cache.misses == len(cache) <= len(by_id)
             assert cache.evictions == 0
         else:
             assert len(cache) == budget_images and cache.evictions > 0
-            assert env.goal_images.rendered > len(by_id)
+            assert env.host_hook.rendered > len(by_id)
         env.task = imagenav.TaskOptions(goal_cache_bytes=0)      # no cache: every goal image rendered
         assert len(cache) == 0 and cache.nbytes == 0
-        rendered = env.goal_images.rendered
+        rendered = env.host_hook.rendered
         for _ in range(8):
             obs, *_ = env.step(torch.randint(0, 4, (4,), generator=gen))
         ids = env.episode_ids
         want = _goal_render(env, [by_id[i]["goals"][0]["position"] for i in ids], [goal_heading(i) for i in ids])
-        assert torch.equal(obs["imagegoal"], want) and len(cache) == 0 and env.goal_images.rendered > rendered
+        assert torch.equal(obs["imagegoal"], want) and len(cache) == 0 and env.host_hook.rendered > rendered
     finally:
         env.close()
 
@@ -272,7 +272,7 @@ def test_imagenav_sampled_goal_views(goal_views):
                 got = env.episode_goals()
                 assert [d["goal_heading"] for d in got] == [float(y) for y in yaw]
                 np.testing.assert_array_equal([d["goal_position"] for d in got], np.asarray(goal, np.float32))
-        gi = envs[0].goal_images
+        gi = envs[0].host_hook
         if goal_views:
             assert gi.rendered == len(gi.cache) <= len(scenes) * pool * goal_views and gi.cache.hits > gi.rendered
         else:
@@ -285,7 +285,7 @@ def test_imagenav_sampled_goal_views(goal_views):
 
 def test_goal_image_cache_lru_and_budget():
     from bps_assets.errors import ConfigError
-    from bps_runtime.env.goal_images import GoalImageCache
+    from bps_runtime.tasks.goal_images import GoalImageCache
 
     c = GoalImageCache(4, budget_bytes=11)          # 2 images of 4 bytes
     img = lambda v: torch.full((1, 4), v, dtype=torch.uint8)  # noqa: E731

@@ -9,6 +9,7 @@ is the category's task id.
 built once (``build_goals``: ray casting over the packed scene's mesh) and ``episodes_per_visit``
 episodes drawn with habitat's generator rules (``generate_objectnav_episodes``), seeded by
 (seed, scene, visit); a scene without semantics is an ``InputError`` naming its file.
+``objectnav_supply`` / ``check_dataset``: the task's ``TaskSpec.supply`` / ``check_dataset``.
 """
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ import numpy as np
 
 from bps_assets.nav.objectnav_files import ObjectNavDataset, goals_key
 
-from .dataset import DatasetEpisodes
-from .supply import DEFAULTS, SupplyOptions, _SceneState
+from ..episodes.dataset import DatasetEpisodes
+from ..episodes.supply import DEFAULTS, SupplyOptions, _SceneState
 
 
 def objectnav_episode_dicts(ds: ObjectNavDataset, episodes: list[dict]) -> list[dict]:
@@ -107,3 +108,37 @@ def scene_semantics_error(path) -> str | None:
     if ps.tri_object is None or not np.any(np.asarray(ps.tri_object)):
         return "scene has no semantic annotations (objects): ObjectNav needs a scene preprocessed with its semantics"
     return None
+
+
+def check_dataset(manifest, entries) -> None:
+    """InputError naming the first scene without semantics (ObjectNav's goals are objects)."""
+    from bps_assets.errors import InputError
+
+    for e in entries:
+        why = scene_semantics_error(e.scene)
+        if why is not None:
+            raise InputError(e.scene, why)
+
+
+def objectnav_supply(request):
+    """ObjectNav's episode supply and the scenes it serves: a habitat ObjectNav v1 file
+    (``episodes=PATH``) mapped onto the manifest's scenes, or episodes generated per scene
+    visit (None / "sample"). ``request``: ``tasks.spec.SupplyRequest``."""
+    from bps_assets.errors import ConfigError, InputError
+    from bps_assets.pipeline.habitat_episodes import map_habitat_objectnav
+
+    c, entries, manifest = request.config, request.entries, request.manifest
+    src = c.episodes.source
+    if src in (None, "sample"):
+        return SampledObjectNav({e.name: str(e.scene) for e in entries}, c.seed, request.worker,
+                                c.episodes.supply), entries
+    if src == "dataset":
+        raise ConfigError(None, "task='objectnav': pass episodes=PATH (an ObjectNav v1 split file) or 'sample'")
+    mapped = map_habitat_objectnav(src, manifest, allow_unmatched=True)
+    names = {e.name for e in entries}
+    raw = {n: eps for n, eps in mapped.by_scene.items() if n in names
+           and objectnav_episode_dicts(mapped.objectnav, eps)}
+    if not raw:
+        raise InputError(src, f"has no ObjectNav episodes for the scenes of {manifest.path} (split {request.split!r})")
+    supply = ObjectNavFileEpisodes(mapped.objectnav, raw, src, c.seed, request.worker, c.episodes.supply)
+    return supply, [e for e in entries if e.name in raw]

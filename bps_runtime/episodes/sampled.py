@@ -17,7 +17,8 @@ from bps_assets.nav.episodes import ratio_sample_rate
 # keys of the goal-view streams (xor-ed into the visit's key): the pool's headings, each episode's pick
 _VIEWS_KEY, _PICK_KEY = 0x5EED_0F_71E5, 0x5EED_0F_9AC4
 
-from .supply import (EpisodeSupply, NewEpisodes, _SceneState, _done, _group_by_scene, _slice_reserved,
+from ..grouping import group_by_scene
+from .supply import (EpisodeSupply, NewEpisodes, _SceneState, _done, _slice_reserved,
                      counter_uniforms)
 
 
@@ -197,7 +198,7 @@ class SampledEpisodes(EpisodeSupply):
         w0 = self.waits
         # the scenes in key order, each serving its entries in env order (a stable sort);
         # one scatter per array back to the entries' order
-        order, bounds = _group_by_scene(keys)
+        order, bounds = group_by_scene(keys)
         at = slice(None) if order is None else order
         first = keys if order is None else keys[order]
         take = self._take_reserved if self.options.reservoir > 0 else self._sample

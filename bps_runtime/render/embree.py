@@ -26,7 +26,8 @@ from bps_assets.errors import ConfigError
 from bps_assets.raycast import RayCaster
 
 from .camera import camera_directions, camera_origins, finish_depth
-from .inputs import check_render_inputs, check_sensors, group_by_scene
+from ..grouping import groups
+from .inputs import check_render_inputs, check_sensors
 from .protocol import DEFAULTS, RenderOptions
 from .semantic import object_ids
 from .shading_data import ShadingData
@@ -201,7 +202,7 @@ class EmbreeRenderer:
         rgb_out = np.empty((n, h * w, 3), np.uint8) if want_rgb else None
         sem_out = np.empty((n, h * w), np.int32) if "semantic" in sensors else None
 
-        groups = group_by_scene(sid)
+        by_scene = groups(sid)
         nthreads = self.options.threads if self._pool is not None else 1
         # cut the agents (in scene order) into equal contiguous shares, several per thread, which
         # the threads take as they finish: a thread the OS delays then costs the frame one share,
@@ -210,7 +211,7 @@ class EmbreeRenderer:
         shares: list[list[tuple[int, np.ndarray]]] = [[] for _ in range(nshares)]
         bounds = np.linspace(0, n, nshares + 1).round().astype(int)
         start = 0
-        for g_sid, agents in groups:
+        for g_sid, agents in by_scene:
             end = start + len(agents)
             for k in range(nshares):
                 a, b = max(start, bounds[k]), min(end, bounds[k + 1])

@@ -1,5 +1,5 @@
-"""Checks of what callers hand a renderer (sensors, scene ids, poses), shared by every backend,
-and the grouping of agents by scene that both backends batch by."""
+"""Checks of what callers hand a renderer (sensors, scene indices, poses), shared by every
+backend (agents grouped by scene: ``bps_runtime.grouping``)."""
 from __future__ import annotations
 
 from typing import Sequence
@@ -53,11 +53,3 @@ def check_resident(scene_ids: np.ndarray, resident) -> None:
     missing = sorted(set(np.unique(scene_ids).tolist()) - set(resident))
     if missing:
         raise ConfigError(None, f"scene ids {missing[:8]} are not resident in the renderer")
-
-
-def group_by_scene(scene_ids: np.ndarray) -> list[tuple[int, np.ndarray]]:
-    """[(scene id, agent indices)] in ascending scene id; one vectorized sort, no per-agent loop."""
-    order = np.argsort(scene_ids, kind="stable")
-    sid = scene_ids[order]
-    cuts = np.flatnonzero(np.diff(sid)) + 1
-    return [(int(g[0]), o) for g, o in zip(np.split(sid, cuts), np.split(order, cuts)) if len(g)]

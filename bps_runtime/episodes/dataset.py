@@ -179,12 +179,12 @@ class DatasetEpisodes(EpisodeSupply):
 
     def take(self, scene_indices: np.ndarray) -> tuple[NewEpisodes, bool]:
         """One new episode per entry of ``scene_indices``, in order."""
-        keys = np.asarray(scene_indices, np.int64)
-        n = len(keys)
+        scene_indices = np.asarray(scene_indices, np.int64)
+        n = len(scene_indices)
         w0 = self.waits
         out = NewEpisodes(np.zeros((n, 3), np.float32), np.zeros(n, np.float32), np.zeros((n, 3), np.float32),
                           np.zeros(n, np.int64), [""] * n, np.zeros(n, np.int32))
-        for scene_index, entries in groups(keys):
+        for scene_index, entries in groups(scene_indices):
             st = self.scenes[scene_index]
             for i in entries.tolist():
                 p, _ = self._next_dataset(st)

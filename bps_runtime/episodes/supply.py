@@ -247,9 +247,9 @@ class EpisodeSupply(abc.ABC):
     def release_many(self, scene_indices: np.ndarray, rows: np.ndarray):
         """Episodes that used field ``rows`` of scenes ``scene_indices`` have ended: their rows are
         released."""
-        keys, rows = np.asarray(scene_indices, np.int64).reshape(-1), np.asarray(rows, np.int64).reshape(-1)
-        order, bounds = group_by_scene(keys)
+        scene_indices, rows = np.asarray(scene_indices, np.int64).reshape(-1), np.asarray(rows, np.int64).reshape(-1)
+        order, bounds = group_by_scene(scene_indices)
         for a, b in bounds:
-            st = self.scenes.get(int(keys[a if order is None else order[a]]))
+            st = self.scenes.get(int(scene_indices[a if order is None else order[a]]))
             if st is not None:
                 st.fields.release_many(rows[a:b] if order is None else rows[order[a:b]])

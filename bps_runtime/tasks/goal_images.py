@@ -131,8 +131,8 @@ class GoalImages:
         scene = stage_i[:, col("scene_index")].astype(np.int64)
         g = col("goal")
         goal = stage_f[:, g:g + 3]
-        uk = np.unique(scene).tolist()
-        names = dict(zip(uk, (self._scene_id(k) for k in uk)))
+        distinct = np.unique(scene).tolist()
+        names = dict(zip(distinct, (self._scene_id(k) for k in distinct)))
         gx, gy, gz = goal.T.tolist()
         keys = list(zip([names[s] for s in scene.tolist()], gx, gy, gz,
                         [i if math.isnan(h) else h for i, h in zip(episode_ids, headings)]))

@@ -145,7 +145,8 @@ class StaticScenes:
         def load(i):
             name, shading, positions, indices, navmesh = self._scenes[i]
             self.renderer.attach(i, shading, self.renderer.prepare(shading, positions, indices))
-            return SimpleNamespace(scene_id=name, prepared=prepare(name, navmesh) if prepare else None)
+            return SimpleNamespace(scene_id=name, prepared=prepare(name, navmesh) if prepare else None,
+                                   semantics=None)   # a LoadedScene's fields the world reads
 
         with ThreadPoolExecutor(2, thread_name_prefix="bps-static-load") as pool:
             loaded = [f.result() for f in [pool.submit(load, i) for i in range(len(self._scenes))]]

@@ -48,7 +48,10 @@ def test_every_task_gives_a_consistent_spec(name):
     # the Warp structs carry every field of their kind
     assert set(spec.State.vars) == set(state) and set(spec.Out.vars) == set(out)
     assert spec.max_move(spec.defaults) > 0 and spec.params(spec.defaults, 8, **sizes) is not None
-    assert isinstance(spec.camera(spec.defaults), dict)
+    from bps_runtime.env.config import CAMERA_FIELDS
+    from bps_runtime.tasks.options import TaskOptions
+
+    assert set(spec.camera) <= set(CAMERA_FIELDS) and isinstance(spec.defaults, TaskOptions)   # one base
     goals = spec.goal_record(None, "7", float("nan"))
     assert isinstance(goals, dict) and not {"env_id", "episode_id", "goals"} & set(goals)
     # the trainer's goal input and encoder, from observations shaped as the spaces say

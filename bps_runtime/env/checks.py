@@ -38,12 +38,13 @@ def bytes_per_env(fields, depth: int, sensors, resolution, sizes=None) -> int:
 def check_batch_memory(num_envs: int, per_env: int, device) -> None:
     """ConfigError naming the num_envs that fits when ``num_envs`` x ``per_env`` bytes do not fit
     in the device's memory (free CUDA memory, or the host's budget)."""
+    import torch
+
     from bps_assets.memory import check_num_envs
 
     available, where = None, "host memory"
-    if getattr(device, "type", "cpu") == "cuda":
-        import torch
-
+    device = torch.device(device)
+    if device.type == "cuda":
         available = int(torch.cuda.mem_get_info(device)[0] * 0.8)
         where = f"{device} memory"
     check_num_envs(num_envs, per_env, available=available, where=where)

@@ -85,7 +85,7 @@ class World:
                     self.category_table.clear(ev.scene_index)
             else:
                 if self.category_table is not None:
-                    self.category_table.set(ev.scene_index, getattr(ev.scene, "semantics", None))
+                    self.category_table.set(ev.scene_index, ev.scene.semantics)
                 scene, st = ev.scene.prepared
                 self.episodes.register(ev.scene_index, st)
                 self.nav.publish(ev.scene_index, scene, st.fields)
@@ -150,7 +150,7 @@ def build_world(manifest_path, config, *, device) -> World:
     """``World`` over a manifest's scenes for an ``EnvConfig``: cache, renderer, episode supply."""
     from bps_assets.pipeline.manifest import load_manifest
 
-    from ..render import RenderOptions, make_renderer
+    from ..render import make_renderer
 
     c = config
     split, scene_shard, num_envs = c.split, c.episodes.scene_shard, c.num_envs
@@ -170,9 +170,7 @@ def build_world(manifest_path, config, *, device) -> World:
     spec.check_dataset(manifest, entries)
     worker = FieldWorker()
     supply, entries = spec.supply(SupplyRequest(manifest, split, entries, c, worker))
-    # the sensor geometry the task's rules fix (ObjectNav: 0.88 m, HFOV 79, depth 0.5-5 m); else the defaults
-    ropts = RenderOptions(resolution=tuple(c.sensors.resolution), normalize_depth=c.sensors.normalize_depth,
-                          threads=c.threads, **spec.camera(c.task))
+    ropts = c.sensors.render_options(c.threads)   # the camera: the config's (the task's defaults filled in)
     r = c.sensors.renderer
     renderer = make_renderer(r, ropts, device=str(device) if r == "warp" else "cpu")
     scenes = make_scene_manager(entries, c.cache_for_run(), num_envs=num_envs, renderer=renderer, device=device,

@@ -215,12 +215,6 @@ class EpisodeSupply(abc.ABC):
             raise
         return st
 
-    def scene_arrived(self, scene_index: int, name: str, mesh: SceneNav, inline: bool = True) -> GoalFields:
-        """``prepare`` + ``register`` (tools and tests)."""
-        st = self.prepare(name, mesh, inline)
-        self.register(scene_index, st)
-        return st.fields
-
     def register(self, scene_index: int, st: "_SceneState"):
         """Make a prepared scene available under ``scene_index`` (cheap: the step path may
         call it)."""

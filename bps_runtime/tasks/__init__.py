@@ -6,7 +6,9 @@ habitat-lab's ObjectNav and ImageNav (their step: ``goalnav``). Nothing outside 
 the trainer, through the spec) names a task.
 
 Adding a task: write ``tasks/<name>.py`` defining ``NAME``, a ``TaskOptions`` class whose
-``TASK`` is ``NAME`` (``goalnav.options_class`` makes one), and ``SPEC = TaskSpec(...)``; add
+``TASK`` is ``NAME`` (``options.options_class`` makes one on the one base, ``options.TaskOptions``),
+and ``SPEC = TaskSpec(...)`` (tasks/spec.py lists its members; docs/ARCHITECTURE.md "How to add a
+task" walks through one); add
 ``<name>`` to ``TASKS`` below. ``task_spec(name)`` imports and returns a spec; ``spec_for(options)``
 is the spec of an options object (its class's ``TASK``). tests/test_task_seam.py checks every
 task of ``TASKS`` against the protocol.
@@ -17,6 +19,7 @@ import importlib
 
 from bps_assets.errors import ConfigError
 
+from .options import TaskOptions
 from .spec import TaskSpec
 
 TASKS = ("pointnav", "objectnav", "imagenav")
@@ -32,7 +35,7 @@ def task_spec(name: str) -> TaskSpec:
 def spec_for(options) -> TaskSpec:
     """The ``TaskSpec`` of the task whose options ``options`` are; ConfigError for anything that
     is not a task's options."""
-    name = getattr(type(options), "TASK", None)
+    name = options.TASK if isinstance(options, TaskOptions) else None
     if name not in TASKS:
         raise ConfigError(None, f"task={options!r}: expected a task name {TASKS} or a task's TaskOptions")
     return task_spec(name)

@@ -16,12 +16,10 @@ when it queued the episode, copied from the ring at the start), the camera's yaw
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import warp as wp
 
-from bps_assets.errors import ConfigError
 
 from ..step import kernels as sk
 from ..nav.kernels import Nav, geodesic
@@ -58,31 +56,9 @@ State = warp_struct(wp, "State", SCHEMA.of("state"), __name__, "Per-env state [N
 Out = warp_struct(wp, "Out", SCHEMA.of("out"), __name__, "Per-env outputs of the latest step [N].")
 
 
-# the options of a goal-navigation task (each task module gives its own defaults): moves, LOOK
-# (tilt per action; max pitch, None: no limit), sliding, success radius, step limit, rewards,
-# the agent the navmeshes must be built for, the sensor's height, field of view and depth range
-OPTION_FIELDS = (
-    ("forward_step", float), ("turn_degrees", float), ("tilt_degrees", float), ("max_pitch_degrees", float | None),
-    ("sliding", bool), ("success_distance", float), ("max_episode_steps", int), ("slack_reward", float),
-    ("success_reward", float), ("agent_height", float), ("agent_radius", float), ("sensor_height", float),
-    ("hfov_deg", float), ("min_depth", float), ("max_depth", float),
-)
-
-
-def options_class(name: str, module: str, doc: str, resources: dict | None = None, **defaults) -> type:
-    """A task's frozen ``TaskOptions`` dataclass: ``OPTION_FIELDS`` with ``defaults`` (every field),
-    plus the task's ``resources`` ({name: (type, default)}: settings that are not rules, which
-    ``RESOURCES`` names so a resumed run may change them), ``TASK = name`` (``tasks.spec_for``),
-    defined as ``module.TaskOptions``."""
-    fields = [(n, t, dataclasses.field(default=defaults.pop(n))) for n, t in OPTION_FIELDS]
-    if defaults:
-        raise ConfigError(None, f"options_class: unknown options {sorted(defaults)}")
-    resources = resources or {}
-    fields += [(n, t, dataclasses.field(default=d)) for n, (t, d) in resources.items()]
-    cls = dataclasses.make_dataclass("TaskOptions", fields, frozen=True,
-                                     namespace={"TASK": name, "RESOURCES": tuple(resources)})
-    cls.__module__, cls.__doc__ = module, doc
-    return cls
+# the options a goal-navigation task adds to every task's (tasks/options.py): LOOK (tilt per
+# action; max pitch, None: no limit) and sliding; each task module gives its own defaults
+OPTION_FIELDS = (("tilt_degrees", float), ("max_pitch_degrees", float | None), ("sliding", bool))
 
 
 @wp.struct
@@ -129,11 +105,6 @@ def sizes(image: bool):
         h, w = resolution
         return {GOAL_PIXELS: h * w * 3 if image else 1}
     return of
-
-
-def camera(options) -> dict:
-    """The sensor geometry the task's options fix (height, field of view, depth range)."""
-    return {k: getattr(options, k) for k in ("sensor_height", "hfov_deg", "min_depth", "max_depth")}
 
 
 def max_move(options) -> float:

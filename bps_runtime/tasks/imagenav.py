@@ -24,6 +24,7 @@ from .goal_images import DEFAULT_BUDGET_BYTES, GoalImages
 from .goalnav import (OUTCOME, SCHEMA, STAGING, Out, Params, State, apply_refills, begin_kernel, episode_info,
                       info, max_move, step_kernel)
 from ..episodes.files import point_goal_supply
+from .options import options_class
 from .spec import HostContext, TaskSpec
 
 NAME = "imagenav"
@@ -33,15 +34,18 @@ LOOK = False
 BENCHMARK_SUCCESS_DISTANCE = 1.0   # the published ImageNav benchmarks' success distance
 
 
-TaskOptions = goalnav.options_class(
-    NAME, __name__, "habitat-lab's ImageNav defaults (tilt / pitch unused: no LOOK actions).",
+TaskOptions = options_class(
+    NAME, __name__, fields=goalnav.OPTION_FIELDS,
+    doc="habitat-lab's ImageNav defaults (tilt / pitch unused: no LOOK actions).",
     forward_step=0.25, turn_degrees=10.0, tilt_degrees=0.0, max_pitch_degrees=None, sliding=True,
     success_distance=0.2, max_episode_steps=1000, slack_reward=-0.01, success_reward=2.5,
-    agent_height=1.5, agent_radius=0.1, sensor_height=1.25, hfov_deg=90.0, min_depth=0.0, max_depth=10.0,
+    agent_height=1.5, agent_radius=0.1,
     # goal images kept for reuse (tasks/goal_images.py; 0: none): a memory budget, not a task rule
     resources={"goal_cache_bytes": (int, DEFAULT_BUDGET_BYTES)})
 
 
+# the sensor geometry of habitat-lab's task config (SensorConfig's defaults for this task)
+CAMERA = {"sensor_height": 1.25, "hfov_deg": 90.0, "min_depth": 0.0, "max_depth": 10.0}
 DEFAULTS = TaskOptions()
 
 
@@ -70,6 +74,6 @@ SPEC = TaskSpec(
     name=NAME, options=TaskOptions, actions=ACTION_NAMES, schema=SCHEMA, State=State, Out=Out, params=params,
     max_move=max_move, apply_refills=apply_refills, begin_kernel=begin_kernel, step_kernel=step_kernel,
     staging=STAGING, observations=OBSERVATIONS, info=info, episode_info=episode_info, outcome=OUTCOME,
-    supply=point_goal_supply, host_hook=host_hook, goal_record=goal_record, camera=goalnav.camera,
+    supply=point_goal_supply, host_hook=host_hook, goal_record=goal_record, camera=CAMERA,
     sizes=goalnav.sizes(image=True), goal_input=lambda obs: obs["imagegoal"],
     goal_input_spec=lambda resolution: ((*resolution, 3), torch.uint8), goal_encoder=ImageGoalEncoder)

@@ -19,6 +19,7 @@ from .goal_encoders import ObjectGoalEncoder
 from .goalnav import (OUTCOME, SCHEMA, STAGING, Out, Params, State, apply_refills, begin_kernel, episode_info,
                       info, max_move, step_kernel)
 from .objectnav_episodes import check_dataset, objectnav_supply
+from .options import options_class
 from .spec import TaskSpec
 
 NAME = "objectnav"
@@ -27,13 +28,15 @@ NUM_ACTIONS = len(ACTION_NAMES)
 LOOK = True
 
 
-TaskOptions = goalnav.options_class(
-    NAME, __name__, "habitat-lab's objectnav_hm3d defaults.",
+TaskOptions = options_class(
+    NAME, __name__, fields=goalnav.OPTION_FIELDS, doc="habitat-lab's objectnav_hm3d defaults.",
     forward_step=0.25, turn_degrees=30.0, tilt_degrees=30.0, max_pitch_degrees=30.0, sliding=False,
     success_distance=0.1, max_episode_steps=500, slack_reward=-0.01, success_reward=2.5,
-    agent_height=0.88, agent_radius=0.18, sensor_height=0.88, hfov_deg=79.0, min_depth=0.5, max_depth=5.0)
+    agent_height=0.88, agent_radius=0.18)
 
 
+# the sensor geometry of habitat-lab's task config (SensorConfig's defaults for this task)
+CAMERA = {"sensor_height": 0.88, "hfov_deg": 79.0, "min_depth": 0.5, "max_depth": 5.0}
 DEFAULTS = TaskOptions()
 
 
@@ -60,6 +63,6 @@ SPEC = TaskSpec(
     name=NAME, options=TaskOptions, actions=ACTION_NAMES, schema=SCHEMA, State=State, Out=Out, params=params,
     max_move=max_move, apply_refills=apply_refills, begin_kernel=begin_kernel, step_kernel=step_kernel,
     staging=STAGING, observations=OBSERVATIONS, info=info, episode_info=episode_info, outcome=OUTCOME,
-    supply=objectnav_supply, check_dataset=check_dataset, goal_record=goal_record, camera=goalnav.camera,
+    supply=objectnav_supply, check_dataset=check_dataset, goal_record=goal_record, camera=CAMERA,
     sizes=goalnav.sizes(image=False), goal_input=goal_input,
     goal_input_spec=lambda resolution: ((4,), torch.float32), goal_encoder=ObjectGoalEncoder)

@@ -13,8 +13,6 @@ success = STOP with geodesic distance < 0.2 m; SPL = S * d0 / max(d0, path lengt
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import ClassVar
 
 import torch
 import warp as wp
@@ -24,6 +22,7 @@ from ..nav.kernels import Nav, geodesic
 from ..episodes.files import point_goal_supply
 from ..step.kernels import act, begin_from_ring, keep_going, ring_entry, spl_ratio, write_outcome
 from .goal_encoders import PointGoalEncoder
+from .options import options_class
 from .spec import TaskSpec
 from ..step.schema import CORE, STAGE, Field, Observation, Schema, warp_struct
 
@@ -33,21 +32,8 @@ ACTION_NAMES = ("STOP", "MOVE_FORWARD", "TURN_LEFT", "TURN_RIGHT")
 NUM_ACTIONS = len(ACTION_NAMES)
 
 
-@dataclass(frozen=True)
-class TaskOptions:
-    """habitat-lab's PointNav defaults (pointnav.yaml / DD-PPO)."""
-
-    TASK: ClassVar[str] = NAME        # the task module these options belong to
-    forward_step: float = 0.25        # metres per MOVE_FORWARD
-    turn_degrees: float = 10.0        # degrees per TURN_LEFT / TURN_RIGHT
-    success_distance: float = 0.2     # metres, geodesic, strict '<'
-    max_episode_steps: int = 500
-    slack_reward: float = -0.01
-    success_reward: float = 2.5
-    agent_radius: float = 0.1         # metres: the agent the dataset's navmeshes must be built for
-    agent_height: float = 1.5         # (make() refuses a dataset built for another agent)
-
-
+TaskOptions = options_class(NAME, __name__, doc="habitat-lab's PointNav defaults (pointnav.yaml / DD-PPO): "
+                                                 "every task's options (tasks/options.py) as they are.")
 DEFAULTS = TaskOptions()
 
 # the observation beside the sensors' frames, declared once (its output field, space and value)

@@ -14,8 +14,8 @@ columns, ``sizes(resolution)``: the named sizes of its field shapes); what a ste
 (EpisodeSupply, the scenes it serves), ``check_dataset(manifest, entries)``); the host hook
 (``host_hook(HostContext)`` -> a ``HostHook`` or None: e.g. ImageNav's goal images, written
 into the ring when episodes are queued); ``goal_record(record, episode, heading)`` -> the
-task's entries of ``episode_goals()``; ``camera(options)``: the sensor geometry the task's
-rules fix (None: the sensor config's); and the trainer's goal input (``goal_input(obs)``,
+task's entries of ``episode_goals()``; ``camera``: the task's sensor geometry defaults
+(``SensorConfig``'s fields left None; {}: ``RenderOptions``' own); and the trainer's goal input (``goal_input(obs)``,
 ``goal_input_spec(resolution)``, ``goal_encoder(GoalEncoderArgs)`` -> ``nn.Module`` with
 ``out_dim`` and ``forward(goal, visual_encoder)``).
 """
@@ -87,10 +87,6 @@ def _no_goal_entries(_record: dict | None, _episode_id: str, _heading: float) ->
     return {}
 
 
-def _no_camera(_options) -> dict:
-    return {}
-
-
 def _no_sizes(_resolution) -> dict:
     return {}
 
@@ -121,7 +117,7 @@ class TaskSpec:
     check_dataset: Callable = _no_check
     host_hook: Callable = _no_hook
     goal_record: Callable = _no_goal_entries
-    camera: Callable = _no_camera
+    camera: dict = field(default_factory=dict)   # sensor geometry defaults (SensorConfig's None fields)
     sizes: Callable = _no_sizes
     defaults: Any = field(default=None)
 

@@ -1,13 +1,16 @@
 """The step state, declared once: a ``Schema`` of ``Field`` s (name, dtype, per-env / per-ring-entry,
 state or output, owning task) from which the Warp structs (``warp_struct``), the torch tensors
 (``allocate``), the Warp views of them (``bind``) and the env's per-group views (``views``) are
-all made, as Madrona declares a component once.
+all made, as Madrona declares a component once; the staging table of queued episodes by column
+name (``Column``, ``Staging``; ``STAGE``: the columns every task stages first); a task's
+observations (``Observation``: output field, space and value from one declaration).
 
 Contract: dtypes are "int32", "int64", "float32", "uint8", "bool" (uint8 on the device, viewed
 as torch.bool), "vec3" (float32 [.., 3], wp.vec3 in kernels); ``shape`` is the per-env trailing
-shape (a str names a size given at ``allocate``). ``per="env"`` fields are [N, *shape]; ``per="ring"`` fields are [QUEUE_DEPTH, N, *shape]
-(queued episodes). A task adds its fields with ``Schema.extend`` and its kernels read them by
-name from the generated structs (``State`` for kind "state", ``Out`` for kind "out").
+shape (a str names a size given at ``allocate``). ``per="env"`` fields are [N, *shape]; ``per="ring"``
+fields are [RING_SIZE, N, *shape] (queued episodes). ``CORE`` holds every task's fields (the
+shared navigation ones too); a task adds its own with ``Schema.extend`` and its kernels read
+them by name from the generated structs (``State`` for kind "state", ``Out`` for kind "out").
 """
 from __future__ import annotations
 

@@ -147,7 +147,7 @@ def test_grouped_take_gives_each_scene_its_own_episodes():
         sup = SampledEpisodes(5, worker, options=SupplyOptions(goal_pool=6, reservoir=16))
         bufs = NavBuffers(capacity=8)
         for key, name in ((2, "a"), (0, "b")):
-            sup.scene_arrived(key, name, SceneNav(rooms[name], bufs))
+            sup.register(key, sup.prepare(name, SceneNav(rooms[name], bufs)))   # what the world does
         return sup, worker
 
     keys = np.array([2, 0, 0, 2, 2, 0, 2, 2, 0, 0, 0, 2, 2, 2], np.int64)

@@ -23,17 +23,17 @@ SID = "two_rooms.glb"
 O = InstanceImageNavOptions()
 
 
-@pytest.fixture(scope="module")
-def scene():
-    return two_rooms()
+def _scene(s, n=12, seed=7, **kw):
+    return instance_imagenav_scene(s.navmesh, s.vertices, s.triangles, s.tri_object, s.table, SID, n, seed=seed, **kw)
+
+
+scene = pytest.fixture(scope="module")(two_rooms)
 
 
 @pytest.fixture(scope="module")
 def generated(scene):
     st = Counter()
-    s = scene
-    ds = instance_imagenav_scene(s.navmesh, s.vertices, s.triangles, s.tri_object, s.table, SID, 12, seed=7, stats=st)
-    return ds, st
+    return _scene(scene, stats=st), st
 
 
 def _forward(q):
@@ -105,17 +105,14 @@ def test_episodes(scene, generated):
         assert O.objectnav.closest_dist_limit <= d <= O.objectnav.furthest_dist_limit
     assert len({e["goal_image_id"] for e in ds.episodes}) > 1
     # a seed reproduces the dataset; another seed gives another
-    s = scene
-    again = instance_imagenav_scene(s.navmesh, s.vertices, s.triangles, s.tri_object, s.table, SID, 12, seed=7)
+    again = _scene(scene)
     assert again.episodes == ds.episodes and again.goals == ds.goals
-    other = instance_imagenav_scene(s.navmesh, s.vertices, s.triangles, s.tri_object, s.table, SID, 12, seed=8)
+    other = _scene(scene, seed=8)
     assert other.episodes != ds.episodes
 
 
 def test_categories_and_options(scene):
-    s = scene
-    ds = instance_imagenav_scene(s.navmesh, s.vertices, s.triangles, s.tri_object, s.table, SID, 2, seed=1,
-                                 categories=["sofa"])
+    ds = _scene(scene, 2, 1, categories=["sofa"])
     assert [g["object_category"] for g in ds.goals.values()] == ["sofa"]
     with pytest.raises(ConfigError, match="instance_imagenav"):
         InstanceImageNavOptions(hfov=(60.0, 200.0))

@@ -201,3 +201,29 @@ def test_writer_validates_first_and_keeps_existing_files(generated, tmp_path):
         write_instance_imagenav_dataset(tmp_path, "val", {"Two": ds})
     back = read_instance_imagenav_dataset(tmp_path / "val")
     assert back.episodes == [dict(e, goals=[]) for e in ds.episodes] and back.goals == ds.goals
+
+
+def test_navmesh_check(generated):
+    """View points, goals and starts off the navmesh are dropped and counted, or (strict) the
+    first is an InputError naming the file."""
+    from bps_assets.nav.instance_imagenav_files import check_on_navmesh
+
+    ds = generated
+    nav = two_rooms().navmesh
+    assert check_on_navmesh(ds, nav).dropped == {} and check_on_navmesh(ds, nav).dataset.episodes == ds.episodes
+    goals = copy.deepcopy(ds.goals)
+    k1, k2 = sorted(goals)[:2]
+    goals[k1]["view_points"][0]["agent_state"]["position"] = [50.0, 0.0, 50.0]    # one off: dropped
+    for vp in goals[k2]["view_points"]:                                          # all off: goal gone
+        vp["agent_state"]["position"] = [50.0, 0.0, 50.0]
+    eps = copy.deepcopy(ds.episodes)
+    eps[0]["start_position"] = [50.0, 0.0, 50.0]
+    bad = InstanceImageNavDataset(eps, goals)
+    chk = check_on_navmesh(bad, nav, "x.json.gz")
+    lost = sum(goal_key(e["scene_id"], e["goal_object_id"]) == k2 for e in eps[1:])
+    assert chk.dropped == {"view_points_off_navmesh": len(goals[k2]["view_points"]) + 1,
+                           "goals_without_view_points": 1, "starts_off_navmesh": 1, "episodes_without_goals": lost}
+    assert len(chk.dataset.goals[k1]["view_points"]) == len(goals[k1]["view_points"]) - 1 and k2 not in chk.dataset.goals
+    assert len(chk.dataset.episodes) == len(eps) - 1 - lost
+    with pytest.raises(InputError, match="x.json.gz.*goals\\[.*view point 0 .* off the navmesh"):
+        check_on_navmesh(bad, nav, "x.json.gz", strict=True)

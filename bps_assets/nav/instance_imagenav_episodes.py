@@ -26,7 +26,7 @@ from ..raycast import RayCaster
 from ..semantics import SemanticTable, object_ids
 from .instance_imagenav_files import (InstanceImageNavDataset, goal_key, make_image_goal,
                                       make_instance_goal, MAX_IMAGE_SIDE)
-from .objectnav_episodes import DEFAULTS as OBJECTNAV_DEFAULTS, ObjectNavOptions, build_goals, episodes_in_turn
+from .objectnav_episodes import ObjectNavOptions, build_goals, episodes_in_turn
 from .pose import yaw_pitch_quaternion
 from .view_points import ViewPointOptions, camera_basis, object_coverage, yaw_facing
 
@@ -47,7 +47,9 @@ class InstanceImageNavOptions:
     min_object_coverage: float = 0.2
     measure_width: int = 96               # px wide the frame coverage is traced at (same aspect)
     surface_samples: int = 256
-    objectnav: ObjectNavOptions = field(default=OBJECTNAV_DEFAULTS)
+    # view points and starts: ObjectNav's rules, the view points seen by this task's sensor (the
+    # instance_imagenav_hm3d_v2 agent's camera is 1.31 m above its feet)
+    objectnav: ObjectNavOptions = field(default=ObjectNavOptions(view_points=ViewPointOptions(sensor_height=1.31)))
 
     def __post_init__(self):
         h, w = self.image_dimensions

@@ -25,7 +25,8 @@ import numpy as np
 from ..errors import InputError
 from .episodes import (_vec, check_scene_name, check_split_name, dataset_files, join_scenes_dir,
                        validate_episode, write_split, SUFFIX, CONTENT_DIR)
-from .objectnav_files import make_objectnav_episode, validate_goal
+from .objectnav_files import (NavmeshCheck, episodes_on_navmesh, goals_on_navmesh, make_objectnav_episode,
+                              problem_counter, validate_goal)
 
 WHAT = "InstanceImageNav"
 MAX_IMAGE_GOALS = 1024      # cameras per goal (habitat's released files hold tens)
@@ -215,7 +216,29 @@ def write_instance_imagenav_dataset(out_dir: str | os.PathLike, split: str,
     return write_split(out_dir, split, docs, {"episodes": []}, overwrite)
 
 
-__all__ = ["InstanceImageNavDataset", "goal_key", "make_image_goal", "make_instance_goal",
+# ------------------------------------------------------------------------------ navmesh check
+def check_on_navmesh(ds: InstanceImageNavDataset, navmesh, path: str | os.PathLike | None = None,
+                     strict: bool = False, max_y_delta: float = 0.5) -> NavmeshCheck:
+    """ObjectNav's check (``objectnav_files.check_on_navmesh``) for one scene's InstanceImageNav
+    episodes: view points off the navmesh dropped, then goals left without view points, then
+    episodes whose start is off the navmesh or whose goal is gone; counted in ``.dropped``
+    (``.dataset``: the ``InstanceImageNavDataset`` that remains), or (``strict``) the first one
+    an ``InputError`` naming ``path``."""
+    problem, dropped = problem_counter(path, strict)
+    kept_goals = goals_on_navmesh({k: [g] for k, g in ds.goals.items()}, navmesh, problem, max_y_delta, "goals")
+    goals = {k: v[0] for k, v in kept_goals.items() if v}
+    kept = []
+    for e in episodes_on_navmesh(ds.episodes, navmesh, problem, max_y_delta, goals=False):
+        key = goal_key(e["scene_id"], e["goal_object_id"])
+        if key not in goals:
+            problem("episodes_without_goals", f"episode {e['episode_id']!r}: goal {key!r} has no view "
+                                              "point on the navmesh")
+            continue
+        kept.append(e)
+    return NavmeshCheck(InstanceImageNavDataset(kept, goals), dropped)
+
+
+__all__ = ["InstanceImageNavDataset", "check_on_navmesh", "goal_key", "make_image_goal", "make_instance_goal",
            "make_instance_imagenav_episode", "validate_image_goal", "validate_instance_goal",
            "read_instance_imagenav_dataset", "write_instance_imagenav_dataset", "MAX_IMAGE_GOALS",
            "MAX_IMAGE_SIDE"]

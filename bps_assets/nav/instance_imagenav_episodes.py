@@ -4,11 +4,12 @@ generator: these rules are ours (docs/TASKS.md). Goals: objects of the wanted ca
 ObjectNav view points (``objectnav_episodes.build_goals``) and >= 1 accepted camera. Cameras:
 ``candidates`` draws per object (one seeded stream per object id): a floor point at a uniform
 angle, ``distance`` m beyond the object's AABB, snapped to the navmesh (kept if it moves < 0.5 m);
-the eye ``height`` above it; a uniform ``hfov``; yaw at the AABB centre +- ``aim_jitter`` x half
-the HFOV, pitch at the centre (clamped). Scored with ``bps_assets.raycast``: ``frame_coverage`` =
-the fraction of pixels whose first hit is the object (at ``measure_width`` px), ``object_coverage``
-= the fraction of ``surface_samples`` area-uniform points on the object in the frame and first hit
-by the ray to them; kept when both reach their minimum, until ``image_goals_per_object``.
+the eye ``height`` above it; a uniform whole-degree ``hfov``; yaw at the AABB centre +-
+``aim_jitter`` x half the HFOV, pitch at the centre (clamped). Scored with ``bps_assets.raycast``:
+``frame_coverage`` = the fraction of pixels whose first hit is the object (at ``measure_width``
+px), ``object_coverage`` = the fraction of ``surface_samples`` area-uniform points on the object
+in the frame and first hit by the ray to them; kept when both reach their minimum, until
+``image_goals_per_object``.
 Episodes: goals in turn (sorted by key), ``goal_image_id`` uniform, the start by ObjectNav's rules
 to that goal's view points (``objectnav_episodes.sample_episode``). A seed reproduces a scene.
 """
@@ -55,13 +56,14 @@ class InstanceImageNavOptions:
         h, w = self.image_dimensions
         ok = (self.image_goals_per_object >= 1 and self.candidates >= 1 and self.surface_samples >= 1
               and 0 <= self.distance[0] <= self.distance[1] and 0 < self.height[0] <= self.height[1]
-              and 0 < self.hfov[0] <= self.hfov[1] < 180 and 1 <= h <= MAX_IMAGE_SIDE
-              and 1 <= w <= MAX_IMAGE_SIDE and self.measure_width >= 1 and self.aim_jitter >= 0
+              and 0 < self.hfov[0] and math.ceil(self.hfov[0]) <= math.floor(self.hfov[1]) < 180
+              and 1 <= h <= MAX_IMAGE_SIDE and 1 <= w <= MAX_IMAGE_SIDE and self.measure_width >= 1
+              and self.aim_jitter >= 0
               and 0 <= self.max_pitch_degrees < 90)
         if not ok:
             raise ConfigError(None, "instance_imagenav: need counts >= 1, 0 <= distance lo <= hi, "
-                                    "0 < height lo <= hi, 0 < hfov lo <= hi < 180, image sides in "
-                                    f"1..{MAX_IMAGE_SIDE}, 0 <= max_pitch_degrees < 90")
+                                    "0 < height lo <= hi, a whole degree in 0 < hfov lo..hi < 180, image "
+                                    f"sides in 1..{MAX_IMAGE_SIDE}, 0 <= max_pitch_degrees < 90")
 
 
 DEFAULTS = InstanceImageNavOptions()
@@ -125,7 +127,8 @@ def goal_cameras(navmesh, caster: RayCaster, vertices: np.ndarray, triangles: np
     ang = rng.uniform(0, 2 * math.pi, n)
     dist = rng.uniform(*o.distance, n)
     heights = rng.uniform(*o.height, n)
-    hfovs = rng.uniform(*o.hfov, n)
+    # whole degrees (habitat's hfov may be an int): a renderer keeps one ray table per HFOV
+    hfovs = rng.integers(math.ceil(o.hfov[0]), math.floor(o.hfov[1]) + 1, n).astype(np.float64)
     jitter = rng.uniform(-1, 1, n)
     # from the centre to the AABB's side along the draw's direction, then ``dist`` further
     c, s = np.cos(ang), np.sin(ang)

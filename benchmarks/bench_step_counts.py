@@ -48,8 +48,9 @@ def main(argv=None):
         scenes = [room(f"r{i}", 3.0 + 0.5 * i, 4.0, pillars=[(1.0, -2.0, 1.5, -1.5)]) for i in range(k)]
         kw = {} if a.renderer == "embree" else {"renderer": "warp"}
         if a.task != "pointnav":
-            from bps_runtime.tasks import task_module
-            kw.update(task=task_module(a.task).DEFAULTS, episodes=_episodes(scenes, goals, a.task == "objectnav"))
+            from bps_runtime.tasks import task_spec
+            eps, targets = _episodes(scenes, goals, a.task == "objectnav")
+            kw.update(task=task_spec(a.task).defaults, episodes=eps, goals=targets)
             if a.task == "imagenav":
                 kw["sensors"] = ("rgb",)
         if a.capture:
@@ -83,7 +84,9 @@ def _episodes(scenes, goals: int, objectnav: bool, per_scene: int = 64):
     of ``goals`` points (two categories per scene)."""
     import numpy as np
 
-    out = {}
+    from bps_runtime.episodes.dataset import EpisodeGoal
+
+    out, targets = {}, {}
     for j, (name, _, _, _, nm) in enumerate(scenes):
         pts = np.asarray(nm.sample_navigable_point(2 * goals + per_scene, seed=j), np.float64)
         eps = []
@@ -93,10 +96,10 @@ def _episodes(scenes, goals: int, objectnav: bool, per_scene: int = 64):
                  "start_rotation": [0.0, 0.0, 0.0, 1.0], "goals": [{"position": pts[i % (2 * goals)].tolist()}]}
             if objectnav:
                 c = i % 2
-                e.update(_goal_points=pts[c * goals:(c + 1) * goals], _field_key=f"{name}_{c}", _goal_id=c)
+                targets.setdefault(name, {})[str(i)] = EpisodeGoal(pts[c * goals:(c + 1) * goals], f"{name}_{c}", c)
             eps.append(e)
         out[name] = eps
-    return out
+    return out, targets
 
 
 if __name__ == "__main__":

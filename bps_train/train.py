@@ -162,28 +162,23 @@ def visual_of(obs, sensor):
 
 
 def goal_of(obs, task: str):
-    """The task's goal input of the policy (``Policy``): pointgoal; (objectgoal, compass, gps);
-    the goal image."""
-    if task == "objectnav":
-        return torch.cat([obs["objectgoal"].float(), obs["compass"], obs["gps"]], 1)
-    if task == "imagenav":
-        return obs["imagegoal"]
-    return obs["pointgoal"]
+    """The task's goal input of the policy (``Policy``; ``TaskSpec.goal_input``)."""
+    from bps_runtime.tasks import task_spec
+
+    return task_spec(task).goal_input(obs)
 
 
 def goal_spec(args):
-    """(shape, dtype) of one env's goal input."""
-    if args.task == "objectnav":
-        return (4,), torch.float32
-    if args.task == "imagenav":
-        return (args.resolution, args.resolution, 3), torch.uint8
-    return (2,), torch.float32
+    """(shape, dtype) of one env's goal input (``TaskSpec.goal_input_spec``)."""
+    from bps_runtime.tasks import task_spec
+
+    return task_spec(args.task).goal_input_spec((args.resolution, args.resolution))
 
 
 def num_actions(task: str) -> int:
-    from bps_runtime.tasks import task_module
+    from bps_runtime.tasks import task_spec
 
-    return task_module(task).NUM_ACTIONS
+    return task_spec(task).num_actions
 
 
 def build_policy(args, device):

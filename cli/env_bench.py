@@ -238,13 +238,13 @@ def _task(o: BenchOptions):
     from dataclasses import replace
 
     from bps_assets.errors import ConfigError
-    from bps_runtime.tasks import task_module
+    from bps_runtime.tasks import task_spec
 
     try:
         radius, height = (float(x) for x in o.agent.split(","))
     except ValueError:
         raise ConfigError(None, f"agent={o.agent!r}: expected RADIUS,HEIGHT in metres, e.g. 0.18,0.88") from None
-    return replace(task_module(o.task).DEFAULTS, agent_radius=radius, agent_height=height)
+    return replace(task_spec(o.task).defaults, agent_radius=radius, agent_height=height)
 
 
 def run(manifest, options: BenchOptions = DEFAULTS, echo=print, progress=None) -> dict:
@@ -321,7 +321,7 @@ def measure(manifest, options: BenchOptions = DEFAULTS, progress=None) -> dict:
             say(f"{n_pl} pipelined steps")
             raw["pipelined"] = _pipelined(env, [actions() for _ in range(n_pl)], sync)
         raw["swaps"] = scenes.swaps_requested
-        gi = env.goal_images
+        gi = env.host_hook
         if gi is not None:   # ImageNav: goal images rendered vs served from the cache (warm-up included)
             raw["goal_images"] = {"rendered": gi.rendered, "hits": gi.cache.hits, "misses": gi.cache.misses,
                                   "episodes": env.stats["episodes"], "cache_bytes": gi.cache.nbytes}

@@ -230,7 +230,7 @@ def _patch_env():
     wrap("_step_group", follow)
     wrap("_render", lambda: phase("render"))
     wrap("_frame", lambda: phase("render"))
-    wrap("_render_goals", lambda: phase("render"))   # ImageNav's goal images (episodes just queued)
+    wrap("_host_hook", lambda: phase("render"))   # the task's host hook (ImageNav: goal images of episodes just queued)
     wrap("_check_action_range", lambda: phase("input check"))
     return E, saved
 

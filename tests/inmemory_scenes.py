@@ -73,19 +73,21 @@ def corridor(name="corridor", length=6.0):
 
 def make_env(scenes, num_envs=4, batch_size=None, seed=0, resolution=(16, 16), sensors=("depth",),
              episodes=None, goal_pool=8, normalize_depth=True, device="cpu", renderer="embree",
-             capture_graph=False, threads=None, task=None, goal_views=4):
+             capture_graph=False, threads=None, task=None, goal_views=4, goals=None):
     """BatchNavEnv over resident in-memory scenes. ``episodes``: None (sampled) or
-    {scene name: [habitat episode dicts]} (dataset mode); ``threads``: CPU threads of the
+    {scene name: [habitat episode dicts]} (dataset mode; ``goals``: {scene name: {episode id:
+    EpisodeGoal}}); ``threads``: CPU threads of the
     renderer and the step (None: every usable core); ``task``: a task's options (PointNav's)."""
     worker = FieldWorker()
-    supply = make_supply(seed, worker, episodes, options=SupplyOptions(goal_pool=goal_pool, goal_views=goal_views))
+    supply = make_supply(seed, worker, episodes, options=SupplyOptions(goal_pool=goal_pool, goal_views=goal_views),
+                         goals=goals)
     r = make_renderer(renderer, RenderOptions(resolution=tuple(resolution), normalize_depth=normalize_depth,
                                                 threads=threads),
                       device=device if renderer == "warp" else "cpu")
     w = World(StaticScenes(list(scenes), r), r, device=device, supply=supply, worker=worker, sensors=sensors)
     kw = {} if task is None else {"task": task}
     return BatchNavEnv(w, num_envs=num_envs, batch_size=batch_size, resolution=resolution, device=device,
-                            sensors=sensors, seed=seed, normalize_depth=normalize_depth, capture_graph=capture_graph,
+                            sensors=sensors, normalize_depth=normalize_depth, capture_graph=capture_graph,
                             **kw)
 
 

@@ -127,7 +127,9 @@ def test_bps_train_objectnav_and_eval_metric_names(dataset, tmp_path):
     res = main([*tiny, "--out-dir", str(tmp_path / "run"), "--total-steps", "64"])
     assert res["updates"] == 2 and math.isfinite(res["loss"])
     policy_keys = set(torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=True)["policy"])
-    assert {"category.weight", "compass.weight", "gps.weight"} <= policy_keys and "goal.weight" not in policy_keys
+    # the task's goal encoder (TaskSpec.goal_encoder) is the policy's submodule ``goal_encoder``
+    assert {"goal_encoder.category.weight", "goal_encoder.compass.weight", "goal_encoder.gps.weight"} <= policy_keys
+    assert "goal_encoder.goal.weight" not in policy_keys
     for what in (str(tmp_path / "run" / "checkpoint.pt"), "random", "stop"):
         r = main([*tiny, "--eval", what, "--eval-split", "train", "--eval-episodes", "8", "--seed", "2"])
         assert {"success", "spl", "soft_spl", "distance_to_goal"} <= set(r) and r["task"] == "objectnav"
@@ -151,7 +153,7 @@ def test_bps_train_imagenav(tmp_path):
                 "--split", "train", "--out-dir", str(tmp_path / "run"), "--total-steps", "64"])
     assert res["updates"] == 2 and math.isfinite(res["loss"])
     keys = set(torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=True)["policy"])
-    assert any(k.startswith("goal_encoder.") for k in keys)
+    assert any(k.startswith("goal_encoder.cnn.") for k in keys)   # depth: a second CNN for the goal image
 
 
 def test_objectnav_eval_writes_videos(dataset, tmp_path):

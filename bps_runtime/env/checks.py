@@ -16,18 +16,9 @@ import numpy as np
 
 from bps_assets.errors import DatasetError
 
-from ..tasks.goalnav import GOAL_PIXELS
-
 FRAME_COPIES = 3             # the renderer's output, the group's frame buffers, reset's concatenation
 HOST_BYTES_PER_ENV = 512     # the episode ring's host tables and names (measured order of magnitude)
 _PIXEL = {"depth": 4, "rgb": 3, "semantic": 4}
-
-
-def field_sizes(task_module, resolution) -> dict:
-    """The named sizes in a task's field shapes (``goal_pixels``: ImageNav's goal image, H x W x
-    3 bytes; 1 for a task without one)."""
-    h, w = resolution
-    return {GOAL_PIXELS: h * w * 3 if task_module.IMAGE else 1}
 
 
 def bytes_per_env(fields, depth: int, sensors, resolution, sizes=None) -> int:

@@ -16,8 +16,9 @@ from bps_assets.errors import ConfigError
 
 from ..episodes.supply import DEFAULTS as SUPPLY_DEFAULTS, SupplyOptions
 from ..scenes.cache import CacheOptions
-from ..tasks import module_for, task_module
-from ..tasks.pointnav import DEFAULTS as TASK_DEFAULTS
+from ..tasks import TASKS, spec_for, task_spec
+
+TASK_DEFAULTS = task_spec(TASKS[0]).defaults
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,7 @@ class EnvConfig:
     threads: int | None = None          # CPU threads of the renderer and the step (None: all usable)
     capture_graph: bool = False
     sensors: SensorConfig = field(default_factory=SensorConfig)
-    task: object = TASK_DEFAULTS        # a task's TaskOptions (its module: tasks.module_for)
+    task: object = TASK_DEFAULTS        # a task's TaskOptions (its TaskSpec: tasks.spec_for)
     cache: CacheOptions = field(default_factory=lambda: CacheOptions(seed=None))
     episodes: EpisodeConfig = field(default_factory=EpisodeConfig)
 
@@ -85,13 +86,13 @@ class EnvConfig:
 
     def to_dict(self) -> dict:
         """Plain data (dicts, lists, numbers, strings): for checkpoints and logs."""
-        return {**asdict(self), "task_name": module_for(self.task).NAME}
+        return {**asdict(self), "task_name": spec_for(self.task).name}
 
     @classmethod
     def from_dict(cls, d: dict) -> "EnvConfig":
         """The inverse of ``to_dict``."""
         d = dict(d)
-        sub = {"sensors": SensorConfig, "task": task_module(d.pop("task_name", "pointnav")).TaskOptions,
+        sub = {"sensors": SensorConfig, "task": task_spec(d.pop("task_name", TASKS[0])).options,
                "cache": CacheOptions}
         for k, t in sub.items():
             if k in d:
@@ -122,11 +123,11 @@ def _tuples(d: dict) -> dict:
 
 
 def task_options(task):
-    """``make(task=...)`` as a task's options: a name ("pointnav", "objectnav", "imagenav": its
-    defaults) or a task's ``TaskOptions``."""
+    """``make(task=...)`` as a task's options: a name (one of ``tasks.TASKS``: its defaults) or a
+    task's ``TaskOptions``."""
     if isinstance(task, str):
-        return task_module(task).DEFAULTS
-    module_for(task)
+        return task_spec(task).defaults
+    spec_for(task)
     return task
 
 

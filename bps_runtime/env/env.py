@@ -14,7 +14,6 @@ are ``LazyNames`` (read from the device when first looked at, within 64 episodes
 """
 from __future__ import annotations
 
-import threading
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -24,11 +23,10 @@ import torch
 from bps_assets.errors import ConfigError
 
 from . import spaces as sp
-from .checks import field_sizes
 from ..step.fused import FusedStep
 from ..step.ring import EpisodeRing, LazyNames
-from ..tasks import module_for
-from ..tasks.pointnav import ACTION_NAMES, DEFAULTS as TASK_DEFAULTS, TaskOptions
+from ..tasks import TASKS, spec_for, task_spec
+from ..tasks.spec import HostContext
 
 MAX_WAIT_REASONS = 100   # wait reasons kept in env.stats (the latest)
 
@@ -36,17 +34,17 @@ _INT_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
 
 
 class BatchNavEnv:
-    """A batched navigation task (PointNav, ObjectNav or ImageNav: the module of ``task``, the
-    task's options) over a ``world`` (scene cache + renderer + navigation + episodes).
+    """A batched navigation task (one of ``tasks.TASKS``: the ``TaskSpec`` of ``task``, the task's
+    options) over a ``world`` (scene cache + renderer + navigation + episodes).
 
     Build it with ``bps_runtime.make(...)``; the constructor takes the already-built parts.
     """
 
-    ACTIONS = ACTION_NAMES
+    ACTIONS = task_spec(TASKS[0]).actions
 
     def __init__(self, world, *, num_envs: int, batch_size: int | None = None, device="cpu",
                  sensors=("depth",), resolution=(64, 64), normalize_depth: bool = True,
-                 task: TaskOptions = TASK_DEFAULTS, seed: int = 0, capture_graph: bool = False):
+                 task=None, capture_graph: bool = False):
         self.num_envs, self.batch_size = check_batching(num_envs, batch_size)
         self.num_groups = self.num_envs // self.batch_size
         self.device = torch.device(device)
@@ -55,23 +53,18 @@ class BatchNavEnv:
         self.sensors = sp.check_sensors(sensors)
         self.resolution = sp.check_resolution(resolution)
         self.normalize_depth = bool(normalize_depth)
-        self._task = task
+        self.spec = spec = task_spec(TASKS[0]) if task is None else spec_for(task)   # the task's TaskSpec
+        self._task = spec.defaults if task is None else task
         self.world = world
         self.config = None   # the EnvConfig make() built this env from
-        self.task_module = tm = module_for(task)   # the task's module: fields, kernels, observations
-        self.ACTIONS, self.num_actions = tm.ACTION_NAMES, tm.NUM_ACTIONS
-        self._goal_shape = (*self.resolution, 3)
-        sizes = field_sizes(tm, self.resolution)
-        self.fused = FusedStep(world.nav, self.num_envs, self.batch_size, tm, task, self.device,
-                               capture=capture_graph, threads=world.threads, sizes=sizes)
-        # ImageNav: the goal image of each queued episode, from the goal-image cache or rendered
-        # when it is queued (env/goal_images.py)
-        self.goal_images = None
-        if tm.IMAGE:
-            from .goal_images import GoalImages
-
-            self.goal_images = GoalImages(world, self.fused.state["r_goal_image"], task.goal_cache_bytes)
-        self.ring = EpisodeRing(world, self.num_envs, tm)
+        self.ACTIONS, self.num_actions = spec.actions, spec.num_actions
+        self.fused = FusedStep(world.nav, self.num_envs, self.batch_size, spec, self._task, self.device,
+                               capture=capture_graph, threads=world.threads, sizes=spec.sizes(self.resolution))
+        # the task's host work when episodes are queued (ImageNav: the goal images), or None
+        self.host_hook = spec.host_hook(HostContext(
+            ring={f.name: self.fused.state[f.name] for f in spec.schema.of("state") if f.per == "ring"},
+            staging=spec.staging, render=world.render, scene_id=world.scene_id, options=self._task))
+        self.ring = EpisodeRing(world, world.episodes, self.num_envs, spec.staging, spec.goal_record)
         # a renderer that draws with one Warp launch on our device renders inside the step (and
         # inside its graph when captured); any other (Embree) renders after it
         r = world.renderer
@@ -88,7 +81,6 @@ class BatchNavEnv:
         self._pending: deque = deque()      # (group, Future) sent, not yet received
         self._to_send: deque = deque()      # groups whose results were handed out
         self._sim = ThreadPoolExecutor(1, thread_name_prefix="bps-sim")
-        self._lock = threading.Lock()
         self._closed = False
         self._started = False
         self._reseed = None
@@ -107,13 +99,13 @@ class BatchNavEnv:
 
     @task.setter
     def task(self, t):
-        if module_for(t) is not self.task_module:
+        if spec_for(t) is not self.spec:
             raise ConfigError(None, f"task: {type(t).__name__} is another task's options than this env's "
-                                    f"({self.task_module.__name__}); make() a new env for it")
+                                    f"({self.spec.name}); make() a new env for it")
         self._task = t
         self.fused.set_options(t)
-        if self.goal_images is not None:
-            self.goal_images.cache.set_budget(t.goal_cache_bytes)
+        if self.host_hook is not None:
+            self.host_hook.set_options(t)
 
     @property
     def episode_ids(self) -> list:
@@ -123,8 +115,8 @@ class BatchNavEnv:
     def episode_goals(self, env_ids=None) -> list[dict]:
         """The goal of each env's running episode (all envs, or ``env_ids``), from the host's
         records of the queued episodes (``EpisodeRing.goals_of``: ``goals``, ``goal_position``,
-        ObjectNav's ``object_category`` and goal objects with their view points); ImageNav adds
-        ``goal_heading``, the yaw the goal image was rendered at. Reads the episode counters from
+        goal objects with their view points, and the task's entries, ``TaskSpec.goal_record``:
+        e.g. the goal category, the yaw a goal image was rendered at). Reads the episode counters from
         the device once: for tools and videos, not the step path."""
         self._check_open("episode_goals()")
         if not self._started:
@@ -155,24 +147,23 @@ class BatchNavEnv:
     @property
     def single_observation_space(self):
         """Observation space of one env (gymnasium Dict)."""
-        return sp.single_observation_space(self.sensors, self.resolution, self.normalize_depth,
-                                           self.task_module.NAME)
+        return sp.single_observation_space(self.sensors, self.resolution, self.normalize_depth, self.spec)
 
     @property
     def single_action_space(self):
         """Action space of one env (Discrete(the task's actions))."""
-        return sp.single_action_space(self.task_module.NAME)
+        return sp.single_action_space(self.spec)
 
     @property
     def observation_space(self):
         """Observation space of one batch of ``batch_size`` envs."""
         return sp.batched_observation_space(self.batch_size, self.sensors, self.resolution,
-                                            self.normalize_depth, self.task_module.NAME)
+                                            self.normalize_depth, self.spec)
 
     @property
     def action_space(self):
         """Action space of one batch of ``batch_size`` envs."""
-        return sp.batched_action_space(self.batch_size, self.task_module.NAME)
+        return sp.batched_action_space(self.batch_size, self.spec)
 
     # ------------------------------------------------------------------ front door
     def seed(self, seed: int):
@@ -367,17 +358,17 @@ class BatchNavEnv:
         return obs, info
 
     def _queue_episodes(self):
-        """Queue the episodes now due (``EpisodeRing.refill``), publish what arrived, put ImageNav's
-        goal images in their ring entries (cached, or one batch render) and upload the staging rows."""
+        """Queue the episodes now due (``EpisodeRing.refill``), publish what arrived, run the task's
+        host hook over them (ImageNav: goal images into their ring entries) and upload the staging rows."""
         stage_i, stage_f = self.ring.refill()
         self.world.nav.refresh()
-        if self.goal_images is not None:
-            self._render_goals(stage_i, stage_f)
+        if self.host_hook is not None:
+            self._host_hook(stage_i, stage_f)
         self.fused.upload(stage_i, stage_f)
 
-    def _render_goals(self, stage_i: np.ndarray, stage_f: np.ndarray):
-        """ImageNav's goal images of the staged episodes (a method of its own: profilers mark it)."""
-        self.goal_images.write(stage_i, stage_f, self.ring.staged_ids, self.ring.staged_headings)
+    def _host_hook(self, stage_i: np.ndarray, stage_f: np.ndarray):
+        """The task's host hook over the staged episodes (a method of its own: profilers mark it)."""
+        self.host_hook.write(stage_i, stage_f, self.ring.staged_ids, self.ring.staged_headings)
 
     def _reset_result(self, g):
         sl = self._group_slice(g)
@@ -388,11 +379,11 @@ class BatchNavEnv:
 
     def _render(self, g: int) -> dict:
         """Render group g at the poses the kernel wrote (the quaternion reported in info, so
-        re-rendering that pose gives the same pixels bit for bit) + its pointgoal."""
+        re-rendering that pose gives the same pixels bit for bit) + the task's observations."""
         v = self._outputs(self._group_slice(g))
         frames = self.world.render(v.scene_index, v.position, v.rotation, self.sensors)
         obs = {k: frames[k] for k in self.sensors}
-        obs.update(self.task_module.observations(v))
+        obs.update(v.observations)
         return obs
 
     def _step_and_render(self, g: int, a: torch.Tensor) -> dict:
@@ -414,7 +405,7 @@ class BatchNavEnv:
 
         f.step(g, a, then=frame, then_key=(self.world.renderer.table_version, bufs["depth"].data_ptr()))
         obs = {k: bufs[k] for k in self.sensors}
-        obs.update(self.task_module.observations(v))
+        obs.update(v.observations)
         return obs
 
     def _frame(self, scene_index, position, rotation, bufs, stream):
@@ -449,16 +440,16 @@ class BatchNavEnv:
             del kept[:-MAX_WAIT_REASONS]
 
     def _outputs(self, sl):
-        """The output views of envs ``sl`` (observations' pointgoal, reward, done, info) of the
+        """The output views of envs ``sl`` (the task's observations, reward, done, info) of the
         fused step's buffers (allocated once), made on first use and kept, per group."""
         v = self._group_outputs.get((sl.start, sl.stop))
         if v is None:
             v = self._group_outputs[(sl.start, sl.stop)] = self.fused.views(sl)
-            v.goal_shape = self._goal_shape
+            v.observations = {o.name: o.view(v, *self.resolution) for o in self.spec.observations}
         return v
 
     def _info(self, sl, g, waited, reset: bool = False):
-        v, n, dev, task = self._outputs(sl), sl.stop - sl.start, self.device, self.task_module
+        v, n, dev, task = self._outputs(sl), sl.stop - sl.start, self.device, self.spec
         ring, env0 = self.ring, sl.start
         epno = v.epno.clone()
         current = LazyNames(lambda m: ring.names_of(env0, m, "scene"), epno)
@@ -471,7 +462,7 @@ class BatchNavEnv:
             **task.info(v),
             "waited_for_load": bool(waited),
         }
-        outcome = {k: getattr(v, k) for k in task.OUTCOME + ("truncated",)}
+        outcome = {k: getattr(v, k) for k in task.outcome + ("truncated",)}
         episode = task.episode_info(v)
         if reset:   # nothing has ended yet
             info.update({k: torch.zeros_like(t) for k, t in outcome.items()})

@@ -1,4 +1,4 @@
-"""The one front door: ``bps_runtime.make(...)`` -> a batched PointNav / ObjectNav / ImageNav env.
+"""The one front door: ``bps_runtime.make(...)`` -> a batched navigation env (any of ``tasks.TASKS``).
 
 EnvPool-style: ``num_envs`` environments, simulated in groups of ``batch_size``;
 ``step(actions) == send(actions) + recv()``; spaces from the arguments alone
@@ -18,19 +18,20 @@ from . import spaces as sp
 from .config import EnvConfig
 from .env import BatchNavEnv, check_batching
 from ..render import BACKENDS
+from ..tasks import TASKS
 from ..threads import check_threads
 
 RENDERERS = BACKENDS
 
 
 def observation_space(num_envs: int = 1, sensors=("depth",), resolution=(64, 64), normalize_depth=True,
-                      batch_size: int | None = None, task: str = "pointnav"):
+                      batch_size: int | None = None, task: str = TASKS[0]):
     """The space of one ``recv()`` / ``step()`` result, computed without building anything."""
     _, b = check_batching(num_envs, batch_size)
     return sp.batched_observation_space(b, sensors, resolution, normalize_depth, task)
 
 
-def action_space(num_envs: int = 1, batch_size: int | None = None, task: str = "pointnav"):
+def action_space(num_envs: int = 1, batch_size: int | None = None, task: str = TASKS[0]):
     """The action space of one ``step()``: ``batch_size`` (default ``num_envs``) discrete actions,
     computed without building anything; ConfigError when batch_size does not divide num_envs."""
     _, b = check_batching(num_envs, batch_size)
@@ -116,18 +117,18 @@ def make(dataset=None, config: EnvConfig | None = None, **kwargs) -> BatchNavEnv
     c = replace(c, num_envs=n, batch_size=b, threads=threads,
                 sensors=replace(c.sensors, kinds=sensors, resolution=resolution),
                 episodes=replace(c.episodes, scene_shard=scene_shard))
-    from ..step.fused import QUEUE_DEPTH
-    from ..tasks import module_for
-    from .checks import bytes_per_env, check_batch_memory, field_sizes
+    from ..step.fused import RING_SIZE
+    from ..tasks import spec_for
+    from .checks import bytes_per_env, check_batch_memory
     from .world import build_world
 
     # before anything is allocated: a batch the device cannot hold is one line, not a MemoryError
-    tm = module_for(c.task)
-    per_env = bytes_per_env(tm.SCHEMA.fields, QUEUE_DEPTH, sensors, resolution, field_sizes(tm, resolution))
+    spec = spec_for(c.task)
+    per_env = bytes_per_env(spec.schema.fields, RING_SIZE, sensors, resolution, spec.sizes(resolution))
     check_batch_memory(n, per_env, dev)
     world = build_world(path, c, device=dev)
     env = BatchNavEnv(world, num_envs=n, batch_size=b, device=dev, sensors=sensors,
                            resolution=resolution, normalize_depth=c.sensors.normalize_depth, task=c.task,
-                           seed=c.seed, capture_graph=c.capture_graph)
+                           capture_graph=c.capture_graph)
     env.config = c
     return env

@@ -17,10 +17,9 @@ from bps_assets.errors import ConfigError, InputError
 
 from .checks import check_agent
 from ..nav.buffers import FieldWorker, NavBuffers, SceneNav
-from ..episodes.files import resolve_episodes
-from ..episodes import make_supply
 from ..episodes.supply import EpisodeSupply
-from ..tasks import module_for
+from ..tasks import spec_for
+from ..tasks.spec import SupplyRequest
 
 
 class ScenePreparation:
@@ -156,7 +155,7 @@ def build_world(manifest_path, config, *, device) -> World:
     from ..render import RenderOptions, make_renderer
 
     c = config
-    split, scene_shard, num_envs, seed = c.split, c.episodes.scene_shard, c.num_envs, c.seed
+    split, scene_shard, num_envs = c.split, c.episodes.scene_shard, c.num_envs
     manifest = load_manifest(manifest_path)
     check_agent(manifest, c.task)
     entries = manifest.scenes(split)
@@ -169,62 +168,18 @@ def build_world(manifest_path, config, *, device) -> World:
         if not entries:
             raise ConfigError(None, f"{manifest_path}: scene_shard {rank}/{size} gets no scene of split "
                                     f"{split!r} ({len(manifest.scenes(split))} scenes)")
-    names = [e.name for e in entries]
-    task = module_for(c.task)
-    check_task_dataset(manifest, entries, c.task)
+    spec = spec_for(c.task)
+    spec.check_dataset(manifest, entries)
     worker = FieldWorker()
-    if task.NAME == "objectnav":
-        supply, entries = objectnav_supply(manifest, split, entries, c, worker)
-    else:
-        _, by_scene = resolve_episodes(manifest, split, names, c.episodes.source)
-        if by_scene is not None:
-            entries = [e for e in entries if e.name in by_scene]
-        supply = make_supply(seed, worker, by_scene, options=c.episodes.supply)
-    # the task's sensor geometry (ObjectNav: 0.88 m, HFOV 79, depth 0.5-5 m); PointNav: the defaults
-    geometry = {k: getattr(c.task, k) for k in ("hfov_deg", "sensor_height", "min_depth", "max_depth")
-                if hasattr(c.task, k)}
+    supply, entries = spec.supply(SupplyRequest(manifest, split, entries, c, worker))
+    # the sensor geometry the task's rules fix (ObjectNav: 0.88 m, HFOV 79, depth 0.5-5 m); else the defaults
     ropts = RenderOptions(resolution=tuple(c.sensors.resolution), normalize_depth=c.sensors.normalize_depth,
-                          threads=c.threads, **geometry)
+                          threads=c.threads, **spec.camera(c.task))
     r = c.sensors.renderer
     renderer = make_renderer(r, ropts, device=str(device) if r == "warp" else "cpu")
     scenes = make_scene_manager(entries, c.cache_for_run(), num_envs=num_envs, renderer=renderer, device=device,
                                 manifest=manifest)
     return World(scenes, renderer, device=device, supply=supply, worker=worker, sensors=c.sensors.kinds)
-
-
-def check_task_dataset(manifest, entries, task_options) -> None:
-    """ObjectNav refuses a dataset whose scenes have no semantics (the agent the navmeshes were
-    built for is ``checks.check_agent``'s, for every task)."""
-    if module_for(task_options).NAME == "objectnav":
-        from ..episodes.objectnav import scene_semantics_error
-
-        for e in entries:
-            why = scene_semantics_error(e.scene)
-            if why is not None:
-                raise InputError(e.scene, why)
-
-
-def objectnav_supply(manifest, split, entries, config, worker):
-    """ObjectNav's episode supply and the scenes it serves: a habitat ObjectNav v1 file
-    (``episodes=PATH``) mapped onto the manifest's scenes, or episodes generated per scene
-    visit (None / "sample")."""
-    from bps_assets.pipeline.habitat_episodes import map_habitat_objectnav
-
-    from ..episodes.objectnav import ObjectNavFileEpisodes, SampledObjectNav, objectnav_episode_dicts
-
-    src, c = config.episodes.source, config
-    if src in (None, "sample"):
-        return SampledObjectNav({e.name: str(e.scene) for e in entries}, c.seed, worker, c.episodes.supply), entries
-    if src == "dataset":
-        raise ConfigError(None, "task='objectnav': pass episodes=PATH (an ObjectNav v1 split file) or 'sample'")
-    mapped = map_habitat_objectnav(src, manifest, allow_unmatched=True)
-    names = {e.name for e in entries}
-    raw = {n: eps for n, eps in mapped.by_scene.items() if n in names
-           and objectnav_episode_dicts(mapped.objectnav, eps)}
-    if not raw:
-        raise InputError(src, f"has no ObjectNav episodes for the scenes of {manifest.path} (split {split!r})")
-    supply = ObjectNavFileEpisodes(mapped.objectnav, raw, src, c.seed, worker, c.episodes.supply)
-    return supply, [e for e in entries if e.name in raw]
 
 
 def make_scene_manager(entries, options, *, num_envs, renderer, device="cpu", manifest=None):

@@ -89,7 +89,7 @@ def _release_result(st, fut: Future):
         return
     res = fut.result()
     if res is not None:
-        st.fields.release(res[3])
+        st.fields.release(res.row)
 
 
 def _done(fn, *args) -> Future:

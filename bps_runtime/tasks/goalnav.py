@@ -21,34 +21,36 @@ import math
 
 import warp as wp
 
+from bps_assets.errors import ConfigError
+
 from ..step import kernels as sk
 from ..nav.kernels import Nav, geodesic
 from ..step.kernels import (act, begin_from_ring, keep_going, ring_entry, spl_ratio, turn_sign, wrap_angle,
                             write_outcome)
-from ..step.schema import CORE, Field, Schema, warp_struct
+from ..step.schema import CORE, STAGE, Column, Field, Observation, Schema, warp_struct
 
 STOP, MOVE_FORWARD, TURN_LEFT, TURN_RIGHT, LOOK_UP, LOOK_DOWN = range(6)
 ALL_ACTIONS = ("STOP", "MOVE_FORWARD", "TURN_LEFT", "TURN_RIGHT", "LOOK_UP", "LOOK_DOWN")
 OWNER = "goalnav"
 GOAL_PIXELS = "goal_pixels"   # the named size of the goal image (H * W * 3; 1 without one)
 
+# the observations the step writes (each task module returns some of them), declared once
+_BIG = float(3.4028234663852886e38)
+OBSERVATIONS = {o.name: o for o in (
+    Observation("objectgoal", (1,), "int64", (0,), (2**63 - 1,)),
+    Observation("compass", (1,), "float32", (-math.pi,), (math.pi,)),
+    Observation("gps", (2,), "float32", (-_BIG, -_BIG), (_BIG, _BIG)),
+    Observation("imagegoal", ("H", "W", 3), "uint8", (0,), (255,), flat=GOAL_PIXELS),
+)}
 FIELDS = (
     Field("goal_id", "int32", owner=OWNER), Field("start_pos", "vec3", owner=OWNER),
     Field("start_yaw", "float32", owner=OWNER), Field("pitch", "float32", owner=OWNER),
     Field("measured_at", "vec3", owner=OWNER, doc="where the distance was last measured"),
-    Field("d0", "float32", owner=OWNER), Field("d_prev", "float32", owner=OWNER),
-    Field("path_len", "float32", owner=OWNER),
-    Field("r_goal", "vec3", per="ring", owner=OWNER), Field("r_goal_id", "int32", per="ring", owner=OWNER),
+    Field("r_goal_id", "int32", per="ring", owner=OWNER),
     Field("r_goal_image", "uint8", per="ring", shape=(GOAL_PIXELS,), owner=OWNER),
-    Field("success", "bool", "out", owner=OWNER), Field("spl", "float32", "out", owner=OWNER),
     Field("soft_spl", "float32", "out", owner=OWNER),
-    Field("distance_to_goal", "float32", "out", owner=OWNER),
-    Field("objectgoal", "int64", "out", shape=(1,), owner=OWNER),
-    Field("compass", "float32", "out", shape=(1,), owner=OWNER),
-    Field("gps", "float32", "out", shape=(2,), owner=OWNER),
-    Field("imagegoal", "uint8", "out", shape=(GOAL_PIXELS,), owner=OWNER),
-    Field("ep_dist", "float32", "out", owner=OWNER), Field("ep_d0", "float32", "out", owner=OWNER),
-    Field("ep_path", "float32", "out", owner=OWNER), Field("ep_soft_spl", "float32", "out", owner=OWNER),
+    *(o.field(OWNER) for o in OBSERVATIONS.values()),
+    Field("ep_soft_spl", "float32", "out", owner=OWNER),
 )
 SCHEMA = Schema(CORE).extend(FIELDS)
 sk.set_module_options(__name__)
@@ -74,7 +76,7 @@ def options_class(task: str, module: str, doc: str, resources: dict | None = Non
     defined as ``module.TaskOptions``."""
     fields = [(n, t, dataclasses.field(default=defaults.pop(n))) for n, t in OPTION_FIELDS]
     if defaults:
-        raise TypeError(f"options_class: unknown options {sorted(defaults)}")
+        raise ConfigError(None, f"options_class: unknown options {sorted(defaults)}")
     resources = resources or {}
     fields += [(n, t, dataclasses.field(default=d)) for n, (t, d) in resources.items()]
     cls = dataclasses.make_dataclass("TaskOptions", fields, frozen=True,
@@ -114,17 +116,24 @@ def make_params(o, win: int, look: bool, image: bool, goal_pixels: int = 1, **_s
     return s
 
 
-# the staging columns of a queued episode (after env and ring index), which ``apply_refills``
-# writes into the ring: ints (scene index, goal field row, goal id), floats (start xyz, yaw, goal xyz)
-STAGE_INTS, STAGE_FLOATS = 3, 7
+# the staging columns of a queued episode: the generic ones (``STAGE``), then the goal id
+# (ObjectNav's task category id, 0 where the supply gives none), which ``apply_refills`` writes
+STAGING = STAGE.extend((Column("goal_id", ring="r_goal_id"),))
+_GOAL_ID = wp.constant(STAGING.col("goal_id"))
 
 
-def stage(ints, floats, scene_index, eps) -> None:
-    """Fill a batch of queued episodes' staging columns (``eps``: ``NewEpisodes``; its goal id:
-    ObjectNav's task category id, 0 where the supply gives none)."""
-    ints[:, 0], ints[:, 1] = scene_index, eps.rows
-    ints[:, 2] = 0 if eps.goal_id is None else eps.goal_id
-    floats[:, :3], floats[:, 3], floats[:, 4:] = eps.start, eps.yaw, eps.goal
+def sizes(image: bool):
+    """The named sizes of the fields for a task with (``image``) or without a goal image:
+    resolution (h, w) -> {GOAL_PIXELS: h * w * 3, or 1}."""
+    def of(resolution) -> dict:
+        h, w = resolution
+        return {GOAL_PIXELS: h * w * 3 if image else 1}
+    return of
+
+
+def camera(options) -> dict:
+    """The sensor geometry the task's options fix (height, field of view, depth range)."""
+    return {k: getattr(options, k) for k in ("sensor_height", "hfov_deg", "min_depth", "max_depth")}
 
 
 def max_move(options) -> float:
@@ -267,8 +276,8 @@ def step_kernel(nav: Nav, task: Params, st: State, out: Out, actions: wp.array(d
 def apply_refills(st: State, stage_i: wp.array2d(dtype=wp.int32), stage_f: wp.array2d(dtype=wp.float32),
                   count: wp.array(dtype=wp.int32)):
     """Row t < count of the staging table -> that env's ring entry (``ring_entry``) + its goal id
-    (column 4; the goal image: written by the host)."""
+    (its ``goal_id`` column; the goal image: written by the host)."""
     t = wp.tid()
     if t < count[0]:
         e, k = ring_entry(st, stage_i, stage_f, t)
-        st.r_goal_id[k, e] = stage_i[t, 4]
+        st.r_goal_id[k, e] = stage_i[t, _GOAL_ID]

@@ -16,18 +16,21 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar
 
+import torch
 import warp as wp
 
 from ..step import kernels as sk
 from ..nav.kernels import Nav, geodesic
+from ..episodes.files import point_goal_supply
 from ..step.kernels import act, begin_from_ring, keep_going, ring_entry, spl_ratio, write_outcome
-from ..step.schema import CORE, Field, Schema, warp_struct
+from .goal_encoders import PointGoalEncoder
+from .spec import TaskSpec
+from ..step.schema import CORE, STAGE, Field, Observation, Schema, warp_struct
 
 NAME = "pointnav"
 STOP, MOVE_FORWARD, TURN_LEFT, TURN_RIGHT = 0, 1, 2, 3
 ACTION_NAMES = ("STOP", "MOVE_FORWARD", "TURN_LEFT", "TURN_RIGHT")
 NUM_ACTIONS = len(ACTION_NAMES)
-IMAGE = False   # no goal image (ImageNav's: tasks/imagenav.py)
 
 
 @dataclass(frozen=True)
@@ -47,16 +50,10 @@ class TaskOptions:
 
 DEFAULTS = TaskOptions()
 
-FIELDS = (
-    Field("goal", "vec3", owner=NAME), Field("d0", "float32", owner=NAME, doc="start geodesic distance"),
-    Field("d_prev", "float32", owner=NAME), Field("path_len", "float32", owner=NAME),
-    Field("r_goal", "vec3", per="ring", owner=NAME),
-    Field("success", "bool", "out", owner=NAME), Field("spl", "float32", "out", owner=NAME),
-    Field("pointgoal", "float32", "out", shape=(2,), owner=NAME),
-    Field("distance_to_goal", "float32", "out", owner=NAME),
-    Field("ep_dist", "float32", "out", owner=NAME), Field("ep_d0", "float32", "out", owner=NAME),
-    Field("ep_path", "float32", "out", owner=NAME),
-)
+# the observation beside the sensors' frames, declared once (its output field, space and value)
+POINTGOAL = Observation("pointgoal", (2,), "float32", (0.0, -math.pi), (float(3.4028234663852886e38), math.pi))
+OBSERVATIONS = (POINTGOAL,)
+FIELDS = (Field("goal", "vec3", owner=NAME), POINTGOAL.field(NAME))
 SCHEMA = Schema(CORE).extend(FIELDS)
 sk.set_module_options(__name__)
 State = warp_struct(wp, "State", SCHEMA.of("state"), __name__, "Per-env state [N] and the ring [QUEUE_DEPTH, N].")
@@ -85,29 +82,9 @@ def params(options: TaskOptions, win: int, **_sizes) -> Params:
     return s
 
 
-# the staging columns of a queued episode (after env and ring index), which ``apply_refills``
-# writes into the ring: ints (scene index, goal field row), floats (start xyz, yaw, goal xyz)
-STAGE_INTS, STAGE_FLOATS = 2, 7
-
-
-def stage(ints, floats, scene_index, eps) -> None:
-    """Fill a batch of queued episodes' staging columns (``eps``: ``NewEpisodes``)."""
-    ints[:, 0], ints[:, 1] = scene_index, eps.rows
-    floats[:, :3], floats[:, 3], floats[:, 4:] = eps.start, eps.yaw, eps.goal
-
-
 def max_move(options: TaskOptions) -> float:
     """The longest move of one step (metres): sizes the try_step window."""
     return float(options.forward_step)
-
-
-# the task's observations beside the sensors' frames: name -> (shape, dtype, low, high)
-OBSERVATIONS = {"pointgoal": ((2,), "float32", (0.0, -math.pi), (float(3.4028234663852886e38), math.pi))}
-
-
-def observations(v) -> dict:
-    """The task's observations of a group (``v``: its output views)."""
-    return {"pointgoal": v.pointgoal}
 
 
 def info(v) -> dict:
@@ -204,3 +181,11 @@ def apply_refills(st: State, stage_i: wp.array2d(dtype=wp.int32), stage_f: wp.ar
     t = wp.tid()
     if t < count[0]:
         ring_entry(st, stage_i, stage_f, t)
+
+
+SPEC = TaskSpec(
+    name=NAME, options=TaskOptions, actions=ACTION_NAMES, schema=SCHEMA, State=State, Out=Out, params=params,
+    max_move=max_move, apply_refills=apply_refills, begin_kernel=begin_kernel, step_kernel=step_kernel,
+    staging=STAGE, observations=OBSERVATIONS, info=info, episode_info=episode_info, outcome=OUTCOME,
+    supply=point_goal_supply, goal_input=lambda obs: obs["pointgoal"],
+    goal_input_spec=lambda resolution: ((2,), torch.float32), goal_encoder=PointGoalEncoder)

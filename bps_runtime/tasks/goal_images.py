@@ -22,10 +22,12 @@ import torch
 
 from bps_assets.errors import ConfigError
 
-from ..render.camera import yaw_to_quaternion
-from ..tasks.imagenav import DEFAULTS as IMAGENAV_DEFAULTS
+from bps_assets.nav.imagenav import goal_heading
 
-DEFAULT_BUDGET_BYTES = IMAGENAV_DEFAULTS.goal_cache_bytes   # 256 MiB: 21,845 images of 64 x 64, 5,461 of 128 x 128
+from ..render.camera import yaw_to_quaternion
+from ..step.schema import Staging
+
+DEFAULT_BUDGET_BYTES = 256 * 2**20   # 256 MiB: 21,845 images of 64 x 64, 5,461 of 128 x 128
 MIN_ROWS = 64                        # the first allocation (rows), then doubled as needed
 
 
@@ -104,25 +106,33 @@ class GoalImageCache:
 
 
 class GoalImages:
-    """The goal images of staged episodes (``EpisodeRing.refill``'s rows) into the ring field
-    ``target`` ([QUEUE_DEPTH, N, pixels] uint8): from the cache, or rendered (RGB at the goal +
-    sensor height, facing the heading) by ``world.render`` in one batch of the distinct misses."""
+    """ImageNav's host hook (``TaskSpec.host_hook``): the goal images of staged episodes
+    (``EpisodeRing.refill``'s rows, columns by name in ``staging``) into the ring field ``target``
+    ([RING_SIZE, N, pixels] uint8): from the cache, or rendered (RGB at the goal + sensor height,
+    facing the heading) by ``render`` in one batch of the distinct misses; ``scene_id(scene
+    index)`` names a resident scene."""
 
-    def __init__(self, world, target: torch.Tensor, budget_bytes: int = DEFAULT_BUDGET_BYTES):
-        self.world, self.target = world, target
+    def __init__(self, target: torch.Tensor, staging: Staging, render, scene_id,
+                 budget_bytes: int = DEFAULT_BUDGET_BYTES):
+        self.target, self.staging, self._render_frames, self._scene_id = target, staging, render, scene_id
         self.cache = GoalImageCache(target.shape[-1], budget_bytes, target.device)
         self.rendered = 0   # goal images rendered so far
 
+    def set_options(self, options) -> None:
+        """The task's options changed: the cache's budget follows ``goal_cache_bytes``."""
+        self.cache.set_budget(options.goal_cache_bytes)
+
     def write(self, stage_i: np.ndarray, stage_f: np.ndarray, episode_ids: list, headings: list) -> None:
-        """Staging rows (int: env, ring index, scene index, ...; float: ..., goal xyz at 4:7), their
-        episode ids and goal headings (NaN: ``goal_heading(episode id)``)."""
+        """Staging rows, their episode ids and goal headings (NaN: ``goal_heading(episode id)``)."""
         n = stage_i.shape[0]
         if n == 0:
             return
-        scene = stage_i[:, 2].astype(np.int64)
-        goal = stage_f[:, 4:7]
+        col = self.staging.col
+        scene = stage_i[:, col("scene_index")].astype(np.int64)
+        g = col("goal")
+        goal = stage_f[:, g:g + 3]
         uk = np.unique(scene).tolist()
-        names = dict(zip(uk, (self.world.scene_id(k) for k in uk)))
+        names = dict(zip(uk, (self._scene_id(k) for k in uk)))
         gx, gy, gz = goal.T.tolist()
         keys = list(zip([names[s] for s in scene.tolist()], gx, gy, gz,
                         [i if math.isnan(h) else h for i, h in zip(episode_ids, headings)]))
@@ -147,17 +157,16 @@ class GoalImages:
             else:
                 src, rows = frames, np.array(inv, np.int64)
         dev = self.target.device
-        k = torch.from_numpy(stage_i[:, 1].astype(np.int64)).to(dev)
-        e = torch.from_numpy(stage_i[:, 0].astype(np.int64)).to(dev)
+        k = torch.from_numpy(stage_i[:, col("ring")].astype(np.int64)).to(dev)
+        e = torch.from_numpy(stage_i[:, col("env")].astype(np.int64)).to(dev)
         self.target[k, e] = (self.cache.pool if src is None else src)[torch.from_numpy(rows).to(dev)]
 
     def _render(self, scene: np.ndarray, goal: np.ndarray, headings: list, episode_ids: list) -> torch.Tensor:
-        from bps_assets.nav.imagenav import goal_heading
-
         yaw = np.array([goal_heading(i) if math.isnan(h) else h for h, i in zip(headings, episode_ids)], np.float64)
         rot = yaw_to_quaternion(yaw).astype(np.float32)
         dev = self.target.device
-        frames = self.world.render(torch.from_numpy(scene).to(dev), torch.from_numpy(np.ascontiguousarray(goal)).to(dev),
-                                   torch.from_numpy(rot).to(dev), ("rgb",))
+        frames = self._render_frames(torch.from_numpy(scene).to(dev),
+                                     torch.from_numpy(np.ascontiguousarray(goal)).to(dev),
+                                     torch.from_numpy(rot).to(dev), ("rgb",))
         self.rendered += len(yaw)
         return frames["rgb"].reshape(len(yaw), -1).to(torch.uint8)

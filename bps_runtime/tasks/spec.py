@@ -1,0 +1,139 @@
+"""The task seam: ``TaskSpec``, everything the env, the step, the world and the trainer need from
+a task, in one typed record. Each task module defines ``SPEC = TaskSpec(...)`` and
+``bps_runtime.tasks.TASKS`` names the module; nothing outside ``tasks/`` names a task
+(tests/test_task_seam.py checks every registered task against this record and greps the generic
+layers for task names).
+
+What a spec gives: ``name``, ``options`` (its ``TaskOptions`` class, whose ``TASK`` is ``name``) and
+``defaults``; ``actions``; the step (``schema`` = ``step.schema.CORE`` + the task's fields,
+``State`` / ``Out`` structs, ``params(options, win, sizes)``, ``max_move(options)``, the kernels
+``apply_refills`` / ``begin_kernel`` / ``step_kernel``, ``staging`` = ``step.schema.STAGE`` + its
+columns, ``sizes(resolution)``: the named sizes of its field shapes); what a step returns
+(``observations``: ``step.schema.Observation`` s, spaces and values from one declaration;
+``info`` / ``episode_info`` / ``outcome``); where episodes come from (``supply(request)`` ->
+(EpisodeSupply, the scenes it serves), ``check_dataset(manifest, entries)``); the host hook
+(``host_hook(HostContext)`` -> a ``HostHook`` or None: e.g. ImageNav's goal images, written
+into the ring when episodes are queued); ``goal_record(record, episode, heading)`` -> the
+task's entries of ``episode_goals()``; ``camera(options)``: the sensor geometry the task's
+rules fix (None: the sensor config's); and the trainer's goal input (``goal_input(obs)``,
+``goal_input_spec(resolution)``, ``goal_encoder(GoalEncoderArgs)`` -> ``nn.Module`` with
+``out_dim`` and ``forward(goal, visual_encoder)``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
+
+import numpy as np
+
+from ..step.schema import Observation, Schema, Staging
+
+
+class HostHook(Protocol):
+    """Host work of a task when episodes are queued (between steps, before the upload)."""
+
+    def write(self, stage_i: np.ndarray, stage_f: np.ndarray, episode_ids: list, headings: list) -> None:
+        """The staged rows (``TaskSpec.staging``), their episode ids and goal-view headings."""
+
+    def set_options(self, options) -> None:
+        """The task's options changed (``env.task = ...``)."""
+
+
+@dataclass(frozen=True)
+class HostContext:
+    """What a host hook may use: the ring fields (name -> tensor), the staging layout, the
+    batch render (``render(scene_index, positions, rotations, sensors)``), scene ids by scene
+    index (``scene_id``), the task's options."""
+    ring: dict
+    staging: Staging
+    render: Callable
+    scene_id: Callable[[int], str]
+    options: Any
+
+
+@dataclass(frozen=True)
+class SupplyRequest:
+    """What a task's episode supply is built from: the manifest, its split, the scene entries
+    (after sharding), the ``EnvConfig`` and the goal-field worker."""
+    manifest: Any
+    split: str | None
+    entries: list
+    config: Any
+    worker: Any
+
+
+@dataclass(frozen=True)
+class GoalEncoderArgs:
+    """What the trainer's goal encoder is built from: the visual input's channels, the hidden
+    size, the CNN width, the resolution, a category vocabulary size, ``make_cnn(in_channels)``
+    (a new visual encoder of the policy's kind, output ``hidden``)."""
+    in_channels: int
+    hidden: int
+    width: int
+    resolution: tuple
+    num_categories: int
+    make_cnn: Callable
+
+
+def _no_hook(_ctx: HostContext):
+    return None
+
+
+def _no_check(_manifest, _entries) -> None:
+    return None
+
+
+def _no_goal_entries(_record: dict | None, _episode_id: str, _heading: float) -> dict:
+    return {}
+
+
+def _no_camera(_options) -> dict:
+    return {}
+
+
+def _no_sizes(_resolution) -> dict:
+    return {}
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """A task, as the runtime and the trainer see it (the module docstring lists the members)."""
+    name: str
+    options: type
+    actions: tuple
+    schema: Schema
+    State: Any
+    Out: Any
+    params: Callable
+    max_move: Callable
+    apply_refills: Any
+    begin_kernel: Any
+    step_kernel: Any
+    staging: Staging
+    observations: tuple            # of step.schema.Observation
+    info: Callable
+    episode_info: Callable
+    outcome: tuple
+    supply: Callable               # SupplyRequest -> (EpisodeSupply, entries)
+    goal_input: Callable           # obs dict -> the policy's goal input [B, ...]
+    goal_input_spec: Callable      # resolution (h, w) -> (per-env shape, torch dtype)
+    goal_encoder: Callable         # GoalEncoderArgs -> nn.Module (out_dim; forward(goal, visual_encoder))
+    check_dataset: Callable = _no_check
+    host_hook: Callable = _no_hook
+    goal_record: Callable = _no_goal_entries
+    camera: Callable = _no_camera
+    sizes: Callable = _no_sizes
+    defaults: Any = field(default=None)
+
+    def __post_init__(self):
+        if self.defaults is None:
+            object.__setattr__(self, "defaults", self.options())
+
+    @property
+    def num_actions(self) -> int:
+        """How many discrete actions the task has."""
+        return len(self.actions)
+
+    def observation(self, name: str) -> Observation:
+        """The declaration of observation ``name``."""
+        return next(o for o in self.observations if o.name == name)

@@ -1,19 +1,17 @@
 """habitat-lab's InstanceImageNav (``instance_imagenav_hm3d_v2``) as one task module: ObjectNav's step
 (``tasks/goalnav.py``) towards one goal instance, whose goal observation is the RGB image of the
 episode's own camera, ``goals[0].image_goals[goal_image_id]`` (position, rotation, HFOV, image
-size: habitat's ``InstanceImageGoalSensor``). The host hook renders it when the episode is queued
-(``render_view``; cached by ``goal_images.GoalImageCache``) at the camera's image size, resized
-(area) to the sensors' resolution when that differs, and the step kernel copies it to
-``imagegoal`` at the episode's start. Episodes: InstanceImageNav-v1 files (``episodes=PATH``,
-checked on each scene's navmesh) or generated per scene visit from the scene's objects
+size: habitat's ``InstanceImageGoalSensor``), rendered by the host hook when the episode is
+queued (``render_view``, kept in the goal-image cache), area-resized to the sensors' resolution
+when its size differs, copied to ``imagegoal`` at the episode's start. Episodes: InstanceImageNav-
+v1 files (``episodes=PATH``, checked on each scene's navmesh) or generated per scene visit
 (``bps_assets.nav.instance_imagenav_episodes``; cameras at the sensors' resolution).
 
-Defaults (habitat's task and benchmark configs; all settable): STOP, MOVE_FORWARD 0.25 m,
-TURN_LEFT / TURN_RIGHT 30 deg, LOOK_UP / LOOK_DOWN 30 deg (pitch clamped at +-30 as ObjectNav's;
-None: habitat's no limit); sliding off; 1000 steps; agent 1.41 m, radius 0.17; sensors at 1.31
-m, HFOV 42 (habitat's RGB; its depth has 58), depth 0.5-5 m; distance = geodesic to the nearest
-view point of the goal instance; success = STOP within 0.1 m; ObjectNav's reward. Observations:
-``imagegoal`` [H, W, 3] uint8, ``compass``, ``gps`` and the sensors.
+Defaults (habitat's task and benchmark configs; all settable): STOP, MOVE_FORWARD 0.25 m, TURN
+30 deg, LOOK_UP / LOOK_DOWN 30 deg (pitch clamped at +-30 as ObjectNav's); sliding off; 1000
+steps; agent 1.41 m, radius 0.17; sensors at 1.31 m, HFOV 42 (habitat's RGB; its depth: 58),
+depth 0.5-5 m; distance = geodesic to the nearest view point of the goal instance; success =
+STOP within 0.1 m; ObjectNav's reward. Observations: ``imagegoal``, ``compass``, ``gps``.
 """
 from __future__ import annotations
 
@@ -75,12 +73,15 @@ class GoalCameraImages(GoalImages):
         self._cams: list = []
 
     def keys(self, stage_i, stage_f, episode_ids, headings) -> list:
+        """(scene id, camera centre, rotation, HFOV, image size) per staged row (its record's camera)."""
         scene = stage_i[:, self.staging.col("scene_index")].tolist()
         self._cams = [goal_camera(self.record(s, i)) for s, i in zip(scene, episode_ids)]
         return [(self._scene_id(s), *c["position"], *c["rotation"], float(c["hfov"]), *c["image_dimensions"])
                 for s, c in zip(scene, self._cams)]
 
     def render_rows(self, todo, stage_i, stage_f, episode_ids, headings) -> torch.Tensor:
+        """The goal images [len(todo), H * W * 3] of rows ``todo``: one ``render_view`` per camera
+        model (HFOV, image size) among them."""
         scene = stage_i[todo, self.staging.col("scene_index")].astype(np.int64)
         cams = [self._cams[i] for i in todo]
         h, w = self.resolution

@@ -85,10 +85,12 @@ def make_env(scenes, num_envs=4, batch_size=None, seed=0, resolution=(16, 16), s
                                                 threads=threads),
                       device=device if renderer == "warp" else "cpu")
     w = World(StaticScenes(list(scenes), r), r, device=device, supply=supply, worker=worker, sensors=sensors)
-    kw = {} if task is None else {"task": task}
-    return BatchNavEnv(w, num_envs=num_envs, batch_size=batch_size, resolution=resolution, device=device,
-                            sensors=sensors, normalize_depth=normalize_depth, capture_graph=capture_graph,
-                            **kw)
+    from bps_runtime.env.config import EnvConfig, SensorConfig
+
+    config = EnvConfig(num_envs=num_envs, batch_size=batch_size, seed=seed, device=str(device), threads=threads,
+                       capture_graph=capture_graph, sensors=SensorConfig(sensors, resolution, normalize_depth, renderer),
+                       **({} if task is None else {"task": task}))
+    return BatchNavEnv(w, config)
 
 
 def episode(eid, scene, start, goal, yaw=0.0):

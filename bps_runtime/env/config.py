@@ -24,11 +24,23 @@ TASK_DEFAULTS = task_spec(TASKS[0]).defaults
 @dataclass(frozen=True)
 class SensorConfig:
     """What the agents see: sensors (a subset of ("depth", "rgb", "semantic")), (height, width), habitat's
-    normalized depth (0-1 for 0-10 m) or metres, and the renderer ("embree" CPU, "warp")."""
+    normalized depth (0-1 for 0-10 m) or metres, and the renderer ("embree" CPU, "warp").
+    Checked (and normalized: tuples) when made."""
     kinds: tuple = ("depth",)
     resolution: tuple = (64, 64)
     normalize_depth: bool = True
     renderer: str = "embree"
+
+    def __post_init__(self):
+        from ..render import BACKENDS
+        from ..render.inputs import check_sensors
+        from ..render.protocol import check_resolution
+
+        object.__setattr__(self, "kinds", check_sensors(self.kinds))
+        object.__setattr__(self, "resolution", check_resolution(self.resolution))
+        object.__setattr__(self, "normalize_depth", bool(self.normalize_depth))
+        if self.renderer not in BACKENDS:
+            raise ConfigError(None, f"renderer={self.renderer!r}: choose from {BACKENDS}")
 
 
 @dataclass(frozen=True)
@@ -40,10 +52,23 @@ class EpisodeConfig:
     supply: SupplyOptions = SUPPLY_DEFAULTS
     scene_shard: tuple | None = None
 
+    def __post_init__(self):
+        if self.scene_shard is not None:
+            try:
+                rank, size = (int(v) for v in self.scene_shard)
+            except (TypeError, ValueError):
+                raise ConfigError(None, f"scene_shard={self.scene_shard!r}: expected (rank, world_size)") from None
+            if not 0 <= rank < size:
+                raise ConfigError(None, f"scene_shard={self.scene_shard!r}: need 0 <= rank < world_size")
+            object.__setattr__(self, "scene_shard", (rank, size))
+
 
 @dataclass(frozen=True)
 class EnvConfig:
-    """Everything ``make()`` builds an env from."""
+    """Everything ``make()`` builds an env from. Each part checks itself once, when it is made
+    (``SensorConfig``, ``EpisodeConfig``, ``CacheOptions``, ``SupplyOptions``, the task's options
+    through ``tasks.spec_for``; here: the batching, the seed, the threads); ``make()`` adds only
+    what depends on the machine (the device, the memory) and the dataset."""
     dataset: str | None = None
     split: str | None = "train"
     num_envs: int = 16
@@ -58,7 +83,15 @@ class EnvConfig:
     episodes: EpisodeConfig = field(default_factory=EpisodeConfig)
 
     def __post_init__(self):
+        from ..threads import check_threads
+
+        n, b = check_batching(self.num_envs, self.batch_size)
+        object.__setattr__(self, "num_envs", n)
+        object.__setattr__(self, "batch_size", b)
         check_seed(self.seed)
+        if self.threads is not None:
+            object.__setattr__(self, "threads", check_threads(self.threads))
+        spec_for(self.task)
 
     @classmethod
     def from_kwargs(cls, dataset=None, *, split="train", num_envs=16, batch_size=None, device="cpu",
@@ -146,3 +179,18 @@ def cache_options(cache) -> CacheOptions:
         except TypeError as e:
             raise ConfigError(None, f"cache={cache!r}: {e}") from None
     raise ConfigError(None, f"cache={cache!r}: expected None, an int (slots), a dict or CacheOptions")
+
+
+def check_batching(num_envs, batch_size) -> tuple[int, int]:
+    """(num_envs, batch_size) checked: positive ints, batch_size divides num_envs (None: num_envs)."""
+    try:
+        n = int(num_envs)
+    except (TypeError, ValueError):
+        raise ConfigError(None, f"num_envs={num_envs!r}: expected a positive int") from None
+    if n < 1 or n != num_envs:
+        raise ConfigError(None, f"num_envs={num_envs!r}: expected a positive int")
+    b = n if batch_size is None else batch_size
+    if not isinstance(b, (int, np.integer)) or b < 1 or b > n or n % b:
+        raise ConfigError(None, f"batch_size={batch_size!r}: must divide num_envs={n} "
+                                f"(e.g. {n // 2} for two alternating halves, or None for all)")
+    return n, int(b)

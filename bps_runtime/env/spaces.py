@@ -13,7 +13,8 @@ import numpy as np
 
 from bps_assets.errors import ConfigError
 
-from ..render.protocol import SENSORS   # the sensors an env offers are the renderer's
+from ..render.inputs import check_sensors   # the sensors an env offers are the renderer's
+from ..render.protocol import check_resolution
 from ..render.semantic import MAX_INSTANCE_ID
 from ..tasks import TASKS, spec_for, task_spec
 from ..tasks.spec import TaskSpec
@@ -45,30 +46,6 @@ def _gym():
         return gymnasium.spaces
     except ImportError:
         return None
-
-
-def check_sensors(sensors) -> tuple[str, ...]:
-    """``sensors`` (one name or a sequence) as a tuple; ConfigError when empty, repeated or
-    naming an unknown sensor."""
-    if isinstance(sensors, str):
-        sensors = (sensors,)
-    sensors = tuple(sensors)
-    bad = [s for s in sensors if s not in SENSORS]
-    if bad or not sensors or len(set(sensors)) != len(sensors):
-        raise ConfigError(None, f"sensors={sensors!r}: expected a non-empty subset of {SENSORS}")
-    return sensors
-
-
-def check_resolution(resolution) -> tuple[int, int]:
-    """``resolution`` (one int or (height, width)) as (height, width); ConfigError unless both
-    are ints in 1..4096."""
-    try:
-        h, w = (int(resolution), int(resolution)) if np.isscalar(resolution) else map(int, resolution)
-    except (TypeError, ValueError):
-        raise ConfigError(None, f"resolution={resolution!r}: expected (height, width)") from None
-    if not (1 <= h <= 4096 and 1 <= w <= 4096):
-        raise ConfigError(None, f"resolution={resolution!r}: height and width must be in 1..4096")
-    return h, w
 
 
 def _spec(task) -> TaskSpec:

@@ -99,10 +99,10 @@ class World:
     def next_scenes(self, env_ids: np.ndarray) -> tuple[np.ndarray, bool]:
         """Scene indices of one more queued episode per env in ``env_ids`` (each holds a
         reference until ``release_scenes``) and whether that waited for a load."""
-        idx = np.asarray(self.scenes.assign_next(np.asarray(env_ids, np.int64)), np.int64)
+        scene_index = np.asarray(self.scenes.assign_next(np.asarray(env_ids, np.int64)), np.int64)
         waited = self._report()
         self._publish()
-        return idx, waited
+        return scene_index, waited
 
     def release_scenes(self, scene_indices: np.ndarray):
         """Episodes in these scene indices have ended (one reference each)."""
@@ -151,9 +151,7 @@ class World:
         """Stop the field worker, the scene manager and the renderer."""
         self.worker.close()
         self.scenes.close()
-        close = getattr(self.renderer, "close", None)
-        if close is not None:
-            close()
+        self.renderer.close()
 
 
 def build_world(manifest_path, config, *, device) -> World:

@@ -18,6 +18,7 @@ import numpy as np
 from bps_assets.errors import NavError
 from bps_assets.nav.pose import quaternion_yaw
 
+from ..grouping import groups
 from ..nav.kernels import host_distance, load_for_host
 from .supply import DEFAULTS, EpisodeSupply, NewEpisodes, SupplyOptions, _SceneState, _done, _release_result
 
@@ -178,14 +179,14 @@ class DatasetEpisodes(EpisodeSupply):
 
     def take(self, scene_indices: np.ndarray) -> tuple[NewEpisodes, bool]:
         """One new episode per entry of ``scene_indices``, in order."""
-        keys = np.asarray(scene_indices, np.int64)
-        n = len(keys)
+        scene_indices = np.asarray(scene_indices, np.int64)
+        n = len(scene_indices)
         w0 = self.waits
         out = NewEpisodes(np.zeros((n, 3), np.float32), np.zeros(n, np.float32), np.zeros((n, 3), np.float32),
                           np.zeros(n, np.int64), [""] * n, np.zeros(n, np.int32))
-        for key in np.unique(keys):
-            st = self.scenes[int(key)]
-            for i in np.nonzero(keys == key)[0]:
+        for scene_index, entries in groups(scene_indices):
+            st = self.scenes[scene_index]
+            for i in entries.tolist():
                 p, _ = self._next_dataset(st)
                 out.start[i], out.yaw[i], out.goal[i], out.rows[i] = p.start, p.yaw, p.goal, p.row
                 out.episode_ids[i], out.goal_id[i] = p.episode_id, p.goal_id

@@ -15,6 +15,19 @@ from .shading_data import ShadingData
 
 # "semantic": the hit triangle's instance id (ShadingData.tri_object; render/semantic.py)
 SENSORS = ("depth", "rgb", "semantic")
+MAX_RESOLUTION = 4096   # the largest sensor height / width (every config and the CLI say this one)
+
+
+def check_resolution(resolution) -> tuple[int, int]:
+    """``resolution`` (one int or (height, width)) as (height, width); ConfigError unless both
+    are ints in 1..MAX_RESOLUTION."""
+    try:
+        h, w = (int(resolution), int(resolution)) if np.isscalar(resolution) else map(int, resolution)
+    except (TypeError, ValueError):
+        raise ConfigError(None, f"resolution={resolution!r}: expected (height, width)") from None
+    if not (1 <= h <= MAX_RESOLUTION and 1 <= w <= MAX_RESOLUTION):
+        raise ConfigError(None, f"resolution={resolution!r}: height and width must be in 1..{MAX_RESOLUTION}")
+    return h, w
 
 
 @dataclass(frozen=True)
@@ -32,9 +45,7 @@ class RenderOptions:
     threads: int | None = None
 
     def __post_init__(self):
-        h, w = self.resolution
-        if not (isinstance(h, int) and isinstance(w, int) and 1 <= h <= 8192 and 1 <= w <= 8192):
-            raise ConfigError(None, f"resolution must be two ints in [1, 8192], got {self.resolution!r}")
+        object.__setattr__(self, "resolution", check_resolution(self.resolution))
         if not 0.0 < self.hfov_deg < 180.0:
             raise ConfigError(None, f"hfov_deg must be in (0, 180), got {self.hfov_deg}")
         if not 0.0 <= self.min_depth < self.max_depth:
@@ -67,6 +78,12 @@ class Renderer(Protocol):
     """
 
     options: RenderOptions
+    # the device of ``launch_frame`` (a frame drawn as one Warp launch the env queues inside its
+    # step, with ``frame_buffers`` and ``table_version``); None: no such frame (``render`` only)
+    frame_device: str | None
+
+    def close(self) -> None:
+        """Stop the renderer's threads and free what it holds (idempotent)."""
 
     def prepare(self, shading: ShadingData, positions: np.ndarray, indices: np.ndarray) -> Any:
         """Build a scene's acceleration structure (and device copies) from its shading tables and
@@ -75,13 +92,13 @@ class Renderer(Protocol):
     def accel_bytes(self, num_vertices: int, num_triangles: int) -> int:
         """Estimated bytes ``prepare`` allocates for a mesh of this size (charged by the scene cache)."""
 
-    def attach(self, scene_id: int, shading: ShadingData, accel: Any) -> None:
-        """Make ``scene_id`` renderable with what ``prepare`` returned; called between steps."""
+    def attach(self, scene_index: int, shading: ShadingData, accel: Any) -> None:
+        """Make ``scene_index`` renderable with what ``prepare`` returned; called between steps."""
 
-    def detach(self, scene_id: int) -> None:
-        """Forget ``scene_id``; unknown ids are ignored."""
+    def detach(self, scene_index: int) -> None:
+        """Forget ``scene_index``; unknown ids are ignored."""
 
-    def render(self, scene_ids, positions, rotations, sensors: Sequence[str] = ("depth",)) -> Mapping[str, Any]:
+    def render(self, scene_index, positions, rotations, sensors: Sequence[str] = ("depth",)) -> Mapping[str, Any]:
         """One frame per agent: scene ids [N], positions [N,3] (agent base, Habitat frame), rotations
         [N] yaw or [N,4] xyzw -> {"depth": float32 [N,H,W,1], "rgb": uint8 [N,H,W,3],
         "semantic": int32 [N,H,W,1] (instance id, 0 = no hit or no object)} for the sensors asked

@@ -162,8 +162,8 @@ class GoalImages:
         scene = stage_i[:, col("scene_index")].astype(np.int64)
         g = col("goal")
         gx, gy, gz = stage_f[:, g:g + 3].T.tolist()
-        uk = np.unique(scene).tolist()
-        names = dict(zip(uk, (self._scene_id(k) for k in uk)))
+        distinct = np.unique(scene).tolist()
+        names = dict(zip(distinct, (self._scene_id(k) for k in distinct)))
         return list(zip([names[s] for s in scene.tolist()], gx, gy, gz,
                         [i if math.isnan(h) else h for i, h in zip(episode_ids, headings)]))
 

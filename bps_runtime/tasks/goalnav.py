@@ -69,10 +69,10 @@ OPTION_FIELDS = (
 )
 
 
-def options_class(task: str, module: str, doc: str, resources: dict | None = None, **defaults) -> type:
+def options_class(name: str, module: str, doc: str, resources: dict | None = None, **defaults) -> type:
     """A task's frozen ``TaskOptions`` dataclass: ``OPTION_FIELDS`` with ``defaults`` (every field),
     plus the task's ``resources`` ({name: (type, default)}: settings that are not rules, which
-    ``RESOURCES`` names so a resumed run may change them), ``TASK = task`` (``tasks.module_for``),
+    ``RESOURCES`` names so a resumed run may change them), ``TASK = name`` (``tasks.spec_for``),
     defined as ``module.TaskOptions``."""
     fields = [(n, t, dataclasses.field(default=defaults.pop(n))) for n, t in OPTION_FIELDS]
     if defaults:
@@ -80,7 +80,7 @@ def options_class(task: str, module: str, doc: str, resources: dict | None = Non
     resources = resources or {}
     fields += [(n, t, dataclasses.field(default=d)) for n, (t, d) in resources.items()]
     cls = dataclasses.make_dataclass("TaskOptions", fields, frozen=True,
-                                     namespace={"TASK": task, "RESOURCES": tuple(resources)})
+                                     namespace={"TASK": name, "RESOURCES": tuple(resources)})
     cls.__module__, cls.__doc__ = module, doc
     return cls
 
@@ -189,7 +189,7 @@ def observe(st: State, out: Out, e: int):
 
 
 @wp.func
-def begin_episode(nav: Nav, task: Params, st: State, out: Out, e: int, depth: int):
+def begin_episode(nav: Nav, params: Params, st: State, out: Out, e: int, depth: int):
     """Start the env's next episode from its ring (the host filled it ahead of time): the start
     pose is the episode's reference for compass / gps, the camera level, the goal image copied."""
     k = begin_from_ring(nav, st, e, depth)
@@ -198,15 +198,15 @@ def begin_episode(nav: Nav, task: Params, st: State, out: Out, e: int, depth: in
     st.pitch[e] = wp.float32(0.0)
     st.measured_at[e] = st.pos[e]
     st.goal_id[e] = st.r_goal_id[k, e]
-    for i in range(task.pixels):
+    for i in range(params.pixels):
         out.imagegoal[e, i] = st.r_goal_image[k, e, i]
 
 
 @wp.kernel
-def begin_kernel(nav: Nav, task: Params, st: State, out: Out, env0: int, depth: int):
+def begin_kernel(nav: Nav, params: Params, st: State, out: Out, env0: int, depth: int):
     """Every env of the range starts the episode at its ring's head (reset)."""
     e = env0 + wp.tid()
-    begin_episode(nav, task, st, out, e, depth)
+    begin_episode(nav, params, st, out, e, depth)
     out.soft_spl[e] = wp.float32(0.0)
     observe(st, out, e)
 
@@ -222,18 +222,18 @@ def close_to(a: wp.vec3, b: wp.vec3) -> bool:
 
 
 @wp.kernel
-def step_kernel(nav: Nav, task: Params, st: State, out: Out, actions: wp.array(dtype=wp.int64),
+def step_kernel(nav: Nav, params: Params, st: State, out: Out, actions: wp.array(dtype=wp.int64),
                 scratch: wp.array2d(dtype=wp.int32), env0: int, act0: int, depth: int):
     """One env per thread: envs env0.., actions act0.. of the group's action buffer."""
     t = wp.tid()
     e = env0 + act0 + t
     a = int(actions[act0 + t])
     scene_i = int(st.scene_index[e])
-    p, newp, newy = act(nav, st, scratch, e, a, task.win, wp.float32(task.forward_step), wp.float32(task.turn),
-                        task.sliding != 0)
-    pitch = st.pitch[e] + wp.float32(task.tilt) * turn_sign(a, 4, 5)
-    if task.max_pitch >= 0.0:
-        lim = wp.float32(task.max_pitch)
+    p, newp, newy = act(nav, st, scratch, e, a, params.win, wp.float32(params.forward_step), wp.float32(params.turn),
+                        params.sliding != 0)
+    pitch = st.pitch[e] + wp.float32(params.tilt) * turn_sign(a, 4, 5)
+    if params.max_pitch >= 0.0:
+        lim = wp.float32(params.max_pitch)
         pitch = wp.min(wp.max(pitch, -lim), lim)
     d_prev = st.d_prev[e]
     d_now = d_prev
@@ -242,14 +242,14 @@ def step_kernel(nav: Nav, task: Params, st: State, out: Out, actions: wp.array(d
         d_now = geodesic(nav, scene_i, int(st.row[e]), newp)
         measured = newp
     stop = a == 0
-    succ = stop and d_now < wp.float32(task.success_distance)
+    succ = stop and d_now < wp.float32(params.success_distance)
     sf = wp.float32(0.0)
     if succ:
         sf = wp.float32(1.0)
-    reward = -(d_now - d_prev) + wp.float32(task.slack) + wp.float32(task.success_reward) * sf
+    reward = -(d_now - d_prev) + wp.float32(params.slack) + wp.float32(params.success_reward) * sf
     path = st.path_len[e] + wp.length(newp - p)
     steps = st.steps[e] + 1
-    trunc = (not stop) and steps >= task.max_steps
+    trunc = (not stop) and steps >= params.max_steps
     done = stop or trunc
     d0 = st.d0[e]
     ratio = spl_ratio(d0, path)
@@ -264,7 +264,7 @@ def step_kernel(nav: Nav, task: Params, st: State, out: Out, actions: wp.array(d
     out.ep_soft_spl[e] = wp.float32(0.0)
     if done:
         out.ep_soft_spl[e] = soft * ratio
-        begin_episode(nav, task, st, out, e, depth)
+        begin_episode(nav, params, st, out, e, depth)
     else:
         keep_going(st, e, newp, newy, d_now, path, steps, ret)
         st.pitch[e] = pitch

@@ -135,7 +135,7 @@ def begin_episode(nav: Nav, st: State, e: int, depth: int):
 
 
 @wp.kernel
-def begin_kernel(nav: Nav, task: Params, st: State, out: Out, env0: int, depth: int):
+def begin_kernel(nav: Nav, params: Params, st: State, out: Out, env0: int, depth: int):
     """Every env of the range starts the episode at its ring's head (reset)."""
     e = env0 + wp.tid()
     begin_episode(nav, st, e, depth)
@@ -143,25 +143,25 @@ def begin_kernel(nav: Nav, task: Params, st: State, out: Out, env0: int, depth: 
 
 
 @wp.kernel
-def step_kernel(nav: Nav, task: Params, st: State, out: Out, actions: wp.array(dtype=wp.int64),
+def step_kernel(nav: Nav, params: Params, st: State, out: Out, actions: wp.array(dtype=wp.int64),
                 scratch: wp.array2d(dtype=wp.int32), env0: int, act0: int, depth: int):
     """One env per thread: envs env0.., actions act0.. of the group's action buffer."""
     t = wp.tid()
     e = env0 + act0 + t
     a = int(actions[act0 + t])
     scene_i = int(st.scene_index[e])
-    p, newp, newy = act(nav, st, scratch, e, a, task.win, wp.float32(task.forward_step), wp.float32(task.turn),
+    p, newp, newy = act(nav, st, scratch, e, a, params.win, wp.float32(params.forward_step), wp.float32(params.turn),
                         True)
     d_now = geodesic(nav, scene_i, int(st.row[e]), newp)
     stop = a == 0
-    succ = stop and d_now < wp.float32(task.success_distance)
+    succ = stop and d_now < wp.float32(params.success_distance)
     sf = wp.float32(0.0)
     if succ:
         sf = wp.float32(1.0)
-    reward = (wp.float32(task.slack) + (st.d_prev[e] - d_now)) + wp.float32(task.success_reward) * sf
+    reward = (wp.float32(params.slack) + (st.d_prev[e] - d_now)) + wp.float32(params.success_reward) * sf
     path = st.path_len[e] + wp.length(newp - p)
     steps = st.steps[e] + 1
-    trunc = (not stop) and steps >= task.max_steps
+    trunc = (not stop) and steps >= params.max_steps
     done = stop or trunc
     d0 = st.d0[e]
     spl = sf * spl_ratio(d0, path)

@@ -238,14 +238,14 @@ class EmbreeRenderer:
             out["semantic"] = torch.from_numpy(sem_out.reshape(n, h, w, 1))
         return out
 
-    def render_view(self, scene_ids, positions, rotations, resolution, hfov_deg: float,
+    def render_view(self, scene_index, positions, rotations, resolution, hfov_deg: float,
                     sensors: Sequence[str] = ("rgb",)) -> dict:
         """``render`` through another pinhole camera (``protocol.Renderer.render_view``): this
         renderer's scenes and threads, that camera's rays and texture footprint, for this call."""
         v = copy.copy(self)
         v.options = view_options(self.options, resolution, hfov_deg)
         v._dirs = camera_directions(v.options)
-        return v.render(scene_ids, positions, rotations, sensors)
+        return v.render(scene_index, positions, rotations, sensors)
 
     def raw_depth(self, scene_index: int, origins: np.ndarray, directions: np.ndarray) -> np.ndarray:
         """One plain Embree call on given rays (the benchmark's baseline)."""

@@ -104,7 +104,7 @@ class Renderer(Protocol):
         "semantic": int32 [N,H,W,1] (instance id, 0 = no hit or no object)} for the sensors asked
         for; the semantic ids are ``shading.tri_object`` at the depth ray's hit triangle."""
 
-    def render_view(self, scene_ids, positions, rotations, resolution, hfov_deg: float,
+    def render_view(self, scene_index, positions, rotations, resolution, hfov_deg: float,
                     sensors: Sequence[str] = ("rgb",)) -> Mapping[str, Any]:
         """``render`` through another pinhole camera (``view_options``): ``positions`` are the
         camera centres, frames are ``resolution`` (height, width) at ``hfov_deg``; the same

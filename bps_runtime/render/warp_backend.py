@@ -286,7 +286,7 @@ class WarpRenderer:
             del out["depth"]
         return out
 
-    def render_view(self, scene_ids, positions, rotations, resolution, hfov_deg: float,
+    def render_view(self, scene_index, positions, rotations, resolution, hfov_deg: float,
                     sensors: Sequence[str] = ("rgb",)) -> dict:
         """``render`` through another pinhole camera (``protocol.Renderer.render_view``): a
         renderer over the same scene table, for this call, whose ray table is that camera's
@@ -301,7 +301,7 @@ class WarpRenderer:
         while len(self._view_dirs) > VIEW_DIRS_KEPT:
             self._view_dirs.popitem(last=False)
         v._dirs = dirs
-        return v.render(scene_ids, positions, rotations, sensors)
+        return v.render(scene_index, positions, rotations, sensors)
 
     def frame_buffers(self, n: int, sensors: Sequence[str]) -> dict:
         """Output tensors for ``launch_frame`` of ``n`` agents: {"depth": [n,H,W,1] float32,

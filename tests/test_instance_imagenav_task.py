@@ -10,7 +10,6 @@ import math
 import numpy as np
 import pytest
 import torch
-from click.testing import CliRunner
 
 import nav_task_reference as ref
 from bps_assets.nav.instance_imagenav_files import make_image_goal
@@ -19,6 +18,7 @@ from bps_runtime.render import RenderOptions, make_renderer
 from bps_runtime.tasks import instance_imagenav as iin
 from inmemory_scenes import make_env
 from test_goalnav_step import STEPS_PER_ENV, _episodes, _rules, _run, _scenes
+from test_objectnav_make import _cli
 
 
 def _cameras(scenes, dims=(16, 16), other=None):
@@ -97,14 +97,6 @@ def test_goal_image_is_the_render_at_its_camera(budget_images):
 
 
 # ------------------------------------------------------------------ a dataset made as a user makes it
-def _cli(*args):
-    from cli.main import main
-
-    r = CliRunner().invoke(main, [str(a) for a in args])
-    assert r.exit_code == 0, r.output
-    return r
-
-
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory):
     """A synth MP3D scene with semantics, preprocessed for habitat's InstanceImageNav agent."""

@@ -96,6 +96,19 @@ def test_goal_image_is_the_render_at_its_camera(budget_images):
         env.close()
 
 
+def test_an_episode_without_a_goal_camera_is_a_dataset_error():
+    from bps_assets.errors import DatasetError
+
+    scenes = _scenes()
+    eps, goals = _episodes(scenes, True)   # ObjectNav-like: no image_goals
+    env = make_env(scenes, num_envs=2, episodes=eps, goals=goals, task=iin.DEFAULTS, sensors=("rgb",))
+    try:
+        with pytest.raises(DatasetError, match="has no goal camera"):
+            env.reset()
+    finally:
+        env.close()
+
+
 # ------------------------------------------------------------------ a dataset made as a user makes it
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory):

@@ -57,9 +57,16 @@ OBSERVATIONS = tuple(goalnav.OBSERVATIONS[k] for k in ("imagegoal", "compass", "
 
 
 # ------------------------------------------------------------------------------ goal images
-def goal_camera(record: dict) -> dict:
-    """The episode's goal camera: ``goals[0].image_goals[goal_image_id]``."""
-    return record["goals"][0]["image_goals"][int(record["goal_image_id"])]
+def goal_camera(record: dict | None) -> dict:
+    """The episode's goal camera: ``goals[0].image_goals[goal_image_id]`` (DatasetError without one)."""
+    try:
+        return record["goals"][0]["image_goals"][int(record["goal_image_id"])]
+    except (TypeError, KeyError, IndexError, ValueError):
+        from bps_assets.errors import DatasetError
+
+        eid = record.get("episode_id") if isinstance(record, dict) else None
+        raise DatasetError(None, f"{NAME}: episode {eid!r} has no goal camera (goals[0].image_goals"
+                                 "[goal_image_id]): not an InstanceImageNav episode") from None
 
 
 class GoalCameraImages(GoalImages):

@@ -108,10 +108,11 @@ def _policy(agents, gen, n, look):
     return a
 
 
-def _run(task_options, sensors=("depth",), num_envs=16, check=None):
+def _run(task_options, sensors=("depth",), num_envs=16, check=None, episodes=None):
+    """``episodes(scenes)`` -> (episodes, goals): a task's own (default: ``_episodes``)."""
     scenes = _scenes()
     is_obj = task_options.tilt_degrees > 0
-    eps, goals = _episodes(scenes, is_obj)
+    eps, goals = _episodes(scenes, is_obj) if episodes is None else episodes(scenes)
     env = make_env(scenes, num_envs=num_envs, episodes=eps, goals=goals, task=task_options,
                    sensors=sensors, goal_pool=8)
     rules = _rules(task_options)

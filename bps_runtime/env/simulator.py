@@ -31,7 +31,9 @@ class Simulator:
         # the task's host work when episodes are queued (ImageNav: the goal images), or None
         self.host_hook = spec.host_hook(HostContext(
             ring={f.name: self.fused.state[f.name] for f in spec.schema.of("state") if f.per == "ring"},
-            staging=spec.staging, render=world.render, scene_id=world.scene_id, options=config.task))
+            staging=spec.staging, render=world.render, scene_id=world.scene_id, options=config.task,
+            resolution=tuple(config.sensors.resolution), render_view=world.render_view,
+            episode_record=world.episodes.episode_record))
         self.ring = EpisodeRing(world, world.episodes, self.num_envs, spec.staging, spec.goal_record)
         # a renderer that draws with one Warp launch on our device renders inside the step (and
         # inside its graph when captured); any other (Embree) renders after it

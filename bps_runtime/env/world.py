@@ -128,6 +128,14 @@ class World:
             out = {k: v.to(self.device, non_blocking=True) for k, v in out.items()}
         return out
 
+    def render_view(self, scene_index: torch.Tensor, pos: torch.Tensor, rot: torch.Tensor, resolution,
+                    hfov_deg: float, sensors):
+        """``render`` through another pinhole camera (``pos``: its centres; ``Renderer.render_view``)."""
+        out = self.renderer.render_view(scene_index, pos, rot, resolution, hfov_deg, sensors)
+        if self.device.type != "cpu":
+            out = {k: v.to(self.device, non_blocking=True) for k, v in out.items()}
+        return out
+
     def cancel(self):
         """Cancel loads waiting for room in the cache budget (any thread: the env's close)."""
         self.scenes.cancel()

@@ -15,6 +15,7 @@ Measurements and dropped designs: docs/DECISIONS.md (bps_runtime/render/embree.p
 """
 from __future__ import annotations
 
+import copy
 import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -28,7 +29,7 @@ from bps_assets.raycast import RayCaster
 from .camera import camera_directions, camera_origins, finish_depth
 from ..grouping import groups
 from .inputs import check_render_inputs, check_sensors
-from .protocol import DEFAULTS, RenderOptions
+from .protocol import DEFAULTS, RenderOptions, view_options
 from .semantic import object_ids
 from .shading_data import ShadingData
 
@@ -174,7 +175,8 @@ class EmbreeRenderer:
                 accel.trace_cameras(*args, z, **sem)
             elif self.shading == "native":
                 rgb = np.empty((len(agents) * hw, 3), np.uint8)
-                accel.trace_cameras(*args, z, rgb_out=rgb, shading=accel.native_shading, **sem)
+                accel.trace_cameras(*args, z, rgb_out=rgb, **sem,
+                                    shading=accel.native_shading.at_pixel_angle(self.options.pixel_angle))
                 rgb_out[agents] = rgb.reshape(len(agents), hw, 3)
             else:
                 hit = accel.trace_cameras(*args, z, hits=True, **sem)
@@ -235,6 +237,15 @@ class EmbreeRenderer:
         if sem_out is not None:
             out["semantic"] = torch.from_numpy(sem_out.reshape(n, h, w, 1))
         return out
+
+    def render_view(self, scene_index, positions, rotations, resolution, hfov_deg: float,
+                    sensors: Sequence[str] = ("rgb",)) -> dict:
+        """``render`` through another pinhole camera (``protocol.Renderer.render_view``): this
+        renderer's scenes and threads, that camera's rays and texture footprint, for this call."""
+        v = copy.copy(self)
+        v.options = view_options(self.options, resolution, hfov_deg)
+        v._dirs = camera_directions(v.options)
+        return v.render(scene_index, positions, rotations, sensors)
 
     def raw_depth(self, scene_index: int, origins: np.ndarray, directions: np.ndarray) -> np.ndarray:
         """One plain Embree call on given rays (the benchmark's baseline)."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
@@ -59,6 +59,14 @@ class RenderOptions:
 
 
 DEFAULTS = RenderOptions()
+VIEW_DIRS_KEPT = 64   # camera ray tables a renderer keeps for ``render_view`` (one per resolution x HFOV)
+
+
+def view_options(options: RenderOptions, resolution, hfov_deg: float) -> RenderOptions:
+    """``options`` seen through another pinhole camera: ``resolution`` (height, width) and
+    ``hfov_deg`` replaced, ``sensor_height`` 0 (``render_view`` positions are camera centres)."""
+    return replace(options, resolution=(int(resolution[0]), int(resolution[1])), hfov_deg=float(hfov_deg),
+                   sensor_height=0.0)
 
 
 @runtime_checkable
@@ -95,3 +103,9 @@ class Renderer(Protocol):
         [N] yaw or [N,4] xyzw -> {"depth": float32 [N,H,W,1], "rgb": uint8 [N,H,W,3],
         "semantic": int32 [N,H,W,1] (instance id, 0 = no hit or no object)} for the sensors asked
         for; the semantic ids are ``shading.tri_object`` at the depth ray's hit triangle."""
+
+    def render_view(self, scene_index, positions, rotations, resolution, hfov_deg: float,
+                    sensors: Sequence[str] = ("rgb",)) -> Mapping[str, Any]:
+        """``render`` through another pinhole camera (``view_options``): ``positions`` are the
+        camera centres, frames are ``resolution`` (height, width) at ``hfov_deg``; the same
+        scenes, depth range and shading (e.g. a goal image from a dataset's camera)."""

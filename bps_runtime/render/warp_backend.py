@@ -14,7 +14,9 @@ Dropped designs: docs/DECISIONS.md (bps_runtime/render/warp_backend.py).
 """
 from __future__ import annotations
 
+import copy
 import threading
+from collections import OrderedDict
 from typing import Sequence
 
 import numpy as np
@@ -24,7 +26,7 @@ from bps_assets.errors import ConfigError, MissingDependencyError
 from ..warp_init import init_warp
 from .camera import camera_directions, yaw_to_quaternion
 from .inputs import check_render_inputs, check_resident, check_sensors
-from .protocol import DEFAULTS, RenderOptions
+from .protocol import DEFAULTS, VIEW_DIRS_KEPT, RenderOptions, view_options
 from .shading_data import ShadingData
 
 WARP_BVH_BYTES_PER_TRI = 64  # 2T-1 nodes of two 16-byte bounds (Warp's BVH layout)
@@ -178,6 +180,7 @@ class WarpRenderer:
         self._table = None
         self.table_version = 0  # bumped when the table moves (a captured CUDA graph must be re-captured)
         self._grow_table(TABLE_START)
+        self._view_dirs: OrderedDict = OrderedDict()   # (resolution, hfov) -> device ray table
 
     def prepare(self, shading: ShadingData, positions: np.ndarray, indices: np.ndarray) -> WarpScene:
         """Upload a scene's mesh (and build its BVH) and shading tables to the renderer's device;
@@ -282,6 +285,23 @@ class WarpRenderer:
         if "depth" not in sensors:
             del out["depth"]
         return out
+
+    def render_view(self, scene_index, positions, rotations, resolution, hfov_deg: float,
+                    sensors: Sequence[str] = ("rgb",)) -> dict:
+        """``render`` through another pinhole camera (``protocol.Renderer.render_view``): a
+        renderer over the same scene table, for this call, whose ray table is that camera's
+        (kept for the next ``VIEW_DIRS_KEPT`` cameras: no upload when one repeats)."""
+        v = copy.copy(self)
+        v.options = view_options(self.options, resolution, hfov_deg)
+        key = (v.options.resolution, v.options.hfov_deg)
+        dirs = self._view_dirs.pop(key, None)
+        if dirs is None:
+            dirs = self._wp.array(camera_directions(v.options), dtype=self._wp.vec3, device=self._wdev)
+        self._view_dirs[key] = dirs
+        while len(self._view_dirs) > VIEW_DIRS_KEPT:
+            self._view_dirs.popitem(last=False)
+        v._dirs = dirs
+        return v.render(scene_index, positions, rotations, sensors)
 
     def frame_buffers(self, n: int, sensors: Sequence[str]) -> dict:
         """Output tensors for ``launch_frame`` of ``n`` agents: {"depth": [n,H,W,1] float32,

@@ -16,9 +16,11 @@ from typing import Any, Callable, Protocol
 class ResidencyListener(Protocol):
     """Told when a scene index gets a scene and when it loses it."""
 
-    def on_arrival(self, scene_index: int, scene: Any) -> None: ...
+    def on_arrival(self, scene_index: int, scene: Any) -> None:
+        """``scene`` (a LoadedScene) is now resident under ``scene_index``."""
 
-    def on_departure(self, scene_index: int) -> None: ...
+    def on_departure(self, scene_index: int) -> None:
+        """The scene under ``scene_index`` has left (the index may be reused after this)."""
 
 
 class Listener:
@@ -44,9 +46,11 @@ class Residency:
         self.listeners.append(listener)
 
     def arrived(self, scene_index: int, scene) -> None:
+        """Tell every listener, in order, that ``scene`` arrived under ``scene_index``."""
         for x in self.listeners:
             x.on_arrival(scene_index, scene)
 
     def left(self, scene_index: int) -> None:
+        """Tell every listener, in order, that ``scene_index``'s scene left."""
         for x in self.listeners:
             x.on_departure(scene_index)

@@ -47,6 +47,7 @@ class SlotScheduler:
 
     # ------------------------------------------------------------------ loads
     def claimed(self, scene_index: int) -> bool:
+        """True while a slot holds ``scene_index`` as its active or its ready (next) scene."""
         return any(s.active == scene_index or s.ready == scene_index for s in self.slots)
 
     def start_load(self, slot: Slot, why: str) -> bool:
@@ -147,6 +148,7 @@ class SlotScheduler:
 
     # ------------------------------------------------------------------ waiting for a scene
     def wait_for_active(self, slot: Slot) -> None:
+        """Block until ``slot`` has an active scene (loading one if it has none), reporting the wait."""
         t0 = time.perf_counter()
         state = load_state(slot, self.loader)
         while slot.active is None:
@@ -233,6 +235,7 @@ class SlotScheduler:
 
     # ------------------------------------------------------------------ swaps, references, departures
     def maybe_swap(self, slot: Slot) -> None:
+        """Swap ``slot`` to its next scene when the policy says a swap is due and that scene is ready."""
         if not self.policy.swap_due(slot):
             return
         if slot.ready is None:   # a due swap waits for the slot's next scene (reported)
@@ -249,6 +252,7 @@ class SlotScheduler:
             self.start_load(slot, "at the slot's swap")
 
     def maybe_evict(self, scene_index: int) -> None:
+        """Evict ``scene_index``'s scene once no env references it and no slot claims it (listeners told)."""
         if self.refs[scene_index] > 0 or scene_index not in self.scenes or self.claimed(scene_index):
             return
         sc = self.scenes.pop(scene_index)

@@ -22,7 +22,7 @@ from bps_assets.errors import ConfigError
 from .options import TaskOptions
 from .spec import TaskSpec
 
-TASKS = ("pointnav", "objectnav", "imagenav")
+TASKS = ("pointnav", "objectnav", "imagenav", "instance_imagenav")
 
 
 def task_spec(name: str) -> TaskSpec:

@@ -8,7 +8,8 @@ Dataset episodes repeat every pass over a scene's episodes; sampled ones view th
 one of ``goal_views`` headings (episodes/sampled.py), so a scene visit renders at most
 goal_pool x goal_views of them. Entries are rows of one uint8 tensor that grows by doubling up to
 ``budget_bytes // image bytes`` rows (never above the budget); the least recently used goes first.
-Contract: ``GoalImages.write`` puts every staged episode's image in ``r_goal_image[k, e]`` with one
+Contract: ``GoalImages.write`` (``keys`` and ``render_rows``: what a task's own goal images
+override) puts every staged episode's image in ``r_goal_image[k, e]`` with one
 gather and one scatter; misses add one batch render (of the distinct ones) and one scatter into
 the cache; a step whose episodes all hit renders nothing.
 """
@@ -128,14 +129,7 @@ class GoalImages:
         if n == 0:
             return
         col = self.staging.col
-        scene = stage_i[:, col("scene_index")].astype(np.int64)
-        g = col("goal")
-        goal = stage_f[:, g:g + 3]
-        distinct = np.unique(scene).tolist()
-        names = dict(zip(distinct, (self._scene_id(k) for k in distinct)))
-        gx, gy, gz = goal.T.tolist()
-        keys = list(zip([names[s] for s in scene.tolist()], gx, gy, gz,
-                        [i if math.isnan(h) else h for i, h in zip(episode_ids, headings)]))
+        keys = self.keys(stage_i, stage_f, episode_ids, headings)
         rows = self.cache.lookup(keys)
         miss = np.flatnonzero(rows < 0)
         src = None   # the cache's pool (read after inserting: it may have grown), or the frames
@@ -151,7 +145,7 @@ class GoalImages:
                     j = first[keys[i]] = len(todo)
                     todo.append(int(i))
                 inv.append(j)
-            frames = self._render(scene[todo], goal[todo], [headings[i] for i in todo], [episode_ids[i] for i in todo])
+            frames = self.render_rows(todo, stage_i, stage_f, episode_ids, headings)
             if fits:
                 rows[miss] = self.cache.insert(list(first), frames)[inv]
             else:
@@ -160,6 +154,26 @@ class GoalImages:
         k = torch.from_numpy(stage_i[:, col("ring")].astype(np.int64)).to(dev)
         e = torch.from_numpy(stage_i[:, col("env")].astype(np.int64)).to(dev)
         self.target[k, e] = (self.cache.pool if src is None else src)[torch.from_numpy(rows).to(dev)]
+
+    def keys(self, stage_i: np.ndarray, stage_f: np.ndarray, episode_ids: list, headings: list) -> list:
+        """One cache key per staged row, naming its goal image under this env's renderer: (scene
+        id, goal xyz, heading, or the episode id when the heading is its ``goal_heading``)."""
+        col = self.staging.col
+        scene = stage_i[:, col("scene_index")].astype(np.int64)
+        g = col("goal")
+        gx, gy, gz = stage_f[:, g:g + 3].T.tolist()
+        distinct = np.unique(scene).tolist()
+        names = dict(zip(distinct, (self._scene_id(k) for k in distinct)))
+        return list(zip([names[s] for s in scene.tolist()], gx, gy, gz,
+                        [i if math.isnan(h) else h for i, h in zip(episode_ids, headings)]))
+
+    def render_rows(self, todo: list, stage_i: np.ndarray, stage_f: np.ndarray, episode_ids: list,
+                    headings: list) -> torch.Tensor:
+        """The goal images [len(todo), pixels] uint8 of staged rows ``todo``, in one batch render."""
+        scene = stage_i[todo, self.staging.col("scene_index")].astype(np.int64)
+        g = self.staging.col("goal")
+        return self._render(scene, stage_f[todo, g:g + 3], [headings[i] for i in todo],
+                            [episode_ids[i] for i in todo])
 
     def _render(self, scene: np.ndarray, goal: np.ndarray, headings: list, episode_ids: list) -> torch.Tensor:
         yaw = np.array([goal_heading(i) if math.isnan(h) else h for h, i in zip(headings, episode_ids)], np.float64)

@@ -4,20 +4,13 @@ a task, in one typed record. Each task module defines ``SPEC = TaskSpec(...)`` a
 (tests/test_task_seam.py checks every registered task against this record and greps the generic
 layers for task names).
 
-What a spec gives: ``name``, ``options`` (its ``TaskOptions`` class, whose ``TASK`` is ``name``) and
-``defaults``; ``actions``; the step (``schema`` = ``step.schema.CORE`` + the task's fields,
-``State`` / ``Out`` structs, ``params(options, win, sizes)``, ``max_move(options)``, the kernels
-``apply_refills`` / ``begin_kernel`` / ``step_kernel``, ``staging`` = ``step.schema.STAGE`` + its
-columns, ``sizes(resolution)``: the named sizes of its field shapes); what a step returns
-(``observations``: ``step.schema.Observation`` s, spaces and values from one declaration;
-``info`` / ``episode_info`` / ``outcome``); where episodes come from (``supply(request)`` ->
-(EpisodeSupply, the scenes it serves), ``check_dataset(manifest, entries)``); the host hook
-(``host_hook(HostContext)`` -> a ``HostHook`` or None: e.g. ImageNav's goal images, written
-into the ring when episodes are queued); ``goal_record(record, episode, heading)`` -> the
-task's entries of ``episode_goals()``; ``camera``: the task's sensor geometry defaults
-(``SensorConfig``'s fields left None; {}: ``RenderOptions``' own); and the trainer's goal input (``goal_input(obs)``,
-``goal_input_spec(resolution)``, ``goal_encoder(GoalEncoderArgs)`` -> ``nn.Module`` with
-``out_dim`` and ``forward(goal, visual_encoder)``).
+A spec gives: its name, options class and actions; the step (schema, State / Out structs,
+params, kernels, staging columns, named sizes); what a step returns (observations declared once,
+info, outcome); where episodes come from (``supply``, ``check_dataset``); an optional host hook
+(e.g. goal images written into the ring when episodes are queued); ``goal_record`` for
+``episode_goals()``; ``camera`` (sensor geometry defaults); and the trainer's goal input and goal
+encoder. The fields below document each member; docs/ARCHITECTURE.md "How to add a task" walks
+through one.
 """
 from __future__ import annotations
 
@@ -43,12 +36,17 @@ class HostHook(Protocol):
 class HostContext:
     """What a host hook may use: the ring fields (name -> tensor), the staging layout, the
     batch render (``render(scene_index, positions, rotations, sensors)``), scene ids by scene
-    index (``scene_id``), the task's options."""
+    index (``scene_id``), the task's options; the sensors' (h, w) ``resolution``, the batch
+    render through another camera (``render_view(scene_index, camera centres, rotations, (h, w),
+    hfov_deg, sensors)``) and the queued episodes' dicts (``episode_record(scene_index, id)``)."""
     ring: dict
     staging: Staging
     render: Callable
     scene_id: Callable[[int], str]
     options: Any
+    resolution: tuple | None = None
+    render_view: Callable | None = None
+    episode_record: Callable | None = None
 
 
 @dataclass(frozen=True)

@@ -171,7 +171,9 @@ def _fmt_value(v) -> str:
 @click.command("info")
 @click.argument("file", type=click.Path(path_type=str))
 @click.option("--json", "as_json", is_flag=True, help="Print header and section table as JSON.")
-def info_cmd(file, as_json):
+@click.option("--navmesh", "navmesh", type=click.Path(exists=True, dir_okay=False, path_type=str), default=None,
+              help="The scene's navmesh, counted in its resident bytes (a packed scene).")
+def info_cmd(file, as_json, navmesh):
     """Show a packed file's header and section table (scenes, navmeshes: any container kind)."""
     try:
         header, sections, kind = read_header(file)
@@ -187,9 +189,11 @@ def info_cmd(file, as_json):
               "stored_length": s.stored_length, "raw_length": s.raw_length, "crc32": s.crc32}
              for s in sections.values()]
     per_cat = _objects_per_category(file) if kind == "SCEN" and "semantics" in header else None
+    resident = _resident(file, navmesh) if kind == "SCEN" else None
     if as_json:
         click.echo(json.dumps({"file": file, "kind": kind, "file_bytes": size, "header": header,
-                               "sections": table, **({"objects_per_category": per_cat} if per_cat else {})},
+                               "sections": table, **({"objects_per_category": per_cat} if per_cat else {}),
+                               **({"resident_bytes": resident} if resident else {})},
                               indent=1))
         return
     click.echo(f"{file}: kind {kind}, {size} bytes, {len(table)} sections")
@@ -215,6 +219,14 @@ def info_cmd(file, as_json):
                 click.echo(f"    {k2}: {_fmt_value(v2)}")
         else:
             click.echo(f"  {k}: {_fmt_value(v)}")
+    if resident:
+        dec = resident["decoded_scan"]
+        click.echo(f"  resident bytes (decoded scan {dec}: positions, indices, uvs, colours, RGBA8 level 0):")
+        for who in ("embree", "warp"):
+            parts = resident[who]
+            total = sum(parts.values())
+            click.echo(f"    {who:<6} {total:>11} ({total / max(dec, 1):.2f}x decoded): "
+                       + ", ".join(f"{k} {v}" for k, v in parts.items()))
     click.echo(f"  {'section':<18} {'dtype':<5} {'shape':<16} {'codec':<5} {'filter':<13} "
                f"{'offset':>10} {'stored':>10} {'raw':>10} {'ratio':>6}")
     for t in table:
@@ -222,6 +234,13 @@ def info_cmd(file, as_json):
         click.echo(f"  {t['name']:<18} {t['dtype']:<5} {str(t['shape']):<16} {t['codec']:<5} "
                    f"{t['filter']:<13} {t['offset']:>10} {t['stored_length']:>10} {t['raw_length']:>10} "
                    f"{ratio:>6.2f}")
+
+
+def _resident(file, navmesh) -> dict:
+    """The scene's resident bytes by part (bps_runtime.scenes.footprint), Embree and Warp."""
+    from bps_runtime.scenes.footprint import packed_scene_footprint
+
+    return packed_scene_footprint(file, navmesh)
 
 
 def _objects_per_category(file) -> dict:

@@ -42,10 +42,15 @@ log = logging.getLogger("bps_runtime.render.embree")
 # work shares per render thread and frame: a thread descheduled for a moment then holds up an
 # eighth of its work, not half the frame (figures: docs/DECISIONS.md, render/embree.py)
 SHARES_PER_THREAD = 8
-# Embree's BVH + its own vertex/index copies per triangle / vertex, which the cache charges per
-# scene (how they were measured: docs/DECISIONS.md, render/embree.py)
+# embreex: Embree's BVH + its own vertex/index copies per triangle / vertex, which the cache
+# charges per scene (how they were measured: docs/DECISIONS.md, render/embree.py)
 EMBREE_BYTES_PER_TRI = 72
 EMBREE_BYTES_PER_VERT = 16
+# the bridge: Embree's BVH alone (its leaves copy the triangles' vertices; RSS growth per build
+# of 554K-597K-triangle scans: 66-69 B/triangle; docs/PERFORMANCE.md "Resident bytes per
+# scene"); the geometry is ours: one padded float32 vertex copy and the shading tables' indices
+BRIDGE_BVH_BYTES_PER_TRI = 72
+BRIDGE_COMPACT_BVH_BYTES_PER_TRI = 40  # compact=True (measured the same way: 38-39)
 
 
 class EmbreeAccel(RayCaster):
@@ -91,7 +96,7 @@ class EmbreeRenderer:
     name = "embree"
 
     def __init__(self, options: RenderOptions = DEFAULTS, device: str = "cpu", shading: str = "auto",
-                 engine: str = "auto"):
+                 engine: str = "auto", compact: bool = False):
         if shading not in SHADERS:
             raise ConfigError(None, f"shading must be one of {', '.join(SHADERS)}; got {shading!r}")
         if engine not in ENGINES:
@@ -111,6 +116,11 @@ class EmbreeRenderer:
                 log.warning("the GIL-free Embree bridge is not compiled: using embreex, whose BVH builds "
                             "stall the step loop while scenes load (reinstall bps with gcc present)")
         self.engine = engine
+        # Embree's COMPACT BVH (leaves index our vertex buffer): about half the BVH bytes for
+        # ~0.8x the depth fps (docs/PERFORMANCE.md "Resident bytes per scene"); bridge only
+        if compact and engine != "bridge":
+            raise ConfigError(None, "compact=True needs the Embree bridge (engine='bridge')")
+        self.compact = bool(compact)
         if shading == "native" and engine != "bridge":
             raise ConfigError(None, "shading='native' runs inside the Embree bridge: use engine='bridge'")
         if shading == "auto":
@@ -129,7 +139,11 @@ class EmbreeRenderer:
         shading.check_geometry(len(positions), len(indices))
         if self.engine == "bridge":
             from .embree_bridge import BridgeAccel
-            accel = BridgeAccel(positions, indices)
+            # the shading tables' index array (int32, checked in range and >= 0) is Embree's
+            # index buffer too: one copy of the indices per scene
+            from .embree_bridge import SCENE_FLAG_COMPACT, SCENE_FLAG_NONE
+            accel = BridgeAccel(positions, shading.indices,
+                                flags=SCENE_FLAG_COMPACT if self.compact else SCENE_FLAG_NONE)
         else:
             accel = EmbreeAccel(positions, indices)
         if self.shading == "warp":
@@ -139,9 +153,18 @@ class EmbreeRenderer:
             accel.native_shading = NativeShading(shading, self.options.pixel_angle)
         return accel
 
+    def accel_breakdown(self, num_vertices: int, num_triangles: int) -> dict[str, int]:
+        """Estimated bytes ``prepare`` adds for a mesh of this size: "bvh" (Embree's) and
+        "geometry" (vertex / index copies beyond the shading tables' indices)."""
+        if self.engine == "bridge":
+            per_tri = BRIDGE_COMPACT_BVH_BYTES_PER_TRI if self.compact else BRIDGE_BVH_BYTES_PER_TRI
+            return {"bvh": per_tri * num_triangles, "geometry": 12 * num_vertices + 4}
+        return {"bvh": EMBREE_BYTES_PER_TRI * num_triangles, "geometry": EMBREE_BYTES_PER_VERT * num_vertices}
+
     def accel_bytes(self, num_vertices: int, num_triangles: int) -> int:
-        """Estimated bytes of Embree's BVH for a mesh of this size (what the scene cache charges)."""
-        return EMBREE_BYTES_PER_TRI * num_triangles + EMBREE_BYTES_PER_VERT * num_vertices
+        """Estimated bytes of Embree's BVH and geometry copies for a mesh of this size (what the
+        scene cache charges beyond the shading tables)."""
+        return sum(self.accel_breakdown(num_vertices, num_triangles).values())
 
     def attach(self, scene_id: int, shading: ShadingData, accel: EmbreeAccel) -> None:
         """Make ``scene_id`` renderable with a prepared accel (replacing any scene under that id)."""

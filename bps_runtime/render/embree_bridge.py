@@ -25,7 +25,12 @@ import numpy as np
 from bps_assets.errors import BpsError, ConfigError, CorruptFileError, MissingDependencyError
 
 # rtcSetSceneBuildQuality: RTC_BUILD_QUALITY_MEDIUM is Embree's default (what embreex uses)
+BUILD_QUALITY_LOW = 0
 BUILD_QUALITY_MEDIUM = 1
+# rtcSetSceneFlags: COMPACT makes Embree keep vertex indices in its leaves (reading our shared
+# vertex buffer) instead of copies of the triangles' vertices
+SCENE_FLAG_NONE = 0
+SCENE_FLAG_COMPACT = 2
 DEVICE_CONFIG = "threads=1"
 ENV_LIBRARY = "BPS_EMBREE_LIBRARY"   # an explicit libembree4 path overrides the embreex wheel's
 
@@ -75,7 +80,7 @@ class _Bridge:
         lib.bps_device_new.argtypes = [ctypes.c_char_p]
         lib.bps_device_error.argtypes = [_vp, ctypes.POINTER(ctypes.c_char_p)]
         lib.bps_scene_build.restype = _vp
-        lib.bps_scene_build.argtypes = [_vp, _vp, _sz, _vp, _sz, ctypes.c_int]
+        lib.bps_scene_build.argtypes = [_vp, _vp, _sz, _vp, _sz, ctypes.c_int, ctypes.c_int]
         lib.bps_scene_release.argtypes = [_vp]
         lib.bps_trace_rays.argtypes = [_vp, _sz, _vp, _vp, _vp, _vp, _vp, _vp, _vp, ctypes.c_float]
         lib.bps_trace_cameras.restype = ctypes.c_int64
@@ -177,7 +182,8 @@ class BridgeAccel:
 
     Construction builds the BVH with the GIL released (call it from a loader thread)."""
 
-    def __init__(self, positions: np.ndarray, indices: np.ndarray, quality: int = BUILD_QUALITY_MEDIUM):
+    def __init__(self, positions: np.ndarray, indices: np.ndarray, quality: int = BUILD_QUALITY_MEDIUM,
+                 flags: int = SCENE_FLAG_NONE):
         b = bridge()
         self._lib = b.lib
         self.num_triangles = int(indices.shape[0])
@@ -187,14 +193,17 @@ class BridgeAccel:
         flat[:-1] = np.asarray(positions, np.float32).reshape(-1)
         flat[-1] = 0.0
         self._vertices = flat
-        self._triangles = np.ascontiguousarray(indices, np.uint32)
+        if indices.dtype == np.int32 and indices.flags.c_contiguous and (not indices.size or int(indices.min()) >= 0):
+            self._triangles = indices.view(np.uint32)  # shared with the caller (the shading tables)
+        else:
+            self._triangles = np.ascontiguousarray(indices, np.uint32)
         if self._triangles.size and int(self._triangles.max()) >= nv:
             raise EmbreeError(None, f"triangle index {int(self._triangles.max())} out of range for {nv} vertices")
         self.nbytes = self._vertices.nbytes + self._triangles.nbytes
         self._scene = None
         if self.num_triangles:
             scene = self._lib.bps_scene_build(b.device, _ptr(self._vertices), nv, _ptr(self._triangles),
-                                              self.num_triangles, int(quality))
+                                              self.num_triangles, int(quality), int(flags))
             if not scene:
                 code, msg = b.error()
                 raise EmbreeError(None, f"Embree could not build the scene ({nv} vertices, {self.num_triangles} "

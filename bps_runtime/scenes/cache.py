@@ -28,6 +28,7 @@ import numpy as np
 
 from bps_assets.errors import ConfigError, DatasetError
 
+from .footprint import add_footprints
 from .loader import LoadCancelled, LoadedScene, LoadFailure, SceneLoader, SceneSource
 
 log = logging.getLogger("bps_runtime.scenes.cache")
@@ -90,6 +91,8 @@ class CacheReport:
     reused: int = 0               # next scenes taken from draining resident ones (no load)
     resident_scenes: int = 0
     resident_bytes: int = 0
+    # the resident scenes' bytes by part (scenes.footprint.PARTS; loads in flight not included)
+    resident_footprint: dict = field(default_factory=dict)
 
 
 class _Slot:
@@ -607,6 +610,7 @@ class SceneCache:
         r = self._report
         r.resident_scenes = len(self._scenes)
         r.resident_bytes = self.resident_bytes
+        r.resident_footprint = add_footprints(s.footprint or {} for s in list(self._scenes.values()))
         self._report = CacheReport()
         return r
 

@@ -29,6 +29,7 @@ from bps_assets.errors import BpsError
 
 from ..render.shading_data import ShadingData, build_shading_data
 from .checks import Expected, check_files, check_navmesh, check_scene_header
+from .footprint import navmesh_nbytes, scene_footprint
 from ..threads import lower_priority
 
 log = logging.getLogger("bps_runtime.scenes.loader")
@@ -60,6 +61,7 @@ class LoadedScene:
     ticket: Any = None   # the budget reservation (released by the cache on eviction)
     prepared: Any = None  # what the cache's ``prepare(scene_id, navmesh)`` made of it (loader thread)
     semantics: Any = None  # the packed scene's object table (bps_assets.semantics.SemanticTable) or None
+    footprint: dict | None = None  # ``nbytes`` by part (scenes.footprint: bvh, geometry, ...)
 
     @property
     def scene_id(self) -> str:
@@ -82,17 +84,6 @@ class LoadFailure:
 
 class LoadCancelled(BpsError):
     """The cache closed while a load waited for budget."""
-
-
-def navmesh_nbytes(nav: Any) -> int:
-    """Bytes of the numpy arrays a NavMesh holds (its attributes, one level deep)."""
-    if nav is None:
-        return 0
-    total = 0
-    for v in getattr(nav, "__dict__", {}).values():
-        if isinstance(v, np.ndarray):
-            total += v.nbytes
-    return total
 
 
 def _semantics(ps):
@@ -212,7 +203,8 @@ class SceneLoader:
             if nav is not None:
                 check_navmesh(source, nav, header)
             nv, nt = int(ps.positions.shape[0]), int(ps.indices.shape[0])
-            nbytes = sd.nbytes + int(self.renderer.accel_bytes(nv, nt)) + navmesh_nbytes(nav)
+            footprint = scene_footprint(sd, self.renderer, nv, nt, navmesh_nbytes(nav))
+            nbytes = sum(footprint.values())
             if reserve is not None:
                 self._at(sid, "waiting for room in the cache budget")
                 ticket = reserve(nbytes, source)
@@ -222,7 +214,7 @@ class SceneLoader:
             # episode-supply visit counted, so the episodes of the scene's next visit do not depend on it)
             prepared = self.prepare(sid, nav) if self.prepare is not None and nav is not None else None
             return LoadedScene(source, sd, accel, nav, header, nv, nt,
-                               nbytes, time.perf_counter() - t0, ticket, prepared, _semantics(ps))
+                               nbytes, time.perf_counter() - t0, ticket, prepared, _semantics(ps), footprint)
         except Exception as e:  # quarantine boundary: see the module docstring
             if ticket is not None and self._release is not None:
                 self._release(ticket)

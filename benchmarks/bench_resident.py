@@ -10,9 +10,10 @@ mips: bench_render's ``decoded_bytes``), what the cache charges now by part
 here), the charge before this accounting (shading tables + 72 B/triangle + 16 B/vertex), the
 measured RSS growth per loaded scene (``--copies`` loads kept resident), and the Warp backend's
 (GPU) estimate. Then depth frames of ``--agents`` cameras (64x64, one thread) traced through three
-BVHs of the same scene, timed interleaved round by round: over a private uint32 index copy (the
-code before), over the shading tables' own indices (now), and with Embree's COMPACT flag; the
-depth images of the first two must be identical. Prints one JSON line.
+BVHs of the same scene, timed interleaved round by round: Embree's default BVH over a private
+uint32 index copy (the code before), the same over the shading tables' own indices (now), the
+renderer's ``compact_bvh`` option (``embree_bridge.COMPACT_TRI_ACCEL``) and Embree's COMPACT
+scene flag; plus the footprint and charge with ``compact_bvh``. Prints one JSON line.
 """
 from __future__ import annotations
 
@@ -58,7 +59,7 @@ def make_scene(kind: str, out: Path):
 def measure(kind: str, out: Path, copies: int, rounds: int, agents: int) -> dict:
     from bps_runtime.render import RenderOptions, make_renderer
     from bps_runtime.render.camera import camera_directions, camera_origins, rotation_matrices
-    from bps_runtime.render.embree_bridge import SCENE_FLAG_COMPACT, BridgeAccel
+    from bps_runtime.render.embree_bridge import COMPACT_TRI_ACCEL, SCENE_FLAG_COMPACT, BridgeAccel
     from bps_runtime.render.warp_backend import WarpRenderer
     from bps_runtime.scenes.footprint import scene_footprint
     from bps_runtime.scenes.loader import SceneLoader, SceneSource
@@ -74,18 +75,25 @@ def measure(kind: str, out: Path, copies: int, rounds: int, agents: int) -> dict
     nv, nt = ls.num_vertices, ls.num_triangles
     old = ls.shading.nbytes + 72 * nt + 16 * nv
     warp = scene_footprint(ls.shading, WarpRenderer.__new__(WarpRenderer), nv, nt)
+    rc = make_renderer("embree", opts, compact_bvh=True)
+    compact = scene_footprint(ls.shading, rc, nv, nt)
+    rc.close()
     res = {"scene": kind, "triangles": nt, "vertices": nv, "decoded_bytes": dec,
            "charged_bytes": ls.nbytes, "footprint": ls.footprint, "charged_before_bytes": old,
            "rss_growth_per_scene_bytes": int(grown),
            "charged_over_decoded": round(ls.nbytes / dec, 3), "before_over_decoded": round(old / dec, 3),
            "rss_over_decoded": round(grown / dec, 3),
+           "compact_bvh_charged_bytes": sum(compact.values()),
+           "compact_bvh_charged_over_decoded": round(sum(compact.values()) / dec, 3),
            "warp_estimate_bytes": sum(warp.values()), "warp_over_decoded": round(sum(warp.values()) / dec, 3),
            "warp_before_over_decoded": round((ls.shading.nbytes + 76 * nt + 12 * nv) / dec, 3)}
     pos = ls.accel._vertices[:-1].reshape(-1, 3)
     idx = ls.shading.indices
     del kept
-    make = {"before": lambda: BridgeAccel(pos, np.array(idx, np.uint32)), "now": lambda: BridgeAccel(pos, idx),
-            "compact": lambda: BridgeAccel(pos, idx, flags=SCENE_FLAG_COMPACT)}
+    make = {"before": lambda: BridgeAccel(pos, np.array(idx, np.uint32)),
+            "now": lambda: BridgeAccel(pos, idx),
+            "compact_bvh": lambda: BridgeAccel(pos, idx, tri_accel=COMPACT_TRI_ACCEL),
+            "compact_flag": lambda: BridgeAccel(pos, idx, flags=SCENE_FLAG_COMPACT)}
     accels, grown = {}, {}
     for k, f in make.items():  # RSS growth of one more BVH (and its index copy, before), per copy
         b0 = rss()
@@ -118,8 +126,9 @@ def measure(kind: str, out: Path, copies: int, rounds: int, agents: int) -> dict
     res.update({"depth_identical_now_vs_before": bool(np.array_equal(depth["now"], depth["before"])),
                 "depth_fps": {k: round(agents / float(np.median(v)), 1) for k, v in times.items()},
                 "depth_fps_now_over_before": ratio("now", "before"),
-                "depth_fps_compact_over_now": ratio("compact", "now"),
-                "compact_max_depth_diff": float(np.abs(depth["compact"] - depth["now"]).max())})
+                "depth_fps_compact_bvh_over_before": ratio("compact_bvh", "before"),
+                "depth_fps_compact_flag_over_before": ratio("compact_flag", "before"),
+                "max_depth_diff_vs_before": {k: float(np.abs(depth[k] - depth["before"]).max()) for k in depth}})
     r.close()
     return res
 

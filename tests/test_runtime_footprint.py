@@ -71,31 +71,38 @@ def test_bvh_shares_the_shading_indices_and_renders_the_same():
     sd = build_shading_data(s)
     accel = r.prepare(sd, s.positions, s.indices)
     assert np.shares_memory(accel._triangles, sd.indices)  # no second index copy
-    # the same scene over a private index copy (the code before) and Embree's COMPACT build
-    private = embree_bridge.BridgeAccel(s.positions, np.array(s.indices, np.uint32))
-    compact = embree_bridge.BridgeAccel(s.positions, sd.indices, flags=embree_bridge.SCENE_FLAG_COMPACT)
+    # the code before: Embree's default BVH (vertex copies in its leaves) over a private index copy
+    before = embree_bridge.BridgeAccel(s.positions, np.array(s.indices, np.uint32), tri_accel=None)
     from bps_runtime.render.camera import camera_directions, camera_origins, rotation_matrices
     rng = np.random.default_rng(3)
     n = 16
     pos = np.c_[rng.uniform(0.5, 5.5, n), np.zeros(n), rng.uniform(-4.5, -0.5, n)].astype(np.float32)
-    rot = rotation_matrices(rng.uniform(-np.pi, np.pi, n).astype(np.float32))
+    yaw = rng.uniform(-np.pi, np.pi, n).astype(np.float32)
+    rot = rotation_matrices(yaw)
     cam, dirs = camera_origins(pos, opts), camera_directions(opts)
-    z = {}
-    for k, a in {"shared": accel, "private": private, "compact": compact}.items():
-        z[k] = np.empty(n * dirs.shape[0], np.float32)
-        a.trace_cameras(cam, rot, dirs, z[k])
-    assert (z["shared"] > 0).mean() > 0.9
-    assert np.array_equal(z["shared"], z["private"])
-    np.testing.assert_allclose(z["compact"], z["shared"], rtol=1e-5, atol=1e-5)
-    # the compact renderer charges fewer BVH bytes and renders the same frame
-    rc = make_renderer("embree", opts, compact=True)
+    hits = {}
+    for k, a in {"now": accel, "before": before}.items():
+        z = np.empty(n * dirs.shape[0], np.float32)
+        hits[k] = a.trace_cameras(cam, rot, dirs, z, hits=True)
+    assert (hits["now"]["tfar"] > 0).mean() > 0.9
+    for k in ("tfar", "primID", "u", "v", "Ng"):  # the same hits, bit for bit
+        assert np.array_equal(hits["now"][k], hits["before"][k]), k
+    # whole frames (depth, RGB, semantic) through the renderer, against the same scene over the
+    # code before's BVH
+    r.attach(0, sd, accel)
+    frame = r.render(np.zeros(n, np.int64), pos, yaw, ("depth", "rgb", "semantic"))
+    before.native_shading = accel.native_shading
+    r.attach(0, sd, before)
+    old = r.render(np.zeros(n, np.int64), pos, yaw, ("depth", "rgb", "semantic"))
+    for k in frame:
+        assert np.array_equal(frame[k].numpy(), old[k].numpy()), k
+    # compact_bvh: Embree's smaller BVH (indexed leaves), charged less, the same frames
+    rc = make_renderer("embree", opts, compact_bvh=True)
     assert rc.accel_breakdown(100, 1000)["bvh"] < r.accel_breakdown(100, 1000)["bvh"]
-    frames = []
-    for rr in (r, rc):
-        rr.attach(0, sd, rr.prepare(sd, s.positions, s.indices))
-        frames.append(rr.render(np.zeros(n, np.int64), pos, np.full(n, 0.3, np.float32),
-                                ("depth", "rgb")))
-    np.testing.assert_allclose(frames[0]["depth"].numpy(), frames[1]["depth"].numpy(), rtol=1e-5, atol=1e-5)
+    rc.attach(0, sd, rc.prepare(sd, s.positions, s.indices))
+    small = rc.render(np.zeros(n, np.int64), pos, yaw, ("depth", "rgb", "semantic"))
+    for k in frame:
+        assert np.array_equal(frame[k].numpy(), small[k].numpy()), k
     r.close()
     rc.close()
 

@@ -46,11 +46,12 @@ SHARES_PER_THREAD = 8
 # charges per scene (how they were measured: docs/DECISIONS.md, render/embree.py)
 EMBREE_BYTES_PER_TRI = 72
 EMBREE_BYTES_PER_VERT = 16
-# the bridge: Embree's BVH alone (its leaves copy the triangles' vertices; RSS growth per build
-# of 554K-597K-triangle scans: 66-69 B/triangle; docs/PERFORMANCE.md "Resident bytes per
-# scene"); the geometry is ours: one padded float32 vertex copy and the shading tables' indices
+# the bridge: Embree's BVH alone (RSS growth per build of 554K-597K-triangle scans: 66-69
+# B/triangle with Embree's default BVH, 40-44 with ``compact_bvh``; docs/PERFORMANCE.md
+# "Resident bytes per scene"); the geometry is ours: one padded float32 vertex copy and the
+# shading tables' indices, which Embree reads in place
 BRIDGE_BVH_BYTES_PER_TRI = 72
-BRIDGE_COMPACT_BVH_BYTES_PER_TRI = 40  # compact=True (measured the same way: 38-39)
+BRIDGE_COMPACT_BVH_BYTES_PER_TRI = 46
 
 
 class EmbreeAccel(RayCaster):
@@ -96,7 +97,7 @@ class EmbreeRenderer:
     name = "embree"
 
     def __init__(self, options: RenderOptions = DEFAULTS, device: str = "cpu", shading: str = "auto",
-                 engine: str = "auto", compact: bool = False):
+                 engine: str = "auto", compact_bvh: bool = False):
         if shading not in SHADERS:
             raise ConfigError(None, f"shading must be one of {', '.join(SHADERS)}; got {shading!r}")
         if engine not in ENGINES:
@@ -116,11 +117,11 @@ class EmbreeRenderer:
                 log.warning("the GIL-free Embree bridge is not compiled: using embreex, whose BVH builds "
                             "stall the step loop while scenes load (reinstall bps with gcc present)")
         self.engine = engine
-        # Embree's COMPACT BVH (leaves index our vertex buffer): about half the BVH bytes for
-        # ~0.8x the depth fps (docs/PERFORMANCE.md "Resident bytes per scene"); bridge only
-        if compact and engine != "bridge":
-            raise ConfigError(None, "compact=True needs the Embree bridge (engine='bridge')")
-        self.compact = bool(compact)
+        # Embree's smaller triangle BVH (leaves index our vertex buffer): ~0.6x the BVH bytes for
+        # 0.90-0.95x the depth fps (docs/PERFORMANCE.md "Resident bytes per scene"); bridge only
+        if compact_bvh and engine != "bridge":
+            raise ConfigError(None, "compact_bvh=True needs the Embree bridge (engine='bridge')")
+        self.compact_bvh = bool(compact_bvh)
         if shading == "native" and engine != "bridge":
             raise ConfigError(None, "shading='native' runs inside the Embree bridge: use engine='bridge'")
         if shading == "auto":
@@ -141,9 +142,8 @@ class EmbreeRenderer:
             from .embree_bridge import BridgeAccel
             # the shading tables' index array (int32, checked in range and >= 0) is Embree's
             # index buffer too: one copy of the indices per scene
-            from .embree_bridge import SCENE_FLAG_COMPACT, SCENE_FLAG_NONE
-            accel = BridgeAccel(positions, shading.indices,
-                                flags=SCENE_FLAG_COMPACT if self.compact else SCENE_FLAG_NONE)
+            from .embree_bridge import COMPACT_TRI_ACCEL
+            accel = BridgeAccel(positions, shading.indices, tri_accel=COMPACT_TRI_ACCEL if self.compact_bvh else None)
         else:
             accel = EmbreeAccel(positions, indices)
         if self.shading == "warp":
@@ -157,7 +157,7 @@ class EmbreeRenderer:
         """Estimated bytes ``prepare`` adds for a mesh of this size: "bvh" (Embree's) and
         "geometry" (vertex / index copies beyond the shading tables' indices)."""
         if self.engine == "bridge":
-            per_tri = BRIDGE_COMPACT_BVH_BYTES_PER_TRI if self.compact else BRIDGE_BVH_BYTES_PER_TRI
+            per_tri = BRIDGE_COMPACT_BVH_BYTES_PER_TRI if self.compact_bvh else BRIDGE_BVH_BYTES_PER_TRI
             return {"bvh": per_tri * num_triangles, "geometry": 12 * num_vertices + 4}
         return {"bvh": EMBREE_BYTES_PER_TRI * num_triangles, "geometry": EMBREE_BYTES_PER_VERT * num_vertices}
 

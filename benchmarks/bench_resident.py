@@ -7,7 +7,8 @@ BVH variants, in one run.
 Per scene: the decoded scan (positions, indices, uvs, colours, normals + RGBA8 textures without
 mips: bench_render's ``decoded_bytes``), what the cache charges now by part
 (``scenes.footprint``: bvh / geometry / shading / textures / navigation; no navmesh is loaded
-here), the charge before this accounting (shading tables + 72 B/triangle + 16 B/vertex), the
+here; textures keep the mips the 64x64 sensor can sample, ``render.mips``), the charge before
+(shading tables with every mip + 72 B/triangle + 16 B/vertex), the
 measured RSS growth per loaded scene (``--copies`` loads kept resident), and the Warp backend's
 (GPU) estimate. Then depth frames of ``--agents`` cameras (64x64, one thread) traced through three
 BVHs of the same scene, timed interleaved round by round: Embree's default BVH over a private
@@ -73,7 +74,11 @@ def measure(kind: str, out: Path, copies: int, rounds: int, agents: int) -> dict
     grown = (rss() - base) / copies
     ls = kept[0]
     nv, nt = ls.num_vertices, ls.num_triangles
-    old = ls.shading.nbytes + 72 * nt + 16 * nv
+    from bps_assets.packed_scene import read_packed_scene
+    from bps_runtime.render.mips import first_levels
+    from bps_runtime.render.shading_data import build_shading_data
+    full = build_shading_data(read_packed_scene(str(path)), str(path))  # every mip level
+    old = full.nbytes + 72 * nt + 16 * nv
     warp = scene_footprint(ls.shading, WarpRenderer.__new__(WarpRenderer), nv, nt)
     rc = make_renderer("embree", opts, compact_bvh=True)
     compact = scene_footprint(ls.shading, rc, nv, nt)
@@ -87,6 +92,8 @@ def measure(kind: str, out: Path, copies: int, rounds: int, agents: int) -> dict
            "compact_bvh_charged_over_decoded": round(sum(compact.values()) / dec, 3),
            "warp_estimate_bytes": sum(warp.values()), "warp_over_decoded": round(sum(warp.values()) / dec, 3),
            "warp_before_over_decoded": round((ls.shading.nbytes + 76 * nt + 12 * nv) / dec, 3)}
+    res["textures"] = {"first_level_kept": first_levels(full, opts).tolist(),
+                       "all_levels_bytes": int(full.tex_data.nbytes), "kept_bytes": int(ls.shading.tex_data.nbytes)}
     pos = ls.accel._vertices[:-1].reshape(-1, 3)
     idx = ls.shading.indices
     del kept

@@ -70,24 +70,26 @@ def decoded_scan_bytes(scene) -> int:
 
 
 def packed_scene_footprint(path: str, navmesh_path: str | None = None) -> dict:
-    """What a packed scene would hold resident, by part, under the Embree renderer (CPU) and the
-    Warp backend's estimate (GPU), beside its decoded size: {"decoded_scan": int, "embree": {...},
+    """What a packed scene would hold resident for the default sensor (64x64 depth / RGB), by part,
+    under the Embree renderer (CPU) and the Warp backend's estimate (GPU), beside its decoded size: {"decoded_scan": int, "embree": {...},
     "warp": {...}} (footprints as ``scene_footprint``). Reads the file (and the navmesh, if given)."""
     from bps_assets.packed_scene import read_packed_scene
 
     from ..render.embree import EmbreeRenderer
+    from ..render.mips import sensor_mips
     from ..render.protocol import RenderOptions
     from ..render.shading_data import build_shading_data
     from ..render.warp_backend import warp_accel_breakdown
 
     ps = read_packed_scene(path)
-    sd = build_shading_data(ps, path)
+    opts = RenderOptions(threads=1)
+    sd = sensor_mips(build_shading_data(ps, path), opts)
     nav = 0
     if navmesh_path:
         from bps_assets.nav import load_navmesh
         nav = navmesh_nbytes(load_navmesh(navmesh_path))
     nv, nt = int(ps.positions.shape[0]), int(ps.indices.shape[0])
-    r = EmbreeRenderer(RenderOptions(threads=1))
+    r = EmbreeRenderer(opts)
     try:
         cpu = scene_footprint(sd, r, nv, nt, nav)
     finally:

@@ -27,6 +27,7 @@ import numpy as np
 
 from bps_assets.errors import BpsError
 
+from ..render.mips import sensor_mips
 from ..render.shading_data import ShadingData, build_shading_data
 from .checks import Expected, check_files, check_navmesh, check_scene_header
 from .footprint import navmesh_nbytes, scene_footprint
@@ -196,6 +197,8 @@ class SceneLoader:
             path = getattr(ps, "path", "") or source.scene_path
             self._at(sid, "building the shading tables")
             sd = build_shading_data(ps, path)
+            if getattr(self.renderer, "options", None) is not None:
+                sd = sensor_mips(sd, self.renderer.options)
             if self.device.startswith("cuda"):
                 sd = _pin(sd)
             self._at(sid, "reading the navmesh and preparing its navigation")

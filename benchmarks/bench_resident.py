@@ -69,6 +69,7 @@ def measure(kind: str, out: Path, copies: int, rounds: int, agents: int) -> dict
     opts = RenderOptions(resolution=(64, 64), threads=1)
     r = make_renderer("embree", opts)
     loader = SceneLoader(r, threads=1)
+    loader.load(SceneSource(f"{kind}-warm-up", str(path)))  # first-load allocations (arenas, caches)
     base = rss()
     kept = [loader.load(SceneSource(f"{kind}{i}", str(path))) for i in range(copies)]
     grown = (rss() - base) / copies
@@ -91,7 +92,7 @@ def measure(kind: str, out: Path, copies: int, rounds: int, agents: int) -> dict
            "compact_bvh_charged_bytes": sum(compact.values()),
            "compact_bvh_charged_over_decoded": round(sum(compact.values()) / dec, 3),
            "warp_estimate_bytes": sum(warp.values()), "warp_over_decoded": round(sum(warp.values()) / dec, 3),
-           "warp_before_over_decoded": round((ls.shading.nbytes + 76 * nt + 12 * nv) / dec, 3)}
+           "warp_before_over_decoded": round((full.nbytes + 76 * nt + 12 * nv) / dec, 3)}
     res["textures"] = {"first_level_kept": first_levels(full, opts).tolist(),
                        "all_levels_bytes": int(full.tex_data.nbytes), "kept_bytes": int(ls.shading.tex_data.nbytes)}
     pos = ls.accel._vertices[:-1].reshape(-1, 3)

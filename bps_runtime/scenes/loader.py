@@ -4,8 +4,9 @@ One load = check the files against the manifest (``scenes.checks``), read the pa
 (``bps_assets.packed_scene.read_packed_scene``: caps, CRCs, cross references, zstd with the
 thread's own decompressor; its header's identity checked), read the navmesh
 (``bps_assets.nav.load_navmesh``; its values and its fit to the scene checked), prepare its
-navigation (the cache's ``prepare``), build the shading tables (``render.shading_data``), reserve
-the scene's bytes in the cache's budget (may block until another scene leaves), then let the
+navigation (the cache's ``prepare``), build the shading tables (``render.shading_data``; the
+texture mips the sensor can select: ``render.mips``), reserve the scene's bytes in the cache's
+budget (``scenes.footprint``; may block until another scene leaves), then let the
 renderer build its acceleration structure (Embree BVH / ``wp.Mesh``) and upload to the device
 (from pinned host buffers when the device is CUDA). Everything here runs off the step path;
 the step path only attaches finished scenes (a dict insert).

@@ -22,11 +22,12 @@ def _reader(n=3):
     return MemoryReader({f"mem/{i}": room_scene((4.0 + i, 3.0, 5.0), scene_id=f"s{i}") for i in range(n)})
 
 
-@pytest.mark.parametrize("backend", ["embree", "warp"])
+@pytest.mark.parametrize("backend", ["embree", "embreex", "warp"])
 def test_footprint_sums_to_the_charge(backend):
     if backend == "warp":
         pytest.importorskip("warp")
-    r = make_renderer(backend, RenderOptions(resolution=(8, 8), threads=1))
+    kw = {"engine": "embreex"} if backend == "embreex" else {}
+    r = make_renderer("embree" if backend == "embreex" else backend, RenderOptions(resolution=(8, 8), threads=1), **kw)
     reader = _reader(1)
     ls = SceneLoader(r, threads=1, reader=reader).load(SceneSource("s0", "mem/0"))
     assert set(ls.footprint) == set(PARTS)
@@ -38,6 +39,9 @@ def test_footprint_sums_to_the_charge(backend):
     assert ls.footprint["geometry"] >= sd.indices.nbytes + 12 * ls.num_vertices
     assert ls.footprint["shading"] == sd.nbytes - sd.indices.nbytes - ls.footprint["textures"]
     assert ls.footprint["bvh"] > 0 and ls.footprint["navigation"] == 0
+    r.attach(0, sd, ls.accel)  # the loaded scene renders (embreex: the fallback without the bridge)
+    out = r.render(np.zeros(2, np.int64), np.float32([[2, 0, -2], [1, 0, -1]]), np.float32([0, 1]), ("depth", "rgb"))
+    assert (out["depth"].numpy() > 0).mean() > 0.9 and out["rgb"].numpy().any()
     # a renderer without accel_breakdown: all of accel_bytes counts as bvh
     class Plain:
         def accel_bytes(self, nv, nt):

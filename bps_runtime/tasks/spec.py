@@ -1,23 +1,16 @@
 """The task seam: ``TaskSpec``, everything the env, the step, the world and the trainer need from
 a task, in one typed record. Each task module defines ``SPEC = TaskSpec(...)`` and
 ``bps_runtime.tasks.TASKS`` names the module; nothing outside ``tasks/`` names a task
-(tests/test_task_seam.py checks every registered task against this record and greps the generic
-layers for task names).
+(tests/test_task_seam.py checks every registered spec and greps the generic layers).
 
-What a spec gives: ``name``, ``options`` (its ``TaskOptions`` class, whose ``TASK`` is ``name``) and
-``defaults``; ``actions``; the step (``schema`` = ``step.schema.CORE`` + the task's fields,
-``State`` / ``Out`` structs, ``params(options, win, sizes)``, ``max_move(options)``, the kernels
-``apply_refills`` / ``begin_kernel`` / ``step_kernel``, ``staging`` = ``step.schema.STAGE`` + its
-columns, ``sizes(resolution)``: the named sizes of its field shapes); what a step returns
-(``observations``: ``step.schema.Observation`` s, spaces and values from one declaration;
-``info`` / ``episode_info`` / ``outcome``); where episodes come from (``supply(request)`` ->
-(EpisodeSupply, the scenes it serves), ``check_dataset(manifest, entries)``); the host hook
-(``host_hook(HostContext)`` -> a ``HostHook`` or None: e.g. ImageNav's goal images, written
-into the ring when episodes are queued); ``goal_record(record, episode, heading)`` -> the
-task's entries of ``episode_goals()``; ``camera``: the task's sensor geometry defaults
-(``SensorConfig``'s fields left None; {}: ``RenderOptions``' own); and the trainer's goal input (``goal_input(obs)``,
-``goal_input_spec(resolution)``, ``goal_encoder(GoalEncoderArgs)`` -> ``nn.Module`` with
-``out_dim`` and ``forward(goal, visual_encoder)``).
+Members: name, options class (``TASK`` = name) and defaults, actions; the step (schema = CORE +
+the task's fields, State / Out, params, max_move, the three kernels, staging = STAGE + its
+columns, ``sizes(resolution)``: named field sizes); what a step returns (``observations``,
+``info`` / ``episode_info`` / ``outcome``); episodes (``supply(SupplyRequest)`` -> (supply,
+entries), ``check_dataset(manifest, entries)``); ``host_hook(HostContext)`` -> a ``HostHook``
+or None (ImageNav's goal images); ``goal_record(record, episode id, heading)`` (its
+``episode_goals()`` entries); ``camera`` (sensor geometry defaults); the trainer's
+``goal_input(obs)``, ``goal_input_spec(resolution)``, ``goal_encoder(GoalEncoderArgs)``.
 """
 from __future__ import annotations
 

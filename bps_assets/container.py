@@ -34,6 +34,7 @@ import numpy as np
 
 from .errors import (ConfigError, CorruptFileError, FormatVersionError, InputError, MissingSectionError,
                      OutputExistsError, OutputWriteError, ResourceLimitError)
+from .json_input import parse_json
 
 MAGIC = b"\x89BPS\r\n\x1a\n"
 CONTAINER_VERSION = 1
@@ -457,12 +458,7 @@ class Container:
         if hlen > MAX_HEADER_BYTES or PREAMBLE_SIZE + hlen > self.file_length:
             raise _corrupt(path, f"header length {hlen} exceeds the cap or the file (truncated?)")
         raw = self._f.read(hlen)
-        try:
-            header = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise _corrupt(path, f"header is not valid JSON: {e}") from None
-        except RecursionError:
-            raise _corrupt(path, "header is not valid JSON: nested too deeply") from None
+        header = parse_json(raw, path, prefix="header is not valid JSON", error=_corrupt, encoding="utf-8")
         if not isinstance(header, dict) or not isinstance(header.get("sections"), list):
             raise _corrupt(path, "header has no section table")
         tab = header.pop("sections")

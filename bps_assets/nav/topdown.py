@@ -330,6 +330,7 @@ def read_agent_path(path) -> np.ndarray:
     import os
 
     from ..errors import InputError
+    from ..json_input import parse_json
 
     path = os.fspath(path)
     try:
@@ -342,7 +343,7 @@ def read_agent_path(path) -> np.ndarray:
     text = raw.decode("utf-8", errors="replace").strip()
     try:
         if text[:1] in "[{":
-            doc = json.loads(text)
+            doc = parse_json(text, path, prefix="not an agent path")
             rows = doc.get("positions") if isinstance(doc, dict) else doc
         else:
             rows = [[float(x) for x in line.replace(",", " ").split()] for line in text.splitlines()

@@ -34,6 +34,8 @@ from pathlib import Path
 from .. import __version__
 from ..container import atomic_write, make_dirs
 from ..errors import AnnotationError, BpsError, ConfigError, DatasetError, InterruptedRun, NavError, OutputExistsError, OutputWriteError
+from ..errors import InputError
+from ..json_input import parse_json
 from ..transforms.frame import UP_AXES
 from . import manifest as mf
 from .backend import NAVMESH_MODES, Backend, container_info
@@ -163,8 +165,8 @@ def _record_path(out_root: Path, name: str) -> Path:
 def _read_record(out_root: Path, name: str) -> dict | None:
     p = _record_path(out_root, name)
     try:
-        rec = json.loads(p.read_text("utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        rec = parse_json(p.read_bytes(), p, encoding="utf-8")
+    except (OSError, InputError):
         return None  # absent or unreadable (or nested too deeply): the scene is simply not done
     return rec if isinstance(rec, dict) and isinstance(rec.get("entry"), dict) else None
 
@@ -387,8 +389,8 @@ def _check_manifest_target(path: Path, dataset: str, split: str, overwrite: bool
     if not path.exists() or overwrite:
         return None
     try:
-        old = json.loads(path.read_text("utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        old = parse_json(path.read_bytes(), path, encoding="utf-8")
+    except (OSError, InputError):
         raise OutputExistsError(path, "exists and is not a bps manifest (pass --overwrite to replace it)") from None
     if not isinstance(old, dict) or (old.get("dataset"), old.get("split")) != (dataset, split):
         raise OutputExistsError(path, f"is the manifest of another run ({old.get('dataset')!r} split "

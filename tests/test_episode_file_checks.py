@@ -43,7 +43,7 @@ def test_a_good_file_reads(tmp_path):
     (lambda d: d["category_to_task_category_id"].update(bed=-1), r"category_to_task_category_id\['bed'\] = -1"),
     (lambda d: d["category_to_task_category_id"].update(bed=10**30), r"= 10{30}"),
     (lambda d: d["category_to_task_category_id"].update(bed=0), "gives two categories one task id"),
-    (lambda d: d["category_to_scene_annotation_category_id"].update(bed=-3), "scene_annotation"),
+    (lambda d: d["category_to_scene_annotation_category_id"].update(bed=-3), r"scene_annotation_category_id\['bed'\] = -3"),
     (lambda d: d["goals_by_category"]["a.glb_chair"][0].update(object_id=2**70), "object_id 1180591620717411303424"),
     (lambda d: d["goals_by_category"]["a.glb_chair"][0].update(object_id=-2), "object_id -2"),
 ])

@@ -107,10 +107,12 @@ def _check_maps(doc: dict, path) -> tuple[dict, dict] | None:
         if not isinstance(m, dict) or not all(isinstance(k, str) and isinstance(v, int)
                                               and not isinstance(v, bool) for k, v in m.items()):
             raise InputError(path, f"{name} must be an object of category name -> integer id")
-    for name, m in ((CATEGORY_MAPS[0], task), (CATEGORY_MAPS[1], ann)):
-        bad = next(((k, v) for k, v in m.items() if not 0 <= v <= MAX_CATEGORY_ID), None)
+    # task ids are the objectgoal observation (0..max); a scene annotation id of -1 is habitat's
+    # "no such category in the annotation" (its own HM3D maps carry it)
+    for name, m, lo in ((CATEGORY_MAPS[0], task, 0), (CATEGORY_MAPS[1], ann, -1)):
+        bad = next(((k, v) for k, v in m.items() if not lo <= v <= MAX_CATEGORY_ID), None)
         if bad is not None:
-            raise InputError(path, f"{name}[{bad[0]!r}] = {bad[1]}: ids are in 0..{MAX_CATEGORY_ID}")
+            raise InputError(path, f"{name}[{bad[0]!r}] = {bad[1]}: ids are in {lo}..{MAX_CATEGORY_ID}")
     if len(set(task.values())) != len(task):
         shared = sorted({v for v in task.values() if list(task.values()).count(v) > 1})
         raise InputError(path, f"{CATEGORY_MAPS[0]} gives two categories one task id ({shared[0]}: "

@@ -340,6 +340,8 @@ def _check_scene(task: SceneTask, out_root: Path, rels: dict, stats: dict) -> No
         if task.options.strict:
             raise AnnotationError(task.src.scene, stats["semantic_error"] + " (--strict)")
         stats.setdefault("warnings", []).append("no semantic section: " + stats["semantic_error"])
+    if stats.get("semantic_mismatch"):   # a part of the annotation does not fit the scan
+        stats.setdefault("warnings", []).append(stats["semantic_mismatch"])
     name, packed = task.src.name, out_root / rels["scene"]
     err = scene_checks.no_navigable_area(name, stats.get("navigable_area"), packed, task.src.scene)
     if err is not None:

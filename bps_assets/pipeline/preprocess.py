@@ -36,6 +36,7 @@ from ..container import atomic_write, make_dirs
 from ..errors import AnnotationError, BpsError, ConfigError, DatasetError, InterruptedRun, NavError, OutputExistsError, OutputWriteError
 from ..errors import InputError
 from ..json_input import parse_json
+from ..safe_paths import link_escape
 from ..transforms.frame import UP_AXES
 from . import manifest as mf
 from .backend import NAVMESH_MODES, Backend, container_info
@@ -213,7 +214,12 @@ def _sources(task: SceneTask, old: dict | None) -> dict[str, dict]:
         rel = Path(os.path.normpath(Path(task.src.rel_scene).parent / os.path.relpath(p, task.src.scene.parent)))
         files[role] = (Path(p), rel.as_posix())
     out = {}
+    root = task.src.scene.parents[len(Path(task.src.rel_scene).parts) - 1]
     for role, (p, rel) in files.items():
+        target = link_escape(root, p)   # the symlink rule of every input (docs/PIPELINE.md)
+        if target is not None and task.options.strict:
+            raise InputError(p, f"resolves through a symlink to {target}, outside the source folder {root} "
+                                "(refused: --strict)")
         st = _stat(p)
         prev = old_src.get(role)
         if prev and old_stat.get(role) == st and prev.get("path") == rel:
@@ -221,6 +227,9 @@ def _sources(task: SceneTask, old: dict | None) -> dict[str, dict]:
         else:
             digest, size = sha256_file(p)
             out[role] = {"path": rel, "size": size, "sha256": digest}
+        out[role].pop("link_target", None)
+        if target is not None:   # accepted, and the manifest names where it really is
+            out[role]["link_target"] = str(target)
         out[role]["_stat"] = st
     return out
 
@@ -279,6 +288,10 @@ def process_scene(task: SceneTask) -> SceneResult:
         source_stat = {r: s.pop("_stat") for r, s in sources.items()}
 
         stats: dict = {}
+        links = [f"source {r} {s['path']} resolves through a symlink to {s['link_target']}, outside the "
+                 "source folder" for r, s in sources.items() if s.get("link_target")]
+        if links:
+            stats["warnings"] = links
         t = time.perf_counter()
         conv = task.backend.convert(src.scene, out_root / rels["scene"], name, task.dataset)
         stats.update(conv)

@@ -88,7 +88,7 @@ def _apply_filter(arr: np.ndarray, filt: str) -> bytes:
         return a.tobytes()
     if filt == "delta+shuffle":
         if a.dtype.kind not in "ui" or a.ndim == 0:
-            raise ValueError("delta filter needs an integer array")
+            raise ConfigError(None, f"delta filter needs an integer array, not {a.dtype}")
         # wrap-around delta along axis 0 in the unsigned view: exactly invertible
         u = a.view(a.dtype.newbyteorder("<").str.replace("i", "u"))
         d = np.empty_like(u)
@@ -98,7 +98,7 @@ def _apply_filter(arr: np.ndarray, filt: str) -> bytes:
     if filt in ("shuffle", "delta+shuffle"):
         item = a.dtype.itemsize
         return a.reshape(-1).view(np.uint8).reshape(-1, item).T.tobytes()
-    raise ValueError(f"unknown filter {filt!r}")
+    raise ConfigError(None, f"unknown section filter {filt!r}")
 
 
 def _undo_filter(buf: bytes | memoryview, filt: str, dtype: np.dtype, shape: tuple) -> np.ndarray:

@@ -27,7 +27,7 @@ import numpy as np
 from . import __version__
 from .container import DTYPES as DT_BY_NAME
 from .container import Container, SectionSpec, remove_stale_temps, write_container
-from .errors import CorruptFileError, InputError, OutputExistsError
+from .errors import ConfigError, CorruptFileError, InputError, OutputExistsError
 from .hashing import sha256_file
 from . import semantic_section as _sem
 from .scene import SceneDocument
@@ -558,7 +558,7 @@ def read_packed_scene(path: str | os.PathLike, sections: Iterable[str] | None = 
     want = list(_FIELD_SECTIONS) if sections is None else list(sections)
     for f in want:
         if f not in _FIELD_SECTIONS:
-            raise ValueError(f"unknown packed-scene field {f!r} (choose from {', '.join(_FIELD_SECTIONS)})")
+            raise ConfigError(path, f"unknown packed-scene field {f!r} (choose from {', '.join(_FIELD_SECTIONS)})")
     with Container(path, KIND) as c:
         hdr = c.header
         if not isinstance(hdr.get("scene_format_version"), int):

@@ -24,6 +24,7 @@ import io
 import math
 import pickle
 import random
+import struct
 import zipfile
 from pathlib import Path
 
@@ -223,7 +224,8 @@ def load(path, map_location=None) -> dict:
                    lines[0] if lines else "")
         raise CorruptFileError(path, "refused: the checkpoint holds more than tensors and plain data, "
                                      f"so it was not loaded ({why[:200]})") from None
-    except (RuntimeError, EOFError, ValueError, OSError, zipfile.BadZipFile) as e:
+    except (RuntimeError, EOFError, ValueError, OSError, zipfile.BadZipFile, IndexError, KeyError, TypeError,
+            AttributeError, OverflowError, struct.error) as e:   # what torch's unpickler meets in a damaged file
         detail = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
         raise CorruptFileError(path, f"not a readable checkpoint ({detail})") from None
     if not isinstance(ckpt, dict) or ckpt.get("format") != FORMAT:

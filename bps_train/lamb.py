@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import torch
 
+from bps_assets.errors import ConfigError
+
 
 class Lamb(torch.optim.Optimizer):
     def __init__(self, params, lr=5e-4, betas=(0.9, 0.999), eps=1e-6, weight_decay=1e-2,
                  min_trust=0.01, max_trust=None, max_weight_norm=10.0):
         if lr <= 0 or eps <= 0 or not 0 <= betas[0] < 1 or not 0 <= betas[1] < 1:
-            raise ValueError("invalid LAMB hyper-parameters")
+            raise ConfigError(None, f"invalid LAMB hyper-parameters (lr {lr}, eps {eps}, betas {tuple(betas)})")
         if not 0 < min_trust <= 1:
-            raise ValueError("min_trust must be in (0, 1]")
+            raise ConfigError(None, f"min_trust {min_trust}: must be in (0, 1]")
         max_trust = 1.0 / min_trust if max_trust is None else max_trust
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                                       min_trust=min_trust, max_trust=max_trust,

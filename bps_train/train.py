@@ -218,7 +218,9 @@ def lr_factor(schedule: str, progress: float) -> float:
     if schedule == "constant":
         return 1.0
     if schedule != "cosine":
-        raise ValueError(f"--lr-schedule {schedule!r}: expected cosine or constant")
+        from bps_assets.errors import ConfigError
+
+        raise ConfigError(None, f"--lr-schedule {schedule!r}: expected cosine or constant")
     if progress < 0.01:
         return 0.5 + 0.5 * progress / 0.01
     x = min(1.0, (progress - 0.01) / 0.99)

@@ -175,7 +175,7 @@ class Canvas:
 
     def _note(self, kind):
         if kind not in KINDS:
-            raise ValueError(f"unknown map mark {kind!r}: one of {', '.join(KINDS)}")
+            raise ConfigError(None, f"unknown map mark {kind!r}: one of {', '.join(KINDS)}")
         if kind not in self.used:
             self.used.append(kind)
 
@@ -326,7 +326,6 @@ def read_agent_path(path) -> np.ndarray:
     """Positions [K, 3] from an agent-path file: JSON (a list of [x, y, z], or an object whose
     ``positions`` is one: what ``bps_train.video`` writes beside each video) or text lines of
     ``x y z`` / ``x,y,z``. ``InputError`` naming the file when it is none of these."""
-    import json
     import os
 
     from ..errors import InputError

@@ -349,19 +349,6 @@ def mutate_bytes(data: bytes, rng: random.Random) -> tuple[bytes, str]:
     return bytes(d[:a] + d[b:]), "delete a range"
 
 
-def _numbers(obj, path=()):
-    if isinstance(obj, bool):
-        return
-    if isinstance(obj, (int, float)):
-        yield path
-    elif isinstance(obj, dict):
-        for k, v in obj.items():
-            yield from _numbers(v, path + (k,))
-    elif isinstance(obj, list):
-        for i, v in enumerate(obj):
-            yield from _numbers(v, path + (i,))
-
-
 def mutate_packed(src: Path, dst: Path, rng: random.Random, focus: tuple = ()) -> str:
     """Structure-aware: a header number or one section's values set to a boundary value,
     re-written with valid checksums (so the mutant gets past the CRC check). ``focus``: names
@@ -376,7 +363,7 @@ def mutate_packed(src: Path, dst: Path, rng: random.Random, focus: tuple = ()) -
         kind = c.kind
     val = rng.choice(BOUNDARY)
     if rng.random() < 0.5:
-        paths = list(_numbers(header))
+        paths = [p for p, v in _nodes(header) if isinstance(v, (int, float)) and not isinstance(v, bool)]
         if focus and rng.random() < 0.5:
             paths = [p for p in paths if p and p[0] in focus] or paths
         where = rng.choice(paths)
@@ -409,7 +396,7 @@ ODD_VALUES = (None, True, "x", "", [], {}, -1, 2**70, -(2**63), 1e30, -1e308, 0.
 
 
 def _nodes(obj, path=()):
-    """Every (path, value) of a JSON document, containers included."""
+    """Every (path, value) of a JSON document or a loaded checkpoint, containers included."""
     yield path, obj
     if isinstance(obj, dict):
         for k, v in obj.items():
@@ -419,16 +406,21 @@ def _nodes(obj, path=()):
             yield from _nodes(v, path + (i,))
 
 
+def _pick(doc, rng: random.Random, skip=()):
+    """A random node below the root (not under the top-level keys ``skip``): (path, its
+    container, its key there, its value)."""
+    where = rng.choice([p for p, _ in _nodes(doc) if p and p[0] not in skip])
+    parent = doc
+    for k in where[:-1]:
+        parent = parent[k]
+    return where, parent, where[-1], parent[where[-1]]
+
+
 def mutate_json(doc, rng: random.Random) -> str:
     """One structure-aware edit of a JSON document, in place: a value set to a boundary number
     or another type, a key or element removed, an element repeated (a duplicate id), a list
     emptied, or a string made long."""
-    paths = [p for p, _ in _nodes(doc) if p]
-    where = rng.choice(paths)
-    parent = doc
-    for k in where[:-1]:
-        parent = parent[k]
-    key, val = where[-1], parent[where[-1]]
+    where, parent, key, val = _pick(doc, rng)
     r = rng.random()
     if r < 0.35:
         parent[key] = rng.choice(BOUNDARY + ODD_VALUES)
@@ -510,12 +502,7 @@ def mutate_checkpoint(src: Path, dst: Path, rng: random.Random) -> str:
     from bps_train import checkpoint
 
     ckpt = torch.load(src, weights_only=True)
-    paths = [p for p, _ in _nodes_any(ckpt) if p and p[0] not in ("format", "checksum")]
-    where = rng.choice(paths)
-    parent = ckpt
-    for k in where[:-1]:
-        parent = parent[k]
-    key, val = where[-1], parent[where[-1]]
+    where, parent, key, val = _pick(ckpt, rng, skip=("format", "checksum"))
     r = rng.random()
     if isinstance(val, torch.Tensor) and r < 0.6:
         t = val.clone()
@@ -552,17 +539,6 @@ def mutate_checkpoint(src: Path, dst: Path, rng: random.Random) -> str:
             pass
     torch.save(ckpt, dst)
     return what
-
-
-def _nodes_any(obj, path=()):
-    """``_nodes`` over a loaded checkpoint (dicts with int keys, tuples, tensors as leaves)."""
-    yield path, obj
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            yield from _nodes_any(v, path + (k,))
-    elif isinstance(obj, list):
-        for i, v in enumerate(obj):
-            yield from _nodes_any(v, path + (i,))
 
 
 SEMANTIC_NAMES = ("semantics", "tri_object", "object_ids", "object_category", "object_region",

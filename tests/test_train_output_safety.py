@@ -12,6 +12,8 @@ import sys
 import pytest
 import torch
 
+from test_train_smoke import dataset  # noqa: F401 - the tiny synthetic dataset (session fixture)
+
 HOLD = """
 import sys, time
 from bps_train import run_lock
@@ -160,3 +162,15 @@ def test_a_saved_checkpoint_round_trips_and_its_rng_states_set(tmp_path):
     a = torch.rand(3)
     checkpoint.set_rng_state(ckpt["rng"][0])
     assert torch.equal(a, torch.rand(3))
+
+
+
+def test_eval_video_count_is_capped_at_the_episodes_evaluated(dataset, tmp_path, capsys):  # noqa: F811
+    from bps_train.train import run
+
+    out = tmp_path / "run"
+    res = run(["--dataset", str(dataset), "--out-dir", str(out), "--eval", "random", "--eval-episodes", "2",
+               "--video", "5", "--video-format", "png", "--resolution", "32", "--threads", "1"])
+    assert res["episodes"] == 2 and len(res["videos"]) == 2
+    err = capsys.readouterr().err
+    assert "--video 5 capped at the 2 episode(s) evaluated" in err

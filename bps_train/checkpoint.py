@@ -122,7 +122,8 @@ def rng_problem(s) -> str | None:
     t, n, p = s["torch"], s["numpy"], s["python"]
     if not (isinstance(t, torch.Tensor) and t.dtype == torch.uint8 and t.shape == torch.get_rng_state().shape):
         return f"torch state is not {tuple(torch.get_rng_state().shape)} bytes"
-    if not isinstance(n, dict) or n.get("kind") != "MT19937" or not isinstance(n.get("keys"), torch.Tensor):
+    if not isinstance(n, dict) or set(n) != {"kind", "keys", "pos", "has_gauss", "cached_gaussian"} \
+            or n.get("kind") != "MT19937" or not isinstance(n.get("keys"), torch.Tensor):
         return "numpy state is not an MT19937 state"
     keys = n["keys"]
     if keys.shape != (624,) or keys.dtype != torch.int64 or bool(((keys < 0) | (keys >= 2**32)).any()):
@@ -130,7 +131,8 @@ def rng_problem(s) -> str | None:
     if not (_int_in(n.get("pos"), 0, 624) and _int_in(n.get("has_gauss"), 0, 1) and _finite(n.get("cached_gaussian"))):
         return "numpy state pos / gauss fields out of range"
     internal = p.get("internal") if isinstance(p, dict) else None
-    if not (isinstance(p, dict) and p.get("version") == 3 and isinstance(internal, list) and len(internal) == 625
+    if not (isinstance(p, dict) and set(p) == {"version", "internal", "gauss_next"} and p.get("version") == 3
+            and isinstance(internal, list) and len(internal) == 625
             and all(_int_in(x, 0, 2**32 - 1) for x in internal[:624]) and _int_in(internal[624], 0, 624)
             and (p.get("gauss_next") is None or _finite(p.get("gauss_next")))):
         return "python state is not a version-3 Mersenne Twister state"
@@ -274,10 +276,19 @@ def restore(path, ckpt: dict, policy, optimizer=None) -> None:
     """Load the checkpoint's weights (and optimizer state) into ``policy`` / ``optimizer``:
     a ``CorruptFileError`` naming ``path`` when they do not fit (other names or shapes than the
     policy its settings describe, an extra key, a moments list of another length)."""
-    try:
-        policy.load_state_dict(ckpt["policy"])
-        if optimizer is not None:
-            optimizer.load_state_dict(ckpt["optimizer"])
-    except (RuntimeError, ValueError, KeyError, TypeError, IndexError) as e:
-        first = (str(e).splitlines() or [type(e).__name__])[0]
-        raise CorruptFileError(path, f"weights do not fit the policy its settings describe ({first[:160]})") from None
+    for what, load, state in (("weights", policy.load_state_dict, ckpt["policy"]),
+                              ("optimizer state", optimizer and optimizer.load_state_dict, ckpt["optimizer"])):
+        if load is None:
+            continue
+        try:
+            load(state)
+        except (RuntimeError, ValueError, KeyError, TypeError, IndexError, AttributeError) as e:
+            first = (str(e).splitlines() or [type(e).__name__])[0]
+            raise CorruptFileError(path, f"{what} do not fit the policy its settings describe ({first[:160]})") from None
+    for param, st in (optimizer.state.items() if optimizer is not None else ()):
+        # load_state_dict takes moments of any shape; the first step would fail on them
+        bad = next((k for k, v in st.items() if isinstance(v, torch.Tensor) and v.dim()
+                    and (v.shape != param.shape or not v.is_floating_point())), None)
+        if bad is not None:
+            raise CorruptFileError(path, f"optimizer state {bad!r} of shape {tuple(st[bad].shape)} does not fit its "
+                                         f"parameter {tuple(param.shape)}")

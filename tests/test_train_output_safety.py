@@ -174,3 +174,26 @@ def test_eval_video_count_is_capped_at_the_episodes_evaluated(dataset, tmp_path,
     assert res["episodes"] == 2 and len(res["videos"]) == 2
     err = capsys.readouterr().err
     assert "--video 5 capped at the 2 episode(s) evaluated" in err
+
+
+def test_optimizer_moments_of_another_shape_are_one_line(tmp_path):
+    from bps_assets.errors import CorruptFileError
+    from bps_train import checkpoint
+    from bps_train.lamb import Lamb
+
+    model = torch.nn.Linear(4, 2)
+    opt = Lamb(model.parameters(), lr=1e-3)
+    model(torch.ones(1, 4)).sum().backward()
+    opt.step()
+    path = tmp_path / "c.pt"
+    checkpoint.save(path, _state(policy=model.state_dict(), optimizer=opt.state_dict()))
+    fresh = torch.nn.Linear(4, 2)
+    checkpoint.restore(path, checkpoint.load(path), fresh, Lamb(fresh.parameters(), lr=1e-3))
+
+    def shrink(c):
+        st = c["optimizer"]["state"][0]
+        key = next(k for k, v in st.items() if isinstance(v, torch.Tensor) and v.dim())
+        st[key] = st[key][:1]
+    _resave(path, shrink)
+    with pytest.raises(CorruptFileError, match="does not fit its parameter"):
+        checkpoint.restore(path, checkpoint.load(path), fresh, Lamb(fresh.parameters(), lr=1e-3))

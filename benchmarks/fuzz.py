@@ -596,7 +596,7 @@ def _fuzz(a, work: Path) -> int:
     for p, k in seeds:
         by_kind["annotation" if k.startswith("annotation") else k].append((p, k))
     kind_names = sorted(by_kind)
-    done = Counter()   # mutants per kind (--mutants)
+    done, skipped = Counter(), Counter()   # mutants per kind (--mutants); mutations not written
     how = f"{a.mutants} mutants per kind" if a.mutants else f"{a.seconds:.0f} s"
     print(f"{len(seeds)} seed files ({', '.join(f'{n} {k}' for k, n in sorted(kinds.items()))}), "
           f"setup {time.perf_counter() - t_setup:.1f} s; fuzzing {how} on {a.workers} workers, "
@@ -628,8 +628,10 @@ def _fuzz(a, work: Path) -> int:
             if structured is not None and (kind != "checkpoint" or rng.random() < 0.7):
                 try:
                     what = structured(src, dst, rng)
-                except Exception as e:  # noqa: BLE001 - a mutation that cannot be written: skip it
-                    counts[kind][f"(mutation failed: {type(e).__name__})"] += 1
+                except Exception as e:  # noqa: BLE001 - a mutation that cannot be written: another one
+                    with lock:
+                        skipped[f"{kind}: {type(e).__name__}"] += 1
+                        done[kind] -= 1
                     continue
                 label = "struct"
             elif kind in ("objectnav", "imagenav"):   # bytes of the JSON, gzipped again (a CRC otherwise)
@@ -679,6 +681,9 @@ def _fuzz(a, work: Path) -> int:
           + ", ".join(f"{k} {sum(c[o] for kk, c in counts.items() if kk.split('/')[0] == k for o in OUTCOMES)}"
                       for k in kind_names)
           + f"; workers' peak RSS {max(w.peak for w in workers) / 2**20:.0f} MiB")
+    if skipped:
+        print("mutations that could not be written (replaced by others): "
+              + ", ".join(f"{k} {n}" for k, n in sorted(skipped.items())))
     for line in kept[:20]:
         print("  " + line)
     return 0

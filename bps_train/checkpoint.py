@@ -2,14 +2,11 @@
 
 A checkpoint is a pickle, which can run any code when loaded, so nothing but tensors, numbers,
 strings, lists, tuples and dicts goes in, and loading uses torch's restricted unpickler. Anything
-else -- a missing file, a damaged zip, a pickle that names a function, a dict of the wrong shape,
-a ``checksum`` that does not match (version 4: sha256 of the whole payload, every tensor and
-every plain value; version 3: of the tensors only), non-finite weights, counters out of range
-(``update`` / ``global_step`` negative or past 2^31 / 2^53 frames, ``seconds`` not finite), RNG
-states of the wrong shape, weights that do not fit the policy -- is one typed error naming the
-file. A save is serialized in memory and written through ``atomic_write``: a
-full disk or a file size limit is an OutputWriteError naming OUT_DIR, and the previous
-checkpoint stays.
+else -- a missing file, a damaged zip, a pickle naming a function, a dict of the wrong shape, a
+``checksum`` (version 4: of the whole payload) that does not match, non-finite weights, counters
+or RNG states out of range, weights that do not fit (``restore``) -- is one typed error naming
+the file (docs/TRAINING.md). A save is serialized in memory and written through ``atomic_write``:
+a full disk or a file size limit is an OutputWriteError naming OUT_DIR; the previous one stays.
 
 ``identity(args, dataset)`` is what a resumed run must share with the checkpoint: the dataset
 (the manifest's sha256, split, episodes source), the model (sensor, resolution, hidden, width)

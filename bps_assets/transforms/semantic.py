@@ -13,13 +13,6 @@ triangles a boundary crosses.
 The table: a row per id some render triangle got (others: ``objects_without_triangles``):
 mpcat40 category (MP3D's own, else the raw label mapped by data_manifests/semantics/), the AABB
 of its render triangles, ``points_per_object`` area-weighted surface samples.
-
-The fit (``check_fit``): the shares of annotation faces whose colour no table line names or
-that have no colour at all, of table objects no face uses, and of the scan's probes that hit
-no annotation surface (an annotation of another scene, or scaled), and whether any object
-reached the scan. Above ``MISMATCH_ERROR`` (most of the annotation does not fit) conversion
-stops with an ``AnnotationError``; above ``MISMATCH_WARN`` it says so in one warning line
-(``stats["mismatch"]``); ``Options.allow_mismatch`` turns the error into that warning.
 """
 from __future__ import annotations
 

@@ -57,6 +57,10 @@ def _read(path: str, kind: str, other: str = ""):
         checkpoint.restore(path, ckpt, model, opt)
         for r in ckpt["rng"]:
             checkpoint.set_rng_state(r)
+        import torch
+
+        model(torch.ones(2, 8)).sum().backward()   # the first step after a resume
+        opt.step()
     elif kind.startswith("annotation"):
         from bps_assets.readers.semantic_files import SemanticSource, read_annotation
 

@@ -4,6 +4,7 @@ RNG states, weights that do not fit) with one line per failure."""
 from __future__ import annotations
 
 import math
+import re
 import os
 import signal
 import subprocess
@@ -196,4 +197,24 @@ def test_optimizer_moments_of_another_shape_are_one_line(tmp_path):
         st[key] = st[key][:1]
     _resave(path, shrink)
     with pytest.raises(CorruptFileError, match="does not fit its parameter"):
+        checkpoint.restore(path, checkpoint.load(path), fresh, Lamb(fresh.parameters(), lr=1e-3))
+
+
+@pytest.mark.parametrize("edit,msg", [
+    (lambda g: g.update(lr=math.nan), "optimizer setting 'lr' = nan"),
+    (lambda g: g.update(betas=(0.9,)), "optimizer setting 'betas'"),
+    (lambda g: g.pop("eps"), "optimizer setting 'eps' = None is missing"),
+])
+def test_optimizer_settings_that_would_fail_the_first_step_are_one_line(tmp_path, edit, msg):
+    from bps_assets.errors import CorruptFileError
+    from bps_train import checkpoint
+    from bps_train.lamb import Lamb
+
+    model = torch.nn.Linear(4, 2)
+    opt = Lamb(model.parameters(), lr=1e-3)
+    path = tmp_path / "c.pt"
+    checkpoint.save(path, _state(policy=model.state_dict(), optimizer=opt.state_dict()))
+    _resave(path, lambda c: edit(c["optimizer"]["param_groups"][0]))
+    fresh = torch.nn.Linear(4, 2)
+    with pytest.raises(CorruptFileError, match=re.escape(msg)):
         checkpoint.restore(path, checkpoint.load(path), fresh, Lamb(fresh.parameters(), lr=1e-3))

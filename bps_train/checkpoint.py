@@ -270,11 +270,10 @@ def load(path, map_location=None) -> dict:
 
 
 def restore(path, ckpt: dict, policy, optimizer=None) -> None:
-    """Load the checkpoint's weights (and optimizer state) into ``policy`` / ``optimizer``:
+    """Load the checkpoint's weights (and optimizer state) into ``policy`` / ``optimizer`` (a Lamb):
     a ``CorruptFileError`` naming ``path`` when they do not fit (other names or shapes than the
     policy its settings describe, an extra key; hyper-parameters of other keys or not finite,
     moments of another shape), so no failure waits for the first step."""
-    fresh = [{k: v for k, v in g.items() if k != "params"} for g in optimizer.param_groups] if optimizer else []
     for what, load, state in (("weights", policy.load_state_dict, ckpt["policy"]),
                               ("optimizer state", optimizer and optimizer.load_state_dict, ckpt["optimizer"])):
         if load is None:
@@ -286,32 +285,14 @@ def restore(path, ckpt: dict, policy, optimizer=None) -> None:
             raise CorruptFileError(path, f"{what} do not fit the policy its settings describe ({first[:160]})") from None
     if optimizer is None:
         return
-    for g, want in zip(optimizer.param_groups, fresh):
-        bad = next((k for k in set(g) | set(want) if k != "params" and not _like(g.get(k), want.get(k))), None)
-        if bad is not None:
-            raise CorruptFileError(path, f"optimizer setting {bad!r} = {g.get(bad)!r} is missing or not a finite "
-                                         f"value like {want.get(bad)!r}")
+    for g in optimizer.param_groups:
+        why = optimizer.group_problem(g)
+        if why is not None:
+            raise CorruptFileError(path, f"optimizer settings: {why}")
     for param, st in optimizer.state.items():
         # load_state_dict takes any state for any id; the first step would fail on it
-        if not isinstance(param, torch.Tensor) or not isinstance(st, dict):
-            raise CorruptFileError(path, "optimizer state: an entry that is not the state of one of the policy's "
-                                         "parameters")
-        bad = next((k for k, v in st.items() if not (_finite(v) if not isinstance(v, torch.Tensor) else
-                    v.dim() == 0 or (v.shape == param.shape and v.is_floating_point()))), None)
-        if bad is not None:
-            v = st[bad]
-            raise CorruptFileError(path, f"optimizer state {bad!r} ({tuple(v.shape) if isinstance(v, torch.Tensor) else v!r})"
-                                         f" does not fit its parameter {tuple(param.shape)}")
+        why = optimizer.state_problem(param, st) if isinstance(param, torch.Tensor) and isinstance(st, dict) else \
+            "an entry that is not the state of one of the policy's parameters"
+        if why is not None:
+            raise CorruptFileError(path, f"optimizer state: {why}")
 
-
-def _like(v, want) -> bool:
-    """Is ``v`` a finite value of ``want``'s kind (a number, None, or a tuple of numbers)?"""
-    if want is None:
-        return v is None
-    if isinstance(want, bool):
-        return isinstance(v, bool)
-    if isinstance(want, (int, float)):
-        return _finite(v)
-    if isinstance(want, (tuple, list)):
-        return isinstance(v, (tuple, list)) and len(v) == len(want) and all(_finite(x) for x in v)
-    return type(v) is type(want)

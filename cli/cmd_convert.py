@@ -63,6 +63,8 @@ def _line(r: dict) -> str:
     tex = f", {r['textures']} tex psnr>={psnr:.1f} dB" if psnr is not None else ""
     drop = f" ({r['dropped_triangles']} dropped)" if r.get("dropped_triangles") else ""
     sem = f", {r['semantic_objects']} objects ({r.get('semantic_format', '')})" if "semantic_objects" in r else ""
+    if r.get("semantic_mismatch"):
+        sem += f" (warning: {r['semantic_mismatch']})"
     return (f"{r['scene_id']}: triangles {r['triangles_in']} -> {r['triangles_out']}{drop}, "
             f"bytes {_mb(r['bytes_in'])} -> {_mb(r['bytes_out'])}{tex}{sem}, {r['seconds']:.2f} s -> {r['output']}")
 
@@ -97,7 +99,8 @@ def _line(r: dict) -> str:
               help="Worker processes.")
 @click.option("--overwrite", is_flag=True, help="Replace existing output files.")
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable results on stdout.")
-def convert_cmd(inputs, outdir, dataset, up, max_texture, texture_format, mipmaps, position_error, uv_error,
+def convert_cmd(inputs, outdir, dataset, up, max_texture, texture_format, mipmaps, position_error,
+                allow_annotation_mismatch, uv_error,
                 min_area, keep_collapsed, reorder_curve, meshlet_max_vertices, meshlet_max_triangles,
                 chunk_meshlets, zstd_level, jobs, overwrite, as_json):
     """Convert scan files (GLB/glTF/PLY/OBJ) into packed scenes, one OUTDIR/<scene>.bps each.
@@ -111,7 +114,7 @@ def convert_cmd(inputs, outdir, dataset, up, max_texture, texture_format, mipmap
                              min_area=min_area, weld_drop_collapsed=not keep_collapsed,
                              reorder_curve=reorder_curve, meshlet_max_vertices=meshlet_max_vertices,
                              meshlet_max_triangles=meshlet_max_triangles, chunk_meshlets=chunk_meshlets,
-                             zstd_level=zstd_level)
+                             zstd_level=zstd_level, allow_annotation_mismatch=allow_annotation_mismatch)
     # option errors (e.g. --max-texture 1000) once, before any work
     from bps_assets.transforms.textures import check_options
     check_options(options.texture_options())

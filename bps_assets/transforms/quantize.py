@@ -93,7 +93,8 @@ def plan_grid(lo, hi, max_error: float, per_component: bool = False, what: str =
 def quantize_values(v: np.ndarray, grid: Grid) -> np.ndarray:
     o = np.asarray(grid.origin)
     s = np.asarray(grid.step)
-    q = np.rint((np.nan_to_num(v.astype(np.float64)) - o) / s)
+    with np.errstate(over="ignore", invalid="ignore"):   # non-finite inputs: clipped below, dropped by clean
+        q = np.rint((np.nan_to_num(v.astype(np.float64)) - o) / s)
     hi = 65535 if grid.dtype == "u2" else 2**32 - 1
     return np.clip(q, 0, hi).astype(grid.np_dtype)
 

@@ -36,12 +36,17 @@ class HostHook(Protocol):
 class HostContext:
     """What a host hook may use: the ring fields (name -> tensor), the staging layout, the
     batch render (``render(scene_index, positions, rotations, sensors)``), scene ids by scene
-    index (``scene_id``), the task's options."""
+    index (``scene_id``), the task's options; the sensors' (h, w) ``resolution``, the batch
+    render through another camera (``render_view(scene_index, camera centres, rotations, (h, w),
+    hfov_deg, sensors)``) and the queued episodes' dicts (``episode_record(scene_index, id)``)."""
     ring: dict
     staging: Staging
     render: Callable
     scene_id: Callable[[int], str]
     options: Any
+    resolution: tuple | None = None
+    render_view: Callable | None = None
+    episode_record: Callable | None = None
 
 
 @dataclass(frozen=True)

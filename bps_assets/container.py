@@ -79,6 +79,35 @@ def _decompressor():
     return d
 
 
+_SCRATCH_KEEP = 64 << 20  # a thread keeps a scratch buffer up to this size between reads
+
+
+def _scratch(n: int) -> memoryview:
+    """A thread's reusable buffer of at least ``n`` bytes. A filtered section is decompressed
+    into it and unfiltered into the array returned: a fresh buffer per section cost more in
+    first-touch page faults than the unfiltering itself (docs/PERFORMANCE.md, packed scenes)."""
+    buf = getattr(_tls, "scratch", None)
+    if buf is None or len(buf) < n:
+        buf = bytearray(n)
+        _tls.scratch = buf if n <= _SCRATCH_KEEP else None
+    return memoryview(buf)[:n]
+
+
+def _decompress_into(data, out: memoryview) -> int:
+    """Decompress the zstd frame ``data`` into ``out``; -> bytes written, or len(out) + 1 when
+    the frame holds more than ``out`` (the caller reports both as a size mismatch)."""
+    n = 0
+    with _decompressor().stream_reader(data, read_size=len(data)) as r:
+        while n < len(out):
+            k = r.readinto(out[n:])
+            if not k:
+                return n
+            n += k
+        if r.read(1):
+            return n + 1
+    return n
+
+
 # ---------------------------------------------------------------------------------- filters
 
 def _apply_filter(arr: np.ndarray, filt: str) -> bytes:
@@ -562,7 +591,15 @@ class Container:
         if s.codec == "zstd":
             try:
                 self._check_frame_size(s, data)
-                raw = _decompressor().decompress(data, max_output_size=s.raw_length)
+                if s.filter == "none":  # the decompressed bytes are the array (zero copy)
+                    raw = _decompressor().decompress(data, max_output_size=s.raw_length)
+                else:  # into the thread's warm scratch buffer; _undo_filter copies out of it
+                    raw = _scratch(s.raw_length)
+                    got = _decompress_into(data, raw)
+                    if got != s.raw_length:
+                        raise _corrupt(self.path, f"decompressed to {'more than ' if got > s.raw_length else ''}"
+                                                  f"{min(got, s.raw_length)} bytes, expected {s.raw_length}",
+                                       section=s.name)
             except CorruptFileError:
                 raise
             except MemoryError:

@@ -15,7 +15,6 @@ bytes (why, and figures: docs/DECISIONS.md).
 """
 from __future__ import annotations
 
-import contextlib
 import errno
 import glob
 import hashlib
@@ -78,49 +77,6 @@ def _decompressor():
     if d is None:
         d = _tls.dctx = _zstd().ZstdDecompressor()
     return d
-
-
-_SCRATCH_KEEP = 64 << 20  # scratch buffers up to this size are kept for the next read
-_scratch_free: list = []    # idle scratch buffers (at most 2: one per loader thread)
-_scratch_lock = threading.Lock()
-
-
-@contextlib.contextmanager
-def _scratch(n: int):
-    """A reusable buffer of ``n`` bytes for the duration of the block. A filtered section is
-    decompressed into it and unfiltered into the array returned: a fresh buffer per section
-    cost more in first-touch page faults than the unfiltering itself (docs/PERFORMANCE.md,
-    packed scenes). Process-wide, not per thread: readers' thread pools live one call."""
-    with _scratch_lock:
-        fits = [b for b in _scratch_free if len(b) >= n]
-        buf = min(fits, key=len) if fits else (_scratch_free and max(_scratch_free, key=len))
-        if buf:
-            _scratch_free.remove(buf)
-    if not buf or len(buf) < n:
-        buf = bytearray(n)
-    try:
-        yield memoryview(buf)[:n]
-    finally:
-        if len(buf) <= _SCRATCH_KEEP:
-            with _scratch_lock:
-                _scratch_free.append(buf)
-                if len(_scratch_free) > 2:
-                    _scratch_free.remove(min(_scratch_free, key=len))
-
-
-def _decompress_into(data, out: memoryview) -> int:
-    """Decompress the zstd frame ``data`` into ``out``; -> bytes written, or len(out) + 1 when
-    the frame holds more than ``out`` (the caller reports both as a size mismatch)."""
-    n = 0
-    with _decompressor().stream_reader(data, read_size=len(data)) as r:
-        while n < len(out):
-            k = r.readinto(out[n:])
-            if not k:
-                return n
-            n += k
-        if r.read(1):
-            return n + 1
-    return n
 
 
 # ---------------------------------------------------------------------------------- filters
@@ -603,40 +559,22 @@ class Container:
         data = self._stored(s)
         if verify and zlib.crc32(data) != s.crc32:
             raise _corrupt(self.path, "checksum mismatch (corrupt file)", section=s.name)
-        if s.codec == "zstd" and s.filter != "none":  # into a warm scratch buffer, unfiltered out of it
-            with _scratch(s.raw_length) as raw:
-                self._decompress(s, data, raw)
-                return self._unfilter(s, raw)
-        if s.codec == "zstd":  # the decompressed bytes are the array (zero copy)
-            raw = self._decompress(s, data)
+        if s.codec == "zstd":
+            try:
+                self._check_frame_size(s, data)
+                raw = _decompressor().decompress(data, max_output_size=s.raw_length)
+            except CorruptFileError:
+                raise
+            except MemoryError:
+                raise ResourceLimitError(self.path, f"section {s.name!r}: {s.raw_length} bytes do not fit "
+                                                    "in memory") from None
+            except Exception as e:  # zstandard raises its own ZstdError
+                raise _corrupt(self.path, f"zstd decompression failed: {e}", section=s.name) from None
         else:
             raw = data
         if len(raw) != s.raw_length:
             raise _corrupt(self.path, f"decompressed to {len(raw)} bytes, expected {s.raw_length}",
                            section=s.name)
-        return self._unfilter(s, raw)
-
-    def _decompress(self, s: Section, data, into: memoryview | None = None):
-        """zstd frame ``data`` of section ``s`` -> its bytes (or written to ``into``, which must
-        be filled exactly); any failure is a CorruptFileError / ResourceLimitError naming it."""
-        try:
-            self._check_frame_size(s, data)
-            if into is None:
-                return _decompressor().decompress(data, max_output_size=s.raw_length)
-            got = _decompress_into(data, into)
-        except CorruptFileError:
-            raise
-        except MemoryError:
-            raise ResourceLimitError(self.path, f"section {s.name!r}: {s.raw_length} bytes do not fit "
-                                                "in memory") from None
-        except Exception as e:  # zstandard raises its own ZstdError
-            raise _corrupt(self.path, f"zstd decompression failed: {e}", section=s.name) from None
-        if got != s.raw_length:
-            raise _corrupt(self.path, f"decompressed to {'more than ' if got > s.raw_length else ''}"
-                                      f"{min(got, s.raw_length)} bytes, expected {s.raw_length}", section=s.name)
-        return into
-
-    def _unfilter(self, s: Section, raw) -> np.ndarray:
         try:
             return _undo_filter(raw, s.filter, s.dtype, s.shape)
         except MemoryError:

@@ -9,7 +9,7 @@ with 1 group (send then recv of everything: no overlap possible) and with 2 grou
 learner: one PPO update (2 minibatches: forward, backward, clip, LAMB step) on a rollout of
 random frames, in frames/s of rollout learned from (``--learn-only``: that alone, no dataset),
 and end to end (a 2-group rollout then the update on it, as the trainer loops); then
-``learn_over_sim`` and ``end_to_end_over_sim`` (issue 32: >= 1 and >= 0.45). ``--no-bf16``: fp32.
+``learn_over_sim`` and ``end_to_end_over_sim`` (issue 32: >= 1 and >= 0.45). ``--bf16``: bf16 autocast.
 """
 from __future__ import annotations
 
@@ -21,9 +21,9 @@ import time
 import torch
 
 from bps_train.lamb import Lamb
-from bps_train.models import Policy
+from bps_train.models import Policy, cpu_bf16_supported
 from bps_train.ppo import Rollout, gae, ppo_loss
-from bps_train.train import autocast_of, collect_rollout, measure_sim_fps, start_rollouts
+from bps_train.train import collect_rollout, measure_sim_fps, start_rollouts
 
 
 def ppo_update(policy, opt, ro, g, amp=contextlib.nullcontext) -> None:
@@ -67,14 +67,17 @@ def main(argv=None):
     p.add_argument("--hidden", type=int, default=256)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--repeats", type=int, default=2)
-    p.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=True,
-                   help="bf16 autocast as bps-train's --bf16 (on CPUs with oneDNN bf16 kernels)")
+    p.add_argument("--bf16", action="store_true",
+                   help="bf16 autocast of the policy (CPUs with oneDNN bf16 kernels; measurement only: the trainer "
+                        "never autocasts on CPU)")
     a = p.parse_args(argv)
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     n, res = a.num_envs, (a.resolution, a.resolution)
     policy = Policy(1, hidden=a.hidden, width=a.width, resolution=res)
-    amp = autocast_of(a, "cpu")
+    amp = contextlib.nullcontext
+    if a.bf16 and cpu_bf16_supported():
+        amp = lambda: torch.autocast("cpu", dtype=torch.bfloat16)  # noqa: E731
     print(f"autocast: {'bf16' if amp is not contextlib.nullcontext else 'none (fp32)'}", flush=True)
     if a.learn_only:
         fps = measure_learn_fps(policy, n, a.steps, res, a.hidden, a.repeats, amp)

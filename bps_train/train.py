@@ -39,7 +39,6 @@ from bps_train.lazy import lazy
 torch, dist = lazy("torch"), lazy("torch.distributed")
 checkpoint = lazy("bps_train.checkpoint")
 Lamb, Policy = lazy("bps_train.lamb", "Lamb"), lazy("bps_train.models", "Policy")
-cpu_bf16_supported = lazy("bps_train.models", "cpu_bf16_supported")
 Rollout, gae, ppo_loss = (lazy("bps_train.ppo", n) for n in ("Rollout", "gae", "ppo_loss"))
 
 
@@ -97,8 +96,7 @@ class Args:
                           "(0: every core this process may use for the env; torch's default)")
     capture_graph: bool = arg(False, "on CUDA, replay each env group's step and frame as a captured CUDA graph "
                                      "(falls back to plain launches where capture fails; the log says which)")
-    bf16: bool = arg(True, "bf16 autocast of the policy's forward passes on CUDA and on CPUs with oneDNN bf16 "
-                           "kernels (AVX-512; fp32 elsewhere); the LSTM and the loss stay fp32")
+    bf16: bool = arg(True, "bf16 autocast of the policy's forward passes on CUDA (never on CPU); the loss stays fp32")
 
 
 # ----------------------------------------------------------------------------------- set-up
@@ -203,12 +201,11 @@ def build_policy(args, device):
 
 
 def autocast_of(args, device):
-    """A factory of the policy's autocast context: bf16 (--bf16) on CUDA, and on a CPU whose
-    oneDNN has bf16 kernels (``cpu_bf16_supported``: AVX-512; not under ONEDNN_MAX_CPU_ISA=AVX2,
-    where the fp32 path runs); nothing elsewhere."""
-    dev = torch.device(device)
-    if args.bf16 and (dev.type == "cuda" or (dev.type == "cpu" and cpu_bf16_supported())):
-        return lambda: torch.autocast(dev.type, dtype=torch.bfloat16)
+    """A factory of the policy's autocast context: bf16 on CUDA (--bf16), nothing elsewhere: CPU
+    bf16 (oneDNN, AVX-512) gave NaN gradients now and then and no steady speed-up (issue 32;
+    docs/PERFORMANCE.md, "CPU learner")."""
+    if torch.device(device).type == "cuda" and args.bf16:
+        return lambda: torch.autocast("cuda", dtype=torch.bfloat16)
     return contextlib.nullcontext
 
 

@@ -607,6 +607,9 @@ def read_packed_scene(path: str | os.PathLike, sections: Iterable[str] | None = 
             s = _FIELD_SECTIONS[f]
             if s in secs and s not in needed:
                 needed.append(s)
+        # largest first: the longest decompression (the texture blocks) starts at once instead
+        # of last on a thread that has already worked through the small sections
+        needed.sort(key=lambda n: -secs[n].stored_length)
         with ThreadPoolExecutor(max(1, threads)) as ex:
             raw = dict(zip(needed, ex.map(lambda n: c.read(n, verify=verify), needed)))
 

@@ -197,7 +197,9 @@ def build_policy(args, device):
 
 
 def autocast_of(args, device):
-    """A factory of the policy's autocast context: bf16 on CUDA (--bf16), nothing elsewhere."""
+    """A factory of the policy's autocast context: bf16 on CUDA (--bf16), nothing elsewhere: CPU
+    bf16 (oneDNN, AVX-512) gave NaN gradients now and then and no steady speed-up (issue 32;
+    docs/PERFORMANCE.md, "CPU learner")."""
     if torch.device(device).type == "cuda" and args.bf16:
         return lambda: torch.autocast("cuda", dtype=torch.bfloat16)
     return contextlib.nullcontext

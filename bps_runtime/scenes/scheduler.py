@@ -256,6 +256,8 @@ class SlotScheduler:
         self.in_use.discard(sc.scene_id)
         self.free_indices.append(scene_index)
         self.ledger.release(sc.ticket)
+        if sc.release_assets is not None:   # a composed scene: its shared assets' references
+            sc.release_assets()
         self.report.evictions += 1
         owner = self.owner.pop(scene_index, None)
         out = self.swapped_out.pop(scene_index, "?")

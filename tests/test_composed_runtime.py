@@ -37,9 +37,15 @@ def rcad8(tmp_path_factory):
     return tmp / "out"
 
 
-def _renderer(res=(48, 48)):
-    from bps_runtime.render.embree import EmbreeRenderer
+BACKENDS = ["embree", "warp"]
+
+
+def _renderer(backend="embree", res=(48, 48)):
     from bps_runtime.render.protocol import RenderOptions
+    if backend == "warp":   # the CUDA path's kernels, on Warp's CPU device
+        from bps_runtime.render.warp_backend import WarpRenderer
+        return WarpRenderer(RenderOptions(resolution=res, threads=1), device="cpu")
+    from bps_runtime.render.embree import EmbreeRenderer
     return EmbreeRenderer(RenderOptions(resolution=res, threads=1))
 
 
@@ -72,14 +78,14 @@ def _compare(renderer, pos, yaw):
     return {k: (a[k].numpy(), b[k].numpy()) for k in sensors}
 
 
-def test_instances_render_like_the_flattened_scene_mirrored_crates(tmp_path):
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_instances_render_like_the_flattened_scene_mirrored_crates(tmp_path, backend):
     """A generated room with two crates, one mirrored: depth, RGB and semantic of the instanced
-    scene equal the flattened scene's."""
-    from bps_runtime.render.embree_instances import InstancedAccel
-
-    r = _renderer()
+    scene equal the flattened scene's (Embree instances; Warp's top-level BVH)."""
+    r = _renderer(backend)
     inst, flat = _both(r, _tiny_composed(tmp_path))
-    assert isinstance(inst.accel, InstancedAccel) and not isinstance(flat.accel, InstancedAccel)
+    assert type(inst.accel).__name__ in ("InstancedAccel", "WarpInstances")
+    assert type(flat.accel).__name__ in ("BridgeAccel", "WarpScene")
     assert inst.shading.indices.shape[0] < flat.shading.indices.shape[0]   # the stage alone
     yaw = np.linspace(0, 2 * np.pi, 12, endpoint=False)
     out = _compare(r, np.zeros((12, 3)), yaw)
@@ -91,11 +97,12 @@ def test_instances_render_like_the_flattened_scene_mirrored_crates(tmp_path):
 
 
 @needs_rcad
-def test_instances_render_like_the_flattened_scene_replicacad(rcad8):
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_instances_render_like_the_flattened_scene_replicacad(rcad8, backend):
     """A real ReplicaCAD scene (textured objects, articulated links; stand-in stage), agents on
     its navmesh: the instanced render equals the flattened one (depth to float tolerance; RGB and
     semantic except at a few triangle-edge pixels where the two BVHs order equal hits apart)."""
-    r = _renderer()
+    r = _renderer(backend)
     name = SCENES8[0]
     inst, flat = _both(r, rcad8 / "scenes" / f"{name}.bps", rcad8 / "navmeshes" / f"{name}.navmesh.bps")
     assert inst.num_triangles == flat.num_triangles
@@ -140,14 +147,16 @@ def _expected_bytes(out: Path, names, renderer) -> tuple[int, int]:
 
 
 @needs_rcad
-def test_eight_resident_replicacad_scenes_hold_each_asset_once(rcad8):
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_eight_resident_replicacad_scenes_hold_each_asset_once(rcad8, backend):
     """8 composed scenes resident at once in the cache: resident bytes <= 1.2 x (unique assets +
-    stages), far below every scene holding its own copy; the assets leave with their last scene."""
+    stages), far below every scene holding its own copy; the assets leave with their last scene.
+    With the Warp renderer the charge is the cache's GPU estimate (device bytes)."""
     from bps_runtime.scenes.cache import CacheOptions, SceneCache
     from bps_runtime.scenes.loader import SceneSource
     from bps_runtime.scenes.residency import renderer_listener
 
-    r = _renderer()
+    r = _renderer(backend)
     sources = [SceneSource(n, str(rcad8 / "scenes" / f"{n}.bps"), str(rcad8 / "navmeshes" / f"{n}.navmesh.bps"))
                for n in SCENES8]
     unique, per_instance = _expected_bytes(rcad8, SCENES8, r)

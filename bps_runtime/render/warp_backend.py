@@ -184,6 +184,14 @@ class WarpRenderer:
         shading.check_geometry(len(positions), len(indices))
         return WarpScene(self._wp, self._wdev, shading, positions, indices)
 
+    instancing = True   # composed scenes: warp_instances (a top-level wp.Bvh over shared asset meshes)
+
+    def prepare_instances(self, parts):
+        """A composed scene's instance tables (``warp_instances.WarpInstances``) over ``parts``:
+        ``(WarpScene from prepare, transform 4x4, semantic id)``, the stage first; loader threads."""
+        from .warp_instances import WarpInstances
+        return WarpInstances(self._wp, self._wdev, parts)
+
     def accel_bytes(self, num_vertices: int, num_triangles: int) -> int:
         """Estimated device bytes of a scene's points, indices and Warp BVH."""
         return 12 * num_vertices + 12 * num_triangles + WARP_BVH_BYTES_PER_TRI * num_triangles
@@ -322,3 +330,15 @@ class WarpRenderer:
             int(o.normalize_depth), float(o.min_depth), float(o.max_depth),
             wp.from_torch(depth.view(n, hw), dtype=wp.float32), int(rgb is not None),
             rgb_arr, float(o.pixel_angle), int(semantic is not None), sem_arr])
+        with self._lock:
+            composed = [(sid, sc) for sid, sc in self._scenes.items() if hasattr(sc, "bvh") and sc.bvh is not None]
+        if composed:   # composed scenes: one more launch each, over their agents' pixels
+            from .warp_instances import render_instanced_kernel
+            for sid, sc in composed:
+                wp.launch(render_instanced_kernel, dim=n * hw, device=self._wdev, stream=stream, inputs=[
+                    wp.int64(sid), wp.uint64(sc.bvh.id), sc.assets, sc.asset_of, sc.inv, sc.nxf, sc.lod, sc.obj,
+                    wp.from_torch(scene_index, dtype=wp.int64), wp.from_torch(positions, dtype=wp.vec3),
+                    wp.from_torch(quats, dtype=qtype), self._dirs, hw, float(o.sensor_height),
+                    int(o.normalize_depth), float(o.min_depth), float(o.max_depth),
+                    wp.from_torch(depth.view(n, hw), dtype=wp.float32), int(rgb is not None),
+                    rgb_arr, float(o.pixel_angle), int(semantic is not None), sem_arr])

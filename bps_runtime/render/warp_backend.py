@@ -205,13 +205,18 @@ class WarpRenderer:
                 self._grow_table(max(2 * self._table.shape[0], sid + 1))
             self._scenes[sid] = accel
             self._write_row(sid)
+            if hasattr(accel, "bvh"):   # a composed scene adds a launch: a captured step must re-capture
+                self.table_version += 1
 
     def detach(self, scene_id: int) -> None:
         """Forget ``scene_id`` (its row then renders as all misses); unknown ids are ignored."""
         sid = int(scene_id)
         with self._lock:
-            if self._scenes.pop(sid, None) is not None:
+            gone = self._scenes.pop(sid, None)
+            if gone is not None:
                 self._write_row(sid)
+                if hasattr(gone, "bvh"):
+                    self.table_version += 1
 
     def close(self):
         """Nothing to release: device memory goes with the scenes and the renderer."""

@@ -35,14 +35,16 @@ class WarpInstances:
         meshes: dict[int, int] = {}
         rows = []
         asset_of = np.zeros(n, np.int32)
+        boxes = []
         for i, (sc, xf, _) in enumerate(parts):
             key = id(sc)
-            if key not in meshes:
+            if key not in meshes:   # once per asset (on CUDA: one copy back of its points)
                 meshes[key] = len(rows)
                 rows.append(sc.shading.table(_k(), sc.mesh.id))
+                pts = sc.points.numpy().astype(np.float64)
+                boxes.append((pts.min(0), pts.max(0)))
             asset_of[i] = meshes[key]
-            pts = sc.points.numpy().astype(np.float64)
-            a, b = pts.min(0), pts.max(0)
+            a, b = boxes[meshes[key]]
             corners = np.array([[x, y, z] for x in (a[0], b[0]) for y in (a[1], b[1]) for z in (a[2], b[2])])
             w = corners @ xf[:3, :3].T + xf[:3, 3]
             lo[i], hi[i] = w.min(0), w.max(0)

@@ -103,6 +103,15 @@ def _default_reader(path):
     return read_packed_scene(path)
 
 
+def _say_flattened(renderer) -> None:
+    """Log once per process that composed scenes load flattened for this renderer."""
+    name = type(renderer).__name__
+    if name not in _WARNED:
+        _WARNED.add(name)
+        log.warning("%s has no instance path (the Embree bridge with native shading and Warp do): "
+                    "composed scenes load flattened, each instance's geometry held once per instance", name)
+
+
 def _is_composed(path) -> bool:
     from bps_assets.scene_dataset.packing import is_composed
     return is_composed(path)
@@ -201,6 +210,8 @@ class SceneLoader:
             self._enter_stage(scene_id, "reading the packed scene")
             ps = self.reader(source.scene_path)
             header = dict(ps.header or {})
+            if "expanded" in header and not getattr(self.renderer, "instancing", False):
+                _say_flattened(self.renderer)
             check_scene_header(source, header)
             path = ps.path or source.scene_path
             self._enter_stage(scene_id, "building the shading tables")

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import warp as wp
 
-from .warp_kernels import SceneTable, abs_cos, quat_to_mat, shade
+from .warp_kernels import SceneTable, abs_cos, quat_to_mat, shade, write_pixel
 
 
 class WarpInstances:
@@ -121,15 +121,7 @@ def render_instanced_kernel(this_scene: wp.int64, bvh: wp.uint64, assets: wp.arr
         if want_rgb != 0:
             c = shade(face, bv, 1.0 - bu - bv, z * lod[hit_i], abs_cos(nxf[hit_i] * nrm, d),
                       assets[asset_of[hit_i]], pixel_angle)
-    if normalize != 0:
-        z = (wp.clamp(z, lo, hi) - lo) / (hi - lo)
-    depth[a, p] = z
-    if want_rgb != 0:
-        rgb[a, p, 0] = wp.uint8(int(c[0]))
-        rgb[a, p, 1] = wp.uint8(int(c[1]))
-        rgb[a, p, 2] = wp.uint8(int(c[2]))
-    if want_sem != 0:
-        sem[a, p] = obj
+    write_pixel(a, p, z, c, obj, normalize, lo, hi, depth, want_rgb, rgb, want_sem, sem)
 
 
 for _q in (wp.vec4d, wp.vec4f):

@@ -166,6 +166,7 @@ def test_eight_resident_replicacad_scenes_hold_each_asset_once(rcad8, backend):
         got = cache.resident_bytes
         store = cache.loader.assets
         assert got <= 1.2 * unique, (got, unique)
+        assert 0.99 * got <= cache.budget_needed() <= 1.2 * unique   # shared assets counted once
         assert got < per_instance / 4, (got, per_instance)   # not one copy per instance (nor per scene)
         assert max(store.resident.values()) == 8         # one reference per scene that uses the asset
         # the cache's own estimate (shading + the renderer's accel bytes) equals the expected sum
@@ -346,3 +347,42 @@ def test_env_observations_on_instances_equal_the_flattened_scenes(composed_rooms
         assert torch.cat([f["semantic"] for f in inst]).unique().numel() >= 3
     if task == "imagenav":
         assert any(f["imagegoal"].float().std() > 0 for f in inst)
+
+
+def test_concurrent_loads_of_one_asset_build_it_once(tmp_path):
+    """Four threads acquiring the same asset at once: one read + accel build, four references;
+    a build that fails reaches every waiter and leaves nothing behind."""
+    import threading
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from bps_runtime.scenes.assets import AssetStore
+
+    dst = _tiny_composed(tmp_path)
+    asset = next((tmp_path / "out" / "assets").glob("*.bps"))
+    r = _renderer()
+    calls = []
+    fail = threading.Event()
+
+    class Slow:
+        accel_bytes = r.accel_bytes
+
+        def prepare(self, sd, p, i):
+            calls.append(1)
+            time.sleep(0.2)
+            if fail.is_set():
+                raise RuntimeError("build failed")
+            return r.prepare(sd, p, i)
+
+    store = AssetStore(Slow())
+    with ThreadPoolExecutor(4) as ex:
+        got = list(ex.map(lambda _: store.acquire(asset), range(4)))
+    assert len(calls) == 1 and all(g is got[0] for g in got) and got[0].refs == 4
+    for g in got:
+        store.release(g)
+    assert store.resident == {}
+    fail.set()
+    with ThreadPoolExecutor(3) as ex:
+        futs = [ex.submit(store.acquire, asset) for _ in range(3)]
+    assert all(isinstance(f.exception(), RuntimeError) for f in futs) and len(calls) == 2
+    assert store.resident == {} and dst.exists()

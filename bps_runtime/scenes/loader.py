@@ -55,7 +55,7 @@ class LoadedScene:
     header: dict
     num_vertices: int
     num_triangles: int
-    nbytes: int          # what the cache charges: shading + accel (+ navmesh)
+    nbytes: int          # what the cache charges: shading + accel (+ navmesh; composed: the stage's + table)
     seconds: float
     ticket: Any = None   # the budget reservation (released by the cache on eviction)
     prepared: Any = None  # what the loader's ``prepare(scene_id, navmesh)`` made of it (loader thread)
@@ -63,6 +63,7 @@ class LoadedScene:
     # a composed scene rendered as instances: gives back its references to the shared assets
     # (``scenes.assets``); the scheduler calls it when the scene leaves
     release_assets: Callable[[], None] | None = None
+    asset_bytes: dict | None = None   # {asset path: bytes} of the shared assets it uses (not in ``nbytes``)
 
     @property
     def scene_id(self) -> str:
@@ -294,7 +295,8 @@ class SceneLoader:
             nv_all = nv + sum(len(assets[int(a)].scene.positions) for a in table.asset)
             nt_all = nt + sum(len(assets[int(a)].scene.indices) for a in table.asset)
             return LoadedScene(source, sd, accel, nav, header, nv_all, nt_all, nbytes,
-                               time.perf_counter() - t0, ticket, prepared, flat.semantics, release_assets)
+                               time.perf_counter() - t0, ticket, prepared, flat.semantics, release_assets,
+                               {x.path: x.nbytes for x in held})
         except BaseException:
             for x in held:
                 self.assets.release(x)

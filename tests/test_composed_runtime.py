@@ -106,6 +106,8 @@ def test_instances_render_like_the_flattened_scene_replicacad(rcad8, backend):
     name = SCENES8[0]
     inst, flat = _both(r, rcad8 / "scenes" / f"{name}.bps", rcad8 / "navmeshes" / f"{name}.navmesh.bps")
     assert inst.num_triangles == flat.num_triangles
+    assert np.allclose(inst.header["bounds"]["min"], flat.header["bounds"]["min"], atol=1e-4)
+    assert np.allclose(inst.header["bounds"]["max"], flat.header["bounds"]["max"], atol=1e-4)
     rng = np.random.default_rng(0)
     from bps_assets.nav.queries import sample_navigable_point
     pts = np.asarray(sample_navigable_point(inst.navmesh, 16, seed=0), np.float64).reshape(16, 3)
@@ -386,3 +388,22 @@ def test_concurrent_loads_of_one_asset_build_it_once(tmp_path):
         futs = [ex.submit(store.acquire, asset) for _ in range(3)]
     assert all(isinstance(f.exception(), RuntimeError) for f in futs) and len(calls) == 2
     assert store.resident == {} and dst.exists()
+
+
+def test_topdown_map_of_a_composed_scene_shows_its_static_instances(composed_rooms):
+    """The top-down map (drawn from the navmesh, which bakes the STATIC instances in) is blocked
+    along a crate's walls and navigable in the open room around it."""
+    from bps_assets.nav import load_navmesh
+    from bps_assets.nav.topdown import BLOCKED, NAVIGABLE, MapOptions, TopDownMap
+
+    nav = load_navmesh(composed_rooms.parent / "navmeshes" / "room0.navmesh.bps")
+    tdm = TopDownMap(nav, MapOptions(metres_per_pixel=0.05))
+    img = tdm.base()
+
+    def at(x, z):
+        c, r = tdm.pixel_of([[x, 0.0, z]])[0]
+        return tuple(img[r, c])
+
+    # room0's first crate: 0.6 m wide, centred on (1.2, 1.2); open floor half a metre away
+    assert at(1.5, 1.2) == BLOCKED and at(1.2, 1.5) == BLOCKED and at(0.9, 1.2) == BLOCKED
+    assert at(0.3, 1.2) == NAVIGABLE and at(1.2, 0.3) == NAVIGABLE

@@ -271,7 +271,11 @@ class SceneLoader:
                           "object_points"]
             by_path = {os.path.realpath(paths[a]): x.scene for a, x in assets.items()}
             flat = cs.expand(stage, table, sem_fields, lambda p, s: by_path[os.path.realpath(p)])
-            header["bounds"] = flat.header.get("bounds", header.get("bounds"))
+            if flat.object_aabb is not None and len(flat.object_aabb) and "bounds" in header:
+                # the flattened scene's bounds: the stage's and every instance's box
+                box = flat.object_aabb.astype(np.float64)
+                header["bounds"] = {"min": np.minimum(header["bounds"]["min"], box[:, :3].min(0)).tolist(),
+                                    "max": np.maximum(header["bounds"]["max"], box[:, 3:].max(0)).tolist()}
             if nav is not None:
                 check_navmesh(source, nav, header)
             nv, nt = int(stage.positions.shape[0]), int(stage.indices.shape[0])

@@ -59,7 +59,8 @@ def main() -> None:
         for k in set(table.asset.tolist()):
             p = os.path.realpath(paths[k])
             if p not in assets:
-                assets[p] = cost(read_packed_scene(p, expand=False), p)
+                ps = read_packed_scene(p, expand=False)
+                assets[p] = cost(ps, p) + ps.positions.nbytes   # + the vertices kept for object boxes
     unique = stages + sum(assets.values())
     got = {}
     for mode in ("instanced", "flattened"):

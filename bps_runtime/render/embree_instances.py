@@ -82,7 +82,8 @@ class InstancedAccel:
             top = self._lib.bps_instances_build(b.device, ctypes.addressof(scenes), n, _ptr(self._xfm), int(quality))
             if not top:
                 code, msg = b.error()
-                raise EmbreeError(None, f"Embree could not build the instance scene ({n} instances): error {code} {msg}")
+                raise EmbreeError(None, f"Embree could not build the instance scene ({n} instances): "
+                                        f"error {code} {msg}")
             self._scene = top
         self.nbytes = self._xfm.nbytes + self._normal_xf.nbytes + self._lod_scale.nbytes + self.object.nbytes
 
@@ -101,7 +102,8 @@ class InstancedAccel:
         d = np.ascontiguousarray(cam_dirs, np.float32)
         n, hw = o.shape[0], d.shape[0]
         if r.shape != (n, 3, 3) or o.shape != (n, 3) or d.shape != (hw, 3):
-            raise ConfigError(None, f"origins [n,3], rotations [n,3,3], cam_dirs [HW,3]; got {o.shape}, {r.shape}, {d.shape}")
+            raise ConfigError(None, f"origins [n,3], rotations [n,3,3], cam_dirs [HW,3]; "
+                                    f"got {o.shape}, {r.shape}, {d.shape}")
         for a, dt, k in ((t_out, np.float32, 1), (rgb_out, np.uint8, 3), (obj_out, np.int32, 1)):
             if a is not None and (a.dtype != dt or not a.flags.c_contiguous or a.size != n * hw * k):
                 raise ConfigError(None, f"output arrays must be C-contiguous {np.dtype(dt)} of n * HW * {k} elements")
@@ -113,8 +115,9 @@ class InstancedAccel:
                 if a is not None:
                     a.fill(0)
             return
-        rc = self._lib.bps_trace_cameras_instanced(self._scene, ctypes.addressof(self._table), n, _ptr(o), n, _ptr(r), n,
-                                                   hw, _ptr(d), d.size, _ptr(t_out), _ptr(rgb_out), _ptr(obj_out), miss)
+        rc = self._lib.bps_trace_cameras_instanced(self._scene, ctypes.addressof(self._table), n, _ptr(o), n,
+                                                   _ptr(r), n, hw, _ptr(d), d.size, _ptr(t_out), _ptr(rgb_out),
+                                                   _ptr(obj_out), miss)
         if rc < 0:
             raise ConfigError(None, f"bps_trace_cameras_instanced refused its inputs (code {rc})")
         if rc > 0:

@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 @dataclass
 class Asset:
-    """One resident asset: its packed scene (positions kept for boxes), shading, accel, bytes."""
+    """One resident asset: its packed scene (positions only: the boxes), shading, accel, bytes."""
 
     path: str
     scene: Any
@@ -74,7 +74,8 @@ class AssetStore:
 
         ps = read_packed_scene(path, expand=False)
         sd = build_shading_data(ps, path)
-        nbytes = sd.nbytes + int(self.renderer.accel_bytes(len(ps.positions), len(ps.indices)))
+        # charged: the shading tables, the accel and the vertices kept for each scene's object boxes
+        nbytes = sd.nbytes + int(self.renderer.accel_bytes(len(ps.positions), len(ps.indices))) + ps.positions.nbytes
         if reserve is not None:
             reserve(nbytes, source)
         try:
@@ -83,8 +84,7 @@ class AssetStore:
             if reserve is not None and self.release_bytes is not None:
                 self.release_bytes(nbytes)
             raise
-        # what the scene's object boxes need (the other arrays live in the shading tables and the accel)
-        ps.uvs = ps.colors = ps.tex_blocks = ps.tex_levels = None
+        ps.indices = ps.uvs = ps.colors = ps.tex_blocks = ps.tex_levels = None   # in the tables and the accel
         return Asset(path, ps, sd, accel, nbytes if reserve is not None else 0)
 
     def release(self, asset: Asset) -> None:

@@ -279,8 +279,9 @@ class SceneLoader:
             if nav is not None:
                 check_navmesh(source, nav, header)
             nv, nt = int(stage.positions.shape[0]), int(stage.indices.shape[0])
-            nbytes = (sd.nbytes + int(self.renderer.accel_bytes(nv, nt)) + navmesh_nbytes(nav)
-                      + sum(getattr(table, f).nbytes for f in ("asset", "transform", "semantic", "category", "motion", "group")))
+            table_bytes = sum(getattr(table, f).nbytes
+                              for f in ("asset", "transform", "semantic", "category", "motion", "group"))
+            nbytes = sd.nbytes + int(self.renderer.accel_bytes(nv, nt)) + navmesh_nbytes(nav) + table_bytes
             if reserve is not None:
                 self._enter_stage(scene_id, "waiting for room in the cache budget")
                 ticket = reserve(nbytes, source)
@@ -297,7 +298,7 @@ class SceneLoader:
                 for x in held:
                     store.release(x)
             nv_all = nv + sum(len(assets[int(a)].scene.positions) for a in table.asset)
-            nt_all = nt + sum(len(assets[int(a)].scene.indices) for a in table.asset)
+            nt_all = nt + sum(len(assets[int(a)].shading.indices) for a in table.asset)
             return LoadedScene(source, sd, accel, nav, header, nv_all, nt_all, nbytes,
                                time.perf_counter() - t0, ticket, prepared, flat.semantics, release_assets,
                                {x.path: x.nbytes for x in held})

@@ -408,3 +408,46 @@ def test_topdown_map_of_a_composed_scene_shows_its_static_instances(composed_roo
     # room0's first crate: 0.6 m wide, centred on (1.2, 1.2); open floor half a metre away
     assert at(1.5, 1.2) == BLOCKED and at(1.2, 1.5) == BLOCKED and at(0.9, 1.2) == BLOCKED
     assert at(0.3, 1.2) == NAVIGABLE and at(1.2, 0.3) == NAVIGABLE
+
+
+@needs_rcad
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_scaled_textured_instances_pick_the_flattened_mip(tmp_path, backend):
+    """ReplicaCAD's textured chair placed at scales 0.5, 1 and 2.5, rotated: the instance's mip
+    footprint is taken in asset space, so the colours equal the flattened scene's."""
+    import json
+    import shutil
+
+    from bps_assets.scene_dataset.packing import pack_scene
+    from bps_assets.scene_dataset.standin import write_box_room
+
+    src = tmp_path / "src"
+    write_box_room(src / "stages" / "room.glb", (-3, 0, -3), (3, 2.5, 3))
+    (src / "objects").mkdir(parents=True)
+    shutil.copy(RCAD / "objects" / "frl_apartment_chair_01.glb", src / "objects" / "chair.glb")
+    (src / "stages" / "room.stage_config.json").write_text(json.dumps({"render_asset": "room.glb"}))
+    (src / "objects" / "chair.object_config.json").write_text(json.dumps(
+        {"render_asset": "chair.glb", "COM": [0, 0, 0], "semantic_id": 20}))
+    objs = [{"template_name": "chair", "translation": [0.8 * k - 0.8, 0.01, -1.6], "uniform_scale": s,
+             "rotation": [0.924, 0, 0.383 * (k - 1), 0]} for k, s in enumerate((0.5, 1.0, 2.5))]
+    (src / "scenes").mkdir()
+    (src / "scenes" / "s.scene_instance.json").write_text(json.dumps(
+        {"stage_instance": {"template_name": "room"}, "object_instances": objs}))
+    cfg = src / "d.scene_dataset_config.json"
+    cfg.write_text(json.dumps({"stages": {"paths": {".json": ["stages"]}}, "objects": {"paths": {".json": ["objects"]}},
+                               "scene_instances": {"paths": {".json": ["scenes"]}}}))
+    from bps_assets.scene_dataset import habitat as H
+    sc = H.read_scene_instance(H.read_dataset_config(cfg), "s")
+    (tmp_path / "out" / "scenes").mkdir(parents=True)
+    dst = tmp_path / "out" / "scenes" / "s.bps"
+    pack_scene(sc, dst, tmp_path / "out" / "assets")
+    r = _renderer(backend, res=(64, 64))
+    _both(r, dst)
+    yaw = np.linspace(-0.5, 0.5, 6)
+    pos = np.tile([[0.0, 0.0, 0.6]], (6, 1))
+    out = _compare(r, pos, yaw)
+    d, rgb, sem = out["depth"], out["rgb"], out["semantic"]
+    assert np.isclose(d[0], d[1], rtol=1e-4, atol=1e-4).mean() > 0.999
+    assert (sem[0] == sem[1]).mean() > 0.999 and set(np.unique(sem[0])) >= {1, 2, 3}
+    assert (np.abs(rgb[0].astype(int) - rgb[1]) > 1).any(-1).mean() < 0.002
+    assert len(np.unique(rgb[0].reshape(-1, 3), axis=0)) > 20      # textured

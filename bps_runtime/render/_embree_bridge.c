@@ -460,6 +460,17 @@ int bps_load_instancing(void) {
     return 0;
 }
 
+/* Commit `scene`; NULL (the scene released) when the device reports an error. */
+static void *commit_checked(void *dev, RTCScene scene) {
+    E.commitScene(scene);
+    const char *msg;
+    if (bps_device_error(dev, &msg)) {
+        E.releaseScene(scene);
+        return NULL;
+    }
+    return scene;
+}
+
 /* n instances: scenes[i] (a committed scene) placed by xfm[12 i .. 12 i + 11] (3x4 row-major,
  * local -> world). Instance i is geometry i of the returned scene (the hit's instID). NULL on
  * error (see bps_device_error). */
@@ -479,13 +490,7 @@ void *bps_instances_build(void *dev, void *const *scenes, size_t n, const float 
         E.attachGeometry(top, g);
         E.releaseGeometry(g);
     }
-    E.commitScene(top);
-    const char *msg;
-    if (bps_device_error(dev, &msg)) {
-        E.releaseScene(top);
-        return NULL;
-    }
-    return top;
+    return commit_checked(dev, top);
 }
 
 /* Per-instance tables of a top-level scene (n rows each). */

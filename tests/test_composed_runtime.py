@@ -451,3 +451,44 @@ def test_scaled_textured_instances_pick_the_flattened_mip(tmp_path, backend):
     assert (sem[0] == sem[1]).mean() > 0.999 and set(np.unique(sem[0])) >= {1, 2, 3}
     assert (np.abs(rgb[0].astype(int) - rgb[1]) > 1).any(-1).mean() < 0.002
     assert len(np.unique(rgb[0].reshape(-1, 3), axis=0)) > 20      # textured
+
+
+def test_composed_scenes_stream_through_a_budget_with_shared_assets(composed_rooms):
+    """3 composed scenes through a 1-slot cache whose budget holds two scenes' stages and the
+    shared assets once: swaps happen, the budget is never exceeded, each swap keeps the shared
+    assets resident (the next scene holds them before the last one leaves), and after the run
+    every asset's references are the resident scenes'."""
+    import json
+
+    from bps_runtime.scenes.cache import CacheOptions, SceneCache
+    from bps_runtime.scenes.loader import SceneSource
+    from bps_runtime.scenes.residency import renderer_listener
+    from test_runtime_cache import _run_episodes
+
+    out = composed_rooms.parent
+    entries = json.loads(composed_rooms.read_text())["scenes"]
+    sources = [SceneSource(n, str(out / e["outputs"]["scene"]["path"]), str(out / e["outputs"]["navmesh"]["path"]))
+               for n, e in sorted(entries.items())]
+    r = _renderer(res=(16, 16))
+    with SceneCache(sources[:1], r, 4, CacheOptions(slots=1, prefetch=False)) as probe:
+        probe.start(refuse=True)
+        one = probe.resident_bytes                     # a scene and its assets
+        assets = probe.loader.assets.nbytes
+    budget = int(2 * (one - assets) + assets + 4096)   # two stages, the assets once
+    seen, loads = set(), []
+    with SceneCache(sources, r, 4, CacheOptions(slots=1, budget_bytes=budget, seed=0, swap_after_episodes=4),
+                    listeners=[renderer_listener(r)]) as cache:
+        cache.start(refuse=True)
+        store = cache.loader.assets
+
+        def check(rep):
+            assert cache.resident_bytes <= budget
+            loads.append(rep.loads_completed)
+            seen.update(cache.resident_scene_ids())
+            assert len(store.resident) == 2 and all(n >= 1 for n in store.resident.values())
+
+        _run_episodes(cache, r, 4, 80, np.random.default_rng(0), check, until=lambda: len(seen) == 3)
+        assert len(seen) == 3 and sum(loads) >= 2
+        resident = len(cache.resident_scene_indices)
+        inflight = sum(s.pending is not None for s in cache.slots)
+        assert all(resident <= n <= resident + inflight for n in store.resident.values())

@@ -6,6 +6,12 @@ swaps, loads waited for, peak RSS, torch ops / Warp launches / host syncs per st
     python benchmarks/bench_env.py MANIFEST --device cuda --threads 4   # renderer auto: warp on CUDA
     python benchmarks/bench_env.py --synth DIR [--synth-scenes 10 --synth-size gibson] ...
     python benchmarks/bench_env.py MANIFEST --task objectnav   # ObjectNav / ImageNav (sampled episodes)
+    python benchmarks/bench_env.py COMPOSED_MANIFEST --compare-flattened   # instances vs one mesh
+
+``--compare-flattened`` (composed datasets, issue 31) runs the benchmark twice in one process,
+alternating: scenes loaded as instances of shared assets, then flattened into one mesh each
+(the loader's path for renderers without instancing), and prints render fps instanced /
+flattened.
 
 ``--synth DIR`` first builds a synthetic dataset there (bps_assets.synth -> preprocess),
 reusing it when it already exists.
@@ -65,6 +71,31 @@ def dataset_of(ap: argparse.ArgumentParser, a) -> tuple[Path, str]:
     return manifest, source
 
 
+def compare_flattened(manifest, opts, rounds: int = 2) -> dict:
+    """Render / env fps of a composed dataset as instances vs flattened, ``rounds`` alternations."""
+    from bps_runtime.render.embree import EmbreeRenderer
+    from bps_runtime.render.warp_backend import WarpRenderer
+
+    out: dict = {"instanced": [], "flattened": []}
+    for _ in range(rounds):
+        for mode in ("instanced", "flattened"):
+            saved = EmbreeRenderer.instancing, WarpRenderer.instancing
+            if mode == "flattened":   # the loader flattens for a renderer without instancing
+                EmbreeRenderer.instancing = WarpRenderer.instancing = False
+            try:
+                r = run(manifest, opts, echo=lambda s: None)
+            finally:
+                EmbreeRenderer.instancing, WarpRenderer.instancing = saved
+            out[mode].append(r)
+            print(f"{mode:9s}: render {r['render_fps']:8.0f} fps, env {r['env_fps']:8.0f} fps", file=sys.stderr)
+    for k in ("render_fps", "env_fps"):
+        i = sum(r[k] for r in out["instanced"]) / rounds
+        f = sum(r[k] for r in out["flattened"]) / rounds
+        out[f"{k}_instanced_over_flattened"] = i / f
+        print(f"{k} instanced / flattened: {i:.0f} / {f:.0f} = {i / f:.2f}", file=sys.stderr)
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_dataset_args(ap)
@@ -78,12 +109,16 @@ def main(argv=None):
         ap.add_argument("--" + f.name.replace("_", "-"), type=type(f.default) if f.default is not None else str,
                         default=f.default)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--compare-flattened", action="store_true")
     a = ap.parse_args(argv)
     manifest, source = dataset_of(ap, a)
     opts = BenchOptions(**{f.name: getattr(a, f.name) for f in fields(BenchOptions) if f.name != "sensors"},
                         sensors=("depth", "rgb") if a.rgb else ("depth",))
     try:
-        res = run(manifest, opts, echo=lambda s: print(s, file=sys.stderr))
+        if a.compare_flattened:
+            res = compare_flattened(manifest, opts)
+        else:
+            res = run(manifest, opts, echo=lambda s: print(s, file=sys.stderr))
     except BpsError as e:  # bad settings or data: one line, as the CLI does
         sys.exit(f"error: {e}")
     res["scenes_source"] = source

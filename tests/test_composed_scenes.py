@@ -496,8 +496,8 @@ def test_damaged_instance_tables_are_typed_errors(tmp_path, damage, section):
 
 
 def test_pointnav_runs_on_a_composed_dataset_through_make(tmp_path):
-    """Today's runtime, unchanged, on a composed scene: the flattened read gives depth and the
-    instances' semantic ids (1, 2: the two crates' groups + 1)."""
+    """The runtime on a composed scene (loaded as instances: tests/test_composed_runtime.py):
+    depth and the instances' semantic ids (1, 2: the two crates' groups + 1)."""
     import torch
 
     from bps_assets.pipeline.preprocess import PreprocessOptions, preprocess

@@ -47,8 +47,6 @@ def _run(manifest, threads, stats=None):
 
 
 def test_swapping_run_repeats_under_any_loader_timing_and_threads(manifest, monkeypatch):
-    from bps_runtime import make
-
     base = _run(manifest, 1)
     _slowed(monkeypatch, 1)
     slow2 = _run(manifest, 2)
@@ -59,14 +57,47 @@ def test_swapping_run_repeats_under_any_loader_timing_and_threads(manifest, monk
         assert first is None, f"{name}: diverges from the unslowed 1-thread run at step {first}"
     # the configuration does swap: scenes change within the run
     monkeypatch.undo()
-    env = make(manifest, threads=1, **SWAPS)
+    seen, _ = _scenes_seen(manifest, SWAPS, 300)
+    assert len(seen) == 3, seen
+
+
+def _scenes_seen(manifest, kw, steps):
+    """(scene ids seen in ``steps`` seeded steps of make(manifest, **kw), the env's assets held at the end)."""
+    from bps_runtime import make
+
+    env = make(str(manifest), threads=1, **kw)
     try:
         env.reset()
-        acts = pt.actions_for(SWAPS["seed"], 300, env.batch_size)
+        acts = pt.actions_for(kw["seed"], steps, env.batch_size)
         seen = set()
-        for t in range(300):
-            _, _, done, info = env.step(acts[t])
-            seen |= {(s, int(i)) for s, i in zip(info["scene_id"], info["scene_index"])}
-        assert len({s for s, _ in seen}) == 3, seen
+        for t in range(steps):
+            _, _, _, info = env.step(acts[t])
+            seen |= set(info["scene_id"])
+        held = (env.world.scenes.loader.assets.resident, len(env.world.scenes.resident_scene_ids()))
     finally:
         env.close()
+    return seen, held
+
+
+@pytest.fixture(scope="module")
+def composed_manifest(tmp_path_factory):
+    """3 generated composed scenes sharing one asset library (tests/test_composed_runtime.py)."""
+    from test_composed_runtime import build_composed_rooms
+
+    return build_composed_rooms(tmp_path_factory.mktemp("composed_swaps"))
+
+
+def test_swapping_run_on_composed_scenes_repeats_under_any_loader_timing(composed_manifest, monkeypatch):
+    """The same on a composed dataset (issue 31): scenes rendered as instances of shared assets,
+    whose references come and go with the swaps; depth and semantic in every digest."""
+    kw = dict(SWAPS, sensors=("depth", "semantic"))
+    base = pt.run_trace(composed_manifest, steps=150, skip=("waited_for_load",), threads=1, **kw)
+    _slowed(monkeypatch, 4)
+    slow2 = pt.run_trace(composed_manifest, steps=150, skip=("waited_for_load",), threads=2, **kw)
+    first = next((i for i, (a, b) in enumerate(zip(slow2, base)) if a != b), None)
+    assert first is None, f"2 threads, slowed loads: diverges from the unslowed run at step {first}"
+    monkeypatch.undo()
+    seen, (assets, resident) = _scenes_seen(composed_manifest, kw, 150)
+    assert len(seen) == 3, seen        # the run swaps scenes
+    # one reference per resident scene on each shared asset (scenes in flight may add theirs)
+    assert assets and all(refs >= resident for refs in assets.values())

@@ -441,6 +441,140 @@ int64_t bps_trace_cameras(void *scene, size_t agents, const float *origins, size
     return o.bad;
 }
 
+/* ---- Instances (composed scenes): one top-level scene whose geometries are instances of
+ * committed per-asset scenes (bps_scene_build), each with its own 3x4 transform; the asset's
+ * scene is shared by all its instances (and by every top-level scene that uses it). Kept apart
+ * from the mesh API above: its extra symbols are looked up by bps_load_instancing. */
+enum { RTC_GEOMETRY_TYPE_INSTANCE = 121, RTC_FORMAT_FLOAT3X4_ROW_MAJOR = 0x9134 };
+
+static struct {
+    void (*setGeometryInstancedScene)(RTCGeometry, RTCScene);
+    void (*setGeometryTransform)(RTCGeometry, unsigned, int, const float *);
+} EI;
+
+/* 0: ready; 2: a symbol is missing (or bps_load has not succeeded). */
+int bps_load_instancing(void) {
+    if (!E.lib) return 2;
+    if (EI.setGeometryTransform) return 0;
+    void *a = dlsym(E.lib, "rtcSetGeometryInstancedScene"), *b = dlsym(E.lib, "rtcSetGeometryTransform");
+    if (!a || !b) return 2;
+    *(void **)(&EI.setGeometryInstancedScene) = a;
+    *(void **)(&EI.setGeometryTransform) = b;
+    return 0;
+}
+
+/* Commit `scene`; NULL (the scene released) when the device reports an error. */
+static void *commit_checked(void *dev, RTCScene scene) {
+    E.commitScene(scene);
+    const char *msg;
+    if (bps_device_error(dev, &msg)) {
+        E.releaseScene(scene);
+        return NULL;
+    }
+    return scene;
+}
+
+/* n instances: scenes[i] (a committed scene) placed by xfm[12 i .. 12 i + 11] (3x4 row-major,
+ * local -> world). Instance i is geometry i of the returned scene (the hit's instID). NULL on
+ * error (see bps_device_error). */
+void *bps_instances_build(void *dev, void *const *scenes, size_t n, const float *xfm, int quality) {
+    RTCScene top = E.newScene(dev);
+    if (!top) return NULL;
+    E.setSceneBuildQuality(top, quality);
+    for (size_t i = 0; i < n; i++) {
+        RTCGeometry g = E.newGeometry(dev, RTC_GEOMETRY_TYPE_INSTANCE);
+        if (!g) {
+            E.releaseScene(top);
+            return NULL;
+        }
+        EI.setGeometryInstancedScene(g, scenes[i]);
+        EI.setGeometryTransform(g, 0, RTC_FORMAT_FLOAT3X4_ROW_MAJOR, xfm + 12 * i);
+        E.commitGeometry(g);
+        E.attachGeometry(top, g);
+        E.releaseGeometry(g);
+    }
+    return commit_checked(dev, top);
+}
+
+/* Per-instance tables of a top-level scene (n rows each). */
+typedef struct {
+    int64_t n;
+    const Shading *const *shading; /* the instance's asset's tables (NULL: no RGB) */
+    const float *normal_xf;        /* 9 floats, row-major: inverse-transpose of the linear part
+                                      (Embree returns an instance hit's normal in asset space) */
+    const float *lod_scale;        /* footprint factor: the asset's lod bias is per asset-space area */
+    const int32_t *object;         /* semantic id of every pixel that hits the instance */
+} Instances;
+
+/* bps_trace_cameras (same ray layout and camera arguments) on a top-level instance scene:
+ * distance `t`, RGB (when `rgb`, shaded with the hit instance's asset tables) and the hit
+ * instance's semantic id (when `obj`). Returns -1..-3 as bps_trace_cameras, else the number of
+ * hits whose instance id or shading lookups left a table (shaded black, semantic 0). */
+int64_t bps_trace_cameras_instanced(void *scene, const Instances *in, size_t agents, const float *origins,
+                                    size_t origin_rows, const float *rotations, size_t rotation_rows, size_t ndirs,
+                                    const float *dirs, size_t dir_floats, float *t, uint8_t *rgb, int32_t *obj,
+                                    float miss) {
+    if (origin_rows < agents) return -1;
+    if (rotation_rows < agents) return -2;
+    if (dir_floats / 3 < ndirs) return -3;
+    int64_t bad = 0;
+    RayHit16 rh;
+    Pending pend[16];
+    for (size_t a = 0; a < agents; a++) {
+        const float *p = origins + 3 * a, *r = rotations + 9 * a;
+        for (size_t j0 = 0; j0 < ndirs; j0 += 16) {
+            int count = (int)(ndirs - j0 < 16 ? ndirs - j0 : 16);
+            int valid[16];
+            for (int k = 0; k < 16; k++) {
+                const float *d = dirs + 3 * (j0 + (k < count ? k : 0));
+                rh.org_x[k] = p[0]; rh.org_y[k] = p[1]; rh.org_z[k] = p[2];
+                rh.dir_x[k] = r[0] * d[0] + r[1] * d[1] + r[2] * d[2];
+                rh.dir_y[k] = r[3] * d[0] + r[4] * d[1] + r[5] * d[2];
+                rh.dir_z[k] = r[6] * d[0] + r[7] * d[1] + r[8] * d[2];
+                valid[k] = k < count ? -1 : 0;
+                rh.tnear[k] = 0.0f; rh.time[k] = 0.0f; rh.tfar[k] = INFINITY;
+                rh.mask[k] = 0xFFFFFFFFu; rh.id[k] = (uint32_t)k; rh.flags[k] = 0;
+                rh.geom_id[k] = rh.prim_id[k] = rh.inst_tail[0][k] = RTC_INVALID_ID;
+            }
+            E.intersect16(valid, scene, &rh, NULL);
+            int lit[16];
+            for (int k = 0; k < count; k++) {
+                size_t i = a * ndirs + j0 + (size_t)k;
+                uint32_t inst = rh.inst_tail[0][k];
+                int hit = rh.geom_id[k] != RTC_INVALID_ID;
+                int known = hit && (int64_t)inst < in->n;
+                if (hit && !known) bad++;
+                lit[k] = known && rgb && in->shading && in->shading[inst];
+                t[i] = hit ? rh.tfar[k] : miss;
+                if (obj) obj[i] = known ? in->object[inst] : 0;
+                if (!lit[k]) continue;
+                const Shading *s = in->shading[inst];
+                const float *m = in->normal_xf + 9 * (size_t)inst;
+                float lx = rh.ng_x[k], ly = rh.ng_y[k], lz = rh.ng_z[k];
+                float nx = m[0] * lx + m[1] * ly + m[2] * lz, ny = m[3] * lx + m[4] * ly + m[5] * lz,
+                      nz = m[6] * lx + m[7] * ly + m[8] * lz;
+                float dx = rh.dir_x[k], dy = rh.dir_y[k], dz = rh.dir_z[k];
+                float len = sqrtf(nx * nx + ny * ny + nz * nz) * sqrtf(dx * dx + dy * dy + dz * dz);
+                float cos_abs = fabsf(nx * dx + ny * dy + nz * dz) / fmaxf(len, 1.0e-30f);
+                if (shade_prepare(s, rh.prim_id[k], rh.u[k], rh.v[k], rh.tfar[k] * in->lod_scale[inst], cos_abs,
+                                  &pend[k])) {
+                    lit[k] = 0;
+                    bad++;
+                    continue;
+                }
+                if (pend[k].tex >= 0) __builtin_prefetch(s->tex_data + pend[k].offset);
+            }
+            if (!rgb) continue;
+            for (int k = 0; k < count; k++) {
+                uint8_t *c = rgb + 3 * (a * ndirs + j0 + (size_t)k);
+                if (lit[k]) shade_finish(in->shading[rh.inst_tail[0][k]], &pend[k], c);
+                else c[0] = c[1] = c[2] = 0;
+            }
+        }
+    }
+    return bad;
+}
+
 /* Importable as a module only so that setuptools builds and installs it; it has no methods. */
 static struct PyModuleDef bridge_module = {
     PyModuleDef_HEAD_INIT, .m_name = "_embree_bridge", .m_doc = "ctypes-loaded bridge over Embree 4 (see the C source)", .m_size = -1};

@@ -164,6 +164,18 @@ class EmbreeRenderer:
             return {"bvh": per_tri * num_triangles, "geometry": 12 * num_vertices + 4}
         return {"bvh": EMBREE_BYTES_PER_TRI * num_triangles, "geometry": EMBREE_BYTES_PER_VERT * num_vertices}
 
+    @property
+    def instancing(self) -> bool:
+        """Composed scenes render as Embree instances (the bridge with native shading); otherwise
+        the loader flattens them (each instance's geometry expanded into the scene's mesh)."""
+        return self.engine == "bridge" and self.shading == "native"
+
+    def prepare_instances(self, parts):
+        """A composed scene's top-level instance scene (``embree_instances.InstancedAccel``) over
+        ``parts``: ``(accel from prepare, transform 4x4, semantic id)``, the stage first; loader threads."""
+        from .embree_instances import InstancedAccel
+        return InstancedAccel([(a, getattr(a, "native_shading", None), m, o) for a, m, o in parts])
+
     def accel_bytes(self, num_vertices: int, num_triangles: int) -> int:
         """Estimated bytes of Embree's BVH and geometry copies for a mesh of this size (what the
         scene cache charges beyond the shading tables)."""
@@ -192,6 +204,9 @@ class EmbreeRenderer:
             shading, accel = self._scenes[scene_index]
             args = (cam[agents], rot[agents], self._dirs)
             z = np.empty(len(agents) * hw, np.float32)
+            if hasattr(accel, "parts"):   # a composed scene's instances (embree_instances)
+                self._task_instanced(accel, args, agents, z, want_rgb, depth_out, rgb_out, sem_out)
+                continue
             sem = {} if sem_out is None else {"obj_out": np.empty(len(agents) * hw, np.int32),
                                               "tri_object": shading.tri_object}
             if not want_rgb:
@@ -211,6 +226,17 @@ class EmbreeRenderer:
             # the sensor's depth per share, on the render threads: one pass over the whole
             # frame after them would be serial
             depth_out[agents] = finish_depth(z, self.options).reshape(len(agents), hw)
+
+    def _task_instanced(self, accel, args, agents, z, want_rgb, depth_out, rgb_out, sem_out):
+        hw = self._dirs.shape[0]
+        rgb = np.empty((len(agents) * hw, 3), np.uint8) if want_rgb else None
+        obj = np.empty(len(agents) * hw, np.int32) if sem_out is not None else None
+        accel.trace_cameras(*args, z, rgb_out=rgb, obj_out=obj)
+        if want_rgb:
+            rgb_out[agents] = rgb.reshape(len(agents), hw, 3)
+        if obj is not None:
+            sem_out[agents] = obj.reshape(len(agents), hw)
+        depth_out[agents] = finish_depth(z, self.options).reshape(len(agents), hw)
 
     def render(self, scene_index, positions, rotations, sensors: Sequence[str] = ("depth",)) -> dict:
         """Draw one frame per agent: see the class docstring for shapes. Every scene id must be

@@ -80,6 +80,9 @@ class Renderer(Protocol):
 
     ``prepare`` runs in loader threads (builds the BVH; no GIL-holding work on the step path);
     ``attach`` / ``detach`` are called by the scene cache when a scene becomes resident / leaves.
+    Optional (composed scenes): ``instancing`` true and ``prepare_instances(parts)`` -> an accel
+    over ``(accel from prepare, 4x4 asset -> world, semantic id)`` parts, the stage first; a
+    renderer without them gets composed scenes flattened (``scenes.loader``).
     """
 
     options: RenderOptions
@@ -96,6 +99,8 @@ class Renderer(Protocol):
 
     def accel_bytes(self, num_vertices: int, num_triangles: int) -> int:
         """Estimated bytes ``prepare`` allocates for a mesh of this size (charged by the scene cache)."""
+
+    instancing: bool   # True: composed scenes render as instances (``prepare_instances``); False: flattened
 
     def accel_breakdown(self, num_vertices: int, num_triangles: int) -> dict[str, int]:
         """``accel_bytes`` by part: {"bvh": ..., "geometry": ...} (``scenes.footprint``)."""

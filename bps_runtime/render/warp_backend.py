@@ -200,6 +200,14 @@ class WarpRenderer:
         """``warp_accel_breakdown``: what ``prepare`` adds beyond the shading tables."""
         return warp_accel_breakdown(num_vertices, num_triangles)
 
+    instancing = True   # composed scenes: warp_instances (a top-level wp.Bvh over shared asset meshes)
+
+    def prepare_instances(self, parts):
+        """A composed scene's instance tables (``warp_instances.WarpInstances``) over ``parts``:
+        ``(WarpScene from prepare, transform 4x4, semantic id)``, the stage first; loader threads."""
+        from .warp_instances import WarpInstances
+        return WarpInstances(self._wp, self._wdev, parts)
+
     def accel_bytes(self, num_vertices: int, num_triangles: int) -> int:
         """Estimated device bytes of a scene's points and Warp BVH."""
         return sum(self.accel_breakdown(num_vertices, num_triangles).values())
@@ -213,13 +221,18 @@ class WarpRenderer:
                 self._grow_table(max(2 * self._table.shape[0], scene_index + 1))
             self._scenes[scene_index] = accel
             self._write_row(scene_index)
+            if hasattr(accel, "bvh"):   # a composed scene adds a launch: a captured step must re-capture
+                self.table_version += 1
 
     def detach(self, scene_index: int) -> None:
         """Forget ``scene_index`` (its row then renders as all misses); unknown ids are ignored."""
         scene_index = int(scene_index)
         with self._lock:
-            if self._scenes.pop(scene_index, None) is not None:
+            gone = self._scenes.pop(scene_index, None)
+            if gone is not None:
                 self._write_row(scene_index)
+                if hasattr(gone, "bvh"):
+                    self.table_version += 1
 
     def close(self):
         """Nothing to release: device memory goes with the scenes and the renderer."""
@@ -355,3 +368,15 @@ class WarpRenderer:
             int(o.normalize_depth), float(o.min_depth), float(o.max_depth),
             wp.from_torch(depth.view(n, hw), dtype=wp.float32), int(rgb is not None),
             rgb_arr, float(o.pixel_angle), int(semantic is not None), sem_arr])
+        with self._lock:
+            composed = [(sid, sc) for sid, sc in self._scenes.items() if hasattr(sc, "bvh") and sc.bvh is not None]
+        if composed:   # composed scenes: one more launch each, over their agents' pixels
+            from .warp_instances import render_instanced_kernel
+            for sid, sc in composed:
+                wp.launch(render_instanced_kernel, dim=n * hw, device=self._wdev, stream=stream, inputs=[
+                    wp.int64(sid), wp.uint64(sc.bvh.id), sc.assets, sc.asset_of, sc.inv, sc.nxf, sc.lod, sc.obj,
+                    wp.from_torch(scene_index, dtype=wp.int64), wp.from_torch(positions, dtype=wp.vec3),
+                    wp.from_torch(quats, dtype=qtype), self._dirs, hw, float(o.sensor_height),
+                    int(o.normalize_depth), float(o.min_depth), float(o.max_depth),
+                    wp.from_torch(depth.view(n, hw), dtype=wp.float32), int(rgb is not None),
+                    rgb_arr, float(o.pixel_angle), int(semantic is not None), sem_arr])

@@ -193,10 +193,19 @@ def render_kernel(tables: wp.array(dtype=SceneTable), scene_index: wp.array(dtyp
                 if want_rgb != 0:
                     # Warp: hit = u*p0 + v*p1 + (1-u-v)*p2 -> Embree's (weight of p1, weight of p2)
                     c = shade(q.face, q.v, 1.0 - q.u - q.v, z, abs_cos(q.normal, d), tab, pixel_angle)
+    write_pixel(a, p, z, c, obj, normalize, lo, hi, depth, want_rgb, rgb, want_sem, sem)
+
+
+@wp.func
+def write_pixel(a: int, p: int, z: float, c: wp.vec3, obj: wp.int32, normalize: int, lo: float, hi: float,
+                depth: wp.array2d(dtype=float), want_rgb: int, rgb: wp.array3d(dtype=wp.uint8),
+                want_sem: int, sem: wp.array2d(dtype=wp.int32)):
+    """Agent ``a``'s pixel ``p``: depth (normalized when asked), colour and semantic id."""
+    zz = z
     if normalize != 0:
         # camera.finish_depth: clip to [lo, hi], scale to [0, 1] (a miss reads as lo)
-        z = (wp.clamp(z, lo, hi) - lo) / (hi - lo)
-    depth[a, p] = z
+        zz = (wp.clamp(z, lo, hi) - lo) / (hi - lo)
+    depth[a, p] = zz
     if want_rgb != 0:
         rgb[a, p, 0] = wp.uint8(int(c[0]))
         rgb[a, p, 1] = wp.uint8(int(c[1]))

@@ -57,12 +57,16 @@ class LoadedScene:
     header: dict
     num_vertices: int
     num_triangles: int
-    nbytes: int          # what the cache charges: shading + accel (+ navmesh)
+    nbytes: int          # what the cache charges: shading + accel (+ navmesh; composed: the stage's + table)
     seconds: float
     ticket: Any = None   # the budget reservation (released by the cache on eviction)
     prepared: Any = None  # what the loader's ``prepare(scene_id, navmesh)`` made of it (loader thread)
     semantics: Any = None  # the packed scene's object table (bps_assets.semantics.SemanticTable) or None
     footprint: dict | None = None  # ``nbytes`` by part (scenes.footprint: bvh, geometry, ...)
+    # a composed scene rendered as instances: gives back its references to the shared assets
+    # (``scenes.assets``); the scheduler calls it when the scene leaves
+    release_assets: Callable[[], None] | None = None
+    asset_bytes: dict | None = None   # {asset path: bytes} of the shared assets it uses (not in ``nbytes``)
 
     @property
     def scene_id(self) -> str:
@@ -92,6 +96,20 @@ class LoadCancelled(BpsError):
 def _default_reader(path):
     from bps_assets.packed_scene import read_packed_scene
     return read_packed_scene(path)
+
+
+def _say_flattened(renderer) -> None:
+    """Log once per process that composed scenes load flattened for this renderer."""
+    name = type(renderer).__name__
+    if name not in _WARNED:
+        _WARNED.add(name)
+        log.warning("%s has no instance path (the Embree bridge with native shading and Warp do): "
+                    "composed scenes load flattened, each instance's geometry held once per instance", name)
+
+
+def _is_composed(path) -> bool:
+    from bps_assets.scene_dataset.packing import is_composed
+    return is_composed(path)
 
 
 def _default_navmesh_loader(path):
@@ -157,6 +175,8 @@ class SceneLoader:
         self.stage: dict[str, str] = {}   # scene id -> what its load is doing (one dict write per stage)
         self._pool = ThreadPoolExecutor(max(1, threads), thread_name_prefix="bps-loader",
                                         initializer=lower_priority)
+        from .assets import AssetStore
+        self.assets = AssetStore(renderer, release)
 
     def submit(self, source: SceneSource, reserve: Callable[[int, SceneSource], Any] | None = None,
                quiet: bool = False) -> Future:
@@ -179,9 +199,14 @@ class SceneLoader:
         try:
             self._enter_stage(scene_id, "checking its files against the manifest")
             check_files(source)
+            if self.reader is _default_reader and self.renderer.instancing \
+                    and _is_composed(source.scene_path):
+                return self._load_composed(source, reserve, t0)
             self._enter_stage(scene_id, "reading the packed scene")
             ps = self.reader(source.scene_path)
             header = dict(ps.header or {})
+            if "expanded" in header and not self.renderer.instancing:
+                _say_flattened(self.renderer)
             check_scene_header(source, header)
             path = ps.path or source.scene_path
             self._enter_stage(scene_id, "building the shading tables")
@@ -215,6 +240,73 @@ class SceneLoader:
             return LoadFailure(source, e, msg)
         finally:
             stage.pop(scene_id, None)
+
+    def _load_composed(self, source: SceneSource, reserve, t0: float) -> LoadedScene:
+        """A composed scene as the stage plus instances of shared assets (``scenes.assets``): each
+        asset file read, and its bytes charged, only when no resident scene holds it yet."""
+        from bps_assets import composed_section as cs
+        from bps_assets.scene_dataset.packing import read_composed
+
+        scene_id, ticket, held = source.scene_id, None, []
+        try:
+            self._enter_stage(scene_id, "reading the composed scene's stage and instance table")
+            stage, table, paths = read_composed(source.scene_path)
+            header = dict(stage.header or {})
+            check_scene_header(source, header)
+            sd = build_shading_data(stage, source.scene_path)
+            self._enter_stage(scene_id, "reading the navmesh and preparing its navigation")
+            nav = self.navmesh_loader(source.navmesh_path) if source.navmesh_path else None
+            used = sorted(set(table.asset.tolist()))
+            self._enter_stage(scene_id, "loading the assets no resident scene holds")
+            assets = {}
+            for a in used:
+                assets[a] = self.assets.acquire(paths[a], reserve, source)
+                held.append(assets[a])
+            # the object table (one object per group, boxes from the placed assets' vertices)
+            sem_fields = ["object_ids", "object_category", "object_region", "object_source_ids", "object_aabb",
+                          "object_points"]
+            by_path = {os.path.realpath(paths[a]): x.scene for a, x in assets.items()}
+            flat = cs.expand(stage, table, sem_fields, lambda p, s: by_path[os.path.realpath(p)])
+            if flat.object_aabb is not None and len(flat.object_aabb) and "bounds" in header:
+                # the flattened scene's bounds: the stage's and every instance's box
+                box = flat.object_aabb.astype(np.float64)
+                header["bounds"] = {"min": np.minimum(header["bounds"]["min"], box[:, :3].min(0)).tolist(),
+                                    "max": np.maximum(header["bounds"]["max"], box[:, 3:].max(0)).tolist()}
+            if nav is not None:
+                check_navmesh(source, nav, header)
+            nv, nt = int(stage.positions.shape[0]), int(stage.indices.shape[0])
+            table_bytes = sum(a.nbytes for a in (table.asset, table.transform, table.semantic, table.category,
+                                                 table.motion, table.group))
+            footprint = scene_footprint(sd, self.renderer, nv, nt, navmesh_nbytes(nav))
+            footprint["geometry"] += table_bytes   # the instance table (the shared assets: ``asset_bytes``)
+            nbytes = sum(footprint.values())
+            if reserve is not None:
+                self._enter_stage(scene_id, "waiting for room in the cache budget")
+                ticket = reserve(nbytes, source)
+            self._enter_stage(scene_id, "building the renderer's instance scene")
+            stage_accel = self.renderer.prepare(sd, stage.positions, stage.indices)
+            parts = [(stage_accel, np.eye(4), 0)] + [
+                (assets[int(table.asset[i])].accel, table.transform[i], int(table.group[i]) + 1)
+                for i in range(table.count)]
+            accel = self.renderer.prepare_instances(parts)
+            prepared = self.prepare(scene_id, nav) if self.prepare is not None and nav is not None else None
+            store = self.assets
+
+            def release_assets(held=tuple(held)):
+                for x in held:
+                    store.release(x)
+            nv_all = nv + sum(len(assets[int(a)].scene.positions) for a in table.asset)
+            nt_all = nt + sum(len(assets[int(a)].shading.indices) for a in table.asset)
+            return LoadedScene(source, sd, accel, nav, header, nv_all, nt_all, nbytes,
+                               time.perf_counter() - t0, ticket, prepared, flat.semantics, footprint,
+                               release_assets=release_assets, asset_bytes={x.path: x.nbytes for x in held})
+        except BaseException:
+            for x in held:
+                self.assets.release(x)
+            if ticket is not None and self._release is not None:
+                self._release(ticket)
+                ticket = None
+            raise
 
     def close(self):
         """Cancel the queued loads and wait for the running ones to finish."""

@@ -199,10 +199,17 @@ class SlotScheduler:
         active = {s.active for s in self.slots} & set(self.scenes)
         costs = {self.scenes[i].scene_id: self.scenes[i].nbytes for i in active}
         costs.update(self.short)
-        need = sum(costs.values())
+        # composed scenes: the assets they share count once; a scene alone needs all of its own
+        shared: dict[str, int] = {}
+        alone = dict(costs)
+        for i in active:
+            own = self.scenes[i].asset_bytes or {}
+            shared.update(own)
+            alone[self.scenes[i].scene_id] += sum(own.values())
+        need = sum(costs.values()) + sum(shared.values())
         live = sum(1 for s in self.sources if s.scene_id not in self.quarantined)
         if live > len(self.slots) and costs:
-            need += max(costs.values())
+            need += max(alone.values())
         return need
 
     def check_start_budget(self) -> None:
@@ -260,6 +267,8 @@ class SlotScheduler:
         self.in_use.discard(sc.scene_id)
         self.free_indices.append(scene_index)
         self.ledger.release(sc.ticket)
+        if sc.release_assets is not None:   # a composed scene: its shared assets' references
+            sc.release_assets()
         self.report.evictions += 1
         owner = self.owner.pop(scene_index, None)
         out = self.swapped_out.pop(scene_index, "?")

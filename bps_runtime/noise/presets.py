@@ -1,0 +1,44 @@
+"""Named presets: habitat's realistic PointNav settings as data (``PRESETS``), for ``make(...,
+preset=NAME)`` to apply and ``preset_noise(NAME)`` for their noise alone.
+
+"challenge2021": the Habitat Challenge 2021 PointNav track (Partsey et al., CVPR 2022 report
+it as "realistic PointNav"), read from its published task config
+``configs/challenge_pointnav2021.local.rgbd.yaml`` (github.com/facebookresearch/habitat-challenge,
+branch challenge-2021; the 2020 file differs only in the camera tilt and the dataset): RGB and
+depth 640 wide x 360 high, HFOV 70, camera at 0.88 m tilted 20 deg down, depth 0.1-10 m;
+Gaussian RGB noise with intensity_constant 0.1; Redwood depth noise (multiplier 1);
+PyRobot LoCoBot / Proportional actuation noise with multiplier 0.5; MOVE_FORWARD 0.25 m,
+TURN 30 deg; agent radius 0.18, height 0.88; sliding off; success within 0.36 m; 500 steps;
+the goal as (distance, angle) from the start only (no GPS+compass); SPL and soft SPL.
+"""
+from __future__ import annotations
+
+from bps_assets.errors import ConfigError
+
+from .options import NoiseOptions
+
+PRESETS = {
+    "challenge2021": {
+        "source": "habitat-challenge configs/challenge_pointnav2021.local.rgbd.yaml (challenge-2021)",
+        "noise": NoiseOptions(depth="redwood", rgb="gaussian", actuation="locobot-proportional",
+                              multiplier=1.0, actuation_multiplier=0.5, rgb_intensity=0.1),
+        "sensors": {"kinds": ("rgb", "depth"), "resolution": (360, 640), "hfov_deg": 70.0,
+                    "sensor_height": 0.88, "camera_pitch_deg": -20.0,
+                    "min_depth": 0.1, "max_depth": 10.0},
+        "task": {"forward_step": 0.25, "turn_angle_deg": 30.0, "sliding": False,
+                 "success_distance": 0.36, "max_steps": 500, "gps_compass": False,
+                 "goal_format": "polar", "agent_radius": 0.18, "agent_height": 0.88},
+    },
+}
+
+
+def preset(name: str) -> dict:
+    """The settings of preset ``name`` (ConfigError naming the known ones)."""
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise ConfigError(None, f"unknown preset {name!r}; known: {', '.join(sorted(PRESETS))}") from None
+
+
+def preset_noise(name: str) -> NoiseOptions:
+    return preset(name)["noise"]

@@ -1,0 +1,212 @@
+"""Sensor noise for the whole batch in one Warp launch (CPU or CUDA, one source): habitat-sim's
+Redwood depth model and its RGB models (Gaussian, salt-and-pepper, speckle, Poisson).
+
+``SensorNoise(options, device)`` holds the Redwood table on the device and the parameters;
+``launch(depth_in, depth_out, rgb_in, rgb_out, keys, counters, lo=0, hi=None, stream=None)``
+writes noisy copies of envs ``lo:hi`` of depth [N,H,W,1] float32 and / or RGB [N,H,W,C] uint8
+(C 3 or 4; alpha is kept). Outputs must not alias inputs: the Redwood pixel shuffle reads
+neighbours. Each env's draws come from ``rng.stream(keys[e], counters[e], domain, pixel)``:
+the caller advances ``counters`` (the fused step does, per env step), so nothing here waits.
+Semantics (docs/NOISE.md): Redwood as habitat-sim's CPU model (shuffle by N(0, 0.25 m)
+pixels, 2x2 downsampling, 0 from 10 m on, the distortion table at the pixel remapped to
+640x480, disparity quantised to 1/8 with N(0, 0.027778 m) jitter, all spreads times the
+multiplier); RGB per channel with habitat's formulas, uint8 by truncation. Two deliberate
+differences, both documented: salt-and-pepper is per element (rate ``amount``) and salt is 255;
+Poisson uses 256 levels (habitat's count for any image with more than 128 grey levels).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+import warp as wp
+
+from . import rng
+from .options import NoiseOptions
+
+TABLE_PATH = Path(__file__).with_name("data") / "redwood-depth-dist-model.npy"
+RGB_KINDS = {"none": 0, "gaussian": 1, "salt_pepper": 2, "speckle": 3, "poisson": 4}
+POISSON_LEVELS = 256.0
+
+wp.set_module_options({"enable_backward": False}, module=__name__)
+
+
+@wp.struct
+class SensorParams:
+    depth_on: int
+    depth_mult: float
+    depth_scale: float          # metres per stored depth unit (max_depth when normalised)
+    table: wp.array3d(dtype=float)
+    rgb_kind: int
+    rgb_intensity: float
+    rgb_mean: float
+    rgb_sigma: float
+    salt_vs_pepper: float
+    amount: float
+
+
+def load_table() -> np.ndarray:
+    """The Redwood distortion table, float32 [80 rows of 6 px, 80 columns of 8 px, 5 depths]."""
+    t = np.load(TABLE_PATH)
+    if t.shape != (80, 400) or t.dtype != np.float32:
+        raise ValueError(f"{TABLE_PATH}: expected float32 (80, 400), got {t.dtype} {t.shape}")
+    return t.reshape(80, 80, 5)
+
+
+@wp.func
+def undistort(x: int, y: int, z: float, table: wp.array3d(dtype=float)) -> float:
+    """Depth ``z`` (m) at pixel (x, y) of a 640x480 frame through the distortion table."""
+    i2 = int((z + 1.0) / 2.0)
+    i1 = i2 - 1
+    a = (z - (float(i1) * 2.0 + 1.0)) / 2.0
+    tx = x / 8
+    ty = y / 6
+    f = (1.0 - a) * table[ty, tx, wp.clamp(i1, 0, 4)] + a * table[ty, tx, wp.min(i2, 4)]
+    out = float(0.0)
+    if f >= 1e-5:
+        out = z / f
+    return out
+
+
+@wp.func
+def redwood(p: SensorParams, depth: wp.array3d(dtype=float), e: int, j: int, i: int,
+            s: wp.uint32) -> float:
+    """Noisy depth (m) of pixel (j, i) of env e (three normal draws from ``s``)."""
+    h = depth.shape[1]
+    w = depth.shape[2]
+    ymax = float(h - 1)
+    xmax = float(w - 1)
+    m = p.depth_mult
+    y = int(wp.clamp(float(j) + wp.randn(s) * 0.25 * m, 0.0, ymax) + 0.5)
+    x = int(wp.clamp(float(i) + wp.randn(s) * 0.25 * m, 0.0, xmax) + 0.5)
+    jitter = wp.randn(s) * 0.027778 * m
+    d = depth[e, y - y % 2, x - x % 2] * p.depth_scale
+    out = float(0.0)
+    if d < 10.0:
+        ux = int(0.5)
+        uy = int(0.5)
+        if xmax > 0.0:
+            ux = int(float(x) / xmax * 639.0 + 0.5)
+        if ymax > 0.0:
+            uy = int(float(y) / ymax * 479.0 + 0.5)
+        ud = undistort(ux, uy, d, p.table)
+        if ud != 0.0:
+            denom = wp.round((35.130 / ud + jitter) * 8.0)
+            if denom > 1e-5:
+                out = 35.130 * 8.0 / denom
+    return out
+
+
+@wp.func
+def rgb_value(p: SensorParams, v: wp.uint8, s: wp.uint32) -> wp.uint8:
+    """One noisy colour channel (habitat's formulas; uint8 by truncation)."""
+    img = float(v) / 255.0
+    out = img
+    k = p.rgb_kind
+    if k == 1:
+        out = wp.clamp(img + (wp.randn(s) * p.rgb_sigma + p.rgb_mean) * p.rgb_intensity, 0.0, 1.0)
+    elif k == 2:
+        u = wp.randf(s)
+        if u < p.amount * p.salt_vs_pepper:
+            out = 1.0
+        elif u < p.amount:
+            out = 0.0
+    elif k == 3:
+        out = wp.clamp(img + img * (wp.randn(s) * p.rgb_sigma + p.rgb_mean) * p.rgb_intensity, 0.0, 1.0)
+    elif k == 4:
+        out = wp.clamp(float(wp.poisson(s, img * POISSON_LEVELS)) / POISSON_LEVELS, 0.0, 1.0)
+    return wp.uint8(int(out * 255.0))
+
+
+@wp.kernel
+def sensor_noise_kernel(p: SensorParams, depth_in: wp.array3d(dtype=float), depth_out: wp.array3d(dtype=float),
+                        rgb_in: wp.array4d(dtype=wp.uint8), rgb_out: wp.array4d(dtype=wp.uint8),
+                        keys: wp.array(dtype=wp.int32), counters: wp.array(dtype=wp.int32), env0: int,
+                        width: int):
+    """One pixel of one env: its depth and / or its RGB channels."""
+    le, j, i = wp.tid()
+    e = env0 + le
+    key = int(keys[e])
+    c = int(counters[e])
+    pix = j * width + i
+    if p.depth_on != 0:
+        depth_out[e, j, i] = redwood(p, depth_in, e, j, i, rng.stream(key, c, rng.DEPTH, pix)) / p.depth_scale
+    if p.rgb_kind != 0:
+        s = rng.stream(key, c, rng.RGB, pix)
+        for ch in range(wp.min(rgb_in.shape[3], 3)):
+            rgb_out[e, j, i, ch] = rgb_value(p, rgb_in[e, j, i, ch], s)
+            s = wp.rand_init(int(s), ch + 1)
+        if rgb_in.shape[3] > 3:
+            rgb_out[e, j, i, 3] = rgb_in[e, j, i, 3]
+
+
+_EMPTY: dict = {}
+
+
+def _empty(device: str, dtype, ndim: int):
+    key = (device, dtype, ndim)
+    if key not in _EMPTY:
+        shape = (0,) * ndim
+        _EMPTY[key] = wp.zeros(shape, dtype=dtype, device=device)
+    return _EMPTY[key]
+
+
+class SensorNoise:
+    """The sensor half of ``NoiseOptions`` on one device (see the module docstring)."""
+
+    def __init__(self, options: NoiseOptions, device: str | torch.device = "cpu", depth_scale: float = 1.0):
+        dev = torch.device(device)
+        self.wdev = "cpu" if dev.type == "cpu" else f"cuda:{dev.index or 0}"
+        self.options = options
+        self.depth_on = options.depth == "redwood"
+        self.rgb_on = options.rgb != "none"
+        p = SensorParams()
+        p.depth_on = int(self.depth_on)
+        p.depth_mult = float(options.depth_mult)
+        p.depth_scale = float(depth_scale)
+        self._table = wp.array(load_table(), dtype=float, device=self.wdev)
+        p.table = self._table
+        p.rgb_kind = RGB_KINDS[options.rgb]
+        p.rgb_intensity = float(options.rgb_intensity)
+        p.rgb_mean = float(options.rgb_mean)
+        p.rgb_sigma = float(options.rgb_sigma)
+        p.salt_vs_pepper = float(options.salt_vs_pepper)
+        p.amount = float(options.rgb_amount)
+        self.params = p
+
+    @property
+    def enabled(self) -> bool:
+        return self.depth_on or self.rgb_on
+
+    def launch(self, depth_in, depth_out, rgb_in, rgb_out, keys, counters, lo: int = 0,
+               hi: int | None = None, stream=None) -> None:
+        """Noisy copies of envs ``lo:hi`` (torch tensors; a sensor left out: None). One launch."""
+        ft = wp.from_torch
+        ref = depth_in if depth_in is not None else rgb_in
+        n, h, w = int(ref.shape[0]), int(ref.shape[1]), int(ref.shape[2])
+        hi = n if hi is None else hi
+        if hi <= lo:
+            return
+        use_d = self.depth_on and depth_in is not None
+        use_c = self.rgb_on and rgb_in is not None
+        p = self.params
+        if not use_d and p.depth_on:
+            p = self._copy(p, depth_on=0)
+        if not use_c and p.rgb_kind:
+            p = self._copy(p, rgb_kind=0)
+        d_in = ft(depth_in.view(n, h, w)) if use_d else _empty(self.wdev, float, 3)
+        d_out = ft(depth_out.view(n, h, w)) if use_d else _empty(self.wdev, float, 3)
+        c_in = ft(rgb_in) if use_c else _empty(self.wdev, wp.uint8, 4)
+        c_out = ft(rgb_out) if use_c else _empty(self.wdev, wp.uint8, 4)
+        wp.launch(sensor_noise_kernel, dim=(hi - lo, h, w),
+                  inputs=[p, d_in, d_out, c_in, c_out, ft(keys), ft(counters), lo, w],
+                  device=self.wdev, stream=stream)
+
+    @staticmethod
+    def _copy(p, **changes):
+        q = SensorParams()
+        for name in ("depth_on", "depth_mult", "depth_scale", "table", "rgb_kind", "rgb_intensity",
+                     "rgb_mean", "rgb_sigma", "salt_vs_pepper", "amount"):
+            setattr(q, name, changes.get(name, getattr(p, name)))
+        return q

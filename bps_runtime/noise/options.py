@@ -1,6 +1,6 @@
 """``NoiseOptions``: which sensor and actuation noise an env applies, checked on construction
-(``ConfigError`` naming the field); ``DEFAULTS`` is no noise at all. ``from_value`` takes
-``make(noise=...)``'s forms (None, a preset name, a dict, a NoiseOptions).
+(``ConfigError`` naming the field); ``DEFAULTS`` is no noise at all (``presets.noise_options``
+takes ``make(noise=...)``'s forms: None, a preset name, a dict, a NoiseOptions).
 
 ``multiplier`` is habitat's ``noise_multiplier`` for the Redwood depth model and the PyRobot
 actuation model alike; ``depth_multiplier`` / ``actuation_multiplier`` override it for one of
@@ -14,7 +14,7 @@ diagonal Gaussian truncated at 3 standard deviations.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, fields
 
 from bps_assets.errors import ConfigError
 
@@ -102,30 +102,6 @@ class NoiseOptions:
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-    @classmethod
-    def from_value(cls, value) -> "NoiseOptions":
-        """None -> DEFAULTS; a NoiseOptions; a preset name (``PRESETS``); a dict of fields (with
-        "preset": a preset's noise with the other keys changed)."""
-        if value is None:
-            return DEFAULTS
-        if isinstance(value, NoiseOptions):
-            return value
-        if isinstance(value, str):
-            from .presets import preset_noise
-            return preset_noise(value)
-        if isinstance(value, dict):
-            d = dict(value)
-            base = DEFAULTS
-            if "preset" in d:
-                from .presets import preset_noise
-                base = preset_noise(d.pop("preset"))
-            known = {f.name for f in fields(cls)}
-            bad = sorted(set(d) - known)
-            if bad:
-                raise ConfigError(None, f"unknown noise setting(s) {', '.join(bad)}; known: {', '.join(sorted(known))}")
-            return replace(base, **d)
-        raise ConfigError(None, f"noise must be None, a preset name, a dict or NoiseOptions; got {type(value).__name__}")
 
 
 DEFAULTS = NoiseOptions()

@@ -1,5 +1,7 @@
 """Named presets: habitat's realistic PointNav settings as data (``PRESETS``), for ``make(...,
-preset=NAME)`` to apply and ``preset_noise(NAME)`` for their noise alone.
+preset=NAME)`` to apply and ``preset_noise(NAME)`` for their noise alone; ``noise_options(value)``
+reads ``make(noise=...)``: None, a preset name, a dict of NoiseOptions fields (with "preset":
+that preset's noise, the other keys changed), or a NoiseOptions.
 
 "challenge2021": the Habitat Challenge 2021 PointNav track (Partsey et al., CVPR 2022 report
 it as "realistic PointNav"), read from its published task config
@@ -15,7 +17,9 @@ from __future__ import annotations
 
 from bps_assets.errors import ConfigError
 
-from .options import NoiseOptions
+from dataclasses import fields, replace
+
+from .options import DEFAULTS, NoiseOptions
 
 PRESETS = {
     "challenge2021": {
@@ -42,3 +46,22 @@ def preset(name: str) -> dict:
 
 def preset_noise(name: str) -> NoiseOptions:
     return preset(name)["noise"]
+
+
+def noise_options(value) -> NoiseOptions:
+    """``make(noise=...)`` as NoiseOptions (ConfigError for anything else or an unknown key)."""
+    if value is None:
+        return DEFAULTS
+    if isinstance(value, NoiseOptions):
+        return value
+    if isinstance(value, str):
+        return preset_noise(value)
+    if isinstance(value, dict):
+        d = dict(value)
+        base = preset_noise(d.pop("preset")) if "preset" in d else DEFAULTS
+        known = {f.name for f in fields(NoiseOptions)}
+        bad = sorted(set(d) - known)
+        if bad:
+            raise ConfigError(None, f"unknown noise setting(s) {', '.join(bad)}; known: {', '.join(sorted(known))}")
+        return replace(base, **d)
+    raise ConfigError(None, f"noise must be None, a preset name, a dict or NoiseOptions; got {type(value).__name__}")

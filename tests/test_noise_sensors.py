@@ -189,3 +189,40 @@ def test_envs_never_share_a_noise_stream(kind):
     assert np.abs(between_envs - base).max() < 0.05, (between_envs, base)
     for e in range(1, n):
         assert not np.array_equal(out[0], out[e])
+
+
+@pytest.mark.parametrize("multiplier", [1.0, 3.0])
+def test_redwood_on_a_slanted_wall_matches_habitat_cpu_model(multiplier):
+    """A wall slanted across the view (depth 1 -> 6 m along the columns, steps of 2 pixels) makes
+    the pixel shuffle visible: the error per 0.5 m bin of true depth matches the reference."""
+    cols = np.linspace(1.0, 6.0, W, dtype=np.float32)
+    ramp = np.broadcast_to(cols[None, :], (H, W)).astype(np.float32)
+    n = 96
+    ours = noisy_depth(torch.from_numpy(np.broadcast_to(ramp[None, ..., None], (n, H, W, 1)).copy()),
+                       NoiseOptions(depth="redwood", multiplier=multiplier), seed=9).numpy()[..., 0]
+    table, gen = load_table(), np.random.default_rng(3)
+    ref = np.stack([redwood_reference(ramp, table, multiplier, gen) for _ in range(n)])
+    gt = np.broadcast_to(ramp, ours.shape)
+    for lo in np.arange(1.0, 6.0, 0.5):
+        sel = (gt >= lo) & (gt < lo + 0.5)
+        m0, s0, z0 = error_stats(ours[sel], gt[sel])
+        m1, s1, z1 = error_stats(ref[sel], gt[sel])
+        where = f"{lo:.1f} m x{multiplier}: ours ({m0:.4f}, {s0:.4f}, {z0:.4f}) ref ({m1:.4f}, {s1:.4f}, {z1:.4f})"
+        assert abs(m0 - m1) <= 0.1 * max(abs(m1), s1), where
+        assert abs(s0 - s1) <= 0.1 * s1, where
+        assert abs(z0 - z1) <= 0.1 * max(z1, 0.01), where
+
+
+def test_shuffle_offsets_are_habitats_rounded_normal():
+    """The shuffle CDF: offsets k with P(k) = P(k - 1/2 <= 0.25 m z < k + 1/2)."""
+    from scipy.stats import norm
+
+    from bps_runtime.noise.sensors import shuffle_cdf
+    for m in (0.0, 1.0, 4.0):
+        cdf = shuffle_cdf(m).astype(np.float64) / 2**32
+        k = (len(cdf) - 1) // 2
+        if m == 0.0:
+            assert len(cdf) == 1
+            continue
+        want = norm.cdf((np.arange(-k, k + 1) + 0.5) / (0.25 * m))
+        assert np.allclose(cdf[:-1], want[:-1], atol=1e-9) and cdf[-1] > 1 - 1e-9

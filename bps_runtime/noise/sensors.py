@@ -23,13 +23,14 @@ import torch
 import warp as wp
 
 from . import rng
+from ..nav.kernels import set_module_options
 from .options import NoiseOptions
 
 TABLE_PATH = Path(__file__).with_name("data") / "redwood-depth-dist-model.npy"
 RGB_KINDS = {"none": 0, "gaussian": 1, "salt_pepper": 2, "speckle": 3, "poisson": 4}
 POISSON_LEVELS = 256.0
 
-wp.set_module_options({"enable_backward": False}, module=__name__)
+set_module_options(__name__)   # no gradients; safe side-by-side CPU launches (CpuLaunches)
 
 
 @wp.struct
@@ -38,6 +39,8 @@ class SensorParams:
     depth_mult: float
     depth_scale: float          # metres per stored depth unit (max_depth when normalised)
     table: wp.array3d(dtype=float)
+    zig: wp.array(dtype=float)   # rng.zig_table()
+    shuffle: wp.array(dtype=wp.uint32)   # shuffle_cdf(depth_mult)
     rgb_kind: int
     rgb_intensity: float
     rgb_mean: float
@@ -70,53 +73,62 @@ def undistort(x: int, y: int, z: float, table: wp.array3d(dtype=float)) -> float
 
 
 @wp.func
-def redwood(p: SensorParams, depth: wp.array3d(dtype=float), e: int, j: int, i: int,
-            s: wp.uint32) -> float:
-    """Noisy depth (m) of pixel (j, i) of env e (three normal draws from ``s``)."""
-    h = depth.shape[1]
-    w = depth.shape[2]
-    ymax = float(h - 1)
-    xmax = float(w - 1)
-    m = p.depth_mult
-    y = int(wp.clamp(float(j) + wp.randn(s) * 0.25 * m, 0.0, ymax) + 0.5)
-    x = int(wp.clamp(float(i) + wp.randn(s) * 0.25 * m, 0.0, xmax) + 0.5)
-    jitter = wp.randn(s) * 0.027778 * m
-    d = depth[e, y - y % 2, x - x % 2] * p.depth_scale
-    out = float(0.0)
-    if d < 10.0:
-        ux = int(0.5)
-        uy = int(0.5)
-        if xmax > 0.0:
-            ux = int(float(x) / xmax * 639.0 + 0.5)
-        if ymax > 0.0:
-            uy = int(float(y) / ymax * 479.0 + 0.5)
-        ud = undistort(ux, uy, d, p.table)
-        if ud != 0.0:
-            denom = wp.round((35.130 / ud + jitter) * 8.0)
-            if denom > 1e-5:
-                out = 35.130 * 8.0 / denom
-    return out
+def shuffle_offset(u: wp.uint32, cdf: wp.array(dtype=wp.uint32)) -> int:
+    """The pixel offset whose CDF bin holds ``u`` (``shuffle_cdf``): the first k with u < cdf[k]."""
+    lo = int(0)
+    hi = cdf.shape[0] - 1
+    while lo < hi:
+        mid = (lo + hi) / 2
+        if u < cdf[mid]:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo - (cdf.shape[0] - 1) / 2
 
 
 @wp.func
-def rgb_value(p: SensorParams, v: wp.uint8, s: wp.uint32) -> wp.uint8:
-    """One noisy colour channel (habitat's formulas; uint8 by truncation)."""
+def redwood(p: SensorParams, depth: wp.array3d(dtype=float), e: int, j: int, i: int, sx: float,
+            sy: float, s: wp.uint32):
+    """Noisy depth (m) of pixel (j, i) of env e -> (depth, state). The shuffle: habitat rounds
+    j + N(0, (0.25 m)^2) to the nearest pixel (clamped to the frame), i.e. adds k with
+    P(k) = P(k - 1/2 <= 0.25 m z < k + 1/2): drawn from that CDF (one 32-bit draw, no normal)."""
+    h = depth.shape[1]
+    w = depth.shape[2]
+    y = wp.clamp(j + shuffle_offset(wp.randu(s), p.shuffle), 0, h - 1)
+    x = wp.clamp(i + shuffle_offset(wp.randu(s), p.shuffle), 0, w - 1)
+    d = depth[e, y - y % 2, x - x % 2] * p.depth_scale
+    out = float(0.0)
+    if d < 10.0:
+        ud = undistort(int(float(x) * sx + 0.5), int(float(y) * sy + 0.5), d, p.table)
+        if ud != 0.0:
+            dz, s = rng.normal(s, p.zig)     # drawn only where habitat's CUDA model draws it
+            denom = wp.round((35.130 / ud + dz * 0.027778 * p.depth_mult) * 8.0)
+            if denom > 1e-5:
+                out = 35.130 * 8.0 / denom
+    return out, s
+
+
+@wp.func
+def rgb_value(p: SensorParams, v: wp.uint8, s: wp.uint32):
+    """One noisy colour channel (habitat's formulas; uint8 by truncation) -> (value, state)."""
     img = float(v) / 255.0
     out = img
     k = p.rgb_kind
-    if k == 1:
-        out = wp.clamp(img + (wp.randn(s) * p.rgb_sigma + p.rgb_mean) * p.rgb_intensity, 0.0, 1.0)
+    if k == 1 or k == 3:
+        z, s = rng.normal(s, p.zig)
+        n = (z * p.rgb_sigma + p.rgb_mean) * p.rgb_intensity
+        if k == 3:
+            n = img * n
+        out = wp.clamp(img + n, 0.0, 1.0)
     elif k == 2:
         u = wp.randf(s)
         if u < p.amount * p.salt_vs_pepper:
             out = 1.0
         elif u < p.amount:
             out = 0.0
-    elif k == 3:
-        out = wp.clamp(img + img * (wp.randn(s) * p.rgb_sigma + p.rgb_mean) * p.rgb_intensity, 0.0, 1.0)
     elif k == 4:
         out = wp.clamp(float(wp.poisson(s, img * POISSON_LEVELS)) / POISSON_LEVELS, 0.0, 1.0)
-    return wp.uint8(int(out * 255.0))
+    return wp.uint8(int(out * 255.0)), s
 
 
 @wp.kernel
@@ -124,21 +136,48 @@ def sensor_noise_kernel(p: SensorParams, depth_in: wp.array3d(dtype=float), dept
                         rgb_in: wp.array4d(dtype=wp.uint8), rgb_out: wp.array4d(dtype=wp.uint8),
                         keys: wp.array(dtype=wp.int32), counters: wp.array(dtype=wp.int32), env0: int,
                         width: int):
-    """One pixel of one env: its depth and / or its RGB channels."""
-    le, j, i = wp.tid()
+    """One row of one env: its depth and / or its RGB channels, pixel by pixel along the row
+    (one stream per row and sensor: the stream set-up and the launch's index arithmetic are
+    paid per row, not per pixel)."""
+    le, j = wp.tid()
     e = env0 + le
     key = int(keys[e])
     c = int(counters[e])
-    pix = j * width + i
     if p.depth_on != 0:
-        depth_out[e, j, i] = redwood(p, depth_in, e, j, i, rng.stream(key, c, rng.DEPTH, pix)) / p.depth_scale
+        h = depth_in.shape[1]
+        sx = float(0.0)
+        sy = float(0.0)
+        if width > 1:
+            sx = 639.0 / float(width - 1)     # the pixel remapped to the table's 640 x 480 frame
+        if h > 1:
+            sy = 479.0 / float(h - 1)
+        s = rng.stream(key, c, rng.DEPTH, j)
+        for i in range(width):
+            v, s = redwood(p, depth_in, e, j, i, sx, sy, s)
+            depth_out[e, j, i] = v / p.depth_scale
     if p.rgb_kind != 0:
-        s = rng.stream(key, c, rng.RGB, pix)
-        for ch in range(wp.min(rgb_in.shape[3], 3)):
-            rgb_out[e, j, i, ch] = rgb_value(p, rgb_in[e, j, i, ch], s)
-            s = wp.rand_init(int(s), ch + 1)
-        if rgb_in.shape[3] > 3:
-            rgb_out[e, j, i, 3] = rgb_in[e, j, i, 3]
+        s = rng.stream(key, c, rng.RGB, j)
+        nc = wp.min(rgb_in.shape[3], 3)
+        for i in range(width):
+            for ch in range(nc):
+                c8, s = rgb_value(p, rgb_in[e, j, i, ch], s)
+                rgb_out[e, j, i, ch] = c8
+            if rgb_in.shape[3] > 3:
+                rgb_out[e, j, i, 3] = rgb_in[e, j, i, 3]
+
+
+def shuffle_cdf(multiplier: float) -> np.ndarray:
+    """uint32 [2K + 1]: 2^32 x P(offset <= k) for k = -K..K of habitat's pixel shuffle (a normal of
+    sd 0.25 x multiplier rounded to the nearest pixel); K covers 7 sd (the rest is below 2^-32)."""
+    from math import ceil, erf, sqrt
+    sd = 0.25 * multiplier
+    k = int(ceil(7.0 * sd + 0.5)) if sd > 0 else 0
+    out = []
+    for off in range(-k, k + 1):
+        p = 1.0 if sd == 0 else 0.5 * (1.0 + erf((off + 0.5) / (sd * sqrt(2.0))))
+        out.append(min(int(p * 2.0**32), 2**32 - 1))
+    out[-1] = 2**32 - 1
+    return np.array(out, np.uint32)
 
 
 _EMPTY: dict = {}
@@ -167,6 +206,10 @@ class SensorNoise:
         p.depth_scale = float(depth_scale)
         self._table = wp.array(load_table(), dtype=float, device=self.wdev)
         p.table = self._table
+        self._zig = wp.array(rng.zig_table(), dtype=float, device=self.wdev)
+        p.zig = self._zig
+        self._shuffle = wp.array(shuffle_cdf(options.depth_mult), dtype=wp.uint32, device=self.wdev)
+        p.shuffle = self._shuffle
         p.rgb_kind = RGB_KINDS[options.rgb]
         p.rgb_intensity = float(options.rgb_intensity)
         p.rgb_mean = float(options.rgb_mean)
@@ -199,14 +242,14 @@ class SensorNoise:
         d_out = ft(depth_out.view(n, h, w)) if use_d else _empty(self.wdev, float, 3)
         c_in = ft(rgb_in) if use_c else _empty(self.wdev, wp.uint8, 4)
         c_out = ft(rgb_out) if use_c else _empty(self.wdev, wp.uint8, 4)
-        wp.launch(sensor_noise_kernel, dim=(hi - lo, h, w),
+        wp.launch(sensor_noise_kernel, dim=(hi - lo, h),
                   inputs=[p, d_in, d_out, c_in, c_out, ft(keys), ft(counters), lo, w],
                   device=self.wdev, stream=stream)
 
     @staticmethod
     def _copy(p, **changes):
         q = SensorParams()
-        for name in ("depth_on", "depth_mult", "depth_scale", "table", "rgb_kind", "rgb_intensity",
+        for name in ("depth_on", "depth_mult", "depth_scale", "table", "zig", "shuffle", "rgb_kind", "rgb_intensity",
                      "rgb_mean", "rgb_sigma", "salt_vs_pepper", "amount"):
             setattr(q, name, changes.get(name, getattr(p, name)))
         return q

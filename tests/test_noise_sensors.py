@@ -92,14 +92,16 @@ def test_redwood_without_randomness_is_habitat_cpu_model_pixel_for_pixel():
 def test_redwood_zero_beyond_10_m_and_scaled_depth():
     depth = torch.full((2, H, W, 1), 10.5)
     assert (noisy_depth(depth, NoiseOptions(depth="redwood")) == 0).all()
-    # normalised depth (0-1 for 0-10 m): the model works in metres and writes back normalised
+    # normalised depth (0-1 of [0.1, 10] m): the model works in metres, then clips and scales back
     d = torch.full((2, H, W, 1), 3.0)
     keys = torch.from_numpy(rng.env_keys(0, 2))
     cnt = torch.zeros(2, dtype=torch.int32)
     a, b = torch.zeros_like(d), torch.zeros_like(d)
     SensorNoise(NoiseOptions(depth="redwood")).launch(d, a, None, None, keys, cnt)
-    SensorNoise(NoiseOptions(depth="redwood"), depth_scale=10.0).launch(d / 10.0, b, None, None, keys, cnt)
-    assert torch.allclose(a, b * 10.0, rtol=1e-6)
+    SensorNoise(NoiseOptions(depth="redwood"), normalized=True, min_depth=0.1, max_depth=10.0).launch(
+        (d - 0.1) / 9.9, b, None, None, keys, cnt)
+    want = (a.clamp(0.1, 10.0) - 0.1) / 9.9
+    assert (a == 0).any() and torch.allclose(want, b, atol=1e-6)
 
 
 def test_redwood_shuffle_reads_neighbours():

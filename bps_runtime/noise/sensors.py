@@ -3,8 +3,9 @@ Redwood depth model and its RGB models (Gaussian, salt-and-pepper, speckle, Pois
 
 ``SensorNoise(options, device)`` holds the Redwood table on the device and the parameters;
 ``launch(depth_in, depth_out, rgb_in, rgb_out, keys, counters, lo=0, hi=None, stream=None)``
-writes noisy copies of envs ``lo:hi`` of depth [N,H,W,1] float32 and / or RGB [N,H,W,C] uint8
-(C 3 or 4; alpha is kept). Outputs must not alias inputs: the Redwood pixel shuffle reads
+writes noisy copies of envs ``lo:hi`` of depth [N,H,W,1] float32 (metres, 0 = miss, or with
+``normalized`` habitat's 0-1 of [min_depth, max_depth]: the model works in metres, its output
+is clipped and scaled back) and / or RGB [N,H,W,C] uint8 (C 3 or 4; alpha is kept). Outputs must not alias inputs: the Redwood pixel shuffle reads
 neighbours. Each env's draws come from ``rng.stream(keys[e], counters[e], domain, pixel)``:
 the caller advances ``counters`` (the fused step does, per env step), so nothing here waits.
 Semantics (docs/NOISE.md): Redwood as habitat-sim's CPU model (shuffle by N(0, 0.25 m)
@@ -37,7 +38,9 @@ set_module_options(__name__)   # no gradients; safe side-by-side CPU launches (C
 class SensorParams:
     depth_on: int
     depth_mult: float
-    depth_scale: float          # metres per stored depth unit (max_depth when normalised)
+    depth_norm: int             # 1: depth arrives and leaves as habitat's 0-1 of [lo, hi] (camera.finish_depth)
+    depth_lo: float
+    depth_hi: float
     table: wp.array3d(dtype=float)
     zig: wp.array(dtype=float)   # rng.zig_table()
     shuffle: wp.array(dtype=wp.uint32)   # shuffle_cdf(depth_mult)
@@ -96,7 +99,9 @@ def redwood(p: SensorParams, depth: wp.array3d(dtype=float), e: int, j: int, i: 
     w = depth.shape[2]
     y = wp.clamp(j + shuffle_offset(wp.randu(s), p.shuffle), 0, h - 1)
     x = wp.clamp(i + shuffle_offset(wp.randu(s), p.shuffle), 0, w - 1)
-    d = depth[e, y - y % 2, x - x % 2] * p.depth_scale
+    d = depth[e, y - y % 2, x - x % 2]
+    if p.depth_norm != 0:
+        d = d * (p.depth_hi - p.depth_lo) + p.depth_lo
     out = float(0.0)
     if d < 10.0:
         ud = undistort(int(float(x) * sx + 0.5), int(float(y) * sy + 0.5), d, p.table)
@@ -154,7 +159,9 @@ def sensor_noise_kernel(p: SensorParams, depth_in: wp.array3d(dtype=float), dept
         s = rng.stream(key, c, rng.DEPTH, j)
         for i in range(width):
             v, s = redwood(p, depth_in, e, j, i, sx, sy, s)
-            depth_out[e, j, i] = v / p.depth_scale
+            if p.depth_norm != 0:     # as the sensor: clip to [lo, hi], scale to [0, 1]
+                v = (wp.clamp(v, p.depth_lo, p.depth_hi) - p.depth_lo) / (p.depth_hi - p.depth_lo)
+            depth_out[e, j, i] = v
     if p.rgb_kind != 0:
         s = rng.stream(key, c, rng.RGB, j)
         nc = wp.min(rgb_in.shape[3], 3)
@@ -194,7 +201,8 @@ def _empty(device: str, dtype, ndim: int):
 class SensorNoise:
     """The sensor half of ``NoiseOptions`` on one device (see the module docstring)."""
 
-    def __init__(self, options: NoiseOptions, device: str | torch.device = "cpu", depth_scale: float = 1.0):
+    def __init__(self, options: NoiseOptions, device: str | torch.device = "cpu", normalized: bool = False,
+                 min_depth: float = 0.0, max_depth: float = 10.0):
         dev = torch.device(device)
         self.wdev = "cpu" if dev.type == "cpu" else f"cuda:{dev.index or 0}"
         self.options = options
@@ -203,7 +211,7 @@ class SensorNoise:
         p = SensorParams()
         p.depth_on = int(self.depth_on)
         p.depth_mult = float(options.depth_mult)
-        p.depth_scale = float(depth_scale)
+        p.depth_norm, p.depth_lo, p.depth_hi = int(bool(normalized)), float(min_depth), float(max_depth)
         self._table = wp.array(load_table(), dtype=float, device=self.wdev)
         p.table = self._table
         self._zig = wp.array(rng.zig_table(), dtype=float, device=self.wdev)
@@ -249,7 +257,7 @@ class SensorNoise:
     @staticmethod
     def _copy(p, **changes):
         q = SensorParams()
-        for name in ("depth_on", "depth_mult", "depth_scale", "table", "zig", "shuffle", "rgb_kind", "rgb_intensity",
+        for name in ("depth_on", "depth_mult", "depth_norm", "depth_lo", "depth_hi", "table", "zig", "shuffle", "rgb_kind", "rgb_intensity",
                      "rgb_mean", "rgb_sigma", "salt_vs_pepper", "amount"):
             setattr(q, name, changes.get(name, getattr(p, name)))
         return q

@@ -28,6 +28,7 @@ import torch
 
 from bps_assets.container import atomic_write, remove_stale_temps
 from bps_assets.errors import ConfigError, CorruptFileError, InputError, OutputWriteError
+from bps_runtime.noise.options import DEFAULTS as NO_NOISE
 
 FORMAT = "bps-train checkpoint"
 VERSION = 3
@@ -53,12 +54,15 @@ def identity(args, dataset_sha256: str) -> dict:
 
 def env_identity(config) -> dict:
     """The part of the env's ``EnvConfig`` (``env.config``) a resumed run must share: the task's
-    rules, the sensors, the episodes' source and supply (not seeds, threads, device, cache)."""
+    rules, the sensors, the episodes' source and supply, the noise (not seeds, threads, device, cache)."""
     d = config.to_dict()
     resources = getattr(type(config.task), "RESOURCES", ())   # memory budgets and the like
     task = {k: v for k, v in d["task"].items() if k not in resources}
-    return {"task": task, "sensors": d["sensors"],
-            "episodes": {"source": d["episodes"]["source"], "supply": d["episodes"]["supply"]}}
+    out = {"task": task, "sensors": d["sensors"],
+           "episodes": {"source": d["episodes"]["source"], "supply": d["episodes"]["supply"]}}
+    if d.get("noise", NO_NOISE.to_dict()) != NO_NOISE.to_dict():
+        out["noise"] = d["noise"]   # only when on: a noiseless run keeps the identity it always had
+    return out
 
 
 def check_same_run(path, saved: dict, wanted: dict) -> None:

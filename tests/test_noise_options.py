@@ -46,6 +46,13 @@ def test_make_noise_forms():
         noise_options("challenge2030")
     with pytest.raises(ConfigError, match="noise must be"):
         noise_options(3)
+    # bps-train --noise: the same as text
+    assert noise_options("depth=redwood, rgb=gaussian,actuation=locobot-ilqr,multiplier=0.5") == o
+    assert noise_options("preset=challenge2021,actuation_multiplier=1") == \
+        noise_options({"preset": "challenge2021", "actuation_multiplier": 1.0})
+    assert noise_options("") is DEFAULTS
+    with pytest.raises(ConfigError, match="key=value"):
+        noise_options("depth=redwood,oops")
 
 
 def test_challenge2021_preset_is_the_published_config():

@@ -1,7 +1,8 @@
 """Named presets: habitat's realistic PointNav settings as data (``PRESETS``), for ``make(...,
 preset=NAME)`` to apply and ``preset_noise(NAME)`` for their noise alone; ``noise_options(value)``
-reads ``make(noise=...)``: None, a preset name, a dict of NoiseOptions fields (with "preset":
-that preset's noise, the other keys changed), or a NoiseOptions.
+reads ``make(noise=...)`` / ``bps-train --noise``: None or "", a preset name, a dict of
+NoiseOptions fields (with "preset": that preset's noise, the other keys changed), the same as
+"key=value,..." text, or a NoiseOptions.
 
 "challenge2021": the Habitat Challenge 2021 PointNav track (Partsey et al., CVPR 2022 report
 it as "realistic PointNav"), read from its published task config
@@ -50,12 +51,12 @@ def preset_noise(name: str) -> NoiseOptions:
 
 def noise_options(value) -> NoiseOptions:
     """``make(noise=...)`` as NoiseOptions (ConfigError for anything else or an unknown key)."""
-    if value is None:
+    if value is None or value == "":
         return DEFAULTS
     if isinstance(value, NoiseOptions):
         return value
     if isinstance(value, str):
-        return preset_noise(value)
+        return noise_options(_parse_text(value)) if "=" in value else preset_noise(value)
     if isinstance(value, dict):
         d = dict(value)
         base = preset_noise(d.pop("preset")) if "preset" in d else DEFAULTS
@@ -65,3 +66,18 @@ def noise_options(value) -> NoiseOptions:
             raise ConfigError(None, f"unknown noise setting(s) {', '.join(bad)}; known: {', '.join(sorted(known))}")
         return replace(base, **d)
     raise ConfigError(None, f"noise must be None, a preset name, a dict or NoiseOptions; got {type(value).__name__}")
+
+
+def _parse_text(text: str) -> dict:
+    """"depth=redwood,multiplier=0.5" -> {"depth": "redwood", "multiplier": 0.5} (numbers as floats)."""
+    out = {}
+    for part in text.split(","):
+        key, eq, val = part.partition("=")
+        key, val = key.strip(), val.strip()
+        if not eq or not key:
+            raise ConfigError(None, f"noise {text!r}: expected key=value pairs separated by commas, got {part!r}")
+        try:
+            out[key] = float(val)
+        except ValueError:
+            out[key] = val
+    return out

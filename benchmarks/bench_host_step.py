@@ -77,10 +77,10 @@ def _measure(manifest: str, n: int, policy: str, steps: int, warmup: int, resolu
     env = make(manifest, split="train", num_envs=n, sensors=("depth",), device="cpu",
                resolution=(resolution, resolution), renderer="embree", seed=0, episodes="sample",
                cache={"slots": scenes, "swap_every": None}, threads=2)
-    E = type(env)
+    E = type(env.sim)   # the simulator: what runs on the env's simulator thread
     patch(wp, "launch", counted_launch)
     patch(fs.FusedStep, "step", timed("FusedStep.step", marked_step))
-    patch(E, "_step_group", timed("step", E._step_group))
+    patch(E, "step_group", timed("step", E.step_group))
     patch(E, "_render", timed("render", E._render))
     patch(E, "_host_between_steps", timed("between steps", E._host_between_steps))
     patch(E, "_info", timed("info dict", E._info))

@@ -120,6 +120,7 @@ def main(argv=None):
 
     import torch
     from bps_runtime.scenes.cache import CacheOptions, SceneCache
+    from bps_runtime.scenes.residency import renderer_listener
     from bps_runtime.render import RenderOptions, make_renderer
     from bps_runtime.render.camera import camera_directions, camera_origins, rotation_matrices
 
@@ -130,7 +131,8 @@ def main(argv=None):
     t_make = time.perf_counter() - t0
     opts = RenderOptions(resolution=(args.res, args.res), threads=args.threads)
     r = make_renderer("embree", opts)
-    cache = SceneCache(sources, r, args.envs, CacheOptions(slots=args.scenes, prefetch=False))
+    cache = SceneCache(sources, r, args.envs, CacheOptions(slots=args.scenes, prefetch=False),
+                       listeners=[renderer_listener(r)])
     t0 = time.perf_counter()
     cache.start()
     t_load = time.perf_counter() - t0
@@ -174,9 +176,9 @@ def main(argv=None):
     med = {k: float(np.median(v)) for k, v in times.items()}
     t_depth, t_rgb, t_both, t_raw, t_raw2 = (med[k] for k in ("depth", "rgb", "depth_rgb", "raw1", "raw2"))
 
-    per_scene = [cache.scene(i).nbytes for i in cache.resident_ids]
-    shading_b = [cache.scene(i).shading.nbytes for i in cache.resident_ids]
-    n_tris = [cache.scene(i).num_triangles for i in cache.resident_ids]
+    per_scene = [cache.scene(i).nbytes for i in cache.resident_scene_indices]
+    shading_b = [cache.scene(i).shading.nbytes for i in cache.resident_scene_indices]
+    n_tris = [cache.scene(i).num_triangles for i in cache.resident_scene_indices]
     res = {
         "load_avg_1min": round(os.getloadavg()[0], 2), "envs": args.envs, "scenes": args.scenes, "resolution": args.res, "threads": args.threads,
         "triangles_per_scene": int(np.mean(n_tris)), "make_scenes_s": round(t_make, 1), "load_s": round(t_load, 2),

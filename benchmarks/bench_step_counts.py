@@ -7,6 +7,7 @@ rooms of tests/inmemory_scenes.py, Embree renderer, 16x16 depth).
     python benchmarks/bench_step_counts.py --renderer warp --capture  # ... and step + frame as one graph
     python benchmarks/bench_step_counts.py --task objectnav  # ObjectNav (1 / 50 goal objects too)
     python benchmarks/bench_step_counts.py --task imagenav   # ImageNav (RGB; goal images at queue time)
+    python benchmarks/bench_step_counts.py --task instance_imagenav   # goal images from each episode's camera
 
 ``--capture`` records the graphs on Warp's CPU device (``fused_step.CAPTURE_DEVICES``, as the
 tests do; one CPU thread): what a captured CUDA step launches, counted here.
@@ -48,9 +49,10 @@ def main(argv=None):
         scenes = [room(f"r{i}", 3.0 + 0.5 * i, 4.0, pillars=[(1.0, -2.0, 1.5, -1.5)]) for i in range(k)]
         kw = {} if a.renderer == "embree" else {"renderer": "warp"}
         if a.task != "pointnav":
-            from bps_runtime.tasks import task_module
-            kw.update(task=task_module(a.task).DEFAULTS, episodes=_episodes(scenes, goals, a.task == "objectnav"))
-            if a.task == "imagenav":
+            from bps_runtime.tasks import task_spec
+            eps, targets = _episodes(scenes, goals, a.task != "imagenav", a.task == "instance_imagenav")
+            kw.update(task=task_spec(a.task).defaults, episodes=eps, goals=targets)
+            if a.task != "objectnav":
                 kw["sensors"] = ("rgb",)
         if a.capture:
             from bps_runtime.step import fused as fused_step
@@ -78,12 +80,15 @@ def main(argv=None):
         env.close()
 
 
-def _episodes(scenes, goals: int, objectnav: bool, per_scene: int = 64):
+def _episodes(scenes, goals: int, objectnav: bool, camera: bool = False, per_scene: int = 64):
     """Dataset episodes per scene; ObjectNav: every episode's field is the distance to the nearest
-    of ``goals`` points (two categories per scene)."""
+    of ``goals`` points (two categories per scene); ``camera``: each episode's goal has a goal
+    camera (InstanceImageNav's ``image_goals``) 1.2 m above its goal point, 16 x 16 px."""
     import numpy as np
 
-    out = {}
+    from bps_runtime.episodes.dataset import EpisodeGoal
+
+    out, targets = {}, {}
     for j, (name, _, _, _, nm) in enumerate(scenes):
         pts = np.asarray(nm.sample_navigable_point(2 * goals + per_scene, seed=j), np.float64)
         eps = []
@@ -93,10 +98,15 @@ def _episodes(scenes, goals: int, objectnav: bool, per_scene: int = 64):
                  "start_rotation": [0.0, 0.0, 0.0, 1.0], "goals": [{"position": pts[i % (2 * goals)].tolist()}]}
             if objectnav:
                 c = i % 2
-                e.update(_goal_points=pts[c * goals:(c + 1) * goals], _field_key=f"{name}_{c}", _goal_id=c)
+                targets.setdefault(name, {})[str(i)] = EpisodeGoal(pts[c * goals:(c + 1) * goals], f"{name}_{c}", c)
+            if camera:
+                cam = {"position": (pts[i % (2 * goals)] + [0.0, 1.2, 0.0]).tolist(), "rotation": [0.0, 0.0, 0.0, 1.0],
+                       "hfov": 60.0 + 10 * (i % 3), "image_dimensions": [16, 16]}
+                e["goals"][0]["image_goals"] = [cam]
+                e["goal_image_id"] = 0
             eps.append(e)
         out[name] = eps
-    return out
+    return out, targets
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 """Where the non-render time of one CPU env step goes (issue 11): wall and thread-CPU time, median
-per step, of each part of ``BatchNavEnv._step_group``, measured by wrapping the parts with
+per step, of each part of ``Simulator.step_group``, measured by wrapping the parts with
 timers in this process (the env is otherwise unchanged):
 
 - host between steps (Python bookkeeping; of which ``EpisodeRing.refill``, episode sampling);
@@ -73,17 +73,17 @@ def main(argv=None):
     env = make(a.manifest, split="train", num_envs=n, sensors=("depth",), device="cpu",
                resolution=(a.resolution, a.resolution), renderer="embree", seed=0, episodes="sample",
                cache={"slots": a.scenes, "swap_every": None}, threads=a.threads)
-    E = type(env)
+    E = type(env.sim)   # the simulator: what runs on the env's simulator thread
     E._host_between_steps = timed("host between steps (Python)", E._host_between_steps)
     ring.EpisodeRing.refill = timed("  of which EpisodeRing.refill (episode sampling)", ring.EpisodeRing.refill)
     fs.FusedStep.step = timed("FusedStep.step (copies, 2 kernels, snapshot)", fs.FusedStep.step)
     E._render = timed("render in the step", E._render)
     emb.check_render_inputs = timed("  render inputs: check_render_inputs", emb.check_render_inputs)
-    emb.group_by_scene = timed("  render inputs: group_by_scene", emb.group_by_scene)
+    emb.groups = timed("  render inputs: group agents by scene", emb.groups)
     if not hasattr(sk, "CpuLaunches"):       # older code: one serial depth pass after the threads
         emb.finish_depth = timed("  render: finish_depth (serial pass)", emb.finish_depth)
     E._info = timed("info dict", E._info)
-    E._step_group = timed("step on the simulator thread", E._step_group)
+    E.step_group = timed("step on the simulator thread", E.step_group)
     from bps_runtime.episodes import sampled as es
     fill_cpu = [0.0]                          # newer code: episodes drawn ahead on the field worker
     if hasattr(es.SampledEpisodes, "_fill"):

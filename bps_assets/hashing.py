@@ -40,6 +40,28 @@ def sha256_file(path: str | os.PathLike, chunk: int = CHUNK) -> tuple[str, int]:
     return h.hexdigest(), n
 
 
+def recorded_size_problem(path: str | os.PathLike, size: int | None) -> tuple[int | None, str | None]:
+    """A file against the size a manifest recorded (None: not recorded) -> (its size, None when
+    it cannot be stat'ed; the problem, without the file's name, or None). ``verify`` lists the
+    problem, a scene's load raises it; a wrong size says it all (the file is not hashed)."""
+    try:
+        got = os.stat(path).st_size
+    except FileNotFoundError:
+        return None, "missing"
+    except OSError as e:
+        return None, f"cannot stat ({e.strerror})"
+    if size is not None and got != size:
+        return got, f"size {got} != recorded {size} (truncated or replaced?)"
+    return got, None
+
+
+def recorded_hash_problem(path: str | os.PathLike, sha256: str) -> str | None:
+    """A file against the sha256 a manifest recorded: the problem (without the file's name) or
+    None; a file that cannot be read raises InputError."""
+    digest, _ = sha256_file(path)
+    return None if digest == sha256 else "sha256 differs from the manifest (corrupt or replaced)"
+
+
 def default_jobs() -> int:
     """Two threads per usable core (I/O and hashing overlap), at most 32."""
     return max(2, min(32, available_cores() * 2))

@@ -7,14 +7,17 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 import typing
 
 
-def arg(default, doc: str):
-    """A dataclass field with a default and a one-line doc shown by --help."""
+def arg(default, doc: str, choices=None):
+    """A dataclass field with a default and a one-line doc shown by --help (``choices``: the
+    values allowed, shown in the usage line)."""
+    meta = {"doc": doc, "choices": tuple(choices) if choices else None}
     if isinstance(default, (list, dict, set)):
-        return dataclasses.field(default_factory=lambda: type(default)(default), metadata={"doc": doc})
-    return dataclasses.field(default=default, metadata={"doc": doc})
+        return dataclasses.field(default_factory=lambda: type(default)(default), metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
 
 
 def _parse_bool(s: str) -> bool:
@@ -25,10 +28,29 @@ def _parse_bool(s: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected a boolean, got {s!r}")
 
 
+class _Parser(argparse.ArgumentParser):
+    """No prefix matching (``--num-env`` is not ``--num-envs``), and an error is two lines: the
+    problem with a "did you mean" for a misspelt option, then where the full list is; not the
+    whole usage block."""
+
+    def __init__(self, **kw):
+        super().__init__(allow_abbrev=False, formatter_class=argparse.ArgumentDefaultsHelpFormatter, **kw)
+
+    def error(self, message):
+        known = [o for a in self._actions for o in a.option_strings if o.startswith("--")]
+        hints = []
+        if message.startswith("unrecognized arguments:"):
+            for tok in message.split(":", 1)[1].split():
+                close = difflib.get_close_matches(tok.split("=")[0], known, n=1, cutoff=0.6)
+                if tok.startswith("--") and close:
+                    hints.append(f"{tok.split('=')[0]}: did you mean {close[0]}?")
+        self.exit(2, f"{self.prog}: error: {message}" + "".join(f"\n  {h}" for h in hints)
+                  + f"\n(`{self.prog} --help` lists every setting)\n")
+
+
 def parse(cls, argv=None, description: str = ""):
     """Parse ``argv`` into an instance of the dataclass ``cls``."""
-    p = argparse.ArgumentParser(description=description,
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = _Parser(description=description)
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
         typ = hints[f.name]
@@ -45,10 +67,13 @@ def parse(cls, argv=None, description: str = ""):
             kw.update(type=inner)
         else:
             kw.update(type=typ)
+        if f.metadata.get("choices"):
+            kw.update(choices=f.metadata["choices"])
         p.add_argument("--" + f.name.replace("_", "-"), **kw)
         if typ is bool:  # --no-resume as well as --resume false
+            # no default of its own: the help would read "(default: True)" beside a switch-off
             p.add_argument("--no-" + f.name.replace("_", "-"), dest=f.name, action="store_false",
-                           help=f"same as --{f.name.replace('_', '-')} false")
+                           default=argparse.SUPPRESS, help=f"same as --{f.name.replace('_', '-')} false")
     ns = p.parse_args(argv)
     vals = vars(ns)
     for f in dataclasses.fields(cls):

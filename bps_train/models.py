@@ -12,6 +12,9 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 
+from bps_runtime.tasks import task_spec
+from bps_runtime.tasks.spec import GoalEncoderArgs
+
 
 class SqueezeExcite(nn.Module):
     def __init__(self, ch: int, reduction: int = 8):
@@ -104,14 +107,21 @@ def _fp32(x):
     return torch.autocast(x.device.type, enabled=False)
 
 
+def _cnn(in_channels: int, width: int, hidden: int, resolution) -> "SEResNet9":
+    """An SE-ResNet-9 with its lazy layer materialized (parameters known up front)."""
+    net = SEResNet9(in_channels, width, hidden)
+    with torch.no_grad():
+        net(torch.zeros(1, in_channels, *resolution))
+    return net
+
+
 class Policy(nn.Module):
     """Observations -> (action logits, value, next recurrent state).
 
     ``visual``: [N, H, W, C] float (depth normalized 0..1) or uint8 RGB; ``goal``: the task's goal
-    input (``task``): PointNav the pointgoal [N, 2] (rho, -phi); ObjectNav [N, 4] (objectgoal
-    category id, compass, gps x2: habitat-baselines' ObjectNav inputs, the category through an
-    embedding, compass as (cos, sin)); ImageNav the goal image [N, H, W, 3] uint8, encoded by
-    the visual encoder (RGB; a second SE-ResNet-9 when the agent sees depth). ``prev_action``:
+    input (``task``'s ``TaskSpec.goal_input``: PointNav the pointgoal, ObjectNav (category,
+    compass, gps), ImageNav the goal image), encoded by the task's ``TaskSpec.goal_encoder``
+    (bps_runtime/tasks/goal_encoders.py; it may reuse the visual encoder). ``prev_action``:
     [N] long (-1 at episode start); ``state``: (h, c) [1, N, hidden].
     """
 
@@ -119,23 +129,12 @@ class Policy(nn.Module):
                  resolution: tuple[int, int] = (64, 64), task: str = "pointnav", num_categories: int = 64):
         super().__init__()
         self.task = task
-        self.encoder = SEResNet9(in_channels, width, hidden)
-        with torch.no_grad():  # materialize the lazy layer so parameters are known up front
-            self.encoder(torch.zeros(1, in_channels, *resolution))
-        if task == "objectnav":
-            self.category = nn.Embedding(num_categories, 32)
-            self.compass = nn.Linear(2, 32)
-            self.gps = nn.Linear(2, 32)
-            goal_dim = 96
-        elif task == "imagenav":
-            if in_channels != 3:
-                self.goal_encoder = SEResNet9(3, width, hidden)
-                with torch.no_grad():
-                    self.goal_encoder(torch.zeros(1, 3, *resolution))
-            goal_dim = hidden
-        else:
-            self.goal = nn.Linear(3, 32)
-            goal_dim = 32
+        self.encoder = _cnn(in_channels, width, hidden, resolution)
+        # the task's goal encoder (bps_runtime.tasks: TaskSpec.goal_encoder), built here so the
+        # parameters are initialised in the same order as the visual encoder's
+        self.goal_encoder = task_spec(task).goal_encoder(GoalEncoderArgs(
+            in_channels, hidden, width, tuple(resolution), num_categories, lambda c: _cnn(c, width, hidden, resolution)))
+        goal_dim = self.goal_encoder.out_dim
         self.prev_action = nn.Embedding(num_actions + 1, 32)
         self.rnn = nn.LSTM(hidden + goal_dim + 32, hidden)
         self.actor = nn.Linear(hidden, num_actions)
@@ -151,16 +150,7 @@ class Policy(nn.Module):
         return (z, z.clone())
 
     def goal_features(self, goal):
-        if self.task == "objectnav":
-            cat = goal[:, 0].long().clamp(0, self.category.num_embeddings - 1)
-            c = goal[:, 1:2]
-            return torch.cat([self.category(cat), self.compass(torch.cat([torch.cos(c), torch.sin(c)], 1)),
-                              self.gps(goal[:, 2:4])], 1)
-        if self.task == "imagenav":
-            enc = getattr(self, "goal_encoder", self.encoder)
-            return enc(goal.float().permute(0, 3, 1, 2) / 255.0)
-        rho, phi = goal[:, 0:1], goal[:, 1:2]
-        return F.relu(self.goal(torch.cat([rho, torch.cos(phi), torch.sin(phi)], 1)))
+        return self.goal_encoder(goal, self.encoder)
 
     def features(self, visual, goal, prev_action):
         if visual.dtype == torch.uint8:

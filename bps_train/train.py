@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bps_runtime.tasks import TASKS
 from bps_train.args import arg, check_minimums, parse, writable_dir
 from bps_train.lazy import lazy
 
@@ -46,7 +47,7 @@ Rollout, gae, ppo_loss = (lazy("bps_train.ppo", n) for n in ("Rollout", "gae", "
 class Args:
     dataset: str = arg("demo_out/manifest.json", "dataset manifest written by `bps-assets preprocess` / `demo`")
     split: str = arg("train", "scene subset to train on")
-    task: str = arg("pointnav", "pointnav, objectnav or imagenav (habitat-lab's rules and defaults)")
+    task: str = arg("pointnav", "the navigation task (habitat-lab's rules and defaults)", choices=TASKS)
     episodes: str = arg("sample", "training episodes: sample (fresh, habitat-lab's rules), dataset (the split's "
                                   "PointNav files) or a habitat v1 split file (ObjectNav: its ObjectNav v1 file)")
     eval: str = arg("", "evaluate this checkpoint (or 'random': a uniform random policy; 'stop': STOP at once) "
@@ -170,28 +171,23 @@ def visual_of(obs, sensor):
 
 
 def goal_of(obs, task: str):
-    """The task's goal input of the policy (``Policy``): pointgoal; (objectgoal, compass, gps);
-    the goal image."""
-    if task == "objectnav":
-        return torch.cat([obs["objectgoal"].float(), obs["compass"], obs["gps"]], 1)
-    if task == "imagenav":
-        return obs["imagegoal"]
-    return obs["pointgoal"]
+    """The task's goal input of the policy (``Policy``; ``TaskSpec.goal_input``)."""
+    from bps_runtime.tasks import task_spec
+
+    return task_spec(task).goal_input(obs)
 
 
 def goal_spec(args):
-    """(shape, dtype) of one env's goal input."""
-    if args.task == "objectnav":
-        return (4,), torch.float32
-    if args.task == "imagenav":
-        return (args.resolution, args.resolution, 3), torch.uint8
-    return (2,), torch.float32
+    """(shape, dtype) of one env's goal input (``TaskSpec.goal_input_spec``)."""
+    from bps_runtime.tasks import task_spec
+
+    return task_spec(args.task).goal_input_spec((args.resolution, args.resolution))
 
 
 def num_actions(task: str) -> int:
-    from bps_runtime.tasks import task_module
+    from bps_runtime.tasks import task_spec
 
-    return task_module(task).NUM_ACTIONS
+    return task_spec(task).num_actions
 
 
 def build_policy(args, device):
@@ -484,6 +480,7 @@ def evaluate(args) -> dict:
     env = make_envs(args, args.eval_split, n, args.seed + 10_000, source, double_buffer=False)
     if recorder is not None:
         recorder.goals_for = env.episode_goals   # each video's goal (ObjectNav's objects, ImageNav's image)
+        recorder.action_names = env.ACTIONS
     k_actions = env.num_actions
     if args.eval_episodes_file:
         want = min(want, sum(len(v) for v in env.world.episodes.episodes_by_scene.values()))
@@ -512,7 +509,7 @@ def evaluate(args) -> dict:
                 obs, reward, done, info = env.step(action.to(env.device))
                 frames += n
                 if recorder is not None:
-                    recorder.step(obs, done, info)
+                    recorder.step(obs, done, info, actions=action)
                 done = done.to(device)
                 prev = torch.where(done, torch.full_like(action, -1), action.to(device))
                 not_done = ~done
@@ -615,6 +612,25 @@ def trim_log(path: Path, last_update: int) -> None:
             w.writerows(keep)
             f.write(text.getvalue().encode())
         atomic_write(path, write, overwrite=True)
+
+
+ETA_AFTER = 3   # updates of this run timed before the expected duration is printed
+
+
+def duration_text(seconds: float) -> str:
+    """``3 h 25 min``, ``12 min``, ``40 s``."""
+    s = round(seconds)
+    if s >= 3600:
+        return f"{s // 3600} h {s % 3600 // 60:02d} min"
+    return f"{s // 60} min" if s >= 60 else f"{s} s"
+
+
+def eta_line(update: int, num_updates: int, frames_run: int, elapsed: float, batch: int) -> str:
+    """The expected duration of the rest of a run, from this run's frames per second so far."""
+    fps = frames_run / max(elapsed, 1e-9)
+    left = (num_updates - update) * batch
+    return (f"expected duration: {num_updates - update} more update(s), {left:,} frames at {fps:.0f} frames/s: "
+            f"about {duration_text(left / max(fps, 1e-9))} more (--total-steps sets the length)")
 
 
 class Log:
@@ -747,6 +763,8 @@ def train(args) -> dict:
             frames_run += batch
             if rank == 0 and args.capture_graph and frames_run == batch:
                 print(f"step graph: {env.capture_status}", flush=True)
+            if rank == 0 and frames_run == ETA_AFTER * batch and update < num_updates:
+                print(eta_line(update, num_updates, frames_run, time.perf_counter() - t_start, batch), flush=True)
 
             # ---- log (episode stats summed over ranks) and checkpoint
             if update % args.log_every == 0 or update == num_updates:

@@ -1,18 +1,17 @@
 """Episode videos over any bps_runtime env, drawn from its public API (habitat's generate_video).
 
 ``EpisodeRecorder`` watches envs of a running env: call ``reset(obs, info)`` after ``env.reset()``
-(``info = env.last_info``), ``step(obs, done, info)`` after each ``step``/``recv``, ``close()`` at
-the end. It keeps each watched env's sensors, pose and ``distance_to_goal``; when an episode
-ends (``done``: the observation is then the next episode's first, as in habitat-baselines) a
-background thread draws one frame per step taken (L actions, L frames) and writes
-``DIR/episode=ID-scene=S-success=..-spl=..mp4`` and a ``.json`` of positions (a ``bps-assets
-preview --agent-path`` input). A frame: the sensors side by side (scaled by a whole factor:
-exact copies of the observations; ImageNav's goal image after them), the top-down map of the
-agent's floor (goal, shortest path, path so far, agent), a strip with the step, distance to goal
-and, last, success and SPL (``info["episode"]``). The goal: ``goals_for(env ids)``
-(``env.episode_goals``: the goal point, ImageNav's heading, ObjectNav's goal objects and view
-points, drawn by ``topdown.draw_episode`` as ``bps-assets preview --episodes`` draws them), else
-PointNav's first ``pointgoal`` inverted (at the agent's y), else none.
+(``info = env.last_info``), ``step(obs, done, info, actions=)`` after each ``step``/``recv``,
+``close()`` at the end. When an episode ends (``done``: the observation is then the next
+episode's first, as in habitat-baselines) a background thread draws one frame per step taken
+(L actions, L frames) and writes ``DIR/episode=ID-scene=S-success=..-spl=..mp4`` and a ``.json``
+of positions and actions (a ``bps-assets preview --agent-path`` input). A frame: the sensors
+side by side (scaled by a whole factor: exact copies of the observations; ImageNav's goal image
+after them), the top-down map of the agent's floor (goal, shortest path, path so far, agent) at
+the frame's full height, and under the sensors the step, the goal (ObjectNav's category) and the
+distance to it, the action taken from the frame and, last, success and SPL. The goal:
+``goals_for(env ids)`` (``env.episode_goals``, drawn by ``topdown.draw_episode`` as ``bps-assets
+preview --episodes`` draws it), else PointNav's first ``pointgoal`` inverted, else none.
 """
 from __future__ import annotations
 
@@ -30,17 +29,21 @@ from bps_train.video_io import DEFAULTS as VIDEO_DEFAULTS, VideoOptions, write_v
 
 SENSORS = ("rgb", "depth", "semantic")   # drawn in this order when the env has them
 GOAL_IMAGE = "imagegoal"                 # ImageNav's goal image: a panel after the sensors
-LABEL_H, TEXT_H = 14, 30                 # px above the panels (sensor names) / below (metrics)
+LABEL_H, LINE_H = 14, 14                 # px above the panels (sensor names); per line of text below
+TEXT_LINES = 4                           # step; goal and distance; action; success and SPL
+TEXT_H = TEXT_LINES * LINE_H + 2
 MAP_KINDS = ("shortest_path", "agent_path", "start", "goal", "agent")   # + view_point (ObjectNav)
 
 
 @dataclass(frozen=True)
 class FrameOptions:
     """Frame layout: each sensor panel is ``panel`` px square at most (the observation scaled by
-    the largest whole factor that fits); the map panel is ``map_width`` x panel px."""
+    the largest whole factor that fits); the map panel is ``map_width`` px wide and the frame's
+    height (its map, under the title and above the scale bar and legend, >= 256 px on its long
+    side at the defaults)."""
 
     panel: int = 256
-    map_width: int = 256
+    map_width: int = 320
     max_depth_m: float = 10.0   # depth in metres (normalize_depth=False) is drawn 0..this
 
 
@@ -126,10 +129,11 @@ class FrameLayout:
 
 
 class _Episode:
-    __slots__ = ("obs", "pos", "rot", "dist", "scene", "goal", "goals", "goal_image")
+    __slots__ = ("obs", "pos", "rot", "dist", "scene", "goal", "goals", "goal_image", "actions")
 
     def __init__(self, scene):
         self.obs, self.pos, self.rot, self.dist, self.scene, self.goal = [], [], [], [], scene, None
+        self.actions = []   # actions[t]: taken from frame t (the last one ends the episode)
         self.goals = self.goal_image = None   # goals_for's dict of the episode; ImageNav's goal image
 
 
@@ -140,17 +144,20 @@ class EpisodeRecorder:
     at once, in ``step``), overlapping the env and the policy; ``close()`` waits for those
     writes and raises the first error. ``written`` lists the files written so far, in order.
     ``goals_for``: env ids -> their running episodes' goal dicts (``env.episode_goals``; settable
-    after construction), called when a watched env starts an episode.
+    after construction), called when a watched env starts an episode. ``action_names``: the env's
+    ``ACTIONS`` (settable too), for the actions given to ``step``.
     """
 
     def __init__(self, out_dir, episodes: int, navmesh_for=None, *, watch: int | None = None,
                  normalized_depth: bool = True, frame: FrameOptions = DEFAULTS,
-                 video: VideoOptions = VIDEO_DEFAULTS, background: bool = True, goals_for=None):
+                 video: VideoOptions = VIDEO_DEFAULTS, background: bool = True, goals_for=None,
+                 action_names=()):
         from concurrent.futures import ThreadPoolExecutor
 
         self.out_dir, self.want = Path(out_dir), int(episodes)
         self.navmesh_for = navmesh_for or (lambda scene_id: None)
         self.goals_for = goals_for
+        self.action_names = tuple(action_names)   # the env's ``ACTIONS``: the strip names each action
         self.watch = self.want if watch is None else int(watch)
         self.normalized_depth, self.frame_options, self.video_options = normalized_depth, frame, video
         self.written: list[Path] = []
@@ -183,15 +190,17 @@ class EpisodeRecorder:
         self._live.clear()
         self._take(obs, info, np.zeros(len(info["env_id"]), bool), start=True)
 
-    def step(self, obs, done, info):
+    def step(self, obs, done, info, actions=None):
         """After a ``step``/``recv``: append the watched envs' step; write the episodes that
-        ended (``done``) and start recording their next ones."""
+        ended (``done``) and start recording their next ones. ``actions``: the actions sent for
+        this step, one per row of ``info["env_id"]`` (shown in the frames they were taken from)."""
         if self.finished:
             return
-        self._take(obs, info, np.asarray(_host(done), bool).reshape(-1))
+        self._take(obs, info, np.asarray(_host(done), bool).reshape(-1),
+                   actions=None if actions is None else _host(actions).reshape(-1))
 
     # ---------------------------------------------------------------------------- internals
-    def _take(self, obs, info, done, start=False):
+    def _take(self, obs, info, done, start=False, actions=None):
         ids = _host(info["env_id"]).reshape(-1)
         rows = [k for k, e in enumerate(ids) if int(e) < self.watch]
         if not rows:
@@ -203,6 +212,8 @@ class EpisodeRecorder:
         scenes = info["scene_id"]
         for j, k in enumerate(rows):
             e = int(ids[k])
+            if actions is not None and e in self._live:   # taken from the last frame recorded
+                self._live[e].actions.append(int(actions[k]))
             if done[k] and e in self._live and not self.finished:
                 self._finish(self._live.pop(e), info["episode"], k)
             if self.finished:
@@ -246,6 +257,7 @@ class EpisodeRecorder:
                "goal": None if ep.goal is None else ep.goal.tolist(),
                **({} if ep.goals is None else {"goals": _goal_summary(ep.goals)}),
                "positions": positions.tolist(), "rotations": np.array(ep.rot).tolist(),
+               **({"actions": [self._action_name(a) for a in ep.actions]} if ep.actions else {}),
                "video": path.name}
         from bps_assets.container import atomic_write
 
@@ -277,7 +289,7 @@ class EpisodeRecorder:
             title = f"{meta['scene_id']}, floor {tdm.shown[0]}: y={tdm.levels[tdm.shown[0]]:.2f} m"
             # labels, scale bar and legend drawn once; each frame replaces the map area only
             decorated = np.asarray(canvas.image(kinds=_map_kinds(canvas), title=title))
-            mh, mw = min(decorated.shape[0], layout.panel_h + LABEL_H), min(decorated.shape[1], layout.map_w)
+            mh, mw = min(decorated.shape[0], layout.height), min(decorated.shape[1], layout.map_w)
             base[:mh, layout.map_x:layout.map_x + mw] = decorated[:mh, :mw]
             area = slice(HEADER, min(tdm.height, mh)), slice(0, mw)
         L = len(ep.obs)
@@ -290,7 +302,7 @@ class EpisodeRecorder:
                 rgb = sensor_rgb(s, ep.obs[t][s], self.normalized_depth, self.frame_options.max_depth_m)
                 f[y0:y1, x0:x1].reshape(rgb.shape[0], k, rgb.shape[1], k, 3)[:] = rgb[:, None, :, None, :]
             if t == 0:
-                strip_bg = f[layout.height - TEXT_H:].copy()
+                strip_bg = f[layout.height - TEXT_H:, :layout.map_x].copy()
             if canvas is not None:
                 if t:
                     canvas.path(np.array(ep.pos[t - 1:t + 1]), "agent_path")
@@ -298,13 +310,23 @@ class EpisodeRecorder:
                 f[area[0], layout.map_x:layout.map_x + mw] = np.asarray(c.im)[area]
             strip = Image.fromarray(strip_bg.copy())
             d = ImageDraw.Draw(strip)
-            last = t == L - 1
-            d.text((4, 2), f"episode {meta['episode_id']}  step {t + 1}/{L}  distance to goal "
-                           f"{(meta['distance_to_goal'] if last else ep.dist[t]):.2f} m", fill=(0, 0, 0), font=font)
-            d.text((4, 16), f"success {meta['success']:.0f}  SPL {meta['spl']:.2f}" if last else
-                   "success -  SPL -  (known at the end)", fill=(0, 0, 0), font=font)
-            f[layout.height - TEXT_H:] = np.asarray(strip)
+            for i, line in enumerate(self.strip_lines(ep, meta, t)):
+                d.text((4, 2 + i * LINE_H), line, fill=(0, 0, 0), font=font)
+            f[layout.height - TEXT_H:, :layout.map_x] = np.asarray(strip)
             yield f
+
+    def _action_name(self, a: int) -> str:
+        return self.action_names[a] if 0 <= a < len(self.action_names) else str(a)
+
+    def strip_lines(self, ep: _Episode, meta: dict, t: int) -> list[str]:
+        """The text under the sensors in frame ``t``: step, goal and distance, action, outcome."""
+        last = t == len(ep.obs) - 1
+        dist = meta["distance_to_goal"] if last else ep.dist[t]
+        action = self._action_name(ep.actions[t]) if t < len(ep.actions) else "-"
+        return [f"episode {meta['episode_id']}  step {t + 1}/{len(ep.obs)}",
+                f"goal: {_goal_text(ep)}  distance {dist:.2f} m",
+                f"action: {action}",
+                f"success {meta['success']:.0f}  SPL {meta['spl']:.2f}" if last else "success -  SPL -  (at the end)"]
 
     def episode_map(self, scene_id: str, start, layout: FrameLayout):
         """The ``TopDownMap`` a video of an episode of ``scene_id`` starting at ``start`` draws on
@@ -324,7 +346,7 @@ class EpisodeRecorder:
         if tdm is None:   # the largest map (any m/px: the scale bar states it) that fits the panel
             lo, hi = nav.bounds()
             ext = hi - lo + 2 * MapOptions.margin_m
-            room_h, foot = layout.panel_h + LABEL_H, 0
+            room_h, foot = layout.height, 0
             for _ in range(4):
                 mpp = 1.001 * max(ext[0] / (layout.map_w - 2 * MARGIN), ext[2] / max(8, room_h - HEADER - MARGIN - foot))
                 tdm = TopDownMap(nav, MapOptions(metres_per_pixel=mpp, floors=(floor,), line_width=1))
@@ -351,6 +373,18 @@ class EpisodeRecorder:
         else:
             c.episode(start)
         return c
+
+
+def _goal_text(ep: _Episode) -> str:
+    """What the agent looks for: ObjectNav's category, ImageNav's image, else the goal point."""
+    g = ep.goals or {}
+    if g.get("object_category"):
+        return str(g["object_category"])
+    if ep.goal_image is not None:
+        return "the goal image"
+    if ep.goal is not None:
+        return f"point ({ep.goal[0]:.1f}, {ep.goal[2]:.1f})"
+    return "-"
 
 
 def _map_kinds(canvas) -> tuple:

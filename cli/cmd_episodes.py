@@ -1,6 +1,8 @@
-"""`bps-assets episodes`: PointNav or ObjectNav episodes (habitat v1 layouts) from navmeshes."""
+"""`bps-assets episodes`: PointNav, ObjectNav or InstanceImageNav episodes (habitat's layouts) from
+navmeshes."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -15,10 +17,13 @@ from bps_assets.errors import BpsError, OutputExistsError
 from bps_assets.nav import episodes as ep
 from bps_assets.nav import objectnav_episodes as on
 from bps_assets.nav.indoor import episode_islands
+from bps_assets.nav import instance_imagenav_episodes as iin_episodes
+from bps_assets.nav.instance_imagenav_files import write_instance_imagenav_dataset
 from bps_assets.nav.objectnav_files import write_objectnav_dataset
 
 D = ep.DEFAULTS
-TASKS = ("pointnav", "objectnav")
+TASKS = ("pointnav", "objectnav", "instance_imagenav")
+SEMANTIC_TASKS = ("objectnav", "instance_imagenav")   # goals are objects: need the packed scene
 
 
 # stripped from the end of a NAVFILE's name, repeatedly: Allensville.navmesh.bps -> Allensville
@@ -38,15 +43,16 @@ def navmesh_scene_name(path: Path) -> str:
     return name if name != path.name else path.stem
 
 
-def preprocess_scene_ids(navfiles) -> dict[Path, str]:
-    """habitat's ``scene_id`` of each NAVFILE that ``bps-assets preprocess`` wrote (OUT/navmeshes/
-    beside OUT/manifest.json): the scan's path under the source root, as the manifest records it
-    (``hm3d/val/00800-ID/ID.basis.glb``), which no --dataset rule can rebuild from the name. A
-    NAVFILE elsewhere, or an unreadable manifest, is left to --dataset."""
+def preprocess_entries(navfiles) -> dict[Path, dict]:
+    """``{"scene_id", "subset"}`` of each NAVFILE that ``bps-assets preprocess`` wrote (OUT/navmeshes/
+    beside OUT/manifest.json), as its manifest records them. ``scene_id`` is habitat's: the scan's
+    path under the source root (``hm3d/val/00800-ID/ID.basis.glb``), which no --dataset rule can
+    rebuild from the name. A NAVFILE elsewhere, or an unreadable manifest, is absent (left to
+    --dataset)."""
     from bps_assets.pipeline.manifest import load_manifest
 
-    out: dict[Path, str] = {}
-    by_nav: dict[Path, dict[Path, str]] = {}
+    out: dict[Path, dict] = {}
+    by_nav: dict[Path, dict[Path, dict]] = {}
     for p in navfiles:
         root = Path(p).resolve().parent.parent
         if root not in by_nav:
@@ -59,12 +65,27 @@ def preprocess_scene_ids(navfiles) -> dict[Path, str]:
                 for e in (man.doc.get("scenes") or {}).values():
                     nav = ((e.get("outputs") or {}).get("navmesh") or {}).get("path")
                     src = ((e.get("sources") or {}).get("scene") or {}).get("path")
-                    if nav and src:
-                        by_nav[root][Path(man.resolve(nav)).resolve()] = src
-        sid = by_nav[root].get(Path(p).resolve())
-        if sid:
-            out[Path(p)] = sid
+                    if nav:
+                        by_nav[root][Path(man.resolve(nav)).resolve()] = {"scene_id": src,
+                                                                         "subset": e.get("subset")}
+        entry = by_nav[root].get(Path(p).resolve())
+        if entry:
+            out[Path(p)] = entry
     return out
+
+
+_SUBSETS = ("train", "val", "test")
+
+
+def split_navfiles(navfiles, entries: dict, split: str) -> tuple[list, list]:
+    """(kept, left out): a NAVFILE whose preprocess manifest puts its scene in another of the
+    train / val / test subsets than ``split`` is left out, so val episodes are never made on
+    train scenes; NAVFILEs without a manifest, and split names other than those three, keep all."""
+    def other(p):
+        sub = entries.get(Path(p), {}).get("subset")
+        return split in _SUBSETS and sub in _SUBSETS and sub != split
+
+    return [p for p in navfiles if not other(p)], [p for p in navfiles if other(p)]
 
 
 def _scene_episodes(path: Path, name: str, dataset: str, per_scene: int, seed: int, opts,
@@ -76,11 +97,18 @@ def _scene_episodes(path: Path, name: str, dataset: str, per_scene: int, seed: i
     nm = open_navmesh(path)  # the file's magic bytes say which reader
     stats: dict = {}
     sid, sseed = scene_id or ep.habitat_scene_id(dataset, name), ep.scene_seed(seed, name)
-    if task == "objectnav":
+    if task in SEMANTIC_TASKS:
         v, t, tri_object, table = on.semantic_scene(packed)
         st = Counter()
-        out = on.objectnav_scene(nm, v, t, tri_object, table, sid, per_scene, sseed, categories,
-                                 on.ObjectNavOptions(all_islands=opts.all_islands), stats=st)
+        if task == "objectnav":
+            out = on.objectnav_scene(nm, v, t, tri_object, table, sid, per_scene, sseed, categories,
+                                     on.ObjectNavOptions(all_islands=opts.all_islands), stats=st)
+        else:
+            io = iin_episodes.DEFAULTS
+            io = dataclasses.replace(io, objectnav=dataclasses.replace(io.objectnav, all_islands=opts.all_islands))
+            out = iin_episodes.instance_imagenav_scene(nm, v, t, tri_object, table, sid, per_scene, sseed,
+                                                       None if categories is None else list(categories),
+                                                       io, stats=st)
         stats.update(st)
         stats["targets"] = st["starts"]
         stats["where"] = ep.where_episodes_start(nm, episode_islands(nm, opts.all_islands), out.episodes,
@@ -134,29 +162,46 @@ def _write_objectnav(out_dir, split, by_scene, overwrite):
 @click.option("--goal-radius", type=float, default=D.goal_radius, show_default=True,
               help="goals[].radius written (habitat-lab's generator writes 0.2)")
 @click.option("--task", type=click.Choice(TASKS), default="pointnav", show_default=True,
-              help="pointnav, or objectnav (needs each scene's packed scene with semantics)")
+              help="pointnav, or objectnav / instance_imagenav (need each scene's packed scene with "
+                   "semantics)")
 @click.option("--scenes", "scenes_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="objectnav: folder of the packed scenes NAME.bps [default: NAVFILE's ../scenes, "
+              help="objectnav / instance_imagenav: folder of the packed scenes NAME.bps [default: "
+                   "NAVFILE's ../scenes, "
                    "the preprocess layout]")
 @click.option("--categories", default="hm3d", show_default=True,
-              help="objectnav goal categories: hm3d (chair, bed, plant, toilet, tv_monitor, sofa), "
+              help="objectnav / instance_imagenav goal categories: hm3d (chair, bed, plant, toilet, "
+                   "tv_monitor, sofa), "
                    "all (every named category), or a comma-separated list (task ids in order)")
 @click.option("--all-islands", is_flag=True, default=D.all_islands,
               help="start and end episodes on any island (default: the largest indoor one, as "
                    "habitat's newer generators; docs/NAVMESH.md section 9)")
 @click.option("--overwrite", is_flag=True, help="replace an existing split")
 @click.option("--json", "as_json", is_flag=True, help="print per-scene statistics as JSON")
+@click.option("--any-subset", is_flag=True,
+              help="use every NAVFILE (default: leave out those a preprocess manifest puts in another "
+                   "subset than --split, e.g. train scenes from --split val)")
 def episodes_cmd(navfiles, out_dir, split, per_scene, seed, dataset, goal_radius, task, scenes_dir,
-                 categories, all_islands, overwrite, as_json):
+                 categories, all_islands, overwrite, as_json, any_subset):
     """Generate PointNav or ObjectNav episodes with habitat-lab's rules from NAVFILE... (packed
     navmeshes or habitat .navmesh files; the scene name is the file name without its navmesh
-    suffixes: Allensville.navmesh.bps and Allensville.navmesh are scene Allensville). ObjectNav
-    reads each scene's objects from its packed scene (--scenes) and writes habitat's ObjectNav
-    v1 layout (goals_by_category, view points, category maps; docs/TASKS.md).
+    suffixes: Allensville.navmesh.bps and Allensville.navmesh are scene Allensville), or
+    InstanceImageNav episodes. ObjectNav and InstanceImageNav read each scene's objects from its
+    packed scene (--scenes) and write habitat's ObjectNav v1 layout (goals_by_category, view
+    points, category maps) or InstanceImageNav-v1 layout (goals with view points and goal
+    cameras; docs/TASKS.md).
 
     A scene that cannot give episodes is reported on one line and the others are still
     written; the exit status is non-zero if any scene failed.
     """
+    entries = preprocess_entries(navfiles)
+    navfiles, left_out = (navfiles, []) if any_subset else split_navfiles(navfiles, entries, split)
+    if left_out:
+        what = ", ".join(f"{navmesh_scene_name(p)} ({entries[Path(p)]['subset']})" for p in left_out[:8])
+        click.echo(f"left out {len(left_out)} scene(s) that the manifest puts in another subset than "
+                   f"{split}: {what}{' ...' if len(left_out) > 8 else ''} (--any-subset keeps them)", err=True)
+        if not navfiles:
+            raise click.UsageError(f"no NAVFILE belongs to the {split} subset of its manifest "
+                                   "(--any-subset to use them anyway)")
     names = [navmesh_scene_name(p) for p in navfiles]
     dup = {n for n in names if names.count(n) > 1}
     if dup:
@@ -165,9 +210,9 @@ def episodes_cmd(navfiles, out_dir, split, per_scene, seed, dataset, goal_radius
     if target.exists() and not overwrite:  # fail before the (slow) generation
         raise OutputExistsError(target, "already exists (pass --overwrite to replace the split)")
     opts = ep.EpisodeOptions(goal_radius=goal_radius, all_islands=all_islands)
-    cats = _category_map(categories) if task == "objectnav" else None
+    cats = _category_map(categories) if task in SEMANTIC_TASKS else None
     by_scene, report, failed = {}, [], []
-    scene_ids = preprocess_scene_ids(navfiles)
+    scene_ids = {p: e["scene_id"] for p, e in entries.items() if e["scene_id"]}
     for path, name in zip(navfiles, names):
         packed = (scenes_dir or path.resolve().parent.parent / "scenes") / f"{name}.bps"
         # one scene that cannot give episodes must not cost the others theirs
@@ -186,12 +231,14 @@ def episodes_cmd(navfiles, out_dir, split, per_scene, seed, dataset, goal_radius
             report.append({"scene": name, **stats})
             if not as_json:
                 click.echo(f"{name}: {stats['episodes']} episodes from {stats['targets']} "
-                           f"{'starts' if task == 'objectnav' else 'targets'} in {stats['seconds']:.1f} s; "
+                           f"{'starts' if task in SEMANTIC_TASKS else 'targets'} in {stats['seconds']:.1f} s; "
                            f"{stats['where']}")
             continue
         click.echo(f"error: {name}: {failed[-1]['error']}", err=True)
-    write = _write_objectnav if task == "objectnav" else \
-        (lambda o, sp, b, overwrite: ep.write_pointnav_dataset(o, sp, b, overwrite=overwrite))
+    write = {"objectnav": _write_objectnav,
+             "instance_imagenav": lambda o, sp, b, overwrite: write_instance_imagenav_dataset(
+                 o, sp, b, overwrite=overwrite)}.get(
+        task, lambda o, sp, b, overwrite: ep.write_pointnav_dataset(o, sp, b, overwrite=overwrite))
     written = write(out_dir, split, by_scene, overwrite=overwrite) if by_scene else []
     if as_json:
         click.echo(json.dumps({"split_file": str(written[0]) if written else None, "scenes": report,

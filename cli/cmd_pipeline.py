@@ -75,6 +75,10 @@ def datasets_cmd(name, split, as_json):
 
 # ------------------------------------------------------------------------------ preprocess
 
+_SRC_TAKES = ("preprocess takes a dataset's source root (with --dataset NAME), a folder of scans, or a "
+              "habitat *.scene_dataset_config.json")
+
+
 def _source_and_dataset(src_root, dataset):
     """SRC may be a habitat *.scene_dataset_config.json: it names the dataset (its stages) and
     its folder is the source root. Without --dataset, a folder that has no known dataset's
@@ -83,12 +87,16 @@ def _source_and_dataset(src_root, dataset):
         if dataset is not None:
             raise click.UsageError("SRC is a scene dataset config, which names the dataset: drop --dataset")
         return os.path.dirname(os.path.abspath(src_root)), os.path.abspath(src_root)
+    if not os.path.exists(src_root):
+        raise click.UsageError(f"SRC {src_root}: no such file or folder; {_SRC_TAKES}")
+    if os.path.isfile(src_root):
+        raise click.UsageError(f"SRC {src_root} is a file; {_SRC_TAKES} (one scan: `bps-assets convert` "
+                               "and `bps-assets navmesh`, or put it in a folder of its own)")
     if dataset is None:
         known = [n for n in ds_mod.list_datasets() if os.path.isdir(os.path.join(src_root, n))
                  or os.path.basename(os.path.abspath(src_root)) == n]
-        if known or not os.path.isdir(src_root):
-            raise click.UsageError("--dataset is required" + (f" (SRC has the {known[0]} layout: --dataset {known[0]})"
-                                                               if known else ""))
+        if known:
+            raise click.UsageError(f"--dataset is required (SRC has the {known[0]} layout: --dataset {known[0]})")
         # a folder of scans of no known dataset: every scan under it, one subset
         return src_root, ds_mod.scan_folder_name(src_root)
     return src_root, dataset

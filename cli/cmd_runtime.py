@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sys
 import threading
 import time
 
@@ -65,13 +66,18 @@ def _heartbeat(what: str):
 @click.option("--task", type=click.Choice(TASKS), default=DEFAULTS.task,
               show_default=True, help="the task (its defaults; episodes sampled)")
 @click.option("--json", "as_json", is_flag=True, help="print the results as JSON on stdout")
+@click.option("--check", is_flag=True,
+              help="exit 1 when a goal is missed (FAIL); without it the bench is a measurement and exits 0")
 def bench_cmd(manifest, num_envs, scenes, resolution, steps, swap_every, renderer, device, threads, count_steps,
-              capture_graph, pipelined_steps, rgb, split, seed, task, as_json):
+              capture_graph, pipelined_steps, rgb, split, seed, task, as_json, check):
     """Benchmark the batched PointNav env on a preprocessed dataset (MANIFEST: manifest.json):
     env step fps vs render-only fps, step-time tail with scene swaps, loads waited for, peak RSS
     (random actions; one process; see cli/env_bench.py), then torch ops, Warp launches and
-    host syncs per step; each goal line ends in PASS or FAIL. ``--task``: ObjectNav / ImageNav."""
-    from cli.env_bench import BenchOptions, run
+    host syncs per step; each goal line ends in PASS or FAIL. ``--task``: ObjectNav / ImageNav.
+
+    A measurement: timings depend on the machine's load, and a missed goal exits 0 unless
+    ``--check``."""
+    from cli.env_bench import BenchOptions, missed_goals, report_lines, run
 
     opts = BenchOptions(num_envs=num_envs, scenes=scenes, resolution=resolution, steps=steps,
                         swap_every=swap_every, renderer=renderer, device=device, threads=threads,
@@ -81,8 +87,19 @@ def bench_cmd(manifest, num_envs, scenes, resolution, steps, swap_every, rendere
     with _heartbeat(f"bench: {num_envs} envs x {steps} timed steps on {device}, then {count_steps} counted "
                     f"steps"):
         res = run(manifest, opts, echo=echo, progress=lambda line: click.echo(f"  {line}", err=True))
+    missed = missed_goals(report_lines(res))
+    load = f"load average {res['load_avg_1min_end']:.1f}"
+    if not missed:
+        echo(f"every goal met ({load})")
+    elif check:
+        echo(f"{len(missed)} goal(s) missed (FAIL) at {load}: --check, exit status 1")
+    else:
+        echo(f"{len(missed)} goal(s) missed (FAIL) at {load}: this is a measurement under the machine's "
+             "load, not a test (exit status 0); --check exits 1 on a missed goal")
     if as_json:
         click.echo(json.dumps(res, indent=1, default=str))
+    if check and missed:
+        sys.exit(1)
 
 
 commands = [bench_cmd]

@@ -63,12 +63,16 @@ def synth_cmd(outdir, layout, scenes, seed, size, overwrite, as_json, semantic, 
         tri = sum(i.triangles for i in infos)
         click.echo(f"{len(infos)} scenes, {tri:,} triangles, {sum(i.bytes for i in infos) / 1e6:.1f} MB "
                    f"in {sum(i.seconds for i in infos):.1f} s -> {outdir}")
-        click.echo(f"preprocess them: {preprocess_command(outdir, layout, [n for n, _ in synth.scene_names(layout, scenes)])}")
+        names = [n for n, _ in synth.scene_names(layout, scenes)]
+        click.echo(f"preprocess them: {preprocess_command(outdir, layout, names, objectnav=semantic)}")
+        if semantic:
+            click.echo("(navmeshes for ObjectNav's agent; the steps to an ObjectNav eval video: docs/OBJECTNAV.md)")
 
 
-def preprocess_command(outdir, layout: str, names) -> str:
+def preprocess_command(outdir, layout: str, names, objectnav: bool = False) -> str:
     """The `bps-assets preprocess` command line that takes exactly the split these scenes
-    belong to (synth names scenes after a dataset's, e.g. gibson's tiny split)."""
+    belong to (synth names scenes after a dataset's, e.g. gibson's tiny split); ``objectnav``:
+    with the navmesh agent of ObjectNav (its task defaults), which semantic scenes are for."""
     import shlex
 
     from bps_assets.pipeline.datasets import load_dataset
@@ -77,7 +81,12 @@ def preprocess_command(outdir, layout: str, names) -> str:
     fits = ds.splits_holding(names)
     split = f" --split {fits[0][0]}" if fits and fits[0][0] != ds.default_split else ""
     out = shlex.quote(str(outdir).rstrip("/") + "-out")
-    return f"bps-assets preprocess {shlex.quote(str(outdir))} -o {out} --dataset {ds.name}{split}"
+    agent = ""
+    if objectnav:
+        from bps_runtime.tasks.objectnav import DEFAULTS as OBJECTNAV
+
+        agent = f" --agent-radius {OBJECTNAV.agent_radius} --agent-height {OBJECTNAV.agent_height}"
+    return f"bps-assets preprocess {shlex.quote(str(outdir))} -o {out} --dataset {ds.name}{split}{agent}"
 
 
 commands = [synth_cmd]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import resource
 import time
 from dataclasses import asdict, dataclass
@@ -143,6 +144,11 @@ def verdict(value, op: str, goal) -> str:
     return f"goal {op} {goal}: {'PASS' if ok else 'FAIL'}"
 
 
+def missed_goals(lines: list[str]) -> list[str]:
+    """The report's lines whose goal verdict is FAIL."""
+    return [ln for ln in lines if re.search(r"\(goal [<>=]+ [0-9.]+: FAIL\)", ln)]
+
+
 def _judged_pipelined(res: dict) -> bool:
     """On a device the ratio goal is judged on the pipelined run (a trainer never waits for
     the device between steps); on the CPU on the per-step timings, where the two are the same."""
@@ -238,13 +244,13 @@ def _task(o: BenchOptions):
     from dataclasses import replace
 
     from bps_assets.errors import ConfigError
-    from bps_runtime.tasks import task_module
+    from bps_runtime.tasks import task_spec
 
     try:
         radius, height = (float(x) for x in o.agent.split(","))
     except ValueError:
         raise ConfigError(None, f"agent={o.agent!r}: expected RADIUS,HEIGHT in metres, e.g. 0.18,0.88") from None
-    return replace(task_module(o.task).DEFAULTS, agent_radius=radius, agent_height=height)
+    return replace(task_spec(o.task).defaults, agent_radius=radius, agent_height=height)
 
 
 def run(manifest, options: BenchOptions = DEFAULTS, echo=print, progress=None) -> dict:
@@ -321,7 +327,7 @@ def measure(manifest, options: BenchOptions = DEFAULTS, progress=None) -> dict:
             say(f"{n_pl} pipelined steps")
             raw["pipelined"] = _pipelined(env, [actions() for _ in range(n_pl)], sync)
         raw["swaps"] = scenes.swaps_requested
-        gi = env.goal_images
+        gi = env.host_hook
         if gi is not None:   # ImageNav: goal images rendered vs served from the cache (warm-up included)
             raw["goal_images"] = {"rendered": gi.rendered, "hits": gi.cache.hits, "misses": gi.cache.misses,
                                   "episodes": env.stats["episodes"], "cache_bytes": gi.cache.nbytes}

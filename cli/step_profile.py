@@ -212,27 +212,29 @@ def _patch_warp(tr: _Tracker):
 
 def _patch_env():
     """Mark the env's parts while a count is open (the runtime itself imports no profiler): its
-    simulator thread's step is followed, its frames count as "render", the CPU check of the
-    action values as "input check"."""
+    simulator's step is followed, its frames count as "render", the CPU check of the action
+    values as "input check". -> [(class, name, original)] to restore."""
     from bps_runtime.env.env import BatchNavEnv as E
+    from bps_runtime.env.simulator import Simulator as S
 
-    saved = {}
+    saved = []
 
-    def wrap(name, ctx):
-        orig = saved[name] = E.__dict__[name]
+    def wrap(cls, name, ctx):
+        orig = cls.__dict__[name]
+        saved.append((cls, name, orig))
 
         def wrapper(self, *a, **k):
             with ctx():
                 return orig(self, *a, **k)
 
-        setattr(E, name, wrapper)
+        setattr(cls, name, wrapper)
 
-    wrap("_step_group", follow)
-    wrap("_render", lambda: phase("render"))
-    wrap("_frame", lambda: phase("render"))
-    wrap("_render_goals", lambda: phase("render"))   # ImageNav's goal images (episodes just queued)
-    wrap("_check_action_range", lambda: phase("input check"))
-    return E, saved
+    wrap(S, "step_group", follow)
+    wrap(S, "_render", lambda: phase("render"))
+    wrap(S, "_frame", lambda: phase("render"))
+    wrap(S, "_host_hook", lambda: phase("render"))   # the task's host hook (ImageNav: goal images of episodes just queued)
+    wrap(E, "_check_action_range", lambda: phase("input check"))
+    return saved
 
 
 @contextmanager
@@ -246,7 +248,7 @@ def count_ops():
         _active.append(tr)
         py_saved = _patch_python(tr)
         wp_saved = _patch_warp(tr)
-        env_cls, env_saved = _patch_env()
+        env_saved = _patch_env()
     try:
         with _follow(tr):
             yield counts
@@ -254,8 +256,8 @@ def count_ops():
         with _state_lock:
             for name, orig in py_saved.items():
                 setattr(torch.Tensor, name, orig)
-            for name, orig in env_saved.items():
-                setattr(env_cls, name, orig)
+            for cls, name, orig in env_saved:
+                setattr(cls, name, orig)
             if wp_saved:
                 import warp
                 for name, orig in wp_saved.items():

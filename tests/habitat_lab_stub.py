@@ -5,8 +5,8 @@ OpenCV and numpy-quaternion, and its wheel pins numpy==1.26.4 (so it is not in t
 extra: it would downgrade the project's numpy). ``load_habitat()`` imports the installed
 habitat-lab (``pip install --no-deps habitat-lab``) with those modules replaced by permissive
 stubs in ``sys.modules``, and the habitat package ``__init__`` files skipped, so the real
-``ObjectNavDatasetV1``, ``PointNavDatasetV1`` and nav measures run. Returns None when habitat-lab
-is not installed. ``unload`` removes the stubs and habitat's modules from ``sys.modules`` again.
+``ObjectNavDatasetV1``, ``PointNavDatasetV1``, ``InstanceImageNavDatasetV1`` and nav measures
+run. Returns None when habitat-lab is not installed. ``unload`` removes the stubs and habitat's modules from ``sys.modules`` again.
 """
 from __future__ import annotations
 
@@ -58,19 +58,20 @@ class _StubModule(types.ModuleType):
 # third-party and simulator / visualization modules the dataset and nav-task modules import
 STUBS = ("quaternion", "omegaconf", "omegaconf.base", "gym", "gym.spaces", "cv2", "hydra",
          "hydra.core", "hydra.core.config_store", "magnum", "numba", "imageio", "habitat_sim",
-         "habitat_sim.logging", "habitat_sim.physics", "habitat.config.default",
+         "habitat_sim.logging", "habitat_sim.physics", "habitat_sim.agent", "habitat_sim.agent.agent",
+         "habitat.config.default",
          "habitat.config.default_structured_configs", "habitat.utils.visualizations",
          "habitat.utils.visualizations.maps", "habitat.utils.visualizations.fog_of_war",
          "habitat.utils.visualizations.utils")
 # habitat packages whose __init__ is skipped (their modules load from the real files)
 PACKAGES = ("habitat", "habitat.core", "habitat.datasets", "habitat.datasets.pointnav",
-            "habitat.datasets.object_nav", "habitat.tasks", "habitat.tasks.nav", "habitat.config",
-            "habitat.sims", "habitat.utils")
+            "habitat.datasets.object_nav", "habitat.datasets.image_nav", "habitat.tasks",
+            "habitat.tasks.nav", "habitat.config", "habitat.sims", "habitat.utils")
 
 
 def load_habitat() -> types.SimpleNamespace | None:
-    """The habitat-lab classes (namespace: ObjectNavDatasetV1, PointNavDatasetV1, measures,
-    version), or None when habitat-lab is not installed."""
+    """The habitat-lab classes (namespace: ObjectNavDatasetV1, PointNavDatasetV1,
+    InstanceImageNavDatasetV1, measures, version), or None when habitat-lab is not installed."""
     spec = importlib.util.find_spec("habitat")
     if spec is None or spec.origin is None:
         return None
@@ -92,6 +93,7 @@ def load_habitat() -> types.SimpleNamespace | None:
         m = types.ModuleType(name)
         m.__path__ = [os.path.join(root, *name.split(".")[1:])]
         sys.modules[name] = m
+    from habitat.datasets.image_nav.instance_image_nav_dataset import InstanceImageNavDatasetV1
     from habitat.datasets.object_nav.object_nav_dataset import ObjectNavDatasetV1
     from habitat.datasets.pointnav.pointnav_dataset import PointNavDatasetV1
     from habitat.tasks.nav import nav
@@ -101,7 +103,7 @@ def load_habitat() -> types.SimpleNamespace | None:
     # (numpy parts, PIL, ...) stays, as re-importing a C extension later would break
     added = stubbed | {m for m in set(sys.modules) - before if m == "habitat" or m.startswith("habitat.")}
     return types.SimpleNamespace(ObjectNavDatasetV1=ObjectNavDatasetV1, PointNavDatasetV1=PointNavDatasetV1,
-                                 nav=nav, version=VERSION, _added=added)
+                                 InstanceImageNavDatasetV1=InstanceImageNavDatasetV1, nav=nav, version=VERSION, _added=added)
 
 
 def unload(h) -> None:

@@ -17,6 +17,7 @@ from bps_runtime.env.env import BatchNavEnv
 from bps_runtime.render import RenderOptions, build_shading_data, make_renderer
 from bps_assets.errors import ConfigError
 from bps_runtime.env.world import World
+from bps_runtime.scenes.residency import Residency
 
 
 def _box(x0, z0, x1, z1, y0, y1):
@@ -73,20 +74,24 @@ def corridor(name="corridor", length=6.0):
 
 def make_env(scenes, num_envs=4, batch_size=None, seed=0, resolution=(16, 16), sensors=("depth",),
              episodes=None, goal_pool=8, normalize_depth=True, device="cpu", renderer="embree",
-             capture_graph=False, threads=None, task=None, goal_views=4):
+             capture_graph=False, threads=None, task=None, goal_views=4, goals=None):
     """BatchNavEnv over resident in-memory scenes. ``episodes``: None (sampled) or
-    {scene name: [habitat episode dicts]} (dataset mode); ``threads``: CPU threads of the
+    {scene name: [habitat episode dicts]} (dataset mode; ``goals``: {scene name: {episode id:
+    EpisodeGoal}}); ``threads``: CPU threads of the
     renderer and the step (None: every usable core); ``task``: a task's options (PointNav's)."""
     worker = FieldWorker()
-    supply = make_supply(seed, worker, episodes, options=SupplyOptions(goal_pool=goal_pool, goal_views=goal_views))
+    supply = make_supply(seed, worker, episodes, options=SupplyOptions(goal_pool=goal_pool, goal_views=goal_views),
+                         goals=goals)
     r = make_renderer(renderer, RenderOptions(resolution=tuple(resolution), normalize_depth=normalize_depth,
                                                 threads=threads),
                       device=device if renderer == "warp" else "cpu")
     w = World(StaticScenes(list(scenes), r), r, device=device, supply=supply, worker=worker, sensors=sensors)
-    kw = {} if task is None else {"task": task}
-    return BatchNavEnv(w, num_envs=num_envs, batch_size=batch_size, resolution=resolution, device=device,
-                            sensors=sensors, seed=seed, normalize_depth=normalize_depth, capture_graph=capture_graph,
-                            **kw)
+    from bps_runtime.env.config import EnvConfig, SensorConfig
+
+    config = EnvConfig(num_envs=num_envs, batch_size=batch_size, seed=seed, device=str(device), threads=threads,
+                       capture_graph=capture_graph, sensors=SensorConfig(sensors, resolution, normalize_depth, renderer),
+                       **({} if task is None else {"task": task}))
+    return BatchNavEnv(w, config)
 
 
 def episode(eid, scene, start, goal, yaw=0.0):
@@ -128,28 +133,27 @@ class StaticScenes:
         self._scenes, self.renderer = scenes, renderer
         self.names = [s[0] for s in scenes]
         self.capacity = len(scenes)
-        self._events = []
+        self.residency = Residency()
         self.loading, self.swaps_requested = False, 0
 
-    def start(self, prepare=None, refuse=False):
-        """Renderer + navigation of every scene (two threads), then one "arrived" event each
-        (a failure raises: these scenes are all there is)."""
-        from concurrent.futures import ThreadPoolExecutor
+    def add_listener(self, listener):
+        self.residency.add(listener)
 
-        from bps_runtime.scenes.cache import SceneEvent
+    def start(self, prepare=None, refuse=False):
+        """Renderer accel + navigation of every scene (two threads), then each scene's arrival
+        told to the listeners (a failure raises: these scenes are all there is)."""
+        from concurrent.futures import ThreadPoolExecutor
 
         def load(i):
             name, shading, positions, indices, navmesh = self._scenes[i]
-            self.renderer.attach(i, shading, self.renderer.prepare(shading, positions, indices))
-            return SimpleNamespace(scene_id=name, prepared=prepare(name, navmesh) if prepare else None)
+            return SimpleNamespace(scene_id=name, shading=shading, semantics=None,   # a LoadedScene's fields
+                                   accel=self.renderer.prepare(shading, positions, indices),
+                                   prepared=prepare(name, navmesh) if prepare else None)
 
         with ThreadPoolExecutor(2, thread_name_prefix="bps-static-load") as pool:
             loaded = [f.result() for f in [pool.submit(load, i) for i in range(len(self._scenes))]]
-        self._events = [SceneEvent("arrived", i, sc) for i, sc in enumerate(loaded)]
-
-    def take_events(self):
-        out, self._events = self._events, []
-        return out
+        for i, sc in enumerate(loaded):
+            self.residency.arrived(i, sc)
 
     def assign_next(self, env_ids):
         return np.asarray(env_ids) % len(self._scenes)

@@ -73,6 +73,7 @@ class Rules:
 OBJECTNAV = Rules()
 IMAGENAV = Rules(turn_deg=10.0, sliding=True, success_distance=0.2, max_steps=1000, look_actions=False,
                  max_pitch_deg=None)
+INSTANCE_IMAGENAV = Rules(max_steps=1000)   # ObjectNav's rules, habitat's 1000 steps
 IMAGENAV_1M = Rules(turn_deg=10.0, sliding=True, success_distance=1.0, max_steps=1000, look_actions=False,
                     max_pitch_deg=None)
 

@@ -82,7 +82,7 @@ def room_scene(size=(8.0, 3.0, 6.0), textured=True, vertex_colors=True, scene_id
         material_texture=np.array([0, 1, -1] if textured else [-1, -1, -1], np.int32),
         tex_blocks=np.frombuffer(bytes(blocks), np.uint8), tex_levels=np.array(levels, np.int64).reshape(-1, 6),
         chunk_tris=np.array([[0, len(mats)]], np.int64), chunk_spheres=np.zeros((1, 4), np.float32),
-        header={"scene_id": scene_id, "frame": "habitat"})
+        header={"scene_id": scene_id, "frame": "habitat"}, path="", semantics=None)
 
 
 def room_document(size=(8.0, 3.0, 6.0)):

@@ -70,3 +70,33 @@ def test_all_scenes_failing_writes_nothing(tmp_path, navs):
                                   "--per-scene", "2"])
     assert r.exit_code != 0 and "no episodes written" in r.stderr
     assert not out.exists()
+
+
+def test_split_takes_only_the_manifest_scenes_of_that_subset(tmp_path, navs):
+    """Issue 35 item 7: `episodes OUT/navmeshes/*.bps --split val` on a preprocess output makes
+    val episodes on the manifest's val scenes only (the train scenes are left out, and said so)."""
+    import shutil
+
+    from bps_assets.pipeline.preprocess import PreprocessOptions, preprocess
+    from pipeline_fakes import FakeBackend, make_source
+
+    src = make_source(tmp_path / "src", ["Allensville", "Beechwood", "Collierville"])
+    out = tmp_path / "out"
+    preprocess(src, out, "gibson", "tiny", PreprocessOptions(workers=1, in_process=True), backend=FakeBackend())
+    for name in ("Allensville", "Beechwood", "Collierville"):  # real navmeshes where the manifest says
+        shutil.copy(navs["big"], out / "navmeshes" / f"{name}.navmesh.bps")
+    files = [str(p) for p in sorted((out / "navmeshes").glob("*.bps"))]
+    assert len(files) == 3
+    r = CliRunner().invoke(main, ["episodes", *files, "-o", str(tmp_path / "eps"), "--split", "val",
+                                  "--per-scene", "2"])
+    assert r.exit_code == 0, r.output
+    assert "left out 2 scene(s)" in r.stderr and "Allensville (train)" in r.stderr, r.stderr
+    eps = ep.read_pointnav_dataset(tmp_path / "eps" / "val" / "val.json.gz")
+    assert {e["scene_id"] for e in eps} == {"gibson/Collierville.glb"}
+    # --any-subset keeps them all; a split with none of its scenes is an error
+    r = CliRunner().invoke(main, ["episodes", *files, "-o", str(tmp_path / "eps"), "--split", "val",
+                                  "--per-scene", "2", "--overwrite", "--any-subset"])
+    assert r.exit_code == 0 and len(ep.read_pointnav_dataset(tmp_path / "eps" / "val" / "val.json.gz")) == 6
+    r = CliRunner().invoke(main, ["episodes", files[2], "-o", str(tmp_path / "eps"), "--split", "train",
+                                  "--per-scene", "2", "--overwrite"])
+    assert r.exit_code == 2 and "no NAVFILE belongs to the train subset" in r.output

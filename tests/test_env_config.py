@@ -117,10 +117,10 @@ def test_supply_options_are_checked_where_they_are_made():
         EnvConfig.from_dict(d)
 
 
-def test_spaces_take_a_task_name_module_or_options():
+def test_spaces_take_a_task_name_spec_or_options():
     from bps_runtime.env.spaces import single_observation_space
     from bps_runtime.tasks import objectnav
 
     by_name = single_observation_space(task="objectnav")
-    assert single_observation_space(task=objectnav.DEFAULTS) == by_name == single_observation_space(task=objectnav)
+    assert single_observation_space(task=objectnav.DEFAULTS) == by_name == single_observation_space(task=objectnav.SPEC)
     assert {"objectgoal", "compass", "gps", "depth"} <= set(by_name.spaces)

@@ -22,7 +22,10 @@ def _supply(reservoir: int, seed: int = 7):
 
 
 def _arrive(sup, bufs, key, name):
-    return sup.scene_arrived(key, name, SceneNav(ROOMS[name], bufs))
+    """A scene arrives as the world makes it arrive: prepared, then registered under its index."""
+    st = sup.prepare(name, SceneNav(ROOMS[name], bufs))
+    sup.register(key, st)
+    return st.fields
 
 
 def _run(reservoir: int):

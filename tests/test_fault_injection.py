@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 import torch
 
-from test_train_smoke import TINY, dataset  # noqa: F401  (the session's synthetic dataset)
+from test_train_smoke import TINY   # the dataset fixture: conftest.py
 
 MiB = 1 << 20
 CLI = [sys.executable, "-m", "cli.main"]
@@ -339,7 +339,7 @@ def test_sigterm_while_starting_exits_130(tmp_path):
     assert "Traceback" not in err
 
 
-def _start_training(dataset, out, *extra):  # noqa: F811
+def _start_training(dataset, out, *extra):
     cmd = TRAIN + ["--dataset", str(dataset), "--out-dir", str(out), *TINY, "--sim-only-steps", "0", *extra]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -354,7 +354,8 @@ def _wait_for(p, prefix, timeout=240):
 
 
 @pytest.mark.slow
-def test_double_sigint_exits_130_and_sigkill_resume_trims_the_log(dataset, tmp_path):  # noqa: F811
+@pytest.mark.slow
+def test_double_sigint_exits_130_and_sigkill_resume_trims_the_log(dataset, tmp_path):
     from bps_train import checkpoint
 
     out = tmp_path / "run"
@@ -386,7 +387,7 @@ def test_double_sigint_exits_130_and_sigkill_resume_trims_the_log(dataset, tmp_p
 
 
 # ----------------------------------------------------------------------------------- items 3, 7, 10
-def _copy_dataset(dataset, tmp_path) -> Path:  # noqa: F811
+def _copy_dataset(dataset, tmp_path) -> Path:
     dst = tmp_path / "ds"
     shutil.copytree(dataset.parent, dst, ignore=shutil.ignore_patterns("src"))
     return dst / "manifest.json"
@@ -409,7 +410,7 @@ def _nested(levels: int) -> str:
     return "[" * levels + "]" * levels
 
 
-def test_deep_json_is_one_typed_error_everywhere(dataset, tmp_path):  # noqa: F811
+def test_deep_json_is_one_typed_error_everywhere(dataset, tmp_path):
     from bps_assets.errors import InputError
     from bps_assets.pipeline import preprocess as pp
     from bps_assets.pipeline.manifest import load_manifest
@@ -447,7 +448,7 @@ def test_deep_json_is_one_typed_error_everywhere(dataset, tmp_path):  # noqa: F8
     assert pp._read_record(manifest.parent, "Allensville") is None  # redone, not a crash
 
 
-def test_manifest_with_a_duplicate_scene_is_refused(dataset, tmp_path):  # noqa: F811
+def test_manifest_with_a_duplicate_scene_is_refused(dataset, tmp_path):
     from bps_assets.errors import CorruptFileError
     from bps_assets.pipeline.manifest import load_manifest
 
@@ -461,7 +462,7 @@ def test_manifest_with_a_duplicate_scene_is_refused(dataset, tmp_path):  # noqa:
         load_manifest(manifest)
 
 
-def test_verify_during_a_preprocess_run_says_it_holds_the_lock(dataset, tmp_path):  # noqa: F811
+def test_verify_during_a_preprocess_run_says_it_holds_the_lock(dataset, tmp_path):
     from bps_assets.errors import ConfigError
     from bps_assets.pipeline import preprocess as pp
     from bps_assets.pipeline import verify
@@ -490,7 +491,7 @@ def _tamper_navmesh(src: Path, dst: Path, header=None, arrays=None) -> Path:
 
 
 @pytest.mark.parametrize("case", ["origin", "cell_size", "height"])
-def test_navmesh_out_of_range_is_refused_at_load_and_by_verify(dataset, tmp_path, case):  # noqa: F811
+def test_navmesh_out_of_range_is_refused_at_load_and_by_verify(dataset, tmp_path, case):
     from bps_assets.pipeline.manifest import load_manifest
     from bps_assets.pipeline.verify import verify_manifest
 
@@ -521,7 +522,7 @@ def test_navmesh_out_of_range_is_refused_at_load_and_by_verify(dataset, tmp_path
     assert len(problems) == 1 and want in problems[0], problems
 
 
-def test_nav_distance_with_nan_coordinates_is_typed(dataset, tmp_path):  # noqa: F811
+def test_nav_distance_with_nan_coordinates_is_typed(dataset, tmp_path):
     from bps_assets.pipeline.manifest import load_manifest
 
     nav = load_manifest(dataset).scenes("train")[0].navmesh

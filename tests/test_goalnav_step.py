@@ -16,6 +16,7 @@ import torch
 import nav_task_reference as ref
 from bps_assets.nav.imagenav import goal_heading
 from bps_runtime.tasks import imagenav, objectnav
+from bps_runtime.episodes.dataset import EpisodeGoal
 from inmemory_scenes import episode, house_scene, make_env, room
 
 TOL = 1e-5
@@ -38,7 +39,7 @@ def _episodes(scenes, objectnav_task: bool, per_scene=12, seed=0):
     """Per scene: two categories of three view points each; starts one MOVE_FORWARD (0.25 m)
     behind a view point, facing it, or 1-3 m away at random."""
     rng = np.random.default_rng(seed)
-    out = {}
+    out, goals = {}, {}
     for name, _, _, _, nm in scenes:
         vps = np.asarray(nm.sample_navigable_point(6, seed=seed + len(name)), np.float64)
         eps = []
@@ -53,10 +54,10 @@ def _episodes(scenes, objectnav_task: bool, per_scene=12, seed=0):
                 start = v + 0.25 * np.array([math.sin(yaw), 0.0, math.cos(yaw)])
             e = episode(f"{name}-{i}", name, start, v, yaw)
             if objectnav_task:
-                e["_goal_points"], e["_field_key"], e["_goal_id"] = pts, f"{name}_{cat}", 4 + cat
+                goals.setdefault(name, {})[e["episode_id"]] = EpisodeGoal(pts, f"{name}_{cat}", 4 + cat)
             eps.append(e)
         out[name] = eps
-    return out
+    return out, goals
 
 
 def _rules(o) -> ref.Rules:
@@ -107,10 +108,12 @@ def _policy(agents, gen, n, look):
     return a
 
 
-def _run(task_options, sensors=("depth",), num_envs=16, check=None):
+def _run(task_options, sensors=("depth",), num_envs=16, check=None, episodes=None):
+    """``episodes(scenes)`` -> (episodes, goals): a task's own (default: ``_episodes``)."""
     scenes = _scenes()
     is_obj = task_options.tilt_degrees > 0
-    env = make_env(scenes, num_envs=num_envs, episodes=_episodes(scenes, is_obj), task=task_options,
+    eps, goals = _episodes(scenes, is_obj) if episodes is None else episodes(scenes)
+    env = make_env(scenes, num_envs=num_envs, episodes=eps, goals=goals, task=task_options,
                    sensors=sensors, goal_pool=8)
     rules = _rules(task_options)
     gen = torch.Generator().manual_seed(0)
@@ -203,9 +206,9 @@ def test_imagenav_goal_image_is_the_render_at_the_goal(budget_images):
     scenes = _scenes()
     pixels = 16 * 16 * 3
     task = imagenav.DEFAULTS if budget_images is None else imagenav.TaskOptions(goal_cache_bytes=budget_images * pixels + 5)
-    env = make_env(scenes, num_envs=4, episodes=_episodes(scenes, False), task=task, sensors=("rgb",))
-    by_id = {e["episode_id"]: e for eps in _episodes(scenes, False).values() for e in eps}
-    cache = env.goal_images.cache
+    env = make_env(scenes, num_envs=4, episodes=_episodes(scenes, False)[0], task=task, sensors=("rgb",))
+    by_id = {e["episode_id"]: e for eps in _episodes(scenes, False)[0].values() for e in eps}
+    cache = env.host_hook.cache
     try:
         obs = env.reset()
         gen = torch.Generator().manual_seed(1)
@@ -220,19 +223,19 @@ def test_imagenav_goal_image_is_the_render_at_the_goal(budget_images):
         episodes = env.stats["episodes"]
         assert episodes > 2 * len(by_id)          # every episode ran more than once
         if budget_images is None:
-            assert cache.hits > 0 and env.goal_images.rendered == cache.misses == len(cache) <= len(by_id)
+            assert cache.hits > 0 and env.host_hook.rendered == cache.misses == len(cache) <= len(by_id)
             assert cache.evictions == 0
         else:
             assert len(cache) == budget_images and cache.evictions > 0
-            assert env.goal_images.rendered > len(by_id)
+            assert env.host_hook.rendered > len(by_id)
         env.task = imagenav.TaskOptions(goal_cache_bytes=0)      # no cache: every goal image rendered
         assert len(cache) == 0 and cache.nbytes == 0
-        rendered = env.goal_images.rendered
+        rendered = env.host_hook.rendered
         for _ in range(8):
             obs, *_ = env.step(torch.randint(0, 4, (4,), generator=gen))
         ids = env.episode_ids
         want = _goal_render(env, [by_id[i]["goals"][0]["position"] for i in ids], [goal_heading(i) for i in ids])
-        assert torch.equal(obs["imagegoal"], want) and len(cache) == 0 and env.goal_images.rendered > rendered
+        assert torch.equal(obs["imagegoal"], want) and len(cache) == 0 and env.host_hook.rendered > rendered
     finally:
         env.close()
 
@@ -272,7 +275,7 @@ def test_imagenav_sampled_goal_views(goal_views):
                 got = env.episode_goals()
                 assert [d["goal_heading"] for d in got] == [float(y) for y in yaw]
                 np.testing.assert_array_equal([d["goal_position"] for d in got], np.asarray(goal, np.float32))
-        gi = envs[0].goal_images
+        gi = envs[0].host_hook
         if goal_views:
             assert gi.rendered == len(gi.cache) <= len(scenes) * pool * goal_views and gi.cache.hits > gi.rendered
         else:
@@ -285,7 +288,7 @@ def test_imagenav_sampled_goal_views(goal_views):
 
 def test_goal_image_cache_lru_and_budget():
     from bps_assets.errors import ConfigError
-    from bps_runtime.env.goal_images import GoalImageCache
+    from bps_runtime.tasks.goal_images import GoalImageCache
 
     c = GoalImageCache(4, budget_bytes=11)          # 2 images of 4 bytes
     img = lambda v: torch.full((1, 4), v, dtype=torch.uint8)  # noqa: E731

@@ -104,6 +104,7 @@ def test_info_views_are_made_once_per_group():
 def test_cached_scenes_are_not_resynced_while_residents_stay(monkeypatch, tmp_path):
     from bps_runtime import make
     from bps_runtime.scenes.cache import SceneCache
+    from bps_runtime.scenes.residency import Listener
 
     from bps_assets.pipeline.preprocess import PreprocessOptions, preprocess
     from test_runtime_api import _glb_rooms
@@ -120,18 +121,20 @@ def test_cached_scenes_are_not_resynced_while_residents_stay(monkeypatch, tmp_pa
         env.step(torch.randint(0, 4, (16,), generator=g))
         assert not cache.loading
         calls = Counter()
-        orig = SceneCache.resident_ids.fget
+        orig = SceneCache.resident_scene_indices.fget
 
         def counted(self):
-            calls["resident_ids"] += 1
+            calls["resident_scene_indices"] += 1
             return orig(self)
-        monkeypatch.setattr(SceneCache, "resident_ids", property(counted))
+        monkeypatch.setattr(SceneCache, "resident_scene_indices", property(counted))
         _counting(monkeypatch, calls, env.world, "next_scenes")
-        gen0, ended0 = cache.generation, env.stats["episodes"]
+        changes = []   # arrivals and departures: none while the residents stay
+        cache.add_listener(Listener(lambda i, scene: changes.append(i), changes.append))
+        ended0 = env.stats["episodes"]
         for _ in range(12):
             env.step(torch.randint(0, 4, (16,), generator=g))
         assert env.stats["episodes"] > ended0 and calls["next_scenes"] >= 10
-        assert cache.generation == gen0 and calls["resident_ids"] == 0, calls
+        assert changes == [] and calls["resident_scene_indices"] == 0, calls
     finally:
         env.close()
 
@@ -144,7 +147,7 @@ def test_grouped_take_gives_each_scene_its_own_episodes():
         sup = SampledEpisodes(5, worker, options=SupplyOptions(goal_pool=6, reservoir=16))
         bufs = NavBuffers(capacity=8)
         for key, name in ((2, "a"), (0, "b")):
-            sup.scene_arrived(key, name, SceneNav(rooms[name], bufs))
+            sup.register(key, sup.prepare(name, SceneNav(rooms[name], bufs)))   # what the world does
         return sup, worker
 
     keys = np.array([2, 0, 0, 2, 2, 0, 2, 2, 0, 0, 0, 2, 2, 2], np.int64)

@@ -111,7 +111,7 @@ def test_runtime_sampled_episodes_avoid_the_roof(roofed):
     for all_islands, want in ((False, False), (True, True)):
         sup = SampledEpisodes(3, FieldWorker(), options=SupplyOptions(goal_pool=8, reservoir=0,
                                                                        all_islands=all_islands))
-        sup.scene_arrived(0, "Beechwood", SceneNav(nav, NavBuffers(capacity=2)))
+        sup.register(0, sup.prepare("Beechwood", SceneNav(nav, NavBuffers(capacity=2))))   # what the world does
         e, _ = sup.take(np.zeros(64, np.int64))
         on = _on_roof(info, e.start[:, 1]) | _on_roof(info, e.goal[:, 1])
         assert bool(on.any()) is want

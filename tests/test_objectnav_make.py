@@ -25,8 +25,8 @@ def _cli(*args):
 
 
 @pytest.fixture(scope="module")
-def dataset(tmp_path_factory):
-    return build_objectnav_dataset(tmp_path_factory.mktemp("objnav"))
+def dataset(objectnav_dataset):   # conftest.py's, shared with test_video_goals
+    return objectnav_dataset
 
 
 def build_objectnav_dataset(root):
@@ -36,7 +36,8 @@ def build_objectnav_dataset(root):
     _cli("preprocess", src, "-o", out, "--dataset", "mp3d", "--split", "benchmark", "--workers", 1,
          "--agent-radius", 0.18, "--agent-height", 0.88)
     navs = sorted((out / "navmeshes").iterdir())
-    _cli("episodes", *navs, "--task", "objectnav", "-o", eps, "--split", "val", "--per-scene", 8, "--seed", 1)
+    _cli("episodes", *navs, "--task", "objectnav", "-o", eps, "--split", "val", "--per-scene", 8, "--seed", 1,
+         "--any-subset")   # val episodes on the one (train) scene: said on purpose
     return out, eps / "val" / "val.json.gz"
 
 
@@ -113,6 +114,7 @@ def test_a_scene_without_semantics_is_refused(tmp_path):
         make(out, split=None, task="objectnav")
 
 
+@pytest.mark.slow
 def test_bps_train_objectnav_and_eval_metric_names(dataset, tmp_path):
     """``bps-train --task objectnav`` trains (the ObjectNav policy: category embedding, compass,
     GPS) and ``--eval`` reports habitat-lab's metric names for a checkpoint, random and STOP."""
@@ -127,7 +129,9 @@ def test_bps_train_objectnav_and_eval_metric_names(dataset, tmp_path):
     res = main([*tiny, "--out-dir", str(tmp_path / "run"), "--total-steps", "64"])
     assert res["updates"] == 2 and math.isfinite(res["loss"])
     policy_keys = set(torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=True)["policy"])
-    assert {"category.weight", "compass.weight", "gps.weight"} <= policy_keys and "goal.weight" not in policy_keys
+    # the task's goal encoder (TaskSpec.goal_encoder) is the policy's submodule ``goal_encoder``
+    assert {"goal_encoder.category.weight", "goal_encoder.compass.weight", "goal_encoder.gps.weight"} <= policy_keys
+    assert "goal_encoder.goal.weight" not in policy_keys
     for what in (str(tmp_path / "run" / "checkpoint.pt"), "random", "stop"):
         r = main([*tiny, "--eval", what, "--eval-split", "train", "--eval-episodes", "8", "--seed", "2"])
         assert {"success", "spl", "soft_spl", "distance_to_goal"} <= set(r) and r["task"] == "objectnav"
@@ -151,7 +155,7 @@ def test_bps_train_imagenav(tmp_path):
                 "--split", "train", "--out-dir", str(tmp_path / "run"), "--total-steps", "64"])
     assert res["updates"] == 2 and math.isfinite(res["loss"])
     keys = set(torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=True)["policy"])
-    assert any(k.startswith("goal_encoder.") for k in keys)
+    assert any(k.startswith("goal_encoder.cnn.") for k in keys)   # depth: a second CNN for the goal image
 
 
 def test_objectnav_eval_writes_videos(dataset, tmp_path):
@@ -192,3 +196,16 @@ def test_preview_draws_an_objectnav_files_episodes(dataset, tmp_path):
     im = np.asarray(Image.open(tmp_path / "m.png").convert("RGB"))
     for kind in ("start", "view_point", "shortest_path"):   # drawn (the legend lists only what was)
         assert (im == np.array(KINDS[kind][0], np.uint8)).all(axis=2).any(), kind
+
+
+def test_objectnav_with_the_semantic_sensor(dataset):
+    """docs/TASKS.md (issue 35 item 8): the semantic sensor works with ObjectNav: instance ids of
+    the scene's objects beside ObjectNav's observations."""
+    out, eps = dataset
+    with make(out, split=None, task="objectnav", episodes=str(eps), num_envs=2, resolution=(16, 16),
+              sensors=("rgb", "semantic")) as env:
+        obs = env.reset()
+        assert set(obs) == {"rgb", "semantic", "objectgoal", "compass", "gps"}
+        obs, _, _, info = env.step(torch.ones(2, dtype=torch.long))
+        cats = env.category_table.lookup(info["scene_index"], obs["semantic"])
+        assert (obs["semantic"] > 0).any() and (cats[obs["semantic"] > 0] >= 0).all()

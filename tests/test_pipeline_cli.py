@@ -108,3 +108,31 @@ def test_preprocess_command_with_the_real_converters(tmp_path):
             "--subset", "train", "--subset", "val", "--navmesh", "build", "--workers", "1")
     assert r.exit_code == 0 and "2 processed, 0 up to date" in r.output
     assert load_manifest(out).scene("Allensville").stats["navmesh_source"] == "built"
+
+
+def test_preprocess_says_when_src_is_missing_or_a_file(tmp_path):
+    """Issue 35 item 6: the first error names the real problem, not `--dataset is required`."""
+    for extra in ((), ("--dataset", "gibson")):
+        r = run("preprocess", tmp_path / "nonexistent_scans", "-o", tmp_path / "x", *extra)
+        assert r.exit_code == 2 and "no such file or folder" in r.output, r.output
+        assert "--dataset is required" not in r.output and "a folder of scans" in r.output
+    scan = tmp_path / "room.glb"
+    scan.write_bytes(b"glTF")
+    r = run("preprocess", scan, "-o", tmp_path / "x")
+    assert r.exit_code == 2 and "is a file" in r.output and "bps-assets convert" in r.output, r.output
+    assert not (tmp_path / "x").exists()
+    (tmp_path / "gibson").mkdir()   # a dataset's layout still asks for --dataset by name
+    r = run("preprocess", tmp_path, "-o", tmp_path / "x")
+    assert r.exit_code == 2 and "--dataset is required (SRC has the gibson layout" in r.output
+
+
+def test_preprocess_prints_a_line_per_scene_without_a_terminal(tmp_path):
+    """Issue 35 item 10: with no progress bar (a log file, SLURM), each finished scene is a line."""
+    src = make_source(tmp_path / "src", ["Allensville", "Beechwood", "Collierville"])
+    lines = []
+    preprocess(src, tmp_path / "out", "gibson", "tiny", PreprocessOptions(workers=1, in_process=True),
+               backend=FakeBackend(), progress=False, log=lines.append)
+    done = [ln for ln in lines if ln.lstrip().startswith("[")]
+    assert [ln.split()[0] for ln in done] == ["[1/3]", "[2/3]", "[3/3]"], lines
+    assert all(" ok; " in ln and "s left" in ln for ln in done)
+    assert {ln.split()[1] for ln in done} == {"Allensville", "Beechwood", "Collierville"}

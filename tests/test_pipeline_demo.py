@@ -43,6 +43,9 @@ def test_demo_end_to_end(tmp_path):
     assert demo.run_demo(out, scenes=2, workers=2, echo=lines.append, steps=demo.DEFAULT_STEPS), lines
     text = "\n".join(lines)
     assert "OK: 2 scenes" in text and "demo done" in text
+    # issue 35 item 8: the demo's own absent scenes are said once, calmly, not as missing / a warning
+    assert "missing from the source" not in text and "warning:" not in text, text
+    assert "the demo synthesizes 2 of split tiny's 30 train and val scenes; the other 28 are absent" in text
     from test_pipeline_preprocess import validate_schema
 
     validate_schema(out / "manifest.json")

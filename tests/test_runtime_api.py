@@ -29,21 +29,7 @@ def _glb_rooms(src, names=NAMES):
         write_glb(src / "gibson" / f"{n}.glb", np.stack([v[:, 0], -v[:, 2], v[:, 1]], 1), t)
 
 
-@pytest.fixture(scope="module")
-def manifest(tmp_path_factory):
-    from bps_assets.pipeline.preprocess import PreprocessOptions, preprocess
-
-    root = tmp_path_factory.mktemp("runtime_api")
-    try:
-        from bps_assets import synth
-        made = synth.generate(root / "src", "gibson", len(NAMES), seed=0, size="small")
-        assert sorted(i.name for i in made) == sorted(NAMES)
-    except (ImportError, AttributeError):
-        _glb_rooms(root / "src")
-    res = preprocess(root / "src", root / "out", "gibson", "tiny",
-                     PreprocessOptions(episodes=6, episode_seed=0, workers=1, subsets=("train", "val")),
-                     log=lambda s: None)
-    return res.manifest_path
+# the manifest fixture (NAMES preprocessed, session scope) is in conftest.py
 
 
 def _make(manifest, **kw):

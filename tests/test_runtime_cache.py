@@ -11,6 +11,7 @@ import pytest
 from bps_assets.errors import ConfigError, DatasetError
 from bps_runtime.scenes.cache import CacheOptions, SceneCache
 from bps_runtime.scenes.loader import SceneSource
+from bps_runtime.scenes.residency import Listener, renderer_listener
 from bps_runtime.render import make_renderer
 from runtime_scenes import MemoryReader, room_scene
 
@@ -56,7 +57,7 @@ def _run_episodes(cache, renderer, num_envs, steps, rng, check, until=None, max_
             _next_episode(cache, envs_scene, np.flatnonzero(done))
         # only envs at an episode boundary may change scene, and every scene in use is resident
         assert np.array_equal(envs_scene[~done], before[~done])
-        assert set(envs_scene.tolist()) <= set(cache.resident_ids)
+        assert set(envs_scene.tolist()) <= set(cache.resident_scene_indices)
         if step % 5 == 4:
             cache.request_swap()
         out = renderer.render(envs_scene, np.tile([[2.0, 0, -2.5]], (num_envs, 1)), np.zeros(num_envs))
@@ -74,14 +75,14 @@ def test_budget_is_never_exceeded_and_scenes_rotate():
     seen = set()
     reports = []
     with SceneCache(sources, r, num_envs, CacheOptions(slots=2, budget_bytes=budget, seed=1),
-                    reader=reader) as cache:
+                    reader=reader, listeners=[renderer_listener(r)]) as cache:
         cache.start()
 
         def check(rep):
             reports.append(rep)
             assert cache.resident_bytes <= budget and cache.peak_bytes <= budget
             assert rep.resident_scenes <= 3
-            seen.update(cache.scene(i).scene_id for i in cache.resident_ids)
+            seen.update(cache.scene(i).scene_id for i in cache.resident_scene_indices)
 
         def rotated():
             return sum(x.swaps for x in reports) >= 3 and sum(x.evictions for x in reports) >= 3 and len(seen) >= 4
@@ -95,13 +96,14 @@ def test_budget_is_never_exceeded_and_scenes_rotate():
 def test_failing_scenes_are_quarantined_and_others_go_on(caplog):
     reader, sources = _world(3, bad=("broken1", "broken2"))
     r = make_renderer("embree")
-    with SceneCache(sources, r, 6, CacheOptions(slots=2, seed=0), reader=reader) as cache:
+    with SceneCache(sources, r, 6, CacheOptions(slots=2, seed=0), reader=reader,
+                    listeners=[renderer_listener(r)]) as cache:
         cache.start()
         rep = []
         _run_episodes(cache, r, 6, 40, np.random.default_rng(1), rep.append)
         assert set(cache.quarantined) == {"broken1", "broken2"}
         assert "checksum mismatch" in cache.quarantined["broken1"]
-        used = {cache.scene(i).scene_id for i in cache.resident_ids}
+        used = {cache.scene(i).scene_id for i in cache.resident_scene_indices}
         assert not used & {"broken1", "broken2"}
     reported = [q for x in rep for q in x.quarantined]
     assert len(reported) == len(set(reported))  # each failure reported once
@@ -124,7 +126,8 @@ def test_scene_larger_than_budget_is_quarantined():
     reader.scenes["mem/big"] = big
     sources.append(SceneSource("big", "mem/big"))
     budget = _scene_cost(reader, r) * 4
-    with SceneCache(sources, r, 4, CacheOptions(slots=3, budget_bytes=budget), reader=reader) as cache:
+    with SceneCache(sources, r, 4, CacheOptions(slots=3, budget_bytes=budget), reader=reader,
+                    listeners=[renderer_listener(r)]) as cache:
         cache.start()
         assert "big" in cache.quarantined and "budget" in cache.quarantined["big"]
         assert cache.peak_bytes <= budget
@@ -133,7 +136,8 @@ def test_scene_larger_than_budget_is_quarantined():
 def test_old_scene_stays_until_its_last_env_leaves():
     reader, sources = _world(3)
     r = make_renderer("embree")
-    with SceneCache(sources, r, 4, CacheOptions(slots=1, seed=0), reader=reader) as cache:
+    with SceneCache(sources, r, 4, CacheOptions(slots=1, seed=0), reader=reader,
+                    listeners=[renderer_listener(r)]) as cache:
         cache.start()
         envs_scene = np.full(4, -1, np.int64)
         first = _next_episode(cache, envs_scene, np.arange(4))
@@ -144,12 +148,12 @@ def test_old_scene_stays_until_its_last_env_leaves():
         cache.request_swap()
         new = _next_episode(cache, envs_scene, np.array([0]))  # env 0 at its boundary: moves over
         assert int(new[0]) != old
-        assert old in cache.resident_ids  # envs 1..3 are still mid-episode in the old scene
+        assert old in cache.resident_scene_indices  # envs 1..3 are still mid-episode in the old scene
         r.render([old, int(new[0])], [[2.0, 0, -2], [2.0, 0, -2]], [0.0, 0.0])
         _next_episode(cache, envs_scene, np.array([1, 2]))
-        assert old in cache.resident_ids
+        assert old in cache.resident_scene_indices
         cache.release_scenes([old])   # env 3's episode ends without a next one
-        assert old not in cache.resident_ids  # last user gone: evicted, renderer detached
+        assert old not in cache.resident_scene_indices  # last user gone: evicted, renderer detached
         with pytest.raises(ConfigError, match="not resident"):
             r.render([old], [[2.0, 0, -2]], [0.0])
         rep = cache.take_report()
@@ -165,7 +169,8 @@ def test_a_due_swap_waits_for_its_load_and_reports_why():
         time.sleep(0.2)
         return reader(path)
 
-    with SceneCache(sources, r, 2, CacheOptions(slots=2, swap_after_episodes=1), reader=slow) as cache:
+    with SceneCache(sources, r, 2, CacheOptions(slots=2, swap_after_episodes=1), reader=slow,
+                    listeners=[renderer_listener(r)]) as cache:
         cache.start()
         assert not cache.take_report().waited     # start-up loads are not waits
         cache.assign_next([0, 1])
@@ -188,12 +193,13 @@ def test_bad_env_ids():
 def test_wait_pending_makes_the_next_swap_deterministic():
     reader, sources = _world(4)
     r = make_renderer("embree")
-    with SceneCache(sources, r, 4, CacheOptions(slots=2, seed=3), reader=reader) as cache:
+    with SceneCache(sources, r, 4, CacheOptions(slots=2, seed=3), reader=reader,
+                    listeners=[renderer_listener(r)]) as cache:
         cache.start()
         first = cache.assign_next(np.arange(4)).copy()
         assert cache.has_pending(0)
         cache.wait_pending(0)
-        assert not cache._slots[0].pending and cache._slots[0].ready is not None
+        assert not cache.slots[0].pending and cache.slots[0].ready is not None
         cache.request_swap([0])
         again = cache.assign_next(np.arange(4))
         slot0 = cache.env_slot == 0
@@ -203,10 +209,13 @@ def test_wait_pending_makes_the_next_swap_deterministic():
         assert cache.take_report().waited == blocked
 
 
-def test_events_announce_every_arrival_and_departure_in_order():
+def test_listeners_are_told_every_arrival_and_departure_in_order():
     reader, sources = _world(4)
     r = make_renderer("embree")
-    with SceneCache(sources, r, 4, CacheOptions(slots=2, seed=0), reader=reader) as cache:
+    events = []
+    told = Listener(lambda i, scene: events.append(("arrived", i, scene)), lambda i: events.append(("left", i, None)))
+    with SceneCache(sources, r, 4, CacheOptions(slots=2, seed=0), reader=reader,
+                    listeners=[renderer_listener(r), told]) as cache:
         cache.start()
         live = set()
         envs_scene = np.full(4, -1, np.int64)
@@ -217,10 +226,11 @@ def test_events_announce_every_arrival_and_departure_in_order():
                 _next_episode(cache, envs_scene, done)
             if step % 4 == 3:
                 cache.request_swap()
-            for ev in cache.take_events():
-                if ev.kind == "arrived":
-                    assert ev.scene_index not in live and ev.scene.scene_id == cache.scene_id(ev.scene_index)
-                    live.add(ev.scene_index)
+            for kind, scene_index, scene in events:
+                if kind == "arrived":
+                    assert scene_index not in live and scene.scene_id == cache.scene_id(scene_index)
+                    live.add(scene_index)
                 else:
-                    live.remove(ev.scene_index)
-            assert live == set(cache.resident_ids)
+                    live.remove(scene_index)
+            events.clear()
+            assert live == set(cache.resident_scene_indices)

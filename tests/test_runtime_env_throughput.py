@@ -10,14 +10,13 @@ import pytest
 
 from bps_assets.errors import ConfigError
 from cli import env_bench as bench
-from test_runtime_api import manifest  # noqa: F401  (module fixture: a preprocessed dataset)
 
 TINY = bench.BenchOptions(num_envs=4, scenes=2, resolution=16, steps=12, warmup=1, swap_every=4, split="train",
                           threads=1, count_steps=2)
 
 
 @pytest.fixture(scope="module")
-def raw(manifest):  # noqa: F811
+def raw(manifest):
     return bench.measure(manifest, TINY)
 
 
@@ -54,7 +53,7 @@ def test_measured_run_reports_every_goal_with_a_true_verdict(raw):
         assert f"over all 12 steps: only {quiet} had no load in flight" in ratio and "(all steps)" in tail
 
 
-def test_pipelined_run_is_reported_and_judged_only_on_a_device(manifest, raw):  # noqa: F811
+def test_pipelined_run_is_reported_and_judged_only_on_a_device(manifest, raw):
     """Steps back to back (no wait between them) are measured when asked, on the CPU too; the
     ratio goal is judged on them only off the CPU (where the per-step timings wait for the device)."""
     opts = replace(TINY, steps=4, count_steps=0, swap_every=0, pipelined_steps=6)
@@ -107,7 +106,7 @@ def test_verdicts():
     assert bench.ratio_goal("cpu", 2) == 0.95
 
 
-def test_thread_scaling_report_judges_each_count(manifest):  # noqa: F811
+def test_thread_scaling_report_judges_each_count(manifest):
     """bench_threads' report on a real tiny run at 1 and 2 threads (1 is measured first even when
     not asked for): one row per count, the scaling of 1 thread is 1, every verdict matches its
     value, and the step / render goal is judged at the highest count."""
@@ -139,3 +138,25 @@ def test_bench_agent_option_runs_a_task_with_another_agent():
     assert bench._task(bench.BenchOptions(task="imagenav")) == "imagenav"
     with pytest.raises(ConfigError, match="RADIUS,HEIGHT"):
         bench._task(bench.BenchOptions(agent="0.18"))
+
+
+def test_bench_is_a_measurement_unless_check(manifest, monkeypatch):
+    """Issue 35 item 10: a missed goal says the bench is a measurement (exit 0); --check exits 1.
+    The run is real; one measured value (a step that waited for a load) is set so a goal fails."""
+    from click.testing import CliRunner
+
+    from cli.main import main
+
+    real = bench.summarize
+    monkeypatch.setattr(bench, "summarize", lambda raw, o: dict(real(raw, o), waited_steps=3))
+    args = ["bench", str(manifest), "--num-envs", "4", "--steps", "4", "--scenes", "1", "--resolution", "16",
+            "--threads", "1", "--count-steps", "0", "--split", "train"]
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 0, r.output
+    assert "steps that waited for a load: 3 (goal == 0: FAIL)" in r.output
+    last = r.output.strip().splitlines()[-1]
+    assert "missed (FAIL)" in last and "a measurement" in last and "--check" in last, last
+    r = CliRunner().invoke(main, args + ["--check"])
+    assert r.exit_code == 1 and "--check, exit status 1" in r.output
+    assert bench.missed_goals(["x (goal >= 0.95: PASS)", "y (goal == 0: FAIL)", "z (goal <= 1.15: n/a)"]) == \
+        ["y (goal == 0: FAIL)"]

@@ -111,12 +111,14 @@ def test_close_from_another_thread_returns_while_a_step_waits_for_a_load(dataset
         import threading, time
         import numpy as np
         from bps_runtime import make
-        from bps_runtime.scenes.loader import SceneLoader
         env = make({str(dataset)!r}, split=None, resolution=(8, 8), num_envs=8,
                    cache={{"slots": 2, "swap_every": 1, "budget_bytes": {need}}})
         env.reset()
         # from now on every load is slow: a due swap waits for its load (a blocked step)
-        SceneLoader.stage_hook = staticmethod(lambda sid, stage: time.sleep(1.0))
+        loader = env.world.scenes.loader
+        read, read_navmesh = loader.reader, loader.navmesh_loader
+        loader.reader = lambda path: (time.sleep(3.0), read(path))[1]
+        loader.navmesh_loader = lambda path: (time.sleep(3.0), read_navmesh(path))[1]
         errors = []
 
         def stepping():
@@ -177,7 +179,7 @@ def _damage(manifest: Path, names: list) -> dict:
         e["goals"][0]["position"] = [61.0, 0.0, 60.0]
     ep.write_bytes(gzip.compress(json.dumps(doc).encode()))
     _rerecord(manifest, c, "episodes")
-    return {a: "recorded in the manifest", b: "beyond 1e+06 m", c: "episode"}
+    return {a: "!= recorded", b: "beyond 1e+06 m", c: "episode"}
 
 
 def test_damaged_scenes_are_quarantined_with_a_reason_and_the_run_goes_on(dataset, tmp_path, caplog):
@@ -343,7 +345,7 @@ def test_loads_that_never_fit_next_to_the_active_scenes_are_skipped_and_swaps_go
             rep = cache.take_report()
             swaps.append(rep.swaps)
             reasons += rep.reasons
-            seen.update(cache.scene(i).scene_id for i in cache.resident_ids)
+            seen.update(cache.scene(i).scene_id for i in cache.resident_scene_indices)
             assert cache.resident_bytes <= budget
     assert any("skipped this pass" in x for x in reasons), reasons
     assert sum(swaps[200:]) >= 3, swaps   # still swapping late in the run

@@ -113,8 +113,7 @@ def test_a_load_that_fails_before_its_end_prepares_nothing(packed_room):
     from bps_runtime.scenes.loader import LoadCancelled
 
     prepared = []
-    loader = SceneLoader(make_renderer("embree"), threads=1)
-    loader.prepare = lambda sid, nav: prepared.append(sid) or sid
+    loader = SceneLoader(make_renderer("embree"), threads=1, prepare=lambda sid, nav: prepared.append(sid) or sid)
     src = SceneSource("room", str(packed_room / "room.bps"), str(packed_room / "room.navmesh"))
 
     def refuse(nbytes, source):

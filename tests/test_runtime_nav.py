@@ -10,7 +10,7 @@ from bps_assets.nav import NavMesh
 import nav_task_reference as reference
 from bps_runtime.nav.buffers import Arena, FieldWorker, GoalFields, NavBuffers, SceneNav
 from bps_runtime.nav.kernels import host_distance
-from bps_runtime.step.fused import NavQueries
+from nav_queries import NavQueries
 
 
 def _tiled_navmesh(seed=0):

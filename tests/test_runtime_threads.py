@@ -11,7 +11,7 @@ import torch
 from bps_assets.errors import ConfigError
 from bps_runtime.render import RenderOptions
 from bps_runtime.threads import available_cores, check_threads
-from test_runtime_api import _make, manifest  # noqa: F401  (module fixture: a preprocessed dataset)
+from test_runtime_api import _make   # the manifest fixture: conftest.py
 
 
 def test_default_is_the_affinity_count():
@@ -39,7 +39,7 @@ def test_bad_thread_counts_are_config_errors(bad):
         RenderOptions(threads=bad)
 
 
-def test_make_threads_reaches_the_renderer(manifest):  # noqa: F811
+def test_make_threads_reaches_the_renderer(manifest):
     env = _make(manifest, threads=3)
     try:
         r = env.world.renderer
@@ -61,7 +61,7 @@ def test_make_threads_reaches_the_renderer(manifest):  # noqa: F811
         env.close()
 
 
-def test_make_rejects_bad_threads_before_building(manifest):  # noqa: F811
+def test_make_rejects_bad_threads_before_building(manifest):
     for bad in (0, -1, "2", 2.5):
         with pytest.raises(ConfigError, match="threads"):
             _make(manifest, threads=bad)

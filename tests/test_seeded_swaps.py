@@ -4,7 +4,7 @@ seed and the step count, never from which load finished first.
 
 The configuration of the issue's report (3 scenes, 32 envs, 2 cache slots, a swap after 16
 episodes per slot, seed 3, 300 seeded actions) runs three times: 1 thread; 2 threads with every
-loader stage delayed at random (``SceneLoader.stage_hook``); 1 thread with other random delays.
+loader stage delayed at random (a ``SceneLoader`` subclass); 1 thread with other random delays.
 Every observable of every step is compared (``pointnav_trace.step_digest``), except
 ``waited_for_load``, which says whether the step had to wait: timing, by definition.
 """
@@ -22,20 +22,24 @@ SWAPS = dict(split=None, num_envs=32, resolution=(12, 12), sensors=("depth",), s
 
 
 @pytest.fixture(scope="module")
-def manifest(tmp_path_factory):
-    return pt.build_manifest(tmp_path_factory.mktemp("swaps"))
+def manifest(box_rooms_manifest):   # conftest.py's, shared with test_trace_stable
+    return box_rooms_manifest
 
 
 def _slowed(monkeypatch, seed: int):
+    """Every cache built from now on loads with a loader that sleeps at random as each stage begins."""
+    from bps_runtime.scenes import cache
     from bps_runtime.scenes.loader import SceneLoader
 
     rng = random.Random(seed)
 
-    def hook(scene_id, stage):
-        if rng.random() < 0.5:
-            time.sleep(rng.uniform(0.0, 0.15))
+    class SlowLoader(SceneLoader):
+        def _enter_stage(self, scene_id, stage):
+            super()._enter_stage(scene_id, stage)
+            if rng.random() < 0.5:
+                time.sleep(rng.uniform(0.0, 0.15))
 
-    monkeypatch.setattr(SceneLoader, "stage_hook", staticmethod(hook))
+    monkeypatch.setattr(cache, "SceneLoader", SlowLoader)
 
 
 def _run(manifest, threads, stats=None):

@@ -53,7 +53,7 @@ def _agrees(sem, ref, what):
 
 @pytest.mark.parametrize("backend,kw", ENGINES, ids=ENGINE_IDS)
 def test_sensor_on_a_converted_scan_equals_a_ray_cast_of_the_annotation(converted, backend, kw):
-    from bps_runtime.scenes.loader import SceneLoader, SceneSource
+    from bps_runtime.scenes.loader import LoadFailure, SceneLoader, SceneSource
 
     out, ps, pos, yaw, ref, ref_files = converted
     # the views are not vacuous: many objects, of the ObjectNav goal categories too
@@ -64,9 +64,11 @@ def test_sensor_on_a_converted_scan_equals_a_ray_cast_of_the_annotation(converte
     r = make_renderer(backend, RenderOptions(resolution=(RES, RES), threads=2), **kw)
     loader = SceneLoader(r, threads=1)  # the default reader: read_packed_scene of the real file
     try:
-        loaded = loader.load(SceneSource("s", str(out)))
+        loaded = loader.submit(SceneSource("s", str(out)), quiet=True).result()
     finally:
         loader.close()
+    if isinstance(loaded, LoadFailure):
+        raise loaded.error
     np.testing.assert_array_equal(loaded.shading.tri_object, ps.tri_object)
     r.attach(3, loaded.shading, loaded.accel)
     frame = r.render(np.full(len(pos), 3), pos, yaw, ("depth", "semantic"))

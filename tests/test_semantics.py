@@ -240,6 +240,24 @@ def test_cli_info_preview_verify(tmp_path):
     assert r.exit_code == 0 and (tmp_path / "p.png").stat().st_size > 1000
     n_drawn = sum(v for k, v in truth["categories"].items() if k not in ("wall", "floor", "ceiling"))
     assert f"{n_drawn} objects" in r.output
+    # issue 35 item 11: every box labelled, a legend of what is drawn, a scale bar of the stated length
+    from PIL import Image
+
+    from bps_assets.nav import load_navmesh
+    from bps_assets.nav.semantic_preview import write_semantic_preview
+
+    table = read_packed_scene(scene, sections=["object_ids", "object_category", "object_region", "object_aabb",
+                                               "object_source_ids"]).semantics
+    info = write_semantic_preview(load_navmesh(nav), table, tmp_path / "p2.png")
+    assert info["labels"] == info["objects"] == n_drawn
+    assert [(c, n) for c, n, _ in info["legend"]] == sorted(
+        (k, v) for k, v in truth["categories"].items() if k not in ("wall", "floor", "ceiling"))
+    png = np.asarray(Image.open(tmp_path / "p2.png").convert("RGB"))
+    row = (png[info["scale_bar_row"] + 1] == 0).all(axis=1)
+    run_px = int(np.argmin(row[4:]))   # the black run from x = 4
+    assert run_px == info["scale_bar_px"] and info["scale_bar_m"] / info["scale_bar_px"] == pytest.approx(
+        info["metres_per_pixel"], rel=0.01)
+    assert info["height"] == png.shape[0] and info["width"] == png.shape[1]
     plain = convert_file(src / "mp3d" / name / f"{name}.glb", tmp_path / "plain.bps", ConvertOptions(dataset="mp3d"),
                          semantic=None)
     r = CliRunner().invoke(main, ["preview", str(nav), "-o", str(tmp_path / "q.png"), "--semantic", plain.output])

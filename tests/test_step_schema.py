@@ -44,9 +44,9 @@ def test_a_task_field_flows_from_the_schema_to_kernel_tensors_and_views():
 
 
 def test_a_field_declared_twice_is_refused():
-    with pytest.raises(ValueError, match="declared twice"):
+    with pytest.raises(sc.SchemaError, match="declared twice"):
         sc.Schema(sc.CORE).extend([sc.Field("pos", "vec3")])
-    with pytest.raises(ValueError, match="bad dtype"):
+    with pytest.raises(sc.SchemaError, match="bad dtype"):
         sc.Field("x", "float16")
     sc.Schema(sc.CORE).extend([sc.Field("pos", "vec3", "out", owner="t")])   # another kind: allowed
 

@@ -388,3 +388,19 @@ def test_impossible_floor_plan_is_a_config_error():
 
     with pytest.raises(ConfigError, match="no floor plan of 40 m\\^2"):
         make_plan(np.random.default_rng(0), 40.0, 1e6, False, True)
+
+
+def test_synth_semantic_prints_preprocess_with_objectnav_agent(tmp_path):
+    """Issue 35 item 7: the printed command builds navmeshes for ObjectNav's agent."""
+    from click.testing import CliRunner
+
+    from bps_runtime.tasks.objectnav import DEFAULTS as OBJECTNAV
+    from cli.main import main
+
+    r = CliRunner().invoke(main, ["synth", str(tmp_path / "ds"), "-n", "1", "--semantic"])
+    assert r.exit_code == 0, r.output
+    cmd = next(ln for ln in r.output.splitlines() if ln.startswith("preprocess them: "))
+    assert cmd.endswith(f"--agent-radius {OBJECTNAV.agent_radius} --agent-height {OBJECTNAV.agent_height}"), cmd
+    assert "docs/OBJECTNAV.md" in r.output
+    r = CliRunner().invoke(main, ["synth", str(tmp_path / "plain"), "-n", "1"])
+    assert "--agent-radius" not in r.output

@@ -30,8 +30,8 @@ def reference():
 
 
 @pytest.fixture(scope="module")
-def manifest(tmp_path_factory):
-    return pt.build_manifest(tmp_path_factory.mktemp("trace"))
+def manifest(box_rooms_manifest):   # conftest.py's, shared with test_seeded_swaps
+    return box_rooms_manifest
 
 
 @pytest.mark.parametrize("name", sorted(pt.CONFIGS))

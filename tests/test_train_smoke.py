@@ -19,31 +19,7 @@ TINY = ["--resolution", "32", "--width", "4", "--hidden", "32", "--num-envs", "4
         "--sim-only-steps", "2", "--threads", "1", "--save-every", "1"]
 
 
-@pytest.fixture(scope="session")
-def dataset(tmp_path_factory):
-    """3 synthetic Gibson-layout scenes (2 train, 1 val) through the demo's preprocess step
-    (packed scenes, navmeshes, PointNav episodes), from ``bps_assets.synth.generate``.
-    BPS_TRAIN_TEST_DATASET=path/manifest.json
-    uses an existing dataset instead."""
-    if os.environ.get("BPS_TRAIN_TEST_DATASET"):
-        return Path(os.environ["BPS_TRAIN_TEST_DATASET"])
-    from bps_assets.pipeline import demo
-
-    def synthesize(ctx):
-        from bps_assets.synth import generate
-
-        ctx.src_root = ctx.outdir / "src"
-        generate(ctx.src_root, "gibson", 3, seed=0, size="small")  # 2 train + 1 val scene of "tiny"
-
-    out = tmp_path_factory.mktemp("train_data") / "demo"
-    steps = [demo.DemoStep("synthesize", "synthesize", synthesize)]
-    steps += [s for s in demo.DEFAULT_STEPS if s.name == "preprocess"]
-    assert demo.run_demo(out, scenes=3, workers=1, echo=lambda s: None, steps=steps)
-    from bps_assets.pipeline.manifest import load_manifest
-
-    m = load_manifest(out / "manifest.json")
-    assert len(m.scenes("train")) == 2 and len(m.scenes("val")) == 1
-    return out / "manifest.json"
+# the dataset fixture (3 synthetic scenes, session scope) is in conftest.py
 
 
 def _rows(path):

@@ -371,3 +371,38 @@ def test_bf16_autocast_reaches_the_policy_only_and_the_loss_stays_fp32():
     collect_rollout(env, pol, ro, carry, "depth", amp=bf16)
     assert ro.values.dtype == ro.logp.dtype == torch.float32 and torch.isfinite(ro.logp).all()
     assert not torch.is_autocast_enabled("cpu")
+
+
+def test_command_line_has_no_prefix_matching_and_suggests_the_option(capsys):
+    """Issue 35 item 9: `--num-env 8` is not `--num-envs`; a typo is two lines with a suggestion."""
+    with pytest.raises(SystemExit) as e:
+        parse(Args, ["--num-env", "8"], description="x")
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) <= 3 and "unrecognized arguments: --num-env 8" in err[0], err
+    assert any("--num-env: did you mean --num-envs?" in ln for ln in err) and "--help" in err[-1]
+    with pytest.raises(SystemExit):
+        parse(Args, ["--task", "pointnv"])
+    assert "invalid choice: 'pointnv'" in capsys.readouterr().err
+
+
+def test_help_reads_right_for_switches_and_lists_the_tasks():
+    out = subprocess.run([sys.executable, "-m", "bps_train.train", "--help"], capture_output=True, text=True,
+                         timeout=60)
+    text = " ".join(out.stdout.split())
+    from bps_runtime.tasks import TASKS
+
+    usage = " ".join(out.stdout.split("options:")[0].split())
+    assert "--task {" + ",".join(TASKS) + "}" in usage
+    assert "same as --resume false (default" not in text and "same as --resume false" in text
+    assert parse(Args, ["--no-resume"]).resume is False and parse(Args, []).resume is True
+
+
+def test_expected_duration_line():
+    from bps_train.train import duration_text, eta_line
+
+    assert [duration_text(s) for s in (40, 720, 12_300)] == ["40 s", "12 min", "3 h 25 min"]
+    # 3 updates of 1,024 frames in 30 s (~102 frames/s); 2M frames in all: 1,954 updates to go
+    line = eta_line(3, 1957, 3072, 30.0, 1024)
+    assert line.startswith("expected duration: 1954 more update(s), 2,000,896 frames at 102 frames/s")
+    assert "about 5 h 25 min more" in line, line

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 import torch
 
-from test_train_smoke import dataset  # noqa: F401 - the tiny synthetic dataset (session fixture)
 
 from bps_train.video import EpisodeRecorder, FrameLayout, goal_from_pointgoal, manifest_navmeshes, sensor_rgb
 from bps_train.video_io import VideoOptions, resolve_format
@@ -58,7 +57,7 @@ def _record(manifest, out, video: VideoOptions, n_steps=14):
     return rec, seen, length
 
 
-def test_mp4_decodes_elsewhere_with_the_observations_in_its_panels(dataset, tmp_path):  # noqa: F811
+def test_mp4_decodes_elsewhere_with_the_observations_in_its_panels(dataset, tmp_path):
     pytest.importorskip("av")
     rec, seen, length = _record(dataset, tmp_path, VideoOptions(format="mp4", crf=0))
     path = rec.written[0]
@@ -81,7 +80,7 @@ def test_mp4_decodes_elsewhere_with_the_observations_in_its_panels(dataset, tmp_
     assert doc["video"] == path.name
 
 
-def test_png_frames_are_exact_and_gif_has_every_frame(dataset, tmp_path):  # noqa: F811
+def test_png_frames_are_exact_and_gif_has_every_frame(dataset, tmp_path):
     rec, seen, length = _record(dataset, tmp_path / "png", VideoOptions(format="png"), n_steps=6)
     folder = rec.written[0]
     assert folder.is_dir() and len(list(folder.glob("frame_*.png"))) == length
@@ -124,7 +123,7 @@ def test_goal_from_pointgoal_inverts_the_observation():
         assert np.allclose(got, goal[i].numpy(), atol=1e-4), i
 
 
-def test_eval_video_end_to_end(dataset, tmp_path, capsys):  # noqa: F811
+def test_eval_video_end_to_end(dataset, tmp_path, capsys):
     from bps_train.train import main, run
 
     out = tmp_path / "run"
@@ -162,7 +161,8 @@ print(json.dumps({"video_modules": sorted(m for m in sys.modules if m.startswith
 """
 
 
-def test_training_and_eval_without_video_run_no_video_code(dataset, tmp_path):  # noqa: F811
+@pytest.mark.slow
+def test_training_and_eval_without_video_run_no_video_code(dataset, tmp_path):
     """``--video`` unused costs nothing by construction: a training run and an eval in a fresh
     process never import bps_train.video / video_io (so no recorder is built and no per-step hook
     exists) and never query the episodes' goals; with ``--video 1`` the same eval does both."""

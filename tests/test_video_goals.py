@@ -12,8 +12,6 @@ import numpy as np
 import pytest
 import torch
 
-from test_objectnav_make import build_objectnav_dataset
-from test_train_smoke import dataset  # noqa: F401 - the tiny synthetic dataset (session fixture)
 
 from bps_assets.nav.topdown import KINDS
 from bps_train.video import GOAL_IMAGE, EpisodeRecorder, FrameLayout, manifest_navmeshes
@@ -21,8 +19,8 @@ from bps_train.video_io import VideoOptions
 
 
 @pytest.fixture(scope="module")
-def objnav(tmp_path_factory):
-    return build_objectnav_dataset(tmp_path_factory.mktemp("objnav_video"))
+def objnav(objectnav_dataset):   # conftest.py's, shared with test_objectnav_make
+    return objectnav_dataset
 
 
 def _mask(frame, layout, tdm, kind):
@@ -48,7 +46,8 @@ def _centroid_near(mask, uv, radius=6.0, heading=None):
 def _record_one(env, manifest, out, stop_after=6):
     """Env 0's first episode as PNG frames: a few random moves, then STOP."""
     rec = EpisodeRecorder(out, 1, manifest_navmeshes(manifest), watch=1, video=VideoOptions(format="png"),
-                          background=False, goals_for=env.episode_goals)
+                          background=False, goals_for=env.episode_goals, action_names=env.ACTIONS)
+    sent = []
     gen = torch.Generator().manual_seed(0)
     try:
         obs = env.reset()
@@ -59,7 +58,8 @@ def _record_one(env, manifest, out, stop_after=6):
             a = torch.randint(1, 4, (env.batch_size,), generator=gen)
             a[0] = 0 if t == stop_after else a[0]
             obs, _, done, info = env.step(a)
-            rec.step(obs, done, info)
+            rec.step(obs, done, info, actions=a)
+            sent.append(env.ACTIONS[int(a[0])])
             if done[0]:
                 break
     finally:
@@ -71,6 +71,7 @@ def _record_one(env, manifest, out, stop_after=6):
     folder = rec.written[0]
     frames = [np.asarray(Image.open(p).convert("RGB")) for p in sorted(folder.glob("frame_*.png"))]
     doc = json.loads(folder.with_name(folder.name + ".json").read_text())
+    assert doc["actions"] == sent and len(sent) == len(frames)   # one action taken per frame
     return rec, goal, first, frames, doc
 
 
@@ -96,6 +97,17 @@ def test_objectnav_goal_query_and_video_map(objnav, tmp_path):
 
     layout = FrameLayout(("depth",), (16, 16))
     tdm = rec.episode_map(doc["scene_id"], doc["start"], layout)
+    # issue 35 item 11: a map of a useful size, the goal category and the action in the strip
+    from bps_assets.nav.topdown import HEADER, MARGIN
+
+    assert layout.panel_h == 256 and max(tdm.width - 2 * MARGIN, tdm.height - HEADER - MARGIN) >= 256
+    ep = type("Ep", (), {})()
+    ep.obs, ep.dist, ep.actions, ep.goal_image, ep.goal = [0, 0], [1.5, 1.0], [1, 0], None, None
+    ep.goals = {"object_category": goal["object_category"]}
+    meta = {"episode_id": "3", "distance_to_goal": 0.9, "success": 0.0, "spl": 0.0}
+    assert rec.strip_lines(ep, meta, 0) == ["episode 3  step 1/2", f"goal: {goal['object_category']}  distance 1.50 m",
+                                            "action: MOVE_FORWARD", "success -  SPL -  (at the end)"]
+    assert rec.strip_lines(ep, meta, 1)[2:] == ["action: STOP", "success 0  SPL 0.00"]
     f0 = frames[0]
     goals = np.array([x["position"] for x in goal["goals"]], float)
     vps = np.array([vp["agent_state"]["position"] for x in goal["goals"] for vp in x["view_points"]], float)
@@ -128,10 +140,11 @@ def test_objectnav_goal_query_and_video_map(objnav, tmp_path):
     green = _mask(f0, layout, tdm, "shortest_path")
     vs, us = np.nonzero(green)
     uv = tdm.to_image(near[None])[0][0]
-    assert green.any() and np.linalg.norm(np.stack([us + 0.5, vs + 0.5], 1) - uv, axis=1).min() <= 3
+    # within 3 px at the old 256 px panel's scale (~0.034 m/px): 0.1 m, however large the map now is
+    assert green.any() and np.linalg.norm(np.stack([us + 0.5, vs + 0.5], 1) - uv, axis=1).min() <= max(3, 0.1 / tdm.mpp)
 
 
-def test_imagenav_goal_query_heading_and_goal_image_panel(dataset, tmp_path):  # noqa: F811
+def test_imagenav_goal_query_heading_and_goal_image_panel(dataset, tmp_path):
     import math
 
     from bps_assets.nav.episodes import read_pointnav_dataset

@@ -4,17 +4,14 @@ Generation follows habitat-lab's ``generate_pointnav_episode`` (pointnav_generat
 target; skip it if its island radius is < 1.5 m; try up to 10 sources; a source is compatible
 when |dy| <= 0.5 m, the geodesic distance is finite and in [1, 30] m, its island radius is
 >= 1.5 m, and -- if geodesic/euclidean < 1.1 -- a uniform draw is <= 20 * (ratio - 0.98)^2.
-The first compatible source makes an episode with a random yaw ``[0, sin(a/2), 0, cos(a/2)]``.
-Both ends lie on the largest indoor island (``nav.indoor``, habitat's newer generators) unless
-``all_islands``; ``stats["where"]`` says where the episodes start (islands, heights).
-The accepted distribution is habitat-lab's; the random stream is a seeded numpy ``Generator``,
-so a seed reproduces a dataset exactly on any machine (why candidates are drawn in batches:
-docs/DECISIONS.md). ``shortest_paths`` are not generated (habitat's Gibson / MP3D files have none).
+The first compatible source makes an episode with a random yaw. Both ends lie on the largest
+indoor island (``nav.indoor``) unless ``all_islands``; ``stats["where"]`` says where episodes
+start. A seeded numpy ``Generator`` reproduces a dataset exactly on any machine (docs/DECISIONS.md);
+``shortest_paths`` are not generated (habitat's Gibson / MP3D files have none).
 
 Files (``write_pointnav_dataset`` / ``read_pointnav_dataset``): habitat's PointNav v1 layout,
 ``DIR/SPLIT/SPLIT.json.gz`` = ``{"episodes": []}`` and one ``DIR/SPLIT/content/{scene}.json.gz``
-per scene; habitat's own files (episodes in the split file, or content files,
-``content_scenes_path``, ``data/scene_datasets/`` prefixes) read the same way.
+per scene; habitat's own files (episodes in the split file, or content files) read the same way.
 """
 from __future__ import annotations
 

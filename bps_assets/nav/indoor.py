@@ -1,20 +1,14 @@
 """Indoor islands: which navmesh islands episodes use (habitat's newer generators' rule).
 
-habitat-lab's ``get_largest_island_index(allow_outdoor=False)`` (datasets/rearrange/
-navmesh_utils.py) takes the largest island that ``is_outdoor`` does not call outdoor: an island
-is indoor when more than 95 % of 100 points sampled on it have scene geometry straight above.
-Here a point is **indoor** when a ray cast straight up from 5 cm above it
-(``bps_assets.raycast``) hits the scene within ``ceiling_within`` metres (habitat's ray is
-unbounded; a roof under a higher tower then still counts as outdoor here), and the points are
-``samples`` spans spread evenly over the island (span order), so the answer is reproducible.
-
-``island_indoor(nav, vertices, triangles) -> f4 [I]`` (the share of each island's points that
-are indoor; stored in the navmesh header as ``island_indoor``, docs/NAVMESH.md 3) and
-``episode_islands(nav, all_islands=False) -> [ids] | None`` (None: every island). Without
-``island_indoor`` (a Detour file imported without its scene) the largest island is used.
-When no island is indoor, every island is (habitat returns -1, the whole navmesh); islands
-narrower than habitat's island radius limit (1.5 m) do not count, or a stage without a ceiling
-would have its episodes under a table (the one place with geometry above).
+habitat-lab's ``get_largest_island_index(allow_outdoor=False)`` takes the largest island that is
+not outdoor: an island is indoor when more than 95 % of 100 points on it have scene geometry
+straight above. Here a point is indoor when a ray straight up from 5 cm above it hits the scene
+within ``ceiling_within`` metres, over ``samples`` spans spread evenly over the island (so the
+answer is reproducible). ``island_indoor(nav, vertices, triangles) -> f4 [I]`` (each island's
+indoor share; stored in the navmesh header, docs/NAVMESH.md 3) and ``episode_islands(nav,
+all_islands=False) -> [ids] | None`` (None: every island). Without ``island_indoor`` the largest
+island is used; when no island is indoor, every island is; islands narrower than habitat's island
+radius limit (1.5 m) do not count. Rules and measurements: docs/NAVMESH.md section 9.
 """
 from __future__ import annotations
 

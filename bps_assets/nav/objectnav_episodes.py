@@ -91,8 +91,14 @@ def build_goals(navmesh, vertices: np.ndarray, triangles: np.ndarray, tri_object
     return out
 
 
+GIVEN_UP = {"category": "categories_given_up", "goal": "goals_given_up"}   # stats key per unit
+
+
 @dataclass
-class _Category:
+class GoalSet:
+    """Goals an episode may end at (ObjectNav: a category's objects; InstanceImageNav: one
+    object), with what start sampling needs of them."""
+
     name: str
     goals: list
     fields: list            # per goal: distance field to its nearest view point
@@ -100,13 +106,14 @@ class _Category:
     positions: np.ndarray   # [G, 3] goal positions
 
 
-def _prepare(navmesh, name: str, goals: list, limit: float) -> _Category:
+def prepare_goal_set(navmesh, name: str, goals: list, limit: float) -> GoalSet:
+    """The ``GoalSet`` of ``goals``: one distance field (``limit`` m) per goal over its view points."""
     fields = []
     for g in goals:
         pts = np.asarray([vp["agent_state"]["position"] for vp in g["view_points"]], np.float64)
         fields.append(navmesh.distance_field_to_any(pts, limit=limit))
     vp_y = np.asarray([vp["agent_state"]["position"][1] for g in goals for vp in g["view_points"]])
-    return _Category(name, goals, fields, vp_y, np.asarray([g["position"] for g in goals], np.float64))
+    return GoalSet(name, goals, fields, vp_y, np.asarray([g["position"] for g in goals], np.float64))
 
 
 def generate_objectnav_episodes(navmesh, goals_by_category: Mapping[str, list[dict]], scene_id: str,
@@ -125,39 +132,53 @@ def generate_objectnav_episodes(navmesh, goals_by_category: Mapping[str, list[di
     if n and not cats:
         raise NavError(None, f"{scene_id}: no goal object with a view point; no ObjectNav episode "
                              "can be made")
-    rng = np.random.default_rng(seed)
+    sets = {c: goals_by_category[prefix + c] for c in cats}
+    return episodes_in_turn(navmesh, sets, scene_id, n, np.random.default_rng(seed), o, st, "ObjectNav",
+                            "category")
+
+
+def episodes_in_turn(navmesh, sets: Mapping[str, list], scene_id: str, n: int, rng: np.random.Generator,
+                     o: ObjectNavOptions, st: Counter, what: str, unit: str, finish=None) -> list[dict]:
+    """``n`` episodes (ids "0".."n-1") from the goal sets ``sets`` (name -> goals, each a
+    ``GoalSet`` named ``name``) taken in turn in sorted order, each by ``sample_episode``. A set
+    that yields none is dropped (counted in ``st[GIVEN_UP[unit]]``); ``NavError`` when none is
+    left. ``finish(name, episode)`` may complete each one (drawing from ``rng`` after its start)."""
+    names = sorted(sets)
     islands = episode_islands(navmesh, o.all_islands)
     on = {} if islands is None else {"island": islands[0]}  # goals count only where reachable
     limit = o.furthest_dist_limit + 1.0
-    prepared: dict[str, _Category] = {}
+    prepared: dict[str, GoalSet] = {}
     episodes: list[dict] = []
     turn = 0
     while len(episodes) < n:
-        if not cats:
-            raise NavError(None, f"{scene_id}: only {len(episodes)} of {n} ObjectNav episodes; every "
-                                 "category was given up (starts too close, too far or off-floor)")
-        name = cats[turn % len(cats)]
+        if not names:
+            raise NavError(None, f"{scene_id}: only {len(episodes)} of {n} {what} episodes; every "
+                                 f"{unit} was given up (starts too close, too far or off-floor)")
+        name = names[turn % len(names)]
         c = prepared.get(name)
         if c is None:
-            c = prepared[name] = _prepare(navmesh, name, goals_by_category[prefix + name], limit)
-        ep = _one_episode(navmesh, c, scene_id, len(episodes), rng, o, st, on)
+            c = prepared[name] = prepare_goal_set(navmesh, name, sets[name], limit)
+        ep = sample_episode(navmesh, c, scene_id, len(episodes), rng, o, st, on)
         if ep is None:
-            st["categories_given_up"] += 1
-            cats.remove(name)
+            st[GIVEN_UP[unit]] += 1
+            names.remove(name)
             continue
-        episodes.append(ep)
+        episodes.append(ep if finish is None else finish(name, ep))
         turn += 1
     st["episodes"] += len(episodes)
     return episodes
 
 
-def _one_episode(navmesh, c: _Category, scene_id: str, index: int, rng: np.random.Generator,
-                 o: ObjectNavOptions, st: Counter, on: dict) -> dict | None:
+def sample_episode(navmesh, c: GoalSet, scene_id: str, index: int, rng: np.random.Generator,
+                   o: ObjectNavOptions, st: Counter, on: dict | None = None) -> dict | None:
+    """One episode ending at any goal of ``c`` by the module doc's start rules (``index``: its id),
+    or None when ``o.retries_per_episode`` starts give none. ``on``: ``sample_navigable_point``'s
+    island restriction (``{"island": i}``), or none."""
     tried = 0
     while tried < o.retries_per_episode:
         b = min(o.batch, o.retries_per_episode - tried)
         tried += b
-        src = np.asarray(navmesh.sample_navigable_point(b, seed=int(rng.integers(0, 2**63 - 1)), **on),
+        src = np.asarray(navmesh.sample_navigable_point(b, seed=int(rng.integers(0, 2**63 - 1)), **(on or {})),
                          np.float64)
         draws = rng.random(b)
         yaws = rng.uniform(0.0, 2.0 * np.pi, size=b)
@@ -235,5 +256,6 @@ def semantic_scene(path) -> tuple[np.ndarray, np.ndarray, np.ndarray, SemanticTa
             np.asarray(tri_object), table)
 
 
-__all__ = ["ObjectNavOptions", "DEFAULTS", "build_goals",
+__all__ = ["ObjectNavOptions", "DEFAULTS", "build_goals", "GoalSet", "prepare_goal_set", "sample_episode",
+           "episodes_in_turn",
            "generate_objectnav_episodes", "category_maps", "objectnav_scene", "semantic_scene"]

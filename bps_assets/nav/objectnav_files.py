@@ -253,6 +253,45 @@ class NavmeshCheck:
         return ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in sorted(self.dropped.items()) if n)
 
 
+def problem_counter(path, strict: bool):
+    """(``problem(kind, message)``, the Counter it fills): counts each kind, or (``strict``)
+    raises the first message as an ``InputError`` naming ``path``."""
+    dropped: Counter = Counter()
+
+    def problem(kind: str, msg: str):
+        if strict:
+            raise InputError(path, msg)
+        dropped[kind] += 1
+
+    return problem, dropped
+
+
+def goals_on_navmesh(goals_by_key: Mapping[str, list[dict]], navmesh, problem, max_y_delta: float = 0.5,
+                     label: str = "goals_by_category") -> dict[str, list[dict]]:
+    """Each key's goals with only their view points on the navmesh; a goal left without any is
+    dropped. ``problem(kind, message)`` is told of each (``view_points_off_navmesh``,
+    ``goals_without_view_points``; ``label``: the file's name of the goal table)."""
+    goals_out: dict[str, list[dict]] = {}
+    for key, goals in goals_by_key.items():
+        kept_goals = []
+        for g in goals:
+            vps = g["view_points"]
+            pos = np.asarray([vp["agent_state"]["position"] for vp in vps], np.float64).reshape(-1, 3)
+            on = np.asarray(navmesh.is_navigable(pos, max_y_delta), bool).reshape(-1) if len(vps) else \
+                np.zeros(0, bool)
+            for k in np.flatnonzero(~on):
+                problem("view_points_off_navmesh", f"{label}[{key!r}] object "
+                        f"{g['object_id']!r}: view point {k} at {pos[k].round(3).tolist()} is off "
+                        "the navmesh")
+            if not on.any():
+                problem("goals_without_view_points", f"{label}[{key!r}] object "
+                        f"{g['object_id']!r}: no view point on the navmesh")
+                continue
+            kept_goals.append(dict(g, view_points=[vp for vp, ok in zip(vps, on) if ok]))
+        goals_out[key] = kept_goals
+    return goals_out
+
+
 def check_on_navmesh(ds: ObjectNavDataset, navmesh, path: str | os.PathLike | None = None,
                      strict: bool = False, max_y_delta: float = 0.5) -> NavmeshCheck:
     """Check one scene's episodes against its navmesh (habitat's ``is_navigable`` with
@@ -261,31 +300,8 @@ def check_on_navmesh(ds: ObjectNavDataset, navmesh, path: str | os.PathLike | No
     each is counted in ``.dropped`` (keys ``view_points_off_navmesh``, ``goals_without_view_
     points``, ``starts_off_navmesh``, ``episodes_without_goals``). ``strict``: the first such
     problem is an ``InputError`` naming ``path``, the episode or goal, and the position."""
-    dropped: Counter = Counter()
-
-    def problem(kind: str, msg: str):
-        if strict:
-            raise InputError(path, msg)
-        dropped[kind] += 1
-
-    goals_out: dict[str, list[dict]] = {}
-    for key, goals in ds.goals_by_category.items():
-        kept_goals = []
-        for g in goals:
-            vps = g["view_points"]
-            pos = np.asarray([vp["agent_state"]["position"] for vp in vps], np.float64).reshape(-1, 3)
-            on = np.asarray(navmesh.is_navigable(pos, max_y_delta), bool).reshape(-1) if len(vps) else \
-                np.zeros(0, bool)
-            for k in np.flatnonzero(~on):
-                problem("view_points_off_navmesh", f"goals_by_category[{key!r}] object "
-                        f"{g['object_id']!r}: view point {k} at {pos[k].round(3).tolist()} is off "
-                        "the navmesh")
-            if not on.any():
-                problem("goals_without_view_points", f"goals_by_category[{key!r}] object "
-                        f"{g['object_id']!r}: no view point on the navmesh")
-                continue
-            kept_goals.append(dict(g, view_points=[vp for vp, ok in zip(vps, on) if ok]))
-        goals_out[key] = kept_goals
+    problem, dropped = problem_counter(path, strict)
+    goals_out = goals_on_navmesh(ds.goals_by_category, navmesh, problem, max_y_delta)
     kept = []
     for e in episodes_on_navmesh(ds.episodes, navmesh, problem, max_y_delta, goals=False):
         where = f"episode {e['episode_id']!r}"
@@ -333,16 +349,11 @@ def check_pointnav_on_navmesh(episodes: list[dict], navmesh, path: str | os.Path
     """PointNav / ImageNav episodes of one scene against its navmesh: (the usable episodes,
     counts of ``starts_off_navmesh`` / ``goals_off_navmesh``); ``strict``: ``InputError`` naming
     ``path``, the episode and the position instead."""
-    dropped: Counter = Counter()
-
-    def problem(kind, msg):
-        if strict:
-            raise InputError(path, msg)
-        dropped[kind] += 1
-
+    problem, dropped = problem_counter(path, strict)
     return episodes_on_navmesh(episodes, navmesh, problem, max_y_delta), dropped
 
 
 __all__ = ["ObjectNavDataset", "check_pointnav_on_navmesh", "episodes_on_navmesh", "goals_key", "make_view_point", "make_object_goal",
+           "goals_on_navmesh", "problem_counter",
            "make_objectnav_episode", "validate_goal", "read_objectnav_dataset",
            "write_objectnav_dataset", "check_on_navmesh", "NavmeshCheck", "CATEGORY_MAPS"]

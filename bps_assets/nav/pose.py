@@ -13,10 +13,17 @@ def yaw_quaternion(yaw: float) -> list[float]:
     return [0.0, math.sin(yaw / 2), 0.0, math.cos(yaw / 2)]
 
 
+def yaw_pitch_quaternion(yaw: float, pitch: float) -> list[float]:
+    """[x, y, z, w] of a camera turned by ``yaw`` about +Y, then by ``pitch`` about its own +X
+    (positive looks up): ``view_points.camera_basis(yaw, pitch)`` as a quaternion."""
+    cy, sy, cp, sp = math.cos(yaw / 2), math.sin(yaw / 2), math.cos(pitch / 2), math.sin(pitch / 2)
+    return [cy * sp, sy * cp, -sy * sp, cy * cp]
+
+
 def quaternion_yaw(q) -> float:
     """The yaw in (-pi, pi] of a rotation about +Y given as [x, y, z, w]."""
     a = 2.0 * math.atan2(float(q[1]), float(q[3]))
     return a - 2.0 * math.pi * math.ceil((a - math.pi) / (2.0 * math.pi))
 
 
-__all__ = ["yaw_quaternion", "quaternion_yaw"]
+__all__ = ["yaw_quaternion", "yaw_pitch_quaternion", "quaternion_yaw"]

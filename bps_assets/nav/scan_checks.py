@@ -1,24 +1,16 @@
 """Checks of a navmesh against the scan it is built from: wrong up axis (refused), no floor (warned).
 
 **Up axis** (``up_axis_problem``): the scan's horizontal area under the up axis given (faces
-within ``max_slope`` of it, the larger of the two sides: floors and tops facing up, ceilings
-facing down, so a scan without its floor still counts its ceiling) against the same under the
-other axis (a Z-up scan read as Y-up has its floors and ceilings facing habitat's +-z and one
-side of its walls facing up). Floors outweigh a wall side in a scan of rooms deeper than they
-are high: measured 0.41-0.78 (up axis right) against 1.28-2.43 (wrong) on six synth scans and a
-roofed one, 0.06 / 17.6 on habitat's simple_room, 0.12 / 8.5 on a three-storey building. One box
-room is ambiguous: the van Gogh room (Z-up, 3.9 m deep, 3.5 m high) gives 1.20 read right and
-0.84 read wrong, so the refusal needs ``up_ratio`` = 1.25 (neither reading of it is refused) and
-``up_min_area`` m^2 under the other axis. A scene open to the sky as given (less facing down
-than ``closed_share`` of what faces up: no ceiling, e.g. reference_scenes.house with its 5 m
-double-sided walls, 1.31) is not refused: read wrongly, a scan's rooms are closed (the walls
-that now face up have their opposite walls facing down). Nothing in a box's faces tells its
-floor from a wall; furniture tops and the levels of floors might, not tried. ``UpAxisError`` names
-the ``--up`` to pass; ``force`` accepts the scan as given.
+within ``max_slope`` of it, floors and tops facing up, ceilings facing down) against the same under
+the other axis. Refused when the other axis has ``up_ratio`` times as much (and at least
+``up_min_area`` m^2), unless the scene as given is open to the sky (less facing down than
+``closed_share`` of what faces up). ``UpAxisError`` names the ``--up`` to pass; ``force`` accepts
+the scan as given. The ratios measured on synth and real scans, and why one box room is
+ambiguous: docs/NAVMESH.md section 9.
 
 **No floor** (``floor_problem``): a warning when the navigable area is under ``floor_share`` of the
-scan's footprint (the x/z area its geometry covers, ``footprint_area``), or when no island reaches
-``floor_island`` m^2 (only table tops and ledges are walkable). docs/NAVMESH.md section 9.
+scan's footprint (``footprint_area``: the x/z area its geometry covers), or when no island reaches
+``floor_island`` m^2 (only table tops and ledges are walkable).
 """
 from __future__ import annotations
 

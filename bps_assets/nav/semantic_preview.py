@@ -3,9 +3,11 @@
 
 Each object is its AABB's footprint (x right, z down, as the floor map), outlined in its
 category's colour on the panel of the floor it stands on (the highest floor at most 0.5 m
-below its box's bottom), with the category name for the six ObjectNav goal categories. Walls,
-floors and ceilings (mpcat40 1, 2, 17) are left out: they would cover the map. The map itself
-is ``preview.render``; this module only adds the objects and a per-category count line.
+below its box's bottom) and labelled with its category name (white on a dark tag; the six
+ObjectNav goal categories outlined thicker). Walls, floors and ceilings (mpcat40 1, 2, 17) are
+left out: they would cover the map. Under the map: a scale bar (a round number of metres, and
+the metres per pixel) and a legend of the categories drawn, colour and count. The map itself is
+``preview.render``; this module adds the objects, the scale bar and the legend.
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from ..readers.semantic_categories import objectnav_hm3d
 from ..semantics import SemanticTable
 from .grid import NavMesh
 from .preview import _PALETTE, floor_levels, render
+from .topdown import scale_bar_metres
 
 SKIP = {"wall", "floor", "ceiling", "void", "unlabeled"}
 
@@ -26,7 +29,9 @@ SKIP = {"wall", "floor", "ceiling", "void", "unlabeled"}
 def write_semantic_preview(nav: NavMesh, table: SemanticTable, path: str | os.PathLike,
                            overwrite: bool = False, max_size: int = 1600) -> dict:
     """Write the floor map with ``table``'s objects to ``path`` (PNG, atomically); returns
-    ``{"width", "height", "floors", "objects"}`` (objects drawn)."""
+    ``{"width", "height", "floors", "objects"}`` (objects drawn), ``labels`` (boxes labelled),
+    ``legend`` (``[(category, count, rgb)]``), ``metres_per_pixel`` and the scale bar's
+    ``scale_bar_m`` / ``scale_bar_px`` / ``scale_bar_row`` (the bar's first pixel row, black)."""
     from PIL import Image, ImageDraw
 
     img, n_f = render(nav, max_size)
@@ -38,8 +43,9 @@ def write_semantic_preview(nav: NavMesh, table: SemanticTable, path: str | os.Pa
     im = Image.fromarray(img)
     draw = ImageDraw.Draw(im)
     goals = set(objectnav_hm3d())
-    drawn = 0
+    drawn = labels = 0
     counts: dict[str, int] = {}
+    colours: dict[str, tuple] = {}
     for i in range(len(table)):
         name = table.category_name(i)
         box = table.aabb[i]
@@ -54,16 +60,52 @@ def write_semantic_preview(nav: NavMesh, table: SemanticTable, path: str | os.Pa
         a, b = px(box[0], box[2]), px(box[3], box[5])
         colour = tuple(int(c) for c in _PALETTE[max(int(table.category[i]), 0) % len(_PALETTE)])
         draw.rectangle([a, b], outline=colour, width=2 if name in goals else 1)
-        if name in goals:
-            draw.text((a[0] + 2, a[1] + 1), name, fill=(255, 255, 255))
+        tag = draw.textbbox((a[0] + 2, a[1] + 2), name)
+        draw.rectangle([tag[0] - 1, tag[1] - 1, tag[2] + 1, tag[3] + 1], fill=(20, 20, 20))
+        draw.text((a[0] + 2, a[1] + 2), name, fill=(255, 255, 255))
+        labels += 1
         counts[name] = counts.get(name, 0) + 1
+        colours[name] = colour
         drawn += 1
-    line = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
-    draw.text((pad + 2, 1), f"objects: {line}"[: max(10, im.width // 6)], fill=(0, 0, 0))
+    draw.text((pad + 2, 1), f"{drawn} objects in {len(counts)} categories", fill=(0, 0, 0))
+    mpp = nav.cell_size / scale
     if max(im.size) > max_size:
         k = max_size / max(im.size)
         im = im.resize((max(1, int(im.width * k)), max(1, int(im.height * k))), Image.Resampling.BOX)
+        mpp /= im.width / img.shape[1]
+    legend = [(n, counts[n], colours[n]) for n in sorted(counts)]
+    im, bar = _foot(im, mpp, legend)
     buf = io.BytesIO()
     im.save(buf, format="PNG")
     atomic_write(path, lambda fh: fh.write(buf.getvalue()), overwrite=overwrite)
-    return {"width": im.width, "height": im.height, "floors": n_f, "objects": drawn}
+    return {"width": im.width, "height": im.height, "floors": n_f, "objects": drawn, "labels": labels,
+            "legend": legend, "metres_per_pixel": mpp, **bar}
+
+
+def _foot(im, mpp: float, legend: list):
+    """``im`` with a scale bar and the legend rows under it; (image, the bar's figures)."""
+    from PIL import Image, ImageDraw
+
+    row_h, swatch = 14, 10
+    probe = ImageDraw.Draw(im)
+    rows, x = [[]], 4
+    for name, n, colour in legend:   # swatch + "name n", wrapped at the image's width
+        w = swatch + 4 + int(probe.textlength(f"{name} {n}")) + 12
+        if x + w > im.width and rows[-1]:
+            rows.append([])
+            x = 4
+        rows[-1].append((x, name, n, colour))
+        x += w
+    out = Image.new("RGB", (im.width, im.height + row_h * (1 + len(rows)) + 4), (250, 250, 250))
+    out.paste(im, (0, 0))
+    d = ImageDraw.Draw(out)
+    metres = scale_bar_metres(mpp, max(8, im.width // 4))
+    px, y = max(1, round(metres / mpp)), im.height + 4
+    d.rectangle([4, y, 4 + px - 1, y + 3], fill=(0, 0, 0))
+    d.text((10 + px, y - 3), f"{metres:g} m ({mpp:.4f} m/px)", fill=(0, 0, 0))
+    for k, row in enumerate(rows):
+        ry = im.height + row_h * (k + 1) + 4
+        for x, name, n, colour in row:
+            d.rectangle([x, ry + 1, x + swatch - 1, ry + swatch], fill=colour, outline=(0, 0, 0))
+            d.text((x + swatch + 4, ry), f"{name} {n}", fill=(0, 0, 0))
+    return out, {"scale_bar_m": metres, "scale_bar_px": px, "scale_bar_row": y}

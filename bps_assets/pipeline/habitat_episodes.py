@@ -11,7 +11,8 @@ onto a manifest made from ``val`` and onto one made from ``minival`` for the sce
 ``map_habitat_episodes(PATH, manifest).by_scene`` maps manifest name -> episodes (what the
 runtime's ``make(..., episodes=PATH)`` uses); episodes of scenes the manifest lacks are an
 ``InputError`` unless ``allow_unmatched`` (then counted in ``.unmatched``). ObjectNav v1 files:
-``map_habitat_objectnav`` maps the same way and keeps the dataset in ``.objectnav``.
+``map_habitat_objectnav`` maps the same way and keeps the dataset in ``.objectnav``;
+InstanceImageNav-v1 files: ``map_habitat_instance_imagenav``, the dataset in ``.goal_instances``.
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 from ..errors import InputError
 from ..habitat_names import habitat_scene_name
 from ..nav.episodes import DEFAULT_SCENE_PATH_PREFIX, read_pointnav_dataset
+from ..nav.instance_imagenav_files import InstanceImageNavDataset, read_instance_imagenav_dataset
 from ..nav.objectnav_files import ObjectNavDataset, read_objectnav_dataset
 
 
@@ -31,6 +33,7 @@ class MappedEpisodes:
     by_scene: dict[str, list[dict]] = field(default_factory=dict)
     unmatched: dict[str, int] = field(default_factory=dict)  # scene_id -> episodes dropped
     objectnav: ObjectNavDataset | None = None  # ObjectNav files: goals_of(ep), category maps
+    goal_instances: InstanceImageNavDataset | None = None  # InstanceImageNav files: goal_of(ep), cameras
 
     @property
     def count(self) -> int:
@@ -73,6 +76,17 @@ def map_habitat_objectnav(path: str | os.PathLike, manifest, subset: str | None 
     ds = read_objectnav_dataset(path)
     out = _map(path, ds.episodes, manifest, subset, allow_unmatched)
     out.objectnav = ds
+    return out
+
+
+def map_habitat_instance_imagenav(path: str | os.PathLike, manifest, subset: str | None = None,
+                                  allow_unmatched: bool = False) -> MappedEpisodes:
+    """``map_habitat_episodes`` for InstanceImageNav-v1 files (``read_instance_imagenav_dataset``):
+    episodes by manifest scene, and ``.goal_instances`` for their goals (``goal_of``,
+    ``image_goal_of``, ``view_points_of``)."""
+    ds = read_instance_imagenav_dataset(path)
+    out = _map(path, ds.episodes, manifest, subset, allow_unmatched)
+    out.goal_instances = ds
     return out
 
 

@@ -548,7 +548,8 @@ def preprocess(src_root, out_root, dataset: str = "gibson", split: str | None = 
     manifest (``manifest.json``, or the shard manifest) and return the per-scene results.
 
     ``progress``: tqdm bar on stderr (None: when stderr is a terminal). ``log``: a callable
-    taking one line of text (e.g. ``click.echo``) for the plan report; None: silent.
+    taking one line of text (e.g. ``click.echo``) for the plan report, and a line per finished
+    scene when there is no bar; None: silent.
     """
     t_start = time.perf_counter()
     ds = load_dataset(dataset)
@@ -690,12 +691,20 @@ def _run(plan, ds, split, shard, options, backend, settings, out_root, mpath, pr
 
         bar = tqdm(total=len(tasks), unit="scene", desc="preprocess", dynamic_ncols=True)
 
+    t_tasks, n_done = time.perf_counter(), [0]
+
     def on_done(r: SceneResult):
         results[r.name] = r
+        n_done[0] += 1
+        nfail = sum(x.status == "failed" for x in results.values())
         if bar is not None:
-            nfail = sum(x.status == "failed" for x in results.values())
             bar.set_postfix_str(f"{r.name} {r.status}" + (f", {nfail} failed" if nfail else ""))
             bar.update(1)
+        elif log is not None:  # no bar (a log file, SLURM): a line per scene
+            took = time.perf_counter() - t_tasks
+            left = took / n_done[0] * (len(tasks) - n_done[0])
+            say(f"  [{n_done[0]}/{len(tasks)}] {r.name} {r.status}" + (f" ({nfail} failed)" if nfail else "")
+                + f"; {took:.0f} s so far, about {left:.0f} s left")
 
     try:
         if options.in_process:

@@ -24,7 +24,7 @@ from ..errors import BpsError, ConfigError, CorruptFileError, FormatVersionError
 from ..json_input import parse_json
 from ..readers.guard import read_limited
 from ..safe_paths import link_escape
-from ..hashing import default_jobs, sha256_file
+from ..hashing import default_jobs, recorded_hash_problem, recorded_size_problem
 from .manifest import load_manifest
 from .scene_checks import entry_problems, floor_warnings
 
@@ -159,27 +159,17 @@ def _check_file(root: Path, scene: str | None, role: str, rec: dict, deep: bool,
             r.problems.append(msg + " (refused: --strict)")
             return r
         r.warnings.append(msg)
-    try:
-        size = p.stat().st_size
-    except FileNotFoundError:
-        r.problems.append(f"{r.path}: missing")
-        return r
-    except OSError as e:
-        r.problems.append(f"{r.path}: cannot stat ({e.strerror})")
-        return r
-    r.size = size
-    if "size" in rec and size != rec["size"]:
-        r.problems.append(f"{r.path}: size {size} != recorded {rec['size']} (truncated or replaced?)")
-        return r  # a wrong size already says it all; skip hashing it
-    if "sha256" in rec:
+    size, problem = recorded_size_problem(p, rec.get("size"))
+    r.size = size or 0
+    if problem is None and "sha256" in rec:
         try:
-            digest, _ = sha256_file(p)
+            problem = recorded_hash_problem(p, rec["sha256"])
         except BpsError as e:
             r.problems.append(str(e))
             return r
-        if digest != rec["sha256"]:
-            r.problems.append(f"{r.path}: sha256 differs from the manifest (corrupt or replaced)")
-            return r
+    if problem is not None:
+        r.problems.append(f"{r.path}: {problem}")
+        return r
     fmt = rec.get("format")
     try:
         if isinstance(fmt, str) and len(fmt) == 4 and fmt.isupper():

@@ -16,18 +16,9 @@ import numpy as np
 
 from bps_assets.errors import DatasetError
 
-from ..tasks.goalnav import GOAL_PIXELS
-
 FRAME_COPIES = 3             # the renderer's output, the group's frame buffers, reset's concatenation
 HOST_BYTES_PER_ENV = 512     # the episode ring's host tables and names (measured order of magnitude)
 _PIXEL = {"depth": 4, "rgb": 3, "semantic": 4}
-
-
-def field_sizes(task_module, resolution) -> dict:
-    """The named sizes in a task's field shapes (``goal_pixels``: ImageNav's goal image, H x W x
-    3 bytes; 1 for a task without one)."""
-    h, w = resolution
-    return {GOAL_PIXELS: h * w * 3 if task_module.IMAGE else 1}
 
 
 def bytes_per_env(fields, depth: int, sensors, resolution, sizes=None) -> int:
@@ -47,12 +38,13 @@ def bytes_per_env(fields, depth: int, sensors, resolution, sizes=None) -> int:
 def check_batch_memory(num_envs: int, per_env: int, device) -> None:
     """ConfigError naming the num_envs that fits when ``num_envs`` x ``per_env`` bytes do not fit
     in the device's memory (free CUDA memory, or the host's budget)."""
+    import torch
+
     from bps_assets.memory import check_num_envs
 
     available, where = None, "host memory"
-    if getattr(device, "type", "cpu") == "cuda":
-        import torch
-
+    device = torch.device(device)
+    if device.type == "cuda":
         available = int(torch.cuda.mem_get_info(device)[0] * 0.8)
         where = f"{device} memory"
     check_num_envs(num_envs, per_env, available=available, where=where)

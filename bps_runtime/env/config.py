@@ -16,18 +16,57 @@ from bps_assets.errors import ConfigError
 
 from ..episodes.supply import DEFAULTS as SUPPLY_DEFAULTS, SupplyOptions
 from ..scenes.cache import CacheOptions
-from ..tasks import module_for, task_module
-from ..tasks.pointnav import DEFAULTS as TASK_DEFAULTS
+from ..tasks import TASKS, spec_for, task_spec
+
+TASK_DEFAULTS = task_spec(TASKS[0]).defaults
 
 
 @dataclass(frozen=True)
 class SensorConfig:
     """What the agents see: sensors (a subset of ("depth", "rgb", "semantic")), (height, width), habitat's
-    normalized depth (0-1 for 0-10 m) or metres, and the renderer ("embree" CPU, "warp")."""
+    normalized depth (0-1 for 0-10 m) or metres, the renderer ("embree" CPU, "warp"), and the
+    camera: height (m), horizontal field of view (deg), depth range (m); None: the task's
+    default (``TaskSpec.camera``, filled in by ``EnvConfig``), else the renderer's. Checked (and
+    normalized: tuples) when made."""
     kinds: tuple = ("depth",)
     resolution: tuple = (64, 64)
     normalize_depth: bool = True
     renderer: str = "embree"
+    sensor_height: float | None = None
+    hfov_deg: float | None = None
+    min_depth: float | None = None
+    max_depth: float | None = None
+
+    def __post_init__(self):
+        from ..render import BACKENDS
+        from ..render.inputs import check_sensors
+        from ..render.protocol import check_resolution
+
+        object.__setattr__(self, "kinds", check_sensors(self.kinds))
+        object.__setattr__(self, "resolution", check_resolution(self.resolution))
+        object.__setattr__(self, "normalize_depth", bool(self.normalize_depth))
+        if self.renderer not in BACKENDS:
+            raise ConfigError(None, f"renderer={self.renderer!r}: choose from {BACKENDS}")
+        if None not in (self.hfov_deg, self.min_depth, self.max_depth):
+            self.render_options()   # RenderOptions checks the geometry
+
+    def camera(self) -> dict:
+        """The camera fields that are set (the renderer's defaults for the others)."""
+        return {k: getattr(self, k) for k in CAMERA_FIELDS if getattr(self, k) is not None}
+
+    def with_camera(self, defaults: dict) -> "SensorConfig":
+        """This config with its unset camera fields from ``defaults`` (a task's ``camera``)."""
+        return replace(self, **{k: v for k, v in defaults.items() if getattr(self, k) is None})
+
+    def render_options(self, threads: int | None = None):
+        """The renderer's ``RenderOptions`` for these sensors."""
+        from ..render import RenderOptions
+
+        return RenderOptions(resolution=tuple(self.resolution), normalize_depth=self.normalize_depth,
+                             threads=threads, **self.camera())
+
+
+CAMERA_FIELDS = ("sensor_height", "hfov_deg", "min_depth", "max_depth")
 
 
 @dataclass(frozen=True)
@@ -39,10 +78,23 @@ class EpisodeConfig:
     supply: SupplyOptions = SUPPLY_DEFAULTS
     scene_shard: tuple | None = None
 
+    def __post_init__(self):
+        if self.scene_shard is not None:
+            try:
+                rank, size = (int(v) for v in self.scene_shard)
+            except (TypeError, ValueError):
+                raise ConfigError(None, f"scene_shard={self.scene_shard!r}: expected (rank, world_size)") from None
+            if not 0 <= rank < size:
+                raise ConfigError(None, f"scene_shard={self.scene_shard!r}: need 0 <= rank < world_size")
+            object.__setattr__(self, "scene_shard", (rank, size))
+
 
 @dataclass(frozen=True)
 class EnvConfig:
-    """Everything ``make()`` builds an env from."""
+    """Everything ``make()`` builds an env from. Each part checks itself once, when it is made
+    (``SensorConfig``, ``EpisodeConfig``, ``CacheOptions``, ``SupplyOptions``, the task's options
+    through ``tasks.spec_for``; here: the batching, the seed, the threads); ``make()`` adds only
+    what depends on the machine (the device, the memory) and the dataset."""
     dataset: str | None = None
     split: str | None = "train"
     num_envs: int = 16
@@ -52,12 +104,21 @@ class EnvConfig:
     threads: int | None = None          # CPU threads of the renderer and the step (None: all usable)
     capture_graph: bool = False
     sensors: SensorConfig = field(default_factory=SensorConfig)
-    task: object = TASK_DEFAULTS        # a task's TaskOptions (its module: tasks.module_for)
+    task: object = TASK_DEFAULTS        # a task's TaskOptions (its TaskSpec: tasks.spec_for)
     cache: CacheOptions = field(default_factory=lambda: CacheOptions(seed=None))
     episodes: EpisodeConfig = field(default_factory=EpisodeConfig)
 
     def __post_init__(self):
+        from ..threads import check_threads
+
+        n, b = check_batching(self.num_envs, self.batch_size)
+        object.__setattr__(self, "num_envs", n)
+        object.__setattr__(self, "batch_size", b)
         check_seed(self.seed)
+        if self.threads is not None:
+            object.__setattr__(self, "threads", check_threads(self.threads))
+        # the task's camera where the sensors leave it unset (ObjectNav: 0.88 m, HFOV 79, 0.5-5 m)
+        object.__setattr__(self, "sensors", self.sensors.with_camera(spec_for(self.task).camera))
 
     @classmethod
     def from_kwargs(cls, dataset=None, *, split="train", num_envs=16, batch_size=None, device="cpu",
@@ -85,13 +146,13 @@ class EnvConfig:
 
     def to_dict(self) -> dict:
         """Plain data (dicts, lists, numbers, strings): for checkpoints and logs."""
-        return {**asdict(self), "task_name": module_for(self.task).NAME}
+        return {**asdict(self), "task_name": spec_for(self.task).name}
 
     @classmethod
     def from_dict(cls, d: dict) -> "EnvConfig":
         """The inverse of ``to_dict``."""
         d = dict(d)
-        sub = {"sensors": SensorConfig, "task": task_module(d.pop("task_name", "pointnav")).TaskOptions,
+        sub = {"sensors": SensorConfig, "task": task_spec(d.pop("task_name", TASKS[0])).options,
                "cache": CacheOptions}
         for k, t in sub.items():
             if k in d:
@@ -122,11 +183,11 @@ def _tuples(d: dict) -> dict:
 
 
 def task_options(task):
-    """``make(task=...)`` as a task's options: a name ("pointnav", "objectnav", "imagenav": its
-    defaults) or a task's ``TaskOptions``."""
+    """``make(task=...)`` as a task's options: a name (one of ``tasks.TASKS``: its defaults) or a
+    task's ``TaskOptions``."""
     if isinstance(task, str):
-        return task_module(task).DEFAULTS
-    module_for(task)
+        return task_spec(task).defaults
+    spec_for(task)
     return task
 
 
@@ -145,3 +206,18 @@ def cache_options(cache) -> CacheOptions:
         except TypeError as e:
             raise ConfigError(None, f"cache={cache!r}: {e}") from None
     raise ConfigError(None, f"cache={cache!r}: expected None, an int (slots), a dict or CacheOptions")
+
+
+def check_batching(num_envs, batch_size) -> tuple[int, int]:
+    """(num_envs, batch_size) checked: positive ints, batch_size divides num_envs (None: num_envs)."""
+    try:
+        n = int(num_envs)
+    except (TypeError, ValueError):
+        raise ConfigError(None, f"num_envs={num_envs!r}: expected a positive int") from None
+    if n < 1 or n != num_envs:
+        raise ConfigError(None, f"num_envs={num_envs!r}: expected a positive int")
+    b = n if batch_size is None else batch_size
+    if not isinstance(b, (int, np.integer)) or b < 1 or b > n or n % b:
+        raise ConfigError(None, f"batch_size={batch_size!r}: must divide num_envs={n} "
+                                f"(e.g. {n // 2} for two alternating halves, or None for all)")
+    return n, int(b)

@@ -1,12 +1,13 @@
-"""BatchNavEnv: N agents of a navigation task (PointNav, ObjectNav, ImageNav) as one batch of torch tensors, one agent in one resident scene each.
+"""BatchNavEnv: N agents of a navigation task (any of ``tasks.TASKS``) as one batch of torch
+tensors, one agent in one resident scene each: the EnvPool-style front door.
 
-A step of a group is the fused step (``bps_runtime.step``: the task's kernels over every env):
-action -> move / turn -> reward, success, metrics -> automatic reset of finished agents from
-their queued next episode (habitat-baselines' behaviour: the observation returned with
-``done`` is the next episode's first) -> observations -> batch render (the Warp renderer's
-frame is one more launch in the step, or in its captured graph). Between steps the host reads
-the ``head`` snapshot of two rounds back and keeps every env's queue of episodes filled
-(``EpisodeRing``), scenes from the world's scene manager, episodes from its supply.
+The front door (this module): ``reset`` / ``async_reset`` / ``send`` / ``recv`` / ``step``, the
+spaces, the action checks, the task's options, the simulator thread. The simulator
+(env/simulator.py, one ``step_group`` per group step, run on that thread): the fused step
+(``bps_runtime.step``: the task's kernels over every env: action -> move / turn -> reward,
+success, metrics -> automatic reset of finished agents from their queued next episode
+(habitat-baselines' behaviour: the observation returned with ``done`` is the next episode's
+first) -> observations -> batch render), the episode ring and the task's host hook.
 Double buffering: ``num_envs // batch_size`` fixed groups; ``send`` hands a group's actions to
 the simulator thread and returns, ``recv`` returns the oldest group sent; ``step == send +
 recv``. Tensors returned are the group's buffers (valid until its next ``send``); names in info
@@ -14,7 +15,6 @@ are ``LazyNames`` (read from the device when first looked at, within 64 episodes
 """
 from __future__ import annotations
 
-import threading
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -24,79 +24,46 @@ import torch
 from bps_assets.errors import ConfigError
 
 from . import spaces as sp
-from .checks import field_sizes
-from ..step.fused import FusedStep
-from ..step.ring import EpisodeRing, LazyNames
-from ..tasks import module_for
-from ..tasks.pointnav import ACTION_NAMES, DEFAULTS as TASK_DEFAULTS, TaskOptions
-
-MAX_WAIT_REASONS = 100   # wait reasons kept in env.stats (the latest)
+from .config import EnvConfig
+from .simulator import Simulator
+from ..tasks import TASKS, spec_for, task_spec
 
 _INT_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
 
 
 class BatchNavEnv:
-    """A batched navigation task (PointNav, ObjectNav or ImageNav: the module of ``task``, the
-    task's options) over a ``world`` (scene cache + renderer + navigation + episodes).
+    """A batched navigation task (the ``TaskSpec`` of ``config.task``, the task's options) over a
+    ``world`` (scene cache + renderer + navigation + episodes), as ``config`` (an ``EnvConfig``,
+    checked when it was made) says.
 
-    Build it with ``bps_runtime.make(...)``; the constructor takes the already-built parts.
+    Build it with ``bps_runtime.make(...)``; the constructor takes the already-built world.
     """
 
-    ACTIONS = ACTION_NAMES
+    ACTIONS = task_spec(TASKS[0]).actions
 
-    def __init__(self, world, *, num_envs: int, batch_size: int | None = None, device="cpu",
-                 sensors=("depth",), resolution=(64, 64), normalize_depth: bool = True,
-                 task: TaskOptions = TASK_DEFAULTS, seed: int = 0, capture_graph: bool = False):
-        self.num_envs, self.batch_size = check_batching(num_envs, batch_size)
+    def __init__(self, world, config: EnvConfig):
+        self.config = c = config   # the EnvConfig this env runs with
+        self.num_envs, self.batch_size = c.num_envs, c.batch_size
         self.num_groups = self.num_envs // self.batch_size
-        self.device = torch.device(device)
+        self.device = torch.device(c.device)
         if self.device.type == "cuda" and self.device.index is None:  # "cuda" -> "cuda:0": tensors say cuda:N
             self.device = torch.device("cuda", torch.cuda.current_device())
-        self.sensors = sp.check_sensors(sensors)
-        self.resolution = sp.check_resolution(resolution)
-        self.normalize_depth = bool(normalize_depth)
-        self._task = task
+        self.sensors, self.resolution = c.sensors.kinds, c.sensors.resolution
+        self.normalize_depth = c.sensors.normalize_depth
+        self.spec = spec = spec_for(c.task)   # the task's TaskSpec
+        self._task = c.task
         self.world = world
-        self.config = None   # the EnvConfig make() built this env from
-        self.task_module = tm = module_for(task)   # the task's module: fields, kernels, observations
-        self.ACTIONS, self.num_actions = tm.ACTION_NAMES, tm.NUM_ACTIONS
-        self._goal_shape = (*self.resolution, 3)
-        sizes = field_sizes(tm, self.resolution)
-        self.fused = FusedStep(world.nav, self.num_envs, self.batch_size, tm, task, self.device,
-                               capture=capture_graph, threads=world.threads, sizes=sizes)
-        # ImageNav: the goal image of each queued episode, from the goal-image cache or rendered
-        # when it is queued (env/goal_images.py)
-        self.goal_images = None
-        if tm.IMAGE:
-            from .goal_images import GoalImages
-
-            self.goal_images = GoalImages(world, self.fused.state["r_goal_image"], task.goal_cache_bytes)
-        self.ring = EpisodeRing(world, self.num_envs, tm)
-        # a renderer that draws with one Warp launch on our device renders inside the step (and
-        # inside its graph when captured); any other (Embree) renders after it
-        r = world.renderer
-        self._launch_frame = getattr(r, "launch_frame", None) if _same_device(
-            getattr(r, "device", "cpu"), self.device) else None
-        self._frames: dict = {}   # group -> the frame buffers its captured graph writes
+        self.ACTIONS, self.num_actions = spec.actions, spec.num_actions
+        self.sim = Simulator(world, c, spec, self.device)
+        self.fused, self.ring, self.host_hook, self.stats = self.sim.fused, self.sim.ring, self.sim.host_hook, self.sim.stats
         # every env's step state (views of the device tensors the kernels share), one per field
         self.state = self.fused.views(slice(None), "state")
-        self._env_ids = [torch.arange(g * self.batch_size, (g + 1) * self.batch_size, device=self.device)
-                         for g in range(self.num_groups)]
         self.last_info: dict = {}
-        self._group_outputs: dict = {}      # (start, stop) of an env slice -> its output views
         self._checked_actions = False
         self._pending: deque = deque()      # (group, Future) sent, not yet received
         self._to_send: deque = deque()      # groups whose results were handed out
         self._sim = ThreadPoolExecutor(1, thread_name_prefix="bps-sim")
-        self._lock = threading.Lock()
         self._closed = False
-        self._started = False
-        self._reseed = None
-        # wait_reasons: why steps (or resets) waited for a load or an episode, one line each
-        # episode_misses: takes the episode reservoir could not serve (drawn inline on this
-        # thread instead; not a wait), with the latest reasons (a live view of the supply's)
-        self.stats = {"steps": 0, "waited_steps": 0, "episodes": 0, "wait_reasons": [], "episode_misses": 0,
-                      "episode_miss_reasons": world.episodes.miss_reasons}
 
     @property
     def task(self):
@@ -107,13 +74,11 @@ class BatchNavEnv:
 
     @task.setter
     def task(self, t):
-        if module_for(t) is not self.task_module:
+        if spec_for(t) is not self.spec:
             raise ConfigError(None, f"task: {type(t).__name__} is another task's options than this env's "
-                                    f"({self.task_module.__name__}); make() a new env for it")
+                                    f"({self.spec.name}); make() a new env for it")
         self._task = t
-        self.fused.set_options(t)
-        if self.goal_images is not None:
-            self.goal_images.cache.set_budget(t.goal_cache_bytes)
+        self.sim.set_options(t)
 
     @property
     def episode_ids(self) -> list:
@@ -123,11 +88,11 @@ class BatchNavEnv:
     def episode_goals(self, env_ids=None) -> list[dict]:
         """The goal of each env's running episode (all envs, or ``env_ids``), from the host's
         records of the queued episodes (``EpisodeRing.goals_of``: ``goals``, ``goal_position``,
-        ObjectNav's ``object_category`` and goal objects with their view points); ImageNav adds
-        ``goal_heading``, the yaw the goal image was rendered at. Reads the episode counters from
+        goal objects with their view points, and the task's entries, ``TaskSpec.goal_record``:
+        e.g. the goal category, the yaw a goal image was rendered at). Reads the episode counters from
         the device once: for tools and videos, not the step path."""
         self._check_open("episode_goals()")
-        if not self._started:
+        if not self.sim.started:
             raise ConfigError(None, "episode_goals() before reset(): call env.reset() first")
         ids = torch.as_tensor(np.arange(self.num_envs) if env_ids is None else env_ids).reshape(-1).cpu().numpy()
         return self.ring.goals_of(ids, self.fused.head.cpu().numpy()[ids] - 1)
@@ -155,38 +120,37 @@ class BatchNavEnv:
     @property
     def single_observation_space(self):
         """Observation space of one env (gymnasium Dict)."""
-        return sp.single_observation_space(self.sensors, self.resolution, self.normalize_depth,
-                                           self.task_module.NAME)
+        return sp.single_observation_space(self.sensors, self.resolution, self.normalize_depth, self.spec)
 
     @property
     def single_action_space(self):
         """Action space of one env (Discrete(the task's actions))."""
-        return sp.single_action_space(self.task_module.NAME)
+        return sp.single_action_space(self.spec)
 
     @property
     def observation_space(self):
         """Observation space of one batch of ``batch_size`` envs."""
         return sp.batched_observation_space(self.batch_size, self.sensors, self.resolution,
-                                            self.normalize_depth, self.task_module.NAME)
+                                            self.normalize_depth, self.spec)
 
     @property
     def action_space(self):
         """Action space of one batch of ``batch_size`` envs."""
-        return sp.batched_action_space(self.batch_size, self.task_module.NAME)
+        return sp.batched_action_space(self.batch_size, self.spec)
 
     # ------------------------------------------------------------------ front door
     def seed(self, seed: int):
         """Reseed episode sampling (per-scene streams); takes effect at the next ``reset()``."""
         from .config import check_seed
 
-        self._reseed = check_seed(seed)
+        self.sim.reseed = check_seed(seed)
 
     def reset(self):
         """Start a new episode in every environment; returns the observations of all
         ``num_envs`` (``info["env_id"]`` = arange). Drains anything in flight first."""
         self._check_open("reset()")
         self._drain()
-        obs, info = self._sim.submit(self._reset_all).result()
+        obs, info = self._sim.submit(self.sim.reset_all).result()
         self._to_send = deque(range(self.num_groups))
         self.last_info = info
         return obs
@@ -196,12 +160,12 @@ class BatchNavEnv:
         observations (reward 0, done False)."""
         self._check_open("async_reset()")
         self._drain()
-        fut = self._sim.submit(self._reset_all)
+        fut = self._sim.submit(self.sim.reset_all)
         fut.result()
         self._to_send = deque()
         for g in range(self.num_groups):
             f: Future = Future()
-            f.set_result(self._reset_result(g))
+            f.set_result(self.sim.reset_result(g))
             self._pending.append((g, f))
 
     def send(self, actions, env_id=None):
@@ -210,11 +174,11 @@ class BatchNavEnv:
         results were handed out longest ago. The ``info["env_id"]`` tensor itself is recognised
         without reading it; any other ids are copied to the host and checked (on CUDA, a wait)."""
         self._check_open("send()")
-        if not self._started:
+        if not self.sim.started:
             raise ConfigError(None, "send() / step() before reset(): call env.reset() (or async_reset()) first")
         a = self._check_actions(actions)   # before taking the group: a bad call changes nothing
         g = self._pick_group(env_id)
-        self._pending.append((g, self._sim.submit(self._step_group, g, a)))
+        self._pending.append((g, self._sim.submit(self.sim.step_group, g, a)))
 
     def recv(self):
         """(obs, reward, done, info) of the oldest group sent, as torch tensors on the device.
@@ -269,16 +233,13 @@ class BatchNavEnv:
             else:
                 f.result()
 
-    def _group_slice(self, g: int) -> slice:
-        return slice(g * self.batch_size, (g + 1) * self.batch_size)
-
     def _pick_group(self, env_id) -> int:
         if env_id is None:
             if not self._to_send:
                 raise ConfigError(None, "send(): no group is waiting for actions (each group's "
                                         "results must be recv()'d before its next send)")
             return self._to_send.popleft()
-        g = next((k for k, ids in enumerate(self._env_ids) if env_id is ids), None)
+        g = next((k for k in range(self.num_groups) if env_id is self.sim.env_ids(k)), None)
         if g is not None:   # the env's own info["env_id"] handed back: known without reading it
             return self._take_group(g)
         ids = torch.as_tensor(env_id).reshape(-1).to("cpu", torch.long)
@@ -331,178 +292,3 @@ class BatchNavEnv:
         if lo < 0 or hi >= self.num_actions:
             raise ConfigError(None, f"actions: values must be in 0..{self.num_actions - 1} "
                                     f"{self.ACTIONS}, got {lo}..{hi}")
-
-    # ------------------------------------------------------------------ simulation (sim thread)
-    def _host_between_steps(self):
-        """Lagged bookkeeping + new queued episodes, uploaded for the next launch (no wait)."""
-        heads = self.fused.take_snapshot()
-        if heads is not None:
-            before = self.ring.ended
-            self.ring.learn(heads)
-            self.stats["episodes"] += self.ring.ended - before
-        self._queue_episodes()
-        return self.ring.waited
-
-    def _reset_all(self):
-        f, ring = self.fused, self.ring
-        for heads in f.drain_snapshots():
-            ring.learn(heads)
-        if self._started:
-            ring.learn(f.head.cpu().numpy().astype(np.int64))   # reset: not the step path
-        ring.release_all()
-        if self._reseed is not None:
-            self.world.episodes.reseed(self._reseed)
-            self._reseed = None
-        self._started = True
-        f.head.zero_()
-        self._queue_episodes()
-        f.begin_all()
-        ring.known[:] = 1
-        self.stats["episodes"] += self.num_envs
-        waited = ring.waited
-        self._note_waits("reset")
-        self._out = [self._render(g) for g in range(self.num_groups)]
-        obs = {k: torch.cat([self._out[g][k] for g in range(self.num_groups)]) for k in self._out[0]}
-        info = self._info(slice(0, self.num_envs), None, waited, reset=True)
-        return obs, info
-
-    def _queue_episodes(self):
-        """Queue the episodes now due (``EpisodeRing.refill``), publish what arrived, put ImageNav's
-        goal images in their ring entries (cached, or one batch render) and upload the staging rows."""
-        stage_i, stage_f = self.ring.refill()
-        self.world.nav.refresh()
-        if self.goal_images is not None:
-            self._render_goals(stage_i, stage_f)
-        self.fused.upload(stage_i, stage_f)
-
-    def _render_goals(self, stage_i: np.ndarray, stage_f: np.ndarray):
-        """ImageNav's goal images of the staged episodes (a method of its own: profilers mark it)."""
-        self.goal_images.write(stage_i, stage_f, self.ring.staged_ids, self.ring.staged_headings)
-
-    def _reset_result(self, g):
-        sl = self._group_slice(g)
-        obs = self._out[g]
-        zeros = torch.zeros(self.batch_size, device=self.device)
-        done = torch.zeros(self.batch_size, dtype=torch.bool, device=self.device)
-        return obs, zeros, done, self._info(sl, g, False, reset=True)
-
-    def _render(self, g: int) -> dict:
-        """Render group g at the poses the kernel wrote (the quaternion reported in info, so
-        re-rendering that pose gives the same pixels bit for bit) + its pointgoal."""
-        v = self._outputs(self._group_slice(g))
-        frames = self.world.render(v.scene_index, v.position, v.rotation, self.sensors)
-        obs = {k: frames[k] for k in self.sensors}
-        obs.update(self.task_module.observations(v))
-        return obs
-
-    def _step_and_render(self, g: int, a: torch.Tensor) -> dict:
-        """Group g's step with its frame queued right after the step kernel, as one more Warp
-        launch reading the poses the kernel wrote (the same pixels as ``_render``). Captured,
-        step and frame are one graph writing the group's own frame buffers (kept per group);
-        otherwise each frame gets new buffers, as ``render`` gives."""
-        f = self.fused
-        bufs = self._frames.get(g) if f.capture else None
-        if bufs is None:
-            bufs = self.world.renderer.frame_buffers(self.batch_size, self.sensors)
-            if f.capture:
-                self._frames[g] = bufs
-        v = self._outputs(self._group_slice(g))
-        slot, pos, rot = v.scene_index, v.position, v.rotation
-
-        def frame(stream):
-            self._frame(slot, pos, rot, bufs, stream)
-
-        f.step(g, a, then=frame, then_key=(self.world.renderer.table_version, bufs["depth"].data_ptr()))
-        obs = {k: bufs[k] for k in self.sensors}
-        obs.update(self.task_module.observations(v))
-        return obs
-
-    def _frame(self, scene_index, position, rotation, bufs, stream):
-        """The renderer's one-launch frame of a group, queued on ``stream``."""
-        self._launch_frame(scene_index, position, rotation, bufs["depth"], bufs.get("rgb"), stream=stream,
-                           semantic=bufs.get("semantic"))
-
-    def _step_group(self, g: int, a: torch.Tensor):
-        waited = self._host_between_steps()
-        if self._launch_frame is None:
-            self.fused.step(g, a)
-            obs = self._render(g)
-        else:
-            obs = self._step_and_render(g, a)
-        sl = self._group_slice(g)
-        waited = self.world.after_step(g) or waited   # a swap due now may wait for its load
-        info = self._info(sl, g, waited)
-        self.stats["steps"] += 1
-        self.stats["waited_steps"] += int(waited)
-        self._note_waits(f"step {self.stats['steps']}")
-        v = self._outputs(sl)
-        return obs, v.reward, v.done, info
-
-    def _note_waits(self, when: str):
-        """Keep why anything waited (``stats["wait_reasons"]``, the latest ``MAX_WAIT_REASONS``)
-        and the episode reservoir's miss count."""
-        self.stats["episode_misses"] = self.world.episodes.misses
-        reasons = self.world.take_wait_reasons()
-        if reasons:
-            kept = self.stats["wait_reasons"]
-            kept += [f"{when}: {r}" for r in reasons]
-            del kept[:-MAX_WAIT_REASONS]
-
-    def _outputs(self, sl):
-        """The output views of envs ``sl`` (observations' pointgoal, reward, done, info) of the
-        fused step's buffers (allocated once), made on first use and kept, per group."""
-        v = self._group_outputs.get((sl.start, sl.stop))
-        if v is None:
-            v = self._group_outputs[(sl.start, sl.stop)] = self.fused.views(sl)
-            v.goal_shape = self._goal_shape
-        return v
-
-    def _info(self, sl, g, waited, reset: bool = False):
-        v, n, dev, task = self._outputs(sl), sl.stop - sl.start, self.device, self.task_module
-        ring, env0 = self.ring, sl.start
-        epno = v.epno.clone()
-        current = LazyNames(lambda m: ring.names_of(env0, m, "scene"), epno)
-        info = {
-            "env_id": self._env_ids[g] if g is not None else torch.arange(n, device=dev),
-            "scene_index": v.scene_index,
-            "scene_id": current,
-            "position": v.position,
-            "rotation": v.rotation,
-            **task.info(v),
-            "waited_for_load": bool(waited),
-        }
-        outcome = {k: getattr(v, k) for k in task.OUTCOME + ("truncated",)}
-        episode = task.episode_info(v)
-        if reset:   # nothing has ended yet
-            info.update({k: torch.zeros_like(t) for k, t in outcome.items()})
-            info["episode"] = {**{k: torch.zeros_like(t) for k, t in episode.items()},
-                               "episode_id": [""] * n, "scene_id": [""] * n}
-            return info
-        done = v.done.clone()
-        info.update(outcome)
-        info["episode"] = {
-            **episode,
-            "episode_id": LazyNames(lambda m, d: ring.names_of(env0, m - 1, "episode", d), epno, done),
-            "scene_id": LazyNames(lambda m, d: ring.names_of(env0, m - 1, "scene", d), epno, done),
-        }
-        return info
-
-
-def _same_device(a, b) -> bool:
-    a, b = torch.device(a), torch.device(b)
-    return a.type == b.type and (a.type == "cpu" or (a.index or 0) == (b.index or 0))
-
-
-def check_batching(num_envs, batch_size) -> tuple[int, int]:
-    """(num_envs, batch_size) checked: positive ints, batch_size divides num_envs."""
-    try:
-        n = int(num_envs)
-    except (TypeError, ValueError):
-        raise ConfigError(None, f"num_envs={num_envs!r}: expected a positive int") from None
-    if n < 1 or n != num_envs:
-        raise ConfigError(None, f"num_envs={num_envs!r}: expected a positive int")
-    b = n if batch_size is None else batch_size
-    if not isinstance(b, (int, np.integer)) or b < 1 or b > n or n % b:
-        raise ConfigError(None, f"batch_size={batch_size!r}: must divide num_envs={n} "
-                                f"(e.g. {n // 2} for two alternating halves, or None for all)")
-    return n, int(b)

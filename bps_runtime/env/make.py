@@ -1,4 +1,4 @@
-"""The one front door: ``bps_runtime.make(...)`` -> a batched PointNav / ObjectNav / ImageNav env.
+"""The one front door: ``bps_runtime.make(...)`` -> a batched navigation env (any of ``tasks.TASKS``).
 
 EnvPool-style: ``num_envs`` environments, simulated in groups of ``batch_size``;
 ``step(actions) == send(actions) + recv()``; spaces from the arguments alone
@@ -15,22 +15,20 @@ import torch
 from bps_assets.errors import ConfigError
 
 from . import spaces as sp
-from .config import EnvConfig
-from .env import BatchNavEnv, check_batching
-from ..render import BACKENDS
+from .config import EnvConfig, check_batching
+from .env import BatchNavEnv
+from ..tasks import TASKS
 from ..threads import check_threads
-
-RENDERERS = BACKENDS
 
 
 def observation_space(num_envs: int = 1, sensors=("depth",), resolution=(64, 64), normalize_depth=True,
-                      batch_size: int | None = None, task: str = "pointnav"):
+                      batch_size: int | None = None, task: str = TASKS[0]):
     """The space of one ``recv()`` / ``step()`` result, computed without building anything."""
     _, b = check_batching(num_envs, batch_size)
     return sp.batched_observation_space(b, sensors, resolution, normalize_depth, task)
 
 
-def action_space(num_envs: int = 1, batch_size: int | None = None, task: str = "pointnav"):
+def action_space(num_envs: int = 1, batch_size: int | None = None, task: str = TASKS[0]):
     """The action space of one ``step()``: ``batch_size`` (default ``num_envs``) discrete actions,
     computed without building anything; ConfigError when batch_size does not divide num_envs."""
     _, b = check_batching(num_envs, batch_size)
@@ -42,6 +40,7 @@ single_action_space = sp.single_action_space
 
 
 def _check_device(device, renderer):
+    """The device on this machine (what a config cannot check when it is made)."""
     try:
         dev = torch.device(device)
     except (RuntimeError, TypeError):
@@ -50,8 +49,6 @@ def _check_device(device, renderer):
         raise ConfigError(None, f"device={device!r}: CUDA is not available on this machine")
     if dev.type not in ("cpu", "cuda"):
         raise ConfigError(None, f"device={device!r}: expected 'cpu' or 'cuda[:i]'")
-    if renderer not in RENDERERS:
-        raise ConfigError(None, f"renderer={renderer!r}: choose from {RENDERERS}")
     if renderer == "embree" and dev.type != "cpu":
         raise ConfigError(None, "renderer='embree' runs on the CPU: use device='cpu' or renderer='warp'")
     return dev
@@ -91,12 +88,8 @@ def make(dataset=None, config: EnvConfig | None = None, **kwargs) -> BatchNavEnv
         config = EnvConfig.from_kwargs(dataset, **kwargs)
     elif kwargs or dataset is not None:
         raise ConfigError(None, "make(): pass either config=EnvConfig(...) or keywords, not both")
-    c = config
-    n, b = check_batching(c.num_envs, c.batch_size)
-    sensors = sp.check_sensors(c.sensors.kinds)
-    resolution = sp.check_resolution(c.sensors.resolution)
+    c = config   # checked when it was made (EnvConfig and its parts); here: the machine, the dataset
     dev = _check_device(c.device, c.sensors.renderer)
-    threads = check_threads(c.threads)
     if isinstance(c.dataset, (str, os.PathLike)):
         path = Path(c.dataset)
         if path.is_dir():
@@ -104,30 +97,16 @@ def make(dataset=None, config: EnvConfig | None = None, **kwargs) -> BatchNavEnv
     else:
         raise ConfigError(None, f"dataset={c.dataset!r}: expected the path of a manifest.json from "
                                 "`bps-assets preprocess`")
-    scene_shard = c.episodes.scene_shard
-    if scene_shard is not None:
-        try:
-            rank, size = (int(v) for v in scene_shard)
-        except (TypeError, ValueError):
-            raise ConfigError(None, f"scene_shard={scene_shard!r}: expected (rank, world_size)") from None
-        if not 0 <= rank < size:
-            raise ConfigError(None, f"scene_shard={scene_shard!r}: need 0 <= rank < world_size")
-        scene_shard = (rank, size)
-    c = replace(c, num_envs=n, batch_size=b, threads=threads,
-                sensors=replace(c.sensors, kinds=sensors, resolution=resolution),
-                episodes=replace(c.episodes, scene_shard=scene_shard))
-    from ..step.fused import QUEUE_DEPTH
-    from ..tasks import module_for
-    from .checks import bytes_per_env, check_batch_memory, field_sizes
+    c = replace(c, threads=check_threads(c.threads))
+    from ..step.fused import RING_SIZE
+    from ..tasks import spec_for
+    from .checks import bytes_per_env, check_batch_memory
     from .world import build_world
 
     # before anything is allocated: a batch the device cannot hold is one line, not a MemoryError
-    tm = module_for(c.task)
-    per_env = bytes_per_env(tm.SCHEMA.fields, QUEUE_DEPTH, sensors, resolution, field_sizes(tm, resolution))
-    check_batch_memory(n, per_env, dev)
+    spec = spec_for(c.task)
+    s = c.sensors
+    per_env = bytes_per_env(spec.schema.fields, RING_SIZE, s.kinds, s.resolution, spec.sizes(s.resolution))
+    check_batch_memory(c.num_envs, per_env, dev)
     world = build_world(path, c, device=dev)
-    env = BatchNavEnv(world, num_envs=n, batch_size=b, device=dev, sensors=sensors,
-                           resolution=resolution, normalize_depth=c.sensors.normalize_depth, task=c.task,
-                           seed=c.seed, capture_graph=c.capture_graph)
-    env.config = c
-    return env
+    return BatchNavEnv(world, c)

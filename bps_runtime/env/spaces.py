@@ -13,10 +13,11 @@ import numpy as np
 
 from bps_assets.errors import ConfigError
 
-from ..render.protocol import SENSORS   # the sensors an env offers are the renderer's
+from ..render.inputs import check_sensors   # the sensors an env offers are the renderer's
+from ..render.protocol import check_resolution
 from ..render.semantic import MAX_INSTANCE_ID
-from ..tasks import module_for, pointnav, task_module
-
+from ..tasks import TASKS, spec_for, task_spec
+from ..tasks.spec import TaskSpec
 
 
 @dataclass(frozen=True)
@@ -47,57 +48,31 @@ def _gym():
         return None
 
 
-def check_sensors(sensors) -> tuple[str, ...]:
-    """``sensors`` (one name or a sequence) as a tuple; ConfigError when empty, repeated or
-    naming an unknown sensor."""
-    if isinstance(sensors, str):
-        sensors = (sensors,)
-    sensors = tuple(sensors)
-    bad = [s for s in sensors if s not in SENSORS]
-    if bad or not sensors or len(set(sensors)) != len(sensors):
-        raise ConfigError(None, f"sensors={sensors!r}: expected a non-empty subset of {SENSORS}")
-    return sensors
+def _spec(task) -> TaskSpec:
+    """A ``TaskSpec`` from a spec, a task name or a task's options."""
+    if isinstance(task, TaskSpec):
+        return task
+    return task_spec(task) if isinstance(task, str) else spec_for(task)
 
 
-def check_resolution(resolution) -> tuple[int, int]:
-    """``resolution`` (one int or (height, width)) as (height, width); ConfigError unless both
-    are ints in 1..4096."""
-    try:
-        h, w = (int(resolution), int(resolution)) if np.isscalar(resolution) else map(int, resolution)
-    except (TypeError, ValueError):
-        raise ConfigError(None, f"resolution={resolution!r}: expected (height, width)") from None
-    if not (1 <= h <= 4096 and 1 <= w <= 4096):
-        raise ConfigError(None, f"resolution={resolution!r}: height and width must be in 1..4096")
-    return h, w
-
-
-def _task(task):
-    """A task module from a module, a task name or a task's options."""
-    if isinstance(task, str):
-        return task_module(task)
-    return task if hasattr(task, "OBSERVATIONS") else module_for(task)
-
-
-def _boxes(task, h: int, w: int) -> dict:
-    """The task's observations (``task.OBSERVATIONS``: name -> (shape, dtype, low, high); "H" / "W"
-    in a shape: the sensors' height / width) as (low, high, shape, dtype)."""
+def _boxes(spec: TaskSpec, h: int, w: int) -> dict:
+    """The task's observations (``spec.observations``) as (low, high, shape, dtype)."""
     out = {}
-    for name, (shape, dtype, low, high) in task.OBSERVATIONS.items():
-        shape = tuple(h if d == "H" else w if d == "W" else d for d in shape)
-        lo, hi = (np.array(v, dtype) for v in (low, high))
-        out[name] = (lo if lo.size > 1 else lo.item(), hi if hi.size > 1 else hi.item(), shape, np.dtype(dtype))
+    for o in spec.observations:
+        lo, hi = (np.array(v, o.dtype) for v in (o.low, o.high))
+        out[o.name] = (lo if lo.size > 1 else lo.item(), hi if hi.size > 1 else hi.item(), o.space_shape(h, w),
+                       np.dtype(o.dtype))
     return out
 
 
 def single_observation_space(sensors=("depth",), resolution=(64, 64), normalize_depth: bool = True,
-                             task=pointnav):
+                             task=TASKS[0]):
     """One environment's observation space: dict of depth [H,W,1], rgb [H,W,3], semantic [H,W,1]
-    (int32 instance ids, 0 = no object) and the task's observations (``task.OBSERVATIONS``,
-    ``task`` a task module or name; PointNav: pointgoal [2]; ObjectNav: objectgoal [1], compass
-    [1], gps [2]; ImageNav: imagegoal [H,W,3])."""
+    (int32 instance ids, 0 = no object) and the task's observations (``TaskSpec.observations``;
+    ``task`` a spec, a task name or a task's options)."""
     sensors = check_sensors(sensors)
     h, w = check_resolution(resolution)
-    task = _task(task)
+    spec = _spec(task)
     depth_high = 1.0 if normalize_depth else np.inf
     boxes = {}
     if "depth" in sensors:
@@ -106,7 +81,7 @@ def single_observation_space(sensors=("depth",), resolution=(64, 64), normalize_
         boxes["rgb"] = (0, 255, (h, w, 3), np.dtype(np.uint8))
     if "semantic" in sensors:
         boxes["semantic"] = (0, MAX_INSTANCE_ID, (h, w, 1), np.dtype(np.int32))
-    boxes.update(_boxes(task, h, w))
+    boxes.update(_boxes(spec, h, w))
     g = _gym()
     if g is not None:
         return g.Dict({k: g.Box(lo, hi, shape, dt) for k, (lo, hi, shape, dt) in boxes.items()})
@@ -114,9 +89,9 @@ def single_observation_space(sensors=("depth",), resolution=(64, 64), normalize_
                                      for k, (lo, hi, shape, dt) in boxes.items()})
 
 
-def single_action_space(task=pointnav):
+def single_action_space(task=TASKS[0]):
     """One environment's action space: Discrete(the task's actions) (a SpaceSpec without gymnasium)."""
-    n = _task(task).NUM_ACTIONS
+    n = _spec(task).num_actions
     g = _gym()
     if g is not None:
         return g.Discrete(n)
@@ -124,7 +99,7 @@ def single_action_space(task=pointnav):
 
 
 def batched_observation_space(n: int, sensors=("depth",), resolution=(64, 64), normalize_depth=True,
-                              task=pointnav):
+                              task=TASKS[0]):
     """The space of one ``recv()`` result: every entry gets a leading batch dimension ``n``."""
     single = single_observation_space(sensors, resolution, normalize_depth, task)
     g = _gym()
@@ -136,10 +111,10 @@ def batched_observation_space(n: int, sensors=("depth",), resolution=(64, 64), n
     })
 
 
-def batched_action_space(n: int, task=pointnav):
+def batched_action_space(n: int, task=TASKS[0]):
     """The actions of ``n`` environments: MultiDiscrete of ``n`` x the task's actions (a SpaceSpec
     "box" of shape [n] without gymnasium)."""
-    k = _task(task).NUM_ACTIONS
+    k = _spec(task).num_actions
     g = _gym()
     if g is not None:
         return g.MultiDiscrete(np.full(n, k, np.int64))

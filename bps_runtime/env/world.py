@@ -3,8 +3,9 @@
 ``World`` answers what the env's host side asks between fused steps: the scene index of each
 queued episode (``next_scenes``, holding a reference until ``release_scenes``), scene ids, why
 anything waited, and the batch render. Each scene's navigation is prepared where it is loaded
-(``ScenePreparation`` on the loader thread); the world publishes it under its scene index when
-the manager announces the arrival (``take_events``) and drops it when the scene leaves.
+(``ScenePreparation`` on the loader thread); the renderer, the navigation buffers, the episode
+supply and the category table follow arrivals and departures as residency listeners
+(``scenes.residency``), registered here.
 ``build_world`` assembles one from a manifest; ``make_scene_manager`` the scene cache.
 """
 from __future__ import annotations
@@ -17,10 +18,10 @@ from bps_assets.errors import ConfigError, InputError
 
 from .checks import check_agent
 from ..nav.buffers import FieldWorker, NavBuffers, SceneNav
-from ..episodes.files import resolve_episodes
-from ..episodes import make_supply
 from ..episodes.supply import EpisodeSupply
-from ..tasks import module_for
+from ..scenes.residency import Listener, renderer_listener
+from ..tasks import spec_for
+from ..tasks.spec import SupplyRequest
 
 
 class ScenePreparation:
@@ -44,10 +45,9 @@ class ScenePreparation:
 class World:
     """Scenes + renderer + navigation buffers + episode supply, for one env.
 
-    Calls go one way: the env calls the world, the world the scene manager, the navigation
-    buffers and the episode supply; the manager's loads end with ``ScenePreparation`` (given to
-    it, it knows no world), and the world publishes what arrived and drops what left from the
-    manager's events (``take_events``), on the simulator thread between steps.
+    Calls go one way: the env calls the world, the world the scene manager; the manager's loads
+    end with ``ScenePreparation`` (given to it, it knows no world), and it tells the listeners
+    registered here of each arrival and departure, on the simulator thread between steps.
     """
 
     def __init__(self, scenes, renderer, *, device, supply: EpisodeSupply, worker: FieldWorker,
@@ -68,28 +68,23 @@ class World:
             from ..render.semantic import CategoryTable
 
             self.category_table = CategoryTable(scenes.capacity, str(self.device), vocabulary=mpcat40())
+        self._listen()
         try:   # make(): a start-up scene that fails refuses the run; later ones are quarantined
             scenes.start(ScenePreparation(self.nav, supply), refuse=True)
         except BaseException:
             self.close()
             raise
-        self._publish()
 
-    def _publish(self):
-        """Apply the scene manager's events: arrived scenes' navigation and episodes published
-        under their scene index, departed ones dropped."""
-        for ev in self.scenes.take_events():
-            if ev.kind == "left":
-                self.episodes.scene_left(ev.scene_index)
-                self.nav.unpublish(ev.scene_index)
-                if self.category_table is not None:
-                    self.category_table.clear(ev.scene_index)
-            else:
-                if self.category_table is not None:
-                    self.category_table.set(ev.scene_index, getattr(ev.scene, "semantics", None))
-                scene, st = ev.scene.prepared
-                self.episodes.register(ev.scene_index, st)
-                self.nav.publish(ev.scene_index, scene, st.fields)
+    def _listen(self):
+        """Residency listeners: the renderer, the episode supply, the navigation (an arrival
+        publishes its prepared ``SceneNav`` and fields; the supply gives its rows back before
+        the navigation frees them), the category table."""
+        nav, eps, table, add = self.nav, self.episodes, self.category_table, self.scenes.add_listener
+        add(renderer_listener(self.renderer))
+        add(Listener(lambda i, sc: eps.register(i, sc.prepared[1]), eps.scene_left))
+        add(Listener(lambda i, sc: nav.publish(i, sc.prepared[0], sc.prepared[1].fields), nav.unpublish))
+        if table is not None:
+            add(Listener(lambda i, sc: table.set(i, sc.semantics), table.clear))
 
     def _report(self) -> bool:
         rep = self.scenes.take_report()
@@ -100,15 +95,13 @@ class World:
     def next_scenes(self, env_ids: np.ndarray) -> tuple[np.ndarray, bool]:
         """Scene indices of one more queued episode per env in ``env_ids`` (each holds a
         reference until ``release_scenes``) and whether that waited for a load."""
-        idx = np.asarray(self.scenes.assign_next(np.asarray(env_ids, np.int64)), np.int64)
+        scene_index = np.asarray(self.scenes.assign_next(np.asarray(env_ids, np.int64)), np.int64)
         waited = self._report()
-        self._publish()
-        return idx, waited
+        return scene_index, waited
 
     def release_scenes(self, scene_indices: np.ndarray):
         """Episodes in these scene indices have ended (one reference each)."""
         self.scenes.release_scenes(np.asarray(scene_indices, np.int64))
-        self._publish()
 
     def after_step(self, group: int) -> bool:
         """After group ``group``'s step: a round ends with group 0 (the scene manager's clock and
@@ -117,7 +110,6 @@ class World:
             return False
         self.scenes.after_round()
         waited = self._report()
-        self._publish()
         return waited
 
     def take_wait_reasons(self) -> list[str]:
@@ -136,6 +128,14 @@ class World:
             out = {k: v.to(self.device, non_blocking=True) for k, v in out.items()}
         return out
 
+    def render_view(self, scene_index: torch.Tensor, pos: torch.Tensor, rot: torch.Tensor, resolution,
+                    hfov_deg: float, sensors):
+        """``render`` through another pinhole camera (``pos``: its centres; ``Renderer.render_view``)."""
+        out = self.renderer.render_view(scene_index, pos, rot, resolution, hfov_deg, sensors)
+        if self.device.type != "cpu":
+            out = {k: v.to(self.device, non_blocking=True) for k, v in out.items()}
+        return out
+
     def cancel(self):
         """Cancel loads waiting for room in the cache budget (any thread: the env's close)."""
         self.scenes.cancel()
@@ -144,19 +144,17 @@ class World:
         """Stop the field worker, the scene manager and the renderer."""
         self.worker.close()
         self.scenes.close()
-        close = getattr(self.renderer, "close", None)
-        if close is not None:
-            close()
+        self.renderer.close()
 
 
 def build_world(manifest_path, config, *, device) -> World:
     """``World`` over a manifest's scenes for an ``EnvConfig``: cache, renderer, episode supply."""
     from bps_assets.pipeline.manifest import load_manifest
 
-    from ..render import RenderOptions, make_renderer
+    from ..render import make_renderer
 
     c = config
-    split, scene_shard, num_envs, seed = c.split, c.episodes.scene_shard, c.num_envs, c.seed
+    split, scene_shard, num_envs = c.split, c.episodes.scene_shard, c.num_envs
     manifest = load_manifest(manifest_path)
     check_agent(manifest, c.task)
     entries = manifest.scenes(split)
@@ -169,62 +167,16 @@ def build_world(manifest_path, config, *, device) -> World:
         if not entries:
             raise ConfigError(None, f"{manifest_path}: scene_shard {rank}/{size} gets no scene of split "
                                     f"{split!r} ({len(manifest.scenes(split))} scenes)")
-    names = [e.name for e in entries]
-    task = module_for(c.task)
-    check_task_dataset(manifest, entries, c.task)
+    spec = spec_for(c.task)
+    spec.check_dataset(manifest, entries)
     worker = FieldWorker()
-    if task.NAME == "objectnav":
-        supply, entries = objectnav_supply(manifest, split, entries, c, worker)
-    else:
-        _, by_scene = resolve_episodes(manifest, split, names, c.episodes.source)
-        if by_scene is not None:
-            entries = [e for e in entries if e.name in by_scene]
-        supply = make_supply(seed, worker, by_scene, options=c.episodes.supply)
-    # the task's sensor geometry (ObjectNav: 0.88 m, HFOV 79, depth 0.5-5 m); PointNav: the defaults
-    geometry = {k: getattr(c.task, k) for k in ("hfov_deg", "sensor_height", "min_depth", "max_depth")
-                if hasattr(c.task, k)}
-    ropts = RenderOptions(resolution=tuple(c.sensors.resolution), normalize_depth=c.sensors.normalize_depth,
-                          threads=c.threads, **geometry)
+    supply, entries = spec.supply(SupplyRequest(manifest, split, entries, c, worker))
+    ropts = c.sensors.render_options(c.threads)   # the camera: the config's (the task's defaults filled in)
     r = c.sensors.renderer
     renderer = make_renderer(r, ropts, device=str(device) if r == "warp" else "cpu")
     scenes = make_scene_manager(entries, c.cache_for_run(), num_envs=num_envs, renderer=renderer, device=device,
                                 manifest=manifest)
     return World(scenes, renderer, device=device, supply=supply, worker=worker, sensors=c.sensors.kinds)
-
-
-def check_task_dataset(manifest, entries, task_options) -> None:
-    """ObjectNav refuses a dataset whose scenes have no semantics (the agent the navmeshes were
-    built for is ``checks.check_agent``'s, for every task)."""
-    if module_for(task_options).NAME == "objectnav":
-        from ..episodes.objectnav import scene_semantics_error
-
-        for e in entries:
-            why = scene_semantics_error(e.scene)
-            if why is not None:
-                raise InputError(e.scene, why)
-
-
-def objectnav_supply(manifest, split, entries, config, worker):
-    """ObjectNav's episode supply and the scenes it serves: a habitat ObjectNav v1 file
-    (``episodes=PATH``) mapped onto the manifest's scenes, or episodes generated per scene
-    visit (None / "sample")."""
-    from bps_assets.pipeline.habitat_episodes import map_habitat_objectnav
-
-    from ..episodes.objectnav import ObjectNavFileEpisodes, SampledObjectNav, objectnav_episode_dicts
-
-    src, c = config.episodes.source, config
-    if src in (None, "sample"):
-        return SampledObjectNav({e.name: str(e.scene) for e in entries}, c.seed, worker, c.episodes.supply), entries
-    if src == "dataset":
-        raise ConfigError(None, "task='objectnav': pass episodes=PATH (an ObjectNav v1 split file) or 'sample'")
-    mapped = map_habitat_objectnav(src, manifest, allow_unmatched=True)
-    names = {e.name for e in entries}
-    raw = {n: eps for n, eps in mapped.by_scene.items() if n in names
-           and objectnav_episode_dicts(mapped.objectnav, eps)}
-    if not raw:
-        raise InputError(src, f"has no ObjectNav episodes for the scenes of {manifest.path} (split {split!r})")
-    supply = ObjectNavFileEpisodes(mapped.objectnav, raw, src, c.seed, worker, c.episodes.supply)
-    return supply, [e for e in entries if e.name in raw]
 
 
 def make_scene_manager(entries, options, *, num_envs, renderer, device="cpu", manifest=None):

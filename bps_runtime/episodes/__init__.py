@@ -5,11 +5,11 @@ from .supply import DEFAULTS, EpisodeSupply, FieldWorker, SupplyOptions
 
 
 def make_supply(seed: int, worker: FieldWorker, episodes_by_scene: dict | None = None,
-                options: SupplyOptions = DEFAULTS) -> EpisodeSupply:
-    """``DatasetEpisodes`` over ``episodes_by_scene`` ({scene id: [habitat episode dicts]}), or
-    ``SampledEpisodes`` when it is None."""
+                options: SupplyOptions = DEFAULTS, goals: dict | None = None) -> EpisodeSupply:
+    """``DatasetEpisodes`` over ``episodes_by_scene`` ({scene id: [habitat episode dicts]}; ``goals``:
+    {scene id: {episode id: EpisodeGoal}}), or ``SampledEpisodes`` when it is None."""
     if episodes_by_scene is None:
         from .sampled import SampledEpisodes
         return SampledEpisodes(seed, worker, options)
     from .dataset import DatasetEpisodes
-    return DatasetEpisodes(episodes_by_scene, seed, worker, options)
+    return DatasetEpisodes(episodes_by_scene, seed, worker, options, goals)

@@ -3,29 +3,57 @@ cycled. The field worker snaps each upcoming episode's start and computes its go
 field ``lookahead`` episodes ahead per scene; an episode not ready when an agent needs it is
 prepared on the spot and counted as a wait. Episodes invalid on the navmesh are skipped; a scene
 with no valid episode fails its load (on the loader thread: the scene is quarantined).
-An episode dict may carry ``_goal_points`` ([V, 3]: the field is the distance to the nearest,
-ObjectNav's view points), ``_field_key`` (episodes with one key share one field row per scene
-visit) and ``_goal_id`` (the task's goal id: ObjectNav's category); episodes/objectnav.py makes them.
+An episode may have an ``EpisodeGoal`` (``goals``: scene name -> episode id -> goal): the points
+its field measures to (the nearest of them: e.g. goal objects' view points), a key shared by
+the episodes that share one field row per scene visit, and the task's goal id (staged as
+``goal_id``). A prepared episode is a ``PreparedEpisode``.
 """
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 
 import numpy as np
 
 from bps_assets.errors import NavError
 from bps_assets.nav.pose import quaternion_yaw
 
+from ..grouping import groups
 from ..nav.kernels import host_distance, load_for_host
 from .supply import DEFAULTS, EpisodeSupply, NewEpisodes, SupplyOptions, _SceneState, _done, _release_result
 
 
-class DatasetEpisodes(EpisodeSupply):
-    """Episodes of a dataset file per resident scene (see the module docstring)."""
+@dataclass(frozen=True)
+class EpisodeGoal:
+    """What an episode's distance field measures to instead of its goal position: the nearest of
+    ``points`` [V, 3]; one field row per scene visit for every episode of ``key`` (None: its own);
+    ``goal_id``: the task's goal id (0: none)."""
+    points: np.ndarray
+    key: str | None = None
+    goal_id: int = 0
 
-    def __init__(self, episodes_by_scene: dict, seed: int, worker, options: SupplyOptions = DEFAULTS):
+
+@dataclass(frozen=True)
+class PreparedEpisode:
+    """One dataset episode ready to queue: snapped start, yaw, goal point, its field row (one
+    reference), id, the task's goal id."""
+    start: np.ndarray
+    yaw: float
+    goal: np.ndarray
+    row: int
+    episode_id: str
+    goal_id: int = 0
+
+
+class DatasetEpisodes(EpisodeSupply):
+    """Episodes of a dataset file per resident scene (see the module docstring); ``goals``: scene
+    name -> {episode id: EpisodeGoal} for episodes that have one."""
+
+    def __init__(self, episodes_by_scene: dict, seed: int, worker, options: SupplyOptions = DEFAULTS,
+                 goals: dict | None = None):
         super().__init__(seed, worker, options)
         self.episodes_by_scene = episodes_by_scene
+        self.goals: dict = {} if goals is None else goals
         self._shared_lock = threading.Lock()
         load_for_host()   # before the loader and field threads check episode starts
         self._by_id: dict = {}   # scene name -> (its episode list, {episode id: dict}), made on demand
@@ -73,33 +101,35 @@ class DatasetEpisodes(EpisodeSupply):
                 st.ahead[pos] = self.worker.run(self._prepare_dataset_episode, st, eps[k])
                 pending.add(k)
 
-    def _prepare_dataset_episode(self, st: _SceneState, e: dict):
+    def _prepare_dataset_episode(self, st: _SceneState, e: dict) -> PreparedEpisode | None:
         nm = st.mesh.navmesh
         start = np.asarray(e["start_position"], np.float64).reshape(1, 3)
         goal = np.asarray(e["goals"][0]["position"], np.float64).reshape(3)
         snapped = np.asarray(nm.snap_point(start), np.float64).reshape(3)
         if not np.all(np.isfinite(snapped)):
             return None
-        row = self._field_row(st, e, goal)
+        eid = str(e["episode_id"])
+        target = self.goals.get(st.name, {}).get(eid)
+        row = self._field_row(st, target, goal)
         d = host_distance(st.mesh, st.fields.host[row], snapped[None])[0]
         if not np.isfinite(d):
             st.fields.release(row)
             return None
         yaw = quaternion_yaw(e.get("start_rotation", [0, 0, 0, 1]))
-        return snapped, yaw, goal, row, str(e["episode_id"]), int(e.get("_goal_id", 0))
+        return PreparedEpisode(snapped, yaw, goal, row, eid, 0 if target is None else int(target.goal_id))
 
-    def _field_row(self, st: _SceneState, e: dict, goal: np.ndarray) -> int:
-        """The episode's field row (one new reference): its goal's, or its ``_goal_points``'
-        shared by every episode of its ``_field_key`` in this scene visit."""
-        key = e.get("_field_key")
+    def _field_row(self, st: _SceneState, target: EpisodeGoal | None, goal: np.ndarray) -> int:
+        """The episode's field row (one new reference): its goal's, or its ``EpisodeGoal``'s points',
+        shared by every episode of its key in this scene visit."""
+        key = None if target is None else target.key
         if key is None:
-            return st.fields.add(e.get("_goal_points", goal))
+            return st.fields.add(goal if target is None else target.points)
         with self._shared_lock:
             row = st.shared_rows.get(key)
             if row is not None:
                 st.fields.retain(row)
                 return row
-        row = st.fields.add(e["_goal_points"])
+        row = st.fields.add(target.points)
         with self._shared_lock:
             if key in st.shared_rows:    # computed twice side by side: keep the first
                 st.fields.release(row)
@@ -122,7 +152,7 @@ class DatasetEpisodes(EpisodeSupply):
                     fut.add_done_callback(lambda f, st=st: _release_result(st, f))
                 res = st.memo[k]
                 if res is not None:
-                    st.fields.retain(res[3])
+                    st.fields.retain(res.row)
                     return res, False
                 continue
             if fut is None:
@@ -142,22 +172,22 @@ class DatasetEpisodes(EpisodeSupply):
             if len(st.memo) < self.options.memo_episodes:
                 st.memo[k] = res            # the memo keeps its own reference to the row
                 if res is not None:
-                    st.fields.retain(res[3])
+                    st.fields.retain(res.row)
             if res is not None:
                 return res, waited
         raise NavError(None, f"scene {st.name!r}: no episode of the dataset is valid on its navmesh")
 
     def take(self, scene_indices: np.ndarray) -> tuple[NewEpisodes, bool]:
         """One new episode per entry of ``scene_indices``, in order."""
-        keys = np.asarray(scene_indices, np.int64)
-        n = len(keys)
+        scene_indices = np.asarray(scene_indices, np.int64)
+        n = len(scene_indices)
         w0 = self.waits
         out = NewEpisodes(np.zeros((n, 3), np.float32), np.zeros(n, np.float32), np.zeros((n, 3), np.float32),
                           np.zeros(n, np.int64), [""] * n, np.zeros(n, np.int32))
-        for key in np.unique(keys):
-            st = self.scenes[int(key)]
-            for i in np.nonzero(keys == key)[0]:
-                (start, yaw, goal, row, eid, gid), _ = self._next_dataset(st)
-                out.start[i], out.yaw[i], out.goal[i], out.rows[i] = start, yaw, goal, row
-                out.episode_ids[i], out.goal_id[i] = eid, gid
+        for scene_index, entries in groups(scene_indices):
+            st = self.scenes[scene_index]
+            for i in entries.tolist():
+                p, _ = self._next_dataset(st)
+                out.start[i], out.yaw[i], out.goal[i], out.rows[i] = p.start, p.yaw, p.goal, p.row
+                out.episode_ids[i], out.goal_id[i] = p.episode_id, p.goal_id
         return out, self.waits > w0

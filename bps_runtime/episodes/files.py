@@ -1,4 +1,5 @@
-"""Episode files: which PointNav episodes ``make(episodes=...)`` serves (``resolve_episodes``).
+"""Episode files: which habitat v1 point-goal episodes ``make(episodes=...)`` serves
+(``resolve_episodes``; ``point_goal_supply``: the supply over them, or sampled ones).
 Habitat's start rotation as a yaw: ``bps_assets.nav.pose.quaternion_yaw``."""
 from __future__ import annotations
 
@@ -43,3 +44,16 @@ def resolve_episodes(manifest, split, names: list[str], episodes):
     return "dataset", grouped
 
 
+
+
+def point_goal_supply(request):
+    """The supply of tasks whose episodes are habitat v1 point-goal episodes (a goal position
+    each): the manifest's or ``episodes=PATH``'s (``resolve_episodes``), else sampled; ->
+    (EpisodeSupply, the entries it serves). ``request``: ``tasks.spec.SupplyRequest``."""
+    from . import make_supply
+
+    c, entries = request.config, request.entries
+    _, by_scene = resolve_episodes(request.manifest, request.split, [e.name for e in entries], c.episodes.source)
+    if by_scene is not None:
+        entries = [e for e in entries if e.name in by_scene]
+    return make_supply(c.seed, request.worker, by_scene, options=c.episodes.supply), entries

@@ -19,7 +19,8 @@ from bps_assets.nav.indoor import episode_islands
 # keys of the goal-view streams (xor-ed into the visit's key): the pool's headings, each episode's pick
 _VIEWS_KEY, _PICK_KEY = 0x5EED_0F_71E5, 0x5EED_0F_9AC4
 
-from .supply import (EpisodeSupply, NewEpisodes, _SceneState, _done, _group_by_scene, _slice_reserved,
+from ..grouping import group_by_scene
+from .supply import (EpisodeSupply, NewEpisodes, _SceneState, _done, _slice_reserved,
                      counter_uniforms)
 
 
@@ -196,14 +197,14 @@ class SampledEpisodes(EpisodeSupply):
 
     def take(self, scene_indices: np.ndarray) -> tuple[NewEpisodes, bool]:
         """One new episode per entry of ``scene_indices``, in order."""
-        keys = np.asarray(scene_indices, np.int64)
-        n = len(keys)
+        scene_indices = np.asarray(scene_indices, np.int64)
+        n = len(scene_indices)
         w0 = self.waits
         # the scenes in key order, each serving its entries in env order (a stable sort);
         # one scatter per array back to the entries' order
-        order, bounds = _group_by_scene(keys)
+        order, bounds = group_by_scene(scene_indices)
         at = slice(None) if order is None else order
-        first = keys if order is None else keys[order]
+        first = scene_indices if order is None else scene_indices[order]
         take = self._take_reserved if self.options.reservoir > 0 else self._sample
         parts = [take(self.scenes[int(first[a])], b - a) for a, b in bounds]
         out = NewEpisodes(np.empty((n, 3), np.float32), np.empty(n, np.float32), np.empty((n, 3), np.float32),

@@ -23,7 +23,8 @@ import numpy as np
 from bps_assets.errors import ConfigError
 from bps_assets.nav.episodes import DEFAULTS as _GEN
 
-from ..nav.buffers import SMALL_BATCH, FieldWorker, GoalFields, SceneNav
+from ..grouping import group_by_scene
+from ..nav.buffers import FieldWorker, GoalFields, SceneNav
 
 
 @dataclass(frozen=True)
@@ -90,7 +91,7 @@ def _release_result(st, fut: Future):
         return
     res = fut.result()
     if res is not None:
-        st.fields.release(res[3])
+        st.fields.release(res.row)
 
 
 def _done(fn, *args) -> Future:
@@ -104,23 +105,6 @@ def _done(fn, *args) -> Future:
 
 def _seed_for(seed: int, name: str, visit: int) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence([int(seed) & (2**63 - 1), zlib.crc32(name.encode()), visit]))
-
-
-def _group_by_scene(scene_indices: np.ndarray) -> tuple[np.ndarray | None, list[tuple[int, int]]]:
-    """Entries grouped by scene index, ascending, entries in their order within a scene: (the
-    stable argsort of ``scene_indices`` -- None when it is the identity -- and the [a, b) bounds
-    of each scene's run in it). A handful of numpy calls, whatever the number of scenes."""
-    keys = scene_indices
-    n = len(keys)
-    if n == 0:
-        return None, []
-    if n == 1 or not (keys[1:] < keys[:-1]).any():
-        order, sk = None, keys
-    else:
-        order = np.argsort(keys, kind="stable")
-        sk = keys[order]
-    cuts = (np.flatnonzero(sk[1:] != sk[:-1]) + 1).tolist()
-    return order, list(zip([0] + cuts, cuts + [n]))
 
 
 class _SceneState:
@@ -232,12 +216,6 @@ class EpisodeSupply(abc.ABC):
             raise
         return st
 
-    def scene_arrived(self, scene_index: int, name: str, mesh: SceneNav, inline: bool = True) -> GoalFields:
-        """``prepare`` + ``register`` (tools and tests)."""
-        st = self.prepare(name, mesh, inline)
-        self.register(scene_index, st)
-        return st.fields
-
     def register(self, scene_index: int, st: "_SceneState"):
         """Make a prepared scene available under ``scene_index`` (cheap: the step path may
         call it)."""
@@ -264,18 +242,9 @@ class EpisodeSupply(abc.ABC):
     def release_many(self, scene_indices: np.ndarray, rows: np.ndarray):
         """Episodes that used field ``rows`` of scenes ``scene_indices`` have ended: their rows are
         released."""
-        keys, rows = np.asarray(scene_indices, np.int64).reshape(-1), np.asarray(rows, np.int64).reshape(-1)
-        if len(keys) <= SMALL_BATCH:     # a step's few ended episodes: group them in Python
-            groups: dict[int, list] = {}
-            for k, row in zip(keys.tolist(), rows.tolist()):
-                groups.setdefault(k, []).append(row)
-            for k in sorted(groups):
-                st = self.scenes.get(k)
-                if st is not None:
-                    st.fields.release_many(groups[k])
-            return
-        order, bounds = _group_by_scene(keys)
+        scene_indices, rows = np.asarray(scene_indices, np.int64).reshape(-1), np.asarray(rows, np.int64).reshape(-1)
+        order, bounds = group_by_scene(scene_indices)
         for a, b in bounds:
-            st = self.scenes.get(int(keys[a if order is None else order[a]]))
+            st = self.scenes.get(int(scene_indices[a if order is None else order[a]]))
             if st is not None:
                 st.fields.release_many(rows[a:b] if order is None else rows[order[a:b]])

@@ -316,7 +316,7 @@ class GoalFields:
 class NavBuffers:
     """The arenas and the meta tables [capacity, ...] the fused step reads, by scene index.
 
-    ``publish(idx, scene, fields)`` / ``unpublish(idx)`` run on the step thread between steps;
+    ``publish(scene_index, scene, fields)`` / ``unpublish(scene_index)`` run on the step thread between steps;
     ``refresh()`` (before every launch) re-publishes fields that moved and frees their old
     regions; ``version`` changes whenever an arena buffer or the window size changed (a
     captured CUDA graph must be re-captured)."""
@@ -355,27 +355,27 @@ class NavBuffers:
         self.f64.reserve(int(1.25 * n * scene._f64_n) + self.f64.buf.numel())
         self.field_arena.reserve(int(1.25 * n * goal_rows * max(scene.num_spans, 1)))
 
-    def publish(self, idx: int, scene: SceneNav, fields: GoalFields):
-        """Make ``scene`` / ``fields`` the navigation of scene index ``idx`` (one meta row)."""
-        idx = int(idx)
-        if not 0 <= idx < self.capacity:
-            raise NavError(None, f"scene index {idx} outside the navigation table's {self.capacity} slots")
-        self.scenes[idx] = scene
-        self.fields[idx] = fields
+    def publish(self, scene_index: int, scene: SceneNav, fields: GoalFields):
+        """Make ``scene`` / ``fields`` the navigation of scene index ``scene_index`` (one meta row)."""
+        scene_index = int(scene_index)
+        if not 0 <= scene_index < self.capacity:
+            raise NavError(None, f"scene index {scene_index} outside the navigation table's {self.capacity} slots")
+        self.scenes[scene_index] = scene
+        self.fields[scene_index] = fields
         self.min_cell = min(self.min_cell, scene.cell_size)
-        self._write_meta(idx)
+        self._write_meta(scene_index)
 
-    def _write_meta(self, idx: int):
-        scene, fields = self.scenes[idx], self.fields[idx]
+    def _write_meta(self, scene_index: int):
+        scene, fields = self.scenes[scene_index], self.fields[scene_index]
         mi = scene.meta_i.copy()
         mi[M_FIELD] = fields.base
-        self.meta_i[idx] = torch.as_tensor(mi).to(self.device, non_blocking=True)
-        self.meta_f[idx] = torch.as_tensor(scene.meta_f).to(self.device, non_blocking=True)
+        self.meta_i[scene_index] = torch.as_tensor(mi).to(self.device, non_blocking=True)
+        self.meta_f[scene_index] = torch.as_tensor(scene.meta_f).to(self.device, non_blocking=True)
 
-    def unpublish(self, idx: int):
-        """Scene index ``idx`` left: free its arenas and its field table."""
-        scene = self.scenes.pop(int(idx), None)
-        fields = self.fields.pop(int(idx), None)
+    def unpublish(self, scene_index: int):
+        """Scene index ``scene_index`` left: free its arenas and its field table."""
+        scene = self.scenes.pop(int(scene_index), None)
+        fields = self.fields.pop(int(scene_index), None)
         if fields is not None:
             fields.free()
         if scene is not None:
@@ -389,10 +389,10 @@ class NavBuffers:
             return False
         self._dirty.clear()
         changed = False
-        for idx, f in list(self.fields.items()):
+        for scene_index, f in list(self.fields.items()):
             moved = f.take_moved()
             if moved:
-                self._write_meta(idx)
+                self._write_meta(scene_index)
                 for off, n in moved:
                     self.field_arena.release(off, n)
                 changed = True

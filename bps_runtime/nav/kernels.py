@@ -374,12 +374,12 @@ def geodesic(nav: Nav, scene_i: int, row: int, p: wp.vec3) -> wp.float32:
         if not wp.isnan(dy) and dy < best:
             best = dy
             layer = l
-    sid = int(nav.ints[sidx + wp.int64((layer * D + r) * W + c)])
-    if sid < 0:
+    span = int(nav.ints[sidx + wp.int64((layer * D + r) * W + c)])
+    if span < 0:
         return wp.float32(wp.inf)
     poff = nav.meta_i[scene_i, M_POS]
-    q = wp.vec3d(px, span_xyz(nav, poff, sid)[1], pz)
-    seen = nav.meta_i[scene_i, M_SEEN] + wp.int64(sid) * wp.int64(K)
+    q = wp.vec3d(px, span_xyz(nav, poff, span)[1], pz)
+    seen = nav.meta_i[scene_i, M_SEEN] + wp.int64(span) * wp.int64(K)
     fbase = nav.meta_i[scene_i, M_FIELD] + wp.int64(row) * wp.int64(S)
     tot = INF
     for k in range(K):

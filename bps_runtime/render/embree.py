@@ -15,6 +15,7 @@ Measurements and dropped designs: docs/DECISIONS.md (bps_runtime/render/embree.p
 """
 from __future__ import annotations
 
+import copy
 import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -26,8 +27,9 @@ from bps_assets.errors import ConfigError
 from bps_assets.raycast import RayCaster
 
 from .camera import camera_directions, camera_origins, finish_depth
-from .inputs import check_render_inputs, check_sensors, group_by_scene
-from .protocol import DEFAULTS, RenderOptions
+from ..grouping import groups
+from .inputs import check_render_inputs, check_sensors
+from .protocol import DEFAULTS, RenderOptions, view_options
 from .semantic import object_ids
 from .shading_data import ShadingData
 
@@ -84,7 +86,7 @@ class EmbreeAccel(RayCaster):
 
 
 class EmbreeRenderer:
-    """``render(scene_ids [N], positions [N,3], rotations [N] yaw | [N,4] xyzw, sensors)``
+    """``render(scene_index [N], positions [N,3], rotations [N] yaw | [N,4] xyzw, sensors)``
     -> {"depth": float32 [N,H,W,1], "rgb": uint8 [N,H,W,3], "semantic": int32 [N,H,W,1]} CPU
     torch tensors (the sensors asked for)."""
 
@@ -101,6 +103,7 @@ class EmbreeRenderer:
                                     "(use the warp backend on CUDA)")
         self.options = options
         self.device = "cpu"
+        self.frame_device = None   # no one-launch frame: the env renders after the step
         self._dirs = camera_directions(options)
         self._scenes: dict[int, tuple[ShadingData, EmbreeAccel]] = {}
         self._lock = threading.Lock()
@@ -143,15 +146,15 @@ class EmbreeRenderer:
         """Estimated bytes of Embree's BVH for a mesh of this size (what the scene cache charges)."""
         return EMBREE_BYTES_PER_TRI * num_triangles + EMBREE_BYTES_PER_VERT * num_vertices
 
-    def attach(self, scene_id: int, shading: ShadingData, accel: EmbreeAccel) -> None:
-        """Make ``scene_id`` renderable with a prepared accel (replacing any scene under that id)."""
+    def attach(self, scene_index: int, shading: ShadingData, accel: EmbreeAccel) -> None:
+        """Make ``scene_index`` renderable with a prepared accel (replacing any scene under that id)."""
         with self._lock:
-            self._scenes[int(scene_id)] = (shading, accel)
+            self._scenes[int(scene_index)] = (shading, accel)
 
-    def detach(self, scene_id: int) -> None:
-        """Forget ``scene_id``; unknown ids are ignored."""
+    def detach(self, scene_index: int) -> None:
+        """Forget ``scene_index``; unknown ids are ignored."""
         with self._lock:
-            self._scenes.pop(int(scene_id), None)
+            self._scenes.pop(int(scene_index), None)
 
     def close(self):
         """Stop the render threads (waiting for a frame in progress); idempotent."""
@@ -162,8 +165,8 @@ class EmbreeRenderer:
     # -- rendering
     def _task(self, parts, cam, rot, want_rgb, depth_out, rgb_out, sem_out):
         hw = self._dirs.shape[0]
-        for sid, agents in parts:
-            shading, accel = self._scenes[sid]
+        for scene_index, agents in parts:
+            shading, accel = self._scenes[scene_index]
             args = (cam[agents], rot[agents], self._dirs)
             z = np.empty(len(agents) * hw, np.float32)
             sem = {} if sem_out is None else {"obj_out": np.empty(len(agents) * hw, np.int32),
@@ -172,7 +175,8 @@ class EmbreeRenderer:
                 accel.trace_cameras(*args, z, **sem)
             elif self.shading == "native":
                 rgb = np.empty((len(agents) * hw, 3), np.uint8)
-                accel.trace_cameras(*args, z, rgb_out=rgb, shading=accel.native_shading, **sem)
+                accel.trace_cameras(*args, z, rgb_out=rgb, **sem,
+                                    shading=accel.native_shading.at_pixel_angle(self.options.pixel_angle))
                 rgb_out[agents] = rgb.reshape(len(agents), hw, 3)
             else:
                 hit = accel.trace_cameras(*args, z, hits=True, **sem)
@@ -185,15 +189,15 @@ class EmbreeRenderer:
             # frame after them would be serial
             depth_out[agents] = finish_depth(z, self.options).reshape(len(agents), hw)
 
-    def render(self, scene_ids, positions, rotations, sensors: Sequence[str] = ("depth",)) -> dict:
+    def render(self, scene_index, positions, rotations, sensors: Sequence[str] = ("depth",)) -> dict:
         """Draw one frame per agent: see the class docstring for shapes. Every scene id must be
         attached (ConfigError otherwise); returns when the frame is done (``options.threads``
         threads trace and shade it)."""
         import torch
 
         sensors = check_sensors(sensors)
-        sid, pos, rot = check_render_inputs(scene_ids, positions, rotations, self._scenes)
-        n = sid.shape[0]
+        scene_index, pos, rot = check_render_inputs(scene_index, positions, rotations, self._scenes)
+        n = scene_index.shape[0]
         h, w = self.options.resolution
         cam = camera_origins(pos, self.options)
         want_rgb = "rgb" in sensors
@@ -201,7 +205,7 @@ class EmbreeRenderer:
         rgb_out = np.empty((n, h * w, 3), np.uint8) if want_rgb else None
         sem_out = np.empty((n, h * w), np.int32) if "semantic" in sensors else None
 
-        groups = group_by_scene(sid)
+        by_scene = groups(scene_index)
         nthreads = self.options.threads if self._pool is not None else 1
         # cut the agents (in scene order) into equal contiguous shares, several per thread, which
         # the threads take as they finish: a thread the OS delays then costs the frame one share,
@@ -210,12 +214,12 @@ class EmbreeRenderer:
         shares: list[list[tuple[int, np.ndarray]]] = [[] for _ in range(nshares)]
         bounds = np.linspace(0, n, nshares + 1).round().astype(int)
         start = 0
-        for g_sid, agents in groups:
+        for g_scene, agents in by_scene:
             end = start + len(agents)
             for k in range(nshares):
                 a, b = max(start, bounds[k]), min(end, bounds[k + 1])
                 if a < b:
-                    shares[k].append((g_sid, agents[a - start:b - start]))
+                    shares[k].append((g_scene, agents[a - start:b - start]))
             start = end
         if nthreads == 1:
             self._task(shares[0], cam, rot, want_rgb, depth_out, rgb_out, sem_out)
@@ -234,6 +238,15 @@ class EmbreeRenderer:
             out["semantic"] = torch.from_numpy(sem_out.reshape(n, h, w, 1))
         return out
 
-    def raw_depth(self, scene_id: int, origins: np.ndarray, directions: np.ndarray) -> np.ndarray:
+    def render_view(self, scene_index, positions, rotations, resolution, hfov_deg: float,
+                    sensors: Sequence[str] = ("rgb",)) -> dict:
+        """``render`` through another pinhole camera (``protocol.Renderer.render_view``): this
+        renderer's scenes and threads, that camera's rays and texture footprint, for this call."""
+        v = copy.copy(self)
+        v.options = view_options(self.options, resolution, hfov_deg)
+        v._dirs = camera_directions(v.options)
+        return v.render(scene_index, positions, rotations, sensors)
+
+    def raw_depth(self, scene_index: int, origins: np.ndarray, directions: np.ndarray) -> np.ndarray:
         """One plain Embree call on given rays (the benchmark's baseline)."""
-        return self._scenes[int(scene_id)][1].distance(origins, directions)
+        return self._scenes[int(scene_index)][1].distance(origins, directions)

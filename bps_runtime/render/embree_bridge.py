@@ -14,6 +14,7 @@ priority competing with the render threads.
 """
 from __future__ import annotations
 
+import copy
 import ctypes
 import glob
 import importlib.util
@@ -170,6 +171,17 @@ class NativeShading:
                                       "tex_data", "level_info")),
             int(arrs["level_info"].shape[1]), _ptr(arrs["tex_nlevels"]), _ptr(arrs["tex_format"]),
             float(pixel_angle), float(COS_FLOOR), int(FORMAT_BC1), *sizes.values())
+
+    def at_pixel_angle(self, pixel_angle: float) -> "NativeShading":
+        """This shading for a camera whose pixels have another footprint (``render_view``): a copy
+        of the struct with that ``pixel_angle``, over the same tables; itself when it matches."""
+        a = float(np.float32(pixel_angle))
+        if self.struct.pixel_angle == a:
+            return self
+        out = copy.copy(self)
+        out.struct = _Shading.from_buffer_copy(self.struct)
+        out.struct.pixel_angle = a
+        return out
 
 
 class BridgeAccel:

@@ -1,5 +1,5 @@
-"""Checks of what callers hand a renderer (sensors, scene ids, poses), shared by every backend,
-and the grouping of agents by scene that both backends batch by."""
+"""Checks of what callers hand a renderer (sensors, scene indices, poses), shared by every
+backend (agents grouped by scene: ``bps_runtime.grouping``)."""
 from __future__ import annotations
 
 from typing import Sequence
@@ -13,12 +13,13 @@ from .protocol import SENSORS
 
 
 def check_sensors(sensors: Sequence[str]) -> tuple[str, ...]:
-    """``sensors`` (one name or a sequence) as a tuple; ConfigError when empty or naming an
-    unknown sensor."""
+    """``sensors`` (one name or a sequence) as a tuple; ConfigError when empty, repeated or naming
+    an unknown sensor (the one check: renderers and the env's config)."""
     s = (sensors,) if isinstance(sensors, str) else tuple(sensors)
     bad = [x for x in s if x not in SENSORS]
-    if bad or not s:
-        raise ConfigError(None, f"unknown sensors {bad or s!r}: choose from {SENSORS}")
+    if bad or not s or len(set(s)) != len(s):
+        raise ConfigError(None, f"sensors={s!r}: unknown sensors {bad or s!r}: expected a non-empty subset of "
+                                f"{SENSORS}")
     return s
 
 
@@ -34,30 +35,22 @@ def as_numpy(x, dtype, name: str, shape_tail: tuple = ()) -> np.ndarray:
     return a
 
 
-def check_render_inputs(scene_ids, positions, rotations, resident) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def check_render_inputs(scene_index, positions, rotations, resident) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(scene ids [N], positions [N,3], rotation matrices [N,3,3]) checked for every backend:
     same N everywhere, and every scene id resident in the renderer."""
-    sid = as_numpy(scene_ids, np.int64, "scene_ids").reshape(-1)
+    scene_index = as_numpy(scene_index, np.int64, "scene_index").reshape(-1)
     pos = as_numpy(positions, np.float32, "positions", (3,))
     rot = rotation_matrices(as_numpy(rotations, np.float32, "rotations"))
-    n = sid.shape[0]
+    n = scene_index.shape[0]
     if pos.shape[0] != n or rot.shape[0] != n:
-        raise ConfigError(None, f"scene_ids, positions and rotations disagree on N: "
+        raise ConfigError(None, f"scene_index, positions and rotations disagree on N: "
                                 f"{n}, {pos.shape[0]}, {rot.shape[0]}")
-    check_resident(sid, resident)
-    return sid, pos, rot
+    check_resident(scene_index, resident)
+    return scene_index, pos, rot
 
 
-def check_resident(scene_ids: np.ndarray, resident) -> None:
+def check_resident(scene_index: np.ndarray, resident) -> None:
     """Every scene id (numpy [N]) names a scene the renderer holds."""
-    missing = sorted(set(np.unique(scene_ids).tolist()) - set(resident))
+    missing = sorted(set(np.unique(scene_index).tolist()) - set(resident))
     if missing:
         raise ConfigError(None, f"scene ids {missing[:8]} are not resident in the renderer")
-
-
-def group_by_scene(scene_ids: np.ndarray) -> list[tuple[int, np.ndarray]]:
-    """[(scene id, agent indices)] in ascending scene id; one vectorized sort, no per-agent loop."""
-    order = np.argsort(scene_ids, kind="stable")
-    sid = scene_ids[order]
-    cuts = np.flatnonzero(np.diff(sid)) + 1
-    return [(int(g[0]), o) for g, o in zip(np.split(sid, cuts), np.split(order, cuts)) if len(g)]

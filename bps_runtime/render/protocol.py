@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
@@ -15,6 +15,19 @@ from .shading_data import ShadingData
 
 # "semantic": the hit triangle's instance id (ShadingData.tri_object; render/semantic.py)
 SENSORS = ("depth", "rgb", "semantic")
+MAX_RESOLUTION = 4096   # the largest sensor height / width (every config and the CLI say this one)
+
+
+def check_resolution(resolution) -> tuple[int, int]:
+    """``resolution`` (one int or (height, width)) as (height, width); ConfigError unless both
+    are ints in 1..MAX_RESOLUTION."""
+    try:
+        h, w = (int(resolution), int(resolution)) if np.isscalar(resolution) else map(int, resolution)
+    except (TypeError, ValueError):
+        raise ConfigError(None, f"resolution={resolution!r}: expected (height, width)") from None
+    if not (1 <= h <= MAX_RESOLUTION and 1 <= w <= MAX_RESOLUTION):
+        raise ConfigError(None, f"resolution={resolution!r}: height and width must be in 1..{MAX_RESOLUTION}")
+    return h, w
 
 
 @dataclass(frozen=True)
@@ -32,9 +45,7 @@ class RenderOptions:
     threads: int | None = None
 
     def __post_init__(self):
-        h, w = self.resolution
-        if not (isinstance(h, int) and isinstance(w, int) and 1 <= h <= 8192 and 1 <= w <= 8192):
-            raise ConfigError(None, f"resolution must be two ints in [1, 8192], got {self.resolution!r}")
+        object.__setattr__(self, "resolution", check_resolution(self.resolution))
         if not 0.0 < self.hfov_deg < 180.0:
             raise ConfigError(None, f"hfov_deg must be in (0, 180), got {self.hfov_deg}")
         if not 0.0 <= self.min_depth < self.max_depth:
@@ -48,6 +59,14 @@ class RenderOptions:
 
 
 DEFAULTS = RenderOptions()
+VIEW_DIRS_KEPT = 64   # camera ray tables a renderer keeps for ``render_view`` (one per resolution x HFOV)
+
+
+def view_options(options: RenderOptions, resolution, hfov_deg: float) -> RenderOptions:
+    """``options`` seen through another pinhole camera: ``resolution`` (height, width) and
+    ``hfov_deg`` replaced, ``sensor_height`` 0 (``render_view`` positions are camera centres)."""
+    return replace(options, resolution=(int(resolution[0]), int(resolution[1])), hfov_deg=float(hfov_deg),
+                   sensor_height=0.0)
 
 
 @runtime_checkable
@@ -59,6 +78,12 @@ class Renderer(Protocol):
     """
 
     options: RenderOptions
+    # the device of ``launch_frame`` (a frame drawn as one Warp launch the env queues inside its
+    # step, with ``frame_buffers`` and ``table_version``); None: no such frame (``render`` only)
+    frame_device: str | None
+
+    def close(self) -> None:
+        """Stop the renderer's threads and free what it holds (idempotent)."""
 
     def prepare(self, shading: ShadingData, positions: np.ndarray, indices: np.ndarray) -> Any:
         """Build a scene's acceleration structure (and device copies) from its shading tables and
@@ -67,14 +92,20 @@ class Renderer(Protocol):
     def accel_bytes(self, num_vertices: int, num_triangles: int) -> int:
         """Estimated bytes ``prepare`` allocates for a mesh of this size (charged by the scene cache)."""
 
-    def attach(self, scene_id: int, shading: ShadingData, accel: Any) -> None:
-        """Make ``scene_id`` renderable with what ``prepare`` returned; called between steps."""
+    def attach(self, scene_index: int, shading: ShadingData, accel: Any) -> None:
+        """Make ``scene_index`` renderable with what ``prepare`` returned; called between steps."""
 
-    def detach(self, scene_id: int) -> None:
-        """Forget ``scene_id``; unknown ids are ignored."""
+    def detach(self, scene_index: int) -> None:
+        """Forget ``scene_index``; unknown ids are ignored."""
 
-    def render(self, scene_ids, positions, rotations, sensors: Sequence[str] = ("depth",)) -> Mapping[str, Any]:
+    def render(self, scene_index, positions, rotations, sensors: Sequence[str] = ("depth",)) -> Mapping[str, Any]:
         """One frame per agent: scene ids [N], positions [N,3] (agent base, Habitat frame), rotations
         [N] yaw or [N,4] xyzw -> {"depth": float32 [N,H,W,1], "rgb": uint8 [N,H,W,3],
         "semantic": int32 [N,H,W,1] (instance id, 0 = no hit or no object)} for the sensors asked
         for; the semantic ids are ``shading.tri_object`` at the depth ray's hit triangle."""
+
+    def render_view(self, scene_index, positions, rotations, resolution, hfov_deg: float,
+                    sensors: Sequence[str] = ("rgb",)) -> Mapping[str, Any]:
+        """``render`` through another pinhole camera (``view_options``): ``positions`` are the
+        camera centres, frames are ``resolution`` (height, width) at ``hfov_deg``; the same
+        scenes, depth range and shading (e.g. a goal image from a dataset's camera)."""

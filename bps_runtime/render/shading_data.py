@@ -86,8 +86,8 @@ class ShadingData:
             setattr(self, name, a)
             return a
 
-        idx = table("indices", np.int32, (None, 3))
-        nt = idx.shape[0]
+        tris = table("indices", np.int32, (None, 3))
+        nt = tris.shape[0]
         nv = table("uvs", np.float32, (None, 2)).shape[0]
         table("colors", np.uint8, (nv, 4), optional=True)
         tri_mat = table("tri_material", np.int32, (nt,))
@@ -104,8 +104,8 @@ class ShadingData:
         fmt = table("tex_format", np.int32, (nx,))
         if nm < 1 or nx < 1 or lmax < 1:
             raise bad(f"need at least one material, texture slot and level ({nm}, {nx}, {lmax})")
-        if nt and (idx.min() < 0 or idx.max() >= nv):
-            raise bad(f"a vertex index ({int(idx.max()) if idx.max() >= nv else int(idx.min())}) is out of "
+        if nt and (tris.min() < 0 or tris.max() >= nv):
+            raise bad(f"a vertex index ({int(tris.max()) if tris.max() >= nv else int(tris.min())}) is out of "
                       f"range for {nv} vertices")
         if nt and (tri_mat.min() < 0 or tri_mat.max() >= nm):
             raise bad(f"tri_material refers to a material that does not exist ({nm} materials)")
@@ -191,12 +191,12 @@ def _texture_tables(levels: np.ndarray, blocks: np.ndarray, ntex: int, bad):
 
 def _tri_lod_bias(pos: np.ndarray, sd: ShadingData) -> np.ndarray:
     """Per-triangle mip bias: 0.5*log2(uv area * level-0 texels / world area)."""
-    idx = sd.indices
-    if not idx.shape[0]:
+    tris = sd.indices
+    if not tris.shape[0]:
         return np.zeros(0, np.float32)
-    p = pos[idx]
+    p = pos[tris]
     world = 0.5 * np.linalg.norm(np.cross(p[:, 1] - p[:, 0], p[:, 2] - p[:, 0]), axis=1)
-    uv = sd.uvs[idx].astype(np.float64)
+    uv = sd.uvs[tris].astype(np.float64)
     e1, e2 = uv[:, 1] - uv[:, 0], uv[:, 2] - uv[:, 0]
     uv_area = 0.5 * np.abs(e1[:, 0] * e2[:, 1] - e1[:, 1] * e2[:, 0])
     tex = np.clip(sd.material_texture[sd.tri_material], 0, None)
@@ -219,9 +219,9 @@ def build_shading_data(scene: Any, path: str | None = None) -> ShadingData:
         return CorruptFileError(path, msg)
 
     pos = np.asarray(scene.positions, np.float32)
-    idx = np.asarray(scene.indices)
-    if idx.ndim != 2 or idx.shape[1] != 3 or pos.ndim != 2 or pos.shape[1] != 3:
-        raise bad(f"positions {pos.shape} / indices {idx.shape} are not [V,3] / [T,3]")
+    tris = np.asarray(scene.indices)
+    if tris.ndim != 2 or tris.shape[1] != 3 or pos.ndim != 2 or pos.shape[1] != 3:
+        raise bad(f"positions {pos.shape} / indices {tris.shape} are not [V,3] / [T,3]")
     nv = pos.shape[0]
     uvs = scene.uvs if scene.uvs is not None else np.zeros((nv, 2), np.float32)
     colors = getattr(scene, "colors", None)
@@ -234,12 +234,12 @@ def build_shading_data(scene: Any, path: str | None = None) -> ShadingData:
     blocks = np.asarray(getattr(scene, "tex_blocks", np.zeros(0, np.uint8)), np.uint8).reshape(-1)
     ntex = int(max(levels[:, 0].max() + 1 if len(levels) else 0, mat_tex.max() + 1 if len(mat_tex) else 0, 0))
     level_info, nlev, fmt, tex_data = _texture_tables(levels, blocks, ntex, bad)
-    sd = ShadingData(indices=idx, uvs=uvs, colors=colors,
+    sd = ShadingData(indices=tris, uvs=uvs, colors=colors,
                      tri_material=np.asarray(scene.tri_material).reshape(-1),
-                     tri_lod_bias=np.zeros(idx.shape[0], np.float32), material_color=mat_color,
+                     tri_lod_bias=np.zeros(tris.shape[0], np.float32), material_color=mat_color,
                      material_texture=mat_tex, tex_data=tex_data, level_info=level_info, tex_nlevels=nlev,
                      tex_format=fmt, source=None if path is None else str(path),
                      tri_object=getattr(scene, "tri_object", None))
-    sd.check_geometry(nv, idx.shape[0])
+    sd.check_geometry(nv, tris.shape[0])
     sd.tri_lod_bias[:] = _tri_lod_bias(pos, sd)
     return sd

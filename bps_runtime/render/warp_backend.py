@@ -14,7 +14,9 @@ Dropped designs: docs/DECISIONS.md (bps_runtime/render/warp_backend.py).
 """
 from __future__ import annotations
 
+import copy
 import threading
+from collections import OrderedDict
 from typing import Sequence
 
 import numpy as np
@@ -24,7 +26,7 @@ from bps_assets.errors import ConfigError, MissingDependencyError
 from ..warp_init import init_warp
 from .camera import camera_directions, yaw_to_quaternion
 from .inputs import check_render_inputs, check_resident, check_sensors
-from .protocol import DEFAULTS, RenderOptions
+from .protocol import DEFAULTS, VIEW_DIRS_KEPT, RenderOptions, view_options
 from .shading_data import ShadingData
 
 WARP_BVH_BYTES_PER_TRI = 64  # 2T-1 nodes of two 16-byte bounds (Warp's BVH layout)
@@ -96,11 +98,11 @@ class WarpScene:
 
     def __init__(self, wp, device, shading: ShadingData, positions: np.ndarray, indices: np.ndarray):
         with wp.ScopedDevice(device):
-            idx = np.ascontiguousarray(indices, np.int32).reshape(-1)
-            self.num_triangles = idx.size // 3
+            tris = np.ascontiguousarray(indices, np.int32).reshape(-1)
+            self.num_triangles = tris.size // 3
             self.points = wp.array(np.ascontiguousarray(positions, np.float32), dtype=wp.vec3)
-            self.tri_indices = wp.array(idx, dtype=int)
-            self.mesh = wp.Mesh(points=self.points, indices=self.tri_indices) if idx.size else None
+            self.tri_indices = wp.array(tris, dtype=int)
+            self.mesh = wp.Mesh(points=self.points, indices=self.tri_indices) if tris.size else None
             self.shading = ShadingArrays(wp, device, shading)
             wp.synchronize_device(device)
 
@@ -168,6 +170,7 @@ class WarpRenderer:
         except Exception as e:  # Warp raises a bare RuntimeError for unknown devices
             raise ConfigError(None, f"Warp cannot use device {device!r}: {e}") from None
         self.device = str(device)
+        self.frame_device = self.device   # launch_frame draws on it, inside the env's step
         self.options = options
         self._dirs = wp.array(camera_directions(options), dtype=wp.vec3, device=self._wdev)
         self._no_rgb = wp.zeros((1, 1, 3), dtype=wp.uint8, device=self._wdev)  # rgb arg of depth-only frames
@@ -177,6 +180,7 @@ class WarpRenderer:
         self._table = None
         self.table_version = 0  # bumped when the table moves (a captured CUDA graph must be re-captured)
         self._grow_table(TABLE_START)
+        self._view_dirs: OrderedDict = OrderedDict()   # (resolution, hfov) -> device ray table
 
     def prepare(self, shading: ShadingData, positions: np.ndarray, indices: np.ndarray) -> WarpScene:
         """Upload a scene's mesh (and build its BVH) and shading tables to the renderer's device;
@@ -188,38 +192,38 @@ class WarpRenderer:
         """Estimated device bytes of a scene's points, indices and Warp BVH."""
         return 12 * num_vertices + 12 * num_triangles + WARP_BVH_BYTES_PER_TRI * num_triangles
 
-    def attach(self, scene_id: int, shading: ShadingData, accel: WarpScene) -> None:
-        """Make ``scene_id`` renderable. Call between steps (the scene cache does): the row is
+    def attach(self, scene_index: int, shading: ShadingData, accel: WarpScene) -> None:
+        """Make ``scene_index`` renderable. Call between steps (the scene cache does): the row is
         written in place, in stream order after the frames already queued."""
-        sid = int(scene_id)
+        scene_index = int(scene_index)
         with self._lock:
-            if sid >= self._table.shape[0]:
-                self._grow_table(max(2 * self._table.shape[0], sid + 1))
-            self._scenes[sid] = accel
-            self._write_row(sid)
+            if scene_index >= self._table.shape[0]:
+                self._grow_table(max(2 * self._table.shape[0], scene_index + 1))
+            self._scenes[scene_index] = accel
+            self._write_row(scene_index)
 
-    def detach(self, scene_id: int) -> None:
-        """Forget ``scene_id`` (its row then renders as all misses); unknown ids are ignored."""
-        sid = int(scene_id)
+    def detach(self, scene_index: int) -> None:
+        """Forget ``scene_index`` (its row then renders as all misses); unknown ids are ignored."""
+        scene_index = int(scene_index)
         with self._lock:
-            if self._scenes.pop(sid, None) is not None:
-                self._write_row(sid)
+            if self._scenes.pop(scene_index, None) is not None:
+                self._write_row(scene_index)
 
     def close(self):
         """Nothing to release: device memory goes with the scenes and the renderer."""
         pass
 
-    def _row(self, sid: int):
-        sc = self._scenes.get(sid)
+    def _row(self, scene_index: int):
+        sc = self._scenes.get(scene_index)
         if sc is None or sc.mesh is None:  # no scene, or one without triangles: every pixel misses
             return self._k.SceneTable()
         return sc.shading.table(self._k, sc.mesh.id)
 
-    def _write_row(self, sid: int):
+    def _write_row(self, scene_index: int):
         # the row is built in host memory and copied in stream order (a device-side temporary
         # would be filled on Warp's own stream, unordered with the copy)
-        row = self._wp.array([self._row(sid)], dtype=self._k.SceneTable, device="cpu")
-        self._wp.copy(self._table, row, dest_offset=sid, src_offset=0, count=1, stream=self._stream())
+        row = self._wp.array([self._row(scene_index)], dtype=self._k.SceneTable, device="cpu")
+        self._wp.copy(self._table, row, dest_offset=scene_index, src_offset=0, count=1, stream=self._stream())
 
     def _stream(self):
         """On CUDA, torch's current stream: the frame is ordered after the torch ops that made
@@ -234,31 +238,31 @@ class WarpRenderer:
     def _grow_table(self, capacity: int):
         """A fixed-capacity table (one row per scene id), reallocated only when an id does not
         fit: its address stays put while scenes come and go, so a captured step stays valid."""
-        rows = [self._row(sid) for sid in range(capacity)]
+        rows = [self._row(scene_index) for scene_index in range(capacity)]
         self._table = self._wp.array(rows, dtype=self._k.SceneTable, device=self._wdev)
         self.table_version += 1
 
-    def _device_inputs(self, scene_ids, positions, rotations):
+    def _device_inputs(self, scene_index, positions, rotations):
         """(scene indices int64 [N], positions f32 [N,3], quaternions f64 [N,4]) as torch tensors on the
         renderer's device. Tensors already there are converted with device ops only; anything
         else is checked precisely on the host first, as the Embree backend does."""
         import torch
 
         dev = torch.device(self.device)
-        if not all(isinstance(x, torch.Tensor) and x.device == dev for x in (scene_ids, positions, rotations)):
-            sid, pos, _ = check_render_inputs(scene_ids, positions, rotations, self._scenes)
+        if not all(isinstance(x, torch.Tensor) and x.device == dev for x in (scene_index, positions, rotations)):
+            scene_index, pos, _ = check_render_inputs(scene_index, positions, rotations, self._scenes)
             rot = np.asarray(rotations.detach().cpu() if isinstance(rotations, torch.Tensor) else rotations, np.float64)
             if rot.ndim == 1 or (rot.ndim == 2 and rot.shape[1] == 1):
                 rot = yaw_to_quaternion(rot)
-            return (torch.as_tensor(sid, device=dev), torch.as_tensor(pos, device=dev),
+            return (torch.as_tensor(scene_index, device=dev), torch.as_tensor(pos, device=dev),
                     torch.as_tensor(np.ascontiguousarray(rot), device=dev))
-        sid = scene_ids.reshape(-1)
-        n = sid.shape[0]
+        scene_index = scene_index.reshape(-1)
+        n = scene_index.shape[0]
         if positions.shape != (n, 3) or rotations.shape[0] != n or rotations.ndim > 2:
-            raise ConfigError(None, f"scene_ids [{n}], positions {tuple(positions.shape)} and rotations "
+            raise ConfigError(None, f"scene_index [{n}], positions {tuple(positions.shape)} and rotations "
                                     f"{tuple(rotations.shape)} disagree (want [N], [N,3], [N] yaw or [N,4] xyzw)")
         if dev.type == "cpu":  # reading the ids costs nothing here: keep the precise error
-            check_resident(sid.numpy(), self._scenes)
+            check_resident(scene_index.numpy(), self._scenes)
         # float32 quaternions go in as they are (the kernel widens them exactly)
         quat = rotations if rotations.dtype in (torch.float32, torch.float64) else rotations.to(torch.float64)
         if quat.ndim == 1 or quat.shape[1] == 1:  # yaw about +Y
@@ -267,20 +271,37 @@ class WarpRenderer:
             quat = torch.stack([zero, torch.sin(half), zero, torch.cos(half)], 1)
         elif quat.shape[1] != 4:
             raise ConfigError(None, f"rotations must be [N] yaw or [N,4] quaternions xyzw, got {tuple(rotations.shape)}")
-        return sid.to(torch.int64).contiguous(), positions.to(torch.float32).contiguous(), quat.contiguous()
+        return scene_index.to(torch.int64).contiguous(), positions.to(torch.float32).contiguous(), quat.contiguous()
 
-    def render(self, scene_ids, positions, rotations, sensors: Sequence[str] = ("depth",)) -> dict:
+    def render(self, scene_index, positions, rotations, sensors: Sequence[str] = ("depth",)) -> dict:
         """Draw one frame per agent in a single kernel launch (see the class docstring for what is
         checked); returns {"depth": [N,H,W,1] float32, "rgb": [N,H,W,3] uint8, "semantic":
         [N,H,W,1] int32} (those asked for) tensors on the renderer's device; on CUDA the launch is queued on torch's current stream and not waited for."""
         sensors = check_sensors(sensors)
-        sid, pos, quat = self._device_inputs(scene_ids, positions, rotations)
-        out = self.frame_buffers(sid.shape[0], sensors)
-        self.launch_frame(sid, pos, quat, out["depth"], out.get("rgb"), stream=self._stream(),
+        scene_index, pos, quat = self._device_inputs(scene_index, positions, rotations)
+        out = self.frame_buffers(scene_index.shape[0], sensors)
+        self.launch_frame(scene_index, pos, quat, out["depth"], out.get("rgb"), stream=self._stream(),
                           semantic=out.get("semantic"))
         if "depth" not in sensors:
             del out["depth"]
         return out
+
+    def render_view(self, scene_index, positions, rotations, resolution, hfov_deg: float,
+                    sensors: Sequence[str] = ("rgb",)) -> dict:
+        """``render`` through another pinhole camera (``protocol.Renderer.render_view``): a
+        renderer over the same scene table, for this call, whose ray table is that camera's
+        (kept for the next ``VIEW_DIRS_KEPT`` cameras: no upload when one repeats)."""
+        v = copy.copy(self)
+        v.options = view_options(self.options, resolution, hfov_deg)
+        key = (v.options.resolution, v.options.hfov_deg)
+        dirs = self._view_dirs.pop(key, None)
+        if dirs is None:
+            dirs = self._wp.array(camera_directions(v.options), dtype=self._wp.vec3, device=self._wdev)
+        self._view_dirs[key] = dirs
+        while len(self._view_dirs) > VIEW_DIRS_KEPT:
+            self._view_dirs.popitem(last=False)
+        v._dirs = dirs
+        return v.render(scene_index, positions, rotations, sensors)
 
     def frame_buffers(self, n: int, sensors: Sequence[str]) -> dict:
         """Output tensors for ``launch_frame`` of ``n`` agents: {"depth": [n,H,W,1] float32,

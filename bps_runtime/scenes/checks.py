@@ -15,7 +15,6 @@ checks every section's CRC, and its identity is in its header; ``verify --deep``
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 from bps_assets.errors import CorruptFileError
@@ -45,30 +44,22 @@ def expected_for(manifest, entries) -> list[Expected]:
     return out
 
 
-def _size(path, want) -> None:
-    if want is None or not path:
-        return
-    try:
-        size = os.stat(path).st_size
-    except OSError as e:
-        raise CorruptFileError(path, f"cannot be read: {e.strerror}") from None
-    if size != want:
-        raise CorruptFileError(path, f"size {size} != {want} recorded in the manifest (truncated or replaced?)")
-
-
 def check_files(source) -> None:
-    """Sizes of the scene's files, and the navmesh's sha256, against the manifest."""
+    """Sizes of the scene's files, and the navmesh's sha256, against the manifest (the checks
+    ``bps-assets verify`` lists, raised here: ``bps_assets.hashing``)."""
+    from bps_assets.hashing import recorded_hash_problem, recorded_size_problem
+
     exp = source.expected
     if exp is None:
         return
-    _size(source.scene_path, exp.scene_size)
-    _size(source.navmesh_path, exp.navmesh_size)
+    for path, size in ((source.scene_path, exp.scene_size), (source.navmesh_path, exp.navmesh_size)):
+        problem = recorded_size_problem(path, size)[1] if path and size is not None else None
+        if problem is not None:
+            raise CorruptFileError(path, problem)
     if exp.navmesh_sha256 and source.navmesh_path:
-        from bps_assets.hashing import sha256_file
-
-        digest, _ = sha256_file(source.navmesh_path)
-        if digest != exp.navmesh_sha256:
-            raise CorruptFileError(source.navmesh_path, "sha256 differs from the manifest (corrupt or replaced)")
+        problem = recorded_hash_problem(source.navmesh_path, exp.navmesh_sha256)
+        if problem is not None:
+            raise CorruptFileError(source.navmesh_path, problem)
 
 
 def check_scene_header(source, header: dict) -> None:
@@ -87,10 +78,9 @@ def check_navmesh(source, nav, header: dict) -> None:
     from bps_assets.nav.validate import header_bounds, require_navmesh_fit
 
     path = source.navmesh_path
-    if hasattr(nav, "origin") and hasattr(nav, "height"):
-        check_values(nav, path)
+    check_values(nav, path)
     exp = source.expected
-    built_from = getattr(nav, "source", "") or ""
+    built_from = nav.source
     if exp is not None and built_from and habitat_scene_name(built_from) in exp.other_stems:
         raise CorruptFileError(path, f"header: built from {built_from!r}, another scene's file, not "
                                      f"scene {source.scene_id!r}'s: replaced by another scene's navmesh?")

@@ -4,7 +4,7 @@ One load = check the files against the manifest (``scenes.checks``), read the pa
 (``bps_assets.packed_scene.read_packed_scene``: caps, CRCs, cross references, zstd with the
 thread's own decompressor; its header's identity checked), read the navmesh
 (``bps_assets.nav.load_navmesh``; its values and its fit to the scene checked), prepare its
-navigation (the cache's ``prepare``), build the shading tables (``render.shading_data``), reserve
+navigation (the ``prepare`` given to the loader), build the shading tables (``render.shading_data``), reserve
 the scene's bytes in the cache's budget (may block until another scene leaves), then let the
 renderer build its acceleration structure (Embree BVH / ``wp.Mesh``) and upload to the device
 (from pinned host buffers when the device is CUDA). Everything here runs off the step path;
@@ -58,7 +58,7 @@ class LoadedScene:
     nbytes: int          # what the cache charges: shading + accel (+ navmesh)
     seconds: float
     ticket: Any = None   # the budget reservation (released by the cache on eviction)
-    prepared: Any = None  # what the cache's ``prepare(scene_id, navmesh)`` made of it (loader thread)
+    prepared: Any = None  # what the loader's ``prepare(scene_id, navmesh)`` made of it (loader thread)
     semantics: Any = None  # the packed scene's object table (bps_assets.semantics.SemanticTable) or None
 
     @property
@@ -89,16 +89,10 @@ def navmesh_nbytes(nav: Any) -> int:
     if nav is None:
         return 0
     total = 0
-    for v in getattr(nav, "__dict__", {}).values():
+    for v in vars(nav).values():
         if isinstance(v, np.ndarray):
             total += v.nbytes
     return total
-
-
-def _semantics(ps):
-    """The packed scene's object table, or None (no semantic section; a reader whose scenes have
-    no ``semantics``). A damaged table raises: the load fails and the scene is quarantined."""
-    return getattr(ps, "semantics", None)
 
 
 def _default_reader(path):
@@ -149,22 +143,23 @@ def _warn_links_out(source: SceneSource) -> None:
 class SceneLoader:
     """``submit(source, reserve=None) -> Future[LoadedScene | LoadFailure]`` on ``threads``
     background threads. ``reserve(nbytes, source)`` (from the cache) returns a ticket or raises;
-    it may block until budget frees up. ``stage[scene_id]`` says what each unfinished load is
-    doing (the cache names it when a step waits for that load). ``stage_hook(scene_id, stage)``,
-    when set, runs on the loader thread as each stage begins (tests slow loads down with it)."""
-
-    stage_hook: Callable[[str, str], None] | None = None
+    it may block until budget frees up; ``release(ticket)`` gives it back when the load fails
+    after it. ``prepare(scene_id, navmesh)``, when given, ends every load (its result is
+    ``LoadedScene.prepared``). ``reader(path)`` returns a ``PackedScene`` (or an object with its
+    fields); ``navmesh_loader(path)`` a ``NavMesh``. ``stage[scene_id]`` says what each
+    unfinished load is doing (the cache names it when a step waits for that load)."""
 
     def __init__(self, renderer, threads: int = 2, device: str = "cpu",
                  reader: Callable[[str], Any] | None = None,
                  navmesh_loader: Callable[[str], Any] | None = None,
-                 release: Callable[[Any], None] | None = None):
+                 release: Callable[[Any], None] | None = None,
+                 prepare: Callable[[str, Any], Any] | None = None):
         self.renderer = renderer
         self.device = str(device)
         self.reader = reader or _default_reader
         self.navmesh_loader = navmesh_loader or _default_navmesh_loader
         self._release = release
-        self.prepare: Callable[[str, Any], Any] | None = None   # the scene cache's, set by its start()
+        self.prepare = prepare
         self.stage: dict[str, str] = {}   # scene id -> what its load is doing (one dict write per stage)
         self._pool = ThreadPoolExecutor(max(1, threads), thread_name_prefix="bps-loader",
                                         initializer=lower_priority)
@@ -177,52 +172,44 @@ class SceneLoader:
         self.stage[source.scene_id] = "queued behind other loads"
         return self._pool.submit(self._load, source, reserve, quiet)
 
-    def load(self, source: SceneSource, reserve=None) -> LoadedScene:
-        """Synchronous load that raises instead of returning a LoadFailure (tools, tests)."""
-        res = self._load(source, reserve, quiet=True)
-        if isinstance(res, LoadFailure):
-            raise res.error
-        return res
-
-    def _at(self, sid: str, stage: str) -> None:
-        self.stage[sid] = stage
-        if self.stage_hook is not None:
-            self.stage_hook(sid, stage)
+    def _enter_stage(self, scene_id: str, stage: str) -> None:
+        """The load of ``scene_id`` begins ``stage`` (loader thread)."""
+        self.stage[scene_id] = stage
 
     def _load(self, source: SceneSource, reserve, quiet: bool = False):
         t0 = time.perf_counter()
         ticket = None
         stage = self.stage
-        sid = source.scene_id
+        scene_id = source.scene_id
         _warn_links_out(source)
         try:
-            self._at(sid, "checking its files against the manifest")
+            self._enter_stage(scene_id, "checking its files against the manifest")
             check_files(source)
-            self._at(sid, "reading the packed scene")
+            self._enter_stage(scene_id, "reading the packed scene")
             ps = self.reader(source.scene_path)
-            header = dict(getattr(ps, "header", {}) or {})
+            header = dict(ps.header or {})
             check_scene_header(source, header)
-            path = getattr(ps, "path", "") or source.scene_path
-            self._at(sid, "building the shading tables")
+            path = ps.path or source.scene_path
+            self._enter_stage(scene_id, "building the shading tables")
             sd = build_shading_data(ps, path)
             if self.device.startswith("cuda"):
                 sd = _pin(sd)
-            self._at(sid, "reading the navmesh and preparing its navigation")
+            self._enter_stage(scene_id, "reading the navmesh and preparing its navigation")
             nav = self.navmesh_loader(source.navmesh_path) if source.navmesh_path else None
             if nav is not None:
                 check_navmesh(source, nav, header)
             nv, nt = int(ps.positions.shape[0]), int(ps.indices.shape[0])
             nbytes = sd.nbytes + int(self.renderer.accel_bytes(nv, nt)) + navmesh_nbytes(nav)
             if reserve is not None:
-                self._at(sid, "waiting for room in the cache budget")
+                self._enter_stage(scene_id, "waiting for room in the cache budget")
                 ticket = reserve(nbytes, source)
-            self._at(sid, "building the renderer's acceleration structure")
+            self._enter_stage(scene_id, "building the renderer's acceleration structure")
             accel = self.renderer.prepare(sd, ps.positions, ps.indices)
             # last: a load that fails before this prepares nothing (no navigation to free, no
             # episode-supply visit counted, so the episodes of the scene's next visit do not depend on it)
-            prepared = self.prepare(sid, nav) if self.prepare is not None and nav is not None else None
+            prepared = self.prepare(scene_id, nav) if self.prepare is not None and nav is not None else None
             return LoadedScene(source, sd, accel, nav, header, nv, nt,
-                               nbytes, time.perf_counter() - t0, ticket, prepared, _semantics(ps))
+                               nbytes, time.perf_counter() - t0, ticket, prepared, ps.semantics)
         except Exception as e:  # quarantine boundary: see the module docstring
             if ticket is not None and self._release is not None:
                 self._release(ticket)
@@ -231,7 +218,7 @@ class SceneLoader:
                 log.error("scene %r quarantined: %s", source.scene_id, msg)
             return LoadFailure(source, e, msg)
         finally:
-            stage.pop(sid, None)
+            stage.pop(scene_id, None)
 
     def close(self):
         """Cancel the queued loads and wait for the running ones to finish."""

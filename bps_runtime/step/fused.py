@@ -1,12 +1,12 @@
 """The device side of the fused step: ``FusedStep`` (the task's state and outputs, allocated from
-its schema, shared with Warp; the launches, optionally one captured CUDA graph per group) and
-``NavQueries`` (the step's navigation functions as batch queries, for tests and tools).
+its schema, shared with Warp; the launches, optionally one captured CUDA graph per group).
 
 A step: copy the actions in, copy the staging rows in (``upload``), the task's refill kernel,
 its step kernel (on the CPU as ``threads`` env ranges side by side), snapshot ``head``. The
 number of torch ops and Warp launches does not depend on the number of envs or scenes, and
 nothing waits for the device. The host reads the ``head`` snapshot of ``LAG`` rounds back
 (``take_snapshot``), so with ``QUEUE_DEPTH`` queued episodes an env always has its next one queued.
+Episode m of an env is ring entry ``m % RING_SIZE`` on the device and on the host alike.
 Capture (``capture=True``, CUDA): after two warm-up steps a group's launches are captured once
 and replayed; anything that moves what they point at (an arena growing, the window, the
 renderer's scene table, the frame buffers, the task's options) re-captures.
@@ -19,13 +19,13 @@ import numpy as np
 import torch
 
 from . import kernels as sk
-from ..nav import kernels as nk
 from ..nav.kernels import nav_struct, window_cells
 from . import schema
 from ..nav.buffers import NavBuffers
 
 LAG = 2      # steps between a head snapshot and the host reading it
 QUEUE_DEPTH = 2    # queued episodes per env beyond what the host has seen start
+RING_SIZE = QUEUE_DEPTH + 1   # ring entries per env: the running episode's and the queued ones
 NAMES = 64   # episode names kept per env for LazyNames (read info within 64 episodes)
 # where capture_graph captures: CUDA. Warp can also record a CPU graph, but its replay is one
 # serial loop while the plain CPU step runs on every render thread; tests add "cpu" to check the
@@ -56,7 +56,7 @@ class FusedStep:
     """Device side: state tensors (shared with Warp), ring, outputs, launches (optionally a
     captured CUDA graph per group)."""
 
-    def __init__(self, nav: NavBuffers, num_envs: int, batch_size: int, task, options, device,
+    def __init__(self, nav: NavBuffers, num_envs: int, batch_size: int, spec, options, device,
                  capture: bool = False, threads: int = 1, sizes: dict | None = None):
         self.wp = sk.init_warp()
         # CPU: the step kernel runs as `threads` env ranges side by side (one launch on CUDA)
@@ -65,18 +65,18 @@ class FusedStep:
         self.N, self.B = int(num_envs), int(batch_size)
         self.device = dev = torch.device(device)
         self.wdev = _wp_dev(dev)
-        self.task, self.options = task, options
+        self.spec, self.options = spec, options   # the task's TaskSpec and options
         N = self.N
         z = lambda *s, dt=torch.float32: torch.zeros(*s, dtype=dt, device=dev)  # noqa: E731
         # the step state and outputs, made from the task's schema (``state``/``out``: name -> tensor)
         self.sizes = dict(sizes or {})
-        self.state = schema.allocate(task.SCHEMA.of("state"), N, QUEUE_DEPTH, dev, self.sizes)
-        self.out = schema.allocate(task.SCHEMA.of("out"), N, QUEUE_DEPTH, dev, self.sizes)
+        self.state = schema.allocate(spec.schema.of("state"), N, RING_SIZE, dev, self.sizes)
+        self.out = schema.allocate(spec.schema.of("out"), N, RING_SIZE, dev, self.sizes)
         self.head = self.state["head"]
         # inputs
         self.actions = z(self.B, dt=torch.int64)
-        cap = N * (QUEUE_DEPTH + 1)
-        ni, nf = 2 + task.STAGE_INTS, task.STAGE_FLOATS   # (env, ring index) + the task's columns
+        cap = N * RING_SIZE
+        ni, nf = spec.staging.ints, spec.staging.floats   # the task's staging columns (by name)
         self.stage_i, self.stage_f = z(cap, ni, dt=torch.int32), z(cap, nf)
         self.count = z(1, dt=torch.int32)
         self._count_sent = 0      # the row count the device holds (the last upload's)
@@ -120,12 +120,12 @@ class FusedStep:
 
     def views(self, sl: slice, kind: str = "out"):
         """Per-env views of envs ``sl`` of the outputs (or the state), one attribute per field."""
-        return schema.views(self.task.SCHEMA.of(kind), self.out if kind == "out" else self.state, sl)
+        return schema.views(self.spec.schema.of(kind), self.out if kind == "out" else self.state, sl)
 
     def _window(self):
         """Scratch size for the largest try_step window of the resident scenes (grown between
         steps only) and the task's parameters with it."""
-        step = self.task.max_move(self.options)
+        step = self.spec.max_move(self.options)
         key = (self.nav.min_cell, step)
         if key == self._window_key:
             return
@@ -135,17 +135,17 @@ class FusedStep:
             self.win = need
             self.scratch = torch.zeros(self.N, self.win, dtype=torch.int32, device=self.device)
             self._structs_key = None
-        self._params = self.task.params(self.options, self.win, **self.sizes)
+        self._params = self.spec.params(self.options, self.win, **self.sizes)
 
     def _structs(self):
         self._window()
         key = (self.nav.version, self.win)
         if key == self._structs_key:
             return
-        wp, ft, sch = self.wp, self.wp.from_torch, self.task.SCHEMA
+        wp, ft, sch = self.wp, self.wp.from_torch, self.spec.schema
         self._nav_s = nav_struct(self.nav)
-        self._st_s = schema.bind(wp, self.task.State, sch.of("state"), self.state)
-        self._out_s = schema.bind(wp, self.task.Out, sch.of("out"), self.out)
+        self._st_s = schema.bind(wp, self.spec.State, sch.of("state"), self.state)
+        self._out_s = schema.bind(wp, self.spec.Out, sch.of("out"), self.out)
         self._w = dict(actions=ft(self.actions), scratch=ft(self.scratch), stage_i=ft(self.stage_i),
                        stage_f=ft(self.stage_f), count=ft(self.count))
         self._structs_key = key
@@ -154,7 +154,7 @@ class FusedStep:
 
     # ------------------------------------------------------------------ host -> device inputs
     def upload(self, stage_i: np.ndarray, stage_f: np.ndarray):
-        """New ring entries (rows of (env, ring index, then the task's ``stage`` columns)) for the
+        """New ring entries (rows of the task's staging columns, ``spec.staging``) for the
         next launch; a copy from pinned memory on CUDA, no wait.
         No rows while the device already holds a count of 0: nothing to copy, no torch op (this
         relies on the copies being issued here; a captured graph that replayed them would read
@@ -184,26 +184,26 @@ class FusedStep:
     # ------------------------------------------------------------------ launches
     def _launch_step(self, env0: int, stream, then=None, inline: bool = False):
         """Group ``env0``'s launches on ``stream``: refill, step kernel, then ``then(stream)``."""
-        wp, w, t = self.wp, self._w, self.task
+        wp, w, t = self.wp, self._w, self.spec
         wp.launch(t.apply_refills, dim=self.stage_i.shape[0],
                   inputs=[self._st_s, w["stage_i"], w["stage_f"], w["count"]], device=self.wdev, stream=stream)
         args = [self._nav_s, self._params, self._st_s, self._out_s, w["actions"], w["scratch"], env0]
         if inline:   # a CPU capture records this thread's launches only: one range
-            wp.launch(t.step_kernel, dim=self.B, inputs=args + [0, QUEUE_DEPTH], device=self.wdev, stream=stream)
+            wp.launch(t.step_kernel, dim=self.B, inputs=args + [0, RING_SIZE], device=self.wdev, stream=stream)
         else:
             self._cpu.run(t.step_kernel, lambda lo, hi: wp.launch(
-                t.step_kernel, dim=hi - lo, inputs=args + [lo, QUEUE_DEPTH], device=self.wdev, stream=stream), self.B)
+                t.step_kernel, dim=hi - lo, inputs=args + [lo, RING_SIZE], device=self.wdev, stream=stream), self.B)
         if then is not None:
             then(stream)
 
     def begin_all(self):
         """Every env starts the episode at its ring's head (``reset``)."""
         self._structs()
-        w, stream, t = self._w, _wp_stream(self.device), self.task
+        w, stream, t = self._w, _wp_stream(self.device), self.spec
         self.wp.launch(t.apply_refills, dim=self.stage_i.shape[0],
                        inputs=[self._st_s, w["stage_i"], w["stage_f"], w["count"]], device=self.wdev, stream=stream)
         self._cpu.run(t.begin_kernel, lambda lo, hi: self.wp.launch(
-            t.begin_kernel, dim=hi - lo, inputs=[self._nav_s, self._params, self._st_s, self._out_s, lo, QUEUE_DEPTH],
+            t.begin_kernel, dim=hi - lo, inputs=[self._nav_s, self._params, self._st_s, self._out_s, lo, RING_SIZE],
             device=self.wdev, stream=stream), self.N)
         while self._snapshots:         # older snapshots say nothing about the new episodes
             self._free_snaps.append(self._snapshots.popleft()[0])
@@ -288,48 +288,4 @@ class FusedStep:
                 ev.synchronize()
             out.append(snap[1].astype(np.int64))
             self._free_snaps.append(snap)
-        return out
-
-
-class NavQueries:
-    """Batched navigation queries over ``NavBuffers`` with the fused step's own code (the
-    ``move`` / ``geodesic`` Warp functions): for tests and tools, not for the step."""
-
-    def __init__(self, nav: NavBuffers):
-        self.nav = nav
-        self.wp = sk.init_warp()
-
-    def _window(self, n: int, max_len: float):
-        win = window_cells(max_len, self.nav.min_cell)
-        return win, torch.zeros(n, win, dtype=torch.int32, device=self.nav.device)
-
-    def try_step(self, keys: torch.Tensor, start: torch.Tensor, end: torch.Tensor) -> torch.Tensor:
-        """habitat's try_step with sliding for [N] agents in resident scenes ``keys``."""
-        dev = self.nav.device
-        keys = keys.to(dev, torch.int32).contiguous()
-        start = start.to(dev, torch.float32).contiguous()
-        end = end.to(dev, torch.float32).contiguous()
-        n = start.shape[0]
-        out = torch.empty_like(start)
-        if n == 0:
-            return out
-        max_len = float(torch.linalg.vector_norm((end - start)[:, [0, 2]], dim=1).max())
-        win, scratch = self._window(n, max_len)
-        ft, wp = self.wp.from_torch, self.wp
-        wp.launch(nk.try_step_query, dim=n, inputs=[nav_struct(self.nav), win, ft(scratch), ft(keys),
-                  ft(start, dtype=wp.vec3), ft(end, dtype=wp.vec3), ft(out, dtype=wp.vec3)],
-                  device=_wp_dev(dev), stream=_wp_stream(dev))
-        return out
-
-    def geodesic(self, keys: torch.Tensor, rows: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
-        """Geodesic distance [N] from ``pos`` to the goal of field ``rows`` of scenes ``keys``."""
-        dev = self.nav.device
-        keys = keys.to(dev, torch.int32).contiguous()
-        rows = rows.to(dev, torch.int32).contiguous()
-        pos = pos.to(dev, torch.float32).contiguous()
-        out = torch.empty(pos.shape[0], dtype=torch.float32, device=dev)
-        if pos.shape[0]:
-            ft, wp = self.wp.from_torch, self.wp
-            wp.launch(nk.geodesic_query, dim=pos.shape[0], inputs=[nav_struct(self.nav), ft(keys), ft(rows),
-                      ft(pos, dtype=wp.vec3), ft(out)], device=_wp_dev(dev), stream=_wp_stream(dev))
         return out

@@ -14,6 +14,7 @@ from typing import Any
 import warp as wp
 
 from ..nav.kernels import PARALLEL_CPU_LAUNCHES, Nav, geodesic, move, set_module_options
+from .schema import STAGE
 from ..warp_init import init_warp  # noqa: F401 - the one Warp initialisation, used through this module
 
 set_module_options(__name__)
@@ -73,17 +74,23 @@ def spl_ratio(d0: wp.float32, path: wp.float32) -> wp.float32:
 
 
 # ---------------------------------------------------------------------------------- episodes
+# the positions of the columns every task stages first (``schema.STAGE``, by name)
+_ENV, _RING = wp.constant(STAGE.col("env")), wp.constant(STAGE.col("ring"))
+_SCENE, _ROW = wp.constant(STAGE.col("scene_index")), wp.constant(STAGE.col("row"))
+_START, _YAW, _GOAL = wp.constant(STAGE.col("start")), wp.constant(STAGE.col("yaw")), wp.constant(STAGE.col("goal"))
+
+
 @wp.func
 def ring_entry(st: Any, stage_i: wp.array2d(dtype=wp.int32), stage_f: wp.array2d(dtype=wp.float32), t: int):
-    """Staging row t -> its env's ring entry: (env, ring index, scene index, field row) and (start
-    xyz, yaw, goal xyz), the columns every task stages first; returns (env, ring index)."""
-    e = int(stage_i[t, 0])
-    k = int(stage_i[t, 1])
-    st.r_scene_index[k, e] = stage_i[t, 2]
-    st.r_row[k, e] = stage_i[t, 3]
-    st.r_pos[k, e] = wp.vec3(stage_f[t, 0], stage_f[t, 1], stage_f[t, 2])
-    st.r_yaw[k, e] = stage_f[t, 3]
-    st.r_goal[k, e] = wp.vec3(stage_f[t, 4], stage_f[t, 5], stage_f[t, 6])
+    """Staging row t -> its env's ring entry: the columns of ``schema.STAGE`` (scene index, field
+    row, start, yaw, goal) into their ring fields; returns (env, ring index)."""
+    e = int(stage_i[t, _ENV])
+    k = int(stage_i[t, _RING])
+    st.r_scene_index[k, e] = stage_i[t, _SCENE]
+    st.r_row[k, e] = stage_i[t, _ROW]
+    st.r_pos[k, e] = wp.vec3(stage_f[t, _START], stage_f[t, _START + 1], stage_f[t, _START + 2])
+    st.r_yaw[k, e] = stage_f[t, _YAW]
+    st.r_goal[k, e] = wp.vec3(stage_f[t, _GOAL], stage_f[t, _GOAL + 1], stage_f[t, _GOAL + 2])
     return e, k
 
 

@@ -3,19 +3,47 @@ far as the host knows, and its episodes' names; builds the staging rows ``FusedS
 takes) and ``LazyNames`` (per-env names read from the device only when looked at).
 
 Contract: ``refill`` keeps ``QUEUE_DEPTH`` episodes queued past what each env is known to have started
-(the scene each runs in chosen by the world's scene manager now, so a swap is a scene index
-written in the ring); ``learn(heads)`` releases ended episodes (field rows, scene references).
-A step with nothing due makes no call into the world.
+(the scene each runs in chosen by the scene port now, so a swap is a scene index written in the
+ring); ``learn(heads)`` releases ended episodes (field rows, scene references). Episode m of an
+env is entry ``m % RING_SIZE``, as on the device. The ring talks to two narrow ports, given to
+it: ``ScenePort`` (scene indices for queued episodes, their release, scene ids) and
+``EpisodePort`` (take, release, the dataset's record). A step with nothing due calls neither.
 """
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Callable, Protocol
 
 import numpy as np
 
-from bps_assets.nav.imagenav import goal_heading
+from .fused import NAMES, QUEUE_DEPTH, RING_SIZE
+from .schema import Staging
 
-from .fused import QUEUE_DEPTH, NAMES
+
+class ScenePort(Protocol):
+    """Where the ring gets the scene of each queued episode (the world over its scene manager)."""
+
+    def next_scenes(self, env_ids: np.ndarray) -> tuple[np.ndarray, bool]:
+        """Scene indices of one more queued episode per env (one reference each), whether that waited."""
+
+    def release_scenes(self, scene_indices: np.ndarray) -> None:
+        """Episodes in these scene indices have ended (one reference each)."""
+
+    def scene_id(self, scene_index: int) -> str:
+        """The scene id of a resident scene index."""
+
+
+class EpisodePort(Protocol):
+    """Where the ring gets its episodes (an ``episodes.supply.EpisodeSupply``)."""
+
+    def take(self, scene_indices: np.ndarray):
+        """One ``PreparedEpisodes`` row per scene index, and whether that waited."""
+
+    def release_many(self, scene_indices: np.ndarray, rows: np.ndarray) -> None:
+        """Ended episodes' field rows."""
+
+    def episode_record(self, scene_index: int, episode_id: str) -> dict | None:
+        """The dataset's dict of an episode, or None."""
 
 
 class LazyNames(Sequence):
@@ -52,34 +80,35 @@ class LazyNames(Sequence):
 
 class EpisodeRing:
     """Host side of the episode queue: what each env has queued, started (as far as the host
-    knows), and the names of its episodes; builds the staging rows for ``FusedStep.upload``."""
+    knows), and the names of its episodes; builds the staging rows (``staging``: the task's
+    columns by name) for ``FusedStep.upload``. ``goal_record(record, episode id, heading)``: the
+    task's entries of ``goals_of`` (``TaskSpec.goal_record``)."""
 
-    def __init__(self, world, num_envs: int, task):
-        self.world, self.task = world, task   # task: its staging columns (``stage``)
+    def __init__(self, scenes: ScenePort, episodes: EpisodePort, num_envs: int, staging: Staging,
+                 goal_record: Callable[[dict | None, str, float], dict]):
+        self.scenes, self.episodes = scenes, episodes
+        self.staging, self.goal_record = staging, goal_record
         self.N = n = int(num_envs)
-        H = QUEUE_DEPTH + 1
         self.filled = np.zeros(n, np.int64)      # episodes queued so far per env
         self.known = np.zeros(n, np.int64)       # episodes started, as far as the host knows
-        self.scene_index = np.full((H, n), -1, np.int64)  # scene index of episode m at m % H
-        self.row = np.full((H, n), -1, np.int64)
-        self.goal = np.zeros((H, n, 3), np.float32)   # goal point of episode m at m % H (``goals_of``)
+        self.scene_index = np.full((RING_SIZE, n), -1, np.int64)  # scene index of episode m at m % RING_SIZE
+        self.row = np.full((RING_SIZE, n), -1, np.int64)
+        self.goal = np.zeros((RING_SIZE, n, 3), np.float32)   # goal point of episode m (``goals_of``)
+        self.heading = np.full((RING_SIZE, n), np.nan)       # its goal view's heading (NaN: none given)
         self.eid = np.empty((NAMES, n), object)   # episode id of episode m at m % NAMES
         self.scene_id = np.empty((NAMES, n), object)  # its scene's name
         self.ended = 0
         self.waited = False
-        self._image = bool(task.IMAGE)
-        # ImageNav: the goal view's heading of episode m at m % H (NaN: goal_heading(episode id))
-        self.heading = np.full((H, n), np.nan) if self._image else None
         self.staged_ids, self.staged_headings = [], []
 
     # -- releasing
     def _release(self, envs: np.ndarray, numbers: np.ndarray):
         if envs.size == 0:
             return
-        h = numbers % (QUEUE_DEPTH + 1)
-        idxs, rows = self.scene_index[h, envs], self.row[h, envs]
-        self.world.episodes.release_many(idxs, rows)     # field rows first: the scene may leave next
-        self.world.release_scenes(idxs)
+        h = numbers % RING_SIZE
+        scene_indices, rows = self.scene_index[h, envs], self.row[h, envs]
+        self.episodes.release_many(scene_indices, rows)     # field rows first: the scene may leave next
+        self.scenes.release_scenes(scene_indices)
         self.scene_index[h, envs] = -1
 
     def learn(self, heads: np.ndarray):
@@ -99,8 +128,7 @@ class EpisodeRing:
         for e in range(self.N):
             lo = max(self.known[e] - 1, 0)
             for m in range(lo, self.filled[e]):
-                h = m % (QUEUE_DEPTH + 1)
-                if self.scene_index[h, e] >= 0:
+                if self.scene_index[m % RING_SIZE, e] >= 0:
                     self._release(np.array([e]), np.array([m]))
         self.filled[:] = 0
         self.known[:] = 0
@@ -108,73 +136,66 @@ class EpisodeRing:
     # -- queueing
     def refill(self) -> tuple[np.ndarray, np.ndarray]:
         """Queue episodes until every env has ``QUEUE_DEPTH`` beyond what it is known to have started;
-        -> staging rows (int [M, 2 + task.STAGE_INTS]: env, ring index, then the task's;
-        float [M, task.STAGE_FLOATS]: the task's ``stage`` columns; ``staged_ids`` /
-        ``staged_headings``: their episode ids and goal-view headings). Nothing due (no episode started since the
-        last call): one comparison, no call into the scene cache or the episode supply."""
+        -> staging rows (int32 / float32 tables of ``staging``'s columns; ``staged_ids`` /
+        ``staged_headings``: their episode ids and goal-view headings, NaN where the supply gives
+        none). Nothing due (no episode started since the last call): one comparison, no call
+        into either port."""
         si, sf = [], []
         self.waited = False
-        self.staged_ids = []   # the episode id of each staging row returned
-        self.staged_headings = []   # ImageNav: its goal view's heading (NaN: goal_heading(episode id))
+        self.staged_ids = []
+        self.staged_headings = []
         envs = np.flatnonzero(self.filled < self.known + QUEUE_DEPTH)
         while envs.size:
-            idxs, w1 = self.world.next_scenes(envs)
-            eps, w2 = self.world.episodes.take(idxs)
+            scene_indices, w1 = self.scenes.next_scenes(envs)
+            eps, w2 = self.episodes.take(scene_indices)
             self.waited |= bool(w1 or w2)
             m = self.filled[envs]
-            h = m % (QUEUE_DEPTH + 1)
-            self.scene_index[h, envs], self.row[h, envs] = idxs, eps.rows
+            h = m % RING_SIZE
+            self.scene_index[h, envs], self.row[h, envs] = scene_indices, eps.rows
             self.goal[h, envs] = eps.goal
+            self.heading[h, envs] = np.nan if eps.heading is None else eps.heading
             nm = m % NAMES
             self.eid[nm, envs] = eps.episode_ids
-            self.scene_id[nm, envs] = self._scene_ids(idxs)
-            rows_i = np.empty((envs.size, 2 + self.task.STAGE_INTS), np.int32)
-            rows_i[:, 0], rows_i[:, 1] = envs, m % QUEUE_DEPTH
-            rows_f = np.empty((envs.size, self.task.STAGE_FLOATS), np.float32)
-            self.task.stage(rows_i[:, 2:], rows_f, idxs, eps)
+            self.scene_id[nm, envs] = self._scene_ids(scene_indices)
+            rows_i, rows_f = self.staging.rows(envs.size)
+            self.staging.fill(rows_i, rows_f, eps, env=envs, ring=h, scene_index=scene_indices)
             self.staged_ids += list(eps.episode_ids)
-            if self._image:   # ImageNav: the goal view's heading (NaN: goal_heading(episode id))
-                self.heading[h, envs] = np.nan if eps.heading is None else eps.heading
-                self.staged_headings += self.heading[h, envs].tolist()
+            self.staged_headings += self.heading[h, envs].tolist()
             si.append(rows_i)
             sf.append(rows_f)
             self.filled[envs] += 1
             envs = envs[self.filled[envs] < self.known[envs] + QUEUE_DEPTH]   # only these changed
         if not si:
-            return (np.zeros((0, 2 + self.task.STAGE_INTS), np.int32),
-                    np.zeros((0, self.task.STAGE_FLOATS), np.float32))
+            return self.staging.rows(0)
         if len(si) == 1:
             return si[0], sf[0]
         return np.concatenate(si), np.concatenate(sf)
 
-    def _scene_ids(self, idxs: np.ndarray) -> np.ndarray:
-        """Scene id per scene index in ``idxs`` (object array): one name look-up per
-        distinct id, then one gather."""
-        uk = np.flatnonzero(np.bincount(idxs))    # the distinct ids (small ints), cheaper than np.unique
-        lut = np.empty(int(uk[-1]) + 1, object)
-        lut[uk] = [self.world.scene_id(k) for k in uk.tolist()]
-        return lut[idxs]
+    def _scene_ids(self, scene_indices: np.ndarray) -> np.ndarray:
+        """Scene id per scene index in ``scene_indices`` (object array): one name look-up per
+        distinct index, then one gather."""
+        distinct = np.flatnonzero(np.bincount(scene_indices))    # small ints: cheaper than np.unique
+        lut = np.empty(int(distinct[-1]) + 1, object)
+        lut[distinct] = [self.scenes.scene_id(i) for i in distinct.tolist()]
+        return lut[scene_indices]
 
     # -- on demand (tools, videos)
     def goals_of(self, envs, numbers) -> list[dict]:
         """The goal of episode ``numbers`` of ``envs`` (each queued or running, not ended): one dict
-        per env, ``env_id``, ``episode_id``, ``scene_id``, ``goal_position`` (PointNav / ImageNav:
-        the goal point; ObjectNav: its first goal object's position), ``goals`` (the episode file's or the
-        sampled episode's: habitat's list of goals, ObjectNav's goal objects with their
-        ``view_points``), ObjectNav's ``object_category``, ImageNav's ``goal_heading``."""
+        per env, ``env_id``, ``episode_id``, ``scene_id``, ``goal_position`` (the episode's goal
+        point: a point goal, or its first goal object's position), ``goals`` (the episode file's or
+        the sampled episode's: habitat's list of goals, with goal objects' ``view_points``), and
+        the task's own entries (``goal_record``: ObjectNav's ``object_category``, ImageNav's
+        ``goal_heading``)."""
         out = []
         for e, m in zip(np.asarray(envs).tolist(), np.asarray(numbers).tolist()):
-            h, nm = m % (QUEUE_DEPTH + 1), m % NAMES
-            key, eid = int(self.scene_index[h, e]), str(self.eid[nm, e])
-            rec = self.world.episodes.episode_record(key, eid) if key >= 0 else None
+            h, nm = m % RING_SIZE, m % NAMES
+            scene_index, eid = int(self.scene_index[h, e]), str(self.eid[nm, e])
+            rec = self.episodes.episode_record(scene_index, eid) if scene_index >= 0 else None
             goal = self.goal[h, e].astype(np.float64).tolist()
             d = {"env_id": int(e), "episode_id": eid, "scene_id": str(self.scene_id[nm, e]), "goal_position": goal,
                  "goals": list(rec["goals"]) if rec and rec.get("goals") else [{"position": goal}]}
-            if rec is not None and "object_category" in rec:
-                d["object_category"] = rec["object_category"]
-            if self._image:   # the yaw its goal image was rendered at
-                hd = float(self.heading[h, e])
-                d["goal_heading"] = hd if np.isfinite(hd) else float(goal_heading(eid))
+            d.update(self.goal_record(rec, eid, float(self.heading[h, e])))
             out.append(d)
         return out
 

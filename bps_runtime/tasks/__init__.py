@@ -1,28 +1,41 @@
-"""Tasks, one module each: its options, actions, state fields (declared in the step schema),
-kernels, observations, reward, success and metrics. ``pointnav``: habitat-lab's PointNav;
-``objectnav`` and ``imagenav``: habitat-lab's ObjectNav and ImageNav (their step: ``goalnav``).
-``task_module(name)`` imports one; ``module_for(options)`` is the task module of an options
-object (its class's ``TASK``)."""
+"""Tasks, one module each, each described by one ``TaskSpec`` (tasks/spec.py): options, actions,
+step-state fields (declared in the step schema), kernels, observations, reward, success and
+metrics, its episode supply and dataset check, host hook, ``episode_goals()`` entries and the
+trainer's goal encoder. ``pointnav``: habitat-lab's PointNav; ``objectnav`` and ``imagenav``:
+habitat-lab's ObjectNav and ImageNav (their step: ``goalnav``). Nothing outside ``tasks/`` (and
+the trainer, through the spec) names a task.
+
+Adding a task: write ``tasks/<name>.py`` defining ``NAME``, a ``TaskOptions`` class whose
+``TASK`` is ``NAME`` (``options.options_class`` makes one on the one base, ``options.TaskOptions``),
+and ``SPEC = TaskSpec(...)`` (tasks/spec.py lists its members; docs/ARCHITECTURE.md "How to add a
+task" walks through one); add
+``<name>`` to ``TASKS`` below. ``task_spec(name)`` imports and returns a spec; ``spec_for(options)``
+is the spec of an options object (its class's ``TASK``). tests/test_task_seam.py checks every
+task of ``TASKS`` against the protocol.
+"""
 from __future__ import annotations
 
 import importlib
 
 from bps_assets.errors import ConfigError
 
-TASKS = ("pointnav", "objectnav", "imagenav")
+from .options import TaskOptions
+from .spec import TaskSpec
+
+TASKS = ("pointnav", "objectnav", "imagenav", "instance_imagenav")
 
 
-def task_module(name: str):
-    """The task module called ``name`` (ConfigError naming the choices otherwise)."""
+def task_spec(name: str) -> TaskSpec:
+    """The ``TaskSpec`` of the task called ``name`` (ConfigError naming the choices otherwise)."""
     if name not in TASKS:
         raise ConfigError(None, f"task={name!r}: choose from {TASKS}")
-    return importlib.import_module(f"{__name__}.{name}")
+    return importlib.import_module(f"{__name__}.{name}").SPEC
 
 
-def module_for(options):
-    """The task module (``bps_runtime.tasks.<options.TASK>``) whose options ``options`` are;
-    ConfigError for anything that is not a task's options."""
-    name = getattr(type(options), "TASK", None)
+def spec_for(options) -> TaskSpec:
+    """The ``TaskSpec`` of the task whose options ``options`` are; ConfigError for anything that
+    is not a task's options."""
+    name = options.TASK if isinstance(options, TaskOptions) else None
     if name not in TASKS:
         raise ConfigError(None, f"task={options!r}: expected a task name {TASKS} or a task's TaskOptions")
-    return task_module(name)
+    return task_spec(name)

@@ -16,39 +16,39 @@ when it queued the episode, copied from the ring at the start), the camera's yaw
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import warp as wp
+
 
 from ..step import kernels as sk
 from ..nav.kernels import Nav, geodesic
 from ..step.kernels import (act, begin_from_ring, keep_going, ring_entry, spl_ratio, turn_sign, wrap_angle,
                             write_outcome)
-from ..step.schema import CORE, Field, Schema, warp_struct
+from ..step.schema import CORE, STAGE, Column, Field, Observation, Schema, warp_struct
 
 STOP, MOVE_FORWARD, TURN_LEFT, TURN_RIGHT, LOOK_UP, LOOK_DOWN = range(6)
 ALL_ACTIONS = ("STOP", "MOVE_FORWARD", "TURN_LEFT", "TURN_RIGHT", "LOOK_UP", "LOOK_DOWN")
 OWNER = "goalnav"
 GOAL_PIXELS = "goal_pixels"   # the named size of the goal image (H * W * 3; 1 without one)
 
+# the observations the step writes (each task module returns some of them), declared once
+_BIG = float(3.4028234663852886e38)
+OBSERVATIONS = {o.name: o for o in (
+    Observation("objectgoal", (1,), "int64", (0,), (2**63 - 1,)),
+    Observation("compass", (1,), "float32", (-math.pi,), (math.pi,)),
+    Observation("gps", (2,), "float32", (-_BIG, -_BIG), (_BIG, _BIG)),
+    Observation("imagegoal", ("H", "W", 3), "uint8", (0,), (255,), flat=GOAL_PIXELS),
+)}
 FIELDS = (
     Field("goal_id", "int32", owner=OWNER), Field("start_pos", "vec3", owner=OWNER),
     Field("start_yaw", "float32", owner=OWNER), Field("pitch", "float32", owner=OWNER),
     Field("measured_at", "vec3", owner=OWNER, doc="where the distance was last measured"),
-    Field("d0", "float32", owner=OWNER), Field("d_prev", "float32", owner=OWNER),
-    Field("path_len", "float32", owner=OWNER),
-    Field("r_goal", "vec3", per="ring", owner=OWNER), Field("r_goal_id", "int32", per="ring", owner=OWNER),
+    Field("r_goal_id", "int32", per="ring", owner=OWNER),
     Field("r_goal_image", "uint8", per="ring", shape=(GOAL_PIXELS,), owner=OWNER),
-    Field("success", "bool", "out", owner=OWNER), Field("spl", "float32", "out", owner=OWNER),
     Field("soft_spl", "float32", "out", owner=OWNER),
-    Field("distance_to_goal", "float32", "out", owner=OWNER),
-    Field("objectgoal", "int64", "out", shape=(1,), owner=OWNER),
-    Field("compass", "float32", "out", shape=(1,), owner=OWNER),
-    Field("gps", "float32", "out", shape=(2,), owner=OWNER),
-    Field("imagegoal", "uint8", "out", shape=(GOAL_PIXELS,), owner=OWNER),
-    Field("ep_dist", "float32", "out", owner=OWNER), Field("ep_d0", "float32", "out", owner=OWNER),
-    Field("ep_path", "float32", "out", owner=OWNER), Field("ep_soft_spl", "float32", "out", owner=OWNER),
+    *(o.field(OWNER) for o in OBSERVATIONS.values()),
+    Field("ep_soft_spl", "float32", "out", owner=OWNER),
 )
 SCHEMA = Schema(CORE).extend(FIELDS)
 sk.set_module_options(__name__)
@@ -56,31 +56,9 @@ State = warp_struct(wp, "State", SCHEMA.of("state"), __name__, "Per-env state [N
 Out = warp_struct(wp, "Out", SCHEMA.of("out"), __name__, "Per-env outputs of the latest step [N].")
 
 
-# the options of a goal-navigation task (each task module gives its own defaults): moves, LOOK
-# (tilt per action; max pitch, None: no limit), sliding, success radius, step limit, rewards,
-# the agent the navmeshes must be built for, the sensor's height, field of view and depth range
-OPTION_FIELDS = (
-    ("forward_step", float), ("turn_degrees", float), ("tilt_degrees", float), ("max_pitch_degrees", float | None),
-    ("sliding", bool), ("success_distance", float), ("max_episode_steps", int), ("slack_reward", float),
-    ("success_reward", float), ("agent_height", float), ("agent_radius", float), ("sensor_height", float),
-    ("hfov_deg", float), ("min_depth", float), ("max_depth", float),
-)
-
-
-def options_class(task: str, module: str, doc: str, resources: dict | None = None, **defaults) -> type:
-    """A task's frozen ``TaskOptions`` dataclass: ``OPTION_FIELDS`` with ``defaults`` (every field),
-    plus the task's ``resources`` ({name: (type, default)}: settings that are not rules, which
-    ``RESOURCES`` names so a resumed run may change them), ``TASK = task`` (``tasks.module_for``),
-    defined as ``module.TaskOptions``."""
-    fields = [(n, t, dataclasses.field(default=defaults.pop(n))) for n, t in OPTION_FIELDS]
-    if defaults:
-        raise TypeError(f"options_class: unknown options {sorted(defaults)}")
-    resources = resources or {}
-    fields += [(n, t, dataclasses.field(default=d)) for n, (t, d) in resources.items()]
-    cls = dataclasses.make_dataclass("TaskOptions", fields, frozen=True,
-                                     namespace={"TASK": task, "RESOURCES": tuple(resources)})
-    cls.__module__, cls.__doc__ = module, doc
-    return cls
+# the options a goal-navigation task adds to every task's (tasks/options.py): LOOK (tilt per
+# action; max pitch, None: no limit) and sliding; each task module gives its own defaults
+OPTION_FIELDS = (("tilt_degrees", float), ("max_pitch_degrees", float | None), ("sliding", bool))
 
 
 @wp.struct
@@ -114,17 +92,19 @@ def make_params(o, win: int, look: bool, image: bool, goal_pixels: int = 1, **_s
     return s
 
 
-# the staging columns of a queued episode (after env and ring index), which ``apply_refills``
-# writes into the ring: ints (scene index, goal field row, goal id), floats (start xyz, yaw, goal xyz)
-STAGE_INTS, STAGE_FLOATS = 3, 7
+# the staging columns of a queued episode: the generic ones (``STAGE``), then the goal id
+# (ObjectNav's task category id, 0 where the supply gives none), which ``apply_refills`` writes
+STAGING = STAGE.extend((Column("goal_id", ring="r_goal_id"),))
+_GOAL_ID = wp.constant(STAGING.col("goal_id"))
 
 
-def stage(ints, floats, scene_index, eps) -> None:
-    """Fill a batch of queued episodes' staging columns (``eps``: ``NewEpisodes``; its goal id:
-    ObjectNav's task category id, 0 where the supply gives none)."""
-    ints[:, 0], ints[:, 1] = scene_index, eps.rows
-    ints[:, 2] = 0 if eps.goal_id is None else eps.goal_id
-    floats[:, :3], floats[:, 3], floats[:, 4:] = eps.start, eps.yaw, eps.goal
+def sizes(image: bool):
+    """The named sizes of the fields for a task with (``image``) or without a goal image:
+    resolution (h, w) -> {GOAL_PIXELS: h * w * 3, or 1}."""
+    def of(resolution) -> dict:
+        h, w = resolution
+        return {GOAL_PIXELS: h * w * 3 if image else 1}
+    return of
 
 
 def max_move(options) -> float:
@@ -180,7 +160,7 @@ def observe(st: State, out: Out, e: int):
 
 
 @wp.func
-def begin_episode(nav: Nav, task: Params, st: State, out: Out, e: int, depth: int):
+def begin_episode(nav: Nav, params: Params, st: State, out: Out, e: int, depth: int):
     """Start the env's next episode from its ring (the host filled it ahead of time): the start
     pose is the episode's reference for compass / gps, the camera level, the goal image copied."""
     k = begin_from_ring(nav, st, e, depth)
@@ -189,15 +169,15 @@ def begin_episode(nav: Nav, task: Params, st: State, out: Out, e: int, depth: in
     st.pitch[e] = wp.float32(0.0)
     st.measured_at[e] = st.pos[e]
     st.goal_id[e] = st.r_goal_id[k, e]
-    for i in range(task.pixels):
+    for i in range(params.pixels):
         out.imagegoal[e, i] = st.r_goal_image[k, e, i]
 
 
 @wp.kernel
-def begin_kernel(nav: Nav, task: Params, st: State, out: Out, env0: int, depth: int):
+def begin_kernel(nav: Nav, params: Params, st: State, out: Out, env0: int, depth: int):
     """Every env of the range starts the episode at its ring's head (reset)."""
     e = env0 + wp.tid()
-    begin_episode(nav, task, st, out, e, depth)
+    begin_episode(nav, params, st, out, e, depth)
     out.soft_spl[e] = wp.float32(0.0)
     observe(st, out, e)
 
@@ -213,18 +193,18 @@ def close_to(a: wp.vec3, b: wp.vec3) -> bool:
 
 
 @wp.kernel
-def step_kernel(nav: Nav, task: Params, st: State, out: Out, actions: wp.array(dtype=wp.int64),
+def step_kernel(nav: Nav, params: Params, st: State, out: Out, actions: wp.array(dtype=wp.int64),
                 scratch: wp.array2d(dtype=wp.int32), env0: int, act0: int, depth: int):
     """One env per thread: envs env0.., actions act0.. of the group's action buffer."""
     t = wp.tid()
     e = env0 + act0 + t
     a = int(actions[act0 + t])
     scene_i = int(st.scene_index[e])
-    p, newp, newy = act(nav, st, scratch, e, a, task.win, wp.float32(task.forward_step), wp.float32(task.turn),
-                        task.sliding != 0)
-    pitch = st.pitch[e] + wp.float32(task.tilt) * turn_sign(a, 4, 5)
-    if task.max_pitch >= 0.0:
-        lim = wp.float32(task.max_pitch)
+    p, newp, newy = act(nav, st, scratch, e, a, params.win, wp.float32(params.forward_step), wp.float32(params.turn),
+                        params.sliding != 0)
+    pitch = st.pitch[e] + wp.float32(params.tilt) * turn_sign(a, 4, 5)
+    if params.max_pitch >= 0.0:
+        lim = wp.float32(params.max_pitch)
         pitch = wp.min(wp.max(pitch, -lim), lim)
     d_prev = st.d_prev[e]
     d_now = d_prev
@@ -233,14 +213,14 @@ def step_kernel(nav: Nav, task: Params, st: State, out: Out, actions: wp.array(d
         d_now = geodesic(nav, scene_i, int(st.row[e]), newp)
         measured = newp
     stop = a == 0
-    succ = stop and d_now < wp.float32(task.success_distance)
+    succ = stop and d_now < wp.float32(params.success_distance)
     sf = wp.float32(0.0)
     if succ:
         sf = wp.float32(1.0)
-    reward = -(d_now - d_prev) + wp.float32(task.slack) + wp.float32(task.success_reward) * sf
+    reward = -(d_now - d_prev) + wp.float32(params.slack) + wp.float32(params.success_reward) * sf
     path = st.path_len[e] + wp.length(newp - p)
     steps = st.steps[e] + 1
-    trunc = (not stop) and steps >= task.max_steps
+    trunc = (not stop) and steps >= params.max_steps
     done = stop or trunc
     d0 = st.d0[e]
     ratio = spl_ratio(d0, path)
@@ -255,7 +235,7 @@ def step_kernel(nav: Nav, task: Params, st: State, out: Out, actions: wp.array(d
     out.ep_soft_spl[e] = wp.float32(0.0)
     if done:
         out.ep_soft_spl[e] = soft * ratio
-        begin_episode(nav, task, st, out, e, depth)
+        begin_episode(nav, params, st, out, e, depth)
     else:
         keep_going(st, e, newp, newy, d_now, path, steps, ret)
         st.pitch[e] = pitch
@@ -267,8 +247,8 @@ def step_kernel(nav: Nav, task: Params, st: State, out: Out, actions: wp.array(d
 def apply_refills(st: State, stage_i: wp.array2d(dtype=wp.int32), stage_f: wp.array2d(dtype=wp.float32),
                   count: wp.array(dtype=wp.int32)):
     """Row t < count of the staging table -> that env's ring entry (``ring_entry``) + its goal id
-    (column 4; the goal image: written by the host)."""
+    (its ``goal_id`` column; the goal image: written by the host)."""
     t = wp.tid()
     if t < count[0]:
         e, k = ring_entry(st, stage_i, stage_f, t)
-        st.r_goal_id[k, e] = stage_i[t, 4]
+        st.r_goal_id[k, e] = stage_i[t, _GOAL_ID]

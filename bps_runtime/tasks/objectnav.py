@@ -1,6 +1,6 @@
 """habitat-lab's ObjectNav (the ``objectnav_hm3d`` benchmark) as one task module: its options
 and actions, and what it adds to a step's observations and info; the step's fields and kernels
-are ``tasks/goalnav.py``'s (shared with ImageNav), its episodes ``episodes/objectnav.py``'s.
+are ``tasks/goalnav.py``'s (shared with ImageNav), its episodes ``tasks/objectnav_episodes.py``'s.
 
 Defaults (objectnav_hm3d.yaml; all settable): STOP, MOVE_FORWARD 0.25 m, TURN_LEFT / TURN_RIGHT
 30 deg, LOOK_UP / LOOK_DOWN 30 deg (the camera's pitch, rendered; clamped at +-30 deg, None: no
@@ -12,38 +12,57 @@ success. Observations: ``objectgoal`` [1] int64 (category_to_task_category_id), 
 """
 from __future__ import annotations
 
-import math
+import torch
+
 from . import goalnav
-from .goalnav import (OUTCOME, SCHEMA, Out, Params, State, apply_refills, begin_kernel, episode_info,  # noqa: F401
-                      info, max_move, stage, step_kernel, STAGE_FLOATS, STAGE_INTS)
+from .goal_encoders import ObjectGoalEncoder
+from .goalnav import (OUTCOME, SCHEMA, STAGING, Out, Params, State, apply_refills, begin_kernel, episode_info,
+                      info, max_move, step_kernel)
+from .objectnav_episodes import check_dataset, objectnav_supply
+from .options import options_class
+from .spec import TaskSpec
 
 NAME = "objectnav"
 ACTION_NAMES = goalnav.ALL_ACTIONS
 NUM_ACTIONS = len(ACTION_NAMES)
-LOOK, IMAGE = True, False
+LOOK = True
 
 
-TaskOptions = goalnav.options_class(
-    NAME, __name__, "habitat-lab's objectnav_hm3d defaults.",
+TaskOptions = options_class(
+    NAME, __name__, fields=goalnav.OPTION_FIELDS, doc="habitat-lab's objectnav_hm3d defaults.",
     forward_step=0.25, turn_degrees=30.0, tilt_degrees=30.0, max_pitch_degrees=30.0, sliding=False,
     success_distance=0.1, max_episode_steps=500, slack_reward=-0.01, success_reward=2.5,
-    agent_height=0.88, agent_radius=0.18, sensor_height=0.88, hfov_deg=79.0, min_depth=0.5, max_depth=5.0)
+    agent_height=0.88, agent_radius=0.18)
 
 
+# the sensor geometry of habitat-lab's task config (SensorConfig's defaults for this task)
+CAMERA = {"sensor_height": 0.88, "hfov_deg": 79.0, "min_depth": 0.5, "max_depth": 5.0}
 DEFAULTS = TaskOptions()
 
 
 def params(options: TaskOptions, win: int, **sizes) -> Params:
     """The kernels' ``Params``."""
-    return goalnav.make_params(options, win, LOOK, IMAGE, **sizes)
+    return goalnav.make_params(options, win, LOOK, False, **sizes)
 
 
-# the task's observations beside the sensors' frames: name -> (shape, dtype, low, high)
-_BIG = float(3.4028234663852886e38)
-OBSERVATIONS = {"objectgoal": ((1,), "int64", (0,), (2**63 - 1,)), "compass": ((1,), "float32", (-math.pi,), (math.pi,)),
-                "gps": ((2,), "float32", (-_BIG, -_BIG), (_BIG, _BIG))}
+# the task's observations beside the sensors' frames (declared in goalnav.OBSERVATIONS)
+OBSERVATIONS = tuple(goalnav.OBSERVATIONS[k] for k in ("objectgoal", "compass", "gps"))
 
 
-def observations(v) -> dict:
-    """The task's observations of a group (``v``: its output views)."""
-    return {"objectgoal": v.objectgoal, "compass": v.compass, "gps": v.gps}
+def goal_record(record: dict | None, _episode_id: str, _heading: float) -> dict:
+    """ObjectNav's entries of ``episode_goals()``: the episode's ``object_category``."""
+    return {} if record is None or "object_category" not in record else {"object_category": record["object_category"]}
+
+
+def goal_input(obs) -> torch.Tensor:
+    """The policy's goal input: (objectgoal, compass, gps) [B, 4] float."""
+    return torch.cat([obs["objectgoal"].float(), obs["compass"], obs["gps"]], 1)
+
+
+SPEC = TaskSpec(
+    name=NAME, options=TaskOptions, actions=ACTION_NAMES, schema=SCHEMA, State=State, Out=Out, params=params,
+    max_move=max_move, apply_refills=apply_refills, begin_kernel=begin_kernel, step_kernel=step_kernel,
+    staging=STAGING, observations=OBSERVATIONS, info=info, episode_info=episode_info, outcome=OUTCOME,
+    supply=objectnav_supply, check_dataset=check_dataset, goal_record=goal_record, camera=CAMERA,
+    sizes=goalnav.sizes(image=False), goal_input=goal_input,
+    goal_input_spec=lambda resolution: ((4,), torch.float32), goal_encoder=ObjectGoalEncoder)

@@ -13,50 +13,33 @@ success = STOP with geodesic distance < 0.2 m; SPL = S * d0 / max(d0, path lengt
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import ClassVar
 
+import torch
 import warp as wp
 
 from ..step import kernels as sk
 from ..nav.kernels import Nav, geodesic
+from ..episodes.files import point_goal_supply
 from ..step.kernels import act, begin_from_ring, keep_going, ring_entry, spl_ratio, write_outcome
-from ..step.schema import CORE, Field, Schema, warp_struct
+from .goal_encoders import PointGoalEncoder
+from .options import options_class
+from .spec import TaskSpec
+from ..step.schema import CORE, STAGE, Field, Observation, Schema, warp_struct
 
 NAME = "pointnav"
 STOP, MOVE_FORWARD, TURN_LEFT, TURN_RIGHT = 0, 1, 2, 3
 ACTION_NAMES = ("STOP", "MOVE_FORWARD", "TURN_LEFT", "TURN_RIGHT")
 NUM_ACTIONS = len(ACTION_NAMES)
-IMAGE = False   # no goal image (ImageNav's: tasks/imagenav.py)
 
 
-@dataclass(frozen=True)
-class TaskOptions:
-    """habitat-lab's PointNav defaults (pointnav.yaml / DD-PPO)."""
-
-    TASK: ClassVar[str] = NAME        # the task module these options belong to
-    forward_step: float = 0.25        # metres per MOVE_FORWARD
-    turn_degrees: float = 10.0        # degrees per TURN_LEFT / TURN_RIGHT
-    success_distance: float = 0.2     # metres, geodesic, strict '<'
-    max_episode_steps: int = 500
-    slack_reward: float = -0.01
-    success_reward: float = 2.5
-    agent_radius: float = 0.1         # metres: the agent the dataset's navmeshes must be built for
-    agent_height: float = 1.5         # (make() refuses a dataset built for another agent)
-
-
+TaskOptions = options_class(NAME, __name__, doc="habitat-lab's PointNav defaults (pointnav.yaml / DD-PPO): "
+                                                 "every task's options (tasks/options.py) as they are.")
 DEFAULTS = TaskOptions()
 
-FIELDS = (
-    Field("goal", "vec3", owner=NAME), Field("d0", "float32", owner=NAME, doc="start geodesic distance"),
-    Field("d_prev", "float32", owner=NAME), Field("path_len", "float32", owner=NAME),
-    Field("r_goal", "vec3", per="ring", owner=NAME),
-    Field("success", "bool", "out", owner=NAME), Field("spl", "float32", "out", owner=NAME),
-    Field("pointgoal", "float32", "out", shape=(2,), owner=NAME),
-    Field("distance_to_goal", "float32", "out", owner=NAME),
-    Field("ep_dist", "float32", "out", owner=NAME), Field("ep_d0", "float32", "out", owner=NAME),
-    Field("ep_path", "float32", "out", owner=NAME),
-)
+# the observation beside the sensors' frames, declared once (its output field, space and value)
+POINTGOAL = Observation("pointgoal", (2,), "float32", (0.0, -math.pi), (float(3.4028234663852886e38), math.pi))
+OBSERVATIONS = (POINTGOAL,)
+FIELDS = (Field("goal", "vec3", owner=NAME), POINTGOAL.field(NAME))
 SCHEMA = Schema(CORE).extend(FIELDS)
 sk.set_module_options(__name__)
 State = warp_struct(wp, "State", SCHEMA.of("state"), __name__, "Per-env state [N] and the ring [QUEUE_DEPTH, N].")
@@ -85,29 +68,9 @@ def params(options: TaskOptions, win: int, **_sizes) -> Params:
     return s
 
 
-# the staging columns of a queued episode (after env and ring index), which ``apply_refills``
-# writes into the ring: ints (scene index, goal field row), floats (start xyz, yaw, goal xyz)
-STAGE_INTS, STAGE_FLOATS = 2, 7
-
-
-def stage(ints, floats, scene_index, eps) -> None:
-    """Fill a batch of queued episodes' staging columns (``eps``: ``NewEpisodes``)."""
-    ints[:, 0], ints[:, 1] = scene_index, eps.rows
-    floats[:, :3], floats[:, 3], floats[:, 4:] = eps.start, eps.yaw, eps.goal
-
-
 def max_move(options: TaskOptions) -> float:
     """The longest move of one step (metres): sizes the try_step window."""
     return float(options.forward_step)
-
-
-# the task's observations beside the sensors' frames: name -> (shape, dtype, low, high)
-OBSERVATIONS = {"pointgoal": ((2,), "float32", (0.0, -math.pi), (float(3.4028234663852886e38), math.pi))}
-
-
-def observations(v) -> dict:
-    """The task's observations of a group (``v``: its output views)."""
-    return {"pointgoal": v.pointgoal}
 
 
 def info(v) -> dict:
@@ -158,7 +121,7 @@ def begin_episode(nav: Nav, st: State, e: int, depth: int):
 
 
 @wp.kernel
-def begin_kernel(nav: Nav, task: Params, st: State, out: Out, env0: int, depth: int):
+def begin_kernel(nav: Nav, params: Params, st: State, out: Out, env0: int, depth: int):
     """Every env of the range starts the episode at its ring's head (reset)."""
     e = env0 + wp.tid()
     begin_episode(nav, st, e, depth)
@@ -166,25 +129,25 @@ def begin_kernel(nav: Nav, task: Params, st: State, out: Out, env0: int, depth: 
 
 
 @wp.kernel
-def step_kernel(nav: Nav, task: Params, st: State, out: Out, actions: wp.array(dtype=wp.int64),
+def step_kernel(nav: Nav, params: Params, st: State, out: Out, actions: wp.array(dtype=wp.int64),
                 scratch: wp.array2d(dtype=wp.int32), env0: int, act0: int, depth: int):
     """One env per thread: envs env0.., actions act0.. of the group's action buffer."""
     t = wp.tid()
     e = env0 + act0 + t
     a = int(actions[act0 + t])
     scene_i = int(st.scene_index[e])
-    p, newp, newy = act(nav, st, scratch, e, a, task.win, wp.float32(task.forward_step), wp.float32(task.turn),
+    p, newp, newy = act(nav, st, scratch, e, a, params.win, wp.float32(params.forward_step), wp.float32(params.turn),
                         True)
     d_now = geodesic(nav, scene_i, int(st.row[e]), newp)
     stop = a == 0
-    succ = stop and d_now < wp.float32(task.success_distance)
+    succ = stop and d_now < wp.float32(params.success_distance)
     sf = wp.float32(0.0)
     if succ:
         sf = wp.float32(1.0)
-    reward = (wp.float32(task.slack) + (st.d_prev[e] - d_now)) + wp.float32(task.success_reward) * sf
+    reward = (wp.float32(params.slack) + (st.d_prev[e] - d_now)) + wp.float32(params.success_reward) * sf
     path = st.path_len[e] + wp.length(newp - p)
     steps = st.steps[e] + 1
-    trunc = (not stop) and steps >= task.max_steps
+    trunc = (not stop) and steps >= params.max_steps
     done = stop or trunc
     d0 = st.d0[e]
     spl = sf * spl_ratio(d0, path)
@@ -204,3 +167,11 @@ def apply_refills(st: State, stage_i: wp.array2d(dtype=wp.int32), stage_f: wp.ar
     t = wp.tid()
     if t < count[0]:
         ring_entry(st, stage_i, stage_f, t)
+
+
+SPEC = TaskSpec(
+    name=NAME, options=TaskOptions, actions=ACTION_NAMES, schema=SCHEMA, State=State, Out=Out, params=params,
+    max_move=max_move, apply_refills=apply_refills, begin_kernel=begin_kernel, step_kernel=step_kernel,
+    staging=STAGE, observations=OBSERVATIONS, info=info, episode_info=episode_info, outcome=OUTCOME,
+    supply=point_goal_supply, goal_input=lambda obs: obs["pointgoal"],
+    goal_input_spec=lambda resolution: ((2,), torch.float32), goal_encoder=PointGoalEncoder)

@@ -1,14 +1,15 @@
 """ObjectNav episodes for the env: habitat ObjectNav v1 files (``ObjectNavFileEpisodes``, checked
 on each scene's navmesh) and episodes generated per scene visit from the scene's semantics
 (``SampledObjectNav``), both served by the dataset supply (episodes/dataset.py) as episode dicts
-whose field is the distance to the nearest view point of any object of the category
-(``_goal_points``; one field row per category and scene visit, ``_field_key``) and whose goal id
-is the category's task id.
+with an ``EpisodeGoal`` each: the field is the distance to the nearest view point of any object
+of the category (one field row per category and scene visit) and the goal id is the category's
+task id.
 
 ``SampledObjectNav``: when a scene arrives (loader thread) its goal objects and view points are
 built once (``build_goals``: ray casting over the packed scene's mesh) and ``episodes_per_visit``
 episodes drawn with habitat's generator rules (``generate_objectnav_episodes``), seeded by
 (seed, scene, visit); a scene without semantics is an ``InputError`` naming its file.
+``objectnav_supply`` / ``check_dataset``: the task's ``TaskSpec.supply`` / ``check_dataset``.
 """
 from __future__ import annotations
 
@@ -16,28 +17,27 @@ import numpy as np
 
 from bps_assets.nav.objectnav_files import ObjectNavDataset, goals_key
 
-from .dataset import DatasetEpisodes
-from .supply import DEFAULTS, SupplyOptions, _SceneState
+from ..episodes.dataset import DatasetEpisodes, EpisodeGoal
+from ..episodes.supply import DEFAULTS, SupplyOptions, _SceneState
 
 
-def objectnav_episode_dicts(ds: ObjectNavDataset, episodes: list[dict]) -> list[dict]:
-    """``episodes`` of ``ds`` as the dataset supply's dicts: ``goals`` = the category's goal objects
-    (``ds.goals_of``: position, view points; the first one's position is where the supply puts
-    the episode's goal point), ``_goal_points`` = every view point of
-    the category, ``_field_key`` = the category's goals key, ``_goal_id`` = its task id. Episodes
-    whose category has no view point are left out."""
-    out = []
+def objectnav_episode_dicts(ds: ObjectNavDataset, episodes: list[dict]) -> tuple[list[dict], dict]:
+    """``episodes`` of ``ds`` as the dataset supply's dicts (``goals`` = the category's goal objects,
+    ``ds.goals_of``: position, view points; the first one's position is where the supply puts the
+    episode's goal point) and their goals ({episode id: ``EpisodeGoal``(every view point of the
+    category, the category's goals key, its task id)}). Episodes whose category has no view
+    point are left out."""
+    out, goals = [], {}
     for e in episodes:
         pts = ds.view_points_of(e)
         if len(pts) == 0:
             continue
-        goals = ds.goals_of(e)
-        out.append({"episode_id": str(e["episode_id"]), "scene_id": e["scene_id"],
+        eid = str(e["episode_id"])
+        out.append({"episode_id": eid, "scene_id": e["scene_id"],
                     "start_position": e["start_position"], "start_rotation": e["start_rotation"],
-                    "goals": goals, "object_category": e["object_category"],
-                    "_goal_points": pts, "_field_key": goals_key(e["scene_id"], e["object_category"]),
-                    "_goal_id": ds.task_category_id(e)})
-    return out
+                    "goals": ds.goals_of(e), "object_category": e["object_category"]})
+        goals[eid] = EpisodeGoal(pts, goals_key(e["scene_id"], e["object_category"]), ds.task_category_id(e))
+    return out, goals
 
 
 class ObjectNavFileEpisodes(DatasetEpisodes):
@@ -66,7 +66,8 @@ class ObjectNavFileEpisodes(DatasetEpisodes):
         self.checks[st.name] = check
         if check.dropped:
             logging.getLogger(__name__).warning("%s: scene %s: dropped %s", self.path, st.name, check.summary())
-        self.episodes_by_scene[st.name] = objectnav_episode_dicts(check.dataset, check.dataset.episodes)
+        self.episodes_by_scene[st.name], self.goals[st.name] = objectnav_episode_dicts(check.dataset,
+                                                                                       check.dataset.episodes)
         super()._start(st, inline)
 
 
@@ -95,7 +96,7 @@ class SampledObjectNav(DatasetEpisodes):
         seed = int(st.rng.integers(2**63 - 1))
         eps = generate_objectnav_episodes(nm, gbc, st.name, self.episodes_per_visit, seed)
         ds = ObjectNavDataset(eps, gbc, {c: int(i) for c, i in cats.items()}, {})
-        self.episodes_by_scene[st.name] = objectnav_episode_dicts(ds, eps)
+        self.episodes_by_scene[st.name], self.goals[st.name] = objectnav_episode_dicts(ds, eps)
         super()._start(st, inline)
 
 
@@ -107,3 +108,37 @@ def scene_semantics_error(path) -> str | None:
     if ps.tri_object is None or not np.any(np.asarray(ps.tri_object)):
         return "scene has no semantic annotations (objects): ObjectNav needs a scene preprocessed with its semantics"
     return None
+
+
+def check_dataset(manifest, entries) -> None:
+    """InputError naming the first scene without semantics (ObjectNav's goals are objects)."""
+    from bps_assets.errors import InputError
+
+    for e in entries:
+        why = scene_semantics_error(e.scene)
+        if why is not None:
+            raise InputError(e.scene, why)
+
+
+def objectnav_supply(request):
+    """ObjectNav's episode supply and the scenes it serves: a habitat ObjectNav v1 file
+    (``episodes=PATH``) mapped onto the manifest's scenes, or episodes generated per scene
+    visit (None / "sample"). ``request``: ``tasks.spec.SupplyRequest``."""
+    from bps_assets.errors import ConfigError, InputError
+    from bps_assets.pipeline.habitat_episodes import map_habitat_objectnav
+
+    c, entries, manifest = request.config, request.entries, request.manifest
+    src = c.episodes.source
+    if src in (None, "sample"):
+        return SampledObjectNav({e.name: str(e.scene) for e in entries}, c.seed, request.worker,
+                                c.episodes.supply), entries
+    if src == "dataset":
+        raise ConfigError(None, "task='objectnav': pass episodes=PATH (an ObjectNav v1 split file) or 'sample'")
+    mapped = map_habitat_objectnav(src, manifest, allow_unmatched=True)
+    names = {e.name for e in entries}
+    raw = {n: eps for n, eps in mapped.by_scene.items() if n in names
+           and objectnav_episode_dicts(mapped.objectnav, eps)[0]}
+    if not raw:
+        raise InputError(src, f"has no ObjectNav episodes for the scenes of {manifest.path} (split {request.split!r})")
+    supply = ObjectNavFileEpisodes(mapped.objectnav, raw, src, c.seed, request.worker, c.episodes.supply)
+    return supply, [e for e in entries if e.name in raw]

@@ -8,7 +8,8 @@ Dataset episodes repeat every pass over a scene's episodes; sampled ones view th
 one of ``goal_views`` headings (episodes/sampled.py), so a scene visit renders at most
 goal_pool x goal_views of them. Entries are rows of one uint8 tensor that grows by doubling up to
 ``budget_bytes // image bytes`` rows (never above the budget); the least recently used goes first.
-Contract: ``GoalImages.write`` puts every staged episode's image in ``r_goal_image[k, e]`` with one
+Contract: ``GoalImages.write`` (``keys`` and ``render_rows``: what a task's own goal images
+override) puts every staged episode's image in ``r_goal_image[k, e]`` with one
 gather and one scatter; misses add one batch render (of the distinct ones) and one scatter into
 the cache; a step whose episodes all hit renders nothing.
 """
@@ -22,10 +23,12 @@ import torch
 
 from bps_assets.errors import ConfigError
 
-from ..render.camera import yaw_to_quaternion
-from ..tasks.imagenav import DEFAULTS as IMAGENAV_DEFAULTS
+from bps_assets.nav.imagenav import goal_heading
 
-DEFAULT_BUDGET_BYTES = IMAGENAV_DEFAULTS.goal_cache_bytes   # 256 MiB: 21,845 images of 64 x 64, 5,461 of 128 x 128
+from ..render.camera import yaw_to_quaternion
+from ..step.schema import Staging
+
+DEFAULT_BUDGET_BYTES = 256 * 2**20   # 256 MiB: 21,845 images of 64 x 64, 5,461 of 128 x 128
 MIN_ROWS = 64                        # the first allocation (rows), then doubled as needed
 
 
@@ -104,28 +107,29 @@ class GoalImageCache:
 
 
 class GoalImages:
-    """The goal images of staged episodes (``EpisodeRing.refill``'s rows) into the ring field
-    ``target`` ([QUEUE_DEPTH, N, pixels] uint8): from the cache, or rendered (RGB at the goal +
-    sensor height, facing the heading) by ``world.render`` in one batch of the distinct misses."""
+    """ImageNav's host hook (``TaskSpec.host_hook``): the goal images of staged episodes
+    (``EpisodeRing.refill``'s rows, columns by name in ``staging``) into the ring field ``target``
+    ([RING_SIZE, N, pixels] uint8): from the cache, or rendered (RGB at the goal + sensor height,
+    facing the heading) by ``render`` in one batch of the distinct misses; ``scene_id(scene
+    index)`` names a resident scene."""
 
-    def __init__(self, world, target: torch.Tensor, budget_bytes: int = DEFAULT_BUDGET_BYTES):
-        self.world, self.target = world, target
+    def __init__(self, target: torch.Tensor, staging: Staging, render, scene_id,
+                 budget_bytes: int = DEFAULT_BUDGET_BYTES):
+        self.target, self.staging, self._render_frames, self._scene_id = target, staging, render, scene_id
         self.cache = GoalImageCache(target.shape[-1], budget_bytes, target.device)
         self.rendered = 0   # goal images rendered so far
 
+    def set_options(self, options) -> None:
+        """The task's options changed: the cache's budget follows ``goal_cache_bytes``."""
+        self.cache.set_budget(options.goal_cache_bytes)
+
     def write(self, stage_i: np.ndarray, stage_f: np.ndarray, episode_ids: list, headings: list) -> None:
-        """Staging rows (int: env, ring index, scene index, ...; float: ..., goal xyz at 4:7), their
-        episode ids and goal headings (NaN: ``goal_heading(episode id)``)."""
+        """Staging rows, their episode ids and goal headings (NaN: ``goal_heading(episode id)``)."""
         n = stage_i.shape[0]
         if n == 0:
             return
-        scene = stage_i[:, 2].astype(np.int64)
-        goal = stage_f[:, 4:7]
-        uk = np.unique(scene).tolist()
-        names = dict(zip(uk, (self.world.scene_id(k) for k in uk)))
-        gx, gy, gz = goal.T.tolist()
-        keys = list(zip([names[s] for s in scene.tolist()], gx, gy, gz,
-                        [i if math.isnan(h) else h for i, h in zip(episode_ids, headings)]))
+        col = self.staging.col
+        keys = self.keys(stage_i, stage_f, episode_ids, headings)
         rows = self.cache.lookup(keys)
         miss = np.flatnonzero(rows < 0)
         src = None   # the cache's pool (read after inserting: it may have grown), or the frames
@@ -141,23 +145,42 @@ class GoalImages:
                     j = first[keys[i]] = len(todo)
                     todo.append(int(i))
                 inv.append(j)
-            frames = self._render(scene[todo], goal[todo], [headings[i] for i in todo], [episode_ids[i] for i in todo])
+            frames = self.render_rows(todo, stage_i, stage_f, episode_ids, headings)
             if fits:
                 rows[miss] = self.cache.insert(list(first), frames)[inv]
             else:
                 src, rows = frames, np.array(inv, np.int64)
         dev = self.target.device
-        k = torch.from_numpy(stage_i[:, 1].astype(np.int64)).to(dev)
-        e = torch.from_numpy(stage_i[:, 0].astype(np.int64)).to(dev)
+        k = torch.from_numpy(stage_i[:, col("ring")].astype(np.int64)).to(dev)
+        e = torch.from_numpy(stage_i[:, col("env")].astype(np.int64)).to(dev)
         self.target[k, e] = (self.cache.pool if src is None else src)[torch.from_numpy(rows).to(dev)]
 
-    def _render(self, scene: np.ndarray, goal: np.ndarray, headings: list, episode_ids: list) -> torch.Tensor:
-        from bps_assets.nav.imagenav import goal_heading
+    def keys(self, stage_i: np.ndarray, stage_f: np.ndarray, episode_ids: list, headings: list) -> list:
+        """One cache key per staged row, naming its goal image under this env's renderer: (scene
+        id, goal xyz, heading, or the episode id when the heading is its ``goal_heading``)."""
+        col = self.staging.col
+        scene = stage_i[:, col("scene_index")].astype(np.int64)
+        g = col("goal")
+        gx, gy, gz = stage_f[:, g:g + 3].T.tolist()
+        distinct = np.unique(scene).tolist()
+        names = dict(zip(distinct, (self._scene_id(k) for k in distinct)))
+        return list(zip([names[s] for s in scene.tolist()], gx, gy, gz,
+                        [i if math.isnan(h) else h for i, h in zip(episode_ids, headings)]))
 
+    def render_rows(self, todo: list, stage_i: np.ndarray, stage_f: np.ndarray, episode_ids: list,
+                    headings: list) -> torch.Tensor:
+        """The goal images [len(todo), pixels] uint8 of staged rows ``todo``, in one batch render."""
+        scene = stage_i[todo, self.staging.col("scene_index")].astype(np.int64)
+        g = self.staging.col("goal")
+        return self._render(scene, stage_f[todo, g:g + 3], [headings[i] for i in todo],
+                            [episode_ids[i] for i in todo])
+
+    def _render(self, scene: np.ndarray, goal: np.ndarray, headings: list, episode_ids: list) -> torch.Tensor:
         yaw = np.array([goal_heading(i) if math.isnan(h) else h for h, i in zip(headings, episode_ids)], np.float64)
         rot = yaw_to_quaternion(yaw).astype(np.float32)
         dev = self.target.device
-        frames = self.world.render(torch.from_numpy(scene).to(dev), torch.from_numpy(np.ascontiguousarray(goal)).to(dev),
-                                   torch.from_numpy(rot).to(dev), ("rgb",))
+        frames = self._render_frames(torch.from_numpy(scene).to(dev),
+                                     torch.from_numpy(np.ascontiguousarray(goal)).to(dev),
+                                     torch.from_numpy(rot).to(dev), ("rgb",))
         self.rendered += len(yaw)
         return frames["rgb"].reshape(len(yaw), -1).to(torch.uint8)

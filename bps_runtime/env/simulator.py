@@ -1,0 +1,229 @@
+"""The simulator of a ``BatchNavEnv``: everything that runs on the env's simulator thread. One
+call per group step (``step_group``: the host's lagged bookkeeping and queued episodes, the
+task's host hook, the fused step with its frame, the info), ``reset_all`` / ``reset_result``.
+It owns the fused step (``FusedStep``), the episode ring (``EpisodeRing``, over the world's
+scene and episode ports) and the task's host hook; the front door (env/env.py) owns the
+EnvPool API, the action checks and the simulator thread, and calls nothing else here.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..step.fused import FusedStep
+from ..step.ring import EpisodeRing, LazyNames
+from ..tasks.spec import HostContext, TaskSpec
+
+MAX_WAIT_REASONS = 100   # wait reasons kept in stats (the latest)
+
+
+class Simulator:
+    """One env's simulation over ``world`` for the checked ``config`` (an ``EnvConfig``) and the
+    task's ``spec``; ``device`` is the env's torch device."""
+
+    def __init__(self, world, config, spec: TaskSpec, device: torch.device):
+        self.world, self.spec, self.device = world, spec, device
+        self.num_envs, self.batch_size = config.num_envs, config.batch_size
+        self.num_groups = self.num_envs // self.batch_size
+        self.sensors, self.resolution = config.sensors.kinds, config.sensors.resolution
+        self.fused = FusedStep(world.nav, self.num_envs, self.batch_size, spec, config.task, device,
+                               capture=config.capture_graph, threads=world.threads, sizes=spec.sizes(self.resolution))
+        # the task's host work when episodes are queued (ImageNav: the goal images), or None
+        self.host_hook = spec.host_hook(HostContext(
+            ring={f.name: self.fused.state[f.name] for f in spec.schema.of("state") if f.per == "ring"},
+            staging=spec.staging, render=world.render, scene_id=world.scene_id, options=config.task,
+            resolution=tuple(config.sensors.resolution), render_view=world.render_view,
+            episode_record=world.episodes.episode_record))
+        self.ring = EpisodeRing(world, world.episodes, self.num_envs, spec.staging, spec.goal_record)
+        # a renderer that draws with one Warp launch on our device renders inside the step (and
+        # inside its graph when captured); any other (Embree) renders after it
+        r = world.renderer
+        self._launch_frame = r.launch_frame if r.frame_device is not None and _same_device(
+            r.frame_device, device) else None
+        self._frames: dict = {}   # group -> the frame buffers its captured graph writes
+        self._env_ids = [torch.arange(g * self.batch_size, (g + 1) * self.batch_size, device=device)
+                         for g in range(self.num_groups)]
+        self._group_outputs: dict = {}      # (start, stop) of an env slice -> its output views
+        self.started = False
+        self.reseed = None   # a seed for the episode streams at the next reset
+        # wait_reasons: why steps (or resets) waited for a load or an episode, one line each
+        # episode_misses: takes the episode reservoir could not serve (drawn inline on this
+        # thread instead; not a wait), with the latest reasons (a live view of the supply's)
+        self.stats = {"steps": 0, "waited_steps": 0, "episodes": 0, "wait_reasons": [], "episode_misses": 0,
+                      "episode_miss_reasons": world.episodes.miss_reasons}
+
+    def set_options(self, options) -> None:
+        """The task's options from the next step on."""
+        self.fused.set_options(options)
+        if self.host_hook is not None:
+            self.host_hook.set_options(options)
+
+    def env_ids(self, g: int) -> torch.Tensor:
+        """Group g's env ids (the tensor handed out as ``info["env_id"]``)."""
+        return self._env_ids[g]
+
+    def _group_slice(self, g: int) -> slice:
+        return slice(g * self.batch_size, (g + 1) * self.batch_size)
+
+    def _host_between_steps(self):
+        """Lagged bookkeeping + new queued episodes, uploaded for the next launch (no wait)."""
+        heads = self.fused.take_snapshot()
+        if heads is not None:
+            before = self.ring.ended
+            self.ring.learn(heads)
+            self.stats["episodes"] += self.ring.ended - before
+        self._queue_episodes()
+        return self.ring.waited
+
+    def reset_all(self):
+        """Every env starts a new episode -> (obs of all envs, info)."""
+        f, ring = self.fused, self.ring
+        for heads in f.drain_snapshots():
+            ring.learn(heads)
+        if self.started:
+            ring.learn(f.head.cpu().numpy().astype(np.int64))   # reset: not the step path
+        ring.release_all()
+        if self.reseed is not None:
+            self.world.episodes.reseed(self.reseed)
+            self.reseed = None
+        self.started = True
+        f.head.zero_()
+        self._queue_episodes()
+        f.begin_all()
+        ring.known[:] = 1
+        self.stats["episodes"] += self.num_envs
+        waited = ring.waited
+        self._note_waits("reset")
+        self._out = [self._render(g) for g in range(self.num_groups)]
+        obs = {k: torch.cat([self._out[g][k] for g in range(self.num_groups)]) for k in self._out[0]}
+        info = self._info(slice(0, self.num_envs), None, waited, reset=True)
+        return obs, info
+
+    def _queue_episodes(self):
+        """Queue the episodes now due (``EpisodeRing.refill``), publish what arrived, run the task's
+        host hook over them (ImageNav: goal images into their ring entries) and upload the staging rows."""
+        stage_i, stage_f = self.ring.refill()
+        self.world.nav.refresh()
+        if self.host_hook is not None:
+            self._host_hook(stage_i, stage_f)
+        self.fused.upload(stage_i, stage_f)
+
+    def _host_hook(self, stage_i: np.ndarray, stage_f: np.ndarray):
+        """The task's host hook over the staged episodes (a method of its own: profilers mark it)."""
+        self.host_hook.write(stage_i, stage_f, self.ring.staged_ids, self.ring.staged_headings)
+
+    def reset_result(self, g):
+        """Group g's results right after ``reset_all`` (reward 0, done False)."""
+        sl = self._group_slice(g)
+        obs = self._out[g]
+        zeros = torch.zeros(self.batch_size, device=self.device)
+        done = torch.zeros(self.batch_size, dtype=torch.bool, device=self.device)
+        return obs, zeros, done, self._info(sl, g, False, reset=True)
+
+    def _render(self, g: int) -> dict:
+        """Render group g at the poses the kernel wrote (the quaternion reported in info, so
+        re-rendering that pose gives the same pixels bit for bit) + the task's observations."""
+        v = self._outputs(self._group_slice(g))
+        frames = self.world.render(v.scene_index, v.position, v.rotation, self.sensors)
+        obs = {k: frames[k] for k in self.sensors}
+        obs.update(v.observations)
+        return obs
+
+    def _step_and_render(self, g: int, a: torch.Tensor) -> dict:
+        """Group g's step with its frame queued right after the step kernel, as one more Warp
+        launch reading the poses the kernel wrote (the same pixels as ``_render``). Captured,
+        step and frame are one graph writing the group's own frame buffers (kept per group);
+        otherwise each frame gets new buffers, as ``render`` gives."""
+        f = self.fused
+        bufs = self._frames.get(g) if f.capture else None
+        if bufs is None:
+            bufs = self.world.renderer.frame_buffers(self.batch_size, self.sensors)
+            if f.capture:
+                self._frames[g] = bufs
+        v = self._outputs(self._group_slice(g))
+        scene_index, pos, rot = v.scene_index, v.position, v.rotation
+
+        def frame(stream):
+            self._frame(scene_index, pos, rot, bufs, stream)
+
+        f.step(g, a, then=frame, then_key=(self.world.renderer.table_version, bufs["depth"].data_ptr()))
+        obs = {k: bufs[k] for k in self.sensors}
+        obs.update(v.observations)
+        return obs
+
+    def _frame(self, scene_index, position, rotation, bufs, stream):
+        """The renderer's one-launch frame of a group, queued on ``stream``."""
+        self._launch_frame(scene_index, position, rotation, bufs["depth"], bufs.get("rgb"), stream=stream,
+                           semantic=bufs.get("semantic"))
+
+    def step_group(self, g: int, a: torch.Tensor):
+        """Group g's step with actions ``a`` [B] (checked): the host's bookkeeping, the fused
+        step, the frame, the info -> (obs, reward, done, info)."""
+        waited = self._host_between_steps()
+        if self._launch_frame is None:
+            self.fused.step(g, a)
+            obs = self._render(g)
+        else:
+            obs = self._step_and_render(g, a)
+        sl = self._group_slice(g)
+        waited = self.world.after_step(g) or waited   # a swap due now may wait for its load
+        info = self._info(sl, g, waited)
+        self.stats["steps"] += 1
+        self.stats["waited_steps"] += int(waited)
+        self._note_waits(f"step {self.stats['steps']}")
+        v = self._outputs(sl)
+        return obs, v.reward, v.done, info
+
+    def _note_waits(self, when: str):
+        """Keep why anything waited (``stats["wait_reasons"]``, the latest ``MAX_WAIT_REASONS``)
+        and the episode reservoir's miss count."""
+        self.stats["episode_misses"] = self.world.episodes.misses
+        reasons = self.world.take_wait_reasons()
+        if reasons:
+            kept = self.stats["wait_reasons"]
+            kept += [f"{when}: {r}" for r in reasons]
+            del kept[:-MAX_WAIT_REASONS]
+
+    def _outputs(self, sl):
+        """The output views of envs ``sl`` (the task's observations, reward, done, info) of the
+        fused step's buffers (allocated once), made on first use and kept, per group."""
+        v = self._group_outputs.get((sl.start, sl.stop))
+        if v is None:
+            v = self._group_outputs[(sl.start, sl.stop)] = self.fused.views(sl)
+            v.observations = {o.name: o.view(v, *self.resolution) for o in self.spec.observations}
+        return v
+
+    def _info(self, sl, g, waited, reset: bool = False):
+        v, n, dev, spec = self._outputs(sl), sl.stop - sl.start, self.device, self.spec
+        ring, env0 = self.ring, sl.start
+        epno = v.epno.clone()
+        current = LazyNames(lambda m: ring.names_of(env0, m, "scene"), epno)
+        info = {
+            "env_id": self._env_ids[g] if g is not None else torch.arange(n, device=dev),
+            "scene_index": v.scene_index,
+            "scene_id": current,
+            "position": v.position,
+            "rotation": v.rotation,
+            **spec.info(v),
+            "waited_for_load": bool(waited),
+        }
+        outcome = {k: getattr(v, k) for k in spec.outcome + ("truncated",)}
+        episode = spec.episode_info(v)
+        if reset:   # nothing has ended yet
+            info.update({k: torch.zeros_like(t) for k, t in outcome.items()})
+            info["episode"] = {**{k: torch.zeros_like(t) for k, t in episode.items()},
+                               "episode_id": [""] * n, "scene_id": [""] * n}
+            return info
+        done = v.done.clone()
+        info.update(outcome)
+        info["episode"] = {
+            **episode,
+            "episode_id": LazyNames(lambda m, d: ring.names_of(env0, m - 1, "episode", d), epno, done),
+            "scene_id": LazyNames(lambda m, d: ring.names_of(env0, m - 1, "scene", d), epno, done),
+        }
+        return info
+
+
+def _same_device(a, b) -> bool:
+    a, b = torch.device(a), torch.device(b)
+    return a.type == b.type and (a.type == "cpu" or (a.index or 0) == (b.index or 0))

@@ -1,0 +1,50 @@
+"""One base for every task's options: ``TaskOptions`` (what every navigation task has, with
+habitat-lab's PointNav defaults: pointnav.yaml / DD-PPO) and ``options_class`` (a task's frozen
+``TaskOptions`` subclass: its own rules and defaults, ``TASK`` = its name for
+``tasks.spec_for``, ``RESOURCES`` = settings that are not rules, which a resumed run may change).
+Sensor geometry is not a task option: ``SensorConfig`` holds it, ``TaskSpec.camera`` its defaults.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import ClassVar
+
+from bps_assets.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class TaskOptions:
+    """The options every navigation task has (habitat-lab's PointNav defaults)."""
+
+    TASK: ClassVar[str] = ""              # the task these options belong to (tasks.spec_for)
+    RESOURCES: ClassVar[tuple] = ()       # fields that are budgets, not rules
+    forward_step: float = 0.25            # metres per MOVE_FORWARD
+    turn_degrees: float = 10.0            # degrees per TURN_LEFT / TURN_RIGHT
+    success_distance: float = 0.2         # metres, geodesic, strict '<'
+    max_episode_steps: int = 500
+    slack_reward: float = -0.01
+    success_reward: float = 2.5
+    agent_radius: float = 0.1             # metres: the agent the dataset's navmeshes must be built for
+    agent_height: float = 1.5             # (make() refuses a dataset built for another agent)
+
+
+def options_class(name: str, module: str, doc: str, fields: tuple = (), resources: dict | None = None,
+                  **defaults) -> type:
+    """A task's frozen ``TaskOptions`` subclass defined as ``module.TaskOptions``: the base's fields
+    and ``fields`` ((name, type) pairs), ``defaults`` for any of them (every one of ``fields``
+    needs one), plus ``resources`` ({name: (type, default)})."""
+    base = {f.name for f in dataclasses.fields(TaskOptions)}
+    own = dict(fields)
+    unknown = set(defaults) - base - set(own)
+    if unknown or set(own) - set(defaults):
+        raise ConfigError(None, f"options_class({name!r}): unknown options {sorted(unknown)} or no default "
+                                f"for {sorted(set(own) - set(defaults))}")
+    hints = {f.name: f.type for f in dataclasses.fields(TaskOptions)} | own
+    spec = [(n, hints[n], dataclasses.field(default=d)) for n, d in defaults.items()]
+    resources = resources or {}
+    spec += [(n, t, dataclasses.field(default=d)) for n, (t, d) in resources.items()]
+    cls = dataclasses.make_dataclass("TaskOptions", spec, bases=(TaskOptions,), frozen=True,
+                                     namespace={"TASK": name, "RESOURCES": tuple(resources)})
+    cls.__module__, cls.__doc__ = module, doc
+    return cls

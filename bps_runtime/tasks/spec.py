@@ -1,0 +1,133 @@
+"""The task seam: ``TaskSpec``, everything the env, the step, the world and the trainer need from
+a task, in one typed record. Each task module defines ``SPEC = TaskSpec(...)`` and
+``bps_runtime.tasks.TASKS`` names the module; nothing outside ``tasks/`` names a task
+(tests/test_task_seam.py checks every registered task against this record and greps the generic
+layers for task names).
+
+A spec gives: its name, options class and actions; the step (schema, State / Out structs,
+params, kernels, staging columns, named sizes); what a step returns (observations declared once,
+info, outcome); where episodes come from (``supply``, ``check_dataset``); an optional host hook
+(e.g. goal images written into the ring when episodes are queued); ``goal_record`` for
+``episode_goals()``; ``camera`` (sensor geometry defaults); and the trainer's goal input and goal
+encoder. The fields below document each member; docs/ARCHITECTURE.md "How to add a task" walks
+through one.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
+
+import numpy as np
+
+from ..step.schema import Observation, Schema, Staging
+
+
+class HostHook(Protocol):
+    """Host work of a task when episodes are queued (between steps, before the upload)."""
+
+    def write(self, stage_i: np.ndarray, stage_f: np.ndarray, episode_ids: list, headings: list) -> None:
+        """The staged rows (``TaskSpec.staging``), their episode ids and goal-view headings."""
+
+    def set_options(self, options) -> None:
+        """The task's options changed (``env.task = ...``)."""
+
+
+@dataclass(frozen=True)
+class HostContext:
+    """What a host hook may use: the ring fields (name -> tensor), the staging layout, the
+    batch render (``render(scene_index, positions, rotations, sensors)``), scene ids by scene
+    index (``scene_id``), the task's options; the sensors' (h, w) ``resolution``, the batch
+    render through another camera (``render_view(scene_index, camera centres, rotations, (h, w),
+    hfov_deg, sensors)``) and the queued episodes' dicts (``episode_record(scene_index, id)``)."""
+    ring: dict
+    staging: Staging
+    render: Callable
+    scene_id: Callable[[int], str]
+    options: Any
+    resolution: tuple | None = None
+    render_view: Callable | None = None
+    episode_record: Callable | None = None
+
+
+@dataclass(frozen=True)
+class SupplyRequest:
+    """What a task's episode supply is built from: the manifest, its split, the scene entries
+    (after sharding), the ``EnvConfig`` and the goal-field worker."""
+    manifest: Any
+    split: str | None
+    entries: list
+    config: Any
+    worker: Any
+
+
+@dataclass(frozen=True)
+class GoalEncoderArgs:
+    """What the trainer's goal encoder is built from: the visual input's channels, the hidden
+    size, the CNN width, the resolution, a category vocabulary size, ``make_cnn(in_channels)``
+    (a new visual encoder of the policy's kind, output ``hidden``)."""
+    in_channels: int
+    hidden: int
+    width: int
+    resolution: tuple
+    num_categories: int
+    make_cnn: Callable
+
+
+def _no_hook(_ctx: HostContext):
+    return None
+
+
+def _no_check(_manifest, _entries) -> None:
+    return None
+
+
+def _no_goal_entries(_record: dict | None, _episode_id: str, _heading: float) -> dict:
+    return {}
+
+
+def _no_sizes(_resolution) -> dict:
+    return {}
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """A task, as the runtime and the trainer see it (the module docstring lists the members)."""
+    name: str
+    options: type
+    actions: tuple
+    schema: Schema
+    State: Any
+    Out: Any
+    params: Callable
+    max_move: Callable
+    apply_refills: Any
+    begin_kernel: Any
+    step_kernel: Any
+    staging: Staging
+    observations: tuple            # of step.schema.Observation
+    info: Callable
+    episode_info: Callable
+    outcome: tuple
+    supply: Callable               # SupplyRequest -> (EpisodeSupply, entries)
+    goal_input: Callable           # obs dict -> the policy's goal input [B, ...]
+    goal_input_spec: Callable      # resolution (h, w) -> (per-env shape, torch dtype)
+    goal_encoder: Callable         # GoalEncoderArgs -> nn.Module (out_dim; forward(goal, visual_encoder))
+    check_dataset: Callable = _no_check
+    host_hook: Callable = _no_hook
+    goal_record: Callable = _no_goal_entries
+    camera: dict = field(default_factory=dict)   # sensor geometry defaults (SensorConfig's None fields)
+    sizes: Callable = _no_sizes
+    defaults: Any = field(default=None)
+
+    def __post_init__(self):
+        if self.defaults is None:
+            object.__setattr__(self, "defaults", self.options())
+
+    @property
+    def num_actions(self) -> int:
+        """How many discrete actions the task has."""
+        return len(self.actions)
+
+    def observation(self, name: str) -> Observation:
+        """The declaration of observation ``name``."""
+        return next(o for o in self.observations if o.name == name)

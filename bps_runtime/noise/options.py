@@ -100,6 +100,16 @@ class NoiseOptions:
     def sensors_on(self) -> bool:
         return self.depth != "none" or self.rgb != "none"
 
+    def actuation_reach(self) -> float:
+        """How much further than the commanded move a noisy move or turn can go (metres): each
+        draw is within 3 sd of its mean, so along + across stay within this bound (0: no noise)."""
+        if self.actuation == "none":
+            return 0.0
+        reach = 0.0
+        for means, variances, _, _ in actuation_params(self.actuation):
+            reach = max(reach, sum(abs(m) + 3.0 * math.sqrt(v) for m, v in zip(means, variances)))
+        return self.actuation_mult * reach
+
     def to_dict(self) -> dict:
         return asdict(self)
 

@@ -20,6 +20,7 @@ import warp as wp
 from ..step import kernels as sk
 from ..nav.kernels import Nav, geodesic
 from ..episodes.files import point_goal_supply
+from ..noise.actuation import ActuationModel
 from ..step.kernels import act, begin_from_ring, keep_going, ring_entry, spl_ratio, write_outcome
 from .goal_encoders import PointGoalEncoder
 from .options import options_class
@@ -56,6 +57,7 @@ class Params:
     slack: float
     success_reward: float
     win: int
+    actuation: ActuationModel   # habitat-sim's actuation noise (set by the fused step; on 0: none)
 
 
 def params(options: TaskOptions, win: int, **_sizes) -> Params:
@@ -137,7 +139,7 @@ def step_kernel(nav: Nav, params: Params, st: State, out: Out, actions: wp.array
     a = int(actions[act0 + t])
     scene_i = int(st.scene_index[e])
     p, newp, newy = act(nav, st, scratch, e, a, params.win, wp.float32(params.forward_step), wp.float32(params.turn),
-                        True)
+                        True, params.actuation)
     d_now = geodesic(nav, scene_i, int(st.row[e]), newp)
     stop = a == 0
     succ = stop and d_now < wp.float32(params.success_distance)

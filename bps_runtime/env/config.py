@@ -203,12 +203,11 @@ def camera_fields(camera) -> dict:
 
 def preset_kwargs(name: str) -> dict:
     """``make()``'s keywords of a named preset (``noise.presets.PRESETS``): the sensors, their size and
-    camera, PointNav's rules and agent, the noise. What PointNav cannot express yet is left out
-    and listed in docs/NOISE.md (challenge2021: sliding off, the pointgoal fixed at the start, the
-    camera tilted 20 deg down)."""
+    camera, the task's rules and agent, the noise. What the task cannot express yet is left out
+    and listed in docs/NOISE.md."""
     p = preset(name)
     s, t = p["sensors"], p["task"]
-    task = replace(task_spec("pointnav").defaults, forward_step=t["forward_step"], turn_degrees=t["turn_angle_deg"],
+    task = replace(task_spec(t["name"]).defaults, forward_step=t["forward_step"], turn_degrees=t["turn_angle_deg"],
                    success_distance=t["success_distance"], max_episode_steps=t["max_steps"],
                    agent_radius=t["agent_radius"], agent_height=t["agent_height"])
     return {"sensors": tuple(s["kinds"]), "resolution": tuple(s["resolution"]), "task": task, "noise": p["noise"],

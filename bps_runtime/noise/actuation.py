@@ -28,6 +28,8 @@ MAX_TRIES = 64   # rejection sampling of a +-3 sigma truncation accepts 99.7 % p
 
 @wp.struct
 class ActuationModel:
+    """One PyRobot model as the step kernels see it: means and standard deviations (along,
+    across, rotation) of a forward move and of a turn, the multiplier; ``on`` 0: no noise."""
     on: int
     mult: float
     move_mean: wp.vec3      # forward move: along, across, rotation

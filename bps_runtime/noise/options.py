@@ -85,10 +85,12 @@ class NoiseOptions:
 
     @property
     def depth_mult(self) -> float:
+        """The Redwood model's multiplier."""
         return self.multiplier if self.depth_multiplier is None else self.depth_multiplier
 
     @property
     def actuation_mult(self) -> float:
+        """The PyRobot model's multiplier."""
         return self.multiplier if self.actuation_multiplier is None else self.actuation_multiplier
 
     @property
@@ -98,6 +100,7 @@ class NoiseOptions:
 
     @property
     def sensors_on(self) -> bool:
+        """Whether depth or RGB noise is on (the sensor noise launch runs)."""
         return self.depth != "none" or self.rgb != "none"
 
     def actuation_reach(self) -> float:
@@ -111,6 +114,7 @@ class NoiseOptions:
         return self.actuation_mult * reach
 
     def to_dict(self) -> dict:
+        """Plain data (checkpoints, logs)."""
         return asdict(self)
 
 

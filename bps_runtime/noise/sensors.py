@@ -1,19 +1,15 @@
 """Sensor noise for the whole batch in one Warp launch (CPU or CUDA, one source): habitat-sim's
 Redwood depth model and its RGB models (Gaussian, salt-and-pepper, speckle, Poisson).
 
-``SensorNoise(options, device)`` holds the Redwood table on the device and the parameters;
-``launch(depth_in, depth_out, rgb_in, rgb_out, keys, counters, lo=0, hi=None, stream=None)``
-writes noisy copies of envs ``lo:hi`` of depth [N,H,W,1] float32 (metres, 0 = miss, or with
-``normalized`` habitat's 0-1 of [min_depth, max_depth]: the model works in metres, its output
-is clipped and scaled back) and / or RGB [N,H,W,C] uint8 (C 3 or 4; alpha is kept). Outputs must not alias inputs: the Redwood pixel shuffle reads
-neighbours. Each env's draws come from ``rng.stream(keys[e], counters[e], domain, pixel)``:
-the caller advances ``counters`` (the fused step does, per env step), so nothing here waits.
-Semantics (docs/NOISE.md): Redwood as habitat-sim's CPU model (shuffle by N(0, 0.25 m)
-pixels, 2x2 downsampling, 0 from 10 m on, the distortion table at the pixel remapped to
-640x480, disparity quantised to 1/8 with N(0, 0.027778 m) jitter, all spreads times the
-multiplier); RGB per channel with habitat's formulas, uint8 by truncation. Two deliberate
-differences, both documented: salt-and-pepper is per element (rate ``amount``) and salt is 255;
-Poisson uses 256 levels (habitat's count for any image with more than 128 grey levels).
+``SensorNoise(options, device, normalized, min_depth, max_depth)`` holds the Redwood table on
+the device; ``launch(depth_in, depth_out, rgb_in, rgb_out, keys, counters, lo, hi, stream)``
+writes noisy copies of envs ``lo:hi`` of depth [N,H,W,1] float32 (metres, 0 = miss; or
+``normalized``: habitat's 0-1 of [min_depth, max_depth], the model in metres, then clipped and
+scaled back) and / or RGB [N,H,W,C] uint8 (alpha kept). Outputs must not alias inputs (the
+shuffle reads neighbours). Env e's draws: ``rng.stream(keys[e], counters[e], domain, row)``; the
+caller advances ``counters`` (the fused step does), so nothing here waits. Semantics and the two
+deliberate differences from habitat-sim (salt-and-pepper per element with salt 255; Poisson
+with 256 levels): docs/NOISE.md.
 """
 from __future__ import annotations
 
@@ -36,6 +32,7 @@ set_module_options(__name__)   # no gradients; safe side-by-side CPU launches (C
 
 @wp.struct
 class SensorParams:
+    """The kernel's parameters: which models, their settings, the device tables."""
     depth_on: int
     depth_mult: float
     depth_norm: int             # 1: depth arrives and leaves as habitat's 0-1 of [lo, hi] (camera.finish_depth)
@@ -237,6 +234,7 @@ class SensorNoise:
 
     @property
     def enabled(self) -> bool:
+        """Whether any sensor noise is on."""
         return self.depth_on or self.rgb_on
 
     def launch(self, depth_in, depth_out, rgb_in, rgb_out, keys, counters, lo: int = 0,

@@ -52,12 +52,18 @@ def identity(args, dataset_sha256: str) -> dict:
     return {"dataset_sha256": dataset_sha256, **{k: getattr(args, k) for k in IDENTITY_ARGS}}
 
 
+# PointNav options added after checkpoints were written: in the identity only when changed, so
+# an older PointNav checkpoint (sliding on, pointgoal with GPS+compass) still resumes
+POINTNAV_LATER = {"sliding": True, "gps_compass": True}
+
+
 def env_identity(config) -> dict:
     """The part of the env's ``EnvConfig`` (``env.config``) a resumed run must share: the task's
     rules, the sensors, the episodes' source and supply, the noise (not seeds, threads, device, cache)."""
     d = config.to_dict()
     resources = getattr(type(config.task), "RESOURCES", ())   # memory budgets and the like
-    task = {k: v for k, v in d["task"].items() if k not in resources}
+    task = {k: v for k, v in d["task"].items() if k not in resources
+            and not (d.get("task_name") == "pointnav" and POINTNAV_LATER.get(k, ()) == v)}
     out = {"task": task, "sensors": d["sensors"],
            "episodes": {"source": d["episodes"]["source"], "supply": d["episodes"]["supply"]}}
     if d.get("noise", NO_NOISE.to_dict()) != NO_NOISE.to_dict():

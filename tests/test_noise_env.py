@@ -120,7 +120,7 @@ def test_challenge2021_preset_as_make_keywords(manifest):
     assert (c.sensors.hfov_deg, c.sensors.sensor_height, c.sensors.min_depth, c.sensors.max_depth) == (70.0, 0.88, 0.1, 10.0)
     t = c.task
     assert (t.turn_degrees, t.forward_step, t.success_distance, t.max_episode_steps) == (30.0, 0.25, 0.36, 500)
-    assert (t.agent_radius, t.agent_height) == (0.18, 0.88)
+    assert (t.agent_radius, t.agent_height, t.sliding, t.gps_compass) == (0.18, 0.88, False, False)
     assert c.noise == preset_noise("challenge2021")
     # keywords given override the preset's; the test dataset is built for habitat's 0.1 m agent,
     # so make() refuses the preset's 0.18 m one (the preset reached the config)
@@ -146,3 +146,28 @@ def test_warp_frame_path_with_noise_matches_embree(manifest):
         assert (ow["rgb"].int() - oe["rgb"].int()).abs().float().mean() < 1.0
     ew.close()
     ee.close()
+
+
+def test_pointgoal_without_gps_compass_stays_the_start_one(manifest):
+    """gps_compass=False (the challenge's POINTGOAL_SENSOR): the pointgoal is the one of the
+    episode's start until the episode ends, while the agent moves; with it, it follows the agent."""
+    from dataclasses import replace
+
+    from bps_runtime.tasks.pointnav import DEFAULTS
+    from bps_train import checkpoint
+
+    for gps in (False, True):
+        env = _make(manifest, task=replace(DEFAULTS, gps_compass=gps), sensors=("depth",))
+        first = env.reset()["pointgoal"].clone()
+        changed, g = False, torch.Generator().manual_seed(0)
+        for _ in range(6):
+            obs, rew, done, info = env.step(torch.randint(1, 4, (4,), generator=g))   # no STOP
+            assert not done.any()
+            changed = changed or not torch.equal(obs["pointgoal"], first)
+        assert changed == gps
+        env.close()
+    # an older PointNav checkpoint's identity (no sliding / gps_compass) still matches the defaults
+    from bps_runtime.env.config import EnvConfig
+    ident = checkpoint.env_identity(EnvConfig.from_kwargs())
+    assert "sliding" not in ident["task"] and "gps_compass" not in ident["task"]
+    assert checkpoint.env_identity(EnvConfig.from_kwargs(task=replace(DEFAULTS, sliding=False)))["task"]["sliding"] is False

@@ -64,6 +64,6 @@ def test_challenge2021_preset_is_the_published_config():
     s, t = p["sensors"], p["task"]
     assert s["resolution"] == (360, 640) and s["hfov_deg"] == 70.0 and s["sensor_height"] == 0.88
     assert (s["min_depth"], s["max_depth"]) == (0.1, 10.0) and set(s["kinds"]) == {"rgb", "depth"}
-    assert t["turn_angle_deg"] == 30.0 and t["sliding"] is False and t["gps_compass"] is False
-    assert t["success_distance"] == 0.36 and t["max_steps"] == 500
+    assert t["turn_degrees"] == 30.0 and t["sliding"] is False and t["gps_compass"] is False
+    assert t["success_distance"] == 0.36 and t["max_episode_steps"] == 500 and t["name"] == "pointnav"
     assert set(PRESETS) == {"challenge2021"}

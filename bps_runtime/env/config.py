@@ -203,13 +203,11 @@ def camera_fields(camera) -> dict:
 
 def preset_kwargs(name: str) -> dict:
     """``make()``'s keywords of a named preset (``noise.presets.PRESETS``): the sensors, their size and
-    camera, the task's rules and agent, the noise. What the task cannot express yet is left out
-    and listed in docs/NOISE.md."""
+    camera, the task's rules and agent, the noise (the camera's tilt is not applied: no sensor
+    option for it yet; docs/NOISE.md)."""
     p = preset(name)
     s, t = p["sensors"], p["task"]
-    task = replace(task_spec(t["name"]).defaults, forward_step=t["forward_step"], turn_degrees=t["turn_angle_deg"],
-                   success_distance=t["success_distance"], max_episode_steps=t["max_steps"],
-                   agent_radius=t["agent_radius"], agent_height=t["agent_height"])
+    task = replace(task_spec(t["name"]).defaults, **{k: v for k, v in t.items() if k != "name"})
     return {"sensors": tuple(s["kinds"]), "resolution": tuple(s["resolution"]), "task": task, "noise": p["noise"],
             "camera": {k: s[k] for k in CAMERA_FIELDS}}
 

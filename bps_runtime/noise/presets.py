@@ -30,9 +30,10 @@ PRESETS = {
         "sensors": {"kinds": ("rgb", "depth"), "resolution": (360, 640), "hfov_deg": 70.0,
                     "sensor_height": 0.88, "camera_pitch_deg": -20.0,
                     "min_depth": 0.1, "max_depth": 10.0},
-        "task": {"name": "pointnav", "forward_step": 0.25, "turn_angle_deg": 30.0, "sliding": False,
-                 "success_distance": 0.36, "max_steps": 500, "gps_compass": False,
-                 "goal_format": "polar", "agent_radius": 0.18, "agent_height": 0.88},
+        # the task's name and TaskOptions fields
+        "task": {"name": "pointnav", "forward_step": 0.25, "turn_degrees": 30.0, "sliding": False,
+                 "success_distance": 0.36, "max_episode_steps": 500, "gps_compass": False,
+                 "agent_radius": 0.18, "agent_height": 0.88},
     },
 }
 

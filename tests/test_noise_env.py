@@ -19,15 +19,9 @@ NOISE = {"depth": "redwood", "rgb": "gaussian", "actuation": "locobot-ilqr", "mu
 
 @pytest.fixture(scope="module")
 def manifest(tmp_path_factory):
-    from bps_assets import synth
-    from bps_assets.pipeline.preprocess import PreprocessOptions, preprocess
+    import pointnav_trace   # box rooms with a pillar, preprocessed (two train scenes)
 
-    root = tmp_path_factory.mktemp("noise_env")
-    synth.generate(root / "src", "gibson", 2, seed=0, size="small")
-    res = preprocess(root / "src", root / "out", "gibson", "tiny",
-                     PreprocessOptions(episodes=6, episode_seed=0, workers=1, subsets=("train",)),
-                     log=lambda s: None)
-    return res.manifest_path
+    return pointnav_trace.build_manifest(tmp_path_factory.mktemp("noise_env"))
 
 
 def _make(manifest, **kw):
@@ -133,19 +127,11 @@ def test_challenge2021_preset_as_make_keywords(manifest):
 def test_warp_frame_path_with_noise_matches_embree(manifest):
     """The Warp renderer's frame (inside the step) gets the same noise as the Embree path's
     (same keys and counters): the noisy frames agree up to the renderers' own ~1e-6 differences."""
-    kw = dict(noise=NOISE, seed=5)
-    ew, ee = _make(manifest, renderer="warp", **kw), _make(manifest, renderer="embree", **kw)
-    ow, oe = ew.reset(), ee.reset()
-    g = torch.Generator().manual_seed(0)
-    for _ in range(4):
-        a = torch.randint(0, 4, (4,), generator=g)
-        (ow, rw, dw, iw), (oe, re, de, ie) = ew.step(a), ee.step(a)
-        assert torch.equal(iw["position"], ie["position"])
-        close = (ow["depth"] - oe["depth"]).abs() < 1e-4
-        assert close.float().mean() > 0.98
-        assert (ow["rgb"].int() - oe["rgb"].int()).abs().float().mean() < 1.0
-    ew.close()
-    ee.close()
+    warp, embree = (_run(manifest, steps=4, noise=NOISE, seed=5, renderer=r) for r in ("warp", "embree"))
+    for (dw, cw, pw), (de, ce, pe) in zip(warp, embree):
+        assert pw is None or torch.equal(pw, pe)
+        assert ((dw - de).abs() < 1e-4).float().mean() > 0.98
+        assert (cw.int() - ce.int()).abs().float().mean() < 1.0
 
 
 def test_pointgoal_without_gps_compass_stays_the_start_one(manifest):

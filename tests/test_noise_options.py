@@ -67,3 +67,15 @@ def test_challenge2021_preset_is_the_published_config():
     assert t["turn_degrees"] == 30.0 and t["sliding"] is False and t["gps_compass"] is False
     assert t["success_distance"] == 0.36 and t["max_episode_steps"] == 500 and t["name"] == "pointnav"
     assert set(PRESETS) == {"challenge2021"}
+
+
+def test_bps_train_noise_flag():
+    from bps_train.args import parse
+    from bps_train.train import Args, check_args
+
+    a = parse(Args, ["--noise", "depth=redwood,actuation=locobot-proportional,multiplier=0.5"])
+    assert a.noise == "depth=redwood,actuation=locobot-proportional,multiplier=0.5"
+    check_args(a)
+    check_args(parse(Args, ["--noise", "challenge2021"]))
+    with pytest.raises(ConfigError, match="noise depth"):
+        check_args(parse(Args, ["--noise", "depth=kinect"]))

@@ -6,6 +6,7 @@ swaps, loads waited for, peak RSS, torch ops / Warp launches / host syncs per st
     python benchmarks/bench_env.py MANIFEST --device cuda --threads 4   # renderer auto: warp on CUDA
     python benchmarks/bench_env.py --synth DIR [--synth-scenes 10 --synth-size gibson] ...
     python benchmarks/bench_env.py MANIFEST --task objectnav   # ObjectNav / ImageNav (sampled episodes)
+    python benchmarks/bench_env.py MANIFEST --noise depth=redwood,actuation=locobot-ilqr   # with noise
 
 ``--synth DIR`` first builds a synthetic dataset there (bps_assets.synth -> preprocess),
 reusing it when it already exists.

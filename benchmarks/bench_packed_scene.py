@@ -12,7 +12,9 @@ GLB, converts it once, then measures in one run:
      dequantize, range checks), with 1 and 2 threads;
   3. plain read + zstd decompress of the same section bytes (one thread, no checks): the
      bandwidth ceiling a loader could reach with this codec.
-Goals: (1)/(2) >= 10, and (3)'s time / (2)'s time >= 0.5 (packed keeps half the plain bandwidth).
+Goals: (1)/(2) >= 10, and (3)'s time / (2)'s time >= 0.8 (issue 32: packed load bound by the disk
+and the decompressor, not Python). The variants of (2) and (3) run in turn, round after round;
+``cpu_ratio_1thread`` compares their CPU seconds (1 thread each), the load-robust figure.
 Page cache is warm for every variant (each file is read once before timing).
 """
 from __future__ import annotations
@@ -90,12 +92,16 @@ def plain_read_decompress(path: Path, sections) -> int:
     return n
 
 
-def timeit(fn, repeat: int) -> list[float]:
+def timeit(fn, repeat: int, cpu: list | None = None) -> list[float]:
+    """Wall seconds of ``repeat`` calls; with ``cpu``, also appends each call's CPU seconds
+    (all of the process's threads, kernel time included: page faults count)."""
     out = []
     for _ in range(repeat):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         fn()
         out.append(time.perf_counter() - t0)
+        if cpu is not None:
+            cpu.append(time.process_time() - c0)
     return out
 
 
@@ -127,12 +133,16 @@ def main(argv=None):
     dst.read_bytes()
 
     glb_times = timeit(lambda: glb_to_arrays(glb, options), max(1, min(2, args.repeat)))
-    packed2 = timeit(lambda: read_packed_scene(dst, threads=2), args.repeat)
-    packed1 = timeit(lambda: read_packed_scene(dst, threads=1), args.repeat)
     with Container(dst) as c:
         secs = list(c.sections.values())
     raw_bytes = sum(s.raw_length for s in secs)
-    plain = timeit(lambda: plain_read_decompress(dst, secs), args.repeat)
+    # the three variants in turn, round after round: a change of the machine's load between
+    # them then moves every variant alike instead of one block of repeats
+    packed2, packed1, plain, cpu1, cpu_plain = [], [], [], [], []
+    for _ in range(args.repeat):
+        packed2 += timeit(lambda: read_packed_scene(dst, threads=2), 1)
+        packed1 += timeit(lambda: read_packed_scene(dst, threads=1), 1, cpu1)
+        plain += timeit(lambda: plain_read_decompress(dst, secs), 1, cpu_plain)
 
     s = read_packed_scene(dst)
     med = statistics.median
@@ -158,7 +168,14 @@ def main(argv=None):
     r["speedup_vs_glb"] = r["glb_to_arrays_s"] / r["packed_to_arrays_s_2threads"]
     r["bandwidth_ratio_2threads"] = r["plain_read_zstd_s"] / r["packed_to_arrays_s_2threads"]
     r["bandwidth_ratio_1thread"] = r["plain_read_zstd_s"] / r["packed_to_arrays_s_1thread"]
-    r["goals_met"] = bool(r["speedup_vs_glb"] >= 10 and r["bandwidth_ratio_2threads"] >= 0.5)
+    # fastest of the repeats: the run least disturbed by other processes, per variant
+    # CPU seconds, 1 thread each: what the work costs, unlike wall time nearly blind to the
+    # other processes sharing the cores (the figure to read on a loaded machine)
+    r["packed_cpu_s_1thread"], r["plain_cpu_s"] = med(cpu1), med(cpu_plain)
+    r["cpu_ratio_1thread"] = med(cpu_plain) / med(cpu1)
+    r["bandwidth_ratio_2threads_best"] = min(plain) / min(packed2)
+    r["bandwidth_ratio_1thread_best"] = min(plain) / min(packed1)
+    r["goals_met"] = bool(r["speedup_vs_glb"] >= 10 and r["bandwidth_ratio_2threads"] >= 0.8)
     if args.json:
         print(json.dumps(r, indent=1))
     else:

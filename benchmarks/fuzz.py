@@ -1,13 +1,17 @@
-"""Mutation fuzzing of every reader on real files, for a given time; prints outcome counts.
+"""Mutation fuzzing of every reader on real files, for a given time or count; prints outcome counts.
 
     python benchmarks/fuzz.py --seconds 300 [--workers 2] [--mem-gib 1] [--timeout 20] [--keep DIR]
+    python benchmarks/fuzz.py --kinds annotation,objectnav,imagenav,checkpoint --mutants 10000
 
-Seeds: ../shared/assets scene files and habitat navmeshes, packed files made from them, and
-synth semantic scans (both annotation formats) with their packed scenes. Mutants: random byte
-edits, and for packed files structure-aware edits behind valid checksums. Each mutant is read by
-its type's reader in a worker under ``--mem-gib`` and ``--timeout``; outcomes: typed error,
-accepted, crash (kept in ``--keep``), over limit. Seed kinds and mutation rules in full:
-docs/PERFORMANCE.md, "Benchmark methods".
+Seeds: ../shared/assets scene files and habitat navmeshes, packed files made from them, synth
+semantic scans (both annotation formats) with their packed scenes, ObjectNav / ImageNav episode
+files and bps-train checkpoints made here. Mutants: random byte edits, structure-aware edits of
+packed files behind valid checksums, of episode JSON (values, types, repeated entries), of
+annotation tables (lines and fields) and of checkpoints (fields, tensors, RNG states; half with
+the checksum recomputed). Each mutant is read by its type's reader in a worker under
+``--mem-gib`` (above the worker's own mapping after imports) and ``--timeout``; outcomes: typed
+error, accepted, crash (kept in ``--keep``), over limit; the workers' peak RSS is printed.
+Seed kinds and mutation rules in full: docs/PERFORMANCE.md, "Benchmark methods".
 """
 from __future__ import annotations
 
@@ -33,7 +37,31 @@ BOUNDARY = (0, -1, 1, 2**31, 2**32 + 1, 2**62, 2**63 - 8, -(2**63), 1e308)
 # ------------------------------------------------------------------------------ worker
 
 def _read(path: str, kind: str, other: str = ""):
-    if kind.startswith("annotation"):
+    if kind == "objectnav":
+        from bps_assets.nav.objectnav_files import read_objectnav_dataset
+
+        ds = read_objectnav_dataset(path)
+        for e in ds.episodes:   # what the runtime asks of every episode
+            ds.view_points_of(e), ds.task_category_id(e)
+    elif kind == "imagenav":
+        from bps_assets.nav.episodes import read_pointnav_dataset
+        from bps_assets.nav.imagenav import goal_rotation
+
+        for e in read_pointnav_dataset(path):
+            goal_rotation(e["episode_id"])
+    elif kind == "checkpoint":
+        from bps_train import checkpoint
+
+        ckpt = checkpoint.load(path)
+        model, opt = tiny_policy()
+        checkpoint.restore(path, ckpt, model, opt)
+        for r in ckpt["rng"]:
+            checkpoint.set_rng_state(r)
+        import torch
+
+        model(torch.ones(2, 8)).sum().backward()   # the first step after a resume
+        opt.step()
+    elif kind.startswith("annotation"):
         from bps_assets.readers.semantic_files import SemanticSource, read_annotation
 
         _, fmt, role = kind.split(":")
@@ -57,15 +85,46 @@ def _read(path: str, kind: str, other: str = ""):
         load(path)
 
 
-def worker(mem_bytes: int) -> int:
+def tiny_policy():
+    """The model and optimizer the checkpoint seeds were saved from (a Linear layer and LAMB)."""
+    import torch
+
+    from bps_train.lamb import Lamb
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(8, 4)
+    return model, Lamb(model.parameters(), lr=1e-3)
+
+
+def _status(key: str) -> int:
+    """A ``/proc/self/status`` figure in bytes (VmSize, VmHWM): per process image, so not
+    carried over from the parent as ``ru_maxrss`` is."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def worker(mem_bytes: int, with_torch: bool = False) -> int:
     import resource
 
     import bps_assets.nav  # noqa: F401  (imports before the limit: they are not the input's cost)
+    import bps_assets.nav.objectnav_files  # noqa: F401
     import bps_assets.packed_scene  # noqa: F401
     import bps_assets.readers  # noqa: F401
+    import bps_assets.readers.semantic_files  # noqa: F401
     from bps_assets.errors import BpsError
 
-    resource.setrlimit(resource.RLIMIT_AS, (mem_bytes, mem_bytes))
+    if with_torch:
+        import bps_train.checkpoint  # noqa: F401
+        tiny_policy()
+    # the limit counts from what the imports mapped (torch alone maps more than a GiB of address
+    # space it never touches): --mem-gib is what one input may add
+    limit = _status("VmSize") + mem_bytes
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    sys.stdout.write(json.dumps(["ready", 0]) + "\n")   # the first input's clock starts after the imports
+    sys.stdout.flush()
     for line in sys.stdin:
         req = json.loads(line)
         try:
@@ -79,20 +138,25 @@ def worker(mem_bytes: int) -> int:
             out = ("crash", f"{type(e).__name__}: {e}"[:300])
         sys.stdout.write(json.dumps(out) + "\n")
         sys.stdout.flush()
+    sys.stdout.write(json.dumps(["peak", _status("VmHWM")]) + "\n")
+    sys.stdout.flush()
     return 0
 
 
 class Worker:
-    def __init__(self, mem_bytes: int):
-        self.mem = mem_bytes
+    def __init__(self, mem_bytes: int, with_torch: bool = False):
+        self.mem, self.torch = mem_bytes, with_torch
+        self.peak = 0   # the largest VmHWM of this slot's worker processes (bytes)
         self.start()
 
     def start(self):
         env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
                "PYTHONPATH": str(REPO)}
-        self.p = subprocess.Popen([sys.executable, __file__, "--worker", str(self.mem)], stdin=subprocess.PIPE,
+        self.p = subprocess.Popen([sys.executable, __file__, "--worker", str(self.mem)]
+                                  + (["--worker-torch"] if self.torch else []), stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
                                   bufsize=1)
+        self.p.stdout.readline()   # "ready": imports done (minutes on a loaded machine, not the input's time)
 
     def run(self, path: str, kind: str, timeout: float, other: str = "") -> tuple[str, str]:
         try:
@@ -107,18 +171,33 @@ class Worker:
             return "over limit", f"more than {timeout} s"
         line = self.p.stdout.readline()
         if not line:
+            self._note_peak()
             code = self.p.wait()
             self.start()
             return "crash", f"worker died (exit {code})"
         return tuple(json.loads(line))
 
+    def _note_peak(self):
+        """The worker's VmHWM, read from outside (it is about to be killed or has died)."""
+        try:
+            with open(f"/proc/{self.p.pid}/status") as f:
+                hwm = next((ln for ln in f if ln.startswith("VmHWM:")), "")
+            self.peak = max(self.peak, int(hwm.split()[1]) * 1024 if hwm else 0)
+        except OSError:
+            pass
+
     def restart(self):
+        self._note_peak()
         self.p.kill()
         self.p.wait()
         self.start()
 
     def close(self):
         self.p.stdin.close()
+        for line in self.p.stdout:
+            got = json.loads(line)
+            if got[0] == "peak":
+                self.peak = max(self.peak, int(got[1]))
         self.p.wait(timeout=10)
 
 
@@ -203,6 +282,58 @@ def semantic_seeds(work: Path) -> list[tuple[Path, str]]:
 OTHER: dict = {}  # annotation seed -> the other file of its pair
 
 
+def episode_seeds(work: Path) -> list[tuple[Path, str]]:
+    """An ObjectNav v1 content file (two scenes' worth of goals and episodes, habitat's layout)
+    and an ImageNav (PointNav v1) split file, written by our writers from hand-made episodes."""
+    from bps_assets.nav import objectnav_files as on
+    from bps_assets.nav.episodes import make_episode, write_pointnav_dataset
+    from bps_assets.nav.imagenav import goal_rotation
+
+    q = [0.0, 0.0, 0.0, 1.0]
+    goals, eps = {}, []
+    for k, cat in enumerate(("chair", "bed", "toilet")):
+        vps = [on.make_view_point([0.5 * j, 0.0, 1.0 + k], q, 0.1 * j) for j in range(1, 5)]
+        goals[on.goals_key("hm3d/a.basis.glb", cat)] = [
+            on.make_object_goal([0.5, 0.5, 1.0 + k], 10 * k + j, cat, vps) for j in range(2)]
+    for i in range(12):
+        cat = ("chair", "bed", "toilet")[i % 3]
+        eps.append(on.make_objectnav_episode(i, "hm3d/a.basis.glb", [0.1 * i, 0.0, 0.0], q, cat,
+                                             {"geodesic_distance": 1.0 + i}))
+    ds = on.ObjectNavDataset(eps, goals)
+    cats = {"chair": 0, "bed": 1, "toilet": 3}
+    on.write_objectnav_dataset(work / "objectnav", "val", {"a": ds}, cats, {"chair": 3, "bed": 11, "toilet": -1},
+                               overwrite=True)
+    pn = [make_episode(i, "gibson/b.glb", [0.1 * i, 0.0, 0.0], goal_rotation(i), [1.0, 0.0, 0.2 * i], 1.5)
+          for i in range(12)]
+    files = write_pointnav_dataset(work / "imagenav", "val", {"b": pn}, overwrite=True)
+    split = next(f for f in files if f.parent.name == "val")
+    return [(work / "objectnav" / "val" / "content" / "a.json.gz", "objectnav"),
+            (split if not (split.parent / "content").is_dir() else files[-1], "imagenav")]
+
+
+def checkpoint_seeds(work: Path) -> list[tuple[Path, str]]:
+    """Checkpoints of ``tiny_policy`` after one LAMB step (moments in the optimizer state), one
+    rank and two ranks' RNG streams."""
+    import torch
+
+    from bps_train import checkpoint
+
+    out = []
+    for world in (1, 2):
+        model, opt = tiny_policy()
+        model(torch.ones(3, 8)).sum().backward()
+        opt.step()
+        state = {"policy": model.state_dict(), "optimizer": opt.state_dict(), "update": 3, "global_step": 96,
+                 "seconds": 12.5, "world": world, "args": {"task": "pointnav", "hidden": 4, "lr": 1e-3},
+                 "identity": {"dataset_sha256": "0" * 64, "num_envs": 4},
+                 "rng": [checkpoint.rng_state() for _ in range(world)]}
+        p = work / "seeds" / f"ckpt_{world}.pt"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        checkpoint.save(p, state)
+        out.append((p, "checkpoint"))
+    return out
+
+
 # ------------------------------------------------------------------------------ mutations
 
 def mutate_bytes(data: bytes, rng: random.Random) -> tuple[bytes, str]:
@@ -222,19 +353,6 @@ def mutate_bytes(data: bytes, rng: random.Random) -> tuple[bytes, str]:
     return bytes(d[:a] + d[b:]), "delete a range"
 
 
-def _numbers(obj, path=()):
-    if isinstance(obj, bool):
-        return
-    if isinstance(obj, (int, float)):
-        yield path
-    elif isinstance(obj, dict):
-        for k, v in obj.items():
-            yield from _numbers(v, path + (k,))
-    elif isinstance(obj, list):
-        for i, v in enumerate(obj):
-            yield from _numbers(v, path + (i,))
-
-
 def mutate_packed(src: Path, dst: Path, rng: random.Random, focus: tuple = ()) -> str:
     """Structure-aware: a header number or one section's values set to a boundary value,
     re-written with valid checksums (so the mutant gets past the CRC check). ``focus``: names
@@ -249,7 +367,7 @@ def mutate_packed(src: Path, dst: Path, rng: random.Random, focus: tuple = ()) -
         kind = c.kind
     val = rng.choice(BOUNDARY)
     if rng.random() < 0.5:
-        paths = list(_numbers(header))
+        paths = [p for p, v in _nodes(header) if isinstance(v, (int, float)) and not isinstance(v, bool)]
         if focus and rng.random() < 0.5:
             paths = [p for p in paths if p and p[0] in focus] or paths
         where = rng.choice(paths)
@@ -278,6 +396,155 @@ def mutate_packed(src: Path, dst: Path, rng: random.Random, focus: tuple = ()) -
     return what
 
 
+ODD_VALUES = (None, True, "x", "", [], {}, -1, 2**70, -(2**63), 1e30, -1e308, 0.5, float("nan"))
+
+
+def _nodes(obj, path=()):
+    """Every (path, value) of a JSON document or a loaded checkpoint, containers included."""
+    yield path, obj
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            yield from _nodes(v, path + (k,))
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            yield from _nodes(v, path + (i,))
+
+
+def _pick(doc, rng: random.Random, skip=()):
+    """A random node below the root (not under the top-level keys ``skip``): (path, its
+    container, its key there, its value)."""
+    where = rng.choice([p for p, _ in _nodes(doc) if p and p[0] not in skip])
+    parent = doc
+    for k in where[:-1]:
+        parent = parent[k]
+    return where, parent, where[-1], parent[where[-1]]
+
+
+def mutate_json(doc, rng: random.Random) -> str:
+    """One structure-aware edit of a JSON document, in place: a value set to a boundary number
+    or another type, a key or element removed, an element repeated (a duplicate id), a list
+    emptied, or a string made long."""
+    where, parent, key, val = _pick(doc, rng)
+    r = rng.random()
+    if r < 0.35:
+        parent[key] = rng.choice(BOUNDARY + ODD_VALUES)
+        return f"{'.'.join(map(str, where))} = {parent[key]!r}"
+    if r < 0.5:
+        del parent[key]
+        return f"del {'.'.join(map(str, where))}"
+    if r < 0.7 and isinstance(parent, list):
+        parent.insert(rng.randrange(len(parent) + 1), json.loads(json.dumps(val)))
+        return f"repeat {'.'.join(map(str, where))}"
+    if r < 0.8 and isinstance(val, (list, dict)):
+        val.clear()
+        return f"empty {'.'.join(map(str, where))}"
+    if r < 0.9 and isinstance(val, str):
+        parent[key] = val * rng.choice((2, 1000, 100_000))
+        return f"long string at {'.'.join(map(str, where))}"
+    if isinstance(val, (int, float)) and not isinstance(val, bool):
+        parent[key] = -val if rng.random() < 0.5 else val * 1e12
+        return f"{'.'.join(map(str, where))} scaled"
+    parent[key] = rng.choice(ODD_VALUES)
+    return f"{'.'.join(map(str, where))} = {parent[key]!r}"
+
+
+def mutate_episode_file(src: Path, dst: Path, rng: random.Random) -> str:
+    """The gunzipped JSON edited by ``mutate_json`` 1-3 times (or its text bytes, a fifth of
+    the time), gzipped again."""
+    import gzip
+
+    raw = gzip.decompress(src.read_bytes())
+    if rng.random() < 0.2:
+        data, what = mutate_bytes(raw, rng)
+    else:
+        doc = json.loads(raw)
+        what = "; ".join(mutate_json(doc, rng) for _ in range(rng.randint(1, 3)))
+        data = json.dumps(doc).encode()
+    dst.write_bytes(gzip.compress(data, compresslevel=1))
+    return what
+
+
+def mutate_table(src: Path, dst: Path, rng: random.Random) -> str:
+    """A line of an annotation table (``.semantic.txt`` / ``.house``) repeated, dropped or
+    swapped, or one field set to a boundary number, a long or quoted value, or removed."""
+    lines = src.read_text().splitlines()
+    i = rng.randrange(1, len(lines)) if len(lines) > 1 else 0
+    sep = "," if src.suffix == ".txt" else " "
+    r = rng.random()
+    if r < 0.15:
+        lines.insert(i, lines[i])
+        what = f"repeat line {i + 1}"
+    elif r < 0.25:
+        del lines[i]
+        what = f"drop line {i + 1}"
+    elif r < 0.35:
+        j = rng.randrange(len(lines))
+        lines[i], lines[j] = lines[j], lines[i]
+        what = f"swap lines {i + 1}, {j + 1}"
+    else:
+        f = lines[i].split(sep)
+        k = rng.randrange(len(f))
+        new = rng.choice([str(v) for v in BOUNDARY] + ["3e9", "1" + "0" * 20, "nan", "-0", '"', '"open',
+                                                      "x" * 200_000, "", "#", "FFFFFF", "zz"])
+        if rng.random() < 0.1:
+            del f[k]
+            what = f"line {i + 1} field {k} removed"
+        else:
+            f[k] = new
+            what = f"line {i + 1} field {k} = {new[:20]!r}"
+        lines[i] = sep.join(f)
+    dst.write_text("\n".join(lines) + "\n")
+    return what
+
+
+def mutate_checkpoint(src: Path, dst: Path, rng: random.Random) -> str:
+    """A checkpoint field, tensor or RNG state changed (a leaf set to a boundary or odd value, a
+    tensor resized, retyped or poisoned, a key added or removed), re-saved with the checksum
+    recomputed half of the time (so the field checks behind it are reached)."""
+    import torch
+
+    from bps_train import checkpoint
+
+    ckpt = torch.load(src, weights_only=True)
+    where, parent, key, val = _pick(ckpt, rng, skip=("format", "checksum"))
+    r = rng.random()
+    if isinstance(val, torch.Tensor) and r < 0.6:
+        t = val.clone()
+        c = rng.random()
+        if c < 0.3 and t.numel():
+            t.view(-1)[rng.randrange(t.numel())] = float("nan") if t.is_floating_point() else -1
+        elif c < 0.55:
+            t = t.reshape(-1)[: max(0, t.numel() - rng.randint(1, 3))]
+        elif c < 0.7:
+            t = t.to(rng.choice((torch.float64, torch.int32, torch.uint8, torch.bool)))
+        elif c < 0.85:
+            t = torch.cat([t.reshape(-1), t.reshape(-1)])
+        else:
+            t = torch.zeros(0)
+        parent[key] = t
+        what = f"tensor {'/'.join(map(str, where))} -> {tuple(t.shape)} {t.dtype}"
+    elif r < 0.85:
+        parent[key] = rng.choice(BOUNDARY + ODD_VALUES + (-5, 10**12, torch.zeros(2)))
+        what = f"{'/'.join(map(str, where))} = {parent[key]!r}"[:120]
+    elif isinstance(parent, dict) and rng.random() < 0.5:
+        del parent[key]
+        what = f"del {'/'.join(map(str, where))}"
+    elif isinstance(parent, dict):
+        parent[f"extra_{rng.randrange(99)}"] = torch.zeros(3)
+        what = f"extra key beside {'/'.join(map(str, where))}"
+    else:
+        parent.append(parent[key] if isinstance(parent, list) else None)
+        what = f"repeat {'/'.join(map(str, where))}"
+    if rng.random() < 0.5:
+        try:
+            ckpt["checksum"] = checkpoint.payload_checksum(ckpt)
+            what += " (checksum recomputed)"
+        except Exception:  # noqa: BLE001 - a payload the checksum cannot walk: saved as it is
+            pass
+    torch.save(ckpt, dst)
+    return what
+
+
 SEMANTIC_NAMES = ("semantics", "tri_object", "object_ids", "object_category", "object_region",
                   "object_source_ids", "object_aabb", "object_points")
 
@@ -293,10 +560,17 @@ def main(argv=None) -> int:
                                      ("--seed", int, 0, "random seed")):
         ap.add_argument(flag, type=typ, default=default, help=f"{what} (default {default})")
     ap.add_argument("--keep", type=Path, default=None, help="keep crash / over-limit mutants here")
+    ap.add_argument("--kinds", default="", help="comma-separated seed kinds to fuzz (default: all; "
+                                                "e.g. annotation,objectnav,imagenav,checkpoint)")
+    ap.add_argument("--mutants", type=int, default=0,
+                    help="stop once every kind has this many mutants (then --seconds is only a cap)")
     ap.add_argument("--worker", type=int, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--worker-torch", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.worker is not None:
-        return worker(a.worker)
+        return worker(a.worker, a.worker_torch)
+    if a.mutants and "--seconds" not in (argv if argv is not None else sys.argv[1:]):
+        a.seconds = float("inf")
     if not SHARED.is_dir():
         print(f"no shared assets at {SHARED}", file=sys.stderr)
         return 2
@@ -311,17 +585,28 @@ def _fuzz(a, work: Path) -> int:
     from concurrent.futures import ThreadPoolExecutor
 
     t_setup = time.perf_counter()
-    seeds = collect_seeds(work)
+    wanted = {k for k in a.kinds.split(",") if k}
+    scene_kinds = {"source", "detour", "SCEN", "NAVM", "SCEN+sem"}
+    seeds = collect_seeds(work) if not wanted or wanted & scene_kinds else \
+        (semantic_seeds(work) if "annotation" in wanted else [])
+    if not wanted or wanted & {"objectnav", "imagenav"}:
+        seeds += episode_seeds(work)
+    if not wanted or "checkpoint" in wanted:
+        seeds += checkpoint_seeds(work)
+    seeds = [(p, k) for p, k in seeds if not wanted or k.split(":")[0] in wanted]
     blobs = {p: p.read_bytes() for p, _ in seeds}
     kinds = Counter(k for _, k in seeds)
     by_kind = defaultdict(list)
     for p, k in seeds:
         by_kind["annotation" if k.startswith("annotation") else k].append((p, k))
     kind_names = sorted(by_kind)
+    done, skipped = Counter(), Counter()   # mutants per kind (--mutants); mutations not written
+    how = f"{a.mutants} mutants per kind" if a.mutants else f"{a.seconds:.0f} s"
     print(f"{len(seeds)} seed files ({', '.join(f'{n} {k}' for k, n in sorted(kinds.items()))}), "
-          f"setup {time.perf_counter() - t_setup:.1f} s; fuzzing {a.seconds:.0f} s on {a.workers} workers, "
+          f"setup {time.perf_counter() - t_setup:.1f} s; fuzzing {how} on {a.workers} workers, "
           f"{a.mem_gib:g} GiB address space, {a.timeout:g} s per input", flush=True)
-    workers = [Worker(int(a.mem_gib * (1 << 30))) for _ in range(a.workers)]
+    workers = [Worker(int(a.mem_gib * (1 << 30)), "checkpoint" in kind_names) for _ in range(a.workers)]
+    lock = __import__("threading").Lock()
     counts: dict[str, Counter] = defaultdict(Counter)
     kept: list[str] = []
     deadline = time.perf_counter() + a.seconds
@@ -331,10 +616,35 @@ def _fuzz(a, work: Path) -> int:
         w = workers[i]
         n = 0
         while time.perf_counter() < deadline:
-            kind = rng.choice(kind_names)  # each kind an equal share, whatever its seed count
+            with lock:
+                todo = [k for k in kind_names if not a.mutants or done[k] < a.mutants]
+                if not todo:
+                    break
+                kind = rng.choice(todo)  # each kind an equal share, whatever its seed count
+                done[kind] += 1
             src, read_as = rng.choice(by_kind[kind])
-            dst = work / f"w{i}_{n}{''.join(src.suffixes[-2:]) if kind == 'NAVM' else src.suffix}"
-            if kind in ("SCEN", "NAVM", "SCEN+sem") and rng.random() < 0.5:
+            two = kind in ("NAVM", "objectnav", "imagenav")   # .navmesh.bps, .json.gz
+            dst = work / f"w{i}_{n}{''.join(src.suffixes[-2:]) if two else src.suffix}"
+            structured = {"objectnav": mutate_episode_file, "imagenav": mutate_episode_file,
+                          "checkpoint": mutate_checkpoint}.get(kind)
+            if kind == "annotation" and src.suffix in (".txt", ".house") and rng.random() < 0.5:
+                structured = mutate_table
+            if structured is not None and (kind != "checkpoint" or rng.random() < 0.7):
+                try:
+                    what = structured(src, dst, rng)
+                except Exception as e:  # noqa: BLE001 - a mutation that cannot be written: another one
+                    with lock:
+                        skipped[f"{kind}: {type(e).__name__}"] += 1
+                        done[kind] -= 1
+                    continue
+                label = "struct"
+            elif kind in ("objectnav", "imagenav"):   # bytes of the JSON, gzipped again (a CRC otherwise)
+                import gzip
+
+                data, what = mutate_bytes(gzip.decompress(blobs[src]), rng)
+                dst.write_bytes(gzip.compress(data, compresslevel=1))
+                label = "bytes"
+            elif kind in ("SCEN", "NAVM", "SCEN+sem") and rng.random() < 0.5:
                 try:
                     what = mutate_packed(src, dst, rng, SEMANTIC_NAMES if kind == "SCEN+sem" else ())
                 except Exception:  # noqa: BLE001 - a mutation the writer refuses: skip it
@@ -371,7 +681,13 @@ def _fuzz(a, work: Path) -> int:
         overall.update({o: c[o] for o in OUTCOMES})
         print(f"{k:<22}" + "".join(f"{c[o]:>13}" for o in OUTCOMES))
     print(f"{'all':<22}" + "".join(f"{overall[o]:>13}" for o in OUTCOMES))
-    print(f"\n{total} mutants in {dt:.0f} s ({total / dt:.1f}/s)")
+    print(f"\n{total} mutants in {dt:.0f} s ({total / dt:.1f}/s); per kind: "
+          + ", ".join(f"{k} {sum(c[o] for kk, c in counts.items() if kk.split('/')[0] == k for o in OUTCOMES)}"
+                      for k in kind_names)
+          + f"; workers' peak RSS {max(w.peak for w in workers) / 2**20:.0f} MiB")
+    if skipped:
+        print("mutations that could not be written (replaced by others): "
+              + ", ".join(f"{k} {n}" for k, n in sorted(skipped.items())))
     for line in kept[:20]:
         print("  " + line)
     return 0

@@ -34,6 +34,7 @@ import numpy as np
 
 from .errors import (ConfigError, CorruptFileError, FormatVersionError, InputError, MissingSectionError,
                      OutputExistsError, OutputWriteError, ResourceLimitError)
+from .json_input import parse_json
 
 MAGIC = b"\x89BPS\r\n\x1a\n"
 CONTAINER_VERSION = 1
@@ -87,7 +88,7 @@ def _apply_filter(arr: np.ndarray, filt: str) -> bytes:
         return a.tobytes()
     if filt == "delta+shuffle":
         if a.dtype.kind not in "ui" or a.ndim == 0:
-            raise ValueError("delta filter needs an integer array")
+            raise ConfigError(None, f"delta filter needs an integer array, not {a.dtype}")
         # wrap-around delta along axis 0 in the unsigned view: exactly invertible
         u = a.view(a.dtype.newbyteorder("<").str.replace("i", "u"))
         d = np.empty_like(u)
@@ -97,7 +98,7 @@ def _apply_filter(arr: np.ndarray, filt: str) -> bytes:
     if filt in ("shuffle", "delta+shuffle"):
         item = a.dtype.itemsize
         return a.reshape(-1).view(np.uint8).reshape(-1, item).T.tobytes()
-    raise ValueError(f"unknown filter {filt!r}")
+    raise ConfigError(None, f"unknown section filter {filt!r}")
 
 
 def _undo_filter(buf: bytes | memoryview, filt: str, dtype: np.dtype, shape: tuple) -> np.ndarray:
@@ -457,12 +458,7 @@ class Container:
         if hlen > MAX_HEADER_BYTES or PREAMBLE_SIZE + hlen > self.file_length:
             raise _corrupt(path, f"header length {hlen} exceeds the cap or the file (truncated?)")
         raw = self._f.read(hlen)
-        try:
-            header = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise _corrupt(path, f"header is not valid JSON: {e}") from None
-        except RecursionError:
-            raise _corrupt(path, "header is not valid JSON: nested too deeply") from None
+        header = parse_json(raw, path, prefix="header is not valid JSON", error=_corrupt, encoding="utf-8")
         if not isinstance(header, dict) or not isinstance(header.get("sections"), list):
             raise _corrupt(path, "header has no section table")
         tab = header.pop("sections")

@@ -27,7 +27,7 @@ import numpy as np
 from . import __version__
 from .container import DTYPES as DT_BY_NAME
 from .container import Container, SectionSpec, remove_stale_temps, write_container
-from .errors import CorruptFileError, InputError, OutputExistsError
+from .errors import ConfigError, CorruptFileError, InputError, OutputExistsError
 from .hashing import sha256_file
 from . import semantic_section as _sem
 from . import composed_section as _comp
@@ -65,6 +65,7 @@ class ConvertOptions:
     chunk_meshlets: int = t_meshlets.DEFAULTS.chunk_meshlets
     zstd_level: int = 9                 # geometry sections (textures use 3: BC blocks barely compress)
     semantic_split: int = 1             # with an annotation: levels of 1-to-4 cuts of triangles a boundary crosses
+    allow_annotation_mismatch: bool = False   # an annotation mostly off its scan: warn instead of refusing
 
     def frame_options(self):
         """Options of the frame transform (dataset layout and up axis)."""
@@ -256,7 +257,7 @@ def convert_scene(doc: SceneDocument, dst: str | os.PathLike, options: ConvertOp
     arrays, specs = _scene_sections(g, texset, material_texture, options.zstd_level)
     sem_header, sem_stats = None, {}
     if semantic is not None:
-        sem_arrays, sem_header, sem_stats = _semantic_sections(semantic, doc, g)
+        sem_arrays, sem_header, sem_stats = _semantic_sections(semantic, doc, g, options.allow_annotation_mismatch)
         arrays.update(sem_arrays)
         specs.update({k: SectionSpec("zstd", "shuffle", options.zstd_level) for k in sem_arrays})
         specs["tri_object"] = SectionSpec("zstd", "delta+shuffle", options.zstd_level)
@@ -313,18 +314,19 @@ def convert_scene(doc: SceneDocument, dst: str | os.PathLike, options: ConvertOp
     return ConvertResult(sid, src.get("path", ""), str(dst), stats)
 
 
-def _semantic_sections(ann, doc: SceneDocument, g) -> tuple[dict, dict, dict]:
+def _semantic_sections(ann, doc: SceneDocument, g, allow_mismatch: bool = False) -> tuple[dict, dict, dict]:
     """(arrays, header object, stats) of the semantic section: the annotation moved into the
     habitat frame by the document's frame matrix, its ids transferred to the final triangles."""
     from .transforms import semantic as t_semantic
 
     t_semantic.to_frame(ann, doc.frame_matrix)
     pos = t_quantize.dequantize(g.positions_q, g.position_grid)
-    tri_object, table, st = t_semantic.transfer(ann, pos, g.indices)
+    tri_object, table, st = t_semantic.transfer(ann, pos, g.indices,
+                                                t_semantic.Options(allow_mismatch=allow_mismatch))
     arrays, hdr = _sem.arrays(tri_object, table)
     hdr["source"] = {"format": getattr(ann, "format", ""), "path": ann.source, "warnings": dict(ann.warnings)}
     st["split_triangles"] = int(doc.stats.get("semantic_split_triangles", 0))
-    hdr["transfer"] = {k: v for k, v in st.items() if not k.startswith("annotation_")}
+    hdr["transfer"] = {k: v for k, v in st.items() if not k.startswith("annotation_") and k != "mismatch"}
     return arrays, hdr, {"semantic_format": getattr(ann, "format", ""), **{f"semantic_{k}": v for k, v in st.items()}}
 
 
@@ -568,7 +570,7 @@ def read_packed_scene(path: str | os.PathLike, sections: Iterable[str] | None = 
     want = list(_FIELD_SECTIONS) if sections is None else list(sections)
     for f in want:
         if f not in _FIELD_SECTIONS:
-            raise ValueError(f"unknown packed-scene field {f!r} (choose from {', '.join(_FIELD_SECTIONS)})")
+            raise ConfigError(path, f"unknown packed-scene field {f!r} (choose from {', '.join(_FIELD_SECTIONS)})")
     with Container(path, KIND) as c:
         hdr = c.header
         if not isinstance(hdr.get("scene_format_version"), int):
@@ -605,6 +607,9 @@ def read_packed_scene(path: str | os.PathLike, sections: Iterable[str] | None = 
             s = _FIELD_SECTIONS[f]
             if s in secs and s not in needed:
                 needed.append(s)
+        # largest first: the longest decompression (the texture blocks) starts at once instead
+        # of last on a thread that has already worked through the small sections
+        needed.sort(key=lambda n: -secs[n].stored_length)
         with ThreadPoolExecutor(max(1, threads)) as ex:
             raw = dict(zip(needed, ex.map(lambda n: c.read(n, verify=verify), needed)))
 

@@ -2,11 +2,11 @@
 
 A checkpoint is a pickle, which can run any code when loaded, so nothing but tensors, numbers,
 strings, lists, tuples and dicts goes in, and loading uses torch's restricted unpickler. Anything
-else -- a missing file, a damaged zip, a pickle that names a function, a dict of the wrong shape,
-a ``checksum`` (sha256 of every tensor) that does not match, non-finite weights -- is one typed
-error naming the file. A save is serialized in memory and written through ``atomic_write``: a
-full disk or a file size limit is an OutputWriteError naming OUT_DIR, and the previous
-checkpoint stays.
+else -- a missing file, a damaged zip, a pickle naming a function, a dict of the wrong shape, a
+``checksum`` (version 4: of the whole payload) that does not match, non-finite weights, counters
+or RNG states out of range, weights that do not fit (``restore``) -- is one typed error naming
+the file (docs/TRAINING.md). A save is serialized in memory and written through ``atomic_write``:
+a full disk or a file size limit is an OutputWriteError naming OUT_DIR; the previous one stays.
 
 ``identity(args, dataset)`` is what a resumed run must share with the checkpoint: the dataset
 (the manifest's sha256, split, episodes source), the model (sensor, resolution, hidden, width)
@@ -18,8 +18,10 @@ from __future__ import annotations
 import errno
 import hashlib
 import io
+import math
 import pickle
 import random
+import struct
 import zipfile
 from pathlib import Path
 
@@ -31,8 +33,9 @@ from bps_assets.errors import ConfigError, CorruptFileError, InputError, OutputW
 from bps_runtime.noise.options import DEFAULTS as NO_NOISE
 
 FORMAT = "bps-train checkpoint"
-VERSION = 3
-READS = (2, 3)  # version 2 had no checksum: its tensors are checked for finite values only
+VERSION = 4
+READS = (2, 3, 4)  # 2: no checksum (finite values checked); 3: tensors only; 4: whole payload
+MAX_UPDATE, MAX_STEP, MAX_WORLD = 2**31 - 1, 2**53, 1 << 16   # counters beyond these are damage
 # Settings a resumed run must share with its checkpoint, in the order the error lists them.
 IDENTITY_ARGS = ("task", "split", "episodes", "sensor", "resolution", "hidden", "width", "num_envs")
 IDENTITY_DEFAULTS = {"task": "pointnav"}   # what a checkpoint from before the key was saved had
@@ -111,6 +114,38 @@ def set_rng_state(s: dict) -> None:
     random.setstate((p["version"], tuple(p["internal"]), p["gauss_next"]))
 
 
+def _int_in(v, lo, hi) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi
+
+
+def _finite(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def rng_problem(s) -> str | None:
+    """What is wrong with one rank's saved RNG states (None: they can be set as they are)."""
+    if not isinstance(s, dict) or set(s) != {"torch", "numpy", "python"}:
+        return "not the torch / numpy / python states"
+    t, n, p = s["torch"], s["numpy"], s["python"]
+    if not (isinstance(t, torch.Tensor) and t.dtype == torch.uint8 and t.shape == torch.get_rng_state().shape):
+        return f"torch state is not {tuple(torch.get_rng_state().shape)} bytes"
+    if not isinstance(n, dict) or set(n) != {"kind", "keys", "pos", "has_gauss", "cached_gaussian"} \
+            or n.get("kind") != "MT19937" or not isinstance(n.get("keys"), torch.Tensor):
+        return "numpy state is not an MT19937 state"
+    keys = n["keys"]
+    if keys.shape != (624,) or keys.dtype != torch.int64 or bool(((keys < 0) | (keys >= 2**32)).any()):
+        return "numpy state keys are not 624 words"
+    if not (_int_in(n.get("pos"), 0, 624) and _int_in(n.get("has_gauss"), 0, 1) and _finite(n.get("cached_gaussian"))):
+        return "numpy state pos / gauss fields out of range"
+    internal = p.get("internal") if isinstance(p, dict) else None
+    if not (isinstance(p, dict) and set(p) == {"version", "internal", "gauss_next"} and p.get("version") == 3
+            and isinstance(internal, list) and len(internal) == 625
+            and all(_int_in(x, 0, 2**32 - 1) for x in internal[:624]) and _int_in(internal[624], 0, 624)
+            and (p.get("gauss_next") is None or _finite(p.get("gauss_next")))):
+        return "python state is not a version-3 Mersenne Twister state"
+    return None
+
+
 # ----------------------------------------------------------------------------------- files
 def _tensors(obj, name=""):
     """(name, tensor) of every tensor in nested dicts / lists, in a fixed order."""
@@ -135,12 +170,39 @@ def tensor_checksum(state: dict) -> str:
     return h.hexdigest()
 
 
+def _leaves(obj, name=""):
+    """(name, value) of every leaf of nested dicts / lists / tuples, in a fixed order."""
+    if isinstance(obj, dict):
+        for k in sorted(obj, key=str):
+            yield from _leaves(obj[k], f"{name}/{k!r}")
+    elif isinstance(obj, (list, tuple)):
+        yield f"{name}:{type(obj).__name__}{len(obj)}", None
+        for i, v in enumerate(obj):
+            yield from _leaves(v, f"{name}/{i}")
+    else:
+        yield name, obj
+
+
+def payload_checksum(state: dict) -> str:
+    """sha256 over every field but ``checksum``: each tensor's name, dtype, shape and bytes, each
+    plain value's name, type and repr (RNG states, counters, args and identity included)."""
+    h = hashlib.sha256()
+    for name, v in _leaves({k: v for k, v in state.items() if k != "checksum"}):
+        if isinstance(v, torch.Tensor):
+            t = v.detach().cpu().contiguous()
+            h.update(f"{name}:{t.dtype}:{tuple(t.shape)};".encode())
+            h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+        else:
+            h.update(f"{name}:{type(v).__name__}:{v!r};".encode())
+    return h.hexdigest()
+
+
 def save(path: Path, state: dict) -> None:
     """Write atomically: a crash mid-save never leaves a half checkpoint; a full disk or a file
     size limit is an OutputWriteError naming the folder (the previous checkpoint is kept)."""
     path = Path(path)
     state = {"format": FORMAT, "version": VERSION, **state}
-    state["checksum"] = tensor_checksum(state)
+    state["checksum"] = payload_checksum(state)
     buf = io.BytesIO()
     torch.save(state, buf)
     data = buf.getbuffer()
@@ -171,7 +233,8 @@ def load(path, map_location=None) -> dict:
                    lines[0] if lines else "")
         raise CorruptFileError(path, "refused: the checkpoint holds more than tensors and plain data, "
                                      f"so it was not loaded ({why[:200]})") from None
-    except (RuntimeError, EOFError, ValueError, OSError, zipfile.BadZipFile) as e:
+    except (RuntimeError, EOFError, ValueError, OSError, zipfile.BadZipFile, IndexError, KeyError, TypeError,
+            AttributeError, OverflowError, AssertionError, struct.error) as e:   # what torch's unpickler meets in a damaged file
         detail = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
         raise CorruptFileError(path, f"not a readable checkpoint ({detail})") from None
     if not isinstance(ckpt, dict) or ckpt.get("format") != FORMAT:
@@ -186,11 +249,60 @@ def load(path, map_location=None) -> dict:
             raise CorruptFileError(path, f"checkpoint field {key!r} missing or not {typ.__name__}")
     if not all(isinstance(v, torch.Tensor) for v in ckpt["policy"].values()):
         raise CorruptFileError(path, "checkpoint field 'policy' holds something other than tensors")
-    if ckpt["version"] >= 3 and ckpt.get("checksum") != tensor_checksum(ckpt):
-        raise CorruptFileError(path, "the tensors' checksum does not match the one stored (bit flips or an "
-                                     "edited file): refused; resume from another checkpoint or --no-resume")
+    if ckpt["version"] >= 3:
+        try:
+            want = payload_checksum(ckpt) if ckpt["version"] >= 4 else tensor_checksum(ckpt)
+        except (RuntimeError, TypeError, ValueError):   # a tensor torch cannot view as bytes
+            want = None
+        if ckpt.get("checksum") != want:
+            what = "payload's" if ckpt["version"] >= 4 else "tensors'"
+            raise CorruptFileError(path, f"the {what} checksum does not match the one stored (bit flips or an "
+                                         "edited file): refused; resume from another checkpoint or --no-resume")
+    for key, hi in (("update", MAX_UPDATE), ("global_step", MAX_STEP), ("world", MAX_WORLD)):
+        if not _int_in(ckpt[key], 1 if key == "world" else 0, hi):
+            raise CorruptFileError(path, f"checkpoint field {key!r} = {ckpt[key]} is out of range "
+                                         f"({1 if key == 'world' else 0}..{hi})")
+    if ckpt["update"] > ckpt["global_step"]:
+        raise CorruptFileError(path, f"checkpoint counts {ckpt['update']} updates but only "
+                                     f"{ckpt['global_step']} frames (every update runs at least one)")
+    if not (math.isfinite(ckpt["seconds"]) and ckpt["seconds"] >= 0):
+        raise CorruptFileError(path, f"checkpoint field 'seconds' = {ckpt['seconds']} is not a finite "
+                                     "number >= 0")
+    for r, s in enumerate(ckpt["rng"]):
+        why = rng_problem(s)
+        if why is not None:
+            raise CorruptFileError(path, f"checkpoint RNG state of rank {r}: {why}")
     for name, t in _tensors({"policy": ckpt["policy"], "optimizer": ckpt["optimizer"]}):
         if t.is_floating_point() and t.numel() and not bool(torch.isfinite(t).all()):
             raise CorruptFileError(path, f"non-finite values (NaN or inf) in {name.lstrip('/')}: refused "
                                          "(a run that diverged, or a damaged file)")
     return ckpt
+
+
+def restore(path, ckpt: dict, policy, optimizer=None) -> None:
+    """Load the checkpoint's weights (and optimizer state) into ``policy`` / ``optimizer`` (a Lamb):
+    a ``CorruptFileError`` naming ``path`` when they do not fit (other names or shapes than the
+    policy its settings describe, an extra key; hyper-parameters of other keys or not finite,
+    moments of another shape), so no failure waits for the first step."""
+    for what, load, state in (("weights", policy.load_state_dict, ckpt["policy"]),
+                              ("optimizer state", optimizer and optimizer.load_state_dict, ckpt["optimizer"])):
+        if load is None:
+            continue
+        try:
+            load(state)
+        except (RuntimeError, ValueError, KeyError, TypeError, IndexError, AttributeError) as e:
+            first = (str(e).splitlines() or [type(e).__name__])[0]
+            raise CorruptFileError(path, f"{what} do not fit the policy its settings describe ({first[:160]})") from None
+    if optimizer is None:
+        return
+    for g in optimizer.param_groups:
+        why = optimizer.group_problem(g)
+        if why is not None:
+            raise CorruptFileError(path, f"optimizer settings: {why}")
+    for param, st in optimizer.state.items():
+        # load_state_dict takes any state for any id; the first step would fail on it
+        why = optimizer.state_problem(param, st) if isinstance(param, torch.Tensor) and isinstance(st, dict) else \
+            "an entry that is not the state of one of the policy's parameters"
+        if why is not None:
+            raise CorruptFileError(path, f"optimizer state: {why}")
+

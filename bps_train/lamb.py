@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import torch
 
+from bps_assets.errors import ConfigError
+
 
 class Lamb(torch.optim.Optimizer):
     def __init__(self, params, lr=5e-4, betas=(0.9, 0.999), eps=1e-6, weight_decay=1e-2,
                  min_trust=0.01, max_trust=None, max_weight_norm=10.0):
         if lr <= 0 or eps <= 0 or not 0 <= betas[0] < 1 or not 0 <= betas[1] < 1:
-            raise ValueError("invalid LAMB hyper-parameters")
+            raise ConfigError(None, f"invalid LAMB hyper-parameters (lr {lr}, eps {eps}, betas {tuple(betas)})")
         if not 0 < min_trust <= 1:
-            raise ValueError("min_trust must be in (0, 1]")
+            raise ConfigError(None, f"min_trust {min_trust}: must be in (0, 1]")
         max_trust = 1.0 / min_trust if max_trust is None else max_trust
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                                       min_trust=min_trust, max_trust=max_trust,
@@ -71,3 +73,37 @@ class Lamb(torch.optim.Optimizer):
             torch._foreach_mul_(update, list(trust.unbind()))
             torch._foreach_add_(params, update)
         return loss
+
+    # what a resumed state may hold (``checkpoint.restore``): anything else fails the first step
+    RANGES = {"lr": (0.0, 1e3), "eps": (0.0, 1.0), "weight_decay": (0.0, 1e3), "min_trust": (0.0, 1.0),
+              "max_trust": (0.0, 1e6), "max_weight_norm": (0.0, 1e6)}
+
+    def group_problem(self, group: dict) -> str | None:
+        """What is wrong with a loaded parameter group's settings (None: nothing)."""
+        def num(v, lo, hi):
+            return isinstance(v, (int, float)) and not isinstance(v, bool) and lo <= v <= hi
+        if set(group) != set(self.RANGES) | {"params", "betas"}:
+            return f"settings {sorted(k for k in group if k != 'params')}, expected {sorted(self.RANGES) + ['betas']}"
+        bad = next((k for k, (lo, hi) in self.RANGES.items() if not num(group[k], lo, hi)), None)
+        if bad is not None:
+            return f"{bad} = {group[bad]!r} outside [{self.RANGES[bad][0]}, {self.RANGES[bad][1]}]"
+        b = group["betas"]
+        if not (isinstance(b, (tuple, list)) and len(b) == 2 and all(num(x, 0.0, 0.999999) for x in b)):
+            return f"betas = {b!r}: expected two numbers in [0, 1)"
+        return None
+
+    @staticmethod
+    def state_problem(param: torch.Tensor, st: dict) -> str | None:
+        """What is wrong with one parameter's loaded state (None: nothing; empty: not stepped yet)."""
+        if not st:
+            return None
+        if set(st) != {"step", "m", "v"}:
+            return f"keys {sorted(map(str, st))}, expected ['m', 'step', 'v']"
+        if isinstance(st["step"], bool) or not isinstance(st["step"], int) or not 0 <= st["step"] <= 2**53:
+            return f"step = {st['step']!r}"
+        for k in ("m", "v"):
+            v = st[k]
+            if not (isinstance(v, torch.Tensor) and v.shape == param.shape and v.dtype == param.dtype):
+                return f"{k} is not a {param.dtype} tensor of shape {tuple(param.shape)}"
+        return None
+

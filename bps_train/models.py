@@ -101,6 +101,15 @@ class SEResNet9(nn.Module):
         return F.relu(self.fc(x.flatten(1)))
 
 
+def cpu_bf16_supported() -> bool:
+    """Whether oneDNN runs bf16 convolutions natively on this CPU (AVX-512 and up; False under
+    ONEDNN_MAX_CPU_ISA=AVX2, where bf16 would be emulated and slower than fp32)."""
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):  # a torch build without oneDNN
+        return False
+
+
 def _fp32(x):
     """Autocast off for the LSTM: it is a small share of the work, its recurrent state
     accumulates over 32+ steps, and oneDNN has no bf16 LSTM on CPUs without AVX-512 BF16."""
@@ -113,6 +122,27 @@ def _cnn(in_channels: int, width: int, hidden: int, resolution) -> "SEResNet9":
     with torch.no_grad():
         net(torch.zeros(1, in_channels, *resolution))
     return net
+
+
+def lstm_steps(rnn: nn.LSTM, x, h, c, not_done):
+    """``rnn``'s 1-layer LSTM over ``x`` [T, N, in] from (h, c) [N, hidden], zeroing the state
+    of agents where ``not_done`` [T, N] is False before that step -> (out [T, N, hidden], (h, c)).
+
+    The same function as calling ``rnn`` one step at a time (its weights, torch's gate order
+    i, f, g, o), computed as one input-projection GEMM for all T steps and a ``T``-step loop of
+    one small GEMM + the gates: the masks differ per step, so ``rnn`` itself ran one call per step,
+    and oneDNN's LSTM backward per call was 1/3 of a CPU PPO update (docs/PERFORMANCE.md, learner)."""
+    gx = F.linear(x, rnn.weight_ih_l0, rnn.bias_ih_l0 + rnn.bias_hh_l0)
+    w_hh = rnn.weight_hh_l0.t()
+    keep = not_done.to(x.dtype)[..., None]
+    outs = []
+    for t in range(x.shape[0]):
+        h, c = h * keep[t], c * keep[t]
+        i, f, g, o = torch.addmm(gx[t], h, w_hh).chunk(4, 1)
+        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+        h = torch.sigmoid(o) * torch.tanh(c)
+        outs.append(h)
+    return torch.stack(outs), (h, c)
 
 
 class Policy(nn.Module):
@@ -163,24 +193,17 @@ class Policy(nn.Module):
     def forward(self, visual, goal, prev_action, state, not_done):
         """One step: ``not_done`` [N] zeroes the state of agents whose episode just began."""
         f = self.features(visual, goal, prev_action)
-        mask = not_done.float()[None, :, None]
         with _fp32(f):
-            out, state = self.rnn(f[None].float(), (state[0].float() * mask, state[1].float() * mask))
+            out, (h, c) = lstm_steps(self.rnn, f[None].float(), state[0][0].float(), state[1][0].float(),
+                                     not_done[None])
         out = out[0]
-        return self.actor(out), self.critic(out)[:, 0], state
+        return self.actor(out), self.critic(out)[:, 0], (h[None], c[None])
 
     def evaluate_sequence(self, visual, goal, prev_action, state0, not_done):
         """Re-run a rollout [T, N, ...] from ``state0`` (for the PPO update)."""
         t, n = not_done.shape
         f = self.features(visual.flatten(0, 1), goal.flatten(0, 1), prev_action.flatten(0, 1))
         f = f.view(t, n, -1)
-        h, c = state0
-        outs = []
         with _fp32(f):
-            f = f.float()
-            for i in range(t):  # masks differ per step, so the LSTM is unrolled here
-                m = not_done[i].float()[None, :, None]
-                o, (h, c) = self.rnn(f[i:i + 1], (h * m, c * m))
-                outs.append(o[0])
-        out = torch.stack(outs)
+            out, _ = lstm_steps(self.rnn, f.float(), state0[0][0].float(), state0[1][0].float(), not_done)
         return self.actor(out), self.critic(out)[..., 0]

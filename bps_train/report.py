@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import math
 import re
 from pathlib import Path
+
+from bps_assets.json_input import parse_json
 
 
 # bps_train.train.LOG_FIELDS added after logs existed, in order (they go last; not imported
@@ -46,7 +47,7 @@ def read_evals(path: Path | None, frames_per_update: float) -> tuple[list[dict],
     for line in path.read_text().splitlines():
         if not line.strip().startswith("{"):
             continue
-        e = json.loads(line)
+        e = parse_json(line, path, "eval JSON line")
         if e["checkpoint"] == "random":
             rand = e
             continue

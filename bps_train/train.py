@@ -205,7 +205,9 @@ def build_policy(args, device):
 
 
 def autocast_of(args, device):
-    """A factory of the policy's autocast context: bf16 on CUDA (--bf16), nothing elsewhere."""
+    """A factory of the policy's autocast context: bf16 on CUDA (--bf16), nothing elsewhere: CPU
+    bf16 (oneDNN, AVX-512) gave NaN gradients now and then and no steady speed-up (issue 32;
+    docs/PERFORMANCE.md, "CPU learner")."""
     if torch.device(device).type == "cuda" and args.bf16:
         return lambda: torch.autocast("cuda", dtype=torch.bfloat16)
     return contextlib.nullcontext
@@ -222,7 +224,9 @@ def lr_factor(schedule: str, progress: float) -> float:
     if schedule == "constant":
         return 1.0
     if schedule != "cosine":
-        raise ValueError(f"--lr-schedule {schedule!r}: expected cosine or constant")
+        from bps_assets.errors import ConfigError
+
+        raise ConfigError(None, f"--lr-schedule {schedule!r}: expected cosine or constant")
     if progress < 0.01:
         return 0.5 + 0.5 * progress / 0.01
     x = min(1.0, (progress - 0.01) / 0.99)
@@ -437,13 +441,7 @@ def load_policy(path, args, device):
         setattr(args, k, ckpt["args"][k])
     args.task = ckpt["args"].get("task", "pointnav")
     policy = build_policy(args, device)
-    try:
-        policy.load_state_dict(ckpt["policy"])
-    except RuntimeError as e:  # tensors of other names or shapes than its own settings describe
-        from bps_assets.errors import CorruptFileError
-
-        raise CorruptFileError(path, f"weights do not fit the policy its settings describe "
-                                                f"({str(e).splitlines()[0][:160]})") from None
+    checkpoint.restore(path, ckpt, policy)
     return ckpt, policy
 
 
@@ -484,6 +482,9 @@ def evaluate(args) -> dict:
     k_actions = env.num_actions
     if args.eval_episodes_file:
         want = min(want, sum(len(v) for v in env.world.episodes.episodes_by_scene.values()))
+    if recorder is not None and args.video > want:   # more would wait for repeats of episodes written
+        print(f"bps-train: --video {args.video} capped at the {want} episode(s) evaluated", file=sys.stderr, flush=True)
+        recorder.cap(want)
     t0 = time.perf_counter()
     results: dict = {}
     # a stuck policy still ends: every episode ends at the task's step limit
@@ -703,8 +704,7 @@ def train(args) -> dict:
     if args.resume and ckpt_path.exists():
         ckpt = checkpoint.load(ckpt_path, map_location=device)
         checkpoint.check_same_run(ckpt_path, ckpt["identity"], run_id)
-        policy.load_state_dict(ckpt["policy"])
-        opt.load_state_dict(ckpt["optimizer"])
+        checkpoint.restore(ckpt_path, ckpt, policy, opt)
         update, global_step, seconds_before = ckpt["update"], ckpt["global_step"], ckpt["seconds"]
         if len(ckpt["rng"]) == world:  # a different world size keeps fresh per-rank streams
             checkpoint.set_rng_state(ckpt["rng"][rank])
@@ -724,6 +724,9 @@ def train(args) -> dict:
     log = Log(out, writer_cls, update) if rank == 0 else None
     stop = StopOnSignal()
     num_updates = max(1, math.ceil(args.total_steps / batch))
+    if update >= num_updates and rank == 0:
+        print(f"bps-train: {ckpt_path} is already at update {update} (--total-steps {args.total_steps} is "
+              f"{num_updates} updates): nothing to train; raise --total-steps to go on", file=sys.stderr, flush=True)
     saved_update, interrupted = update, False
     t_start, frames_run, metrics = time.perf_counter(), 0, {}
     try:
@@ -819,9 +822,21 @@ def run(argv=None) -> dict:
     """Parse ``argv`` and train (or evaluate, with --eval); returns the final metrics."""
     args = parse(Args, argv, description=__doc__.split("\n")[0])
     check_args(args)
-    if args.eval:
-        return evaluate(args)
-    return train(args)
+    with hold_out_dir(args):
+        return evaluate(args) if args.eval else train(args)
+
+
+def hold_out_dir(args):
+    """The output folder's lock (``run_lock``): training holds OUT_DIR (rank 0 for all ranks),
+    --eval with --video its own lock, for its own files (OUT_DIR/videos); --eval without videos
+    writes nothing there and takes none."""
+    from bps_train import run_lock
+
+    if int(os.environ.get("RANK", "0")) != 0 or (args.eval and not args.video):
+        return contextlib.nullcontext()
+    writable_dir(args.out_dir)
+    return run_lock.hold(args.out_dir, run_lock.EVAL if args.eval else run_lock.TRAIN,
+                         "bps-train --eval" if args.eval else "bps-train")
 
 
 def main(argv=None) -> int:

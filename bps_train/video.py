@@ -167,6 +167,12 @@ class EpisodeRecorder:
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="bps-video") if background else None
         self._pending: list = []
 
+    def cap(self, episodes: int) -> None:
+        """Record at most ``episodes`` (the episodes an evaluation runs: beyond them the envs only
+        repeat episodes already written)."""
+        self.want = min(self.want, int(episodes))
+        self.watch = min(self.watch, self.want)
+
     @property
     def finished(self) -> bool:
         """True once ``episodes`` episodes have ended (their files: after ``close()``)."""

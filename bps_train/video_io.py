@@ -18,6 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
+from bps_assets.errors import ConfigError
+
 FORMATS = ("auto", "mp4", "gif", "png")
 SUFFIX = {"mp4": ".mp4", "gif": ".gif", "png": ""}
 
@@ -90,7 +92,7 @@ def write_video(path, frames, options: VideoOptions = DEFAULTS) -> Path:
 def _check(frame, shape):
     a = np.ascontiguousarray(frame, dtype=np.uint8)
     if a.ndim != 3 or a.shape[2] != 3 or (shape is not None and a.shape != shape):
-        raise ValueError(f"frame of shape {a.shape}: expected [H, W, 3] uint8 frames of one size {shape}")
+        raise ConfigError(None, f"frame of shape {a.shape}: expected [H, W, 3] uint8 frames of one size {shape}")
     return a
 
 
@@ -105,7 +107,7 @@ def _write_mp4(out, frames, o: VideoOptions):
             if stream is None:
                 shape = a.shape
                 if shape[0] % 2 or shape[1] % 2:
-                    raise ValueError(f"frame size {shape[1]}x{shape[0]}: H.264 (yuv420p) needs even sizes")
+                    raise ConfigError(out, f"frame size {shape[1]}x{shape[0]}: H.264 (yuv420p) needs even sizes")
                 stream = container.add_stream("libx264", rate=o.fps)
                 stream.width, stream.height, stream.pix_fmt = shape[1], shape[0], "yuv420p"
                 stream.options = {"crf": str(int(o.crf)), "preset": o.preset}
@@ -113,7 +115,7 @@ def _write_mp4(out, frames, o: VideoOptions):
                 container.mux(packet)
             n += 1
         if stream is None:
-            raise ValueError("no frames to write")
+            raise ConfigError(out, "no frames to write")
         for packet in stream.encode():
             container.mux(packet)
 
@@ -124,7 +126,7 @@ def _write_gif(out, frames, o: VideoOptions):
     it = iter(frames)
     first = next(it, None)
     if first is None:
-        raise ValueError("no frames to write")
+        raise ConfigError(out, "no frames to write")
     shape = _check(first, None).shape
     rest = (Image.fromarray(_check(f, shape)) for f in it)
     Image.fromarray(_check(first, None)).save(out, format="GIF", save_all=True, append_images=rest,
@@ -141,4 +143,4 @@ def _write_png(folder: Path, frames):
         Image.fromarray(a).save(folder / f"frame_{n:05d}.png", compress_level=1)
         n += 1
     if n == 0:
-        raise ValueError("no frames to write")
+        raise ConfigError(folder, "no frames to write")

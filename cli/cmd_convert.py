@@ -63,6 +63,8 @@ def _line(r: dict) -> str:
     tex = f", {r['textures']} tex psnr>={psnr:.1f} dB" if psnr is not None else ""
     drop = f" ({r['dropped_triangles']} dropped)" if r.get("dropped_triangles") else ""
     sem = f", {r['semantic_objects']} objects ({r.get('semantic_format', '')})" if "semantic_objects" in r else ""
+    if r.get("semantic_mismatch"):
+        sem += f" (warning: {r['semantic_mismatch']})"
     return (f"{r['scene_id']}: triangles {r['triangles_in']} -> {r['triangles_out']}{drop}, "
             f"bytes {_mb(r['bytes_in'])} -> {_mb(r['bytes_out'])}{tex}{sem}, {r['seconds']:.2f} s -> {r['output']}")
 
@@ -97,7 +99,8 @@ def _line(r: dict) -> str:
               help="Worker processes.")
 @click.option("--overwrite", is_flag=True, help="Replace existing output files.")
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable results on stdout.")
-def convert_cmd(inputs, outdir, dataset, up, max_texture, texture_format, mipmaps, position_error, uv_error,
+def convert_cmd(inputs, outdir, dataset, up, max_texture, texture_format, mipmaps, position_error,
+                allow_annotation_mismatch, uv_error,
                 min_area, keep_collapsed, reorder_curve, meshlet_max_vertices, meshlet_max_triangles,
                 chunk_meshlets, zstd_level, jobs, overwrite, as_json):
     """Convert scan files (GLB/glTF/PLY/OBJ) into packed scenes, one OUTDIR/<scene>.bps each.
@@ -111,7 +114,7 @@ def convert_cmd(inputs, outdir, dataset, up, max_texture, texture_format, mipmap
                              min_area=min_area, weld_drop_collapsed=not keep_collapsed,
                              reorder_curve=reorder_curve, meshlet_max_vertices=meshlet_max_vertices,
                              meshlet_max_triangles=meshlet_max_triangles, chunk_meshlets=chunk_meshlets,
-                             zstd_level=zstd_level)
+                             zstd_level=zstd_level, allow_annotation_mismatch=allow_annotation_mismatch)
     # option errors (e.g. --max-texture 1000) once, before any work
     from bps_assets.transforms.textures import check_options
     check_options(options.texture_options())
@@ -171,7 +174,9 @@ def _fmt_value(v) -> str:
 @click.command("info")
 @click.argument("file", type=click.Path(path_type=str))
 @click.option("--json", "as_json", is_flag=True, help="Print header and section table as JSON.")
-def info_cmd(file, as_json):
+@click.option("--navmesh", "navmesh", type=click.Path(exists=True, dir_okay=False, path_type=str), default=None,
+              help="The scene's navmesh, counted in its resident bytes (a packed scene).")
+def info_cmd(file, as_json, navmesh):
     """Show a packed file's header and section table (scenes, navmeshes: any container kind)."""
     try:
         header, sections, kind = read_header(file)
@@ -188,10 +193,12 @@ def info_cmd(file, as_json):
              for s in sections.values()]
     per_cat = _objects_per_category(file) if kind == "SCEN" and "semantics" in header else None
     insts = _instances(file) if kind == "SCEN" and "composed" in header else None
+    resident = _resident(file, navmesh) if kind == "SCEN" else None
     if as_json:
         click.echo(json.dumps({"file": file, "kind": kind, "file_bytes": size, "header": header,
                                "sections": table, **({"objects_per_category": per_cat} if per_cat else {}),
-                               **({"instances": insts} if insts is not None else {})}, indent=1))
+                               **({"instances": insts} if insts is not None else {}),
+                               **({"resident_bytes": resident} if resident else {})}, indent=1))
         return
     if insts is not None:
         click.echo(f"{file}: composed scene, {len(insts)} instances")
@@ -222,6 +229,14 @@ def info_cmd(file, as_json):
                 click.echo(f"    {k2}: {_fmt_value(v2)}")
         else:
             click.echo(f"  {k}: {_fmt_value(v)}")
+    if resident:
+        dec = resident["decoded_scan"]
+        click.echo(f"  resident bytes (decoded scan {dec}: positions, indices, uvs, colours, RGBA8 level 0):")
+        for who in ("embree", "warp"):
+            parts = resident[who]
+            total = sum(parts.values())
+            click.echo(f"    {who:<6} {total:>11} ({total / max(dec, 1):.2f}x decoded): "
+                       + ", ".join(f"{k} {v}" for k, v in parts.items()))
     click.echo(f"  {'section':<18} {'dtype':<5} {'shape':<16} {'codec':<5} {'filter':<13} "
                f"{'offset':>10} {'stored':>10} {'raw':>10} {'ratio':>6}")
     for t in table:
@@ -243,6 +258,13 @@ def _instances(file) -> list[dict]:
              "semantic_id": int(t.semantic[i]),
              "category": h["categories"][int(t.category[i])] if t.category[i] >= 0 else "",
              "motion_type": t.motion_type(i)} for i in range(t.count)]
+
+
+def _resident(file, navmesh) -> dict:
+    """The scene's resident bytes by part (bps_runtime.scenes.footprint), Embree and Warp."""
+    from bps_runtime.scenes.footprint import packed_scene_footprint
+
+    return packed_scene_footprint(file, navmesh)
 
 
 def _objects_per_category(file) -> dict:

@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from bps_assets.errors import BpsError, InputError, OutputExistsError
+from bps_assets.json_input import parse_json
 from bps_assets.nav.settings import DEFAULT_SETTINGS as S
 
 from .options import NAV_KEYS, nav_options, options_given
@@ -151,15 +152,13 @@ def _read_pairs(pairs_file: Path):
     import numpy as np
 
     try:
-        pairs = json.loads(Path(pairs_file).read_text())
+        pairs = parse_json(Path(pairs_file).read_bytes(), pairs_file)
         a = np.array([p["a"] for p in pairs], dtype=np.float64).reshape(-1, 3)
         b = np.array([p["b"] for p in pairs], dtype=np.float64).reshape(-1, 3)
         if len(a) != len(pairs) or len(b) != len(pairs):
             raise ValueError("each a/b must be 3 numbers")
         if not (np.isfinite(a).all() and np.isfinite(b).all()):
             raise ValueError("coordinates must be finite numbers (NaN or inf given)")
-    except RecursionError:
-        raise InputError(pairs_file, "not valid JSON: nested too deeply") from None
     except (OSError, ValueError, TypeError, KeyError) as e:
         raise InputError(pairs_file, f'expected a JSON list of {{"a": [x,y,z], "b": [x,y,z]}}: {e}') from None
     return a, b

@@ -179,7 +179,7 @@ def test_write_read_round_trip(tmp_path):
 def test_a_relative_split_path_finds_its_content_files(tmp_path, monkeypatch):
     """The split file named relative to the working folder reads its content/ files too (the
     content folder was once joined to the relative split folder twice, and none was found)."""
-    ep.write_pointnav_dataset(tmp_path / "ds", "val", {"A": _eps(), "B": _eps(seed=4)})
+    ep.write_pointnav_dataset(tmp_path / "ds", "val", {"A": _eps(), "B": _eps(scene="gibson/B.glb", seed=4)})
     monkeypatch.chdir(tmp_path)
     for path in ("ds/val/val.json.gz", "ds/val"):
         assert len(ep.read_pointnav_dataset(path)) == 10, path

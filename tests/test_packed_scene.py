@@ -98,7 +98,8 @@ def test_subset_read_and_torch(packed):
     import torch
     assert t["indices"].dtype == torch.int32 and t["positions"].dtype == torch.float32
     assert torch.equal(t["indices"].long(), torch.from_numpy(s.indices.astype(np.int64)))
-    with pytest.raises(ValueError):
+    from bps_assets.errors import ConfigError
+    with pytest.raises(ConfigError):   # a typed error since issue 30 (was ValueError)
         read_packed_scene(path, sections=["normals"])
 
 

@@ -10,6 +10,7 @@ import pytest
 from bps_assets.errors import CorruptFileError, InputError
 from bps_runtime.scenes.loader import LoadedScene, LoadFailure, SceneLoader, SceneSource, navmesh_nbytes
 from bps_runtime.render import make_renderer
+from bps_runtime.render.protocol import RenderOptions
 from runtime_scenes import room_document, room_scene
 
 
@@ -77,10 +78,13 @@ def test_reservation_is_released_when_a_load_fails_after_it():
     released = []
 
     class Boom:
-        options = None
+        options = RenderOptions()
 
         def accel_bytes(self, nv, nt):
             return 0
+
+        def accel_breakdown(self, nv, nt):
+            return {"bvh": 0}
 
         def prepare(self, *a):
             raise RuntimeError("bvh build failed")

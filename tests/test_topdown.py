@@ -152,7 +152,8 @@ def test_view_points_and_the_legend_name_what_was_drawn(corridor_nav):
         assert np.any((np.abs(cols + 0.5 - u) <= 1.5) & (np.abs(rows + 0.5 - v) <= 1.5)), p
     with_legend = np.asarray(c.image())
     assert with_legend.shape[0] > img.shape[0]   # the footer
-    with pytest.raises(ValueError, match="unknown map mark"):
+    from bps_assets.errors import ConfigError
+    with pytest.raises(ConfigError, match="unknown map mark"):   # typed since issue 30 (was ValueError)
         c.point([1, 0, 1], "treasure")
 
 

@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterable, Mapping
 import numpy as np
 
 from ..container import atomic_write
-from ..errors import ConfigError, InputError, NavError, OutputExistsError
+from ..errors import ConfigError, InputError, NavError, OutputExistsError, ResourceLimitError
 from ..json_input import parse_json
 from ..readers.guard import read_limited
 from ..habitat_names import habitat_scene_name
@@ -250,6 +250,11 @@ def make_episode(episode_id, scene_id: str, start_position, start_rotation, goal
 
 # -------------------------------------------------------------------------------- files
 MAX_JSON_BYTES = 1 << 30  # decompressed size cap for one episode file (real ones: tens of MB)
+# Counts refused before the JSON is parsed into Python objects (7-10x its bytes): counted in the
+# raw text, so a file over them costs its bytes only. MP3D ObjectNav v1 has 2.63M train episodes
+# over 56 scenes (~47k per content file); no habitat v1 file of ours or theirs comes near.
+MAX_EPISODES_PER_FILE = 500_000
+MAX_VIEW_POINTS_PER_FILE = 1_000_000
 CONTENT_DIR = "content"
 SUFFIX = ".json.gz"
 
@@ -338,6 +343,12 @@ def read_json(path: Path, what: str = "PointNav"):
     """A dataset file's JSON document (gzip or plain, size-capped); ``InputError`` unless it is
     an object with an ``episodes`` list."""
     raw = read_limited(path, MAX_JSON_BYTES)  # streamed with a running cap (gzip bombs)
+    for key, cap, what_n in ((b'"episode_id"', MAX_EPISODES_PER_FILE, "episodes"),
+                             (b'"agent_state"', MAX_VIEW_POINTS_PER_FILE, "view points")):
+        n = raw.count(key)   # an upper bound (the key could sit inside a string): fast, no parse
+        if n > cap:
+            raise ResourceLimitError(path, f"{n} {what_n} in one file, more than the cap of {cap} "
+                                           "(docs/FORMAT.md); split the file per scene")
     doc = parse_json(raw, path)
     if not isinstance(doc, dict) or not isinstance(doc.get("episodes"), list):
         raise InputError(path, f'not a {what} dataset: expected {{"episodes": [...]}}')
@@ -394,6 +405,19 @@ def validate_episode(e, i: int, path, need_goals: bool = True) -> dict:
     return e
 
 
+def check_unique_ids(seen: dict, e: dict, i: int, path) -> None:
+    """``InputError`` when ``e``'s (scene, episode_id) was already read (``seen`` maps each to
+    the file and index it came from): an evaluation counts each episode once, so a repeated id
+    would hide episodes, and habitat's episode iterator would run one of them twice."""
+    key = (e["scene_id"], str(e["episode_id"]))
+    if key in seen:
+        f0, i0 = seen[key]
+        raise InputError(path, f"episode {i} (id {key[1]!r}): episode_id repeats episode {i0}"
+                               f"{'' if Path(f0) == Path(path) else f' of {f0}'} in scene {key[0]!r}; "
+                               "ids must be unique per scene")
+    seen[key] = (path, i)
+
+
 def read_pointnav_dataset(path: str | os.PathLike, scenes: Iterable[str] | None = None,
                           scenes_dir: str | None = None) -> list[dict]:
     """Episodes of a habitat PointNav v1 dataset (ours or habitat's own files).
@@ -408,10 +432,11 @@ def read_pointnav_dataset(path: str | os.PathLike, scenes: Iterable[str] | None 
     """
     files = dataset_files(path, scenes)
     wanted = None if scenes is None else set(scenes)
-    out = []
+    out, seen = [], {}
     for f, d in files:
         for i, e in enumerate(d["episodes"]):
             validate_episode(e, i, f)
+            check_unique_ids(seen, e, i, f)
             e = dict(e)
             e["episode_id"] = str(e["episode_id"])
             if wanted is not None and len(files) == 1 and \

@@ -24,11 +24,15 @@ from typing import Iterable, Mapping
 
 import numpy as np
 
-from ..errors import InputError
-from .episodes import (_vec, check_scene_name, check_split_name, dataset_files,
+from ..errors import InputError, ResourceLimitError
+from .episodes import (_vec, check_scene_name, check_unique_ids, check_split_name, dataset_files,
                        join_scenes_dir, validate_episode, write_split, SUFFIX, CONTENT_DIR)
 
 WHAT = "ObjectNav"
+# habitat's objectgoal is an int64 in [0, max id]; its own files use 0..20 (MP3D) and 0..5 (HM3D)
+MAX_CATEGORY_ID = 2**31 - 1
+MAX_OBJECT_ID = 2**31 - 1   # semantic object ids of HM3D / MP3D scans are small non-negative ints
+MAX_VIEW_POINTS_PER_GOAL = 20_000   # MP3D / HM3D ObjectNav v1 goals have hundreds at most
 CATEGORY_MAPS = ("category_to_task_category_id", "category_to_scene_annotation_category_id")
 
 
@@ -103,6 +107,17 @@ def _check_maps(doc: dict, path) -> tuple[dict, dict] | None:
         if not isinstance(m, dict) or not all(isinstance(k, str) and isinstance(v, int)
                                               and not isinstance(v, bool) for k, v in m.items()):
             raise InputError(path, f"{name} must be an object of category name -> integer id")
+    # task ids are the objectgoal observation (0..max); a scene annotation id of -1 is habitat's
+    # "no such category in the annotation" (its own HM3D maps carry it)
+    for name, m, lo in ((CATEGORY_MAPS[0], task, 0), (CATEGORY_MAPS[1], ann, -1)):
+        bad = next(((k, v) for k, v in m.items() if not lo <= v <= MAX_CATEGORY_ID), None)
+        if bad is not None:
+            raise InputError(path, f"{name}[{bad[0]!r}] = {bad[1]}: ids are in {lo}..{MAX_CATEGORY_ID}")
+    if len(set(task.values())) != len(task):
+        shared = sorted({v for v in task.values() if list(task.values()).count(v) > 1})
+        raise InputError(path, f"{CATEGORY_MAPS[0]} gives two categories one task id ({shared[0]}: "
+                               f"{sorted(k for k, v in task.items() if v == shared[0])}); the objectgoal "
+                               "observation could not tell them apart")
     if set(task) != set(ann):
         raise InputError(path, f"{CATEGORY_MAPS[0]} and {CATEGORY_MAPS[1]} name different "
                                f"categories: {sorted(set(task) ^ set(ann))}")
@@ -118,13 +133,20 @@ def validate_goal(g, where: str, path) -> dict:
         bad("goal is not an object")
     if not _vec(g.get("position"), 3):
         bad("goal position must be 3 finite numbers")
-    if g.get("object_id") is None:
+    oid = g.get("object_id")
+    if oid is None:
         bad("goal object_id is missing")
+    if not (isinstance(oid, str) or (isinstance(oid, int) and not isinstance(oid, bool)
+                                     and 0 <= oid <= MAX_OBJECT_ID)):
+        bad(f"goal object_id {oid!r}: expected an integer in 0..{MAX_OBJECT_ID} (or a string)")
     if not isinstance(g.get("object_category"), (str, type(None))):
         bad("goal object_category must be a string")
     vps = g.get("view_points")
     if not isinstance(vps, list):
         bad(f"goal {g.get('object_id')!r}: view_points must be a list")
+    if len(vps) > MAX_VIEW_POINTS_PER_GOAL:
+        raise ResourceLimitError(path, f"{where}: goal {oid!r} has {len(vps)} view points, more than the "
+                                       f"cap of {MAX_VIEW_POINTS_PER_GOAL} (docs/FORMAT.md)")
     for k, vp in enumerate(vps):
         st = vp.get("agent_state") if isinstance(vp, dict) else None
         if not isinstance(st, dict) or not _vec(st.get("position"), 3):
@@ -150,7 +172,7 @@ def read_objectnav_dataset(path: str | os.PathLike, scenes: Iterable[str] | None
     ``InputError`` naming file and episode for a malformed episode or goal, an episode whose
     category is not in the category maps, or one whose scene holds no goal of its category."""
     out = ObjectNavDataset()
-    maps_seen = False
+    maps_seen, seen = False, {}
     for f, doc in dataset_files(path, scenes, WHAT):
         maps = _check_maps(doc, f)
         if maps is not None:
@@ -178,6 +200,7 @@ def read_objectnav_dataset(path: str | os.PathLike, scenes: Iterable[str] | None
             out.goals_by_category[key] = goals
         for i, e in enumerate(eps):
             validate_episode(e, i, f, need_goals=False)
+            check_unique_ids(seen, e, i, f)
             e = dict(e)
             cat = e.get("object_category")
             if cat is None and e.get("goals"):

@@ -186,7 +186,7 @@ class Canvas:
 
     def _note(self, kind):
         if kind not in KINDS:
-            raise ValueError(f"unknown map mark {kind!r}: one of {', '.join(KINDS)}")
+            raise ConfigError(None, f"unknown map mark {kind!r}: one of {', '.join(KINDS)}")
         if kind not in self.used:
             self.used.append(kind)
 
@@ -360,10 +360,10 @@ def read_agent_path(path) -> np.ndarray:
     """Positions [K, 3] from an agent-path file: JSON (a list of [x, y, z], or an object whose
     ``positions`` is one: what ``bps_train.video`` writes beside each video) or text lines of
     ``x y z`` / ``x,y,z``. ``InputError`` naming the file when it is none of these."""
-    import json
     import os
 
     from ..errors import InputError
+    from ..json_input import parse_json
 
     path = os.fspath(path)
     try:
@@ -376,7 +376,7 @@ def read_agent_path(path) -> np.ndarray:
     text = raw.decode("utf-8", errors="replace").strip()
     try:
         if text[:1] in "[{":
-            doc = json.loads(text)
+            doc = parse_json(text, path, prefix="not an agent path")
             rows = doc.get("positions") if isinstance(doc, dict) else doc
         else:
             rows = [[float(x) for x in line.replace(",", " ").split()] for line in text.splitlines()

@@ -134,6 +134,8 @@ class Backend:
                "bytes_in": int(st.get("bytes_in", 0) or 0)}
         if sem_error is not None:
             out["semantic_error"] = sem_error
+        if st.get("semantic_mismatch"):
+            out["semantic_mismatch"] = st["semantic_mismatch"]
         if "semantic_objects" in st:  # the scan had an annotation pair beside it
             out["objects"] = int(st["semantic_objects"])
             out["semantic"] = {"format": st.get("semantic_format", ""),

@@ -16,7 +16,6 @@ A habitat scene dataset config, or a folder of scans that belongs to no known da
 from __future__ import annotations
 
 import difflib
-import json
 import os
 import re
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..errors import DatasetError
+from ..json_input import parse_json
 from ..manifests_location import ENV_VAR, manifests_dir  # noqa: F401  (ENV_VAR: re-exported)
 from .scene_dataset_config import SCENE_DATASET_CONFIG_SUFFIX, SPLIT as CONFIG_SPLIT, read_stages
 
@@ -229,12 +229,7 @@ def _parse_subset(path: Path, split: str, sub: str, v, layout: Layout):
 def _parse(path: Path) -> Dataset:
     if path.stat().st_size > MAX_MANIFEST_BYTES:
         raise DatasetError(path, "dataset file larger than the 64 MiB cap")
-    try:
-        d = json.loads(path.read_text("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise DatasetError(path, f"not valid JSON: {e}") from None
-    except RecursionError:
-        raise DatasetError(path, "not valid JSON: nested too deeply") from None
+    d = parse_json(path.read_bytes(), path, error=DatasetError, encoding="utf-8")
     try:
         layout = _parse_layout(path, d["layout"])
         splits: dict[str, dict[str, list[str]]] = {}

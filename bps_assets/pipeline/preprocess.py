@@ -34,6 +34,9 @@ from pathlib import Path
 from .. import __version__
 from ..container import atomic_write, make_dirs
 from ..errors import AnnotationError, BpsError, ConfigError, DatasetError, InterruptedRun, NavError, OutputExistsError, OutputWriteError, UpAxisError
+from ..errors import InputError
+from ..json_input import parse_json
+from ..safe_paths import link_escape
 from ..transforms.frame import UP_AXES
 from . import manifest as mf
 from .backend import NAVMESH_MODES, Backend, container_info
@@ -165,8 +168,8 @@ def _record_path(out_root: Path, name: str) -> Path:
 def _read_record(out_root: Path, name: str) -> dict | None:
     p = _record_path(out_root, name)
     try:
-        rec = json.loads(p.read_text("utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        rec = parse_json(p.read_bytes(), p, encoding="utf-8")
+    except (OSError, InputError):
         return None  # absent or unreadable (or nested too deeply): the scene is simply not done
     return rec if isinstance(rec, dict) and isinstance(rec.get("entry"), dict) else None
 
@@ -219,7 +222,12 @@ def _sources(task: SceneTask, old: dict | None) -> dict[str, dict]:
             rel = Path(os.path.relpath(p, root)).as_posix()
             files[f"input:{rel}"] = (p, rel)
     out = {}
+    root = task.src.scene.parents[len(Path(task.src.rel_scene).parts) - 1]
     for role, (p, rel) in files.items():
+        target = link_escape(root, p)   # the symlink rule of every input (docs/PIPELINE.md)
+        if target is not None and task.options.strict:
+            raise InputError(p, f"resolves through a symlink to {target}, outside the source folder {root} "
+                                "(refused: --strict)")
         st = _stat(p)
         prev = old_src.get(role)
         if prev and old_stat.get(role) == st and prev.get("path") == rel:
@@ -227,6 +235,9 @@ def _sources(task: SceneTask, old: dict | None) -> dict[str, dict]:
         else:
             digest, size = sha256_file(p)
             out[role] = {"path": rel, "size": size, "sha256": digest}
+        out[role].pop("link_target", None)
+        if target is not None:   # accepted, and the manifest names where it really is
+            out[role]["link_target"] = str(target)
         out[role]["_stat"] = st
     return out
 
@@ -285,6 +296,10 @@ def process_scene(task: SceneTask) -> SceneResult:
         source_stat = {r: s.pop("_stat") for r, s in sources.items()}
 
         stats: dict = {}
+        links = [f"source {r} {s['path']} resolves through a symlink to {s['link_target']}, outside the "
+                 "source folder" for r, s in sources.items() if s.get("link_target")]
+        if links:
+            stats["warnings"] = links
         t = time.perf_counter()
         conv = task.backend.convert(src.scene, out_root / rels["scene"], name, task.dataset)
         stats.update(conv)
@@ -358,6 +373,8 @@ def _check_scene(task: SceneTask, out_root: Path, rels: dict, stats: dict) -> No
         if task.options.strict:
             raise AnnotationError(task.src.scene, stats["semantic_error"] + " (--strict)")
         stats.setdefault("warnings", []).append("no semantic section: " + stats["semantic_error"])
+    if stats.get("semantic_mismatch"):   # a part of the annotation does not fit the scan
+        stats.setdefault("warnings", []).append(stats["semantic_mismatch"])
     name, packed = task.src.name, out_root / rels["scene"]
     err = scene_checks.no_navigable_area(name, stats.get("navigable_area"), packed, task.src.scene)
     if err is not None:
@@ -407,8 +424,8 @@ def _check_manifest_target(path: Path, dataset: str, split: str, overwrite: bool
     if not path.exists() or overwrite:
         return None
     try:
-        old = json.loads(path.read_text("utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        old = parse_json(path.read_bytes(), path, encoding="utf-8")
+    except (OSError, InputError):
         raise OutputExistsError(path, "exists and is not a bps manifest (pass --overwrite to replace it)") from None
     if not isinstance(old, dict) or (old.get("dataset"), old.get("split")) != (dataset, split):
         raise OutputExistsError(path, f"is the manifest of another run ({old.get('dataset')!r} split "

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import functools
 import glob
-import json
 import os
 from pathlib import Path
 
 from ..errors import DatasetError
+from ..json_input import parse_json
 from ..habitat_names import habitat_scene_name
 
 SCENE_DATASET_CONFIG_SUFFIX = ".scene_dataset_config.json"
@@ -35,13 +35,12 @@ def _read_json(path: Path) -> dict:
     try:
         if path.stat().st_size > MAX_CONFIG_BYTES:
             raise DatasetError(path, "config larger than the 64 MiB cap")
-        d = json.loads(path.read_text("utf-8"))
+        raw = path.read_bytes()
     except FileNotFoundError:
         raise DatasetError(path, "no such file") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+    except OSError as e:
         raise DatasetError(path, f"not a readable JSON file: {e}") from None
-    except RecursionError:
-        raise DatasetError(path, "not a readable JSON file: nested too deeply") from None
+    d = parse_json(raw, path, prefix="not a readable JSON file", error=DatasetError, encoding="utf-8")
     if not isinstance(d, dict):
         raise DatasetError(path, "not a JSON object")
     return d

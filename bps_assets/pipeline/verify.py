@@ -230,12 +230,17 @@ def verify_manifest(path, deep: bool = False, jobs: int | None = None, strict: b
         raise ConfigError(m.root, f"a preprocess run holds the lock ({lock.name}) and is rewriting these "
                                   "files: verify once it has finished")
     scenes: list[SceneReport] = []
-    work = []
+    work, links = [], []
     for name, e in m.doc["scenes"].items():
         sr = SceneReport(name, e.get("subset", ""), e.get("status", ""))
         if sr.status != "ok":
             sr.problems.append(f"preprocess failed: {e.get('error') or 'unknown error'}")
         sr.problems.extend(entry_problems(e))
+        for role, s in (e.get("sources") or {}).items():   # inputs outside the source folder
+            if isinstance(s, dict) and s.get("link_target"):
+                msg = (f"{name}: source {role} {s.get('path')} resolves through a symlink to "
+                       f"{s['link_target']}, outside the source folder")
+                (sr.problems if strict else links).append(msg + (" (refused: --strict)" if strict else ""))
         scenes.append(sr)
         for role, rec in (e.get("outputs") or {}).items():
             work.append((sr, role, rec))
@@ -261,7 +266,7 @@ def verify_manifest(path, deep: bool = False, jobs: int | None = None, strict: b
     order = {"scene": 0, "navmesh": 1, "episodes": 2}
     for sr in scenes:
         sr.files.sort(key=lambda f: order.get(f.role, 9))
-    warnings = [w for f in results for w in f.warnings]
+    warnings = [w for f in results for w in f.warnings] + links
     warnings += floor_warnings(m.doc["scenes"])
     if m.missing:
         warnings.append(f"{len(m.missing)} scene(s) of split {m.split!r} were missing from the source at "

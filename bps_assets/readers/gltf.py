@@ -21,7 +21,7 @@ import os
 
 import numpy as np
 
-from ..errors import UnsupportedExtensionError
+from ..errors import InputError, UnsupportedExtensionError
 from ..scene import Material, Mesh, SceneDocument, Texture
 from .guard import guarded
 from .gltf_accessors import NORMALIZE, buffer_view, read_accessor
@@ -114,14 +114,14 @@ def texture_transform_matrix(ext: dict) -> np.ndarray:
     def vec2(v, default):
         a = np.asarray(default if v is None else v, np.float64).reshape(-1)
         if a.shape != (2,):
-            raise ValueError("expected 2 numbers")
+            raise InputError(None, "expected 2 numbers")
         return a
 
     ox, oy = vec2(ext.get("offset"), [0, 0])
     sx, sy = vec2(ext.get("scale"), [1, 1])
     r = ext.get("rotation", 0.0)
     if isinstance(r, bool) or not isinstance(r, (int, float)):
-        raise ValueError("rotation must be a number")
+        raise InputError(None, "rotation must be a number")
     c, s = math.cos(r), math.sin(r)
     t = np.array([[1, 0, ox], [0, 1, oy], [0, 0, 1]], np.float64)
     rot = np.array([[c, s, 0], [-s, c, 0], [0, 0, 1]], np.float64)
@@ -469,7 +469,7 @@ class _Reader:
             if isinstance(tt, dict):
                 try:
                     uv_matrix = texture_transform_matrix(tt)
-                except (TypeError, ValueError):
+                except (TypeError, ValueError, InputError):
                     raise g.fail(f"materials[{index}]: malformed KHR_texture_transform") from None
                 if not np.isfinite(uv_matrix).all():
                     raise g.fail(f"materials[{index}]: non-finite KHR_texture_transform")

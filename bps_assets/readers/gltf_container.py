@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import os
 import struct
 from dataclasses import dataclass, field
@@ -16,6 +15,7 @@ from pathlib import Path
 from urllib.parse import unquote
 
 from ..errors import InputError, UnsupportedFormatError
+from ..json_input import parse_json
 from .guard import read_source
 
 GLB_MAGIC = b"glTF"
@@ -182,14 +182,7 @@ def open_gltf(path: str | os.PathLike) -> GltfFile:
         js = data
         if len(js) > MAX_JSON_BYTES:
             raise InputError(spath, f"glTF JSON of {len(js)} bytes exceeds the cap of {MAX_JSON_BYTES}")
-    try:
-        doc = json.loads(bytes(js).decode("utf-8-sig"))
-    except UnicodeDecodeError as e:
-        raise InputError(spath, f"glTF JSON is not valid UTF-8 ({e.reason} at byte {e.start})") from None
-    except json.JSONDecodeError as e:
-        raise InputError(spath, f"invalid glTF JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
-    except RecursionError:
-        raise InputError(spath, "invalid glTF JSON: nested too deeply") from None
+    doc = parse_json(js, spath, prefix="invalid glTF JSON", encoding="utf-8-sig")
     if not isinstance(doc, dict):
         raise InputError(spath, "invalid glTF JSON: the top level is not an object")
     asset = doc.get("asset")

@@ -8,10 +8,10 @@ The file names its sources; no category name is written in code.
 """
 from __future__ import annotations
 
-import json
 from functools import lru_cache
 
 from ..errors import DatasetError
+from ..json_input import parse_json
 from ..manifests_location import manifests_dir
 
 CATEGORIES_FILE = "semantics/categories.json"
@@ -21,7 +21,7 @@ CATEGORIES_FILE = "semantics/categories.json"
 def _load() -> dict:
     p = manifests_dir() / CATEGORIES_FILE
     try:
-        d = json.loads(p.read_text("utf-8"))
+        d = parse_json(p.read_bytes(), p, prefix="not a category file", error=DatasetError, encoding="utf-8")
         assert isinstance(d["mpcat40"], list) and isinstance(d["raw_to_mpcat40"], dict)
         assert isinstance(d["objectnav_hm3d"], dict)
     except FileNotFoundError:

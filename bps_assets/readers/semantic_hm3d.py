@@ -35,12 +35,19 @@ def parse_semantic_txt(path: str | os.PathLike, text: str | None = None) -> list
     lines = headed_lines(spath, text, MAX_TABLE_BYTES, HEADER, AnnotationError)
     out: list[ObjectRecord] = []
     ids, colours = set(), {}
-    for no, row in enumerate(csv.reader(lines[1:]), start=2):
-        if not row or all(not c.strip() for c in row):
-            continue
-
+    for no, line in enumerate(lines[1:], start=2):
         def bad(msg, no=no):
             return AnnotationError(spath, f"line {no}: {msg}")
+
+        # one line at a time, strict: an unterminated quote would otherwise swallow the lines
+        # after it into one label (an object silently dropped), and a field over the csv
+        # module's size limit is its csv.Error
+        try:
+            row = next(csv.reader([line], strict=True), [])
+        except csv.Error as e:
+            raise bad(f"not a CSV line ({e})") from None
+        if not row or all(not c.strip() for c in row):
+            continue
         if len(row) != 4:
             raise bad(f"{len(row)} fields, expected 4 (id,RRGGBB,\"name\",region)")
         sid, hexc, name, reg = (c.strip() for c in row)

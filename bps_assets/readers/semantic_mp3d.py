@@ -50,6 +50,8 @@ def parse_house(path: str | os.PathLike, text: str | None = None) -> list[Object
                 [float(x) for x in tok[4:16]]
                 if len(tok) < 16:
                     raise ValueError(f"{len(tok)} fields, an O record has at least 16")
+                if not (-1 <= ri <= MAX_OBJECTS and -1 <= ci <= MAX_OBJECTS):
+                    raise ValueError(f"region {ri} or category {ci} outside [-1, {MAX_OBJECTS}]")
                 if oi < 0 or oi >= MAX_OBJECTS or oi in objs:
                     raise ValueError(f"object index {oi} repeated or outside [0, {MAX_OBJECTS})")
                 objs[oi] = (ri, ci, no)
@@ -80,7 +82,12 @@ def read_semantic_ply(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray, 
     lst = face.get("vertex_indices", face.get("vertex_index"))
     if lst is None or "object_id" not in face:
         raise AnnotationError(spath, "semantic PLY face element needs vertex_indices and object_id")
-    pos = np.stack([vert["x"], vert["y"], vert["z"]], axis=1).astype(np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):   # a double past float32's range: refused below
+        pos = np.stack([vert["x"], vert["y"], vert["z"]], axis=1).astype(np.float32)
+    finite = np.isfinite(pos).all(1)
+    if not finite.all():
+        raise AnnotationError(spath, f"vertex {int(np.argmin(finite))} is not finite (NaN or inf); "
+                                     f"{int((~finite).sum())} such vertices")
     counts, flat = lst
     flat = flat.astype(np.int64)
     if flat.size and (int(flat.max()) >= len(pos) or int(flat.min()) < 0):

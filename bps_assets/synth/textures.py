@@ -13,6 +13,8 @@ from __future__ import annotations
 import numpy as np
 from PIL import Image
 
+from ..errors import ConfigError
+
 KINDS = ("wood", "tile", "plaster", "carpet", "fabric", "darkwood", "cardboard")
 _NOISE_RES = 256
 
@@ -143,4 +145,4 @@ def make_texture(kind: str, rng: np.random.Generator, n: int) -> np.ndarray:
         return fabric(rng, n)
     if kind == "cardboard":
         return cardboard(rng, n)
-    raise ValueError(f"unknown texture kind {kind!r}")
+    raise ConfigError(None, f"unknown texture kind {kind!r}")

@@ -20,7 +20,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import AnnotationError
 from ..semantics import Annotation, SemanticTable
+
+MISMATCH_ERROR = 0.5    # share above which the annotation is refused (most of it does not fit)
+MISMATCH_WARN = 0.05    # share above which a warning line says what does not fit
 
 # probe points (barycentric weights of corners 2 and 3): centroid first (it breaks ties)
 _PROBES = np.array([[1 / 3, 1 / 3], [1 / 6, 1 / 6], [2 / 3, 1 / 6], [1 / 6, 2 / 3],
@@ -34,6 +38,7 @@ class Options:
     probe: float = 0.02
     points_per_object: int = 8
     seed: int = 0
+    allow_mismatch: bool = False   # an annotation that mostly does not fit: a warning, not an error
 
 
 DEFAULTS = Options()
@@ -163,7 +168,36 @@ def transfer(ann: Annotation, positions: np.ndarray, indices: np.ndarray,
     """(tri_object, table, stats): ``transfer_ids`` then ``object_table``."""
     tri_object, st = transfer_ids(ann, positions, indices, options)
     table, st2 = object_table(ann, positions, indices, tri_object, options)
-    return tri_object, table, {**st, **st2, **{f"annotation_{k}": v for k, v in ann.warnings.items()}}
+    st = {**st, **st2, **{f"annotation_{k}": v for k, v in ann.warnings.items()}}
+    probes = int(indices.shape[0]) * max(1, min(int(options.samples), len(_PROBES)))
+    mismatch = check_fit(ann, st, probes, options.allow_mismatch)
+    if mismatch:
+        st["mismatch"] = mismatch
+    return tri_object, table, st
+
+
+def check_fit(ann: Annotation, stats: dict, probes: int, allow: bool = False) -> str:
+    """"" when the annotation fits its scan; else one line saying what does not fit (shares
+    above ``MISMATCH_WARN``). ``AnnotationError`` naming the annotation when a share is above
+    ``MISMATCH_ERROR`` or no object reached the scan, unless ``allow``."""
+    faces, objects = max(1, len(ann.indices)), len(ann.objects)
+    w = ann.warnings
+    shares = [(w.get("unknown_colour_faces", 0) / faces, "of the annotation's faces have a colour no table line names"),
+              (w.get("uncoloured_faces", 0) / faces, "of the annotation's faces have no texture or colour"),
+              (w.get("unused_objects", 0) / max(1, objects), "of the table's objects colour no face"),
+              (stats.get("probe_misses", 0) / max(1, probes),
+               "of the scan's probes hit no annotation surface (another scene's annotation, or scaled?)")]
+    if objects and stats.get("objects", 0) == 0:
+        shares.append((1.0, "of the table's objects reach the scan: none does"))
+    bad = [(s, what) for s, what in shares if s > MISMATCH_WARN]
+    if not bad:
+        return ""
+    line = "; ".join(f"{100 * s:.0f}% {what}" for s, what in bad)
+    if not allow and max(s for s, _ in bad) > MISMATCH_ERROR:
+        raise AnnotationError(ann.source or None, f"the annotation does not fit its scan: {line} (more than "
+                                                  f"{100 * MISMATCH_ERROR:.0f}%; --allow-annotation-mismatch "
+                                                  "converts it anyway)")
+    return f"annotation mismatch: {line}"
 
 
 def to_frame(ann: Annotation, matrix) -> Annotation:

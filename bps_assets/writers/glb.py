@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..container import atomic_write
+from ..errors import ConfigError, InputError
 from ..scene import SceneDocument
 
 GLB_MAGIC = 0x46546C67
@@ -63,7 +64,7 @@ def encode_image(rgba: np.ndarray, fmt: str, options: GlbOptions = DEFAULTS) -> 
         mode = "RGBA" if rgba.shape[2] == 4 else "RGB"
         Image.fromarray(rgba, mode).save(buf, "PNG", compress_level=options.png_compress_level)
         return buf.getvalue(), "image/png"
-    raise ValueError(f"unknown image format {fmt!r}")
+    raise ConfigError(None, f"unknown image format {fmt!r}: expected png or jpeg")
 
 
 class _Bin:
@@ -115,7 +116,7 @@ def build_glb(doc: SceneDocument, options: GlbOptions = DEFAULTS,
         if pos.shape[0] == 0 or idx.shape[0] == 0:
             continue
         if int(idx.max()) >= pos.shape[0]:
-            raise ValueError(f"mesh {m.name!r}: index out of range")
+            raise InputError(doc.source_path or None, f"mesh {m.name!r}: index out of range")
         attrs = {"POSITION": accessor(pos, FLOAT, "VEC3", ARRAY_BUFFER, minmax=True)}
         if m.normals is not None:
             attrs["NORMAL"] = accessor(np.asarray(m.normals, np.float32), FLOAT, "VEC3", ARRAY_BUFFER)

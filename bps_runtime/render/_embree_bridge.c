@@ -57,6 +57,7 @@ static struct {
     RTCScene (*newScene)(RTCDevice);
     void (*releaseScene)(RTCScene);
     void (*setSceneBuildQuality)(RTCScene, int);
+    void (*setSceneFlags)(RTCScene, int);
     void (*commitScene)(RTCScene);
     RTCGeometry (*newGeometry)(RTCDevice, int);
     void (*setSharedGeometryBuffer)(RTCGeometry, int, unsigned, int, const void *, size_t, size_t, size_t);
@@ -90,6 +91,7 @@ int bps_load(const char *path) {
     LOAD(newScene, "rtcNewScene");
     LOAD(releaseScene, "rtcReleaseScene");
     LOAD(setSceneBuildQuality, "rtcSetSceneBuildQuality");
+    LOAD(setSceneFlags, "rtcSetSceneFlags");
     LOAD(commitScene, "rtcCommitScene");
     LOAD(newGeometry, "rtcNewGeometry");
     LOAD(setSharedGeometryBuffer, "rtcSetSharedGeometryBuffer");
@@ -115,12 +117,13 @@ int bps_device_error(void *dev, const char **message) {
 
 /* One triangle mesh as a committed scene. `vertices` (nv x float3, stride 12, padded by one
  * float so Embree's 16-byte loads stay inside) and `triangles` (nt x uint3) are shared, not
- * copied: the caller keeps them alive while the scene lives. NULL on error (see
- * bps_device_error). */
+ * copied: the caller keeps them alive while the scene lives. `flags`: RTCSceneFlags (COMPACT = 2
+ * picks Embree's index-referencing leaves). NULL on error (see bps_device_error). */
 void *bps_scene_build(void *dev, const float *vertices, size_t nv, const uint32_t *triangles, size_t nt,
-                      int quality) {
+                      int quality, int flags) {
     RTCScene scene = E.newScene(dev);
     if (!scene) return NULL;
+    E.setSceneFlags(scene, flags);
     E.setSceneBuildQuality(scene, quality);
     RTCGeometry geom = E.newGeometry(dev, RTC_GEOMETRY_TYPE_TRIANGLE);
     if (!geom) {

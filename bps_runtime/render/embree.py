@@ -44,10 +44,16 @@ log = logging.getLogger("bps_runtime.render.embree")
 # work shares per render thread and frame: a thread descheduled for a moment then holds up an
 # eighth of its work, not half the frame (figures: docs/DECISIONS.md, render/embree.py)
 SHARES_PER_THREAD = 8
-# Embree's BVH + its own vertex/index copies per triangle / vertex, which the cache charges per
-# scene (how they were measured: docs/DECISIONS.md, render/embree.py)
+# embreex: Embree's BVH + its own vertex/index copies per triangle / vertex, which the cache
+# charges per scene (how they were measured: docs/DECISIONS.md, render/embree.py)
 EMBREE_BYTES_PER_TRI = 72
 EMBREE_BYTES_PER_VERT = 16
+# the bridge: Embree's BVH alone (RSS growth per build of 554K-597K-triangle scans: 66-69
+# B/triangle with Embree's default BVH, 40-44 with ``compact_bvh``; docs/PERFORMANCE.md
+# "Resident bytes per scene"); the geometry is ours: one padded float32 vertex copy and the
+# shading tables' indices, which Embree reads in place
+BRIDGE_BVH_BYTES_PER_TRI = 72
+BRIDGE_COMPACT_BVH_BYTES_PER_TRI = 46
 
 
 class EmbreeAccel(RayCaster):
@@ -93,7 +99,7 @@ class EmbreeRenderer:
     name = "embree"
 
     def __init__(self, options: RenderOptions = DEFAULTS, device: str = "cpu", shading: str = "auto",
-                 engine: str = "auto"):
+                 engine: str = "auto", compact_bvh: bool = False):
         if shading not in SHADERS:
             raise ConfigError(None, f"shading must be one of {', '.join(SHADERS)}; got {shading!r}")
         if engine not in ENGINES:
@@ -114,6 +120,11 @@ class EmbreeRenderer:
                 log.warning("the GIL-free Embree bridge is not compiled: using embreex, whose BVH builds "
                             "stall the step loop while scenes load (reinstall bps with gcc present)")
         self.engine = engine
+        # Embree's smaller triangle BVH (leaves index our vertex buffer): ~0.6x the BVH bytes for
+        # 0.90-0.95x the depth fps (docs/PERFORMANCE.md "Resident bytes per scene"); bridge only
+        if compact_bvh and engine != "bridge":
+            raise ConfigError(None, "compact_bvh=True needs the Embree bridge (engine='bridge')")
+        self.compact_bvh = bool(compact_bvh)
         if shading == "native" and engine != "bridge":
             raise ConfigError(None, "shading='native' runs inside the Embree bridge: use engine='bridge'")
         if shading == "auto":
@@ -132,7 +143,10 @@ class EmbreeRenderer:
         shading.check_geometry(len(positions), len(indices))
         if self.engine == "bridge":
             from .embree_bridge import BridgeAccel
-            accel = BridgeAccel(positions, indices)
+            # the shading tables' index array (int32, checked in range and >= 0) is Embree's
+            # index buffer too: one copy of the indices per scene
+            from .embree_bridge import COMPACT_TRI_ACCEL
+            accel = BridgeAccel(positions, shading.indices, tri_accel=COMPACT_TRI_ACCEL if self.compact_bvh else None)
         else:
             accel = EmbreeAccel(positions, indices)
         if self.shading == "warp":
@@ -142,9 +156,18 @@ class EmbreeRenderer:
             accel.native_shading = NativeShading(shading, self.options.pixel_angle)
         return accel
 
+    def accel_breakdown(self, num_vertices: int, num_triangles: int) -> dict[str, int]:
+        """Estimated bytes ``prepare`` adds for a mesh of this size: "bvh" (Embree's) and
+        "geometry" (vertex / index copies beyond the shading tables' indices)."""
+        if self.engine == "bridge":
+            per_tri = BRIDGE_COMPACT_BVH_BYTES_PER_TRI if self.compact_bvh else BRIDGE_BVH_BYTES_PER_TRI
+            return {"bvh": per_tri * num_triangles, "geometry": 12 * num_vertices + 4}
+        return {"bvh": EMBREE_BYTES_PER_TRI * num_triangles, "geometry": EMBREE_BYTES_PER_VERT * num_vertices}
+
     def accel_bytes(self, num_vertices: int, num_triangles: int) -> int:
-        """Estimated bytes of Embree's BVH for a mesh of this size (what the scene cache charges)."""
-        return EMBREE_BYTES_PER_TRI * num_triangles + EMBREE_BYTES_PER_VERT * num_vertices
+        """Estimated bytes of Embree's BVH and geometry copies for a mesh of this size (what the
+        scene cache charges beyond the shading tables)."""
+        return sum(self.accel_breakdown(num_vertices, num_triangles).values())
 
     def attach(self, scene_index: int, shading: ShadingData, accel: EmbreeAccel) -> None:
         """Make ``scene_index`` renderable with a prepared accel (replacing any scene under that id)."""

@@ -26,8 +26,18 @@ import numpy as np
 from bps_assets.errors import BpsError, ConfigError, CorruptFileError, MissingDependencyError
 
 # rtcSetSceneBuildQuality: RTC_BUILD_QUALITY_MEDIUM is Embree's default (what embreex uses)
+BUILD_QUALITY_LOW = 0
 BUILD_QUALITY_MEDIUM = 1
+# rtcSetSceneFlags: COMPACT makes Embree keep vertex indices in its leaves (reading our shared
+# vertex buffer) instead of copies of the triangles' vertices
+SCENE_FLAG_NONE = 0
+SCENE_FLAG_COMPACT = 2
 DEVICE_CONFIG = "threads=1"
+# A smaller triangle BVH: 8-wide nodes over leaves of 4 indexed triangles (Triangle4i), which
+# read our shared vertex buffer, instead of Embree's default for static scenes (bvh8.triangle4:
+# leaves holding copies of each triangle's vertices): 40-44 vs 66-69 B/triangle, the same hits,
+# 0.90-0.95x the depth fps (docs/PERFORMANCE.md "Resident bytes per scene").
+COMPACT_TRI_ACCEL = "bvh8.triangle4i"
 ENV_LIBRARY = "BPS_EMBREE_LIBRARY"   # an explicit libembree4 path overrides the embreex wheel's
 
 _vp = ctypes.c_void_p
@@ -76,7 +86,7 @@ class _Bridge:
         lib.bps_device_new.argtypes = [ctypes.c_char_p]
         lib.bps_device_error.argtypes = [_vp, ctypes.POINTER(ctypes.c_char_p)]
         lib.bps_scene_build.restype = _vp
-        lib.bps_scene_build.argtypes = [_vp, _vp, _sz, _vp, _sz, ctypes.c_int]
+        lib.bps_scene_build.argtypes = [_vp, _vp, _sz, _vp, _sz, ctypes.c_int, ctypes.c_int]
         lib.bps_scene_release.argtypes = [_vp]
         lib.bps_trace_rays.argtypes = [_vp, _sz, _vp, _vp, _vp, _vp, _vp, _vp, _vp, ctypes.c_float]
         lib.bps_trace_cameras.restype = ctypes.c_int64
@@ -91,13 +101,26 @@ class _Bridge:
             raise MissingDependencyError(None, f"Embree 4 (the library at {path} lacks Embree 4 functions)",
                                          "embreex>=4.3")
         self.lib = lib
-        self.device = lib.bps_device_new(DEVICE_CONFIG.encode())
-        if not self.device:
-            raise EmbreeError(path, f"rtcNewDevice({DEVICE_CONFIG!r}) failed")
+        self._path = path
+        self._devices: dict[str | None, int] = {}
+        self._lock = threading.Lock()
+        self.device = self.device_for(None)
 
-    def error(self) -> tuple[int, str]:
+    def device_for(self, tri_accel: str | None):
+        """The process's Embree device whose triangle BVH is ``tri_accel`` (None: Embree's default)."""
+        with self._lock:
+            dev = self._devices.get(tri_accel)
+            if dev is None:
+                config = DEVICE_CONFIG + (f",tri_accel={tri_accel}" if tri_accel else "")
+                dev = self.lib.bps_device_new(config.encode())
+                if not dev:
+                    raise EmbreeError(self._path, f"rtcNewDevice({config!r}) failed")
+                self._devices[tri_accel] = dev
+            return dev
+
+    def error(self, device=None) -> tuple[int, str]:
         msg = ctypes.c_char_p()
-        code = self.lib.bps_device_error(self.device, ctypes.byref(msg))
+        code = self.lib.bps_device_error(device or self.device, ctypes.byref(msg))
         return code, (msg.value or b"").decode(errors="replace")
 
 
@@ -185,11 +208,14 @@ class NativeShading:
 
 
 class BridgeAccel:
-    """One committed Embree scene over shared copies of ``positions`` / ``indices``.
+    """One committed Embree scene over a padded copy of ``positions`` and ``indices`` itself
+    (shared, when int32 or uint32 and contiguous). ``tri_accel``: Embree's triangle BVH type
+    (None: its default; ``COMPACT_TRI_ACCEL``: the smaller one).
 
     Construction builds the BVH with the GIL released (call it from a loader thread)."""
 
-    def __init__(self, positions: np.ndarray, indices: np.ndarray, quality: int = BUILD_QUALITY_MEDIUM):
+    def __init__(self, positions: np.ndarray, indices: np.ndarray, quality: int = BUILD_QUALITY_MEDIUM,
+                 flags: int = SCENE_FLAG_NONE, tri_accel: str | None = None):
         b = bridge()
         self._lib = b.lib
         self.num_triangles = int(indices.shape[0])
@@ -199,16 +225,24 @@ class BridgeAccel:
         flat[:-1] = np.asarray(positions, np.float32).reshape(-1)
         flat[-1] = 0.0
         self._vertices = flat
-        self._triangles = np.ascontiguousarray(indices, np.uint32)
+        if indices.dtype == np.int32 and indices.flags.c_contiguous and (not indices.size or int(indices.min()) >= 0):
+            self._triangles = indices.view(np.uint32)  # shared with the caller (the shading tables)
+        else:
+            self._triangles = np.ascontiguousarray(indices, np.uint32)
         if self._triangles.size and int(self._triangles.max()) >= nv:
             raise EmbreeError(None, f"triangle index {int(self._triangles.max())} out of range for {nv} vertices")
         self.nbytes = self._vertices.nbytes + self._triangles.nbytes
         self._scene = None
         if self.num_triangles:
-            scene = self._lib.bps_scene_build(b.device, _ptr(self._vertices), nv, _ptr(self._triangles),
-                                              self.num_triangles, int(quality))
+            dev = b.device_for(tri_accel)
+            scene = self._lib.bps_scene_build(dev, _ptr(self._vertices), nv, _ptr(self._triangles),
+                                              self.num_triangles, int(quality), int(flags))
+            if not scene and tri_accel is not None:  # a CPU / Embree build without that BVH type
+                dev = b.device
+                scene = self._lib.bps_scene_build(dev, _ptr(self._vertices), nv, _ptr(self._triangles),
+                                                  self.num_triangles, int(quality), int(flags))
             if not scene:
-                code, msg = b.error()
+                code, msg = b.error(dev)
                 raise EmbreeError(None, f"Embree could not build the scene ({nv} vertices, {self.num_triangles} "
                                   f"triangles): error {code} {msg}")
             self._scene = scene

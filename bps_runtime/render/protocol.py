@@ -43,6 +43,9 @@ class RenderOptions:
     # CPU threads (Embree: one ray-casting call per thread, which releases the GIL); None: every
     # core this process may use. ``make(threads=...)`` sets it; the step shares the same count.
     threads: int | None = None
+    # cameras come no closer than this to a surface (m; the default agent radius): texture mips
+    # finer than any pixel selects from there are not kept resident (render/mips.py); 0: keep all
+    texture_near: float = 0.1
 
     def __post_init__(self):
         object.__setattr__(self, "resolution", check_resolution(self.resolution))
@@ -50,6 +53,8 @@ class RenderOptions:
             raise ConfigError(None, f"hfov_deg must be in (0, 180), got {self.hfov_deg}")
         if not 0.0 <= self.min_depth < self.max_depth:
             raise ConfigError(None, f"need 0 <= min_depth < max_depth, got {self.min_depth}, {self.max_depth}")
+        if not self.texture_near >= 0.0:
+            raise ConfigError(None, f"texture_near must be >= 0 (metres), got {self.texture_near}")
         object.__setattr__(self, "threads", check_threads(self.threads))
 
     @property
@@ -91,6 +96,9 @@ class Renderer(Protocol):
 
     def accel_bytes(self, num_vertices: int, num_triangles: int) -> int:
         """Estimated bytes ``prepare`` allocates for a mesh of this size (charged by the scene cache)."""
+
+    def accel_breakdown(self, num_vertices: int, num_triangles: int) -> dict[str, int]:
+        """``accel_bytes`` by part: {"bvh": ..., "geometry": ...} (``scenes.footprint``)."""
 
     def attach(self, scene_index: int, shading: ShadingData, accel: Any) -> None:
         """Make ``scene_index`` renderable with what ``prepare`` returned; called between steps."""

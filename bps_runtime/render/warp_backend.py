@@ -55,6 +55,12 @@ def _warp():
     return _wp, _kernels
 
 
+def warp_accel_breakdown(num_vertices: int, num_triangles: int) -> dict[str, int]:
+    """Estimated device bytes a scene's ``wp.Mesh`` adds beyond its shading tables: the BVH and
+    the points (the mesh's indices are the shading tables' own array)."""
+    return {"bvh": WARP_BVH_BYTES_PER_TRI * num_triangles, "geometry": 12 * num_vertices}
+
+
 class ShadingArrays:
     """The shading tables as Warp arrays on ``device`` (zero-copy views on the CPU)."""
 
@@ -98,12 +104,14 @@ class WarpScene:
 
     def __init__(self, wp, device, shading: ShadingData, positions: np.ndarray, indices: np.ndarray):
         with wp.ScopedDevice(device):
-            tris = np.ascontiguousarray(indices, np.int32).reshape(-1)
-            self.num_triangles = tris.size // 3
-            self.points = wp.array(np.ascontiguousarray(positions, np.float32), dtype=wp.vec3)
-            self.tri_indices = wp.array(tris, dtype=int)
-            self.mesh = wp.Mesh(points=self.points, indices=self.tri_indices) if tris.size else None
             self.shading = ShadingArrays(wp, device, shading)
+            self.num_triangles = int(shading.indices.shape[0])
+            # the mesh's index buffer is the shading tables' (one copy of the indices per scene);
+            # on the CPU the points are the scene's own array (zero-copy)
+            self._positions = pos = np.ascontiguousarray(positions, np.float32)
+            self.points = wp.array(pos, dtype=wp.vec3, copy=str(device) != "cpu")
+            self.tri_indices = self.shading.indices
+            self.mesh = wp.Mesh(points=self.points, indices=self.tri_indices) if self.num_triangles else None
             wp.synchronize_device(device)
 
 
@@ -188,9 +196,13 @@ class WarpRenderer:
         shading.check_geometry(len(positions), len(indices))
         return WarpScene(self._wp, self._wdev, shading, positions, indices)
 
+    def accel_breakdown(self, num_vertices: int, num_triangles: int) -> dict[str, int]:
+        """``warp_accel_breakdown``: what ``prepare`` adds beyond the shading tables."""
+        return warp_accel_breakdown(num_vertices, num_triangles)
+
     def accel_bytes(self, num_vertices: int, num_triangles: int) -> int:
-        """Estimated device bytes of a scene's points, indices and Warp BVH."""
-        return 12 * num_vertices + 12 * num_triangles + WARP_BVH_BYTES_PER_TRI * num_triangles
+        """Estimated device bytes of a scene's points and Warp BVH."""
+        return sum(self.accel_breakdown(num_vertices, num_triangles).values())
 
     def attach(self, scene_index: int, shading: ShadingData, accel: WarpScene) -> None:
         """Make ``scene_index`` renderable. Call between steps (the scene cache does): the row is

@@ -22,6 +22,7 @@ import numpy as np
 from bps_assets.errors import ConfigError, DatasetError
 
 from .budget import BudgetLedger
+from .footprint import add_footprints
 from .loader import LoadedScene, SceneLoader, SceneSource
 from .policy import SlotPolicy
 from .report import CacheReport
@@ -237,6 +238,7 @@ class SceneCache:
         r = sched.report
         r.resident_scenes = len(sched.scenes)
         r.resident_bytes = self.resident_bytes
+        r.resident_footprint = add_footprints(s.footprint or {} for s in list(sched.scenes.values()))
         sched.report = CacheReport()
         return r
 

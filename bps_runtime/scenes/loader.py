@@ -4,11 +4,11 @@ One load = check the files against the manifest (``scenes.checks``), read the pa
 (``bps_assets.packed_scene.read_packed_scene``: caps, CRCs, cross references, zstd with the
 thread's own decompressor; its header's identity checked), read the navmesh
 (``bps_assets.nav.load_navmesh``; its values and its fit to the scene checked), prepare its
-navigation (the ``prepare`` given to the loader), build the shading tables (``render.shading_data``), reserve
-the scene's bytes in the cache's budget (may block until another scene leaves), then let the
-renderer build its acceleration structure (Embree BVH / ``wp.Mesh``) and upload to the device
-(from pinned host buffers when the device is CUDA). Everything here runs off the step path;
-the step path only attaches finished scenes (a dict insert).
+navigation (the ``prepare`` given to the loader), build the shading tables (``render.shading_data``;
+the mips the sensor can select: ``render.mips``), reserve the scene's bytes in the budget
+(``scenes.footprint``; may block until another scene leaves), then let the renderer build its
+acceleration structure and upload to the device (from pinned host buffers on CUDA). All off the
+step path; the step path only attaches finished scenes (a dict insert).
 
 A load that fails for any reason becomes a ``LoadFailure``: the error is logged once, the
 cache quarantines the scene and goes on with the others. This module is the one place that
@@ -27,8 +27,10 @@ import numpy as np
 
 from bps_assets.errors import BpsError
 
+from ..render.mips import sensor_mips
 from ..render.shading_data import ShadingData, build_shading_data
 from .checks import Expected, check_files, check_navmesh, check_scene_header
+from .footprint import navmesh_nbytes, scene_footprint
 from ..threads import lower_priority
 
 log = logging.getLogger("bps_runtime.scenes.loader")
@@ -60,6 +62,7 @@ class LoadedScene:
     ticket: Any = None   # the budget reservation (released by the cache on eviction)
     prepared: Any = None  # what the loader's ``prepare(scene_id, navmesh)`` made of it (loader thread)
     semantics: Any = None  # the packed scene's object table (bps_assets.semantics.SemanticTable) or None
+    footprint: dict | None = None  # ``nbytes`` by part (scenes.footprint: bvh, geometry, ...)
 
     @property
     def scene_id(self) -> str:
@@ -84,15 +87,6 @@ class LoadCancelled(BpsError):
     """The cache closed while a load waited for budget."""
 
 
-def navmesh_nbytes(nav: Any) -> int:
-    """Bytes of the numpy arrays a NavMesh holds (its attributes, one level deep)."""
-    if nav is None:
-        return 0
-    total = 0
-    for v in vars(nav).values():
-        if isinstance(v, np.ndarray):
-            total += v.nbytes
-    return total
 
 
 def _default_reader(path):
@@ -192,6 +186,7 @@ class SceneLoader:
             path = ps.path or source.scene_path
             self._enter_stage(scene_id, "building the shading tables")
             sd = build_shading_data(ps, path)
+            sd = sensor_mips(sd, self.renderer.options)
             if self.device.startswith("cuda"):
                 sd = _pin(sd)
             self._enter_stage(scene_id, "reading the navmesh and preparing its navigation")
@@ -199,7 +194,8 @@ class SceneLoader:
             if nav is not None:
                 check_navmesh(source, nav, header)
             nv, nt = int(ps.positions.shape[0]), int(ps.indices.shape[0])
-            nbytes = sd.nbytes + int(self.renderer.accel_bytes(nv, nt)) + navmesh_nbytes(nav)
+            footprint = scene_footprint(sd, self.renderer, nv, nt, navmesh_nbytes(nav))
+            nbytes = sum(footprint.values())
             if reserve is not None:
                 self._enter_stage(scene_id, "waiting for room in the cache budget")
                 ticket = reserve(nbytes, source)
@@ -209,7 +205,7 @@ class SceneLoader:
             # episode-supply visit counted, so the episodes of the scene's next visit do not depend on it)
             prepared = self.prepare(scene_id, nav) if self.prepare is not None and nav is not None else None
             return LoadedScene(source, sd, accel, nav, header, nv, nt,
-                               nbytes, time.perf_counter() - t0, ticket, prepared, ps.semantics)
+                               nbytes, time.perf_counter() - t0, ticket, prepared, ps.semantics, footprint)
         except Exception as e:  # quarantine boundary: see the module docstring
             if ticket is not None and self._release is not None:
                 self._release(ticket)

@@ -24,7 +24,7 @@ class PointGoalEncoder(nn.Module):
         self.goal = nn.Linear(3, self.out_dim)
 
     def forward(self, goal, visual_encoder=None):
-        """(distance, angle) [N, 2] -> features [N, out_dim]."""
+        """[N, 2] pointgoal -> [N, 32] features."""
         rho, phi = goal[:, 0:1], goal[:, 1:2]
         return F.relu(self.goal(torch.cat([rho, torch.cos(phi), torch.sin(phi)], 1)))
 
@@ -41,7 +41,7 @@ class ObjectGoalEncoder(nn.Module):
         self.gps = nn.Linear(2, 32)
 
     def forward(self, goal, visual_encoder=None):
-        """(objectgoal, compass, gps x2) [N, 4] -> features [N, out_dim]."""
+        """[N, 4] (category, compass, gps) -> [N, 96] features."""
         cat = goal[:, 0].long().clamp(0, self.category.num_embeddings - 1)
         c = goal[:, 1:2]
         return torch.cat([self.category(cat), self.compass(torch.cat([torch.cos(c), torch.sin(c)], 1)),
@@ -58,6 +58,6 @@ class ImageGoalEncoder(nn.Module):
         self.cnn = args.make_cnn(3) if args.in_channels != 3 else None
 
     def forward(self, goal, visual_encoder=None):
-        """Goal images [N, H, W, 3] uint8 -> features [N, out_dim] (``visual_encoder``: the policy's CNN)."""
+        """[N, H, W, 3] uint8 goal image -> [N, hidden] features (``visual_encoder``: the policy's)."""
         enc = visual_encoder if self.cnn is None else self.cnn
         return enc(goal.float().permute(0, 3, 1, 2) / 255.0)

@@ -1,16 +1,16 @@
 """The task seam: ``TaskSpec``, everything the env, the step, the world and the trainer need from
 a task, in one typed record. Each task module defines ``SPEC = TaskSpec(...)`` and
 ``bps_runtime.tasks.TASKS`` names the module; nothing outside ``tasks/`` names a task
-(tests/test_task_seam.py checks every registered task against this record and greps the generic
-layers for task names).
+(tests/test_task_seam.py checks every registered spec and greps the generic layers).
 
-A spec gives: its name, options class and actions; the step (schema, State / Out structs,
-params, kernels, staging columns, named sizes); what a step returns (observations declared once,
-info, outcome); where episodes come from (``supply``, ``check_dataset``); an optional host hook
-(e.g. goal images written into the ring when episodes are queued); ``goal_record`` for
-``episode_goals()``; ``camera`` (sensor geometry defaults); and the trainer's goal input and goal
-encoder. The fields below document each member; docs/ARCHITECTURE.md "How to add a task" walks
-through one.
+Members: name, options class (``TASK`` = name) and defaults, actions; the step (schema = CORE +
+the task's fields, State / Out, params, max_move, the three kernels, staging = STAGE + its
+columns, ``sizes(resolution)``: named field sizes); what a step returns (``observations``,
+``info`` / ``episode_info`` / ``outcome``); episodes (``supply(SupplyRequest)`` -> (supply,
+entries), ``check_dataset(manifest, entries)``); ``host_hook(HostContext)`` -> a ``HostHook``
+or None (ImageNav's goal images); ``goal_record(record, episode id, heading)`` (its
+``episode_goals()`` entries); ``camera`` (sensor geometry defaults); the trainer's
+``goal_input(obs)``, ``goal_input_spec(resolution)``, ``goal_encoder(GoalEncoderArgs)``.
 """
 from __future__ import annotations
 

@@ -1,0 +1,99 @@
+"""A resident scene's bytes by part: what the scene cache charges for it, broken down.
+
+``scene_footprint(shading, renderer, num_vertices, num_triangles, navigation_bytes)`` -> a dict
+of ints (bytes) with the keys ``PARTS``; their sum is what the cache charges for the scene:
+- bvh: the renderer's acceleration structure (its estimate, ``renderer.accel_breakdown``)
+- geometry: the vertex buffer the renderer holds and the triangle index buffer, one array that
+  the shading tables and the BVH share (a renderer that copies them counts its copies here)
+- shading: the per-vertex / per-triangle / per-material shading tables (uvs, colours, material
+  and mip bias per triangle, instance ids)
+- textures: the texel blocks of every kept mip level and their level tables
+- navigation: the navmesh's arrays
+A renderer without ``accel_breakdown`` has its whole ``accel_bytes`` counted as bvh.
+Measurements: docs/PERFORMANCE.md ("Resident bytes per scene").
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..render.shading_data import ShadingData
+
+PARTS = ("bvh", "geometry", "shading", "textures", "navigation")
+TEXTURE_TABLES = ("tex_data", "level_info", "tex_nlevels", "tex_format")
+GEOMETRY_TABLES = ("indices",)
+
+
+def scene_footprint(shading: ShadingData, renderer: Any, num_vertices: int, num_triangles: int,
+                    navigation_bytes: int = 0) -> dict[str, int]:
+    """The bytes a resident scene holds, by part (see the module docstring)."""
+    arrays = shading.arrays()
+    textures = sum(a.nbytes for k, a in arrays.items() if k in TEXTURE_TABLES)
+    geometry = sum(a.nbytes for k, a in arrays.items() if k in GEOMETRY_TABLES)
+    accel = dict(renderer.accel_breakdown(num_vertices, num_triangles))
+    return {"bvh": int(accel.get("bvh", 0)), "geometry": geometry + int(accel.get("geometry", 0)),
+            "shading": shading.nbytes - textures - geometry, "textures": textures,
+            "navigation": int(navigation_bytes)}
+
+
+def navmesh_nbytes(nav: Any) -> int:
+    """Bytes of the numpy arrays a NavMesh holds (its attributes, one level deep)."""
+    if nav is None:
+        return 0
+    total = 0
+    for v in vars(nav).values():
+        if isinstance(v, np.ndarray):
+            total += v.nbytes
+    return total
+
+
+def add_footprints(footprints) -> dict[str, int]:
+    """Part-wise sum of several scenes' footprints (the cache report's total)."""
+    total = dict.fromkeys(PARTS, 0)
+    for f in footprints:
+        for k in PARTS:
+            total[k] += int(f.get(k, 0))
+    return total
+
+
+def decoded_scan_bytes(scene) -> int:
+    """Bytes of a packed scene decoded the plain way: positions, indices, uvs, colours and RGBA8
+    texels of every texture's level 0 (no mips): the yardstick the resident bytes are held to."""
+    total = sum(a.nbytes for a in (scene.positions, scene.indices, scene.uvs, scene.colors) if a is not None)
+    levels = np.zeros((0, 6), np.int64) if scene.tex_levels is None else \
+        np.asarray(scene.tex_levels, np.int64).reshape(-1, 6)
+    top = levels[levels[:, 1] == 0]
+    return int(total + (top[:, 2] * top[:, 3] * 4).sum())
+
+
+def packed_scene_footprint(path: str, navmesh_path: str | None = None) -> dict:
+    """What a packed scene would hold resident for the default sensor (64x64 depth / RGB), by part,
+    under the Embree renderer (CPU) and the Warp backend's estimate (GPU), beside its decoded size: {"decoded_scan": int, "embree": {...},
+    "warp": {...}} (footprints as ``scene_footprint``). Reads the file (and the navmesh, if given)."""
+    from bps_assets.packed_scene import read_packed_scene
+
+    from ..render.embree import EmbreeRenderer
+    from ..render.mips import sensor_mips
+    from ..render.protocol import RenderOptions
+    from ..render.shading_data import build_shading_data
+    from ..render.warp_backend import warp_accel_breakdown
+
+    ps = read_packed_scene(path)
+    opts = RenderOptions(threads=1)
+    sd = sensor_mips(build_shading_data(ps, path), opts)
+    nav = 0
+    if navmesh_path:
+        from bps_assets.nav import load_navmesh
+        nav = navmesh_nbytes(load_navmesh(navmesh_path))
+    nv, nt = int(ps.positions.shape[0]), int(ps.indices.shape[0])
+    r = EmbreeRenderer(opts)
+    try:
+        cpu = scene_footprint(sd, r, nv, nt, nav)
+    finally:
+        r.close()
+
+    class _Warp:
+        accel_breakdown = staticmethod(warp_accel_breakdown)
+
+    return {"decoded_scan": decoded_scan_bytes(ps), "embree": cpu, "warp": scene_footprint(sd, _Warp, nv, nt, nav)}

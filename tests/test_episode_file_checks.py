@@ -1,0 +1,96 @@
+"""Episode files that are wrong but parse: repeated episode ids, category ids out of range or
+shared, huge goal object ids, and files over the episode / view-point caps are one typed error
+naming the file and the episode (bps_assets.nav readers, which the runtime calls)."""
+from __future__ import annotations
+
+import copy
+import gzip
+import json
+
+import pytest
+
+from bps_assets.errors import InputError, ResourceLimitError
+from bps_assets.nav import episodes as pn
+from bps_assets.nav import objectnav_files as on
+
+Q = [0.0, 0.0, 0.0, 1.0]
+
+
+def _objectnav_doc(n=3):
+    vp = on.make_view_point([1.0, 0.0, 1.0], Q, 0.5)
+    goal = on.make_object_goal([1.0, 0.5, 1.5], 7, "chair", [vp])
+    eps = [on.make_objectnav_episode(i, "scene/a.glb", [0.0, 0.0, 0.0], Q, "chair") for i in range(n)]
+    return {"episodes": eps, "goals_by_category": {"a.glb_chair": [goal]},
+            "category_to_task_category_id": {"chair": 0, "bed": 1},
+            "category_to_scene_annotation_category_id": {"chair": 3, "bed": 4}}
+
+
+def _write(tmp_path, doc, name="val"):
+    d = tmp_path / name
+    d.mkdir(exist_ok=True)
+    p = d / f"{name}.json.gz"
+    p.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    return p
+
+
+def test_a_good_file_reads(tmp_path):
+    ds = on.read_objectnav_dataset(_write(tmp_path, _objectnav_doc()))
+    assert len(ds.episodes) == 3
+
+
+@pytest.mark.parametrize("edit,msg", [
+    (lambda d: d["episodes"][2].update(episode_id="0"), r"episode 2 \(id '0'\): episode_id repeats episode 0"),
+    (lambda d: d["category_to_task_category_id"].update(bed=-1), r"category_to_task_category_id\['bed'\] = -1"),
+    (lambda d: d["category_to_task_category_id"].update(bed=10**30), r"= 10{30}"),
+    (lambda d: d["category_to_task_category_id"].update(bed=0), "gives two categories one task id"),
+    (lambda d: d["category_to_scene_annotation_category_id"].update(bed=-3), r"scene_annotation_category_id\['bed'\] = -3"),
+    (lambda d: d["goals_by_category"]["a.glb_chair"][0].update(object_id=2**70), "object_id 1180591620717411303424"),
+    (lambda d: d["goals_by_category"]["a.glb_chair"][0].update(object_id=-2), "object_id -2"),
+])
+def test_objectnav_file_problems_are_one_typed_error(tmp_path, edit, msg):
+    doc = _objectnav_doc()
+    edit(doc)
+    p = _write(tmp_path, doc)
+    with pytest.raises(InputError, match=msg) as e:
+        on.read_objectnav_dataset(p)
+    assert str(p) in str(e.value) and len(str(e.value).splitlines()) == 1
+
+
+def test_view_points_per_goal_are_capped(tmp_path, monkeypatch):
+    monkeypatch.setattr(on, "MAX_VIEW_POINTS_PER_GOAL", 4)
+    doc = _objectnav_doc()
+    g = doc["goals_by_category"]["a.glb_chair"][0]
+    g["view_points"] = g["view_points"] * 5
+    with pytest.raises(ResourceLimitError, match="5 view points, more than the cap of 4"):
+        on.read_objectnav_dataset(_write(tmp_path, doc))
+
+
+def test_episode_and_view_point_counts_are_refused_before_parsing(tmp_path, monkeypatch):
+    import bps_assets.nav.episodes as module
+
+    monkeypatch.setattr(module, "MAX_EPISODES_PER_FILE", 2)
+    calls = []
+    real = module.parse_json
+    monkeypatch.setattr(module, "parse_json", lambda *a, **k: calls.append(1) or real(*a, **k))
+    p = _write(tmp_path, _objectnav_doc(3))
+    with pytest.raises(ResourceLimitError, match="3 episodes in one file, more than the cap of 2"):
+        on.read_objectnav_dataset(p)
+    assert calls == []   # refused before the JSON became Python objects
+    monkeypatch.setattr(module, "MAX_EPISODES_PER_FILE", 10)
+    monkeypatch.setattr(module, "MAX_VIEW_POINTS_PER_FILE", 0)
+    with pytest.raises(ResourceLimitError, match="1 view points in one file"):
+        on.read_objectnav_dataset(p)
+
+
+def test_pointnav_repeated_ids_are_refused(tmp_path):
+    eps = [pn.make_episode(i, "scene/a.glb", [0.0, 0.0, 0.0], Q, [1.0, 0.0, 1.0], 1.5) for i in range(3)]
+    ok = _write(tmp_path, {"episodes": eps}, "ok")
+    assert len(pn.read_pointnav_dataset(ok)) == 3
+    dup = copy.deepcopy(eps)
+    dup[1]["episode_id"] = 0   # an int and the string "0" are one id once read
+    p = _write(tmp_path, {"episodes": dup}, "dup")
+    with pytest.raises(InputError, match=r"episode 1 \(id '0'\): episode_id repeats episode 0 in scene"):
+        pn.read_pointnav_dataset(p)
+    other = copy.deepcopy(eps)
+    other[1].update(episode_id=eps[0]["episode_id"], scene_id="scene/b.glb")   # same id, other scene: fine
+    assert len(pn.read_pointnav_dataset(_write(tmp_path, {"episodes": other}, "other"))) == 3

@@ -1,0 +1,220 @@
+"""bps-train's output folder and checkpoints under careless use: one run per OUT_DIR (a lock
+that survives kill -9), every checkpoint field checked (whole-payload checksum, counter ranges,
+RNG states, weights that do not fit) with one line per failure."""
+from __future__ import annotations
+
+import math
+import re
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+import torch
+
+
+HOLD = """
+import sys, time
+from bps_train import run_lock
+lock = run_lock.hold(sys.argv[1])
+print("held", flush=True)
+time.sleep(120)
+"""
+
+
+def _holder(folder):
+    p = subprocess.Popen([sys.executable, "-c", HOLD, str(folder)], stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "held"
+    return p
+
+
+def _cli(args):
+    return subprocess.run([sys.executable, "-m", "bps_train.train", *args], capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_a_second_run_on_a_held_folder_refuses_naming_the_holder(tmp_path):
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text("{}")
+    out = tmp_path / "run"
+    out.mkdir()
+    p = _holder(out)
+    try:
+        r = _cli(["--dataset", str(manifest), "--out-dir", str(out)])
+        assert r.returncode == 2 and "Traceback" not in r.stderr
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and f"pid {p.pid}" in lines[0] and str(out) in lines[0], lines
+        # --eval writes its own files: a training run holding OUT_DIR does not stop it
+        r = _cli(["--dataset", str(manifest), "--out-dir", str(out), "--eval", "random", "--video", "1"])
+        assert "another bps-train run" not in r.stderr
+    finally:
+        p.kill()
+        p.wait()
+
+
+def test_a_lock_left_by_kill_9_is_taken_over_with_one_line(tmp_path):
+    from bps_train import run_lock
+
+    p = _holder(tmp_path)
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait()
+    said = []
+    lock = run_lock.hold(tmp_path, log=said.append)
+    assert len(said) == 1 and f"pid {p.pid}" in said[0] and "taking over" in said[0]
+    assert (tmp_path / run_lock.TRAIN).read_text().strip() == str(os.getpid())
+    lock.release()
+    said.clear()
+    run_lock.hold(tmp_path, log=said.append).release()   # released cleanly: nothing to say
+    assert said == []
+
+
+def _state(**kw):
+    from bps_train import checkpoint
+
+    policy = {"w": torch.full((4, 4), 0.5), "b": torch.zeros(4)}
+    s = {"policy": policy, "optimizer": {"state": {}, "param_groups": []}, "update": 2, "global_step": 64,
+         "seconds": 3.0, "world": 1, "args": {}, "identity": {}, "rng": [checkpoint.rng_state()]}
+    s.update(kw)
+    return s
+
+
+def _resave(path, edit):
+    """Edit a saved checkpoint's payload and store it again with a valid checksum."""
+    from bps_train import checkpoint
+
+    ckpt = torch.load(path, weights_only=True)
+    edit(ckpt)
+    ckpt["checksum"] = checkpoint.payload_checksum(ckpt)
+    torch.save(ckpt, path)
+
+
+def test_a_flipped_rng_byte_is_caught_by_the_payload_checksum(tmp_path):
+    from bps_assets.errors import CorruptFileError
+    from bps_train import checkpoint
+
+    path = tmp_path / "c.pt"
+    checkpoint.save(path, _state())
+    ckpt = torch.load(path, weights_only=True)
+    ckpt["rng"][0]["numpy"]["keys"][7] ^= 1   # the RNG state sits outside the tensors of the weights
+    torch.save(ckpt, path)
+    with pytest.raises(CorruptFileError, match="checksum does not match"):
+        checkpoint.load(path)
+
+
+@pytest.mark.parametrize("edit,msg", [
+    (lambda c: c.update(update=10**12, global_step=10**12 * 32), "'update' = 1000000000000 is out of range"),
+    (lambda c: c.update(update=-5), "'update' = -5 is out of range"),
+    (lambda c: c.update(global_step=2**60), "'global_step'"),
+    (lambda c: c.update(update=100, global_step=64), "100 updates but only 64 frames"),
+    (lambda c: c.update(seconds=math.nan), "'seconds' = nan"),
+    (lambda c: c.update(world=0), "'world' = 0"),
+    (lambda c: c["rng"][0].update(torch=torch.zeros(17, dtype=torch.uint8)), "RNG state of rank 0: torch state"),
+    (lambda c: c["rng"][0]["numpy"].update(pos=9999), "numpy state pos"),
+    (lambda c: c["rng"][0]["python"]["internal"].pop(), "python state"),
+])
+def test_checkpoint_fields_out_of_range_are_one_line(tmp_path, edit, msg):
+    from bps_assets.errors import CorruptFileError
+    from bps_train import checkpoint
+
+    path = tmp_path / "c.pt"
+    checkpoint.save(path, _state())
+    _resave(path, edit)
+    with pytest.raises(CorruptFileError, match=msg.replace("(", r"\(").replace("[", r"\[")) as e:
+        checkpoint.load(path)
+    assert len(str(e.value).splitlines()) == 1 and str(path) in str(e.value)
+
+
+@pytest.mark.parametrize("edit", [
+    lambda c: c["policy"].update(w=torch.zeros(3, 3)),            # wrong shape
+    lambda c: c["policy"].update(extra=torch.zeros(1)),           # a key the policy lacks
+])
+def test_weights_that_do_not_fit_are_one_line(tmp_path, edit):
+    from bps_assets.errors import CorruptFileError
+    from bps_train import checkpoint
+
+    class Tiny(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.zeros(4, 4))
+            self.b = torch.nn.Parameter(torch.zeros(4))
+
+    path = tmp_path / "c.pt"
+    checkpoint.save(path, _state())
+    _resave(path, edit)
+    ckpt = checkpoint.load(path)
+    with pytest.raises(CorruptFileError, match="weights do not fit") as e:
+        checkpoint.restore(path, ckpt, Tiny())
+    assert len(str(e.value).splitlines()) == 1
+    good = tmp_path / "good.pt"
+    checkpoint.save(good, _state())
+    checkpoint.restore(good, checkpoint.load(good), Tiny())   # the unedited one fits
+
+
+def test_a_saved_checkpoint_round_trips_and_its_rng_states_set(tmp_path):
+    from bps_train import checkpoint
+
+    path = tmp_path / "c.pt"
+    checkpoint.save(path, _state())
+    ckpt = checkpoint.load(path)
+    assert ckpt["version"] == checkpoint.VERSION and ckpt["update"] == 2
+    checkpoint.set_rng_state(ckpt["rng"][0])
+    a = torch.rand(3)
+    checkpoint.set_rng_state(ckpt["rng"][0])
+    assert torch.equal(a, torch.rand(3))
+
+
+
+def test_eval_video_count_is_capped_at_the_episodes_evaluated(dataset, tmp_path, capsys):
+    from bps_train.train import run
+
+    out = tmp_path / "run"
+    res = run(["--dataset", str(dataset), "--out-dir", str(out), "--eval", "random", "--eval-episodes", "2",
+               "--video", "5", "--video-format", "png", "--resolution", "32", "--threads", "1"])
+    assert res["episodes"] == 2 and len(res["videos"]) == 2
+    err = capsys.readouterr().err
+    assert "--video 5 capped at the 2 episode(s) evaluated" in err
+
+
+def test_optimizer_moments_of_another_shape_are_one_line(tmp_path):
+    from bps_assets.errors import CorruptFileError
+    from bps_train import checkpoint
+    from bps_train.lamb import Lamb
+
+    model = torch.nn.Linear(4, 2)
+    opt = Lamb(model.parameters(), lr=1e-3)
+    model(torch.ones(1, 4)).sum().backward()
+    opt.step()
+    path = tmp_path / "c.pt"
+    checkpoint.save(path, _state(policy=model.state_dict(), optimizer=opt.state_dict()))
+    fresh = torch.nn.Linear(4, 2)
+    checkpoint.restore(path, checkpoint.load(path), fresh, Lamb(fresh.parameters(), lr=1e-3))
+
+    def shrink(c):
+        st = c["optimizer"]["state"][0]
+        key = next(k for k, v in st.items() if isinstance(v, torch.Tensor) and v.dim())
+        st[key] = st[key][:1]
+    _resave(path, shrink)
+    with pytest.raises(CorruptFileError, match=r"optimizer state: [mv] is not a torch.float32 tensor of shape \(2, 4\)"):
+        checkpoint.restore(path, checkpoint.load(path), fresh, Lamb(fresh.parameters(), lr=1e-3))
+
+
+@pytest.mark.parametrize("edit,msg", [
+    (lambda g: g.update(lr=math.nan), "optimizer settings: lr = nan outside"),
+    (lambda g: g.update(weight_decay=1e308), "optimizer settings: weight_decay = 1e+308 outside"),
+    (lambda g: g.update(betas=(0.9,)), "optimizer settings: betas = (0.9,)"),
+    (lambda g: g.pop("eps"), "optimizer settings: settings ["),
+])
+def test_optimizer_settings_that_would_fail_the_first_step_are_one_line(tmp_path, edit, msg):
+    from bps_assets.errors import CorruptFileError
+    from bps_train import checkpoint
+    from bps_train.lamb import Lamb
+
+    model = torch.nn.Linear(4, 2)
+    opt = Lamb(model.parameters(), lr=1e-3)
+    path = tmp_path / "c.pt"
+    checkpoint.save(path, _state(policy=model.state_dict(), optimizer=opt.state_dict()))
+    _resave(path, lambda c: edit(c["optimizer"]["param_groups"][0]))
+    fresh = torch.nn.Linear(4, 2)
+    with pytest.raises(CorruptFileError, match=re.escape(msg)):
+        checkpoint.restore(path, checkpoint.load(path), fresh, Lamb(fresh.parameters(), lr=1e-3))

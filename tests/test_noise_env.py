@@ -34,33 +34,37 @@ def _make(manifest, **kw):
 
 
 def _run(manifest, steps=24, **kw):
+    """([(depth, rgb, position or None at the reset)] per step, the scene ids seen)."""
     env = _make(manifest, **kw)
     g = torch.Generator().manual_seed(0)
     obs = env.reset()
     trace = [(obs["depth"].clone(), obs["rgb"].clone(), None)]
+    scenes = set(env.last_info["scene_id"])
     for _ in range(steps):
         obs, rew, done, info = env.step(torch.randint(0, 4, (4,), generator=g))
         trace.append((obs["depth"].clone(), obs["rgb"].clone(), info["position"].clone()))
+        scenes |= set(info["scene_id"])
     env.close()
-    return trace
+    return trace, scenes
 
 
 def test_seeded_swaps_with_noise_repeat_bit_for_bit(manifest):
     kw = dict(noise=NOISE, cache={"slots": 1, "swap_every": 3}, seed=3)
-    a, b = _run(manifest, **kw), _run(manifest, **kw)
+    (a, seen), (b, _) = _run(manifest, **kw), _run(manifest, **kw)
+    assert len(seen) == 2      # the one slot swapped between the two train scenes
     for (d1, c1, p1), (d2, c2, p2) in zip(a, b):
         assert torch.equal(d1, d2) and torch.equal(c1, c2)
         assert p1 is None or torch.equal(p1, p2)
-    clean = _run(manifest, cache={"slots": 1, "swap_every": 3}, seed=3)
+    clean, _ = _run(manifest, cache={"slots": 1, "swap_every": 3}, seed=3)
     assert not torch.equal(a[0][0], clean[0][0]) and not torch.equal(a[0][1], clean[0][1])
     # another seed: other noise
-    other = _run(manifest, steps=0, noise=NOISE, cache={"slots": 1, "swap_every": 3}, seed=4)
+    other, _ = _run(manifest, steps=0, noise=NOISE, cache={"slots": 1, "swap_every": 3}, seed=4)
     assert not torch.equal(other[0][1], a[0][1])
 
 
 def test_noise_off_is_the_noiseless_env(manifest):
     off = {"depth": "none", "rgb": "none", "actuation": "none"}
-    a, b = _run(manifest, steps=6, seed=2), _run(manifest, steps=6, seed=2, noise=off)
+    (a, _), (b, _) = _run(manifest, steps=6, seed=2), _run(manifest, steps=6, seed=2, noise=off)
     for (d1, c1, p1), (d2, c2, p2) in zip(a, b):
         assert torch.equal(d1, d2) and torch.equal(c1, c2) and (p1 is None or torch.equal(p1, p2))
 
@@ -127,7 +131,7 @@ def test_challenge2021_preset_as_make_keywords(manifest):
 def test_warp_frame_path_with_noise_matches_embree(manifest):
     """The Warp renderer's frame (inside the step) gets the same noise as the Embree path's
     (same keys and counters): the noisy frames agree up to the renderers' own ~1e-6 differences."""
-    warp, embree = (_run(manifest, steps=4, noise=NOISE, seed=5, renderer=r) for r in ("warp", "embree"))
+    warp, embree = (_run(manifest, steps=4, noise=NOISE, seed=5, renderer=r)[0] for r in ("warp", "embree"))
     for (dw, cw, pw), (de, ce, pe) in zip(warp, embree):
         assert pw is None or torch.equal(pw, pe)
         assert ((dw - de).abs() < 1e-4).float().mean() > 0.98

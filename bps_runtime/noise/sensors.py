@@ -37,6 +37,7 @@ class SensorParams:
     depth_mult: float
     depth_norm: int             # 1: depth arrives and leaves as habitat's 0-1 of [lo, hi] (camera.finish_depth)
     depth_lo: float
+    depth_inv: float            # 1 / (hi - lo): a multiply per pixel, not a division
     depth_hi: float
     table: wp.array3d(dtype=float)
     zig: wp.array(dtype=float)   # rng.zig_table()
@@ -159,7 +160,7 @@ def sensor_noise_kernel(p: SensorParams, depth_in: wp.array3d(dtype=float), dept
         for i in range(width):
             v, s = redwood(p, depth_in, e, j, i, sx, sy, s)
             if p.depth_norm != 0:     # as the sensor: clip to [lo, hi], scale to [0, 1]
-                v = (wp.clamp(v, p.depth_lo, p.depth_hi) - p.depth_lo) / (p.depth_hi - p.depth_lo)
+                v = (wp.clamp(v, p.depth_lo, p.depth_hi) - p.depth_lo) * p.depth_inv
             depth_out[e, j, i] = v
     if p.rgb_kind != 0:
         s = rng.stream(key, c, rng.RGB, j)
@@ -218,6 +219,7 @@ class SensorNoise:
         p.depth_on = int(self.depth_on)
         p.depth_mult = float(options.depth_mult)
         p.depth_norm, p.depth_lo, p.depth_hi = int(bool(normalized)), float(min_depth), float(max_depth)
+        p.depth_inv = 1.0 / (p.depth_hi - p.depth_lo)
         self._table = wp.array(load_table(), dtype=float, device=self.wdev)
         p.table = self._table
         self._zig = wp.array(rng.zig_table(), dtype=float, device=self.wdev)
@@ -265,7 +267,7 @@ class SensorNoise:
     @staticmethod
     def _copy(p, **changes):
         q = SensorParams()
-        for name in ("depth_on", "depth_mult", "depth_norm", "depth_lo", "depth_hi", "table", "zig", "shuffle", "rgb_kind", "rgb_intensity",
+        for name in ("depth_on", "depth_mult", "depth_norm", "depth_lo", "depth_hi", "depth_inv", "table", "zig", "shuffle", "rgb_kind", "rgb_intensity",
                      "rgb_mean", "rgb_sigma", "salt_vs_pepper", "amount"):
             setattr(q, name, changes.get(name, getattr(p, name)))
         return q

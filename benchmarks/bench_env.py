@@ -7,6 +7,7 @@ swaps, loads waited for, peak RSS, torch ops / Warp launches / host syncs per st
     python benchmarks/bench_env.py --synth DIR [--synth-scenes 10 --synth-size gibson] ...
     python benchmarks/bench_env.py MANIFEST --task objectnav   # ObjectNav / ImageNav (sampled episodes)
     python benchmarks/bench_env.py COMPOSED_MANIFEST --compare-flattened   # instances vs one mesh
+    python benchmarks/bench_env.py MANIFEST --noise depth=redwood,actuation=locobot-ilqr   # with noise
 
 ``--compare-flattened`` (composed datasets, issue 31) runs the benchmark twice in one process,
 alternating: scenes loaded as instances of shared assets, then flattened into one mesh each

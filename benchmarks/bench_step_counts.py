@@ -8,6 +8,7 @@ rooms of tests/inmemory_scenes.py, Embree renderer, 16x16 depth).
     python benchmarks/bench_step_counts.py --task objectnav  # ObjectNav (1 / 50 goal objects too)
     python benchmarks/bench_step_counts.py --task imagenav   # ImageNav (RGB; goal images at queue time)
     python benchmarks/bench_step_counts.py --task instance_imagenav   # goal images from each episode's camera
+    python benchmarks/bench_step_counts.py --noise depth=redwood,actuation=locobot-ilqr   # with noise
 
 ``--capture`` records the graphs on Warp's CPU device (``fused_step.CAPTURE_DEVICES``, as the
 tests do; one CPU thread): what a captured CUDA step launches, counted here.
@@ -35,6 +36,8 @@ def main(argv=None):
     from bps_runtime.tasks import TASKS
 
     ap.add_argument("--task", choices=TASKS, default="pointnav")
+    ap.add_argument("--noise", default="", help="make()'s noise as key=value text or a preset (docs/NOISE.md); "
+                                               "its launches are the 'noise' phase")
     a = ap.parse_args(argv)
     if a.capture and a.renderer != "warp":
         ap.error("--capture needs --renderer warp (the frame is in the graph only as a Warp launch)")
@@ -48,6 +51,8 @@ def main(argv=None):
     for n, k, goals in cases:
         scenes = [room(f"r{i}", 3.0 + 0.5 * i, 4.0, pillars=[(1.0, -2.0, 1.5, -1.5)]) for i in range(k)]
         kw = {} if a.renderer == "embree" else {"renderer": "warp"}
+        if a.noise:
+            kw["noise"] = a.noise
         if a.task != "pointnav":
             from bps_runtime.tasks import task_spec
             eps, targets = _episodes(scenes, goals, a.task != "imagenav", a.task == "instance_imagenav")
@@ -76,6 +81,7 @@ def main(argv=None):
                           for p, (a, b, s) in sorted(tot.items()))
         graph = f" [{env.capture_status}]" if a.capture else ""
         gl = f" goal objects={goals}" if a.task != "pointnav" else ""
+        gl += f" noise={a.noise}" if a.noise else ""
         print(f"{a.task} envs={n} scenes={k}{gl}{graph}: {parts}", flush=True)
         env.close()
 

@@ -30,6 +30,7 @@ import torch
 
 from bps_assets.container import atomic_write, remove_stale_temps
 from bps_assets.errors import ConfigError, CorruptFileError, InputError, OutputWriteError
+from bps_runtime.noise.options import DEFAULTS as NO_NOISE
 
 FORMAT = "bps-train checkpoint"
 VERSION = 4
@@ -54,14 +55,23 @@ def identity(args, dataset_sha256: str) -> dict:
     return {"dataset_sha256": dataset_sha256, **{k: getattr(args, k) for k in IDENTITY_ARGS}}
 
 
+# PointNav options added after checkpoints were written: in the identity only when changed, so
+# an older PointNav checkpoint (sliding on, pointgoal with GPS+compass) still resumes
+POINTNAV_LATER = {"sliding": True, "gps_compass": True}
+
+
 def env_identity(config) -> dict:
     """The part of the env's ``EnvConfig`` (``env.config``) a resumed run must share: the task's
-    rules, the sensors, the episodes' source and supply (not seeds, threads, device, cache)."""
+    rules, the sensors, the episodes' source and supply, the noise (not seeds, threads, device, cache)."""
     d = config.to_dict()
     resources = getattr(type(config.task), "RESOURCES", ())   # memory budgets and the like
-    task = {k: v for k, v in d["task"].items() if k not in resources}
-    return {"task": task, "sensors": d["sensors"],
-            "episodes": {"source": d["episodes"]["source"], "supply": d["episodes"]["supply"]}}
+    task = {k: v for k, v in d["task"].items() if k not in resources
+            and not (d.get("task_name") == "pointnav" and POINTNAV_LATER.get(k, ()) == v)}
+    out = {"task": task, "sensors": d["sensors"],
+           "episodes": {"source": d["episodes"]["source"], "supply": d["episodes"]["supply"]}}
+    if d.get("noise", NO_NOISE.to_dict()) != NO_NOISE.to_dict():
+        out["noise"] = d["noise"]   # only when on: a noiseless run keeps the identity it always had
+    return out
 
 
 def check_same_run(path, saved: dict, wanted: dict) -> None:

@@ -97,6 +97,9 @@ class Args:
                           "(0: every core this process may use for the env; torch's default)")
     capture_graph: bool = arg(False, "on CUDA, replay each env group's step and frame as a captured CUDA graph "
                                      "(falls back to plain launches where capture fails; the log says which)")
+    noise: str = arg("", "sensor and actuation noise (habitat-sim's models, docs/NOISE.md): a preset (challenge2021: "
+                         "its noise) or key=value pairs, e.g. depth=redwood,rgb=gaussian,actuation=locobot-ilqr,"
+                         "multiplier=0.5 ('': none)")
     bf16: bool = arg(True, "bf16 autocast of the policy's forward passes on CUDA (never on CPU); the loss stays fp32")
 
 
@@ -111,6 +114,9 @@ def check_args(args):
         raise ConfigError(None, f"--task {args.task!r}: expected one of {', '.join(TASKS)}")
     if args.episodes not in ("sample", "dataset") and not os.path.exists(args.episodes):
         raise ConfigError(None, f"--episodes {args.episodes!r}: expected sample, dataset or an episode file")
+    if args.noise:
+        from bps_runtime.noise.presets import noise_options
+        noise_options(args.noise)   # a bad --noise fails here, before any work
     if args.lr_schedule not in ("cosine", "constant"):
         raise ConfigError(None, f"--lr-schedule {args.lr_schedule!r}: expected cosine or constant")
     if args.num_envs < 1 or args.rollout_steps < 1 or args.epochs < 1 or args.total_steps < 1:
@@ -150,6 +156,8 @@ def make_envs(args, split, num_envs, seed, episodes, double_buffer, scene_shard=
         kw["cache"] = args.cache_slots
     if args.threads:
         kw["threads"] = args.threads
+    if args.noise:
+        kw["noise"] = args.noise
     return bps_runtime.make(
         args.dataset, split=split, num_envs=num_envs,
         batch_size=num_envs // 2 if double_buffer and num_envs >= 2 and num_envs % 2 == 0 else num_envs,

@@ -56,6 +56,7 @@ class BenchOptions:
     task: str = "pointnav"       # pointnav, objectnav or imagenav (the task's defaults; episodes sampled)
     no_stop: bool = False        # random moves without STOP (episodes end at the step limit, as a trained agent's)
     agent: str = ""              # "RADIUS,HEIGHT": the task with this agent (e.g. PointNav on ObjectNav's 0.18,0.88 navmeshes)
+    noise: str = ""              # make(noise=...) as key=value text or a preset (docs/NOISE.md); "": none
 
 
 DEFAULTS = BenchOptions()
@@ -282,7 +283,7 @@ def measure(manifest, options: BenchOptions = DEFAULTS, progress=None) -> dict:
     env = make(manifest, split=o.split, num_envs=o.num_envs, sensors=o.sensors, device=o.device,
                resolution=(o.resolution, o.resolution), renderer=renderer, seed=o.seed, episodes="sample",
                cache={"slots": o.scenes, "swap_every": o.swap_every or None}, threads=threads,
-               capture_graph=o.capture_graph, task=_task(o))
+               capture_graph=o.capture_graph, task=_task(o), noise=o.noise or None)
     dev = env.device
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     env.reset()

@@ -232,6 +232,7 @@ def _patch_env():
     wrap(S, "step_group", follow)
     wrap(S, "_render", lambda: phase("render"))
     wrap(S, "_frame", lambda: phase("render"))
+    wrap(S, "_noise", lambda: phase("noise"))      # habitat-sim's sensor noise on the frames
     wrap(S, "_host_hook", lambda: phase("render"))   # the task's host hook (ImageNav: goal images of episodes just queued)
     wrap(E, "_check_action_range", lambda: phase("input check"))
     return saved

@@ -74,11 +74,12 @@ def corridor(name="corridor", length=6.0):
 
 def make_env(scenes, num_envs=4, batch_size=None, seed=0, resolution=(16, 16), sensors=("depth",),
              episodes=None, goal_pool=8, normalize_depth=True, device="cpu", renderer="embree",
-             capture_graph=False, threads=None, task=None, goal_views=4, goals=None):
+             capture_graph=False, threads=None, task=None, goal_views=4, goals=None, noise=None):
     """BatchNavEnv over resident in-memory scenes. ``episodes``: None (sampled) or
     {scene name: [habitat episode dicts]} (dataset mode; ``goals``: {scene name: {episode id:
     EpisodeGoal}}); ``threads``: CPU threads of the
-    renderer and the step (None: every usable core); ``task``: a task's options (PointNav's)."""
+    renderer and the step (None: every usable core); ``task``: a task's options (PointNav's);
+    ``noise``: make()'s noise forms (bps_runtime.noise.presets.noise_options)."""
     worker = FieldWorker()
     supply = make_supply(seed, worker, episodes, options=SupplyOptions(goal_pool=goal_pool, goal_views=goal_views),
                          goals=goals)
@@ -87,10 +88,11 @@ def make_env(scenes, num_envs=4, batch_size=None, seed=0, resolution=(16, 16), s
                       device=device if renderer == "warp" else "cpu")
     w = World(StaticScenes(list(scenes), r), r, device=device, supply=supply, worker=worker, sensors=sensors)
     from bps_runtime.env.config import EnvConfig, SensorConfig
+    from bps_runtime.noise.presets import noise_options
 
     config = EnvConfig(num_envs=num_envs, batch_size=batch_size, seed=seed, device=str(device), threads=threads,
                        capture_graph=capture_graph, sensors=SensorConfig(sensors, resolution, normalize_depth, renderer),
-                       **({} if task is None else {"task": task}))
+                       noise=noise_options(noise), **({} if task is None else {"task": task}))
     return BatchNavEnv(w, config)
 
 

@@ -20,11 +20,11 @@ def _scenes():
     return [room("a", 3.0, 4.0, pillars=[(1.0, -2.0, 1.5, -1.5)]), room("b", 4.0, 3.5)]
 
 
-def _env(capture, monkeypatch, sensors=("depth", "rgb")):
+def _env(capture, monkeypatch, sensors=("depth", "rgb"), noise=None):
     if capture:
         monkeypatch.setattr(fused_step, "CAPTURE_DEVICES", ("cuda", "cpu"))
     env = make_env(_scenes(), num_envs=N, batch_size=N // 2, seed=3, renderer="warp", threads=1,
-                   sensors=sensors, capture_graph=capture)
+                   sensors=sensors, capture_graph=capture, noise=noise)
     env.task = TaskOptions(max_episode_steps=7)   # episodes end inside the run: auto-resets replay too
     return env
 
@@ -68,6 +68,27 @@ def test_captured_step_and_frame_match_plain_launches(monkeypatch):
         a = torch.zeros(N // 2, dtype=torch.long)
         with count_ops() as c:
             env.step(a)
+        assert dict(c.warp_launches) == {"step": {"graph": 1}}, c.summary()
+    finally:
+        env.close()
+
+
+def test_captured_step_frame_and_noise_match_plain_launches(monkeypatch):
+    """Sensor and actuation noise (issue 33) inside the group's graph: the same run bit for bit,
+    and still one graph launch a step."""
+    noise = {"depth": "redwood", "rgb": "gaussian", "actuation": "locobot-ilqr"}
+    plain = _env(False, monkeypatch, noise=noise)
+    try:
+        ref = _run(plain)
+    finally:
+        plain.close()
+    env = _env(True, monkeypatch, noise=noise)
+    try:
+        got = _run(env)
+        assert env.capture_status == "captured with the render"
+        _assert_same(ref, got)
+        with count_ops() as c:
+            env.step(torch.zeros(N // 2, dtype=torch.long))
         assert dict(c.warp_launches) == {"step": {"graph": 1}}, c.summary()
     finally:
         env.close()

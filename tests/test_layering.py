@@ -32,7 +32,7 @@ LAYERS = [
     ("bps_assets.pipeline", 5),
     # the runtime's rooms, in the order of the flow (imports point down this list)
     ("bps_runtime.threads", 6.0), ("bps_runtime.warp_init", 6.0), ("bps_runtime.grouping", 6.0),
-    ("bps_runtime.render", 6.1), ("bps_runtime.nav", 6.1),
+    ("bps_runtime.render", 6.1), ("bps_runtime.nav", 6.1), ("bps_runtime.noise", 6.1),
     ("bps_runtime.scenes", 6.2), ("bps_runtime.episodes", 6.2),
     ("bps_runtime.step", 6.3),
     ("bps_runtime.tasks", 6.4),

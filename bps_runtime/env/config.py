@@ -1,7 +1,8 @@
 """One config for ``make()``: a tree of frozen dataclasses with every default in one place.
 
 ``EnvConfig(dataset, split, num_envs, batch_size, seed, device, threads, capture_graph, sensors=
-SensorConfig, task=a task's TaskOptions, cache=CacheOptions, episodes=EpisodeConfig)``; ``from_kwargs``
+SensorConfig, task=a task's TaskOptions, cache=CacheOptions, episodes=EpisodeConfig, noise=
+NoiseOptions)``; ``from_kwargs``
 takes ``make()``'s keywords (the common ones flat, ``cache`` as None / an int of slots / a dict /
 a CacheOptions); ``to_dict`` / ``from_dict`` round-trip it through plain data (checkpoints);
 ``str(config)`` prints it. A cache seed of None means the run's seed.
@@ -15,6 +16,8 @@ import numpy as np
 from bps_assets.errors import ConfigError
 
 from ..episodes.supply import DEFAULTS as SUPPLY_DEFAULTS, SupplyOptions
+from ..noise.options import DEFAULTS as NO_NOISE, NoiseOptions
+from ..noise.presets import noise_options, preset
 from ..scenes.cache import CacheOptions
 from ..tasks import TASKS, spec_for, task_spec
 
@@ -107,10 +110,14 @@ class EnvConfig:
     task: object = TASK_DEFAULTS        # a task's TaskOptions (its TaskSpec: tasks.spec_for)
     cache: CacheOptions = field(default_factory=lambda: CacheOptions(seed=None))
     episodes: EpisodeConfig = field(default_factory=EpisodeConfig)
+    noise: NoiseOptions = NO_NOISE      # habitat-sim's sensor and actuation noise (docs/NOISE.md)
 
     def __post_init__(self):
         from ..threads import check_threads
 
+        if not isinstance(self.noise, NoiseOptions):
+            raise ConfigError(None, f"noise={self.noise!r}: expected NoiseOptions (make() also takes a preset "
+                                    "name, a dict or key=value text)")
         n, b = check_batching(self.num_envs, self.batch_size)
         object.__setattr__(self, "num_envs", n)
         object.__setattr__(self, "batch_size", b)
@@ -124,9 +131,10 @@ class EnvConfig:
     def from_kwargs(cls, dataset=None, *, split="train", num_envs=16, batch_size=None, device="cpu",
                     sensors=("depth",), resolution=(64, 64), cache=None, seed=0, renderer="embree",
                     episodes=None, normalize_depth=True, task=TASK_DEFAULTS, goal_pool=None,
-                    capture_graph=False, scene_shard=None, threads=None) -> "EnvConfig":
+                    capture_graph=False, scene_shard=None, threads=None, noise=None, camera=None) -> "EnvConfig":
         """The config of ``make()``'s keywords (``cache``: None, an int = slots, a dict of
-        CacheOptions fields, or a CacheOptions)."""
+        CacheOptions fields, or a CacheOptions; ``noise``: ``noise.presets.noise_options``'s forms;
+        ``camera``: a dict of ``CAMERA_FIELDS``)."""
         supply = SUPPLY_DEFAULTS
         if goal_pool is not None:   # SupplyOptions checks it
             supply = replace(supply, goal_pool=goal_pool)
@@ -135,10 +143,11 @@ class EnvConfig:
                    capture_graph=bool(capture_graph),
                    sensors=SensorConfig((sensors,) if isinstance(sensors, str) else tuple(sensors),
                                         tuple(resolution) if not isinstance(resolution, int) else (resolution,) * 2,
-                                        bool(normalize_depth), renderer),
+                                        bool(normalize_depth), renderer, **camera_fields(camera)),
                    task=task_options(task), cache=cache_options(cache),
                    episodes=EpisodeConfig(None if episodes is None else str(episodes), supply,
-                                          None if scene_shard is None else tuple(scene_shard)))
+                                          None if scene_shard is None else tuple(scene_shard)),
+                   noise=noise_options(noise))
 
     def cache_for_run(self) -> CacheOptions:
         """The cache options with the run's seed where none was given."""
@@ -153,7 +162,7 @@ class EnvConfig:
         """The inverse of ``to_dict``."""
         d = dict(d)
         sub = {"sensors": SensorConfig, "task": task_spec(d.pop("task_name", TASKS[0])).options,
-               "cache": CacheOptions}
+               "cache": CacheOptions, "noise": NoiseOptions}
         for k, t in sub.items():
             if k in d:
                 d[k] = t(**_tuples(d[k]))
@@ -180,6 +189,27 @@ def check_seed(seed, what: str = "seed") -> int:
 
 def _tuples(d: dict) -> dict:
     return {k: tuple(v) if isinstance(v, list) else v for k, v in d.items()}
+
+
+def camera_fields(camera) -> dict:
+    """``camera`` (None or a dict of ``CAMERA_FIELDS``) checked: ConfigError naming unknown keys."""
+    if camera is None:
+        return {}
+    bad = sorted(set(camera) - set(CAMERA_FIELDS)) if isinstance(camera, dict) else None
+    if bad is None or bad:
+        raise ConfigError(None, f"camera={camera!r}: expected a dict of {', '.join(CAMERA_FIELDS)}")
+    return dict(camera)
+
+
+def preset_kwargs(name: str) -> dict:
+    """``make()``'s keywords of a named preset (``noise.presets.PRESETS``): the sensors, their size and
+    camera, the task's rules and agent, the noise (the camera's tilt is not applied: no sensor
+    option for it yet; docs/NOISE.md)."""
+    p = preset(name)
+    s, t = p["sensors"], p["task"]
+    task = replace(task_spec(t["name"]).defaults, **{k: v for k, v in t.items() if k != "name"})
+    return {"sensors": tuple(s["kinds"]), "resolution": tuple(s["resolution"]), "task": task, "noise": p["noise"],
+            "camera": {k: s[k] for k in CAMERA_FIELDS}}
 
 
 def task_options(task):

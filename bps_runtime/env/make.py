@@ -15,7 +15,7 @@ import torch
 from bps_assets.errors import ConfigError
 
 from . import spaces as sp
-from .config import EnvConfig, check_batching
+from .config import EnvConfig, check_batching, preset_kwargs
 from .env import BatchNavEnv
 from ..tasks import TASKS
 from ..threads import check_threads
@@ -81,10 +81,20 @@ def make(dataset=None, config: EnvConfig | None = None, **kwargs) -> BatchNavEnv
       "sample" (generated per scene visit from its semantics) or an ObjectNav v1 split file;
       the dataset's navmeshes must be built for the task's agent (0.18 / 0.88 m).
 
+    - ``noise``: habitat-sim's sensor and actuation noise (docs/NOISE.md): None, a preset name, a
+      dict such as ``{"depth": "redwood", "rgb": "gaussian", "actuation": "locobot-ilqr",
+      "multiplier": 0.5}``, "key=value,..." text, or a ``NoiseOptions``; ``camera``: a dict of
+      ``sensor_height``, ``hfov_deg``, ``min_depth``, ``max_depth``.
+    - ``preset``: a named set of the above (``"challenge2021"``: habitat's realistic PointNav, its
+      RGB-D sizes, camera, rules, agent and noise); keywords given as well override it.
+
     Returns a ``BatchNavEnv``: ``reset()``, ``step(actions)``, ``send``/``recv``,
     ``observation_space``/``action_space``, ``close()``.
     """
     if config is None:
+        name = kwargs.pop("preset", None)
+        if name is not None:   # the preset's settings, the keywords given over them
+            kwargs = {**preset_kwargs(name), **kwargs}
         config = EnvConfig.from_kwargs(dataset, **kwargs)
     elif kwargs or dataset is not None:
         raise ConfigError(None, "make(): pass either config=EnvConfig(...) or keywords, not both")

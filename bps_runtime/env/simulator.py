@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ..noise.sensors import SensorNoise
 from ..step.fused import FusedStep
 from ..step.ring import EpisodeRing, LazyNames
 from ..tasks.spec import HostContext, TaskSpec
@@ -27,7 +28,16 @@ class Simulator:
         self.num_groups = self.num_envs // self.batch_size
         self.sensors, self.resolution = config.sensors.kinds, config.sensors.resolution
         self.fused = FusedStep(world.nav, self.num_envs, self.batch_size, spec, config.task, device,
-                               capture=config.capture_graph, threads=world.threads, sizes=spec.sizes(self.resolution))
+                               capture=config.capture_graph, threads=world.threads, sizes=spec.sizes(self.resolution),
+                               noise=config.noise, seed=config.seed)
+        # habitat-sim's sensor noise on the frames (one more launch, ``threads`` on the CPU), or None
+        self.sensor_noise = None
+        if config.noise.sensors_on:
+            o = config.sensors.render_options()
+            self.sensor_noise = SensorNoise(config.noise, device, normalized=o.normalize_depth,
+                                            min_depth=o.min_depth, max_depth=o.max_depth)
+        self._noise_inputs: dict = {}   # group -> (keys, counters): its envs' views, made once
+        self._raw: dict = {}            # group -> the noiseless frame buffers the Warp frame writes
         # the task's host work when episodes are queued (ImageNav: the goal images), or None
         self.host_hook = spec.host_hook(HostContext(
             ring={f.name: self.fused.state[f.name] for f in spec.schema.of("state") if f.per == "ring"},
@@ -125,6 +135,10 @@ class Simulator:
         re-rendering that pose gives the same pixels bit for bit) + the task's observations."""
         v = self._outputs(self._group_slice(g))
         frames = self.world.render(v.scene_index, v.position, v.rotation, self.sensors)
+        if self.sensor_noise is not None:
+            noisy = {k: torch.empty_like(frames[k]) for k in ("depth", "rgb") if k in frames}
+            self._noise(g, frames, noisy, None)
+            frames = {**frames, **noisy}
         obs = {k: frames[k] for k in self.sensors}
         obs.update(v.observations)
         return obs
@@ -142,9 +156,16 @@ class Simulator:
                 self._frames[g] = bufs
         v = self._outputs(self._group_slice(g))
         scene_index, pos, rot = v.scene_index, v.position, v.rotation
+        raw = bufs
+        if self.sensor_noise is not None:   # the frame into buffers of our own, the noise into bufs
+            raw = self._raw.get(g)
+            if raw is None:
+                raw = self._raw[g] = self.world.renderer.frame_buffers(self.batch_size, self.sensors)
 
         def frame(stream):
-            self._frame(scene_index, pos, rot, bufs, stream)
+            self._frame(scene_index, pos, rot, raw, stream)
+            if raw is not bufs:
+                self._noise(g, raw, bufs, stream)
 
         f.step(g, a, then=frame, then_key=(self.world.renderer.table_version, bufs["depth"].data_ptr()))
         obs = {k: bufs[k] for k in self.sensors}
@@ -155,6 +176,25 @@ class Simulator:
         """The renderer's one-launch frame of a group, queued on ``stream``."""
         self._launch_frame(scene_index, position, rotation, bufs["depth"], bufs.get("rgb"), stream=stream,
                            semantic=bufs.get("semantic"))
+
+    def _noise(self, g: int, frames: dict, out: dict, stream):
+        """habitat-sim's sensor noise from ``frames`` into ``out`` for group g: one launch (the CPU
+        without capture: one per thread, env ranges side by side, bit for bit the same)."""
+        got = self._noise_inputs.get(g)
+        if got is None:
+            sl = self._group_slice(g)
+            got = self._noise_inputs[g] = (self.fused.state["noise_key"][sl], self.fused.state["noise_t"][sl])
+        keys, counters = got
+        d_in, c_in = frames.get("depth"), frames.get("rgb")
+        d_out, c_out = out.get("depth"), out.get("rgb")
+
+        def launch(lo, hi):
+            self.sensor_noise.launch(d_in, d_out, c_in, c_out, keys, counters, lo, hi, stream=stream)
+
+        if self.device.type == "cpu" and not self.fused.capture:
+            self.fused.run_on_threads("sensor_noise", launch, self.batch_size)
+        else:
+            launch(0, self.batch_size)
 
     def step_group(self, g: int, a: torch.Tensor):
         """Group g's step with actions ``a`` [B] (checked): the host's bookkeeping, the fused

@@ -7,6 +7,7 @@ number of torch ops and Warp launches does not depend on the number of envs or s
 nothing waits for the device. The host reads the ``head`` snapshot of ``LAG`` rounds back
 (``take_snapshot``), so with ``QUEUE_DEPTH`` queued episodes an env always has its next one queued.
 Episode m of an env is ring entry ``m % RING_SIZE`` on the device and on the host alike.
+Actuation noise (``noise``) rides in the task's ``Params`` (``act`` applies it): no launch more.
 Capture (``capture=True``, CUDA): after two warm-up steps a group's launches are captured once
 and replayed; anything that moves what they point at (an arena growing, the window, the
 renderer's scene table, the frame buffers, the task's options) re-captures.
@@ -22,6 +23,9 @@ from . import kernels as sk
 from ..nav.kernels import nav_struct, window_cells
 from . import schema
 from ..nav.buffers import NavBuffers
+from ..noise.actuation import actuation_model
+from ..noise.options import DEFAULTS as NO_NOISE
+from ..noise.rng import env_keys
 
 LAG = 2      # steps between a head snapshot and the host reading it
 QUEUE_DEPTH = 2    # queued episodes per env beyond what the host has seen start
@@ -57,7 +61,8 @@ class FusedStep:
     captured CUDA graph per group)."""
 
     def __init__(self, nav: NavBuffers, num_envs: int, batch_size: int, spec, options, device,
-                 capture: bool = False, threads: int = 1, sizes: dict | None = None):
+                 capture: bool = False, threads: int = 1, sizes: dict | None = None, noise=NO_NOISE,
+                 seed: int = 0):
         self.wp = sk.init_warp()
         # CPU: the step kernel runs as `threads` env ranges side by side (one launch on CUDA)
         self._cpu = sk.CpuLaunches(threads if torch.device(device).type == "cpu" else 1)
@@ -73,6 +78,10 @@ class FusedStep:
         self.state = schema.allocate(spec.schema.of("state"), N, RING_SIZE, dev, self.sizes)
         self.out = schema.allocate(spec.schema.of("out"), N, RING_SIZE, dev, self.sizes)
         self.head = self.state["head"]
+        # the noise's per-env keys (from the run's seed) and step counters (``act`` counts)
+        self.noise = noise
+        self.state["noise_key"].copy_(torch.from_numpy(env_keys(seed, N)))
+        self._actuation = actuation_model(noise)
         # inputs
         self.actions = z(self.B, dt=torch.int64)
         cap = N * RING_SIZE
@@ -111,6 +120,10 @@ class FusedStep:
         """Stop the CPU launch threads."""
         self._cpu.close()
 
+    def run_on_threads(self, key, launch, n: int) -> None:
+        """``launch(start, stop)`` over ``n`` envs as the step's CPU ranges (``CpuLaunches``)."""
+        self._cpu.run(key, launch, n)
+
     # ------------------------------------------------------------------ structs
     def set_options(self, options) -> None:
         """The task's options from the next step on (the kernels read them as parameters)."""
@@ -125,7 +138,8 @@ class FusedStep:
     def _window(self):
         """Scratch size for the largest try_step window of the resident scenes (grown between
         steps only) and the task's parameters with it."""
-        step = self.spec.max_move(self.options)
+        # a noisy move reaches further (its truncated Gaussians' bound; 0 without noise)
+        step = self.spec.max_move(self.options) + self.noise.actuation_reach()
         key = (self.nav.min_cell, step)
         if key == self._window_key:
             return
@@ -136,6 +150,7 @@ class FusedStep:
             self.scratch = torch.zeros(self.N, self.win, dtype=torch.int32, device=self.device)
             self._structs_key = None
         self._params = self.spec.params(self.options, self.win, **self.sizes)
+        self._params.actuation = self._actuation
 
     def _structs(self):
         self._window()

@@ -1,5 +1,6 @@
 """What every task's step kernels share (``bps_runtime.tasks``): angle and SPL helpers,
-``forward`` (MOVE_FORWARD through the navigation's ``move``); generic functions (any task's
+``forward`` (MOVE_FORWARD through the navigation's ``move``), ``act`` (an action's pose, with
+habitat-sim's actuation noise when it is on: ``bps_runtime.noise.actuation``); generic functions (any task's
 ``State`` / ``Out``: the fields every navigation task declares) for the ring entry of a queued
 episode, an episode's start, the outcome outputs and the kept state of a step; ``CpuLaunches`` (a launch over
 ``n`` envs as ``threads`` contiguous ranges side by side: bit for bit the one-launch result; 1 +
@@ -15,6 +16,7 @@ import warp as wp
 
 from ..nav.kernels import PARALLEL_CPU_LAUNCHES, Nav, geodesic, move, set_module_options
 from .schema import STAGE
+from ..noise.actuation import ActuationModel, displaced, noisy_motion
 from ..warp_init import init_warp  # noqa: F401 - the one Warp initialisation, used through this module
 
 set_module_options(__name__)
@@ -29,10 +31,9 @@ def wrap_angle(a: wp.float32) -> wp.float32:
 
 
 @wp.func
-def forward(nav: Nav, win: int, scratch: wp.array2d(dtype=wp.int32), e: int, scene_i: int, p: wp.vec3,
-            y: wp.float32, step: wp.float32, sliding: bool) -> wp.vec3:
-    """Where MOVE_FORWARD (``step`` m along -Z turned by yaw ``y``) from ``p`` ends (``move``)."""
-    target = p + wp.vec3(step * -wp.sin(y), wp.float32(0.0), step * -wp.cos(y))
+def move_to(nav: Nav, win: int, scratch: wp.array2d(dtype=wp.int32), e: int, scene_i: int, p: wp.vec3,
+            target: wp.vec3, sliding: bool) -> wp.vec3:
+    """Where a move from ``p`` towards ``target`` ends (the navigation's ``move``, float64 inside)."""
     ps = wp.vec3d(wp.float64(p[0]), wp.float64(p[1]), wp.float64(p[2]))
     pe = wp.vec3d(wp.float64(target[0]), wp.float64(target[1]), wp.float64(target[2]))
     r = move(nav, win, scratch, e, scene_i, ps, pe, sliding)
@@ -40,16 +41,34 @@ def forward(nav: Nav, win: int, scratch: wp.array2d(dtype=wp.int32), e: int, sce
 
 
 @wp.func
+def forward(nav: Nav, win: int, scratch: wp.array2d(dtype=wp.int32), e: int, scene_i: int, p: wp.vec3,
+            y: wp.float32, step: wp.float32, sliding: bool) -> wp.vec3:
+    """Where MOVE_FORWARD (``step`` m along -Z turned by yaw ``y``) from ``p`` ends (``move``)."""
+    target = p + wp.vec3(step * -wp.sin(y), wp.float32(0.0), step * -wp.cos(y))
+    return move_to(nav, win, scratch, e, scene_i, p, target, sliding)
+
+
+@wp.func
 def act(nav: Nav, st: Any, scratch: wp.array2d(dtype=wp.int32), e: int, a: int, win: int, step: wp.float32,
-        turn: wp.float32, sliding: bool):
+        turn: wp.float32, sliding: bool, noise: ActuationModel):
     """Env e's pose after action ``a`` (MOVE_FORWARD 1: ``forward``; TURN_LEFT 2 / TURN_RIGHT 3:
-    yaw +- ``turn``): (position before, position after, yaw after)."""
+    yaw +- ``turn``): (position before, position after, yaw after). With actuation noise
+    (``noise.on``) the move and the turn are habitat-sim's PyRobot noisy ones (``noisy_motion``:
+    a turn translates a little too), the move still through ``move`` (sliding or not); without,
+    the exact motion as always. Counts the env's steps (``noise_t``: the noise streams' counter)."""
     p = st.pos[e]
     y = st.yaw[e]
+    c = st.noise_t[e]
+    st.noise_t[e] = c + 1
     newp = p
-    if a == 1:
-        newp = forward(nav, win, scratch, e, int(st.scene_index[e]), p, y, step, sliding)
-    return p, newp, wrap_angle(y + turn * turn_sign(a, 2, 3))
+    if noise.on == 0:
+        if a == 1:
+            newp = forward(nav, win, scratch, e, int(st.scene_index[e]), p, y, step, sliding)
+        return p, newp, wrap_angle(y + turn * turn_sign(a, 2, 3))
+    m = noisy_motion(noise, st.noise_key[e], c, a, step, turn)
+    if a >= 1 and a <= 3:
+        newp = move_to(nav, win, scratch, e, int(st.scene_index[e]), p, displaced(p, y, m), sliding)
+    return p, newp, wrap_angle(y + m[2])
 
 
 @wp.func

@@ -138,6 +138,8 @@ CORE = (
     Field("head", "int32", doc="episodes started so far (ring position)"),
     Field("d0", "float32", doc="start geodesic distance"), Field("d_prev", "float32"),
     Field("path_len", "float32"),
+    Field("noise_key", "int32", doc="the env's noise key (noise.rng.env_keys of the run's seed)"),
+    Field("noise_t", "int32", doc="the env's steps since the env was made: its noise streams' counter"),
     Field("r_scene_index", "int32", per="ring"), Field("r_pos", "vec3", per="ring"),
     Field("r_yaw", "float32", per="ring"), Field("r_row", "int32", per="ring"),
     Field("r_goal", "vec3", per="ring", doc="the goal point (ObjectNav-like tasks: a goal object's)"),

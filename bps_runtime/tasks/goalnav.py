@@ -23,6 +23,7 @@ import warp as wp
 
 from ..step import kernels as sk
 from ..nav.kernels import Nav, geodesic
+from ..noise.actuation import ActuationModel
 from ..step.kernels import (act, begin_from_ring, keep_going, ring_entry, spl_ratio, turn_sign, wrap_angle,
                             write_outcome)
 from ..step.schema import CORE, STAGE, Column, Field, Observation, Schema, warp_struct
@@ -74,6 +75,7 @@ class Params:
     slack: float
     success_reward: float
     win: int
+    actuation: ActuationModel   # habitat-sim's actuation noise (set by the fused step; on 0: none)
     pixels: int                 # goal image bytes copied at an episode start (0: none)
 
 
@@ -201,7 +203,7 @@ def step_kernel(nav: Nav, params: Params, st: State, out: Out, actions: wp.array
     a = int(actions[act0 + t])
     scene_i = int(st.scene_index[e])
     p, newp, newy = act(nav, st, scratch, e, a, params.win, wp.float32(params.forward_step), wp.float32(params.turn),
-                        params.sliding != 0)
+                        params.sliding != 0, params.actuation)
     pitch = st.pitch[e] + wp.float32(params.tilt) * turn_sign(a, 4, 5)
     if params.max_pitch >= 0.0:
         lim = wp.float32(params.max_pitch)

@@ -20,6 +20,7 @@ import warp as wp
 from ..step import kernels as sk
 from ..nav.kernels import Nav, geodesic
 from ..episodes.files import point_goal_supply
+from ..noise.actuation import ActuationModel
 from ..step.kernels import act, begin_from_ring, keep_going, ring_entry, spl_ratio, write_outcome
 from .goal_encoders import PointGoalEncoder
 from .options import options_class
@@ -33,7 +34,11 @@ NUM_ACTIONS = len(ACTION_NAMES)
 
 
 TaskOptions = options_class(NAME, __name__, doc="habitat-lab's PointNav defaults (pointnav.yaml / DD-PPO): "
-                                                 "every task's options (tasks/options.py) as they are.")
+                                                 "every task's options (tasks/options.py) as they are; sliding "
+                                                 "on; gps_compass: the pointgoal from the current pose each step "
+                                                 "(False: from the episode's start, fixed, as the challenge's "
+                                                 "POINTGOAL_SENSOR).",
+                            fields=(("sliding", bool), ("gps_compass", bool)), sliding=True, gps_compass=True)
 DEFAULTS = TaskOptions()
 
 # the observation beside the sensors' frames, declared once (its output field, space and value)
@@ -56,6 +61,9 @@ class Params:
     slack: float
     success_reward: float
     win: int
+    sliding: int
+    gps: int                    # 1: pointgoal from the current pose; 0: from the episode start
+    actuation: ActuationModel   # habitat-sim's actuation noise (set by the fused step; on 0: none)
 
 
 def params(options: TaskOptions, win: int, **_sizes) -> Params:
@@ -65,6 +73,7 @@ def params(options: TaskOptions, win: int, **_sizes) -> Params:
     s.success_distance, s.max_steps = float(options.success_distance), int(options.max_episode_steps)
     s.slack, s.success_reward = float(options.slack_reward), float(options.success_reward)
     s.win = int(win)
+    s.sliding, s.gps = int(bool(options.sliding)), int(bool(options.gps_compass))
     return s
 
 
@@ -89,19 +98,21 @@ def episode_info(v) -> dict:
 
 
 @wp.func
-def observe(st: State, out: Out, e: int):
-    """Pointgoal (habitat's polar pointgoal_with_gps_compass), rotation, position, distance."""
+def observe(st: State, out: Out, e: int, goal: bool):
+    """Pointgoal (habitat's polar pointgoal_with_gps_compass; written when ``goal``), rotation,
+    position, distance."""
     p = st.pos[e]
     y = st.yaw[e]
-    d = st.goal[e] - p
-    c = wp.cos(y)
-    s = wp.sin(y)
-    xa = c * d[0] - s * d[2]
-    za = s * d[0] + c * d[2]
-    fwd = -za
-    right = xa
-    out.pointgoal[e, 0] = wp.sqrt(fwd * fwd + right * right)
-    out.pointgoal[e, 1] = -wp.atan2(right, fwd)
+    if goal:
+        d = st.goal[e] - p
+        c = wp.cos(y)
+        s = wp.sin(y)
+        xa = c * d[0] - s * d[2]
+        za = s * d[0] + c * d[2]
+        fwd = -za
+        right = xa
+        out.pointgoal[e, 0] = wp.sqrt(fwd * fwd + right * right)
+        out.pointgoal[e, 1] = -wp.atan2(right, fwd)
     hy = wp.float32(0.5) * y
     out.rotation[e, 0] = wp.float32(0.0)
     out.rotation[e, 1] = wp.sin(hy)
@@ -125,7 +136,7 @@ def begin_kernel(nav: Nav, params: Params, st: State, out: Out, env0: int, depth
     """Every env of the range starts the episode at its ring's head (reset)."""
     e = env0 + wp.tid()
     begin_episode(nav, st, e, depth)
-    observe(st, out, e)
+    observe(st, out, e, True)
 
 
 @wp.kernel
@@ -137,7 +148,7 @@ def step_kernel(nav: Nav, params: Params, st: State, out: Out, actions: wp.array
     a = int(actions[act0 + t])
     scene_i = int(st.scene_index[e])
     p, newp, newy = act(nav, st, scratch, e, a, params.win, wp.float32(params.forward_step), wp.float32(params.turn),
-                        True)
+                        params.sliding != 0, params.actuation)
     d_now = geodesic(nav, scene_i, int(st.row[e]), newp)
     stop = a == 0
     succ = stop and d_now < wp.float32(params.success_distance)
@@ -157,7 +168,7 @@ def step_kernel(nav: Nav, params: Params, st: State, out: Out, actions: wp.array
         begin_episode(nav, st, e, depth)
     else:
         keep_going(st, e, newp, newy, d_now, path, steps, ret)
-    observe(st, out, e)
+    observe(st, out, e, params.gps != 0 or done)
 
 
 @wp.kernel

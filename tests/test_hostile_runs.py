@@ -1,5 +1,6 @@
-"""Fault injection (issue 26): hostile or damaged inputs and interrupted runs end in one typed
-error naming the cause, with memory and time bounded by what the file can describe.
+"""Hostile inputs and interrupted runs (issue 26's fault injection): hostile or damaged inputs
+and interrupted runs end in one typed error naming the cause, with memory and time bounded by
+what the file can describe.
 
 Inputs are generated here (or the tiny synthetic training dataset of test_train_smoke);
 commands that could grow without bound run as subprocesses under an address-space cap

@@ -102,6 +102,13 @@ def _source_and_dataset(src_root, dataset):
     return src_root, dataset
 
 
+# preprocess's and launch's (which passes it on to each task's preprocess)
+skip_missing_assets_option = click.option(
+    "--skip-missing-assets", is_flag=True, default=DEFAULTS.skip_missing_assets,
+    help="Composed scenes: drop instances whose render asset, URDF mesh or template is missing "
+         "(listed in the manifest) instead of failing the scene.")
+
+
 @click.command("preprocess")
 @click.argument("src_root", type=click.Path())
 @click.option("-o", "--out", "out_root", required=True, type=click.Path(file_okay=False),
@@ -123,9 +130,7 @@ def _source_and_dataset(src_root, dataset):
 @click.option("--strict", is_flag=True,
               help="Fail a scene whose .navmesh auto mode would replace by a built one (unreadable, "
                    "made for another agent or another scene).")
-@click.option("--skip-missing-assets", is_flag=True, default=DEFAULTS.skip_missing_assets,
-              help="Composed scenes: drop instances whose render asset, URDF mesh or template is "
-                   "missing (listed in the manifest) instead of failing the scene.")
+@skip_missing_assets_option
 @nav_options
 @convert_options
 @click.option("--workers", type=click.IntRange(min=1), default=None,
@@ -268,6 +273,7 @@ def manifest_show_cmd(manifest, as_json):
               help="Up axis of the source files, instead of the dataset's (gibson/mp3d: z).")
 @click.option("--strict", is_flag=True,
               help="Fail a scene whose .navmesh auto mode would replace by a built one.")
+@skip_missing_assets_option
 @nav_options
 @convert_options
 @click.option("--executor", type=click.Choice(["slurm", "local", "debug"]), default="slurm", show_default=True,
@@ -278,14 +284,15 @@ def manifest_show_cmd(manifest, as_json):
 @click.option("--mem-gb", type=int, default=32, show_default=True)
 @click.option("--log-dir", default=None, help="submitit logs (default: OUT_ROOT/.bps-state/submitit).")
 @click.option("--no-wait", is_flag=True, help="Submit and return (merge later with `manifest merge`).")
-def launch_cmd(src_root, out_root, dataset, split, shards, navmesh, episodes, up, strict, executor, partition,
-               time_min, cpus_per_task, mem_gb, log_dir, no_wait, **settings):
+def launch_cmd(src_root, out_root, dataset, split, shards, navmesh, episodes, up, strict, skip_missing_assets,
+               executor, partition, time_min, cpus_per_task, mem_gb, log_dir, no_wait, **settings):
     """Preprocess on a cluster: one submitit job array of --shards tasks, then merge."""
     from bps_assets.pipeline.launch import SlurmOptions, launch
     from bps_assets.pipeline.preprocess import PreprocessOptions
 
     opts = PreprocessOptions(navmesh=navmesh, episodes=episodes, workers=cpus_per_task, up=up, strict=strict,
-                             nav=nav_settings_given(settings), convert=convert_changes(settings))
+                             skip_missing_assets=skip_missing_assets, nav=nav_settings_given(settings),
+                             convert=convert_changes(settings))
     slurm = SlurmOptions(partition=partition, time_min=time_min, cpus_per_task=cpus_per_task, mem_gb=mem_gb)
     res = launch(src_root, out_root, dataset, split, shards, opts, slurm, executor=executor,
                  log_dir=log_dir, wait=not no_wait, log=click.echo)

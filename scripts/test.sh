@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 AVX2_FILES="tests/test_train_onednn.py tests/test_train_units.py tests/test_train_smoke.py tests/test_video.py
-            tests/test_objectnav_make.py tests/test_fault_injection.py"
+            tests/test_objectnav_make.py tests/test_hostile_runs.py"
 bash scripts/setup_venv.sh test
 .venv/bin/python -m pytest -q -n 2 "$@"
 if [ $# -eq 0 ]; then

@@ -2,7 +2,7 @@
 (session scope; each xdist worker builds its own when it needs one).
 
 - ``dataset``: 3 synthetic Gibson-layout scenes (2 train, 1 val) through the demo's preprocess
-  step (test_train_smoke, test_video, test_video_goals, test_fault_injection; a file with a
+  step (test_train_smoke, test_video, test_video_goals, test_hostile_runs; a file with a
   ``dataset`` fixture of its own uses that one instead).
 - ``manifest``: the runtime's preprocessed dataset (test_runtime_api, test_runtime_threads,
   test_runtime_env_throughput; files with a ``manifest`` of their own use theirs).
@@ -10,6 +10,8 @@
   (test_objectnav_make, test_video_goals).
 - ``box_rooms_manifest``: tests/pointnav_trace.py's box rooms (test_trace_stable,
   test_seeded_swaps).
+- ``synth_pair``: `bps-assets synth -n 2`'s source tree, not preprocessed (test_cli_navmesh_checks,
+  test_cli_preprocess_inputs, test_cli_messages).
 
 The ``slow`` marker (registered here) marks the few tests that took 30 s or more each on the
 shared 2-core machine (load ~8): ``pytest -m "not slow"`` leaves them out. Fixtures only read these
@@ -87,3 +89,17 @@ def objectnav_dataset(tmp_path_factory):
     from test_objectnav_make import build_objectnav_dataset
 
     return build_objectnav_dataset(tmp_path_factory.mktemp("objnav"))
+
+
+@pytest.fixture(scope="session")
+def synth_pair(tmp_path_factory):
+    """Two synth gibson scenes of the tiny split (Allensville train, Collierville val), as
+    `bps-assets synth DIR -n 2` writes them."""
+    from click.testing import CliRunner
+
+    from cli.main import main
+
+    root = tmp_path_factory.mktemp("synth") / "ds"
+    r = CliRunner().invoke(main, ["synth", str(root), "-n", "2"])
+    assert r.exit_code == 0, r.output
+    return root

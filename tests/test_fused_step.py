@@ -1,8 +1,7 @@
 """The fused step (bps_runtime.step.fused / step_kernels) against the numpy reference
-(``bps_assets.nav.queries``: try_step with sliding, distance_at) and today's torch
-implementation (tests/legacy_torch_nav.py = bps_runtime/nav.py at 88cbd84, with the task math
-of bps_runtime.tasks.pointnav), transition by transition over > 10,000 env steps: wall sliding, stairs
-and a step, STOP on and off the goal, truncation, automatic resets and scene swaps.
+(``bps_assets.nav.queries``: try_step with sliding, distance_at on the goal's field) with the
+task math of tests/pointnav_reference.py, transition by transition over > 10,000 env steps: wall
+sliding, stairs and a step, STOP on and off the goal, truncation, automatic resets and scene swaps.
 Observations are compared with Embree renders of the reported pose."""
 from __future__ import annotations
 
@@ -14,7 +13,6 @@ import torch
 from bps_runtime.tasks.pointnav import MOVE_FORWARD, STOP, TURN_LEFT, TURN_RIGHT, TaskOptions
 from pointnav_reference import apply_turns, forward_vector, reward_and_success, spl, yaw_to_quat
 
-from legacy_torch_nav import DeviceNavMesh, lookup
 from inmemory_scenes import house_scene, make_env, room
 
 F, L, R, S = MOVE_FORWARD, TURN_LEFT, TURN_RIGHT, STOP
@@ -23,8 +21,8 @@ TASK = TaskOptions(max_episode_steps=40)
 
 @pytest.fixture(autouse=True, scope="module")
 def _one_torch_thread():
-    """The references are many tiny torch ops: one intra-op thread is 4x faster on a loaded
-    2-core machine."""
+    """The checker is many tiny torch ops: one intra-op thread is faster on a loaded 2-core
+    machine."""
     old = torch.get_num_threads()
     torch.set_num_threads(1)
     yield
@@ -45,20 +43,13 @@ def _policy(info, obs, gen, n):
 
 
 class _Checker:
-    """Replays each env transition with the numpy reference and the legacy torch code."""
+    """Replays each env transition with the numpy reference."""
 
     def __init__(self, env):
         self.env = env
-        self.legacy: dict = {}
         self.counts = dict(steps=0, slides=0, blocked=0, climbs=0, success=0, stop_fail=0, trunc=0,
                            resets=0, swaps=0, obs_checked=0)
-        self.max_err = dict(pos_np=0.0, pos_legacy=0.0, reward_np=0.0, reward_legacy=0.0, spl=0.0)
-
-    def _legacy_mesh(self, nm):
-        m = self.legacy.get(id(nm))
-        if m is None or m[0] is not nm:
-            m = self.legacy[id(nm)] = (nm, DeviceNavMesh(nm))
-        return m[1]
+        self.max_err = dict(pos_np=0.0, reward_np=0.0, spl=0.0)
 
     def pre(self):
         st = self.env.state
@@ -73,9 +64,7 @@ class _Checker:
         target = pre["pos"] + t.forward_step * forward_vector(pre["yaw"])
         fwd = (a == F).numpy()
         ref_np = pre["pos"].numpy().copy()
-        ref_lg = pre["pos"].clone()
         d_np = np.zeros(n, np.float64)
-        d_lg = torch.zeros(n)
         keys = pre["scene"].numpy()
         for k in np.unique(keys):
             idx = np.flatnonzero(keys == k)
@@ -84,41 +73,36 @@ class _Checker:
             fi = idx[fwd[idx]]
             if fi.size:
                 ref_np[fi] = nm.try_step(pre["pos"][fi].double().numpy(), target[fi].double().numpy())
-                ref_lg[fi] = self._legacy_mesh(nm).try_step(pre["pos"][fi], target[fi])
             rows = pre["row"][idx].numpy()
             for row in np.unique(rows).tolist():
                 j = idx[rows == row]
                 d_np[j] = nm.distance_at(fields.host[int(row)], ref_np[j].astype(np.float32).astype(np.float64))
-            table = fields.table
-            d_lg[idx] = lookup(self._legacy_mesh(nm), table, torch.as_tensor(rows).long(), ref_lg[idx])
         ref_np = torch.from_numpy(ref_np.astype(np.float32))
-        rew_lg, succ_lg = reward_and_success(a, pre["d_prev"], d_lg, t)
-        rew_np, succ_np = reward_and_success(a, pre["d_prev"], torch.from_numpy(d_np).float(), t)
-        path = pre["path_len"] + torch.linalg.vector_norm(ref_lg - pre["pos"], dim=1)
+        d_ref = torch.from_numpy(d_np).float()
+        rew_np, succ_np = reward_and_success(a, pre["d_prev"], d_ref, t)
+        path = pre["path_len"] + torch.linalg.vector_norm(ref_np - pre["pos"], dim=1)
         steps = pre["steps"] + 1
         trunc = (a != S) & (steps >= t.max_episode_steps)
         done = (a == S) | trunc
-        spl_ref = torch.where(done, spl(succ_lg, pre["d0"], path), 0.0)
+        spl_ref = torch.where(done, spl(succ_np, pre["d0"], path), 0.0)
         # dones, success, truncation: exact
         assert torch.equal(d, done) and torch.equal(info["truncated"], trunc)
-        assert torch.equal(info["success"], succ_lg & done) and torch.equal(succ_lg, succ_np)
+        assert torch.equal(info["success"], succ_np & done)
         # rewards and SPL
-        self._err("reward_legacy", r, rew_lg, 1e-5)
-        self._err("reward_np", r, rew_np, 1e-4)
+        self._err("reward_np", r, rew_np, 1e-5)
         self._err("spl", info["spl"], spl_ref, 1e-5)
         # positions of the envs that go on; yaw exactly as the task math
         go = ~done
-        self._err("pos_legacy", info["position"][go], ref_lg[go], 1e-5)
         self._err("pos_np", info["position"][go], ref_np[go], 1e-5)
         assert torch.equal(env.state.yaw[go], apply_turns(pre["yaw"], a, t)[go])
-        np.testing.assert_allclose(info["distance_to_goal"][go].numpy(), d_lg[go].numpy(), atol=1e-5)
+        np.testing.assert_allclose(info["distance_to_goal"][go].numpy(), d_ref[go].numpy(), atol=1e-5)
         # finished episodes: their statistics, then the next episode's start distance
         ep = info["episode"]
         if done.any():
             np.testing.assert_allclose(ep["path_length"][done].numpy(), path[done].numpy(), atol=1e-5)
-            np.testing.assert_allclose(ep["distance_to_goal"][done].numpy(), d_lg[done].numpy(), atol=1e-5)
+            np.testing.assert_allclose(ep["distance_to_goal"][done].numpy(), d_ref[done].numpy(), atol=1e-5)
             assert torch.equal(ep["length"][done], steps[done]) and torch.equal(ep["start_distance"][done], pre["d0"][done])
-            np.testing.assert_allclose(ep["return"][done].numpy(), (pre["ep_return"] + rew_lg)[done].numpy(), atol=1e-4)
+            np.testing.assert_allclose(ep["return"][done].numpy(), (pre["ep_return"] + rew_np)[done].numpy(), atol=1e-4)
             for i in np.flatnonzero(done.numpy()).tolist():
                 k, row = int(env.state.scene_index[i]), int(env.state.row[i])
                 scene = nav.scenes[k]
@@ -128,14 +112,14 @@ class _Checker:
                 assert ep["episode_id"][i] != "" and info["scene_id"][i] == env.world.scene_id(k)
                 self.counts["swaps"] += int(k != int(pre["scene"][i]))
         assert all(ep["episode_id"][i] == "" for i in np.flatnonzero(~done.numpy()).tolist())
-        moved = torch.linalg.vector_norm((ref_lg - pre["pos"])[:, [0, 2]], dim=1)
+        moved = torch.linalg.vector_norm((ref_np - pre["pos"])[:, [0, 2]], dim=1)
         c = self.counts
         c["steps"] += n
         c["slides"] += int(((a == F) & (moved > 0.01) & (moved < t.forward_step - 1e-3)).sum())
         c["blocked"] += int(((a == F) & (moved < 1e-4)).sum())
-        c["climbs"] += int(((a == F) & ((ref_lg - pre["pos"])[:, 1].abs() > 0.1)).sum())
-        c["success"] += int((succ_lg & done).sum())
-        c["stop_fail"] += int(((a == S) & ~succ_lg).sum())
+        c["climbs"] += int(((a == F) & ((ref_np - pre["pos"])[:, 1].abs() > 0.1)).sum())
+        c["success"] += int((succ_np & done).sum())
+        c["stop_fail"] += int(((a == S) & ~succ_np).sum())
         c["trunc"] += int(trunc.sum())
         c["resets"] += int(done.sum())
 
@@ -172,7 +156,7 @@ def _run(env, steps, seed, check_every=10):
     return ck
 
 
-def test_fused_step_matches_numpy_reference_and_todays_step():
+def test_fused_step_matches_the_numpy_reference():
     scenes = [room("pillars", 4.0, 5.0, pillars=[(1.5, -3.0, 2.5, -2.0), (0.5, -1.0, 1.0, -0.5)]),
               house_scene(), room("long", 2.0, 7.0)]
     env = make_env(scenes, num_envs=64, seed=3, goal_pool=6)
@@ -185,7 +169,7 @@ def test_fused_step_matches_numpy_reference_and_todays_step():
     # the cases that matter happened
     assert c["slides"] > 50 and c["blocked"] > 20 and c["climbs"] > 3
     assert c["success"] > 10 and c["stop_fail"] > 100 and c["trunc"] > 10 and c["obs_checked"] >= 16
-    assert ck.max_err["pos_legacy"] <= 1e-5 and ck.max_err["pos_np"] <= 1e-5
+    assert ck.max_err["pos_np"] <= 1e-5
 
 
 @pytest.fixture(scope="module")

@@ -49,3 +49,28 @@ def test_unknown_executor_is_a_config_error(tmp_path):
 
     with pytest.raises(ConfigError, match="executor 'pbs'"):
         make_executor("pbs", tmp_path, SlurmOptions())
+
+
+def test_launch_passes_skip_missing_assets_to_each_task(tmp_path):
+    """`bps-assets launch --skip-missing-assets` (issue 31): each task's preprocess drops the
+    composed scene's instance whose GLB is missing, as `preprocess --skip-missing-assets` does;
+    without it the scene fails and the launch exits 1."""
+    import json
+    import subprocess
+    import sys
+
+    from test_composed_scenes import _crate_room
+
+    cfg = _crate_room(tmp_path / "src", [{"template_name": "crate", "translation": [1, 0, 1]},
+                                         {"template_name": "ghost", "translation": [0, 0, 0]}])
+    (tmp_path / "src" / "objects" / "ghost.object_config.json").write_text(json.dumps({"render_asset": "ghost.glb"}))
+    scenes = {}
+    for out, extra in (("fail", ()), ("skip", ("--skip-missing-assets",))):
+        r = subprocess.run([sys.executable, "-m", "cli.main", "launch", str(tmp_path / "src"), "-o", str(tmp_path / out),
+                            "--dataset", str(cfg), "--shards", "1", "--executor", "debug", "--cpus-per-task", "1",
+                            *extra], capture_output=True, text=True, cwd=REPO, timeout=300)
+        assert r.returncode == (1 if out == "fail" else 0), r.stdout[-2000:] + r.stderr[-2000:]
+        scenes[out] = json.loads((tmp_path / out / "manifest.json").read_text())["scenes"]["s"]
+    assert scenes["fail"]["status"] == "failed" and "MissingAssetsError" in scenes["fail"]["error"]
+    assert [m["template"] for m in scenes["skip"]["stats"]["skipped_instances"]] == ["ghost"]
+    assert scenes["skip"]["stats"]["instances"] == 1

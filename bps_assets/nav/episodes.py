@@ -208,18 +208,30 @@ def where_episodes_start(navmesh, islands, episodes, all_islands: bool = False) 
     return f"episodes on {on}; starts at y = {shown + (', ...' if len(levels) > 6 else '')} m (count)"
 
 
+def in_distance_range(geodesic, closest: float, furthest: float):
+    """habitat's distance limits: the geodesic distance is finite and in [closest, furthest]
+    (element-wise over an array; the runtime's per-visit sampler filters its starts with it)."""
+    return np.isfinite(geodesic) & (geodesic >= closest) & (geodesic <= furthest)
+
+
+def ratio_kept(geodesic, euclid, draw, min_ratio: float):
+    """habitat's rejection of near-straight episodes: kept when geodesic / euclid >= ``min_ratio``
+    or, below it, when ``draw`` (uniform in [0, 1)) <= 20 (ratio - 0.98)^2 (element-wise; the
+    runtime's per-visit sampler draws with it)."""
+    ratio = geodesic / np.maximum(euclid, 1e-9)
+    return (ratio >= min_ratio) | (draw <= ratio_sample_rate(ratio))
+
+
 def distance_rejection(geodesic: float, euclid: float, draw: float, closest: float, furthest: float,
                        min_ratio: float) -> str | None:
     """habitat's distance tests of an episode candidate (PointNav and ObjectNav generators): the
-    stats key of the first failed one (``rejected_unreachable``, ``rejected_range``,
-    ``rejected_ratio``: geodesic / euclid < ``min_ratio`` and ``draw`` > 20 (ratio - 0.98)^2),
-    or None when the candidate is kept."""
+    stats key of the first failed one (``rejected_unreachable``, ``rejected_range``:
+    ``in_distance_range``, ``rejected_ratio``: ``ratio_kept``), or None when the candidate is kept."""
     if not np.isfinite(geodesic):
         return "rejected_unreachable"
-    if not closest <= geodesic <= furthest:
+    if not in_distance_range(geodesic, closest, furthest):
         return "rejected_range"
-    ratio = geodesic / max(euclid, 1e-9)
-    if ratio < min_ratio and draw > ratio_sample_rate(ratio):
+    if not ratio_kept(geodesic, euclid, draw, min_ratio):
         return "rejected_ratio"
     return None
 
@@ -493,5 +505,6 @@ def dataset_files(path: str | os.PathLike, scenes: Iterable[str] | None = None,
 __all__ = ["EpisodeOptions", "DEFAULTS", "generate_episodes", "make_episode",
            "write_pointnav_dataset", "read_pointnav_dataset", "validate_episode",
            "habitat_scene_id", "scene_seed", "split_file", "write_split", "dataset_files", "read_json",
-           "check_split_name", "check_scene_name", "join_scenes_dir", "distance_rejection", "ratio_sample_rate",
+           "check_split_name", "check_scene_name", "join_scenes_dir", "distance_rejection", "in_distance_range", "ratio_kept",
+           "ratio_sample_rate",
            "where_episodes_start"]

@@ -119,4 +119,11 @@ def make(dataset=None, config: EnvConfig | None = None, **kwargs) -> BatchNavEnv
     per_env = bytes_per_env(spec.schema.fields, RING_SIZE, s.kinds, s.resolution, spec.sizes(s.resolution))
     check_batch_memory(c.num_envs, per_env, dev)
     world = build_world(path, c, device=dev)
-    return BatchNavEnv(world, c)
+    try:
+        return BatchNavEnv(world, c)
+    except BaseException:
+        # the world's loads are under way: stopped here, not by the interpreter's exit, where
+        # each would report "cannot schedule new futures after interpreter shutdown"
+        world.cancel()
+        world.close()
+        raise

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from bps_assets.errors import NavError
-from bps_assets.nav.episodes import ratio_sample_rate
+from bps_assets.nav.episodes import in_distance_range, ratio_kept
 from bps_assets.nav.indoor import episode_islands
 
 # keys of the goal-view streams (xor-ed into the visit's key): the pool's headings, each episode's pick
@@ -62,7 +62,7 @@ class SampledEpisodes(EpisodeSupply):
         nm = st.mesh.navmesh
         flat = st.fields.compute(goal)
         dy = np.abs(nm.span_pos[:, 1] - goal[1])
-        ok = np.isfinite(flat) & (flat >= o.closest_dist) & (flat <= o.furthest_dist) & (dy <= o.max_dy)
+        ok = in_distance_range(flat, o.closest_dist, o.furthest_dist) & (dy <= o.max_dy)
         cand = np.nonzero(ok)[0]
         if cand.size == 0:  # tiny scene: take whatever is reachable
             cand = np.nonzero(np.isfinite(flat) & (dy <= o.max_dy))[0]
@@ -122,8 +122,8 @@ class SampledEpisodes(EpisodeSupply):
         c = nm.span_pos[span]
         q = np.stack([c[:, 0] + (u[:, 1] - 0.5) * cs, c[:, 1], c[:, 2] + (u[:, 2] - 0.5) * cs], 1)
         d = P["fields"][gi, span] + np.hypot(q[:, 0] - c[:, 0], q[:, 2] - c[:, 2])
-        ratio = d / np.maximum(np.linalg.norm(q - np.repeat(goal, A, 0), axis=1), 1e-9)
-        keep = ((ratio >= o.min_ratio) | (u[:, 3] <= ratio_sample_rate(ratio))).reshape(k, A)
+        euclid = np.linalg.norm(q - np.repeat(goal, A, 0), axis=1)
+        keep = ratio_kept(d, euclid, u[:, 3], o.min_ratio).reshape(k, A)
         keep[:, -1] = True
         start = q.reshape(k, A, 3)[np.arange(k), keep.argmax(1)]
         yaw = U[:, 1] * 2 * np.pi

@@ -1,5 +1,6 @@
-"""Fault injection (issue 26): hostile or damaged inputs and interrupted runs end in one typed
-error naming the cause, with memory and time bounded by what the file can describe.
+"""Hostile inputs and interrupted runs (issue 26's fault injection): hostile or damaged inputs
+and interrupted runs end in one typed error naming the cause, with memory and time bounded by
+what the file can describe.
 
 Inputs are generated here (or the tiny synthetic training dataset of test_train_smoke);
 commands that could grow without bound run as subprocesses under an address-space cap
@@ -560,3 +561,30 @@ def test_detour_import_estimate_follows_the_polygons():
     small = detour_import_bytes(SHARED / "habitat_test_scenes_navmesh" / "apartment_1.navmesh")
     assert 5 * MiB < small < 50 * MiB  # 2.1e4 samples: 12 MB measured for the import
     assert detour_import_bytes(SHARED / "habitat_test_scenes_navmesh" / "apartment_1.navmesh", 0.025) > 3 * small
+
+
+# ------------------------------------------------------------------------- issue 34 item 8
+MAKE_THEN_LIST_THREADS = """
+import sys, threading
+from bps_assets.errors import ConfigError
+from bps_runtime import make
+from bps_runtime.tasks import imagenav
+try:
+    make(sys.argv[1], split="train", num_envs=2, resolution=(8, 8), cache=1,
+         task=imagenav.TaskOptions(goal_cache_bytes=-1))
+except ConfigError as e:
+    print(f"error: {e}", file=sys.stderr)
+print(sorted(t.name for t in threading.enumerate() if t is not threading.main_thread()))
+"""
+
+
+def test_a_task_option_refused_after_the_world_started_leaves_one_line_and_no_thread(box_rooms_manifest):
+    """make() closes the world it built when the env cannot be made (the goal-image cache's
+    budget is checked when the env is): one error line, no loader left to print "cannot schedule
+    new futures after interpreter shutdown" at exit."""
+    r = subprocess.run([sys.executable, "-c", MAKE_THEN_LIST_THREADS, str(box_rooms_manifest)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.splitlines() == [
+        "error: goal_cache_bytes=-1: expected an int >= 0 (bytes; 0: no cache)"], r.stderr
+    assert r.stdout.strip() == "[]", r.stdout

@@ -369,12 +369,12 @@ class WarpRenderer:
             wp.from_torch(depth.view(n, hw), dtype=wp.float32), int(rgb is not None),
             rgb_arr, float(o.pixel_angle), int(semantic is not None), sem_arr])
         with self._lock:
-            composed = [(sid, sc) for sid, sc in self._scenes.items() if hasattr(sc, "bvh") and sc.bvh is not None]
+            composed = [(i, sc) for i, sc in self._scenes.items() if hasattr(sc, "bvh") and sc.bvh is not None]
         if composed:   # composed scenes: one more launch each, over their agents' pixels
             from .warp_instances import render_instanced_kernel
-            for sid, sc in composed:
+            for composed_index, sc in composed:
                 wp.launch(render_instanced_kernel, dim=n * hw, device=self._wdev, stream=stream, inputs=[
-                    wp.int64(sid), wp.uint64(sc.bvh.id), sc.assets, sc.asset_of, sc.inv, sc.nxf, sc.lod, sc.obj,
+                    wp.int64(composed_index), wp.uint64(sc.bvh.id), sc.assets, sc.asset_of, sc.inv, sc.nxf, sc.lod, sc.obj,
                     wp.from_torch(scene_index, dtype=wp.int64), wp.from_torch(positions, dtype=wp.vec3),
                     wp.from_torch(quats, dtype=qtype), self._dirs, hw, float(o.sensor_height),
                     int(o.normalize_depth), float(o.min_depth), float(o.max_depth),

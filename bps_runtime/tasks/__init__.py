@@ -16,11 +16,14 @@ task of ``TASKS`` against the protocol.
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING
 
 from bps_assets.errors import ConfigError
 
 from .options import TaskOptions
-from .spec import TaskSpec
+
+if TYPE_CHECKING:   # the spec imports the step schema (torch): the task names must not
+    from .spec import TaskSpec
 
 TASKS = ("pointnav", "objectnav", "imagenav", "instance_imagenav")
 

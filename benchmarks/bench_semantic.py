@@ -16,8 +16,6 @@ import json
 import os
 import sys
 import time
-from types import SimpleNamespace
-
 import numpy as np
 
 
@@ -26,15 +24,16 @@ def semantic_scene(seed: int, triangles: int):
     walls 3.., furniture box b 100 + b (its five faces)."""
     from bench_render import procedural_apartment
 
+    from bps_assets.packed_scene import PackedScene
     from bps_assets.transforms.merged import merge
 
     doc = procedural_apartment(seed, triangles)
     part_ids = [1, 2] + [3 + k for k in range(8)] + [100 + k // 5 for k in range(len(doc.meshes) - 10)]
     g = merge(doc)
     tri_object = np.repeat(np.asarray(part_ids, np.int32), [len(m.indices) for m in doc.meshes])
-    return SimpleNamespace(positions=g.positions, indices=g.indices, uvs=g.uvs, colors=g.colors,
-                           tri_material=g.tri_material, material_color=g.material_color,
-                           material_texture=np.full(len(g.material_color), -1, np.int32), tri_object=tri_object)
+    return PackedScene(header={}, positions=g.positions, indices=g.indices, uvs=g.uvs, colors=g.colors,
+                       tri_material=g.tri_material, material_color=g.material_color,
+                       material_texture=np.full(len(g.material_color), -1, np.int32), tri_object=tri_object)
 
 
 def main(argv=None):

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from bps_assets.nav import NavMesh
+from bps_assets.packed_scene import PackedScene
 from bps_runtime.episodes import SupplyOptions, make_supply
 from bps_runtime.nav.buffers import FieldWorker
 from bps_runtime.env.env import BatchNavEnv
@@ -57,8 +58,8 @@ def room(name="room", w=4.0, d=6.0, h=2.5, pillars=()):
     ntri = len(idx)
     mat = np.zeros(ntri, np.int32)
     mat[2:4] = 1  # the ceiling a different colour
-    shading = build_shading_data(SimpleNamespace(
-        positions=pos, indices=idx, uvs=None, colors=None, tri_material=mat,
+    shading = build_shading_data(PackedScene(
+        header={}, positions=pos, indices=idx, uvs=None, colors=None, tri_material=mat,
         material_color=np.array([[0.8, 0.6, 0.4, 1], [0.2, 0.3, 0.9, 1]], np.float32),
         material_texture=np.full(2, -1, np.int32), tex_levels=np.zeros((0, 6), np.int64),
         tex_blocks=np.zeros(0, np.uint8)))
@@ -114,8 +115,8 @@ def house_scene(name="house"):
     v, t = house().arrays()
     pos = v.astype(np.float32)
     idx = t.astype(np.uint32)
-    shading = build_shading_data(SimpleNamespace(
-        positions=pos, indices=idx, uvs=None, colors=None, tri_material=np.zeros(len(idx), np.int32),
+    shading = build_shading_data(PackedScene(
+        header={}, positions=pos, indices=idx, uvs=None, colors=None, tri_material=np.zeros(len(idx), np.int32),
         material_color=np.array([[0.7, 0.7, 0.7, 1]], np.float32),
         material_texture=np.full(1, -1, np.int32), tex_levels=np.zeros((0, 6), np.int64),
         tex_blocks=np.zeros(0, np.uint8)))

@@ -1,13 +1,14 @@
-"""Small PackedScene-like scenes built in memory for the runtime tests (habitat frame, Y up).
+"""Small packed scenes (real ``PackedScene`` objects) built in memory for the runtime tests
+(habitat frame, Y up).
 
 Textures are real BC1 blocks made with etcpak (the same encoder the packer uses), mip chains
 included, so the renderers' texel decode is exercised against Pillow's decoder.
 """
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import numpy as np
+
+from bps_assets.packed_scene import PackedScene
 
 
 def bc1_chain(rgba: np.ndarray) -> list[tuple[int, int, bytes]]:
@@ -75,14 +76,13 @@ def room_scene(size=(8.0, 3.0, 6.0), textured=True, vertex_colors=True, scene_id
         for lvl, (w, h, data) in enumerate(bc1_chain(img)):
             levels.append((t, lvl, w, h, len(blocks), 1))
             blocks += data
-    return SimpleNamespace(
-        positions=positions, indices=np.concatenate(idx).astype(np.uint32), uvs=np.concatenate(uvs),
+    return PackedScene(
+        header={"scene_id": scene_id, "frame": "habitat"}, positions=positions, indices=np.concatenate(idx).astype(np.uint32), uvs=np.concatenate(uvs),
         colors=colors, tri_material=np.array(mats, np.int32),
         material_color=np.array([[1, 1, 1, 1], [0.9, 0.9, 0.9, 1], [0.8, 0.7, 0.6, 1]], np.float32),
         material_texture=np.array([0, 1, -1] if textured else [-1, -1, -1], np.int32),
         tex_blocks=np.frombuffer(bytes(blocks), np.uint8), tex_levels=np.array(levels, np.int64).reshape(-1, 6),
-        chunk_tris=np.array([[0, len(mats)]], np.int64), chunk_spheres=np.zeros((1, 4), np.float32),
-        header={"scene_id": scene_id, "frame": "habitat"}, path="", semantics=None)
+        chunk_tris=np.array([[0, len(mats)]], np.int64), chunk_spheres=np.zeros((1, 4), np.float32))
 
 
 def room_document(size=(8.0, 3.0, 6.0)):

@@ -5,7 +5,7 @@ tests/test_semantic_integration.py checks the sensor against on converted annota
 from __future__ import annotations
 
 import math
-from types import SimpleNamespace
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -110,8 +110,8 @@ def test_semantic_is_batched_over_scenes(backend, kw):
     """Agents of two scenes interleaved in one frame each read their own scene's ids; a scene
     without tri_object gives 0 everywhere."""
     room = room_scene()
-    a = SimpleNamespace(**vars(room), tri_object=(np.arange(len(room.indices)) // 2 + 1).astype(np.int32))
-    b = SimpleNamespace(**vars(room), tri_object=(np.arange(len(room.indices)) // 2 + 101).astype(np.int32))
+    a = replace(room, tri_object=(np.arange(len(room.indices)) // 2 + 1).astype(np.int32))
+    b = replace(room, tri_object=(np.arange(len(room.indices)) // 2 + 101).astype(np.int32))
     r = _renderer(backend, kw, a, sid=0, options=RenderOptions(resolution=(16, 16), threads=2))
     attach(r, b, 5)
     attach(r, room, 2)
@@ -132,7 +132,7 @@ def test_warp_frame_is_one_launch_with_every_sensor(monkeypatch):
     from bps_runtime.render import warp_backend
 
     room = room_scene()
-    r = _renderer("warp", {}, SimpleNamespace(**vars(room), tri_object=np.ones(len(room.indices), np.int32)),
+    r = _renderer("warp", {}, replace(room, tri_object=np.ones(len(room.indices), np.int32)),
                   options=RenderOptions(resolution=(8, 8)))
     r.render([0], [[4.0, 0, -3]], [0.0], ("depth", "rgb", "semantic"))  # compile outside the count
     wp = warp_backend._wp
@@ -146,14 +146,14 @@ def test_warp_frame_is_one_launch_with_every_sensor(monkeypatch):
 def test_tri_object_is_checked_where_the_tables_are_built():
     room = room_scene()
     nt = len(room.indices)
-    sd = build_shading_data(SimpleNamespace(**vars(room), tri_object=np.arange(nt, dtype=np.int64)))
+    sd = build_shading_data(replace(room, tri_object=np.arange(nt, dtype=np.int64)))
     assert sd.tri_object.dtype == np.int32 and sd.nbytes == build_shading_data(room).nbytes + 4 * nt
     with pytest.raises(CorruptFileError, match="x.bps.*tri_object has shape"):
-        build_shading_data(SimpleNamespace(**vars(room), tri_object=np.ones(nt - 1, np.int32)), "x.bps")
+        build_shading_data(replace(room, tri_object=np.ones(nt - 1, np.int32)), "x.bps")
     with pytest.raises(CorruptFileError, match="negative instance id"):
-        build_shading_data(SimpleNamespace(**vars(room), tri_object=np.full(nt, -2, np.int32)), "x.bps")
+        build_shading_data(replace(room, tri_object=np.full(nt, -2, np.int32)), "x.bps")
     with pytest.raises(CorruptFileError, match="tri_object has dtype"):
-        build_shading_data(SimpleNamespace(**vars(room), tri_object=np.ones(nt, np.float32)), "x.bps")
+        build_shading_data(replace(room, tri_object=np.ones(nt, np.float32)), "x.bps")
 
 
 def _table(ids, category, categories):

@@ -16,11 +16,14 @@ never reads outside a table; the C bridge checks them again per hit (docs/DECISI
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from bps_assets.errors import CorruptFileError
+
+if TYPE_CHECKING:
+    from bps_assets.packed_scene import PackedScene
 
 FORMAT_RGBA8 = 0  # internal: levels stored as raw RGBA8 (expanded from BC7 by the loader)
 FORMAT_BC1 = 1
@@ -208,9 +211,10 @@ def _tri_lod_bias(pos: np.ndarray, sd: ShadingData) -> np.ndarray:
     return np.clip(b, LOD_BIAS_FLOOR, 30.0).astype(np.float32)
 
 
-def build_shading_data(scene: Any, path: str | None = None) -> ShadingData:
-    """PackedScene-like object (attributes of the packed_scene contract) -> ShadingData.
-    Its ``tri_object`` (int32 [T], or None / absent) becomes the semantic sensor's ids.
+def build_shading_data(scene: PackedScene, path: str | None = None) -> ShadingData:
+    """A packed scene (``bps_assets.packed_scene.PackedScene``) -> ShadingData. Its
+    ``colors``, ``tex_levels`` / ``tex_blocks`` and ``tri_object`` may be None (no vertex
+    colours, no textures, no semantic ids: the semantic sensor then sees 0).
 
     Every cross reference a renderer would otherwise index out of bounds with is checked (by
     ``ShadingData``), raising CorruptFileError naming ``path``.
@@ -224,14 +228,14 @@ def build_shading_data(scene: Any, path: str | None = None) -> ShadingData:
         raise bad(f"positions {pos.shape} / indices {tris.shape} are not [V,3] / [T,3]")
     nv = pos.shape[0]
     uvs = scene.uvs if scene.uvs is not None else np.zeros((nv, 2), np.float32)
-    colors = getattr(scene, "colors", None)
+    colors = scene.colors
     mat_color = np.asarray(scene.material_color, np.float32).reshape(-1, 4)
     mat_tex = np.asarray(scene.material_texture, np.int32).reshape(-1)
     if mat_color.shape[0] == 0:  # no materials: one white default
         mat_color = np.ones((1, 4), np.float32)
         mat_tex = np.full(1, -1, np.int32)
-    levels = np.asarray(getattr(scene, "tex_levels", np.zeros((0, 6))), np.int64).reshape(-1, 6)
-    blocks = np.asarray(getattr(scene, "tex_blocks", np.zeros(0, np.uint8)), np.uint8).reshape(-1)
+    levels = np.asarray(np.zeros((0, 6)) if scene.tex_levels is None else scene.tex_levels, np.int64).reshape(-1, 6)
+    blocks = np.asarray(np.zeros(0, np.uint8) if scene.tex_blocks is None else scene.tex_blocks, np.uint8).reshape(-1)
     ntex = int(max(levels[:, 0].max() + 1 if len(levels) else 0, mat_tex.max() + 1 if len(mat_tex) else 0, 0))
     level_info, nlev, fmt, tex_data = _texture_tables(levels, blocks, ntex, bad)
     sd = ShadingData(indices=tris, uvs=uvs, colors=colors,
@@ -239,7 +243,7 @@ def build_shading_data(scene: Any, path: str | None = None) -> ShadingData:
                      tri_lod_bias=np.zeros(tris.shape[0], np.float32), material_color=mat_color,
                      material_texture=mat_tex, tex_data=tex_data, level_info=level_info, tex_nlevels=nlev,
                      tex_format=fmt, source=None if path is None else str(path),
-                     tri_object=getattr(scene, "tri_object", None))
+                     tri_object=scene.tri_object)
     sd.check_geometry(nv, tris.shape[0])
     sd.tri_lod_bias[:] = _tri_lod_bias(pos, sd)
     return sd

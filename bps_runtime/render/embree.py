@@ -61,8 +61,12 @@ class EmbreeAccel(RayCaster):
     ``intersect``): the fallback when the C bridge (``embree_bridge``) was not compiled.
     Building it holds the GIL (see ``embree_bridge``'s note)."""
 
+    composed = False   # one mesh (``embree_instances.InstancedAccel`` is a composed scene's)
+
     def __init__(self, positions: np.ndarray, indices: np.ndarray):
         super().__init__(positions, indices, "the Embree renderer")
+        self.shade_arrays = None     # set by ``EmbreeRenderer.prepare`` (shading "warp")
+        self.native_shading = None   # never set here: native shading needs the bridge
 
     def trace_cameras(self, origins: np.ndarray, rotations: np.ndarray, cam_dirs: np.ndarray,
                       t_out: np.ndarray, hits: bool = False, miss: float = 0.0,
@@ -174,7 +178,7 @@ class EmbreeRenderer:
         """A composed scene's top-level instance scene (``embree_instances.InstancedAccel``) over
         ``parts``: ``(accel from prepare, transform 4x4, semantic id)``, the stage first; loader threads."""
         from .embree_instances import InstancedAccel
-        return InstancedAccel([(a, getattr(a, "native_shading", None), m, o) for a, m, o in parts])
+        return InstancedAccel([(a, a.native_shading, m, o) for a, m, o in parts])
 
     def accel_bytes(self, num_vertices: int, num_triangles: int) -> int:
         """Estimated bytes of Embree's BVH and geometry copies for a mesh of this size (what the
@@ -204,7 +208,7 @@ class EmbreeRenderer:
             shading, accel = self._scenes[scene_index]
             args = (cam[agents], rot[agents], self._dirs)
             z = np.empty(len(agents) * hw, np.float32)
-            if hasattr(accel, "parts"):   # a composed scene's instances (embree_instances)
+            if accel.composed:   # a composed scene's instances (embree_instances)
                 self._task_instanced(accel, args, agents, z, want_rgb, depth_out, rgb_out, sem_out)
                 continue
             sem = {} if sem_out is None else {"obj_out": np.empty(len(agents) * hw, np.int32),

@@ -176,7 +176,7 @@ class NativeShading:
             "tex_data": c(sd.tex_data if sd.tex_data.size else np.zeros(8, np.uint8), np.uint8),
             "level_info": c(sd.level_info, np.int64), "tex_nlevels": c(sd.tex_nlevels, np.int32),
             "tex_format": c(sd.tex_format, np.int32)}
-        self.source = getattr(sd, "source", None)
+        self.source = sd.source
         nv = arrs["uvs"].size // 2
         colors = arrs["colors"]
         if colors is not None and colors.shape != (nv, 4):
@@ -214,8 +214,13 @@ class BridgeAccel:
 
     Construction builds the BVH with the GIL released (call it from a loader thread)."""
 
+    composed = False   # one mesh (``embree_instances.InstancedAccel`` is a composed scene's)
+
     def __init__(self, positions: np.ndarray, indices: np.ndarray, quality: int = BUILD_QUALITY_MEDIUM,
                  flags: int = SCENE_FLAG_NONE, tri_accel: str | None = None):
+        self._scene = None           # first: __del__ runs after a failed construction too
+        self.shade_arrays = None     # set by ``EmbreeRenderer.prepare`` (shading "warp")
+        self.native_shading = None   # set by ``EmbreeRenderer.prepare`` (shading "native")
         b = bridge()
         self._lib = b.lib
         self.num_triangles = int(indices.shape[0])
@@ -232,7 +237,6 @@ class BridgeAccel:
         if self._triangles.size and int(self._triangles.max()) >= nv:
             raise EmbreeError(None, f"triangle index {int(self._triangles.max())} out of range for {nv} vertices")
         self.nbytes = self._vertices.nbytes + self._triangles.nbytes
-        self._scene = None
         if self.num_triangles:
             dev = b.device_for(tri_accel)
             scene = self._lib.bps_scene_build(dev, _ptr(self._vertices), nv, _ptr(self._triangles),
@@ -248,7 +252,7 @@ class BridgeAccel:
             self._scene = scene
 
     def __del__(self):
-        scene, self._scene = getattr(self, "_scene", None), None
+        scene, self._scene = self._scene, None
         if scene:
             self._lib.bps_scene_release(scene)
 

@@ -51,10 +51,13 @@ class InstancedAccel:
     ``parts``: ``(accel, native_shading | None, transform 4x4, semantic_id)`` per instance (the
     stage first, identity, id 0); parts whose accel has no triangles are left out."""
 
+    composed = True
+
     def __init__(self, parts, quality: int = BUILD_QUALITY_MEDIUM):
+        self._scene = None   # first: __del__ runs after a failed construction too
         b = _lib()
         self._lib = b.lib
-        parts = [p for p in parts if getattr(p[0], "_scene", None)]
+        parts = [p for p in parts if p[0]._scene]
         self.parts = parts                        # keeps every asset's accel (and its tables) alive
         n = len(parts)
         m = np.array([p[2] for p in parts], np.float64).reshape(n, 4, 4)
@@ -76,7 +79,6 @@ class InstancedAccel:
         self._shadings = shadings
         self._table = _Instances(n, ctypes.addressof(self._shading_ptrs) if self.has_shading else None,
                                  _ptr(self._normal_xf), _ptr(self._lod_scale), _ptr(self.object))
-        self._scene = None
         if n:
             scenes = (_vp * n)(*[p[0]._scene for p in parts])
             top = self._lib.bps_instances_build(b.device, ctypes.addressof(scenes), n, _ptr(self._xfm), int(quality))
@@ -88,7 +90,7 @@ class InstancedAccel:
         self.nbytes = self._xfm.nbytes + self._normal_xf.nbytes + self._lod_scale.nbytes + self.object.nbytes
 
     def __del__(self):
-        scene, self._scene = getattr(self, "_scene", None), None
+        scene, self._scene = self._scene, None
         if scene:
             self._lib.bps_scene_release(scene)
 

@@ -102,6 +102,8 @@ class ShadingArrays:
 class WarpScene:
     """Device-resident scene: the wp.Mesh (BVH) and the shading arrays."""
 
+    composed = False   # one mesh (``warp_instances.WarpInstances`` is a composed scene's)
+
     def __init__(self, wp, device, shading: ShadingData, positions: np.ndarray, indices: np.ndarray):
         with wp.ScopedDevice(device):
             self.shading = ShadingArrays(wp, device, shading)
@@ -221,7 +223,7 @@ class WarpRenderer:
                 self._grow_table(max(2 * self._table.shape[0], scene_index + 1))
             self._scenes[scene_index] = accel
             self._write_row(scene_index)
-            if hasattr(accel, "bvh"):   # a composed scene adds a launch: a captured step must re-capture
+            if accel.composed:   # a composed scene adds a launch: a captured step must re-capture
                 self.table_version += 1
 
     def detach(self, scene_index: int) -> None:
@@ -231,7 +233,7 @@ class WarpRenderer:
             gone = self._scenes.pop(scene_index, None)
             if gone is not None:
                 self._write_row(scene_index)
-                if hasattr(gone, "bvh"):
+                if gone.composed:
                     self.table_version += 1
 
     def close(self):
@@ -369,7 +371,7 @@ class WarpRenderer:
             wp.from_torch(depth.view(n, hw), dtype=wp.float32), int(rgb is not None),
             rgb_arr, float(o.pixel_angle), int(semantic is not None), sem_arr])
         with self._lock:
-            composed = [(i, sc) for i, sc in self._scenes.items() if hasattr(sc, "bvh") and sc.bvh is not None]
+            composed = [(i, sc) for i, sc in self._scenes.items() if sc.composed and sc.bvh is not None]
         if composed:   # composed scenes: one more launch each, over their agents' pixels
             from .warp_instances import render_instanced_kernel
             for composed_index, sc in composed:

@@ -23,6 +23,8 @@ from .warp_kernels import SceneTable, abs_cos, quat_to_mat, shade, write_pixel
 class WarpInstances:
     """A composed scene's instance tables on the device (see the module docstring)."""
 
+    composed = True
+
     def __init__(self, wp_mod, device, parts):
         parts = [p for p in parts if p[0].mesh is not None]
         self.parts = parts                   # keeps the shared assets' meshes alive

@@ -115,6 +115,17 @@ int bps_device_error(void *dev, const char **message) {
     return code;
 }
 
+/* Commit `scene`; NULL (the scene released) when the device reports an error. */
+static void *commit_checked(void *dev, RTCScene scene) {
+    E.commitScene(scene);
+    const char *msg;
+    if (bps_device_error(dev, &msg)) {
+        E.releaseScene(scene);
+        return NULL;
+    }
+    return scene;
+}
+
 /* One triangle mesh as a committed scene. `vertices` (nv x float3, stride 12, padded by one
  * float so Embree's 16-byte loads stay inside) and `triangles` (nt x uint3) are shared, not
  * copied: the caller keeps them alive while the scene lives. `flags`: RTCSceneFlags (COMPACT = 2
@@ -135,13 +146,7 @@ void *bps_scene_build(void *dev, const float *vertices, size_t nv, const uint32_
     E.commitGeometry(geom);
     E.attachGeometry(scene, geom);
     E.releaseGeometry(geom);
-    E.commitScene(scene);
-    const char *msg;
-    if (bps_device_error(dev, &msg)) {
-        E.releaseScene(scene);
-        return NULL;
-    }
-    return scene;
+    return commit_checked(dev, scene);
 }
 
 void bps_scene_release(void *scene) { E.releaseScene(scene); }
@@ -461,17 +466,6 @@ int bps_load_instancing(void) {
     *(void **)(&EI.setGeometryInstancedScene) = a;
     *(void **)(&EI.setGeometryTransform) = b;
     return 0;
-}
-
-/* Commit `scene`; NULL (the scene released) when the device reports an error. */
-static void *commit_checked(void *dev, RTCScene scene) {
-    E.commitScene(scene);
-    const char *msg;
-    if (bps_device_error(dev, &msg)) {
-        E.releaseScene(scene);
-        return NULL;
-    }
-    return scene;
 }
 
 /* n instances: scenes[i] (a committed scene) placed by xfm[12 i .. 12 i + 11] (3x4 row-major,

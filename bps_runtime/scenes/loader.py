@@ -221,9 +221,7 @@ class SceneLoader:
             nv, nt = int(ps.positions.shape[0]), int(ps.indices.shape[0])
             footprint = scene_footprint(sd, self.renderer, nv, nt, navmesh_nbytes(nav))
             nbytes = sum(footprint.values())
-            if reserve is not None:
-                self._enter_stage(scene_id, "waiting for room in the cache budget")
-                ticket = reserve(nbytes, source)
+            ticket = self._reserve(source, nbytes, reserve)
             self._enter_stage(scene_id, "building the renderer's acceleration structure")
             accel = self.renderer.prepare(sd, ps.positions, ps.indices)
             # last: a load that fails before this prepares nothing (no navigation to free, no
@@ -240,6 +238,13 @@ class SceneLoader:
             return LoadFailure(source, e, msg)
         finally:
             stage.pop(scene_id, None)
+
+    def _reserve(self, source: SceneSource, nbytes: int, reserve):
+        """The budget reservation of ``nbytes`` for ``source`` (None without a ``reserve``)."""
+        if reserve is None:
+            return None
+        self._enter_stage(source.scene_id, "waiting for room in the cache budget")
+        return reserve(nbytes, source)
 
     def _load_composed(self, source: SceneSource, reserve, t0: float) -> LoadedScene:
         """A composed scene as the stage plus instances of shared assets (``scenes.assets``): each
@@ -280,9 +285,7 @@ class SceneLoader:
             footprint = scene_footprint(sd, self.renderer, nv, nt, navmesh_nbytes(nav))
             footprint["geometry"] += table_bytes   # the instance table (the shared assets: ``asset_bytes``)
             nbytes = sum(footprint.values())
-            if reserve is not None:
-                self._enter_stage(scene_id, "waiting for room in the cache budget")
-                ticket = reserve(nbytes, source)
+            ticket = self._reserve(source, nbytes, reserve)
             self._enter_stage(scene_id, "building the renderer's instance scene")
             stage_accel = self.renderer.prepare(sd, stage.positions, stage.indices)
             parts = [(stage_accel, np.eye(4), 0)] + [

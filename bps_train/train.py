@@ -1,4 +1,5 @@
-"""bps-train: large-batch PPO for any of bps_runtime's tasks (PointNav, ObjectNav, ImageNav, InstanceImageNav), read top to bottom.
+"""bps-train: large-batch PPO for bps_runtime's tasks (PointNav, ObjectNav, ImageNav,
+InstanceImageNav), read top to bottom.
 
 The recipe is the paper's (Shacklett et al., 2021): SE-ResNet-9 + Fixup on 64x64 depth, an LSTM
 state encoder, PPO with 32-step rollouts, 1 epoch, 2 minibatches, gradient clip 1.0, LAMB

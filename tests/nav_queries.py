@@ -8,7 +8,7 @@ from bps_runtime.nav import kernels as nk
 from bps_runtime.nav.buffers import NavBuffers
 from bps_runtime.nav.kernels import nav_struct, window_cells
 from bps_runtime.step import kernels as sk
-from bps_runtime.step.fused import _wp_dev, _wp_stream
+from bps_runtime.step.fused import _wp_dev, warp_stream
 
 
 class NavQueries:
@@ -38,7 +38,7 @@ class NavQueries:
         ft, wp = self.wp.from_torch, self.wp
         wp.launch(nk.try_step_query, dim=n, inputs=[nav_struct(self.nav), win, ft(scratch), ft(keys),
                   ft(start, dtype=wp.vec3), ft(end, dtype=wp.vec3), ft(out, dtype=wp.vec3)],
-                  device=_wp_dev(dev), stream=_wp_stream(dev))
+                  device=_wp_dev(dev), stream=warp_stream(dev))
         return out
 
     def geodesic(self, keys: torch.Tensor, rows: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
@@ -51,5 +51,5 @@ class NavQueries:
         if pos.shape[0]:
             ft, wp = self.wp.from_torch, self.wp
             wp.launch(nk.geodesic_query, dim=pos.shape[0], inputs=[nav_struct(self.nav), ft(keys), ft(rows),
-                      ft(pos, dtype=wp.vec3), ft(out)], device=_wp_dev(dev), stream=_wp_stream(dev))
+                      ft(pos, dtype=wp.vec3), ft(out)], device=_wp_dev(dev), stream=warp_stream(dev))
         return out

@@ -161,3 +161,25 @@ def test_pointgoal_without_gps_compass_stays_the_start_one(manifest):
     ident = checkpoint.env_identity(EnvConfig.from_kwargs())
     assert "sliding" not in ident["task"] and "gps_compass" not in ident["task"]
     assert checkpoint.env_identity(EnvConfig.from_kwargs(task=replace(DEFAULTS, sliding=False)))["task"]["sliding"] is False
+
+
+@pytest.mark.parametrize("renderer", ["embree", "warp"])
+@pytest.mark.parametrize("noisy", ["depth", "rgb"])
+def test_a_sensor_without_noise_is_returned_as_rendered(manifest, renderer, noisy):
+    """Noise on one sensor only: the other sensors' frames (and the semantic sensor's) are the
+    noiseless env's, on the Embree path (``render``) and on the Warp frame path (the frame inside
+    the step) alike; the noisy one differs."""
+    only = {"depth": "redwood" if noisy == "depth" else "none", "rgb": "gaussian" if noisy == "rgb" else "none"}
+    clean = "rgb" if noisy == "depth" else "depth"
+    kw = dict(seed=6, renderer=renderer, sensors=("depth", "rgb", "semantic"))
+    envs = [_make(manifest, **kw), _make(manifest, noise=only, **kw)]
+    obs = [e.reset() for e in envs]
+    g = torch.Generator().manual_seed(1)
+    for step in range(4):
+        assert torch.equal(obs[0][clean], obs[1][clean]), (step, clean)
+        assert torch.equal(obs[0]["semantic"], obs[1]["semantic"]), step
+        assert not torch.equal(obs[0][noisy], obs[1][noisy]), (step, noisy)
+        a = torch.randint(0, 4, (4,), generator=g)
+        obs = [e.step(a)[0] for e in envs]
+    for e in envs:
+        e.close()

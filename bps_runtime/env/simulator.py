@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from ..noise.sensors import SensorNoise
-from ..step.fused import FusedStep
+from ..step.fused import FusedStep, warp_stream
 from ..step.ring import EpisodeRing, LazyNames
 from ..tasks.spec import HostContext, TaskSpec
 
@@ -36,6 +36,9 @@ class Simulator:
             o = config.sensors.render_options()
             self.sensor_noise = SensorNoise(config.noise, device, normalized=o.normalize_depth,
                                             min_depth=o.min_depth, max_depth=o.max_depth)
+        # the sensors whose frames the noise replaces (the others are returned as rendered)
+        self._noisy = () if self.sensor_noise is None else tuple(
+            k for k, on in (("depth", self.sensor_noise.depth_on), ("rgb", self.sensor_noise.rgb_on)) if on)
         self._noise_inputs: dict = {}   # group -> (keys, counters): its envs' views, made once
         self._raw: dict = {}            # group -> the noiseless frame buffers the Warp frame writes
         # the task's host work when episodes are queued (ImageNav: the goal images), or None
@@ -136,8 +139,8 @@ class Simulator:
         v = self._outputs(self._group_slice(g))
         frames = self.world.render(v.scene_index, v.position, v.rotation, self.sensors)
         if self.sensor_noise is not None:
-            noisy = {k: torch.empty_like(frames[k]) for k in ("depth", "rgb") if k in frames}
-            self._noise(g, frames, noisy, None)
+            noisy = {k: torch.empty_like(frames[k]) for k in self._noisy if k in frames}
+            self._noise(g, frames, noisy, warp_stream(self.device))
             frames = {**frames, **noisy}
         obs = {k: frames[k] for k in self.sensors}
         obs.update(v.observations)
@@ -168,7 +171,7 @@ class Simulator:
                 self._noise(g, raw, bufs, stream)
 
         f.step(g, a, then=frame, then_key=(self.world.renderer.table_version, bufs["depth"].data_ptr()))
-        obs = {k: bufs[k] for k in self.sensors}
+        obs = {k: (bufs if k in self._noisy else raw)[k] for k in self.sensors}
         obs.update(v.observations)
         return obs
 

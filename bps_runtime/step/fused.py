@@ -44,7 +44,7 @@ def _wp_dev(device: torch.device) -> str:
 _STREAMS: dict = {}   # torch stream handle -> its Warp view (made once: a launch per step asks)
 
 
-def _wp_stream(device: torch.device):
+def warp_stream(device: torch.device):
     """Warp's view of torch's current stream (kernels and torch copies stay in one order);
     None on the CPU."""
     if device.type != "cuda":
@@ -214,7 +214,7 @@ class FusedStep:
     def begin_all(self):
         """Every env starts the episode at its ring's head (``reset``)."""
         self._structs()
-        w, stream, t = self._w, _wp_stream(self.device), self.spec
+        w, stream, t = self._w, warp_stream(self.device), self.spec
         self.wp.launch(t.apply_refills, dim=self.stage_i.shape[0],
                        inputs=[self._st_s, w["stage_i"], w["stage_f"], w["count"]], device=self.wdev, stream=stream)
         self._cpu.run(t.begin_kernel, lambda lo, hi: self.wp.launch(
@@ -230,7 +230,7 @@ class FusedStep:
         graph, which is re-captured when ``then_key`` (what their launches point at) changes."""
         self._structs()
         self.actions.copy_(actions)
-        env0, stream = g * self.B, _wp_stream(self.device)
+        env0, stream = g * self.B, warp_stream(self.device)
         if self.capture and self.device.type in CAPTURE_DEVICES:
             self._replay_or_capture(g, env0, stream, then, then_key)
         else:

@@ -195,7 +195,7 @@ def main(argv=None):
         "accel_bytes_per_scene_estimate": int(np.mean(per_scene) - np.mean(shading_b)),
         "shading_over_decoded": round(float(np.mean(shading_b)) / float(np.mean(decoded)), 3),
         "resident_over_decoded": round(float(np.mean(per_scene)) / float(np.mean(decoded)), 3),
-        "resident_footprint_first_scene": cache.scene(cache.resident_ids[0]).footprint,
+        "resident_footprint_first_scene": cache.scene(cache.resident_scene_indices[0]).footprint,
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }
     cache.close()

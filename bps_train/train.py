@@ -462,7 +462,7 @@ def evaluate(args) -> dict:
     if args.eval not in ("random", "stop"):
         _, policy = load_policy(args.eval, args, device)
         policy.eval()
-    source = args.eval_episodes_file or ("sample" if args.task == "objectnav" else "dataset")
+    source = args.eval_episodes_file or ("sample" if args.task in ("objectnav", "instance_imagenav") else "dataset")
     if source == "sample":
         total = args.eval_episodes or 100
     elif args.eval_episodes_file:

@@ -23,7 +23,7 @@ from typing import Iterable, Mapping
 import numpy as np
 
 from ..errors import InputError
-from .episodes import (_vec, check_scene_name, check_split_name, dataset_files, join_scenes_dir,
+from .episodes import (_vec, check_scene_name, check_split_name, check_unique_ids, dataset_files, join_scenes_dir,
                        validate_episode, write_split, SUFFIX, CONTENT_DIR)
 from .objectnav_files import (NavmeshCheck, episodes_on_navmesh, goals_on_navmesh, make_objectnav_episode,
                               problem_counter, validate_goal)
@@ -182,6 +182,7 @@ def read_instance_imagenav_dataset(path: str | os.PathLike, scenes: Iterable[str
     string). ``InputError`` naming file and episode / goal for a malformed one, an episode whose
     goal key is not among the goals, or a ``goal_image_id`` out of range."""
     out = InstanceImageNavDataset()
+    seen: dict = {}   # (scene, episode_id) -> (file, index): ids are unique per scene
     for f, doc in dataset_files(path, scenes, WHAT):
         eps = doc["episodes"]
         if not eps and "goals" not in doc:
@@ -191,6 +192,7 @@ def read_instance_imagenav_dataset(path: str | os.PathLike, scenes: Iterable[str
         out.goals.update(_check_goals(doc["goals"], f))
         for i, e in enumerate(eps):
             e = _check_episode(e, i, f, out.goals)
+            check_unique_ids(seen, e, i, f)
             if scenes_dir is not None:
                 e["scene_id"] = join_scenes_dir(scenes_dir, e["scene_id"])
             out.episodes.append(e)

@@ -65,7 +65,7 @@ def read_json(path: Path, cap: int = MAX_CONFIG_BYTES):
 
 
 def parse_json(path: Path, raw: bytes) -> dict:
-    d = _parse_json(raw, path)
+    d = _parse_json(raw, path, error=DatasetError)
     if not isinstance(d, dict):
         raise DatasetError(path, "not a JSON object")
     return d

@@ -76,7 +76,7 @@ def make(dataset=None, config: EnvConfig | None = None, **kwargs) -> BatchNavEnv
     - ``episodes``: None (the manifest's PointNav episodes if any, else sampled), "sample",
       "dataset", or a habitat PointNav v1 ``json.gz``; ``goal_pool``: sampled mode's goals per
       scene; ``scene_shard``: (rank, world_size) for disjoint scenes per process.
-    - ``task``: "pointnav" (default), "objectnav" or "imagenav" (that task's defaults), or a
+    - ``task``: "pointnav" (default) or another name of ``tasks.TASKS`` (that task's defaults), or a
       task's ``TaskOptions`` (``bps_runtime.tasks.<name>``). ObjectNav: ``episodes`` None /
       "sample" (generated per scene visit from its semantics) or an ObjectNav v1 split file;
       the dataset's navmeshes must be built for the task's agent (0.18 / 0.88 m).

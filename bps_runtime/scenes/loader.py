@@ -258,7 +258,11 @@ class SceneLoader:
             stage, table, paths = read_composed(source.scene_path)
             header = dict(stage.header or {})
             check_scene_header(source, header)
-            sd = build_shading_data(stage, source.scene_path)
+            # the stage as any scene: the mips its sensor can select, pinned for the upload (the
+            # assets keep every level: an instance may be scaled)
+            sd = sensor_mips(build_shading_data(stage, source.scene_path), self.renderer.options)
+            if self.device.startswith("cuda"):
+                sd = _pin(sd)
             self._enter_stage(scene_id, "reading the navmesh and preparing its navigation")
             nav = self.navmesh_loader(source.navmesh_path) if source.navmesh_path else None
             used = sorted(set(table.asset.tolist()))

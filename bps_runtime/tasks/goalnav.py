@@ -53,7 +53,7 @@ FIELDS = (
 )
 SCHEMA = Schema(CORE).extend(FIELDS)
 sk.set_module_options(__name__)
-State = warp_struct(wp, "State", SCHEMA.of("state"), __name__, "Per-env state [N] and the ring [QUEUE_DEPTH, N].")
+State = warp_struct(wp, "State", SCHEMA.of("state"), __name__, "Per-env state [N] and the ring [RING_SIZE, N].")
 Out = warp_struct(wp, "Out", SCHEMA.of("out"), __name__, "Per-env outputs of the latest step [N].")
 
 

@@ -214,7 +214,9 @@ def supply(request):
     mapped = map_habitat_instance_imagenav(src, manifest, allow_unmatched=True)
     ds = mapped.goal_instances
     names = {e.name for e in entries}
-    raw = {n: eps for n, eps in mapped.by_scene.items() if n in names}
+    # scenes with at least one usable episode (its goal has a view point), as ObjectNav's supply
+    raw = {n: eps for n, eps in mapped.by_scene.items()
+           if n in names and episode_dicts(InstanceImageNavDataset(eps, ds.goals))[0]}
     if not raw:
         raise InputError(src, f"has no InstanceImageNav episodes for the scenes of {manifest.path} "
                               f"(split {request.split!r})")

@@ -234,11 +234,6 @@ class SensorNoise:
         p.amount = float(options.rgb_amount)
         self.params = p
 
-    @property
-    def enabled(self) -> bool:
-        """Whether any sensor noise is on."""
-        return self.depth_on or self.rgb_on
-
     def launch(self, depth_in, depth_out, rgb_in, rgb_out, keys, counters, lo: int = 0,
                hi: int | None = None, stream=None) -> None:
         """Noisy copies of envs ``lo:hi`` (torch tensors; a sensor left out: None). One launch."""

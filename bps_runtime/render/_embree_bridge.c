@@ -402,6 +402,19 @@ void bps_trace_rays(void *scene, size_t n, const float *org, const float *dir, f
     }
 }
 
+/* One packet of an agent's camera rays: lanes k < count start at the agent's origin p and go
+ * along its rotation r (3x3 row-major, camera -> world) times dirs[k]; the idle lanes repeat
+ * lane 0's ray. */
+static void camera_packet(RayHit16 *rh, const float *p, const float *r, const float *dirs, int count) {
+    for (int k = 0; k < 16; k++) {
+        const float *d = dirs + 3 * (k < count ? k : 0);
+        rh->org_x[k] = p[0]; rh->org_y[k] = p[1]; rh->org_z[k] = p[2];
+        rh->dir_x[k] = r[0] * d[0] + r[1] * d[1] + r[2] * d[2];
+        rh->dir_y[k] = r[3] * d[0] + r[4] * d[1] + r[5] * d[2];
+        rh->dir_z[k] = r[6] * d[0] + r[7] * d[1] + r[8] * d[2];
+    }
+}
+
 /* Trace the camera rays of `agents` agents: agent a's rays start at origins[a] (3 floats) and go
  * along rotations[a] (3x3 row-major, camera -> world) times each of the `ndirs` camera-frame
  * directions `dirs` (ndirs x 3). Results for agent a, ray j go to index a * ndirs + j; the
@@ -427,13 +440,7 @@ int64_t bps_trace_cameras(void *scene, size_t agents, const float *origins, size
         const float *p = origins + 3 * a, *r = rotations + 9 * a;
         for (size_t j0 = 0; j0 < ndirs; j0 += 16) {
             int count = (int)(ndirs - j0 < 16 ? ndirs - j0 : 16);
-            for (int k = 0; k < 16; k++) {
-                const float *d = dirs + 3 * (j0 + (k < count ? k : 0));
-                rh.org_x[k] = p[0]; rh.org_y[k] = p[1]; rh.org_z[k] = p[2];
-                rh.dir_x[k] = r[0] * d[0] + r[1] * d[1] + r[2] * d[2];
-                rh.dir_y[k] = r[3] * d[0] + r[4] * d[1] + r[5] * d[2];
-                rh.dir_z[k] = r[6] * d[0] + r[7] * d[1] + r[8] * d[2];
-            }
+            camera_packet(&rh, p, r, dirs + 3 * j0, count);
             if (world_dirs) {
                 float *w = world_dirs + 3 * (a * ndirs + j0);
                 for (int k = 0; k < count; k++) {
@@ -519,12 +526,8 @@ int64_t bps_trace_cameras_instanced(void *scene, const Instances *in, size_t age
         for (size_t j0 = 0; j0 < ndirs; j0 += 16) {
             int count = (int)(ndirs - j0 < 16 ? ndirs - j0 : 16);
             int valid[16];
+            camera_packet(&rh, p, r, dirs + 3 * j0, count);
             for (int k = 0; k < 16; k++) {
-                const float *d = dirs + 3 * (j0 + (k < count ? k : 0));
-                rh.org_x[k] = p[0]; rh.org_y[k] = p[1]; rh.org_z[k] = p[2];
-                rh.dir_x[k] = r[0] * d[0] + r[1] * d[1] + r[2] * d[2];
-                rh.dir_y[k] = r[3] * d[0] + r[4] * d[1] + r[5] * d[2];
-                rh.dir_z[k] = r[6] * d[0] + r[7] * d[1] + r[8] * d[2];
                 valid[k] = k < count ? -1 : 0;
                 rh.tnear[k] = 0.0f; rh.time[k] = 0.0f; rh.tfar[k] = INFINITY;
                 rh.mask[k] = 0xFFFFFFFFu; rh.id[k] = (uint32_t)k; rh.flags[k] = 0;

@@ -26,7 +26,6 @@ import numpy as np
 from bps_assets.errors import BpsError, ConfigError, CorruptFileError, MissingDependencyError
 
 # rtcSetSceneBuildQuality: RTC_BUILD_QUALITY_MEDIUM is Embree's default (what embreex uses)
-BUILD_QUALITY_LOW = 0
 BUILD_QUALITY_MEDIUM = 1
 # rtcSetSceneFlags: COMPACT makes Embree keep vertex indices in its leaves (reading our shared
 # vertex buffer) instead of copies of the triangles' vertices

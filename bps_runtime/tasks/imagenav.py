@@ -29,7 +29,6 @@ from .spec import HostContext, TaskSpec
 
 NAME = "imagenav"
 ACTION_NAMES = goalnav.ALL_ACTIONS[:4]
-NUM_ACTIONS = len(ACTION_NAMES)
 LOOK = False
 BENCHMARK_SUCCESS_DISTANCE = 1.0   # the published ImageNav benchmarks' success distance
 

@@ -33,7 +33,6 @@ from .spec import HostContext, TaskSpec
 
 NAME = "instance_imagenav"
 ACTION_NAMES = goalnav.ALL_ACTIONS
-NUM_ACTIONS = len(ACTION_NAMES)
 LOOK = True
 
 

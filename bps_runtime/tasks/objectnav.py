@@ -24,7 +24,6 @@ from .spec import TaskSpec
 
 NAME = "objectnav"
 ACTION_NAMES = goalnav.ALL_ACTIONS
-NUM_ACTIONS = len(ACTION_NAMES)
 LOOK = True
 
 

@@ -30,7 +30,6 @@ from ..step.schema import CORE, STAGE, Field, Observation, Schema, warp_struct
 NAME = "pointnav"
 STOP, MOVE_FORWARD, TURN_LEFT, TURN_RIGHT = 0, 1, 2, 3
 ACTION_NAMES = ("STOP", "MOVE_FORWARD", "TURN_LEFT", "TURN_RIGHT")
-NUM_ACTIONS = len(ACTION_NAMES)
 
 
 TaskOptions = options_class(NAME, __name__, doc="habitat-lab's PointNav defaults (pointnav.yaml / DD-PPO): "

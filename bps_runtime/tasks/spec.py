@@ -19,7 +19,7 @@ from typing import Any, Callable, Protocol
 
 import numpy as np
 
-from ..step.schema import Observation, Schema, Staging
+from ..step.schema import Schema, Staging
 
 
 class HostHook(Protocol):
@@ -127,7 +127,3 @@ class TaskSpec:
     def num_actions(self) -> int:
         """How many discrete actions the task has."""
         return len(self.actions)
-
-    def observation(self, name: str) -> Observation:
-        """The declaration of observation ``name``."""
-        return next(o for o in self.observations if o.name == name)

@@ -410,11 +410,9 @@ def test_topdown_map_of_a_composed_scene_shows_its_static_instances(composed_roo
     assert at(0.3, 1.2) == NAVIGABLE and at(1.2, 0.3) == NAVIGABLE
 
 
-@needs_rcad
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_scaled_textured_instances_pick_the_flattened_mip(tmp_path, backend):
-    """ReplicaCAD's textured chair placed at scales 0.5, 1 and 2.5, rotated: the instance's mip
-    footprint is taken in asset space, so the colours equal the flattened scene's."""
+def chair_scene(tmp_path) -> Path:
+    """A packed composed scene: a stand-in box room and ReplicaCAD's textured chair placed at
+    scales 0.5, 1 and 2.5, rotated (needs ../shared/datasets/replicacad)."""
     import json
     import shutil
 
@@ -441,6 +439,15 @@ def test_scaled_textured_instances_pick_the_flattened_mip(tmp_path, backend):
     (tmp_path / "out" / "scenes").mkdir(parents=True)
     dst = tmp_path / "out" / "scenes" / "s.bps"
     pack_scene(sc, dst, tmp_path / "out" / "assets")
+    return dst
+
+
+@needs_rcad
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_scaled_textured_instances_pick_the_flattened_mip(tmp_path, backend):
+    """ReplicaCAD's textured chair placed at scales 0.5, 1 and 2.5, rotated: the instance's mip
+    footprint is taken in asset space, so the colours equal the flattened scene's."""
+    dst = chair_scene(tmp_path)
     r = _renderer(backend, res=(64, 64))
     _both(r, dst)
     yaw = np.linspace(-0.5, 0.5, 6)

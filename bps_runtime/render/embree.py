@@ -235,7 +235,8 @@ class EmbreeRenderer:
         hw = self._dirs.shape[0]
         rgb = np.empty((len(agents) * hw, 3), np.uint8) if want_rgb else None
         obj = np.empty(len(agents) * hw, np.int32) if sem_out is not None else None
-        accel.trace_cameras(*args, z, rgb_out=rgb, obj_out=obj)
+        # the camera's own pixel footprint (``render_view``'s differs from the sensor's)
+        accel.trace_cameras(*args, z, rgb_out=rgb, obj_out=obj, pixel_angle=self.options.pixel_angle)
         if want_rgb:
             rgb_out[agents] = rgb.reshape(len(agents), hw, 3)
         if obj is not None:

@@ -13,12 +13,15 @@ scale, |det|^(1/3) used for a non-uniform one). The parts' accels are kept alive
 from __future__ import annotations
 
 import ctypes
+import threading
+from collections import OrderedDict
 
 import numpy as np
 
 from bps_assets.errors import ConfigError, CorruptFileError
 
 from .embree_bridge import BUILD_QUALITY_MEDIUM, EmbreeError, _ptr, bridge
+from .protocol import VIEW_DIRS_KEPT
 
 _vp = ctypes.c_void_p
 _sz = ctypes.c_size_t
@@ -74,11 +77,12 @@ class InstancedAccel:
         self.object = np.ascontiguousarray([p[3] for p in parts], np.int32)
         shadings = [p[1] for p in parts]
         self.has_shading = bool(n) and all(s is not None for s in shadings)
-        self._shading_ptrs = (_vp * max(n, 1))(*[ctypes.addressof(s.struct) if s is not None else None
-                                                  for s in shadings])
         self._shadings = shadings
-        self._table = _Instances(n, ctypes.addressof(self._shading_ptrs) if self.has_shading else None,
-                                 _ptr(self._normal_xf), _ptr(self._lod_scale), _ptr(self.object))
+        self._views = OrderedDict()   # pixel angle -> (table, pointers, shadings): render_view's cameras
+        self._views_lock = threading.Lock()
+        angles = {s.struct.pixel_angle for s in shadings if s is not None}
+        self._pixel_angle = angles.pop() if len(angles) == 1 else None   # the sensor's, shared by all
+        self._own = self._table_for(shadings)
         if n:
             scenes = (_vp * n)(*[p[0]._scene for p in parts])
             top = self._lib.bps_instances_build(b.device, ctypes.addressof(scenes), n, _ptr(self._xfm), int(quality))
@@ -89,6 +93,37 @@ class InstancedAccel:
             self._scene = top
         self.nbytes = self._xfm.nbytes + self._normal_xf.nbytes + self._lod_scale.nbytes + self.object.nbytes
 
+    def _table_for(self, shadings):
+        """(``_Instances``, its shading pointer array, ``shadings``): the C table over these
+        per-instance shadings (the tuple keeps what the table points into alive)."""
+        n = len(shadings)
+        ptrs = (_vp * max(n, 1))(*[ctypes.addressof(s.struct) if s is not None else None for s in shadings])
+        table = _Instances(n, ctypes.addressof(ptrs) if self.has_shading else None,
+                           _ptr(self._normal_xf), _ptr(self._lod_scale), _ptr(self.object))
+        return table, ptrs, shadings
+
+    def _table_at(self, pixel_angle: float | None):
+        """``_table_for``'s tuple for a camera whose pixels have ``pixel_angle`` (None: the
+        prepare-time one, the sensor's): one copy of each asset's struct per angle, kept for the
+        last ``VIEW_DIRS_KEPT`` angles (``render_view``'s cameras repeat). The caller holds the
+        tuple while C reads it (another thread may evict it from the cache meanwhile)."""
+        key = None if pixel_angle is None else float(np.float32(pixel_angle))
+        if key is None or key == self._pixel_angle or not self.has_shading:
+            return self._own
+        with self._views_lock:
+            view = self._views.get(key)
+            if view is None:
+                moved: dict[int, object] = {}   # once per asset, however many instances share it
+                for s in self._shadings:
+                    if id(s) not in moved:
+                        moved[id(s)] = s.at_pixel_angle(key)
+                view = self._table_for([moved[id(s)] for s in self._shadings])
+                self._views[key] = view
+                while len(self._views) > VIEW_DIRS_KEPT:
+                    self._views.popitem(last=False)
+            self._views.move_to_end(key)
+            return view
+
     def __del__(self):
         scene, self._scene = self._scene, None
         if scene:
@@ -96,9 +131,10 @@ class InstancedAccel:
 
     def trace_cameras(self, origins: np.ndarray, rotations: np.ndarray, cam_dirs: np.ndarray, t_out: np.ndarray,
                       miss: float = 0.0, rgb_out: np.ndarray | None = None,
-                      obj_out: np.ndarray | None = None) -> None:
+                      obj_out: np.ndarray | None = None, pixel_angle: float | None = None) -> None:
         """Depth into ``t_out`` (float32 n*HW), RGB into ``rgb_out`` (uint8 n*HW*3) and the hit
-        instance's semantic id into ``obj_out`` (int32 n*HW), as ``BridgeAccel.trace_cameras``."""
+        instance's semantic id into ``obj_out`` (int32 n*HW), as ``BridgeAccel.trace_cameras``;
+        ``pixel_angle``: the camera's pixel footprint for mip selection (None: the sensor's)."""
         o = np.ascontiguousarray(origins, np.float32)
         r = np.ascontiguousarray(rotations, np.float32)
         d = np.ascontiguousarray(cam_dirs, np.float32)
@@ -117,7 +153,8 @@ class InstancedAccel:
                 if a is not None:
                     a.fill(0)
             return
-        rc = self._lib.bps_trace_cameras_instanced(self._scene, ctypes.addressof(self._table), n, _ptr(o), n,
+        view = self._table_at(pixel_angle) if rgb_out is not None else self._own
+        rc = self._lib.bps_trace_cameras_instanced(self._scene, ctypes.addressof(view[0]), n, _ptr(o), n,
                                                    _ptr(r), n, hw, _ptr(d), d.size, _ptr(t_out), _ptr(rgb_out),
                                                    _ptr(obj_out), miss)
         if rc < 0:

@@ -21,9 +21,9 @@ from test_composed_scenes import needs_rcad  # noqa: E402
 VIEWS = [((32, 32), 90.0), ((128, 160), 60.0), ((96, 72), 110.0)]   # coarser and finer than 64x64 at 90
 
 
-def _renderer(backend, **kw):
+def _renderer(backend, resolution=(64, 64), **kw):
     from bps_runtime.render.protocol import RenderOptions
-    opts = RenderOptions(resolution=(64, 64), threads=1, **kw)
+    opts = RenderOptions(resolution=resolution, threads=1, **kw)
     if backend == "warp":   # the CUDA path's kernels, on Warp's CPU device
         from bps_runtime.render.warp_backend import WarpRenderer
         return WarpRenderer(opts, device="cpu")
@@ -62,3 +62,65 @@ def test_render_view_of_instances_equals_the_flattened_scene(tmp_path, backend):
         assert (np.abs(a["rgb"].astype(int) - b["rgb"]) > 1).any(-1).mean() < 0.002, (res, hfov)
         seen.append(a["rgb"])
     assert len(np.unique(seen[1].reshape(-1, 3), axis=0)) > 50      # textured
+
+
+
+def _textured_room_composed(tmp_path) -> Path:
+    """A packed composed scene whose stage is ``runtime_scenes``' textured 8 x 3 x 6 m room
+    (checker textures: their mips drop for a coarse sensor) with two crates."""
+    import json
+
+    from bps_assets.scene_dataset import habitat as H
+    from bps_assets.scene_dataset.packing import pack_scene
+    from bps_assets.scene_dataset.standin import write_box_room
+    from bps_assets.writers.glb import write_glb
+    from runtime_scenes import room_document
+
+    src = tmp_path / "src"
+    (src / "stages").mkdir(parents=True)
+    write_glb(room_document(), src / "stages" / "room.glb")
+    write_box_room(src / "objects" / "crate.glb", (-0.3, 0, -0.3), (0.3, 0.6, 0.3))
+    (src / "stages" / "room.stage_config.json").write_text(json.dumps({"render_asset": "room.glb"}))
+    (src / "objects" / "crate.object_config.json").write_text(json.dumps(
+        {"render_asset": "crate.glb", "COM": [0, 0, 0], "semantic_id": 4}))
+    (src / "scenes").mkdir()
+    crates = [{"template_name": "crate", "translation": [x, 0, -3]} for x in (2.0, 6.0)]
+    (src / "scenes" / "s.scene_instance.json").write_text(json.dumps(
+        {"stage_instance": {"template_name": "room"}, "object_instances": crates}))
+    cfg = src / "d.scene_dataset_config.json"
+    cfg.write_text(json.dumps({"stages": {"paths": {".json": ["stages"]}}, "objects": {"paths": {".json": ["objects"]}},
+                               "scene_instances": {"paths": {".json": ["scenes"]}}}))
+    sc = H.read_scene_instance(H.read_dataset_config(cfg), "s")
+    (tmp_path / "out" / "scenes").mkdir(parents=True)
+    dst = tmp_path / "out" / "scenes" / "s.bps"
+    pack_scene(sc, dst, tmp_path / "out" / "assets")
+    return dst
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_declared_goal_camera_keeps_its_mips_on_composed_and_flattened_scenes(tmp_path, backend):
+    """A coarse 8x8 sensor at least 1 m from every surface drops the textured stage's finer mips;
+    a 96x128 goal camera at 60 deg declared in ``view_cameras`` keeps the levels its pixels
+    select: its ``render_view`` equals the one with every level kept, on the instanced and the
+    flattened scene. Undeclared, it samples the sensor's finest kept level (the clamp)."""
+    from bps_runtime.render.mips import first_levels
+
+    dst = _textured_room_composed(tmp_path)
+    view = ((96, 128), 60.0)
+    rng = np.random.default_rng(3)
+    n = 8
+    pos = np.c_[rng.uniform(1.8, 6.2, n), np.full(n, 1.25), rng.uniform(-4.2, -1.8, n)]   # >= 1 m from the walls
+    yaw = rng.uniform(-np.pi, np.pi, n)
+    rgb, kept = {}, {}
+    for name, kw in (("all", {"texture_near": 0.0}), ("declared", {"texture_near": 1.0, "view_cameras": (view,)}),
+                     ("sensor", {"texture_near": 1.0})):
+        r = _renderer(backend, resolution=(8, 8), **kw)
+        inst, flat = _both(r, dst)
+        kept[name] = first_levels(inst.shading, r.options)
+        rgb[name] = [r.render_view(np.full(n, k, np.int64), pos, yaw, *view, ("rgb",))["rgb"].numpy() for k in (0, 1)]
+        r.close()
+    assert (kept["declared"] < kept["sensor"]).any()
+    for k in (0, 1):   # instanced, flattened
+        assert np.array_equal(rgb["declared"][k], rgb["all"][k])
+        assert not np.array_equal(rgb["sensor"][k], rgb["all"][k])
+    assert (np.abs(rgb["all"][0].astype(int) - rgb["all"][1]) > 1).any(-1).mean() < 0.002

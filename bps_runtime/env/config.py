@@ -39,6 +39,8 @@ class SensorConfig:
     hfov_deg: float | None = None
     min_depth: float | None = None
     max_depth: float | None = None
+    # ``render_view`` cameras to keep mips for, ((h, w), hfov_deg) each (``RenderOptions.view_cameras``)
+    view_cameras: tuple | None = None
 
     def __post_init__(self):
         from ..render import BACKENDS
@@ -48,6 +50,9 @@ class SensorConfig:
         object.__setattr__(self, "kinds", check_sensors(self.kinds))
         object.__setattr__(self, "resolution", check_resolution(self.resolution))
         object.__setattr__(self, "normalize_depth", bool(self.normalize_depth))
+        if self.view_cameras is not None:
+            from ..render.protocol import check_view_cameras
+            object.__setattr__(self, "view_cameras", check_view_cameras(self.view_cameras))
         if self.renderer not in BACKENDS:
             raise ConfigError(None, f"renderer={self.renderer!r}: choose from {BACKENDS}")
         if None not in (self.hfov_deg, self.min_depth, self.max_depth):
@@ -69,7 +74,7 @@ class SensorConfig:
                              threads=threads, **self.camera())
 
 
-CAMERA_FIELDS = ("sensor_height", "hfov_deg", "min_depth", "max_depth")
+CAMERA_FIELDS = ("sensor_height", "hfov_deg", "min_depth", "max_depth", "view_cameras")
 
 
 @dataclass(frozen=True)
@@ -209,7 +214,7 @@ def preset_kwargs(name: str) -> dict:
     s, t = p["sensors"], p["task"]
     task = replace(task_spec(t["name"]).defaults, **{k: v for k, v in t.items() if k != "name"})
     return {"sensors": tuple(s["kinds"]), "resolution": tuple(s["resolution"]), "task": task, "noise": p["noise"],
-            "camera": {k: s[k] for k in CAMERA_FIELDS}}
+            "camera": {k: s[k] for k in CAMERA_FIELDS if k in s}}
 
 
 def task_options(task):

@@ -84,7 +84,8 @@ def make(dataset=None, config: EnvConfig | None = None, **kwargs) -> BatchNavEnv
     - ``noise``: habitat-sim's sensor and actuation noise (docs/NOISE.md): None, a preset name, a
       dict such as ``{"depth": "redwood", "rgb": "gaussian", "actuation": "locobot-ilqr",
       "multiplier": 0.5}``, "key=value,..." text, or a ``NoiseOptions``; ``camera``: a dict of
-      ``sensor_height``, ``hfov_deg``, ``min_depth``, ``max_depth``.
+      ``sensor_height``, ``hfov_deg``, ``min_depth``, ``max_depth``, ``view_cameras`` (goal-image
+      cameras, ((h, w), hfov_deg) each, whose finer mips stay resident).
     - ``preset``: a named set of the above (``"challenge2021"``: habitat's realistic PointNav, its
       RGB-D sizes, camera, rules, agent and noise); keywords given as well override it.
 

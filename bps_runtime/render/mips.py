@@ -1,13 +1,14 @@
-"""Keep resident only the texture mip levels a sensor can sample.
+"""Keep resident only the texture mip levels the configured cameras can sample.
 
-``sensor_mips(shading, options)`` -> a ShadingData whose textures lack the levels finer than any
-pixel of this sensor selects from a camera at least ``options.texture_near`` metres from every
-surface (the default agent radius keeps it there). The shading model picks level
+``sensor_mips(shading, options)`` -> a ShadingData whose textures lack the levels finer than
+any pixel of the sensor or of a declared ``options.view_cameras`` camera (goal images) selects
+from ``options.texture_near`` metres or more (the agent radius). The model picks level
 round(log2(z * pixel_angle / max(|cos|, 0.05)) + tri_lod_bias) with z the z-depth; z is at least
 texture_near / |d| for the longest camera ray d (the image corner), |cos| <= 1, so a texture's
-first selectable level is round(log2(z_min * pixel_angle) + its triangles' smallest bias). The
-dropped levels' rows of ``level_info`` point at that first kept level, so a closer camera
-samples it (coarser texels; never outside the tables) and every other pixel is unchanged.
+first selectable level is round(log2(z_min * pixel_angle) + its triangles' smallest bias), the
+least over the cameras. The dropped levels' rows of ``level_info`` point at that first kept
+level, so a closer or undeclared finer camera samples it (coarser texels; never outside the
+tables) and every other pixel is unchanged.
 ``tri_lod_bias`` keeps referring to the source's level 0. ``texture_near = 0`` keeps every level.
 Measurements: docs/PERFORMANCE.md ("Resident bytes per scene").
 """
@@ -18,21 +19,23 @@ import dataclasses
 import numpy as np
 
 from .camera import camera_directions
-from .protocol import RenderOptions
+from .protocol import RenderOptions, view_options
 from .shading_data import ShadingData, level_nbytes
 
 MARGIN = 1e-3  # mip levels: float32 rounding in the renderers' lod never reaches this
 
 
 def first_levels(sd: ShadingData, options: RenderOptions) -> np.ndarray:
-    """[X] int: each texture's finest level this sensor can select (0: keep every level)."""
+    """[X] int: each texture's finest level the sensor or a declared view camera can select (0:
+    keep every level)."""
     nx = sd.level_info.shape[0]
     first = np.zeros(nx, np.int64)
     if options.texture_near <= 0 or not sd.tri_material.size:
         return first
-    d = camera_directions(options)
-    z_min = options.texture_near / float(np.linalg.norm(d, axis=1).max())
-    base = np.log2(z_min * options.pixel_angle)
+    base = np.inf
+    for cam in (options, *(view_options(options, r, h) for r, h in options.view_cameras)):
+        z_min = options.texture_near / float(np.linalg.norm(camera_directions(cam), axis=1).max())
+        base = min(base, np.log2(z_min * cam.pixel_angle))
     tex = sd.material_texture[sd.tri_material]
     bias = np.full(nx, np.inf)
     used = tex >= 0

@@ -30,6 +30,21 @@ def check_resolution(resolution) -> tuple[int, int]:
     return h, w
 
 
+def check_view_cameras(cameras) -> tuple:
+    """``cameras`` (an iterable of ((height, width), hfov_deg)) as a tuple of ((h, w), float);
+    ConfigError on a bad resolution or an HFOV outside (0, 180)."""
+    out = []
+    try:
+        for res, hfov in cameras:
+            hfov = float(hfov)
+            if not 0.0 < hfov < 180.0:
+                raise ConfigError(None, f"view_cameras: hfov_deg must be in (0, 180), got {hfov}")
+            out.append((check_resolution(tuple(res)), hfov))
+    except (TypeError, ValueError):
+        raise ConfigError(None, f"view_cameras={cameras!r}: expected ((height, width), hfov_deg) pairs") from None
+    return tuple(out)
+
+
 @dataclass(frozen=True)
 class RenderOptions:
     """Sensor settings shared by every backend (habitat-lab PointNav defaults)."""
@@ -46,6 +61,10 @@ class RenderOptions:
     # cameras come no closer than this to a surface (m; the default agent radius): texture mips
     # finer than any pixel selects from there are not kept resident (render/mips.py); 0: keep all
     texture_near: float = 0.1
+    # the ``render_view`` cameras a task declares, ((height, width), hfov_deg) each (goal images):
+    # the mips kept are those the finest of them and the sensor selects; an undeclared finer
+    # camera samples the finest kept level (render/mips.py)
+    view_cameras: tuple = ()
 
     def __post_init__(self):
         object.__setattr__(self, "resolution", check_resolution(self.resolution))
@@ -56,6 +75,7 @@ class RenderOptions:
         if not self.texture_near >= 0.0:
             raise ConfigError(None, f"texture_near must be >= 0 (metres), got {self.texture_near}")
         object.__setattr__(self, "threads", check_threads(self.threads))
+        object.__setattr__(self, "view_cameras", check_view_cameras(self.view_cameras))
 
     @property
     def pixel_angle(self) -> float:

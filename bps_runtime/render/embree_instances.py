@@ -23,6 +23,10 @@ from bps_assets.errors import ConfigError, CorruptFileError
 from .embree_bridge import BUILD_QUALITY_MEDIUM, EmbreeError, _ptr, bridge
 from .protocol import VIEW_DIRS_KEPT
 
+# Embree's own bytes per instance: the RTC_GEOMETRY_TYPE_INSTANCE geometry and its share of the
+# top-level BVH (RSS growth of 607-608 B per instance building 10,000, less the 100 B of arrays
+# counted below; benchmarks/bench_instance_bytes.py, docs/PERFORMANCE.md "Instance structure bytes")
+EMBREE_BYTES_PER_INSTANCE = 512
 _vp = ctypes.c_void_p
 _sz = ctypes.c_size_t
 _ready = False
@@ -91,7 +95,11 @@ class InstancedAccel:
                 raise EmbreeError(None, f"Embree could not build the instance scene ({n} instances): "
                                         f"error {code} {msg}")
             self._scene = top
-        self.nbytes = self._xfm.nbytes + self._normal_xf.nbytes + self._lod_scale.nbytes + self.object.nbytes
+        # the instance arrays, the shading pointers and Embree's instances and top-level BVH (the
+        # per-asset accels are charged with their assets; render_view's per-angle tables are
+        # n pointers and one shading struct per asset each, kept for VIEW_DIRS_KEPT angles)
+        self.nbytes = (self._xfm.nbytes + self._normal_xf.nbytes + self._lod_scale.nbytes + self.object.nbytes
+                       + ctypes.sizeof(self._own[1]) + EMBREE_BYTES_PER_INSTANCE * n)
 
     def _table_for(self, shadings):
         """(``_Instances``, its shading pointer array, ``shadings``): the C table over these

@@ -19,6 +19,11 @@ import warp as wp
 
 from .warp_kernels import SceneTable, abs_cos, quat_to_mat, shade, write_pixel
 
+# the top-level wp.Bvh's nodes and the host's bookkeeping per instance (RSS growth of 249-251 B
+# per instance building 10,000 on Warp's CPU device, less the 136 B of arrays counted below;
+# benchmarks/bench_instance_bytes.py, docs/PERFORMANCE.md "Instance structure bytes")
+WARP_BVH_BYTES_PER_INSTANCE = 116
+
 
 class WarpInstances:
     """A composed scene's instance tables on the device (see the module docstring)."""
@@ -33,23 +38,23 @@ class WarpInstances:
         lin = m[:, :3, :3]
         inv = np.linalg.inv(m) if n else np.zeros((0, 4, 4))
         det = np.abs(np.linalg.det(lin)) if n else np.zeros(0)
-        lo, hi = np.zeros((n, 3)), np.zeros((n, 3))
         meshes: dict[int, int] = {}
-        rows = []
+        rows, boxes = [], []
         asset_of = np.zeros(n, np.int32)
-        boxes = []
-        for i, (sc, xf, _) in enumerate(parts):
+        for i, (sc, _, _) in enumerate(parts):
             key = id(sc)
             if key not in meshes:   # once per asset (on CUDA: one copy back of its points)
                 meshes[key] = len(rows)
                 rows.append(sc.shading.table(_k(), sc.mesh.id))
                 pts = sc.points.numpy().astype(np.float64)
-                boxes.append((pts.min(0), pts.max(0)))
+                boxes.append(((pts.max(0) + pts.min(0)) / 2, (pts.max(0) - pts.min(0)) / 2))
             asset_of[i] = meshes[key]
-            a, b = boxes[meshes[key]]
-            corners = np.array([[x, y, z] for x in (a[0], b[0]) for y in (a[1], b[1]) for z in (a[2], b[2])])
-            w = corners @ xf[:3, :3].T + xf[:3, 3]
-            lo[i], hi[i] = w.min(0), w.max(0)
+        # each instance's world box: its asset's box (centre, half extent) placed by its transform
+        c = np.array([b[0] for b in boxes]).reshape(-1, 3)[asset_of]
+        e = np.array([b[1] for b in boxes]).reshape(-1, 3)[asset_of]
+        mid = np.einsum("nij,nj->ni", lin, c) + m[:, :3, 3]
+        half = np.einsum("nij,nj->ni", np.abs(lin), e)
+        lo, hi = mid - half, mid + half
         pad = 1e-4 * np.maximum(1.0, np.abs(np.concatenate([lo, hi], 1)).max(1, initial=1.0))[:, None] if n else 0
         with wp_mod.ScopedDevice(device):
             self.assets = wp_mod.array(rows, dtype=SceneTable)
@@ -66,7 +71,8 @@ class WarpInstances:
             self.bvh = wp_mod.Bvh(self.lowers, self.uppers) if n else None
             wp_mod.synchronize_device(device)
         self.mesh = None   # the renderer's main launch sees an empty row: this scene is drawn here
-        self.nbytes = 4 * (16 + 9 + 3) * n + 24 * n + 64 * n
+        arrays = (self.assets, self.asset_of, self.inv, self.nxf, self.lod, self.obj, self.lowers, self.uppers)
+        self.nbytes = sum(int(a.capacity) for a in arrays) + WARP_BVH_BYTES_PER_INSTANCE * n
 
 
 def _k():

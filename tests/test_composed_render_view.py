@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_composed_runtime import BACKENDS, _both, chair_scene  # noqa: E402
-from test_composed_scenes import needs_rcad  # noqa: E402
+from test_composed_runtime import BACKENDS, _both, chair_scene, pack_s  # noqa: E402
+from test_composed_scenes import _crate_room, needs_rcad  # noqa: E402
 
 VIEWS = [((32, 32), 90.0), ((128, 160), 60.0), ((96, 72), 110.0)]   # coarser and finer than 64x64 at 90
 
@@ -67,34 +67,13 @@ def test_render_view_of_instances_equals_the_flattened_scene(tmp_path, backend):
 
 def _textured_room_composed(tmp_path) -> Path:
     """A packed composed scene whose stage is ``runtime_scenes``' textured 8 x 3 x 6 m room
-    (checker textures: their mips drop for a coarse sensor) with two crates."""
-    import json
-
-    from bps_assets.scene_dataset import habitat as H
-    from bps_assets.scene_dataset.packing import pack_scene
-    from bps_assets.scene_dataset.standin import write_box_room
+    (checker textures: their mips drop for a coarse sensor) with two 0.6 m crates."""
     from bps_assets.writers.glb import write_glb
     from runtime_scenes import room_document
 
-    src = tmp_path / "src"
-    (src / "stages").mkdir(parents=True)
-    write_glb(room_document(), src / "stages" / "room.glb")
-    write_box_room(src / "objects" / "crate.glb", (-0.3, 0, -0.3), (0.3, 0.6, 0.3))
-    (src / "stages" / "room.stage_config.json").write_text(json.dumps({"render_asset": "room.glb"}))
-    (src / "objects" / "crate.object_config.json").write_text(json.dumps(
-        {"render_asset": "crate.glb", "COM": [0, 0, 0], "semantic_id": 4}))
-    (src / "scenes").mkdir()
-    crates = [{"template_name": "crate", "translation": [x, 0, -3]} for x in (2.0, 6.0)]
-    (src / "scenes" / "s.scene_instance.json").write_text(json.dumps(
-        {"stage_instance": {"template_name": "room"}, "object_instances": crates}))
-    cfg = src / "d.scene_dataset_config.json"
-    cfg.write_text(json.dumps({"stages": {"paths": {".json": ["stages"]}}, "objects": {"paths": {".json": ["objects"]}},
-                               "scene_instances": {"paths": {".json": ["scenes"]}}}))
-    sc = H.read_scene_instance(H.read_dataset_config(cfg), "s")
-    (tmp_path / "out" / "scenes").mkdir(parents=True)
-    dst = tmp_path / "out" / "scenes" / "s.bps"
-    pack_scene(sc, dst, tmp_path / "out" / "assets")
-    return dst
+    cfg = _crate_room(tmp_path / "src", [{"template_name": "crate", "translation": [x, 0, -3]} for x in (2.0, 6.0)])
+    write_glb(room_document(), tmp_path / "src" / "stages" / "room.glb", overwrite=True)
+    return pack_s(cfg, tmp_path)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

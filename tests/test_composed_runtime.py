@@ -416,7 +416,6 @@ def chair_scene(tmp_path) -> Path:
     import json
     import shutil
 
-    from bps_assets.scene_dataset.packing import pack_scene
     from bps_assets.scene_dataset.standin import write_box_room
 
     src = tmp_path / "src"
@@ -434,7 +433,14 @@ def chair_scene(tmp_path) -> Path:
     cfg = src / "d.scene_dataset_config.json"
     cfg.write_text(json.dumps({"stages": {"paths": {".json": ["stages"]}}, "objects": {"paths": {".json": ["objects"]}},
                                "scene_instances": {"paths": {".json": ["scenes"]}}}))
+    return pack_s(cfg, tmp_path)
+
+
+def pack_s(cfg: Path, tmp_path) -> Path:
+    """Scene ``s`` of the dataset config ``cfg`` packed into ``tmp_path/out`` (its scene file)."""
     from bps_assets.scene_dataset import habitat as H
+    from bps_assets.scene_dataset.packing import pack_scene
+
     sc = H.read_scene_instance(H.read_dataset_config(cfg), "s")
     (tmp_path / "out" / "scenes").mkdir(parents=True)
     dst = tmp_path / "out" / "scenes" / "s.bps"

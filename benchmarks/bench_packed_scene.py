@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import sys
 import tempfile
@@ -92,16 +93,20 @@ def plain_read_decompress(path: Path, sections) -> int:
     return n
 
 
-def timeit(fn, repeat: int, cpu: list | None = None) -> list[float]:
+def timeit(fn, repeat: int, cpu: list | None = None, faults: list | None = None) -> list[float]:
     """Wall seconds of ``repeat`` calls; with ``cpu``, also appends each call's CPU seconds
-    (all of the process's threads, kernel time included: page faults count)."""
+    (all of the process's threads, kernel time included: page faults count); with ``faults``,
+    each call's minor page faults (first touches of fresh memory)."""
     out = []
     for _ in range(repeat):
+        f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         t0, c0 = time.perf_counter(), time.process_time()
         fn()
         out.append(time.perf_counter() - t0)
         if cpu is not None:
             cpu.append(time.process_time() - c0)
+        if faults is not None:
+            faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0)
     return out
 
 
@@ -138,11 +143,11 @@ def main(argv=None):
     raw_bytes = sum(s.raw_length for s in secs)
     # the three variants in turn, round after round: a change of the machine's load between
     # them then moves every variant alike instead of one block of repeats
-    packed2, packed1, plain, cpu1, cpu_plain = [], [], [], [], []
+    packed2, packed1, plain, cpu1, cpu_plain, flt1, flt_plain = [], [], [], [], [], [], []
     for _ in range(args.repeat):
         packed2 += timeit(lambda: read_packed_scene(dst, threads=2), 1)
-        packed1 += timeit(lambda: read_packed_scene(dst, threads=1), 1, cpu1)
-        plain += timeit(lambda: plain_read_decompress(dst, secs), 1, cpu_plain)
+        packed1 += timeit(lambda: read_packed_scene(dst, threads=1), 1, cpu1, flt1)
+        plain += timeit(lambda: plain_read_decompress(dst, secs), 1, cpu_plain, flt_plain)
 
     s = read_packed_scene(dst)
     med = statistics.median
@@ -173,6 +178,7 @@ def main(argv=None):
     # other processes sharing the cores (the figure to read on a loaded machine)
     r["packed_cpu_s_1thread"], r["plain_cpu_s"] = med(cpu1), med(cpu_plain)
     r["cpu_ratio_1thread"] = med(cpu_plain) / med(cpu1)
+    r["packed_page_faults_1thread"], r["plain_page_faults"] = med(flt1), med(flt_plain)
     r["bandwidth_ratio_2threads_best"] = min(plain) / min(packed2)
     r["bandwidth_ratio_1thread_best"] = min(plain) / min(packed1)
     r["goals_met"] = bool(r["speedup_vs_glb"] >= 10 and r["bandwidth_ratio_2threads"] >= 0.8)

@@ -610,18 +610,17 @@ def read_packed_scene(path: str | os.PathLike, sections: Iterable[str] | None = 
         # largest first: the longest decompression (the texture blocks) starts at once instead
         # of last on a thread that has already worked through the small sections
         needed.sort(key=lambda n: -secs[n].stored_length)
+        # quantized sections come back as float32 values, dequantized in the unfilter pass
+        grids = {n: _grid(path, hdr, key, _DT_NAME[secs[n].dtype], k)
+                 for n, key, k in (("positions_q", "positions", 3), ("uvs_q", "uvs", 2)) if n in needed}
         with ThreadPoolExecutor(max(1, threads)) as ex:
-            raw = dict(zip(needed, ex.map(lambda n: c.read(n, verify=verify), needed)))
+            raw = dict(zip(needed, ex.map(lambda n: c.read(n, verify=verify, grid=grids.get(n)), needed)))
 
     out = PackedScene(header=hdr, path=path)
     if "positions_q" in raw:
-        out.positions = t_quantize.dequantize(raw["positions_q"], _grid(path, hdr, "positions",
-                                                                       _DT_NAME[secs["positions_q"].dtype], 3))
+        out.positions = raw["positions_q"]
     if "uvs" in want:
-        if "uvs_q" in raw:
-            out.uvs = t_quantize.dequantize(raw["uvs_q"], _grid(path, hdr, "uvs", _DT_NAME[secs["uvs_q"].dtype], 2))
-        else:
-            out.uvs = np.zeros((n_v, 2), np.float32)
+        out.uvs = raw["uvs_q"] if "uvs_q" in raw else np.zeros((n_v, 2), np.float32)
     for f in want:
         s = _FIELD_SECTIONS[f]
         if f not in ("positions", "uvs") and s in raw:

@@ -613,8 +613,14 @@ def read_packed_scene(path: str | os.PathLike, sections: Iterable[str] | None = 
         # quantized sections come back as float32 values, dequantized in the unfilter pass
         grids = {n: _grid(path, hdr, key, _DT_NAME[secs[n].dtype], k)
                  for n, key, k in (("positions_q", "positions", 3), ("uvs_q", "uvs", 2)) if n in needed}
-        with ThreadPoolExecutor(max(1, threads)) as ex:
-            raw = dict(zip(needed, ex.map(lambda n: c.read(n, verify=verify, grid=grids.get(n)), needed)))
+        def read(n):
+            return c.read(n, verify=verify, grid=grids.get(n))
+
+        if threads <= 1:  # in this thread: a pool of one only adds a thread start and hand-overs
+            raw = {n: read(n) for n in needed}
+        else:
+            with ThreadPoolExecutor(threads) as ex:
+                raw = dict(zip(needed, ex.map(read, needed)))
 
     out = PackedScene(header=hdr, path=path)
     if "positions_q" in raw:

@@ -241,3 +241,32 @@ def test_damaged_filtered_bytes_decode_alike_on_both_paths(tmp_path, monkeypatch
         monkeypatch.setattr(C, "NATIVE_UNFILTER", flag)
         with C.Container(p) as c, pytest.raises(CorruptFileError, match="'q'.*decompressed to 29996 bytes"):
             c.read("q")
+
+
+def _fold_constant(n: int) -> int:
+    """reflect32(x^n mod P) << 1 for zlib's CRC-32 polynomial P (the C pass's fold constants)."""
+    r = 1
+    for _ in range(n):
+        r = (r << 1) ^ (0x104C11DB7 if r >> 31 else 0)
+    return int(f"{r:032b}"[::-1], 2) << 1
+
+
+def test_native_crc32_equals_zlib():
+    """The folding CRC's constants follow from the polynomial, and its CRC-32 equals zlib's for
+    every length around its 16- and 64-byte steps, any alignment and start value."""
+    import re
+
+    src = (Path(C.__file__).parent / "native" / "_unfilter.c").read_text()
+    for n in (544, 480, 160, 96):
+        assert int(re.search(rf"#define K_{n} (0x[0-9a-f]+)ULL", src).group(1), 16) == _fold_constant(n)
+    C._crc32(b"")  # looks the native function up
+    if not C._crc_native:
+        pytest.skip("no native CRC on this CPU / build")
+    rng = np.random.default_rng(5)
+    big = rng.bytes(5000)
+    for n in [*range(0, 200), 1000, 4097, 4999]:
+        for off in (0, 1, 3):
+            b = big[off:off + n]
+            for start in (0, 0xFFFFFFFF, 123456789):
+                assert C._crc_native(start, b, len(b)) == zlib.crc32(b, start), (n, off, start)
+            assert C._crc32(b) == zlib.crc32(b)

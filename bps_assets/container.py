@@ -112,6 +112,7 @@ def _row_items(shape: tuple) -> int:
 
 _UNFILTER_ARGS = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
                   ctypes.c_int64, ctypes.c_int32]
+_UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
 def _native_unfilter(dequantize: bool = False):
@@ -123,7 +124,7 @@ def _native_unfilter(dequantize: bool = False):
     if dequantize:
         return function("bps_assets.native._unfilter", "bps_unfilter_dequant",
                         _UNFILTER_ARGS + [ctypes.c_void_p, ctypes.c_void_p])
-    return function("bps_assets.native._unfilter", "bps_unfilter", _UNFILTER_ARGS)
+    return function("bps_assets.native._unfilter", "bps_unfilter", _UNFILTER_ARGS + [ctypes.c_int64])
 
 
 NATIVE_UNFILTER = True
@@ -144,16 +145,30 @@ def _crc32(data: bytes) -> int:
     return zlib.crc32(data)
 
 
-def _undo_filter(buf: bytes | memoryview, filt: str, dtype: np.dtype, shape: tuple) -> np.ndarray:
+def _any_at_least(a: np.ndarray, below: int) -> bool:
+    """Whether some element of ``a``, read as unsigned, is >= ``below``."""
+    return bool(a.size) and int(a.view(_UINT[a.dtype.itemsize]).max()) >= below
+
+
+def _undo_filter(buf: bytes | memoryview, filt: str, dtype: np.dtype, shape: tuple,
+                 below: int | None = None) -> np.ndarray:
+    """The array a filtered section's bytes hold. ``below``: ValueError when some element, read
+    as unsigned, is >= below (checked in the native pass while each block is in cache)."""
     if filt == "none":
-        return np.frombuffer(buf, dtype=dtype).reshape(shape)
+        a = np.frombuffer(buf, dtype=dtype).reshape(shape)
+        if below is not None and _any_at_least(a, below):
+            raise _OutOfRange(a)
+        return a
     item = dtype.itemsize
     b = np.frombuffer(buf, dtype=np.uint8)
     native = _native_unfilter()
     if native is not None:  # unshuffle + delta in one pass, block by block
         out = np.empty(shape, dtype)
-        if native(b.ctypes.data, b.size, out.ctypes.data, out.size, item, _row_items(shape),
-                  int(filt == "delta+shuffle")) != 0:
+        rc = native(b.ctypes.data, b.size, out.ctypes.data, out.size, item, _row_items(shape),
+                    int(filt == "delta+shuffle"), -1 if below is None else min(below, 2**63 - 1))
+        if rc == -2:
+            raise _OutOfRange(out)
+        if rc != 0:
             raise ValueError(f"{b.size} filtered bytes do not hold {dtype}{list(shape)}")
         return out
     n = b.size // item
@@ -167,7 +182,17 @@ def _undo_filter(buf: bytes | memoryview, filt: str, dtype: np.dtype, shape: tup
     if filt == "delta+shuffle" and a.ndim:
         u = a.view(dtype.str.replace("i", "u"))
         np.cumsum(u, axis=0, dtype=u.dtype, out=u)
+    if below is not None and _any_at_least(a, below):
+        raise _OutOfRange(a)
     return a
+
+
+class _OutOfRange(Exception):
+    """Raised by _undo_filter with the decoded array when a value is out of range."""
+
+    def __init__(self, array: np.ndarray):
+        super().__init__()
+        self.array = array
 
 
 def _undo_filter_dequantize(buf, filt: str, dtype: np.dtype, shape: tuple, grid) -> np.ndarray:
@@ -617,16 +642,18 @@ class Container:
             raise _corrupt(self.path, f"zstd frame declares {fcs} bytes, the table {s.raw_length}",
                            section=s.name)
 
-    def read(self, name: str, verify: bool = True, grid=None) -> np.ndarray:
+    def read(self, name: str, verify: bool = True, grid=None, below: int | None = None) -> np.ndarray:
         """Return section ``name`` as a numpy array (read-only when it could be zero-copy).
         ``grid`` (a transforms.quantize.Grid, for a 2-d section of unsigned codes): return the
-        dequantized float32 values instead, in the same pass as the filter where it can."""
+        dequantized float32 values instead, in the same pass as the filter where it can.
+        ``below``: every value, read as unsigned (so a negative one too), must be < ``below``
+        (an index range check, in the same pass); CorruptFileError naming the section else."""
         s = self.section(name)
         data = self._stored(s)
         if verify and _crc32(data) != s.crc32:
             raise _corrupt(self.path, "checksum mismatch (corrupt file)", section=s.name)
         try:
-            return self._unfilter(s, self._decompress(s, data) if s.codec == "zstd" else data, grid)
+            return self._unfilter(s, self._decompress(s, data) if s.codec == "zstd" else data, grid, below)
         except MemoryError:
             raise ResourceLimitError(self.path, f"section {s.name!r}: {s.raw_length} bytes do not fit "
                                                 "in memory") from None
@@ -641,16 +668,20 @@ class Container:
         except Exception as e:  # zstandard raises its own ZstdError
             raise _corrupt(self.path, f"zstd decompression failed: {e}", section=s.name) from None
 
-    def _unfilter(self, s: Section, raw, grid) -> np.ndarray:
+    def _unfilter(self, s: Section, raw, grid, below: int | None = None) -> np.ndarray:
         if len(raw) != s.raw_length:
             raise _corrupt(self.path, f"decompressed to {len(raw)} bytes, expected {s.raw_length}",
                            section=s.name)
         try:
             if grid is not None:
                 return _undo_filter_dequantize(raw, s.filter, s.dtype, s.shape, grid)
-            return _undo_filter(raw, s.filter, s.dtype, s.shape)
+            return _undo_filter(raw, s.filter, s.dtype, s.shape, below)
         except ValueError as e:  # cannot happen after the length check above; typed anyway
             raise _corrupt(self.path, str(e), section=s.name) from None
+        except _OutOfRange as e:
+            flat = e.array.reshape(-1)
+            bad = int(flat[flat.view(_UINT[flat.dtype.itemsize]) >= below][0])
+            raise _corrupt(self.path, f"value {bad} out of range for {below} entries", section=s.name) from None
 
     def read_many(self, names: Iterable[str] | None = None, verify: bool = True) -> dict[str, np.ndarray]:
         """``{name: array}`` of the sections ``names`` (default: all), each read as ``read`` does."""

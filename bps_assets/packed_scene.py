@@ -613,8 +613,12 @@ def read_packed_scene(path: str | os.PathLike, sections: Iterable[str] | None = 
         # quantized sections come back as float32 values, dequantized in the unfilter pass
         grids = {n: _grid(path, hdr, key, _DT_NAME[secs[n].dtype], k)
                  for n, key, k in (("positions_q", "positions", 3), ("uvs_q", "uvs", 2)) if n in needed}
+        # indices and material ids are range-checked in the read's own pass (as unsigned: a
+        # negative id fails too)
+        below = {"indices": n_v, "tri_material": secs["material_color"].shape[0]}
+
         def read(n):
-            return c.read(n, verify=verify, grid=grids.get(n))
+            return c.read(n, verify=verify, grid=grids.get(n), below=below.get(n))
 
         if threads <= 1:  # in this thread: a pool of one only adds a thread start and hand-overs
             raw = {n: read(n) for n in needed}
@@ -647,12 +651,7 @@ def _check_ranges(path, s: PackedScene, n_v: int, n_t: int, secs) -> None:
 
     if n_v >= 2**31:
         raise bad("positions_q", f"{n_v} vertices exceed 2^31")
-    if s.indices is not None and s.indices.size and int(s.indices.max()) >= n_v:
-        raise bad("indices", f"index {int(s.indices.max())} out of range for {n_v} vertices")
-    n_m = secs["material_color"].shape[0]
-    if s.tri_material is not None and s.tri_material.size and \
-            (int(s.tri_material.min()) < 0 or int(s.tri_material.max()) >= n_m):
-        raise bad("tri_material", f"material id out of range for {n_m} materials")
+    # indices < n_v and 0 <= tri_material < materials: checked by Container.read(below=...)
     for name in ("chunk_tris", "meshlet_tris"):
         _check_spans(path, name, getattr(s, name), n_t, "triangle")
     if "meshlet_tris" in secs:

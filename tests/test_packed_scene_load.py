@@ -174,12 +174,15 @@ def test_native_pass_refuses_lengths_that_do_not_match():
     for args in [(63, 16, 4, 1), (64, 16, 3, 1), (64, 16, 4, 0), (64, 16, 4, 3), (64, -16, 4, 1),
                  (-64, -16, 4, 1), (64, 2**61, 4, 1), (64, 2**62 + 16, 4, 1), (0, 16, 4, 1)]:
         src_len, n, item, row = args
-        assert f(p, src_len, o, n, item, row, 1) == -1, args
+        assert f(p, src_len, o, n, item, row, 1, -1) == -1, args
         assert g(p, src_len, o, n // 2 if n > 0 else n, item, row, 1, step.ctypes.data, step.ctypes.data) == -1
     assert g(p, 64, o, 32, 2, 65, 1, step.ctypes.data, step.ctypes.data) == -1  # row wider than its buffer
     assert g(p, 64, o, 64, 1, 1, 1, step.ctypes.data, step.ctypes.data) == -1   # 1-byte codes: not a grid
     assert (out == 0xAB).all()
-    assert f(p, 64, o, 16, 4, 4, 1) == 0 and ctypes.sizeof(ctypes.c_int64) == 8
+    assert f(p, 64, o, 16, 4, 4, 1, -1) == 0
+    top = int(out.view(np.uint32).max())
+    assert f(p, 64, o, 16, 4, 4, 1, top + 1) == 0 and f(p, 64, o, 16, 4, 4, 1, top) == -2
+    assert f(p, 64, o, 16, 4, 4, 1, 2**40) == 0 and ctypes.sizeof(ctypes.c_int64) == 8
 
 
 def _scene_arrays(path, monkeypatch):
@@ -270,3 +273,32 @@ def test_native_crc32_equals_zlib():
             for start in (0, 0xFFFFFFFF, 123456789):
                 assert C._crc_native(start, b, len(b)) == zlib.crc32(b, start), (n, off, start)
             assert C._crc32(b) == zlib.crc32(b)
+
+
+@pytest.mark.parametrize("native", [True, False])
+@pytest.mark.parametrize("filt", ["delta+shuffle", "none"])
+def test_index_and_material_ranges_are_checked_in_the_read(native, filt, tmp_path, monkeypatch):
+    """indices < vertices and 0 <= tri_material < materials, checked in the read's own pass on
+    both paths and for either filter: a bad value is a CorruptFileError naming the section."""
+    from bps_assets.packed_scene import ConvertOptions, convert_scene, read_packed_scene
+    from packed_scene_fixtures import make_doc
+
+    if native and not NATIVE:
+        pytest.skip("bps_assets/native/_unfilter.c not built")
+    monkeypatch.setattr(C, "NATIVE_UNFILTER", native)
+    src = tmp_path / "s.bps"
+    convert_scene(make_doc(12), src, ConvertOptions())
+    with C.Container(src) as c:
+        arrays, header, specs = c.read_many(), dict(c.header), {}
+        n_v, n_m = c.sections["positions_q"].shape[0], c.sections["material_color"].shape[0]
+        for n, s in c.sections.items():
+            specs[n] = C.SectionSpec(s.codec, s.filter)
+    read_packed_scene(src)
+    for name, value, shown in (("indices", n_v, n_v), ("tri_material", n_m, n_m), ("tri_material", -1, -1)):
+        a = arrays[name].copy()
+        a.reshape(-1)[len(a.reshape(-1)) // 2] = value
+        bad = tmp_path / f"{name}{value}.bps"
+        C.write_container(bad, "SCEN", header, {**arrays, name: a}, {**specs, name: C.SectionSpec(filter=filt)})
+        with pytest.raises(CorruptFileError, match=f"value {shown} out of range") as e:
+            read_packed_scene(bad)
+        assert e.value.section == name

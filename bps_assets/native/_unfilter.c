@@ -17,11 +17,17 @@
 #include <stdint.h>
 #include <string.h>
 
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define WIDE __attribute__((target_clones("avx2", "default"))) /* AVX2 where the CPU has it */
+#else
+#define WIDE
+#endif
+
 #define BLOCK 4096 /* elements per block: 16-32 KiB of output, stays in L1/L2 */
 #define MAX_ROW 64  /* widest row (elements) the dequantizing pass accepts */
 
 /* dst[0 .. m) (item bytes each): elements a .. a + m of the item byte planes of length n. */
-static void unshuffle_range(const uint8_t *src, int64_t n, int64_t item, uint8_t *dst, int64_t a, int64_t m) {
+WIDE static void unshuffle_range(const uint8_t *src, int64_t n, int64_t item, uint8_t *dst, int64_t a, int64_t m) {
     src += a;
     if (item == 1) {
         memcpy(dst, src, (size_t)m);
@@ -80,6 +86,29 @@ static void delta_range(uint8_t *dst, int64_t item, int64_t row, int64_t a, int6
     }
 }
 
+/* Whether some element of [a, b), read as unsigned item-byte integers, is >= below: a compare
+ * and an OR per element (vectorizes; a running max did not, without SSE4.1's unsigned max). */
+#define ANY_GE(T)                                                                            \
+    WIDE static int any_ge_##T(const T *x, int64_t a, int64_t b, uint64_t below) {                \
+        if (below > (uint64_t)(T)~(T)0) return 0;                                            \
+        T lim = (T)below, bad = 0;                                                           \
+        for (int64_t i = a; i < b; i++) bad |= (T)(x[i] >= lim);                             \
+        return bad != 0;                                                                     \
+    }
+ANY_GE(uint8_t)
+ANY_GE(uint16_t)
+ANY_GE(uint32_t)
+ANY_GE(uint64_t)
+
+static int any_ge(const uint8_t *dst, int64_t item, int64_t a, int64_t b, uint64_t below) {
+    switch (item) {
+    case 1: return any_ge_uint8_t(dst, a, b, below);
+    case 2: return any_ge_uint16_t((const uint16_t *)dst, a, b, below);
+    case 4: return any_ge_uint32_t((const uint32_t *)dst, a, b, below);
+    default: return any_ge_uint64_t((const uint64_t *)dst, a, b, below);
+    }
+}
+
 static int bad_shape(int64_t src_len, int64_t n, int64_t item, int64_t row) {
     if (item != 1 && item != 2 && item != 4 && item != 8) return 1;
     if (n < 0 || row < 1 || src_len < 0 || n > INT64_MAX / 8) return 1;
@@ -87,18 +116,22 @@ static int bad_shape(int64_t src_len, int64_t n, int64_t item, int64_t row) {
 }
 
 /* Undo "shuffle" (delta = 0) or "delta+shuffle" (delta = 1) of n elements of item bytes, rows of
- * ``row`` elements: src (src_len bytes) -> dst (n * item bytes, aligned to item). */
+ * ``row`` elements: src (src_len bytes) -> dst (n * item bytes, aligned to item). below >= 0: a
+ * range check while each block is in cache, -2 (after the whole pass) when some element, read
+ * as unsigned, is >= below. */
 int bps_unfilter(const uint8_t *src, int64_t src_len, uint8_t *dst, int64_t n, int64_t item, int64_t row,
-                 int32_t delta) {
+                 int32_t delta, int64_t below) {
     if (bad_shape(src_len, n, item, row)) return -1;
+    int out_of_range = 0;
     int64_t step = (BLOCK / row) * row; /* blocks of whole rows */
     if (step < row) step = row;
     for (int64_t a = 0; a < n; a += step) {
         int64_t b = n - a < step ? n : a + step;
         unshuffle_range(src, n, item, dst + a * item, a, b - a);
         if (delta) delta_range(dst, item, row, a, b);
+        if (below >= 0) out_of_range |= any_ge(dst, item, a, b, (uint64_t)below);
     }
-    return 0;
+    return out_of_range ? -2 : 0;
 }
 
 /* out[r * row + k] = (float)(c[r * row + k] * step[k] + origin[k]) for m elements (whole rows). */

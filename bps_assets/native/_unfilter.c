@@ -141,7 +141,7 @@ int bps_unfilter(const uint8_t *src, int64_t src_len, uint8_t *dst, int64_t n, i
         for (int64_t r = 0; r < m; r += row)                                                 \
             for (int64_t k = 0; k < row; k++) out[r + k] = (float)((double)c[r + k] * step[k] + origin[k]); \
     }                                                                                        \
-    static void affine_##T(const T *c, int64_t m, int64_t row, const double *step, const double *origin, \
+    WIDE static void affine_##T(const T *c, int64_t m, int64_t row, const double *step, const double *origin, \
                            float *out) {                                                     \
         switch (row) {                                                                       \
         case 2: affine_k_##T(c, m, 2, step, origin, out); break;                             \

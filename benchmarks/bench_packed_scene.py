@@ -14,7 +14,8 @@ GLB, converts it once, then measures in one run:
      bandwidth ceiling a loader could reach with this codec.
 Goals: (1)/(2) >= 10, and (3)'s time / (2)'s time >= 0.8 (issue 32: packed load bound by the disk
 and the decompressor, not Python). The variants of (2) and (3) run in turn, round after round;
-``cpu_ratio_1thread`` compares their CPU seconds (1 thread each), the load-robust figure.
+``cpu_ratio_1thread`` compares their CPU seconds (1 thread each), the load-robust figure
+(``item4_cpu_goal_met``: >= 0.8); ``*_page_faults`` count first touches of fresh memory per call.
 Page cache is warm for every variant (each file is read once before timing).
 """
 from __future__ import annotations
@@ -182,6 +183,7 @@ def main(argv=None):
     r["bandwidth_ratio_2threads_best"] = min(plain) / min(packed2)
     r["bandwidth_ratio_1thread_best"] = min(plain) / min(packed1)
     r["goals_met"] = bool(r["speedup_vs_glb"] >= 10 and r["bandwidth_ratio_2threads"] >= 0.8)
+    r["item4_cpu_goal_met"] = bool(r["cpu_ratio_1thread"] >= 0.8)
     if args.json:
         print(json.dumps(r, indent=1))
     else:

@@ -1,8 +1,9 @@
 /*
  * Packed-section filters undone in one native pass, called through ctypes (GIL released):
  * byte unshuffle, then the wrap-around delta along axis 0, optionally straight to float32
- * through a per-column affine map (dequantization). See bps_assets/container.py, whose numpy
- * ``_undo_filter`` (and transforms/quantize.py ``dequantize``) this reproduces bit for bit.
+ * through a per-column affine map (dequantization) or with an index range check; and the
+ * sections' CRC-32 (below). See bps_assets/container.py, whose numpy ``_undo_filter`` (and
+ * transforms/quantize.py ``dequantize``) this reproduces bit for bit.
  *
  * Why: after decompression these passes were ~8 ms of a 600K-triangle scene's ~29 ms load in
  * numpy (several full passes and temporaries); here the work goes block by block through L1:

@@ -610,18 +610,27 @@ def read_packed_scene(path: str | os.PathLike, sections: Iterable[str] | None = 
         # largest first: the longest decompression (the texture blocks) starts at once instead
         # of last on a thread that has already worked through the small sections
         needed.sort(key=lambda n: -secs[n].stored_length)
-        with ThreadPoolExecutor(max(1, threads)) as ex:
-            raw = dict(zip(needed, ex.map(lambda n: c.read(n, verify=verify), needed)))
+        # quantized sections come back as float32 values, dequantized in the unfilter pass
+        grids = {n: _grid(path, hdr, key, _DT_NAME[secs[n].dtype], k)
+                 for n, key, k in (("positions_q", "positions", 3), ("uvs_q", "uvs", 2)) if n in needed}
+        # indices and material ids are range-checked in the read's own pass (as unsigned: a
+        # negative id fails too)
+        below = {"indices": n_v, "tri_material": secs["material_color"].shape[0]}
+
+        def read(n):
+            return c.read(n, verify=verify, grid=grids.get(n), below=below.get(n))
+
+        if threads <= 1:  # in this thread: a pool of one only adds a thread start and hand-overs
+            raw = {n: read(n) for n in needed}
+        else:
+            with ThreadPoolExecutor(threads) as ex:
+                raw = dict(zip(needed, ex.map(read, needed)))
 
     out = PackedScene(header=hdr, path=path)
     if "positions_q" in raw:
-        out.positions = t_quantize.dequantize(raw["positions_q"], _grid(path, hdr, "positions",
-                                                                       _DT_NAME[secs["positions_q"].dtype], 3))
+        out.positions = raw["positions_q"]
     if "uvs" in want:
-        if "uvs_q" in raw:
-            out.uvs = t_quantize.dequantize(raw["uvs_q"], _grid(path, hdr, "uvs", _DT_NAME[secs["uvs_q"].dtype], 2))
-        else:
-            out.uvs = np.zeros((n_v, 2), np.float32)
+        out.uvs = raw["uvs_q"] if "uvs_q" in raw else np.zeros((n_v, 2), np.float32)
     for f in want:
         s = _FIELD_SECTIONS[f]
         if f not in ("positions", "uvs") and s in raw:
@@ -642,12 +651,7 @@ def _check_ranges(path, s: PackedScene, n_v: int, n_t: int, secs) -> None:
 
     if n_v >= 2**31:
         raise bad("positions_q", f"{n_v} vertices exceed 2^31")
-    if s.indices is not None and s.indices.size and int(s.indices.max()) >= n_v:
-        raise bad("indices", f"index {int(s.indices.max())} out of range for {n_v} vertices")
-    n_m = secs["material_color"].shape[0]
-    if s.tri_material is not None and s.tri_material.size and \
-            (int(s.tri_material.min()) < 0 or int(s.tri_material.max()) >= n_m):
-        raise bad("tri_material", f"material id out of range for {n_m} materials")
+    # indices < n_v and 0 <= tri_material < materials: checked by Container.read(below=...)
     for name in ("chunk_tris", "meshlet_tris"):
         _check_spans(path, name, getattr(s, name), n_t, "triangle")
     if "meshlet_tris" in secs:

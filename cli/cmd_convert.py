@@ -233,6 +233,8 @@ def info_cmd(file, as_json, navmesh):
         dec = resident["decoded_scan"]
         click.echo(f"  resident bytes (decoded scan {dec}: positions, indices, uvs, colours, RGBA8 level 0):")
         for who in ("embree", "warp"):
+            if who not in resident:   # a composed scene without Warp installed
+                continue
             parts = resident[who]
             total = sum(parts.values())
             click.echo(f"    {who:<6} {total:>11} ({total / max(dec, 1):.2f}x decoded): "

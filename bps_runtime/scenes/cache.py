@@ -114,7 +114,8 @@ class SceneCache:
             return
         self._started = True
         sched, ledger = self._sched, self._ledger
-        self.loader = sched.loader = SceneLoader(*self._loader_args, release=ledger.release, prepare=prepare)
+        self.loader = sched.loader = SceneLoader(*self._loader_args, release=ledger.release, prepare=prepare,
+                                                 waiting=ledger.waiting)
         ledger.starting, ledger.refuse = True, refuse   # refused: not quarantined, the caller raises it
         try:
             for s in sched.slots:
@@ -238,17 +239,21 @@ class SceneCache:
         r = sched.report
         r.resident_scenes = len(sched.scenes)
         r.resident_bytes = self.resident_bytes
-        r.resident_footprint = add_footprints(s.footprint or {} for s in list(sched.scenes.values()))
+        scenes = list(sched.scenes.values())
+        assets: dict = {}     # a composed scene's shared assets, each once however many scenes use it
+        for s in scenes:
+            assets.update(s.asset_footprints or {})
+        r.resident_footprint = add_footprints([*(s.footprint or {} for s in scenes), *assets.values()])
         sched.report = CacheReport()
         return r
 
     def close(self) -> None:
-        """Stop the loads and forget the resident scenes (the listeners are not told: their owners
-        close too)."""
+        """Stop the loads and forget the resident scenes and finished loads, giving back their
+        bytes and shared assets (the listeners are not told: their owners close too)."""
         self.cancel()
         if self.loader is not None:
             self.loader.close()
-        self._sched.scenes.clear()
+        self._sched.close()
 
     def __enter__(self):
         return self

@@ -21,8 +21,8 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from .budget import LoadCancelled
 from .footprint import scene_footprint
-from .loader import LoadCancelled
 
 POLL_SECONDS = 0.05   # a second loader's wait for the first: how often it checks for give-up / close
 
@@ -47,8 +47,8 @@ class Asset:
 
 
 class AssetStore:
-    """See the module docstring. ``renderer``: its ``prepare`` / ``accel_bytes``;
-    ``release_bytes(n)``: gives budget bytes back (None: no budget)."""
+    """See the module docstring. ``renderer``: its ``prepare`` / ``accel_breakdown``;
+    ``release_bytes(n)``: gives budget bytes back (None: no budget); ``waiting``: the ledger's."""
 
     def __init__(self, renderer, release_bytes: Callable[[int], None] | None = None, waiting=None):
         self.renderer = renderer
@@ -68,7 +68,7 @@ class AssetStore:
                 mine = fut is None
                 if mine:
                     fut = self._assets[key] = Future()
-                    self._loader[key] = getattr(source, "scene_id", None)
+                    self._loader[key] = None if source is None else source.scene_id
                 on = self._loader.get(key)
             if mine:
                 return self._load_mine(key, fut, reserve, source)

@@ -15,9 +15,11 @@ import threading
 import weakref
 from contextlib import contextmanager
 
-from bps_assets.errors import ConfigError
+from bps_assets.errors import BpsError, ConfigError
 
-from .loader import LoadCancelled
+
+class LoadCancelled(BpsError):
+    """The cache closed while a load waited for budget."""
 
 
 class NoRoom(LoadCancelled):

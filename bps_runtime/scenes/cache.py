@@ -262,6 +262,38 @@ class SceneCache:
         self.close()
 
 
+def composed_footprint(path: str, navmesh_path: str | None = None) -> dict:
+    """What a composed scene holds resident alone in a scene cache, by part (its report's
+    ``resident_footprint``: stage, instance table and structures, each shared asset once), beside
+    its decoded size, as ``footprint.packed_scene_footprint``: {"decoded_scan", "embree", "warp"}
+    (Warp on its CPU device: the bytes it charges on CUDA too; left out without Warp)."""
+    from bps_assets.errors import MissingDependencyError
+    from bps_assets.packed_scene import read_packed_scene
+
+    from ..render.embree import EmbreeRenderer
+    from ..render.protocol import RenderOptions
+    from .footprint import decoded_scan_bytes
+
+    def alone(make) -> dict:
+        r = make()
+        try:
+            with SceneCache([SceneSource("info", path, navmesh_path)], r, 1,
+                            CacheOptions(slots=1, prefetch=False, loader_threads=1)) as cache:
+                cache.start(refuse=True)
+                return cache.take_report().resident_footprint
+        finally:
+            r.close()
+
+    out = {"decoded_scan": decoded_scan_bytes(read_packed_scene(path)),
+           "embree": alone(lambda: EmbreeRenderer(RenderOptions(threads=1)))}
+    try:
+        from ..render.warp_backend import WarpRenderer
+        out["warp"] = alone(lambda: WarpRenderer(RenderOptions(threads=1), device="cpu"))
+    except MissingDependencyError:
+        pass
+    return out
+
+
 def _as_env_ids(env_ids, num_envs: int) -> np.ndarray:
     if isinstance(env_ids, np.ndarray) and env_ids.dtype == np.int64 and env_ids.ndim == 1:
         # the step path's case (sorted env ids from flatnonzero): no sort, no copy

@@ -9,7 +9,6 @@ of ints (bytes) with the keys ``PARTS``; their sum is what the cache charges for
   and mip bias per triangle, instance ids)
 - textures: the texel blocks of every kept mip level and their level tables
 - navigation: the navmesh's arrays
-A renderer without ``accel_breakdown`` has its whole ``accel_bytes`` counted as bvh.
 Measurements: docs/PERFORMANCE.md ("Resident bytes per scene").
 """
 from __future__ import annotations
@@ -31,9 +30,7 @@ def scene_footprint(shading: ShadingData, renderer: Any, num_vertices: int, num_
     arrays = shading.arrays()
     textures = sum(a.nbytes for k, a in arrays.items() if k in TEXTURE_TABLES)
     geometry = sum(a.nbytes for k, a in arrays.items() if k in GEOMETRY_TABLES)
-    split = getattr(renderer, "accel_breakdown", None)
-    accel = dict(split(num_vertices, num_triangles)) if split is not None else \
-        {"bvh": int(renderer.accel_bytes(num_vertices, num_triangles))}
+    accel = dict(renderer.accel_breakdown(num_vertices, num_triangles))
     return {"bvh": int(accel.get("bvh", 0)), "geometry": geometry + int(accel.get("geometry", 0)),
             "shading": shading.nbytes - textures - geometry, "textures": textures,
             "navigation": int(navigation_bytes)}
@@ -73,7 +70,7 @@ def packed_scene_footprint(path: str, navmesh_path: str | None = None) -> dict:
     """What a packed scene would hold resident for the default sensor (64x64 depth / RGB), by part,
     under the Embree renderer (CPU) and the Warp backend's estimate (GPU), beside its decoded
     size: {"decoded_scan": int, "embree": {...}, "warp": {...}} (footprints as ``scene_footprint``;
-    a composed scene: ``composed_footprints``). Reads the file (and the navmesh, if given)."""
+    a composed scene: ``cache.composed_footprint``). Reads the file (and the navmesh, if given)."""
     from bps_assets.packed_scene import read_packed_scene
 
     from ..render.embree import EmbreeRenderer
@@ -83,8 +80,6 @@ def packed_scene_footprint(path: str, navmesh_path: str | None = None) -> dict:
     from ..render.warp_backend import warp_accel_breakdown
 
     ps = read_packed_scene(path)
-    if "composed" in (ps.header or {}):
-        return {"decoded_scan": decoded_scan_bytes(ps), **composed_footprints(path, navmesh_path)}
     opts = RenderOptions(threads=1)
     sd = sensor_mips(build_shading_data(ps, path), opts)
     nav = 0
@@ -103,37 +98,3 @@ def packed_scene_footprint(path: str, navmesh_path: str | None = None) -> dict:
 
     return {"decoded_scan": decoded_scan_bytes(ps), "embree": cpu, "warp": scene_footprint(sd, _Warp, nv, nt, nav)}
 
-
-def composed_footprints(path: str, navmesh_path: str | None = None) -> dict:
-    """A composed scene's resident bytes by part, as the scene cache holds it alone: loaded by the
-    cache's loader (stage, instance table, instance structures) plus each shared asset once.
-    {"embree": {...}, "warp": {...}} (Warp on its CPU device: the same bytes as on CUDA; left
-    out when Warp is not installed)."""
-    from bps_assets.errors import MissingDependencyError
-
-    from ..render.embree import EmbreeRenderer
-    from ..render.protocol import RenderOptions
-    from .loader import LoadFailure, SceneLoader, SceneSource
-
-    def load(renderer) -> dict:
-        loader = SceneLoader(renderer, threads=1)
-        try:
-            sc = loader.submit(SceneSource("info", path, navmesh_path), quiet=True).result()
-        finally:
-            loader.close()
-        if isinstance(sc, LoadFailure):
-            raise sc.error
-        return add_footprints([sc.footprint, *(sc.asset_footprints or {}).values()])
-
-    out = {}
-    r = EmbreeRenderer(RenderOptions(threads=1))
-    try:
-        out["embree"] = load(r)
-    finally:
-        r.close()
-    try:
-        from ..render.warp_backend import WarpRenderer
-        out["warp"] = load(WarpRenderer(RenderOptions(threads=1), device="cpu"))
-    except MissingDependencyError:
-        pass
-    return out

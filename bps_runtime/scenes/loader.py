@@ -29,6 +29,7 @@ from bps_assets.errors import BpsError
 
 from ..render.mips import sensor_mips
 from ..render.shading_data import ShadingData, build_shading_data
+from .budget import LoadCancelled, NoRoom
 from .checks import Expected, check_files, check_navmesh, check_scene_header
 from .footprint import navmesh_nbytes, scene_footprint
 from ..threads import lower_priority
@@ -57,7 +58,8 @@ class LoadedScene:
     header: dict
     num_vertices: int
     num_triangles: int
-    nbytes: int          # what the cache charges: shading + accel (+ navmesh; composed: the stage's + table)
+    nbytes: int          # what the cache charges: shading + accel (+ navmesh; composed: the stage, table and
+    #                      instance structures; its shared assets are in ``asset_bytes``)
     seconds: float
     ticket: Any = None   # the budget reservation (released by the cache on eviction)
     prepared: Any = None  # what the loader's ``prepare(scene_id, navmesh)`` made of it (loader thread)
@@ -86,12 +88,6 @@ class LoadFailure:
     def scene_id(self) -> str:
         """The id of the scene that failed."""
         return self.source.scene_id
-
-
-class LoadCancelled(BpsError):
-    """The cache closed while a load waited for budget."""
-
-
 
 
 def _default_reader(path):
@@ -257,8 +253,6 @@ class SceneLoader:
         from bps_assets import composed_section as cs
         from bps_assets.scene_dataset.packing import read_composed
 
-        from .budget import NoRoom as NoRoomBase
-
         scene_id, ticket, held = source.scene_id, None, []
         try:
             self._enter_stage(scene_id, "reading the composed scene's stage and instance table")
@@ -283,7 +277,7 @@ class SceneLoader:
             for a in used:
                 try:
                     assets[a] = self.assets.acquire(paths[a], reserve, source)
-                except NoRoomBase as e:
+                except NoRoom as e:
                     what = f"asset {os.path.realpath(paths[a])}"
                     raise self._no_room(source, e, what, footprint, paths, used, assets) from None
                 held.append(assets[a])
@@ -301,7 +295,7 @@ class SceneLoader:
                 check_navmesh(source, nav, header)
             try:
                 ticket = self._reserve(source, sum(footprint.values()), reserve)
-            except NoRoomBase as e:
+            except NoRoom as e:
                 raise self._no_room(source, e, "its stage and instance table", footprint, paths, used, assets) \
                     from None
             self._enter_stage(scene_id, "building the renderer's instance scene")
@@ -312,12 +306,12 @@ class SceneLoader:
             accel = self.renderer.prepare_instances(parts)
             # the top-level instance structures (transforms, per-instance tables, the top BVH), as
             # the renderer counts them: known once built, charged then
-            top = int(getattr(accel, "nbytes", 0) or 0)
+            top = int(accel.nbytes)
             if top:
                 footprint["bvh"] += top
                 try:
                     more = self._reserve(source, top, reserve)
-                except NoRoomBase as e:
+                except NoRoom as e:
                     raise self._no_room(source, e, "its instance structures", footprint, paths, used, assets) \
                         from None
                 ticket = ticket if more is None else (ticket or 0) + more
@@ -346,8 +340,6 @@ class SceneLoader:
         """The start-up ``NoRoom`` of a composed scene: naming the scene, the part that found no
         room and the scene's whole need (its own bytes and every asset it uses, each once;
         assets not acquired are measured from their files)."""
-        from .budget import NoRoom
-
         need = {}
         for a in used:
             x = assets.get(a)

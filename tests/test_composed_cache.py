@@ -123,7 +123,7 @@ def test_two_loads_waiting_for_one_asset_without_room_never_hang(tmp_path):
     try:
         assert sorted(cache.resident_scene_ids()) == ["p0", "p1"]
         ledger = cache._ledger
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while ledger.held() != {"q0", "q1"} and time.monotonic() < deadline:
             time.sleep(0.02)
         # the load waiting for the other's asset is held too (before: only the asset's loader)
@@ -200,7 +200,7 @@ def test_a_waiting_load_ends_when_given_up_or_closed(tmp_path):
     loader.close()
 
 
-def _until(cond, seconds: float = 20.0) -> None:
+def _until(cond, seconds: float = 60.0) -> None:
     deadline = time.monotonic() + seconds
     while not cond():
         assert time.monotonic() < deadline, "timed out"

@@ -287,6 +287,14 @@ def test_budget_needed_counts_each_asset_once_and_noroom_names_the_whole_need(tm
     big = max(sc.asset_bytes, key=sc.asset_bytes.get)
     assert "'s0'" in str(e) and f"asset {big}" in str(e) and str(e.nbytes) in str(e)
     assert ledger.used == filler and loader.assets.resident == {}
+    # after start-up, an asset larger than the whole budget: the error names the scene and the asset
+    ledger = BudgetLedger(sc.asset_bytes[big] - 1)
+    loader = SceneLoader(r, threads=1, release=ledger.release, waiting=ledger.waiting)
+    res = loader.submit(src[0], ledger.reserve).result()
+    loader.close()
+    assert isinstance(res.error, ConfigError) and "more than the whole cache budget" in str(res.error)
+    assert res.error.path == paths["s0"] and f"asset {big}: needs {sc.asset_bytes[big]} bytes" in str(res.error)
+    assert ledger.used == 0 and loader.assets.resident == {}
     # a start-up budget that every part but the last fits: the cache names the whole need
     # (measured: the instance structures included) and starts with it
     with pytest.raises(ConfigError, match=r"give budget_bytes >= \d+") as err:

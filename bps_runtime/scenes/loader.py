@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from bps_assets.errors import BpsError
+from bps_assets.errors import BpsError, ConfigError
 
 from ..render.mips import sensor_mips
 from ..render.shading_data import ShadingData, build_shading_data
@@ -280,6 +280,10 @@ class SceneLoader:
                 except NoRoom as e:
                     what = f"asset {os.path.realpath(paths[a])}"
                     raise self._no_room(source, e, what, footprint, paths, used, assets) from None
+                except ConfigError as e:   # the budget's "more than the whole budget": name the asset
+                    if e.path != source.scene_path:
+                        raise
+                    raise ConfigError(e.path, f"asset {os.path.realpath(paths[a])}: {e.detail}") from None
                 held.append(assets[a])
             # the object table (one object per group, boxes from the placed assets' vertices)
             sem_fields = ["object_ids", "object_category", "object_region", "object_source_ids", "object_aabb",

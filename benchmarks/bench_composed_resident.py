@@ -6,7 +6,9 @@ scene cache with that many slots, once as instances of shared assets and once fl
 loader's path for a renderer without instancing), and prints, measured in this one run, the
 cache's resident bytes for each against the bytes of (unique assets + stages) computed from the
 files. ``--renderer warp`` charges the cache's GPU estimate (Warp's device bytes) instead of
-Embree's host bytes.
+Embree's host bytes. For the instanced run it also prints the cache report's breakdown by part
+(the scenes' own parts, each shared asset once), its sum beside the resident bytes, and the
+bytes of the scenes' top-level instance structures (charged as bvh).
 
     python benchmarks/bench_composed_resident.py OUT/manifest.json --scenes 8 [--renderer warp]
 """
@@ -72,12 +74,18 @@ def main() -> None:
             with SceneCache(srcs, renderer(), len(srcs), CacheOptions(slots=len(srcs), prefetch=False)) as cache:
                 cache.start(refuse=True)
                 got[mode] = cache.resident_bytes
+                if mode == "instanced":
+                    parts = cache.take_report().resident_footprint
+                    top = sum(int(getattr(cache.scene(i).accel, "nbytes", 0))
+                              for i in cache.resident_scene_indices)
         finally:
             cls.instancing = saved
     print(f"{len(srcs)} scenes resident, {instances} instances of {len(assets)} assets, renderer {a.renderer}")
     print(f"unique assets + stages (from the files): {unique / 1e6:8.2f} MB")
     for mode, b in got.items():
         print(f"cache resident bytes, {mode:9s}:       {b / 1e6:8.2f} MB  ({b / unique:.2f} x)")
+    print("instanced, the report's breakdown: " + ", ".join(f"{k} {v / 1e6:.3f} MB" for k, v in parts.items())
+          + f"; sum {sum(parts.values())} B vs resident {got['instanced']} B; instance structures {top} B")
 
 
 if __name__ == "__main__":

@@ -193,7 +193,7 @@ def info_cmd(file, as_json, navmesh):
              for s in sections.values()]
     per_cat = _objects_per_category(file) if kind == "SCEN" and "semantics" in header else None
     insts = _instances(file) if kind == "SCEN" and "composed" in header else None
-    resident = _resident(file, navmesh) if kind == "SCEN" else None
+    resident = _resident(file, navmesh, insts is not None) if kind == "SCEN" else None
     if as_json:
         click.echo(json.dumps({"file": file, "kind": kind, "file_bytes": size, "header": header,
                                "sections": table, **({"objects_per_category": per_cat} if per_cat else {}),
@@ -233,6 +233,8 @@ def info_cmd(file, as_json, navmesh):
         dec = resident["decoded_scan"]
         click.echo(f"  resident bytes (decoded scan {dec}: positions, indices, uvs, colours, RGBA8 level 0):")
         for who in ("embree", "warp"):
+            if who not in resident:   # a composed scene without Warp installed
+                continue
             parts = resident[who]
             total = sum(parts.values())
             click.echo(f"    {who:<6} {total:>11} ({total / max(dec, 1):.2f}x decoded): "
@@ -260,11 +262,13 @@ def _instances(file) -> list[dict]:
              "motion_type": t.motion_type(i)} for i in range(t.count)]
 
 
-def _resident(file, navmesh) -> dict:
-    """The scene's resident bytes by part (bps_runtime.scenes.footprint), Embree and Warp."""
+def _resident(file, navmesh, composed: bool) -> dict:
+    """The scene's resident bytes by part (bps_runtime.scenes.footprint), Embree and Warp; a
+    composed scene's as the scene cache holds it (each shared asset once)."""
+    from bps_runtime.scenes.cache import composed_footprint
     from bps_runtime.scenes.footprint import packed_scene_footprint
 
-    return packed_scene_footprint(file, navmesh)
+    return (composed_footprint if composed else packed_scene_footprint)(file, navmesh)
 
 
 def _objects_per_category(file) -> dict:

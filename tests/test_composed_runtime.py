@@ -368,7 +368,7 @@ def test_concurrent_loads_of_one_asset_build_it_once(tmp_path):
     fail = threading.Event()
 
     class Slow:
-        accel_bytes = r.accel_bytes
+        accel_bytes, accel_breakdown = r.accel_bytes, r.accel_breakdown
 
         def prepare(self, sd, p, i):
             calls.append(1)

@@ -101,7 +101,8 @@ class Renderer(Protocol):
     ``prepare`` runs in loader threads (builds the BVH; no GIL-holding work on the step path);
     ``attach`` / ``detach`` are called by the scene cache when a scene becomes resident / leaves.
     Optional (composed scenes): ``instancing`` true and ``prepare_instances(parts)`` -> an accel
-    over ``(accel from prepare, 4x4 asset -> world, semantic id)`` parts, the stage first; a
+    over ``(accel from prepare, 4x4 asset -> world, semantic id)`` parts, the stage first (its
+    ``nbytes``: the top-level instance structures, charged by the scene cache as bvh); a
     renderer without them gets composed scenes flattened (``scenes.loader``).
     """
 

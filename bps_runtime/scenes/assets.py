@@ -6,60 +6,102 @@ tables built and the renderer's accel prepared on the first acquire only, its by
 the cache's budget then (``reserve(nbytes, source)``, the loader's; it may wait for room); later
 acquires, by any scene, take one more reference. ``release(asset)`` drops one; the last one
 gives the bytes back (``release_bytes``) and forgets the asset. Two loads that want the same
-asset at once load it once (the second waits for the first). Thread-safe (loader threads
-acquire, the simulator thread releases when a scene leaves).
+asset at once load it once: the second waits for the first, in ``waiting(source, on)`` (the
+budget ledger's: it counts as held while the first waits for room, and its short polls end it
+when the load is given up or the cache closes); when the first fails for want of room, the
+second loads it itself. ``Asset.footprint``: its bytes by part (``scenes.footprint``, as a
+scene's). Thread-safe (loader threads acquire, the simulator thread releases).
 """
 from __future__ import annotations
 
 import os
 import threading
 from concurrent.futures import Future
-from dataclasses import dataclass
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
 from typing import Any, Callable
+
+from .budget import LoadCancelled
+from .footprint import scene_footprint
+
+POLL_SECONDS = 0.05   # a second loader's wait for the first: how often it checks for give-up / close
 
 
 @dataclass
 class Asset:
-    """One resident asset: its packed scene (positions only: the boxes), shading, accel, bytes."""
+    """One resident asset: its packed scene (positions only: the boxes), shading, accel, and its
+    bytes by part (``footprint``; ``nbytes`` their sum; ``reserved``: charged to the budget)."""
 
     path: str
     scene: Any
     shading: Any
     accel: Any
-    nbytes: int
+    footprint: dict = field(default_factory=dict)
+    reserved: bool = False
     refs: int = 0
+
+    @property
+    def nbytes(self) -> int:
+        """The asset's resident bytes (the sum of ``footprint``)."""
+        return sum(self.footprint.values())
 
 
 class AssetStore:
-    """See the module docstring. ``renderer``: its ``prepare`` / ``accel_bytes``;
-    ``release_bytes(n)``: gives budget bytes back (None: no budget)."""
+    """See the module docstring. ``renderer``: its ``prepare`` / ``accel_breakdown``;
+    ``release_bytes(n)``: gives budget bytes back (None: no budget); ``waiting``: the ledger's."""
 
-    def __init__(self, renderer, release_bytes: Callable[[int], None] | None = None):
+    def __init__(self, renderer, release_bytes: Callable[[int], None] | None = None, waiting=None):
         self.renderer = renderer
         self.release_bytes = release_bytes
+        self.waiting = waiting            # the budget ledger's ``waiting`` (None: wait plainly)
         self._lock = threading.Lock()
         self._assets: dict[str, Future] = {}
+        self._loader: dict[str, str | None] = {}   # asset path -> scene id of the load reading it
 
     def acquire(self, path, reserve=None, source=None) -> Asset:
-        """One more reference to the asset at ``path``, loading it if it is not resident."""
+        """One more reference to the asset at ``path``, loading it if it is not resident
+        (``source``: the scene whose load asks; its waits and errors name it)."""
         key = os.path.realpath(path)
-        with self._lock:
-            fut = self._assets.get(key)
-            mine = fut is None
+        while True:
+            with self._lock:
+                fut = self._assets.get(key)
+                mine = fut is None
+                if mine:
+                    fut = self._assets[key] = Future()
+                    self._loader[key] = None if source is None else source.scene_id
+                on = self._loader.get(key)
             if mine:
-                fut = self._assets[key] = Future()
-        if not mine:
-            asset = fut.result()          # raises the first loader's error too
+                return self._load_mine(key, fut, reserve, source)
+            try:
+                asset = self._wait(fut, source, on)
+            except LoadCancelled as e:
+                if fut.done() and fut.exception() is e:   # the first load found no room or was given up
+                    continue                               # (not ours): load it as ours
+                raise                # ours was given up (or the cache closed) while we waited
             with self._lock:
                 if self._assets.get(key) is fut and asset.refs > 0:
                     asset.refs += 1
                     return asset
-            return self.acquire(path, reserve, source)   # it left meanwhile: load it again
+            # it left meanwhile: load it again
+
+    def _wait(self, fut: Future, source, on) -> Asset:
+        """The result of another load's ``fut`` (its error too), waiting visibly to the ledger."""
+        if self.waiting is None or source is None or on is None:
+            return fut.result()
+        with self.waiting(source, on) as poll:
+            while True:
+                try:
+                    return fut.result(timeout=POLL_SECONDS)
+                except FutureTimeout:
+                    poll()
+
+    def _load_mine(self, key: str, fut: Future, reserve, source) -> Asset:
         try:
             asset = self._load(key, reserve, source)
         except BaseException as e:
             with self._lock:
                 self._assets.pop(key, None)
+                self._loader.pop(key, None)
             fut.set_exception(e)
             raise
         with self._lock:
@@ -74,18 +116,26 @@ class AssetStore:
 
         ps = read_packed_scene(path, expand=False)
         sd = build_shading_data(ps, path)
-        # charged: the shading tables, the accel and the vertices kept for each scene's object boxes
-        nbytes = sd.nbytes + int(self.renderer.accel_bytes(len(ps.positions), len(ps.indices))) + ps.positions.nbytes
+        footprint = asset_footprint(sd, self.renderer, ps.positions, len(ps.indices))
         if reserve is not None:
-            reserve(nbytes, source)
+            reserve(sum(footprint.values()), source)
         try:
             accel = self.renderer.prepare(sd, ps.positions, ps.indices)
         except BaseException:
             if reserve is not None and self.release_bytes is not None:
-                self.release_bytes(nbytes)
+                self.release_bytes(sum(footprint.values()))
             raise
         ps.indices = ps.uvs = ps.colors = ps.tex_blocks = ps.tex_levels = None   # in the tables and the accel
-        return Asset(path, ps, sd, accel, nbytes if reserve is not None else 0)
+        return Asset(path, ps, sd, accel, footprint, reserved=reserve is not None)
+
+    def measure(self, path) -> dict:
+        """The footprint ``path``'s asset would have (read, not prepared; nothing charged)."""
+        from bps_assets.packed_scene import read_packed_scene
+
+        from ..render.shading_data import build_shading_data
+
+        ps = read_packed_scene(path, expand=False)
+        return asset_footprint(build_shading_data(ps, path), self.renderer, ps.positions, len(ps.indices))
 
     def release(self, asset: Asset) -> None:
         """Drop one reference; the last one forgets the asset and gives its bytes back."""
@@ -96,7 +146,8 @@ class AssetStore:
             if self._assets.get(asset.path) is not None and self._assets[asset.path].done() \
                     and self._assets[asset.path].result() is asset:
                 del self._assets[asset.path]
-        if asset.nbytes and self.release_bytes is not None:
+                self._loader.pop(asset.path, None)
+        if asset.reserved and self.release_bytes is not None:
             self.release_bytes(asset.nbytes)
 
     @property
@@ -105,8 +156,20 @@ class AssetStore:
         with self._lock:
             return {k: f.result().refs for k, f in self._assets.items() if f.done() and f.exception() is None}
 
+    def held_assets(self) -> list[Asset]:
+        """The resident assets (loads in flight not included)."""
+        with self._lock:
+            return [f.result() for f in self._assets.values() if f.done() and f.exception() is None]
+
     @property
     def nbytes(self) -> int:
         """Bytes charged for the resident assets."""
-        with self._lock:
-            return sum(f.result().nbytes for f in self._assets.values() if f.done() and f.exception() is None)
+        return sum(a.nbytes for a in self.held_assets() if a.reserved)
+
+
+def asset_footprint(shading, renderer, positions, num_triangles: int) -> dict[str, int]:
+    """An asset's bytes by part: ``scene_footprint`` of its mesh, plus (geometry) the vertices
+    kept for each scene's object boxes."""
+    f = scene_footprint(shading, renderer, len(positions), num_triangles)
+    f["geometry"] += positions.nbytes
+    return f

@@ -114,7 +114,8 @@ class SceneCache:
             return
         self._started = True
         sched, ledger = self._sched, self._ledger
-        self.loader = sched.loader = SceneLoader(*self._loader_args, release=ledger.release, prepare=prepare)
+        self.loader = sched.loader = SceneLoader(*self._loader_args, release=ledger.release, prepare=prepare,
+                                                 waiting=ledger.waiting)
         ledger.starting, ledger.refuse = True, refuse   # refused: not quarantined, the caller raises it
         try:
             for s in sched.slots:
@@ -238,23 +239,59 @@ class SceneCache:
         r = sched.report
         r.resident_scenes = len(sched.scenes)
         r.resident_bytes = self.resident_bytes
-        r.resident_footprint = add_footprints(s.footprint or {} for s in list(sched.scenes.values()))
+        scenes = list(sched.scenes.values())
+        assets: dict = {}     # a composed scene's shared assets, each once however many scenes use it
+        for s in scenes:
+            assets.update(s.asset_footprints or {})
+        r.resident_footprint = add_footprints([*(s.footprint or {} for s in scenes), *assets.values()])
         sched.report = CacheReport()
         return r
 
     def close(self) -> None:
-        """Stop the loads and forget the resident scenes (the listeners are not told: their owners
-        close too)."""
+        """Stop the loads and forget the resident scenes and finished loads, giving back their
+        bytes and shared assets (the listeners are not told: their owners close too)."""
         self.cancel()
         if self.loader is not None:
             self.loader.close()
-        self._sched.scenes.clear()
+        self._sched.close()
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
         self.close()
+
+
+def composed_footprint(path: str, navmesh_path: str | None = None) -> dict:
+    """What a composed scene holds resident alone in a scene cache, by part (its report's
+    ``resident_footprint``: stage, instance table and structures, each shared asset once), beside
+    its decoded size, as ``footprint.packed_scene_footprint``: {"decoded_scan", "embree", "warp"}
+    (Warp on its CPU device: the bytes it charges on CUDA too; left out without Warp)."""
+    from bps_assets.errors import MissingDependencyError
+    from bps_assets.packed_scene import read_packed_scene
+
+    from ..render.embree import EmbreeRenderer
+    from ..render.protocol import RenderOptions
+    from .footprint import decoded_scan_bytes
+
+    def alone(make) -> dict:
+        r = make()
+        try:
+            with SceneCache([SceneSource("info", path, navmesh_path)], r, 1,
+                            CacheOptions(slots=1, prefetch=False, loader_threads=1)) as cache:
+                cache.start(refuse=True)
+                return cache.take_report().resident_footprint
+        finally:
+            r.close()
+
+    out = {"decoded_scan": decoded_scan_bytes(read_packed_scene(path)),
+           "embree": alone(lambda: EmbreeRenderer(RenderOptions(threads=1)))}
+    try:
+        from ..render.warp_backend import WarpRenderer
+        out["warp"] = alone(lambda: WarpRenderer(RenderOptions(threads=1), device="cpu"))
+    except MissingDependencyError:
+        pass
+    return out
 
 
 def _as_env_ids(env_ids, num_envs: int) -> np.ndarray:

@@ -9,7 +9,6 @@ of ints (bytes) with the keys ``PARTS``; their sum is what the cache charges for
   and mip bias per triangle, instance ids)
 - textures: the texel blocks of every kept mip level and their level tables
 - navigation: the navmesh's arrays
-A renderer without ``accel_breakdown`` has its whole ``accel_bytes`` counted as bvh.
 Measurements: docs/PERFORMANCE.md ("Resident bytes per scene").
 """
 from __future__ import annotations
@@ -69,8 +68,9 @@ def decoded_scan_bytes(scene) -> int:
 
 def packed_scene_footprint(path: str, navmesh_path: str | None = None) -> dict:
     """What a packed scene would hold resident for the default sensor (64x64 depth / RGB), by part,
-    under the Embree renderer (CPU) and the Warp backend's estimate (GPU), beside its decoded size: {"decoded_scan": int, "embree": {...},
-    "warp": {...}} (footprints as ``scene_footprint``). Reads the file (and the navmesh, if given)."""
+    under the Embree renderer (CPU) and the Warp backend's estimate (GPU), beside its decoded
+    size: {"decoded_scan": int, "embree": {...}, "warp": {...}} (footprints as ``scene_footprint``;
+    a composed scene: ``cache.composed_footprint``). Reads the file (and the navmesh, if given)."""
     from bps_assets.packed_scene import read_packed_scene
 
     from ..render.embree import EmbreeRenderer
@@ -97,3 +97,4 @@ def packed_scene_footprint(path: str, navmesh_path: str | None = None) -> dict:
         accel_breakdown = staticmethod(warp_accel_breakdown)
 
     return {"decoded_scan": decoded_scan_bytes(ps), "embree": cpu, "warp": scene_footprint(sd, _Warp, nv, nt, nav)}
+

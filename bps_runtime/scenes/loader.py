@@ -25,10 +25,11 @@ from typing import Any, Callable
 
 import numpy as np
 
-from bps_assets.errors import BpsError
+from bps_assets.errors import BpsError, ConfigError
 
 from ..render.mips import sensor_mips
 from ..render.shading_data import ShadingData, build_shading_data
+from .budget import LoadCancelled, NoRoom
 from .checks import Expected, check_files, check_navmesh, check_scene_header
 from .footprint import navmesh_nbytes, scene_footprint
 from ..threads import lower_priority
@@ -57,7 +58,8 @@ class LoadedScene:
     header: dict
     num_vertices: int
     num_triangles: int
-    nbytes: int          # what the cache charges: shading + accel (+ navmesh; composed: the stage's + table)
+    nbytes: int          # what the cache charges: shading + accel (+ navmesh; composed: the stage, table and
+    #                      instance structures; its shared assets are in ``asset_bytes``)
     seconds: float
     ticket: Any = None   # the budget reservation (released by the cache on eviction)
     prepared: Any = None  # what the loader's ``prepare(scene_id, navmesh)`` made of it (loader thread)
@@ -67,6 +69,7 @@ class LoadedScene:
     # (``scenes.assets``); the scheduler calls it when the scene leaves
     release_assets: Callable[[], None] | None = None
     asset_bytes: dict | None = None   # {asset path: bytes} of the shared assets it uses (not in ``nbytes``)
+    asset_footprints: dict | None = None   # {asset path: that asset's footprint} (``Asset.footprint``)
 
     @property
     def scene_id(self) -> str:
@@ -85,12 +88,6 @@ class LoadFailure:
     def scene_id(self) -> str:
         """The id of the scene that failed."""
         return self.source.scene_id
-
-
-class LoadCancelled(BpsError):
-    """The cache closed while a load waited for budget."""
-
-
 
 
 def _default_reader(path):
@@ -159,13 +156,14 @@ class SceneLoader:
     after it. ``prepare(scene_id, navmesh)``, when given, ends every load (its result is
     ``LoadedScene.prepared``). ``reader(path)`` returns a ``PackedScene`` (or an object with its
     fields); ``navmesh_loader(path)`` a ``NavMesh``. ``stage[scene_id]`` says what each
-    unfinished load is doing (the cache names it when a step waits for that load)."""
+    unfinished load is doing (the cache names it when a step waits for that load).
+    ``waiting(source, on)``: the ledger's, for a load that waits for another's shared asset."""
 
     def __init__(self, renderer, threads: int = 2, device: str = "cpu",
                  reader: Callable[[str], Any] | None = None,
                  navmesh_loader: Callable[[str], Any] | None = None,
                  release: Callable[[Any], None] | None = None,
-                 prepare: Callable[[str, Any], Any] | None = None):
+                 prepare: Callable[[str, Any], Any] | None = None, waiting: Callable | None = None):
         self.renderer = renderer
         self.device = str(device)
         self.reader = reader or _default_reader
@@ -176,7 +174,7 @@ class SceneLoader:
         self._pool = ThreadPoolExecutor(max(1, threads), thread_name_prefix="bps-loader",
                                         initializer=lower_priority)
         from .assets import AssetStore
-        self.assets = AssetStore(renderer, release)
+        self.assets = AssetStore(renderer, release, waiting)
 
     def submit(self, source: SceneSource, reserve: Callable[[int, SceneSource], Any] | None = None,
                quiet: bool = False) -> Future:
@@ -248,7 +246,10 @@ class SceneLoader:
 
     def _load_composed(self, source: SceneSource, reserve, t0: float) -> LoadedScene:
         """A composed scene as the stage plus instances of shared assets (``scenes.assets``): each
-        asset file read, and its bytes charged, only when no resident scene holds it yet."""
+        asset file read, and its bytes charged, only when no resident scene holds it yet; then
+        the stage and instance table, then (read once built) the renderer's instance structures,
+        charged as bvh. Tickets are byte counts (the ledger's); a start-up ``NoRoom`` names the
+        scene's whole need (``_no_room``)."""
         from bps_assets import composed_section as cs
         from bps_assets.scene_dataset.packing import read_composed
 
@@ -265,11 +266,24 @@ class SceneLoader:
                 sd = _pin(sd)
             self._enter_stage(scene_id, "reading the navmesh and preparing its navigation")
             nav = self.navmesh_loader(source.navmesh_path) if source.navmesh_path else None
+            nv, nt = int(stage.positions.shape[0]), int(stage.indices.shape[0])
+            table_bytes = sum(a.nbytes for a in (table.asset, table.transform, table.semantic, table.category,
+                                                 table.motion, table.group))
+            footprint = scene_footprint(sd, self.renderer, nv, nt, navmesh_nbytes(nav))
+            footprint["geometry"] += table_bytes   # the instance table (the shared assets: ``asset_bytes``)
             used = sorted(set(table.asset.tolist()))
             self._enter_stage(scene_id, "loading the assets no resident scene holds")
             assets = {}
             for a in used:
-                assets[a] = self.assets.acquire(paths[a], reserve, source)
+                try:
+                    assets[a] = self.assets.acquire(paths[a], reserve, source)
+                except NoRoom as e:
+                    what = f"asset {os.path.realpath(paths[a])}"
+                    raise self._no_room(source, e, what, footprint, paths, used, assets) from None
+                except ConfigError as e:   # the budget's "more than the whole budget": name the asset
+                    if e.path != source.scene_path:
+                        raise
+                    raise ConfigError(e.path, f"asset {os.path.realpath(paths[a])}: {e.detail}") from None
                 held.append(assets[a])
             # the object table (one object per group, boxes from the placed assets' vertices)
             sem_fields = ["object_ids", "object_category", "object_region", "object_source_ids", "object_aabb",
@@ -283,19 +297,29 @@ class SceneLoader:
                                     "max": np.maximum(header["bounds"]["max"], box[:, 3:].max(0)).tolist()}
             if nav is not None:
                 check_navmesh(source, nav, header)
-            nv, nt = int(stage.positions.shape[0]), int(stage.indices.shape[0])
-            table_bytes = sum(a.nbytes for a in (table.asset, table.transform, table.semantic, table.category,
-                                                 table.motion, table.group))
-            footprint = scene_footprint(sd, self.renderer, nv, nt, navmesh_nbytes(nav))
-            footprint["geometry"] += table_bytes   # the instance table (the shared assets: ``asset_bytes``)
-            nbytes = sum(footprint.values())
-            ticket = self._reserve(source, nbytes, reserve)
+            try:
+                ticket = self._reserve(source, sum(footprint.values()), reserve)
+            except NoRoom as e:
+                raise self._no_room(source, e, "its stage and instance table", footprint, paths, used, assets) \
+                    from None
             self._enter_stage(scene_id, "building the renderer's instance scene")
             stage_accel = self.renderer.prepare(sd, stage.positions, stage.indices)
             parts = [(stage_accel, np.eye(4), 0)] + [
                 (assets[int(table.asset[i])].accel, table.transform[i], int(table.group[i]) + 1)
                 for i in range(table.count)]
             accel = self.renderer.prepare_instances(parts)
+            # the top-level instance structures (transforms, per-instance tables, the top BVH), as
+            # the renderer counts them: known once built, charged then
+            top = int(accel.nbytes)
+            if top:
+                footprint["bvh"] += top
+                try:
+                    more = self._reserve(source, top, reserve)
+                except NoRoom as e:
+                    raise self._no_room(source, e, "its instance structures", footprint, paths, used, assets) \
+                        from None
+                ticket = ticket if more is None else (ticket or 0) + more
+            nbytes = sum(footprint.values())
             prepared = self.prepare(scene_id, nav) if self.prepare is not None and nav is not None else None
             store = self.assets
 
@@ -306,7 +330,8 @@ class SceneLoader:
             nt_all = nt + sum(len(assets[int(a)].shading.indices) for a in table.asset)
             return LoadedScene(source, sd, accel, nav, header, nv_all, nt_all, nbytes,
                                time.perf_counter() - t0, ticket, prepared, flat.semantics, footprint,
-                               release_assets=release_assets, asset_bytes={x.path: x.nbytes for x in held})
+                               release_assets=release_assets, asset_bytes={x.path: x.nbytes for x in held},
+                               asset_footprints={x.path: x.footprint for x in held})
         except BaseException:
             for x in held:
                 self.assets.release(x)
@@ -314,6 +339,22 @@ class SceneLoader:
                 self._release(ticket)
                 ticket = None
             raise
+
+    def _no_room(self, source: SceneSource, err, what: str, footprint: dict, paths, used, assets):
+        """The start-up ``NoRoom`` of a composed scene: naming the scene, the part that found no
+        room and the scene's whole need (its own bytes and every asset it uses, each once;
+        assets not acquired are measured from their files)."""
+        need = {}
+        for a in used:
+            x = assets.get(a)
+            need[os.path.realpath(paths[a])] = x.nbytes if x is not None else \
+                sum(self.assets.measure(paths[a]).values())
+        own = sum(footprint.values())
+        total = own + sum(need.values())
+        return NoRoom(source.scene_path, f"scene {source.scene_id!r}: no room at start-up for {what} "
+                                         f"({err.nbytes} bytes); the scene needs {total} bytes in all: {own} "
+                                         f"for its stage and instance table, {total - own} for the "
+                                         f"{len(need)} shared assets it uses", total, need)
 
     def close(self):
         """Cancel the queued loads and wait for the running ones to finish."""

@@ -20,7 +20,8 @@ class CacheReport:
     reused: int = 0               # next scenes taken from draining resident ones (no load)
     resident_scenes: int = 0
     resident_bytes: int = 0
-    # the resident scenes' bytes by part (scenes.footprint.PARTS; loads in flight not included)
+    # the resident scenes' bytes by part, their shared assets once (scenes.footprint.PARTS; loads in
+    # flight not included)
     resident_footprint: dict = field(default_factory=dict)
 
     def note_wait(self, slot: int, what: str, state: tuple[str, str, str], seconds: float) -> None:

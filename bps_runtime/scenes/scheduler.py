@@ -41,7 +41,7 @@ class SlotScheduler:
         self.free_indices = deque(range(capacity))
         self.quarantined: dict[str, str] = {}
         self.in_use: set[str] = set()           # scene ids resident or loading
-        self.short: dict[str, int] = {}         # start-up loads the budget had no room for: their bytes
+        self.short: dict[str, NoRoom] = {}      # start-up loads the budget had no room for: their need
         self.start_error: BaseException | None = None   # a refused start-up load's error
         self.report = CacheReport()
 
@@ -93,7 +93,7 @@ class SlotScheduler:
             self.owner.pop(scene_index, None)
             self.free_indices.appendleft(scene_index)
             if isinstance(res.error, NoRoom):
-                self.short[res.scene_id] = res.error.nbytes
+                self.short[res.scene_id] = res.error
             elif isinstance(res.error, Skipped):
                 self.report.reasons.append(f"slot {slot.index}: {res.scene_id!r} {res.error.detail}")
             elif self.ledger.starting and self.ledger.refuse and not isinstance(res.error, LoadCancelled):
@@ -194,22 +194,23 @@ class SlotScheduler:
 
     # ------------------------------------------------------------------ budget at start-up
     def budget_needed(self) -> int:
-        """Bytes the policy needs resident (the slots' active scenes, plus the largest of them
-        once more when there are more live scenes than slots, so a swap can load its next)."""
-        active = {s.active for s in self.slots} & set(self.scenes)
-        costs = {self.scenes[i].scene_id: self.scenes[i].nbytes for i in active}
-        costs.update(self.short)
-        # composed scenes: the assets they share count once; a scene alone needs all of its own
-        shared: dict[str, int] = {}
-        alone = dict(costs)
-        for i in active:
-            own = self.scenes[i].asset_bytes or {}
-            shared.update(own)
-            alone[self.scenes[i].scene_id] += sum(own.values())
-        need = sum(costs.values()) + sum(shared.values())
+        """Bytes the policy needs resident: the slots' active scenes (and the start-up loads that
+        found no room), every shared asset of theirs counted once, plus the largest scene's own
+        bytes once more when there are more live scenes than slots, so a swap can load its next
+        (a composed scene's next shares the asset library: its assets are not counted again)."""
+        own: dict[str, int] = {}
+        assets: dict[str, int] = {}
+        for i in {s.active for s in self.slots} & set(self.scenes):
+            sc = self.scenes[i]
+            own[sc.scene_id] = sc.nbytes
+            assets.update(sc.asset_bytes or {})
+        for scene_id, e in self.short.items():
+            own[scene_id] = e.nbytes - sum(e.assets.values())
+            assets.update(e.assets)
+        need = sum(own.values()) + sum(assets.values())
         live = sum(1 for s in self.sources if s.scene_id not in self.quarantined)
-        if live > len(self.slots) and costs:
-            need += max(alone.values())
+        if live > len(self.slots) and own:
+            need += max(own.values())
         return need
 
     def check_start_budget(self) -> None:
@@ -266,14 +267,29 @@ class SlotScheduler:
         self.residency.left(scene_index)
         self.in_use.discard(sc.scene_id)
         self.free_indices.append(scene_index)
-        self.ledger.release(sc.ticket)
-        if sc.release_assets is not None:   # a composed scene: its shared assets' references
-            sc.release_assets()
+        self.forget(sc)
         self.report.evictions += 1
         owner = self.owner.pop(scene_index, None)
         out = self.swapped_out.pop(scene_index, "?")
         if owner is not None and self.prefetch:
             self.start_load(self.slots[owner], f"when {sc.scene_id!r} left, swapped out at {out}")
+
+    def forget(self, sc: LoadedScene) -> None:
+        """Give back a scene's bytes and (a composed scene) its shared assets' references."""
+        self.ledger.release(sc.ticket)
+        if sc.release_assets is not None:
+            sc.release_assets()
+
+    def close(self) -> None:
+        """The cache closes (its loader has stopped): forget every resident scene and every
+        finished load not taken in, giving back their bytes and asset references."""
+        for sc in self.scenes.values():
+            self.forget(sc)
+        self.scenes.clear()
+        for s in self.slots:
+            fut, s.pending = s.pending, None
+            if fut is not None and fut.done() and not fut.cancelled() and isinstance(fut.result(), LoadedScene):
+                self.forget(fut.result())
 
     def pick(self, envs: np.ndarray) -> np.ndarray:
         """The scene index of one more episode per env (its slot's active scene, after a due

@@ -7,10 +7,10 @@ the positions' units, metres here), its border locked, so every boundary between
 materials keeps its vertices: no cracks between groups, and every LOD triangle belongs to
 exactly one source group (``Lod.tri_source``: the index of a source triangle of its group,
 through which semantic ids and materials carry over). The LOD reuses the source's vertex
-buffer (indices only). meshoptimizer bounds the error it accepts by its own quadric measure;
-the tests check the distance between the surfaces by ray casting.
-
-Not yet wired into the packed format, ``convert`` or the runtime (issue 32 item 2).
+buffer (indices only); a group simplified to nothing keeps its source triangles (no object
+vanishes from a level). meshoptimizer bounds the error it accepts by its own quadric measure;
+the tests check the distance between the surfaces by ray casting. ``lod(options)`` is the
+factory; the packed format's LOD sections (``bps_assets.lod_section``) store its levels.
 """
 from __future__ import annotations
 
@@ -68,9 +68,18 @@ def simplify(positions: np.ndarray, indices: np.ndarray, groups: np.ndarray | No
         err = np.zeros(1, np.float32)
         n = m.simplify(dst, src, pos, target_index_count=0, target_error=float(options.max_error),
                        options=flags, result_error=err)
+        if n == 0:  # the whole group collapsed: keep it as it is, or its object id would be lost
+            dst, n = src, src.size
         out_idx.append(dst[:n].reshape(-1, 3))
         out_src.append(np.full(n // 3, tris[0], np.int64))
         worst = max(worst, float(err[0]))
     if not out_idx:
         return Lod(np.zeros((0, 3), np.uint32), np.zeros(0, np.int64), options.max_error, 0.0)
     return Lod(np.concatenate(out_idx), np.concatenate(out_src), options.max_error, worst)
+
+
+def lod(options: Options = DEFAULTS):
+    """The transform: ``(positions, indices, groups) -> Lod`` at ``options.max_error``."""
+    if not options.max_error > 0:
+        raise ConfigError(None, f"max_error must be > 0 (metres), got {options.max_error}")
+    return lambda positions, indices, groups=None: simplify(positions, indices, groups, options)

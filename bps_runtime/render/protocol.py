@@ -46,6 +46,9 @@ class RenderOptions:
     # cameras come no closer than this to a surface (m; the default agent radius): texture mips
     # finer than any pixel selects from there are not kept resident (render/mips.py); 0: keep all
     texture_near: float = 0.1
+    # converter LODs (docs/FORMAT.md 5.8): "auto" renders the coarsest level whose error fits one
+    # pixel at 1 m (a file without LODs: the full mesh); "full" always the full mesh
+    lod: str = "auto"
 
     def __post_init__(self):
         object.__setattr__(self, "resolution", check_resolution(self.resolution))
@@ -56,6 +59,8 @@ class RenderOptions:
         if not self.texture_near >= 0.0:
             raise ConfigError(None, f"texture_near must be >= 0 (metres), got {self.texture_near}")
         object.__setattr__(self, "threads", check_threads(self.threads))
+        if self.lod not in ("auto", "full"):
+            raise ConfigError(None, f"lod must be 'auto' or 'full', got {self.lod!r}")
 
     @property
     def pixel_angle(self) -> float:

@@ -31,6 +31,7 @@ from ..render.mips import sensor_mips
 from ..render.shading_data import ShadingData, build_shading_data
 from .checks import Expected, check_files, check_navmesh, check_scene_header
 from .footprint import navmesh_nbytes, scene_footprint
+from .levels import header_level, read_for_sensor
 from ..threads import lower_priority
 
 log = logging.getLogger("bps_runtime.scenes.loader")
@@ -203,7 +204,8 @@ class SceneLoader:
                     and _is_composed(source.scene_path):
                 return self._load_composed(source, reserve, t0)
             self._enter_stage(scene_id, "reading the packed scene")
-            ps = self.reader(source.scene_path)
+            ps = (read_for_sensor(source.scene_path, self.renderer.options) if self.reader is _default_reader
+                  else self.reader(source.scene_path))
             header = dict(ps.header or {})
             if "expanded" in header and not self.renderer.instancing:
                 _say_flattened(self.renderer)
@@ -250,12 +252,16 @@ class SceneLoader:
         """A composed scene as the stage plus instances of shared assets (``scenes.assets``): each
         asset file read, and its bytes charged, only when no resident scene holds it yet."""
         from bps_assets import composed_section as cs
+        from bps_assets.packed_scene import read_lod_level as read_level
         from bps_assets.scene_dataset.packing import read_composed
 
         scene_id, ticket, held = source.scene_id, None, []
         try:
             self._enter_stage(scene_id, "reading the composed scene's stage and instance table")
             stage, table, paths = read_composed(source.scene_path)
+            level = header_level(source.scene_path, self.renderer.options)
+            if level >= 0:  # the stage at its LOD (the assets: their full meshes)
+                stage = read_level(source.scene_path, level, expand=False)
             header = dict(stage.header or {})
             check_scene_header(source, header)
             # the stage as any scene: the mips its sensor can select, pinned for the upload (the

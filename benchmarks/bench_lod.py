@@ -10,8 +10,9 @@ Per scene: ``convert_scene(..., ConvertOptions(lod=errors))``; the loader (``sce
 Embree renderer, 64x64 HFOV 90, ``lod="auto"`` and ``"full"``) gives the charged bytes and the
 level chosen; per level (``packed_scene.read_lod_level``): triangles, depth error over pixels
 both hit (median in metres, p95 relative to the depth), depth fps of the level's / the full
-mesh's raw Embree BVH (bridge, default BVH, one thread, interleaved rounds), and the level's
-resident bytes. Real meshes: ReplicaCAD objects from ../shared/datasets (cameras on a ring
+mesh's raw Embree BVH (bridge, default BVH, one thread, interleaved rounds). Depth error: over
+the cameras that see no surface closer than the agent radius (0.1 m; random positions in a
+scan's bounds fall inside walls too). Real meshes: ReplicaCAD objects from ../shared/datasets (cameras on a ring
 around them) and habitat-sim's test stage from ../shared/assets; skipped when absent.
 Groups: one per (object, material). Prints one JSON line.
 """
@@ -31,6 +32,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from bench_render import decoded_bytes, procedural_apartment  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
+NEAR = 0.1   # m, the default agent radius: cameras seeing a surface closer than this are left out
 REAL = {  # name -> (path under the repository's parent, camera kind)
     "replica_cabinet": ("../shared/datasets/replicacad/objects/frl_apartment_cabinet.glb", "object"),
     "replica_table_02": ("../shared/datasets/replicacad/objects/frl_apartment_table_02.glb", "object"),
@@ -105,13 +107,16 @@ def measure(name, kind, path, dec, rounds, agents):
                 if rd:
                     times[k].append(time.perf_counter() - t)
                 z[k] = zz
-        both = (z["full"] > 0) & (z["lod"] > 0)
+        zf = z["full"].reshape(agents, -1)
+        near = np.where(zf > 0, zf, np.inf).min(1)   # a camera this close to a surface is inside the agent
+        keep = np.repeat(near >= NEAR, zf.shape[1])
+        both = (z["full"] > 0) & (z["lod"] > 0) & keep
         d = np.abs(z["lod"] - z["full"])[both]
         out["levels"].append({
             "max_error_m": x["max_error"], "triangles": x["triangles"],
             "triangles_ratio": round(x["triangles"] / len(full_ps.indices), 4),
             "result_error_m": round(x["result_error"], 4),
-            "pixels_compared": int(both.sum()), "pixels_hit_only_one": int(((z["full"] > 0) != (z["lod"] > 0)).sum()),
+            "cameras_kept": int((near >= NEAR).sum()), "pixels_compared": int(both.sum()), "pixels_hit_only_one": int((((z["full"] > 0) != (z["lod"] > 0)) & keep).sum()),
             "depth_err_median_m": round(float(np.median(d)), 5) if d.size else None,
             "depth_err_p95_rel": round(float(np.percentile(d / z["full"][both], 95)), 5) if d.size else None,
             "depth_fps_lod_over_full": round(float(np.median(np.array(times["full"]) / np.array(times["lod"]))), 3)})

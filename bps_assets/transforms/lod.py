@@ -8,8 +8,10 @@ materials keeps its vertices: no cracks between groups, and every LOD triangle b
 exactly one source group (``Lod.tri_source``: the index of a source triangle of its group,
 through which semantic ids and materials carry over). The LOD reuses the source's vertex
 buffer (indices only); a group simplified to nothing keeps its source triangles (no object
-vanishes from a level). meshoptimizer bounds the error it accepts by its own quadric measure;
-the tests check the distance between the surfaces by ray casting. ``lod(options)`` is the
+vanishes from a level). meshoptimizer bounds the error by its own quadric measure, which can
+undercount (thin folded sheets): each group is checked by ray casting from its triangles'
+centroids along their normals to the level, and redone at half the error while over 1 % of
+them moved farther than ``max_error`` (``verify_tries`` times). ``lod(options)`` is the
 factory; the packed format's LOD sections (``bps_assets.lod_section``) store its levels.
 """
 from __future__ import annotations
@@ -25,7 +27,10 @@ from ..errors import ConfigError, MissingDependencyError
 class Options:
     max_error: float = 0.01   # metres: how far the simplified surface may move
     lock_border: bool = True  # keep each group's boundary (object / material borders) intact
+    verify_tries: int = 3     # redo groups whose measured error exceeds max_error, at half the error, this often
 
+
+VERIFY_SHARE = 0.01   # a group passes when at most this share of its samples moved farther than max_error
 
 DEFAULTS = Options()
 
@@ -57,25 +62,62 @@ def simplify(positions: np.ndarray, indices: np.ndarray, groups: np.ndarray | No
     grp = np.zeros(len(idx), np.int64) if groups is None else np.asarray(groups).reshape(-1)
     if grp.shape[0] != idx.shape[0]:
         raise ConfigError(None, f"groups has {grp.shape[0]} entries for {idx.shape[0]} triangles")
+    if not len(idx):
+        return Lod(np.zeros((0, 3), np.uint32), np.zeros(0, np.int64), options.max_error, 0.0)
     flags = m.SIMPLIFY_ERROR_ABSOLUTE | (m.SIMPLIFY_LOCK_BORDER if options.lock_border else 0)
     order = np.argsort(grp, kind="stable")
-    starts = np.flatnonzero(np.r_[True, grp[order][1:] != grp[order][:-1]]) if len(grp) else np.zeros(0, int)
-    out_idx, out_src, worst = [], [], 0.0
-    for a, b in zip(starts, np.r_[starts[1:], len(grp)]):
-        tris = order[a:b]
-        src = np.ascontiguousarray(idx[tris]).reshape(-1)
-        dst = np.zeros(src.size, np.uint32)
-        err = np.zeros(1, np.float32)
-        n = m.simplify(dst, src, pos, target_index_count=0, target_error=float(options.max_error),
-                       options=flags, result_error=err)
-        if n == 0:  # the whole group collapsed: keep it as it is, or its object id would be lost
-            dst, n = src, src.size
-        out_idx.append(dst[:n].reshape(-1, 3))
-        out_src.append(np.full(n // 3, tris[0], np.int64))
-        worst = max(worst, float(err[0]))
-    if not out_idx:
-        return Lod(np.zeros((0, 3), np.uint32), np.zeros(0, np.int64), options.max_error, 0.0)
-    return Lod(np.concatenate(out_idx), np.concatenate(out_src), options.max_error, worst)
+    starts = np.flatnonzero(np.r_[True, grp[order][1:] != grp[order][:-1]])
+    spans = list(zip(starts, np.r_[starts[1:], len(grp)]))
+    target = np.full(len(spans), float(options.max_error))
+    out_idx, out_err = [None] * len(spans), np.zeros(len(spans))
+    todo = range(len(spans))
+    for attempt in range(options.verify_tries + 1):
+        for g in todo:
+            tris = order[spans[g][0]:spans[g][1]]
+            out_idx[g], out_err[g] = _simplify_group(m, pos, idx[tris], target[g], flags)
+        if attempt == options.verify_tries:
+            break
+        # meshoptimizer's quadric error can undercount (thin folded sheets): groups whose surface
+        # moved farther than asked at over VERIFY_SHARE of their samples are redone at half the error
+        lod_idx = np.concatenate(out_idx)
+        far = _surface_distance(pos, idx[order], lod_idx, options.max_error) > options.max_error
+        share = np.add.reduceat(far.astype(np.float64), starts) / np.diff(np.r_[starts, len(grp)])
+        todo = [g for g in np.flatnonzero(share > VERIFY_SHARE) if not np.array_equal(out_idx[g], idx[order[spans[g][0]:spans[g][1]]])]
+        if not todo:
+            break
+        target[todo] /= 2
+    src = np.concatenate([np.full(len(x), order[a], np.int64) for x, (a, _) in zip(out_idx, spans)])
+    return Lod(np.concatenate(out_idx), src, options.max_error, float(out_err.max()))
+
+
+def _simplify_group(m, pos: np.ndarray, tris: np.ndarray, target: float, flags: int):
+    """(indices [t,3], reported error) of one group; a group that collapses keeps its triangles."""
+    src = np.ascontiguousarray(tris).reshape(-1)
+    dst = np.zeros(src.size, np.uint32)
+    err = np.zeros(1, np.float32)
+    n = m.simplify(dst, src, pos, target_index_count=0, target_error=float(target), options=flags, result_error=err)
+    if n == 0:  # the whole group collapsed: keep it as it is, or its object id would be lost
+        return tris.reshape(-1, 3), 0.0
+    return dst[:n].reshape(-1, 3), float(err[0])
+
+
+def _surface_distance(pos: np.ndarray, src: np.ndarray, lod: np.ndarray, max_error: float) -> np.ndarray:
+    """Distance from each source triangle's centroid to the nearest LOD surface along the
+    triangle's normal, either way (at most 4 x ``max_error``: farther or none counts as that)."""
+    from ..raycast import RayCaster
+
+    p = pos[src.astype(np.int64)].astype(np.float64)
+    c = p.mean(1)
+    n = np.cross(p[:, 1] - p[:, 0], p[:, 2] - p[:, 0])
+    ln = np.linalg.norm(n, axis=1, keepdims=True)
+    n = np.where(ln > 0, n / np.maximum(ln, 1e-30), [0.0, 1.0, 0.0])
+    reach = 4.0 * max_error
+    rc = RayCaster(pos, lod, what="checking a LOD's error (--lod)")
+    d = np.full(len(c), reach)
+    for sgn in (1.0, -1.0):  # from the centroid outwards: the nearest layer, not the outermost one
+        t = rc.intersect(c.astype(np.float32), (sgn * n).astype(np.float32))["tfar"].astype(np.float64)
+        d = np.minimum(d, np.where(t >= 0, t, reach))
+    return d
 
 
 def lod(options: Options = DEFAULTS):

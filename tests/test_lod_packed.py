@@ -288,3 +288,12 @@ def test_simplify_checks_its_error_where_the_quadric_undercounts(tmp_path):
     far = float((_surface_distance(pos, tri, checked.indices, 0.01) > 0.01).mean())
     assert far_raw > VERIFY_SHARE and far <= VERIFY_SHARE, (far_raw, far)
     assert len(raw.indices) < len(checked.indices) < len(tri)
+
+
+def test_env_sensor_config_passes_the_lod_choice_to_the_renderer():
+    from bps_runtime.env.config import SensorConfig
+
+    assert SensorConfig().render_options().lod == "auto"
+    assert SensorConfig(lod="full").render_options().lod == "full"
+    with pytest.raises(ConfigError):
+        SensorConfig(lod="coarsest")

@@ -434,7 +434,7 @@ class PackedScene:
     object_aabb: np.ndarray | None = None       # float32 [O,6]
     object_points: np.ndarray | None = None     # float32 [O*P,3]
     path: str = ""
-    lod: int = -1   # the LOD level whose geometry this holds (lod_section.read_level); -1: the full mesh
+    lod: int = -1   # the LOD level whose geometry this holds (read_lod_level); -1: the full mesh
 
     ARRAY_FIELDS = tuple(_FIELD_SECTIONS)
 
@@ -691,7 +691,6 @@ def read_lod_level(path: str | os.PathLike, level: int, threads: int = 2, verify
         want = list(PackedScene.ARRAY_FIELDS)
         ps = _comp.expand(ps, table, [f for f in want if not f.startswith(("meshlet_", "chunk_"))],
                          lambda p, s: read_packed_scene(p, s, threads, verify, False))
-        ps.header = {**ps.header, "counts": hdr["counts"]}
         ps.lod = level
     return ps
 

@@ -124,7 +124,7 @@ def test_chosen_level_depth_and_semantics_match_the_full_mesh(scan):
     assert med <= 0.01 and p95 <= 0.02, (med, p95)
     hit = (a["depth"] > 0) & (b["depth"] > 0)
     agree = float((a["semantic"] == b["semantic"])[hit].mean())
-    assert agree >= 0.95, agree   # measured 0.99+ on this scan
+    assert agree >= 0.95, agree   # measured 0.9994 (synth gibson and mp3d scans, 128 cameras)
 
 
 @pytest.mark.skipif(not REPLICA.exists(), reason="../shared ReplicaCAD objects absent")
@@ -264,6 +264,7 @@ def test_composed_scene_stage_levels_load_as_instances_and_flattened(tmp_path):
     assert "lods" in asset.header   # the assets carry levels too (the runtime renders their full meshes)
     flat = read_level(dst, 0)
     assert flat.lod == 0 and len(flat.indices) == lv[0]["triangles"] + 2 * len(asset.indices)
+    assert flat.header["counts"]["triangles"] == len(flat.indices) and int(flat.indices.max()) < len(flat.positions)
     assert len(flat.semantics) == len(read_packed_scene(dst).semantics)
     r = make_renderer("embree", RenderOptions(resolution=(16, 16), threads=1))
     loader = SceneLoader(r, threads=1)

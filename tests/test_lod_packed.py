@@ -202,6 +202,20 @@ def test_damaged_lod_sections_are_typed_errors(scan, tmp_path, case):
             read_packed_scene(bad)
 
 
+def test_deep_verify_reads_every_level(scan, tmp_path):
+    from bps_assets.pipeline.verify import _deep_check_packed
+
+    _, with_lod, _ = scan
+    hdr = read_packed_scene(with_lod, ["tri_material"]).header
+    _deep_check_packed(with_lod, "SCEN", hdr)   # intact
+    with Container(with_lod, "SCEN") as c:
+        idx = c.read(section(1, "indices")).copy()
+    idx[0, 0] = hdr["lods"]["levels"][1]["vertices"]   # out of range, with a valid checksum
+    bad = _rewrite(with_lod, tmp_path / "bad.bps", add={section(1, "indices"): idx})
+    with pytest.raises(CorruptFileError, match="lod1.indices"):
+        _deep_check_packed(bad, "SCEN", hdr)
+
+
 def test_convert_rejects_bad_lod_options(tmp_path, scan):
     from cli.main import main as cli
 

@@ -1,15 +1,20 @@
-"""Levels of detail (``bps_assets.transforms.lod``) against the full mesh: 64x64 depth error,
-depth fps and resident bytes, in one run (issue 32 item 2's figures, before the LODs are wired
-into the packed format and the runtime).
+"""Converter LODs through the real packed file and the runtime's loader: 64x64 depth error of
+each level against the full mesh, depth fps of the level's BVH / the full mesh's, and resident
+bytes (what the scene cache charges) with the level the sensor picks / the decoded scan, in one run
+(issue 32 item 2).
 
-    python benchmarks/bench_lod.py                   # synth Gibson scan + a ReplicaCAD object (if present)
-    python benchmarks/bench_lod.py --errors 0.01,0.05 --rounds 9
+    python benchmarks/bench_lod.py                      # synth Gibson scan, bench_render's apartment, real meshes
+    python benchmarks/bench_lod.py --errors 0.01,0.05 --rounds 9 --scenes synth,apartment
 
-Per scene and error: triangles, the depth error of the LOD vs the full mesh over pixels both
-hit (median in metres, p95 relative to the depth), depth fps of the LOD's BVH / the full mesh's
-(Embree bridge, default BVH, one thread, interleaved rounds), and the bytes a scene holding only
-the LOD would be charged (shading tables of the LOD triangles, kept mips, vertex copy, BVH) over
-the decoded scan. Groups: one per (object, material). Prints one JSON line.
+Per scene: ``convert_scene(..., ConvertOptions(lod=errors))``; the loader (``scenes.loader``,
+Embree renderer, 64x64 HFOV 90, ``lod="auto"`` and ``"full"``) gives the charged bytes and the
+level chosen; per level (``packed_scene.read_lod_level``): triangles, depth error over pixels
+both hit (median in metres, p95 relative to the depth), depth fps of the level's / the full
+mesh's raw Embree BVH (bridge, default BVH, one thread, interleaved rounds). Depth error: over
+the cameras that see no surface closer than the agent radius (0.1 m; random positions in a
+scan's bounds fall inside walls too). Real meshes: ReplicaCAD objects from ../shared/datasets (cameras on a ring
+around them) and habitat-sim's test stage from ../shared/assets; skipped when absent.
+Groups: one per (object, material). Prints one JSON line.
 """
 from __future__ import annotations
 
@@ -24,9 +29,16 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from bench_resident import make_scene  # noqa: E402
+from bench_render import decoded_bytes, procedural_apartment  # noqa: E402
 
-REPLICA_OBJECT = "../shared/datasets/replicacad/objects/frl_apartment_cabinet.glb"
+ROOT = Path(__file__).resolve().parents[1]
+NEAR = 0.1   # m, the default agent radius: cameras seeing a surface closer than this are left out
+REAL = {  # name -> (path under the repository's parent, camera kind)
+    "replica_cabinet": ("../shared/datasets/replicacad/objects/frl_apartment_cabinet.glb", "object"),
+    "replica_table_02": ("../shared/datasets/replicacad/objects/frl_apartment_table_02.glb", "object"),
+    "replica_towel": ("../shared/datasets/replicacad/objects/frl_apartment_towel.glb", "object"),
+    "habitat_stage_floor1": ("../shared/assets/habitat-sim/scenes/stage_floor1.glb", "scan"),
+}
 
 
 def cameras(kind, pos, n, rng):
@@ -38,38 +50,54 @@ def cameras(kind, pos, n, rng):
         a = rng.uniform(-np.pi, np.pi, n)
         org = np.c_[c[0] + r * np.sin(a), np.full(n, c[1]), c[2] + r * np.cos(a)]
         return org.astype(np.float32), a.astype(np.float32)  # yaw a looks along -(sin a, cos a): at the centre
-    org = np.c_[rng.uniform(lo[0] + 0.5, hi[0] - 0.5, n), np.full(n, lo[1] + 1.25),
-                rng.uniform(lo[2] + 0.5, hi[2] - 0.5, n)]
+    m = np.minimum(0.5, (hi - lo) / 4)
+    org = np.c_[rng.uniform(lo[0] + m[0], hi[0] - m[0], n), np.full(n, lo[1] + min(1.25, (hi[1] - lo[1]) / 2)),
+                rng.uniform(lo[2] + m[2], hi[2] - m[2], n)]
     return org.astype(np.float32), rng.uniform(-np.pi, np.pi, n).astype(np.float32)
 
 
-def measure(kind, path, dec, errors, rounds, agents):
-    from bps_assets.packed_scene import read_packed_scene
-    from bps_assets.transforms.lod import Options, simplify
-    from bps_runtime.render import RenderOptions, build_shading_data
-    from bps_runtime.render.camera import camera_directions, rotation_matrices
-    from bps_runtime.render.embree import BRIDGE_BVH_BYTES_PER_TRI
-    from bps_runtime.render.embree_bridge import BridgeAccel
-    from bps_runtime.render.mips import sensor_mips
+def charged(path, lod):
+    """(bytes the cache charges, level loaded, triangles) through the runtime's loader."""
+    from bps_runtime.render import RenderOptions, make_renderer
+    from bps_runtime.scenes.loader import LoadFailure, SceneLoader, SceneSource
 
-    ps = read_packed_scene(path)
-    pos, idx = np.asarray(ps.positions, np.float32), np.asarray(ps.indices, np.uint32)
-    obj = getattr(ps, "tri_object", None)
-    mat = np.asarray(ps.tri_material, np.int64)
-    groups = mat if obj is None else np.asarray(obj, np.int64) * (int(mat.max()) + 1) + mat
+    r = make_renderer("embree", RenderOptions(resolution=(64, 64), threads=1, lod=lod))
+    loader = SceneLoader(r, threads=1)
+    try:
+        got = loader.submit(SceneSource("s", str(path))).result()
+    finally:
+        loader.close()
+        r.close()
+    if isinstance(got, LoadFailure):
+        raise got.error
+    return int(got.nbytes), got.num_triangles
+
+
+def measure(name, kind, path, dec, rounds, agents):
+    """One scene's figures (see the module docstring)."""
+    from bps_assets.packed_scene import read_lod_level, read_packed_scene
+    from bps_runtime.render import RenderOptions
+    from bps_runtime.render.camera import camera_directions, rotation_matrices
+    from bps_runtime.render.embree_bridge import BridgeAccel
+    from bps_runtime.scenes.levels import header_level
+
     opts = RenderOptions(resolution=(64, 64), threads=1)
+    full_ps = read_packed_scene(path)
+    levels = full_ps.header["lods"]["levels"]
     dirs = camera_directions(opts)
-    rng = np.random.default_rng(0)
-    org, yaw = cameras("object" if kind == "object" else "scan", pos, agents, rng)
+    org, yaw = cameras(kind, full_ps.positions, agents, np.random.default_rng(0))
     rot = rotation_matrices(yaw)
-    full = BridgeAccel(pos, idx)
-    sd = sensor_mips(build_shading_data(ps, path), opts)
-    out = {"scene": kind, "triangles": int(len(idx)), "decoded_bytes": dec, "levels": []}
-    for e in errors:
-        t0 = time.perf_counter()
-        lod = simplify(pos, idx, groups, Options(max_error=e))
-        t_simplify = time.perf_counter() - t0
-        acc = {"full": full, "lod": BridgeAccel(pos, lod.indices)}
+    full = BridgeAccel(np.asarray(full_ps.positions, np.float32), np.asarray(full_ps.indices, np.uint32))
+    b_full, _ = charged(path, "full")
+    b_auto, t_auto = charged(path, "auto")
+    out = {"scene": name, "triangles": int(len(full_ps.indices)), "decoded_bytes": dec,
+           "resident_full_over_decoded": round(b_full / dec, 3),
+           "level_chosen_64px": header_level(path, opts), "triangles_chosen": t_auto,
+           "resident_chosen_over_decoded": round(b_auto / dec, 3),
+           "resident_chosen_over_full": round(b_auto / b_full, 3), "levels": []}
+    for i, x in enumerate(levels):
+        lv = read_lod_level(path, i)
+        acc = {"full": full, "lod": BridgeAccel(np.asarray(lv.positions, np.float32), np.asarray(lv.indices, np.uint32))}
         z, times = {}, {k: [] for k in acc}
         for rd in range(rounds + 1):
             for k in (list(acc) if rd % 2 else list(acc)[::-1]):
@@ -79,21 +107,19 @@ def measure(kind, path, dec, errors, rounds, agents):
                 if rd:
                     times[k].append(time.perf_counter() - t)
                 z[k] = zz
-        both = (z["full"] > 0) & (z["lod"] > 0)
+        zf = z["full"].reshape(agents, -1)
+        near = np.where(zf > 0, zf, np.inf).min(1)   # a camera this close to a surface is inside the agent
+        keep = np.repeat(near >= NEAR, zf.shape[1])
+        both = (z["full"] > 0) & (z["lod"] > 0) & keep
         d = np.abs(z["lod"] - z["full"])[both]
-        nt = len(lod.indices)
-        per_tri = sd.tri_material.itemsize + sd.tri_lod_bias.itemsize + 12 + (4 if sd.tri_object is not None else 0)
-        lod_bytes = (nt * (per_tri + BRIDGE_BVH_BYTES_PER_TRI) + sd.uvs.nbytes + (0 if sd.colors is None else sd.colors.nbytes)
-                     + 12 * len(pos) + 4 + sum(getattr(sd, k).nbytes for k in ("tex_data", "level_info", "tex_nlevels",
-                                                                                "tex_format", "material_color", "material_texture")))
         out["levels"].append({
-            "max_error_m": e, "triangles": nt, "triangles_ratio": round(nt / len(idx), 4),
-            "simplify_s": round(t_simplify, 2), "result_error_m": round(lod.result_error, 4),
-            "pixels_compared": int(both.sum()), "pixels_hit_only_one": int(((z["full"] > 0) != (z["lod"] > 0)).sum()),
-            "depth_err_median_m": round(float(np.median(d)), 5),
-            "depth_err_p95_rel": round(float(np.percentile(d / z["full"][both], 95)), 5),
-            "depth_fps_lod_over_full": round(float(np.median(np.array(times["full"]) / np.array(times["lod"]))), 3),
-            "resident_lod_only_over_decoded": round(lod_bytes / dec, 3)})
+            "max_error_m": x["max_error"], "triangles": x["triangles"],
+            "triangles_ratio": round(x["triangles"] / len(full_ps.indices), 4),
+            "result_error_m": round(x["result_error"], 4),
+            "cameras_kept": int((near >= NEAR).sum()), "pixels_compared": int(both.sum()), "pixels_hit_only_one": int((((z["full"] > 0) != (z["lod"] > 0)) & keep).sum()),
+            "depth_err_median_m": round(float(np.median(d)), 5) if d.size else None,
+            "depth_err_p95_rel": round(float(np.percentile(d / z["full"][both], 95)), 5) if d.size else None,
+            "depth_fps_lod_over_full": round(float(np.median(np.array(times["full"]) / np.array(times["lod"]))), 3)})
     return out
 
 
@@ -102,21 +128,32 @@ def main(argv=None):
     ap.add_argument("--errors", default="0.01,0.05")
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--agents", type=int, default=128)
+    ap.add_argument("--scenes", default="synth,apartment,real", help="comma list of synth, apartment, real")
     args = ap.parse_args(argv)
-    errors = [float(x) for x in args.errors.split(",")]
+    from bps_assets.packed_scene import ConvertOptions, convert_scene
+    from bps_assets.readers import load as read_scene
+
+    errors = tuple(float(x) for x in args.errors.split(","))
+    want = set(args.scenes.split(","))
     out = Path(tempfile.mkdtemp(prefix="bps-bench-lod-"))
-    res = {"load_avg_1min": round(os.getloadavg()[0], 2), "scenes": []}
-    path, dec = make_scene("gibson", out)
-    res["scenes"].append(measure("synth_gibson", str(path), dec, errors, args.rounds, args.agents))
-    src = Path(__file__).resolve().parents[1] / REPLICA_OBJECT
-    if src.exists():
-        from bps_assets.packed_scene import convert_file
-        from bps_assets.readers import load as read_scene
-        from bench_render import decoded_bytes
-        dst = out / "object.bps"
-        convert_file(src, dst, overwrite=True)
-        res["scenes"].append(measure("object", str(dst), decoded_bytes(read_scene(str(src))), errors,
-                                     args.rounds, args.agents))
+    res = {"load_avg_1min": round(os.getloadavg()[0], 2), "errors": list(errors), "scenes": []}
+    docs = []
+    if "synth" in want:
+        from bps_assets.synth import build_scene
+        docs.append(("synth_gibson", "scan", lambda: build_scene("gibson", "Adrian", seed=0, size="gibson")[0],
+                     ConvertOptions(dataset="gibson", lod=errors)))
+    if "apartment" in want:
+        docs.append(("apartment", "scan", lambda: procedural_apartment(0, 600_000), ConvertOptions(lod=errors)))
+    if "real" in want:
+        for name, (rel, kind) in REAL.items():
+            if (ROOT / rel).exists():
+                docs.append((name, kind, lambda p=ROOT / rel: read_scene(str(p)), ConvertOptions(lod=errors)))
+    for name, kind, make, opts in docs:
+        doc = make()
+        dec = decoded_bytes(doc)
+        dst = out / f"{name}.bps"
+        convert_scene(doc, dst, opts, overwrite=True)
+        res["scenes"].append(measure(name, kind, dst, dec, args.rounds, args.agents))
     res["load_avg_1min_end"] = round(os.getloadavg()[0], 2)
     print(json.dumps(res))
     return res

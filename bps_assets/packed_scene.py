@@ -31,6 +31,7 @@ from .errors import ConfigError, CorruptFileError, InputError, OutputExistsError
 from .hashing import sha256_file
 from . import semantic_section as _sem
 from . import composed_section as _comp
+from . import lod_section as _lod
 from .scene import SceneDocument
 from .transforms import clean as t_clean
 from .transforms import frame as t_frame
@@ -66,6 +67,7 @@ class ConvertOptions:
     zstd_level: int = 9                 # geometry sections (textures use 3: BC blocks barely compress)
     semantic_split: int = 1             # with an annotation: levels of 1-to-4 cuts of triangles a boundary crosses
     allow_annotation_mismatch: bool = False   # an annotation mostly off its scan: warn instead of refusing
+    lod: tuple = ()                     # LOD levels to store, by geometric error in metres (lod_section)
 
     def frame_options(self):
         """Options of the frame transform (dataset layout and up axis)."""
@@ -153,7 +155,10 @@ def process_geometry(doc: SceneDocument, options: ConvertOptions = DEFAULTS, *,
 
 
 def _settings_json(options: ConvertOptions) -> dict:
-    return asdict(options)
+    d = asdict(options)
+    if not d["lod"]:  # files without LODs keep today's header, byte for byte
+        del d["lod"]
+    return d
 
 
 def _scene_sections(g, texset, material_texture: np.ndarray, zstd_level: int):
@@ -261,6 +266,14 @@ def convert_scene(doc: SceneDocument, dst: str | os.PathLike, options: ConvertOp
         arrays.update(sem_arrays)
         specs.update({k: SectionSpec("zstd", "shuffle", options.zstd_level) for k in sem_arrays})
         specs["tri_object"] = SectionSpec("zstd", "delta+shuffle", options.zstd_level)
+    lod_header = None
+    if options.lod:  # levels of detail of the final geometry (the navmesh is built from the full mesh)
+        lod_arrays, lod_header, lod_stats = _lod.build(t_quantize.dequantize(g.positions_q, g.position_grid), g,
+                                                      arrays.get("tri_object"), options.lod)
+        arrays.update(lod_arrays)
+        specs.update({k: SectionSpec("zstd", "delta+shuffle" if not k.endswith("colors") else "shuffle",
+                                     options.zstd_level) for k in lod_arrays})
+        sem_stats = {**sem_stats, **lod_stats}
 
     drop_keys = ("invalid_index_triangles", "nonfinite_triangles", "degenerate_triangles",
                  "collapsed_triangles", "skipped_points", "skipped_lines", "nonfinite_uvs",
@@ -283,6 +296,8 @@ def convert_scene(doc: SceneDocument, dst: str | os.PathLike, options: ConvertOp
     header = _scene_header(doc, g, texset, counts, options, src, sid)
     if sem_header is not None:
         header[_sem.HEADER_KEY] = sem_header
+    if lod_header is not None:
+        header[_lod.HEADER_KEY] = lod_header
     if extra is not None:
         header[extra[0]] = extra[1]
         arrays.update(extra[2])
@@ -383,6 +398,7 @@ _LAYOUT = {
     "chunk_meshlets": (("i8",), (2,)), "chunk_tris": (("i8",), (2,)), "chunk_spheres": (("f4",), (4,)),
     **_sem.LAYOUT,
     **_comp.LAYOUT,
+    **_lod.LAYOUT,
 }
 STORED_SECTIONS = tuple(_LAYOUT)  # the sections read_packed_scene reads (and checks) when present
 _DT_NAME = {np.dtype(np.uint8): "u1", np.dtype(np.uint16): "u2", np.dtype(np.uint32): "u4",
@@ -418,6 +434,7 @@ class PackedScene:
     object_aabb: np.ndarray | None = None       # float32 [O,6]
     object_points: np.ndarray | None = None     # float32 [O*P,3]
     path: str = ""
+    lod: int = -1   # the LOD level whose geometry this holds (read_lod_level); -1: the full mesh
 
     ARRAY_FIELDS = tuple(_FIELD_SECTIONS)
 
@@ -529,7 +546,8 @@ def section_rows(path, header: dict) -> dict[str, int]:
     return {"positions_q": v, "uvs_q": v, "colors": v, "indices": t, "tri_material": t,
             "material_color": m, "material_texture": m, "tex_levels": n["texture_levels"],
             "meshlet_tris": k, "meshlet_spheres": k, "chunk_meshlets": c, "chunk_tris": c,
-            "chunk_spheres": c, **_sem.section_rows(path, header, t), **_comp.section_rows(path, header)}
+            "chunk_spheres": c, **_sem.section_rows(path, header, t), **_comp.section_rows(path, header),
+            **_lod.section_rows(path, header, t, v)}
 
 
 def section_bounds(path, header: dict) -> dict[str, int]:
@@ -552,6 +570,7 @@ def check_declared_sizes(path, c: Container) -> None:
     sections together (docs/FORMAT.md 5.5). Runs before anything is read or decompressed."""
     hdr, secs = c.header, c.sections
     rows = section_rows(path, hdr)
+    _lod.check_present(path, hdr, secs)
     for name, want in rows.items():
         if name in secs and (secs[name].shape[0] if secs[name].shape else 0) != want:
             raise CorruptFileError(path, f"has {secs[name].shape[0]} rows, the header's counts say {want}",
@@ -644,6 +663,47 @@ def read_packed_scene(path: str | os.PathLike, sections: Iterable[str] | None = 
     return out
 
 
+def read_lod_level(path: str | os.PathLike, level: int, threads: int = 2, verify: bool = True, expand: bool = True):
+    """The packed scene with level ``level``'s geometry (positions, indices, uvs, colors,
+    tri_material, tri_object) in place of the full mesh's; its ``lod`` field says which level.
+    The rest (materials, textures, object table) as ``read_packed_scene`` reads it; a composed
+    scene's stage is the level, its instances are expanded from their full assets."""
+    path = os.fspath(path)
+    rest = [f for f in PackedScene.ARRAY_FIELDS if f not in
+            ("positions", "indices", "uvs", "colors", "tri_material", "tri_object")
+            and not f.startswith(("meshlet_", "chunk_"))]
+    ps = read_packed_scene(path, rest, threads, verify, expand=False)  # checks header, caps, layout
+    hdr = ps.header
+    lv = _lod.levels(path, hdr)
+    if not 0 <= level < len(lv):
+        raise ConfigError(path, f"LOD level {level} does not exist (the file has {len(lv)})")
+    with Container(path, KIND) as c:
+        raw = {f: c.read(_lod.section(level, f), verify=verify) for f in _lod.GEOMETRY if _lod.section(level, f) in c.sections}
+        dts = {f: c.sections[_lod.section(level, f)].dtype for f in raw}
+    nv, n_m = lv[level]["vertices"], len(ps.material_color)
+    ps.positions = t_quantize.dequantize(raw["positions_q"], _grid(path, hdr, "positions", _DT_NAME[dts["positions_q"]], 3))
+    ps.uvs = (t_quantize.dequantize(raw["uvs_q"], _grid(path, hdr, "uvs", _DT_NAME[dts["uvs_q"]], 2))
+              if "uvs_q" in raw else np.zeros((nv, 2), np.float32))
+    ps.indices, ps.tri_material = raw["indices"], raw["tri_material"]
+    ps.colors, ps.tri_object = raw.get("colors"), raw.get("tri_object")
+    if ps.indices.size and int(ps.indices.max()) >= nv:
+        raise CorruptFileError(path, f"index out of range for the level's {nv} vertices", _lod.section(level, "indices"))
+    tm = ps.tri_material
+    if tm.size and (int(tm.min()) < 0 or int(tm.max()) >= n_m):
+        raise CorruptFileError(path, f"material id out of range for {n_m} materials", _lod.section(level, "tri_material"))
+    _sem.check(path, hdr, {"tri_object": ps.tri_object, "object_ids": ps.object_ids})
+    ps.lod = level
+    if expand and _comp.HEADER_KEY in hdr:  # the merge sizes the stage from its header's counts
+        ps.header = {**hdr, "counts": {**hdr["counts"], "triangles": len(ps.indices), "vertices": nv}}
+        with Container(path, KIND) as c:
+            table = _comp.read_table(path, c)
+        want = list(PackedScene.ARRAY_FIELDS)
+        ps = _comp.expand(ps, table, [f for f in want if not f.startswith(("meshlet_", "chunk_"))],
+                         lambda p, s: read_packed_scene(p, s, threads, verify, False))
+        ps.lod = level
+    return ps
+
+
 def _check_ranges(path, s: PackedScene, n_v: int, n_t: int, secs) -> None:
     """Vectorized range checks of every array that indexes another one."""
     def bad(name, msg):
@@ -707,5 +767,5 @@ def decode_texture_level(scene: PackedScene, texture: int, level: int = 0) -> np
 
 
 __all__ = ["ConvertOptions", "DEFAULTS", "ConvertResult", "PackedScene", "convert_scene",
-           "convert_file", "read_packed_scene", "scene_id_for", "texture_level",
+           "convert_file", "read_packed_scene", "read_lod_level", "scene_id_for", "texture_level",
            "decode_texture_level", "process_geometry", "document_transforms", "geometry_transforms"]

@@ -102,7 +102,7 @@ def _line(r: dict) -> str:
 def convert_cmd(inputs, outdir, dataset, up, max_texture, texture_format, mipmaps, position_error,
                 allow_annotation_mismatch, uv_error,
                 min_area, keep_collapsed, reorder_curve, meshlet_max_vertices, meshlet_max_triangles,
-                chunk_meshlets, zstd_level, jobs, overwrite, as_json):
+                chunk_meshlets, zstd_level, jobs, overwrite, as_json, lod):
     """Convert scan files (GLB/glTF/PLY/OBJ) into packed scenes, one OUTDIR/<scene>.bps each.
 
     A bad input is reported on one line and the others still convert; the exit status is
@@ -114,7 +114,8 @@ def convert_cmd(inputs, outdir, dataset, up, max_texture, texture_format, mipmap
                              min_area=min_area, weld_drop_collapsed=not keep_collapsed,
                              reorder_curve=reorder_curve, meshlet_max_vertices=meshlet_max_vertices,
                              meshlet_max_triangles=meshlet_max_triangles, chunk_meshlets=chunk_meshlets,
-                             zstd_level=zstd_level, allow_annotation_mismatch=allow_annotation_mismatch)
+                             zstd_level=zstd_level, allow_annotation_mismatch=allow_annotation_mismatch,
+                             lod=lod)
     # option errors (e.g. --max-texture 1000) once, before any work
     from bps_assets.transforms.textures import check_options
     check_options(options.texture_options())

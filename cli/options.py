@@ -14,7 +14,26 @@ from bps_assets.packed_scene import DEFAULTS as CONVERT
 from bps_assets.transforms.textures import FORMATS
 
 NAV_KEYS = ("agent_height", "agent_radius", "max_climb", "max_slope", "cell_size", "cell_height")
-CONVERT_KEYS = ("max_texture", "texture_format", "mipmaps", "position_error", "allow_annotation_mismatch")
+CONVERT_KEYS = ("max_texture", "texture_format", "mipmaps", "position_error", "allow_annotation_mismatch", "lod")
+
+
+def _lod_levels(ctx, param, value):
+    """``--lod 0.01,0.05`` -> (0.01, 0.05), checked (``lod_section.check_errors``); "" -> ()."""
+    from bps_assets.errors import ConfigError
+    from bps_assets.lod_section import check_errors
+
+    if isinstance(value, tuple):
+        return value
+    try:
+        return tuple(check_errors(float(x) for x in value.split(",") if x.strip()))
+    except (ValueError, ConfigError) as e:
+        raise click.BadParameter(f"{value!r}: {getattr(e, 'detail', e)}") from None
+
+
+lod_option = click.option(
+    "--lod", type=str, default=",".join(map(str, CONVERT.lod)), callback=_lod_levels, show_default=True,
+    help="Also store simplified render meshes (levels of detail), by geometric error in metres, "
+         "e.g. 0.01,0.05; the runtime renders the coarsest level finer than a pixel at 1 m.")
 
 
 _NAV_HELP = {
@@ -49,6 +68,7 @@ def convert_options(f):
         click.option("--allow-annotation-mismatch", is_flag=True, default=CONVERT.allow_annotation_mismatch,
                      help="Keep a semantic annotation most of which does not fit its scan (default: the "
                           "scan fails with the shares that do not fit; a smaller misfit is a warning)."),
+        lod_option,
     ]
     for o in reversed(opts):
         f = o(f)

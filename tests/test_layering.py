@@ -25,7 +25,7 @@ LAYERS = [
     ("bps_assets.native", 0),
     ("bps_assets.readers", 1), ("bps_assets.transforms", 1), ("bps_assets.empty_scene", 1),
     ("bps_assets.container", 2), ("bps_assets.writers", 2), ("bps_assets.packed_scene", 2),
-    ("bps_assets.semantic_section", 2), ("bps_assets.composed_section", 2),
+    ("bps_assets.semantic_section", 2), ("bps_assets.composed_section", 2), ("bps_assets.lod_section", 2),
     ("bps_assets.scene_dataset", 3),
     ("bps_assets.synth", 3),
     ("bps_assets.nav", 4),

@@ -102,8 +102,11 @@ class Backend:
         """JSON-able settings that determine the outputs (part of each scene's fingerprint)."""
         from ..nav.episodes import DEFAULTS as EPISODE_DEFAULTS
 
+        convert = _asdict(self._convert_options(dataset_name))
+        if not convert.get("lod"):  # runs without --lod keep the fingerprints they had before LODs
+            convert.pop("lod", None)
         return {"backend": self.name,
-                "convert": _asdict(self._convert_options(dataset_name)),
+                "convert": convert,
                 "nav": _asdict(self._nav_settings()),
                 "nav_import": "file" if self.nav_settings is None else "settings",
                 "episode_options": _asdict(EPISODE_DEFAULTS),

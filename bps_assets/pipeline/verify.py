@@ -120,9 +120,12 @@ def _deep_check_packed(p: Path, kind: str, header: dict) -> None:
     outputs always declare one, and the manifest's ``content_version`` must match it."""
     read_sections: tuple = ()
     if kind == "SCEN" and "scene_format_version" in header:
-        from ..packed_scene import STORED_SECTIONS, read_packed_scene
+        from ..lod_section import levels
+        from ..packed_scene import STORED_SECTIONS, read_lod_level, read_packed_scene
 
         read_packed_scene(p, threads=1)
+        for i in range(len(levels(p, header))):  # each level's own checks (docs/FORMAT.md 5.8)
+            read_lod_level(p, i, threads=1, expand=False)
         read_sections = STORED_SECTIONS
     elif kind == "NAVM" and "format" in header:
         from ..nav.grid import load_navmesh

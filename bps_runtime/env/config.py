@@ -41,6 +41,7 @@ class SensorConfig:
     max_depth: float | None = None
     # ``render_view`` cameras to keep mips for, ((h, w), hfov_deg) each (``RenderOptions.view_cameras``)
     view_cameras: tuple | None = None
+    lod: str = "auto"   # converter LODs: "auto" (the level the sensor's pixel allows) or "full" (RenderOptions.lod)
 
     def __post_init__(self):
         from ..render import BACKENDS
@@ -55,6 +56,8 @@ class SensorConfig:
             object.__setattr__(self, "view_cameras", check_view_cameras(self.view_cameras))
         if self.renderer not in BACKENDS:
             raise ConfigError(None, f"renderer={self.renderer!r}: choose from {BACKENDS}")
+        if self.lod not in ("auto", "full"):
+            raise ConfigError(None, f"lod={self.lod!r}: choose 'auto' or 'full'")
         if None not in (self.hfov_deg, self.min_depth, self.max_depth):
             self.render_options()   # RenderOptions checks the geometry
 
@@ -71,7 +74,7 @@ class SensorConfig:
         from ..render import RenderOptions
 
         return RenderOptions(resolution=tuple(self.resolution), normalize_depth=self.normalize_depth,
-                             threads=threads, **self.camera())
+                             threads=threads, lod=self.lod, **self.camera())
 
 
 CAMERA_FIELDS = ("sensor_height", "hfov_deg", "min_depth", "max_depth", "view_cameras")

@@ -65,6 +65,9 @@ class RenderOptions:
     # the mips kept are those the finest of them and the sensor selects; an undeclared finer
     # camera samples the finest kept level (render/mips.py)
     view_cameras: tuple = ()
+    # converter LODs (docs/FORMAT.md 5.8): "auto" renders the coarsest level whose error fits one
+    # pixel at 1 m (a file without LODs: the full mesh); "full" always the full mesh
+    lod: str = "auto"
 
     def __post_init__(self):
         object.__setattr__(self, "resolution", check_resolution(self.resolution))
@@ -76,6 +79,8 @@ class RenderOptions:
             raise ConfigError(None, f"texture_near must be >= 0 (metres), got {self.texture_near}")
         object.__setattr__(self, "threads", check_threads(self.threads))
         object.__setattr__(self, "view_cameras", check_view_cameras(self.view_cameras))
+        if self.lod not in ("auto", "full"):
+            raise ConfigError(None, f"lod must be 'auto' or 'full', got {self.lod!r}")
 
     @property
     def pixel_angle(self) -> float:

@@ -32,6 +32,7 @@ from ..render.shading_data import ShadingData, build_shading_data
 from .budget import LoadCancelled, NoRoom
 from .checks import Expected, check_files, check_navmesh, check_scene_header
 from .footprint import navmesh_nbytes, scene_footprint
+from .levels import header_level, read_for_sensor
 from ..threads import lower_priority
 
 log = logging.getLogger("bps_runtime.scenes.loader")
@@ -201,7 +202,8 @@ class SceneLoader:
                     and _is_composed(source.scene_path):
                 return self._load_composed(source, reserve, t0)
             self._enter_stage(scene_id, "reading the packed scene")
-            ps = self.reader(source.scene_path)
+            ps = (read_for_sensor(source.scene_path, self.renderer.options) if self.reader is _default_reader
+                  else self.reader(source.scene_path))
             header = dict(ps.header or {})
             if "expanded" in header and not self.renderer.instancing:
                 _say_flattened(self.renderer)
@@ -251,12 +253,16 @@ class SceneLoader:
         charged as bvh. Tickets are byte counts (the ledger's); a start-up ``NoRoom`` names the
         scene's whole need (``_no_room``)."""
         from bps_assets import composed_section as cs
+        from bps_assets.packed_scene import read_lod_level as read_level
         from bps_assets.scene_dataset.packing import read_composed
 
         scene_id, ticket, held = source.scene_id, None, []
         try:
             self._enter_stage(scene_id, "reading the composed scene's stage and instance table")
             stage, table, paths = read_composed(source.scene_path)
+            level = header_level(source.scene_path, self.renderer.options)
+            if level >= 0:  # the stage at its LOD (the assets: their full meshes)
+                stage = read_level(source.scene_path, level, expand=False)
             header = dict(stage.header or {})
             check_scene_header(source, header)
             # the stage as any scene: the mips its sensor can select, pinned for the upload (the

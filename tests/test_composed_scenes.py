@@ -226,19 +226,26 @@ def test_bad_transforms_are_typed_errors(tmp_path, inst, words):
         H.read_scene_instance(ds, "x")
 
 
+def _refused_peak(fn, match: str) -> int:
+    """The peak Python allocation (bytes, tracemalloc) of ``fn()``, which must raise a
+    DatasetError matching ``match``."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        with pytest.raises(DatasetError, match=match):
+            fn()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
 def test_a_million_instances_is_refused_before_parsing(tmp_path):
     """10^6 instances (22 MB of JSON): refused from a count of the raw bytes; the peak Python
     allocation stays near the file's size instead of the ~1 GB a parse would take."""
-    import tracemalloc
     raw = b'{"object_instances":[' + b",".join([b'{"template_name":"a"}'] * 1_000_000) + b"]}"
     ds = _tiny_dataset(tmp_path, raw)
-    tracemalloc.start()
-    try:
-        with pytest.raises(DatasetError, match="exceed the cap"):
-            H.read_scene_instance(ds, "x")
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    peak = _refused_peak(lambda: H.read_scene_instance(ds, "x"), "exceed the cap")
     assert peak < 3 * len(raw)
     raw = b'{"object_instances":[' + b",".join([b"{}"] * 1_000_000) + b"]}"   # no template names
     ds = _tiny_dataset(tmp_path, raw)
@@ -638,30 +645,30 @@ def _link_chain(n: int, mesh: str = "m.glb") -> str:
     return f'<robot name="r">{links}{joints}</robot>'
 
 
+def _chain_scene(tmp_path, monkeypatch, copies: int, links: int):
+    """A dataset whose scene ``x`` holds ``copies`` instances of a ``links``-link URDF, and the
+    list that records every ``urdf.read_urdf`` call."""
+    from bps_assets.scene_dataset import urdf as U
+
+    ds = _tiny_dataset(tmp_path, {"articulated_object_instances": [{"template_name": "r"}] * copies},
+                       aos={"r": _link_chain(links)})
+    (tmp_path / "u" / "m.glb").write_bytes(b"x")
+    reads, real_read = [], U.read_urdf
+    monkeypatch.setattr(U, "read_urdf", lambda p: reads.append(p) or real_read(p))
+    return ds, reads
+
+
 def test_instance_cap_counts_urdf_links_before_placing_any(tmp_path, monkeypatch):
     """132 instances of a 1000-link URDF (132,000 links > the 2^17 cap): refused after one
     parse of the URDF and before any link is placed, with memory far below what placing them
     takes (~100 MB of transforms and Instance objects)."""
-    import tracemalloc
-
     from bps_assets.composed_section import MAX_INSTANCES
     from bps_assets.scene_dataset import urdf as U
 
     assert 132 * 1000 > MAX_INSTANCES
-    ds = _tiny_dataset(tmp_path, {"articulated_object_instances": [{"template_name": "r"}] * 132},
-                       aos={"r": _link_chain(1000)})
-    (tmp_path / "u" / "m.glb").write_bytes(b"x")
-    reads = []
-    real_read = U.read_urdf
-    monkeypatch.setattr(U, "read_urdf", lambda p: reads.append(p) or real_read(p))
+    ds, reads = _chain_scene(tmp_path, monkeypatch, 132, 1000)
     monkeypatch.setattr(U, "link_visuals", lambda *a, **k: pytest.fail("links placed before the cap check"))
-    tracemalloc.start()
-    try:
-        with pytest.raises(DatasetError, match="132000 instances .links counted. exceed the cap"):
-            H.read_scene_instance(ds, "x")
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    peak = _refused_peak(lambda: H.read_scene_instance(ds, "x"), "132000 instances .links counted. exceed the cap")
     assert len(reads) == 1 and peak < 30 << 20, (len(reads), peak)
 
 
@@ -677,14 +684,7 @@ def test_urdf_with_more_visuals_than_the_cap_is_refused_while_read(tmp_path):
 
 
 def test_urdf_is_read_once_per_dataset_read(tmp_path, monkeypatch):
-    from bps_assets.scene_dataset import urdf as U
-
-    ds = _tiny_dataset(tmp_path, {"articulated_object_instances": [{"template_name": "r"}] * 5},
-                       aos={"r": _link_chain(3)})
-    (tmp_path / "u" / "m.glb").write_bytes(b"x")
-    reads = []
-    real_read = U.read_urdf
-    monkeypatch.setattr(U, "read_urdf", lambda p: reads.append(p) or real_read(p))
+    ds, reads = _chain_scene(tmp_path, monkeypatch, 5, 3)
     sc = H.read_scene_instance(ds, "x", bounds=lambda p: ((0, 0, 0), (0, 0, 0)))
     assert len(sc.instances) == 15 and len(reads) == 1
     H.read_scene_instance(ds, "x", bounds=lambda p: ((0, 0, 0), (0, 0, 0)))

@@ -58,13 +58,14 @@ def navmesh_from_file(path: str | os.PathLike, settings: NavSettings | None = No
 
 
 def navmesh_input(path: str | os.PathLike, max_slope: float, force_up: bool = False,
-                  dataset: str | None = None):
+                  dataset: str | None = None, triangles=None):
     """(vertices f64 [V,3], triangles i64 [T,3]) a navmesh of the scene ``path`` is built from,
     for ``bps-assets navmesh`` and preprocess alike. A composed packed scene: its stage and STATIC
     instances (``scene_dataset.packing.navmesh_triangles``, habitat-sim's rule; no up-axis check:
     the dataset's ``up`` / ``front`` fix its frame). Any other scan: all its triangles in the
     habitat frame, refused (``UpAxisError``) when they look read with the wrong up axis (the
-    packed scene's own, else ``dataset``'s) unless ``force_up``."""
+    packed scene's own, else ``dataset``'s) unless ``force_up``. ``triangles``: ``path``'s
+    (vertices, triangles) already read by the caller (``build.scene_triangles``), not read again."""
     from .build import scene_triangles
     from .scan_checks import require_up_axis
 
@@ -79,7 +80,7 @@ def navmesh_input(path: str | os.PathLike, max_slope: float, force_up: bool = Fa
         up = up if up in ("y", "z") else None
     else:
         up = "z" if dataset in ("gibson", "mp3d") else "y"
-    v, t, _ = scene_triangles(path, dataset)
+    v, t = triangles if triangles is not None else scene_triangles(path, dataset)[:2]
     require_up_axis(v, t, up, path, max_slope, force_up)
     return v, t
 

@@ -192,8 +192,8 @@ class Backend:
         if mesh is None:   # what `bps-assets navmesh` builds from (composed: stage + STATIC instances)
             from ..nav.sources import navmesh_input
 
-            mesh = nav.build_navmesh(navmesh_input(packed, settings.max_slope, self.force_up), settings,
-                                     source=packed.name)
+            mesh = nav.build_navmesh(navmesh_input(packed, settings.max_slope, self.force_up, triangles=(v, t)),
+                                     settings, source=packed.name)
             source = "built"
         elif getattr(mesh, "island_indoor", None) is None and hasattr(mesh, "span_island"):
             from ..nav.indoor import island_indoor

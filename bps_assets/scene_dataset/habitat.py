@@ -398,20 +398,22 @@ def read_scene_instance(ds: DatasetConfig, name: str, skip_missing: bool = False
 
     # the cap before any link is placed: each URDF read once (``ds.urdf``) and its mesh visuals
     # counted, so many instances of a many-link URDF cost one parse, not a transform per link
-    aos, total, exists = [], len(sc.instances), functools.lru_cache(maxsize=None)(Path.is_file)
+    aos, total, checked = [], len(sc.instances), {}
     for i, where, inst, tname in _entries(d, "articulated_object_instances", path):
         t, up = _template_file(ds, ds.articulated, tname, "urdf_filepath", "articulated object template", where, miss, inputs)
         if up is None:
             continue
         inputs.add(up)
         u = ds.urdf(up)
-        meshes = _urdf.mesh_paths(u)
-        lost = [(ln, mp) for ln, mp in meshes if not exists(mp)]
+        if up not in checked:   # (mesh count, missing meshes) once per URDF
+            meshes = _urdf.mesh_paths(u)
+            checked[up] = len(meshes), [(ln, mp) for ln, mp in meshes if not mp.is_file()]
+        n_meshes, lost = checked[up]
         for ln, mp in lost:
             miss(f"{where} {tname} link {ln}", tname, "URDF mesh", mp)
         if not lost:
             aos.append((i, where, inst, tname, t, u))
-            total += len(meshes)
+            total += n_meshes
     if total > MAX_INSTANCES:
         raise DatasetError(path, f"{total} instances (links counted) exceed the cap of {MAX_INSTANCES} per scene")
     for i, where, inst, tname, t, u in aos:

@@ -64,9 +64,11 @@ def instance_count(path, header: dict) -> int | None:
             raise _err(path, f"assets[{i}]: key and source must be strings")
     if c.get("motion_types") != list(MOTION_TYPES):
         raise _err(path, f"motion_types is not {list(MOTION_TYPES)}")
-    for key, typ in (("skipped", list), ("notes", list), ("stage", dict)):
+    for key, typ in (("skipped", list), ("notes", list), ("stage", dict), ("source", str)):
         if not isinstance(c.get(key, typ()), typ):
-            raise _err(path, f"{key} is not a JSON {'array' if typ is list else 'object'}")
+            raise _err(path, f"{key} is not a JSON {({list: 'array', dict: 'object', str: 'string'})[typ]}")
+    if not isinstance(c.get("navmesh"), (str, type(None))):
+        raise _err(path, "navmesh is neither a path string nor null")
     return n
 
 

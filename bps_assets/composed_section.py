@@ -119,8 +119,9 @@ def check(path, header: dict, a: dict) -> InstanceTable:
         raise _err(path, "motion type code above 2", "instance_motion")
     if not np.isfinite(a["instance_transform"]).all():
         raise _err(path, "non-finite transform", "instance_transform")
-    if a["instance_group"].size and a["instance_group"].min() < 0:
-        raise _err(path, "negative group", "instance_group")
+    g = a["instance_group"]   # an entry of a scene instance file: fewer than MAX_INSTANCES (its cap)
+    if g.size and (g.min() < 0 or g.max() >= MAX_INSTANCES):
+        raise _err(path, f"group outside 0..{MAX_INSTANCES - 1}", "instance_group")
     return InstanceTable(c, *(a[f] for f in FIELDS))
 
 

@@ -485,6 +485,7 @@ def test_flattened_read_places_mirrored_instances_counter_clockwise(tmp_path):
     (lambda h, a: h["composed"]["assets"][1].__setitem__("path", "../../../etc/passwd"), "header"),
     (lambda h, a: h["composed"].__setitem__("instances", 1 << 30), "header"),
     (lambda h, a: h["composed"].__setitem__("instances", 3), "instance_asset"),
+    (lambda h, a: a["instance_group"].__setitem__(1, 2**31 - 1), "instance_group"),   # found by fuzz.py
 ])
 def test_damaged_instance_tables_are_typed_errors(tmp_path, damage, section):
     from bps_assets.container import Container, SectionSpec, write_container

@@ -4,8 +4,8 @@
     python benchmarks/fuzz.py --kinds annotation,objectnav,imagenav,checkpoint --mutants 10000
 
 Seeds: ../shared/assets scene files and habitat navmeshes, packed files made from them, synth
-semantic scans (both annotation formats) with their packed scenes, ObjectNav / ImageNav episode
-files and bps-train checkpoints made here. Mutants: random byte edits, structure-aware edits of
+semantic scans (both annotation formats) with their packed scenes, a composed scene with its
+asset library, ObjectNav / ImageNav episode files and bps-train checkpoints made here. Mutants: random byte edits, structure-aware edits of
 packed files behind valid checksums, of episode JSON (values, types, repeated entries), of
 annotation tables (lines and fields) and of checkpoints (fields, tensors, RNG states; half with
 the checksum recomputed). Each mutant is read by its type's reader in a worker under
@@ -67,7 +67,7 @@ def _read(path: str, kind: str, other: str = ""):
         _, fmt, role = kind.split(":")
         mesh, table = (path, other) if role == "mesh" else (other, path)
         read_annotation(SemanticSource(fmt, mesh, table))
-    elif kind in ("SCEN", "SCEN+sem"):
+    elif kind in ("SCEN", "SCEN+sem", "SCEN+composed"):
         from bps_assets.packed_scene import read_packed_scene
 
         read_packed_scene(path, threads=1)
@@ -248,7 +248,40 @@ def collect_seeds(work: Path, max_bytes: int = 4 << 20, n_scenes: int = 4) -> li
         seeds.append((dst, "NAVM"))
     except Exception as e:  # noqa: BLE001 - the benchmark still runs on the other seeds
         print(f"(no NAVM seed: {type(e).__name__}: {e})", file=sys.stderr)
-    return seeds + semantic_seeds(work)
+    return seeds + semantic_seeds(work) + composed_seeds(work)
+
+
+def composed_seeds(work: Path) -> list[tuple[Path, str]]:
+    """A composed scene (``SCEN+composed``): a box-room stage, two rigid crates (one mirrored)
+    and a two-link articulated crate, packed as ``work/cscenes/crates.bps`` with its asset
+    library in ``work/assets`` (its mutants are written beside it, so they find the library)."""
+    from bps_assets.scene_dataset.habitat import read_dataset_config, read_scene_instance
+    from bps_assets.scene_dataset.packing import pack_scene
+    from bps_assets.scene_dataset.standin import write_box_room
+
+    src = work / "composed_src"
+    write_box_room(src / "room.glb", (-3, 0, -3), (3, 2.5, 3))
+    write_box_room(src / "crate.glb", (-0.3, 0, -0.3), (0.3, 0.6, 0.3))
+    vis = '<visual><geometry><mesh filename="crate.glb"/></geometry></visual>'
+    (src / "box.urdf").write_text(f'<robot name="box"><link name="a">{vis}</link><link name="b">{vis}</link>'
+                                  '<joint name="j" type="revolute"><origin xyz="0 1 0"/><parent link="a"/>'
+                                  '<child link="b"/></joint></robot>')
+    (src / "room.stage_config.json").write_text(json.dumps({"render_asset": "room.glb"}))
+    (src / "crate.object_config.json").write_text(json.dumps({"render_asset": "crate.glb", "COM": [0, 0, 0],
+                                                              "semantic_id": 3, "category": "crate"}))
+    (src / "crates.scene_instance.json").write_text(json.dumps({
+        "stage_instance": {"template_name": "room"},
+        "object_instances": [{"template_name": "crate", "translation": [1, 0, 1], "motion_type": "STATIC"},
+                             {"template_name": "crate", "translation": [-1, 0, 1], "non_uniform_scale": [-1, 1, 1]}],
+        "articulated_object_instances": [{"template_name": "box", "translation": [0, 0, -1],
+                                          "initial_joint_pose": [0.5]}]}))
+    cfg = src / "c.scene_dataset_config.json"
+    cfg.write_text(json.dumps({k: {"paths": {ext: ["."]}} for k, ext in (
+        ("stages", ".json"), ("objects", ".json"), ("articulated_objects", ".urdf"), ("scene_instances", ".json"))}))
+    dst = work / "cscenes" / "crates.bps"
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    pack_scene(read_scene_instance(read_dataset_config(cfg), "crates"), dst, work / "assets")
+    return [(dst, "SCEN+composed")]
 
 
 def semantic_seeds(work: Path) -> list[tuple[Path, str]]:
@@ -359,13 +392,15 @@ def mutate_packed(src: Path, dst: Path, rng: random.Random, focus: tuple = ()) -
     (sections and header keys) to pick from, half of the time."""
     import numpy as np
 
-    from bps_assets.container import Container, SectionSpec, write_container
+    from bps_assets.container import Container
 
     with Container(src) as c:
         arrays = c.read_many()
         header = json.loads(json.dumps(c.header))
         kind = c.kind
     val = rng.choice(BOUNDARY)
+    if "composed" in header and rng.random() < 0.3:   # the instance table's header: keys, types, lengths
+        return _write_packed(dst, kind, header, arrays, "composed: " + mutate_json(header["composed"], rng))
     if rng.random() < 0.5:
         paths = [p for p, v in _nodes(header) if isinstance(v, (int, float)) and not isinstance(v, bool)]
         if focus and rng.random() < 0.5:
@@ -391,6 +426,12 @@ def mutate_packed(src: Path, dst: Path, rng: random.Random, focus: tuple = ()) -
             flat[k] = int(min(max(int(val) if isinstance(val, int) else info.max, info.min), info.max))
         arrays[name] = a
         what = f"section {name}[{k}] = {flat[k]}"
+    return _write_packed(dst, kind, header, arrays, what)
+
+
+def _write_packed(dst: Path, kind: str, header: dict, arrays: dict, what: str) -> str:
+    from bps_assets.container import SectionSpec, write_container
+
     write_container(dst, kind, header, arrays, {n: SectionSpec("zstd", level=1) for n in arrays},
                     overwrite=True)
     return what
@@ -547,6 +588,9 @@ def mutate_checkpoint(src: Path, dst: Path, rng: random.Random) -> str:
 
 SEMANTIC_NAMES = ("semantics", "tri_object", "object_ids", "object_category", "object_region",
                   "object_source_ids", "object_aabb", "object_points")
+COMPOSED_NAMES = ("composed", "instance_asset", "instance_transform", "instance_semantic",
+                  "instance_category", "instance_motion", "instance_group")
+FOCUS = {"SCEN+sem": SEMANTIC_NAMES, "SCEN+composed": COMPOSED_NAMES}
 
 
 # ------------------------------------------------------------------------------ driver
@@ -586,7 +630,7 @@ def _fuzz(a, work: Path) -> int:
 
     t_setup = time.perf_counter()
     wanted = {k for k in a.kinds.split(",") if k}
-    scene_kinds = {"source", "detour", "SCEN", "NAVM", "SCEN+sem"}
+    scene_kinds = {"source", "detour", "SCEN", "NAVM", "SCEN+sem", "SCEN+composed"}
     seeds = collect_seeds(work) if not wanted or wanted & scene_kinds else \
         (semantic_seeds(work) if "annotation" in wanted else [])
     if not wanted or wanted & {"objectnav", "imagenav"}:
@@ -624,7 +668,8 @@ def _fuzz(a, work: Path) -> int:
                 done[kind] += 1
             src, read_as = rng.choice(by_kind[kind])
             two = kind in ("NAVM", "objectnav", "imagenav")   # .navmesh.bps, .json.gz
-            dst = work / f"w{i}_{n}{''.join(src.suffixes[-2:]) if two else src.suffix}"
+            dst = (src.parent if kind == "SCEN+composed" else work) / \
+                f"w{i}_{n}{''.join(src.suffixes[-2:]) if two else src.suffix}"   # composed: beside its library
             structured = {"objectnav": mutate_episode_file, "imagenav": mutate_episode_file,
                           "checkpoint": mutate_checkpoint}.get(kind)
             if kind == "annotation" and src.suffix in (".txt", ".house") and rng.random() < 0.5:
@@ -644,9 +689,9 @@ def _fuzz(a, work: Path) -> int:
                 data, what = mutate_bytes(gzip.decompress(blobs[src]), rng)
                 dst.write_bytes(gzip.compress(data, compresslevel=1))
                 label = "bytes"
-            elif kind in ("SCEN", "NAVM", "SCEN+sem") and rng.random() < 0.5:
+            elif kind in ("SCEN", "NAVM", "SCEN+sem", "SCEN+composed") and rng.random() < 0.5:
                 try:
-                    what = mutate_packed(src, dst, rng, SEMANTIC_NAMES if kind == "SCEN+sem" else ())
+                    what = mutate_packed(src, dst, rng, FOCUS.get(kind, ()))
                 except Exception:  # noqa: BLE001 - a mutation the writer refuses: skip it
                     counts[kind]["(mutation refused by writer)"] += 1
                     continue

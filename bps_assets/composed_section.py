@@ -4,13 +4,13 @@ A composed scene file is a ``SCEN`` file whose geometry is the stage (in the hab
 plus an instance table placing assets of the dataset's asset library (``assets/KEY.bps``, each
 a plain ``SCEN`` file in the asset's own coordinates). Header key ``composed``: ``instances`` N,
 ``assets`` (``key``, ``path`` relative to the scene file, ``source``), ``categories``, ``names``
-(N instance names), ``motion_types``, ``skipped`` and ``notes``. Sections, N rows each:
-``instance_asset`` i4, ``instance_transform`` f8 [N,4,4] (asset -> world), ``instance_semantic``
-i4 (habitat's semantic id), ``instance_category`` i4 (index into ``categories``, -1 none),
-``instance_motion`` u1 (index into ``motion_types``), ``instance_group`` i4 (the scene-instance
+and ``kinds`` (N each), ``motion_types`` (== ``MOTION_TYPES``), ``skipped``, ``notes``. Sections,
+N rows each: ``instance_asset`` i4, ``instance_transform`` f8 [N,4,4] (asset -> world),
+``instance_semantic`` i4 (habitat's semantic id), ``instance_category`` i4 (into ``categories``,
+-1 none), ``instance_motion`` u1 (into ``motion_types``), ``instance_group`` i4 (the scene-instance
 entry: an articulated object's links share one). Caps before reading: N <= 2^17, assets <= N + 1,
-4096 categories. ``expand`` turns a read composed scene into the flattened ``PackedScene``
-(instances in world space, one semantic object per group) given a reader for the assets.
+4096 categories; every header field's type and length is checked before use (a CorruptFileError
+naming the file and the field). ``expand``: the flattened ``PackedScene`` given an asset reader.
 """
 from __future__ import annotations
 
@@ -25,7 +25,8 @@ from .errors import CorruptFileError
 HEADER_KEY = "composed"
 MAX_INSTANCES = 1 << 17
 MAX_CATEGORIES = 4096
-MOTION_TYPES = ("STATIC", "KINEMATIC", "DYNAMIC")
+MOTION_TYPES = ("STATIC", "KINEMATIC", "DYNAMIC")   # index = the code in ``instance_motion``
+KINDS = ("object", "articulated")                   # an instance: a rigid object or a URDF link
 LAYOUT = {
     "instance_asset": (("i4",), ()), "instance_transform": (("f8",), (4, 4)),
     "instance_semantic": (("i4",), ()), "instance_category": (("i4",), ()),
@@ -59,6 +60,15 @@ def instance_count(path, header: dict) -> int | None:
         p = a.get("path") if isinstance(a, dict) else None
         if not isinstance(p, str) or os.path.isabs(p) or not p.startswith("../assets/") or ".." in p[3:].split("/"):
             raise _err(path, f"assets[{i}].path must be ../assets/NAME.bps")
+        if not all(isinstance(a.get(k), str) for k in ("key", "source")):
+            raise _err(path, f"assets[{i}]: key and source must be strings")
+    if c.get("motion_types") != list(MOTION_TYPES):
+        raise _err(path, f"motion_types is not {list(MOTION_TYPES)}")
+    for key, typ in (("skipped", list), ("notes", list), ("stage", dict), ("source", str)):
+        if not isinstance(c.get(key, typ()), typ):
+            raise _err(path, f"{key} is not a JSON {({list: 'array', dict: 'object', str: 'string'})[typ]}")
+    if not isinstance(c.get("navmesh"), (str, type(None))):
+        raise _err(path, "navmesh is neither a path string nor null")
     return n
 
 
@@ -89,8 +99,17 @@ class InstanceTable:
 
 
 def check(path, header: dict, a: dict) -> InstanceTable:
-    """Value checks after reading (indices in range, finite transforms)."""
+    """Checks once the sections are read (their rows checked against N): ``names`` and ``kinds``
+    hold N entries each, indices in range, finite transforms."""
     c = header[HEADER_KEY]
+    n = int(a["instance_asset"].shape[0])
+    for key, allowed in (("names", None), ("kinds", KINDS)):
+        v = c.get(key)
+        if not isinstance(v, list) or len(v) != n:
+            raise _err(path, f"{key} is not a list of {n} entries (one per instance)")
+        bad = next((i for i, x in enumerate(v) if not isinstance(x, str) or (allowed and x not in allowed)), None)
+        if bad is not None:
+            raise _err(path, f"{key}[{bad}] {v[bad]!r} is not {'one of ' + ', '.join(allowed) if allowed else 'a string'}")
     n_assets, n_cat = len(c["assets"]), len(c["categories"])
     if a["instance_asset"].size and (a["instance_asset"].min() < 0 or a["instance_asset"].max() >= n_assets):
         raise _err(path, f"asset index outside 0..{n_assets - 1}", "instance_asset")
@@ -100,8 +119,9 @@ def check(path, header: dict, a: dict) -> InstanceTable:
         raise _err(path, "motion type code above 2", "instance_motion")
     if not np.isfinite(a["instance_transform"]).all():
         raise _err(path, "non-finite transform", "instance_transform")
-    if a["instance_group"].size and a["instance_group"].min() < 0:
-        raise _err(path, "negative group", "instance_group")
+    g = a["instance_group"]   # an entry of a scene instance file: fewer than MAX_INSTANCES (its cap)
+    if g.size and (g.min() < 0 or g.max() >= MAX_INSTANCES):
+        raise _err(path, f"group outside 0..{MAX_INSTANCES - 1}", "instance_group")
     return InstanceTable(c, *(a[f] for f in FIELDS))
 
 

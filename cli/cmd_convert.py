@@ -256,7 +256,7 @@ def _instances(file) -> list[dict]:
 
     _, t, _ = read_composed(file, ["positions"])
     h = t.header
-    return [{"index": i, "name": h["names"][i], "kind": (h.get("kinds") or ["object"] * t.count)[i],
+    return [{"index": i, "name": h["names"][i], "kind": h["kinds"][i],
              "asset": h["assets"][int(t.asset[i])]["path"], "transform": t.transform[i].tolist(),
              "semantic_id": int(t.semantic[i]),
              "category": h["categories"][int(t.category[i])] if t.category[i] >= 0 else "",

@@ -226,19 +226,26 @@ def test_bad_transforms_are_typed_errors(tmp_path, inst, words):
         H.read_scene_instance(ds, "x")
 
 
+def _refused_peak(fn, match: str) -> int:
+    """The peak Python allocation (bytes, tracemalloc) of ``fn()``, which must raise a
+    DatasetError matching ``match``."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        with pytest.raises(DatasetError, match=match):
+            fn()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
 def test_a_million_instances_is_refused_before_parsing(tmp_path):
     """10^6 instances (22 MB of JSON): refused from a count of the raw bytes; the peak Python
     allocation stays near the file's size instead of the ~1 GB a parse would take."""
-    import tracemalloc
     raw = b'{"object_instances":[' + b",".join([b'{"template_name":"a"}'] * 1_000_000) + b"]}"
     ds = _tiny_dataset(tmp_path, raw)
-    tracemalloc.start()
-    try:
-        with pytest.raises(DatasetError, match="exceed the cap"):
-            H.read_scene_instance(ds, "x")
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    peak = _refused_peak(lambda: H.read_scene_instance(ds, "x"), "exceed the cap")
     assert peak < 3 * len(raw)
     raw = b'{"object_instances":[' + b",".join([b"{}"] * 1_000_000) + b"]}"   # no template names
     ds = _tiny_dataset(tmp_path, raw)
@@ -478,6 +485,7 @@ def test_flattened_read_places_mirrored_instances_counter_clockwise(tmp_path):
     (lambda h, a: h["composed"]["assets"][1].__setitem__("path", "../../../etc/passwd"), "header"),
     (lambda h, a: h["composed"].__setitem__("instances", 1 << 30), "header"),
     (lambda h, a: h["composed"].__setitem__("instances", 3), "instance_asset"),
+    (lambda h, a: a["instance_group"].__setitem__(1, 2**31 - 1), "instance_group"),   # found by fuzz.py
 ])
 def test_damaged_instance_tables_are_typed_errors(tmp_path, damage, section):
     from bps_assets.container import Container, SectionSpec, write_container
@@ -625,3 +633,206 @@ def test_joint_pose_order_is_bullets_link_order(tmp_path):
     assert math.isclose(angle(tree, "l2"), 0.3) and math.isclose(angle(tree, "l1"), 0.7)
     ordered = link_poses(r, [0.3, 0.7], link_order="urdf_order")
     assert math.isclose(angle(ordered, "l1"), 0.3) and math.isclose(angle(ordered, "l2"), 0.7)
+
+
+# ------------------------------------------------------------------------------ review fixes (issue 31)
+
+def _link_chain(n: int, mesh: str = "m.glb") -> str:
+    """A URDF of ``n`` links in a fixed-joint chain, each with one mesh visual."""
+    links = "".join(f'<link name="l{k}"><visual><geometry><mesh filename="{mesh}"/></geometry></visual></link>'
+                    for k in range(n))
+    joints = "".join(f'<joint name="j{k}" type="fixed"><parent link="l{k - 1}"/><child link="l{k}"/></joint>'
+                     for k in range(1, n))
+    return f'<robot name="r">{links}{joints}</robot>'
+
+
+def _chain_scene(tmp_path, monkeypatch, copies: int, links: int):
+    """A dataset whose scene ``x`` holds ``copies`` instances of a ``links``-link URDF, and the
+    list that records every ``urdf.read_urdf`` call."""
+    from bps_assets.scene_dataset import urdf as U
+
+    ds = _tiny_dataset(tmp_path, {"articulated_object_instances": [{"template_name": "r"}] * copies},
+                       aos={"r": _link_chain(links)})
+    (tmp_path / "u" / "m.glb").write_bytes(b"x")
+    reads, real_read = [], U.read_urdf
+    monkeypatch.setattr(U, "read_urdf", lambda p: reads.append(p) or real_read(p))
+    return ds, reads
+
+
+def test_instance_cap_counts_urdf_links_before_placing_any(tmp_path, monkeypatch):
+    """132 instances of a 1000-link URDF (132,000 links > the 2^17 cap): refused after one
+    parse of the URDF and before any link is placed, with memory far below what placing them
+    takes (~100 MB of transforms and Instance objects)."""
+    from bps_assets.composed_section import MAX_INSTANCES
+    from bps_assets.scene_dataset import urdf as U
+
+    assert 132 * 1000 > MAX_INSTANCES
+    ds, reads = _chain_scene(tmp_path, monkeypatch, 132, 1000)
+    monkeypatch.setattr(U, "link_visuals", lambda *a, **k: pytest.fail("links placed before the cap check"))
+    peak = _refused_peak(lambda: H.read_scene_instance(ds, "x"), "132000 instances .links counted. exceed the cap")
+    assert len(reads) == 1 and peak < 30 << 20, (len(reads), peak)
+
+
+def test_urdf_with_more_visuals_than_the_cap_is_refused_while_read(tmp_path):
+    from bps_assets.scene_dataset.urdf import MAX_VISUALS, read_urdf
+
+    vis = '<visual><geometry><mesh filename="m.glb"/></geometry></visual>'
+    u = tmp_path / "big.urdf"
+    u.write_text(f'<robot name="r"><link name="a">{vis * (MAX_VISUALS + 1)}</link></robot>')
+    with pytest.raises(DatasetError, match=f"{MAX_VISUALS + 1} link visuals exceed the cap") as e:
+        read_urdf(u)
+    assert "big.urdf" in str(e.value)
+
+
+def test_urdf_is_read_once_per_dataset_read(tmp_path, monkeypatch):
+    ds, reads = _chain_scene(tmp_path, monkeypatch, 5, 3)
+    sc = H.read_scene_instance(ds, "x", bounds=lambda p: ((0, 0, 0), (0, 0, 0)))
+    assert len(sc.instances) == 15 and len(reads) == 1
+    H.read_scene_instance(ds, "x", bounds=lambda p: ((0, 0, 0), (0, 0, 0)))
+    assert len(reads) == 1
+
+
+def test_asset_library_is_reconverted_when_the_convert_options_change(tmp_path):
+    """The asset library is keyed on the sources AND the converter settings (and tool version),
+    like the scene files: other options re-convert the object, the same ones keep it."""
+    from bps_assets.container import Container
+    from bps_assets.packed_scene import DEFAULTS
+    from bps_assets.scene_dataset.packing import pack_scene
+
+    cfg = _crate_room(tmp_path / "src", [{"template_name": "crate", "translation": [1, 0, 1]}])
+    sc = H.read_scene_instance(H.read_dataset_config(cfg), "s")
+    out, lib = tmp_path / "out" / "scenes", tmp_path / "out" / "assets"
+    out.mkdir(parents=True)
+    assert pack_scene(sc, out / "s.bps", lib)["assets_converted"] == 1
+    assert pack_scene(sc, out / "s.bps", lib, overwrite=True)["assets_converted"] == 0
+    coarse = dataclasses.replace(DEFAULTS, position_error=DEFAULTS.position_error * 4)
+    assert pack_scene(sc, out / "s.bps", lib, coarse, overwrite=True)["assets_converted"] == 1
+    with Container(next(lib.iterdir()), "SCEN") as c:
+        assert c.header["converter"]["settings"]["position_error"] == coarse.position_error
+    assert pack_scene(sc, out / "s.bps", lib, coarse, overwrite=True)["assets_converted"] == 0
+
+
+def _motion_room(src: Path, obj_motion: str | None, ao_motion: str | None) -> Path:
+    """``_crate_room`` with one crate object at (1, 0, 1) and one one-link articulated crate at
+    (-1, 0, -1), each with the given motion type (None: unset)."""
+    obj = {"template_name": "crate", "translation": [1, 0, 1]}
+    ao = {"template_name": "crate_ao", "translation": [-1, 0, -1]}
+    if obj_motion:
+        obj["motion_type"] = obj_motion
+    if ao_motion:
+        ao["motion_type"] = ao_motion
+    cfg = _crate_room(src, [obj])
+    d = json.loads(cfg.read_text())
+    d["articulated_objects"] = {"paths": {".urdf": ["objects"]}}
+    cfg.write_text(json.dumps(d))
+    (src / "objects" / "crate_ao.urdf").write_text(_link_chain(1, "crate.glb"))
+    s = src / "scenes" / "s.scene_instance.json"
+    d = json.loads(s.read_text())
+    d["articulated_object_instances"] = [ao]
+    s.write_text(json.dumps(d))
+    return cfg
+
+
+@pytest.mark.parametrize("obj_motion, ao_motion, baked", [
+    ("STATIC", "STATIC", (True, True)),
+    ("KINEMATIC", "KINEMATIC", (False, False)),
+    ("DYNAMIC", "DYNAMIC", (False, False)),
+    (None, None, (False, False)),        # unset: DYNAMIC for both, as Bullet creates them
+])
+def test_navmesh_bakes_what_habitat_sim_bakes(tmp_path, obj_motion, ao_motion, baked):
+    """habitat-sim's Simulator::getJoinedMesh (include_static_objects): the stage plus rigid and
+    articulated objects whose motion type is STATIC, nothing else. `bps-assets navmesh` on the
+    composed scene builds the same navmesh preprocess builds (one helper, nav.sources.navmesh_input)."""
+    from bps_assets.nav.sources import navmesh_from_file, navmesh_input, open_navmesh
+    from bps_assets.scene_dataset.packing import NAVMESH_MOTIONS, navmesh_triangles, pack_scene
+
+    assert NAVMESH_MOTIONS == ("STATIC",)
+    cfg = _motion_room(tmp_path / "src", obj_motion, ao_motion)
+    sc = H.read_scene_instance(H.read_dataset_config(cfg), "s")
+    assert [i.motion_type for i in sc.instances] == [obj_motion or "DYNAMIC", ao_motion or "DYNAMIC"]
+    (tmp_path / "out" / "scenes").mkdir(parents=True)
+    dst = tmp_path / "out" / "scenes" / "s.bps"
+    pack_scene(sc, dst, tmp_path / "out" / "assets")
+    v, t = navmesh_input(dst, 45.0)
+    assert np.array_equal(t, navmesh_triangles(dst)[1])
+    nav = navmesh_from_file(dst)
+    where = np.array([[1.0, 0.0, 1.0], [-1.0, 0.0, -1.0]])
+    assert [not b for b in nav.is_navigable(where)] == list(baked)
+    r = _run_cli("navmesh", str(dst), "-o", str(tmp_path / "nav"), "--json")
+    assert r.returncode == 0, r.stderr
+    cli_nav = open_navmesh(json.loads(r.stdout)["output"])
+    assert [not b for b in cli_nav.is_navigable(where)] == list(baked)
+
+
+@pytest.mark.parametrize("damage, field", [
+    (lambda c: c.pop("names"), "names"),
+    (lambda c: c.__setitem__("names", c["names"][:1]), "names"),
+    (lambda c: c["names"].__setitem__(1, 7), "names[1]"),
+    (lambda c: c.pop("kinds"), "kinds"),
+    (lambda c: c.__setitem__("kinds", c["kinds"][:1]), "kinds"),
+    (lambda c: c["kinds"].__setitem__(0, "robot"), "kinds[0]"),
+    (lambda c: c.__setitem__("motion_types", ["DYNAMIC", "STATIC", "KINEMATIC"]), "motion_types"),
+    (lambda c: c["assets"][0].__setitem__("source", 3), "assets[0]"),
+    (lambda c: c.__setitem__("notes", "text"), "notes"),
+    (lambda c: c.__setitem__("stage", []), "stage"),
+    (lambda c: c.__setitem__("source", {}), "source"),
+    (lambda c: c.__setitem__("navmesh", 1), "navmesh"),
+])
+def test_damaged_composed_headers_name_the_field(tmp_path, damage, field):
+    """Every field of the ``composed`` header is checked: a missing, short or mistyped one is a
+    CorruptFileError naming the file and the field (not a KeyError / IndexError / TypeError),
+    from the flattened read, the unflattened one and `info --json`."""
+    from bps_assets.container import Container, SectionSpec, write_container
+    from bps_assets.errors import CorruptFileError
+    from bps_assets.packed_scene import read_packed_scene
+    from bps_assets.scene_dataset.packing import read_composed
+
+    dst = _tiny_composed(tmp_path)
+    with Container(dst, "SCEN") as c:
+        header = {k: v for k, v in c.header.items() if k != "sections"}
+        arrays = {n: np.array(c.read(n)) for n in c.sections}
+    damage(header["composed"])
+    write_container(dst, "SCEN", header, arrays, {n: SectionSpec("raw") for n in arrays}, overwrite=True)
+    for read in (read_packed_scene, read_composed):
+        with pytest.raises(CorruptFileError) as e:
+            read(dst)
+        assert f"composed: {field}" in str(e.value) and str(dst) in str(e.value)
+    r = _run_cli("info", str(dst), "--json")
+    assert r.returncode != 0 and "Traceback" not in r.stderr and field in r.stderr + r.stdout
+
+
+@pytest.mark.parametrize("template, field", [
+    ({"render_asset": "a.glb", "COM": [0, 0, 0], "semantic_id": "chair"}, "semantic_id"),
+    ({"render_asset": "a.glb", "COM": [0, 0, 0], "semantic_id": [3]}, "semantic_id"),
+    ({"render_asset": "a.glb", "COM": [0, 0, 0], "semantic_id": 2.5}, "semantic_id"),
+    ({"render_asset": "a.glb", "COM": [0, 0, 0], "semantic_id": 1 << 40}, "semantic_id"),
+])
+def test_mistyped_template_values_are_typed_errors(tmp_path, template, field):
+    ds = _tiny_dataset(tmp_path, {"object_instances": [{"template_name": "a"}]}, objects={"a": template})
+    with pytest.raises(DatasetError, match=field) as e:
+        H.read_scene_instance(ds, "x")
+    assert "a.object_config.json" in str(e.value)
+
+
+@pytest.mark.parametrize("scale", ["big", [1, 2], None, 0])
+def test_mistyped_articulated_uniform_scale_is_a_typed_error(tmp_path, scale):
+    ds = _tiny_dataset(tmp_path, {"articulated_object_instances": [{"template_name": "r"}]}, aos={"r": _link_chain(1)})
+    (tmp_path / "u" / "m.glb").write_bytes(b"x")
+    (tmp_path / "u" / "r.ao_config.json").write_text(json.dumps({"urdf_filepath": "r.urdf", "uniform_scale": scale}))
+    body = json.loads(ds.path.read_text())
+    body["articulated_objects"] = {"paths": {".json": ["u"]}}
+    ds.path.write_text(json.dumps(body))
+    with pytest.raises(DatasetError, match="uniform_scale") as e:
+        H.read_scene_instance(H.read_dataset_config(ds.path), "x")
+    assert "x.scene_instance.json" in str(e.value)
+
+
+def test_one_definition_of_the_instance_cap_and_motion_types():
+    """MAX_INSTANCES and MOTION_TYPES live in composed_section (the file format) only; the
+    scene-dataset reader reads JSON through readers.guard.read_limited."""
+    from bps_assets import composed_section as cs
+    from bps_assets.scene_dataset import model, urdf
+
+    assert H.MAX_INSTANCES is cs.MAX_INSTANCES and urdf.MAX_VISUALS == cs.MAX_INSTANCES
+    assert H.MOTION_TYPES is cs.MOTION_TYPES and not hasattr(model, "MOTION_TYPES")
+    assert not hasattr(H, "read_json")

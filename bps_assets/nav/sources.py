@@ -2,7 +2,9 @@
 
 ``navmesh_from_file(path, settings)``: Detour navmesh sets (habitat ``.navmesh``, Recast Demo's
 and go-detour's tiled ``.bin``) and single ``DNAV`` tiles are imported, bps navmeshes loaded,
-scans (glTF / PLY / OBJ / packed scenes) built. ``open_navmesh(path)`` is the same for queries,
+scans (glTF / PLY / OBJ / packed scenes) built from ``navmesh_input(path)`` (a composed scene's
+stage and STATIC instances; another scan's triangles after the up-axis check: preprocess builds
+from the same). ``open_navmesh(path)`` is the same for queries,
 where a scan is refused (it has no navmesh until one is built). The extension is only a hint:
 ``readers.detect.resolve_kind`` refuses a content / extension mismatch with both named.
 """
@@ -37,10 +39,10 @@ def navmesh_from_file(path: str | os.PathLike, settings: NavSettings | None = No
     file keeps the agent it was built for, a scan is built with the defaults. A scan that looks
     read with the wrong up axis (``dataset``'s, or a packed scene's own) is an ``UpAxisError``
     unless ``force_up`` (``scan_checks``)."""
-    from .build import build_navmesh, scene_triangles
+    from .build import build_navmesh
     from .detour import import_detour
     from .grid import load_navmesh
-    from .scan_checks import footprint_area, require_up_axis
+    from .scan_checks import footprint_area
     from .settings import DEFAULT_SETTINGS
 
     kind = _kind(path)
@@ -49,18 +51,38 @@ def navmesh_from_file(path: str | os.PathLike, settings: NavSettings | None = No
     if kind == "bps-navmesh":
         return load_navmesh(path)
     settings = settings or DEFAULT_SETTINGS
-    v, t, src = scene_triangles(path, dataset)
-    if kind == "bps-scene":
-        from ..container import Container
-
-        with Container(path) as c:
-            up = (c.header.get("frame") or {}).get("up")
-    else:
-        up = "z" if dataset in ("gibson", "mp3d") else "y"
-    require_up_axis(v, t, up, path, settings.max_slope, force_up)
-    nav = build_navmesh((v, t), settings, source=src)
+    v, t = navmesh_input(path, settings.max_slope, force_up, dataset)
+    nav = build_navmesh((v, t), settings, source=os.path.basename(os.fspath(path)))
     nav.source_info["footprint_area"] = footprint_area(v, t)   # for the no-floor warning
     return nav
+
+
+def navmesh_input(path: str | os.PathLike, max_slope: float, force_up: bool = False,
+                  dataset: str | None = None, triangles=None):
+    """(vertices f64 [V,3], triangles i64 [T,3]) a navmesh of the scene ``path`` is built from,
+    for ``bps-assets navmesh`` and preprocess alike. A composed packed scene: its stage and STATIC
+    instances (``scene_dataset.packing.navmesh_triangles``, habitat-sim's rule; no up-axis check:
+    the dataset's ``up`` / ``front`` fix its frame). Any other scan: all its triangles in the
+    habitat frame, refused (``UpAxisError``) when they look read with the wrong up axis (the
+    packed scene's own, else ``dataset``'s) unless ``force_up``. ``triangles``: ``path``'s
+    (vertices, triangles) already read by the caller (``build.scene_triangles``), not read again."""
+    from .build import scene_triangles
+    from .scan_checks import require_up_axis
+
+    if _kind(path) == "bps-scene":
+        from ..container import Container
+        from ..scene_dataset.packing import is_composed, navmesh_triangles
+
+        if is_composed(path):
+            return navmesh_triangles(path)
+        with Container(path) as c:
+            up = (c.header.get("frame") or {}).get("up")
+        up = up if up in ("y", "z") else None
+    else:
+        up = "z" if dataset in ("gibson", "mp3d") else "y"
+    v, t = triangles if triangles is not None else scene_triangles(path, dataset)[:2]
+    require_up_axis(v, t, up, path, max_slope, force_up)
+    return v, t
 
 
 def open_navmesh(path: str | os.PathLike):

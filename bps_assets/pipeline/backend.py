@@ -192,14 +192,11 @@ class Backend:
         from ..nav.build import scene_triangles
 
         v, t, _ = scene_triangles(packed)   # the packed scene: in the habitat frame, and cleaned
-        if mesh is None:
-            from ..scene_dataset.packing import is_composed, navmesh_triangles
+        if mesh is None:   # what `bps-assets navmesh` builds from (composed: stage + STATIC instances)
+            from ..nav.sources import navmesh_input
 
-            if is_composed(packed):   # the stage, STATIC objects and articulated links (habitat's rule)
-                mesh = nav.build_navmesh(navmesh_triangles(packed), settings, source=packed.name)
-            else:
-                scan_checks.require_up_axis(v, t, _packed_up(packed), packed, settings.max_slope, self.force_up)
-                mesh = nav.build_navmesh((v, t), settings, source=packed.name)
+            mesh = nav.build_navmesh(navmesh_input(packed, settings.max_slope, self.force_up, triangles=(v, t)),
+                                     settings, source=packed.name)
             source = "built"
         elif getattr(mesh, "island_indoor", None) is None and hasattr(mesh, "span_island"):
             from ..nav.indoor import island_indoor
@@ -273,13 +270,6 @@ class Backend:
         data = gzip.compress(json.dumps({"episodes": eps}).encode(), compresslevel=6, mtime=0)
         atomic_write(dst, lambda f: f.write(data), overwrite=True)
         return {"count": len(eps), "where": st.get("where")}
-
-
-def _packed_up(packed: Path) -> str | None:
-    """The up axis (``y`` / ``z``) the packed scene's source was read with (its header)."""
-    with Container(packed) as c:
-        up = (c.header.get("frame") or {}).get("up")
-    return up if up in ("y", "z") else None
 
 
 def _value(obj, name):

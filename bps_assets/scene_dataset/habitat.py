@@ -7,33 +7,33 @@ them), looked up by handle, name, path, then substring; a rigid object oriented 
 ``front``, scaled (config x uniform x non-uniform), its origin moved to ``-scale x COM`` or its
 box centre, placed by ``translation`` (that point, or the asset origin when COM-corrected:
 ``asset_local``) and ``rotation`` [w, x, y, z]; the stage oriented and scaled at the origin; an
-articulated object's links posed by ``urdf``; unset ``motion_type``: DYNAMIC (rigid, as Bullet
-creates it); semantic id from the config, category from the dataset's lexicon (else the
-config's ``category``). Every missing template / stage / render asset / URDF / URDF mesh of a
-scene is one ``MissingAssetsError`` (or dropped into ``scene.skipped``); NaN / inf transforms,
-zero scales, more than ``MAX_INSTANCES`` instances (counted before parsing) and URDF cycles are
-DatasetErrors. Lighting, physics values, ``units_to_meters`` and stage ``origin`` are ignored.
+articulated object's links posed by ``urdf``; unset ``motion_type``: DYNAMIC (as Bullet creates
+objects); semantic id from the config, category from the dataset's lexicon (else the config's
+``category``). Every missing template / stage / render asset / URDF / URDF mesh of a scene is
+one ``MissingAssetsError`` (or dropped into ``scene.skipped``); NaN / inf / mistyped values,
+zero scales, more than ``MAX_INSTANCES`` instances (counted before parsing, links before placing)
+and URDF cycles are DatasetErrors. Lighting, physics, ``units_to_meters``, stage ``origin``: ignored.
 """
 from __future__ import annotations
 
 import functools
 import glob
 import json
-import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from ..errors import DatasetError
+from ..composed_section import MAX_INSTANCES, MOTION_TYPES
+from ..errors import DatasetError, InputError
 from ..habitat_names import habitat_scene_name
 from ..json_input import parse_json as _parse_json
-from .model import MOTION_TYPES, ComposedScene, Instance, affine, frame_matrix, quat_wxyz_matrix
+from ..readers.guard import read_limited
+from .model import ComposedScene, Instance, affine, frame_matrix, quat_wxyz_matrix
 from . import urdf as _urdf
 
 MAX_CONFIG_BYTES = 64 << 20
-MAX_INSTANCES = 1 << 17     # per scene instance file; HSSD's largest scenes hold a few thousand
 SUFFIX = {"stages": ".stage_config.json", "objects": ".object_config.json",
           "articulated_objects": ".ao_config.json", "scene_instances": ".scene_instance.json"}
 SCENE_INSTANCE_SUFFIX = SUFFIX["scene_instances"]
@@ -52,20 +52,13 @@ class MissingAssetsError(DatasetError):
                                f"(--skip-missing-assets drops those instances)")
 
 
-def read_json(path: Path, cap: int = MAX_CONFIG_BYTES):
-    try:
-        if path.stat().st_size > cap:
-            raise DatasetError(path, f"larger than the {cap >> 20} MiB cap")
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise DatasetError(path, "no such file") from None
-    except OSError as e:
-        raise DatasetError(path, f"not readable: {e.strerror or e}") from None
-    return raw
+def _read(path: Path) -> bytearray:
+    return read_limited(path, MAX_CONFIG_BYTES, "scene dataset JSON")
 
 
-def parse_json(path: Path, raw: bytes) -> dict:
-    d = _parse_json(raw, path, error=DatasetError)
+def load_json(path: Path, raw: bytes | None = None) -> dict:
+    """The JSON object of a config / scene instance file (``raw``: its bytes, already read)."""
+    d = _parse_json(_read(path) if raw is None else raw, path, error=DatasetError)
     if not isinstance(d, dict):
         raise DatasetError(path, "not a JSON object")
     return d
@@ -94,6 +87,14 @@ class DatasetConfig:
     scene_defaults: dict = field(default_factory=dict)
     navmeshes: dict[str, Path] = field(default_factory=dict)
     semantic_descriptors: dict[str, Path] = field(default_factory=dict)
+    urdfs: dict[Path, "_urdf.Urdf"] = field(default_factory=dict, repr=False)
+
+    def urdf(self, path: Path) -> "_urdf.Urdf":
+        """``urdf.read_urdf(path)``, parsed once per resolved path for this dataset read."""
+        key = Path(path).resolve()
+        if key not in self.urdfs:
+            self.urdfs[key] = _urdf.read_urdf(path)
+        return self.urdfs[key]
 
     def lookup(self, table: dict[str, Template], name: str) -> Template | None:
         """habitat's lookup: exact handle, short name, path (relative to the config), substring."""
@@ -120,8 +121,8 @@ class DatasetConfig:
 def _lexicon(paths: tuple[str, ...]) -> dict[int, str]:
     for p in paths:
         try:
-            d = parse_json(Path(p), read_json(Path(p)))
-        except DatasetError:
+            d = load_json(Path(p))
+        except (DatasetError, InputError):   # a missing / bad lexicon: categories from the configs
             continue
         classes = d.get("classes")
         if isinstance(classes, list):
@@ -144,7 +145,7 @@ def _expand(base: Path, pattern: str, suffix: str, cfg: Path) -> list[Path]:
 
 
 def _template(path: Path, overrides: dict, defaults: dict, cfg_dir: Path, name: str | None = None) -> Template:
-    attrs = parse_json(path, read_json(path)) if path.suffix == ".json" else {"render_asset": path.name}
+    attrs = load_json(path) if path.suffix == ".json" else {"render_asset": path.name}
     merged = {**defaults, **attrs}
     base = path.parent
     for k, v in overrides.items():  # dataset-config overrides: paths relative to the dataset config
@@ -157,7 +158,7 @@ def read_dataset_config(config: str | os.PathLike) -> DatasetConfig:
     """Parse a ``*.scene_dataset_config.json`` (templates of every kind, scene instances, named
     navmeshes and semantic descriptors)."""
     cfg = Path(config).expanduser().resolve()
-    d = parse_json(cfg, read_json(cfg))
+    d = load_json(cfg)
     base = cfg.parent
     out = DatasetConfig(cfg)
     for kind, table in (("stages", out.stages), ("objects", out.objects), ("articulated_objects", out.articulated)):
@@ -249,6 +250,17 @@ def _orientation(attrs: dict, where: str, path: Path) -> np.ndarray:
     return frame_matrix(up, front)
 
 
+def _semantic_id(t: Template, where: str, path: Path) -> int:
+    """A template's ``semantic_id``: a whole number in 0..2^31-1 (stored as int32), else a DatasetError."""
+    v = t.attrs.get("semantic_id", 0)
+    if v is None:
+        return 0
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < 2**31 or int(v) != v:
+        raise DatasetError(path, f"{where}: template {t.name} semantic_id {v!r} is not a whole number in 0..2^31-1 "
+                                 f"({t.handle})")
+    return int(v)
+
+
 def _motion(inst: dict, default: str) -> str:
     m = str(inst.get("motion_type", default) or default).upper()
     return m if m in MOTION_TYPES else default
@@ -312,13 +324,13 @@ def read_scene_instance(ds: DatasetConfig, name: str, skip_missing: bool = False
     path = ds.scenes.get(name)
     if path is None:
         raise DatasetError(ds.path, f"no scene instance named {name!r}")
-    raw = read_json(path)
+    raw = _read(path)
     # before parsing: a huge file costs its bytes, not its objects (every instance names a
     # template; an entry may hold up to 3 nested objects, e.g. user_defined)
     n, objs = raw.count(b'"template_name"'), raw.count(b"{")
     if n > MAX_INSTANCES or objs > 4 * MAX_INSTANCES:
         raise DatasetError(path, f"{max(n, objs // 4)} instances exceed the cap of {MAX_INSTANCES} per scene")
-    d = parse_json(path, raw)
+    d = load_json(path, raw)
     root = ds.path.parent
     sc = ComposedScene(name, path)
     missing: list[dict] = []
@@ -377,48 +389,59 @@ def read_scene_instance(ds: DatasetConfig, name: str, skip_missing: bool = False
         if corrected:
             trans = trans - rot @ shift
         m = affine(rot, trans) @ affine(trans=shift) @ local
-        sid = int(t.attrs.get("semantic_id", 0) or 0)
+        sid = _semantic_id(t, where, path)
         ud = t.attrs.get("user_defined") if isinstance(t.attrs.get("user_defined"), dict) else {}
         cat = lex.get(sid) or str(t.attrs.get("category") or ud.get("category") or "")
         # unset: habitat-sim leaves a rigid object as created, DYNAMIC under Bullet physics
         sc.instances.append(Instance(t.name, sc.asset_index(_key(asset, root), asset), m, "object",
                                      _motion(inst, "DYNAMIC"), sid, cat, group=i))
 
+    # the cap before any link is placed: each URDF read once (``ds.urdf``) and its mesh visuals
+    # counted, so many instances of a many-link URDF cost one parse, not a transform per link
+    aos, total, checked = [], len(sc.instances), {}
     for i, where, inst, tname in _entries(d, "articulated_object_instances", path):
         t, up = _template_file(ds, ds.articulated, tname, "urdf_filepath", "articulated object template", where, miss, inputs)
         if up is None:
             continue
+        inputs.add(up)
+        u = ds.urdf(up)
+        if up not in checked:   # (mesh count, missing meshes) once per URDF
+            meshes = _urdf.mesh_paths(u)
+            checked[up] = len(meshes), [(ln, mp) for ln, mp in meshes if not mp.is_file()]
+        n_meshes, lost = checked[up]
+        for ln, mp in lost:
+            miss(f"{where} {tname} link {ln}", tname, "URDF mesh", mp)
+        if not lost:
+            aos.append((i, where, inst, tname, t, u))
+            total += n_meshes
+    if total > MAX_INSTANCES:
+        raise DatasetError(path, f"{total} instances (links counted) exceed the cap of {MAX_INSTANCES} per scene")
+    for i, where, inst, tname, t, u in aos:
         rot, trans = _rotation(inst, where, path), _vec(inst, "translation", 3, [0, 0, 0], where, path)
-        s = float(_vec(inst, "uniform_scale", 1, [1.0], where, path)[0]) * float(t.attrs.get("uniform_scale", 1.0))
-        if s == 0 or not math.isfinite(s):
-            raise DatasetError(path, f"{where}: zero or non-finite uniform_scale")
+        s = float(_vec(inst, "uniform_scale", 1, [1.0], where, path)[0]) * \
+            float(_vec(t.attrs, "uniform_scale", 1, [1.0], f"{where} template {tname}", path)[0])
+        if s == 0:
+            raise DatasetError(path, f"{where}: zero uniform_scale")
         pose = inst.get("initial_joint_pose", [])
         if isinstance(pose, dict):  # habitat also accepts {joint name: value}; order as written
             pose = list(pose.values())
         pose = _vec({"p": pose}, "p", len(pose), [], where, path) if pose else []
-        inputs.add(up)
-        u = _urdf.read_urdf(up)
         order = str(inst.get("link_order") or t.attrs.get("link_order") or "tree_traversal").lower()
         visuals, skipped = _urdf.link_visuals(u, pose, s, "urdf_order" if order == "urdf_order" else "tree_traversal")
         if skipped:
             sc.notes.append(f"{where} {tname}: {skipped} primitive (non-mesh) link visual(s) not rendered")
         base = affine(rot, trans)
-        lost = [(ln, mp) for ln, mp, _ in visuals if not mp.is_file()]
-        for ln, mp in lost:
-            miss(f"{where} {tname} link {ln}", tname, "URDF mesh", mp)
-        if lost:
-            continue
-        sid = int(t.attrs.get("semantic_id", 0) or 0)
+        sid = _semantic_id(t, where, path)
+        # unset motion_type: DYNAMIC, as habitat-sim's Bullet creates an articulated object
+        # (physics/bullet/BulletArticulatedObject.h, its constructor)
         for ln, mp, m in visuals:
             sc.instances.append(Instance(f"{tname}/{ln}", sc.asset_index(_key(mp, root), mp), base @ m,
-                                         "articulated", _motion(inst, "STATIC"), sid, lex.get(sid, tname), group=len(objs) + i))
+                                         "articulated", _motion(inst, "DYNAMIC"), sid, lex.get(sid, tname), group=len(objs) + i))
     sc.inputs = sorted(inputs | {a.path for a in sc.assets})
     if missing:
         if not skip_missing:
             raise MissingAssetsError(path, missing)
         sc.skipped = missing
-    if len(sc.instances) > MAX_INSTANCES:
-        raise DatasetError(path, f"{len(sc.instances)} instances (links counted) exceed the cap of {MAX_INSTANCES}")
     return sc
 
 
@@ -429,7 +452,7 @@ def scene_files(config: str | os.PathLike) -> dict[str, tuple[str, str | None]]:
     root = ds.path.parent
     out = {}
     for name, p in ds.scenes.items():
-        d = parse_json(p, read_json(p))
+        d = load_json(p)
         nav = d.get("navmesh_instance")
         navp = (ds.navmeshes.get(nav) or (root / nav)) if isinstance(nav, str) and nav else None
         rel_nav = os.path.relpath(os.path.normpath(navp), root) if navp is not None else None

@@ -17,9 +17,6 @@ from pathlib import Path
 
 import numpy as np
 
-MOTION_TYPES = ("STATIC", "KINEMATIC", "DYNAMIC")  # index = the code stored in packed files
-KINDS = ("stage", "object", "articulated")
-
 
 @dataclass(frozen=True)
 class AssetRef:
@@ -36,7 +33,7 @@ class Instance:
     name: str                 # template name (rigid) or "template/link" (articulated link)
     asset: int                # index into ComposedScene.assets
     transform: np.ndarray
-    kind: str = "object"      # one of KINDS
+    kind: str = "object"      # "stage" or one of composed_section.KINDS
     motion_type: str = "STATIC"
     semantic_id: int = 0      # habitat's semantic id (0: none)
     category: str = ""

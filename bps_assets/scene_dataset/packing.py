@@ -2,13 +2,14 @@
 its stage plus an instance table (docs/FORMAT.md 5.7); read one back unflattened.
 
 ``pack_scene(scene, dst, assets_dir)``: every asset not yet in ``assets_dir`` is converted
-there as ``KEY.bps`` (its own coordinates; an existing file converted from the same source bytes,
-by the sha256 in its header, is kept, so scenes sharing an object library convert each asset
-once per output folder, and parallel workers racing on one asset each write it atomically); the stage is converted with its transform applied and the
-instance table stored beside it. ``read_composed(path)``: ``(stage PackedScene, InstanceTable,
-[asset paths])`` for an instanced renderer; ``navmesh_triangles(path)``: the world-space
-triangles a navmesh is built from (stage, STATIC and KINEMATIC rigid objects, articulated
-objects; DYNAMIC rigid objects are left out, as habitat-sim does).
+there as ``KEY.bps`` (its own coordinates). An existing one is kept when its header says it was
+converted from the same source bytes (sha256) with the same converter settings and tool version,
+so scenes sharing an object library convert each asset once per output folder and option set;
+parallel workers racing on one asset each write it atomically. The stage is converted with its
+transform applied and the instance table stored beside it. ``read_composed(path)``: ``(stage
+PackedScene, InstanceTable, [asset paths])`` for an instanced renderer;
+``navmesh_triangles(path)``: the world-space triangles a navmesh is built from (the stage and
+the STATIC instances, rigid or articulated: habitat-sim's rule, ``NAVMESH_MOTIONS``).
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from .. import composed_section as cs
 from ..container import Container
 from ..errors import BpsError, DatasetError
 from ..packed_scene import DEFAULTS, convert_file, convert_scene, read_packed_scene
-from .model import MOTION_TYPES, ComposedScene
+from .model import ComposedScene
 
 ASSET_SUFFIX = ".bps"
 
@@ -39,22 +40,30 @@ def pack_assets(scene: ComposedScene, assets_dir: Path, options=DEFAULTS) -> lis
     for k, a in enumerate(scene.assets):
         dst = assets_dir / f"{a.key}{ASSET_SUFFIX}"
         made = False
-        if k in used and not _current(dst, a.path):
+        if k in used and not _current(dst, a.path, _asset_options(options)):
             convert_file(a.path, dst, _asset_options(options), overwrite=True, scene_id=a.key, semantic=None)
             made = True
         out.append({"key": a.key, "path": f"../assets/{dst.name}", "source": str(a.path), "converted": made})
     return out
 
 
-def _current(dst: Path, src: Path) -> bool:
-    """``dst`` exists and was converted from ``src`` as it is now (sha256 in its header)."""
-    from ..hashing import sha256_file
+def _current(dst: Path, src: Path, options) -> bool:
+    """``dst`` exists and was converted from ``src`` as it is now (the sha256 in its header)
+    with ``options`` by this tool version (the settings fingerprint preprocess keys scenes on,
+    ``hashing.settings_fingerprint``, over the converter settings in its header)."""
+    from .. import __version__
+    from ..hashing import settings_fingerprint, sha256_file
     try:
         with Container(dst, "SCEN") as c:
-            want = (c.header.get("source") or {}).get("sha256")
+            h = c.header
     except (OSError, BpsError):
         return False
-    return want == sha256_file(src)[0]
+    conv = h.get("converter") if isinstance(h.get("converter"), dict) else {}
+    settings = conv.get("settings")
+    if not isinstance(settings, dict) or conv.get("version") != __version__ or \
+            settings_fingerprint(settings) != settings_fingerprint(dataclasses.asdict(options)):
+        return False
+    return (h.get("source") or {}).get("sha256") == sha256_file(src)[0]
 
 
 def pack_scene(scene: ComposedScene, dst: str | os.PathLike, assets_dir: str | os.PathLike,
@@ -82,7 +91,7 @@ def pack_scene(scene: ComposedScene, dst: str | os.PathLike, assets_dir: str | o
     inst = scene.instances
     cats = sorted({i.category for i in inst if i.category})
     header = {"instances": len(inst), "assets": [{k: e[k] for k in ("key", "path", "source")} for e in entries],
-              "categories": cats, "names": [i.name for i in inst], "kinds": [i.kind for i in inst], "motion_types": list(MOTION_TYPES),
+              "categories": cats, "names": [i.name for i in inst], "kinds": [i.kind for i in inst], "motion_types": list(cs.MOTION_TYPES),
               "stage": {"template": scene.stage.name, "source": str(stage_path),
                         "transform": scene.stage.transform.tolist()},
               "source": str(scene.source), "navmesh": str(scene.navmesh) if scene.navmesh else None,
@@ -92,7 +101,7 @@ def pack_scene(scene: ComposedScene, dst: str | os.PathLike, assets_dir: str | o
         "instance_transform": np.array([i.transform for i in inst], np.float64).reshape(-1, 4, 4),
         "instance_semantic": np.array([i.semantic_id for i in inst], np.int32),
         "instance_category": np.array([cats.index(i.category) if i.category else -1 for i in inst], np.int32),
-        "instance_motion": np.array([MOTION_TYPES.index(i.motion_type) for i in inst], np.uint8),
+        "instance_motion": np.array([cs.MOTION_TYPES.index(i.motion_type) for i in inst], np.uint8),
         "instance_group": np.array([max(i.group, 0) for i in inst], np.int32),
     }
     info = {"path": str(scene.source), "format": "habitat-scene-instance"}
@@ -120,18 +129,17 @@ def is_composed(path: str | os.PathLike) -> bool:
         return cs.HEADER_KEY in c.header
 
 
-NAVMESH_MOTIONS = ("STATIC", "KINEMATIC")
+# habitat-sim bakes into a recomputed navmesh (include_static_objects) the stage plus every
+# rigid object AND every articulated object whose motion type is STATIC; KINEMATIC and DYNAMIC
+# ones are left out (src/esp/sim/Simulator.cpp, Simulator::getJoinedMesh, called by
+# Simulator::recomputeNavMesh)
+NAVMESH_MOTIONS = ("STATIC",)
 
 
 def navmesh_triangles(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:
-    """(vertices f64 [V,3], triangles i64 [T,3]) of what a navmesh is built from: the stage,
-    non-DYNAMIC rigid objects and every articulated object's links (habitat bakes those in)."""
+    """(vertices f64 [V,3], triangles i64 [T,3]) of what a navmesh is built from: the stage and
+    the instances (rigid objects and articulated links) whose motion type is STATIC."""
     stage, table, _ = read_composed(path, ["positions", "indices"])
-    kinds = table.header.get("kinds") or ["object"] * table.count
-    keep = [i for i in range(table.count)
-            if table.motion_type(i) in NAVMESH_MOTIONS or kinds[i] == "articulated"]
-    sub = dataclasses.replace(table, **{f: getattr(table, f)[keep] for f in
-                                        ("asset", "transform", "semantic", "category", "motion", "group")})
-    flat = cs.expand(stage, sub, ["positions", "indices"],
-                     lambda p, s: read_packed_scene(p, s, expand=False))
+    flat = cs.expand(stage, table, ["positions", "indices"],
+                     lambda p, s: read_packed_scene(p, s, expand=False), motions=NAVMESH_MOTIONS)
     return flat.positions.astype(np.float64), flat.indices.astype(np.int64)

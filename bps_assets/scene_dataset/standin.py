@@ -2,7 +2,9 @@
 
 For datasets whose stage files are not available (ReplicaCAD's stage GLBs are not public):
 tests and benchmarks size it from the scene's habitat navmesh bounds, so an imported navmesh
-still fits the packed scene. Not a substitute for the real stage's geometry.
+still fits the packed scene. Not a substitute for the real stage's geometry. No library code
+calls it on purpose: a missing stage is a MissingAssetsError in preprocess, never silently
+replaced; it lives here (not in tests/) because tests and benchmarks/ both build data with it.
 """
 from __future__ import annotations
 

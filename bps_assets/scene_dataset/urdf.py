@@ -11,7 +11,8 @@ siblings by joint name; ``link_order`` ``urdf_order``: links in file order); rev
 continuous, prismatic joints take one value, spherical four, fixed none.
 Only mesh visuals are rendered (primitive visuals are counted in ``skipped_visuals``). A link
 with two parents, a joint naming an unknown link, a cycle or several roots is a DatasetError;
-the walk is iterative, so a deep chain cannot exhaust the stack. Files are capped at 16 MiB.
+the walk is iterative, so a deep chain cannot exhaust the stack. Files are capped at 16 MiB,
+links at 4096, visuals at ``MAX_VISUALS`` (counted before any is built).
 """
 from __future__ import annotations
 
@@ -22,11 +23,13 @@ from pathlib import Path
 
 import numpy as np
 
+from ..composed_section import MAX_INSTANCES
 from ..errors import DatasetError
 from .model import affine, axis_angle_matrix, rpy_matrix
 
 MAX_URDF_BYTES = 16 << 20
 MAX_LINKS = 4096
+MAX_VISUALS = MAX_INSTANCES   # a scene's instance cap: one URDF cannot exceed it alone
 DOF = {"revolute": 1, "continuous": 1, "prismatic": 1, "spherical": 4, "fixed": 0,
        "floating": 0, "planar": 0}
 
@@ -87,6 +90,9 @@ def read_urdf(path: str | os.PathLike) -> Urdf:
         raise DatasetError(path, f"not a readable URDF file: {e}") from None
     if root.tag != "robot":
         raise DatasetError(path, "not a URDF file (no <robot> root)")
+    n_vis = sum(1 for _ in root.iter("visual"))
+    if n_vis > MAX_VISUALS:   # counted before any is built: each becomes a placed instance
+        raise DatasetError(path, f"{n_vis} link visuals exceed the cap of {MAX_VISUALS}")
     u = Urdf(path, root.get("name", path.stem))
     for link in root.findall("link"):
         name = link.get("name")
@@ -179,6 +185,16 @@ def link_poses(u: Urdf, joint_pose=(), scale: float = 1.0, link_order: str = "tr
     return out
 
 
+def mesh_paths(u: Urdf) -> list[tuple[str, Path]]:
+    """``[(link, mesh file)]`` of every mesh visual, links in file order: what ``link_visuals``
+    places (one instance each), known without placing any."""
+    return [(link, _mesh_path(u, v.mesh)) for link, vis in u.links.items() for v in vis if v.mesh]
+
+
+def _mesh_path(u: Urdf, mesh: str) -> Path:
+    return u.path.parent / (mesh.split("://", 1)[-1] if mesh.startswith("package://") else mesh)
+
+
 def link_visuals(u: Urdf, joint_pose=(), scale: float = 1.0, link_order: str = "tree_traversal"):
     """``([(link, mesh path, 4x4 mesh -> object)], skipped primitive visuals)``."""
     out, skipped = [], 0
@@ -189,6 +205,5 @@ def link_visuals(u: Urdf, joint_pose=(), scale: float = 1.0, link_order: str = "
                 continue
             o = v.origin.copy()
             o[:3, 3] *= scale
-            rel = v.mesh.split("://", 1)[-1] if v.mesh.startswith("package://") else v.mesh
-            out.append((link, (u.path.parent / rel), m @ o @ affine(scale=v.scale * scale)))
+            out.append((link, _mesh_path(u, v.mesh), m @ o @ affine(scale=v.scale * scale)))
     return out, skipped

@@ -154,7 +154,8 @@ def process_geometry(doc: SceneDocument, options: ConvertOptions = DEFAULTS, *,
     return g
 
 
-def _settings_json(options: ConvertOptions) -> dict:
+def settings_json(options: ConvertOptions) -> dict:
+    """The converter settings as a file's header records them (and fingerprints compare)."""
     d = asdict(options)
     if not d["lod"]:  # files without LODs keep today's header, byte for byte
         del d["lod"]
@@ -223,7 +224,7 @@ def _scene_header(doc: SceneDocument, g, texset, counts: dict, options: ConvertO
         "meshlets": {"max_vertices": options.meshlet_max_vertices,
                      "max_triangles": options.meshlet_max_triangles,
                      "chunk_meshlets": options.chunk_meshlets},
-        "converter": {"name": "bps_assets", "version": __version__, "settings": _settings_json(options)},
+        "converter": {"name": "bps_assets", "version": __version__, "settings": settings_json(options)},
     }
 
 

@@ -53,6 +53,7 @@ def _current(dst: Path, src: Path, options) -> bool:
     ``hashing.settings_fingerprint``, over the converter settings in its header)."""
     from .. import __version__
     from ..hashing import settings_fingerprint, sha256_file
+    from ..packed_scene import settings_json
     try:
         with Container(dst, "SCEN") as c:
             h = c.header
@@ -61,7 +62,7 @@ def _current(dst: Path, src: Path, options) -> bool:
     conv = h.get("converter") if isinstance(h.get("converter"), dict) else {}
     settings = conv.get("settings")
     if not isinstance(settings, dict) or conv.get("version") != __version__ or \
-            settings_fingerprint(settings) != settings_fingerprint(dataclasses.asdict(options)):
+            settings_fingerprint(settings) != settings_fingerprint(settings_json(options)):
         return False
     return (h.get("source") or {}).get("sha256") == sha256_file(src)[0]
 

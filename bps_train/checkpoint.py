@@ -70,8 +70,8 @@ def env_identity(config) -> dict:
             and not (d.get("task_name") == "pointnav" and POINTNAV_LATER.get(k, ()) == v)}
     out = {"task": task, "sensors": d["sensors"],
            "episodes": {"source": d["episodes"]["source"], "supply": d["episodes"]["supply"]}}
-    if d.get("noise", NO_NOISE.to_dict()) != NO_NOISE.to_dict():
-        out["noise"] = d["noise"]   # only when on: a noiseless run keeps the identity it always had
+    if getattr(config, "noise", NO_NOISE).any:
+        out["noise"] = d["noise"]   # only when on (any model): a noiseless run keeps the identity it always had
     return out
 
 

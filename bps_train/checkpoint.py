@@ -68,7 +68,9 @@ def env_identity(config) -> dict:
     resources = getattr(type(config.task), "RESOURCES", ())   # memory budgets and the like
     task = {k: v for k, v in d["task"].items() if k not in resources
             and not (d.get("task_name") == "pointnav" and POINTNAV_LATER.get(k, ()) == v)}
-    out = {"task": task, "sensors": d["sensors"],
+    # the camera's tilt only when set (added 2026-11-27): an untilted run keeps its identity
+    sensors = {k: v for k, v in d["sensors"].items() if not (k == "pitch_deg" and not v)}
+    out = {"task": task, "sensors": sensors,
            "episodes": {"source": d["episodes"]["source"], "supply": d["episodes"]["supply"]}}
     if getattr(config, "noise", NO_NOISE).any:
         out["noise"] = d["noise"]   # only when on (any model): a noiseless run keeps the identity it always had

@@ -28,7 +28,7 @@ TASK_DEFAULTS = task_spec(TASKS[0]).defaults
 class SensorConfig:
     """What the agents see: sensors (a subset of ("depth", "rgb", "semantic")), (height, width), habitat's
     normalized depth (0-1 for 0-10 m) or metres, the renderer ("embree" CPU, "warp"), and the
-    camera: height (m), horizontal field of view (deg), depth range (m); None: the task's
+    camera: height (m), horizontal field of view (deg), depth range (m), tilt (deg); None: the task's
     default (``TaskSpec.camera``, filled in by ``EnvConfig``), else the renderer's. Checked (and
     normalized: tuples) when made."""
     kinds: tuple = ("depth",)
@@ -39,6 +39,7 @@ class SensorConfig:
     hfov_deg: float | None = None
     min_depth: float | None = None
     max_depth: float | None = None
+    pitch_deg: float | None = None      # the camera's tilt (deg, negative: down; RenderOptions)
 
     def __post_init__(self):
         from ..render import BACKENDS
@@ -69,7 +70,7 @@ class SensorConfig:
                              threads=threads, **self.camera())
 
 
-CAMERA_FIELDS = ("sensor_height", "hfov_deg", "min_depth", "max_depth")
+CAMERA_FIELDS = ("sensor_height", "hfov_deg", "min_depth", "max_depth", "pitch_deg")
 
 
 @dataclass(frozen=True)
@@ -203,8 +204,7 @@ def camera_fields(camera) -> dict:
 
 def preset_kwargs(name: str) -> dict:
     """``make()``'s keywords of a named preset (``noise.presets.PRESETS``): the sensors, their size and
-    camera, the task's rules and agent, the noise (the camera's tilt is not applied: no sensor
-    option for it yet; docs/NOISE.md)."""
+    camera (its tilt too), the task's rules and agent, the noise (docs/NOISE.md)."""
     p = preset(name)
     s, t = p["sensors"], p["task"]
     task = replace(task_spec(t["name"]).defaults, **{k: v for k, v in t.items() if k != "name"})

@@ -31,11 +31,14 @@ class Simulator:
                                capture=config.capture_graph, threads=world.threads, sizes=spec.sizes(self.resolution),
                                noise=config.noise, seed=config.seed)
         # habitat-sim's sensor noise on the frames (one more launch, ``threads`` on the CPU), or None
+        # (depth through the C pass where the frames are the CPU's own, not a Warp frame's)
+        r = world.renderer
+        warp_frame = r.frame_device is not None and _same_device(r.frame_device, device)
         self.sensor_noise = None
         if config.noise.sensors_on:
             o = config.sensors.render_options()
             self.sensor_noise = SensorNoise(config.noise, device, normalized=o.normalize_depth,
-                                            min_depth=o.min_depth, max_depth=o.max_depth)
+                                            min_depth=o.min_depth, max_depth=o.max_depth, native=not warp_frame)
         # the sensors whose frames the noise replaces (the others are returned as rendered)
         self._noisy = () if self.sensor_noise is None else tuple(
             k for k, on in (("depth", self.sensor_noise.depth_on), ("rgb", self.sensor_noise.rgb_on)) if on)
@@ -50,9 +53,7 @@ class Simulator:
         self.ring = EpisodeRing(world, world.episodes, self.num_envs, spec.staging, spec.goal_record)
         # a renderer that draws with one Warp launch on our device renders inside the step (and
         # inside its graph when captured); any other (Embree) renders after it
-        r = world.renderer
-        self._launch_frame = r.launch_frame if r.frame_device is not None and _same_device(
-            r.frame_device, device) else None
+        self._launch_frame = r.launch_frame if warp_frame else None
         self._frames: dict = {}   # group -> the frame buffers its captured graph writes
         self._env_ids = [torch.arange(g * self.batch_size, (g + 1) * self.batch_size, device=device)
                          for g in range(self.num_groups)]

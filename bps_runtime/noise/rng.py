@@ -61,6 +61,13 @@ def stream(key: int, counter: int, domain: int, index: int) -> wp.uint32:
     return wp.rand_init(wp.int32(h), index)
 
 
+@wp.func
+def draw(rs: wp.uint32, n: int) -> wp.uint32:
+    """Draw ``n`` of the stream whose state is ``rs``, independent of the draws before it (Warp's
+    ``rand_init``: one hash of ``rs`` plus a hash of ``n``; the native Redwood pass hoists the latter)."""
+    return wp.rand_init(wp.int32(rs), n)
+
+
 ZIG_LAYERS = 128
 ZIG_R = 3.442619855899            # start of the tail (ZIGNOR, 128 layers)
 ZIG_V = 9.91256303526217e-3       # area of each layer
@@ -117,3 +124,39 @@ def normal(s: wp.uint32, zig: wp.array(dtype=float)):
                 out = x
                 done = 1
     return out, s
+
+
+@wp.func
+def normal_from(b: wp.uint32, s: wp.uint32, zig: wp.array(dtype=float)) -> float:
+    """A standard normal as ``normal``, its first try from the 32-bit draw ``b``, any further
+    draws (~1.5 % of normals) from state ``s``."""
+    out = float(0.0)
+    done = int(0)
+    while done == 0:
+        i = int(b & _LOW7)
+        u = float(b >> _SHIFT8) * (1.0 / 8388608.0) - 1.0
+        if wp.abs(u) < zig[ZIG_LAYERS + 1 + i]:
+            out = u * zig[i]
+            done = 1
+        elif i == 0:
+            x = float(0.0)
+            y = float(0.0)
+            xx = float(1.0)
+            while -2.0 * y < xx:
+                x = wp.log(wp.randf(s) + 5.96e-8) / _TAIL
+                y = wp.log(wp.randf(s) + 5.96e-8)
+                xx = x * x
+            out = _TAIL - x
+            if u < 0.0:
+                out = x - _TAIL
+            done = 1
+        else:
+            x = u * zig[i]
+            f0 = wp.exp(-0.5 * (zig[i] * zig[i] - x * x))
+            f1 = wp.exp(-0.5 * (zig[i + 1] * zig[i + 1] - x * x))
+            if f1 + wp.randf(s) * (f0 - f1) < 1.0:
+                out = x
+                done = 1
+        if done == 0:
+            b = wp.randu(s)
+    return out

@@ -236,14 +236,15 @@ def test_shuffle_offsets_are_habitats_rounded_normal():
 
 @pytest.mark.parametrize("multiplier", [0.0, 0.2, 0.5, 1.0, 3.0])
 @pytest.mark.parametrize("normalized", [False, True])
-def test_native_redwood_is_the_kernel_value_for_value(multiplier, normalized):
+@pytest.mark.parametrize("shape", [(7, 21, 45), (3, 16, 64)])
+def test_native_redwood_is_the_kernel_value_for_value(multiplier, normalized, shape):
     """The C pass the Embree path takes (render/_embree_bridge.c: 8 pixels at a time with AVX2,
     one at a time at the row ends, for shuffle offsets beyond one pixel and without AVX2) gives
     the Warp kernel's values bit for bit: the same draws, the same float32 arithmetic. Frames
-    of odd widths (a scalar tail), depth across the table's range, misses (0) and beyond 10 m,
-    an env range, strided input."""
+    of odd widths (a scalar tail) and whole blocks, depth across the table's range, misses (0)
+    and beyond 10 m, an env range, strided input (gathers, not row loads)."""
     gen = np.random.default_rng(int(multiplier * 10) + normalized)
-    n, h, w = 7, 21, 45
+    n, h, w = shape
     depth = gen.uniform(0.0, 11.0, (n, h, w, 1)).astype(np.float32)
     depth[:, :, :3] = 0.0
     depth[:, 5:9] = np.linspace(0.3, 9.8, w, dtype=np.float32)[None, None, :, None]   # a smooth ramp
@@ -255,8 +256,10 @@ def test_native_redwood_is_the_kernel_value_for_value(multiplier, normalized):
         got = noisy_depth(src, opts, seed=4, counter=counter, native=True, **kw)
         assert torch.equal(want, got), (want != got).sum()
     part = torch.full_like(src, -1.0)
-    noisy_depth(src, opts, seed=4, counter=5, lo=2, hi=5, out=part, native=True, **kw)
-    assert torch.equal(part[2:5], got[2:5]) and (part[:2] == -1).all() and (part[5:] == -1).all()
+    noisy_depth(src, opts, seed=4, counter=5, lo=1, hi=n - 1, out=part, native=True, **kw)
+    assert torch.equal(part[1:-1], got[1:-1]) and (part[0] == -1).all() and (part[-1] == -1).all()
+    with pytest.raises(ValueError, match="envs 1:9 of 3"):
+        noisy_depth(src[:3], opts, lo=1, hi=9, native=True, **kw)
     wide = torch.zeros((n, h, 2 * w, 2))          # a view with strides of its own
     wide[:, :, ::2, :1] = src
     view = wide[:, :, ::2, :1]

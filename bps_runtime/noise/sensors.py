@@ -302,6 +302,10 @@ class SensorNoise:
             if t.device.type != "cpu" or t.dtype != dt or (t.dim() == 1 and t.stride(0) != 1):
                 raise ValueError(f"native Redwood noise: expected CPU {dt} tensors, got {t.dtype} on {t.device}")
         n, h, w = depth_in.shape[:3]
+        if not (0 <= lo <= hi <= n and tuple(depth_out.shape[:3]) == (n, h, w) and len(keys) >= n
+                and len(counters) >= n):
+            raise ValueError(f"native Redwood noise: envs {lo}:{hi} of {n}, frames {tuple(depth_in.shape)} -> "
+                             f"{tuple(depth_out.shape)}, {len(keys)} keys, {len(counters)} counters")
         s_in = (ctypes.c_int64 * 3)(*depth_in.stride()[:3])
         s_out = (ctypes.c_int64 * 3)(*depth_out.stride()[:3])
         table, zig, cdf = self._host

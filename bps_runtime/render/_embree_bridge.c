@@ -322,9 +322,29 @@ RW_AVX2 static int rw_block8(const RedwoodFrame *F, const float *src, int64_t s1
     y = _mm256_min_epi32(_mm256_max_epi32(y, zero), _mm256_set1_epi32((int)(F->h - 1)));
     x = _mm256_min_epi32(_mm256_max_epi32(x, zero), _mm256_set1_epi32((int)(F->w - 1)));
     __m256i even = _mm256_set1_epi32(~1);
-    __m256i at = _mm256_add_epi32(_mm256_mullo_epi32(_mm256_and_si256(y, even), _mm256_set1_epi32((int)s1)),
-                                  _mm256_mullo_epi32(_mm256_and_si256(x, even), _mm256_set1_epi32((int)s2)));
-    __m256 d = _mm256_i32gather_ps(src, at, 4);
+    __m256 d;
+    if (s2 == 1) {
+        /* rows y & ~1 are row j & ~1 or one other; columns x & ~1 are i0 - 2, i0 .. i0 + 6 or
+         * i0 + 8: a permute of the row's 8 floats at i0, two broadcasts at the ends (no gather) */
+        int64_t r0 = j & ~(int64_t)1, r1 = (j & 1) ? (j + 1 < F->h ? j + 1 : r0) : (j >= 2 ? j - 2 : r0);
+        __m256i c = _mm256_sub_epi32(_mm256_and_si256(x, even), _mm256_set1_epi32((int)i0));
+        __m256i lo_end = _mm256_cmpeq_epi32(c, _mm256_set1_epi32(-2)), hi_end = _mm256_cmpeq_epi32(c, _mm256_set1_epi32(8));
+        __m256i perm = _mm256_and_si256(c, _mm256_set1_epi32(7));
+        __m256 row_d[2];
+        for (int k = 0; k < 2; k++) {
+            const float *row = src + (k ? r1 : r0) * s1;
+            __m256 v = _mm256_permutevar8x32_ps(_mm256_loadu_ps(row + i0), perm);
+            if (i0 >= 2) v = _mm256_blendv_ps(v, _mm256_set1_ps(row[i0 - 2]), _mm256_castsi256_ps(lo_end));
+            if (i0 + 8 < F->w) v = _mm256_blendv_ps(v, _mm256_set1_ps(row[i0 + 8]), _mm256_castsi256_ps(hi_end));
+            row_d[k] = v;
+        }
+        __m256i other = _mm256_xor_si256(_mm256_cmpeq_epi32(_mm256_and_si256(y, even), _mm256_set1_epi32((int)r0)), ones);
+        d = _mm256_blendv_ps(row_d[0], row_d[1], _mm256_castsi256_ps(other));
+    } else {
+        __m256i at = _mm256_add_epi32(_mm256_mullo_epi32(_mm256_and_si256(y, even), _mm256_set1_epi32((int)s1)),
+                                      _mm256_mullo_epi32(_mm256_and_si256(x, even), _mm256_set1_epi32((int)s2)));
+        d = _mm256_i32gather_ps(src, at, 4);
+    }
     if (p->norm) d = _mm256_add_ps(_mm256_mul_ps(d, _mm256_set1_ps(p->range)), _mm256_set1_ps(p->lo));
     /* x / 2 as x * 0.5: the same float, no division */
     __m256 one = _mm256_set1_ps(1.0f), two = _mm256_set1_ps(2.0f), half = _mm256_set1_ps(0.5f);

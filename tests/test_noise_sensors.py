@@ -14,7 +14,7 @@ init_warp()
 
 from bps_runtime.noise import rng  # noqa: E402
 from bps_runtime.noise.options import NoiseOptions  # noqa: E402
-from bps_runtime.noise.sensors import SensorNoise, load_table  # noqa: E402
+from bps_runtime.noise.sensors import SensorNoise, load_table, native_isa  # noqa: E402
 
 from noise_reference import gaussian_reference, redwood_reference  # noqa: E402
 
@@ -238,8 +238,9 @@ def test_shuffle_offsets_are_habitats_rounded_normal():
 @pytest.mark.parametrize("normalized", [False, True])
 @pytest.mark.parametrize("shape", [(7, 21, 45), (3, 16, 64)])
 def test_native_redwood_is_the_kernel_value_for_value(multiplier, normalized, shape):
-    """The C pass the Embree path takes (render/_embree_bridge.c: 8 pixels at a time with AVX2,
-    one at a time at the row ends, for shuffle offsets beyond one pixel and without AVX2) gives
+    """The C pass the Embree path takes (render/_embree_bridge.c: 16 or 8 pixels at a time with
+    AVX-512 / AVX2, one at a time at the row ends, for shuffle offsets beyond one pixel and without
+    them; each path pinned in turn) gives
     the Warp kernel's values bit for bit: the same draws, the same float32 arithmetic. Frames
     of odd widths (a scalar tail) and whole blocks, depth across the table's range, misses (0)
     and beyond 10 m, an env range, strided input (gathers, not row loads)."""
@@ -253,8 +254,13 @@ def test_native_redwood_is_the_kernel_value_for_value(multiplier, normalized, sh
     opts = NoiseOptions(depth="redwood", multiplier=multiplier)
     for counter in (0, 5):
         want = noisy_depth(src, opts, seed=4, counter=counter, **kw)
-        got = noisy_depth(src, opts, seed=4, counter=counter, native=True, **kw)
-        assert torch.equal(want, got), (want != got).sum()
+        for isa in (0, 2, -1):     # scalar, AVX2, the CPU's widest (AVX-512 where it has it)
+            before = native_isa(isa)
+            try:
+                got = noisy_depth(src, opts, seed=4, counter=counter, native=True, **kw)
+            finally:
+                native_isa(before)
+            assert torch.equal(want, got), (isa, (want != got).sum())
     part = torch.full_like(src, -1.0)
     noisy_depth(src, opts, seed=4, counter=5, lo=1, hi=n - 1, out=part, native=True, **kw)
     assert torch.equal(part[1:-1], got[1:-1]) and (part[0] == -1).all() and (part[-1] == -1).all()

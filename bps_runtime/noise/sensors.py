@@ -206,6 +206,17 @@ def _native_redwood():
                            [vp, vp, i64, i64, i64, i64, vp, vp, vp, vp, vp, vp, vp, i64, vp])
 
 
+def native_isa(isa: int) -> int:
+    """Pin the C pass's widest vector path (0: scalar, 2: AVX2, -1: the CPU's best, AVX-512 where
+    it has it; the values are the same on every path) -> the previous setting (tests, measurements)."""
+    from bps_assets import native
+
+    f = native.function("bps_runtime.render._embree_bridge", "bps_redwood_isa", [ctypes.c_int])
+    if f is None:
+        raise RuntimeError("the Embree bridge (and its native Redwood pass) was not built")
+    return f(int(isa))
+
+
 _EMPTY: dict = {}
 
 

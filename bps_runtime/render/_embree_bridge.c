@@ -252,6 +252,15 @@ typedef struct {
     const RedwoodParams *p;
 } RedwoodFrame;
 
+/* The widest path taken: 0 scalar, 2 AVX2, else the CPU's best (tests pin each, bps_redwood_isa). */
+static int rw_isa = -1;
+
+int bps_redwood_isa(int isa) {
+    int before = rw_isa;
+    rw_isa = isa;
+    return before;
+}
+
 static const float RW_K35 = 35.130f, RW_K8 = 8.0f, RW_KDZ = 0.027778f;
 
 /* Pixel (j, i) of one env (src: its frame; s1, s2: row and column strides): sensors.redwood. */
@@ -402,6 +411,120 @@ RW_AVX2 static int rw_block8(const RedwoodFrame *F, const float *src, int64_t s1
     return 0;
 }
 
+#define RW_AVX512 __attribute__((target("avx512f")))
+
+RW_AVX512 static inline __m512i rw_pcg16(__m512i state) {
+    __m512i b = _mm512_add_epi32(_mm512_mullo_epi32(state, _mm512_set1_epi32(747796405)),
+                                 _mm512_set1_epi32((int)2891336453u));
+    __m512i sh = _mm512_add_epi32(_mm512_srli_epi32(b, 28), _mm512_set1_epi32(4));
+    __m512i c = _mm512_mullo_epi32(_mm512_xor_si512(_mm512_srlv_epi32(b, sh), b), _mm512_set1_epi32(277803737));
+    return _mm512_xor_si512(_mm512_srli_epi32(c, 22), c);
+}
+
+/* rw_block8 16 pixels wide with AVX-512 (the same steps, masks for lanes). */
+RW_AVX512 static int rw_block16(const RedwoodFrame *F, const float *src, int64_t s1, int64_t s2, uint32_t rs,
+                                int64_t j, int64_t i0, float *dst) {
+    const RedwoodParams *p = F->p;
+    int64_t k = (F->ncdf - 1) / 2;
+    const uint32_t *cdf = F->cdf;
+    __m512i rsv = _mm512_set1_epi32((int)rs);
+    __m512i uy = rw_pcg16(_mm512_add_epi32(rsv, _mm512_loadu_si512(F->draw[0] + i0)));
+    __m512i ux = rw_pcg16(_mm512_add_epi32(rsv, _mm512_loadu_si512(F->draw[1] + i0)));
+    __m512i c_lo = _mm512_set1_epi32((int)cdf[k - 2]), span = _mm512_set1_epi32((int)(cdf[k + 1] - cdf[k - 2]));
+    if (_mm512_cmpge_epu32_mask(_mm512_sub_epi32(uy, c_lo), span) | _mm512_cmpge_epu32_mask(_mm512_sub_epi32(ux, c_lo), span))
+        return 1;
+    __m512i ck = _mm512_set1_epi32((int)cdf[k]), ck1 = _mm512_set1_epi32((int)cdf[k - 1]);
+    __m512i one_i = _mm512_set1_epi32(1), zero = _mm512_setzero_si512();
+    __m512i oy = _mm512_sub_epi32(_mm512_maskz_mov_epi32(_mm512_cmpge_epu32_mask(uy, ck), one_i),
+                                  _mm512_maskz_mov_epi32(_mm512_cmplt_epu32_mask(uy, ck1), one_i));
+    __m512i ox = _mm512_sub_epi32(_mm512_maskz_mov_epi32(_mm512_cmpge_epu32_mask(ux, ck), one_i),
+                                  _mm512_maskz_mov_epi32(_mm512_cmplt_epu32_mask(ux, ck1), one_i));
+    __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    __m512i y = _mm512_add_epi32(_mm512_set1_epi32((int)j), oy);
+    __m512i x = _mm512_add_epi32(_mm512_add_epi32(_mm512_set1_epi32((int)i0), lane), ox);
+    y = _mm512_min_epi32(_mm512_max_epi32(y, zero), _mm512_set1_epi32((int)(F->h - 1)));
+    x = _mm512_min_epi32(_mm512_max_epi32(x, zero), _mm512_set1_epi32((int)(F->w - 1)));
+    __m512i even = _mm512_set1_epi32(~1);
+    __m512 d;
+    if (s2 == 1) {
+        int64_t r0 = j & ~(int64_t)1, r1 = (j & 1) ? (j + 1 < F->h ? j + 1 : r0) : (j >= 2 ? j - 2 : r0);
+        __m512i c = _mm512_sub_epi32(_mm512_and_si512(x, even), _mm512_set1_epi32((int)i0));
+        __mmask16 lo_end = _mm512_cmpeq_epi32_mask(c, _mm512_set1_epi32(-2));
+        __mmask16 hi_end = _mm512_cmpeq_epi32_mask(c, _mm512_set1_epi32(16));
+        __m512i perm = _mm512_and_si512(c, _mm512_set1_epi32(15));
+        __m512 row_d[2];
+        for (int t = 0; t < 2; t++) {
+            const float *row = src + (t ? r1 : r0) * s1;
+            __m512 v = _mm512_permutexvar_ps(perm, _mm512_loadu_ps(row + i0));
+            if (i0 >= 2) v = _mm512_mask_blend_ps(lo_end, v, _mm512_set1_ps(row[i0 - 2]));
+            if (i0 + 16 < F->w) v = _mm512_mask_blend_ps(hi_end, v, _mm512_set1_ps(row[i0 + 16]));
+            row_d[t] = v;
+        }
+        __mmask16 other = _mm512_cmpneq_epi32_mask(_mm512_and_si512(y, even), _mm512_set1_epi32((int)r0));
+        d = _mm512_mask_blend_ps(other, row_d[0], row_d[1]);
+    } else {
+        __m512i at = _mm512_add_epi32(_mm512_mullo_epi32(_mm512_and_si512(y, even), _mm512_set1_epi32((int)s1)),
+                                      _mm512_mullo_epi32(_mm512_and_si512(x, even), _mm512_set1_epi32((int)s2)));
+        d = _mm512_i32gather_ps(at, src, 4);
+    }
+    if (p->norm) d = _mm512_add_ps(_mm512_mul_ps(d, _mm512_set1_ps(p->range)), _mm512_set1_ps(p->lo));
+    __m512 one = _mm512_set1_ps(1.0f), two = _mm512_set1_ps(2.0f), half = _mm512_set1_ps(0.5f);
+    __m512i i2 = _mm512_cvttps_epi32(_mm512_mul_ps(_mm512_add_ps(d, one), half));
+    __m512i i1 = _mm512_sub_epi32(i2, one_i);
+    __m512 a = _mm512_mul_ps(_mm512_sub_ps(d, _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(i1), two), one)), half);
+    __m512i four = _mm512_set1_epi32(4);
+    const int32_t *cy = F->cell_y + j, *cx = F->cell_x + i0;
+    __m512i cyv = _mm512_mask_blend_epi32(_mm512_cmplt_epi32_mask(oy, zero), _mm512_set1_epi32(cy[0]), _mm512_set1_epi32(cy[-1]));
+    cyv = _mm512_mask_blend_epi32(_mm512_cmpgt_epi32_mask(oy, zero), cyv, _mm512_set1_epi32(cy[1]));
+    __m512i cxv = _mm512_mask_blend_epi32(_mm512_cmplt_epi32_mask(ox, zero), _mm512_loadu_si512(cx), _mm512_loadu_si512(cx - 1));
+    cxv = _mm512_mask_blend_epi32(_mm512_cmpgt_epi32_mask(ox, zero), cxv, _mm512_loadu_si512(cx + 1));
+    __m512i cell = _mm512_add_epi32(cyv, cxv);
+    __m512 t1 = _mm512_i32gather_ps(_mm512_add_epi32(cell, _mm512_min_epi32(_mm512_max_epi32(i1, zero), four)), F->table, 4);
+    __m512 t2 = _mm512_i32gather_ps(_mm512_add_epi32(cell, _mm512_min_epi32(_mm512_max_epi32(i2, zero), four)), F->table, 4);
+    __m512 f = _mm512_add_ps(_mm512_mul_ps(_mm512_sub_ps(one, a), t1), _mm512_mul_ps(a, t2));
+    __mmask16 ok = _mm512_cmp_ps_mask(d, _mm512_set1_ps(10.0f), _CMP_LT_OQ) &
+                   _mm512_cmp_ps_mask(f, _mm512_set1_ps(1e-5f), _CMP_GE_OQ) &
+                   _mm512_cmp_ps_mask(d, _mm512_setzero_ps(), _CMP_NEQ_UQ);
+    __m512i b = rw_pcg16(_mm512_add_epi32(rsv, _mm512_loadu_si512(F->draw[2] + i0)));
+    __m512i layer = _mm512_and_si512(b, _mm512_set1_epi32(127));
+    __m512 u = _mm512_sub_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(b, 8)), _mm512_set1_ps(1.0f / 8388608.0f)), one);
+    __m512 ratio = _mm512_i32gather_ps(layer, F->zig + RW_ZIG_LAYERS + 1, 4);
+    __m512 absu = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(u), _mm512_set1_epi32(0x7fffffff)));
+    __mmask16 accept = _mm512_cmp_ps_mask(absu, ratio, _CMP_LT_OQ);
+    __m512 dz = _mm512_mul_ps(u, _mm512_i32gather_ps(layer, F->zig, 4));
+    __mmask16 slow = ok & (__mmask16)~accept;
+    if (slow) {
+        float z[16];
+        uint32_t bb[16];
+        _mm512_storeu_ps(z, dz);
+        _mm512_storeu_si512(bb, b);
+        for (int l = 0; l < 16; l++)
+            if (slow & (1 << l)) z[l] = rw_normal_slow(bb[l], rs + F->draw[3][i0 + l], F->zig);
+        dz = _mm512_loadu_ps(z);
+    }
+    __m512 q = _mm512_mul_ps(_mm512_add_ps(_mm512_div_ps(_mm512_mul_ps(_mm512_set1_ps(RW_K35), f), d),
+                                           _mm512_mul_ps(_mm512_mul_ps(dz, _mm512_set1_ps(RW_KDZ)), _mm512_set1_ps(p->mult))),
+                             _mm512_set1_ps(RW_K8));
+    __m512 tq = _mm512_cvtepi32_ps(_mm512_cvttps_epi32(q)), r = _mm512_sub_ps(q, tq);
+    __m512 rounded = _mm512_mask_add_ps(tq, _mm512_cmp_ps_mask(r, _mm512_set1_ps(0.5f), _CMP_GE_OQ), tq, one);
+    rounded = _mm512_mask_sub_ps(rounded, _mm512_cmp_ps_mask(r, _mm512_set1_ps(-0.5f), _CMP_LE_OQ), rounded, one);
+    __m512 absq = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(q), _mm512_set1_epi32(0x7fffffff)));
+    __m512 denom = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(absq, _mm512_set1_ps(8388608.0f), _CMP_LT_OQ), q, rounded);
+    __m512 v = _mm512_div_ps(_mm512_set1_ps(RW_K35 * RW_K8), denom);
+    v = _mm512_maskz_mov_ps(ok & _mm512_cmp_ps_mask(denom, _mm512_set1_ps(1e-5f), _CMP_GT_OQ), v);
+    if (p->norm)
+        v = _mm512_mul_ps(_mm512_sub_ps(_mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps(p->lo)), _mm512_set1_ps(p->hi)),
+                                        _mm512_set1_ps(p->lo)), _mm512_set1_ps(p->inv));
+    _mm512_storeu_ps(dst + i0, v);
+    return 0;
+}
+
+static int rw_avx512(void) {
+    static int has = -1;
+    if (has < 0) has = __builtin_cpu_supports("avx512f") ? 1 : 0;
+    return has;
+}
+
 static int rw_avx2(void) {
     static int has = -1;
     if (has < 0) has = __builtin_cpu_supports("avx2") ? 1 : 0;
@@ -442,8 +565,9 @@ int bps_redwood_depth(const float *in, float *out, int64_t lo, int64_t hi, int64
     F.cell_y = cell_y + 1;
     int vec = 0;
 #if defined(__x86_64__) && defined(__GNUC__)
-    vec = rw_avx2() && ncdf >= 5 && s_out[2] == 1 && s_in[1] >= 0 && s_in[2] >= 0 &&
+    vec = rw_isa != 0 && rw_avx2() && ncdf >= 5 && s_out[2] == 1 && s_in[1] >= 0 && s_in[2] >= 0 &&
           (h - 1) * s_in[1] + (w - 1) * s_in[2] < ((int64_t)1 << 31) && h < ((int64_t)1 << 30) && w < ((int64_t)1 << 30);
+    if (vec && rw_avx512() && rw_isa != 2) vec = 2;
 #endif
     for (int64_t e = lo; e < hi; e++) {
         uint32_t h0 = rw_mix32(rw_mix32((uint32_t)keys[e], (uint32_t)counters[e]), 1u /* rng.DEPTH */);
@@ -453,6 +577,12 @@ int bps_redwood_depth(const float *in, float *out, int64_t lo, int64_t hi, int64
             float *dst = out + e * s_out[0] + j * s_out[1];
             int64_t i = 0;
 #if defined(__x86_64__) && defined(__GNUC__)
+            if (vec == 2)   /* 16 pixels a block; a block with a far shuffle goes as two of 8 */
+                for (; i + 16 <= w; i += 16)
+                    if (rw_block16(&F, src, s_in[1], s_in[2], rs, j, i, dst))
+                        for (int64_t t = i; t < i + 16; t += 8)
+                            if (rw_block8(&F, src, s_in[1], s_in[2], rs, j, t, dst))
+                                for (int64_t q = t; q < t + 8; q++) dst[q] = rw_pixel(&F, src, s_in[1], s_in[2], rs, j, q);
             if (vec)
                 for (; i + 8 <= w; i += 8)
                     if (rw_block8(&F, src, s_in[1], s_in[2], rs, j, i, dst))

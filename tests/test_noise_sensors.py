@@ -266,6 +266,12 @@ def test_native_redwood_is_the_kernel_value_for_value(multiplier, normalized, sh
     assert torch.equal(part[1:-1], got[1:-1]) and (part[0] == -1).all() and (part[-1] == -1).all()
     with pytest.raises(ValueError, match="envs 1:9 of 3"):
         noisy_depth(src[:3], opts, lo=1, hi=9, native=True, **kw)
+    inplace = src.clone()                         # in place: each env read from a copy
+    noisy_depth(inplace, opts, seed=4, counter=5, out=inplace, native=True, **kw)
+    assert torch.equal(inplace, got)
+    shared = src.clone()
+    with pytest.raises(ValueError, match="native Redwood"):   # overlapping, not the same: refused
+        noisy_depth(shared[:, 1:], opts, out=shared[:, :-1], native=True, **kw)
     wide = torch.zeros((n, h, 2 * w, 2))          # a view with strides of its own
     wide[:, :, ::2, :1] = src
     view = wide[:, :, ::2, :1]

@@ -139,8 +139,9 @@ class Simulator:
         re-rendering that pose gives the same pixels bit for bit) + the task's observations."""
         v = self._outputs(self._group_slice(g))
         frames = self.world.render(v.scene_index, v.position, v.rotation, self.sensors)
-        if self.sensor_noise is not None:
-            noisy = {k: torch.empty_like(frames[k]) for k in self._noisy if k in frames}
+        if self.sensor_noise is not None:   # the C pass writes depth in place (its frame is new)
+            noisy = {k: frames[k] if k == "depth" and self.sensor_noise.native else torch.empty_like(frames[k])
+                     for k in self._noisy if k in frames}
             self._noise(g, frames, noisy, warp_stream(self.device))
             frames = {**frames, **noisy}
         obs = {k: frames[k] for k in self.sensors}

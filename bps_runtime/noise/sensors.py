@@ -1,15 +1,15 @@
 """Sensor noise for the whole batch in one Warp launch (CPU or CUDA, one source): habitat-sim's
 Redwood depth model and its RGB models (Gaussian, salt-and-pepper, speckle, Poisson).
 
-``SensorNoise(options, device, normalized, min_depth, max_depth)`` holds the Redwood table on
-the device; ``launch(depth_in, depth_out, rgb_in, rgb_out, keys, counters, lo, hi, stream)``
-writes noisy copies of envs ``lo:hi`` of depth [N,H,W,1] float32 (metres, 0 = miss; or
-``normalized``: habitat's 0-1 of [min_depth, max_depth], the model in metres, then clipped and
-scaled back) and / or RGB [N,H,W,C] uint8 (alpha kept). Outputs must not alias inputs (the
-shuffle reads neighbours). Env e's draws: ``rng.stream(keys[e], counters[e], domain, row)``; the
-caller advances ``counters`` (the fused step does), so nothing here waits. Semantics and the two
-deliberate differences from habitat-sim (salt-and-pepper per element with salt 255; Poisson
-with 256 levels): docs/NOISE.md.
+``SensorNoise(options, device, normalized, min_depth, max_depth, native)`` holds the Redwood
+table; ``launch(depth_in, depth_out, rgb_in, rgb_out, keys, counters, lo, hi, stream)`` writes
+noisy copies of envs ``lo:hi`` of depth [N,H,W,1] float32 (metres, 0 = miss; or ``normalized``:
+habitat's 0-1 of [min_depth, max_depth], the model in metres, then clipped and scaled back)
+and / or RGB [N,H,W,C] uint8 (alpha kept). Outputs must not alias inputs (the shuffle reads
+neighbours), except with ``native``: depth through the Embree bridge's C pass (the CPU; the
+kernel's values bit for bit; in place allowed). Env e's draws: ``rng.stream(keys[e],
+counters[e], domain, row)``; the caller advances ``counters`` (the fused step does), so nothing
+here waits. Semantics, the two deliberate differences from habitat-sim: docs/NOISE.md.
 """
 from __future__ import annotations
 
@@ -206,6 +206,16 @@ def _native_redwood():
                            [vp, vp, i64, i64, i64, i64, vp, vp, vp, vp, vp, vp, vp, i64, vp])
 
 
+def _overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether the memory spans of two tensors overlap."""
+    sa, sb = a.untyped_storage(), b.untyped_storage()
+    if sa.data_ptr() != sb.data_ptr():
+        return False
+    ea = a.data_ptr() + sum((n - 1) * s for n, s in zip(a.shape, a.stride())) * a.element_size()
+    eb = b.data_ptr() + sum((n - 1) * s for n, s in zip(b.shape, b.stride())) * b.element_size()
+    return a.data_ptr() <= eb and b.data_ptr() <= ea
+
+
 def native_isa(isa: int) -> int:
     """Pin the C pass's widest vector path (0: scalar, 2: AVX2, -1: the CPU's best, AVX-512 where
     it has it; the values are the same on every path) -> the previous setting (tests, measurements)."""
@@ -278,7 +288,8 @@ class SensorNoise:
 
     def launch(self, depth_in, depth_out, rgb_in, rgb_out, keys, counters, lo: int = 0,
                hi: int | None = None, stream=None) -> None:
-        """Noisy copies of envs ``lo:hi`` (torch tensors; a sensor left out: None). One launch."""
+        """Noisy copies of envs ``lo:hi`` (torch tensors; a sensor left out: None). One launch.
+        With the native pass, ``depth_out`` may be ``depth_in`` itself (noise in place)."""
         ft = wp.from_torch
         ref = depth_in if depth_in is not None else rgb_in
         n, h, w = int(ref.shape[0]), int(ref.shape[1]), int(ref.shape[2])
@@ -313,8 +324,9 @@ class SensorNoise:
             if t.device.type != "cpu" or t.dtype != dt or (t.dim() == 1 and t.stride(0) != 1):
                 raise ValueError(f"native Redwood noise: expected CPU {dt} tensors, got {t.dtype} on {t.device}")
         n, h, w = depth_in.shape[:3]
+        same = depth_out.data_ptr() == depth_in.data_ptr() and depth_out.stride() == depth_in.stride()
         if not (0 <= lo <= hi <= n and tuple(depth_out.shape[:3]) == (n, h, w) and len(keys) >= n
-                and len(counters) >= n):
+                and len(counters) >= n) or (not same and _overlap(depth_in, depth_out)):
             raise ValueError(f"native Redwood noise: envs {lo}:{hi} of {n}, frames {tuple(depth_in.shape)} -> "
                              f"{tuple(depth_out.shape)}, {len(keys)} keys, {len(counters)} counters")
         s_in = (ctypes.c_int64 * 3)(*depth_in.stride()[:3])

@@ -534,8 +534,9 @@ static int rw_avx2(void) {
 
 /* Noisy depth of envs [lo, hi): `in` / `out` [N, H, W] float32 with element strides (s_in, s_out:
  * env, row, column); keys / counters [N] int32 (rng); table [80, 80, 5]; zig rng.zig_table();
- * cdf sensors.shuffle_cdf (ncdf entries). Rows go 8 pixels at a time with AVX2 where the CPU has
- * it (the same values). 0 on success, -1 when out of memory. */
+ * cdf sensors.shuffle_cdf (ncdf entries). `out` may be `in` (same strides): noise in place. Rows
+ * go 16 / 8 pixels at a time with AVX-512 / AVX2 where the CPU has them (the same values). 0 on
+ * success, -1 when out of memory. */
 int bps_redwood_depth(const float *in, float *out, int64_t lo, int64_t hi, int64_t h, int64_t w,
                       const int64_t *s_in, const int64_t *s_out, const int32_t *keys, const int32_t *counters,
                       const float *table, const float *zig, const uint32_t *cdf, int64_t ncdf,
@@ -563,15 +564,28 @@ int bps_redwood_depth(const float *in, float *out, int64_t lo, int64_t hi, int64
     }
     F.cell_x = cell_x + 1;
     F.cell_y = cell_y + 1;
+    /* in place (in == out): each env's frame is read from a copy (the shuffle reads neighbours) */
+    int inplace = in == out;
+    int64_t s1 = inplace ? w : s_in[1], s2 = inplace ? 1 : s_in[2];
+    float *copy = inplace ? malloc(sizeof(float) * (size_t)(h * w)) : NULL;
+    if (inplace && !copy) {
+        rc = -1;
+        goto done;
+    }
     int vec = 0;
 #if defined(__x86_64__) && defined(__GNUC__)
-    vec = rw_isa != 0 && rw_avx2() && ncdf >= 5 && s_out[2] == 1 && s_in[1] >= 0 && s_in[2] >= 0 &&
-          (h - 1) * s_in[1] + (w - 1) * s_in[2] < ((int64_t)1 << 31) && h < ((int64_t)1 << 30) && w < ((int64_t)1 << 30);
+    vec = rw_isa != 0 && rw_avx2() && ncdf >= 5 && s_out[2] == 1 && s1 >= 0 && s2 >= 0 &&
+          (h - 1) * s1 + (w - 1) * s2 < ((int64_t)1 << 31) && h < ((int64_t)1 << 30) && w < ((int64_t)1 << 30);
     if (vec && rw_avx512() && rw_isa != 2) vec = 2;
 #endif
     for (int64_t e = lo; e < hi; e++) {
         uint32_t h0 = rw_mix32(rw_mix32((uint32_t)keys[e], (uint32_t)counters[e]), 1u /* rng.DEPTH */);
         const float *src = in + e * s_in[0];
+        if (inplace) {
+            for (int64_t j = 0; j < h; j++)
+                for (int64_t i = 0; i < w; i++) copy[j * w + i] = src[j * s_in[1] + i * s_in[2]];
+            src = copy;
+        }
         for (int64_t j = 0; j < h; j++) {
             uint32_t rs = rw_pcg(h0 + rw_pcg((uint32_t)j));   /* rng.stream: wp.rand_init(h0, j) */
             float *dst = out + e * s_out[0] + j * s_out[1];
@@ -579,18 +593,19 @@ int bps_redwood_depth(const float *in, float *out, int64_t lo, int64_t hi, int64
 #if defined(__x86_64__) && defined(__GNUC__)
             if (vec == 2)   /* 16 pixels a block; a block with a far shuffle goes as two of 8 */
                 for (; i + 16 <= w; i += 16)
-                    if (rw_block16(&F, src, s_in[1], s_in[2], rs, j, i, dst))
+                    if (rw_block16(&F, src, s1, s2, rs, j, i, dst))
                         for (int64_t t = i; t < i + 16; t += 8)
-                            if (rw_block8(&F, src, s_in[1], s_in[2], rs, j, t, dst))
-                                for (int64_t q = t; q < t + 8; q++) dst[q] = rw_pixel(&F, src, s_in[1], s_in[2], rs, j, q);
+                            if (rw_block8(&F, src, s1, s2, rs, j, t, dst))
+                                for (int64_t q = t; q < t + 8; q++) dst[q] = rw_pixel(&F, src, s1, s2, rs, j, q);
             if (vec)
                 for (; i + 8 <= w; i += 8)
-                    if (rw_block8(&F, src, s_in[1], s_in[2], rs, j, i, dst))
-                        for (int64_t t = i; t < i + 8; t++) dst[t] = rw_pixel(&F, src, s_in[1], s_in[2], rs, j, t);
+                    if (rw_block8(&F, src, s1, s2, rs, j, i, dst))
+                        for (int64_t t = i; t < i + 8; t++) dst[t] = rw_pixel(&F, src, s1, s2, rs, j, t);
 #endif
-            for (; i < w; i++) dst[i * s_out[2]] = rw_pixel(&F, src, s_in[1], s_in[2], rs, j, i);
+            for (; i < w; i++) dst[i * s_out[2]] = rw_pixel(&F, src, s1, s2, rs, j, i);
         }
     }
+    free(copy);
 done:
     for (int k = 0; k < 4; k++) free(F.draw[k]);
     free(cell_x), free(cell_y);

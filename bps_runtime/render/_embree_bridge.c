@@ -247,6 +247,7 @@ typedef struct {
     uint32_t *draw[4];
     int32_t *cell_x, *cell_y;
     const float *table, *zig;
+    float zig_pairs[2 * RW_ZIG_LAYERS];   /* (edge x[i], ratio) of layer i, side by side */
     const uint32_t *cdf;
     int64_t ncdf, h, w;
     const RedwoodParams *p;
@@ -479,8 +480,16 @@ RW_AVX512 static int rw_block16(const RedwoodFrame *F, const float *src, int64_t
     __m512i cxv = _mm512_mask_blend_epi32(_mm512_cmplt_epi32_mask(ox, zero), _mm512_loadu_si512(cx), _mm512_loadu_si512(cx - 1));
     cxv = _mm512_mask_blend_epi32(_mm512_cmpgt_epi32_mask(ox, zero), cxv, _mm512_loadu_si512(cx + 1));
     __m512i cell = _mm512_add_epi32(cyv, cxv);
-    __m512 t1 = _mm512_i32gather_ps(_mm512_add_epi32(cell, _mm512_min_epi32(_mm512_max_epi32(i1, zero), four)), F->table, 4);
-    __m512 t2 = _mm512_i32gather_ps(_mm512_add_epi32(cell, _mm512_min_epi32(_mm512_max_epi32(i2, zero), four)), F->table, 4);
+    /* the two slices as one 64-bit gather of the pair (T[q], T[q + 1]), q = clamp(i1, 0, 3):
+     * T[clamp(i1, 0, 4)] is its first but for i1 >= 4, T[min(i2, 4)] its second but for i1 < 0 */
+    __m512i at = _mm512_add_epi32(cell, _mm512_min_epi32(_mm512_max_epi32(i1, zero), _mm512_set1_epi32(3)));
+    __m512 g0 = _mm512_castpd_ps(_mm512_i32gather_pd(_mm512_castsi512_si256(at), F->table, 4));
+    __m512 g1 = _mm512_castpd_ps(_mm512_i32gather_pd(_mm512_extracti64x4_epi64(at, 1), F->table, 4));
+    __m512i evens = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    __m512i odds = _mm512_add_epi32(evens, one_i);
+    __m512 lo_t = _mm512_permutex2var_ps(g0, evens, g1), hi_t = _mm512_permutex2var_ps(g0, odds, g1);
+    __m512 t1 = _mm512_mask_blend_ps(_mm512_cmpge_epi32_mask(i1, four), lo_t, hi_t);
+    __m512 t2 = _mm512_mask_blend_ps(_mm512_cmplt_epi32_mask(i1, zero), hi_t, lo_t);
     __m512 f = _mm512_add_ps(_mm512_mul_ps(_mm512_sub_ps(one, a), t1), _mm512_mul_ps(a, t2));
     __mmask16 ok = _mm512_cmp_ps_mask(d, _mm512_set1_ps(10.0f), _CMP_LT_OQ) &
                    _mm512_cmp_ps_mask(f, _mm512_set1_ps(1e-5f), _CMP_GE_OQ) &
@@ -488,10 +497,13 @@ RW_AVX512 static int rw_block16(const RedwoodFrame *F, const float *src, int64_t
     __m512i b = rw_pcg16(_mm512_add_epi32(rsv, _mm512_loadu_si512(F->draw[2] + i0)));
     __m512i layer = _mm512_and_si512(b, _mm512_set1_epi32(127));
     __m512 u = _mm512_sub_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(b, 8)), _mm512_set1_ps(1.0f / 8388608.0f)), one);
-    __m512 ratio = _mm512_i32gather_ps(layer, F->zig + RW_ZIG_LAYERS + 1, 4);
+    /* the layer's (edge, ratio) as one 64-bit gather from the interleaved copy */
+    __m512 z0 = _mm512_castpd_ps(_mm512_i32gather_pd(_mm512_castsi512_si256(layer), F->zig_pairs, 8));
+    __m512 z1 = _mm512_castpd_ps(_mm512_i32gather_pd(_mm512_extracti64x4_epi64(layer, 1), F->zig_pairs, 8));
+    __m512 ratio = _mm512_permutex2var_ps(z0, odds, z1);
     __m512 absu = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(u), _mm512_set1_epi32(0x7fffffff)));
     __mmask16 accept = _mm512_cmp_ps_mask(absu, ratio, _CMP_LT_OQ);
-    __m512 dz = _mm512_mul_ps(u, _mm512_i32gather_ps(layer, F->zig, 4));
+    __m512 dz = _mm512_mul_ps(u, _mm512_permutex2var_ps(z0, evens, z1));
     __mmask16 slow = ok & (__mmask16)~accept;
     if (slow) {
         float z[16];
@@ -542,7 +554,11 @@ int bps_redwood_depth(const float *in, float *out, int64_t lo, int64_t hi, int64
                       const float *table, const float *zig, const uint32_t *cdf, int64_t ncdf,
                       const RedwoodParams *p) {
     if (h <= 0 || w <= 0 || hi <= lo) return 0;
-    RedwoodFrame F = {{NULL}, NULL, NULL, table, zig, cdf, ncdf, h, w, p};
+    RedwoodFrame F = {.table = table, .zig = zig, .cdf = cdf, .ncdf = ncdf, .h = h, .w = w, .p = p};
+    for (int i = 0; i < RW_ZIG_LAYERS; i++) {
+        F.zig_pairs[2 * i] = zig[i];
+        F.zig_pairs[2 * i + 1] = zig[RW_ZIG_LAYERS + 1 + i];
+    }
     for (int k = 0; k < 4; k++) F.draw[k] = malloc(sizeof(uint32_t) * (size_t)w);
     int32_t *cell_x = malloc(sizeof(int32_t) * (size_t)(w + 2)), *cell_y = malloc(sizeof(int32_t) * (size_t)(h + 2));
     int rc = 0;

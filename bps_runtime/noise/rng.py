@@ -91,45 +91,10 @@ _TAIL = wp.constant(ZIG_R)
 
 
 @wp.func
-def normal(s: wp.uint32, zig: wp.array(dtype=float)):
-    """A standard normal from state ``s`` -> (value, advanced state). Layer from the low 7 bits,
-    the signed abscissa from the top 24 of one 32-bit draw; the wedge and tail paths
-    (~1.5 % of draws) as ZIGNOR."""
-    out = float(0.0)
-    done = int(0)
-    while done == 0:
-        b = wp.randu(s)
-        i = int(b & _LOW7)
-        u = float(b >> _SHIFT8) * (1.0 / 8388608.0) - 1.0
-        if wp.abs(u) < zig[ZIG_LAYERS + 1 + i]:
-            out = u * zig[i]
-            done = 1
-        elif i == 0:
-            x = float(0.0)
-            y = float(0.0)
-            xx = float(1.0)
-            while -2.0 * y < xx:
-                x = wp.log(wp.randf(s) + 5.96e-8) / _TAIL
-                y = wp.log(wp.randf(s) + 5.96e-8)
-                xx = x * x
-            out = _TAIL - x
-            if u < 0.0:
-                out = x - _TAIL
-            done = 1
-        else:
-            x = u * zig[i]
-            f0 = wp.exp(-0.5 * (zig[i] * zig[i] - x * x))
-            f1 = wp.exp(-0.5 * (zig[i + 1] * zig[i + 1] - x * x))
-            if f1 + wp.randf(s) * (f0 - f1) < 1.0:
-                out = x
-                done = 1
-    return out, s
-
-
-@wp.func
-def normal_from(b: wp.uint32, s: wp.uint32, zig: wp.array(dtype=float)) -> float:
-    """A standard normal as ``normal``, its first try from the 32-bit draw ``b``, any further
-    draws (~1.5 % of normals) from state ``s``."""
+def normal_from(b: wp.uint32, s: wp.uint32, zig: wp.array(dtype=float)):
+    """A standard normal, its first try from the 32-bit draw ``b``, any further draws (~1.5 % of
+    normals) from state ``s`` -> (value, advanced state). Layer from the low 7 bits, the signed
+    abscissa from the top 24 of a draw; the wedge and tail paths as ZIGNOR."""
     out = float(0.0)
     done = int(0)
     while done == 0:
@@ -159,4 +124,12 @@ def normal_from(b: wp.uint32, s: wp.uint32, zig: wp.array(dtype=float)) -> float
                 done = 1
         if done == 0:
             b = wp.randu(s)
-    return out
+    return out, s
+
+
+@wp.func
+def normal(s: wp.uint32, zig: wp.array(dtype=float)):
+    """A standard normal from state ``s`` -> (value, advanced state): ``normal_from`` of the
+    state's next draw."""
+    b = wp.randu(s)
+    return normal_from(b, s, zig)

@@ -110,7 +110,7 @@ def redwood(p: SensorParams, depth: wp.array3d(dtype=float), e: int, j: int, i: 
         f = distortion(int(float(x) * sx + 0.5), int(float(y) * sy + 0.5), d, p.table)
         if f >= 1e-5 and d != 0.0:   # habitat: undistorted depth d / f, 0 (no return) where f < 1e-5
             # drawn only where habitat's CUDA model draws it
-            dz = rng.normal_from(rng.draw(rs, 4 * i + 2), rng.draw(rs, 4 * i + 3), p.zig)
+            dz, _ = rng.normal_from(rng.draw(rs, 4 * i + 2), rng.draw(rs, 4 * i + 3), p.zig)
             denom = wp.round((35.130 * f / d + dz * 0.027778 * p.depth_mult) * 8.0)
             if denom > 1e-5:
                 out = 35.130 * 8.0 / denom

@@ -598,8 +598,11 @@ int bps_redwood_depth(const float *in, float *out, int64_t lo, int64_t hi, int64
         uint32_t h0 = rw_mix32(rw_mix32((uint32_t)keys[e], (uint32_t)counters[e]), 1u /* rng.DEPTH */);
         const float *src = in + e * s_in[0];
         if (inplace) {
-            for (int64_t j = 0; j < h; j++)
-                for (int64_t i = 0; i < w; i++) copy[j * w + i] = src[j * s_in[1] + i * s_in[2]];
+            if (s_in[2] == 1 && s_in[1] == w)
+                memcpy(copy, src, sizeof(float) * (size_t)(h * w));
+            else
+                for (int64_t j = 0; j < h; j++)
+                    for (int64_t i = 0; i < w; i++) copy[j * w + i] = src[j * s_in[1] + i * s_in[2]];
             src = copy;
         }
         for (int64_t j = 0; j < h; j++) {

@@ -2,7 +2,8 @@
 rooms (tests/inmemory_scenes.py, Embree, depth), one with ``--noise`` (default: Redwood depth,
 Gaussian RGB when RGB is on, LoCoBot ILQR actuation), one without, stepped in alternating blocks
 so load changes hit both alike; prints each env's median step time and the fps ratio
-(noise on / off; the issue's goal: >= 0.9 at 1,024 envs, 64x64 depth).
+(noise on / off; the issue's goal: >= 0.9 at 1,024 envs, 64x64 depth), and the process's CPU
+time per step of each (all threads: what the noise costs, less bound to the machine's load).
 
     python benchmarks/bench_noise.py                      # 1,024 envs, 64x64 depth, 8 rooms
     python benchmarks/bench_noise.py --num-envs 256 --rounds 4 --sensors depth rgb
@@ -10,6 +11,7 @@ so load changes hit both alike; prints each env's median step time and the fps r
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -41,6 +43,7 @@ def main(argv=None):
     envs = {"off": make_env(scenes, **kw), "on": make_env(scenes, noise=noise, **kw)}
     gen = torch.Generator().manual_seed(0)
     times: dict = {"off": [], "on": []}
+    cpu: dict = {"off": 0.0, "on": 0.0}     # the process's CPU seconds (all threads): less load-bound
     for env in envs.values():
         env.reset()
         for _ in range(3):   # warm-up: kernels compiled and loaded
@@ -49,16 +52,19 @@ def main(argv=None):
         for name, env in envs.items():
             for _ in range(a.block):
                 act = torch.randint(0, env.num_actions, (a.num_envs,), generator=gen)
-                t = time.perf_counter()
+                t, c = time.perf_counter(), time.process_time()
                 env.step(act)
                 times[name].append(time.perf_counter() - t)
+                cpu[name] += time.process_time() - c
     for env in envs.values():
         env.close()
     off, on = statistics.median(times["off"]), statistics.median(times["on"])
+    n = len(times["on"])
     print(f"envs={a.num_envs} {a.resolution}x{a.resolution} {'+'.join(a.sensors)} scenes={a.scenes} "
           f"noise={noise}: median step off {off * 1e3:.1f} ms, on {on * 1e3:.1f} ms; "
           f"fps on / off = {off / on:.3f} (sum over {len(times['on'])} steps each: "
-          f"{sum(times['off']) / sum(times['on']):.3f})")
+          f"{sum(times['off']) / sum(times['on']):.3f}); CPU time per step off {cpu['off'] / n * 1e3:.1f} ms, "
+          f"on {cpu['on'] / n * 1e3:.1f} ms (off / on {cpu['off'] / cpu['on']:.3f}); load {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":

@@ -46,7 +46,8 @@ for stage in "$@"; do
       "$PY" -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else '')" | log tests
       # the CUDA-only tests (sync-debug step, counts on CUDA) and the Warp renderer's
       "$PY" -m pytest -q -p no:cacheprovider -p no:xdist tests/test_step_counts.py \
-        tests/test_capture_graph.py tests/test_runtime_warp_batch.py tests/test_fused_step.py tests/test_runtime_render.py 2>&1 | log tests
+        tests/test_capture_graph.py tests/test_runtime_warp_batch.py tests/test_fused_step.py tests/test_runtime_render.py \
+        tests/test_noise_cuda.py 2>&1 | log tests    # issue 33: noise statistics on CUDA vs the CPU
       ;;
     env)
       need_data

@@ -59,6 +59,9 @@ def identity(args, dataset_sha256: str) -> dict:
 # checkpoint from before the task seam of 2026-11-27 does not load at all: its goal encoder's
 # weights had other names, refused in one line by ``restore``)
 POINTNAV_LATER = {"sliding": True, "gps_compass": True}
+# sensor fields added 2026-11-27 (camera tilt, declared view cameras, converter LODs): left out of
+# the identity at their defaults, so runs that do not set them keep the identity they always had
+SENSORS_LATER = {"pitch_deg": None, "view_cameras": None, "lod": "auto"}
 
 
 def env_identity(config) -> dict:
@@ -68,10 +71,12 @@ def env_identity(config) -> dict:
     resources = getattr(type(config.task), "RESOURCES", ())   # memory budgets and the like
     task = {k: v for k, v in d["task"].items() if k not in resources
             and not (d.get("task_name") == "pointnav" and POINTNAV_LATER.get(k, ()) == v)}
-    out = {"task": task, "sensors": d["sensors"],
+    sensors = {k: v for k, v in d["sensors"].items()
+               if not (k in SENSORS_LATER and (v == SENSORS_LATER[k] or (k == "pitch_deg" and not v)))}
+    out = {"task": task, "sensors": sensors,
            "episodes": {"source": d["episodes"]["source"], "supply": d["episodes"]["supply"]}}
-    if d.get("noise", NO_NOISE.to_dict()) != NO_NOISE.to_dict():
-        out["noise"] = d["noise"]   # only when on: a noiseless run keeps the identity it always had
+    if getattr(config, "noise", NO_NOISE).any:
+        out["noise"] = d["noise"]   # only when on (any model): a noiseless run keeps the identity it always had
     return out
 
 

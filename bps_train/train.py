@@ -100,7 +100,7 @@ class Args:
                                      "(falls back to plain launches where capture fails; the log says which)")
     noise: str = arg("", "sensor and actuation noise (habitat-sim's models, docs/NOISE.md): a preset (challenge2021: "
                          "its noise) or key=value pairs, e.g. depth=redwood,rgb=gaussian,actuation=locobot-ilqr,"
-                         "multiplier=0.5 ('': none)")
+                         "multiplier=0.5 ('': none; with --eval: the checkpoint's)")
     bf16: bool = arg(True, "bf16 autocast of the policy's forward passes on CUDA (never on CPU); the loss stays fp32")
 
 
@@ -436,11 +436,14 @@ def all_reduce_grads(params, world):
 
 # ----------------------------------------------------------------------------------- eval
 def load_policy(path, args, device):
-    """The policy of checkpoint ``path``; its sensor, resolution and sizes replace ``args``'s."""
+    """The policy of checkpoint ``path``; its sensor, resolution, sizes and task replace ``args``'s,
+    and its noise too unless ``args.noise`` names one (an eval under other noise)."""
     ckpt = checkpoint.load(path, map_location=device)
     for k in ("sensor", "resolution", "hidden", "width"):
         setattr(args, k, ckpt["args"][k])
     args.task = ckpt["args"].get("task", "pointnav")
+    if not args.noise:
+        args.noise = ckpt["args"].get("noise", "")
     policy = build_policy(args, device)
     checkpoint.restore(path, ckpt, policy)
     return ckpt, policy

@@ -37,6 +37,18 @@ def _heartbeat(what: str):
         click.echo(f"  done in {time.perf_counter() - t0:.0f} s", err=True)
 
 
+def _check_noise(ctx, param, value):
+    """A bad --noise is a usage error before any work (the same text as bps-train --noise)."""
+    if value:
+        from bps_assets.errors import ConfigError
+        from bps_runtime.noise.presets import noise_options
+        try:
+            noise_options(value)
+        except ConfigError as e:
+            raise click.BadParameter(str(e)) from None
+    return value
+
+
 @click.command("bench")
 @click.argument("manifest", type=click.Path(exists=True, path_type=str))
 @click.option("--num-envs", type=click.IntRange(min=1), default=DEFAULTS.num_envs, show_default=True,
@@ -65,11 +77,14 @@ def _heartbeat(what: str):
 @click.option("--seed", type=int, default=DEFAULTS.seed, show_default=True)
 @click.option("--task", type=click.Choice(TASKS), default=DEFAULTS.task,
               show_default=True, help="the task (its defaults; episodes sampled)")
+@click.option("--noise", default=DEFAULTS.noise, callback=_check_noise,
+              help="sensor and actuation noise (habitat-sim's models, docs/NOISE.md), as bps-train --noise: a preset "
+                   "(challenge2021: its noise) or key=value pairs, e.g. depth=redwood,rgb=gaussian,actuation=locobot-ilqr")
 @click.option("--json", "as_json", is_flag=True, help="print the results as JSON on stdout")
 @click.option("--check", is_flag=True,
               help="exit 1 when a goal is missed (FAIL); without it the bench is a measurement and exits 0")
 def bench_cmd(manifest, num_envs, scenes, resolution, steps, swap_every, renderer, device, threads, count_steps,
-              capture_graph, pipelined_steps, rgb, split, seed, task, as_json, check):
+              capture_graph, pipelined_steps, rgb, split, seed, task, noise, as_json, check):
     """Benchmark the batched PointNav env on a preprocessed dataset (MANIFEST: manifest.json):
     env step fps vs render-only fps, step-time tail with scene swaps, loads waited for, peak RSS
     (random actions; one process; see cli/env_bench.py), then torch ops, Warp launches and
@@ -82,10 +97,10 @@ def bench_cmd(manifest, num_envs, scenes, resolution, steps, swap_every, rendere
     opts = BenchOptions(num_envs=num_envs, scenes=scenes, resolution=resolution, steps=steps,
                         swap_every=swap_every, renderer=renderer, device=device, threads=threads,
                         count_steps=count_steps, capture_graph=capture_graph, pipelined_steps=pipelined_steps,
-                        sensors=("depth", "rgb") if rgb else ("depth",), split=split, seed=seed, task=task)
+                        sensors=("depth", "rgb") if rgb else ("depth",), split=split, seed=seed, task=task, noise=noise)
     echo = (lambda s: click.echo(s, err=True)) if as_json else click.echo
     with _heartbeat(f"bench: {num_envs} envs x {steps} timed steps on {device}, then {count_steps} counted "
-                    f"steps"):
+                    f"steps" + (f", noise {noise}" if noise else "")):
         res = run(manifest, opts, echo=echo, progress=lambda line: click.echo(f"  {line}", err=True))
     missed = missed_goals(report_lines(res))
     load = f"load average {res['load_avg_1min_end']:.1f}"

@@ -100,6 +100,11 @@ def test_config_and_identity(manifest):
     assert EnvConfig.from_dict(c.to_dict()) == c
     plain = EnvConfig.from_kwargs()
     assert "noise" not in checkpoint.env_identity(plain)       # identity of noiseless runs unchanged
+    # every model off: still a noiseless run, whatever the other settings say
+    for quiet in ({"multiplier": 0.5}, {"rgb_intensity": 0.3, "depth": "none"}, {"actuation_multiplier": 2.0}):
+        qc = EnvConfig.from_kwargs(noise=quiet)
+        assert qc.noise != NoiseOptions() and checkpoint.env_identity(qc) == checkpoint.env_identity(plain), quiet
+    assert checkpoint.env_identity(EnvConfig.from_kwargs(noise={"rgb": "poisson"}))["noise"]["rgb"] == "poisson"
     assert checkpoint.env_identity(c)["noise"]["depth"] == "redwood"
     with pytest.raises(ConfigError, match="cannot resume"):
         checkpoint.check_same_run("ck.pt", {"env": checkpoint.env_identity(plain)},
@@ -183,3 +188,4 @@ def test_a_sensor_without_noise_is_returned_as_rendered(manifest, renderer, nois
         obs = [e.step(a)[0] for e in envs]
     for e in envs:
         e.close()
+

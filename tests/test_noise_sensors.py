@@ -14,7 +14,7 @@ init_warp()
 
 from bps_runtime.noise import rng  # noqa: E402
 from bps_runtime.noise.options import NoiseOptions  # noqa: E402
-from bps_runtime.noise.sensors import SensorNoise, load_table  # noqa: E402
+from bps_runtime.noise.sensors import SensorNoise, load_table, native_isa  # noqa: E402
 
 from noise_reference import gaussian_reference, redwood_reference  # noqa: E402
 
@@ -25,11 +25,14 @@ FRAMES = 6                             # frames (steps) per wall
 
 
 def noisy_depth(depth: torch.Tensor, options: NoiseOptions, seed: int = 0, counter: int = 0,
-                lo: int = 0, hi: int | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
+                lo: int = 0, hi: int | None = None, out: torch.Tensor | None = None, native: bool = False,
+                **kw) -> torch.Tensor:
     n = depth.shape[0]
     out = torch.zeros_like(depth) if out is None else out
     keys = torch.from_numpy(rng.env_keys(seed, n))
-    SensorNoise(options).launch(depth, out, None, None, keys, torch.full((n,), counter, dtype=torch.int32), lo, hi)
+    noise = SensorNoise(options, native=native, **kw)
+    assert noise.native == native
+    noise.launch(depth, out, None, None, keys, torch.full((n,), counter, dtype=torch.int32), lo, hi)
     return out
 
 
@@ -53,10 +56,11 @@ def error_stats(noisy: np.ndarray, gt: np.ndarray) -> tuple[float, float, float]
     return float(err.mean()), float(err.std()), float(zero.mean())
 
 
-def test_redwood_error_distribution_matches_habitat_cpu_model_per_bin():
+@pytest.mark.parametrize("native", [False, True])
+def test_redwood_error_distribution_matches_habitat_cpu_model_per_bin(native):
     d = walls()
     frames = torch.from_numpy(np.repeat(d, 1)[:, None, None, None] * np.ones((1, H, W, 1), np.float32))
-    ours = np.stack([noisy_depth(frames, NoiseOptions(depth="redwood"), seed=3, counter=c).numpy()[..., 0]
+    ours = np.stack([noisy_depth(frames, NoiseOptions(depth="redwood"), seed=3, counter=c, native=native).numpy()[..., 0]
                      for c in range(FRAMES)], axis=1)          # [walls, frames, H, W]
     table, gen = load_table(), np.random.default_rng(7)
     ref = np.stack([[redwood_reference(np.full((H, W), x, np.float32), table, 1.0, gen) for _ in range(FRAMES)]
@@ -228,3 +232,47 @@ def test_shuffle_offsets_are_habitats_rounded_normal():
             continue
         want = norm.cdf((np.arange(-k, k + 1) + 0.5) / (0.25 * m))
         assert np.allclose(cdf[:-1], want[:-1], atol=1e-9) and cdf[-1] > 1 - 1e-9
+
+
+@pytest.mark.parametrize("multiplier", [0.0, 0.2, 0.5, 1.0, 3.0])
+@pytest.mark.parametrize("normalized", [False, True])
+@pytest.mark.parametrize("shape", [(7, 21, 45), (3, 16, 64)])
+def test_native_redwood_is_the_kernel_value_for_value(multiplier, normalized, shape):
+    """The C pass the Embree path takes (render/_embree_bridge.c: 16 or 8 pixels at a time with
+    AVX-512 / AVX2, one at a time at the row ends, for shuffle offsets beyond one pixel and without
+    them; each path pinned in turn) gives
+    the Warp kernel's values bit for bit: the same draws, the same float32 arithmetic. Frames
+    of odd widths (a scalar tail) and whole blocks, depth across the table's range, misses (0)
+    and beyond 10 m, an env range, strided input (gathers, not row loads)."""
+    gen = np.random.default_rng(int(multiplier * 10) + normalized)
+    n, h, w = shape
+    depth = gen.uniform(0.0, 11.0, (n, h, w, 1)).astype(np.float32)
+    depth[:, :, :3] = 0.0
+    depth[:, 5:9] = np.linspace(0.3, 9.8, w, dtype=np.float32)[None, None, :, None]   # a smooth ramp
+    kw = dict(normalized=True, min_depth=0.1, max_depth=10.0) if normalized else {}
+    src = torch.from_numpy((np.clip(depth, 0.1, 10.0) - 0.1) / 9.9 if normalized else depth)
+    opts = NoiseOptions(depth="redwood", multiplier=multiplier)
+    for counter in (0, 5):
+        want = noisy_depth(src, opts, seed=4, counter=counter, **kw)
+        for isa in (0, 2, -1):     # scalar, AVX2, the CPU's widest (AVX-512 where it has it)
+            before = native_isa(isa)
+            try:
+                got = noisy_depth(src, opts, seed=4, counter=counter, native=True, **kw)
+            finally:
+                native_isa(before)
+            assert torch.equal(want, got), (isa, (want != got).sum())
+    part = torch.full_like(src, -1.0)
+    noisy_depth(src, opts, seed=4, counter=5, lo=1, hi=n - 1, out=part, native=True, **kw)
+    assert torch.equal(part[1:-1], got[1:-1]) and (part[0] == -1).all() and (part[-1] == -1).all()
+    with pytest.raises(ValueError, match="envs 1:9 of 3"):
+        noisy_depth(src[:3], opts, lo=1, hi=9, native=True, **kw)
+    inplace = src.clone()                         # in place: each env read from a copy
+    noisy_depth(inplace, opts, seed=4, counter=5, out=inplace, native=True, **kw)
+    assert torch.equal(inplace, got)
+    shared = src.clone()
+    with pytest.raises(ValueError, match="native Redwood"):   # overlapping, not the same: refused
+        noisy_depth(shared[:, 1:], opts, out=shared[:, :-1], native=True, **kw)
+    wide = torch.zeros((n, h, 2 * w, 2))          # a view with strides of its own
+    wide[:, :, ::2, :1] = src
+    view = wide[:, :, ::2, :1]
+    assert torch.equal(noisy_depth(view, opts, seed=4, counter=5, native=True, **kw), got)

@@ -160,3 +160,24 @@ def test_bench_is_a_measurement_unless_check(manifest, monkeypatch):
     assert r.exit_code == 1 and "--check, exit status 1" in r.output
     assert bench.missed_goals(["x (goal >= 0.95: PASS)", "y (goal == 0: FAIL)", "z (goal <= 1.15: n/a)"]) == \
         ["y (goal == 0: FAIL)"]
+
+
+def test_bench_noise_option_reaches_the_env(manifest, monkeypatch):
+    """``bps-assets bench --noise`` takes bps-train's --noise text (key=value pairs or a preset):
+    the benchmarked env runs with that noise; a bad value is a usage error naming the setting."""
+    from click.testing import CliRunner
+
+    import bps_runtime
+    from bps_runtime.noise.options import NoiseOptions
+    from cli.main import main
+
+    made, real = [], bps_runtime.make
+    monkeypatch.setattr(bps_runtime, "make", lambda *a, **kw: made.append(real(*a, **kw)) or made[-1])
+    args = ["bench", str(manifest), "--num-envs", "4", "--steps", "2", "--scenes", "1", "--resolution", "16",
+            "--threads", "1", "--count-steps", "0", "--split", "train"]
+    r = CliRunner().invoke(main, args + ["--noise", "depth=redwood,actuation=locobot-ilqr,multiplier=0.5"])
+    assert r.exit_code == 0, r.output
+    assert made[-1].config.noise == NoiseOptions(depth="redwood", actuation="locobot-ilqr", multiplier=0.5)
+    r = CliRunner().invoke(main, args + ["--noise", "depth=kinect"])
+    assert r.exit_code == 2 and "noise depth must be one of" in r.output, r.output
+    assert len(made) == 1    # refused before any env was made

@@ -241,3 +241,25 @@ def test_dataset_info_counts_what_the_environments_serve(dataset):
         with gzip.open(entry.episodes, "rt") as f:
             count += len(json.load(f)["episodes"])
     assert count > 0 and scene_and_episode_counts(dataset, "val") == (1, count)
+
+
+def test_eval_restores_the_checkpoints_noise(dataset, tmp_path, monkeypatch):
+    """bps-train --eval makes its env with the noise the checkpoint was trained with (as its
+    sensor and resolution); an explicit --noise wins (an eval under other noise)."""
+    import bps_runtime
+    from bps_runtime.noise.options import NoiseOptions
+    from bps_train.train import run as main
+
+    out = tmp_path / "run"
+    tiny = ["--resolution", "16", "--width", "4", "--hidden", "16", "--num-envs", "2", "--rollout-steps", "4",
+            "--sim-only-steps", "0", "--threads", "1"]
+    main(["--dataset", str(dataset), "--out-dir", str(out), *tiny, "--total-steps", "8",
+          "--noise", "depth=redwood,actuation=locobot-ilqr,multiplier=0.5"])
+    made, real = [], bps_runtime.make
+    monkeypatch.setattr(bps_runtime, "make", lambda *a, **kw: made.append(real(*a, **kw)) or made[-1])
+    ev = ["--dataset", str(dataset), "--eval", str(out / "checkpoint.pt"), "--eval-split", "val",
+          "--eval-episodes", "2", "--num-envs", "2", "--threads", "1", "--out-dir", str(tmp_path / "ev")]
+    main(ev)
+    assert made[-1].config.noise == NoiseOptions(depth="redwood", actuation="locobot-ilqr", multiplier=0.5)
+    main(ev + ["--noise", "rgb=gaussian"])
+    assert made[-1].config.noise == NoiseOptions(rgb="gaussian")

@@ -28,7 +28,7 @@ TASK_DEFAULTS = task_spec(TASKS[0]).defaults
 class SensorConfig:
     """What the agents see: sensors (a subset of ("depth", "rgb", "semantic")), (height, width), habitat's
     normalized depth (0-1 for 0-10 m) or metres, the renderer ("embree" CPU, "warp"), and the
-    camera: height (m), horizontal field of view (deg), depth range (m); None: the task's
+    camera: height (m), horizontal field of view (deg), depth range (m), tilt (deg); None: the task's
     default (``TaskSpec.camera``, filled in by ``EnvConfig``), else the renderer's. Checked (and
     normalized: tuples) when made."""
     kinds: tuple = ("depth",)
@@ -42,6 +42,7 @@ class SensorConfig:
     # ``render_view`` cameras to keep mips for, ((h, w), hfov_deg) each (``RenderOptions.view_cameras``)
     view_cameras: tuple | None = None
     lod: str = "auto"   # converter LODs: "auto" (the level the sensor's pixel allows) or "full" (RenderOptions.lod)
+    pitch_deg: float | None = None      # the camera's tilt (deg, negative: down; RenderOptions)
 
     def __post_init__(self):
         from ..render import BACKENDS
@@ -77,7 +78,7 @@ class SensorConfig:
                              threads=threads, lod=self.lod, **self.camera())
 
 
-CAMERA_FIELDS = ("sensor_height", "hfov_deg", "min_depth", "max_depth", "view_cameras")
+CAMERA_FIELDS = ("sensor_height", "hfov_deg", "min_depth", "max_depth", "view_cameras", "pitch_deg")
 
 
 @dataclass(frozen=True)
@@ -211,8 +212,7 @@ def camera_fields(camera) -> dict:
 
 def preset_kwargs(name: str) -> dict:
     """``make()``'s keywords of a named preset (``noise.presets.PRESETS``): the sensors, their size and
-    camera, the task's rules and agent, the noise (the camera's tilt is not applied: no sensor
-    option for it yet; docs/NOISE.md)."""
+    camera (its tilt too), the task's rules and agent, the noise (docs/NOISE.md)."""
     p = preset(name)
     s, t = p["sensors"], p["task"]
     task = replace(task_spec(t["name"]).defaults, **{k: v for k, v in t.items() if k != "name"})

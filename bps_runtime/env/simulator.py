@@ -31,11 +31,14 @@ class Simulator:
                                capture=config.capture_graph, threads=world.threads, sizes=spec.sizes(self.resolution),
                                noise=config.noise, seed=config.seed)
         # habitat-sim's sensor noise on the frames (one more launch, ``threads`` on the CPU), or None
+        # (depth through the C pass where the frames are the CPU's own, not a Warp frame's)
+        r = world.renderer
+        warp_frame = r.frame_device is not None and _same_device(r.frame_device, device)
         self.sensor_noise = None
         if config.noise.sensors_on:
             o = config.sensors.render_options()
             self.sensor_noise = SensorNoise(config.noise, device, normalized=o.normalize_depth,
-                                            min_depth=o.min_depth, max_depth=o.max_depth)
+                                            min_depth=o.min_depth, max_depth=o.max_depth, native=not warp_frame)
         # the sensors whose frames the noise replaces (the others are returned as rendered)
         self._noisy = () if self.sensor_noise is None else tuple(
             k for k, on in (("depth", self.sensor_noise.depth_on), ("rgb", self.sensor_noise.rgb_on)) if on)
@@ -50,9 +53,7 @@ class Simulator:
         self.ring = EpisodeRing(world, world.episodes, self.num_envs, spec.staging, spec.goal_record)
         # a renderer that draws with one Warp launch on our device renders inside the step (and
         # inside its graph when captured); any other (Embree) renders after it
-        r = world.renderer
-        self._launch_frame = r.launch_frame if r.frame_device is not None and _same_device(
-            r.frame_device, device) else None
+        self._launch_frame = r.launch_frame if warp_frame else None
         self._frames: dict = {}   # group -> the frame buffers its captured graph writes
         self._env_ids = [torch.arange(g * self.batch_size, (g + 1) * self.batch_size, device=device)
                          for g in range(self.num_groups)]
@@ -138,8 +139,9 @@ class Simulator:
         re-rendering that pose gives the same pixels bit for bit) + the task's observations."""
         v = self._outputs(self._group_slice(g))
         frames = self.world.render(v.scene_index, v.position, v.rotation, self.sensors)
-        if self.sensor_noise is not None:
-            noisy = {k: torch.empty_like(frames[k]) for k in self._noisy if k in frames}
+        if self.sensor_noise is not None:   # the C pass writes depth in place (its frame is new)
+            noisy = {k: frames[k] if k == "depth" and self.sensor_noise.native else torch.empty_like(frames[k])
+                     for k in self._noisy if k in frames}
             self._noise(g, frames, noisy, warp_stream(self.device))
             frames = {**frames, **noisy}
         obs = {k: frames[k] for k in self.sensors}

@@ -28,7 +28,7 @@ PRESETS = {
         "noise": NoiseOptions(depth="redwood", rgb="gaussian", actuation="locobot-proportional",
                               multiplier=1.0, actuation_multiplier=0.5, rgb_intensity=0.1),
         "sensors": {"kinds": ("rgb", "depth"), "resolution": (360, 640), "hfov_deg": 70.0,
-                    "sensor_height": 0.88, "camera_pitch_deg": -20.0,
+                    "sensor_height": 0.88, "pitch_deg": -20.0,
                     "min_depth": 0.1, "max_depth": 10.0},
         # the task's name and TaskOptions fields
         "task": {"name": "pointnav", "forward_step": 0.25, "turn_degrees": 30.0, "sliding": False,

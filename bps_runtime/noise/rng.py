@@ -61,6 +61,13 @@ def stream(key: int, counter: int, domain: int, index: int) -> wp.uint32:
     return wp.rand_init(wp.int32(h), index)
 
 
+@wp.func
+def draw(rs: wp.uint32, n: int) -> wp.uint32:
+    """Draw ``n`` of the stream whose state is ``rs``, independent of the draws before it (Warp's
+    ``rand_init``: one hash of ``rs`` plus a hash of ``n``; the native Redwood pass hoists the latter)."""
+    return wp.rand_init(wp.int32(rs), n)
+
+
 ZIG_LAYERS = 128
 ZIG_R = 3.442619855899            # start of the tail (ZIGNOR, 128 layers)
 ZIG_V = 9.91256303526217e-3       # area of each layer
@@ -84,14 +91,13 @@ _TAIL = wp.constant(ZIG_R)
 
 
 @wp.func
-def normal(s: wp.uint32, zig: wp.array(dtype=float)):
-    """A standard normal from state ``s`` -> (value, advanced state). Layer from the low 7 bits,
-    the signed abscissa from the top 24 of one 32-bit draw; the wedge and tail paths
-    (~1.5 % of draws) as ZIGNOR."""
+def normal_from(b: wp.uint32, s: wp.uint32, zig: wp.array(dtype=float)):
+    """A standard normal, its first try from the 32-bit draw ``b``, any further draws (~1.5 % of
+    normals) from state ``s`` -> (value, advanced state). Layer from the low 7 bits, the signed
+    abscissa from the top 24 of a draw; the wedge and tail paths as ZIGNOR."""
     out = float(0.0)
     done = int(0)
     while done == 0:
-        b = wp.randu(s)
         i = int(b & _LOW7)
         u = float(b >> _SHIFT8) * (1.0 / 8388608.0) - 1.0
         if wp.abs(u) < zig[ZIG_LAYERS + 1 + i]:
@@ -116,4 +122,14 @@ def normal(s: wp.uint32, zig: wp.array(dtype=float)):
             if f1 + wp.randf(s) * (f0 - f1) < 1.0:
                 out = x
                 done = 1
+        if done == 0:
+            b = wp.randu(s)
     return out, s
+
+
+@wp.func
+def normal(s: wp.uint32, zig: wp.array(dtype=float)):
+    """A standard normal from state ``s`` -> (value, advanced state): ``normal_from`` of the
+    state's next draw."""
+    b = wp.randu(s)
+    return normal_from(b, s, zig)

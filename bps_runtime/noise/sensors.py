@@ -1,18 +1,19 @@
 """Sensor noise for the whole batch in one Warp launch (CPU or CUDA, one source): habitat-sim's
 Redwood depth model and its RGB models (Gaussian, salt-and-pepper, speckle, Poisson).
 
-``SensorNoise(options, device, normalized, min_depth, max_depth)`` holds the Redwood table on
-the device; ``launch(depth_in, depth_out, rgb_in, rgb_out, keys, counters, lo, hi, stream)``
-writes noisy copies of envs ``lo:hi`` of depth [N,H,W,1] float32 (metres, 0 = miss; or
-``normalized``: habitat's 0-1 of [min_depth, max_depth], the model in metres, then clipped and
-scaled back) and / or RGB [N,H,W,C] uint8 (alpha kept). Outputs must not alias inputs (the
-shuffle reads neighbours). Env e's draws: ``rng.stream(keys[e], counters[e], domain, row)``; the
-caller advances ``counters`` (the fused step does), so nothing here waits. Semantics and the two
-deliberate differences from habitat-sim (salt-and-pepper per element with salt 255; Poisson
-with 256 levels): docs/NOISE.md.
+``SensorNoise(options, device, normalized, min_depth, max_depth, native)`` holds the Redwood
+table; ``launch(depth_in, depth_out, rgb_in, rgb_out, keys, counters, lo, hi, stream)`` writes
+noisy copies of envs ``lo:hi`` of depth [N,H,W,1] float32 (metres, 0 = miss; or ``normalized``:
+habitat's 0-1 of [min_depth, max_depth], the model in metres, then clipped and scaled back)
+and / or RGB [N,H,W,C] uint8 (alpha kept). Outputs must not alias inputs (the shuffle reads
+neighbours), except with ``native``: depth through the Embree bridge's C pass (the CPU; the
+kernel's values bit for bit; in place allowed). Env e's draws: ``rng.stream(keys[e],
+counters[e], domain, row)``; the caller advances ``counters`` (the fused step does), so nothing
+here waits. Semantics, the two deliberate differences from habitat-sim: docs/NOISE.md.
 """
 from __future__ import annotations
 
+import ctypes
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +38,7 @@ class SensorParams:
     depth_mult: float
     depth_norm: int             # 1: depth arrives and leaves as habitat's 0-1 of [lo, hi] (camera.finish_depth)
     depth_lo: float
+    depth_range: float          # hi - lo
     depth_inv: float            # 1 / (hi - lo): a multiply per pixel, not a division
     depth_hi: float
     table: wp.array3d(dtype=float)
@@ -91,26 +93,28 @@ def shuffle_offset(u: wp.uint32, cdf: wp.array(dtype=wp.uint32)) -> int:
 
 @wp.func
 def redwood(p: SensorParams, depth: wp.array3d(dtype=float), e: int, j: int, i: int, sx: float,
-            sy: float, s: wp.uint32):
-    """Noisy depth (m) of pixel (j, i) of env e -> (depth, state). The shuffle: habitat rounds
+            sy: float, rs: wp.uint32) -> float:
+    """Noisy depth (m) of pixel (j, i) of env e, row state ``rs``. The shuffle: habitat rounds
     j + N(0, (0.25 m)^2) to the nearest pixel (clamped to the frame), i.e. adds k with
-    P(k) = P(k - 1/2 <= 0.25 m z < k + 1/2): drawn from that CDF (one 32-bit draw, no normal)."""
+    P(k) = P(k - 1/2 <= 0.25 m z < k + 1/2): drawn from that CDF (one 32-bit draw, no normal).
+    Draws 4i..4i+3 of the row (``rng.draw``): none depends on another pixel's."""
     h = depth.shape[1]
     w = depth.shape[2]
-    y = wp.clamp(j + shuffle_offset(wp.randu(s), p.shuffle), 0, h - 1)
-    x = wp.clamp(i + shuffle_offset(wp.randu(s), p.shuffle), 0, w - 1)
+    y = wp.clamp(j + shuffle_offset(rng.draw(rs, 4 * i), p.shuffle), 0, h - 1)
+    x = wp.clamp(i + shuffle_offset(rng.draw(rs, 4 * i + 1), p.shuffle), 0, w - 1)
     d = depth[e, y - y % 2, x - x % 2]
     if p.depth_norm != 0:
-        d = d * (p.depth_hi - p.depth_lo) + p.depth_lo
+        d = d * p.depth_range + p.depth_lo
     out = float(0.0)
     if d < 10.0:
         f = distortion(int(float(x) * sx + 0.5), int(float(y) * sy + 0.5), d, p.table)
         if f >= 1e-5 and d != 0.0:   # habitat: undistorted depth d / f, 0 (no return) where f < 1e-5
-            dz, s = rng.normal(s, p.zig)     # drawn only where habitat's CUDA model draws it
+            # drawn only where habitat's CUDA model draws it
+            dz, _ = rng.normal_from(rng.draw(rs, 4 * i + 2), rng.draw(rs, 4 * i + 3), p.zig)
             denom = wp.round((35.130 * f / d + dz * 0.027778 * p.depth_mult) * 8.0)
             if denom > 1e-5:
                 out = 35.130 * 8.0 / denom
-    return out, s
+    return out
 
 
 @wp.func
@@ -156,9 +160,9 @@ def sensor_noise_kernel(p: SensorParams, depth_in: wp.array3d(dtype=float), dept
             sx = 639.0 / float(width - 1)     # the pixel remapped to the table's 640 x 480 frame
         if h > 1:
             sy = 479.0 / float(h - 1)
-        s = rng.stream(key, c, rng.DEPTH, j)
+        rs = rng.stream(key, c, rng.DEPTH, j)
         for i in range(width):
-            v, s = redwood(p, depth_in, e, j, i, sx, sy, s)
+            v = redwood(p, depth_in, e, j, i, sx, sy, rs)
             if p.depth_norm != 0:     # as the sensor: clip to [lo, hi], scale to [0, 1]
                 v = (wp.clamp(v, p.depth_lo, p.depth_hi) - p.depth_lo) * p.depth_inv
             depth_out[e, j, i] = v
@@ -187,6 +191,42 @@ def shuffle_cdf(multiplier: float) -> np.ndarray:
     return np.array(out, np.uint32)
 
 
+class _RedwoodParams(ctypes.Structure):
+    """RedwoodParams of render/_embree_bridge.c."""
+    _fields_ = [("mult", ctypes.c_float), ("lo", ctypes.c_float), ("range", ctypes.c_float), ("hi", ctypes.c_float),
+                ("inv", ctypes.c_float), ("norm", ctypes.c_int64)]
+
+
+def _native_redwood():
+    """``bps_redwood_depth`` of the compiled Embree bridge, or None when it was not built."""
+    from bps_assets import native
+
+    vp, i64 = ctypes.c_void_p, ctypes.c_int64
+    return native.function("bps_runtime.render._embree_bridge", "bps_redwood_depth",
+                           [vp, vp, i64, i64, i64, i64, vp, vp, vp, vp, vp, vp, vp, i64, vp])
+
+
+def _overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether the memory spans of two tensors overlap."""
+    sa, sb = a.untyped_storage(), b.untyped_storage()
+    if sa.data_ptr() != sb.data_ptr():
+        return False
+    ea = a.data_ptr() + sum((n - 1) * s for n, s in zip(a.shape, a.stride())) * a.element_size()
+    eb = b.data_ptr() + sum((n - 1) * s for n, s in zip(b.shape, b.stride())) * b.element_size()
+    return a.data_ptr() <= eb and b.data_ptr() <= ea
+
+
+def native_isa(isa: int) -> int:
+    """Pin the C pass's widest vector path (0: scalar, 2: AVX2, -1: the CPU's best, AVX-512 where
+    it has it; the values are the same on every path) -> the previous setting (tests, measurements)."""
+    from bps_assets import native
+
+    f = native.function("bps_runtime.render._embree_bridge", "bps_redwood_isa", [ctypes.c_int])
+    if f is None:
+        raise RuntimeError("the Embree bridge (and its native Redwood pass) was not built")
+    return f(int(isa))
+
+
 _EMPTY: dict = {}
 
 
@@ -209,16 +249,19 @@ class SensorNoise:
     """The sensor half of ``NoiseOptions`` on one device (see the module docstring)."""
 
     def __init__(self, options: NoiseOptions, device: str | torch.device = "cpu", normalized: bool = False,
-                 min_depth: float = 0.0, max_depth: float = 10.0):
+                 min_depth: float = 0.0, max_depth: float = 10.0, native: bool = False):
         dev = torch.device(device)
         self.wdev = "cpu" if dev.type == "cpu" else f"cuda:{dev.index or 0}"
         self.options = options
         self.depth_on = options.depth == "redwood"
         self.rgb_on = options.rgb != "none"
+        # the CPU's Redwood pass in C (the same values as the kernel), when asked for and built
+        self._native = _native_redwood() if native and self.wdev == "cpu" and self.depth_on else None
         p = SensorParams()
         p.depth_on = int(self.depth_on)
         p.depth_mult = float(options.depth_mult)
         p.depth_norm, p.depth_lo, p.depth_hi = int(bool(normalized)), float(min_depth), float(max_depth)
+        p.depth_range = p.depth_hi - p.depth_lo
         p.depth_inv = 1.0 / (p.depth_hi - p.depth_lo)
         self._table = wp.array(load_table(), dtype=float, device=self.wdev)
         p.table = self._table
@@ -233,10 +276,20 @@ class SensorNoise:
         p.salt_vs_pepper = float(options.salt_vs_pepper)
         p.amount = float(options.rgb_amount)
         self.params = p
+        if self._native is not None:
+            self._host = (load_table(), rng.zig_table(), shuffle_cdf(options.depth_mult))
+            self._native_params = _RedwoodParams(p.depth_mult, p.depth_lo, p.depth_range, p.depth_hi, p.depth_inv,
+                                                 p.depth_norm)
+
+    @property
+    def native(self) -> bool:
+        """Whether depth noise runs as the C pass (else: the Warp kernel)."""
+        return self._native is not None
 
     def launch(self, depth_in, depth_out, rgb_in, rgb_out, keys, counters, lo: int = 0,
                hi: int | None = None, stream=None) -> None:
-        """Noisy copies of envs ``lo:hi`` (torch tensors; a sensor left out: None). One launch."""
+        """Noisy copies of envs ``lo:hi`` (torch tensors; a sensor left out: None). One launch.
+        With the native pass, ``depth_out`` may be ``depth_in`` itself (noise in place)."""
         ft = wp.from_torch
         ref = depth_in if depth_in is not None else rgb_in
         n, h, w = int(ref.shape[0]), int(ref.shape[1]), int(ref.shape[2])
@@ -245,6 +298,11 @@ class SensorNoise:
             return
         use_d = self.depth_on and depth_in is not None
         use_c = self.rgb_on and rgb_in is not None
+        if use_d and self._native is not None:
+            self._redwood_native(depth_in, depth_out, keys, counters, lo, hi)
+            use_d = False
+            if not use_c:
+                return
         p = self.params
         if not use_d and p.depth_on:
             p = self._copy(p, depth_on=0)
@@ -259,10 +317,31 @@ class SensorNoise:
                   inputs=[p, d_in, d_out, c_in, c_out, ft(keys), ft(counters), lo, w],
                   device=self.wdev, stream=stream)
 
+    def _redwood_native(self, depth_in, depth_out, keys, counters, lo: int, hi: int) -> None:
+        """Envs ``lo:hi`` of depth through the C pass (GIL released: ranges run side by side)."""
+        for t, dt in ((depth_in, torch.float32), (depth_out, torch.float32), (keys, torch.int32),
+                      (counters, torch.int32)):
+            if t.device.type != "cpu" or t.dtype != dt or (t.dim() == 1 and t.stride(0) != 1):
+                raise ValueError(f"native Redwood noise: expected CPU {dt} tensors, got {t.dtype} on {t.device}")
+        n, h, w = depth_in.shape[:3]
+        same = depth_out.data_ptr() == depth_in.data_ptr() and depth_out.stride() == depth_in.stride()
+        if not (0 <= lo <= hi <= n and tuple(depth_out.shape[:3]) == (n, h, w) and len(keys) >= n
+                and len(counters) >= n) or (not same and _overlap(depth_in, depth_out)):
+            raise ValueError(f"native Redwood noise: envs {lo}:{hi} of {n}, frames {tuple(depth_in.shape)} -> "
+                             f"{tuple(depth_out.shape)}, {len(keys)} keys, {len(counters)} counters")
+        s_in = (ctypes.c_int64 * 3)(*depth_in.stride()[:3])
+        s_out = (ctypes.c_int64 * 3)(*depth_out.stride()[:3])
+        table, zig, cdf = self._host
+        rc = self._native(depth_in.data_ptr(), depth_out.data_ptr(), lo, hi, h, w, s_in, s_out, keys.data_ptr(),
+                          counters.data_ptr(), table.ctypes.data, zig.ctypes.data, cdf.ctypes.data, len(cdf),
+                          ctypes.byref(self._native_params))
+        if rc != 0:
+            raise MemoryError("native Redwood noise: out of memory for its per-frame tables")
+
     @staticmethod
     def _copy(p, **changes):
         q = SensorParams()
-        for name in ("depth_on", "depth_mult", "depth_norm", "depth_lo", "depth_hi", "depth_inv", "table", "zig", "shuffle", "rgb_kind", "rgb_intensity",
+        for name in ("depth_on", "depth_mult", "depth_norm", "depth_lo", "depth_hi", "depth_range", "depth_inv", "table", "zig", "shuffle", "rgb_kind", "rgb_intensity",
                      "rgb_mean", "rgb_sigma", "salt_vs_pepper", "amount"):
             setattr(q, name, changes.get(name, getattr(p, name)))
         return q

@@ -20,6 +20,7 @@
 #include <dlfcn.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef void *RTCDevice;
@@ -150,6 +151,485 @@ void *bps_scene_build(void *dev, const float *vertices, size_t nv, const uint32_
 }
 
 void bps_scene_release(void *scene) { E.releaseScene(scene); }
+
+/* ---------------------------------------------------------------- Redwood depth noise (noise/)
+ * habitat-sim's Redwood depth model over envs [lo, hi) of a depth batch: the same arithmetic and
+ * the same random draws as the Warp kernel (bps_runtime/noise/sensors.py `redwood`, rng.py), so
+ * the two agree value for value; docs/NOISE.md says what the model does. Here because the frames
+ * it reads are the Embree path's (rendered on the CPU): the Warp kernel's per-row draw chain cost
+ * as much as the rays. Each pixel's draws are independent hashes (nothing carried along a row),
+ * and the table offsets and the hashes of draw indices are hoisted out of the pixel loop. */
+#define RW_GOLDEN 0x9E3779B9u
+#define RW_ZIG_LAYERS 128
+#define RW_ZIG_R 3.442619855899f
+
+static inline uint32_t rw_pcg(uint32_t state) {   /* Warp's rand_pcg (native/rand.h) */
+    uint32_t b = state * 747796405u + 2891336453u;
+    uint32_t c = ((b >> ((b >> 28u) + 4u)) ^ b) * 277803737u;
+    return (c >> 22u) ^ c;
+}
+
+static inline uint32_t rw_mix32(uint32_t a, uint32_t b) {   /* rng.mix32 */
+    uint32_t h = a ^ (b * RW_GOLDEN);
+    h ^= h >> 16;
+    h *= 0x85EBCA6Bu;
+    h ^= h >> 13;
+    h *= 0xC2B2AE35u;
+    return h ^ (h >> 16);
+}
+
+static inline float rw_randf(uint32_t *s) {
+    *s = rw_pcg(*s);
+    return (float)(*s >> 8) * (1.0f / 16777216.0f);
+}
+
+/* rng.normal_from: the ziggurat's first try from draw `b`, any further draws from state
+ * rw_pcg(`s0`) (~1.5 % of normals: kept out of line, the state hashed only then). */
+static __attribute__((noinline)) float rw_normal_slow(uint32_t b, uint32_t s0, const float *zig) {
+    uint32_t s = rw_pcg(s0);
+    for (;;) {
+        int i = (int)(b & 127u);
+        float u = (float)(b >> 8) * (1.0f / 8388608.0f) - 1.0f;
+        if (fabsf(u) < zig[RW_ZIG_LAYERS + 1 + i]) return u * zig[i];
+        if (i == 0) {
+            float x = 0.0f, y = 0.0f, xx = 1.0f;
+            while (-2.0f * y < xx) {
+                x = logf(rw_randf(&s) + 5.96e-8f) / RW_ZIG_R;
+                y = logf(rw_randf(&s) + 5.96e-8f);
+                xx = x * x;
+            }
+            return u < 0.0f ? x - RW_ZIG_R : RW_ZIG_R - x;
+        }
+        float x = u * zig[i];
+        float f0 = expf(-0.5f * (zig[i] * zig[i] - x * x));
+        float f1 = expf(-0.5f * (zig[i + 1] * zig[i + 1] - x * x));
+        if (f1 + rw_randf(&s) * (f0 - f1) < 1.0f) return x;
+        s = rw_pcg(s);
+        b = s;
+    }
+}
+
+static inline float rw_normal(uint32_t b, uint32_t s0, const float *zig) {
+    int i = (int)(b & 127u);
+    float u = (float)(b >> 8) * (1.0f / 8388608.0f) - 1.0f;
+    if (fabsf(u) < zig[RW_ZIG_LAYERS + 1 + i]) return u * zig[i];
+    return rw_normal_slow(b, s0, zig);
+}
+
+/* roundf (half away from zero) without a libm call: exact for every float */
+static inline float rw_round(float x) {
+    if (!(fabsf(x) < 8388608.0f)) return x;   /* already an integer (or NaN) */
+    float t = (float)(int32_t)x, r = x - t;   /* both exact; no branch on the (random) fraction */
+    return t + (float)(r >= 0.5f) - (float)(r <= -0.5f);
+}
+
+/* sensors.shuffle_offset: the first k with u < cdf[k], less the centre (n = 2K + 1 entries). */
+static inline int rw_offset(uint32_t u, const uint32_t *cdf, int64_t n) {
+    int64_t k = (n - 1) / 2;
+    /* -1, 0 or +1 (all but ~1e-9 of draws at multiplier 1) without a search */
+    if (k >= 2 && u - cdf[k - 2] < cdf[k + 1] - cdf[k - 2]) return (u >= cdf[k]) - (u < cdf[k - 1]);
+    int64_t lo = 0, hi = n - 1;
+    while (lo < hi) {
+        int64_t mid = (lo + hi) / 2;
+        if (u < cdf[mid]) hi = mid; else lo = mid + 1;
+    }
+    return (int)(lo - k);
+}
+
+typedef struct {
+    float mult, lo, range, hi, inv;   /* multiplier; normalised depth: [lo, hi], range = hi - lo, 1 / range */
+    int64_t norm;                     /* 1: depth in and out as 0-1 of [lo, hi] */
+} RedwoodParams;
+
+/* One frame's hoisted tables: the hashes of each column's four draw indices (rng.draw: draw n of a
+ * row is rw_pcg(row state + rw_pcg(n)), n = 4i + k) and the table cell offsets per row / column. */
+typedef struct {
+    uint32_t *draw[4];
+    int32_t *cell_x, *cell_y;
+    const float *table, *zig;
+    float zig_pairs[2 * RW_ZIG_LAYERS];   /* (edge x[i], ratio) of layer i, side by side */
+    const uint32_t *cdf;
+    int64_t ncdf, h, w;
+    const RedwoodParams *p;
+} RedwoodFrame;
+
+/* The widest path taken: 0 scalar, 2 AVX2, else the CPU's best (tests pin each, bps_redwood_isa). */
+static int rw_isa = -1;
+
+int bps_redwood_isa(int isa) {
+    int before = rw_isa;
+    rw_isa = isa;
+    return before;
+}
+
+static const float RW_K35 = 35.130f, RW_K8 = 8.0f, RW_KDZ = 0.027778f;
+
+/* Pixel (j, i) of one env (src: its frame; s1, s2: row and column strides): sensors.redwood. */
+static inline float rw_pixel(const RedwoodFrame *F, const float *src, int64_t s1, int64_t s2, uint32_t rs,
+                             int64_t j, int64_t i) {
+    const RedwoodParams *p = F->p;
+    int64_t h = F->h, w = F->w;
+    int64_t y = j + rw_offset(rw_pcg(rs + F->draw[0][i]), F->cdf, F->ncdf);
+    int64_t x = i + rw_offset(rw_pcg(rs + F->draw[1][i]), F->cdf, F->ncdf);
+    y = y < 0 ? 0 : (y > h - 1 ? h - 1 : y);
+    x = x < 0 ? 0 : (x > w - 1 ? w - 1 : x);
+    float d = src[(y & ~(int64_t)1) * s1 + (x & ~(int64_t)1) * s2];
+    if (p->norm) d = d * p->range + p->lo;
+    float v = 0.0f;
+    if (d < 10.0f) {
+        int i2 = (int)((d + 1.0f) * 0.5f), i1 = i2 - 1;   /* x * 0.5: x / 2 exactly */
+        float a = (d - ((float)i1 * 2.0f + 1.0f)) * 0.5f;
+        const float *t = F->table + F->cell_y[y] + F->cell_x[x];
+        float f = (1.0f - a) * t[i1 < 0 ? 0 : (i1 > 4 ? 4 : i1)] + a * t[i2 > 4 ? 4 : i2];
+        if (f >= 1e-5f && d != 0.0f) {
+            float dz = rw_normal(rw_pcg(rs + F->draw[2][i]), rs + F->draw[3][i], F->zig);
+            float denom = rw_round((RW_K35 * f / d + dz * RW_KDZ * p->mult) * RW_K8);
+            if (denom > 1e-5f) v = RW_K35 * RW_K8 / denom;
+        }
+    }
+    if (p->norm) v = ((v < p->lo ? p->lo : (v > p->hi ? p->hi : v)) - p->lo) * p->inv;
+    return v;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define RW_AVX2 __attribute__((target("avx2")))
+
+RW_AVX2 static inline __m256i rw_pcg8(__m256i state) {
+    __m256i b = _mm256_add_epi32(_mm256_mullo_epi32(state, _mm256_set1_epi32(747796405)),
+                                 _mm256_set1_epi32((int)2891336453u));
+    __m256i sh = _mm256_add_epi32(_mm256_srli_epi32(b, 28), _mm256_set1_epi32(4));
+    __m256i c = _mm256_mullo_epi32(_mm256_xor_si256(_mm256_srlv_epi32(b, sh), b), _mm256_set1_epi32(277803737));
+    return _mm256_xor_si256(_mm256_srli_epi32(c, 22), c);
+}
+
+RW_AVX2 static inline __m256i rw_ge8(__m256i a, __m256i b) {   /* unsigned a >= b: all ones */
+    return _mm256_cmpeq_epi32(_mm256_max_epu32(a, b), a);
+}
+
+/* Pixels i0..i0+7 of row j, the same values as rw_pixel: 0 when done, 1 when a lane's shuffle
+ * offset is beyond +-1 (the caller then takes rw_pixel for the 8). Needs ncdf >= 5, a unit
+ * column stride out, and strides that fit 32-bit gather offsets. */
+RW_AVX2 static int rw_block8(const RedwoodFrame *F, const float *src, int64_t s1, int64_t s2, uint32_t rs,
+                             int64_t j, int64_t i0, float *dst) {
+    const RedwoodParams *p = F->p;
+    int64_t k = (F->ncdf - 1) / 2;
+    const uint32_t *cdf = F->cdf;
+    __m256i rsv = _mm256_set1_epi32((int)rs);
+    __m256i uy = rw_pcg8(_mm256_add_epi32(rsv, _mm256_loadu_si256((const __m256i *)(F->draw[0] + i0))));
+    __m256i ux = rw_pcg8(_mm256_add_epi32(rsv, _mm256_loadu_si256((const __m256i *)(F->draw[1] + i0))));
+    __m256i c_lo = _mm256_set1_epi32((int)cdf[k - 2]), span = _mm256_set1_epi32((int)(cdf[k + 1] - cdf[k - 2]));
+    __m256i far = _mm256_or_si256(rw_ge8(_mm256_sub_epi32(uy, c_lo), span), rw_ge8(_mm256_sub_epi32(ux, c_lo), span));
+    if (!_mm256_testz_si256(far, far)) return 1;
+    __m256i ck = _mm256_set1_epi32((int)cdf[k]), ck1 = _mm256_set1_epi32((int)cdf[k - 1]);
+    __m256i ones = _mm256_set1_epi32(-1), zero = _mm256_setzero_si256();
+    /* offset = (u >= cdf[k]) - (u < cdf[k - 1]); masks are -1 for true */
+    __m256i oy = _mm256_sub_epi32(_mm256_xor_si256(rw_ge8(uy, ck1), ones), rw_ge8(uy, ck));
+    __m256i ox = _mm256_sub_epi32(_mm256_xor_si256(rw_ge8(ux, ck1), ones), rw_ge8(ux, ck));
+    __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    __m256i y = _mm256_add_epi32(_mm256_set1_epi32((int)j), oy);
+    __m256i x = _mm256_add_epi32(_mm256_add_epi32(_mm256_set1_epi32((int)i0), lane), ox);
+    y = _mm256_min_epi32(_mm256_max_epi32(y, zero), _mm256_set1_epi32((int)(F->h - 1)));
+    x = _mm256_min_epi32(_mm256_max_epi32(x, zero), _mm256_set1_epi32((int)(F->w - 1)));
+    __m256i even = _mm256_set1_epi32(~1);
+    __m256 d;
+    if (s2 == 1) {
+        /* rows y & ~1 are row j & ~1 or one other; columns x & ~1 are i0 - 2, i0 .. i0 + 6 or
+         * i0 + 8: a permute of the row's 8 floats at i0, two broadcasts at the ends (no gather) */
+        int64_t r0 = j & ~(int64_t)1, r1 = (j & 1) ? (j + 1 < F->h ? j + 1 : r0) : (j >= 2 ? j - 2 : r0);
+        __m256i c = _mm256_sub_epi32(_mm256_and_si256(x, even), _mm256_set1_epi32((int)i0));
+        __m256i lo_end = _mm256_cmpeq_epi32(c, _mm256_set1_epi32(-2)), hi_end = _mm256_cmpeq_epi32(c, _mm256_set1_epi32(8));
+        __m256i perm = _mm256_and_si256(c, _mm256_set1_epi32(7));
+        __m256 row_d[2];
+        for (int k = 0; k < 2; k++) {
+            const float *row = src + (k ? r1 : r0) * s1;
+            __m256 v = _mm256_permutevar8x32_ps(_mm256_loadu_ps(row + i0), perm);
+            if (i0 >= 2) v = _mm256_blendv_ps(v, _mm256_set1_ps(row[i0 - 2]), _mm256_castsi256_ps(lo_end));
+            if (i0 + 8 < F->w) v = _mm256_blendv_ps(v, _mm256_set1_ps(row[i0 + 8]), _mm256_castsi256_ps(hi_end));
+            row_d[k] = v;
+        }
+        __m256i other = _mm256_xor_si256(_mm256_cmpeq_epi32(_mm256_and_si256(y, even), _mm256_set1_epi32((int)r0)), ones);
+        d = _mm256_blendv_ps(row_d[0], row_d[1], _mm256_castsi256_ps(other));
+    } else {
+        __m256i at = _mm256_add_epi32(_mm256_mullo_epi32(_mm256_and_si256(y, even), _mm256_set1_epi32((int)s1)),
+                                      _mm256_mullo_epi32(_mm256_and_si256(x, even), _mm256_set1_epi32((int)s2)));
+        d = _mm256_i32gather_ps(src, at, 4);
+    }
+    if (p->norm) d = _mm256_add_ps(_mm256_mul_ps(d, _mm256_set1_ps(p->range)), _mm256_set1_ps(p->lo));
+    /* x / 2 as x * 0.5: the same float, no division */
+    __m256 one = _mm256_set1_ps(1.0f), two = _mm256_set1_ps(2.0f), half = _mm256_set1_ps(0.5f);
+    __m256i i2 = _mm256_cvttps_epi32(_mm256_mul_ps(_mm256_add_ps(d, one), half));
+    __m256i i1 = _mm256_sub_epi32(i2, _mm256_set1_epi32(1));
+    __m256 a = _mm256_mul_ps(_mm256_sub_ps(d, _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(i1), two), one)), half);
+    __m256i four = _mm256_set1_epi32(4);
+    /* the table cell of row y = j + oy and column x = i + ox (clamped), oy, ox in -1..1: selects
+     * among rows j - 1, j, j + 1 and three windows of the padded column offsets, no gather */
+    const int32_t *cy = F->cell_y + j, *cx = F->cell_x + i0;   /* padded: [-1] and [n] clamp */
+    __m256i cyv = _mm256_blendv_epi8(_mm256_set1_epi32(cy[0]), _mm256_set1_epi32(cy[-1]), oy);   /* oy = -1: sign set */
+    cyv = _mm256_blendv_epi8(cyv, _mm256_set1_epi32(cy[1]), _mm256_cmpgt_epi32(oy, zero));
+    __m256i cxv = _mm256_blendv_epi8(_mm256_loadu_si256((const __m256i *)cx), _mm256_loadu_si256((const __m256i *)(cx - 1)), ox);
+    cxv = _mm256_blendv_epi8(cxv, _mm256_loadu_si256((const __m256i *)(cx + 1)), _mm256_cmpgt_epi32(ox, zero));
+    __m256i cell = _mm256_add_epi32(cyv, cxv);
+    __m256 t1 = _mm256_i32gather_ps(F->table, _mm256_add_epi32(cell, _mm256_min_epi32(_mm256_max_epi32(i1, zero), four)), 4);
+    __m256 t2 = _mm256_i32gather_ps(F->table, _mm256_add_epi32(cell, _mm256_min_epi32(_mm256_max_epi32(i2, zero), four)), 4);
+    __m256 f = _mm256_add_ps(_mm256_mul_ps(_mm256_sub_ps(one, a), t1), _mm256_mul_ps(a, t2));
+    __m256 ok = _mm256_and_ps(_mm256_and_ps(_mm256_cmp_ps(d, _mm256_set1_ps(10.0f), _CMP_LT_OQ),
+                                            _mm256_cmp_ps(f, _mm256_set1_ps(1e-5f), _CMP_GE_OQ)),
+                              _mm256_cmp_ps(d, _mm256_setzero_ps(), _CMP_NEQ_UQ));
+    /* the normal: the ziggurat's fast path in the lanes, its other paths one lane at a time */
+    __m256i b = rw_pcg8(_mm256_add_epi32(rsv, _mm256_loadu_si256((const __m256i *)(F->draw[2] + i0))));
+    __m256i layer = _mm256_and_si256(b, _mm256_set1_epi32(127));
+    __m256 u = _mm256_sub_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(b, 8)), _mm256_set1_ps(1.0f / 8388608.0f)), one);
+    __m256 ratio = _mm256_i32gather_ps(F->zig + RW_ZIG_LAYERS + 1, layer, 4);
+    __m256 absu = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), u);
+    __m256 accept = _mm256_cmp_ps(absu, ratio, _CMP_LT_OQ);
+    __m256 dz = _mm256_mul_ps(u, _mm256_i32gather_ps(F->zig, layer, 4));
+    int slow = _mm256_movemask_ps(_mm256_andnot_ps(accept, ok));
+    if (slow) {
+        float z[8];
+        uint32_t bb[8];
+        _mm256_storeu_ps(z, dz);
+        _mm256_storeu_si256((__m256i *)bb, b);
+        for (int l = 0; l < 8; l++)
+            if (slow & (1 << l)) z[l] = rw_normal_slow(bb[l], rs + F->draw[3][i0 + l], F->zig);
+        dz = _mm256_loadu_ps(z);
+    }
+    __m256 q = _mm256_mul_ps(_mm256_add_ps(_mm256_div_ps(_mm256_mul_ps(_mm256_set1_ps(RW_K35), f), d),
+                                           _mm256_mul_ps(_mm256_mul_ps(dz, _mm256_set1_ps(RW_KDZ)), _mm256_set1_ps(p->mult))),
+                             _mm256_set1_ps(RW_K8));
+    /* rw_round */
+    __m256 tq = _mm256_cvtepi32_ps(_mm256_cvttps_epi32(q)), r = _mm256_sub_ps(q, tq);
+    __m256 rounded = _mm256_sub_ps(_mm256_add_ps(tq, _mm256_and_ps(_mm256_cmp_ps(r, _mm256_set1_ps(0.5f), _CMP_GE_OQ), one)),
+                                   _mm256_and_ps(_mm256_cmp_ps(r, _mm256_set1_ps(-0.5f), _CMP_LE_OQ), one));
+    __m256 small = _mm256_cmp_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.0f), q), _mm256_set1_ps(8388608.0f), _CMP_LT_OQ);
+    __m256 denom = _mm256_blendv_ps(q, rounded, small);
+    __m256 v = _mm256_div_ps(_mm256_set1_ps(RW_K35 * RW_K8), denom);
+    v = _mm256_and_ps(v, _mm256_and_ps(ok, _mm256_cmp_ps(denom, _mm256_set1_ps(1e-5f), _CMP_GT_OQ)));
+    if (p->norm)
+        v = _mm256_mul_ps(_mm256_sub_ps(_mm256_min_ps(_mm256_max_ps(v, _mm256_set1_ps(p->lo)), _mm256_set1_ps(p->hi)),
+                                        _mm256_set1_ps(p->lo)), _mm256_set1_ps(p->inv));
+    _mm256_storeu_ps(dst + i0, v);
+    return 0;
+}
+
+#define RW_AVX512 __attribute__((target("avx512f")))
+
+RW_AVX512 static inline __m512i rw_pcg16(__m512i state) {
+    __m512i b = _mm512_add_epi32(_mm512_mullo_epi32(state, _mm512_set1_epi32(747796405)),
+                                 _mm512_set1_epi32((int)2891336453u));
+    __m512i sh = _mm512_add_epi32(_mm512_srli_epi32(b, 28), _mm512_set1_epi32(4));
+    __m512i c = _mm512_mullo_epi32(_mm512_xor_si512(_mm512_srlv_epi32(b, sh), b), _mm512_set1_epi32(277803737));
+    return _mm512_xor_si512(_mm512_srli_epi32(c, 22), c);
+}
+
+/* rw_block8 16 pixels wide with AVX-512 (the same steps, masks for lanes). */
+RW_AVX512 static int rw_block16(const RedwoodFrame *F, const float *src, int64_t s1, int64_t s2, uint32_t rs,
+                                int64_t j, int64_t i0, float *dst) {
+    const RedwoodParams *p = F->p;
+    int64_t k = (F->ncdf - 1) / 2;
+    const uint32_t *cdf = F->cdf;
+    __m512i rsv = _mm512_set1_epi32((int)rs);
+    __m512i uy = rw_pcg16(_mm512_add_epi32(rsv, _mm512_loadu_si512(F->draw[0] + i0)));
+    __m512i ux = rw_pcg16(_mm512_add_epi32(rsv, _mm512_loadu_si512(F->draw[1] + i0)));
+    __m512i c_lo = _mm512_set1_epi32((int)cdf[k - 2]), span = _mm512_set1_epi32((int)(cdf[k + 1] - cdf[k - 2]));
+    if (_mm512_cmpge_epu32_mask(_mm512_sub_epi32(uy, c_lo), span) | _mm512_cmpge_epu32_mask(_mm512_sub_epi32(ux, c_lo), span))
+        return 1;
+    __m512i ck = _mm512_set1_epi32((int)cdf[k]), ck1 = _mm512_set1_epi32((int)cdf[k - 1]);
+    __m512i one_i = _mm512_set1_epi32(1), zero = _mm512_setzero_si512();
+    __m512i oy = _mm512_sub_epi32(_mm512_maskz_mov_epi32(_mm512_cmpge_epu32_mask(uy, ck), one_i),
+                                  _mm512_maskz_mov_epi32(_mm512_cmplt_epu32_mask(uy, ck1), one_i));
+    __m512i ox = _mm512_sub_epi32(_mm512_maskz_mov_epi32(_mm512_cmpge_epu32_mask(ux, ck), one_i),
+                                  _mm512_maskz_mov_epi32(_mm512_cmplt_epu32_mask(ux, ck1), one_i));
+    __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    __m512i y = _mm512_add_epi32(_mm512_set1_epi32((int)j), oy);
+    __m512i x = _mm512_add_epi32(_mm512_add_epi32(_mm512_set1_epi32((int)i0), lane), ox);
+    y = _mm512_min_epi32(_mm512_max_epi32(y, zero), _mm512_set1_epi32((int)(F->h - 1)));
+    x = _mm512_min_epi32(_mm512_max_epi32(x, zero), _mm512_set1_epi32((int)(F->w - 1)));
+    __m512i even = _mm512_set1_epi32(~1);
+    __m512 d;
+    if (s2 == 1) {
+        int64_t r0 = j & ~(int64_t)1, r1 = (j & 1) ? (j + 1 < F->h ? j + 1 : r0) : (j >= 2 ? j - 2 : r0);
+        __m512i c = _mm512_sub_epi32(_mm512_and_si512(x, even), _mm512_set1_epi32((int)i0));
+        __mmask16 lo_end = _mm512_cmpeq_epi32_mask(c, _mm512_set1_epi32(-2));
+        __mmask16 hi_end = _mm512_cmpeq_epi32_mask(c, _mm512_set1_epi32(16));
+        __m512i perm = _mm512_and_si512(c, _mm512_set1_epi32(15));
+        __m512 row_d[2];
+        for (int t = 0; t < 2; t++) {
+            const float *row = src + (t ? r1 : r0) * s1;
+            __m512 v = _mm512_permutexvar_ps(perm, _mm512_loadu_ps(row + i0));
+            if (i0 >= 2) v = _mm512_mask_blend_ps(lo_end, v, _mm512_set1_ps(row[i0 - 2]));
+            if (i0 + 16 < F->w) v = _mm512_mask_blend_ps(hi_end, v, _mm512_set1_ps(row[i0 + 16]));
+            row_d[t] = v;
+        }
+        __mmask16 other = _mm512_cmpneq_epi32_mask(_mm512_and_si512(y, even), _mm512_set1_epi32((int)r0));
+        d = _mm512_mask_blend_ps(other, row_d[0], row_d[1]);
+    } else {
+        __m512i at = _mm512_add_epi32(_mm512_mullo_epi32(_mm512_and_si512(y, even), _mm512_set1_epi32((int)s1)),
+                                      _mm512_mullo_epi32(_mm512_and_si512(x, even), _mm512_set1_epi32((int)s2)));
+        d = _mm512_i32gather_ps(at, src, 4);
+    }
+    if (p->norm) d = _mm512_add_ps(_mm512_mul_ps(d, _mm512_set1_ps(p->range)), _mm512_set1_ps(p->lo));
+    __m512 one = _mm512_set1_ps(1.0f), two = _mm512_set1_ps(2.0f), half = _mm512_set1_ps(0.5f);
+    __m512i i2 = _mm512_cvttps_epi32(_mm512_mul_ps(_mm512_add_ps(d, one), half));
+    __m512i i1 = _mm512_sub_epi32(i2, one_i);
+    __m512 a = _mm512_mul_ps(_mm512_sub_ps(d, _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(i1), two), one)), half);
+    __m512i four = _mm512_set1_epi32(4);
+    const int32_t *cy = F->cell_y + j, *cx = F->cell_x + i0;
+    __m512i cyv = _mm512_mask_blend_epi32(_mm512_cmplt_epi32_mask(oy, zero), _mm512_set1_epi32(cy[0]), _mm512_set1_epi32(cy[-1]));
+    cyv = _mm512_mask_blend_epi32(_mm512_cmpgt_epi32_mask(oy, zero), cyv, _mm512_set1_epi32(cy[1]));
+    __m512i cxv = _mm512_mask_blend_epi32(_mm512_cmplt_epi32_mask(ox, zero), _mm512_loadu_si512(cx), _mm512_loadu_si512(cx - 1));
+    cxv = _mm512_mask_blend_epi32(_mm512_cmpgt_epi32_mask(ox, zero), cxv, _mm512_loadu_si512(cx + 1));
+    __m512i cell = _mm512_add_epi32(cyv, cxv);
+    /* the two slices as one 64-bit gather of the pair (T[q], T[q + 1]), q = clamp(i1, 0, 3):
+     * T[clamp(i1, 0, 4)] is its first but for i1 >= 4, T[min(i2, 4)] its second but for i1 < 0 */
+    __m512i at = _mm512_add_epi32(cell, _mm512_min_epi32(_mm512_max_epi32(i1, zero), _mm512_set1_epi32(3)));
+    __m512 g0 = _mm512_castpd_ps(_mm512_i32gather_pd(_mm512_castsi512_si256(at), F->table, 4));
+    __m512 g1 = _mm512_castpd_ps(_mm512_i32gather_pd(_mm512_extracti64x4_epi64(at, 1), F->table, 4));
+    __m512i evens = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    __m512i odds = _mm512_add_epi32(evens, one_i);
+    __m512 lo_t = _mm512_permutex2var_ps(g0, evens, g1), hi_t = _mm512_permutex2var_ps(g0, odds, g1);
+    __m512 t1 = _mm512_mask_blend_ps(_mm512_cmpge_epi32_mask(i1, four), lo_t, hi_t);
+    __m512 t2 = _mm512_mask_blend_ps(_mm512_cmplt_epi32_mask(i1, zero), hi_t, lo_t);
+    __m512 f = _mm512_add_ps(_mm512_mul_ps(_mm512_sub_ps(one, a), t1), _mm512_mul_ps(a, t2));
+    __mmask16 ok = _mm512_cmp_ps_mask(d, _mm512_set1_ps(10.0f), _CMP_LT_OQ) &
+                   _mm512_cmp_ps_mask(f, _mm512_set1_ps(1e-5f), _CMP_GE_OQ) &
+                   _mm512_cmp_ps_mask(d, _mm512_setzero_ps(), _CMP_NEQ_UQ);
+    __m512i b = rw_pcg16(_mm512_add_epi32(rsv, _mm512_loadu_si512(F->draw[2] + i0)));
+    __m512i layer = _mm512_and_si512(b, _mm512_set1_epi32(127));
+    __m512 u = _mm512_sub_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(b, 8)), _mm512_set1_ps(1.0f / 8388608.0f)), one);
+    /* the layer's (edge, ratio) as one 64-bit gather from the interleaved copy */
+    __m512 z0 = _mm512_castpd_ps(_mm512_i32gather_pd(_mm512_castsi512_si256(layer), F->zig_pairs, 8));
+    __m512 z1 = _mm512_castpd_ps(_mm512_i32gather_pd(_mm512_extracti64x4_epi64(layer, 1), F->zig_pairs, 8));
+    __m512 ratio = _mm512_permutex2var_ps(z0, odds, z1);
+    __m512 absu = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(u), _mm512_set1_epi32(0x7fffffff)));
+    __mmask16 accept = _mm512_cmp_ps_mask(absu, ratio, _CMP_LT_OQ);
+    __m512 dz = _mm512_mul_ps(u, _mm512_permutex2var_ps(z0, evens, z1));
+    __mmask16 slow = ok & (__mmask16)~accept;
+    if (slow) {
+        float z[16];
+        uint32_t bb[16];
+        _mm512_storeu_ps(z, dz);
+        _mm512_storeu_si512(bb, b);
+        for (int l = 0; l < 16; l++)
+            if (slow & (1 << l)) z[l] = rw_normal_slow(bb[l], rs + F->draw[3][i0 + l], F->zig);
+        dz = _mm512_loadu_ps(z);
+    }
+    __m512 q = _mm512_mul_ps(_mm512_add_ps(_mm512_div_ps(_mm512_mul_ps(_mm512_set1_ps(RW_K35), f), d),
+                                           _mm512_mul_ps(_mm512_mul_ps(dz, _mm512_set1_ps(RW_KDZ)), _mm512_set1_ps(p->mult))),
+                             _mm512_set1_ps(RW_K8));
+    __m512 tq = _mm512_cvtepi32_ps(_mm512_cvttps_epi32(q)), r = _mm512_sub_ps(q, tq);
+    __m512 rounded = _mm512_mask_add_ps(tq, _mm512_cmp_ps_mask(r, _mm512_set1_ps(0.5f), _CMP_GE_OQ), tq, one);
+    rounded = _mm512_mask_sub_ps(rounded, _mm512_cmp_ps_mask(r, _mm512_set1_ps(-0.5f), _CMP_LE_OQ), rounded, one);
+    __m512 absq = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(q), _mm512_set1_epi32(0x7fffffff)));
+    __m512 denom = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(absq, _mm512_set1_ps(8388608.0f), _CMP_LT_OQ), q, rounded);
+    __m512 v = _mm512_div_ps(_mm512_set1_ps(RW_K35 * RW_K8), denom);
+    v = _mm512_maskz_mov_ps(ok & _mm512_cmp_ps_mask(denom, _mm512_set1_ps(1e-5f), _CMP_GT_OQ), v);
+    if (p->norm)
+        v = _mm512_mul_ps(_mm512_sub_ps(_mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps(p->lo)), _mm512_set1_ps(p->hi)),
+                                        _mm512_set1_ps(p->lo)), _mm512_set1_ps(p->inv));
+    _mm512_storeu_ps(dst + i0, v);
+    return 0;
+}
+
+static int rw_avx512(void) {
+    static int has = -1;
+    if (has < 0) has = __builtin_cpu_supports("avx512f") ? 1 : 0;
+    return has;
+}
+
+static int rw_avx2(void) {
+    static int has = -1;
+    if (has < 0) has = __builtin_cpu_supports("avx2") ? 1 : 0;
+    return has;
+}
+#endif
+
+/* Noisy depth of envs [lo, hi): `in` / `out` [N, H, W] float32 with element strides (s_in, s_out:
+ * env, row, column); keys / counters [N] int32 (rng); table [80, 80, 5]; zig rng.zig_table();
+ * cdf sensors.shuffle_cdf (ncdf entries). `out` may be `in` (same strides): noise in place. Rows
+ * go 16 / 8 pixels at a time with AVX-512 / AVX2 where the CPU has them (the same values). 0 on
+ * success, -1 when out of memory. */
+int bps_redwood_depth(const float *in, float *out, int64_t lo, int64_t hi, int64_t h, int64_t w,
+                      const int64_t *s_in, const int64_t *s_out, const int32_t *keys, const int32_t *counters,
+                      const float *table, const float *zig, const uint32_t *cdf, int64_t ncdf,
+                      const RedwoodParams *p) {
+    if (h <= 0 || w <= 0 || hi <= lo) return 0;
+    RedwoodFrame F = {.table = table, .zig = zig, .cdf = cdf, .ncdf = ncdf, .h = h, .w = w, .p = p};
+    for (int i = 0; i < RW_ZIG_LAYERS; i++) {
+        F.zig_pairs[2 * i] = zig[i];
+        F.zig_pairs[2 * i + 1] = zig[RW_ZIG_LAYERS + 1 + i];
+    }
+    for (int k = 0; k < 4; k++) F.draw[k] = malloc(sizeof(uint32_t) * (size_t)w);
+    int32_t *cell_x = malloc(sizeof(int32_t) * (size_t)(w + 2)), *cell_y = malloc(sizeof(int32_t) * (size_t)(h + 2));
+    int rc = 0;
+    if (!F.draw[0] || !F.draw[1] || !F.draw[2] || !F.draw[3] || !cell_x || !cell_y) {
+        rc = -1;
+        goto done;
+    }
+    float sx = w > 1 ? 639.0f / (float)(w - 1) : 0.0f, sy = h > 1 ? 479.0f / (float)(h - 1) : 0.0f;
+    for (int64_t i = 0; i < w; i++)
+        for (int k = 0; k < 4; k++) F.draw[k][i] = rw_pcg((uint32_t)(4 * i + k));
+    /* cell_x[x + 1] for x = -1..w: the offsets of the clamped column (likewise rows) */
+    for (int64_t x = -1; x <= w; x++) {
+        int64_t c = x < 0 ? 0 : (x > w - 1 ? w - 1 : x);
+        cell_x[x + 1] = ((int)((float)c * sx + 0.5f) / 8) * 5;
+    }
+    for (int64_t y = -1; y <= h; y++) {
+        int64_t c = y < 0 ? 0 : (y > h - 1 ? h - 1 : y);
+        cell_y[y + 1] = ((int)((float)c * sy + 0.5f) / 6) * 400;
+    }
+    F.cell_x = cell_x + 1;
+    F.cell_y = cell_y + 1;
+    /* in place (in == out): each env's frame is read from a copy (the shuffle reads neighbours) */
+    int inplace = in == out;
+    int64_t s1 = inplace ? w : s_in[1], s2 = inplace ? 1 : s_in[2];
+    float *copy = inplace ? malloc(sizeof(float) * (size_t)(h * w)) : NULL;
+    if (inplace && !copy) {
+        rc = -1;
+        goto done;
+    }
+    int vec = 0;
+#if defined(__x86_64__) && defined(__GNUC__)
+    vec = rw_isa != 0 && rw_avx2() && ncdf >= 5 && s_out[2] == 1 && s1 >= 0 && s2 >= 0 &&
+          (h - 1) * s1 + (w - 1) * s2 < ((int64_t)1 << 31) && h < ((int64_t)1 << 30) && w < ((int64_t)1 << 30);
+    if (vec && rw_avx512() && rw_isa != 2) vec = 2;
+#endif
+    for (int64_t e = lo; e < hi; e++) {
+        uint32_t h0 = rw_mix32(rw_mix32((uint32_t)keys[e], (uint32_t)counters[e]), 1u /* rng.DEPTH */);
+        const float *src = in + e * s_in[0];
+        if (inplace) {
+            if (s_in[2] == 1 && s_in[1] == w)
+                memcpy(copy, src, sizeof(float) * (size_t)(h * w));
+            else
+                for (int64_t j = 0; j < h; j++)
+                    for (int64_t i = 0; i < w; i++) copy[j * w + i] = src[j * s_in[1] + i * s_in[2]];
+            src = copy;
+        }
+        for (int64_t j = 0; j < h; j++) {
+            uint32_t rs = rw_pcg(h0 + rw_pcg((uint32_t)j));   /* rng.stream: wp.rand_init(h0, j) */
+            float *dst = out + e * s_out[0] + j * s_out[1];
+            int64_t i = 0;
+#if defined(__x86_64__) && defined(__GNUC__)
+            if (vec == 2)   /* 16 pixels a block; a block with a far shuffle goes as two of 8 */
+                for (; i + 16 <= w; i += 16)
+                    if (rw_block16(&F, src, s1, s2, rs, j, i, dst))
+                        for (int64_t t = i; t < i + 16; t += 8)
+                            if (rw_block8(&F, src, s1, s2, rs, j, t, dst))
+                                for (int64_t q = t; q < t + 8; q++) dst[q] = rw_pixel(&F, src, s1, s2, rs, j, q);
+            if (vec)
+                for (; i + 8 <= w; i += 8)
+                    if (rw_block8(&F, src, s1, s2, rs, j, i, dst))
+                        for (int64_t t = i; t < i + 8; t++) dst[t] = rw_pixel(&F, src, s1, s2, rs, j, t);
+#endif
+            for (; i < w; i++) dst[i * s_out[2]] = rw_pixel(&F, src, s1, s2, rs, j, i);
+        }
+    }
+    free(copy);
+done:
+    for (int k = 0; k < 4; k++) free(F.draw[k]);
+    free(cell_x), free(cell_y);
+    return rc;
+}
 
 /* A scene's shading tables (render/shading_data.py ShadingData, as contiguous arrays) and their
  * sizes. The colour of a hit follows the Warp kernel's `shade` step for step in float32, so the

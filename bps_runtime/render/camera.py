@@ -1,7 +1,7 @@
 """The camera model (habitat-sim's pinhole depth/RGB sensor), in numpy for every backend.
 
 HFOV 90 deg, square pixels, at the agent's position + 1.25 m straight up (the agent stays upright), looking
-along the agent's -Z. Depth is the z-distance to the image plane (habitat-sim's depth buffer,
+along the agent's -Z tilted by ``pitch_deg`` about its +X (habitat's sensor orientation). Depth is the z-distance to the image plane (habitat-sim's depth buffer,
 not the ray length); 0 marks "no geometry" as in habitat. Ray directions in camera space are
 (x, y, -1), so the ray parameter t that Embree and Warp return for an unnormalized direction
 IS the z-depth: no per-pixel cosine correction is needed.
@@ -18,8 +18,9 @@ from .protocol import RenderOptions
 
 
 def camera_directions(options: RenderOptions) -> np.ndarray:
-    """[H*W, 3] float32 camera-space ray directions (x right, y up, z = -1), row-major from the
-    top-left pixel, through pixel centres."""
+    """[H*W, 3] float32 body-space ray directions, row-major from the top-left pixel, through pixel
+    centres: the camera's (x right, y up, z = -1) turned by ``pitch_deg`` about +X (a rotation, so
+    the ray parameter stays the depth along the tilted camera's axis)."""
     h, w = options.resolution
     t = math.tan(math.radians(options.hfov_deg) / 2.0)
     xs = ((np.arange(w, dtype=np.float64) + 0.5) * (2.0 / w) - 1.0) * t
@@ -28,6 +29,11 @@ def camera_directions(options: RenderOptions) -> np.ndarray:
     d[..., 0] = xs[None, :]
     d[..., 1] = ys[:, None]
     d[..., 2] = -1.0
+    if options.pitch_deg:
+        a = math.radians(options.pitch_deg)
+        y, z = d[..., 1].copy(), d[..., 2].copy()
+        d[..., 1] = y * math.cos(a) - z * math.sin(a)
+        d[..., 2] = y * math.sin(a) + z * math.cos(a)
     return d.reshape(-1, 3).astype(np.float32)
 
 

@@ -52,6 +52,9 @@ class RenderOptions:
     resolution: tuple[int, int] = (64, 64)  # (height, width)
     hfov_deg: float = 90.0
     sensor_height: float = 1.25
+    # the camera's tilt about its right axis (deg; negative looks down: habitat's sensor
+    # ORIENTATION x, e.g. the 2021 challenge's -20); the body stays upright
+    pitch_deg: float = 0.0
     min_depth: float = 0.0
     max_depth: float = 10.0
     normalize_depth: bool = False  # habitat-lab: clip to [min, max] then scale to [0, 1]
@@ -73,6 +76,8 @@ class RenderOptions:
         object.__setattr__(self, "resolution", check_resolution(self.resolution))
         if not 0.0 < self.hfov_deg < 180.0:
             raise ConfigError(None, f"hfov_deg must be in (0, 180), got {self.hfov_deg}")
+        if not -90.0 < self.pitch_deg < 90.0:
+            raise ConfigError(None, f"pitch_deg must be in (-90, 90), got {self.pitch_deg}")
         if not 0.0 <= self.min_depth < self.max_depth:
             raise ConfigError(None, f"need 0 <= min_depth < max_depth, got {self.min_depth}, {self.max_depth}")
         if not self.texture_near >= 0.0:
@@ -94,9 +99,10 @@ VIEW_DIRS_KEPT = 64   # camera ray tables a renderer keeps for ``render_view`` (
 
 def view_options(options: RenderOptions, resolution, hfov_deg: float) -> RenderOptions:
     """``options`` seen through another pinhole camera: ``resolution`` (height, width) and
-    ``hfov_deg`` replaced, ``sensor_height`` 0 (``render_view`` positions are camera centres)."""
+    ``hfov_deg`` replaced, ``sensor_height`` 0 and no tilt (``render_view`` positions are camera
+    centres, its rotations the cameras' whole orientation)."""
     return replace(options, resolution=(int(resolution[0]), int(resolution[1])), hfov_deg=float(hfov_deg),
-                   sensor_height=0.0)
+                   sensor_height=0.0, pitch_deg=0.0)
 
 
 @runtime_checkable

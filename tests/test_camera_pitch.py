@@ -74,4 +74,9 @@ def test_sensor_config_carries_the_tilt_and_old_identities_hold():
     plain = EnvConfig.from_kwargs()
     assert plain.sensors.render_options().pitch_deg == 0.0
     assert "pitch_deg" not in checkpoint.env_identity(plain)["sensors"]    # untilted: the identity it had
+    # nor do this session's other sensor fields at their defaults (view cameras, LODs)
+    assert not set(checkpoint.env_identity(plain)["sensors"]) & {"view_cameras", "lod"}
+    from dataclasses import replace
+    full = replace(plain, sensors=replace(plain.sensors, lod="full"))
+    assert checkpoint.env_identity(full)["sensors"]["lod"] == "full"     # set: part of the run
     assert EnvConfig.from_kwargs(camera={"pitch_deg": 10.0}).sensors.render_options().pitch_deg == 10.0

@@ -112,6 +112,32 @@ def test_level_choice_follows_the_pixel_footprint(scan):
         RenderOptions(lod="coarse")
 
 
+def test_declared_view_cameras_refine_the_level_and_undeclared_ones_do_not(scan):
+    """render_view renders the resident level: a declared finer goal camera picks a level fit for
+    it; the sensor alone (no declared camera, or a coarser one) keeps today's choice."""
+    from bps_runtime.scenes.loader import SceneLoader, SceneSource
+
+    _, with_lod, _ = scan
+    hdr = read_packed_scene(with_lod, ["tri_material"]).header
+    sensor = dict(resolution=(16, 16), threads=1)
+    assert level_for(RenderOptions(**sensor), hdr) == 1
+    assert level_for(RenderOptions(**sensor, view_cameras=(((16, 16), 90.0),)), hdr) == 1
+    assert level_for(RenderOptions(**sensor, view_cameras=(((8, 8), 90.0),)), hdr) == 1      # coarser
+    assert level_for(RenderOptions(**sensor, view_cameras=(((64, 64), 90.0),)), hdr) == 0    # 2.45 cm
+    assert level_for(RenderOptions(**sensor, view_cameras=(((8, 8), 90.0), ((512, 512), 90.0))), hdr) == -1
+    assert level_for(RenderOptions(**sensor, view_cameras=(((64, 64), 10.0),)), hdr) == -1   # narrow: 0.27 cm
+    # the loader reads the level the finest declared camera needs
+    tri = {}
+    for views in ((), (((64, 64), 90.0),)):
+        r = make_renderer("embree", RenderOptions(**sensor, view_cameras=views))
+        loader = SceneLoader(r, threads=1)
+        tri[views] = loader.submit(SceneSource("s", str(with_lod))).result().num_triangles
+        loader.close()
+        r.close()
+    levels = hdr["lods"]["levels"]
+    assert tri[()] == levels[1]["triangles"] and tri[(((64, 64), 90.0),)] == levels[0]["triangles"]
+
+
 def test_chosen_level_depth_and_semantics_match_the_full_mesh(scan):
     _, with_lod, _ = scan
     full = read_packed_scene(with_lod)

@@ -186,6 +186,34 @@ def test_loader_makes_only_the_chosen_level_resident(scan):
     assert auto.semantics is not None and len(auto.semantics) == len(full.semantics)
 
 
+def test_levels_get_embree_high_builds_charged_as_measured_and_full_meshes_keep_theirs(scan):
+    """A converter level's BVH is Embree's HIGH build (spatial splits: faster on simplified
+    meshes) charged at its measured bytes; the full mesh, with or without LODs, keeps the default."""
+    pytest.importorskip("bps_runtime.render._embree_bridge")
+    from bps_runtime.render.embree import BRIDGE_BVH_BYTES_PER_TRI, BRIDGE_LOD_BVH_BYTES_PER_TRI
+    from bps_runtime.render.embree_bridge import BUILD_QUALITY_HIGH, BUILD_QUALITY_MEDIUM
+    from bps_runtime.scenes.footprint import packed_scene_footprint
+    from bps_runtime.scenes.loader import SceneLoader, SceneSource
+
+    plain, with_lod, _ = scan
+    got = {}
+    for name, path, lod in (("level", with_lod, "auto"), ("full", with_lod, "full"), ("plain", plain, "auto")):
+        r = make_renderer("embree", RenderOptions(resolution=(64, 64), threads=1, lod=lod), engine="bridge")
+        loader = SceneLoader(r, threads=1)
+        got[name] = loader.submit(SceneSource("s", str(path))).result()
+        loader.close()
+        r.close()
+    assert got["level"].accel.quality == BUILD_QUALITY_HIGH
+    assert got["full"].accel.quality == got["plain"].accel.quality == BUILD_QUALITY_MEDIUM
+    for name, per_tri in (("level", BRIDGE_LOD_BVH_BYTES_PER_TRI), ("full", BRIDGE_BVH_BYTES_PER_TRI),
+                          ("plain", BRIDGE_BVH_BYTES_PER_TRI)):
+        assert got[name].footprint["bvh"] == per_tri * got[name].num_triangles, name
+    # bps-assets info charges what the default sensor loads: the level, against the full scan
+    info = packed_scene_footprint(str(with_lod))
+    assert info["embree"]["bvh"] == got["level"].footprint["bvh"]
+    assert info["decoded_scan"] == packed_scene_footprint(str(plain))["decoded_scan"]
+
+
 def _rewrite(src: Path, dst: Path, header=None, drop=(), add=None):
     """A copy of ``src`` with its header replaced, sections dropped or added (crafted damage)."""
     with Container(src, "SCEN") as c:

@@ -27,6 +27,9 @@ from bps_assets.errors import BpsError, ConfigError, CorruptFileError, MissingDe
 
 # rtcSetSceneBuildQuality: RTC_BUILD_QUALITY_MEDIUM is Embree's default (what embreex uses)
 BUILD_QUALITY_MEDIUM = 1
+# RTC_BUILD_QUALITY_HIGH: SAH with spatial splits, for converter LOD levels (``EmbreeRenderer.
+# prepare``): their long simplified triangles overlap many boxes unsplit
+BUILD_QUALITY_HIGH = 2
 # rtcSetSceneFlags: COMPACT makes Embree keep vertex indices in its leaves (reading our shared
 # vertex buffer) instead of copies of the triangles' vertices
 SCENE_FLAG_NONE = 0
@@ -236,6 +239,7 @@ class BridgeAccel:
         if self._triangles.size and int(self._triangles.max()) >= nv:
             raise EmbreeError(None, f"triangle index {int(self._triangles.max())} out of range for {nv} vertices")
         self.nbytes = self._vertices.nbytes + self._triangles.nbytes
+        self.quality = int(quality)   # the Embree build quality asked for
         if self.num_triangles:
             dev = b.device_for(tri_accel)
             scene = self._lib.bps_scene_build(dev, _ptr(self._vertices), nv, _ptr(self._triangles),

@@ -54,11 +54,12 @@ EMBREE_BYTES_PER_VERT = 16
 # shading tables' indices, which Embree reads in place
 BRIDGE_BVH_BYTES_PER_TRI = 72
 BRIDGE_COMPACT_BVH_BYTES_PER_TRI = 46
-# a converter LOD level's BVH, built at Embree's HIGH quality (spatial splits: 1.2-1.3x the
-# depth fps of the default build on the geometry-heavy apartment, 10-20 ms builds; RSS growth
-# per build of 1,865-12,094-triangle levels: 77-81 B/triangle vs 65-73 at the default quality;
-# docs/PERFORMANCE.md "Converter LODs end to end")
-BRIDGE_LOD_BVH_BYTES_PER_TRI = 82
+# a converter LOD level's BVH, built at Embree's HIGH quality with up to 8 references per
+# triangle (``embree_bridge.DEVICE_CONFIG``): RSS growth per build of 966-12,094-triangle
+# levels 75-97 B/triangle, up to 232 on the sliver-rich apartment (65-73 at the default
+# quality); the charge is the largest measured, rounded up (docs/PERFORMANCE.md "Converter LODs
+# end to end")
+BRIDGE_LOD_BVH_BYTES_PER_TRI = 240
 
 
 class EmbreeAccel(RayCaster):

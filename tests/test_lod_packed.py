@@ -186,23 +186,37 @@ def test_loader_makes_only_the_chosen_level_resident(scan):
     assert auto.semantics is not None and len(auto.semantics) == len(full.semantics)
 
 
-def test_levels_get_embree_high_builds_charged_as_measured_and_full_meshes_keep_theirs(scan):
-    """A converter level's BVH is Embree's HIGH build (spatial splits: faster on simplified
-    meshes) charged at its measured bytes; the full mesh, with or without LODs, keeps the default."""
-    pytest.importorskip("bps_runtime.render._embree_bridge")
-    from bps_runtime.render.embree import BRIDGE_BVH_BYTES_PER_TRI, BRIDGE_LOD_BVH_BYTES_PER_TRI
-    from bps_runtime.render.embree_bridge import BUILD_QUALITY_HIGH, BUILD_QUALITY_MEDIUM
-    from bps_runtime.scenes.footprint import packed_scene_footprint
+def _load_all(cases):
+    """{name: LoadedScene} of (name, path, lod) through the loader, Embree bridge, 64x64."""
     from bps_runtime.scenes.loader import SceneLoader, SceneSource
 
-    plain, with_lod, _ = scan
     got = {}
-    for name, path, lod in (("level", with_lod, "auto"), ("full", with_lod, "full"), ("plain", plain, "auto")):
+    for name, path, lod in cases:
         r = make_renderer("embree", RenderOptions(resolution=(64, 64), threads=1, lod=lod), engine="bridge")
         loader = SceneLoader(r, threads=1)
         got[name] = loader.submit(SceneSource("s", str(path))).result()
         loader.close()
         r.close()
+    return got
+
+
+def test_levels_get_embree_high_builds_charged_as_measured_and_full_meshes_keep_theirs(scan, monkeypatch):
+    """A converter level's BVH is Embree's HIGH build (spatial splits: faster on simplified
+    meshes) charged at its measured bytes; the full mesh, with or without LODs, and levels too
+    small to gain keep the default."""
+    pytest.importorskip("bps_runtime.render._embree_bridge")
+    from bps_runtime.render import embree
+    from bps_runtime.render.embree import BRIDGE_BVH_BYTES_PER_TRI, BRIDGE_LOD_BVH_BYTES_PER_TRI
+    from bps_runtime.render.embree_bridge import BUILD_QUALITY_HIGH, BUILD_QUALITY_MEDIUM
+    from bps_runtime.scenes.footprint import packed_scene_footprint
+
+    plain, with_lod, _ = scan
+    small = _load_all([("level", with_lod, "auto")])["level"]
+    assert small.num_triangles < embree.LOD_HIGH_MIN_TRIANGLES          # this scan's level is small:
+    assert small.accel.quality == BUILD_QUALITY_MEDIUM                  # the default build
+    assert small.footprint["bvh"] == BRIDGE_BVH_BYTES_PER_TRI * small.num_triangles
+    monkeypatch.setattr(embree, "LOD_HIGH_MIN_TRIANGLES", 1)
+    got = _load_all([("level", with_lod, "auto"), ("full", with_lod, "full"), ("plain", plain, "auto")])
     assert got["level"].accel.quality == BUILD_QUALITY_HIGH
     assert got["full"].accel.quality == got["plain"].accel.quality == BUILD_QUALITY_MEDIUM
     for name, per_tri in (("level", BRIDGE_LOD_BVH_BYTES_PER_TRI), ("full", BRIDGE_BVH_BYTES_PER_TRI),

@@ -60,6 +60,9 @@ BRIDGE_COMPACT_BVH_BYTES_PER_TRI = 46
 # quality); the charge is the largest measured, rounded up (docs/PERFORMANCE.md "Converter LODs
 # end to end")
 BRIDGE_LOD_BVH_BYTES_PER_TRI = 240
+# levels smaller than this keep the default build: a few BVH nodes, nothing for splits to win
+# (levels of 148-2,212 triangles: 0.9-1.4x either way, noise) and 72 B/triangle, not 240
+LOD_HIGH_MIN_TRIANGLES = 4096
 
 
 class EmbreeAccel(RayCaster):
@@ -156,7 +159,7 @@ class EmbreeRenderer:
             from .embree_bridge import BUILD_QUALITY_HIGH, BUILD_QUALITY_MEDIUM, COMPACT_TRI_ACCEL, BridgeAccel
             # the shading tables' index array (int32, checked in range and >= 0) is Embree's
             # index buffer too: one copy of the indices per scene
-            quality = BUILD_QUALITY_HIGH if self._high_quality(level) else BUILD_QUALITY_MEDIUM
+            quality = BUILD_QUALITY_HIGH if self._high_quality(level, len(indices)) else BUILD_QUALITY_MEDIUM
             accel = BridgeAccel(positions, shading.indices, quality=quality,
                                 tri_accel=COMPACT_TRI_ACCEL if self.compact_bvh else None)
         else:
@@ -168,11 +171,13 @@ class EmbreeRenderer:
             accel.native_shading = NativeShading(shading, self.options.pixel_angle)
         return accel
 
-    def _high_quality(self, level: int) -> bool:
-        """Whether a mesh at ``level`` gets Embree's HIGH build: converter LOD levels (small by
-        construction, so the slower build is cheap) on the bridge's default BVH; the full mesh and
-        the compact BVH keep the default build (measurements: ``BRIDGE_LOD_BVH_BYTES_PER_TRI``)."""
-        return self.engine == "bridge" and not self.compact_bvh and level >= 0
+    def _high_quality(self, level: int, num_triangles: int) -> bool:
+        """Whether a mesh at ``level`` gets Embree's HIGH build: converter LOD levels (small next to
+        the full mesh, so the slower build is cheap) of at least ``LOD_HIGH_MIN_TRIANGLES`` on the
+        bridge's default BVH; the full mesh and the compact BVH keep the default build
+        (measurements: ``BRIDGE_LOD_BVH_BYTES_PER_TRI``)."""
+        return self.engine == "bridge" and not self.compact_bvh and level >= 0 \
+            and num_triangles >= LOD_HIGH_MIN_TRIANGLES
 
     def accel_breakdown(self, num_vertices: int, num_triangles: int, level: int = -1) -> dict[str, int]:
         """Estimated bytes ``prepare`` adds for a mesh of this size (at converter LOD ``level``;
@@ -180,7 +185,7 @@ class EmbreeRenderer:
         shading tables' indices)."""
         if self.engine == "bridge":
             per_tri = BRIDGE_COMPACT_BVH_BYTES_PER_TRI if self.compact_bvh else BRIDGE_BVH_BYTES_PER_TRI
-            if self._high_quality(level):
+            if self._high_quality(level, num_triangles):
                 per_tri = BRIDGE_LOD_BVH_BYTES_PER_TRI
             return {"bvh": per_tri * num_triangles, "geometry": 12 * num_vertices + 4}
         return {"bvh": EMBREE_BYTES_PER_TRI * num_triangles, "geometry": EMBREE_BYTES_PER_VERT * num_vertices}

@@ -10,7 +10,9 @@ Per scene: ``convert_scene(..., ConvertOptions(lod=errors))``; the loader (``sce
 Embree renderer, 64x64 HFOV 90, ``lod="auto"`` and ``"full"``) gives the charged bytes and the
 level chosen; per level (``packed_scene.read_lod_level``): triangles, depth error over pixels
 both hit (median in metres, p95 relative to the depth), depth fps of the level's / the full
-mesh's raw Embree BVH (bridge, default BVH, one thread, interleaved rounds). Depth error: over
+mesh's raw Embree BVH (bridge, one thread, interleaved rounds; the level built as the renderer
+builds it, Embree's HIGH quality from ``LOD_HIGH_MIN_TRIANGLES`` on, and at the default quality; the full mesh at the
+default, as files without LODs are built) and the build times (median of 3). Depth error: over
 the cameras that see no surface closer than the agent radius (0.1 m; random positions in a
 scan's bounds fall inside walls too). Real meshes: ReplicaCAD objects from ../shared/datasets (cameras on a ring
 around them) and habitat-sim's test stage from ../shared/assets; skipped when absent.
@@ -78,7 +80,8 @@ def measure(name, kind, path, dec, rounds, agents):
     from bps_assets.packed_scene import read_lod_level, read_packed_scene
     from bps_runtime.render import RenderOptions
     from bps_runtime.render.camera import camera_directions, rotation_matrices
-    from bps_runtime.render.embree_bridge import BridgeAccel
+    from bps_runtime.render.embree import LOD_HIGH_MIN_TRIANGLES
+    from bps_runtime.render.embree_bridge import BUILD_QUALITY_HIGH, BUILD_QUALITY_MEDIUM, BridgeAccel
     from bps_runtime.scenes.levels import header_level
 
     opts = RenderOptions(resolution=(64, 64), threads=1)
@@ -87,7 +90,8 @@ def measure(name, kind, path, dec, rounds, agents):
     dirs = camera_directions(opts)
     org, yaw = cameras(kind, full_ps.positions, agents, np.random.default_rng(0))
     rot = rotation_matrices(yaw)
-    full = BridgeAccel(np.asarray(full_ps.positions, np.float32), np.asarray(full_ps.indices, np.uint32))
+    fp, fi = np.asarray(full_ps.positions, np.float32), np.asarray(full_ps.indices, np.uint32)
+    full, t_full = _built(lambda: BridgeAccel(fp, fi))
     b_full, _ = charged(path, "full")
     b_auto, t_auto = charged(path, "auto")
     out = {"scene": name, "triangles": int(len(full_ps.indices)), "decoded_bytes": dec,
@@ -97,7 +101,11 @@ def measure(name, kind, path, dec, rounds, agents):
            "resident_chosen_over_full": round(b_auto / b_full, 3), "levels": []}
     for i, x in enumerate(levels):
         lv = read_lod_level(path, i)
-        acc = {"full": full, "lod": BridgeAccel(np.asarray(lv.positions, np.float32), np.asarray(lv.indices, np.uint32))}
+        lp, li = np.asarray(lv.positions, np.float32), np.asarray(lv.indices, np.uint32)
+        q = BUILD_QUALITY_HIGH if len(li) >= LOD_HIGH_MIN_TRIANGLES else BUILD_QUALITY_MEDIUM   # as the renderer
+        high, t_high = _built(lambda: BridgeAccel(lp, li, quality=q))
+        medium, t_medium = _built(lambda: BridgeAccel(lp, li))
+        acc = {"full": full, "lod": high, "lod_default_build": medium}
         z, times = {}, {k: [] for k in acc}
         for rd in range(rounds + 1):
             for k in (list(acc) if rd % 2 else list(acc)[::-1]):
@@ -119,8 +127,27 @@ def measure(name, kind, path, dec, rounds, agents):
             "cameras_kept": int((near >= NEAR).sum()), "pixels_compared": int(both.sum()), "pixels_hit_only_one": int((((z["full"] > 0) != (z["lod"] > 0)) & keep).sum()),
             "depth_err_median_m": round(float(np.median(d)), 5) if d.size else None,
             "depth_err_p95_rel": round(float(np.percentile(d / z["full"][both], 95)), 5) if d.size else None,
-            "depth_fps_lod_over_full": round(float(np.median(np.array(times["full"]) / np.array(times["lod"]))), 3)})
+            "high_build": q == BUILD_QUALITY_HIGH, "depth_equal_to_default_build": bool(np.array_equal(z["lod"], z["lod_default_build"])),
+            "depth_fps_lod_over_full": _ratio(times, "lod"),
+            "depth_fps_lod_default_build_over_full": _ratio(times, "lod_default_build"),
+            "build_ms_full": round(t_full * 1e3, 1), "build_ms_lod": round(t_high * 1e3, 2),
+            "build_ms_lod_default_build": round(t_medium * 1e3, 2)})
     return out
+
+
+def _built(make, n=3):
+    """(the last of ``n`` builds, their median seconds)."""
+    ts = []
+    for _ in range(n):
+        t = time.perf_counter()
+        acc = make()
+        ts.append(time.perf_counter() - t)
+    return acc, float(np.median(ts))
+
+
+def _ratio(times, k):
+    """Median over rounds of the full mesh's frame time / ``k``'s."""
+    return round(float(np.median(np.array(times["full"]) / np.array(times[k]))), 3)
 
 
 def main(argv=None):

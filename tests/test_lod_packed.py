@@ -112,6 +112,32 @@ def test_level_choice_follows_the_pixel_footprint(scan):
         RenderOptions(lod="coarse")
 
 
+def test_declared_view_cameras_refine_the_level_and_undeclared_ones_do_not(scan):
+    """render_view renders the resident level: a declared finer goal camera picks a level fit for
+    it; the sensor alone (no declared camera, or a coarser one) keeps today's choice."""
+    from bps_runtime.scenes.loader import SceneLoader, SceneSource
+
+    _, with_lod, _ = scan
+    hdr = read_packed_scene(with_lod, ["tri_material"]).header
+    sensor = dict(resolution=(16, 16), threads=1)
+    assert level_for(RenderOptions(**sensor), hdr) == 1
+    assert level_for(RenderOptions(**sensor, view_cameras=(((16, 16), 90.0),)), hdr) == 1
+    assert level_for(RenderOptions(**sensor, view_cameras=(((8, 8), 90.0),)), hdr) == 1      # coarser
+    assert level_for(RenderOptions(**sensor, view_cameras=(((64, 64), 90.0),)), hdr) == 0    # 2.45 cm
+    assert level_for(RenderOptions(**sensor, view_cameras=(((8, 8), 90.0), ((512, 512), 90.0))), hdr) == -1
+    assert level_for(RenderOptions(**sensor, view_cameras=(((64, 64), 10.0),)), hdr) == -1   # narrow: 0.27 cm
+    # the loader reads the level the finest declared camera needs
+    tri = {}
+    for views in ((), (((64, 64), 90.0),)):
+        r = make_renderer("embree", RenderOptions(**sensor, view_cameras=views))
+        loader = SceneLoader(r, threads=1)
+        tri[views] = loader.submit(SceneSource("s", str(with_lod))).result().num_triangles
+        loader.close()
+        r.close()
+    levels = hdr["lods"]["levels"]
+    assert tri[()] == levels[1]["triangles"] and tri[(((64, 64), 90.0),)] == levels[0]["triangles"]
+
+
 def test_chosen_level_depth_and_semantics_match_the_full_mesh(scan):
     _, with_lod, _ = scan
     full = read_packed_scene(with_lod)
@@ -158,6 +184,48 @@ def test_loader_makes_only_the_chosen_level_resident(scan):
     assert auto.num_triangles == n0 and full.num_triangles == len(read_packed_scene(with_lod, ["indices"]).indices)
     assert auto.nbytes < 0.5 * full.nbytes, (auto.nbytes, full.nbytes)
     assert auto.semantics is not None and len(auto.semantics) == len(full.semantics)
+
+
+def _load_all(cases):
+    """{name: LoadedScene} of (name, path, lod) through the loader, Embree bridge, 64x64."""
+    from bps_runtime.scenes.loader import SceneLoader, SceneSource
+
+    got = {}
+    for name, path, lod in cases:
+        r = make_renderer("embree", RenderOptions(resolution=(64, 64), threads=1, lod=lod), engine="bridge")
+        loader = SceneLoader(r, threads=1)
+        got[name] = loader.submit(SceneSource("s", str(path))).result()
+        loader.close()
+        r.close()
+    return got
+
+
+def test_levels_get_embree_high_builds_charged_as_measured_and_full_meshes_keep_theirs(scan, monkeypatch):
+    """A converter level's BVH is Embree's HIGH build (spatial splits: faster on simplified
+    meshes) charged at its measured bytes; the full mesh, with or without LODs, and levels too
+    small to gain keep the default."""
+    pytest.importorskip("bps_runtime.render._embree_bridge")
+    from bps_runtime.render import embree
+    from bps_runtime.render.embree import BRIDGE_BVH_BYTES_PER_TRI, BRIDGE_LOD_BVH_BYTES_PER_TRI
+    from bps_runtime.render.embree_bridge import BUILD_QUALITY_HIGH, BUILD_QUALITY_MEDIUM
+    from bps_runtime.scenes.footprint import packed_scene_footprint
+
+    plain, with_lod, _ = scan
+    small = _load_all([("level", with_lod, "auto")])["level"]
+    assert small.num_triangles < embree.LOD_HIGH_MIN_TRIANGLES          # this scan's level is small:
+    assert small.accel.quality == BUILD_QUALITY_MEDIUM                  # the default build
+    assert small.footprint["bvh"] == BRIDGE_BVH_BYTES_PER_TRI * small.num_triangles
+    monkeypatch.setattr(embree, "LOD_HIGH_MIN_TRIANGLES", 1)
+    got = _load_all([("level", with_lod, "auto"), ("full", with_lod, "full"), ("plain", plain, "auto")])
+    assert got["level"].accel.quality == BUILD_QUALITY_HIGH
+    assert got["full"].accel.quality == got["plain"].accel.quality == BUILD_QUALITY_MEDIUM
+    for name, per_tri in (("level", BRIDGE_LOD_BVH_BYTES_PER_TRI), ("full", BRIDGE_BVH_BYTES_PER_TRI),
+                          ("plain", BRIDGE_BVH_BYTES_PER_TRI)):
+        assert got[name].footprint["bvh"] == per_tri * got[name].num_triangles, name
+    # bps-assets info charges what the default sensor loads: the level, against the full scan
+    info = packed_scene_footprint(str(with_lod))
+    assert info["embree"]["bvh"] == got["level"].footprint["bvh"]
+    assert info["decoded_scan"] == packed_scene_footprint(str(plain))["decoded_scan"]
 
 
 def _rewrite(src: Path, dst: Path, header=None, drop=(), add=None):

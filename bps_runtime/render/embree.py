@@ -54,6 +54,15 @@ EMBREE_BYTES_PER_VERT = 16
 # shading tables' indices, which Embree reads in place
 BRIDGE_BVH_BYTES_PER_TRI = 72
 BRIDGE_COMPACT_BVH_BYTES_PER_TRI = 46
+# a converter LOD level's BVH, built at Embree's HIGH quality with up to 8 references per
+# triangle (``embree_bridge.DEVICE_CONFIG``): RSS growth per build of 966-12,094-triangle
+# levels 75-97 B/triangle, up to 232 on the sliver-rich apartment (65-73 at the default
+# quality); the charge is the largest measured, rounded up (docs/PERFORMANCE.md "Converter LODs
+# end to end")
+BRIDGE_LOD_BVH_BYTES_PER_TRI = 240
+# levels smaller than this keep the default build: a few BVH nodes, nothing for splits to win
+# (levels of 148-2,212 triangles: 0.9-1.4x either way, noise) and 72 B/triangle, not 240
+LOD_HIGH_MIN_TRIANGLES = 4096
 
 
 class EmbreeAccel(RayCaster):
@@ -141,16 +150,18 @@ class EmbreeRenderer:
         self._pool = ThreadPoolExecutor(options.threads, thread_name_prefix="bps-embree") if options.threads > 1 else None
 
     # -- residency (called by the scene cache / loader)
-    def prepare(self, shading: ShadingData, positions: np.ndarray, indices: np.ndarray):
+    def prepare(self, shading: ShadingData, positions: np.ndarray, indices: np.ndarray, level: int = -1):
         """Build a scene's BVH (the bridge's or embreex's) plus the shading state the chosen shading
-        needs; runs on loader threads. CorruptFileError when the shading tables are for another mesh."""
+        needs; runs on loader threads. CorruptFileError when the shading tables are for another mesh.
+        ``level`` >= 0: the mesh is that converter LOD level (``_high_quality``); -1: the full mesh."""
         shading.check_geometry(len(positions), len(indices))
         if self.engine == "bridge":
-            from .embree_bridge import BridgeAccel
+            from .embree_bridge import BUILD_QUALITY_HIGH, BUILD_QUALITY_MEDIUM, COMPACT_TRI_ACCEL, BridgeAccel
             # the shading tables' index array (int32, checked in range and >= 0) is Embree's
             # index buffer too: one copy of the indices per scene
-            from .embree_bridge import COMPACT_TRI_ACCEL
-            accel = BridgeAccel(positions, shading.indices, tri_accel=COMPACT_TRI_ACCEL if self.compact_bvh else None)
+            quality = BUILD_QUALITY_HIGH if self._high_quality(level, len(indices)) else BUILD_QUALITY_MEDIUM
+            accel = BridgeAccel(positions, shading.indices, quality=quality,
+                                tri_accel=COMPACT_TRI_ACCEL if self.compact_bvh else None)
         else:
             accel = EmbreeAccel(positions, indices)
         if self.shading == "warp":
@@ -160,11 +171,22 @@ class EmbreeRenderer:
             accel.native_shading = NativeShading(shading, self.options.pixel_angle)
         return accel
 
-    def accel_breakdown(self, num_vertices: int, num_triangles: int) -> dict[str, int]:
-        """Estimated bytes ``prepare`` adds for a mesh of this size: "bvh" (Embree's) and
-        "geometry" (vertex / index copies beyond the shading tables' indices)."""
+    def _high_quality(self, level: int, num_triangles: int) -> bool:
+        """Whether a mesh at ``level`` gets Embree's HIGH build: converter LOD levels (small next to
+        the full mesh, so the slower build is cheap) of at least ``LOD_HIGH_MIN_TRIANGLES`` on the
+        bridge's default BVH; the full mesh and the compact BVH keep the default build
+        (measurements: ``BRIDGE_LOD_BVH_BYTES_PER_TRI``)."""
+        return self.engine == "bridge" and not self.compact_bvh and level >= 0 \
+            and num_triangles >= LOD_HIGH_MIN_TRIANGLES
+
+    def accel_breakdown(self, num_vertices: int, num_triangles: int, level: int = -1) -> dict[str, int]:
+        """Estimated bytes ``prepare`` adds for a mesh of this size (at converter LOD ``level``;
+        -1: the full mesh): "bvh" (Embree's) and "geometry" (vertex / index copies beyond the
+        shading tables' indices)."""
         if self.engine == "bridge":
             per_tri = BRIDGE_COMPACT_BVH_BYTES_PER_TRI if self.compact_bvh else BRIDGE_BVH_BYTES_PER_TRI
+            if self._high_quality(level, num_triangles):
+                per_tri = BRIDGE_LOD_BVH_BYTES_PER_TRI
             return {"bvh": per_tri * num_triangles, "geometry": 12 * num_vertices + 4}
         return {"bvh": EMBREE_BYTES_PER_TRI * num_triangles, "geometry": EMBREE_BYTES_PER_VERT * num_vertices}
 
@@ -180,10 +202,10 @@ class EmbreeRenderer:
         from .embree_instances import InstancedAccel
         return InstancedAccel([(a, a.native_shading, m, o) for a, m, o in parts])
 
-    def accel_bytes(self, num_vertices: int, num_triangles: int) -> int:
+    def accel_bytes(self, num_vertices: int, num_triangles: int, level: int = -1) -> int:
         """Estimated bytes of Embree's BVH and geometry copies for a mesh of this size (what the
         scene cache charges beyond the shading tables)."""
-        return sum(self.accel_breakdown(num_vertices, num_triangles).values())
+        return sum(self.accel_breakdown(num_vertices, num_triangles, level).values())
 
     def attach(self, scene_index: int, shading: ShadingData, accel: EmbreeAccel) -> None:
         """Make ``scene_index`` renderable with a prepared accel (replacing any scene under that id)."""

@@ -27,11 +27,19 @@ from bps_assets.errors import BpsError, ConfigError, CorruptFileError, MissingDe
 
 # rtcSetSceneBuildQuality: RTC_BUILD_QUALITY_MEDIUM is Embree's default (what embreex uses)
 BUILD_QUALITY_MEDIUM = 1
+# RTC_BUILD_QUALITY_HIGH: SAH with spatial splits, for converter LOD levels (``EmbreeRenderer.
+# prepare``): their long simplified triangles overlap many boxes unsplit
+BUILD_QUALITY_HIGH = 2
 # rtcSetSceneFlags: COMPACT makes Embree keep vertex indices in its leaves (reading our shared
 # vertex buffer) instead of copies of the triangles' vertices
 SCENE_FLAG_NONE = 0
 SCENE_FLAG_COMPACT = 2
-DEVICE_CONFIG = "threads=1"
+# max_spatial_split_replications: how many triangle references HIGH builds may make per triangle
+# (Embree's default 2): 8 lets spatial splits cut every long sliver of a simplified level
+# (apartment 1 cm level: 1.8-2.2x the full mesh's depth fps vs 1.4-1.7x at the default, for
+# 2.8x its BVH bytes; docs/PERFORMANCE.md "Converter LODs end to end"). Default (MEDIUM) builds,
+# i.e. every full mesh, make no spatial splits, so their BVH is unchanged.
+DEVICE_CONFIG = "threads=1,max_spatial_split_replications=8"
 # A smaller triangle BVH: 8-wide nodes over leaves of 4 indexed triangles (Triangle4i), which
 # read our shared vertex buffer, instead of Embree's default for static scenes (bvh8.triangle4:
 # leaves holding copies of each triangle's vertices): 40-44 vs 66-69 B/triangle, the same hits,
@@ -236,6 +244,7 @@ class BridgeAccel:
         if self._triangles.size and int(self._triangles.max()) >= nv:
             raise EmbreeError(None, f"triangle index {int(self._triangles.max())} out of range for {nv} vertices")
         self.nbytes = self._vertices.nbytes + self._triangles.nbytes
+        self.quality = int(quality)   # the Embree build quality asked for
         if self.num_triangles:
             dev = b.device_for(tri_accel)
             scene = self._lib.bps_scene_build(dev, _ptr(self._vertices), nv, _ptr(self._triangles),

@@ -127,7 +127,9 @@ class Renderer(Protocol):
 
     def prepare(self, shading: ShadingData, positions: np.ndarray, indices: np.ndarray) -> Any:
         """Build a scene's acceleration structure (and device copies) from its shading tables and
-        mesh; called on loader threads, so nothing here may hold the GIL for long."""
+        mesh; called on loader threads, so nothing here may hold the GIL for long. A mesh that is
+        a converter LOD level is passed with keyword ``level`` (>= 0; ``accel_breakdown`` /
+        ``accel_bytes`` get it too): a renderer may build such small meshes differently."""
 
     def accel_bytes(self, num_vertices: int, num_triangles: int) -> int:
         """Estimated bytes ``prepare`` allocates for a mesh of this size (charged by the scene cache)."""

@@ -192,14 +192,15 @@ class WarpRenderer:
         self._grow_table(TABLE_START)
         self._view_dirs: OrderedDict = OrderedDict()   # (resolution, hfov) -> device ray table
 
-    def prepare(self, shading: ShadingData, positions: np.ndarray, indices: np.ndarray) -> WarpScene:
+    def prepare(self, shading: ShadingData, positions: np.ndarray, indices: np.ndarray, level: int = -1) -> WarpScene:
         """Upload a scene's mesh (and build its BVH) and shading tables to the renderer's device;
-        CorruptFileError when the tables are for another mesh."""
+        CorruptFileError when the tables are for another mesh. ``level`` (a converter LOD's): the
+        same build for every level."""
         shading.check_geometry(len(positions), len(indices))
         return WarpScene(self._wp, self._wdev, shading, positions, indices)
 
-    def accel_breakdown(self, num_vertices: int, num_triangles: int) -> dict[str, int]:
-        """``warp_accel_breakdown``: what ``prepare`` adds beyond the shading tables."""
+    def accel_breakdown(self, num_vertices: int, num_triangles: int, level: int = -1) -> dict[str, int]:
+        """``warp_accel_breakdown``: what ``prepare`` adds beyond the shading tables (any ``level``)."""
         return warp_accel_breakdown(num_vertices, num_triangles)
 
     instancing = True   # composed scenes: warp_instances (a top-level wp.Bvh over shared asset meshes)
@@ -210,8 +211,8 @@ class WarpRenderer:
         from .warp_instances import WarpInstances
         return WarpInstances(self._wp, self._wdev, parts)
 
-    def accel_bytes(self, num_vertices: int, num_triangles: int) -> int:
-        """Estimated device bytes of a scene's points and Warp BVH."""
+    def accel_bytes(self, num_vertices: int, num_triangles: int, level: int = -1) -> int:
+        """Estimated device bytes of a scene's points and Warp BVH (any ``level``)."""
         return sum(self.accel_breakdown(num_vertices, num_triangles).values())
 
     def attach(self, scene_index: int, shading: ShadingData, accel: WarpScene) -> None:

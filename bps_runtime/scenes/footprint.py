@@ -25,15 +25,23 @@ GEOMETRY_TABLES = ("indices",)
 
 
 def scene_footprint(shading: ShadingData, renderer: Any, num_vertices: int, num_triangles: int,
-                    navigation_bytes: int = 0) -> dict[str, int]:
-    """The bytes a resident scene holds, by part (see the module docstring)."""
+                    navigation_bytes: int = 0, level: int = -1) -> dict[str, int]:
+    """The bytes a resident scene holds, by part (see the module docstring); ``level`` >= 0: the
+    mesh is that converter LOD level (``lod_kwargs``)."""
     arrays = shading.arrays()
     textures = sum(a.nbytes for k, a in arrays.items() if k in TEXTURE_TABLES)
     geometry = sum(a.nbytes for k, a in arrays.items() if k in GEOMETRY_TABLES)
-    accel = dict(renderer.accel_breakdown(num_vertices, num_triangles))
+    accel = dict(renderer.accel_breakdown(num_vertices, num_triangles, **lod_kwargs(level)))
     return {"bvh": int(accel.get("bvh", 0)), "geometry": geometry + int(accel.get("geometry", 0)),
             "shading": shading.nbytes - textures - geometry, "textures": textures,
             "navigation": int(navigation_bytes)}
+
+
+def lod_kwargs(level: int) -> dict:
+    """The keyword a renderer's ``prepare`` / ``accel_breakdown`` gets for a converter LOD
+    ``level`` (``render.protocol.Renderer.prepare``); none for the full mesh, so a file without
+    LODs takes exactly the call it always took."""
+    return {"level": int(level)} if level >= 0 else {}
 
 
 def navmesh_nbytes(nav: Any) -> int:
@@ -70,7 +78,8 @@ def packed_scene_footprint(path: str, navmesh_path: str | None = None) -> dict:
     """What a packed scene would hold resident for the default sensor (64x64 depth / RGB), by part,
     under the Embree renderer (CPU) and the Warp backend's estimate (GPU), beside its decoded
     size: {"decoded_scan": int, "embree": {...}, "warp": {...}} (footprints as ``scene_footprint``;
-    a composed scene: ``cache.composed_footprint``). Reads the file (and the navmesh, if given)."""
+    a composed scene: ``cache.composed_footprint``; a file with converter LODs: the level that
+    sensor loads). Reads the file (and the navmesh, if given)."""
     from bps_assets.packed_scene import read_packed_scene
 
     from ..render.embree import EmbreeRenderer
@@ -78,9 +87,10 @@ def packed_scene_footprint(path: str, navmesh_path: str | None = None) -> dict:
     from ..render.protocol import RenderOptions
     from ..render.shading_data import build_shading_data
     from ..render.warp_backend import warp_accel_breakdown
+    from .levels import read_for_sensor
 
-    ps = read_packed_scene(path)
     opts = RenderOptions(threads=1)
+    ps = read_for_sensor(path, opts)
     sd = sensor_mips(build_shading_data(ps, path), opts)
     nav = 0
     if navmesh_path:
@@ -89,12 +99,17 @@ def packed_scene_footprint(path: str, navmesh_path: str | None = None) -> dict:
     nv, nt = int(ps.positions.shape[0]), int(ps.indices.shape[0])
     r = EmbreeRenderer(opts)
     try:
-        cpu = scene_footprint(sd, r, nv, nt, nav)
+        cpu = scene_footprint(sd, r, nv, nt, nav, ps.lod)
     finally:
         r.close()
 
     class _Warp:
-        accel_breakdown = staticmethod(warp_accel_breakdown)
+        @staticmethod
+        def accel_breakdown(nv, nt, level=-1):
+            """The Warp backend's estimate (the same build at every level)."""
+            return warp_accel_breakdown(nv, nt)
 
-    return {"decoded_scan": decoded_scan_bytes(ps), "embree": cpu, "warp": scene_footprint(sd, _Warp, nv, nt, nav)}
+    full = ps if ps.lod < 0 else read_packed_scene(path)   # the yardstick: the full scan decoded
+    return {"decoded_scan": decoded_scan_bytes(full), "embree": cpu,
+            "warp": scene_footprint(sd, _Warp, nv, nt, nav, ps.lod)}
 

@@ -1,9 +1,11 @@
 """Which converter LOD a scene is loaded at (docs/FORMAT.md 5.8), and the read of that level.
 
 ``RenderOptions.lod == "auto"`` (the default): the coarsest level whose geometric error is at
-most one pixel's footprint at ``REFERENCE_DISTANCE`` (the sensor's HFOV / width in radians,
-times 1 m: 64 px at HFOV 90 -> 2.45 cm, so a 1 cm level is taken, a 5 cm one is not). Only that
-level's geometry is read and made resident. A file without LODs, or ``lod == "full"``, is read
+most one pixel's footprint at ``REFERENCE_DISTANCE`` (HFOV / width in radians, times 1 m: 64 px
+at HFOV 90 -> 2.45 cm, so a 1 cm level is taken, a 5 cm one is not), the pixel being the finest
+of the sensor's and of the declared ``RenderOptions.view_cameras`` (``render_view`` renders the
+resident level: a declared finer goal camera gets a level fit for it; an undeclared one gets
+the sensor's). Only that level's geometry is read and made resident. A file without LODs, or ``lod == "full"``, is read
 exactly as ``read_packed_scene`` reads it. The navmesh never depends on the level (it is built
 from the full mesh at preprocess time).
 """
@@ -23,8 +25,14 @@ def level_for(options, header: dict, path: str = "") -> int:
     if options.lod == "full" or lod_section.HEADER_KEY not in header:
         return -1
     errors = [x["max_error"] for x in lod_section.levels(path, header)]
-    return lod_section.choose_level(errors, lod_section.pixel_footprint(
-        options.hfov_deg, options.resolution[1], REFERENCE_DISTANCE))
+    return lod_section.choose_level(errors, footprint(options))
+
+
+def footprint(options) -> float:
+    """Metres the finest pixel of the sensor and of the declared view cameras spans at
+    ``REFERENCE_DISTANCE`` (the bound a level's error must meet)."""
+    cams = [(options.resolution, options.hfov_deg), *options.view_cameras]
+    return min(lod_section.pixel_footprint(hfov, res[1], REFERENCE_DISTANCE) for res, hfov in cams)
 
 
 def header_level(path: str | os.PathLike, options) -> int:

@@ -31,7 +31,7 @@ from ..render.mips import sensor_mips
 from ..render.shading_data import ShadingData, build_shading_data
 from .budget import LoadCancelled, NoRoom
 from .checks import Expected, check_files, check_navmesh, check_scene_header
-from .footprint import navmesh_nbytes, scene_footprint
+from .footprint import lod_kwargs, navmesh_nbytes, scene_footprint
 from .levels import header_level, read_for_sensor
 from ..threads import lower_priority
 
@@ -219,11 +219,12 @@ class SceneLoader:
             if nav is not None:
                 check_navmesh(source, nav, header)
             nv, nt = int(ps.positions.shape[0]), int(ps.indices.shape[0])
-            footprint = scene_footprint(sd, self.renderer, nv, nt, navmesh_nbytes(nav))
+            level = ps.lod if self.reader is _default_reader else -1   # a custom reader's: the full mesh
+            footprint = scene_footprint(sd, self.renderer, nv, nt, navmesh_nbytes(nav), level)
             nbytes = sum(footprint.values())
             ticket = self._reserve(source, nbytes, reserve)
             self._enter_stage(scene_id, "building the renderer's acceleration structure")
-            accel = self.renderer.prepare(sd, ps.positions, ps.indices)
+            accel = self.renderer.prepare(sd, ps.positions, ps.indices, **lod_kwargs(level))
             # last: a load that fails before this prepares nothing (no navigation to free, no
             # episode-supply visit counted, so the episodes of the scene's next visit do not depend on it)
             prepared = self.prepare(scene_id, nav) if self.prepare is not None and nav is not None else None
@@ -275,7 +276,7 @@ class SceneLoader:
             nv, nt = int(stage.positions.shape[0]), int(stage.indices.shape[0])
             table_bytes = sum(a.nbytes for a in (table.asset, table.transform, table.semantic, table.category,
                                                  table.motion, table.group))
-            footprint = scene_footprint(sd, self.renderer, nv, nt, navmesh_nbytes(nav))
+            footprint = scene_footprint(sd, self.renderer, nv, nt, navmesh_nbytes(nav), level)
             footprint["geometry"] += table_bytes   # the instance table (the shared assets: ``asset_bytes``)
             used = sorted(set(table.asset.tolist()))
             self._enter_stage(scene_id, "loading the assets no resident scene holds")
@@ -309,7 +310,7 @@ class SceneLoader:
                 raise self._no_room(source, e, "its stage and instance table", footprint, paths, used, assets) \
                     from None
             self._enter_stage(scene_id, "building the renderer's instance scene")
-            stage_accel = self.renderer.prepare(sd, stage.positions, stage.indices)
+            stage_accel = self.renderer.prepare(sd, stage.positions, stage.indices, **lod_kwargs(level))
             parts = [(stage_accel, np.eye(4), 0)] + [
                 (assets[int(table.asset[i])].accel, table.transform[i], int(table.group[i]) + 1)
                 for i in range(table.count)]

@@ -59,7 +59,7 @@ class StepGate:
         self.futures.append(fut)
         return fut
 
-    def __call__(self, path):
+    def __call__(self, path, *options):
         with self.cv:
             if self.armed:
                 due = self.now + self.steps
@@ -71,7 +71,7 @@ class StepGate:
                         break
                     self.cv.wait(0.05)
                 self.dues.remove(due)
-        return self.read(path)
+        return self.read(path, *options)
 
     def in_step(self, began: bool):
         with self.cv:

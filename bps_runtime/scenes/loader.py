@@ -91,7 +91,11 @@ class LoadFailure:
         return self.source.scene_id
 
 
-def _default_reader(path):
+def _default_reader(path, options=None):
+    """The packed scene at ``path``; with the renderer's ``options``, at the converter LOD level
+    they select (``levels.read_for_sensor``; a file without levels: the full mesh)."""
+    if options is not None:
+        return read_for_sensor(path, options)
     from bps_assets.packed_scene import read_packed_scene
     return read_packed_scene(path)
 
@@ -168,6 +172,9 @@ class SceneLoader:
         self.renderer = renderer
         self.device = str(device)
         self.reader = reader or _default_reader
+        # the default reader (reader=None) is given the renderer's options: it reads LOD levels and
+        # composed scenes; a caller's reader(path) returns the scene it means, loaded as it is
+        self._default_read = reader is None
         self.navmesh_loader = navmesh_loader or _default_navmesh_loader
         self._release = release
         self.prepare = prepare
@@ -198,11 +205,11 @@ class SceneLoader:
         try:
             self._enter_stage(scene_id, "checking its files against the manifest")
             check_files(source)
-            if self.reader is _default_reader and self.renderer.instancing \
+            if self._default_read and self.renderer.instancing \
                     and _is_composed(source.scene_path):
                 return self._load_composed(source, reserve, t0)
             self._enter_stage(scene_id, "reading the packed scene")
-            ps = (read_for_sensor(source.scene_path, self.renderer.options) if self.reader is _default_reader
+            ps = (self.reader(source.scene_path, self.renderer.options) if self._default_read
                   else self.reader(source.scene_path))
             header = dict(ps.header or {})
             if "expanded" in header and not self.renderer.instancing:
@@ -219,7 +226,7 @@ class SceneLoader:
             if nav is not None:
                 check_navmesh(source, nav, header)
             nv, nt = int(ps.positions.shape[0]), int(ps.indices.shape[0])
-            level = ps.lod if self.reader is _default_reader else -1   # a custom reader's: the full mesh
+            level = getattr(ps, "lod", -1) if self._default_read else -1   # a caller's reader: the full mesh
             footprint = scene_footprint(sd, self.renderer, nv, nt, navmesh_nbytes(nav), level)
             nbytes = sum(footprint.values())
             ticket = self._reserve(source, nbytes, reserve)

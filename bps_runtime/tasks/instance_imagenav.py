@@ -24,7 +24,7 @@ from . import goalnav
 from ..episodes.dataset import DatasetEpisodes, EpisodeGoal
 from ..episodes.supply import DEFAULTS as SUPPLY_DEFAULTS, SupplyOptions, _SceneState
 from .goal_encoders import ImageGoalEncoder
-from .goal_images import DEFAULT_BUDGET_BYTES, GoalImages
+from .goal_images import DEFAULT_BUDGET_BYTES, GoalImages, check_budget
 from .goalnav import (OUTCOME, SCHEMA, STAGING, Out, Params, State, apply_refills, begin_kernel, episode_info,
                       info, max_move, step_kernel)
 from .objectnav_episodes import check_dataset
@@ -42,7 +42,7 @@ TaskOptions = options_class(
     success_distance=0.1, max_episode_steps=1000, slack_reward=-0.01, success_reward=2.5,
     agent_height=1.41, agent_radius=0.17,
     # goal images kept for reuse (tasks/goal_images.py; 0: none): a memory budget, not a task rule
-    resources={"goal_cache_bytes": (int, DEFAULT_BUDGET_BYTES)})
+    resources={"goal_cache_bytes": (int, DEFAULT_BUDGET_BYTES, check_budget)})
 
 
 # the sensor geometry of habitat's task config (SensorConfig's defaults for this task; its RGB HFOV)

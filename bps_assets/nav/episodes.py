@@ -28,8 +28,8 @@ import numpy as np
 
 from ..container import atomic_write
 from ..errors import ConfigError, InputError, NavError, OutputExistsError, ResourceLimitError
-from ..json_input import parse_json
-from ..readers.guard import read_limited
+from ..readers.guard import iter_limited
+from .episode_stream import stream_document
 from ..habitat_names import habitat_scene_name
 from ..safe_paths import content_scenes_dir
 from .indoor import describe_islands, episode_islands
@@ -351,20 +351,39 @@ def write_split(out_dir: str | os.PathLike, split: str, docs_by_scene: Mapping[s
     return written
 
 
-def read_json(path: Path, what: str = "PointNav"):
-    """A dataset file's JSON document (gzip or plain, size-capped); ``InputError`` unless it is
-    an object with an ``episodes`` list."""
-    raw = read_limited(path, MAX_JSON_BYTES)  # streamed with a running cap (gzip bombs)
-    for key, cap, what_n in ((b'"episode_id"', MAX_EPISODES_PER_FILE, "episodes"),
-                             (b'"agent_state"', MAX_VIEW_POINTS_PER_FILE, "view points")):
-        n = raw.count(key)   # an upper bound (the key could sit inside a string): fast, no parse
-        if n > cap:
-            raise ResourceLimitError(path, f"{n} {what_n} in one file, more than the cap of {cap} "
-                                           "(docs/FORMAT.md); split the file per scene")
-    doc = parse_json(raw, path)
-    if not isinstance(doc, dict) or not isinstance(doc.get("episodes"), list):
+def read_json(path: Path, what: str = "PointNav", items: dict | None = None) -> dict:
+    """A dataset file's top-level members (gzip or plain, size-capped), parsed as a stream
+    (``episode_stream``); ``InputError`` unless it is an object with an ``episodes`` list.
+    ``items``: the members handed to callbacks as they are decoded (``stream_document``), which
+    then come back as None; default: ``episodes`` collected into the returned dict's list."""
+    check_counts(path)
+    eps: list | None = None
+    if items is None:
+        eps = []
+        items = {"episodes": ("list", lambda i, e: eps.append(e))}
+    doc = stream_document(path, what, MAX_JSON_BYTES, items)
+    if "episodes" not in doc or not (doc["episodes"] is None or isinstance(doc["episodes"], list)):
         raise InputError(path, f'not a {what} dataset: expected {{"episodes": [...]}}')
+    if eps is not None and doc["episodes"] is None:
+        doc["episodes"] = eps
     return doc
+
+
+def check_counts(path) -> None:
+    """``ResourceLimitError`` when the file holds more episodes or view points than the caps,
+    counted in the raw text before anything is parsed (upper bounds: a key could sit inside a
+    string), one piece at a time."""
+    keys = ((b'"episode_id"', MAX_EPISODES_PER_FILE, "episodes"),
+            (b'"agent_state"', MAX_VIEW_POINTS_PER_FILE, "view points"))
+    counts, tail = [0] * len(keys), b""
+    for piece in iter_limited(path, MAX_JSON_BYTES, "JSON"):
+        data = tail + piece
+        for k, (key, cap, what_n) in enumerate(keys):
+            counts[k] += data.count(key) - tail.count(key)
+            if counts[k] > cap:
+                raise ResourceLimitError(path, f"{counts[k]} {what_n} in one file, more than the cap of {cap} "
+                                               "(docs/FORMAT.md); split the file per scene")
+        tail = data[-16:]
 
 
 def _vec(v, n: int) -> bool:
@@ -468,17 +487,19 @@ def join_scenes_dir(scenes_dir: str, scene_id: str) -> str:
 
 
 def dataset_files(path: str | os.PathLike, scenes: Iterable[str] | None = None,
-                  what: str = "PointNav") -> list[tuple[Path, dict]]:
+                  what: str = "PointNav", items_for=None) -> list[tuple[Path, dict]]:
     """(file, JSON document) of every file of a habitat v1 dataset, the split file first.
 
     ``path``: the split file (``.../SPLIT/SPLIT.json.gz``), its folder, or one content file.
     When a ``content/`` folder (``content_scenes_path``) sits beside the split file, its
     ``{scene}.json.gz`` files follow (only ``scenes`` if given; a missing one is an
-    ``InputError``); otherwise the split file alone holds the episodes."""
+    ``InputError``); otherwise the split file alone holds the episodes. ``items_for(file)``: the
+    file's streamed members (``read_json``'s ``items``), each file parsed as its turn comes."""
     p = Path(path)
     if p.is_dir():
         p = p / f"{p.name}{SUFFIX}"
-    doc = read_json(p, what)
+    items_for = items_for or (lambda f: None)
+    doc = read_json(p, what, items_for(p))
     wanted = None if scenes is None else set(scenes)
     pattern = doc.get("content_scenes_path", "{data_path}/content/{scene}.json.gz")
     if not isinstance(pattern, str) or "{scene}" not in pattern:
@@ -495,7 +516,7 @@ def dataset_files(path: str | os.PathLike, scenes: Iterable[str] | None = None,
                                           f"{', '.join(sorted(missing))}")
         names = [s for s in names if s in wanted]
     files = [(p, doc)]  # a split file may carry episodes too
-    files += [(f, read_json(f, what)) for f in (content_dir / f"{s}{post}" for s in names)]
+    files += [(f, read_json(f, what, items_for(f))) for f in (content_dir / f"{s}{post}" for s in names)]
     return files
 
 

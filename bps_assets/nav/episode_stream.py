@@ -1,0 +1,170 @@
+"""Episode files parsed as a stream: ``stream_document(path, what, items)`` reads a habitat v1
+episode file (gzip or plain, ``MAX_JSON_BYTES`` decompressed) one top-level member at a time and
+hands each element of the big members to a callback as soon as it is decoded, so the document
+is never whole in memory: neither its text nor its Python object tree.
+
+``items`` maps a top-level key to (shape, callback): ``"list"`` calls ``callback(index, value)``
+per element of a list (``episodes``); ``"map"`` calls ``callback(key, value)`` per member of an
+object (InstanceImageNav's ``goals``); ``"map_of_lists"`` calls ``callback(key, index, value)``
+per element of each member's list (ObjectNav's ``goals_by_category``). Every other member is
+decoded whole and returned in the dict. Each element is decoded by the stdlib's C scanner
+(``json.JSONDecoder.raw_decode``: json.loads' grammar, NaN and big ints included) over a sliding
+window of the text; one element of more than ``MAX_ELEMENT_CHARS`` is a ``ResourceLimitError``.
+Invalid JSON, a non-object document or a repeated streamed key: ``InputError`` naming the file
+and the character offset.
+"""
+from __future__ import annotations
+
+import codecs
+import json
+
+from ..errors import InputError, ResourceLimitError
+from ..readers.guard import iter_limited
+
+MAX_ELEMENT_CHARS = 64 << 20   # one episode or goal (a goal of 20k view points is ~3 MB of JSON)
+_CHUNK = 1 << 20
+_WS = " \t\n\r"
+_MARGIN = 16                   # a token cut at the window's end fails within this many chars of it
+
+
+class _Window:
+    """The decoded text of a file, a sliding window of it at a time."""
+
+    def __init__(self, path, limit: int, what: str):
+        self.path, self.what = path, what
+        self.chunks = iter_limited(path, limit, what, _CHUNK)
+        self.decoder = codecs.getincrementaldecoder("utf-8")()
+        self.buf, self.pos, self.base, self.eof = "", 0, 0, False
+        self.scan = json.JSONDecoder().raw_decode
+
+    def fill(self, start: int) -> bool:
+        """Drop the text before ``start``, read more (at least as much as is held: geometric);
+        False at the end of the file."""
+        if self.eof:
+            return False
+        keep = self.buf[start:]
+        if len(keep) > MAX_ELEMENT_CHARS:
+            raise ResourceLimitError(self.path, f"one value of more than {MAX_ELEMENT_CHARS} characters at char "
+                                                f"{self.base + start} (the cap per episode or goal)")
+        self.base += start
+        self.pos -= start
+        parts, want = [keep], max(_CHUNK, len(keep))
+        got = 0
+        while got < want:
+            raw = next(self.chunks, None)
+            if raw is None:
+                try:
+                    tail = self.decoder.decode(b"", final=True)
+                except UnicodeDecodeError as e:
+                    raise InputError(self.path, f"not valid JSON: not UTF-8 ({e})") from None
+                parts.append(tail)
+                self.eof = True
+                break
+            try:
+                text = self.decoder.decode(raw)
+            except UnicodeDecodeError as e:
+                raise InputError(self.path, f"not valid JSON: not UTF-8 ({e})") from None
+            parts.append(text)
+            got += len(text)
+        self.buf = "".join(parts)
+        return True
+
+    def peek(self) -> str:
+        """The next non-blank character ('' at the end), ``pos`` on it."""
+        while True:
+            n = len(self.buf)
+            while self.pos < n and self.buf[self.pos] in _WS:
+                self.pos += 1
+            if self.pos < n:
+                return self.buf[self.pos]
+            if not self.fill(self.pos):
+                return ""
+
+    def expect(self, chars: str) -> str:
+        c = self.peek()
+        if c == "" or c not in chars:
+            self.bad(f"expected {' or '.join(repr(x) for x in chars)}, found {c or 'the end of the file'!r}")
+        self.pos += 1
+        return c
+
+    def bad(self, msg: str, at: int | None = None):
+        raise InputError(self.path, f"not valid JSON: {msg} at char {self.base + (self.pos if at is None else at)}")
+
+    def value(self):
+        """The JSON value at ``pos`` (decoded whole), ``pos`` after it."""
+        self.peek()
+        while True:
+            try:
+                v, end = self.scan(self.buf, self.pos)
+            except RecursionError:
+                self.bad("nested too deeply (more levels than the parser's recursion limit)")
+            except json.JSONDecodeError as e:
+                cut = e.pos >= len(self.buf) - _MARGIN or e.msg.startswith("Unterminated string")
+                if cut and self.fill(self.pos):
+                    continue
+                self.bad(e.msg, e.pos)
+            if end >= len(self.buf) - _MARGIN and not self.eof and self.fill(self.pos):
+                continue   # a number (or anything) touching the window's end may go on past it
+            self.pos = end
+            return v
+
+    def members(self):
+        """Each key of the object at ``pos`` (its ``{`` consumed here), ``pos`` on its value."""
+        self.expect("{")
+        if self.peek() == "}":
+            self.pos += 1
+            return
+        while True:
+            if self.peek() != '"':
+                self.bad("expected a key (a string)")
+            key = self.value()
+            self.expect(":")
+            yield key
+            if self.expect(",}") == "}":
+                return
+
+    def elements(self):
+        """Yield once per element of the list at ``pos`` (its ``[`` consumed here), ``pos`` on it."""
+        self.expect("[")
+        if self.peek() == "]":
+            self.pos += 1
+            return
+        while True:
+            yield
+            if self.expect(",]") == "]":
+                return
+
+
+def stream_document(path, what: str, limit: int, items: dict) -> dict:
+    """The top-level members of the episode file at ``path`` other than the streamed ones of
+    ``items`` (module docstring); the streamed ones are handed to their callbacks as decoded."""
+    w = _Window(path, limit, what)
+    if w.peek() != "{":
+        raise InputError(path, f'not a {what} dataset: expected {{"episodes": [...]}}')
+    doc, streamed = {}, set()
+    for key in w.members():
+        shape, cb = items.get(key, (None, None))
+        c = w.peek()
+        if shape is None or c != ("[" if shape == "list" else "{"):
+            doc[key] = w.value()   # small, or of the wrong type: decoded whole, checked by the caller
+            continue
+        if key in streamed:
+            w.bad(f"key {key!r} appears twice in the document")
+        streamed.add(key)
+        doc[key] = None   # present; its content went to the callback
+        if shape == "list":
+            for i, _ in enumerate(w.elements()):
+                cb(i, w.value())
+        elif shape == "map":
+            for k in w.members():
+                cb(k, w.value())
+        else:
+            for k in w.members():
+                if w.peek() != "[":
+                    cb(k, None, w.value())   # not a list: the callback names the problem
+                    continue
+                for j, _ in enumerate(w.elements()):
+                    cb(k, j, w.value())
+    if w.peek() != "":
+        w.bad("extra data after the document")
+    return doc

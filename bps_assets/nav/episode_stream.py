@@ -1,17 +1,16 @@
-"""Episode files parsed as a stream: ``stream_document(path, what, items)`` reads a habitat v1
-episode file (gzip or plain, ``MAX_JSON_BYTES`` decompressed) one top-level member at a time and
-hands each element of the big members to a callback as soon as it is decoded, so the document
-is never whole in memory: neither its text nor its Python object tree.
+"""Episode files parsed as a stream: ``stream_document(path, what, limit, items)`` reads a
+habitat v1 episode file (gzip or plain, ``limit`` bytes decompressed) one top-level member at a
+time and hands each element of the big members to a callback as soon as it is decoded: neither
+the document's text nor its Python object tree is ever whole in memory.
 
-``items`` maps a top-level key to (shape, callback): ``"list"`` calls ``callback(index, value)``
-per element of a list (``episodes``); ``"map"`` calls ``callback(key, value)`` per member of an
-object (InstanceImageNav's ``goals``); ``"map_of_lists"`` calls ``callback(key, index, value)``
-per element of each member's list (ObjectNav's ``goals_by_category``). Every other member is
-decoded whole and returned in the dict. Each element is decoded by the stdlib's C scanner
-(``json.JSONDecoder.raw_decode``: json.loads' grammar, NaN and big ints included) over a sliding
-window of the text; one element of more than ``MAX_ELEMENT_CHARS`` is a ``ResourceLimitError``.
-Invalid JSON, a non-object document or a repeated streamed key: ``InputError`` naming the file
-and the character offset.
+``items``: top-level key -> (shape, callback). ``"list"``: ``callback(index, value)`` per element
+(``episodes``; ``"list+text"``: ``callback(index, value, its JSON text)``); ``"map"``: ``callback(key, value)`` per member (InstanceImageNav's ``goals``);
+``"map_of_lists"``: ``callback(key, index, value)`` per element of each member's list (ObjectNav's
+``goals_by_category``; ``callback(key, None, value)`` for a member not a non-empty list). Other
+members are decoded whole and returned; a streamed one is returned as ``STREAMED``. Elements are
+decoded by the stdlib's C scanner (``JSONDecoder.raw_decode``: json.loads' grammar) over a sliding
+window; one of more than ``MAX_ELEMENT_CHARS`` is a ``ResourceLimitError``. Invalid JSON, a
+non-object document, a repeated streamed key: ``InputError`` naming the file and char offset.
 """
 from __future__ import annotations
 
@@ -22,9 +21,10 @@ from ..errors import InputError, ResourceLimitError
 from ..readers.guard import iter_limited
 
 MAX_ELEMENT_CHARS = 64 << 20   # one episode or goal (a goal of 20k view points is ~3 MB of JSON)
-_CHUNK = 1 << 20
+_CHUNK = 8 << 20              # text read at a time: an element across a boundary is decoded twice
 _WS = " \t\n\r"
 _MARGIN = 16                   # a token cut at the window's end fails within this many chars of it
+STREAMED = type("Streamed", (), {"__repr__": lambda self: "STREAMED"})()   # a member given to its callback
 
 
 class _Window:
@@ -44,8 +44,7 @@ class _Window:
             return False
         keep = self.buf[start:]
         if len(keep) > MAX_ELEMENT_CHARS:
-            raise ResourceLimitError(self.path, f"one value of more than {MAX_ELEMENT_CHARS} characters at char "
-                                                f"{self.base + start} (the cap per episode or goal)")
+            self.too_big(start)
         self.base += start
         self.pos -= start
         parts, want = [keep], max(_CHUNK, len(keep))
@@ -68,6 +67,10 @@ class _Window:
             got += len(text)
         self.buf = "".join(parts)
         return True
+
+    def too_big(self, start: int):
+        raise ResourceLimitError(self.path, f"one value of more than {MAX_ELEMENT_CHARS} characters at char "
+                                            f"{self.base + start} (the cap per episode or goal)")
 
     def peek(self) -> str:
         """The next non-blank character ('' at the end), ``pos`` on it."""
@@ -105,7 +108,9 @@ class _Window:
                 self.bad(e.msg, e.pos)
             if end >= len(self.buf) - _MARGIN and not self.eof and self.fill(self.pos):
                 continue   # a number (or anything) touching the window's end may go on past it
-            self.pos = end
+            if end - self.pos > MAX_ELEMENT_CHARS:
+                self.too_big(self.pos)
+            self.start, self.pos = self.pos, end
             return v
 
     def members(self):
@@ -145,16 +150,20 @@ def stream_document(path, what: str, limit: int, items: dict) -> dict:
     for key in w.members():
         shape, cb = items.get(key, (None, None))
         c = w.peek()
-        if shape is None or c != ("[" if shape == "list" else "{"):
+        if shape is None or c != ("[" if shape.startswith("list") else "{"):
             doc[key] = w.value()   # small, or of the wrong type: decoded whole, checked by the caller
             continue
         if key in streamed:
             w.bad(f"key {key!r} appears twice in the document")
         streamed.add(key)
-        doc[key] = None   # present; its content went to the callback
+        doc[key] = STREAMED
         if shape == "list":
             for i, _ in enumerate(w.elements()):
                 cb(i, w.value())
+        elif shape == "list+text":
+            for i, _ in enumerate(w.elements()):
+                v = w.value()
+                cb(i, v, w.buf[w.start:w.pos])
         elif shape == "map":
             for k in w.members():
                 cb(k, w.value())
@@ -163,8 +172,11 @@ def stream_document(path, what: str, limit: int, items: dict) -> dict:
                 if w.peek() != "[":
                     cb(k, None, w.value())   # not a list: the callback names the problem
                     continue
-                for j, _ in enumerate(w.elements()):
-                    cb(k, j, w.value())
+                n = 0
+                for n, _ in enumerate(w.elements(), 1):
+                    cb(k, n - 1, w.value())
+                if n == 0:
+                    cb(k, None, [])
     if w.peek() != "":
         w.bad("extra data after the document")
     return doc

@@ -25,8 +25,9 @@ import numpy as np
 from ..errors import InputError
 from .episodes import (_vec, check_scene_name, check_split_name, check_unique_ids, dataset_files, join_scenes_dir,
                        validate_episode, write_split, SUFFIX, CONTENT_DIR)
-from .objectnav_files import (NavmeshCheck, episodes_on_navmesh, goals_on_navmesh, make_objectnav_episode,
-                              problem_counter, validate_goal)
+from .episode_stream import STREAMED
+from .objectnav_files import (NavmeshCheck, ViewPoints, episodes_on_navmesh, goals_on_navmesh, make_objectnav_episode,
+                              problem_counter, validate_goal, view_point_positions)
 
 WHAT = "InstanceImageNav"
 MAX_IMAGE_GOALS = 1024      # cameras per goal (habitat's released files hold tens)
@@ -61,8 +62,7 @@ class InstanceImageNavDataset:
 
     def view_points_of(self, episode: dict) -> np.ndarray:
         """float64 [V, 3]: the goal's view point positions (``distance_to: VIEW_POINTS``)."""
-        pts = [vp["agent_state"]["position"] for vp in self.goal_of(episode)["view_points"]]
-        return np.asarray(pts, np.float64).reshape(-1, 3)
+        return view_point_positions(self.goal_of(episode)["view_points"])
 
 
 # ------------------------------------------------------------------------------ building
@@ -183,15 +183,30 @@ def read_instance_imagenav_dataset(path: str | os.PathLike, scenes: Iterable[str
     goal key is not among the goals, or a ``goal_image_id`` out of range."""
     out = InstanceImageNavDataset()
     seen: dict = {}   # (scene, episode_id) -> (file, index): ids are unique per scene
-    for f, doc in dataset_files(path, scenes, WHAT):
-        eps = doc["episodes"]
+    per_file: dict = {}
+
+    def items_for(f):
+        eps, goals = per_file.setdefault(f, ([], {}))
+
+        def goal(key, g):
+            validate_instance_goal(g, f"goals[{key!r}]", f)
+            g["view_points"] = ViewPoints.from_dicts(g["view_points"])
+            goals[key] = g
+
+        return {"episodes": ("list", lambda i, e: eps.append(e)), "goals": ("map", goal)}
+
+    for f, doc in dataset_files(path, scenes, WHAT, items_for):
+        eps, goals = per_file.pop(f)
         if not eps and "goals" not in doc:
             continue  # habitat skips a file without episodes (the split file)
         if "goals" not in doc:
             raise InputError(f, f"not an {WHAT} file: episodes but no \"goals\" object")
-        out.goals.update(_check_goals(doc["goals"], f))
+        if doc["goals"] is not STREAMED:
+            raise InputError(f, "goals must be an object of goal key -> goal")
+        out.goals.update(goals)
         for i, e in enumerate(eps):
             e = _check_episode(e, i, f, out.goals)
+            eps[i] = None   # the file's dict, replaced by the checked copy
             check_unique_ids(seen, e, i, f)
             if scenes_dir is not None:
                 e["scene_id"] = join_scenes_dir(scenes_dir, e["scene_id"])

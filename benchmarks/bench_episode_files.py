@@ -3,9 +3,10 @@ tree against a git revision's (``--before``), each read in its own process.
 
     python benchmarks/bench_episode_files.py [--before 9b8a679] [--scale 1.0] [--keep DIR]
 
-Files (generated, gzip level 1, habitat's float repr): ObjectNav with 3M view points (~500 MB
-of JSON: over the 1M-per-file cap) and with 1M (at the cap), PointNav with 1M episodes (~420 MB:
-over the 500k cap) and with 500k (at the cap); ``--scale`` shrinks every count. Prints per file
+Files (generated, gzip level 1, habitat's float repr): ObjectNav with 3M view points (~580 MB
+of JSON: over the 1M-per-file cap), with 1M (at the cap) and with 500k episodes (at that cap),
+PointNav with 1M episodes (~400 MB: over the 500k cap) and with 500k (at the cap); ``--scale``
+shrinks every count. Prints per file
 and tree: outcome (episodes read or the typed error), seconds, peak RSS, RSS / JSON bytes, and
 the after / before ratios.
 """
@@ -132,6 +133,7 @@ def main(argv=None) -> int:
     s = a.scale
     files = [("objectnav", "objectnav_3M_vp", lambda p: write_objectnav(p, int(3e6 * s), int(5e4 * s))),
              ("objectnav", "objectnav_1M_vp", lambda p: write_objectnav(p, int(1e6 * s), int(5e4 * s))),
+             ("objectnav", "objectnav_500k_ep", lambda p: write_objectnav(p, int(6e4 * s), int(5e5 * s))),
              ("pointnav", "pointnav_1M_ep", lambda p: write_pointnav(p, int(1e6 * s))),
              ("pointnav", "pointnav_500k_ep", lambda p: write_pointnav(p, int(5e5 * s)))]
     trees = [("after", REPO)] + ([("before", _tree(a.before, work))] if a.before else [])

@@ -1,11 +1,11 @@
 """Mutation fuzzing of every reader on real files, for a given time or count; prints outcome counts.
 
     python benchmarks/fuzz.py --seconds 300 [--workers 2] [--mem-gib 1] [--timeout 20] [--keep DIR]
-    python benchmarks/fuzz.py --kinds annotation,objectnav,imagenav,checkpoint --mutants 10000
+    python benchmarks/fuzz.py --kinds annotation,objectnav,imagenav,instance_imagenav,checkpoint --mutants 10000
 
 Seeds: ../shared/assets scene files and habitat navmeshes, packed files made from them, synth
-semantic scans (both annotation formats) with their packed scenes, ObjectNav / ImageNav episode
-files and bps-train checkpoints made here. Mutants: random byte edits, structure-aware edits of
+semantic scans (both annotation formats) with their packed scenes, ObjectNav / ImageNav /
+InstanceImageNav episode files and bps-train checkpoints made here. Mutants: random byte edits, structure-aware edits of
 packed files behind valid checksums, of episode JSON (values, types, repeated entries), of
 annotation tables (lines and fields) and of checkpoints (fields, tensors, RNG states; half with
 the checksum recomputed). Each mutant is read by its type's reader in a worker under

@@ -95,7 +95,8 @@ class _Window:
 
     def value(self):
         """The JSON value at ``pos`` (decoded whole), ``pos`` after it."""
-        self.peek()
+        if self.pos >= len(self.buf) or self.buf[self.pos] in _WS:
+            self.peek()
         while True:
             try:
                 v, end = self.scan(self.buf, self.pos)
@@ -115,28 +116,25 @@ class _Window:
 
     def members(self):
         """Each key of the object at ``pos`` (its ``{`` consumed here), ``pos`` on its value."""
-        self.expect("{")
-        if self.peek() == "}":
-            self.pos += 1
-            return
-        while True:
+        for _ in self._sequence("{", "}"):
             if self.peek() != '"':
                 self.bad("expected a key (a string)")
             key = self.value()
             self.expect(":")
             yield key
-            if self.expect(",}") == "}":
-                return
 
     def elements(self):
         """Yield once per element of the list at ``pos`` (its ``[`` consumed here), ``pos`` on it."""
-        self.expect("[")
-        if self.peek() == "]":
+        return self._sequence("[", "]")
+
+    def _sequence(self, opening: str, closing: str):
+        self.expect(opening)
+        if self.peek() == closing:
             self.pos += 1
             return
         while True:
             yield
-            if self.expect(",]") == "]":
+            if self.expect("," + closing) == closing:
                 return
 
 
@@ -157,13 +155,8 @@ def stream_document(path, what: str, limit: int, items: dict) -> dict:
             w.bad(f"key {key!r} appears twice in the document")
         streamed.add(key)
         doc[key] = STREAMED
-        if shape == "list":
-            for i, _ in enumerate(w.elements()):
-                cb(i, w.value())
-        elif shape == "list+text":
-            for i, _ in enumerate(w.elements()):
-                v = w.value()
-                cb(i, v, w.buf[w.start:w.pos])
+        if shape in ("list", "list+text"):
+            _each_element(w, cb, shape == "list+text")
         elif shape == "map":
             for k in w.members():
                 cb(k, w.value())
@@ -180,3 +173,26 @@ def stream_document(path, what: str, limit: int, items: dict) -> dict:
     if w.peek() != "":
         w.bad("extra data after the document")
     return doc
+
+
+def _each_element(w: _Window, cb, text: bool) -> None:
+    """``cb(index, value[, text])`` per element of the list at ``w.pos`` (the hot loop: ", "
+    between elements is stepped over without ``expect``)."""
+    w.expect("[")
+    if w.peek() == "]":
+        w.pos += 1
+        return
+    i = 0
+    while True:
+        v = w.value()
+        if text:
+            cb(i, v, w.buf[w.start:w.pos])
+        else:
+            cb(i, v)
+        i += 1
+        buf, pos = w.buf, w.pos
+        if buf.startswith(", ", pos) and pos + 2 < len(buf) and buf[pos + 2] not in _WS:
+            w.pos = pos + 2
+            continue
+        if w.expect(",]") == "]":
+            return

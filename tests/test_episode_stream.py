@@ -50,7 +50,9 @@ def test_any_window_reads_what_the_whole_document_holds(tmp_path, monkeypatch, c
     doc = _objectnav_doc()
     p = _write(tmp_path, json.dumps(doc, indent=1 if chunk == 7 else None))
     ds = on.read_objectnav_dataset(p)
+    assert isinstance(ds.episodes, EpisodeTable) and ds.episodes.columns["object_category"][:2] == ["chair", "bed"]
     assert [e["episode_id"] for e in ds.episodes] == [str(i) for i in range(40)]
+    assert ds.episodes[3] == dict(doc["episodes"][3], episode_id="3")
     assert ds.episodes[5]["start_position"] == doc["episodes"][5]["start_position"]
     for key, goals in doc["goals_by_category"].items():
         got = ds.goals_by_category[key]

@@ -26,6 +26,7 @@ import numpy as np
 
 from ..errors import InputError, ResourceLimitError
 from .episode_stream import STREAMED
+from .episode_table import EpisodeTable
 from .episodes import (_vec, check_scene_name, check_unique_ids, check_split_name, dataset_files,
                        join_scenes_dir, validate_episode, write_split, SUFFIX, CONTENT_DIR)
 
@@ -35,6 +36,7 @@ MAX_CATEGORY_ID = 2**31 - 1
 MAX_OBJECT_ID = 2**31 - 1   # semantic object ids of HM3D / MP3D scans are small non-negative ints
 MAX_VIEW_POINTS_PER_GOAL = 20_000   # MP3D / HM3D ObjectNav v1 goals have hundreds at most
 CATEGORY_MAPS = ("category_to_task_category_id", "category_to_scene_annotation_category_id")
+NO_GOALS: list = []   # an episode's ``goals`` as read (its category's are in goals_by_category); copied on access
 
 
 def goals_key(scene_id: str, category: str) -> str:
@@ -104,8 +106,9 @@ def view_point_positions(vps) -> np.ndarray:
 
 @dataclass
 class ObjectNavDataset:
-    """Episodes (habitat v1 dicts, ``goals`` empty, ``object_category`` set), their goals by
-    ``goals_key`` and the two category maps, as in ``ObjectNavDatasetV1``."""
+    """Episodes (habitat v1 dicts, ``goals`` empty, ``object_category`` set: a list, or an
+    ``EpisodeTable`` as read), their goals by ``goals_key`` and the two category maps, as in
+    ``ObjectNavDatasetV1``."""
 
     episodes: list[dict] = field(default_factory=list)
     goals_by_category: dict[str, list[dict]] = field(default_factory=dict)
@@ -231,11 +234,12 @@ def read_objectnav_dataset(path: str | os.PathLike, scenes: Iterable[str] | None
     """An ObjectNav v1 dataset (ours or habitat's own files) as habitat-lab's
     ``ObjectNavDatasetV1`` reads it: the split file, then its ``content/`` files (only
     ``scenes`` if given). Episodes keep their ``episode_id`` (as a string; habitat renumbers
-    them per file) and get ``object_category`` from their first goal when absent. Raises
+    them per file) and get ``object_category`` from their first goal when absent; ``.episodes``
+    is an ``EpisodeTable`` (each episode kept as its JSON text, a dict made on access). Raises
     ``InputError`` naming file and episode for a malformed episode or goal, an episode whose
     category is not in the category maps, or one whose scene holds no goal of its category."""
-    out = ObjectNavDataset()
-    maps_seen, seen, names = False, {}, {}
+    out = ObjectNavDataset(EpisodeTable(columns=("object_category", "goals")))
+    maps_seen, seen, names, joined = False, {}, {}, {}
     per_file: dict = {}
 
     def items_for(f):
@@ -249,20 +253,20 @@ def read_objectnav_dataset(path: str | os.PathLike, scenes: Iterable[str] | None
                 return
             gbc.setdefault(key, []).append(_read_goal(g, f"goals_by_category[{key!r}][{j}]", f))
 
-        def episode(i, e):
+        def episode(i, e, text):   # checked, then kept as its text and the fields checked below
             validate_episode(e, i, f, need_goals=False)
-            for k in ("scene_id", "object_category"):   # one string object per distinct value
-                if isinstance(e.get(k), str):
-                    e[k] = names.setdefault(e[k], e[k])
+            cat = e.get("object_category")
             if e.get("goals"):   # habitat's dedup_goals input: the goals ride in the episodes
-                cat = e.get("object_category") or e["goals"][0].get("object_category")
-                key = goals_key(e["scene_id"], cat)
+                key = goals_key(e["scene_id"], cat or e["goals"][0].get("object_category"))
                 if key not in dedup:
                     dedup[key] = [_read_goal(g, f"episode {i} goals[{j}]", f) for j, g in enumerate(e["goals"])]
-                e["goals"] = dedup[key]
-            eps.append(e)
+                if cat is None:
+                    cat = e["goals"][0].get("object_category")
+            sid = names.setdefault(e["scene_id"], e["scene_id"])   # one string object per distinct value
+            eps.append((text, e["episode_id"], sid, names.setdefault(cat, cat) if isinstance(cat, str) else cat,
+                        bool(e.get("goals"))))
 
-        return {"episodes": ("list", episode), "goals_by_category": ("map_of_lists", goal)}
+        return {"episodes": ("list+text", episode), "goals_by_category": ("map_of_lists", goal)}
 
     for f, doc in dataset_files(path, scenes, WHAT, items_for):
         eps, gbc, dedup = per_file.pop(f)
@@ -275,34 +279,27 @@ def read_objectnav_dataset(path: str | os.PathLike, scenes: Iterable[str] | None
         if eps and not maps_seen:
             raise InputError(f, f"no {CATEGORY_MAPS[0]} in this file or the split file")
         if doc.get("goals_by_category") is None:   # absent (or null): the goals ride in the episodes
-            for i, e in enumerate(eps):
-                if not e.get("goals"):
-                    raise InputError(f, f"episode {i} (id {e.get('episode_id')!r}): goals must be a non-empty list")
+            for i, (_, eid, _, _, has_goals) in enumerate(eps):
+                if not has_goals:
+                    raise InputError(f, f"episode {i} (id {eid!r}): goals must be a non-empty list")
             gbc = dedup
         elif doc["goals_by_category"] is not STREAMED:
             raise InputError(f, "goals_by_category must be an object of key -> goal list")
         out.goals_by_category.update(gbc)
-        for i, e in enumerate(eps):
-            check_unique_ids(seen, e, i, f)
-            cat = e.get("object_category")
-            if cat is None and e.get("goals"):
-                cat = e["goals"][0].get("object_category")
-            where = f"episode {i} (id {e.get('episode_id')!r})"
+        for i, (text, eid, sid, cat, _) in enumerate(eps):
+            check_unique_ids(seen, {"scene_id": sid, "episode_id": eid}, i, f)
+            where = f"episode {i} (id {eid!r})"
             if not isinstance(cat, str) or not cat:
                 raise InputError(f, f"{where}: object_category is missing")
             if cat not in out.category_to_task_category_id:
                 raise InputError(f, f"{where}: category {cat!r} is not in {CATEGORY_MAPS[0]}")
-            key = goals_key(e["scene_id"], cat)
+            key = goals_key(sid, cat)
             if not out.goals_by_category.get(key):
                 raise InputError(f, f"{where}: no goal of category {cat!r} in scene "
-                                    f"{os.path.basename(e['scene_id'])!r} (goals_by_category "
-                                    f"has no {key!r})")
-            e["object_category"] = cat
-            e["episode_id"] = str(e["episode_id"])
-            e["goals"] = []
+                                    f"{os.path.basename(sid)!r} (goals_by_category has no {key!r})")
             if scenes_dir is not None:
-                e["scene_id"] = join_scenes_dir(scenes_dir, e["scene_id"])
-            out.episodes.append(e)
+                sid = joined.setdefault(sid, join_scenes_dir(scenes_dir, sid))
+            out.episodes.append(text, str(eid), sid, cat, NO_GOALS)
     return out
 
 

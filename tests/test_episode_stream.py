@@ -141,3 +141,23 @@ def test_view_points_round_trip_through_the_writer(tmp_path):
     assert again.goals_by_category == ds.goals_by_category == doc["goals_by_category"]
     vps = again.goals_by_category["a.glb_chair"][0]["view_points"]
     assert vps[0]["iou"] is None and vps[1]["iou"] == pytest.approx(1 / 5) and len(vps.subset(vps.iou > 0.5)) == 2
+
+
+def test_repeated_ids_in_a_table_are_the_first_repeat_across_files(tmp_path, monkeypatch):
+    from bps_assets.nav import episode_table
+
+    eps = {s: [pn.make_episode(i, f"gibson/{s}.glb", [0.0, 0.0, 0.0], Q, [1.0, 0.0, 1.0], 1.5) for i in range(30)]
+           for s in ("a", "b")}
+    split = pn.write_pointnav_dataset(tmp_path / "ds", "val", eps)[0]
+    assert len(pn.read_pointnav_table(split)) == 60
+    eps["b"][20]["scene_id"] = eps["b"][9]["scene_id"] = "gibson/a.glb"   # b's 9th repeats a's 9th
+    eps["b"][9]["episode_id"] = eps["b"][20]["episode_id"] = 3             # ... and then a's 3rd, twice
+    split = pn.write_pointnav_dataset(tmp_path / "ds2", "val", eps)[0]
+    msg = r"episode 9 \(id '3'\): episode_id repeats episode 3 of .*a.json.gz in scene 'gibson/a.glb'"
+    for read in (pn.read_pointnav_dataset, pn.read_pointnav_table):   # the dict and the table paths agree
+        with pytest.raises(InputError, match=msg) as e:
+            read(split)
+        assert str(e.value).startswith(str(split.parent / "content" / "b.json.gz"))
+    monkeypatch.setattr(episode_table, "hash", lambda key: 7, raising=False)   # every key one hash
+    with pytest.raises(InputError, match=msg):
+        pn.read_pointnav_table(split)

@@ -4,6 +4,7 @@ any other normalised field (``columns``, e.g. ObjectNav's ``object_category``) b
 makes habitat's dict on access (``table[k]``: a fresh dict, the id as a string, the scene id as
 read and joined, the columns' values). What ``make(episodes=PATH)`` holds for PointNav / ImageNav
 (``episodes.read_pointnav_table``) and ObjectNav files; slices and ``take`` give sub-tables.
+``first_repeat``: the first repeated (scene, episode id) of a table, without a dict of every id.
 """
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import copy
 import json
 import operator
 from collections.abc import Sequence
+
+import numpy as np
 
 
 class EpisodeTable(Sequence):
@@ -68,3 +71,30 @@ class EpisodeTable(Sequence):
 
     def __repr__(self) -> str:
         return f"EpisodeTable({len(self)} episodes)"
+
+
+def first_repeat(table: EpisodeTable) -> tuple[int, int] | None:
+    """(k0, k): the first episode ``k`` (in table order) whose (scene id, episode id) an earlier
+    episode ``k0`` (its first) has, or None. Hashes sorted in int64 arrays: 16 bytes an episode
+    while it runs, where a dict of every key seen would hold ~300."""
+    n = len(table)
+    if n < 2:
+        return None
+    h = np.fromiter((hash(key) for key in zip(table.scene_ids, table.ids)), np.int64, n)
+    order = np.argsort(h, kind="stable")   # equal hashes keep table order
+    hs = h[order]
+    same = np.flatnonzero(hs[1:] == hs[:-1])
+    best = None
+    for start in same[np.r_[True, np.diff(same) > 1]] if len(same) else ():   # each run of one hash
+        stop = start + 1
+        while stop < n and hs[stop] == hs[start]:
+            stop += 1
+        first: dict = {}
+        for k in order[start:stop].tolist():
+            key = (table.scene_ids[k], table.ids[k])
+            if key in first:
+                if best is None or k < best[1]:
+                    best = (first[key], k)
+            else:
+                first[key] = k
+    return best

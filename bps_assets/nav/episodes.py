@@ -15,6 +15,7 @@ per scene; habitat's own files (episodes in the split file, or content files) re
 """
 from __future__ import annotations
 
+import bisect
 import gzip
 import json
 import math
@@ -30,7 +31,7 @@ from ..container import atomic_write
 from ..errors import ConfigError, InputError, NavError, OutputExistsError, ResourceLimitError
 from ..readers.guard import iter_limited
 from .episode_stream import STREAMED, stream_document
-from .episode_table import EpisodeTable
+from .episode_table import EpisodeTable, first_repeat
 from ..habitat_names import habitat_scene_name
 from ..safe_paths import content_scenes_dir
 from .indoor import describe_islands, episode_islands
@@ -449,11 +450,25 @@ def check_unique_ids(seen: dict, e: dict, i: int, path) -> None:
     would hide episodes, and habitat's episode iterator would run one of them twice."""
     key = (e["scene_id"], str(e["episode_id"]))
     if key in seen:
-        f0, i0 = seen[key]
-        raise InputError(path, f"episode {i} (id {key[1]!r}): episode_id repeats episode {i0}"
-                               f"{'' if Path(f0) == Path(path) else f' of {f0}'} in scene {key[0]!r}; "
-                               "ids must be unique per scene")
+        raise _repeat_error(key, path, i, *seen[key])
     seen[key] = (path, i)
+
+
+def check_table_unique_ids(table: EpisodeTable, starts: list[tuple[int, Path]]) -> None:
+    """``check_unique_ids`` over a whole table (``starts``: (first row, file) of each file read
+    into it, in order): the same error for the first repeated id, without a dict of every id."""
+    rep = first_repeat(table)
+    if rep is None:
+        return
+    rows = [r for r, _ in starts]
+    (r0, f0), (r1, f1) = (starts[bisect.bisect_right(rows, k) - 1] for k in rep)
+    raise _repeat_error((table.scene_ids[rep[1]], table.ids[rep[1]]), f1, rep[1] - r1, f0, rep[0] - r0)
+
+
+def _repeat_error(key, path, i, f0, i0) -> InputError:
+    return InputError(path, f"episode {i} (id {key[1]!r}): episode_id repeats episode {i0}"
+                            f"{'' if Path(f0) == Path(path) else f' of {f0}'} in scene {key[0]!r}; "
+                            "ids must be unique per scene")
 
 
 def read_pointnav_dataset(path: str | os.PathLike, scenes: Iterable[str] | None = None,
@@ -489,11 +504,11 @@ def _read_pointnav(path, scenes, scenes_dir, table: EpisodeTable | None):
 
         def episode(i, e, text=None):   # checked as decoded; the file's dict is kept (no copy)
             validate_episode(e, i, f)
-            check_unique_ids(seen, e, i, f)
             sid = names.setdefault(e["scene_id"], e["scene_id"])   # one string per scene
-            if table is not None:
+            if table is not None:   # ids checked once the table is whole (check_table_unique_ids)
                 eps.append(text, str(e["episode_id"]), sid)
                 return
+            check_unique_ids(seen, e, i, f)
             e["episode_id"], e["scene_id"] = str(e["episode_id"]), sid
             eps.append(e)
 
@@ -501,8 +516,11 @@ def _read_pointnav(path, scenes, scenes_dir, table: EpisodeTable | None):
 
     files = dataset_files(path, scenes, items_for=items_for)
     if table is not None:
+        starts = []
         for f, _ in files:
+            starts.append((len(table), f))
             table.extend(per_file.pop(f))
+        check_table_unique_ids(table, starts)
         if wanted is not None and len(files) == 1:
             table = table.take([k for k, sid in enumerate(table.scene_ids) if habitat_scene_name(sid) in wanted])
         if scenes_dir is not None:
@@ -566,7 +584,7 @@ def dataset_files(path: str | os.PathLike, scenes: Iterable[str] | None = None,
 
 
 __all__ = ["EpisodeOptions", "DEFAULTS", "generate_episodes", "make_episode",
-           "write_pointnav_dataset", "read_pointnav_dataset", "read_pointnav_table", "validate_episode",
+           "write_pointnav_dataset", "read_pointnav_dataset", "read_pointnav_table", "validate_episode", "check_table_unique_ids",
            "habitat_scene_id", "scene_seed", "split_file", "write_split", "dataset_files", "read_json",
            "check_split_name", "check_scene_name", "join_scenes_dir", "distance_rejection", "in_distance_range", "ratio_kept",
            "ratio_sample_rate",

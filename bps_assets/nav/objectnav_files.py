@@ -27,7 +27,7 @@ import numpy as np
 from ..errors import InputError, ResourceLimitError
 from .episode_stream import STREAMED
 from .episode_table import EpisodeTable
-from .episodes import (_vec, check_scene_name, check_unique_ids, check_split_name, dataset_files,
+from .episodes import (_vec, check_scene_name, check_table_unique_ids, check_split_name, dataset_files,
                        join_scenes_dir, validate_episode, write_split, SUFFIX, CONTENT_DIR)
 
 WHAT = "ObjectNav"
@@ -239,7 +239,7 @@ def read_objectnav_dataset(path: str | os.PathLike, scenes: Iterable[str] | None
     ``InputError`` naming file and episode for a malformed episode or goal, an episode whose
     category is not in the category maps, or one whose scene holds no goal of its category."""
     out = ObjectNavDataset(EpisodeTable(columns=("object_category", "goals")))
-    maps_seen, seen, names, joined = False, {}, {}, {}
+    maps_seen, names, starts = False, {}, []
     per_file: dict = {}
 
     def items_for(f):
@@ -286,8 +286,8 @@ def read_objectnav_dataset(path: str | os.PathLike, scenes: Iterable[str] | None
         elif doc["goals_by_category"] is not STREAMED:
             raise InputError(f, "goals_by_category must be an object of key -> goal list")
         out.goals_by_category.update(gbc)
+        starts.append((len(out.episodes), f))
         for i, (text, eid, sid, cat, _) in enumerate(eps):
-            check_unique_ids(seen, {"scene_id": sid, "episode_id": eid}, i, f)
             where = f"episode {i} (id {eid!r})"
             if not isinstance(cat, str) or not cat:
                 raise InputError(f, f"{where}: object_category is missing")
@@ -297,9 +297,11 @@ def read_objectnav_dataset(path: str | os.PathLike, scenes: Iterable[str] | None
             if not out.goals_by_category.get(key):
                 raise InputError(f, f"{where}: no goal of category {cat!r} in scene "
                                     f"{os.path.basename(sid)!r} (goals_by_category has no {key!r})")
-            if scenes_dir is not None:
-                sid = joined.setdefault(sid, join_scenes_dir(scenes_dir, sid))
             out.episodes.append(text, str(eid), sid, cat, NO_GOALS)
+    check_table_unique_ids(out.episodes, starts)   # on the scene ids as read, as habitat's
+    if scenes_dir is not None:
+        joined = {sid: join_scenes_dir(scenes_dir, sid) for sid in set(out.episodes.scene_ids)}
+        out.episodes.scene_ids = [joined[sid] for sid in out.episodes.scene_ids]
     return out
 
 

@@ -34,7 +34,7 @@ class _Window:
         self.path, self.what = path, what
         self.chunks = iter_limited(path, limit, what, _CHUNK)
         self.decoder = codecs.getincrementaldecoder("utf-8")()
-        self.buf, self.pos, self.base, self.eof = "", 0, 0, False
+        self.buf, self.pos, self.start, self.base, self.eof = "", 0, 0, 0, False
         self.scan = json.JSONDecoder().raw_decode
 
     def fill(self, start: int) -> bool:

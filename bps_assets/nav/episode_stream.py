@@ -143,6 +143,8 @@ def stream_document(path, what: str, limit: int, items: dict) -> dict:
     ``items`` (module docstring); the streamed ones are handed to their callbacks as decoded."""
     w = _Window(path, limit, what)
     if w.peek() != "{":
+        if w.peek() != "":
+            w.value()   # invalid JSON (or nested too deeply) is that error first
         raise InputError(path, f'not a {what} dataset: expected {{"episodes": [...]}}')
     doc, streamed = {}, set()
     for key in w.members():

@@ -161,3 +161,25 @@ def test_repeated_ids_in_a_table_are_the_first_repeat_across_files(tmp_path, mon
     monkeypatch.setattr(episode_table, "hash", lambda key: 7, raising=False)   # every key one hash
     with pytest.raises(InputError, match=msg):
         pn.read_pointnav_table(split)
+
+
+@pytest.mark.parametrize("chunk", [3, 1 << 20])
+def test_instance_imagenav_reads_the_same_at_any_window(tmp_path, monkeypatch, chunk):
+    from bps_assets.nav import instance_imagenav_files as ii
+
+    monkeypatch.setattr(episode_stream, "_CHUNK", chunk)
+    cams = [ii.make_image_goal([0.2 * j, 1.2, 0.5], Q, 79.0, (64, 48), 0.5, 0.25) for j in range(3)]
+    goals = {ii.goal_key("hm3d/c.basis.glb", k): ii.make_instance_goal(
+        on.make_object_goal([0.5, 0.5, 1.0 + k], k, "chair",
+                            [on.make_view_point([0.5 * j, 0.0, 1.0 + k], Q, 0.2) for j in range(1, 4)]), cams, 1.5)
+        for k in range(3)}
+    eps = [ii.make_instance_imagenav_episode(i, "hm3d/c.basis.glb", [0.1 * i, 0.0, 0.0], Q, i % 3, i % 3, "chair")
+           for i in range(9)]
+    doc = {"goals": goals, "episodes": eps}   # goals first: the episodes' checks wait for the file's end either way
+    ds = ii.read_instance_imagenav_dataset(_write(tmp_path, json.dumps(doc)))
+    assert isinstance(ds.episodes, EpisodeTable) and list(ds.episodes) == eps
+    assert ds.goals == goals and ds.image_goal_of(ds.episodes[4]) == cams[1]
+    assert np.array_equal(ds.view_points_of(ds.episodes[2]), [[0.5, 0.0, 3.0], [1.0, 0.0, 3.0], [1.5, 0.0, 3.0]])
+    doc["episodes"][5]["goal_image_id"] = 3
+    with pytest.raises(InputError, match=r"episode 5 \(id '5'\): goal_image_id 3 is not an index"):
+        ii.read_instance_imagenav_dataset(_write(tmp_path, json.dumps(doc), "bad"))

@@ -1,11 +1,12 @@
 """Mutation fuzzing of every reader on real files, for a given time or count; prints outcome counts.
 
     python benchmarks/fuzz.py --seconds 300 [--workers 2] [--mem-gib 1] [--timeout 20] [--keep DIR]
-    python benchmarks/fuzz.py --kinds annotation,objectnav,imagenav,checkpoint --mutants 10000
+    python benchmarks/fuzz.py --kinds annotation,objectnav,imagenav,instance_imagenav,checkpoint --mutants 10000
 
 Seeds: ../shared/assets scene files and habitat navmeshes, packed files made from them, synth
 semantic scans (both annotation formats) with their packed scenes, a composed scene with its
-asset library, ObjectNav / ImageNav episode files and bps-train checkpoints made here. Mutants: random byte edits, structure-aware edits of
+asset library, ObjectNav / ImageNav / InstanceImageNav episode files and bps-train checkpoints
+made here. Mutants: random byte edits, structure-aware edits of
 packed files behind valid checksums, of episode JSON (values, types, repeated entries), of
 annotation tables (lines and fields) and of checkpoints (fields, tensors, RNG states; half with
 the checksum recomputed). Each mutant is read by its type's reader in a worker under
@@ -31,6 +32,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "assets"
 OUTCOMES = ("typed error", "accepted", "crash", "over limit")
+EPISODE_KINDS = {"objectnav", "imagenav", "instance_imagenav"}
 BOUNDARY = (0, -1, 1, 2**31, 2**32 + 1, 2**62, 2**63 - 8, -(2**63), 1e308)
 
 
@@ -43,12 +45,19 @@ def _read(path: str, kind: str, other: str = ""):
         ds = read_objectnav_dataset(path)
         for e in ds.episodes:   # what the runtime asks of every episode
             ds.view_points_of(e), ds.task_category_id(e)
-    elif kind == "imagenav":
-        from bps_assets.nav.episodes import read_pointnav_dataset
+    elif kind == "imagenav":   # the runtime's table and the list of dicts, both
+        from bps_assets.nav.episodes import read_pointnav_dataset, read_pointnav_table
         from bps_assets.nav.imagenav import goal_rotation
 
-        for e in read_pointnav_dataset(path):
+        for e in read_pointnav_table(path):
             goal_rotation(e["episode_id"])
+        read_pointnav_dataset(path)
+    elif kind == "instance_imagenav":
+        from bps_assets.nav.instance_imagenav_files import read_instance_imagenav_dataset
+
+        ds = read_instance_imagenav_dataset(path)
+        for e in ds.episodes:
+            ds.view_points_of(e), ds.image_goal_of(e)
     elif kind == "checkpoint":
         from bps_train import checkpoint
 
@@ -316,8 +325,9 @@ OTHER: dict = {}  # annotation seed -> the other file of its pair
 
 
 def episode_seeds(work: Path) -> list[tuple[Path, str]]:
-    """An ObjectNav v1 content file (two scenes' worth of goals and episodes, habitat's layout)
-    and an ImageNav (PointNav v1) split file, written by our writers from hand-made episodes."""
+    """An ObjectNav v1 content file (two scenes' worth of goals and episodes, habitat's layout),
+    an ImageNav (PointNav v1) split file and an InstanceImageNav-v1 content file, written by our
+    writers from hand-made episodes."""
     from bps_assets.nav import objectnav_files as on
     from bps_assets.nav.episodes import make_episode, write_pointnav_dataset
     from bps_assets.nav.imagenav import goal_rotation
@@ -340,8 +350,19 @@ def episode_seeds(work: Path) -> list[tuple[Path, str]]:
           for i in range(12)]
     files = write_pointnav_dataset(work / "imagenav", "val", {"b": pn}, overwrite=True)
     split = next(f for f in files if f.parent.name == "val")
+    from bps_assets.nav import instance_imagenav_files as ii
+
+    cams = [ii.make_image_goal([0.2 * j, 1.2, 0.5], q, 79.0, (64, 48), 0.5, 0.25) for j in range(3)]
+    igoals = {ii.goal_key("hm3d/c.basis.glb", k): ii.make_instance_goal(
+        on.make_object_goal([0.5, 0.5, 1.0 + k], k, "chair", [on.make_view_point([0.5 * j, 0.0, 1.0 + k], q, 0.2)
+                                                              for j in range(1, 4)]), cams, 1.5) for k in range(3)}
+    ieps = [ii.make_instance_imagenav_episode(i, "hm3d/c.basis.glb", [0.1 * i, 0.0, 0.0], q, i % 3, i % 3, "chair")
+            for i in range(9)]
+    ifiles = ii.write_instance_imagenav_dataset(work / "instance_imagenav", "val",
+                                                {"c": ii.InstanceImageNavDataset(ieps, igoals)}, overwrite=True)
     return [(work / "objectnav" / "val" / "content" / "a.json.gz", "objectnav"),
-            (split if not (split.parent / "content").is_dir() else files[-1], "imagenav")]
+            (split if not (split.parent / "content").is_dir() else files[-1], "imagenav"),
+            (ifiles[-1], "instance_imagenav")]
 
 
 def checkpoint_seeds(work: Path) -> list[tuple[Path, str]]:
@@ -604,8 +625,8 @@ def main(argv=None) -> int:
                                      ("--seed", int, 0, "random seed")):
         ap.add_argument(flag, type=typ, default=default, help=f"{what} (default {default})")
     ap.add_argument("--keep", type=Path, default=None, help="keep crash / over-limit mutants here")
-    ap.add_argument("--kinds", default="", help="comma-separated seed kinds to fuzz (default: all; "
-                                                "e.g. annotation,objectnav,imagenav,checkpoint)")
+    ap.add_argument("--kinds", default="", help="comma-separated seed kinds to fuzz (default: all; e.g. "
+                                                "annotation,objectnav,imagenav,instance_imagenav,checkpoint)")
     ap.add_argument("--mutants", type=int, default=0,
                     help="stop once every kind has this many mutants (then --seconds is only a cap)")
     ap.add_argument("--worker", type=int, default=None, help=argparse.SUPPRESS)
@@ -633,7 +654,7 @@ def _fuzz(a, work: Path) -> int:
     scene_kinds = {"source", "detour", "SCEN", "NAVM", "SCEN+sem", "SCEN+composed"}
     seeds = collect_seeds(work) if not wanted or wanted & scene_kinds else \
         (semantic_seeds(work) if "annotation" in wanted else [])
-    if not wanted or wanted & {"objectnav", "imagenav"}:
+    if not wanted or wanted & EPISODE_KINDS:
         seeds += episode_seeds(work)
     if not wanted or "checkpoint" in wanted:
         seeds += checkpoint_seeds(work)
@@ -667,11 +688,11 @@ def _fuzz(a, work: Path) -> int:
                 kind = rng.choice(todo)  # each kind an equal share, whatever its seed count
                 done[kind] += 1
             src, read_as = rng.choice(by_kind[kind])
-            two = kind in ("NAVM", "objectnav", "imagenav")   # .navmesh.bps, .json.gz
+            two = kind == "NAVM" or kind in EPISODE_KINDS   # .navmesh.bps, .json.gz
             dst = (src.parent if kind == "SCEN+composed" else work) / \
                 f"w{i}_{n}{''.join(src.suffixes[-2:]) if two else src.suffix}"   # composed: beside its library
-            structured = {"objectnav": mutate_episode_file, "imagenav": mutate_episode_file,
-                          "checkpoint": mutate_checkpoint}.get(kind)
+            structured = mutate_episode_file if kind in EPISODE_KINDS else \
+                {"checkpoint": mutate_checkpoint}.get(kind)
             if kind == "annotation" and src.suffix in (".txt", ".house") and rng.random() < 0.5:
                 structured = mutate_table
             if structured is not None and (kind != "checkpoint" or rng.random() < 0.7):
@@ -683,7 +704,7 @@ def _fuzz(a, work: Path) -> int:
                         done[kind] -= 1
                     continue
                 label = "struct"
-            elif kind in ("objectnav", "imagenav"):   # bytes of the JSON, gzipped again (a CRC otherwise)
+            elif kind in EPISODE_KINDS:   # bytes of the JSON, gzipped again (a CRC otherwise)
                 import gzip
 
                 data, what = mutate_bytes(gzip.decompress(blobs[src]), rng)
@@ -720,12 +741,12 @@ def _fuzz(a, work: Path) -> int:
     for w in workers:
         w.close()
     overall = Counter()
-    print(f"\n{'seed kind / mutation':<22}" + "".join(f"{o:>13}" for o in OUTCOMES))
+    print(f"\n{'seed kind / mutation':<26}" + "".join(f"{o:>13}" for o in OUTCOMES))
     for k in sorted(counts):
         c = counts[k]
         overall.update({o: c[o] for o in OUTCOMES})
-        print(f"{k:<22}" + "".join(f"{c[o]:>13}" for o in OUTCOMES))
-    print(f"{'all':<22}" + "".join(f"{overall[o]:>13}" for o in OUTCOMES))
+        print(f"{k:<26}" + "".join(f"{c[o]:>13}" for o in OUTCOMES))
+    print(f"{'all':<26}" + "".join(f"{overall[o]:>13}" for o in OUTCOMES))
     print(f"\n{total} mutants in {dt:.0f} s ({total / dt:.1f}/s); per kind: "
           + ", ".join(f"{k} {sum(c[o] for kk, c in counts.items() if kk.split('/')[0] == k for o in OUTCOMES)}"
                       for k in kind_names)

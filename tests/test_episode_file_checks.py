@@ -70,8 +70,8 @@ def test_episode_and_view_point_counts_are_refused_before_parsing(tmp_path, monk
 
     monkeypatch.setattr(module, "MAX_EPISODES_PER_FILE", 2)
     calls = []
-    real = module.parse_json
-    monkeypatch.setattr(module, "parse_json", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = module.stream_document
+    monkeypatch.setattr(module, "stream_document", lambda *a, **k: calls.append(1) or real(*a, **k))
     p = _write(tmp_path, _objectnav_doc(3))
     with pytest.raises(ResourceLimitError, match="3 episodes in one file, more than the cap of 2"):
         on.read_objectnav_dataset(p)

@@ -569,18 +569,35 @@ import sys, threading
 from bps_assets.errors import ConfigError
 from bps_runtime import make
 from bps_runtime.tasks import imagenav
+task = imagenav.TaskOptions()
+object.__setattr__(task, "goal_cache_bytes", -1)   # past the check at build: the env's own check
 try:
-    make(sys.argv[1], split="train", num_envs=2, resolution=(8, 8), cache=1,
-         task=imagenav.TaskOptions(goal_cache_bytes=-1))
+    make(sys.argv[1], split="train", num_envs=2, resolution=(8, 8), cache=1, task=task)
 except ConfigError as e:
     print(f"error: {e}", file=sys.stderr)
 print(sorted(t.name for t in threading.enumerate() if t is not threading.main_thread()))
 """
 
 
+@pytest.mark.parametrize("task", ["imagenav", "instance_imagenav"])
+def test_goal_cache_bytes_is_checked_when_the_task_options_are_built(task):
+    import dataclasses
+    import importlib
+
+    from bps_assets.errors import ConfigError
+
+    mod = importlib.import_module(f"bps_runtime.tasks.{task}")
+    for bad in (-1, 1.5, True, "1"):
+        with pytest.raises(ConfigError, match=f"goal_cache_bytes={bad!r}: expected an int >= 0"):
+            mod.TaskOptions(goal_cache_bytes=bad)
+    with pytest.raises(ConfigError, match="goal_cache_bytes=-5"):
+        dataclasses.replace(mod.DEFAULTS, goal_cache_bytes=-5)
+    assert mod.TaskOptions(goal_cache_bytes=0).goal_cache_bytes == 0
+
+
 def test_a_task_option_refused_after_the_world_started_leaves_one_line_and_no_thread(box_rooms_manifest):
-    """make() closes the world it built when the env cannot be made (the goal-image cache's
-    budget is checked when the env is): one error line, no loader left to print "cannot schedule
+    """make() closes the world it built when the env cannot be made (here the goal-image cache's
+    budget, smuggled past the options' own check, refused when the env is): one error line, no loader left to print "cannot schedule
     new futures after interpreter shutdown" at exit."""
     r = subprocess.run([sys.executable, "-c", MAKE_THEN_LIST_THREADS, str(box_rooms_manifest)],
                        capture_output=True, text=True, timeout=120)

@@ -15,6 +15,7 @@ per scene; habitat's own files (episodes in the split file, or content files) re
 """
 from __future__ import annotations
 
+import bisect
 import gzip
 import json
 import math
@@ -28,8 +29,9 @@ import numpy as np
 
 from ..container import atomic_write
 from ..errors import ConfigError, InputError, NavError, OutputExistsError, ResourceLimitError
-from ..json_input import parse_json
-from ..readers.guard import read_limited
+from ..readers.guard import iter_limited
+from .episode_stream import STREAMED, stream_document
+from .episode_table import EpisodeTable, first_repeat
 from ..habitat_names import habitat_scene_name
 from ..safe_paths import content_scenes_dir
 from .indoor import describe_islands, episode_islands
@@ -277,8 +279,14 @@ def split_file(out_dir: str | os.PathLike, split: str) -> Path:
     return Path(out_dir) / split / f"{split}{SUFFIX}"
 
 
+def _as_json(o):
+    if hasattr(o, "to_json"):   # arrays read from a file (objectnav_files.ViewPoints)
+        return o.to_json()
+    raise TypeError(f"{type(o).__name__} is not JSON serializable")
+
+
 def _gz_json_bytes(obj) -> bytes:
-    raw = json.dumps(obj, separators=(", ", ": ")).encode()
+    raw = json.dumps(obj, separators=(", ", ": "), default=_as_json).encode()
     return gzip.compress(raw, compresslevel=6, mtime=0)  # mtime=0: reproducible bytes
 
 
@@ -351,20 +359,39 @@ def write_split(out_dir: str | os.PathLike, split: str, docs_by_scene: Mapping[s
     return written
 
 
-def read_json(path: Path, what: str = "PointNav"):
-    """A dataset file's JSON document (gzip or plain, size-capped); ``InputError`` unless it is
-    an object with an ``episodes`` list."""
-    raw = read_limited(path, MAX_JSON_BYTES)  # streamed with a running cap (gzip bombs)
-    for key, cap, what_n in ((b'"episode_id"', MAX_EPISODES_PER_FILE, "episodes"),
-                             (b'"agent_state"', MAX_VIEW_POINTS_PER_FILE, "view points")):
-        n = raw.count(key)   # an upper bound (the key could sit inside a string): fast, no parse
-        if n > cap:
-            raise ResourceLimitError(path, f"{n} {what_n} in one file, more than the cap of {cap} "
-                                           "(docs/FORMAT.md); split the file per scene")
-    doc = parse_json(raw, path)
-    if not isinstance(doc, dict) or not isinstance(doc.get("episodes"), list):
+def read_json(path: Path, what: str = "PointNav", items: dict | None = None) -> dict:
+    """A dataset file's top-level members (gzip or plain, size-capped), parsed as a stream
+    (``episode_stream``); ``InputError`` unless it is an object with an ``episodes`` list.
+    ``items``: the members handed to callbacks as they are decoded (``stream_document``), which
+    then come back as ``STREAMED``; default: ``episodes`` collected into the returned dict's list."""
+    check_counts(path)
+    eps: list | None = None
+    if items is None:
+        eps = []
+        items = {"episodes": ("list", lambda i, e: eps.append(e))}
+    doc = stream_document(path, what, MAX_JSON_BYTES, items)
+    if "episodes" not in doc or not (doc["episodes"] is STREAMED or isinstance(doc["episodes"], list)):
         raise InputError(path, f'not a {what} dataset: expected {{"episodes": [...]}}')
+    if eps is not None and doc["episodes"] is STREAMED:
+        doc["episodes"] = eps
     return doc
+
+
+def check_counts(path) -> None:
+    """``ResourceLimitError`` when the file holds more episodes or view points than the caps,
+    counted in the raw text before anything is parsed (upper bounds: a key could sit inside a
+    string), one piece at a time."""
+    keys = ((b'"episode_id"', MAX_EPISODES_PER_FILE, "episodes"),
+            (b'"agent_state"', MAX_VIEW_POINTS_PER_FILE, "view points"))
+    counts, tail = [0] * len(keys), b""
+    for piece in iter_limited(path, MAX_JSON_BYTES, "JSON"):
+        data = tail + piece
+        for k, (key, cap, what_n) in enumerate(keys):
+            counts[k] += data.count(key) - tail.count(key)
+            if counts[k] > cap:
+                raise ResourceLimitError(path, f"{counts[k]} {what_n} in one file, more than the cap of {cap} "
+                                               "(docs/FORMAT.md); split the file per scene")
+        tail = data[-16:]
 
 
 def _vec(v, n: int) -> bool:
@@ -423,11 +450,25 @@ def check_unique_ids(seen: dict, e: dict, i: int, path) -> None:
     would hide episodes, and habitat's episode iterator would run one of them twice."""
     key = (e["scene_id"], str(e["episode_id"]))
     if key in seen:
-        f0, i0 = seen[key]
-        raise InputError(path, f"episode {i} (id {key[1]!r}): episode_id repeats episode {i0}"
-                               f"{'' if Path(f0) == Path(path) else f' of {f0}'} in scene {key[0]!r}; "
-                               "ids must be unique per scene")
+        raise _repeat_error(key, path, i, *seen[key])
     seen[key] = (path, i)
+
+
+def check_table_unique_ids(table: EpisodeTable, starts: list[tuple[int, Path]]) -> None:
+    """``check_unique_ids`` over a whole table (``starts``: (first row, file) of each file read
+    into it, in order): the same error for the first repeated id, without a dict of every id."""
+    rep = first_repeat(table)
+    if rep is None:
+        return
+    rows = [r for r, _ in starts]
+    (r0, f0), (r1, f1) = (starts[bisect.bisect_right(rows, k) - 1] for k in rep)
+    raise _repeat_error((table.scene_ids[rep[1]], table.ids[rep[1]]), f1, rep[1] - r1, f0, rep[0] - r0)
+
+
+def _repeat_error(key, path, i, f0, i0) -> InputError:
+    return InputError(path, f"episode {i} (id {key[1]!r}): episode_id repeats episode {i0}"
+                            f"{'' if Path(f0) == Path(path) else f' of {f0}'} in scene {key[0]!r}; "
+                            "ids must be unique per scene")
 
 
 def read_pointnav_dataset(path: str | os.PathLike, scenes: Iterable[str] | None = None,
@@ -442,15 +483,53 @@ def read_pointnav_dataset(path: str | os.PathLike, scenes: Iterable[str] | None 
     it, like habitat's loader. Episodes are validated (``InputError`` naming file and episode);
     ``episode_id`` comes back as a string.
     """
-    files = dataset_files(path, scenes)
+    return _read_pointnav(path, scenes, scenes_dir, None)
+
+
+def read_pointnav_table(path: str | os.PathLike, scenes: Iterable[str] | None = None,
+                        scenes_dir: str | None = None) -> EpisodeTable:
+    """``read_pointnav_dataset``'s episodes as an ``EpisodeTable`` (each kept as its JSON text:
+    ~1x the file's bytes in memory instead of ~4x as dicts); same checks and errors."""
+    return _read_pointnav(path, scenes, scenes_dir, EpisodeTable())
+
+
+def _read_pointnav(path, scenes, scenes_dir, table: EpisodeTable | None):
     wanted = None if scenes is None else set(scenes)
-    out, seen = [], {}
-    for f, d in files:
-        for i, e in enumerate(d["episodes"]):
+    seen: dict = {}
+    names: dict = {}
+    per_file: dict = {}
+
+    def items_for(f):
+        eps = per_file.setdefault(f, [] if table is None else EpisodeTable())
+
+        def episode(i, e, text=None):   # checked as decoded; the file's dict is kept (no copy)
             validate_episode(e, i, f)
+            sid = names.setdefault(e["scene_id"], e["scene_id"])   # one string per scene
+            if table is not None:   # ids checked once the table is whole (check_table_unique_ids)
+                eps.append(text, str(e["episode_id"]), sid)
+                return
             check_unique_ids(seen, e, i, f)
-            e = dict(e)
-            e["episode_id"] = str(e["episode_id"])
+            e["episode_id"], e["scene_id"] = str(e["episode_id"]), sid
+            eps.append(e)
+
+        return {"episodes": ("list" if table is None else "list+text", episode)}
+
+    files = dataset_files(path, scenes, items_for=items_for)
+    if table is not None:
+        starts = []
+        for f, _ in files:
+            starts.append((len(table), f))
+            table.extend(per_file.pop(f))
+        check_table_unique_ids(table, starts)
+        if wanted is not None and len(files) == 1:
+            table = table.take([k for k, sid in enumerate(table.scene_ids) if habitat_scene_name(sid) in wanted])
+        if scenes_dir is not None:
+            joined = {sid: join_scenes_dir(scenes_dir, sid) for sid in set(table.scene_ids)}
+            table.scene_ids = [joined[sid] for sid in table.scene_ids]
+        return table
+    out = []
+    for f, d in files:
+        for e in per_file.pop(f):
             if wanted is not None and len(files) == 1 and \
                     habitat_scene_name(e["scene_id"]) not in wanted:
                 continue
@@ -468,17 +547,19 @@ def join_scenes_dir(scenes_dir: str, scene_id: str) -> str:
 
 
 def dataset_files(path: str | os.PathLike, scenes: Iterable[str] | None = None,
-                  what: str = "PointNav") -> list[tuple[Path, dict]]:
+                  what: str = "PointNav", items_for=None) -> list[tuple[Path, dict]]:
     """(file, JSON document) of every file of a habitat v1 dataset, the split file first.
 
     ``path``: the split file (``.../SPLIT/SPLIT.json.gz``), its folder, or one content file.
     When a ``content/`` folder (``content_scenes_path``) sits beside the split file, its
     ``{scene}.json.gz`` files follow (only ``scenes`` if given; a missing one is an
-    ``InputError``); otherwise the split file alone holds the episodes."""
+    ``InputError``); otherwise the split file alone holds the episodes. ``items_for(file)``: the
+    file's streamed members (``read_json``'s ``items``), each file parsed as its turn comes."""
     p = Path(path)
     if p.is_dir():
         p = p / f"{p.name}{SUFFIX}"
-    doc = read_json(p, what)
+    items_for = items_for or (lambda f: None)
+    doc = read_json(p, what, items_for(p))
     wanted = None if scenes is None else set(scenes)
     pattern = doc.get("content_scenes_path", "{data_path}/content/{scene}.json.gz")
     if not isinstance(pattern, str) or "{scene}" not in pattern:
@@ -495,7 +576,7 @@ def dataset_files(path: str | os.PathLike, scenes: Iterable[str] | None = None,
                                           f"{', '.join(sorted(missing))}")
         names = [s for s in names if s in wanted]
     files = [(p, doc)]  # a split file may carry episodes too
-    files += [(f, read_json(f, what)) for f in (content_dir / f"{s}{post}" for s in names)]
+    files += [(f, read_json(f, what, items_for(f))) for f in (content_dir / f"{s}{post}" for s in names)]
     return files
 
 
@@ -503,7 +584,7 @@ def dataset_files(path: str | os.PathLike, scenes: Iterable[str] | None = None,
 
 
 __all__ = ["EpisodeOptions", "DEFAULTS", "generate_episodes", "make_episode",
-           "write_pointnav_dataset", "read_pointnav_dataset", "validate_episode",
+           "write_pointnav_dataset", "read_pointnav_dataset", "read_pointnav_table", "validate_episode", "check_table_unique_ids",
            "habitat_scene_id", "scene_seed", "split_file", "write_split", "dataset_files", "read_json",
            "check_split_name", "check_scene_name", "join_scenes_dir", "distance_rejection", "in_distance_range", "ratio_kept",
            "ratio_sample_rate",

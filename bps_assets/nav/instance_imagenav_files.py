@@ -23,10 +23,12 @@ from typing import Iterable, Mapping
 import numpy as np
 
 from ..errors import InputError
-from .episodes import (_vec, check_scene_name, check_split_name, check_unique_ids, dataset_files, join_scenes_dir,
+from .episode_table import EpisodeTable
+from .episodes import (_vec, check_scene_name, check_split_name, check_table_unique_ids, dataset_files, join_scenes_dir,
                        validate_episode, write_split, SUFFIX, CONTENT_DIR)
-from .objectnav_files import (NavmeshCheck, episodes_on_navmesh, goals_on_navmesh, make_objectnav_episode,
-                              problem_counter, validate_goal)
+from .episode_stream import STREAMED
+from .objectnav_files import (NO_GOALS, NavmeshCheck, ViewPoints, episodes_on_navmesh, goals_on_navmesh, make_objectnav_episode,
+                              problem_counter, validate_goal, view_point_positions)
 
 WHAT = "InstanceImageNav"
 MAX_IMAGE_GOALS = 1024      # cameras per goal (habitat's released files hold tens)
@@ -45,8 +47,8 @@ def goal_key(scene_id: str, goal_object_id) -> str:
 
 @dataclass
 class InstanceImageNavDataset:
-    """Episodes (habitat dicts, ``goals`` empty) and their goals by ``goal_key``, as in
-    ``InstanceImageNavDatasetV1``."""
+    """Episodes (habitat dicts, ``goals`` empty: a list, or an ``EpisodeTable`` as read) and
+    their goals by ``goal_key``, as in ``InstanceImageNavDatasetV1``."""
 
     episodes: list[dict] = field(default_factory=list)
     goals: dict[str, dict] = field(default_factory=dict)
@@ -61,8 +63,7 @@ class InstanceImageNavDataset:
 
     def view_points_of(self, episode: dict) -> np.ndarray:
         """float64 [V, 3]: the goal's view point positions (``distance_to: VIEW_POINTS``)."""
-        pts = [vp["agent_state"]["position"] for vp in self.goal_of(episode)["view_points"]]
-        return np.asarray(pts, np.float64).reshape(-1, 3)
+        return view_point_positions(self.goal_of(episode)["view_points"])
 
 
 # ------------------------------------------------------------------------------ building
@@ -145,24 +146,36 @@ def validate_instance_goal(g, where: str, path) -> dict:
 def _check_episode(e, i: int, path, goals: Mapping[str, dict]) -> dict:
     """An episode's InstanceImageNav fields against the goals known so far; -> a copy with
     ``goal_object_id`` as a string."""
+    oid = _episode_fields(e, i, path)
+    _check_goal_ref(i, e["episode_id"], e["scene_id"], oid, e.get("goal_image_id"), goals, path)
+    return dict(e, goal_object_id=str(oid), episode_id=str(e["episode_id"]), goals=[])
+
+
+def _episode_fields(e, i: int, path):
+    """The checks of one episode that need no goal (``validate_episode``, ``goal_object_id``,
+    ``object_category``); -> its ``goal_object_id``."""
     validate_episode(e, i, path, need_goals=False)
     where = f"episode {i} (id {e.get('episode_id')!r})"
     oid = e.get("goal_object_id")
     if not isinstance(oid, (str, int)) or isinstance(oid, bool) or oid == "":
         raise InputError(path, f"{where}: goal_object_id must be a non-empty string")
-    key = goal_key(e["scene_id"], oid)
-    g = goals.get(key)
-    if g is None:
-        raise InputError(path, f"{where}: no goal {key!r} (goals has no entry for goal_object_id {oid!r} "
-                               f"in scene {os.path.basename(e['scene_id'])!r})")
-    k = e.get("goal_image_id")
-    if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k < len(g["image_goals"]):
-        raise InputError(path, f"{where}: goal_image_id {k!r} is not an index into goal {key!r}'s "
-                               f"{len(g['image_goals'])} image_goals")
     cat = e.get("object_category")
     if cat is not None and not isinstance(cat, str):
         raise InputError(path, f"{where}: object_category must be a string or null")
-    return dict(e, goal_object_id=str(oid), episode_id=str(e["episode_id"]), goals=[])
+    return oid
+
+
+def _check_goal_ref(i: int, eid, scene_id: str, oid, k, goals: Mapping[str, dict], path) -> None:
+    """``InputError`` unless episode ``i``'s goal is among ``goals`` and ``k`` indexes its cameras."""
+    where = f"episode {i} (id {eid!r})"
+    key = goal_key(scene_id, oid)
+    g = goals.get(key)
+    if g is None:
+        raise InputError(path, f"{where}: no goal {key!r} (goals has no entry for goal_object_id {oid!r} "
+                               f"in scene {os.path.basename(scene_id)!r})")
+    if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k < len(g["image_goals"]):
+        raise InputError(path, f"{where}: goal_image_id {k!r} is not an index into goal {key!r}'s "
+                               f"{len(g['image_goals'])} image_goals")
 
 
 def _check_goals(doc_goals, path) -> dict[str, dict]:
@@ -181,21 +194,43 @@ def read_instance_imagenav_dataset(path: str | os.PathLike, scenes: Iterable[str
     ``scenes`` if given); goals gather over the files. Episodes keep their ``episode_id`` (as a
     string). ``InputError`` naming file and episode / goal for a malformed one, an episode whose
     goal key is not among the goals, or a ``goal_image_id`` out of range."""
-    out = InstanceImageNavDataset()
-    seen: dict = {}   # (scene, episode_id) -> (file, index): ids are unique per scene
-    for f, doc in dataset_files(path, scenes, WHAT):
-        eps = doc["episodes"]
+    out = InstanceImageNavDataset(EpisodeTable(columns=("goal_object_id", "goals")))
+    names: dict = {}
+    starts: list = []
+    per_file: dict = {}
+
+    def items_for(f):
+        eps, goals = per_file.setdefault(f, ([], {}))
+
+        def goal(key, g):
+            validate_instance_goal(g, f"goals[{key!r}]", f)
+            g["view_points"] = ViewPoints.from_dicts(g["view_points"])
+            goals[key] = g
+
+        def episode(i, e, text):   # checked, then kept as its text and what the goal check needs
+            oid = _episode_fields(e, i, f)
+            eps.append((text, e["episode_id"], names.setdefault(e["scene_id"], e["scene_id"]), oid,
+                        e.get("goal_image_id")))
+
+        return {"episodes": ("list+text", episode), "goals": ("map", goal)}
+
+    for f, doc in dataset_files(path, scenes, WHAT, items_for):
+        eps, goals = per_file.pop(f)
         if not eps and "goals" not in doc:
             continue  # habitat skips a file without episodes (the split file)
         if "goals" not in doc:
             raise InputError(f, f"not an {WHAT} file: episodes but no \"goals\" object")
-        out.goals.update(_check_goals(doc["goals"], f))
-        for i, e in enumerate(eps):
-            e = _check_episode(e, i, f, out.goals)
-            check_unique_ids(seen, e, i, f)
-            if scenes_dir is not None:
-                e["scene_id"] = join_scenes_dir(scenes_dir, e["scene_id"])
-            out.episodes.append(e)
+        if doc["goals"] is not STREAMED:
+            raise InputError(f, "goals must be an object of goal key -> goal")
+        out.goals.update(goals)
+        starts.append((len(out.episodes), f))
+        for i, (text, eid, sid, oid, k) in enumerate(eps):
+            _check_goal_ref(i, eid, sid, oid, k, out.goals, f)
+            out.episodes.append(text, str(eid), sid, str(oid), NO_GOALS)
+    check_table_unique_ids(out.episodes, starts)   # ids are unique per scene
+    if scenes_dir is not None:
+        joined = {sid: join_scenes_dir(scenes_dir, sid) for sid in set(out.episodes.scene_ids)}
+        out.episodes.scene_ids = [joined[sid] for sid in out.episodes.scene_ids]
     return out
 
 

@@ -25,7 +25,9 @@ from typing import Iterable, Mapping
 import numpy as np
 
 from ..errors import InputError, ResourceLimitError
-from .episodes import (_vec, check_scene_name, check_unique_ids, check_split_name, dataset_files,
+from .episode_stream import STREAMED
+from .episode_table import EpisodeTable
+from .episodes import (_vec, check_scene_name, check_table_unique_ids, check_split_name, dataset_files,
                        join_scenes_dir, validate_episode, write_split, SUFFIX, CONTENT_DIR)
 
 WHAT = "ObjectNav"
@@ -34,6 +36,7 @@ MAX_CATEGORY_ID = 2**31 - 1
 MAX_OBJECT_ID = 2**31 - 1   # semantic object ids of HM3D / MP3D scans are small non-negative ints
 MAX_VIEW_POINTS_PER_GOAL = 20_000   # MP3D / HM3D ObjectNav v1 goals have hundreds at most
 CATEGORY_MAPS = ("category_to_task_category_id", "category_to_scene_annotation_category_id")
+NO_GOALS: list = []   # an episode's ``goals`` as read (its category's are in goals_by_category); copied on access
 
 
 def goals_key(scene_id: str, category: str) -> str:
@@ -41,10 +44,71 @@ def goals_key(scene_id: str, category: str) -> str:
     return f"{os.path.basename(scene_id)}_{category}"
 
 
+class ViewPoints:
+    """A goal's ``view_points`` as arrays (what a file's list of ``ObjectViewLocation`` dicts is
+    read into: ~60 bytes a point instead of ~700 as dicts): ``positions`` float64 [V, 3],
+    ``rotations`` [V, 4] (NaN: none given), ``iou`` [V] (NaN: null). A read-only sequence of
+    habitat's dicts (made on access), equal to such a list; ``to_json()`` for writers."""
+
+    __slots__ = ("positions", "rotations", "iou")
+
+    def __init__(self, positions, rotations, iou):
+        self.positions, self.rotations, self.iou = positions, rotations, iou
+
+    @classmethod
+    def from_dicts(cls, vps: list) -> "ViewPoints":
+        """From a validated list of view point dicts (``validate_goal``)."""
+        n = len(vps)
+        pos, rot, iou = np.empty((n, 3)), np.full((n, 4), np.nan), np.full(n, np.nan)
+        for k, vp in enumerate(vps):
+            st = vp["agent_state"]
+            pos[k] = st["position"]
+            if st.get("rotation") is not None:
+                rot[k] = st["rotation"]
+            if vp.get("iou") is not None:
+                iou[k] = vp["iou"]
+        return cls(pos, rot, iou)
+
+    def subset(self, keep) -> "ViewPoints":
+        """The view points where ``keep`` (bool [V]) is true."""
+        return ViewPoints(self.positions[keep], self.rotations[keep], self.iou[keep])
+
+    def __len__(self) -> int:
+        return len(self.positions)
+
+    def __getitem__(self, k: int) -> dict:
+        rot = self.rotations[k]
+        return {"agent_state": {"position": self.positions[k].tolist(),
+                                "rotation": None if np.isnan(rot[0]) else rot.tolist()},
+                "iou": None if np.isnan(self.iou[k]) else float(self.iou[k])}
+
+    def __iter__(self):
+        return (self[k] for k in range(len(self)))
+
+    def to_json(self) -> list[dict]:
+        """habitat's list of dicts."""
+        return list(self)
+
+    def __eq__(self, other):
+        if isinstance(other, ViewPoints):
+            other = other.to_json()
+        return self.to_json() == other if isinstance(other, list) else NotImplemented
+
+    __hash__ = None
+
+
+def view_point_positions(vps) -> np.ndarray:
+    """float64 [V, 3]: the positions of a goal's view points (``ViewPoints`` or habitat's dicts)."""
+    if isinstance(vps, ViewPoints):
+        return vps.positions
+    return np.asarray([vp["agent_state"]["position"] for vp in vps], np.float64).reshape(-1, 3)
+
+
 @dataclass
 class ObjectNavDataset:
-    """Episodes (habitat v1 dicts, ``goals`` empty, ``object_category`` set), their goals by
-    ``goals_key`` and the two category maps, as in ``ObjectNavDatasetV1``."""
+    """Episodes (habitat v1 dicts, ``goals`` empty, ``object_category`` set: a list, or an
+    ``EpisodeTable`` as read), their goals by ``goals_key`` and the two category maps, as in
+    ``ObjectNavDatasetV1``."""
 
     episodes: list[dict] = field(default_factory=list)
     goals_by_category: dict[str, list[dict]] = field(default_factory=dict)
@@ -58,8 +122,8 @@ class ObjectNavDataset:
     def view_points_of(self, episode: dict) -> np.ndarray:
         """float64 [V, 3]: the positions of every view point of every goal of ``episode`` (what
         habitat's ``DistanceToGoal`` with ``distance_to: VIEW_POINTS`` measures to)."""
-        pts = [vp["agent_state"]["position"] for g in self.goals_of(episode) for vp in g["view_points"]]
-        return np.asarray(pts, np.float64).reshape(-1, 3)
+        pts = [view_point_positions(g["view_points"]) for g in self.goals_of(episode)]
+        return np.concatenate(pts) if pts else np.zeros((0, 3))
 
     def task_category_id(self, episode: dict) -> int:
         """The ``objectgoal`` observation of ``episode`` (habitat's TASK_CATEGORY_ID goal spec)."""
@@ -142,6 +206,8 @@ def validate_goal(g, where: str, path) -> dict:
     if not isinstance(g.get("object_category"), (str, type(None))):
         bad("goal object_category must be a string")
     vps = g.get("view_points")
+    if isinstance(vps, ViewPoints):
+        return g   # made from checked dicts (read_objectnav_dataset)
     if not isinstance(vps, list):
         bad(f"goal {g.get('object_id')!r}: view_points must be a list")
     if len(vps) > MAX_VIEW_POINTS_PER_GOAL:
@@ -168,60 +234,82 @@ def read_objectnav_dataset(path: str | os.PathLike, scenes: Iterable[str] | None
     """An ObjectNav v1 dataset (ours or habitat's own files) as habitat-lab's
     ``ObjectNavDatasetV1`` reads it: the split file, then its ``content/`` files (only
     ``scenes`` if given). Episodes keep their ``episode_id`` (as a string; habitat renumbers
-    them per file) and get ``object_category`` from their first goal when absent. Raises
+    them per file) and get ``object_category`` from their first goal when absent; ``.episodes``
+    is an ``EpisodeTable`` (each episode kept as its JSON text, a dict made on access). Raises
     ``InputError`` naming file and episode for a malformed episode or goal, an episode whose
     category is not in the category maps, or one whose scene holds no goal of its category."""
-    out = ObjectNavDataset()
-    maps_seen, seen = False, {}
-    for f, doc in dataset_files(path, scenes, WHAT):
+    out = ObjectNavDataset(EpisodeTable(columns=("object_category", "goals")))
+    maps_seen, names, starts = False, {}, []
+    per_file: dict = {}
+
+    def items_for(f):
+        eps, gbc, dedup = per_file.setdefault(f, ([], {}, {}))
+
+        def goal(key, j, g):
+            if j is None:   # the member is not a non-empty list
+                if not isinstance(g, list):
+                    raise InputError(f, f"goals_by_category[{key!r}] must be a list")
+                gbc.setdefault(key, [])
+                return
+            gbc.setdefault(key, []).append(_read_goal(g, f"goals_by_category[{key!r}][{j}]", f))
+
+        def episode(i, e, text):   # checked, then kept as its text and the fields checked below
+            validate_episode(e, i, f, need_goals=False)
+            cat = e.get("object_category")
+            if e.get("goals"):   # habitat's dedup_goals input: the goals ride in the episodes
+                key = goals_key(e["scene_id"], cat or e["goals"][0].get("object_category"))
+                if key not in dedup:
+                    dedup[key] = [_read_goal(g, f"episode {i} goals[{j}]", f) for j, g in enumerate(e["goals"])]
+                if cat is None:
+                    cat = e["goals"][0].get("object_category")
+            sid = names.setdefault(e["scene_id"], e["scene_id"])   # one string object per distinct value
+            eps.append((text, e["episode_id"], sid, names.setdefault(cat, cat) if isinstance(cat, str) else cat,
+                        bool(e.get("goals"))))
+
+        return {"episodes": ("list+text", episode), "goals_by_category": ("map_of_lists", goal)}
+
+    for f, doc in dataset_files(path, scenes, WHAT, items_for):
+        eps, gbc, dedup = per_file.pop(f)
         maps = _check_maps(doc, f)
         if maps is not None:
             if maps_seen and (maps[0] != out.category_to_task_category_id):
                 raise InputError(f, f"{CATEGORY_MAPS[0]} differs from an earlier file's of this dataset")
             out.category_to_task_category_id, out.category_to_scene_annotation_category_id = maps
             maps_seen = True
-        eps = doc["episodes"]
-        gbc = doc.get("goals_by_category")
         if eps and not maps_seen:
             raise InputError(f, f"no {CATEGORY_MAPS[0]} in this file or the split file")
-        if gbc is None:
-            gbc = {}
-            for i, e in enumerate(eps):  # habitat's dedup_goals: the goals ride in the episodes
-                validate_episode(e, i, f, need_goals=True)
-                cat = e.get("object_category") or e["goals"][0].get("object_category")
-                gbc.setdefault(goals_key(e["scene_id"], cat), e["goals"])
-        if not isinstance(gbc, dict):
+        if doc.get("goals_by_category") is None:   # absent (or null): the goals ride in the episodes
+            for i, (_, eid, _, _, has_goals) in enumerate(eps):
+                if not has_goals:
+                    raise InputError(f, f"episode {i} (id {eid!r}): goals must be a non-empty list")
+            gbc = dedup
+        elif doc["goals_by_category"] is not STREAMED:
             raise InputError(f, "goals_by_category must be an object of key -> goal list")
-        for key, goals in gbc.items():
-            if not isinstance(goals, list):
-                raise InputError(f, f"goals_by_category[{key!r}] must be a list")
-            for j, g in enumerate(goals):
-                validate_goal(g, f"goals_by_category[{key!r}][{j}]", f)
-            out.goals_by_category[key] = goals
-        for i, e in enumerate(eps):
-            validate_episode(e, i, f, need_goals=False)
-            check_unique_ids(seen, e, i, f)
-            e = dict(e)
-            cat = e.get("object_category")
-            if cat is None and e.get("goals"):
-                cat = e["goals"][0].get("object_category")
-            where = f"episode {i} (id {e.get('episode_id')!r})"
+        out.goals_by_category.update(gbc)
+        starts.append((len(out.episodes), f))
+        for i, (text, eid, sid, cat, _) in enumerate(eps):
+            where = f"episode {i} (id {eid!r})"
             if not isinstance(cat, str) or not cat:
                 raise InputError(f, f"{where}: object_category is missing")
             if cat not in out.category_to_task_category_id:
                 raise InputError(f, f"{where}: category {cat!r} is not in {CATEGORY_MAPS[0]}")
-            key = goals_key(e["scene_id"], cat)
+            key = goals_key(sid, cat)
             if not out.goals_by_category.get(key):
                 raise InputError(f, f"{where}: no goal of category {cat!r} in scene "
-                                    f"{os.path.basename(e['scene_id'])!r} (goals_by_category "
-                                    f"has no {key!r})")
-            e["object_category"] = cat
-            e["episode_id"] = str(e["episode_id"])
-            e["goals"] = []
-            if scenes_dir is not None:
-                e["scene_id"] = join_scenes_dir(scenes_dir, e["scene_id"])
-            out.episodes.append(e)
+                                    f"{os.path.basename(sid)!r} (goals_by_category has no {key!r})")
+            out.episodes.append(text, str(eid), sid, cat, NO_GOALS)
+    check_table_unique_ids(out.episodes, starts)   # on the scene ids as read, as habitat's
+    if scenes_dir is not None:
+        joined = {sid: join_scenes_dir(scenes_dir, sid) for sid in set(out.episodes.scene_ids)}
+        out.episodes.scene_ids = [joined[sid] for sid in out.episodes.scene_ids]
     return out
+
+
+def _read_goal(g, where: str, path) -> dict:
+    """A goal dict of a file, checked (``validate_goal``), its view points made ``ViewPoints``."""
+    validate_goal(g, where, path)
+    g["view_points"] = ViewPoints.from_dicts(g["view_points"])
+    return g
 
 
 # ------------------------------------------------------------------------------ writing
@@ -299,7 +387,7 @@ def goals_on_navmesh(goals_by_key: Mapping[str, list[dict]], navmesh, problem, m
         kept_goals = []
         for g in goals:
             vps = g["view_points"]
-            pos = np.asarray([vp["agent_state"]["position"] for vp in vps], np.float64).reshape(-1, 3)
+            pos = view_point_positions(vps)
             on = np.asarray(navmesh.is_navigable(pos, max_y_delta), bool).reshape(-1) if len(vps) else \
                 np.zeros(0, bool)
             for k in np.flatnonzero(~on):
@@ -310,7 +398,8 @@ def goals_on_navmesh(goals_by_key: Mapping[str, list[dict]], navmesh, problem, m
                 problem("goals_without_view_points", f"{label}[{key!r}] object "
                         f"{g['object_id']!r}: no view point on the navmesh")
                 continue
-            kept_goals.append(dict(g, view_points=[vp for vp, ok in zip(vps, on) if ok]))
+            kept_goals.append(dict(g, view_points=vps.subset(on) if isinstance(vps, ViewPoints) else
+                                   [vp for vp, ok in zip(vps, on) if ok]))
         goals_out[key] = kept_goals
     return goals_out
 

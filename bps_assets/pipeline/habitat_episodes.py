@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 
 from ..errors import InputError
 from ..habitat_names import habitat_scene_name
-from ..nav.episodes import DEFAULT_SCENE_PATH_PREFIX, read_pointnav_dataset
+from ..nav.episode_table import EpisodeTable
+from ..nav.episodes import DEFAULT_SCENE_PATH_PREFIX, read_pointnav_table
 from ..nav.instance_imagenav_files import InstanceImageNavDataset, read_instance_imagenav_dataset
 from ..nav.objectnav_files import ObjectNavDataset, read_objectnav_dataset
 
@@ -63,8 +64,8 @@ def map_habitat_episodes(path: str | os.PathLike, manifest, subset: str | None =
     """Read habitat's PointNav v1 episodes at ``path`` (split file, its folder or a content
     file; ``content/`` and ``content_scenes_path`` as habitat reads them) and group them by the
     ``manifest`` scene each ``scene_id`` names (``subset``: only that subset's scenes).
-    ``manifest``: a ``Manifest`` or a path to one."""
-    return _map(path, read_pointnav_dataset(path), manifest, subset, allow_unmatched)
+    ``manifest``: a ``Manifest`` or a path to one. Each scene's episodes: an ``EpisodeTable``."""
+    return _map(path, read_pointnav_table(path), manifest, subset, allow_unmatched)
 
 
 def map_habitat_objectnav(path: str | os.PathLike, manifest, subset: str | None = None,
@@ -97,15 +98,22 @@ def _map(path, episodes, manifest, subset, allow_unmatched) -> MappedEpisodes:
         manifest = load_manifest(manifest)
     by_path, by_name = scene_lookup(manifest, subset)
     out = MappedEpisodes()
-    for e in episodes:
-        sid = e["scene_id"]
-        name = by_path.get(_strip_prefix(sid)) or by_name.get(habitat_scene_name(sid))
+    table = episodes if isinstance(episodes, EpisodeTable) else None
+    scene_ids = table.scene_ids if table is not None else [e["scene_id"] for e in episodes]
+    names, picked = {}, {}
+    for k, sid in enumerate(scene_ids):
+        name = names.get(sid, False)
+        if name is False:
+            name = names[sid] = by_path.get(_strip_prefix(sid)) or by_name.get(habitat_scene_name(sid))
         if name is None:
             if not allow_unmatched:
-                raise InputError(path, f"episode {e['episode_id']!r}: scene {sid!r} is not a scene of "
+                eid = table.ids[k] if table is not None else episodes[k]["episode_id"]
+                raise InputError(path, f"episode {eid!r}: scene {sid!r} is not a scene of "
                                        f"{manifest.path} (subset {subset or 'any'}; "
                                        f"{len(by_name)} scenes there)")
             out.unmatched[sid] = out.unmatched.get(sid, 0) + 1
             continue
-        out.by_scene.setdefault(name, []).append(e)
+        picked.setdefault(name, []).append(k)
+    for name, idx in picked.items():
+        out.by_scene[name] = table.take(idx) if table is not None else [episodes[k] for k in idx]
     return out

@@ -25,7 +25,6 @@ import multiprocessing
 import os
 import time
 import traceback
-import warnings
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
@@ -623,36 +622,11 @@ def nothing_found(plan: Plan) -> str:
 
 
 def _lock_run(path: Path):
-    """Hold an exclusive lock for the run (released by the OS when the process dies, kill -9
+    """Hold the run's lock (``run_lock``: released by the OS when the process dies, kill -9
     included): two runs of the same shard into one OUT_ROOT would redo each other's scenes."""
-    try:
-        f = open(path, "a+")
-    except OSError as e:
-        raise OutputWriteError(path, f"cannot create the run's lock file: {e.strerror or e}") from None
-    try:
-        _lock_file(f)
-    except OSError:
-        f.close()
-        raise ConfigError(path.parent.parent, "another preprocess run is writing this OUT_ROOT "
-                                              f"({path.stem}); wait for it or stop it") from None
-    except ImportError:
-        warnings.warn(f"{path}: this system has neither fcntl nor msvcrt file locks; nothing stops a "
-                      "second preprocess run into the same OUT_ROOT", RuntimeWarning, stacklevel=3)
-    return f
+    from .run_lock import hold
 
-
-def _lock_file(f) -> None:
-    """Non-blocking exclusive lock on an open file: fcntl (POSIX), else msvcrt (Windows).
-    OSError: someone holds it; ImportError: the system has neither."""
-    try:
-        import fcntl
-    except ImportError:
-        import msvcrt  # ImportError again: no lock at all (the caller warns)
-
-        f.seek(0)
-        msvcrt.locking(f.fileno(), msvcrt.LK_NBLCK, 1)
-        return
-    fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    return hold(path, "preprocess", where=path.parent.parent, place=f"OUT_ROOT ({path.stem})", stacklevel=3)
 
 
 def _run(plan, ds, split, shard, options, backend, settings, out_root, mpath, progress, log, t_start):

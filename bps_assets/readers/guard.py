@@ -46,8 +46,17 @@ def read_limited(path, limit: int, what: str = "JSON") -> bytearray:
     ResourceLimitError as soon as the limit is passed, or as soon as a gzip stream inflates past
     ``RATIO_FLOOR`` at more than ``MAX_GZIP_RATIO``x, so a gzip bomb costs about ``RATIO_FLOOR``
     and a small file only its size (no ``read(limit + 1)`` reservation)."""
-    spath = os.fspath(path)
     out = bytearray()
+    for piece in iter_limited(path, limit, what):
+        out += piece
+    return out
+
+
+def iter_limited(path, limit: int, what: str = "JSON", chunk: int = STREAM_CHUNK):
+    """``read_limited``'s bytes as pieces of at most ``chunk`` bytes, with the same checks and
+    errors as they are read (a streaming reader holds one piece at a time)."""
+    spath = os.fspath(path)
+    n = 0
     try:
         with open(spath, "rb") as fh:
             gz = fh.read(2) == b"\x1f\x8b"
@@ -55,28 +64,28 @@ def read_limited(path, limit: int, what: str = "JSON") -> bytearray:
             src = gzip.GzipFile(fileobj=fh) if gz else fh
             with src:
                 while True:
-                    piece = src.read(STREAM_CHUNK)
+                    piece = src.read(chunk)
                     if not piece:
                         break
-                    out += piece
-                    if len(out) > limit:
+                    n += len(piece)
+                    if n > limit:
                         raise ResourceLimitError(spath, f"more than {limit} bytes of {what}"
                                                         f"{' when decompressed' if gz else ''} (the cap)")
-                    if gz and len(out) > RATIO_FLOOR and len(out) > MAX_GZIP_RATIO * fh.tell():
+                    if gz and n > RATIO_FLOOR and n > MAX_GZIP_RATIO * fh.tell():
                         raise ResourceLimitError(spath, f"{what} inflates more than {MAX_GZIP_RATIO}x "
-                                                        f"({len(out)} bytes from {fh.tell()}): padding or "
+                                                        f"({n} bytes from {fh.tell()}): padding or "
                                                         "a gzip bomb, not data; refused")
+                    yield piece
     except FileNotFoundError:
         raise InputError(spath, "no such file") from None
     except IsADirectoryError:
         raise InputError(spath, f"is a directory, not a {what} file") from None
     except MemoryError:
-        raise ResourceLimitError(spath, f"{what} does not fit in memory (read {len(out)} bytes)") from None
+        raise ResourceLimitError(spath, f"{what} does not fit in memory (read {n} bytes)") from None
     except (EOFError, zlib.error, gzip.BadGzipFile) as e:
         raise InputError(spath, f"cannot read (bad gzip?): {e}") from None
     except OSError as e:
         raise InputError(spath, f"cannot read: {e.strerror or e}") from None
-    return out
 
 
 def read_text_capped(path, cap: int, error=InputError) -> str:

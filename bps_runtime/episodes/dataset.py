@@ -67,8 +67,10 @@ class DatasetEpisodes(EpisodeSupply):
             return None
         kept = self._by_id.get(st.name)
         if kept is None or kept[0] is not eps:
-            kept = self._by_id[st.name] = (eps, {str(e["episode_id"]): e for e in eps})
-        return kept[1].get(str(episode_id))
+            ids = getattr(eps, "ids", None) or [str(e["episode_id"]) for e in eps]   # a table: no dicts made
+            kept = self._by_id[st.name] = (eps, {eid: k for k, eid in enumerate(ids)})
+        k = kept[1].get(str(episode_id))
+        return None if k is None else eps[k]
 
     def field_rows(self) -> int:
         """Goal distance-field rows a resident scene starts with: the episodes prepared ahead."""

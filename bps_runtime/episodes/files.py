@@ -1,5 +1,6 @@
 """Episode files: which habitat v1 point-goal episodes ``make(episodes=...)`` serves
-(``resolve_episodes``; ``point_goal_supply``: the supply over them, or sampled ones).
+(``resolve_episodes``; ``point_goal_supply``: the supply over them, or sampled ones); the one
+base of the goal-object files' supplies (``GoalFileEpisodes``: ObjectNav, InstanceImageNav).
 Habitat's start rotation as a yaw: ``bps_assets.nav.pose.quaternion_yaw``."""
 from __future__ import annotations
 
@@ -7,10 +8,14 @@ from pathlib import Path
 
 
 from bps_assets.errors import InputError
+from bps_assets.nav.episode_table import EpisodeTable
+
+from .dataset import DatasetEpisodes
+from .supply import DEFAULTS, SupplyOptions, _SceneState
 
 
 def resolve_episodes(manifest, split, names: list[str], episodes):
-    """-> (mode, {scene name: [episodes]} or None) for make(episodes=...).
+    """-> (mode, {scene name: EpisodeTable} or None) for make(episodes=...).
 
     A file (ours, or habitat's own such as ``pointnav_hm3d_v1/val/val.json.gz`` with its
     ``content/`` files) is mapped onto the manifest's scenes by each episode's ``scene_id``:
@@ -34,11 +39,11 @@ def resolve_episodes(manifest, split, names: list[str], episodes):
         if not paths[0].exists():
             raise InputError(paths[0], "episodes dataset not found")
     wanted = set(names)
-    grouped: dict[str, list[dict]] = {}
+    grouped: dict = {}   # scene name -> EpisodeTable
     for p in paths:
         for name, eps in map_habitat_episodes(p, manifest, allow_unmatched=True).by_scene.items():
             if name in wanted:
-                grouped.setdefault(name, []).extend(eps)
+                grouped.setdefault(name, EpisodeTable()).extend(eps)
     if not grouped:
         raise InputError(paths[0], f"has no episodes for the scenes of the manifest ({', '.join(names[:5])} ...)")
     return "dataset", grouped
@@ -57,3 +62,58 @@ def point_goal_supply(request):
     if by_scene is not None:
         entries = [e for e in entries if e.name in by_scene]
     return make_supply(c.seed, request.worker, by_scene, options=c.episodes.supply), entries
+
+
+class GoalFileEpisodes(DatasetEpisodes):
+    """A goal-object episode file's episodes (ObjectNav v1, InstanceImageNav-v1: ``ds`` the dataset
+    read, ``raw_by_scene`` scene name -> its episodes), checked on each scene's navmesh when the
+    scene arrives (``check_on_navmesh``: what is off it dropped, counted and logged with the
+    file's name), then served as the dataset supply serves PointNav's. A task's subclass gives
+    ``WHAT``, ``check_on_navmesh``, ``scene_dataset`` and ``episode_dicts``."""
+
+    WHAT = ""
+
+    def __init__(self, ds, raw_by_scene: dict, path, seed: int, worker, options: SupplyOptions = DEFAULTS):
+        super().__init__({}, seed, worker, options)
+        self.ds, self.raw_by_scene, self.path = ds, dict(raw_by_scene), path
+        self.checks: dict = {}   # scene name -> NavmeshCheck of its episodes
+
+    @staticmethod
+    def check_on_navmesh(ds, navmesh, path):
+        """The task's ``check_on_navmesh(ds, navmesh, path)`` -> NavmeshCheck."""
+        raise NotImplementedError
+
+    def scene_dataset(self, raw: list[dict]):
+        """The dataset of episodes ``raw`` and only their goals."""
+        raise NotImplementedError
+
+    @staticmethod
+    def episode_dicts(ds, episodes: list[dict]) -> tuple[list[dict], dict]:
+        """The supply's episode dicts and {episode id: EpisodeGoal} of ``episodes`` of ``ds``."""
+        raise NotImplementedError
+
+    def _start(self, st: _SceneState, inline: bool) -> None:
+        import logging
+
+        scene_ds = self.scene_dataset(self.raw_by_scene.get(st.name, []))
+        check = self.checks[st.name] = self.check_on_navmesh(scene_ds, st.mesh.navmesh, self.path)
+        if check.dropped:
+            logging.getLogger(__name__).warning("%s: scene %s: dropped %s", self.path, st.name, check.summary())
+        self.episodes_by_scene[st.name], self.goals[st.name] = self.episode_dicts(check.dataset,
+                                                                                  check.dataset.episodes)
+        super()._start(st, inline)
+
+    @classmethod
+    def supply(cls, request, mapped, ds):
+        """(the supply, the entries it serves) over ``mapped`` (``map_habitat_*`` of the task's
+        file; ``ds`` its dataset): the scenes of ``request`` with at least one episode whose goal
+        has a view point; none is an ``InputError`` naming the file."""
+        c, entries = request.config, request.entries
+        names = {e.name for e in entries}
+        raw = {n: eps for n, eps in mapped.by_scene.items()
+               if n in names and any(len(ds.view_points_of(e)) for e in eps)}
+        if not raw:
+            raise InputError(c.episodes.source, f"has no {cls.WHAT} episodes for the scenes of "
+                                                f"{request.manifest.path} (split {request.split!r})")
+        return (cls(ds, raw, c.episodes.source, c.seed, request.worker, c.episodes.supply),
+                [e for e in entries if e.name in raw])

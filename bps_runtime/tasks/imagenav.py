@@ -20,7 +20,7 @@ import torch
 from bps_assets.nav.imagenav import goal_heading
 
 from .goal_encoders import ImageGoalEncoder
-from .goal_images import DEFAULT_BUDGET_BYTES, GoalImages
+from .goal_images import DEFAULT_BUDGET_BYTES, GoalImages, check_budget
 from .goalnav import (OUTCOME, SCHEMA, STAGING, Out, Params, State, apply_refills, begin_kernel, episode_info,
                       info, max_move, step_kernel)
 from ..episodes.files import point_goal_supply
@@ -40,7 +40,7 @@ TaskOptions = options_class(
     success_distance=0.2, max_episode_steps=1000, slack_reward=-0.01, success_reward=2.5,
     agent_height=1.5, agent_radius=0.1,
     # goal images kept for reuse (tasks/goal_images.py; 0: none): a memory budget, not a task rule
-    resources={"goal_cache_bytes": (int, DEFAULT_BUDGET_BYTES)})
+    resources={"goal_cache_bytes": (int, DEFAULT_BUDGET_BYTES, check_budget)})
 
 
 # the sensor geometry of habitat-lab's task config (SensorConfig's defaults for this task)

@@ -18,13 +18,14 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from bps_assets.nav.instance_imagenav_files import InstanceImageNavDataset, goal_key
+from bps_assets.nav.instance_imagenav_files import InstanceImageNavDataset, check_on_navmesh, goal_key
 
 from . import goalnav
 from ..episodes.dataset import DatasetEpisodes, EpisodeGoal
+from ..episodes.files import GoalFileEpisodes
 from ..episodes.supply import DEFAULTS as SUPPLY_DEFAULTS, SupplyOptions, _SceneState
 from .goal_encoders import ImageGoalEncoder
-from .goal_images import DEFAULT_BUDGET_BYTES, GoalImages
+from .goal_images import DEFAULT_BUDGET_BYTES, GoalImages, check_budget
 from .goalnav import (OUTCOME, SCHEMA, STAGING, Out, Params, State, apply_refills, begin_kernel, episode_info,
                       info, max_move, step_kernel)
 from .objectnav_episodes import check_dataset
@@ -42,7 +43,7 @@ TaskOptions = options_class(
     success_distance=0.1, max_episode_steps=1000, slack_reward=-0.01, success_reward=2.5,
     agent_height=1.41, agent_radius=0.17,
     # goal images kept for reuse (tasks/goal_images.py; 0: none): a memory budget, not a task rule
-    resources={"goal_cache_bytes": (int, DEFAULT_BUDGET_BYTES)})
+    resources={"goal_cache_bytes": (int, DEFAULT_BUDGET_BYTES, check_budget)})
 
 
 # the sensor geometry of habitat's task config (SensorConfig's defaults for this task; its RGB HFOV)
@@ -125,12 +126,12 @@ def goal_record(record: dict | None, _episode_id: str, _heading: float) -> dict:
 
 
 # ------------------------------------------------------------------------------ episodes
-def episode_dicts(ds: InstanceImageNavDataset) -> tuple[list[dict], dict]:
-    """``ds``'s episodes as the dataset supply's dicts (``goals`` = [the goal instance], with its
-    view points and cameras) and their goals ({episode id: ``EpisodeGoal``(the instance's view
-    points, its goal key)}). Episodes whose goal has no view point are left out."""
+def episode_dicts(ds: InstanceImageNavDataset, episodes: list[dict] | None = None) -> tuple[list[dict], dict]:
+    """``episodes`` of ``ds`` (default: all) as the dataset supply's dicts (``goals`` = [the goal
+    instance], with its view points and cameras) and their goals ({episode id: ``EpisodeGoal``(the
+    instance's view points, its goal key)}). Episodes whose goal has no view point are left out."""
     out, goals = [], {}
-    for e in ds.episodes:
+    for e in ds.episodes if episodes is None else episodes:
         pts = ds.view_points_of(e)
         if len(pts) == 0:
             continue
@@ -143,30 +144,18 @@ def episode_dicts(ds: InstanceImageNavDataset) -> tuple[list[dict], dict]:
     return out, goals
 
 
-class FileEpisodes(DatasetEpisodes):
+class FileEpisodes(GoalFileEpisodes):
     """An InstanceImageNav-v1 file's episodes (``ds``; ``raw_by_scene``: scene name -> its raw
-    episodes), checked on each scene's navmesh when it arrives (``check_on_navmesh``: what is
-    off it dropped, counted and logged with the file's name)."""
+    episodes), checked on each scene's navmesh when it arrives (``GoalFileEpisodes``)."""
 
-    def __init__(self, ds: InstanceImageNavDataset, raw_by_scene: dict, path, seed: int, worker,
-                 options: SupplyOptions = SUPPLY_DEFAULTS):
-        super().__init__({}, seed, worker, options)
-        self.ds, self.raw_by_scene, self.path = ds, dict(raw_by_scene), path
-        self.checks: dict = {}   # scene name -> NavmeshCheck of its episodes
+    WHAT = "InstanceImageNav"
+    check_on_navmesh = staticmethod(check_on_navmesh)
+    episode_dicts = staticmethod(episode_dicts)
 
-    def _start(self, st: _SceneState, inline: bool) -> None:
-        import logging
-
-        from bps_assets.nav.instance_imagenav_files import check_on_navmesh
-
-        raw = self.raw_by_scene.get(st.name, [])
+    def scene_dataset(self, raw: list[dict]) -> InstanceImageNavDataset:
+        """The dataset of episodes ``raw`` and only their goals."""
         keys = {goal_key(e["scene_id"], e["goal_object_id"]) for e in raw}
-        scene_ds = InstanceImageNavDataset(raw, {k: v for k, v in self.ds.goals.items() if k in keys})
-        check = self.checks[st.name] = check_on_navmesh(scene_ds, st.mesh.navmesh, self.path)
-        if check.dropped:
-            logging.getLogger(__name__).warning("%s: scene %s: dropped %s", self.path, st.name, check.summary())
-        self.episodes_by_scene[st.name], self.goals[st.name] = episode_dicts(check.dataset)
-        super()._start(st, inline)
+        return InstanceImageNavDataset(raw, {k: v for k, v in self.ds.goals.items() if k in keys})
 
 
 class SampledEpisodes(DatasetEpisodes):
@@ -200,7 +189,7 @@ class SampledEpisodes(DatasetEpisodes):
 def supply(request):
     """The episode supply and the scenes it serves: an InstanceImageNav-v1 file (``episodes=PATH``)
     mapped onto the manifest's scenes, or episodes generated per scene visit (None / "sample")."""
-    from bps_assets.errors import ConfigError, InputError
+    from bps_assets.errors import ConfigError
     from bps_assets.pipeline.habitat_episodes import map_habitat_instance_imagenav
 
     c, entries, manifest = request.config, request.entries, request.manifest
@@ -211,15 +200,7 @@ def supply(request):
     if src == "dataset":
         raise ConfigError(None, f"task={NAME!r}: pass episodes=PATH (an InstanceImageNav-v1 split file) or 'sample'")
     mapped = map_habitat_instance_imagenav(src, manifest, allow_unmatched=True)
-    ds = mapped.goal_instances
-    names = {e.name for e in entries}
-    # scenes with at least one usable episode (its goal has a view point), as ObjectNav's supply
-    raw = {n: eps for n, eps in mapped.by_scene.items()
-           if n in names and episode_dicts(InstanceImageNavDataset(eps, ds.goals))[0]}
-    if not raw:
-        raise InputError(src, f"has no InstanceImageNav episodes for the scenes of {manifest.path} "
-                              f"(split {request.split!r})")
-    return FileEpisodes(ds, raw, src, c.seed, request.worker, c.episodes.supply), [e for e in entries if e.name in raw]
+    return FileEpisodes.supply(request, mapped, mapped.goal_instances)
 
 
 SPEC = TaskSpec(

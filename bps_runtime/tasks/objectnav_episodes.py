@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from bps_assets.nav.objectnav_files import ObjectNavDataset, goals_key
+from bps_assets.nav.objectnav_files import ObjectNavDataset, check_on_navmesh, goals_key
 
 from ..episodes.dataset import DatasetEpisodes, EpisodeGoal
+from ..episodes.files import GoalFileEpisodes
 from ..episodes.supply import DEFAULTS, SupplyOptions, _SceneState
 
 
@@ -25,50 +26,39 @@ def objectnav_episode_dicts(ds: ObjectNavDataset, episodes: list[dict]) -> tuple
     """``episodes`` of ``ds`` as the dataset supply's dicts (``goals`` = the category's goal objects,
     ``ds.goals_of``: position, view points; the first one's position is where the supply puts the
     episode's goal point) and their goals ({episode id: ``EpisodeGoal``(every view point of the
-    category, the category's goals key, its task id)}). Episodes whose category has no view
-    point are left out."""
-    out, goals = [], {}
+    category, the category's goals key, its task id)}; the episodes of one category share one
+    array of its view points). Episodes whose category has no view point are left out."""
+    out, goals, points = [], {}, {}
     for e in episodes:
-        pts = ds.view_points_of(e)
+        key = goals_key(e["scene_id"], e["object_category"])
+        pts = points.get(key)
+        if pts is None:
+            pts = points[key] = ds.view_points_of(e)
         if len(pts) == 0:
             continue
         eid = str(e["episode_id"])
         out.append({"episode_id": eid, "scene_id": e["scene_id"],
                     "start_position": e["start_position"], "start_rotation": e["start_rotation"],
                     "goals": ds.goals_of(e), "object_category": e["object_category"]})
-        goals[eid] = EpisodeGoal(pts, goals_key(e["scene_id"], e["object_category"]), ds.task_category_id(e))
+        goals[eid] = EpisodeGoal(pts, key, ds.task_category_id(e))
     return out, goals
 
 
-class ObjectNavFileEpisodes(DatasetEpisodes):
+class ObjectNavFileEpisodes(GoalFileEpisodes):
     """A habitat ObjectNav v1 file's episodes (``ds``: the dataset; ``raw_by_scene``: scene name
     -> its raw episodes), checked against each scene's navmesh when the scene arrives
-    (``check_on_navmesh``: view points, goals and starts off the navmesh dropped, counted and
-    logged with the file's name), then served as the dataset supply serves PointNav's."""
+    (``GoalFileEpisodes``), then served as the dataset supply serves PointNav's."""
 
-    def __init__(self, ds: ObjectNavDataset, raw_by_scene: dict, path, seed: int, worker,
-                 options: SupplyOptions = DEFAULTS):
-        super().__init__({}, seed, worker, options)
-        self.ds, self.raw_by_scene, self.path = ds, dict(raw_by_scene), path
-        self.checks: dict = {}   # scene name -> NavmeshCheck of its episodes
+    WHAT = "ObjectNav"
+    check_on_navmesh = staticmethod(check_on_navmesh)
+    episode_dicts = staticmethod(objectnav_episode_dicts)
 
-    def _start(self, st: _SceneState, inline: bool) -> None:
-        import logging
-
-        from bps_assets.nav.objectnav_files import check_on_navmesh
-
-        raw = self.raw_by_scene.get(st.name, [])
+    def scene_dataset(self, raw: list[dict]) -> ObjectNavDataset:
+        """The dataset of episodes ``raw`` and only their categories' goals."""
         keys = {goals_key(e["scene_id"], e["object_category"]) for e in raw}
-        scene_ds = ObjectNavDataset(raw, {k: v for k, v in self.ds.goals_by_category.items() if k in keys},
-                                    self.ds.category_to_task_category_id,
-                                    self.ds.category_to_scene_annotation_category_id)
-        check = check_on_navmesh(scene_ds, st.mesh.navmesh, self.path)
-        self.checks[st.name] = check
-        if check.dropped:
-            logging.getLogger(__name__).warning("%s: scene %s: dropped %s", self.path, st.name, check.summary())
-        self.episodes_by_scene[st.name], self.goals[st.name] = objectnav_episode_dicts(check.dataset,
-                                                                                       check.dataset.episodes)
-        super()._start(st, inline)
+        return ObjectNavDataset(raw, {k: v for k, v in self.ds.goals_by_category.items() if k in keys},
+                                self.ds.category_to_task_category_id,
+                                self.ds.category_to_scene_annotation_category_id)
 
 
 class SampledObjectNav(DatasetEpisodes):
@@ -124,7 +114,7 @@ def objectnav_supply(request):
     """ObjectNav's episode supply and the scenes it serves: a habitat ObjectNav v1 file
     (``episodes=PATH``) mapped onto the manifest's scenes, or episodes generated per scene
     visit (None / "sample"). ``request``: ``tasks.spec.SupplyRequest``."""
-    from bps_assets.errors import ConfigError, InputError
+    from bps_assets.errors import ConfigError
     from bps_assets.pipeline.habitat_episodes import map_habitat_objectnav
 
     c, entries, manifest = request.config, request.entries, request.manifest
@@ -135,10 +125,4 @@ def objectnav_supply(request):
     if src == "dataset":
         raise ConfigError(None, "task='objectnav': pass episodes=PATH (an ObjectNav v1 split file) or 'sample'")
     mapped = map_habitat_objectnav(src, manifest, allow_unmatched=True)
-    names = {e.name for e in entries}
-    raw = {n: eps for n, eps in mapped.by_scene.items() if n in names
-           and objectnav_episode_dicts(mapped.objectnav, eps)[0]}
-    if not raw:
-        raise InputError(src, f"has no ObjectNav episodes for the scenes of {manifest.path} (split {request.split!r})")
-    supply = ObjectNavFileEpisodes(mapped.objectnav, raw, src, c.seed, request.worker, c.episodes.supply)
-    return supply, [e for e in entries if e.name in raw]
+    return ObjectNavFileEpisodes.supply(request, mapped, mapped.objectnav)

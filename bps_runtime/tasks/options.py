@@ -33,7 +33,8 @@ def options_class(name: str, module: str, doc: str, fields: tuple = (), resource
                   **defaults) -> type:
     """A task's frozen ``TaskOptions`` subclass defined as ``module.TaskOptions``: the base's fields
     and ``fields`` ((name, type) pairs), ``defaults`` for any of them (every one of ``fields``
-    needs one), plus ``resources`` ({name: (type, default)})."""
+    needs one), plus ``resources`` ({name: (type, default) or (type, default, check)}: ``check(value)``
+    raises ``ConfigError`` for a bad value when the options are built, not when an env uses them)."""
     base = {f.name for f in dataclasses.fields(TaskOptions)}
     own = dict(fields)
     unknown = set(defaults) - base - set(own)
@@ -43,8 +44,15 @@ def options_class(name: str, module: str, doc: str, fields: tuple = (), resource
     hints = {f.name: f.type for f in dataclasses.fields(TaskOptions)} | own
     spec = [(n, hints[n], dataclasses.field(default=d)) for n, d in defaults.items()]
     resources = resources or {}
-    spec += [(n, t, dataclasses.field(default=d)) for n, (t, d) in resources.items()]
+    spec += [(n, r[0], dataclasses.field(default=r[1])) for n, r in resources.items()]
+    checks = {n: r[2] for n, r in resources.items() if len(r) > 2}
+
+    def __post_init__(self):
+        for n, check in checks.items():
+            check(getattr(self, n))
+
     cls = dataclasses.make_dataclass("TaskOptions", spec, bases=(TaskOptions,), frozen=True,
-                                     namespace={"TASK": name, "RESOURCES": tuple(resources)})
+                                     namespace={"TASK": name, "RESOURCES": tuple(resources),
+                                                "__post_init__": __post_init__})
     cls.__module__, cls.__doc__ = module, doc
     return cls

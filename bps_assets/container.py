@@ -169,7 +169,7 @@ def _undo_filter(buf: bytes | memoryview, filt: str, dtype: np.dtype, shape: tup
         if rc == -2:
             raise _OutOfRange(out)
         if rc != 0:
-            raise ValueError(f"{b.size} filtered bytes do not hold {dtype}{list(shape)}")
+            raise _Undecodable(f"{b.size} filtered bytes do not hold {dtype}{list(shape)}")
         return out
     n = b.size // item
     # one strided write per byte plane: faster than copying the (item, n) transpose (figure:
@@ -185,6 +185,11 @@ def _undo_filter(buf: bytes | memoryview, filt: str, dtype: np.dtype, shape: tup
     if below is not None and _any_at_least(a, below):
         raise _OutOfRange(a)
     return a
+
+
+class _Undecodable(ValueError):
+    """Raised by the native unfilter when the bytes do not hold the shape (``Container._unfilter``
+    turns it, as any ValueError of the decode, into a CorruptFileError naming the section)."""
 
 
 class _OutOfRange(Exception):
@@ -209,7 +214,7 @@ def _undo_filter_dequantize(buf, filt: str, dtype: np.dtype, shape: tuple, grid)
     step, origin = np.asarray(grid.step, np.float64), np.asarray(grid.origin, np.float64)
     if native(b.ctypes.data, b.size, out.ctypes.data, out.size, dtype.itemsize, row,
               int(filt == "delta+shuffle"), step.ctypes.data, origin.ctypes.data) != 0:
-        raise ValueError(f"{b.size} filtered bytes do not hold {dtype}{list(shape)}")
+        raise _Undecodable(f"{b.size} filtered bytes do not hold {dtype}{list(shape)}")
     return out
 
 

@@ -279,10 +279,14 @@ def split_file(out_dir: str | os.PathLike, split: str) -> Path:
     return Path(out_dir) / split / f"{split}{SUFFIX}"
 
 
+class _NotJson(TypeError):
+    """json.dumps's ``default`` protocol: an object it cannot write (a bug of the caller's data)."""
+
+
 def _as_json(o):
     if hasattr(o, "to_json"):   # arrays read from a file (objectnav_files.ViewPoints)
         return o.to_json()
-    raise TypeError(f"{type(o).__name__} is not JSON serializable")
+    raise _NotJson(f"{type(o).__name__} is not JSON serializable")
 
 
 def _gz_json_bytes(obj) -> bytes:

@@ -546,14 +546,26 @@ def _stop_workers(ex: ProcessPoolExecutor) -> None:
             continue
 
 
-def _interrupted(out_root: Path, results: dict, n_tasks: int) -> InterruptedRun:
-    done = sum(r.status in ("ok", "failed") for r in results.values())
+def _interrupted(out_root: Path, results: dict, tasks: list, since: float) -> InterruptedRun:
+    # a worker may have written its scene's record before the interrupt reached us and before
+    # its result did: count it too (the rerun skips it), so the line says what really finished
+    late = sum(t.src.name not in results and _written_since(_record_path(out_root, t.src.name), since)
+               for t in tasks)
+    n_tasks = len(tasks)
+    done = sum(r.status in ("ok", "failed") for r in results.values()) + late
     failed = sum(r.status == "failed" for r in results.values())
     skipped = sum(r.status == "skipped" for r in results.values())
     return InterruptedRun(out_root, f"interrupted: {done} of {n_tasks} scene(s) to process finished"
                                     f"{f' ({failed} failed)' if failed else ''}, {skipped} were already up to "
                                     "date; the manifest was not rewritten. Rerun the same command to "
                                     "resume: finished scenes are skipped")
+
+
+def _written_since(path: Path, since: float) -> bool:
+    try:
+        return path.stat().st_mtime >= since
+    except OSError:
+        return False
 
 
 def preprocess(src_root, out_root, dataset: str = "gibson", split: str | None = None,
@@ -682,7 +694,7 @@ def _run(plan, ds, split, shard, options, backend, settings, out_root, mpath, pr
 
         bar = tqdm(total=len(tasks), unit="scene", desc="preprocess", dynamic_ncols=True)
 
-    t_tasks, n_done = time.perf_counter(), [0]
+    t_tasks, n_done, t_wall = time.perf_counter(), [0], time.time()
 
     def on_done(r: SceneResult):
         results[r.name] = r
@@ -708,7 +720,7 @@ def _run(plan, ds, split, shard, options, backend, settings, out_root, mpath, pr
         if bar is not None:
             bar.close()
             bar = None
-        raise _interrupted(out_root, results, len(tasks)) from None
+        raise _interrupted(out_root, results, tasks, t_wall - 0.05) from None
     finally:
         if bar is not None:
             bar.close()

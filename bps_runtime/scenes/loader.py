@@ -226,7 +226,7 @@ class SceneLoader:
             if nav is not None:
                 check_navmesh(source, nav, header)
             nv, nt = int(ps.positions.shape[0]), int(ps.indices.shape[0])
-            level = getattr(ps, "lod", -1) if self._default_read else -1   # a caller's reader: the full mesh
+            level = ps.lod if self._default_read else -1   # a caller's reader: the full mesh
             footprint = scene_footprint(sd, self.renderer, nv, nt, navmesh_nbytes(nav), level)
             nbytes = sum(footprint.values())
             ticket = self._reserve(source, nbytes, reserve)

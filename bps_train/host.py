@@ -18,7 +18,7 @@ import os
 import sys
 
 M_TRIM_THRESHOLD, M_MMAP_MAX = -1, -4           # glibc's malloc.h
-KEEP = {M_MMAP_MAX: 0, M_TRIM_THRESHOLD: 2**31 - 1}
+KEEP = {M_MMAP_MAX: 0, M_TRIM_THRESHOLD: -1}       # -1: never trim (mallopt(3))
 GLIBC_DEFAULTS = {M_MMAP_MAX: 65536, M_TRIM_THRESHOLD: 128 * 1024}
 
 

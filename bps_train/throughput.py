@@ -4,14 +4,14 @@ rollout collection (1 group, 2 groups), the PPO update alone, and end to end, wi
     python -m bps_train.throughput MANIFEST [--num-envs 128] [--steps 32] [--threads 1] [--learn-threads 0]
     python -m bps_train.throughput --learn-only [--num-envs 128] [--steps 32]
 
-Frames/s of: simulation only (random moves, one group, the runtime's own threads), policy
-inference only (one group of NUM_ENVS / 2), rollout collection with 1 group (no overlap possible)
-and 2 groups (the trainer's), ``learn``: one PPO update (the trainer's ``learn``: 2 minibatches,
-forward, backward, clip, LAMB step) on random frames with the update's threads, ``learn_1_thread``
-the same with one torch thread, and ``end_to_end`` (a 2-group rollout then the update on it, as
-the trainer loops); then ``learn_over_sim`` and ``end_to_end_over_sim`` (issue 32: >= 1 and >= 0.45)
-and the thread settings used. Host memory and threads are set as the trainer sets them on the CPU
-(``bps_train.host``). ``--bf16``: bf16 autocast (measurement only; the trainer never autocasts on CPU).
+Frames/s of: simulation only (random moves, one group, the runtime's threads), inference only
+(one group of NUM_ENVS / 2), collection with 1 group (no overlap) and 2 (the trainer's),
+``learn``: one PPO update (the trainer's ``learn``) on random frames on the update's threads,
+and ``end_to_end`` (a 2-group rollout then the update, as the trainer loops), each also with the
+update on one thread (``*_1_thread``: on a shared machine every-core OpenMP waits for descheduled
+threads); then ``learn_over_sim`` and ``end_to_end_over_sim`` (issue 32: >= 1 and >= 0.45) and
+the thread settings. Host memory and threads are set as the trainer's (``bps_train.host``).
+``--bf16``: bf16 autocast (measurement only; the trainer never autocasts on CPU).
 """
 from __future__ import annotations
 
@@ -138,13 +138,14 @@ def main(argv=None):
             collect_rollout(env, policy, ro, carry, "depth", amp)
             out[f"collect_{groups}_group{'s' if groups > 1 else ''}"].append(n * a.steps / (time.perf_counter() - t0))
             if groups == 2:  # the trainer's loop: a rollout, then the PPO update on it
-                with threads(learn_threads):
-                    ppo_update(policy, opt, ro, None, amp)  # warm-up
-                t0 = time.perf_counter()
-                collect_rollout(env, policy, ro, carry, "depth", amp)
-                with threads(learn_threads):
-                    ppo_update(policy, opt, ro, None, amp)
-                out["end_to_end"].append(n * a.steps / (time.perf_counter() - t0))
+                for key, k in (("end_to_end", learn_threads), ("end_to_end_1_thread", 1)):
+                    with threads(k):
+                        ppo_update(policy, opt, ro, None, amp)  # warm-up
+                    t0 = time.perf_counter()
+                    collect_rollout(env, policy, ro, carry, "depth", amp)
+                    with threads(k):
+                        ppo_update(policy, opt, ro, None, amp)
+                    out.setdefault(key, []).append(n * a.steps / (time.perf_counter() - t0))
             env.close()
         # inference alone, on the batch size of one group of two
         b = n // 2
@@ -159,7 +160,9 @@ def main(argv=None):
     out["learn"] = [measure_learn_fps(policy, n, a.steps, res, a.hidden, a.repeats, amp, learn_threads)]
     out["learn_1_thread"] = [measure_learn_fps(policy, n, a.steps, res, a.hidden, a.repeats, amp, 1)]
     best = {k: (min(v) if k.endswith("_ms") else max(v)) for k, v in out.items()}
-    best.update(learn_over_sim=best["learn"] / best["sim"], end_to_end_over_sim=best["end_to_end"] / best["sim"])
+    best.update(learn_over_sim=best["learn"] / best["sim"], end_to_end_over_sim=best["end_to_end"] / best["sim"],
+                learn_1_thread_over_sim=best["learn_1_thread"] / best["sim"],
+                end_to_end_1_thread_over_sim=best["end_to_end_1_thread"] / best["sim"])
     serial = 1 / (1 / best["sim"] + 1 / best["infer"])
     perfect = min(best["sim"], best["infer"])
     best.update(serial_prediction=serial, perfect_overlap_prediction=perfect,

@@ -303,7 +303,8 @@ def test_throughput_prints_every_figure_of_the_issue_in_one_run(manifest, capsys
         torch.set_num_threads(before)
         from bps_train.host import keep_freed_memory
         keep_freed_memory(False)
-    for k in ("sim", "infer", "collect_1_group", "collect_2_groups", "learn", "learn_1_thread", "end_to_end"):
+    for k in ("sim", "infer", "collect_1_group", "collect_2_groups", "learn", "learn_1_thread", "end_to_end",
+              "end_to_end_1_thread"):
         assert best[k] > 0, k
     assert best["learn_over_sim"] == pytest.approx(best["learn"] / best["sim"])
     assert best["end_to_end_over_sim"] == pytest.approx(best["end_to_end"] / best["sim"])

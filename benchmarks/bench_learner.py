@@ -27,15 +27,16 @@ import time
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # learner_reference
 
 from bps_train import models as M  # noqa: E402
 from bps_train.host import keep_freed_memory, update_threads  # noqa: E402
 from bps_train.lamb import Lamb  # noqa: E402
 from bps_train.ppo import Rollout  # noqa: E402
 from bps_train.throughput import ppo_update  # noqa: E402
+from learner_reference import reference_encoder  # noqa: E402
 
 LEVERS = ("old_encoder", "lstm_per_step", "heap", "all_threads", "channels_last", "bf16", "compile")
 NAMED = {"before": "old_encoder", "fewer_passes": "", "every_core": "heap+all_threads"}
@@ -57,29 +58,13 @@ def lstm_per_step(self, visual, goal, prev_action, state0, not_done):
     return self.actor(out), self.critic(out)[..., 0]
 
 
-def old_block(self, x):
-    """FixupSEBlock.forward at 9b8a679: each bias, the scale, the SE gate and the add a pass."""
-    out = F.relu(self.conv1(x + self.bias1a) + self.bias1b)
-    out = self.conv2(out + self.bias2a) * self.scale + self.bias2b
-    out = self.se(out)
-    if self.shortcut is None:
-        short = x
-    else:
-        s = self.shortcut.stride
-        short = F.conv2d((x + self.bias1a)[:, :, ::s[0], ::s[1]], self.shortcut.weight)
-    return F.relu(out + short)
-
-
 def old_encoder(self, x):
-    """SEResNet9.forward at 9b8a679: relu on the stem's full-resolution output, then the max-pool."""
-    x = F.max_pool2d(F.relu(self.stem(x)), 3, 2, 1)
-    x = self.blocks(x)
-    x = F.relu(self.compress(x))
-    return F.relu(self.fc(x.flatten(1)))
+    """SEResNet9.forward at 9b8a679 (tests/learner_reference.py): relu before the max-pool, Fixup's
+    biases and scale, the SE gate and the add each a pass of their own."""
+    return reference_encoder(self, x)
 
 
 CODE = {"evaluate_sequence": (M.Policy, M.Policy.evaluate_sequence, lstm_per_step, "lstm_per_step"),
-        "block": (M.FixupSEBlock, M.FixupSEBlock.forward, old_block, "old_encoder"),
         "encoder": (M.SEResNet9, M.SEResNet9.forward, old_encoder, "old_encoder")}
 
 

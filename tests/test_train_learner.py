@@ -16,6 +16,7 @@ torch = pytest.importorskip("torch")
 from bps_train.args import parse  # noqa: E402
 from bps_train.models import Policy, cpu_bf16_supported, lstm_steps  # noqa: E402
 from bps_train.train import Args, autocast_of  # noqa: E402
+from learner_reference import reference_encoder  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 needs_bf16 = pytest.mark.skipif(not cpu_bf16_supported(), reason="this CPU's oneDNN has no bf16 kernels")
@@ -98,10 +99,15 @@ def test_avx2_cpu_falls_back_to_fp32():
         "loss.backward()\n"
         "assert torch.isfinite(loss) and loss.dtype == torch.float32\n"
         "print('fp32 ok')\n")
-    env = {**os.environ, "ONEDNN_MAX_CPU_ISA": "AVX2", "PYTHONPATH": ROOT}
+    run_on_avx2(code, "fp32 ok")
+
+
+def run_on_avx2(code: str, done: str) -> None:
+    """Run ``code`` in a fresh interpreter under ONEDNN_MAX_CPU_ISA=AVX2; it must print ``done``."""
+    env = {**os.environ, "ONEDNN_MAX_CPU_ISA": "AVX2", "PYTHONPATH": os.pathsep.join([ROOT, os.path.join(ROOT, "tests")])}
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
-    assert "fp32 ok" in r.stdout
+    assert done in r.stdout
 
 
 def _rollout_batch(seed, n=16, res=32):
@@ -136,30 +142,6 @@ def test_bf16_policy_acts_as_fp32_within_tolerance_and_deterministically():
 
 
 # ---- issue 32 item 3, second pass: fewer passes over the activations, host memory, threads
-
-def reference_block(blk, x):
-    """FixupSEBlock as written in the paper's form (each bias, the scale, the SE gate and the add
-    a pass of its own; relu after the stem, before the max-pool): the code at 9b8a679."""
-    F = torch.nn.functional
-    out = F.relu(blk.conv1(x + blk.bias1a) + blk.bias1b)
-    out = blk.conv2(out + blk.bias2a) * blk.scale + blk.bias2b
-    out = blk.se(out)
-    if blk.shortcut is None:
-        short = x
-    else:
-        s = blk.shortcut.stride
-        short = F.conv2d((x + blk.bias1a)[:, :, ::s[0], ::s[1]], blk.shortcut.weight)
-    return F.relu(out + short)
-
-
-def reference_encoder(net, x):
-    F = torch.nn.functional
-    x = F.max_pool2d(F.relu(net.stem(x)), 3, 2, 1)
-    for blk in net.blocks:
-        x = reference_block(blk, x)
-    x = F.relu(net.compress(x))
-    return F.relu(net.fc(x.flatten(1)))
-
 
 def test_encoder_computes_the_fixup_se_resnet_values_and_gradients():
     """The rewritten forward (biases inside the convolutions, scale on conv2's weights, one
@@ -209,9 +191,8 @@ def test_rewritten_encoder_runs_on_the_avx2_path():
     """The biased convolutions and the addcmul run under ONEDNN_MAX_CPU_ISA=AVX2 (forward and
     backward) and agree there with the paper's form."""
     code = (
-        "import torch, sys\n"
-        f"sys.path.insert(0, {os.path.join(ROOT, 'tests')!r})\n"
-        "from test_train_learner import reference_encoder\n"
+        "import torch\n"
+        "from learner_reference import reference_encoder\n"
         "from bps_train.models import SEResNet9\n"
         "torch.manual_seed(0)\n"
         "net = SEResNet9(1, 16, 32); net(torch.zeros(1, 1, 64, 64))\n"
@@ -221,10 +202,7 @@ def test_rewritten_encoder_runs_on_the_avx2_path():
         "got.sum().backward()\n"
         "assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in net.parameters())\n"
         "print('avx2 ok')\n")
-    env = {**os.environ, "ONEDNN_MAX_CPU_ISA": "AVX2", "PYTHONPATH": ROOT}
-    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr[-2000:]
-    assert "avx2 ok" in r.stdout
+    run_on_avx2(code, "avx2 ok")
 
 
 def test_kept_memory_is_reused_without_page_faults():

@@ -1,17 +1,19 @@
 """CPU learner levers, A/B in one process: the PPO update (and rollout inference) of the paper's
 policy with each variant, the variants in turn round after round, fastest round reported.
 
-    python benchmarks/bench_learner.py [--num-envs 128] [--steps 32] [--threads 1] [--rounds 2]
-                                       [--variants lstm_per_step,unrolled,channels_last,bf16,...]
+    python benchmarks/bench_learner.py [--num-envs 128] [--steps 32] [--rounds 3]
+                                       [--variants before,fewer_passes,heap,every_core,...]
 
-Variants: ``lstm_per_step`` (before issue 32: nn.LSTM called once per step, fp32), ``unrolled``
-(``models.lstm_steps``, fp32: the trainer's ``--no-bf16`` path), ``channels_last`` (unrolled +
-channels-last weights), ``bf16`` (unrolled + bf16 autocast: the trainer's default on CPUs with
-oneDNN bf16 kernels), ``channels_last_bf16``, ``compile`` / ``bf16_compile`` (torch.compile of the
-visual encoder, inductor CPU backend; the first round's time is the compile). Prints frames/s of
-the update (2 minibatches: forward, backward, clip, LAMB step) on random 64x64 depth frames, and
-of inference on one group (NUM_ENVS / 2), per variant, plus each variant's ratio to
-``lstm_per_step``. Ratios are what to read on a shared machine.
+A variant is levers joined by ``+``: ``old_encoder`` (the encoder's forward at 9b8a679: relu
+before the max-pool, Fixup's biases and scale as passes of their own), ``lstm_per_step`` (one
+nn.LSTM call per step, before issue 32), ``heap`` (``bps_train.host.keep_freed_memory``; without
+it glibc's defaults and the memory trimmed; an untimed update re-grows the heap first),
+``all_threads`` (every core during the update, else 1), ``channels_last`` (weights), ``bf16``
+(CPU autocast), ``compile`` (torch.compile of the encoder). Named: ``before`` = old_encoder (the
+code at 9b8a679), ``fewer_passes`` = none (this encoder), ``every_core`` = heap+all_threads
+(throughput's default). Prints per variant: update frames/s by wall clock and by process CPU
+time (user + sys: robust to others' load at one thread), kernel seconds and page faults per
+update, inference frames/s on NUM_ENVS / 2 (one thread); ratios to the first variant.
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ import argparse
 import contextlib
 import json
 import os
+import resource
 import sys
 import time
 from pathlib import Path
@@ -26,13 +29,17 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # learner_reference
 
 from bps_train import models as M  # noqa: E402
+from bps_train.host import keep_freed_memory, update_threads  # noqa: E402
 from bps_train.lamb import Lamb  # noqa: E402
 from bps_train.ppo import Rollout  # noqa: E402
 from bps_train.throughput import ppo_update  # noqa: E402
+from learner_reference import reference_encoder  # noqa: E402
 
-VARIANTS = ("lstm_per_step", "unrolled", "channels_last", "bf16", "channels_last_bf16", "compile", "bf16_compile")
+LEVERS = ("old_encoder", "lstm_per_step", "heap", "all_threads", "channels_last", "bf16", "compile")
+NAMED = {"before": "old_encoder", "fewer_passes": "", "every_core": "heap+all_threads"}
 
 
 def lstm_per_step(self, visual, goal, prev_action, state0, not_done):
@@ -51,22 +58,46 @@ def lstm_per_step(self, visual, goal, prev_action, state0, not_done):
     return self.actor(out), self.critic(out)[..., 0]
 
 
+def old_encoder(self, x):
+    """SEResNet9.forward at 9b8a679 (tests/learner_reference.py): relu before the max-pool, Fixup's
+    biases and scale, the SE gate and the add each a pass of their own."""
+    return reference_encoder(self, x)
+
+
+CODE = {"evaluate_sequence": (M.Policy, M.Policy.evaluate_sequence, lstm_per_step, "lstm_per_step"),
+        "encoder": (M.SEResNet9, M.SEResNet9.forward, old_encoder, "old_encoder")}
+
+
+def use_code(levers) -> None:
+    """Point the classes at the old or the current code for this variant."""
+    for name, (cls, now, old, lever) in CODE.items():
+        setattr(cls, "evaluate_sequence" if name == "evaluate_sequence" else "forward",
+                old if lever in levers else now)
+
+
+def cpu_and_faults():
+    """(process CPU seconds, kernel seconds, minor page faults) so far."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime, r.ru_stime, r.ru_minflt
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--num-envs", type=int, default=128)
     ap.add_argument("--steps", type=int, default=32)
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--variants", default="lstm_per_step,unrolled,channels_last,bf16,channels_last_bf16")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--variants", default="before,fewer_passes,heap,every_core")
     a = ap.parse_args(argv)
     variants = a.variants.split(",")
-    for v in variants:
-        if v not in VARIANTS:
-            ap.error(f"unknown variant {v!r} (choose from {', '.join(VARIANTS)})")
-    if any("bf16" in v for v in variants) and not M.cpu_bf16_supported():
+    levers = {v: {lv for tok in v.split("+") for lv in NAMED.get(tok, tok).split("+") if lv} for v in variants}
+    for v, ls in levers.items():
+        if ls - set(LEVERS):
+            ap.error(f"variant {v!r}: unknown lever(s) {sorted(ls - set(LEVERS))} (choose from {', '.join(LEVERS)})")
+    if any("bf16" in ls for ls in levers.values()) and not M.cpu_bf16_supported():
         print("this CPU's oneDNN has no bf16 kernels: bf16 variants skipped", flush=True)
-        variants = [v for v in variants if "bf16" not in v]
-    torch.set_num_threads(a.threads)
+        variants = [v for v in variants if "bf16" not in levers[v]]
+    torch.set_num_threads(1)
+    cores = update_threads(0)
     n, t = a.num_envs, a.steps
     g = torch.Generator().manual_seed(0)
     ro = Rollout.empty(t, n, (64, 64, 1), torch.float32, 256, "cpu")
@@ -79,27 +110,36 @@ def main(argv=None):
     for v in variants:
         torch.manual_seed(0)
         p = M.Policy(1, hidden=256, width=16)
-        if "channels_last" in v:
+        if "channels_last" in levers[v]:
             p = p.to(memory_format=torch.channels_last)
-        if "compile" in v:
+        if "compile" in levers[v]:
             p.encoder = torch.compile(p.encoder)
-        amp = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if "bf16" in v else contextlib.nullcontext
+        amp = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if "bf16" in levers[v] else contextlib.nullcontext
         setups[v] = (p, amp, Lamb(p.parameters(), lr=1e-4))
-    unrolled = M.Policy.evaluate_sequence
-    learn = {v: [] for v in variants}
+    rows = {v: {"wall": [], "cpu": [], "sys": [], "faults": []} for v in variants}
     first = {}
     for r in range(a.rounds + 1):  # round 0 warms up (oneDNN primitives; compile)
+        kept = False
         for v in variants:
             p, amp, opt = setups[v]
-            M.Policy.evaluate_sequence = lstm_per_step if v == "lstm_per_step" else unrolled
+            use_code(levers[v])
+            keep_freed_memory("heap" in levers[v])
+            torch.set_num_threads(cores if "all_threads" in levers[v] else 1)
+            if "heap" in levers[v] and not kept and r:  # the heap as the trainer has it after its first update
+                ppo_update(p, opt, ro, g, amp)
+            kept = "heap" in levers[v]
+            c0, s0, f0 = cpu_and_faults()
             t0 = time.perf_counter()
             ppo_update(p, opt, ro, g, amp)
             dt = time.perf_counter() - t0
+            c1, s1, f1 = cpu_and_faults()
+            torch.set_num_threads(1)
             if r:
-                learn[v].append(n * t / dt)
+                for k, x in zip(rows[v], (n * t / dt, n * t / (c1 - c0), s1 - s0, f1 - f0)):
+                    rows[v][k].append(x)
             else:
                 first[v] = dt
-    M.Policy.evaluate_sequence = unrolled
+    use_code(set())
     infer = {v: [] for v in variants}
     b = n // 2
     x, goal = torch.rand(b, 64, 64, 1), torch.rand(b, 2)
@@ -108,6 +148,8 @@ def main(argv=None):
         for r in range(a.rounds + 1):
             for v in variants:
                 p, amp, _ = setups[v]
+                use_code(levers[v])
+                keep_freed_memory("heap" in levers[v])
                 st = p.initial_state(b)
                 t0 = time.perf_counter()
                 for _ in range(8):
@@ -115,16 +157,20 @@ def main(argv=None):
                         p(x, goal, prev, st, nd)
                 if r:
                     infer[v].append(8 * b / (time.perf_counter() - t0))
+    use_code(set())
     base = variants[0]
-    out = {"num_envs": n, "steps": t, "threads": a.threads, "loadavg_at_end": os.getloadavg()[0]}
+    out = {"num_envs": n, "steps": t, "update_threads_all": cores, "loadavg_at_end": os.getloadavg()[0]}
     for v in variants:
-        out[v] = {"learn_fps": round(max(learn[v]), 1), "learn_fps_rounds": [round(x) for x in learn[v]],
-                  "learn_vs_" + base: round(max(learn[v]) / max(learn[base]), 3),
+        w, c = max(rows[v]["wall"]), max(rows[v]["cpu"])
+        out[v] = {"levers": sorted(levers[v]), "learn_fps": round(w, 1), "learn_fps_rounds": [round(x) for x in rows[v]["wall"]],
+                  "learn_vs_" + base: round(w / max(rows[base]["wall"]), 3), "learn_cpu_fps": round(c, 1),
+                  "learn_cpu_vs_" + base: round(c / max(rows[base]["cpu"]), 3),
+                  "sys_s": round(min(rows[v]["sys"]), 2), "page_faults": min(rows[v]["faults"]),
                   "infer_fps": round(max(infer[v]), 1), "infer_vs_" + base: round(max(infer[v]) / max(infer[base]), 3),
                   "first_round_s": round(first[v], 1)}
-        print(f"{v:20s} learn {max(learn[v]):7.0f} fps (x{max(learn[v]) / max(learn[base]):.2f})  infer "
-              f"{max(infer[v]):7.0f} fps (x{max(infer[v]) / max(infer[base]):.2f})  first round {first[v]:.1f} s",
-              flush=True)
+        print(f"{v:16s} learn {w:6.0f} fps (x{w / max(rows[base]['wall']):.2f})  by CPU time {c:6.0f} "
+              f"(x{c / max(rows[base]['cpu']):.2f})  sys {min(rows[v]['sys']):.2f} s  faults {min(rows[v]['faults']):7d}  "
+              f"infer {max(infer[v]):6.0f} fps (x{max(infer[v]) / max(infer[base]):.2f})", flush=True)
     print(json.dumps(out))
     return out
 

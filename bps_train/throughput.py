@@ -1,45 +1,46 @@
-"""Does inference overlap simulation? Rollout speed with two groups (double buffering) vs one,
-against the serial and perfect-overlap predictions from the parts measured in the same run.
+"""The trainer's speed in parts, one run (issue 32 item 3): simulation only, rollout inference,
+rollout collection (1 group, 2 groups), the PPO update alone, and end to end, with their ratios.
 
-    python -m bps_train.throughput MANIFEST [--num-envs 32] [--steps 64] [--threads 1]
-    python -m bps_train.throughput --learn-only [--num-envs 32] [--steps 32] [--threads 1]
+    python -m bps_train.throughput MANIFEST [--num-envs 128] [--steps 32] [--threads 1] [--learn-threads 0]
+    python -m bps_train.throughput --learn-only [--num-envs 128] [--steps 32]
 
-Prints frames/s of: simulation only (random moves), policy inference only, rollout collection
-with 1 group (send then recv of everything: no overlap possible) and with 2 groups, the
-learner: one PPO update (2 minibatches: forward, backward, clip, LAMB step) on a rollout of
-random frames, in frames/s of rollout learned from (``--learn-only``: that alone, no dataset),
-and end to end (a 2-group rollout then the update on it, as the trainer loops); then
-``learn_over_sim`` and ``end_to_end_over_sim`` (issue 32: >= 1 and >= 0.45). ``--bf16``: bf16 autocast.
+Frames/s of: simulation only (random moves, one group, the runtime's threads), inference only
+(one group of NUM_ENVS / 2), collection with 1 group (no overlap) and 2 (the trainer's),
+``learn``: one PPO update (the trainer's ``learn``) on random frames on the update's threads,
+and ``end_to_end`` (a 2-group rollout then the update, as the trainer loops), each also with the
+update on one thread (``*_1_thread``: on a shared machine every-core OpenMP waits for descheduled
+threads); then ``learn_over_sim`` and ``end_to_end_over_sim`` (issue 32: >= 1 and >= 0.45) and
+the thread settings. Host memory and threads are set as the trainer's (``bps_train.host``).
+``--bf16``: bf16 autocast (measurement only; the trainer never autocasts on CPU).
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
+import os
 import time
 
 import torch
 
+from bps_train.host import keep_freed_memory, threads, update_threads
 from bps_train.lamb import Lamb
-from bps_train.models import Policy, cpu_bf16_supported
-from bps_train.ppo import Rollout, gae, ppo_loss
-from bps_train.train import collect_rollout, measure_sim_fps, start_rollouts
+from bps_train.models import cpu_bf16_supported
+from bps_train.ppo import Rollout
+from bps_train.train import Args, build_policy, collect_rollout, learn, measure_sim_fps, start_rollouts
+
+RECIPE = Args()   # the trainer's PPO settings (epochs, minibatches, clip, coefficients)
 
 
-def ppo_update(policy, opt, ro, g, amp=contextlib.nullcontext) -> None:
-    """One PPO update as the trainer's (2 minibatches: forward, backward, clip, LAMB step)."""
-    adv, returns = gae(ro, 0.99, 0.95)
-    for mb in torch.randperm(ro.actions.shape[1], generator=g).chunk(2):
-        loss, _ = ppo_loss(policy, ro, mb, adv, returns, 0.2, 0.5, 0.01, amp)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
-        opt.step()
+def ppo_update(policy, opt, ro, g=None, amp=contextlib.nullcontext) -> None:
+    """One PPO update exactly as the trainer's (``train.learn`` with its default settings);
+    ``g`` is unused (kept for callers that pass a generator: ``learn`` draws from torch's)."""
+    learn(policy, opt, ro, RECIPE, amp)
 
 
-def measure_learn_fps(policy, num_envs: int, steps: int, resolution, hidden: int, repeats: int,
-                      amp=contextlib.nullcontext) -> float:
-    """Frames/s of the PPO update alone (the trainer's minibatch loop) on random frames."""
+def random_rollout(num_envs: int, steps: int, resolution, hidden: int) -> Rollout:
+    """A rollout of uniform random depth frames and goals, random actions and rewards."""
     g = torch.Generator().manual_seed(0)
     ro = Rollout.empty(steps, num_envs, (*resolution, 1), torch.float32, hidden, "cpu")
     ro.visual.uniform_(generator=g)
@@ -47,12 +48,21 @@ def measure_learn_fps(policy, num_envs: int, steps: int, resolution, hidden: int
     ro.not_done.fill_(True)
     ro.actions.random_(0, 4, generator=g)
     ro.rewards.normal_(generator=g)
+    return ro
+
+
+def measure_learn_fps(policy, num_envs: int, steps: int, resolution, hidden: int, repeats: int,
+                      amp=contextlib.nullcontext, n_threads: int | None = None) -> float:
+    """Frames/s of the PPO update alone (the trainer's ``learn``) on random frames, with
+    ``n_threads`` torch threads (None: as set); the fastest of ``repeats`` after a warm-up."""
+    ro = random_rollout(num_envs, steps, resolution, hidden)
     opt = Lamb(policy.parameters(), lr=1e-4)
     best = 0.0
-    for _ in range(repeats + 1):  # the first pass warms up (oneDNN primitive creation)
-        t0 = time.perf_counter()
-        ppo_update(policy, opt, ro, g, amp)
-        best = max(best, num_envs * steps / (time.perf_counter() - t0))
+    with threads(n_threads or torch.get_num_threads()):
+        for _ in range(repeats + 1):  # the first pass warms up (oneDNN primitive creation)
+            t0 = time.perf_counter()
+            ppo_update(policy, opt, ro, None, amp)
+            best = max(best, num_envs * steps / (time.perf_counter() - t0))
     return best
 
 
@@ -60,40 +70,52 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("manifest", nargs="?", help="dataset manifest (not needed with --learn-only)")
     p.add_argument("--learn-only", action="store_true", help="time the PPO update alone")
-    p.add_argument("--num-envs", type=int, default=32)
-    p.add_argument("--steps", type=int, default=64, help="batched steps per measurement")
+    p.add_argument("--num-envs", type=int, default=128)
+    p.add_argument("--steps", type=int, default=32, help="batched steps per measurement (the rollout's length)")
     p.add_argument("--resolution", type=int, default=64)
     p.add_argument("--width", type=int, default=16)
     p.add_argument("--hidden", type=int, default=256)
-    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--threads", type=int, default=1, help="torch threads during the rollout (the trainer's --threads)")
+    p.add_argument("--learn-threads", type=int, default=0,
+                   help="torch threads during the update (the trainer's --learn-threads; 0: every core)")
+    p.add_argument("--env-threads", type=int, default=0, help="the runtime's threads (0: its default, every core)")
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--bf16", action="store_true",
                    help="bf16 autocast of the policy (CPUs with oneDNN bf16 kernels; measurement only: the trainer "
                         "never autocasts on CPU)")
     a = p.parse_args(argv)
+    keep_freed_memory()
+    learn_threads = update_threads(a.learn_threads)
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     n, res = a.num_envs, (a.resolution, a.resolution)
-    policy = Policy(1, hidden=a.hidden, width=a.width, resolution=res)
+    policy = build_policy(dataclasses.replace(RECIPE, hidden=a.hidden, width=a.width, resolution=a.resolution), "cpu")
     amp = contextlib.nullcontext
     if a.bf16 and cpu_bf16_supported():
         amp = lambda: torch.autocast("cpu", dtype=torch.bfloat16)  # noqa: E731
-    print(f"autocast: {'bf16' if amp is not contextlib.nullcontext else 'none (fp32)'}", flush=True)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    setting = {"cores": cores, "rollout_torch_threads": a.threads, "update_torch_threads": learn_threads,
+               "env_threads": a.env_threads or "default", "num_envs": n, "steps": a.steps,
+               "autocast": "bf16" if amp is not contextlib.nullcontext else "none (fp32)"}
+    print("settings: " + ", ".join(f"{k} {v}" for k, v in setting.items()), flush=True)
     if a.learn_only:
-        fps = measure_learn_fps(policy, n, a.steps, res, a.hidden, a.repeats, amp)
-        print(f"{'learn':28s} {fps:8.2f}")
-        print(json.dumps({"learn": round(fps, 2)}))
-        return {"learn": fps}
+        out = {"learn": measure_learn_fps(policy, n, a.steps, res, a.hidden, a.repeats, amp, learn_threads),
+               "learn_1_thread": measure_learn_fps(policy, n, a.steps, res, a.hidden, a.repeats, amp, 1)}
+        for k, v in out.items():
+            print(f"{k:28s} {v:8.2f}")
+        print(json.dumps({**setting, **{k: round(v, 2) for k, v in out.items()}}))
+        return out
     if a.manifest is None:
         p.error("MANIFEST is needed unless --learn-only")
     import bps_runtime
 
     out = {"sim": [], "infer": [], "collect_1_group": [], "collect_2_groups": [], "end_to_end": []}
-    opt, g = Lamb(policy.parameters(), lr=1e-4), torch.Generator().manual_seed(0)
+    opt = Lamb(policy.parameters(), lr=1e-4)
+    kw = {"threads": a.env_threads} if a.env_threads else {}
     for _ in range(a.repeats):
         for groups in (1, 2):
             env = bps_runtime.make(a.manifest, split="train", num_envs=n, batch_size=n // groups, seed=0,
-                                   resolution=res, episodes="sample")
+                                   resolution=res, episodes="sample", **kw)
             if groups == 1:
                 out["sim"].append(measure_sim_fps(env, a.steps, 0, actions=(1, 2, 3)))
             else:  # send() must return at once: the group is simulated on the runtime's thread
@@ -116,11 +138,14 @@ def main(argv=None):
             collect_rollout(env, policy, ro, carry, "depth", amp)
             out[f"collect_{groups}_group{'s' if groups > 1 else ''}"].append(n * a.steps / (time.perf_counter() - t0))
             if groups == 2:  # the trainer's loop: a rollout, then the PPO update on it
-                ppo_update(policy, opt, ro, g, amp)  # warm-up
-                t0 = time.perf_counter()
-                collect_rollout(env, policy, ro, carry, "depth", amp)
-                ppo_update(policy, opt, ro, g, amp)
-                out["end_to_end"].append(n * a.steps / (time.perf_counter() - t0))
+                for key, k in (("end_to_end", learn_threads), ("end_to_end_1_thread", 1)):
+                    with threads(k):
+                        ppo_update(policy, opt, ro, None, amp)  # warm-up
+                    t0 = time.perf_counter()
+                    collect_rollout(env, policy, ro, carry, "depth", amp)
+                    with threads(k):
+                        ppo_update(policy, opt, ro, None, amp)
+                    out.setdefault(key, []).append(n * a.steps / (time.perf_counter() - t0))
             env.close()
         # inference alone, on the batch size of one group of two
         b = n // 2
@@ -132,16 +157,19 @@ def main(argv=None):
             for _ in range(2 * a.steps):
                 policy(x, goal, prev, st, nd)
             out["infer"].append(2 * a.steps * b / (time.perf_counter() - t0))
-    out["learn"] = [measure_learn_fps(policy, n, a.steps, res, a.hidden, a.repeats, amp)]
+    out["learn"] = [measure_learn_fps(policy, n, a.steps, res, a.hidden, a.repeats, amp, learn_threads)]
+    out["learn_1_thread"] = [measure_learn_fps(policy, n, a.steps, res, a.hidden, a.repeats, amp, 1)]
     best = {k: (min(v) if k.endswith("_ms") else max(v)) for k, v in out.items()}
-    best.update(learn_over_sim=best["learn"] / best["sim"], end_to_end_over_sim=best["end_to_end"] / best["sim"])
+    best.update(learn_over_sim=best["learn"] / best["sim"], end_to_end_over_sim=best["end_to_end"] / best["sim"],
+                learn_1_thread_over_sim=best["learn_1_thread"] / best["sim"],
+                end_to_end_1_thread_over_sim=best["end_to_end_1_thread"] / best["sim"])
     serial = 1 / (1 / best["sim"] + 1 / best["infer"])
     perfect = min(best["sim"], best["infer"])
     best.update(serial_prediction=serial, perfect_overlap_prediction=perfect,
                 overlap_gain=best["collect_2_groups"] / best["collect_1_group"])
     for k, v in best.items():
         print(f"{k:28s} {v:8.2f}")
-    print(json.dumps({k: round(v, 2) for k, v in best.items()}))
+    print(json.dumps({**setting, "loadavg": os.getloadavg()[0], **{k: round(v, 2) for k, v in best.items()}}))
     return best
 
 

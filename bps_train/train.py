@@ -39,7 +39,7 @@ from bps_train.lazy import lazy
 
 # torch and what is built on it load on first use: --help and argument errors answer at once
 torch, dist = lazy("torch"), lazy("torch.distributed")
-checkpoint = lazy("bps_train.checkpoint")
+checkpoint, host = lazy("bps_train.checkpoint"), lazy("bps_train.host")
 Lamb, Policy = lazy("bps_train.lamb", "Lamb"), lazy("bps_train.models", "Policy")
 Rollout, gae, ppo_loss = (lazy("bps_train.ppo", n) for n in ("Rollout", "gae", "ppo_loss"))
 
@@ -96,6 +96,9 @@ class Args:
     tensorboard: bool = arg(False, "also write TensorBoard events to OUT_DIR/tb (needs `pip install tensorboard`)")
     threads: int = arg(0, "CPU threads for the env's renderer and step, and torch's intra-op threads for the policy "
                           "(0: every core this process may use for the env; torch's default)")
+    learn_threads: int = arg(0, "torch's intra-op threads during the PPO update on the CPU, when the simulator idles "
+                                "(0: --threads, or with --threads 0 every core this process may use, shared between "
+                                "torchrun's local ranks)")
     capture_graph: bool = arg(False, "on CUDA, replay each env group's step and frame as a captured CUDA graph "
                                      "(falls back to plain launches where capture fails; the log says which)")
     noise: str = arg("", "sensor and actuation noise (habitat-sim's models, docs/NOISE.md): a preset (challenge2021: "
@@ -125,8 +128,8 @@ def check_args(args):
     if args.video < 0 or (args.video and not args.eval):
         raise ConfigError(None, f"--video {args.video}: a number of episodes >= 0, written by --eval CKPT")
     check_minimums(args, {"seed": 0, "save_every": 1, "log_every": 1, "resolution": 1, "threads": 0,
-                          "hidden": 1, "width": 1, "snapshot_every": 0, "sim_only_steps": 0, "cache_slots": 0,
-                          "eval_episodes": 0, "lr_ref_batch": 1})
+                          "learn_threads": 0, "hidden": 1, "width": 1, "snapshot_every": 0, "sim_only_steps": 0,
+                          "cache_slots": 0, "eval_episodes": 0, "lr_ref_batch": 1})
     if not 1 <= args.minibatches <= args.num_envs:
         raise ConfigError(None, f"--minibatches {args.minibatches}: must be in 1..NUM_ENVS ({args.num_envs}); "
                                 "minibatches split the environments (whole recurrent sequences)")
@@ -699,6 +702,10 @@ def train(args) -> dict:
     # ---- policy, optimizer, and the checkpoint to resume from (only one of this very run)
     policy = build_policy(args, device)
     amp = autocast_of(args, device)
+    learn_threads = torch.get_num_threads()
+    if device.type == "cpu":  # the update's ~2 GB of activations reused, not page-faulted in anew
+        host.keep_freed_memory()
+        learn_threads = host.update_threads(args.learn_threads or args.threads)
     batch = args.num_envs * args.rollout_steps * world
     lr = scaled_lr(args, world)
     opt = Lamb(policy.parameters(), lr=lr, weight_decay=args.weight_decay, min_trust=args.min_trust)
@@ -761,7 +768,8 @@ def train(args) -> dict:
             t_learn = time.perf_counter()
             collect_s += t_learn - t_update
 
-            metrics = learn(policy, opt, ro, args, amp, world)
+            with host.threads(learn_threads):
+                metrics = learn(policy, opt, ro, args, amp, world)
             if not math.isfinite(metrics["loss"]):
                 raise FloatingPointError(f"non-finite loss at update {update}")
             learn_s += time.perf_counter() - t_learn

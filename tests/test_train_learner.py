@@ -16,6 +16,7 @@ torch = pytest.importorskip("torch")
 from bps_train.args import parse  # noqa: E402
 from bps_train.models import Policy, cpu_bf16_supported, lstm_steps  # noqa: E402
 from bps_train.train import Args, autocast_of  # noqa: E402
+from learner_reference import reference_encoder  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 needs_bf16 = pytest.mark.skipif(not cpu_bf16_supported(), reason="this CPU's oneDNN has no bf16 kernels")
@@ -98,10 +99,15 @@ def test_avx2_cpu_falls_back_to_fp32():
         "loss.backward()\n"
         "assert torch.isfinite(loss) and loss.dtype == torch.float32\n"
         "print('fp32 ok')\n")
-    env = {**os.environ, "ONEDNN_MAX_CPU_ISA": "AVX2", "PYTHONPATH": ROOT}
+    run_on_avx2(code, "fp32 ok")
+
+
+def run_on_avx2(code: str, done: str) -> None:
+    """Run ``code`` in a fresh interpreter under ONEDNN_MAX_CPU_ISA=AVX2; it must print ``done``."""
+    env = {**os.environ, "ONEDNN_MAX_CPU_ISA": "AVX2", "PYTHONPATH": os.pathsep.join([ROOT, os.path.join(ROOT, "tests")])}
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
-    assert "fp32 ok" in r.stdout
+    assert done in r.stdout
 
 
 def _rollout_batch(seed, n=16, res=32):
@@ -133,3 +139,199 @@ def test_bf16_policy_acts_as_fp32_within_tolerance_and_deterministically():
     assert torch.equal(logits.argmax(-1)[confident], ref_logits.argmax(-1)[confident])
     # same inputs, same machine: bit-identical
     assert torch.equal(logits, logits2) and torch.equal(values, values2) and torch.equal(h, h2)
+
+
+# ---- issue 32 item 3, second pass: fewer passes over the activations, host memory, threads
+
+def test_encoder_computes_the_fixup_se_resnet_values_and_gradients():
+    """The rewritten forward (biases inside the convolutions, scale on conv2's weights, one
+    x + b1a, addcmul, max-pool before relu) is the same function: values and gradients of every
+    parameter agree with the paper's form to float rounding, with Fixup's scalars away from init."""
+    from bps_train.models import SEResNet9
+
+    torch.manual_seed(0)
+    net = SEResNet9(1, 8, 32)
+    net(torch.zeros(1, 1, 32, 32))  # the lazy fc
+    with torch.no_grad():
+        for blk in net.blocks:
+            for name in ("bias1a", "bias1b", "bias2a", "bias2b"):
+                getattr(blk, name).uniform_(-0.3, 0.3)
+            blk.scale.uniform_(0.5, 1.5)
+            blk.conv2.weight.normal_(0, 0.1)  # Fixup zero-initialises it: the test needs it live
+    x = torch.rand(6, 32, 32, 1).permute(0, 3, 1, 2)
+    x[:3, :, :12] = 0.25  # flat depth: ties in the max-pool windows
+    want, got = reference_encoder(net, x), net(x)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    w = torch.randn_like(want)
+    params = list(net.parameters())
+    g_want = torch.autograd.grad((want * w).sum(), params)
+    g_got = torch.autograd.grad((got * w).sum(), params)
+    for p, a, b in zip(params, g_got, g_want):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6, msg=lambda m: f"{tuple(p.shape)}: {m}")
+
+
+def test_max_pool_then_relu_is_bit_identical_to_relu_then_max_pool():
+    """The stem's swap is exact, values and gradients, ties included (relu is monotonic and the
+    pool's padding is -inf): the stem's weights get the same gradient bit for bit."""
+    F = torch.nn.functional
+    torch.manual_seed(2)
+    y = torch.randn(4, 3, 16, 16)
+    y[:, :, :6] = 0.0  # ties at zero, as relu makes them
+    y[:, :, 8:10] = 0.7  # ties above zero
+    y1, y2 = y.clone().requires_grad_(), y.clone().requires_grad_()
+    a, b = F.max_pool2d(F.relu(y1), 3, 2, 1), F.relu(F.max_pool2d(y2, 3, 2, 1))
+    assert torch.equal(a, b)
+    w = torch.randn_like(a)
+    (a * w).sum().backward()
+    (b * w).sum().backward()
+    assert torch.equal(y1.grad, y2.grad)
+
+
+def test_rewritten_encoder_runs_on_the_avx2_path():
+    """The biased convolutions and the addcmul run under ONEDNN_MAX_CPU_ISA=AVX2 (forward and
+    backward) and agree there with the paper's form."""
+    code = (
+        "import torch\n"
+        "from learner_reference import reference_encoder\n"
+        "from bps_train.models import SEResNet9\n"
+        "torch.manual_seed(0)\n"
+        "net = SEResNet9(1, 16, 32); net(torch.zeros(1, 1, 64, 64))\n"
+        "x = torch.rand(8, 64, 64, 1).permute(0, 3, 1, 2)\n"
+        "got, want = net(x), reference_encoder(net, x)\n"
+        "torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)\n"
+        "got.sum().backward()\n"
+        "assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in net.parameters())\n"
+        "print('avx2 ok')\n")
+    run_on_avx2(code, "avx2 ok")
+
+
+def test_kept_memory_is_reused_without_page_faults():
+    """bps_train.host.keep_freed_memory: an update-like cycle (6 blocks of 48 MB allocated, written,
+    freed) repeated is served from the process's heap once it has grown (no page faults), where
+    glibc's defaults map every block afresh each cycle (73K faults); blocks over a thread arena's
+    64 MB still work from a thread."""
+    import resource
+    import threading
+
+    from bps_train.host import keep_freed_memory
+
+    def cycle():
+        blocks = [torch.empty(12 << 20).fill_(1.0) for _ in range(6)]
+        del blocks
+
+    def faults_of_third_cycle():  # memalign's slack makes the heap grow over the first one or two
+        cycle()
+        cycle()
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        cycle()
+        return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+
+    def in_a_thread():
+        got.append(float(torch.ones(40 << 20)[-1]))
+
+    if not keep_freed_memory(False):
+        pytest.skip("no glibc mallopt here")
+    got = []
+    try:
+        fresh = faults_of_third_cycle()
+        assert keep_freed_memory(True)
+        kept = faults_of_third_cycle()
+        t = threading.Thread(target=in_a_thread)
+        t.start()
+        t.join()
+    finally:
+        keep_freed_memory(False)
+    assert fresh > 60_000 and kept < 2_000, (fresh, kept)
+    assert got == [1.0]
+
+
+def test_update_threads_and_the_thread_switch(monkeypatch):
+    from bps_train.host import threads, update_threads
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    assert update_threads(0) == 4 and update_threads(3) == 3
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")  # torchrun's ranks on this host share the cores
+    assert update_threads(0) == 2
+    before = torch.get_num_threads()
+    with threads(before + 1):
+        assert torch.get_num_threads() == before + 1
+    assert torch.get_num_threads() == before
+
+
+def test_update_on_more_threads_is_the_same_update():
+    """The update's threads change only float rounding (oneDNN's reduction order): one update on
+    1 and on 2 threads from one seed gives weights within 1e-6, each bit-identical on repeat."""
+    from bps_train.lamb import Lamb
+    from bps_train.throughput import ppo_update, random_rollout
+
+    before, res = torch.get_num_threads(), []
+    try:
+        for n in (1, 2, 1):
+            torch.set_num_threads(n)
+            torch.manual_seed(0)
+            pol = Policy(1, hidden=32, width=8, resolution=(32, 32))
+            opt = Lamb(pol.parameters(), lr=1e-3)
+            torch.manual_seed(1)
+            ppo_update(pol, opt, random_rollout(8, 4, (32, 32), 32))
+            res.append(torch.cat([p.detach().flatten() for p in pol.parameters()]))
+    finally:
+        torch.set_num_threads(before)
+    assert torch.equal(res[0], res[2])
+    torch.testing.assert_close(res[1], res[0], rtol=0, atol=1e-6)
+
+
+def test_throughput_prints_every_figure_of_the_issue_in_one_run(manifest, capsys):
+    """`python -m bps_train.throughput MANIFEST` measures sim-only, the update (its threads and
+    one thread) and end to end in one run, and prints their ratios and the thread settings."""
+    import json
+
+    from bps_train import throughput
+
+    before = torch.get_num_threads()
+    try:
+        best = throughput.main([str(manifest), "--num-envs", "4", "--steps", "3", "--resolution", "16",
+                                "--width", "4", "--hidden", "16", "--repeats", "1", "--learn-threads", "2",
+                                "--env-threads", "1"])
+    finally:
+        torch.set_num_threads(before)
+        from bps_train.host import keep_freed_memory
+        keep_freed_memory(False)
+    for k in ("sim", "infer", "collect_1_group", "collect_2_groups", "learn", "learn_1_thread", "end_to_end",
+              "end_to_end_1_thread"):
+        assert best[k] > 0, k
+    assert best["learn_over_sim"] == pytest.approx(best["learn"] / best["sim"])
+    assert best["end_to_end_over_sim"] == pytest.approx(best["end_to_end"] / best["sim"])
+    out = capsys.readouterr().out
+    assert "rollout_torch_threads 1, update_torch_threads 2, env_threads 1" in out
+    printed = json.loads(out.strip().splitlines()[-1])
+    assert printed["update_torch_threads"] == 2 and "end_to_end_over_sim" in printed
+
+
+def test_trainer_runs_the_update_on_learn_threads(manifest, tmp_path, monkeypatch):
+    """--learn-threads sets torch's threads for the update only; the rollout keeps --threads."""
+    from bps_train import train as T
+
+    seen = []
+    real_learn, real_collect = T.learn, T.collect_rollout
+
+    def learn(*a, **kw):
+        seen.append(("learn", torch.get_num_threads()))
+        return real_learn(*a, **kw)
+
+    def collect(*a, **kw):
+        seen.append(("collect", torch.get_num_threads()))
+        return real_collect(*a, **kw)
+
+    monkeypatch.setattr(T, "learn", learn)
+    monkeypatch.setattr(T, "collect_rollout", collect)
+    before = torch.get_num_threads()
+    try:
+        T.run(["--dataset", str(manifest), "--out-dir", str(tmp_path / "run"), "--num-envs", "2",
+               "--rollout-steps", "2", "--total-steps", "8", "--resolution", "16", "--width", "4", "--hidden", "16",
+               "--threads", "1", "--learn-threads", "2", "--sim-only-steps", "0", "--minibatches", "1"])
+    finally:
+        torch.set_num_threads(before)
+        from bps_train.host import keep_freed_memory
+        keep_freed_memory(False)
+    assert seen == [("collect", 1), ("learn", 2)] * 2

@@ -1,0 +1,29 @@
+"""The paper's SE-ResNet encoder as written before issue 32's rewrite (the code at 9b8a679):
+each Fixup bias, the scale, the SE gate and the residual add a pass of its own, relu on the
+stem's output before the max-pool. The reference of tests/test_train_learner.py and the
+``old_encoder`` lever of benchmarks/bench_learner.py; takes the current modules' weights."""
+from __future__ import annotations
+
+import torch.nn.functional as F
+
+
+def reference_block(blk, x):
+    """``models.FixupSEBlock`` ``blk`` on ``x``, the paper's form."""
+    out = F.relu(blk.conv1(x + blk.bias1a) + blk.bias1b)
+    out = blk.conv2(out + blk.bias2a) * blk.scale + blk.bias2b
+    out = blk.se(out)
+    if blk.shortcut is None:
+        short = x
+    else:
+        s = blk.shortcut.stride
+        short = F.conv2d((x + blk.bias1a)[:, :, ::s[0], ::s[1]], blk.shortcut.weight)
+    return F.relu(out + short)
+
+
+def reference_encoder(net, x):
+    """``models.SEResNet9`` ``net`` on ``x`` [N, C, H, W], the paper's form."""
+    x = F.max_pool2d(F.relu(net.stem(x)), 3, 2, 1)
+    for blk in net.blocks:
+        x = reference_block(blk, x)
+    x = F.relu(net.compress(x))
+    return F.relu(net.fc(x.flatten(1)))

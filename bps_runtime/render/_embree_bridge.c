@@ -573,6 +573,15 @@ RW_AVX512 static inline __attribute__((always_inline)) int rw_block16(const Redw
     return 0;
 }
 
+/* Pixels i0..i0+15 of row j alone: a block of 16, else (a far shuffle) two of 8, else pixels. */
+RW_AVX512 static void rw_one16(const RedwoodFrame *F, const float *src, int64_t s1, int64_t s2, uint32_t rs,
+                               int64_t j, int64_t i0, float *dst) {
+    if (rw_block16(F, src, s1, s2, rs, j, i0, dst))
+        for (int64_t t = i0; t < i0 + 16; t += 8)
+            if (rw_block8(F, src, s1, s2, rs, j, t, dst))
+                for (int64_t q = t; q < t + 8; q++) dst[q] = rw_pixel(F, src, s1, s2, rs, j, q);
+}
+
 /* RW_GROUP blocks of 16 of row j stage by stage, side by side; a group with a far shuffle goes
  * block by block (rw_block16, then two of 8, then pixels). -> the first column not done. */
 #define RW_GROUP 4
@@ -585,11 +594,7 @@ RW_AVX512 static int64_t rw_row16(const RedwoodFrame *F, const float *src, int64
 #pragma GCC unroll 8
         for (int g = 0; g < RW_GROUP; g++) far |= rw_stage1(F, src, s1, s2, rs, j, i + 16 * g, &L[g]);
         if (far) {
-            for (int64_t t = i; t < i + 16 * RW_GROUP; t += 16)
-                if (rw_block16(F, src, s1, s2, rs, j, t, dst))
-                    for (int64_t u = t; u < t + 16; u += 8)
-                        if (rw_block8(F, src, s1, s2, rs, j, u, dst))
-                            for (int64_t q = u; q < u + 8; q++) dst[q] = rw_pixel(F, src, s1, s2, rs, j, q);
+            for (int64_t t = i; t < i + 16 * RW_GROUP; t += 16) rw_one16(F, src, s1, s2, rs, j, t, dst);
             continue;
         }
 #pragma GCC unroll 8
@@ -600,11 +605,7 @@ RW_AVX512 static int64_t rw_row16(const RedwoodFrame *F, const float *src, int64
 #pragma GCC unroll 8
         for (int g = 0; g < RW_GROUP; g++) rw_stage3(F, &L[g], i + 16 * g, dst);
     }
-    for (; i + 16 <= F->w; i += 16)
-        if (rw_block16(F, src, s1, s2, rs, j, i, dst))
-            for (int64_t t = i; t < i + 16; t += 8)
-                if (rw_block8(F, src, s1, s2, rs, j, t, dst))
-                    for (int64_t q = t; q < t + 8; q++) dst[q] = rw_pixel(F, src, s1, s2, rs, j, q);
+    for (; i + 16 <= F->w; i += 16) rw_one16(F, src, s1, s2, rs, j, i, dst);
     return i;
 }
 

@@ -535,8 +535,10 @@ RW_AVX512 static __attribute__((noinline)) void rw_slow16(const RedwoodFrame *F,
     uint32_t bb[16];
     _mm512_storeu_ps(z, L->dz);
     _mm512_storeu_si512(bb, L->b);
-    for (int l = 0; l < 16; l++)
-        if (L->slow & (1 << l)) z[l] = rw_normal_slow(bb[l], rs + F->draw[3][i0 + l], F->zig);
+    for (unsigned m = L->slow; m; m &= m - 1) {   /* the set lanes only (~1 in 4 blocks has one) */
+        int l = __builtin_ctz(m);
+        z[l] = rw_normal_slow(bb[l], rs + F->draw[3][i0 + l], F->zig);
+    }
     L->dz = _mm512_loadu_ps(z);
 }
 

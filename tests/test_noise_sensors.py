@@ -236,7 +236,7 @@ def test_shuffle_offsets_are_habitats_rounded_normal():
 
 @pytest.mark.parametrize("multiplier", [0.0, 0.2, 0.5, 1.0, 3.0])
 @pytest.mark.parametrize("normalized", [False, True])
-@pytest.mark.parametrize("shape", [(7, 21, 45), (3, 16, 64)])
+@pytest.mark.parametrize("shape", [(7, 21, 45), (3, 16, 64), (3, 10, 83)])
 def test_native_redwood_is_the_kernel_value_for_value(multiplier, normalized, shape):
     """The C pass the Embree path takes (render/_embree_bridge.c: 16 or 8 pixels at a time with
     AVX-512 / AVX2, one at a time at the row ends, for shuffle offsets beyond one pixel and without

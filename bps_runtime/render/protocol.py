@@ -137,7 +137,8 @@ class Renderer(Protocol):
     instancing: bool   # True: composed scenes render as instances (``prepare_instances``); False: flattened
 
     def accel_breakdown(self, num_vertices: int, num_triangles: int) -> dict[str, int]:
-        """``accel_bytes`` by part: {"bvh": ..., "geometry": ...} (``scenes.footprint``)."""
+        """``accel_bytes`` by part: {"bvh": ..., "geometry": ...}; required (``scenes.footprint``
+        charges every scene by it)."""
 
     def attach(self, scene_index: int, shading: ShadingData, accel: Any) -> None:
         """Make ``scene_index`` renderable with what ``prepare`` returned; called between steps."""

@@ -282,8 +282,10 @@ def test_budget_needed_counts_each_asset_once_and_noroom_names_the_whole_need(tm
     loader.close()
     e = res.error
     assert isinstance(e, NoRoom), res
-    # the instance structures are not built yet: the need is the stage's, the table's and the assets'
-    assert e.nbytes == sc.nbytes - top + assets and e.assets == sc.asset_bytes
+    # the instance structures are not built yet: the need has the renderer's estimate of them
+    # (here their count: 3 parts over 3 meshes), the stage's, the table's and the assets'
+    assert r.instances_bytes(3, 3) == top
+    assert e.nbytes == sc.nbytes + assets and e.assets == sc.asset_bytes
     big = max(sc.asset_bytes, key=sc.asset_bytes.get)
     assert "'s0'" in str(e) and f"asset {big}" in str(e) and str(e.nbytes) in str(e)
     assert ledger.used == filler and loader.assets.resident == {}
@@ -303,6 +305,14 @@ def test_budget_needed_counts_each_asset_once_and_noroom_names_the_whole_need(tm
     named = int(re.search(r"budget_bytes >= (\d+)", str(err.value)).group(1))
     assert named == 2 * sc.nbytes + assets
     with SceneCache(src, r, 1, CacheOptions(slots=1, budget_bytes=named, prefetch=False)) as c:
+        c.start(refuse=True)
+        assert c.resident_bytes == sc.nbytes + assets
+    # a budget with no room for the first asset: the need it names (the instance structures
+    # included before they are built) starts the cache, not a second refusal with a larger need
+    with pytest.raises(ConfigError, match=r"give budget_bytes >= \d+") as err:
+        SceneCache(src[:1], r, 1, CacheOptions(slots=1, budget_bytes=1000, prefetch=False)).start(refuse=True)
+    named = int(re.search(r"budget_bytes >= (\d+)", str(err.value)).group(1))
+    with SceneCache(src[:1], r, 1, CacheOptions(slots=1, budget_bytes=named, prefetch=False)) as c:
         c.start(refuse=True)
         assert c.resident_bytes == sc.nbytes + assets
 
@@ -332,6 +342,9 @@ def test_info_shows_the_cache_breakdown_of_a_composed_scene(tmp_path, backend):
     with SceneCache(_sources(paths, ["s0"]), r, 1, CacheOptions(slots=1, prefetch=False)) as cache:
         cache.start(refuse=True)
         rep = cache.take_report()
+        # the loader's estimate of the instance structures before the build: their count (5
+        # parts over 3 meshes: the stage, "small", "big")
+        assert r.instances_bytes(5, 3) == cache.scene(cache.resident_scene_indices[0]).accel.nbytes
     assert rep.resident_footprint == info[backend]
     assert sum(info[backend].values()) == rep.resident_bytes
     text = CliRunner().invoke(cli, ["info", paths["s0"]])

@@ -113,8 +113,9 @@ class Renderer(Protocol):
     ``attach`` / ``detach`` are called by the scene cache when a scene becomes resident / leaves.
     Optional (composed scenes): ``instancing`` true and ``prepare_instances(parts)`` -> an accel
     over ``(accel from prepare, 4x4 asset -> world, semantic id)`` parts, the stage first (its
-    ``nbytes``: the top-level instance structures, charged by the scene cache as bvh); a
-    renderer without them gets composed scenes flattened (``scenes.loader``).
+    ``nbytes``: the top-level instance structures, charged by the scene cache as bvh) and
+    ``instances_bytes(num_instances, num_meshes)``, that ``nbytes``'s estimate before the build
+    (at least it; the loader charges it up front); a renderer without them gets composed scenes flattened (``scenes.loader``).
     """
 
     options: RenderOptions

@@ -159,6 +159,44 @@ def test_two_loads_waiting_for_one_asset_without_room_never_hang(tmp_path):
     assert cache.loader.assets.resident == {} and cache.resident_bytes == 0
 
 
+def test_an_asset_larger_than_the_budget_names_each_scene_and_the_asset(tmp_path):
+    """Two loads share an asset larger than the whole budget; the second waits for the first's
+    read of it, and both fail: each error names its own scene's file and the asset (before: the
+    waiting load re-raised the first load's error, naming the first scene and no asset)."""
+    from bps_runtime.scenes.budget import BudgetLedger
+    from bps_runtime.scenes.loader import SceneLoader
+
+    paths = composed_library(tmp_path, {"a": ["big"], "b": ["big"]})
+    r = _renderer()
+    asset = _first_asset(paths["a"])
+    probe = SceneLoader(r, threads=1)
+    big = sum(probe.assets.measure(asset).values())
+    probe.close()
+    ledger = BudgetLedger(big - 1)
+    waited = threading.Event()
+
+    def waiting(source, on):        # the second load now waits for the first's read
+        waited.set()
+        return ledger.waiting(source, on)
+
+    def reserve(nbytes, source):    # the first reserves the asset only once the second waits
+        if nbytes == big:
+            assert waited.wait(30)
+        return ledger.reserve(nbytes, source)
+
+    loader = SceneLoader(r, threads=2, release=ledger.release, waiting=waiting)
+    src = _sources(paths, ["a", "b"])
+    futs = [loader.submit(s, reserve, quiet=True) for s in src]
+    res = [f.result(timeout=60) for f in futs]
+    loader.close()
+    real = str(Path(asset).resolve())
+    for s, x in zip(src, res):
+        assert isinstance(x.error, ConfigError), x
+        assert x.error.path == s.scene_path, (x.error.path, s.scene_path)
+        assert f"asset {real}: needs {big} bytes, more than the whole cache budget" in x.message, x.message
+    assert ledger.used == 0 and loader.assets.resident == {}
+
+
 def test_a_waiting_load_ends_when_given_up_or_closed(tmp_path):
     """The second loader's wait honours the ledger: given up -> Skipped, closed -> cancelled;
     and when the asset's first load was given up, a waiter that was not loads it itself."""

@@ -21,6 +21,8 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from bps_assets.errors import ConfigError
+
 from .budget import LoadCancelled
 from .footprint import scene_footprint
 
@@ -122,7 +124,10 @@ class AssetStore:
     def _load(self, path: str, reserve, source) -> Asset:
         ps, sd, footprint = self._read(path)
         if reserve is not None:
-            reserve(sum(footprint.values()), source)
+            try:
+                reserve(sum(footprint.values()), source)
+            except ConfigError as e:   # the budget's "more than the whole budget": the asset's, not
+                raise ConfigError(path, e.detail) from None   # the scene's (a waiting load gets it too)
         try:
             accel = self.renderer.prepare(sd, ps.positions, ps.indices)
         except BaseException:

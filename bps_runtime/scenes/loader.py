@@ -299,10 +299,11 @@ class SceneLoader:
                 except NoRoom as e:
                     what = f"asset {os.path.realpath(paths[a])}"
                     raise self._no_room(source, e, what, footprint, paths, used, assets) from None
-                except ConfigError as e:   # the budget's "more than the whole budget": name the asset
-                    if e.path != source.scene_path:
-                        raise
-                    raise ConfigError(e.path, f"asset {os.path.realpath(paths[a])}: {e.detail}") from None
+                except ConfigError as e:   # e.g. the budget's "more than the whole budget" (raised in
+                    # another scene's load too, when this one waited for it): this scene, the asset
+                    what = os.path.realpath(paths[a])
+                    detail = e.detail if e.path in (None, what) else str(e)
+                    raise ConfigError(source.scene_path, f"asset {what}: {detail}") from None
                 held.append(assets[a])
             # the object table (one object per group, boxes from the placed assets' vertices)
             sem_fields = ["object_ids", "object_category", "object_region", "object_source_ids", "object_aabb",

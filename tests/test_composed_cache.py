@@ -197,6 +197,44 @@ def test_an_asset_larger_than_the_budget_names_each_scene_and_the_asset(tmp_path
     assert ledger.used == 0 and loader.assets.resident == {}
 
 
+def test_a_composed_stage_at_a_level_reads_only_that_levels_geometry(tmp_path, monkeypatch):
+    """A composed scene whose stage has converter LODs, loaded at a level: the stage's full
+    geometry sections (positions, indices, ...) are never read, only the level's (before: the
+    whole stage was decoded, then the level read)."""
+    from bps_assets.packed_scene import ConvertOptions
+    from bps_assets.scene_dataset import habitat as H
+    from bps_assets.scene_dataset import packing
+    from bps_runtime.render.protocol import RenderOptions
+    from bps_runtime.scenes.loader import LoadedScene, SceneLoader, SceneSource
+    from test_composed_scenes import _crate_room
+
+    cfg = _crate_room(tmp_path / "src", [{"template_name": "crate", "translation": [1, 0, 1]}])
+    sc = H.read_scene_instance(H.read_dataset_config(cfg), "s")
+    (tmp_path / "out" / "scenes").mkdir(parents=True)
+    dst = str(tmp_path / "out" / "scenes" / "s.bps")
+    packing.pack_scene(sc, dst, tmp_path / "out" / "assets", ConvertOptions(lod=(0.01, 0.05)))
+    asked = []
+    read = packing.read_packed_scene
+
+    def recording(path, sections=None, *a, **kw):
+        asked.append((str(path), None if sections is None else list(sections)))
+        return read(path, sections, *a, **kw)
+
+    monkeypatch.setattr(packing, "read_packed_scene", recording)
+    from bps_runtime.render.embree import EmbreeRenderer
+    from bps_runtime.scenes.levels import header_level
+    r = EmbreeRenderer(RenderOptions(resolution=(16, 16), threads=1))
+    assert header_level(dst, r.options) >= 0        # this sensor loads a level
+    loader = SceneLoader(r, threads=1)
+    got = loader.submit(SceneSource("s", dst)).result()
+    loader.close()
+    r.close()
+    assert isinstance(got, LoadedScene) and got.footprint is not None, got
+    stage_reads = [sec for p, sec in asked if p == dst]
+    assert stage_reads and all(sec is not None and not {"positions", "indices"} & set(sec) for sec in stage_reads), \
+        stage_reads
+
+
 def test_a_waiting_load_ends_when_given_up_or_closed(tmp_path):
     """The second loader's wait honours the ledger: given up -> Skipped, closed -> cancelled;
     and when the asset's first load was given up, a waiter that was not loads it itself."""

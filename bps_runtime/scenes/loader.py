@@ -267,9 +267,11 @@ class SceneLoader:
         scene_id, ticket, held = source.scene_id, None, []
         try:
             self._enter_stage(scene_id, "reading the composed scene's stage and instance table")
-            stage, table, paths = read_composed(source.scene_path)
             level = header_level(source.scene_path, self.renderer.options)
-            if level >= 0:  # the stage at its LOD (the assets: their full meshes)
+            # at an LOD level, the table and asset paths alone, then the level's stage geometry
+            # only (the assets: their full meshes)
+            stage, table, paths = read_composed(source.scene_path, [] if level >= 0 else None)
+            if level >= 0:
                 stage = read_level(source.scene_path, level, expand=False)
             header = dict(stage.header or {})
             check_scene_header(source, header)

@@ -159,6 +159,82 @@ def test_two_loads_waiting_for_one_asset_without_room_never_hang(tmp_path):
     assert cache.loader.assets.resident == {} and cache.resident_bytes == 0
 
 
+def test_an_asset_larger_than_the_budget_names_each_scene_and_the_asset(tmp_path):
+    """Two loads share an asset larger than the whole budget; the second waits for the first's
+    read of it, and both fail: each error names its own scene's file and the asset (before: the
+    waiting load re-raised the first load's error, naming the first scene and no asset)."""
+    from bps_runtime.scenes.budget import BudgetLedger
+    from bps_runtime.scenes.loader import SceneLoader
+
+    paths = composed_library(tmp_path, {"a": ["big"], "b": ["big"]})
+    r = _renderer()
+    asset = _first_asset(paths["a"])
+    probe = SceneLoader(r, threads=1)
+    big = sum(probe.assets.measure(asset).values())
+    probe.close()
+    ledger = BudgetLedger(big - 1)
+    waited = threading.Event()
+
+    def waiting(source, on):        # the second load now waits for the first's read
+        waited.set()
+        return ledger.waiting(source, on)
+
+    def reserve(nbytes, source):    # the first reserves the asset only once the second waits
+        if nbytes == big:
+            assert waited.wait(30)
+        return ledger.reserve(nbytes, source)
+
+    loader = SceneLoader(r, threads=2, release=ledger.release, waiting=waiting)
+    src = _sources(paths, ["a", "b"])
+    futs = [loader.submit(s, reserve, quiet=True) for s in src]
+    res = [f.result(timeout=60) for f in futs]
+    loader.close()
+    real = str(Path(asset).resolve())
+    for s, x in zip(src, res):
+        assert isinstance(x.error, ConfigError), x
+        assert x.error.path == s.scene_path, (x.error.path, s.scene_path)
+        assert f"asset {real}: needs {big} bytes, more than the whole cache budget" in x.message, x.message
+    assert ledger.used == 0 and loader.assets.resident == {}
+
+
+def test_a_composed_stage_at_a_level_reads_only_that_levels_geometry(tmp_path, monkeypatch):
+    """A composed scene whose stage has converter LODs, loaded at a level: the stage's full
+    geometry sections (positions, indices, ...) are never read, only the level's (before: the
+    whole stage was decoded, then the level read)."""
+    from bps_assets.packed_scene import ConvertOptions
+    from bps_assets.scene_dataset import habitat as H
+    from bps_assets.scene_dataset import packing
+    from bps_runtime.render.protocol import RenderOptions
+    from bps_runtime.scenes.loader import LoadedScene, SceneLoader, SceneSource
+    from test_composed_scenes import _crate_room
+
+    cfg = _crate_room(tmp_path / "src", [{"template_name": "crate", "translation": [1, 0, 1]}])
+    sc = H.read_scene_instance(H.read_dataset_config(cfg), "s")
+    (tmp_path / "out" / "scenes").mkdir(parents=True)
+    dst = str(tmp_path / "out" / "scenes" / "s.bps")
+    packing.pack_scene(sc, dst, tmp_path / "out" / "assets", ConvertOptions(lod=(0.01, 0.05)))
+    asked = []
+    read = packing.read_packed_scene
+
+    def recording(path, sections=None, *a, **kw):
+        asked.append((str(path), None if sections is None else list(sections)))
+        return read(path, sections, *a, **kw)
+
+    monkeypatch.setattr(packing, "read_packed_scene", recording)
+    from bps_runtime.render.embree import EmbreeRenderer
+    from bps_runtime.scenes.levels import header_level
+    r = EmbreeRenderer(RenderOptions(resolution=(16, 16), threads=1))
+    assert header_level(dst, r.options) >= 0        # this sensor loads a level
+    loader = SceneLoader(r, threads=1)
+    got = loader.submit(SceneSource("s", dst)).result()
+    loader.close()
+    r.close()
+    assert isinstance(got, LoadedScene) and got.footprint is not None, got
+    stage_reads = [sec for p, sec in asked if p == dst]
+    assert stage_reads and all(sec is not None and not {"positions", "indices"} & set(sec) for sec in stage_reads), \
+        stage_reads
+
+
 def test_a_waiting_load_ends_when_given_up_or_closed(tmp_path):
     """The second loader's wait honours the ledger: given up -> Skipped, closed -> cancelled;
     and when the asset's first load was given up, a waiter that was not loads it itself."""
@@ -282,8 +358,10 @@ def test_budget_needed_counts_each_asset_once_and_noroom_names_the_whole_need(tm
     loader.close()
     e = res.error
     assert isinstance(e, NoRoom), res
-    # the instance structures are not built yet: the need is the stage's, the table's and the assets'
-    assert e.nbytes == sc.nbytes - top + assets and e.assets == sc.asset_bytes
+    # the instance structures are not built yet: the need has the renderer's estimate of them
+    # (here their count: 3 parts over 3 meshes), the stage's, the table's and the assets'
+    assert r.instances_bytes(3, 3) == top
+    assert e.nbytes == sc.nbytes + assets and e.assets == sc.asset_bytes
     big = max(sc.asset_bytes, key=sc.asset_bytes.get)
     assert "'s0'" in str(e) and f"asset {big}" in str(e) and str(e.nbytes) in str(e)
     assert ledger.used == filler and loader.assets.resident == {}
@@ -303,6 +381,14 @@ def test_budget_needed_counts_each_asset_once_and_noroom_names_the_whole_need(tm
     named = int(re.search(r"budget_bytes >= (\d+)", str(err.value)).group(1))
     assert named == 2 * sc.nbytes + assets
     with SceneCache(src, r, 1, CacheOptions(slots=1, budget_bytes=named, prefetch=False)) as c:
+        c.start(refuse=True)
+        assert c.resident_bytes == sc.nbytes + assets
+    # a budget with no room for the first asset: the need it names (the instance structures
+    # included before they are built) starts the cache, not a second refusal with a larger need
+    with pytest.raises(ConfigError, match=r"give budget_bytes >= \d+") as err:
+        SceneCache(src[:1], r, 1, CacheOptions(slots=1, budget_bytes=1000, prefetch=False)).start(refuse=True)
+    named = int(re.search(r"budget_bytes >= (\d+)", str(err.value)).group(1))
+    with SceneCache(src[:1], r, 1, CacheOptions(slots=1, budget_bytes=named, prefetch=False)) as c:
         c.start(refuse=True)
         assert c.resident_bytes == sc.nbytes + assets
 
@@ -332,6 +418,9 @@ def test_info_shows_the_cache_breakdown_of_a_composed_scene(tmp_path, backend):
     with SceneCache(_sources(paths, ["s0"]), r, 1, CacheOptions(slots=1, prefetch=False)) as cache:
         cache.start(refuse=True)
         rep = cache.take_report()
+        # the loader's estimate of the instance structures before the build: their count (5
+        # parts over 3 meshes: the stage, "small", "big")
+        assert r.instances_bytes(5, 3) == cache.scene(cache.resident_scene_indices[0]).accel.nbytes
     assert rep.resident_footprint == info[backend]
     assert sum(info[backend].values()) == rep.resident_bytes
     text = CliRunner().invoke(cli, ["info", paths["s0"]])

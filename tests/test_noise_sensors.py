@@ -234,6 +234,24 @@ def test_shuffle_offsets_are_habitats_rounded_normal():
         assert np.allclose(cdf[:-1], want[:-1], atol=1e-9) and cdf[-1] > 1 - 1e-9
 
 
+def test_redwood_negative_and_huge_depths_stay_in_the_table():
+    """A negative or huge negative depth (a corrupt frame) reads the table's first slice, never
+    before it: finite output, the C pass (scalar, AVX2, widest) the Warp kernel's bit for bit
+    (before: the scalar C cast -1e30 out of range and read before the table, a segfault)."""
+    depth = np.array([-0.5, -2.0, -3.0, -5.0, -1e3, -1e30, -np.inf, 0.5, 9.5, 12.0], np.float32)
+    src = torch.from_numpy(np.tile(depth, (2, 6, 2))[..., None])
+    opts = NoiseOptions(depth="redwood", multiplier=0.0)
+    want = noisy_depth(src, opts, seed=2)
+    assert torch.isfinite(want).all()
+    for isa in (0, 2, -1):
+        before = native_isa(isa)
+        try:
+            got = noisy_depth(src, opts, seed=2, native=True)
+        finally:
+            native_isa(before)
+        assert torch.equal(want, got), (isa, want, got)
+
+
 @pytest.mark.parametrize("multiplier", [0.0, 0.2, 0.5, 1.0, 3.0])
 @pytest.mark.parametrize("normalized", [False, True])
 @pytest.mark.parametrize("shape", [(7, 21, 45), (3, 16, 64), (3, 10, 83)])

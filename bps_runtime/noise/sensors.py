@@ -64,12 +64,14 @@ def load_table() -> np.ndarray:
 def distortion(x: int, y: int, z: float, table: wp.array3d(dtype=float)) -> float:
     """The table's factor f for depth ``z`` (m) at pixel (x, y) of a 640x480 frame (habitat's
     undistorted depth is z / f; 0 where f < 1e-5)."""
-    i2 = int((z + 1.0) / 2.0)
+    # floored at -1 before the cast (a negative or huge depth: no out-of-range conversion), both
+    # slices clamped to the table's 5 depths
+    i2 = int(wp.max((z + 1.0) / 2.0, -1.0))
     i1 = i2 - 1
     a = (z - (float(i1) * 2.0 + 1.0)) / 2.0
     tx = x / 8
     ty = y / 6
-    return (1.0 - a) * table[ty, tx, wp.clamp(i1, 0, 4)] + a * table[ty, tx, wp.min(i2, 4)]
+    return (1.0 - a) * table[ty, tx, wp.clamp(i1, 0, 4)] + a * table[ty, tx, wp.clamp(i2, 0, 4)]
 
 
 @wp.func

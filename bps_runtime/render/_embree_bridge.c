@@ -277,10 +277,13 @@ static inline float rw_pixel(const RedwoodFrame *F, const float *src, int64_t s1
     if (p->norm) d = d * p->range + p->lo;
     float v = 0.0f;
     if (d < 10.0f) {
-        int i2 = (int)((d + 1.0f) * 0.5f), i1 = i2 - 1;   /* x * 0.5: x / 2 exactly */
+        /* x * 0.5: x / 2 exactly; floored at -1 before the cast (a negative or huge depth: no
+         * out-of-range conversion) and both slices clamped to the table's 5 depths */
+        float h = (d + 1.0f) * 0.5f;
+        int i2 = (int)(h < -1.0f ? -1.0f : h), i1 = i2 - 1;
         float a = (d - ((float)i1 * 2.0f + 1.0f)) * 0.5f;
         const float *t = F->table + F->cell_y[y] + F->cell_x[x];
-        float f = (1.0f - a) * t[i1 < 0 ? 0 : (i1 > 4 ? 4 : i1)] + a * t[i2 > 4 ? 4 : i2];
+        float f = (1.0f - a) * t[i1 < 0 ? 0 : (i1 > 4 ? 4 : i1)] + a * t[i2 < 0 ? 0 : (i2 > 4 ? 4 : i2)];
         if (f >= 1e-5f && d != 0.0f) {
             float dz = rw_normal(rw_pcg(rs + F->draw[2][i]), rs + F->draw[3][i], F->zig);
             float denom = rw_round((RW_K35 * f / d + dz * RW_KDZ * p->mult) * RW_K8);
@@ -358,7 +361,7 @@ RW_AVX2 static int rw_block8(const RedwoodFrame *F, const float *src, int64_t s1
     if (p->norm) d = _mm256_add_ps(_mm256_mul_ps(d, _mm256_set1_ps(p->range)), _mm256_set1_ps(p->lo));
     /* x / 2 as x * 0.5: the same float, no division */
     __m256 one = _mm256_set1_ps(1.0f), two = _mm256_set1_ps(2.0f), half = _mm256_set1_ps(0.5f);
-    __m256i i2 = _mm256_cvttps_epi32(_mm256_mul_ps(_mm256_add_ps(d, one), half));
+    __m256i i2 = _mm256_cvttps_epi32(_mm256_max_ps(_mm256_mul_ps(_mm256_add_ps(d, one), half), _mm256_set1_ps(-1.0f)));
     __m256i i1 = _mm256_sub_epi32(i2, _mm256_set1_epi32(1));
     __m256 a = _mm256_mul_ps(_mm256_sub_ps(d, _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(i1), two), one)), half);
     __m256i four = _mm256_set1_epi32(4);
@@ -491,7 +494,7 @@ RW_AVX512 static inline __attribute__((always_inline)) void rw_stage2(const Redw
     __m512i oy = L->oy, ox = L->ox;
     __m512i one_i = _mm512_set1_epi32(1), zero = _mm512_setzero_si512();
     __m512 one = _mm512_set1_ps(1.0f), two = _mm512_set1_ps(2.0f), half = _mm512_set1_ps(0.5f);
-    __m512i i2 = _mm512_cvttps_epi32(_mm512_mul_ps(_mm512_add_ps(d, one), half));
+    __m512i i2 = _mm512_cvttps_epi32(_mm512_max_ps(_mm512_mul_ps(_mm512_add_ps(d, one), half), _mm512_set1_ps(-1.0f)));
     __m512i i1 = _mm512_sub_epi32(i2, one_i);
     __m512 a = _mm512_mul_ps(_mm512_sub_ps(d, _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(i1), two), one)), half);
     __m512i four = _mm512_set1_epi32(4);

@@ -202,6 +202,11 @@ class EmbreeRenderer:
         from .embree_instances import InstancedAccel
         return InstancedAccel([(a, a.native_shading, m, o) for a, m, o in parts])
 
+    def instances_bytes(self, num_instances: int, num_meshes: int) -> int:
+        """``prepare_instances``'s ``nbytes`` estimated before the build (``embree_instances``)."""
+        from .embree_instances import instances_bytes
+        return instances_bytes(num_instances)
+
     def accel_bytes(self, num_vertices: int, num_triangles: int, level: int = -1) -> int:
         """Estimated bytes of Embree's BVH and geometry copies for a mesh of this size (what the
         scene cache charges beyond the shading tables)."""

@@ -32,6 +32,13 @@ _sz = ctypes.c_size_t
 _ready = False
 
 
+def instances_bytes(num_instances: int) -> int:
+    """``InstancedAccel.nbytes`` for ``num_instances`` parts (at least it: empty parts are left
+    out of the build): the arrays below, the shading pointers and Embree's share."""
+    per = (12 + 9 + 1) * 4 + 4 + ctypes.sizeof(_vp) + EMBREE_BYTES_PER_INSTANCE   # xfm, normal_xf, lod, object
+    return per * num_instances + (0 if num_instances else ctypes.sizeof(_vp))
+
+
 class _Instances(ctypes.Structure):
     _fields_ = [("n", ctypes.c_int64), ("shading", _vp), ("normal_xf", _vp), ("lod_scale", _vp), ("object", _vp)]
 

@@ -113,8 +113,9 @@ class Renderer(Protocol):
     ``attach`` / ``detach`` are called by the scene cache when a scene becomes resident / leaves.
     Optional (composed scenes): ``instancing`` true and ``prepare_instances(parts)`` -> an accel
     over ``(accel from prepare, 4x4 asset -> world, semantic id)`` parts, the stage first (its
-    ``nbytes``: the top-level instance structures, charged by the scene cache as bvh); a
-    renderer without them gets composed scenes flattened (``scenes.loader``).
+    ``nbytes``: the top-level instance structures, charged by the scene cache as bvh) and
+    ``instances_bytes(num_instances, num_meshes)``, that ``nbytes``'s estimate before the build
+    (at least it; the loader charges it up front); a renderer without them gets composed scenes flattened (``scenes.loader``).
     """
 
     options: RenderOptions
@@ -137,7 +138,8 @@ class Renderer(Protocol):
     instancing: bool   # True: composed scenes render as instances (``prepare_instances``); False: flattened
 
     def accel_breakdown(self, num_vertices: int, num_triangles: int) -> dict[str, int]:
-        """``accel_bytes`` by part: {"bvh": ..., "geometry": ...} (``scenes.footprint``)."""
+        """``accel_bytes`` by part: {"bvh": ..., "geometry": ...}; required (``scenes.footprint``
+        charges every scene by it)."""
 
     def attach(self, scene_index: int, shading: ShadingData, accel: Any) -> None:
         """Make ``scene_index`` renderable with what ``prepare`` returned; called between steps."""

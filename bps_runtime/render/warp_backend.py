@@ -211,6 +211,11 @@ class WarpRenderer:
         from .warp_instances import WarpInstances
         return WarpInstances(self._wp, self._wdev, parts)
 
+    def instances_bytes(self, num_instances: int, num_meshes: int) -> int:
+        """``prepare_instances``'s ``nbytes`` estimated before the build (``warp_instances``)."""
+        from .warp_instances import instances_bytes
+        return instances_bytes(num_instances, num_meshes)
+
     def accel_bytes(self, num_vertices: int, num_triangles: int, level: int = -1) -> int:
         """Estimated device bytes of a scene's points and Warp BVH (any ``level``)."""
         return sum(self.accel_breakdown(num_vertices, num_triangles).values())

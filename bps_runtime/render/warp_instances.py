@@ -25,6 +25,14 @@ from .warp_kernels import SceneTable, abs_cos, quat_to_mat, shade, write_pixel
 WARP_BVH_BYTES_PER_INSTANCE = 116
 
 
+def instances_bytes(num_instances: int, num_meshes: int) -> int:
+    """``WarpInstances.nbytes`` for ``num_instances`` parts over ``num_meshes`` distinct meshes
+    (at least it: empty parts are left out of the build)."""
+    size = wp.types.type_size_in_bytes
+    per = sum(size(t) for t in (wp.int32, wp.mat44, wp.mat33, float, wp.int32, wp.vec3, wp.vec3))
+    return size(SceneTable) * num_meshes + (per + WARP_BVH_BYTES_PER_INSTANCE) * num_instances
+
+
 class WarpInstances:
     """A composed scene's instance tables on the device (see the module docstring)."""
 

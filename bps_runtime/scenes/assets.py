@@ -21,6 +21,8 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from bps_assets.errors import ConfigError
+
 from .budget import LoadCancelled
 from .footprint import scene_footprint
 
@@ -109,16 +111,23 @@ class AssetStore:
         fut.set_result(asset)
         return asset
 
-    def _load(self, path: str, reserve, source) -> Asset:
+    def _read(self, path: str):
+        """The asset file's packed scene (``expand=False``), its shading tables and footprint."""
         from bps_assets.packed_scene import read_packed_scene
 
         from ..render.shading_data import build_shading_data
 
         ps = read_packed_scene(path, expand=False)
         sd = build_shading_data(ps, path)
-        footprint = asset_footprint(sd, self.renderer, ps.positions, len(ps.indices))
+        return ps, sd, asset_footprint(sd, self.renderer, ps.positions, len(ps.indices))
+
+    def _load(self, path: str, reserve, source) -> Asset:
+        ps, sd, footprint = self._read(path)
         if reserve is not None:
-            reserve(sum(footprint.values()), source)
+            try:
+                reserve(sum(footprint.values()), source)
+            except ConfigError as e:   # the budget's "more than the whole budget": the asset's, not
+                raise ConfigError(path, e.detail) from None   # the scene's (a waiting load gets it too)
         try:
             accel = self.renderer.prepare(sd, ps.positions, ps.indices)
         except BaseException:
@@ -130,12 +139,7 @@ class AssetStore:
 
     def measure(self, path) -> dict:
         """The footprint ``path``'s asset would have (read, not prepared; nothing charged)."""
-        from bps_assets.packed_scene import read_packed_scene
-
-        from ..render.shading_data import build_shading_data
-
-        ps = read_packed_scene(path, expand=False)
-        return asset_footprint(build_shading_data(ps, path), self.renderer, ps.positions, len(ps.indices))
+        return self._read(path)[2]
 
     def release(self, asset: Asset) -> None:
         """Drop one reference; the last one forgets the asset and gives its bytes back."""

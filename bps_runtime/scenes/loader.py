@@ -257,8 +257,8 @@ class SceneLoader:
     def _load_composed(self, source: SceneSource, reserve, t0: float) -> LoadedScene:
         """A composed scene as the stage plus instances of shared assets (``scenes.assets``): each
         asset file read, and its bytes charged, only when no resident scene holds it yet; then
-        the stage and instance table, then (read once built) the renderer's instance structures,
-        charged as bvh. Tickets are byte counts (the ledger's); a start-up ``NoRoom`` names the
+        the stage, instance table and the renderer's estimate of the instance structures (bvh),
+        settled to their ``nbytes`` once built. Tickets are byte counts (the ledger's); a start-up ``NoRoom`` names the
         scene's whole need (``_no_room``)."""
         from bps_assets import composed_section as cs
         from bps_assets.packed_scene import read_lod_level as read_level
@@ -267,9 +267,11 @@ class SceneLoader:
         scene_id, ticket, held = source.scene_id, None, []
         try:
             self._enter_stage(scene_id, "reading the composed scene's stage and instance table")
-            stage, table, paths = read_composed(source.scene_path)
             level = header_level(source.scene_path, self.renderer.options)
-            if level >= 0:  # the stage at its LOD (the assets: their full meshes)
+            # at an LOD level, the table and asset paths alone, then the level's stage geometry
+            # only (the assets: their full meshes)
+            stage, table, paths = read_composed(source.scene_path, [] if level >= 0 else None)
+            if level >= 0:
                 stage = read_level(source.scene_path, level, expand=False)
             header = dict(stage.header or {})
             check_scene_header(source, header)
@@ -286,6 +288,11 @@ class SceneLoader:
             footprint = scene_footprint(sd, self.renderer, nv, nt, navmesh_nbytes(nav), level)
             footprint["geometry"] += table_bytes   # the instance table (the shared assets: ``asset_bytes``)
             used = sorted(set(table.asset.tolist()))
+            # the top-level instance structures (transforms, per-instance tables, the top BVH): the
+            # renderer's estimate, charged with the stage (a start-up NoRoom's need has it), settled
+            # to its count once built
+            est = int(self.renderer.instances_bytes(table.count + 1, len(used) + 1))
+            footprint["bvh"] += est
             self._enter_stage(scene_id, "loading the assets no resident scene holds")
             assets = {}
             for a in used:
@@ -294,10 +301,11 @@ class SceneLoader:
                 except NoRoom as e:
                     what = f"asset {os.path.realpath(paths[a])}"
                     raise self._no_room(source, e, what, footprint, paths, used, assets) from None
-                except ConfigError as e:   # the budget's "more than the whole budget": name the asset
-                    if e.path != source.scene_path:
-                        raise
-                    raise ConfigError(e.path, f"asset {os.path.realpath(paths[a])}: {e.detail}") from None
+                except ConfigError as e:   # e.g. the budget's "more than the whole budget" (raised in
+                    # another scene's load too, when this one waited for it): this scene, the asset
+                    what = os.path.realpath(paths[a])
+                    detail = e.detail if e.path in (None, what) else str(e)
+                    raise ConfigError(source.scene_path, f"asset {what}: {detail}") from None
                 held.append(assets[a])
             # the object table (one object per group, boxes from the placed assets' vertices)
             sem_fields = ["object_ids", "object_category", "object_region", "object_source_ids", "object_aabb",
@@ -322,17 +330,18 @@ class SceneLoader:
                 (assets[int(table.asset[i])].accel, table.transform[i], int(table.group[i]) + 1)
                 for i in range(table.count)]
             accel = self.renderer.prepare_instances(parts)
-            # the top-level instance structures (transforms, per-instance tables, the top BVH), as
-            # the renderer counts them: known once built, charged then
-            top = int(accel.nbytes)
-            if top:
-                footprint["bvh"] += top
+            extra = int(accel.nbytes) - est   # the structures as the renderer counts them, less the estimate
+            footprint["bvh"] += extra
+            if extra > 0:
                 try:
-                    more = self._reserve(source, top, reserve)
+                    more = self._reserve(source, extra, reserve)
                 except NoRoom as e:
                     raise self._no_room(source, e, "its instance structures", footprint, paths, used, assets) \
                         from None
                 ticket = ticket if more is None else (ticket or 0) + more
+            elif extra < 0 and ticket is not None and self._release is not None:
+                self._release(-extra)
+                ticket -= -extra
             nbytes = sum(footprint.values())
             prepared = self.prepare(scene_id, nav) if self.prepare is not None and nav is not None else None
             store = self.assets
@@ -367,7 +376,7 @@ class SceneLoader:
         total = own + sum(need.values())
         return NoRoom(source.scene_path, f"scene {source.scene_id!r}: no room at start-up for {what} "
                                          f"({err.nbytes} bytes); the scene needs {total} bytes in all: {own} "
-                                         f"for its stage and instance table, {total - own} for the "
+                                         f"for its stage, instance table and instance structures, {total - own} for the "
                                          f"{len(need)} shared assets it uses", total, need)
 
     def close(self):

@@ -459,6 +459,7 @@ def _write_packed(dst: Path, kind: str, header: dict, arrays: dict, what: str) -
 
 
 ODD_VALUES = (None, True, "x", "", [], {}, -1, 2**70, -(2**63), 1e30, -1e308, 0.5, float("nan"))
+HUGE_INTS = (10**400, -(10**400))   # JSON integers beyond float range: float() raises OverflowError
 
 
 def _nodes(obj, path=()):
@@ -489,8 +490,8 @@ def mutate_json(doc, rng: random.Random) -> str:
     where, parent, key, val = _pick(doc, rng)
     r = rng.random()
     if r < 0.35:
-        parent[key] = rng.choice(BOUNDARY + ODD_VALUES)
-        return f"{'.'.join(map(str, where))} = {parent[key]!r}"
+        parent[key] = rng.choice(BOUNDARY + ODD_VALUES + HUGE_INTS)
+        return f"{'.'.join(map(str, where))} = {parent[key]!r}"[:200]
     if r < 0.5:
         del parent[key]
         return f"del {'.'.join(map(str, where))}"

@@ -15,7 +15,6 @@ without view points, episodes left without goals) and counts each kind, or raise
 """
 from __future__ import annotations
 
-import math
 import os
 from collections import Counter
 from dataclasses import dataclass, field
@@ -27,7 +26,7 @@ import numpy as np
 from ..errors import InputError, ResourceLimitError
 from .episode_stream import STREAMED
 from .episode_table import EpisodeTable
-from .episodes import (_vec, check_scene_name, check_table_unique_ids, check_split_name, dataset_files,
+from .episodes import (_vec, finite_number, check_scene_name, check_table_unique_ids, check_split_name, dataset_files,
                        join_scenes_dir, validate_episode, write_split, SUFFIX, CONTENT_DIR)
 
 WHAT = "ObjectNav"
@@ -223,7 +222,7 @@ def validate_goal(g, where: str, path) -> dict:
             bad(f"goal {g.get('object_id')!r} view point {k}: agent_state.rotation must be 4 "
                 "finite numbers [x, y, z, w]")
         iou = vp.get("iou")
-        if iou is not None and not (isinstance(iou, (int, float)) and math.isfinite(iou)):
+        if iou is not None and not finite_number(iou):
             bad(f"goal {g.get('object_id')!r} view point {k}: iou must be a number or null")
     return g
 

@@ -219,6 +219,9 @@ def test_missing_assets_are_one_error_listing_all(tmp_path):
     ({"template_name": "a", "rotation": [0, 0, 0, 0]}, "norm 0"),
     ({"template_name": "a", "uniform_scale": 0}, "zero scale"),
     ({"template_name": "a", "non_uniform_scale": [1, 0, 1]}, "zero scale"),
+    # an integer beyond float range (numpy raises OverflowError converting it)
+    ({"template_name": "a", "translation": [10 ** 400, 0, 0]}, "translation .* is not 3 numbers"),
+    ({"template_name": "a", "uniform_scale": -(10 ** 400)}, "uniform_scale .* is not 1 numbers"),
 ])
 def test_bad_transforms_are_typed_errors(tmp_path, inst, words):
     ds = _tiny_dataset(tmp_path, {"object_instances": [inst]})

@@ -217,7 +217,7 @@ def _vec(inst: dict, key: str, n: int, default, where: str, path: Path) -> np.nd
     v = inst.get(key, default)
     try:
         a = np.array(v, np.float64).reshape(-1)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):   # OverflowError: an int beyond float range
         raise DatasetError(path, f"{where}: {key} {v!r} is not {n} numbers") from None
     if a.shape != (n,):
         raise DatasetError(path, f"{where}: {key} {v!r} is not {n} numbers")

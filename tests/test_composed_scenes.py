@@ -256,6 +256,20 @@ def test_a_million_instances_is_refused_before_parsing(tmp_path):
         H.read_scene_instance(ds, "x")
 
 
+def test_skipped_entries_count_toward_the_instance_cap(tmp_path):
+    """Group ids are entry indices: 2^17 template-less ``{}`` entries (skipped under
+    --skip-missing-assets, not counted by the raw ``template_name`` count) before a real one
+    would give it a group id the packed file's reader refuses; the entry count is capped."""
+    from bps_assets.composed_section import MAX_INSTANCES
+
+    ds = _tiny_dataset(tmp_path, {"object_instances": [{}] * MAX_INSTANCES + [{"template_name": "a"}]})
+    with pytest.raises(DatasetError, match=f"{MAX_INSTANCES + 1} instance entries exceed the cap") as e:
+        H.read_scene_instance(ds, "x", skip_missing=True)
+    assert "x.scene_instance.json" in str(e.value)
+    ds = _tiny_dataset(tmp_path, {"object_instances": [{}] * 3 + [{"template_name": "a"}]})
+    assert [i.group for i in H.read_scene_instance(ds, "x", skip_missing=True).instances] == [3]
+
+
 def test_urdf_cycle_is_a_typed_error(tmp_path):
     urdf = ('<robot name="r"><link name="a"/><link name="b"/><link name="c"/>'
             '<joint name="j1" type="fixed"><parent link="a"/><child link="b"/></joint>'

@@ -546,9 +546,7 @@ def _read_pointnav(path, scenes, scenes_dir, table: EpisodeTable | None):
         check_table_unique_ids(table, starts)
         if wanted is not None and len(files) == 1:
             table = table.take([k for k, sid in enumerate(table.scene_ids) if habitat_scene_name(sid) in wanted])
-        if scenes_dir is not None:
-            joined = {sid: join_scenes_dir(scenes_dir, sid) for sid in set(table.scene_ids)}
-            table.scene_ids = [joined[sid] for sid in table.scene_ids]
+        join_table_scenes_dir(table, scenes_dir)
         return table
     out = []
     for f, d in files:
@@ -567,6 +565,14 @@ def join_scenes_dir(scenes_dir: str, scene_id: str) -> str:
     if scene_id.startswith(DEFAULT_SCENE_PATH_PREFIX):
         scene_id = scene_id[len(DEFAULT_SCENE_PATH_PREFIX):]
     return os.path.join(scenes_dir, scene_id)
+
+
+def join_table_scenes_dir(table: EpisodeTable, scenes_dir: str | None) -> None:
+    """``join_scenes_dir`` on every scene id of ``table``, in place (once per distinct id);
+    nothing when ``scenes_dir`` is None."""
+    if scenes_dir is not None:
+        joined = {sid: join_scenes_dir(scenes_dir, sid) for sid in set(table.scene_ids)}
+        table.scene_ids = [joined[sid] for sid in table.scene_ids]
 
 
 def dataset_files(path: str | os.PathLike, scenes: Iterable[str] | None = None,
@@ -609,6 +615,6 @@ def dataset_files(path: str | os.PathLike, scenes: Iterable[str] | None = None,
 __all__ = ["EpisodeOptions", "DEFAULTS", "generate_episodes", "make_episode",
            "write_pointnav_dataset", "read_pointnav_dataset", "read_pointnav_table", "validate_episode", "check_table_unique_ids",
            "habitat_scene_id", "scene_seed", "split_file", "write_split", "dataset_files", "read_json",
-           "check_split_name", "check_scene_name", "join_scenes_dir", "distance_rejection", "in_distance_range", "ratio_kept",
+           "check_split_name", "check_scene_name", "join_scenes_dir", "join_table_scenes_dir", "as_number", "finite_number", "distance_rejection", "in_distance_range", "ratio_kept",
            "ratio_sample_rate",
            "where_episodes_start"]

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..errors import InputError
 from .episode_table import EpisodeTable
-from .episodes import (_vec, finite_number, check_scene_name, check_split_name, check_table_unique_ids, dataset_files, join_scenes_dir,
+from .episodes import (_vec, finite_number, check_scene_name, check_split_name, check_table_unique_ids, dataset_files, join_table_scenes_dir,
                        validate_episode, write_split, SUFFIX, CONTENT_DIR)
 from .episode_stream import STREAMED
 from .objectnav_files import (NO_GOALS, NavmeshCheck, ViewPoints, episodes_on_navmesh, goals_on_navmesh, make_objectnav_episode,
@@ -224,9 +224,7 @@ def read_instance_imagenav_dataset(path: str | os.PathLike, scenes: Iterable[str
             _check_goal_ref(i, eid, sid, oid, k, out.goals, f)
             out.episodes.append(text, str(eid), sid, str(oid), NO_GOALS)
     check_table_unique_ids(out.episodes, starts)   # ids are unique per scene
-    if scenes_dir is not None:
-        joined = {sid: join_scenes_dir(scenes_dir, sid) for sid in set(out.episodes.scene_ids)}
-        out.episodes.scene_ids = [joined[sid] for sid in out.episodes.scene_ids]
+    join_table_scenes_dir(out.episodes, scenes_dir)
     return out
 
 

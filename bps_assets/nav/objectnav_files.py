@@ -27,7 +27,7 @@ from ..errors import InputError, ResourceLimitError
 from .episode_stream import STREAMED
 from .episode_table import EpisodeTable
 from .episodes import (_vec, finite_number, check_scene_name, check_table_unique_ids, check_split_name, dataset_files,
-                       join_scenes_dir, validate_episode, write_split, SUFFIX, CONTENT_DIR)
+                       join_table_scenes_dir, validate_episode, write_split, SUFFIX, CONTENT_DIR)
 
 WHAT = "ObjectNav"
 # habitat's objectgoal is an int64 in [0, max id]; its own files use 0..20 (MP3D) and 0..5 (HM3D)
@@ -298,9 +298,7 @@ def read_objectnav_dataset(path: str | os.PathLike, scenes: Iterable[str] | None
                                     f"{os.path.basename(sid)!r} (goals_by_category has no {key!r})")
             out.episodes.append(text, str(eid), sid, cat, NO_GOALS)
     check_table_unique_ids(out.episodes, starts)   # on the scene ids as read, as habitat's
-    if scenes_dir is not None:
-        joined = {sid: join_scenes_dir(scenes_dir, sid) for sid in set(out.episodes.scene_ids)}
-        out.episodes.scene_ids = [joined[sid] for sid in out.episodes.scene_ids]
+    join_table_scenes_dir(out.episodes, scenes_dir)
     return out
 
 

@@ -5,7 +5,7 @@
 
 Seeds: ../shared/assets scene files and habitat navmeshes, packed files made from them, synth
 semantic scans (both annotation formats) with their packed scenes, a composed scene with its
-asset library, ObjectNav / ImageNav / InstanceImageNav episode files and bps-train checkpoints
+asset library, a scan packed with levels of detail, ObjectNav / ImageNav / InstanceImageNav episode files and bps-train checkpoints
 made here. Mutants: random byte edits, structure-aware edits of
 packed files behind valid checksums, of episode JSON (values, types, repeated entries), of
 annotation tables (lines and fields) and of checkpoints (fields, tensors, RNG states; half with

@@ -5,8 +5,8 @@
 
 Seeds: ../shared/assets scene files and habitat navmeshes, packed files made from them, synth
 semantic scans (both annotation formats) with their packed scenes, a composed scene with its
-asset library, a scan packed with levels of detail, ObjectNav / ImageNav / InstanceImageNav episode files and bps-train checkpoints
-made here. Mutants: random byte edits, structure-aware edits of
+asset library, a scan packed with levels of detail, ObjectNav / ImageNav / InstanceImageNav
+episode files and bps-train checkpoints made here. Mutants: random byte edits, structure-aware edits of
 packed files behind valid checksums, of episode JSON (values, types, repeated entries), of
 annotation tables (lines and fields) and of checkpoints (fields, tensors, RNG states; half with
 the checksum recomputed). Each mutant is read by its type's reader in a worker under

@@ -5,8 +5,8 @@
 
 Seeds: ../shared/assets scene files and habitat navmeshes, packed files made from them, synth
 semantic scans (both annotation formats) with their packed scenes, a composed scene with its
-asset library, ObjectNav / ImageNav / InstanceImageNav episode files and bps-train checkpoints
-made here. Mutants: random byte edits, structure-aware edits of
+asset library, a scan packed with levels of detail, ObjectNav / ImageNav / InstanceImageNav
+episode files and bps-train checkpoints made here. Mutants: random byte edits, structure-aware edits of
 packed files behind valid checksums, of episode JSON (values, types, repeated entries), of
 annotation tables (lines and fields) and of checkpoints (fields, tensors, RNG states; half with
 the checksum recomputed). Each mutant is read by its type's reader in a worker under
@@ -80,6 +80,13 @@ def _read(path: str, kind: str, other: str = ""):
         from bps_assets.packed_scene import read_packed_scene
 
         read_packed_scene(path, threads=1)
+    elif kind == "SCEN+lod":   # the full mesh, then every level the header lists
+        from bps_assets.lod_section import levels
+        from bps_assets.packed_scene import read_lod_level, read_packed_scene
+
+        ps = read_packed_scene(path, threads=1)
+        for k in range(len(levels(path, ps.header))):
+            read_lod_level(path, k, threads=1)
     elif kind == "NAVM":
         from bps_assets.nav import load_navmesh
 
@@ -257,7 +264,20 @@ def collect_seeds(work: Path, max_bytes: int = 4 << 20, n_scenes: int = 4) -> li
         seeds.append((dst, "NAVM"))
     except Exception as e:  # noqa: BLE001 - the benchmark still runs on the other seeds
         print(f"(no NAVM seed: {type(e).__name__}: {e})", file=sys.stderr)
-    return seeds + semantic_seeds(work) + composed_seeds(work)
+    return seeds + semantic_seeds(work) + composed_seeds(work) + lod_seeds(work)
+
+
+def lod_seeds(work: Path) -> list[tuple[Path, str]]:
+    """A small synth scan converted with two levels of detail (``convert --lod 0.02,0.1``):
+    ``SCEN+lod``, read in full and then level by level (``read_lod_level``)."""
+    from bps_assets import synth
+    from bps_assets.packed_scene import ConvertOptions, convert_file
+
+    info = synth.generate(work / "lod", layout="gibson", scenes=1, overwrite=True)[0]
+    dst = work / "seeds" / "lod.bps"
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    convert_file(info.path, dst, ConvertOptions(dataset="gibson", max_texture=256, lod=(0.02, 0.1)), overwrite=True)
+    return [(dst, "SCEN+lod")]
 
 
 def composed_seeds(work: Path) -> list[tuple[Path, str]]:
@@ -459,6 +479,7 @@ def _write_packed(dst: Path, kind: str, header: dict, arrays: dict, what: str) -
 
 
 ODD_VALUES = (None, True, "x", "", [], {}, -1, 2**70, -(2**63), 1e30, -1e308, 0.5, float("nan"))
+HUGE_INTS = (10**400, -(10**400))   # JSON integers beyond float range: float() raises OverflowError
 
 
 def _nodes(obj, path=()):
@@ -489,8 +510,8 @@ def mutate_json(doc, rng: random.Random) -> str:
     where, parent, key, val = _pick(doc, rng)
     r = rng.random()
     if r < 0.35:
-        parent[key] = rng.choice(BOUNDARY + ODD_VALUES)
-        return f"{'.'.join(map(str, where))} = {parent[key]!r}"
+        parent[key] = rng.choice(BOUNDARY + ODD_VALUES + HUGE_INTS)
+        return f"{'.'.join(map(str, where))} = {parent[key]!r}"[:200]
     if r < 0.5:
         del parent[key]
         return f"del {'.'.join(map(str, where))}"
@@ -611,7 +632,9 @@ SEMANTIC_NAMES = ("semantics", "tri_object", "object_ids", "object_category", "o
                   "object_source_ids", "object_aabb", "object_points")
 COMPOSED_NAMES = ("composed", "instance_asset", "instance_transform", "instance_semantic",
                   "instance_category", "instance_motion", "instance_group")
-FOCUS = {"SCEN+sem": SEMANTIC_NAMES, "SCEN+composed": COMPOSED_NAMES}
+LOD_NAMES = ("lods",) + tuple(f"lod{k}.{f}" for k in range(2) for f in ("positions_q", "indices", "tri_material",
+                                                                         "uvs_q", "colors", "tri_object"))
+FOCUS = {"SCEN+sem": SEMANTIC_NAMES, "SCEN+composed": COMPOSED_NAMES, "SCEN+lod": LOD_NAMES}
 
 
 # ------------------------------------------------------------------------------ driver
@@ -651,7 +674,7 @@ def _fuzz(a, work: Path) -> int:
 
     t_setup = time.perf_counter()
     wanted = {k for k in a.kinds.split(",") if k}
-    scene_kinds = {"source", "detour", "SCEN", "NAVM", "SCEN+sem", "SCEN+composed"}
+    scene_kinds = {"source", "detour", "SCEN", "NAVM", "SCEN+sem", "SCEN+composed", "SCEN+lod"}
     seeds = collect_seeds(work) if not wanted or wanted & scene_kinds else \
         (semantic_seeds(work) if "annotation" in wanted else [])
     if not wanted or wanted & EPISODE_KINDS:
@@ -710,7 +733,7 @@ def _fuzz(a, work: Path) -> int:
                 data, what = mutate_bytes(gzip.decompress(blobs[src]), rng)
                 dst.write_bytes(gzip.compress(data, compresslevel=1))
                 label = "bytes"
-            elif kind in ("SCEN", "NAVM", "SCEN+sem", "SCEN+composed") and rng.random() < 0.5:
+            elif kind in ("SCEN", "NAVM", "SCEN+sem", "SCEN+composed", "SCEN+lod") and rng.random() < 0.5:
                 try:
                     what = mutate_packed(src, dst, rng, FOCUS.get(kind, ()))
                 except Exception:  # noqa: BLE001 - a mutation the writer refuses: skip it

@@ -495,6 +495,8 @@ def _check_section(path, ent: Any, file_len: int) -> Section:
         raise _corrupt(path, f"unknown filter {filt!r}", section=name)
     offset, stored, raw, crc = (field(k, int) for k in ("offset", "stored_length", "raw_length", "crc32"))
     dt = np.dtype(DTYPES[dtype])
+    if filt == "delta+shuffle" and dt.kind not in "iu":   # FORMAT.md 2: integer dtypes only
+        raise _corrupt(path, f"filter 'delta+shuffle' on dtype {dtype} (integer dtypes only)", section=name)
     n = 1
     for s in shape:
         n *= s

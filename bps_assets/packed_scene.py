@@ -678,20 +678,17 @@ def read_lod_level(path: str | os.PathLike, level: int, threads: int = 2, verify
     lv = _lod.levels(path, hdr)
     if not 0 <= level < len(lv):
         raise ConfigError(path, f"LOD level {level} does not exist (the file has {len(lv)})")
+    nv = lv[level]["vertices"]
+    below = {"indices": nv, "tri_material": len(ps.material_color)}   # range-checked in the read's pass
     with Container(path, KIND) as c:
-        raw = {f: c.read(_lod.section(level, f), verify=verify) for f in _lod.GEOMETRY if _lod.section(level, f) in c.sections}
+        raw = {f: c.read(_lod.section(level, f), verify=verify, below=below.get(f))
+               for f in _lod.GEOMETRY if _lod.section(level, f) in c.sections}
         dts = {f: c.sections[_lod.section(level, f)].dtype for f in raw}
-    nv, n_m = lv[level]["vertices"], len(ps.material_color)
     ps.positions = t_quantize.dequantize(raw["positions_q"], _grid(path, hdr, "positions", _DT_NAME[dts["positions_q"]], 3))
     ps.uvs = (t_quantize.dequantize(raw["uvs_q"], _grid(path, hdr, "uvs", _DT_NAME[dts["uvs_q"]], 2))
               if "uvs_q" in raw else np.zeros((nv, 2), np.float32))
     ps.indices, ps.tri_material = raw["indices"], raw["tri_material"]
     ps.colors, ps.tri_object = raw.get("colors"), raw.get("tri_object")
-    if ps.indices.size and int(ps.indices.max()) >= nv:
-        raise CorruptFileError(path, f"index out of range for the level's {nv} vertices", _lod.section(level, "indices"))
-    tm = ps.tri_material
-    if tm.size and (int(tm.min()) < 0 or int(tm.max()) >= n_m):
-        raise CorruptFileError(path, f"material id out of range for {n_m} materials", _lod.section(level, "tri_material"))
     _sem.check(path, hdr, {"tri_object": ps.tri_object, "object_ids": ps.object_ids})
     ps.lod = level
     if expand and _comp.HEADER_KEY in hdr:  # the merge sizes the stage from its header's counts

@@ -219,6 +219,9 @@ def test_missing_assets_are_one_error_listing_all(tmp_path):
     ({"template_name": "a", "rotation": [0, 0, 0, 0]}, "norm 0"),
     ({"template_name": "a", "uniform_scale": 0}, "zero scale"),
     ({"template_name": "a", "non_uniform_scale": [1, 0, 1]}, "zero scale"),
+    # an integer beyond float range (numpy raises OverflowError converting it)
+    ({"template_name": "a", "translation": [10 ** 400, 0, 0]}, "translation .* is not 3 numbers"),
+    ({"template_name": "a", "uniform_scale": -(10 ** 400)}, "uniform_scale .* is not 1 numbers"),
 ])
 def test_bad_transforms_are_typed_errors(tmp_path, inst, words):
     ds = _tiny_dataset(tmp_path, {"object_instances": [inst]})
@@ -251,6 +254,20 @@ def test_a_million_instances_is_refused_before_parsing(tmp_path):
     ds = _tiny_dataset(tmp_path, raw)
     with pytest.raises(DatasetError, match="exceed the cap"):
         H.read_scene_instance(ds, "x")
+
+
+def test_skipped_entries_count_toward_the_instance_cap(tmp_path):
+    """Group ids are entry indices: 2^17 template-less ``{}`` entries (skipped under
+    --skip-missing-assets, not counted by the raw ``template_name`` count) before a real one
+    would give it a group id the packed file's reader refuses; the entry count is capped."""
+    from bps_assets.composed_section import MAX_INSTANCES
+
+    ds = _tiny_dataset(tmp_path, {"object_instances": [{}] * MAX_INSTANCES + [{"template_name": "a"}]})
+    with pytest.raises(DatasetError, match=f"{MAX_INSTANCES + 1} instance entries exceed the cap") as e:
+        H.read_scene_instance(ds, "x", skip_missing=True)
+    assert "x.scene_instance.json" in str(e.value)
+    ds = _tiny_dataset(tmp_path, {"object_instances": [{}] * 3 + [{"template_name": "a"}]})
+    assert [i.group for i in H.read_scene_instance(ds, "x", skip_missing=True).instances] == [3]
 
 
 def test_urdf_cycle_is_a_typed_error(tmp_path):

@@ -142,3 +142,19 @@ def test_filters_compress_smooth_quantized_data(tmp_path):
     assert filt < plain * 0.6
     with C.Container(tmp_path / "f.bps") as c:
         np.testing.assert_array_equal(c.read("q"), q)
+
+
+def test_delta_filter_on_a_float_section_is_refused(tmp_path):
+    """FORMAT.md section 2: ``delta+shuffle`` is for integer dtypes only (the native and numpy
+    decoders would disagree on a float one)."""
+    p = tmp_path / "a.bps"
+    _write(p)
+
+    def to_float(h):
+        (q,) = [s for s in h["sections"] if s["name"] == "q"]
+        assert q["filter"] == "delta+shuffle" and q["dtype"] == "u2"
+        q["dtype"] = "f2"   # same item size: raw_length still matches
+    _rewrite_header(p, to_float)
+    with pytest.raises(CorruptFileError, match=r"filter 'delta\+shuffle' on dtype f2 \(integer dtypes only\)") as e:
+        C.Container(p)
+    assert e.value.section == "q" and "q" in str(e.value)

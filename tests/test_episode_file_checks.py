@@ -14,6 +14,7 @@ from bps_assets.nav import episodes as pn
 from bps_assets.nav import objectnav_files as on
 
 Q = [0.0, 0.0, 0.0, 1.0]
+BIG = 10 ** 400   # a JSON integer beyond float range: float() of it raises OverflowError
 
 
 def _objectnav_doc(n=3):
@@ -46,6 +47,12 @@ def test_a_good_file_reads(tmp_path):
     (lambda d: d["category_to_scene_annotation_category_id"].update(bed=-3), r"scene_annotation_category_id\['bed'\] = -3"),
     (lambda d: d["goals_by_category"]["a.glb_chair"][0].update(object_id=2**70), "object_id 1180591620717411303424"),
     (lambda d: d["goals_by_category"]["a.glb_chair"][0].update(object_id=-2), "object_id -2"),
+    (lambda d: d["episodes"][1].update(start_position=[0, 0, BIG]), r"episode 1 .*start_position"),
+    (lambda d: d["goals_by_category"]["a.glb_chair"][0].update(position=[BIG, 0, 0]), "goal position must be 3"),
+    (lambda d: d["goals_by_category"]["a.glb_chair"][0]["view_points"][0]["agent_state"].update(
+        position=[0, BIG, 0]), "view point 0: agent_state.position"),
+    (lambda d: d["goals_by_category"]["a.glb_chair"][0]["view_points"][0].update(iou=BIG),
+     "view point 0: iou must be a number"),
 ])
 def test_objectnav_file_problems_are_one_typed_error(tmp_path, edit, msg):
     doc = _objectnav_doc()
@@ -94,3 +101,20 @@ def test_pointnav_repeated_ids_are_refused(tmp_path):
     other = copy.deepcopy(eps)
     other[1].update(episode_id=eps[0]["episode_id"], scene_id="scene/b.glb")   # same id, other scene: fine
     assert len(pn.read_pointnav_dataset(_write(tmp_path, {"episodes": other}, "other"))) == 3
+
+
+@pytest.mark.parametrize("edit,msg", [
+    (lambda e: e.update(start_position=[BIG, 0, 0]), "start_position must be 3 finite numbers"),
+    (lambda e: e.update(start_rotation=[0, 0, 0, BIG]), "start_rotation must be 4 finite numbers"),
+    (lambda e: e["goals"][0].update(position=[0, BIG, 0]), "each goal needs a position of 3 finite numbers"),
+    (lambda e: e["goals"][0].update(radius=BIG), "goal radius must be null or a number"),
+    (lambda e: e["info"].update(geodesic_distance=BIG), "info.geodesic_distance must be a number"),
+])
+def test_pointnav_ints_beyond_float_range_are_input_errors(tmp_path, edit, msg):
+    eps = [pn.make_episode(i, "scene/a.glb", [0.0, 0.0, 0.0], Q, [1.0, 0.0, 1.0], 1.5) for i in range(2)]
+    edit(eps[1])
+    p = _write(tmp_path, {"episodes": eps})
+    for read in (pn.read_pointnav_dataset, pn.read_pointnav_table):   # the env's and the CLI's readers
+        with pytest.raises(InputError, match=r"episode 1 \(id '1'\): " + msg) as e:
+            read(p)
+        assert str(p) in str(e.value)

@@ -76,6 +76,7 @@ def test_any_window_reads_what_the_whole_document_holds(tmp_path, monkeypatch, c
     ('{"episodes": [{"episode_id": 1, "sc', "not valid JSON"),     # truncated
     ('{"episodes": []} []', "extra data after the document"),
     ('{"episodes": [], "episodes": []}', "'episodes' appears twice"),
+    ('\ufeff{"episodes": []}', "starts with a UTF-8 byte order mark"),
     ('{"episodes": [{"a": "\\ud800 \x01"}]}', "not valid JSON"),   # control character in a string
     ('[{"episodes": []}]', "not a PointNav dataset"),
     ('{"episodes": {"a": 1}}', "not a PointNav dataset"),
@@ -183,3 +184,17 @@ def test_instance_imagenav_reads_the_same_at_any_window(tmp_path, monkeypatch, c
     doc["episodes"][5]["goal_image_id"] = 3
     with pytest.raises(InputError, match=r"episode 5 \(id '5'\): goal_image_id 3 is not an index"):
         ii.read_instance_imagenav_dataset(_write(tmp_path, json.dumps(doc), "bad"))
+
+
+def test_a_repeated_goals_by_category_key_is_refused(tmp_path, monkeypatch):
+    """json.loads (habitat-lab) keeps the last list of a repeated key; merging both would give
+    goals habitat never sees: the file is refused, naming the key."""
+    monkeypatch.setattr(episode_stream, "_CHUNK", 7)
+    doc = _objectnav_doc(2, 2)
+    goals = json.dumps(doc["goals_by_category"]["a.glb_chair"])
+    text = json.dumps(doc).replace('"goals_by_category": {', '"goals_by_category": {"a.glb_chair": %s, ' % goals, 1)
+    assert text.count('"a.glb_chair"') == 2
+    p = _write(tmp_path, text, "dup")
+    with pytest.raises(InputError, match=r"key 'a.glb_chair' appears twice in 'goals_by_category'") as e:
+        on.read_objectnav_dataset(p)
+    assert str(p) in str(e.value)

@@ -179,6 +179,11 @@ BAD = [
      "more than the cap"),
     (lambda c: c["goals"][G].update(object_surface_area=-1), "object_surface_area"),
     (lambda c: c["goals"][G]["view_points"][0]["agent_state"].update(position=[1, 2]), "view point 0"),
+    # integers beyond float range (float() raises OverflowError) are not finite numbers
+    (lambda c: c["episodes"][0].update(start_position=[0, 10 ** 400, 0]), "episode 0 .*start_position"),
+    (lambda c: c["goals"][G]["image_goals"][0].update(position=[10 ** 400, 0, 0]), "position must be 3 finite"),
+    (lambda c: c["goals"][G]["image_goals"][0].update(hfov=10 ** 400), "image_goals\\[0\\]: hfov"),
+    (lambda c: c["goals"][G].update(object_surface_area=10 ** 400), "object_surface_area"),
 ]
 
 

@@ -239,7 +239,7 @@ def _rewrite(src: Path, dst: Path, header=None, drop=(), add=None):
 
 
 @pytest.mark.parametrize("case", ["too_many_triangles", "errors_not_increasing", "missing_section",
-                                  "unlisted_level", "bad_index", "too_many_levels"])
+                                  "unlisted_level", "bad_index", "too_many_levels", "bad_material"])
 def test_damaged_lod_sections_are_typed_errors(scan, tmp_path, case):
     _, with_lod, _ = scan
     hdr = read_packed_scene(with_lod, ["tri_material"]).header
@@ -261,11 +261,19 @@ def test_damaged_lod_sections_are_typed_errors(scan, tmp_path, case):
             idx = c.read(section(0, "indices")).copy()
         idx[5, 1] = lv[0]["vertices"]
         kw["add"] = {section(0, "indices"): idx}
+    elif case == "bad_material":   # negative: read as unsigned, out of range too
+        with Container(with_lod, "SCEN") as c:
+            tm = c.read(section(0, "tri_material")).copy()
+        tm[3] = -1
+        kw["add"] = {section(0, "tri_material"): tm}
     bad = _rewrite(with_lod, tmp_path / "bad.bps", **kw)
     with pytest.raises(CorruptFileError) as e:
         read_level(bad, 0)
     assert "bad.bps" in str(e.value)
-    if case != "bad_index":  # caught from the header and the section table, before any level is read
+    if case in ("bad_index", "bad_material"):
+        assert e.value.section == section(0, "indices" if case == "bad_index" else "tri_material")
+        assert "out of range" in str(e.value)
+    if case not in ("bad_index", "bad_material"):  # caught from the header and the section table, before any level is read
         with pytest.raises(CorruptFileError):
             read_packed_scene(bad)
 

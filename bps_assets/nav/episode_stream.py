@@ -10,7 +10,8 @@ the document's text nor its Python object tree is ever whole in memory.
 members are decoded whole and returned; a streamed one is returned as ``STREAMED``. Elements are
 decoded by the stdlib's C scanner (``JSONDecoder.raw_decode``: json.loads' grammar) over a sliding
 window; one of more than ``MAX_ELEMENT_CHARS`` is a ``ResourceLimitError``. Invalid JSON, a
-non-object document, a repeated streamed key: ``InputError`` naming the file and char offset.
+non-object document, a repeated streamed key (or key of a ``"map_of_lists"`` member), a UTF-8
+BOM: ``InputError`` naming the file and char offset.
 """
 from __future__ import annotations
 
@@ -142,6 +143,9 @@ def stream_document(path, what: str, limit: int, items: dict) -> dict:
     """The top-level members of the episode file at ``path`` other than the streamed ones of
     ``items`` (module docstring); the streamed ones are handed to their callbacks as decoded."""
     w = _Window(path, limit, what)
+    if w.peek() == "\ufeff":   # json.loads refuses it too ("Unexpected UTF-8 BOM"), as habitat-lab does
+        raise InputError(path, "not valid JSON: the file starts with a UTF-8 byte order mark (BOM); "
+                               "save it as UTF-8 without a BOM")
     if w.peek() != "{":
         if w.peek() != "":
             w.value()   # invalid JSON (or nested too deeply) is that error first
@@ -163,7 +167,11 @@ def stream_document(path, what: str, limit: int, items: dict) -> dict:
             for k in w.members():
                 cb(k, w.value())
         else:
+            inner = set()   # json.loads would keep only the last list of a repeated key: refused
             for k in w.members():
+                if k in inner:
+                    w.bad(f"key {k!r} appears twice in {key!r}")
+                inner.add(k)
                 if w.peek() != "[":
                     cb(k, None, w.value())   # not a list: the callback names the problem
                     continue

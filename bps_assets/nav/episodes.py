@@ -398,10 +398,30 @@ def check_counts(path) -> None:
         tail = data[-16:]
 
 
+def as_number(x) -> float | None:
+    """``x`` as a float, or None when it is not a JSON number or lies beyond float range (a
+    400-digit integer literal: ``float`` of it raises ``OverflowError``)."""
+    if not isinstance(x, (int, float)) or isinstance(x, bool):
+        return None
+    try:
+        return float(x)
+    except OverflowError:
+        return None
+
+
+def finite_number(x) -> bool:
+    """True when ``x`` is a JSON number that is finite as a float."""
+    f = as_number(x)
+    return f is not None and math.isfinite(f)
+
+
+def _at_least_zero(x) -> bool:
+    f = as_number(x)
+    return f is not None and f >= 0
+
+
 def _vec(v, n: int) -> bool:
-    return (isinstance(v, (list, tuple)) and len(v) == n and
-            all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-                for x in v))
+    return isinstance(v, (list, tuple)) and len(v) == n and all(finite_number(x) for x in v)
 
 
 def validate_episode(e, i: int, path, need_goals: bool = True) -> dict:
@@ -433,15 +453,14 @@ def validate_episode(e, i: int, path, need_goals: bool = True) -> dict:
         if not isinstance(g, dict) or not _vec(g.get("position"), 3):
             bad("each goal needs a position of 3 finite numbers")
         r = g.get("radius")
-        if r is not None and (not isinstance(r, (int, float)) or isinstance(r, bool)
-                              or not r >= 0):
+        if r is not None and not _at_least_zero(r):
             bad("goal radius must be null or a number >= 0")
     info = e.get("info")
     if info is not None:
         if not isinstance(info, dict):
             bad("info must be an object")
         gd = info.get("geodesic_distance")
-        if gd is not None and (not isinstance(gd, (int, float)) or not gd >= 0):
+        if gd is not None and not _at_least_zero(gd):
             bad("info.geodesic_distance must be a number >= 0")
     if e.get("shortest_paths") is not None and not isinstance(e["shortest_paths"], list):
         bad("shortest_paths must be null or a list")
@@ -527,9 +546,7 @@ def _read_pointnav(path, scenes, scenes_dir, table: EpisodeTable | None):
         check_table_unique_ids(table, starts)
         if wanted is not None and len(files) == 1:
             table = table.take([k for k, sid in enumerate(table.scene_ids) if habitat_scene_name(sid) in wanted])
-        if scenes_dir is not None:
-            joined = {sid: join_scenes_dir(scenes_dir, sid) for sid in set(table.scene_ids)}
-            table.scene_ids = [joined[sid] for sid in table.scene_ids]
+        join_table_scenes_dir(table, scenes_dir)
         return table
     out = []
     for f, d in files:
@@ -548,6 +565,14 @@ def join_scenes_dir(scenes_dir: str, scene_id: str) -> str:
     if scene_id.startswith(DEFAULT_SCENE_PATH_PREFIX):
         scene_id = scene_id[len(DEFAULT_SCENE_PATH_PREFIX):]
     return os.path.join(scenes_dir, scene_id)
+
+
+def join_table_scenes_dir(table: EpisodeTable, scenes_dir: str | None) -> None:
+    """``join_scenes_dir`` on every scene id of ``table``, in place (once per distinct id);
+    nothing when ``scenes_dir`` is None."""
+    if scenes_dir is not None:
+        joined = {sid: join_scenes_dir(scenes_dir, sid) for sid in set(table.scene_ids)}
+        table.scene_ids = [joined[sid] for sid in table.scene_ids]
 
 
 def dataset_files(path: str | os.PathLike, scenes: Iterable[str] | None = None,
@@ -590,6 +615,6 @@ def dataset_files(path: str | os.PathLike, scenes: Iterable[str] | None = None,
 __all__ = ["EpisodeOptions", "DEFAULTS", "generate_episodes", "make_episode",
            "write_pointnav_dataset", "read_pointnav_dataset", "read_pointnav_table", "validate_episode", "check_table_unique_ids",
            "habitat_scene_id", "scene_seed", "split_file", "write_split", "dataset_files", "read_json",
-           "check_split_name", "check_scene_name", "join_scenes_dir", "distance_rejection", "in_distance_range", "ratio_kept",
+           "check_split_name", "check_scene_name", "join_scenes_dir", "join_table_scenes_dir", "as_number", "finite_number", "distance_rejection", "in_distance_range", "ratio_kept",
            "ratio_sample_rate",
            "where_episodes_start"]

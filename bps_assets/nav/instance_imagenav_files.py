@@ -24,7 +24,7 @@ import numpy as np
 
 from ..errors import InputError
 from .episode_table import EpisodeTable
-from .episodes import (_vec, check_scene_name, check_split_name, check_table_unique_ids, dataset_files, join_scenes_dir,
+from .episodes import (_vec, finite_number, check_scene_name, check_split_name, check_table_unique_ids, dataset_files, join_table_scenes_dir,
                        validate_episode, write_split, SUFFIX, CONTENT_DIR)
 from .episode_stream import STREAMED
 from .objectnav_files import (NO_GOALS, NavmeshCheck, ViewPoints, episodes_on_navmesh, goals_on_navmesh, make_objectnav_episode,
@@ -95,10 +95,6 @@ def make_instance_imagenav_episode(episode_id, scene_id: str, start_position, st
 
 
 # ------------------------------------------------------------------------------ validation
-def _number(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-
-
 def validate_image_goal(p, where: str, path) -> dict:
     """Check one ``InstanceImageParameters`` dict; ``InputError`` naming the file and ``where``."""
     def bad(msg):
@@ -111,7 +107,7 @@ def validate_image_goal(p, where: str, path) -> dict:
     rot = p.get("rotation")
     if not _vec(rot, 4) or abs(math.sqrt(sum(x * x for x in rot)) - 1.0) > 1e-2:
         bad("rotation must be a unit quaternion of 4 finite numbers [x, y, z, w]")
-    if not _number(p.get("hfov")) or not 0 < p["hfov"] < 180:
+    if not finite_number(p.get("hfov")) or not 0 < p["hfov"] < 180:
         bad(f"hfov must be a number of degrees in (0, 180), got {p.get('hfov')!r}")
     dims = p.get("image_dimensions")
     if not (isinstance(dims, (list, tuple)) and len(dims) == 2
@@ -121,7 +117,7 @@ def validate_image_goal(p, where: str, path) -> dict:
         bad(f"image_dimensions {list(dims)} outside 1..{MAX_IMAGE_SIDE} px")
     for k in ("frame_coverage", "object_coverage"):
         v = p.get(k)
-        if v is not None and not (_number(v) and 0 <= v <= 1):
+        if v is not None and not (finite_number(v) and 0 <= v <= 1):
             bad(f"{k} must be null or a number in [0, 1]")
     return p
 
@@ -138,7 +134,7 @@ def validate_instance_goal(g, where: str, path) -> dict:
     for j, p in enumerate(cams):
         validate_image_goal(p, f"{where} image_goals[{j}]", path)
     a = g.get("object_surface_area")
-    if a is not None and not (_number(a) and a >= 0):
+    if a is not None and not (finite_number(a) and a >= 0):
         raise InputError(path, f"{where}: object_surface_area must be null or a number >= 0")
     return g
 
@@ -228,9 +224,7 @@ def read_instance_imagenav_dataset(path: str | os.PathLike, scenes: Iterable[str
             _check_goal_ref(i, eid, sid, oid, k, out.goals, f)
             out.episodes.append(text, str(eid), sid, str(oid), NO_GOALS)
     check_table_unique_ids(out.episodes, starts)   # ids are unique per scene
-    if scenes_dir is not None:
-        joined = {sid: join_scenes_dir(scenes_dir, sid) for sid in set(out.episodes.scene_ids)}
-        out.episodes.scene_ids = [joined[sid] for sid in out.episodes.scene_ids]
+    join_table_scenes_dir(out.episodes, scenes_dir)
     return out
 
 

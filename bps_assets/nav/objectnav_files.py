@@ -15,7 +15,6 @@ without view points, episodes left without goals) and counts each kind, or raise
 """
 from __future__ import annotations
 
-import math
 import os
 from collections import Counter
 from dataclasses import dataclass, field
@@ -27,8 +26,8 @@ import numpy as np
 from ..errors import InputError, ResourceLimitError
 from .episode_stream import STREAMED
 from .episode_table import EpisodeTable
-from .episodes import (_vec, check_scene_name, check_table_unique_ids, check_split_name, dataset_files,
-                       join_scenes_dir, validate_episode, write_split, SUFFIX, CONTENT_DIR)
+from .episodes import (_vec, finite_number, check_scene_name, check_table_unique_ids, check_split_name, dataset_files,
+                       join_table_scenes_dir, validate_episode, write_split, SUFFIX, CONTENT_DIR)
 
 WHAT = "ObjectNav"
 # habitat's objectgoal is an int64 in [0, max id]; its own files use 0..20 (MP3D) and 0..5 (HM3D)
@@ -223,7 +222,7 @@ def validate_goal(g, where: str, path) -> dict:
             bad(f"goal {g.get('object_id')!r} view point {k}: agent_state.rotation must be 4 "
                 "finite numbers [x, y, z, w]")
         iou = vp.get("iou")
-        if iou is not None and not (isinstance(iou, (int, float)) and math.isfinite(iou)):
+        if iou is not None and not finite_number(iou):
             bad(f"goal {g.get('object_id')!r} view point {k}: iou must be a number or null")
     return g
 
@@ -299,9 +298,7 @@ def read_objectnav_dataset(path: str | os.PathLike, scenes: Iterable[str] | None
                                     f"{os.path.basename(sid)!r} (goals_by_category has no {key!r})")
             out.episodes.append(text, str(eid), sid, cat, NO_GOALS)
     check_table_unique_ids(out.episodes, starts)   # on the scene ids as read, as habitat's
-    if scenes_dir is not None:
-        joined = {sid: join_scenes_dir(scenes_dir, sid) for sid in set(out.episodes.scene_ids)}
-        out.episodes.scene_ids = [joined[sid] for sid in out.episodes.scene_ids]
+    join_table_scenes_dir(out.episodes, scenes_dir)
     return out
 
 

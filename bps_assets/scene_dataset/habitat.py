@@ -217,7 +217,7 @@ def _vec(inst: dict, key: str, n: int, default, where: str, path: Path) -> np.nd
     v = inst.get(key, default)
     try:
         a = np.array(v, np.float64).reshape(-1)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):   # OverflowError: an int beyond float range
         raise DatasetError(path, f"{where}: {key} {v!r} is not {n} numbers") from None
     if a.shape != (n,):
         raise DatasetError(path, f"{where}: {key} {v!r} is not {n} numbers")
@@ -368,6 +368,10 @@ def read_scene_instance(ds: DatasetConfig, name: str, skip_missing: bool = False
                 sc.stage = Instance(t.name, sc.asset_index(_key(asset, root), asset), m, kind="stage")
 
     objs = _entries(d, "object_instances", path)
+    arts = _entries(d, "articulated_object_instances", path)
+    if len(objs) + len(arts) > MAX_INSTANCES:   # group ids are entry indices (skipped entries too)
+        raise DatasetError(path, f"{len(objs) + len(arts)} instance entries exceed the cap of {MAX_INSTANCES} "
+                                 "per scene")
     for i, where, inst, tname in objs:
         t, asset = _template_file(ds, ds.objects, tname, "render_asset", "object template", where, miss, inputs)
         if asset is None:
@@ -399,7 +403,7 @@ def read_scene_instance(ds: DatasetConfig, name: str, skip_missing: bool = False
     # the cap before any link is placed: each URDF read once (``ds.urdf``) and its mesh visuals
     # counted, so many instances of a many-link URDF cost one parse, not a transform per link
     aos, total, checked = [], len(sc.instances), {}
-    for i, where, inst, tname in _entries(d, "articulated_object_instances", path):
+    for i, where, inst, tname in arts:
         t, up = _template_file(ds, ds.articulated, tname, "urdf_filepath", "articulated object template", where, miss, inputs)
         if up is None:
             continue

@@ -124,3 +124,30 @@ def test_spaces_take_a_task_name_spec_or_options():
     by_name = single_observation_space(task="objectnav")
     assert single_observation_space(task=objectnav.DEFAULTS) == by_name == single_observation_space(task=objectnav.SPEC)
     assert {"objectgoal", "compass", "gps", "depth"} <= set(by_name.spaces)
+
+
+@pytest.mark.parametrize("threads", [None, 2])
+def test_make_checks_its_config_once(tmp_path, monkeypatch, threads):
+    """make() builds the EnvConfig once, with the final threads (None: every usable core);
+    it does not re-run its checks (replace() would) and leaves a caller's config unchanged."""
+    from bps_assets.host import available_cores
+    from bps_runtime import make
+
+    m = pt.build_manifest(tmp_path)
+    kw = {**pt.CONFIGS["sample"], "threads": threads}
+    calls = []
+    post_init = EnvConfig.__post_init__
+    monkeypatch.setattr(EnvConfig, "__post_init__", lambda self: (calls.append(1), post_init(self))[1])
+    env = make(m, **kw)
+    try:
+        assert len(calls) == 1
+        assert env.config.threads == (threads or available_cores())
+    finally:
+        env.close()
+    cfg = EnvConfig.from_kwargs(m, **kw)
+    calls.clear()
+    env = make(config=cfg)
+    try:
+        assert calls == [] and env.config.threads == (threads or available_cores()) and cfg.threads == threads
+    finally:
+        env.close()

@@ -6,8 +6,8 @@ EnvPool-style: ``num_envs`` environments, simulated in groups of ``batch_size``;
 """
 from __future__ import annotations
 
+import copy
 import os
-from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -108,7 +108,9 @@ def make(dataset=None, config: EnvConfig | None = None, **kwargs) -> BatchNavEnv
     else:
         raise ConfigError(None, f"dataset={c.dataset!r}: expected the path of a manifest.json from "
                                 "`bps-assets preprocess`")
-    c = replace(c, threads=check_threads(c.threads))
+    if c.threads is None:   # every usable core; set on a copy, as replace() would re-run all of the config's checks
+        c = copy.copy(c)
+        object.__setattr__(c, "threads", check_threads(None))
     from ..step.fused import RING_SIZE
     from ..tasks import spec_for
     from .checks import bytes_per_env, check_batch_memory

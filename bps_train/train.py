@@ -452,6 +452,14 @@ def load_policy(path, args, device):
     return ckpt, policy
 
 
+def eval_source(args) -> str:
+    """``--eval``'s episodes: ``--eval-episodes-file``, else the task's ``TaskSpec.eval_episodes``
+    ("dataset": the split's files; "sample": generated from ``--seed``)."""
+    from bps_runtime.tasks import task_spec
+
+    return args.eval_episodes_file or task_spec(args.task).eval_episodes
+
+
 def evaluate(args) -> dict:
     """habitat-lab's metrics (success, spl, soft_spl, distance_to_goal; soft_spl: ObjectNav and
     ImageNav) over distinct episodes of ``eval_split`` (each counted once, first run), of a
@@ -468,7 +476,7 @@ def evaluate(args) -> dict:
     if args.eval not in ("random", "stop"):
         _, policy = load_policy(args.eval, args, device)
         policy.eval()
-    source = args.eval_episodes_file or ("sample" if args.task in ("objectnav", "instance_imagenav") else "dataset")
+    source = eval_source(args)
     if source == "sample":
         total = args.eval_episodes or 100
     elif args.eval_episodes_file:

@@ -69,6 +69,22 @@ def test_every_task_gives_a_consistent_spec(name):
     assert enc(goal, _cnn(3, 8, 16, (h, w))).shape == (2, enc.out_dim)
 
 
+@pytest.mark.parametrize("name", TASKS)
+def test_eval_takes_its_episode_source_from_the_spec(name):
+    """``bps-train --eval`` without a file runs the episodes the task declares
+    (``TaskSpec.eval_episodes``), not a choice by task name in the trainer."""
+    from argparse import Namespace
+
+    from bps_train.train import eval_source
+
+    spec = task_spec(name)
+    assert spec.eval_episodes in ("dataset", "sample")
+    assert eval_source(Namespace(task=name, eval_episodes_file=None)) == spec.eval_episodes
+    assert eval_source(Namespace(task=name, eval_episodes_file="e.json.gz")) == "e.json.gz"
+    # the choices of before: generated episodes where the split files are not the task's
+    assert spec.eval_episodes == ("sample" if name in ("objectnav", "instance_imagenav") else "dataset")
+
+
 def _code_tokens(path: Path):
     """(kind, text, line) of a module's names and string literals, docstrings and comments left out."""
     toks = list(tokenize.generate_tokens(io.StringIO(path.read_text()).readline))

@@ -64,4 +64,5 @@ SPEC = TaskSpec(
     staging=STAGING, observations=OBSERVATIONS, info=info, episode_info=episode_info, outcome=OUTCOME,
     supply=objectnav_supply, check_dataset=check_dataset, goal_record=goal_record, camera=CAMERA,
     sizes=goalnav.sizes(image=False), goal_input=goal_input,
-    goal_input_spec=lambda resolution: ((4,), torch.float32), goal_encoder=ObjectGoalEncoder)
+    goal_input_spec=lambda resolution: ((4,), torch.float32), goal_encoder=ObjectGoalEncoder,
+    eval_episodes="sample")

@@ -10,7 +10,8 @@ columns, ``sizes(resolution)``: named field sizes); what a step returns (``obser
 entries), ``check_dataset(manifest, entries)``); ``host_hook(HostContext)`` -> a ``HostHook``
 or None (ImageNav's goal images); ``goal_record(record, episode id, heading)`` (its
 ``episode_goals()`` entries); ``camera`` (sensor geometry defaults); the trainer's
-``goal_input(obs)``, ``goal_input_spec(resolution)``, ``goal_encoder(GoalEncoderArgs)``.
+``goal_input(obs)``, ``goal_input_spec(resolution)``, ``goal_encoder(GoalEncoderArgs)``;
+``eval_episodes``: ``bps-train --eval``'s episodes without a file ("dataset" or "sample").
 """
 from __future__ import annotations
 
@@ -73,6 +74,9 @@ class GoalEncoderArgs:
     make_cnn: Callable
 
 
+EVAL_EPISODES = ("dataset", "sample")   # where a task's evaluation episodes come from by default
+
+
 def _no_hook(_ctx: HostContext):
     return None
 
@@ -118,8 +122,12 @@ class TaskSpec:
     camera: dict = field(default_factory=dict)   # sensor geometry defaults (SensorConfig's None fields)
     sizes: Callable = _no_sizes
     defaults: Any = field(default=None)
+    eval_episodes: str = "dataset"   # --eval without a file: the split's episode files, or "sample" (from the seed)
 
     def __post_init__(self):
+        if self.eval_episodes not in EVAL_EPISODES:
+            raise ValueError(f"TaskSpec {self.name}: eval_episodes={self.eval_episodes!r}, "
+                             f"expected one of {EVAL_EPISODES}")
         if self.defaults is None:
             object.__setattr__(self, "defaults", self.options())
 

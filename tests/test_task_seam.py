@@ -85,6 +85,33 @@ def test_eval_takes_its_episode_source_from_the_spec(name):
     assert spec.eval_episodes == ("sample" if name in ("objectnav", "instance_imagenav") else "dataset")
 
 
+@pytest.mark.parametrize("name", TASKS)
+def test_a_task_whose_goal_record_reads_headings_declares_them(name):
+    """``TaskSpec.goal_headings`` (the ring keeps goal-view headings only then) is declared by every
+    task whose ``goal_record`` depends on the heading (ImageNav's ``goal_heading``; its host hook
+    renders the goal image at it)."""
+    spec = task_spec(name)
+    reads = spec.goal_record(None, "3", 0.5) != spec.goal_record(None, "3", 1.0)
+    assert not reads or spec.goal_headings
+    assert spec.goal_headings == (name == "imagenav")   # the one task that reads them
+
+
+def test_the_ring_keeps_no_headings_for_a_task_that_reads_none(tmp_path):
+    """PointNav (goal_headings False): the ring stores, stages and passes no goal-view headings,
+    and ``episode_goals()`` still answers each env's goal."""
+    import pointnav_trace as pt
+    from bps_runtime import make
+
+    m = pt.build_manifest(tmp_path)
+    with make(m, **pt.CONFIGS["sample"]) as env:
+        env.reset()
+        for _ in range(30):
+            env.step(torch.randint(0, env.num_actions, (env.batch_size,)))
+        assert env.ring.heading is None and env.ring.staged_headings == []
+        goals = env.episode_goals()
+        assert len(goals) == env.num_envs and all(len(g["goal_position"]) == 3 for g in goals)
+
+
 def _code_tokens(path: Path):
     """(kind, text, line) of a module's names and string literals, docstrings and comments left out."""
     toks = list(tokenize.generate_tokens(io.StringIO(path.read_text()).readline))

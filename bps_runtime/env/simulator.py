@@ -50,7 +50,8 @@ class Simulator:
             staging=spec.staging, render=world.render, scene_id=world.scene_id, options=config.task,
             resolution=tuple(config.sensors.resolution), render_view=world.render_view,
             episode_record=world.episodes.episode_record))
-        self.ring = EpisodeRing(world, world.episodes, self.num_envs, spec.staging, spec.goal_record)
+        self.ring = EpisodeRing(world, world.episodes, self.num_envs, spec.staging, spec.goal_record,
+                                spec.goal_headings)
         # a renderer that draws with one Warp launch on our device renders inside the step (and
         # inside its graph when captured); any other (Embree) renders after it
         self._launch_frame = r.launch_frame if warp_frame else None

@@ -11,6 +11,7 @@ it: ``ScenePort`` (scene indices for queued episodes, their release, scene ids) 
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Callable, Protocol
 
@@ -82,10 +83,11 @@ class EpisodeRing:
     """Host side of the episode queue: what each env has queued, started (as far as the host
     knows), and the names of its episodes; builds the staging rows (``staging``: the task's
     columns by name) for ``FusedStep.upload``. ``goal_record(record, episode id, heading)``: the
-    task's entries of ``goals_of`` (``TaskSpec.goal_record``)."""
+    task's entries of ``goals_of`` (``TaskSpec.goal_record``). ``keep_headings``: keep the goal-view
+    headings (``TaskSpec.goal_headings``); else none are kept, staged or passed (NaN)."""
 
     def __init__(self, scenes: ScenePort, episodes: EpisodePort, num_envs: int, staging: Staging,
-                 goal_record: Callable[[dict | None, str, float], dict]):
+                 goal_record: Callable[[dict | None, str, float], dict], keep_headings: bool = True):
         self.scenes, self.episodes = scenes, episodes
         self.staging, self.goal_record = staging, goal_record
         self.N = n = int(num_envs)
@@ -94,7 +96,8 @@ class EpisodeRing:
         self.scene_index = np.full((RING_SIZE, n), -1, np.int64)  # scene index of episode m at m % RING_SIZE
         self.row = np.full((RING_SIZE, n), -1, np.int64)
         self.goal = np.zeros((RING_SIZE, n, 3), np.float32)   # goal point of episode m (``goals_of``)
-        self.heading = np.full((RING_SIZE, n), np.nan)       # its goal view's heading (NaN: none given)
+        # its goal view's heading (NaN: none given); None: the task reads none
+        self.heading = np.full((RING_SIZE, n), np.nan) if keep_headings else None
         self.eid = np.empty((NAMES, n), object)   # episode id of episode m at m % NAMES
         self.scene_id = np.empty((NAMES, n), object)  # its scene's name
         self.ended = 0
@@ -138,7 +141,7 @@ class EpisodeRing:
         """Queue episodes until every env has ``QUEUE_DEPTH`` beyond what it is known to have started;
         -> staging rows (int32 / float32 tables of ``staging``'s columns; ``staged_ids`` /
         ``staged_headings``: their episode ids and goal-view headings, NaN where the supply gives
-        none). Nothing due (no episode started since the last call): one comparison, no call
+        none, empty where the ring keeps none). Nothing due (no episode started since the last call): one comparison, no call
         into either port."""
         si, sf = [], []
         self.waited = False
@@ -153,14 +156,16 @@ class EpisodeRing:
             h = m % RING_SIZE
             self.scene_index[h, envs], self.row[h, envs] = scene_indices, eps.rows
             self.goal[h, envs] = eps.goal
-            self.heading[h, envs] = np.nan if eps.heading is None else eps.heading
+            if self.heading is not None:
+                self.heading[h, envs] = np.nan if eps.heading is None else eps.heading
             nm = m % NAMES
             self.eid[nm, envs] = eps.episode_ids
             self.scene_id[nm, envs] = self._scene_ids(scene_indices)
             rows_i, rows_f = self.staging.rows(envs.size)
             self.staging.fill(rows_i, rows_f, eps, env=envs, ring=h, scene_index=scene_indices)
             self.staged_ids += list(eps.episode_ids)
-            self.staged_headings += self.heading[h, envs].tolist()
+            if self.heading is not None:
+                self.staged_headings += self.heading[h, envs].tolist()
             si.append(rows_i)
             sf.append(rows_f)
             self.filled[envs] += 1
@@ -195,7 +200,7 @@ class EpisodeRing:
             goal = self.goal[h, e].astype(np.float64).tolist()
             d = {"env_id": int(e), "episode_id": eid, "scene_id": str(self.scene_id[nm, e]), "goal_position": goal,
                  "goals": list(rec["goals"]) if rec and rec.get("goals") else [{"position": goal}]}
-            d.update(self.goal_record(rec, eid, float(self.heading[h, e])))
+            d.update(self.goal_record(rec, eid, math.nan if self.heading is None else float(self.heading[h, e])))
             out.append(d)
         return out
 

@@ -75,4 +75,5 @@ SPEC = TaskSpec(
     staging=STAGING, observations=OBSERVATIONS, info=info, episode_info=episode_info, outcome=OUTCOME,
     supply=point_goal_supply, host_hook=host_hook, goal_record=goal_record, camera=CAMERA,
     sizes=goalnav.sizes(image=True), goal_input=lambda obs: obs["imagegoal"],
-    goal_input_spec=lambda resolution: ((*resolution, 3), torch.uint8), goal_encoder=ImageGoalEncoder)
+    goal_input_spec=lambda resolution: ((*resolution, 3), torch.uint8), goal_encoder=ImageGoalEncoder,
+    goal_headings=True)

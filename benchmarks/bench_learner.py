@@ -34,8 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # learne
 from bps_train import models as M  # noqa: E402
 from bps_train.host import keep_freed_memory, update_threads  # noqa: E402
 from bps_train.lamb import Lamb  # noqa: E402
-from bps_train.ppo import Rollout  # noqa: E402
-from bps_train.throughput import ppo_update  # noqa: E402
+
+from bps_train.throughput import ppo_update, random_rollout  # noqa: E402
 from learner_reference import reference_encoder  # noqa: E402
 
 LEVERS = ("old_encoder", "lstm_per_step", "heap", "all_threads", "channels_last", "bf16", "compile")
@@ -99,13 +99,7 @@ def main(argv=None):
     torch.set_num_threads(1)
     cores = update_threads(0)
     n, t = a.num_envs, a.steps
-    g = torch.Generator().manual_seed(0)
-    ro = Rollout.empty(t, n, (64, 64, 1), torch.float32, 256, "cpu")
-    ro.visual.uniform_(generator=g)
-    ro.goal.uniform_(generator=g)
-    ro.not_done.fill_(True)
-    ro.actions.random_(0, 4, generator=g)
-    ro.rewards.normal_(generator=g)
+    ro = random_rollout(n, t, (64, 64), 256)
     setups = {}
     for v in variants:
         torch.manual_seed(0)
@@ -126,11 +120,11 @@ def main(argv=None):
             keep_freed_memory("heap" in levers[v])
             torch.set_num_threads(cores if "all_threads" in levers[v] else 1)
             if "heap" in levers[v] and not kept and r:  # the heap as the trainer has it after its first update
-                ppo_update(p, opt, ro, g, amp)
+                ppo_update(p, opt, ro, amp)
             kept = "heap" in levers[v]
             c0, s0, f0 = cpu_and_faults()
             t0 = time.perf_counter()
-            ppo_update(p, opt, ro, g, amp)
+            ppo_update(p, opt, ro, amp)
             dt = time.perf_counter() - t0
             c1, s1, f1 = cpu_and_faults()
             torch.set_num_threads(1)

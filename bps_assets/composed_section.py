@@ -170,11 +170,11 @@ def _merge(scene, parts, want, table):
     if voff[-1] >= 2**31 or toff[-1] >= 2**31:
         raise CorruptFileError(scene.path, "the expanded scene exceeds 2^31 vertices or triangles")
 
-    def cat(name, fn, dtype=None):
+    def cat(fn):
         arrs = [fn(p, m, j) for j, (p, m, _) in enumerate(parts)]
         if any(a is None for a in arrs):
             return None
-        return np.concatenate(arrs).astype(dtype or arrs[0].dtype, copy=False)
+        return np.concatenate(arrs).astype(arrs[0].dtype, copy=False)
 
     def xf(pts, m):
         return (pts.astype(np.float64) @ m[:3, :3].T + m[:3, 3]).astype(np.float32)
@@ -183,21 +183,21 @@ def _merge(scene, parts, want, table):
         return np.linalg.det(m[:3, :3]) < 0   # a mirror turns triangles over: keep them CCW
 
     if "positions" in want:
-        out.positions = cat("positions", lambda p, m, j: xf(p.positions, m))
+        out.positions = cat(lambda p, m, j: xf(p.positions, m))
     if "indices" in want:
-        out.indices = cat("indices", lambda p, m, j: ((p.indices[:, ::-1] if flip(m) else p.indices)
+        out.indices = cat(lambda p, m, j: ((p.indices[:, ::-1] if flip(m) else p.indices)
                                                        .astype(np.int64) + voff[j]).astype(np.uint32))
     if "uvs" in want:
-        out.uvs = cat("uvs", lambda p, m, j: p.uvs)
+        out.uvs = cat(lambda p, m, j: p.uvs)
     if "colors" in want and any(p.colors is not None for p, _, _ in parts):
         out.colors = np.concatenate([p.colors if p.colors is not None else np.full((nv[j], 4), 255, np.uint8)
                                      for j, (p, _, _) in enumerate(parts)])
     if "tri_material" in want:
-        out.tri_material = cat("tri_material", lambda p, m, j: p.tri_material + np.int32(moff[j]))
+        out.tri_material = cat(lambda p, m, j: p.tri_material + np.int32(moff[j]))
     if "material_color" in want:
-        out.material_color = cat("material_color", lambda p, m, j: p.material_color)
+        out.material_color = cat(lambda p, m, j: p.material_color)
     if "material_texture" in want:
-        out.material_texture = cat("material_texture", lambda p, m, j: np.where(
+        out.material_texture = cat(lambda p, m, j: np.where(
             p.material_texture >= 0, p.material_texture + np.int32(texoff[j]), -1).astype(np.int32))
     if "tex_blocks" in want or "tex_levels" in want:
         boff, blocks, levels = 0, [], []
@@ -216,12 +216,12 @@ def _merge(scene, parts, want, table):
             out.tex_blocks = np.concatenate(blocks) if "tex_blocks" in want else None
             out.tex_levels = np.concatenate(levels) if "tex_levels" in want else None
     if "meshlet_tris" in want:
-        out.meshlet_tris = cat("meshlet_tris", lambda p, m, j: None if p.meshlet_tris is None
+        out.meshlet_tris = cat(lambda p, m, j: None if p.meshlet_tris is None
                                else p.meshlet_tris + np.array([toff[j], 0]))
     if "chunk_tris" in want:
-        out.chunk_tris = cat("chunk_tris", lambda p, m, j: p.chunk_tris + np.array([toff[j], 0]))
+        out.chunk_tris = cat(lambda p, m, j: p.chunk_tris + np.array([toff[j], 0]))
     if "chunk_meshlets" in want:
-        out.chunk_meshlets = cat("chunk_meshlets", lambda p, m, j: None if p.chunk_meshlets is None
+        out.chunk_meshlets = cat(lambda p, m, j: None if p.chunk_meshlets is None
                                  else p.chunk_meshlets + np.array([koff[j], 0]))
     for f in ("meshlet_spheres", "chunk_spheres"):
         if f in want:
@@ -231,7 +231,7 @@ def _merge(scene, parts, want, table):
                     return None
                 r = s[:, 3:] * np.linalg.norm(m[:3, :3], axis=0).max()
                 return np.concatenate([xf(s[:, :3], m), r.astype(np.float32)], axis=1)
-            setattr(out, f, cat(f, sph))
+            setattr(out, f, cat(sph))
     counts = dict(hdr["counts"])
     counts.update(triangles=int(toff[-1]), vertices=int(voff[-1]), materials=int(moff[-1]),
                   textures=int(texoff[-1]), meshlets=int(koff[-1]),

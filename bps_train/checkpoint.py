@@ -61,7 +61,7 @@ def identity(args, dataset_sha256: str) -> dict:
 POINTNAV_LATER = {"sliding": True, "gps_compass": True}
 # sensor fields added 2026-11-27 (camera tilt, declared view cameras, converter LODs): left out of
 # the identity at their defaults, so runs that do not set them keep the identity they always had
-SENSORS_LATER = {"pitch_deg": None, "view_cameras": None, "lod": "auto"}
+SENSORS_LATER = {"pitch_deg": (None, 0, 0.0), "view_cameras": (None, ()), "lod": ("auto",)}
 
 
 def env_identity(config) -> dict:
@@ -72,7 +72,7 @@ def env_identity(config) -> dict:
     task = {k: v for k, v in d["task"].items() if k not in resources
             and not (d.get("task_name") == "pointnav" and POINTNAV_LATER.get(k, ()) == v)}
     sensors = {k: v for k, v in d["sensors"].items()
-               if not (k in SENSORS_LATER and (v == SENSORS_LATER[k] or (k == "pitch_deg" and not v)))}
+               if v not in SENSORS_LATER.get(k, ())}
     out = {"task": task, "sensors": sensors,
            "episodes": {"source": d["episodes"]["source"], "supply": d["episodes"]["supply"]}}
     if getattr(config, "noise", NO_NOISE).any:

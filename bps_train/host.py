@@ -47,8 +47,9 @@ def update_threads(n: int = 0) -> int:
     with the other ranks torchrun started on this host (LOCAL_WORLD_SIZE)."""
     if n > 0:
         return n
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(1, cores // max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1"))))
+    from bps_assets.host import available_cores
+
+    return max(1, available_cores() // max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1"))))
 
 
 @contextlib.contextmanager

@@ -33,9 +33,8 @@ from bps_train.train import Args, build_policy, collect_rollout, learn, measure_
 RECIPE = Args()   # the trainer's PPO settings (epochs, minibatches, clip, coefficients)
 
 
-def ppo_update(policy, opt, ro, g=None, amp=contextlib.nullcontext) -> None:
-    """One PPO update exactly as the trainer's (``train.learn`` with its default settings);
-    ``g`` is unused (kept for callers that pass a generator: ``learn`` draws from torch's)."""
+def ppo_update(policy, opt, ro, amp=contextlib.nullcontext) -> None:
+    """One PPO update exactly as the trainer's (``train.learn`` with its default settings)."""
     learn(policy, opt, ro, RECIPE, amp)
 
 
@@ -61,7 +60,7 @@ def measure_learn_fps(policy, num_envs: int, steps: int, resolution, hidden: int
     with threads(n_threads or torch.get_num_threads()):
         for _ in range(repeats + 1):  # the first pass warms up (oneDNN primitive creation)
             t0 = time.perf_counter()
-            ppo_update(policy, opt, ro, None, amp)
+            ppo_update(policy, opt, ro, amp)
             best = max(best, num_envs * steps / (time.perf_counter() - t0))
     return best
 
@@ -93,7 +92,9 @@ def main(argv=None):
     amp = contextlib.nullcontext
     if a.bf16 and cpu_bf16_supported():
         amp = lambda: torch.autocast("cpu", dtype=torch.bfloat16)  # noqa: E731
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    from bps_assets.host import available_cores
+
+    cores = available_cores()
     setting = {"cores": cores, "rollout_torch_threads": a.threads, "update_torch_threads": learn_threads,
                "env_threads": a.env_threads or "default", "num_envs": n, "steps": a.steps,
                "autocast": "bf16" if amp is not contextlib.nullcontext else "none (fp32)"}
@@ -140,11 +141,11 @@ def main(argv=None):
             if groups == 2:  # the trainer's loop: a rollout, then the PPO update on it
                 for key, k in (("end_to_end", learn_threads), ("end_to_end_1_thread", 1)):
                     with threads(k):
-                        ppo_update(policy, opt, ro, None, amp)  # warm-up
+                        ppo_update(policy, opt, ro, amp)  # warm-up
                     t0 = time.perf_counter()
                     collect_rollout(env, policy, ro, carry, "depth", amp)
                     with threads(k):
-                        ppo_update(policy, opt, ro, None, amp)
+                        ppo_update(policy, opt, ro, amp)
                     out.setdefault(key, []).append(n * a.steps / (time.perf_counter() - t0))
             env.close()
         # inference alone, on the batch size of one group of two

@@ -12,7 +12,7 @@ import torch
 
 from bps_assets.errors import ConfigError, DatasetError
 
-pytest.importorskip("warp")
+import warp  # noqa: F401  (a dependency the test extra installs: missing is a failure, not a skip)
 
 NOISE = {"depth": "redwood", "rgb": "gaussian", "actuation": "locobot-ilqr", "multiplier": 1.0}
 

@@ -26,7 +26,7 @@ CASES = [("gibson", "texture"), ("gibson", "vertex"), ("mp3d", "")]
 def converted(request, tmp_path_factory):
     """(packed path, PackedScene, poses, reference ids from synth's annotation geometry,
     reference ids from the annotation files as read back)."""
-    pytest.importorskip("embreex")
+    import embreex  # noqa: F401  (a dependency the test extra installs: missing is a failure, not a skip)
     layout, colours = request.param
     out, info, _ = synth_semantic_scene(tmp_path_factory.mktemp(layout), layout, colours or "texture")
     ps = read_packed_scene(out)
@@ -60,7 +60,7 @@ def test_sensor_on_a_converted_scan_equals_a_ray_cast_of_the_annotation(converte
     assert (ref > 0).mean() > 0.9 and len(np.unique(ref)) >= 20
     _agrees(ref_files, ref, "the annotation files as read back")
     if backend == "warp":
-        pytest.importorskip("warp")
+        import warp  # noqa: F401  (a dependency the test extra installs: missing is a failure, not a skip)
     r = make_renderer(backend, RenderOptions(resolution=(RES, RES), threads=2), **kw)
     loader = SceneLoader(r, threads=1)  # the default reader: read_packed_scene of the real file
     try:

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-torch = pytest.importorskip("torch")
+import torch  # noqa: E402  (a core dependency)
 
 from bps_train.args import parse  # noqa: E402
 from bps_train.models import Policy, cpu_bf16_supported, lstm_steps  # noqa: E402

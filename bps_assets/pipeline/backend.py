@@ -102,9 +102,10 @@ class Backend:
         """JSON-able settings that determine the outputs (part of each scene's fingerprint)."""
         from ..nav.episodes import DEFAULTS as EPISODE_DEFAULTS
 
-        convert = _asdict(self._convert_options(dataset_name))
-        if not convert.get("lod"):  # runs without --lod keep the fingerprints they had before LODs
-            convert.pop("lod", None)
+        from ..packed_scene import settings_json
+
+        # as the packed files' headers record them (an empty --lod left out: old fingerprints hold)
+        convert = _asdict(settings_json(self._convert_options(dataset_name)))
         return {"backend": self.name,
                 "convert": convert,
                 "nav": _asdict(self._nav_settings()),

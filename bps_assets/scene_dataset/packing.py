@@ -25,7 +25,7 @@ from ..errors import BpsError, DatasetError
 from ..packed_scene import DEFAULTS, convert_file, convert_scene, read_packed_scene
 from .model import ComposedScene
 
-ASSET_SUFFIX = ".bps"
+from ..packed_scene import SUFFIX as ASSET_SUFFIX  # noqa: E402  (one name for the extension)
 
 
 def _asset_options(options):

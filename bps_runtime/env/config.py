@@ -57,8 +57,8 @@ class SensorConfig:
             object.__setattr__(self, "view_cameras", check_view_cameras(self.view_cameras))
         if self.renderer not in BACKENDS:
             raise ConfigError(None, f"renderer={self.renderer!r}: choose from {BACKENDS}")
-        if self.lod not in ("auto", "full"):
-            raise ConfigError(None, f"lod={self.lod!r}: choose 'auto' or 'full'")
+        from ..render.protocol import check_lod
+        check_lod(self.lod)
         if None not in (self.hfov_deg, self.min_depth, self.max_depth):
             self.render_options()   # RenderOptions checks the geometry
 

@@ -4,6 +4,7 @@ base of the goal-object files' supplies (``GoalFileEpisodes``: ObjectNav, Instan
 Habitat's start rotation as a yaw: ``bps_assets.nav.pose.quaternion_yaw``."""
 from __future__ import annotations
 
+from abc import ABCMeta, abstractmethod
 from pathlib import Path
 
 
@@ -64,7 +65,7 @@ def point_goal_supply(request):
     return make_supply(c.seed, request.worker, by_scene, options=c.episodes.supply), entries
 
 
-class GoalFileEpisodes(DatasetEpisodes):
+class GoalFileEpisodes(DatasetEpisodes, metaclass=ABCMeta):
     """A goal-object episode file's episodes (ObjectNav v1, InstanceImageNav-v1: ``ds`` the dataset
     read, ``raw_by_scene`` scene name -> its episodes), checked on each scene's navmesh when the
     scene arrives (``check_on_navmesh``: what is off it dropped, counted and logged with the
@@ -78,19 +79,20 @@ class GoalFileEpisodes(DatasetEpisodes):
         self.ds, self.raw_by_scene, self.path = ds, dict(raw_by_scene), path
         self.checks: dict = {}   # scene name -> NavmeshCheck of its episodes
 
+    # the three hooks a task's subclass gives (abstract: the base alone cannot be built)
     @staticmethod
+    @abstractmethod
     def check_on_navmesh(ds, navmesh, path):
         """The task's ``check_on_navmesh(ds, navmesh, path)`` -> NavmeshCheck."""
-        raise NotImplementedError
 
+    @abstractmethod
     def scene_dataset(self, raw: list[dict]):
         """The dataset of episodes ``raw`` and only their goals."""
-        raise NotImplementedError
 
     @staticmethod
+    @abstractmethod
     def episode_dicts(ds, episodes: list[dict]) -> tuple[list[dict], dict]:
         """The supply's episode dicts and {episode id: EpisodeGoal} of ``episodes`` of ``ds``."""
-        raise NotImplementedError
 
     def _start(self, st: _SceneState, inline: bool) -> None:
         import logging

@@ -30,6 +30,16 @@ def check_resolution(resolution) -> tuple[int, int]:
     return h, w
 
 
+LOD_CHOICES = ("auto", "full")
+
+
+def check_lod(lod: str) -> str:
+    """``lod`` if it is one of LOD_CHOICES, else a ConfigError (RenderOptions and SensorConfig)."""
+    if lod not in LOD_CHOICES:
+        raise ConfigError(None, f"lod={lod!r}: choose 'auto' or 'full'")
+    return lod
+
+
 def check_view_cameras(cameras) -> tuple:
     """``cameras`` (an iterable of ((height, width), hfov_deg)) as a tuple of ((h, w), float);
     ConfigError on a bad resolution or an HFOV outside (0, 180)."""
@@ -84,8 +94,7 @@ class RenderOptions:
             raise ConfigError(None, f"texture_near must be >= 0 (metres), got {self.texture_near}")
         object.__setattr__(self, "threads", check_threads(self.threads))
         object.__setattr__(self, "view_cameras", check_view_cameras(self.view_cameras))
-        if self.lod not in ("auto", "full"):
-            raise ConfigError(None, f"lod must be 'auto' or 'full', got {self.lod!r}")
+        check_lod(self.lod)
 
     @property
     def pixel_angle(self) -> float:

@@ -80,7 +80,6 @@ class SceneCache:
         self.sources = list(sources)
         self.num_slots = min(options.slots, len(self.sources), self.num_envs)
         self.capacity = capacity_for(options, len(self.sources), self.num_envs)
-        self.budget_bytes = options.budget_bytes
         self.residency = Residency(listeners)
         self._ledger = BudgetLedger(options.budget_bytes)
         # the loader is built by start(), which is given the per-scene ``prepare``

@@ -25,10 +25,10 @@ def level_for(options, header: dict, path: str = "") -> int:
     if options.lod == "full" or lod_section.HEADER_KEY not in header:
         return -1
     errors = [x["max_error"] for x in lod_section.levels(path, header)]
-    return lod_section.choose_level(errors, footprint(options))
+    return lod_section.choose_level(errors, finest_pixel_footprint(options))
 
 
-def footprint(options) -> float:
+def finest_pixel_footprint(options) -> float:
     """Metres the finest pixel of the sensor and of the declared view cameras spans at
     ``REFERENCE_DISTANCE`` (the bound a level's error must meet)."""
     cams = [(options.resolution, options.hfov_deg), *options.view_cameras]

@@ -17,11 +17,9 @@ import warp  # noqa: F401  (a dependency the test extra installs: missing is a f
 NOISE = {"depth": "redwood", "rgb": "gaussian", "actuation": "locobot-ilqr", "multiplier": 1.0}
 
 
-@pytest.fixture(scope="module")
-def manifest(tmp_path_factory):
-    import pointnav_trace   # box rooms with a pillar, preprocessed (two train scenes)
-
-    return pointnav_trace.build_manifest(tmp_path_factory.mktemp("noise_env"))
+@pytest.fixture
+def manifest(box_rooms_manifest):
+    return box_rooms_manifest   # box rooms with a pillar, preprocessed (two train scenes; conftest)
 
 
 def _make(manifest, **kw):

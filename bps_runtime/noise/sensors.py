@@ -265,11 +265,12 @@ class SensorNoise:
         p.depth_norm, p.depth_lo, p.depth_hi = int(bool(normalized)), float(min_depth), float(max_depth)
         p.depth_range = p.depth_hi - p.depth_lo
         p.depth_inv = 1.0 / (p.depth_hi - p.depth_lo)
-        self._table = wp.array(load_table(), dtype=float, device=self.wdev)
+        host = (load_table(), rng.zig_table(), shuffle_cdf(options.depth_mult))   # float32, float32, uint32
+        self._table = wp.array(host[0], dtype=float, device=self.wdev)
         p.table = self._table
-        self._zig = wp.array(rng.zig_table(), dtype=float, device=self.wdev)
+        self._zig = wp.array(host[1], dtype=float, device=self.wdev)
         p.zig = self._zig
-        self._shuffle = wp.array(shuffle_cdf(options.depth_mult), dtype=wp.uint32, device=self.wdev)
+        self._shuffle = wp.array(host[2], dtype=wp.uint32, device=self.wdev)
         p.shuffle = self._shuffle
         p.rgb_kind = RGB_KINDS[options.rgb]
         p.rgb_intensity = float(options.rgb_intensity)
@@ -278,8 +279,9 @@ class SensorNoise:
         p.salt_vs_pepper = float(options.salt_vs_pepper)
         p.amount = float(options.rgb_amount)
         self.params = p
+        self._variants: dict = {}   # (depth on, rgb on) -> params with the others off (_params_for)
         if self._native is not None:
-            self._host = (load_table(), rng.zig_table(), shuffle_cdf(options.depth_mult))
+            self._host = host   # the C pass reads the same tables from host memory
             self._native_params = _RedwoodParams(p.depth_mult, p.depth_lo, p.depth_range, p.depth_hi, p.depth_inv,
                                                  p.depth_norm)
 
@@ -305,11 +307,7 @@ class SensorNoise:
             use_d = False
             if not use_c:
                 return
-        p = self.params
-        if not use_d and p.depth_on:
-            p = self._copy(p, depth_on=0)
-        if not use_c and p.rgb_kind:
-            p = self._copy(p, rgb_kind=0)
+        p = self._params_for(use_d, use_c)
         # [N, H, W, 1] as a Warp [N, H, W] view (no torch op; half the kernel's time of 4-d indexing)
         d_in = _frame3d(depth_in, self.wdev) if use_d else _empty(self.wdev, float, 3)
         d_out = _frame3d(depth_out, self.wdev) if use_d else _empty(self.wdev, float, 3)
@@ -340,10 +338,19 @@ class SensorNoise:
         if rc != 0:
             raise MemoryError("native Redwood noise: out of memory for its per-frame tables")
 
-    @staticmethod
-    def _copy(p, **changes):
-        q = SensorParams()
-        for name in ("depth_on", "depth_mult", "depth_norm", "depth_lo", "depth_hi", "depth_range", "depth_inv", "table", "zig", "shuffle", "rgb_kind", "rgb_intensity",
-                     "rgb_mean", "rgb_sigma", "salt_vs_pepper", "amount"):
-            setattr(q, name, changes.get(name, getattr(p, name)))
-        return q
+    def _params_for(self, depth: bool, rgb: bool):
+        """``self.params`` with the sensors this launch does not run turned off: built once per
+        combination (a launch runs every frame), not copied per call."""
+        p = self.params
+        key = (depth and bool(p.depth_on), rgb and bool(p.rgb_kind))
+        if key == (bool(p.depth_on), bool(p.rgb_kind)):
+            return p
+        variants = self._variants
+        if key not in variants:
+            q = SensorParams()
+            for name in SensorParams.vars:   # every field of the Warp struct, as it is
+                setattr(q, name, getattr(p, name))
+            q.depth_on = p.depth_on if key[0] else 0
+            q.rgb_kind = p.rgb_kind if key[1] else 0
+            variants[key] = q
+        return variants[key]

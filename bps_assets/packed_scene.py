@@ -658,10 +658,15 @@ def read_packed_scene(path: str | os.PathLike, sections: Iterable[str] | None = 
     _check_ranges(path, out, n_v, n_t, secs)
     _sem.check(path, hdr, {f: getattr(out, f) for f in _sem.FIELDS})
     if expand and _comp.HEADER_KEY in hdr:  # instances placed in world space (composed_section)
-        with Container(path, KIND) as c:
-            table = _comp.read_table(path, c)
-        out = _comp.expand(out, table, want, lambda p, s: read_packed_scene(p, s, threads, verify, False))
+        out = _expand_composed(out, path, want, threads, verify)
     return out
+
+
+def _expand_composed(ps: PackedScene, path: str, want: list, threads: int, verify: bool) -> PackedScene:
+    """The composed scene ``ps`` (its stage read) with its instances' assets placed in world space."""
+    with Container(path, KIND) as c:
+        table = _comp.read_table(path, c)
+    return _comp.expand(ps, table, want, lambda p, s: read_packed_scene(p, s, threads, verify, False))
 
 
 def read_lod_level(path: str | os.PathLike, level: int, threads: int = 2, verify: bool = True, expand: bool = True):
@@ -681,23 +686,21 @@ def read_lod_level(path: str | os.PathLike, level: int, threads: int = 2, verify
     nv = lv[level]["vertices"]
     below = {"indices": nv, "tri_material": len(ps.material_color)}   # range-checked in the read's pass
     with Container(path, KIND) as c:
-        raw = {f: c.read(_lod.section(level, f), verify=verify, below=below.get(f))
-               for f in _lod.GEOMETRY if _lod.section(level, f) in c.sections}
-        dts = {f: c.sections[_lod.section(level, f)].dtype for f in raw}
-    ps.positions = t_quantize.dequantize(raw["positions_q"], _grid(path, hdr, "positions", _DT_NAME[dts["positions_q"]], 3))
-    ps.uvs = (t_quantize.dequantize(raw["uvs_q"], _grid(path, hdr, "uvs", _DT_NAME[dts["uvs_q"]], 2))
-              if "uvs_q" in raw else np.zeros((nv, 2), np.float32))
+        names = {f: _lod.section(level, f) for f in _lod.GEOMETRY if _lod.section(level, f) in c.sections}
+        # quantized sections dequantized in the unfilter pass, as read_packed_scene reads them
+        grids = {f: _grid(path, hdr, key, _DT_NAME[c.sections[names[f]].dtype], k)
+                 for f, key, k in (("positions_q", "positions", 3), ("uvs_q", "uvs", 2)) if f in names}
+        raw = {f: c.read(n, verify=verify, grid=grids.get(f), below=below.get(f)) for f, n in names.items()}
+    ps.positions = raw["positions_q"]
+    ps.uvs = raw["uvs_q"] if "uvs_q" in raw else np.zeros((nv, 2), np.float32)
     ps.indices, ps.tri_material = raw["indices"], raw["tri_material"]
     ps.colors, ps.tri_object = raw.get("colors"), raw.get("tri_object")
     _sem.check(path, hdr, {"tri_object": ps.tri_object, "object_ids": ps.object_ids})
     ps.lod = level
     if expand and _comp.HEADER_KEY in hdr:  # the merge sizes the stage from its header's counts
         ps.header = {**hdr, "counts": {**hdr["counts"], "triangles": len(ps.indices), "vertices": nv}}
-        with Container(path, KIND) as c:
-            table = _comp.read_table(path, c)
-        want = list(PackedScene.ARRAY_FIELDS)
-        ps = _comp.expand(ps, table, [f for f in want if not f.startswith(("meshlet_", "chunk_"))],
-                         lambda p, s: read_packed_scene(p, s, threads, verify, False))
+        want = [f for f in PackedScene.ARRAY_FIELDS if not f.startswith(("meshlet_", "chunk_"))]
+        ps = _expand_composed(ps, path, want, threads, verify)
         ps.lod = level
     return ps
 

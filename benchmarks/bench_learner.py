@@ -36,7 +36,7 @@ from bps_train.host import keep_freed_memory, update_threads  # noqa: E402
 from bps_train.lamb import Lamb  # noqa: E402
 
 from bps_train.throughput import ppo_update, random_rollout  # noqa: E402
-from learner_reference import reference_encoder  # noqa: E402
+from learner_reference import reference_encoder, stepwise_reference  # noqa: E402
 
 LEVERS = ("old_encoder", "lstm_per_step", "heap", "all_threads", "channels_last", "bf16", "compile")
 NAMED = {"before": "old_encoder", "fewer_passes": "", "every_core": "heap+all_threads"}
@@ -46,15 +46,8 @@ def lstm_per_step(self, visual, goal, prev_action, state0, not_done):
     """evaluate_sequence as it was before issue 32: one nn.LSTM call per step (masks differ)."""
     t, n = not_done.shape
     f = self.features(visual.flatten(0, 1), goal.flatten(0, 1), prev_action.flatten(0, 1)).view(t, n, -1)
-    h, c = state0
-    outs = []
     with M._fp32(f):
-        f = f.float()
-        for i in range(t):
-            m = not_done[i].float()[None, :, None]
-            o, (h, c) = self.rnn(f[i:i + 1], (h * m, c * m))
-            outs.append(o[0])
-    out = torch.stack(outs)
+        out, _ = stepwise_reference(self.rnn, f.float(), state0[0][0], state0[1][0], not_done)
     return self.actor(out), self.critic(out)[..., 0]
 
 

@@ -1,7 +1,8 @@
 """The paper's SE-ResNet encoder as written before issue 32's rewrite (the code at 9b8a679):
 each Fixup bias, the scale, the SE gate and the residual add a pass of its own, relu on the
-stem's output before the max-pool. The reference of tests/test_train_learner.py and the
-``old_encoder`` lever of benchmarks/bench_learner.py; takes the current modules' weights."""
+stem's output before the max-pool; and the per-step nn.LSTM loop the trainer had before. The
+references of tests/test_train_learner.py and the ``old_encoder`` / ``lstm_per_step`` levers of
+benchmarks/bench_learner.py; they take the current modules' weights."""
 from __future__ import annotations
 
 import torch.nn.functional as F
@@ -27,3 +28,16 @@ def reference_encoder(net, x):
         x = reference_block(blk, x)
     x = F.relu(net.compress(x))
     return F.relu(net.fc(x.flatten(1)))
+
+
+def stepwise_reference(rnn, x, h, c, not_done):
+    """nn.LSTM called one step at a time with the masked state (the trainer's former loop):
+    ``x`` [T, N, F], ``h``/``c`` [N, H] -> (outputs [T, N, H], (h, c) [N, H])."""
+    import torch
+
+    h, c, outs = h[None], c[None], []
+    for t in range(x.shape[0]):
+        m = not_done[t].float()[None, :, None]
+        o, (h, c) = rnn(x[t:t + 1], (h * m, c * m))
+        outs.append(o[0])
+    return torch.stack(outs), (h[0], c[0])

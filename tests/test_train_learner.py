@@ -16,20 +16,10 @@ import torch  # noqa: E402  (a core dependency)
 from bps_train.args import parse  # noqa: E402
 from bps_train.models import Policy, cpu_bf16_supported, lstm_steps  # noqa: E402
 from bps_train.train import Args, autocast_of  # noqa: E402
-from learner_reference import reference_encoder  # noqa: E402
+from learner_reference import reference_encoder, stepwise_reference  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 needs_bf16 = pytest.mark.skipif(not cpu_bf16_supported(), reason="this CPU's oneDNN has no bf16 kernels")
-
-
-def stepwise_reference(rnn, x, h, c, not_done):
-    """nn.LSTM called one step at a time with the masked state (the trainer's former loop)."""
-    h, c, outs = h[None], c[None], []
-    for t in range(x.shape[0]):
-        m = not_done[t].float()[None, :, None]
-        o, (h, c) = rnn(x[t:t + 1], (h * m, c * m))
-        outs.append(o[0])
-    return torch.stack(outs), (h[0], c[0])
 
 
 def test_lstm_steps_is_nn_lstm_step_by_step_values_and_gradients():

@@ -6,7 +6,7 @@ policy with each variant, the variants in turn round after round, fastest round 
 
 A variant is levers joined by ``+``: ``old_encoder`` (the encoder's forward at 9b8a679: relu
 before the max-pool, Fixup's biases and scale as passes of their own), ``lstm_per_step`` (one
-nn.LSTM call per step, before issue 32), ``heap`` (``bps_train.host.keep_freed_memory``; without
+nn.LSTM call per step, before issue 32), ``heap`` (``bps_train.learner_cpu.keep_freed_memory``; without
 it glibc's defaults and the memory trimmed; an untimed update re-grows the heap first),
 ``all_threads`` (every core during the update, else 1), ``channels_last`` (weights), ``bf16``
 (CPU autocast), ``compile`` (torch.compile of the encoder). Named: ``before`` = old_encoder (the
@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # learner_reference
 
 from bps_train import models as M  # noqa: E402
-from bps_train.host import keep_freed_memory, update_threads  # noqa: E402
+from bps_train.learner_cpu import keep_freed_memory, update_threads  # noqa: E402
 from bps_train.lamb import Lamb  # noqa: E402
 
 from bps_train.throughput import ppo_update, random_rollout  # noqa: E402

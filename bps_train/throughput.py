@@ -10,7 +10,7 @@ Frames/s of: simulation only (random moves, one group, the runtime's threads), i
 and ``end_to_end`` (a 2-group rollout then the update, as the trainer loops), each also with the
 update on one thread (``*_1_thread``: on a shared machine every-core OpenMP waits for descheduled
 threads); then ``learn_over_sim`` and ``end_to_end_over_sim`` (issue 32: >= 1 and >= 0.45) and
-the thread settings. Host memory and threads are set as the trainer's (``bps_train.host``).
+the thread settings. Host memory and threads are set as the trainer's (``bps_train.learner_cpu``).
 ``--bf16``: bf16 autocast (measurement only; the trainer never autocasts on CPU).
 """
 from __future__ import annotations
@@ -24,7 +24,7 @@ import time
 
 import torch
 
-from bps_train.host import keep_freed_memory, threads, update_threads
+from bps_train.learner_cpu import keep_freed_memory, threads, update_threads
 from bps_train.lamb import Lamb
 from bps_train.models import cpu_bf16_supported
 from bps_train.ppo import Rollout

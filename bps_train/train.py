@@ -39,7 +39,7 @@ from bps_train.lazy import lazy
 
 # torch and what is built on it load on first use: --help and argument errors answer at once
 torch, dist = lazy("torch"), lazy("torch.distributed")
-checkpoint, host = lazy("bps_train.checkpoint"), lazy("bps_train.host")
+checkpoint, learner_cpu = lazy("bps_train.checkpoint"), lazy("bps_train.learner_cpu")
 Lamb, Policy = lazy("bps_train.lamb", "Lamb"), lazy("bps_train.models", "Policy")
 Rollout, gae, ppo_loss = (lazy("bps_train.ppo", n) for n in ("Rollout", "gae", "ppo_loss"))
 
@@ -712,8 +712,8 @@ def train(args) -> dict:
     amp = autocast_of(args, device)
     learn_threads = torch.get_num_threads()
     if device.type == "cpu":  # the update's ~2 GB of activations reused, not page-faulted in anew
-        host.keep_freed_memory()
-        learn_threads = host.update_threads(args.learn_threads or args.threads)
+        learner_cpu.keep_freed_memory()
+        learn_threads = learner_cpu.update_threads(args.learn_threads or args.threads)
     batch = args.num_envs * args.rollout_steps * world
     lr = scaled_lr(args, world)
     opt = Lamb(policy.parameters(), lr=lr, weight_decay=args.weight_decay, min_trust=args.min_trust)
@@ -776,7 +776,7 @@ def train(args) -> dict:
             t_learn = time.perf_counter()
             collect_s += t_learn - t_update
 
-            with host.threads(learn_threads):
+            with learner_cpu.threads(learn_threads):
                 metrics = learn(policy, opt, ro, args, amp, world)
             if not math.isfinite(metrics["loss"]):
                 raise FloatingPointError(f"non-finite loss at update {update}")

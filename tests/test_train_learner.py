@@ -196,14 +196,14 @@ def test_rewritten_encoder_runs_on_the_avx2_path():
 
 
 def test_kept_memory_is_reused_without_page_faults():
-    """bps_train.host.keep_freed_memory: an update-like cycle (6 blocks of 48 MB allocated, written,
+    """bps_train.learner_cpu.keep_freed_memory: an update-like cycle (6 blocks of 48 MB allocated, written,
     freed) repeated is served from the process's heap once it has grown (no page faults), where
     glibc's defaults map every block afresh each cycle (73K faults); blocks over a thread arena's
     64 MB still work from a thread."""
     import resource
     import threading
 
-    from bps_train.host import keep_freed_memory
+    from bps_train.learner_cpu import keep_freed_memory
 
     def cycle():
         blocks = [torch.empty(12 << 20).fill_(1.0) for _ in range(6)]
@@ -236,7 +236,7 @@ def test_kept_memory_is_reused_without_page_faults():
 
 
 def test_update_threads_and_the_thread_switch(monkeypatch):
-    from bps_train.host import threads, update_threads
+    from bps_train.learner_cpu import threads, update_threads
 
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
     monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
@@ -285,7 +285,7 @@ def test_throughput_prints_every_figure_of_the_issue_in_one_run(manifest, capsys
                                 "--env-threads", "1"])
     finally:
         torch.set_num_threads(before)
-        from bps_train.host import keep_freed_memory
+        from bps_train.learner_cpu import keep_freed_memory
         keep_freed_memory(False)
     for k in ("sim", "infer", "collect_1_group", "collect_2_groups", "learn", "learn_1_thread", "end_to_end",
               "end_to_end_1_thread"):
@@ -322,6 +322,6 @@ def test_trainer_runs_the_update_on_learn_threads(manifest, tmp_path, monkeypatc
                "--threads", "1", "--learn-threads", "2", "--sim-only-steps", "0", "--minibatches", "1"])
     finally:
         torch.set_num_threads(before)
-        from bps_train.host import keep_freed_memory
+        from bps_train.learner_cpu import keep_freed_memory
         keep_freed_memory(False)
     assert seen == [("collect", 1), ("learn", 2)] * 2

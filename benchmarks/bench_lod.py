@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from bench_render import decoded_bytes, procedural_apartment  # noqa: E402
+from bench_render import decoded_bytes, fps_ratio, interleaved_traces, procedural_apartment  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 NEAR = 0.1   # m, the default agent radius: cameras seeing a surface closer than this are left out
@@ -106,15 +106,7 @@ def measure(name, kind, path, dec, rounds, agents):
         high, t_high = _built(lambda: BridgeAccel(lp, li, quality=q))
         medium, t_medium = _built(lambda: BridgeAccel(lp, li))
         acc = {"full": full, "lod": high, "lod_default_build": medium}
-        z, times = {}, {k: [] for k in acc}
-        for rd in range(rounds + 1):
-            for k in (list(acc) if rd % 2 else list(acc)[::-1]):
-                zz = np.empty(agents * dirs.shape[0], np.float32)
-                t = time.perf_counter()
-                acc[k].trace_cameras(org, rot, dirs, zz)
-                if rd:
-                    times[k].append(time.perf_counter() - t)
-                z[k] = zz
+        times, z = interleaved_traces(acc, org, rot, dirs, agents, rounds)
         zf = z["full"].reshape(agents, -1)
         near = np.where(zf > 0, zf, np.inf).min(1)   # a camera this close to a surface is inside the agent
         keep = np.repeat(near >= NEAR, zf.shape[1])
@@ -128,8 +120,8 @@ def measure(name, kind, path, dec, rounds, agents):
             "depth_err_median_m": round(float(np.median(d)), 5) if d.size else None,
             "depth_err_p95_rel": round(float(np.percentile(d / z["full"][both], 95)), 5) if d.size else None,
             "high_build": q == BUILD_QUALITY_HIGH, "depth_equal_to_default_build": bool(np.array_equal(z["lod"], z["lod_default_build"])),
-            "depth_fps_lod_over_full": _ratio(times, "lod"),
-            "depth_fps_lod_default_build_over_full": _ratio(times, "lod_default_build"),
+            "depth_fps_lod_over_full": fps_ratio(times, "lod", "full"),
+            "depth_fps_lod_default_build_over_full": fps_ratio(times, "lod_default_build", "full"),
             "build_ms_full": round(t_full * 1e3, 1), "build_ms_lod": round(t_high * 1e3, 2),
             "build_ms_lod_default_build": round(t_medium * 1e3, 2)})
     return out
@@ -144,10 +136,6 @@ def _built(make, n=3):
         ts.append(time.perf_counter() - t)
     return acc, float(np.median(ts))
 
-
-def _ratio(times, k):
-    """Median over rounds of the full mesh's frame time / ``k``'s."""
-    return round(float(np.median(np.array(times["full"]) / np.array(times[k]))), 3)
 
 
 def main(argv=None):

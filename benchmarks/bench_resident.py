@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from bench_render import decoded_bytes, procedural_apartment  # noqa: E402
+from bench_render import decoded_bytes, fps_ratio, interleaved_traces, procedural_apartment  # noqa: E402
 
 
 def rss() -> int:
@@ -119,23 +119,12 @@ def measure(kind: str, out: Path, copies: int, rounds: int, agents: int) -> dict
         p[:, 1] = lo[1] + 0.2
     rot = rotation_matrices(rng.uniform(-np.pi, np.pi, agents).astype(np.float32))
     cam, dirs = camera_origins(p, opts), camera_directions(opts)
-    times = {k: [] for k in accels}
-    depth = {}
-    for rd in range(rounds + 1):
-        order = list(accels) if rd % 2 else list(accels)[::-1]
-        for k in order:
-            z = np.empty(agents * dirs.shape[0], np.float32)
-            t = time.perf_counter()
-            accels[k].trace_cameras(cam, rot, dirs, z)
-            if rd:
-                times[k].append(time.perf_counter() - t)
-            depth[k] = z
-    ratio = lambda a, b: round(float(np.median(np.array(times[b]) / np.array(times[a]))), 3)  # noqa: E731
+    times, depth = interleaved_traces(accels, cam, rot, dirs, agents, rounds)
     res.update({"depth_identical_now_vs_before": bool(np.array_equal(depth["now"], depth["before"])),
                 "depth_fps": {k: round(agents / float(np.median(v)), 1) for k, v in times.items()},
-                "depth_fps_now_over_before": ratio("now", "before"),
-                "depth_fps_compact_bvh_over_before": ratio("compact_bvh", "before"),
-                "depth_fps_compact_flag_over_before": ratio("compact_flag", "before"),
+                "depth_fps_now_over_before": fps_ratio(times, "now", "before"),
+                "depth_fps_compact_bvh_over_before": fps_ratio(times, "compact_bvh", "before"),
+                "depth_fps_compact_flag_over_before": fps_ratio(times, "compact_flag", "before"),
                 "max_depth_diff_vs_before": {k: float(np.abs(depth[k] - depth["before"]).max()) for k in depth}})
     r.close()
     return res

@@ -23,6 +23,7 @@ STEPS=${STEPS:-100}
 TRAIN_ENVS=${TRAIN_ENVS:-4096}
 TRAIN_UPDATES=${TRAIN_UPDATES:-8}
 THREADS=${THREADS:-"1 2 4 8 15"}
+SCENES=${SCENES:-12}
 MANIFEST=$DATA/out/manifest.json
 mkdir -p "$LOGS"
 [ $# -gt 0 ] || { sed -n '2,16p' "$0"; exit 2; }
@@ -39,7 +40,7 @@ for stage in "$@"; do
   case $stage in
     data)
       # bench_env builds (or reuses) the synthetic dataset, then a 2-step smoke run on it
-      "$PY" benchmarks/bench_env.py --synth "$DATA" --synth-scenes 12 --synth-size gibson \
+      "$PY" benchmarks/bench_env.py --synth "$DATA" --synth-scenes "$SCENES" --synth-size gibson \
         --device "$DEVICE" --num-envs 64 --steps 2 --warmup 1 2>&1 | log data
       ;;
     tests)

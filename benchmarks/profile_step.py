@@ -41,6 +41,17 @@ def classify(events) -> tuple[Counter, float, float]:
     return calls, api_us, total_us
 
 
+def top_kernels(averages, steps: int, k: int = 8) -> list[tuple[str, float, float]]:
+    """(name, calls per step, device us per step) of the ``k`` ops with the most self device time
+    (``prof.key_averages()``): where a step's GPU time goes."""
+    rows = []
+    for e in averages:
+        us = getattr(e, "self_device_time_total", 0.0) or 0.0
+        if us > 0:
+            rows.append((e.key[:90], e.count / steps, us / steps))
+    return sorted(rows, key=lambda r: -r[2])[:k]
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("manifest")
@@ -86,6 +97,8 @@ def main(argv=None):
         per = ", ".join(f"{calls[k] / n:.1f} {k}" for k in KINDS)
         print(f"per step: {per}")
         print(f"host time in these calls: {api_us / max(total_us, 1e-9):.1%} of the profiled host time")
+        for name, calls_per, us_per in top_kernels(prof.key_averages(), n):
+            print(f"  device {us_per:9.1f} us/step  {calls_per:5.1f} calls/step  {name}")
     else:
         print("no CUDA device: no driver calls to count (on the CPU, benchmarks/bench_step_counts.py "
               "counts the step's torch ops and Warp launches in the simulator thread)")

@@ -99,6 +99,15 @@ def _is_bool_index(args) -> bool:
     return False
 
 
+def _async_copy(name, args, kwargs) -> bool:
+    """A ``copy_(..., non_blocking=True)`` into pinned host memory: queued on the stream, the host
+    does not wait (the fused step's head snapshot, read rounds later after its event)."""
+    if name != "copy_":
+        return False
+    nb = kwargs.get("non_blocking", args[2] if len(args) > 2 else False)
+    return bool(nb) and isinstance(args[0], torch.Tensor) and args[0].is_pinned()
+
+
 def _device_of(x):
     return x.device if isinstance(x, torch.Tensor) else None
 
@@ -121,7 +130,8 @@ class _Mode(TorchDispatchMode):
         elif name in _COPY_OPS:
             src = _device_of(args[1]) if name == "copy_" and len(args) > 1 else _device_of(args[0] if args else None)
             dst = _device_of(args[0]) if name == "copy_" else kwargs.get("device")
-            if src is not None and dst is not None and torch.device(dst).type == "cpu" and src.type != "cpu":
+            if src is not None and dst is not None and torch.device(dst).type == "cpu" and src.type != "cpu" \
+                    and not _async_copy(name, args, kwargs):
                 tr.counts._add(tr.counts.syncs, ph, "device-to-host copy")
         return func(*args, **kwargs)
 

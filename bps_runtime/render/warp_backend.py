@@ -105,16 +105,17 @@ class WarpScene:
     composed = False   # one mesh (``warp_instances.WarpInstances`` is a composed scene's)
 
     def __init__(self, wp, device, shading: ShadingData, positions: np.ndarray, indices: np.ndarray):
-        with wp.ScopedDevice(device):
-            self.shading = ShadingArrays(wp, device, shading)
-            self.num_triangles = int(shading.indices.shape[0])
-            # the mesh's index buffer is the shading tables' (one copy of the indices per scene);
-            # on the CPU the points are the scene's own array (zero-copy)
-            self._positions = pos = np.ascontiguousarray(positions, np.float32)
-            self.points = wp.array(pos, dtype=wp.vec3, copy=str(device) != "cpu")
-            self.tri_indices = self.shading.indices
-            self.mesh = wp.Mesh(points=self.points, indices=self.tri_indices) if self.num_triangles else None
-            wp.synchronize_device(device)
+        # device= on every array, no ScopedDevice: Warp's default device is process-wide, and
+        # another loader thread's scope can restore it under this one
+        self.shading = ShadingArrays(wp, device, shading)
+        self.num_triangles = int(shading.indices.shape[0])
+        # the mesh's index buffer is the shading tables' (one copy of the indices per scene);
+        # on the CPU the points are the scene's own array (zero-copy)
+        self._positions = pos = np.ascontiguousarray(positions, np.float32)
+        self.points = wp.array(pos, dtype=wp.vec3, device=device, copy=str(device) != "cpu")
+        self.tri_indices = self.shading.indices
+        self.mesh = wp.Mesh(points=self.points, indices=self.tri_indices) if self.num_triangles else None
+        wp.synchronize_device(device)
 
 
 class CpuShader:

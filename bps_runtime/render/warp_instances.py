@@ -64,20 +64,21 @@ class WarpInstances:
         half = np.einsum("nij,nj->ni", np.abs(lin), e)
         lo, hi = mid - half, mid + half
         pad = 1e-4 * np.maximum(1.0, np.abs(np.concatenate([lo, hi], 1)).max(1, initial=1.0))[:, None] if n else 0
-        with wp_mod.ScopedDevice(device):
-            self.assets = wp_mod.array(rows, dtype=SceneTable)
-            self.asset_of = wp_mod.array(asset_of, dtype=wp.int32)
-            self.inv = wp_mod.array(inv.astype(np.float32), dtype=wp.mat44)
-            nxf = np.linalg.inv(lin).transpose(0, 2, 1) if n else np.zeros((0, 3, 3))
-            self.nxf = wp_mod.array(nxf.astype(np.float32), dtype=wp.mat33)
-            lod = (1.0 / np.cbrt(det)) if n else np.zeros(0)
-            lod[np.isclose(lod, 1.0, rtol=0, atol=1e-6)] = 1.0
-            self.lod = wp_mod.array(lod.astype(np.float32), dtype=float)
-            self.obj = wp_mod.array(np.array([p[2] for p in parts], np.int32), dtype=wp.int32)
-            self.lowers = wp_mod.array((lo - pad).astype(np.float32), dtype=wp.vec3)
-            self.uppers = wp_mod.array((hi + pad).astype(np.float32), dtype=wp.vec3)
-            self.bvh = wp_mod.Bvh(self.lowers, self.uppers) if n else None
-            wp_mod.synchronize_device(device)
+        # device= on every array: Warp's ScopedDevice sets a process-wide default, which another
+        # loader thread's scope can restore under this one
+        self.assets = wp_mod.array(rows, dtype=SceneTable, device=device)
+        self.asset_of = wp_mod.array(asset_of, dtype=wp.int32, device=device)
+        self.inv = wp_mod.array(inv.astype(np.float32), dtype=wp.mat44, device=device)
+        nxf = np.linalg.inv(lin).transpose(0, 2, 1) if n else np.zeros((0, 3, 3))
+        self.nxf = wp_mod.array(nxf.astype(np.float32), dtype=wp.mat33, device=device)
+        lod = (1.0 / np.cbrt(det)) if n else np.zeros(0)
+        lod[np.isclose(lod, 1.0, rtol=0, atol=1e-6)] = 1.0
+        self.lod = wp_mod.array(lod.astype(np.float32), dtype=float, device=device)
+        self.obj = wp_mod.array(np.array([p[2] for p in parts], np.int32), dtype=wp.int32, device=device)
+        self.lowers = wp_mod.array((lo - pad).astype(np.float32), dtype=wp.vec3, device=device)
+        self.uppers = wp_mod.array((hi + pad).astype(np.float32), dtype=wp.vec3, device=device)
+        self.bvh = wp_mod.Bvh(self.lowers, self.uppers) if n else None
+        wp_mod.synchronize_device(device)
         self.mesh = None   # the renderer's main launch sees an empty row: this scene is drawn here
         arrays = (self.assets, self.asset_of, self.inv, self.nxf, self.lod, self.obj, self.lowers, self.uppers)
         self.nbytes = sum(int(a.capacity) for a in arrays) + WARP_BVH_BYTES_PER_INSTANCE * n

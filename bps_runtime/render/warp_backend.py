@@ -256,8 +256,11 @@ class WarpRenderer:
     def _write_row(self, scene_index: int):
         # the row is built in host memory and copied in stream order (a device-side temporary
         # would be filled on Warp's own stream, unordered with the copy)
-        row = self._wp.array([self._row(scene_index)], dtype=self._k.SceneTable, device="cpu")
-        self._wp.copy(self._table, row, dest_offset=scene_index, src_offset=0, count=1, stream=self._stream())
+        row = self._row(scene_index)
+        rows = self._wp.array([row], dtype=self._k.SceneTable, device="cpu")
+        mesh = self._wp.array(np.array([row.mesh], np.uint64), dtype=self._wp.uint64, device="cpu")
+        self._wp.copy(self._table, rows, dest_offset=scene_index, src_offset=0, count=1, stream=self._stream())
+        self._wp.copy(self._meshes, mesh, dest_offset=scene_index, src_offset=0, count=1, stream=self._stream())
 
     def _stream(self):
         """On CUDA, torch's current stream: the frame is ordered after the torch ops that made
@@ -274,6 +277,9 @@ class WarpRenderer:
         fit: its address stays put while scenes come and go, so a captured step stays valid."""
         rows = [self._row(scene_index) for scene_index in range(capacity)]
         self._table = self._wp.array(rows, dtype=self._k.SceneTable, device=self._wdev)
+        # the table's mesh column again, alone: what a depth pixel reads (warp_kernels.render_kernel)
+        self._meshes = self._wp.array(np.array([r.mesh for r in rows], np.uint64), dtype=self._wp.uint64,
+                                      device=self._wdev)
         self.table_version += 1
 
     def _device_inputs(self, scene_index, positions, rotations):
@@ -367,12 +373,12 @@ class WarpRenderer:
             return
         hw = int(depth.shape[1]) * int(depth.shape[2])
         with self._lock:
-            table = self._table
+            table, meshes = self._table, self._meshes
         qtype = wp.vec4d if quats.dtype.itemsize == 8 else wp.vec4f
         rgb_arr = self._no_rgb if rgb is None else wp.from_torch(rgb.view(n, hw, 3), dtype=wp.uint8)
         sem_arr = self._no_sem if semantic is None else wp.from_torch(semantic.view(n, hw), dtype=wp.int32)
         wp.launch(self._k.render_kernel, dim=n * hw, device=self._wdev, stream=stream, inputs=[
-            table, wp.from_torch(scene_index, dtype=wp.int64), wp.from_torch(positions, dtype=wp.vec3),
+            meshes, table, wp.from_torch(scene_index, dtype=wp.int64), wp.from_torch(positions, dtype=wp.vec3),
             wp.from_torch(quats, dtype=qtype), self._dirs, hw, float(o.sensor_height),
             int(o.normalize_depth), float(o.min_depth), float(o.max_depth),
             wp.from_torch(depth.view(n, hw), dtype=wp.float32), int(rgb is not None),

@@ -158,14 +158,14 @@ def quat_to_mat(q: wp.vec4d) -> wp.mat33:
 
 
 @wp.kernel
-def render_kernel(tables: wp.array(dtype=SceneTable), scene_index: wp.array(dtype=wp.int64),
+def render_kernel(meshes: wp.array(dtype=wp.uint64), tables: wp.array(dtype=SceneTable), scene_index: wp.array(dtype=wp.int64),
                   pos: wp.array(dtype=wp.vec3), quat: wp.array(dtype=Any),
                   dirs: wp.array(dtype=wp.vec3), hw: int, sensor_height: float,
                   normalize: int, lo: float, hi: float,
                   depth: wp.array2d(dtype=float), want_rgb: int, rgb: wp.array3d(dtype=wp.uint8),
                   pixel_angle: float, want_sem: int, sem: wp.array2d(dtype=wp.int32)):
     """One thread per pixel (agent ``tid // hw``): trace the agent's camera ray in its scene's
-    row of ``tables`` and write depth (z-depth in metres, or normalized to [0, 1] when
+    BVH (``meshes``, the ``mesh`` column of ``tables``) and write depth (z-depth in metres, or normalized to [0, 1] when
     ``normalize``; 0 on a miss), when ``want_rgb`` the shaded colour (black on a miss) and,
     when ``want_sem``, the hit triangle's instance id (0 on a miss or without ids). Slots
     outside the table or naming an empty row render as misses."""
@@ -176,23 +176,27 @@ def render_kernel(tables: wp.array(dtype=SceneTable), scene_index: wp.array(dtyp
     z = float(0.0)
     c = wp.vec3(0.0, 0.0, 0.0)
     obj = wp.int32(0)
-    if s >= wp.int64(0) and s < wp.int64(tables.shape[0]):
-        tab = tables[int(s)]
-        if tab.mesh != wp.uint64(0):
+    if s >= wp.int64(0) and s < wp.int64(meshes.shape[0]):
+        mesh = meshes[int(s)]
+        if mesh != wp.uint64(0):
             qa = quat[a]
             rot = quat_to_mat(wp.vec4d(wp.float64(qa[0]), wp.float64(qa[1]), wp.float64(qa[2]), wp.float64(qa[3])))
             # the eye stays sensor_height above the feet: the agent is upright, a pitched
             # quaternion pitches the view about the sensor (habitat's LOOK_UP / LOOK_DOWN)
             cam = pos[a] + wp.vec3(0.0, sensor_height, 0.0)
             d = rot * dirs[p]
-            q = wp.mesh_query_ray(tab.mesh, cam, d, 1.0e30)
+            q = wp.mesh_query_ray(mesh, cam, d, 1.0e30)
+            # the table row (a struct of 15 arrays) is read only by pixels that shade or label a
+            # hit: a depth frame reads 8 bytes per pixel of the table, not the whole row
             if q.result:
                 z = q.t
-                if want_sem != 0 and tab.has_objects != 0:
-                    obj = tab.tri_object[q.face]
-                if want_rgb != 0:
-                    # Warp: hit = u*p0 + v*p1 + (1-u-v)*p2 -> Embree's (weight of p1, weight of p2)
-                    c = shade(q.face, q.v, 1.0 - q.u - q.v, z, abs_cos(q.normal, d), tab, pixel_angle)
+                if want_sem != 0 or want_rgb != 0:
+                    tab = tables[int(s)]
+                    if want_sem != 0 and tab.has_objects != 0:
+                        obj = tab.tri_object[q.face]
+                    if want_rgb != 0:
+                        # Warp: hit = u*p0 + v*p1 + (1-u-v)*p2 -> Embree's (weight of p1, weight of p2)
+                        c = shade(q.face, q.v, 1.0 - q.u - q.v, z, abs_cos(q.normal, d), tab, pixel_angle)
     write_pixel(a, p, z, c, obj, normalize, lo, hi, depth, want_rgb, rgb, want_sem, sem)
 
 

@@ -1,9 +1,9 @@
 """Where the Warp render kernel's time goes, measured in one process on one device: the renderer's
-depth frame (``WarpRenderer.launch_frame``, which reads a scene's BVH id from the table's mesh
-column and its table row only for pixels that shade or label a hit), the same frame with the
-whole table row read by every pixel before the ray is traced (the kernel's shape until
-2026-11-27), and the RGB + semantic frame; device milliseconds per frame (CUDA events; wall
-clock on the CPU) and their ratios.
+depth frame (``WarpRenderer.launch_frame`` -> ``warp_kernels.depth_kernel``, no shading code),
+the same depth frame from the general ``render_kernel`` (RGB and semantic off, their code
+compiled in: the renderer's depth path until 2026-11-27), a lean kernel that reads the whole
+table row before tracing (does the row read cost?), and the RGB + semantic frame; device
+milliseconds per frame (CUDA events; wall clock on the CPU) and their ratios.
 
     python benchmarks/bench_warp_render.py MANIFEST --device cuda --num-envs 4096 [--iters 20]
 
@@ -77,7 +77,7 @@ def main(argv=None):
         depth = torch.empty((n, h, h, 1), dtype=torch.float32, device=env.device)
         rgb = torch.empty((n, h, h, 3), dtype=torch.uint8, device=env.device)
         sem = torch.empty((n, h, h, 1), dtype=torch.int32, device=env.device)
-        depth2 = torch.empty_like(depth)
+        depth2, depth3 = torch.empty_like(depth), torch.empty_like(depth)
         stream = r._stream()
 
         def product():
@@ -88,6 +88,14 @@ def main(argv=None):
                 r._table, wp.from_torch(keys, dtype=wp.int64), wp.from_torch(pos, dtype=wp.vec3),
                 wp.from_torch(rot, dtype=wp.vec4f), r._dirs, hw, float(r.options.sensor_height),
                 wp.from_torch(depth2.view(n, hw), dtype=wp.float32)])
+
+        def general():   # render_kernel with RGB and semantic off: the depth path before depth_kernel
+            o = r.options
+            wp.launch(r._k.render_kernel, dim=n * hw, device=r._wdev, stream=stream, inputs=[
+                r._meshes, r._table, wp.from_torch(keys, dtype=wp.int64), wp.from_torch(pos, dtype=wp.vec3),
+                wp.from_torch(rot, dtype=wp.vec4f), r._dirs, hw, float(o.sensor_height),
+                int(o.normalize_depth), float(o.min_depth), float(o.max_depth),
+                wp.from_torch(depth3.view(n, hw), dtype=wp.float32), 0, r._no_rgb, float(o.pixel_angle), 0, r._no_sem])
 
         def shaded():
             r.launch_frame(keys, pos, rot, depth, rgb, stream=stream, semantic=sem)
@@ -109,20 +117,22 @@ def main(argv=None):
                 fn()
             return (time.perf_counter() - t) * 1e3 / a.iters
 
-        ms = {k: [] for k in ("depth", "row_first", "rgb_semantic")}
+        runs = {"depth": product, "general_depth": general, "row_first": row_first, "rgb_semantic": shaded}
+        ms = {k: [] for k in runs}
         for _ in range(2):   # interleaved rounds
-            ms["depth"].append(timed(product))
-            ms["row_first"].append(timed(row_first))
-            ms["rgb_semantic"].append(timed(shaded))
+            for k, fn in runs.items():
+                ms[k].append(timed(fn))
         best = {k: min(v) for k, v in ms.items()}
-        same = bool(torch.equal(depth2.view(n, hw), _raw_depth(r, product, depth, n, hw)))
+        same = bool(torch.equal(depth3, depth)) and bool(torch.equal(depth2.view(n, hw),
+                                                                      _raw_depth(r, product, depth, n, hw)))
     finally:
         env.close()
     print(f"{n} agents, {h}x{h}, device {a.device}, {a.iters} frames per timing, best of 2 interleaved rounds")
     for k, v in best.items():
         print(f"  {k:13s} {v:8.3f} ms/frame  {n / v * 1e3:12,.0f} frames/s")
-    print(f"row-first / depth: {best['row_first'] / best['depth']:.2f}x the time; "
-          f"rgb+semantic / depth: {best['rgb_semantic'] / best['depth']:.2f}x; raw depth identical: {same}")
+    print(f"general kernel / depth kernel: {best['general_depth'] / best['depth']:.2f}x the time; row-first / "
+          f"depth: {best['row_first'] / best['depth']:.2f}x; rgb+semantic / depth: "
+          f"{best['rgb_semantic'] / best['depth']:.2f}x; depth identical across kernels: {same}")
 
 
 def _raw_depth(r, product, depth, n, hw):

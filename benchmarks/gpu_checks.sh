@@ -5,6 +5,8 @@
 #
 #   export PYTHONPATH=$PWD:/tmp/site
 #   bash benchmarks/gpu_checks.sh data tests     # ~2 min: 12 Gibson-size synth scenes; CUDA tests
+#                                                # (tests needs warp-clang: benchmarks/gpu_prepare_clang.sh)
+#   bash benchmarks/gpu_checks.sh render         # ~30 s: the Warp render kernels at 4,096 agents
 #   bash benchmarks/gpu_checks.sh env train      # ~5 min: env step / render at 1,024-16,384 envs; bps-train at 4,096
 #   bash benchmarks/gpu_checks.sh threads        # ~5 min: CPU render scaling and step / render at 1-15 threads
 #
@@ -26,7 +28,7 @@ THREADS=${THREADS:-"1 2 4 8 15"}
 SCENES=${SCENES:-12}
 MANIFEST=$DATA/out/manifest.json
 mkdir -p "$LOGS"
-[ $# -gt 0 ] || { sed -n '2,16p' "$0"; exit 2; }
+[ $# -gt 0 ] || { sed -n '2,18p' "$0"; exit 2; }
 
 bps_assets() { "$PY" -c "from cli.main import main; main()" "$@"; }
 log() { tee -a "$LOGS/$1.log"; }
@@ -77,12 +79,17 @@ for stage in "$@"; do
         --num-envs "$TRAIN_ENVS" --rollout-steps "$rollout" --total-steps "$total" --capture-graph \
         --out-dir "$DATA/ppo" --no-resume --log-every 1 --save-every 1000 --sim-only-steps 20 2>&1 | log train
       ;;
+    render)
+      need_data
+      # depth kernel vs the general kernel's depth vs RGB + semantic, device ms per frame (one process)
+      "$PY" benchmarks/bench_warp_render.py "$MANIFEST" --device "$DEVICE" --num-envs "${RENDER_ENVS:-4096}" 2>&1 | log render
+      ;;
     threads)
       need_data
       "$PY" benchmarks/bench_threads.py "$MANIFEST" --threads $THREADS 2>&1 | log threads
       ;;
     *)
-      echo "unknown stage '$stage' (data, tests, env, train, threads)" >&2; exit 2
+      echo "unknown stage '$stage' (data, tests, render, env, train, threads)" >&2; exit 2
       ;;
   esac
 done

@@ -104,3 +104,28 @@ def test_table_keeps_its_address_while_scenes_come_and_go():
     r.attach(200, sd, r.prepare(sd, s.positions, s.indices))  # beyond the capacity: the table grows
     assert r.table_version == version + 1 and r._table.shape[0] > 200
     assert torch.equal(r.render(torch.full((4,), 200), pos, q)["depth"], fresh)
+
+
+@pytest.mark.parametrize("normalize", [False, True])
+def test_depth_only_frames_match_the_shading_kernels_depth(normalize):
+    """A frame without RGB or semantic goes through the lean depth kernel; its depth is the
+    general kernel's (the one RGB / semantic frames use), pixel for pixel, misses, a detached
+    scene and an id past the table included (``launch_frame``: no residency check)."""
+    import dataclasses
+
+    r = _warp_with_rooms(SIZES)
+    r.options = dataclasses.replace(r.options, normalize_depth=normalize)
+    r.detach(2)
+    n = 40
+    sid = torch.tensor([3, 0, 2, 1, 4096] * 8)
+    pos, q = _poses(n, seed=4)
+    pos[::3, 1] = 50.0   # above the rooms' ceilings: those agents look out and miss
+    frames = []
+    for sensors in (("depth",), ("depth", "rgb", "semantic")):
+        out = r.frame_buffers(n, sensors)
+        r.launch_frame(sid, pos, q.to(torch.float64), out["depth"], out.get("rgb"), semantic=out.get("semantic"))
+        frames.append(out["depth"])
+    lean, general = frames
+    assert torch.equal(lean, general)
+    assert (lean[(sid == 2) | (sid == 4096)] == 0.0).all()   # every pixel misses (normalized too: lo -> 0)
+    assert (lean[(sid != 2) & (sid != 4096)] > 0).any()

@@ -377,12 +377,19 @@ class WarpRenderer:
         qtype = wp.vec4d if quats.dtype.itemsize == 8 else wp.vec4f
         rgb_arr = self._no_rgb if rgb is None else wp.from_torch(rgb.view(n, hw, 3), dtype=wp.uint8)
         sem_arr = self._no_sem if semantic is None else wp.from_torch(semantic.view(n, hw), dtype=wp.int32)
-        wp.launch(self._k.render_kernel, dim=n * hw, device=self._wdev, stream=stream, inputs=[
-            meshes, table, wp.from_torch(scene_index, dtype=wp.int64), wp.from_torch(positions, dtype=wp.vec3),
-            wp.from_torch(quats, dtype=qtype), self._dirs, hw, float(o.sensor_height),
-            int(o.normalize_depth), float(o.min_depth), float(o.max_depth),
-            wp.from_torch(depth.view(n, hw), dtype=wp.float32), int(rgb is not None),
-            rgb_arr, float(o.pixel_angle), int(semantic is not None), sem_arr])
+        if rgb is None and semantic is None:   # the lean kernel: no shading code, more pixels in flight
+            wp.launch(self._k.depth_kernel, dim=n * hw, device=self._wdev, stream=stream, inputs=[
+                meshes, wp.from_torch(scene_index, dtype=wp.int64), wp.from_torch(positions, dtype=wp.vec3),
+                wp.from_torch(quats, dtype=qtype), self._dirs, hw, float(o.sensor_height),
+                int(o.normalize_depth), float(o.min_depth), float(o.max_depth),
+                wp.from_torch(depth.view(n, hw), dtype=wp.float32)])
+        else:
+            wp.launch(self._k.render_kernel, dim=n * hw, device=self._wdev, stream=stream, inputs=[
+                meshes, table, wp.from_torch(scene_index, dtype=wp.int64), wp.from_torch(positions, dtype=wp.vec3),
+                wp.from_torch(quats, dtype=qtype), self._dirs, hw, float(o.sensor_height),
+                int(o.normalize_depth), float(o.min_depth), float(o.max_depth),
+                wp.from_torch(depth.view(n, hw), dtype=wp.float32), int(rgb is not None),
+                rgb_arr, float(o.pixel_angle), int(semantic is not None), sem_arr])
         with self._lock:
             composed = [(i, sc) for i, sc in self._scenes.items() if sc.composed and sc.bvh is not None]
         if composed:   # composed scenes: one more launch each, over their agents' pixels

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import warp as wp
 
-from .warp_kernels import SceneTable, abs_cos, quat_to_mat, shade, write_pixel
+from .warp_kernels import SceneTable, abs_cos, eye, ray_direction, shade, write_pixel
 
 # the top-level wp.Bvh's nodes and the host's bookkeeping per instance (RSS growth of 249-251 B
 # per instance building 10,000 on Warp's CPU device, less the 136 B of arrays counted below;
@@ -106,9 +106,8 @@ def render_instanced_kernel(this_scene: wp.int64, bvh: wp.uint64, assets: wp.arr
     if scene_index[a] != this_scene:
         return
     qa = quat[a]
-    rot = quat_to_mat(wp.vec4d(wp.float64(qa[0]), wp.float64(qa[1]), wp.float64(qa[2]), wp.float64(qa[3])))
-    cam = pos[a] + wp.vec3(0.0, sensor_height, 0.0)
-    d = rot * dirs[p]
+    d = ray_direction(wp.vec4d(wp.float64(qa[0]), wp.float64(qa[1]), wp.float64(qa[2]), wp.float64(qa[3])), dirs[p])
+    cam = eye(pos[a], sensor_height)
     best = float(1.0e30)
     hit_i = int(-1)
     face = int(0)

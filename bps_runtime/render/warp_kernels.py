@@ -157,6 +157,53 @@ def quat_to_mat(q: wp.vec4d) -> wp.mat33:
                     float(two * (x * z - y * w)), float(two * (y * z + x * w)), float(one - two * (x * x + y * y)))
 
 
+@wp.func
+def ray_direction(q: wp.vec4d, camera_dir: wp.vec3) -> wp.vec3:
+    """A pixel's ray in the world: its camera-frame direction turned by the agent's quaternion."""
+    return quat_to_mat(q) * camera_dir
+
+
+@wp.func
+def eye(feet: wp.vec3, sensor_height: float) -> wp.vec3:
+    """The camera centre: ``sensor_height`` above the feet (the agent is upright; a pitched
+    quaternion pitches the view about the sensor, as habitat's LOOK_UP / LOOK_DOWN)."""
+    return feet + wp.vec3(0.0, sensor_height, 0.0)
+
+
+@wp.func
+def depth_value(z: float, normalize: int, lo: float, hi: float) -> float:
+    """A pixel's depth as written: metres, or when ``normalize`` camera.finish_depth's clip to
+    [lo, hi] scaled to [0, 1] (a miss, z = 0, reads as lo)."""
+    if normalize != 0:
+        return (wp.clamp(z, lo, hi) - lo) / (hi - lo)
+    return z
+
+
+@wp.kernel
+def depth_kernel(meshes: wp.array(dtype=wp.uint64), scene_index: wp.array(dtype=wp.int64),
+                 pos: wp.array(dtype=wp.vec3), quat: wp.array(dtype=Any), dirs: wp.array(dtype=wp.vec3),
+                 hw: int, sensor_height: float, normalize: int, lo: float, hi: float,
+                 depth: wp.array2d(dtype=float)):
+    """``render_kernel``'s depth alone, for frames without RGB or semantic: the same pixels,
+    from a kernel without the shading code (on CUDA its registers decide how many pixels run
+    at once: docs/PERFORMANCE.md, "Warp render kernel on an H100")."""
+    tid = wp.tid()
+    a = tid / hw
+    p = tid - a * hw
+    s = scene_index[a]
+    z = float(0.0)
+    if s >= wp.int64(0) and s < wp.int64(meshes.shape[0]):
+        mesh = meshes[int(s)]
+        if mesh != wp.uint64(0):
+            qa = quat[a]
+            d = ray_direction(wp.vec4d(wp.float64(qa[0]), wp.float64(qa[1]), wp.float64(qa[2]), wp.float64(qa[3])),
+                              dirs[p])
+            q = wp.mesh_query_ray(mesh, eye(pos[a], sensor_height), d, 1.0e30)
+            if q.result:
+                z = q.t
+    depth[a, p] = depth_value(z, normalize, lo, hi)
+
+
 @wp.kernel
 def render_kernel(meshes: wp.array(dtype=wp.uint64), tables: wp.array(dtype=SceneTable), scene_index: wp.array(dtype=wp.int64),
                   pos: wp.array(dtype=wp.vec3), quat: wp.array(dtype=Any),
@@ -180,12 +227,9 @@ def render_kernel(meshes: wp.array(dtype=wp.uint64), tables: wp.array(dtype=Scen
         mesh = meshes[int(s)]
         if mesh != wp.uint64(0):
             qa = quat[a]
-            rot = quat_to_mat(wp.vec4d(wp.float64(qa[0]), wp.float64(qa[1]), wp.float64(qa[2]), wp.float64(qa[3])))
-            # the eye stays sensor_height above the feet: the agent is upright, a pitched
-            # quaternion pitches the view about the sensor (habitat's LOOK_UP / LOOK_DOWN)
-            cam = pos[a] + wp.vec3(0.0, sensor_height, 0.0)
-            d = rot * dirs[p]
-            q = wp.mesh_query_ray(mesh, cam, d, 1.0e30)
+            d = ray_direction(wp.vec4d(wp.float64(qa[0]), wp.float64(qa[1]), wp.float64(qa[2]), wp.float64(qa[3])),
+                              dirs[p])
+            q = wp.mesh_query_ray(mesh, eye(pos[a], sensor_height), d, 1.0e30)
             # the table row (a struct of 15 arrays) is read only by pixels that shade or label a
             # hit: a depth frame reads 8 bytes per pixel of the table, not the whole row
             if q.result:
@@ -205,11 +249,7 @@ def write_pixel(a: int, p: int, z: float, c: wp.vec3, obj: wp.int32, normalize: 
                 depth: wp.array2d(dtype=float), want_rgb: int, rgb: wp.array3d(dtype=wp.uint8),
                 want_sem: int, sem: wp.array2d(dtype=wp.int32)):
     """Agent ``a``'s pixel ``p``: depth (normalized when asked), colour and semantic id."""
-    zz = z
-    if normalize != 0:
-        # camera.finish_depth: clip to [lo, hi], scale to [0, 1] (a miss reads as lo)
-        zz = (wp.clamp(z, lo, hi) - lo) / (hi - lo)
-    depth[a, p] = zz
+    depth[a, p] = depth_value(z, normalize, lo, hi)
     if want_rgb != 0:
         rgb[a, p, 0] = wp.uint8(int(c[0]))
         rgb[a, p, 1] = wp.uint8(int(c[1]))
@@ -221,6 +261,7 @@ def write_pixel(a: int, p: int, z: float, c: wp.vec3, obj: wp.int32, normalize: 
 # the two quaternion types callers hand in (float64 from ``render``, float32 from the fused step)
 for _q in (wp.vec4d, wp.vec4f):
     wp.overload(render_kernel, {"quat": wp.array(dtype=_q)})
+    wp.overload(depth_kernel, {"quat": wp.array(dtype=_q)})
 
 
 @wp.kernel

@@ -182,8 +182,15 @@ def _merge(scene, parts, want, table):
     def flip(m):
         return np.linalg.det(m[:3, :3]) < 0   # a mirror turns triangles over: keep them CCW
 
-    if "positions" in want:
+    if "positions" in want:   # each part's placed vertices, computed once: boxes read them here too
         out.positions = cat(lambda p, m, j: xf(p.positions, m))
+
+        def placed(j):
+            return out.positions[voff[j]:voff[j + 1]]
+    else:
+        def placed(j):
+            p, m, _ = parts[j]
+            return None if p.positions is None else xf(p.positions, m)
     if "indices" in want:
         out.indices = cat(lambda p, m, j: ((p.indices[:, ::-1] if flip(m) else p.indices)
                                                        .astype(np.int64) + voff[j]).astype(np.uint32))
@@ -240,14 +247,15 @@ def _merge(scene, parts, want, table):
     hdr["counts"] = counts
     hdr["textures"] = [t for p, _, _ in parts for t in (p.header.get("textures") or [])]
     hdr["expanded"] = {"instances": len(parts) - 1}
-    _semantics(out, parts, nt, want, table)
+    _semantics(out, parts, nt, want, table, placed)
     if out.positions is not None and len(out.positions):
         hdr["bounds"] = {"min": out.positions.min(0).tolist(), "max": out.positions.max(0).tolist()}
     return out
 
 
-def _semantics(out, parts, nt, want, table) -> None:
-    """One semantic object per instance group that has triangles (id = group + 1)."""
+def _semantics(out, parts, nt, want, table, placed) -> None:
+    """One semantic object per instance group that has triangles (id = group + 1); its box from
+    its parts' vertices in world space (``placed(j)``: part j's, as the merge places them)."""
     from .semantic_section import FIELDS as SEM
     for f in SEM:
         setattr(out, f, None)
@@ -265,9 +273,10 @@ def _semantics(out, parts, nt, want, table) -> None:
     out.object_source_ids = np.array([table.semantic[gi[g]] for g in groups], np.int64)
     lo = {g: np.full(3, np.inf) for g in groups}
     hi = {g: np.full(3, -np.inf) for g in groups}
-    for p, m, g in parts:   # each instance's box from its asset's vertices, placed
+    for j, (p, _, g) in enumerate(parts):   # each instance's box from its asset's vertices, placed
         if g > 0 and p.positions is not None and len(p.positions):
-            w = p.positions.astype(np.float64) @ m[:3, :3].T + m[:3, 3]
+            # float32 vertices: rounding keeps order, so their box is the float64 box rounded
+            w = placed(j)
             lo[g], hi[g] = np.minimum(lo[g], w.min(0)), np.maximum(hi[g], w.max(0))
     boxes = np.array([np.concatenate([lo[g], hi[g]]) if np.isfinite(lo[g]).all() else np.zeros(6)
                       for g in groups], np.float32).reshape(-1, 6)

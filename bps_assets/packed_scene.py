@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Iterable
 
@@ -678,30 +678,41 @@ def read_lod_level(path: str | os.PathLike, level: int, threads: int = 2, verify
     rest = [f for f in PackedScene.ARRAY_FIELDS if f not in
             ("positions", "indices", "uvs", "colors", "tri_material", "tri_object")
             and not f.startswith(("meshlet_", "chunk_"))]
-    ps = read_packed_scene(path, rest, threads, verify, expand=False)  # checks header, caps, layout
+    ps = with_lod_geometry(read_packed_scene(path, rest, threads, verify, expand=False), level, verify)
     hdr = ps.header
+    if expand and _comp.HEADER_KEY in hdr:  # the merge sizes the stage from its header's counts
+        nv = _lod.levels(path, hdr)[level]["vertices"]
+        ps.header = {**hdr, "counts": {**hdr["counts"], "triangles": len(ps.indices), "vertices": nv}}
+        want = [f for f in PackedScene.ARRAY_FIELDS if not f.startswith(("meshlet_", "chunk_"))]
+        ps = _expand_composed(ps, path, want, threads, verify)
+        ps.lod = level
+    return ps
+
+
+def with_lod_geometry(base: PackedScene, level: int, verify: bool = True) -> PackedScene:
+    """A copy of ``base`` (read by ``read_packed_scene`` with ``expand=False``) whose geometry
+    (positions, indices, uvs, colors, tri_material, tri_object) is level ``level``'s, read from
+    its file with every check of the level (docs/FORMAT.md 5.8); its other fields (materials,
+    textures, object table) are ``base``'s arrays, not read again. Meshlets and chunks: None."""
+    path, hdr = base.path, base.header
     lv = _lod.levels(path, hdr)
     if not 0 <= level < len(lv):
         raise ConfigError(path, f"LOD level {level} does not exist (the file has {len(lv)})")
     nv = lv[level]["vertices"]
-    below = {"indices": nv, "tri_material": len(ps.material_color)}   # range-checked in the read's pass
     with Container(path, KIND) as c:
+        # range-checked in the read's pass
+        below = {"indices": nv, "tri_material": c.sections["material_color"].shape[0]}
         names = {f: _lod.section(level, f) for f in _lod.GEOMETRY if _lod.section(level, f) in c.sections}
         # quantized sections dequantized in the unfilter pass, as read_packed_scene reads them
         grids = {f: _grid(path, hdr, key, _DT_NAME[c.sections[names[f]].dtype], k)
                  for f, key, k in (("positions_q", "positions", 3), ("uvs_q", "uvs", 2)) if f in names}
         raw = {f: c.read(n, verify=verify, grid=grids.get(f), below=below.get(f)) for f, n in names.items()}
-    ps.positions = raw["positions_q"]
-    ps.uvs = raw["uvs_q"] if "uvs_q" in raw else np.zeros((nv, 2), np.float32)
-    ps.indices, ps.tri_material = raw["indices"], raw["tri_material"]
-    ps.colors, ps.tri_object = raw.get("colors"), raw.get("tri_object")
+    ps = replace(base, positions=raw["positions_q"],
+                 uvs=raw["uvs_q"] if "uvs_q" in raw else np.zeros((nv, 2), np.float32),
+                 indices=raw["indices"], tri_material=raw["tri_material"],
+                 colors=raw.get("colors"), tri_object=raw.get("tri_object"), lod=level,
+                 **{f: None for f in PackedScene.ARRAY_FIELDS if f.startswith(("meshlet_", "chunk_"))})
     _sem.check(path, hdr, {"tri_object": ps.tri_object, "object_ids": ps.object_ids})
-    ps.lod = level
-    if expand and _comp.HEADER_KEY in hdr:  # the merge sizes the stage from its header's counts
-        ps.header = {**hdr, "counts": {**hdr["counts"], "triangles": len(ps.indices), "vertices": nv}}
-        want = [f for f in PackedScene.ARRAY_FIELDS if not f.startswith(("meshlet_", "chunk_"))]
-        ps = _expand_composed(ps, path, want, threads, verify)
-        ps.lod = level
     return ps
 
 
@@ -768,5 +779,5 @@ def decode_texture_level(scene: PackedScene, texture: int, level: int = 0) -> np
 
 
 __all__ = ["ConvertOptions", "DEFAULTS", "ConvertResult", "PackedScene", "convert_scene",
-           "convert_file", "read_packed_scene", "read_lod_level", "scene_id_for", "texture_level",
+           "convert_file", "read_packed_scene", "read_lod_level", "with_lod_geometry", "scene_id_for", "texture_level",
            "decode_texture_level", "process_geometry", "document_transforms", "geometry_transforms"]

@@ -12,6 +12,7 @@ import click
 from bps_assets.errors import BpsError, InputError, OutputExistsError
 from bps_assets.json_input import parse_json
 from bps_assets.nav.settings import DEFAULT_SETTINGS as S
+from bps_assets.transforms.frame import DATASETS, DEFAULTS as FRAME, UP_AXES
 
 from .options import NAV_KEYS, nav_options, options_given
 
@@ -32,14 +33,16 @@ def _out_name(path: Path) -> str:
                 type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="output directory: one NAME.navmesh.bps per input")
-@click.option("--dataset", type=click.Choice(["gibson", "mp3d", "generic"]), default="generic",
-              show_default=True, help="gibson/mp3d scans are Z-up and are rotated into the habitat frame")
+@click.option("--dataset", type=click.Choice(DATASETS), default=FRAME.dataset, show_default=True,
+              help="source frame preset of the scans: gibson/mp3d are Z-up (rotated into the habitat "
+                   "frame), generic is Y-up")
 @nav_options
 @click.option("--recast-compat/--exact", "recast_compat", default=S.recast_compat, show_default=True,
               help="round like Recast (radius up to whole cells, obstacles block whole cells: "
                    "habitat-identical navmeshes) instead of eroding by the exact radius")
-@click.option("--up", type=click.Choice(["y", "z"]), default=None,
-              help="the scans' up axis, over --dataset's (gibson/mp3d: z, generic: y)")
+@click.option("--up", type=click.Choice(UP_AXES), default=FRAME.up,
+              help="up axis of the scans, overriding --dataset's preset (gibson/mp3d: z, generic: y); "
+                   "a packed scene keeps its own frame")
 @click.option("--force", is_flag=True,
               help="build on a scan that looks read with the wrong up axis (refused by default)")
 @click.option("--overwrite", is_flag=True, help="replace existing outputs")
@@ -74,8 +77,7 @@ def navmesh_cmd(inputs, out_dir, dataset, agent_height, agent_radius, max_climb,
     for src, dst in targets:  # like convert: a bad input is one line, the others still go on
         t0 = time.perf_counter()
         try:
-            frame = {"z": "gibson", "y": "generic"}[up] if up else dataset   # the frame transform's preset
-            nav = navmesh_from_file(src, settings if given else None, dataset=frame, force_up=force)
+            nav = navmesh_from_file(src, settings if given else None, dataset=dataset, force_up=force, up=up)
             nav.save(dst, overwrite=overwrite)
         except BpsError as e:
             failed.append(e.exit_code)

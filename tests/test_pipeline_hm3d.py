@@ -274,6 +274,27 @@ def test_scene_dataset_config_errors(tmp_path, stages, msg):
     assert str(cfg) in str(ei.value)
 
 
+def test_scene_dataset_config_files_share_one_cap_and_keep_their_errors(tmp_path, monkeypatch):
+    """Both readers of a scene dataset config read through scene_dataset.config_json (one cap,
+    one suffix table); read_stages keeps its DatasetErrors for a file it cannot read."""
+    from bps_assets.errors import ResourceLimitError
+    from bps_assets.scene_dataset import config_json, habitat
+
+    _touch(tmp_path, "hm3d/a/x.glb")
+    cfg = _config(tmp_path, {"paths": {".glb": ["a/*.glb"]}})
+    with pytest.raises(DatasetError, match="no such file"):
+        read_stages(cfg.with_name("absent.scene_dataset_config.json"))
+    bom = _config(tmp_path / "bom", {"paths": {".glb": ["a/*.glb"]}})
+    bom.write_bytes(b"\xef\xbb\xbf" + bom.read_bytes())
+    with pytest.raises(DatasetError, match="not a readable JSON file"):
+        read_stages(bom)
+    monkeypatch.setattr(config_json, "MAX_CONFIG_BYTES", 16)
+    with pytest.raises(DatasetError, match="config larger than the 64 MiB cap"):
+        read_stages(cfg)
+    with pytest.raises(ResourceLimitError, match="scene dataset JSON"):
+        habitat.read_dataset_config(cfg)
+
+
 @needs_assets
 def test_preprocess_from_scene_dataset_config(tmp_path):
     src, out = tmp_path / "scene_datasets", tmp_path / "out"

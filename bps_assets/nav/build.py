@@ -28,16 +28,19 @@ from . import budget
 from .grid import DIRS, NavMesh, connect_by_height, grid_frame, xz_area
 from .raster import rasterize_centres, rasterize_solid
 from .settings import DEFAULT_SETTINGS, NavSettings
+from ..transforms.frame import Options as FrameOptions, frame_matrix
 
 
 
 # ------------------------------------------------------------------------------ inputs
-def scene_triangles(scene, dataset: str | None = None) -> tuple[np.ndarray, np.ndarray, str]:
+def scene_triangles(scene, dataset: str | None = None, up: str | None = None
+                    ) -> tuple[np.ndarray, np.ndarray, str]:
     """(vertices f64 [V,3], triangles i64 [T,3], source) in the habitat frame from a
     SceneDocument, a packed scene (object or path), a scan path, or a (vertices, triangles) pair.
 
     A SceneDocument still in its source frame is moved with the frame transform for ``dataset``
-    (gibson / mp3d: Z-up -> (x, z, -y)); the document itself is not modified.
+    and ``up`` (``transforms.frame.Options``; gibson / mp3d, or up z: Z-up -> (x, z, -y)); the
+    document itself is not modified.
     """
     if isinstance(scene, (tuple, list)) and len(scene) == 2:
         v = np.asarray(scene[0], np.float64).reshape(-1, 3)
@@ -53,12 +56,12 @@ def scene_triangles(scene, dataset: str | None = None) -> tuple[np.ndarray, np.n
             from ..packed_scene import read_packed_scene
 
             ps = read_packed_scene(path, sections=["positions", "indices"])
-            v, t, _ = scene_triangles(ps, dataset)
+            v, t, _ = scene_triangles(ps, dataset, up)
             return v, t, path.name
         from ..readers import load
 
         doc = load(path)
-        v, t, _ = scene_triangles(doc, dataset)
+        v, t, _ = scene_triangles(doc, dataset, up)
         return v, t, path.name
     if hasattr(scene, "meshes"):  # SceneDocument
         vs, ts, off = [], [], 0
@@ -71,7 +74,7 @@ def scene_triangles(scene, dataset: str | None = None) -> tuple[np.ndarray, np.n
         v = np.concatenate(vs) if vs else np.zeros((0, 3))
         t = np.concatenate(ts) if ts else np.zeros((0, 3), np.int64)
         if getattr(scene, "frame", "habitat") != "habitat":
-            v = v @ _frame_rotation(dataset).T
+            v = v @ frame_matrix(frame_options(dataset, up))[:3, :3].T
         return v, t, os.path.basename(getattr(scene, "source_path", "") or "")
     if hasattr(scene, "positions") and hasattr(scene, "indices"):  # PackedScene: habitat frame
         return (np.asarray(scene.positions, np.float64).reshape(-1, 3),
@@ -79,14 +82,10 @@ def scene_triangles(scene, dataset: str | None = None) -> tuple[np.ndarray, np.n
     raise NavError(None, f"cannot build a navmesh from {type(scene).__name__}")
 
 
-def _frame_rotation(dataset: str | None) -> np.ndarray:
-    try:
-        from ..transforms.frame import Options, frame_matrix
-
-        return frame_matrix(Options(dataset=dataset or "generic"))[:3, :3]
-    except ImportError:  # pragma: no cover - the frame transform is part of the package
-        zup = dataset in ("gibson", "mp3d")
-        return np.array([[1, 0, 0], [0, 0, 1], [0, -1, 0]], float) if zup else np.eye(3)
+def frame_options(dataset: str | None = None, up: str | None = None) -> FrameOptions:
+    """The frame transform's options of a scan read for a navmesh: ``dataset``'s preset
+    (None: generic, Y-up), its up axis overridden by ``up`` (y | z) when given."""
+    return FrameOptions(dataset=dataset or "generic", up=up)
 
 
 def merge_columns(key, ymin, ymax, walk, merge_gap, climb):

@@ -34,11 +34,12 @@ def _kind(path) -> str | None:
 
 
 def navmesh_from_file(path: str | os.PathLike, settings: NavSettings | None = None,
-                      dataset: str | None = None, force_up: bool = False):
+                      dataset: str | None = None, force_up: bool = False, up: str | None = None):
     """Import, load or build the navmesh of ``path``. ``settings`` None: an imported Detour
-    file keeps the agent it was built for, a scan is built with the defaults. A scan that looks
-    read with the wrong up axis (``dataset``'s, or a packed scene's own) is an ``UpAxisError``
-    unless ``force_up`` (``scan_checks``)."""
+    file keeps the agent it was built for, a scan is built with the defaults. A scan is read in
+    the frame of ``dataset``'s preset, its up axis overridden by ``up`` (``transforms.frame``
+    options; a packed scene keeps its own frame). One that looks read with the wrong up axis is
+    an ``UpAxisError`` unless ``force_up`` (``scan_checks``)."""
     from .build import build_navmesh
     from .detour import import_detour
     from .grid import load_navmesh
@@ -51,22 +52,24 @@ def navmesh_from_file(path: str | os.PathLike, settings: NavSettings | None = No
     if kind == "bps-navmesh":
         return load_navmesh(path)
     settings = settings or DEFAULT_SETTINGS
-    v, t = navmesh_input(path, settings.max_slope, force_up, dataset)
+    v, t = navmesh_input(path, settings.max_slope, force_up, dataset, up=up)
     nav = build_navmesh((v, t), settings, source=os.path.basename(os.fspath(path)))
     nav.source_info["footprint_area"] = footprint_area(v, t)   # for the no-floor warning
     return nav
 
 
 def navmesh_input(path: str | os.PathLike, max_slope: float, force_up: bool = False,
-                  dataset: str | None = None, triangles=None):
+                  dataset: str | None = None, triangles=None, up: str | None = None):
     """(vertices f64 [V,3], triangles i64 [T,3]) a navmesh of the scene ``path`` is built from,
     for ``bps-assets navmesh`` and preprocess alike. A composed packed scene: its stage and STATIC
     instances (``scene_dataset.packing.navmesh_triangles``, habitat-sim's rule; no up-axis check:
     the dataset's ``up`` / ``front`` fix its frame). Any other scan: all its triangles in the
     habitat frame, refused (``UpAxisError``) when they look read with the wrong up axis (the
-    packed scene's own, else ``dataset``'s) unless ``force_up``. ``triangles``: ``path``'s
-    (vertices, triangles) already read by the caller (``build.scene_triangles``), not read again."""
-    from .build import scene_triangles
+    packed scene's own, else the frame of ``dataset`` and ``up``) unless ``force_up``.
+    ``triangles``: ``path``'s (vertices, triangles) already read by the caller
+    (``build.scene_triangles``), not read again."""
+    from ..transforms.frame import up_axis
+    from .build import frame_options, scene_triangles
     from .scan_checks import require_up_axis
 
     if _kind(path) == "bps-scene":
@@ -76,12 +79,12 @@ def navmesh_input(path: str | os.PathLike, max_slope: float, force_up: bool = Fa
         if is_composed(path):
             return navmesh_triangles(path)
         with Container(path) as c:
-            up = (c.header.get("frame") or {}).get("up")
-        up = up if up in ("y", "z") else None
+            own = (c.header.get("frame") or {}).get("up")
+        axis = own if own in ("y", "z") else None
     else:
-        up = "z" if dataset in ("gibson", "mp3d") else "y"
-    v, t = triangles if triangles is not None else scene_triangles(path, dataset)[:2]
-    require_up_axis(v, t, up, path, max_slope, force_up)
+        axis = up_axis(frame_options(dataset, up))
+    v, t = triangles if triangles is not None else scene_triangles(path, dataset, up)[:2]
+    require_up_axis(v, t, axis, path, max_slope, force_up)
     return v, t
 
 

@@ -20,30 +20,25 @@ import glob
 import os
 from pathlib import Path
 
-from ..errors import DatasetError
-from ..json_input import parse_json
+from ..errors import DatasetError, InputError, ResourceLimitError
 from ..habitat_names import habitat_scene_name
+from ..scene_dataset.config_json import MAX_CONFIG_BYTES, SUFFIX, load_json
 
 SCENE_DATASET_CONFIG_SUFFIX = ".scene_dataset_config.json"
-MAX_CONFIG_BYTES = 64 << 20
 SPLIT = "all"
-STAGE_CONFIG_SUFFIX = ".stage_config.json"
 UP_AXES = {(0, 1, 0): "y", (0, 0, 1): "z"}
 
 
 def _read_json(path: Path) -> dict:
+    """A config or stage config through ``config_json.load_json`` (the one capped reader); a
+    file it cannot read is a DatasetError here too: without it the dataset has no scenes."""
     try:
-        if path.stat().st_size > MAX_CONFIG_BYTES:
-            raise DatasetError(path, "config larger than the 64 MiB cap")
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise DatasetError(path, "no such file") from None
-    except OSError as e:
-        raise DatasetError(path, f"not a readable JSON file: {e}") from None
-    d = parse_json(raw, path, prefix="not a readable JSON file", error=DatasetError, encoding="utf-8")
-    if not isinstance(d, dict):
-        raise DatasetError(path, "not a JSON object")
-    return d
+        return load_json(path, prefix="not a readable JSON file", encoding="utf-8")
+    except ResourceLimitError:
+        raise DatasetError(path, f"config larger than the {MAX_CONFIG_BYTES >> 20} MiB cap") from None
+    except InputError as e:
+        raise DatasetError(path, e.detail if e.detail == "no such file"
+                           else f"not a readable JSON file: {e.detail}") from None
 
 
 def _inside(base: Path, p: Path, cfg: Path, what: str) -> str:
@@ -97,7 +92,7 @@ def read_stages(config: str | os.PathLike, semantic: dict | None = None
             raise DatasetError(cfg, f"stages.paths[{ext!r}] must be a list")
         for pat in patterns:
             if ext == ".json":  # stage configs: their render_asset is the scene
-                for sc in _expand(base, pat, STAGE_CONFIG_SUFFIX, cfg):
+                for sc in _expand(base, pat, SUFFIX["stages"], cfg):
                     sd = _read_json(sc)
                     asset = sd.get("render_asset")
                     if not isinstance(asset, str) or not asset:

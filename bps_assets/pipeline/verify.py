@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..composed_section import HEADER_KEY, asset_path, read_table
 from ..container import Container
 from ..errors import BpsError, ConfigError, CorruptFileError, FormatVersionError
 from ..json_input import parse_json
@@ -115,17 +116,22 @@ def _check_content_version(p: Path, kind: str, header: dict, rec: dict) -> None:
 def _deep_check_packed(p: Path, kind: str, header: dict) -> None:
     """Everything the kind's reader checks (declared sizes against the header's counts, every
     index range, computed without int64 wrap-around), then a streamed decode of the sections
-    that reader does not read (bounded memory whatever they declare). A file whose header
-    declares no content version (test doubles) gets the container-level checks only; real
-    outputs always declare one, and the manifest's ``content_version`` must match it."""
+    that reader does not read (bounded memory whatever they declare). A scene's sections are
+    read once: each LOD level adds its own geometry only. A composed scene is checked as its
+    file stores it (stage, instance table, the asset files it names: ``_check_instances``), not
+    flattened. A file whose header declares no content version (test doubles) gets the
+    container-level checks only; real outputs always declare one, and the manifest's
+    ``content_version`` must match it."""
     read_sections: tuple = ()
     if kind == "SCEN" and "scene_format_version" in header:
         from ..lod_section import levels
-        from ..packed_scene import STORED_SECTIONS, read_lod_level, read_packed_scene
+        from ..packed_scene import STORED_SECTIONS, read_packed_scene, with_lod_geometry
 
-        read_packed_scene(p, threads=1)
+        ps = read_packed_scene(p, threads=1, expand=False)
         for i in range(len(levels(p, header))):  # each level's own checks (docs/FORMAT.md 5.8)
-            read_lod_level(p, i, threads=1, expand=False)
+            with_lod_geometry(ps, i)
+        if HEADER_KEY in header:
+            _check_instances(p)
         read_sections = STORED_SECTIONS
     elif kind == "NAVM" and "format" in header:
         from ..nav.grid import load_navmesh
@@ -134,6 +140,20 @@ def _deep_check_packed(p: Path, kind: str, header: dict) -> None:
         read_sections = ("height", "neighbors", "island", "island_area", "island_radius")
     with Container(p, kind) as c:
         c.verify(deep=True, skip=[n for n in read_sections if n in c.sections])
+
+
+def _check_instances(p: Path) -> None:
+    """A composed scene's instance table (every check of ``composed_section``), and each asset
+    file it uses opens as a packed scene of a supported version. The assets' sections are
+    checked once each, as the manifest's own files, not again for every scene using them."""
+    from ..packed_scene import KIND
+
+    with Container(p, KIND) as c:
+        table = read_table(p, c)
+    for a in sorted(set(table.asset.tolist())):
+        asset = asset_path(p, table.header["assets"][a])
+        with Container(asset, KIND) as c:
+            _check_content_version(asset, KIND, c.header, {})
 
 
 def _check_navmesh_header(p: Path, header: dict) -> None:

@@ -89,6 +89,22 @@ def _finite(g: GltfFile, v, n: int, what: str, default) -> np.ndarray:
     return a
 
 
+def quat_matrix(q, order: str = "xyzw") -> np.ndarray:
+    """3x3 rotation of a quaternion whose components ``q`` are in ``order`` ("xyzw": glTF's,
+    "wxyz": habitat's), normalized first; a zero quaternion gives the identity. The one
+    quaternion -> matrix of bps_assets."""
+    q = [float(v) for v in q]
+    # the norm summed in the stored order: each format's matrices keep their bits
+    n = q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3]
+    c = dict(zip(order, (v / math.sqrt(n) for v in q))) if n > 0 else {"x": 0.0, "y": 0.0, "z": 0.0, "w": 1.0}
+    x, y, z, w = c["x"], c["y"], c["z"], c["w"]
+    return np.array([
+        [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+        [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+        [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
+    ])
+
+
 def node_matrix(g: GltfFile, node: dict, i: int) -> np.ndarray:
     """Local 4x4 of a node: ``matrix`` (column-major) or T * R * S."""
     if "matrix" in node:
@@ -96,15 +112,8 @@ def node_matrix(g: GltfFile, node: dict, i: int) -> np.ndarray:
     t = _finite(g, node.get("translation"), 3, f"nodes[{i}].translation", [0, 0, 0])
     q = _finite(g, node.get("rotation"), 4, f"nodes[{i}].rotation", [0, 0, 0, 1])
     s = _finite(g, node.get("scale"), 3, f"nodes[{i}].scale", [1, 1, 1])
-    n = float(np.dot(q, q))
-    x, y, z, w = q / math.sqrt(n) if n > 0 else (0.0, 0.0, 0.0, 1.0)
-    r = np.array([
-        [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
-        [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
-        [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
-    ])
     m = np.eye(4)
-    m[:3, :3] = r * s[None, :]
+    m[:3, :3] = quat_matrix(q) * s[None, :]
     m[:3, 3] = t
     return m
 

@@ -28,14 +28,10 @@ import numpy as np
 from ..composed_section import MAX_INSTANCES, MOTION_TYPES
 from ..errors import DatasetError, InputError
 from ..habitat_names import habitat_scene_name
-from ..json_input import parse_json as _parse_json
-from ..readers.guard import read_limited
 from .model import ComposedScene, Instance, affine, frame_matrix, quat_wxyz_matrix
 from . import urdf as _urdf
+from .config_json import SUFFIX, load_json, read_capped
 
-MAX_CONFIG_BYTES = 64 << 20
-SUFFIX = {"stages": ".stage_config.json", "objects": ".object_config.json",
-          "articulated_objects": ".ao_config.json", "scene_instances": ".scene_instance.json"}
 SCENE_INSTANCE_SUFFIX = SUFFIX["scene_instances"]
 HABITAT_UP, HABITAT_FRONT = (0.0, 1.0, 0.0), (0.0, 0.0, -1.0)
 
@@ -50,18 +46,6 @@ class MissingAssetsError(DatasetError):
         more = f" (and {len(missing) - 20} more)" if len(missing) > 20 else ""
         super().__init__(path, f"{len(missing)} missing asset(s): {shown}{more} "
                                f"(--skip-missing-assets drops those instances)")
-
-
-def _read(path: Path) -> bytearray:
-    return read_limited(path, MAX_CONFIG_BYTES, "scene dataset JSON")
-
-
-def load_json(path: Path, raw: bytes | None = None) -> dict:
-    """The JSON object of a config / scene instance file (``raw``: its bytes, already read)."""
-    d = _parse_json(_read(path) if raw is None else raw, path, error=DatasetError)
-    if not isinstance(d, dict):
-        raise DatasetError(path, "not a JSON object")
-    return d
 
 
 @dataclass
@@ -324,7 +308,7 @@ def read_scene_instance(ds: DatasetConfig, name: str, skip_missing: bool = False
     path = ds.scenes.get(name)
     if path is None:
         raise DatasetError(ds.path, f"no scene instance named {name!r}")
-    raw = _read(path)
+    raw = read_capped(path)
     # before parsing: a huge file costs its bytes, not its objects (every instance names a
     # template; an entry may hold up to 3 nested objects, e.g. user_defined)
     n, objs = raw.count(b'"template_name"'), raw.count(b"{")

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..readers.gltf import quat_matrix
+
 
 @dataclass(frozen=True)
 class AssetRef:
@@ -66,14 +68,8 @@ class ComposedScene:
 
 
 def quat_wxyz_matrix(q) -> np.ndarray:
-    """3x3 rotation of a quaternion ``[w, x, y, z]`` (normalized first)."""
-    w, x, y, z = (float(v) for v in q)
-    n = math.sqrt(w * w + x * x + y * y + z * z)
-    w, x, y, z = w / n, x / n, y / n, z / n
-    return np.array([
-        [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-        [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-        [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]])
+    """3x3 rotation of a quaternion ``[w, x, y, z]`` (habitat's order; normalized first)."""
+    return quat_matrix(q, "wxyz")
 
 
 def rpy_matrix(rpy) -> np.ndarray:

@@ -1,0 +1,94 @@
+"""``verify --deep`` reads each section of a packed scene once: the textures once per scene
+whatever its LOD levels, and a composed scene as its file stores it (stage, instance table, the
+asset files it names), its assets' sections checked once each, by their own manifest entries."""
+from __future__ import annotations
+
+import collections
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bps_assets import synth
+from bps_assets.container import Container, SectionSpec, write_container
+from bps_assets.errors import CorruptFileError, InputError
+from bps_assets.packed_scene import ConvertOptions, convert_file
+from bps_assets.pipeline.verify import _deep_check_packed, verify_manifest
+from bps_assets.scene_dataset.packing import read_composed
+
+from test_composed_scenes import _crate_room, _tiny_composed
+
+
+@pytest.fixture
+def reads(monkeypatch):
+    """Counter of (file name, section) over every Container.read while the test runs."""
+    seen = collections.Counter()
+    real = Container.read
+
+    def counted(self, name, *a, **kw):
+        seen[(Path(self.path).name, name)] += 1
+        return real(self, name, *a, **kw)
+
+    monkeypatch.setattr(Container, "read", counted)
+    return seen
+
+
+def _header(path) -> dict:
+    with Container(path, "SCEN") as c:
+        return c.header
+
+
+def test_a_scene_with_lod_levels_is_read_once(tmp_path, reads):
+    info = synth.generate(tmp_path / "src", layout="gibson", scenes=1)[0]
+    dst = tmp_path / "lod.bps"
+    convert_file(info.path, dst, ConvertOptions(dataset="gibson", lod=(0.01, 0.05)))
+    hdr = _header(dst)
+    assert len(hdr["lods"]["levels"]) == 2 and hdr["counts"]["textures"] > 0
+    reads.clear()
+    _deep_check_packed(dst, "SCEN", hdr)
+    assert reads[("lod.bps", "tex_blocks")] == 1
+    assert reads[("lod.bps", "lod1.indices")] == 1
+    assert max(reads.values()) == 1, [k for k, n in reads.items() if n > 1]
+
+
+def test_a_composed_scene_is_checked_through_its_instances(tmp_path, reads, monkeypatch):
+    from bps_assets import composed_section
+
+    def no_flattening(*a, **kw):
+        raise AssertionError("verify flattened the composed scene")
+
+    dst = _tiny_composed(tmp_path)
+    monkeypatch.setattr(composed_section, "expand", no_flattening)
+    reads.clear()
+    _deep_check_packed(dst, "SCEN", _header(dst))
+    assert reads[("s.bps", "instance_transform")] == 1
+    assert not [k for k in reads if k[0] != "s.bps"], reads   # no asset section read for the scene
+    # what the table promises is still checked: a bad asset index, a missing asset file
+    with Container(dst, "SCEN") as c:
+        header = {k: v for k, v in c.header.items() if k != "sections"}
+        arrays = {n: np.array(c.read(n)) for n in c.sections}
+    arrays["instance_asset"][0] = 7
+    bad = tmp_path / "out" / "scenes" / "bad.bps"
+    write_container(bad, "SCEN", header, arrays, {n: SectionSpec("raw") for n in arrays})
+    with pytest.raises(CorruptFileError, match="instance_asset"):
+        _deep_check_packed(bad, "SCEN", _header(bad))
+    _, table, paths = read_composed(dst)
+    paths[int(table.asset[0])].unlink()
+    with pytest.raises(InputError, match="no such file"):
+        _deep_check_packed(dst, "SCEN", _header(dst))
+
+
+def test_manifest_deep_verify_reads_each_asset_once(tmp_path, reads):
+    from bps_assets.pipeline.preprocess import PreprocessOptions, preprocess
+
+    src = tmp_path / "src"
+    cfg = _crate_room(src, [{"template_name": "crate", "translation": [1, 0, 1]},
+                            {"template_name": "crate", "translation": [-1, 0, 1]}])
+    out = tmp_path / "out"
+    assert preprocess(src, out, str(cfg), options=PreprocessOptions(in_process=True)).ok
+    assets = [p.name for p in (out / "assets").iterdir()]
+    assert len(assets) == 1
+    reads.clear()
+    rep = verify_manifest(out / "manifest.json", deep=True, jobs=1)
+    assert rep.ok, rep.to_json()
+    assert reads[(assets[0], "positions_q")] == 1 and reads[("s.bps", "positions_q")] == 1

@@ -37,6 +37,12 @@ def scene_footprint(shading: ShadingData, renderer: Any, num_vertices: int, num_
             "navigation": int(navigation_bytes)}
 
 
+def accel_bytes(renderer: Any, num_vertices: int, num_triangles: int, level: int = -1) -> int:
+    """What ``renderer.prepare`` adds for a mesh of this size beyond the shading tables: the sum
+    of its ``accel_breakdown`` (the bvh and geometry parts of ``scene_footprint``)."""
+    return int(sum(renderer.accel_breakdown(num_vertices, num_triangles, **lod_kwargs(level)).values()))
+
+
 def lod_kwargs(level: int) -> dict:
     """The keyword a renderer's ``prepare`` / ``accel_breakdown`` gets for a converter LOD
     ``level`` (``render.protocol.Renderer.prepare``); none for the full mesh, so a file without

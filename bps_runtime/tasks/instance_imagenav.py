@@ -3,9 +3,9 @@
 episode's own camera, ``goals[0].image_goals[goal_image_id]`` (position, rotation, HFOV, image
 size: habitat's ``InstanceImageGoalSensor``), rendered by the host hook when the episode is
 queued (``render_view``, kept in the goal-image cache), area-resized to the sensors' resolution
-when its size differs, copied to ``instance_imagegoal`` at the episode's start with the camera's
-HFOV (degrees) in ``instance_imagegoal_hfov``. Episodes: InstanceImageNav-v1 files (``episodes=PATH``, checked on each scene's navmesh) or generated per scene visit
-(``bps_assets.nav.instance_imagenav_episodes``; cameras at the sensors' resolution).
+when its size differs, copied to ``instance_imagegoal`` at the episode's start, its camera's HFOV
+(degrees) to ``instance_imagegoal_hfov``. Episodes: InstanceImageNav-v1 files (``episodes=PATH``,
+checked on each navmesh) or generated per scene visit (``bps_assets.nav.instance_imagenav_episodes``).
 
 Defaults (habitat's task and benchmark configs; all settable): STOP, MOVE_FORWARD 0.25 m, TURN
 30 deg, LOOK_UP / LOOK_DOWN 30 deg (pitch clamped at +-30 as ObjectNav's); sliding off; 1000

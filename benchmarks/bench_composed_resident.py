@@ -47,10 +47,12 @@ def main() -> None:
         from bps_runtime.render.embree import EmbreeRenderer
         return EmbreeRenderer(RenderOptions(threads=1))
 
+    from bps_runtime.scenes.footprint import accel_bytes
+
     r = renderer()
 
     def cost(ps, path):
-        return build_shading_data(ps, path).nbytes + r.accel_bytes(len(ps.positions), len(ps.indices))
+        return build_shading_data(ps, path).nbytes + accel_bytes(r, len(ps.positions), len(ps.indices))
 
     assets: dict[str, int] = {}
     stages = instances = 0

@@ -120,7 +120,9 @@ def set_rng_state(s: dict) -> None:
     random.setstate((p["version"], tuple(p["internal"]), p["gauss_next"]))
 
 
-def _int_in(v, lo, hi) -> bool:
+def int_in(v, lo, hi) -> bool:
+    """``v`` is an int (not a bool) in lo..hi: how every saved counter is checked (a step counter:
+    0..``MAX_STEP``, the trainer's ``global_step`` and an optimizer's ``step`` alike)."""
     return isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi
 
 
@@ -141,12 +143,12 @@ def rng_problem(s) -> str | None:
     keys = n["keys"]
     if keys.shape != (624,) or keys.dtype != torch.int64 or bool(((keys < 0) | (keys >= 2**32)).any()):
         return "numpy state keys are not 624 words"
-    if not (_int_in(n.get("pos"), 0, 624) and _int_in(n.get("has_gauss"), 0, 1) and _finite(n.get("cached_gaussian"))):
+    if not (int_in(n.get("pos"), 0, 624) and int_in(n.get("has_gauss"), 0, 1) and _finite(n.get("cached_gaussian"))):
         return "numpy state pos / gauss fields out of range"
     internal = p.get("internal") if isinstance(p, dict) else None
     if not (isinstance(p, dict) and set(p) == {"version", "internal", "gauss_next"} and p.get("version") == 3
             and isinstance(internal, list) and len(internal) == 625
-            and all(_int_in(x, 0, 2**32 - 1) for x in internal[:624]) and _int_in(internal[624], 0, 624)
+            and all(int_in(x, 0, 2**32 - 1) for x in internal[:624]) and int_in(internal[624], 0, 624)
             and (p.get("gauss_next") is None or _finite(p.get("gauss_next")))):
         return "python state is not a version-3 Mersenne Twister state"
     return None
@@ -265,7 +267,7 @@ def load(path, map_location=None) -> dict:
             raise CorruptFileError(path, f"the {what} checksum does not match the one stored (bit flips or an "
                                          "edited file): refused; resume from another checkpoint or --no-resume")
     for key, hi in (("update", MAX_UPDATE), ("global_step", MAX_STEP), ("world", MAX_WORLD)):
-        if not _int_in(ckpt[key], 1 if key == "world" else 0, hi):
+        if not int_in(ckpt[key], 1 if key == "world" else 0, hi):
             raise CorruptFileError(path, f"checkpoint field {key!r} = {ckpt[key]} is out of range "
                                          f"({1 if key == 'world' else 0}..{hi})")
     if ckpt["update"] > ckpt["global_step"]:

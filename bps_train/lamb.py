@@ -13,6 +13,8 @@ import torch
 
 from bps_assets.errors import ConfigError
 
+from .checkpoint import MAX_STEP, int_in
+
 
 class Lamb(torch.optim.Optimizer):
     def __init__(self, params, lr=5e-4, betas=(0.9, 0.999), eps=1e-6, weight_decay=1e-2,
@@ -99,7 +101,7 @@ class Lamb(torch.optim.Optimizer):
             return None
         if set(st) != {"step", "m", "v"}:
             return f"keys {sorted(map(str, st))}, expected ['m', 'step', 'v']"
-        if isinstance(st["step"], bool) or not isinstance(st["step"], int) or not 0 <= st["step"] <= 2**53:
+        if not int_in(st["step"], 0, MAX_STEP):
             return f"step = {st['step']!r}"
         for k in ("m", "v"):
             v = st[k]

@@ -28,7 +28,8 @@ from bps_assets.nav.topdown import HEADER, MARGIN
 from bps_train.video_io import DEFAULTS as VIDEO_DEFAULTS, VideoOptions, write_video
 
 SENSORS = ("rgb", "depth", "semantic")   # drawn in this order when the env has them
-GOAL_IMAGE = "imagegoal"                 # ImageNav's goal image: a panel after the sensors
+GOAL_IMAGE = "imagegoal"                 # the goal image's panel after the sensors (ImageNav's key)
+GOAL_IMAGES = (GOAL_IMAGE, "instance_imagegoal")   # the goal image observations: ImageNav's, InstanceImageNav's
 LABEL_H, LINE_H = 14, 14                 # px above the panels (sensor names); per line of text below
 TEXT_LINES = 4                           # step; goal and distance; action; success and SPL
 TEXT_H = TEXT_LINES * LINE_H + 2
@@ -214,6 +215,7 @@ class EpisodeRecorder:
         # only the watched envs' observations leave the device (row j of host: batch row rows[j])
         host = {k: _host_rows(v, rows) for k, v in obs.items() if k in SENSORS or k == "pointgoal"}
         started = []
+        goal_image = next((g for g in GOAL_IMAGES if g in obs), None)
         pos, rot, dist = (_host(info[k]) for k in ("position", "rotation", "distance_to_goal"))
         scenes = info["scene_id"]
         for j, k in enumerate(rows):
@@ -229,8 +231,8 @@ class EpisodeRecorder:
                     continue   # an env joined mid-episode: wait for its next one
                 self._live[e] = _Episode(str(scenes[k]))
                 started.append((e, k))
-                if GOAL_IMAGE in obs:   # constant through the episode: one copy
-                    self._live[e].goal_image = _host(obs[GOAL_IMAGE][k]).copy()
+                if goal_image is not None:   # constant through the episode: one copy
+                    self._live[e].goal_image = _host(obs[goal_image][k]).copy()
             ep = self._live[e]
             ep.obs.append({s: host[s][j] for s in host if s in SENSORS})
             ep.pos.append(pos[k].astype(np.float64))

@@ -92,7 +92,7 @@ def bench_cmd(manifest, num_envs, scenes, resolution, steps, swap_every, rendere
 
     A measurement: timings depend on the machine's load, and a missed goal exits 0 unless
     ``--check``."""
-    from cli.env_bench import BenchOptions, missed_goals, report_lines, run
+    from cli.env_bench import BenchOptions, missed_goals, run
 
     opts = BenchOptions(num_envs=num_envs, scenes=scenes, resolution=resolution, steps=steps,
                         swap_every=swap_every, renderer=renderer, device=device, threads=threads,
@@ -102,7 +102,7 @@ def bench_cmd(manifest, num_envs, scenes, resolution, steps, swap_every, rendere
     with _heartbeat(f"bench: {num_envs} envs x {steps} timed steps on {device}, then {count_steps} counted "
                     f"steps" + (f", noise {noise}" if noise else "")):
         res = run(manifest, opts, echo=echo, progress=lambda line: click.echo(f"  {line}", err=True))
-    missed = missed_goals(report_lines(res))
+    missed = missed_goals(res)
     load = f"load average {res['load_avg_1min_end']:.1f}"
     if not missed:
         echo(f"every goal met ({load})")

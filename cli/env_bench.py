@@ -6,17 +6,17 @@ each step the same renderer renders the agents' poses alone (render only), so bo
 the same machine load. Then ``count_steps`` more steps run under ``step_profile.count_ops``:
 torch ops, Warp launches and host syncs per step. Reported, each goal with its verdict: env
 step fps / render-only fps (quiet steps, and pipelined), step-time tails, waits, syncs, the
-tails with the machine's drift taken out, peak RSS. What each figure means: docs/DECISIONS.md
-("Environment benchmark").
+tails with the machine's drift taken out, peak RSS (``report``: the lines and the judged ``Goal`` s
+as data). What each figure means: docs/DECISIONS.md ("Environment benchmark").
 """
 from __future__ import annotations
 
 import math
 import os
-import re
 import resource
 import time
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 
@@ -137,17 +137,48 @@ def summarize(raw: dict, options: BenchOptions) -> dict:
     return res
 
 
+@dataclass(frozen=True)
+class Goal:
+    """One goal judged in a report: ``value`` ``op`` (">=", "<=", "==") ``goal``; ``what``: the
+    quantity judged."""
+    what: str
+    value: Any
+    op: str
+    goal: Any
+
+    @property
+    def status(self) -> str:
+        """PASS, FAIL, or n/a when there is no value to judge."""
+        v = self.value
+        if v is None or (isinstance(v, float) and not math.isfinite(v)):
+            return "n/a"
+        ok = v >= self.goal if self.op == ">=" else v <= self.goal if self.op == "<=" else v == self.goal
+        return "PASS" if ok else "FAIL"
+
+    def __str__(self) -> str:
+        return f"goal {self.op} {self.goal}: {self.status}"
+
+
 def verdict(value, op: str, goal) -> str:
     """``"goal >= 0.95: PASS"`` / ``FAIL``; ``n/a`` when there is no value to judge."""
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return f"goal {op} {goal}: n/a"
-    ok = value >= goal if op == ">=" else value <= goal if op == "<=" else value == goal
-    return f"goal {op} {goal}: {'PASS' if ok else 'FAIL'}"
+    return str(Goal("", value, op, goal))
 
 
-def missed_goals(lines: list[str]) -> list[str]:
-    """The report's lines whose goal verdict is FAIL."""
-    return [ln for ln in lines if re.search(r"\(goal [<>=]+ [0-9.]+: FAIL\)", ln)]
+@dataclass(frozen=True)
+class Report:
+    """``report``'s result: the text lines and the goals judged in them, in line order."""
+    lines: list
+    goals: list
+
+    @property
+    def missed(self) -> list[Goal]:
+        """The goals whose verdict is FAIL."""
+        return [g for g in self.goals if g.status == "FAIL"]
+
+
+def missed_goals(res: dict) -> list[Goal]:
+    """The goals ``summarize``'s result ``res`` misses (FAIL), as its report judges them."""
+    return report(res).missed
 
 
 def _judged_pipelined(res: dict) -> bool:
@@ -166,6 +197,18 @@ def _ratio(x) -> str:
 
 def report_lines(res: dict) -> list[str]:
     """The human-readable report of ``summarize``'s result, one goal per line with its verdict."""
+    return report(res).lines
+
+
+def report(res: dict) -> Report:
+    """``summarize``'s result as text lines and the goals they judge (each verdict's text is made
+    from its ``Goal``, so the lines and the goals cannot disagree)."""
+    goals: list[Goal] = []
+
+    def judge(what: str, value, op: str, goal) -> str:
+        goals.append(Goal(what, value, op, goal))
+        return str(goals[-1])
+
     o = res["options"]
     n, k, q = res["steps"], res["steps_with_load_in_flight"], res["quiet_steps"]
     swaps = (f"{res['swaps']} scene swaps (one tried every {o['swap_every']} steps; a slot swaps only when "
@@ -182,11 +225,13 @@ def report_lines(res: dict) -> list[str]:
         f"{n} timed steps; {swaps}; {loads}; step graph: {res.get('capture_status', 'n/a')}",
         f"env step: {res['env_fps']:.0f} fps, render only: {res['render_fps']:.0f} fps, ratio "
         f"{res['env_over_render']:.3f} over {over} " + (
-            f"({verdict(res['env_over_render'], '>=', res['ratio_goal'])})" if not _judged_pipelined(res) else
+            f"({judge('env step / render only', res['env_over_render'], '>=', res['ratio_goal'])})"
+            if not _judged_pipelined(res) else
             "(each step waited for the device: its latency; the goal is judged on the pipelined run)"),
         f"p99 step {res['p99_step_ms_all']:.1f} ms (all steps) / p50 step {res['p50_step_ms_quiet']:.1f} ms "
-        f"({p50_label}) = {res['p99_over_p50']:.3f} ({verdict(res['p99_over_p50'], '<=', TAIL_GOAL)})",
-        f"steps that waited for a load: {res['waited_steps']} ({verdict(res['waited_steps'], '==', 0)})",
+        f"({p50_label}) = {res['p99_over_p50']:.3f} ({judge('p99 / p50 step', res['p99_over_p50'], '<=', TAIL_GOAL)})",
+        f"steps that waited for a load: {res['waited_steps']} "
+        f"({judge('steps that waited for a load', res['waited_steps'], '==', 0)})",
     ]
     g = res.get("goal_images")
     if g:
@@ -199,7 +244,7 @@ def report_lines(res: dict) -> list[str]:
         step_syncs = c["by_phase"].get("step", {}).get("syncs", c["syncs"])
         lines.append(f"per step (mean of {c['steps']} counted steps, all phases): {c['torch_ops']:.0f} torch ops, "
                      f"{c['warp_launches']:.0f} Warp launches, {c['syncs']:.0f} host syncs; in the step phase "
-                     f"{step_syncs:.0f} ({verdict(step_syncs, '==', 0)})"
+                     f"{step_syncs:.0f} ({judge('host syncs in the step phase', step_syncs, '==', 0)})"
                      + (f"; by phase: {c['by_phase']}" if c["by_phase"] else ""))
         if c["sync_kinds"]:
             lines.append(f"host syncs per step by kind: {c['sync_kinds']}")
@@ -209,7 +254,8 @@ def report_lines(res: dict) -> list[str]:
             f"pipelined, {res['pipelined']['steps']} steps back to back (what a trainer sees): env step "
             f"{res['pipelined_env_fps']:.0f} fps, render only {res['pipelined_render_fps']:.0f} fps, ratio "
             f"{res['pipelined_env_over_render']:.3f} " + (
-                f"({verdict(res['pipelined_env_over_render'], '>=', res['ratio_goal'])})" if judged else
+                f"({judge('pipelined env step / render only', res['pipelined_env_over_render'], '>=', res['ratio_goal'])})"
+                if judged else
                 "(on the CPU nothing runs ahead of the host: the same work as above)"))
     lines += [
         f"noise floor: p99 / p50 over {'the steps with no load in flight' if quiet else 'all steps'} = "
@@ -223,7 +269,7 @@ def report_lines(res: dict) -> list[str]:
     ]
     # the env's own account of each wait (its step numbers count the warm-up steps too)
     lines += [f"why a step waited: {r}" for r in res.get("wait_reasons") or []]
-    return lines
+    return Report(lines, goals)
 
 
 def _per_step_counts(counts, steps: int) -> dict:

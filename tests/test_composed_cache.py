@@ -425,3 +425,46 @@ def test_info_shows_the_cache_breakdown_of_a_composed_scene(tmp_path, backend):
     assert sum(info[backend].values()) == rep.resident_bytes
     text = CliRunner().invoke(cli, ["info", paths["s0"]])
     assert text.exit_code == 0 and f"{backend:<6} {rep.resident_bytes:>11}" in text.output
+
+
+def test_report_footprint_is_kept_as_scenes_come_and_go(tmp_path):
+    """The report's footprint is a running total, updated when a scene arrives or leaves (its
+    shared assets when their first scene arrives / last one leaves): after every swap it equals
+    the re-sum over the resident scenes, and a step without arrivals or departures folds in no
+    footprint at all (before: every resident scene and asset re-summed on every report)."""
+    from bps_runtime.scenes.cache import CacheOptions, SceneCache
+    from bps_runtime.scenes.footprint import add_footprints
+
+    paths = composed_library(tmp_path, {"a": ["small", "big"], "b": ["big"], "c": ["small", "small"],
+                                        "d": ["big", "small"], "e": ["small"]})
+
+    def resum(cache):
+        scenes = [cache.scene(i) for i in cache.resident_scene_indices]
+        assets: dict = {}
+        for s in scenes:
+            assets.update(s.asset_footprints or {})
+        return add_footprints([s.footprint for s in scenes] + list(assets.values()))
+
+    r = _renderer()
+    with SceneCache(_sources(paths, list("abcde")), r, 2, CacheOptions(slots=1, swap_every=1, seed=3)) as cache:
+        cache.start(refuse=True)
+        fp = cache._sched.footprint
+        held = cache.assign_next(np.arange(2))
+        moves = evictions = 0
+        for _ in range(12):
+            before = fp.updates
+            nxt = cache.assign_next(np.arange(2))
+            cache.release_scenes(held)
+            held = nxt
+            cache.after_round()
+            rep = cache.take_report()
+            assert rep.resident_footprint == resum(cache)
+            moved = rep.loads_completed + rep.evictions
+            # at most the scene and its two assets per arrival / departure, whatever else is resident
+            assert fp.updates - before <= 3 * moved
+            moves, evictions = moves + moved, evictions + rep.evictions
+            quiet = fp.updates
+            for _ in range(20):   # reports without arrivals or departures fold in nothing
+                assert cache.take_report().resident_footprint == resum(cache)
+            assert fp.updates == quiet
+        assert evictions >= 6 and moves >= 12

@@ -129,10 +129,11 @@ def _expected_bytes(out: Path, names, renderer) -> tuple[int, int]:
     from bps_assets.packed_scene import read_packed_scene
     from bps_assets.scene_dataset.packing import read_composed
     from bps_runtime.render.shading_data import build_shading_data
+    from bps_runtime.scenes.footprint import accel_bytes
     from bps_runtime.scenes.loader import navmesh_nbytes
 
     def cost(ps, path):
-        return build_shading_data(ps, path).nbytes + renderer.accel_bytes(len(ps.positions), len(ps.indices))
+        return build_shading_data(ps, path).nbytes + accel_bytes(renderer, len(ps.positions), len(ps.indices))
 
     assets: dict[str, int] = {}
     stages = per_instance = 0
@@ -368,7 +369,7 @@ def test_concurrent_loads_of_one_asset_build_it_once(tmp_path):
     fail = threading.Event()
 
     class Slow:
-        accel_bytes, accel_breakdown = r.accel_bytes, r.accel_breakdown
+        accel_breakdown = r.accel_breakdown
 
         def prepare(self, sd, p, i):
             calls.append(1)

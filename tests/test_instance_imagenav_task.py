@@ -80,17 +80,21 @@ def test_goal_image_is_the_render_at_its_camera(budget_images):
     by_name = {s[0]: s for s in scenes}
     try:
         obs = env.reset()
-        seen = 0
+        assert "imagegoal" not in obs and obs["instance_imagegoal_hfov"].dtype == torch.float32
+        seen, hfovs = 0, set()
         gen = torch.Generator().manual_seed(1)
         for _ in range(8):
             for e, g in enumerate(env.episode_goals()):
                 cam = g["image_goal"]
                 assert cam == g["goals"][0]["image_goals"][g["goal_image_id"]]
                 want = _direct(by_name[g["scene_id"].removesuffix(".glb")], cam, (16, 16))
-                assert torch.equal(obs["imagegoal"][e], want), (g["episode_id"], cam["image_dimensions"])
+                assert torch.equal(obs["instance_imagegoal"][e], want), (g["episode_id"], cam["image_dimensions"])
+                # habitat's InstanceImageGoalHFOVSensor: the camera's HFOV in degrees, float32 [1]
+                assert obs["instance_imagegoal_hfov"][e].tolist() == [float(np.float32(cam["hfov"]))]
+                hfovs.add(cam["hfov"])
                 seen += cam["image_dimensions"] != [16, 16]
             obs, *_ = env.step(torch.randint(1, 6, (6,), generator=gen))
-        assert seen > 0 and env.host_hook.rendered > 0
+        assert seen > 0 and env.host_hook.rendered > 0 and len(hfovs) > 1
         if budget_images is None:
             assert env.host_hook.cache.hits > 0
     finally:
@@ -152,6 +156,12 @@ def test_goal_image_of_a_habitat_written_episode(dataset, tmp_path):
                                      options=InstanceImageNavOptions(image_dimensions=(24, 32)))
         write_instance_imagenav_dataset(tmp_path / "ours", "val", {name: ds})
         theirs = h.InstanceImageNavDatasetV1(_config(tmp_path / "ours"))
+        from habitat.tasks.nav import instance_image_nav_task as hiin
+
+        # habitat's sensor uuids, and its HFOV sensor's observation of each episode
+        uuids = (hiin.InstanceImageGoalSensor.cls_uuid, hiin.InstanceImageGoalHFOVSensor.cls_uuid)
+        their_hfov = {str(ep.episode_id): hiin.InstanceImageGoalHFOVSensor.get_observation(None, episode=ep)
+                      for ep in theirs.episodes}
         content = tmp_path / "theirs" / "val" / "content" / f"{name}.json.gz"
         content.parent.mkdir(parents=True)
         content.write_bytes(gzip.compress(theirs.to_json().encode()))
@@ -169,8 +179,12 @@ def test_goal_image_of_a_habitat_written_episode(dataset, tmp_path):
             r = make_renderer("embree", RenderOptions(resolution=(24, 32), hfov_deg=cam["hfov"], sensor_height=0.0))
             r.attach(0, shading, r.prepare(shading, ps.positions, ps.indices))
             want = r.render([0], np.array([cam["position"]]), np.array([cam["rotation"]]), ("rgb",))["rgb"][0]
-            assert torch.equal(obs["imagegoal"][e], want)
+            assert torch.equal(obs["instance_imagegoal"][e], want)
             assert want.float().std() > 0   # a picture, not an empty frame
+            theirs_hfov = their_hfov[g["episode_id"]]
+            assert theirs_hfov.dtype == np.float32 and obs["instance_imagegoal_hfov"][e].numpy().tobytes() == \
+                theirs_hfov.tobytes()
+        assert uuids == ("instance_imagegoal", "instance_imagegoal_hfov") and set(uuids) <= set(obs)
 
 
 def test_make_with_generated_episodes_and_training(dataset, tmp_path):
@@ -182,7 +196,12 @@ def test_make_with_generated_episodes_and_training(dataset, tmp_path):
     with make(dataset, split=None, task="instance_imagenav", episodes="sample", num_envs=4, resolution=(16, 16),
               sensors=("rgb", "depth")) as env:
         obs = env.reset()
-        assert set(obs) == {"rgb", "depth", "imagegoal", "compass", "gps"} and obs["imagegoal"].shape == (4, 16, 16, 3)
+        assert set(obs) == {"rgb", "depth", "instance_imagegoal", "instance_imagegoal_hfov", "compass", "gps"}
+        assert obs["instance_imagegoal"].shape == (4, 16, 16, 3) and obs["instance_imagegoal_hfov"].shape == (4, 1)
+        space = env.single_observation_space   # habitat's: Box(0, 255, (H, W, 3), uint8), Box(0, 360, (1,), float32)
+        goal, hfov = space["instance_imagegoal"], space["instance_imagegoal_hfov"]
+        assert (goal.shape, goal.dtype, goal.low.min(), goal.high.max()) == ((16, 16, 3), np.uint8, 0, 255)
+        assert (hfov.shape, hfov.dtype, hfov.low.min(), hfov.high.max()) == ((1,), np.float32, 0.0, 360.0)
         assert env.world.renderer.options.hfov_deg == 42.0 and env.world.renderer.options.sensor_height == 1.31
         g = torch.Generator().manual_seed(0)
         for _ in range(20):
@@ -193,3 +212,27 @@ def test_make_with_generated_episodes_and_training(dataset, tmp_path):
                  "--width", "4", "--hidden", "16", "--num-envs", "4", "--rollout-steps", "8", "--sim-only-steps", "0",
                  "--threads", "1", "--split", "train", "--out-dir", str(tmp_path / "run"), "--total-steps", "64"])
     assert res["updates"] == 2 and math.isfinite(res["loss"])
+    # the observation key is in no checkpoint (the trainer reads the goal through TaskSpec.goal_input),
+    # so one written while the key was ``imagegoal`` loads as it is: --eval and resume take it
+    from bps_train.checkpoint import _leaves, load
+
+    ckpt = tmp_path / "run" / "checkpoint.pt"
+    assert not [n for n, v in _leaves(load(ckpt)) if "imagegoal" in f"{n}{v if isinstance(v, str) else ''}"]
+    ev = train(["--dataset", str(dataset / "manifest.json"), "--eval", str(ckpt), "--eval-split", "train",
+                "--eval-episodes", "4", "--threads", "1"])
+    assert ev["task"] == "instance_imagenav" and ev["episodes"] == 4
+
+
+def test_video_shows_the_instance_goal_image(dataset, tmp_path):
+    """The recorder's goal image panel is the episode's ``instance_imagegoal`` observation."""
+    from bps_runtime import make
+    from bps_train.video import GOAL_IMAGE, FrameLayout
+    from test_video_goals import _record_one
+
+    env = make(dataset, split=None, task="instance_imagenav", episodes="sample", num_envs=2, sensors=("rgb",),
+               resolution=(16, 16), threads=1)
+    _rec, _goal, first, frames, _doc = _record_one(env, dataset, tmp_path)
+    layout = FrameLayout(("rgb", GOAL_IMAGE), (16, 16))
+    assert first["instance_imagegoal"].std() > 0 and frames
+    for f in frames:
+        assert np.array_equal(layout.read_sensor(f, GOAL_IMAGE), first["instance_imagegoal"])

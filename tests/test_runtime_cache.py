@@ -10,6 +10,7 @@ import pytest
 
 from bps_assets.errors import ConfigError, DatasetError
 from bps_runtime.scenes.cache import CacheOptions, SceneCache
+from bps_runtime.scenes.footprint import accel_bytes
 from bps_runtime.scenes.loader import SceneSource
 from bps_runtime.scenes.residency import Listener, renderer_listener
 from bps_runtime.render import make_renderer
@@ -30,7 +31,7 @@ def _world(n_scenes=6, bad=(), sizes=None):
 def _scene_cost(reader, renderer):
     from bps_runtime.render import build_shading_data
     s = next(iter(reader.scenes.values()))
-    return build_shading_data(s).nbytes + renderer.accel_bytes(len(s.positions), len(s.indices))
+    return build_shading_data(s).nbytes + accel_bytes(renderer, len(s.positions), len(s.indices))
 
 
 def _next_episode(cache, envs_scene, envs):

@@ -1,6 +1,7 @@
 """The C bridge over Embree 4 (GIL-free builds and packet tracing) against embreex."""
 from __future__ import annotations
 
+import ctypes
 import os
 import subprocess
 import sys
@@ -142,3 +143,33 @@ def test_a_missing_library_falls_back_to_embreex_with_a_clear_error(tmp_path):
     assert "ERROR" in p.stdout and "libembree4.so.4" in p.stdout and "pip install" in p.stdout
     assert "ENGINE embreex warp" in p.stdout  # embreex gets RGB from the Warp CPU shader
     assert "GIL-free Embree bridge is not" in p.stderr
+
+
+def test_short_camera_inputs_are_refused_by_both_traces_before_any_ray():
+    """The plain and the instanced camera traces check their inputs with one function: arrays
+    smaller than ``agents`` / ``ndirs`` say give that code (-1 origins, -2 rotations, -3 dirs)
+    and no output is written; inputs that fit trace every ray."""
+    from bps_runtime.render import embree_instances
+
+    s = room_scene()
+    acc = embree_bridge.BridgeAccel(s.positions, s.indices)
+    inst = embree_instances.InstancedAccel([(acc, None, np.eye(4), 0)])
+    lib = embree_instances._lib().lib
+    o = np.tile(np.float32([[4.0, 1.5, -3.0]]), (2, 1))
+    r = np.tile(np.eye(3, dtype=np.float32), (2, 1, 1))
+    d = camera_directions(RenderOptions(resolution=(2, 2))).astype(np.float32).reshape(-1, 3)
+    ptr = embree_bridge._ptr
+
+    def plain(t, rows_o, rows_r, floats_d):
+        return lib.bps_trace_cameras(acc._scene, 2, ptr(o), rows_o, ptr(r), rows_r, 4, ptr(d), floats_d, ptr(t),
+                                     *[None] * 9, 0, -1.0)
+
+    def instanced(t, rows_o, rows_r, floats_d):
+        return lib.bps_trace_cameras_instanced(inst._scene, ctypes.addressof(inst._own[0]), 2, ptr(o), rows_o,
+                                               ptr(r), rows_r, 4, ptr(d), floats_d, ptr(t), None, None, -1.0)
+
+    for trace in (plain, instanced):
+        for (rows_o, rows_r, floats_d), code in (((1, 2, 12), -1), ((2, 1, 12), -2), ((2, 2, 11), -3), ((2, 2, 12), 0)):
+            t = np.full(8, 7.0, np.float32)
+            assert trace(t, rows_o, rows_r, floats_d) == code, (trace.__name__, code)
+            assert (t == 7.0).all() if code else ((t > 0) & (t < 7.0)).all(), (trace.__name__, code, t)

@@ -320,8 +320,10 @@ def test_loads_that_never_fit_next_to_the_active_scenes_are_skipped_and_swaps_go
         scenes[f"mem/{i}"] = s
         sources.append(SceneSource(f"s{i}" if i < 6 else f"big{i}", f"mem/{i}"))
 
+    from bps_runtime.scenes.footprint import accel_bytes
+
     def cost(s):
-        return build_shading_data(s).nbytes + r.accel_bytes(len(s.positions), len(s.indices))
+        return build_shading_data(s).nbytes + accel_bytes(r, len(s.positions), len(s.indices))
 
     small, big = cost(scenes["mem/0"]), cost(scenes["mem/6"])
     budget = 3 * small + (big - small) // 2   # K=2 small actives + 1 small next; a big one never fits next to them

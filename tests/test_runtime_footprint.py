@@ -11,7 +11,7 @@ import pytest
 from bps_runtime.render import RenderOptions, build_shading_data, make_renderer
 from bps_runtime.render import embree_bridge
 from bps_runtime.scenes.cache import CacheOptions, SceneCache
-from bps_runtime.scenes.footprint import PARTS, add_footprints, scene_footprint
+from bps_runtime.scenes.footprint import PARTS, accel_bytes, add_footprints, scene_footprint
 from bps_runtime.scenes.loader import SceneLoader, SceneSource
 from runtime_scenes import MemoryReader, room_scene
 
@@ -46,7 +46,7 @@ def test_footprint_sums_to_the_charge(backend):
     assert (out["depth"].numpy() > 0).mean() > 0.9 and out["rgb"].numpy().any()
     # the navigation bytes given are their own part; the renderer's split is the rest
     f = scene_footprint(sd, r, ls.num_vertices, ls.num_triangles, 7)
-    assert f["navigation"] == 7 and sum(f.values()) == sd.nbytes + r.accel_bytes(ls.num_vertices, ls.num_triangles) + 7
+    assert f["navigation"] == 7 and sum(f.values()) == sd.nbytes + accel_bytes(r, ls.num_vertices, ls.num_triangles) + 7
     r.close()
 
 

@@ -80,9 +80,6 @@ def test_reservation_is_released_when_a_load_fails_after_it():
     class Boom:
         options = RenderOptions()
 
-        def accel_bytes(self, nv, nt):
-            return 0
-
         def accel_breakdown(self, nv, nt):
             return {"bvh": 0}
 

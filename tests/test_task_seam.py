@@ -39,7 +39,7 @@ def test_every_task_gives_a_consistent_spec(name):
     h, w = 12, 20
     sizes = spec.sizes((h, w))
     for o in spec.observations:
-        f = out[o.name]
+        f = out[o.field_name]   # its own name, or the field it reads (``Observation.source``)
         assert f.dtype == o.dtype and f == o.field(f.owner)
         n = int(np.prod([sizes[d] if isinstance(d, str) else d for d in f.shape] or [1]))
         assert n == int(np.prod(o.space_shape(h, w)))

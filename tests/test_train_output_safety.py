@@ -209,6 +209,20 @@ def test_eval_video_count_is_capped_at_the_episodes_evaluated(dataset, tmp_path,
     assert "--video 5 capped at the 2 episode(s) evaluated" in err
 
 
+def test_step_counters_share_one_range_check():
+    """LAMB's per-tensor ``step`` and the checkpoint's ``global_step`` are checked by one helper
+    (``checkpoint.int_in`` over 0..``MAX_STEP`` = 2^53): the same values pass and fail."""
+    from bps_train import checkpoint
+    from bps_train.lamb import Lamb
+
+    p = torch.zeros(2)
+    for step, ok in ((0, True), (2**53, True), (2**53 + 1, False), (-1, False), (True, False), (3.0, False)):
+        st = {"step": step, "m": torch.zeros(2), "v": torch.zeros(2)}
+        assert (Lamb.state_problem(p, st) is None) == ok == checkpoint.int_in(step, 0, checkpoint.MAX_STEP), step
+        assert ok or Lamb.state_problem(p, st) == f"step = {step!r}"
+    assert checkpoint.MAX_STEP == 2**53
+
+
 def test_optimizer_moments_of_another_shape_are_one_line(tmp_path):
     from bps_assets.errors import CorruptFileError
     from bps_train import checkpoint

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..hashing import splitmix64
 from .layout import SLAB, WALL_T, Plan, Rect
 
 NOISE_MM = 2.5   # per-axis vertex noise amplitude (triangular distribution, so |d| <= 2 * NOISE_MM)
@@ -250,20 +251,12 @@ def solve_cell(quads: Quads, target_triangles: int) -> tuple[float, int]:
     return best, count(best)
 
 
-def _splitmix(x: np.ndarray) -> np.ndarray:
-    x = x + np.uint64(0x9E3779B97F4A7C15)
-    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))
-
-
 def position_noise(p: np.ndarray, seed: int, amplitude: float) -> np.ndarray:
     """Deterministic per-position displacement [V, 3]: equal positions get equal offsets."""
     qi = np.round(p * 2000.0).astype(np.int64).view(np.uint64)  # 0.5 mm lattice
-    with np.errstate(over="ignore"):
-        h = _splitmix(qi[:, 0] ^ np.uint64(seed & 0xFFFFFFFFFFFFFFFF))
-        h = _splitmix(h ^ qi[:, 1])
-        h = _splitmix(h ^ qi[:, 2])
+    h = splitmix64(qi[:, 0] ^ np.uint64(seed & 0xFFFFFFFFFFFFFFFF))
+    h = splitmix64(h ^ qi[:, 1])
+    h = splitmix64(h ^ qi[:, 2])
     out = np.empty((p.shape[0], 3), np.float64)
     for k in range(3):
         a = ((h >> np.uint64(k * 20)) & np.uint64(0x3FF)).astype(np.float64) / 1023.0

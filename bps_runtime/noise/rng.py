@@ -15,24 +15,14 @@ import math
 import numpy as np
 import warp as wp
 
+from bps_assets.hashing import splitmix64
+
 DEPTH, RGB, ACTUATION = 1, 2, 3   # domains: a depth draw and an RGB draw never share a state
-
-_M64 = np.uint64(0xFFFFFFFFFFFFFFFF)
-
-
-def _splitmix64(x: np.ndarray) -> np.ndarray:
-    with np.errstate(over="ignore"):
-        x = (x + np.uint64(0x9E3779B97F4A7C15)) & _M64
-        x = ((x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)) & _M64
-        x = ((x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)) & _M64
-        return x ^ (x >> np.uint64(31))
-
 
 def env_keys(seed: int, num_envs: int) -> np.ndarray:
     """int32 [num_envs]: env e's noise key under run seed ``seed``."""
-    s = _splitmix64(np.array([int(seed) & 0xFFFFFFFFFFFFFFFF], dtype=np.uint64))
-    with np.errstate(over="ignore"):
-        h = _splitmix64(s ^ np.arange(num_envs, dtype=np.uint64))
+    s = splitmix64(np.array([int(seed) & 0xFFFFFFFFFFFFFFFF], dtype=np.uint64))
+    h = splitmix64(s ^ np.arange(num_envs, dtype=np.uint64))
     return (h & np.uint64(0xFFFFFFFF)).astype(np.uint32).view(np.int32)
 
 

@@ -861,6 +861,13 @@ typedef struct {
     int64_t num_obj;
 } Outputs;
 
+/* |cos| of the angle between a hit's normal n and its ray direction d (neither need be unit
+ * length): the plain and the instanced trace shade with it. */
+static inline float cos_abs(float nx, float ny, float nz, float dx, float dy, float dz) {
+    float len = sqrtf(nx * nx + ny * ny + nz * nz) * sqrtf(dx * dx + dy * dy + dz * dz);
+    return fabsf(nx * dx + ny * dy + nz * dz) / fmaxf(len, 1.0e-30f);
+}
+
 static void shade16(const RayHit16 *rh, int count, Outputs *o, size_t base) {
     const Shading *s = o->shading;
     Pending pend[16];
@@ -886,11 +893,8 @@ static void shade16(const RayHit16 *rh, int count, Outputs *o, size_t base) {
     /* stage 2: everything up to the texel address, then start the texel reads */
     for (int k = 0; k < count; k++) {
         if (!lit[k]) continue;
-        float nx = rh->ng_x[k], ny = rh->ng_y[k], nz = rh->ng_z[k];
-        float dx = rh->dir_x[k], dy = rh->dir_y[k], dz = rh->dir_z[k];
-        float len = sqrtf(nx * nx + ny * ny + nz * nz) * sqrtf(dx * dx + dy * dy + dz * dz);
-        float cos_abs = fabsf(nx * dx + ny * dy + nz * dz) / fmaxf(len, 1.0e-30f);
-        if (shade_prepare(s, rh->prim_id[k], rh->u[k], rh->v[k], rh->tfar[k], cos_abs, &pend[k])) {
+        float c = cos_abs(rh->ng_x[k], rh->ng_y[k], rh->ng_z[k], rh->dir_x[k], rh->dir_y[k], rh->dir_z[k]);
+        if (shade_prepare(s, rh->prim_id[k], rh->u[k], rh->v[k], rh->tfar[k], c, &pend[k])) {
             lit[k] = 0;
             o->bad++;
             continue;
@@ -908,8 +912,10 @@ static void shade16(const RayHit16 *rh, int count, Outputs *o, size_t base) {
     }
 }
 
-static void trace16(RTCScene scene, RayHit16 *rh, int count, Outputs *o, size_t base) {
-    int valid[16];
+/* A packet's rays ready for intersect16 (origins and directions already set): lanes k < count
+ * valid, the rest idle; the ray extent [0, inf), every mask bit, no hit yet (geometry, triangle
+ * and top-level instance ids invalid, as Embree asks of a query). */
+static void packet_reset(RayHit16 *rh, int count, int valid[16]) {
     for (int k = 0; k < 16; k++) {
         valid[k] = k < count ? -1 : 0;
         rh->tnear[k] = 0.0f;
@@ -918,9 +924,23 @@ static void trace16(RTCScene scene, RayHit16 *rh, int count, Outputs *o, size_t 
         rh->mask[k] = 0xFFFFFFFFu;
         rh->id[k] = (uint32_t)k;
         rh->flags[k] = 0;
-        rh->geom_id[k] = RTC_INVALID_ID;
-        rh->prim_id[k] = RTC_INVALID_ID;
+        rh->geom_id[k] = rh->prim_id[k] = rh->inst_tail[0][k] = RTC_INVALID_ID;
     }
+}
+
+/* 0 when the camera inputs hold what `agents` / `ndirs` say, else the negative code of the first
+ * short one: -1 origins, -2 rotations, -3 dirs (bps_trace_cameras and its instanced form). */
+static int64_t camera_inputs_short(size_t agents, size_t origin_rows, size_t rotation_rows, size_t ndirs,
+                                   size_t dir_floats) {
+    if (origin_rows < agents) return -1;
+    if (rotation_rows < agents) return -2;
+    if (dir_floats / 3 < ndirs) return -3;
+    return 0;
+}
+
+static void trace16(RTCScene scene, RayHit16 *rh, int count, Outputs *o, size_t base) {
+    int valid[16];
+    packet_reset(rh, count, valid);
     E.intersect16(valid, scene, rh, NULL);
     if (o->rgb) shade16(rh, count, o, base);
     if (o->obj) {
@@ -996,9 +1016,8 @@ int64_t bps_trace_cameras(void *scene, size_t agents, const float *origins, size
                           size_t dir_floats, float *t, int32_t *prim, float *u, float *v, float *ng,
                           float *world_dirs, uint8_t *rgb, const Shading *shading, int32_t *obj,
                           const int32_t *tri_object, size_t num_obj, float miss) {
-    if (origin_rows < agents) return -1;
-    if (rotation_rows < agents) return -2;
-    if (dir_floats / 3 < ndirs) return -3;
+    int64_t short_input = camera_inputs_short(agents, origin_rows, rotation_rows, ndirs, dir_floats);
+    if (short_input) return short_input;
     Outputs o = {.t = t, .prim = prim, .u = u, .v = v, .ng = ng, .rgb = shading ? rgb : NULL, .shading = shading,
                  .miss = miss, .obj = obj, .tri_object = tri_object, .num_obj = (int64_t)num_obj};
     RayHit16 rh;
@@ -1081,9 +1100,8 @@ int64_t bps_trace_cameras_instanced(void *scene, const Instances *in, size_t age
                                     size_t origin_rows, const float *rotations, size_t rotation_rows, size_t ndirs,
                                     const float *dirs, size_t dir_floats, float *t, uint8_t *rgb, int32_t *obj,
                                     float miss) {
-    if (origin_rows < agents) return -1;
-    if (rotation_rows < agents) return -2;
-    if (dir_floats / 3 < ndirs) return -3;
+    int64_t short_input = camera_inputs_short(agents, origin_rows, rotation_rows, ndirs, dir_floats);
+    if (short_input) return short_input;
     int64_t bad = 0;
     RayHit16 rh;
     Pending pend[16];
@@ -1093,12 +1111,7 @@ int64_t bps_trace_cameras_instanced(void *scene, const Instances *in, size_t age
             int count = (int)(ndirs - j0 < 16 ? ndirs - j0 : 16);
             int valid[16];
             camera_packet(&rh, p, r, dirs + 3 * j0, count);
-            for (int k = 0; k < 16; k++) {
-                valid[k] = k < count ? -1 : 0;
-                rh.tnear[k] = 0.0f; rh.time[k] = 0.0f; rh.tfar[k] = INFINITY;
-                rh.mask[k] = 0xFFFFFFFFu; rh.id[k] = (uint32_t)k; rh.flags[k] = 0;
-                rh.geom_id[k] = rh.prim_id[k] = rh.inst_tail[0][k] = RTC_INVALID_ID;
-            }
+            packet_reset(&rh, count, valid);
             E.intersect16(valid, scene, &rh, NULL);
             int lit[16];
             for (int k = 0; k < count; k++) {
@@ -1116,11 +1129,8 @@ int64_t bps_trace_cameras_instanced(void *scene, const Instances *in, size_t age
                 float lx = rh.ng_x[k], ly = rh.ng_y[k], lz = rh.ng_z[k];
                 float nx = m[0] * lx + m[1] * ly + m[2] * lz, ny = m[3] * lx + m[4] * ly + m[5] * lz,
                       nz = m[6] * lx + m[7] * ly + m[8] * lz;
-                float dx = rh.dir_x[k], dy = rh.dir_y[k], dz = rh.dir_z[k];
-                float len = sqrtf(nx * nx + ny * ny + nz * nz) * sqrtf(dx * dx + dy * dy + dz * dz);
-                float cos_abs = fabsf(nx * dx + ny * dy + nz * dz) / fmaxf(len, 1.0e-30f);
-                if (shade_prepare(s, rh.prim_id[k], rh.u[k], rh.v[k], rh.tfar[k] * in->lod_scale[inst], cos_abs,
-                                  &pend[k])) {
+                float c = cos_abs(nx, ny, nz, rh.dir_x[k], rh.dir_y[k], rh.dir_z[k]);
+                if (shade_prepare(s, rh.prim_id[k], rh.u[k], rh.v[k], rh.tfar[k] * in->lod_scale[inst], c, &pend[k])) {
                     lit[k] = 0;
                     bad++;
                     continue;

@@ -207,11 +207,6 @@ class EmbreeRenderer:
         from .embree_instances import instances_bytes
         return instances_bytes(num_instances)
 
-    def accel_bytes(self, num_vertices: int, num_triangles: int, level: int = -1) -> int:
-        """Estimated bytes of Embree's BVH and geometry copies for a mesh of this size (what the
-        scene cache charges beyond the shading tables)."""
-        return sum(self.accel_breakdown(num_vertices, num_triangles, level).values())
-
     def attach(self, scene_index: int, shading: ShadingData, accel: EmbreeAccel) -> None:
         """Make ``scene_index`` renderable with a prepared accel (replacing any scene under that id)."""
         with self._lock:

@@ -138,17 +138,15 @@ class Renderer(Protocol):
     def prepare(self, shading: ShadingData, positions: np.ndarray, indices: np.ndarray) -> Any:
         """Build a scene's acceleration structure (and device copies) from its shading tables and
         mesh; called on loader threads, so nothing here may hold the GIL for long. A mesh that is
-        a converter LOD level is passed with keyword ``level`` (>= 0; ``accel_breakdown`` /
-        ``accel_bytes`` get it too): a renderer may build such small meshes differently."""
-
-    def accel_bytes(self, num_vertices: int, num_triangles: int) -> int:
-        """Estimated bytes ``prepare`` allocates for a mesh of this size (charged by the scene cache)."""
+        a converter LOD level is passed with keyword ``level`` (>= 0; ``accel_breakdown`` gets
+        it too): a renderer may build such small meshes differently."""
 
     instancing: bool   # True: composed scenes render as instances (``prepare_instances``); False: flattened
 
     def accel_breakdown(self, num_vertices: int, num_triangles: int) -> dict[str, int]:
-        """``accel_bytes`` by part: {"bvh": ..., "geometry": ...}; required (``scenes.footprint``
-        charges every scene by it)."""
+        """Estimated bytes ``prepare`` allocates for a mesh of this size, by part: {"bvh": ...,
+        "geometry": ...}; required (``scenes.footprint`` charges every scene by it; its sum:
+        ``scenes.footprint.accel_bytes``)."""
 
     def attach(self, scene_index: int, shading: ShadingData, accel: Any) -> None:
         """Make ``scene_index`` renderable with what ``prepare`` returned; called between steps."""

@@ -217,10 +217,6 @@ class WarpRenderer:
         from .warp_instances import instances_bytes
         return instances_bytes(num_instances, num_meshes)
 
-    def accel_bytes(self, num_vertices: int, num_triangles: int, level: int = -1) -> int:
-        """Estimated device bytes of a scene's points and Warp BVH (any ``level``)."""
-        return sum(self.accel_breakdown(num_vertices, num_triangles).values())
-
     def attach(self, scene_index: int, shading: ShadingData, accel: WarpScene) -> None:
         """Make ``scene_index`` renderable. Call between steps (the scene cache does): the row is
         written in place, in stream order after the frames already queued."""

@@ -22,7 +22,6 @@ import numpy as np
 from bps_assets.errors import ConfigError, DatasetError
 
 from .budget import BudgetLedger
-from .footprint import add_footprints
 from .loader import LoadedScene, SceneLoader, SceneSource
 from .policy import SlotPolicy
 from .report import CacheReport
@@ -238,11 +237,7 @@ class SceneCache:
         r = sched.report
         r.resident_scenes = len(sched.scenes)
         r.resident_bytes = self.resident_bytes
-        scenes = list(sched.scenes.values())
-        assets: dict = {}     # a composed scene's shared assets, each once however many scenes use it
-        for s in scenes:
-            assets.update(s.asset_footprints or {})
-        r.resident_footprint = add_footprints([*(s.footprint or {} for s in scenes), *assets.values()])
+        r.resident_footprint = dict(sched.footprint.total)   # kept up to date at arrivals / departures
         sched.report = CacheReport()
         return r
 

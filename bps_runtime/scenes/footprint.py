@@ -37,6 +37,12 @@ def scene_footprint(shading: ShadingData, renderer: Any, num_vertices: int, num_
             "navigation": int(navigation_bytes)}
 
 
+def accel_bytes(renderer: Any, num_vertices: int, num_triangles: int, level: int = -1) -> int:
+    """What ``renderer.prepare`` adds for a mesh of this size beyond the shading tables: the sum
+    of its ``accel_breakdown`` (the bvh and geometry parts of ``scene_footprint``)."""
+    return int(sum(renderer.accel_breakdown(num_vertices, num_triangles, **lod_kwargs(level)).values()))
+
+
 def lod_kwargs(level: int) -> dict:
     """The keyword a renderer's ``prepare`` / ``accel_breakdown`` gets for a converter LOD
     ``level`` (``render.protocol.Renderer.prepare``); none for the full mesh, so a file without
@@ -62,6 +68,42 @@ def add_footprints(footprints) -> dict[str, int]:
         for k in PARTS:
             total[k] += int(f.get(k, 0))
     return total
+
+
+class ResidentFootprint:
+    """The resident scenes' footprints summed as they arrive and leave (``total``, by part):
+    each scene's own, and each shared asset's (``asset_footprints``) once while any resident
+    scene holds it, so a step's report copies the total instead of summing every scene again.
+    ``updates``: footprints folded in or out so far (one per scene and per first / last asset)."""
+
+    def __init__(self):
+        self.total = dict.fromkeys(PARTS, 0)
+        self.updates = 0
+        self._assets: dict = {}   # asset path -> [resident scenes holding it, its footprint]
+
+    def arrived(self, scene) -> None:
+        """``scene`` (a LoadedScene) is resident."""
+        self._fold(scene.footprint, 1)
+        for path, f in (scene.asset_footprints or {}).items():
+            held = self._assets.setdefault(path, [0, f])
+            if held[0] == 0:
+                self._fold(f, 1)
+            held[0] += 1
+
+    def left(self, scene) -> None:
+        """``scene`` (one ``arrived`` was told of) is no longer resident."""
+        self._fold(scene.footprint, -1)
+        for path in scene.asset_footprints or {}:
+            held = self._assets[path]
+            held[0] -= 1
+            if held[0] == 0:
+                self._fold(held[1], -1)
+                del self._assets[path]
+
+    def _fold(self, footprint, sign: int) -> None:
+        self.updates += 1
+        for k in PARTS:
+            self.total[k] += sign * int((footprint or {}).get(k, 0))
 
 
 def decoded_scan_bytes(scene) -> int:

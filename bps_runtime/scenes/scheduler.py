@@ -18,6 +18,7 @@ import numpy as np
 from bps_assets.errors import ConfigError, DatasetError
 
 from .budget import BudgetLedger, NoRoom, Skipped
+from .footprint import ResidentFootprint
 from .loader import LoadCancelled, LoadedScene, LoadFailure
 from .policy import Slot, SlotPolicy
 from .report import CacheReport, load_state
@@ -36,6 +37,7 @@ class SlotScheduler:
         self.clock = clock                      # labels the moments named in wait reasons
         self.refs = np.zeros(capacity, np.int64)
         self.scenes: dict[int, LoadedScene] = {}
+        self.footprint = ResidentFootprint()   # ``scenes``' footprints summed, kept as they come and go
         self.owner: dict[int, int] = {}         # scene index -> the slot that loaded it
         self.swapped_out: dict[int, str] = {}   # scene index -> clock label of its swap out
         self.free_indices = deque(range(capacity))
@@ -103,6 +105,7 @@ class SlotScheduler:
                 self.report.quarantined.append(res.scene_id)
             return
         self.scenes[scene_index] = res
+        self.footprint.arrived(res)
         self.residency.arrived(scene_index, res)
         self.report.loads_completed += 1
         self._give(slot, scene_index)
@@ -264,6 +267,7 @@ class SlotScheduler:
         if self.refs[scene_index] > 0 or scene_index not in self.scenes or self.claimed(scene_index):
             return
         sc = self.scenes.pop(scene_index)
+        self.footprint.left(sc)
         self.residency.left(scene_index)
         self.in_use.discard(sc.scene_id)
         self.free_indices.append(scene_index)
@@ -286,6 +290,7 @@ class SlotScheduler:
         for sc in self.scenes.values():
             self.forget(sc)
         self.scenes.clear()
+        self.footprint = ResidentFootprint()
         for s in self.slots:
             fut, s.pending = s.pending, None
             if fut is not None and fut.done() and not fut.cancelled() and isinstance(fut.result(), LoadedScene):

@@ -233,7 +233,8 @@ class Observation:
     """One task observation, declared once: its output field (``field()``), its space (shape,
     dtype, low, high; "H" / "W" in ``shape``: the sensors' height / width) and its value
     (``view``: the field's group view in the observation's shape). ``flat``: the field is
-    stored flat under that named size (e.g. a goal image of H x W x 3 bytes)."""
+    stored flat under that named size (e.g. a goal image of H x W x 3 bytes). ``source``: the
+    output field it reads when that is named otherwise (one field, two tasks' names for it)."""
 
     name: str
     shape: tuple
@@ -241,10 +242,16 @@ class Observation:
     low: tuple
     high: tuple
     flat: str | None = None
+    source: str | None = None
+
+    @property
+    def field_name(self) -> str:
+        """The name of the output field it reads."""
+        return self.source or self.name
 
     def field(self, owner: str) -> Field:
         """The output field the kernels write."""
-        return Field(self.name, self.dtype, "out", shape=(self.flat,) if self.flat else self.shape, owner=owner)
+        return Field(self.field_name, self.dtype, "out", shape=(self.flat,) if self.flat else self.shape, owner=owner)
 
     def space_shape(self, h: int, w: int) -> tuple:
         """The per-env shape for sensors of height ``h`` and width ``w``."""
@@ -252,5 +259,5 @@ class Observation:
 
     def view(self, v, h: int, w: int):
         """Its value in a group's output views ``v`` ([B, *shape])."""
-        t = getattr(v, self.name)
+        t = getattr(v, self.field_name)
         return t.view(t.shape[0], *self.space_shape(h, w)) if self.flat else t

@@ -11,8 +11,8 @@ the episode's field row (ObjectNav: multi-source over the category's view points
 goal point), kept when np.allclose(measured_at, pos, atol=1e-4); success = STOP and d <
 success_distance; spl = S d0 / max(d0, path); soft_spl = max(0, 1 - d / d0) d0 / max(d0, path);
 reward = -(d - d_prev) + slack + success_reward S. Observations: objectgoal, compass and gps
-(habitat's episodic sensors: relative to the start pose), the goal image (rendered by the host
-when it queued the episode, copied from the ring at the start), the camera's yaw x pitch.
+(habitat's episodic sensors: relative to the start pose), the goal image and its camera's HFOV
+(host-written when it queued the episode, copied from the ring at the start), yaw x pitch.
 """
 from __future__ import annotations
 
@@ -40,6 +40,8 @@ OBSERVATIONS = {o.name: o for o in (
     Observation("compass", (1,), "float32", (-math.pi,), (math.pi,)),
     Observation("gps", (2,), "float32", (-_BIG, -_BIG), (_BIG, _BIG)),
     Observation("imagegoal", ("H", "W", 3), "uint8", (0,), (255,), flat=GOAL_PIXELS),
+    # habitat's InstanceImageGoalHFOVSensor: the goal camera's HFOV in degrees (its space: 0-360)
+    Observation("instance_imagegoal_hfov", (1,), "float32", (0.0,), (360.0,)),
 )}
 FIELDS = (
     Field("goal_id", "int32", owner=OWNER), Field("start_pos", "vec3", owner=OWNER),
@@ -47,6 +49,7 @@ FIELDS = (
     Field("measured_at", "vec3", owner=OWNER, doc="where the distance was last measured"),
     Field("r_goal_id", "int32", per="ring", owner=OWNER),
     Field("r_goal_image", "uint8", per="ring", shape=(GOAL_PIXELS,), owner=OWNER),
+    Field("r_goal_hfov", "float32", per="ring", owner=OWNER, doc="the goal camera's HFOV (degrees; host-written)"),
     Field("soft_spl", "float32", "out", owner=OWNER),
     *(o.field(OWNER) for o in OBSERVATIONS.values()),
     Field("ep_soft_spl", "float32", "out", owner=OWNER),
@@ -164,7 +167,8 @@ def observe(st: State, out: Out, e: int):
 @wp.func
 def begin_episode(nav: Nav, params: Params, st: State, out: Out, e: int, depth: int):
     """Start the env's next episode from its ring (the host filled it ahead of time): the start
-    pose is the episode's reference for compass / gps, the camera level, the goal image copied."""
+    pose is the episode's reference for compass / gps, the camera level, the goal image (and its
+    camera's HFOV) copied."""
     k = begin_from_ring(nav, st, e, depth)
     st.start_pos[e] = st.pos[e]
     st.start_yaw[e] = st.yaw[e]
@@ -173,6 +177,7 @@ def begin_episode(nav: Nav, params: Params, st: State, out: Out, e: int, depth: 
     st.goal_id[e] = st.r_goal_id[k, e]
     for i in range(params.pixels):
         out.imagegoal[e, i] = st.r_goal_image[k, e, i]
+    out.instance_imagegoal_hfov[e, 0] = st.r_goal_hfov[k, e]
 
 
 @wp.kernel

@@ -3,17 +3,20 @@
 episode's own camera, ``goals[0].image_goals[goal_image_id]`` (position, rotation, HFOV, image
 size: habitat's ``InstanceImageGoalSensor``), rendered by the host hook when the episode is
 queued (``render_view``, kept in the goal-image cache), area-resized to the sensors' resolution
-when its size differs, copied to ``imagegoal`` at the episode's start. Episodes: InstanceImageNav-
-v1 files (``episodes=PATH``, checked on each scene's navmesh) or generated per scene visit
-(``bps_assets.nav.instance_imagenav_episodes``; cameras at the sensors' resolution).
+when its size differs, copied to ``instance_imagegoal`` at the episode's start, its camera's HFOV
+(degrees) to ``instance_imagegoal_hfov``. Episodes: InstanceImageNav-v1 files (``episodes=PATH``,
+checked on each navmesh) or generated per scene visit (``bps_assets.nav.instance_imagenav_episodes``).
 
 Defaults (habitat's task and benchmark configs; all settable): STOP, MOVE_FORWARD 0.25 m, TURN
 30 deg, LOOK_UP / LOOK_DOWN 30 deg (pitch clamped at +-30 as ObjectNav's); sliding off; 1000
 steps; agent 1.41 m, radius 0.17; sensors at 1.31 m, HFOV 42 (habitat's RGB; its depth: 58),
 depth 0.5-5 m; distance = geodesic to the nearest view point of the goal instance; success =
-STOP within 0.1 m; ObjectNav's reward. Observations: ``imagegoal``, ``compass``, ``gps``.
+STOP within 0.1 m; ObjectNav's reward. Observations (habitat's uuids): ``instance_imagegoal`` [H,
+W, 3] uint8, ``instance_imagegoal_hfov`` [1] float32, ``compass``, ``gps``.
 """
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 import torch
@@ -56,7 +59,9 @@ def params(options: TaskOptions, win: int, **sizes) -> Params:
     return goalnav.make_params(options, win, LOOK, True, **sizes)
 
 
-OBSERVATIONS = tuple(goalnav.OBSERVATIONS[k] for k in ("imagegoal", "compass", "gps"))
+# habitat's InstanceImageGoalSensor uuid for goalnav's goal image field (ImageNav's ``imagegoal``)
+GOAL_IMAGE = replace(goalnav.OBSERVATIONS["imagegoal"], name="instance_imagegoal", source="imagegoal")
+OBSERVATIONS = (GOAL_IMAGE, *(goalnav.OBSERVATIONS[k] for k in ("instance_imagegoal_hfov", "compass", "gps")))
 
 
 # ------------------------------------------------------------------------------ goal images
@@ -75,12 +80,22 @@ def goal_camera(record: dict | None) -> dict:
 class GoalCameraImages(GoalImages):
     """The goal image of each queued episode: its goal camera's render (``render_view`` at the
     camera's centre, rotation, HFOV and image size; area-resized to ``resolution`` when the
-    sizes differ), keyed by (scene id, camera) in the goal-image cache."""
+    sizes differ), keyed by (scene id, camera) in the goal-image cache; the camera's HFOV into
+    the ring field ``r_goal_hfov``."""
 
     def __init__(self, ctx: HostContext):
         super().__init__(ctx.ring["r_goal_image"], ctx.staging, ctx.render, ctx.scene_id, ctx.options.goal_cache_bytes)
         self.render_view, self.record, self.resolution = ctx.render_view, ctx.episode_record, tuple(ctx.resolution)
+        self.hfov = ctx.ring["r_goal_hfov"]
         self._cams: list = []
+
+    def write(self, stage_i, stage_f, episode_ids, headings) -> None:
+        """The staged rows' goal images (``GoalImages.write``) and their cameras' HFOV (degrees)."""
+        super().write(stage_i, stage_f, episode_ids, headings)
+        if stage_i.shape[0]:   # ``keys`` has read the rows' cameras
+            col, dev = self.staging.col, self.hfov.device
+            k, e = (torch.from_numpy(stage_i[:, col(c)].astype(np.int64)).to(dev) for c in ("ring", "env"))
+            self.hfov[k, e] = torch.tensor([float(c["hfov"]) for c in self._cams], dtype=torch.float32, device=dev)
 
     def keys(self, stage_i, stage_f, episode_ids, headings) -> list:
         """(scene id, camera centre, rotation, HFOV, image size) per staged row (its record's camera)."""
@@ -208,6 +223,6 @@ SPEC = TaskSpec(
     max_move=max_move, apply_refills=apply_refills, begin_kernel=begin_kernel, step_kernel=step_kernel,
     staging=STAGING, observations=OBSERVATIONS, info=info, episode_info=episode_info, outcome=OUTCOME,
     supply=supply, check_dataset=check_dataset, host_hook=host_hook, goal_record=goal_record,
-    camera=CAMERA, sizes=goalnav.sizes(image=True), goal_input=lambda obs: obs["imagegoal"],
+    camera=CAMERA, sizes=goalnav.sizes(image=True), goal_input=lambda obs: obs[GOAL_IMAGE.name],
     goal_input_spec=lambda resolution: ((*resolution, 3), torch.uint8), goal_encoder=ImageGoalEncoder,
     eval_episodes="sample")

@@ -41,6 +41,7 @@ from bps_train.lazy import lazy
 torch, dist = lazy("torch"), lazy("torch.distributed")
 checkpoint, learner_cpu = lazy("bps_train.checkpoint"), lazy("bps_train.learner_cpu")
 Lamb, Policy = lazy("bps_train.lamb", "Lamb"), lazy("bps_train.models", "Policy")
+FrozenAct = lazy("bps_train.frozen_act", "FrozenAct")
 Rollout, gae, ppo_loss = (lazy("bps_train.ppo", n) for n in ("Rollout", "gae", "ppo_loss"))
 
 
@@ -96,6 +97,9 @@ class Args:
     tensorboard: bool = arg(False, "also write TensorBoard events to OUT_DIR/tb (needs `pip install tensorboard`)")
     threads: int = arg(0, "CPU threads for the env's renderer and step, and torch's intra-op threads for the policy "
                           "(0: every core this process may use for the env; torch's default)")
+    frozen_act: bool = arg(True, "on the CPU, the rollout acts through a frozen TorchScript copy of the policy "
+                                 "(re-frozen after each update; the same function to float rounding, and the "
+                                 "simulator's threads run beside it: no GIL); --no-frozen-act: the eager policy")
     learn_threads: int = arg(0, "torch's intra-op threads during the PPO update on the CPU, when the simulator idles "
                                 "(0: --threads, or with --threads 0 every core this process may use, shared between "
                                 "torchrun's local ranks)")
@@ -759,6 +763,7 @@ def train(args) -> dict:
                            torch.uint8 if args.sensor == "rgb" else torch.float32, args.hidden, device,
                            *goal_spec(args))
         carry = start_rollouts(env, policy, device)
+        act = FrozenAct(policy) if device.type == "cpu" and args.frozen_act else policy
         # this rank's share (checked by the tests); one write with its newline, because print()
         # writes the text and the end apart and ranks sharing a pipe interleaved between them
         sys.stdout.write(f"rank {rank} of {world}: {len(carry.scenes)} scene(s): {' '.join(carry.scenes)}\n")
@@ -770,7 +775,7 @@ def train(args) -> dict:
             t_update = time.perf_counter()
             for group in opt.param_groups:  # from the frame counter, so a resumed run continues the schedule
                 group["lr"] = lr * lr_factor(args.lr_schedule, global_step / (num_updates * batch))
-            eps, waited = collect_rollout(env, policy, ro, carry, args.sensor, amp, args.task)
+            eps, waited = collect_rollout(env, act, ro, carry, args.sensor, amp, args.task)
             episodes += eps
             recv_wait += waited
             t_learn = time.perf_counter()

@@ -417,3 +417,23 @@ def test_trainer_with_the_frozen_act_trains_as_with_the_eager_policy(manifest, t
     assert set(weights[0]) == set(weights[1])
     for k in weights[0]:
         torch.testing.assert_close(weights[0][k], weights[1][k], rtol=1e-4, atol=1e-5)
+
+
+def test_squeeze_excite_gate_is_the_mean_form_bit_for_bit():
+    """The SE gate's spatial mean as sum / (H * W) (a pass less in backward) gives the bits of
+    ``x.mean((2, 3))``: values and every gradient, on power-of-two and other sizes."""
+    import torch.nn.functional as F
+
+    from bps_train.models import SqueezeExcite
+
+    torch.manual_seed(0)
+    se = SqueezeExcite(16)
+    for hw in (16, 12, 3):
+        x = torch.randn(5, 16, hw, hw, requires_grad=True)
+        mean_form = torch.sigmoid(se.fc2(F.relu(se.fc1(x.mean((2, 3))))))[:, :, None, None]
+        got = se.weights(x)
+        assert torch.equal(got, mean_form)
+        w = torch.randn_like(got)
+        params = [x, *se.parameters()]
+        for a, b in zip(torch.autograd.grad((got * w).sum(), params), torch.autograd.grad((mean_form * w).sum(), params)):
+            assert torch.equal(a, b)

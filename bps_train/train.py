@@ -42,7 +42,8 @@ torch, dist = lazy("torch"), lazy("torch.distributed")
 checkpoint, learner_cpu = lazy("bps_train.checkpoint"), lazy("bps_train.learner_cpu")
 Lamb, Policy = lazy("bps_train.lamb", "Lamb"), lazy("bps_train.models", "Policy")
 FrozenAct = lazy("bps_train.frozen_act", "FrozenAct")
-Rollout, gae, ppo_loss = (lazy("bps_train.ppo", n) for n in ("Rollout", "gae", "ppo_loss"))
+Rollout, gae, ppo_loss, sample_actions = (lazy("bps_train.ppo", n) for n in ("Rollout", "gae", "ppo_loss",
+                                                                              "sample_actions"))
 
 
 @dataclass
@@ -365,11 +366,9 @@ def collect_rollout(env, policy, ro: Rollout, carry: Carry, sensor: str,
             with amp():
                 logits, value, (h, c) = policy(ro.visual[t, sl], ro.goal[t, sl], prev_action[sl],
                                                (state[0][:, sl], state[1][:, sl]), not_done[sl])
-            # validate_args=False: the argument checks are `if not tensor.all()` (a device wait)
-            d = torch.distributions.Categorical(logits=logits.float(), validate_args=False)
-            a = d.sample()
+            a, logp = sample_actions(logits.float())   # Categorical's draw, with no device wait
         state[0][:, sl], state[1][:, sl] = h, c
-        ro.actions[t, sl], ro.logp[t, sl], ro.values[t, sl] = a, d.log_prob(a), value.float()
+        ro.actions[t, sl], ro.logp[t, sl], ro.values[t, sl] = a, logp, value.float()
         env.send(a.to(env.device), ids)
         sent.append((g, ids))
         step_of[g] = t + 1

@@ -437,3 +437,22 @@ def test_squeeze_excite_gate_is_the_mean_form_bit_for_bit():
         params = [x, *se.parameters()]
         for a, b in zip(torch.autograd.grad((got * w).sum(), params), torch.autograd.grad((mean_form * w).sum(), params)):
             assert torch.equal(a, b)
+
+
+def test_sample_actions_is_categoricals_draw_bit_for_bit():
+    """The rollout's sampler (ppo.sample_actions) draws what Categorical(logits).sample() draws
+    from the same generator state, with the same log-probabilities, bit for bit."""
+    from bps_train.ppo import sample_actions
+
+    g = torch.Generator().manual_seed(3)
+    for n, k in ((64, 4), (7, 6)):
+        logits = torch.randn(n, k, generator=g) * 3
+        logits[0] = torch.tensor([20.0] + [-20.0] * (k - 1))   # a confident row
+        torch.manual_seed(11)
+        d = torch.distributions.Categorical(logits=logits, validate_args=False)
+        want = d.sample()
+        want_logp, want_next = d.log_prob(want), torch.rand(3)
+        torch.manual_seed(11)
+        got, logp = sample_actions(logits)
+        assert torch.equal(got, want) and torch.equal(logp, want_logp)
+        assert torch.equal(torch.rand(3), want_next)   # the generator advanced as much

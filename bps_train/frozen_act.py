@@ -25,7 +25,7 @@ class FrozenAct:
 
     def __init__(self, policy: torch.nn.Module):
         self.policy = policy
-        self.params = list(policy.parameters())
+        self.params = [*policy.parameters(), *policy.buffers()]   # what the freeze folds in
         self.traced = None
         self.graph = None
         self.versions: tuple = ()

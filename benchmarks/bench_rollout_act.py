@@ -10,7 +10,9 @@ eager forward takes the GIL back after every op, the frozen graph once per call)
 re-freezing after a weight change. With MANIFEST, also 2-group rollout collection (the
 trainer's ``collect_rollout``) by wall clock and by CPU microseconds per frame, the variants in
 turn round after round (median of the per-round ratios), and collection with each torch thread
-count of ``--act-threads`` (the rollout's inference threads).
+count of ``--act-threads`` (the rollout's inference threads), and (Linux) how each variant's
+CPU splits between the threads: the policy's (main), the simulator's (``bps-sim``), the
+renderer's (``bps-embree``) and the rest, in CPU microseconds per frame.
 """
 from __future__ import annotations
 
@@ -56,6 +58,27 @@ def beside_spinner(fn) -> float:
     stop.set()
     th.join()
     return dt
+
+
+def thread_cpu() -> dict:
+    """CPU seconds so far of each of this process's threads, by role (Linux /proc; {} elsewhere)."""
+    roles = {t.native_id: ("main" if t is threading.main_thread() else t.name.split("_")[0])
+             for t in threading.enumerate()}
+    out: dict[str, float] = {}
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:   # the thread ended meanwhile
+            continue
+        role = roles.get(int(tid), "other")
+        out[role] = out.get(role, 0.0) + (int(fields[11]) + int(fields[12])) / tick   # utime + stime
+    return out
 
 
 def main(argv=None):
@@ -123,14 +146,19 @@ def collect(a, policy, frozen) -> dict:
         for act, k in variants.values():  # warm-up
             with threads(k):
                 collect_rollout(env, act, ro, carry, "depth")
-        ph = Phases()
+        ph, split = Phases(), {name: {} for name in variants}
         for _ in range(a.rounds):
             for name, (act, k) in variants.items():
+                before = thread_cpu()
                 with threads(k):
                     ph.record(name, n * a.steps, lambda act=act: collect_rollout(env, act, ro, carry, "depth"))
+                for role, sec in thread_cpu().items():
+                    split[name][role] = split[name].get(role, 0.0) + sec - before.get(role, 0.0)
     finally:
         env.close()
     out = {k: round(v, 2) for k, v in ph.best().items()}
+    for name, roles in split.items():   # CPU us per frame by thread role, over all rounds
+        out[name + "_thread_core_us"] = {r: round(1e6 * sec / (a.rounds * n * a.steps)) for r, sec in sorted(roles.items())}
     base = "collect_frozen_1_thread"
     for name in variants:
         if name == "collect_eager":

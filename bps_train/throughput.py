@@ -7,7 +7,8 @@ rollout collection (1 group, 2 groups), the PPO update alone, and end to end, wi
 Frames/s of: simulation only (random moves, one group), inference (one group of NUM_ENVS / 2),
 collection with 1 group and 2 (the trainer's), ``learn`` (one PPO update on random frames on the
 update's threads) and ``end_to_end`` (a 2-group rollout then the update, as the trainer loops),
-each also with the update on one thread (``*_1_thread``); ``learn_over_sim`` and
+also with the update on one thread (``*_1_thread``) and with a 1-group rollout (``*_1_group``:
+``--double-buffer false``); ``learn_over_sim`` and
 ``end_to_end_over_sim`` (issue 32: >= 1 and >= 0.45). The rollout acts as the trainer's does
 (``--frozen-act``, bps_train.frozen_act); ``infer_eager`` / ``collect_2_groups_eager`` are the
 eager policy's, interleaved (``frozen_act_gain``). ``*_cores``: process CPU time / wall time of
@@ -182,16 +183,18 @@ def main(argv=None):
             if groups == 2 and frozen:  # the lever, interleaved with the trainer's path
                 ph.record(key + "_eager", frames, lambda: collect_rollout(env, policy, ro, carry, "depth", amp))
             ph.record(key, frames, lambda: collect_rollout(env, act, ro, carry, "depth", amp))
-            if groups == 2:  # the trainer's loop: a rollout, then the PPO update on it
-                for key, k in (("end_to_end", learn_threads), ("end_to_end_1_thread", 1)):
-                    with threads(k):
-                        ppo_update(policy, opt, ro, amp)  # warm-up
+            # the trainer's loop: a rollout, then the PPO update on it (``--double-buffer``: 2 groups)
+            loops = (("end_to_end", learn_threads), ("end_to_end_1_thread", 1)) if groups == 2 else \
+                (("end_to_end_1_group", learn_threads),)   # --double-buffer false
+            for key, k in loops:
+                with threads(k):
+                    ppo_update(policy, opt, ro, amp)  # warm-up
 
-                    def loop(k=k):
-                        collect_rollout(env, act, ro, carry, "depth", amp)
-                        with threads(k):
-                            ppo_update(policy, opt, ro, amp)
-                    ph.record(key, frames, loop)
+                def loop(k=k):
+                    collect_rollout(env, act, ro, carry, "depth", amp)
+                    with threads(k):
+                        ppo_update(policy, opt, ro, amp)
+                ph.record(key, frames, loop)
             env.close()
         # inference alone, on the batch size of one group of two
         b = n // 2
@@ -212,6 +215,7 @@ def main(argv=None):
     best.update(learn_over_sim=best["learn"] / best["sim"], end_to_end_over_sim=best["end_to_end"] / best["sim"],
                 learn_1_thread_over_sim=best["learn_1_thread"] / best["sim"],
                 end_to_end_1_thread_over_sim=best["end_to_end_1_thread"] / best["sim"])
+    best["end_to_end_1_group_over_sim"] = best["end_to_end_1_group"] / best["sim"]
     serial = 1 / (1 / best["sim"] + 1 / best["infer"])
     perfect = min(best["sim"], best["infer"])
     best.update(serial_prediction=serial, perfect_overlap_prediction=perfect,

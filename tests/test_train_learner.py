@@ -288,7 +288,7 @@ def test_throughput_prints_every_figure_of_the_issue_in_one_run(manifest, capsys
         from bps_train.learner_cpu import keep_freed_memory
         keep_freed_memory(False)
     for k in ("sim", "infer", "collect_1_group", "collect_2_groups", "learn", "learn_1_thread", "end_to_end",
-              "end_to_end_1_thread", "infer_eager", "collect_2_groups_eager"):
+              "end_to_end_1_thread", "end_to_end_1_group", "infer_eager", "collect_2_groups_eager"):
         assert best[k] > 0, k
         # the phase's CPU time: cores busy (at most the process's threads) and CPU per frame
         assert 0 < best[k + "_cores"] < 8 and best[k + "_core_us"] > 0, k

@@ -7,13 +7,11 @@ rollout collection (1 group, 2 groups), the PPO update alone, and end to end, wi
 Frames/s of: simulation only (random moves, one group), inference (one group of NUM_ENVS / 2),
 collection with 1 group and 2 (the trainer's), ``learn`` (one PPO update on random frames on the
 update's threads) and ``end_to_end`` (a 2-group rollout then the update, as the trainer loops),
-also with the update on one thread (``*_1_thread``) and with a 1-group rollout (``*_1_group``:
-``--double-buffer false``); ``learn_over_sim`` and
-``end_to_end_over_sim`` (issue 32: >= 1 and >= 0.45). The rollout acts as the trainer's does
-(``--frozen-act``, bps_train.frozen_act); ``infer_eager`` / ``collect_2_groups_eager`` are the
-eager policy's, interleaved (``frozen_act_gain``). ``*_cores``: process CPU time / wall time of
-the phase (2 = both cores busy); ``*_core_us``: CPU microseconds per frame. Host memory and
-threads as the trainer's (``bps_train.learner_cpu``). ``--bf16``: measurement only.
+also with a 1-thread update (``*_1_thread``) and a 1-group rollout (``*_1_group``); ratios to
+sim (issue 32: ``learn_over_sim`` >= 1, ``end_to_end_over_sim`` >= 0.45). The rollout acts as
+the trainer's (``--frozen-act``); ``infer_eager`` / ``collect_2_groups_eager``: the eager policy,
+interleaved (``frozen_act_gain``). ``*_cores``: CPU time / wall time of a phase; ``*_core_us``:
+CPU microseconds per frame. Host settings as the trainer's. ``--bf16``: measurement only.
 """
 from __future__ import annotations
 

@@ -101,6 +101,8 @@ class Args:
     frozen_act: bool = arg(True, "on the CPU, the rollout acts through a frozen TorchScript copy of the policy "
                                  "(re-frozen after each update; the same function to float rounding, and the "
                                  "simulator's threads run beside it: no GIL); --no-frozen-act: the eager policy")
+    act_threads: int = arg(0, "torch's intra-op threads while the rollout's policy acts (0: 1 on the CPU, where the "
+                              "renderer's threads run beside it and more oversubscribe the cores; --threads on CUDA)")
     learn_threads: int = arg(0, "torch's intra-op threads during the PPO update on the CPU, when the simulator idles "
                                 "(0: --threads, or with --threads 0 every core this process may use, shared between "
                                 "torchrun's local ranks)")
@@ -713,10 +715,12 @@ def train(args) -> dict:
     # ---- policy, optimizer, and the checkpoint to resume from (only one of this very run)
     policy = build_policy(args, device)
     amp = autocast_of(args, device)
-    learn_threads = torch.get_num_threads()
+    learn_threads = act_threads = torch.get_num_threads()
     if device.type == "cpu":  # the update's ~2 GB of activations reused, not page-faulted in anew
         learner_cpu.keep_freed_memory()
         learn_threads = learner_cpu.update_threads(args.learn_threads or args.threads)
+        act_threads = 1   # the render threads share the cores (docs/PERFORMANCE.md, learner third pass)
+    act_threads = args.act_threads or act_threads
     batch = args.num_envs * args.rollout_steps * world
     lr = scaled_lr(args, world)
     opt = Lamb(policy.parameters(), lr=lr, weight_decay=args.weight_decay, min_trust=args.min_trust)
@@ -774,7 +778,8 @@ def train(args) -> dict:
             t_update = time.perf_counter()
             for group in opt.param_groups:  # from the frame counter, so a resumed run continues the schedule
                 group["lr"] = lr * lr_factor(args.lr_schedule, global_step / (num_updates * batch))
-            eps, waited = collect_rollout(env, act, ro, carry, args.sensor, amp, args.task)
+            with learner_cpu.threads(act_threads):
+                eps, waited = collect_rollout(env, act, ro, carry, args.sensor, amp, args.task)
             episodes += eps
             recv_wait += waited
             t_learn = time.perf_counter()

@@ -456,3 +456,36 @@ def test_sample_actions_is_categoricals_draw_bit_for_bit():
         got, logp = sample_actions(logits)
         assert torch.equal(got, want) and torch.equal(logp, want_logp)
         assert torch.equal(torch.rand(3), want_next)   # the generator advanced as much
+
+
+@pytest.mark.parametrize("flags, want", [([], 1), (["--act-threads", "2"], 2)])
+def test_rollout_acts_on_one_torch_thread_on_the_cpu(manifest, tmp_path, monkeypatch, flags, want):
+    """On the CPU the rollout's policy acts on one torch thread by default (the render threads
+    share the cores: 2 threads ran collection 0.62-0.70x), whatever --threads gives the env and
+    the update; --act-threads sets it."""
+    from bps_train import train as T
+
+    seen = []
+    real_learn, real_collect = T.learn, T.collect_rollout
+
+    def learn(*a, **kw):
+        seen.append(("learn", torch.get_num_threads()))
+        return real_learn(*a, **kw)
+
+    def collect(*a, **kw):
+        seen.append(("collect", torch.get_num_threads()))
+        return real_collect(*a, **kw)
+
+    monkeypatch.setattr(T, "learn", learn)
+    monkeypatch.setattr(T, "collect_rollout", collect)
+    before = torch.get_num_threads()
+    try:
+        T.run(["--dataset", str(manifest), "--out-dir", str(tmp_path / "run"), "--num-envs", "2",
+               "--rollout-steps", "2", "--total-steps", "4", "--resolution", "16", "--width", "4", "--hidden", "16",
+               "--threads", "2", "--sim-only-steps", "0", "--minibatches", "1", *flags])
+        assert torch.get_num_threads() == 2   # --threads, outside the rollout
+    finally:
+        torch.set_num_threads(before)
+        from bps_train.learner_cpu import keep_freed_memory
+        keep_freed_memory(False)
+    assert seen == [("collect", want), ("learn", 2)]

@@ -108,7 +108,7 @@ def main(argv=None):
     p.add_argument("--resolution", type=int, default=64)
     p.add_argument("--width", type=int, default=16)
     p.add_argument("--hidden", type=int, default=256)
-    p.add_argument("--threads", type=int, default=1, help="torch threads during the rollout (the trainer's --threads)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads while the rollout's policy acts (the trainer's --act-threads, 1 on the CPU)")
     p.add_argument("--learn-threads", type=int, default=0,
                    help="torch threads during the update (the trainer's --learn-threads; 0: every core)")
     p.add_argument("--env-threads", type=int, default=0, help="the runtime's threads (0: its default, every core)")

@@ -302,8 +302,8 @@ def test_throughput_prints_every_figure_of_the_issue_in_one_run(manifest, capsys
     assert printed["update_torch_threads"] == 2 and "end_to_end_over_sim" in printed
 
 
-def test_trainer_runs_the_update_on_learn_threads(manifest, tmp_path, monkeypatch):
-    """--learn-threads sets torch's threads for the update only; the rollout keeps --threads."""
+def _threads_seen(manifest, tmp_path, monkeypatch, argv) -> list:
+    """Train a tiny run with ``argv``; -> [(phase, torch's threads)] as collect / learn saw them."""
     from bps_train import train as T
 
     seen = []
@@ -322,13 +322,21 @@ def test_trainer_runs_the_update_on_learn_threads(manifest, tmp_path, monkeypatc
     before = torch.get_num_threads()
     try:
         T.run(["--dataset", str(manifest), "--out-dir", str(tmp_path / "run"), "--num-envs", "2",
-               "--rollout-steps", "2", "--total-steps", "8", "--resolution", "16", "--width", "4", "--hidden", "16",
-               "--threads", "1", "--learn-threads", "2", "--sim-only-steps", "0", "--minibatches", "1"])
+               "--rollout-steps", "2", "--resolution", "16", "--width", "4", "--hidden", "16",
+               "--sim-only-steps", "0", "--minibatches", "1", *argv])
+        seen.append(("after", torch.get_num_threads()))
     finally:
         torch.set_num_threads(before)
         from bps_train.learner_cpu import keep_freed_memory
         keep_freed_memory(False)
-    assert seen == [("collect", 1), ("learn", 2)] * 2
+    return seen
+
+
+def test_trainer_runs_the_update_on_learn_threads(manifest, tmp_path, monkeypatch):
+    """--learn-threads sets torch's threads for the update only; the rollout keeps --threads."""
+    seen = _threads_seen(manifest, tmp_path, monkeypatch,
+                         ["--total-steps", "8", "--threads", "1", "--learn-threads", "2"])
+    assert seen[:-1] == [("collect", 1), ("learn", 2)] * 2
 
 
 def _act_inputs(n, res, seed):
@@ -463,29 +471,5 @@ def test_rollout_acts_on_one_torch_thread_on_the_cpu(manifest, tmp_path, monkeyp
     """On the CPU the rollout's policy acts on one torch thread by default (the render threads
     share the cores: 2 threads ran collection 0.62-0.70x), whatever --threads gives the env and
     the update; --act-threads sets it."""
-    from bps_train import train as T
-
-    seen = []
-    real_learn, real_collect = T.learn, T.collect_rollout
-
-    def learn(*a, **kw):
-        seen.append(("learn", torch.get_num_threads()))
-        return real_learn(*a, **kw)
-
-    def collect(*a, **kw):
-        seen.append(("collect", torch.get_num_threads()))
-        return real_collect(*a, **kw)
-
-    monkeypatch.setattr(T, "learn", learn)
-    monkeypatch.setattr(T, "collect_rollout", collect)
-    before = torch.get_num_threads()
-    try:
-        T.run(["--dataset", str(manifest), "--out-dir", str(tmp_path / "run"), "--num-envs", "2",
-               "--rollout-steps", "2", "--total-steps", "4", "--resolution", "16", "--width", "4", "--hidden", "16",
-               "--threads", "2", "--sim-only-steps", "0", "--minibatches", "1", *flags])
-        assert torch.get_num_threads() == 2   # --threads, outside the rollout
-    finally:
-        torch.set_num_threads(before)
-        from bps_train.learner_cpu import keep_freed_memory
-        keep_freed_memory(False)
-    assert seen == [("collect", want), ("learn", 2)]
+    seen = _threads_seen(manifest, tmp_path, monkeypatch, ["--total-steps", "4", "--threads", "2", *flags])
+    assert seen == [("collect", want), ("learn", 2), ("after", 2)]   # --threads outside the rollout

@@ -5,13 +5,14 @@ policy with each variant, the variants in turn round after round, fastest round 
                                        [--variants before,fewer_passes,heap,every_core,...]
 
 A variant is levers joined by ``+``: ``old_encoder`` (the encoder's forward at 9b8a679: relu
-before the max-pool, Fixup's biases and scale as passes of their own), ``lstm_per_step`` (one
+before the max-pool, Fixup's biases and scale as passes of their own), ``se_mean`` (the SE
+gate's mean before the third pass), ``lstm_per_step`` (one
 nn.LSTM call per step, before issue 32), ``heap`` (``bps_train.learner_cpu.keep_freed_memory``; without
 it glibc's defaults and the memory trimmed; an untimed update re-grows the heap first),
 ``all_threads`` (every core during the update, else 1), ``channels_last`` (weights), ``bf16``
-(CPU autocast), ``compile`` (torch.compile of the encoder). Named: ``before`` = old_encoder (the
-code at 9b8a679), ``fewer_passes`` = none (this encoder), ``every_core`` = heap+all_threads
-(throughput's default). Prints per variant: update frames/s by wall clock and by process CPU
+(CPU autocast), ``compile`` (torch.compile of the encoder). Named: ``before`` = old_encoder+se_mean (the
+code at 9b8a679), ``fewer_passes`` = se_mean (the second pass's encoder), ``second_pass`` =
+heap+se_mean (the trainer at 960c6ca), ``every_core`` = heap+all_threads (throughput's default). Prints per variant: update frames/s by wall clock and by process CPU
 time (user + sys: robust to others' load at one thread), kernel seconds and page faults per
 update, inference frames/s on NUM_ENVS / 2 (one thread); ratios to the first variant.
 """
@@ -38,8 +39,9 @@ from bps_train.lamb import Lamb  # noqa: E402
 from bps_train.throughput import ppo_update, random_rollout  # noqa: E402
 from learner_reference import reference_encoder, stepwise_reference  # noqa: E402
 
-LEVERS = ("old_encoder", "lstm_per_step", "heap", "all_threads", "channels_last", "bf16", "compile")
-NAMED = {"before": "old_encoder", "fewer_passes": "", "every_core": "heap+all_threads"}
+LEVERS = ("old_encoder", "se_mean", "lstm_per_step", "heap", "all_threads", "channels_last", "bf16", "compile")
+NAMED = {"before": "old_encoder+se_mean", "fewer_passes": "se_mean", "every_core": "heap+all_threads",
+         "second_pass": "heap+se_mean"}
 
 
 def lstm_per_step(self, visual, goal, prev_action, state0, not_done):
@@ -57,15 +59,22 @@ def old_encoder(self, x):
     return reference_encoder(self, x)
 
 
-CODE = {"evaluate_sequence": (M.Policy, M.Policy.evaluate_sequence, lstm_per_step, "lstm_per_step"),
-        "encoder": (M.SEResNet9, M.SEResNet9.forward, old_encoder, "old_encoder")}
+def se_mean(self, x):
+    """SqueezeExcite.weights before the third pass: ``x.mean`` (its backward divides the expanded
+    [N, C, H, W] gradient: a pass more than sum / (H * W); the same bits)."""
+    return torch.sigmoid(self.fc2(torch.relu(self.fc1(x.mean((2, 3))))))[:, :, None, None]
+
+
+# (class, attribute, current code, old code, the lever that selects the old code)
+CODE = [(M.Policy, "evaluate_sequence", M.Policy.evaluate_sequence, lstm_per_step, "lstm_per_step"),
+        (M.SEResNet9, "forward", M.SEResNet9.forward, old_encoder, "old_encoder"),
+        (M.SqueezeExcite, "weights", M.SqueezeExcite.weights, se_mean, "se_mean")]
 
 
 def use_code(levers) -> None:
     """Point the classes at the old or the current code for this variant."""
-    for name, (cls, now, old, lever) in CODE.items():
-        setattr(cls, "evaluate_sequence" if name == "evaluate_sequence" else "forward",
-                old if lever in levers else now)
+    for cls, attr, now, old, lever in CODE:
+        setattr(cls, attr, old if lever in levers else now)
 
 
 def cpu_and_faults():

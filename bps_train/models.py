@@ -24,8 +24,12 @@ class SqueezeExcite(nn.Module):
         self.fc2 = nn.Linear(hidden, ch)
 
     def weights(self, x):
-        """The per-channel gates [N, C, 1, 1] that ``forward`` multiplies ``x`` by."""
-        w = x.mean((2, 3))
+        """The per-channel gates [N, C, 1, 1] that ``forward`` multiplies ``x`` by.
+
+        The spatial mean as sum / (H * W), the bits of ``x.mean((2, 3))`` (which computes just
+        that), but its backward divides the small [N, C] gradient and expands it as a view, where
+        mean's backward divides the expanded [N, C, H, W] one: a pass less over the activations."""
+        w = x.sum((2, 3)) / (x.shape[2] * x.shape[3])
         return torch.sigmoid(self.fc2(F.relu(self.fc1(w))))[:, :, None, None]
 
     def forward(self, x):

@@ -40,6 +40,15 @@ class Rollout:
         return self.actions.shape[0]
 
 
+def sample_actions(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Actions drawn from ``logits`` [N, A] and their log-probabilities: the ops and bits of
+    ``Categorical(logits=logits).sample()`` / ``.log_prob`` (the same draw of torch's generator),
+    without the distribution object's Python (a rollout step's largest share of it)."""
+    norm = logits - logits.logsumexp(-1, keepdim=True)
+    actions = torch.multinomial(torch.softmax(norm, -1), 1, True)[:, 0]
+    return actions, norm.gather(-1, actions[:, None])[:, 0]
+
+
 def gae(rollout: Rollout, gamma: float, lam: float) -> tuple[torch.Tensor, torch.Tensor]:
     """Generalized advantage estimates and returns; ``not_done[t+1]`` cuts at episode ends."""
     t_max = rollout.steps

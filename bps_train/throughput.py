@@ -4,14 +4,14 @@ rollout collection (1 group, 2 groups), the PPO update alone, and end to end, wi
     python -m bps_train.throughput MANIFEST [--num-envs 128] [--steps 32] [--threads 1] [--learn-threads 0]
     python -m bps_train.throughput --learn-only [--num-envs 128] [--steps 32]
 
-Frames/s of: simulation only (random moves, one group, the runtime's threads), inference only
-(one group of NUM_ENVS / 2), collection with 1 group (no overlap) and 2 (the trainer's),
-``learn``: one PPO update (the trainer's ``learn``) on random frames on the update's threads,
-and ``end_to_end`` (a 2-group rollout then the update, as the trainer loops), each also with the
-update on one thread (``*_1_thread``: on a shared machine every-core OpenMP waits for descheduled
-threads); then ``learn_over_sim`` and ``end_to_end_over_sim`` (issue 32: >= 1 and >= 0.45) and
-the thread settings. Host memory and threads are set as the trainer's (``bps_train.learner_cpu``).
-``--bf16``: bf16 autocast (measurement only; the trainer never autocasts on CPU).
+Frames/s of: simulation only (random moves, one group), inference (one group of NUM_ENVS / 2),
+collection with 1 group and 2 (the trainer's), ``learn`` (one PPO update on random frames on the
+update's threads) and ``end_to_end`` (a 2-group rollout then the update, as the trainer loops),
+also with a 1-thread update (``*_1_thread``) and a 1-group rollout (``*_1_group``); ratios to
+sim (issue 32: ``learn_over_sim`` >= 1, ``end_to_end_over_sim`` >= 0.45). The rollout acts as
+the trainer's (``--frozen-act``); ``infer_eager`` / ``collect_2_groups_eager``: the eager policy,
+interleaved (``frozen_act_gain``). ``*_cores``: CPU time / wall time of a phase; ``*_core_us``:
+CPU microseconds per frame. Host settings as the trainer's. ``--bf16``: measurement only.
 """
 from __future__ import annotations
 
@@ -20,11 +20,13 @@ import contextlib
 import dataclasses
 import json
 import os
+import resource
 import time
 
 import torch
 
 from bps_train.learner_cpu import keep_freed_memory, threads, update_threads
+from bps_train.frozen_act import FrozenAct
 from bps_train.lamb import Lamb
 from bps_train.models import cpu_bf16_supported
 from bps_train.ppo import Rollout
@@ -50,19 +52,51 @@ def random_rollout(num_envs: int, steps: int, resolution, hidden: int) -> Rollou
     return ro
 
 
+def cpu_seconds() -> float:
+    """This process's CPU time so far (user + system, every thread)."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+class Phases:
+    """Each phase's frames/s per repetition, with the CPU time it took (``record``)."""
+
+    def __init__(self):
+        self.fps: dict[str, list] = {}
+        self.cpu: dict[str, list] = {}
+
+    def record(self, key: str, frames: int, fn):
+        """Run ``fn()`` and record ``frames`` / its wall time and its process CPU time."""
+        c0, t0 = cpu_seconds(), time.perf_counter()
+        fn()
+        dt, dc = time.perf_counter() - t0, cpu_seconds() - c0
+        self.fps.setdefault(key, []).append(frames / dt)
+        self.cpu.setdefault(key, []).append((dc / dt, 1e6 * dc / frames))
+
+    def best(self) -> dict:
+        """The fastest repetition of each phase, with its cores busy and CPU us per frame."""
+        out = {}
+        for k, v in self.fps.items():
+            i = max(range(len(v)), key=v.__getitem__)
+            out[k] = v[i]
+            out[k + "_cores"], out[k + "_core_us"] = self.cpu[k][i]
+        return out
+
+
 def measure_learn_fps(policy, num_envs: int, steps: int, resolution, hidden: int, repeats: int,
-                      amp=contextlib.nullcontext, n_threads: int | None = None) -> float:
+                      amp=contextlib.nullcontext, n_threads: int | None = None, phases: Phases | None = None,
+                      key: str = "learn") -> float:
     """Frames/s of the PPO update alone (the trainer's ``learn``) on random frames, with
-    ``n_threads`` torch threads (None: as set); the fastest of ``repeats`` after a warm-up."""
+    ``n_threads`` torch threads (None: as set); the fastest of ``repeats`` after a warm-up (each
+    repetition also recorded in ``phases`` under ``key``, with its CPU time)."""
     ro = random_rollout(num_envs, steps, resolution, hidden)
     opt = Lamb(policy.parameters(), lr=1e-4)
-    best = 0.0
+    phases = phases or Phases()
     with threads(n_threads or torch.get_num_threads()):
-        for _ in range(repeats + 1):  # the first pass warms up (oneDNN primitive creation)
-            t0 = time.perf_counter()
-            ppo_update(policy, opt, ro, amp)
-            best = max(best, num_envs * steps / (time.perf_counter() - t0))
-    return best
+        ppo_update(policy, opt, ro, amp)   # warm-up (oneDNN primitive creation)
+        for _ in range(repeats):
+            phases.record(key, num_envs * steps, lambda: ppo_update(policy, opt, ro, amp))
+    return max(phases.fps[key])
 
 
 def main(argv=None):
@@ -74,11 +108,14 @@ def main(argv=None):
     p.add_argument("--resolution", type=int, default=64)
     p.add_argument("--width", type=int, default=16)
     p.add_argument("--hidden", type=int, default=256)
-    p.add_argument("--threads", type=int, default=1, help="torch threads during the rollout (the trainer's --threads)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads while the rollout's policy acts (the trainer's --act-threads, 1 on the CPU)")
     p.add_argument("--learn-threads", type=int, default=0,
                    help="torch threads during the update (the trainer's --learn-threads; 0: every core)")
     p.add_argument("--env-threads", type=int, default=0, help="the runtime's threads (0: its default, every core)")
     p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--frozen-act", type=int, default=1, choices=(0, 1),
+                   help="the rollout acts through a frozen TorchScript copy of the policy (the trainer's default, "
+                        "bps_train.frozen_act); 0: the eager policy")
     p.add_argument("--bf16", action="store_true",
                    help="bf16 autocast of the policy (CPUs with oneDNN bf16 kernels; measurement only: the trainer "
                         "never autocasts on CPU)")
@@ -97,7 +134,8 @@ def main(argv=None):
     cores = available_cores()
     setting = {"cores": cores, "rollout_torch_threads": a.threads, "update_torch_threads": learn_threads,
                "env_threads": a.env_threads or "default", "num_envs": n, "steps": a.steps,
-               "autocast": "bf16" if amp is not contextlib.nullcontext else "none (fp32)"}
+               "autocast": "bf16" if amp is not contextlib.nullcontext else "none (fp32)",
+               "rollout_act": "frozen" if a.frozen_act and amp is contextlib.nullcontext else "eager"}
     print("settings: " + ", ".join(f"{k} {v}" for k, v in setting.items()), flush=True)
     if a.learn_only:
         out = {"learn": measure_learn_fps(policy, n, a.steps, res, a.hidden, a.repeats, amp, learn_threads),
@@ -110,15 +148,19 @@ def main(argv=None):
         p.error("MANIFEST is needed unless --learn-only")
     import bps_runtime
 
-    out = {"sim": [], "infer": [], "collect_1_group": [], "collect_2_groups": [], "end_to_end": []}
+    ph, send_recv = Phases(), {"send_ms": [], "recv_ms": []}
     opt = Lamb(policy.parameters(), lr=1e-4)
+    frozen = setting["rollout_act"] == "frozen"   # autocast is not traced: eager under --bf16
+    act = FrozenAct(policy) if frozen else policy
     kw = {"threads": a.env_threads} if a.env_threads else {}
+    frames = n * a.steps
     for _ in range(a.repeats):
         for groups in (1, 2):
             env = bps_runtime.make(a.manifest, split="train", num_envs=n, batch_size=n // groups, seed=0,
                                    resolution=res, episodes="sample", **kw)
             if groups == 1:
-                out["sim"].append(measure_sim_fps(env, a.steps, 0, actions=(1, 2, 3)))
+                measure_sim_fps(env, 2, 0, actions=(1, 2, 3))   # warm-up
+                ph.record("sim", n * (a.steps + 1), lambda: measure_sim_fps(env, a.steps, 0, actions=(1, 2, 3)))
             else:  # send() must return at once: the group is simulated on the runtime's thread
                 env.async_reset()
                 for _ in range(groups):
@@ -130,44 +172,55 @@ def main(argv=None):
                     t1 = time.perf_counter()
                     env.recv()
                     ts, tr = ts + t1 - t0, tr + time.perf_counter() - t1
-                out.setdefault("send_ms", []).append(1e3 * ts / a.steps)
-                out.setdefault("recv_ms", []).append(1e3 * tr / a.steps)
+                send_recv["send_ms"].append(1e3 * ts / a.steps)
+                send_recv["recv_ms"].append(1e3 * tr / a.steps)
             ro = Rollout.empty(a.steps, n, (*res, 1), torch.float32, a.hidden, "cpu")
             carry = start_rollouts(env, policy, torch.device("cpu"))
-            collect_rollout(env, policy, ro, carry, "depth", amp)  # warm-up
-            t0 = time.perf_counter()
-            collect_rollout(env, policy, ro, carry, "depth", amp)
-            out[f"collect_{groups}_group{'s' if groups > 1 else ''}"].append(n * a.steps / (time.perf_counter() - t0))
-            if groups == 2:  # the trainer's loop: a rollout, then the PPO update on it
-                for key, k in (("end_to_end", learn_threads), ("end_to_end_1_thread", 1)):
-                    with threads(k):
-                        ppo_update(policy, opt, ro, amp)  # warm-up
-                    t0 = time.perf_counter()
-                    collect_rollout(env, policy, ro, carry, "depth", amp)
+            collect_rollout(env, act, ro, carry, "depth", amp)  # warm-up
+            key = f"collect_{groups}_group{'s' if groups > 1 else ''}"
+            if groups == 2 and frozen:  # the lever, interleaved with the trainer's path
+                ph.record(key + "_eager", frames, lambda: collect_rollout(env, policy, ro, carry, "depth", amp))
+            ph.record(key, frames, lambda: collect_rollout(env, act, ro, carry, "depth", amp))
+            # the trainer's loop: a rollout, then the PPO update on it (``--double-buffer``: 2 groups)
+            loops = (("end_to_end", learn_threads), ("end_to_end_1_thread", 1)) if groups == 2 else \
+                (("end_to_end_1_group", learn_threads),)   # --double-buffer false
+            for key, k in loops:
+                with threads(k):
+                    ppo_update(policy, opt, ro, amp)  # warm-up
+
+                def loop(k=k):
+                    collect_rollout(env, act, ro, carry, "depth", amp)
                     with threads(k):
                         ppo_update(policy, opt, ro, amp)
-                    out.setdefault(key, []).append(n * a.steps / (time.perf_counter() - t0))
+                ph.record(key, frames, loop)
             env.close()
         # inference alone, on the batch size of one group of two
         b = n // 2
         x, goal = torch.rand(b, *res, 1), torch.rand(b, 2)
         prev, nd, st = torch.zeros(b, dtype=torch.long), torch.ones(b, dtype=torch.bool), policy.initial_state(b)
-        with torch.no_grad(), amp():
-            policy(x, goal, prev, st, nd)
-            t0 = time.perf_counter()
-            for _ in range(2 * a.steps):
-                policy(x, goal, prev, st, nd)
-            out["infer"].append(2 * a.steps * b / (time.perf_counter() - t0))
-    out["learn"] = [measure_learn_fps(policy, n, a.steps, res, a.hidden, a.repeats, amp, learn_threads)]
-    out["learn_1_thread"] = [measure_learn_fps(policy, n, a.steps, res, a.hidden, a.repeats, amp, 1)]
-    best = {k: (min(v) if k.endswith("_ms") else max(v)) for k, v in out.items()}
+        for key, f in (("infer_eager", policy), ("infer", act)) if frozen else (("infer", act),):
+            with torch.no_grad(), amp():
+                f(x, goal, prev, st, nd)
+
+                def infer(f=f):
+                    for _ in range(2 * a.steps):
+                        f(x, goal, prev, st, nd)
+                ph.record(key, 2 * a.steps * b, infer)
+    for key, k in (("learn", learn_threads), ("learn_1_thread", 1)):
+        measure_learn_fps(policy, n, a.steps, res, a.hidden, a.repeats, amp, k, ph, key)
+    best = ph.best()
+    best.update({k: min(v) for k, v in send_recv.items()})
     best.update(learn_over_sim=best["learn"] / best["sim"], end_to_end_over_sim=best["end_to_end"] / best["sim"],
                 learn_1_thread_over_sim=best["learn_1_thread"] / best["sim"],
                 end_to_end_1_thread_over_sim=best["end_to_end_1_thread"] / best["sim"])
+    best["end_to_end_1_group_over_sim"] = best["end_to_end_1_group"] / best["sim"]
     serial = 1 / (1 / best["sim"] + 1 / best["infer"])
     perfect = min(best["sim"], best["infer"])
     best.update(serial_prediction=serial, perfect_overlap_prediction=perfect,
                 overlap_gain=best["collect_2_groups"] / best["collect_1_group"])
+    if frozen:
+        best.update(frozen_act_gain=best["collect_2_groups"] / best["collect_2_groups_eager"],
+                    frozen_infer_gain=best["infer"] / best["infer_eager"])
     for k, v in best.items():
         print(f"{k:28s} {v:8.2f}")
     print(json.dumps({**setting, "loadavg": os.getloadavg()[0], **{k: round(v, 2) for k, v in best.items()}}))

@@ -41,7 +41,9 @@ from bps_train.lazy import lazy
 torch, dist = lazy("torch"), lazy("torch.distributed")
 checkpoint, learner_cpu = lazy("bps_train.checkpoint"), lazy("bps_train.learner_cpu")
 Lamb, Policy = lazy("bps_train.lamb", "Lamb"), lazy("bps_train.models", "Policy")
-Rollout, gae, ppo_loss = (lazy("bps_train.ppo", n) for n in ("Rollout", "gae", "ppo_loss"))
+FrozenAct = lazy("bps_train.frozen_act", "FrozenAct")
+Rollout, gae, ppo_loss, sample_actions = (lazy("bps_train.ppo", n) for n in ("Rollout", "gae", "ppo_loss",
+                                                                              "sample_actions"))
 
 
 @dataclass
@@ -96,6 +98,11 @@ class Args:
     tensorboard: bool = arg(False, "also write TensorBoard events to OUT_DIR/tb (needs `pip install tensorboard`)")
     threads: int = arg(0, "CPU threads for the env's renderer and step, and torch's intra-op threads for the policy "
                           "(0: every core this process may use for the env; torch's default)")
+    frozen_act: bool = arg(True, "on the CPU, the rollout acts through a frozen TorchScript copy of the policy "
+                                 "(re-frozen after each update; the same function to float rounding, and the "
+                                 "simulator's threads run beside it: no GIL); --no-frozen-act: the eager policy")
+    act_threads: int = arg(0, "torch's intra-op threads while the rollout's policy acts (0: 1 on the CPU, where the "
+                              "renderer's threads run beside it and more oversubscribe the cores; --threads on CUDA)")
     learn_threads: int = arg(0, "torch's intra-op threads during the PPO update on the CPU, when the simulator idles "
                                 "(0: --threads, or with --threads 0 every core this process may use, shared between "
                                 "torchrun's local ranks)")
@@ -361,11 +368,9 @@ def collect_rollout(env, policy, ro: Rollout, carry: Carry, sensor: str,
             with amp():
                 logits, value, (h, c) = policy(ro.visual[t, sl], ro.goal[t, sl], prev_action[sl],
                                                (state[0][:, sl], state[1][:, sl]), not_done[sl])
-            # validate_args=False: the argument checks are `if not tensor.all()` (a device wait)
-            d = torch.distributions.Categorical(logits=logits.float(), validate_args=False)
-            a = d.sample()
+            a, logp = sample_actions(logits.float())   # Categorical's draw, with no device wait
         state[0][:, sl], state[1][:, sl] = h, c
-        ro.actions[t, sl], ro.logp[t, sl], ro.values[t, sl] = a, d.log_prob(a), value.float()
+        ro.actions[t, sl], ro.logp[t, sl], ro.values[t, sl] = a, logp, value.float()
         env.send(a.to(env.device), ids)
         sent.append((g, ids))
         step_of[g] = t + 1
@@ -710,10 +715,12 @@ def train(args) -> dict:
     # ---- policy, optimizer, and the checkpoint to resume from (only one of this very run)
     policy = build_policy(args, device)
     amp = autocast_of(args, device)
-    learn_threads = torch.get_num_threads()
+    learn_threads = act_threads = torch.get_num_threads()
     if device.type == "cpu":  # the update's ~2 GB of activations reused, not page-faulted in anew
         learner_cpu.keep_freed_memory()
         learn_threads = learner_cpu.update_threads(args.learn_threads or args.threads)
+        act_threads = 1   # the render threads share the cores (docs/PERFORMANCE.md, learner third pass)
+    act_threads = args.act_threads or act_threads
     batch = args.num_envs * args.rollout_steps * world
     lr = scaled_lr(args, world)
     opt = Lamb(policy.parameters(), lr=lr, weight_decay=args.weight_decay, min_trust=args.min_trust)
@@ -759,6 +766,7 @@ def train(args) -> dict:
                            torch.uint8 if args.sensor == "rgb" else torch.float32, args.hidden, device,
                            *goal_spec(args))
         carry = start_rollouts(env, policy, device)
+        act = FrozenAct(policy) if device.type == "cpu" and args.frozen_act else policy
         # this rank's share (checked by the tests); one write with its newline, because print()
         # writes the text and the end apart and ranks sharing a pipe interleaved between them
         sys.stdout.write(f"rank {rank} of {world}: {len(carry.scenes)} scene(s): {' '.join(carry.scenes)}\n")
@@ -770,7 +778,8 @@ def train(args) -> dict:
             t_update = time.perf_counter()
             for group in opt.param_groups:  # from the frame counter, so a resumed run continues the schedule
                 group["lr"] = lr * lr_factor(args.lr_schedule, global_step / (num_updates * batch))
-            eps, waited = collect_rollout(env, policy, ro, carry, args.sensor, amp, args.task)
+            with learner_cpu.threads(act_threads):
+                eps, waited = collect_rollout(env, act, ro, carry, args.sensor, amp, args.task)
             episodes += eps
             recv_wait += waited
             t_learn = time.perf_counter()

@@ -288,18 +288,22 @@ def test_throughput_prints_every_figure_of_the_issue_in_one_run(manifest, capsys
         from bps_train.learner_cpu import keep_freed_memory
         keep_freed_memory(False)
     for k in ("sim", "infer", "collect_1_group", "collect_2_groups", "learn", "learn_1_thread", "end_to_end",
-              "end_to_end_1_thread"):
+              "end_to_end_1_thread", "end_to_end_1_group", "infer_eager", "collect_2_groups_eager"):
         assert best[k] > 0, k
+        # the phase's CPU time: cores busy (at most the process's threads) and CPU per frame
+        assert 0 < best[k + "_cores"] < 8 and best[k + "_core_us"] > 0, k
     assert best["learn_over_sim"] == pytest.approx(best["learn"] / best["sim"])
     assert best["end_to_end_over_sim"] == pytest.approx(best["end_to_end"] / best["sim"])
+    assert best["frozen_act_gain"] == pytest.approx(best["collect_2_groups"] / best["collect_2_groups_eager"])
     out = capsys.readouterr().out
     assert "rollout_torch_threads 1, update_torch_threads 2, env_threads 1" in out
+    assert "rollout_act frozen" in out
     printed = json.loads(out.strip().splitlines()[-1])
     assert printed["update_torch_threads"] == 2 and "end_to_end_over_sim" in printed
 
 
-def test_trainer_runs_the_update_on_learn_threads(manifest, tmp_path, monkeypatch):
-    """--learn-threads sets torch's threads for the update only; the rollout keeps --threads."""
+def _threads_seen(manifest, tmp_path, monkeypatch, argv) -> list:
+    """Train a tiny run with ``argv``; -> [(phase, torch's threads)] as collect / learn saw them."""
     from bps_train import train as T
 
     seen = []
@@ -318,10 +322,154 @@ def test_trainer_runs_the_update_on_learn_threads(manifest, tmp_path, monkeypatc
     before = torch.get_num_threads()
     try:
         T.run(["--dataset", str(manifest), "--out-dir", str(tmp_path / "run"), "--num-envs", "2",
-               "--rollout-steps", "2", "--total-steps", "8", "--resolution", "16", "--width", "4", "--hidden", "16",
-               "--threads", "1", "--learn-threads", "2", "--sim-only-steps", "0", "--minibatches", "1"])
+               "--rollout-steps", "2", "--resolution", "16", "--width", "4", "--hidden", "16",
+               "--sim-only-steps", "0", "--minibatches", "1", *argv])
+        seen.append(("after", torch.get_num_threads()))
     finally:
         torch.set_num_threads(before)
         from bps_train.learner_cpu import keep_freed_memory
         keep_freed_memory(False)
-    assert seen == [("collect", 1), ("learn", 2)] * 2
+    return seen
+
+
+def test_trainer_runs_the_update_on_learn_threads(manifest, tmp_path, monkeypatch):
+    """--learn-threads sets torch's threads for the update only; the rollout keeps --threads."""
+    seen = _threads_seen(manifest, tmp_path, monkeypatch,
+                         ["--total-steps", "8", "--threads", "1", "--learn-threads", "2"])
+    assert seen[:-1] == [("collect", 1), ("learn", 2)] * 2
+
+
+def _act_inputs(n, res, seed):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.rand(n, res, res, 1, generator=g), torch.rand(n, 2, generator=g),
+            torch.randint(-1, 4, (n,), generator=g), (torch.randn(1, n, 32, generator=g), torch.randn(1, n, 32, generator=g)),
+            torch.rand(n, generator=g) > 0.2)
+
+
+def test_frozen_act_is_the_eager_policy_to_float_rounding():
+    """The rollout's frozen TorchScript act path (bps_train.frozen_act) gives the eager policy's
+    logits, values and next state to float rounding, and with the same RNG the same actions and
+    log-probabilities: on the default path and on the AVX2 path alike (scripts/test.sh reruns
+    this file under ONEDNN_MAX_CPU_ISA=AVX2)."""
+    from bps_train.frozen_act import FrozenAct
+
+    torch.manual_seed(0)
+    pol = Policy(1, hidden=32, width=8, resolution=(32, 32))
+    act = FrozenAct(pol)
+    for seed in (1, 2):
+        x = _act_inputs(16, 32, seed)
+        with torch.no_grad():
+            want = pol(*x)
+        got = act(*x)
+        torch.testing.assert_close(got[0], want[0], rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(got[1], want[1], rtol=1e-5, atol=1e-6)
+        for g, w in zip(got[2], want[2]):
+            torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-6)
+        picks = []
+        for logits in (want[0], got[0]):
+            torch.manual_seed(7)
+            d = torch.distributions.Categorical(logits=logits, validate_args=False)
+            a = d.sample()
+            picks.append((a, d.log_prob(a)))
+        assert torch.equal(picks[0][0], picks[1][0])
+        torch.testing.assert_close(picks[1][1], picks[0][1], rtol=1e-5, atol=1e-6)
+    assert act.freezes == 1   # unchanged weights: frozen once
+
+
+def test_frozen_act_refreezes_after_every_weight_change():
+    """An optimizer step or a checkpoint load changes the weights in place: the next call acts with
+    the new weights (never stale ones), re-freezing once per change, not once per call."""
+    from bps_train.frozen_act import FrozenAct
+    from bps_train.lamb import Lamb
+    from bps_train.throughput import ppo_update, random_rollout
+
+    torch.manual_seed(0)
+    pol = Policy(1, hidden=32, width=8, resolution=(32, 32))
+    act = FrozenAct(pol)
+    x = _act_inputs(8, 32, 3)
+    before = act(*x)[0]
+    torch.manual_seed(1)
+    ppo_update(pol, Lamb(pol.parameters(), lr=1e-2), random_rollout(8, 4, (32, 32), 32))
+    with torch.no_grad():
+        want = pol(*x)[0]
+    assert not torch.allclose(want, before, rtol=0, atol=1e-6)   # the update moved the policy
+    torch.testing.assert_close(act(*x)[0], want, rtol=1e-5, atol=1e-6)
+    act(*x)
+    assert act.freezes == 2
+    other = Policy(1, hidden=32, width=8, resolution=(32, 32))
+    pol.load_state_dict(other.state_dict())   # a restore copies into the same tensors
+    with torch.no_grad():
+        torch.testing.assert_close(act(*x)[0], other(*x)[0], rtol=1e-5, atol=1e-6)
+    assert act.freezes == 3
+    assert set(pol.state_dict()) == set(other.state_dict())   # nothing of the copy in the policy
+
+
+def test_trainer_with_the_frozen_act_trains_as_with_the_eager_policy(manifest, tmp_path):
+    """bps-train's rollouts act through the frozen copy by default; --no-frozen-act acts eagerly.
+    Same seed: the same actions (float rounding cannot flip them here), so the checkpoints'
+    weights agree to rounding, with the same keys (the frozen copy is never saved)."""
+    from bps_train import train as T
+
+    before, weights = torch.get_num_threads(), []
+    try:
+        for flag in ([], ["--no-frozen-act"]):
+            out = tmp_path / f"run{len(weights)}"
+            T.run(["--dataset", str(manifest), "--out-dir", str(out), "--num-envs", "4", "--rollout-steps", "4",
+                   "--total-steps", "32", "--resolution", "16", "--width", "4", "--hidden", "16", "--threads", "1",
+                   "--sim-only-steps", "0", *flag])
+            weights.append(torch.load(out / "checkpoint.pt", weights_only=False)["policy"])
+    finally:
+        torch.set_num_threads(before)
+        from bps_train.learner_cpu import keep_freed_memory
+        keep_freed_memory(False)
+    assert set(weights[0]) == set(weights[1])
+    for k in weights[0]:
+        torch.testing.assert_close(weights[0][k], weights[1][k], rtol=1e-4, atol=1e-5)
+
+
+def test_squeeze_excite_gate_is_the_mean_form_bit_for_bit():
+    """The SE gate's spatial mean as sum / (H * W) (a pass less in backward) gives the bits of
+    ``x.mean((2, 3))``: values and every gradient, on power-of-two and other sizes."""
+    import torch.nn.functional as F
+
+    from bps_train.models import SqueezeExcite
+
+    torch.manual_seed(0)
+    se = SqueezeExcite(16)
+    for hw in (16, 12, 3):
+        x = torch.randn(5, 16, hw, hw, requires_grad=True)
+        mean_form = torch.sigmoid(se.fc2(F.relu(se.fc1(x.mean((2, 3))))))[:, :, None, None]
+        got = se.weights(x)
+        assert torch.equal(got, mean_form)
+        w = torch.randn_like(got)
+        params = [x, *se.parameters()]
+        for a, b in zip(torch.autograd.grad((got * w).sum(), params), torch.autograd.grad((mean_form * w).sum(), params)):
+            assert torch.equal(a, b)
+
+
+def test_sample_actions_is_categoricals_draw_bit_for_bit():
+    """The rollout's sampler (ppo.sample_actions) draws what Categorical(logits).sample() draws
+    from the same generator state, with the same log-probabilities, bit for bit."""
+    from bps_train.ppo import sample_actions
+
+    g = torch.Generator().manual_seed(3)
+    for n, k in ((64, 4), (7, 6)):
+        logits = torch.randn(n, k, generator=g) * 3
+        logits[0] = torch.tensor([20.0] + [-20.0] * (k - 1))   # a confident row
+        torch.manual_seed(11)
+        d = torch.distributions.Categorical(logits=logits, validate_args=False)
+        want = d.sample()
+        want_logp, want_next = d.log_prob(want), torch.rand(3)
+        torch.manual_seed(11)
+        got, logp = sample_actions(logits)
+        assert torch.equal(got, want) and torch.equal(logp, want_logp)
+        assert torch.equal(torch.rand(3), want_next)   # the generator advanced as much
+
+
+@pytest.mark.parametrize("flags, want", [([], 1), (["--act-threads", "2"], 2)])
+def test_rollout_acts_on_one_torch_thread_on_the_cpu(manifest, tmp_path, monkeypatch, flags, want):
+    """On the CPU the rollout's policy acts on one torch thread by default (the render threads
+    share the cores: 2 threads ran collection 0.62-0.70x), whatever --threads gives the env and
+    the update; --act-threads sets it."""
+    seen = _threads_seen(manifest, tmp_path, monkeypatch, ["--total-steps", "4", "--threads", "2", *flags])
+    assert seen == [("collect", want), ("learn", 2), ("after", 2)]   # --threads outside the rollout

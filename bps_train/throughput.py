@@ -8,9 +8,9 @@ Frames/s of: simulation only (random moves, one group), inference (one group of 
 collection with 1 group and 2 (the trainer's), ``learn`` (one PPO update on random frames on the
 update's threads) and ``end_to_end`` (a 2-group rollout then the update, as the trainer loops),
 also with a 1-thread update (``*_1_thread``) and a 1-group rollout (``*_1_group``); ratios to
-sim (issue 32: ``learn_over_sim`` >= 1, ``end_to_end_over_sim`` >= 0.45). The rollout acts as
-the trainer's (``--frozen-act``); ``infer_eager`` / ``collect_2_groups_eager``: the eager policy,
-interleaved (``frozen_act_gain``). ``*_cores``: CPU time / wall time of a phase; ``*_core_us``:
+sim (issue 32: ``learn_over_sim`` >= 1, ``end_to_end_over_sim`` >= 0.45). The rollout acts eagerly
+(the trainer's default); ``--frozen-act 1``: through the frozen copy, with ``infer_eager`` /
+``collect_2_groups_eager`` interleaved (``frozen_act_gain``). ``*_cores``: CPU time / wall time of a phase; ``*_core_us``:
 CPU microseconds per frame. Host settings as the trainer's. ``--bf16``: measurement only.
 """
 from __future__ import annotations
@@ -113,9 +113,10 @@ def main(argv=None):
                    help="torch threads during the update (the trainer's --learn-threads; 0: every core)")
     p.add_argument("--env-threads", type=int, default=0, help="the runtime's threads (0: its default, every core)")
     p.add_argument("--repeats", type=int, default=2)
-    p.add_argument("--frozen-act", type=int, default=1, choices=(0, 1),
-                   help="the rollout acts through a frozen TorchScript copy of the policy (the trainer's default, "
-                        "bps_train.frozen_act); 0: the eager policy")
+    p.add_argument("--frozen-act", type=int, default=0, choices=(0, 1),
+                   help="1: the rollout acts through a frozen TorchScript copy of the policy (the trainer's "
+                        "--frozen-act, bps_train.frozen_act), measured beside the eager policy; 0 (the trainer's "
+                        "default): the eager policy")
     p.add_argument("--bf16", action="store_true",
                    help="bf16 autocast of the policy (CPUs with oneDNN bf16 kernels; measurement only: the trainer "
                         "never autocasts on CPU)")

@@ -282,7 +282,7 @@ def test_throughput_prints_every_figure_of_the_issue_in_one_run(manifest, capsys
     try:
         best = throughput.main([str(manifest), "--num-envs", "4", "--steps", "3", "--resolution", "16",
                                 "--width", "4", "--hidden", "16", "--repeats", "1", "--learn-threads", "2",
-                                "--env-threads", "1"])
+                                "--env-threads", "1", "--frozen-act", "1"])
     finally:
         torch.set_num_threads(before)
         from bps_train.learner_cpu import keep_freed_memory
@@ -405,14 +405,14 @@ def test_frozen_act_refreezes_after_every_weight_change():
 
 
 def test_trainer_with_the_frozen_act_trains_as_with_the_eager_policy(manifest, tmp_path):
-    """bps-train's rollouts act through the frozen copy by default; --no-frozen-act acts eagerly.
+    """bps-train's rollouts act through the frozen copy with --frozen-act, eagerly by default.
     Same seed: the same actions (float rounding cannot flip them here), so the checkpoints'
     weights agree to rounding, with the same keys (the frozen copy is never saved)."""
     from bps_train import train as T
 
     before, weights = torch.get_num_threads(), []
     try:
-        for flag in ([], ["--no-frozen-act"]):
+        for flag in (["--frozen-act"], []):
             out = tmp_path / f"run{len(weights)}"
             T.run(["--dataset", str(manifest), "--out-dir", str(out), "--num-envs", "4", "--rollout-steps", "4",
                    "--total-steps", "32", "--resolution", "16", "--width", "4", "--hidden", "16", "--threads", "1",

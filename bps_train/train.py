@@ -135,7 +135,7 @@ def check_args(args):
         raise ConfigError(None, "--num-envs, --rollout-steps, --epochs and --total-steps must be >= 1")
     if args.video < 0 or (args.video and not args.eval):
         raise ConfigError(None, f"--video {args.video}: a number of episodes >= 0, written by --eval CKPT")
-    check_minimums(args, {"seed": 0, "save_every": 1, "log_every": 1, "resolution": 1, "threads": 0,
+    check_minimums(args, {"seed": 0, "save_every": 1, "log_every": 1, "resolution": 1, "threads": 0, "act_threads": 0,
                           "learn_threads": 0, "hidden": 1, "width": 1, "snapshot_every": 0, "sim_only_steps": 0,
                           "cache_slots": 0, "eval_episodes": 0, "lr_ref_batch": 1})
     if not 1 <= args.minibatches <= args.num_envs:

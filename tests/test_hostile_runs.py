@@ -310,7 +310,9 @@ def test_checkpoint_bit_flip_and_non_finite_weights_are_refused(tmp_path):
 @pytest.mark.parametrize("flag,value,msg", [
     ("--seed", "-1", "--seed -1: must be >= 0"), ("--save-every", "0", "--save-every 0: must be >= 1"),
     ("--log-every", "0", "--log-every 0: must be >= 1"), ("--threads", "-1", "--threads -1: must be >= 0"),
-    ("--resolution", "0", "--resolution 0: must be >= 1")])
+    ("--resolution", "0", "--resolution 0: must be >= 1"),
+    ("--act-threads", "-1", "--act-threads -1: must be >= 0"),
+    ("--learn-threads", "-1", "--learn-threads -1: must be >= 0")])
 def test_train_settings_are_one_line_errors(flag, value, msg, capsys):
     from bps_train.train import main
 

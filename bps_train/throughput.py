@@ -30,7 +30,8 @@ from bps_train.frozen_act import FrozenAct
 from bps_train.lamb import Lamb
 from bps_train.models import cpu_bf16_supported
 from bps_train.ppo import Rollout
-from bps_train.train import Args, build_policy, collect_rollout, learn, measure_sim_fps, start_rollouts
+from bps_train.train import (Args, build_policy, collect_rollout, learn, measure_sim_fps, sim_window,
+                             start_rollouts)
 
 RECIPE = Args()   # the trainer's PPO settings (epochs, minibatches, clip, coefficients)
 
@@ -69,9 +70,12 @@ class Phases:
         """Run ``fn()`` and record ``frames`` / its wall time and its process CPU time."""
         c0, t0 = cpu_seconds(), time.perf_counter()
         fn()
-        dt, dc = time.perf_counter() - t0, cpu_seconds() - c0
-        self.fps.setdefault(key, []).append(frames / dt)
-        self.cpu.setdefault(key, []).append((dc / dt, 1e6 * dc / frames))
+        self.add(key, frames, time.perf_counter() - t0, cpu_seconds() - c0)
+
+    def add(self, key: str, frames: int, seconds: float, cpu: float):
+        """Record a window timed elsewhere: ``frames`` in ``seconds`` wall time, ``cpu`` CPU seconds."""
+        self.fps.setdefault(key, []).append(frames / seconds)
+        self.cpu.setdefault(key, []).append((cpu / seconds, 1e6 * cpu / frames))
 
     def best(self) -> dict:
         """The fastest repetition of each phase, with its cores busy and CPU us per frame."""
@@ -161,7 +165,8 @@ def main(argv=None):
                                    resolution=res, episodes="sample", **kw)
             if groups == 1:
                 measure_sim_fps(env, 2, 0, actions=(1, 2, 3))   # warm-up
-                ph.record("sim", n * (a.steps + 1), lambda: measure_sim_fps(env, a.steps, 0, actions=(1, 2, 3)))
+                # its own window: the reset and the first send stay outside, as in the trainer's figure
+                ph.add("sim", *sim_window(env, a.steps, 0, actions=(1, 2, 3)))
             else:  # send() must return at once: the group is simulated on the runtime's thread
                 env.async_reset()
                 for _ in range(groups):

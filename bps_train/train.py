@@ -249,6 +249,13 @@ def lr_factor(schedule: str, progress: float) -> float:
 def measure_sim_fps(env, steps: int, seed: int, actions=(0, 1, 2, 3)) -> float:
     """Frames/s of the environments alone: random ``actions`` through the same send/recv
     double buffer the trainer uses, no policy, no learning."""
+    frames, seconds, _ = sim_window(env, steps, seed, actions)
+    return frames / seconds
+
+
+def sim_window(env, steps: int, seed: int, actions=(0, 1, 2, 3)) -> tuple[int, float, float]:
+    """``measure_sim_fps``'s timed window: (frames, wall seconds, process CPU seconds) of the
+    ``steps`` batched steps alone; the reset and the first send happen before it starts."""
     g = torch.Generator().manual_seed(seed)
     choice = torch.tensor(actions)
     rand = lambda: choice[torch.randint(0, len(actions), (env.batch_size,), generator=g)].to(env.device)  # noqa: E731
@@ -258,7 +265,7 @@ def measure_sim_fps(env, steps: int, seed: int, actions=(0, 1, 2, 3)) -> float:
         env.recv()
     for _ in range(groups):
         env.send(rand())
-    t0 = time.perf_counter()
+    c0, t0 = time.process_time(), time.perf_counter()
     for _ in range(steps * groups):
         env.recv()
         env.send(rand())
@@ -266,8 +273,7 @@ def measure_sim_fps(env, steps: int, seed: int, actions=(0, 1, 2, 3)) -> float:
         env.recv()
     if env.device.type == "cuda":  # recv returns once a step is queued: count its device work too
         torch.cuda.synchronize(env.device)
-    dt = time.perf_counter() - t0
-    return (steps + 1) * env.num_envs / dt
+    return (steps + 1) * env.num_envs, time.perf_counter() - t0, time.process_time() - c0
 
 
 def measure_sim_only(env, steps: int, seed: int) -> dict:

@@ -302,6 +302,43 @@ def test_throughput_prints_every_figure_of_the_issue_in_one_run(manifest, capsys
     assert printed["update_torch_threads"] == 2 and "end_to_end_over_sim" in printed
 
 
+def test_throughput_sim_is_the_timed_steps_alone(manifest, monkeypatch):
+    """`throughput`'s ``sim`` and ``sim_core_us`` are measure_sim_fps's own figure (frames over
+    its timed window), not the whole call: a slow reset before the window changes nothing."""
+    import time
+
+    import bps_runtime
+    from bps_train import throughput
+
+    windows, real_make, real_window = [], bps_runtime.make, throughput.sim_window
+
+    def make(*a, **kw):
+        env = real_make(*a, **kw)
+        reset = env.async_reset
+        env.async_reset = lambda *x, **y: (time.sleep(0.3), reset(*x, **y))[1]
+        return env
+
+    def window(*a, **kw):
+        windows.append(real_window(*a, **kw))
+        return windows[-1]
+
+    monkeypatch.setattr(bps_runtime, "make", make)
+    monkeypatch.setattr(throughput, "sim_window", window)
+    before = torch.get_num_threads()
+    try:
+        best = throughput.main([str(manifest), "--num-envs", "4", "--steps", "3", "--resolution", "16",
+                                "--width", "4", "--hidden", "16", "--repeats", "1", "--env-threads", "1"])
+    finally:
+        torch.set_num_threads(before)
+        from bps_train.learner_cpu import keep_freed_memory
+        keep_freed_memory(False)
+    assert best["sim"] > 4 * 4 / 0.3   # 4 envs x (3 + 1) steps: the 0.3 s reset is not in it
+    frames, seconds, cpu = windows[-1]
+    assert frames == 4 * 4
+    assert best["sim"] == pytest.approx(frames / seconds, rel=1e-12)
+    assert best["sim_core_us"] == pytest.approx(1e6 * cpu / frames, rel=1e-12)
+
+
 def _threads_seen(manifest, tmp_path, monkeypatch, argv) -> list:
     """Train a tiny run with ``argv``; -> [(phase, torch's threads)] as collect / learn saw them."""
     from bps_train import train as T

@@ -96,7 +96,8 @@ class Args:
     save_every: int = arg(10, "checkpoint every N updates")
     snapshot_every: int = arg(0, "also keep OUT_DIR/ckpt_UPDATE.pt every N updates, for learning curves (0: never)")
     tensorboard: bool = arg(False, "also write TensorBoard events to OUT_DIR/tb (needs `pip install tensorboard`)")
-    threads: int = arg(0, "CPU threads for the env's renderer and step, and torch's intra-op threads for the policy "
+    threads: int = arg(0, "CPU threads for the env's renderer and step, and torch's intra-op threads outside the "
+                          "rollout's acting (--act-threads) and the update (--learn-threads), e.g. --eval's policy "
                           "(0: every core this process may use for the env; torch's default)")
     frozen_act: bool = arg(False, "on the CPU, the rollout acts through a frozen TorchScript copy of the policy "
                                   "(re-frozen after each update; the same function to float rounding, 3-5% less CPU; "

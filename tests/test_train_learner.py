@@ -370,10 +370,18 @@ def _threads_seen(manifest, tmp_path, monkeypatch, argv) -> list:
 
 
 def test_trainer_runs_the_update_on_learn_threads(manifest, tmp_path, monkeypatch):
-    """--learn-threads sets torch's threads for the update only; the rollout keeps --threads."""
-    seen = _threads_seen(manifest, tmp_path, monkeypatch,
+    """--learn-threads sets torch's threads for the update only and --act-threads for the
+    rollout's policy (0: 1 on the CPU, whatever --threads is); --threads stays torch's count
+    outside the two."""
+    seen = _threads_seen(manifest, tmp_path / "a", monkeypatch,
                          ["--total-steps", "8", "--threads", "1", "--learn-threads", "2"])
     assert seen[:-1] == [("collect", 1), ("learn", 2)] * 2
+    seen = _threads_seen(manifest, tmp_path / "b", monkeypatch,
+                         ["--total-steps", "8", "--threads", "2", "--learn-threads", "1"])
+    assert seen == [("collect", 1), ("learn", 1)] * 2 + [("after", 2)]
+    seen = _threads_seen(manifest, tmp_path / "c", monkeypatch,
+                         ["--total-steps", "8", "--threads", "2", "--learn-threads", "1", "--act-threads", "2"])
+    assert seen == [("collect", 2), ("learn", 1)] * 2 + [("after", 2)]
 
 
 def _act_inputs(n, res, seed):

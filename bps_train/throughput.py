@@ -116,7 +116,7 @@ def main(argv=None):
     p.add_argument("--learn-threads", type=int, default=0,
                    help="torch threads during the update (the trainer's --learn-threads; 0: every core)")
     p.add_argument("--env-threads", type=int, default=0, help="the runtime's threads (0: its default, every core)")
-    p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--repeats", type=int, default=2, help="repetitions of each phase, the fastest kept (>= 1)")
     p.add_argument("--frozen-act", type=int, default=0, choices=(0, 1),
                    help="1: the rollout acts through a frozen TorchScript copy of the policy (the trainer's "
                         "--frozen-act, bps_train.frozen_act), measured beside the eager policy; 0 (the trainer's "
@@ -125,6 +125,8 @@ def main(argv=None):
                    help="bf16 autocast of the policy (CPUs with oneDNN bf16 kernels; measurement only: the trainer "
                         "never autocasts on CPU)")
     a = p.parse_args(argv)
+    if a.repeats < 1:   # every figure is the best of the repetitions
+        p.error(f"--repeats {a.repeats}: must be >= 1")
     keep_freed_memory()
     learn_threads = update_threads(a.learn_threads)
     torch.set_num_threads(a.threads)

@@ -302,6 +302,18 @@ def test_throughput_prints_every_figure_of_the_issue_in_one_run(manifest, capsys
     assert printed["update_torch_threads"] == 2 and "end_to_end_over_sim" in printed
 
 
+@pytest.mark.parametrize("argv", [["--learn-only"], ["nowhere.json"]])
+def test_throughput_needs_one_repeat_at_least(argv, capsys):
+    """`throughput --repeats 0` is an argparse error before any work (it ended in a KeyError)."""
+    from bps_train import throughput
+
+    with pytest.raises(SystemExit) as e:
+        throughput.main([*argv, "--repeats", "0", "--num-envs", "4", "--steps", "2", "--resolution", "16",
+                         "--width", "4", "--hidden", "16"])
+    assert e.value.code == 2
+    assert "--repeats 0: must be >= 1" in capsys.readouterr().err
+
+
 def test_throughput_sim_is_the_timed_steps_alone(manifest, monkeypatch):
     """`throughput`'s ``sim`` and ``sim_core_us`` are measure_sim_fps's own figure (frames over
     its timed window), not the whole call: a slow reset before the window changes nothing."""

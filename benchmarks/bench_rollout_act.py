@@ -87,7 +87,8 @@ def main(argv=None):
     ap.add_argument("--num-envs", type=int, default=128)
     ap.add_argument("--steps", type=int, default=32)
     ap.add_argument("--rounds", type=int, default=6)
-    ap.add_argument("--act-threads", default="1,2", help="torch threads of the rollout's inference to compare")
+    ap.add_argument("--act-threads", default="1,2", help="torch threads of the rollout's inference to compare "
+                                                          "(the first: frozen_act_gain_best's)")
     a = ap.parse_args(argv)
     keep_freed_memory()
     torch.set_num_threads(1)
@@ -159,7 +160,7 @@ def collect(a, policy, frozen) -> dict:
     out = {k: round(v, 2) for k, v in ph.best().items()}
     for name, roles in split.items():   # CPU us per frame by thread role, over all rounds
         out[name + "_thread_core_us"] = {r: round(1e6 * sec / (a.rounds * n * a.steps)) for r, sec in sorted(roles.items())}
-    base = "collect_frozen_1_thread"
+    base = next(name for name in variants if name != "collect_eager")   # the first --act-threads count
     for name in variants:
         if name == "collect_eager":
             continue

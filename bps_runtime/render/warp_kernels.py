@@ -179,6 +179,23 @@ def depth_value(z: float, normalize: int, lo: float, hi: float) -> float:
     return z
 
 
+@wp.func
+def scene_mesh(meshes: wp.array(dtype=wp.uint64), s: wp.int64) -> wp.uint64:
+    """Slot ``s``'s BVH id from the mesh column; 0 (every pixel a miss) for a slot outside the
+    table or naming an empty row."""
+    if s >= wp.int64(0) and s < wp.int64(meshes.shape[0]):
+        return meshes[int(s)]
+    return wp.uint64(0)
+
+
+@wp.func
+def trace_pixel(mesh: wp.uint64, q: wp.vec4d, camera_dir: wp.vec3, feet: wp.vec3, sensor_height: float):
+    """A pixel's ray in the world and its first hit in ``mesh``: (direction, wp.mesh_query_ray's
+    result); the depth and render kernels' shared prologue."""
+    d = ray_direction(q, camera_dir)
+    return d, wp.mesh_query_ray(mesh, eye(feet, sensor_height), d, 1.0e30)
+
+
 @wp.kernel
 def depth_kernel(meshes: wp.array(dtype=wp.uint64), scene_index: wp.array(dtype=wp.int64),
                  pos: wp.array(dtype=wp.vec3), quat: wp.array(dtype=Any), dirs: wp.array(dtype=wp.vec3),
@@ -190,17 +207,14 @@ def depth_kernel(meshes: wp.array(dtype=wp.uint64), scene_index: wp.array(dtype=
     tid = wp.tid()
     a = tid / hw
     p = tid - a * hw
-    s = scene_index[a]
     z = float(0.0)
-    if s >= wp.int64(0) and s < wp.int64(meshes.shape[0]):
-        mesh = meshes[int(s)]
-        if mesh != wp.uint64(0):
-            qa = quat[a]
-            d = ray_direction(wp.vec4d(wp.float64(qa[0]), wp.float64(qa[1]), wp.float64(qa[2]), wp.float64(qa[3])),
-                              dirs[p])
-            q = wp.mesh_query_ray(mesh, eye(pos[a], sensor_height), d, 1.0e30)
-            if q.result:
-                z = q.t
+    mesh = scene_mesh(meshes, scene_index[a])
+    if mesh != wp.uint64(0):
+        qa = quat[a]
+        d, q = trace_pixel(mesh, wp.vec4d(wp.float64(qa[0]), wp.float64(qa[1]), wp.float64(qa[2]), wp.float64(qa[3])),
+                           dirs[p], pos[a], sensor_height)
+        if q.result:
+            z = q.t
     depth[a, p] = depth_value(z, normalize, lo, hi)
 
 
@@ -223,24 +237,22 @@ def render_kernel(meshes: wp.array(dtype=wp.uint64), tables: wp.array(dtype=Scen
     z = float(0.0)
     c = wp.vec3(0.0, 0.0, 0.0)
     obj = wp.int32(0)
-    if s >= wp.int64(0) and s < wp.int64(meshes.shape[0]):
-        mesh = meshes[int(s)]
-        if mesh != wp.uint64(0):
-            qa = quat[a]
-            d = ray_direction(wp.vec4d(wp.float64(qa[0]), wp.float64(qa[1]), wp.float64(qa[2]), wp.float64(qa[3])),
-                              dirs[p])
-            q = wp.mesh_query_ray(mesh, eye(pos[a], sensor_height), d, 1.0e30)
-            # the table row (a struct of 15 arrays) is read only by pixels that shade or label a
-            # hit: a depth frame reads 8 bytes per pixel of the table, not the whole row
-            if q.result:
-                z = q.t
-                if want_sem != 0 or want_rgb != 0:
-                    tab = tables[int(s)]
-                    if want_sem != 0 and tab.has_objects != 0:
-                        obj = tab.tri_object[q.face]
-                    if want_rgb != 0:
-                        # Warp: hit = u*p0 + v*p1 + (1-u-v)*p2 -> Embree's (weight of p1, weight of p2)
-                        c = shade(q.face, q.v, 1.0 - q.u - q.v, z, abs_cos(q.normal, d), tab, pixel_angle)
+    mesh = scene_mesh(meshes, s)
+    if mesh != wp.uint64(0):
+        qa = quat[a]
+        d, q = trace_pixel(mesh, wp.vec4d(wp.float64(qa[0]), wp.float64(qa[1]), wp.float64(qa[2]), wp.float64(qa[3])),
+                           dirs[p], pos[a], sensor_height)
+        # the table row (a struct of 15 arrays) is read only by pixels that shade or label a
+        # hit: a depth frame reads 8 bytes per pixel of the table, not the whole row
+        if q.result:
+            z = q.t
+            if want_sem != 0 or want_rgb != 0:
+                tab = tables[int(s)]
+                if want_sem != 0 and tab.has_objects != 0:
+                    obj = tab.tri_object[q.face]
+                if want_rgb != 0:
+                    # Warp: hit = u*p0 + v*p1 + (1-u-v)*p2 -> Embree's (weight of p1, weight of p2)
+                    c = shade(q.face, q.v, 1.0 - q.u - q.v, z, abs_cos(q.normal, d), tab, pixel_angle)
     write_pixel(a, p, z, c, obj, normalize, lo, hi, depth, want_rgb, rgb, want_sem, sem)
 
 

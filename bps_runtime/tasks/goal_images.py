@@ -123,11 +123,13 @@ class GoalImages:
         """The task's options changed: the cache's budget follows ``goal_cache_bytes``."""
         self.cache.set_budget(options.goal_cache_bytes)
 
-    def write(self, stage_i: np.ndarray, stage_f: np.ndarray, episode_ids: list, headings: list) -> None:
-        """Staging rows, their episode ids and goal headings (NaN: ``goal_heading(episode id)``)."""
+    def write(self, stage_i: np.ndarray, stage_f: np.ndarray, episode_ids: list, headings: list):
+        """Staging rows, their episode ids and goal headings (NaN: ``goal_heading(episode id)``).
+        -> the rows' (ring, env) index tensors on the ring's device, for a subclass that writes
+        more ring fields (None for no rows)."""
         n = stage_i.shape[0]
         if n == 0:
-            return
+            return None
         col = self.staging.col
         keys = self.keys(stage_i, stage_f, episode_ids, headings)
         rows = self.cache.lookup(keys)
@@ -154,6 +156,7 @@ class GoalImages:
         k = torch.from_numpy(stage_i[:, col("ring")].astype(np.int64)).to(dev)
         e = torch.from_numpy(stage_i[:, col("env")].astype(np.int64)).to(dev)
         self.target[k, e] = (self.cache.pool if src is None else src)[torch.from_numpy(rows).to(dev)]
+        return k, e
 
     def keys(self, stage_i: np.ndarray, stage_f: np.ndarray, episode_ids: list, headings: list) -> list:
         """One cache key per staged row, naming its goal image under this env's renderer: (scene

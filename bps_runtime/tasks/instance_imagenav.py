@@ -91,11 +91,11 @@ class GoalCameraImages(GoalImages):
 
     def write(self, stage_i, stage_f, episode_ids, headings) -> None:
         """The staged rows' goal images (``GoalImages.write``) and their cameras' HFOV (degrees)."""
-        super().write(stage_i, stage_f, episode_ids, headings)
-        if stage_i.shape[0]:   # ``keys`` has read the rows' cameras
-            col, dev = self.staging.col, self.hfov.device
-            k, e = (torch.from_numpy(stage_i[:, col(c)].astype(np.int64)).to(dev) for c in ("ring", "env"))
-            self.hfov[k, e] = torch.tensor([float(c["hfov"]) for c in self._cams], dtype=torch.float32, device=dev)
+        slots = super().write(stage_i, stage_f, episode_ids, headings)
+        if slots is not None:   # ``keys`` has read the rows' cameras
+            k, e = slots
+            self.hfov[k, e] = torch.tensor([float(c["hfov"]) for c in self._cams], dtype=torch.float32,
+                                           device=self.hfov.device)
 
     def keys(self, stage_i, stage_f, episode_ids, headings) -> list:
         """(scene id, camera centre, rotation, HFOV, image size) per staged row (its record's camera)."""

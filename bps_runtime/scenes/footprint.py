@@ -65,9 +65,14 @@ def add_footprints(footprints) -> dict[str, int]:
     """Part-wise sum of several scenes' footprints (the cache report's total)."""
     total = dict.fromkeys(PARTS, 0)
     for f in footprints:
-        for k in PARTS:
-            total[k] += int(f.get(k, 0))
+        _add_into(total, f, 1)
     return total
+
+
+def _add_into(total: dict, footprint, sign: int) -> None:
+    """``total`` += ``sign`` x ``footprint``, part by part (a missing part or footprint: 0)."""
+    for k in PARTS:
+        total[k] += sign * int((footprint or {}).get(k, 0))
 
 
 class ResidentFootprint:
@@ -102,8 +107,7 @@ class ResidentFootprint:
 
     def _fold(self, footprint, sign: int) -> None:
         self.updates += 1
-        for k in PARTS:
-            self.total[k] += sign * int((footprint or {}).get(k, 0))
+        _add_into(self.total, footprint, sign)
 
 
 def decoded_scan_bytes(scene) -> int:

@@ -189,10 +189,11 @@ def scene_mesh(meshes: wp.array(dtype=wp.uint64), s: wp.int64) -> wp.uint64:
 
 
 @wp.func
-def trace_pixel(mesh: wp.uint64, q: wp.vec4d, camera_dir: wp.vec3, feet: wp.vec3, sensor_height: float):
-    """A pixel's ray in the world and its first hit in ``mesh``: (direction, wp.mesh_query_ray's
-    result); the depth and render kernels' shared prologue."""
-    d = ray_direction(q, camera_dir)
+def trace_pixel(mesh: wp.uint64, q: Any, camera_dir: wp.vec3, feet: wp.vec3, sensor_height: float):
+    """A pixel's ray in the world (the agent's quaternion ``q``, vec4f or vec4d) and its first
+    hit in ``mesh``: (direction, wp.mesh_query_ray's result); the depth and render kernels'
+    shared prologue."""
+    d = ray_direction(wp.vec4d(wp.float64(q[0]), wp.float64(q[1]), wp.float64(q[2]), wp.float64(q[3])), camera_dir)
     return d, wp.mesh_query_ray(mesh, eye(feet, sensor_height), d, 1.0e30)
 
 
@@ -210,9 +211,7 @@ def depth_kernel(meshes: wp.array(dtype=wp.uint64), scene_index: wp.array(dtype=
     z = float(0.0)
     mesh = scene_mesh(meshes, scene_index[a])
     if mesh != wp.uint64(0):
-        qa = quat[a]
-        d, q = trace_pixel(mesh, wp.vec4d(wp.float64(qa[0]), wp.float64(qa[1]), wp.float64(qa[2]), wp.float64(qa[3])),
-                           dirs[p], pos[a], sensor_height)
+        d, q = trace_pixel(mesh, quat[a], dirs[p], pos[a], sensor_height)
         if q.result:
             z = q.t
     depth[a, p] = depth_value(z, normalize, lo, hi)
@@ -239,9 +238,7 @@ def render_kernel(meshes: wp.array(dtype=wp.uint64), tables: wp.array(dtype=Scen
     obj = wp.int32(0)
     mesh = scene_mesh(meshes, s)
     if mesh != wp.uint64(0):
-        qa = quat[a]
-        d, q = trace_pixel(mesh, wp.vec4d(wp.float64(qa[0]), wp.float64(qa[1]), wp.float64(qa[2]), wp.float64(qa[3])),
-                           dirs[p], pos[a], sensor_height)
+        d, q = trace_pixel(mesh, quat[a], dirs[p], pos[a], sensor_height)
         # the table row (a struct of 15 arrays) is read only by pixels that shade or label a
         # hit: a depth frame reads 8 bytes per pixel of the table, not the whole row
         if q.result:

@@ -92,3 +92,47 @@ def test_manifest_deep_verify_reads_each_asset_once(tmp_path, reads):
     rep = verify_manifest(out / "manifest.json", deep=True, jobs=1)
     assert rep.ok, rep.to_json()
     assert reads[(assets[0], "positions_q")] == 1 and reads[("s.bps", "positions_q")] == 1
+
+
+def _oversized_composed(tmp_path) -> Path:
+    """A composed scene whose flattening exceeds 2^31 triangles: 2^17 instances (the cap) of an
+    18,050-triangle asset. Only the table is built (16 MiB of transforms), never the flat scene."""
+    from bps_assets.composed_section import MAX_INSTANCES
+    from bps_assets.scene_dataset import habitat as H
+    from bps_assets.scene_dataset.packing import pack_scene
+    from readers_gltf_builder import GltfBuilder, grid_mesh
+
+    cfg = _crate_room(tmp_path / "src", [{"template_name": "crate", "translation": [1, 0, 1]}])
+    b = GltfBuilder()
+    b.scene([b.node(mesh=b.mesh(b.primitive(*grid_mesh(95))))])
+    b.write_glb(tmp_path / "src" / "objects" / "crate.glb")
+    (tmp_path / "out" / "scenes").mkdir(parents=True)
+    dst = tmp_path / "out" / "scenes" / "s.bps"
+    pack_scene(H.read_scene_instance(H.read_dataset_config(cfg), "s"), dst, tmp_path / "out" / "assets")
+    _, table, paths = read_composed(dst)
+    assert _header(paths[int(table.asset[0])])["counts"]["triangles"] * MAX_INSTANCES >= 2**31
+    with Container(dst, "SCEN") as c:
+        header = {k: v for k, v in c.header.items() if k != "sections"}
+        arrays = {n: np.array(c.read(n)) for n in c.sections}
+    n = MAX_INSTANCES
+    for f in [k for k in arrays if k.startswith("instance_")]:
+        arrays[f] = np.repeat(arrays[f][:1], n, axis=0)
+    arrays["instance_group"] = np.arange(n, dtype=np.int32)
+    comp = header["composed"]
+    comp.update(instances=n, names=comp["names"][:1] * n, kinds=comp["kinds"][:1] * n)
+    write_container(dst, "SCEN", header, arrays, {k: SectionSpec("raw") for k in arrays}, overwrite=True)
+    return dst
+
+
+def test_deep_verify_refuses_a_composed_scene_too_big_to_flatten(tmp_path):
+    """The runtime flattens composed scenes for some renderers: a scene whose flattening
+    exceeds 2^31 triangles fails ``verify --deep`` with the reader's own error."""
+    from bps_assets.packed_scene import read_packed_scene
+
+    dst = _oversized_composed(tmp_path)
+    with pytest.raises(CorruptFileError) as reader:
+        read_packed_scene(dst, ["positions", "indices"])
+    assert "exceeds 2^31" in str(reader.value)
+    with pytest.raises(CorruptFileError) as verify:
+        _deep_check_packed(dst, "SCEN", _header(dst))
+    assert str(verify.value) == str(reader.value)

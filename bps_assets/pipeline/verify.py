@@ -19,7 +19,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..composed_section import HEADER_KEY, asset_path, read_table
+import numpy as np
+
+from ..composed_section import HEADER_KEY, asset_path, check_expanded_totals, read_table
 from ..container import Container
 from ..errors import BpsError, ConfigError, CorruptFileError, FormatVersionError
 from ..json_input import parse_json
@@ -143,17 +145,25 @@ def _deep_check_packed(p: Path, kind: str, header: dict) -> None:
 
 
 def _check_instances(p: Path) -> None:
-    """A composed scene's instance table (every check of ``composed_section``), and each asset
-    file it uses opens as a packed scene of a supported version. The assets' sections are
-    checked once each, as the manifest's own files, not again for every scene using them."""
-    from ..packed_scene import KIND
+    """A composed scene's instance table (every check of ``composed_section``), each asset
+    file it uses opens as a packed scene of a supported version, and the flattened scene's
+    totals fit (``check_expanded_totals``, from the headers' counts summed over the instances).
+    The assets' sections are checked as the manifest's own files, not again here."""
+    from ..packed_scene import KIND, section_rows
 
     with Container(p, KIND) as c:
         table = read_table(p, c)
-    for a in sorted(set(table.asset.tolist())):
+        rows = section_rows(p, c.header)
+        totals = [rows["positions_q"], rows["indices"], rows["material_color"]]
+    uses = np.bincount(table.asset, minlength=len(table.header["assets"]))
+    for a in np.flatnonzero(uses).tolist():
         asset = asset_path(p, table.header["assets"][a])
         with Container(asset, KIND) as c:
             _check_content_version(asset, KIND, c.header, {})
+            rows = section_rows(asset, c.header)
+        for i, k in enumerate(("positions_q", "indices", "material_color")):
+            totals[i] += int(uses[a]) * rows[k]
+    check_expanded_totals(p, *totals)
 
 
 def _check_navmesh_header(p: Path, header: dict) -> None:

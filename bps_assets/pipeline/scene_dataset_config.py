@@ -66,7 +66,7 @@ def _up_axis(attrs, where: Path, default: str) -> str:
         return default
     try:
         return UP_AXES[tuple(int(x) if float(x) == int(x) else x for x in up)]
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, OverflowError):  # int(inf): OverflowError
         raise DatasetError(where, f"up {up!r}: only [0,1,0] (Y-up) and [0,0,1] (Z-up) stages "
                                   f"are supported") from None
 

@@ -303,7 +303,7 @@ def test_scene_dataset_config_files_share_one_cap_and_keep_their_errors(tmp_path
     with pytest.raises(DatasetError, match="not a readable JSON file"):
         read_stages(bom)
     monkeypatch.setattr(config_json, "MAX_CONFIG_BYTES", 16)
-    with pytest.raises(DatasetError, match="config larger than the 64 MiB cap"):
+    with pytest.raises(DatasetError, match="config larger than the 16-byte cap"):
         read_stages(cfg)
     with pytest.raises(ResourceLimitError, match="scene dataset JSON"):
         habitat.read_dataset_config(cfg)

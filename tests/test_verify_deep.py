@@ -21,15 +21,18 @@ from test_composed_scenes import _crate_room, _tiny_composed
 
 @pytest.fixture
 def reads(monkeypatch):
-    """Counter of (file name, section) over every Container.read while the test runs."""
+    """Counter of (file name, section) over every decode while the test runs: Container.read
+    and Container.verify_section (a section read and then verified again counts twice)."""
     seen = collections.Counter()
-    real = Container.read
 
-    def counted(self, name, *a, **kw):
-        seen[(Path(self.path).name, name)] += 1
-        return real(self, name, *a, **kw)
+    def counting(real):
+        def counted(self, name, *a, **kw):
+            seen[(Path(self.path).name, name)] += 1
+            return real(self, name, *a, **kw)
+        return counted
 
-    monkeypatch.setattr(Container, "read", counted)
+    monkeypatch.setattr(Container, "read", counting(Container.read))
+    monkeypatch.setattr(Container, "verify_section", counting(Container.verify_section))
     return seen
 
 

@@ -1,6 +1,6 @@
 """``verify --deep`` reads each section of a packed scene once: the textures once per scene
 whatever its LOD levels, and a composed scene as its file stores it (stage, instance table, the
-asset files it names), its assets' sections checked once each, by their own manifest entries."""
+asset files it names), each asset's sections checked once however many scenes list it."""
 from __future__ import annotations
 
 import collections
@@ -82,19 +82,41 @@ def test_a_composed_scene_is_checked_through_its_instances(tmp_path, reads, monk
 
 
 def test_manifest_deep_verify_reads_each_asset_once(tmp_path, reads):
+    """Scenes s and t both list the crate asset: it is decoded once; a damaged asset is a
+    problem of both scenes."""
+    import json
+
     from bps_assets.pipeline.preprocess import PreprocessOptions, preprocess
 
     src = tmp_path / "src"
     cfg = _crate_room(src, [{"template_name": "crate", "translation": [1, 0, 1]},
                             {"template_name": "crate", "translation": [-1, 0, 1]}])
+    (src / "scenes" / "t.scene_instance.json").write_text(json.dumps({
+        "stage_instance": {"template_name": "room"},
+        "object_instances": [{"template_name": "crate", "translation": [0, 0, -1]}]}))
     out = tmp_path / "out"
     assert preprocess(src, out, str(cfg), options=PreprocessOptions(in_process=True)).ok
     assets = [p.name for p in (out / "assets").iterdir()]
     assert len(assets) == 1
+    doc = json.loads((out / "manifest.json").read_text())
+    assert [sorted(r["path"] for r in doc["scenes"][s]["outputs"].values() if r["path"].startswith("assets/"))
+            for s in ("s", "t")] == [["assets/" + assets[0]]] * 2
     reads.clear()
     rep = verify_manifest(out / "manifest.json", deep=True, jobs=1)
     assert rep.ok, rep.to_json()
     assert reads[(assets[0], "positions_q")] == 1 and reads[("s.bps", "positions_q")] == 1
+    assert reads[("t.bps", "positions_q")] == 1
+    # (navmeshes are loaded again by the scene-fit check, deep or not: scene files only here)
+    twice = [k for k, n in reads.items() if n > 1 and not k[0].endswith(".navmesh.bps")]
+    assert not twice, twice
+    assert rep.bytes == sum(p.stat().st_size for p in out.rglob("*.bps"))   # each file counted once
+    asset = out / "assets" / assets[0]
+    data = bytearray(asset.read_bytes())
+    data[-1] ^= 0xFF
+    asset.write_bytes(bytes(data))
+    rep = verify_manifest(out / "manifest.json", deep=True, jobs=1)
+    bad = {s["name"]: s["problems"] for s in rep.to_json()["scenes"]}
+    assert all(any(assets[0] in p for p in bad[s]) for s in ("s", "t")), bad
 
 
 def _oversized_composed(tmp_path) -> Path:

@@ -284,16 +284,26 @@ def verify_manifest(path, deep: bool = False, jobs: int | None = None, strict: b
     def size_of(item):
         return item[2].get("size", 0) or 0
 
-    work.sort(key=size_of, reverse=True)
+    # a file several scenes list (a shared asset) is checked once, under the first scene
+    # listing it; every scene listing it gets that check's problems (same record only: a
+    # scene recording another size or hash for the path gets its own check)
+    first = {}
+    for item in work:
+        first.setdefault(_record_key(item[2]), item)
+    todo = sorted(first.values(), key=size_of, reverse=True)
     jobs = default_jobs() if jobs is None else max(1, jobs)
 
     def run(item):
         sr, role, rec = item
         return _check_file(m.root, sr.name if sr else None, role, rec, deep, strict)
 
-    with ThreadPoolExecutor(max_workers=max(1, min(jobs, len(work) or 1))) as ex:
-        results = list(ex.map(run, work))
-    for (sr, _, _), fr in zip(work, results):
+    with ThreadPoolExecutor(max_workers=max(1, min(jobs, len(todo) or 1))) as ex:
+        results = list(ex.map(run, todo))
+    done = {_record_key(item[2]): fr for item, fr in zip(todo, results)}
+    for sr, role, rec in work:
+        fr = done[_record_key(rec)]
+        if fr.scene != (sr.name if sr else None) or fr.role != role:
+            fr = FileResult(sr.name if sr else None, role, fr.path, fr.size, list(fr.problems))
         (sr.files if sr is not None else extra).append(fr)
     _check_fit(m, scenes, jobs)
     order = {"scene": 0, "navmesh": 1, "episodes": 2}
@@ -314,6 +324,11 @@ def verify_manifest(path, deep: bool = False, jobs: int | None = None, strict: b
                         "from the source (nothing to train on; see the preprocess summary)")
     return VerifyReport(str(m.path), deep, scenes, extra, warnings,
                         sum(f.size for f in results), time.perf_counter() - t0, problems)
+
+
+def _record_key(rec) -> str:
+    """One key per distinct output record (path, size, hash, format): files checked once."""
+    return json.dumps(rec, sort_keys=True, default=str)
 
 
 def _check_fit(m, scenes: list[SceneReport], jobs: int) -> None:

@@ -161,3 +161,7 @@ def test_deep_verify_refuses_a_composed_scene_too_big_to_flatten(tmp_path):
     with pytest.raises(CorruptFileError) as verify:
         _deep_check_packed(dst, "SCEN", _header(dst))
     assert str(verify.value) == str(reader.value)
+    from bps_assets.composed_section import check_expanded_totals
+    with pytest.raises(CorruptFileError, match="2\\^31 materials"):   # material ids are int32 too
+        check_expanded_totals(dst, 0, 0, 2**31)
+    check_expanded_totals(dst, 2**31 - 1, 2**31 - 1, 2**31 - 1)

@@ -158,6 +158,16 @@ def expand(scene, table: InstanceTable, want: list[str], read, motions=None):
     return _merge(scene, parts, want, table)
 
 
+def check_expanded_totals(path, vertices: int, triangles: int, materials: int) -> None:
+    """The flattened scene's totals (stage plus every instance's asset) fit its int32 indices
+    (vertex, triangle and material ids; textures never outnumber materials). The merge and
+    ``verify --deep`` (from the headers' counts, nothing merged) both call this."""
+    if vertices >= 2**31 or triangles >= 2**31:
+        raise CorruptFileError(path, "the expanded scene exceeds 2^31 vertices or triangles")
+    if materials >= 2**31:
+        raise CorruptFileError(path, "the expanded scene exceeds 2^31 materials")
+
+
 def _merge(scene, parts, want, table):
     out = type(scene)(header=dict(scene.header), path=scene.path)
     hdr = out.header
@@ -167,8 +177,7 @@ def _merge(scene, parts, want, table):
     ntex = [len(p.header.get("textures") or []) for p, _, _ in parts]
     nk = [p.header["counts"]["meshlets"] for p, _, _ in parts]
     voff, toff, moff, texoff, koff = (np.concatenate([[0], np.cumsum(x)]).astype(np.int64) for x in (nv, nt, nm, ntex, nk))
-    if voff[-1] >= 2**31 or toff[-1] >= 2**31:
-        raise CorruptFileError(scene.path, "the expanded scene exceeds 2^31 vertices or triangles")
+    check_expanded_totals(scene.path, int(voff[-1]), int(toff[-1]), int(moff[-1]))
 
     def cat(fn):
         arrs = [fn(p, m, j) for j, (p, m, _) in enumerate(parts)]

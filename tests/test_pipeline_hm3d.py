@@ -259,6 +259,20 @@ def test_scene_dataset_config_reads_stages_and_navmeshes(tmp_path):
     assert load_scene_dataset_config(zup).up_axis == "z"
 
 
+def test_a_non_finite_up_vector_is_a_dataset_error_through_the_cli(tmp_path):
+    """``"up": [0, 1e999, 0]`` parses as infinity: a typed error naming the stage config and
+    the field, a non-zero exit, no traceback (it was an OverflowError)."""
+    _touch(tmp_path, "hm3d/other/x.glb")
+    stage = tmp_path / "hm3d" / "stages" / "x.stage_config.json"
+    stage.parent.mkdir(parents=True)
+    stage.write_text('{"render_asset": "../other/x.glb", "up": [0, 1e999, 0]}')
+    cfg = _config(tmp_path, {"paths": {".json": ["stages"]}})
+    r = run("preprocess", cfg.parent, "-o", tmp_path / "out", "--dataset", cfg)
+    assert r.exit_code != 0
+    assert str(stage) in r.output and "up [0, inf, 0]" in r.output, r.output
+    assert "Traceback" not in r.output and not (tmp_path / "out" / "manifest.json").exists()
+
+
 @pytest.mark.parametrize("stages, msg", [
     ({"paths": {".glb": ["nothing/*.glb"]}}, "matched nothing"),
     ({"paths": {".glb": ["../outside/*.glb"]}}, "outside the config's folder"),
@@ -289,7 +303,7 @@ def test_scene_dataset_config_files_share_one_cap_and_keep_their_errors(tmp_path
     with pytest.raises(DatasetError, match="not a readable JSON file"):
         read_stages(bom)
     monkeypatch.setattr(config_json, "MAX_CONFIG_BYTES", 16)
-    with pytest.raises(DatasetError, match="config larger than the 64 MiB cap"):
+    with pytest.raises(DatasetError, match="config larger than the 16-byte cap"):
         read_stages(cfg)
     with pytest.raises(ResourceLimitError, match="scene dataset JSON"):
         habitat.read_dataset_config(cfg)

@@ -174,6 +174,19 @@ def test_hierarchy_trs_matrix_and_instancing(tmp_path):
     np.testing.assert_allclose(d.meshes[1].positions, [[0, 0, 10], [0, 2, 10], [-2, 0, 10]], atol=1e-6)
 
 
+@pytest.mark.parametrize("scale", [1e200, 1e-170, 1e-160])
+def test_huge_and_tiny_quaternions_still_rotate(scale):
+    """The squared norm of [s,0,0,s] overflows (1e200), underflows (1e-170) or goes subnormal
+    (1e-160): still the rotation of [1,0,0,1] (90 degrees about x), not the identity."""
+    from bps_assets.readers.gltf import quat_matrix
+
+    want = np.array([[1, 0, 0], [0, 0, -1], [0, 1, 0]], float)
+    np.testing.assert_allclose(quat_matrix([1, 0, 0, 1]), want, atol=1e-15)
+    np.testing.assert_array_equal(quat_matrix([scale, 0, 0, scale]), quat_matrix([1, 0, 0, 1]))
+    np.testing.assert_array_equal(quat_matrix([scale, scale, 0, 0], "wxyz"), quat_matrix([1, 0, 0, 1]))
+    assert (quat_matrix([0, 0, 0, 0]) == np.eye(3)).all()
+
+
 def test_meshes_never_share_buffers(tmp_path):
     b = GltfBuilder()
     pa = b.accessor(TRI)

@@ -22,7 +22,8 @@ from pathlib import Path
 
 from ..errors import DatasetError, InputError, ResourceLimitError
 from ..habitat_names import habitat_scene_name
-from ..scene_dataset.config_json import MAX_CONFIG_BYTES, SUFFIX, load_json
+from ..scene_dataset import config_json
+from ..scene_dataset.config_json import SUFFIX, load_json
 
 SCENE_DATASET_CONFIG_SUFFIX = ".scene_dataset_config.json"
 SPLIT = "all"
@@ -35,7 +36,9 @@ def _read_json(path: Path) -> dict:
     try:
         return load_json(path, prefix="not a readable JSON file", encoding="utf-8")
     except ResourceLimitError:
-        raise DatasetError(path, f"config larger than the {MAX_CONFIG_BYTES >> 20} MiB cap") from None
+        cap = config_json.MAX_CONFIG_BYTES   # the cap in force (read now: tests lower it)
+        size = f"{cap >> 20} MiB" if cap % (1 << 20) == 0 else f"{cap}-byte"
+        raise DatasetError(path, f"config larger than the {size} cap") from None
     except InputError as e:
         raise DatasetError(path, e.detail if e.detail == "no such file"
                            else f"not a readable JSON file: {e.detail}") from None
@@ -66,7 +69,7 @@ def _up_axis(attrs, where: Path, default: str) -> str:
         return default
     try:
         return UP_AXES[tuple(int(x) if float(x) == int(x) else x for x in up)]
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, OverflowError):  # int(inf): OverflowError
         raise DatasetError(where, f"up {up!r}: only [0,1,0] (Y-up) and [0,0,1] (Z-up) stages "
                                   f"are supported") from None
 

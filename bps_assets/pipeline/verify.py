@@ -19,7 +19,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..composed_section import HEADER_KEY, asset_path, read_table
+import numpy as np
+
+from ..composed_section import HEADER_KEY, asset_path, check_expanded_totals, read_table
 from ..container import Container
 from ..errors import BpsError, ConfigError, CorruptFileError, FormatVersionError
 from ..json_input import parse_json
@@ -143,17 +145,25 @@ def _deep_check_packed(p: Path, kind: str, header: dict) -> None:
 
 
 def _check_instances(p: Path) -> None:
-    """A composed scene's instance table (every check of ``composed_section``), and each asset
-    file it uses opens as a packed scene of a supported version. The assets' sections are
-    checked once each, as the manifest's own files, not again for every scene using them."""
-    from ..packed_scene import KIND
+    """A composed scene's instance table (every check of ``composed_section``), each asset
+    file it uses opens as a packed scene of a supported version, and the flattened scene's
+    totals fit (``check_expanded_totals``, from the headers' counts summed over the instances).
+    The assets' sections are checked as the manifest's own files, not again here."""
+    from ..packed_scene import KIND, section_rows
 
     with Container(p, KIND) as c:
         table = read_table(p, c)
-    for a in sorted(set(table.asset.tolist())):
+        rows = section_rows(p, c.header)
+        totals = [rows["positions_q"], rows["indices"], rows["material_color"]]
+    uses = np.bincount(table.asset, minlength=len(table.header["assets"]))
+    for a in np.flatnonzero(uses).tolist():
         asset = asset_path(p, table.header["assets"][a])
         with Container(asset, KIND) as c:
             _check_content_version(asset, KIND, c.header, {})
+            rows = section_rows(asset, c.header)
+        for i, k in enumerate(("positions_q", "indices", "material_color")):
+            totals[i] += int(uses[a]) * rows[k]
+    check_expanded_totals(p, *totals)
 
 
 def _check_navmesh_header(p: Path, header: dict) -> None:
@@ -274,16 +284,26 @@ def verify_manifest(path, deep: bool = False, jobs: int | None = None, strict: b
     def size_of(item):
         return item[2].get("size", 0) or 0
 
-    work.sort(key=size_of, reverse=True)
+    # a file several scenes list (a shared asset) is checked once, under the first scene
+    # listing it; every scene listing it gets that check's problems (same record only: a
+    # scene recording another size or hash for the path gets its own check)
+    first = {}
+    for item in work:
+        first.setdefault(_record_key(item[2]), item)
+    todo = sorted(first.values(), key=size_of, reverse=True)
     jobs = default_jobs() if jobs is None else max(1, jobs)
 
     def run(item):
         sr, role, rec = item
         return _check_file(m.root, sr.name if sr else None, role, rec, deep, strict)
 
-    with ThreadPoolExecutor(max_workers=max(1, min(jobs, len(work) or 1))) as ex:
-        results = list(ex.map(run, work))
-    for (sr, _, _), fr in zip(work, results):
+    with ThreadPoolExecutor(max_workers=max(1, min(jobs, len(todo) or 1))) as ex:
+        results = list(ex.map(run, todo))
+    done = {_record_key(item[2]): fr for item, fr in zip(todo, results)}
+    for sr, role, rec in work:
+        fr = done[_record_key(rec)]
+        if fr.scene != (sr.name if sr else None) or fr.role != role:
+            fr = FileResult(sr.name if sr else None, role, fr.path, fr.size, list(fr.problems))
         (sr.files if sr is not None else extra).append(fr)
     _check_fit(m, scenes, jobs)
     order = {"scene": 0, "navmesh": 1, "episodes": 2}
@@ -304,6 +324,11 @@ def verify_manifest(path, deep: bool = False, jobs: int | None = None, strict: b
                         "from the source (nothing to train on; see the preprocess summary)")
     return VerifyReport(str(m.path), deep, scenes, extra, warnings,
                         sum(f.size for f in results), time.perf_counter() - t0, problems)
+
+
+def _record_key(rec) -> str:
+    """One key per distinct output record (path, size, hash, format): files checked once."""
+    return json.dumps(rec, sort_keys=True, default=str)
 
 
 def _check_fit(m, scenes: list[SceneReport], jobs: int) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 
 import numpy as np
 
@@ -96,6 +97,12 @@ def quat_matrix(q, order: str = "xyzw") -> np.ndarray:
     q = [float(v) for v in q]
     # the norm summed in the stored order: each format's matrices keep their bits
     n = q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3]
+    if (math.isinf(n) or n < sys.float_info.min) and any(q):
+        # the squares overflow or leave the normal range (1e200, 1e-170): rescale first; only
+        # then, so every ordinary quaternion keeps its bits
+        big = max(abs(v) for v in q)
+        q = [v / big for v in q]
+        n = q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3]
     c = dict(zip(order, (v / math.sqrt(n) for v in q))) if n > 0 else {"x": 0.0, "y": 0.0, "z": 0.0, "w": 1.0}
     x, y, z, w = c["x"], c["y"], c["z"], c["w"]
     return np.array([

@@ -204,7 +204,7 @@ def depth_kernel(meshes: wp.array(dtype=wp.uint64), scene_index: wp.array(dtype=
                  depth: wp.array2d(dtype=float)):
     """``render_kernel``'s depth alone, for frames without RGB or semantic: the same pixels,
     from a kernel without the shading code (on CUDA its registers decide how many pixels run
-    at once: docs/PERFORMANCE.md, "Warp render kernel on an H100")."""
+    at once: docs/PERFORMANCE.md, "GPU checks on an H100")."""
     tid = wp.tid()
     a = tid / hw
     p = tid - a * hw

@@ -273,7 +273,7 @@ class WarpRenderer:
         fit: its address stays put while scenes come and go, so a captured step stays valid."""
         rows = [self._row(scene_index) for scene_index in range(capacity)]
         self._table = self._wp.array(rows, dtype=self._k.SceneTable, device=self._wdev)
-        # the table's mesh column again, alone: what a depth pixel reads (warp_kernels.render_kernel)
+        # the table's mesh column again, alone: what every frame kernel reads first (warp_kernels)
         self._meshes = self._wp.array(np.array([r.mesh for r in rows], np.uint64), dtype=self._wp.uint64,
                                       device=self._wdev)
         self.table_version += 1
@@ -373,19 +373,18 @@ class WarpRenderer:
         qtype = wp.vec4d if quats.dtype.itemsize == 8 else wp.vec4f
         rgb_arr = self._no_rgb if rgb is None else wp.from_torch(rgb.view(n, hw, 3), dtype=wp.uint8)
         sem_arr = self._no_sem if semantic is None else wp.from_torch(semantic.view(n, hw), dtype=wp.int32)
+        # the arguments every frame kernel takes, in their order: the agents, the camera, the depth
+        # output; then, for the kernels that shade, the RGB and semantic outputs
+        frame = [wp.from_torch(scene_index, dtype=wp.int64), wp.from_torch(positions, dtype=wp.vec3),
+                 wp.from_torch(quats, dtype=qtype), self._dirs, hw, float(o.sensor_height),
+                 int(o.normalize_depth), float(o.min_depth), float(o.max_depth),
+                 wp.from_torch(depth.view(n, hw), dtype=wp.float32)]
+        shaded = [int(rgb is not None), rgb_arr, float(o.pixel_angle), int(semantic is not None), sem_arr]
         if rgb is None and semantic is None:   # the lean kernel: no shading code, more pixels in flight
-            wp.launch(self._k.depth_kernel, dim=n * hw, device=self._wdev, stream=stream, inputs=[
-                meshes, wp.from_torch(scene_index, dtype=wp.int64), wp.from_torch(positions, dtype=wp.vec3),
-                wp.from_torch(quats, dtype=qtype), self._dirs, hw, float(o.sensor_height),
-                int(o.normalize_depth), float(o.min_depth), float(o.max_depth),
-                wp.from_torch(depth.view(n, hw), dtype=wp.float32)])
+            wp.launch(self._k.depth_kernel, dim=n * hw, device=self._wdev, stream=stream, inputs=[meshes, *frame])
         else:
-            wp.launch(self._k.render_kernel, dim=n * hw, device=self._wdev, stream=stream, inputs=[
-                meshes, table, wp.from_torch(scene_index, dtype=wp.int64), wp.from_torch(positions, dtype=wp.vec3),
-                wp.from_torch(quats, dtype=qtype), self._dirs, hw, float(o.sensor_height),
-                int(o.normalize_depth), float(o.min_depth), float(o.max_depth),
-                wp.from_torch(depth.view(n, hw), dtype=wp.float32), int(rgb is not None),
-                rgb_arr, float(o.pixel_angle), int(semantic is not None), sem_arr])
+            wp.launch(self._k.render_kernel, dim=n * hw, device=self._wdev, stream=stream,
+                      inputs=[meshes, table, *frame, *shaded])
         with self._lock:
             composed = [(i, sc) for i, sc in self._scenes.items() if sc.composed and sc.bvh is not None]
         if composed:   # composed scenes: one more launch each, over their agents' pixels
@@ -393,8 +392,4 @@ class WarpRenderer:
             for composed_index, sc in composed:
                 wp.launch(render_instanced_kernel, dim=n * hw, device=self._wdev, stream=stream, inputs=[
                     wp.int64(composed_index), wp.uint64(sc.bvh.id), sc.assets, sc.asset_of, sc.inv, sc.nxf, sc.lod, sc.obj,
-                    wp.from_torch(scene_index, dtype=wp.int64), wp.from_torch(positions, dtype=wp.vec3),
-                    wp.from_torch(quats, dtype=qtype), self._dirs, hw, float(o.sensor_height),
-                    int(o.normalize_depth), float(o.min_depth), float(o.max_depth),
-                    wp.from_torch(depth.view(n, hw), dtype=wp.float32), int(rgb is not None),
-                    rgb_arr, float(o.pixel_angle), int(semantic is not None), sem_arr])
+                    *frame, *shaded])

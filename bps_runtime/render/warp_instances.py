@@ -80,8 +80,7 @@ class WarpInstances:
         self.bvh = wp_mod.Bvh(self.lowers, self.uppers) if n else None
         wp_mod.synchronize_device(device)
         self.mesh = None   # the renderer's main launch sees an empty row: this scene is drawn here
-        arrays = (self.assets, self.asset_of, self.inv, self.nxf, self.lod, self.obj, self.lowers, self.uppers)
-        self.nbytes = sum(int(a.capacity) for a in arrays) + WARP_BVH_BYTES_PER_INSTANCE * n
+        self.nbytes = instances_bytes(n, len(rows))
 
 
 def _k():

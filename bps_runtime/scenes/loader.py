@@ -91,13 +91,10 @@ class LoadFailure:
         return self.source.scene_id
 
 
-def _default_reader(path, options=None):
-    """The packed scene at ``path``; with the renderer's ``options``, at the converter LOD level
-    they select (``levels.read_for_sensor``; a file without levels: the full mesh)."""
-    if options is not None:
-        return read_for_sensor(path, options)
-    from bps_assets.packed_scene import read_packed_scene
-    return read_packed_scene(path)
+def _default_reader(path, options):
+    """The packed scene at ``path`` at the converter LOD level the renderer's ``options`` select
+    (``levels.read_for_sensor``; a file without levels: the full mesh)."""
+    return read_for_sensor(path, options)
 
 
 def _say_flattened(renderer) -> None:

@@ -39,7 +39,8 @@ def scene_footprint(shading: ShadingData, renderer: Any, num_vertices: int, num_
 
 def accel_bytes(renderer: Any, num_vertices: int, num_triangles: int, level: int = -1) -> int:
     """What ``renderer.prepare`` adds for a mesh of this size beyond the shading tables: the sum
-    of its ``accel_breakdown`` (the bvh and geometry parts of ``scene_footprint``)."""
+    of its ``accel_breakdown`` (the bvh and geometry parts of ``scene_footprint``). Nothing in
+    the library calls it: tests and benchmarks do, to predict a scene's resident bytes."""
     return int(sum(renderer.accel_breakdown(num_vertices, num_triangles, **lod_kwargs(level)).values()))
 
 

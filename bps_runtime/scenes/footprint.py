@@ -13,6 +13,7 @@ Measurements: docs/PERFORMANCE.md ("Resident bytes per scene").
 """
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -150,13 +151,7 @@ def packed_scene_footprint(path: str, navmesh_path: str | None = None) -> dict:
     finally:
         r.close()
 
-    class _Warp:
-        @staticmethod
-        def accel_breakdown(nv, nt, level=-1):
-            """The Warp backend's estimate (the same build at every level)."""
-            return warp_accel_breakdown(nv, nt)
-
     full = ps if ps.lod < 0 else read_packed_scene(path)   # the yardstick: the full scan decoded
     return {"decoded_scan": decoded_scan_bytes(full), "embree": cpu,
-            "warp": scene_footprint(sd, _Warp, nv, nt, nav, ps.lod)}
+            "warp": scene_footprint(sd, SimpleNamespace(accel_breakdown=warp_accel_breakdown), nv, nt, nav, ps.lod)}
 

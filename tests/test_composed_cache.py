@@ -222,7 +222,7 @@ def test_a_composed_stage_at_a_level_reads_only_that_levels_geometry(tmp_path, m
 
     monkeypatch.setattr(packing, "read_packed_scene", recording)
     from bps_runtime.render.embree import EmbreeRenderer
-    from bps_runtime.scenes.levels import header_level
+    from bps_runtime.scenes.lod_levels import header_level
     r = EmbreeRenderer(RenderOptions(resolution=(16, 16), threads=1))
     assert header_level(dst, r.options) >= 0        # this sensor loads a level
     loader = SceneLoader(r, threads=1)

@@ -135,7 +135,7 @@ def packed_scene_footprint(path: str, navmesh_path: str | None = None) -> dict:
     from ..render.protocol import RenderOptions
     from ..render.shading_data import build_shading_data
     from ..render.warp_backend import warp_accel_breakdown
-    from .levels import read_for_sensor
+    from .lod_levels import read_for_sensor
 
     opts = RenderOptions(threads=1)
     ps = read_for_sensor(path, opts)

@@ -32,7 +32,7 @@ from ..render.shading_data import ShadingData, build_shading_data
 from .budget import LoadCancelled, NoRoom
 from .checks import Expected, check_files, check_navmesh, check_scene_header
 from .footprint import lod_kwargs, navmesh_nbytes, scene_footprint
-from .levels import header_level, read_for_sensor
+from .lod_levels import header_level, read_for_sensor
 from ..threads import lower_priority
 
 log = logging.getLogger("bps_runtime.scenes.loader")
@@ -93,7 +93,7 @@ class LoadFailure:
 
 def _default_reader(path, options):
     """The packed scene at ``path`` at the converter LOD level the renderer's ``options`` select
-    (``levels.read_for_sensor``; a file without levels: the full mesh)."""
+    (``lod_levels.read_for_sensor``; a file without levels: the full mesh)."""
     return read_for_sensor(path, options)
 
 

@@ -328,15 +328,10 @@ class SceneLoader:
                 for i in range(table.count)]
             accel = self.renderer.prepare_instances(parts)
             extra = int(accel.nbytes) - est   # the structures as the renderer counts them, less the estimate
+            # render.protocol: instances_bytes is at least nbytes, so the estimate charged covers it
+            assert extra <= 0, f"{type(self.renderer).__name__}.instances_bytes under its nbytes by {extra}"
             footprint["bvh"] += extra
-            if extra > 0:
-                try:
-                    more = self._reserve(source, extra, reserve)
-                except NoRoom as e:
-                    raise self._no_room(source, e, "its instance structures", footprint, paths, used, assets) \
-                        from None
-                ticket = ticket if more is None else (ticket or 0) + more
-            elif extra < 0 and ticket is not None and self._release is not None:
+            if extra < 0 and ticket is not None and self._release is not None:
                 self._release(-extra)
                 ticket -= -extra
             nbytes = sum(footprint.values())

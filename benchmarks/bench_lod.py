@@ -82,7 +82,7 @@ def measure(name, kind, path, dec, rounds, agents):
     from bps_runtime.render.camera import camera_directions, rotation_matrices
     from bps_runtime.render.embree import LOD_HIGH_MIN_TRIANGLES
     from bps_runtime.render.embree_bridge import BUILD_QUALITY_HIGH, BUILD_QUALITY_MEDIUM, BridgeAccel
-    from bps_runtime.scenes.levels import header_level
+    from bps_runtime.scenes.lod_levels import header_level
 
     opts = RenderOptions(resolution=(64, 64), threads=1)
     full_ps = read_packed_scene(path)

@@ -222,7 +222,7 @@ def test_a_composed_stage_at_a_level_reads_only_that_levels_geometry(tmp_path, m
 
     monkeypatch.setattr(packing, "read_packed_scene", recording)
     from bps_runtime.render.embree import EmbreeRenderer
-    from bps_runtime.scenes.levels import header_level
+    from bps_runtime.scenes.lod_levels import header_level
     r = EmbreeRenderer(RenderOptions(resolution=(16, 16), threads=1))
     assert header_level(dst, r.options) >= 0        # this sensor loads a level
     loader = SceneLoader(r, threads=1)
@@ -331,6 +331,21 @@ def test_close_releases_the_assets_of_resident_and_prefetched_scenes(tmp_path):
     assert store.resident == {} and cache.resident_bytes == 0
 
 
+def _instance_arrays_bytes(accel, backend):
+    """The bytes ``accel.nbytes`` stands for, summed from its arrays: the instance arrays (and,
+    on Embree, the shading pointers) plus the per-instance BVH share."""
+    if backend == "warp":
+        from bps_runtime.render.warp_instances import WARP_BVH_BYTES_PER_INSTANCE as per
+        arrays = (accel.assets, accel.asset_of, accel.inv, accel.nxf, accel.lod, accel.obj, accel.lowers,
+                  accel.uppers)
+        return sum(int(a.capacity) for a in arrays) + per * len(accel.parts)
+    import ctypes
+
+    from bps_runtime.render.embree_instances import EMBREE_BYTES_PER_INSTANCE as per
+    return (accel._xfm.nbytes + accel._normal_xf.nbytes + accel._lod_scale.nbytes + accel.object.nbytes
+            + ctypes.sizeof(accel._own[1]) + per * len(accel.parts))
+
+
 def test_budget_needed_counts_each_asset_once_and_noroom_names_the_whole_need(tmp_path):
     """budget_needed of a 1-slot cache over 2 composed scenes: the active scene's own bytes
     twice (one more to swap in) and its assets once. A start-up budget with no room for an
@@ -420,7 +435,8 @@ def test_info_shows_the_cache_breakdown_of_a_composed_scene(tmp_path, backend):
         rep = cache.take_report()
         # the loader's estimate of the instance structures before the build: their count (5
         # parts over 3 meshes: the stage, "small", "big")
-        assert r.instances_bytes(5, 3) == cache.scene(cache.resident_scene_indices[0]).accel.nbytes
+        accel = cache.scene(cache.resident_scene_indices[0]).accel
+        assert r.instances_bytes(5, 3) == accel.nbytes == _instance_arrays_bytes(accel, backend)
     assert rep.resident_footprint == info[backend]
     assert sum(info[backend].values()) == rep.resident_bytes
     text = CliRunner().invoke(cli, ["info", paths["s0"]])

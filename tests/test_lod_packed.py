@@ -21,7 +21,7 @@ from bps_assets.lod_section import choose_level, pixel_footprint, section  # noq
 from bps_assets.packed_scene import ConvertOptions, convert_file, read_packed_scene  # noqa: E402
 from bps_assets.packed_scene import read_lod_level as read_level  # noqa: E402
 from bps_runtime.render import RenderOptions, build_shading_data, make_renderer  # noqa: E402
-from bps_runtime.scenes.levels import level_for, read_for_sensor  # noqa: E402
+from bps_runtime.scenes.lod_levels import level_for, read_for_sensor  # noqa: E402
 
 from semantic_fixtures import synth_semantic_scene  # noqa: E402
 

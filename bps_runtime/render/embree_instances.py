@@ -105,8 +105,7 @@ class InstancedAccel:
         # the instance arrays, the shading pointers and Embree's instances and top-level BVH (the
         # per-asset accels are charged with their assets; render_view's per-angle tables are
         # n pointers and one shading struct per asset each, kept for VIEW_DIRS_KEPT angles)
-        self.nbytes = (self._xfm.nbytes + self._normal_xf.nbytes + self._lod_scale.nbytes + self.object.nbytes
-                       + ctypes.sizeof(self._own[1]) + EMBREE_BYTES_PER_INSTANCE * n)
+        self.nbytes = instances_bytes(n)
 
     def _table_for(self, shadings):
         """(``_Instances``, its shading pointer array, ``shadings``): the C table over these

@@ -55,9 +55,10 @@ def _warp():
     return _wp, _kernels
 
 
-def warp_accel_breakdown(num_vertices: int, num_triangles: int) -> dict[str, int]:
+def warp_accel_breakdown(num_vertices: int, num_triangles: int, level: int = -1) -> dict[str, int]:
     """Estimated device bytes a scene's ``wp.Mesh`` adds beyond its shading tables: the BVH and
-    the points (the mesh's indices are the shading tables' own array)."""
+    the points (the mesh's indices are the shading tables' own array). ``level`` is ignored:
+    every converter LOD level gets the same build."""
     return {"bvh": WARP_BVH_BYTES_PER_TRI * num_triangles, "geometry": 12 * num_vertices}
 
 

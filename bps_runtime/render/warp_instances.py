@@ -80,8 +80,7 @@ class WarpInstances:
         self.bvh = wp_mod.Bvh(self.lowers, self.uppers) if n else None
         wp_mod.synchronize_device(device)
         self.mesh = None   # the renderer's main launch sees an empty row: this scene is drawn here
-        arrays = (self.assets, self.asset_of, self.inv, self.nxf, self.lod, self.obj, self.lowers, self.uppers)
-        self.nbytes = sum(int(a.capacity) for a in arrays) + WARP_BVH_BYTES_PER_INSTANCE * n
+        self.nbytes = instances_bytes(n, len(rows))
 
 
 def _k():
@@ -105,8 +104,7 @@ def render_instanced_kernel(this_scene: wp.int64, bvh: wp.uint64, assets: wp.arr
     p = tid - a * hw
     if scene_index[a] != this_scene:
         return
-    qa = quat[a]
-    d = ray_direction(wp.vec4d(wp.float64(qa[0]), wp.float64(qa[1]), wp.float64(qa[2]), wp.float64(qa[3])), dirs[p])
+    d = ray_direction(quat[a], dirs[p])
     cam = eye(pos[a], sensor_height)
     best = float(1.0e30)
     hit_i = int(-1)

@@ -158,9 +158,10 @@ def quat_to_mat(q: wp.vec4d) -> wp.mat33:
 
 
 @wp.func
-def ray_direction(q: wp.vec4d, camera_dir: wp.vec3) -> wp.vec3:
-    """A pixel's ray in the world: its camera-frame direction turned by the agent's quaternion."""
-    return quat_to_mat(q) * camera_dir
+def ray_direction(q: Any, camera_dir: wp.vec3) -> wp.vec3:
+    """A pixel's ray in the world: its camera-frame direction turned by the agent's quaternion
+    ``q`` (vec4f or vec4d, turned into a matrix in float64)."""
+    return quat_to_mat(wp.vec4d(wp.float64(q[0]), wp.float64(q[1]), wp.float64(q[2]), wp.float64(q[3]))) * camera_dir
 
 
 @wp.func
@@ -193,7 +194,7 @@ def trace_pixel(mesh: wp.uint64, q: Any, camera_dir: wp.vec3, feet: wp.vec3, sen
     """A pixel's ray in the world (the agent's quaternion ``q``, vec4f or vec4d) and its first
     hit in ``mesh``: (direction, wp.mesh_query_ray's result); the depth and render kernels'
     shared prologue."""
-    d = ray_direction(wp.vec4d(wp.float64(q[0]), wp.float64(q[1]), wp.float64(q[2]), wp.float64(q[3])), camera_dir)
+    d = ray_direction(q, camera_dir)
     return d, wp.mesh_query_ray(mesh, eye(feet, sensor_height), d, 1.0e30)
 
 

@@ -57,8 +57,8 @@ class AssetStore:
         self.release_bytes = release_bytes
         self.waiting = waiting            # the budget ledger's ``waiting`` (None: wait plainly)
         self._lock = threading.Lock()
-        self._assets: dict[str, Future] = {}
-        self._loader: dict[str, str | None] = {}   # asset path -> scene id of the load reading it
+        # asset path -> (its load's future, the scene id of the load reading it)
+        self._assets: dict[str, tuple[Future, str | None]] = {}
 
     def acquire(self, path, reserve=None, source=None) -> Asset:
         """One more reference to the asset at ``path``, loading it if it is not resident
@@ -66,12 +66,11 @@ class AssetStore:
         key = os.path.realpath(path)
         while True:
             with self._lock:
-                fut = self._assets.get(key)
-                mine = fut is None
+                held = self._assets.get(key)
+                mine = held is None
                 if mine:
-                    fut = self._assets[key] = Future()
-                    self._loader[key] = None if source is None else source.scene_id
-                on = self._loader.get(key)
+                    held = self._assets[key] = (Future(), None if source is None else source.scene_id)
+                fut, on = held
             if mine:
                 return self._load_mine(key, fut, reserve, source)
             try:
@@ -81,7 +80,7 @@ class AssetStore:
                     continue                               # (not ours): load it as ours
                 raise                # ours was given up (or the cache closed) while we waited
             with self._lock:
-                if self._assets.get(key) is fut and asset.refs > 0:
+                if self._assets.get(key) is held and asset.refs > 0:
                     asset.refs += 1
                     return asset
             # it left meanwhile: load it again
@@ -103,7 +102,6 @@ class AssetStore:
         except BaseException as e:
             with self._lock:
                 self._assets.pop(key, None)
-                self._loader.pop(key, None)
             fut.set_exception(e)
             raise
         with self._lock:
@@ -147,23 +145,21 @@ class AssetStore:
             asset.refs -= 1
             if asset.refs > 0:
                 return
-            if self._assets.get(asset.path) is not None and self._assets[asset.path].done() \
-                    and self._assets[asset.path].result() is asset:
+            held = self._assets.get(asset.path)
+            if held is not None and held[0].done() and held[0].result() is asset:
                 del self._assets[asset.path]
-                self._loader.pop(asset.path, None)
         if asset.reserved and self.release_bytes is not None:
             self.release_bytes(asset.nbytes)
 
     @property
     def resident(self) -> dict[str, int]:
         """{asset path: references} of the assets now resident."""
-        with self._lock:
-            return {k: f.result().refs for k, f in self._assets.items() if f.done() and f.exception() is None}
+        return {a.path: a.refs for a in self.held_assets()}
 
     def held_assets(self) -> list[Asset]:
         """The resident assets (loads in flight not included)."""
         with self._lock:
-            return [f.result() for f in self._assets.values() if f.done() and f.exception() is None]
+            return [f.result() for f, _ in self._assets.values() if f.done() and f.exception() is None]
 
     @property
     def nbytes(self) -> int:

@@ -284,7 +284,7 @@ def composed_footprint(path: str, navmesh_path: str | None = None) -> dict:
         from ..render.warp_backend import WarpRenderer
         out["warp"] = alone(lambda: WarpRenderer(RenderOptions(threads=1), device="cpu"))
     except MissingDependencyError:
-        pass
+        pass   # Warp is optional: without it the GPU column is left out, as the docstring says
     return out
 
 

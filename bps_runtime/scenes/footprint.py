@@ -13,6 +13,7 @@ Measurements: docs/PERFORMANCE.md ("Resident bytes per scene").
 """
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -39,7 +40,8 @@ def scene_footprint(shading: ShadingData, renderer: Any, num_vertices: int, num_
 
 def accel_bytes(renderer: Any, num_vertices: int, num_triangles: int, level: int = -1) -> int:
     """What ``renderer.prepare`` adds for a mesh of this size beyond the shading tables: the sum
-    of its ``accel_breakdown`` (the bvh and geometry parts of ``scene_footprint``)."""
+    of its ``accel_breakdown`` (the bvh and geometry parts of ``scene_footprint``). Nothing in
+    the library calls it: tests and benchmarks do, to predict a scene's resident bytes."""
     return int(sum(renderer.accel_breakdown(num_vertices, num_triangles, **lod_kwargs(level)).values()))
 
 
@@ -133,7 +135,7 @@ def packed_scene_footprint(path: str, navmesh_path: str | None = None) -> dict:
     from ..render.protocol import RenderOptions
     from ..render.shading_data import build_shading_data
     from ..render.warp_backend import warp_accel_breakdown
-    from .levels import read_for_sensor
+    from .lod_levels import read_for_sensor
 
     opts = RenderOptions(threads=1)
     ps = read_for_sensor(path, opts)
@@ -149,13 +151,7 @@ def packed_scene_footprint(path: str, navmesh_path: str | None = None) -> dict:
     finally:
         r.close()
 
-    class _Warp:
-        @staticmethod
-        def accel_breakdown(nv, nt, level=-1):
-            """The Warp backend's estimate (the same build at every level)."""
-            return warp_accel_breakdown(nv, nt)
-
     full = ps if ps.lod < 0 else read_packed_scene(path)   # the yardstick: the full scan decoded
     return {"decoded_scan": decoded_scan_bytes(full), "embree": cpu,
-            "warp": scene_footprint(sd, _Warp, nv, nt, nav, ps.lod)}
+            "warp": scene_footprint(sd, SimpleNamespace(accel_breakdown=warp_accel_breakdown), nv, nt, nav, ps.lod)}
 

@@ -32,7 +32,7 @@ from ..render.shading_data import ShadingData, build_shading_data
 from .budget import LoadCancelled, NoRoom
 from .checks import Expected, check_files, check_navmesh, check_scene_header
 from .footprint import lod_kwargs, navmesh_nbytes, scene_footprint
-from .levels import header_level, read_for_sensor
+from .lod_levels import header_level, read_for_sensor
 from ..threads import lower_priority
 
 log = logging.getLogger("bps_runtime.scenes.loader")
@@ -91,13 +91,10 @@ class LoadFailure:
         return self.source.scene_id
 
 
-def _default_reader(path, options=None):
-    """The packed scene at ``path``; with the renderer's ``options``, at the converter LOD level
-    they select (``levels.read_for_sensor``; a file without levels: the full mesh)."""
-    if options is not None:
-        return read_for_sensor(path, options)
-    from bps_assets.packed_scene import read_packed_scene
-    return read_packed_scene(path)
+def _default_reader(path, options):
+    """The packed scene at ``path`` at the converter LOD level the renderer's ``options`` select
+    (``lod_levels.read_for_sensor``; a file without levels: the full mesh)."""
+    return read_for_sensor(path, options)
 
 
 def _say_flattened(renderer) -> None:
@@ -331,15 +328,10 @@ class SceneLoader:
                 for i in range(table.count)]
             accel = self.renderer.prepare_instances(parts)
             extra = int(accel.nbytes) - est   # the structures as the renderer counts them, less the estimate
+            # render.protocol: instances_bytes is at least nbytes, so the estimate charged covers it
+            assert extra <= 0, f"{type(self.renderer).__name__}.instances_bytes under its nbytes by {extra}"
             footprint["bvh"] += extra
-            if extra > 0:
-                try:
-                    more = self._reserve(source, extra, reserve)
-                except NoRoom as e:
-                    raise self._no_room(source, e, "its instance structures", footprint, paths, used, assets) \
-                        from None
-                ticket = ticket if more is None else (ticket or 0) + more
-            elif extra < 0 and ticket is not None and self._release is not None:
+            if extra < 0 and ticket is not None and self._release is not None:
                 self._release(-extra)
                 ticket -= -extra
             nbytes = sum(footprint.values())

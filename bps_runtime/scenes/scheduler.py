@@ -17,9 +17,9 @@ import numpy as np
 
 from bps_assets.errors import ConfigError, DatasetError
 
-from .budget import BudgetLedger, NoRoom, Skipped
+from .budget import BudgetLedger, LoadCancelled, NoRoom, Skipped
 from .footprint import ResidentFootprint
-from .loader import LoadCancelled, LoadedScene, LoadFailure
+from .loader import LoadedScene, LoadFailure
 from .policy import Slot, SlotPolicy
 from .report import CacheReport, load_state
 from .residency import Residency

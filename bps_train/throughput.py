@@ -1,7 +1,7 @@
 """The trainer's speed in parts, one run (issue 32 item 3): simulation only, rollout inference,
 rollout collection (1 group, 2 groups), the PPO update alone, and end to end, with their ratios.
 
-    python -m bps_train.throughput MANIFEST [--num-envs 128] [--steps 32] [--threads 1] [--learn-threads 0]
+    python -m bps_train.throughput MANIFEST [--num-envs 128] [--steps 32] [--act-threads 1] [--learn-threads 0]
     python -m bps_train.throughput --learn-only [--num-envs 128] [--steps 32]
 
 Frames/s of: simulation only (random moves, one group), inference (one group of NUM_ENVS / 2),
@@ -112,10 +112,13 @@ def main(argv=None):
     p.add_argument("--resolution", type=int, default=64)
     p.add_argument("--width", type=int, default=16)
     p.add_argument("--hidden", type=int, default=256)
-    p.add_argument("--threads", type=int, default=1, help="torch threads while the rollout's policy acts (the trainer's --act-threads, 1 on the CPU)")
+    p.add_argument("--act-threads", "--threads", dest="act_threads", type=int, default=1,
+                   help="torch threads while the rollout's policy acts (the trainer's --act-threads, 1 on the CPU; "
+                        "--threads: the old name)")
     p.add_argument("--learn-threads", type=int, default=0,
                    help="torch threads during the update (the trainer's --learn-threads; 0: every core)")
-    p.add_argument("--env-threads", type=int, default=0, help="the runtime's threads (0: its default, every core)")
+    p.add_argument("--env-threads", type=int, default=0,
+                   help="the runtime's threads (the trainer's --threads; 0: its default, every core)")
     p.add_argument("--repeats", type=int, default=2, help="repetitions of each phase, the fastest kept (>= 1)")
     p.add_argument("--frozen-act", type=int, default=0, choices=(0, 1),
                    help="1: the rollout acts through a frozen TorchScript copy of the policy (the trainer's "
@@ -129,7 +132,7 @@ def main(argv=None):
         p.error(f"--repeats {a.repeats}: must be >= 1")
     keep_freed_memory()
     learn_threads = update_threads(a.learn_threads)
-    torch.set_num_threads(a.threads)
+    torch.set_num_threads(a.act_threads)
     torch.manual_seed(0)
     n, res = a.num_envs, (a.resolution, a.resolution)
     policy = build_policy(dataclasses.replace(RECIPE, hidden=a.hidden, width=a.width, resolution=a.resolution), "cpu")
@@ -139,7 +142,7 @@ def main(argv=None):
     from bps_assets.host import available_cores
 
     cores = available_cores()
-    setting = {"cores": cores, "rollout_torch_threads": a.threads, "update_torch_threads": learn_threads,
+    setting = {"cores": cores, "rollout_torch_threads": a.act_threads, "update_torch_threads": learn_threads,
                "env_threads": a.env_threads or "default", "num_envs": n, "steps": a.steps,
                "autocast": "bf16" if amp is not contextlib.nullcontext else "none (fp32)",
                "rollout_act": "frozen" if a.frozen_act and amp is contextlib.nullcontext else "eager"}

@@ -319,6 +319,17 @@ def test_throughput_needs_one_repeat_at_least(argv, capsys):
     assert "--repeats 0: must be >= 1" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("flag", ["--act-threads", "--threads"])
+def test_throughput_act_threads_keeps_its_old_name(flag, capsys, restore_torch_host):
+    """`throughput --act-threads N` (the trainer's name) sets the rollout's torch threads;
+    ``--threads``, its old name, still does the same."""
+    from bps_train import throughput
+
+    throughput.main(["--learn-only", flag, "2", "--num-envs", "4", "--steps", "2", "--resolution", "16",
+                     "--width", "4", "--hidden", "16", "--repeats", "1", "--learn-threads", "1"])
+    assert "rollout_torch_threads 2, update_torch_threads 1" in capsys.readouterr().out
+
+
 def test_throughput_sim_is_the_timed_steps_alone(manifest, monkeypatch, restore_torch_host):
     """`throughput`'s ``sim`` and ``sim_core_us`` are measure_sim_fps's own figure (frames over
     its timed window), not the whole call: a slow reset before the window changes nothing."""

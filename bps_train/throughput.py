@@ -20,7 +20,6 @@ import contextlib
 import dataclasses
 import json
 import os
-import resource
 import time
 
 import torch
@@ -53,12 +52,6 @@ def random_rollout(num_envs: int, steps: int, resolution, hidden: int) -> Rollou
     return ro
 
 
-def cpu_seconds() -> float:
-    """This process's CPU time so far (user + system, every thread)."""
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
-
-
 class Phases:
     """Each phase's frames/s per repetition, with the CPU time it took (``record``)."""
 
@@ -67,10 +60,11 @@ class Phases:
         self.cpu: dict[str, list] = {}
 
     def record(self, key: str, frames: int, fn):
-        """Run ``fn()`` and record ``frames`` / its wall time and its process CPU time."""
-        c0, t0 = cpu_seconds(), time.perf_counter()
+        """Run ``fn()`` and record ``frames`` / its wall time and its process CPU time (the clock of
+        ``train.sim_window``)."""
+        c0, t0 = time.process_time(), time.perf_counter()
         fn()
-        self.add(key, frames, time.perf_counter() - t0, cpu_seconds() - c0)
+        self.add(key, frames, time.perf_counter() - t0, time.process_time() - c0)
 
     def add(self, key: str, frames: int, seconds: float, cpu: float):
         """Record a window timed elsewhere: ``frames`` in ``seconds`` wall time, ``cpu`` CPU seconds."""

@@ -330,6 +330,20 @@ def test_throughput_act_threads_keeps_its_old_name(flag, capsys, restore_torch_h
     assert "rollout_torch_threads 2, update_torch_threads 1" in capsys.readouterr().out
 
 
+def test_throughput_phases_use_sim_windows_cpu_clock(monkeypatch):
+    """Every phase's CPU time is read on ``train.sim_window``'s clock (time.process_time), so the
+    ``*_core_us`` figures compare with ``sim_core_us``."""
+    import time
+
+    from bps_train import throughput
+
+    ticks = iter([10.0, 10.5])
+    monkeypatch.setattr(time, "process_time", lambda: next(ticks))
+    ph = throughput.Phases()
+    ph.record("x", 100, lambda: None)
+    assert ph.cpu["x"][0][1] == pytest.approx(1e6 * 0.5 / 100)
+
+
 def test_throughput_sim_is_the_timed_steps_alone(manifest, monkeypatch, restore_torch_host):
     """`throughput`'s ``sim`` and ``sim_core_us`` are measure_sim_fps's own figure (frames over
     its timed window), not the whole call: a slow reset before the window changes nothing."""

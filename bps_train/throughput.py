@@ -29,8 +29,7 @@ from bps_train.frozen_act import FrozenAct
 from bps_train.lamb import Lamb
 from bps_train.models import cpu_bf16_supported
 from bps_train.ppo import Rollout
-from bps_train.train import (Args, build_policy, collect_rollout, learn, measure_sim_fps, sim_window,
-                             start_rollouts)
+from bps_train.train import Args, build_policy, collect_rollout, learn, sim_window, start_rollouts
 
 RECIPE = Args()   # the trainer's PPO settings (epochs, minibatches, clip, coefficients)
 
@@ -163,7 +162,7 @@ def main(argv=None):
             env = bps_runtime.make(a.manifest, split="train", num_envs=n, batch_size=n // groups, seed=0,
                                    resolution=res, episodes="sample", **kw)
             if groups == 1:
-                measure_sim_fps(env, 2, 0, actions=(1, 2, 3))   # warm-up
+                sim_window(env, 2, 0, actions=(1, 2, 3))   # warm-up
                 # its own window: the reset and the first send stay outside, as in the trainer's figure
                 ph.add("sim", *sim_window(env, a.steps, 0, actions=(1, 2, 3)))
             else:  # send() must return at once: the group is simulated on the runtime's thread

@@ -16,7 +16,7 @@ import torch  # noqa: E402  (a core dependency)
 from bps_train.args import parse  # noqa: E402
 from bps_train.models import Policy, cpu_bf16_supported, lstm_steps  # noqa: E402
 from bps_train.train import Args, autocast_of  # noqa: E402
-from learner_reference import reference_encoder, stepwise_reference  # noqa: E402
+from learner_reference import reference_encoder, reference_se_weights, stepwise_reference  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 needs_bf16 = pytest.mark.skipif(not cpu_bf16_supported(), reason="this CPU's oneDNN has no bf16 kernels")
@@ -502,15 +502,13 @@ def test_trainer_with_the_frozen_act_trains_as_with_the_eager_policy(manifest, t
 def test_squeeze_excite_gate_is_the_mean_form_bit_for_bit():
     """The SE gate's spatial mean as sum / (H * W) (a pass less in backward) gives the bits of
     ``x.mean((2, 3))``: values and every gradient, on power-of-two and other sizes."""
-    import torch.nn.functional as F
-
     from bps_train.models import SqueezeExcite
 
     torch.manual_seed(0)
     se = SqueezeExcite(16)
     for hw in (16, 12, 3):
         x = torch.randn(5, 16, hw, hw, requires_grad=True)
-        mean_form = torch.sigmoid(se.fc2(F.relu(se.fc1(x.mean((2, 3))))))[:, :, None, None]
+        mean_form = reference_se_weights(se, x)
         got = se.weights(x)
         assert torch.equal(got, mean_form)
         w = torch.randn_like(got)

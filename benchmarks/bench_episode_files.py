@@ -35,7 +35,8 @@ try:
     if kind == "objectnav":
         ds = read_objectnav_dataset(path)
         n = len(ds.episodes)
-        v = sum(len(ds.view_points_of(e)) for e in ds.episodes[:1])
+        for e in ds.episodes[:1]:   # the first episode's view points are read (and checked) too
+            ds.view_points_of(e)
         out = f"{n} episodes"
     else:   # what make() holds: the table where the tree has one (read_pointnav_table), else dicts
         from bps_assets.nav import episodes

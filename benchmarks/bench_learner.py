@@ -37,7 +37,7 @@ from bps_train.learner_cpu import keep_freed_memory, update_threads  # noqa: E40
 from bps_train.lamb import Lamb  # noqa: E402
 
 from bps_train.throughput import ppo_update, random_rollout  # noqa: E402
-from learner_reference import reference_encoder, stepwise_reference  # noqa: E402
+from learner_reference import reference_encoder, reference_se_weights, stepwise_reference  # noqa: E402
 
 LEVERS = ("old_encoder", "se_mean", "lstm_per_step", "heap", "all_threads", "channels_last", "bf16", "compile")
 NAMED = {"before": "old_encoder+se_mean", "fewer_passes": "se_mean", "every_core": "heap+all_threads",
@@ -53,22 +53,10 @@ def lstm_per_step(self, visual, goal, prev_action, state0, not_done):
     return self.actor(out), self.critic(out)[..., 0]
 
 
-def old_encoder(self, x):
-    """SEResNet9.forward at 9b8a679 (tests/learner_reference.py): relu before the max-pool, Fixup's
-    biases and scale, the SE gate and the add each a pass of their own."""
-    return reference_encoder(self, x)
-
-
-def se_mean(self, x):
-    """SqueezeExcite.weights before the third pass: ``x.mean`` (its backward divides the expanded
-    [N, C, H, W] gradient: a pass more than sum / (H * W); the same bits)."""
-    return torch.sigmoid(self.fc2(torch.relu(self.fc1(x.mean((2, 3))))))[:, :, None, None]
-
-
 # (class, attribute, current code, old code, the lever that selects the old code)
 CODE = [(M.Policy, "evaluate_sequence", M.Policy.evaluate_sequence, lstm_per_step, "lstm_per_step"),
-        (M.SEResNet9, "forward", M.SEResNet9.forward, old_encoder, "old_encoder"),
-        (M.SqueezeExcite, "weights", M.SqueezeExcite.weights, se_mean, "se_mean")]
+        (M.SEResNet9, "forward", M.SEResNet9.forward, reference_encoder, "old_encoder"),
+        (M.SqueezeExcite, "weights", M.SqueezeExcite.weights, reference_se_weights, "se_mean")]
 
 
 def use_code(levers) -> None:

@@ -77,6 +77,7 @@ def charged(path, lod):
 
 def measure(name, kind, path, dec, rounds, agents):
     """One scene's figures (see the module docstring)."""
+    from bps_assets import lod_section
     from bps_assets.packed_scene import read_lod_level, read_packed_scene
     from bps_runtime.render import RenderOptions
     from bps_runtime.render.camera import camera_directions, rotation_matrices
@@ -86,7 +87,7 @@ def measure(name, kind, path, dec, rounds, agents):
 
     opts = RenderOptions(resolution=(64, 64), threads=1)
     full_ps = read_packed_scene(path)
-    levels = full_ps.header["lods"]["levels"]
+    levels = lod_section.levels(path, full_ps.header)
     dirs = camera_directions(opts)
     org, yaw = cameras(kind, full_ps.positions, agents, np.random.default_rng(0))
     rot = rotation_matrices(yaw)

@@ -114,6 +114,27 @@ def frame_arguments(ap: argparse.ArgumentParser, iters: int) -> argparse.Argumen
     return ap
 
 
+def interleaved_traces(accels: dict, org, rot, dirs, cameras: int, rounds: int):
+    """Depth of every accel in ``accels`` (name -> object with ``trace_cameras``) for the same
+    ``cameras``, ``rounds`` + 1 rounds in alternating order (round 0 warms up, untimed) ->
+    ({name: [seconds per round]}, {name: the last round's depth})."""
+    times, depth = {k: [] for k in accels}, {}
+    for rd in range(rounds + 1):
+        for k in (list(accels) if rd % 2 else list(accels)[::-1]):
+            z = np.empty(cameras * dirs.shape[0], np.float32)
+            t = time.perf_counter()
+            accels[k].trace_cameras(org, rot, dirs, z)
+            if rd:
+                times[k].append(time.perf_counter() - t)
+            depth[k] = z
+    return times, depth
+
+
+def fps_ratio(times: dict, k: str, base: str) -> float:
+    """Median over rounds of ``base``'s frame time / ``k``'s: ``k``'s fps over ``base``'s."""
+    return round(float(np.median(np.array(times[base]) / np.array(times[k]))), 3)
+
+
 def main(argv=None):
     ap = frame_arguments(argparse.ArgumentParser(description=__doc__.split("\n")[0]), iters=5)
     args = ap.parse_args(argv)
@@ -207,24 +228,3 @@ def main(argv=None):
 
 if __name__ == "__main__":
     sys.exit(0 if main() else 1)
-
-
-def interleaved_traces(accels: dict, org, rot, dirs, cameras: int, rounds: int):
-    """Depth of every accel in ``accels`` (name -> object with ``trace_cameras``) for the same
-    ``cameras``, ``rounds`` + 1 rounds in alternating order (round 0 warms up, untimed) ->
-    ({name: [seconds per round]}, {name: the last round's depth})."""
-    times, depth = {k: [] for k in accels}, {}
-    for rd in range(rounds + 1):
-        for k in (list(accels) if rd % 2 else list(accels)[::-1]):
-            z = np.empty(cameras * dirs.shape[0], np.float32)
-            t = time.perf_counter()
-            accels[k].trace_cameras(org, rot, dirs, z)
-            if rd:
-                times[k].append(time.perf_counter() - t)
-            depth[k] = z
-    return times, depth
-
-
-def fps_ratio(times: dict, k: str, base: str) -> float:
-    """Median over rounds of ``base``'s frame time / ``k``'s: ``k``'s fps over ``base``'s."""
-    return round(float(np.median(np.array(times[base]) / np.array(times[k]))), 3)

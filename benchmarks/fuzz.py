@@ -33,6 +33,7 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "assets"
 OUTCOMES = ("typed error", "accepted", "crash", "over limit")
 EPISODE_KINDS = {"objectnav", "imagenav", "instance_imagenav"}
+PACKED_KINDS = ("SCEN", "SCEN+sem", "SCEN+composed", "SCEN+lod")   # packed scene files (bps_assets.packed_scene)
 BOUNDARY = (0, -1, 1, 2**31, 2**32 + 1, 2**62, 2**63 - 8, -(2**63), 1e308)
 
 
@@ -76,10 +77,6 @@ def _read(path: str, kind: str, other: str = ""):
         _, fmt, role = kind.split(":")
         mesh, table = (path, other) if role == "mesh" else (other, path)
         read_annotation(SemanticSource(fmt, mesh, table))
-    elif kind in ("SCEN", "SCEN+sem", "SCEN+composed"):
-        from bps_assets.packed_scene import read_packed_scene
-
-        read_packed_scene(path, threads=1)
     elif kind == "SCEN+lod":   # the full mesh, then every level the header lists
         from bps_assets.lod_section import levels
         from bps_assets.packed_scene import read_lod_level, read_packed_scene
@@ -87,6 +84,10 @@ def _read(path: str, kind: str, other: str = ""):
         ps = read_packed_scene(path, threads=1)
         for k in range(len(levels(path, ps.header))):
             read_lod_level(path, k, threads=1)
+    elif kind in PACKED_KINDS:
+        from bps_assets.packed_scene import read_packed_scene
+
+        read_packed_scene(path, threads=1)
     elif kind == "NAVM":
         from bps_assets.nav import load_navmesh
 
@@ -674,7 +675,7 @@ def _fuzz(a, work: Path) -> int:
 
     t_setup = time.perf_counter()
     wanted = {k for k in a.kinds.split(",") if k}
-    scene_kinds = {"source", "detour", "SCEN", "NAVM", "SCEN+sem", "SCEN+composed", "SCEN+lod"}
+    scene_kinds = {"source", "detour", "NAVM", *PACKED_KINDS}
     seeds = collect_seeds(work) if not wanted or wanted & scene_kinds else \
         (semantic_seeds(work) if "annotation" in wanted else [])
     if not wanted or wanted & EPISODE_KINDS:
@@ -733,7 +734,7 @@ def _fuzz(a, work: Path) -> int:
                 data, what = mutate_bytes(gzip.decompress(blobs[src]), rng)
                 dst.write_bytes(gzip.compress(data, compresslevel=1))
                 label = "bytes"
-            elif kind in ("SCEN", "NAVM", "SCEN+sem", "SCEN+composed", "SCEN+lod") and rng.random() < 0.5:
+            elif kind in ("NAVM", *PACKED_KINDS) and rng.random() < 0.5:
                 try:
                     what = mutate_packed(src, dst, rng, FOCUS.get(kind, ()))
                 except Exception:  # noqa: BLE001 - a mutation the writer refuses: skip it

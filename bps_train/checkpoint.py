@@ -55,13 +55,13 @@ def identity(args, dataset_sha256: str) -> dict:
     return {"dataset_sha256": dataset_sha256, **{k: getattr(args, k) for k in IDENTITY_ARGS}}
 
 
-# PointNav options added after checkpoints were written: in the identity only when changed (a
-# checkpoint from before the task seam of 2026-11-27 does not load at all: its goal encoder's
-# weights had other names, refused in one line by ``restore``)
-POINTNAV_LATER = {"sliding": True, "gps_compass": True}
-# sensor fields added 2026-11-27 (camera tilt, declared view cameras, converter LODs): left out of
-# the identity at their defaults, so runs that do not set them keep the identity they always had
-SENSORS_LATER = {"pitch_deg": (None, 0, 0.0), "view_cameras": (None, ()), "lod": ("auto",)}
+# Fields added after checkpoints were written, each with the values that leave it out of the
+# identity (its defaults), so runs that do not set it keep the identity they always had.
+# PointNav options (a checkpoint from before the task seam of 2026-11-27 does not load at all:
+# its goal encoder's weights had other names, refused in one line by ``restore``):
+POINTNAV_LATER = {"sliding": (True,), "gps_compass": (True,)}
+# sensor fields added 2026-11-27 (camera tilt, declared view cameras, converter LODs; 0 == 0.0):
+SENSORS_LATER = {"pitch_deg": (None, 0), "view_cameras": (None, ()), "lod": ("auto",)}
 
 
 def env_identity(config) -> dict:
@@ -70,9 +70,8 @@ def env_identity(config) -> dict:
     d = config.to_dict()
     resources = getattr(type(config.task), "RESOURCES", ())   # memory budgets and the like
     task = {k: v for k, v in d["task"].items() if k not in resources
-            and not (d.get("task_name") == "pointnav" and POINTNAV_LATER.get(k, ()) == v)}
-    sensors = {k: v for k, v in d["sensors"].items()
-               if v not in SENSORS_LATER.get(k, ())}
+            and not (d.get("task_name") == "pointnav" and v in POINTNAV_LATER.get(k, ()))}
+    sensors = {k: v for k, v in d["sensors"].items() if v not in SENSORS_LATER.get(k, ())}
     out = {"task": task, "sensors": sensors,
            "episodes": {"source": d["episodes"]["source"], "supply": d["episodes"]["supply"]}}
     if getattr(config, "noise", NO_NOISE).any:

@@ -51,7 +51,3 @@ class FrozenAct:
                 self.freezes += 1
             with torch.jit.optimized_execution(False):
                 return self.graph(*args)
-
-    def initial_state(self, n: int, device=None):
-        """The eager policy's initial recurrent state."""
-        return self.policy.initial_state(n, device)

@@ -1,7 +1,7 @@
 """The trainer's speed in parts, one run (issue 32 item 3): simulation only, rollout inference,
 rollout collection (1 group, 2 groups), the PPO update alone, and end to end, with their ratios.
 
-    python -m bps_train.throughput MANIFEST [--num-envs 128] [--steps 32] [--threads 1] [--learn-threads 0]
+    python -m bps_train.throughput MANIFEST [--num-envs 128] [--steps 32] [--act-threads 1] [--learn-threads 0]
     python -m bps_train.throughput --learn-only [--num-envs 128] [--steps 32]
 
 Frames/s of: simulation only (random moves, one group), inference (one group of NUM_ENVS / 2),
@@ -20,7 +20,6 @@ import contextlib
 import dataclasses
 import json
 import os
-import resource
 import time
 
 import torch
@@ -30,8 +29,7 @@ from bps_train.frozen_act import FrozenAct
 from bps_train.lamb import Lamb
 from bps_train.models import cpu_bf16_supported
 from bps_train.ppo import Rollout
-from bps_train.train import (Args, build_policy, collect_rollout, learn, measure_sim_fps, sim_window,
-                             start_rollouts)
+from bps_train.train import Args, build_policy, collect_rollout, learn, sim_window, start_rollouts
 
 RECIPE = Args()   # the trainer's PPO settings (epochs, minibatches, clip, coefficients)
 
@@ -53,12 +51,6 @@ def random_rollout(num_envs: int, steps: int, resolution, hidden: int) -> Rollou
     return ro
 
 
-def cpu_seconds() -> float:
-    """This process's CPU time so far (user + system, every thread)."""
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
-
-
 class Phases:
     """Each phase's frames/s per repetition, with the CPU time it took (``record``)."""
 
@@ -67,10 +59,11 @@ class Phases:
         self.cpu: dict[str, list] = {}
 
     def record(self, key: str, frames: int, fn):
-        """Run ``fn()`` and record ``frames`` / its wall time and its process CPU time."""
-        c0, t0 = cpu_seconds(), time.perf_counter()
+        """Run ``fn()`` and record ``frames`` / its wall time and its process CPU time (the clock of
+        ``train.sim_window``)."""
+        c0, t0 = time.process_time(), time.perf_counter()
         fn()
-        self.add(key, frames, time.perf_counter() - t0, cpu_seconds() - c0)
+        self.add(key, frames, time.perf_counter() - t0, time.process_time() - c0)
 
     def add(self, key: str, frames: int, seconds: float, cpu: float):
         """Record a window timed elsewhere: ``frames`` in ``seconds`` wall time, ``cpu`` CPU seconds."""
@@ -112,10 +105,13 @@ def main(argv=None):
     p.add_argument("--resolution", type=int, default=64)
     p.add_argument("--width", type=int, default=16)
     p.add_argument("--hidden", type=int, default=256)
-    p.add_argument("--threads", type=int, default=1, help="torch threads while the rollout's policy acts (the trainer's --act-threads, 1 on the CPU)")
+    p.add_argument("--act-threads", "--threads", dest="act_threads", type=int, default=1,
+                   help="torch threads while the rollout's policy acts (the trainer's --act-threads, 1 on the CPU; "
+                        "--threads: the old name)")
     p.add_argument("--learn-threads", type=int, default=0,
                    help="torch threads during the update (the trainer's --learn-threads; 0: every core)")
-    p.add_argument("--env-threads", type=int, default=0, help="the runtime's threads (0: its default, every core)")
+    p.add_argument("--env-threads", type=int, default=0,
+                   help="the runtime's threads (the trainer's --threads; 0: its default, every core)")
     p.add_argument("--repeats", type=int, default=2, help="repetitions of each phase, the fastest kept (>= 1)")
     p.add_argument("--frozen-act", type=int, default=0, choices=(0, 1),
                    help="1: the rollout acts through a frozen TorchScript copy of the policy (the trainer's "
@@ -129,7 +125,7 @@ def main(argv=None):
         p.error(f"--repeats {a.repeats}: must be >= 1")
     keep_freed_memory()
     learn_threads = update_threads(a.learn_threads)
-    torch.set_num_threads(a.threads)
+    torch.set_num_threads(a.act_threads)
     torch.manual_seed(0)
     n, res = a.num_envs, (a.resolution, a.resolution)
     policy = build_policy(dataclasses.replace(RECIPE, hidden=a.hidden, width=a.width, resolution=a.resolution), "cpu")
@@ -139,7 +135,7 @@ def main(argv=None):
     from bps_assets.host import available_cores
 
     cores = available_cores()
-    setting = {"cores": cores, "rollout_torch_threads": a.threads, "update_torch_threads": learn_threads,
+    setting = {"cores": cores, "rollout_torch_threads": a.act_threads, "update_torch_threads": learn_threads,
                "env_threads": a.env_threads or "default", "num_envs": n, "steps": a.steps,
                "autocast": "bf16" if amp is not contextlib.nullcontext else "none (fp32)",
                "rollout_act": "frozen" if a.frozen_act and amp is contextlib.nullcontext else "eager"}
@@ -166,7 +162,7 @@ def main(argv=None):
             env = bps_runtime.make(a.manifest, split="train", num_envs=n, batch_size=n // groups, seed=0,
                                    resolution=res, episodes="sample", **kw)
             if groups == 1:
-                measure_sim_fps(env, 2, 0, actions=(1, 2, 3))   # warm-up
+                sim_window(env, 2, 0, actions=(1, 2, 3))   # warm-up
                 # its own window: the reset and the first send stay outside, as in the trainer's figure
                 ph.add("sim", *sim_window(env, a.steps, 0, actions=(1, 2, 3)))
             else:  # send() must return at once: the group is simulated on the runtime's thread

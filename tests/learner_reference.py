@@ -1,10 +1,12 @@
 """The paper's SE-ResNet encoder as written before issue 32's rewrite (the code at 9b8a679):
 each Fixup bias, the scale, the SE gate and the residual add a pass of its own, relu on the
-stem's output before the max-pool; and the per-step nn.LSTM loop the trainer had before. The
-references of tests/test_train_learner.py and the ``old_encoder`` / ``lstm_per_step`` levers of
-benchmarks/bench_learner.py; they take the current modules' weights."""
+stem's output before the max-pool; the SE gate's mean as ``x.mean``; and the per-step nn.LSTM
+loop the trainer had before. The references of tests/test_train_learner.py and the
+``old_encoder`` / ``se_mean`` / ``lstm_per_step`` levers of benchmarks/bench_learner.py; they
+take the current modules' weights."""
 from __future__ import annotations
 
+import torch
 import torch.nn.functional as F
 
 
@@ -21,6 +23,12 @@ def reference_block(blk, x):
     return F.relu(out + short)
 
 
+def reference_se_weights(se, x):
+    """``models.SqueezeExcite`` ``se``'s gate on ``x`` [N, C, H, W] with the spatial mean as
+    ``x.mean`` (before the third pass; its backward divides the expanded gradient: a pass more)."""
+    return torch.sigmoid(se.fc2(F.relu(se.fc1(x.mean((2, 3))))))[:, :, None, None]
+
+
 def reference_encoder(net, x):
     """``models.SEResNet9`` ``net`` on ``x`` [N, C, H, W], the paper's form."""
     x = F.max_pool2d(F.relu(net.stem(x)), 3, 2, 1)
@@ -33,8 +41,6 @@ def reference_encoder(net, x):
 def stepwise_reference(rnn, x, h, c, not_done):
     """nn.LSTM called one step at a time with the masked state (the trainer's former loop):
     ``x`` [T, N, F], ``h``/``c`` [N, H] -> (outputs [T, N, H], (h, c) [N, H])."""
-    import torch
-
     h, c, outs = h[None], c[None], []
     for t in range(x.shape[0]):
         m = not_done[t].float()[None, :, None]

@@ -240,3 +240,36 @@ def test_run_lock_refuses_a_second_run(tmp_path):
                            capture_output=True, text=True)
     first.close()
     assert child.returncode != 0 and "another preprocess run" in child.stderr
+
+
+PREPROCESS_HOLD = """
+import sys, time
+from pathlib import Path
+from bps_assets.pipeline.preprocess import _lock_run
+lock = _lock_run(Path(sys.argv[1]))
+print("held", flush=True)
+time.sleep(120)
+"""
+
+
+def test_preprocess_takes_the_same_lock_pid_named_and_stale_taken_over(tmp_path, capsys):
+    """One lock for both layers (bps_assets.pipeline.run_lock): preprocess's refusal names the
+    holder's pid, and its lock left by kill -9 is taken over with one line."""
+    from bps_assets.errors import ConfigError
+    from bps_assets.pipeline.preprocess import _lock_run
+
+    (tmp_path / "state").mkdir()
+    path = tmp_path / "state" / "manifest.lock"
+    p = subprocess.Popen([sys.executable, "-c", PREPROCESS_HOLD, str(path)], stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "held"
+    try:
+        with pytest.raises(ConfigError, match=rf"another preprocess run \(pid {p.pid}\) is writing this OUT_ROOT"):
+            _lock_run(path)
+    finally:
+        p.kill()
+        p.wait()
+    lock = _lock_run(path)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"pid {p.pid}" in err[0] and "taking over" in err[0] and err[0].startswith("preprocess")
+    lock.close()
+    assert path.read_text() == ""

@@ -16,10 +16,24 @@ import torch  # noqa: E402  (a core dependency)
 from bps_train.args import parse  # noqa: E402
 from bps_train.models import Policy, cpu_bf16_supported, lstm_steps  # noqa: E402
 from bps_train.train import Args, autocast_of  # noqa: E402
-from learner_reference import reference_encoder, stepwise_reference  # noqa: E402
+from learner_reference import reference_encoder, reference_se_weights, stepwise_reference  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 needs_bf16 = pytest.mark.skipif(not cpu_bf16_supported(), reason="this CPU's oneDNN has no bf16 kernels")
+
+
+@pytest.fixture
+def restore_torch_host():
+    """A test that runs the trainer or sets torch's threads leaves both as it found them: torch's
+    thread count restored, glibc's default malloc limits back (keep_freed_memory(False))."""
+    from bps_train.learner_cpu import keep_freed_memory
+
+    before = torch.get_num_threads()
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+        keep_freed_memory(False)
 
 
 def test_lstm_steps_is_nn_lstm_step_by_step_values_and_gradients():
@@ -249,44 +263,35 @@ def test_update_threads_and_the_thread_switch(monkeypatch):
     assert torch.get_num_threads() == before
 
 
-def test_update_on_more_threads_is_the_same_update():
+def test_update_on_more_threads_is_the_same_update(restore_torch_host):
     """The update's threads change only float rounding (oneDNN's reduction order): one update on
     1 and on 2 threads from one seed gives weights within 1e-6, each bit-identical on repeat."""
     from bps_train.lamb import Lamb
     from bps_train.throughput import ppo_update, random_rollout
 
-    before, res = torch.get_num_threads(), []
-    try:
-        for n in (1, 2, 1):
-            torch.set_num_threads(n)
-            torch.manual_seed(0)
-            pol = Policy(1, hidden=32, width=8, resolution=(32, 32))
-            opt = Lamb(pol.parameters(), lr=1e-3)
-            torch.manual_seed(1)
-            ppo_update(pol, opt, random_rollout(8, 4, (32, 32), 32))
-            res.append(torch.cat([p.detach().flatten() for p in pol.parameters()]))
-    finally:
-        torch.set_num_threads(before)
+    res = []
+    for n in (1, 2, 1):
+        torch.set_num_threads(n)
+        torch.manual_seed(0)
+        pol = Policy(1, hidden=32, width=8, resolution=(32, 32))
+        opt = Lamb(pol.parameters(), lr=1e-3)
+        torch.manual_seed(1)
+        ppo_update(pol, opt, random_rollout(8, 4, (32, 32), 32))
+        res.append(torch.cat([p.detach().flatten() for p in pol.parameters()]))
     assert torch.equal(res[0], res[2])
     torch.testing.assert_close(res[1], res[0], rtol=0, atol=1e-6)
 
 
-def test_throughput_prints_every_figure_of_the_issue_in_one_run(manifest, capsys):
+def test_throughput_prints_every_figure_of_the_issue_in_one_run(manifest, capsys, restore_torch_host):
     """`python -m bps_train.throughput MANIFEST` measures sim-only, the update (its threads and
     one thread) and end to end in one run, and prints their ratios and the thread settings."""
     import json
 
     from bps_train import throughput
 
-    before = torch.get_num_threads()
-    try:
-        best = throughput.main([str(manifest), "--num-envs", "4", "--steps", "3", "--resolution", "16",
-                                "--width", "4", "--hidden", "16", "--repeats", "1", "--learn-threads", "2",
-                                "--env-threads", "1", "--frozen-act", "1"])
-    finally:
-        torch.set_num_threads(before)
-        from bps_train.learner_cpu import keep_freed_memory
-        keep_freed_memory(False)
+    best = throughput.main([str(manifest), "--num-envs", "4", "--steps", "3", "--resolution", "16",
+                            "--width", "4", "--hidden", "16", "--repeats", "1", "--learn-threads", "2",
+                            "--env-threads", "1", "--frozen-act", "1"])
     for k in ("sim", "infer", "collect_1_group", "collect_2_groups", "learn", "learn_1_thread", "end_to_end",
               "end_to_end_1_thread", "end_to_end_1_group", "infer_eager", "collect_2_groups_eager"):
         assert best[k] > 0, k
@@ -314,7 +319,32 @@ def test_throughput_needs_one_repeat_at_least(argv, capsys):
     assert "--repeats 0: must be >= 1" in capsys.readouterr().err
 
 
-def test_throughput_sim_is_the_timed_steps_alone(manifest, monkeypatch):
+@pytest.mark.parametrize("flag", ["--act-threads", "--threads"])
+def test_throughput_act_threads_keeps_its_old_name(flag, capsys, restore_torch_host):
+    """`throughput --act-threads N` (the trainer's name) sets the rollout's torch threads;
+    ``--threads``, its old name, still does the same."""
+    from bps_train import throughput
+
+    throughput.main(["--learn-only", flag, "2", "--num-envs", "4", "--steps", "2", "--resolution", "16",
+                     "--width", "4", "--hidden", "16", "--repeats", "1", "--learn-threads", "1"])
+    assert "rollout_torch_threads 2, update_torch_threads 1" in capsys.readouterr().out
+
+
+def test_throughput_phases_use_sim_windows_cpu_clock(monkeypatch):
+    """Every phase's CPU time is read on ``train.sim_window``'s clock (time.process_time), so the
+    ``*_core_us`` figures compare with ``sim_core_us``."""
+    import time
+
+    from bps_train import throughput
+
+    ticks = iter([10.0, 10.5])
+    monkeypatch.setattr(time, "process_time", lambda: next(ticks))
+    ph = throughput.Phases()
+    ph.record("x", 100, lambda: None)
+    assert ph.cpu["x"][0][1] == pytest.approx(1e6 * 0.5 / 100)
+
+
+def test_throughput_sim_is_the_timed_steps_alone(manifest, monkeypatch, restore_torch_host):
     """`throughput`'s ``sim`` and ``sim_core_us`` are measure_sim_fps's own figure (frames over
     its timed window), not the whole call: a slow reset before the window changes nothing."""
     import time
@@ -336,23 +366,19 @@ def test_throughput_sim_is_the_timed_steps_alone(manifest, monkeypatch):
 
     monkeypatch.setattr(bps_runtime, "make", make)
     monkeypatch.setattr(throughput, "sim_window", window)
-    before = torch.get_num_threads()
-    try:
-        best = throughput.main([str(manifest), "--num-envs", "4", "--steps", "3", "--resolution", "16",
-                                "--width", "4", "--hidden", "16", "--repeats", "1", "--env-threads", "1"])
-    finally:
-        torch.set_num_threads(before)
-        from bps_train.learner_cpu import keep_freed_memory
-        keep_freed_memory(False)
+    best = throughput.main([str(manifest), "--num-envs", "4", "--steps", "3", "--resolution", "16",
+                            "--width", "4", "--hidden", "16", "--repeats", "1", "--env-threads", "1"])
     assert best["sim"] > 4 * 4 / 0.3   # 4 envs x (3 + 1) steps: the 0.3 s reset is not in it
     frames, seconds, cpu = windows[-1]
     assert frames == 4 * 4
+    assert [w[0] for w in windows] == [4 * 3, 4 * 4]   # the warm-up runs the timed window's code
     assert best["sim"] == pytest.approx(frames / seconds, rel=1e-12)
     assert best["sim_core_us"] == pytest.approx(1e6 * cpu / frames, rel=1e-12)
 
 
 def _threads_seen(manifest, tmp_path, monkeypatch, argv) -> list:
-    """Train a tiny run with ``argv``; -> [(phase, torch's threads)] as collect / learn saw them."""
+    """Train a tiny run with ``argv``; -> [(phase, torch's threads)] as collect / learn saw them
+    (its callers use ``restore_torch_host``)."""
     from bps_train import train as T
 
     seen = []
@@ -368,20 +394,14 @@ def _threads_seen(manifest, tmp_path, monkeypatch, argv) -> list:
 
     monkeypatch.setattr(T, "learn", learn)
     monkeypatch.setattr(T, "collect_rollout", collect)
-    before = torch.get_num_threads()
-    try:
-        T.run(["--dataset", str(manifest), "--out-dir", str(tmp_path / "run"), "--num-envs", "2",
-               "--rollout-steps", "2", "--resolution", "16", "--width", "4", "--hidden", "16",
-               "--sim-only-steps", "0", "--minibatches", "1", *argv])
-        seen.append(("after", torch.get_num_threads()))
-    finally:
-        torch.set_num_threads(before)
-        from bps_train.learner_cpu import keep_freed_memory
-        keep_freed_memory(False)
+    T.run(["--dataset", str(manifest), "--out-dir", str(tmp_path / "run"), "--num-envs", "2",
+           "--rollout-steps", "2", "--resolution", "16", "--width", "4", "--hidden", "16",
+           "--sim-only-steps", "0", "--minibatches", "1", *argv])
+    seen.append(("after", torch.get_num_threads()))
     return seen
 
 
-def test_trainer_runs_the_update_on_learn_threads(manifest, tmp_path, monkeypatch):
+def test_trainer_runs_the_update_on_learn_threads(manifest, tmp_path, monkeypatch, restore_torch_host):
     """--learn-threads sets torch's threads for the update only and --act-threads for the
     rollout's policy (0: 1 on the CPU, whatever --threads is); --threads stays torch's count
     outside the two."""
@@ -461,24 +481,19 @@ def test_frozen_act_refreezes_after_every_weight_change():
     assert set(pol.state_dict()) == set(other.state_dict())   # nothing of the copy in the policy
 
 
-def test_trainer_with_the_frozen_act_trains_as_with_the_eager_policy(manifest, tmp_path):
+def test_trainer_with_the_frozen_act_trains_as_with_the_eager_policy(manifest, tmp_path, restore_torch_host):
     """bps-train's rollouts act through the frozen copy with --frozen-act, eagerly by default.
     Same seed: the same actions (float rounding cannot flip them here), so the checkpoints'
     weights agree to rounding, with the same keys (the frozen copy is never saved)."""
     from bps_train import train as T
 
-    before, weights = torch.get_num_threads(), []
-    try:
-        for flag in (["--frozen-act"], []):
-            out = tmp_path / f"run{len(weights)}"
-            T.run(["--dataset", str(manifest), "--out-dir", str(out), "--num-envs", "4", "--rollout-steps", "4",
-                   "--total-steps", "32", "--resolution", "16", "--width", "4", "--hidden", "16", "--threads", "1",
-                   "--sim-only-steps", "0", *flag])
-            weights.append(torch.load(out / "checkpoint.pt", weights_only=False)["policy"])
-    finally:
-        torch.set_num_threads(before)
-        from bps_train.learner_cpu import keep_freed_memory
-        keep_freed_memory(False)
+    weights = []
+    for flag in (["--frozen-act"], []):
+        out = tmp_path / f"run{len(weights)}"
+        T.run(["--dataset", str(manifest), "--out-dir", str(out), "--num-envs", "4", "--rollout-steps", "4",
+               "--total-steps", "32", "--resolution", "16", "--width", "4", "--hidden", "16", "--threads", "1",
+               "--sim-only-steps", "0", *flag])
+        weights.append(torch.load(out / "checkpoint.pt", weights_only=False)["policy"])
     assert set(weights[0]) == set(weights[1])
     for k in weights[0]:
         torch.testing.assert_close(weights[0][k], weights[1][k], rtol=1e-4, atol=1e-5)
@@ -487,15 +502,13 @@ def test_trainer_with_the_frozen_act_trains_as_with_the_eager_policy(manifest, t
 def test_squeeze_excite_gate_is_the_mean_form_bit_for_bit():
     """The SE gate's spatial mean as sum / (H * W) (a pass less in backward) gives the bits of
     ``x.mean((2, 3))``: values and every gradient, on power-of-two and other sizes."""
-    import torch.nn.functional as F
-
     from bps_train.models import SqueezeExcite
 
     torch.manual_seed(0)
     se = SqueezeExcite(16)
     for hw in (16, 12, 3):
         x = torch.randn(5, 16, hw, hw, requires_grad=True)
-        mean_form = torch.sigmoid(se.fc2(F.relu(se.fc1(x.mean((2, 3))))))[:, :, None, None]
+        mean_form = reference_se_weights(se, x)
         got = se.weights(x)
         assert torch.equal(got, mean_form)
         w = torch.randn_like(got)
@@ -524,7 +537,7 @@ def test_sample_actions_is_categoricals_draw_bit_for_bit():
 
 
 @pytest.mark.parametrize("flags, want", [([], 1), (["--act-threads", "2"], 2)])
-def test_rollout_acts_on_one_torch_thread_on_the_cpu(manifest, tmp_path, monkeypatch, flags, want):
+def test_rollout_acts_on_one_torch_thread_on_the_cpu(manifest, tmp_path, monkeypatch, flags, want, restore_torch_host):
     """On the CPU the rollout's policy acts on one torch thread by default (the render threads
     share the cores: 2 threads ran collection 0.62-0.70x), whatever --threads gives the env and
     the update; --act-threads sets it."""

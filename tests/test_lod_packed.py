@@ -369,14 +369,14 @@ def test_composed_scene_stage_levels_load_as_instances_and_flattened(tmp_path):
 def test_simplify_checks_its_error_where_the_quadric_undercounts(tmp_path):
     """ReplicaCAD's towel (a folded sheet): meshoptimizer alone reports 1 cm yet moves the surface
     farther at many samples; the check redoes it at a smaller error until <= 1 % of them move > 1 cm."""
-    from bps_assets.transforms.lod import Options, VERIFY_SHARE, _surface_distance, simplify
+    from bps_assets.transforms.lod import Options, VERIFY_SHARE, _probes, _surface_distance, simplify
 
     convert_file(OBJECTS / "frl_apartment_towel.glb", tmp_path / "towel.bps")
     ps = read_packed_scene(tmp_path / "towel.bps", ["positions", "indices"])
     pos, tri = ps.positions, ps.indices
     raw, checked = simplify(pos, tri, None, Options(0.01, verify_tries=0)), simplify(pos, tri, None, Options(0.01))
-    far_raw = float((_surface_distance(pos, tri, raw.indices, 0.01) > 0.01).mean())
-    far = float((_surface_distance(pos, tri, checked.indices, 0.01) > 0.01).mean())
+    far_raw = float((_surface_distance(pos, *_probes(pos, tri), raw.indices, 0.01) > 0.01).mean())
+    far = float((_surface_distance(pos, *_probes(pos, tri), checked.indices, 0.01) > 0.01).mean())
     assert far_raw > VERIFY_SHARE and far <= VERIFY_SHARE, (far_raw, far)
     assert len(raw.indices) < len(checked.indices) < len(tri)
 

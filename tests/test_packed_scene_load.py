@@ -285,7 +285,19 @@ def test_native_crc32_equals_zlib():
             b = big[off:off + n]
             for start in (0, 0xFFFFFFFF, 123456789):
                 assert C._crc_native(start, b, len(b)) == zlib.crc32(b, start), (n, off, start)
+                assert C._crc32(b, start) == zlib.crc32(b, start), (n, off, start)
             assert C._crc32(b) == zlib.crc32(b)
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_running_crc_over_pieces_is_zlibs(native, monkeypatch):
+    """_crc32's start value: the CRC of a section read in pieces (check_checksums, the copy's
+    stream reader) is the CRC of the whole, as zlib gives it."""
+    monkeypatch.setattr(C, "NATIVE_UNFILTER", native)
+    data = np.random.default_rng(6).bytes(10_000)
+    for cut in (0, 1, 63, 4096, 9999):
+        assert C._crc32(data[cut:], C._crc32(data[:cut])) == zlib.crc32(data) == C._crc32(data)
+        assert C._crc32(data[cut:], 0xFFFFFFFF) == zlib.crc32(data[cut:], 0xFFFFFFFF)
 
 
 @pytest.mark.parametrize("native", [True, False])

@@ -212,7 +212,7 @@ def test_concurrent_runs_of_one_shard_are_refused(tmp_path):
         # another shard is not blocked
         preprocess(src, out, "gibson", "tiny", opts, Shard(0, 2), backend=FakeBackend())
     finally:
-        held.close()
+        held.release()
     assert preprocess(src, out, "gibson", "tiny", opts, backend=FakeBackend()).ok
 
 
@@ -226,7 +226,7 @@ def test_run_lock_without_any_lock_api_warns(tmp_path, monkeypatch):
     monkeypatch.setitem(_sys.modules, "msvcrt", None)
     with pytest.warns(RuntimeWarning, match="neither fcntl nor msvcrt"):
         f = pp._lock_run(tmp_path / "manifest.lock")
-    f.close()
+    f.release()
 
 
 def test_run_lock_refuses_a_second_run(tmp_path):
@@ -238,5 +238,5 @@ def test_run_lock_refuses_a_second_run(tmp_path):
                             "from bps_assets.pipeline.preprocess import _lock_run; "
                             f"_lock_run(Path({str(tmp_path / 'state' / 'manifest.lock')!r}))"],
                            capture_output=True, text=True)
-    first.close()
+    first.release()
     assert child.returncode != 0 and "another preprocess run" in child.stderr

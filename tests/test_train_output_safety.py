@@ -98,7 +98,7 @@ def test_preprocess_takes_the_same_lock_pid_named_and_stale_taken_over(tmp_path,
     lock = _lock_run(path)
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"pid {p.pid}" in err[0] and "taking over" in err[0] and err[0].startswith("preprocess")
-    lock.close()
+    lock.release()
     assert path.read_text() == ""
 
 

@@ -116,23 +116,27 @@ _UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
 def _native_unfilter(dequantize: bool = False):
-    """The C pass of bps_assets/native/_unfilter.c (None when not built: the numpy path runs).
-    Tests set ``NATIVE_UNFILTER = False`` to compare the two paths."""
+    """The C pass of bps_assets/native/_unfilter.c (None when not built: the numpy path runs),
+    looked up once per process. Tests set ``NATIVE_UNFILTER = False`` to compare the two paths."""
     if not NATIVE_UNFILTER:
         return None
-    from .native import function
-    if dequantize:
-        return function("bps_assets.native._unfilter", "bps_unfilter_dequant",
-                        _UNFILTER_ARGS + [ctypes.c_void_p, ctypes.c_void_p])
-    return function("bps_assets.native._unfilter", "bps_unfilter", _UNFILTER_ARGS + [ctypes.c_int64])
+    if dequantize not in _unfilter_native:
+        from .native import function
+        _unfilter_native[dequantize] = function(
+            "bps_assets.native._unfilter", "bps_unfilter_dequant",
+            _UNFILTER_ARGS + [ctypes.c_void_p, ctypes.c_void_p]) if dequantize else function(
+            "bps_assets.native._unfilter", "bps_unfilter", _UNFILTER_ARGS + [ctypes.c_int64])
+    return _unfilter_native[dequantize]
 
 
 NATIVE_UNFILTER = True
+_unfilter_native: dict = {}  # dequantize -> bps_unfilter_dequant / bps_unfilter (None: not built)
 _crc_native = None  # bps_crc32 once checked (False: not there)
 
 
-def _crc32(data: bytes) -> int:
-    """zlib.crc32(data): the native folding CRC where the CPU has it (2.3x zlib's speed here)."""
+def _crc32(data: bytes, crc: int = 0) -> int:
+    """zlib.crc32(data, crc): the native folding CRC where the CPU has it (2.3x zlib's speed
+    here); ``crc`` the CRC of the bytes before ``data`` (a running CRC over pieces)."""
     global _crc_native
     if _crc_native is None:
         from .native import function
@@ -141,8 +145,8 @@ def _crc32(data: bytes) -> int:
             "bps_assets.native._unfilter", "bps_crc32", [ctypes.c_uint32, ctypes.c_char_p, ctypes.c_int64],
             ctypes.c_uint32)
     if _crc_native and NATIVE_UNFILTER:
-        return _crc_native(0, data, len(data))
-    return zlib.crc32(data)
+        return _crc_native(crc, data, len(data))
+    return zlib.crc32(data, crc)
 
 
 def _any_at_least(a: np.ndarray, below: int) -> bool:
@@ -413,7 +417,7 @@ def write_container(path: str | os.PathLike, kind: str, header: Mapping[str, Any
             "name": name, "dtype": _DTYPE_NAME[np.dtype(dt)], "shape": list(arr.shape),
             "codec": spec.codec, "filter": spec.filter,
             "offset": 0, "stored_length": len(stored), "raw_length": len(raw),
-            "crc32": zlib.crc32(stored),
+            "crc32": _crc32(stored),
         })
 
     # offsets depend on the header length, which depends on the offsets' digits: iterate.
@@ -637,7 +641,7 @@ class Container:
             s = self.section(n)
             crc = 0
             for piece in self._stored_chunks(s):
-                crc = zlib.crc32(piece, crc)
+                crc = _crc32(piece, crc)
             if crc != s.crc32:
                 raise _corrupt(self.path, "checksum mismatch (corrupt file)", section=s.name)
 
@@ -749,7 +753,7 @@ class _CrcReader:
         if not data:
             raise _corrupt(self._c.path, "file ended inside the section (truncated?)", section=self._s.name)
         self._pos += len(data)
-        self.crc = zlib.crc32(data, self.crc)
+        self.crc = _crc32(data, self.crc)
         return data
 
     def drain(self) -> None:

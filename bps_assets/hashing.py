@@ -1,5 +1,5 @@
 """sha256 of files at disk speed: large reads into one reused buffer; ``splitmix64``, the 64-bit
-mixer the synth vertex noise and the runtime's noise keys hash integers with.
+mixer the synth vertex noise and the runtime's noise keys hash integers with (``mix64``: its finalizer).
 
 hashlib releases the GIL while hashing a buffer larger than 2 KiB, so verify's thread pool
 hashes files in parallel with no process overhead. Measured here (benchmarks/bench_pipeline.py,
@@ -22,14 +22,22 @@ from .host import available_cores
 CHUNK = 4 << 20
 
 
+GAMMA = np.uint64(0x9E3779B97F4A7C15)  # SplitMix64's state increment (the golden gamma)
+
+
+def mix64(x: np.ndarray) -> np.ndarray:
+    """SplitMix64's finalizer of each uint64 of ``x`` (no gamma added), wrapping modulo 2^64."""
+    with np.errstate(over="ignore"):
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> np.uint64(31))
+
+
 def splitmix64(x: np.ndarray) -> np.ndarray:
     """SplitMix64's output function of each uint64 of ``x`` (the state advanced by the golden
     gamma, then mixed), wrapping modulo 2^64: splitmix64(0) = 0xE220A8397B1DCDAF."""
     with np.errstate(over="ignore"):
-        x = x + np.uint64(0x9E3779B97F4A7C15)
-        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        return x ^ (x >> np.uint64(31))
+        return mix64(x + GAMMA)
 
 
 def sha256_file(path: str | os.PathLike, chunk: int = CHUNK) -> tuple[str, int]:

@@ -488,6 +488,16 @@ def _grid(path, header, key, dtype_name, k):
     return grid
 
 
+def _read_args(path, header, secs, names: dict, n_v: int) -> tuple[dict, dict]:
+    """(grids, below) for ``Container.read`` of the geometry ``names`` (geometry section name ->
+    the section read for it, e.g. a LOD level's), ``n_v`` vertices: the quantized sections come
+    back as float32 values, dequantized in the unfilter pass; indices and material ids are
+    range-checked in the read's own pass (as unsigned: a negative id fails too)."""
+    grids = {f: _grid(path, header, key, _DT_NAME[secs[names[f]].dtype], k)
+             for f, key, k in (("positions_q", "positions", 3), ("uvs_q", "uvs", 2)) if f in names}
+    return grids, {"indices": n_v, "tri_material": secs["material_color"].shape[0]}
+
+
 # Caps on what a header may declare (docs/FORMAT.md 5.5). Sizes of every section follow from
 # these counts, so a file cannot make the reader allocate more than the scene it describes.
 MAX_TRIANGLES = 2**31 - 1   # indices go to torch as int32
@@ -630,12 +640,7 @@ def read_packed_scene(path: str | os.PathLike, sections: Iterable[str] | None = 
         # largest first: the longest decompression (the texture blocks) starts at once instead
         # of last on a thread that has already worked through the small sections
         needed.sort(key=lambda n: -secs[n].stored_length)
-        # quantized sections come back as float32 values, dequantized in the unfilter pass
-        grids = {n: _grid(path, hdr, key, _DT_NAME[secs[n].dtype], k)
-                 for n, key, k in (("positions_q", "positions", 3), ("uvs_q", "uvs", 2)) if n in needed}
-        # indices and material ids are range-checked in the read's own pass (as unsigned: a
-        # negative id fails too)
-        below = {"indices": n_v, "tri_material": secs["material_color"].shape[0]}
+        grids, below = _read_args(path, hdr, secs, {n: n for n in needed}, n_v)
 
         def read(n):
             return c.read(n, verify=verify, grid=grids.get(n), below=below.get(n))
@@ -700,12 +705,8 @@ def with_lod_geometry(base: PackedScene, level: int, verify: bool = True) -> Pac
         raise ConfigError(path, f"LOD level {level} does not exist (the file has {len(lv)})")
     nv = lv[level]["vertices"]
     with Container(path, KIND) as c:
-        # range-checked in the read's pass
-        below = {"indices": nv, "tri_material": c.sections["material_color"].shape[0]}
         names = {f: _lod.section(level, f) for f in _lod.GEOMETRY if _lod.section(level, f) in c.sections}
-        # quantized sections dequantized in the unfilter pass, as read_packed_scene reads them
-        grids = {f: _grid(path, hdr, key, _DT_NAME[c.sections[names[f]].dtype], k)
-                 for f, key, k in (("positions_q", "positions", 3), ("uvs_q", "uvs", 2)) if f in names}
+        grids, below = _read_args(path, hdr, c.sections, names, nv)
         raw = {f: c.read(n, verify=verify, grid=grids.get(f), below=below.get(f)) for f, n in names.items()}
     ps = replace(base, positions=raw["positions_q"],
                  uvs=raw["uvs_q"] if "uvs_q" in raw else np.zeros((nv, 2), np.float32),

@@ -45,15 +45,18 @@ def small_scene(path: Path) -> Path:
     return path
 
 
-def rewrite(src: Path, dst: Path, arrays: dict | None = None, header: dict | None = None) -> Path:
-    """Copy a packed file with some arrays / header keys replaced; checksums stay valid."""
+def rewrite(src: Path, dst: Path, arrays: dict | None = None, header: dict | None = None,
+            drop=(), filtered: bool = False) -> Path:
+    """Copy a packed file with some arrays / header keys replaced (or added), the sections
+    ``drop`` left out; checksums stay valid. Sections stored raw, or with write_container's
+    default codec and filters when ``filtered`` (the read path of a converted file)."""
     with Container(src) as c:
-        arr = c.read_many()
+        arr = c.read_many([n for n in c.sections if n not in drop])
         hdr = dict(c.header)
         kind = c.kind
     arr.update(arrays or {})
     hdr.update(header or {})
-    write_container(dst, kind, hdr, arr, {n: SectionSpec("raw") for n in arr})
+    write_container(dst, kind, hdr, arr, None if filtered else {n: SectionSpec("raw") for n in arr})
     return dst
 
 

@@ -15,7 +15,7 @@ import embreex  # noqa: F401  (a dependency the test extra installs: missing is 
 
 from click.testing import CliRunner  # noqa: E402
 
-from bps_assets.container import Container, write_container  # noqa: E402
+from bps_assets.container import Container  # noqa: E402
 from bps_assets.errors import ConfigError, CorruptFileError  # noqa: E402
 from bps_assets.lod_section import choose_level, pixel_footprint, section  # noqa: E402
 from bps_assets.packed_scene import ConvertOptions, convert_file, read_packed_scene  # noqa: E402
@@ -23,6 +23,7 @@ from bps_assets.packed_scene import read_lod_level as read_level  # noqa: E402
 from bps_runtime.render import RenderOptions, build_shading_data, make_renderer  # noqa: E402
 from bps_runtime.scenes.lod_levels import level_for, read_for_sensor  # noqa: E402
 
+from hostile_cases import rewrite  # noqa: E402
 from semantic_fixtures import synth_semantic_scene  # noqa: E402
 
 OBJECTS = Path(__file__).resolve().parents[2] / "shared/datasets/replicacad/objects"
@@ -228,16 +229,6 @@ def test_levels_get_embree_high_builds_charged_as_measured_and_full_meshes_keep_
     assert info["decoded_scan"] == packed_scene_footprint(str(plain))["decoded_scan"]
 
 
-def _rewrite(src: Path, dst: Path, header=None, drop=(), add=None):
-    """A copy of ``src`` with its header replaced, sections dropped or added (crafted damage)."""
-    with Container(src, "SCEN") as c:
-        hdr = c.header
-        arrays = {n: c.read(n) for n in c.sections if n not in drop}
-    arrays.update(add or {})
-    write_container(dst, "SCEN", header or hdr, arrays, overwrite=True)
-    return dst
-
-
 @pytest.mark.parametrize("case", ["too_many_triangles", "errors_not_increasing", "missing_section",
                                   "unlisted_level", "bad_index", "too_many_levels", "bad_material"])
 def test_damaged_lod_sections_are_typed_errors(scan, tmp_path, case):
@@ -255,18 +246,18 @@ def test_damaged_lod_sections_are_typed_errors(scan, tmp_path, case):
         kw["drop"] = (section(1, "tri_object"),)
     elif case == "unlisted_level":
         with Container(with_lod, "SCEN") as c:
-            kw["add"] = {section(2, "indices"): c.read(section(1, "indices"))}
+            kw["arrays"] = {section(2, "indices"): c.read(section(1, "indices"))}
     elif case == "bad_index":
         with Container(with_lod, "SCEN") as c:
             idx = c.read(section(0, "indices")).copy()
         idx[5, 1] = lv[0]["vertices"]
-        kw["add"] = {section(0, "indices"): idx}
+        kw["arrays"] = {section(0, "indices"): idx}
     elif case == "bad_material":   # negative: read as unsigned, out of range too
         with Container(with_lod, "SCEN") as c:
             tm = c.read(section(0, "tri_material")).copy()
         tm[3] = -1
-        kw["add"] = {section(0, "tri_material"): tm}
-    bad = _rewrite(with_lod, tmp_path / "bad.bps", **kw)
+        kw["arrays"] = {section(0, "tri_material"): tm}
+    bad = rewrite(with_lod, tmp_path / "bad.bps", filtered=True, **kw)   # filtered: the read path of a converted file
     with pytest.raises(CorruptFileError) as e:
         read_level(bad, 0)
     assert "bad.bps" in str(e.value)
@@ -287,7 +278,7 @@ def test_deep_verify_reads_every_level(scan, tmp_path):
     with Container(with_lod, "SCEN") as c:
         idx = c.read(section(1, "indices")).copy()
     idx[0, 0] = hdr["lods"]["levels"][1]["vertices"]   # out of range, with a valid checksum
-    bad = _rewrite(with_lod, tmp_path / "bad.bps", add={section(1, "indices"): idx})
+    bad = rewrite(with_lod, tmp_path / "bad.bps", {section(1, "indices"): idx}, filtered=True)
     with pytest.raises(CorruptFileError, match="lod1.indices"):
         _deep_check_packed(bad, "SCEN", hdr)
 
@@ -369,14 +360,14 @@ def test_composed_scene_stage_levels_load_as_instances_and_flattened(tmp_path):
 def test_simplify_checks_its_error_where_the_quadric_undercounts(tmp_path):
     """ReplicaCAD's towel (a folded sheet): meshoptimizer alone reports 1 cm yet moves the surface
     farther at many samples; the check redoes it at a smaller error until <= 1 % of them move > 1 cm."""
-    from bps_assets.transforms.lod import Options, VERIFY_SHARE, _surface_distance, simplify
+    from bps_assets.transforms.lod import Options, VERIFY_SHARE, _probes, _surface_distance, simplify
 
     convert_file(OBJECTS / "frl_apartment_towel.glb", tmp_path / "towel.bps")
     ps = read_packed_scene(tmp_path / "towel.bps", ["positions", "indices"])
     pos, tri = ps.positions, ps.indices
     raw, checked = simplify(pos, tri, None, Options(0.01, verify_tries=0)), simplify(pos, tri, None, Options(0.01))
-    far_raw = float((_surface_distance(pos, tri, raw.indices, 0.01) > 0.01).mean())
-    far = float((_surface_distance(pos, tri, checked.indices, 0.01) > 0.01).mean())
+    far_raw = float((_surface_distance(pos, *_probes(pos, tri), raw.indices, 0.01) > 0.01).mean())
+    far = float((_surface_distance(pos, *_probes(pos, tri), checked.indices, 0.01) > 0.01).mean())
     assert far_raw > VERIFY_SHARE and far <= VERIFY_SHARE, (far_raw, far)
     assert len(raw.indices) < len(checked.indices) < len(tri)
 

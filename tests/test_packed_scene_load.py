@@ -162,6 +162,19 @@ def test_native_dequantize_equals_numpy_bit_for_bit(dtype, filt, cols, monkeypat
 
 
 @needs_native
+def test_native_unfilter_is_looked_up_once(monkeypatch):
+    """Each C pass is resolved once per process, not per section read (native.function takes a
+    lock); NATIVE_UNFILTER = False still turns both off."""
+    import bps_assets.native as N
+
+    f, g = C._native_unfilter(), C._native_unfilter(dequantize=True)
+    monkeypatch.setattr(N, "function", lambda *a, **k: pytest.fail("looked up again"))
+    assert C._native_unfilter() is f and C._native_unfilter(dequantize=True) is g and f is not g
+    monkeypatch.setattr(C, "NATIVE_UNFILTER", False)
+    assert C._native_unfilter() is None and C._native_unfilter(dequantize=True) is None
+
+
+@needs_native
 def test_native_pass_refuses_lengths_that_do_not_match():
     """Every length the C pass is given is checked against the others before it writes."""
     import ctypes
@@ -272,7 +285,19 @@ def test_native_crc32_equals_zlib():
             b = big[off:off + n]
             for start in (0, 0xFFFFFFFF, 123456789):
                 assert C._crc_native(start, b, len(b)) == zlib.crc32(b, start), (n, off, start)
+                assert C._crc32(b, start) == zlib.crc32(b, start), (n, off, start)
             assert C._crc32(b) == zlib.crc32(b)
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_running_crc_over_pieces_is_zlibs(native, monkeypatch):
+    """_crc32's start value: the CRC of a section read in pieces (check_checksums, the copy's
+    stream reader) is the CRC of the whole, as zlib gives it."""
+    monkeypatch.setattr(C, "NATIVE_UNFILTER", native)
+    data = np.random.default_rng(6).bytes(10_000)
+    for cut in (0, 1, 63, 4096, 9999):
+        assert C._crc32(data[cut:], C._crc32(data[:cut])) == zlib.crc32(data) == C._crc32(data)
+        assert C._crc32(data[cut:], 0xFFFFFFFF) == zlib.crc32(data[cut:], 0xFFFFFFFF)
 
 
 @pytest.mark.parametrize("native", [True, False])

@@ -212,7 +212,7 @@ def test_concurrent_runs_of_one_shard_are_refused(tmp_path):
         # another shard is not blocked
         preprocess(src, out, "gibson", "tiny", opts, Shard(0, 2), backend=FakeBackend())
     finally:
-        held.close()
+        held.release()
     assert preprocess(src, out, "gibson", "tiny", opts, backend=FakeBackend()).ok
 
 
@@ -226,7 +226,7 @@ def test_run_lock_without_any_lock_api_warns(tmp_path, monkeypatch):
     monkeypatch.setitem(_sys.modules, "msvcrt", None)
     with pytest.warns(RuntimeWarning, match="neither fcntl nor msvcrt"):
         f = pp._lock_run(tmp_path / "manifest.lock")
-    f.close()
+    f.release()
 
 
 def test_run_lock_refuses_a_second_run(tmp_path):
@@ -238,7 +238,7 @@ def test_run_lock_refuses_a_second_run(tmp_path):
                             "from bps_assets.pipeline.preprocess import _lock_run; "
                             f"_lock_run(Path({str(tmp_path / 'state' / 'manifest.lock')!r}))"],
                            capture_output=True, text=True)
-    first.close()
+    first.release()
     assert child.returncode != 0 and "another preprocess run" in child.stderr
 
 
@@ -271,5 +271,5 @@ def test_preprocess_takes_the_same_lock_pid_named_and_stale_taken_over(tmp_path,
     lock = _lock_run(path)
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"pid {p.pid}" in err[0] and "taking over" in err[0] and err[0].startswith("preprocess")
-    lock.close()
+    lock.release()
     assert path.read_text() == ""

@@ -178,7 +178,7 @@ def test_hierarchy_trs_matrix_and_instancing(tmp_path):
 def test_huge_and_tiny_quaternions_still_rotate(scale):
     """The squared norm of [s,0,0,s] overflows (1e200), underflows (1e-170) or goes subnormal
     (1e-160): still the rotation of [1,0,0,1] (90 degrees about x), not the identity."""
-    from bps_assets.readers.gltf import quat_matrix
+    from bps_assets.transforms.frame import quat_matrix
 
     want = np.array([[1, 0, 0], [0, 0, -1], [0, 1, 0]], float)
     np.testing.assert_allclose(quat_matrix([1, 0, 0, 1]), want, atol=1e-15)

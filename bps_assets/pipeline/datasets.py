@@ -25,7 +25,8 @@ from pathlib import Path
 from ..errors import DatasetError
 from ..json_input import parse_json
 from ..manifests_location import ENV_VAR, manifests_dir  # noqa: F401  (ENV_VAR: re-exported)
-from .scene_dataset_config import SCENE_DATASET_CONFIG_SUFFIX, SPLIT as CONFIG_SPLIT, read_stages
+from ..scene_dataset.config_json import SCENE_DATASET_CONFIG_SUFFIX
+from .scene_dataset_config import SPLIT as CONFIG_SPLIT, read_stages
 
 SUBSETS = ("train", "val", "test")
 MAX_MANIFEST_BYTES = 64 << 20  # a dataset file is data we ship, but keep reads bounded

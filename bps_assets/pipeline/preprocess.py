@@ -32,7 +32,7 @@ from pathlib import Path
 
 from .. import __version__
 from ..container import atomic_write, make_dirs
-from ..errors import AnnotationError, BpsError, ConfigError, DatasetError, InterruptedRun, NavError, OutputExistsError, OutputWriteError, UpAxisError
+from ..errors import AnnotationError, BpsError, ConfigError, DatasetError, InterruptedRun, NavError, OutputExistsError, UpAxisError
 from ..errors import InputError
 from ..json_input import parse_json
 from ..safe_paths import link_escape
@@ -610,7 +610,7 @@ def preprocess(src_root, out_root, dataset: str = "gibson", split: str | None = 
     try:
         return _run(plan, ds, split, shard, options, backend, settings, out_root, mpath, progress, log, t_start)
     finally:
-        lock.close()
+        lock.release()
 
 
 def nothing_found(plan: Plan) -> str:

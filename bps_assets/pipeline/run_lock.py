@@ -32,12 +32,10 @@ class RunLock:
         try:
             self._f.seek(0)
             self._f.truncate()
-        except OSError:
+        except OSError:  # a pid left in the file only reads as a stale lock, which the next hold takes over
             pass
         self._f.close()   # closing drops the lock
         self._f = None
-
-    close = release   # the name of the open file it used to be (preprocess's callers)
 
     def __enter__(self):
         return self

@@ -23,9 +23,8 @@ from pathlib import Path
 from ..errors import DatasetError, InputError, ResourceLimitError
 from ..habitat_names import habitat_scene_name
 from ..scene_dataset import config_json
-from ..scene_dataset.config_json import SUFFIX, load_json
+from ..scene_dataset.config_json import SCENE_DATASET_CONFIG_SUFFIX, SUFFIX, load_json
 
-SCENE_DATASET_CONFIG_SUFFIX = ".scene_dataset_config.json"
 SPLIT = "all"
 UP_AXES = {(0, 1, 0): "y", (0, 0, 1): "z"}
 

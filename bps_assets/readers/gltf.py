@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import math
 import os
-import sys
 
 import numpy as np
 
 from ..errors import InputError, UnsupportedExtensionError
 from ..scene import Material, Mesh, SceneDocument, Texture
+from ..transforms.frame import quat_matrix
 from .guard import guarded
 from .gltf_accessors import NORMALIZE, buffer_view, read_accessor
 from .gltf_compression import decode_draco, draco_attribute, draco_faces
@@ -88,28 +88,6 @@ def _finite(g: GltfFile, v, n: int, what: str, default) -> np.ndarray:
     if a.shape != (n,) or not np.isfinite(a).all():
         raise g.fail(f"{what} must be {n} finite numbers, got {v!r}")
     return a
-
-
-def quat_matrix(q, order: str = "xyzw") -> np.ndarray:
-    """3x3 rotation of a quaternion whose components ``q`` are in ``order`` ("xyzw": glTF's,
-    "wxyz": habitat's), normalized first; a zero quaternion gives the identity. The one
-    quaternion -> matrix of bps_assets."""
-    q = [float(v) for v in q]
-    # the norm summed in the stored order: each format's matrices keep their bits
-    n = q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3]
-    if (math.isinf(n) or n < sys.float_info.min) and any(q):
-        # the squares overflow or leave the normal range (1e200, 1e-170): rescale first; only
-        # then, so every ordinary quaternion keeps its bits
-        big = max(abs(v) for v in q)
-        q = [v / big for v in q]
-        n = q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3]
-    c = dict(zip(order, (v / math.sqrt(n) for v in q))) if n > 0 else {"x": 0.0, "y": 0.0, "z": 0.0, "w": 1.0}
-    x, y, z, w = c["x"], c["y"], c["z"], c["w"]
-    return np.array([
-        [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
-        [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
-        [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
-    ])
 
 
 def node_matrix(g: GltfFile, node: dict, i: int) -> np.ndarray:

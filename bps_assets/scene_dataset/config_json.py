@@ -14,6 +14,7 @@ from ..errors import DatasetError
 from ..json_input import parse_json
 
 MAX_CONFIG_BYTES = 64 << 20
+SCENE_DATASET_CONFIG_SUFFIX = ".scene_dataset_config.json"   # the dataset's own config
 SUFFIX = {"stages": ".stage_config.json", "objects": ".object_config.json",
           "articulated_objects": ".ao_config.json", "scene_instances": ".scene_instance.json"}
 

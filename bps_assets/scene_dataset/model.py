@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..readers.gltf import quat_matrix
+from ..transforms.frame import quat_matrix
 
 
 @dataclass(frozen=True)

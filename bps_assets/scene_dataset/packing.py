@@ -22,10 +22,10 @@ import numpy as np
 from .. import composed_section as cs
 from ..container import Container
 from ..errors import BpsError, DatasetError
-from ..packed_scene import DEFAULTS, convert_file, convert_scene, read_packed_scene
+from ..hashing import settings_fingerprint, sha256_file
+from ..packed_scene import (DEFAULTS, SUFFIX as ASSET_SUFFIX, convert_file, convert_scene, read_packed_scene,
+                            settings_json)
 from .model import ComposedScene
-
-from ..packed_scene import SUFFIX as ASSET_SUFFIX  # noqa: E402  (one name for the extension)
 
 
 def _asset_options(options):
@@ -36,24 +36,25 @@ def pack_assets(scene: ComposedScene, assets_dir: Path, options=DEFAULTS) -> lis
     """Convert the scene's assets missing from ``assets_dir``; ``[{key, path, source, converted}]``."""
     assets_dir.mkdir(parents=True, exist_ok=True)
     used = {i.asset for i in scene.instances}   # the stage lives in the scene file itself
+    opts = _asset_options(options)
+    fingerprint = settings_fingerprint(settings_json(opts))  # the same for every asset
     out = []
     for k, a in enumerate(scene.assets):
         dst = assets_dir / f"{a.key}{ASSET_SUFFIX}"
         made = False
-        if k in used and not _current(dst, a.path, _asset_options(options)):
-            convert_file(a.path, dst, _asset_options(options), overwrite=True, scene_id=a.key, semantic=None)
+        if k in used and not _current(dst, a.path, fingerprint):
+            convert_file(a.path, dst, opts, overwrite=True, scene_id=a.key, semantic=None)
             made = True
         out.append({"key": a.key, "path": f"../assets/{dst.name}", "source": str(a.path), "converted": made})
     return out
 
 
-def _current(dst: Path, src: Path, options) -> bool:
+def _current(dst: Path, src: Path, fingerprint: str) -> bool:
     """``dst`` exists and was converted from ``src`` as it is now (the sha256 in its header)
-    with ``options`` by this tool version (the settings fingerprint preprocess keys scenes on,
-    ``hashing.settings_fingerprint``, over the converter settings in its header)."""
+    by this tool version with the settings whose fingerprint is ``fingerprint`` (the one
+    preprocess keys scenes on, ``hashing.settings_fingerprint``, over the converter settings
+    in its header)."""
     from .. import __version__
-    from ..hashing import settings_fingerprint, sha256_file
-    from ..packed_scene import settings_json
     try:
         with Container(dst, "SCEN") as c:
             h = c.header
@@ -62,7 +63,7 @@ def _current(dst: Path, src: Path, options) -> bool:
     conv = h.get("converter") if isinstance(h.get("converter"), dict) else {}
     settings = conv.get("settings")
     if not isinstance(settings, dict) or conv.get("version") != __version__ or \
-            settings_fingerprint(settings) != settings_fingerprint(settings_json(options)):
+            settings_fingerprint(settings) != fingerprint:
         return False
     return (h.get("source") or {}).get("sha256") == sha256_file(src)[0]
 

@@ -3,10 +3,13 @@
 Gibson and MP3D GLBs are Z-up and enter the habitat frame as (x, y, z) -> (x, z, -y);
 plain glTF is already Y-up. The matrix applied is recorded in ``SceneDocument.frame_matrix``
 and, from there, in the packed file's header. The Z-up matrix is a signed permutation, so
-positions are moved exactly (no rounding).
+positions are moved exactly (no rounding). ``quat_matrix``: the one quaternion -> rotation
+matrix of bps_assets (glTF's and habitat's component orders).
 """
 from __future__ import annotations
 
+import math
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,6 +26,28 @@ Z_UP_TO_Y_UP = np.array([[1, 0, 0, 0],
                          [0, 0, 1, 0],
                          [0, -1, 0, 0],
                          [0, 0, 0, 1]], dtype=np.float64)
+
+
+def quat_matrix(q, order: str = "xyzw") -> np.ndarray:
+    """3x3 rotation of a quaternion whose components ``q`` are in ``order`` ("xyzw": glTF's,
+    "wxyz": habitat's), normalized first; a zero quaternion gives the identity. The one
+    quaternion -> matrix of bps_assets."""
+    q = [float(v) for v in q]
+    # the norm summed in the stored order: each format's matrices keep their bits
+    n = q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3]
+    if (math.isinf(n) or n < sys.float_info.min) and any(q):
+        # the squares overflow or leave the normal range (1e200, 1e-170): rescale first; only
+        # then, so every ordinary quaternion keeps its bits
+        big = max(abs(v) for v in q)
+        q = [v / big for v in q]
+        n = q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3]
+    c = dict(zip(order, (v / math.sqrt(n) for v in q))) if n > 0 else {"x": 0.0, "y": 0.0, "z": 0.0, "w": 1.0}
+    x, y, z, w = c["x"], c["y"], c["z"], c["w"]
+    return np.array([
+        [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+        [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+        [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
+    ])
 
 
 @dataclass(frozen=True)

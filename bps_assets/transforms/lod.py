@@ -74,12 +74,14 @@ def simplify(positions: np.ndarray, indices: np.ndarray, groups: np.ndarray | No
     target = np.full(len(spans), float(options.max_error))
     out_idx, out_err = [None] * len(spans), np.zeros(len(spans))
     todo = range(len(spans))
-    seams = _simplify_seams(m, pos, idx[order], grp[order], starts, options.max_error) \
+    sidx = idx[order]  # the source triangles in group order
+    seams = _simplify_seams(m, pos, sidx, grp[order], starts, options.max_error) \
         if options.borders == "seams" else None
     if seams is not None:
         out_idx, out_err[:] = seams
         todo = [g for g in range(len(spans)) if not len(out_idx[g])]  # collapsed: kept as they are below
         target[todo] = 0.0
+    probes = None  # (centroids, normals) of the source triangles: the same for every verify pass
     for attempt in range(options.verify_tries + 1):
         for g in todo:
             tris = order[spans[g][0]:spans[g][1]]
@@ -89,11 +91,13 @@ def simplify(positions: np.ndarray, indices: np.ndarray, groups: np.ndarray | No
         # meshoptimizer's quadric error can undercount (thin folded sheets): groups whose surface
         # moved farther than asked at over VERIFY_SHARE of their samples are redone at half the error
         lod_idx = np.concatenate(out_idx)
-        dist = _surface_distance(pos, idx[order], lod_idx, options.max_error)
+        if probes is None:
+            probes = _probes(pos, sidx)
+        dist = _surface_distance(pos, *probes, lod_idx, options.max_error)
         share = np.add.reduceat((dist > options.max_error).astype(np.float64), starts) / np.diff(np.r_[starts, len(grp)])
         worst = np.maximum.reduceat(dist, starts)
         bad = (share > VERIFY_SHARE) | (worst > VERIFY_MAX * options.max_error)
-        todo = [g for g in np.flatnonzero(bad) if not np.array_equal(out_idx[g], idx[order[spans[g][0]:spans[g][1]]])]
+        todo = [g for g in np.flatnonzero(bad) if not np.array_equal(out_idx[g], sidx[spans[g][0]:spans[g][1]])]
         if not todo:
             break
         target[todo] /= 2
@@ -139,16 +143,20 @@ def _simplify_group(m, pos: np.ndarray, tris: np.ndarray, target: float, flags: 
     return dst[:n].reshape(-1, 3), float(err[0])
 
 
-def _surface_distance(pos: np.ndarray, src: np.ndarray, lod: np.ndarray, max_error: float) -> np.ndarray:
-    """Distance from each source triangle's centroid to the nearest LOD surface along the
-    triangle's normal, either way (at most 4 x ``max_error``: farther or none counts as that)."""
-    from ..raycast import RayCaster
-
+def _probes(pos: np.ndarray, src: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(centroids, unit normals) of the triangles ``src`` (float64; +Y for a degenerate one)."""
     p = pos[src.astype(np.int64)].astype(np.float64)
-    c = p.mean(1)
     n = np.cross(p[:, 1] - p[:, 0], p[:, 2] - p[:, 0])
     ln = np.linalg.norm(n, axis=1, keepdims=True)
-    n = np.where(ln > 0, n / np.maximum(ln, 1e-30), [0.0, 1.0, 0.0])
+    return p.mean(1), np.where(ln > 0, n / np.maximum(ln, 1e-30), [0.0, 1.0, 0.0])
+
+
+def _surface_distance(pos: np.ndarray, c: np.ndarray, n: np.ndarray, lod: np.ndarray, max_error: float) -> np.ndarray:
+    """Distance from each source triangle's centroid ``c`` to the nearest LOD surface along the
+    triangle's normal ``n`` (``_probes``), either way (at most 4 x ``max_error``: farther or none
+    counts as that)."""
+    from ..raycast import RayCaster
+
     reach = 4.0 * max_error
     rc = RayCaster(pos, lod, what="checking a LOD's error (--lod)")
     d = np.full(len(c), reach)

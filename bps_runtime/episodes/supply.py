@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from bps_assets.errors import ConfigError
+from bps_assets.hashing import GAMMA, mix64
 from bps_assets.nav.episodes import DEFAULTS as _GEN
 
 from ..grouping import group_by_scene
@@ -79,10 +80,7 @@ def counter_uniforms(key: int, counters: np.ndarray, n: int) -> np.ndarray:
     stream: draw j does not depend on how many draws were made before it."""
     with np.errstate(over="ignore"):
         x = (counters.astype(np.uint64)[:, None] * np.uint64(n) + np.arange(n, dtype=np.uint64)[None, :])
-        x = x * np.uint64(0x9E3779B97F4A7C15) + np.uint64(key & 0xFFFFFFFFFFFFFFFF)
-        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        x = x ^ (x >> np.uint64(31))
+        x = mix64(x * GAMMA + np.uint64(key & 0xFFFFFFFFFFFFFFFF))
     return (x >> np.uint64(11)).astype(np.float64) * (1.0 / 9007199254740992.0)
 
 

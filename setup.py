@@ -18,4 +18,8 @@ setup(ext_modules=[
     # rounded once: the same bits as numpy's float64 formula)
     Extension("bps_assets.native._unfilter", ["bps_assets/native/_unfilter.c"],
               extra_compile_args=C_FLAGS + ["-O3"], optional=True),
+    # the policy's fused stem (bps_train/stem.py): float32 results need not match numpy, so
+    # multiply-adds may fuse; -O3 vectorizes the per-channel loops
+    Extension("bps_train._stem", ["bps_train/_stem.c"],
+              extra_compile_args=C_FLAGS + ["-O3", "-ffp-contract=fast"], optional=True),
 ])

@@ -7,7 +7,8 @@ policy with each variant, the variants in turn round after round, fastest round 
 A variant is levers joined by ``+``: ``old_encoder`` (the encoder's forward at 9b8a679: relu
 before the max-pool, Fixup's biases and scale as passes of their own), ``se_mean`` (the SE
 gate's mean before the third pass), ``lstm_per_step`` (one
-nn.LSTM call per step, before issue 32), ``heap`` (``bps_train.learner_cpu.keep_freed_memory``; without
+nn.LSTM call per step, before issue 32), ``torch_stem`` (the stem's conv, max-pool and relu as
+torch ops, before the fused stem of bps_train.stem), ``heap`` (``bps_train.learner_cpu.keep_freed_memory``; without
 it glibc's defaults and the memory trimmed; an untimed update re-grows the heap first),
 ``all_threads`` (every core during the update, else 1), ``channels_last`` (weights), ``bf16``
 (CPU autocast), ``compile`` (torch.compile of the encoder). Named: ``before`` = old_encoder+se_mean (the
@@ -39,7 +40,8 @@ from bps_train.lamb import Lamb  # noqa: E402
 from bps_train.throughput import ppo_update, random_rollout  # noqa: E402
 from learner_reference import reference_encoder, reference_se_weights, stepwise_reference  # noqa: E402
 
-LEVERS = ("old_encoder", "se_mean", "lstm_per_step", "heap", "all_threads", "channels_last", "bf16", "compile")
+LEVERS = ("old_encoder", "se_mean", "lstm_per_step", "torch_stem", "heap", "all_threads", "channels_last", "bf16",
+          "compile")
 NAMED = {"before": "old_encoder+se_mean", "fewer_passes": "se_mean", "every_core": "heap+all_threads",
          "second_pass": "heap+se_mean"}
 
@@ -53,8 +55,14 @@ def lstm_per_step(self, visual, goal, prev_action, state0, not_done):
     return self.actor(out), self.critic(out)[..., 0]
 
 
-# (class, attribute, current code, old code, the lever that selects the old code)
-CODE = [(M.Policy, "evaluate_sequence", M.Policy.evaluate_sequence, lstm_per_step, "lstm_per_step"),
+def torch_stem(x, conv):
+    """The stem as torch's own ops (before the fused stem, bps_train.stem)."""
+    return torch.nn.functional.relu(torch.nn.functional.max_pool2d(conv(x), 3, 2, 1))
+
+
+# (class or module, attribute, current code, old code, the lever that selects the old code)
+CODE = [(M, "stem_pool_relu", M.stem_pool_relu, torch_stem, "torch_stem"),
+        (M.Policy, "evaluate_sequence", M.Policy.evaluate_sequence, lstm_per_step, "lstm_per_step"),
         (M.SEResNet9, "forward", M.SEResNet9.forward, reference_encoder, "old_encoder"),
         (M.SqueezeExcite, "weights", M.SqueezeExcite.weights, reference_se_weights, "se_mean")]
 

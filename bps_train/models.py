@@ -14,6 +14,7 @@ import torch.nn.functional as F
 
 from bps_runtime.tasks import task_spec
 from bps_runtime.tasks.spec import GoalEncoderArgs
+from bps_train.stem import stem_pool_relu
 
 
 class SqueezeExcite(nn.Module):
@@ -109,9 +110,7 @@ class SEResNet9(nn.Module):
         self.fc = nn.LazyLinear(out_dim)
 
     def forward(self, x):
-        # max-pool then relu: the same values and gradients as relu then max-pool (relu is
-        # monotonic; -inf padding), on a quarter of the elements
-        x = F.relu(F.max_pool2d(self.stem(x), 3, 2, 1))
+        x = stem_pool_relu(x, self.stem)   # relu(max_pool(stem(x))), fused on the CPU (bps_train.stem)
         x = self.blocks(x)
         x = F.relu(self.compress(x))
         return F.relu(self.fc(x.flatten(1)))

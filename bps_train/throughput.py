@@ -11,7 +11,7 @@ also with a 1-thread update (``*_1_thread``) and a 1-group rollout (``*_1_group`
 sim (issue 32: ``learn_over_sim`` >= 1, ``end_to_end_over_sim`` >= 0.45). The rollout acts eagerly
 (the trainer's default); ``--frozen-act 1``: through the frozen copy, with ``infer_eager`` /
 ``collect_2_groups_eager`` interleaved (``frozen_act_gain``). ``*_cores``: CPU time / wall time of a phase; ``*_core_us``:
-CPU microseconds per frame. Host settings as the trainer's. ``--bf16``: measurement only.
+CPU microseconds per frame. Host settings and autocast as the trainer's (``--bf16 0``: fp32).
 """
 from __future__ import annotations
 
@@ -27,9 +27,8 @@ import torch
 from bps_train.learner_cpu import keep_freed_memory, threads, update_threads
 from bps_train.frozen_act import FrozenAct
 from bps_train.lamb import Lamb
-from bps_train.models import cpu_bf16_supported
 from bps_train.ppo import Rollout
-from bps_train.train import Args, build_policy, collect_rollout, learn, sim_window, start_rollouts
+from bps_train.train import Args, autocast_of, build_policy, collect_rollout, learn, sim_window, start_rollouts
 
 RECIPE = Args()   # the trainer's PPO settings (epochs, minibatches, clip, coefficients)
 
@@ -117,9 +116,9 @@ def main(argv=None):
                    help="1: the rollout acts through a frozen TorchScript copy of the policy (the trainer's "
                         "--frozen-act, bps_train.frozen_act), measured beside the eager policy; 0 (the trainer's "
                         "default): the eager policy")
-    p.add_argument("--bf16", action="store_true",
-                   help="bf16 autocast of the policy (CPUs with oneDNN bf16 kernels; measurement only: the trainer "
-                        "never autocasts on CPU)")
+    p.add_argument("--bf16", type=int, nargs="?", const=1, default=1, choices=(0, 1),
+                   help="1 (the trainer's --bf16 default): bf16 autocast of the policy where the CPU has native bf16 "
+                        "kernels (AVX-512 BF16), fp32 elsewhere; 0: fp32")
     a = p.parse_args(argv)
     if a.repeats < 1:   # every figure is the best of the repetitions
         p.error(f"--repeats {a.repeats}: must be >= 1")
@@ -129,9 +128,7 @@ def main(argv=None):
     torch.manual_seed(0)
     n, res = a.num_envs, (a.resolution, a.resolution)
     policy = build_policy(dataclasses.replace(RECIPE, hidden=a.hidden, width=a.width, resolution=a.resolution), "cpu")
-    amp = contextlib.nullcontext
-    if a.bf16 and cpu_bf16_supported():
-        amp = lambda: torch.autocast("cpu", dtype=torch.bfloat16)  # noqa: E731
+    amp = autocast_of(dataclasses.replace(RECIPE, bf16=bool(a.bf16)), "cpu")   # the trainer's choice
     from bps_assets.host import available_cores
 
     cores = available_cores()

@@ -100,7 +100,8 @@ class Args:
                           "rollout's acting (--act-threads) and the update (--learn-threads), e.g. --eval's policy "
                           "(0: every core this process may use for the env; torch's default)")
     frozen_act: bool = arg(False, "on the CPU, the rollout acts through a frozen TorchScript copy of the policy "
-                                  "(re-frozen after each update; the same function to float rounding, 3-5% less CPU; "
+                                  "(re-frozen after each update; the same function to float rounding, 3-5% less CPU; fp32 only: "
+                                  "where --bf16 autocasts, the rollout acts eagerly; "
                                   "off by default: TorchScript is deprecated in torch 2.13 and the wall-clock gain is "
                                   "1.00-1.03x on a quiet machine)")
     act_threads: int = arg(0, "torch's intra-op threads while the rollout's policy acts (0: 1 on the CPU, where the "
@@ -113,7 +114,8 @@ class Args:
     noise: str = arg("", "sensor and actuation noise (habitat-sim's models, docs/NOISE.md): a preset (challenge2021: "
                          "its noise) or key=value pairs, e.g. depth=redwood,rgb=gaussian,actuation=locobot-ilqr,"
                          "multiplier=0.5 ('': none; with --eval: the checkpoint's)")
-    bf16: bool = arg(True, "bf16 autocast of the policy's forward passes on CUDA (never on CPU); the loss stays fp32")
+    bf16: bool = arg(True, "bf16 autocast of the policy's forward passes on CUDA and on CPUs with native bf16 (AVX-512 "
+                     "BF16; fp32 on other CPUs); the loss stays fp32")
 
 
 # ----------------------------------------------------------------------------------- set-up
@@ -218,11 +220,14 @@ def build_policy(args, device):
 
 
 def autocast_of(args, device):
-    """A factory of the policy's autocast context: bf16 on CUDA (--bf16), nothing elsewhere: CPU
-    bf16 (oneDNN, AVX-512) gave NaN gradients now and then and no steady speed-up (issue 32;
-    docs/PERFORMANCE.md, "CPU learner")."""
-    if torch.device(device).type == "cuda" and args.bf16:
-        return lambda: torch.autocast("cuda", dtype=torch.bfloat16)
+    """A factory of the policy's autocast context (--bf16): bf16 on CUDA, and on a CPU whose
+    oneDNN has native bf16 kernels (AVX-512 BF16: ``models.cpu_bf16_supported``); fp32 on other
+    CPUs (emulated bf16 is slower than fp32). docs/PERFORMANCE.md, "CPU learner, fourth pass"."""
+    from bps_train.models import cpu_bf16_supported
+
+    kind = torch.device(device).type
+    if args.bf16 and (kind == "cuda" or (kind == "cpu" and cpu_bf16_supported())):
+        return lambda: torch.autocast(kind, dtype=torch.bfloat16)
     return contextlib.nullcontext
 
 
@@ -774,7 +779,8 @@ def train(args) -> dict:
                            torch.uint8 if args.sensor == "rgb" else torch.float32, args.hidden, device,
                            *goal_spec(args))
         carry = start_rollouts(env, policy, device)
-        act = FrozenAct(policy) if device.type == "cpu" and args.frozen_act else policy
+        # the frozen copy is an fp32 trace (autocast is not traced): with bf16 the rollout acts eagerly
+        act = FrozenAct(policy) if device.type == "cpu" and args.frozen_act and amp is contextlib.nullcontext else policy
         # this rank's share (checked by the tests); one write with its newline, because print()
         # writes the text and the end apart and ranks sharing a pipe interleaved between them
         sys.stdout.write(f"rank {rank} of {world}: {len(carry.scenes)} scene(s): {' '.join(carry.scenes)}\n")

@@ -1,0 +1,240 @@
+/*
+ * The policy's stem, relu(max_pool(conv(x), 3, 2, 1)) with a 3x3 stride-2 pad-1 convolution,
+ * forward and the weight / bias gradient in one pass per frame, called through ctypes (GIL
+ * released). bps_train/stem.py wraps it as an autograd function and states the contract; this
+ * file only computes.
+ *
+ * Why: on the CPU the stem's 32x32 output (64 KiB per frame at width 16) was written by the
+ * convolution, read by the max-pool, re-zeroed and scattered into by the pool's backward and read
+ * again by the convolution's backward: ~23 % of a PPO update and ~16 % of a rollout's forward,
+ * all memory traffic (docs/PERFORMANCE.md, "CPU learner, fourth pass"). Here the conv map of one
+ * frame lives in a 64 KiB buffer that stays in L2, the pool keeps its window position as a byte,
+ * and no input gradient is computed (the stem's input is an observation).
+ *
+ * Semantics kept from torch: the pool's window scan is row-major and takes the first strict
+ * maximum (a NaN wins); relu's gradient passes where the output is > 0. Sizes come from the
+ * caller, which checks them (stem.py); -1 on inconsistent sizes, nothing written.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define WIDE __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
+#else
+#define WIDE
+#endif
+
+#define MAX_COUT 256
+#define MAX_TAPS 36 /* 9 x up to 4 input channels */
+#define LANES 16   /* channels per register block (one AVX-512 vector) */
+#define DEAD 255    /* window position of an output relu zeroed: no gradient */
+
+/* conv output rows/cols for a 3x3 stride-2 pad-1 conv (and the pool's, which has the same shape) */
+static int64_t half(int64_t n) { return (n - 1) / 2 + 1; }
+
+typedef float vf __attribute__((vector_size(4 * LANES)));   /* LANES channels */
+typedef int32_t vi __attribute__((vector_size(4 * LANES)));
+
+static inline vf load(const float *p) { vf v; memcpy(&v, p, sizeof v); return v; }
+static inline void store(float *p, vf v) { memcpy(p, &v, sizeof v); }
+static inline vf splat(float a) { return (vf){0} + a; }
+
+/* x [H][W][C] into xp [H + 2][W + 2][C] with a zero border: the conv's padding, so that its
+ * taps need no bounds checks. */
+static void pad_frame(const float *restrict x, int64_t h, int64_t w, int64_t cin, float *restrict xp) {
+    const int64_t row = (w + 2) * cin;
+    memset(xp, 0, sizeof(float) * (size_t)row);
+    memset(xp + (h + 1) * row, 0, sizeof(float) * (size_t)row);
+    for (int64_t r = 0; r < h; r++) {
+        float *dst = xp + (r + 1) * row;
+        memset(dst, 0, sizeof(float) * (size_t)cin);
+        memcpy(dst + cin, x + r * w * cin, sizeof(float) * (size_t)(w * cin));
+        memset(dst + (w + 1) * cin, 0, sizeof(float) * (size_t)cin);
+    }
+}
+
+/* The conv map of one frame, y[i][j][co] (HWC, coutp channels: cout rounded up to LANES), from
+ * the padded frame xp [H + 2][W + 2][C] and wt [taps][coutp] (zero-padded). Blocks of LANES
+ * channels accumulate in one vector. */
+WIDE static void conv_frame(const float *restrict xp, int64_t w, int64_t cin, const float *restrict wt,
+                            const float *restrict bias, int64_t coutp, int64_t hc, int64_t wc, float *restrict y) {
+    float patch[MAX_TAPS];
+    const int64_t taps = 9 * cin, row = (w + 2) * cin;
+    for (int64_t i = 0; i < hc; i++) {
+        for (int64_t j = 0; j < wc; j++) {
+            const float *restrict p0 = xp + 2 * i * row + 2 * j * cin;
+            for (int64_t ci = 0; ci < cin; ci++)
+                for (int64_t ky = 0; ky < 3; ky++)
+                    for (int64_t kx = 0; kx < 3; kx++) patch[ci * 9 + ky * 3 + kx] = p0[ky * row + kx * cin + ci];
+            for (int64_t c0 = 0; c0 < coutp; c0 += LANES) {
+                vf acc = load(bias + c0);
+                for (int64_t t = 0; t < taps; t++) acc += splat(patch[t]) * load(wt + t * coutp + c0);
+                store(y + (i * wc + j) * coutp + c0, acc);
+            }
+        }
+    }
+}
+
+/* Pool + relu of one frame's conv map into out [hp][wp][cout] and the window positions pos
+ * (through ob / pb: the same with coutp channels). */
+WIDE static void pool_frame(const float *restrict y, int64_t hc, int64_t wc, int64_t cout, int64_t coutp,
+                            int64_t hp, int64_t wp, float *restrict ob, int32_t *restrict pb, float *restrict out,
+                            uint8_t *restrict pos) {
+    for (int64_t pi = 0; pi < hp; pi++) {
+        const int64_t i0 = 2 * pi - 1 < 0 ? 0 : 2 * pi - 1, i1 = 2 * pi + 2 > hc ? hc : 2 * pi + 2;
+        for (int64_t pj = 0; pj < wp; pj++) {
+            const int64_t j0 = 2 * pj - 1 < 0 ? 0 : 2 * pj - 1, j1 = 2 * pj + 2 > wc ? wc : 2 * pj + 2;
+            /* torch: max from -inf, the index of the first valid position, then row-major
+             * "v > max or v is NaN" */
+            const int32_t first = (int32_t)((i0 - (2 * pi - 1)) * 3 + (j0 - (2 * pj - 1)));
+            float *restrict best = ob + (pi * wp + pj) * coutp;
+            int32_t *restrict arg = pb + (pi * wp + pj) * coutp;
+            for (int64_t c = 0; c < coutp; c++) { best[c] = -INFINITY; arg[c] = first; }
+            for (int64_t i = i0; i < i1; i++) {
+                for (int64_t j = j0; j < j1; j++) {
+                    const float *restrict v = y + (i * wc + j) * coutp;
+                    const int32_t a = (int32_t)((i - (2 * pi - 1)) * 3 + (j - (2 * pj - 1)));
+                    for (int64_t c = 0; c < coutp; c++) {
+                        const int take = v[c] > best[c] || v[c] != v[c];
+                        best[c] = take ? v[c] : best[c];
+                        arg[c] = take ? a : arg[c];
+                    }
+                }
+            }
+            for (int64_t c = 0; c < coutp; c++) {   /* relu; DEAD marks outputs it zeroed */
+                const int live = best[c] > 0.0f;
+                arg[c] = live ? arg[c] : DEAD;
+                best[c] = live || best[c] != best[c] ? best[c] : 0.0f;
+            }
+        }
+    }
+    /* cout of the coutp channels, HWC as torch's channels-last */
+    if (cout == coutp) {
+        memcpy(out, ob, sizeof(float) * (size_t)(hp * wp * cout));
+    } else {
+        for (int64_t o = 0; o < hp * wp; o++) memcpy(out + o * cout, ob + o * coutp, sizeof(float) * (size_t)cout);
+    }
+    for (int64_t o = 0; o < hp * wp; o++) {
+        const int32_t *restrict src = pb + o * coutp;
+        uint8_t *restrict dst = pos + o * cout;
+        for (int64_t c = 0; c < cout; c++) dst[c] = (uint8_t)src[c];
+    }
+}
+
+/* Forward of frames [n0, n1): x [N][H][W][C], weight [cout][cin][3][3], out [N][hp][wp][cout]
+ * (channels-last, as torch's own stem returns it), pos [N][hp][wp][cout]. Returns 0, or -1 on sizes this kernel does not take. */
+int stem_forward(const float *x, int64_t n0, int64_t n1, int64_t h, int64_t w, int64_t cin, const float *weight,
+                 const float *bias, int64_t cout, float *out, uint8_t *pos) {
+    if (cin < 1 || 9 * cin > MAX_TAPS || cout < 1 || cout > MAX_COUT || h < 1 || w < 1 || n0 < 0 || n1 < n0)
+        return -1;
+    const int64_t hc = half(h), wc = half(w), hp = half(hc), wp = half(wc), taps = 9 * cin;
+    const int64_t coutp = (cout + LANES - 1) / LANES * LANES;
+    float *wt = calloc((size_t)(taps * coutp), sizeof(float));
+    float *y = malloc(sizeof(float) * (size_t)(hc * wc * coutp));
+    float *xp = malloc(sizeof(float) * (size_t)((h + 2) * (w + 2) * cin));
+    float *ob = malloc(sizeof(float) * (size_t)(hp * wp * coutp));
+    int32_t *pb = malloc(sizeof(int32_t) * (size_t)(hp * wp * coutp));
+    float bp[MAX_COUT] = {0};
+    if (!wt || !y || !xp || !ob || !pb) { free(wt); free(y); free(xp); free(ob); free(pb); return -2; }
+    for (int64_t co = 0; co < cout; co++) {
+        bp[co] = bias[co];
+        for (int64_t t = 0; t < taps; t++) wt[t * coutp + co] = weight[co * taps + t];
+    }
+    for (int64_t n = n0; n < n1; n++) {
+        pad_frame(x + n * h * w * cin, h, w, cin, xp);
+        conv_frame(xp, w, cin, wt, bp, coutp, hc, wc, y);
+        pool_frame(y, hc, wc, cout, coutp, hp, wp, ob, pb, out + n * cout * hp * wp, pos + n * cout * hp * wp);
+    }
+    free(wt);
+    free(y);
+    free(xp);
+    free(ob);
+    free(pb);
+    return 0;
+}
+
+/* dW[t][co] += sum over conv positions of g[i][j][co] * patch(i, j)[t] for one frame. */
+WIDE static void weight_grad_frame(const float *restrict x, int64_t h, int64_t w, int64_t cin, const float *restrict g,
+                                   int64_t hc, int64_t wc, int64_t cout, const uint8_t *restrict live,
+                                   float *restrict dw, float *restrict db) {
+    float patch[MAX_TAPS];
+    const int64_t taps = 9 * cin;
+    for (int64_t i = 0; i < hc; i++) {
+        for (int64_t j = 0; j < wc; j++) {
+            if (!live[i * wc + j]) continue;
+            for (int64_t ky = 0; ky < 3; ky++) {
+                int64_t r = 2 * i - 1 + ky;
+                for (int64_t kx = 0; kx < 3; kx++) {
+                    int64_t c = 2 * j - 1 + kx;
+                    int ok = r >= 0 && r < h && c >= 0 && c < w;
+                    for (int64_t ci = 0; ci < cin; ci++)
+                        patch[ci * 9 + ky * 3 + kx] = ok ? x[(r * w + c) * cin + ci] : 0.0f;
+                }
+            }
+            const float *restrict gv = g + (i * wc + j) * cout;
+            for (int64_t co = 0; co < cout; co++) db[co] += gv[co];
+            for (int64_t t = 0; t < taps; t++) {
+                const float v = patch[t];
+                float *restrict d = dw + t * cout;
+                for (int64_t co = 0; co < cout; co++) d[co] += v * gv[co];
+            }
+        }
+    }
+}
+
+/* Weight and bias gradients of frames [n0, n1) from gout [N][hp][wp][cout] (the gradient of the
+ * stem's output, channels-last) and pos: dweight [cout][cin][3][3] and dbias [cout] as float64 sums (a caller
+ * splitting the frames over threads adds the parts). Returns 0, or -1 / -2 as stem_forward. */
+int stem_backward(const float *x, int64_t n0, int64_t n1, int64_t h, int64_t w, int64_t cin, const float *gout,
+                  const uint8_t *pos, int64_t cout, double *dweight, double *dbias) {
+    if (cin < 1 || 9 * cin > MAX_TAPS || cout < 1 || cout > MAX_COUT || h < 1 || w < 1 || n0 < 0 || n1 < n0)
+        return -1;
+    const int64_t hc = half(h), wc = half(w), hp = half(hc), wp = half(wc), taps = 9 * cin, plane = hp * wp;
+    float *g = malloc(sizeof(float) * (size_t)(hc * wc * cout));   /* the pool's input gradient, HWC */
+    uint8_t *live = malloc((size_t)(hc * wc));                      /* conv positions with any gradient */
+    float *dw = malloc(sizeof(float) * (size_t)(taps * cout));      /* one frame's part, then added */
+    float db[MAX_COUT];
+    if (!g || !live || !dw) { free(g); free(live); free(dw); return -2; }
+    for (int64_t i = 0; i < taps * cout; i++) dweight[i] = 0.0;
+    for (int64_t co = 0; co < cout; co++) dbias[co] = 0.0;
+    for (int64_t n = n0; n < n1; n++) {
+        const float *go = gout + n * cout * plane;
+        const uint8_t *ps = pos + n * cout * plane;
+        memset(g, 0, sizeof(float) * (size_t)(hc * wc * cout));
+        memset(live, 0, (size_t)(hc * wc));
+        for (int64_t pi = 0; pi < hp; pi++) {
+            for (int64_t pj = 0; pj < wp; pj++) {
+                const int64_t o = (pi * wp + pj) * cout;
+                for (int64_t co = 0; co < cout; co++) {
+                    const uint8_t a = ps[o + co];
+                    if (a == DEAD) continue;
+                    const int64_t i = 2 * pi - 1 + a / 3, j = 2 * pj - 1 + a % 3;
+                    g[(i * wc + j) * cout + co] += go[o + co];
+                    live[i * wc + j] = 1;
+                }
+            }
+        }
+        memset(dw, 0, sizeof(float) * (size_t)(taps * cout));
+        memset(db, 0, sizeof(float) * (size_t)cout);
+        weight_grad_frame(x + n * h * w * cin, h, w, cin, g, hc, wc, cout, live, dw, db);
+        for (int64_t t = 0; t < taps; t++)
+            for (int64_t co = 0; co < cout; co++) dweight[co * taps + t] += dw[t * cout + co];
+        for (int64_t co = 0; co < cout; co++) dbias[co] += db[co];
+    }
+    free(g);
+    free(live);
+    free(dw);
+    return 0;
+}
+
+static struct PyModuleDef stem_module = {
+    PyModuleDef_HEAD_INIT, .m_name = "_stem", .m_doc = "ctypes-loaded fused policy stem (see the C source)",
+    .m_size = -1,
+};
+
+PyMODINIT_FUNC PyInit__stem(void) { return PyModule_Create(&stem_module); }

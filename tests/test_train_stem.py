@@ -1,0 +1,179 @@
+"""The fused stem (bps_train/stem.py, _stem.c) against torch's own conv + max-pool + relu: values,
+weight and bias gradients, the pool's ties and NaNs, the layout it returns, the frames split over
+threads, and the cases it leaves to torch (an input that needs a gradient, tracing)."""
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from learner_reference import reference_encoder  # noqa: E402
+
+from bps_train import stem  # noqa: E402
+from bps_train.models import SEResNet9  # noqa: E402
+
+needs_kernel = pytest.mark.skipif(not stem.available(), reason="bps_train/_stem.c not built (no C compiler)")
+
+
+def torch_stem(x, conv):
+    return F.relu(F.max_pool2d(conv(x), 3, 2, 1))
+
+
+def grads(fn, x, conv, g):
+    out = fn(x, conv)
+    dw, db = torch.autograd.grad((out * g).sum(), [conv.weight, conv.bias])
+    return out, dw, db
+
+
+def test_kernel_is_built_where_a_compiler_is():
+    """The test install (scripts/setup_venv.sh) compiles the kernel; without it every test below
+    would only check the fallback."""
+    if shutil.which("cc") is None and shutil.which("gcc") is None:
+        pytest.skip("no C compiler on this machine")
+    assert stem.available()
+
+
+@needs_kernel
+@pytest.mark.parametrize("n,h,w,cin,cout", [(6, 64, 64, 1, 16), (5, 17, 23, 3, 8), (3, 2, 3, 1, 4),
+                                            (4, 32, 30, 4, 32), (2, 9, 9, 2, 20)])
+def test_values_and_gradients_match_torch(n, h, w, cin, cout):
+    torch.manual_seed(n * 100 + h)
+    conv = torch.nn.Conv2d(cin, cout, 3, 2, 1)
+    x = torch.rand(n, h, w, cin).permute(0, 3, 1, 2)   # an observation batch [N, H, W, C] as NCHW
+    assert stem.fusable(x, conv)
+    ref, dw_ref, db_ref = grads(torch_stem, x, conv, g := torch.randn(n, cout, (h + 3) // 4, (w + 3) // 4))
+    got, dw, db = grads(stem.stem_pool_relu, x, conv, g)
+    assert got.shape == ref.shape
+    torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-6)
+    # sums over N x H x W terms in float32 (torch) and float64 (the kernel): tolerances scale
+    # with the largest gradient
+    torch.testing.assert_close(dw, dw_ref, rtol=1e-4, atol=1e-5 * float(dw_ref.abs().max()))
+    torch.testing.assert_close(db, db_ref, rtol=1e-4, atol=1e-5 * float(db_ref.abs().max()))
+    assert (got == 0).sum() == (ref == 0).sum()   # the same outputs relu zeroed
+
+
+@needs_kernel
+def test_returns_channels_last_like_torch():
+    conv = torch.nn.Conv2d(1, 16, 3, 2, 1)
+    x = torch.rand(2, 64, 64, 1).permute(0, 3, 1, 2)
+    got, ref = stem.stem_pool_relu(x, conv), torch_stem(x, conv)
+    assert got.stride() == ref.stride() and got.is_contiguous(memory_format=torch.channels_last)
+
+
+@needs_kernel
+def test_ties_take_torchs_window_position():
+    """Flat depth (walls at one distance, holes at 0) makes equal conv outputs inside a pool
+    window; the gradient must go to the position torch's pool picks (the first maximum, row
+    by row). Integer inputs and weights make both sides' sums exact, so the ties are real."""
+    torch.manual_seed(3)
+    conv = torch.nn.Conv2d(1, 16, 3, 2, 1)
+    with torch.no_grad():
+        conv.weight.copy_(torch.randint(-3, 4, conv.weight.shape).float())
+        conv.bias.copy_(torch.randint(-2, 3, conv.bias.shape).float())
+    x = torch.zeros(4, 32, 32, 1)
+    x[:, :, 16:] = 2.0
+    x[1] = 5.0
+    x[2, ::3, ::5] = 1.0
+    x[3] = torch.randint(0, 2, (32, 32, 1)).float()
+    x = x.permute(0, 3, 1, 2)
+    g = torch.randn(4, 16, 8, 8)
+    ref, dw_ref, db_ref = grads(torch_stem, x, conv, g)
+    got, dw, db = grads(stem.stem_pool_relu, x, conv, g)
+    assert torch.equal(got, ref)
+    torch.testing.assert_close(dw, dw_ref, rtol=1e-6, atol=1e-5)
+    torch.testing.assert_close(db, db_ref, rtol=1e-6, atol=1e-5)
+
+
+@needs_kernel
+def test_nan_and_inf_propagate_as_in_torch():
+    torch.manual_seed(4)
+    conv = torch.nn.Conv2d(1, 8, 3, 2, 1)
+    x = torch.rand(2, 16, 16, 1)
+    x[0, 5, 7] = float("nan")
+    x[1, 0, 0] = float("inf")
+    x = x.permute(0, 3, 1, 2)
+    got, ref = stem.stem_pool_relu(x, conv), torch_stem(x, conv)
+    assert torch.isnan(ref).any()
+    torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-6, equal_nan=True)
+
+
+@needs_kernel
+def test_frames_split_over_threads_give_the_same_result():
+    torch.manual_seed(5)
+    conv = torch.nn.Conv2d(1, 16, 3, 2, 1)
+    x = torch.rand(70, 64, 64, 1).permute(0, 3, 1, 2)
+    g = torch.randn(70, 16, 16, 16)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = grads(stem.stem_pool_relu, x, conv, g)
+        torch.set_num_threads(3)
+        assert len(stem._split(70)) == 3
+        three = grads(stem.stem_pool_relu, x, conv, g)
+    finally:
+        torch.set_num_threads(before)
+    assert torch.equal(one[0], three[0])   # each frame is computed alone
+    for a, b in zip(one[1:], three[1:]):
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6)   # float64 sums, added in another order
+
+
+def test_input_that_needs_a_gradient_takes_torchs_ops():
+    conv = torch.nn.Conv2d(1, 8, 3, 2, 1)
+    x = torch.rand(2, 1, 16, 16, requires_grad=True)
+    assert not stem.fusable(x, conv)
+    out = stem.stem_pool_relu(x, conv)
+    out.sum().backward()
+    assert x.grad is not None and x.grad.abs().sum() > 0
+
+
+def test_unsupported_convolutions_take_torchs_ops():
+    x = torch.rand(2, 1, 16, 16)
+    for conv in (torch.nn.Conv2d(1, 8, 3, 1, 1), torch.nn.Conv2d(1, 8, 3, 2, 1, bias=False),
+                 torch.nn.Conv2d(5, 8, 3, 2, 1), torch.nn.Conv2d(1, 8, 5, 2, 2)):
+        xc = torch.rand(2, conv.in_channels, 16, 16)
+        assert not stem.fusable(xc, conv)
+        torch.testing.assert_close(stem.stem_pool_relu(xc, conv), torch_stem(xc, conv))
+    assert not stem.fusable(x.double(), torch.nn.Conv2d(1, 8, 3, 2, 1).double())
+
+
+@needs_kernel
+@pytest.mark.filterwarnings("ignore:`torch.jit.trace")   # deprecated in torch 2.13; FrozenAct still traces
+def test_tracing_records_torchs_ops():
+    """torch.jit.trace cannot see the kernel's writes (bps_train.frozen_act traces the policy), so
+    a trace records torch's ops, and the traced module computes the same values."""
+    torch.manual_seed(6)
+    net = SEResNet9(1, 16, 64).eval()
+    x = torch.rand(3, 1, 64, 64)
+    with torch.no_grad():
+        net(x)   # materialises the lazy fc
+        traced = torch.jit.trace(net, (x,))
+        assert "max_pool2d" in str(traced.inlined_graph)
+        y = torch.rand(3, 1, 64, 64)
+        torch.testing.assert_close(traced(y), net(y), rtol=1e-5, atol=1e-6)
+
+
+@needs_kernel
+def test_encoder_with_the_fused_stem_matches_the_reference():
+    """The paper's SE-ResNet-9 (tests/learner_reference.py's form) and the trainer's, fused stem
+    included: outputs and every parameter's gradient."""
+    torch.manual_seed(7)
+    net = SEResNet9(1, 16, 256)
+    x = torch.rand(8, 64, 64, 1).permute(0, 3, 1, 2)
+    with torch.no_grad():
+        net(x)   # materialises the lazy fc
+    for p in net.parameters():   # Fixup zero-initialises the second convs: give every path a gradient
+        with torch.no_grad():
+            p.add_(torch.randn_like(p) * 0.05)
+    out = net(x)
+    ref = reference_encoder(net, x)
+    torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-5)
+    g = torch.randn_like(out)
+    got = torch.autograd.grad((out * g).sum(), list(net.parameters()))
+    want = torch.autograd.grad((ref * g).sum(), list(net.parameters()))
+    for (name, _), a, b in zip(net.named_parameters(), got, want):
+        torch.testing.assert_close(a, b, rtol=1e-3, atol=1e-4, msg=name)

@@ -37,6 +37,19 @@ class SqueezeExcite(nn.Module):
         return x * self.weights(x)
 
 
+def _conv3x3(x, weight, bias, stride):
+    """``F.conv2d(x, weight, bias, stride, padding=1)`` for a 3x3 ``weight``. On a 1x1 map every
+    tap but the centre reads the zero padding, so the same function is a 1x1 convolution with the
+    centre tap (the other taps' gradients are 0 either way). That form also avoids oneDNN's bf16
+    backward of a stride-2 3x3 convolution on a 1x1 input, which reads uninitialised memory
+    (NaN weight gradients now and then: measured with torch 2.13.0+cpu on an AVX-512 BF16 EPYC,
+    heap pre-filled with NaN, cin 16-64, cout 8-128; fp32 and inputs of 2x2 and up are not
+    affected). The encoder's last block sees a 1x1 map at resolutions up to 16."""
+    if x.shape[-2:] == (1, 1):
+        return F.conv2d(x, weight[:, :, 1:2, 1:2], bias)
+    return F.conv2d(x, weight, bias, stride, 1)
+
+
 class FixupSEBlock(nn.Module):
     """conv3x3 -> relu -> conv3x3 (zero-init) -> scale -> SE, plus a (downsampled) shortcut.
 
@@ -79,8 +92,8 @@ class FixupSEBlock(nn.Module):
         branches, and the SE gate, the shortcut's add and the relu run as addcmul + relu."""
         cout = self.conv1.out_channels
         xb = x + self.bias1a
-        out = F.relu(F.conv2d(xb, self.conv1.weight, self.bias1b.expand(cout), self.conv1.stride, 1))
-        out = F.conv2d(out + self.bias2a, self.conv2.weight * self.scale, self.bias2b.expand(cout), 1, 1)
+        out = F.relu(_conv3x3(xb, self.conv1.weight, self.bias1b.expand(cout), self.conv1.stride))
+        out = _conv3x3(out + self.bias2a, self.conv2.weight * self.scale, self.bias2b.expand(cout), (1, 1))
         if self.shortcut is None:
             short = x
         else:  # = self.shortcut(x + self.bias1a), without oneDNN's strided 1x1 path (docstring)

@@ -88,6 +88,38 @@ def test_trainer_autocasts_on_cpu_only_with_native_bf16():
     assert autocast_of(parse(Args, ["--bf16", "false"]), "cpu") is contextlib.nullcontext
 
 
+def _fill_freed_heap_with_nan():
+    """Blocks of several sizes filled with NaN and freed: memory a kernel reads without writing
+    it first then holds NaN, so an uninitialised read shows in its output."""
+    for size in (1 << 10, 1 << 14, 1 << 18, 1 << 20, 1 << 22):
+        for _ in range(6):
+            block = torch.full((size,), float("nan"))
+            del block
+
+
+@needs_bf16
+def test_bf16_backward_reads_no_uninitialised_memory(restore_torch_host):
+    """oneDNN's bf16 backward of a stride-2 3x3 convolution on a 1x1 map reads uninitialised
+    memory (models._conv3x3): with the heap pre-filled with NaN, the encoder at 8 and 16 px (its
+    last blocks see 1x1 maps) got NaN weight gradients in 15 of 72 such updates before the
+    centre-tap form; every gradient must be finite."""
+    from bps_train.ppo import gae, ppo_loss
+    from bps_train.throughput import random_rollout
+
+    torch.set_num_threads(1)
+    amp = autocast_of(parse(Args, []), "cpu")
+    for width, res, seed in ((16, 8, 1), (16, 16, 0), (16, 8, 2), (8, 16, 1), (16, 16, 2)):
+        torch.manual_seed(seed)
+        pol = Policy(1, hidden=64, width=width, resolution=(res, res))
+        ro = random_rollout(8, 4, (res, res), 64)
+        adv, ret = gae(ro, 0.99, 0.95)
+        loss, _ = ppo_loss(pol, ro, torch.arange(8), adv, ret, 0.2, 0.5, 0.01, amp)
+        _fill_freed_heap_with_nan()
+        loss.backward()
+        bad = [n for n, p in pol.named_parameters() if p.grad is not None and not torch.isfinite(p.grad).all()]
+        assert not bad, (width, res, seed, bad)
+
+
 @needs_bf16
 @pytest.mark.parametrize("threads", [1, 2])
 def test_bf16_update_gradients_are_finite_and_repeat(threads, restore_torch_host):

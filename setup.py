@@ -21,5 +21,5 @@ setup(ext_modules=[
     # the policy's fused stem (bps_train/stem.py): float32 results need not match numpy, so
     # multiply-adds may fuse; -O3 vectorizes the per-channel loops
     Extension("bps_train._stem", ["bps_train/_stem.c"],
-              extra_compile_args=C_FLAGS + ["-O3", "-ffp-contract=fast"], optional=True),
+              extra_compile_args=C_FLAGS + ["-O3", "-ffp-contract=fast", "-Wno-psabi"], optional=True),
 ])

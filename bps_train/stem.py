@@ -33,9 +33,12 @@ def available() -> bool:
 
 
 def _executor(workers: int) -> ThreadPoolExecutor:
+    """The kernel's worker threads (grown, never shrunk: torch's thread count may change)."""
     global _pool
     with _pool_lock:
         if _pool is None or _pool._max_workers < workers:
+            if _pool is not None:
+                _pool.shutdown(wait=False)
             _pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="bps-stem")
         return _pool
 
@@ -50,6 +53,8 @@ def _split(n: int) -> list[tuple[int, int]]:
 def _run(fn, parts):
     """Calls ``fn(a, b)`` for each part (on the pool's threads when there are several: ctypes
     releases the GIL) and raises if any call returned non-zero."""
+    if not parts:   # an empty batch
+        return
     if len(parts) == 1:
         codes = [fn(*parts[0])]
     else:

@@ -58,6 +58,16 @@ def test_values_and_gradients_match_torch(n, h, w, cin, cout):
 
 
 @needs_kernel
+def test_an_empty_batch_gives_empty_output_and_zero_gradients():
+    conv = torch.nn.Conv2d(1, 16, 3, 2, 1)
+    x = torch.rand(0, 64, 64, 1).permute(0, 3, 1, 2)
+    out = stem.stem_pool_relu(x, conv)
+    assert out.shape == (0, 16, 16, 16)
+    out.sum().backward()
+    assert torch.equal(conv.weight.grad, torch.zeros_like(conv.weight))
+
+
+@needs_kernel
 def test_returns_channels_last_like_torch():
     conv = torch.nn.Conv2d(1, 16, 3, 2, 1)
     x = torch.rand(2, 64, 64, 1).permute(0, 3, 1, 2)

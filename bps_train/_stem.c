@@ -63,17 +63,43 @@ static void pad_frame(const float *restrict x, int64_t h, int64_t w, int64_t cin
  * channels accumulate in one vector. */
 WIDE static void conv_frame(const float *restrict xp, int64_t w, int64_t cin, const float *restrict wt,
                             const float *restrict bias, int64_t coutp, int64_t hc, int64_t wc, float *restrict y) {
-    float patch[MAX_TAPS];
+    float patch[4][MAX_TAPS];
     const int64_t taps = 9 * cin, row = (w + 2) * cin;
     for (int64_t i = 0; i < hc; i++) {
-        for (int64_t j = 0; j < wc; j++) {
+        int64_t j = 0;
+        /* four positions at a time: four independent accumulator chains keep the FMA units busy */
+        for (; j + 4 <= wc; j += 4) {
+            for (int64_t u = 0; u < 4; u++) {
+                const float *restrict p0 = xp + 2 * i * row + 2 * (j + u) * cin;
+                for (int64_t ci = 0; ci < cin; ci++)
+                    for (int64_t ky = 0; ky < 3; ky++)
+                        for (int64_t kx = 0; kx < 3; kx++)
+                            patch[u][ci * 9 + ky * 3 + kx] = p0[ky * row + kx * cin + ci];
+            }
+            for (int64_t c0 = 0; c0 < coutp; c0 += LANES) {
+                vf a0 = load(bias + c0), a1 = a0, a2 = a0, a3 = a0;
+                for (int64_t t = 0; t < taps; t++) {
+                    const vf wv = load(wt + t * coutp + c0);
+                    a0 += splat(patch[0][t]) * wv;
+                    a1 += splat(patch[1][t]) * wv;
+                    a2 += splat(patch[2][t]) * wv;
+                    a3 += splat(patch[3][t]) * wv;
+                }
+                float *restrict out = y + (i * wc + j) * coutp + c0;
+                store(out, a0);
+                store(out + coutp, a1);
+                store(out + 2 * coutp, a2);
+                store(out + 3 * coutp, a3);
+            }
+        }
+        for (; j < wc; j++) {
             const float *restrict p0 = xp + 2 * i * row + 2 * j * cin;
             for (int64_t ci = 0; ci < cin; ci++)
                 for (int64_t ky = 0; ky < 3; ky++)
-                    for (int64_t kx = 0; kx < 3; kx++) patch[ci * 9 + ky * 3 + kx] = p0[ky * row + kx * cin + ci];
+                    for (int64_t kx = 0; kx < 3; kx++) patch[0][ci * 9 + ky * 3 + kx] = p0[ky * row + kx * cin + ci];
             for (int64_t c0 = 0; c0 < coutp; c0 += LANES) {
                 vf acc = load(bias + c0);
-                for (int64_t t = 0; t < taps; t++) acc += splat(patch[t]) * load(wt + t * coutp + c0);
+                for (int64_t t = 0; t < taps; t++) acc += splat(patch[0][t]) * load(wt + t * coutp + c0);
                 store(y + (i * wc + j) * coutp + c0, acc);
             }
         }
@@ -126,6 +152,147 @@ WIDE static void pool_frame(const float *restrict y, int64_t hc, int64_t wc, int
     }
 }
 
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#include <immintrin.h>
+#define HAVE_POOL512 1   /* the AVX-512 conv and pool below, chosen at run time */
+/* pool_frame for cout a multiple of 16 on AVX-512 (F, BW, VL, DQ): the window scan runs in
+ * registers (the running maximum and position as one vector and one mask move per window
+ * element; GCC's vectorised loop kept them in memory), with torch's rule as a mask: take v
+ * where v > max (ordered) or v is NaN. Writes out and pos directly. */
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+static void pool_frame_512(const float *restrict y, int64_t hc, int64_t wc, int64_t cout, int64_t hp, int64_t wp,
+                           float *restrict out, uint8_t *restrict pos) {
+    for (int64_t pi = 0; pi < hp; pi++) {
+        const int64_t i0 = 2 * pi - 1 < 0 ? 0 : 2 * pi - 1, i1 = 2 * pi + 2 > hc ? hc : 2 * pi + 2;
+        for (int64_t pj = 0; pj < wp; pj++) {
+            const int64_t j0 = 2 * pj - 1 < 0 ? 0 : 2 * pj - 1, j1 = 2 * pj + 2 > wc ? wc : 2 * pj + 2;
+            const int first = (int)((i0 - (2 * pi - 1)) * 3 + (j0 - (2 * pj - 1)));
+            for (int64_t c0 = 0; c0 < cout; c0 += 16) {
+                __m512 best = _mm512_set1_ps(-INFINITY);
+                __m512i arg = _mm512_set1_epi32(first);
+                for (int64_t i = i0; i < i1; i++) {
+                    for (int64_t j = j0; j < j1; j++) {
+                        const __m512 v = _mm512_loadu_ps(y + (i * wc + j) * cout + c0);
+                        const __mmask16 take = _mm512_cmp_ps_mask(v, best, _CMP_GT_OQ) |
+                                               _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+                        best = _mm512_mask_mov_ps(best, take, v);
+                        arg = _mm512_mask_mov_epi32(
+                            arg, take, _mm512_set1_epi32((int)((i - (2 * pi - 1)) * 3 + (j - (2 * pj - 1)))));
+                    }
+                }
+                const __mmask16 live = _mm512_cmp_ps_mask(best, _mm512_setzero_ps(), _CMP_GT_OQ);
+                const __mmask16 keep = live | _mm512_cmp_ps_mask(best, best, _CMP_UNORD_Q);   /* relu, NaN kept */
+                const int64_t o = (pi * wp + pj) * cout + c0;
+                _mm512_storeu_ps(out + o, _mm512_maskz_mov_ps(keep, best));
+                _mm_storeu_si128((__m128i *)(pos + o),
+                                 _mm512_cvtepi32_epi8(_mm512_mask_mov_epi32(_mm512_set1_epi32(DEAD), live, arg)));
+            }
+        }
+    }
+}
+
+/* conv_frame for cout a multiple of 16 on AVX-512: four positions at a time, each tap's 16
+ * weights loaded once for the four, the input values broadcast from the padded frame. */
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+static void conv_frame_512(const float *restrict xp, int64_t w, int64_t cin, const float *restrict wt,
+                           const float *restrict bias, int64_t cout, int64_t hc, int64_t wc, float *restrict y) {
+    const int64_t row = (w + 2) * cin;
+    for (int64_t c0 = 0; c0 < cout; c0 += 16) {
+        const __m512 b = _mm512_loadu_ps(bias + c0);
+        for (int64_t i = 0; i < hc; i++) {
+            const float *restrict r = xp + 2 * i * row;
+            int64_t j = 0;
+            for (; j + 4 <= wc; j += 4) {
+                __m512 a0 = b, a1 = b, a2 = b, a3 = b;
+                for (int64_t ci = 0; ci < cin; ci++) {
+                    for (int64_t ky = 0; ky < 3; ky++) {
+                        const float *restrict q = r + ky * row + 2 * j * cin + ci;
+                        for (int64_t kx = 0; kx < 3; kx++) {
+                            const __m512 wv = _mm512_loadu_ps(wt + (ci * 9 + ky * 3 + kx) * cout + c0);
+                            const float *restrict e = q + kx * cin;
+                            a0 = _mm512_fmadd_ps(_mm512_set1_ps(e[0]), wv, a0);
+                            a1 = _mm512_fmadd_ps(_mm512_set1_ps(e[2 * cin]), wv, a1);
+                            a2 = _mm512_fmadd_ps(_mm512_set1_ps(e[4 * cin]), wv, a2);
+                            a3 = _mm512_fmadd_ps(_mm512_set1_ps(e[6 * cin]), wv, a3);
+                        }
+                    }
+                }
+                float *restrict o = y + (i * wc + j) * cout + c0;
+                _mm512_storeu_ps(o, a0);
+                _mm512_storeu_ps(o + cout, a1);
+                _mm512_storeu_ps(o + 2 * cout, a2);
+                _mm512_storeu_ps(o + 3 * cout, a3);
+            }
+            for (; j < wc; j++) {
+                __m512 a0 = b;
+                for (int64_t ci = 0; ci < cin; ci++)
+                    for (int64_t ky = 0; ky < 3; ky++)
+                        for (int64_t kx = 0; kx < 3; kx++)
+                            a0 = _mm512_fmadd_ps(_mm512_set1_ps(r[ky * row + (2 * j + kx) * cin + ci]),
+                                                 _mm512_loadu_ps(wt + (ci * 9 + ky * 3 + kx) * cout + c0), a0);
+                _mm512_storeu_ps(y + (i * wc + j) * cout + c0, a0);
+            }
+        }
+    }
+}
+
+/* One frame's weight and bias gradients for one input channel and cout a multiple of 16 on
+ * AVX-512, without the pool's input gradient: each output's gradient (masked to the channels
+ * whose window position is a) meets the input patch at that position directly, in 9 + 1
+ * accumulators per 16 channels. dw [9][cout], db [cout] are added to. */
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+static void weight_grad_frame_512(const float *restrict xp, int64_t w, const float *restrict go,
+                                  const uint8_t *restrict ps, int64_t cout, int64_t hp, int64_t wp,
+                                  float *restrict dw, float *restrict db) {
+    const int64_t row = w + 2;
+    for (int64_t c0 = 0; c0 < cout; c0 += 16) {
+        __m512 acc[9], accb = _mm512_setzero_ps();
+        for (int t = 0; t < 9; t++) acc[t] = _mm512_setzero_ps();
+        for (int64_t pi = 0; pi < hp; pi++) {
+            for (int64_t pj = 0; pj < wp; pj++) {
+                const int64_t o = (pi * wp + pj) * cout + c0;
+                const __m512i a = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(ps + o)));
+                const __m512 g = _mm512_loadu_ps(go + o);
+                const __mmask16 live = _mm512_cmpneq_epi32_mask(a, _mm512_set1_epi32(DEAD));
+                if (!live) continue;
+                accb = _mm512_add_ps(accb, _mm512_maskz_mov_ps(live, g));
+                for (int k = 0; k < 9; k++) {
+                    const __mmask16 m = _mm512_cmpeq_epi32_mask(a, _mm512_set1_epi32(k));
+                    if (!m) continue;
+                    const __m512 gm = _mm512_maskz_mov_ps(m, g);
+                    /* conv position (2pi - 1 + k / 3, 2pj - 1 + k % 3); its patch in the padded
+                     * frame starts at row 2 * (that) and col 2 * (that) */
+                    const float *restrict e = xp + (2 * (2 * pi - 1 + k / 3)) * row + 2 * (2 * pj - 1 + k % 3);
+                    for (int t = 0; t < 9; t++)
+                        acc[t] = _mm512_fmadd_ps(_mm512_set1_ps(e[(t / 3) * row + t % 3]), gm, acc[t]);
+                }
+            }
+        }
+        for (int t = 0; t < 9; t++)
+            _mm512_storeu_ps(dw + t * cout + c0, _mm512_add_ps(_mm512_loadu_ps(dw + t * cout + c0), acc[t]));
+        _mm512_storeu_ps(db + c0, _mm512_add_ps(_mm512_loadu_ps(db + c0), accb));
+    }
+}
+
+static int allow512 = 1;   /* stem_use_avx512(0): the portable loops everywhere (the tests compare them) */
+
+static int pool512_ok(void) {
+    __builtin_cpu_init();
+    return allow512 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+}
+#else
+#define HAVE_POOL512 0
+static int allow512 = 0;
+#endif
+
+/* Whether the AVX-512 paths may run (where the CPU has them); returns the previous setting. */
+int stem_use_avx512(int on) {
+    int before = allow512;
+    allow512 = HAVE_POOL512 && on;
+    return before;
+}
+
 /* Forward of frames [n0, n1): x [N][H][W][C], weight [cout][cin][3][3], out [N][hp][wp][cout]
  * (channels-last, as torch's own stem returns it), pos [N][hp][wp][cout]. Returns 0, or -1 on sizes this kernel does not take. */
 int stem_forward(const float *x, int64_t n0, int64_t n1, int64_t h, int64_t w, int64_t cin, const float *weight,
@@ -145,10 +312,20 @@ int stem_forward(const float *x, int64_t n0, int64_t n1, int64_t h, int64_t w, i
         bp[co] = bias[co];
         for (int64_t t = 0; t < taps; t++) wt[t * coutp + co] = weight[co * taps + t];
     }
+#if HAVE_POOL512
+    const int fast = cout == coutp && pool512_ok();
+#else
+    const int fast = 0;
+#endif
     for (int64_t n = n0; n < n1; n++) {
         pad_frame(x + n * h * w * cin, h, w, cin, xp);
+#if HAVE_POOL512
+        if (fast) conv_frame_512(xp, w, cin, wt, bp, cout, hc, wc, y);
+        else
+#endif
         conv_frame(xp, w, cin, wt, bp, coutp, hc, wc, y);
-        pool_frame(y, hc, wc, cout, coutp, hp, wp, ob, pb, out + n * cout * hp * wp, pos + n * cout * hp * wp);
+        if (fast) pool_frame_512(y, hc, wc, cout, hp, wp, out + n * cout * hp * wp, pos + n * cout * hp * wp);
+        else pool_frame(y, hc, wc, cout, coutp, hp, wp, ob, pb, out + n * cout * hp * wp, pos + n * cout * hp * wp);
     }
     free(wt);
     free(y);
@@ -198,11 +375,29 @@ int stem_backward(const float *x, int64_t n0, int64_t n1, int64_t h, int64_t w, 
     float *g = malloc(sizeof(float) * (size_t)(hc * wc * cout));   /* the pool's input gradient, HWC */
     uint8_t *live = malloc((size_t)(hc * wc));                      /* conv positions with any gradient */
     float *dw = malloc(sizeof(float) * (size_t)(taps * cout));      /* one frame's part, then added */
+    float *xp = malloc(sizeof(float) * (size_t)((h + 2) * (w + 2) * cin));
     float db[MAX_COUT];
-    if (!g || !live || !dw) { free(g); free(live); free(dw); return -2; }
+    if (!g || !live || !dw || !xp) { free(g); free(live); free(dw); free(xp); return -2; }
     for (int64_t i = 0; i < taps * cout; i++) dweight[i] = 0.0;
     for (int64_t co = 0; co < cout; co++) dbias[co] = 0.0;
+#if HAVE_POOL512
+    const int fast = cin == 1 && cout % 16 == 0 && pool512_ok();
+#else
+    const int fast = 0;
+#endif
     for (int64_t n = n0; n < n1; n++) {
+        if (fast) {
+            pad_frame(x + n * h * w, h, w, 1, xp);
+            memset(dw, 0, sizeof(float) * (size_t)(taps * cout));
+            memset(db, 0, sizeof(float) * (size_t)cout);
+#if HAVE_POOL512
+            weight_grad_frame_512(xp, w, gout + n * cout * plane, pos + n * cout * plane, cout, hp, wp, dw, db);
+#endif
+            for (int64_t t = 0; t < taps; t++)
+                for (int64_t co = 0; co < cout; co++) dweight[co * taps + t] += dw[t * cout + co];
+            for (int64_t co = 0; co < cout; co++) dbias[co] += db[co];
+            continue;
+        }
         const float *go = gout + n * cout * plane;
         const uint8_t *ps = pos + n * cout * plane;
         memset(g, 0, sizeof(float) * (size_t)(hc * wc * cout));
@@ -229,6 +424,7 @@ int stem_backward(const float *x, int64_t n0, int64_t n1, int64_t h, int64_t w, 
     free(g);
     free(live);
     free(dw);
+    free(xp);
     return 0;
 }
 

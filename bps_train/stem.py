@@ -22,6 +22,7 @@ from bps_assets.native import function
 _P, _I = ctypes.c_void_p, ctypes.c_int64
 _forward = function("bps_train._stem", "stem_forward", [_P, _I, _I, _I, _I, _I, _P, _P, _I, _P, _P])
 _backward = function("bps_train._stem", "stem_backward", [_P, _I, _I, _I, _I, _I, _P, _P, _I, _P, _P])
+_use_avx512 = function("bps_train._stem", "stem_use_avx512", [ctypes.c_int])
 MIN_FRAMES_PER_THREAD = 16   # below this a second thread costs more than it saves
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
@@ -30,6 +31,12 @@ _pool_lock = threading.Lock()
 def available() -> bool:
     """Whether the fused kernel was built (``pip install`` with a C compiler)."""
     return _forward is not None and _backward is not None
+
+
+def use_avx512(on: bool) -> bool:
+    """Whether the kernel may take its AVX-512 loops where the CPU has them (default True; False:
+    the portable loops, which CPUs without AVX-512 run). -> the previous setting."""
+    return bool(_use_avx512(int(on))) if _use_avx512 is not None else False
 
 
 def _executor(workers: int) -> ThreadPoolExecutor:

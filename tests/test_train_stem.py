@@ -58,6 +58,28 @@ def test_values_and_gradients_match_torch(n, h, w, cin, cout):
 
 
 @needs_kernel
+@pytest.mark.parametrize("n,h,w,cout", [(5, 64, 64, 16), (3, 17, 23, 32), (4, 9, 8, 16)])
+def test_avx512_and_portable_loops_agree(n, h, w, cout):
+    """CPUs without AVX-512 run the portable loops; where this CPU has AVX-512 both are compared
+    (cout a multiple of 16 and one input channel take the AVX-512 loops)."""
+    torch.manual_seed(n + cout)
+    conv = torch.nn.Conv2d(1, cout, 3, 2, 1)
+    x = torch.rand(n, h, w, 1).permute(0, 3, 1, 2)
+    g = torch.randn(n, cout, (h + 3) // 4, (w + 3) // 4)
+    before = stem.use_avx512(False)
+    try:
+        portable = grads(stem.stem_pool_relu, x, conv, g)
+    finally:
+        stem.use_avx512(before)
+    wide = grads(stem.stem_pool_relu, x, conv, g)
+    ref = grads(torch_stem, x, conv, g)
+    torch.testing.assert_close(wide[0], portable[0], rtol=1e-6, atol=1e-6)
+    for a, b, r in zip(wide[1:], portable[1:], ref[1:]):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6 * float(r.abs().max()))
+        torch.testing.assert_close(a, r, rtol=1e-4, atol=1e-5 * float(r.abs().max()))
+
+
+@needs_kernel
 def test_an_empty_batch_gives_empty_output_and_zero_gradients():
     conv = torch.nn.Conv2d(1, 16, 3, 2, 1)
     x = torch.rand(0, 64, 64, 1).permute(0, 3, 1, 2)

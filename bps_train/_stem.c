@@ -12,7 +12,7 @@
  * and no input gradient is computed (the stem's input is an observation).
  *
  * Semantics kept from torch: the pool's window scan is row-major and takes the first strict
- * maximum (a NaN wins); relu's gradient passes where the output is > 0. Sizes come from the
+ * maximum (a NaN wins); relu keeps a value unless it is <= 0 (so NaN, and its gradient, pass). Sizes come from the
  * caller, which checks them (stem.py); -1 on inconsistent sizes, nothing written.
  */
 #define PY_SSIZE_T_CLEAN
@@ -45,17 +45,25 @@ static inline void store(float *p, vf v) { memcpy(p, &v, sizeof v); }
 static inline vf splat(float a) { return (vf){0} + a; }
 
 /* x [H][W][C] into xp [H + 2][W + 2][C] with a zero border: the conv's padding, so that its
- * taps need no bounds checks. */
-static void pad_frame(const float *restrict x, int64_t h, int64_t w, int64_t cin, float *restrict xp) {
+ * taps need no bounds checks. Returns 0 when every value is finite, else 1. */
+WIDE static int pad_frame(const float *restrict x, int64_t h, int64_t w, int64_t cin, float *restrict xp) {
     const int64_t row = (w + 2) * cin;
+    uint32_t bad = 0;
     memset(xp, 0, sizeof(float) * (size_t)row);
     memset(xp + (h + 1) * row, 0, sizeof(float) * (size_t)row);
     for (int64_t r = 0; r < h; r++) {
-        float *dst = xp + (r + 1) * row;
-        memset(dst, 0, sizeof(float) * (size_t)cin);
-        memcpy(dst + cin, x + r * w * cin, sizeof(float) * (size_t)(w * cin));
-        memset(dst + (w + 1) * cin, 0, sizeof(float) * (size_t)cin);
+        float *restrict dst = xp + (r + 1) * row;
+        const float *restrict src = x + r * w * cin;
+        for (int64_t c = 0; c < cin; c++) dst[c] = 0.0f;
+        for (int64_t k = 0; k < w * cin; k++) {
+            uint32_t bits;
+            memcpy(&bits, src + k, sizeof bits);
+            bad |= (bits & 0x7f800000u) == 0x7f800000u;   /* exponent all ones: NaN or infinity */
+            dst[cin + k] = src[k];
+        }
+        for (int64_t c = 0; c < cin; c++) dst[(w + 1) * cin + c] = 0.0f;
     }
+    return bad != 0;
 }
 
 /* The conv map of one frame, y[i][j][co] (HWC, coutp channels: cout rounded up to LANES), from
@@ -132,10 +140,10 @@ WIDE static void pool_frame(const float *restrict y, int64_t hc, int64_t wc, int
                     }
                 }
             }
-            for (int64_t c = 0; c < coutp; c++) {   /* relu; DEAD marks outputs it zeroed */
-                const int live = best[c] > 0.0f;
+            for (int64_t c = 0; c < coutp; c++) {   /* relu (torch: v unless v <= 0; NaN kept and live) */
+                const int live = !(best[c] <= 0.0f);
                 arg[c] = live ? arg[c] : DEAD;
-                best[c] = live || best[c] != best[c] ? best[c] : 0.0f;
+                best[c] = live ? best[c] : 0.0f;
             }
         }
     }
@@ -180,10 +188,10 @@ static void pool_frame_512(const float *restrict y, int64_t hc, int64_t wc, int6
                             arg, take, _mm512_set1_epi32((int)((i - (2 * pi - 1)) * 3 + (j - (2 * pj - 1)))));
                     }
                 }
-                const __mmask16 live = _mm512_cmp_ps_mask(best, _mm512_setzero_ps(), _CMP_GT_OQ);
-                const __mmask16 keep = live | _mm512_cmp_ps_mask(best, best, _CMP_UNORD_Q);   /* relu, NaN kept */
+                /* relu: torch keeps v unless v <= 0, so a NaN stays NaN and passes its gradient */
+                const __mmask16 live = _mm512_cmp_ps_mask(best, _mm512_setzero_ps(), _CMP_NLE_UQ);
                 const int64_t o = (pi * wp + pj) * cout + c0;
-                _mm512_storeu_ps(out + o, _mm512_maskz_mov_ps(keep, best));
+                _mm512_storeu_ps(out + o, _mm512_maskz_mov_ps(live, best));
                 _mm_storeu_si128((__m128i *)(pos + o),
                                  _mm512_cvtepi32_epi8(_mm512_mask_mov_epi32(_mm512_set1_epi32(DEAD), live, arg)));
             }
@@ -274,27 +282,31 @@ static void weight_grad_frame_512(const float *restrict xp, int64_t w, const flo
     }
 }
 
-static int allow512 = 1;   /* stem_use_avx512(0): the portable loops everywhere (the tests compare them) */
-
 static int pool512_ok(void) {
     __builtin_cpu_init();
-    return allow512 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
 }
 #else
 #define HAVE_POOL512 0
-static int allow512 = 0;
 #endif
 
-/* Whether the AVX-512 paths may run (where the CPU has them); returns the previous setting. */
-int stem_use_avx512(int on) {
-    int before = allow512;
-    allow512 = HAVE_POOL512 && on;
-    return before;
+/* Whether this CPU runs the AVX-512 loops (stem.py takes the kernel only then: the portable
+ * loops, which cout not a multiple of 16 or several input channels also use, were slower than
+ * torch's own ops when built for AVX2). */
+int stem_wide(void) {
+#if HAVE_POOL512
+    return pool512_ok();
+#else
+    return 0;
+#endif
 }
 
 /* Forward of frames [n0, n1): x [N][H][W][C], weight [cout][cin][3][3], out [N][hp][wp][cout]
- * (channels-last, as torch's own stem returns it), pos [N][hp][wp][cout]. Returns 0, or -1 on sizes this kernel does not take. */
+ * (channels-last, as torch's own stem returns it), pos [N][hp][wp][cout]. Returns 0; 1 when
+ * some input value is NaN or infinite (everything still computed: the caller takes torch's ops,
+ * whose dense backward turns 0 x inf into NaN gradients); -1 on sizes this kernel does not
+ * take, -2 when out of memory. */
 int stem_forward(const float *x, int64_t n0, int64_t n1, int64_t h, int64_t w, int64_t cin, const float *weight,
                  const float *bias, int64_t cout, float *out, uint8_t *pos) {
     if (cin < 1 || 9 * cin > MAX_TAPS || cout < 1 || cout > MAX_COUT || h < 1 || w < 1 || n0 < 0 || n1 < n0)
@@ -317,8 +329,9 @@ int stem_forward(const float *x, int64_t n0, int64_t n1, int64_t h, int64_t w, i
 #else
     const int fast = 0;
 #endif
+    int nonfinite = 0;
     for (int64_t n = n0; n < n1; n++) {
-        pad_frame(x + n * h * w * cin, h, w, cin, xp);
+        nonfinite |= pad_frame(x + n * h * w * cin, h, w, cin, xp);
 #if HAVE_POOL512
         if (fast) conv_frame_512(xp, w, cin, wt, bp, cout, hc, wc, y);
         else
@@ -332,7 +345,7 @@ int stem_forward(const float *x, int64_t n0, int64_t n1, int64_t h, int64_t w, i
     free(xp);
     free(ob);
     free(pb);
-    return 0;
+    return nonfinite;
 }
 
 /* dW[t][co] += sum over conv positions of g[i][j][co] * patch(i, j)[t] for one frame. */

@@ -129,13 +129,26 @@ class SEResNet9(nn.Module):
         return F.relu(self.fc(x.flatten(1)))
 
 
+# oneDNN's ISA names (ONEDNN_MAX_CPU_ISA / DNNL_MAX_CPU_ISA) from the first with bf16 instructions
+_BF16_ISAS = {"AVX512_CORE_BF16", "AVX512_CORE_FP16", "AVX10_1_512", "AVX512_CORE_AMX", "AVX10_1_512_AMX",
+              "AVX512_CORE_AMX_FP16", "AVX10_1_512_AMX_FP16", "AVX10_2_512", "AVX10_2_512_AMX_2", "ALL"}
+
+
 def cpu_bf16_supported() -> bool:
-    """Whether oneDNN runs bf16 convolutions natively on this CPU (AVX-512 and up; False under
-    ONEDNN_MAX_CPU_ISA=AVX2, where bf16 would be emulated and slower than fp32)."""
+    """Whether oneDNN runs bf16 convolutions with native bf16 instructions here: the CPU has
+    AVX-512 BF16 or AMX, oneDNN reports bf16 kernels, and ONEDNN_MAX_CPU_ISA (if set) does not
+    cap it below them. oneDNN alone says yes on any AVX-512 CPU (Skylake-SP, Cascade Lake, Ice
+    Lake), where it emulates bf16, which is slower than fp32 (1.5x per encoder pass, measured)."""
     try:
-        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-    except (AttributeError, RuntimeError):  # a torch build without oneDNN
+        if not torch.ops.mkldnn._is_mkldnn_bf16_supported():
+            return False
+        native = torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
+    except (AttributeError, RuntimeError):  # a torch build without oneDNN or these probes
         return False
+    import os
+
+    cap = (os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA") or "ALL").upper()
+    return bool(native) and cap in _BF16_ISAS
 
 
 def _fp32(x):

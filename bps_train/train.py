@@ -781,6 +781,10 @@ def train(args) -> dict:
         carry = start_rollouts(env, policy, device)
         # the frozen copy is an fp32 trace (autocast is not traced): with bf16 the rollout acts eagerly
         act = FrozenAct(policy) if device.type == "cpu" and args.frozen_act and amp is contextlib.nullcontext else policy
+        if rank == 0:   # precision can differ between machines (and across a resume on another CPU)
+            note = " (--frozen-act needs fp32: the rollout acts eagerly)" if args.frozen_act and act is policy else ""
+            print(f"policy: {'bf16 autocast' if amp is not contextlib.nullcontext else 'fp32'} on {device.type}{note}",
+                  flush=True)
         # this rank's share (checked by the tests); one write with its newline, because print()
         # writes the text and the end apart and ranks sharing a pipe interleaved between them
         sys.stdout.write(f"rank {rank} of {world}: {len(carry.scenes)} scene(s): {' '.join(carry.scenes)}\n")

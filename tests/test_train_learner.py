@@ -172,9 +172,24 @@ def test_avx2_cpu_falls_back_to_fp32():
     run_on_avx2(code, "fp32 ok")
 
 
-def run_on_avx2(code: str, done: str) -> None:
-    """Run ``code`` in a fresh interpreter under ONEDNN_MAX_CPU_ISA=AVX2; it must print ``done``."""
-    env = {**os.environ, "ONEDNN_MAX_CPU_ISA": "AVX2", "PYTHONPATH": os.pathsep.join([ROOT, os.path.join(ROOT, "tests")])}
+@pytest.mark.parametrize("isa", ["AVX512_CORE", "AVX512_CORE_VNNI"])
+def test_avx512_without_bf16_instructions_stays_fp32(isa):
+    """oneDNN reports bf16 kernels on any AVX-512 CPU (Skylake-SP to Ice Lake), where it emulates
+    them (slower than fp32): the trainer autocasts only with native bf16 (AVX-512 BF16 or AMX)
+    within oneDNN's ISA cap. ONEDNN_MAX_CPU_ISA stands in for such a CPU here."""
+    code = ("import contextlib\n"
+            "from bps_train.args import parse\n"
+            "from bps_train.models import cpu_bf16_supported\n"
+            "from bps_train.train import Args, autocast_of\n"
+            "assert not cpu_bf16_supported()\n"
+            "assert autocast_of(parse(Args, []), 'cpu') is contextlib.nullcontext\n"
+            "print('fp32 ok')\n")
+    run_on_avx2(code, "fp32 ok", isa)
+
+
+def run_on_avx2(code: str, done: str, isa: str = "AVX2") -> None:
+    """Run ``code`` in a fresh interpreter under ONEDNN_MAX_CPU_ISA=``isa``; it must print ``done``."""
+    env = {**os.environ, "ONEDNN_MAX_CPU_ISA": isa, "PYTHONPATH": os.pathsep.join([ROOT, os.path.join(ROOT, "tests")])}
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     assert done in r.stdout

@@ -17,7 +17,8 @@ from learner_reference import reference_encoder  # noqa: E402
 from bps_train import stem  # noqa: E402
 from bps_train.models import SEResNet9  # noqa: E402
 
-needs_kernel = pytest.mark.skipif(not stem.available(), reason="bps_train/_stem.c not built (no C compiler)")
+needs_kernel = pytest.mark.skipif(not stem.available(),
+                                  reason="bps_train/_stem.c not built (no C compiler) or no AVX-512 on this CPU")
 
 
 def torch_stem(x, conv):
@@ -35,7 +36,7 @@ def test_kernel_is_built_where_a_compiler_is():
     would only check the fallback."""
     if shutil.which("cc") is None and shutil.which("gcc") is None:
         pytest.skip("no C compiler on this machine")
-    assert stem.available()
+    assert stem._forward is not None and stem._backward is not None and stem._wide is not None
 
 
 @needs_kernel
@@ -55,28 +56,6 @@ def test_values_and_gradients_match_torch(n, h, w, cin, cout):
     torch.testing.assert_close(dw, dw_ref, rtol=1e-4, atol=1e-5 * float(dw_ref.abs().max()))
     torch.testing.assert_close(db, db_ref, rtol=1e-4, atol=1e-5 * float(db_ref.abs().max()))
     assert (got == 0).sum() == (ref == 0).sum()   # the same outputs relu zeroed
-
-
-@needs_kernel
-@pytest.mark.parametrize("n,h,w,cout", [(5, 64, 64, 16), (3, 17, 23, 32), (4, 9, 8, 16)])
-def test_avx512_and_portable_loops_agree(n, h, w, cout):
-    """CPUs without AVX-512 run the portable loops; where this CPU has AVX-512 both are compared
-    (cout a multiple of 16 and one input channel take the AVX-512 loops)."""
-    torch.manual_seed(n + cout)
-    conv = torch.nn.Conv2d(1, cout, 3, 2, 1)
-    x = torch.rand(n, h, w, 1).permute(0, 3, 1, 2)
-    g = torch.randn(n, cout, (h + 3) // 4, (w + 3) // 4)
-    before = stem.use_avx512(False)
-    try:
-        portable = grads(stem.stem_pool_relu, x, conv, g)
-    finally:
-        stem.use_avx512(before)
-    wide = grads(stem.stem_pool_relu, x, conv, g)
-    ref = grads(torch_stem, x, conv, g)
-    torch.testing.assert_close(wide[0], portable[0], rtol=1e-6, atol=1e-6)
-    for a, b, r in zip(wide[1:], portable[1:], ref[1:]):
-        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6 * float(r.abs().max()))
-        torch.testing.assert_close(a, r, rtol=1e-4, atol=1e-5 * float(r.abs().max()))
 
 
 @needs_kernel
@@ -122,16 +101,48 @@ def test_ties_take_torchs_window_position():
 
 
 @needs_kernel
-def test_nan_and_inf_propagate_as_in_torch():
+@pytest.mark.parametrize("cout", [8, 16])
+def test_nan_and_inf_frames_get_torchs_gradients(cout):
+    """A frame with a NaN or an infinity: torch's dense backward makes 0 x inf into NaN weight
+    gradients (so a NaN guard sees a corrupt observation); the kernel notices such frames and the
+    call takes torch's ops, the same values and the same non-finite gradient entries."""
     torch.manual_seed(4)
-    conv = torch.nn.Conv2d(1, 8, 3, 2, 1)
+    conv = torch.nn.Conv2d(1, cout, 3, 2, 1)
     x = torch.rand(2, 16, 16, 1)
     x[0, 5, 7] = float("nan")
     x[1, 0, 0] = float("inf")
     x = x.permute(0, 3, 1, 2)
-    got, ref = stem.stem_pool_relu(x, conv), torch_stem(x, conv)
-    assert torch.isnan(ref).any()
+    g = torch.randn(2, cout, 4, 4)
+    ref, dw_ref, db_ref = grads(torch_stem, x, conv, g)
+    got, dw, db = grads(stem.stem_pool_relu, x, conv, g)
+    assert torch.isnan(ref).any() and not torch.isfinite(dw_ref).all()
     torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-6, equal_nan=True)
+    assert torch.equal(torch.isfinite(dw), torch.isfinite(dw_ref))
+    torch.testing.assert_close(db, db_ref, rtol=1e-4, atol=1e-5, equal_nan=True)
+
+
+@needs_kernel
+@pytest.mark.parametrize("cout", [8, 16])
+def test_nan_and_inf_weights_propagate_as_in_torch(cout):
+    """Finite frames, non-finite weights (the kernel's own path): a NaN bias makes its channel NaN,
+    which relu keeps and whose gradient it passes; an infinite weight gives inf and 0 x inf."""
+    torch.manual_seed(5)
+    conv = torch.nn.Conv2d(1, cout, 3, 2, 1)
+    with torch.no_grad():
+        conv.bias[1] = float("nan")
+        conv.weight[2, 0, 1, 1] = float("inf")
+        conv.weight[3, 0, 0, 0] = -float("inf")
+    x = torch.rand(2, 16, 16, 1)
+    x[0, :4] = 0.0
+    x = x.permute(0, 3, 1, 2)
+    g = torch.randn(2, cout, 4, 4)
+    ref, dw_ref, db_ref = grads(torch_stem, x, conv, g)
+    got, dw, db = grads(stem.stem_pool_relu, x, conv, g)
+    assert torch.isnan(ref).any() and torch.isinf(ref).any()
+    torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-6, equal_nan=True)
+    assert torch.equal(torch.isfinite(db), torch.isfinite(db_ref))
+    fin = torch.isfinite(db_ref)
+    torch.testing.assert_close(db[fin], db_ref[fin], rtol=1e-4, atol=1e-5)
 
 
 @needs_kernel
@@ -166,11 +177,82 @@ def test_input_that_needs_a_gradient_takes_torchs_ops():
 def test_unsupported_convolutions_take_torchs_ops():
     x = torch.rand(2, 1, 16, 16)
     for conv in (torch.nn.Conv2d(1, 8, 3, 1, 1), torch.nn.Conv2d(1, 8, 3, 2, 1, bias=False),
-                 torch.nn.Conv2d(5, 8, 3, 2, 1), torch.nn.Conv2d(1, 8, 5, 2, 2)):
+                 torch.nn.Conv2d(5, 8, 3, 2, 1), torch.nn.Conv2d(1, 8, 5, 2, 2),
+                 torch.nn.Conv2d(1, 16, 3, 2, 1, padding_mode="reflect"), torch.nn.ConvTranspose2d(1, 16, 3, 2, 1)):
         xc = torch.rand(2, conv.in_channels, 16, 16)
         assert not stem.fusable(xc, conv)
         torch.testing.assert_close(stem.stem_pool_relu(xc, conv), torch_stem(xc, conv))
     assert not stem.fusable(x.double(), torch.nn.Conv2d(1, 8, 3, 2, 1).double())
+    one_channel = torch.nn.Conv2d(1, 16, 3, 2, 1)
+    four = torch.rand(2, 4, 8, 8)   # the wrong channel count: torch's own error, never the kernel
+    assert not stem.fusable(four, one_channel)
+    with pytest.raises(RuntimeError, match="channels"):
+        stem.stem_pool_relu(four, one_channel)
+
+
+@needs_kernel
+def test_output_is_float32_whatever_the_default_dtype():
+    conv = torch.nn.Conv2d(1, 16, 3, 2, 1)
+    x = torch.rand(2, 32, 32, 1).permute(0, 3, 1, 2)
+    before = torch.get_default_dtype()
+    try:
+        torch.set_default_dtype(torch.float64)
+        got = stem.stem_pool_relu(x, conv)
+    finally:
+        torch.set_default_dtype(before)
+    assert got.dtype == torch.float32
+    torch.testing.assert_close(got, torch_stem(x, conv))
+
+
+@needs_kernel
+def test_second_order_gradients_are_refused_not_silently_zero():
+    conv = torch.nn.Conv2d(1, 16, 3, 2, 1)
+    x = torch.rand(2, 32, 32, 1).permute(0, 3, 1, 2)
+    (dw,) = torch.autograd.grad(stem.stem_pool_relu(x, conv).square().sum(), [conv.weight], create_graph=True)
+    with pytest.raises(RuntimeError, match="once_differentiable"):
+        dw.sum().backward()
+
+
+_FORK_CASE: dict = {}
+
+
+def _stem_in_child(queue):
+    """Only the kernel and numpy here: torch's own OpenMP pool is not usable after a fork."""
+    import numpy as np
+
+    torch.set_num_threads(2)
+    x, conv, want = _FORK_CASE["x"], _FORK_CASE["conv"], _FORK_CASE["want"]
+    with torch.no_grad():
+        got = stem.stem_pool_relu(x, conv)
+    queue.put(bool(np.allclose(got.numpy(), want, rtol=1e-5, atol=1e-6)))
+
+
+@needs_kernel
+def test_a_forked_child_runs_the_kernel_on_threads():
+    """The worker threads do not survive a fork: a child must start its own (it hung before)."""
+    import multiprocessing
+
+    before = torch.get_num_threads()
+    conv = torch.nn.Conv2d(1, 16, 3, 2, 1)
+    x = torch.rand(64, 32, 32, 1).permute(0, 3, 1, 2)
+    with torch.no_grad():
+        _FORK_CASE.update(x=x, conv=conv, want=torch_stem(x, conv).numpy())
+    try:
+        torch.set_num_threads(2)
+        with torch.no_grad():
+            stem.stem_pool_relu(x, conv)   # the parent's pool now has threads
+        assert stem._pool is not None
+    finally:
+        torch.set_num_threads(before)
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_stem_in_child, args=(queue,))
+    child.start()
+    child.join(60)
+    if child.is_alive():
+        child.kill()
+        pytest.fail("the forked child hung in the stem kernel")
+    assert child.exitcode == 0 and queue.get(timeout=5)
 
 
 @needs_kernel

@@ -71,43 +71,17 @@ WIDE static int pad_frame(const float *restrict x, int64_t h, int64_t w, int64_t
  * channels accumulate in one vector. */
 WIDE static void conv_frame(const float *restrict xp, int64_t w, int64_t cin, const float *restrict wt,
                             const float *restrict bias, int64_t coutp, int64_t hc, int64_t wc, float *restrict y) {
-    float patch[4][MAX_TAPS];
+    float patch[MAX_TAPS];
     const int64_t taps = 9 * cin, row = (w + 2) * cin;
     for (int64_t i = 0; i < hc; i++) {
-        int64_t j = 0;
-        /* four positions at a time: four independent accumulator chains keep the FMA units busy */
-        for (; j + 4 <= wc; j += 4) {
-            for (int64_t u = 0; u < 4; u++) {
-                const float *restrict p0 = xp + 2 * i * row + 2 * (j + u) * cin;
-                for (int64_t ci = 0; ci < cin; ci++)
-                    for (int64_t ky = 0; ky < 3; ky++)
-                        for (int64_t kx = 0; kx < 3; kx++)
-                            patch[u][ci * 9 + ky * 3 + kx] = p0[ky * row + kx * cin + ci];
-            }
-            for (int64_t c0 = 0; c0 < coutp; c0 += LANES) {
-                vf a0 = load(bias + c0), a1 = a0, a2 = a0, a3 = a0;
-                for (int64_t t = 0; t < taps; t++) {
-                    const vf wv = load(wt + t * coutp + c0);
-                    a0 += splat(patch[0][t]) * wv;
-                    a1 += splat(patch[1][t]) * wv;
-                    a2 += splat(patch[2][t]) * wv;
-                    a3 += splat(patch[3][t]) * wv;
-                }
-                float *restrict out = y + (i * wc + j) * coutp + c0;
-                store(out, a0);
-                store(out + coutp, a1);
-                store(out + 2 * coutp, a2);
-                store(out + 3 * coutp, a3);
-            }
-        }
-        for (; j < wc; j++) {
+        for (int64_t j = 0; j < wc; j++) {
             const float *restrict p0 = xp + 2 * i * row + 2 * j * cin;
             for (int64_t ci = 0; ci < cin; ci++)
                 for (int64_t ky = 0; ky < 3; ky++)
-                    for (int64_t kx = 0; kx < 3; kx++) patch[0][ci * 9 + ky * 3 + kx] = p0[ky * row + kx * cin + ci];
+                    for (int64_t kx = 0; kx < 3; kx++) patch[ci * 9 + ky * 3 + kx] = p0[ky * row + kx * cin + ci];
             for (int64_t c0 = 0; c0 < coutp; c0 += LANES) {
                 vf acc = load(bias + c0);
-                for (int64_t t = 0; t < taps; t++) acc += splat(patch[0][t]) * load(wt + t * coutp + c0);
+                for (int64_t t = 0; t < taps; t++) acc += splat(patch[t]) * load(wt + t * coutp + c0);
                 store(y + (i * wc + j) * coutp + c0, acc);
             }
         }

@@ -48,7 +48,7 @@ def beside_spinner(fn) -> float:
     stop = threading.Event()
 
     def spin():
-        for _ in iter(stop.is_set, True):
+        for _ in iter(stop.is_set, True):   # a busy loop on purpose: it takes the GIL whenever it can
             pass
     th = threading.Thread(target=spin, daemon=True)
     th.start()

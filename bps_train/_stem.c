@@ -12,8 +12,12 @@
  * and no input gradient is computed (the stem's input is an observation).
  *
  * Semantics kept from torch: the pool's window scan is row-major and takes the first strict
- * maximum (a NaN wins); relu keeps a value unless it is <= 0 (so NaN, and its gradient, pass). Sizes come from the
- * caller, which checks them (stem.py); -1 on inconsistent sizes, nothing written.
+ * maximum (a NaN wins); relu keeps a value unless it is <= 0 (so NaN, and its gradient, pass).
+ * Sizes come from the caller, which checks them (stem.py); -1 on inconsistent sizes.
+ *
+ * stem.py calls the kernel only on CPUs with AVX-512 (stem_wide): AVX-512 loops for one input
+ * channel and channels in multiples of 16 (the policy's stem), portable loops, compiled for
+ * x86-64-v4, for the other shapes.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -24,7 +28,7 @@
 #include <string.h>
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define WIDE __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
+#define WIDE __attribute__((target_clones("arch=x86-64-v4", "default")))
 #else
 #define WIDE
 #endif
@@ -38,7 +42,6 @@
 static int64_t half(int64_t n) { return (n - 1) / 2 + 1; }
 
 typedef float vf __attribute__((vector_size(4 * LANES)));   /* LANES channels */
-typedef int32_t vi __attribute__((vector_size(4 * LANES)));
 
 static inline vf load(const float *p) { vf v; memcpy(&v, p, sizeof v); return v; }
 static inline void store(float *p, vf v) { memcpy(p, &v, sizeof v); }
@@ -136,7 +139,7 @@ WIDE static void pool_frame(const float *restrict y, int64_t hc, int64_t wc, int
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #include <immintrin.h>
-#define HAVE_POOL512 1   /* the AVX-512 conv and pool below, chosen at run time */
+#define HAVE_AVX512 1   /* the AVX-512 conv, pool and weight gradient below, chosen at run time */
 /* pool_frame for cout a multiple of 16 on AVX-512 (F, BW, VL, DQ): the window scan runs in
  * registers (the running maximum and position as one vector and one mask move per window
  * element; GCC's vectorised loop kept them in memory), with torch's rule as a mask: take v
@@ -256,21 +259,21 @@ static void weight_grad_frame_512(const float *restrict xp, int64_t w, const flo
     }
 }
 
-static int pool512_ok(void) {
+static int avx512_ok(void) {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
 }
 #else
-#define HAVE_POOL512 0
+#define HAVE_AVX512 0
 #endif
 
 /* Whether this CPU runs the AVX-512 loops (stem.py takes the kernel only then: the portable
  * loops, which cout not a multiple of 16 or several input channels also use, were slower than
  * torch's own ops when built for AVX2). */
 int stem_wide(void) {
-#if HAVE_POOL512
-    return pool512_ok();
+#if HAVE_AVX512
+    return avx512_ok();
 #else
     return 0;
 #endif
@@ -298,15 +301,15 @@ int stem_forward(const float *x, int64_t n0, int64_t n1, int64_t h, int64_t w, i
         bp[co] = bias[co];
         for (int64_t t = 0; t < taps; t++) wt[t * coutp + co] = weight[co * taps + t];
     }
-#if HAVE_POOL512
-    const int fast = cout == coutp && pool512_ok();
+#if HAVE_AVX512
+    const int fast = cout == coutp && avx512_ok();
 #else
     const int fast = 0;
 #endif
     int nonfinite = 0;
     for (int64_t n = n0; n < n1; n++) {
         nonfinite |= pad_frame(x + n * h * w * cin, h, w, cin, xp);
-#if HAVE_POOL512
+#if HAVE_AVX512
         if (fast) conv_frame_512(xp, w, cin, wt, bp, cout, hc, wc, y);
         else
 #endif
@@ -322,24 +325,20 @@ int stem_forward(const float *x, int64_t n0, int64_t n1, int64_t h, int64_t w, i
     return nonfinite;
 }
 
-/* dW[t][co] += sum over conv positions of g[i][j][co] * patch(i, j)[t] for one frame. */
-WIDE static void weight_grad_frame(const float *restrict x, int64_t h, int64_t w, int64_t cin, const float *restrict g,
+/* dW[t][co] += sum over conv positions of g[i][j][co] * patch(i, j)[t] for one frame, the
+ * patches read from the padded frame xp as conv_frame reads them. */
+WIDE static void weight_grad_frame(const float *restrict xp, int64_t w, int64_t cin, const float *restrict g,
                                    int64_t hc, int64_t wc, int64_t cout, const uint8_t *restrict live,
                                    float *restrict dw, float *restrict db) {
     float patch[MAX_TAPS];
-    const int64_t taps = 9 * cin;
+    const int64_t taps = 9 * cin, row = (w + 2) * cin;
     for (int64_t i = 0; i < hc; i++) {
         for (int64_t j = 0; j < wc; j++) {
             if (!live[i * wc + j]) continue;
-            for (int64_t ky = 0; ky < 3; ky++) {
-                int64_t r = 2 * i - 1 + ky;
-                for (int64_t kx = 0; kx < 3; kx++) {
-                    int64_t c = 2 * j - 1 + kx;
-                    int ok = r >= 0 && r < h && c >= 0 && c < w;
-                    for (int64_t ci = 0; ci < cin; ci++)
-                        patch[ci * 9 + ky * 3 + kx] = ok ? x[(r * w + c) * cin + ci] : 0.0f;
-                }
-            }
+            const float *restrict p0 = xp + 2 * i * row + 2 * j * cin;
+            for (int64_t ci = 0; ci < cin; ci++)
+                for (int64_t ky = 0; ky < 3; ky++)
+                    for (int64_t kx = 0; kx < 3; kx++) patch[ci * 9 + ky * 3 + kx] = p0[ky * row + kx * cin + ci];
             const float *restrict gv = g + (i * wc + j) * cout;
             for (int64_t co = 0; co < cout; co++) db[co] += gv[co];
             for (int64_t t = 0; t < taps; t++) {
@@ -367,43 +366,37 @@ int stem_backward(const float *x, int64_t n0, int64_t n1, int64_t h, int64_t w, 
     if (!g || !live || !dw || !xp) { free(g); free(live); free(dw); free(xp); return -2; }
     for (int64_t i = 0; i < taps * cout; i++) dweight[i] = 0.0;
     for (int64_t co = 0; co < cout; co++) dbias[co] = 0.0;
-#if HAVE_POOL512
-    const int fast = cin == 1 && cout % 16 == 0 && pool512_ok();
+#if HAVE_AVX512
+    const int fast = cin == 1 && cout % 16 == 0 && avx512_ok();
 #else
     const int fast = 0;
 #endif
     for (int64_t n = n0; n < n1; n++) {
-        if (fast) {
-            pad_frame(x + n * h * w, h, w, 1, xp);
-            memset(dw, 0, sizeof(float) * (size_t)(taps * cout));
-            memset(db, 0, sizeof(float) * (size_t)cout);
-#if HAVE_POOL512
-            weight_grad_frame_512(xp, w, gout + n * cout * plane, pos + n * cout * plane, cout, hp, wp, dw, db);
-#endif
-            for (int64_t t = 0; t < taps; t++)
-                for (int64_t co = 0; co < cout; co++) dweight[co * taps + t] += dw[t * cout + co];
-            for (int64_t co = 0; co < cout; co++) dbias[co] += db[co];
-            continue;
-        }
         const float *go = gout + n * cout * plane;
         const uint8_t *ps = pos + n * cout * plane;
-        memset(g, 0, sizeof(float) * (size_t)(hc * wc * cout));
-        memset(live, 0, (size_t)(hc * wc));
-        for (int64_t pi = 0; pi < hp; pi++) {
-            for (int64_t pj = 0; pj < wp; pj++) {
-                const int64_t o = (pi * wp + pj) * cout;
-                for (int64_t co = 0; co < cout; co++) {
-                    const uint8_t a = ps[o + co];
-                    if (a == DEAD) continue;
-                    const int64_t i = 2 * pi - 1 + a / 3, j = 2 * pj - 1 + a % 3;
-                    g[(i * wc + j) * cout + co] += go[o + co];
-                    live[i * wc + j] = 1;
-                }
-            }
-        }
+        pad_frame(x + n * h * w * cin, h, w, cin, xp);
         memset(dw, 0, sizeof(float) * (size_t)(taps * cout));
         memset(db, 0, sizeof(float) * (size_t)cout);
-        weight_grad_frame(x + n * h * w * cin, h, w, cin, g, hc, wc, cout, live, dw, db);
+#if HAVE_AVX512
+        if (fast) weight_grad_frame_512(xp, w, go, ps, cout, hp, wp, dw, db);
+#endif
+        if (!fast) {   /* the pool's input gradient g, then the weight gradient from it */
+            memset(g, 0, sizeof(float) * (size_t)(hc * wc * cout));
+            memset(live, 0, (size_t)(hc * wc));
+            for (int64_t pi = 0; pi < hp; pi++) {
+                for (int64_t pj = 0; pj < wp; pj++) {
+                    const int64_t o = (pi * wp + pj) * cout;
+                    for (int64_t co = 0; co < cout; co++) {
+                        const uint8_t a = ps[o + co];
+                        if (a == DEAD) continue;
+                        const int64_t i = 2 * pi - 1 + a / 3, j = 2 * pj - 1 + a % 3;
+                        g[(i * wc + j) * cout + co] += go[o + co];
+                        live[i * wc + j] = 1;
+                    }
+                }
+            }
+            weight_grad_frame(xp, w, cin, g, hc, wc, cout, live, dw, db);
+        }
         for (int64_t t = 0; t < taps; t++)
             for (int64_t co = 0; co < cout; co++) dweight[co * taps + t] += dw[t * cout + co];
         for (int64_t co = 0; co < cout; co++) dbias[co] += db[co];

@@ -7,6 +7,7 @@ corrupt with the highly correlated frames of one environment batch, and faster o
 from __future__ import annotations
 
 import math
+import os
 
 import torch
 from torch import nn
@@ -41,10 +42,9 @@ def _conv3x3(x, weight, bias, stride):
     """``F.conv2d(x, weight, bias, stride, padding=1)`` for a 3x3 ``weight``. On a 1x1 map every
     tap but the centre reads the zero padding, so the same function is a 1x1 convolution with the
     centre tap (the other taps' gradients are 0 either way). That form also avoids oneDNN's bf16
-    backward of a stride-2 3x3 convolution on a 1x1 input, which reads uninitialised memory
-    (NaN weight gradients now and then: measured with torch 2.13.0+cpu on an AVX-512 BF16 EPYC,
-    heap pre-filled with NaN, cin 16-64, cout 8-128; fp32 and inputs of 2x2 and up are not
-    affected). The encoder's last block sees a 1x1 map at resolutions up to 16."""
+    backward of a stride-2 3x3 convolution on a 1x1 input, which reads uninitialised memory (NaN
+    weight gradients now and then; docs/PERFORMANCE.md, "CPU learner, fourth pass"). The
+    encoder's last block sees a 1x1 map at resolutions up to 16."""
     if x.shape[-2:] == (1, 1):
         return F.conv2d(x, weight[:, :, 1:2, 1:2], bias)
     return F.conv2d(x, weight, bias, stride, 1)
@@ -138,15 +138,13 @@ def cpu_bf16_supported() -> bool:
     """Whether oneDNN runs bf16 convolutions with native bf16 instructions here: the CPU has
     AVX-512 BF16 or AMX, oneDNN reports bf16 kernels, and ONEDNN_MAX_CPU_ISA (if set) does not
     cap it below them. oneDNN alone says yes on any AVX-512 CPU (Skylake-SP, Cascade Lake, Ice
-    Lake), where it emulates bf16, which is slower than fp32 (1.5x per encoder pass, measured)."""
+    Lake), where it emulates bf16, slower than fp32."""
     try:
         if not torch.ops.mkldnn._is_mkldnn_bf16_supported():
             return False
         native = torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
     except (AttributeError, RuntimeError):  # a torch build without oneDNN or these probes
         return False
-    import os
-
     cap = (os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA") or "ALL").upper()
     return bool(native) and cap in _BF16_ISAS
 

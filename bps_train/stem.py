@@ -8,8 +8,8 @@ with a bias and 1-4 input channels. The fused kernel (``_stem.c``, built by ``pi
 when the CPU has its AVX-512 loops and ``x`` is a float32 CPU tensor that needs no gradient (an
 observation) with finite values, outside tracing and compilation; everything else (CUDA, CPUs
 without AVX-512, an input that needs a gradient or holds NaN / inf, a build without a C
-compiler) takes torch's own ops. Frames are
-split over torch's intra-op thread count. First-order gradients only.
+compiler) takes torch's own ops. Frames are split over torch's intra-op thread count.
+First-order gradients only.
 """
 from __future__ import annotations
 

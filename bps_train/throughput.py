@@ -118,7 +118,7 @@ def main(argv=None):
                         "default): the eager policy")
     p.add_argument("--bf16", type=int, nargs="?", const=1, default=1, choices=(0, 1),
                    help="1 (the trainer's --bf16 default): bf16 autocast of the policy where the CPU has native bf16 "
-                        "kernels (AVX-512 BF16), fp32 elsewhere; 0: fp32")
+                        "(AVX-512 BF16 or AMX), fp32 elsewhere; 0: fp32")
     a = p.parse_args(argv)
     if a.repeats < 1:   # every figure is the best of the repetitions
         p.error(f"--repeats {a.repeats}: must be >= 1")
@@ -213,8 +213,8 @@ def main(argv=None):
     best.update({k: min(v) for k, v in send_recv.items()})
     best.update(learn_over_sim=best["learn"] / best["sim"], end_to_end_over_sim=best["end_to_end"] / best["sim"],
                 learn_1_thread_over_sim=best["learn_1_thread"] / best["sim"],
-                end_to_end_1_thread_over_sim=best["end_to_end_1_thread"] / best["sim"])
-    best["end_to_end_1_group_over_sim"] = best["end_to_end_1_group"] / best["sim"]
+                end_to_end_1_thread_over_sim=best["end_to_end_1_thread"] / best["sim"],
+                end_to_end_1_group_over_sim=best["end_to_end_1_group"] / best["sim"])
     serial = 1 / (1 / best["sim"] + 1 / best["infer"])
     perfect = min(best["sim"], best["infer"])
     best.update(serial_prediction=serial, perfect_overlap_prediction=perfect,

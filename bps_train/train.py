@@ -115,7 +115,7 @@ class Args:
                          "its noise) or key=value pairs, e.g. depth=redwood,rgb=gaussian,actuation=locobot-ilqr,"
                          "multiplier=0.5 ('': none; with --eval: the checkpoint's)")
     bf16: bool = arg(True, "bf16 autocast of the policy's forward passes on CUDA and on CPUs with native bf16 (AVX-512 "
-                     "BF16; fp32 on other CPUs); the loss stays fp32")
+                     "BF16 or AMX; fp32 on other CPUs); the loss stays fp32")
 
 
 # ----------------------------------------------------------------------------------- set-up
@@ -220,9 +220,9 @@ def build_policy(args, device):
 
 
 def autocast_of(args, device):
-    """A factory of the policy's autocast context (--bf16): bf16 on CUDA, and on a CPU whose
-    oneDNN has native bf16 kernels (AVX-512 BF16: ``models.cpu_bf16_supported``); fp32 on other
-    CPUs (emulated bf16 is slower than fp32). docs/PERFORMANCE.md, "CPU learner, fourth pass"."""
+    """A factory of the policy's autocast context (--bf16): bf16 on CUDA, and on a CPU with native
+    bf16 (``models.cpu_bf16_supported``); fp32 on other CPUs (emulated bf16 is slower than fp32).
+    docs/PERFORMANCE.md, "CPU learner, fourth pass"."""
     from bps_train.models import cpu_bf16_supported
 
     kind = torch.device(device).type

@@ -97,26 +97,32 @@ def _fill_freed_heap_with_nan():
             del block
 
 
+def _ppo_grads(width, hidden, res, seed, n, t, before_backward=lambda: None):
+    """The PPO loss's gradients of a fresh policy (``seed``) on a random rollout of ``n`` envs x
+    ``t`` steps, under the trainer's CPU autocast; ``before_backward()`` runs between the two."""
+    from bps_train.ppo import gae, ppo_loss
+    from bps_train.throughput import random_rollout
+
+    torch.manual_seed(seed)
+    pol = Policy(1, hidden=hidden, width=width, resolution=(res, res))
+    ro = random_rollout(n, t, (res, res), hidden)
+    adv, ret = gae(ro, 0.99, 0.95)
+    loss, _ = ppo_loss(pol, ro, torch.arange(n), adv, ret, 0.2, 0.5, 0.01, autocast_of(parse(Args, []), "cpu"))
+    before_backward()
+    loss.backward()
+    return {name: p.grad for name, p in pol.named_parameters() if p.grad is not None}
+
+
 @needs_bf16
 def test_bf16_backward_reads_no_uninitialised_memory(restore_torch_host):
     """oneDNN's bf16 backward of a stride-2 3x3 convolution on a 1x1 map reads uninitialised
     memory (models._conv3x3): with the heap pre-filled with NaN, the encoder at 8 and 16 px (its
     last blocks see 1x1 maps) got NaN weight gradients in 15 of 72 such updates before the
     centre-tap form; every gradient must be finite."""
-    from bps_train.ppo import gae, ppo_loss
-    from bps_train.throughput import random_rollout
-
     torch.set_num_threads(1)
-    amp = autocast_of(parse(Args, []), "cpu")
     for width, res, seed in ((16, 8, 1), (16, 16, 0), (16, 8, 2), (8, 16, 1), (16, 16, 2)):
-        torch.manual_seed(seed)
-        pol = Policy(1, hidden=64, width=width, resolution=(res, res))
-        ro = random_rollout(8, 4, (res, res), 64)
-        adv, ret = gae(ro, 0.99, 0.95)
-        loss, _ = ppo_loss(pol, ro, torch.arange(8), adv, ret, 0.2, 0.5, 0.01, amp)
-        _fill_freed_heap_with_nan()
-        loss.backward()
-        bad = [n for n, p in pol.named_parameters() if p.grad is not None and not torch.isfinite(p.grad).all()]
+        grads = _ppo_grads(width, 64, res, seed, n=8, t=4, before_backward=_fill_freed_heap_with_nan)
+        bad = [name for name, g in grads.items() if not torch.isfinite(g).all()]
         assert not bad, (width, res, seed, bad)
 
 
@@ -126,20 +132,10 @@ def test_bf16_update_gradients_are_finite_and_repeat(threads, restore_torch_host
     """The NaN gradients CPU bf16 gave now and then in the first learner pass (in 3 of 5 runs of a
     file like this one) must not come back: one seed, the trainer's autocast, the PPO loss's
     gradients computed 6 times in one process (2 shapes), bit-identical and finite each time."""
-    from bps_train.ppo import gae, ppo_loss
-    from bps_train.throughput import random_rollout
-
     torch.set_num_threads(threads)
-    amp = autocast_of(parse(Args, []), "cpu")
 
-    def grads(width, hidden, res, n=16, t=8):
-        torch.manual_seed(0)
-        pol = Policy(1, hidden=hidden, width=width, resolution=(res, res))
-        ro = random_rollout(n, t, (res, res), hidden)
-        adv, ret = gae(ro, 0.99, 0.95)
-        loss, _ = ppo_loss(pol, ro, torch.arange(n), adv, ret, 0.2, 0.5, 0.01, amp)
-        loss.backward()
-        return torch.cat([p.grad.flatten() for p in pol.parameters() if p.grad is not None])
+    def grads(width, hidden, res):
+        return torch.cat([g.flatten() for g in _ppo_grads(width, hidden, res, 0, n=16, t=8).values()])
 
     for shape in ((4, 32, 16), (16, 64, 64)):
         first = grads(*shape)
@@ -169,7 +165,7 @@ def test_avx2_cpu_falls_back_to_fp32():
         "loss.backward()\n"
         "assert torch.isfinite(loss) and loss.dtype == torch.float32\n"
         "print('fp32 ok')\n")
-    run_on_avx2(code, "fp32 ok")
+    run_with_isa_cap(code, "fp32 ok")
 
 
 @pytest.mark.parametrize("isa", ["AVX512_CORE", "AVX512_CORE_VNNI"])
@@ -184,10 +180,10 @@ def test_avx512_without_bf16_instructions_stays_fp32(isa):
             "assert not cpu_bf16_supported()\n"
             "assert autocast_of(parse(Args, []), 'cpu') is contextlib.nullcontext\n"
             "print('fp32 ok')\n")
-    run_on_avx2(code, "fp32 ok", isa)
+    run_with_isa_cap(code, "fp32 ok", isa)
 
 
-def run_on_avx2(code: str, done: str, isa: str = "AVX2") -> None:
+def run_with_isa_cap(code: str, done: str, isa: str = "AVX2") -> None:
     """Run ``code`` in a fresh interpreter under ONEDNN_MAX_CPU_ISA=``isa``; it must print ``done``."""
     env = {**os.environ, "ONEDNN_MAX_CPU_ISA": isa, "PYTHONPATH": os.pathsep.join([ROOT, os.path.join(ROOT, "tests")])}
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
@@ -287,7 +283,7 @@ def test_rewritten_encoder_runs_on_the_avx2_path():
         "got.sum().backward()\n"
         "assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in net.parameters())\n"
         "print('avx2 ok')\n")
-    run_on_avx2(code, "avx2 ok")
+    run_with_isa_cap(code, "avx2 ok")
 
 
 def test_kept_memory_is_reused_without_page_faults():

@@ -38,7 +38,8 @@ from bps_train.learner_cpu import keep_freed_memory, update_threads  # noqa: E40
 from bps_train.lamb import Lamb  # noqa: E402
 
 from bps_train.throughput import ppo_update, random_rollout  # noqa: E402
-from learner_reference import reference_encoder, reference_se_weights, stepwise_reference  # noqa: E402
+from learner_reference import (reference_encoder, reference_se_weights, stepwise_reference,  # noqa: E402
+                               torch_stem)
 
 LEVERS = ("old_encoder", "se_mean", "lstm_per_step", "torch_stem", "heap", "all_threads", "channels_last", "bf16",
           "compile")
@@ -53,11 +54,6 @@ def lstm_per_step(self, visual, goal, prev_action, state0, not_done):
     with M._fp32(f):
         out, _ = stepwise_reference(self.rnn, f.float(), state0[0][0], state0[1][0], not_done)
     return self.actor(out), self.critic(out)[..., 0]
-
-
-def torch_stem(x, conv):
-    """The stem as torch's own ops (before the fused stem, bps_train.stem)."""
-    return torch.nn.functional.relu(torch.nn.functional.max_pool2d(conv(x), 3, 2, 1))
 
 
 # (class or module, attribute, current code, old code, the lever that selects the old code)

@@ -196,10 +196,10 @@ def _merge(scene, parts, want, table):
 
         def placed(j):
             return out.positions[voff[j]:voff[j + 1]]
-    else:
+    else:   # only asked for parts with positions (_semantics checks first)
         def placed(j):
             p, m, _ = parts[j]
-            return None if p.positions is None else xf(p.positions, m)
+            return xf(p.positions, m)
     if "indices" in want:
         out.indices = cat(lambda p, m, j: ((p.indices[:, ::-1] if flip(m) else p.indices)
                                                        .astype(np.int64) + voff[j]).astype(np.uint32))

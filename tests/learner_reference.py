@@ -1,13 +1,19 @@
 """The paper's SE-ResNet encoder as written before issue 32's rewrite (the code at 9b8a679):
 each Fixup bias, the scale, the SE gate and the residual add a pass of its own, relu on the
 stem's output before the max-pool; the SE gate's mean as ``x.mean``; and the per-step nn.LSTM
-loop the trainer had before. The references of tests/test_train_learner.py and the
-``old_encoder`` / ``se_mean`` / ``lstm_per_step`` levers of benchmarks/bench_learner.py; they
-take the current modules' weights."""
+loop the trainer had before; the stem as torch's own ops (before bps_train.stem). The references
+of tests/test_train_learner.py and tests/test_train_stem.py and the ``old_encoder`` / ``se_mean`` /
+``lstm_per_step`` / ``torch_stem`` levers of benchmarks/bench_learner.py; they take the current
+modules' weights."""
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+
+
+def torch_stem(x, conv):
+    """``relu(max_pool2d(conv(x), 3, 2, 1))`` as torch's own ops (``bps_train.stem``'s reference)."""
+    return F.relu(F.max_pool2d(conv(x), 3, 2, 1))
 
 
 def reference_block(blk, x):

@@ -117,9 +117,7 @@ def test_close_from_another_thread_returns_while_a_step_waits_for_a_load(dataset
         # from now on every load is slow: a due swap waits for its load (a blocked step)
         loader = env.world.scenes.loader
         read, read_navmesh = loader.reader, loader.navmesh_loader
-        # the default reader takes the renderer's options too: forward them (a one-argument
-        # stand-in would fail each load at once instead of making it slow)
-        loader.reader = lambda path, *options: (time.sleep(3.0), read(path, *options))[1]
+        loader.reader = lambda path: (time.sleep(3.0), read(path))[1]
         loader.navmesh_loader = lambda path: (time.sleep(3.0), read_navmesh(path))[1]
         errors = []
 

@@ -12,17 +12,13 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from learner_reference import reference_encoder  # noqa: E402
+from learner_reference import reference_encoder, torch_stem  # noqa: E402
 
 from bps_train import stem  # noqa: E402
 from bps_train.models import SEResNet9  # noqa: E402
 
 needs_kernel = pytest.mark.skipif(not stem.available(),
                                   reason="bps_train/_stem.c not built (no C compiler) or no AVX-512 on this CPU")
-
-
-def torch_stem(x, conv):
-    return F.relu(F.max_pool2d(conv(x), 3, 2, 1))
 
 
 def grads(fn, x, conv, g):

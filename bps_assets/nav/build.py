@@ -120,11 +120,12 @@ def merge_columns(key, ymin, ymax, walk, merge_gap, climb):
 
 
 def build_navmesh(scene, settings: NavSettings = DEFAULT_SETTINGS, dataset: str | None = None,
-                  source: str = "") -> NavMesh:
+                  source: str = "", up: str | None = None) -> NavMesh:
     """Voxel recipe on a scan (see module doc). ``scene``: SceneDocument, packed scene, path,
-    or (vertices [V,3], triangles [T,3]) in the habitat frame."""
+    or (vertices [V,3], triangles [T,3]) in the habitat frame; ``dataset`` / ``up`` as for
+    ``scene_triangles`` (a document or path's frame)."""
     t_start = time.perf_counter()
-    v, t, src = scene_triangles(scene, dataset)
+    v, t, src = scene_triangles(scene, dataset, up)
     source = source or src
     s = settings
     cs = float(s.cell_size)

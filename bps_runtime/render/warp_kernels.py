@@ -1,7 +1,8 @@
 """Warp kernels of the batch renderer (one source for Warp's CPU device and CUDA).
 
 Imported lazily by ``warp_backend`` (warp is an optional dependency). ``render_kernel`` draws
-every agent of every resident scene in one launch: each agent's scene index picks a row of a
+every agent of every resident scene in one launch (``depth_kernel``, the same pixels without the
+shading code, draws frames that want neither RGB nor semantic ids): each agent's scene index picks a row of a
 ``SceneTable`` array (the scene's BVH id and shading tables), so the launch count does not
 depend on how many scenes are resident, and nothing about which agents are in which scene is
 needed on the host. Rotations arrive as quaternions (xyzw) and are turned into matrices here in
@@ -240,8 +241,9 @@ def render_kernel(meshes: wp.array(dtype=wp.uint64), tables: wp.array(dtype=Scen
     mesh = scene_mesh(meshes, s)
     if mesh != wp.uint64(0):
         d, q = trace_pixel(mesh, quat[a], dirs[p], pos[a], sensor_height)
-        # the table row (a struct of 15 arrays) is read only by pixels that shade or label a
-        # hit: a depth frame reads 8 bytes per pixel of the table, not the whole row
+        # the table row (a struct of 15 arrays) is read only by pixels that shade or label a hit
+        # (warp_backend sends depth-only frames to depth_kernel; bench_warp_render times this
+        # kernel on them too, for the comparison)
         if q.result:
             z = q.t
             if want_sem != 0 or want_rgb != 0:

@@ -168,9 +168,10 @@ class SceneLoader:
                  prepare: Callable[[str, Any], Any] | None = None, waiting: Callable | None = None):
         self.renderer = renderer
         self.device = str(device)
-        self.reader = reader or _default_reader
-        # the default reader (reader=None) is given the renderer's options: it reads LOD levels and
-        # composed scenes; a caller's reader(path) returns the scene it means, loaded as it is
+        # one calling convention, reader(path): the default reader is bound to the renderer's
+        # options (it reads LOD levels and composed scenes; looked up at call time, so a patched
+        # _default_reader is seen); a caller's reader returns the scene it means, loaded as it is
+        self.reader = reader or (lambda path: _default_reader(path, self.renderer.options))
         self._default_read = reader is None
         self.navmesh_loader = navmesh_loader or _default_navmesh_loader
         self._release = release
@@ -206,8 +207,7 @@ class SceneLoader:
                     and _is_composed(source.scene_path):
                 return self._load_composed(source, reserve, t0)
             self._enter_stage(scene_id, "reading the packed scene")
-            ps = (self.reader(source.scene_path, self.renderer.options) if self._default_read
-                  else self.reader(source.scene_path))
+            ps = self.reader(source.scene_path)
             header = dict(ps.header or {})
             if "expanded" in header and not self.renderer.instancing:
                 _say_flattened(self.renderer)

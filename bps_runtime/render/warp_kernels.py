@@ -1,8 +1,7 @@
 """Warp kernels of the batch renderer (one source for Warp's CPU device and CUDA).
 
-Imported lazily by ``warp_backend`` (warp is an optional dependency). ``render_kernel`` draws
-every agent of every resident scene in one launch (``depth_kernel``, the same pixels without the
-shading code, draws frames that want neither RGB nor semantic ids): each agent's scene index picks a row of a
+Imported lazily by ``warp_backend`` (an optional dependency). ``render_kernel`` (``depth_kernel``
+without RGB or semantic) draws every agent of every resident scene in one launch: each agent's scene index picks a row of a
 ``SceneTable`` array (the scene's BVH id and shading tables), so the launch count does not
 depend on how many scenes are resident, and nothing about which agents are in which scene is
 needed on the host. Rotations arrive as quaternions (xyzw) and are turned into matrices here in

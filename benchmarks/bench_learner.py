@@ -11,7 +11,9 @@ nn.LSTM call per step, before issue 32), ``torch_stem`` (the stem's conv, max-po
 torch ops, before the fused stem of bps_train.stem), ``heap`` (``bps_train.learner_cpu.keep_freed_memory``; without
 it glibc's defaults and the memory trimmed; an untimed update re-grows the heap first),
 ``all_threads`` (every core during the update, else 1), ``channels_last`` (weights), ``bf16``
-(CPU autocast), ``compile`` (torch.compile of the encoder). Named: ``before`` = old_encoder+se_mean (the
+(CPU autocast), ``compile`` (torch.compile of the encoder), ``split_threads`` (each minibatch's
+environments in halves on two Python threads of one torch thread each, the gradients summed:
+parallel by data instead of inside each op; ``split_update``). Named: ``before`` = old_encoder+se_mean (the
 code at 9b8a679), ``fewer_passes`` = se_mean (the second pass's encoder), ``second_pass`` =
 heap+se_mean (the trainer at 960c6ca), ``every_core`` = heap+all_threads (throughput's default). Prints per variant: update frames/s by wall clock and by process CPU
 time (user + sys: robust to others' load at one thread), kernel seconds and page faults per
@@ -42,7 +44,7 @@ from learner_reference import (reference_encoder, reference_se_weights, stepwise
                                torch_stem)
 
 LEVERS = ("old_encoder", "se_mean", "lstm_per_step", "torch_stem", "heap", "all_threads", "channels_last", "bf16",
-          "compile")
+          "compile", "split_threads")
 NAMED = {"before": "old_encoder+se_mean", "fewer_passes": "se_mean", "every_core": "heap+all_threads",
          "second_pass": "heap+se_mean"}
 
@@ -54,6 +56,38 @@ def lstm_per_step(self, visual, goal, prev_action, state0, not_done):
     with M._fp32(f):
         out, _ = stepwise_reference(self.rnn, f.float(), state0[0][0], state0[1][0], not_done)
     return self.actor(out), self.critic(out)[..., 0]
+
+
+_split_pool = None
+
+
+def split_update(policy, opt, ro, amp=contextlib.nullcontext, parts: int = 2) -> None:
+    """The trainer's update (``train.learn``: its epochs, minibatches, clip and coefficients) with
+    each minibatch's environments cut into ``parts`` halves run on as many Python threads (one torch
+    thread each; autograd runs a CPU backward on the calling thread), their gradients summed. The
+    advantages are normalised per part, not per minibatch: the same work, a slightly other loss."""
+    global _split_pool
+    from concurrent.futures import ThreadPoolExecutor
+
+    from bps_train.ppo import gae, ppo_loss
+    from bps_train.throughput import RECIPE as A
+
+    _split_pool = _split_pool or ThreadPoolExecutor(parts)
+    params = list(policy.parameters())
+    adv, returns = gae(ro, A.gamma, A.gae_lambda)
+
+    def part(idx):
+        loss, _ = ppo_loss(policy, ro, idx, adv, returns, A.clip, A.value_coef, A.entropy_coef, amp)
+        return torch.autograd.grad(loss / parts, params, allow_unused=True)
+
+    for _ in range(A.epochs):
+        for mb in torch.randperm(ro.actions.shape[1]).chunk(A.minibatches):
+            grads = list(_split_pool.map(part, mb.chunk(parts)))
+            for i, p in enumerate(params):
+                gs = [g[i] for g in grads if g[i] is not None]
+                p.grad = sum(gs[1:], gs[0]) if gs else None
+            torch.nn.utils.clip_grad_norm_(params, A.max_grad_norm)
+            opt.step()
 
 
 # (class or module, attribute, current code, old code, the lever that selects the old code)
@@ -113,12 +147,13 @@ def main(argv=None):
             use_code(levers[v])
             keep_freed_memory("heap" in levers[v])
             torch.set_num_threads(cores if "all_threads" in levers[v] else 1)
+            update = split_update if "split_threads" in levers[v] else ppo_update
             if "heap" in levers[v] and not kept and r:  # the heap as the trainer has it after its first update
-                ppo_update(p, opt, ro, amp)
+                update(p, opt, ro, amp)
             kept = "heap" in levers[v]
             c0, s0, f0 = cpu_and_faults()
             t0 = time.perf_counter()
-            ppo_update(p, opt, ro, amp)
+            update(p, opt, ro, amp)
             dt = time.perf_counter() - t0
             c1, s1, f1 = cpu_and_faults()
             torch.set_num_threads(1)

@@ -92,7 +92,7 @@ WIDE static void conv_frame(const float *restrict xp, int64_t w, int64_t cin, co
 }
 
 /* Pool + relu of one frame's conv map into out [hp][wp][cout] and the window positions pos
- * (through ob / pb: the same with coutp channels). */
+ * (through ob / pb: the same with coutp channels; pos NULL: positions not written). */
 WIDE static void pool_frame(const float *restrict y, int64_t hc, int64_t wc, int64_t cout, int64_t coutp,
                             int64_t hp, int64_t wp, float *restrict ob, int32_t *restrict pb, float *restrict out,
                             uint8_t *restrict pos) {
@@ -130,7 +130,7 @@ WIDE static void pool_frame(const float *restrict y, int64_t hc, int64_t wc, int
     } else {
         for (int64_t o = 0; o < hp * wp; o++) memcpy(out + o * cout, ob + o * coutp, sizeof(float) * (size_t)cout);
     }
-    for (int64_t o = 0; o < hp * wp; o++) {
+    for (int64_t o = 0; pos && o < hp * wp; o++) {
         const int32_t *restrict src = pb + o * coutp;
         uint8_t *restrict dst = pos + o * cout;
         for (int64_t c = 0; c < cout; c++) dst[c] = (uint8_t)src[c];
@@ -169,8 +169,9 @@ static void pool_frame_512(const float *restrict y, int64_t hc, int64_t wc, int6
                 const __mmask16 live = _mm512_cmp_ps_mask(best, _mm512_setzero_ps(), _CMP_NLE_UQ);
                 const int64_t o = (pi * wp + pj) * cout + c0;
                 _mm512_storeu_ps(out + o, _mm512_maskz_mov_ps(live, best));
-                _mm_storeu_si128((__m128i *)(pos + o),
-                                 _mm512_cvtepi32_epi8(_mm512_mask_mov_epi32(_mm512_set1_epi32(DEAD), live, arg)));
+                if (pos)
+                    _mm_storeu_si128((__m128i *)(pos + o),
+                                     _mm512_cvtepi32_epi8(_mm512_mask_mov_epi32(_mm512_set1_epi32(DEAD), live, arg)));
             }
         }
     }
@@ -280,7 +281,8 @@ int stem_wide(void) {
 }
 
 /* Forward of frames [n0, n1): x [N][H][W][C], weight [cout][cin][3][3], out [N][hp][wp][cout]
- * (channels-last, as torch's own stem returns it), pos [N][hp][wp][cout]. Returns 0; 1 when
+ * (channels-last, as torch's own stem returns it), pos [N][hp][wp][cout] (NULL: not written, for a
+ * forward no backward follows). Returns 0; 1 when
  * some input value is NaN or infinite (everything still computed: the caller takes torch's ops,
  * whose dense backward turns 0 x inf into NaN gradients); -1 on sizes this kernel does not
  * take, -2 when out of memory. */
@@ -314,8 +316,9 @@ int stem_forward(const float *x, int64_t n0, int64_t n1, int64_t h, int64_t w, i
         else
 #endif
         conv_frame(xp, w, cin, wt, bp, coutp, hc, wc, y);
-        if (fast) pool_frame_512(y, hc, wc, cout, hp, wp, out + n * cout * hp * wp, pos + n * cout * hp * wp);
-        else pool_frame(y, hc, wc, cout, coutp, hp, wp, ob, pb, out + n * cout * hp * wp, pos + n * cout * hp * wp);
+        uint8_t *pn = pos ? pos + n * cout * hp * wp : NULL;
+        if (fast) pool_frame_512(y, hc, wc, cout, hp, wp, out + n * cout * hp * wp, pn);
+        else pool_frame(y, hc, wc, cout, coutp, hp, wp, ob, pb, out + n * cout * hp * wp, pn);
     }
     free(wt);
     free(y);

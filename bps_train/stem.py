@@ -84,21 +84,28 @@ def _run(fn, parts):
         raise RuntimeError(f"bps_train._stem: the kernel {ERRORS.get(bad[0], f'failed ({bad[0]})')}")
 
 
+def _stem_forward(x_nhwc, weight, bias, positions: bool):
+    """The kernel's forward -> (out [N, C, H', W'] channels-last, the pool's window positions
+    [N, H', W', C] uint8, or None when ``positions`` is False: a forward no backward follows)."""
+    n, h, w, cin = x_nhwc.shape
+    cout = weight.shape[0]
+    hp, wp = (((h - 1) // 2) // 2 + 1), (((w - 1) // 2) // 2 + 1)
+    out = torch.empty(n, hp, wp, cout, dtype=torch.float32)   # [N, C, H, W] channels-last, as torch's stem
+    pos = torch.empty(n, hp, wp, cout, dtype=torch.uint8) if positions else None
+    wc = weight.detach().float().contiguous()
+    bc = bias.detach().float().contiguous()
+    _run(lambda a, b: _forward(x_nhwc.data_ptr(), a, b, h, w, cin, wc.data_ptr(), bc.data_ptr(), cout,
+                               out.data_ptr(), None if pos is None else pos.data_ptr()), _split(n))
+    return out.permute(0, 3, 1, 2), pos
+
+
 class _FusedStem(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x_nhwc, weight, bias):
-        n, h, w, cin = x_nhwc.shape
-        cout = weight.shape[0]
-        hp, wp = (((h - 1) // 2) // 2 + 1), (((w - 1) // 2) // 2 + 1)
-        out = torch.empty(n, hp, wp, cout, dtype=torch.float32)   # [N, C, H, W] channels-last, as torch's stem
-        pos = torch.empty(n, hp, wp, cout, dtype=torch.uint8)
-        wc = weight.detach().float().contiguous()
-        bc = bias.detach().float().contiguous()
-        _run(lambda a, b: _forward(x_nhwc.data_ptr(), a, b, h, w, cin, wc.data_ptr(), bc.data_ptr(), cout,
-                                   out.data_ptr(), pos.data_ptr()), _split(n))
+        out, pos = _stem_forward(x_nhwc, weight, bias, positions=True)
         ctx.save_for_backward(x_nhwc, pos)
-        ctx.cout = cout
-        return out.permute(0, 3, 1, 2)
+        ctx.cout = weight.shape[0]
+        return out
 
     @staticmethod
     @once_differentiable
@@ -130,8 +137,11 @@ def fusable(x: torch.Tensor, conv: torch.nn.Module) -> bool:
 def stem_pool_relu(x: torch.Tensor, conv: torch.nn.Module) -> torch.Tensor:
     """``F.relu(F.max_pool2d(conv(x), 3, 2, 1))`` for ``x`` [N, C, H, W] (module docstring)."""
     if fusable(x, conv):
+        x_nhwc = x.permute(0, 2, 3, 1).contiguous()
         try:
-            return _FusedStem.apply(x.permute(0, 2, 3, 1).contiguous(), conv.weight, conv.bias)
+            if torch.is_grad_enabled() and (conv.weight.requires_grad or conv.bias.requires_grad):
+                return _FusedStem.apply(x_nhwc, conv.weight, conv.bias)
+            return _stem_forward(x_nhwc, conv.weight, conv.bias, positions=False)[0]   # the rollout's acting
         except _NonFinite:
             pass   # torch's dense backward turns 0 x inf into NaN weight gradients: a NaN guard sees them
     # max-pool then relu: the same values and gradients as relu then max-pool (relu is

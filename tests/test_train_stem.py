@@ -65,6 +65,27 @@ def test_an_empty_batch_gives_empty_output_and_zero_gradients():
 
 
 @needs_kernel
+@pytest.mark.parametrize("cout", [16, 20])   # the AVX-512 pool and the portable one
+def test_a_forward_without_backward_writes_no_window_positions(cout, monkeypatch):
+    """Under no_grad (the rollout acting) the kernel gets no position buffer (NULL) and the
+    output is bit for bit the one a forward with gradients gives."""
+    torch.manual_seed(cout)
+    conv = torch.nn.Conv2d(1, cout, 3, 2, 1)
+    x = torch.rand(5, 64, 64, 1).permute(0, 3, 1, 2)
+    seen = []
+    kernel = stem._forward
+    monkeypatch.setattr(stem, "_forward", lambda *a: seen.append(a[-1]) or kernel(*a))
+    with torch.no_grad():
+        plain = stem.stem_pool_relu(x, conv)
+    assert seen == [None]
+    assert torch.equal(plain, stem.stem_pool_relu(x, conv).detach())
+    assert seen[1] is not None
+    conv.requires_grad_(False)   # parameters frozen: no backward either
+    stem.stem_pool_relu(x, conv)
+    assert seen[2] is None
+
+
+@needs_kernel
 def test_returns_channels_last_like_torch():
     conv = torch.nn.Conv2d(1, 16, 3, 2, 1)
     x = torch.rand(2, 64, 64, 1).permute(0, 3, 1, 2)

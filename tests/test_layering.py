@@ -151,14 +151,6 @@ def test_package_roots_import_nothing_heavy():
             assert all(d.split(".")[0] == root for d in graph[root]), (root, graph[root])
 
 
-def test_the_optimizer_does_not_import_the_checkpoint():
-    # the checkpoint holds the optimizer's state, not the other way round: the counters' range
-    # check both use lives in bps_train.counters (before: lamb imported it from checkpoint)
-    graph = import_graph()
-    assert "bps_train.checkpoint" not in graph["bps_train.lamb"], graph["bps_train.lamb"]
-    assert "bps_train.counters" in graph["bps_train.lamb"] & graph["bps_train.checkpoint"]
-
-
 @pytest.mark.parametrize("src, dst, expect", [
     ("import bps_runtime.env\n", "bps_runtime.env", True),
     ("def f():\n    from bps_runtime import env\n", "bps_runtime.env", True),

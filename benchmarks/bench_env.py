@@ -84,7 +84,7 @@ def compare_flattened(manifest, opts, rounds: int = 2) -> dict:
             if mode == "flattened":   # the loader flattens for a renderer without instancing
                 EmbreeRenderer.instancing = WarpRenderer.instancing = False
             try:
-                r = run(manifest, opts, echo=lambda s: None)
+                r, _ = run(manifest, opts, echo=lambda s: None)
             finally:
                 EmbreeRenderer.instancing, WarpRenderer.instancing = saved
             out[mode].append(r)
@@ -119,7 +119,7 @@ def main(argv=None):
         if a.compare_flattened:
             res = compare_flattened(manifest, opts)
         else:
-            res = run(manifest, opts, echo=lambda s: print(s, file=sys.stderr))
+            res, _ = run(manifest, opts, echo=lambda s: print(s, file=sys.stderr))
     except BpsError as e:  # bad settings or data: one line, as the CLI does
         sys.exit(f"error: {e}")
     res["scenes_source"] = source

@@ -2,7 +2,8 @@
 at each thread count asked for, in one run, with the same scenes, agents and seed
 (cli.env_bench.measure_threads). Prints render(N) / (N x render(1)) and env step /
 render only per N, and the goal lines with PASS / FAIL: render scaling >= 0.8 at every N > 1,
-env step / render only >= 0.85 at the highest N.
+env step / render only >= 0.85 at the highest N. A measurement: exits 0 on a missed goal
+unless ``--check`` (exit 1), as ``bps-assets bench``.
 
     python benchmarks/bench_threads.py MANIFEST                   # threads 1, 2 and every usable core
     python benchmarks/bench_threads.py MANIFEST --threads 1 8 15  # chosen counts (1 is always measured)
@@ -25,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_env import add_dataset_args, dataset_of  # noqa: E402
 
 from bps_assets.errors import BpsError  # noqa: E402
-from cli.env_bench import (BenchOptions, default_thread_counts, measure_threads,  # noqa: E402
-                                        summarize_threads, thread_report_lines)
+from cli.env_bench import (BenchOptions, closing_line, default_thread_counts, measure_threads,  # noqa: E402
+                           summarize_threads, thread_report)
 
 
 def main(argv=None):
@@ -43,6 +44,7 @@ def main(argv=None):
     ap.add_argument("--rgb", action="store_true")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--check", action="store_true", help="exit 1 when a goal is missed (FAIL)")
     a = ap.parse_args(argv)
     manifest, source = dataset_of(ap, a)
     opts = BenchOptions(num_envs=a.num_envs, scenes=a.scenes, resolution=a.resolution, steps=a.steps,
@@ -55,10 +57,14 @@ def main(argv=None):
         sys.exit(f"error: {e}")
     res = summarize_threads(per)
     res["scenes_source"] = source
-    for line in thread_report_lines(res):
+    rep = thread_report(res)
+    for line in rep.lines:
         print(line)
+    print(closing_line(rep, res["rows"][-1]["load_avg_1min_end"], a.check))
     if a.json:
         print(json.dumps(res, indent=1, default=str))
+    if a.check and rep.missed:
+        sys.exit(1)
 
 
 if __name__ == "__main__":

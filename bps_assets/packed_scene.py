@@ -488,11 +488,12 @@ def _grid(path, header, key, dtype_name, k):
     return grid
 
 
-def _read_args(path, header, secs, names: dict, n_v: int) -> tuple[dict, dict]:
-    """(grids, below) for ``Container.read`` of the geometry ``names`` (geometry section name ->
-    the section read for it, e.g. a LOD level's), ``n_v`` vertices: the quantized sections come
-    back as float32 values, dequantized in the unfilter pass; indices and material ids are
-    range-checked in the read's own pass (as unsigned: a negative id fails too)."""
+def _grids_and_bounds(path, header, secs, names: dict, n_v: int) -> tuple[dict, dict]:
+    """(grids, below): ``Container.read``'s dequantization grids and upper index bounds for the
+    geometry ``names`` (geometry section name -> the section read for it, e.g. a LOD level's),
+    ``n_v`` vertices: the quantized sections come back as float32 values, dequantized in the
+    unfilter pass; indices and material ids are range-checked in the read's own pass (as
+    unsigned: a negative id fails too)."""
     grids = {f: _grid(path, header, key, _DT_NAME[secs[names[f]].dtype], k)
              for f, key, k in (("positions_q", "positions", 3), ("uvs_q", "uvs", 2)) if f in names}
     return grids, {"indices": n_v, "tri_material": secs["material_color"].shape[0]}
@@ -640,7 +641,7 @@ def read_packed_scene(path: str | os.PathLike, sections: Iterable[str] | None = 
         # largest first: the longest decompression (the texture blocks) starts at once instead
         # of last on a thread that has already worked through the small sections
         needed.sort(key=lambda n: -secs[n].stored_length)
-        grids, below = _read_args(path, hdr, secs, {n: n for n in needed}, n_v)
+        grids, below = _grids_and_bounds(path, hdr, secs, {n: n for n in needed}, n_v)
 
         def read(n):
             return c.read(n, verify=verify, grid=grids.get(n), below=below.get(n))
@@ -706,7 +707,7 @@ def with_lod_geometry(base: PackedScene, level: int, verify: bool = True) -> Pac
     nv = lv[level]["vertices"]
     with Container(path, KIND) as c:
         names = {f: _lod.section(level, f) for f in _lod.GEOMETRY if _lod.section(level, f) in c.sections}
-        grids, below = _read_args(path, hdr, c.sections, names, nv)
+        grids, below = _grids_and_bounds(path, hdr, c.sections, names, nv)
         raw = {f: c.read(n, verify=verify, grid=grids.get(f), below=below.get(f)) for f, n in names.items()}
     ps = replace(base, positions=raw["positions_q"],
                  uvs=raw["uvs_q"] if "uvs_q" in raw else np.zeros((nv, 2), np.float32),

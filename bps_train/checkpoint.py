@@ -32,10 +32,12 @@ from bps_assets.container import atomic_write, remove_stale_temps
 from bps_assets.errors import ConfigError, CorruptFileError, InputError, OutputWriteError
 from bps_runtime.noise.options import DEFAULTS as NO_NOISE
 
+from .counters import MAX_STEP, int_in
+
 FORMAT = "bps-train checkpoint"
 VERSION = 4
 READS = (2, 3, 4)  # 2: no checksum (finite values checked); 3: tensors only; 4: whole payload
-MAX_UPDATE, MAX_STEP, MAX_WORLD = 2**31 - 1, 2**53, 1 << 16   # counters beyond these are damage
+MAX_UPDATE, MAX_WORLD = 2**31 - 1, 1 << 16   # counters beyond these (and MAX_STEP) are damage
 # Settings a resumed run must share with its checkpoint, in the order the error lists them.
 IDENTITY_ARGS = ("task", "split", "episodes", "sensor", "resolution", "hidden", "width", "num_envs")
 IDENTITY_DEFAULTS = {"task": "pointnav"}   # what a checkpoint from before the key was saved had
@@ -117,12 +119,6 @@ def set_rng_state(s: dict) -> None:
                          n["cached_gaussian"]))
     p = s["python"]
     random.setstate((p["version"], tuple(p["internal"]), p["gauss_next"]))
-
-
-def int_in(v, lo, hi) -> bool:
-    """``v`` is an int (not a bool) in lo..hi: how every saved counter is checked (a step counter:
-    0..``MAX_STEP``, the trainer's ``global_step`` and an optimizer's ``step`` alike)."""
-    return isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi
 
 
 def _finite(v) -> bool:

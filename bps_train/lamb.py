@@ -13,7 +13,7 @@ import torch
 
 from bps_assets.errors import ConfigError
 
-from .checkpoint import MAX_STEP, int_in
+from .counters import MAX_STEP, int_in
 
 
 class Lamb(torch.optim.Optimizer):

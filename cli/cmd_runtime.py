@@ -92,7 +92,7 @@ def bench_cmd(manifest, num_envs, scenes, resolution, steps, swap_every, rendere
 
     A measurement: timings depend on the machine's load, and a missed goal exits 0 unless
     ``--check``."""
-    from cli.env_bench import BenchOptions, missed_goals, run
+    from cli.env_bench import BenchOptions, closing_line, run
 
     opts = BenchOptions(num_envs=num_envs, scenes=scenes, resolution=resolution, steps=steps,
                         swap_every=swap_every, renderer=renderer, device=device, threads=threads,
@@ -101,19 +101,11 @@ def bench_cmd(manifest, num_envs, scenes, resolution, steps, swap_every, rendere
     echo = (lambda s: click.echo(s, err=True)) if as_json else click.echo
     with _heartbeat(f"bench: {num_envs} envs x {steps} timed steps on {device}, then {count_steps} counted "
                     f"steps" + (f", noise {noise}" if noise else "")):
-        res = run(manifest, opts, echo=echo, progress=lambda line: click.echo(f"  {line}", err=True))
-    missed = missed_goals(res)
-    load = f"load average {res['load_avg_1min_end']:.1f}"
-    if not missed:
-        echo(f"every goal met ({load})")
-    elif check:
-        echo(f"{len(missed)} goal(s) missed (FAIL) at {load}: --check, exit status 1")
-    else:
-        echo(f"{len(missed)} goal(s) missed (FAIL) at {load}: this is a measurement under the machine's "
-             "load, not a test (exit status 0); --check exits 1 on a missed goal")
+        res, rep = run(manifest, opts, echo=echo, progress=lambda line: click.echo(f"  {line}", err=True))
+    echo(closing_line(rep, res["load_avg_1min_end"], check))
     if as_json:
         click.echo(json.dumps(res, indent=1, default=str))
-    if check and missed:
+    if check and rep.missed:
         sys.exit(1)
 
 

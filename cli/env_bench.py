@@ -16,6 +16,7 @@ import os
 import resource
 import time
 from dataclasses import asdict, dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -181,6 +182,19 @@ def missed_goals(res: dict) -> list[Goal]:
     return report(res).missed
 
 
+def closing_line(rep: Report, load_avg: float, check: bool) -> str:
+    """A bench's last line: every goal met, or how many were missed and what the exit status is
+    (``check``: 1; else 0, the bench being a measurement under the machine's load)."""
+    load = f"load average {load_avg:.1f}"
+    n = len(rep.missed)
+    if not n:
+        return f"every goal met ({load})"
+    if check:
+        return f"{n} goal(s) missed (FAIL) at {load}: --check, exit status 1"
+    return (f"{n} goal(s) missed (FAIL) at {load}: this is a measurement under the machine's "
+            "load, not a test (exit status 0); --check exits 1 on a missed goal")
+
+
 def _judged_pipelined(res: dict) -> bool:
     """On a device the ratio goal is judged on the pipelined run (a trainer never waits for
     the device between steps); on the CPU on the per-step timings, where the two are the same."""
@@ -195,6 +209,12 @@ def _ratio(x) -> str:
     return "n/a" if x is None else f"{x:.3f}"
 
 
+def _judge(goals: list, what: str, value, op: str, goal) -> str:
+    """Judge one goal of a report: append it to ``goals``; -> its verdict's text."""
+    goals.append(Goal(what, value, op, goal))
+    return str(goals[-1])
+
+
 def report_lines(res: dict) -> list[str]:
     """The human-readable report of ``summarize``'s result, one goal per line with its verdict."""
     return report(res).lines
@@ -204,10 +224,7 @@ def report(res: dict) -> Report:
     """``summarize``'s result as text lines and the goals they judge (each verdict's text is made
     from its ``Goal``, so the lines and the goals cannot disagree)."""
     goals: list[Goal] = []
-
-    def judge(what: str, value, op: str, goal) -> str:
-        goals.append(Goal(what, value, op, goal))
-        return str(goals[-1])
+    judge = partial(_judge, goals)
 
     o = res["options"]
     n, k, q = res["steps"], res["steps_with_load_in_flight"], res["quiet_steps"]
@@ -300,13 +317,14 @@ def _task(o: BenchOptions):
     return replace(task_spec(o.task).defaults, agent_radius=radius, agent_height=height)
 
 
-def run(manifest, options: BenchOptions = DEFAULTS, echo=print, progress=None) -> dict:
+def run(manifest, options: BenchOptions = DEFAULTS, echo=print, progress=None) -> tuple[dict, Report]:
     """Measure, summarize, print the report (``echo`` per line; ``progress`` gets a line per
-    phase of the measurement, see ``measure``); returns the statistics."""
+    phase of the measurement, see ``measure``); -> (the statistics, the report printed)."""
     res = summarize(measure(manifest, options, progress), options)
-    for line in report_lines(res):
+    rep = report(res)
+    for line in rep.lines:
         echo(line)
-    return res
+    return res, rep
 
 
 def measure(manifest, options: BenchOptions = DEFAULTS, progress=None) -> dict:
@@ -479,8 +497,17 @@ def _usable_cores() -> int:
 
 
 def thread_report_lines(res: dict) -> list[str]:
-    """The thread-scaling report: a table, then one goal line per thread count > 1 (render
-    scaling) and the env step / render only goal at the highest count, each with its verdict."""
+    """The thread-scaling report's lines (``thread_report``)."""
+    return thread_report(res).lines
+
+
+def thread_report(res: dict) -> Report:
+    """``summarize_threads``' result as a report: a table, then one goal line per thread count
+    > 1 (render scaling) and the env step / render only goal at the highest count, each with
+    its verdict, and those goals (as ``report``'s, so ``--check`` judges them)."""
+    goals: list[Goal] = []
+    judge = partial(_judge, goals)
+
     o = res["options"]
     lines = [f"{o['num_envs']} envs on {res['device']} ({res['renderer']} renderer), {res['resident_scenes']} resident "
              f"scenes, {o['resolution']}x{o['resolution']} {'+'.join(o['sensors'])}, {o['steps']} timed steps per "
@@ -492,9 +519,10 @@ def thread_report_lines(res: dict) -> list[str]:
                      f"{r['scaling']:26.3f} | {r['median_step_minus_render_ms']:25.1f} | {r['load_avg_1min_end']:.1f}")
     for r in res["rows"]:
         if r["threads"] > 1:
-            lines.append(f"render only at {r['threads']} threads / ({r['threads']} x render only at 1 thread) = "
-                         f"{r['scaling']:.3f} ({verdict(r['scaling'], '>=', res['scaling_goal'])})")
+            n = r["threads"]
+            lines.append(f"render only at {n} threads / ({n} x render only at 1 thread) = {r['scaling']:.3f} "
+                         f"({judge(f'render scaling at {n} threads', r['scaling'], '>=', res['scaling_goal'])})")
     top = res["rows"][-1]
     lines.append(f"env step / render only at {top['threads']} threads (the highest count) = {top['env_over_render']:.3f} "
-                 f"({verdict(top['env_over_render'], '>=', res['ratio_goal'])})")
-    return lines
+                 f"({judge('env step / render only at the highest count', top['env_over_render'], '>=', res['ratio_goal'])})")
+    return Report(lines, goals)

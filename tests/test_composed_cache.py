@@ -484,3 +484,30 @@ def test_report_footprint_is_kept_as_scenes_come_and_go(tmp_path):
                 assert cache.take_report().resident_footprint == resum(cache)
             assert fp.updates == quiet
         assert evictions >= 6 and moves >= 12
+
+
+def test_a_renderer_estimating_its_instance_structures_low_fails_the_load_even_under_O(tmp_path):
+    """render.protocol: ``instances_bytes`` is at least the built structures' ``nbytes`` (the
+    estimate charged before the build covers them). A renderer breaking it fails the load with
+    a RuntimeError naming it and the shortfall (before: an ``assert``, gone under ``python -O``,
+    so the bytes went uncharged); the load's reservation and assets are given back."""
+    from bps_runtime.render.embree import EmbreeRenderer
+    from bps_runtime.render.protocol import RenderOptions
+    from bps_runtime.scenes.loader import LoadFailure, SceneLoader
+
+    class LowEstimate(EmbreeRenderer):
+        def instances_bytes(self, num_instances, num_meshes):
+            return super().instances_bytes(num_instances, num_meshes) - 8
+
+    paths = composed_library(tmp_path, {"s0": ["small", "big"]})
+    released = []
+    loader = SceneLoader(LowEstimate(RenderOptions(resolution=(8, 8), threads=1)), threads=1,
+                         release=released.append)
+    try:
+        res = loader.submit(_sources(paths, ["s0"])[0], lambda n, s: n).result(timeout=60)
+        assert isinstance(res, LoadFailure), res
+        assert type(res.error) is RuntimeError
+        assert str(res.error) == "LowEstimate.instances_bytes under its nbytes by 8"
+        assert released and loader.assets.resident == {}
+    finally:
+        loader.close()

@@ -290,7 +290,8 @@ def test_scene_dataset_config_errors(tmp_path, stages, msg):
 
 def test_scene_dataset_config_files_share_one_cap_and_keep_their_errors(tmp_path, monkeypatch):
     """Both readers of a scene dataset config read through scene_dataset.config_json (one cap,
-    one suffix table); read_stages keeps its DatasetErrors for a file it cannot read."""
+    one suffix table); read_stages keeps its DatasetErrors for a file it cannot read, and both
+    refuse a file over the cap with the same ResourceLimitError."""
     from bps_assets.errors import ResourceLimitError
     from bps_assets.scene_dataset import config_json, habitat
 
@@ -303,8 +304,11 @@ def test_scene_dataset_config_files_share_one_cap_and_keep_their_errors(tmp_path
     with pytest.raises(DatasetError, match="not a readable JSON file"):
         read_stages(bom)
     monkeypatch.setattr(config_json, "MAX_CONFIG_BYTES", 16)
-    with pytest.raises(DatasetError, match="config larger than the 16-byte cap"):
+    # over the cap: the capped reader's own error, naming the file and the cap (before: a
+    # DatasetError whose text was rebuilt by hand from the cap)
+    with pytest.raises(ResourceLimitError, match="more than 16 bytes of scene dataset JSON") as ei:
         read_stages(cfg)
+    assert ei.value.path == str(cfg)
     with pytest.raises(ResourceLimitError, match="scene dataset JSON"):
         habitat.read_dataset_config(cfg)
 

@@ -117,6 +117,35 @@ def test_missed_goals_are_data_that_the_text_states(raw):
     assert [g.status for g in nan.goals if g.what == "env step / render only"] == ["n/a"]
 
 
+def _goal_of(line: str) -> str:
+    return re.search(r"\((goal [<>=]+ [0-9.]+: (PASS|FAIL|n/a))\)", line).group(1)
+
+
+def test_bench_threads_check_judges_the_scaling_goals(per_thread, manifest, monkeypatch, capsys):
+    """benchmarks/bench_threads.py on a real run's values with the render scaling at 2 threads
+    set to miss its goal: a measurement (exit 0, the last line says so) unless ``--check``
+    (exit 1) -- before, its goals were printed but never judged."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_threads.py"
+    spec = importlib.util.spec_from_file_location("bench_threads_under_test", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    per = {n: dict(r) for n, r in per_thread[0].items()}
+    per[2]["render_fps"] = 0.1 * 2 * per[1]["render_fps"]      # scaling 0.1 < 0.8
+    monkeypatch.setattr(mod, "measure_threads", lambda *a, **kw: per)
+    args = [str(manifest), "--threads", "2"]
+    mod.main(args)
+    out = capsys.readouterr().out.strip().splitlines()
+    assert "render only at 2 threads / (2 x render only at 1 thread) = 0.100 (goal >= 0.8: FAIL)" in out
+    assert "goal(s) missed (FAIL)" in out[-1] and "(exit status 0)" in out[-1], out[-1]
+    with pytest.raises(SystemExit) as ex:
+        mod.main(args + ["--check"])
+    assert ex.value.code == 1
+    assert "--check, exit status 1" in capsys.readouterr().out.strip().splitlines()[-1]
+
+
 def test_verdicts():
     assert bench.verdict(0.96, ">=", 0.95) == "goal >= 0.95: PASS"
     assert bench.verdict(0.94, ">=", 0.95) == "goal >= 0.95: FAIL"
@@ -126,12 +155,17 @@ def test_verdicts():
     assert bench.ratio_goal("cpu", 2) == 0.95
 
 
-def test_thread_scaling_report_judges_each_count(manifest):
+@pytest.fixture(scope="module")
+def per_thread(manifest):
+    got = []
+    return bench.measure_threads(manifest, [2], replace(TINY, steps=6, swap_every=0), echo=got.append), got
+
+
+def test_thread_scaling_report_judges_each_count(manifest, per_thread):
     """bench_threads' report on a real tiny run at 1 and 2 threads (1 is measured first even when
     not asked for): one row per count, the scaling of 1 thread is 1, every verdict matches its
     value, and the step / render goal is judged at the highest count."""
-    got = []
-    per = bench.measure_threads(manifest, [2], replace(TINY, steps=6, swap_every=0), echo=got.append)
+    per, got = per_thread
     assert list(per) == [1, 2] and len(got) == 2 and got[0].startswith("1 thread:")
     res = bench.summarize_threads(per)
     rows = res["rows"]
@@ -144,6 +178,10 @@ def test_thread_scaling_report_judges_each_count(manifest):
     ratio = lines[-1]
     assert ratio.startswith("env step / render only at 2 threads")
     assert _verdict_of(ratio) == ("PASS" if rows[1]["env_over_render"] >= 0.85 else "FAIL")
+    # the goals are data, as the env report's: one per verdict line, in order (--check judges them)
+    rep = bench.thread_report(res)
+    assert rep.lines == lines and [str(g) for g in rep.goals] == [_goal_of(scale[0]), _goal_of(ratio)]
+    assert [g.value for g in rep.goals] == [rows[1]["scaling"], rows[1]["env_over_render"]]
     with pytest.raises(ConfigError, match="thread count"):
         bench.measure_threads(manifest, [0], TINY)
     assert bench.default_thread_counts() == sorted({1, 2, len(os.sched_getaffinity(0))})
@@ -169,6 +207,8 @@ def test_bench_is_a_measurement_unless_check(manifest, monkeypatch):
 
     real = bench.summarize
     monkeypatch.setattr(bench, "summarize", lambda raw, o: dict(real(raw, o), waited_steps=3))
+    built, real_report = [], bench.report
+    monkeypatch.setattr(bench, "report", lambda res: built.append(res) or real_report(res))
     args = ["bench", str(manifest), "--num-envs", "4", "--steps", "4", "--scenes", "1", "--resolution", "16",
             "--threads", "1", "--count-steps", "0", "--split", "train"]
     r = CliRunner().invoke(main, args)
@@ -178,6 +218,7 @@ def test_bench_is_a_measurement_unless_check(manifest, monkeypatch):
     assert "missed (FAIL)" in last and "a measurement" in last and "--check" in last, last
     r = CliRunner().invoke(main, args + ["--check"])
     assert r.exit_code == 1 and "--check, exit status 1" in r.output
+    assert len(built) == 2    # one report per run (before: one to print, one more for --check)
 
 
 def test_bench_noise_option_reaches_the_env(manifest, monkeypatch):

@@ -188,6 +188,18 @@ def test_step_counters_share_one_range_check():
         assert (Lamb.state_problem(p, st) is None) == ok == checkpoint.int_in(step, 0, checkpoint.MAX_STEP), step
         assert ok or Lamb.state_problem(p, st) == f"step = {step!r}"
     assert checkpoint.MAX_STEP == 2**53
+    from bps_train import counters
+    assert (checkpoint.int_in, checkpoint.MAX_STEP) == (counters.int_in, counters.MAX_STEP)
+
+
+def test_the_optimizer_does_not_import_the_checkpoint():
+    """The checkpoint holds the optimizer's state, not the other way round: the counters' range
+    check both use lives in bps_train.counters (before: lamb imported it from checkpoint)."""
+    from test_layering import import_graph
+
+    graph = import_graph()
+    assert "bps_train.checkpoint" not in graph["bps_train.lamb"], graph["bps_train.lamb"]
+    assert "bps_train.counters" in graph["bps_train.lamb"] & graph["bps_train.checkpoint"]
 
 
 def test_optimizer_moments_of_another_shape_are_one_line(tmp_path):

@@ -10,12 +10,13 @@ import numpy as np
 import pytest
 
 from bps_assets import synth
-from bps_assets.container import Container, SectionSpec, write_container
+from bps_assets.container import Container
 from bps_assets.errors import CorruptFileError, InputError
 from bps_assets.packed_scene import ConvertOptions, convert_file
 from bps_assets.pipeline.verify import _deep_check_packed, verify_manifest
 from bps_assets.scene_dataset.packing import read_composed
 
+from hostile_cases import rewrite
 from test_composed_scenes import _crate_room, _tiny_composed
 
 
@@ -68,11 +69,9 @@ def test_a_composed_scene_is_checked_through_its_instances(tmp_path, reads, monk
     assert not [k for k in reads if k[0] != "s.bps"], reads   # no asset section read for the scene
     # what the table promises is still checked: a bad asset index, a missing asset file
     with Container(dst, "SCEN") as c:
-        header = {k: v for k, v in c.header.items() if k != "sections"}
-        arrays = {n: np.array(c.read(n)) for n in c.sections}
-    arrays["instance_asset"][0] = 7
-    bad = tmp_path / "out" / "scenes" / "bad.bps"
-    write_container(bad, "SCEN", header, arrays, {n: SectionSpec("raw") for n in arrays})
+        asset = np.array(c.read("instance_asset"))
+    asset[0] = 7
+    bad = rewrite(dst, tmp_path / "out" / "scenes" / "bad.bps", {"instance_asset": asset})
     with pytest.raises(CorruptFileError, match="instance_asset"):
         _deep_check_packed(bad, "SCEN", _header(bad))
     _, table, paths = read_composed(dst)
@@ -136,17 +135,13 @@ def _oversized_composed(tmp_path) -> Path:
     pack_scene(H.read_scene_instance(H.read_dataset_config(cfg), "s"), dst, tmp_path / "out" / "assets")
     _, table, paths = read_composed(dst)
     assert _header(paths[int(table.asset[0])])["counts"]["triangles"] * MAX_INSTANCES >= 2**31
-    with Container(dst, "SCEN") as c:
-        header = {k: v for k, v in c.header.items() if k != "sections"}
-        arrays = {n: np.array(c.read(n)) for n in c.sections}
     n = MAX_INSTANCES
-    for f in [k for k in arrays if k.startswith("instance_")]:
-        arrays[f] = np.repeat(arrays[f][:1], n, axis=0)
+    with Container(dst, "SCEN") as c:
+        arrays = {k: np.repeat(c.read(k)[:1], n, axis=0) for k in c.sections if k.startswith("instance_")}
+        comp = dict(c.header["composed"])
     arrays["instance_group"] = np.arange(n, dtype=np.int32)
-    comp = header["composed"]
     comp.update(instances=n, names=comp["names"][:1] * n, kinds=comp["kinds"][:1] * n)
-    write_container(dst, "SCEN", header, arrays, {k: SectionSpec("raw") for k in arrays}, overwrite=True)
-    return dst
+    return rewrite(dst, dst.with_name("big.bps"), arrays, header={"composed": comp})
 
 
 def test_deep_verify_refuses_a_composed_scene_too_big_to_flatten(tmp_path):

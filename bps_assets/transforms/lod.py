@@ -84,8 +84,8 @@ def simplify(positions: np.ndarray, indices: np.ndarray, groups: np.ndarray | No
     probes = None  # (centroids, normals) of the source triangles: the same for every verify pass
     for attempt in range(options.verify_tries + 1):
         for g in todo:
-            tris = order[spans[g][0]:spans[g][1]]
-            out_idx[g], out_err[g] = _simplify_group(m, pos, idx[tris], target[g], flags)
+            a, b = spans[g]
+            out_idx[g], out_err[g] = _simplify_group(m, pos, sidx[a:b], target[g], flags)
         if attempt == options.verify_tries:
             break
         # meshoptimizer's quadric error can undercount (thin folded sheets): groups whose surface

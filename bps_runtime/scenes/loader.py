@@ -328,8 +328,10 @@ class SceneLoader:
                 for i in range(table.count)]
             accel = self.renderer.prepare_instances(parts)
             extra = int(accel.nbytes) - est   # the structures as the renderer counts them, less the estimate
-            # render.protocol: instances_bytes is at least nbytes, so the estimate charged covers it
-            assert extra <= 0, f"{type(self.renderer).__name__}.instances_bytes under its nbytes by {extra}"
+            # render.protocol: instances_bytes is at least nbytes, so the estimate charged covers it;
+            # a renderer breaking that would leave bytes uncharged (raised, not asserted: -O keeps it)
+            if extra > 0:
+                raise RuntimeError(f"{type(self.renderer).__name__}.instances_bytes under its nbytes by {extra}")
             footprint["bvh"] += extra
             if extra < 0 and ticket is not None and self._release is not None:
                 self._release(-extra)

@@ -90,12 +90,9 @@ def main(argv=None):
                 wp.from_torch(depth2.view(n, hw), dtype=wp.float32)])
 
         def general():   # render_kernel with RGB and semantic off: the depth path before depth_kernel
-            o = r.options
-            wp.launch(r._k.render_kernel, dim=n * hw, device=r._wdev, stream=stream, inputs=[
-                r._meshes, r._table, wp.from_torch(keys, dtype=wp.int64), wp.from_torch(pos, dtype=wp.vec3),
-                wp.from_torch(rot, dtype=wp.vec4f), r._dirs, hw, float(o.sensor_height),
-                int(o.normalize_depth), float(o.min_depth), float(o.max_depth),
-                wp.from_torch(depth3.view(n, hw), dtype=wp.float32), 0, r._no_rgb, float(o.pixel_angle), 0, r._no_sem])
+            frame, shaded = r._frame_inputs(keys, pos, rot, depth3)
+            wp.launch(r._k.render_kernel, dim=n * hw, device=r._wdev, stream=stream,
+                      inputs=[r._meshes, r._table, *frame, *shaded])
 
         def shaded():
             r.launch_frame(keys, pos, rot, depth, rgb, stream=stream, semantic=sem)

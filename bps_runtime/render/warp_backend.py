@@ -356,6 +356,22 @@ class WarpRenderer:
             out["semantic"] = torch.empty((n, h, w, 1), dtype=torch.int32, device=dev)
         return out
 
+    def _frame_inputs(self, scene_index, positions, quats, depth, rgb=None, semantic=None) -> tuple[list, list]:
+        """The frame kernels' arguments after the scene structures, in their order (``launch_frame``'s
+        tensors): ``frame``, what every frame kernel takes (the agents, the camera, the depth output),
+        and ``shaded``, what the kernels that shade take after it (the RGB and semantic outputs)."""
+        wp, o = self._wp, self.options
+        n, hw = int(scene_index.shape[0]), int(depth.shape[1]) * int(depth.shape[2])
+        qtype = wp.vec4d if quats.dtype.itemsize == 8 else wp.vec4f
+        rgb_arr = self._no_rgb if rgb is None else wp.from_torch(rgb.view(n, hw, 3), dtype=wp.uint8)
+        sem_arr = self._no_sem if semantic is None else wp.from_torch(semantic.view(n, hw), dtype=wp.int32)
+        frame = [wp.from_torch(scene_index, dtype=wp.int64), wp.from_torch(positions, dtype=wp.vec3),
+                 wp.from_torch(quats, dtype=qtype), self._dirs, hw, float(o.sensor_height),
+                 int(o.normalize_depth), float(o.min_depth), float(o.max_depth),
+                 wp.from_torch(depth.view(n, hw), dtype=wp.float32)]
+        shaded = [int(rgb is not None), rgb_arr, float(o.pixel_angle), int(semantic is not None), sem_arr]
+        return frame, shaded
+
     def launch_frame(self, scene_index, positions, quats, depth, rgb=None, stream=None, semantic=None) -> None:
         """Queue one frame into existing outputs: a single Warp launch and nothing else (no torch
         op, no check, no allocation), so the fused step can record it into its CUDA graph.
@@ -364,23 +380,14 @@ class WarpRenderer:
         on the renderer's device (what ``render`` hands in after its checks), ``semantic`` int32
         [n,H,W,1] or None (written by the same launch). ``stream``: the Warp stream to launch
         on (None: Warp's current one; ignored on the CPU)."""
-        wp, o = self._wp, self.options
+        wp = self._wp
         n = int(scene_index.shape[0])
         if n == 0:
             return
         hw = int(depth.shape[1]) * int(depth.shape[2])
         with self._lock:
             table, meshes = self._table, self._meshes
-        qtype = wp.vec4d if quats.dtype.itemsize == 8 else wp.vec4f
-        rgb_arr = self._no_rgb if rgb is None else wp.from_torch(rgb.view(n, hw, 3), dtype=wp.uint8)
-        sem_arr = self._no_sem if semantic is None else wp.from_torch(semantic.view(n, hw), dtype=wp.int32)
-        # the arguments every frame kernel takes, in their order: the agents, the camera, the depth
-        # output; then, for the kernels that shade, the RGB and semantic outputs
-        frame = [wp.from_torch(scene_index, dtype=wp.int64), wp.from_torch(positions, dtype=wp.vec3),
-                 wp.from_torch(quats, dtype=qtype), self._dirs, hw, float(o.sensor_height),
-                 int(o.normalize_depth), float(o.min_depth), float(o.max_depth),
-                 wp.from_torch(depth.view(n, hw), dtype=wp.float32)]
-        shaded = [int(rgb is not None), rgb_arr, float(o.pixel_angle), int(semantic is not None), sem_arr]
+        frame, shaded = self._frame_inputs(scene_index, positions, quats, depth, rgb, semantic)
         if rgb is None and semantic is None:   # the lean kernel: no shading code, more pixels in flight
             wp.launch(self._k.depth_kernel, dim=n * hw, device=self._wdev, stream=stream, inputs=[meshes, *frame])
         else:

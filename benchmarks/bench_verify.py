@@ -40,11 +40,9 @@ print(json.dumps({"s": dt, "ok": rep.ok, "reads_per_navmesh": max(n.values(), de
 
 
 def _tree(rev: str, work: Path) -> Path:
-    out = work / f"tree-{rev}"
-    out.mkdir()
-    archive = subprocess.run(["git", "-C", str(REPO), "archive", rev, "bps_assets"], check=True,
-                             capture_output=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(out)], input=archive, check=True)
+    from bench_episode_files import _tree as archived   # the revision's bps_assets
+
+    out = archived(rev, work)
     for so in (REPO / "bps_assets").rglob("*.so"):   # built in place, not in git
         dst = out / so.relative_to(REPO)
         if dst.parent.is_dir() and not dst.exists():

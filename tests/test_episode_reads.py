@@ -67,9 +67,9 @@ def test_make_reads_each_pointnav_file_once(manifest, reads, source):
 def test_eval_reads_each_pointnav_file_once(manifest, reads, tmp_path):
     """``--eval`` counts the split's episodes (to size its batch) and then makes its envs: one
     read of each file serves both (``episodes_read_once``)."""
-    from bps_train.train import run
+    from bps_train import train   # --eval random builds no policy: not one of scripts/test.sh's AVX2_FILES
 
-    res = run(["--dataset", str(manifest), "--out-dir", str(tmp_path / "run"), "--eval", "random",
+    res = train.run(["--dataset", str(manifest), "--out-dir", str(tmp_path / "run"), "--eval", "random",
                "--eval-split", "val", "--eval-episodes", "2", "--resolution", "16", "--threads", "1"])
     assert res["episodes"] == 2
     _assert_once(reads, _episode_files(load_manifest(manifest).episodes_path("val").parent))

@@ -484,7 +484,7 @@ def evaluate(args) -> dict:
     checkpoint, a uniform random policy (``--eval random``) or STOP at once (``--eval stop``).
     Episodes: ``--eval-episodes-file``, else the split's PointNav files, else (ObjectNav)
     episodes sampled from ``--seed``."""
-    from bps_runtime.episodes.dataset_info import scene_and_episode_counts
+    from bps_runtime.episodes.dataset_info import episodes_read_once, scene_and_episode_counts
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -495,20 +495,21 @@ def evaluate(args) -> dict:
         _, policy = load_policy(args.eval, args, device)
         policy.eval()
     source = eval_source(args)
-    if source == "sample":
-        total = args.eval_episodes or 100
-    elif args.eval_episodes_file:
-        total = args.eval_episodes or 10**9   # the file's episodes: stop at --eval-episodes or when all ran
-    else:
-        _, total = scene_and_episode_counts(args.dataset, args.eval_split)
-    want = min(args.eval_episodes or total, total)
-    n = max(1, min(want, 64))  # one env per episode when the split is small: each runs once
-    recorder = None
-    if args.video:   # the agent's own sensors, beside the map
-        from bps_train.video import eval_recorder
+    with episodes_read_once():   # the split's episode files: read once for the count and the envs
+        if source == "sample":
+            total = args.eval_episodes or 100
+        elif args.eval_episodes_file:
+            total = args.eval_episodes or 10**9   # the file's episodes: stop at --eval-episodes or when all ran
+        else:
+            _, total = scene_and_episode_counts(args.dataset, args.eval_split)
+        want = min(args.eval_episodes or total, total)
+        n = max(1, min(want, 64))  # one env per episode when the split is small: each runs once
+        recorder = None
+        if args.video:   # the agent's own sensors, beside the map
+            from bps_train.video import eval_recorder
 
-        recorder = eval_recorder(args)
-    env = make_envs(args, args.eval_split, n, args.seed + 10_000, source, double_buffer=False)
+            recorder = eval_recorder(args)
+        env = make_envs(args, args.eval_split, n, args.seed + 10_000, source, double_buffer=False)
     if recorder is not None:
         recorder.goals_for = env.episode_goals   # each video's goal (ObjectNav's objects, ImageNav's image)
         recorder.action_names = env.ACTIONS

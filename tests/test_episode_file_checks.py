@@ -73,12 +73,16 @@ def test_view_points_per_goal_are_capped(tmp_path, monkeypatch):
 
 
 def test_episode_and_view_point_counts_are_refused_before_parsing(tmp_path, monkeypatch):
+    """The counts are checked on each piece of the file as it is read, before the piece is
+    decoded (one read of the file: no pass of its own): a file over a cap within one piece
+    becomes no Python object; a longer one, at most a cap's worth."""
+    import bps_assets.nav.episode_stream as stream
     import bps_assets.nav.episodes as module
 
     monkeypatch.setattr(module, "MAX_EPISODES_PER_FILE", 2)
     calls = []
-    real = module.stream_document
-    monkeypatch.setattr(module, "stream_document", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = stream._Window.value
+    monkeypatch.setattr(stream._Window, "value", lambda self: calls.append(1) or real(self))
     p = _write(tmp_path, _objectnav_doc(3))
     with pytest.raises(ResourceLimitError, match="3 episodes in one file, more than the cap of 2"):
         on.read_objectnav_dataset(p)
@@ -87,6 +91,16 @@ def test_episode_and_view_point_counts_are_refused_before_parsing(tmp_path, monk
     monkeypatch.setattr(module, "MAX_VIEW_POINTS_PER_FILE", 0)
     with pytest.raises(ResourceLimitError, match="1 view points in one file"):
         on.read_objectnav_dataset(p)
+    # pieces of 64 bytes: the count passes the cap within the episodes list, none past it decoded
+    monkeypatch.setattr(stream, "_CHUNK", 64)
+    monkeypatch.setattr(module, "MAX_EPISODES_PER_FILE", 20)
+    monkeypatch.setattr(module, "MAX_VIEW_POINTS_PER_FILE", 10)
+    decoded = []
+    monkeypatch.setattr(on, "validate_episode", lambda e, i, path, **k: decoded.append(i) or e)
+    q = _write(tmp_path, _objectnav_doc(40), "long")
+    with pytest.raises(ResourceLimitError, match="21 episodes in one file, more than the cap of 20"):
+        on.read_objectnav_dataset(q)
+    assert 0 < len(calls) and len(decoded) <= 20
 
 
 def test_pointnav_repeated_ids_are_refused(tmp_path):

@@ -4,10 +4,11 @@ time and hands each element of the big members to a callback as soon as it is de
 the document's text nor its Python object tree is ever whole in memory.
 
 ``items``: top-level key -> (shape, callback). ``"list"``: ``callback(index, value)`` per element
-(``episodes``; ``"list+text"``: ``callback(index, value, its JSON text)``); ``"map"``: ``callback(key, value)`` per member (InstanceImageNav's ``goals``);
-``"map_of_lists"``: ``callback(key, index, value)`` per element of each member's list (ObjectNav's
-``goals_by_category``; ``callback(key, None, value)`` for a member not a non-empty list). Other
-members are decoded whole and returned; a streamed one is returned as ``STREAMED``. Elements are
+(``episodes``; ``"list+text"``: ``callback(index, value, its JSON text)``); ``"map"``: ``callback(key,
+value)`` per member (InstanceImageNav's ``goals``); ``"map_of_lists"``: ``callback(key, index, value)``
+per element of each member's list (ObjectNav's ``goals_by_category``; ``callback(key, None, value)``
+for a member not a non-empty list). Other members are decoded whole and returned; a streamed one
+is returned as ``STREAMED``. ``check(piece)`` sees each piece of the bytes before it is decoded. Elements are
 decoded by the stdlib's C scanner (``JSONDecoder.raw_decode``: json.loads' grammar) over a sliding
 window; one of more than ``MAX_ELEMENT_CHARS`` is a ``ResourceLimitError``. Invalid JSON, a
 non-object document, a repeated streamed key (or key of a ``"map_of_lists"`` member), a UTF-8
@@ -31,9 +32,11 @@ STREAMED = type("Streamed", (), {"__repr__": lambda self: "STREAMED"})()   # a m
 class _Window:
     """The decoded text of a file, a sliding window of it at a time."""
 
-    def __init__(self, path, limit: int, what: str):
+    def __init__(self, path, limit: int, what: str, check=None):
         self.path, self.what = path, what
         self.chunks = iter_limited(path, limit, what, _CHUNK)
+        if check is not None:
+            self.chunks = _checked(self.chunks, check)
         self.decoder = codecs.getincrementaldecoder("utf-8")()
         self.buf, self.pos, self.start, self.base, self.eof = "", 0, 0, 0, False
         self.scan = json.JSONDecoder().raw_decode
@@ -139,10 +142,17 @@ class _Window:
                 return
 
 
-def stream_document(path, what: str, limit: int, items: dict) -> dict:
+def _checked(pieces, check):
+    for piece in pieces:
+        check(piece)
+        yield piece
+
+
+def stream_document(path, what: str, limit: int, items: dict, check=None) -> dict:
     """The top-level members of the episode file at ``path`` other than the streamed ones of
-    ``items`` (module docstring); the streamed ones are handed to their callbacks as decoded."""
-    w = _Window(path, limit, what)
+    ``items`` (module docstring); the streamed ones are handed to their callbacks as decoded;
+    ``check(piece)`` sees each piece of the file's bytes before it is decoded."""
+    w = _Window(path, limit, what, check)
     if w.peek() == "\ufeff":   # json.loads refuses it too ("Unexpected UTF-8 BOM"), as habitat-lab does
         raise InputError(path, "not valid JSON: the file starts with a UTF-8 byte order mark (BOM); "
                                "save it as UTF-8 without a BOM")

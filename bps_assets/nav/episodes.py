@@ -264,8 +264,8 @@ def make_episode(episode_id, scene_id: str, start_position, start_rotation, goal
 
 # -------------------------------------------------------------------------------- files
 MAX_JSON_BYTES = 1 << 30  # decompressed size cap for one episode file (real ones: tens of MB)
-# Counts refused before the JSON is parsed into Python objects (7-10x its bytes): counted in the
-# raw text, so a file over them costs its bytes only. MP3D ObjectNav v1 has 2.63M train episodes
+# Counts refused as the raw text is read, each piece counted before it is decoded: a file over
+# them costs at most the caps' worth of parsed episodes (the parse holds ~1.5-2x the JSON). MP3D ObjectNav v1 has 2.63M train episodes
 # over 56 scenes (~47k per content file); no habitat v1 file of ours or theirs comes near.
 MAX_EPISODES_PER_FILE = 500_000
 MAX_VIEW_POINTS_PER_FILE = 1_000_000
@@ -367,13 +367,14 @@ def read_json(path: Path, what: str = "PointNav", items: dict | None = None) -> 
     """A dataset file's top-level members (gzip or plain, size-capped), parsed as a stream
     (``episode_stream``); ``InputError`` unless it is an object with an ``episodes`` list.
     ``items``: the members handed to callbacks as they are decoded (``stream_document``), which
-    then come back as ``STREAMED``; default: ``episodes`` collected into the returned dict's list."""
-    check_counts(path)
+    then come back as ``STREAMED``; default: ``episodes`` collected into the returned dict's list.
+    The file is read once: its counts (``CountCaps``) are checked on each piece as it is read,
+    before the piece is decoded."""
     eps: list | None = None
     if items is None:
         eps = []
         items = {"episodes": ("list", lambda i, e: eps.append(e))}
-    doc = stream_document(path, what, MAX_JSON_BYTES, items)
+    doc = stream_document(path, what, MAX_JSON_BYTES, items, check=CountCaps(path))
     if "episodes" not in doc or not (doc["episodes"] is STREAMED or isinstance(doc["episodes"], list)):
         raise InputError(path, f'not a {what} dataset: expected {{"episodes": [...]}}')
     if eps is not None and doc["episodes"] is STREAMED:
@@ -381,21 +382,34 @@ def read_json(path: Path, what: str = "PointNav", items: dict | None = None) -> 
     return doc
 
 
+class CountCaps:
+    """Called with each piece of a file's raw text in order: ``ResourceLimitError`` as soon as
+    the text so far holds more episodes or view points than the caps (upper bounds: a key could
+    sit inside a string; a key cut between two pieces is counted once)."""
+
+    KEYS = ((b'"episode_id"', "MAX_EPISODES_PER_FILE", "episodes"),
+            (b'"agent_state"', "MAX_VIEW_POINTS_PER_FILE", "view points"))
+
+    def __init__(self, path):
+        self.path, self.counts, self.tail = path, [0] * len(self.KEYS), b""
+        self.caps = [globals()[cap] for _, cap, _ in self.KEYS]   # read when made (tests lower them)
+
+    def __call__(self, piece: bytes) -> None:
+        data = self.tail + piece
+        for k, (key, _, what_n) in enumerate(self.KEYS):
+            self.counts[k] += data.count(key) - self.tail.count(key)
+            if self.counts[k] > self.caps[k]:
+                raise ResourceLimitError(self.path, f"{self.counts[k]} {what_n} in one file, more than the cap of "
+                                                    f"{self.caps[k]} (docs/FORMAT.md); split the file per scene")
+        self.tail = data[-16:]
+
+
 def check_counts(path) -> None:
     """``ResourceLimitError`` when the file holds more episodes or view points than the caps,
-    counted in the raw text before anything is parsed (upper bounds: a key could sit inside a
-    string), one piece at a time."""
-    keys = ((b'"episode_id"', MAX_EPISODES_PER_FILE, "episodes"),
-            (b'"agent_state"', MAX_VIEW_POINTS_PER_FILE, "view points"))
-    counts, tail = [0] * len(keys), b""
+    counted in the raw text before anything is parsed (``CountCaps``), one piece at a time."""
+    count = CountCaps(path)
     for piece in iter_limited(path, MAX_JSON_BYTES, "JSON"):
-        data = tail + piece
-        for k, (key, cap, what_n) in enumerate(keys):
-            counts[k] += data.count(key) - tail.count(key)
-            if counts[k] > cap:
-                raise ResourceLimitError(path, f"{counts[k]} {what_n} in one file, more than the cap of {cap} "
-                                               "(docs/FORMAT.md); split the file per scene")
-        tail = data[-16:]
+        count(piece)
 
 
 def as_number(x) -> float | None:

@@ -71,17 +71,28 @@ def navmesh_misfit(nav, bounds) -> str | None:
     when the navmesh ``nav`` (a loaded ``NavMesh``) lies outside the scene's ``bounds``
     (``(lo, hi)``, habitat frame) by more than FIT_TOLERANCE: it was made for another scene or
     in another frame, and agents on it would see nothing. None when it fits or cannot tell
-    (no bounds, no navigable point)."""
+    (no bounds, no navigable point). ``points_misfit(fit_points(nav), bounds)``."""
     if bounds is None:
         return None
-    lo, hi = (np.asarray(b, np.float64) for b in bounds)
+    return points_misfit(fit_points(nav), bounds)
+
+
+def fit_points(nav) -> np.ndarray:
+    """The walkable points of ``nav`` the fit check tests ([N, 3], N <= 256, seeded: the same
+    for every call); empty when it has none. What a caller that drops the navmesh keeps (verify
+    --deep samples them while it checks the file, and does not read it again for the fit)."""
     try:
         pts = np.asarray(nav.sample_navigable_point(256, seed=0), np.float64).reshape(-1, 3)
     except (BpsError, NavError, ValueError):
+        return np.zeros((0, 3))
+    return pts[np.isfinite(pts).all(1)]
+
+
+def points_misfit(pts: np.ndarray, bounds) -> str | None:
+    """``navmesh_misfit`` of a navmesh's ``fit_points`` ``pts``."""
+    if bounds is None or not len(pts):
         return None
-    pts = pts[np.isfinite(pts).all(1)]
-    if not len(pts):
-        return None
+    lo, hi = (np.asarray(b, np.float64) for b in bounds)
     below = np.maximum(lo - pts, 0.0)
     above = np.maximum(pts - hi, 0.0)
     out = np.maximum(below, above).max(1)

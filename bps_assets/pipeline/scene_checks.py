@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 
 from ..errors import BpsError, EmptySceneError, NavError
-from ..nav.validate import header_bounds, navmesh_misfit
+from ..nav.validate import fit_points, header_bounds, points_misfit
 
 # a scene smaller than this (largest horizontal side, m) is an object, not a place to walk
 OBJECT_SIZE = 2.0
@@ -87,17 +87,19 @@ def scene_bounds(packed_scene) -> tuple | None:
         return header_bounds(c.header)
 
 
-def navmesh_fit(scene: str, navmesh_path, packed_scene) -> str | None:
+def navmesh_fit(scene: str, navmesh_path, packed_scene, points=None) -> str | None:
     """``navmesh_misfit`` of the packed navmesh at ``navmesh_path`` against the packed scene's
-    bounds, prefixed with the scene's name; None if it fits or either file cannot tell."""
+    bounds, prefixed with the scene's name; None if it fits or either file cannot tell.
+    ``points``: the navmesh's ``fit_points`` when the caller has them (then it is not read)."""
     from ..nav import load_navmesh
 
     try:
         bounds = scene_bounds(packed_scene)
-        nav = load_navmesh(navmesh_path)
+        if bounds is not None and points is None:
+            points = fit_points(load_navmesh(navmesh_path))
     except (BpsError, NavError):
         return None
-    msg = navmesh_misfit(nav, bounds)
+    msg = points_misfit(points, bounds) if bounds is not None else None
     return None if msg is None else f"scene {scene}: {msg}"
 
 

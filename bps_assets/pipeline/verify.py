@@ -45,6 +45,8 @@ class FileResult:
     size: int = 0
     problems: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # a navmesh's ``fit_points``, sampled by --deep's load of it: the fit check reads it no more
+    fit_points: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     @property
     def ok(self):
@@ -115,7 +117,7 @@ def _check_content_version(p: Path, kind: str, header: dict, rec: dict) -> None:
         raise FormatVersionError(p, f"{kind} content version {cv} is not supported (this build reads {want})")
 
 
-def _deep_check_packed(p: Path, kind: str, header: dict) -> None:
+def _deep_check_packed(p: Path, kind: str, header: dict) -> np.ndarray | None:
     """Everything the kind's reader checks (declared sizes against the header's counts, every
     index range, computed without int64 wrap-around), then a streamed decode of the sections
     that reader does not read (bounded memory whatever they declare). A scene's sections are
@@ -123,8 +125,9 @@ def _deep_check_packed(p: Path, kind: str, header: dict) -> None:
     file stores it (stage, instance table, the asset files it names: ``_check_instances``), not
     flattened. A file whose header declares no content version (test doubles) gets the
     container-level checks only; real outputs always declare one, and the manifest's
-    ``content_version`` must match it."""
+    ``content_version`` must match it. Returns a navmesh's ``fit_points`` (else None)."""
     read_sections: tuple = ()
+    points = None
     if kind == "SCEN" and "scene_format_version" in header:
         from ..lod_section import levels
         from ..packed_scene import STORED_SECTIONS, read_packed_scene, with_lod_geometry
@@ -137,11 +140,13 @@ def _deep_check_packed(p: Path, kind: str, header: dict) -> None:
         read_sections = STORED_SECTIONS
     elif kind == "NAVM" and "format" in header:
         from ..nav.grid import load_navmesh
+        from ..nav.validate import fit_points
 
-        load_navmesh(p)
+        points = fit_points(load_navmesh(p))
         read_sections = ("height", "neighbors", "island", "island_area", "island_radius")
     with Container(p, kind) as c:
         c.verify(deep=True, skip=[n for n in read_sections if n in c.sections])
+    return points
 
 
 def _check_instances(p: Path) -> None:
@@ -210,7 +215,7 @@ def _check_file(root: Path, scene: str | None, role: str, rec: dict, deep: bool,
                 _check_content_version(p, fmt, c.header, rec)
                 header = c.header
             if deep:
-                _deep_check_packed(p, fmt, header)
+                r.fit_points = _deep_check_packed(p, fmt, header)
             elif fmt == "NAVM" and "format" in header:
                 _check_navmesh_header(p, header)
         elif fmt == "habitat-pointnav-v1" and deep:
@@ -303,7 +308,8 @@ def verify_manifest(path, deep: bool = False, jobs: int | None = None, strict: b
     for sr, role, rec in work:
         fr = done[_record_key(rec)]
         if fr.scene != (sr.name if sr else None) or fr.role != role:
-            fr = FileResult(sr.name if sr else None, role, fr.path, fr.size, list(fr.problems))
+            fr = FileResult(sr.name if sr else None, role, fr.path, fr.size, list(fr.problems),
+                            fit_points=fr.fit_points)
         (sr.files if sr is not None else extra).append(fr)
     _check_fit(m, scenes, jobs)
     order = {"scene": 0, "navmesh": 1, "episodes": 2}
@@ -334,17 +340,19 @@ def _record_key(rec) -> str:
 def _check_fit(m, scenes: list[SceneReport], jobs: int) -> None:
     """A scene whose navmesh lies outside its bounds (``scene_checks.navmesh_fit``: another
     scene's .navmesh, e.g. from a bps before preprocess checked it) is a problem; only scenes
-    whose files are intact are checked."""
+    whose files are intact are checked, from the navmesh's ``fit_points`` where ``--deep``
+    sampled them (the navmesh is decoded once), else from a load of it."""
     from .scene_checks import navmesh_fit
 
     todo = []
     for sr in scenes:
         outs = (m.doc["scenes"][sr.name].get("outputs") or {})
         if sr.status == "ok" and sr.ok and "scene" in outs and "navmesh" in outs:
-            todo.append((sr, m.resolve(outs["navmesh"]["path"]), m.resolve(outs["scene"]["path"])))
+            pts = next((f.fit_points for f in sr.files if f.role == "navmesh"), None)
+            todo.append((sr, m.resolve(outs["navmesh"]["path"]), m.resolve(outs["scene"]["path"]), pts))
     with ThreadPoolExecutor(max_workers=max(1, min(jobs, len(todo) or 1))) as ex:
-        found = list(ex.map(lambda t: navmesh_fit(t[0].name, t[1], t[2]), todo))
-    for (sr, _, _), msg in zip(todo, found):
+        found = list(ex.map(lambda t: navmesh_fit(t[0].name, t[1], t[2], t[3]), todo))
+    for (sr, *_), msg in zip(todo, found):
         if msg is not None:
             sr.problems.append(msg.split(": ", 1)[1] + " (rerun preprocess with --force to build one)")
 

@@ -1,13 +1,16 @@
 """What a dataset offers a trainer, answered the way the environments will read it.
 
 The trainer asks here instead of opening the manifest and the episode files itself, so the count
-it plans an evaluation with is the count of episodes ``make(episodes="dataset")`` will serve.
+it plans an evaluation with is the count of episodes ``make(episodes="dataset")`` will serve;
+within ``episodes_read_once`` the files are read once for both.
 """
 from __future__ import annotations
 
 from bps_assets.errors import ConfigError
 
-from .files import resolve_episodes
+from .files import episodes_read_once, resolve_episodes
+
+__all__ = ["episodes_read_once", "scene_and_episode_counts"]
 
 
 def scene_and_episode_counts(manifest_path, split: str) -> tuple[int, int]:

@@ -1,10 +1,14 @@
 """Episode files: which habitat v1 point-goal episodes ``make(episodes=...)`` serves
 (``resolve_episodes``; ``point_goal_supply``: the supply over them, or sampled ones); the one
 base of the goal-object files' supplies (``GoalFileEpisodes``: ObjectNav, InstanceImageNav).
-Habitat's start rotation as a yaw: ``bps_assets.nav.pose.quaternion_yaw``."""
+``episodes_read_once``: a scope in which each file ``resolve_episodes`` maps is read once (the
+trainer's episode count, then ``make()``). Habitat's start rotation as a yaw:
+``bps_assets.nav.pose.quaternion_yaw``."""
 from __future__ import annotations
 
+import os
 from abc import ABCMeta, abstractmethod
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -42,7 +46,7 @@ def resolve_episodes(manifest, split, names: list[str], episodes):
     wanted = set(names)
     grouped: dict = {}   # scene name -> EpisodeTable
     for p in paths:
-        for name, eps in map_habitat_episodes(p, manifest, allow_unmatched=True).by_scene.items():
+        for name, eps in _mapped(p, manifest, map_habitat_episodes).items():
             if name in wanted:
                 grouped.setdefault(name, EpisodeTable()).extend(eps)
     if not grouped:
@@ -50,6 +54,33 @@ def resolve_episodes(manifest, split, names: list[str], episodes):
     return "dataset", grouped
 
 
+_read_once: list = []   # the open ``episodes_read_once`` scopes' memos, innermost last
+
+
+@contextmanager
+def episodes_read_once():
+    """Within this scope each episode file ``resolve_episodes`` maps onto a manifest is read
+    once: a later resolve of the same file (same manifest, size and mtime) reuses the first's
+    mapping, e.g. ``scene_and_episode_counts`` then ``make(episodes="dataset")`` in an eval.
+    The mappings are let go when the scope ends."""
+    _read_once.append({})
+    try:
+        yield
+    finally:
+        _read_once.pop()
+
+
+def _mapped(path, manifest, map_file) -> dict:
+    """``map_file(path, manifest, allow_unmatched=True).by_scene``, reused within an
+    ``episodes_read_once`` scope."""
+    if not _read_once:
+        return map_file(path, manifest, allow_unmatched=True).by_scene
+    st = os.stat(path)
+    key = (os.path.realpath(manifest.path), os.path.realpath(path), st.st_size, st.st_mtime_ns)
+    memo = _read_once[-1]
+    if key not in memo:
+        memo[key] = map_file(path, manifest, allow_unmatched=True).by_scene
+    return memo[key]
 
 
 def point_goal_supply(request):

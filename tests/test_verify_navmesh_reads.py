@@ -1,0 +1,68 @@
+"""`bps-assets verify` decodes each navmesh once, plain and ``--deep``: the deep check's load of
+the file samples the points the fit check needs (``nav.validate.fit_points``), so the fit check
+does not load it again; plain verify loads it once, for the fit. Counted per file and section
+on conftest's preprocessed ``manifest`` (every scene with a navmesh)."""
+from __future__ import annotations
+
+import collections
+import os
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from bps_assets.container import Container
+from bps_assets.nav import load_navmesh
+from bps_assets.pipeline.manifest import load_manifest
+from cli.main import main
+
+NAV_SECTIONS = {"height", "neighbors", "island", "island_area", "island_radius"}
+
+
+@pytest.fixture
+def decodes(monkeypatch):
+    """(file name, section) -> times its bytes were decompressed (read or streamed)."""
+    counts = collections.Counter()
+    real_read, real_stream = Container.read, Container.verify_section
+
+    def read(self, name, *a, **k):
+        counts[os.path.basename(self.path), name] += 1
+        return real_read(self, name, *a, **k)
+
+    def stream(self, name):
+        counts[os.path.basename(self.path), name] += 1
+        return real_stream(self, name)
+
+    monkeypatch.setattr(Container, "read", read)
+    monkeypatch.setattr(Container, "verify_section", stream)
+    return counts
+
+
+@pytest.mark.parametrize("deep", [False, True])
+def test_verify_decodes_each_navmesh_once(manifest, decodes, deep):
+    m = load_manifest(manifest)
+    navs = {os.path.basename(m.resolve(e.get("outputs", {})["navmesh"]["path"]))
+            for e in m.doc["scenes"].values() if e.get("status") == "ok"}
+    assert len(navs) >= 2
+    r = CliRunner().invoke(main, ["verify", str(manifest), "--jobs", "1"] + (["--deep"] if deep else []))
+    assert r.exit_code == 0, r.output
+    for nav in navs:
+        seen = {sec: n for (f, sec), n in decodes.items() if f == nav}
+        assert set(seen) == NAV_SECTIONS, (nav, seen)   # plain: the fit's load; deep: the check's
+        assert all(n == 1 for n in seen.values()), (nav, seen)
+
+
+def test_fit_points_give_the_fit_checks_answer(manifest):
+    """The points kept by --deep answer exactly as the check on the loaded navmesh does, also
+    for bounds the navmesh does not fit."""
+    from bps_assets.nav.validate import fit_points, navmesh_misfit, points_misfit
+
+    m = load_manifest(manifest)
+    e = next(e for e in m.doc["scenes"].values() if e.get("status") == "ok")
+    nav = load_navmesh(m.resolve(e["outputs"]["navmesh"]["path"]))
+    pts = fit_points(nav)
+    assert pts.shape[1] == 3 and 0 < len(pts) <= 256 and np.array_equal(pts, fit_points(nav))
+    lo, hi = pts.min(0), pts.max(0)
+    for bounds in [(lo - 1, hi + 1), (lo + 3, hi + 3), (lo - [0, 2, 0], hi - [0, 2, 0]), None]:
+        assert points_misfit(pts, bounds) == navmesh_misfit(nav, bounds)
+    assert points_misfit(pts, (lo + 3, hi + 3)) is not None

@@ -286,42 +286,53 @@ def test_rewritten_encoder_runs_on_the_avx2_path():
     run_with_isa_cap(code, "avx2 ok")
 
 
+_KEPT_MEMORY_SCRIPT = """
+import json, resource, threading, sys
+import torch
+from bps_train.learner_cpu import keep_freed_memory
+
+def cycle():
+    blocks = [torch.empty(12 << 20).fill_(1.0) for _ in range(6)]
+    del blocks
+
+def faults_of_cycle(k):  # the k-th from now: memalign's slack grows a fresh heap over up to four
+    for _ in range(k - 1):
+        cycle()
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    cycle()
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+
+got = []
+if not keep_freed_memory(False):
+    print(json.dumps(None))
+    sys.exit(0)
+fresh = faults_of_cycle(3)
+assert keep_freed_memory(True)
+kept = faults_of_cycle(8)
+t = threading.Thread(target=lambda: got.append(float(torch.ones(40 << 20)[-1])))
+t.start()
+t.join()
+print(json.dumps([fresh, kept, got]))
+"""
+
+
 def test_kept_memory_is_reused_without_page_faults():
     """bps_train.learner_cpu.keep_freed_memory: an update-like cycle (6 blocks of 48 MB allocated, written,
     freed) repeated is served from the process's heap once it has grown (no page faults), where
     glibc's defaults map every block afresh each cycle (73K faults); blocks over a thread arena's
-    64 MB still work from a thread."""
-    import resource
-    import threading
+    64 MB still work from a thread. In a fresh process, whose heap grows over the first four
+    cycles (73K, 73K, 25K, 25K, then 0 faults): in this one, how far earlier tests had grown the
+    heap decided whether a third cycle still faulted."""
+    import json
+    from pathlib import Path
 
-    from bps_train.learner_cpu import keep_freed_memory
-
-    def cycle():
-        blocks = [torch.empty(12 << 20).fill_(1.0) for _ in range(6)]
-        del blocks
-
-    def faults_of_third_cycle():  # memalign's slack makes the heap grow over the first one or two
-        cycle()
-        cycle()
-        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-        cycle()
-        return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
-
-    def in_a_thread():
-        got.append(float(torch.ones(40 << 20)[-1]))
-
-    if not keep_freed_memory(False):
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-c", _KEPT_MEMORY_SCRIPT], capture_output=True, text=True, check=True,
+                         cwd=root, env={**os.environ, "PYTHONPATH": str(root)}, timeout=120)
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    if res is None:
         pytest.skip("no glibc mallopt here")
-    got = []
-    try:
-        fresh = faults_of_third_cycle()
-        assert keep_freed_memory(True)
-        kept = faults_of_third_cycle()
-        t = threading.Thread(target=in_a_thread)
-        t.start()
-        t.join()
-    finally:
-        keep_freed_memory(False)
+    fresh, kept, got = res
     assert fresh > 60_000 and kept < 2_000, (fresh, kept)
     assert got == [1.0]
 

@@ -132,3 +132,62 @@ def test_pointnav_ints_beyond_float_range_are_input_errors(tmp_path, edit, msg):
         with pytest.raises(InputError, match=r"episode 1 \(id '1'\): " + msg) as e:
             read(p)
         assert str(p) in str(e.value)
+
+
+def _write_escaped(tmp_path, doc, key, gz, name="esc"):
+    """``doc`` written with every ``key`` spelled with a JSON escape (``\\u005f`` for ``_``): the
+    same document once decoded, but not the bytes the raw count looks for."""
+    text = json.dumps(doc).replace(f'"{key}"', '"' + key.replace("_", "\\u005f") + '"')
+    assert f'"{key}"' not in text
+    d = tmp_path / name
+    d.mkdir()
+    p = d / f"{name}.json{'.gz' if gz else ''}"
+    p.write_bytes(gzip.compress(text.encode()) if gz else text.encode())
+    return p
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_caps_hold_on_keys_written_with_json_escapes(tmp_path, monkeypatch, gz):
+    """The raw count misses a key written with escapes; what is decoded is counted again, exactly:
+    past a cap is the same ResourceLimitError naming the file, at most a cap's worth kept."""
+    from test_instance_imagenav_files import CONTENT, G
+
+    from bps_assets.nav import instance_imagenav_files as iin
+
+    monkeypatch.setattr(pn, "MAX_EPISODES_PER_FILE", 2)
+    eps = [pn.make_episode(i, "scene/a.glb", [0.0, 0.0, 0.0], Q, [1.0, 0.0, 1.0], 1.5) for i in range(5)]
+    p = _write_escaped(tmp_path, {"episodes": eps}, "episode_id", gz, "pointnav")
+    kept = []
+    real = pn.validate_episode
+    monkeypatch.setattr(pn, "validate_episode", lambda e, i, path, **k: kept.append(i) or real(e, i, path, **k))
+    for read in (pn.read_pointnav_dataset, pn.read_pointnav_table, pn.read_json):
+        with pytest.raises(ResourceLimitError, match="3 episodes in one file, more than the cap of 2") as e:
+            read(p)
+        assert str(p) in str(e.value)
+    assert set(kept) == {0, 1}   # none past the cap reached the reader
+    monkeypatch.setattr(pn, "MAX_EPISODES_PER_FILE", 5)
+    assert len(pn.read_pointnav_dataset(p)) == 5   # at the cap: read
+    # ObjectNav: 3 view points over goals_by_category, then over goals inside the episodes
+    monkeypatch.setattr(pn, "MAX_VIEW_POINTS_PER_FILE", 2)
+    doc = _objectnav_doc()
+    g = doc["goals_by_category"]["a.glb_chair"][0]
+    g["view_points"] = g["view_points"] * 3
+    inline = copy.deepcopy(doc)
+    goals = inline.pop("goals_by_category")["a.glb_chair"]
+    for ep in inline["episodes"]:
+        ep["goals"] = goals
+    for name, d in (("objectnav", doc), ("inline", inline)):
+        q = on_file = _write_escaped(tmp_path, d, "agent_state", gz, name)
+        with pytest.raises(ResourceLimitError, match="3 view points in one file, more than the cap of 2") as e:
+            on.read_objectnav_dataset(q)
+        assert str(q) in str(e.value)
+    # InstanceImageNav: its goals' view points
+    c = copy.deepcopy(CONTENT)
+    c["goals"][G]["view_points"] = c["goals"][G]["view_points"] * 3
+    q = _write_escaped(tmp_path, c, "agent_state", gz, "iin")
+    with pytest.raises(ResourceLimitError, match="3 view points in one file, more than the cap of 2") as e:
+        iin.read_instance_imagenav_dataset(q)
+    assert str(q) in str(e.value)
+    monkeypatch.setattr(pn, "MAX_VIEW_POINTS_PER_FILE", 3)   # at the cap: read
+    assert len(on.read_objectnav_dataset(on_file).episodes) == 3
+    assert len(iin.read_instance_imagenav_dataset(q).episodes) == 1

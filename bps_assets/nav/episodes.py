@@ -264,9 +264,11 @@ def make_episode(episode_id, scene_id: str, start_position, start_rotation, goal
 
 # -------------------------------------------------------------------------------- files
 MAX_JSON_BYTES = 1 << 30  # decompressed size cap for one episode file (real ones: tens of MB)
-# Counts refused as the raw text is read, each piece counted before it is decoded: a file over
-# them costs at most the caps' worth of parsed episodes (the parse holds ~1.5-2x the JSON). MP3D ObjectNav v1 has 2.63M train episodes
-# over 56 scenes (~47k per content file); no habitat v1 file of ours or theirs comes near.
+# Counts refused as the raw text is read, each piece counted before it is decoded, and again,
+# exactly, as episodes and goals are decoded (a key written with JSON escapes): a file over them
+# costs at most the caps' worth of parsed episodes (the parse holds ~1.5-2x the JSON). MP3D
+# ObjectNav v1 has 2.63M train episodes over 56 scenes (~47k per content file); no habitat v1
+# file of ours or theirs comes near.
 MAX_EPISODES_PER_FILE = 500_000
 MAX_VIEW_POINTS_PER_FILE = 1_000_000
 CONTENT_DIR = "content"
@@ -369,11 +371,14 @@ def read_json(path: Path, what: str = "PointNav", items: dict | None = None) -> 
     ``items``: the members handed to callbacks as they are decoded (``stream_document``), which
     then come back as ``STREAMED``; default: ``episodes`` collected into the returned dict's list.
     The file is read once: its counts (``CountCaps``) are checked on each piece as it is read,
-    before the piece is decoded."""
+    before the piece is decoded, and the episodes again, exactly, as each is decoded (before its
+    callback): a key written with JSON escapes escapes the first count, not the second."""
     eps: list | None = None
     if items is None:
         eps = []
         items = {"episodes": ("list", lambda i, e: eps.append(e))}
+    if "episodes" in items:
+        items = dict(items, episodes=_capped_episodes(path, *items["episodes"]))
     doc = stream_document(path, what, MAX_JSON_BYTES, items, check=CountCaps(path))
     if "episodes" not in doc or not (doc["episodes"] is STREAMED or isinstance(doc["episodes"], list)):
         raise InputError(path, f'not a {what} dataset: expected {{"episodes": [...]}}')
@@ -382,26 +387,41 @@ def read_json(path: Path, what: str = "PointNav", items: dict | None = None) -> 
     return doc
 
 
-class CountCaps:
-    """Called with each piece of a file's raw text in order: ``ResourceLimitError`` as soon as
-    the text so far holds more episodes or view points than the caps (upper bounds: a key could
-    sit inside a string; a key cut between two pieces is counted once)."""
+def _capped_episodes(path, shape: str, cb) -> tuple:
+    """``(shape, cb)`` of the streamed ``episodes`` with the cap checked on each decoded one (its
+    index: the streamed list is the file's only one)."""
+    cap = MAX_EPISODES_PER_FILE
 
-    KEYS = ((b'"episode_id"', "MAX_EPISODES_PER_FILE", "episodes"),
-            (b'"agent_state"', "MAX_VIEW_POINTS_PER_FILE", "view points"))
+    def counted(i, *value):
+        if i >= cap:
+            raise _over_cap(path, i + 1, cap, "episodes")
+        cb(i, *value)
+
+    return shape, counted
+
+
+def _over_cap(path, n: int, cap: int, what_n: str) -> ResourceLimitError:
+    return ResourceLimitError(path, f"{n} {what_n} in one file, more than the cap of {cap} "
+                                   "(docs/FORMAT.md); split the file per scene")
+
+
+class FileCaps:
+    """The count caps of one file (read when made: tests lower them): ``add(k, n)`` counts ``n``
+    more episodes (``k`` = ``EPISODES``) or view points (``VIEW_POINTS``); ``ResourceLimitError``
+    naming the file once a count passes its cap. The goal readers count decoded view points."""
+
+    EPISODES, VIEW_POINTS = 0, 1
+    CAPS = (("MAX_EPISODES_PER_FILE", "episodes"), ("MAX_VIEW_POINTS_PER_FILE", "view points"))
 
     def __init__(self, path):
-        self.path, self.counts, self.tail = path, [0] * len(self.KEYS), b""
-        self.caps = [globals()[cap] for _, cap, _ in self.KEYS]   # read when made (tests lower them)
+        self.path, self.counts = path, [0] * len(self.CAPS)
+        self.caps = [globals()[cap] for cap, _ in self.CAPS]
 
-    def __call__(self, piece: bytes) -> None:
-        data = self.tail + piece
-        for k, (key, _, what_n) in enumerate(self.KEYS):
-            self.counts[k] += data.count(key) - self.tail.count(key)
-            if self.counts[k] > self.caps[k]:
-                raise ResourceLimitError(self.path, f"{self.counts[k]} {what_n} in one file, more than the cap of "
-                                                    f"{self.caps[k]} (docs/FORMAT.md); split the file per scene")
-        self.tail = data[-16:]
+    def add(self, k: int, n: int = 1) -> None:
+        """Count ``n`` more of kind ``k``; ``ResourceLimitError`` over its cap."""
+        self.counts[k] += n
+        if self.counts[k] > self.caps[k]:
+            raise _over_cap(self.path, self.counts[k], self.caps[k], self.CAPS[k][1])
 
 
 def check_counts(path) -> None:
@@ -410,6 +430,25 @@ def check_counts(path) -> None:
     count = CountCaps(path)
     for piece in iter_limited(path, MAX_JSON_BYTES, "JSON"):
         count(piece)
+
+
+class CountCaps(FileCaps):
+    """Called with each piece of a file's raw text in order: ``ResourceLimitError`` as soon as
+    the text so far holds more episodes or view points than the caps (upper bounds: a key could
+    sit inside a string; a key cut between two pieces is counted once; a key written with JSON
+    escapes is not counted here, but when decoded: ``read_json``, ``FileCaps``)."""
+
+    KEYS = (b'"episode_id"', b'"agent_state"')   # in FileCaps.CAPS's order
+
+    def __init__(self, path):
+        super().__init__(path)
+        self.tail = b""
+
+    def __call__(self, piece: bytes) -> None:
+        data = self.tail + piece
+        for k, key in enumerate(self.KEYS):
+            self.add(k, data.count(key) - self.tail.count(key))
+        self.tail = data[-16:]
 
 
 def as_number(x) -> float | None:

@@ -24,8 +24,8 @@ import numpy as np
 
 from ..errors import InputError
 from .episode_table import EpisodeTable
-from .episodes import (_vec, finite_number, check_scene_name, check_split_name, check_table_unique_ids, dataset_files, join_table_scenes_dir,
-                       validate_episode, write_split, SUFFIX, CONTENT_DIR)
+from .episodes import (_vec, finite_number, check_scene_name, check_split_name, check_table_unique_ids, dataset_files, FileCaps,
+                       join_table_scenes_dir, validate_episode, write_split, SUFFIX, CONTENT_DIR)
 from .episode_stream import STREAMED
 from .objectnav_files import (NO_GOALS, NavmeshCheck, ViewPoints, episodes_on_navmesh, goals_on_navmesh, make_objectnav_episode,
                               problem_counter, validate_goal, view_point_positions)
@@ -197,9 +197,11 @@ def read_instance_imagenav_dataset(path: str | os.PathLike, scenes: Iterable[str
 
     def items_for(f):
         eps, goals = per_file.setdefault(f, ([], {}))
+        caps = FileCaps(f)   # the file's view points as decoded (its episodes: read_json)
 
         def goal(key, g):
             validate_instance_goal(g, f"goals[{key!r}]", f)
+            caps.add(FileCaps.VIEW_POINTS, len(g["view_points"]))
             g["view_points"] = ViewPoints.from_dicts(g["view_points"])
             goals[key] = g
 

@@ -27,7 +27,7 @@ from ..errors import InputError, ResourceLimitError
 from .episode_stream import STREAMED
 from .episode_table import EpisodeTable
 from .episodes import (_vec, finite_number, check_scene_name, check_table_unique_ids, check_split_name, dataset_files,
-                       join_table_scenes_dir, validate_episode, write_split, SUFFIX, CONTENT_DIR)
+                       FileCaps, join_table_scenes_dir, validate_episode, write_split, SUFFIX, CONTENT_DIR)
 
 WHAT = "ObjectNav"
 # habitat's objectgoal is an int64 in [0, max id]; its own files use 0..20 (MP3D) and 0..5 (HM3D)
@@ -243,6 +243,7 @@ def read_objectnav_dataset(path: str | os.PathLike, scenes: Iterable[str] | None
 
     def items_for(f):
         eps, gbc, dedup = per_file.setdefault(f, ([], {}, {}))
+        caps = FileCaps(f)   # the file's view points as decoded (its episodes: read_json)
 
         def goal(key, j, g):
             if j is None:   # the member is not a non-empty list
@@ -250,7 +251,7 @@ def read_objectnav_dataset(path: str | os.PathLike, scenes: Iterable[str] | None
                     raise InputError(f, f"goals_by_category[{key!r}] must be a list")
                 gbc.setdefault(key, [])
                 return
-            gbc.setdefault(key, []).append(_read_goal(g, f"goals_by_category[{key!r}][{j}]", f))
+            gbc.setdefault(key, []).append(_read_goal(g, f"goals_by_category[{key!r}][{j}]", f, caps))
 
         def episode(i, e, text):   # checked, then kept as its text and the fields checked below
             validate_episode(e, i, f, need_goals=False)
@@ -258,7 +259,7 @@ def read_objectnav_dataset(path: str | os.PathLike, scenes: Iterable[str] | None
             if e.get("goals"):   # habitat's dedup_goals input: the goals ride in the episodes
                 key = goals_key(e["scene_id"], cat or e["goals"][0].get("object_category"))
                 if key not in dedup:
-                    dedup[key] = [_read_goal(g, f"episode {i} goals[{j}]", f) for j, g in enumerate(e["goals"])]
+                    dedup[key] = [_read_goal(g, f"episode {i} goals[{j}]", f, caps) for j, g in enumerate(e["goals"])]
                 if cat is None:
                     cat = e["goals"][0].get("object_category")
             sid = names.setdefault(e["scene_id"], e["scene_id"])   # one string object per distinct value
@@ -302,9 +303,11 @@ def read_objectnav_dataset(path: str | os.PathLike, scenes: Iterable[str] | None
     return out
 
 
-def _read_goal(g, where: str, path) -> dict:
-    """A goal dict of a file, checked (``validate_goal``), its view points made ``ViewPoints``."""
+def _read_goal(g, where: str, path, caps: FileCaps) -> dict:
+    """A goal dict of a file, checked (``validate_goal``), its view points counted against the
+    file's cap (``caps``) and made ``ViewPoints``."""
     validate_goal(g, where, path)
+    caps.add(FileCaps.VIEW_POINTS, len(g["view_points"]))
     g["view_points"] = ViewPoints.from_dicts(g["view_points"])
     return g
 

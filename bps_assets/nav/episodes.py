@@ -29,7 +29,6 @@ import numpy as np
 
 from ..container import atomic_write
 from ..errors import ConfigError, InputError, NavError, OutputExistsError, ResourceLimitError
-from ..readers.guard import iter_limited
 from .episode_stream import STREAMED, stream_document
 from .episode_table import EpisodeTable, first_repeat
 from ..habitat_names import habitat_scene_name
@@ -422,14 +421,6 @@ class FileCaps:
         self.counts[k] += n
         if self.counts[k] > self.caps[k]:
             raise _over_cap(self.path, self.counts[k], self.caps[k], self.CAPS[k][1])
-
-
-def check_counts(path) -> None:
-    """``ResourceLimitError`` when the file holds more episodes or view points than the caps,
-    counted in the raw text before anything is parsed (``CountCaps``), one piece at a time."""
-    count = CountCaps(path)
-    for piece in iter_limited(path, MAX_JSON_BYTES, "JSON"):
-        count(piece)
 
 
 class CountCaps(FileCaps):

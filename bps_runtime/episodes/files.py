@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from abc import ABCMeta, abstractmethod
 from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 
 
@@ -54,7 +55,8 @@ def resolve_episodes(manifest, split, names: list[str], episodes):
     return "dataset", grouped
 
 
-_read_once: list = []   # the open ``episodes_read_once`` scopes' memos, innermost last
+# the innermost open ``episodes_read_once`` scope's memo in this thread / task (None: no scope)
+_read_once: ContextVar[dict | None] = ContextVar("episodes_read_once", default=None)
 
 
 @contextmanager
@@ -62,22 +64,24 @@ def episodes_read_once():
     """Within this scope each episode file ``resolve_episodes`` maps onto a manifest is read
     once: a later resolve of the same file (same manifest, size and mtime) reuses the first's
     mapping, e.g. ``scene_and_episode_counts`` then ``make(episodes="dataset")`` in an eval.
-    The mappings are let go when the scope ends."""
-    _read_once.append({})
+    The scope is this thread's (a ContextVar: another thread or task sees none); a nested scope
+    starts its own memo and gives the outer one back when it ends; the mappings are let go when
+    the scope ends."""
+    token = _read_once.set({})
     try:
         yield
     finally:
-        _read_once.pop()
+        _read_once.reset(token)
 
 
 def _mapped(path, manifest, map_file) -> dict:
     """``map_file(path, manifest, allow_unmatched=True).by_scene``, reused within an
     ``episodes_read_once`` scope."""
-    if not _read_once:
+    memo = _read_once.get()
+    if memo is None:
         return map_file(path, manifest, allow_unmatched=True).by_scene
     st = os.stat(path)
     key = (os.path.realpath(manifest.path), os.path.realpath(path), st.st_size, st.st_mtime_ns)
-    memo = _read_once[-1]
     if key not in memo:
         memo[key] = map_file(path, manifest, allow_unmatched=True).by_scene
     return memo[key]

@@ -1,0 +1,86 @@
+"""``episodes_read_once`` (bps_runtime.episodes.files): within the scope a file is mapped once
+per manifest and file version, outside it every time; the scope belongs to its thread; nesting
+gives the outer memo back; a file replaced within the scope is read again. Counted with a reader
+that records its calls (``_mapped``'s ``map_file``)."""
+from __future__ import annotations
+
+import os
+import threading
+from types import SimpleNamespace
+
+import pytest
+
+from bps_runtime.episodes.dataset_info import episodes_read_once
+from bps_runtime.episodes.files import _mapped
+
+
+@pytest.fixture
+def reader():
+    """A ``map_file`` that counts its calls: each returns a new mapping {"scene": [call number]}."""
+    calls = []
+
+    def map_file(path, manifest, allow_unmatched):
+        assert allow_unmatched
+        calls.append((os.fspath(path), manifest.path))
+        return SimpleNamespace(by_scene={"scene": [len(calls)]})
+
+    map_file.calls = calls
+    return map_file
+
+
+@pytest.fixture
+def files(tmp_path):
+    """(manifest, episode file)."""
+    p = tmp_path / "val.json.gz"
+    p.write_bytes(b"one")
+    m = tmp_path / "manifest.json"
+    m.write_text("{}")
+    return SimpleNamespace(path=str(m)), p
+
+
+def test_a_scope_is_its_threads_and_nesting_gives_the_outer_memo_back(files, reader):
+    """A scope open in one thread is not seen in another (each maps the file itself); a nested
+    scope has its own memo, and the outer one serves again once it ends."""
+    manifest, p = files
+    with episodes_read_once():
+        outer = _mapped(p, manifest, reader)
+        seen = []
+        t = threading.Thread(target=lambda: seen.append(_mapped(p, manifest, reader)))
+        t.start()
+        t.join()
+        assert len(reader.calls) == 2 and seen[0] is not outer   # no scope there: read again
+        with episodes_read_once():
+            inner = _mapped(p, manifest, reader)
+            assert len(reader.calls) == 3 and inner is not outer
+            assert _mapped(p, manifest, reader) is inner
+        assert _mapped(p, manifest, reader) is outer and len(reader.calls) == 3
+
+
+def test_scopes_of_two_threads_open_at_once_keep_their_own_memos(files, reader):
+    """Scopes of two threads interleaved (the other's opens inside this one's and ends after it):
+    each thread's reads use its own memo, and each ends with its own scope."""
+    manifest, p = files
+    opened, closed = threading.Event(), threading.Event()
+    other = []
+
+    def worker():
+        with episodes_read_once():
+            other.append(_mapped(p, manifest, reader))
+            opened.set()
+            closed.wait(10)
+            other.append(_mapped(p, manifest, reader))   # still its own memo
+        other.append(_mapped(p, manifest, reader))   # out of its scope: read again
+
+    t = threading.Thread(target=worker)
+    try:
+        with episodes_read_once():
+            mine = _mapped(p, manifest, reader)
+            t.start()
+            assert opened.wait(10)
+            assert _mapped(p, manifest, reader) is mine and len(reader.calls) == 2
+    finally:
+        closed.set()
+        if t.is_alive():
+            t.join()
+    assert other[1] is other[0] and other[2] is not other[0] and len(reader.calls) == 3
+    assert _mapped(p, manifest, reader) is not mine and len(reader.calls) == 4   # no scope here

@@ -84,3 +84,20 @@ def test_scopes_of_two_threads_open_at_once_keep_their_own_memos(files, reader):
             t.join()
     assert other[1] is other[0] and other[2] is not other[0] and len(reader.calls) == 3
     assert _mapped(p, manifest, reader) is not mine and len(reader.calls) == 4   # no scope here
+
+
+def test_a_file_replaced_within_the_scope_is_read_again(files, reader):
+    """``os.replace`` puts another file (another inode) at the path: read again, even with the
+    same size and mtime as the first."""
+    manifest, p = files
+    with episodes_read_once():
+        first = _mapped(p, manifest, reader)
+        st = os.stat(p)
+        new = p.with_name("new.json.gz")
+        new.write_bytes(b"two")   # same size
+        os.utime(new, ns=(st.st_atime_ns, st.st_mtime_ns))   # same mtime
+        os.replace(new, p)
+        assert os.stat(p).st_ino != st.st_ino
+        again = _mapped(p, manifest, reader)
+        assert again is not first and len(reader.calls) == 2
+        assert _mapped(p, manifest, reader) is again and len(reader.calls) == 2

@@ -62,10 +62,12 @@ _read_once: ContextVar[dict | None] = ContextVar("episodes_read_once", default=N
 @contextmanager
 def episodes_read_once():
     """Within this scope each episode file ``resolve_episodes`` maps onto a manifest is read
-    once: a later resolve of the same file (same manifest, size and mtime) reuses the first's
-    mapping, e.g. ``scene_and_episode_counts`` then ``make(episodes="dataset")`` in an eval.
-    The scope is this thread's (a ContextVar: another thread or task sees none); a nested scope
-    starts its own memo and gives the outer one back when it ends; the mappings are let go when
+    once: a later resolve of the same file (same manifest; same device, inode, size and mtime)
+    reuses the first's mapping, e.g. ``scene_and_episode_counts`` then ``make(episodes="dataset")``
+    in an eval. The files are assumed unchanged within the scope (it spans one eval's count and
+    its envs): a split file replaced is read again; its ``content/`` files are not stat'ed. The
+    scope is this thread's (a ContextVar: another thread or task sees none); a nested scope starts
+    its own memo and gives the outer one back when it ends; the mappings are let go when
     the scope ends."""
     token = _read_once.set({})
     try:
@@ -81,7 +83,8 @@ def _mapped(path, manifest, map_file) -> dict:
     if memo is None:
         return map_file(path, manifest, allow_unmatched=True).by_scene
     st = os.stat(path)
-    key = (os.path.realpath(manifest.path), os.path.realpath(path), st.st_size, st.st_mtime_ns)
+    key = (os.path.realpath(manifest.path), os.path.realpath(path), st.st_dev, st.st_ino, st.st_size,
+           st.st_mtime_ns)
     if key not in memo:
         memo[key] = map_file(path, manifest, allow_unmatched=True).by_scene
     return memo[key]

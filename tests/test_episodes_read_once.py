@@ -101,3 +101,36 @@ def test_a_file_replaced_within_the_scope_is_read_again(files, reader):
         again = _mapped(p, manifest, reader)
         assert again is not first and len(reader.calls) == 2
         assert _mapped(p, manifest, reader) is again and len(reader.calls) == 2
+
+
+def test_reused_inside_the_scope_only(files, reader, tmp_path):
+    """Inside: one read per (manifest, file), its mapping served again; outside: a read per
+    call; another manifest or another file is its own read."""
+    manifest, p = files
+    assert _mapped(p, manifest, reader) is not _mapped(p, manifest, reader)
+    assert len(reader.calls) == 2   # no scope: no reuse
+    other = tmp_path / "other.json.gz"
+    other.write_bytes(b"one")
+    with episodes_read_once():
+        first = _mapped(p, manifest, reader)
+        assert first == {"scene": [3]}
+        assert _mapped(str(p), manifest, reader) is first and len(reader.calls) == 3
+        _mapped(p, SimpleNamespace(path=str(tmp_path / "m2.json")), reader)
+        _mapped(other, manifest, reader)
+        assert len(reader.calls) == 5
+        assert _mapped(p, manifest, reader) is first and len(reader.calls) == 5
+    assert _mapped(p, manifest, reader) is not first and len(reader.calls) == 6   # let go at its end
+
+
+def test_the_memo_is_let_go_when_the_scope_ends_by_an_exception(files, reader):
+    manifest, p = files
+    with pytest.raises(RuntimeError, match="in the scope"):
+        with episodes_read_once():
+            first = _mapped(p, manifest, reader)
+            raise RuntimeError("in the scope")
+    assert _mapped(p, manifest, reader) is not first and len(reader.calls) == 2
+    with pytest.raises(KeyError):   # the reader's own error leaves no half memo either
+        with episodes_read_once():
+            _mapped(p, manifest, lambda *a, **k: {}["x"])
+    with episodes_read_once():
+        assert _mapped(p, manifest, reader) == {"scene": [3]}

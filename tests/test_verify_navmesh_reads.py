@@ -52,17 +52,36 @@ def test_verify_decodes_each_navmesh_once(manifest, decodes, deep):
         assert all(n == 1 for n in seen.values()), (nav, seen)
 
 
-def test_fit_points_give_the_fit_checks_answer(manifest):
-    """The points kept by --deep answer exactly as the check on the loaded navmesh does, also
-    for bounds the navmesh does not fit."""
+def test_the_points_deep_keeps_give_the_fit_checks_answer(manifest, monkeypatch):
+    """The points --deep samples while it checks each navmesh (and hands the fit check instead
+    of a second load) are those of a fresh load of the same file, and answer as the check on
+    that load does, also for bounds the navmesh does not fit. Plain verify hands none."""
+    import bps_assets.pipeline.scene_checks as scene_checks
     from bps_assets.nav.validate import fit_points, navmesh_misfit, points_misfit
 
+    kept = {}
+    real = scene_checks.navmesh_fit
+
+    def spy(scene, navmesh_path, packed_scene, points=None):
+        kept[os.path.realpath(navmesh_path)] = points
+        return real(scene, navmesh_path, packed_scene, points)
+
+    monkeypatch.setattr(scene_checks, "navmesh_fit", spy)
     m = load_manifest(manifest)
-    e = next(e for e in m.doc["scenes"].values() if e.get("status") == "ok")
-    nav = load_navmesh(m.resolve(e["outputs"]["navmesh"]["path"]))
-    pts = fit_points(nav)
-    assert pts.shape[1] == 3 and 0 < len(pts) <= 256 and np.array_equal(pts, fit_points(nav))
-    lo, hi = pts.min(0), pts.max(0)
-    for bounds in [(lo - 1, hi + 1), (lo + 3, hi + 3), (lo - [0, 2, 0], hi - [0, 2, 0]), None]:
-        assert points_misfit(pts, bounds) == navmesh_misfit(nav, bounds)
-    assert points_misfit(pts, (lo + 3, hi + 3)) is not None
+    navs = {os.path.realpath(m.resolve(e["outputs"]["navmesh"]["path"]))
+            for e in m.doc["scenes"].values() if e.get("status") == "ok"}
+    r = CliRunner().invoke(main, ["verify", str(manifest), "--jobs", "1"])
+    assert r.exit_code == 0, r.output
+    assert set(kept) == navs and all(v is None for v in kept.values())   # plain: the fit loads it
+    kept.clear()
+    r = CliRunner().invoke(main, ["verify", str(manifest), "--jobs", "1", "--deep"])
+    assert r.exit_code == 0, r.output
+    assert set(kept) == navs
+    for path in sorted(navs):
+        pts = kept[path]
+        nav = load_navmesh(path)   # a fresh load, not the one --deep made
+        assert pts.shape[1] == 3 and 0 < len(pts) <= 256 and np.array_equal(pts, fit_points(nav))
+        lo, hi = pts.min(0), pts.max(0)
+        for bounds in [(lo - 1, hi + 1), (lo + 3, hi + 3), (lo - [0, 2, 0], hi - [0, 2, 0]), None]:
+            assert points_misfit(pts, bounds) == navmesh_misfit(nav, bounds)
+        assert points_misfit(pts, (lo + 3, hi + 3)) is not None

@@ -40,6 +40,18 @@ def test_verify_warns_about_links_out_of_the_dataset_and_strict_refuses(tmp_path
     assert probs and "refused: --strict" in probs[0]
 
 
+def test_a_file_two_scenes_list_keeps_its_warnings_in_both(tmp_path):
+    """A file listed by two scenes is checked once; the second scene's copy of the result keeps
+    the warnings (the report lists them once)."""
+    root, _ = _dataset_with_linked_scenes(tmp_path, inside=False)
+    scene = (root / "scenes" / "A.bps", "SCEN")
+    rep = verify_manifest(manifest_over(root, {"A": {"scene": scene}, "B": {"scene": scene}}))
+    got = {s.name: [w for f in s.files if f.role == "scene" for w in f.warnings] for s in rep.scenes}
+    assert set(got) == {"A", "B"} and got["A"] == got["B"]
+    assert len(got["A"]) == 1 and "resolves through a symlink" in got["A"][0]
+    assert sum("resolves through a symlink" in w for w in rep.warnings) == 1
+
+
 def test_links_inside_the_dataset_are_fine(tmp_path):
     root, m = _dataset_with_linked_scenes(tmp_path, inside=True)
     rep = verify_manifest(m, strict=True)

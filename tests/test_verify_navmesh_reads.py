@@ -85,3 +85,13 @@ def test_the_points_deep_keeps_give_the_fit_checks_answer(manifest, monkeypatch)
         for bounds in [(lo - 1, hi + 1), (lo + 3, hi + 3), (lo - [0, 2, 0], hi - [0, 2, 0]), None]:
             assert points_misfit(pts, bounds) == navmesh_misfit(nav, bounds)
         assert points_misfit(pts, (lo + 3, hi + 3)) is not None
+
+
+def test_the_report_keeps_no_fit_points(manifest):
+    """--deep's fit points serve the fit check, then are let go: not held by the report."""
+    from bps_assets.pipeline.verify import verify_manifest
+
+    rep = verify_manifest(manifest, deep=True, jobs=1)
+    files = [f for s in rep.scenes for f in s.files] + rep.extra_files
+    assert rep.ok and any(f.role == "navmesh" for f in files)
+    assert all(f.fit_points is None for f in files)

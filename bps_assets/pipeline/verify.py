@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -46,6 +46,7 @@ class FileResult:
     problems: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     # a navmesh's ``fit_points``, sampled by --deep's load of it: the fit check reads it no more
+    # (None again once the fit check used them)
     fit_points: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -308,8 +309,8 @@ def verify_manifest(path, deep: bool = False, jobs: int | None = None, strict: b
     for sr, role, rec in work:
         fr = done[_record_key(rec)]
         if fr.scene != (sr.name if sr else None) or fr.role != role:
-            fr = FileResult(sr.name if sr else None, role, fr.path, fr.size, list(fr.problems),
-                            fit_points=fr.fit_points)
+            fr = replace(fr, scene=sr.name if sr else None, role=role, problems=list(fr.problems),
+                         warnings=list(fr.warnings))
         (sr.files if sr is not None else extra).append(fr)
     _check_fit(m, scenes, jobs)
     order = {"scene": 0, "navmesh": 1, "episodes": 2}
@@ -355,6 +356,9 @@ def _check_fit(m, scenes: list[SceneReport], jobs: int) -> None:
     for (sr, *_), msg in zip(todo, found):
         if msg is not None:
             sr.problems.append(msg.split(": ", 1)[1] + " (rerun preprocess with --force to build one)")
+    for sr in scenes:   # used: not kept in the report
+        for f in sr.files:
+            f.fit_points = None
 
 
 def format_report(rep: VerifyReport, verbose: bool = False) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from dataclasses import replace
 
 import pytest
@@ -129,9 +130,13 @@ def test_bench_threads_check_judges_the_scaling_goals(per_thread, manifest, monk
     from pathlib import Path
 
     path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_threads.py"
-    spec = importlib.util.spec_from_file_location("bench_threads_under_test", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    before = list(sys.path)
+    with monkeypatch.context() as mp:   # the module puts benchmarks/ on sys.path: taken off after
+        mp.syspath_prepend(str(path.parent))
+        spec = importlib.util.spec_from_file_location("bench_threads_under_test", path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+    assert sys.path == before
     per = {n: dict(r) for n, r in per_thread[0].items()}
     per[2]["render_fps"] = 0.1 * 2 * per[1]["render_fps"]      # scaling 0.1 < 0.8
     monkeypatch.setattr(mod, "measure_threads", lambda *a, **kw: per)

@@ -4,12 +4,12 @@ time and hands each element of the big members to a callback as soon as it is de
 the document's text nor its Python object tree is ever whole in memory.
 
 ``items``: top-level key -> (shape, callback). ``"list"``: ``callback(index, value)`` per element
-(``episodes``; ``"list+text"``: ``callback(index, value, its JSON text)``); ``"map"``: ``callback(key,
-value)`` per member (InstanceImageNav's ``goals``); ``"map_of_lists"``: ``callback(key, index, value)``
-per element of each member's list (ObjectNav's ``goals_by_category``; ``callback(key, None, value)``
-for a member not a non-empty list). Other members are decoded whole and returned; a streamed one
-is returned as ``STREAMED``. ``check(piece)`` sees each piece of the bytes before it is decoded. Elements are
-decoded by the stdlib's C scanner (``JSONDecoder.raw_decode``: json.loads' grammar) over a sliding
+(``episodes``; ``"list+text"``: ``callback(index, value, its JSON text)``); ``"map"``:
+``callback(key, value)`` per member (InstanceImageNav's ``goals``); ``"map_of_lists"``:
+``callback(key, index, value)`` per element of each member's list (ObjectNav's
+``goals_by_category``; index None: the member is not a non-empty list). Other members are decoded
+whole and returned, a streamed one as ``STREAMED``; ``check(piece)`` sees each raw piece before it
+is decoded. Elements are decoded by the stdlib's C scanner (json.loads' grammar) over a sliding
 window; one of more than ``MAX_ELEMENT_CHARS`` is a ``ResourceLimitError``. Invalid JSON, a
 non-object document, a repeated streamed key (or key of a ``"map_of_lists"`` member), a UTF-8
 BOM: ``InputError`` naming the file and char offset.

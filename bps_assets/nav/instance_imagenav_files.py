@@ -24,8 +24,8 @@ import numpy as np
 
 from ..errors import InputError
 from .episode_table import EpisodeTable
-from .episodes import (_vec, finite_number, check_scene_name, check_split_name, check_table_unique_ids, dataset_files, FileCaps,
-                       join_table_scenes_dir, validate_episode, write_split, SUFFIX, CONTENT_DIR)
+from .episodes import (_vec, finite_number, check_scene_name, check_split_name, check_table_unique_ids, dataset_files,
+                       FileCaps, join_table_scenes_dir, validate_episode, write_split, SUFFIX, CONTENT_DIR)
 from .episode_stream import STREAMED
 from .objectnav_files import (NO_GOALS, NavmeshCheck, ViewPoints, episodes_on_navmesh, goals_on_navmesh, make_objectnav_episode,
                               problem_counter, validate_goal, view_point_positions)

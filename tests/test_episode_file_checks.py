@@ -167,17 +167,21 @@ def test_caps_hold_on_keys_written_with_json_escapes(tmp_path, monkeypatch, gz):
     assert set(kept) == {0, 1}   # none past the cap reached the reader
     monkeypatch.setattr(pn, "MAX_EPISODES_PER_FILE", 5)
     assert len(pn.read_pointnav_dataset(p)) == 5   # at the cap: read
-    # ObjectNav: 3 view points over goals_by_category, then over goals inside the episodes
+    # ObjectNav: 3 view points in goals_by_category; in goals inside the episodes (one episode's
+    # goals with 3; three episodes' copies of one goal with 1: habitat keeps the first, all decoded)
     monkeypatch.setattr(pn, "MAX_VIEW_POINTS_PER_FILE", 2)
     doc = _objectnav_doc()
+    copies = copy.deepcopy(doc)
     g = doc["goals_by_category"]["a.glb_chair"][0]
     g["view_points"] = g["view_points"] * 3
     inline = copy.deepcopy(doc)
-    goals = inline.pop("goals_by_category")["a.glb_chair"]
-    for ep in inline["episodes"]:
-        ep["goals"] = goals
-    for name, d in (("objectnav", doc), ("inline", inline)):
-        q = on_file = _write_escaped(tmp_path, d, "agent_state", gz, name)
+    inline["episodes"] = inline["episodes"][:1]
+    for d in (inline, copies):
+        goals = d.pop("goals_by_category")["a.glb_chair"]
+        for ep in d["episodes"]:
+            ep["goals"] = goals
+    for name, d in (("objectnav", doc), ("inline", inline), ("copies", copies)):
+        q = _write_escaped(tmp_path, d, "agent_state", gz, name)
         with pytest.raises(ResourceLimitError, match="3 view points in one file, more than the cap of 2") as e:
             on.read_objectnav_dataset(q)
         assert str(q) in str(e.value)
@@ -189,5 +193,7 @@ def test_caps_hold_on_keys_written_with_json_escapes(tmp_path, monkeypatch, gz):
         iin.read_instance_imagenav_dataset(q)
     assert str(q) in str(e.value)
     monkeypatch.setattr(pn, "MAX_VIEW_POINTS_PER_FILE", 3)   # at the cap: read
-    assert len(on.read_objectnav_dataset(on_file).episodes) == 3
+    for name in ("objectnav", "inline", "copies"):
+        f = tmp_path / name / f"{name}.json{'.gz' if gz else ''}"
+        assert len(on.read_objectnav_dataset(f).episodes) == (1 if name == "inline" else 3)
     assert len(iin.read_instance_imagenav_dataset(q).episodes) == 1

@@ -260,6 +260,8 @@ def read_objectnav_dataset(path: str | os.PathLike, scenes: Iterable[str] | None
                 key = goals_key(e["scene_id"], cat or e["goals"][0].get("object_category"))
                 if key not in dedup:
                     dedup[key] = [_read_goal(g, f"episode {i} goals[{j}]", f, caps) for j, g in enumerate(e["goals"])]
+                else:   # a later copy: dropped, but decoded (and counted in the raw text) all the same
+                    caps.add(FileCaps.VIEW_POINTS, _view_point_count(e["goals"]))
                 if cat is None:
                     cat = e["goals"][0].get("object_category")
             sid = names.setdefault(e["scene_id"], e["scene_id"])   # one string object per distinct value
@@ -301,6 +303,11 @@ def read_objectnav_dataset(path: str | os.PathLike, scenes: Iterable[str] | None
     check_table_unique_ids(out.episodes, starts)   # on the scene ids as read, as habitat's
     join_table_scenes_dir(out.episodes, scenes_dir)
     return out
+
+
+def _view_point_count(goals: list) -> int:
+    """The view points of a list of goals as decoded (not checked: those of the goals kept are)."""
+    return sum(len(g["view_points"]) for g in goals if isinstance(g, dict) and isinstance(g.get("view_points"), list))
 
 
 def _read_goal(g, where: str, path, caps: FileCaps) -> dict:

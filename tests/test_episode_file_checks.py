@@ -165,7 +165,10 @@ def test_caps_hold_on_keys_written_with_json_escapes(tmp_path, monkeypatch, gz):
             read(p)
         assert str(p) in str(e.value)
     assert set(kept) == {0, 1}   # none past the cap reached the reader
+    with pytest.raises(ResourceLimitError, match="3 episodes in one file"):   # other members streamed
+        pn.read_json(p, "PointNav", {"other": ("list", lambda i, v: None)})
     monkeypatch.setattr(pn, "MAX_EPISODES_PER_FILE", 5)
+    assert len(pn.read_json(p, "PointNav", {"other": ("list", lambda i, v: None)})["episodes"]) == 5
     assert len(pn.read_pointnav_dataset(p)) == 5   # at the cap: read
     # ObjectNav: 3 view points in goals_by_category; in goals inside the episodes (one episode's
     # goals with 3; three episodes' copies of one goal with 1: habitat keeps the first, all decoded)

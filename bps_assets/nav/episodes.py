@@ -368,16 +368,16 @@ def read_json(path: Path, what: str = "PointNav", items: dict | None = None) -> 
     """A dataset file's top-level members (gzip or plain, size-capped), parsed as a stream
     (``episode_stream``); ``InputError`` unless it is an object with an ``episodes`` list.
     ``items``: the members handed to callbacks as they are decoded (``stream_document``), which
-    then come back as ``STREAMED``; default: ``episodes`` collected into the returned dict's list.
+    then come back as ``STREAMED``; ``episodes`` not among them: collected into the returned dict's
+    list.
     The file is read once: its counts (``CountCaps``) are checked on each piece as it is read,
     before the piece is decoded, and the episodes again, exactly, as each is decoded (before its
     callback): a key written with JSON escapes escapes the first count, not the second."""
     eps: list | None = None
-    if items is None:
+    if items is None or "episodes" not in items:   # streamed either way: the exact count sees them
         eps = []
-        items = {"episodes": ("list", lambda i, e: eps.append(e))}
-    if "episodes" in items:
-        items = dict(items, episodes=_capped_episodes(path, *items["episodes"]))
+        items = dict(items or {}, episodes=("list", lambda i, e: eps.append(e)))
+    items = dict(items, episodes=_capped_episodes(path, *items["episodes"]))
     doc = stream_document(path, what, MAX_JSON_BYTES, items, check=CountCaps(path))
     if "episodes" not in doc or not (doc["episodes"] is STREAMED or isinstance(doc["episodes"], list)):
         raise InputError(path, f'not a {what} dataset: expected {{"episodes": [...]}}')
@@ -404,7 +404,7 @@ def _capped_episodes(path, shape: str, cb) -> tuple:
 
 
 def _over_cap(path, n: int, cap: int, what_n: str) -> ResourceLimitError:
-    return ResourceLimitError(path, f"{n} {what_n} in one file, more than the cap of {cap} "
+    return ResourceLimitError(path, f"at least {n} {what_n} in one file, more than the cap of {cap} "
                                    "(docs/FORMAT.md); split the file per scene")
 
 

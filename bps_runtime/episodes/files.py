@@ -55,7 +55,7 @@ def resolve_episodes(manifest, split, names: list[str], episodes):
     return "dataset", grouped
 
 
-# the innermost open ``episodes_read_once`` scope's memo in this thread / task (None: no scope)
+# the innermost open ``episodes_read_once`` scope's memo in this context (None: no scope)
 _read_once: ContextVar[dict | None] = ContextVar("episodes_read_once", default=None)
 
 
@@ -66,9 +66,9 @@ def episodes_read_once():
     reuses the first's mapping, e.g. ``scene_and_episode_counts`` then ``make(episodes="dataset")``
     in an eval. The files are assumed unchanged within the scope (it spans one eval's count and
     its envs): a split file replaced is read again; its ``content/`` files are not stat'ed. The
-    scope is this thread's (a ContextVar: another thread or task sees none); a nested scope starts
-    its own memo and gives the outer one back when it ends; the mappings are let go when
-    the scope ends."""
+    scope is this thread's (a ContextVar: another thread sees none; a context copied inside it,
+    e.g. an asyncio task started there, shares its memo); a nested scope starts its own memo and
+    gives the outer one back when it ends; the mappings are let go when the scope ends."""
     token = _read_once.set({})
     try:
         yield

@@ -95,6 +95,31 @@ def test_deep_checks_section_checksums(out):
     assert any("0 episodes, manifest says 3" in x for x in _problems(rep, "Coffeen"))
 
 
+def test_deep_reads_episode_files_under_their_caps(out, monkeypatch):
+    """--deep streams an episode file one episode at a time under the episode files' caps
+    (nav.episodes.read_json), not the whole JSON as objects: past a cap (here lowered) is a
+    problem naming the file; a file without an episodes list is one too."""
+    import hashlib
+
+    import bps_assets.nav.episodes as pn
+
+    doc = json.loads((out / "manifest.json").read_text())
+    rec = doc["scenes"]["Coffeen"]["outputs"]["episodes"]
+    ep = out / rec["path"]
+    n = len(json.loads(gzip.decompress(ep.read_bytes()))["episodes"])
+    assert verify_manifest(out / "manifest.json", deep=True).ok
+    monkeypatch.setattr(pn, "MAX_EPISODES_PER_FILE", n - 1)
+    problems = _problems(verify_manifest(out / "manifest.json", deep=True), "Coffeen")
+    assert any(str(ep) in x and f"episodes in one file, more than the cap of {n - 1}" in x for x in problems), problems
+    monkeypatch.undo()
+    raw = gzip.compress(json.dumps({"episodes": {"not": "a list"}}).encode())
+    ep.write_bytes(raw)
+    rec.update(size=len(raw), sha256=hashlib.sha256(raw).hexdigest())
+    (out / "manifest.json").write_text(json.dumps(doc))
+    problems = _problems(verify_manifest(out / "manifest.json", deep=True), "Coffeen")
+    assert any(str(ep) in x and "episodes" in x for x in problems), problems
+
+
 def test_source_mode(tmp_path):
     src = make_source(tmp_path, ["Allensville", "Collierville", "Adrian"], navmesh=["Allensville"],
                       extra=["gibson/Foo.glb", "gibson/readme.txt"])

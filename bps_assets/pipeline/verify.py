@@ -2,8 +2,9 @@
 
 Manifest mode, per output file: exists, has the recorded size and sha256, and (packed files)
 opens as a container of the recorded kind and a supported version; ``deep`` also decompresses
-every section and checks its CRC (episode files: gunzip and parse). Files are checked in a
-thread pool, largest first; hashing runs at disk speed (see benchmarks/bench_pipeline.py).
+every section and checks its CRC (episode files: gunzip and a streamed parse under their caps).
+Files are checked in a thread pool, largest first; hashing runs at disk speed (see
+benchmarks/bench_pipeline.py).
 
 Manifest mode also refuses a scene whose navmesh does not fit it (``scene_checks``) and a
 manifest without any ok scene.
@@ -24,14 +25,11 @@ import numpy as np
 from ..composed_section import HEADER_KEY, asset_path, check_expanded_totals, read_table
 from ..container import Container
 from ..errors import BpsError, ConfigError, CorruptFileError, FormatVersionError
-from ..json_input import parse_json
-from ..readers.guard import read_limited
 from ..safe_paths import link_escape
 from ..hashing import default_jobs, recorded_hash_problem, recorded_size_problem
 from .manifest import load_manifest
 from .scene_checks import entry_problems, floor_warnings
 
-MAX_EPISODE_JSON_BYTES = 1 << 30  # cap on a gunzipped episode file (deep check)
 STATE_DIR = ".bps-state"  # preprocess's run state and lock files (preprocess.STATE_DIR)
 
 
@@ -220,12 +218,13 @@ def _check_file(root: Path, scene: str | None, role: str, rec: dict, deep: bool,
             elif fmt == "NAVM" and "format" in header:
                 _check_navmesh_header(p, header)
         elif fmt == "habitat-pointnav-v1" and deep:
-            doc = parse_json(read_limited(p, MAX_EPISODE_JSON_BYTES, "episode JSON"), p, "episode JSON")
-            eps = doc.get("episodes") if isinstance(doc, dict) else None
-            if not isinstance(eps, list):
-                raise ValueError("no 'episodes' list")
-            if "count" in rec and rec["count"] is not None and len(eps) != rec["count"]:
-                raise ValueError(f"{len(eps)} episodes, manifest says {rec['count']}")
+            # streamed, one episode at a time, under the episode files' caps (nav.episodes.read_json)
+            from ..nav.episodes import read_json
+
+            n = [0]
+            read_json(p, "PointNav", {"episodes": ("list", lambda i, e: n.__setitem__(0, i + 1))})
+            if "count" in rec and rec["count"] is not None and n[0] != rec["count"]:
+                raise ValueError(f"{n[0]} episodes, manifest says {rec['count']}")
     except BpsError as e:
         r.problems.append(str(e))
     except (OSError, EOFError, ValueError, UnicodeDecodeError) as e:  # gzip / json

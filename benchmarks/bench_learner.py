@@ -1,7 +1,7 @@
 """CPU learner levers, A/B in one process: the PPO update (and rollout inference) of the paper's
 policy with each variant, the variants in turn round after round, fastest round reported.
 
-    python benchmarks/bench_learner.py [--num-envs 128] [--steps 32] [--rounds 3]
+    python benchmarks/bench_learner.py [--num-envs 128] [--steps 32] [--rounds 3] [--minibatches 2]
                                        [--variants before,fewer_passes,heap,every_core,...]
 
 A variant is levers joined by ``+``: ``old_encoder`` (the encoder's forward at 9b8a679: relu
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import resource
@@ -115,7 +116,12 @@ def main(argv=None):
     ap.add_argument("--steps", type=int, default=32)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--variants", default="before,fewer_passes,heap,every_core")
+    ap.add_argument("--minibatches", type=int, default=0,
+                    help="PPO minibatches per update (0: the trainer's, 2); more = smaller minibatches")
     a = ap.parse_args(argv)
+    if a.minibatches:   # ppo_update and split_update read throughput.RECIPE when called
+        import bps_train.throughput as tp
+        tp.RECIPE = dataclasses.replace(tp.RECIPE, minibatches=a.minibatches)
     variants = a.variants.split(",")
     levers = {v: {lv for tok in v.split("+") for lv in NAMED.get(tok, tok).split("+") if lv} for v in variants}
     for v, ls in levers.items():

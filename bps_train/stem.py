@@ -6,7 +6,8 @@ gradient at 0 and NaN as torch's; float32 and channels-last, also under autocast
 ``conv.weight`` / ``conv.bias`` the same gradients, for an ``nn.Conv2d`` 3x3 stride-2 zero-pad-1
 with a bias and 1-4 input channels. The fused kernel (``_stem.c``, built by ``pip install``) runs
 when the CPU has its AVX-512 loops and ``x`` is a float32 CPU tensor that needs no gradient (an
-observation) with finite values, outside tracing and compilation; everything else (CUDA, CPUs
+observation) with finite values, outside tracing, compilation and forward-mode AD (a tangent on
+``x`` or the weights); everything else (CUDA, CPUs
 without AVX-512, an input that needs a gradient or holds NaN / inf, a build without a C
 compiler) takes torch's own ops. Frames are split over torch's intra-op thread count.
 First-order gradients only.
@@ -131,7 +132,13 @@ def fusable(x: torch.Tensor, conv: torch.nn.Module) -> bool:
             and conv.weight.dtype == torch.float32 and conv.weight.device.type == "cpu"
             and tuple(conv.weight.shape) == (conv.out_channels, x.shape[1], 3, 3)
             and conv.stride == (2, 2) and conv.padding == (1, 1) and conv.dilation == (1, 1) and conv.groups == 1
-            and conv.out_channels <= 256 and not torch.jit.is_tracing() and not torch.compiler.is_compiling())
+            and conv.out_channels <= 256 and not torch.jit.is_tracing() and not torch.compiler.is_compiling()
+            and not any(_tangent(t) for t in (x, conv.weight, conv.bias)))
+
+
+def _tangent(t) -> bool:
+    """Whether ``t`` carries a forward-mode AD tangent (the kernel has no jvp: torch's ops do)."""
+    return torch.autograd.forward_ad.unpack_dual(t).tangent is not None
 
 
 def stem_pool_relu(x: torch.Tensor, conv: torch.nn.Module) -> torch.Tensor:

@@ -83,6 +83,7 @@ def test_any_window_reads_what_the_whole_document_holds(tmp_path, monkeypatch, c
     ('{"nothing": 1}', "not a PointNav dataset"),
     ('', "not a PointNav dataset"),
     ('{"episodes": [' + "[" * 100_000 + "]" * 100_000 + "]}", "nested too deeply|not valid JSON|episode 0"),
+    ('{"episodes": [{"episode_id": ' + "9" * 5000 + "}]}", "not valid JSON: Exceeds the limit"),   # int() refuses
 ])
 def test_malformed_documents_are_one_input_error_naming_the_file(tmp_path, monkeypatch, text, msg):
     monkeypatch.setattr(episode_stream, "_CHUNK", 5)

@@ -85,6 +85,26 @@ def test_a_forward_without_backward_writes_no_window_positions(cout, monkeypatch
     assert seen[2] is None
 
 
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")   # torch's forward AD
+def test_forward_mode_tangents_take_torchs_ops():
+    """The kernel has no jvp: a weight carrying a forward-mode tangent (frozen parameters, so no
+    backward follows) gets torch's ops and the tangent they give, not a silently dropped one."""
+    import torch.autograd.forward_ad as fwad
+
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(1, 16, 3, 2, 1).requires_grad_(False)
+    x = torch.rand(3, 64, 64, 1).permute(0, 3, 1, 2)
+    dual = torch.nn.Conv2d(1, 16, 3, 2, 1).requires_grad_(False)
+    tangent = torch.randn_like(conv.weight)
+    with fwad.dual_level():
+        del dual.weight
+        dual.weight, dual.bias = fwad.make_dual(conv.weight, tangent), conv.bias
+        assert not stem.fusable(x, dual)
+        got = fwad.unpack_dual(stem.stem_pool_relu(x, dual)).tangent
+        ref = fwad.unpack_dual(torch_stem(x, dual)).tangent
+    assert got is not None and torch.equal(got, ref)
+
+
 @needs_kernel
 def test_returns_channels_last_like_torch():
     conv = torch.nn.Conv2d(1, 16, 3, 2, 1)

@@ -111,6 +111,8 @@ class _Window:
                 if cut and self.fill(self.pos):
                     continue
                 self.bad(e.msg, e.pos)
+            except ValueError as e:   # e.g. an integer of more digits than int() converts (4,300)
+                self.bad(str(e).split(";")[0])
             if end >= len(self.buf) - _MARGIN and not self.eof and self.fill(self.pos):
                 continue   # a number (or anything) touching the window's end may go on past it
             if end - self.pos > MAX_ELEMENT_CHARS:

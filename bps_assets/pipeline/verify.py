@@ -224,7 +224,7 @@ def _check_file(root: Path, scene: str | None, role: str, rec: dict, deep: bool,
             n = [0]
             read_json(p, "PointNav", {"episodes": ("list", lambda i, e: n.__setitem__(0, i + 1))})
             if "count" in rec and rec["count"] is not None and n[0] != rec["count"]:
-                raise ValueError(f"{n[0]} episodes, manifest says {rec['count']}")
+                raise CorruptFileError(p, f"{n[0]} episodes, manifest says {rec['count']}")
     except BpsError as e:
         r.problems.append(str(e))
     except (OSError, EOFError, ValueError, UnicodeDecodeError) as e:  # gzip / json

@@ -13,7 +13,9 @@ it glibc's defaults and the memory trimmed; an untimed update re-grows the heap 
 ``all_threads`` (every core during the update, else 1), ``channels_last`` (weights), ``bf16``
 (CPU autocast), ``compile`` (torch.compile of the encoder), ``split_threads`` (each minibatch's
 environments in halves on two Python threads of one torch thread each, the gradients summed:
-parallel by data instead of inside each op; ``split_update``). Named: ``before`` = old_encoder+se_mean (the
+parallel by data instead of inside each op; ``split_update``), ``bf16_acts`` (with ``bf16``: the
+fused stem's output and Fixup's scalar biases in bf16, so the residual stream stays bf16; tried,
+not adopted). Named: ``before`` = old_encoder+se_mean (the
 code at 9b8a679), ``fewer_passes`` = se_mean (the second pass's encoder), ``second_pass`` =
 heap+se_mean (the trainer at 960c6ca), ``every_core`` = heap+all_threads (throughput's default). Prints per variant: update frames/s by wall clock and by process CPU
 time (user + sys: robust to others' load at one thread), kernel seconds and page faults per
@@ -32,6 +34,7 @@ import time
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # learner_reference
@@ -45,7 +48,7 @@ from learner_reference import (reference_encoder, reference_se_weights, stepwise
                                torch_stem)
 
 LEVERS = ("old_encoder", "se_mean", "lstm_per_step", "torch_stem", "heap", "all_threads", "channels_last", "bf16",
-          "compile", "split_threads")
+          "compile", "split_threads", "bf16_acts")
 NAMED = {"before": "old_encoder+se_mean", "fewer_passes": "se_mean", "every_core": "heap+all_threads",
          "second_pass": "heap+se_mean"}
 
@@ -92,16 +95,41 @@ def split_update(policy, opt, ro, amp=contextlib.nullcontext, parts: int = 2) ->
 
 
 # (class or module, attribute, current code, old code, the lever that selects the old code)
+def bf16_block_forward(self, x):
+    """FixupSEBlock.forward with its scalar biases in the activations' dtype, so under autocast the
+    residual stream stays bf16 (the trainer's adds them in fp32: the stream is fp32)."""
+    cout = self.conv1.out_channels
+    xb = x + self.bias1a.to(x.dtype)
+    out = F.relu(M._conv3x3(xb, self.conv1.weight, self.bias1b.expand(cout), self.conv1.stride))
+    out = M._conv3x3(out + self.bias2a.to(out.dtype), self.conv2.weight * self.scale, self.bias2b.expand(cout), (1, 1))
+    if self.shortcut is None:
+        short = x
+    else:
+        s = self.shortcut.stride
+        short = F.conv2d(xb[:, :, ::s[0], ::s[1]], self.shortcut.weight)
+    return F.relu(torch.addcmul(short, out, self.se.weights(out)))
+
+
+def bf16_stem(x, conv):
+    """The fused stem, its output cast to the autocast dtype (bf16 from the first block on)."""
+    y = FUSED_STEM(x, conv)
+    return y.to(torch.get_autocast_dtype("cpu")) if torch.is_autocast_enabled("cpu") else y
+
+
+FUSED_STEM = M.stem_pool_relu
 CODE = [(M, "stem_pool_relu", M.stem_pool_relu, torch_stem, "torch_stem"),
+        (M, "stem_pool_relu", M.stem_pool_relu, bf16_stem, "bf16_acts"),
+        (M.FixupSEBlock, "forward", M.FixupSEBlock.forward, bf16_block_forward, "bf16_acts"),
         (M.Policy, "evaluate_sequence", M.Policy.evaluate_sequence, lstm_per_step, "lstm_per_step"),
         (M.SEResNet9, "forward", M.SEResNet9.forward, reference_encoder, "old_encoder"),
         (M.SqueezeExcite, "weights", M.SqueezeExcite.weights, reference_se_weights, "se_mean")]
 
 
 def use_code(levers) -> None:
-    """Point the classes at the old or the current code for this variant."""
+    """Point the classes at the old (or tried) or the current code for this variant."""
     for cls, attr, now, old, lever in CODE:
-        setattr(cls, attr, old if lever in levers else now)
+        if lever in levers or getattr(cls, attr) is old:   # a lever's code never undoes another's
+            setattr(cls, attr, old if lever in levers else now)
 
 
 def cpu_and_faults():

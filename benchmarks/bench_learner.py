@@ -4,22 +4,11 @@ policy with each variant, the variants in turn round after round, fastest round 
     python benchmarks/bench_learner.py [--num-envs 128] [--steps 32] [--rounds 3] [--minibatches 2]
                                        [--variants before,fewer_passes,heap,every_core,...]
 
-A variant is levers joined by ``+``: ``old_encoder`` (the encoder's forward at 9b8a679: relu
-before the max-pool, Fixup's biases and scale as passes of their own), ``se_mean`` (the SE
-gate's mean before the third pass), ``lstm_per_step`` (one
-nn.LSTM call per step, before issue 32), ``torch_stem`` (the stem's conv, max-pool and relu as
-torch ops, before the fused stem of bps_train.stem), ``heap`` (``bps_train.learner_cpu.keep_freed_memory``; without
-it glibc's defaults and the memory trimmed; an untimed update re-grows the heap first),
-``all_threads`` (every core during the update, else 1), ``channels_last`` (weights), ``bf16``
-(CPU autocast), ``compile`` (torch.compile of the encoder), ``split_threads`` (each minibatch's
-environments in halves on two Python threads of one torch thread each, the gradients summed:
-parallel by data instead of inside each op; ``split_update``), ``bf16_acts`` (with ``bf16``: the
-fused stem's output and Fixup's scalar biases in bf16, so the residual stream stays bf16; tried,
-not adopted). Named: ``before`` = old_encoder+se_mean (the
-code at 9b8a679), ``fewer_passes`` = se_mean (the second pass's encoder), ``second_pass`` =
-heap+se_mean (the trainer at 960c6ca), ``every_core`` = heap+all_threads (throughput's default). Prints per variant: update frames/s by wall clock and by process CPU
-time (user + sys: robust to others' load at one thread), kernel seconds and page faults per
-update, inference frames/s on NUM_ENVS / 2 (one thread); ratios to the first variant.
+A variant is levers joined by ``+`` (``LEVERS`` below says what each one switches; ``NAMED``
+gives old trainers' variants a name; ``--help`` lists both). Prints per variant: update frames/s
+by wall clock and by process CPU time (user + sys: robust to others' load at one thread), kernel
+seconds and page faults per update, inference frames/s on NUM_ENVS / 2 (one thread); ratios to
+the first variant.
 """
 from __future__ import annotations
 
@@ -47,8 +36,25 @@ from bps_train.throughput import ppo_update, random_rollout  # noqa: E402
 from learner_reference import (reference_encoder, reference_se_weights, stepwise_reference,  # noqa: E402
                                torch_stem)
 
-LEVERS = ("old_encoder", "se_mean", "lstm_per_step", "torch_stem", "heap", "all_threads", "channels_last", "bf16",
-          "compile", "split_threads", "bf16_acts")
+LEVERS = {
+    "old_encoder": "the encoder's forward at 9b8a679 (relu before the max-pool, Fixup's biases and scale as "
+                   "passes of their own)",
+    "se_mean": "the SE gate's mean, before the third pass",
+    "lstm_per_step": "one nn.LSTM call per step, before issue 32",
+    "torch_stem": "the stem's conv, max-pool and relu as torch ops, before the fused stem (bps_train.stem)",
+    "heap": "bps_train.learner_cpu.keep_freed_memory (without it glibc's defaults, the memory trimmed; an "
+            "untimed update re-grows the heap first)",
+    "all_threads": "every core during the update (else 1)",
+    "channels_last": "channels-last weights",
+    "bf16": "CPU autocast",
+    "compile": "torch.compile of the encoder",
+    "split_threads": "each minibatch's environments in halves on two Python threads of one torch thread each, "
+                     "the gradients summed (split_update; tried, not adopted)",
+    "bf16_acts": "with bf16: the fused stem's output and Fixup's scalar biases in bf16, so the residual stream "
+                 "stays bf16 (tried, not adopted)",
+}
+# before: the code at 9b8a679; fewer_passes: the second pass's encoder; second_pass: the trainer at
+# 960c6ca; every_core: throughput's default
 NAMED = {"before": "old_encoder+se_mean", "fewer_passes": "se_mean", "every_core": "heap+all_threads",
          "second_pass": "heap+se_mean"}
 
@@ -139,7 +145,10 @@ def cpu_and_faults():
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    levers = "\n".join(f"  {k}: {v}" for k, v in LEVERS.items())
+    named = "\n".join(f"  {k} = {v}" for k, v in NAMED.items())
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog=f"levers:\n{levers}\nnamed variants:\n{named}")
     ap.add_argument("--num-envs", type=int, default=128)
     ap.add_argument("--steps", type=int, default=32)
     ap.add_argument("--rounds", type=int, default=3)

@@ -177,11 +177,6 @@ class Report:
         return [g for g in self.goals if g.status == "FAIL"]
 
 
-def missed_goals(res: dict) -> list[Goal]:
-    """The goals ``summarize``'s result ``res`` misses (FAIL), as its report judges them."""
-    return report(res).missed
-
-
 def closing_line(rep: Report, load_avg: float, check: bool) -> str:
     """A bench's last line: every goal met, or how many were missed and what the exit status is
     (``check``: 1; else 0, the bench being a measurement under the machine's load)."""
@@ -213,11 +208,6 @@ def _judge(goals: list, what: str, value, op: str, goal) -> str:
     """Judge one goal of a report: append it to ``goals``; -> its verdict's text."""
     goals.append(Goal(what, value, op, goal))
     return str(goals[-1])
-
-
-def report_lines(res: dict) -> list[str]:
-    """The human-readable report of ``summarize``'s result, one goal per line with its verdict."""
-    return report(res).lines
 
 
 def report(res: dict) -> Report:
@@ -494,11 +484,6 @@ def _usable_cores() -> int:
     from bps_runtime.threads import available_cores
 
     return available_cores()
-
-
-def thread_report_lines(res: dict) -> list[str]:
-    """The thread-scaling report's lines (``thread_report``)."""
-    return thread_report(res).lines
 
 
 def thread_report(res: dict) -> Report:

@@ -29,7 +29,7 @@ def _verdict_of(line: str) -> str:
 
 def test_measured_run_reports_every_goal_with_a_true_verdict(raw):
     res = bench.summarize(raw, TINY)
-    lines = bench.report_lines(res)
+    lines = bench.report(res).lines
     assert res["steps"] == 12 and res["threads"] == 1 and res["renderer"] == "embree"
     head, ratio, tail, waited, counts = lines[:5]
     assert f"{res['swaps']} scene swaps (one tried every 4 steps" in head
@@ -61,19 +61,19 @@ def test_pipelined_run_is_reported_and_judged_only_on_a_device(manifest, raw):
     res = bench.summarize(bench.measure(manifest, opts), opts)
     assert res["pipelined"]["steps"] == 6 and res["pipelined"]["step_s"] > 0 and res["pipelined"]["render_s"] > 0
     assert res["pipelined_env_over_render"] == pytest.approx(res["pipelined"]["render_s"] / res["pipelined"]["step_s"])
-    lines = bench.report_lines(res)
+    lines = bench.report(res).lines
     pl = [ln for ln in lines if ln.startswith("pipelined, 6 steps back to back")]
     assert len(pl) == 1 and "(goal" not in pl[0]
     assert _verdict_of(lines[1]) in ("PASS", "FAIL")
     # the same measured values as if from a GPU: the verdict moves to the pipelined line
     gpu = dict(res, device="cuda:0", ratio_goal=bench.RATIO_GOAL_GPU)
-    lines = bench.report_lines(gpu)
+    lines = bench.report(gpu).lines
     assert "(goal" not in lines[1] and "judged on the pipelined run" in lines[1]
     pl = [ln for ln in lines if ln.startswith("pipelined")][0]
     assert _verdict_of(pl) == ("PASS" if gpu["pipelined_env_over_render"] >= 0.8 else "FAIL")
     # by default (pipelined_steps=-1) the CPU runs none
     assert TINY.pipelined_steps == -1 and "pipelined" not in raw
-    assert not any(ln.startswith("pipelined") for ln in bench.report_lines(bench.summarize(raw, TINY)))
+    assert not any(ln.startswith("pipelined") for ln in bench.report(bench.summarize(raw, TINY)).lines)
 
 
 def test_every_step_with_a_load_in_flight_is_reported_as_such(raw):
@@ -81,7 +81,7 @@ def test_every_step_with_a_load_in_flight_is_reported_as_such(raw):
     claim a "no load in flight" statistic, and a missing statistic is n/a, not 0."""
     busy = dict(raw, load_in_flight=[True] * len(raw["load_in_flight"]), swaps=0)
     res = bench.summarize(busy, replace(TINY, swap_every=0))
-    lines = bench.report_lines(res)
+    lines = bench.report(res).lines
     text = "\n".join(lines)
     assert "0 scene swaps (--swap-every 0)" in lines[0]
     assert "a scene load was in flight during all of the 12 timed steps" in lines[0]
@@ -92,14 +92,14 @@ def test_every_step_with_a_load_in_flight_is_reported_as_such(raw):
     # and with no load at all
     calm = dict(raw, load_in_flight=[False] * len(raw["load_in_flight"]))
     res = bench.summarize(calm, TINY)
-    lines = bench.report_lines(res)
+    lines = bench.report(res).lines
     assert "no scene load was in flight during any timed step" in lines[0]
     assert "p50 with a load in flight n/a" in "\n".join(lines)
     assert "over the 12 steps with no load in flight" in lines[1]
 
 
 def test_missed_goals_are_data_that_the_text_states(raw):
-    """``missed_goals`` returns the report's goals (``Goal``) as built, not parsed back from its
+    """``report(res).missed`` is the report's goals (``Goal``) as built, not parsed back from its
     text: on a real run, with values set so that goals fail or cannot be judged, the FAIL
     verdicts in the lines are exactly the missed goals, in order, and the text is made from them."""
     res = bench.summarize(raw, TINY)
@@ -107,12 +107,12 @@ def test_missed_goals_are_data_that_the_text_states(raw):
                 dict(res, env_over_render=float("nan"), waited_steps=0)]
     for v in variants:
         rep = bench.report(v)
-        assert rep.lines == bench.report_lines(v)
+        assert rep.lines == bench.report(v).lines
         failed = [m.group(1) for ln in rep.lines for m in [re.search(r"\((goal [<>=]+ [0-9.]+: FAIL)\)", ln)] if m]
-        assert [str(g) for g in rep.missed] == failed == [str(g) for g in bench.missed_goals(v)]
+        assert [str(g) for g in rep.missed] == failed == [str(g) for g in bench.report(v).missed]
         judged = [ln for ln in rep.lines if "(goal " in ln]
         assert len(judged) == len(rep.goals) and all(f"({g})" in ln for g, ln in zip(rep.goals, judged))
-    waited = bench.missed_goals(variants[1])
+    waited = bench.report(variants[1]).missed
     assert bench.Goal("steps that waited for a load", 3, "==", 0) in waited
     nan = bench.report(variants[3])
     assert [g.status for g in nan.goals if g.what == "env step / render only"] == ["n/a"]
@@ -177,7 +177,7 @@ def test_thread_scaling_report_judges_each_count(manifest, per_thread):
     assert [r["threads"] for r in rows] == [1, 2] and rows[0]["scaling"] == 1.0
     assert rows[1]["scaling"] == pytest.approx(per[2]["render_fps"] / (2 * per[1]["render_fps"]))
     assert res["top_threads"] == 2
-    lines = bench.thread_report_lines(res)
+    lines = bench.thread_report(res).lines
     scale = [ln for ln in lines if ln.startswith("render only at ")]
     assert len(scale) == 1 and _verdict_of(scale[0]) == ("PASS" if rows[1]["scaling"] >= 0.8 else "FAIL")
     ratio = lines[-1]

@@ -154,6 +154,6 @@ def test_a_swap_that_must_wait_says_why(manifest, monkeypatch):
            "step_s": [0.01] * 12, "render_s": [0.01] * 12, "load_in_flight": [False] * 12,
            "waited": [False] * 11 + [True], "load_avg_1min_end": 1.0, "peak_rss_mb": 1.0,
            "wait_reasons": env.stats["wait_reasons"]}
-    lines = bench.report_lines(bench.summarize(raw, bench.BenchOptions(num_envs=16, steps=12)))
+    lines = bench.report(bench.summarize(raw, bench.BenchOptions(num_envs=16, steps=12))).lines
     assert "steps that waited for a load: 1 (goal == 0: FAIL)" in lines
     assert f"why a step waited: {why}" in lines

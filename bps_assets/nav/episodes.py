@@ -414,17 +414,17 @@ class FileCaps:
     naming the file once a count passes its cap. The goal readers count decoded view points."""
 
     EPISODES, VIEW_POINTS = 0, 1
-    CAPS = (("MAX_EPISODES_PER_FILE", "episodes"), ("MAX_VIEW_POINTS_PER_FILE", "view points"))
+    NAMES = ("episodes", "view points")
 
     def __init__(self, path):
-        self.path, self.counts = path, [0] * len(self.CAPS)
-        self.caps = [globals()[cap] for cap, _ in self.CAPS]
+        self.path, self.counts = path, [0, 0]
+        self.caps = [MAX_EPISODES_PER_FILE, MAX_VIEW_POINTS_PER_FILE]
 
     def add(self, k: int, n: int = 1) -> None:
         """Count ``n`` more of kind ``k``; ``ResourceLimitError`` over its cap."""
         self.counts[k] += n
         if self.counts[k] > self.caps[k]:
-            raise _over_cap(self.path, self.counts[k], self.caps[k], self.CAPS[k][1])
+            raise _over_cap(self.path, self.counts[k], self.caps[k], self.NAMES[k])
 
 
 class CountCaps(FileCaps):
@@ -433,7 +433,7 @@ class CountCaps(FileCaps):
     sit inside a string; a key cut between two pieces is counted once; a key written with JSON
     escapes is not counted here, but when decoded: ``read_json``, ``FileCaps``)."""
 
-    KEYS = (b'"episode_id"', b'"agent_state"')   # in FileCaps.CAPS's order
+    KEYS = (b'"episode_id"', b'"agent_state"')   # in FileCaps.NAMES's order
 
     def __init__(self, path):
         super().__init__(path)

@@ -99,7 +99,7 @@ def navmesh_fit(scene: str, navmesh_path, packed_scene, points=None) -> str | No
             points = fit_points(load_navmesh(navmesh_path))
     except (BpsError, NavError):
         return None
-    msg = points_misfit(points, bounds) if bounds is not None else None
+    msg = points_misfit(points, bounds)   # None without bounds
     return None if msg is None else f"scene {scene}: {msg}"
 
 

@@ -1,10 +1,10 @@
 """Warp kernels of the batch renderer (one source for Warp's CPU device and CUDA).
 
 Imported lazily by ``warp_backend`` (an optional dependency). ``render_kernel`` (``depth_kernel``
-without RGB or semantic) draws every agent of every resident scene in one launch: each agent's scene index picks a row of a
-``SceneTable`` array (the scene's BVH id and shading tables), so the launch count does not
-depend on how many scenes are resident, and nothing about which agents are in which scene is
-needed on the host. Rotations arrive as quaternions (xyzw) and are turned into matrices here in
+without RGB or semantic) draws every agent of every resident scene in one launch: each agent's
+scene index picks a row of a ``SceneTable`` array (the scene's BVH id and shading tables), so
+the launch count does not depend on how many scenes are resident, and nothing about which agents
+are in which scene is needed on the host. Rotations arrive as quaternions (xyzw) and are turned into matrices here in
 float64 exactly as ``camera.rotation_matrices`` does, so poses give the same rays as on the
 host path. The quaternion array may be float64 (``render``) or float32 (the fused step's own
 rotation output, rendered in place inside the step's graph): float32 -> float64 is exact, so

@@ -101,3 +101,60 @@ def test_swapping_run_on_composed_scenes_repeats_under_any_loader_timing(compose
     assert len(seen) == 3, seen        # the run swaps scenes
     # one reference per resident scene on each shared asset (scenes in flight may add theirs)
     assert assets and all(refs >= resident for refs in assets.values())
+
+
+def _per_env_trace(manifest, steps, batch_size, **kw):
+    """make(batch_size=..., **kw) -> reset -> ``steps`` rounds of the same per-env seeded actions,
+    each group stepped in turn: per env, one digest of its rows of everything each step returns
+    (``waited_for_load``, one bool per group, left out), and the scene ids seen."""
+    import hashlib
+
+    import numpy as np
+    import torch
+
+    from bps_runtime import make
+
+    env = make(str(manifest), threads=1, batch_size=batch_size, **kw)
+    n, b = env.num_envs, env.batch_size
+    digests = [hashlib.sha256() for _ in range(n)]
+    seen = set()
+
+    def record(obs, reward, done, info):
+        ids = info["env_id"].tolist()
+        rows = {**{f"obs.{k}": v for k, v in obs.items()}, "reward": reward, "done": done,
+                **{k: v for k, v in info.items() if k not in ("episode", "waited_for_load")},
+                **{f"episode.{k}": v for k, v in info["episode"].items()}}
+        cols = {k: (v.detach().cpu().numpy() if isinstance(v, torch.Tensor) else np.asarray(list(v), object))
+                for k, v in sorted(rows.items())}
+        seen.update(info["scene_id"])
+        for row, e in enumerate(ids):
+            for k, v in cols.items():
+                x = v[row]
+                digests[e].update(k.encode() + (str(x).encode() if v.dtype == object
+                                                else np.ascontiguousarray(x).tobytes()))
+
+    try:
+        obs = env.reset()
+        record(obs, torch.zeros(n), torch.zeros(n, dtype=torch.bool), env.last_info)
+        acts = pt.actions_for(kw["seed"], steps, n)
+        for t in range(steps):
+            for j in range(n // b):
+                record(*env.step(acts[t, j * b:(j + 1) * b]))
+    finally:
+        env.close()
+    return [d.hexdigest() for d in digests], seen
+
+
+@pytest.mark.parametrize("cache", [{"slots": 2, "swap_after_episodes": 16}, {"slots": 1, "swap_every": 7}],
+                         ids=["swap_after_episodes", "swap_every"])
+def test_swapping_run_repeats_whatever_the_batch_size(manifest, cache):
+    """A seed gives every env the same steps whatever ``batch_size`` (None, two halves, four
+    quarters), scene swaps included: scene picks, swaps and episode draws follow the rounds,
+    not the order in which groups learn that their episodes ended."""
+    kw = dict(SWAPS, cache=cache)
+    base, seen = _per_env_trace(manifest, 150, None, **kw)
+    assert len(seen) == 3, seen   # the run swaps scenes
+    for b in (16, 8):
+        got, _ = _per_env_trace(manifest, 150, b, **kw)
+        differ = [e for e in range(len(base)) if got[e] != base[e]]
+        assert not differ, f"batch_size={b}: envs {differ} differ from batch_size=None"

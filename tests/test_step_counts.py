@@ -72,7 +72,7 @@ def test_cuda_step_runs_with_sync_debug_mode_error():
         torch.cuda.set_sync_debug_mode("error")
         try:
             for _ in range(5):   # the simulation step (host bookkeeping + launches) must not sync
-                env.sim._host_between_steps()
+                env.sim._host_between_steps(0)
                 env.fused.step(0, a)
         finally:
             torch.cuda.set_sync_debug_mode(0)

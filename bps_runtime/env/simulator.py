@@ -60,6 +60,7 @@ class Simulator:
                          for g in range(self.num_groups)]
         self._group_outputs: dict = {}      # (start, stop) of an env slice -> its output views
         self.started = False
+        self._round: set | None = None   # groups stepped in the current round (None: none since reset)
         self.reseed = None   # a seed for the episode streams at the next reset
         # wait_reasons: why steps (or resets) waited for a load or an episode, one line each
         # episode_misses: takes the episode reservoir could not serve (drawn inline on this
@@ -80,13 +81,23 @@ class Simulator:
     def _group_slice(self, g: int) -> slice:
         return slice(g * self.batch_size, (g + 1) * self.batch_size)
 
-    def _host_between_steps(self):
-        """Lagged bookkeeping + new queued episodes, uploaded for the next launch (no wait)."""
-        heads = self.fused.take_snapshot()
-        if heads is not None:
-            before = self.ring.ended
-            self.ring.learn(heads)
-            self.stats["episodes"] += self.ring.ended - before
+    def _host_between_steps(self, g: int):
+        """Lagged bookkeeping + new queued episodes, uploaded for the next launch (no wait).
+        Done once per round (every group stepped once), as group ``g``'s step begins a new one:
+        the ring learns every env's heads of ``LAG`` rounds back and queues every env's
+        episodes, in env order, so which env gets which scene and episode (the scene cache's
+        picks and swaps, the supply's draws, the releases between them) does not depend on
+        ``batch_size``. A group stepped again before the others begins the next round."""
+        if self._round is None or g in self._round:
+            if self._round is not None:
+                self.fused.snapshot()      # the heads the round just ended leaves
+            self._round = set()
+            heads = self.fused.take_snapshot()
+            if heads is not None:
+                before = self.ring.ended
+                self.ring.learn(heads)
+                self.stats["episodes"] += self.ring.ended - before
+        self._round.add(g)
         self._queue_episodes()
         return self.ring.waited
 
@@ -102,6 +113,7 @@ class Simulator:
             self.world.episodes.reseed(self.reseed)
             self.reseed = None
         self.started = True
+        self._round = None
         f.head.zero_()
         self._queue_episodes()
         f.begin_all()
@@ -205,7 +217,7 @@ class Simulator:
     def step_group(self, g: int, a: torch.Tensor):
         """Group g's step with actions ``a`` [B] (checked): the host's bookkeeping, the fused
         step, the frame, the info -> (obs, reward, done, info)."""
-        waited = self._host_between_steps()
+        waited = self._host_between_steps(g)
         if self._launch_frame is None:
             self.fused.step(g, a)
             obs = self._render(g)

@@ -98,10 +98,10 @@ class FusedStep:
         self._pin_events = [None, None]
         self._pin_next = 0
         self._snapshots: deque = deque()    # (host tensor, event or None), oldest first
-        # the lag counts rounds (every group stepped once), so which envs refill in which order
-        # does not depend on batch_size: refills at group g's step are its envs that started an
-        # episode two rounds earlier, in env order, the groups in order -- as with one group
-        self.lag = LAG * (self.N // self.B)
+        # one snapshot per round (every group stepped once; the simulator takes it as the next
+        # round begins), so the host learns whole rounds: what it does with them then does not
+        # depend on batch_size (docs/RUNTIME.md, "The fused step")
+        self.lag = LAG
         self._free_snaps = [(t, t.numpy()) for t in (torch.zeros(N, dtype=torch.int32, pin_memory=pin)
                                                       for _ in range(self.lag + 1))]
         self.scratch = None
@@ -235,7 +235,6 @@ class FusedStep:
             self._replay_or_capture(g, env0, stream, then, then_key)
         else:
             self._launch_step(env0, stream, then)
-        self._snapshot()
 
     def _capture_stream(self):
         """A torch stream of our own to capture on (CUDA cannot capture on the legacy default
@@ -273,7 +272,9 @@ class FusedStep:
             self._graphs.clear()
             self._launch_step(env0, stream, then)
 
-    def _snapshot(self):
+    def snapshot(self):
+        """Queue a copy of every env's ``head`` as the steps launched so far leave it (no wait);
+        once per round, as the next one begins."""
         snap = self._free_snaps.pop()
         nb = self.device.type == "cuda"
         snap[0].copy_(self.head, non_blocking=nb)
@@ -284,7 +285,7 @@ class FusedStep:
         self._snapshots.append((snap, ev))
 
     def take_snapshot(self) -> np.ndarray | None:
-        """The head snapshot of the step ``LAG`` rounds back, once that many were taken."""
+        """The head snapshot of ``LAG`` rounds back (the oldest kept), once that many were taken."""
         if len(self._snapshots) < self.lag:
             return None
         snap, ev = self._snapshots.popleft()

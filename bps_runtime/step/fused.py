@@ -2,10 +2,10 @@
 its schema, shared with Warp; the launches, optionally one captured CUDA graph per group).
 
 A step: copy the actions in, copy the staging rows in (``upload``), the task's refill kernel,
-its step kernel (on the CPU as ``threads`` env ranges side by side), snapshot ``head``. The
-number of torch ops and Warp launches does not depend on the number of envs or scenes, and
-nothing waits for the device. The host reads the ``head`` snapshot of ``LAG`` rounds back
-(``take_snapshot``), so with ``QUEUE_DEPTH`` queued episodes an env always has its next one queued.
+its step kernel (on the CPU as ``threads`` env ranges side by side); once per round, a
+``head`` snapshot (``snapshot``). The number of torch ops and Warp launches does not depend on
+the number of envs or scenes, and nothing waits for the device. The host reads the snapshot of
+``LAG`` rounds back (``take_snapshot``), so with ``QUEUE_DEPTH`` queued episodes an env always has its next one queued.
 Episode m of an env is ring entry ``m % RING_SIZE`` on the device and on the host alike.
 Actuation noise (``noise``) rides in the task's ``Params`` (``act`` applies it): no launch more.
 Capture (``capture=True``, CUDA): after two warm-up steps a group's launches are captured once
@@ -27,7 +27,7 @@ from ..noise.actuation import actuation_model
 from ..noise.options import DEFAULTS as NO_NOISE
 from ..noise.rng import env_keys
 
-LAG = 2      # steps between a head snapshot and the host reading it
+LAG = 2      # rounds between a head snapshot and the host reading it
 QUEUE_DEPTH = 2    # queued episodes per env beyond what the host has seen start
 RING_SIZE = QUEUE_DEPTH + 1   # ring entries per env: the running episode's and the queued ones
 NAMES = 64   # episode names kept per env for LazyNames (read info within 64 episodes)

@@ -140,7 +140,8 @@ class BatchNavEnv:
 
     # ------------------------------------------------------------------ front door
     def seed(self, seed: int):
-        """Reseed episode sampling (per-scene streams); takes effect at the next ``reset()``."""
+        """Reseed at the next ``reset()``: the episode and noise streams restart as ``make(seed=seed)``
+        starts them, in the scenes already resident (the scene cache is not reset)."""
         from .config import check_seed
 
         self.sim.reseed = check_seed(seed)

@@ -61,8 +61,8 @@ def GymVectorEnv(env, as_torch: bool = False):
             return out
 
         def reset(self, *, seed=None, options=None):
-            if seed is not None:
-                self.env.seed(seed if isinstance(seed, int) else int(seed[0]))
+            if seed is not None:   # reseeds: the episodes restart as with make(seed=...) (BatchNavEnv.seed)
+                self.env.seed(int(seed) if np.ndim(seed) == 0 else int(seed[0]))
             obs = self.env.reset()
             return {k: self._out(v) for k, v in obs.items()}, self._infos(self.env.last_info)
 

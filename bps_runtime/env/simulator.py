@@ -109,8 +109,9 @@ class Simulator:
         if self.started:
             ring.learn(f.head.cpu().numpy().astype(np.int64))   # reset: not the step path
         ring.release_all()
-        if self.reseed is not None:
+        if self.reseed is not None:   # the episode and noise streams restart as make(seed=...) starts them
             self.world.episodes.reseed(self.reseed)
+            f.reseed_noise(self.reseed)
             self.reseed = None
         self.started = True
         self._round = None

@@ -93,6 +93,15 @@ class DatasetEpisodes(EpisodeSupply):
                                      f"(all {len(eps)} start or goal off it)")
         self._schedule(st)
 
+    def _release_held(self, st: _SceneState) -> None:
+        for f in st.ahead.values():
+            _release_result(st, f)
+        for res in st.memo.values():
+            if res is not None:
+                st.fields.release(res.row)
+        for row in st.shared_rows.values():
+            st.fields.release(row)
+
     def _schedule(self, st: _SceneState):
         eps = self.episodes_by_scene[st.name]
         n = len(eps)

@@ -40,10 +40,10 @@ class SampledEpisodes(EpisodeSupply):
             args = (self._fill, st, st.res.gen, o.reservoir)
             st.res.fill = _done(*args) if inline else self.worker.run(*args)
 
-    def _reseeded(self, st: _SceneState) -> None:
-        if self.options.reservoir > 0:
-            st.res.drop(st.fields)
-            st.res.fill = _done(self._fill, st, st.res.gen, self.options.reservoir)
+    def _release_held(self, st: _SceneState) -> None:
+        for f in st.pool:   # one reference per pool goal (``ready_pool`` holds the same rows)
+            if not f.cancelled() and f.exception() is None:
+                st.fields.release(f.result()[0])
 
     def _pool_goals(self, st: _SceneState) -> np.ndarray:
         nm, o = st.mesh.navmesh, self.options

@@ -5,7 +5,7 @@
 ``release_many`` when episodes end); two sources implement it: ``SampledEpisodes``
 (episodes/sampled.py) and ``DatasetEpisodes`` (episodes/dataset.py); ``bps_runtime.episodes.make_supply`` picks one.
 Both are deterministic for a seed: the random streams are per scene and per visit of that
-scene, drawn on the simulator thread in env order; background threads compute distance fields,
+scene (``reseed`` restarts them as a new supply's), drawn on the simulator thread in env order; background threads compute distance fields,
 whose values do not depend on timing. Shared here: options, ``NewEpisodes``, the counter-based
 random stream and the per-scene state.
 """
@@ -111,6 +111,7 @@ class _SceneState:
     def __init__(self, scene_index, name, mesh: SceneNav, fields: GoalFields, rng):
         self.scene_index, self.name, self.mesh, self.fields, self.rng = scene_index, name, mesh, fields, rng
         self.key_seed = int(rng.integers(2**63))
+        self.epoch = 0                 # the supply's reseeds when its streams were made
         self.pool: list = []           # sampled: Futures of (row, candidate spans)
         self.ready_pool = None         # sampled: list of (row, cand spans)
         self.order = None              # dataset: episode order
@@ -163,7 +164,9 @@ class EpisodeSupply(abc.ABC):
     def __init__(self, seed: int, worker: FieldWorker, options: SupplyOptions = DEFAULTS):
         self.seed, self.worker, self.options = int(seed), worker, options
         self.scenes: dict[int, _SceneState] = {}
-        self.visits: dict[str, int] = {}
+        self.visits: dict[str, int] = {}    # visits of each scene under the current seed
+        self.epoch = 0                      # reseeds so far
+        self._visits_lock = threading.Lock()   # prepare runs on the loader threads
         self.waits = 0
         self.wait_reasons: list[str] = []   # one line per wait (the env's stats collect them)
         self.misses = 0                   # sampled episodes: takes the reservoir could not serve
@@ -182,8 +185,10 @@ class EpisodeSupply(abc.ABC):
     def _start(self, st: "_SceneState", inline: bool) -> None:
         """Begin preparing a new scene's first episodes."""
 
-    def _reseeded(self, st: "_SceneState") -> None:
-        """A resident scene got a new random stream."""
+    @abc.abstractmethod
+    def _release_held(self, st: "_SceneState") -> None:
+        """Give back the field rows ``st``'s own episode state holds (its goal pool, prepared
+        episodes), its preparations having ended."""
 
     def episode_record(self, scene_index: int, episode_id: str) -> dict | None:
         """The episode dict (habitat's fields: ``goals``, ObjectNav's ``object_category``...) of
@@ -201,10 +206,8 @@ class EpisodeSupply(abc.ABC):
         """Prepare a scene's first episodes. ``inline``: compute them in the calling thread (the
         scene cache's loader thread, so the scene is ready when its load is) instead of the
         field worker. Thread-safe for different scenes."""
-        visit = self.visits.get(name, 0)
-        self.visits[name] = visit + 1
         fields = GoalFields(mesh, capacity=self.field_rows())
-        st = _SceneState(None, name, mesh, fields, _seed_for(self.seed, name, visit))
+        st = self._new_state(name, mesh, fields)
         try:
             self._start(st, inline)
         except BaseException:   # e.g. no valid episode: the load fails, its rows go back
@@ -214,9 +217,24 @@ class EpisodeSupply(abc.ABC):
             raise
         return st
 
+    def _new_state(self, name: str, mesh: SceneNav, fields: GoalFields) -> "_SceneState":
+        """A scene's state for its next visit under the current seed (its random stream)."""
+        with self._visits_lock:
+            visit = self.visits.get(name, 0)
+            self.visits[name] = visit + 1
+            st = _SceneState(None, name, mesh, fields, _seed_for(self.seed, name, visit))
+            st.epoch = self.epoch
+        return st
+
     def register(self, scene_index: int, st: "_SceneState"):
         """Make a prepared scene available under ``scene_index`` (cheap: the step path may
-        call it)."""
+        call it). A scene prepared before a reseed restarts under the new seed, its
+        preparation on the field worker (its first takes may wait)."""
+        if st.epoch != self.epoch:
+            self._retire(st)
+            fresh = self._new_state(st.name, st.mesh, st.fields)
+            self._start(fresh, inline=False)
+            st = fresh
         st.scene_index = scene_index
         self.scenes[scene_index] = st
 
@@ -229,13 +247,34 @@ class EpisodeSupply(abc.ABC):
             st.res.drop(st.fields)
 
     def reseed(self, seed: int):
-        """New random streams for every scene (resident ones now, later arrivals too)."""
-        self.seed = int(seed)
-        for st in self.scenes.values():
-            st.rng = _seed_for(self.seed, st.name, self.visits.get(st.name, 1) + 1_000_003)
-            st.key_seed = int(st.rng.integers(2**63))
-            st.count = 0
-            self._reseeded(st)
+        """Restart the episode streams as if the supply had been made with ``seed``: visits are
+        counted afresh and every resident scene starts its first visit again (random stream,
+        goal pool or episode order, counters; prepared here, on the calling thread). Call it
+        with no episode of the old streams held (the env's reset releases them first); what
+        was prepared under the old seed is dropped."""
+        with self._visits_lock:
+            self.seed = int(seed)
+            self.epoch += 1
+            self.visits = {}
+        for scene_index in sorted(self.scenes):
+            old = self.scenes[scene_index]
+            self._retire(old)
+            st = self._new_state(old.name, old.mesh, old.fields)
+            self._start(st, inline=True)
+            st.scene_index = scene_index
+            self.scenes[scene_index] = st
+
+    def _retire(self, st: "_SceneState") -> None:
+        """End ``st``'s preparations (cancelled, or waited for) and give back the field rows its
+        episode state holds (the episodes handed out keep theirs)."""
+        futs = st.pool + list(st.ahead.values()) + ([st.res.fill] if st.res.fill is not None else [])
+        for f in futs:
+            f.cancel()
+        st.res.drop(st.fields)      # a fill still running retains nothing after this
+        for f in futs:
+            if not f.cancelled():
+                f.exception()       # waits for a running one
+        self._release_held(st)
 
     def release_many(self, scene_indices: np.ndarray, rows: np.ndarray):
         """Episodes that used field ``rows`` of scenes ``scene_indices`` have ended: their rows are

@@ -80,7 +80,7 @@ class FusedStep:
         self.head = self.state["head"]
         # the noise's per-env keys (from the run's seed) and step counters (``act`` counts)
         self.noise = noise
-        self.state["noise_key"].copy_(torch.from_numpy(env_keys(seed, N)))
+        self.reseed_noise(seed)
         self._actuation = actuation_model(noise)
         # inputs
         self.actions = z(self.B, dt=torch.int64)
@@ -115,6 +115,12 @@ class FusedStep:
         self._graphs: dict = {}   # group -> (what its launches point at, graph)
         self._cap_stream = None
         self._warm = 0
+
+    def reseed_noise(self, seed: int) -> None:
+        """The noise streams as an env made with run seed ``seed`` starts them: its per-env keys,
+        step counters at 0."""
+        self.state["noise_key"].copy_(torch.from_numpy(env_keys(seed, self.N)))
+        self.state["noise_t"].zero_()
 
     def close(self):
         """Stop the CPU launch threads."""

@@ -1,0 +1,155 @@
+"""A reseed restarts the run's streams (gymnasium's contract for ``reset(seed=...)``): after
+``env.seed(s)`` the next ``reset()`` starts the episodes (and the noise) exactly as an env made
+with seed ``s`` starts them, in the scenes already resident; the scene cache itself is not reset
+(docs/ENV.md, "Episodes and determinism"). Sampled and dataset episodes, the gymnasium adapter,
+actuation and sensor noise.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import pointnav_trace as pt
+
+# every scene resident (3 slots for 3 scenes): which scenes are resident does not change
+KW = dict(split=None, num_envs=6, resolution=(12, 12), sensors=("depth",), threads=1, cache={"slots": 3, "seed": 0})
+
+
+@pytest.fixture(scope="module")
+def manifest(box_rooms_manifest):   # conftest.py's
+    return str(box_rooms_manifest)
+
+
+def _trace(env, steps: int, obs, info) -> list[str]:
+    """Digests of a reset's outputs and of ``steps`` seeded steps after it."""
+    out = [pt.step_digest(obs, torch.zeros(env.num_envs), torch.zeros(env.num_envs, dtype=torch.bool), info)]
+    acts = pt.actions_for(0, steps, env.batch_size)
+    for t in range(steps):
+        out.append(pt.step_digest(*env.step(acts[t])))
+    return out
+
+
+def _first_difference(a, b):
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
+
+
+@pytest.mark.parametrize("episodes", ["sample", "dataset"])
+def test_reseeded_reset_repeats_the_run_and_matches_an_env_made_with_that_seed(manifest, episodes):
+    from bps_runtime import make
+
+    made = make(manifest, seed=1, episodes=episodes, **KW)
+    try:
+        want = _trace(made, 40, made.reset(), made.last_info)
+    finally:
+        made.close()
+    env = make(manifest, seed=0, episodes=episodes, **KW)
+    try:
+        env.reset()
+        _trace(env, 25, env.reset(), env.last_info)   # some episodes of seed 0 first
+        got = []
+        for s in (1, 2, 1):
+            env.seed(s)
+            got.append(_trace(env, 40, env.reset(), env.last_info))
+    finally:
+        env.close()
+    assert _first_difference(got[0], want) is None, f"seed(1) + reset() differs from make(seed=1) at step " \
+                                                     f"{_first_difference(got[0], want)} (0 = reset)"
+    assert got[2] == got[0], f"the second seed(1) + reset() differs at step {_first_difference(got[2], got[0])}"
+    assert got[1][0] != got[0][0]   # another seed: other episodes
+
+
+@pytest.mark.parametrize("episodes", ["sample", "dataset"])
+def test_gym_reset_seed_restarts_the_episodes(manifest, episodes):
+    """reset(seed=1), reset(seed=2), reset(seed=1): the first and the third start alike (a
+    dataset's episode order used to go on where it was)."""
+    from bps_runtime import GymVectorEnv, make
+
+    env = GymVectorEnv(make(manifest, seed=0, episodes=episodes, **KW))
+    try:
+        starts = []
+        for s in (1, 2, 1):
+            obs, info = env.reset(seed=s)
+            starts.append((obs["depth"].copy(), info["position"].copy(), info["rotation"].copy()))
+            for _ in range(15):
+                env.step(env.action_space.sample())
+        for x, y in zip(starts[0], starts[2]):
+            np.testing.assert_array_equal(x, y)
+        assert not np.array_equal(starts[0][1], starts[1][1])
+    finally:
+        env.close()
+
+
+def test_reseed_restarts_the_noise_streams(manifest):
+    """With habitat's challenge noise (actuation and sensors): ``seed(s)`` + ``reset()`` gives
+    the steps of ``make(seed=s)``; the noise keys and counters restart with the episodes."""
+    from bps_runtime import make
+
+    kw = dict(KW, noise="challenge2021", sensors=("depth", "rgb"))
+    made = make(manifest, seed=4, **kw)
+    try:
+        want = _trace(made, 20, made.reset(), made.last_info)
+    finally:
+        made.close()
+    env = make(manifest, seed=0, **kw)
+    try:
+        env.reset()
+        _trace(env, 10, env.reset(), env.last_info)
+        env.seed(4)
+        got = _trace(env, 20, env.reset(), env.last_info)
+    finally:
+        env.close()
+    assert _first_difference(got, want) is None, f"differs at step {_first_difference(got, want)}"
+
+
+@pytest.mark.parametrize("reservoir", [0, 16])
+def test_a_scene_prepared_before_a_reseed_arrives_on_the_new_streams(reservoir):
+    """A load in flight at the reseed (prepared on the old seed) restarts when it arrives: its
+    episodes, and a resident scene's, are those of a supply made with the new seed; the field
+    rows the old preparations held go back."""
+    from bps_runtime.episodes.sampled import SampledEpisodes
+    from bps_runtime.episodes.supply import SupplyOptions
+    from bps_runtime.nav.buffers import FieldWorker, NavBuffers, SceneNav
+    from inmemory_scenes import room
+
+    rooms = {"a": room("a")[4], "b": room("b", w=5.0, d=5.0, pillars=[(2.0, -3.0, 2.5, -2.0)])[4]}
+
+    def supply(seed):
+        worker = FieldWorker()
+        return SampledEpisodes(seed, worker, SupplyOptions(goal_pool=6, reservoir=reservoir)), worker, NavBuffers(capacity=8)
+
+    def episodes(sup, keys):
+        e, _ = sup.take(np.asarray(keys, np.int64))
+        return e.start.copy(), e.yaw.copy(), e.goal.copy(), list(e.episode_ids), e.rows.copy()
+
+    fresh, w1, bufs1 = supply(5)
+    for key, name in ((0, "a"), (1, "b")):
+        fresh.register(key, fresh.prepare(name, SceneNav(rooms[name], bufs1)))
+    want = episodes(fresh, [0, 1, 1, 0, 1])
+    w1.close()
+
+    sup, w2, bufs2 = supply(3)
+    sup.register(0, sup.prepare("a", SceneNav(rooms["a"], bufs2)))
+    episodes(sup, [0, 0, 0])
+    sup.scene_left(0)
+    sup.register(2, sup.prepare("a", SceneNav(rooms["a"], bufs2)))    # a's second visit
+    held = episodes(sup, [2, 2])[4]
+    late = sup.prepare("b", SceneNav(rooms["b"], bufs2))               # loading while we reseed
+    sup.release_many(np.full(2, 2), held)     # as the env's reset does: the episodes end first
+    sup.reseed(5)
+    sup.register(1, late)
+    got = episodes(sup, [2, 1, 1, 2, 1])
+    for x, y in zip(got[:3], want[:3]):
+        np.testing.assert_array_equal(x, y)
+    assert got[3] == want[3]
+    # what the supply holds of "a" now: its new pool (one reference per goal) and the episodes
+    # just taken (and, with a reservoir, those drawn ahead): none of the old visit's rows
+    st = sup.scenes[2]
+    if st.res.fill is not None:
+        st.res.fill.result()    # a top-up drawing on the worker: let it land first
+    expect = {int(r): 1 for r in st.ready_pool["rows"]}
+    ahead = [] if st.res.eps is None else st.res.eps.rows[st.res.head:].tolist()
+    for r in [r for k, r in zip([2, 1, 1, 2, 1], got[4]) if k == 2] + ahead:
+        expect[int(r)] += 1
+    assert {int(r): int(c) for r, c in enumerate(st.fields.refs) if c} == expect
+    w2.close()

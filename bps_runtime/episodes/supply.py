@@ -5,8 +5,8 @@
 ``release_many`` when episodes end); two sources implement it: ``SampledEpisodes``
 (episodes/sampled.py) and ``DatasetEpisodes`` (episodes/dataset.py); ``bps_runtime.episodes.make_supply`` picks one.
 Both are deterministic for a seed: the random streams are per scene and per visit of that
-scene (``reseed`` restarts them as a new supply's), drawn on the simulator thread in env order; background threads compute distance fields,
-whose values do not depend on timing. Shared here: options, ``NewEpisodes``, the counter-based
+scene (``reseed`` restarts them as a new supply's), drawn on the simulator thread in env
+order; background threads compute distance fields, whose values do not depend on timing. Shared here: options, ``NewEpisodes``, the counter-based
 random stream and the per-scene state.
 """
 from __future__ import annotations

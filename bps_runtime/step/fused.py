@@ -4,9 +4,9 @@ its schema, shared with Warp; the launches, optionally one captured CUDA graph p
 A step: copy the actions in, copy the staging rows in (``upload``), the task's refill kernel,
 its step kernel (on the CPU as ``threads`` env ranges side by side); once per round, a
 ``head`` snapshot (``snapshot``). The number of torch ops and Warp launches does not depend on
-the number of envs or scenes, and nothing waits for the device. The host reads the snapshot of
-``LAG`` rounds back (``take_snapshot``), so with ``QUEUE_DEPTH`` queued episodes an env always has its next one queued.
-Episode m of an env is ring entry ``m % RING_SIZE`` on the device and on the host alike.
+the number of envs or scenes, and nothing waits for the device. The host reads the snapshot
+of ``LAG`` rounds back (``take_snapshot``), so with ``QUEUE_DEPTH`` queued episodes an env
+always has its next one queued. Episode m of an env is ring entry ``m % RING_SIZE``, as on the host.
 Actuation noise (``noise``) rides in the task's ``Params`` (``act`` applies it): no launch more.
 Capture (``capture=True``, CUDA): after two warm-up steps a group's launches are captured once
 and replayed; anything that moves what they point at (an arena growing, the window, the

@@ -118,9 +118,16 @@ class BatchNavEnv:
 
     # ------------------------------------------------------------------ spaces (no allocation)
     @property
+    def max_goal_id(self) -> int | None:
+        """The largest goal id the episode supply can stage (ObjectNav: its dataset's largest
+        task category id), the high of a goal-id observation; None where it gives none."""
+        return getattr(self.world.episodes, "max_goal_id", None)
+
+    @property
     def single_observation_space(self):
         """Observation space of one env (gymnasium Dict)."""
-        return sp.single_observation_space(self.sensors, self.resolution, self.normalize_depth, self.spec)
+        return sp.single_observation_space(self.sensors, self.resolution, self.normalize_depth, self.spec,
+                                           self.max_goal_id)
 
     @property
     def single_action_space(self):
@@ -131,7 +138,7 @@ class BatchNavEnv:
     def observation_space(self):
         """Observation space of one batch of ``batch_size`` envs."""
         return sp.batched_observation_space(self.batch_size, self.sensors, self.resolution,
-                                            self.normalize_depth, self.spec)
+                                            self.normalize_depth, self.spec, self.max_goal_id)
 
     @property
     def action_space(self):

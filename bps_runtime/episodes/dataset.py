@@ -47,7 +47,10 @@ class PreparedEpisode:
 
 class DatasetEpisodes(EpisodeSupply):
     """Episodes of a dataset file per resident scene (see the module docstring); ``goals``: scene
-    name -> {episode id: EpisodeGoal} for episodes that have one."""
+    name -> {episode id: EpisodeGoal} for episodes that have one. ``max_goal_id``: the largest
+    goal id it can stage (a task's supply sets it: the high of the goal-id observation)."""
+
+    max_goal_id: int | None = None
 
     def __init__(self, episodes_by_scene: dict, seed: int, worker, options: SupplyOptions = DEFAULTS,
                  goals: dict | None = None):

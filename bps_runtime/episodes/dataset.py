@@ -4,7 +4,8 @@ field ``lookahead`` episodes ahead per scene; an episode not ready when an agent
 prepared on the spot and counted as a wait. Episodes invalid on the navmesh are skipped; a scene
 with no valid episode fails its load (on the loader thread: the scene is quarantined).
 An episode may have an ``EpisodeGoal`` (``goals``: scene name -> episode id -> goal): the points
-its field measures to (the nearest of them: e.g. goal objects' view points), a key shared by
+its field measures to (the nearest of them: e.g. goal objects' view points; without one, every
+``goals[i].position`` of the episode, as habitat's DistanceToGoal), a key shared by
 the episodes that share one field row per scene visit, and the task's goal id (staged as
 ``goal_id``). A prepared episode is a ``PreparedEpisode``.
 """
@@ -115,6 +116,11 @@ class DatasetEpisodes(EpisodeSupply):
             return None
         eid = str(e["episode_id"])
         target = self.goals.get(st.name, {}).get(eid)
+        if target is None and len(e["goals"]) > 1:
+            # habitat's DistanceToGoal (distance_to POINT) measures to the nearest of every
+            # goal's position (so do success, SPL and the reward); its PointGoalSensor, the
+            # ``goal`` here, points at goals[0]
+            target = EpisodeGoal(np.asarray([g["position"] for g in e["goals"]], np.float64).reshape(-1, 3))
         row = self._field_row(st, target, goal)
         d = host_distance(st.mesh, st.fields.host[row], snapped[None])[0]
         if not np.isfinite(d):

@@ -41,6 +41,21 @@ single_observation_space = sp.single_observation_space
 single_action_space = sp.single_action_space
 
 
+def check_keywords(kwargs: dict) -> None:
+    """A ConfigError naming each keyword ``make()`` does not take (and the close matches)."""
+    import difflib
+    import inspect
+
+    known = [p for p in inspect.signature(EnvConfig.from_kwargs).parameters if p != "dataset"] + ["preset"]
+    bad = [k for k in kwargs if k not in known]
+    if bad:
+        hints = "; ".join(f"{k!r}: did you mean {' or '.join(repr(m) for m in close)}?"
+                          for k in bad for close in [difflib.get_close_matches(k, known, 3)] if close)
+        raise ConfigError(None, f"make() got unknown argument(s) {', '.join(repr(k) for k in bad)}"
+                                f"{' (' + hints + ')' if hints else ''}; it takes config=, dataset and "
+                                f"{', '.join(sorted(known))}")
+
+
 def _check_device(device, renderer):
     """The device on this machine (what a config cannot check when it is made)."""
     try:
@@ -95,6 +110,7 @@ def make(dataset=None, config: EnvConfig | None = None, **kwargs) -> BatchNavEnv
     ``observation_space``/``action_space``, ``close()``.
     """
     if config is None:
+        check_keywords(kwargs)
         name = kwargs.pop("preset", None)
         if name is not None:   # the preset's settings, the keywords given over them
             kwargs = {**preset_kwargs(name), **kwargs}

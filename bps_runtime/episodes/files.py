@@ -88,14 +88,14 @@ def report_unmatched(unmatched: dict, manifest_path) -> dict:
     import logging
 
     total: dict = {}
-    for path, by_sid in unmatched.items():
-        for sid, n in by_sid.items():
-            total[sid] = total.get(sid, 0) + n
-        shown = ", ".join(f"{sid} ({n})" for sid, n in list(by_sid.items())[:5])
-        more = f", {len(by_sid) - 5} more" if len(by_sid) > 5 else ""
+    for path, by_scene_id in unmatched.items():
+        for scene_id, n in by_scene_id.items():
+            total[scene_id] = total.get(scene_id, 0) + n
+        shown = ", ".join(f"{scene_id} ({n})" for scene_id, n in list(by_scene_id.items())[:5])
+        more = f", {len(by_scene_id) - 5} more" if len(by_scene_id) > 5 else ""
         logging.getLogger(__name__).warning(
-            "%s: skipped %d episode(s) of %d scene(s) that %s does not have: %s%s", path, sum(by_sid.values()),
-            len(by_sid), manifest_path, shown, more)
+            "%s: skipped %d episode(s) of %d scene(s) that %s does not have: %s%s", path, sum(by_scene_id.values()),
+            len(by_scene_id), manifest_path, shown, more)
     return total
 
 

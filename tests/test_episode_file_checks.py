@@ -40,7 +40,6 @@ def test_a_good_file_reads(tmp_path):
 
 
 @pytest.mark.parametrize("edit,msg", [
-    (lambda d: d["episodes"][2].update(episode_id="0"), r"episode 2 \(id '0'\): episode_id repeats episode 0"),
     (lambda d: d["category_to_task_category_id"].update(bed=-1), r"category_to_task_category_id\['bed'\] = -1"),
     (lambda d: d["category_to_task_category_id"].update(bed=10**30), r"= 10{30}"),
     (lambda d: d["category_to_task_category_id"].update(bed=0), "gives two categories one task id"),
@@ -101,6 +100,16 @@ def test_episode_and_view_point_counts_are_refused_before_parsing(tmp_path, monk
     with pytest.raises(ResourceLimitError, match="21 episodes in one file, more than the cap of 20"):
         on.read_objectnav_dataset(q)
     assert 0 < len(calls) and len(decoded) <= 20
+
+
+def test_objectnav_ids_are_the_index_in_the_file(tmp_path):
+    """habitat's ObjectNavDatasetV1.from_json sets each episode_id to str(its index in the file):
+    so do we, and a file's repeated ids (refused before, issue A5) no longer matter."""
+    doc = _objectnav_doc()
+    doc["episodes"][2].update(episode_id="0")
+    doc["episodes"][1].update(episode_id=17)
+    ds = on.read_objectnav_dataset(_write(tmp_path, doc))
+    assert [e["episode_id"] for e in ds.episodes] == ["0", "1", "2"]
 
 
 def test_pointnav_repeated_ids_are_refused(tmp_path):

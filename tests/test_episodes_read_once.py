@@ -1,7 +1,7 @@
 """``episodes_read_once`` (bps_runtime.episodes.files): within the scope a file is mapped once
 per manifest and file version, outside it every time; the scope belongs to its thread; nesting
 gives the outer memo back; a file replaced within the scope is read again. Counted with a reader
-that records its calls (``_mapped``'s ``map_file``)."""
+that records its calls (``_mapped``'s ``map_file``; ``_mapped`` returns what it returns)."""
 from __future__ import annotations
 
 import os
@@ -113,7 +113,7 @@ def test_reused_inside_the_scope_only(files, reader, tmp_path):
     other.write_bytes(b"one")
     with episodes_read_once():
         first = _mapped(p, manifest, reader)
-        assert first == {"scene": [3]}
+        assert first.by_scene == {"scene": [3]}
         assert _mapped(str(p), manifest, reader) is first and len(reader.calls) == 3
         _mapped(p, SimpleNamespace(path=str(tmp_path / "m2.json")), reader)
         _mapped(other, manifest, reader)
@@ -133,4 +133,4 @@ def test_the_memo_is_let_go_when_the_scope_ends_by_an_exception(files, reader):
         with episodes_read_once():
             _mapped(p, manifest, lambda *a, **k: {}["x"])
     with episodes_read_once():
-        assert _mapped(p, manifest, reader) == {"scene": [3]}
+        assert _mapped(p, manifest, reader).by_scene == {"scene": [3]}

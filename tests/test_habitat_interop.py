@@ -106,6 +106,41 @@ def test_we_read_habitats_objectnav_files(habitat_lab, generated, tmp_path):
     assert [len(e.goals) for e in h2.episodes] == [len(ds.goals_of(e)) for e in ds.episodes]
 
 
+def test_objectnav_episode_ids_are_habitats(habitat_lab, generated, tmp_path):
+    """habitat numbers ObjectNav episodes by their index in each file (ObjectNavDatasetV1.from_json),
+    whatever their own ids, repeats included: ours are the same ids for the same episodes, so
+    per-episode results join with a habitat eval (the user-journey tester's hon/ and dup/ files)."""
+    _, ds = generated
+    h = _habitat_objectnav(habitat_lab, ds)
+    h.episodes = h.episodes[::-1]
+    for k, e in enumerate(h.episodes):
+        e.episode_id = "h0" if k % 3 == 0 else f"h{len(h.episodes) - k}"   # reversed, some repeated
+    text = h.to_json()
+    _gz(tmp_path / "val" / "content" / "TEEsavR23oF.json.gz", text)
+    doc = json.loads(text)
+    _gz(tmp_path / "val" / "val.json.gz", {"episodes": [], **{k: doc[k] for k in (
+        "category_to_task_category_id", "category_to_scene_annotation_category_id")}})
+    theirs = habitat_lab.ObjectNavDatasetV1(_config(tmp_path))
+    ours = read_objectnav_dataset(tmp_path / "val")
+    assert [e["episode_id"] for e in ours.episodes] == [e.episode_id for e in theirs.episodes]
+    assert len({e.episode_id for e in theirs.episodes}) == len(ds.episodes)
+    for o, t in zip(ours.episodes, theirs.episodes):
+        assert o["object_category"] == t.object_category
+        assert o["start_position"] == pytest.approx(list(t.start_position))
+
+
+def test_pointnav_episode_ids_are_the_files_as_habitats(habitat_lab, generated, tmp_path):
+    """habitat's PointNavDatasetV1 (ImageNav reads it too) keeps each file's own ids: so do we."""
+    s, _ = generated
+    eps = generate_episodes(s.navmesh, "gibson/TwoRooms.glb", 4, seed=0)[::-1]
+    for k, e in enumerate(eps):
+        e["episode_id"] = f"p{7 * k}"
+    write_pointnav_dataset(tmp_path, "val", {"TwoRooms": eps})
+    h = habitat_lab.PointNavDatasetV1(_config(tmp_path))
+    assert [e["episode_id"] for e in read_pointnav_dataset(tmp_path / "val")] == [e.episode_id for e in h.episodes]
+    assert [e.episode_id for e in h.episodes] == ["p0", "p7", "p14", "p21"]
+
+
 def test_goals_inside_episodes_are_read_like_habitats_dedup(habitat_lab, generated, tmp_path):
     """Older files carry the goals in every episode and no goals_by_category."""
     _, ds = generated

@@ -93,7 +93,7 @@ def test_config_and_identity(manifest):
     from bps_runtime.noise.options import NoiseOptions
     from bps_train import checkpoint
 
-    c = EnvConfig.from_kwargs(noise=NOISE)
+    c = EnvConfig.from_kwargs(sensors=("depth", "rgb"), noise=NOISE)   # its RGB noise needs the RGB sensor
     assert c.noise == NoiseOptions(**NOISE)
     assert EnvConfig.from_dict(c.to_dict()) == c
     plain = EnvConfig.from_kwargs()
@@ -102,7 +102,8 @@ def test_config_and_identity(manifest):
     for quiet in ({"multiplier": 0.5}, {"rgb_intensity": 0.3, "depth": "none"}, {"actuation_multiplier": 2.0}):
         qc = EnvConfig.from_kwargs(noise=quiet)
         assert qc.noise != NoiseOptions() and checkpoint.env_identity(qc) == checkpoint.env_identity(plain), quiet
-    assert checkpoint.env_identity(EnvConfig.from_kwargs(noise={"rgb": "poisson"}))["noise"]["rgb"] == "poisson"
+    rgb = EnvConfig.from_kwargs(sensors=("depth", "rgb"), noise={"rgb": "poisson"})   # RGB noise needs the sensor
+    assert checkpoint.env_identity(rgb)["noise"]["rgb"] == "poisson"
     assert checkpoint.env_identity(c)["noise"]["depth"] == "redwood"
     with pytest.raises(ConfigError, match="cannot resume"):
         checkpoint.check_same_run("ck.pt", {"env": checkpoint.env_identity(plain)},

@@ -261,5 +261,5 @@ def test_eval_restores_the_checkpoints_noise(dataset, tmp_path, monkeypatch):
           "--eval-episodes", "2", "--num-envs", "2", "--threads", "1", "--out-dir", str(tmp_path / "ev")]
     main(ev)
     assert made[-1].config.noise == NoiseOptions(depth="redwood", actuation="locobot-ilqr", multiplier=0.5)
-    main(ev + ["--noise", "rgb=gaussian"])
-    assert made[-1].config.noise == NoiseOptions(rgb="gaussian")
+    main(ev + ["--noise", "depth=redwood,multiplier=2"])   # (its sensor is depth: RGB noise would be refused)
+    assert made[-1].config.noise == NoiseOptions(depth="redwood", multiplier=2.0)

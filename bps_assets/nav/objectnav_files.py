@@ -232,8 +232,9 @@ def read_objectnav_dataset(path: str | os.PathLike, scenes: Iterable[str] | None
                            scenes_dir: str | None = None) -> ObjectNavDataset:
     """An ObjectNav v1 dataset (ours or habitat's own files) as habitat-lab's
     ``ObjectNavDatasetV1`` reads it: the split file, then its ``content/`` files (only
-    ``scenes`` if given). Episodes keep their ``episode_id`` (as a string; habitat renumbers
-    them per file) and get ``object_category`` from their first goal when absent; ``.episodes``
+    ``scenes`` if given). Each episode's id is its index in its file, as a string, as habitat's
+    ``from_json`` sets it (the file's own ``episode_id`` is checked, then only named in errors),
+    and gets ``object_category`` from its first goal when absent; ``.episodes``
     is an ``EpisodeTable`` (each episode kept as its JSON text, a dict made on access). Raises
     ``InputError`` naming file and episode for a malformed episode or goal, an episode whose
     category is not in the category maps, or one whose scene holds no goal of its category."""
@@ -299,7 +300,7 @@ def read_objectnav_dataset(path: str | os.PathLike, scenes: Iterable[str] | None
             if not out.goals_by_category.get(key):
                 raise InputError(f, f"{where}: no goal of category {cat!r} in scene "
                                     f"{os.path.basename(sid)!r} (goals_by_category has no {key!r})")
-            out.episodes.append(text, str(eid), sid, cat, NO_GOALS)
+            out.episodes.append(text, str(i), sid, cat, NO_GOALS)   # habitat's id: the index in its file
     check_table_unique_ids(out.episodes, starts)   # on the scene ids as read, as habitat's
     join_table_scenes_dir(out.episodes, scenes_dir)
     return out

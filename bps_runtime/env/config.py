@@ -127,6 +127,7 @@ class EnvConfig:
         if not isinstance(self.noise, NoiseOptions):
             raise ConfigError(None, f"noise={self.noise!r}: expected NoiseOptions (make() also takes a preset "
                                     "name, a dict or key=value text)")
+        check_noise_sensors(self.noise, self.sensors.kinds)
         n, b = check_batching(self.num_envs, self.batch_size)
         object.__setattr__(self, "num_envs", n)
         object.__setattr__(self, "batch_size", b)
@@ -156,7 +157,7 @@ class EnvConfig:
                    task=task_options(task), cache=cache_options(cache),
                    episodes=EpisodeConfig(None if episodes is None else str(episodes), supply,
                                           None if scene_shard is None else tuple(scene_shard)),
-                   noise=noise_options(noise))
+                   noise=noise_for_sensors(noise, (sensors,) if isinstance(sensors, str) else tuple(sensors)))
 
     def cache_for_run(self) -> CacheOptions:
         """The cache options with the run's seed where none was given."""
@@ -210,13 +211,40 @@ def camera_fields(camera) -> dict:
     return dict(camera)
 
 
+NOISY_SENSORS = ("depth", "rgb")   # NoiseOptions' sensor models, each named as its sensor
+
+
+def check_noise_sensors(noise: NoiseOptions, kinds, named=NOISY_SENSORS) -> None:
+    """ConfigError for a sensor noise model (of those ``named``) on a sensor not in ``kinds``:
+    it would be ignored (habitat-sim configures noise per sensor: none without the sensor)."""
+    for k in named:
+        if getattr(noise, k) != "none" and k not in kinds:
+            raise ConfigError(None, f"noise {k}={getattr(noise, k)!r} without the {k} sensor (sensors={tuple(kinds)}): "
+                                    f"add {k!r} to sensors or leave its noise out")
+
+
+def noise_for_sensors(value, kinds) -> NoiseOptions:
+    """``make(noise=...)`` (``noise.presets.noise_options``'s forms) for sensors ``kinds``: a
+    preset's sensor noise goes with its sensor (off where the sensor is not asked for: habitat
+    configures noise per sensor); a model named outright for a missing sensor is a ConfigError."""
+    opts = noise_options(value)
+    if isinstance(value, dict):
+        named = set(value) - {"preset"}
+    elif isinstance(value, str) and "=" in value:
+        named = {part.partition("=")[0].strip() for part in value.split(",")}
+    else:   # a preset name (its models follow the sensors), None, or a NoiseOptions (all named)
+        named = set(NOISY_SENSORS) if isinstance(value, NoiseOptions) else set()
+    check_noise_sensors(opts, kinds, [k for k in NOISY_SENSORS if k in named])
+    return replace(opts, **{k: "none" for k in NOISY_SENSORS if k not in kinds and getattr(opts, k) != "none"})
+
+
 def preset_kwargs(name: str) -> dict:
     """``make()``'s keywords of a named preset (``noise.presets.PRESETS``): the sensors, their size and
     camera (its tilt too), the task's rules and agent, the noise (docs/NOISE.md)."""
     p = preset(name)
     s, t = p["sensors"], p["task"]
     task = replace(task_spec(t["name"]).defaults, **{k: v for k, v in t.items() if k != "name"})
-    return {"sensors": tuple(s["kinds"]), "resolution": tuple(s["resolution"]), "task": task, "noise": p["noise"],
+    return {"sensors": tuple(s["kinds"]), "resolution": tuple(s["resolution"]), "task": task, "noise": name,
             "camera": {k: s[k] for k in CAMERA_FIELDS if k in s}}
 
 
@@ -247,15 +275,13 @@ def cache_options(cache) -> CacheOptions:
 
 
 def check_batching(num_envs, batch_size) -> tuple[int, int]:
-    """(num_envs, batch_size) checked: positive ints, batch_size divides num_envs (None: num_envs)."""
-    try:
-        n = int(num_envs)
-    except (TypeError, ValueError):
-        raise ConfigError(None, f"num_envs={num_envs!r}: expected a positive int") from None
-    if n < 1 or n != num_envs:
+    """(num_envs, batch_size) checked: positive ints, batch_size divides num_envs (None: num_envs);
+    a bool or a float (``True``, ``4.0``) is a ConfigError, as for ``seed``."""
+    if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
         raise ConfigError(None, f"num_envs={num_envs!r}: expected a positive int")
+    n = int(num_envs)
     b = n if batch_size is None else batch_size
-    if not isinstance(b, (int, np.integer)) or b < 1 or b > n or n % b:
+    if isinstance(b, bool) or not isinstance(b, (int, np.integer)) or b < 1 or b > n or n % b:
         raise ConfigError(None, f"batch_size={batch_size!r}: must divide num_envs={n} "
                                 f"(e.g. {n // 2} for two alternating halves, or None for all)")
     return n, int(b)

@@ -10,8 +10,9 @@ success, metrics -> automatic reset of finished agents from their queued next ep
 first) -> observations -> batch render), the episode ring and the task's host hook.
 Double buffering: ``num_envs // batch_size`` fixed groups; ``send`` hands a group's actions to
 the simulator thread and returns, ``recv`` returns the oldest group sent; ``step == send +
-recv``. Tensors returned are the group's buffers (valid until its next ``send``); names in info
-are ``LazyNames`` (read from the device when first looked at, within 64 episodes).
+recv``. Frames are new tensors each step (not under capture_graph); the other tensors are the
+group's buffers (valid until its next ``send``: docs/ENV.md); info's names are ``LazyNames``
+(read from the device when first looked at, within 64 episodes).
 """
 from __future__ import annotations
 
@@ -118,9 +119,16 @@ class BatchNavEnv:
 
     # ------------------------------------------------------------------ spaces (no allocation)
     @property
+    def max_goal_id(self) -> int | None:
+        """The largest goal id the episode supply can stage (ObjectNav: its dataset's largest
+        task category id), the high of a goal-id observation; None where it gives none."""
+        return getattr(self.world.episodes, "max_goal_id", None)
+
+    @property
     def single_observation_space(self):
         """Observation space of one env (gymnasium Dict)."""
-        return sp.single_observation_space(self.sensors, self.resolution, self.normalize_depth, self.spec)
+        return sp.single_observation_space(self.sensors, self.resolution, self.normalize_depth, self.spec,
+                                           self.max_goal_id)
 
     @property
     def single_action_space(self):
@@ -131,7 +139,7 @@ class BatchNavEnv:
     def observation_space(self):
         """Observation space of one batch of ``batch_size`` envs."""
         return sp.batched_observation_space(self.batch_size, self.sensors, self.resolution,
-                                            self.normalize_depth, self.spec)
+                                            self.normalize_depth, self.spec, self.max_goal_id)
 
     @property
     def action_space(self):
@@ -183,7 +191,7 @@ class BatchNavEnv:
 
     def recv(self):
         """(obs, reward, done, info) of the oldest group sent, as torch tensors on the device.
-        Tensors are this group's buffers: valid until the group's next ``send``."""
+        Frames are new tensors; the rest are this group's buffers: valid until its next ``send``."""
         if not self._pending:
             raise ConfigError(None, "recv() with nothing sent: call send(actions) (or async_reset()) first")
         g, fut = self._pending.popleft()

@@ -22,10 +22,12 @@ from ..threads import check_threads
 
 
 def observation_space(num_envs: int = 1, sensors=("depth",), resolution=(64, 64), normalize_depth=True,
-                      batch_size: int | None = None, task: str = TASKS[0]):
-    """The space of one ``recv()`` / ``step()`` result, computed without building anything."""
+                      batch_size: int | None = None, task: str = TASKS[0], max_goal_id: int | None = None):
+    """The space of one ``recv()`` / ``step()`` result, computed without building anything;
+    ``max_goal_id``: ObjectNav's largest task category id (the ``objectgoal`` high; None: 5,
+    habitat's objectnav_hm3d map; ``env.observation_space`` has the dataset's own)."""
     _, b = check_batching(num_envs, batch_size)
-    return sp.batched_observation_space(b, sensors, resolution, normalize_depth, task)
+    return sp.batched_observation_space(b, sensors, resolution, normalize_depth, task, max_goal_id)
 
 
 def action_space(num_envs: int = 1, batch_size: int | None = None, task: str = TASKS[0]):
@@ -37,6 +39,21 @@ def action_space(num_envs: int = 1, batch_size: int | None = None, task: str = T
 
 single_observation_space = sp.single_observation_space
 single_action_space = sp.single_action_space
+
+
+def check_keywords(kwargs: dict) -> None:
+    """A ConfigError naming each keyword ``make()`` does not take (and the close matches)."""
+    import difflib
+    import inspect
+
+    known = [p for p in inspect.signature(EnvConfig.from_kwargs).parameters if p != "dataset"] + ["preset"]
+    bad = [k for k in kwargs if k not in known]
+    if bad:
+        hints = "; ".join(f"{k!r}: did you mean {' or '.join(repr(m) for m in close)}?"
+                          for k in bad for close in [difflib.get_close_matches(k, known, 3)] if close)
+        raise ConfigError(None, f"make() got unknown argument(s) {', '.join(repr(k) for k in bad)}"
+                                f"{' (' + hints + ')' if hints else ''}; it takes config=, dataset and "
+                                f"{', '.join(sorted(known))}")
 
 
 def _check_device(device, renderer):
@@ -93,6 +110,7 @@ def make(dataset=None, config: EnvConfig | None = None, **kwargs) -> BatchNavEnv
     ``observation_space``/``action_space``, ``close()``.
     """
     if config is None:
+        check_keywords(kwargs)
         name = kwargs.pop("preset", None)
         if name is not None:   # the preset's settings, the keywords given over them
             kwargs = {**preset_kwargs(name), **kwargs}

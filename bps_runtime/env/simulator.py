@@ -176,10 +176,12 @@ class Simulator:
         v = self._outputs(self._group_slice(g))
         scene_index, pos, rot = v.scene_index, v.position, v.rotation
         raw = bufs
-        if self.sensor_noise is not None:   # the frame into buffers of our own, the noise into bufs
-            raw = self._raw.get(g)
-            if raw is None:
-                raw = self._raw[g] = self.world.renderer.frame_buffers(self.batch_size, self.sensors)
+        if self.sensor_noise is not None:   # a noisy sensor's frame into buffers of our own, the noise into bufs
+            kept = self._raw.get(g)
+            if kept is None:
+                kept = self._raw[g] = self.world.renderer.frame_buffers(self.batch_size, self.sensors)
+            # the others straight into bufs: every frame handed out is as fresh as bufs (docs/ENV.md)
+            raw = {**bufs, **{k: kept[k] for k in self._noisy}}
 
         def frame(stream):
             self._frame(scene_index, pos, rot, raw, stream)
@@ -187,7 +189,7 @@ class Simulator:
                 self._noise(g, raw, bufs, stream)
 
         f.step(g, a, then=frame, then_key=(self.world.renderer.table_version, bufs["depth"].data_ptr()))
-        obs = {k: (bufs if k in self._noisy else raw)[k] for k in self.sensors}
+        obs = {k: bufs[k] for k in self.sensors}
         obs.update(v.observations)
         return obs
 

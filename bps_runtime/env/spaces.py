@@ -55,24 +55,36 @@ def _spec(task) -> TaskSpec:
     return task_spec(task) if isinstance(task, str) else spec_for(task)
 
 
-def _boxes(spec: TaskSpec, h: int, w: int) -> dict:
+def _boxes(spec: TaskSpec, h: int, w: int, max_goal_id: int | None = None) -> dict:
     """The task's observations (``spec.observations``) as (low, high, shape, dtype)."""
     out = {}
     for o in spec.observations:
-        lo, hi = (np.array(v, o.dtype) for v in (o.low, o.high))
+        lo, hi = (np.array(v, o.dtype) for v in (o.low, o.high_for(max_goal_id)))
         out[o.name] = (lo if lo.size > 1 else lo.item(), hi if hi.size > 1 else hi.item(), o.space_shape(h, w),
                        np.dtype(o.dtype))
     return out
 
 
+def check_max_goal_id(max_goal_id) -> int | None:
+    """``max_goal_id`` as None or an int >= 0 (a ConfigError otherwise)."""
+    if max_goal_id is None:
+        return None
+    if isinstance(max_goal_id, bool) or not isinstance(max_goal_id, (int, np.integer)) or max_goal_id < 0:
+        raise ConfigError(None, f"max_goal_id={max_goal_id!r}: expected None or an int >= 0")
+    return int(max_goal_id)
+
+
 def single_observation_space(sensors=("depth",), resolution=(64, 64), normalize_depth: bool = True,
-                             task=TASKS[0]):
+                             task=TASKS[0], max_goal_id: int | None = None):
     """One environment's observation space: dict of depth [H,W,1], rgb [H,W,3], semantic [H,W,1]
     (int32 instance ids, 0 = no object) and the task's observations (``TaskSpec.observations``;
-    ``task`` a spec, a task name or a task's options)."""
+    ``task`` a spec, a task name or a task's options). ``max_goal_id``: the high of a goal-id
+    observation (ObjectNav's ``objectgoal``: the dataset's largest task category id; None: the
+    task's declared default, habitat's objectnav_hm3d map's 5)."""
     sensors = check_sensors(sensors)
     h, w = check_resolution(resolution)
     spec = _spec(task)
+    max_goal_id = check_max_goal_id(max_goal_id)
     depth_high = 1.0 if normalize_depth else np.inf
     boxes = {}
     if "depth" in sensors:
@@ -81,7 +93,7 @@ def single_observation_space(sensors=("depth",), resolution=(64, 64), normalize_
         boxes["rgb"] = (0, 255, (h, w, 3), np.dtype(np.uint8))
     if "semantic" in sensors:
         boxes["semantic"] = (0, MAX_INSTANCE_ID, (h, w, 1), np.dtype(np.int32))
-    boxes.update(_boxes(spec, h, w))
+    boxes.update(_boxes(spec, h, w, max_goal_id))
     g = _gym()
     if g is not None:
         return g.Dict({k: g.Box(lo, hi, shape, dt) for k, (lo, hi, shape, dt) in boxes.items()})
@@ -99,9 +111,9 @@ def single_action_space(task=TASKS[0]):
 
 
 def batched_observation_space(n: int, sensors=("depth",), resolution=(64, 64), normalize_depth=True,
-                              task=TASKS[0]):
+                              task=TASKS[0], max_goal_id: int | None = None):
     """The space of one ``recv()`` result: every entry gets a leading batch dimension ``n``."""
-    single = single_observation_space(sensors, resolution, normalize_depth, task)
+    single = single_observation_space(sensors, resolution, normalize_depth, task, max_goal_id)
     g = _gym()
     if g is not None:
         from gymnasium.vector.utils import batch_space

@@ -170,13 +170,38 @@ def build_world(manifest_path, config, *, device) -> World:
     spec = spec_for(c.task)
     spec.check_dataset(manifest, entries)
     worker = FieldWorker()
-    supply, entries = spec.supply(SupplyRequest(manifest, split, entries, c, worker))
+    try:
+        supply, entries = spec.supply(SupplyRequest(manifest, split, entries, c, worker))
+    except InputError as e:
+        worker.close()
+        raise episodes_error(e, spec.name, c.episodes.source) from None
     ropts = c.sensors.render_options(c.threads)   # the camera: the config's (the task's defaults filled in)
     r = c.sensors.renderer
     renderer = make_renderer(r, ropts, device=str(device) if r == "warp" else "cpu")
     scenes = make_scene_manager(entries, c.cache_for_run(), num_envs=num_envs, renderer=renderer, device=device,
                                 manifest=manifest)
     return World(scenes, renderer, device=device, supply=supply, worker=worker, sensors=c.sensors.kinds)
+
+
+EPISODE_MODES = (None, "dataset", "sample")   # make(episodes=...) besides a file's path
+
+
+def episodes_error(e: InputError, task: str, source) -> InputError:
+    """``e`` (the episode supply's) with a hint: the task a file of another task's shape belongs
+    to, or, for a source that is no file, the modes ``episodes=`` takes (and the close match)."""
+    from difflib import get_close_matches
+    from pathlib import Path
+
+    from bps_assets.nav.episode_kinds import wrong_task_hint
+
+    hint = wrong_task_hint(e.path, task) or wrong_task_hint(source, task)
+    if not hint and isinstance(source, str) and source not in EPISODE_MODES and not Path(source).exists():
+        close = get_close_matches(source, [m for m in EPISODE_MODES if m], 1)
+        hint = (f"episodes= is a file's path or one of {', '.join(repr(m) for m in EPISODE_MODES)}"
+                + (f" (did you mean {close[0]!r}?)" if close else ""))
+    if not hint or type(e) is not InputError:
+        return e
+    return InputError(e.path, f"{e.detail}; {hint}")
 
 
 def make_scene_manager(entries, options, *, num_envs, renderer, device="cpu", manifest=None):

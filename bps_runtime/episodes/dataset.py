@@ -4,7 +4,8 @@ field ``lookahead`` episodes ahead per scene; an episode not ready when an agent
 prepared on the spot and counted as a wait. Episodes invalid on the navmesh are skipped; a scene
 with no valid episode fails its load (on the loader thread: the scene is quarantined).
 An episode may have an ``EpisodeGoal`` (``goals``: scene name -> episode id -> goal): the points
-its field measures to (the nearest of them: e.g. goal objects' view points), a key shared by
+its field measures to (the nearest of them: e.g. goal objects' view points; without one, every
+``goals[i].position`` of the episode, as habitat's DistanceToGoal), a key shared by
 the episodes that share one field row per scene visit, and the task's goal id (staged as
 ``goal_id``). A prepared episode is a ``PreparedEpisode``.
 """
@@ -47,7 +48,14 @@ class PreparedEpisode:
 
 class DatasetEpisodes(EpisodeSupply):
     """Episodes of a dataset file per resident scene (see the module docstring); ``goals``: scene
-    name -> {episode id: EpisodeGoal} for episodes that have one."""
+    name -> {episode id: EpisodeGoal} for episodes that have one. ``max_goal_id``: the largest
+    goal id it can stage (a task's supply sets it: the high of the goal-id observation).
+    What it leaves out, counted: ``unmatched`` (scene_id -> episodes of scenes the manifest lacks,
+    set by whoever resolved the file, ``source``) and ``dropped`` (scene name -> {reason:
+    distinct episodes}: "start_off_navmesh", "goal_unreachable"; the first of each logged)."""
+
+    max_goal_id: int | None = None
+    source: str | None = None
 
     def __init__(self, episodes_by_scene: dict, seed: int, worker, options: SupplyOptions = DEFAULTS,
                  goals: dict | None = None):
@@ -57,6 +65,9 @@ class DatasetEpisodes(EpisodeSupply):
         self._shared_lock = threading.Lock()
         load_for_host()   # before the loader and field threads check episode starts
         self._by_id: dict = {}   # scene name -> (its episode list, {episode id: dict}), made on demand
+        self.unmatched: dict = {}
+        self.dropped: dict = {}
+        self._dropped_ids: dict = {}   # (scene name, reason) -> episode ids counted (an episode is prepared again per visit)
 
     def episode_record(self, scene_index: int, episode_id: str) -> dict | None:
         """The dataset's dict of episode ``episode_id`` of resident scene ``scene_index`` (an index of the
@@ -117,17 +128,42 @@ class DatasetEpisodes(EpisodeSupply):
         start = np.asarray(e["start_position"], np.float64).reshape(1, 3)
         goal = np.asarray(e["goals"][0]["position"], np.float64).reshape(3)
         snapped = np.asarray(nm.snap_point(start), np.float64).reshape(3)
-        if not np.all(np.isfinite(snapped)):
-            return None
         eid = str(e["episode_id"])
+        if not np.all(np.isfinite(snapped)):
+            self._count_drop(st.name, "start_off_navmesh", eid)
+            return None
         target = self.goals.get(st.name, {}).get(eid)
+        if target is None and len(e["goals"]) > 1:
+            # habitat's DistanceToGoal (distance_to POINT) measures to the nearest of every
+            # goal's position (so do success, SPL and the reward); its PointGoalSensor, the
+            # ``goal`` here, points at goals[0]
+            target = EpisodeGoal(np.asarray([g["position"] for g in e["goals"]], np.float64).reshape(-1, 3))
         row = self._field_row(st, target, goal)
         d = host_distance(st.mesh, st.fields.host[row], snapped[None])[0]
         if not np.isfinite(d):
             st.fields.release(row)
+            self._count_drop(st.name, "goal_unreachable", eid)
             return None
         yaw = quaternion_yaw(e.get("start_rotation", [0, 0, 0, 1]))
         return PreparedEpisode(snapped, yaw, goal, row, eid, 0 if target is None else int(target.goal_id))
+
+    def _count_drop(self, scene: str, reason: str, eid: str) -> None:
+        """Count episode ``eid`` of ``scene`` left out for ``reason`` once; log the scene's first."""
+        with self._shared_lock:
+            ids = self._dropped_ids.setdefault((scene, reason), set())
+            if eid in ids:
+                return
+            ids.add(eid)
+            self.dropped.setdefault(scene, {})[reason] = len(ids)
+            first = len(ids) == 1
+        if first:
+            import logging
+
+            what = "its start is off the navmesh" if reason == "start_off_navmesh" else \
+                "no goal is reachable from its start"
+            logging.getLogger(__name__).warning(
+                "%s: scene %s: episode %r left out (%s); such episodes are counted in the supply's "
+                "dropped[%r][%r] (env.world.episodes)", self.source or "episodes", scene, eid, what, scene, reason)
 
     def _field_row(self, st: _SceneState, target: EpisodeGoal | None, goal: np.ndarray) -> int:
         """The episode's field row (one new reference): its goal's, or its ``EpisodeGoal``'s points',

@@ -20,13 +20,15 @@ from .dataset import DatasetEpisodes
 from .supply import DEFAULTS, SupplyOptions, _SceneState
 
 
-def resolve_episodes(manifest, split, names: list[str], episodes):
+def resolve_episodes(manifest, split, names: list[str], episodes, unmatched: dict | None = None):
     """-> (mode, {scene name: EpisodeTable} or None) for make(episodes=...).
 
     A file (ours, or habitat's own such as ``pointnav_hm3d_v1/val/val.json.gz`` with its
     ``content/`` files) is mapped onto the manifest's scenes by each episode's ``scene_id``:
     the source path a scene was converted from, else habitat's scene name (file name up to the
-    first dot). Episodes of scenes outside ``names`` (another split, another shard) are skipped.
+    first dot). Episodes of scenes outside ``names`` (another split, another shard) are skipped;
+    those of scenes the manifest does not have too, counted into ``unmatched`` (when given:
+    file path -> {scene_id: episodes}; ``report_unmatched`` logs them).
     """
     from bps_assets.pipeline.habitat_episodes import map_habitat_episodes
 
@@ -47,7 +49,10 @@ def resolve_episodes(manifest, split, names: list[str], episodes):
     wanted = set(names)
     grouped: dict = {}   # scene name -> EpisodeTable
     for p in paths:
-        for name, eps in _mapped(p, manifest, map_habitat_episodes).items():
+        mapped = _mapped(p, manifest, map_habitat_episodes)
+        if unmatched is not None and mapped.unmatched:
+            unmatched[str(p)] = dict(mapped.unmatched)
+        for name, eps in mapped.by_scene.items():
             if name in wanted:
                 grouped.setdefault(name, EpisodeTable()).extend(eps)
     if not grouped:
@@ -76,17 +81,35 @@ def episodes_read_once():
         _read_once.reset(token)
 
 
-def _mapped(path, manifest, map_file) -> dict:
-    """``map_file(path, manifest, allow_unmatched=True).by_scene``, reused within an
-    ``episodes_read_once`` scope."""
+def report_unmatched(unmatched: dict, manifest_path) -> dict:
+    """Log one warning per file whose episodes name scenes ``manifest_path`` does not have
+    (``unmatched``: file path -> {scene_id: episodes}, as ``resolve_episodes`` fills it); ->
+    {scene_id: episodes} over every file (what the supply's ``unmatched`` keeps)."""
+    import logging
+
+    total: dict = {}
+    for path, by_scene_id in unmatched.items():
+        for scene_id, n in by_scene_id.items():
+            total[scene_id] = total.get(scene_id, 0) + n
+        shown = ", ".join(f"{scene_id} ({n})" for scene_id, n in list(by_scene_id.items())[:5])
+        more = f", {len(by_scene_id) - 5} more" if len(by_scene_id) > 5 else ""
+        logging.getLogger(__name__).warning(
+            "%s: skipped %d episode(s) of %d scene(s) that %s does not have: %s%s", path, sum(by_scene_id.values()),
+            len(by_scene_id), manifest_path, shown, more)
+    return total
+
+
+def _mapped(path, manifest, map_file):
+    """``map_file(path, manifest, allow_unmatched=True)`` (a ``MappedEpisodes``), reused within
+    an ``episodes_read_once`` scope."""
     memo = _read_once.get()
     if memo is None:
-        return map_file(path, manifest, allow_unmatched=True).by_scene
+        return map_file(path, manifest, allow_unmatched=True)
     st = os.stat(path)
     key = (os.path.realpath(manifest.path), os.path.realpath(path), st.st_dev, st.st_ino, st.st_size,
            st.st_mtime_ns)
     if key not in memo:
-        memo[key] = map_file(path, manifest, allow_unmatched=True).by_scene
+        memo[key] = map_file(path, manifest, allow_unmatched=True)
     return memo[key]
 
 
@@ -97,10 +120,16 @@ def point_goal_supply(request):
     from . import make_supply
 
     c, entries = request.config, request.entries
-    _, by_scene = resolve_episodes(request.manifest, request.split, [e.name for e in entries], c.episodes.source)
+    unmatched: dict = {}
+    _, by_scene = resolve_episodes(request.manifest, request.split, [e.name for e in entries], c.episodes.source,
+                                   unmatched)
+    supply = make_supply(c.seed, request.worker, by_scene, options=c.episodes.supply)
     if by_scene is not None:
         entries = [e for e in entries if e.name in by_scene]
-    return make_supply(c.seed, request.worker, by_scene, options=c.episodes.supply), entries
+        supply.unmatched = report_unmatched(unmatched, request.manifest.path)
+        src = c.episodes.source
+        supply.source = f"{request.manifest.path}'s episodes" if src in (None, "dataset") else str(src)
+    return supply, entries
 
 
 class GoalFileEpisodes(DatasetEpisodes, metaclass=ABCMeta):
@@ -115,6 +144,7 @@ class GoalFileEpisodes(DatasetEpisodes, metaclass=ABCMeta):
     def __init__(self, ds, raw_by_scene: dict, path, seed: int, worker, options: SupplyOptions = DEFAULTS):
         super().__init__({}, seed, worker, options)
         self.ds, self.raw_by_scene, self.path = ds, dict(raw_by_scene), path
+        self.source = str(path)
         self.checks: dict = {}   # scene name -> NavmeshCheck of its episodes
 
     # the three hooks a task's subclass gives (abstract: the base alone cannot be built)
@@ -155,5 +185,7 @@ class GoalFileEpisodes(DatasetEpisodes, metaclass=ABCMeta):
         if not raw:
             raise InputError(c.episodes.source, f"has no {cls.WHAT} episodes for the scenes of "
                                                 f"{request.manifest.path} (split {request.split!r})")
-        return (cls(ds, raw, c.episodes.source, c.seed, request.worker, c.episodes.supply),
-                [e for e in entries if e.name in raw])
+        supply = cls(ds, raw, c.episodes.source, c.seed, request.worker, c.episodes.supply)
+        if mapped.unmatched:
+            supply.unmatched = report_unmatched({str(c.episodes.source): mapped.unmatched}, request.manifest.path)
+        return supply, [e for e in entries if e.name in raw]

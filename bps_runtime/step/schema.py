@@ -234,7 +234,9 @@ class Observation:
     dtype, low, high; "H" / "W" in ``shape``: the sensors' height / width) and its value
     (``view``: the field's group view in the observation's shape). ``flat``: the field is
     stored flat under that named size (e.g. a goal image of H x W x 3 bytes). ``source``: the
-    output field it reads when that is named otherwise (one field, two tasks' names for it)."""
+    output field it reads when that is named otherwise (one field, two tasks' names for it).
+    ``goal_id_bound``: its high is the dataset's largest goal id where the env knows it (``high``
+    is the default the static spaces give)."""
 
     name: str
     shape: tuple
@@ -243,6 +245,13 @@ class Observation:
     high: tuple
     flat: str | None = None
     source: str | None = None
+    goal_id_bound: bool = False
+
+    def high_for(self, max_goal_id: int | None) -> tuple:
+        """The space's high: ``max_goal_id`` for a goal-id bounded observation when given."""
+        if self.goal_id_bound and max_goal_id is not None:
+            return (int(max_goal_id),) * len(self.high)
+        return self.high
 
     @property
     def field_name(self) -> str:

@@ -35,8 +35,12 @@ GOAL_PIXELS = "goal_pixels"   # the named size of the goal image (H * W * 3; 1 w
 
 # the observations the step writes (each task module returns some of them), declared once
 _BIG = float(3.4028234663852886e38)
+# objectgoal's high is the dataset's largest task category id (habitat's ObjectGoalSensor space:
+# max(category_to_task_category_id.values()), so habitat-baselines' nn.Embedding(high + 1, 32)
+# fits); without a dataset: that of habitat's objectnav_hm3d map (6 categories, ids 0-5)
+DEFAULT_MAX_CATEGORY_ID = 5
 OBSERVATIONS = {o.name: o for o in (
-    Observation("objectgoal", (1,), "int64", (0,), (2**63 - 1,)),
+    Observation("objectgoal", (1,), "int64", (0,), (DEFAULT_MAX_CATEGORY_ID,), goal_id_bound=True),
     Observation("compass", (1,), "float32", (-math.pi,), (math.pi,)),
     Observation("gps", (2,), "float32", (-_BIG, -_BIG), (_BIG, _BIG)),
     Observation("imagegoal", ("H", "W", 3), "uint8", (0,), (255,), flat=GOAL_PIXELS),

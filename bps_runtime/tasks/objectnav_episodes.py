@@ -53,6 +53,12 @@ class ObjectNavFileEpisodes(GoalFileEpisodes):
     check_on_navmesh = staticmethod(check_on_navmesh)
     episode_dicts = staticmethod(objectnav_episode_dicts)
 
+    @property
+    def max_goal_id(self) -> int | None:
+        """The file's largest task category id (habitat's ObjectGoalSensor space high)."""
+        ids = self.ds.category_to_task_category_id.values()
+        return max(int(i) for i in ids) if ids else None
+
     def scene_dataset(self, raw: list[dict]) -> ObjectNavDataset:
         """The dataset of episodes ``raw`` and only their categories' goals."""
         keys = {goals_key(e["scene_id"], e["object_category"]) for e in raw}
@@ -74,6 +80,7 @@ class SampledObjectNav(DatasetEpisodes):
             from bps_assets.readers.semantic_categories import objectnav_hm3d
             categories = objectnav_hm3d()
         self.categories = dict(categories)
+        self.max_goal_id = max((int(i) for i in self.categories.values()), default=None)
         self.episodes_per_visit = int(episodes_per_visit)
 
     def _start(self, st: _SceneState, inline: bool) -> None:

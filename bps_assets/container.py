@@ -255,13 +255,34 @@ def make_dirs(folder: str | os.PathLike) -> Path:
 
 
 def _lock_temp(fd: int) -> None:
-    # held while the temp file is written (the OS drops it when the writer dies, kill -9
-    # included), so remove_stale_temps can tell a dead run's temp from a live one's
+    # held while the temp file is written and until it is renamed (the OS drops it when the
+    # writer dies, kill -9 included), so remove_stale_temps can tell a dead run's temp from a
+    # live one's
     try:
         import fcntl
     except ImportError:  # pragma: no cover - Windows: stale temps are told by age
         return
     fcntl.flock(fd, fcntl.LOCK_EX)
+
+
+def _locked_temp(folder: Path, name: str) -> tuple[int, str]:
+    """A new temp file beside ``name`` in ``folder``, locked: (fd, path). A sweep by another
+    writer (``remove_stale_temps``) may take the lock of a temp in the instant between its
+    creation and our lock and remove it; we then hold the lock of a file no longer there and
+    start over with a new one."""
+    for _ in range(100):
+        fd, tmp = tempfile.mkstemp(prefix=temp_prefix(name), suffix=".tmp", dir=folder)
+        try:
+            _lock_temp(fd)
+            if os.path.samestat(os.stat(tmp), os.fstat(fd)):
+                return fd, tmp
+        except FileNotFoundError:
+            pass
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)
+    raise OSError(errno.EAGAIN, "every temp file was removed by another writer's sweep")
 
 
 NAME_MAX = 255  # bytes of one file name on Linux, macOS and Windows file systems
@@ -351,14 +372,15 @@ def atomic_write(path: str | os.PathLike, write_fn, overwrite: bool = False) -> 
         raise OutputExistsError(path, "already exists (pass overwrite / --overwrite to replace it)")
     make_dirs(path.parent)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=temp_prefix(path.name), suffix=".tmp", dir=path.parent)
+        fd, tmp = _locked_temp(path.parent, path.name)
     except OSError as e:
         raise _write_error(path.parent, e, f"create a file in the folder (for {path.name})") from None
     try:
-        _lock_temp(fd)
         # mkstemp makes 0600 files; the output gets the mode a plain open() would give
         os.fchmod(fd, 0o666 & ~current_umask())
-        with os.fdopen(fd, "wb") as f:
+        # the descriptor (and its lock) stays open until the rename is done: closing it first
+        # would let another writer's sweep remove the finished temp before the rename
+        with os.fdopen(fd, "wb", closefd=False) as f:
             write_fn(f)
             f.flush()
             os.fsync(f.fileno())
@@ -371,6 +393,8 @@ def atomic_write(path: str | os.PathLike, write_fn, overwrite: bool = False) -> 
         if isinstance(e, OSError):
             raise _write_error(path, e, "write") from None
         raise
+    finally:
+        os.close(fd)
 
 
 def write_container(path: str | os.PathLike, kind: str, header: Mapping[str, Any],

@@ -5,7 +5,7 @@ its stage plus an instance table (docs/FORMAT.md 5.7); read one back unflattened
 there as ``KEY.bps`` (its own coordinates). An existing one is kept when its header says it was
 converted from the same source bytes (sha256) with the same converter settings and tool version,
 so scenes sharing an object library convert each asset once per output folder and option set;
-parallel workers racing on one asset each write it atomically. The stage is converted with its
+parallel workers racing on one asset each write it whole and atomically (container.atomic_write). The stage is converted with its
 transform applied and the instance table stored beside it. ``read_composed(path)``: ``(stage
 PackedScene, InstanceTable, [asset paths])`` for an instanced renderer;
 ``navmesh_triangles(path)``: the world-space triangles a navmesh is built from (the stage and

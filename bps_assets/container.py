@@ -669,6 +669,28 @@ class Container:
             if crc != s.crc32:
                 raise _corrupt(self.path, "checksum mismatch (corrupt file)", section=s.name)
 
+    def check_padding(self) -> None:
+        """The bytes outside the header and the sections are as this writer leaves them (docs/
+        FORMAT.md 1): preamble bytes 24-31 zero, spaces after the header, zeros between and
+        after the sections up to the next multiple of ALIGN, where the file ends. No section
+        CRC covers them, so a damaged one there is found only by this check or a full hash;
+        reads a few hundred bytes per section."""
+        fd = self._f.fileno()
+        hlen = PREAMBLE.unpack(os.pread(fd, PREAMBLE.size, 0))[3]
+        spans = sorted((s.offset, s.offset + s.stored_length) for s in self.sections.values())
+        gaps = [(24, PREAMBLE_SIZE, b"\0"), (PREAMBLE_SIZE + hlen, spans[0][0] if spans else
+                                             _align(PREAMBLE_SIZE + hlen), b" ")]
+        ends = [b for _, b in spans]
+        gaps += [(a1, b0, b"\0") for a1, (b0, _) in zip(ends, spans[1:])]
+        if spans:
+            gaps.append((ends[-1], _align(ends[-1]), b"\0"))
+        end = gaps[-1][1]
+        if self.file_length != end:
+            raise _corrupt(self.path, f"{self.file_length} bytes long, its layout ends at {end}")
+        for a, b, fill in gaps:
+            if b > a and os.pread(fd, b - a, a) != fill * (b - a):
+                raise _corrupt(self.path, f"damaged padding in bytes {a}-{b - 1} (outside every section)")
+
     def _check_frame_size(self, s: Section, data) -> None:
         # zstandard's one-shot decompress trusts the frame's own content size over
         # max_output_size: a frame claiming 4 GiB would be allocated and inflated in full.

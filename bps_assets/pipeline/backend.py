@@ -62,7 +62,9 @@ class Backend:
 
     def __init__(self, convert_options=None, nav_settings=None, up: str | None = None,
                  convert_changes: dict | None = None, force_up: bool = False,
-                 skip_missing_assets: bool = False):
+                 skip_missing_assets: bool = False, assets_since: float | None = None):
+        # composed scenes: shared assets written before this time.time() are re-converted (--force)
+        self.assets_since = assets_since
         self.skip_missing_assets = skip_missing_assets  # composed scenes: drop instances whose files are missing
         self.convert_options = convert_options
         self.nav_settings = nav_settings
@@ -153,7 +155,8 @@ class Backend:
         from ..scene_dataset.packing import pack_scene
 
         sc = read_scene_instance(read_dataset_config(dataset_name), scene_id, self.skip_missing_assets)
-        st = pack_scene(sc, dst, dst.parent.parent / "assets", self._convert_options(dataset_name), overwrite=True)
+        st = pack_scene(sc, dst, dst.parent.parent / "assets", self._convert_options(dataset_name), overwrite=True,
+                        fresh_since=self.assets_since)
         out = {"triangles": int(st.get("triangles_out", 0)), "texture_bytes": int(st.get("texture_bytes", 0)),
                "bytes_in": int(st.get("bytes_in", 0)), "instances": st["instances"], "assets": st["assets"],
                "assets_converted": st["assets_converted"], "asset_files": st["asset_files"]}

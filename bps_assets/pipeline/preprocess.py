@@ -276,6 +276,7 @@ def process_scene(task: SceneTask) -> SceneResult:
     src, out_root, opts = task.src, task.out_root, task.options
     name = src.name
     rels = output_paths(name, src.subset)
+    before = None   # the outputs before this attempt, when they are of the same sources and settings
     try:
         old = _read_record(out_root, name)
         sources = _sources(task, old)
@@ -292,6 +293,8 @@ def process_scene(task: SceneTask) -> SceneResult:
         _remove_stale_temps(out_root, rels.values())
         if opts.episodes == 0:  # episodes of an earlier run with other settings are not ours now
             (out_root / rels["episodes"]).unlink(missing_ok=True)
+        if old and old.get("fingerprint") == fp:   # same sources and settings: its outputs are not stale
+            before = _output_stats(out_root, rels)
         source_stat = {r: s.pop("_stat") for r, s in sources.items()}
 
         stats: dict = {}
@@ -348,7 +351,7 @@ def process_scene(task: SceneTask) -> SceneResult:
                     {"fingerprint": fp, "source_stat": source_stat, "entry": entry})
         return SceneResult(name, src.subset, "ok", entry, seconds=stats["seconds"])
     except Exception as e:  # noqa: BLE001 - one scene's failure must not stop the others
-        left = _discard_outputs(out_root, rels)
+        left = _discard_outputs(out_root, rels, before)
         msg = f"{type(e).__name__}: {e}" if not isinstance(e, OSError) or str(e) else repr(e)
         if isinstance(e, OSError):  # one line naming the file and the cause, not the raw repr
             msg = f"{e.filename or out_root}: {e.strerror or e}"
@@ -385,16 +388,33 @@ def _check_scene(task: SceneTask, out_root: Path, rels: dict, stats: dict) -> No
         raise NavError(task.src.navmesh, warning)
 
 
-def _discard_outputs(out_root: Path, rels: dict) -> list[str]:
-    """A failed scene leaves no outputs behind (a half-made scene would look done to a user or
-    another tool; its record is already gone). Returns "file: cause" for each one that stays."""
+def _output_stats(out_root: Path, rels: dict) -> dict:
+    """{rel: (inode, mtime, size) or None when absent}: tells whether an attempt wrote any."""
+    out = {}
+    for rel in rels.values():
+        try:
+            st = (out_root / rel).stat()
+            out[rel] = (st.st_ino, st.st_mtime_ns, st.st_size)
+        except OSError:
+            out[rel] = None
+    return out
+
+
+def _discard_outputs(out_root: Path, rels: dict, before: dict | None = None) -> list[str]:
+    """A failed scene leaves no half-made outputs behind (they would look done to a user or
+    another tool; its record is already gone). ``before`` (``_output_stats`` before a redo of
+    unchanged sources and settings, e.g. ``--force`` or a damaged shared asset): when the attempt
+    wrote none of them, those earlier outputs are kept as they were. Returns "file: cause" for
+    each one that stays."""
+    _remove_stale_temps(out_root, rels.values())
+    if before is not None and _output_stats(out_root, rels) == before:
+        return []
     left = []
     for rel in rels.values():
         try:
             (out_root / rel).unlink(missing_ok=True)
         except OSError as e:
             left.append(f"{out_root / rel}: {e.strerror or e}")
-    _remove_stale_temps(out_root, rels.values())
     return left
 
 
@@ -597,7 +617,8 @@ def preprocess(src_root, out_root, dataset: str = "gibson", split: str | None = 
         raise DatasetError(plan.src_root, f"{len(plan.missing)} scene(s) of split {split!r} are missing "
                                           f"({names}) and --require-all was given")
     backend = backend or Backend(up=options.up, nav_settings=options.nav, convert_changes=options.convert,
-                                 force_up=options.force, skip_missing_assets=options.skip_missing_assets)
+                                 force_up=options.force, skip_missing_assets=options.skip_missing_assets,
+                                 assets_since=time.time() if options.force else None)
     settings = backend.settings(ds.name)
     settings["preprocess"] = {"navmesh": options.navmesh, "episodes": options.episodes,
                               "episode_seed": options.episode_seed}
@@ -659,11 +680,14 @@ def _run(plan, ds, split, shard, options, backend, settings, out_root, mpath, pr
             files = {"scene": s.scene}
             if s.navmesh is not None and options.navmesh != "build":
                 files["navmesh"] = s.navmesh
+            srcs = rec["entry"].get("sources", {})
+            # a composed scene's other inputs (config, templates, render assets, URDFs: _sources)
+            files.update({r: Path(ds.name).parent / e.get("path", "") for r, e in srcs.items()
+                          if r.startswith("input:") and isinstance(e, dict)})
             try:
                 stat_now = {r: _stat(p) for r, p in files.items()}
             except OSError:
                 stat_now = None
-            srcs = rec["entry"].get("sources", {})
             if (stat_now == rec.get("source_stat") and set(srcs) == set(files)
                     and rec.get("fingerprint") == fingerprint(srcs, settings)):
                 kept[s.name] = (task, rec["entry"])

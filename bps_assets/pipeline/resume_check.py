@@ -5,10 +5,9 @@ vouch for what happened to them since (a disk error, a copy cut short, a file re
 garbage of the same size). So before a scene is skipped as up to date, every output it keeps
 is checked (on a thread pool), and a scene with a damaged output is redone:
 
-- default (cheap): the recorded size; for packed files (SCEN / NAVM containers) the preamble,
-  the header, the recorded kind and content version, and the CRC-32 of every section's stored
-  bytes (read 4 MiB at a time, never decompressed); other files (gzipped episode JSON, small)
-  against the manifest's sha256;
+- default (cheap): the recorded size; for packed files (SCEN / NAVM) the header, kind, content
+  version, the CRC-32 of every section's stored bytes (4 MiB at a time, never decompressed)
+  and the padding between them; other files (episodes, small) against the manifest's sha256;
 - ``full`` (``--verify-kept``): the sha256 of every kept file against the record, as
   ``bps-assets verify`` does.
 
@@ -54,6 +53,7 @@ def output_problem(out_root: Path, rec: Mapping, full: bool = False) -> str | No
             if "content_version" in rec and cv != rec["content_version"]:
                 return f"{rec['path']}: content version {cv!r} != recorded {rec['content_version']!r}"
             c.check_checksums()
+            c.check_padding()
     except BpsError as e:
         return str(e)
     return None

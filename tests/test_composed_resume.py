@@ -1,0 +1,104 @@
+"""Resuming a composed dataset whose shared asset library is damaged (journey finding P1):
+a damaged asset is re-converted (also damage only in its padding), ``--force`` re-converts
+the assets once per run, and a scene whose redo fails keeps its previous outputs."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bps_assets.container import Container
+from bps_assets.pipeline.preprocess import PreprocessOptions, preprocess
+from bps_assets.pipeline.verify import verify_manifest
+from bps_assets.scene_dataset.standin import write_box_room
+
+ASSET = "assets/objects__crate.glb.bps"
+
+
+def _two_scenes(src: Path) -> Path:
+    """A generated composed dataset: scenes ``a`` and ``b``, a box-room stage each with a crate
+    (one shared asset); returns its scene dataset config."""
+    write_box_room(src / "stages" / "room.glb", (-3, 0, -3), (3, 2.5, 3))
+    write_box_room(src / "objects" / "crate.glb", (-0.3, 0, -0.3), (0.3, 0.6, 0.3))
+    (src / "stages" / "room.stage_config.json").write_text(json.dumps({"render_asset": "room.glb"}))
+    (src / "objects" / "crate.object_config.json").write_text(json.dumps({"render_asset": "crate.glb"}))
+    (src / "scenes").mkdir()
+    for name, x in (("a", 1), ("b", -1)):
+        (src / "scenes" / f"{name}.scene_instance.json").write_text(json.dumps({
+            "stage_instance": {"template_name": "room"},
+            "object_instances": [{"template_name": "crate", "translation": [x, 0, 1], "motion_type": "STATIC"}]}))
+    cfg = src / "d.scene_dataset_config.json"
+    cfg.write_text(json.dumps({"stages": {"paths": {".json": ["stages"]}}, "objects": {"paths": {".json": ["objects"]}},
+                               "scene_instances": {"paths": {".json": ["scenes"]}}}))
+    return cfg
+
+
+def _flip(path: Path, where: str) -> None:
+    with Container(path) as c:
+        s = c.sections["indices"]
+        off = s.offset + 3 if where == "section" else s.offset + s.stored_length + 1
+        assert where == "section" or off % 256   # a padding byte, not the next section's
+    b = bytearray(path.read_bytes())
+    b[off] ^= 0xFF
+    path.write_bytes(bytes(b))
+
+
+def _outputs(out: Path) -> dict[str, bytes]:
+    return {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*"))
+            if p.is_file() and ".bps-state" not in p.parts and p.name != "manifest.json"}
+
+
+@pytest.fixture
+def made(tmp_path):
+    src = tmp_path / "src"
+    cfg = _two_scenes(src)
+    out = tmp_path / "out"
+    res = preprocess(src, out, str(cfg), options=PreprocessOptions(in_process=True, episodes=2))
+    assert res.ok and [r.status for r in res.results] == ["ok", "ok"]
+    return src, cfg, out
+
+
+@pytest.mark.parametrize("where", ["section", "padding"])
+def test_a_damaged_shared_asset_is_reconverted(made, where):
+    src, cfg, out = made
+    good = _outputs(out)
+    _flip(out / ASSET, where)
+    assert not verify_manifest(out / "manifest.json").ok   # verify sees it: the resume check must too
+    res = preprocess(src, out, str(cfg), options=PreprocessOptions(in_process=True, episodes=2))
+    # both fail the resume check; a re-converts the asset, after which b's kept outputs pass
+    assert sorted(res.redone) == ["a", "b"]
+    assert [r.status for r in res.results] == ["ok", "skipped"], [r.error for r in res.results]
+    assert sum(r.entry["stats"]["assets_converted"] for r in res.results) == 1   # once, not per scene
+    assert _outputs(out) == good   # the conversion is deterministic: every file as it was
+    assert verify_manifest(out / "manifest.json").ok
+
+
+def test_force_reconverts_the_shared_assets_once(made):
+    src, cfg, out = made
+    ino = (out / ASSET).stat().st_ino
+    res = preprocess(src, out, str(cfg), options=PreprocessOptions(in_process=True, episodes=2, force=True))
+    assert [r.status for r in res.results] == ["ok", "ok"]
+    assert (out / ASSET).stat().st_ino != ino
+    assert sum(r.entry["stats"]["assets_converted"] for r in res.results) == 1
+
+
+def test_a_failed_redo_keeps_the_previous_outputs(made, monkeypatch):
+    from bps_assets.errors import DatasetError
+    from bps_assets.scene_dataset import packing
+
+    src, cfg, out = made
+    good = _outputs(out)
+
+    def broken(scene, *a, **k):
+        raise DatasetError(scene.source, "an asset cannot be converted")
+
+    monkeypatch.setattr(packing, "pack_assets", broken)
+    res = preprocess(src, out, str(cfg), options=PreprocessOptions(in_process=True, episodes=2, force=True))
+    assert [r.status for r in res.results] == ["failed", "failed"]
+    # nothing new was written: the scenes' earlier outputs and the shared asset stay as they were
+    assert {k: v for k, v in _outputs(out).items() if "/train.json.gz" not in k} == \
+        {k: v for k, v in good.items() if "/train.json.gz" not in k}
+    monkeypatch.undo()
+    res = preprocess(src, out, str(cfg), options=PreprocessOptions(in_process=True, episodes=2))
+    assert [r.status for r in res.results] == ["ok", "ok"] and _outputs(out) == good

@@ -493,7 +493,7 @@ def _run_pool(tasks: list[SceneTask], workers: int, on_done) -> None:
     suspects: list[SceneTask] = []
     while pending:
         ex = ProcessPoolExecutor(max_workers=min(workers, len(pending)), mp_context=ctx,
-                                 initializer=_ignore_sigint)
+                                 initializer=_worker_init, initargs=(os.getpid(),))
         futs = {}
         broken = False
         try:
@@ -530,7 +530,8 @@ def _run_pool(tasks: list[SceneTask], workers: int, on_done) -> None:
         if broken:
             # each suspect alone in a fresh process: only the culprit dies again
             for t in suspects:
-                one = ProcessPoolExecutor(max_workers=1, mp_context=ctx, initializer=_ignore_sigint)
+                one = ProcessPoolExecutor(max_workers=1, mp_context=ctx, initializer=_worker_init,
+                                          initargs=(os.getpid(),))
                 try:
                     r = one.submit(process_scene, t).result()
                     if r.status == "skipped":
@@ -548,12 +549,41 @@ def _run_pool(tasks: list[SceneTask], workers: int, on_done) -> None:
             suspects = []
 
 
-def _ignore_sigint() -> None:
+def _worker_init(parent: int) -> None:
     """Workers leave Ctrl-C to the parent (which stops them): a terminal's SIGINT reaches the
-    whole process group, and each worker would print its own KeyboardInterrupt traceback."""
+    whole process group, and each worker would print its own KeyboardInterrupt traceback. And
+    a worker dies with its parent: after kill -9 of the run nothing else would end it (it
+    would block for ever writing its result to a pipe no one reads)."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if not _die_with_parent():   # not Linux: a thread watches for the parent's end
+        import threading
+
+        def watch():
+            while os.getppid() == parent:
+                time.sleep(1.0)
+            os._exit(1)
+
+        threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+    if os.getppid() != parent:   # the parent died before the line above took effect
+        os._exit(1)
+
+
+def _die_with_parent() -> bool:
+    """Ask Linux to SIGKILL this process when its parent (the thread that started it) ends
+    (prctl PR_SET_PDEATHSIG); False where that is not available."""
+    import ctypes
+    import signal
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(1, int(signal.SIGKILL), 0, 0, 0) == 0   # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return False
 
 
 def _stop_workers(ex: ProcessPoolExecutor) -> None:

@@ -102,3 +102,29 @@ def test_a_failed_redo_keeps_the_previous_outputs(made, monkeypatch):
     monkeypatch.undo()
     res = preprocess(src, out, str(cfg), options=PreprocessOptions(in_process=True, episodes=2))
     assert [r.status for r in res.results] == ["ok", "ok"] and _outputs(out) == good
+
+
+def test_sizes_count_each_shared_asset_once(made):
+    """The summary's and `manifest show`'s totals count the shared asset once, as du does
+    (journey finding P4), not once per scene that uses it."""
+    import re
+
+    from click.testing import CliRunner
+
+    from bps_assets.pipeline.manifest import load_manifest
+    from bps_assets.pipeline.preprocess import summary_table
+    from cli.main import main
+
+    src, cfg, out = made
+    m = load_manifest(out / "manifest.json")
+    files = {o["path"] for _, _, o in m.files()}
+    assert ASSET in files and sum(o["path"] == ASSET for _, _, o in m.files()) == 2
+    du = sum((out / f).stat().st_size for f in files)
+    assert m.output_bytes() == du
+    res = preprocess(src, out, str(cfg), options=PreprocessOptions(in_process=True, episodes=2))
+    line = summary_table(res).splitlines()[-1]
+    assert f"{du / 1e6:.1f} MB of outputs (each file once)" in line, line
+    r = CliRunner().invoke(main, ["manifest", "show", str(out / "manifest.json")])
+    assert r.exit_code == 0 and re.search(rf"{du / 1e6:.1f} MB of outputs \(each file once\)", r.output), r.output
+    r = CliRunner().invoke(main, ["manifest", "show", str(out / "manifest.json"), "--json"])
+    assert r.exit_code == 0 and json.loads(r.output)["bytes"] == du   # exact: the asset once

@@ -851,13 +851,13 @@ def _stderr_isatty() -> bool:
 def summary_table(res: PreprocessResult, max_rows: int = 200) -> str:
     """A plain-text table, one row per scene, then totals."""
     rows = [("scene", "subset", "status", "tris", "MB out", "navmesh", "area m2", "isl", "eps", "s", "error")]
-    tot_bytes = 0
     shown = [r for r in res.results if r.status != "missing"]
+    # each file once: a composed dataset's shared assets are outputs of every scene using them
+    tot_bytes = mf.unique_bytes(o for r in shown for o in ((r.entry or {}).get("outputs") or {}).values())
     for r in shown[:max_rows]:
         st = (r.entry or {}).get("stats", {})
         outs = (r.entry or {}).get("outputs", {})
         b = sum(o.get("size", 0) for o in outs.values())
-        tot_bytes += b
         rows.append((r.name, r.subset, r.status, f"{st.get('triangles', '')}",
                      f"{b / 1e6:.2f}" if b else "", str(st.get("navmesh_source") or ""),
                      f"{st['navigable_area']:.1f}" if st.get("navigable_area") is not None else "",
@@ -877,7 +877,8 @@ def summary_table(res: PreprocessResult, max_rows: int = 200) -> str:
                      + (" ..." if len(missing) > 12 else "") + "  (reported, not fatal: see --require-all)")
     counts = {s: res.count(s) for s in ("ok", "skipped", "failed", "missing")}
     lines.append(f"{counts['ok']} processed, {counts['skipped']} up to date, {counts['failed']} failed, "
-                 f"{counts['missing']} missing; {tot_bytes / 1e6:.1f} MB of outputs; {res.seconds:.1f} s; "
+                 f"{counts['missing']} missing; {tot_bytes / 1e6:.1f} MB of outputs (each file once); "
+                 f"{res.seconds:.1f} s; "
                  f"manifest: {res.manifest_path}")
     return "\n".join(lines)
 

@@ -128,3 +128,25 @@ def test_sizes_count_each_shared_asset_once(made):
     assert r.exit_code == 0 and re.search(rf"{du / 1e6:.1f} MB of outputs \(each file once\)", r.output), r.output
     r = CliRunner().invoke(main, ["manifest", "show", str(out / "manifest.json"), "--json"])
     assert r.exit_code == 0 and json.loads(r.output)["bytes"] == du   # exact: the asset once
+
+
+def test_a_resumed_composed_run_says_one_thing(made):
+    """An unchanged composed dataset is up to date in the plan line, the table and the totals
+    (it was "0 up to date, 2 to process", then "skipped", then "2 up to date": P5), and the
+    table's triangles are the scene's: its stage and its instances."""
+    from bps_assets.pipeline.preprocess import summary_table
+    from bps_assets.packed_scene import read_packed_scene
+    from bps_assets.scene_dataset.packing import read_composed
+
+    src, cfg, out = made
+    lines = []
+    res = preprocess(src, out, str(cfg), options=PreprocessOptions(in_process=True, episodes=2), log=lines.append)
+    assert "  2 up to date, 0 to process" in lines, lines
+    table = summary_table(res).splitlines()
+    assert table[-1].startswith("0 processed, 2 up to date,")
+    stage, tab, assets = read_composed(out / "scenes" / "a.bps")
+    crate = read_packed_scene(assets[int(tab.asset[0])], ["indices"], expand=False).indices.shape[0]
+    want = stage.indices.shape[0] + len(tab.asset) * crate
+    assert res.results[0].entry["stats"]["instance_triangles"] == len(tab.asset) * crate > 0
+    row = next(x.split() for x in table if x.startswith("a "))
+    assert row[2:6] == ["up", "to", "date", str(want)], table

@@ -159,7 +159,8 @@ class Backend:
                         fresh_since=self.assets_since)
         out = {"triangles": int(st.get("triangles_out", 0)), "texture_bytes": int(st.get("texture_bytes", 0)),
                "bytes_in": int(st.get("bytes_in", 0)), "instances": st["instances"], "assets": st["assets"],
-               "assets_converted": st["assets_converted"], "asset_files": st["asset_files"]}
+               "assets_converted": st["assets_converted"], "asset_files": st["asset_files"],
+               "instance_triangles": int(st.get("instance_triangles", 0))}
         if sc.skipped:
             out["skipped_instances"] = sc.skipped
         if sc.notes:

@@ -760,7 +760,10 @@ def _run(plan, ds, split, shard, options, backend, settings, out_root, mpath, pr
         elif log is not None:  # no bar (a log file, SLURM): a line per scene
             took = time.perf_counter() - t_tasks
             left = took / n_done[0] * (len(tasks) - n_done[0])
-            say(f"  [{n_done[0]}/{len(tasks)}] {r.name} {r.status}" + (f" ({nfail} failed)" if nfail else "")
+            # "skipped" here: a worker found the scene up to date after all (its kept outputs
+            # pass the check now, e.g. a shared asset another scene re-converted)
+            status = "up to date" if r.status == "skipped" else r.status
+            say(f"  [{n_done[0]}/{len(tasks)}] {r.name} {status}" + (f" ({nfail} failed)" if nfail else "")
                 + f"; {took:.0f} s so far, about {left:.0f} s left")
 
     try:
@@ -858,7 +861,10 @@ def summary_table(res: PreprocessResult, max_rows: int = 200) -> str:
         st = (r.entry or {}).get("stats", {})
         outs = (r.entry or {}).get("outputs", {})
         b = sum(o.get("size", 0) for o in outs.values())
-        rows.append((r.name, r.subset, r.status, f"{st.get('triangles', '')}",
+        tris = st.get("triangles", "")   # a composed scene: its stage and every instance
+        if isinstance(tris, int) and isinstance(st.get("instance_triangles"), int):
+            tris += st["instance_triangles"]
+        rows.append((r.name, r.subset, "up to date" if r.status == "skipped" else r.status, f"{tris}",
                      f"{b / 1e6:.2f}" if b else "", str(st.get("navmesh_source") or ""),
                      f"{st['navigable_area']:.1f}" if st.get("navigable_area") is not None else "",
                      str(st.get("islands", "") if st.get("islands") is not None else ""),

@@ -121,10 +121,18 @@ def pack_scene(scene: ComposedScene, dst: str | os.PathLike, assets_dir: str | o
                         source_info=info, extra=(cs.HEADER_KEY, header, arrays))
     st = dict(res.stats)
     used = sorted({inst[k].asset for k in range(len(inst))})
+    tris = {k: _triangles(assets_dir / Path(entries[k]["path"]).name) for k in used}
+    st["instance_triangles"] = sum(tris[i.asset] for i in inst)   # what instancing draws besides the stage
     st.update(instances=len(inst), assets=len(used), assets_converted=sum(e["converted"] for e in entries),
               skipped_instances=len(scene.skipped),
               asset_files=[f"{assets_dir.name}/{Path(entries[k]['path']).name}" for k in used])
     return st
+
+
+def _triangles(asset: Path) -> int:
+    with Container(asset, "SCEN") as c:
+        n = (c.header.get("counts") or {}).get("triangles", 0)
+    return n if isinstance(n, int) and not isinstance(n, bool) else 0
 
 
 def read_composed(path: str | os.PathLike, sections=None):

@@ -150,3 +150,19 @@ def test_a_resumed_composed_run_says_one_thing(made):
     assert res.results[0].entry["stats"]["instance_triangles"] == len(tab.asset) * crate > 0
     row = next(x.split() for x in table if x.startswith("a "))
     assert row[2:6] == ["up", "to", "date", str(want)], table
+
+
+def test_verify_kept_reconverts_an_asset_whose_header_value_changed(made):
+    """A header value changed into another valid one is seen only by a full hash: with
+    --verify-kept the asset is re-converted although its own header and CRCs look fine."""
+    src, cfg, out = made
+    good = _outputs(out)
+    data = (out / ASSET).read_bytes()
+    at = data.index(b'"objects__crate.glb"')
+    (out / ASSET).write_bytes(data[:at] + b'"objects__crate.glc"' + data[at + 20:])
+    res = preprocess(src, out, str(cfg), options=PreprocessOptions(in_process=True, episodes=2))
+    assert [r.status for r in res.results] == ["skipped", "skipped"]   # the cheap check cannot see it
+    res = preprocess(src, out, str(cfg), options=PreprocessOptions(in_process=True, episodes=2, verify_kept=True))
+    assert sorted(res.redone) == ["a", "b"] and "sha256 differs" in res.redone["a"][0]
+    assert [r.status for r in res.results] == ["ok", "skipped"]
+    assert _outputs(out) == good and verify_manifest(out / "manifest.json").ok

@@ -116,9 +116,12 @@ class Backend:
                 **({"skip_missing_assets": True} if self.skip_missing_assets else {})}
 
     # -- work
-    def convert(self, src: Path, dst: Path, scene_id: str, dataset_name: str) -> dict:
+    def convert(self, src: Path, dst: Path, scene_id: str, dataset_name: str, stale_assets=()) -> dict:
+        """Convert the scan ``src`` (or a composed scene's instance file) to ``dst``; returns its
+        stats. ``stale_assets``: file names in the shared asset library to re-convert even when
+        they look current (the resume check found them damaged)."""
         if str(src).endswith(".scene_instance.json"):  # a composed scene (scene_dataset)
-            return self._convert_composed(src, dst, scene_id, dataset_name)
+            return self._convert_composed(src, dst, scene_id, dataset_name, stale_assets)
         from .. import packed_scene
 
         from ..readers.semantic_files import read_annotation
@@ -150,13 +153,13 @@ class Backend:
                                             if k.startswith("semantic_annotation_")}}
         return out
 
-    def _convert_composed(self, src: Path, dst: Path, scene_id: str, dataset_name: str) -> dict:
+    def _convert_composed(self, src: Path, dst: Path, scene_id: str, dataset_name: str, stale=()) -> dict:
         from ..scene_dataset.habitat import read_dataset_config, read_scene_instance
         from ..scene_dataset.packing import pack_scene
 
         sc = read_scene_instance(read_dataset_config(dataset_name), scene_id, self.skip_missing_assets)
         st = pack_scene(sc, dst, dst.parent.parent / "assets", self._convert_options(dataset_name), overwrite=True,
-                        fresh_since=self.assets_since)
+                        fresh_since=self.assets_since, stale=stale)
         out = {"triangles": int(st.get("triangles_out", 0)), "texture_bytes": int(st.get("texture_bytes", 0)),
                "bytes_in": int(st.get("bytes_in", 0)), "instances": st["instances"], "assets": st["assets"],
                "assets_converted": st["assets_converted"], "asset_files": st["asset_files"],

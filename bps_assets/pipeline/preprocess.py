@@ -44,7 +44,7 @@ from ..host import available_cores
 from ..hashing import settings_fingerprint, sha256_file
 from .memory_budget import available_memory, detour_import_bytes, workers_for
 from .plan import Plan, SceneSource, Shard, make_plan
-from .resume_check import check_many, kept_problems
+from .resume_check import check_many, problems_by_output
 
 STATE_DIR = ".bps-state"
 
@@ -281,8 +281,9 @@ def process_scene(task: SceneTask) -> SceneResult:
         old = _read_record(out_root, name)
         sources = _sources(task, old)
         fp = fingerprint(sources, task.settings)
-        if old and not opts.force and old.get("fingerprint") == fp and \
-                not kept_problems(out_root, old["entry"], opts.verify_kept):
+        damaged = problems_by_output(out_root, old["entry"], opts.verify_kept) \
+            if old and not opts.force and old.get("fingerprint") == fp else {"": "redo"}
+        if not damaged:
             # touched but unchanged sources: refresh the record's stat, keep the outputs
             if old.get("source_stat") != {r: s["_stat"] for r, s in sources.items()}:
                 old["source_stat"] = {r: s.pop("_stat") for r, s in sources.items()}
@@ -303,7 +304,13 @@ def process_scene(task: SceneTask) -> SceneResult:
         if links:
             stats["warnings"] = links
         t = time.perf_counter()
-        conv = task.backend.convert(src.scene, out_root / rels["scene"], name, task.dataset)
+        # shared assets that failed the check (with --verify-kept: their sha256) are re-converted
+        # even where their own header and CRCs look fine (another backend is never asked)
+        outs = old["entry"].get("outputs") if old else None
+        stale = sorted(Path(str(outs[r].get("path", ""))).name for r in damaged
+                       if r.startswith("asset:") and isinstance(outs[r], dict))
+        conv = task.backend.convert(src.scene, out_root / rels["scene"], name, task.dataset,
+                                    **({"stale_assets": stale} if stale else {}))
         stats.update(conv)
         stats["convert_seconds"] = round(time.perf_counter() - t, 3)
         t = time.perf_counter()

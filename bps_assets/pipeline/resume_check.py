@@ -61,12 +61,18 @@ def output_problem(out_root: Path, rec: Mapping, full: bool = False) -> str | No
 
 def kept_problems(out_root: Path, entry: Mapping, full: bool = False) -> list[str]:
     """Problems of every output of a scene's manifest ``entry`` (empty: all can be kept)."""
+    return list(problems_by_output(out_root, entry, full).values())
+
+
+def problems_by_output(out_root: Path, entry: Mapping, full: bool = False) -> dict[str, str]:
+    """{output role: problem} of the outputs of ``entry`` that cannot be kept ("" for a record
+    that lists no outputs)."""
     outs = entry.get("outputs") if isinstance(entry, Mapping) else None
     if not isinstance(outs, Mapping):
-        return ["the completion record lists no outputs"]
-    probs = [output_problem(Path(out_root), rec if isinstance(rec, Mapping) else {}, full)
-             for rec in outs.values()]
-    return [p for p in probs if p]
+        return {"": "the completion record lists no outputs"}
+    probs = {role: output_problem(Path(out_root), rec if isinstance(rec, Mapping) else {}, full)
+             for role, rec in outs.items()}
+    return {role: p for role, p in probs.items() if p}
 
 
 def check_many(out_root: Path, entries: Mapping[str, Mapping], full: bool = False,

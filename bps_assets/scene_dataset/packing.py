@@ -34,10 +34,11 @@ def _asset_options(options):
 
 
 def pack_assets(scene: ComposedScene, assets_dir: Path, options=DEFAULTS,
-                fresh_since: float | None = None) -> list[dict]:
+                fresh_since: float | None = None, stale=()) -> list[dict]:
     """Convert the scene's assets missing from ``assets_dir`` or not current there (``_current``);
     ``[{key, path, source, converted}]``. ``fresh_since`` (a ``time.time()``): also re-convert
-    every asset written before it (preprocess ``--force``: each asset once per run)."""
+    every asset written before it (preprocess ``--force``: each asset once per run). ``stale``:
+    asset file names to re-convert whatever they look like (a resume check found them damaged)."""
     assets_dir.mkdir(parents=True, exist_ok=True)
     used = {i.asset for i in scene.instances}   # the stage lives in the scene file itself
     opts = _asset_options(options)
@@ -46,7 +47,7 @@ def pack_assets(scene: ComposedScene, assets_dir: Path, options=DEFAULTS,
     for k, a in enumerate(scene.assets):
         dst = assets_dir / f"{a.key}{ASSET_SUFFIX}"
         made = False
-        if k in used and not _current(dst, a.path, fingerprint, fresh_since):
+        if k in used and (dst.name in stale or not _current(dst, a.path, fingerprint, fresh_since)):
             convert_file(a.path, dst, opts, overwrite=True, scene_id=a.key, semantic=None)
             made = True
         out.append({"key": a.key, "path": f"../assets/{dst.name}", "source": str(a.path), "converted": made})
@@ -78,7 +79,8 @@ def _current(dst: Path, src: Path, fingerprint: str, fresh_since: float | None =
 
 
 def pack_scene(scene: ComposedScene, dst: str | os.PathLike, assets_dir: str | os.PathLike,
-               options=DEFAULTS, overwrite: bool = False, fresh_since: float | None = None) -> dict:
+               options=DEFAULTS, overwrite: bool = False, fresh_since: float | None = None,
+               stale=()) -> dict:
     """Write the composed scene ``dst`` (and its missing or stale assets: ``pack_assets``);
     returns statistics."""
     from ..readers import load
@@ -88,7 +90,7 @@ def pack_scene(scene: ComposedScene, dst: str | os.PathLike, assets_dir: str | o
         raise DatasetError(dst, "the asset library must be the folder 'assets' beside the scene's folder")
     if scene.stage is None:
         raise DatasetError(scene.source, "the scene has no stage to pack (a stand-in stage is needed)")
-    entries = pack_assets(scene, assets_dir, options, fresh_since)
+    entries = pack_assets(scene, assets_dir, options, fresh_since, set(stale))
     stage_path = scene.assets[scene.stage.asset].path
     doc = load(stage_path)
     m = scene.stage.transform

@@ -255,13 +255,34 @@ def make_dirs(folder: str | os.PathLike) -> Path:
 
 
 def _lock_temp(fd: int) -> None:
-    # held while the temp file is written (the OS drops it when the writer dies, kill -9
-    # included), so remove_stale_temps can tell a dead run's temp from a live one's
+    # held while the temp file is written and until it is renamed (the OS drops it when the
+    # writer dies, kill -9 included), so remove_stale_temps can tell a dead run's temp from a
+    # live one's
     try:
         import fcntl
     except ImportError:  # pragma: no cover - Windows: stale temps are told by age
         return
     fcntl.flock(fd, fcntl.LOCK_EX)
+
+
+def _locked_temp(folder: Path, name: str) -> tuple[int, str]:
+    """A new temp file beside ``name`` in ``folder``, locked: (fd, path). A sweep by another
+    writer (``remove_stale_temps``) may take the lock of a temp in the instant between its
+    creation and our lock and remove it; we then hold the lock of a file no longer there and
+    start over with a new one."""
+    for _ in range(100):
+        fd, tmp = tempfile.mkstemp(prefix=temp_prefix(name), suffix=".tmp", dir=folder)
+        try:
+            _lock_temp(fd)
+            if os.path.samestat(os.stat(tmp), os.fstat(fd)):
+                return fd, tmp
+        except FileNotFoundError:
+            pass
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)
+    raise OSError(errno.EAGAIN, "every temp file was removed by another writer's sweep")
 
 
 NAME_MAX = 255  # bytes of one file name on Linux, macOS and Windows file systems
@@ -351,14 +372,15 @@ def atomic_write(path: str | os.PathLike, write_fn, overwrite: bool = False) -> 
         raise OutputExistsError(path, "already exists (pass overwrite / --overwrite to replace it)")
     make_dirs(path.parent)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=temp_prefix(path.name), suffix=".tmp", dir=path.parent)
+        fd, tmp = _locked_temp(path.parent, path.name)
     except OSError as e:
         raise _write_error(path.parent, e, f"create a file in the folder (for {path.name})") from None
     try:
-        _lock_temp(fd)
         # mkstemp makes 0600 files; the output gets the mode a plain open() would give
         os.fchmod(fd, 0o666 & ~current_umask())
-        with os.fdopen(fd, "wb") as f:
+        # the descriptor (and its lock) stays open until the rename is done: closing it first
+        # would let another writer's sweep remove the finished temp before the rename
+        with os.fdopen(fd, "wb", closefd=False) as f:
             write_fn(f)
             f.flush()
             os.fsync(f.fileno())
@@ -371,6 +393,8 @@ def atomic_write(path: str | os.PathLike, write_fn, overwrite: bool = False) -> 
         if isinstance(e, OSError):
             raise _write_error(path, e, "write") from None
         raise
+    finally:
+        os.close(fd)
 
 
 def write_container(path: str | os.PathLike, kind: str, header: Mapping[str, Any],
@@ -644,6 +668,28 @@ class Container:
                 crc = _crc32(piece, crc)
             if crc != s.crc32:
                 raise _corrupt(self.path, "checksum mismatch (corrupt file)", section=s.name)
+
+    def check_padding(self) -> None:
+        """The bytes outside the header and the sections are as this writer leaves them (docs/
+        FORMAT.md 1): preamble bytes 24-31 zero, spaces after the header, zeros between and
+        after the sections up to the next multiple of ALIGN, where the file ends. No section
+        CRC covers them, so a damaged one there is found only by this check or a full hash;
+        reads a few hundred bytes per section."""
+        fd = self._f.fileno()
+        hlen = PREAMBLE.unpack(os.pread(fd, PREAMBLE.size, 0))[3]
+        spans = sorted((s.offset, s.offset + s.stored_length) for s in self.sections.values())
+        gaps = [(24, PREAMBLE_SIZE, b"\0"), (PREAMBLE_SIZE + hlen, spans[0][0] if spans else
+                                             _align(PREAMBLE_SIZE + hlen), b" ")]
+        ends = [b for _, b in spans]
+        gaps += [(a1, b0, b"\0") for a1, (b0, _) in zip(ends, spans[1:])]
+        if spans:
+            gaps.append((ends[-1], _align(ends[-1]), b"\0"))
+        end = gaps[-1][1]
+        if self.file_length != end:
+            raise _corrupt(self.path, f"{self.file_length} bytes long, its layout ends at {end}")
+        for a, b, fill in gaps:
+            if b > a and os.pread(fd, b - a, a) != fill * (b - a):
+                raise _corrupt(self.path, f"damaged padding in bytes {a}-{b - 1} (outside every section)")
 
     def _check_frame_size(self, s: Section, data) -> None:
         # zstandard's one-shot decompress trusts the frame's own content size over

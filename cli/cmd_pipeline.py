@@ -247,7 +247,7 @@ def manifest_show_cmd(manifest, as_json):
 
     m = load_manifest(manifest)
     subs = {s: len(m.scenes(s)) for s in m.subsets}
-    total = sum(o.get("size", 0) for _, _, o in m.files())
+    total = m.output_bytes()   # each file once: shared assets are listed by every scene using them
     info = {"manifest": str(m.path), "dataset": m.dataset, "split": m.split, "tool_version": m.tool_version,
             "shard": m.shard, "scenes": subs, "failed": len(m.scenes(status="failed")),
             "missing": len(m.missing), "bytes": total}
@@ -256,7 +256,8 @@ def manifest_show_cmd(manifest, as_json):
         return
     click.echo(f"{m.dataset} split {m.split!r} (bps {m.tool_version}): "
                + ", ".join(f"{k} {v}" for k, v in subs.items())
-               + f" ok scenes; {info['failed']} failed, {info['missing']} missing; {total / 1e6:.1f} MB")
+               + f" ok scenes; {info['failed']} failed, {info['missing']} missing; {total / 1e6:.1f} MB of "
+               "outputs (each file once)")
 
 
 # ------------------------------------------------------------------------------ launch

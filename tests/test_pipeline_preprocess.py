@@ -273,3 +273,57 @@ def test_preprocess_takes_the_same_lock_pid_named_and_stale_taken_over(tmp_path,
     assert len(err) == 1 and f"pid {p.pid}" in err[0] and "taking over" in err[0] and err[0].startswith("preprocess")
     lock.release()
     assert path.read_text() == ""
+
+
+def _children(pid: int) -> list[int]:
+    """Live (not zombie) processes whose parent is ``pid``, from /proc."""
+    out = []
+    for d in Path("/proc").iterdir():
+        try:
+            stat = (d / "stat").read_text()
+        except (OSError, ValueError):
+            continue
+        fields = stat.rsplit(")", 1)[-1].split()
+        if fields[0] != "Z" and int(fields[1]) == pid:
+            out.append(int(d.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_workers_die_with_a_killed_run(tmp_path):
+    """kill -9 of the run itself (not its process group): its workers end within seconds
+    instead of blocking for ever on a pipe no one reads (journey finding P3)."""
+    src = make_source(tmp_path / "src", TRAIN)
+    out, log = tmp_path / "out", tmp_path / "log"
+    script = tmp_path / "run.py"
+    script.write_text(KILL_SCRIPT.replace("sleep=0.5", "sleep=60"))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), str(REPO)]))
+    p = subprocess.Popen([sys.executable, str(script), str(src), str(out), str(log), "2"], env=env,
+                         stderr=subprocess.PIPE)
+    kids = []
+    try:
+        deadline = time.time() + 60
+        while len(_log(log)) < 2 and time.time() < deadline and p.poll() is None:
+            time.sleep(0.05)
+        assert len(_log(log)) == 2, p.stderr.read().decode()[-2000:] if p.poll() is not None else "no start"
+        kids = _children(p.pid)
+        assert len(kids) >= 2   # two workers (and multiprocessing's resource tracker)
+        p.kill()
+        p.wait()
+        deadline = time.time() + 10
+        while any(_alive(k) for k in kids) and time.time() < deadline:
+            time.sleep(0.1)
+        assert not [k for k in kids if _alive(k)]
+    finally:
+        for k in kids:   # without the fix they would outlive the test
+            if _alive(k):
+                os.kill(k, signal.SIGKILL)
+        if p.poll() is None:
+            p.kill()

@@ -71,15 +71,43 @@ def test_resume_redoes_kept_outputs_that_fail_the_check(tmp_path):
         assert kept_problems(out, m["scenes"][n], full=True) == []
 
 
+def _change_in_header_text(p, old: bytes, new: bytes):
+    # a value in the header's JSON changed, still valid JSON of the same length: no CRC covers it
+    data = p.read_bytes()
+    hlen = int.from_bytes(data[16:24], "little")
+    at = data.index(old, 32, 32 + hlen)
+    p.write_bytes(data[:at] + new + data[at + len(old):])
+
+
 def test_verify_kept_hashes_what_the_cheap_check_cannot_see(tmp_path):
+    # contract changed (journey finding P1): damaged padding, which verify's sha256 sees, is now
+    # seen by the cheap check too (Container.check_padding); what stays for the full hash is a
+    # header value changed into another valid one
     src = make_source(tmp_path / "src", NAMES[:2], size=20_000)
     out, log = tmp_path / "out", tmp_path / "log"
     _run(src, out, log)
-    _flip_in_header_padding(out / "scenes" / "Beechwood.bps")
+    _change_in_header_text(out / "scenes" / "Beechwood.bps", b'"Beechwood"', b'"Beechwooe"')
     r, done = _run(src, out, log)
     assert done == [] and r.count("skipped") == 2  # header and CRCs still fine
     r, done = _run(src, out, log, verify_kept=True)
     assert done == ["Beechwood"] and "sha256 differs" in r.redone["Beechwood"][0]
+
+
+def test_the_cheap_check_sees_damaged_padding(tmp_path):
+    src = make_source(tmp_path / "src", NAMES[:2], size=20_000)
+    out, log = tmp_path / "out", tmp_path / "log"
+    _run(src, out, log)
+    _flip_in_header_padding(out / "scenes" / "Beechwood.bps")
+    p = out / "navmeshes" / "Allensville.navmesh.bps"
+    with Container(p) as c:
+        end = max(s.offset + s.stored_length for s in c.sections.values())
+    assert end % 256   # zeros follow the last section up to the next multiple of 256
+    data = bytearray(p.read_bytes())
+    data[end] = 1
+    p.write_bytes(bytes(data))
+    r, done = _run(src, out, log)
+    assert done == ["Allensville", "Beechwood"]
+    assert "damaged padding" in r.redone["Beechwood"][0] and "damaged padding" in r.redone["Allensville"][0]
 
 
 def test_worker_side_check_also_redoes(tmp_path):

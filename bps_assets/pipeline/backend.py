@@ -62,7 +62,9 @@ class Backend:
 
     def __init__(self, convert_options=None, nav_settings=None, up: str | None = None,
                  convert_changes: dict | None = None, force_up: bool = False,
-                 skip_missing_assets: bool = False):
+                 skip_missing_assets: bool = False, assets_since: float | None = None):
+        # composed scenes: shared assets written before this time.time() are re-converted (--force)
+        self.assets_since = assets_since
         self.skip_missing_assets = skip_missing_assets  # composed scenes: drop instances whose files are missing
         self.convert_options = convert_options
         self.nav_settings = nav_settings
@@ -114,9 +116,12 @@ class Backend:
                 **({"skip_missing_assets": True} if self.skip_missing_assets else {})}
 
     # -- work
-    def convert(self, src: Path, dst: Path, scene_id: str, dataset_name: str) -> dict:
+    def convert(self, src: Path, dst: Path, scene_id: str, dataset_name: str, stale_assets=()) -> dict:
+        """Convert the scan ``src`` (or a composed scene's instance file) to ``dst``; returns its
+        stats. ``stale_assets``: file names in the shared asset library to re-convert even when
+        they look current (the resume check found them damaged)."""
         if str(src).endswith(".scene_instance.json"):  # a composed scene (scene_dataset)
-            return self._convert_composed(src, dst, scene_id, dataset_name)
+            return self._convert_composed(src, dst, scene_id, dataset_name, stale_assets)
         from .. import packed_scene
 
         from ..readers.semantic_files import read_annotation
@@ -148,15 +153,17 @@ class Backend:
                                             if k.startswith("semantic_annotation_")}}
         return out
 
-    def _convert_composed(self, src: Path, dst: Path, scene_id: str, dataset_name: str) -> dict:
+    def _convert_composed(self, src: Path, dst: Path, scene_id: str, dataset_name: str, stale=()) -> dict:
         from ..scene_dataset.habitat import read_dataset_config, read_scene_instance
         from ..scene_dataset.packing import pack_scene
 
         sc = read_scene_instance(read_dataset_config(dataset_name), scene_id, self.skip_missing_assets)
-        st = pack_scene(sc, dst, dst.parent.parent / "assets", self._convert_options(dataset_name), overwrite=True)
+        st = pack_scene(sc, dst, dst.parent.parent / "assets", self._convert_options(dataset_name), overwrite=True,
+                        fresh_since=self.assets_since, stale=stale)
         out = {"triangles": int(st.get("triangles_out", 0)), "texture_bytes": int(st.get("texture_bytes", 0)),
                "bytes_in": int(st.get("bytes_in", 0)), "instances": st["instances"], "assets": st["assets"],
-               "assets_converted": st["assets_converted"], "asset_files": st["asset_files"]}
+               "assets_converted": st["assets_converted"], "asset_files": st["asset_files"],
+               "instance_triangles": int(st.get("instance_triangles", 0))}
         if sc.skipped:
             out["skipped_instances"] = sc.skipped
         if sc.notes:

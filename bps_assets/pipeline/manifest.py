@@ -155,11 +155,25 @@ class Manifest:
         return [(n, role, o) for n, e in self.doc["scenes"].items() if e.get("status") == "ok"
                 for role, o in e.get("outputs", {}).items()]
 
+    def output_bytes(self) -> int:
+        """Bytes of the ok scenes' output files, each file once (a composed dataset's shared
+        assets are listed by every scene that uses them)."""
+        return unique_bytes(o for _, _, o in self.files())
+
     def __len__(self):
         return len(self.scenes())
 
     def __repr__(self):
         return f"Manifest({str(self.path)!r}, {self.dataset}/{self.split}, {len(self)} scenes)"
+
+
+def unique_bytes(records) -> int:
+    """The sum of the ``size`` of manifest output records, each ``path`` counted once."""
+    sizes = {}
+    for o in records:
+        if isinstance(o, dict):
+            sizes[o.get("path")] = o.get("size", 0) or 0
+    return sum(sizes.values())
 
 
 def navmesh_settings(manifest: "Manifest"):

@@ -44,7 +44,7 @@ from ..host import available_cores
 from ..hashing import settings_fingerprint, sha256_file
 from .memory_budget import available_memory, detour_import_bytes, workers_for
 from .plan import Plan, SceneSource, Shard, make_plan
-from .resume_check import check_many, kept_problems
+from .resume_check import check_many, problems_by_output
 
 STATE_DIR = ".bps-state"
 
@@ -276,12 +276,14 @@ def process_scene(task: SceneTask) -> SceneResult:
     src, out_root, opts = task.src, task.out_root, task.options
     name = src.name
     rels = output_paths(name, src.subset)
+    before = None   # the outputs before this attempt, when they are of the same sources and settings
     try:
         old = _read_record(out_root, name)
         sources = _sources(task, old)
         fp = fingerprint(sources, task.settings)
-        if old and not opts.force and old.get("fingerprint") == fp and \
-                not kept_problems(out_root, old["entry"], opts.verify_kept):
+        damaged = problems_by_output(out_root, old["entry"], opts.verify_kept) \
+            if old and not opts.force and old.get("fingerprint") == fp else {"": "redo"}
+        if not damaged:
             # touched but unchanged sources: refresh the record's stat, keep the outputs
             if old.get("source_stat") != {r: s["_stat"] for r, s in sources.items()}:
                 old["source_stat"] = {r: s.pop("_stat") for r, s in sources.items()}
@@ -292,6 +294,8 @@ def process_scene(task: SceneTask) -> SceneResult:
         _remove_stale_temps(out_root, rels.values())
         if opts.episodes == 0:  # episodes of an earlier run with other settings are not ours now
             (out_root / rels["episodes"]).unlink(missing_ok=True)
+        if old and old.get("fingerprint") == fp:   # same sources and settings: its outputs are not stale
+            before = _output_stats(out_root, rels)
         source_stat = {r: s.pop("_stat") for r, s in sources.items()}
 
         stats: dict = {}
@@ -300,7 +304,13 @@ def process_scene(task: SceneTask) -> SceneResult:
         if links:
             stats["warnings"] = links
         t = time.perf_counter()
-        conv = task.backend.convert(src.scene, out_root / rels["scene"], name, task.dataset)
+        # shared assets that failed the check (with --verify-kept: their sha256) are re-converted
+        # even where their own header and CRCs look fine (another backend is never asked)
+        outs = old["entry"].get("outputs") if old else None
+        stale = sorted(Path(str(outs[r].get("path", ""))).name for r in damaged
+                       if r.startswith("asset:") and isinstance(outs[r], dict))
+        conv = task.backend.convert(src.scene, out_root / rels["scene"], name, task.dataset,
+                                    **({"stale_assets": stale} if stale else {}))
         stats.update(conv)
         stats["convert_seconds"] = round(time.perf_counter() - t, 3)
         t = time.perf_counter()
@@ -348,7 +358,7 @@ def process_scene(task: SceneTask) -> SceneResult:
                     {"fingerprint": fp, "source_stat": source_stat, "entry": entry})
         return SceneResult(name, src.subset, "ok", entry, seconds=stats["seconds"])
     except Exception as e:  # noqa: BLE001 - one scene's failure must not stop the others
-        left = _discard_outputs(out_root, rels)
+        left = _discard_outputs(out_root, rels, before)
         msg = f"{type(e).__name__}: {e}" if not isinstance(e, OSError) or str(e) else repr(e)
         if isinstance(e, OSError):  # one line naming the file and the cause, not the raw repr
             msg = f"{e.filename or out_root}: {e.strerror or e}"
@@ -385,16 +395,33 @@ def _check_scene(task: SceneTask, out_root: Path, rels: dict, stats: dict) -> No
         raise NavError(task.src.navmesh, warning)
 
 
-def _discard_outputs(out_root: Path, rels: dict) -> list[str]:
-    """A failed scene leaves no outputs behind (a half-made scene would look done to a user or
-    another tool; its record is already gone). Returns "file: cause" for each one that stays."""
+def _output_stats(out_root: Path, rels: dict) -> dict:
+    """{rel: (inode, mtime, size) or None when absent}: tells whether an attempt wrote any."""
+    out = {}
+    for rel in rels.values():
+        try:
+            st = (out_root / rel).stat()
+            out[rel] = (st.st_ino, st.st_mtime_ns, st.st_size)
+        except OSError:
+            out[rel] = None
+    return out
+
+
+def _discard_outputs(out_root: Path, rels: dict, before: dict | None = None) -> list[str]:
+    """A failed scene leaves no half-made outputs behind (they would look done to a user or
+    another tool; its record is already gone). ``before`` (``_output_stats`` before a redo of
+    unchanged sources and settings, e.g. ``--force`` or a damaged shared asset): when the attempt
+    wrote none of them, those earlier outputs are kept as they were. Returns "file: cause" for
+    each one that stays."""
+    _remove_stale_temps(out_root, rels.values())
+    if before is not None and _output_stats(out_root, rels) == before:
+        return []
     left = []
     for rel in rels.values():
         try:
             (out_root / rel).unlink(missing_ok=True)
         except OSError as e:
             left.append(f"{out_root / rel}: {e.strerror or e}")
-    _remove_stale_temps(out_root, rels.values())
     return left
 
 
@@ -473,7 +500,7 @@ def _run_pool(tasks: list[SceneTask], workers: int, on_done) -> None:
     suspects: list[SceneTask] = []
     while pending:
         ex = ProcessPoolExecutor(max_workers=min(workers, len(pending)), mp_context=ctx,
-                                 initializer=_ignore_sigint)
+                                 initializer=_worker_init, initargs=(os.getpid(),))
         futs = {}
         broken = False
         try:
@@ -510,7 +537,8 @@ def _run_pool(tasks: list[SceneTask], workers: int, on_done) -> None:
         if broken:
             # each suspect alone in a fresh process: only the culprit dies again
             for t in suspects:
-                one = ProcessPoolExecutor(max_workers=1, mp_context=ctx, initializer=_ignore_sigint)
+                one = ProcessPoolExecutor(max_workers=1, mp_context=ctx, initializer=_worker_init,
+                                          initargs=(os.getpid(),))
                 try:
                     r = one.submit(process_scene, t).result()
                     if r.status == "skipped":
@@ -528,12 +556,41 @@ def _run_pool(tasks: list[SceneTask], workers: int, on_done) -> None:
             suspects = []
 
 
-def _ignore_sigint() -> None:
+def _worker_init(parent: int) -> None:
     """Workers leave Ctrl-C to the parent (which stops them): a terminal's SIGINT reaches the
-    whole process group, and each worker would print its own KeyboardInterrupt traceback."""
+    whole process group, and each worker would print its own KeyboardInterrupt traceback. And
+    a worker dies with its parent: after kill -9 of the run nothing else would end it (it
+    would block for ever writing its result to a pipe no one reads)."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if not _die_with_parent():   # not Linux: a thread watches for the parent's end
+        import threading
+
+        def watch():
+            while os.getppid() == parent:
+                time.sleep(1.0)
+            os._exit(1)
+
+        threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+    if os.getppid() != parent:   # the parent died before the line above took effect
+        os._exit(1)
+
+
+def _die_with_parent() -> bool:
+    """Ask Linux to SIGKILL this process when its parent (the thread that started it) ends
+    (prctl PR_SET_PDEATHSIG); False where that is not available."""
+    import ctypes
+    import signal
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(1, int(signal.SIGKILL), 0, 0, 0) == 0   # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return False
 
 
 def _stop_workers(ex: ProcessPoolExecutor) -> None:
@@ -597,7 +654,8 @@ def preprocess(src_root, out_root, dataset: str = "gibson", split: str | None = 
         raise DatasetError(plan.src_root, f"{len(plan.missing)} scene(s) of split {split!r} are missing "
                                           f"({names}) and --require-all was given")
     backend = backend or Backend(up=options.up, nav_settings=options.nav, convert_changes=options.convert,
-                                 force_up=options.force, skip_missing_assets=options.skip_missing_assets)
+                                 force_up=options.force, skip_missing_assets=options.skip_missing_assets,
+                                 assets_since=time.time() if options.force else None)
     settings = backend.settings(ds.name)
     settings["preprocess"] = {"navmesh": options.navmesh, "episodes": options.episodes,
                               "episode_seed": options.episode_seed}
@@ -659,11 +717,14 @@ def _run(plan, ds, split, shard, options, backend, settings, out_root, mpath, pr
             files = {"scene": s.scene}
             if s.navmesh is not None and options.navmesh != "build":
                 files["navmesh"] = s.navmesh
+            srcs = rec["entry"].get("sources", {})
+            # a composed scene's other inputs (config, templates, render assets, URDFs: _sources)
+            files.update({r: Path(ds.name).parent / e.get("path", "") for r, e in srcs.items()
+                          if r.startswith("input:") and isinstance(e, dict)})
             try:
                 stat_now = {r: _stat(p) for r, p in files.items()}
             except OSError:
                 stat_now = None
-            srcs = rec["entry"].get("sources", {})
             if (stat_now == rec.get("source_stat") and set(srcs) == set(files)
                     and rec.get("fingerprint") == fingerprint(srcs, settings)):
                 kept[s.name] = (task, rec["entry"])
@@ -706,7 +767,10 @@ def _run(plan, ds, split, shard, options, backend, settings, out_root, mpath, pr
         elif log is not None:  # no bar (a log file, SLURM): a line per scene
             took = time.perf_counter() - t_tasks
             left = took / n_done[0] * (len(tasks) - n_done[0])
-            say(f"  [{n_done[0]}/{len(tasks)}] {r.name} {r.status}" + (f" ({nfail} failed)" if nfail else "")
+            # "skipped" here: a worker found the scene up to date after all (its kept outputs
+            # pass the check now, e.g. a shared asset another scene re-converted)
+            status = "up to date" if r.status == "skipped" else r.status
+            say(f"  [{n_done[0]}/{len(tasks)}] {r.name} {status}" + (f" ({nfail} failed)" if nfail else "")
                 + f"; {took:.0f} s so far, about {left:.0f} s left")
 
     try:
@@ -797,14 +861,17 @@ def _stderr_isatty() -> bool:
 def summary_table(res: PreprocessResult, max_rows: int = 200) -> str:
     """A plain-text table, one row per scene, then totals."""
     rows = [("scene", "subset", "status", "tris", "MB out", "navmesh", "area m2", "isl", "eps", "s", "error")]
-    tot_bytes = 0
     shown = [r for r in res.results if r.status != "missing"]
+    # each file once: a composed dataset's shared assets are outputs of every scene using them
+    tot_bytes = mf.unique_bytes(o for r in shown for o in ((r.entry or {}).get("outputs") or {}).values())
     for r in shown[:max_rows]:
         st = (r.entry or {}).get("stats", {})
         outs = (r.entry or {}).get("outputs", {})
         b = sum(o.get("size", 0) for o in outs.values())
-        tot_bytes += b
-        rows.append((r.name, r.subset, r.status, f"{st.get('triangles', '')}",
+        tris = st.get("triangles", "")   # a composed scene: its stage and every instance
+        if isinstance(tris, int) and isinstance(st.get("instance_triangles"), int):
+            tris += st["instance_triangles"]
+        rows.append((r.name, r.subset, "up to date" if r.status == "skipped" else r.status, f"{tris}",
                      f"{b / 1e6:.2f}" if b else "", str(st.get("navmesh_source") or ""),
                      f"{st['navigable_area']:.1f}" if st.get("navigable_area") is not None else "",
                      str(st.get("islands", "") if st.get("islands") is not None else ""),
@@ -823,7 +890,8 @@ def summary_table(res: PreprocessResult, max_rows: int = 200) -> str:
                      + (" ..." if len(missing) > 12 else "") + "  (reported, not fatal: see --require-all)")
     counts = {s: res.count(s) for s in ("ok", "skipped", "failed", "missing")}
     lines.append(f"{counts['ok']} processed, {counts['skipped']} up to date, {counts['failed']} failed, "
-                 f"{counts['missing']} missing; {tot_bytes / 1e6:.1f} MB of outputs; {res.seconds:.1f} s; "
+                 f"{counts['missing']} missing; {tot_bytes / 1e6:.1f} MB of outputs (each file once); "
+                 f"{res.seconds:.1f} s; "
                  f"manifest: {res.manifest_path}")
     return "\n".join(lines)
 

@@ -5,10 +5,9 @@ vouch for what happened to them since (a disk error, a copy cut short, a file re
 garbage of the same size). So before a scene is skipped as up to date, every output it keeps
 is checked (on a thread pool), and a scene with a damaged output is redone:
 
-- default (cheap): the recorded size; for packed files (SCEN / NAVM containers) the preamble,
-  the header, the recorded kind and content version, and the CRC-32 of every section's stored
-  bytes (read 4 MiB at a time, never decompressed); other files (gzipped episode JSON, small)
-  against the manifest's sha256;
+- default (cheap): the recorded size; for packed files (SCEN / NAVM) the header, kind, content
+  version, the CRC-32 of every section's stored bytes (4 MiB at a time, never decompressed)
+  and the padding between them; other files (episodes, small) against the manifest's sha256;
 - ``full`` (``--verify-kept``): the sha256 of every kept file against the record, as
   ``bps-assets verify`` does.
 
@@ -54,6 +53,7 @@ def output_problem(out_root: Path, rec: Mapping, full: bool = False) -> str | No
             if "content_version" in rec and cv != rec["content_version"]:
                 return f"{rec['path']}: content version {cv!r} != recorded {rec['content_version']!r}"
             c.check_checksums()
+            c.check_padding()
     except BpsError as e:
         return str(e)
     return None
@@ -61,12 +61,18 @@ def output_problem(out_root: Path, rec: Mapping, full: bool = False) -> str | No
 
 def kept_problems(out_root: Path, entry: Mapping, full: bool = False) -> list[str]:
     """Problems of every output of a scene's manifest ``entry`` (empty: all can be kept)."""
+    return list(problems_by_output(out_root, entry, full).values())
+
+
+def problems_by_output(out_root: Path, entry: Mapping, full: bool = False) -> dict[str, str]:
+    """{output role: problem} of the outputs of ``entry`` that cannot be kept ("" for a record
+    that lists no outputs)."""
     outs = entry.get("outputs") if isinstance(entry, Mapping) else None
     if not isinstance(outs, Mapping):
-        return ["the completion record lists no outputs"]
-    probs = [output_problem(Path(out_root), rec if isinstance(rec, Mapping) else {}, full)
-             for rec in outs.values()]
-    return [p for p in probs if p]
+        return {"": "the completion record lists no outputs"}
+    probs = {role: output_problem(Path(out_root), rec if isinstance(rec, Mapping) else {}, full)
+             for role, rec in outs.items()}
+    return {role: p for role, p in probs.items() if p}
 
 
 def check_many(out_root: Path, entries: Mapping[str, Mapping], full: bool = False,

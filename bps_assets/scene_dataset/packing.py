@@ -2,14 +2,15 @@
 its stage plus an instance table (docs/FORMAT.md 5.7); read one back unflattened.
 
 ``pack_scene(scene, dst, assets_dir)``: every asset not yet in ``assets_dir`` is converted
-there as ``KEY.bps`` (its own coordinates). An existing one is kept when its header says it was
-converted from the same source bytes (sha256) with the same converter settings and tool version,
-so scenes sharing an object library convert each asset once per output folder and option set;
-parallel workers racing on one asset each write it atomically. The stage is converted with its
-transform applied and the instance table stored beside it. ``read_composed(path)``: ``(stage
-PackedScene, InstanceTable, [asset paths])`` for an instanced renderer;
-``navmesh_triangles(path)``: the world-space triangles a navmesh is built from (the stage and
-the STATIC instances, rigid or articulated: habitat-sim's rule, ``NAVMESH_MOTIONS``).
+there as ``KEY.bps`` (its own coordinates). An existing one is kept when it is intact (header,
+section CRCs, padding) and its header says it was converted from the same source bytes with the
+same converter settings and tool version (else re-converted), so scenes sharing an object
+library convert each asset once per output folder and option set; parallel workers racing on
+one asset each write it whole and atomically (``container.atomic_write``). The stage is
+converted with its transform applied, the instance table stored beside it.
+``read_composed(path)``: ``(stage PackedScene, InstanceTable, [asset paths])`` for an
+instanced renderer; ``navmesh_triangles(path)``: the world-space triangles a navmesh is built
+from (the stage and the STATIC instances, rigid or articulated: habitat-sim's rule).
 """
 from __future__ import annotations
 
@@ -32,8 +33,12 @@ def _asset_options(options):
     return dataclasses.replace(options, dataset="generic", up="y")
 
 
-def pack_assets(scene: ComposedScene, assets_dir: Path, options=DEFAULTS) -> list[dict]:
-    """Convert the scene's assets missing from ``assets_dir``; ``[{key, path, source, converted}]``."""
+def pack_assets(scene: ComposedScene, assets_dir: Path, options=DEFAULTS,
+                fresh_since: float | None = None, stale=()) -> list[dict]:
+    """Convert the scene's assets missing from ``assets_dir`` or not current there (``_current``);
+    ``[{key, path, source, converted}]``. ``fresh_since`` (a ``time.time()``): also re-convert
+    every asset written before it (preprocess ``--force``: each asset once per run). ``stale``:
+    asset file names to re-convert whatever they look like (a resume check found them damaged)."""
     assets_dir.mkdir(parents=True, exist_ok=True)
     used = {i.asset for i in scene.instances}   # the stage lives in the scene file itself
     opts = _asset_options(options)
@@ -42,22 +47,27 @@ def pack_assets(scene: ComposedScene, assets_dir: Path, options=DEFAULTS) -> lis
     for k, a in enumerate(scene.assets):
         dst = assets_dir / f"{a.key}{ASSET_SUFFIX}"
         made = False
-        if k in used and not _current(dst, a.path, fingerprint):
+        if k in used and (dst.name in stale or not _current(dst, a.path, fingerprint, fresh_since)):
             convert_file(a.path, dst, opts, overwrite=True, scene_id=a.key, semantic=None)
             made = True
         out.append({"key": a.key, "path": f"../assets/{dst.name}", "source": str(a.path), "converted": made})
     return out
 
 
-def _current(dst: Path, src: Path, fingerprint: str) -> bool:
-    """``dst`` exists and was converted from ``src`` as it is now (the sha256 in its header)
-    by this tool version with the settings whose fingerprint is ``fingerprint`` (the one
-    preprocess keys scenes on, ``hashing.settings_fingerprint``, over the converter settings
-    in its header)."""
+def _current(dst: Path, src: Path, fingerprint: str, fresh_since: float | None = None) -> bool:
+    """``dst`` exists, is intact as far as a resumed scene's own outputs are checked (header,
+    section CRCs, padding: ``pipeline.resume_check``), was written at or after ``fresh_since``
+    (when given) and was converted from ``src`` as it is now (the sha256 in its header) by this
+    tool version with the settings whose fingerprint is ``fingerprint`` (the one preprocess keys
+    scenes on, ``hashing.settings_fingerprint``, over the converter settings in its header)."""
     from .. import __version__
     try:
+        if fresh_since is not None and dst.stat().st_mtime < fresh_since:
+            return False
         with Container(dst, "SCEN") as c:
             h = c.header
+            c.check_checksums()
+            c.check_padding()
     except (OSError, BpsError):
         return False
     conv = h.get("converter") if isinstance(h.get("converter"), dict) else {}
@@ -69,8 +79,10 @@ def _current(dst: Path, src: Path, fingerprint: str) -> bool:
 
 
 def pack_scene(scene: ComposedScene, dst: str | os.PathLike, assets_dir: str | os.PathLike,
-               options=DEFAULTS, overwrite: bool = False) -> dict:
-    """Write the composed scene ``dst`` (and its missing assets); returns statistics."""
+               options=DEFAULTS, overwrite: bool = False, fresh_since: float | None = None,
+               stale=()) -> dict:
+    """Write the composed scene ``dst`` (and its missing or stale assets: ``pack_assets``);
+    returns statistics."""
     from ..readers import load
 
     dst, assets_dir = Path(dst), Path(assets_dir)
@@ -78,7 +90,7 @@ def pack_scene(scene: ComposedScene, dst: str | os.PathLike, assets_dir: str | o
         raise DatasetError(dst, "the asset library must be the folder 'assets' beside the scene's folder")
     if scene.stage is None:
         raise DatasetError(scene.source, "the scene has no stage to pack (a stand-in stage is needed)")
-    entries = pack_assets(scene, assets_dir, options)
+    entries = pack_assets(scene, assets_dir, options, fresh_since, set(stale))
     stage_path = scene.assets[scene.stage.asset].path
     doc = load(stage_path)
     m = scene.stage.transform
@@ -111,10 +123,18 @@ def pack_scene(scene: ComposedScene, dst: str | os.PathLike, assets_dir: str | o
                         source_info=info, extra=(cs.HEADER_KEY, header, arrays))
     st = dict(res.stats)
     used = sorted({inst[k].asset for k in range(len(inst))})
+    tris = {k: _triangles(assets_dir / Path(entries[k]["path"]).name) for k in used}
+    st["instance_triangles"] = sum(tris[i.asset] for i in inst)   # what instancing draws besides the stage
     st.update(instances=len(inst), assets=len(used), assets_converted=sum(e["converted"] for e in entries),
               skipped_instances=len(scene.skipped),
               asset_files=[f"{assets_dir.name}/{Path(entries[k]['path']).name}" for k in used])
     return st
+
+
+def _triangles(asset: Path) -> int:
+    with Container(asset, "SCEN") as c:
+        n = (c.header.get("counts") or {}).get("triangles", 0)
+    return n if isinstance(n, int) and not isinstance(n, bool) else 0
 
 
 def read_composed(path: str | os.PathLike, sections=None):

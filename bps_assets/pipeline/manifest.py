@@ -59,6 +59,17 @@ def write_manifest(doc: dict, path: str | os.PathLike, overwrite: bool = True) -
     return path
 
 
+def content_sha256(doc: dict) -> str:
+    """sha256 of what a manifest's dataset holds: every scene's subset, status and outputs'
+    sha256s, and the episode files' sha256s. Not its creation time, timings or source paths, so
+    a rerun of preprocess that changed no output keeps it (what a resumed training run checks)."""
+    scenes = {name: {"subset": e.get("subset"), "status": e.get("status"),
+                     "outputs": {role: o.get("sha256") for role, o in (e.get("outputs") or {}).items()}}
+              for name, e in doc.get("scenes", {}).items()}
+    episodes = {split: (o or {}).get("sha256") for split, o in (doc.get("episodes") or {}).items()}
+    return settings_fingerprint({"scenes": scenes, "episodes": episodes})
+
+
 # ------------------------------------------------------------------------------ reading
 
 @dataclass(frozen=True)

@@ -111,6 +111,9 @@ def _scene_episodes(path: Path, name: str, dataset: str, per_scene: int, seed: i
                                                        io, stats=st)
         stats.update(st)
         stats["targets"] = st["starts"]
+        if categories is not None:   # what the task map leaves out (e.g. ReplicaCAD's indoor_plant)
+            present = {table.category_name(i) for i in range(len(table))} - {""}
+            stats["unmapped_categories"] = sorted(present - set(categories))
         stats["where"] = ep.where_episodes_start(nm, episode_islands(nm, opts.all_islands), out.episodes,
                                                  opts.all_islands)
     else:
@@ -133,17 +136,30 @@ def _category_map(text: str) -> dict | None:
     return {c: i for i, c in enumerate(names)}
 
 
+def _unmapped_summary(report: list[dict], categories: str, shown: int = 12) -> str:
+    """One line naming the scenes' object categories that --categories leaves out (no goals of
+    them), most common first, with how many scenes have each ("" when there are none)."""
+    n = Counter(c for r in report for c in r.get("unmapped_categories", ()))
+    if not n:
+        return ""
+    names = sorted(n, key=lambda c: (-n[c], c))
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return (f"{len(names)} object categories of the scenes are not in --categories {categories} (no "
+            f"goals of them): " + ", ".join(f"{c} ({n[c]} scene{'s' * (n[c] > 1)})" for c in names[:shown])
+            + more)
+
+
 def _write_objectnav(out_dir, split, by_scene, overwrite):
-    """The datasets of every scene under one pair of category maps (their union when
-    --categories all gave per-scene maps: ids renumbered over the sorted names)."""
-    task, ann = {}, {}
+    """The datasets of every scene under one task map (their union when --categories all gave
+    per-scene maps: ids renumbered over the sorted names); each content file keeps its scene's
+    annotation map (indices into its own category list, which differ between composed scenes)."""
+    task = {}
     for ds in by_scene.values():
         for k, v in ds.category_to_task_category_id.items():
             task.setdefault(k, v)
-            ann.setdefault(k, ds.category_to_scene_annotation_category_id[k])
     if len({tuple(sorted(ds.category_to_task_category_id.items())) for ds in by_scene.values()}) > 1:
         task = {k: i for i, k in enumerate(sorted(task))}
-    return write_objectnav_dataset(out_dir, split, by_scene, task, ann, overwrite=overwrite)
+    return write_objectnav_dataset(out_dir, split, by_scene, task, overwrite=overwrite, per_scene_annotation=True)
 
 
 @click.command("episodes")
@@ -235,6 +251,9 @@ def episodes_cmd(navfiles, out_dir, split, per_scene, seed, dataset, goal_radius
                            f"{stats['where']}")
             continue
         click.echo(f"error: {name}: {failed[-1]['error']}", err=True)
+    unmapped = _unmapped_summary(report, categories)
+    if unmapped and not as_json:
+        click.echo(unmapped, err=True)
     write = {"objectnav": _write_objectnav,
              "instance_imagenav": lambda o, sp, b, overwrite: write_instance_imagenav_dataset(
                  o, sp, b, overwrite=overwrite)}.get(

@@ -70,6 +70,23 @@ def content_sha256(doc: dict) -> str:
     return settings_fingerprint({"scenes": scenes, "episodes": episodes})
 
 
+def source_links(scene: str, sources: dict) -> list[tuple[str, str, str, str]]:
+    """(scene, role, path, target) of each source record of ``scene`` that resolves through a
+    symlink outside the source folder (its ``link_target``)."""
+    return [(scene, role, str(s.get("path")), str(s["link_target"])) for role, s in (sources or {}).items()
+            if isinstance(s, dict) and s.get("link_target")]
+
+
+def source_links_line(links: list[tuple[str, str, str, str]]) -> str:
+    """One line for ``links`` (``source_links``'s, of one scene or many): their count and the
+    first as an example; the manifest keeps every target (habitat users link data/ routinely)."""
+    n, scenes = len(links), len({x[0] for x in links})
+    scene, role, path, target = links[0]
+    return (f"{n} source file{'s' * (n != 1)}{f' of {scenes} scenes' if scenes > 1 else ''} "
+            f"resolve{'s' * (n == 1)} through a symlink outside the source folder (each target is the "
+            f"manifest's sources.*.link_target; --strict refuses them), e.g. {scene}: source {role} {path} -> {target}")
+
+
 # ------------------------------------------------------------------------------ reading
 
 @dataclass(frozen=True)

@@ -95,7 +95,7 @@ def _scene_episodes(path: Path, name: str, dataset: str, per_scene: int, seed: i
     from bps_assets.nav.sources import open_navmesh
 
     nm = open_navmesh(path)  # the file's magic bytes say which reader
-    stats: dict = {}
+    stats: dict = {"agent": {"radius": float(nm.settings.agent_radius), "height": float(nm.settings.agent_height)}}
     sid, sseed = scene_id or ep.habitat_scene_id(dataset, name), ep.scene_seed(seed, name)
     if task in SEMANTIC_TASKS:
         v, t, tri_object, table = on.semantic_scene(packed)
@@ -134,6 +134,27 @@ def _category_map(text: str) -> dict | None:
     if not names or len(set(names)) != len(names):
         raise click.BadParameter("a comma-separated list of distinct category names", param_hint="--categories")
     return {c: i for i, c in enumerate(names)}
+
+
+def _other_agent(task: str, report: list[dict]) -> str:
+    """One warning line when navmeshes were built for another agent than the task's (habitat's,
+    what bps-train uses and refuses a dataset for); "" when they match. A warning, not a refusal:
+    ``make()``'s task options take any agent, and such a run wants these episodes."""
+    from bps_assets.pipeline.manifest import AGENT_TOLERANCE
+    from bps_runtime.tasks import task_spec
+
+    want = task_spec(task).defaults
+    off = [r for r in report if abs(r["agent"]["radius"] - want.agent_radius) > AGENT_TOLERANCE
+           or abs(r["agent"]["height"] - want.agent_height) > AGENT_TOLERANCE]
+    if not off:
+        return ""
+    a = off[0]["agent"]
+    names = ", ".join(r["scene"] for r in off[:5]) + (" ..." if len(off) > 5 else "")
+    return (f"warning: {len(off)} navmesh(es) ({names}) were built for another agent (radius {a['radius']:g} m, "
+            f"height {a['height']:g} m) than {task}'s (radius {want.agent_radius:g} m, height "
+            f"{want.agent_height:g} m): bps-train --task {task} refuses their dataset; preprocess with "
+            f"--agent-radius {want.agent_radius:g} --agent-height {want.agent_height:g} for it (episodes "
+            "written all the same: make() takes any agent in the task options)")
 
 
 def _unmapped_summary(report: list[dict], categories: str, shown: int = 12) -> str:
@@ -251,6 +272,9 @@ def episodes_cmd(navfiles, out_dir, split, per_scene, seed, dataset, goal_radius
                            f"{stats['where']}")
             continue
         click.echo(f"error: {name}: {failed[-1]['error']}", err=True)
+    other = _other_agent(task, report)
+    if other:
+        click.echo(other, err=True)
     unmapped = _unmapped_summary(report, categories)
     if unmapped and not as_json:
         click.echo(unmapped, err=True)

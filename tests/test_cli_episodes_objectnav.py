@@ -131,3 +131,23 @@ def test_each_content_file_carries_its_own_scenes_annotation_map(tmp_path):
     assert line.startswith("1 object categories") and "bin (1 scene)" in line
     ds = read_objectnav_dataset(tmp_path / "on" / "train")   # habitat's reading: the last file's map
     assert len(ds.episodes) == 8 and set(ds.category_to_scene_annotation_category_id) == set(objectnav_hm3d())
+
+
+def test_a_navmesh_for_another_agent_is_one_warning_naming_the_flags(layout, tmp_path):
+    """bps-train refuses a dataset whose navmeshes were built for another agent than the task's
+    (habitat's: ObjectNav 0.18 m / 0.88 m, PointNav 0.1 m / 1.5 m); `episodes` says so in one line
+    (a warning: make() takes any agent in the task options) and writes the episodes. two_rooms'
+    navmesh is ObjectNav's agent: no warning there, one for PointNav."""
+    root, s = layout
+    assert (s.navmesh.settings.agent_radius, s.navmesh.settings.agent_height) == (0.18, 0.88)
+    nav = str(root / "navmeshes" / "TwoRooms.navmesh.bps")
+    r = CliRunner().invoke(main, ["episodes", nav, "--task", "objectnav", "-o", str(tmp_path / "on"),
+                                  "--split", "val", "--per-scene", "2"])
+    assert r.exit_code == 0 and "another agent" not in r.output, r.output
+    r = CliRunner().invoke(main, ["episodes", nav, "-o", str(tmp_path / "pn"), "--split", "val", "--per-scene", "2"])
+    assert r.exit_code == 0, r.output
+    (line,) = [ln for ln in r.stderr.splitlines() if "another agent" in ln]
+    assert line.startswith("warning: 1 navmesh(es) (TwoRooms) were built for another agent (radius 0.18 m, "
+                           "height 0.88 m) than pointnav's (radius 0.1 m, height 1.5 m)")
+    assert "--agent-radius 0.1 --agent-height 1.5" in line
+    assert (tmp_path / "pn" / "val" / "content" / "TwoRooms.json.gz").is_file()

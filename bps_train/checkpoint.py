@@ -9,9 +9,9 @@ the file (docs/TRAINING.md). A save is serialized in memory and written through 
 a full disk or a file size limit is an OutputWriteError naming OUT_DIR; the previous one stays.
 
 ``identity(args, dataset)`` is what a resumed run must share with the checkpoint: the dataset
-(the manifest's sha256, split, episodes source), the model (sensor, resolution, hidden, width)
-and the number of environments. Everything else (total steps, learning-rate schedule, logging,
-threads, device) may change between runs of one experiment.
+(its content's sha256, ``dataset_sha256``; split, episodes source), the model (sensor,
+resolution, hidden, width) and the number of environments. Everything else (total steps,
+learning-rate schedule, logging, threads, device) may change between runs of one experiment.
 """
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ import torch
 
 from bps_assets.container import atomic_write, remove_stale_temps
 from bps_assets.errors import ConfigError, CorruptFileError, InputError, OutputWriteError
+from bps_assets.pipeline.manifest import content_sha256, load_manifest
 from bps_runtime.noise.options import DEFAULTS as NO_NOISE
 
 from .counters import MAX_STEP, int_in
@@ -46,11 +47,19 @@ _REQUIRED = {"format": str, "version": int, "policy": dict, "optimizer": dict, "
 
 
 def manifest_sha256(path) -> str:
-    """sha256 of the manifest's bytes: the dataset's identity wherever its folder lives."""
+    """sha256 of the manifest's bytes: the dataset's identity in checkpoints saved before
+    ``dataset_sha256`` (still accepted on resume by ``check_same_run``)."""
     try:
         return hashlib.sha256(Path(path).read_bytes()).hexdigest()
     except OSError as e:
         raise InputError(path, f"cannot read the dataset manifest ({e.strerror or e})") from None
+
+
+def dataset_sha256(path) -> str:
+    """The dataset's identity wherever its folder lives: the sha256 of its content
+    (``manifest.content_sha256``: the outputs' sha256s), not of the manifest's bytes, which a
+    rerun of preprocess that changed nothing rewrites (its creation time)."""
+    return content_sha256(load_manifest(path).doc)
 
 
 def identity(args, dataset_sha256: str) -> dict:
@@ -81,12 +90,13 @@ def env_identity(config) -> dict:
     return out
 
 
-def check_same_run(path, saved: dict, wanted: dict) -> None:
-    """ConfigError listing every identity field that differs, and how to start fresh."""
+def check_same_run(path, saved: dict, wanted: dict, manifest_bytes_sha256: str | None = None) -> None:
+    """ConfigError listing every identity field that differs, and how to start fresh.
+    ``manifest_bytes_sha256``: this run's ``manifest_sha256``, the dataset identity of older checkpoints."""
     diffs = []
     for key, want in wanted.items():
         have = saved.get(key, IDENTITY_DEFAULTS.get(key))
-        if have == want:
+        if have == want or (key == "dataset_sha256" and have is not None and have == manifest_bytes_sha256):
             continue
         if key == "dataset_sha256":
             diffs.append("the dataset manifest (sha256 differs: another or a re-preprocessed dataset)")

@@ -739,11 +739,13 @@ def train(args) -> dict:
     lr = scaled_lr(args, world)
     opt = Lamb(policy.parameters(), lr=lr, weight_decay=args.weight_decay, min_trust=args.min_trust)
     update, global_step, seconds_before = 0, 0, 0.0
-    run_id = checkpoint.identity(args, checkpoint.manifest_sha256(args.dataset))
     ckpt_path = out / "checkpoint.pt"
-    if args.resume and ckpt_path.exists():
-        ckpt = checkpoint.load(ckpt_path, map_location=device)
-        checkpoint.check_same_run(ckpt_path, ckpt["identity"], run_id)
+    ckpt = checkpoint.load(ckpt_path, map_location=device) if args.resume and ckpt_path.exists() else None
+    # after the checkpoint: one that is refused is refused before the dataset is read
+    run_id = checkpoint.identity(args, checkpoint.dataset_sha256(args.dataset))
+    old_id = checkpoint.manifest_sha256(args.dataset)   # the identity checkpoints saved before 2026-11-27
+    if ckpt is not None:
+        checkpoint.check_same_run(ckpt_path, ckpt["identity"], run_id, old_id)
         checkpoint.restore(ckpt_path, ckpt, policy, opt)
         update, global_step, seconds_before = ckpt["update"], ckpt["global_step"], ckpt["seconds"]
         if len(ckpt["rng"]) == world:  # a different world size keeps fresh per-rank streams
@@ -760,7 +762,7 @@ def train(args) -> dict:
                     scene_shard=(rank, world))
     run_id["env"] = checkpoint.env_identity(env.config)   # saved with the checkpoint, compared on resume
     if update:
-        checkpoint.check_same_run(ckpt_path, ckpt["identity"], run_id)
+        checkpoint.check_same_run(ckpt_path, ckpt["identity"], run_id, old_id)
     log = Log(out, writer_cls, update) if rank == 0 else None
     stop = StopOnSignal()
     num_updates = max(1, math.ceil(args.total_steps / batch))

@@ -95,7 +95,7 @@ def _scene_episodes(path: Path, name: str, dataset: str, per_scene: int, seed: i
     from bps_assets.nav.sources import open_navmesh
 
     nm = open_navmesh(path)  # the file's magic bytes say which reader
-    stats: dict = {}
+    stats: dict = {"agent": {"radius": float(nm.settings.agent_radius), "height": float(nm.settings.agent_height)}}
     sid, sseed = scene_id or ep.habitat_scene_id(dataset, name), ep.scene_seed(seed, name)
     if task in SEMANTIC_TASKS:
         v, t, tri_object, table = on.semantic_scene(packed)
@@ -111,6 +111,9 @@ def _scene_episodes(path: Path, name: str, dataset: str, per_scene: int, seed: i
                                                        io, stats=st)
         stats.update(st)
         stats["targets"] = st["starts"]
+        if categories is not None:   # what the task map leaves out (e.g. ReplicaCAD's indoor_plant)
+            present = {table.category_name(i) for i in range(len(table))} - {""}
+            stats["unmapped_categories"] = sorted(present - set(categories))
         stats["where"] = ep.where_episodes_start(nm, episode_islands(nm, opts.all_islands), out.episodes,
                                                  opts.all_islands)
     else:
@@ -133,17 +136,51 @@ def _category_map(text: str) -> dict | None:
     return {c: i for i, c in enumerate(names)}
 
 
+def _other_agent(task: str, report: list[dict]) -> str:
+    """One warning line when navmeshes were built for another agent than the task's (habitat's,
+    what bps-train uses and refuses a dataset for); "" when they match. A warning, not a refusal:
+    ``make()``'s task options take any agent, and such a run wants these episodes."""
+    from bps_assets.pipeline.manifest import AGENT_TOLERANCE
+    from bps_runtime.tasks import task_spec
+
+    want = task_spec(task).defaults
+    off = [r for r in report if abs(r["agent"]["radius"] - want.agent_radius) > AGENT_TOLERANCE
+           or abs(r["agent"]["height"] - want.agent_height) > AGENT_TOLERANCE]
+    if not off:
+        return ""
+    a = off[0]["agent"]
+    names = ", ".join(r["scene"] for r in off[:5]) + (" ..." if len(off) > 5 else "")
+    return (f"warning: {len(off)} navmesh(es) ({names}) were built for another agent (radius {a['radius']:g} m, "
+            f"height {a['height']:g} m) than {task}'s (radius {want.agent_radius:g} m, height "
+            f"{want.agent_height:g} m): bps-train --task {task} refuses their dataset; preprocess with "
+            f"--agent-radius {want.agent_radius:g} --agent-height {want.agent_height:g} for it (episodes "
+            "written all the same: make() takes any agent in the task options)")
+
+
+def _unmapped_summary(report: list[dict], categories: str, shown: int = 12) -> str:
+    """One line naming the scenes' object categories that --categories leaves out (no goals of
+    them), most common first, with how many scenes have each ("" when there are none)."""
+    n = Counter(c for r in report for c in r.get("unmapped_categories", ()))
+    if not n:
+        return ""
+    names = sorted(n, key=lambda c: (-n[c], c))
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return (f"{len(names)} object categories of the scenes are not in --categories {categories} (no "
+            f"goals of them): " + ", ".join(f"{c} ({n[c]} scene{'s' * (n[c] > 1)})" for c in names[:shown])
+            + more)
+
+
 def _write_objectnav(out_dir, split, by_scene, overwrite):
-    """The datasets of every scene under one pair of category maps (their union when
-    --categories all gave per-scene maps: ids renumbered over the sorted names)."""
-    task, ann = {}, {}
+    """The datasets of every scene under one task map (their union when --categories all gave
+    per-scene maps: ids renumbered over the sorted names); each content file keeps its scene's
+    annotation map (indices into its own category list, which differ between composed scenes)."""
+    task = {}
     for ds in by_scene.values():
         for k, v in ds.category_to_task_category_id.items():
             task.setdefault(k, v)
-            ann.setdefault(k, ds.category_to_scene_annotation_category_id[k])
     if len({tuple(sorted(ds.category_to_task_category_id.items())) for ds in by_scene.values()}) > 1:
         task = {k: i for i, k in enumerate(sorted(task))}
-    return write_objectnav_dataset(out_dir, split, by_scene, task, ann, overwrite=overwrite)
+    return write_objectnav_dataset(out_dir, split, by_scene, task, overwrite=overwrite, per_scene_annotation=True)
 
 
 @click.command("episodes")
@@ -235,6 +272,12 @@ def episodes_cmd(navfiles, out_dir, split, per_scene, seed, dataset, goal_radius
                            f"{stats['where']}")
             continue
         click.echo(f"error: {name}: {failed[-1]['error']}", err=True)
+    other = _other_agent(task, report)
+    if other:
+        click.echo(other, err=True)
+    unmapped = _unmapped_summary(report, categories)
+    if unmapped and not as_json:
+        click.echo(unmapped, err=True)
     write = {"objectnav": _write_objectnav,
              "instance_imagenav": lambda o, sp, b, overwrite: write_instance_imagenav_dataset(
                  o, sp, b, overwrite=overwrite)}.get(

@@ -281,6 +281,11 @@ def nav_step(navfile, start, end, no_sliding, as_json):
         click.echo(",".join(f"{x:.4f}" for x in res) + ("  (collided)" if collided else ""))
 
 
+# preview's options that draw on the floor map, not on --semantic's object map
+_NOT_SEMANTIC = {"episodes_file": "--episodes", "scene": "--scene", "max_episodes": "--max-episodes",
+                 "agent_paths": "--agent-path", "mpp": "--mpp"}
+
+
 @click.command("preview")
 @click.argument("navfile", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("-o", "--out", "out", required=True, type=click.Path(dir_okay=False, path_type=Path),
@@ -307,10 +312,16 @@ def preview_cmd(navfile, out, overwrite, max_size, mpp, episodes_file, scene, ma
     optionally a dataset's episodes, agents' paths, or a scene's objects (--semantic) on it."""
     from bps_assets.nav.topdown import MapOptions, read_agent_path, write_map
 
-    nav = _load(navfile)
-    if semantic is not None:
-        _semantic_preview(nav, semantic, out, overwrite, max_size)
+    if semantic is not None:   # another map (objects on the floors): the episode / path options do not apply
+        ctx = click.get_current_context()
+        given = [flag for name, flag in _NOT_SEMANTIC.items()
+                 if ctx.get_parameter_source(name) not in (None, click.core.ParameterSource.DEFAULT)]
+        if given:
+            raise click.UsageError(f"--semantic draws a scene's objects only: {', '.join(given)} cannot "
+                                   "go with it (make a second map without --semantic for those)")
+        _semantic_preview(_load(navfile), semantic, out, overwrite, max_size)
         return
+    nav = _load(navfile)
     from cli.cmd_episodes import navmesh_scene_name
 
     episodes = _scene_episodes(episodes_file, scene or navmesh_scene_name(navfile), max_episodes) if episodes_file else []

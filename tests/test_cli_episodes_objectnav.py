@@ -78,3 +78,76 @@ def test_objectnav_files_from_the_cli(layout, tmp_path):
     assert {e["object_category"] for e in ds2.episodes} == {"table", "chair"}
     r = CliRunner().invoke(main, args + ["--overwrite", "--categories", "a,a"])
     assert r.exit_code == 2 and "--categories" in r.output
+
+
+def _composed_rooms(src):
+    """Two composed scenes of one dataset whose category lists differ: a has a chair and a sofa
+    (["chair", "sofa"]), b a bin as well (["bin", "chair", "sofa"]); returns the dataset config."""
+    from bps_assets.scene_dataset.standin import write_box_room
+
+    write_box_room(src / "stages" / "room.glb", (-3, 0, -3), (3, 2.5, 3))
+    (src / "stages" / "room.stage_config.json").write_text(json.dumps({"render_asset": "room.glb"}))
+    for name in ("chair", "sofa", "bin"):
+        write_box_room(src / "objects" / f"{name}.glb", (-0.3, 0, -0.3), (0.3, 0.6, 0.3))
+        (src / "objects" / f"{name}.object_config.json").write_text(json.dumps(
+            {"render_asset": f"{name}.glb", "COM": [0, 0, 0], "category": name}))
+    (src / "scenes").mkdir()
+    at = {"chair": [1.5, 0, 1.5], "sofa": [-1.5, 0, -1.5], "bin": [1.5, 0, -1.5]}
+    for scene, objs in (("a", ("chair", "sofa")), ("b", ("chair", "sofa", "bin"))):
+        (src / "scenes" / f"{scene}.scene_instance.json").write_text(json.dumps({
+            "stage_instance": {"template_name": "room"},
+            "object_instances": [{"template_name": o, "translation": at[o]} for o in objs]}))
+    cfg = src / "d.scene_dataset_config.json"
+    cfg.write_text(json.dumps({"stages": {"paths": {".json": ["stages"]}}, "objects": {"paths": {".json": ["objects"]}},
+                               "scene_instances": {"paths": {".json": ["scenes"]}}}))
+    return cfg
+
+
+def test_each_content_file_carries_its_own_scenes_annotation_map(tmp_path):
+    """Composed scenes number categories in their own lists (chair is 0 in a, 1 in b): each
+    content file carries its scene's indices, the split file the ones all scenes share (-1
+    where they differ); the scenes' categories --categories leaves out are named on one line."""
+    import gzip
+
+    from bps_assets.pipeline.preprocess import PreprocessOptions, preprocess
+
+    cfg = _composed_rooms(tmp_path / "src")
+    out = tmp_path / "out"
+    assert preprocess(cfg.parent, out, str(cfg), options=PreprocessOptions(in_process=True, episodes=0)).ok
+    navs = sorted(str(p) for p in (out / "navmeshes").iterdir())
+    r = CliRunner().invoke(main, ["episodes", *navs, "--task", "objectnav", "-o", str(tmp_path / "on"),
+                                  "--split", "train", "--per-scene", "4", "--any-subset"])
+    assert r.exit_code == 0, r.output
+    ann = "category_to_scene_annotation_category_id"
+    doc = {n: json.loads(gzip.decompress((tmp_path / "on" / "train" / "content" / f"{n}.json.gz").read_bytes()))
+           for n in ("a", "b")}
+    nothing = {c: -1 for c in ("bed", "plant", "toilet", "tv_monitor")}
+    assert doc["a"][ann] == {"chair": 0, "sofa": 1, **nothing}
+    assert doc["b"][ann] == {"chair": 1, "sofa": 2, **nothing}
+    split = json.loads(gzip.decompress((tmp_path / "on" / "train" / "train.json.gz").read_bytes()))
+    assert split[ann] == {"chair": -1, "sofa": -1, **nothing}
+    assert all(d["category_to_task_category_id"] == objectnav_hm3d() for d in (*doc.values(), split))
+    (line,) = [ln for ln in r.stderr.splitlines() if "not in --categories" in ln]
+    assert line.startswith("1 object categories") and "bin (1 scene)" in line
+    ds = read_objectnav_dataset(tmp_path / "on" / "train")   # habitat's reading: the last file's map
+    assert len(ds.episodes) == 8 and set(ds.category_to_scene_annotation_category_id) == set(objectnav_hm3d())
+
+
+def test_a_navmesh_for_another_agent_is_one_warning_naming_the_flags(layout, tmp_path):
+    """bps-train refuses a dataset whose navmeshes were built for another agent than the task's
+    (habitat's: ObjectNav 0.18 m / 0.88 m, PointNav 0.1 m / 1.5 m); `episodes` says so in one line
+    (a warning: make() takes any agent in the task options) and writes the episodes. two_rooms'
+    navmesh is ObjectNav's agent: no warning there, one for PointNav."""
+    root, s = layout
+    assert (s.navmesh.settings.agent_radius, s.navmesh.settings.agent_height) == (0.18, 0.88)
+    nav = str(root / "navmeshes" / "TwoRooms.navmesh.bps")
+    r = CliRunner().invoke(main, ["episodes", nav, "--task", "objectnav", "-o", str(tmp_path / "on"),
+                                  "--split", "val", "--per-scene", "2"])
+    assert r.exit_code == 0 and "another agent" not in r.output, r.output
+    r = CliRunner().invoke(main, ["episodes", nav, "-o", str(tmp_path / "pn"), "--split", "val", "--per-scene", "2"])
+    assert r.exit_code == 0, r.output
+    (line,) = [ln for ln in r.stderr.splitlines() if "another agent" in ln]
+    assert line.startswith("warning: 1 navmesh(es) (TwoRooms) were built for another agent (radius 0.18 m, "
+                           "height 0.88 m) than pointnav's (radius 0.1 m, height 1.5 m)")
+    assert "--agent-radius 0.1 --agent-height 1.5" in line
+    assert (tmp_path / "pn" / "val" / "content" / "TwoRooms.json.gz").is_file()

@@ -439,6 +439,30 @@ def _crate_room(src: Path, objects: list[dict]) -> Path:
     return cfg
 
 
+def test_an_unknown_navmesh_instance_handle_is_no_navmesh_as_in_habitat_sim(tmp_path):
+    """ReplicaCAD's apt_* scenes name ``empty_stage_navmesh``, not a key of navmesh_instances:
+    habitat-sim (MetadataMediator::getFilePathForHandle) warns and loads no navmesh. So here: a
+    note naming the scene and handle, no navmesh path; auto builds one saying why, import fails
+    naming the scene instance and the handle (not the output file, not "beside it")."""
+    from bps_assets.pipeline.preprocess import PreprocessOptions, preprocess
+
+    cfg = _crate_room(tmp_path / "src", [{"template_name": "crate", "translation": [1.5, 0, 1.5]}])
+    inst = tmp_path / "src" / "scenes" / "s.scene_instance.json"
+    inst.write_text(json.dumps({**json.loads(inst.read_text()), "navmesh_instance": "empty_stage_navmesh"}))
+    sc = H.read_scene_instance(H.read_dataset_config(cfg), "s")
+    assert sc.navmesh is None and any("s: navmesh_instance 'empty_stage_navmesh'" in n for n in sc.notes)
+    assert H.scene_files(cfg)["s"] == ("scenes/s.scene_instance.json", None)
+    res = preprocess(cfg.parent, tmp_path / "auto", str(cfg), options=PreprocessOptions(in_process=True, episodes=0))
+    (r,) = [r for r in res.results if r.name == "s"]
+    assert r.status == "ok" and r.entry["stats"]["navmesh_source"] == "built"
+    assert "'empty_stage_navmesh'" in r.entry["stats"]["navmesh_note"] and "navmesh" not in r.entry["sources"]
+    res = preprocess(cfg.parent, tmp_path / "imp", str(cfg),
+                     options=PreprocessOptions(in_process=True, episodes=0, navmesh="import"))
+    (r,) = [r for r in res.results if r.name == "s"]
+    assert r.status == "failed" and str(inst) in r.error and "'empty_stage_navmesh'" in r.error
+    assert "beside" not in r.error and str(tmp_path / "imp") not in r.error
+
+
 def test_resume_redoes_a_composed_scene_when_an_object_changes(tmp_path):
     """A rerun keeps an unchanged composed scene; changing an object's GLB (not the scene
     instance file) redoes the scene and re-converts that asset."""

@@ -215,3 +215,17 @@ def test_preview_refuses_a_map_over_its_pixel_cap(built, tmp_path):
     d, _ = built
     code, out = run("preview", d / "out" / "house.navmesh.bps", "-o", tmp_path / "huge.png", "--mpp", "0.0001")
     assert code != 0 and "pixels" in out and not (tmp_path / "huge.png").exists()
+
+
+@pytest.mark.parametrize("extra", [["--mpp", "0.05"], ["--max-episodes", "3"], ["--scene", "house"],
+                                   ["--agent-path", "AGENT"], ["--episodes", "AGENT"]])
+def test_preview_semantic_refuses_the_floor_map_options(built, tmp_path, extra):
+    """--semantic draws another map (objects): an option it would ignore is a usage error naming
+    it (exit 2), nothing written."""
+    d, _ = built
+    nav = d / "out" / "house.navmesh.bps"
+    agent = tmp_path / "agent.json"
+    agent.write_text("[[1, 0, 4], [2, 0, 4]]")
+    extra = [str(agent) if x == "AGENT" else x for x in extra]
+    code, out = run("preview", nav, "-o", tmp_path / "s.png", "--semantic", nav, *extra)
+    assert code == 2 and extra[0] in out and "--semantic" in out and not (tmp_path / "s.png").exists()

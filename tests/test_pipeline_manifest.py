@@ -96,3 +96,27 @@ def test_load_rejects_bad_manifests(tmp_path):
         load_manifest(tmp_path / "trunc.json")
     with pytest.raises(CorruptFileError, match="'format'"):
         load_manifest(write({"hello": 1}))
+
+
+def test_content_sha256_survives_an_unchanged_rerun_and_names_the_outputs(tmp_path):
+    """A rerun that changes nothing rewrites the manifest (its `created`) but not its content's
+    sha256 (the dataset identity a resumed bps-train checks); another output's sha256 changes it."""
+    import copy
+    import time
+
+    from bps_assets.pipeline.manifest import content_sha256
+
+    src = make_source(tmp_path / "src", TRAIN)
+    first = preprocess(src, tmp_path / "out", "gibson", "tiny", OPTS, backend=FakeBackend()).manifest_path
+    doc = json.loads(first.read_text())
+    time.sleep(1.1)   # `created` has whole seconds
+    again = preprocess(src, tmp_path / "out", "gibson", "tiny", OPTS, backend=FakeBackend()).manifest_path
+    doc2 = json.loads(again.read_text())
+    assert doc2["created"] != doc["created"] and content_sha256(doc2) == content_sha256(doc)
+    other = copy.deepcopy(doc)
+    name = next(iter(other["scenes"]))
+    other["scenes"][name]["outputs"]["navmesh"]["sha256"] = "0" * 64
+    assert content_sha256(other) != content_sha256(doc)
+    other = copy.deepcopy(doc)
+    other["scenes"][name]["subset"] = "val"
+    assert content_sha256(other) != content_sha256(doc)

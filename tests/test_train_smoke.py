@@ -195,14 +195,34 @@ def test_resume_refuses_another_dataset_or_model_and_says_how_to_start_fresh(dat
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--hidden 32 (this run: 16)" in err[0] and "--num-envs 4 (this run: 2)" in err[0]
     assert "--no-resume" in err[0] and "--out-dir" in err[0]
-    other = dataset.with_name("other_manifest.json")  # same scenes, other bytes: another dataset
-    other.write_text(dataset.read_text() + "\n")
+    doc = json.loads(dataset.read_text())
+    same = dataset.with_name("same_manifest.json")   # an unchanged rerun of preprocess: a new `created`
+    same.write_text(json.dumps({**doc, "created": "2099-01-01T00:00:00Z"}, indent=2))
+    val = next(n for n, e in doc["scenes"].items() if e["subset"] == "val")
+    other = dataset.with_name("other_manifest.json")  # a scene fewer: another dataset
+    other.write_text(json.dumps({**doc, "scenes": {n: e for n, e in doc["scenes"].items() if n != val}}))
     assert main(["--dataset", str(other), *base, "--total-steps", "64"]) == 2
     assert "dataset manifest" in capsys.readouterr().err
     assert torch.load(out / "checkpoint.pt", weights_only=True)["update"] == 1  # untouched
+    # the dataset is its content, not the manifest's bytes: the rewritten manifest resumes
+    assert main(["--dataset", str(same), *base, "--total-steps", "64"]) == 0
+    assert "resumed" in capsys.readouterr().out
+    assert torch.load(out / "checkpoint.pt", weights_only=True)["update"] == 2
     # starting fresh over it is explicit
     assert main(["--dataset", str(other), *base, "--total-steps", "32", "--no-resume"]) == 0
     assert "resumed" not in capsys.readouterr().out
+
+
+def test_a_checkpoint_naming_the_manifest_bytes_still_resumes(dataset):
+    """Checkpoints saved before the content identity carry the manifest bytes' sha256."""
+    from bps_assets.errors import ConfigError
+    from bps_train import checkpoint
+
+    raw, content = checkpoint.manifest_sha256(dataset), checkpoint.dataset_sha256(dataset)
+    assert raw != content
+    checkpoint.check_same_run("ck.pt", {"dataset_sha256": raw}, {"dataset_sha256": content}, raw)
+    with pytest.raises(ConfigError, match="dataset manifest"):
+        checkpoint.check_same_run("ck.pt", {"dataset_sha256": "0" * 64}, {"dataset_sha256": content}, raw)
 
 
 def test_sigint_saves_a_checkpoint_and_exits_cleanly(dataset, tmp_path):

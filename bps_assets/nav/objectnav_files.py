@@ -325,23 +325,30 @@ def write_objectnav_dataset(out_dir: str | os.PathLike, split: str,
                             by_scene: Mapping[str, ObjectNavDataset],
                             category_to_task_category_id: Mapping[str, int],
                             category_to_scene_annotation_category_id: Mapping[str, int] | None = None,
-                            overwrite: bool = False) -> list[Path]:
+                            overwrite: bool = False, per_scene_annotation: bool = False) -> list[Path]:
     """Write habitat's ObjectNav v1 layout under ``out_dir/split``: per scene name a content
     file with its episodes, its ``goals_by_category`` and the two category maps; the split file
     holds the maps and no episodes. ``category_to_scene_annotation_category_id`` defaults to the
-    task map. Everything is validated first (``InputError`` naming the content file and the
-    episode); files are written atomically; existing ones need ``overwrite``."""
+    task map. ``per_scene_annotation``: each content file carries its own dataset's annotation
+    map instead (-1 for a category it lacks), and the split file the value all scenes share (-1
+    where they differ). Everything is validated first (``InputError`` naming the content file and
+    the episode); files are written atomically; existing ones need ``overwrite``."""
     check_split_name(split)
     task = {str(k): int(v) for k, v in category_to_task_category_id.items()}
     ann = task if category_to_scene_annotation_category_id is None else \
         {str(k): int(v) for k, v in category_to_scene_annotation_category_id.items()}
+    own = {scene: {k: int(ds.category_to_scene_annotation_category_id.get(k, -1)) for k in task}
+           for scene, ds in by_scene.items()} if per_scene_annotation else {}
+    if own:   # habitat reads the split file's maps, then each content file's (the last one wins)
+        ann = {k: (v.pop() if len(v := {m[k] for m in own.values()}) == 1 else -1) for k in task}
     maps = {CATEGORY_MAPS[0]: task, CATEGORY_MAPS[1]: ann}
     content = Path(out_dir) / split / CONTENT_DIR
     docs = {}
     for scene, ds in by_scene.items():
         check_scene_name(scene)
         doc = {"episodes": [dict(e, goals=[]) for e in ds.episodes],
-               "goals_by_category": {k: list(v) for k, v in ds.goals_by_category.items()}, **maps}
+               "goals_by_category": {k: list(v) for k, v in ds.goals_by_category.items()},
+               **maps, **({CATEGORY_MAPS[1]: own[scene]} if own else {})}
         f = content / f"{scene}{SUFFIX}"
         _check_maps(doc, f)
         for key, goals in doc["goals_by_category"].items():

@@ -52,6 +52,19 @@ def container_info(path: Path) -> dict:
     return info
 
 
+def _composed_navmesh_note(packed: Path) -> tuple[str, str | None] | None:
+    """(scene instance file, the note on its navmesh_instance or None) of a composed packed
+    scene; None for a scan."""
+    from ..composed_section import HEADER_KEY
+
+    with Container(packed) as c:
+        comp = c.header.get(HEADER_KEY)
+    if not isinstance(comp, dict):
+        return None
+    return str(comp.get("source") or packed), next(
+        (n for n in comp.get("notes") or () if isinstance(n, str) and "navmesh_instance" in n), None)
+
+
 class Backend:
     """The real converters. ``convert_options`` / ``nav_settings``: None means the defaults
     (``packed_scene.DEFAULTS`` / ``nav.DEFAULT_SETTINGS``). ``up``: the sources' up axis
@@ -194,8 +207,16 @@ class Backend:
                     raise
                 why = e.detail if isinstance(e, NavError) and e.detail else f"{type(e).__name__}: {e}"
                 note = f"{detour_src.name} not imported ({why}); built one instead"
-        elif mode == "import":
-            raise InputError(packed, "--navmesh import: the scene has no .navmesh beside it")
+        elif detour_src is None and mode in ("import", "auto"):
+            # a composed scene whose navmesh_instance names no file: its own reason, not "beside it"
+            composed = _composed_navmesh_note(packed)
+            if mode == "import" and composed is None:
+                raise InputError(packed, "--navmesh import: the scene has no .navmesh beside it")
+            if mode == "import":
+                raise InputError(composed[0], "--navmesh import: " + (composed[1] or "its scene instance names "
+                                                                       "no navmesh_instance"))
+            if composed is not None and composed[1]:
+                note = f"{composed[1]}; built one instead"
         from ..nav import scan_checks
         from ..nav.build import scene_triangles
 

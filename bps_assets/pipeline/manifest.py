@@ -59,6 +59,34 @@ def write_manifest(doc: dict, path: str | os.PathLike, overwrite: bool = True) -
     return path
 
 
+def content_sha256(doc: dict) -> str:
+    """sha256 of what a manifest's dataset holds: every scene's subset, status and outputs'
+    sha256s, and the episode files' sha256s. Not its creation time, timings or source paths, so
+    a rerun of preprocess that changed no output keeps it (what a resumed training run checks)."""
+    scenes = {name: {"subset": e.get("subset"), "status": e.get("status"),
+                     "outputs": {role: o.get("sha256") for role, o in (e.get("outputs") or {}).items()}}
+              for name, e in doc.get("scenes", {}).items()}
+    episodes = {split: (o or {}).get("sha256") for split, o in (doc.get("episodes") or {}).items()}
+    return settings_fingerprint({"scenes": scenes, "episodes": episodes})
+
+
+def source_links(scene: str, sources: dict) -> list[tuple[str, str, str, str]]:
+    """(scene, role, path, target) of each source record of ``scene`` that resolves through a
+    symlink outside the source folder (its ``link_target``)."""
+    return [(scene, role, str(s.get("path")), str(s["link_target"])) for role, s in (sources or {}).items()
+            if isinstance(s, dict) and s.get("link_target")]
+
+
+def source_links_line(links: list[tuple[str, str, str, str]]) -> str:
+    """One line for ``links`` (``source_links``'s, of one scene or many): their count and the
+    first as an example; the manifest keeps every target (habitat users link data/ routinely)."""
+    n, scenes = len(links), len({x[0] for x in links})
+    scene, role, path, target = links[0]
+    return (f"{n} source file{'s' * (n != 1)}{f' of {scenes} scenes' if scenes > 1 else ''} "
+            f"resolve{'s' * (n == 1)} through a symlink outside the source folder (each target is the "
+            f"manifest's sources.*.link_target; --strict refuses them), e.g. {scene}: source {role} {path} -> {target}")
+
+
 # ------------------------------------------------------------------------------ reading
 
 @dataclass(frozen=True)

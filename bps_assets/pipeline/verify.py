@@ -27,7 +27,7 @@ from ..container import Container
 from ..errors import BpsError, ConfigError, CorruptFileError, FormatVersionError
 from ..safe_paths import link_escape
 from ..hashing import default_jobs, recorded_hash_problem, recorded_size_problem
-from .manifest import load_manifest
+from .manifest import load_manifest, source_links, source_links_line
 from .scene_checks import entry_problems, floor_warnings
 
 STATE_DIR = ".bps-state"  # preprocess's run state and lock files (preprocess.STATE_DIR)
@@ -274,11 +274,12 @@ def verify_manifest(path, deep: bool = False, jobs: int | None = None, strict: b
         if sr.status != "ok":
             sr.problems.append(f"preprocess failed: {e.get('error') or 'unknown error'}")
         sr.problems.extend(entry_problems(e))
-        for role, s in (e.get("sources") or {}).items():   # inputs outside the source folder
-            if isinstance(s, dict) and s.get("link_target"):
-                msg = (f"{name}: source {role} {s.get('path')} resolves through a symlink to "
-                       f"{s['link_target']}, outside the source folder")
-                (sr.problems if strict else links).append(msg + (" (refused: --strict)" if strict else ""))
+        for _, role, src, target in source_links(name, e.get("sources")):   # inputs outside the source folder
+            if strict:
+                sr.problems.append(f"{name}: source {role} {src} resolves through a symlink to {target}, "
+                                   "outside the source folder (refused: --strict)")
+            else:
+                links.append((name, role, src, target))
         scenes.append(sr)
         for role, rec in (e.get("outputs") or {}).items():
             work.append((sr, role, rec))
@@ -315,7 +316,7 @@ def verify_manifest(path, deep: bool = False, jobs: int | None = None, strict: b
     order = {"scene": 0, "navmesh": 1, "episodes": 2}
     for sr in scenes:
         sr.files.sort(key=lambda f: order.get(f.role, 9))
-    warnings = [w for f in results for w in f.warnings] + links
+    warnings = [w for f in results for w in f.warnings] + ([source_links_line(links)] if links else [])
     warnings += floor_warnings(m.doc["scenes"])
     if m.missing:
         warnings.append(f"{len(m.missing)} scene(s) of split {m.split!r} were missing from the source at "

@@ -329,7 +329,9 @@ def read_scene_instance(ds: DatasetConfig, name: str, skip_missing: bool = False
         sc.notes.append("default_lighting ignored (lighting is not part of packed scenes)")
     nav = d.get("navmesh_instance")
     if isinstance(nav, str) and nav:
-        sc.navmesh = ds.navmeshes.get(nav) or Path(os.path.normpath(root / nav))
+        sc.navmesh = ds.navmeshes.get(nav)
+        if sc.navmesh is None:
+            sc.notes.append(unknown_navmesh_note(name, nav))
     ssd = d.get("semantic_scene_instance", ds.scene_defaults.get("semantic_scene_instance"))
     if isinstance(ssd, str) and ssd:
         ssd = ssd.replace("%%CONFIG_NAME_AS_ASSET_FILENAME%%", name)
@@ -433,6 +435,13 @@ def read_scene_instance(ds: DatasetConfig, name: str, skip_missing: bool = False
     return sc
 
 
+def unknown_navmesh_note(scene: str, handle: str) -> str:
+    """What a scene naming a ``navmesh_instance`` handle its dataset's ``navmesh_instances`` lacks
+    gets: habitat-sim's lookup (MetadataMediator::getFilePathForHandle) warns and loads none."""
+    return (f"scene {scene}: navmesh_instance {handle!r} is not a key of the dataset's navmesh_instances: "
+            "no navmesh to import (habitat-sim warns and loads none)")
+
+
 def scene_files(config: str | os.PathLike) -> dict[str, tuple[str, str | None]]:
     """``{scene instance name: (its file, its navmesh_instance file or None)}``, POSIX paths
     relative to the config's folder (the preprocess plan of a composed dataset)."""
@@ -442,7 +451,7 @@ def scene_files(config: str | os.PathLike) -> dict[str, tuple[str, str | None]]:
     for name, p in ds.scenes.items():
         d = load_json(p)
         nav = d.get("navmesh_instance")
-        navp = (ds.navmeshes.get(nav) or (root / nav)) if isinstance(nav, str) and nav else None
+        navp = ds.navmeshes.get(nav) if isinstance(nav, str) and nav else None
         rel_nav = os.path.relpath(os.path.normpath(navp), root) if navp is not None else None
         out[name] = (os.path.relpath(p, root).replace(os.sep, "/"),
                      rel_nav.replace(os.sep, "/") if rel_nav and not rel_nav.startswith("..") else None)

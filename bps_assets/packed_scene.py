@@ -253,7 +253,12 @@ def convert_scene(doc: SceneDocument, dst: str | os.PathLike, options: ConvertOp
     if semantic is not None and options.semantic_split > 0:  # after frame and clean, before merge
         from .transforms import semantic as t_semantic
         steps = document_transforms(options) + [t_semantic.split_mixed(options.semantic_split, semantic)]
-    g = process_geometry(doc, options, document_steps=steps)
+    try:
+        g = process_geometry(doc, options, document_steps=steps)
+    except InputError as e:   # a step's error about the geometry (quantize's bounds): name the scan
+        if e.path is not None or type(e).__init__ is not InputError.__init__:
+            raise
+        raise type(e)(doc.source_path or dst, e.detail) from None
     if g.triangle_count == 0:  # nothing to render or navigate: an error, not an empty scene file
         from .empty_scene import empty_geometry_error
         raise empty_geometry_error(doc.source_path or dst, triangles_in, g.stats, options.min_area)

@@ -33,7 +33,7 @@ from pathlib import Path
 from .. import __version__
 from ..container import atomic_write, make_dirs
 from ..errors import AnnotationError, BpsError, ConfigError, DatasetError, InterruptedRun, NavError, OutputExistsError, UpAxisError
-from ..errors import InputError
+from ..errors import InputError, ResourceLimitError
 from ..json_input import parse_json
 from ..safe_paths import link_escape
 from ..transforms.frame import UP_AXES
@@ -277,6 +277,9 @@ def process_scene(task: SceneTask) -> SceneResult:
     name = src.name
     rels = output_paths(name, src.subset)
     try:
+        if opts.navmesh == "import" and src.navmesh is None:   # before converting: name the scan
+            raise InputError(src.scene, "--navmesh import: the scene has no .navmesh beside it "
+                                        "(--navmesh auto builds one when there is none)")
         old = _read_record(out_root, name)
         sources = _sources(task, old)
         fp = fingerprint(sources, task.settings)
@@ -312,6 +315,11 @@ def process_scene(task: SceneTask) -> SceneResult:
             nav = task.backend.navmesh(mode, out_root / rels["scene"], navsrc, out_root / rels["navmesh"])
         except UpAxisError as e:   # name the scan the user gave, not our packed copy of it
             raise UpAxisError(src.scene, e.detail) from None
+        except ResourceLimitError as e:   # the build's caps (grid cells) name the packed copy too
+            packed = out_root / rels["scene"]
+            if e.path not in (str(packed), packed.name):
+                raise
+            raise ResourceLimitError(src.scene, e.detail) from None
         stats["navmesh_source"] = nav.get("source")
         if nav.get("agent"):
             stats["agent"] = nav["agent"]

@@ -274,7 +274,10 @@ def nav_step(navfile, start, end, no_sliding, as_json):
     nav = _load(navfile)
     p = nav.try_step(np.array(start), np.array(end), sliding=not no_sliding)
     res = [round(float(x), 6) for x in p]
-    collided = bool(np.linalg.norm(np.array(res) - np.array(end)) > 1e-3)
+    # habitat-sim's rule (ObjectControls.action): collided when the filter shortened the move,
+    # squared lengths with an epsilon of 1e-5; a step up stairs moves the end, not a collision
+    a, b, q = np.array(start, np.float64), np.array(end, np.float64), np.asarray(p, np.float64)
+    collided = bool(float((q - a) @ (q - a)) + 1e-5 < float((b - a) @ (b - a)))
     if as_json:
         click.echo(json.dumps({"position": res, "collided": collided}))
     else:

@@ -110,6 +110,18 @@ def test_nav_sample_and_step(built):
     assert code != 0
 
 
+def test_nav_step_up_a_stair_is_no_collision(built):
+    """Journey L4: habitat-sim's rule (collided iff the filter shortened the move), not 'the end
+    moved': a step onto the house's first stair (0.18 m up) lands higher than --to, uncollided."""
+    d, _ = built
+    f = d / "out" / "house.navmesh.bps"
+    code, out = run("nav", "step", f, "--from", "5.50,0,3.6", "--to", "5.75,0,3.6", "--json")
+    r = json.loads(out)
+    assert code == 0 and r["position"][1] > 0.1 and not r["collided"], r
+    code, out = run("nav", "step", f, "--from", "5.50,0,3.6", "--to", "5.75,0,3.6")
+    assert "collided" not in out
+
+
 def test_preview(built):
     d, _ = built
     from PIL import Image

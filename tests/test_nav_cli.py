@@ -137,6 +137,23 @@ def test_preview(built):
     assert code != 0  # no silent overwrite
 
 
+def test_preview_refuses_a_name_that_is_not_png_and_a_file_for_a_folder(built, tmp_path):
+    """Journey L5: -o map.jpg / -o map wrote PNG bytes under that name; -o afile/map.png said
+    "File exists" instead of naming the file in the way."""
+    d, _ = built
+    nav = d / "out" / "house.navmesh.bps"
+    for name in ("map.jpg", "map"):
+        r = CliRunner().invoke(main, ["preview", str(nav), "-o", str(tmp_path / name)])
+        assert r.exit_code == 2 and "give a name ending in .png" in r.output and not (tmp_path / name).exists()
+    (tmp_path / "x.txt").write_text("keep")
+    r = CliRunner().invoke(main, ["preview", str(nav), "-o", str(tmp_path / "x.txt" / "map.png")])
+    assert r.exit_code == 2 and r.stderr.strip() == \
+        f"error: {tmp_path / 'x.txt'}: cannot create the folder: it is a file, not a folder", r.stderr
+    r = CliRunner().invoke(main, ["preview", str(nav), "-o", str(tmp_path / "x.txt" / "sub" / "map.png")])
+    assert r.exit_code == 2 and f"{tmp_path / 'x.txt'} is a file, not a folder" in r.stderr, r.stderr
+    assert (tmp_path / "x.txt").read_text() == "keep"
+
+
 def test_missing_navfile_and_bad_navfile(tmp_path):
     code, out = run("nav", "info", tmp_path / "nope.navmesh.bps")
     assert code != 0

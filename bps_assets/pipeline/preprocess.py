@@ -45,6 +45,7 @@ from ..hashing import settings_fingerprint, sha256_file
 from .memory_budget import available_memory, detour_import_bytes, workers_for
 from .plan import Plan, SceneSource, Shard, make_plan
 from .resume_check import check_many, kept_problems
+from .stale_outputs import run_dropping_stale
 
 STATE_DIR = ".bps-state"
 
@@ -616,7 +617,9 @@ def preprocess(src_root, out_root, dataset: str = "gibson", split: str | None = 
     make_dirs(out_root / STATE_DIR / "scenes")  # OutputWriteError naming the folder, not a traceback
     lock = _lock_run(out_root / STATE_DIR / f"{mpath.stem}.lock")
     try:
-        return _run(plan, ds, split, shard, options, backend, settings, out_root, mpath, progress, log, t_start)
+        return run_dropping_stale(out_root, mpath, options.overwrite, lambda: _run(
+            plan, ds, split, shard, options, backend, settings, out_root, mpath, progress, log, t_start), log,
+            output_paths, lambda name: _record_path(out_root, name))
     finally:
         lock.release()
 

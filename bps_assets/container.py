@@ -250,6 +250,12 @@ def make_dirs(folder: str | os.PathLike) -> Path:
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as e:
+        # a file where a folder must go (EEXIST: the folder itself; ENOTDIR: one above it): name it
+        blocker = next((p for p in (folder, *folder.parents) if p.is_file()), None)
+        if e.errno in (errno.EEXIST, errno.ENOTDIR) and blocker is not None:
+            who = "it" if blocker == folder else str(blocker)
+            raise OutputWriteError(folder, f"cannot create the folder: {who} is a file, not a folder",
+                                   errno=e.errno) from None
         raise _write_error(folder, e, "create the folder") from None
     return folder
 

@@ -230,8 +230,13 @@ def _scene_header(doc: SceneDocument, g, texset, counts: dict, options: ConvertO
 
 def convert_scene(doc: SceneDocument, dst: str | os.PathLike, options: ConvertOptions = DEFAULTS,
                   overwrite: bool = False, scene_id: str | None = None,
-                  source_info: dict | None = None, semantic=None, extra=None) -> ConvertResult:
+                  source_info: dict | None = None, semantic=None, extra=None,
+                  check_geometry=None) -> ConvertResult:
     """Process ``doc`` (modified in place) and write the packed file ``dst`` atomically.
+
+    ``check_geometry``: called as ``check_geometry(vertices, triangles)`` on the processed
+    geometry (habitat frame) before anything is written; it raises to refuse the scene (the
+    CLI's up-axis check, ``nav.scan_checks.require_up_axis``).
 
     ``extra``: ``(header_key, header_object, arrays)`` stored beside the scene (a composed
     scene's instance table, ``composed_section``).
@@ -248,10 +253,17 @@ def convert_scene(doc: SceneDocument, dst: str | os.PathLike, options: ConvertOp
     if semantic is not None and options.semantic_split > 0:  # after frame and clean, before merge
         from .transforms import semantic as t_semantic
         steps = document_transforms(options) + [t_semantic.split_mixed(options.semantic_split, semantic)]
-    g = process_geometry(doc, options, document_steps=steps)
+    try:
+        g = process_geometry(doc, options, document_steps=steps)
+    except InputError as e:   # a step's error about the geometry (quantize's bounds): name the scan
+        if e.path is not None or type(e).__init__ is not InputError.__init__:
+            raise
+        raise type(e)(doc.source_path or dst, e.detail) from None
     if g.triangle_count == 0:  # nothing to render or navigate: an error, not an empty scene file
         from .empty_scene import empty_geometry_error
         raise empty_geometry_error(doc.source_path or dst, triangles_in, g.stats, options.min_area)
+    if check_geometry is not None:
+        check_geometry(t_quantize.dequantize(g.positions_q, g.position_grid), g.indices)
     used_tex = sorted({int(t) for t in g.material_texture if t >= 0})
     remap = np.full(len(doc.textures) + 1, -1, np.int32)
     remap[used_tex] = np.arange(len(used_tex), dtype=np.int32)
@@ -347,12 +359,14 @@ def _semantic_sections(ann, doc: SceneDocument, g, allow_mismatch: bool = False)
 
 
 def convert_file(src: str | os.PathLike, dst: str | os.PathLike, options: ConvertOptions = DEFAULTS,
-                 overwrite: bool = False, scene_id: str | None = None, semantic="auto") -> ConvertResult:
+                 overwrite: bool = False, scene_id: str | None = None, semantic="auto",
+                 check_geometry=None) -> ConvertResult:
     """Read ``src`` (any format ``bps_assets.readers`` knows) and write the packed scene ``dst``.
 
     ``semantic``: ``"auto"`` stores the annotation pair found beside ``src`` (HM3D
     ``.semantic.glb/.txt``, MP3D ``_semantic.ply/.house``) when there is one; a
-    ``SemanticSource`` names the pair, an ``Annotation`` is one already read; None stores none."""
+    ``SemanticSource`` names the pair, an ``Annotation`` is one already read; None stores none.
+    ``check_geometry``: as ``convert_scene``'s."""
     t0 = time.perf_counter()
     dst = Path(dst)
     if dst.exists() and not overwrite:  # before the expensive part
@@ -372,7 +386,7 @@ def convert_file(src: str | os.PathLike, dst: str | os.PathLike, options: Conver
             "format": doc.source_format or Path(src).suffix.lstrip(".").lower()}
     res = convert_scene(doc, dst, options, overwrite=overwrite,
                         scene_id=scene_id or scene_id_for(src, options.dataset), source_info=info,
-                        semantic=ann)
+                        semantic=ann, check_geometry=check_geometry)
     res.stats["seconds"] = round(time.perf_counter() - t0, 4)
     return res
 

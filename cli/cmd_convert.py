@@ -41,10 +41,26 @@ def _external_bytes(src: str) -> int:
     return total
 
 
-def _convert_one(src: str, dst: str, options: ConvertOptions, overwrite: bool, scene_id: str) -> dict:
+def _up_check(src: str, options: ConvertOptions, force: bool):
+    """The check ``navmesh`` and preprocess make of the scan's up axis (``UpAxisError`` naming
+    ``src``, ``--up`` / ``--force`` to pass), made before the packed file is written, sparing a
+    scene with nothing horizontal as given (an object, not a room); None with ``force``."""
+    if force:
+        return None
+    from functools import partial
+
+    from bps_assets.nav.scan_checks import CONVERT_CHECKS, require_up_axis
+    from bps_assets.transforms.frame import up_axis
+
+    return partial(require_up_axis, up=up_axis(options.frame_options()), source=src, options=CONVERT_CHECKS)
+
+
+def _convert_one(src: str, dst: str, options: ConvertOptions, overwrite: bool, scene_id: str,
+                 force: bool = False) -> dict:
     """Runs in a worker process: never raises, returns a picklable outcome."""
     try:
-        res = convert_file(src, dst, options, overwrite=overwrite, scene_id=scene_id)
+        res = convert_file(src, dst, options, overwrite=overwrite, scene_id=scene_id,
+                           check_geometry=_up_check(src, options, force))
         out = res.to_json()
         out["bytes_in"] = out.get("bytes_in", 0) + _external_bytes(src)
         return {"ok": True, **out}
@@ -98,11 +114,13 @@ def _line(r: dict) -> str:
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True,
               help="Worker processes.")
 @click.option("--overwrite", is_flag=True, help="Replace existing output files.")
+@click.option("--force", is_flag=True,
+              help="Convert a scan that looks read with the wrong up axis as given (refused by default).")
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable results on stdout.")
 def convert_cmd(inputs, outdir, dataset, up, max_texture, texture_format, mipmaps, position_error,
                 allow_annotation_mismatch, uv_error,
                 min_area, keep_collapsed, reorder_curve, meshlet_max_vertices, meshlet_max_triangles,
-                chunk_meshlets, zstd_level, jobs, overwrite, as_json, lod):
+                chunk_meshlets, zstd_level, jobs, overwrite, force, as_json, lod):
     """Convert scan files (GLB/glTF/PLY/OBJ) into packed scenes, one OUTDIR/<scene>.bps each.
 
     A bad input is reported on one line and the others still convert; the exit status is
@@ -146,14 +164,14 @@ def convert_cmd(inputs, outdir, dataset, up, max_texture, texture_format, mipmap
         report(r)
     if jobs > 1 and len(jobs_list) > 1:
         with ProcessPoolExecutor(max_workers=min(jobs, len(jobs_list))) as ex:
-            futs = {ex.submit(_convert_one, src, dst, options, overwrite, sid): i
+            futs = {ex.submit(_convert_one, src, dst, options, overwrite, sid, force): i
                     for i, src, dst, sid in jobs_list}
             for f in as_completed(futs):
                 results[futs[f]] = r = f.result()
                 report(r)
     else:
         for i, src, dst, sid in jobs_list:
-            results[i] = r = _convert_one(src, dst, options, overwrite, sid)
+            results[i] = r = _convert_one(src, dst, options, overwrite, sid, force)
             report(r)
 
     ordered = [results[i] for i in range(len(inputs))]

@@ -274,7 +274,10 @@ def nav_step(navfile, start, end, no_sliding, as_json):
     nav = _load(navfile)
     p = nav.try_step(np.array(start), np.array(end), sliding=not no_sliding)
     res = [round(float(x), 6) for x in p]
-    collided = bool(np.linalg.norm(np.array(res) - np.array(end)) > 1e-3)
+    # habitat-sim's rule (ObjectControls.action): collided when the filter shortened the move,
+    # squared lengths with an epsilon of 1e-5; a step up stairs moves the end, not a collision
+    a, b, q = np.array(start, np.float64), np.array(end, np.float64), np.asarray(p, np.float64)
+    collided = bool(float((q - a) @ (q - a)) + 1e-5 < float((b - a) @ (b - a)))
     if as_json:
         click.echo(json.dumps({"position": res, "collided": collided}))
     else:
@@ -286,10 +289,17 @@ _NOT_SEMANTIC = {"episodes_file": "--episodes", "scene": "--scene", "max_episode
                  "agent_paths": "--agent-path", "mpp": "--mpp"}
 
 
+def _png_name(ctx, param, value):
+    """The map is a PNG: another name (map.jpg, map) would hold PNG bytes under a false name."""
+    if value is not None and value.suffix.lower() != ".png":
+        raise click.BadParameter(f"{value}: the map is written as PNG: give a name ending in .png")
+    return value
+
+
 @click.command("preview")
 @click.argument("navfile", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("-o", "--out", "out", required=True, type=click.Path(dir_okay=False, path_type=Path),
-              help="PNG file")
+              callback=_png_name, help="PNG file (.png)")
 @click.option("--overwrite", is_flag=True)
 @click.option("--max-size", default=1600, show_default=True, type=click.IntRange(min=64),
               help="largest side of the map in pixels (when --mpp is not given)")
@@ -341,8 +351,8 @@ def _semantic_preview(nav, semantic: Path, out, overwrite, max_size):
 
     table = read_packed_scene(semantic, sections=["object_ids", "object_category", "object_region",
                                                   "object_aabb", "object_source_ids"]).semantics
-    if table is None:
-        raise click.ClickException(f"{semantic}: the packed scene has no semantic section")
+    if table is None:   # bad input like any other: "error: ...", exit 2
+        raise InputError(semantic, "the packed scene has no semantic section")
     info = write_semantic_preview(nav, table, out, overwrite=overwrite, max_size=max_size)
     click.echo(f"{out}: {info['width']}x{info['height']} px, {info['floors']} floor(s), "
                f"{info['objects']} objects")

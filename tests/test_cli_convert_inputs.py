@@ -83,3 +83,15 @@ def test_ctrl_c_in_preprocess_says_what_finished_and_how_to_resume(tmp_path):
     r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert f"{len(names) - done} processed, {done} up to date, 0 failed" in r.stdout
+
+
+def test_a_scan_too_far_out_for_the_position_error_names_its_file_and_the_option(tmp_path):
+    """Journey L3: quantize's float32 limit named no file and no way out; it names the scan and
+    the least --position-error that fits, and that value converts."""
+    pos, tris = grid_mesh(20)
+    src = write_glb(tmp_path / "far.glb", (pos + np.float32(2e4)).astype(np.float32), tris.astype(np.uint32))
+    r = CliRunner().invoke(main, ["convert", str(src), "-o", str(tmp_path / "out")])
+    assert r.exit_code == 2 and r.stderr.startswith(f"error: {src}: positions: coordinates up to "), r.stderr
+    least = r.stderr.split("pass --position-error ")[1].split()[0]
+    r = CliRunner().invoke(main, ["convert", str(src), "-o", str(tmp_path / "out"), "--position-error", least])
+    assert r.exit_code == 0 and (tmp_path / "out" / "far.bps").exists(), r.stderr

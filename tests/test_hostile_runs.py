@@ -330,6 +330,18 @@ def test_train_unwritable_out_dir_is_one_line(tmp_path, capsys):
     assert len(err) == 1 and "cannot create the folder" in err[0], err
 
 
+def test_train_out_dir_that_is_a_file_says_so(tmp_path, capsys):
+    """Journey L5: `--out-dir afile` said "File exists"; it says the file is in the way."""
+    from bps_train.train import main
+
+    f = tmp_path / "afile"
+    f.write_text("x")
+    assert main(["--dataset", "nowhere.json", "--out-dir", str(f)]) == 2
+    assert capsys.readouterr().err.strip() == \
+        f"bps-train: error: {f}: cannot create the folder: it is a file, not a folder"
+    assert f.read_text() == "x"
+
+
 # ----------------------------------------------------------------------------------- item 9
 def test_sigterm_while_starting_exits_130(tmp_path):
     p = subprocess.Popen(TRAIN + ["--dataset", str(tmp_path / "none.json"), "--out-dir", str(tmp_path / "r")],

@@ -110,6 +110,18 @@ def test_nav_sample_and_step(built):
     assert code != 0
 
 
+def test_nav_step_up_a_stair_is_no_collision(built):
+    """Journey L4: habitat-sim's rule (collided iff the filter shortened the move), not 'the end
+    moved': a step onto the house's first stair (0.18 m up) lands higher than --to, uncollided."""
+    d, _ = built
+    f = d / "out" / "house.navmesh.bps"
+    code, out = run("nav", "step", f, "--from", "5.50,0,3.6", "--to", "5.75,0,3.6", "--json")
+    r = json.loads(out)
+    assert code == 0 and r["position"][1] > 0.1 and not r["collided"], r
+    code, out = run("nav", "step", f, "--from", "5.50,0,3.6", "--to", "5.75,0,3.6")
+    assert "collided" not in out
+
+
 def test_preview(built):
     d, _ = built
     from PIL import Image
@@ -123,6 +135,23 @@ def test_preview(built):
     assert len(colours) > 5  # islands in different colours, background, shading
     code, out = run("preview", d / "out" / "house.navmesh.bps", "-o", png)
     assert code != 0  # no silent overwrite
+
+
+def test_preview_refuses_a_name_that_is_not_png_and_a_file_for_a_folder(built, tmp_path):
+    """Journey L5: -o map.jpg / -o map wrote PNG bytes under that name; -o afile/map.png said
+    "File exists" instead of naming the file in the way."""
+    d, _ = built
+    nav = d / "out" / "house.navmesh.bps"
+    for name in ("map.jpg", "map"):
+        r = CliRunner().invoke(main, ["preview", str(nav), "-o", str(tmp_path / name)])
+        assert r.exit_code == 2 and "give a name ending in .png" in r.output and not (tmp_path / name).exists()
+    (tmp_path / "x.txt").write_text("keep")
+    r = CliRunner().invoke(main, ["preview", str(nav), "-o", str(tmp_path / "x.txt" / "map.png")])
+    assert r.exit_code == 2 and r.stderr.strip() == \
+        f"error: {tmp_path / 'x.txt'}: cannot create the folder: it is a file, not a folder", r.stderr
+    r = CliRunner().invoke(main, ["preview", str(nav), "-o", str(tmp_path / "x.txt" / "sub" / "map.png")])
+    assert r.exit_code == 2 and f"{tmp_path / 'x.txt'} is a file, not a folder" in r.stderr, r.stderr
+    assert (tmp_path / "x.txt").read_text() == "keep"
 
 
 def test_missing_navfile_and_bad_navfile(tmp_path):

@@ -2,6 +2,8 @@
 is a warning (item 2), on synth scans: Z-up as made, Y-up rewritten, and one without its floor."""
 from __future__ import annotations
 
+import shutil
+
 import numpy as np
 import pytest
 from click.testing import CliRunner
@@ -53,6 +55,26 @@ def test_navmesh_refuses_a_wrong_up_axis_both_ways_and_force_accepts(scans, tmp_
     assert r.exit_code == 0 and r.stderr == "", r.stderr
     r = _navmesh([info.path, "-o", tmp_path / "d", "--dataset", "generic", "--force"])
     assert r.exit_code == 0 and (tmp_path / "d" / "Allensville.navmesh.bps").exists()
+
+
+def test_convert_refuses_a_wrong_up_axis_like_navmesh_and_force_accepts(scans, tmp_path):
+    """`convert` makes navmesh's up-axis check (same message, same --up escape) before writing."""
+    from cli.cmd_convert import convert_cmd
+
+    info, root = scans
+    conv = lambda *a: CliRunner().invoke(convert_cmd, [str(x) for x in a])  # noqa: E731
+    r = conv(info.path, "-o", tmp_path / "a", "--dataset", "generic")   # Z-up scan read Y-up
+    nav = _navmesh([info.path, "-o", tmp_path / "n", "--dataset", "generic"])
+    assert r.exit_code == nav.exit_code == 2 and r.stderr == nav.stderr, (r.stderr, nav.stderr)
+    assert "pass --up z" in r.stderr and str(info.path) in r.stderr
+    assert not (tmp_path / "a").exists() or not any((tmp_path / "a").iterdir())
+    shutil.copy(root / "yup" / "Allensville.glb", tmp_path / "Yup.glb")   # Y-up: converts as generic
+    r = conv(info.path, "-o", tmp_path / "b", "--dataset", "generic", "-j", "2", tmp_path / "Yup.glb")
+    assert r.exit_code == 2 and "pass --up z" in r.stderr and "1 converted, 1 failed" in r.stderr
+    r = conv(info.path, "-o", tmp_path / "c", "--dataset", "generic", "--up", "z")
+    assert r.exit_code == 0 and (tmp_path / "c" / "Allensville.bps").exists(), r.stderr
+    r = conv(info.path, "-o", tmp_path / "d", "--dataset", "generic", "--force")
+    assert r.exit_code == 0 and (tmp_path / "d" / "Allensville.bps").exists(), r.stderr
 
 
 def test_preprocess_refuses_a_wrong_up_axis_and_force_accepts(scans, tmp_path):

@@ -327,3 +327,32 @@ def test_workers_die_with_a_killed_run(tmp_path):
                 os.kill(k, signal.SIGKILL)
         if p.poll() is None:
             p.kill()
+
+
+def test_navmesh_import_without_a_navmesh_names_the_scan_and_converts_nothing(tmp_path):
+    """Journey L3: the error named the packed copy (then deleted) and came after converting."""
+    src = make_source(tmp_path / "src", TRAIN[:2], navmesh=TRAIN[:1])
+    log = tmp_path / "log"
+    r = preprocess(src, tmp_path / "o", "gibson", "tiny",
+                   PreprocessOptions(navmesh="import", workers=1, in_process=True), backend=FakeBackend(log=log))
+    by = {x.name: x for x in r.results}
+    bad = by[TRAIN[1]]
+    assert bad.status == "failed" and f"{src / 'gibson' / TRAIN[1]}.glb: --navmesh import" in bad.error, bad.error
+    assert log.read_text().split() == [TRAIN[0]]   # only the scene with a .navmesh was converted
+    assert not (tmp_path / "o" / "scenes" / f"{TRAIN[1]}.bps").exists()
+
+
+def test_a_navmesh_over_the_grid_cap_names_the_users_scan(tmp_path):
+    """Journey L3: the grid cap named our packed copy (``big.bps``), not the user's scan."""
+    import numpy as np
+    from bps_assets.pipeline.datasets import scan_folder_name
+    from packed_scene_glb import write_glb
+
+    s = 160.0   # m: (160 / 0.05)^2 cells > the 8388608 cap
+    v = np.array([[0, 0, 0], [s, 0, 0], [s, 0, -s], [0, 0, -s]], np.float32)
+    scan = write_glb(tmp_path / "scans" / "big.glb", v, np.array([[0, 1, 2], [0, 2, 3]], np.uint32))
+    r = preprocess(tmp_path / "scans", tmp_path / "o", scan_folder_name(tmp_path / "scans"), None,
+                   PreprocessOptions(workers=1, in_process=True, episodes=0))
+    (res,) = r.results
+    assert res.status == "failed" and res.error.startswith(f"ResourceLimitError: {scan}: building this navmesh"), \
+        res.error

@@ -119,3 +119,36 @@ def test_worker_side_check_also_redoes(tmp_path):
     os.utime(src / "gibson" / "Allensville.glb", ns=(1, 1))
     r, done = _run(src, out, log)
     assert done == ["Allensville"] and r.count("ok") == 1
+
+
+def _pad_copy(a, b):
+    """Another scene's file ``a`` in ``b``'s place, zero-padded to ``b``'s size (sound CRCs)."""
+    n = b.stat().st_size
+    data = a.read_bytes()
+    assert len(data) <= n
+    b.write_bytes(data + bytes(n - len(data)))
+
+
+def test_resume_redoes_a_kept_file_of_another_scene_with_the_right_size(tmp_path):
+    """Journey L2: a scene's packed file (or navmesh) replaced by another scene's, padded to the
+    recorded size, passes size and CRCs: the header's identity (source sha256, navmesh source)
+    finds it, so the scene is redone instead of kept forever."""
+    from bps_assets import synth
+
+    names = ["Allensville", "Beechwood"]
+    synth.generate(tmp_path / "src", "gibson", names, seed=0, size="small")
+    out = tmp_path / "out"
+    opts = PreprocessOptions(workers=1, in_process=True, episodes=2, subsets=("train",))
+    run = lambda: preprocess(tmp_path / "src", out, "gibson", "tiny", opts, log=lambda s: None)  # noqa: E731
+    assert run().ok
+    for sub, suffix in (("scenes", ".bps"), ("navmeshes", ".navmesh.bps")):
+        a, b = (out / sub / f"{n}{suffix}" for n in names)
+        small, big = sorted((a, b), key=lambda p: p.stat().st_size)
+        _pad_copy(small, big)
+        victim = big.name.split(".")[0]
+        r = run()
+        assert r.count("skipped") == 1 and r.ok, r.results
+        why = r.redone[victim][0]
+        assert ("packed from another source" in why) if sub == "scenes" else ("built from" in why), why
+        assert kept_problems(out, json.loads((out / "manifest.json").read_text())["scenes"][victim], full=True) == []
+        assert run().count("skipped") == 2

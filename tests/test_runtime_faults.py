@@ -105,6 +105,19 @@ def test_a_budget_too_small_is_refused_at_make_and_the_one_it_names_runs_without
     assert "stepped 40 True True" in p.stdout, p.stdout + p.stderr
 
 
+def test_a_script_that_exits_without_close_ends_quietly(dataset):
+    """Journey L7: loads still running when a script ends without ``env.close()`` failed on the
+    exiting interpreter's pools ("cannot schedule new futures after interpreter shutdown") and
+    were logged as quarantined scenes; they end quietly."""
+    p = _python(f"""
+        from bps_runtime import make
+        env = make({str(dataset)!r}, split=None, resolution=(8, 8), num_envs=2)
+        print("made")
+        """, timeout=240)
+    assert p.returncode == 0 and "made" in p.stdout, p.stderr
+    assert "quarantined" not in p.stderr and "interpreter shutdown" not in p.stderr, p.stderr
+
+
 def test_close_from_another_thread_returns_while_a_step_waits_for_a_load(dataset):
     need = _needed_budget(dataset)
     p = _python(f"""

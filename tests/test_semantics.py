@@ -262,6 +262,8 @@ def test_cli_info_preview_verify(tmp_path):
                          semantic=None)
     r = CliRunner().invoke(main, ["preview", str(nav), "-o", str(tmp_path / "q.png"), "--semantic", plain.output])
     assert r.exit_code != 0 and "no semantic section" in r.output and not (tmp_path / "q.png").exists()
+    # a bad input like any other (journey L5): the project's one "error:" line, exit 2
+    assert r.exit_code == 2 and r.stderr == f"error: {plain.output}: the packed scene has no semantic section\n"
     assert run("verify", out / "manifest.json", "--deep").exit_code == 0
     # a semantic section damaged with valid checksums: verify --deep names the file and section
     from hostile_cases import rewrite

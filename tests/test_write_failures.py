@@ -179,3 +179,18 @@ def test_atomic_write_failure_leaves_nothing(tmp_path):
     with pytest.raises(OutputWriteError, match="cannot create the folder"):
         atomic_write(blocker / "sub" / "x.bin", lambda f: f.write(b"x"))
     assert stat.S_ISREG(blocker.stat().st_mode)
+
+
+def test_make_dirs_names_the_file_in_the_way(tmp_path):
+    """Journey L5: a file where the output folder goes said "File exists"; it is named, for
+    `preview -o afile/x.png`, `convert -o afile/sub` and `bps-train --out-dir afile` alike
+    (bps-train's: test_hostile_runs.py)."""
+    from bps_assets.container import make_dirs
+
+    f = tmp_path / "afile"
+    f.write_text("x")
+    with pytest.raises(OutputWriteError, match=r"afile: cannot create the folder: it is a file, not a folder$"):
+        make_dirs(f)
+    with pytest.raises(OutputWriteError, match=f"cannot create the folder: {f} is a file, not a folder$"):
+        make_dirs(f / "sub" / "deeper")
+    assert f.read_text() == "x"

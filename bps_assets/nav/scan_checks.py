@@ -4,7 +4,8 @@
 within ``max_slope`` of it, floors and tops facing up, ceilings facing down) against the same under
 the other axis. Refused when the other axis has ``up_ratio`` times as much (and at least
 ``up_min_area`` m^2), unless the scene as given is open to the sky (less facing down than
-``closed_share`` of what faces up). ``UpAxisError`` names the ``--up`` to pass; ``force`` accepts
+``closed_share`` of what faces up) or, for ``convert``, has under ``up_min_given`` m^2 horizontal
+(a lone sheet or object, no room on its side). ``UpAxisError`` names the ``--up`` to pass; ``force`` accepts
 the scan as given. The ratios measured on synth and real scans, and why one box room is
 ambiguous: docs/NAVMESH.md section 9.
 
@@ -27,6 +28,7 @@ class ScanCheckOptions:
     """Thresholds of the up-axis refusal and the no-floor warning (module docstring)."""
     up_ratio: float = 1.25       # refuse when horizontal area under the other axis >= this x the given's
     up_min_area: float = 2.0     # m^2 up-facing under the other axis, at least (objects are not judged)
+    up_min_given: float = 0.0    # m^2 horizontal as given, at least (convert: a lone sheet is no room on its side)
     closed_share: float = 0.5    # refuse only when facing down is >= this x facing up as given
     floor_share: float = 0.3     # warn when navigable area < this x the footprint
     floor_island: float = 2.0    # m^2: warn when no island is this large
@@ -34,6 +36,7 @@ class ScanCheckOptions:
 
 
 DEFAULTS = ScanCheckOptions()
+CONVERT_CHECKS = ScanCheckOptions(up_min_given=1.0)   # `convert`: packs objects and sheets too
 _OTHER = {"y": "z", "z": "y"}
 
 
@@ -64,7 +67,7 @@ def up_axis_problem(vertices, triangles, up: str, max_slope: float = 45.0,
         return None
     cur, alt = horizontal_areas(vertices, triangles, up, max_slope)
     here, there = max(cur), max(alt)
-    if there < options.up_min_area or there < options.up_ratio * here:
+    if there < options.up_min_area or there < options.up_ratio * here or here < options.up_min_given:
         return None
     if min(cur) < options.closed_share * max(cur):
         return None   # open to the sky as given (no ceiling): a wrong reading of rooms is closed
@@ -122,5 +125,5 @@ def floor_problem(navigable_area: float, largest_island: float, footprint: float
     return None
 
 
-__all__ = ["ScanCheckOptions", "DEFAULTS", "horizontal_areas", "up_axis_problem", "require_up_axis",
+__all__ = ["ScanCheckOptions", "DEFAULTS", "CONVERT_CHECKS", "horizontal_areas", "up_axis_problem", "require_up_axis",
            "footprint_area", "floor_problem"]

@@ -33,7 +33,7 @@ from pathlib import Path
 from .. import __version__
 from ..container import atomic_write, make_dirs
 from ..errors import AnnotationError, BpsError, ConfigError, DatasetError, InterruptedRun, NavError, OutputExistsError, UpAxisError
-from ..errors import InputError
+from ..errors import InputError, ResourceLimitError
 from ..json_input import parse_json
 from ..safe_paths import link_escape
 from ..transforms.frame import UP_AXES
@@ -45,6 +45,7 @@ from ..hashing import settings_fingerprint, sha256_file
 from .memory_budget import available_memory, detour_import_bytes, workers_for
 from .plan import Plan, SceneSource, Shard, make_plan
 from .resume_check import check_many, problems_by_output
+from .stale_outputs import run_dropping_stale
 
 STATE_DIR = ".bps-state"
 
@@ -278,6 +279,9 @@ def process_scene(task: SceneTask) -> SceneResult:
     rels = output_paths(name, src.subset)
     before = None   # the outputs before this attempt, when they are of the same sources and settings
     try:
+        if opts.navmesh == "import" and src.navmesh is None:   # before converting: name the scan
+            raise InputError(src.scene, "--navmesh import: the scene has no .navmesh beside it "
+                                        "(--navmesh auto builds one when there is none)")
         old = _read_record(out_root, name)
         sources = _sources(task, old)
         fp = fingerprint(sources, task.settings)
@@ -321,6 +325,11 @@ def process_scene(task: SceneTask) -> SceneResult:
             nav = task.backend.navmesh(mode, out_root / rels["scene"], navsrc, out_root / rels["navmesh"])
         except UpAxisError as e:   # name the scan the user gave, not our packed copy of it
             raise UpAxisError(src.scene, e.detail) from None
+        except ResourceLimitError as e:   # the build's caps (grid cells) name the packed copy too
+            packed = out_root / rels["scene"]
+            if e.path not in (str(packed), packed.name):
+                raise
+            raise ResourceLimitError(src.scene, e.detail) from None
         stats["navmesh_source"] = nav.get("source")
         if nav.get("agent"):
             stats["agent"] = nav["agent"]
@@ -665,7 +674,9 @@ def preprocess(src_root, out_root, dataset: str = "gibson", split: str | None = 
     make_dirs(out_root / STATE_DIR / "scenes")  # OutputWriteError naming the folder, not a traceback
     lock = _lock_run(out_root / STATE_DIR / f"{mpath.stem}.lock")
     try:
-        return _run(plan, ds, split, shard, options, backend, settings, out_root, mpath, progress, log, t_start)
+        return run_dropping_stale(out_root, mpath, options.overwrite, lambda: _run(
+            plan, ds, split, shard, options, backend, settings, out_root, mpath, progress, log, t_start), log,
+            output_paths, lambda name: _record_path(out_root, name))
     finally:
         lock.release()
 

@@ -6,8 +6,9 @@ garbage of the same size). So before a scene is skipped as up to date, every out
 is checked (on a thread pool), and a scene with a damaged output is redone:
 
 - default (cheap): the recorded size; for packed files (SCEN / NAVM) the header, kind, content
-  version, the CRC-32 of every section's stored bytes (4 MiB at a time, never decompressed)
-  and the padding between them; other files (episodes, small) against the manifest's sha256;
+  version and identity (``identity_problem``), the CRC-32 of every section's stored bytes (4 MiB
+  at a time, never decompressed) and the padding between them; other files (episodes, small)
+  against the manifest's sha256;
 - ``full`` (``--verify-kept``): the sha256 of every kept file against the record, as
   ``bps-assets verify`` does.
 
@@ -24,8 +25,32 @@ from ..errors import BpsError
 from ..hashing import default_jobs, sha256_file
 
 
-def output_problem(out_root: Path, rec: Mapping, full: bool = False) -> str | None:
-    """Why the recorded output ``rec`` (a manifest ``outputs`` entry) cannot be kept, or None."""
+def identity_problem(rec: Mapping, header: Mapping, entry: Mapping) -> str | None:
+    """Why the packed output ``rec`` of the scene ``entry`` (its manifest entry), whose header is
+    ``header``, is another scene's file (a copy of the right size and sound CRCs), or None. A
+    packed scan records its source's sha256 (composed scenes record none: not judged); a built
+    navmesh, the name of the packed scene it was built from (an imported one names its .navmesh)."""
+    outs, srcs = entry.get("outputs"), entry.get("sources")
+    if not isinstance(outs, Mapping):
+        return None
+    if rec is outs.get("scene") and rec.get("format") == "SCEN":   # not a composed scene's shared assets
+        had = (header.get("source") or {}).get("sha256") if isinstance(header.get("source"), Mapping) else None
+        want = ((srcs or {}).get("scene") or {}).get("sha256") if isinstance(srcs, Mapping) else None
+        if isinstance(had, str) and isinstance(want, str) and had != want:
+            return (f"{rec['path']}: packed from another source (sha256 {had[:12]}..., this scene's "
+                    f"{want[:12]}...; scene id {header.get('scene_id')!r})")
+    elif rec is outs.get("navmesh") and rec.get("format") == "NAVM":
+        had = header.get("source")
+        scene = outs.get("scene")
+        want = Path(scene["path"]).name if isinstance(scene, Mapping) and isinstance(scene.get("path"), str) else None
+        if isinstance(had, str) and had.endswith(".bps") and want and had != want:
+            return f"{rec['path']}: built from {had}, not this scene's {want}"
+    return None
+
+
+def output_problem(out_root: Path, rec: Mapping, full: bool = False, entry: Mapping | None = None) -> str | None:
+    """Why the recorded output ``rec`` (a manifest ``outputs`` entry) cannot be kept, or None.
+    ``entry``: the scene's manifest entry, to check a packed file's identity against."""
     try:
         path = out_root / rec["path"]
         size = rec["size"]
@@ -52,6 +77,9 @@ def output_problem(out_root: Path, rec: Mapping, full: bool = False) -> str | No
             cv = h.get("scene_format_version", h.get("version"))
             if "content_version" in rec and cv != rec["content_version"]:
                 return f"{rec['path']}: content version {cv!r} != recorded {rec['content_version']!r}"
+            who = identity_problem(rec, h, entry) if isinstance(entry, Mapping) else None
+            if who:
+                return who
             c.check_checksums()
             c.check_padding()
     except BpsError as e:
@@ -70,7 +98,7 @@ def problems_by_output(out_root: Path, entry: Mapping, full: bool = False) -> di
     outs = entry.get("outputs") if isinstance(entry, Mapping) else None
     if not isinstance(outs, Mapping):
         return {"": "the completion record lists no outputs"}
-    probs = {role: output_problem(Path(out_root), rec if isinstance(rec, Mapping) else {}, full)
+    probs = {role: output_problem(Path(out_root), rec if isinstance(rec, Mapping) else {}, full, entry)
              for role, rec in outs.items()}
     return {role: p for role, p in probs.items() if p}
 

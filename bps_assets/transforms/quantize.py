@@ -72,8 +72,12 @@ def plan_grid(lo, hi, max_error: float, per_component: bool = False, what: str =
     f32_err = norm * max(float(np.abs(lo).max(initial=0)), float(np.abs(hi).max(initial=0))) * F32_HALF_ULP
     budget = max_error - f32_err
     if budget <= max_error * 0.05:
+        # the CLI option that sets this bound, and the least bound float32 can hold here
+        option = {"positions": "--position-error", "uvs": "--uv-error"}.get(what, "a larger error bound")
+        least = float(f"{f32_err / 0.95 * 1.05:.2g}")
         raise InputError(None, f"{what}: coordinates up to {max(np.abs(lo).max(), np.abs(hi).max()):.4g} "
-                               f"cannot hold an error of {max_error:g} in float32")
+                               f"cannot hold an error of {max_error:g} in float32: pass {option} {least:g} "
+                               f"or more")
     step_max = 2.0 * budget / norm
     extent = hi - lo
     levels = np.ceil(extent / step_max)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -104,6 +105,16 @@ def _say_flattened(renderer) -> None:
         _WARNED.add(name)
         log.warning("%s has no instance path (the Embree bridge with native shading and Warp do): "
                     "composed scenes load flattened, each instance's geometry held once per instance", name)
+
+
+def _interpreter_exiting(e: BaseException) -> bool:
+    """True when ``e`` is the interpreter exiting (a script ended without ``env.close()``): its
+    thread pools refuse new work (the RuntimeError "... after interpreter shutdown", raised while
+    the main thread is still alive), or it is finalizing; a load failing so is no damaged scene."""
+    import sys
+
+    return sys.is_finalizing() or not threading.main_thread().is_alive() \
+        or (isinstance(e, RuntimeError) and str(e).endswith("after interpreter shutdown"))
 
 
 def _is_composed(path) -> bool:
@@ -238,7 +249,7 @@ class SceneLoader:
             if ticket is not None and self._release is not None:
                 self._release(ticket)
             msg = str(e) if isinstance(e, BpsError) else f"{source.scene_path}: {type(e).__name__}: {e}"
-            if not quiet and not isinstance(e, LoadCancelled):
+            if not quiet and not _interpreter_exiting(e) and not isinstance(e, LoadCancelled):
                 log.error("scene %r quarantined: %s", source.scene_id, msg)
             return LoadFailure(source, e, msg)
         finally:

@@ -1,0 +1,60 @@
+"""Journey L6: an ``--overwrite`` preprocess run removes the outputs of scenes it no longer holds
+(their scan gone from the source), so habitat-lab's PointNav dataset no longer loads their
+episodes; user files and what another shard's manifest lists stay."""
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+
+from bps_assets.errors import OutputExistsError
+from bps_assets.pipeline.plan import Shard
+from bps_assets.pipeline.preprocess import STATE_DIR, PreprocessOptions, preprocess
+from habitat_lab_stub import habitat_lab  # noqa: F401 - the fixture
+from pipeline_fakes import FakeBackend, make_source
+
+NAMES = ["Allensville", "Beechwood", "Benevolence"]
+OPTS = PreprocessOptions(workers=1, in_process=True, episodes=3, subsets=("train",))
+
+
+def _run(src, out, shard=None, **kw):
+    return preprocess(src, out, "gibson", "tiny", PreprocessOptions(**{**OPTS.__dict__, **kw}), shard,
+                      backend=FakeBackend(), log=lambda s: None)
+
+
+def _files(out, name):
+    return [out / "scenes" / f"{name}.bps", out / "navmeshes" / f"{name}.navmesh.bps",
+            out / "episodes" / "pointnav" / "train" / "content" / f"{name}.json.gz"]
+
+
+def test_overwrite_removes_a_dropped_scenes_outputs_and_habitat_stops_loading_them(tmp_path, habitat_lab):
+    src, out = make_source(tmp_path / "src", NAMES), tmp_path / "out"
+    assert _run(src, out).ok and all(p.is_file() for p in _files(out, "Beechwood"))
+    (out / "scenes" / "notes.txt").write_text("mine")          # a user's file beside ours
+    (src / "gibson" / "Beechwood.glb").unlink()
+    r = _run(src, out, overwrite=True)
+    assert r.ok and r.count("missing") >= 1 and "Beechwood" not in json.loads((out / "manifest.json").read_text())["scenes"]
+    assert not any(p.exists() for p in _files(out, "Beechwood"))
+    assert not (out / STATE_DIR / "scenes" / "Beechwood.json").exists()
+    assert all(p.is_file() for n in ("Allensville", "Benevolence") for p in _files(out, n))
+    assert (out / "scenes" / "notes.txt").read_text() == "mine"
+    cfg = SimpleNamespace(data_path=str(out / "episodes" / "pointnav" / "{split}" / "{split}.json.gz"),
+                          split="train", scenes_dir="data/scene_datasets", content_scenes=["*"])
+    eps = habitat_lab.PointNavDatasetV1(cfg).episodes
+    assert len(eps) == 6 and not any("Beechwood" in e.scene_id for e in eps)
+
+
+def test_without_overwrite_or_when_another_shard_lists_them_nothing_is_removed(tmp_path):
+    src, out = make_source(tmp_path / "src", NAMES), tmp_path / "out"
+    assert _run(src, out).ok
+    # another shard's manifest that lists Beechwood's files (a run split into shards later)
+    for i in range(2):
+        _run(src, out, Shard(i, 2))
+    shards = [json.loads((out / f"manifest.shard-{i}-of-2.json").read_text())["scenes"] for i in range(2)]
+    assert any("Beechwood" in s for s in shards)
+    (src / "gibson" / "Beechwood.glb").unlink()
+    with pytest.raises(OutputExistsError, match="not in this run: Beechwood"):   # no --overwrite: refused
+        _run(src, out)
+    assert _run(src, out, overwrite=True).ok
+    assert all(p.is_file() for p in _files(out, "Beechwood"))

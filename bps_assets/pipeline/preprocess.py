@@ -279,7 +279,9 @@ def process_scene(task: SceneTask) -> SceneResult:
     rels = output_paths(name, src.subset)
     before = None   # the outputs before this attempt, when they are of the same sources and settings
     try:
-        if opts.navmesh == "import" and src.navmesh is None:   # before converting: name the scan
+        # before converting, name the scan (a composed scene's reason, its navmesh_instance
+        # handle, is read from the converted scene by the backend)
+        if opts.navmesh == "import" and src.navmesh is None and not src.rel_scene.endswith(".scene_instance.json"):
             raise InputError(src.scene, "--navmesh import: the scene has no .navmesh beside it "
                                         "(--navmesh auto builds one when there is none)")
         old = _read_record(out_root, name)

@@ -118,8 +118,8 @@ def test_step_geodesic_is_exact_near_goals(scene, walled, multi):
         goals = _goals(nm, 6, 4)
         if extra is not None:
             goals[0] = extra[0]
-        rows = [fields.add(goals if multi else g) for g in (goals if not multi else goals[:1])]
-        assert b.refresh() or True
+        rows = [fields.add(goals)] if multi else [fields.add(g) for g in goals]
+        b.refresh()                                    # the table (capacity 1) moved
         q = NavQueries(b)
         gi, pts, off = _near_points(nm, goals, seed=5)
         if extra is not None:
@@ -181,3 +181,27 @@ def test_stop_near_a_point_goal_succeeds(scene):
     d0, d, success = _stop_run(None, eps, None, len(eps))
     np.testing.assert_allclose(d.numpy(), 0.19, atol=2e-6)
     assert success.all()
+
+
+def test_goal_blocks_follow_their_rows(scene):
+    """A released row's goals go back to the goal arena at the next ``add`` (the step thread,
+    which releases rows, writes no device memory); a reused row reads its new goals; a full table
+    moves with its goal table; a scene that leaves gives every block back."""
+    nm = scene[4]
+    b, fields = _published(nm)
+    g = _goals(nm, 3, 11)
+    r0 = fields.add(g[0])
+    before = b.goal_arena.buf.clone()
+    fields.release(r0)
+    assert torch.allclose(b.goal_arena.buf, before, rtol=0, atol=0, equal_nan=True) and fields._stale
+    r1 = fields.add(g[1])                        # reuses row r0; the old block is released here
+    assert r1 == r0 and not fields._stale and b.goal_arena.used == 4
+    r2 = fields.add(np.stack([g[2], g[0]]))      # the table (capacity 1) moves
+    assert b.refresh() and fields.capacity == 2
+    q = NavQueries(b)
+    for row, goal in ((r1, g[1]), (r2, g[2]), (r2, g[0])):
+        p = (goal + [0.03, 0, 0]).astype(np.float32)[None]
+        got = q.geodesic(torch.ones(1, dtype=torch.int32), torch.full((1,), row), torch.from_numpy(p)).numpy()
+        assert got[0] == pytest.approx(0.03, abs=2e-6)
+    b.unpublish(1)
+    assert b.goal_arena.used == 0 and b.goal_table.used == 0

@@ -208,6 +208,7 @@ class GoalFields:
         self.host: dict[int, np.ndarray] = {}
         self.near: dict[int, np.ndarray] = {}      # row -> [P, GOAL_WIDTH] host copy of its goals
         self._near_at: dict[int, int] = {}         # row -> its goals' offset in the goal arena
+        self._stale: list[tuple[int, int]] = []    # goal blocks of freed rows, released by the next ``add``
         self.refs = np.zeros(self.capacity, np.int64)
         self.goals: dict[int, np.ndarray] = {}
         self._free = list(range(self.capacity - 1, -1, -1))
@@ -239,7 +240,7 @@ class GoalFields:
         from bps_assets.nav.queries import snapped_goals
 
         g = np.asarray(goal, np.float64).reshape(-1, 3)
-        pts, sid = snapped_goals(self.scene.navmesh, g[:1] if g.shape[0] == 1 else g)
+        pts, sid = snapped_goals(self.scene.navmesh, g)
         return np.ascontiguousarray(np.concatenate([pts, sid[:, None].astype(np.float64)], axis=1))
 
     def _grow(self):
@@ -266,6 +267,10 @@ class GoalFields:
             flat = self.compute(goal)
         near = self.goal_block(goal)
         ga = self.buffers.goal_arena
+        with self._lock:
+            stale, self._stale = self._stale, []
+        for off, n in stale:   # here, off the step path (a release refills the block: a device op)
+            ga.release(off, n)
         at = ga.alloc(near.size)
         ga.write(at, near)
         with self._lock:
@@ -322,11 +327,12 @@ class GoalFields:
                 self._free.append(row)
 
     def _forget_goals(self, row: int) -> None:
-        """Row ``row`` is free: its goal count to 0 (so a stale read sees none), its points freed."""
+        """Row ``row`` is free (no env reads it): its goal block goes back at the next ``add``, so
+        the step thread, which releases rows, writes no device memory (its table entry stays
+        until the row is reused)."""
         near, at = self.near.pop(row, None), self._near_at.pop(row, None)
         if near is not None:
-            self.buffers.goal_table.write(self.goal_base + 2 * row + 1, np.zeros(1, np.int64))
-            self.buffers.goal_arena.release(at, near.size)
+            self._stale.append((at, near.size))
 
     def take_moved(self) -> list:
         """Old regions of a table that moved, to free once re-published (step thread):
@@ -344,7 +350,10 @@ class GoalFields:
                 self.buffers.field_arena.release(self.base, self.capacity * self.S)
                 self.buffers.goal_table.release(self.goal_base, 2 * self.capacity)
                 for row in list(self.near):
-                    self.buffers.goal_arena.release(self._near_at.pop(row), self.near.pop(row).size)
+                    self._forget_goals(row)
+                stale, self._stale = self._stale, []
+                for off, n in stale:
+                    self.buffers.goal_arena.release(off, n)
                 self._moved, moved = [], self._moved
                 self._moved_goals, moved_goals = [], self._moved_goals
         for off, n in moved:
@@ -355,7 +364,8 @@ class GoalFields:
     @property
     def nbytes(self) -> int:
         """Bytes of device memory held (the field rows, the goal table and the rows' goals)."""
-        return self.capacity * (self.S * 4 + 16) + 8 * sum(a.size for a in self.near.values())
+        return (self.capacity * (self.S * 4 + 16) + 8 * sum(a.size for a in self.near.values())
+                + 8 * sum(n for _, n in self._stale))
 
 
 class NavBuffers:

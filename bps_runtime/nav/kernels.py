@@ -453,10 +453,11 @@ def geodesic(nav: Nav, scene_i: int, row: int, p: wp.vec3) -> wp.float32:
         for i in range(int(nav.goal_table[gt + wp.int64(1)])):
             b = gbase + wp.int64(GW * i)
             g = wp.vec3d(nav.goals[b], nav.goals[b + wp.int64(1)], nav.goals[b + wp.int64(2)])
-            d = wp.length(g - q)
-            if d < tot:
-                if sees(nav, scene_i, span, q, int(nav.goals[b + wp.int64(3)]), g):
-                    tot = d
+            if wp.length_sq(g - q) < tot * tot:   # the square first: most view points are farther
+                d = wp.length(g - q)
+                if d < tot:
+                    if sees(nav, scene_i, span, q, int(nav.goals[b + wp.int64(3)]), g):
+                        tot = d
     return wp.float32(tot)
 
 

@@ -7,12 +7,10 @@ centres. Each reflex corner of the navigable region (docs/NAVMESH.md sections 1 
 too, joined to the span centres within ``CORNER_SPAN_RADIUS`` cells and the corner nodes within
 ``CORNER_RADIUS`` cells that it sees, so shortest paths bend at obstacle corners. A field holds
 one distance per span centre; the goal (or start) is attached to the spans it sees directly with
-its exact distance, and a query point reads the field through the spans it sees, so endpoints
-are not rounded to cell centres (the runtime's read rule: bps_runtime/nav/kernels.py
-``geodesic``). That read detours via a span centre, so near a goal it is refined by
-``near_goals``: the straight-line distance to a goal the point sees. The search runs in our compiled Dijkstra (``bps_assets/native/_dijkstra.c``, GIL
-released), or scipy's when that was not compiled (it holds the GIL for the whole search).
-
+its exact distance, and a query point reads the field through the spans it sees (the runtime's
+rule too: bps_runtime/nav/kernels.py ``geodesic``); near a goal, ``near_goals`` takes the
+straight line to the goals the point sees. The search runs in our compiled Dijkstra
+(``bps_assets/native/_dijkstra.c``, GIL released), or scipy's when that was not compiled.
 Accuracy figures and the variants tried and dropped: docs/DECISIONS.md, docs/NAVMESH.md.
 """
 from __future__ import annotations

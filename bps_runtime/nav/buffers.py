@@ -240,8 +240,8 @@ class GoalFields:
         from bps_assets.nav.queries import snapped_goals
 
         g = np.asarray(goal, np.float64).reshape(-1, 3)
-        pts, sid = snapped_goals(self.scene.navmesh, g)
-        return np.ascontiguousarray(np.concatenate([pts, sid[:, None].astype(np.float64)], axis=1))
+        pts, spans = snapped_goals(self.scene.navmesh, g)
+        return np.ascontiguousarray(np.concatenate([pts, spans[:, None].astype(np.float64)], axis=1))
 
     def _grow(self):
         ar, gt = self.buffers.field_arena, self.buffers.goal_table

@@ -28,24 +28,18 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # nav_queries (the step's own code)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # nav_queries, inmemory_scenes
 
 
 def _floor(seed: int = 0):
     """10 x 10 m of 0.5 m floor tiles, ~15 % left out (walls, corners)."""
     from bps_assets.nav import NavMesh
+    from inmemory_scenes import _floor_tiles
 
     rng = np.random.default_rng(seed)
-    V, T = [], []
-    for i in range(20):
-        for j in range(20):
-            if rng.random() < 0.15 and (i, j) != (0, 0):
-                continue
-            x0, z0 = 0.5 * i, -0.5 * j
-            b = len(V)
-            V += [[x0, 0, z0], [x0 + 0.5, 0, z0], [x0 + 0.5, 0, z0 - 0.5], [x0, 0, z0 - 0.5]]
-            T += [[b, b + 1, b + 2], [b, b + 2, b + 3]]
-    return NavMesh.from_walkable_triangles(np.array(V, float), np.array(T))
+    holes = [(0.5 * i, -0.5 * j - 0.5, 0.5 * i + 0.5, -0.5 * j) for i in range(20) for j in range(20)
+             if rng.random() < 0.15 and (i, j) != (0, 0)]
+    return NavMesh.from_walkable_triangles(*_floor_tiles(10.0, 10.0, holes))
 
 
 BINS = ((0, .05), (.05, .1), (.1, .2), (.2, .45), (.45, .5))

@@ -71,7 +71,8 @@ def test_point_goal_reads_are_exact_near_it(scene):
         m = gi == i
         # before: 0.04-0.1 m at the goal itself, above the offset (not monotonic) within 0.1 m
         np.testing.assert_allclose(nm.distance_at(f, pts[m]), off[m], atol=1e-6)
-        # a plain array has no goals: ``goals=`` gives them
+        # a plain array (or a ufunc's result) has no goals: ``goals=`` gives them
+        assert getattr(f + 0, "goal_points", None) is None and f.copy().goal_points is f.goal_points
         np.testing.assert_allclose(nm.distance_at(np.asarray(f), pts[m], goals=g), off[m], atol=1e-6)
 
 

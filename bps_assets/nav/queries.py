@@ -157,7 +157,8 @@ def geodesic_graph(nav: NavMesh, radius: int = DEFAULT_RADIUS, corners: bool = T
 class DistanceField(np.ndarray):
     """A ``distance_field`` [L, D, W] that keeps its snapped goals (``goal_points`` [P, 3],
     ``goal_spans`` [P]), so that ``distance_at`` is exact near them. A copy or view of the
-    same shape keeps them; any other shape (a slice, a stack) is a plain field without."""
+    same shape keeps them; any other shape (a slice, a stack) is a plain field without, and so
+    is a ufunc's result (``f + 1`` is not the field of those goals)."""
 
     goal_points = None
     goal_spans = None
@@ -166,6 +167,10 @@ class DistanceField(np.ndarray):
         if obj is not None and getattr(obj, "shape", None) == self.shape:
             self.goal_points = getattr(obj, "goal_points", None)
             self.goal_spans = getattr(obj, "goal_spans", None)
+
+    def __array_wrap__(self, arr, context=None, return_scalar=False):
+        out = np.asarray(arr).view(np.ndarray)
+        return out[()] if return_scalar else out
 
 
 def _field_of(nav: NavMesh, pts: np.ndarray, sid: np.ndarray, flat) -> DistanceField:

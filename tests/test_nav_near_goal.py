@@ -6,6 +6,7 @@ wall never counts as near (docs/NAVMESH.md section 4)."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,6 +21,7 @@ from bps_runtime.tasks import objectnav
 from inmemory_scenes import _floor_tiles, episode, make_env, room
 from nav_queries import NavQueries
 
+HABITAT = Path(__file__).resolve().parents[1].parent / "shared" / "assets" / "habitat_test_scenes_navmesh"
 OFFSETS = (0.0, 0.01, 0.03, 0.06, 0.09, 0.15, 0.19)
 DIRS = [(math.cos(a), math.sin(a)) for a in np.linspace(0, 2 * math.pi, 8, endpoint=False)]
 
@@ -74,6 +76,34 @@ def test_point_goal_reads_are_exact_near_it(scene):
         # a plain array (or a ufunc's result) has no goals: ``goals=`` gives them
         assert getattr(f + 0, "goal_points", None) is None and f.copy().goal_points is f.goal_points
         np.testing.assert_allclose(nm.distance_at(np.asarray(f), pts[m], goals=g), off[m], atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["van-gogh-room", "apartment_1"])
+def test_habitat_navmesh_reads_are_exact_near_goals(name):
+    """Real navmeshes (habitat's test scenes, built by Recast): the host read and the step's
+    kernel are exact near point goals and near view points."""
+    path = HABITAT / f"{name}.navmesh"
+    if not path.is_file():
+        pytest.skip("shared assets absent")
+    from bps_assets.nav.detour import import_detour
+
+    nm = import_detour(path)
+    goals = _goals(nm, 10, 12)
+    gi, pts, off = _near_points(nm, goals, seed=13)
+    assert len(pts) > 300
+    b, fields = _published(nm)
+    q = NavQueries(b)
+    f32 = pts.astype(np.float32)
+    for k, g in enumerate(goals):
+        m = gi == k
+        np.testing.assert_allclose(nm.distance_at(nm.distance_field(g), pts[m]), off[m], atol=1e-6)
+        row = fields.add(g)
+        b.refresh()
+        got = q.geodesic(torch.full((int(m.sum()),), 1), torch.full((int(m.sum()),), row), torch.from_numpy(f32[m]))
+        np.testing.assert_allclose(got.numpy(), off[m], atol=2e-6)
+        fields.release(row)
+    each = np.stack([nm.geodesic_distance(np.repeat(v[None], len(pts), 0), pts) for v in goals], 1)
+    np.testing.assert_allclose(nm.distance_at(nm.distance_field_to_any(goals), pts), each.min(axis=1), atol=1e-6)
 
 
 def test_view_point_field_reads_the_nearest_seen_view_point(scene):
@@ -136,6 +166,8 @@ def test_step_geodesic_is_exact_near_goals(scene, walled, multi):
             if not multi:
                 m = gi == k
                 np.testing.assert_allclose(got[:len(gi)][m], off[m], atol=2e-6)
+            else:                                      # the nearest goal is at most that far
+                assert (got[:len(gi)] <= off + 2e-6).all()
         if extra is not None:
             assert got[-1] > 0.25                      # behind the wall: never the straight 0.13 m
 

@@ -76,7 +76,8 @@ class _Checker:
             rows = pre["row"][idx].numpy()
             for row in np.unique(rows).tolist():
                 j = idx[rows == row]
-                d_np[j] = nm.distance_at(fields.host[int(row)], ref_np[j].astype(np.float32).astype(np.float64))
+                d_np[j] = nm.distance_at(fields.host[int(row)], ref_np[j].astype(np.float32).astype(np.float64),
+                                         goals=fields.near[int(row)][:, :3])
         ref_np = torch.from_numpy(ref_np.astype(np.float32))
         d_ref = torch.from_numpy(d_np).float()
         rew_np, succ_np = reward_and_success(a, pre["d_prev"], d_ref, t)
@@ -106,7 +107,8 @@ class _Checker:
             for i in np.flatnonzero(done.numpy()).tolist():
                 k, row = int(env.state.scene_index[i]), int(env.state.row[i])
                 scene = nav.scenes[k]
-                d0 = float(scene.navmesh.distance_at(nav.fields[k].host[row], env.state.pos[i].double().numpy()))
+                d0 = float(scene.navmesh.distance_at(nav.fields[k].host[row], env.state.pos[i].double().numpy(),
+                                                     goals=nav.fields[k].near[row][:, :3]))
                 assert env.state.d0[i].item() == pytest.approx(d0, abs=1e-4)
                 assert info["distance_to_goal"][i].item() == env.state.d0[i].item() and int(env.state.steps[i]) == 0
                 assert ep["episode_id"][i] != "" and info["scene_id"][i] == env.world.scene_id(k)

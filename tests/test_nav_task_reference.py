@@ -268,14 +268,18 @@ def test_reference_equals_habitat_lab_measures(scene, habitat_lab, tmp_path):
 
     def choose(t, near):
         if near and t.steps < 2 and rng.random() < 0.4:
-            return ref.STOP  # STOP on (or one step off) a view point
+            return ref.STOP  # STOP next to (or one step off) a view point
         return int(rng.choice(6, p=[0.02, 0.56, 0.12, 0.12, 0.09, 0.09]))
 
     for ep in hds.episodes:
         vps = np.array([vp.agent_state.position for g in ep.goals for vp in g.view_points], float)
         for trial in range(6):
             near = trial % 2 == 1
-            start = vps[rng.integers(len(vps))] if near else np.array(ep.start_position)
+            # near: 3 cm from a view point (exactly on one, d0 is 0 as in habitat, whose SPL then
+            # divides 0 by 0)
+            a = rng.uniform(0, 2 * np.pi)
+            start = (nav.snap_point(vps[rng.integers(len(vps))] + [0.03 * np.cos(a), 0, 0.03 * np.sin(a)]) if near
+                     else np.array(ep.start_position))
             t = ref.TaskReference(ref.OBJECTNAV, lambda p: ls.distance(p, vps),
                                   lambda a, b: nav.try_step(a, b, sliding=False))
             ls.run(t, ep, start, float(rng.uniform(0, 2 * np.pi)), lambda t: choose(t, near))

@@ -7,11 +7,10 @@ centres. Each reflex corner of the navigable region (docs/NAVMESH.md sections 1 
 too, joined to the span centres within ``CORNER_SPAN_RADIUS`` cells and the corner nodes within
 ``CORNER_RADIUS`` cells that it sees, so shortest paths bend at obstacle corners. A field holds
 one distance per span centre; the goal (or start) is attached to the spans it sees directly with
-its exact distance, and a query point reads the field through the spans it sees, so endpoints
-are not rounded to cell centres (the runtime's read rule: bps_runtime/step/kernels.py
-``geodesic``). The search runs in our compiled Dijkstra (``bps_assets/native/_dijkstra.c``, GIL
-released), or scipy's when that was not compiled (it holds the GIL for the whole search).
-
+its exact distance, and a query point reads the field through the spans it sees (the runtime's
+rule too: bps_runtime/nav/kernels.py ``geodesic``); near a goal, ``near_goals`` takes the
+straight line to the goals the point sees. The search runs in our compiled Dijkstra
+(``bps_assets/native/_dijkstra.c``, GIL released), or scipy's when that was not compiled.
 Accuracy figures and the variants tried and dropped: docs/DECISIONS.md, docs/NAVMESH.md.
 """
 from __future__ import annotations
@@ -25,6 +24,10 @@ import numpy as np
 from ..errors import NavError
 
 DEFAULT_RADIUS = 4
+# metres: a field read below this also takes the straight-line distance to every goal the
+# point sees (``near_goals``); the read alone is up to ~2x a goal's offset from its nearest
+# span centre too far near it (docs/NAVMESH.md section 4)
+NEAR_EXACT = 0.5
 
 
 def offsets(radius: int = DEFAULT_RADIUS) -> list[tuple[int, int]]:
@@ -354,3 +357,28 @@ class GeodesicGraph:
         d = np.linalg.norm(pos[seen] - points[:, None, :], axis=2)
         tot = np.where(ok, fp[seen] + d, np.inf)
         return tot.min(axis=1)
+
+
+def near_goals(nav, read: np.ndarray, spans: np.ndarray, points: np.ndarray, goal_spans: np.ndarray,
+               goal_points: np.ndarray) -> np.ndarray:
+    """``read`` [N] (a field read at ``points`` [N, 3] in ``spans`` [N]) lowered, where it is
+    below ``NEAR_EXACT``, to the 3D distance to each goal (``goal_points`` [P, 3] in
+    ``goal_spans`` [P]) that is nearer than the read and that the point sees (``line_of_sight``
+    from the point to the goal): the exact geodesic there, never a path through a wall."""
+    out = np.array(read, np.float64, copy=True)
+    near = np.nonzero(out < NEAR_EXACT)[0]
+    if near.size == 0 or len(goal_spans) == 0:
+        return out
+    from scipy.spatial import cKDTree
+
+    gp = np.asarray(goal_points, np.float64).reshape(-1, 3)
+    hits = cKDTree(gp).query_ball_point(points[near], NEAR_EXACT)
+    i = np.repeat(near, [len(h) for h in hits])
+    j = np.fromiter((k for h in hits for k in h), np.int64, len(i))
+    d = np.linalg.norm(points[i] - gp[j], axis=1)
+    keep = d < out[i]
+    i, j, d = i[keep], j[keep], d[keep]
+    if i.size:
+        vis = _visible(nav, np.asarray(spans, np.int64)[i], points[i], np.asarray(goal_spans, np.int64)[j], gp[j])
+        np.minimum.at(out, i[vis], d[vis])
+    return out

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..errors import NavError
-from .geodesic import DEFAULT_RADIUS, GeodesicGraph, line_of_sight
+from .geodesic import DEFAULT_RADIUS, GeodesicGraph, line_of_sight, near_goals
 
 if TYPE_CHECKING:
     from .grid import NavMesh
@@ -154,47 +154,72 @@ def geodesic_graph(nav: NavMesh, radius: int = DEFAULT_RADIUS, corners: bool = T
     return g
 
 
-def _flat_field(nav: NavMesh, goal, limit=np.inf, radius=DEFAULT_RADIUS):
-    g, _ = _points(goal)
-    pts, sid = snap_spans(nav, g[:1])
-    if sid[0] < 0:
-        return None
-    return geodesic_graph(nav, radius).field_from_point(int(sid[0]), pts[0], nav.span_pos, limit)
+class DistanceField(np.ndarray):
+    """A ``distance_field`` [L, D, W] that keeps its snapped goals (``goal_points`` [P, 3],
+    ``goal_spans`` [P]), so that ``distance_at`` is exact near them. A copy or view of the
+    same shape keeps them; any other shape (a slice, a stack) is a plain field without, and so
+    is a ufunc's result (``f + 1`` is not the field of those goals)."""
+
+    goal_points = None
+    goal_spans = None
+
+    def __array_finalize__(self, obj):
+        if obj is not None and getattr(obj, "shape", None) == self.shape:
+            self.goal_points = getattr(obj, "goal_points", None)
+            self.goal_spans = getattr(obj, "goal_spans", None)
+
+    def __array_wrap__(self, arr, context=None, return_scalar=False):
+        out = np.asarray(arr).view(np.ndarray)
+        return out[()] if return_scalar else out
 
 
-def distance_field(nav: NavMesh, goal, limit: float = np.inf, radius: int = DEFAULT_RADIUS) -> np.ndarray:
+def _field_of(nav: NavMesh, pts: np.ndarray, sid: np.ndarray, flat) -> DistanceField:
+    out = np.full(nav.shape, np.inf, np.float32).view(DistanceField)
+    if flat is not None:
+        l, r, c = nav.span_lrc.T
+        out[l, r, c] = flat
+    out.goal_points, out.goal_spans = pts, sid
+    return out
+
+
+def snapped_goals(nav: NavMesh, goals) -> tuple[np.ndarray, np.ndarray]:
+    """(points [P, 3], spans [P]) of the ``goals`` that can be snapped, snapped (the ends a
+    distance field is attached to)."""
+    g, _ = _points(goals)
+    pts, sid = snap_spans(nav, g)
+    ok = sid >= 0
+    return pts[ok], sid[ok]
+
+
+def distance_field(nav: NavMesh, goal, limit: float = np.inf, radius: int = DEFAULT_RADIUS) -> DistanceField:
     """Geodesic distance f4 [L, D, W] from every span centre to ``goal`` (snapped); inf where
     unreachable, beyond ``limit``, or where there is no span. All inf if the goal cannot be
     snapped."""
-    out = np.full(nav.shape, np.inf, np.float32)
-    f = _flat_field(nav, goal, limit, radius)
-    if f is not None:
-        l, r, c = nav.span_lrc.T
-        out[l, r, c] = f
-    return out
+    g, _ = _points(goal)
+    pts, sid = snapped_goals(nav, g[:1])
+    flat = geodesic_graph(nav, radius).field_from_point(int(sid[0]), pts[0], nav.span_pos, limit) if len(sid) else None
+    return _field_of(nav, pts, sid, flat)
 
 
 def distance_field_to_any(nav: NavMesh, goals, limit: float = np.inf,
-                          radius: int = DEFAULT_RADIUS) -> np.ndarray:
+                          radius: int = DEFAULT_RADIUS) -> DistanceField:
     """Geodesic distance f4 [L, D, W] from every span centre to the NEAREST of ``goals`` [P, 3]
     (each snapped; one multi-source search, not P fields): ObjectNav's distance to the nearest
     view point. Goals that cannot be snapped are left out; all inf when none can be."""
-    out = np.full(nav.shape, np.inf, np.float32)
-    g, _ = _points(goals)
-    if len(g) == 0:
-        return out
-    pts, sid = snap_spans(nav, g)
-    ok = sid >= 0
-    if ok.any():
-        f = geodesic_graph(nav, radius).field_from_points(sid[ok], pts[ok], nav.span_pos, limit)
-        l, r, c = nav.span_lrc.T
-        out[l, r, c] = f
-    return out
+    pts, sid = snapped_goals(nav, goals)
+    flat = geodesic_graph(nav, radius).field_from_points(sid, pts, nav.span_pos, limit) if len(sid) else None
+    return _field_of(nav, pts, sid, flat)
 
 
-def distance_at(nav: NavMesh, field: np.ndarray, points, radius: int = DEFAULT_RADIUS):
-    """Read a ``distance_field`` at points (snapped): sub-cell accurate, inf when unreachable."""
+def distance_at(nav: NavMesh, field: np.ndarray, points, radius: int = DEFAULT_RADIUS, goals=None):
+    """Read a ``distance_field`` at points (snapped): sub-cell accurate, inf when unreachable;
+    exact near the field's goals (those of a ``DistanceField``, or ``goals`` [P, 3]) that a
+    point sees in a straight line (``geodesic.near_goals``)."""
     p, single = _points(points)
+    if goals is not None:
+        gp, gs = snapped_goals(nav, goals)
+    else:
+        gp, gs = getattr(field, "goal_points", None), getattr(field, "goal_spans", None)
     f = np.asarray(field)
     if f.shape == nav.shape:
         l, r, c = nav.span_lrc.T
@@ -204,6 +229,8 @@ def distance_at(nav: NavMesh, field: np.ndarray, points, radius: int = DEFAULT_R
     ok = sid >= 0
     if ok.any():
         res[ok] = geodesic_graph(nav, radius).read_field(f, sid[ok], q[ok], nav.span_pos)
+        if gs is not None and len(gs):
+            res[ok] = near_goals(nav, res[ok], sid[ok], q[ok], gs, gp)
     return _out(res, single)
 
 

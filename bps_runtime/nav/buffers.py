@@ -6,7 +6,8 @@ step's launch count does not depend on the number of scenes.
 - ``SceneNav``: one scene's navmesh in the arenas (span grids, neighbours, cells, islands, the
   geodesic ``seen`` lists, span centres) and its meta-table row.
 - ``GoalFields``: one scene's distance fields to goals, reference-counted rows, computed by the
-  ``FieldWorker`` thread; a full table moves (re-published by ``NavBuffers.refresh``).
+  ``FieldWorker`` thread; a full table moves (re-published by ``NavBuffers.refresh``). Each row
+  also keeps its snapped goals (the step's reads are exact near them: ``nav.kernels.geodesic``).
 - ``NavBuffers``: the arenas + the meta tables; ``publish`` / ``unpublish`` are small writes.
 The Warp functions that read them: ``nav/kernels.py``. Rules: docs/NAVMESH.md section 4.
 Measurements and dropped designs: docs/DECISIONS.md.
@@ -28,8 +29,9 @@ PULL_INSIDE = 1e-4    # metres: results stay strictly inside their cell (docs/NA
 SMALL_BATCH = 32      # reference-count updates of up to this many rows: a Python loop (no numpy calls)
 
 # meta table columns (int64): dims and arena offsets of a resident scene
-M_L, M_D, M_W, M_S, M_K, M_SIDX, M_NBR, M_LRC, M_ISL, M_SEEN, M_HEIGHT, M_POS, M_FIELD = range(13)
-NUM_META_I = 13
+M_L, M_D, M_W, M_S, M_K, M_SIDX, M_NBR, M_LRC, M_ISL, M_SEEN, M_HEIGHT, M_POS, M_FIELD, M_GOALS = range(14)
+NUM_META_I = 14
+GOAL_WIDTH = 4        # float64 per goal in the goal arena: x, y, z (snapped), span
 # float64 columns: grid origin x / z, cell size, max climb
 F_OX, F_OZ, F_CS, F_CLIMB = range(4)
 NUM_META_F = 4
@@ -164,9 +166,9 @@ class SceneNav:
 
     def _meta_row(self, ints_at: int, f32_at: int, f64_at: int) -> np.ndarray:
         """The meta-table row (M_* columns) of this scene's data at those arena offsets (field row
-        base 0: ``publish`` writes the fields' own)."""
+        and goal table bases 0: ``publish`` writes the fields' own)."""
         return np.array([self.L, self.D, self.W, self.num_spans, self.K, *(ints_at + self._parts_at).tolist(),
-                         f32_at, f64_at, 0], np.int64)
+                         f32_at, f64_at, 0, 0], np.int64)
 
     def host_arrays(self) -> tuple:
         """This scene alone as host arrays laid out like the arenas (offsets from 0, field row 0):
@@ -190,9 +192,11 @@ class SceneNav:
 
 class GoalFields:
     """One scene's distance fields to goals: ``capacity`` rows of S float32 in the fields arena,
-    with reference counts. Thread-safe: rows are added from the ``FieldWorker`` thread while
-    the step reads other rows. A full table moves to twice the rows (off the step path); the
-    new base offset reaches the step through ``NavBuffers.refresh``."""
+    with reference counts, and per row its snapped goals: a table [capacity, 2] (offset, count)
+    in the goal-table arena pointing at [count, GOAL_WIDTH] float64 in the goal arena. Thread-safe:
+    rows are added from the ``FieldWorker`` thread while the step reads other rows. A full table
+    moves to twice the rows (off the step path); the new base offsets reach the step through
+    ``NavBuffers.refresh``."""
 
     def __init__(self, scene: SceneNav, capacity: int = 16):
         self.scene = scene
@@ -200,12 +204,17 @@ class GoalFields:
         self.S = max(scene.num_spans, 1)
         self.capacity = max(int(capacity), 1)
         self.base = self.buffers.field_arena.alloc(self.capacity * self.S)
+        self.goal_base = self.buffers.goal_table.alloc(2 * self.capacity)
         self.host: dict[int, np.ndarray] = {}
+        self.near: dict[int, np.ndarray] = {}      # row -> [P, GOAL_WIDTH] host copy of its goals
+        self._near_at: dict[int, int] = {}         # row -> its goals' offset in the goal arena
+        self._stale: list[tuple[int, int]] = []    # goal blocks of freed rows, released by the next ``add``
         self.refs = np.zeros(self.capacity, np.int64)
         self.goals: dict[int, np.ndarray] = {}
         self._free = list(range(self.capacity - 1, -1, -1))
         self._lock = threading.Lock()
         self._moved: list[tuple[int, int]] = []   # old regions to free once re-published
+        self._moved_goals: list[tuple[int, int]] = []
         self.released = False
 
     @property
@@ -225,14 +234,28 @@ class GoalFields:
         lrc = nm.span_lrc
         return np.ascontiguousarray(f[lrc[:, 0], lrc[:, 1], lrc[:, 2]])
 
+    def goal_block(self, goal) -> np.ndarray:
+        """[P, GOAL_WIDTH] float64 of ``goal`` (a point [3] or points [V, 3], as ``compute``): the
+        snapped goals the field is attached to, with their spans."""
+        from bps_assets.nav.queries import snapped_goals
+
+        g = np.asarray(goal, np.float64).reshape(-1, 3)
+        pts, spans = snapped_goals(self.scene.navmesh, g)
+        return np.ascontiguousarray(np.concatenate([pts, spans[:, None].astype(np.float64)], axis=1))
+
     def _grow(self):
-        ar = self.buffers.field_arena
+        ar, gt = self.buffers.field_arena, self.buffers.goal_table
         cap, S = self.capacity, self.S
         new = ar.alloc(2 * cap * S)
         with ar.lock:
             ar.buf[new:new + cap * S].copy_(ar.buf[self.base:self.base + cap * S])
         self._moved.append((self.base, cap * S))
         self.base = new
+        gnew = gt.alloc(4 * cap)
+        with gt.lock:
+            gt.buf[gnew:gnew + 2 * cap].copy_(gt.buf[self.goal_base:self.goal_base + 2 * cap])
+        self._moved_goals.append((self.goal_base, 2 * cap))
+        self.goal_base = gnew
         self.refs = np.concatenate([self.refs, np.zeros(cap, np.int64)])
         self._free = list(range(2 * cap - 1, cap - 1, -1))
         self.capacity = 2 * cap
@@ -242,14 +265,25 @@ class GoalFields:
         """Store the field of ``goal`` (computing it if not given); returns its row (ref 1)."""
         if flat is None:
             flat = self.compute(goal)
+        near = self.goal_block(goal)
+        ga = self.buffers.goal_arena
+        with self._lock:
+            stale, self._stale = self._stale, []
+        for off, n in stale:   # here, off the step path (a release refills the block: a device op)
+            ga.release(off, n)
+        at = ga.alloc(near.size)
+        ga.write(at, near)
         with self._lock:
             if self.released:  # the scene left while this field was computed
+                ga.release(at, near.size)
                 raise NavError(None, "distance field for a scene that is no longer resident")
             if not self._free:
                 self._grow()
             row = self._free.pop()
             self.buffers.field_arena.write(self.base + row * self.S, flat)
             self.host[row] = flat
+            self.near[row], self._near_at[row] = near, at
+            self.buffers.goal_table.write(self.goal_base + 2 * row, np.array([at, len(near)], np.int64))
             self.goals[row] = np.asarray(goal, np.float64).reshape(-1, 3)[0]
             self.refs[row] = 1
         return row
@@ -289,13 +323,24 @@ class GoalFields:
                 self.refs[row] = 0
                 self.host.pop(row, None)
                 self.goals.pop(row, None)
+                self._forget_goals(row)
                 self._free.append(row)
 
+    def _forget_goals(self, row: int) -> None:
+        """Row ``row`` is free (no env reads it): its goal block goes back at the next ``add``, so
+        the step thread, which releases rows, writes no device memory (its table entry stays
+        until the row is reused)."""
+        near, at = self.near.pop(row, None), self._near_at.pop(row, None)
+        if near is not None:
+            self._stale.append((at, near.size))
+
     def take_moved(self) -> list:
-        """Old regions of a table that moved, to free once re-published (step thread)."""
+        """Old regions of a table that moved, to free once re-published (step thread):
+        ([(offset, n)] in the fields arena, [(offset, n)] in the goal-table arena)."""
         with self._lock:
             out, self._moved = self._moved, []
-        return out
+            goals, self._moved_goals = self._moved_goals, []
+        return out, goals
 
     def free(self):
         """Give every row back to the arena (the scene left)."""
@@ -303,14 +348,24 @@ class GoalFields:
             if not self.released:
                 self.released = True
                 self.buffers.field_arena.release(self.base, self.capacity * self.S)
+                self.buffers.goal_table.release(self.goal_base, 2 * self.capacity)
+                for row in list(self.near):
+                    self._forget_goals(row)
+                stale, self._stale = self._stale, []
+                for off, n in stale:
+                    self.buffers.goal_arena.release(off, n)
                 self._moved, moved = [], self._moved
+                self._moved_goals, moved_goals = [], self._moved_goals
         for off, n in moved:
             self.buffers.field_arena.release(off, n)
+        for off, n in moved_goals:
+            self.buffers.goal_table.release(off, n)
 
     @property
     def nbytes(self) -> int:
-        """Bytes of device memory held."""
-        return self.capacity * self.S * 4
+        """Bytes of device memory held (the field rows, the goal table and the rows' goals)."""
+        return (self.capacity * (self.S * 4 + 16) + 8 * sum(a.size for a in self.near.values())
+                + 8 * sum(n for _, n in self._stale))
 
 
 class NavBuffers:
@@ -329,6 +384,8 @@ class NavBuffers:
         self.f32 = Arena(torch.float32, dev, 1 << 14, math.nan)
         self.f64 = Arena(torch.float64, dev, 1 << 14, 0.0)
         self.field_arena = Arena(torch.float32, dev, 1 << 16, math.inf)
+        self.goal_table = Arena(torch.int64, dev, 1 << 10, 0)           # (offset, count) per field row
+        self.goal_arena = Arena(torch.float64, dev, 1 << 12, math.nan)  # GOAL_WIDTH per goal
         self.meta_i = torch.zeros((self.capacity, NUM_META_I), dtype=torch.int64, device=dev)
         self.meta_f = torch.ones((self.capacity, NUM_META_F), dtype=torch.float64, device=dev)
         self.scenes: dict[int, SceneNav] = {}
@@ -354,6 +411,8 @@ class NavBuffers:
         self.f32.reserve(int(1.25 * n * scene._f32_n) + self.f32.buf.numel())
         self.f64.reserve(int(1.25 * n * scene._f64_n) + self.f64.buf.numel())
         self.field_arena.reserve(int(1.25 * n * goal_rows * max(scene.num_spans, 1)))
+        self.goal_table.reserve(int(1.25 * n * 2 * goal_rows))
+        self.goal_arena.reserve(int(1.25 * n * GOAL_WIDTH * goal_rows))   # one goal a row (PointNav)
 
     def publish(self, scene_index: int, scene: SceneNav, fields: GoalFields):
         """Make ``scene`` / ``fields`` the navigation of scene index ``scene_index`` (one meta row)."""
@@ -369,6 +428,7 @@ class NavBuffers:
         scene, fields = self.scenes[scene_index], self.fields[scene_index]
         mi = scene.meta_i.copy()
         mi[M_FIELD] = fields.base
+        mi[M_GOALS] = fields.goal_base
         self.meta_i[scene_index] = torch.as_tensor(mi).to(self.device, non_blocking=True)
         self.meta_f[scene_index] = torch.as_tensor(scene.meta_f).to(self.device, non_blocking=True)
 
@@ -390,23 +450,27 @@ class NavBuffers:
         self._dirty.clear()
         changed = False
         for scene_index, f in list(self.fields.items()):
-            moved = f.take_moved()
-            if moved:
+            moved, moved_goals = f.take_moved()
+            if moved or moved_goals:
                 self._write_meta(scene_index)
                 for off, n in moved:
                     self.field_arena.release(off, n)
+                for off, n in moved_goals:
+                    self.goal_table.release(off, n)
                 changed = True
         return changed
 
     @property
     def version(self) -> tuple:
         """Changes whenever an arena buffer was reallocated (captured graphs re-capture)."""
-        return (self.ints.version, self.f32.version, self.f64.version, self.field_arena.version)
+        return (self.ints.version, self.f32.version, self.f64.version, self.field_arena.version,
+                self.goal_table.version, self.goal_arena.version)
 
     @property
     def nbytes(self) -> int:
         """Bytes of device memory held."""
-        return self.ints.nbytes + self.f32.nbytes + self.f64.nbytes + self.field_arena.nbytes
+        return (self.ints.nbytes + self.f32.nbytes + self.f64.nbytes + self.field_arena.nbytes
+                + self.goal_table.nbytes + self.goal_arena.nbytes)
 
 
 class FieldWorker:

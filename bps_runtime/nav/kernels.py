@@ -3,7 +3,8 @@
 (habitat's try_step with sliding, or try_step_no_sliding: snap start and end by Detour's
 findNearestPoly rule on a window, same island, flood fill of the spans reachable inside
 Detour's search circle, the reached cell square nearest the end, pulled 1e-4 m inside) and
-``geodesic`` (min over the spans seen from the point's span of field + distance). Task kernels
+``geodesic`` (min over the spans seen from the point's span of field + distance; below
+``NEAR_EXACT`` also the straight line to each of the row's goals the point sees). Task kernels
 (``bps_runtime.tasks``) call them; ``try_step_query`` / ``geodesic_query`` run them as batch
 queries, and ``host_distance`` runs ``geodesic`` on Warp's CPU device over one scene's host
 arrays (the episode supplies' check before a scene is published). One source for the CPU and
@@ -19,8 +20,10 @@ import numpy as np
 import torch
 import warp as wp
 
-from .buffers import (F_CLIMB, F_CS, F_OX, F_OZ, M_D, M_FIELD, M_HEIGHT, M_ISL, M_K, M_L, M_LRC,
-                      M_NBR, M_POS, M_S, M_SEEN, M_SIDX, M_W, PULL_INSIDE)
+from bps_assets.nav.geodesic import NEAR_EXACT
+
+from .buffers import (F_CLIMB, F_CS, F_OX, F_OZ, GOAL_WIDTH, M_D, M_FIELD, M_GOALS, M_HEIGHT, M_ISL, M_K,
+                      M_L, M_LRC, M_NBR, M_POS, M_S, M_SEEN, M_SIDX, M_W, PULL_INSIDE)
 from ..warp_init import init_warp
 
 # Warp's CPU launch builds a ``tile_shared_storage_t`` on entry that points one static of the
@@ -52,17 +55,21 @@ set_module_options(__name__)
 
 INF = wp.constant(wp.float64(math.inf))
 INSET = wp.constant(wp.float64(PULL_INSIDE))
+NEAR = wp.constant(wp.float64(NEAR_EXACT))
+GW = wp.constant(GOAL_WIDTH)
 
 
 @wp.struct
 class Nav:
-    """Every resident scene's navigation: the meta tables and the four arenas."""
+    """Every resident scene's navigation: the meta tables and the six arenas."""
     meta_i: wp.array2d(dtype=wp.int64)
     meta_f: wp.array2d(dtype=wp.float64)
     ints: wp.array(dtype=wp.int32)
     f32: wp.array(dtype=wp.float32)
     f64: wp.array(dtype=wp.float64)
     fields: wp.array(dtype=wp.float32)
+    goal_table: wp.array(dtype=wp.int64)
+    goals: wp.array(dtype=wp.float64)
 
 
 # ---------------------------------------------------------------------------------- navigation
@@ -349,9 +356,61 @@ def advance_until_blocked(nav: Nav, scratch: wp.array2d(dtype=wp.int32), e: int,
 
 
 @wp.func
+def crossing(a: wp.float64, b: wp.float64, ia: wp.float64, k: int, o: wp.float64, cs: wp.float64) -> wp.float64:
+    """The segment parameter t of the k-th grid line (k >= 1) crossed from cell ``ia`` towards b."""
+    kk = wp.float64(k)
+    if b < a:
+        kk = wp.float64(1 - k)
+    return (o + (ia + kk) * cs - a) / (b - a)
+
+
+@wp.func
+def sees(nav: Nav, scene_i: int, sa: int, a: wp.vec3d, sb: int, b: wp.vec3d) -> bool:
+    """``bps_assets.nav.geodesic.line_of_sight`` of the x/z segment a -> b (in spans sa, sb): walk
+    the cells it crosses through the neighbour links, x crossings first at a tie."""
+    S = int(nav.meta_i[scene_i, M_S])
+    nbr = nav.meta_i[scene_i, M_NBR]
+    ox = nav.meta_f[scene_i, F_OX]
+    oz = nav.meta_f[scene_i, F_OZ]
+    cs = nav.meta_f[scene_i, F_CS]
+    iax = wp.floor((a[0] - ox) / cs)
+    iaz = wp.floor((a[2] - oz) / cs)
+    ibx = wp.floor((b[0] - ox) / cs)
+    ibz = wp.floor((b[2] - oz) / cs)
+    nx = int(wp.abs(ibx - iax))
+    nz = int(wp.abs(ibz - iaz))
+    dx = 2
+    if ibx > iax:
+        dx = 0
+    dz = 3
+    if ibz > iaz:
+        dz = 1
+    kx = int(1)
+    kz = int(1)
+    cur = int(sa)
+    for _m in range(nx + nz):
+        tx = INF
+        tz = INF
+        if kx <= nx:
+            tx = crossing(a[0], b[0], iax, kx, ox, cs)
+        if kz <= nz:
+            tz = crossing(a[2], b[2], iaz, kz, oz, cs)
+        if tz < tx:
+            kz += 1
+            cur = int(nav.ints[nbr + wp.int64(4 * cur + dz)])
+        else:
+            kx += 1
+            cur = int(nav.ints[nbr + wp.int64(4 * cur + dx)])
+        if cur >= S:
+            return False
+    return cur == sb
+
+
+@wp.func
 def geodesic(nav: Nav, scene_i: int, row: int, p: wp.vec3) -> wp.float32:
     """Distance to the episode's goal: min over the spans seen from p's span (the span of its
-    cell nearest in y) of field + |p - centre| (x/z of p, y of its span)."""
+    cell nearest in y) of field + |p - centre| (x/z of p, y of its span); where that is below
+    ``NEAR``, also |p - g| for each of the row's goals g nearer than it that p ``sees``."""
     L = int(nav.meta_i[scene_i, M_L])
     D = int(nav.meta_i[scene_i, M_D])
     W = int(nav.meta_i[scene_i, M_W])
@@ -388,6 +447,17 @@ def geodesic(nav: Nav, scene_i: int, row: int, p: wp.vec3) -> wp.float32:
             f = wp.float64(nav.fields[fbase + wp.int64(s2)])
             t = f + wp.length(span_xyz(nav, poff, s2) - q)
             tot = wp.min(tot, t)
+    if tot < NEAR:   # the read detours via a span centre: near a goal, the straight line
+        gt = nav.meta_i[scene_i, M_GOALS] + wp.int64(2 * row)
+        gbase = nav.goal_table[gt]
+        for i in range(int(nav.goal_table[gt + wp.int64(1)])):
+            b = gbase + wp.int64(GW * i)
+            g = wp.vec3d(nav.goals[b], nav.goals[b + wp.int64(1)], nav.goals[b + wp.int64(2)])
+            if wp.length_sq(g - q) < tot * tot:   # the square first: most view points are farther
+                d = wp.length(g - q)
+                if d < tot:
+                    if sees(nav, scene_i, span, q, int(nav.goals[b + wp.int64(3)]), g):
+                        tot = d
     return wp.float32(tot)
 
 
@@ -429,6 +499,7 @@ def nav_struct(nav) -> Nav:
     s = Nav()
     s.meta_i, s.meta_f = ft(nav.meta_i), ft(nav.meta_f)
     s.ints, s.f32, s.f64, s.fields = ft(nav.ints.buf), ft(nav.f32.buf), ft(nav.f64.buf), ft(nav.field_arena.buf)
+    s.goal_table, s.goals = ft(nav.goal_table.buf), ft(nav.goal_arena.buf)
     return s
 
 
@@ -444,9 +515,10 @@ def _host_arrays(scene) -> tuple:
         return scene.host_view
 
 
-def host_distance(scene, field: np.ndarray, points) -> np.ndarray:
+def host_distance(scene, field: np.ndarray, points, goals: np.ndarray | None = None) -> np.ndarray:
     """``geodesic`` for points [N, 3] to field ``field`` [S] of a scene that need not be published
-    (float64 out; the float32 rule of the step). Runs on the calling thread, Warp's CPU device."""
+    (float64 out; the float32 rule of the step), exact near ``goals`` [P, GOAL_WIDTH] (the row's
+    ``GoalFields.near``; None: the field read alone). Runs on the calling thread, Warp's CPU device."""
     wp = init_warp()
     p = np.ascontiguousarray(np.asarray(points, np.float32).reshape(-1, 3))
     out = np.empty(len(p), np.float32)
@@ -455,6 +527,9 @@ def host_distance(scene, field: np.ndarray, points) -> np.ndarray:
         nav = Nav()   # one per call: threads query with their own field rows
         nav.meta_i, nav.meta_f, nav.ints, nav.f32, nav.f64 = _host_arrays(scene)
         nav.fields = ft(np.ascontiguousarray(field, np.float32))
+        g = np.zeros((0, GOAL_WIDTH)) if goals is None else np.asarray(goals, np.float64).reshape(-1, GOAL_WIDTH)
+        nav.goal_table = ft(np.array([0, len(g)], np.int64))
+        nav.goals = ft(np.ascontiguousarray(np.concatenate([g.reshape(-1), [np.nan]])))   # never empty
         zeros = ft(np.zeros(len(p), np.int32))   # scene 0, row 0 of the one-scene view
         wp.launch(geodesic_query, dim=len(p), inputs=[nav, zeros, zeros, ft(p, wp.vec3), ft(out)], device="cpu")
     return out.astype(np.float64)

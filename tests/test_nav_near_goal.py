@@ -1,0 +1,240 @@
+"""Distances near goals are exact (the straight line to a goal the point sees), in the host API
+(``NavMesh.distance_at`` on ``distance_field`` / ``distance_field_to_any``), in the step's Warp
+``geodesic`` (Warp's CPU device) and through the env: STOP 0.09 m from an ObjectNav view point
+and 0.19 m from a PointNav goal succeeds, as under habitat's geodesic rule; a goal behind a thin
+wall never counts as near (docs/NAVMESH.md section 4)."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from bps_assets.nav import NavMesh
+from bps_assets.nav.geodesic import NEAR_EXACT
+from bps_runtime.episodes.dataset import EpisodeGoal
+from bps_runtime.nav.buffers import GoalFields, NavBuffers, SceneNav
+from bps_runtime.nav.kernels import host_distance
+from bps_runtime.tasks import objectnav
+from inmemory_scenes import _floor_tiles, episode, make_env, room
+from nav_queries import NavQueries
+
+HABITAT = Path(__file__).resolve().parents[1].parent / "shared" / "assets" / "habitat_test_scenes_navmesh"
+OFFSETS = (0.0, 0.01, 0.03, 0.06, 0.09, 0.15, 0.19)
+DIRS = [(math.cos(a), math.sin(a)) for a in np.linspace(0, 2 * math.pi, 8, endpoint=False)]
+
+
+@pytest.fixture(scope="module")
+def scene():
+    """A 4 x 6 m room with a pillar (walls, corners), its navmesh."""
+    return room("r", 4.0, 6.0, pillars=[(1.0, -3.0, 2.5, -2.0)])
+
+
+@pytest.fixture(scope="module")
+def walled():
+    """4 x 4 m floor with a 0.2 m long, ~0.1 m thick wall (a gap in the floor) at x = 2: points on
+    either side are 0.13 m apart in a straight line, 0.31 m apart around the wall's end."""
+    v, t = _floor_tiles(4.0, 4.0, [(1.975, -2.1, 2.025, -1.9)], tile=0.05)
+    return NavMesh.from_walkable_triangles(v, t)
+
+
+def _near_points(nm, goals, offsets=OFFSETS, seed=0):
+    """(goal index [M], point [M, 3], offset [M]) of points at ``offsets`` m from each goal in 8
+    directions (rotated per goal), kept where the point is navigable and sees the goal."""
+    rng = np.random.default_rng(seed)
+    gi, pts, off = [], [], []
+    for i, g in enumerate(goals):
+        rot = rng.uniform(0, 2 * math.pi)
+        for dx, dz in DIRS:
+            c, s = math.cos(rot), math.sin(rot)
+            for r in offsets:
+                gi.append(i)
+                pts.append(g + r * np.array([c * dx - s * dz, 0.0, s * dx + c * dz]))
+                off.append(r)
+    gi, pts, off = np.array(gi), np.array(pts), np.array(off)
+    straight = np.abs(nm.geodesic_distance(goals[gi], pts) - off) < 1e-9   # sees it: exact straight line
+    keep = np.asarray(nm.is_navigable(pts)) & straight
+    return gi[keep], pts[keep], off[keep]
+
+
+def _goals(nm, n, seed):
+    return np.asarray(nm.snap_point(nm.sample_navigable_point(n, seed=seed)), np.float64)
+
+
+def test_point_goal_reads_are_exact_near_it(scene):
+    nm = scene[4]
+    goals = _goals(nm, 12, 1)
+    gi, pts, off = _near_points(nm, goals)
+    assert len(pts) > 400 and (off == 0.09).sum() > 50
+    for i, g in enumerate(goals):
+        f = nm.distance_field(g)
+        m = gi == i
+        # before: 0.04-0.1 m at the goal itself, above the offset (not monotonic) within 0.1 m
+        np.testing.assert_allclose(nm.distance_at(f, pts[m]), off[m], atol=1e-6)
+        # a plain array (or a ufunc's result) has no goals: ``goals=`` gives them
+        assert getattr(f + 0, "goal_points", None) is None and f.copy().goal_points is f.goal_points
+        np.testing.assert_allclose(nm.distance_at(np.asarray(f), pts[m], goals=g), off[m], atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["van-gogh-room", "apartment_1"])
+def test_habitat_navmesh_reads_are_exact_near_goals(name):
+    """Real navmeshes (habitat's test scenes, built by Recast): the host read and the step's
+    kernel are exact near point goals and near view points."""
+    path = HABITAT / f"{name}.navmesh"
+    if not path.is_file():
+        pytest.skip("shared assets absent")
+    from bps_assets.nav.detour import import_detour
+
+    nm = import_detour(path)
+    goals = _goals(nm, 10, 12)
+    gi, pts, off = _near_points(nm, goals, seed=13)
+    assert len(pts) > 300
+    b, fields = _published(nm)
+    q = NavQueries(b)
+    f32 = pts.astype(np.float32)
+    for k, g in enumerate(goals):
+        m = gi == k
+        np.testing.assert_allclose(nm.distance_at(nm.distance_field(g), pts[m]), off[m], atol=1e-6)
+        row = fields.add(g)
+        b.refresh()
+        got = q.geodesic(torch.full((int(m.sum()),), 1), torch.full((int(m.sum()),), row), torch.from_numpy(f32[m]))
+        np.testing.assert_allclose(got.numpy(), off[m], atol=2e-6)
+        fields.release(row)
+    each = np.stack([nm.geodesic_distance(np.repeat(v[None], len(pts), 0), pts) for v in goals], 1)
+    np.testing.assert_allclose(nm.distance_at(nm.distance_field_to_any(goals), pts), each.min(axis=1), atol=1e-6)
+
+
+def test_view_point_field_reads_the_nearest_seen_view_point(scene):
+    """ObjectNav: one field to many view points; near them, the nearest one it sees in a line."""
+    nm = scene[4]
+    vps = _goals(nm, 40, 2)
+    f = nm.distance_field_to_any(vps)
+    gi, pts, off = _near_points(nm, vps, seed=3)
+    got = nm.distance_at(f, pts)
+    each = np.stack([nm.geodesic_distance(np.repeat(v[None], len(pts), 0), pts) for v in vps], 1)
+    want = each.min(axis=1)
+    assert (want < off - 1e-3).sum() > 5      # some points are nearer another view point
+    np.testing.assert_allclose(got, want, atol=1e-6)
+    assert (got[off == 0.09] < 0.1).all()
+
+
+def test_thin_wall_goal_is_not_near(walled):
+    nm = walled
+    g, p = np.array([1.93, 0.0, -2.0]), np.array([2.06, 0.0, -2.0])
+    assert nm.is_navigable(np.stack([g, p])).all()
+    geo = nm.geodesic_distance(g, p)
+    assert 0.25 < geo < NEAR_EXACT          # a short way round: the near rule is consulted
+    for f in (nm.distance_field(g), nm.distance_field_to_any(np.stack([g, g + [0, 0, 0.6]]))):
+        assert nm.distance_at(f, p) == pytest.approx(geo, abs=1e-6)
+    # and the goal's own side of the wall is exact
+    assert nm.distance_at(nm.distance_field(g), g - [0.05, 0, 0]) == pytest.approx(0.05, abs=1e-9)
+
+
+def _published(nm):
+    b = NavBuffers(capacity=2)
+    s = SceneNav(nm, b)
+    fields = GoalFields(s, capacity=1)
+    b.publish(1, s, fields)
+    return b, fields
+
+
+@pytest.mark.parametrize("multi", [False, True])
+def test_step_geodesic_is_exact_near_goals(scene, walled, multi):
+    """The step's Warp ``geodesic`` (and ``host_distance``, the same code) equals the host API:
+    exact near the goals, the way round behind the thin wall."""
+    for nm, extra in ((scene[4], None), (walled, (np.array([1.93, 0.0, -2.0]), np.array([[2.06, 0.0, -2.0]])))):
+        b, fields = _published(nm)
+        goals = _goals(nm, 6, 4)
+        if extra is not None:
+            goals[0] = extra[0]
+        rows = [fields.add(goals)] if multi else [fields.add(g) for g in goals]
+        b.refresh()                                    # the table (capacity 1) moved
+        q = NavQueries(b)
+        gi, pts, off = _near_points(nm, goals, seed=5)
+        if extra is not None:
+            pts = np.concatenate([pts, extra[1]])
+        f32 = pts.astype(np.float32)
+        for k, row in enumerate(rows):
+            want = nm.distance_at(nm.distance_field_to_any(goals) if multi else nm.distance_field(goals[k]),
+                                  f32.astype(np.float64))
+            got = q.geodesic(torch.full((len(pts),), 1), torch.full((len(pts),), row), torch.from_numpy(f32)).numpy()
+            np.testing.assert_allclose(got, want, atol=2e-6)
+            assert np.array_equal(host_distance(fields.scene, fields.host[row], f32, fields.near[row]),
+                                  got.astype(np.float64))
+            if not multi:
+                m = gi == k
+                np.testing.assert_allclose(got[:len(gi)][m], off[m], atol=2e-6)
+            else:                                      # the nearest goal is at most that far
+                assert (got[:len(gi)] <= off + 2e-6).all()
+        if extra is not None:
+            assert got[-1] > 0.25                      # behind the wall: never the straight 0.13 m
+
+
+def _stop_run(task, episodes, goals, n):
+    """Reset ``n`` envs on the given episodes, STOP at once: the first episode's metrics."""
+    env = make_env([room("r", 4.0, 6.0, pillars=[(1.0, -3.0, 2.5, -2.0)])], num_envs=n, episodes={"r": episodes},
+                   goals=goals, task=task)
+    try:
+        env.reset()
+        d0 = env.last_info["distance_to_goal"].clone()
+        _, _, done, info = env.step(torch.zeros(n, dtype=torch.int64))
+        assert done.all()
+        epi = info["episode"]
+        return d0, epi["distance_to_goal"].clone(), epi["success"].clone()
+    finally:
+        env.close()
+
+
+def test_stop_near_a_view_point_succeeds(scene):
+    """ObjectNav: starts 0.09 m (in a straight line) from a view point; STOP succeeds in every
+    episode, distance 0.09 (habitat: geodesic < 0.1); before: 0.1025-0.1049 m, no success."""
+    nm = scene[4]
+    vps = _goals(nm, 6, 6)
+    gi, pts, off = _near_points(nm, vps, offsets=(0.09,), seed=7)
+    each = np.stack([nm.geodesic_distance(np.repeat(v[None], len(pts), 0), pts) for v in vps], 1)
+    pts = pts[np.abs(each.min(axis=1) - 0.09) < 1e-9][:12]     # no other view point nearer
+    assert len(pts) == 12
+    eps = [episode(f"e{i}", "r", p, vps[0]) for i, p in enumerate(pts)]
+    goals = {"r": {e["episode_id"]: EpisodeGoal(vps, "r_chair", 4) for e in eps}}
+    d0, d, success = _stop_run(objectnav.TaskOptions(), eps, goals, 12)
+    np.testing.assert_allclose(d.numpy(), 0.09, atol=2e-6)
+    np.testing.assert_allclose(d0.numpy(), 0.09, atol=2e-6)
+    assert success.all()
+
+
+def test_stop_near_a_point_goal_succeeds(scene):
+    """PointNav: starts 0.19 m from the goal; STOP succeeds (habitat: geodesic < 0.2)."""
+    nm = scene[4]
+    goals = _goals(nm, 8, 8)
+    gi, pts, off = _near_points(nm, goals, offsets=(0.19,), seed=9)
+    idx = np.concatenate([np.nonzero(gi == i)[0][:2] for i in range(len(goals))])[:8]
+    eps = [episode(f"p{j}", "r", pts[k], goals[gi[k]]) for j, k in enumerate(idx)]
+    d0, d, success = _stop_run(None, eps, None, len(eps))
+    np.testing.assert_allclose(d.numpy(), 0.19, atol=2e-6)
+    assert success.all()
+
+
+def test_goal_blocks_follow_their_rows(scene):
+    """A released row's goals go back to the goal arena at the next ``add`` (the step thread,
+    which releases rows, writes no device memory); a reused row reads its new goals; a full table
+    moves with its goal table; a scene that leaves gives every block back."""
+    nm = scene[4]
+    b, fields = _published(nm)
+    g = _goals(nm, 3, 11)
+    r0 = fields.add(g[0])
+    before = b.goal_arena.buf.clone()
+    fields.release(r0)
+    assert torch.allclose(b.goal_arena.buf, before, rtol=0, atol=0, equal_nan=True) and fields._stale
+    r1 = fields.add(g[1])                        # reuses row r0; the old block is released here
+    assert r1 == r0 and not fields._stale and b.goal_arena.used == 4
+    r2 = fields.add(np.stack([g[2], g[0]]))      # the table (capacity 1) moves
+    assert b.refresh() and fields.capacity == 2
+    q = NavQueries(b)
+    for row, goal in ((r1, g[1]), (r2, g[2]), (r2, g[0])):
+        p = (goal + [0.03, 0, 0]).astype(np.float32)[None]
+        got = q.geodesic(torch.ones(1, dtype=torch.int32), torch.full((1,), row), torch.from_numpy(p)).numpy()
+        assert got[0] == pytest.approx(0.03, abs=2e-6)
+    b.unpublish(1)
+    assert b.goal_arena.used == 0 and b.goal_table.used == 0

@@ -137,6 +137,31 @@ def test_eval_video_end_to_end(dataset, tmp_path, capsys):
     assert "--video" in capsys.readouterr().err
 
 
+def test_eval_video_writes_distinct_episodes_and_counts_each_first_run(dataset, tmp_path):
+    """A 3-episode file on 3 envs: an env that ends early draws an episode still running elsewhere
+    (its scene's cycle). --video 3 writes the 3 episodes once each (no file written twice), and
+    the metrics count each episode on the run that started it first: the runs the videos show."""
+    import gzip
+
+    from bps_train.train import run
+
+    content = dataset.parent / "episodes" / "pointnav" / "val" / "content"
+    doc = json.loads(gzip.open(next(content.glob("*.json.gz"))).read())
+    doc["episodes"] = doc["episodes"][:3]
+    split = tmp_path / "three.json.gz"
+    split.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    out = tmp_path / "run"
+    res = run(["--dataset", str(dataset), "--out-dir", str(out), "--eval", "random", "--eval-episodes-file",
+               str(split), "--video", "3", "--video-format", "png", "--resolution", "32", "--threads", "1",
+               "--seed", "1"])
+    assert res["episodes"] == 3 and len(set(res["videos"])) == 3
+    docs = [json.loads(p.read_text()) for p in (out / "videos").glob("*.json")]
+    assert sorted(d["episode_id"] for d in docs) == sorted(str(e["episode_id"]) for e in doc["episodes"])
+    assert res["frames"] > 3 * res["mean_length"]   # repeats ran (the case): 3 envs, more frames than counted
+    for m in ("success", "spl", "length"):
+        assert res["mean_length" if m == "length" else m] == pytest.approx(np.mean([d[m] for d in docs])), m
+
+
 def test_sensor_pictures():
     depth = np.array([[[0.0], [0.5], [1.0], [1.5]]], np.float32)
     assert sensor_rgb("depth", depth)[0, :, 0].tolist() == [0, 128, 255, 255]

@@ -96,6 +96,25 @@ def test_png_frames_are_exact_and_gif_has_every_frame(dataset, tmp_path):
         assert rec.written[0].suffix == ".gif" and sum(1 for _ in c.decode(video=0)) == length
 
 
+def test_png_frame_folder_mode_follows_the_umask(tmp_path):
+    """A png frame folder gets the mode a plain mkdir gives (it was mkdtemp's 0700: other users
+    could not read the frames)."""
+    import os
+
+    from bps_train.video_io import write_video
+
+    frames = [np.zeros((4, 4, 3), np.uint8)] * 2
+    old = os.umask(0o022)
+    try:
+        for mask, want in ((0o022, 0o755), (0o027, 0o750)):
+            os.umask(mask)
+            out = write_video(tmp_path / f"m{mask:o}", frames, VideoOptions(format="png"))
+            assert out.is_dir() and (out.stat().st_mode & 0o777) == want, oct(out.stat().st_mode)
+            assert all((p.stat().st_mode & 0o777) == want & 0o666 for p in out.iterdir())
+    finally:
+        os.umask(old)
+
+
 def test_auto_format_falls_back_without_the_encoder(monkeypatch):
     from bps_assets.errors import ConfigError, MissingDependencyError
     from bps_train import video_io

@@ -238,6 +238,14 @@ def load(path, map_location=None) -> dict:
     if not path.is_file():
         raise InputError(path, "checkpoint not found" if not path.exists() else "checkpoint is not a file")
     try:
+        with open(path, "rb") as f:
+            head = f.read(4)
+    except OSError as e:
+        raise InputError(path, f"cannot read the checkpoint ({e.strerror or e})") from None
+    if head != b"PK\x03\x04" and head[:1] != b"\x80":   # torch.save's zip, or its legacy pickle
+        raise CorruptFileError(path, "not a checkpoint: bps-train checkpoints are torch.save zip files "
+                                     "(checkpoint.pt, ckpt_UPDATE.pt in a bps-train --out-dir)")
+    try:
         ckpt = torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as e:
         # torch's message is many lines; the line that says what the pickle asked for is enough

@@ -1,7 +1,7 @@
 """Summarize a bps-train run: its log.csv (and optional --eval results) as a Markdown table and
 a PNG of learning curves (success / SPL, return, episode length, losses, entropy, fps vs frames).
 
-    python -m bps_train.report RUN_DIR [--evals EVALS.jsonl] [--png curve.png] [--rows 12]
+    python -m bps_train.report RUN_DIR [--evals EVALS.jsonl] [--png curve.png [--overwrite]] [--rows 12]
 
 ``EVALS.jsonl``: one ``bps-train --eval`` JSON line per checkpoint (``checkpoint`` names
 ``ckpt_UPDATE.pt``, or ``random``); they join the success / SPL and episode-length panels. The
@@ -13,6 +13,7 @@ import argparse
 import csv
 import math
 import re
+import sys
 from pathlib import Path
 
 from bps_assets.json_input import parse_json
@@ -200,10 +201,11 @@ def _panel(d, box, title, series, xmax):
         d.text((lx + 20, ly), label, fill="black")
 
 
-def plot(rows, evals, rand, path: Path, window: int = 10, size=(960, 900)):
+def plot(rows, evals, rand, path: Path, window: int = 10, size=(960, 900), overwrite: bool = False):
     """The learning curves against frames, one panel each (``panels``): success and SPL (train
     smoothed, --eval dots, random dashed), return, episode length (and --eval's), losses,
-    entropy, frames per second. Drawn with Pillow (a core dependency)."""
+    entropy, frames per second. Drawn with Pillow (a core dependency); written whole or not at all
+    (an existing ``path``: OutputExistsError unless ``overwrite``)."""
     from PIL import Image, ImageDraw
 
     W, H = size
@@ -217,28 +219,68 @@ def plot(rows, evals, rand, path: Path, window: int = 10, size=(960, 900)):
         c, r = i % cols, i // cols
         _panel(d, (c * pw, r * ph, (c + 1) * pw, (r + 1) * ph), title, series, xmax)
     d.text((W // 2 - 60, H - 16), "frames (env steps)", fill="black")
-    img.save(path)
+    from bps_assets.container import atomic_write
+
+    atomic_write(path, lambda fh: img.save(fh, format=_image_format(Path(path)) or "PNG"), overwrite=overwrite)
 
 
-def main(argv=None):
+def main(argv=None) -> int:
+    """The ``python -m bps_train.report`` entry point: 0, or 2 after a one-line error (a missing
+    run folder or log, an unknown --png type, a --png that exists without --overwrite)."""
+    from bps_assets.errors import BpsError
+
     p = argparse.ArgumentParser(prog="python -m bps_train.report",  # the docstring's first paragraph
                                 description=" ".join(__doc__.split("\n\n")[0].split()))
     p.add_argument("run_dir", type=Path)
     p.add_argument("--evals", type=Path, default=None, help="JSON lines of bps-train --eval results")
-    p.add_argument("--png", type=Path, default=None, help="write the learning curve here")
+    p.add_argument("--png", type=Path, default=None, help="write the learning curve here (its folder is made)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --png file")
     p.add_argument("--rows", type=int, default=12, help="table rows")
     p.add_argument("--window", type=int, default=10, help="updates in the train moving average")
     a = p.parse_args(argv)
+    try:
+        report(a)
+    except BpsError as e:
+        print(f"{p.prog}: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def report(a) -> None:
+    """Print the table of run ``a.run_dir`` and write ``a.png`` (whole, or nothing: a temp file
+    renamed); every input and the output are checked before any work."""
+    from bps_assets.errors import ConfigError, InputError, OutputExistsError
+
+    log = a.run_dir / "log.csv"
+    if not a.run_dir.is_dir():
+        raise InputError(a.run_dir, "no such run folder (a bps-train --out-dir)")
+    if not log.is_file():
+        raise InputError(log, "not found: the run folder has no training log (bps-train writes it)")
+    if a.evals is not None and not a.evals.is_file():
+        raise InputError(a.evals, "not found (--evals: JSON lines of bps-train --eval results)")
+    if a.png is not None:
+        fmt = _image_format(a.png)
+        if fmt is None:
+            raise ConfigError(a.png, "--png: not an image file name Pillow writes (e.g. curve.png)")
+        if a.png.exists() and not a.overwrite:
+            raise OutputExistsError(a.png, "already exists (pass --overwrite to replace it)")
     rows = read_log(a.run_dir)
     if not rows:
-        raise SystemExit(f"{a.run_dir / 'log.csv'}: no rows")
+        raise InputError(log, "no rows (the run has not logged an update yet)")
     per_update = rows[0]["global_step"] / rows[0]["update"]
     evals, rand = read_evals(a.evals, per_update)
     print(table(rows, evals, rand, a.rows, a.window))
     if a.png:
-        plot(rows, evals, rand, a.png, a.window)
+        plot(rows, evals, rand, a.png, a.window, overwrite=a.overwrite)
         print(f"\nwrote {a.png}")
 
 
+def _image_format(path: Path) -> str | None:
+    """Pillow's format name for ``path``'s extension (None: not an image type Pillow writes)."""
+    from PIL import Image
+
+    return Image.registered_extensions().get(path.suffix.lower())
+
+
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

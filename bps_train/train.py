@@ -58,9 +58,11 @@ class Args:
     eval_episodes_file: str = arg("", "with --eval: a habitat v1 split file to evaluate on (default: the split's "
                                       "PointNav files; ObjectNav: episodes sampled with --seed)")
     eval_split: str = arg("val", "scene subset used by --eval (its dataset episodes)")
-    eval_episodes: int = arg(0, "distinct episodes to evaluate with --eval (0: all of the split's)")
+    eval_episodes: int = arg(0, "distinct episodes to evaluate with --eval: the first N started, each counted "
+                                "once, on its first run (0: all of the split's)")
     eval_greedy: bool = arg(False, "--eval takes the most likely action (default: sample, as habitat-baselines)")
-    video: int = arg(0, "with --eval: write this many episodes as videos to OUT_DIR/videos (sensors, map, metrics)")
+    video: int = arg(0, "with --eval: write this many distinct episodes (of those evaluated) as videos to "
+                          "OUT_DIR/videos (sensors, map, metrics)")
     video_format: str = arg("auto", "--video files: auto (mp4 when PyAV is installed, else gif), mp4, gif or png (frames)")
     out_dir: str = arg("runs/ppo", "where checkpoints and logs go")
     resume: bool = arg(True, "continue from OUT_DIR/checkpoint.pt when it exists (same dataset, model and NUM_ENVS; --no-resume: start fresh)")
@@ -480,7 +482,8 @@ def eval_source(args) -> str:
 
 def evaluate(args) -> dict:
     """habitat-lab's metrics (success, spl, soft_spl, distance_to_goal; soft_spl: ObjectNav and
-    ImageNav) over distinct episodes of ``eval_split`` (each counted once, first run), of a
+    ImageNav) over distinct episodes of ``eval_split`` (the first started, each counted once, on
+    the run that started it first), of a
     checkpoint, a uniform random policy (``--eval random``) or STOP at once (``--eval stop``).
     Episodes: ``--eval-episodes-file``, else the split's PointNav files, else (ObjectNav)
     episodes sampled from ``--seed``."""
@@ -503,7 +506,7 @@ def evaluate(args) -> dict:
         else:
             _, total = scene_and_episode_counts(args.dataset, args.eval_split)
         want = min(args.eval_episodes or total, total)
-        n = max(1, min(want, 64))  # one env per episode when the split is small: each runs once
+        n = max(1, min(want, 64))   # envs draw from each scene's episode cycle: a short split repeats
         recorder = None
         if args.video:   # the agent's own sensors, beside the map
             from bps_train.video import eval_recorder
@@ -524,8 +527,22 @@ def evaluate(args) -> dict:
     # a stuck policy still ends: every episode ends at the task's step limit
     frames, max_frames = 0, 2 * want * (env.task.max_episode_steps + 100) + 10_000
     names = ("success", "spl", "soft_spl", "distance_to_goal")
+    # the episodes counted: the first `want` distinct (scene, episode id) started, each on the run
+    # that started it first (an env that ends early draws the next episode of its scene's cycle,
+    # perhaps one still running elsewhere: that repeat is not counted, as habitat runs each once)
+    started: set = set()
+    counted: dict = {}   # env -> the key of its running episode, when that run is the counted one
+
+    def claim(envs, info):
+        ids = env.episode_ids
+        for i in envs:
+            key = (str(info["scene_id"][i]), str(ids[i]))
+            if key not in started and len(started) < want:
+                started.add(key)
+                counted[i] = key
     try:
         obs = env.reset()
+        claim(range(n), env.last_info)
         if recorder is not None:
             recorder.reset(obs, env.last_info)
         state = policy.initial_state(n, device) if policy else None
@@ -549,10 +566,13 @@ def evaluate(args) -> dict:
                 prev = torch.where(done, torch.full_like(action, -1), action.to(device))
                 not_done = ~done
                 ep = info["episode"]
-                for i in torch.nonzero(done).flatten().tolist():
-                    key = (ep["scene_id"][i], ep["episode_id"][i])
-                    if key not in results and len(results) < want:
+                ended = torch.nonzero(done).flatten().tolist()
+                for i in ended:
+                    key = counted.pop(i, None)
+                    if key is not None:
                         results[key] = {**{m: float(ep[m][i]) for m in names if m in ep}, "length": int(ep["length"][i])}
+                if ended:
+                    claim(ended, info)
     finally:
         env.close()
         if recorder is not None:

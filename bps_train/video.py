@@ -130,16 +130,19 @@ class FrameLayout:
 
 
 class _Episode:
-    __slots__ = ("obs", "pos", "rot", "dist", "scene", "goal", "goals", "goal_image", "actions")
+    __slots__ = ("obs", "pos", "rot", "dist", "scene", "goal", "goals", "goal_image", "actions", "key")
 
     def __init__(self, scene):
         self.obs, self.pos, self.rot, self.dist, self.scene, self.goal = [], [], [], [], scene, None
         self.actions = []   # actions[t]: taken from frame t (the last one ends the episode)
         self.goals = self.goal_image = None   # goals_for's dict of the episode; ImageNav's goal image
+        self.key = None   # (scene id, episode id): from goals_for at the start, else at the end
 
 
 class EpisodeRecorder:
-    """Records and writes the first ``episodes`` episodes that end in envs ``0..watch-1``.
+    """Records and writes the first ``episodes`` distinct episodes (scene id, episode id) that
+    start in envs ``0..watch-1`` (``watch=None``: any env); an env that reruns an episode
+    recorded or being recorded is not recorded (one file per episode, none written twice).
 
     A finished episode is drawn and encoded on one background thread (``background=False``:
     at once, in ``step``), overlapping the env and the policy; ``close()`` waits for those
@@ -159,11 +162,13 @@ class EpisodeRecorder:
         self.navmesh_for = navmesh_for or (lambda scene_id: None)
         self.goals_for = goals_for
         self.action_names = tuple(action_names)   # the env's ``ACTIONS``: the strip names each action
-        self.watch = self.want if watch is None else int(watch)
+        self.watch = None if watch is None else int(watch)   # None: every env
         self.normalized_depth, self.frame_options, self.video_options = normalized_depth, frame, video
         self.written: list[Path] = []
         self._ended = 0
         self._live: dict[int, _Episode] = {}
+        self._keys: set = set()    # (scene id, episode id) of the episodes written or being recorded
+        self._names: set = set()   # the file names written in this run (none is written twice)
         self._maps: dict = {}
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="bps-video") if background else None
         self._pending: list = []
@@ -172,7 +177,6 @@ class EpisodeRecorder:
         """Record at most ``episodes`` (the episodes an evaluation runs: beyond them the envs only
         repeat episodes already written)."""
         self.want = min(self.want, int(episodes))
-        self.watch = min(self.watch, self.want)
 
     @property
     def finished(self) -> bool:
@@ -193,13 +197,14 @@ class EpisodeRecorder:
         return self.written
 
     def reset(self, obs, info):
-        """After ``env.reset()``: start recording the watched envs (``info = env.last_info``)."""
+        """After ``env.reset()``: start recording the watched envs' episodes (``info = env.last_info``)."""
+        self._keys.difference_update(ep.key for ep in self._live.values())   # dropped unfinished
         self._live.clear()
         self._take(obs, info, np.zeros(len(info["env_id"]), bool), start=True)
 
     def step(self, obs, done, info, actions=None):
-        """After a ``step``/``recv``: append the watched envs' step; write the episodes that
-        ended (``done``) and start recording their next ones. ``actions``: the actions sent for
+        """After a ``step``/``recv``: append the recorded envs' step; write the episodes that
+        ended (``done``) and start recording new ones while room is left. ``actions``: the actions sent for
         this step, one per row of ``info["env_id"]`` (shown in the frames they were taken from)."""
         if self.finished:
             return
@@ -208,57 +213,81 @@ class EpisodeRecorder:
 
     # ---------------------------------------------------------------------------- internals
     def _take(self, obs, info, done, start=False, actions=None):
-        ids = _host(info["env_id"]).reshape(-1)
-        rows = [k for k, e in enumerate(ids) if int(e) < self.watch]
+        ids = [int(e) for e in _host(info["env_id"]).reshape(-1)]
+        for k, e in enumerate(ids):   # the episodes that ended, first: they make room for new ones
+            if e in self._live:
+                if actions is not None:   # taken from the last frame recorded
+                    self._live[e].actions.append(int(actions[k]))
+                if done[k]:
+                    self._finish(self._live.pop(e), info["episode"], k)
+        if self.finished:
+            return
+        goal_image = next((g for g in GOAL_IMAGES if g in obs), None)
+        for k in self._admit([k for k, e in enumerate(ids) if (start or done[k]) and e not in self._live
+                              and (self.watch is None or e < self.watch)], ids, info):
+            if goal_image is not None:   # constant through the episode: one copy
+                self._live[ids[k]].goal_image = _host(obs[goal_image][k]).copy()
+        rows = [k for k, e in enumerate(ids) if e in self._live]
         if not rows:
             return
-        # only the watched envs' observations leave the device (row j of host: batch row rows[j])
+        # only the recorded envs' observations leave the device (row j of host: batch row rows[j])
         host = {k: _host_rows(v, rows) for k, v in obs.items() if k in SENSORS or k == "pointgoal"}
-        started = []
-        goal_image = next((g for g in GOAL_IMAGES if g in obs), None)
         pos, rot, dist = (_host(info[k]) for k in ("position", "rotation", "distance_to_goal"))
-        scenes = info["scene_id"]
         for j, k in enumerate(rows):
-            e = int(ids[k])
-            if actions is not None and e in self._live:   # taken from the last frame recorded
-                self._live[e].actions.append(int(actions[k]))
-            if done[k] and e in self._live and not self.finished:
-                self._finish(self._live.pop(e), info["episode"], k)
-            if self.finished:
-                return
-            if start or done[k] or e not in self._live:
-                if not (start or done[k]):
-                    continue   # an env joined mid-episode: wait for its next one
-                self._live[e] = _Episode(str(scenes[k]))
-                started.append((e, k))
-                if goal_image is not None:   # constant through the episode: one copy
-                    self._live[e].goal_image = _host(obs[goal_image][k]).copy()
-            ep = self._live[e]
+            ep = self._live[ids[k]]
             ep.obs.append({s: host[s][j] for s in host if s in SENSORS})
             ep.pos.append(pos[k].astype(np.float64))
             ep.rot.append(rot[k].astype(np.float64))
             ep.dist.append(float(dist[k]))
             if ep.goal is None and "pointgoal" in host and self.goals_for is None:
                 ep.goal = goal_from_pointgoal(pos[k], rot[k], host["pointgoal"][j])
-        if started and self.goals_for is not None:   # one query for the episodes that began
-            for (e, _), g in zip(started, self.goals_for([e for e, _ in started])):
-                self._live[e].goals = g
-                self._live[e].goal = np.asarray(g["goals"][0]["position"], np.float64)
+
+    def _admit(self, rows: list, ids: list, info) -> list:
+        """The rows of ``rows`` (envs starting an episode) whose episodes are recorded: while there
+        is room, each episode once (with ``goals_for``: known at its start; else at its end)."""
+        room = self.want - self._ended - len(self._live)
+        if room <= 0 or not rows:
+            return []
+        goals = self.goals_for([ids[k] for k in rows]) if self.goals_for is not None else [None] * len(rows)
+        taken = []
+        for k, g in zip(rows, goals):
+            ep = _Episode(str(info["scene_id"][k]))
+            if g is not None:
+                ep.key = (str(g["scene_id"]), str(g["episode_id"]))
+                if ep.key in self._keys:   # recorded or being recorded: a repeat
+                    continue
+                self._keys.add(ep.key)
+                ep.goals, ep.goal = g, np.asarray(g["goals"][0]["position"], np.float64)
+            self._live[ids[k]] = ep
+            taken.append(k)
+            if len(taken) == room:
+                break
+        return taken
 
     def _finish(self, ep: _Episode, final: dict, k: int):
         meta = {"episode_id": str(final["episode_id"][k]), "scene_id": str(final["scene_id"][k]) or ep.scene,
                 "success": float(_host(final["success"])[k]), "spl": float(_host(final["spl"])[k]),
                 "length": int(_host(final["length"])[k]),
                 "distance_to_goal": float(_host(final["distance_to_goal"])[k])}
-        self._ended += 1
-        if self._pool is None:
-            self._write(ep, meta)
-        else:
-            self._pending.append(self._pool.submit(self._write, ep, meta))
-
-    def _write(self, ep: _Episode, meta: dict):
+        if ep.key is None:   # known only now (no goals_for): a repeat of one recorded is dropped
+            ep.key = (meta["scene_id"], meta["episode_id"])
+            if ep.key in self._keys:
+                return
+            self._keys.add(ep.key)
         name = re.sub(r"[^A-Za-z0-9_.=-]", "_", f"episode={meta['episode_id']}-scene={meta['scene_id']}"
                                                  f"-success={meta['success']:.2f}-spl={meta['spl']:.2f}")
+        stem, n = name, 1
+        while name in self._names:   # two ids that differ only in characters a file name cannot hold
+            n += 1
+            name = f"{stem}-{n}"
+        self._names.add(name)
+        self._ended += 1
+        if self._pool is None:
+            self._write(ep, meta, name)
+        else:
+            self._pending.append(self._pool.submit(self._write, ep, meta, name))
+
+    def _write(self, ep: _Episode, meta: dict, name: str):
         path = write_video(self.out_dir / name, self.frames(ep, meta), self.video_options)
         positions = np.array(ep.pos)
         doc = {**meta, "frames": len(ep.obs), "start": ep.pos[0].tolist(),
@@ -429,8 +458,10 @@ def _host(x):
 
 
 def eval_recorder(args) -> EpisodeRecorder:
-    """The recorder of ``bps-train --eval CKPT --video N``: N episodes of the first N envs into
-    OUT_DIR/videos, maps from the dataset manifest's navmeshes (format checked before any work)."""
+    """The recorder of ``bps-train --eval CKPT --video N``: the first N distinct episodes started
+    in any env (as the eval counts them: each on its first run) into OUT_DIR/videos, maps from
+    the dataset manifest's navmeshes (format checked before any work). A file of the same name
+    from an earlier eval is replaced; this run writes each name once."""
     from bps_train.video_io import resolve_format
 
     fmt = resolve_format(args.video_format)

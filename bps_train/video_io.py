@@ -80,6 +80,9 @@ def write_video(path, frames, options: VideoOptions = DEFAULTS) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
     try:   # a folder of frames: written beside it, then renamed into place
+        from bps_assets.container import current_umask
+
+        os.chmod(tmp, 0o777 & ~current_umask())   # mkdtemp makes 0700: the mode a plain mkdir gives
         _write_png(tmp, frames)
         if path.exists():
             shutil.rmtree(path)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Create ./.venv (if missing) and install the project with the given extras.
-# torch comes first, pinned to the CPU wheel on this machine's disk; the package itself
-# only declares a range, so a CUDA machine keeps its own torch.
+# torch comes first, pinned: the CPU wheel where pip's find-links holds it (the project's
+# machines), PyPI's CUDA build elsewhere (README's Set up); a torch already in .venv is kept.
+# The package itself only declares a range, so a CUDA machine keeps its own torch.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 extras="${1:-}"

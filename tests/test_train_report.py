@@ -82,3 +82,29 @@ def test_a_resume_rewrites_an_old_log_with_todays_header_keeping_its_values(tmp_
         assert next(csv.reader(f)) == LOG_FIELDS
     rows = report.read_log(tmp_path)
     assert [r["update"] for r in rows] == [1, 2] and [r["length"] for r in rows] == [395, 390]
+
+
+def test_bad_paths_are_one_line_errors_and_the_png_is_never_replaced_silently(tmp_path, capsys):
+    """A missing run folder, log or --evals file: rc 2 and one line naming it (was a traceback);
+    --png into a folder not yet made is written there; an existing --png is kept unless
+    --overwrite, and the write leaves no temp file."""
+    assert report.main([str(tmp_path / "nope")]) == 2
+    assert capsys.readouterr().err.strip() == (f"python -m bps_train.report: error: {tmp_path / 'nope'}: "
+                                               "no such run folder (a bps-train --out-dir)")
+    run = tmp_path / "run"
+    run.mkdir()
+    assert report.main([str(run)]) == 2 and f"{run / 'log.csv'}: not found" in capsys.readouterr().err
+    _write_log(run, 3)
+    assert report.main([str(run), "--evals", str(tmp_path / "e.jsonl")]) == 2
+    assert f"{tmp_path / 'e.jsonl'}: not found" in capsys.readouterr().err
+    png = tmp_path / "docs" / "curve.png"   # its folder is made
+    assert report.main([str(run), "--png", str(png), "--window", "1"]) == 0 and png.stat().st_size > 0
+    mine = tmp_path / "mine.png"
+    mine.write_bytes(b"my picture")
+    assert report.main([str(run), "--png", str(mine)]) == 2
+    assert f"{mine}: already exists (pass --overwrite" in capsys.readouterr().err
+    assert mine.read_bytes() == b"my picture"
+    assert report.main([str(run), "--png", str(mine), "--overwrite"]) == 0
+    assert mine.read_bytes().startswith(b"\x89PNG")
+    assert report.main([str(run), "--png", str(tmp_path / "curve.xyz")]) == 2 and "--png" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["docs", "mine.png", "run"]

@@ -164,6 +164,19 @@ def test_checkpoint_load_refuses_what_is_not_ours(tmp_path):
     assert checkpoint.load(tmp_path / "ok.pt")["global_step"] == 8
 
 
+def test_eval_of_a_file_that_is_no_checkpoint_says_so(tmp_path):
+    """A text file (a log passed by mistake) or an empty file: "not a checkpoint", naming it (was
+    the weights-only unpickler's "refused ... WeightsUnpickler error" for a text file)."""
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text("{}")
+    for name, data in (("a.log", b"update,global_step\n1,8\n"), ("empty.pt", b"")):
+        (tmp_path / name).write_bytes(data)
+        r = _cli(["--dataset", str(manifest), "--eval", str(tmp_path / name)])
+        assert r.returncode == 2 and "Traceback" not in r.stderr
+        err = r.stderr.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(f"bps-train: error: {tmp_path / name}: not a checkpoint"), err
+
+
 def test_eval_of_a_missing_checkpoint_is_one_line(tmp_path):
     manifest = tmp_path / "manifest.json"
     manifest.write_text("{}")

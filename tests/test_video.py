@@ -96,6 +96,25 @@ def test_png_frames_are_exact_and_gif_has_every_frame(dataset, tmp_path):
         assert rec.written[0].suffix == ".gif" and sum(1 for _ in c.decode(video=0)) == length
 
 
+def test_png_frame_folder_mode_follows_the_umask(tmp_path):
+    """A png frame folder gets the mode a plain mkdir gives (it was mkdtemp's 0700: other users
+    could not read the frames)."""
+    import os
+
+    from bps_train.video_io import write_video
+
+    frames = [np.zeros((4, 4, 3), np.uint8)] * 2
+    old = os.umask(0o022)
+    try:
+        for mask, want in ((0o022, 0o755), (0o027, 0o750)):
+            os.umask(mask)
+            out = write_video(tmp_path / f"m{mask:o}", frames, VideoOptions(format="png"))
+            assert out.is_dir() and (out.stat().st_mode & 0o777) == want, oct(out.stat().st_mode)
+            assert all((p.stat().st_mode & 0o777) == want & 0o666 for p in out.iterdir())
+    finally:
+        os.umask(old)
+
+
 def test_auto_format_falls_back_without_the_encoder(monkeypatch):
     from bps_assets.errors import ConfigError, MissingDependencyError
     from bps_train import video_io
@@ -135,6 +154,31 @@ def test_eval_video_end_to_end(dataset, tmp_path, capsys):
         assert len(list((out / "videos" / doc["video"]).glob("*.png"))) == doc["length"] == doc["frames"]
     assert main(["--dataset", str(dataset), "--video", "1"]) == 2   # --video needs --eval
     assert "--video" in capsys.readouterr().err
+
+
+def test_eval_video_writes_distinct_episodes_and_counts_each_first_run(dataset, tmp_path):
+    """A 3-episode file on 3 envs: an env that ends early draws an episode still running elsewhere
+    (its scene's cycle). --video 3 writes the 3 episodes once each (no file written twice), and
+    the metrics count each episode on the run that started it first: the runs the videos show."""
+    import gzip
+
+    from bps_train.train import run
+
+    content = dataset.parent / "episodes" / "pointnav" / "val" / "content"
+    doc = json.loads(gzip.open(next(content.glob("*.json.gz"))).read())
+    doc["episodes"] = doc["episodes"][:3]
+    split = tmp_path / "three.json.gz"
+    split.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    out = tmp_path / "run"
+    res = run(["--dataset", str(dataset), "--out-dir", str(out), "--eval", "random", "--eval-episodes-file",
+               str(split), "--video", "3", "--video-format", "png", "--resolution", "32", "--threads", "1",
+               "--seed", "1"])
+    assert res["episodes"] == 3 and len(set(res["videos"])) == 3
+    docs = [json.loads(p.read_text()) for p in (out / "videos").glob("*.json")]
+    assert sorted(d["episode_id"] for d in docs) == sorted(str(e["episode_id"]) for e in doc["episodes"])
+    assert res["frames"] > 3 * res["mean_length"]   # repeats ran (the case): 3 envs, more frames than counted
+    for m in ("success", "spl", "length"):
+        assert res["mean_length" if m == "length" else m] == pytest.approx(np.mean([d[m] for d in docs])), m
 
 
 def test_sensor_pictures():

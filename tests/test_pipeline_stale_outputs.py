@@ -10,7 +10,8 @@ import pytest
 
 from bps_assets.errors import OutputExistsError
 from bps_assets.pipeline.plan import Shard
-from bps_assets.pipeline.preprocess import STATE_DIR, PreprocessOptions, preprocess
+from bps_assets.pipeline.preprocess import STATE_DIR, PreprocessOptions, output_paths, preprocess
+from bps_assets.pipeline.stale_outputs import run_dropping_stale
 from habitat_lab_stub import habitat_lab  # noqa: F401 - the fixture
 from pipeline_fakes import FakeBackend, make_source
 
@@ -58,3 +59,36 @@ def test_without_overwrite_or_when_another_shard_lists_them_nothing_is_removed(t
         _run(src, out)
     assert _run(src, out, overwrite=True).ok
     assert all(p.is_file() for p in _files(out, "Beechwood"))
+
+# ---------------------------------------------------------------- review r2: S1
+
+def _stale_run(out, manifest, log=None):
+    """run_dropping_stale after a run that processed nothing (every earlier scene is dropped)."""
+    res = SimpleNamespace(results=[])
+    return run_dropping_stale(out, manifest, True, lambda: res, log, output_paths,
+                              lambda n: out / STATE_DIR / "scenes" / f"{n}.json")
+
+
+def test_a_manifest_naming_a_path_outside_out_root_deletes_nothing_there(tmp_path):
+    out = tmp_path / "a" / "out"
+    (out / "scenes").mkdir(parents=True)
+    victim = tmp_path / "thesis.bps"
+    victim.write_text("precious")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "Linked.bps").write_text("mine")
+    (out / "navmeshes").symlink_to(elsewhere)   # a user's folder linked in: not ours to empty
+    (elsewhere / "Linked.navmesh.bps").write_text("mine too")
+    m = out / "manifest.json"
+    scenes = {name: {"subset": sub, "outputs": {"scene": {"path": output_paths(name, sub)["scene"]},
+                                                "navmesh": {"path": output_paths(name, sub)["navmesh"]}}}
+              for name, sub in (("../../thesis", "train"), ("..", "train"), ("Linked", "train"))}
+    scenes["Sub"] = {"subset": "../..", "outputs": {"episodes": {"path": output_paths("Sub", "../..")["episodes"]}}}
+    m.write_text(json.dumps({"scenes": scenes}))
+    lines = []
+    _stale_run(out, m, log=lines.append)
+    assert victim.read_text() == "precious"
+    assert (elsewhere / "Linked.navmesh.bps").read_text() == "mine too"
+    text = "\n".join(lines)
+    assert "bad scene name '../../thesis'" in text and "bad split name '../..'" in text
+    assert "outside" in text and "Linked.navmesh.bps" in text

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from bps_assets.errors import OutputExistsError
+from bps_assets.pipeline.manifest import merge_manifests
 from bps_assets.pipeline.plan import Shard
 from bps_assets.pipeline.preprocess import STATE_DIR, PreprocessOptions, output_paths, preprocess
 from bps_assets.pipeline.stale_outputs import run_dropping_stale
@@ -49,9 +50,10 @@ def test_overwrite_removes_a_dropped_scenes_outputs_and_habitat_stops_loading_th
 def test_without_overwrite_or_when_another_shard_lists_them_nothing_is_removed(tmp_path):
     src, out = make_source(tmp_path / "src", NAMES), tmp_path / "out"
     assert _run(src, out).ok
-    # another shard's manifest that lists Beechwood's files (a run split into shards later)
+    # another run's shard manifests that list Beechwood's files (all subsets, split into shards
+    # later); a shard of this very run vouches for nothing its split no longer holds (S2 below)
     for i in range(2):
-        _run(src, out, Shard(i, 2))
+        _run(src, out, Shard(i, 2), subsets=None)
     shards = [json.loads((out / f"manifest.shard-{i}-of-2.json").read_text())["scenes"] for i in range(2)]
     assert any("Beechwood" in s for s in shards)
     (src / "gibson" / "Beechwood.glb").unlink()
@@ -60,13 +62,13 @@ def test_without_overwrite_or_when_another_shard_lists_them_nothing_is_removed(t
     assert _run(src, out, overwrite=True).ok
     assert all(p.is_file() for p in _files(out, "Beechwood"))
 
-# ---------------------------------------------------------------- review r2: S1
+# ---------------------------------------------------------------- review r2: S1, S2
 
-def _stale_run(out, manifest, log=None):
+def _stale_run(out, manifest, plan=None, log=None):
     """run_dropping_stale after a run that processed nothing (every earlier scene is dropped)."""
     res = SimpleNamespace(results=[])
     return run_dropping_stale(out, manifest, True, lambda: res, log, output_paths,
-                              lambda n: out / STATE_DIR / "scenes" / f"{n}.json")
+                              lambda n: out / STATE_DIR / "scenes" / f"{n}.json", plan)
 
 
 def test_a_manifest_naming_a_path_outside_out_root_deletes_nothing_there(tmp_path):
@@ -92,3 +94,35 @@ def test_a_manifest_naming_a_path_outside_out_root_deletes_nothing_there(tmp_pat
     text = "\n".join(lines)
     assert "bad scene name '../../thesis'" in text and "bad split name '../..'" in text
     assert "outside" in text and "Linked.navmesh.bps" in text
+
+def _shard_manifest(out, i, n=2):
+    return json.loads((out / f"manifest.shard-{i}-of-{n}.json").read_text())["scenes"]
+
+
+def test_a_merged_manifest_of_the_split_does_not_keep_a_dropped_scenes_outputs(tmp_path):
+    names = ["Allensville", "Beechwood", "Benevolence", "Coffeen"]
+    src, out = make_source(tmp_path / "src", names), tmp_path / "out"
+    for i in range(2):
+        assert _run(src, out, Shard(i, 2)).ok
+    merge_manifests(sorted(out.glob("manifest.shard-*")), out / "manifest.json")   # docs/PIPELINE.md's workflow
+    (src / "gibson" / "Beechwood.glb").unlink()
+    i = next(i for i in range(2) if "Beechwood" in _shard_manifest(out, i))
+    assert _run(src, out, Shard(i, 2), overwrite=True).ok
+    assert not any(p.exists() for p in _files(out, "Beechwood"))
+    assert all(p.is_file() for n in names if n != "Beechwood" for p in _files(out, n))
+
+
+def test_a_scene_moved_to_another_shard_keeps_its_outputs_when_a_scan_is_dropped(tmp_path):
+    names = ["Allensville", "Beechwood", "Benevolence", "Coffeen"]
+    src, out = make_source(tmp_path / "src", names), tmp_path / "out"
+    dataset = f"scans:{src}"   # scenes found, not listed: the shards follow the files found
+    run = lambda shard, **kw: preprocess(src, out, dataset, None, PreprocessOptions(**{**OPTS.__dict__, **kw}),
+                                         shard, backend=FakeBackend(), log=lambda s: None)
+    for i in range(2):
+        assert run(Shard(i, 2)).ok
+    assert set(_shard_manifest(out, 0)) == {"Allensville", "Benevolence"}
+    (src / "gibson" / "Allensville.glb").unlink()   # Benevolence moves to shard 1
+    r = run(Shard(0, 2), overwrite=True)
+    assert r.ok and {x.name for x in r.results if x.status != "missing"} == {"Beechwood", "Coffeen"}
+    assert not any(p.exists() for p in _files(out, "Allensville"))
+    assert all(p.is_file() for n in names[1:] for p in _files(out, n))

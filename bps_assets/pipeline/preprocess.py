@@ -676,7 +676,7 @@ def preprocess(src_root, out_root, dataset: str = "gibson", split: str | None = 
     try:
         return run_dropping_stale(out_root, mpath, options.overwrite, lambda: _run(
             plan, ds, split, shard, options, backend, settings, out_root, mpath, progress, log, t_start), log,
-            output_paths, lambda name: _record_path(out_root, name))
+            output_paths, lambda name: _record_path(out_root, name), plan)
     finally:
         lock.release()
 

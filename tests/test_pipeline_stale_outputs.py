@@ -3,12 +3,14 @@
 episodes; user files and what another shard's manifest lists stay."""
 from __future__ import annotations
 
+import errno
 import json
+import pathlib
 from types import SimpleNamespace
 
 import pytest
 
-from bps_assets.errors import OutputExistsError
+from bps_assets.errors import OutputExistsError, OutputWriteError
 from bps_assets.pipeline.manifest import merge_manifests
 from bps_assets.pipeline.plan import Shard
 from bps_assets.pipeline.preprocess import STATE_DIR, PreprocessOptions, output_paths, preprocess
@@ -62,7 +64,7 @@ def test_without_overwrite_or_when_another_shard_lists_them_nothing_is_removed(t
     assert _run(src, out, overwrite=True).ok
     assert all(p.is_file() for p in _files(out, "Beechwood"))
 
-# ---------------------------------------------------------------- review r2: S1, S2
+# ---------------------------------------------------------------- review r2: S1, S2, S3, S4
 
 def _stale_run(out, manifest, plan=None, log=None):
     """run_dropping_stale after a run that processed nothing (every earlier scene is dropped)."""
@@ -126,3 +128,22 @@ def test_a_scene_moved_to_another_shard_keeps_its_outputs_when_a_scan_is_dropped
     assert r.ok and {x.name for x in r.results if x.status != "missing"} == {"Beechwood", "Coffeen"}
     assert not any(p.exists() for p in _files(out, "Allensville"))
     assert all(p.is_file() for n in names[1:] for p in _files(out, n))
+
+def test_a_file_that_cannot_be_removed_is_named_and_the_others_are_removed(tmp_path, monkeypatch):
+    src, out = make_source(tmp_path / "src", NAMES), tmp_path / "out"
+    assert _run(src, out).ok
+    for n in ("Beechwood", "Benevolence"):
+        (src / "gibson" / f"{n}.glb").unlink()
+    real = pathlib.Path.unlink
+
+    def unlink(self, missing_ok=False):
+        if self.name == "Beechwood.bps":
+            raise PermissionError(errno.EACCES, "Permission denied", str(self))
+        return real(self, missing_ok=missing_ok)
+
+    monkeypatch.setattr(pathlib.Path, "unlink", unlink)
+    with pytest.raises(OutputWriteError, match=r"could not be removed.*scenes/Beechwood\.bps \(Permission denied\)"):
+        _run(src, out, overwrite=True)
+    assert "Beechwood" not in json.loads((out / "manifest.json").read_text())["scenes"]
+    assert (out / "scenes" / "Beechwood.bps").is_file()
+    assert not any(p.exists() for p in _files(out, "Beechwood")[1:] + _files(out, "Benevolence"))

@@ -10,14 +10,15 @@ valid scene and subset name; never a path of a scene the split still holds in an
 (``Plan.held``: by path, so a moved scene keeps its new outputs), nor a file another run's
 manifest here (another dataset, split, subsets or source) lists, nor a composed scene's shared
 ``asset:`` files. A manifest of this split (a shard's, a merged one) vouches for nothing more. The
-scene's completion record goes too.
+scene's completion record goes too. A file that cannot be removed does not stop the others:
+an ``OutputWriteError`` names each one at the end (the manifest is already written).
 """
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Callable
 
-from ..errors import BpsError
+from ..errors import BpsError, OutputWriteError
 from ..json_input import parse_json
 from ..nav.episodes import check_scene_name, check_split_name
 
@@ -87,7 +88,7 @@ def run_dropping_stale(out_root: Path, manifest: Path, overwrite: bool, run: Cal
     """``run()`` (a preprocess run writing ``manifest``); with ``overwrite``, then remove the
     outputs of scenes the earlier ``manifest`` listed that the split (``plan.held``, every
     shard) no longer holds (module docstring), and their completion records (``record(name)``).
-    Returns ``run()``'s result."""
+    Returns ``run()``'s result; ``OutputWriteError`` naming each file it could not remove."""
     out_root = Path(out_root).resolve()
     before = recorded_outputs(manifest, paths, log=log) if overwrite else {}
     res = run()
@@ -110,7 +111,7 @@ def run_dropping_stale(out_root: Path, manifest: Path, overwrite: bool, run: Cal
         if ident is not None and _identity(doc) == ident:
             continue   # this split's (a shard's, a merged) manifest: the split decides what is held
         others.update(p for ps in recorded_outputs(m, paths, doc).values() for p in ps)
-    removed = []
+    removed, failed = [], []
     for name, rels in sorted(stale.items()):
         for rel in rels:
             p = out_root / rel
@@ -120,14 +121,25 @@ def run_dropping_stale(out_root: Path, manifest: Path, overwrite: bool, run: Cal
                 if log:
                     log(f"  not removed: {p} lies outside {out_root}'s output folders")
                 continue
-            p.unlink()
+            try:
+                p.unlink()
+            except OSError as e:   # finish the others; reported below
+                failed.append(f"{p} ({e.strerror or e})")
+                continue
             removed.append(name)
     for name in set(removed):   # its completion record vouches for files that are gone
-        record(name).unlink(missing_ok=True)
+        try:
+            record(name).unlink(missing_ok=True)
+        except OSError as e:
+            failed.append(f"{record(name)} ({e.strerror or e})")
     if removed and log:
         names = sorted(set(removed))
         log(f"  removed the outputs of {len(names)} scene(s) no longer in this run (--overwrite): "
             f"{', '.join(names[:8])}{' ...' if len(names) > 8 else ''}")
+    if failed:
+        raise OutputWriteError(out_root, f"the manifest {Path(manifest).name} was written, but "
+                                         f"{len(failed)} output(s) of scenes no longer in this run could "
+                                         f"not be removed (--overwrite): {'; '.join(failed)}")
     return res
 
 

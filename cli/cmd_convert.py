@@ -44,7 +44,8 @@ def _external_bytes(src: str) -> int:
 def _up_check(src: str, options: ConvertOptions, force: bool):
     """The check ``navmesh`` and preprocess make of the scan's up axis (``UpAxisError`` naming
     ``src``, ``--up`` / ``--force`` to pass), made before the packed file is written, sparing a
-    scene with nothing horizontal as given (an object, not a room); None with ``force``."""
+    scene with nothing horizontal as given or smaller than a room (an object: ``CONVERT_CHECKS``);
+    None with ``force``."""
     if force:
         return None
     from functools import partial

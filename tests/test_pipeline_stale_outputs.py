@@ -9,6 +9,7 @@ import pathlib
 from types import SimpleNamespace
 
 import pytest
+from click.testing import CliRunner
 
 from bps_assets.errors import OutputExistsError, OutputWriteError
 from bps_assets.pipeline.manifest import merge_manifests
@@ -147,3 +148,36 @@ def test_a_file_that_cannot_be_removed_is_named_and_the_others_are_removed(tmp_p
     assert "Beechwood" not in json.loads((out / "manifest.json").read_text())["scenes"]
     assert (out / "scenes" / "Beechwood.bps").is_file()
     assert not any(p.exists() for p in _files(out, "Beechwood")[1:] + _files(out, "Benevolence"))
+
+def test_a_scene_moved_to_another_subset_loses_only_its_old_episodes(tmp_path):
+    out = tmp_path / "out"
+    m = out / "manifest.json"
+    outs = {}
+    for name in ("Beechwood", "Coffeen"):
+        paths = output_paths(name, "train")
+        for rel in paths.values():
+            (out / rel).parent.mkdir(parents=True, exist_ok=True)
+            (out / rel).write_text(name)
+        outs[name] = {"subset": "train", "outputs": {r: {"path": p} for r, p in paths.items()}}
+    m.write_text(json.dumps({"scenes": outs}))
+    plan = SimpleNamespace(held={"Beechwood": "val"}, dataset=SimpleNamespace(name="gibson"), split="tiny",
+                           subsets=("train", "val"), src_root=tmp_path)
+    _stale_run(out, m, plan)
+    beech = output_paths("Beechwood", "train")
+    assert (out / beech["scene"]).is_file() and (out / beech["navmesh"]).is_file()
+    assert not (out / beech["episodes"]).exists()
+    assert not any((out / p).exists() for p in output_paths("Coffeen", "train").values())
+
+
+
+def test_the_overwrite_refusal_and_help_say_that_outputs_are_removed(tmp_path):
+    src, out = make_source(tmp_path / "src", NAMES), tmp_path / "out"
+    assert _run(src, out).ok
+    (src / "gibson" / "Beechwood.glb").unlink()
+    with pytest.raises(OutputExistsError, match=r"pass --overwrite, which removes the outputs of its 1 "
+                                                r"scene\(s\) not in this run"):
+        _run(src, out)
+    from cli.cmd_pipeline import preprocess_cmd
+
+    help_text = " ".join(CliRunner().invoke(preprocess_cmd, ["--help"]).output.split())
+    assert "--overwrite" in help_text and "remove the outputs of the scenes that manifest lists" in help_text

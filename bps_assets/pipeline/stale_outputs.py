@@ -143,4 +143,10 @@ def run_dropping_stale(out_root: Path, manifest: Path, overwrite: bool, run: Cal
     return res
 
 
-__all__ = ["recorded_outputs", "run_dropping_stale"]
+def overwrite_hint(n_scenes: int) -> str:
+    """The end of a refusal to replace another run's manifest: what ``--overwrite`` then does."""
+    return (f"use another OUT_ROOT, or pass --overwrite, which removes the outputs of its {n_scenes} "
+            "scene(s) not in this run")
+
+
+__all__ = ["overwrite_hint", "recorded_outputs", "run_dropping_stale"]

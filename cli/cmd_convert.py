@@ -44,7 +44,8 @@ def _external_bytes(src: str) -> int:
 def _up_check(src: str, options: ConvertOptions, force: bool):
     """The check ``navmesh`` and preprocess make of the scan's up axis (``UpAxisError`` naming
     ``src``, ``--up`` / ``--force`` to pass), made before the packed file is written, sparing a
-    scene with nothing horizontal as given (an object, not a room); None with ``force``."""
+    scene with nothing horizontal as given or smaller than a room (an object: ``CONVERT_CHECKS``);
+    None with ``force``."""
     if force:
         return None
     from functools import partial
@@ -95,8 +96,6 @@ def _line(r: dict) -> str:
 @click.option("--up", type=click.Choice(UP_AXES), default=None,
               help="Override the preset's up axis of the source files.")
 @convert_options
-@click.option("--uv-error", type=click.FloatRange(min=0, min_open=True), default=DEFAULTS.uv_error,
-              show_default=True, help="Quantization: largest UV error per component.")
 @click.option("--min-area", type=click.FloatRange(min=0), default=DEFAULTS.min_area, show_default=True,
               help="Clean: drop triangles smaller than this (m^2).")
 @click.option("--keep-collapsed", is_flag=True,

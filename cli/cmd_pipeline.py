@@ -138,7 +138,8 @@ skip_missing_assets_option = click.option(
 @click.option("--shard", default=None, metavar="I/N",
               help="Process shard I of N (0-based), or `slurm`: this SLURM array task.")
 @click.option("--require-all", is_flag=True, help="Fail before starting if any scene of the split is missing.")
-@click.option("--overwrite", is_flag=True, help="Allow a non-empty OUT_ROOT / another run's manifest.")
+@click.option("--overwrite", is_flag=True, help="Allow a non-empty OUT_ROOT / another run's manifest; "
+              "then remove the outputs of the scenes that manifest lists and this split no longer holds.")
 @click.option("--force", is_flag=True, help="Redo every scene, even the up-to-date ones; build on scans that look "
               "read with the wrong up axis (refused otherwise: --up).")
 @click.option("--verify-kept", is_flag=True,

@@ -14,7 +14,8 @@ from bps_assets.packed_scene import DEFAULTS as CONVERT
 from bps_assets.transforms.textures import FORMATS
 
 NAV_KEYS = ("agent_height", "agent_radius", "max_climb", "max_slope", "cell_size", "cell_height")
-CONVERT_KEYS = ("max_texture", "texture_format", "mipmaps", "position_error", "allow_annotation_mismatch", "lod")
+CONVERT_KEYS = ("max_texture", "texture_format", "mipmaps", "position_error", "uv_error", "allow_annotation_mismatch",
+                "lod")
 
 
 def _lod_levels(ctx, param, value):
@@ -65,6 +66,8 @@ def convert_options(f):
         click.option("--position-error", type=click.FloatRange(min=0, min_open=True),
                      default=CONVERT.position_error, show_default=True,
                      help="Quantization: largest position error in metres."),
+        click.option("--uv-error", type=click.FloatRange(min=0, min_open=True), default=CONVERT.uv_error,
+                     show_default=True, help="Quantization: largest UV error per component."),
         click.option("--allow-annotation-mismatch", is_flag=True, default=CONVERT.allow_annotation_mismatch,
                      help="Keep a semantic annotation most of which does not fit its scan (default: the "
                           "scan fails with the shares that do not fit; a smaller misfit is a warning)."),

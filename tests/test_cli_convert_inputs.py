@@ -1,5 +1,6 @@
 """`bps-assets convert` on a directory and on a .gltf with external parts; Ctrl-C in
 `bps-assets preprocess` (issue 13 item 9)."""
+import json
 import signal
 import subprocess
 import sys
@@ -95,3 +96,21 @@ def test_a_scan_too_far_out_for_the_position_error_names_its_file_and_the_option
     least = r.stderr.split("pass --position-error ")[1].split()[0]
     r = CliRunner().invoke(main, ["convert", str(src), "-o", str(tmp_path / "out"), "--position-error", least])
     assert r.exit_code == 0 and (tmp_path / "out" / "far.bps").exists(), r.stderr
+
+
+def test_the_uv_error_hint_names_an_option_preprocess_has_and_that_value_preprocesses(tmp_path):
+    """Review r2 S6: quantize's hint "pass --uv-error X" named an option preprocess lacked; it now
+    has the converter's --uv-error (recorded in settings.convert) and the hinted value works."""
+    pos, tris = grid_mesh(8)
+    uvs = (pos[:, :2] + np.float32(3000.0)).astype(np.float32)   # tiled far out: float32 holds ~1.2e-4
+    src = tmp_path / "src"
+    rgba = np.full((4, 4, 4), 200, np.uint8)   # a base colour texture: its UVs are kept
+    write_glb(src / "gibson" / "Allensville.glb", pos, tris, uvs=uvs, rgba=rgba)
+    cmd = ["preprocess", str(src), "-o", str(tmp_path / "out"), "--dataset", "gibson", "--split", "tiny",
+           "--episodes", "0", "--workers", "1", "--in-process", "--force"]
+    r = CliRunner().invoke(main, cmd)
+    assert r.exit_code == 1 and "pass --uv-error " in r.output, r.output
+    least = r.output.split("pass --uv-error ")[1].split()[0]
+    r = CliRunner().invoke(main, cmd + ["--uv-error", least])
+    assert r.exit_code == 0, r.output
+    assert json.loads((tmp_path / "out" / "manifest.json").read_text())["settings"]["convert"]["uv_error"] == float(least)

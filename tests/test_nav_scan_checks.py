@@ -142,3 +142,30 @@ def test_an_ambiguous_box_room_is_not_refused_either_way():
     for ds, up in (("gibson", "z"), ("generic", "y")):
         v, t, _ = scene_triangles(ply, ds)
         assert up_axis_problem(v, t, up) is None
+
+
+def _box_obj(path, lo, hi):
+    """A closed box (12 outward triangles) as an OBJ file, Y-up as glTF and habitat expect."""
+    v = [(x, y, z) for x in (lo[0], hi[0]) for y in (lo[1], hi[1]) for z in (lo[2], hi[2])]
+    f = [(1, 3, 7), (1, 7, 5), (2, 6, 8), (2, 8, 4), (1, 5, 6), (1, 6, 2), (3, 4, 8), (3, 8, 7),
+         (1, 2, 4), (1, 4, 3), (5, 7, 8), (5, 8, 6)]
+    path.write_text("".join(f"v {a} {b} {c}\n" for a, b, c in v) + "".join(f"f {a} {b} {c}\n" for a, b, c in f))
+    return path
+
+
+def test_convert_does_not_judge_furniture_but_still_refuses_a_z_up_scan(scans, tmp_path):
+    """Review r2 S5: a closed Y-up wardrobe (2.5 x 2.2 x 0.6 m) and cabinet (1.6 x 1.8 x 0.7 m) have
+    more area lying flat if Z were up, but they are objects, not rooms: converted as given. The
+    Z-up scan read as Y-up is still refused."""
+    from cli.cmd_convert import convert_cmd
+
+    for name, lo, hi in (("wardrobe", (-1.25, 0, -0.3), (1.25, 2.2, 0.3)),
+                         ("cabinet", (-0.8, 0, -0.35), (0.8, 1.8, 0.35))):
+        obj = _box_obj(tmp_path / f"{name}.obj", lo, hi)
+        v, t, _ = scene_triangles(obj, "generic")
+        assert "pass --up z" in up_axis_problem(v, t, "y")   # what navmesh / preprocess would say
+        r = CliRunner().invoke(convert_cmd, [str(obj), "-o", str(tmp_path / "out")])
+        assert r.exit_code == 0 and (tmp_path / "out" / f"{name}.bps").is_file(), r.stderr
+    info, _ = scans
+    r = CliRunner().invoke(convert_cmd, [str(info.path), "-o", str(tmp_path / "z"), "--dataset", "generic"])
+    assert r.exit_code == 2 and "pass --up z" in r.stderr

@@ -141,7 +141,8 @@ def test_another_source_root_does_not_replace_the_manifest(tmp_path):
     before = (out / "manifest.json").read_bytes()
     with pytest.raises(OutputExistsError, match=r"manifest of another run \(source root .*/a -> .*/b; 3 of "
                                                 r"its 4 scene\(s\) not in this run: Beechwood, Benevolence, "
-                                                r"Collierville\); use another OUT_ROOT or pass --overwrite"):
+                                                r"Collierville\); use another OUT_ROOT, or pass --overwrite, which "
+                                                r"removes the outputs of its 3 scene\(s\) not in this run"):
         preprocess(b, out, "gibson", "tiny", opts, backend=FakeBackend(knob=2))
     with pytest.raises(OutputExistsError, match=r"\(subsets train,val,test -> train; 1 of its 4 scene\(s\) "
                                                 r"not in this run: Collierville\)"):

@@ -4,9 +4,10 @@
 within ``max_slope`` of it, floors and tops facing up, ceilings facing down) against the same under
 the other axis. Refused when the other axis has ``up_ratio`` times as much (and at least
 ``up_min_area`` m^2), unless the scene as given is open to the sky (less facing down than
-``closed_share`` of what faces up) or, for ``convert``, has under ``up_min_given`` m^2 horizontal
-(a lone sheet or object, no room on its side). ``UpAxisError`` names the ``--up`` to pass; ``force`` accepts
-the scan as given. The ratios measured on synth and real scans, and why one box room is
+``closed_share`` of what faces up) or, for ``convert``, is no room: under ``up_min_given`` m^2
+horizontal (a lone sheet), or its bounding box's second-largest side under ``room_extent`` m (an
+object: a wardrobe on its back looks like a Z-up room). ``UpAxisError`` names the ``--up`` to pass;
+``force`` accepts the scan as given. The ratios measured on synth and real scans, and why one box room is
 ambiguous: docs/NAVMESH.md section 9.
 
 **No floor** (``floor_problem``): a warning when the navigable area is under ``floor_share`` of the
@@ -29,6 +30,7 @@ class ScanCheckOptions:
     up_ratio: float = 1.25       # refuse when horizontal area under the other axis >= this x the given's
     up_min_area: float = 2.0     # m^2 up-facing under the other axis, at least (objects are not judged)
     up_min_given: float = 0.0    # m^2 horizontal as given, at least (convert: a lone sheet is no room on its side)
+    room_extent: float = 0.0     # m: bounding box's second-largest side, at least (convert: objects are not judged)
     closed_share: float = 0.5    # refuse only when facing down is >= this x facing up as given
     floor_share: float = 0.3     # warn when navigable area < this x the footprint
     floor_island: float = 2.0    # m^2: warn when no island is this large
@@ -36,7 +38,7 @@ class ScanCheckOptions:
 
 
 DEFAULTS = ScanCheckOptions()
-CONVERT_CHECKS = ScanCheckOptions(up_min_given=1.0)   # `convert`: packs objects and sheets too
+CONVERT_CHECKS = ScanCheckOptions(up_min_given=1.0, room_extent=3.0)   # `convert`: packs objects too
 _OTHER = {"y": "z", "z": "y"}
 
 
@@ -60,10 +62,21 @@ def horizontal_areas(vertices, triangles, up: str, max_slope: float = 45.0) -> t
     return sides(n[:, 1]), sides(n @ alt)
 
 
+def _second_side(vertices, triangles) -> float:
+    """m: the second-largest side of the bounding box of the vertices triangles use (either
+    reading of the up axis has the same sides: a room has two of at least 3 m, furniture not)."""
+    v = np.asarray(vertices, np.float64).reshape(-1, 3)
+    t = np.asarray(triangles, np.int64).reshape(-1)
+    if len(t) == 0:
+        return 0.0
+    u = v[np.unique(t)]
+    return float(np.sort(u.max(0) - u.min(0))[1])
+
+
 def up_axis_problem(vertices, triangles, up: str, max_slope: float = 45.0,
                     options: ScanCheckOptions = DEFAULTS) -> str | None:
     """The one-line reason the scan looks read with the wrong up axis, or None."""
-    if up not in _OTHER:
+    if up not in _OTHER or _second_side(vertices, triangles) < options.room_extent:
         return None
     cur, alt = horizontal_areas(vertices, triangles, up, max_slope)
     here, there = max(cur), max(alt)

@@ -92,6 +92,7 @@ class Plan:
     other_split: list[str] = field(default_factory=list)       # known scenes of other splits
     unknown: list[str] = field(default_factory=list)           # rel paths, ids not in the dataset
     stray: list[str] = field(default_factory=list)             # rel paths matching no pattern
+    held: dict[str, str] = field(default_factory=dict)         # {scene: subset}, every shard, file found
 
     @property
     def subset_of(self) -> dict[str, str]:
@@ -164,6 +165,7 @@ def make_plan(src_root, dataset: Dataset, split: str | None = None, shard: Shard
             other.add(name)
         else:
             present.setdefault(name, set()).add(role)
+    plan.held = {n: subset_of[n] for n, roles in present.items() if "scene" in roles}
     plan.other_split = sorted(other)
     plan.unknown = unknown
 
@@ -194,6 +196,7 @@ def _plan_found(src_root, dataset: Dataset, split: str, shard: Shard | None, sub
     plan = Plan(dataset, split, root, shard, found.subsets, other_split=found.other_split,
                 stray=found.stray, missing=found.missing)
     plan.selected = (shard or Shard()).select(list(found.scenes) + [n for n, _ in found.missing])
+    plan.held = {n: sub for n, (sub, _, _) in found.scenes.items()}
     for name in plan.selected:
         if name not in found.scenes:
             continue

@@ -45,7 +45,7 @@ from ..hashing import settings_fingerprint, sha256_file
 from .memory_budget import available_memory, detour_import_bytes, workers_for
 from .plan import Plan, SceneSource, Shard, make_plan
 from .resume_check import check_many, problems_by_output
-from .stale_outputs import run_dropping_stale
+from .stale_outputs import overwrite_hint, run_dropping_stale
 
 STATE_DIR = ".bps-state"
 
@@ -465,7 +465,7 @@ def _check_manifest_target(path: Path, dataset: str, split: str, overwrite: bool
         raise OutputExistsError(path, "exists and is not a bps manifest (pass --overwrite to replace it)") from None
     if not isinstance(old, dict) or (old.get("dataset"), old.get("split")) != (dataset, split):
         raise OutputExistsError(path, f"is the manifest of another run ({old.get('dataset')!r} split "
-                                      f"{old.get('split')!r}); use another OUT_ROOT or pass --overwrite")
+                                      f"{old.get('split')!r}); {overwrite_hint(len(old.get('scenes') or ()))}")
     if plan is None:
         return old
     scenes = old.get("scenes") if isinstance(old.get("scenes"), dict) else {}
@@ -482,7 +482,7 @@ def _check_manifest_target(path: Path, dataset: str, split: str, overwrite: bool
     names = ", ".join(dropped[:5]) + (" ..." if len(dropped) > 5 else "")
     raise OutputExistsError(path, f"is the manifest of another run ({'; '.join(diffs + [''])}"
                                   f"{len(dropped)} of its {len(scenes)} scene(s) not in this run: {names}); "
-                                  "use another OUT_ROOT or pass --overwrite")
+                                  f"{overwrite_hint(len(dropped))}")
 
 
 def _settings_changes(old: dict | None, settings: dict) -> list[str]:
@@ -678,7 +678,7 @@ def preprocess(src_root, out_root, dataset: str = "gibson", split: str | None = 
     try:
         return run_dropping_stale(out_root, mpath, options.overwrite, lambda: _run(
             plan, ds, split, shard, options, backend, settings, out_root, mpath, progress, log, t_start), log,
-            output_paths, lambda name: _record_path(out_root, name))
+            output_paths, lambda name: _record_path(out_root, name), plan)
     finally:
         lock.release()
 

@@ -166,3 +166,23 @@ def test_verify_kept_reconverts_an_asset_whose_header_value_changed(made):
     assert sorted(res.redone) == ["a", "b"] and "sha256 differs" in res.redone["a"][0]
     assert [r.status for r in res.results] == ["ok", "skipped"]
     assert _outputs(out) == good and verify_manifest(out / "manifest.json").ok
+
+
+def test_a_restored_missing_asset_redoes_the_scenes_that_skipped_it(tmp_path):
+    """--skip-missing-assets drops the crate of both scenes (its render asset is missing, so no
+    record lists it); once the user restores the file, a rerun redoes them with the crate
+    instead of keeping them as up to date."""
+    src, out = tmp_path / "src", tmp_path / "out"
+    cfg = _two_scenes(src)
+    crate = src / "objects" / "crate.glb"
+    crate.rename(tmp_path / "crate.glb")
+    opts = PreprocessOptions(in_process=True, episodes=2, skip_missing_assets=True)
+    res = preprocess(src, out, str(cfg), options=opts)
+    assert [(r.status, r.entry["stats"]["instances"]) for r in res.results] == [("ok", 0), ("ok", 0)]
+    assert res.results[0].entry["stats"]["skipped_instances"]
+    res = preprocess(src, out, str(cfg), options=opts)   # still missing: nothing to redo
+    assert [r.status for r in res.results] == ["skipped", "skipped"]
+    (tmp_path / "crate.glb").rename(crate)
+    res = preprocess(src, out, str(cfg), options=opts)
+    assert [(r.status, r.entry["stats"]["instances"]) for r in res.results] == [("ok", 1), ("ok", 1)]
+    assert "skipped_instances" not in res.results[0].entry["stats"]

@@ -216,11 +216,7 @@ def _sources(task: SceneTask, old: dict | None) -> dict[str, dict]:
         rel = Path(os.path.normpath(Path(task.src.rel_scene).parent / os.path.relpath(p, task.src.scene.parent)))
         files[role] = (Path(p), rel.as_posix())
     if task.src.rel_scene.endswith(".scene_instance.json"):  # a composed scene: every file it is made of
-        from ..scene_dataset.habitat import scene_inputs
-        root = Path(task.dataset).parent
-        for p in scene_inputs(task.dataset, task.src.name):
-            rel = Path(os.path.relpath(p, root)).as_posix()
-            files[f"input:{rel}"] = (p, rel)
+        files.update({r: (p, r[len("input:"):]) for r, p in _composed_inputs(task.dataset, task.src.name).items()})
     out = {}
     root = task.src.scene.parents[len(Path(task.src.rel_scene).parts) - 1]
     for role, (p, rel) in files.items():
@@ -601,6 +597,26 @@ def _die_with_parent() -> bool:
         return False
 
 
+def _restored_inputs(config: str, name: str, entry: dict) -> dict[str, Path]:
+    """``{input:REL: path}`` of a composed scene made with instances skipped (their files were
+    missing, so its record lists none of them): every input the scene has now, so a file the
+    user has since restored is a new input and the scene is redone (the record alone cannot
+    tell). Other scenes: {} (a missing input fails them; no record)."""
+    stats = entry.get("stats")
+    if not (isinstance(stats, dict) and stats.get("skipped_instances")):
+        return {}
+    return _composed_inputs(config, name)
+
+
+def _composed_inputs(config: str, name: str) -> dict[str, Path]:
+    """``{input:REL: path}`` of every file composed scene ``name`` is made of now (REL: relative
+    to the dataset config's folder)."""
+    from ..scene_dataset.habitat import scene_inputs
+
+    root = Path(config).parent
+    return {f"input:{Path(os.path.relpath(p, root)).as_posix()}": p for p in scene_inputs(config, name)}
+
+
 def _stop_workers(ex: ProcessPoolExecutor) -> None:
     """Terminate a pool's workers now (their scenes' records are not written, so a rerun redoes
     them), instead of waiting for the scenes in flight to finish."""
@@ -732,8 +748,9 @@ def _run(plan, ds, split, shard, options, backend, settings, out_root, mpath, pr
             files.update({r: Path(ds.name).parent / e.get("path", "") for r, e in srcs.items()
                           if r.startswith("input:") and isinstance(e, dict)})
             try:
+                files.update(_restored_inputs(ds.name, s.name, rec["entry"]))
                 stat_now = {r: _stat(p) for r, p in files.items()}
-            except OSError:
+            except (OSError, BpsError):
                 stat_now = None
             if (stat_now == rec.get("source_stat") and set(srcs) == set(files)
                     and rec.get("fingerprint") == fingerprint(srcs, settings)):

@@ -294,7 +294,9 @@ def process_scene(task: SceneTask) -> SceneResult:
         _remove_stale_temps(out_root, rels.values())
         if opts.episodes == 0:  # episodes of an earlier run with other settings are not ours now
             (out_root / rels["episodes"]).unlink(missing_ok=True)
-        if old and old.get("fingerprint") == fp:   # same sources and settings: its outputs are not stale
+        # same sources and settings: its outputs are not stale, and a failed redo keeps them, unless
+        # the check found one of them damaged (a partial set, e.g. episodes without their navmesh)
+        if old and old.get("fingerprint") == fp and not set(damaged) & set(rels):
             before = _output_stats(out_root, rels)
         source_stat = {r: s.pop("_stat") for r, s in sources.items()}
 

@@ -694,9 +694,9 @@ class Container:
     def check_padding(self) -> None:
         """The bytes outside the header and the sections are as this writer leaves them (docs/
         FORMAT.md 1): preamble bytes 24-31 zero, spaces after the header, zeros between and
-        after the sections up to the next multiple of ALIGN, where the file ends. No section
-        CRC covers them, so a damaged one there is found only by this check or a full hash;
-        reads a few hundred bytes per section."""
+        after the sections up to the next multiple of ALIGN, where the file ends; every such gap
+        under ALIGN bytes. No section CRC covers them, so a damaged one there is found only by
+        this check or a full hash; reads under ALIGN bytes per section."""
         fd = self._f.fileno()
         hlen = PREAMBLE.unpack(os.pread(fd, PREAMBLE.size, 0))[3]
         spans = sorted((s.offset, s.offset + s.stored_length) for s in self.sections.values())
@@ -710,6 +710,9 @@ class Container:
         if self.file_length != end:
             raise _corrupt(self.path, f"{self.file_length} bytes long, its layout ends at {end}")
         for a, b, fill in gaps:
+            if b - a >= ALIGN:   # the writer packs tightly (FORMAT.md 1): never read a crafted huge gap
+                raise _corrupt(self.path, f"a gap of {b - a} bytes in bytes {a}-{b - 1} (outside every "
+                                          f"section; the layout leaves fewer than {ALIGN})")
             if b > a and os.pread(fd, b - a, a) != fill * (b - a):
                 raise _corrupt(self.path, f"damaged padding in bytes {a}-{b - 1} (outside every section)")
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import __version__
-from ..container import atomic_write, make_dirs
+from ..container import atomic_write, make_dirs, remove_stale_temps
 from ..errors import AnnotationError, BpsError, ConfigError, DatasetError, InterruptedRun, NavError, OutputExistsError, UpAxisError
 from ..errors import InputError, ResourceLimitError
 from ..json_input import parse_json
@@ -247,16 +247,11 @@ def fingerprint(sources: dict, settings: dict) -> str:
 
 
 def _remove_stale_temps(out_root: Path, rels) -> None:
-    # atomic_write temp files are ".<name>.<random>.tmp" beside the target; only this scene's
-    # are removed (another shard may be writing its own scenes into the same OUT_ROOT).
+    # only this scene's atomic_write temps, and only those no live writer holds (another shard
+    # may be writing its own scenes into the same OUT_ROOT, or a worker still running after a
+    # pool break): container.remove_stale_temps takes each temp's lock first
     for rel in rels:
-        p = out_root / rel
-        if p.parent.is_dir():
-            for t in p.parent.glob(f".{p.name}.*.tmp"):
-                try:
-                    t.unlink()
-                except OSError:
-                    pass
+        remove_stale_temps(out_root / rel)
 
 
 def _file_entry(out_root: Path, rel: str, packed: bool) -> dict:

@@ -186,3 +186,20 @@ def test_a_restored_missing_asset_redoes_the_scenes_that_skipped_it(tmp_path):
     res = preprocess(src, out, str(cfg), options=opts)
     assert [(r.status, r.entry["stats"]["instances"]) for r in res.results] == [("ok", 1), ("ok", 1)]
     assert "skipped_instances" not in res.results[0].entry["stats"]
+
+
+def test_force_goes_by_the_file_systems_clock(made, monkeypatch):
+    """--force re-converts each asset once per run also when the output file system's clock is
+    behind this host's (an NFS server an hour behind): the run's start is read from that file
+    system, not from time.time()."""
+    import time
+    import types
+
+    from bps_assets.pipeline import preprocess as pp
+
+    src, cfg, out = made
+    host = types.SimpleNamespace(time=lambda: time.time() + 3600, perf_counter=time.perf_counter)
+    monkeypatch.setattr(pp, "time", host)
+    res = preprocess(src, out, str(cfg), options=PreprocessOptions(in_process=True, episodes=2, force=True))
+    assert [r.status for r in res.results] == ["ok", "ok"]
+    assert sum(r.entry["stats"]["assets_converted"] for r in res.results) == 1

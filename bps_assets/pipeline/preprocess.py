@@ -674,9 +674,9 @@ def preprocess(src_root, out_root, dataset: str = "gibson", split: str | None = 
         names = ", ".join(n for n, _ in plan.missing[:10]) + (" ..." if len(plan.missing) > 10 else "")
         raise DatasetError(plan.src_root, f"{len(plan.missing)} scene(s) of split {split!r} are missing "
                                           f"({names}) and --require-all was given")
+    own_backend = backend is None
     backend = backend or Backend(up=options.up, nav_settings=options.nav, convert_changes=options.convert,
-                                 force_up=options.force, skip_missing_assets=options.skip_missing_assets,
-                                 assets_since=time.time() if options.force else None)
+                                 force_up=options.force, skip_missing_assets=options.skip_missing_assets)
     settings = backend.settings(ds.name)
     settings["preprocess"] = {"navmesh": options.navmesh, "episodes": options.episodes,
                               "episode_seed": options.episode_seed}
@@ -687,11 +687,21 @@ def preprocess(src_root, out_root, dataset: str = "gibson", split: str | None = 
     make_dirs(out_root / STATE_DIR / "scenes")  # OutputWriteError naming the folder, not a traceback
     lock = _lock_run(out_root / STATE_DIR / f"{mpath.stem}.lock")
     try:
+        if options.force and own_backend:   # --force re-converts each shared asset once per run
+            backend.assets_since = _run_start(out_root / STATE_DIR / f"{mpath.stem}.started")
         return run_dropping_stale(out_root, mpath, options.overwrite, lambda: _run(
             plan, ds, split, shard, options, backend, settings, out_root, mpath, progress, log, t_start), log,
             output_paths, lambda name: _record_path(out_root, name))
     finally:
         lock.release()
+
+
+def _run_start(marker: Path) -> float:
+    """The run's start on the output file system's clock (the mtime of ``marker``, written now):
+    what asset files' mtimes are compared with. The host's ``time.time()`` is not: a file server
+    whose clock is behind it would make every asset look written before the run."""
+    _write_json(marker, {"pid": os.getpid()})
+    return marker.stat().st_mtime
 
 
 def nothing_found(plan: Plan) -> str:

@@ -203,3 +203,24 @@ def test_force_goes_by_the_file_systems_clock(made, monkeypatch):
     res = preprocess(src, out, str(cfg), options=PreprocessOptions(in_process=True, episodes=2, force=True))
     assert [r.status for r in res.results] == ["ok", "ok"]
     assert sum(r.entry["stats"]["assets_converted"] for r in res.results) == 1
+
+
+def test_the_resume_check_reads_a_shared_asset_once(made, monkeypatch):
+    """Both scenes use the crate asset: a resumed run checks its file once, not once per scene,
+    and both scenes are still judged by it."""
+    from bps_assets.pipeline import resume_check
+
+    src, cfg, out = made
+    real, seen = resume_check.output_problem, []
+
+    def counted(out_root, rec, *a, **k):
+        seen.append(rec.get("path"))
+        return real(out_root, rec, *a, **k)
+
+    monkeypatch.setattr(resume_check, "output_problem", counted)
+    res = preprocess(src, out, str(cfg), options=PreprocessOptions(in_process=True, episodes=2))
+    assert [r.status for r in res.results] == ["skipped", "skipped"]
+    assert seen.count(ASSET) == 1 and seen.count("scenes/a.bps") == seen.count("scenes/b.bps") == 1
+    _flip(out / ASSET, "section")
+    got = resume_check.check_many(out, {r.name: r.entry for r in res.results})
+    assert all(any(ASSET in p for p in probs) for probs in got.values()) and len(got) == 2

@@ -260,6 +260,11 @@ def make_dirs(folder: str | os.PathLike) -> Path:
     return folder
 
 
+# flock's errors on a file system without it (Lustre -o noflock, NFSv3 without lockd, some FUSE):
+# writers go on unlocked and the sweep tells stale temps there by age, as on Windows
+NO_FLOCK = (errno.ENOLCK, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL)
+
+
 def _lock_temp(fd: int) -> None:
     # held while the temp file is written and until it is renamed (the OS drops it when the
     # writer dies, kill -9 included), so remove_stale_temps can tell a dead run's temp from a
@@ -268,7 +273,11 @@ def _lock_temp(fd: int) -> None:
         import fcntl
     except ImportError:  # pragma: no cover - Windows: stale temps are told by age
         return
-    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    except OSError as e:
+        if e.errno not in NO_FLOCK:
+            raise
 
 
 def _locked_temp(folder: Path, name: str) -> tuple[int, str]:
@@ -286,6 +295,10 @@ def _locked_temp(folder: Path, name: str) -> tuple[int, str]:
             pass
         except BaseException:
             os.close(fd)
+            try:   # ours, not yet swept: no temp is left behind by a failed lock
+                os.unlink(tmp)
+            except OSError:
+                pass
             raise
         os.close(fd)
     raise OSError(errno.EAGAIN, "every temp file was removed by another writer's sweep")
@@ -317,8 +330,9 @@ def remove_stale_temps(path: str | os.PathLike, min_age_s: float = 600.0) -> lis
     """Remove ``.NAME.*.tmp`` files beside ``path`` left by killed writers; returns them.
 
     A temp file whose writer is alive is locked (``atomic_write``) and kept. Without flock
-    (Windows) only temps older than ``min_age_s`` are removed. Errors are ignored: this is
-    cleanup, the write that follows reports any real problem."""
+    (Windows, or a file system whose flock fails with one of ``NO_FLOCK``) only temps older than
+    ``min_age_s`` are removed. Errors are ignored: this is cleanup, the write that follows
+    reports any real problem."""
     path = Path(path)
     removed = []
     try:
@@ -331,16 +345,18 @@ def remove_stale_temps(path: str | os.PathLike, min_age_s: float = 600.0) -> lis
         fcntl = None
     for t in cands:
         try:
-            if fcntl is None:
-                if time.time() - t.stat().st_mtime >= min_age_s:
-                    t.unlink()
-                    removed.append(t)
-                continue
-            with open(t, "rb") as f:
-                try:
-                    fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except OSError:
-                    continue  # a live writer holds it
+            if fcntl is not None:
+                with open(t, "rb") as f:
+                    try:
+                        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    except OSError as e:
+                        if e.errno not in NO_FLOCK:
+                            continue  # a live writer holds it
+                    else:
+                        t.unlink()
+                        removed.append(t)
+                        continue
+            if time.time() - t.stat().st_mtime >= min_age_s:   # no flock here: by age
                 t.unlink()
                 removed.append(t)
         except OSError:
@@ -678,9 +694,9 @@ class Container:
     def check_padding(self) -> None:
         """The bytes outside the header and the sections are as this writer leaves them (docs/
         FORMAT.md 1): preamble bytes 24-31 zero, spaces after the header, zeros between and
-        after the sections up to the next multiple of ALIGN, where the file ends. No section
-        CRC covers them, so a damaged one there is found only by this check or a full hash;
-        reads a few hundred bytes per section."""
+        after the sections up to the next multiple of ALIGN, where the file ends; every such gap
+        under ALIGN bytes. No section CRC covers them, so a damaged one there is found only by
+        this check or a full hash; reads under ALIGN bytes per section."""
         fd = self._f.fileno()
         hlen = PREAMBLE.unpack(os.pread(fd, PREAMBLE.size, 0))[3]
         spans = sorted((s.offset, s.offset + s.stored_length) for s in self.sections.values())
@@ -694,6 +710,9 @@ class Container:
         if self.file_length != end:
             raise _corrupt(self.path, f"{self.file_length} bytes long, its layout ends at {end}")
         for a, b, fill in gaps:
+            if b - a >= ALIGN:   # the writer packs tightly (FORMAT.md 1): never read a crafted huge gap
+                raise _corrupt(self.path, f"a gap of {b - a} bytes in bytes {a}-{b - 1} (outside every "
+                                          f"section; the layout leaves fewer than {ALIGN})")
             if b > a and os.pread(fd, b - a, a) != fill * (b - a):
                 raise _corrupt(self.path, f"damaged padding in bytes {a}-{b - 1} (outside every section)")
 

@@ -58,3 +58,41 @@ def test_a_dead_writers_temp_is_swept_at_once(tmp_path):
     temps = list(tmp_path.glob(".x.bps.*.tmp"))
     assert len(temps) == 1
     assert remove_stale_temps(dst) == temps
+
+
+def _flock_failing(monkeypatch, err):
+    import errno
+    import fcntl
+
+    def flock(fd, op):   # e.g. a file system without flock (Lustre -o noflock, NFSv3 without lockd)
+        raise OSError(getattr(errno, err), os.strerror(getattr(errno, err)))
+
+    monkeypatch.setattr(fcntl, "flock", flock)
+
+
+def test_without_flock_writes_go_on_and_the_sweep_goes_by_age(tmp_path, monkeypatch):
+    from bps_assets.container import atomic_write
+
+    _flock_failing(monkeypatch, "ENOLCK")
+    dst = tmp_path / "x.bps"
+    for i in range(3):
+        atomic_write(dst, lambda f: f.write(b"data%d" % i), overwrite=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.bps"] and dst.read_bytes() == b"data2"
+    fresh, old = tmp_path / ".x.bps.fresh.tmp", tmp_path / ".x.bps.old.tmp"
+    fresh.write_bytes(b"a live writer's, maybe")
+    old.write_bytes(b"a dead writer's")
+    os.utime(old, (1, 1))
+    assert remove_stale_temps(dst) == [old]   # the lock cannot tell: only the old one goes
+    assert fresh.exists()
+
+
+def test_a_failing_flock_leaves_no_temp(tmp_path, monkeypatch):
+    import pytest
+    from bps_assets.container import atomic_write
+    from bps_assets.errors import OutputWriteError
+
+    _flock_failing(monkeypatch, "EIO")   # a real error, not "no flock here": the write fails
+    for _ in range(3):
+        with pytest.raises(OutputWriteError):
+            atomic_write(tmp_path / "x.bps", lambda f: f.write(b"data"))
+    assert list(tmp_path.iterdir()) == []

@@ -166,3 +166,61 @@ def test_verify_kept_reconverts_an_asset_whose_header_value_changed(made):
     assert sorted(res.redone) == ["a", "b"] and "sha256 differs" in res.redone["a"][0]
     assert [r.status for r in res.results] == ["ok", "skipped"]
     assert _outputs(out) == good and verify_manifest(out / "manifest.json").ok
+
+
+def test_a_restored_missing_asset_redoes_the_scenes_that_skipped_it(tmp_path):
+    """--skip-missing-assets drops the crate of both scenes (its render asset is missing, so no
+    record lists it); once the user restores the file, a rerun redoes them with the crate
+    instead of keeping them as up to date."""
+    src, out = tmp_path / "src", tmp_path / "out"
+    cfg = _two_scenes(src)
+    crate = src / "objects" / "crate.glb"
+    crate.rename(tmp_path / "crate.glb")
+    opts = PreprocessOptions(in_process=True, episodes=2, skip_missing_assets=True)
+    res = preprocess(src, out, str(cfg), options=opts)
+    assert [(r.status, r.entry["stats"]["instances"]) for r in res.results] == [("ok", 0), ("ok", 0)]
+    assert res.results[0].entry["stats"]["skipped_instances"]
+    res = preprocess(src, out, str(cfg), options=opts)   # still missing: nothing to redo
+    assert [r.status for r in res.results] == ["skipped", "skipped"]
+    (tmp_path / "crate.glb").rename(crate)
+    res = preprocess(src, out, str(cfg), options=opts)
+    assert [(r.status, r.entry["stats"]["instances"]) for r in res.results] == [("ok", 1), ("ok", 1)]
+    assert "skipped_instances" not in res.results[0].entry["stats"]
+
+
+def test_force_goes_by_the_file_systems_clock(made, monkeypatch):
+    """--force re-converts each asset once per run also when the output file system's clock is
+    behind this host's (an NFS server an hour behind): the run's start is read from that file
+    system, not from time.time()."""
+    import time
+    import types
+
+    from bps_assets.pipeline import preprocess as pp
+
+    src, cfg, out = made
+    host = types.SimpleNamespace(time=lambda: time.time() + 3600, perf_counter=time.perf_counter)
+    monkeypatch.setattr(pp, "time", host)
+    res = preprocess(src, out, str(cfg), options=PreprocessOptions(in_process=True, episodes=2, force=True))
+    assert [r.status for r in res.results] == ["ok", "ok"]
+    assert sum(r.entry["stats"]["assets_converted"] for r in res.results) == 1
+
+
+def test_the_resume_check_reads_a_shared_asset_once(made, monkeypatch):
+    """Both scenes use the crate asset: a resumed run checks its file once, not once per scene,
+    and both scenes are still judged by it."""
+    from bps_assets.pipeline import resume_check
+
+    src, cfg, out = made
+    real, seen = resume_check.output_problem, []
+
+    def counted(out_root, rec, *a, **k):
+        seen.append(rec.get("path"))
+        return real(out_root, rec, *a, **k)
+
+    monkeypatch.setattr(resume_check, "output_problem", counted)
+    res = preprocess(src, out, str(cfg), options=PreprocessOptions(in_process=True, episodes=2))
+    assert [r.status for r in res.results] == ["skipped", "skipped"]
+    assert seen.count(ASSET) == 1 and seen.count("scenes/a.bps") == seen.count("scenes/b.bps") == 1
+    _flip(out / ASSET, "section")
+    got = resume_check.check_many(out, {r.name: r.entry for r in res.results})
+    assert all(any(ASSET in p for p in probs) for probs in got.values()) and len(got) == 2

@@ -158,3 +158,45 @@ def test_delta_filter_on_a_float_section_is_refused(tmp_path):
     with pytest.raises(CorruptFileError, match=r"filter 'delta\+shuffle' on dtype f2 \(integer dtypes only\)") as e:
         C.Container(p)
     assert e.value.section == "q" and "q" in str(e.value)
+
+
+def _with_gap(tmp_path, gap: int):
+    """A one-section file whose section starts ``gap`` bytes past where the writer puts it (the
+    gap after the header filled with spaces, as padding there is): sound CRCs and fill."""
+    p = tmp_path / "a.bps"
+    C.write_container(p, "SCEN", {"x": 1}, {"s": np.arange(10, dtype=np.uint8)}, overwrite=True)
+    raw = p.read_bytes()
+    h = json.loads(raw[32:32 + struct.unpack("<Q", raw[16:24])[0]])
+    s = h["sections"][0]
+    blob = raw[s["offset"]:s["offset"] + s["stored_length"]]
+    for _ in range(3):   # the offset's digits change the header's length: settle
+        hdr = json.dumps(h, separators=(",", ":")).encode()
+        s["offset"] = C._align(32 + len(hdr)) + gap
+    hdr = json.dumps(h, separators=(",", ":")).encode()
+    assert s["offset"] == C._align(32 + len(hdr)) + gap
+    data = C.PREAMBLE.pack(C.MAGIC, C.CONTAINER_VERSION, b"SCEN", len(hdr), 0).ljust(32, b"\0") + hdr
+    data += b" " * (s["offset"] - len(data)) + blob
+    q = tmp_path / "b.bps"
+    q.write_bytes(data + b"\0" * (C._align(len(data)) - len(data)))
+    return q
+
+
+def test_a_gap_of_align_bytes_or_more_is_refused_unread(tmp_path):
+    import tracemalloc
+
+    with C.Container(_with_gap(tmp_path, 0)) as c:   # the control: as the writer lays it out
+        c.check_checksums()
+        c.check_padding()
+    with C.Container(_with_gap(tmp_path, C.ALIGN)) as c:
+        c.check_checksums()
+        with pytest.raises(CorruptFileError, match="a gap of"):
+            c.check_padding()
+    with C.Container(_with_gap(tmp_path, 16 << 20)) as c:
+        tracemalloc.start()
+        try:
+            with pytest.raises(CorruptFileError, match="a gap of"):
+                c.check_padding()
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    assert peak < 1 << 20   # before: the gap read whole and a fill string as long (32 MiB)

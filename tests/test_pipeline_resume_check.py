@@ -152,3 +152,54 @@ def test_resume_redoes_a_kept_file_of_another_scene_with_the_right_size(tmp_path
         assert ("packed from another source" in why) if sub == "scenes" else ("built from" in why), why
         assert kept_problems(out, json.loads((out / "manifest.json").read_text())["scenes"][victim], full=True) == []
         assert run().count("skipped") == 2
+
+
+def test_a_failed_redo_removes_outputs_the_check_found_damaged(tmp_path):
+    """A scene redone for a damaged navmesh whose redo fails before writing anything (disk full)
+    keeps none of its earlier outputs: not the damaged navmesh, nor episodes on it."""
+    import errno
+
+    from bps_assets.errors import OutputWriteError
+
+    src, out = make_source(tmp_path / "src", NAMES[:1], size=20_000), tmp_path / "out"
+    r, _ = _run(src, out, tmp_path / "log")
+    assert r.ok
+    nav = out / "navmeshes" / f"{NAMES[0]}.navmesh.bps"
+    _flip_inside_section(nav)
+
+    class Full(FakeBackend):
+        def convert(self, src, dst, *a, **k):
+            raise OutputWriteError(dst, "cannot write: No space left on device", errno=errno.ENOSPC)
+
+    r = preprocess(src, out, "gibson", "tiny", OPTS, backend=Full())
+    assert [x.status for x in r.results if x.status != "missing"] == ["failed"]
+    assert not nav.exists() and not (out / "scenes" / f"{NAMES[0]}.bps").exists()
+    assert not (out / "episodes/pointnav/train/content" / f"{NAMES[0]}.json.gz").exists()
+    assert not (out / ".bps-state/scenes" / f"{NAMES[0]}.json").exists()
+    r, _ = _run(src, out, tmp_path / "log")   # the disk has room again: the scene is whole again
+    assert r.ok and not kept_problems(out, next(x for x in r.results if x.name == NAMES[0]).entry)
+
+
+def test_a_redo_sweeps_only_temps_no_live_writer_holds(tmp_path):
+    """A redone (and failing) scene removes its dead writers' temps, never a temp whose writer
+    still holds its lock (another worker or shard writing the same output)."""
+    import fcntl
+
+    from bps_assets.errors import DatasetError
+
+    src, out = make_source(tmp_path / "src", NAMES[:1], size=20_000), tmp_path / "out"
+    assert _run(src, out, tmp_path / "log")[0].ok
+    _flip_inside_section(out / "scenes" / f"{NAMES[0]}.bps")   # damage: the scene is redone
+    live, dead = (out / "scenes" / f".{NAMES[0]}.bps.{w}.tmp" for w in ("live", "dead"))
+    live.write_bytes(b"being written")
+    dead.write_bytes(b"left by a killed writer")
+
+    class Broken(FakeBackend):
+        def convert(self, src, dst, *a, **k):
+            raise DatasetError(src, "cannot convert")
+
+    with open(live, "rb") as f:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        r = preprocess(src, out, "gibson", "tiny", OPTS, backend=Broken())
+    assert [x.status for x in r.results if x.status != "missing"] == ["failed"]
+    assert live.exists() and not dead.exists()

@@ -76,7 +76,8 @@ class Backend:
     def __init__(self, convert_options=None, nav_settings=None, up: str | None = None,
                  convert_changes: dict | None = None, force_up: bool = False,
                  skip_missing_assets: bool = False, assets_since: float | None = None):
-        # composed scenes: shared assets written before this time.time() are re-converted (--force)
+        # composed scenes: shared assets written before this time are re-converted (--force); an
+        # mtime on the output file system's clock (preprocess._run_start), as the assets' are
         self.assets_since = assets_since
         self.skip_missing_assets = skip_missing_assets  # composed scenes: drop instances whose files are missing
         self.convert_options = convert_options

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import __version__
-from ..container import atomic_write, make_dirs
+from ..container import atomic_write, make_dirs, remove_stale_temps
 from ..errors import AnnotationError, BpsError, ConfigError, DatasetError, InterruptedRun, NavError, OutputExistsError, UpAxisError
 from ..errors import InputError, ResourceLimitError
 from ..json_input import parse_json
@@ -216,11 +216,7 @@ def _sources(task: SceneTask, old: dict | None) -> dict[str, dict]:
         rel = Path(os.path.normpath(Path(task.src.rel_scene).parent / os.path.relpath(p, task.src.scene.parent)))
         files[role] = (Path(p), rel.as_posix())
     if task.src.rel_scene.endswith(".scene_instance.json"):  # a composed scene: every file it is made of
-        from ..scene_dataset.habitat import scene_inputs
-        root = Path(task.dataset).parent
-        for p in scene_inputs(task.dataset, task.src.name):
-            rel = Path(os.path.relpath(p, root)).as_posix()
-            files[f"input:{rel}"] = (p, rel)
+        files.update({r: (p, r[len("input:"):]) for r, p in _composed_inputs(task.dataset, task.src.name).items()})
     out = {}
     root = task.src.scene.parents[len(Path(task.src.rel_scene).parts) - 1]
     for role, (p, rel) in files.items():
@@ -251,16 +247,11 @@ def fingerprint(sources: dict, settings: dict) -> str:
 
 
 def _remove_stale_temps(out_root: Path, rels) -> None:
-    # atomic_write temp files are ".<name>.<random>.tmp" beside the target; only this scene's
-    # are removed (another shard may be writing its own scenes into the same OUT_ROOT).
+    # only this scene's atomic_write temps, and only those no live writer holds (another shard
+    # may be writing its own scenes into the same OUT_ROOT, or a worker still running after a
+    # pool break): container.remove_stale_temps takes each temp's lock first
     for rel in rels:
-        p = out_root / rel
-        if p.parent.is_dir():
-            for t in p.parent.glob(f".{p.name}.*.tmp"):
-                try:
-                    t.unlink()
-                except OSError:
-                    pass
+        remove_stale_temps(out_root / rel)
 
 
 def _file_entry(out_root: Path, rel: str, packed: bool) -> dict:
@@ -300,7 +291,9 @@ def process_scene(task: SceneTask) -> SceneResult:
         _remove_stale_temps(out_root, rels.values())
         if opts.episodes == 0:  # episodes of an earlier run with other settings are not ours now
             (out_root / rels["episodes"]).unlink(missing_ok=True)
-        if old and old.get("fingerprint") == fp:   # same sources and settings: its outputs are not stale
+        # same sources and settings: its outputs are not stale, and a failed redo keeps them, unless
+        # the check found one of them damaged (a partial set, e.g. episodes without their navmesh)
+        if old and old.get("fingerprint") == fp and not set(damaged) & set(rels):
             before = _output_stats(out_root, rels)
         source_stat = {r: s.pop("_stat") for r, s in sources.items()}
 
@@ -603,6 +596,26 @@ def _die_with_parent() -> bool:
         return False
 
 
+def _restored_inputs(config: str, name: str, entry: dict) -> dict[str, Path]:
+    """``{input:REL: path}`` of a composed scene made with instances skipped (their files were
+    missing, so its record lists none of them): every input the scene has now, so a file the
+    user has since restored is a new input and the scene is redone (the record alone cannot
+    tell). Other scenes: {} (a missing input fails them; no record)."""
+    stats = entry.get("stats")
+    if not (isinstance(stats, dict) and stats.get("skipped_instances")):
+        return {}
+    return _composed_inputs(config, name)
+
+
+def _composed_inputs(config: str, name: str) -> dict[str, Path]:
+    """``{input:REL: path}`` of every file composed scene ``name`` is made of now (REL: relative
+    to the dataset config's folder)."""
+    from ..scene_dataset.habitat import scene_inputs
+
+    root = Path(config).parent
+    return {f"input:{Path(os.path.relpath(p, root)).as_posix()}": p for p in scene_inputs(config, name)}
+
+
 def _stop_workers(ex: ProcessPoolExecutor) -> None:
     """Terminate a pool's workers now (their scenes' records are not written, so a rerun redoes
     them), instead of waiting for the scenes in flight to finish."""
@@ -663,9 +676,9 @@ def preprocess(src_root, out_root, dataset: str = "gibson", split: str | None = 
         names = ", ".join(n for n, _ in plan.missing[:10]) + (" ..." if len(plan.missing) > 10 else "")
         raise DatasetError(plan.src_root, f"{len(plan.missing)} scene(s) of split {split!r} are missing "
                                           f"({names}) and --require-all was given")
+    own_backend = backend is None
     backend = backend or Backend(up=options.up, nav_settings=options.nav, convert_changes=options.convert,
-                                 force_up=options.force, skip_missing_assets=options.skip_missing_assets,
-                                 assets_since=time.time() if options.force else None)
+                                 force_up=options.force, skip_missing_assets=options.skip_missing_assets)
     settings = backend.settings(ds.name)
     settings["preprocess"] = {"navmesh": options.navmesh, "episodes": options.episodes,
                               "episode_seed": options.episode_seed}
@@ -676,11 +689,21 @@ def preprocess(src_root, out_root, dataset: str = "gibson", split: str | None = 
     make_dirs(out_root / STATE_DIR / "scenes")  # OutputWriteError naming the folder, not a traceback
     lock = _lock_run(out_root / STATE_DIR / f"{mpath.stem}.lock")
     try:
+        if options.force and own_backend:   # --force re-converts each shared asset once per run
+            backend.assets_since = _run_start(out_root / STATE_DIR / f"{mpath.stem}.started")
         return run_dropping_stale(out_root, mpath, options.overwrite, lambda: _run(
             plan, ds, split, shard, options, backend, settings, out_root, mpath, progress, log, t_start), log,
             output_paths, lambda name: _record_path(out_root, name), plan)
     finally:
         lock.release()
+
+
+def _run_start(marker: Path) -> float:
+    """The run's start on the output file system's clock (the mtime of ``marker``, written now):
+    what asset files' mtimes are compared with. The host's ``time.time()`` is not: a file server
+    whose clock is behind it would make every asset look written before the run."""
+    _write_json(marker, {"pid": os.getpid()})
+    return marker.stat().st_mtime
 
 
 def nothing_found(plan: Plan) -> str:
@@ -734,8 +757,9 @@ def _run(plan, ds, split, shard, options, backend, settings, out_root, mpath, pr
             files.update({r: Path(ds.name).parent / e.get("path", "") for r, e in srcs.items()
                           if r.startswith("input:") and isinstance(e, dict)})
             try:
+                files.update(_restored_inputs(ds.name, s.name, rec["entry"]))
                 stat_now = {r: _stat(p) for r, p in files.items()}
-            except OSError:
+            except (OSError, BpsError):
                 stat_now = None
             if (stat_now == rec.get("source_stat") and set(srcs) == set(files)
                     and rec.get("fingerprint") == fingerprint(srcs, settings)):

@@ -16,6 +16,7 @@ Why CRC-32 by default (speed figures): docs/DECISIONS.md.
 """
 from __future__ import annotations
 
+import json
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Mapping
@@ -92,24 +93,46 @@ def kept_problems(out_root: Path, entry: Mapping, full: bool = False) -> list[st
     return list(problems_by_output(out_root, entry, full).values())
 
 
-def problems_by_output(out_root: Path, entry: Mapping, full: bool = False) -> dict[str, str]:
+def problems_by_output(out_root: Path, entry: Mapping, full: bool = False,
+                       shared: Mapping[str, str | None] | None = None) -> dict[str, str]:
     """{output role: problem} of the outputs of ``entry`` that cannot be kept ("" for a record
-    that lists no outputs)."""
+    that lists no outputs). ``shared``: the problems of shared asset files already checked
+    (``_shared_key`` -> problem or None), not checked again."""
     outs = entry.get("outputs") if isinstance(entry, Mapping) else None
     if not isinstance(outs, Mapping):
         return {"": "the completion record lists no outputs"}
-    probs = {role: output_problem(Path(out_root), rec if isinstance(rec, Mapping) else {}, full, entry)
-             for role, rec in outs.items()}
+    probs = {}
+    for role, rec in outs.items():
+        rec = rec if isinstance(rec, Mapping) else {}
+        key = _shared_key(role, rec)
+        probs[role] = shared[key] if shared is not None and key in shared else \
+            output_problem(Path(out_root), rec, full, entry)
     return {role: p for role, p in probs.items() if p}
+
+
+def _shared_key(role: str, rec: Mapping) -> str | None:
+    # a composed scene's asset file (``asset:KEY``) is shared by the scenes using it and its check
+    # does not depend on the scene (identity_problem judges only the scene and navmesh files)
+    return json.dumps(rec, sort_keys=True, default=str) if role.startswith("asset:") else None
 
 
 def check_many(out_root: Path, entries: Mapping[str, Mapping], full: bool = False,
                jobs: int | None = None) -> dict[str, list[str]]:
-    """``kept_problems`` of many scenes on a thread pool: {name: problems} (empty list: keep)."""
+    """``kept_problems`` of many scenes on a thread pool: {name: problems} (empty list: keep).
+    A shared asset file is checked once, however many of the scenes use it."""
     names = list(entries)
     if not names:
         return {}
+    assets: dict[str, Mapping] = {}
+    for n in names:
+        outs = entries[n].get("outputs") if isinstance(entries[n], Mapping) else None
+        for role, rec in (outs.items() if isinstance(outs, Mapping) else ()):
+            key = _shared_key(role, rec) if isinstance(rec, Mapping) else None
+            if key is not None:
+                assets.setdefault(key, rec)
     jobs = default_jobs() if jobs is None else max(1, jobs)
-    with ThreadPoolExecutor(max_workers=min(jobs, len(names))) as ex:
-        res = ex.map(lambda n: kept_problems(out_root, entries[n], full), names)
+    with ThreadPoolExecutor(max_workers=min(jobs, max(len(names), len(assets)))) as ex:
+        keys = list(assets)
+        shared = dict(zip(keys, ex.map(lambda k: output_problem(Path(out_root), assets[k], full), keys)))
+        res = ex.map(lambda n: list(problems_by_output(out_root, entries[n], full, shared).values()), names)
         return dict(zip(names, res))

@@ -153,3 +153,47 @@ def test_a_scene_prepared_before_a_reseed_arrives_on_the_new_streams(reservoir):
         expect[int(r)] += 1
     assert {int(r): int(c) for r, c in enumerate(st.fields.refs) if c} == expect
     w2.close()
+
+
+def test_a_reseed_that_fails_leaves_the_supply_as_it_was():
+    """A scene whose preparation raises under the new seed: ``reseed`` raises and the supply
+    goes on exactly as if it had not been called (streams, counters, field rows)."""
+    from bps_runtime.episodes.sampled import SampledEpisodes
+    from bps_runtime.episodes.supply import SupplyOptions
+    from bps_runtime.nav.buffers import FieldWorker, NavBuffers, SceneNav
+    from inmemory_scenes import room
+
+    rooms = {"a": room("a")[4], "b": room("b", w=5.0, d=5.0, pillars=[(2.0, -3.0, 2.5, -2.0)])[4]}
+
+    class Failing(SampledEpisodes):
+        def _pool_goals(self, st):
+            if self.seed == 7 and st.name == "b":
+                raise RuntimeError("no goal under seed 7")
+            return super()._pool_goals(st)
+
+    def run(try_reseed):
+        worker = FieldWorker()
+        sup, bufs = Failing(3, worker, SupplyOptions(goal_pool=6, reservoir=8)), NavBuffers(capacity=8)
+        for key, name in ((0, "a"), (1, "b")):
+            sup.register(key, sup.prepare(name, SceneNav(rooms[name], bufs)))
+        e, _ = sup.take(np.asarray([0, 1, 0], np.int64))
+        sup.release_many(np.asarray([0, 1, 0]), e.rows)
+        before = (sup.seed, sup.epoch, dict(sup.visits), dict(sup.scenes),
+                  {k: st.fields.refs.copy() for k, st in sup.scenes.items()})
+        if try_reseed:
+            with pytest.raises(RuntimeError, match="seed 7"):
+                sup.reseed(7)
+            after = (sup.seed, sup.epoch, dict(sup.visits), dict(sup.scenes))
+            assert after == before[:4]
+            for k, st in sup.scenes.items():   # (the fields may have grown: the new rows unused)
+                refs = before[4][k]
+                np.testing.assert_array_equal(st.fields.refs[:len(refs)], refs)
+                assert not st.fields.refs[len(refs):].any()
+        e, _ = sup.take(np.asarray([1, 0, 1, 1, 0] * 4, np.int64))
+        worker.close()
+        return e.start.copy(), e.goal.copy(), list(e.episode_ids)
+
+    want, got = run(False), run(True)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+    assert got[2] == want[2]

@@ -104,6 +104,9 @@ class DatasetEpisodes(EpisodeSupply):
                                      f"(all {len(eps)} start or goal off it)")
         self._schedule(st)
 
+    def _per_scene_tables(self) -> list[dict]:
+        return [self.episodes_by_scene, self.goals, self._by_id]
+
     def _release_held(self, st: _SceneState) -> None:
         for f in st.ahead.values():
             _release_result(st, f)

@@ -251,18 +251,36 @@ class EpisodeSupply(abc.ABC):
         counted afresh and every resident scene starts its first visit again (random stream,
         goal pool or episode order, counters; prepared here, on the calling thread). Call it
         with no episode of the old streams held (the env's reset releases them first); what
-        was prepared under the old seed is dropped."""
+        was prepared under the old seed is dropped. All or nothing: every scene's new state is
+        made before any old one is dropped; if one fails, the supply is left as it was."""
         with self._visits_lock:
-            self.seed = int(seed)
-            self.epoch += 1
-            self.visits = {}
-        for scene_index in sorted(self.scenes):
-            old = self.scenes[scene_index]
-            self._retire(old)
-            st = self._new_state(old.name, old.mesh, old.fields)
-            self._start(st, inline=True)
-            st.scene_index = scene_index
+            saved = self.seed, self.epoch, self.visits
+            self.seed, self.epoch, self.visits = int(seed), self.epoch + 1, {}
+        tables = [(t, dict(t)) for t in self._per_scene_tables()]
+        fresh: dict[int, _SceneState] = {}
+        try:
+            for scene_index in sorted(self.scenes):
+                old = self.scenes[scene_index]
+                st = fresh[scene_index] = self._new_state(old.name, old.mesh, old.fields)
+                st.scene_index = scene_index
+                self._start(st, inline=True)
+        except BaseException:
+            for st in fresh.values():
+                self._retire(st)
+            for t, kept in tables:
+                t.clear()
+                t.update(kept)
+            with self._visits_lock:
+                self.seed, self.epoch, self.visits = saved
+            raise
+        for scene_index, st in fresh.items():
+            self._retire(self.scenes[scene_index])
             self.scenes[scene_index] = st
+
+    def _per_scene_tables(self) -> list[dict]:
+        """The supply's tables by scene name that ``_start`` may rewrite (a generated visit's
+        episodes): a failed reseed puts them back."""
+        return []
 
     def _retire(self, st: "_SceneState") -> None:
         """End ``st``'s preparations (cancelled, or waited for) and give back the field rows its

@@ -197,3 +197,59 @@ def test_a_reseed_that_fails_leaves_the_supply_as_it_was():
     np.testing.assert_array_equal(got[0], want[0])
     np.testing.assert_array_equal(got[1], want[1])
     assert got[2] == want[2]
+
+
+@pytest.mark.parametrize("episodes", ["sample", "dataset"])
+def test_a_load_ready_at_the_reseed_restarts_off_the_simulator_thread(manifest, episodes, monkeypatch):
+    """2 slots for 3 scenes: the next scene's load (prepared under the old seed) has finished
+    before ``seed(1)`` + ``reset()`` and is taken in during the steps after them. Its restart
+    runs on the field worker, never on the simulator thread (a stall of a step), and the run
+    equals that of an env made with seed 1 that went through the same reseed."""
+    import threading
+    import time
+
+    from bps_runtime import make
+    from bps_runtime.episodes.dataset import DatasetEpisodes
+    from bps_runtime.episodes.sampled import SampledEpisodes
+    from bps_runtime.episodes.supply import EpisodeSupply
+
+    cls = SampledEpisodes if episodes == "sample" else DatasetEpisodes
+    starts, in_reseed = [], [False]
+    start, reseed = cls._start, EpisodeSupply.reseed
+
+    def recorded_start(self, st, inline):
+        starts.append((st.name, st.epoch, threading.current_thread().name, in_reseed[0]))
+        return start(self, st, inline)
+
+    def recorded_reseed(self, seed):
+        in_reseed[0] = True
+        try:
+            return reseed(self, seed)
+        finally:
+            in_reseed[0] = False
+
+    monkeypatch.setattr(cls, "_start", recorded_start)
+    monkeypatch.setattr(EpisodeSupply, "reseed", recorded_reseed)
+    kw = dict(KW, episodes=episodes, cache={"slots": 2, "swap_every": 6, "seed": 0})
+
+    def run(seed):
+        env = make(manifest, seed=seed, **kw)
+        try:
+            env.reset()
+            slots = env.world.scenes.slots
+            assert any(s.pending is not None for s in slots)   # the third scene is loading
+            for s in slots:
+                while s.pending is not None and not s.pending.done():
+                    time.sleep(0.01)
+            env.seed(1)
+            del starts[:]
+            return _trace(env, 40, env.reset(), env.last_info), list(starts)
+        finally:
+            env.close()
+
+    want, _ = run(1)
+    got, calls = run(0)
+    restarts = [c for c in calls if c[1] == 1 and not c[3]]   # new-seed starts outside reseed()
+    assert restarts, "no scene prepared before the reseed was taken in after it"
+    assert all(not thread.startswith("bps-sim") for _n, _e, thread, _r in restarts), restarts
+    assert _first_difference(got, want) is None, f"differs from the seed-1 env at step {_first_difference(got, want)}"

@@ -72,7 +72,7 @@ class DatasetEpisodes(EpisodeSupply):
     def episode_record(self, scene_index: int, episode_id: str) -> dict | None:
         """The dataset's dict of episode ``episode_id`` of resident scene ``scene_index`` (an index of the
         scene's episodes by id is built on the first query of each scene visit's list)."""
-        st = self.scenes.get(int(scene_index))
+        st = self._state(int(scene_index))
         eps = None if st is None else self.episodes_by_scene.get(st.name)
         if not eps:
             return None
@@ -235,7 +235,7 @@ class DatasetEpisodes(EpisodeSupply):
         out = NewEpisodes(np.zeros((n, 3), np.float32), np.zeros(n, np.float32), np.zeros((n, 3), np.float32),
                           np.zeros(n, np.int64), [""] * n, np.zeros(n, np.int32))
         for scene_index, entries in groups(scene_indices):
-            st = self.scenes[scene_index]
+            st = self._state(scene_index)
             for i in entries.tolist():
                 p, _ = self._next_dataset(st)
                 out.start[i], out.yaw[i], out.goal[i], out.rows[i] = p.start, p.yaw, p.goal, p.row

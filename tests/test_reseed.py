@@ -253,3 +253,69 @@ def test_a_load_ready_at_the_reseed_restarts_off_the_simulator_thread(manifest, 
     assert restarts, "no scene prepared before the reseed was taken in after it"
     assert all(not thread.startswith("bps-sim") for _n, _e, thread, _r in restarts), restarts
     assert _first_difference(got, want) is None, f"differs from the seed-1 env at step {_first_difference(got, want)}"
+
+
+class _ManualWorker:
+    """A field worker that runs its queue only when told (``drain``): what is still queued when
+    a state is retired is what a busy worker would run later."""
+
+    def __init__(self):
+        self.queue = []
+
+    def run(self, fn, *args):
+        from concurrent.futures import Future
+
+        f = Future()
+        self.queue.append((f, fn, args))
+        return f
+
+    def submit(self, fields, goal):
+        return self.run(fields.add, goal)
+
+    def drain(self):
+        while self.queue:
+            f, fn, args = self.queue.pop(0)
+            if f.set_running_or_notify_cancel():
+                try:
+                    f.set_result(fn(*args))
+                except BaseException as e:  # noqa: BLE001 - the Future carries it
+                    f.set_exception(e)
+
+
+def test_a_duplicate_preparation_does_not_outlive_its_retired_scene_visit(monkeypatch):
+    """Dataset episodes sharing a goal key, fewer than the lookahead: the second pass over the
+    scene's episodes finds one already prepared and drops the duplicate preparation queued for
+    it. A reseed then retires the visit: that duplicate must end with it (cancelled or waited
+    for), not run later on the retired state (it would take a reference to a shared field row
+    the retire gave back)."""
+    from bps_runtime.episodes.dataset import DatasetEpisodes, EpisodeGoal
+    from bps_runtime.episodes.supply import SupplyOptions
+    from bps_runtime.nav.buffers import NavBuffers, SceneNav
+    from inmemory_scenes import room
+
+    bufs = NavBuffers(capacity=4)
+    nav = SceneNav(room("a")[4], bufs)
+    pts = np.asarray(nav.navmesh.sample_navigable_point(4, 0), np.float64).reshape(-1, 3)
+    eps = [{"episode_id": str(i), "start_position": pts[i].tolist(), "start_rotation": [0, 0, 0, 1],
+            "goals": [{"position": pts[3].tolist()}]} for i in range(3)]
+    goals = {"a": {str(i): EpisodeGoal(pts[3:4], key="obj", goal_id=1) for i in range(3)}}
+    worker = _ManualWorker()
+    sup = DatasetEpisodes({"a": eps}, 0, worker, SupplyOptions(lookahead=3), goals=goals)
+    ran_on = []
+    prepare = DatasetEpisodes._prepare_dataset_episode
+    monkeypatch.setattr(DatasetEpisodes, "_prepare_dataset_episode",
+                        lambda self, st, e: ran_on.append(st) or prepare(self, st, e))
+    sup.register(0, sup.prepare("a", nav))
+    old = sup.scenes[0]
+    rows = []
+    for _ in range(4):   # the 4th is the first episode again: its queued preparation is a duplicate
+        e, _w = sup.take(np.zeros(1, np.int64))
+        rows.append(int(e.rows[0]))
+    queued = [f for f, _fn, _a in worker.queue if not f.done()]
+    assert any(f not in old.ahead.values() for f in queued), "no duplicate preparation left queued"
+    sup.release_many(np.zeros(4, np.int64), np.asarray(rows))
+    sup.reseed(1)
+    del ran_on[:]
+    worker.drain()
+    assert not any(st is old for st in ran_on), "a preparation of the retired visit ran after the reseed"
+    assert sup.scenes[0] is not old

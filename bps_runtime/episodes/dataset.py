@@ -198,7 +198,9 @@ class DatasetEpisodes(EpisodeSupply):
             fut = st.ahead.pop(pos, None)
             self._schedule(st)
             if k in st.memo:  # prepared on an earlier pass over the scene's episodes
-                if fut is not None:  # a duplicate preparation: give its field row back
+                if fut is not None:  # a duplicate preparation: give its field row back; kept
+                    # on the state until it ends, so a retire waits for it (it may add to shared_rows)
+                    st.strays = [f for f in st.strays if not f.done()] + [fut]
                     fut.add_done_callback(lambda f, st=st: _release_result(st, f))
                 res = st.memo[k]
                 if res is not None:

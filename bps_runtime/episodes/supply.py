@@ -119,6 +119,7 @@ class _SceneState:
         self.ahead: dict = {}          # dataset: sequence position -> Future
         self.memo: dict = {}           # dataset: episode index -> prepared episode (or None)
         self.shared_rows: dict = {}    # dataset: field key -> field row shared by its episodes
+        self.strays: list = []         # dataset: duplicate preparations taken off ``ahead``, maybe running
         self.count = 0
         self.res = _Reservoir()
 
@@ -271,7 +272,7 @@ class EpisodeSupply(abc.ABC):
 
     @staticmethod
     def _leave(st: "_SceneState") -> None:
-        for f in st.pool + list(st.ahead.values()):
+        for f in st.pool + list(st.ahead.values()) + st.strays:
             f.cancel()
         st.res.drop(st.fields)
 
@@ -318,7 +319,7 @@ class EpisodeSupply(abc.ABC):
     def _retire(self, st: "_SceneState") -> None:
         """End ``st``'s preparations (cancelled, or waited for) and give back the field rows its
         episode state holds (the episodes handed out keep theirs)."""
-        futs = st.pool + list(st.ahead.values()) + ([st.res.fill] if st.res.fill is not None else [])
+        futs = st.pool + list(st.ahead.values()) + st.strays + ([st.res.fill] if st.res.fill is not None else [])
         for f in futs:
             f.cancel()
         st.res.drop(st.fields)      # a fill still running retains nothing after this

@@ -228,14 +228,28 @@ def test_a_load_ready_at_the_reseed_restarts_off_the_simulator_thread(manifest, 
         finally:
             in_reseed[0] = False
 
+    # the third scene's load (the first two fill the slots) finishes only after the first reset:
+    # it cannot be taken in before the reseed
+    prepare, gate, prepared = EpisodeSupply.prepare, threading.Event(), []
+
+    def gated_prepare(self, name, mesh, inline=True):
+        prepared.append(name)
+        if len(prepared) > 2:
+            gate.wait(60)
+        return prepare(self, name, mesh, inline)
+
     monkeypatch.setattr(cls, "_start", recorded_start)
     monkeypatch.setattr(EpisodeSupply, "reseed", recorded_reseed)
+    monkeypatch.setattr(EpisodeSupply, "prepare", gated_prepare)
     kw = dict(KW, episodes=episodes, cache={"slots": 2, "swap_every": 6, "seed": 0})
 
     def run(seed):
+        gate.clear()
+        del prepared[:]
         env = make(manifest, seed=seed, **kw)
         try:
             env.reset()
+            gate.set()
             slots = env.world.scenes.slots
             assert any(s.pending is not None for s in slots)   # the third scene is loading
             for s in slots:

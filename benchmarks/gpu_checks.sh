@@ -60,6 +60,14 @@ for stage in "$@"; do
         "$PY" benchmarks/bench_env.py "$MANIFEST" --device "$DEVICE" --num-envs "$n" --steps "$STEPS" \
           --count-steps 0 2>&1 | log env
       done
+      # 2 groups stepped in turn (bps-train's): with the host's bookkeeping once per round, at
+      # round r's start it waits for round r-1's start event, so the GPU may run ~G steps ahead
+      # instead of 2G-1 (docs/PERFORMANCE.md, "Fused step"): compare the pipelined line with the
+      # 1-group run of as many envs per step (the 2,048-env row below)
+      for g in 1 2; do
+        "$PY" benchmarks/bench_env.py "$MANIFEST" --device "$DEVICE" --num-envs $((2048 * g)) --groups "$g" \
+          --steps "$STEPS" --count-steps 0 2>&1 | log env
+      done
       # the CUDA driver calls of one 1,024-env step, as the torch profiler counts them (as issue 11 did)
       for cap in "" --capture-graph; do
         "$PY" benchmarks/profile_step.py "$MANIFEST" --device "$DEVICE" --num-envs 1024 $cap 2>&1 | log env

@@ -58,6 +58,7 @@ class BenchOptions:
     no_stop: bool = False        # random moves without STOP (episodes end at the step limit, as a trained agent's)
     agent: str = ""              # "RADIUS,HEIGHT": the task with this agent (e.g. PointNav on ObjectNav's 0.18,0.88 navmeshes)
     noise: str = ""              # make(noise=...) as key=value text or a preset (docs/NOISE.md); "": none
+    groups: int = 1              # env groups stepped in turn (make(batch_size=num_envs // groups)); a step is one group's
 
 
 DEFAULTS = BenchOptions()
@@ -104,10 +105,11 @@ def summarize(raw: dict, options: BenchOptions) -> dict:
     res["options"] = asdict(o)
     res.update(steps=int(st.size), quiet_steps=quiet_n, quiet_basis="quiet" if quiet_ok else "all",
                steps_with_load_in_flight=int(ld.sum()), waited_steps=int(np.sum(raw["waited"])))
-    res["env_fps"] = o.num_envs / st[quiet].mean()
-    res["render_fps"] = o.num_envs / rt[quiet].mean()
+    per_step = o.num_envs // max(o.groups, 1)   # envs a step moves (and a render-only frame draws)
+    res["env_fps"] = per_step / st[quiet].mean()
+    res["render_fps"] = per_step / rt[quiet].mean()
     res["env_over_render"] = res["env_fps"] / res["render_fps"]
-    res["env_fps_all_steps"] = o.num_envs / st.mean()
+    res["env_fps_all_steps"] = per_step / st.mean()
     res["p50_step_ms_quiet"] = _pct(st[quiet], 50) * 1e3
     res["p50_step_ms_all"] = _pct(st, 50) * 1e3
     res["p99_step_ms_all"] = _pct(st, 99) * 1e3
@@ -129,8 +131,8 @@ def summarize(raw: dict, options: BenchOptions) -> dict:
     res["ratio_goal"] = ratio_goal(o.device, res.get("threads", 1))
     pl = raw.get("pipelined")
     if pl:
-        res["pipelined_env_fps"] = o.num_envs / pl["step_s"]
-        res["pipelined_render_fps"] = o.num_envs / pl["render_s"]
+        res["pipelined_env_fps"] = per_step / pl["step_s"]
+        res["pipelined_render_fps"] = per_step / pl["render_s"]
         res["pipelined_env_over_render"] = res["pipelined_env_fps"] / res["pipelined_render_fps"]
     res["step_ms"] = [round(float(x) * 1e3, 1) for x in st]
     res["render_ms"] = [round(float(x) * 1e3, 1) for x in rt]
@@ -227,7 +229,8 @@ def report(res: dict) -> Report:
             f"all {n} steps: only {q} had no load in flight, fewer than {MIN_QUIET}")
     p50_label = "no load in flight" if quiet else "all steps"
     lines = [
-        f"{o['num_envs']} envs on {res['device']} ({res['renderer']} renderer, {res['threads']} CPU thread{'s' if res['threads'] != 1 else ''}), "
+        f"{o['num_envs']} envs" + (f" in {o['groups']} groups stepped in turn" if o.get('groups', 1) > 1 else "")
+        + f" on {res['device']} ({res['renderer']} renderer, {res['threads']} CPU thread{'s' if res['threads'] != 1 else ''}), "
         f"{res['resident_scenes']} resident scenes, {o['resolution']}x{o['resolution']} {'+'.join(o['sensors'])}, "
         f"{n} timed steps; {swaps}; {loads}; step graph: {res.get('capture_status', 'n/a')}",
         f"env step: {res['env_fps']:.0f} fps, render only: {res['render_fps']:.0f} fps, ratio "
@@ -337,7 +340,8 @@ def measure(manifest, options: BenchOptions = DEFAULTS, progress=None) -> dict:
     env = make(manifest, split=o.split, num_envs=o.num_envs, sensors=o.sensors, device=o.device,
                resolution=(o.resolution, o.resolution), renderer=renderer, seed=o.seed, episodes="sample",
                cache={"slots": o.scenes, "swap_every": o.swap_every or None}, threads=threads,
-               capture_graph=o.capture_graph, task=_task(o), noise=o.noise or None)
+               capture_graph=o.capture_graph, task=_task(o), noise=o.noise or None,
+               batch_size=o.num_envs // o.groups if o.groups > 1 else None)
     dev = env.device
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     env.reset()

@@ -185,6 +185,8 @@ def test_a_sensor_without_noise_is_returned_as_rendered(manifest, renderer, nois
         assert not torch.equal(obs[0][noisy], obs[1][noisy]), (step, noisy)
         a = torch.randint(0, 4, (4,), generator=g)
         obs = [e.step(a)[0] for e in envs]
+    if renderer == "warp":   # the noisy sensor's raw frame is the only one kept apart, per group
+        assert all(set(kept) == {noisy} for kept in envs[1].sim._raw.values()) and envs[1].sim._raw
     for e in envs:
         e.close()
 

@@ -76,6 +76,22 @@ def test_pipelined_run_is_reported_and_judged_only_on_a_device(manifest, raw):
     assert not any(ln.startswith("pipelined") for ln in bench.report(bench.summarize(raw, TINY)).lines)
 
 
+
+def test_groups_step_in_turn_and_fps_counts_a_group_per_step(manifest):
+    """``groups=2`` (GPU check R5: the pipelined step with several groups): the env is made with
+    half the envs per step, the timed and pipelined steps are group steps, and the fps figures
+    count the envs a step moves (half), so they compare with a one-group run of that many envs."""
+    opts = replace(TINY, steps=4, count_steps=0, swap_every=0, pipelined_steps=4, groups=2)
+    raw2 = bench.measure(manifest, opts)
+    res = bench.summarize(raw2, opts)
+    assert res["options"]["groups"] == 2 and res["pipelined"]["steps"] == 4
+    st = sum(raw2["step_s"]) / len(raw2["step_s"]) if res["quiet_basis"] == "all" else None
+    if st is not None:
+        assert res["env_fps"] == pytest.approx(2 / st)   # 4 envs in 2 groups: 2 per step
+    assert res["pipelined_env_fps"] == pytest.approx(2 / res["pipelined"]["step_s"])
+    assert bench.report(res).lines[0].startswith("4 envs in 2 groups stepped in turn on cpu")
+
+
 def test_every_step_with_a_load_in_flight_is_reported_as_such(raw):
     """The measured times, with every step marked as having had a load in flight: nothing may
     claim a "no load in flight" statistic, and a missing statistic is n/a, not 0."""

@@ -179,7 +179,7 @@ class Simulator:
         if self.sensor_noise is not None:   # a noisy sensor's frame into buffers of our own, the noise into bufs
             kept = self._raw.get(g)
             if kept is None:
-                kept = self._raw[g] = self.world.renderer.frame_buffers(self.batch_size, self.sensors)
+                kept = self._raw[g] = {k: torch.empty_like(bufs[k]) for k in self._noisy}   # only those
             # the others straight into bufs: every frame handed out is as fresh as bufs (docs/ENV.md)
             raw = {**bufs, **{k: kept[k] for k in self._noisy}}
 

@@ -72,7 +72,7 @@ class DatasetEpisodes(EpisodeSupply):
     def episode_record(self, scene_index: int, episode_id: str) -> dict | None:
         """The dataset's dict of episode ``episode_id`` of resident scene ``scene_index`` (an index of the
         scene's episodes by id is built on the first query of each scene visit's list)."""
-        st = self.scenes.get(int(scene_index))
+        st = self._state(int(scene_index))
         eps = None if st is None else self.episodes_by_scene.get(st.name)
         if not eps:
             return None
@@ -103,6 +103,9 @@ class DatasetEpisodes(EpisodeSupply):
                 raise NavError(None, f"scene {st.name!r}: no episode of the dataset is valid on its navmesh "
                                      f"(all {len(eps)} start or goal off it)")
         self._schedule(st)
+
+    def _per_scene_tables(self) -> list[dict]:
+        return [self.episodes_by_scene, self.goals, self._by_id]
 
     def _release_held(self, st: _SceneState) -> None:
         for f in st.ahead.values():
@@ -195,7 +198,9 @@ class DatasetEpisodes(EpisodeSupply):
             fut = st.ahead.pop(pos, None)
             self._schedule(st)
             if k in st.memo:  # prepared on an earlier pass over the scene's episodes
-                if fut is not None:  # a duplicate preparation: give its field row back
+                if fut is not None:  # a duplicate preparation: give its field row back; kept
+                    # on the state until it ends, so a retire waits for it (it may add to shared_rows)
+                    st.strays = [f for f in st.strays if not f.done()] + [fut]
                     fut.add_done_callback(lambda f, st=st: _release_result(st, f))
                 res = st.memo[k]
                 if res is not None:
@@ -232,7 +237,7 @@ class DatasetEpisodes(EpisodeSupply):
         out = NewEpisodes(np.zeros((n, 3), np.float32), np.zeros(n, np.float32), np.zeros((n, 3), np.float32),
                           np.zeros(n, np.int64), [""] * n, np.zeros(n, np.int32))
         for scene_index, entries in groups(scene_indices):
-            st = self.scenes[scene_index]
+            st = self._state(scene_index)
             for i in entries.tolist():
                 p, _ = self._next_dataset(st)
                 out.start[i], out.yaw[i], out.goal[i], out.rows[i] = p.start, p.yaw, p.goal, p.row

@@ -206,7 +206,7 @@ class SampledEpisodes(EpisodeSupply):
         at = slice(None) if order is None else order
         first = scene_indices if order is None else scene_indices[order]
         take = self._take_reserved if self.options.reservoir > 0 else self._sample
-        parts = [take(self.scenes[int(first[a])], b - a) for a, b in bounds]
+        parts = [take(self._state(int(first[a])), b - a) for a, b in bounds]
         out = NewEpisodes(np.empty((n, 3), np.float32), np.empty(n, np.float32), np.empty((n, 3), np.float32),
                           np.empty(n, np.int64))
         if not parts:

@@ -119,6 +119,7 @@ class _SceneState:
         self.ahead: dict = {}          # dataset: sequence position -> Future
         self.memo: dict = {}           # dataset: episode index -> prepared episode (or None)
         self.shared_rows: dict = {}    # dataset: field key -> field row shared by its episodes
+        self.strays: list = []         # dataset: duplicate preparations taken off ``ahead``, maybe running
         self.count = 0
         self.res = _Reservoir()
 
@@ -167,6 +168,7 @@ class EpisodeSupply(abc.ABC):
         self.visits: dict[str, int] = {}    # visits of each scene under the current seed
         self.epoch = 0                      # reseeds so far
         self._visits_lock = threading.Lock()   # prepare runs on the loader threads
+        self._restarts: dict[int, tuple] = {}   # scene index -> (its new state, Future of its restart)
         self.waits = 0
         self.wait_reasons: list[str] = []   # one line per wait (the env's stats collect them)
         self.misses = 0                   # sampled episodes: takes the reservoir could not serve
@@ -228,46 +230,96 @@ class EpisodeSupply(abc.ABC):
 
     def register(self, scene_index: int, st: "_SceneState"):
         """Make a prepared scene available under ``scene_index`` (cheap: the step path may
-        call it). A scene prepared before a reseed restarts under the new seed, its
-        preparation on the field worker (its first takes may wait)."""
+        call it). A scene prepared before a reseed restarts under the new seed on the field
+        worker (its stream is fixed here, so its episodes do not depend on timing; its first
+        take waits for the restart if it has not ended)."""
         if st.epoch != self.epoch:
-            self._retire(st)
             fresh = self._new_state(st.name, st.mesh, st.fields)
-            self._start(fresh, inline=False)
-            st = fresh
+            fresh.scene_index = scene_index
+            self._restarts[scene_index] = (fresh, self.worker.run(self._restart, st, fresh))
+            return
         st.scene_index = scene_index
         self.scenes[scene_index] = st
 
+    def _restart(self, old: "_SceneState", fresh: "_SceneState") -> None:
+        self._retire(old)
+        self._start(fresh, inline=True)
+
+    def _state(self, scene_index: int) -> "_SceneState | None":
+        """Scene ``scene_index``'s state, its restart (``register``) ended first: a wait if it had
+        not; its failure is raised here, the new state's rows given back."""
+        pending = self._restarts.pop(scene_index, None)
+        if pending is not None:
+            fresh, fut = pending
+            if not fut.done():
+                self.waits += 1
+                self.wait_reasons.append(f"scene {fresh.name!r}: its restart under the new seed was still "
+                                         f"being prepared")
+            if fut.exception() is not None:
+                self._retire(fresh)
+                raise fut.exception()
+            self.scenes[scene_index] = fresh
+        return self.scenes.get(scene_index)
+
     def scene_left(self, scene_index: int):
         """Scene ``scene_index`` is no longer resident: cancel its pending preparation."""
+        pending = self._restarts.pop(scene_index, None)
+        if pending is not None:   # its restart ends on the worker, then its preparations are cancelled
+            pending[1].add_done_callback(lambda _f, st=pending[0]: self._leave(st))
         st = self.scenes.pop(scene_index, None)
         if st is not None:
-            for f in st.pool + list(st.ahead.values()):
-                f.cancel()
-            st.res.drop(st.fields)
+            self._leave(st)
+
+    @staticmethod
+    def _leave(st: "_SceneState") -> None:
+        for f in st.pool + list(st.ahead.values()) + st.strays:
+            f.cancel()
+        st.res.drop(st.fields)
 
     def reseed(self, seed: int):
         """Restart the episode streams as if the supply had been made with ``seed``: visits are
         counted afresh and every resident scene starts its first visit again (random stream,
         goal pool or episode order, counters; prepared here, on the calling thread). Call it
         with no episode of the old streams held (the env's reset releases them first); what
-        was prepared under the old seed is dropped."""
+        was prepared under the old seed is dropped. All or nothing: every scene's new state is
+        made before any old one is dropped; if one fails, the supply is left as it was."""
+        for scene_index, (fresh, fut) in list(self._restarts.items()):   # restarts in flight end first
+            del self._restarts[scene_index]
+            fut.exception()
+            self.scenes[scene_index] = fresh   # (a failed one: retired below, as the others)
         with self._visits_lock:
-            self.seed = int(seed)
-            self.epoch += 1
-            self.visits = {}
-        for scene_index in sorted(self.scenes):
-            old = self.scenes[scene_index]
-            self._retire(old)
-            st = self._new_state(old.name, old.mesh, old.fields)
-            self._start(st, inline=True)
-            st.scene_index = scene_index
+            saved = self.seed, self.epoch, self.visits
+            self.seed, self.epoch, self.visits = int(seed), self.epoch + 1, {}
+        tables = [(t, dict(t)) for t in self._per_scene_tables()]
+        fresh: dict[int, _SceneState] = {}
+        try:
+            for scene_index in sorted(self.scenes):
+                old = self.scenes[scene_index]
+                st = fresh[scene_index] = self._new_state(old.name, old.mesh, old.fields)
+                st.scene_index = scene_index
+                self._start(st, inline=True)
+        except BaseException:
+            for st in fresh.values():
+                self._retire(st)
+            for t, kept in tables:
+                t.clear()
+                t.update(kept)
+            with self._visits_lock:
+                self.seed, self.epoch, self.visits = saved
+            raise
+        for scene_index, st in fresh.items():
+            self._retire(self.scenes[scene_index])
             self.scenes[scene_index] = st
+
+    def _per_scene_tables(self) -> list[dict]:
+        """The supply's tables by scene name that ``_start`` may rewrite (a generated visit's
+        episodes): a failed reseed puts them back."""
+        return []
 
     def _retire(self, st: "_SceneState") -> None:
         """End ``st``'s preparations (cancelled, or waited for) and give back the field rows its
         episode state holds (the episodes handed out keep theirs)."""
-        futs = st.pool + list(st.ahead.values()) + ([st.res.fill] if st.res.fill is not None else [])
+        futs = st.pool + list(st.ahead.values()) + st.strays + ([st.res.fill] if st.res.fill is not None else [])
         for f in futs:
             f.cancel()
         st.res.drop(st.fields)      # a fill still running retains nothing after this
@@ -282,6 +334,6 @@ class EpisodeSupply(abc.ABC):
         scene_indices, rows = np.asarray(scene_indices, np.int64).reshape(-1), np.asarray(rows, np.int64).reshape(-1)
         order, bounds = group_by_scene(scene_indices)
         for a, b in bounds:
-            st = self.scenes.get(int(scene_indices[a if order is None else order[a]]))
+            st = self._state(int(scene_indices[a if order is None else order[a]]))
             if st is not None:
                 st.fields.release_many(rows[a:b] if order is None else rows[order[a:b]])

@@ -8,10 +8,10 @@ or RNG states out of range, weights that do not fit (``restore``) -- is one type
 the file (docs/TRAINING.md). A save is serialized in memory and written through ``atomic_write``:
 a full disk or a file size limit is an OutputWriteError naming OUT_DIR; the previous one stays.
 
-``identity(args, dataset)`` is what a resumed run must share with the checkpoint: the dataset
-(its content's sha256, ``dataset_sha256``; split, episodes source), the model (sensor,
-resolution, hidden, width) and the number of environments. Everything else (total steps,
-learning-rate schedule, logging, threads, device) may change between runs of one experiment.
+``identity(args, dataset, world)`` is what a resumed run must share with the checkpoint: the
+dataset (its content's sha256; split, episodes), the model, the number of environments, the
+batch's shape (rollout steps, minibatches, ranks: ``--total-steps`` counts frames) and the seed.
+Total steps, learning-rate schedule, logging, threads and device may change.
 """
 from __future__ import annotations
 
@@ -40,8 +40,11 @@ VERSION = 4
 READS = (2, 3, 4)  # 2: no checksum (finite values checked); 3: tensors only; 4: whole payload
 MAX_UPDATE, MAX_WORLD = 2**31 - 1, 1 << 16   # counters beyond these (and MAX_STEP) are damage
 # Settings a resumed run must share with its checkpoint, in the order the error lists them.
-IDENTITY_ARGS = ("task", "split", "episodes", "sensor", "resolution", "hidden", "width", "num_envs")
+IDENTITY_ARGS = ("task", "split", "episodes", "sensor", "resolution", "hidden", "width", "num_envs",
+                 "rollout_steps", "minibatches", "seed")
 IDENTITY_DEFAULTS = {"task": "pointnav"}   # what a checkpoint from before the key was saved had
+# keys added to the identity later: a checkpoint without them is read from its saved args / world
+LATER_KEYS = ("rollout_steps", "minibatches", "seed", "world")
 _REQUIRED = {"format": str, "version": int, "policy": dict, "optimizer": dict, "update": int,
              "global_step": int, "seconds": float, "world": int, "args": dict, "identity": dict, "rng": list}
 
@@ -62,8 +65,17 @@ def dataset_sha256(path) -> str:
     return content_sha256(load_manifest(path).doc)
 
 
-def identity(args, dataset_sha256: str) -> dict:
-    return {"dataset_sha256": dataset_sha256, **{k: getattr(args, k) for k in IDENTITY_ARGS}}
+def identity(args, dataset_sha256: str, world: int = 1) -> dict:
+    """What a resumed run must share with its checkpoint (``check_same_run``): the dataset, the
+    ``IDENTITY_ARGS`` and the number of ranks (``world``)."""
+    return {"dataset_sha256": dataset_sha256, **{k: getattr(args, k) for k in IDENTITY_ARGS}, "world": world}
+
+
+def saved_identity(ckpt: dict) -> dict:
+    """The checkpoint's identity, with the ``LATER_KEYS`` a checkpoint saved before them lacks
+    taken from its saved args and rank count (what that run had)."""
+    old = {**{k: ckpt["args"][k] for k in LATER_KEYS if k in ckpt["args"]}, "world": ckpt["world"]}
+    return {**old, **ckpt["identity"]}
 
 
 # Fields added after checkpoints were written, each with the values that leave it out of the
@@ -104,6 +116,8 @@ def check_same_run(path, saved: dict, wanted: dict, manifest_bytes_sha256: str |
             if have is None:   # a checkpoint from before env configs were saved
                 continue
             diffs.append(f"the env config {have} (this run: {want})")
+        elif key == "world":
+            diffs.append(f"{have} rank(s) (this run: {want})")
         else:
             diffs.append(f"--{key.replace('_', '-')} {have} (this run: {want})")
     if diffs:

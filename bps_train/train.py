@@ -762,14 +762,17 @@ def train(args) -> dict:
     ckpt_path = out / "checkpoint.pt"
     ckpt = checkpoint.load(ckpt_path, map_location=device) if args.resume and ckpt_path.exists() else None
     # after the checkpoint: one that is refused is refused before the dataset is read
-    run_id = checkpoint.identity(args, checkpoint.dataset_sha256(args.dataset))
+    run_id = checkpoint.identity(args, checkpoint.dataset_sha256(args.dataset), world)
     old_id = checkpoint.manifest_sha256(args.dataset)   # the identity checkpoints saved before 2026-11-27
-    if ckpt is not None:
-        checkpoint.check_same_run(ckpt_path, ckpt["identity"], run_id, old_id)
+    if ckpt is not None:   # the batch's shape and the rank count are part of it: one RNG stream per rank
+        checkpoint.check_same_run(ckpt_path, checkpoint.saved_identity(ckpt), run_id, old_id)
         checkpoint.restore(ckpt_path, ckpt, policy, opt)
         update, global_step, seconds_before = ckpt["update"], ckpt["global_step"], ckpt["seconds"]
-        if len(ckpt["rng"]) == world:  # a different world size keeps fresh per-rank streams
-            checkpoint.set_rng_state(ckpt["rng"][rank])
+        if len(ckpt["rng"]) != world:   # the identity's rank count matched: a file made by hand
+            from bps_assets.errors import CorruptFileError
+
+            raise CorruptFileError(ckpt_path, f"checkpoint holds {len(ckpt['rng'])} RNG state(s) for {world} rank(s)")
+        checkpoint.set_rng_state(ckpt["rng"][rank])
         if rank == 0:
             print(f"resumed {ckpt_path} at update {update}, step {global_step}", flush=True)
     if world > 1:  # every rank starts from rank 0's weights
@@ -782,7 +785,7 @@ def train(args) -> dict:
                     scene_shard=(rank, world))
     run_id["env"] = checkpoint.env_identity(env.config)   # saved with the checkpoint, compared on resume
     if update:
-        checkpoint.check_same_run(ckpt_path, ckpt["identity"], run_id, old_id)
+        checkpoint.check_same_run(ckpt_path, checkpoint.saved_identity(ckpt), run_id, old_id)
     log = Log(out, writer_cls, update) if rank == 0 else None
     stop = StopOnSignal()
     num_updates = max(1, math.ceil(args.total_steps / batch))

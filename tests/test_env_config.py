@@ -90,7 +90,8 @@ def test_a_resume_with_another_task_is_refused_before_the_weights_load():
 
     from bps_train import checkpoint
 
-    args = dict(split="train", episodes="sample", sensor="depth", resolution=64, hidden=512, width=32, num_envs=8)
+    args = dict(split="train", episodes="sample", sensor="depth", resolution=64, hidden=512, width=32, num_envs=8,
+                rollout_steps=32, minibatches=2, seed=1)
     pointnav = checkpoint.identity(SimpleNamespace(task="pointnav", **args), "sha")
     objectnav = checkpoint.identity(SimpleNamespace(task="objectnav", **args), "sha")
     with pytest.raises(ConfigError, match="--task pointnav"):

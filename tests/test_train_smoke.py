@@ -226,6 +226,39 @@ def test_resume_refuses_another_dataset_or_model_and_says_how_to_start_fresh(dat
     assert "resumed" not in capsys.readouterr().out
 
 
+def test_resume_refuses_another_batch_shape_seed_or_rank_count(dataset, tmp_path, capsys):
+    """--total-steps counts frames: a resume with other --rollout-steps / --minibatches or another
+    rank count would change what it means (and the RNG streams per rank), another --seed what
+    the checkpoint records; each is refused, naming the difference, the checkpoint untouched."""
+    from bps_assets.errors import ConfigError
+    from bps_train import checkpoint
+    from bps_train.train import main
+
+    out = tmp_path / "run"
+    base = ["--dataset", str(dataset), "--out-dir", str(out), *TINY, "--sim-only-steps", "0"]
+    assert main([*base, "--total-steps", "32"]) == 0
+    capsys.readouterr()
+    for extra, said in ((["--rollout-steps", "4"], "--rollout-steps 8 (this run: 4)"),
+                        (["--minibatches", "1"], "--minibatches 2 (this run: 1)"),
+                        (["--seed", "2"], "--seed 1 (this run: 2)")):
+        assert main([*base, "--total-steps", "96", *extra]) == 2, extra
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and said in err[0] and "--no-resume" in err[0], err
+    ckpt = torch.load(out / "checkpoint.pt", weights_only=True)
+    assert ckpt["update"] == 1 and ckpt["identity"]["seed"] == 1 and ckpt["identity"]["world"] == 1
+    # another rank count (checked on the identities: a torchrun test is slow)
+    here = checkpoint.saved_identity(ckpt)
+    with pytest.raises(ConfigError, match=r"1 rank\(s\) \(this run: 2\)"):
+        checkpoint.check_same_run("ck.pt", here, {**here, "world": 2})
+    # a checkpoint saved before these keys were in the identity: read from its args and world
+    older = {**ckpt, "identity": {k: v for k, v in ckpt["identity"].items()
+                                  if k not in checkpoint.LATER_KEYS}}
+    assert checkpoint.saved_identity(older) == here
+    # --total-steps keeps counting frames on resume: 96 frames are 3 updates of 32
+    assert main([*base, "--total-steps", "96"]) == 0
+    assert torch.load(out / "checkpoint.pt", weights_only=True)["global_step"] == 96
+
+
 def test_a_checkpoint_naming_the_manifest_bytes_still_resumes(dataset):
     """Checkpoints saved before the content identity carry the manifest bytes' sha256."""
     from bps_assets.errors import ConfigError

@@ -779,6 +779,18 @@ def train(args) -> dict:
         for p in policy.parameters():
             dist.broadcast(p.data, 0)
 
+    num_updates = max(1, math.ceil(args.total_steps / batch))
+    if update >= num_updates:   # before the environments: nothing is built, measured or logged
+        if rank == 0:
+            print(f"bps-train: {ckpt_path} is already at update {update} (--total-steps {args.total_steps} is "
+                  f"{num_updates} updates): nothing to train; raise --total-steps to go on", file=sys.stderr,
+                  flush=True)
+        if world > 1:
+            dist.barrier()
+            dist.destroy_process_group()
+        return {"updates": update, "global_step": global_step, "sim_fps": float("nan"), "interrupted": False,
+                "checkpoint": str(ckpt_path), "fps": 0.0}
+
     # ---- environments (this rank's share of the scenes), logs, and the stop signal
     n = args.num_envs
     env = make_envs(args, args.split, n, args.seed + 7919 * rank + update, args.episodes, args.double_buffer,
@@ -788,10 +800,6 @@ def train(args) -> dict:
         checkpoint.check_same_run(ckpt_path, checkpoint.saved_identity(ckpt), run_id, old_id)
     log = Log(out, writer_cls, update) if rank == 0 else None
     stop = StopOnSignal()
-    num_updates = max(1, math.ceil(args.total_steps / batch))
-    if update >= num_updates and rank == 0:
-        print(f"bps-train: {ckpt_path} is already at update {update} (--total-steps {args.total_steps} is "
-              f"{num_updates} updates): nothing to train; raise --total-steps to go on", file=sys.stderr, flush=True)
     saved_update, interrupted = update, False
     t_start, frames_run, metrics = time.perf_counter(), 0, {}
     try:

@@ -259,6 +259,23 @@ def test_resume_refuses_another_batch_shape_seed_or_rank_count(dataset, tmp_path
     assert torch.load(out / "checkpoint.pt", weights_only=True)["global_step"] == 96
 
 
+def test_resuming_a_finished_run_builds_nothing_and_writes_nothing(dataset, tmp_path, capsys, monkeypatch):
+    """"nothing to train" is said before the environments are built: no sim-only measurement,
+    no line appended to sim_only.jsonl or log.csv, the checkpoint untouched."""
+    from bps_train import train
+
+    out = tmp_path / "run"
+    base = ["--dataset", str(dataset), "--out-dir", str(out), *TINY]   # with --sim-only-steps 2
+    assert train.main([*base, "--total-steps", "32"]) == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file() and p.suffix != ".lock"}
+    capsys.readouterr()
+    monkeypatch.setattr(train, "make_envs", lambda *a, **k: pytest.fail("environments built"))
+    assert train.main([*base, "--total-steps", "32"]) == 0
+    err = capsys.readouterr().err
+    assert "nothing to train" in err and "update 1" in err
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file() and p.suffix != ".lock"} == before
+
+
 def test_a_checkpoint_naming_the_manifest_bytes_still_resumes(dataset):
     """Checkpoints saved before the content identity carry the manifest bytes' sha256."""
     from bps_assets.errors import ConfigError

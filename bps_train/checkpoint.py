@@ -102,9 +102,19 @@ def env_identity(config) -> dict:
     return out
 
 
+def _differences(have, want, name=""):
+    """``name: saved (this run: wanted)`` for every leaf of two nested dicts that differs."""
+    if isinstance(have, dict) and isinstance(want, dict):
+        for k in sorted(set(have) | set(want), key=str):
+            yield from _differences(have.get(k, "(unset)"), want.get(k, "(unset)"), f"{name}.{k}" if name else str(k))
+    elif have != want:
+        yield f"{name} {have} (this run: {want})"
+
+
 def check_same_run(path, saved: dict, wanted: dict, manifest_bytes_sha256: str | None = None) -> None:
-    """ConfigError listing every identity field that differs, and how to start fresh.
-    ``manifest_bytes_sha256``: this run's ``manifest_sha256``, the dataset identity of older checkpoints."""
+    """ConfigError listing every identity field that differs (of the env config, only the keys
+    that differ), and how to start fresh. ``manifest_bytes_sha256``: this run's
+    ``manifest_sha256``, the dataset identity of older checkpoints."""
     diffs = []
     for key, want in wanted.items():
         have = saved.get(key, IDENTITY_DEFAULTS.get(key))
@@ -115,7 +125,7 @@ def check_same_run(path, saved: dict, wanted: dict, manifest_bytes_sha256: str |
         elif key == "env":
             if have is None:   # a checkpoint from before env configs were saved
                 continue
-            diffs.append(f"the env config {have} (this run: {want})")
+            diffs.append("the env config's " + ", ".join(_differences(have, want)))
         elif key == "world":
             diffs.append(f"{have} rank(s) (this run: {want})")
         else:

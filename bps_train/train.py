@@ -165,8 +165,10 @@ def seed_everything(seed: int):
     torch.manual_seed(seed)
 
 
-def make_envs(args, split, num_envs, seed, episodes, double_buffer, scene_shard=None):
-    import bps_runtime
+def env_config(args, split, num_envs, seed, episodes, double_buffer, scene_shard=None):
+    """The ``EnvConfig`` ``make_envs`` builds its environments from (compared on resume before
+    anything is built)."""
+    from bps_runtime import EnvConfig
 
     kw = {} if scene_shard is None or scene_shard[1] == 1 else {"scene_shard": scene_shard}
     if args.cache_slots:
@@ -175,11 +177,18 @@ def make_envs(args, split, num_envs, seed, episodes, double_buffer, scene_shard=
         kw["threads"] = args.threads
     if args.noise:
         kw["noise"] = args.noise
-    return bps_runtime.make(
+    return EnvConfig.from_kwargs(
         args.dataset, split=split, num_envs=num_envs,
         batch_size=num_envs // 2 if double_buffer and num_envs >= 2 and num_envs % 2 == 0 else num_envs,
         device=args.device, sensors=(args.sensor,), resolution=(args.resolution, args.resolution),
         seed=seed, renderer=args.renderer, episodes=episodes, capture_graph=args.capture_graph, task=args.task, **kw)
+
+
+def make_envs(config):
+    """The environments of an ``env_config``."""
+    import bps_runtime
+
+    return bps_runtime.make(config=config)
 
 
 def visual_of(obs, sensor):
@@ -512,7 +521,7 @@ def evaluate(args) -> dict:
             from bps_train.video import eval_recorder
 
             recorder = eval_recorder(args)
-        env = make_envs(args, args.eval_split, n, args.seed + 10_000, source, double_buffer=False)
+        env = make_envs(env_config(args, args.eval_split, n, args.seed + 10_000, source, double_buffer=False))
     if recorder is not None:
         recorder.goals_for = env.episode_goals   # each video's goal (ObjectNav's objects, ImageNav's image)
         recorder.action_names = env.ACTIONS
@@ -793,11 +802,13 @@ def train(args) -> dict:
 
     # ---- environments (this rank's share of the scenes), logs, and the stop signal
     n = args.num_envs
-    env = make_envs(args, args.split, n, args.seed + 7919 * rank + update, args.episodes, args.double_buffer,
-                    scene_shard=(rank, world))
-    run_id["env"] = checkpoint.env_identity(env.config)   # saved with the checkpoint, compared on resume
-    if update:
+    config = env_config(args, args.split, n, args.seed + 7919 * rank + update, args.episodes, args.double_buffer,
+                        scene_shard=(rank, world))
+    run_id["env"] = checkpoint.env_identity(config)   # saved with the checkpoint, compared on resume
+    if update:   # before the environments are built
         checkpoint.check_same_run(ckpt_path, checkpoint.saved_identity(ckpt), run_id, old_id)
+    env = make_envs(config)
+    run_id["env"] = checkpoint.env_identity(env.config)   # the config it ran with
     log = Log(out, writer_cls, update) if rank == 0 else None
     stop = StopOnSignal()
     saved_update, interrupted = update, False

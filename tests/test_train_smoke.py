@@ -276,6 +276,23 @@ def test_resuming_a_finished_run_builds_nothing_and_writes_nothing(dataset, tmp_
     assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file() and p.suffix != ".lock"} == before
 
 
+def test_a_resume_with_another_env_config_names_only_what_differs_before_building(dataset, tmp_path, capsys,
+                                                                                 monkeypatch):
+    """Another env config (here: depth noise on) is refused before the environments are built,
+    naming the keys that differ, not printing both whole configs."""
+    from bps_train import train
+
+    out = tmp_path / "run"
+    base = ["--dataset", str(dataset), "--out-dir", str(out), *TINY, "--sim-only-steps", "0"]
+    assert train.main([*base, "--total-steps", "32"]) == 0
+    capsys.readouterr()
+    monkeypatch.setattr(train, "make_envs", lambda *a, **k: pytest.fail("environments built"))
+    assert train.main([*base, "--total-steps", "64", "--noise", "depth=redwood"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "noise" in err[0] and "redwood" in err[0], err
+    assert "sensors" not in err[0] and "success_distance" not in err[0] and len(err[0]) < 600, err
+
+
 def test_a_checkpoint_naming_the_manifest_bytes_still_resumes(dataset):
     """Checkpoints saved before the content identity carry the manifest bytes' sha256."""
     from bps_assets.errors import ConfigError

@@ -21,6 +21,7 @@ import io
 import math
 import pickle
 import random
+import re
 import struct
 import zipfile
 from pathlib import Path
@@ -256,6 +257,17 @@ def _space_cause(e: OutputWriteError) -> str:
             errno.EFBIG: "a file size limit (ulimit -f) stops the write"}.get(e.errno, e.detail)
 
 
+def _blocked(message: str) -> str:
+    """What torch's weights-only unpickler refused, from its many-line message: the global the
+    pickle names (torch 2.13: "unsupported GLOBAL posix.system ..."; older: "Unsupported
+    global: GLOBAL ..."), never its advice to load with weights_only=False (that runs the code)."""
+    found = re.search(r"unsupported global:?\s+(?:GLOBAL\s+)?([\w.]+)", message, re.IGNORECASE)
+    if found:
+        return f"it names {found.group(1)}, which could run code when loaded"
+    found = re.search(r"WeightsUnpickler error:\s*([^\n]+)", message)
+    return found.group(1).strip()[:200] if found else "torch's weights-only unpickler refused it"
+
+
 def load(path, map_location=None) -> dict:
     """The checkpoint at ``path`` through torch's weights-only unpickler, shape-checked."""
     path = Path(path)
@@ -272,12 +284,8 @@ def load(path, map_location=None) -> dict:
     try:
         ckpt = torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as e:
-        # torch's message is many lines; the line that says what the pickle asked for is enough
-        lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
-        why = next((ln for ln in lines if "Unsupported global" in ln or "WeightsUnpickler error" in ln),
-                   lines[0] if lines else "")
         raise CorruptFileError(path, "refused: the checkpoint holds more than tensors and plain data, "
-                                     f"so it was not loaded ({why[:200]})") from None
+                                     f"so it was not loaded ({_blocked(str(e))})") from None
     except (RuntimeError, EOFError, ValueError, OSError, zipfile.BadZipFile, IndexError, KeyError, TypeError,
             AttributeError, OverflowError, AssertionError, struct.error) as e:   # what torch's unpickler meets in a damaged file
         detail = str(e).splitlines()[0][:200] if str(e) else type(e).__name__

@@ -138,9 +138,13 @@ def test_checkpoint_that_runs_code_is_refused_on_resume_and_eval(tmp_path):
     assert r.returncode == 2 and not marker.exists()
     assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert "checkpoint.pt" in r.stderr and "refused" in r.stderr
+    # the blocked global is named; torch's advice to load with weights_only=False (cut before its
+    # security warning) is never repeated
+    assert f"names {os.system.__module__}.system" in r.stderr and "weights_only" not in r.stderr, r.stderr
     r = _cli(["--dataset", str(manifest), "--eval", str(out / "checkpoint.pt")])
     assert r.returncode == 2 and not marker.exists() and "refused" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+    assert "system" in r.stderr and "weights_only" not in r.stderr
 
 
 def test_checkpoint_load_refuses_what_is_not_ours(tmp_path):

@@ -133,7 +133,8 @@ def check_same_run(path, saved: dict, wanted: dict, manifest_bytes_sha256: str |
             diffs.append(f"--{key.replace('_', '-')} {have} (this run: {want})")
     if diffs:
         raise ConfigError(path, "cannot resume: this checkpoint was trained with " + "; ".join(diffs)
-                          + ". Start fresh with another --out-dir, or --no-resume to overwrite it")
+                          + ". Start fresh with another --out-dir, or --no-resume (the old run's files are moved "
+                          "into OUT_DIR/previous-<time>/)")
 
 
 # ----------------------------------------------------------------------------------- RNG streams

@@ -697,6 +697,26 @@ def eta_line(update: int, num_updates: int, frames_run: int, elapsed: float, bat
             f"about {duration_text(left / max(fps, 1e-9))} more (--total-steps sets the length)")
 
 
+def move_previous_run(out: Path) -> Path | None:
+    """A fresh run (``--no-resume``, or no checkpoint) into an OUT_DIR holding another run's files
+    (checkpoint, snapshots, log, sim-only records, TensorBoard events) moves them, and only them,
+    into ``OUT_DIR/previous-<UTC time>/`` first: nothing of the old run is overwritten, mixed in
+    or dropped. -> the folder, or None when there was nothing to move."""
+    names = [p for p in sorted(out.iterdir()) if p.name in ("checkpoint.pt", "log.csv", "sim_only.jsonl", "tb")
+             or (p.name.startswith("ckpt_") and p.name.endswith(".pt") and p.is_file())]
+    if not names:
+        return None
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    dest, k = out / f"previous-{stamp}", 1
+    while dest.exists():
+        k += 1
+        dest = out / f"previous-{stamp}-{k}"
+    dest.mkdir()
+    for p in names:
+        os.replace(p, dest / p.name)
+    return dest
+
+
 class Log:
     """OUT_DIR/log.csv (appended across resumes) and optional TensorBoard events, rank 0 only."""
 
@@ -809,6 +829,8 @@ def train(args) -> dict:
         checkpoint.check_same_run(ckpt_path, checkpoint.saved_identity(ckpt), run_id, old_id)
     env = make_envs(config)
     run_id["env"] = checkpoint.env_identity(env.config)   # the config it ran with
+    if not update and rank == 0 and (moved := move_previous_run(out)) is not None:
+        print(f"bps-train: starting fresh: the previous run's files in {out} were moved to {moved}", flush=True)
     log = Log(out, writer_cls, update) if rank == 0 else None
     stop = StopOnSignal()
     saved_update, interrupted = update, False

@@ -297,6 +297,29 @@ def test_a_resume_with_another_env_config_names_only_what_differs_before_buildin
     assert "sensors" not in err[0] and "success_distance" not in err[0] and len(err[0]) < 600, err
 
 
+def test_no_resume_moves_the_previous_runs_files_aside(dataset, tmp_path, capsys):
+    """--no-resume into a run's folder: the old checkpoint, snapshots, log and sim-only records go
+    whole into OUT_DIR/previous-<time>/ (were: snapshots 3-4 of the old run mixed in with the new
+    run's 1-2, log.csv replaced); a user's file stays where it is."""
+    from bps_train.train import main
+
+    out = tmp_path / "run"
+    base = ["--dataset", str(dataset), "--out-dir", str(out), *TINY, "--snapshot-every", "1"]
+    assert main([*base, "--total-steps", "128"]) == 0
+    (out / "notes.txt").write_text("mine")
+    old = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file() and not p.name.endswith(".lock")}
+    capsys.readouterr()
+    assert main([*base, "--total-steps", "64", "--no-resume"]) == 0
+    assert "were moved to" in capsys.readouterr().out
+    prev = [p for p in out.iterdir() if p.name.startswith("previous-")]
+    assert len(prev) == 1
+    assert {p.name: p.read_bytes() for p in prev[0].iterdir()} == {k: v for k, v in old.items() if k != "notes.txt"}
+    assert sorted(p.name for p in out.glob("ckpt_*.pt")) == ["ckpt_000001.pt", "ckpt_000002.pt"]
+    assert [int(r["update"]) for r in _rows(out / "log.csv")] == [1, 2]
+    assert [int(r["update"]) for r in _rows(prev[0] / "log.csv")] == [1, 2, 3, 4]
+    assert (out / "notes.txt").read_text() == "mine"
+
+
 def test_a_checkpoint_naming_the_manifest_bytes_still_resumes(dataset):
     """Checkpoints saved before the content identity carry the manifest bytes' sha256."""
     from bps_assets.errors import ConfigError

@@ -934,7 +934,7 @@ def train(args) -> dict:
 
 def run(argv=None) -> dict:
     """Parse ``argv`` and train (or evaluate, with --eval); returns the final metrics."""
-    args = parse(Args, argv, description=__doc__.split("\n")[0])
+    args = parse(Args, argv, description=" ".join(__doc__.split("\n\n")[0].split()))   # the first paragraph
     check_args(args)
     with hold_out_dir(args):
         return evaluate(args) if args.eval else train(args)

@@ -502,10 +502,11 @@ def evaluate(args) -> dict:
         torch.set_num_threads(args.threads)
     seed_everything(args.seed)
     device = torch.device(args.device)
-    policy = None
+    policy, trained = None, {}
     if args.eval not in ("random", "stop"):
-        _, policy = load_policy(args.eval, args, device)
+        ckpt, policy = load_policy(args.eval, args, device)
         policy.eval()
+        trained = {"update": ckpt["update"], "global_step": ckpt["global_step"]}   # where the report puts it
     source = eval_source(args)
     with episodes_read_once():   # the split's episode files: read once for the count and the envs
         if source == "sample":
@@ -592,7 +593,7 @@ def evaluate(args) -> dict:
         got = [v[m] for v in vals if m in v]
         return float(np.mean(got)) if got else float("nan")
 
-    res = {"checkpoint": args.eval, "task": args.task, "split": args.eval_split, "episodes": len(vals),
+    res = {"checkpoint": args.eval, **trained, "task": args.task, "split": args.eval_split, "episodes": len(vals),
            **{m: mean(m) for m in names if not vals or m in vals[0]},
            "mean_length": mean("length"), "seed": args.seed,
            "frames": frames, "seconds": round(time.perf_counter() - t0, 1)}

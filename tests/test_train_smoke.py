@@ -68,6 +68,7 @@ def test_train_resume_and_eval(dataset, tmp_path, capsys):
     assert res["episodes"] == 6 and 0 <= res["success"] <= 1 and 0 <= res["spl"] <= res["success"] + 1e-9
     line = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert line["episodes"] == 6 and "spl" in line
+    assert line["update"] == 3 and line["global_step"] == 96   # where bps_train.report places it
 
 
 def test_resume_restores_rng_streams(dataset, tmp_path):

@@ -8,10 +8,10 @@ or RNG states out of range, weights that do not fit (``restore``) -- is one type
 the file (docs/TRAINING.md). A save is serialized in memory and written through ``atomic_write``:
 a full disk or a file size limit is an OutputWriteError naming OUT_DIR; the previous one stays.
 
-``identity(args, dataset)`` is what a resumed run must share with the checkpoint: the dataset
-(its content's sha256, ``dataset_sha256``; split, episodes source), the model (sensor,
-resolution, hidden, width) and the number of environments. Everything else (total steps,
-learning-rate schedule, logging, threads, device) may change between runs of one experiment.
+``identity(args, dataset, world)`` is what a resumed run must share with the checkpoint: the
+dataset (its content's sha256; split, episodes), the model, the number of environments, the
+batch's shape (rollout steps, minibatches, ranks: ``--total-steps`` counts frames) and the seed.
+Total steps, learning-rate schedule, logging, threads and device may change.
 """
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ import io
 import math
 import pickle
 import random
+import re
 import struct
 import zipfile
 from pathlib import Path
@@ -40,8 +41,11 @@ VERSION = 4
 READS = (2, 3, 4)  # 2: no checksum (finite values checked); 3: tensors only; 4: whole payload
 MAX_UPDATE, MAX_WORLD = 2**31 - 1, 1 << 16   # counters beyond these (and MAX_STEP) are damage
 # Settings a resumed run must share with its checkpoint, in the order the error lists them.
-IDENTITY_ARGS = ("task", "split", "episodes", "sensor", "resolution", "hidden", "width", "num_envs")
+IDENTITY_ARGS = ("task", "split", "episodes", "sensor", "resolution", "hidden", "width", "num_envs",
+                 "rollout_steps", "minibatches", "seed")
 IDENTITY_DEFAULTS = {"task": "pointnav"}   # what a checkpoint from before the key was saved had
+# keys added to the identity later: a checkpoint without them is read from its saved args / world
+LATER_KEYS = ("rollout_steps", "minibatches", "seed", "world")
 _REQUIRED = {"format": str, "version": int, "policy": dict, "optimizer": dict, "update": int,
              "global_step": int, "seconds": float, "world": int, "args": dict, "identity": dict, "rng": list}
 
@@ -62,8 +66,17 @@ def dataset_sha256(path) -> str:
     return content_sha256(load_manifest(path).doc)
 
 
-def identity(args, dataset_sha256: str) -> dict:
-    return {"dataset_sha256": dataset_sha256, **{k: getattr(args, k) for k in IDENTITY_ARGS}}
+def identity(args, dataset_sha256: str, world: int = 1) -> dict:
+    """What a resumed run must share with its checkpoint (``check_same_run``): the dataset, the
+    ``IDENTITY_ARGS`` and the number of ranks (``world``)."""
+    return {"dataset_sha256": dataset_sha256, **{k: getattr(args, k) for k in IDENTITY_ARGS}, "world": world}
+
+
+def saved_identity(ckpt: dict) -> dict:
+    """The checkpoint's identity, with the ``LATER_KEYS`` a checkpoint saved before them lacks
+    taken from its saved args and rank count (what that run had)."""
+    old = {**{k: ckpt["args"][k] for k in LATER_KEYS if k in ckpt["args"]}, "world": ckpt["world"]}
+    return {**old, **ckpt["identity"]}
 
 
 # Fields added after checkpoints were written, each with the values that leave it out of the
@@ -90,9 +103,19 @@ def env_identity(config) -> dict:
     return out
 
 
+def _differences(have, want, name=""):
+    """``name: saved (this run: wanted)`` for every leaf of two nested dicts that differs."""
+    if isinstance(have, dict) and isinstance(want, dict):
+        for k in sorted(set(have) | set(want), key=str):
+            yield from _differences(have.get(k, "(unset)"), want.get(k, "(unset)"), f"{name}.{k}" if name else str(k))
+    elif have != want:
+        yield f"{name} {have} (this run: {want})"
+
+
 def check_same_run(path, saved: dict, wanted: dict, manifest_bytes_sha256: str | None = None) -> None:
-    """ConfigError listing every identity field that differs, and how to start fresh.
-    ``manifest_bytes_sha256``: this run's ``manifest_sha256``, the dataset identity of older checkpoints."""
+    """ConfigError listing every identity field that differs (of the env config, only the keys
+    that differ), and how to start fresh. ``manifest_bytes_sha256``: this run's
+    ``manifest_sha256``, the dataset identity of older checkpoints."""
     diffs = []
     for key, want in wanted.items():
         have = saved.get(key, IDENTITY_DEFAULTS.get(key))
@@ -103,12 +126,15 @@ def check_same_run(path, saved: dict, wanted: dict, manifest_bytes_sha256: str |
         elif key == "env":
             if have is None:   # a checkpoint from before env configs were saved
                 continue
-            diffs.append(f"the env config {have} (this run: {want})")
+            diffs.append("the env config's " + ", ".join(_differences(have, want)))
+        elif key == "world":
+            diffs.append(f"{have} rank(s) (this run: {want})")
         else:
             diffs.append(f"--{key.replace('_', '-')} {have} (this run: {want})")
     if diffs:
         raise ConfigError(path, "cannot resume: this checkpoint was trained with " + "; ".join(diffs)
-                          + ". Start fresh with another --out-dir, or --no-resume to overwrite it")
+                          + ". Start fresh with another --out-dir, or --no-resume (the old run's files are moved "
+                          "into OUT_DIR/previous-<time>/)")
 
 
 # ----------------------------------------------------------------------------------- RNG streams
@@ -232,6 +258,17 @@ def _space_cause(e: OutputWriteError) -> str:
             errno.EFBIG: "a file size limit (ulimit -f) stops the write"}.get(e.errno, e.detail)
 
 
+def _blocked(message: str) -> str:
+    """What torch's weights-only unpickler refused, from its many-line message: the global the
+    pickle names (torch 2.13: "unsupported GLOBAL posix.system ..."; older: "Unsupported
+    global: GLOBAL ..."), never its advice to load with weights_only=False (that runs the code)."""
+    found = re.search(r"unsupported global:?\s+(?:GLOBAL\s+)?([\w.]+)", message, re.IGNORECASE)
+    if found:
+        return f"it names {found.group(1)}, which could run code when loaded"
+    found = re.search(r"WeightsUnpickler error:\s*([^\n]+)", message)
+    return found.group(1).strip()[:200] if found else "torch's weights-only unpickler refused it"
+
+
 def load(path, map_location=None) -> dict:
     """The checkpoint at ``path`` through torch's weights-only unpickler, shape-checked."""
     path = Path(path)
@@ -248,12 +285,8 @@ def load(path, map_location=None) -> dict:
     try:
         ckpt = torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as e:
-        # torch's message is many lines; the line that says what the pickle asked for is enough
-        lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
-        why = next((ln for ln in lines if "Unsupported global" in ln or "WeightsUnpickler error" in ln),
-                   lines[0] if lines else "")
         raise CorruptFileError(path, "refused: the checkpoint holds more than tensors and plain data, "
-                                     f"so it was not loaded ({why[:200]})") from None
+                                     f"so it was not loaded ({_blocked(str(e))})") from None
     except (RuntimeError, EOFError, ValueError, OSError, zipfile.BadZipFile, IndexError, KeyError, TypeError,
             AttributeError, OverflowError, AssertionError, struct.error) as e:   # what torch's unpickler meets in a damaged file
         detail = str(e).splitlines()[0][:200] if str(e) else type(e).__name__

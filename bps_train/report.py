@@ -3,8 +3,8 @@ a PNG of learning curves (success / SPL, return, episode length, losses, entropy
 
     python -m bps_train.report RUN_DIR [--evals EVALS.jsonl] [--png curve.png [--overwrite]] [--rows 12]
 
-``EVALS.jsonl``: one ``bps-train --eval`` JSON line per checkpoint (``checkpoint`` names
-``ckpt_UPDATE.pt``, or ``random``); they join the success / SPL and episode-length panels. The
+``EVALS.jsonl``: ``bps-train --eval`` JSON lines (of checkpoints: placed at the frames they name;
+of ``random``: their mean); they join the success / SPL and episode-length panels. The
 plot is drawn with Pillow (already a dependency) so no plotting library is needed.
 """
 from __future__ import annotations
@@ -41,22 +41,43 @@ def read_log(run_dir: Path) -> list[dict]:
 
 
 def read_evals(path: Path | None, frames_per_update: float) -> tuple[list[dict], dict | None]:
-    """(checkpoint evals sorted by frames, the random policy's eval or None)."""
+    """(checkpoint evals sorted by frames, the random policy's evals' mean or None). A checkpoint
+    eval sits at the frames its line names (``global_step``, written by bps-train --eval), else
+    at ``ckpt_UPDATE.pt``'s update; one with neither (an older line of checkpoint.pt) is left out
+    with a note on stderr. Several ``random`` lines (seeds 1, 2, 3): their mean, ``n`` of them."""
     if path is None or not path.exists():
         return [], None
-    evals, rand = [], None
+    evals, rands = [], []
     for line in path.read_text().splitlines():
         if not line.strip().startswith("{"):
             continue
         e = parse_json(line, path, "eval JSON line")
         if e["checkpoint"] == "random":
-            rand = e
+            rands.append(e)
             continue
         m = re.search(r"ckpt_(\d+)\.pt$", e["checkpoint"])
-        if m:
+        if isinstance(e.get("global_step"), (int, float)):
+            e["frames"] = e["global_step"]
+        elif m:
             e["frames"] = int(m.group(1)) * frames_per_update
-            evals.append(e)
-    return sorted(evals, key=lambda e: e["frames"]), rand
+        else:
+            print(f"{path}: left out the eval of {e['checkpoint']}: its line names no update (evaluate it "
+                  "again: bps-train --eval now writes it)", file=sys.stderr)
+            continue
+        evals.append(e)
+    return sorted(evals, key=lambda e: e["frames"]), mean_eval(rands)
+
+
+def mean_eval(evals: list[dict]) -> dict | None:
+    """The mean of several evals' numbers (episodes: their sum), with ``n`` (None: no eval)."""
+    if not evals:
+        return None
+    out = {"checkpoint": evals[0]["checkpoint"], "n": len(evals), "episodes": sum(e["episodes"] for e in evals)}
+    for key in ("success", "spl", "mean_length", "distance_to_goal"):
+        vals = [e[key] for e in evals if isinstance(e.get(key), (int, float))]
+        if vals:
+            out[key] = sum(vals) / len(vals)
+    return out
 
 
 def smooth(rows: list[dict], key: str, window: int) -> list[float]:
@@ -84,7 +105,8 @@ def table(rows, evals, rand, n_rows: int = 12, window: int = 10) -> str:
     if evals or rand:
         ev = ["", "| checkpoint | frames | val episodes | val success | val SPL |", "|---|---:|---:|---:|---:|"]
         if rand:
-            ev.append(f"| random policy | 0 | {rand['episodes']} | {rand['success']:.3f} | {rand['spl']:.3f} |")
+            n = f" (mean of {rand['n']} evals)" if rand.get("n", 1) > 1 else ""
+            ev.append(f"| random policy{n} | 0 | {rand['episodes']} | {rand['success']:.3f} | {rand['spl']:.3f} |")
         for e in evals:
             ev.append(f"| {Path(e['checkpoint']).name} | {int(e['frames']):,} | {e['episodes']} | "
                       f"{e['success']:.3f} | {e['spl']:.3f} |")

@@ -165,8 +165,10 @@ def seed_everything(seed: int):
     torch.manual_seed(seed)
 
 
-def make_envs(args, split, num_envs, seed, episodes, double_buffer, scene_shard=None):
-    import bps_runtime
+def env_config(args, split, num_envs, seed, episodes, double_buffer, scene_shard=None):
+    """The ``EnvConfig`` ``make_envs`` builds its environments from (compared on resume before
+    anything is built)."""
+    from bps_runtime import EnvConfig
 
     kw = {} if scene_shard is None or scene_shard[1] == 1 else {"scene_shard": scene_shard}
     if args.cache_slots:
@@ -175,11 +177,18 @@ def make_envs(args, split, num_envs, seed, episodes, double_buffer, scene_shard=
         kw["threads"] = args.threads
     if args.noise:
         kw["noise"] = args.noise
-    return bps_runtime.make(
+    return EnvConfig.from_kwargs(
         args.dataset, split=split, num_envs=num_envs,
         batch_size=num_envs // 2 if double_buffer and num_envs >= 2 and num_envs % 2 == 0 else num_envs,
         device=args.device, sensors=(args.sensor,), resolution=(args.resolution, args.resolution),
         seed=seed, renderer=args.renderer, episodes=episodes, capture_graph=args.capture_graph, task=args.task, **kw)
+
+
+def make_envs(config):
+    """The environments of an ``env_config``."""
+    import bps_runtime
+
+    return bps_runtime.make(config=config)
 
 
 def visual_of(obs, sensor):
@@ -493,10 +502,11 @@ def evaluate(args) -> dict:
         torch.set_num_threads(args.threads)
     seed_everything(args.seed)
     device = torch.device(args.device)
-    policy = None
+    policy, trained = None, {}
     if args.eval not in ("random", "stop"):
-        _, policy = load_policy(args.eval, args, device)
+        ckpt, policy = load_policy(args.eval, args, device)
         policy.eval()
+        trained = {"update": ckpt["update"], "global_step": ckpt["global_step"]}   # where the report puts it
     source = eval_source(args)
     with episodes_read_once():   # the split's episode files: read once for the count and the envs
         if source == "sample":
@@ -512,7 +522,7 @@ def evaluate(args) -> dict:
             from bps_train.video import eval_recorder
 
             recorder = eval_recorder(args)
-        env = make_envs(args, args.eval_split, n, args.seed + 10_000, source, double_buffer=False)
+        env = make_envs(env_config(args, args.eval_split, n, args.seed + 10_000, source, double_buffer=False))
     if recorder is not None:
         recorder.goals_for = env.episode_goals   # each video's goal (ObjectNav's objects, ImageNav's image)
         recorder.action_names = env.ACTIONS
@@ -583,7 +593,7 @@ def evaluate(args) -> dict:
         got = [v[m] for v in vals if m in v]
         return float(np.mean(got)) if got else float("nan")
 
-    res = {"checkpoint": args.eval, "task": args.task, "split": args.eval_split, "episodes": len(vals),
+    res = {"checkpoint": args.eval, **trained, "task": args.task, "split": args.eval_split, "episodes": len(vals),
            **{m: mean(m) for m in names if not vals or m in vals[0]},
            "mean_length": mean("length"), "seed": args.seed,
            "frames": frames, "seconds": round(time.perf_counter() - t0, 1)}
@@ -688,6 +698,26 @@ def eta_line(update: int, num_updates: int, frames_run: int, elapsed: float, bat
             f"about {duration_text(left / max(fps, 1e-9))} more (--total-steps sets the length)")
 
 
+def move_previous_run(out: Path) -> Path | None:
+    """A fresh run (``--no-resume``, or no checkpoint) into an OUT_DIR holding another run's files
+    (checkpoint, snapshots, log, sim-only records, TensorBoard events) moves them, and only them,
+    into ``OUT_DIR/previous-<UTC time>/`` first: nothing of the old run is overwritten, mixed in
+    or dropped. -> the folder, or None when there was nothing to move."""
+    names = [p for p in sorted(out.iterdir()) if p.name in ("checkpoint.pt", "log.csv", "sim_only.jsonl", "tb")
+             or (p.name.startswith("ckpt_") and p.name.endswith(".pt") and p.is_file())]
+    if not names:
+        return None
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    dest, k = out / f"previous-{stamp}", 1
+    while dest.exists():
+        k += 1
+        dest = out / f"previous-{stamp}-{k}"
+    dest.mkdir()
+    for p in names:
+        os.replace(p, dest / p.name)
+    return dest
+
+
 class Log:
     """OUT_DIR/log.csv (appended across resumes) and optional TensorBoard events, rank 0 only."""
 
@@ -762,33 +792,48 @@ def train(args) -> dict:
     ckpt_path = out / "checkpoint.pt"
     ckpt = checkpoint.load(ckpt_path, map_location=device) if args.resume and ckpt_path.exists() else None
     # after the checkpoint: one that is refused is refused before the dataset is read
-    run_id = checkpoint.identity(args, checkpoint.dataset_sha256(args.dataset))
+    run_id = checkpoint.identity(args, checkpoint.dataset_sha256(args.dataset), world)
     old_id = checkpoint.manifest_sha256(args.dataset)   # the identity checkpoints saved before 2026-11-27
-    if ckpt is not None:
-        checkpoint.check_same_run(ckpt_path, ckpt["identity"], run_id, old_id)
+    if ckpt is not None:   # the batch's shape and the rank count are part of it: one RNG stream per rank
+        checkpoint.check_same_run(ckpt_path, checkpoint.saved_identity(ckpt), run_id, old_id)
         checkpoint.restore(ckpt_path, ckpt, policy, opt)
         update, global_step, seconds_before = ckpt["update"], ckpt["global_step"], ckpt["seconds"]
-        if len(ckpt["rng"]) == world:  # a different world size keeps fresh per-rank streams
-            checkpoint.set_rng_state(ckpt["rng"][rank])
+        if len(ckpt["rng"]) != world:   # the identity's rank count matched: a file made by hand
+            from bps_assets.errors import CorruptFileError
+
+            raise CorruptFileError(ckpt_path, f"checkpoint holds {len(ckpt['rng'])} RNG state(s) for {world} rank(s)")
+        checkpoint.set_rng_state(ckpt["rng"][rank])
         if rank == 0:
             print(f"resumed {ckpt_path} at update {update}, step {global_step}", flush=True)
     if world > 1:  # every rank starts from rank 0's weights
         for p in policy.parameters():
             dist.broadcast(p.data, 0)
 
+    num_updates = max(1, math.ceil(args.total_steps / batch))
+    if update >= num_updates:   # before the environments: nothing is built, measured or logged
+        if rank == 0:
+            print(f"bps-train: {ckpt_path} is already at update {update} (--total-steps {args.total_steps} is "
+                  f"{num_updates} updates): nothing to train; raise --total-steps to go on", file=sys.stderr,
+                  flush=True)
+        if world > 1:
+            dist.barrier()
+            dist.destroy_process_group()
+        return {"updates": update, "global_step": global_step, "sim_fps": float("nan"), "interrupted": False,
+                "checkpoint": str(ckpt_path), "fps": 0.0}
+
     # ---- environments (this rank's share of the scenes), logs, and the stop signal
     n = args.num_envs
-    env = make_envs(args, args.split, n, args.seed + 7919 * rank + update, args.episodes, args.double_buffer,
-                    scene_shard=(rank, world))
-    run_id["env"] = checkpoint.env_identity(env.config)   # saved with the checkpoint, compared on resume
-    if update:
-        checkpoint.check_same_run(ckpt_path, ckpt["identity"], run_id, old_id)
+    config = env_config(args, args.split, n, args.seed + 7919 * rank + update, args.episodes, args.double_buffer,
+                        scene_shard=(rank, world))
+    run_id["env"] = checkpoint.env_identity(config)   # saved with the checkpoint, compared on resume
+    if update:   # before the environments are built
+        checkpoint.check_same_run(ckpt_path, checkpoint.saved_identity(ckpt), run_id, old_id)
+    env = make_envs(config)
+    run_id["env"] = checkpoint.env_identity(env.config)   # the config it ran with
+    if not update and rank == 0 and (moved := move_previous_run(out)) is not None:
+        print(f"bps-train: starting fresh: the previous run's files in {out} were moved to {moved}", flush=True)
     log = Log(out, writer_cls, update) if rank == 0 else None
     stop = StopOnSignal()
-    num_updates = max(1, math.ceil(args.total_steps / batch))
-    if update >= num_updates and rank == 0:
-        print(f"bps-train: {ckpt_path} is already at update {update} (--total-steps {args.total_steps} is "
-              f"{num_updates} updates): nothing to train; raise --total-steps to go on", file=sys.stderr, flush=True)
     saved_update, interrupted = update, False
     t_start, frames_run, metrics = time.perf_counter(), 0, {}
     try:
@@ -890,7 +935,7 @@ def train(args) -> dict:
 
 def run(argv=None) -> dict:
     """Parse ``argv`` and train (or evaluate, with --eval); returns the final metrics."""
-    args = parse(Args, argv, description=__doc__.split("\n")[0])
+    args = parse(Args, argv, description=" ".join(__doc__.split("\n\n")[0].split()))   # the first paragraph
     check_args(args)
     with hold_out_dir(args):
         return evaluate(args) if args.eval else train(args)

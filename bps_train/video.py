@@ -4,7 +4,7 @@
 (``info = env.last_info``), ``step(obs, done, info, actions=)`` after each ``step``/``recv``,
 ``close()`` at the end. When an episode ends (``done``: the observation is then the next
 episode's first, as in habitat-baselines) a background thread draws one frame per step taken
-(L actions, L frames) and writes ``DIR/episode=ID-scene=S-success=..-spl=..mp4`` and a ``.json``
+(L actions, L frames) and writes ``DIR/[PREFIX]episode=ID-scene=S-success=..-spl=..mp4`` and a ``.json``
 of positions and actions (a ``bps-assets preview --agent-path`` input). A frame: the sensors
 side by side (scaled by a whole factor: exact copies of the observations; ImageNav's goal image
 after them), the top-down map of the agent's floor (goal, shortest path, path so far, agent) at
@@ -155,10 +155,11 @@ class EpisodeRecorder:
     def __init__(self, out_dir, episodes: int, navmesh_for=None, *, watch: int | None = None,
                  normalized_depth: bool = True, frame: FrameOptions = DEFAULTS,
                  video: VideoOptions = VIDEO_DEFAULTS, background: bool = True, goals_for=None,
-                 action_names=()):
+                 action_names=(), prefix: str = ""):
         from concurrent.futures import ThreadPoolExecutor
 
         self.out_dir, self.want = Path(out_dir), int(episodes)
+        self.prefix = prefix   # before every file name (an eval's: what it evaluated)
         self.navmesh_for = navmesh_for or (lambda scene_id: None)
         self.goals_for = goals_for
         self.action_names = tuple(action_names)   # the env's ``ACTIONS``: the strip names each action
@@ -274,7 +275,7 @@ class EpisodeRecorder:
             if ep.key in self._keys:
                 return
             self._keys.add(ep.key)
-        name = re.sub(r"[^A-Za-z0-9_.=-]", "_", f"episode={meta['episode_id']}-scene={meta['scene_id']}"
+        name = re.sub(r"[^A-Za-z0-9_.=-]", "_", f"{self.prefix}episode={meta['episode_id']}-scene={meta['scene_id']}"
                                                  f"-success={meta['success']:.2f}-spl={meta['spl']:.2f}")
         stem, n = name, 1
         while name in self._names:   # two ids that differ only in characters a file name cannot hold
@@ -457,13 +458,31 @@ def _host(x):
     return np.asarray(x)
 
 
+def eval_prefix(evaluated: str) -> str:
+    """The file-name prefix of an eval's videos: ``eval=`` what it evaluated (the checkpoint's
+    stem, ``random``, ``stop``) and a dash."""
+    name = evaluated if evaluated in ("random", "stop") else Path(evaluated).stem
+    return "eval=" + re.sub(r"[^A-Za-z0-9_.=-]", "_", name) + "-"
+
+
 def eval_recorder(args) -> EpisodeRecorder:
     """The recorder of ``bps-train --eval CKPT --video N``: the first N distinct episodes started
     in any env (as the eval counts them: each on its first run) into OUT_DIR/videos, maps from
-    the dataset manifest's navmeshes (format checked before any work). A file of the same name
-    from an earlier eval is replaced; this run writes each name once."""
+    the dataset manifest's navmeshes (format checked before any work), each file named after
+    what was evaluated (``eval_prefix``). Videos of an earlier eval of the same are refused
+    before any work (OutputExistsError): nothing is overwritten or mixed in."""
+    import glob
+
+    from bps_assets.errors import OutputExistsError
     from bps_train.video_io import resolve_format
 
     fmt = resolve_format(args.video_format)
-    return EpisodeRecorder(Path(args.out_dir) / "videos", args.video, manifest_navmeshes(args.dataset),
-                           video=VideoOptions(format=fmt, overwrite=True))
+    folder, prefix = Path(args.out_dir) / "videos", eval_prefix(args.eval)
+    earlier = sorted(folder.glob(glob.escape(prefix) + "*")) if folder.is_dir() else []
+    if earlier:
+        raise OutputExistsError(folder, f"holds the videos of an earlier eval of {args.eval} ({earlier[0].name}, "
+                                        f"{len(earlier)} file(s) named {prefix}*): move them away, or use another "
+                                        "--out-dir")
+    return EpisodeRecorder(folder, args.video, manifest_navmeshes(args.dataset),
+                           video=VideoOptions(format=fmt), prefix=prefix)
+

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import resource
 import time
 from dataclasses import asdict, dataclass
@@ -277,9 +278,17 @@ def report(res: dict) -> Report:
         f"p99/p50 = {res['paired_p99_over_p50']:.3f}",
         f"peak RSS: {res['peak_rss_mb']:.0f} MB",
     ]
-    # the env's own account of each wait (its step numbers count the warm-up steps too)
-    lines += [f"why a step waited: {r}" for r in res.get("wait_reasons") or []]
+    # the env's own account of each wait (its step numbers count the warm-up steps too: those
+    # are said to be warm-up, next to a waited-steps count that leaves them out)
+    lines += [f"why a step waited: {r}" + (" (warm-up, not counted)" if _warmup_step(r, o.get("warmup", 0)) else "")
+              for r in res.get("wait_reasons") or []]
     return Report(lines, goals)
+
+
+def _warmup_step(reason: str, warmup: int) -> bool:
+    """Is ``reason`` (``env.stats["wait_reasons"]``: "step N: ...", N from 1) about a warm-up step?"""
+    m = re.match(r"step (\d+):", reason)
+    return m is not None and int(m.group(1)) <= warmup
 
 
 def _per_step_counts(counts, steps: int) -> dict:

@@ -157,3 +157,19 @@ def test_a_swap_that_must_wait_says_why(manifest, monkeypatch):
     lines = bench.report(bench.summarize(raw, bench.BenchOptions(num_envs=16, steps=12))).lines
     assert "steps that waited for a load: 1 (goal == 0: FAIL)" in lines
     assert f"why a step waited: {why}" in lines
+
+
+def test_the_bench_says_which_waits_were_warm_up_steps():
+    """A wait in a warm-up step is printed (the env counts those steps too) but said not to be
+    counted, next to a waited-steps count that leaves it out (was: "0 (goal == 0: PASS)", then
+    "why a step waited: step 5: ..." with nothing to say why both hold)."""
+    from cli import env_bench as bench
+
+    reasons = ["step 5: slot 0 swap waited 1.56 s for the load of 'a'", "step 6: slot 1 swap waited 0.2 s"]
+    raw = {"options": {}, "device": "cpu", "renderer": "embree", "threads": 1, "resident_scenes": 2, "swaps": 3,
+           "step_s": [0.01] * 12, "render_s": [0.01] * 12, "load_in_flight": [False] * 12,
+           "waited": [True] + [False] * 11, "load_avg_1min_end": 1.0, "peak_rss_mb": 1.0, "wait_reasons": reasons}
+    lines = bench.report(bench.summarize(raw, bench.BenchOptions(num_envs=16, steps=12, warmup=5))).lines
+    assert f"why a step waited: {reasons[0]} (warm-up, not counted)" in lines
+    assert f"why a step waited: {reasons[1]}" in lines
+

@@ -60,6 +60,31 @@ def test_report_plots_every_curve_and_the_evals(tmp_path, capsys):
             assert np.all(cell == report.BLUE, axis=-1).sum() > 50, (r, c)
 
 
+def test_several_random_evals_are_averaged_and_checkpoint_pt_evals_are_placed(tmp_path, capsys):
+    """TRAINING.md's random evals (seeds 1/2/3) show their mean and n (was: the last line only);
+    an eval of checkpoint.pt sits at the frames its line names (was: left out silently); an older
+    line naming no update is left out with a note."""
+    run = tmp_path / "run"
+    _write_log(run)
+    evals = tmp_path / "evals.jsonl"
+    evals.write_text("\n".join(json.dumps(e) for e in [
+        *({"checkpoint": "random", "episodes": 8, "success": s, "spl": s / 2, "mean_length": 100.0 + 10 * i}
+          for i, s in enumerate((0.0, 0.125, 0.25))),
+        {"checkpoint": str(run / "checkpoint.pt"), "update": 20, "global_step": 5120, "episodes": 8,
+         "success": 0.375, "spl": 0.3, "mean_length": 250.0},
+        {"checkpoint": str(tmp_path / "old" / "checkpoint.pt"), "episodes": 8, "success": 0.5, "spl": 0.4},
+    ]) + "\n")
+    ev, rand = report.read_evals(evals, 256)
+    assert rand["n"] == 3 and rand["episodes"] == 24
+    assert rand["success"] == pytest.approx(0.125) and rand["mean_length"] == pytest.approx(110.0)
+    assert [(e["frames"], e["success"]) for e in ev] == [(5120, 0.375)]
+    assert "left out the eval of" in capsys.readouterr().err
+    report.main([str(run), "--evals", str(evals)])
+    out = capsys.readouterr().out
+    assert "| random policy (mean of 3 evals) | 0 | 24 | 0.125 | 0.062 |" in out
+    assert "| checkpoint.pt | 5,120 | 8 | 0.375 | 0.300 |" in out
+
+
 def test_a_log_begun_before_the_length_field_still_reads(tmp_path):
     old = [k for k in LOG_FIELDS if k not in report.LATER_FIELDS]
     _write_log(tmp_path, 3, fields=old, extra=report.LATER_FIELDS)   # resumed: new rows, old header

@@ -68,6 +68,7 @@ def test_train_resume_and_eval(dataset, tmp_path, capsys):
     assert res["episodes"] == 6 and 0 <= res["success"] <= 1 and 0 <= res["spl"] <= res["success"] + 1e-9
     line = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert line["episodes"] == 6 and "spl" in line
+    assert line["update"] == 3 and line["global_step"] == 96   # where bps_train.report places it
 
 
 def test_resume_restores_rng_streams(dataset, tmp_path):
@@ -138,9 +139,13 @@ def test_checkpoint_that_runs_code_is_refused_on_resume_and_eval(tmp_path):
     assert r.returncode == 2 and not marker.exists()
     assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert "checkpoint.pt" in r.stderr and "refused" in r.stderr
+    # the blocked global is named; torch's advice to load with weights_only=False (cut before its
+    # security warning) is never repeated
+    assert f"names {os.system.__module__}.system" in r.stderr and "weights_only" not in r.stderr, r.stderr
     r = _cli(["--dataset", str(manifest), "--eval", str(out / "checkpoint.pt")])
     assert r.returncode == 2 and not marker.exists() and "refused" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+    assert "system" in r.stderr and "weights_only" not in r.stderr
 
 
 def test_checkpoint_load_refuses_what_is_not_ours(tmp_path):
@@ -224,6 +229,96 @@ def test_resume_refuses_another_dataset_or_model_and_says_how_to_start_fresh(dat
     # starting fresh over it is explicit
     assert main(["--dataset", str(other), *base, "--total-steps", "32", "--no-resume"]) == 0
     assert "resumed" not in capsys.readouterr().out
+
+
+def test_resume_refuses_another_batch_shape_seed_or_rank_count(dataset, tmp_path, capsys):
+    """--total-steps counts frames: a resume with other --rollout-steps / --minibatches or another
+    rank count would change what it means (and the RNG streams per rank), another --seed what
+    the checkpoint records; each is refused, naming the difference, the checkpoint untouched."""
+    from bps_assets.errors import ConfigError
+    from bps_train import checkpoint
+    from bps_train.train import main
+
+    out = tmp_path / "run"
+    base = ["--dataset", str(dataset), "--out-dir", str(out), *TINY, "--sim-only-steps", "0"]
+    assert main([*base, "--total-steps", "32"]) == 0
+    capsys.readouterr()
+    for extra, said in ((["--rollout-steps", "4"], "--rollout-steps 8 (this run: 4)"),
+                        (["--minibatches", "1"], "--minibatches 2 (this run: 1)"),
+                        (["--seed", "2"], "--seed 1 (this run: 2)")):
+        assert main([*base, "--total-steps", "96", *extra]) == 2, extra
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and said in err[0] and "--no-resume" in err[0], err
+    ckpt = torch.load(out / "checkpoint.pt", weights_only=True)
+    assert ckpt["update"] == 1 and ckpt["identity"]["seed"] == 1 and ckpt["identity"]["world"] == 1
+    # another rank count (checked on the identities: a torchrun test is slow)
+    here = checkpoint.saved_identity(ckpt)
+    with pytest.raises(ConfigError, match=r"1 rank\(s\) \(this run: 2\)"):
+        checkpoint.check_same_run("ck.pt", here, {**here, "world": 2})
+    # a checkpoint saved before these keys were in the identity: read from its args and world
+    older = {**ckpt, "identity": {k: v for k, v in ckpt["identity"].items()
+                                  if k not in checkpoint.LATER_KEYS}}
+    assert checkpoint.saved_identity(older) == here
+    # --total-steps keeps counting frames on resume: 96 frames are 3 updates of 32
+    assert main([*base, "--total-steps", "96"]) == 0
+    assert torch.load(out / "checkpoint.pt", weights_only=True)["global_step"] == 96
+
+
+def test_resuming_a_finished_run_builds_nothing_and_writes_nothing(dataset, tmp_path, capsys, monkeypatch):
+    """"nothing to train" is said before the environments are built: no sim-only measurement,
+    no line appended to sim_only.jsonl or log.csv, the checkpoint untouched."""
+    from bps_train import train
+
+    out = tmp_path / "run"
+    base = ["--dataset", str(dataset), "--out-dir", str(out), *TINY]   # with --sim-only-steps 2
+    assert train.main([*base, "--total-steps", "32"]) == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file() and p.suffix != ".lock"}
+    capsys.readouterr()
+    monkeypatch.setattr(train, "make_envs", lambda *a, **k: pytest.fail("environments built"))
+    assert train.main([*base, "--total-steps", "32"]) == 0
+    err = capsys.readouterr().err
+    assert "nothing to train" in err and "update 1" in err
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file() and p.suffix != ".lock"} == before
+
+
+def test_a_resume_with_another_env_config_names_only_what_differs_before_building(dataset, tmp_path, capsys,
+                                                                                 monkeypatch):
+    """Another env config (here: depth noise on) is refused before the environments are built,
+    naming the keys that differ, not printing both whole configs."""
+    from bps_train import train
+
+    out = tmp_path / "run"
+    base = ["--dataset", str(dataset), "--out-dir", str(out), *TINY, "--sim-only-steps", "0"]
+    assert train.main([*base, "--total-steps", "32"]) == 0
+    capsys.readouterr()
+    monkeypatch.setattr(train, "make_envs", lambda *a, **k: pytest.fail("environments built"))
+    assert train.main([*base, "--total-steps", "64", "--noise", "depth=redwood"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "noise" in err[0] and "redwood" in err[0], err
+    assert "sensors" not in err[0] and "success_distance" not in err[0] and len(err[0]) < 600, err
+
+
+def test_no_resume_moves_the_previous_runs_files_aside(dataset, tmp_path, capsys):
+    """--no-resume into a run's folder: the old checkpoint, snapshots, log and sim-only records go
+    whole into OUT_DIR/previous-<time>/ (were: snapshots 3-4 of the old run mixed in with the new
+    run's 1-2, log.csv replaced); a user's file stays where it is."""
+    from bps_train.train import main
+
+    out = tmp_path / "run"
+    base = ["--dataset", str(dataset), "--out-dir", str(out), *TINY, "--snapshot-every", "1"]
+    assert main([*base, "--total-steps", "128"]) == 0
+    (out / "notes.txt").write_text("mine")
+    old = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file() and not p.name.endswith(".lock")}
+    capsys.readouterr()
+    assert main([*base, "--total-steps", "64", "--no-resume"]) == 0
+    assert "were moved to" in capsys.readouterr().out
+    prev = [p for p in out.iterdir() if p.name.startswith("previous-")]
+    assert len(prev) == 1
+    assert {p.name: p.read_bytes() for p in prev[0].iterdir()} == {k: v for k, v in old.items() if k != "notes.txt"}
+    assert sorted(p.name for p in out.glob("ckpt_*.pt")) == ["ckpt_000001.pt", "ckpt_000002.pt"]
+    assert [int(r["update"]) for r in _rows(out / "log.csv")] == [1, 2]
+    assert [int(r["update"]) for r in _rows(prev[0] / "log.csv")] == [1, 2, 3, 4]
+    assert (out / "notes.txt").read_text() == "mine"
 
 
 def test_a_checkpoint_naming_the_manifest_bytes_still_resumes(dataset):

@@ -140,6 +140,8 @@ def test_help_shows_every_field_with_its_doc():
                          timeout=60)
     assert out.returncode == 0
     text = " ".join(out.stdout.split())
+    # the description is the docstring's first paragraph, not its first line (cut mid-list)
+    assert "(PointNav, ObjectNav, ImageNav, InstanceImageNav), read top to bottom." in text
     for f in Args.__dataclass_fields__.values():
         assert "--" + f.name.replace("_", "-") in text
         assert " ".join(f.metadata["doc"].split()[:4]) in text, f.name

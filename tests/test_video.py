@@ -156,6 +156,31 @@ def test_eval_video_end_to_end(dataset, tmp_path, capsys):
     assert "--video" in capsys.readouterr().err
 
 
+def test_eval_videos_are_named_by_what_was_evaluated_and_never_replaced(dataset, tmp_path, capsys):
+    """Each file says what was evaluated (eval=random-..., eval=stop-...); a second eval of the same
+    into the same folder is refused before any work, the first one's files untouched (was:
+    replaced silently, with unrelated old videos left mixed in)."""
+    from bps_train.train import main
+
+    out = tmp_path / "run"
+    args = ["--dataset", str(dataset), "--out-dir", str(out), "--eval-episodes", "2", "--video", "1",
+            "--video-format", "png", "--resolution", "32", "--threads", "1"]
+    assert main([*args, "--eval", "random"]) == 0
+    def files():
+        return {str(p.relative_to(out)): p.stat().st_mtime_ns for p in (out / "videos").rglob("*")}
+
+    first = files()
+    assert first and all(p.name.startswith("eval=random-") for p in (out / "videos").iterdir())
+    capsys.readouterr()
+    assert main([*args, "--eval", "random"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "earlier eval of random" in err[0] and "--out-dir" in err[0], err
+    assert files() == first
+    assert main([*args, "--eval", "stop"]) == 0
+    assert any(p.name.startswith("eval=stop-") for p in (out / "videos").iterdir())
+    assert all(files()[k] == v for k, v in first.items())
+
+
 def test_eval_video_writes_distinct_episodes_and_counts_each_first_run(dataset, tmp_path):
     """A 3-episode file on 3 envs: an env that ends early draws an episode still running elsewhere
     (its scene's cycle). --video 3 writes the 3 episodes once each (no file written twice), and

@@ -114,6 +114,11 @@ def test_bad_lod_values_are_config_errors_naming_them(bad):
         bps_runtime.make("nowhere/manifest.json", lod=bad)
 
 
+def test_lod_in_camera_points_to_the_keyword():
+    with pytest.raises(ConfigError, match=r"make\(lod="):
+        bps_runtime.make("nowhere/manifest.json", camera={"lod": "full"})
+
+
 def test_lod_round_trips_through_the_config():
     from bps_runtime.env.config import EnvConfig
 

@@ -208,6 +208,8 @@ def camera_fields(camera) -> dict:
     if camera is None:
         return {}
     bad = sorted(set(camera) - set(CAMERA_FIELDS)) if isinstance(camera, dict) else None
+    if bad and "lod" in bad:
+        raise ConfigError(None, f"camera={camera!r}: lod is make()'s own keyword (make(lod='auto'|'full'|level))")
     if bad is None or bad:
         raise ConfigError(None, f"camera={camera!r}: expected a dict of {', '.join(CAMERA_FIELDS)}")
     return dict(camera)

@@ -14,6 +14,7 @@ from bps_assets.errors import BpsError, CorruptFileError
 from bps_assets.packed_scene import DEFAULTS, SUFFIX, ConvertOptions, convert_file, scene_id_for
 from bps_assets.transforms.frame import DATASETS, UP_AXES
 from bps_assets.transforms.reorder import CURVES
+from bps_runtime.render.protocol import MAX_RESOLUTION, RenderOptions
 
 from .options import convert_options
 
@@ -194,7 +195,15 @@ def _fmt_value(v) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print header and section table as JSON.")
 @click.option("--navmesh", "navmesh", type=click.Path(exists=True, dir_okay=False, path_type=str), default=None,
               help="The scene's navmesh, counted in its resident bytes (a packed scene).")
-def info_cmd(file, as_json, navmesh):
+@click.option("--resolution", type=click.IntRange(1, MAX_RESOLUTION), default=RenderOptions.resolution[1],
+              show_default=True, help="Sensor width in pixels (square) the resident bytes are for: it picks "
+                                      "the converter LOD level a scene with --lod levels loads.")
+@click.option("--hfov", type=click.FloatRange(0, 180, min_open=True, max_open=True), default=RenderOptions.hfov_deg,
+              show_default=True, help="Sensor horizontal field of view (degrees) the resident bytes are for.")
+@click.option("--lod", "lod", default="auto", show_default=True,
+              help="The level the resident bytes are for: auto (the one the sensor loads), full, or a level index "
+                   "(make(lod=...)).")
+def info_cmd(file, as_json, navmesh, resolution, hfov, lod):
     """Show a packed file's header and section table (scenes, navmeshes: any container kind)."""
     try:
         header, sections, kind = read_header(file)
@@ -211,7 +220,8 @@ def info_cmd(file, as_json, navmesh):
              for s in sections.values()]
     per_cat = _objects_per_category(file) if kind == "SCEN" and "semantics" in header else None
     insts = _instances(file) if kind == "SCEN" and "composed" in header else None
-    resident = _resident(file, navmesh, insts is not None) if kind == "SCEN" else None
+    sensor = _sensor(resolution, hfov, lod)
+    resident = _resident(file, navmesh, insts is not None, sensor) if kind == "SCEN" else None
     if as_json:
         click.echo(json.dumps({"file": file, "kind": kind, "file_bytes": size, "header": header,
                                "sections": table, **({"objects_per_category": per_cat} if per_cat else {}),
@@ -257,6 +267,8 @@ def info_cmd(file, as_json, navmesh):
             total = sum(parts.values())
             click.echo(f"    {who:<6} {total:>11} ({total / max(dec, 1):.2f}x decoded): "
                        + ", ".join(f"{k} {v}" for k, v in parts.items()))
+        if "reason" in resident:
+            _echo_levels(resident, dec, sensor)
     click.echo(f"  {'section':<18} {'dtype':<5} {'shape':<16} {'codec':<5} {'filter':<13} "
                f"{'offset':>10} {'stored':>10} {'raw':>10} {'ratio':>6}")
     for t in table:
@@ -280,13 +292,34 @@ def _instances(file) -> list[dict]:
              "motion_type": t.motion_type(i)} for i in range(t.count)]
 
 
-def _resident(file, navmesh, composed: bool) -> dict:
-    """The scene's resident bytes by part (bps_runtime.scenes.footprint), Embree and Warp; a
-    composed scene's as the scene cache holds it (each shared asset once)."""
+def _sensor(resolution: int, hfov: float, lod: str):
+    """The RenderOptions of ``info``'s sensor options (a bad ``--lod``: the ConfigError naming it)."""
+    return RenderOptions(resolution=(resolution, resolution), hfov_deg=hfov, threads=1, lod=lod)
+
+
+def _resident(file, navmesh, composed: bool, sensor) -> dict:
+    """The scene's resident bytes by part (bps_runtime.scenes.footprint), Embree and Warp, for
+    ``sensor``; a composed scene's as the scene cache holds it (each shared asset once)."""
     from bps_runtime.scenes.cache import composed_footprint
     from bps_runtime.scenes.footprint import packed_scene_footprint
 
-    return (composed_footprint if composed else packed_scene_footprint)(file, navmesh)
+    return (composed_footprint if composed else packed_scene_footprint)(file, navmesh, sensor)
+
+
+def _echo_levels(resident: dict, dec: int, sensor) -> None:
+    """The converter LOD level the figures above are for, why, and each level's totals."""
+    h, w = sensor.resolution
+    level = resident["level"]
+    if len(resident["levels"]) < 2:   # no converter LODs: the full mesh, whatever the sensor
+        return
+    click.echo(f"    above: for a {h}x{w}, HFOV {sensor.hfov_deg:g} sensor, which loads "
+               f"{'the full mesh' if level < 0 else f'converter LOD level {level}'} ({resident['reason']})")
+    click.echo("    per level (--resolution / --hfov / --lod pick the one above):")
+    for row in resident["levels"]:
+        name = "full mesh" if row["level"] < 0 else f"level {row['level']} ({row['max_error'] * 100:g} cm)"
+        click.echo(f"      {name:<20} {row['triangles']:>9} triangles  embree {row['embree']:>11} "
+                   f"({row['embree'] / max(dec, 1):.2f}x)  warp {row['warp']:>11} ({row['warp'] / max(dec, 1):.2f}x)"
+                   + ("  <- loaded" if row["level"] == level else ""))
 
 
 def _objects_per_category(file) -> dict:

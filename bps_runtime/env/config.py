@@ -41,7 +41,8 @@ class SensorConfig:
     max_depth: float | None = None
     # ``render_view`` cameras to keep mips for, ((h, w), hfov_deg) each (``RenderOptions.view_cameras``)
     view_cameras: tuple | None = None
-    lod: str = "auto"   # converter LODs: "auto" (the level the sensor's pixel allows) or "full" (RenderOptions.lod)
+    # converter LODs: "auto" (the level the sensor's pixel allows), "full", or a level index (RenderOptions.lod)
+    lod: str | int = "auto"
     pitch_deg: float | None = None      # the camera's tilt (deg, negative: down; RenderOptions)
 
     def __post_init__(self):
@@ -58,7 +59,7 @@ class SensorConfig:
         if self.renderer not in BACKENDS:
             raise ConfigError(None, f"renderer={self.renderer!r}: choose from {BACKENDS}")
         from ..render.protocol import check_lod
-        check_lod(self.lod)
+        object.__setattr__(self, "lod", check_lod(self.lod))
         if None not in (self.hfov_deg, self.min_depth, self.max_depth):
             self.render_options()   # RenderOptions checks the geometry
 
@@ -141,10 +142,11 @@ class EnvConfig:
     def from_kwargs(cls, dataset=None, *, split="train", num_envs=16, batch_size=None, device="cpu",
                     sensors=("depth",), resolution=(64, 64), cache=None, seed=0, renderer="embree",
                     episodes=None, normalize_depth=True, task=TASK_DEFAULTS, goal_pool=None,
-                    capture_graph=False, scene_shard=None, threads=None, noise=None, camera=None) -> "EnvConfig":
+                    capture_graph=False, scene_shard=None, threads=None, noise=None, camera=None,
+                    lod="auto") -> "EnvConfig":
         """The config of ``make()``'s keywords (``cache``: None, an int = slots, a dict of
         CacheOptions fields, or a CacheOptions; ``noise``: ``noise.presets.noise_options``'s forms;
-        ``camera``: a dict of ``CAMERA_FIELDS``)."""
+        ``camera``: a dict of ``CAMERA_FIELDS``; ``lod``: ``SensorConfig.lod``)."""
         supply = SUPPLY_DEFAULTS
         if goal_pool is not None:   # SupplyOptions checks it
             supply = replace(supply, goal_pool=goal_pool)
@@ -153,7 +155,7 @@ class EnvConfig:
                    capture_graph=bool(capture_graph),
                    sensors=SensorConfig((sensors,) if isinstance(sensors, str) else tuple(sensors),
                                         tuple(resolution) if not isinstance(resolution, int) else (resolution,) * 2,
-                                        bool(normalize_depth), renderer, **camera_fields(camera)),
+                                        bool(normalize_depth), renderer, lod=lod, **camera_fields(camera)),
                    task=task_options(task), cache=cache_options(cache),
                    episodes=EpisodeConfig(None if episodes is None else str(episodes), supply,
                                           None if scene_shard is None else tuple(scene_shard)),
@@ -206,6 +208,8 @@ def camera_fields(camera) -> dict:
     if camera is None:
         return {}
     bad = sorted(set(camera) - set(CAMERA_FIELDS)) if isinstance(camera, dict) else None
+    if bad and "lod" in bad:
+        raise ConfigError(None, f"camera={camera!r}: lod is make()'s own keyword (make(lod='auto'|'full'|level))")
     if bad is None or bad:
         raise ConfigError(None, f"camera={camera!r}: expected a dict of {', '.join(CAMERA_FIELDS)}")
     return dict(camera)

@@ -102,7 +102,9 @@ def make(dataset=None, config: EnvConfig | None = None, **kwargs) -> BatchNavEnv
       dict such as ``{"depth": "redwood", "rgb": "gaussian", "actuation": "locobot-ilqr",
       "multiplier": 0.5}``, "key=value,..." text, or a ``NoiseOptions``; ``camera``: a dict of
       ``sensor_height``, ``hfov_deg``, ``min_depth``, ``max_depth``, ``view_cameras`` (goal-image
-      cameras, ((h, w), hfov_deg) each, whose finer mips stay resident).
+      cameras, ((h, w), hfov_deg) each, whose finer mips stay resident); ``lod``: the converter
+      level of detail scenes made with ``--lod`` load: "auto" (the coarsest whose error fits one
+      pixel at 1 m), "full", or a level index (``render.protocol.check_lod``; docs/ENV.md).
     - ``preset``: a named set of the above (``"challenge2021"``: habitat's realistic PointNav, its
       RGB-D sizes, camera, rules, agent and noise); keywords given as well override it.
 

@@ -10,6 +10,7 @@ supply and the category table follow arrivals and departures as residency listen
 """
 from __future__ import annotations
 
+import logging
 
 import numpy as np
 import torch
@@ -22,6 +23,8 @@ from ..episodes.supply import EpisodeSupply
 from ..scenes.residency import Listener, renderer_listener
 from ..tasks import spec_for
 from ..tasks.spec import SupplyRequest
+
+log = logging.getLogger("bps_runtime.env")
 
 
 class ScenePreparation:
@@ -178,9 +181,22 @@ def build_world(manifest_path, config, *, device) -> World:
     ropts = c.sensors.render_options(c.threads)   # the camera: the config's (the task's defaults filled in)
     r = c.sensors.renderer
     renderer = make_renderer(r, ropts, device=str(device) if r == "warp" else "cpu")
+    log_lod_rule(manifest, ropts)
     scenes = make_scene_manager(entries, c.cache_for_run(), num_envs=num_envs, renderer=renderer, device=device,
                                 manifest=manifest)
     return World(scenes, renderer, device=device, supply=supply, worker=worker, sensors=c.sensors.kinds)
+
+
+def log_lod_rule(manifest, options) -> None:
+    """Log (info, once per env) the converter LOD level the scenes of a manifest converted with
+    ``--lod`` load, and why (``lod_levels.decide``); each load logs its own at debug."""
+    from ..scenes.lod_levels import decide
+
+    errors = ((manifest.settings or {}).get("convert") or {}).get("lod")
+    if errors:
+        level, why = decide(options, [float(e) for e in errors])
+        log.info("converter LODs: scenes load %s (%s); per scene: env.world.scenes.resident_levels()",
+                 "the full mesh" if level < 0 else f"level {level}", why)
 
 
 EPISODE_MODES = (None, "dataset", "sample")   # make(episodes=...) besides a file's path

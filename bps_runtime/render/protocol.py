@@ -30,14 +30,22 @@ def check_resolution(resolution) -> tuple[int, int]:
     return h, w
 
 
-LOD_CHOICES = ("auto", "full")
+LOD_CHOICES = ("auto", "full")   # or a level index, 0 .. bps_assets.lod_section.MAX_LEVELS - 1
 
 
-def check_lod(lod: str) -> str:
-    """``lod`` if it is one of LOD_CHOICES, else a ConfigError (RenderOptions and SensorConfig)."""
-    if lod not in LOD_CHOICES:
-        raise ConfigError(None, f"lod={lod!r}: choose 'auto' or 'full'")
-    return lod
+def check_lod(lod):
+    """``lod`` if it is one of LOD_CHOICES or a converter LOD level index (an int in 0..7, or its
+    digits as text, as a command line gives it: that level, a file with fewer levels its
+    coarsest), else a ConfigError naming the value (RenderOptions and SensorConfig)."""
+    from bps_assets.lod_section import MAX_LEVELS
+
+    if isinstance(lod, str) and lod in LOD_CHOICES:
+        return lod
+    level = int(lod) if isinstance(lod, str) and lod.isdigit() and len(lod) == 1 else lod
+    if isinstance(level, (int, np.integer)) and not isinstance(level, bool) and 0 <= int(level) < MAX_LEVELS:
+        return int(level)
+    raise ConfigError(None, f"lod={lod!r}: choose 'auto' (the level the sensor's pixel allows), 'full' "
+                            f"(the full mesh) or a level index 0..{MAX_LEVELS - 1}")
 
 
 def check_view_cameras(cameras) -> tuple:
@@ -79,8 +87,9 @@ class RenderOptions:
     # camera samples the finest kept level (render/mips.py)
     view_cameras: tuple = ()
     # converter LODs (docs/FORMAT.md 5.8): "auto" renders the coarsest level whose error fits one
-    # pixel at 1 m (a file without LODs: the full mesh); "full" always the full mesh
-    lod: str = "auto"
+    # pixel at 1 m (a file without LODs: the full mesh); "full" always the full mesh; an int i:
+    # level i (a file with fewer levels: its coarsest)
+    lod: str | int = "auto"
 
     def __post_init__(self):
         object.__setattr__(self, "resolution", check_resolution(self.resolution))
@@ -94,7 +103,7 @@ class RenderOptions:
             raise ConfigError(None, f"texture_near must be >= 0 (metres), got {self.texture_near}")
         object.__setattr__(self, "threads", check_threads(self.threads))
         object.__setattr__(self, "view_cameras", check_view_cameras(self.view_cameras))
-        check_lod(self.lod)
+        object.__setattr__(self, "lod", check_lod(self.lod))
 
     @property
     def pixel_angle(self) -> float:

@@ -14,7 +14,7 @@ ledger and the listeners; nobody calls it back.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
 import numpy as np
@@ -231,6 +231,13 @@ class SceneCache:
         scenes = self._sched.scenes
         return [scenes[i].scene_id for i in sorted(scenes)]
 
+    def resident_levels(self) -> dict[str, dict]:
+        """Per resident scene id: the converter LOD level it holds (``level``, -1: the full mesh),
+        why (``reason``: ``lod_levels.choice``), its ``triangles`` and the ``bytes`` charged."""
+        scenes = self._sched.scenes
+        return {sc.scene_id: {"level": sc.lod, "reason": sc.lod_reason, "triangles": sc.num_triangles,
+                              "bytes": sc.nbytes} for sc in (scenes[i] for i in sorted(scenes))}
+
     def take_report(self) -> CacheReport:
         """Counters since the previous call (call once per step)."""
         sched = self._sched
@@ -256,11 +263,12 @@ class SceneCache:
         self.close()
 
 
-def composed_footprint(path: str, navmesh_path: str | None = None) -> dict:
+def composed_footprint(path: str, navmesh_path: str | None = None, options=None) -> dict:
     """What a composed scene holds resident alone in a scene cache, by part (its report's
     ``resident_footprint``: stage, instance table and structures, each shared asset once), beside
     its decoded size, as ``footprint.packed_scene_footprint``: {"decoded_scan", "embree", "warp"}
-    (Warp on its CPU device: the bytes it charges on CUDA too; left out without Warp)."""
+    (Warp on its CPU device: the bytes it charges on CUDA too; left out without Warp), for the
+    sensor of ``options`` (RenderOptions; None: the default 64x64, HFOV 90)."""
     from bps_assets.errors import MissingDependencyError
     from bps_assets.packed_scene import read_packed_scene
 
@@ -278,11 +286,12 @@ def composed_footprint(path: str, navmesh_path: str | None = None) -> dict:
         finally:
             r.close()
 
+    opts = replace(options or RenderOptions(), threads=1)
     out = {"decoded_scan": decoded_scan_bytes(read_packed_scene(path)),
-           "embree": alone(lambda: EmbreeRenderer(RenderOptions(threads=1)))}
+           "embree": alone(lambda: EmbreeRenderer(opts))}
     try:
         from ..render.warp_backend import WarpRenderer
-        out["warp"] = alone(lambda: WarpRenderer(RenderOptions(threads=1), device="cpu"))
+        out["warp"] = alone(lambda: WarpRenderer(opts, device="cpu"))
     except MissingDependencyError:
         pass   # Warp is optional: without it the GPU column is left out, as the docstring says
     return out

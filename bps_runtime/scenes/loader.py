@@ -33,7 +33,7 @@ from ..render.shading_data import ShadingData, build_shading_data
 from .budget import LoadCancelled, NoRoom
 from .checks import Expected, check_files, check_navmesh, check_scene_header
 from .footprint import lod_kwargs, navmesh_nbytes, scene_footprint
-from .lod_levels import header_level, read_for_sensor
+from .lod_levels import choice, header_level, read_for_sensor
 from ..threads import lower_priority
 
 log = logging.getLogger("bps_runtime.scenes.loader")
@@ -72,6 +72,8 @@ class LoadedScene:
     release_assets: Callable[[], None] | None = None
     asset_bytes: dict | None = None   # {asset path: bytes} of the shared assets it uses (not in ``nbytes``)
     asset_footprints: dict | None = None   # {asset path: that asset's footprint} (``Asset.footprint``)
+    lod: int = -1         # the converter LOD level resident (-1: the full mesh; composed: the stage's)
+    lod_reason: str = ""  # why that level (``lod_levels.choice``; a caller's reader: "")
 
     @property
     def scene_id(self) -> str:
@@ -244,7 +246,8 @@ class SceneLoader:
             # episode-supply visit counted, so the episodes of the scene's next visit do not depend on it)
             prepared = self.prepare(scene_id, nav) if self.prepare is not None and nav is not None else None
             return LoadedScene(source, sd, accel, nav, header, nv, nt,
-                               nbytes, time.perf_counter() - t0, ticket, prepared, ps.semantics, footprint)
+                               nbytes, time.perf_counter() - t0, ticket, prepared, ps.semantics, footprint,
+                               lod=level, lod_reason=self._level_reason(scene_id, header, path, level))
         except Exception as e:  # quarantine boundary: see the module docstring
             if ticket is not None and self._release is not None:
                 self._release(ticket)
@@ -254,6 +257,16 @@ class SceneLoader:
             return LoadFailure(source, e, msg)
         finally:
             stage.pop(scene_id, None)
+
+    def _level_reason(self, scene_id: str, header: dict, path: str, level: int) -> str:
+        """Why the default reader read ``level`` (``lod_levels.choice``), logged at debug once per
+        load; "" for a caller's reader (it reads what it means)."""
+        if not self._default_read:
+            return ""
+        got, why = choice(self.renderer.options, header, path)
+        why = why if got == level else f"level {level}"   # a header rewritten since the read (not expected)
+        log.debug("scene %r loads %s (%s)", scene_id, "its full mesh" if level < 0 else f"converter LOD level {level}", why)
+        return why
 
     def _reserve(self, source: SceneSource, nbytes: int, reserve):
         """The budget reservation of ``nbytes`` for ``source`` (None without a ``reserve``)."""
@@ -359,7 +372,8 @@ class SceneLoader:
             return LoadedScene(source, sd, accel, nav, header, nv_all, nt_all, nbytes,
                                time.perf_counter() - t0, ticket, prepared, flat.semantics, footprint,
                                release_assets=release_assets, asset_bytes={x.path: x.nbytes for x in held},
-                               asset_footprints={x.path: x.footprint for x in held})
+                               asset_footprints={x.path: x.footprint for x in held}, lod=level,
+                               lod_reason=self._level_reason(scene_id, header, source.scene_path, level))
         except BaseException:
             for x in held:
                 self.assets.release(x)

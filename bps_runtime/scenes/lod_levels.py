@@ -5,9 +5,10 @@ most one pixel's footprint at ``REFERENCE_DISTANCE`` (HFOV / width in radians, t
 at HFOV 90 -> 2.45 cm, so a 1 cm level is taken, a 5 cm one is not), the pixel being the finest
 of the sensor's and of the declared ``RenderOptions.view_cameras`` (``render_view`` renders the
 resident level: a declared finer goal camera gets a level fit for it; an undeclared one gets
-the sensor's). Only that level's geometry is read and made resident. A file without LODs, or ``lod == "full"``, is read
-exactly as ``read_packed_scene`` reads it. The navmesh never depends on the level (it is built
-from the full mesh at preprocess time).
+the sensor's). ``lod == i`` (an int): level i (a file with fewer levels: its coarsest). Only that
+level's geometry is read and made resident. A file without LODs, or ``lod == "full"``, is read
+exactly as ``read_packed_scene`` reads it. ``choice`` says which level and why (logged per load).
+The navmesh never depends on the level (it is built from the full mesh at preprocess time).
 """
 from __future__ import annotations
 
@@ -22,10 +23,35 @@ REFERENCE_DISTANCE = 1.0   # metres: where a level's error is compared with a pi
 
 def level_for(options, header: dict, path: str = "") -> int:
     """The level ``options`` (RenderOptions) selects in a file with ``header``; -1: the full mesh."""
-    if options.lod == "full" or lod_section.HEADER_KEY not in header:
-        return -1
-    errors = [x["max_error"] for x in lod_section.levels(path, header)]
-    return lod_section.choose_level(errors, finest_pixel_footprint(options))
+    return choice(options, header, path)[0]
+
+
+def choice(options, header: dict, path: str = "") -> tuple[int, str]:
+    """(``level_for``, why: one line naming ``options.lod``, the pixel footprint and the levels'
+    errors) of a file with ``header``."""
+    if options.lod == "full":
+        return -1, "lod='full': the full mesh"
+    if lod_section.HEADER_KEY not in header:
+        return -1, f"lod={options.lod!r}: the file has no converter LODs, the full mesh"
+    return decide(options, [x["max_error"] for x in lod_section.levels(path, header)])
+
+
+def decide(options, errors) -> tuple[int, str]:
+    """``choice`` among levels of ``errors`` (metres, finest first; a manifest's ``--lod``)."""
+    errs = ", ".join(f"{i}: {e * 100:g} cm" for i, e in enumerate(errors))
+    if options.lod == "full" or not errors:
+        return -1, f"lod={options.lod!r}: the full mesh"
+    if options.lod != "auto":
+        level = min(int(options.lod), len(errors) - 1)
+        return level, (f"lod={options.lod}: level {level} (error {errors[level] * 100:g} cm; levels {errs})"
+                       + ("" if level == options.lod else ", the coarsest there is"))
+    pixel = finest_pixel_footprint(options)
+    level = lod_section.choose_level(errors, pixel)
+    h, w = options.resolution
+    cams = ", the finest of the sensor and view cameras" if options.view_cameras else ""
+    pix = f"one pixel at {REFERENCE_DISTANCE:g} m: {pixel * 100:.3g} cm, {h}x{w} HFOV {options.hfov_deg:g}{cams}"
+    return level, (f"lod='auto': level {level}, the coarsest whose error <= {pix}; levels {errs}" if level >= 0
+                   else f"lod='auto': the full mesh, no level's error <= {pix}; levels {errs}")
 
 
 def finest_pixel_footprint(options) -> float:

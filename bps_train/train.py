@@ -71,6 +71,8 @@ class Args:
     renderer: str = arg("embree", "render backend: embree (CPU) or warp (CUDA; CPU for tests)")
     sensor: str = arg("depth", "visual input: depth or rgb")
     resolution: int = arg(64, "square sensor resolution in pixels")
+    lod: str = arg("auto", "converter LOD level the scenes load: auto (the coarsest within a pixel at 1 m), "
+                           "full (the full mesh) or a level index 0-7 (docs/RUNTIME.md, Converter LOD level)")
     num_envs: int = arg(32, "environments per rank")
     double_buffer: bool = arg(True, "two groups of NUM_ENVS/2 so inference on one overlaps simulation of the other")
     cache_slots: int = arg(0, "resident scenes per rank (the scene cache's slots; 0: the runtime's default)")
@@ -177,6 +179,8 @@ def env_config(args, split, num_envs, seed, episodes, double_buffer, scene_shard
         kw["threads"] = args.threads
     if args.noise:
         kw["noise"] = args.noise
+    if args.lod != "auto":   # make's default: a run without it keeps the identity it had
+        kw["lod"] = args.lod
     return EnvConfig.from_kwargs(
         args.dataset, split=split, num_envs=num_envs,
         batch_size=num_envs // 2 if double_buffer and num_envs >= 2 and num_envs % 2 == 0 else num_envs,

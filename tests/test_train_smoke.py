@@ -391,3 +391,24 @@ def test_eval_restores_the_checkpoints_noise(dataset, tmp_path, monkeypatch):
     assert made[-1].config.noise == NoiseOptions(depth="redwood", actuation="locobot-ilqr", multiplier=0.5)
     main(ev + ["--noise", "depth=redwood,multiplier=2"])   # (its sensor is depth: RGB noise would be refused)
     assert made[-1].config.noise == NoiseOptions(depth="redwood", multiplier=2.0)
+
+
+def test_lod_flag_reaches_the_env_config_and_a_bad_one_is_refused_before_building(dataset, tmp_path, capsys,
+                                                                                 monkeypatch):
+    """--lod full / a level index go to make(lod=...); auto (the default) leaves the config as it
+    was; a bad value is one ConfigError line (exit 2) before any environment is built."""
+    from bps_train import train
+    from bps_train.args import parse
+
+    def cfg(*extra):
+        a = parse(train.Args, ["--dataset", str(dataset), *extra])
+        return train.env_config(a, "train", 4, 0, "sample", False).to_dict()
+
+    assert cfg("--lod", "full")["sensors"]["lod"] == "full"
+    assert cfg("--lod", "1")["sensors"]["lod"] in ("1", 1)
+    assert cfg() == cfg("--lod", "auto")
+    monkeypatch.setattr(train, "make_envs", lambda *a, **k: pytest.fail("environments built"))
+    capsys.readouterr()
+    assert train.main(["--dataset", str(dataset), "--out-dir", str(tmp_path / "run"), *TINY, "--lod", "coarse"]) == 2
+    err = capsys.readouterr().err
+    assert "coarse" in err and "lod" in err, err

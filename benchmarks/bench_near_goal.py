@@ -2,11 +2,12 @@
 the same field row read at the same points with its goals (the near rule on) and with its goal
 count set to 0 (the field read alone, as before), alternating, in one run; Warp's CPU device.
 
-    python benchmarks/bench_near_goal.py [--points 200000 --goals 1,100,1000 --repeats 5]
+    python benchmarks/bench_near_goal.py [--points 200000 --goals 1,100,1000 --repeats 5 --gate 0.5]
     python benchmarks/bench_near_goal.py --accuracy NAVFILE [--num-goals 150]
     python benchmarks/bench_near_goal.py --env MANIFEST --episodes FILE [--num-envs 64 --steps 600]
 
-Points lie within ``NEAR_EXACT`` of a goal (every read takes the near branch: the worst case, an
+Points lie within the row's gate (``--gate`` m: 0.5, ``NEAR_EXACT``; ImageNav's 1.0 m success
+distance: 1.3) of a goal (every read takes the near branch: the worst case, an
 env at its goal on every step) or anywhere (the usual case). Prints one JSON line per case with
 the ratio near-rule / field-only of the median times. ``--accuracy``: instead, the error of
 ``distance_at`` against the exact straight line at points within 0.5 m of random goals that see
@@ -77,6 +78,7 @@ def accuracy(path: str, num_goals: int) -> None:
 def env_steps(manifest: str, episodes: str, num_envs: int, steps: int) -> None:
     """One JSON line: median env step ms with the near rule and without, their ratio."""
     import bps_runtime
+    from bps_runtime.nav.buffers import TABLE_WIDTH
 
     torch.set_num_threads(1)
     env = bps_runtime.make(manifest, split="val", num_envs=num_envs, task="objectnav", episodes=episodes,
@@ -87,7 +89,7 @@ def env_steps(manifest: str, episodes: str, num_envs: int, steps: int) -> None:
     def counts(on: bool) -> None:
         for f in list(nav.fields.values()):
             for row, near in list(f.near.items()):
-                nav.goal_table.buf[f.goal_base + 2 * row + 1] = len(near) if on else 0
+                nav.goal_table.buf[f.goal_base + TABLE_WIDTH * row + 1] = len(near) if on else 0
 
     times, near = {True: [], False: []}, []
     try:
@@ -116,6 +118,7 @@ def main(argv=None) -> int:
     ap.add_argument("--points", type=int, default=200_000)
     ap.add_argument("--goals", default="1,100,1000", help="goals per field row (1: PointNav; more: view points)")
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--gate", type=float, default=None, help="the rows' near-goal gate, m (default NEAR_EXACT)")
     ap.add_argument("--accuracy", metavar="NAVFILE", help="measure the error near goals on this navmesh instead")
     ap.add_argument("--num-goals", type=int, default=150)
     ap.add_argument("--env", metavar="MANIFEST", help="time ObjectNav env steps on this dataset instead")
@@ -130,23 +133,24 @@ def main(argv=None) -> int:
         accuracy(a.accuracy, a.num_goals)
         return 0
     from bps_assets.nav.geodesic import NEAR_EXACT
-    from bps_runtime.nav.buffers import GoalFields, NavBuffers, SceneNav
+    from bps_runtime.nav.buffers import TABLE_WIDTH, GoalFields, NavBuffers, SceneNav
     from nav_queries import NavQueries
 
     nm = _floor()
     b = NavBuffers(capacity=1)
     s = SceneNav(nm, b)
-    fields = GoalFields(s, capacity=4)
+    gate = NEAR_EXACT if a.gate is None else a.gate
+    fields = GoalFields(s, capacity=4, gate=gate)
     b.publish(0, s, fields)
     q = NavQueries(b)
     rng = np.random.default_rng(1)
     for n_goals in (int(x) for x in a.goals.split(",")):
         goals = np.asarray(nm.snap_point(nm.sample_navigable_point(n_goals, seed=2)), np.float64)
         row = fields.add(goals[0] if n_goals == 1 else goals)
-        count_at = fields.goal_base + 2 * row + 1
+        count_at = fields.goal_base + TABLE_WIDTH * row + 1
         n_real = int(b.goal_table.buf[count_at])
         anywhere = nm.sample_navigable_point(a.points, seed=3)
-        r = NEAR_EXACT * np.sqrt(rng.random(a.points))
+        r = gate * np.sqrt(rng.random(a.points))
         ang = rng.uniform(0, 2 * np.pi, a.points)
         near = goals[rng.integers(n_goals, size=a.points)] + np.stack([r * np.cos(ang), 0 * r, r * np.sin(ang)], 1)
         near = near[np.asarray(nm.is_navigable(near))]
@@ -163,7 +167,7 @@ def main(argv=None) -> int:
                     times[case].append(time.perf_counter() - t0)
             b.goal_table.buf[count_at] = n_real
             med = {k: float(np.median(v)) for k, v in times.items()}
-            print(json.dumps({"goals_per_row": n_goals, "points": where, "n": len(p),
+            print(json.dumps({"goals_per_row": n_goals, "gate": gate, "points": where, "n": len(p),
                               "near_rule_ms": round(1e3 * med["near_rule"], 2),
                               "field_only_ms": round(1e3 * med["field_only"], 2),
                               "ratio": round(med["near_rule"] / med["field_only"], 3)}))

@@ -84,6 +84,10 @@ def make_env(scenes, num_envs=4, batch_size=None, seed=0, resolution=(16, 16), s
     worker = FieldWorker()
     supply = make_supply(seed, worker, episodes, options=SupplyOptions(goal_pool=goal_pool, goal_views=goal_views),
                          goals=goals)
+    if task is not None:   # as build_world: the field rows' near-goal gate follows the task
+        from bps_assets.nav.geodesic import near_gate
+
+        supply.near_gate = near_gate(task.success_distance)
     r = make_renderer(renderer, RenderOptions(resolution=tuple(resolution), normalize_depth=normalize_depth,
                                                 threads=threads),
                       device=device if renderer == "warp" else "cpu")

@@ -15,8 +15,9 @@ objectnav/objectnav_hm3d.yaml, imagenav/*.yaml):
   d0) * d0 / max(d0, path) (habitat's ``SoftSPL``, updated every step, no STOP needed);
 - reward = -(d - d_prev) + slack_reward (-0.01) + success_reward (2.5) * success;
 - the geodesic distance (docs/NAVMESH.md section 4, ``geodesic``): min over the spans seen from
-  the point's span (its cell's span nearest in y) of field + |p - centre|; below ``NEAR_EXACT``
-  also |p - g| for each goal g of the row that p sees in a straight line; in float64, rounded
+  the point's span (its cell's span nearest in y) of field + |p - centre|; below the gate
+  (``gate``: max(NEAR_EXACT, success_distance + 0.3 m)) also |p - g| for each goal g of the row
+  that p sees in a straight line; in float64, rounded
   to float32 as the step's ``nav.kernels.geodesic``.
 """
 from __future__ import annotations
@@ -33,9 +34,16 @@ from bps_assets.nav.geodesic import NEAR_EXACT, line_of_sight
 STOP, MOVE_FORWARD, TURN_LEFT, TURN_RIGHT, LOOK_UP, LOOK_DOWN = range(6)
 
 
-def geodesic(scene, field: np.ndarray, points, goals: np.ndarray | None = None) -> np.ndarray:
+def gate(success_distance: float) -> float:
+    """The near-goal gate of a task (docs/NAVMESH.md section 4): max(0.5, success_distance + 0.3)."""
+    return max(NEAR_EXACT, success_distance + 0.3)
+
+
+def geodesic(scene, field: np.ndarray, points, goals: np.ndarray | None = None,
+             near: float = NEAR_EXACT) -> np.ndarray:
     """The step's geodesic rule for one field [S] of ``scene`` (a ``SceneNav``) and points [N, 3];
-    ``goals`` [P, 4] (x, y, z, span: the row's ``GoalFields.near``), None: the field read alone."""
+    ``goals`` [P, 4] (x, y, z, span: the row's ``GoalFields.near``), None: the field read alone;
+    ``near``: the gate (m) below which the goals' straight lines count."""
     nm = scene.navmesh
     p = np.asarray(points, np.float64).reshape(-1, 3)
     c = np.floor((p[:, 0] - scene.origin[0]) / scene.cell_size).astype(np.int64)
@@ -59,7 +67,7 @@ def geodesic(scene, field: np.ndarray, points, goals: np.ndarray | None = None) 
         out[ok] = np.where(valid, np.asarray(field, np.float32)[sc].astype(np.float64) + d, np.inf).min(axis=1)
         for j, g in enumerate(np.zeros((0, 4)) if goals is None else np.asarray(goals, np.float64)):
             dg = np.linalg.norm(q - g[:3], axis=1)
-            i = np.nonzero((out[ok] < NEAR_EXACT) & (dg < out[ok]))[0]
+            i = np.nonzero((out[ok] < near) & (dg < out[ok]))[0]
             if i.size:
                 sees = line_of_sight(nm, span[ok][i], q[i], np.full(i.size, int(g[3])), np.repeat(g[None, :3], i.size, 0))
                 sub = out[ok]

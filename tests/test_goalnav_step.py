@@ -79,7 +79,8 @@ class Agent:
         nav = self.env.world.nav
         scene, field, goals = nav.scenes[si], nav.fields[si].host[row], nav.fields[si].near[row]
         nm = scene.navmesh
-        dist = lambda p: float(ref.geodesic(scene, field, p[None], goals)[0])  # noqa: E731
+        near = ref.gate(self.rules.success_distance)
+        dist = lambda p: float(ref.geodesic(scene, field, p[None], goals, near)[0])  # noqa: E731
         mv = lambda a, b: np.asarray(nm.try_step(a[None], b[None], sliding=self.rules.sliding), np.float64)[0]  # noqa: E731
         self.t = ref.TaskReference(self.rules, dist, mv)
         m = self.t.reset(st.pos[e].double().numpy(), float(st.yaw[e]))

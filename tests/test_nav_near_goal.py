@@ -1,7 +1,8 @@
 """Distances near goals are exact (the straight line to a goal the point sees), in the host API
 (``NavMesh.distance_at`` on ``distance_field`` / ``distance_field_to_any``), in the step's Warp
-``geodesic`` (Warp's CPU device) and through the env: STOP 0.09 m from an ObjectNav view point
-and 0.19 m from a PointNav goal succeeds, as under habitat's geodesic rule; a goal behind a thin
+``geodesic`` (Warp's CPU device) and through the env: STOP 0.09 m from an ObjectNav view point,
+0.19 m from a PointNav goal and 0.95-0.99 m from an ImageNav goal (success distance 1.0 m: the
+task's gate, ``near_gate``) succeeds, as under habitat's geodesic rule; a goal behind a thin
 wall never counts as near (docs/NAVMESH.md section 4)."""
 from __future__ import annotations
 
@@ -13,12 +14,13 @@ import pytest
 import torch
 
 from bps_assets.nav import NavMesh
-from bps_assets.nav.geodesic import NEAR_EXACT
+from bps_assets.nav.geodesic import NEAR_EXACT, near_gate
 from bps_runtime.episodes.dataset import EpisodeGoal
 from bps_runtime.nav.buffers import GoalFields, NavBuffers, SceneNav
 from bps_runtime.nav.kernels import host_distance
-from bps_runtime.tasks import objectnav
+from bps_runtime.tasks import imagenav, objectnav
 from inmemory_scenes import _floor_tiles, episode, make_env, room
+import nav_task_reference as ref
 from nav_queries import NavQueries
 
 HABITAT = Path(__file__).resolve().parents[1].parent / "shared" / "assets" / "habitat_test_scenes_navmesh"
@@ -172,10 +174,10 @@ def test_step_geodesic_is_exact_near_goals(scene, walled, multi):
             assert got[-1] > 0.25                      # behind the wall: never the straight 0.13 m
 
 
-def _stop_run(task, episodes, goals, n):
+def _stop_run(task, episodes, goals, n, scene=None, sensors=("depth",)):
     """Reset ``n`` envs on the given episodes, STOP at once: the first episode's metrics."""
-    env = make_env([room("r", 4.0, 6.0, pillars=[(1.0, -3.0, 2.5, -2.0)])], num_envs=n, episodes={"r": episodes},
-                   goals=goals, task=task)
+    scene = scene or room("r", 4.0, 6.0, pillars=[(1.0, -3.0, 2.5, -2.0)])
+    env = make_env([scene], num_envs=n, episodes={scene[0]: episodes}, goals=goals, task=task, sensors=sensors)
     try:
         env.reset()
         d0 = env.last_info["distance_to_goal"].clone()
@@ -214,6 +216,74 @@ def test_stop_near_a_point_goal_succeeds(scene):
     d0, d, success = _stop_run(None, eps, None, len(eps))
     np.testing.assert_allclose(d.numpy(), 0.19, atol=2e-6)
     assert success.all()
+
+
+IMAGENAV_1M = imagenav.TaskOptions(success_distance=imagenav.BENCHMARK_SUCCESS_DISTANCE)
+WALL = (1.95, -2.3, 2.05, -1.7)      # 0.1 m thick, 0.6 m long: 0.9 m through it, 1.11 m round it
+
+
+def test_gate_covers_the_success_distance():
+    """The gate: 0.5 m unless a task's success distance + 0.3 m is more (ObjectNav's many view
+    points keep 0.5 m); PointNav's 0.2 m keeps 0.5 m exactly (its seeded trace is unchanged)."""
+    assert near_gate(0.2) == NEAR_EXACT == near_gate(objectnav.DEFAULTS.success_distance) == 0.5
+    assert near_gate(IMAGENAV_1M.success_distance) == pytest.approx(1.3)
+    assert ref.gate(1.0) == near_gate(1.0)
+
+
+def test_reads_are_exact_inside_a_raised_gate(scene):
+    """Host API: 0.95-0.99 m from a goal it sees, the read with ImageNav's gate is the straight
+    line; the 0.5 m gate leaves the field read's detour (what made a STOP at 1 m miss)."""
+    nm = scene[4]
+    goals = _goals(nm, 8, 21)
+    gi, pts, off = _near_points(nm, goals, offsets=(0.95, 0.97, 0.99), seed=22)
+    assert len(pts) > 60
+    over = []
+    for i, g in enumerate(goals):
+        m, f = gi == i, nm.distance_field(g)
+        np.testing.assert_allclose(nm.distance_at(f, pts[m], gate=near_gate(1.0)), off[m], atol=1e-6)
+        over.append(nm.distance_at(f, pts[m]) - off[m])
+    over = np.concatenate(over)
+    assert (over >= -1e-6).all() and (over > 5e-3).sum() > 10
+
+
+def test_stop_at_imagenav_success_boundary_succeeds(scene):
+    """ImageNav, success distance 1.0 m: starts 0.95-0.99 m from the goal in a clear straight
+    line; distance_to_goal is that line (start and STOP) and STOP succeeds in every episode
+    (before: the 0.5 m gate left the field read, up to ~5 cm over: some were > 1 m)."""
+    nm = scene[4]
+    goals = _goals(nm, 8, 23)
+    gi, pts, off = _near_points(nm, goals, offsets=(0.95, 0.97, 0.99), seed=24)
+    idx = np.concatenate([np.nonzero(gi == i)[0][:3] for i in range(len(goals))])[:12]
+    assert len(idx) == 12 and set(off[idx]) == {0.95, 0.97, 0.99}
+    eps = [episode(f"i{j}", "r", pts[k], goals[gi[k]]) for j, k in enumerate(idx)]
+    d0, d, success = _stop_run(IMAGENAV_1M, eps, None, len(eps), sensors=("rgb",))
+    want = np.sort(off[idx])              # the envs take the episodes in the supply's order
+    np.testing.assert_allclose(np.sort(d0.numpy()), want, atol=2e-6)
+    np.testing.assert_allclose(np.sort(d.numpy()), want, atol=2e-6)
+    assert success.all()
+
+
+def test_wall_at_imagenav_boundary_is_not_near():
+    """ImageNav's 1.3 m gate consults the straight line, but a goal 0.9 m away through a thin
+    wall (1.11 m round it) is never near: the host read, the step's ``geodesic`` and the env
+    give the way round, and STOP there fails."""
+    base = room("w", 4.0, 4.0, pillars=[WALL])
+    nm = NavMesh.from_walkable_triangles(*_floor_tiles(4.0, 4.0, [WALL], tile=0.05))
+    g, p = np.array([1.55, 0.0, -2.0]), np.array([2.45, 0.0, -2.0])
+    geo = nm.geodesic_distance(g, p)
+    assert nm.is_navigable(np.stack([g, p])).all() and 1.05 < geo < near_gate(1.0)   # the gate is consulted
+    assert nm.distance_at(nm.distance_field(g), p, gate=near_gate(1.0)) == pytest.approx(geo, abs=1e-6)
+    b = NavBuffers(capacity=2)
+    fields = GoalFields(SceneNav(nm, b), capacity=1, gate=near_gate(1.0))
+    b.publish(1, fields.scene, fields)
+    row = fields.add(g)
+    b.refresh()
+    got = NavQueries(b).geodesic(torch.ones(1, dtype=torch.int32), torch.full((1,), row),
+                                 torch.from_numpy(p.astype(np.float32)[None])).numpy()
+    assert got[0] == pytest.approx(geo, abs=2e-6)
+    d0, d, success = _stop_run(IMAGENAV_1M, [episode("w0", "w", p, g)], None, 1, scene=base[:4] + (nm,),
+                               sensors=("rgb",))
+    assert float(d[0]) == pytest.approx(geo, abs=2e-6) and float(d0[0]) > 1.0 and not success.any()
 
 
 def test_goal_blocks_follow_their_rows(scene):

@@ -28,6 +28,16 @@ DEFAULT_RADIUS = 4
 # point sees (``near_goals``); the read alone is up to ~2x a goal's offset from its nearest
 # span centre too far near it (docs/NAVMESH.md section 4)
 NEAR_EXACT = 0.5
+# metres past a task's success distance that the gate still covers (``near_gate``): the read's
+# overestimate (~5 cm) and a step's move both fit well inside it
+NEAR_MARGIN = 0.3
+
+
+def near_gate(success_distance: float) -> float:
+    """The near-goal gate of a task whose success distance is ``success_distance`` m:
+    ``max(NEAR_EXACT, success_distance + NEAR_MARGIN)``, so a STOP at the success boundary is
+    decided on the exact distance (ImageNav's 1.0 m: 1.3 m; PointNav / ObjectNav: 0.5 m)."""
+    return max(NEAR_EXACT, float(success_distance) + NEAR_MARGIN)
 
 
 def offsets(radius: int = DEFAULT_RADIUS) -> list[tuple[int, int]]:
@@ -360,19 +370,19 @@ class GeodesicGraph:
 
 
 def near_goals(nav, read: np.ndarray, spans: np.ndarray, points: np.ndarray, goal_spans: np.ndarray,
-               goal_points: np.ndarray) -> np.ndarray:
+               goal_points: np.ndarray, gate: float = NEAR_EXACT) -> np.ndarray:
     """``read`` [N] (a field read at ``points`` [N, 3] in ``spans`` [N]) lowered, where it is
-    below ``NEAR_EXACT``, to the 3D distance to each goal (``goal_points`` [P, 3] in
+    below ``gate`` m (``near_gate``), to the 3D distance to each goal (``goal_points`` [P, 3] in
     ``goal_spans`` [P]) that is nearer than the read and that the point sees (``line_of_sight``
     from the point to the goal): the exact geodesic there, never a path through a wall."""
     out = np.array(read, np.float64, copy=True)
-    near = np.nonzero(out < NEAR_EXACT)[0]
+    near = np.nonzero(out < gate)[0]
     if near.size == 0 or len(goal_spans) == 0:
         return out
     from scipy.spatial import cKDTree
 
     gp = np.asarray(goal_points, np.float64).reshape(-1, 3)
-    hits = cKDTree(gp).query_ball_point(points[near], NEAR_EXACT)
+    hits = cKDTree(gp).query_ball_point(points[near], gate)
     i = np.repeat(near, [len(h) for h in hits])
     j = np.fromiter((k for h in hits for k in h), np.int64, len(i))
     d = np.linalg.norm(points[i] - gp[j], axis=1)

@@ -345,10 +345,11 @@ class NavMesh:
         """Geodesic distance f4 [L, D, W] from every span centre to the nearest of ``goals``."""
         return queries.distance_field_to_any(self, goals, limit, radius)
 
-    def distance_at(self, field: np.ndarray, points, radius: int = queries.DEFAULT_RADIUS, goals=None):
+    def distance_at(self, field: np.ndarray, points, radius: int = queries.DEFAULT_RADIUS, goals=None,
+                    gate: float = queries.NEAR_EXACT):
         """Read a ``distance_field`` at points (sub-cell accurate, exact near the goals a point
-        sees), inf when unreachable."""
-        return queries.distance_at(self, field, points, radius, goals)
+        sees where the read is below ``gate`` m), inf when unreachable."""
+        return queries.distance_at(self, field, points, radius, goals, gate)
 
     def geodesic_distance(self, a, b, radius: int = queries.DEFAULT_RADIUS):
         """Geodesic distance between rows of ``a`` and ``b`` (or one point against many)."""

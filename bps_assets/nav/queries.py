@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..errors import NavError
-from .geodesic import DEFAULT_RADIUS, GeodesicGraph, line_of_sight, near_goals
+from .geodesic import DEFAULT_RADIUS, NEAR_EXACT, GeodesicGraph, line_of_sight, near_goals
 
 if TYPE_CHECKING:
     from .grid import NavMesh
@@ -211,10 +211,12 @@ def distance_field_to_any(nav: NavMesh, goals, limit: float = np.inf,
     return _field_of(nav, pts, sid, flat)
 
 
-def distance_at(nav: NavMesh, field: np.ndarray, points, radius: int = DEFAULT_RADIUS, goals=None):
+def distance_at(nav: NavMesh, field: np.ndarray, points, radius: int = DEFAULT_RADIUS, goals=None,
+                gate: float = NEAR_EXACT):
     """Read a ``distance_field`` at points (snapped): sub-cell accurate, inf when unreachable;
     exact near the field's goals (those of a ``DistanceField``, or ``goals`` [P, 3]) that a
-    point sees in a straight line (``geodesic.near_goals``)."""
+    point sees in a straight line, where the read is below ``gate`` m (``geodesic.near_goals``;
+    a task's gate: ``geodesic.near_gate(success_distance)``)."""
     p, single = _points(points)
     if goals is not None:
         gp, gs = snapped_goals(nav, goals)
@@ -230,7 +232,7 @@ def distance_at(nav: NavMesh, field: np.ndarray, points, radius: int = DEFAULT_R
     if ok.any():
         res[ok] = geodesic_graph(nav, radius).read_field(f, sid[ok], q[ok], nav.span_pos)
         if gs is not None and len(gs):
-            res[ok] = near_goals(nav, res[ok], sid[ok], q[ok], gs, gp)
+            res[ok] = near_goals(nav, res[ok], sid[ok], q[ok], gs, gp, gate)
     return _out(res, single)
 
 

@@ -23,6 +23,7 @@ import numpy as np
 from bps_assets.errors import ConfigError
 from bps_assets.hashing import GAMMA, mix64
 from bps_assets.nav.episodes import DEFAULTS as _GEN
+from bps_assets.nav.geodesic import NEAR_EXACT
 
 from ..grouping import group_by_scene
 from ..nav.buffers import FieldWorker, GoalFields, SceneNav
@@ -164,6 +165,9 @@ class EpisodeSupply(abc.ABC):
 
     def __init__(self, seed: int, worker: FieldWorker, options: SupplyOptions = DEFAULTS):
         self.seed, self.worker, self.options = int(seed), worker, options
+        # m: the field rows' near-goal gate (GoalFields), the task's: build_world sets it from the
+        # task's success distance (bps_assets.nav.geodesic.near_gate) before any scene is prepared
+        self.near_gate = NEAR_EXACT
         self.scenes: dict[int, _SceneState] = {}
         self.visits: dict[str, int] = {}    # visits of each scene under the current seed
         self.epoch = 0                      # reseeds so far
@@ -208,7 +212,7 @@ class EpisodeSupply(abc.ABC):
         """Prepare a scene's first episodes. ``inline``: compute them in the calling thread (the
         scene cache's loader thread, so the scene is ready when its load is) instead of the
         field worker. Thread-safe for different scenes."""
-        fields = GoalFields(mesh, capacity=self.field_rows())
+        fields = GoalFields(mesh, capacity=self.field_rows(), gate=self.near_gate)
         st = self._new_state(name, mesh, fields)
         try:
             self._start(st, inline)

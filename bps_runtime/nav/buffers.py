@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from bps_assets.errors import NavError
+from bps_assets.nav.geodesic import NEAR_EXACT
 
 from ..threads import BACKGROUND_NICE, lower_priority
 
@@ -32,6 +33,10 @@ SMALL_BATCH = 32      # reference-count updates of up to this many rows: a Pytho
 M_L, M_D, M_W, M_S, M_K, M_SIDX, M_NBR, M_LRC, M_ISL, M_SEEN, M_HEIGHT, M_POS, M_FIELD, M_GOALS = range(14)
 NUM_META_I = 14
 GOAL_WIDTH = 4        # float64 per goal in the goal arena: x, y, z (snapped), span
+# int64 per field row in the goal-table arena: its goals' offset, their count, its near-goal gate
+# in micrometres (the arena is int64; the kernel divides by GATE_SCALE)
+TABLE_WIDTH = 3
+GATE_SCALE = 1_000_000
 # float64 columns: grid origin x / z, cell size, max climb
 F_OX, F_OZ, F_CS, F_CLIMB = range(4)
 NUM_META_F = 4
@@ -192,19 +197,21 @@ class SceneNav:
 
 class GoalFields:
     """One scene's distance fields to goals: ``capacity`` rows of S float32 in the fields arena,
-    with reference counts, and per row its snapped goals: a table [capacity, 2] (offset, count)
-    in the goal-table arena pointing at [count, GOAL_WIDTH] float64 in the goal arena. Thread-safe:
+    with reference counts, and per row its snapped goals: a table [capacity, TABLE_WIDTH] (offset,
+    count, gate) in the goal-table arena pointing at [count, GOAL_WIDTH] float64 in the goal arena;
+    ``gate`` (m, ``bps_assets.nav.geodesic.near_gate``: the task's) is where reads turn exact. Thread-safe:
     rows are added from the ``FieldWorker`` thread while the step reads other rows. A full table
     moves to twice the rows (off the step path); the new base offsets reach the step through
     ``NavBuffers.refresh``."""
 
-    def __init__(self, scene: SceneNav, capacity: int = 16):
+    def __init__(self, scene: SceneNav, capacity: int = 16, gate: float = NEAR_EXACT):
         self.scene = scene
+        self.gate = float(gate)
         self.buffers = scene.buffers
         self.S = max(scene.num_spans, 1)
         self.capacity = max(int(capacity), 1)
         self.base = self.buffers.field_arena.alloc(self.capacity * self.S)
-        self.goal_base = self.buffers.goal_table.alloc(2 * self.capacity)
+        self.goal_base = self.buffers.goal_table.alloc(TABLE_WIDTH * self.capacity)
         self.host: dict[int, np.ndarray] = {}
         self.near: dict[int, np.ndarray] = {}      # row -> [P, GOAL_WIDTH] host copy of its goals
         self._near_at: dict[int, int] = {}         # row -> its goals' offset in the goal arena
@@ -251,18 +258,20 @@ class GoalFields:
             ar.buf[new:new + cap * S].copy_(ar.buf[self.base:self.base + cap * S])
         self._moved.append((self.base, cap * S))
         self.base = new
-        gnew = gt.alloc(4 * cap)
+        gnew = gt.alloc(2 * TABLE_WIDTH * cap)
         with gt.lock:
-            gt.buf[gnew:gnew + 2 * cap].copy_(gt.buf[self.goal_base:self.goal_base + 2 * cap])
-        self._moved_goals.append((self.goal_base, 2 * cap))
+            gt.buf[gnew:gnew + TABLE_WIDTH * cap].copy_(gt.buf[self.goal_base:self.goal_base + TABLE_WIDTH * cap])
+        self._moved_goals.append((self.goal_base, TABLE_WIDTH * cap))
         self.goal_base = gnew
         self.refs = np.concatenate([self.refs, np.zeros(cap, np.int64)])
         self._free = list(range(2 * cap - 1, cap - 1, -1))
         self.capacity = 2 * cap
         self.buffers.mark_dirty()
 
-    def add(self, goal, flat: np.ndarray | None = None) -> int:
-        """Store the field of ``goal`` (computing it if not given); returns its row (ref 1)."""
+    def add(self, goal, flat: np.ndarray | None = None, gate: float | None = None) -> int:
+        """Store the field of ``goal`` (computing it if not given) with its near-goal ``gate`` (m;
+        None: this scene's ``gate``); returns its row (ref 1)."""
+        gate_um = round((self.gate if gate is None else float(gate)) * GATE_SCALE)
         if flat is None:
             flat = self.compute(goal)
         near = self.goal_block(goal)
@@ -283,7 +292,8 @@ class GoalFields:
             self.buffers.field_arena.write(self.base + row * self.S, flat)
             self.host[row] = flat
             self.near[row], self._near_at[row] = near, at
-            self.buffers.goal_table.write(self.goal_base + 2 * row, np.array([at, len(near)], np.int64))
+            self.buffers.goal_table.write(self.goal_base + TABLE_WIDTH * row,
+                                          np.array([at, len(near), gate_um], np.int64))
             self.goals[row] = np.asarray(goal, np.float64).reshape(-1, 3)[0]
             self.refs[row] = 1
         return row
@@ -348,7 +358,7 @@ class GoalFields:
             if not self.released:
                 self.released = True
                 self.buffers.field_arena.release(self.base, self.capacity * self.S)
-                self.buffers.goal_table.release(self.goal_base, 2 * self.capacity)
+                self.buffers.goal_table.release(self.goal_base, TABLE_WIDTH * self.capacity)
                 for row in list(self.near):
                     self._forget_goals(row)
                 stale, self._stale = self._stale, []
@@ -384,7 +394,7 @@ class NavBuffers:
         self.f32 = Arena(torch.float32, dev, 1 << 14, math.nan)
         self.f64 = Arena(torch.float64, dev, 1 << 14, 0.0)
         self.field_arena = Arena(torch.float32, dev, 1 << 16, math.inf)
-        self.goal_table = Arena(torch.int64, dev, 1 << 10, 0)           # (offset, count) per field row
+        self.goal_table = Arena(torch.int64, dev, 1 << 10, 0)           # (offset, count, gate) per field row
         self.goal_arena = Arena(torch.float64, dev, 1 << 12, math.nan)  # GOAL_WIDTH per goal
         self.meta_i = torch.zeros((self.capacity, NUM_META_I), dtype=torch.int64, device=dev)
         self.meta_f = torch.ones((self.capacity, NUM_META_F), dtype=torch.float64, device=dev)
@@ -411,7 +421,7 @@ class NavBuffers:
         self.f32.reserve(int(1.25 * n * scene._f32_n) + self.f32.buf.numel())
         self.f64.reserve(int(1.25 * n * scene._f64_n) + self.f64.buf.numel())
         self.field_arena.reserve(int(1.25 * n * goal_rows * max(scene.num_spans, 1)))
-        self.goal_table.reserve(int(1.25 * n * 2 * goal_rows))
+        self.goal_table.reserve(int(1.25 * n * TABLE_WIDTH * goal_rows))
         self.goal_arena.reserve(int(1.25 * n * GOAL_WIDTH * goal_rows))   # one goal a row (PointNav)
 
     def publish(self, scene_index: int, scene: SceneNav, fields: GoalFields):

@@ -4,7 +4,7 @@
 findNearestPoly rule on a window, same island, flood fill of the spans reachable inside
 Detour's search circle, the reached cell square nearest the end, pulled 1e-4 m inside) and
 ``geodesic`` (min over the spans seen from the point's span of field + distance; below
-``NEAR_EXACT`` also the straight line to each of the row's goals the point sees). Task kernels
+the row's gate also the straight line to each of the row's goals the point sees). Task kernels
 (``bps_runtime.tasks``) call them; ``try_step_query`` / ``geodesic_query`` run them as batch
 queries, and ``host_distance`` runs ``geodesic`` on Warp's CPU device over one scene's host
 arrays (the episode supplies' check before a scene is published). One source for the CPU and
@@ -22,8 +22,8 @@ import warp as wp
 
 from bps_assets.nav.geodesic import NEAR_EXACT
 
-from .buffers import (F_CLIMB, F_CS, F_OX, F_OZ, GOAL_WIDTH, M_D, M_FIELD, M_GOALS, M_HEIGHT, M_ISL, M_K,
-                      M_L, M_LRC, M_NBR, M_POS, M_S, M_SEEN, M_SIDX, M_W, PULL_INSIDE)
+from .buffers import (F_CLIMB, F_CS, F_OX, F_OZ, GATE_SCALE, GOAL_WIDTH, M_D, M_FIELD, M_GOALS, M_HEIGHT, M_ISL, M_K,
+                      M_L, M_LRC, M_NBR, M_POS, M_S, M_SEEN, M_SIDX, M_W, PULL_INSIDE, TABLE_WIDTH)
 from ..warp_init import init_warp
 
 # Warp's CPU launch builds a ``tile_shared_storage_t`` on entry that points one static of the
@@ -55,7 +55,8 @@ set_module_options(__name__)
 
 INF = wp.constant(wp.float64(math.inf))
 INSET = wp.constant(wp.float64(PULL_INSIDE))
-NEAR = wp.constant(wp.float64(NEAR_EXACT))
+GATE_UNIT = wp.constant(wp.float64(GATE_SCALE))
+TW = wp.constant(TABLE_WIDTH)
 GW = wp.constant(GOAL_WIDTH)
 
 
@@ -410,7 +411,8 @@ def sees(nav: Nav, scene_i: int, sa: int, a: wp.vec3d, sb: int, b: wp.vec3d) -> 
 def geodesic(nav: Nav, scene_i: int, row: int, p: wp.vec3) -> wp.float32:
     """Distance to the episode's goal: min over the spans seen from p's span (the span of its
     cell nearest in y) of field + |p - centre| (x/z of p, y of its span); where that is below
-    ``NEAR``, also |p - g| for each of the row's goals g nearer than it that p ``sees``."""
+    the row's gate (``GoalFields``: the task's ``near_gate``), also |p - g| for each of the row's
+    goals g nearer than it that p ``sees``."""
     L = int(nav.meta_i[scene_i, M_L])
     D = int(nav.meta_i[scene_i, M_D])
     W = int(nav.meta_i[scene_i, M_W])
@@ -447,8 +449,9 @@ def geodesic(nav: Nav, scene_i: int, row: int, p: wp.vec3) -> wp.float32:
             f = wp.float64(nav.fields[fbase + wp.int64(s2)])
             t = f + wp.length(span_xyz(nav, poff, s2) - q)
             tot = wp.min(tot, t)
-    if tot < NEAR:   # the read detours via a span centre: near a goal, the straight line
-        gt = nav.meta_i[scene_i, M_GOALS] + wp.int64(2 * row)
+    gt = nav.meta_i[scene_i, M_GOALS] + wp.int64(TW * row)
+    # the read detours via a span centre: near a goal (below the row's gate), the straight line
+    if tot < wp.float64(nav.goal_table[gt + wp.int64(2)]) / GATE_UNIT:
         gbase = nav.goal_table[gt]
         for i in range(int(nav.goal_table[gt + wp.int64(1)])):
             b = gbase + wp.int64(GW * i)
@@ -515,10 +518,12 @@ def _host_arrays(scene) -> tuple:
         return scene.host_view
 
 
-def host_distance(scene, field: np.ndarray, points, goals: np.ndarray | None = None) -> np.ndarray:
+def host_distance(scene, field: np.ndarray, points, goals: np.ndarray | None = None,
+                  gate: float = NEAR_EXACT) -> np.ndarray:
     """``geodesic`` for points [N, 3] to field ``field`` [S] of a scene that need not be published
     (float64 out; the float32 rule of the step), exact near ``goals`` [P, GOAL_WIDTH] (the row's
-    ``GoalFields.near``; None: the field read alone). Runs on the calling thread, Warp's CPU device."""
+    ``GoalFields.near``; None: the field read alone) where the read is below ``gate`` m (the row's
+    ``GoalFields.gate``). Runs on the calling thread, Warp's CPU device."""
     wp = init_warp()
     p = np.ascontiguousarray(np.asarray(points, np.float32).reshape(-1, 3))
     out = np.empty(len(p), np.float32)
@@ -528,7 +533,7 @@ def host_distance(scene, field: np.ndarray, points, goals: np.ndarray | None = N
         nav.meta_i, nav.meta_f, nav.ints, nav.f32, nav.f64 = _host_arrays(scene)
         nav.fields = ft(np.ascontiguousarray(field, np.float32))
         g = np.zeros((0, GOAL_WIDTH)) if goals is None else np.asarray(goals, np.float64).reshape(-1, GOAL_WIDTH)
-        nav.goal_table = ft(np.array([0, len(g)], np.int64))
+        nav.goal_table = ft(np.array([0, len(g), round(gate * GATE_SCALE)], np.int64))
         nav.goals = ft(np.ascontiguousarray(np.concatenate([g.reshape(-1), [np.nan]])))   # never empty
         zeros = ft(np.zeros(len(p), np.int32))   # scene 0, row 0 of the one-scene view
         wp.launch(geodesic_query, dim=len(p), inputs=[nav, zeros, zeros, ft(p, wp.vec3), ft(out)], device="cpu")

@@ -308,3 +308,27 @@ def test_goal_blocks_follow_their_rows(scene):
         assert got[0] == pytest.approx(0.03, abs=2e-6)
     b.unpublish(1)
     assert b.goal_arena.used == 0 and b.goal_table.used == 0
+
+
+def test_make_sets_each_tasks_gate_in_its_rows(tmp_path):
+    """``make``: every field row's goal-table entry holds the task's gate, in micrometres (ImageNav
+    at 1.0 m: 1.3 m; PointNav: 0.5 m), and the step reads by it."""
+    from click.testing import CliRunner
+
+    from bps_runtime import make
+    from bps_runtime.nav.buffers import GATE_SCALE, TABLE_WIDTH
+    from cli.main import main
+
+    src, out = tmp_path / "src", tmp_path / "out"
+    for args in (["synth", src, "--layout", "mp3d", "-n", 1],
+                 ["preprocess", src, "-o", out, "--dataset", "mp3d", "--split", "benchmark", "--workers", 1]):
+        r = CliRunner().invoke(main, [str(a) for a in args])
+        assert r.exit_code == 0, r.output
+    for task, want in ((IMAGENAV_1M, 1.3), ("pointnav", 0.5)):
+        with make(out, split="train", task=task, num_envs=2, resolution=(8, 8), sensors=("rgb",)) as env:
+            env.reset()
+            nav = env.world.nav
+            assert env.world.episodes.near_gate == pytest.approx(want)
+            gates = [int(nav.goal_table.buf[f.goal_base + TABLE_WIDTH * row + 2]) for f in nav.fields.values()
+                     for row in f.near]
+            assert gates and set(gates) == {round(want * GATE_SCALE)}

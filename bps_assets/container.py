@@ -291,13 +291,13 @@ def _locked_temp(folder: Path, name: str) -> tuple[int, str]:
             _lock_temp(fd)
             if os.path.samestat(os.stat(tmp), os.fstat(fd)):
                 return fd, tmp
-        except FileNotFoundError:
+        except FileNotFoundError:   # swept before we locked it: start over with a new temp
             pass
         except BaseException:
             os.close(fd)
             try:   # ours, not yet swept: no temp is left behind by a failed lock
                 os.unlink(tmp)
-            except OSError:
+            except OSError:   # swept meanwhile: nothing left to remove
                 pass
             raise
         os.close(fd)

@@ -1,24 +1,17 @@
 """REFERENCE, not product code: habitat-lab's ObjectNav and ImageNav task rules in plain numpy,
 one agent at a time, written to be read. The runtime's fused task kernels are checked against it.
-
-Read from habitat-lab (habitat/tasks/nav/nav.py, object_nav_task.py, config/benchmark/nav/
-objectnav/objectnav_hm3d.yaml, imagenav/*.yaml):
-- actions STOP 0, MOVE_FORWARD 1 (0.25 m), TURN_LEFT 2 / TURN_RIGHT 3 (ObjectNav 30 deg,
-  ImageNav 10 deg), LOOK_UP 4 / LOOK_DOWN 5 (camera pitch +-30 deg; habitat-lab applies no limit,
-  this project clamps at +-``max_pitch_deg``, None = no limit); sliding off for ObjectNav
-  (``allow_sliding: False``), on for ImageNav;
-- distance_to_goal: geodesic to the nearest view point of any goal (ObjectNav, VIEW_POINTS) or to
-  the goal position (ImageNav, POINT), re-measured only when the position moved (habitat's
-  ``np.allclose(prev, now, atol=1e-4)`` test: a blocked move keeps the old value); success = STOP called and distance < success_distance
-  (strict, habitat's ``Success``); the episode ends on STOP or after ``max_steps`` steps;
+Rules read from habitat-lab (habitat/tasks/nav/nav.py, object_nav_task.py, config/benchmark/nav/):
+- actions STOP 0, MOVE_FORWARD 1 (0.25 m), TURN_LEFT 2 / TURN_RIGHT 3 (ObjectNav 30 deg, ImageNav
+  10 deg), LOOK_UP 4 / LOOK_DOWN 5 (+-30 deg; clamped at ``max_pitch_deg``, None = no limit);
+  sliding off for ObjectNav, on for ImageNav;
+- distance_to_goal: geodesic to the nearest view point (ObjectNav) or to the goal (ImageNav),
+  re-measured only when the position moved (``np.allclose(prev, now, atol=1e-4)``); success =
+  STOP and distance < success_distance (strict); the episode ends on STOP or after ``max_steps``;
 - spl = success * d0 / max(d0, path), path = sum of euclidean moves; soft_spl = max(0, 1 - d /
-  d0) * d0 / max(d0, path) (habitat's ``SoftSPL``, updated every step, no STOP needed);
-- reward = -(d - d_prev) + slack_reward (-0.01) + success_reward (2.5) * success;
-- the geodesic distance (docs/NAVMESH.md section 4, ``geodesic``): min over the spans seen from
-  the point's span (its cell's span nearest in y) of field + |p - centre|; below the gate
-  (``gate``: max(NEAR_EXACT, success_distance + 0.3 m)) also |p - g| for each goal g of the row
-  that p sees in a straight line; in float64, rounded
-  to float32 as the step's ``nav.kernels.geodesic``.
+  d0) * d0 / max(d0, path); reward = -(d - d_prev) - 0.01 + 2.5 * success;
+- geodesic (docs/NAVMESH.md section 4): min over the spans seen from the point's span of field +
+  |p - centre|; below the gate (max(NEAR_EXACT, success_distance + 0.3 m)) also |p - g| for each
+  goal g the point sees in a straight line; float64, rounded to float32 as the step's kernel.
 """
 from __future__ import annotations
 

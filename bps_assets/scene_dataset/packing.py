@@ -36,7 +36,7 @@ def _asset_options(options):
 def pack_assets(scene: ComposedScene, assets_dir: Path, options=DEFAULTS,
                 fresh_since: float | None = None, stale=()) -> list[dict]:
     """Convert the scene's assets missing from ``assets_dir`` or not current there (``_current``);
-    ``[{key, path, source, converted}]``. ``fresh_since`` (an mtime on the output file system's
+    ``[{key, path, source, converted, triangles}]`` (triangles: None for an asset no instance uses). ``fresh_since`` (an mtime on the output file system's
     clock): also re-convert every asset written before it (preprocess ``--force``: each asset
     once per run). ``stale``:
     asset file names to re-convert whatever they look like (a resume check found them damaged)."""
@@ -47,36 +47,44 @@ def pack_assets(scene: ComposedScene, assets_dir: Path, options=DEFAULTS,
     out = []
     for k, a in enumerate(scene.assets):
         dst = assets_dir / f"{a.key}{ASSET_SUFFIX}"
-        made = False
-        if k in used and (dst.name in stale or not _current(dst, a.path, fingerprint, fresh_since)):
-            convert_file(a.path, dst, opts, overwrite=True, scene_id=a.key, semantic=None)
-            made = True
-        out.append({"key": a.key, "path": f"../assets/{dst.name}", "source": str(a.path), "converted": made})
+        made, tris = False, None
+        if k in used:
+            h = None if dst.name in stale else _current(dst, a.path, fingerprint, fresh_since)
+            if h is None:
+                res = convert_file(a.path, dst, opts, overwrite=True, scene_id=a.key, semantic=None)
+                made, tris = True, res.stats["triangles_out"]
+            else:
+                tris = _triangles(h)
+        out.append({"key": a.key, "path": f"../assets/{dst.name}", "source": str(a.path), "converted": made,
+                    "triangles": tris})
     return out
 
 
-def _current(dst: Path, src: Path, fingerprint: str, fresh_since: float | None = None) -> bool:
-    """``dst`` exists, is intact as far as a resumed scene's own outputs are checked (header,
-    section CRCs, padding: ``pipeline.resume_check``), was written at or after ``fresh_since``
-    (when given) and was converted from ``src`` as it is now (the sha256 in its header) by this
-    tool version with the settings whose fingerprint is ``fingerprint`` (the one preprocess keys
-    scenes on, ``hashing.settings_fingerprint``, over the converter settings in its header)."""
+def _current(dst: Path, src: Path, fingerprint: str, fresh_since: float | None = None) -> dict | None:
+    """``dst``'s header when ``dst`` exists, was written at or after ``fresh_since`` (when given),
+    was converted from ``src`` as it is now (the sha256 in its header) by this tool version with
+    the settings whose fingerprint is ``fingerprint`` (the one preprocess keys scenes on,
+    ``hashing.settings_fingerprint``, over the converter settings in its header) and is intact as
+    far as a resumed scene's own outputs are checked (section CRCs, padding:
+    ``pipeline.resume_check``); else None. The header fields are compared first: an asset to be
+    re-converted anyway pays no CRC pass."""
     from .. import __version__
     try:
         if fresh_since is not None and dst.stat().st_mtime < fresh_since:
-            return False
+            return None
         with Container(dst, "SCEN") as c:
             h = c.header
+            conv = h.get("converter") if isinstance(h.get("converter"), dict) else {}
+            settings = conv.get("settings")
+            if not isinstance(settings, dict) or conv.get("version") != __version__ or \
+                    settings_fingerprint(settings) != fingerprint or \
+                    (h.get("source") or {}).get("sha256") != sha256_file(src)[0]:
+                return None
             c.check_checksums()
             c.check_padding()
     except (OSError, BpsError):
-        return False
-    conv = h.get("converter") if isinstance(h.get("converter"), dict) else {}
-    settings = conv.get("settings")
-    if not isinstance(settings, dict) or conv.get("version") != __version__ or \
-            settings_fingerprint(settings) != fingerprint:
-        return False
-    return (h.get("source") or {}).get("sha256") == sha256_file(src)[0]
+        return None
+    return h
 
 
 def pack_scene(scene: ComposedScene, dst: str | os.PathLike, assets_dir: str | os.PathLike,
@@ -124,17 +132,15 @@ def pack_scene(scene: ComposedScene, dst: str | os.PathLike, assets_dir: str | o
                         source_info=info, extra=(cs.HEADER_KEY, header, arrays))
     st = dict(res.stats)
     used = sorted({inst[k].asset for k in range(len(inst))})
-    tris = {k: _triangles(assets_dir / Path(entries[k]["path"]).name) for k in used}
-    st["instance_triangles"] = sum(tris[i.asset] for i in inst)   # what instancing draws besides the stage
+    st["instance_triangles"] = sum(entries[i.asset]["triangles"] for i in inst)   # what instancing draws besides the stage
     st.update(instances=len(inst), assets=len(used), assets_converted=sum(e["converted"] for e in entries),
               skipped_instances=len(scene.skipped),
               asset_files=[f"{assets_dir.name}/{Path(entries[k]['path']).name}" for k in used])
     return st
 
 
-def _triangles(asset: Path) -> int:
-    with Container(asset, "SCEN") as c:
-        n = (c.header.get("counts") or {}).get("triangles", 0)
+def _triangles(header: dict) -> int:
+    n = (header.get("counts") or {}).get("triangles", 0)
     return n if isinstance(n, int) and not isinstance(n, bool) else 0
 
 

@@ -140,12 +140,12 @@ def _other_agent(task: str, report: list[dict]) -> str:
     """One warning line when navmeshes were built for another agent than the task's (habitat's,
     what bps-train uses and refuses a dataset for); "" when they match. A warning, not a refusal:
     ``make()``'s task options take any agent, and such a run wants these episodes."""
-    from bps_assets.pipeline.manifest import AGENT_TOLERANCE
+    from bps_assets.pipeline.manifest import agent_diffs
     from bps_runtime.tasks import task_spec
 
     want = task_spec(task).defaults
-    off = [r for r in report if abs(r["agent"]["radius"] - want.agent_radius) > AGENT_TOLERANCE
-           or abs(r["agent"]["height"] - want.agent_height) > AGENT_TOLERANCE]
+    off = [r for r in report if agent_diffs(r["agent"]["radius"], r["agent"]["height"],
+                                            want.agent_radius, want.agent_height)]
     if not off:
         return ""
     a = off[0]["agent"]

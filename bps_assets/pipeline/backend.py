@@ -253,17 +253,17 @@ class Backend:
         """The habitat .navmesh imported, or NavError when it was built for another agent than
         ``settings``' or does not fit the packed scene."""
         from ..nav.detour import import_detour, read_detour_navmesh
-        from .manifest import AGENT_TOLERANCE
+        from .manifest import agent_diffs
         from ..nav.validate import navmesh_misfit
         from .scene_checks import scene_bounds
 
         dm = read_detour_navmesh(detour_src)
         own = dm.nav_settings()
-        for key in ("agent_radius", "agent_height"):
-            want, has = getattr(settings, key), getattr(own, key)
-            if abs(want - has) > AGENT_TOLERANCE:
-                raise NavError(detour_src, f"built for an agent of {key.split('_')[1]} {has:g} m, not the "
-                                           f"{want:g} m of the settings (--{key.replace('_', '-')})")
+        diffs = agent_diffs(own.agent_radius, own.agent_height, settings.agent_radius, settings.agent_height)
+        if diffs:
+            what, has, want = diffs[0]
+            raise NavError(detour_src, f"built for an agent of {what} {has:g} m, not the "
+                                       f"{want:g} m of the settings (--agent-{what})")
         # settings None: the .navmesh's own settings (habitat stores them in the file)
         mesh = import_detour(dm, self.nav_settings)   # the file read once
         misfit = navmesh_misfit(mesh, scene_bounds(packed))

@@ -215,6 +215,15 @@ def navmesh_settings(manifest: "Manifest"):
     return NavSettings.from_dict(nav) if isinstance(nav, dict) else None
 
 
+def agent_diffs(has_radius: float, has_height: float, want_radius: float, want_height: float,
+                tolerance: float = AGENT_TOLERANCE) -> list[tuple[str, float, float]]:
+    """``(what, has, want)`` for each of the agent's radius and height (m), in that order, that
+    differs from the wanted one by more than ``tolerance``; [] when the agents match."""
+    return [(what, has, want) for what, has, want in
+            (("radius", has_radius, want_radius), ("height", has_height, want_height))
+            if abs(has - want) > tolerance]
+
+
 def agent_mismatch(manifest: "Manifest", agent_radius: float, agent_height: float,
                    tolerance: float = AGENT_TOLERANCE) -> str | None:
     """One line saying how the navmeshes' agent (``navmesh_settings``) differs from the
@@ -224,8 +233,7 @@ def agent_mismatch(manifest: "Manifest", agent_radius: float, agent_height: floa
     if nav is None:
         return None
     diffs = [f"{what} {has:g} m, not {want:g} m" for what, has, want in
-             (("radius", nav.agent_radius, agent_radius), ("height", nav.agent_height, agent_height))
-             if abs(has - want) > tolerance]
+             agent_diffs(nav.agent_radius, nav.agent_height, agent_radius, agent_height, tolerance)]
     if not diffs:
         return None
     return (f"{manifest.path}: its navmeshes were built for another agent ({'; '.join(diffs)}): "

@@ -323,9 +323,7 @@ def preview_cmd(navfile, out, overwrite, max_size, mpp, episodes_file, scene, ma
     from bps_assets.nav.topdown import MapOptions, read_agent_path, write_map
 
     if semantic is not None:   # another map (objects on the floors): the episode / path options do not apply
-        ctx = click.get_current_context()
-        given = [flag for name, flag in _NOT_SEMANTIC.items()
-                 if ctx.get_parameter_source(name) not in (None, click.core.ParameterSource.DEFAULT)]
+        given = [_NOT_SEMANTIC[name] for name in options_given(_NOT_SEMANTIC)]
         if given:
             raise click.UsageError(f"--semantic draws a scene's objects only: {', '.join(given)} cannot "
                                    "go with it (make a second map without --semantic for those)")

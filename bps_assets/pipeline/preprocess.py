@@ -262,6 +262,11 @@ def _file_entry(out_root: Path, rel: str, packed: bool) -> dict:
     return e
 
 
+def _on_scan(e: BpsError, scan) -> BpsError:
+    """``e`` (the same type and problem) naming the scan the user gave instead of our packed copy."""
+    return type(e)(scan, e.detail)
+
+
 def process_scene(task: SceneTask) -> SceneResult:
     """Do one scene (in a worker process). Never raises for a scene-level failure."""
     t0 = time.perf_counter()
@@ -318,13 +323,13 @@ def process_scene(task: SceneTask) -> SceneResult:
         mode = "import" if opts.strict and navsrc is not None else opts.navmesh
         try:
             nav = task.backend.navmesh(mode, out_root / rels["scene"], navsrc, out_root / rels["navmesh"])
-        except UpAxisError as e:   # name the scan the user gave, not our packed copy of it
-            raise UpAxisError(src.scene, e.detail) from None
+        except UpAxisError as e:
+            raise _on_scan(e, src.scene) from None
         except ResourceLimitError as e:   # the build's caps (grid cells) name the packed copy too
             packed = out_root / rels["scene"]
             if e.path not in (str(packed), packed.name):
                 raise
-            raise ResourceLimitError(src.scene, e.detail) from None
+            raise _on_scan(e, src.scene) from None
         stats["navmesh_source"] = nav.get("source")
         if nav.get("agent"):
             stats["agent"] = nav["agent"]

@@ -89,7 +89,8 @@ def output_problem(out_root: Path, rec: Mapping, full: bool = False, entry: Mapp
 
 
 def kept_problems(out_root: Path, entry: Mapping, full: bool = False) -> list[str]:
-    """Problems of every output of a scene's manifest ``entry`` (empty: all can be kept)."""
+    """Problems of every output of a scene's manifest ``entry`` (empty: all can be kept): the
+    list form of ``problems_by_output``'s values."""
     return list(problems_by_output(out_root, entry, full).values())
 
 
@@ -118,7 +119,8 @@ def _shared_key(role: str, rec: Mapping) -> str | None:
 
 def check_many(out_root: Path, entries: Mapping[str, Mapping], full: bool = False,
                jobs: int | None = None) -> dict[str, list[str]]:
-    """``kept_problems`` of many scenes on a thread pool: {name: problems} (empty list: keep).
+    """The problems (``problems_by_output``'s values) of many scenes on a thread pool:
+    {name: problems} (empty list: keep).
     A shared asset file is checked once, however many of the scenes use it."""
     names = list(entries)
     if not names:

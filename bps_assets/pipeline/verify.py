@@ -274,12 +274,12 @@ def verify_manifest(path, deep: bool = False, jobs: int | None = None, strict: b
         if sr.status != "ok":
             sr.problems.append(f"preprocess failed: {e.get('error') or 'unknown error'}")
         sr.problems.extend(entry_problems(e))
-        for _, role, src, target in source_links(name, e.get("sources")):   # inputs outside the source folder
-            if strict:
-                sr.problems.append(f"{name}: source {role} {src} resolves through a symlink to {target}, "
-                                   "outside the source folder (refused: --strict)")
-            else:
-                links.append((name, role, src, target))
+        found = source_links(name, e.get("sources"))   # inputs outside the source folder
+        if strict:
+            sr.problems += [f"{name}: source {role} {src} resolves through a symlink to {target}, "
+                            "outside the source folder (refused: --strict)" for _, role, src, target in found]
+        else:
+            links += found
         scenes.append(sr)
         for role, rec in (e.get("outputs") or {}).items():
             work.append((sr, role, rec))

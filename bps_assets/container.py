@@ -41,6 +41,8 @@ MAGIC = b"\x89BPS\r\n\x1a\n"
 CONTAINER_VERSION = 1
 PREAMBLE = struct.Struct("<8sI4sQI")  # magic, version, kind, header_len, reserved
 assert PREAMBLE.size == 28
+RESERVED_OFFSET = struct.calcsize(PREAMBLE.format[:-1])  # the reserved field: the preamble's last
+assert RESERVED_OFFSET == 24
 PREAMBLE_SIZE = 32  # padded
 ALIGN = 256  # section offsets: enough for any device buffer / SIMD load
 
@@ -607,6 +609,7 @@ class Container:
             raise _corrupt(path, f"is a {self.kind!r} file, expected {want_kind!r}")
         if hlen > MAX_HEADER_BYTES or PREAMBLE_SIZE + hlen > self.file_length:
             raise _corrupt(path, f"header length {hlen} exceeds the cap or the file (truncated?)")
+        self.header_length = hlen
         raw = self._f.read(hlen)
         header = parse_json(raw, path, prefix="header is not valid JSON", error=_corrupt, encoding="utf-8")
         if not isinstance(header, dict) or not isinstance(header.get("sections"), list):
@@ -698,9 +701,9 @@ class Container:
         under ALIGN bytes. No section CRC covers them, so a damaged one there is found only by
         this check or a full hash; reads under ALIGN bytes per section."""
         fd = self._f.fileno()
-        hlen = PREAMBLE.unpack(os.pread(fd, PREAMBLE.size, 0))[3]
+        hlen = self.header_length
         spans = sorted((s.offset, s.offset + s.stored_length) for s in self.sections.values())
-        gaps = [(24, PREAMBLE_SIZE, b"\0"), (PREAMBLE_SIZE + hlen, spans[0][0] if spans else
+        gaps = [(RESERVED_OFFSET, PREAMBLE_SIZE, b"\0"), (PREAMBLE_SIZE + hlen, spans[0][0] if spans else
                                              _align(PREAMBLE_SIZE + hlen), b" ")]
         ends = [b for _, b in spans]
         gaps += [(a1, b0, b"\0") for a1, (b0, _) in zip(ends, spans[1:])]

@@ -53,16 +53,18 @@ def container_info(path: Path) -> dict:
 
 
 def _composed_navmesh_note(packed: Path) -> tuple[str, str | None] | None:
-    """(scene instance file, the note on its navmesh_instance or None) of a composed packed
-    scene; None for a scan."""
+    """(scene instance file, why its navmesh_instance gives no navmesh or None) of a composed
+    packed scene; None for a scan."""
     from ..composed_section import HEADER_KEY
+    from ..scene_dataset.habitat import unknown_navmesh_note
 
     with Container(packed) as c:
-        comp = c.header.get(HEADER_KEY)
+        comp, scene = c.header.get(HEADER_KEY), c.header.get("scene_id")
     if not isinstance(comp, dict):
         return None
-    return str(comp.get("source") or packed), next(
-        (n for n in comp.get("notes") or () if isinstance(n, str) and "navmesh_instance" in n), None)
+    handle = comp.get("navmesh_unknown")
+    return str(comp.get("source") or packed), \
+        unknown_navmesh_note(str(scene), handle) if isinstance(handle, str) and handle else None
 
 
 class Backend:

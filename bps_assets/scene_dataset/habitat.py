@@ -331,6 +331,7 @@ def read_scene_instance(ds: DatasetConfig, name: str, skip_missing: bool = False
     if isinstance(nav, str) and nav:
         sc.navmesh = ds.navmeshes.get(nav)
         if sc.navmesh is None:
+            sc.navmesh_unknown = nav
             sc.notes.append(unknown_navmesh_note(name, nav))
     ssd = d.get("semantic_scene_instance", ds.scene_defaults.get("semantic_scene_instance"))
     if isinstance(ssd, str) and ssd:

@@ -53,6 +53,7 @@ class ComposedScene:
     stage: Instance | None = None
     instances: list[Instance] = field(default_factory=list)
     navmesh: Path | None = None
+    navmesh_unknown: str | None = None   # a navmesh_instance handle the dataset does not list
     semantic_scene: Path | None = None
     notes: list[str] = field(default_factory=list)
     skipped: list[dict] = field(default_factory=list)   # instances dropped (--skip-missing-assets)

@@ -797,7 +797,7 @@ def train(args) -> dict:
     ckpt = checkpoint.load(ckpt_path, map_location=device) if args.resume and ckpt_path.exists() else None
     # after the checkpoint: one that is refused is refused before the dataset is read
     run_id = checkpoint.identity(args, checkpoint.dataset_sha256(args.dataset), world)
-    old_id = checkpoint.manifest_sha256(args.dataset)   # the identity checkpoints saved before 2026-11-27
+    old_id = checkpoint.legacy_manifest_sha256(args.dataset)   # the identity checkpoints saved before 2026-11-27
     if ckpt is not None:   # the batch's shape and the rank count are part of it: one RNG stream per rank
         checkpoint.check_same_run(ckpt_path, checkpoint.saved_identity(ckpt), run_id, old_id)
         checkpoint.restore(ckpt_path, ckpt, policy, opt)

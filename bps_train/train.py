@@ -797,8 +797,12 @@ def train(args) -> dict:
     ckpt = checkpoint.load(ckpt_path, map_location=device) if args.resume and ckpt_path.exists() else None
     # after the checkpoint: one that is refused is refused before the dataset is read
     run_id = checkpoint.identity(args, checkpoint.dataset_sha256(args.dataset), world)
-    old_id = checkpoint.legacy_manifest_sha256(args.dataset)   # the identity checkpoints saved before 2026-11-27
+    # the env config's identity leaves seeds and threads out (the seed counts the resumed updates)
+    config = env_config(args, args.split, args.num_envs, args.seed + 7919 * rank + (ckpt["update"] if ckpt else 0),
+                        args.episodes, args.double_buffer, scene_shard=(rank, world))
+    run_id["env"] = checkpoint.env_identity(config)   # saved with the checkpoint, compared on resume
     if ckpt is not None:   # the batch's shape and the rank count are part of it: one RNG stream per rank
+        old_id = checkpoint.legacy_manifest_sha256(args.dataset)   # the identity checkpoints saved before 2026-11-27
         checkpoint.check_same_run(ckpt_path, checkpoint.saved_identity(ckpt), run_id, old_id)
         checkpoint.restore(ckpt_path, ckpt, policy, opt)
         update, global_step, seconds_before = ckpt["update"], ckpt["global_step"], ckpt["seconds"]
@@ -827,13 +831,7 @@ def train(args) -> dict:
 
     # ---- environments (this rank's share of the scenes), logs, and the stop signal
     n = args.num_envs
-    config = env_config(args, args.split, n, args.seed + 7919 * rank + update, args.episodes, args.double_buffer,
-                        scene_shard=(rank, world))
-    run_id["env"] = checkpoint.env_identity(config)   # saved with the checkpoint, compared on resume
-    if update:   # before the environments are built
-        checkpoint.check_same_run(ckpt_path, checkpoint.saved_identity(ckpt), run_id, old_id)
-    env = make_envs(config)
-    run_id["env"] = checkpoint.env_identity(env.config)   # the config it ran with
+    env = make_envs(config)   # make() only fills in threads, which the env identity leaves out
     if not update and rank == 0 and (moved := move_previous_run(out)) is not None:
         print(f"bps-train: starting fresh: the previous run's files in {out} were moved to {moved}", flush=True)
     log = Log(out, writer_cls, update) if rank == 0 else None

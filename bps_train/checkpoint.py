@@ -43,14 +43,15 @@ MAX_UPDATE, MAX_WORLD = 2**31 - 1, 1 << 16   # counters beyond these (and MAX_ST
 # Settings a resumed run must share with its checkpoint, in the order the error lists them.
 IDENTITY_ARGS = ("task", "split", "episodes", "sensor", "resolution", "hidden", "width", "num_envs",
                  "rollout_steps", "minibatches", "seed")
-IDENTITY_DEFAULTS = {"task": "pointnav"}   # what a checkpoint from before the key was saved had
-# keys added to the identity later: a checkpoint without them is read from its saved args / world
+# keys added to the identity later: a checkpoint without them is read from its saved args / world,
+# or has the value every run had before the key was saved
+IDENTITY_DEFAULTS = {"task": "pointnav"}
 LATER_KEYS = ("rollout_steps", "minibatches", "seed", "world")
 _REQUIRED = {"format": str, "version": int, "policy": dict, "optimizer": dict, "update": int,
              "global_step": int, "seconds": float, "world": int, "args": dict, "identity": dict, "rng": list}
 
 
-def manifest_sha256(path) -> str:
+def legacy_manifest_sha256(path) -> str:
     """sha256 of the manifest's bytes: the dataset's identity in checkpoints saved before
     ``dataset_sha256`` (still accepted on resume by ``check_same_run``)."""
     try:
@@ -66,16 +67,16 @@ def dataset_sha256(path) -> str:
     return content_sha256(load_manifest(path).doc)
 
 
-def identity(args, dataset_sha256: str, world: int = 1) -> dict:
-    """What a resumed run must share with its checkpoint (``check_same_run``): the dataset, the
-    ``IDENTITY_ARGS`` and the number of ranks (``world``)."""
-    return {"dataset_sha256": dataset_sha256, **{k: getattr(args, k) for k in IDENTITY_ARGS}, "world": world}
+def identity(args, dataset_id: str, world: int = 1) -> dict:
+    """What a resumed run must share with its checkpoint (``check_same_run``): the dataset
+    (``dataset_id``: its ``dataset_sha256``), the ``IDENTITY_ARGS`` and the number of ranks (``world``)."""
+    return {"dataset_sha256": dataset_id, **{k: getattr(args, k) for k in IDENTITY_ARGS}, "world": world}
 
 
 def saved_identity(ckpt: dict) -> dict:
-    """The checkpoint's identity, with the ``LATER_KEYS`` a checkpoint saved before them lacks
-    taken from its saved args and rank count (what that run had)."""
-    old = {**{k: ckpt["args"][k] for k in LATER_KEYS if k in ckpt["args"]}, "world": ckpt["world"]}
+    """The checkpoint's identity, with the keys a checkpoint saved before them lacks: the
+    ``LATER_KEYS`` taken from its saved args and rank count, the ``IDENTITY_DEFAULTS`` (what that run had)."""
+    old = {**IDENTITY_DEFAULTS, **{k: ckpt["args"][k] for k in LATER_KEYS if k in ckpt["args"]}, "world": ckpt["world"]}
     return {**old, **ckpt["identity"]}
 
 
@@ -114,11 +115,11 @@ def _differences(have, want, name=""):
 
 def check_same_run(path, saved: dict, wanted: dict, manifest_bytes_sha256: str | None = None) -> None:
     """ConfigError listing every identity field that differs (of the env config, only the keys
-    that differ), and how to start fresh. ``manifest_bytes_sha256``: this run's
-    ``manifest_sha256``, the dataset identity of older checkpoints."""
+    that differ), and how to start fresh. ``saved``: a ``saved_identity``. ``manifest_bytes_sha256``:
+    this run's ``legacy_manifest_sha256``, the dataset identity of older checkpoints."""
     diffs = []
     for key, want in wanted.items():
-        have = saved.get(key, IDENTITY_DEFAULTS.get(key))
+        have = saved.get(key)
         if have == want or (key == "dataset_sha256" and have is not None and have == manifest_bytes_sha256):
             continue
         if key == "dataset_sha256":

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from bps_assets.pipeline.run_lock import RunLock, hold as hold_lock
 
-TRAIN = ".bps-train.lock"   # bps-train's training run (checkpoint.pt, log.csv, sim_only.jsonl, tb/)
+TRAIN = ".bps-train.lock"   # bps-train's training run (its files: train.RUN_FILES and snapshots)
 EVAL = ".bps-eval.lock"     # --eval's own files (videos/)
 
 

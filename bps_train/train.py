@@ -45,6 +45,11 @@ FrozenAct = lazy("bps_train.frozen_act", "FrozenAct")
 Rollout, gae, ppo_loss, sample_actions = (lazy("bps_train.ppo", n) for n in ("Rollout", "gae", "ppo_loss",
                                                                               "sample_actions"))
 
+# a run's files in OUT_DIR (written below; moved aside together by move_previous_run)
+CHECKPOINT_FILE, LOG_FILE, SIM_ONLY_FILE, TB_DIR = "checkpoint.pt", "log.csv", "sim_only.jsonl", "tb"
+RUN_FILES = (CHECKPOINT_FILE, LOG_FILE, SIM_ONLY_FILE, TB_DIR)
+SNAPSHOT_PREFIX = "ckpt_"   # OUT_DIR/ckpt_UPDATE.pt (--snapshot-every)
+
 
 @dataclass
 class Args:
@@ -327,7 +332,7 @@ def report_sim_only(env, args, rank: int, world: int, out: Path, update: int, se
             print(f"simulation only at the end: {sim[0]:.0f} frames/s uniform, {sim[1]:.0f} no STOP; this run's "
                   f"end-to-end {end_to_end_fps:.0f} frames/s = x{end_to_end_fps / best:.2f} of the end "
                   "measurement", flush=True)
-        with open(out / "sim_only.jsonl", "a") as f:
+        with open(out / SIM_ONLY_FILE, "a") as f:
             f.write(json.dumps(record) + "\n")
     return best
 
@@ -707,8 +712,8 @@ def move_previous_run(out: Path) -> Path | None:
     (checkpoint, snapshots, log, sim-only records, TensorBoard events) moves them, and only them,
     into ``OUT_DIR/previous-<UTC time>/`` first: nothing of the old run is overwritten, mixed in
     or dropped. -> the folder, or None when there was nothing to move."""
-    names = [p for p in sorted(out.iterdir()) if p.name in ("checkpoint.pt", "log.csv", "sim_only.jsonl", "tb")
-             or (p.name.startswith("ckpt_") and p.name.endswith(".pt") and p.is_file())]
+    names = [p for p in sorted(out.iterdir()) if p.name in RUN_FILES
+             or (p.name.startswith(SNAPSHOT_PREFIX) and p.name.endswith(".pt") and p.is_file())]
     if not names:
         return None
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
@@ -726,14 +731,14 @@ class Log:
     """OUT_DIR/log.csv (appended across resumes) and optional TensorBoard events, rank 0 only."""
 
     def __init__(self, out: Path, writer_cls=None, resumed_update: int = 0):
-        path = out / "log.csv"
+        path = out / LOG_FILE
         trim_log(path, resumed_update)
         new = not path.exists() or path.stat().st_size == 0
         self.file = open(path, "a", newline="")
         self.csv = csv.DictWriter(self.file, LOG_FIELDS)
         if new:
             self.csv.writeheader()
-        self.writer = writer_cls(str(out / "tb")) if writer_cls else None
+        self.writer = writer_cls(str(out / TB_DIR)) if writer_cls else None
 
     def row(self, row: dict, num_updates: int, seconds: float):
         self.csv.writerow(row)
@@ -793,12 +798,16 @@ def train(args) -> dict:
     lr = scaled_lr(args, world)
     opt = Lamb(policy.parameters(), lr=lr, weight_decay=args.weight_decay, min_trust=args.min_trust)
     update, global_step, seconds_before = 0, 0, 0.0
-    ckpt_path = out / "checkpoint.pt"
+    ckpt_path = out / CHECKPOINT_FILE
     ckpt = checkpoint.load(ckpt_path, map_location=device) if args.resume and ckpt_path.exists() else None
     # after the checkpoint: one that is refused is refused before the dataset is read
     run_id = checkpoint.identity(args, checkpoint.dataset_sha256(args.dataset), world)
-    old_id = checkpoint.manifest_sha256(args.dataset)   # the identity checkpoints saved before 2026-11-27
+    # the env config's identity leaves seeds and threads out (the seed counts the resumed updates)
+    config = env_config(args, args.split, args.num_envs, args.seed + 7919 * rank + (ckpt["update"] if ckpt else 0),
+                        args.episodes, args.double_buffer, scene_shard=(rank, world))
+    run_id["env"] = checkpoint.env_identity(config)   # saved with the checkpoint, compared on resume
     if ckpt is not None:   # the batch's shape and the rank count are part of it: one RNG stream per rank
+        old_id = checkpoint.legacy_manifest_sha256(args.dataset)   # the identity checkpoints saved before 2026-11-27
         checkpoint.check_same_run(ckpt_path, checkpoint.saved_identity(ckpt), run_id, old_id)
         checkpoint.restore(ckpt_path, ckpt, policy, opt)
         update, global_step, seconds_before = ckpt["update"], ckpt["global_step"], ckpt["seconds"]
@@ -827,13 +836,7 @@ def train(args) -> dict:
 
     # ---- environments (this rank's share of the scenes), logs, and the stop signal
     n = args.num_envs
-    config = env_config(args, args.split, n, args.seed + 7919 * rank + update, args.episodes, args.double_buffer,
-                        scene_shard=(rank, world))
-    run_id["env"] = checkpoint.env_identity(config)   # saved with the checkpoint, compared on resume
-    if update:   # before the environments are built
-        checkpoint.check_same_run(ckpt_path, checkpoint.saved_identity(ckpt), run_id, old_id)
-    env = make_envs(config)
-    run_id["env"] = checkpoint.env_identity(env.config)   # the config it ran with
+    env = make_envs(config)   # make() only fills in threads, which the env identity leaves out
     if not update and rank == 0 and (moved := move_previous_run(out)) is not None:
         print(f"bps-train: starting fresh: the previous run's files in {out} were moved to {moved}", flush=True)
     log = Log(out, writer_cls, update) if rank == 0 else None
@@ -914,7 +917,7 @@ def train(args) -> dict:
             if update % args.save_every == 0 or update == num_updates or snapshot:
                 save_run(ckpt_path, args, run_id, policy, opt, update, global_step,
                          seconds_before + time.perf_counter() - t_start, rank, world,
-                         out / f"ckpt_{update:06d}.pt" if snapshot else None)
+                         out / f"{SNAPSHOT_PREFIX}{update:06d}.pt" if snapshot else None)
                 saved_update = update
 
         if interrupted:  # the last finished update is kept; the rollout in progress is not

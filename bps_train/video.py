@@ -159,7 +159,7 @@ class EpisodeRecorder:
         from concurrent.futures import ThreadPoolExecutor
 
         self.out_dir, self.want = Path(out_dir), int(episodes)
-        self.prefix = prefix   # before every file name (an eval's: what it evaluated)
+        self.prefix = _file_safe(prefix)   # before every file name (an eval's: what it evaluated)
         self.navmesh_for = navmesh_for or (lambda scene_id: None)
         self.goals_for = goals_for
         self.action_names = tuple(action_names)   # the env's ``ACTIONS``: the strip names each action
@@ -275,8 +275,8 @@ class EpisodeRecorder:
             if ep.key in self._keys:
                 return
             self._keys.add(ep.key)
-        name = re.sub(r"[^A-Za-z0-9_.=-]", "_", f"{self.prefix}episode={meta['episode_id']}-scene={meta['scene_id']}"
-                                                 f"-success={meta['success']:.2f}-spl={meta['spl']:.2f}")
+        name = self.prefix + _file_safe(f"episode={meta['episode_id']}-scene={meta['scene_id']}"
+                                        f"-success={meta['success']:.2f}-spl={meta['spl']:.2f}")
         stem, n = name, 1
         while name in self._names:   # two ids that differ only in characters a file name cannot hold
             n += 1
@@ -458,11 +458,16 @@ def _host(x):
     return np.asarray(x)
 
 
+def _file_safe(text: str) -> str:
+    """``text`` with every character a file name may not hold on any system as ``_``."""
+    return re.sub(r"[^A-Za-z0-9_.=-]", "_", text)
+
+
 def eval_prefix(evaluated: str) -> str:
     """The file-name prefix of an eval's videos: ``eval=`` what it evaluated (the checkpoint's
     stem, ``random``, ``stop``) and a dash."""
     name = evaluated if evaluated in ("random", "stop") else Path(evaluated).stem
-    return "eval=" + re.sub(r"[^A-Za-z0-9_.=-]", "_", name) + "-"
+    return "eval=" + _file_safe(name) + "-"
 
 
 def eval_recorder(args) -> EpisodeRecorder:
@@ -485,4 +490,3 @@ def eval_recorder(args) -> EpisodeRecorder:
                                         "--out-dir")
     return EpisodeRecorder(folder, args.video, manifest_navmeshes(args.dataset),
                            video=VideoOptions(format=fmt), prefix=prefix)
-

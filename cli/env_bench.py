@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import resource
 import time
 from dataclasses import asdict, dataclass
@@ -280,15 +279,10 @@ def report(res: dict) -> Report:
     ]
     # the env's own account of each wait (its step numbers count the warm-up steps too: those
     # are said to be warm-up, next to a waited-steps count that leaves them out)
-    lines += [f"why a step waited: {r}" + (" (warm-up, not counted)" if _warmup_step(r, o.get("warmup", 0)) else "")
+    warm = set(res.get("warmup_wait_reasons") or ())
+    lines += [f"why a step waited: {r}" + (" (warm-up, not counted)" if r in warm else "")
               for r in res.get("wait_reasons") or []]
     return Report(lines, goals)
-
-
-def _warmup_step(reason: str, warmup: int) -> bool:
-    """Is ``reason`` (``env.stats["wait_reasons"]``: "step N: ...", N from 1) about a warm-up step?"""
-    m = re.match(r"step (\d+):", reason)
-    return m is not None and int(m.group(1)) <= warmup
 
 
 def _per_step_counts(counts, steps: int) -> dict:
@@ -354,6 +348,8 @@ def measure(manifest, options: BenchOptions = DEFAULTS, progress=None) -> dict:
     dev = env.device
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     env.reset()
+    at_reset = list(env.stats.get("wait_reasons", []))
+    raw["warmup_wait_reasons"] = []   # the waits of the warm-up steps (each line names its step)
     raw["setup_seconds"] = time.perf_counter() - t0
     say(f"env ready in {raw['setup_seconds']:.1f} s; {o.warmup} warm-up steps, then {o.steps} timed")
     every = max(1, o.steps // 5)
@@ -390,6 +386,8 @@ def measure(manifest, options: BenchOptions = DEFAULTS, progress=None) -> dict:
                 render_s.append(dr)
                 loading.append(busy)
                 waited.append(bool(info["waited_for_load"]))
+            elif i + 1 == o.warmup:
+                raw["warmup_wait_reasons"] = [r for r in env.stats.get("wait_reasons", []) if r not in at_reset]
         n_pl = o.pipelined_steps if o.pipelined_steps >= 0 else (PIPELINED_STEPS if dev.type != "cpu" else 0)
         if n_pl > 0:
             say(f"{n_pl} pipelined steps")

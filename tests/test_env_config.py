@@ -98,7 +98,8 @@ def test_a_resume_with_another_task_is_refused_before_the_weights_load():
     objectnav = checkpoint.identity(SimpleNamespace(task="objectnav", **args), "sha")
     with pytest.raises(ConfigError, match="--task pointnav"):
         checkpoint.check_same_run("ck.pt", pointnav, objectnav)
-    old = {k: v for k, v in pointnav.items() if k != "task"}
+    old = checkpoint.saved_identity({"identity": {k: v for k, v in pointnav.items() if k != "task"},
+                                     "args": {}, "world": 1})
     checkpoint.check_same_run("ck.pt", old, pointnav)
     with pytest.raises(ConfigError, match="--task pointnav"):
         checkpoint.check_same_run("ck.pt", old, objectnav)

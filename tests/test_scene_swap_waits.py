@@ -168,7 +168,8 @@ def test_the_bench_says_which_waits_were_warm_up_steps():
     reasons = ["step 5: slot 0 swap waited 1.56 s for the load of 'a'", "step 6: slot 1 swap waited 0.2 s"]
     raw = {"options": {}, "device": "cpu", "renderer": "embree", "threads": 1, "resident_scenes": 2, "swaps": 3,
            "step_s": [0.01] * 12, "render_s": [0.01] * 12, "load_in_flight": [False] * 12,
-           "waited": [True] + [False] * 11, "load_avg_1min_end": 1.0, "peak_rss_mb": 1.0, "wait_reasons": reasons}
+           "waited": [True] + [False] * 11, "load_avg_1min_end": 1.0, "peak_rss_mb": 1.0, "wait_reasons": reasons,
+           "warmup_wait_reasons": reasons[:1]}
     lines = bench.report(bench.summarize(raw, bench.BenchOptions(num_envs=16, steps=12, warmup=5))).lines
     assert f"why a step waited: {reasons[0]} (warm-up, not counted)" in lines
     assert f"why a step waited: {reasons[1]}" in lines

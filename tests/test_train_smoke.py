@@ -326,7 +326,7 @@ def test_a_checkpoint_naming_the_manifest_bytes_still_resumes(dataset):
     from bps_assets.errors import ConfigError
     from bps_train import checkpoint
 
-    raw, content = checkpoint.manifest_sha256(dataset), checkpoint.dataset_sha256(dataset)
+    raw, content = checkpoint.legacy_manifest_sha256(dataset), checkpoint.dataset_sha256(dataset)
     assert raw != content
     checkpoint.check_same_run("ck.pt", {"dataset_sha256": raw}, {"dataset_sha256": content}, raw)
     with pytest.raises(ConfigError, match="dataset manifest"):

@@ -373,9 +373,11 @@ class GoalFields:
 
     @property
     def nbytes(self) -> int:
-        """Bytes of device memory held (the field rows, the goal table and the rows' goals)."""
-        return (self.capacity * (self.S * 4 + 16) + 8 * sum(a.size for a in self.near.values())
-                + 8 * sum(n for _, n in self._stale))
+        """Bytes of device memory held (the field rows, the goal table, the rows' goals and a moved
+        table's old regions until they are freed)."""
+        return (self.capacity * (self.S * 4 + 8 * TABLE_WIDTH) + 8 * sum(a.size for a in self.near.values())
+                + 8 * sum(n for _, n in self._stale) + 4 * sum(n for _, n in self._moved)
+                + 8 * sum(n for _, n in self._moved_goals))
 
 
 class NavBuffers:

@@ -33,6 +33,14 @@ def did_you_mean(name: str, known, n: int = 3, cutoff: float = 0.6, sep: str = "
     return f"did you mean {sep.join(repr(c) for c in close)}?" if close else ""
 
 
+def is_int(x) -> bool:
+    """Whether ``x`` is an int or a numpy integer and not a bool (``True``, ``4.0``, "4" are not):
+    the type check of every integer setting before its ConfigError."""
+    import numpy as np
+
+    return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
+
+
 def _rebuild(cls, message: str, state: dict) -> BpsError:
     err = cls.__new__(cls)
     Exception.__init__(err, message)

@@ -15,7 +15,7 @@ from bps_assets.errors import ConfigError, is_int
 
 from ..episodes.supply import DEFAULTS as SUPPLY_DEFAULTS, SupplyOptions
 from ..noise.options import DEFAULTS as NO_NOISE, NoiseOptions
-from ..noise.presets import noise_options, preset
+from ..noise.presets import noise_options, parse_noise_text, preset
 from ..scenes.cache import CacheOptions
 from ..tasks import TASKS, spec_for, task_spec
 
@@ -233,7 +233,7 @@ def noise_for_sensors(value, kinds) -> NoiseOptions:
     if isinstance(value, dict):
         named = set(value) - {"preset"}
     elif isinstance(value, str) and "=" in value:
-        named = {part.partition("=")[0].strip() for part in value.split(",")}
+        named = set(parse_noise_text(value))
     else:   # a preset name (its models follow the sensors), None, or a NoiseOptions (all named)
         named = set(NOISY_SENSORS) if isinstance(value, NoiseOptions) else set()
     check_noise_sensors(opts, kinds, [k for k in NOISY_SENSORS if k in named])

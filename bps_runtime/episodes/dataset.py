@@ -54,7 +54,6 @@ class DatasetEpisodes(EpisodeSupply):
     set by whoever resolved the file, ``source``) and ``dropped`` (scene name -> {reason:
     distinct episodes}: "start_off_navmesh", "goal_unreachable"; the first of each logged)."""
 
-    max_goal_id: int | None = None
     source: str | None = None
 
     def __init__(self, episodes_by_scene: dict, seed: int, worker, options: SupplyOptions = DEFAULTS,

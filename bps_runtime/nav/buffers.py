@@ -277,10 +277,10 @@ class GoalFields:
         self.capacity = 2 * cap
         self.buffers.mark_dirty()
 
-    def add(self, goal, flat: np.ndarray | None = None, gate: float | None = None) -> int:
-        """Store the field of ``goal`` (computing it if not given) with its near-goal ``gate`` (m;
-        None: this scene's ``gate``); returns its row (ref 1)."""
-        gate_um = round((self.gate if gate is None else float(gate)) * GATE_SCALE)
+    def add(self, goal, flat: np.ndarray | None = None) -> int:
+        """Store the field of ``goal`` (computing it if not given) with this scene's near-goal
+        ``gate``; returns its row (ref 1)."""
+        gate_um = round(self.gate * GATE_SCALE)
         if flat is None:
             flat = self.compute(goal)
         near = self.goal_block(goal)

@@ -35,12 +35,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # nav_qu
 def _floor(seed: int = 0):
     """10 x 10 m of 0.5 m floor tiles, ~15 % left out (walls, corners)."""
     from bps_assets.nav import NavMesh
-    from inmemory_scenes import _floor_tiles
+    from inmemory_scenes import floor_tiles
 
     rng = np.random.default_rng(seed)
     holes = [(0.5 * i, -0.5 * j - 0.5, 0.5 * i + 0.5, -0.5 * j) for i in range(20) for j in range(20)
              if rng.random() < 0.15 and (i, j) != (0, 0)]
-    return NavMesh.from_walkable_triangles(*_floor_tiles(10.0, 10.0, holes))
+    return NavMesh.from_walkable_triangles(*floor_tiles(10.0, 10.0, holes))
 
 
 BINS = ((0, .05), (.05, .1), (.1, .2), (.2, .45), (.45, .5))
@@ -63,7 +63,7 @@ def accuracy(path: str, num_goals: int) -> None:
         d = np.linalg.norm(p - g, axis=1)
         exact = nav.geodesic_distance(np.repeat(g[None], len(p), 0), p)
         sees = np.abs(exact - d) < 1e-9          # exact: the straight line
-        old, new = nav.distance_at(np.asarray(f), p[sees]), nav.distance_at(f, p[sees])
+        old, new = nav.distance_at(f, p[sees], gate=0.0), nav.distance_at(f, p[sees])   # gate 0: the read alone
         for lo, hi in BINS:
             m = (d[sees] >= lo) & (d[sees] < hi)
             err[(lo, hi)][0].extend(old[m] - exact[sees][m])
@@ -78,7 +78,8 @@ def accuracy(path: str, num_goals: int) -> None:
 def env_steps(manifest: str, episodes: str, num_envs: int, steps: int) -> None:
     """One JSON line: median env step ms with the near rule and without, their ratio."""
     import bps_runtime
-    from bps_runtime.nav.buffers import TABLE_WIDTH
+    from bps_assets.nav.geodesic import NEAR_EXACT
+    from bps_runtime.nav.buffers import T_COUNT, TABLE_WIDTH
 
     torch.set_num_threads(1)
     env = bps_runtime.make(manifest, split="val", num_envs=num_envs, task="objectnav", episodes=episodes,
@@ -89,13 +90,14 @@ def env_steps(manifest: str, episodes: str, num_envs: int, steps: int) -> None:
     def counts(on: bool) -> None:
         for f in list(nav.fields.values()):
             for row, near in list(f.near.items()):
-                nav.goal_table.buf[f.goal_base + TABLE_WIDTH * row + 1] = len(near) if on else 0
+                nav.goal_table.buf[f.goal_base + TABLE_WIDTH * row + T_COUNT] = len(near) if on else 0
 
     times, near = {True: [], False: []}, []
     try:
         env.reset()
         for _ in range(60):   # warm: compile, first fields
             env.step(torch.randint(1, 6, (num_envs,), generator=gen))
+        gate = max((f.gate for f in nav.fields.values()), default=NEAR_EXACT)   # the task's near-goal gate
         for t in range(steps):
             on = (t // 20) % 2 == 0
             counts(on)
@@ -103,7 +105,7 @@ def env_steps(manifest: str, episodes: str, num_envs: int, steps: int) -> None:
             t0 = time.perf_counter()
             _, _, _, info = env.step(a)
             times[on].append(time.perf_counter() - t0)
-            near.append(float((info["distance_to_goal"] < 0.5).float().mean()))
+            near.append(float((info["distance_to_goal"] < gate).float().mean()))
     finally:
         env.close()
     med = {k: float(np.median(v)) for k, v in times.items()}
@@ -133,7 +135,7 @@ def main(argv=None) -> int:
         accuracy(a.accuracy, a.num_goals)
         return 0
     from bps_assets.nav.geodesic import NEAR_EXACT
-    from bps_runtime.nav.buffers import TABLE_WIDTH, GoalFields, NavBuffers, SceneNav
+    from bps_runtime.nav.buffers import T_COUNT, TABLE_WIDTH, GoalFields, NavBuffers, SceneNav
     from nav_queries import NavQueries
 
     nm = _floor()
@@ -147,7 +149,7 @@ def main(argv=None) -> int:
     for n_goals in (int(x) for x in a.goals.split(",")):
         goals = np.asarray(nm.snap_point(nm.sample_navigable_point(n_goals, seed=2)), np.float64)
         row = fields.add(goals[0] if n_goals == 1 else goals)
-        count_at = fields.goal_base + TABLE_WIDTH * row + 1
+        count_at = fields.goal_base + TABLE_WIDTH * row + T_COUNT
         n_real = int(b.goal_table.buf[count_at])
         anywhere = nm.sample_navigable_point(a.points, seed=3)
         r = gate * np.sqrt(rng.random(a.points))

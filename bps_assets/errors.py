@@ -24,6 +24,23 @@ class BpsError(Exception):
         return _rebuild, (type(self), str(self), dict(self.__dict__))
 
 
+def did_you_mean(name: str, known, n: int = 3, cutoff: float = 0.6, sep: str = " or ") -> str:
+    """"did you mean 'a' or 'b'?" for the up to ``n`` close matches of ``name`` among ``known``
+    (difflib's, at ``cutoff``; joined by ``sep``); "" when none is close. For error messages."""
+    import difflib
+
+    close = difflib.get_close_matches(name, list(known), n=n, cutoff=cutoff)
+    return f"did you mean {sep.join(repr(c) for c in close)}?" if close else ""
+
+
+def is_int(x) -> bool:
+    """Whether ``x`` is an int or a numpy integer and not a bool (``True``, ``4.0``, "4" are not):
+    the type check of every integer setting before its ConfigError."""
+    import numpy as np
+
+    return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
+
+
 def _rebuild(cls, message: str, state: dict) -> BpsError:
     err = cls.__new__(cls)
     Exception.__init__(err, message)

@@ -30,7 +30,7 @@ def _box(x0, z0, x1, z1, y0, y1):
     return v, t
 
 
-def _floor_tiles(w, d, holes, tile=0.5):
+def floor_tiles(w, d, holes, tile=0.5):
     """Floor [0,w]x[-d,0] as tiles of ``tile`` m, leaving out tiles that overlap ``holes``."""
     V, T = [], []
     for i in range(int(round(w / tile))):
@@ -63,7 +63,7 @@ def room(name="room", w=4.0, d=6.0, h=2.5, pillars=()):
         material_color=np.array([[0.8, 0.6, 0.4, 1], [0.2, 0.3, 0.9, 1]], np.float32),
         material_texture=np.full(2, -1, np.int32), tex_levels=np.zeros((0, 6), np.int64),
         tex_blocks=np.zeros(0, np.uint8)))
-    fv, ft = _floor_tiles(w, d, pillars)
+    fv, ft = floor_tiles(w, d, pillars)
     nm = NavMesh.from_walkable_triangles(fv, ft)
     return (name, shading, pos, idx, nm)
 

@@ -19,7 +19,7 @@ from bps_runtime.episodes.dataset import EpisodeGoal
 from bps_runtime.nav.buffers import GoalFields, NavBuffers, SceneNav
 from bps_runtime.nav.kernels import host_distance
 from bps_runtime.tasks import imagenav, objectnav
-from inmemory_scenes import _floor_tiles, episode, make_env, room
+from inmemory_scenes import floor_tiles, episode, make_env, room
 import nav_task_reference as ref
 from nav_queries import NavQueries
 
@@ -38,7 +38,7 @@ def scene():
 def walled():
     """4 x 4 m floor with a 0.2 m long, ~0.1 m thick wall (a gap in the floor) at x = 2: points on
     either side are 0.13 m apart in a straight line, 0.31 m apart around the wall's end."""
-    v, t = _floor_tiles(4.0, 4.0, [(1.975, -2.1, 2.025, -1.9)], tile=0.05)
+    v, t = floor_tiles(4.0, 4.0, [(1.975, -2.1, 2.025, -1.9)], tile=0.05)
     return NavMesh.from_walkable_triangles(v, t)
 
 
@@ -268,7 +268,7 @@ def test_wall_at_imagenav_boundary_is_not_near():
     wall (1.11 m round it) is never near: the host read, the step's ``geodesic`` and the env
     give the way round, and STOP there fails."""
     base = room("w", 4.0, 4.0, pillars=[WALL])
-    nm = NavMesh.from_walkable_triangles(*_floor_tiles(4.0, 4.0, [WALL], tile=0.05))
+    nm = NavMesh.from_walkable_triangles(*floor_tiles(4.0, 4.0, [WALL], tile=0.05))
     g, p = np.array([1.55, 0.0, -2.0]), np.array([2.45, 0.0, -2.0])
     geo = nm.geodesic_distance(g, p)
     assert nm.is_navigable(np.stack([g, p])).all() and 1.05 < geo < near_gate(1.0)   # the gate is consulted
@@ -316,7 +316,7 @@ def test_make_sets_each_tasks_gate_in_its_rows(tmp_path):
     from click.testing import CliRunner
 
     from bps_runtime import make
-    from bps_runtime.nav.buffers import GATE_SCALE, TABLE_WIDTH
+    from bps_runtime.nav.buffers import GATE_SCALE, T_GATE, TABLE_WIDTH
     from cli.main import main
 
     src, out = tmp_path / "src", tmp_path / "out"
@@ -329,6 +329,6 @@ def test_make_sets_each_tasks_gate_in_its_rows(tmp_path):
             env.reset()
             nav = env.world.nav
             assert env.world.episodes.near_gate == pytest.approx(want)
-            gates = [int(nav.goal_table.buf[f.goal_base + TABLE_WIDTH * row + 2]) for f in nav.fields.values()
+            gates = [int(nav.goal_table.buf[f.goal_base + TABLE_WIDTH * row + T_GATE]) for f in nav.fields.values()
                      for row in f.near]
             assert gates and set(gates) == {round(want * GATE_SCALE)}

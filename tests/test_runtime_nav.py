@@ -8,7 +8,7 @@ import torch
 
 from bps_assets.nav import NavMesh
 import nav_task_reference as reference
-from bps_runtime.nav.buffers import Arena, FieldWorker, GoalFields, NavBuffers, SceneNav
+from bps_runtime.nav.buffers import TABLE_WIDTH, Arena, FieldWorker, GoalFields, NavBuffers, SceneNav
 from bps_runtime.nav.kernels import host_distance
 from nav_queries import NavQueries
 
@@ -113,6 +113,23 @@ def test_geodesic_lookup_matches_distance_at(nm, bufs):
     # refcounts: a released row is reused
     fields.release(rows[0])
     assert fields.add(goals[1]) == rows[0]
+
+
+def test_goal_fields_nbytes_counts_int64_table_rows_and_moved_regions(nm):
+    b = NavBuffers(capacity=2)
+    s = SceneNav(nm, b)
+    f = GoalFields(s, capacity=1)
+    b.publish(0, s, f)
+    row_bytes = 4 * f.S + 8 * TABLE_WIDTH                # a field row + its (offset, count, gate) int64
+    assert f.nbytes == row_bytes
+    g = nm.sample_navigable_point(2, seed=3, island=0)
+    r0 = f.add(g[0])
+    assert f.nbytes == row_bytes + 8 * f.near[r0].size
+    r1 = f.add(g[1])                                   # the table moves; the old one is held until refresh
+    held = 2 * row_bytes + 8 * (f.near[r0].size + f.near[r1].size)
+    assert f.nbytes == held + row_bytes
+    assert b.refresh()
+    assert f.nbytes == held
 
 
 def test_queries_over_two_scenes_and_slot_reuse(nm):

@@ -15,14 +15,13 @@ A habitat scene dataset config, or a folder of scans that belongs to no known da
 """
 from __future__ import annotations
 
-import difflib
 import os
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from ..errors import DatasetError
+from ..errors import DatasetError, did_you_mean
 from ..json_input import parse_json
 from ..manifests_location import ENV_VAR, manifests_dir  # noqa: F401  (ENV_VAR: re-exported)
 from ..scene_dataset.config_json import SCENE_DATASET_CONFIG_SUFFIX
@@ -180,10 +179,8 @@ class Dataset:
 
 def _suggest(name: str, known) -> str:
     known = sorted(known)
-    close = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
-    if close:
-        return f" (did you mean {', '.join(repr(c) for c in close)}?)"
-    return f" (known: {', '.join(known)})"
+    close = did_you_mean(name, known, cutoff=0.5, sep=", ")
+    return f" ({close})" if close else f" (known: {', '.join(known)})"
 
 
 def _parse_layout(path: Path, lay: dict) -> Layout:

@@ -11,13 +11,11 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields, replace
 
-import numpy as np
-
-from bps_assets.errors import ConfigError
+from bps_assets.errors import ConfigError, is_int
 
 from ..episodes.supply import DEFAULTS as SUPPLY_DEFAULTS, SupplyOptions
 from ..noise.options import DEFAULTS as NO_NOISE, NoiseOptions
-from ..noise.presets import noise_options, preset
+from ..noise.presets import noise_options, parse_noise_text, preset
 from ..scenes.cache import CacheOptions
 from ..tasks import TASKS, spec_for, task_spec
 
@@ -192,7 +190,7 @@ MAX_SEED = 2**63 - 1
 
 def check_seed(seed, what: str = "seed") -> int:
     """``seed`` as an int in [0, 2**63); a one-line ConfigError otherwise (-1, "abc", 1.5, True)."""
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+    if not is_int(seed):
         raise ConfigError(None, f"{what}={seed!r}: expected an int in [0, {MAX_SEED}]")
     if not 0 <= int(seed) <= MAX_SEED:
         raise ConfigError(None, f"{what}={seed!r}: expected an int in [0, {MAX_SEED}]")
@@ -235,7 +233,7 @@ def noise_for_sensors(value, kinds) -> NoiseOptions:
     if isinstance(value, dict):
         named = set(value) - {"preset"}
     elif isinstance(value, str) and "=" in value:
-        named = {part.partition("=")[0].strip() for part in value.split(",")}
+        named = set(parse_noise_text(value))
     else:   # a preset name (its models follow the sensors), None, or a NoiseOptions (all named)
         named = set(NOISY_SENSORS) if isinstance(value, NoiseOptions) else set()
     check_noise_sensors(opts, kinds, [k for k in NOISY_SENSORS if k in named])
@@ -281,11 +279,11 @@ def cache_options(cache) -> CacheOptions:
 def check_batching(num_envs, batch_size) -> tuple[int, int]:
     """(num_envs, batch_size) checked: positive ints, batch_size divides num_envs (None: num_envs);
     a bool or a float (``True``, ``4.0``) is a ConfigError, as for ``seed``."""
-    if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
+    if not is_int(num_envs) or num_envs < 1:
         raise ConfigError(None, f"num_envs={num_envs!r}: expected a positive int")
     n = int(num_envs)
     b = n if batch_size is None else batch_size
-    if isinstance(b, bool) or not isinstance(b, (int, np.integer)) or b < 1 or b > n or n % b:
+    if not is_int(b) or b < 1 or b > n or n % b:
         raise ConfigError(None, f"batch_size={batch_size!r}: must divide num_envs={n} "
                                 f"(e.g. {n // 2} for two alternating halves, or None for all)")
     return n, int(b)

@@ -122,7 +122,7 @@ class BatchNavEnv:
     def max_goal_id(self) -> int | None:
         """The largest goal id the episode supply can stage (ObjectNav: its dataset's largest
         task category id), the high of a goal-id observation; None where it gives none."""
-        return getattr(self.world.episodes, "max_goal_id", None)
+        return self.world.episodes.max_goal_id
 
     @property
     def single_observation_space(self):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from bps_assets.errors import ConfigError
+from bps_assets.errors import ConfigError, did_you_mean
 
 from . import spaces as sp
 from .config import EnvConfig, check_batching, preset_kwargs
@@ -43,14 +43,12 @@ single_action_space = sp.single_action_space
 
 def check_keywords(kwargs: dict) -> None:
     """A ConfigError naming each keyword ``make()`` does not take (and the close matches)."""
-    import difflib
     import inspect
 
     known = [p for p in inspect.signature(EnvConfig.from_kwargs).parameters if p != "dataset"] + ["preset"]
     bad = [k for k in kwargs if k not in known]
     if bad:
-        hints = "; ".join(f"{k!r}: did you mean {' or '.join(repr(m) for m in close)}?"
-                          for k in bad for close in [difflib.get_close_matches(k, known, 3)] if close)
+        hints = "; ".join(f"{k!r}: {hint}" for k in bad for hint in [did_you_mean(k, known)] if hint)
         raise ConfigError(None, f"make() got unknown argument(s) {', '.join(repr(k) for k in bad)}"
                                 f"{' (' + hints + ')' if hints else ''}; it takes config=, dataset and "
                                 f"{', '.join(sorted(known))}")

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from bps_assets.errors import ConfigError
+from bps_assets.errors import ConfigError, is_int
 
 from ..render.inputs import check_sensors   # the sensors an env offers are the renderer's
 from ..render.protocol import check_resolution
@@ -69,7 +69,7 @@ def check_max_goal_id(max_goal_id) -> int | None:
     """``max_goal_id`` as None or an int >= 0 (a ConfigError otherwise)."""
     if max_goal_id is None:
         return None
-    if isinstance(max_goal_id, bool) or not isinstance(max_goal_id, (int, np.integer)) or max_goal_id < 0:
+    if not is_int(max_goal_id) or max_goal_id < 0:
         raise ConfigError(None, f"max_goal_id={max_goal_id!r}: expected None or an int >= 0")
     return int(max_goal_id)
 

@@ -15,7 +15,7 @@ import logging
 import numpy as np
 import torch
 
-from bps_assets.errors import ConfigError, InputError
+from bps_assets.errors import ConfigError, InputError, did_you_mean
 from bps_assets.nav.geodesic import near_gate
 
 from .checks import check_agent
@@ -207,16 +207,15 @@ EPISODE_MODES = (None, "dataset", "sample")   # make(episodes=...) besides a fil
 def episodes_error(e: InputError, task: str, source) -> InputError:
     """``e`` (the episode supply's) with a hint: the task a file of another task's shape belongs
     to, or, for a source that is no file, the modes ``episodes=`` takes (and the close match)."""
-    from difflib import get_close_matches
     from pathlib import Path
 
     from bps_assets.nav.episode_kinds import wrong_task_hint
 
     hint = wrong_task_hint(e.path, task) or wrong_task_hint(source, task)
     if not hint and isinstance(source, str) and source not in EPISODE_MODES and not Path(source).exists():
-        close = get_close_matches(source, [m for m in EPISODE_MODES if m], 1)
+        close = did_you_mean(source, [m for m in EPISODE_MODES if m], n=1)
         hint = (f"episodes= is a file's path or one of {', '.join(repr(m) for m in EPISODE_MODES)}"
-                + (f" (did you mean {close[0]!r}?)" if close else ""))
+                + (f" ({close})" if close else ""))
     if not hint or type(e) is not InputError:
         return e
     return InputError(e.path, f"{e.detail}; {hint}")

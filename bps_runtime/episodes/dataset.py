@@ -54,7 +54,6 @@ class DatasetEpisodes(EpisodeSupply):
     set by whoever resolved the file, ``source``) and ``dropped`` (scene name -> {reason:
     distinct episodes}: "start_off_navmesh", "goal_unreachable"; the first of each logged)."""
 
-    max_goal_id: int | None = None
     source: str | None = None
 
     def __init__(self, episodes_by_scene: dict, seed: int, worker, options: SupplyOptions = DEFAULTS,
@@ -66,8 +65,16 @@ class DatasetEpisodes(EpisodeSupply):
         load_for_host()   # before the loader and field threads check episode starts
         self._by_id: dict = {}   # scene name -> (its episode list, {episode id: dict}), made on demand
         self.unmatched: dict = {}
-        self.dropped: dict = {}
         self._dropped_ids: dict = {}   # (scene name, reason) -> episode ids counted (an episode is prepared again per visit)
+
+    @property
+    def dropped(self) -> dict:
+        """Scene name -> {reason: distinct episodes of the scene left out for it}."""
+        with self._shared_lock:
+            out: dict = {}
+            for (scene, reason), ids in self._dropped_ids.items():
+                out.setdefault(scene, {})[reason] = len(ids)
+            return out
 
     def episode_record(self, scene_index: int, episode_id: str) -> dict | None:
         """The dataset's dict of episode ``episode_id`` of resident scene ``scene_index`` (an index of the
@@ -157,7 +164,6 @@ class DatasetEpisodes(EpisodeSupply):
             if eid in ids:
                 return
             ids.add(eid)
-            self.dropped.setdefault(scene, {})[reason] = len(ids)
             first = len(ids) == 1
         if first:
             import logging

@@ -163,6 +163,8 @@ class EpisodeSupply(abc.ABC):
     sources share (``SampledEpisodes`` in episodes/sampled.py, ``DatasetEpisodes`` in
     episodes/dataset.py; ``bps_runtime.episodes.make_supply`` picks one)."""
 
+    max_goal_id: int | None = None   # the largest goal id it can stage (None: it stages none)
+
     def __init__(self, seed: int, worker: FieldWorker, options: SupplyOptions = DEFAULTS):
         self.seed, self.worker, self.options = int(seed), worker, options
         # m: the field rows' near-goal gate (GoalFields), the task's: build_world sets it from the

@@ -36,6 +36,7 @@ GOAL_WIDTH = 4        # float64 per goal in the goal arena: x, y, z (snapped), s
 # int64 per field row in the goal-table arena: its goals' offset, their count, its near-goal gate
 # in micrometres (the arena is int64; the kernel divides by GATE_SCALE)
 TABLE_WIDTH = 3
+T_OFFSET, T_COUNT, T_GATE = range(TABLE_WIDTH)   # its columns
 GATE_SCALE = 1_000_000
 # float64 columns: grid origin x / z, cell size, max climb
 F_OX, F_OZ, F_CS, F_CLIMB = range(4)
@@ -195,6 +196,14 @@ class SceneNav:
             self.buffers.f64.release(self._f64, self._f64_n)
 
 
+def table_row(offset: int, count: int, gate_um: int) -> np.ndarray:
+    """A goal-table row: [TABLE_WIDTH] int64 with its goals' ``offset`` in the goal arena, their
+    ``count`` and the near-goal gate in micrometres (``GATE_SCALE``)."""
+    row = np.empty(TABLE_WIDTH, np.int64)
+    row[T_OFFSET], row[T_COUNT], row[T_GATE] = offset, count, gate_um
+    return row
+
+
 class GoalFields:
     """One scene's distance fields to goals: ``capacity`` rows of S float32 in the fields arena,
     with reference counts, and per row its snapped goals: a table [capacity, TABLE_WIDTH] (offset,
@@ -268,10 +277,10 @@ class GoalFields:
         self.capacity = 2 * cap
         self.buffers.mark_dirty()
 
-    def add(self, goal, flat: np.ndarray | None = None, gate: float | None = None) -> int:
-        """Store the field of ``goal`` (computing it if not given) with its near-goal ``gate`` (m;
-        None: this scene's ``gate``); returns its row (ref 1)."""
-        gate_um = round((self.gate if gate is None else float(gate)) * GATE_SCALE)
+    def add(self, goal, flat: np.ndarray | None = None) -> int:
+        """Store the field of ``goal`` (computing it if not given) with this scene's near-goal
+        ``gate``; returns its row (ref 1)."""
+        gate_um = round(self.gate * GATE_SCALE)
         if flat is None:
             flat = self.compute(goal)
         near = self.goal_block(goal)
@@ -293,7 +302,7 @@ class GoalFields:
             self.host[row] = flat
             self.near[row], self._near_at[row] = near, at
             self.buffers.goal_table.write(self.goal_base + TABLE_WIDTH * row,
-                                          np.array([at, len(near), gate_um], np.int64))
+                                          table_row(at, len(near), gate_um))
             self.goals[row] = np.asarray(goal, np.float64).reshape(-1, 3)[0]
             self.refs[row] = 1
         return row
@@ -373,9 +382,11 @@ class GoalFields:
 
     @property
     def nbytes(self) -> int:
-        """Bytes of device memory held (the field rows, the goal table and the rows' goals)."""
-        return (self.capacity * (self.S * 4 + 16) + 8 * sum(a.size for a in self.near.values())
-                + 8 * sum(n for _, n in self._stale))
+        """Bytes of device memory held (the field rows, the goal table, the rows' goals and a moved
+        table's old regions until they are freed)."""
+        return (self.capacity * (self.S * 4 + 8 * TABLE_WIDTH) + 8 * sum(a.size for a in self.near.values())
+                + 8 * sum(n for _, n in self._stale) + 4 * sum(n for _, n in self._moved)
+                + 8 * sum(n for _, n in self._moved_goals))
 
 
 class NavBuffers:

@@ -23,7 +23,8 @@ import warp as wp
 from bps_assets.nav.geodesic import NEAR_EXACT
 
 from .buffers import (F_CLIMB, F_CS, F_OX, F_OZ, GATE_SCALE, GOAL_WIDTH, M_D, M_FIELD, M_GOALS, M_HEIGHT, M_ISL, M_K,
-                      M_L, M_LRC, M_NBR, M_POS, M_S, M_SEEN, M_SIDX, M_W, PULL_INSIDE, TABLE_WIDTH)
+                      M_L, M_LRC, M_NBR, M_POS, M_S, M_SEEN, M_SIDX, M_W, PULL_INSIDE, T_COUNT, T_GATE, T_OFFSET,
+                      TABLE_WIDTH, table_row)
 from ..warp_init import init_warp
 
 # Warp's CPU launch builds a ``tile_shared_storage_t`` on entry that points one static of the
@@ -451,9 +452,9 @@ def geodesic(nav: Nav, scene_i: int, row: int, p: wp.vec3) -> wp.float32:
             tot = wp.min(tot, t)
     gt = nav.meta_i[scene_i, M_GOALS] + wp.int64(TW * row)
     # the read detours via a span centre: near a goal (below the row's gate), the straight line
-    if tot < wp.float64(nav.goal_table[gt + wp.int64(2)]) / GATE_UNIT:
-        gbase = nav.goal_table[gt]
-        for i in range(int(nav.goal_table[gt + wp.int64(1)])):
+    if tot < wp.float64(nav.goal_table[gt + wp.int64(T_GATE)]) / GATE_UNIT:
+        gbase = nav.goal_table[gt + wp.int64(T_OFFSET)]
+        for i in range(int(nav.goal_table[gt + wp.int64(T_COUNT)])):
             b = gbase + wp.int64(GW * i)
             g = wp.vec3d(nav.goals[b], nav.goals[b + wp.int64(1)], nav.goals[b + wp.int64(2)])
             if wp.length_sq(g - q) < tot * tot:   # the square first: most view points are farther
@@ -533,7 +534,7 @@ def host_distance(scene, field: np.ndarray, points, goals: np.ndarray | None = N
         nav.meta_i, nav.meta_f, nav.ints, nav.f32, nav.f64 = _host_arrays(scene)
         nav.fields = ft(np.ascontiguousarray(field, np.float32))
         g = np.zeros((0, GOAL_WIDTH)) if goals is None else np.asarray(goals, np.float64).reshape(-1, GOAL_WIDTH)
-        nav.goal_table = ft(np.array([0, len(g), round(gate * GATE_SCALE)], np.int64))
+        nav.goal_table = ft(table_row(0, len(g), round(gate * GATE_SCALE)))
         nav.goals = ft(np.ascontiguousarray(np.concatenate([g.reshape(-1), [np.nan]])))   # never empty
         zeros = ft(np.zeros(len(p), np.int32))   # scene 0, row 0 of the one-scene view
         wp.launch(geodesic_query, dim=len(p), inputs=[nav, zeros, zeros, ft(p, wp.vec3), ft(out)], device="cpu")

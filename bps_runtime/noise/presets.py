@@ -58,7 +58,7 @@ def noise_options(value) -> NoiseOptions:
     if isinstance(value, NoiseOptions):
         return value
     if isinstance(value, str):
-        return noise_options(_parse_text(value)) if "=" in value else preset_noise(value)
+        return noise_options(parse_noise_text(value)) if "=" in value else preset_noise(value)
     if isinstance(value, dict):
         d = dict(value)
         base = preset_noise(d.pop("preset")) if "preset" in d else DEFAULTS
@@ -70,7 +70,7 @@ def noise_options(value) -> NoiseOptions:
     raise ConfigError(None, f"noise must be None, a preset name, a dict or NoiseOptions; got {type(value).__name__}")
 
 
-def _parse_text(text: str) -> dict:
+def parse_noise_text(text: str) -> dict:
     """"depth=redwood,multiplier=0.5" -> {"depth": "redwood", "multiplier": 0.5} (numbers as floats)."""
     out = {}
     for part in text.split(","):

@@ -8,7 +8,7 @@ from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
-from bps_assets.errors import ConfigError
+from bps_assets.errors import ConfigError, is_int
 
 from ..threads import check_threads
 from .shading_data import ShadingData
@@ -42,7 +42,7 @@ def check_lod(lod):
     if isinstance(lod, str) and lod in LOD_CHOICES:
         return lod
     level = int(lod) if isinstance(lod, str) and lod.isdigit() and len(lod) == 1 else lod
-    if isinstance(level, (int, np.integer)) and not isinstance(level, bool) and 0 <= int(level) < MAX_LEVELS:
+    if is_int(level) and 0 <= int(level) < MAX_LEVELS:
         return int(level)
     raise ConfigError(None, f"lod={lod!r}: choose 'auto' (the level the sensor's pixel allows), 'full' "
                             f"(the full mesh) or a level index 0..{MAX_LEVELS - 1}")

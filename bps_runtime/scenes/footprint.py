@@ -132,7 +132,7 @@ def packed_scene_footprint(path: str, navmesh_path: str | None = None, options=N
     (None: full), "triangles", "embree", "warp" (totals)}} (footprints as ``scene_footprint``; a
     composed scene: ``cache.composed_footprint``). Reads the file (and the navmesh, if given)."""
     from bps_assets.container import Container
-    from bps_assets.lod_section import HEADER_KEY, levels as lod_levels
+    from bps_assets.lod_section import HEADER_KEY, levels as section_levels
     from bps_assets.packed_scene import KIND, read_lod_level, read_packed_scene
 
     from ..render.protocol import RenderOptions
@@ -142,7 +142,7 @@ def packed_scene_footprint(path: str, navmesh_path: str | None = None, options=N
     with Container(path, KIND) as c:
         header = dict(c.header)
     level, reason = choice(opts, header, path)
-    errors = [x["max_error"] for x in lod_levels(path, header)] if HEADER_KEY in header else []
+    errors = [x["max_error"] for x in section_levels(path, header)] if HEADER_KEY in header else []
     nav = 0
     if navmesh_path:
         from bps_assets.nav import load_navmesh

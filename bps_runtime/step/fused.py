@@ -101,9 +101,8 @@ class FusedStep:
         # one snapshot per round (every group stepped once; the simulator takes it as the next
         # round begins), so the host learns whole rounds: what it does with them then does not
         # depend on batch_size (docs/RUNTIME.md, "The fused step")
-        self.lag = LAG
         self._free_snaps = [(t, t.numpy()) for t in (torch.zeros(N, dtype=torch.int32, pin_memory=pin)
-                                                      for _ in range(self.lag + 1))]
+                                                      for _ in range(LAG + 1))]
         self.scratch = None
         self.win = 0
         self._params = None
@@ -292,7 +291,7 @@ class FusedStep:
 
     def take_snapshot(self) -> np.ndarray | None:
         """The head snapshot of ``LAG`` rounds back (the oldest kept), once that many were taken."""
-        if len(self._snapshots) < self.lag:
+        if len(self._snapshots) < LAG:
             return None
         snap, ev = self._snapshots.popleft()
         if ev is not None:

@@ -21,7 +21,7 @@ from collections import OrderedDict
 import numpy as np
 import torch
 
-from bps_assets.errors import ConfigError
+from bps_assets.errors import ConfigError, is_int
 
 from bps_assets.nav.imagenav import goal_heading
 
@@ -34,7 +34,7 @@ MIN_ROWS = 64                        # the first allocation (rows), then doubled
 
 def check_budget(budget_bytes) -> int:
     """``budget_bytes`` as an int >= 0 (0: no cache, every goal image rendered)."""
-    if isinstance(budget_bytes, bool) or not isinstance(budget_bytes, (int, np.integer)) or budget_bytes < 0:
+    if not is_int(budget_bytes) or budget_bytes < 0:
         raise ConfigError(None, f"goal_cache_bytes={budget_bytes!r}: expected an int >= 0 (bytes; 0: no cache)")
     return int(budget_bytes)
 

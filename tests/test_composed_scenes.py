@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bps_assets.errors import DatasetError
+from bps_assets.errors import DatasetError, InputError
 from bps_assets.scene_dataset import habitat as H
 from bps_assets.scene_dataset.model import quat_wxyz_matrix, rpy_matrix
 
@@ -461,6 +461,30 @@ def test_an_unknown_navmesh_instance_handle_is_no_navmesh_as_in_habitat_sim(tmp_
     (r,) = [r for r in res.results if r.name == "s"]
     assert r.status == "failed" and str(inst) in r.error and "'empty_stage_navmesh'" in r.error
     assert "beside" not in r.error and str(tmp_path / "imp") not in r.error
+
+
+def test_navmesh_import_of_a_composed_file_packed_before_navmesh_unknown_says_so(tmp_path):
+    """A composed file without the ``navmesh_unknown`` header key (packed before it existed, kept
+    by a resumed run) cannot say why its scene has no navmesh: --navmesh import says that and
+    suggests --overwrite, not "names no navmesh_instance" (what a current file without a handle
+    gets)."""
+    from bps_assets.composed_section import HEADER_KEY
+    from bps_assets.container import Container
+    from bps_assets.pipeline.backend import Backend
+    from hostile_cases import rewrite
+
+    now = _tiny_composed(tmp_path)
+    with Container(now) as c:
+        comp = dict(c.header[HEADER_KEY])
+    assert comp["navmesh_unknown"] is None
+    old = rewrite(now, tmp_path / "old.bps", header={HEADER_KEY: {k: v for k, v in comp.items()
+                                                                  if k != "navmesh_unknown"}})
+    with pytest.raises(InputError) as e:
+        Backend().navmesh("import", old, None, tmp_path / "old.navmesh.bps")
+    assert "packed before" in str(e.value) and "--overwrite" in str(e.value) and str(old) in str(e.value)
+    with pytest.raises(InputError) as e:
+        Backend().navmesh("import", now, None, tmp_path / "now.navmesh.bps")
+    assert "names no navmesh_instance" in str(e.value) and "packed before" not in str(e.value)
 
 
 def test_resume_redoes_a_composed_scene_when_an_object_changes(tmp_path):

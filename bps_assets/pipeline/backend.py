@@ -52,9 +52,10 @@ def container_info(path: Path) -> dict:
     return info
 
 
-def _composed_navmesh_note(packed: Path) -> tuple[str, str | None] | None:
-    """(scene instance file, why its navmesh_instance gives no navmesh or None) of a composed
-    packed scene; None for a scan."""
+def _composed_navmesh_note(packed: Path) -> tuple[str, str | None, bool] | None:
+    """(scene instance file, why its navmesh_instance gives no navmesh or None, whether the file
+    predates the ``navmesh_unknown`` header key and so cannot say) of a composed packed scene;
+    None for a scan."""
     from ..composed_section import HEADER_KEY
     from ..scene_dataset.habitat import unknown_navmesh_note
 
@@ -64,7 +65,8 @@ def _composed_navmesh_note(packed: Path) -> tuple[str, str | None] | None:
         return None
     handle = comp.get("navmesh_unknown")
     return str(comp.get("source") or packed), \
-        unknown_navmesh_note(str(scene), handle) if isinstance(handle, str) and handle else None
+        unknown_navmesh_note(str(scene), handle) if isinstance(handle, str) and handle else None, \
+        "navmesh_unknown" not in comp
 
 
 class Backend:
@@ -216,8 +218,11 @@ class Backend:
             if mode == "import" and composed is None:
                 raise InputError(packed, "--navmesh import: the scene has no .navmesh beside it")
             if mode == "import":
-                raise InputError(composed[0], "--navmesh import: " + (composed[1] or "its scene instance names "
-                                                                       "no navmesh_instance"))
+                raise InputError(composed[0], "--navmesh import: " + (composed[1] or (
+                    f"{packed} was packed before bps recorded a navmesh_instance handle its dataset lacks "
+                    "(header key navmesh_unknown), so it cannot say why the scene has no navmesh: convert "
+                    "it again (preprocess --overwrite) to find out" if composed[2]
+                    else "its scene instance names no navmesh_instance")))
             if composed is not None and composed[1]:
                 note = f"{composed[1]}; built one instead"
         from ..nav import scan_checks

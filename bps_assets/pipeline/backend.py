@@ -73,7 +73,9 @@ class Backend:
     """The real converters. ``convert_options`` / ``nav_settings``: None means the defaults
     (``packed_scene.DEFAULTS`` / ``nav.DEFAULT_SETTINGS``). ``up``: the sources' up axis
     (``y`` / ``z``) instead of the dataset's (``preprocess --up``). ``convert_changes``:
-    ``ConvertOptions`` fields set on top of the dataset's preset (``preprocess --max-texture``)."""
+    ``ConvertOptions`` fields set on top of the dataset's preset (``preprocess --max-texture``).
+    ``assets_since``: composed scenes' shared assets written before it are re-converted
+    (``preprocess --force`` passes its run's start)."""
 
     name = "bps"
 

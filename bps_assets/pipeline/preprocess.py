@@ -681,9 +681,10 @@ def preprocess(src_root, out_root, dataset: str = "gibson", split: str | None = 
         names = ", ".join(n for n, _ in plan.missing[:10]) + (" ..." if len(plan.missing) > 10 else "")
         raise DatasetError(plan.src_root, f"{len(plan.missing)} scene(s) of split {split!r} are missing "
                                           f"({names}) and --require-all was given")
-    own_backend = backend is None
-    backend = backend or Backend(up=options.up, nav_settings=options.nav, convert_changes=options.convert,
-                                 force_up=options.force, skip_missing_assets=options.skip_missing_assets)
+    own = None if backend is not None else dict(
+        up=options.up, nav_settings=options.nav, convert_changes=options.convert, force_up=options.force,
+        skip_missing_assets=options.skip_missing_assets)
+    backend = Backend(**own) if own is not None else backend
     settings = backend.settings(ds.name)
     settings["preprocess"] = {"navmesh": options.navmesh, "episodes": options.episodes,
                               "episode_seed": options.episode_seed}
@@ -694,8 +695,9 @@ def preprocess(src_root, out_root, dataset: str = "gibson", split: str | None = 
     make_dirs(out_root / STATE_DIR / "scenes")  # OutputWriteError naming the folder, not a traceback
     lock = _lock_run(out_root / STATE_DIR / f"{mpath.stem}.lock")
     try:
-        if options.force and own_backend:   # --force re-converts each shared asset once per run
-            backend.assets_since = _run_start(out_root / STATE_DIR / f"{mpath.stem}.started")
+        if options.force and own is not None:   # --force re-converts each shared asset once per run
+            # (the run's start is written under the lock; the settings above do not depend on it)
+            backend = Backend(**own, assets_since=_run_start(out_root / STATE_DIR / f"{mpath.stem}.started"))
         return run_dropping_stale(out_root, mpath, options.overwrite, lambda: _run(
             plan, ds, split, shard, options, backend, settings, out_root, mpath, progress, log, t_start), log,
             output_paths, lambda name: _record_path(out_root, name), plan)

@@ -99,6 +99,7 @@ def _scene_episodes(path: Path, name: str, dataset: str, per_scene: int, seed: i
     sid, sseed = scene_id or ep.habitat_scene_id(dataset, name), ep.scene_seed(seed, name)
     if task in SEMANTIC_TASKS:
         v, t, tri_object, table = on.semantic_scene(packed)
+        table = on.task_table(table, categories)   # its categories as the task map names them
         st = Counter()
         if task == "objectnav":
             out = on.objectnav_scene(nm, v, t, tri_object, table, sid, per_scene, sseed, categories,
@@ -111,7 +112,7 @@ def _scene_episodes(path: Path, name: str, dataset: str, per_scene: int, seed: i
                                                        io, stats=st)
         stats.update(st)
         stats["targets"] = st["starts"]
-        if categories is not None:   # what the task map leaves out (e.g. ReplicaCAD's indoor_plant)
+        if categories is not None:   # what the task map leaves out (e.g. ReplicaCAD's wall_cabinet)
             present = {table.category_name(i) for i in range(len(table))} - {""}
             stats["unmapped_categories"] = sorted(present - set(categories))
         stats["where"] = ep.where_episodes_start(nm, episode_islands(nm, opts.all_islands), out.episodes,

@@ -3,6 +3,7 @@ scene's objects, and one line naming the file for a scene without semantic annot
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -80,20 +81,22 @@ def test_objectnav_files_from_the_cli(layout, tmp_path):
     assert r.exit_code == 2 and "--categories" in r.output
 
 
-def _composed_rooms(src):
-    """Two composed scenes of one dataset whose category lists differ: a has a chair and a sofa
-    (["chair", "sofa"]), b a bin as well (["bin", "chair", "sofa"]); returns the dataset config."""
+def _composed_rooms(src, scenes=(("a", ("chair", "sofa")), ("b", ("chair", "sofa", "bin")))):
+    """Composed scenes of one dataset whose category lists differ (default: a has a chair and a
+    sofa, ["chair", "sofa"], b a bin as well, ["bin", "chair", "sofa"]), one object per category
+    (its template and category named alike) in the room's corners; returns the dataset config."""
     from bps_assets.scene_dataset.standin import write_box_room
 
     write_box_room(src / "stages" / "room.glb", (-3, 0, -3), (3, 2.5, 3))
     (src / "stages" / "room.stage_config.json").write_text(json.dumps({"render_asset": "room.glb"}))
-    for name in ("chair", "sofa", "bin"):
+    names = list(dict.fromkeys(o for _, objs in scenes for o in objs))
+    for name in names:
         write_box_room(src / "objects" / f"{name}.glb", (-0.3, 0, -0.3), (0.3, 0.6, 0.3))
         (src / "objects" / f"{name}.object_config.json").write_text(json.dumps(
             {"render_asset": f"{name}.glb", "COM": [0, 0, 0], "category": name}))
     (src / "scenes").mkdir()
-    at = {"chair": [1.5, 0, 1.5], "sofa": [-1.5, 0, -1.5], "bin": [1.5, 0, -1.5]}
-    for scene, objs in (("a", ("chair", "sofa")), ("b", ("chair", "sofa", "bin"))):
+    at = dict(zip(names, ([1.5, 0, 1.5], [-1.5, 0, -1.5], [1.5, 0, -1.5], [-1.5, 0, 1.5])))
+    for scene, objs in scenes:
         (src / "scenes" / f"{scene}.scene_instance.json").write_text(json.dumps({
             "stage_instance": {"template_name": "room"},
             "object_instances": [{"template_name": o, "translation": at[o]} for o in objs]}))
@@ -131,6 +134,43 @@ def test_each_content_file_carries_its_own_scenes_annotation_map(tmp_path):
     assert line.startswith("1 object categories") and "bin (1 scene)" in line
     ds = read_objectnav_dataset(tmp_path / "on" / "train")   # habitat's reading: the last file's map
     assert len(ds.episodes) == 8 and set(ds.category_to_scene_annotation_category_id) == set(objectnav_hm3d())
+
+
+RCAD = Path(__file__).resolve().parents[1].parent / "shared" / "datasets" / "replicacad"
+
+
+@pytest.mark.skipif(not RCAD.is_dir(), reason="../shared/datasets/replicacad absent")
+def test_replicacad_indoor_plant_and_tv_screen_are_hm3d_plant_and_tv_monitor(tmp_path):
+    """ReplicaCAD's lexicon names its plants indoor_plant and its TV tv_screen (read here from the
+    real dataset); under --categories hm3d they are goals of plant and tv_monitor, keeping the
+    scene's own annotation ids, and the line naming left-out categories no longer lists them."""
+    import gzip
+
+    from bps_assets.pipeline.preprocess import PreprocessOptions, preprocess
+    from bps_assets.scene_dataset import habitat as H
+
+    sc = H.read_scene_instance(H.read_dataset_config(RCAD / "replicaCAD.scene_dataset_config.json"),
+                               "v3_sc0_staging_16", skip_missing=True)
+    by_template = {i.name: i.category for i in sc.instances}
+    plant, tv = by_template["frl_apartment_indoor_plant_01"], by_template["frl_apartment_tv_screen"]
+    assert (plant, tv) == ("indoor_plant", "tv_screen")
+    cfg = _composed_rooms(tmp_path / "src", (("s", ("chair", plant, tv, "tv_stand")),))
+    out = tmp_path / "out"
+    assert preprocess(cfg.parent, out, str(cfg), options=PreprocessOptions(in_process=True, episodes=0)).ok
+    r = CliRunner().invoke(main, ["episodes", str(out / "navmeshes" / "s.navmesh.bps"), "--task", "objectnav",
+                                  "-o", str(tmp_path / "on"), "--split", "train", "--per-scene", "6",
+                                  "--any-subset"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(gzip.decompress((tmp_path / "on" / "train" / "content" / "s.json.gz").read_bytes()))
+    own = sorted(["chair", plant, tv, "tv_stand"])   # the composed scene's category list
+    assert doc["category_to_scene_annotation_category_id"] == {
+        "chair": own.index("chair"), "plant": own.index(plant), "tv_monitor": own.index(tv),
+        "bed": -1, "toilet": -1, "sofa": -1}
+    assert {g["object_category"] for gs in doc["goals_by_category"].values() for g in gs} == \
+        {"chair", "plant", "tv_monitor"}
+    assert {e["object_category"] for e in doc["episodes"]} == {"chair", "plant", "tv_monitor"}
+    (line,) = [ln for ln in r.stderr.splitlines() if "not in --categories" in ln]
+    assert line.startswith("1 object categories") and "tv_stand (1 scene)" in line and plant not in line
 
 
 def test_a_navmesh_for_another_agent_is_one_warning_naming_the_flags(layout, tmp_path):

@@ -16,6 +16,7 @@ episodes a function of (scene, seed, options).
 """
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
@@ -59,6 +60,26 @@ class ObjectNavOptions:
 DEFAULTS = ObjectNavOptions()
 
 
+def task_table(table: SemanticTable, categories: Iterable[str] | None) -> SemanticTable:
+    """``table`` with each category named as the task ``categories`` name it: a name they lack
+    becomes the mpcat40 name ``semantic_categories.map_raw`` gives it when they have that one
+    (ReplicaCAD's lexicon ``indoor_plant`` -> ``plant``, ``tv_screen`` -> ``tv_monitor``);
+    ``categories`` None (every named category) keeps every name. Rows keep their indices, so a
+    renamed category's annotation id is still the scene's own."""
+    if categories is None:
+        return table
+    from ..readers.semantic_categories import map_raw, mpcat40
+
+    wanted, names = set(categories), mpcat40()
+
+    def task_name(c: str) -> str:
+        m = map_raw(c) if c and c not in wanted else -1
+        return names[m] if m >= 0 and names[m] in wanted else c
+
+    renamed = [task_name(c) for c in table.categories]
+    return table if renamed == table.categories else dataclasses.replace(table, categories=renamed)
+
+
 def build_goals(navmesh, vertices: np.ndarray, triangles: np.ndarray, tri_object: np.ndarray,
                 table: SemanticTable, scene_id: str, categories: Iterable[str] | None = None,
                 options: ObjectNavOptions = DEFAULTS, stats: Counter | None = None) -> dict[str, list[dict]]:
@@ -71,6 +92,7 @@ def build_goals(navmesh, vertices: np.ndarray, triangles: np.ndarray, tri_object
         raise ConfigError(None, f"{scene_id}: tri_object has {tri_object.shape} entries for "
                                 f"{len(triangles)} triangles")
     wanted = None if categories is None else set(categories)
+    table = task_table(table, wanted)
     caster = RayCaster(vertices, triangles, "ObjectNav view points")
     out: dict[str, list[dict]] = {}
     for row in range(len(table)):
@@ -215,7 +237,9 @@ def category_maps(table: SemanticTable, categories: Mapping[str, int] | None = N
                   ) -> tuple[dict[str, int], dict[str, int]]:
     """(category_to_task_category_id, category_to_scene_annotation_category_id): ``categories``
     (name -> task id; default: the table's named categories numbered in sorted order) and each
-    name's index in ``table.categories`` (-1 when the table lacks it)."""
+    name's index in ``table.categories`` as ``task_table`` names them (-1 when the table lacks
+    it; the first of several scene categories given one task name)."""
+    table = task_table(table, categories)
     if categories is None:
         names = sorted({table.category_name(i) for i in range(len(table))} - {""})
         categories = {nm: i for i, nm in enumerate(names)}
@@ -230,6 +254,7 @@ def objectnav_scene(navmesh, vertices, triangles, tri_object, table: SemanticTab
     every named category of ``table``; those the scene lacks are counted in
     ``stats["categories_not_in_scene"]``), ``n`` episodes, and the two category maps."""
     st = stats if stats is not None else Counter()
+    table = task_table(table, categories)
     task, ann = category_maps(table, categories)
     # packed scenes list every mpcat40 name in ``categories``: what a scene has is its objects'
     present = {table.category_name(i) for i in range(len(table))}
@@ -256,6 +281,6 @@ def semantic_scene(path) -> tuple[np.ndarray, np.ndarray, np.ndarray, SemanticTa
             np.asarray(tri_object), table)
 
 
-__all__ = ["ObjectNavOptions", "DEFAULTS", "build_goals", "GoalSet", "prepare_goal_set", "sample_episode",
+__all__ = ["ObjectNavOptions", "DEFAULTS", "task_table", "build_goals", "GoalSet", "prepare_goal_set", "sample_episode",
            "episodes_in_turn",
            "generate_objectnav_episodes", "category_maps", "objectnav_scene", "semantic_scene"]

@@ -6,7 +6,6 @@ written to habitat's documented ObjectNav v1 layout (the shape of the released
 objectnav_hm3d_v1 content files) runs always."""
 from __future__ import annotations
 
-import gzip
 import json
 from types import SimpleNamespace
 
@@ -17,6 +16,7 @@ from bps_assets.errors import InputError
 from bps_assets.nav.episodes import generate_episodes, read_pointnav_dataset, write_pointnav_dataset
 from bps_assets.nav.objectnav_episodes import objectnav_scene
 from bps_assets.nav.objectnav_files import goals_key, read_objectnav_dataset, write_objectnav_dataset
+from episode_files import write_gz
 from habitat_lab_stub import habitat_lab  # noqa: F401 - the fixture
 from objectnav_scenes import two_rooms
 
@@ -34,11 +34,6 @@ def generated():
 def _config(root, split="val"):
     return SimpleNamespace(data_path=str(root / "{split}" / "{split}.json.gz"), split=split,
                            scenes_dir="data/scene_datasets", content_scenes=["*"])
-
-
-def _gz(path, doc):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(gzip.compress((doc if isinstance(doc, str) else json.dumps(doc)).encode()))
 
 
 def test_habitat_reads_our_objectnav_files(habitat_lab, generated, tmp_path):
@@ -92,8 +87,8 @@ def test_we_read_habitats_objectnav_files(habitat_lab, generated, tmp_path):
     text = h.to_json()  # habitat's writer: goals_by_category, episodes with goals emptied
     doc = json.loads(text)
     assert all(e["goals"] == [] for e in doc["episodes"]) and "goals_by_category" in doc
-    _gz(tmp_path / "val" / "content" / "TEEsavR23oF.json.gz", text)
-    _gz(tmp_path / "val" / "val.json.gz", {"episodes": [], **{k: doc[k] for k in (
+    write_gz(tmp_path / "val" / "content" / "TEEsavR23oF.json.gz", text)
+    write_gz(tmp_path / "val" / "val.json.gz", {"episodes": [], **{k: doc[k] for k in (
         "category_to_task_category_id", "category_to_scene_annotation_category_id")}})
     back = read_objectnav_dataset(tmp_path / "val")
     assert [e["episode_id"] for e in back.episodes] == [e["episode_id"] for e in ds.episodes]
@@ -116,9 +111,9 @@ def test_objectnav_episode_ids_are_habitats(habitat_lab, generated, tmp_path):
     for k, e in enumerate(h.episodes):
         e.episode_id = "h0" if k % 3 == 0 else f"h{len(h.episodes) - k}"   # reversed, some repeated
     text = h.to_json()
-    _gz(tmp_path / "val" / "content" / "TEEsavR23oF.json.gz", text)
+    write_gz(tmp_path / "val" / "content" / "TEEsavR23oF.json.gz", text)
     doc = json.loads(text)
-    _gz(tmp_path / "val" / "val.json.gz", {"episodes": [], **{k: doc[k] for k in (
+    write_gz(tmp_path / "val" / "val.json.gz", {"episodes": [], **{k: doc[k] for k in (
         "category_to_task_category_id", "category_to_scene_annotation_category_id")}})
     theirs = habitat_lab.ObjectNavDatasetV1(_config(tmp_path))
     ours = read_objectnav_dataset(tmp_path / "val")
@@ -149,8 +144,8 @@ def test_goals_inside_episodes_are_read_like_habitats_dedup(habitat_lab, generat
         e.pop("object_category")  # habitat takes it from goals[0]
     doc = {"episodes": eps, "category_to_task_category_id": ds.category_to_task_category_id,
            "category_to_mp3d_category_id": ds.category_to_scene_annotation_category_id}
-    _gz(tmp_path / "val" / "content" / "TEEsavR23oF.json.gz", doc)
-    _gz(tmp_path / "val" / "val.json.gz", {"episodes": [], "category_to_task_category_id":
+    write_gz(tmp_path / "val" / "content" / "TEEsavR23oF.json.gz", doc)
+    write_gz(tmp_path / "val" / "val.json.gz", {"episodes": [], "category_to_task_category_id":
                                            ds.category_to_task_category_id, "category_to_mp3d_category_id":
                                            ds.category_to_scene_annotation_category_id})
     ours = read_objectnav_dataset(tmp_path / "val")
@@ -169,7 +164,7 @@ def test_pointnav_both_ways(habitat_lab, generated, tmp_path):
     assert [list(e.goals[0].position) for e in h.episodes] == [e["goals"][0]["position"] for e in eps]
     assert h.episodes[0].scene_id == "data/scene_datasets/gibson/TwoRooms.glb"
     # habitat writes, we read
-    _gz(tmp_path / "theirs" / "val" / "val.json.gz", h.to_json())
+    write_gz(tmp_path / "theirs" / "val" / "val.json.gz", h.to_json())
     back = read_pointnav_dataset(tmp_path / "theirs" / "val")
     np.testing.assert_allclose([e["start_position"] for e in back], [e["start_position"] for e in eps])
     assert [e["goals"][0]["radius"] for e in back] == [0.2] * 5
@@ -198,8 +193,8 @@ HM3D_V1_CONTENT = {
 
 
 def test_documented_layout_fixture(tmp_path):
-    _gz(tmp_path / "val" / "content" / "TEEsavR23oF.json.gz", HM3D_V1_CONTENT)
-    _gz(tmp_path / "val" / "val.json.gz", {"episodes": [], **{k: HM3D_V1_CONTENT[k] for k in (
+    write_gz(tmp_path / "val" / "content" / "TEEsavR23oF.json.gz", HM3D_V1_CONTENT)
+    write_gz(tmp_path / "val" / "val.json.gz", {"episodes": [], **{k: HM3D_V1_CONTENT[k] for k in (
         "category_to_task_category_id", "category_to_scene_annotation_category_id")}})
     ds = read_objectnav_dataset(tmp_path / "val", scenes_dir="data/scene_datasets")
     (e,) = ds.episodes
@@ -208,9 +203,9 @@ def test_documented_layout_fixture(tmp_path):
     np.testing.assert_allclose(ds.view_points_of(e), [[1.5, 0.06, 7.2]])
     # a content file without the maps takes the split file's (as habitat's loader does)
     doc = {k: v for k, v in HM3D_V1_CONTENT.items() if not k.startswith("category_to")}
-    _gz(tmp_path / "val" / "content" / "TEEsavR23oF.json.gz", doc)
+    write_gz(tmp_path / "val" / "content" / "TEEsavR23oF.json.gz", doc)
     assert read_objectnav_dataset(tmp_path / "val").episodes[0]["object_category"] == "chair"
-    _gz(tmp_path / "val" / "val.json.gz", {"episodes": []})
+    write_gz(tmp_path / "val" / "val.json.gz", {"episodes": []})
     with pytest.raises(InputError, match="no category_to_task_category_id"):
         read_objectnav_dataset(tmp_path / "val")
 
@@ -223,8 +218,8 @@ def test_objectnav_files_map_onto_manifest_scenes(tmp_path):
     scenes = {"TEEsavR23oF": {"subset": "val", "status": "ok", "outputs": {}, "sources": {
         "scene": {"path": "hm3d/minival/00800-TEEsavR23oF/TEEsavR23oF.basis.glb"}}}}
     m = Manifest({"dataset": "hm3d", "split": "minival", "scenes": scenes}, tmp_path / "manifest.json")
-    _gz(tmp_path / "val" / "content" / "TEEsavR23oF.json.gz", HM3D_V1_CONTENT)
-    _gz(tmp_path / "val" / "val.json.gz", {"episodes": [], **{k: HM3D_V1_CONTENT[k] for k in (
+    write_gz(tmp_path / "val" / "content" / "TEEsavR23oF.json.gz", HM3D_V1_CONTENT)
+    write_gz(tmp_path / "val" / "val.json.gz", {"episodes": [], **{k: HM3D_V1_CONTENT[k] for k in (
         "category_to_task_category_id", "category_to_scene_annotation_category_id")}})
     got = map_habitat_objectnav(tmp_path / "val", m)
     (ep,) = got.by_scene["TEEsavR23oF"]

@@ -11,6 +11,7 @@ import pytest
 
 from bps_assets.errors import ConfigError, InputError, NavError, OutputExistsError
 from bps_assets.nav import episodes as ep
+from episode_files import write_gz
 
 ASSETS = Path(__file__).resolve().parents[1].parent / "shared" / "assets"
 APARTMENT = ASSETS / "habitat_test_scenes_navmesh" / "apartment_1.navmesh"
@@ -144,11 +145,6 @@ def _eps(nm=None, n=5, scene="gibson/A.glb", seed=0):
     return ep.generate_episodes(nm, scene, n, seed=seed)
 
 
-def _gz(path: Path, obj):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(gzip.compress(json.dumps(obj).encode()))
-
-
 def test_write_read_round_trip(tmp_path):
     by_scene = {"Adrian": _eps(seed=1), "Airport": _eps(seed=2, n=3)}
     written = ep.write_pointnav_dataset(tmp_path, "val", by_scene,
@@ -217,7 +213,7 @@ def test_reads_habitats_own_layouts(tmp_path):
     eps = [_habitat_episode(0, "data/scene_datasets/gibson/Adrian.glb"),
            _habitat_episode(1, "data/scene_datasets/gibson/Cantwell.glb",
                             scene_dataset_config="default", additional_obj_config_paths=[])]
-    _gz(tmp_path / "one" / "val" / "val.json.gz", {"episodes": eps})
+    write_gz(tmp_path / "one" / "val" / "val.json.gz", {"episodes": eps})
     back = ep.read_pointnav_dataset(tmp_path / "one/val/val.json.gz")
     assert back == eps
     back = ep.read_pointnav_dataset(tmp_path / "one/val/val.json.gz", scenes=["Cantwell"],
@@ -226,10 +222,10 @@ def test_reads_habitats_own_layouts(tmp_path):
     assert back[0]["scene_dataset_config"] == "default"
     # 2) empty split file + content/ files (MP3D layout), integer ids become strings
     root = tmp_path / "two" / "train"
-    _gz(root / "train.json.gz", {"episodes": []})
-    _gz(root / "content" / "17DRP5sb8fy.json.gz",
+    write_gz(root / "train.json.gz", {"episodes": []})
+    write_gz(root / "content" / "17DRP5sb8fy.json.gz",
         {"episodes": [_habitat_episode(0, "mp3d/17DRP5sb8fy/17DRP5sb8fy.glb", episode_id=0)]})
-    _gz(root / "content" / "1LXtFkjw3qL.json.gz",
+    write_gz(root / "content" / "1LXtFkjw3qL.json.gz",
         {"episodes": [_habitat_episode(i, "mp3d/1LXtFkjw3qL/1LXtFkjw3qL.glb") for i in range(3)]})
     back = ep.read_pointnav_dataset(root / "train.json.gz")
     assert len(back) == 4 and back[0]["episode_id"] == "0"
@@ -260,7 +256,7 @@ def test_malformed_episodes_are_input_errors(tmp_path, mutate, msg):
     eps = [_habitat_episode(0, "gibson/A.glb"), _habitat_episode(1, "gibson/A.glb")]
     mutate(eps[1])
     p = tmp_path / "bad.json.gz"
-    _gz(p, {"episodes": eps})
+    write_gz(p, {"episodes": eps})
     with pytest.raises(InputError, match=msg) as e:
         ep.read_pointnav_dataset(p)
     assert str(p) in str(e.value) and "episode 1" in str(e.value)

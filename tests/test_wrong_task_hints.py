@@ -5,9 +5,6 @@ case is one the user-journey tester hit: ObjectNav to PointNav, PointNav to Obje
 InstanceImageNav to ObjectNav, ObjectNav to InstanceImageNav."""
 from __future__ import annotations
 
-import gzip
-import json
-
 import pytest
 from click.testing import CliRunner
 
@@ -16,12 +13,7 @@ from bps_assets.errors import InputError
 from bps_assets.nav.episode_kinds import episode_file_task, wrong_task_hint
 from bps_runtime.tasks import instance_imagenav, pointnav
 from cli.main import main
-
-
-def _gz(path, doc):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(gzip.compress(json.dumps(doc).encode()))
-    return path
+from episode_files import write_gz
 
 
 POINT = {"episodes": [{"episode_id": "0", "scene_id": "s.glb", "start_position": [0, 0, 0],
@@ -32,9 +24,9 @@ INSTANCE = {"episodes": [{"episode_id": "0", "object_category": "chair", "goal_o
 
 
 def test_the_shape_names_the_task(tmp_path):
-    p, o, i = (_gz(tmp_path / f"{k}.json.gz", d) for k, d in (("p", POINT), ("o", OBJECT), ("i", INSTANCE)))
+    p, o, i = (write_gz(tmp_path / f"{k}.json.gz", d) for k, d in (("p", POINT), ("o", OBJECT), ("i", INSTANCE)))
     assert [episode_file_task(f)[0] for f in (p, o, i)] == ["pointnav", "objectnav", "instance_imagenav"]
-    assert episode_file_task(_gz(tmp_path / "empty.json.gz", {"episodes": []})) is None
+    assert episode_file_task(write_gz(tmp_path / "empty.json.gz", {"episodes": []})) is None
     assert episode_file_task(tmp_path / "missing.json.gz") is None
     assert wrong_task_hint(p, "pointnav") == wrong_task_hint(p, "imagenav") == ""   # ImageNav reads PointNav's
     assert wrong_task_hint(o, "pointnav") == "this looks like an ObjectNav episode file; pass task='objectnav'"

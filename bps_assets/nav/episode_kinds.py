@@ -10,8 +10,11 @@ path's helper, it never raises.
 """
 from __future__ import annotations
 
-import gzip
 import os
+from contextlib import closing
+
+from ..errors import BpsError
+from ..readers.guard import iter_limited
 
 SNIFF_BYTES = 1 << 20
 # (task name, what the message calls its files, keys any of which marks them), in checking order
@@ -25,14 +28,12 @@ SAME_FILES = {"imagenav": "pointnav"}   # tasks that read another task's files
 
 def episode_file_task(path) -> tuple[str, str] | None:
     """(task name, its files' name) of the episode file at ``path`` by its keys, or None."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(2)
-            f.seek(0)
-            raw = gzip.GzipFile(fileobj=f).read(SNIFF_BYTES) if head == b"\x1f\x8b" else f.read(SNIFF_BYTES)
-        text = raw.decode("utf-8", "replace")
-    except (OSError, EOFError, ValueError):
-        return None
+    # the guarded reader's first piece: gunzipped when gzip, its errors typed
+    with closing(iter_limited(path, SNIFF_BYTES, "an episode file", chunk=SNIFF_BYTES)) as pieces:
+        try:
+            text = bytes(next(pieces, b"")).decode("utf-8", "replace")
+        except BpsError:
+            return None
     for task, what, keys in KINDS:
         if any(k in text for k in keys):
             return task, what

@@ -1,6 +1,6 @@
 """An episode file of another task than ``make(task=...)``'s is refused with a hint naming the
 task its shape belongs to ("this looks like an ObjectNav episode file; pass task='objectnav'":
-bps_assets.nav.episode_kinds), and a mistyped mode (``episodes="datset"``) lists the modes. Each
+bps_assets.nav.episode_tasks), and a mistyped mode (``episodes="datset"``) lists the modes. Each
 case is one the user-journey tester hit: ObjectNav to PointNav, PointNav to ObjectNav,
 InstanceImageNav to ObjectNav, ObjectNav to InstanceImageNav."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 import bps_runtime
 from bps_assets.errors import InputError
-from bps_assets.nav.episode_kinds import episode_file_task, wrong_task_hint
+from bps_assets.nav.episode_tasks import episode_file_task, wrong_task_hint
 from bps_runtime.tasks import instance_imagenav, pointnav
 from cli.main import main
 from episode_files import write_gz

@@ -209,7 +209,7 @@ def episodes_error(e: InputError, task: str, source) -> InputError:
     to, or, for a source that is no file, the modes ``episodes=`` takes (and the close match)."""
     from pathlib import Path
 
-    from bps_assets.nav.episode_kinds import wrong_task_hint
+    from bps_assets.nav.episode_tasks import wrong_task_hint
 
     hint = wrong_task_hint(e.path, task) or wrong_task_hint(source, task)
     if not hint and isinstance(source, str) and source not in EPISODE_MODES and not Path(source).exists():

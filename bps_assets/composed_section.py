@@ -69,6 +69,8 @@ def instance_count(path, header: dict) -> int | None:
             raise _err(path, f"{key} is not a JSON {({list: 'array', dict: 'object', str: 'string'})[typ]}")
     if not isinstance(c.get("navmesh"), (str, type(None))):
         raise _err(path, "navmesh is neither a path string nor null")
+    if not isinstance(c.get("navmesh_unknown"), (str, type(None))):   # absent: packed before the key
+        raise _err(path, "navmesh_unknown is neither a handle string nor null")
     return n
 
 

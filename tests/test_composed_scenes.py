@@ -842,6 +842,7 @@ def test_navmesh_bakes_what_habitat_sim_bakes(tmp_path, obj_motion, ao_motion, b
     (lambda c: c.__setitem__("stage", []), "stage"),
     (lambda c: c.__setitem__("source", {}), "source"),
     (lambda c: c.__setitem__("navmesh", 1), "navmesh"),
+    (lambda c: c.__setitem__("navmesh_unknown", ["h"]), "navmesh_unknown"),
 ])
 def test_damaged_composed_headers_name_the_field(tmp_path, damage, field):
     """Every field of the ``composed`` header is checked: a missing, short or mistyped one is a

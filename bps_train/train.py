@@ -547,17 +547,17 @@ def evaluate(args) -> dict:
     frames, max_frames = 0, 2 * want * (env.task.max_episode_steps + 100) + 10_000
     names = ("success", "spl", "soft_spl", "distance_to_goal")
     # the episodes counted: the first `want` distinct (scene, episode id) started, each on the run
-    # that started it first (an env that ends early draws the next episode of its scene's cycle,
-    # perhaps one still running elsewhere: that repeat is not counted, as habitat runs each once)
-    started: set = set()
+    # that started it first (episode_claims: a repeat is not counted, as habitat runs each once)
+    from bps_train.episode_claims import EpisodeClaims
+
+    claims = EpisodeClaims(want)
     counted: dict = {}   # env -> the key of its running episode, when that run is the counted one
 
     def claim(envs, info):
         ids = env.episode_ids
         for i in envs:
             key = (str(info["scene_id"][i]), str(ids[i]))
-            if key not in started and len(started) < want:
-                started.add(key)
+            if claims.claim(key):
                 counted[i] = key
     try:
         obs = env.reset()

@@ -223,11 +223,13 @@ def _panel(d, box, title, series, xmax):
         d.text((lx + 20, ly), label, fill="black")
 
 
-def plot(rows, evals, rand, path: Path, window: int = 10, size=(960, 900), overwrite: bool = False):
+def plot(rows, evals, rand, path: Path, window: int = 10, size=(960, 900), overwrite: bool = False,
+         fmt: str | None = None):
     """The learning curves against frames, one panel each (``panels``): success and SPL (train
     smoothed, --eval dots, random dashed), return, episode length (and --eval's), losses,
     entropy, frames per second. Drawn with Pillow (a core dependency); written whole or not at all
-    (an existing ``path``: OutputExistsError unless ``overwrite``)."""
+    (an existing ``path``: OutputExistsError unless ``overwrite``) in Pillow's format ``fmt``
+    (None: the one ``path``'s extension names, else PNG)."""
     from PIL import Image, ImageDraw
 
     W, H = size
@@ -243,7 +245,7 @@ def plot(rows, evals, rand, path: Path, window: int = 10, size=(960, 900), overw
     d.text((W // 2 - 60, H - 16), "frames (env steps)", fill="black")
     from bps_assets.container import atomic_write
 
-    atomic_write(path, lambda fh: img.save(fh, format=_image_format(Path(path)) or "PNG"), overwrite=overwrite)
+    atomic_write(path, lambda fh: img.save(fh, format=fmt or _image_format(Path(path)) or "PNG"), overwrite=overwrite)
 
 
 def main(argv=None) -> int:
@@ -293,7 +295,7 @@ def report(a) -> None:
     evals, rand = read_evals(a.evals, per_update)
     print(table(rows, evals, rand, a.rows, a.window))
     if a.png:
-        plot(rows, evals, rand, a.png, a.window, overwrite=a.overwrite)
+        plot(rows, evals, rand, a.png, a.window, overwrite=a.overwrite, fmt=fmt)
         print(f"\nwrote {a.png}")
 
 

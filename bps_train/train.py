@@ -547,17 +547,17 @@ def evaluate(args) -> dict:
     frames, max_frames = 0, 2 * want * (env.task.max_episode_steps + 100) + 10_000
     names = ("success", "spl", "soft_spl", "distance_to_goal")
     # the episodes counted: the first `want` distinct (scene, episode id) started, each on the run
-    # that started it first (an env that ends early draws the next episode of its scene's cycle,
-    # perhaps one still running elsewhere: that repeat is not counted, as habitat runs each once)
-    started: set = set()
+    # that started it first (episode_claims: a repeat is not counted, as habitat runs each once)
+    from bps_train.episode_claims import EpisodeClaims
+
+    claims = EpisodeClaims(want)
     counted: dict = {}   # env -> the key of its running episode, when that run is the counted one
 
     def claim(envs, info):
         ids = env.episode_ids
         for i in envs:
             key = (str(info["scene_id"][i]), str(ids[i]))
-            if key not in started and len(started) < want:
-                started.add(key)
+            if claims.claim(key):
                 counted[i] = key
     try:
         obs = env.reset()
@@ -617,9 +617,11 @@ class StopOnSignal:
     """The first SIGINT / SIGTERM asks the loop to stop after the update in progress, save a
     checkpoint and leave cleanly; a second one stops at once with exit status 130
     (``stop.stop_now``: the last checkpoint, written whole, is kept). Handlers are only
-    installed from the main thread (Python's rule)."""
+    installed from the main thread (Python's rule). Only rank 0 (which saves) says so; under
+    torchrun the launcher, not the ranks, gets a second Ctrl-C."""
 
-    def __init__(self):
+    def __init__(self, rank: int = 0, world: int = 1):
+        self.rank, self.world = rank, world
         self.signum, self._old = None, {}
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
@@ -631,8 +633,9 @@ class StopOnSignal:
 
             stop_now("stopped at once by a second signal; the last checkpoint (if any) is kept")
         self.signum = signum
-        print("bps-train: stopping after this update and saving a checkpoint (again to stop now)",
-              file=sys.stderr, flush=True)
+        if self.rank == 0:
+            print("bps-train: stopping after this update and saving a checkpoint"
+                  + (" (again to stop now)" if self.world == 1 else ""), file=sys.stderr, flush=True)
 
     def requested(self, world: int) -> bool:
         """Did any rank get a signal? (Every rank stops at the same update, or collectives hang.)"""
@@ -840,7 +843,7 @@ def train(args) -> dict:
     if not update and rank == 0 and (moved := move_previous_run(out)) is not None:
         print(f"bps-train: starting fresh: the previous run's files in {out} were moved to {moved}", flush=True)
     log = Log(out, writer_cls, update) if rank == 0 else None
-    stop = StopOnSignal()
+    stop = StopOnSignal(rank, world)
     saved_update, interrupted = update, False
     t_start, frames_run, metrics = time.perf_counter(), 0, {}
     try:
@@ -974,10 +977,10 @@ def main(argv=None) -> int:
         print("bps-train: interrupted; the environments were closed and the last checkpoint (if any) is "
               "kept", file=sys.stderr)
         return 130
-    if res.get("interrupted"):
+    code = 130 if res.get("interrupted") else 0
+    if code and int(os.environ.get("RANK", "0")) == 0:   # rank 0 alone writes the checkpoint
         print(f"bps-train: stopped at update {res['updates']} by a signal; checkpoint {res['checkpoint']} "
               "saved; run the same command again to resume", file=sys.stderr, flush=True)
-        return 130
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         # Under torchrun, about 1 run in 4 aborted *after* finishing (everything written, the
         # process group destroyed) with "terminate called without an active exception" in the
@@ -986,8 +989,8 @@ def main(argv=None) -> int:
         # Skip the teardown once all output is flushed and closed.
         sys.stdout.flush()
         sys.stderr.flush()
-        os._exit(0)
-    return 0
+        os._exit(code)
+    return code
 
 
 if __name__ == "__main__":

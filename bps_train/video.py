@@ -25,6 +25,7 @@ import numpy as np
 
 from bps_assets.nav.pose import quaternion_yaw
 from bps_assets.nav.topdown import HEADER, MARGIN
+from bps_train.episode_claims import EpisodeClaims
 from bps_train.video_io import DEFAULTS as VIDEO_DEFAULTS, VideoOptions, write_video
 
 SENSORS = ("rgb", "depth", "semantic")   # drawn in this order when the env has them
@@ -158,7 +159,8 @@ class EpisodeRecorder:
                  action_names=(), prefix: str = ""):
         from concurrent.futures import ThreadPoolExecutor
 
-        self.out_dir, self.want = Path(out_dir), int(episodes)
+        self.out_dir = Path(out_dir)
+        self._claims = EpisodeClaims(episodes)   # the episodes written or being recorded
         self.prefix = _file_safe(prefix)   # before every file name (an eval's: what it evaluated)
         self.navmesh_for = navmesh_for or (lambda scene_id: None)
         self.goals_for = goals_for
@@ -168,7 +170,6 @@ class EpisodeRecorder:
         self.written: list[Path] = []
         self._ended = 0
         self._live: dict[int, _Episode] = {}
-        self._keys: set = set()    # (scene id, episode id) of the episodes written or being recorded
         self._names: set = set()   # the file names written in this run (none is written twice)
         self._maps: dict = {}
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="bps-video") if background else None
@@ -177,7 +178,12 @@ class EpisodeRecorder:
     def cap(self, episodes: int) -> None:
         """Record at most ``episodes`` (the episodes an evaluation runs: beyond them the envs only
         repeat episodes already written)."""
-        self.want = min(self.want, int(episodes))
+        self._claims.want = min(self._claims.want, int(episodes))
+
+    @property
+    def want(self) -> int:
+        """How many episodes are recorded (``episodes``, lowered by ``cap``)."""
+        return self._claims.want
 
     @property
     def finished(self) -> bool:
@@ -199,7 +205,8 @@ class EpisodeRecorder:
 
     def reset(self, obs, info):
         """After ``env.reset()``: start recording the watched envs' episodes (``info = env.last_info``)."""
-        self._keys.difference_update(ep.key for ep in self._live.values())   # dropped unfinished
+        for ep in self._live.values():   # dropped unfinished
+            self._claims.release(ep.key)
         self._live.clear()
         self._take(obs, info, np.zeros(len(info["env_id"]), bool), start=True)
 
@@ -246,8 +253,7 @@ class EpisodeRecorder:
     def _admit(self, rows: list, ids: list, info) -> list:
         """The rows of ``rows`` (envs starting an episode) whose episodes are recorded: while there
         is room, each episode once (with ``goals_for``: known at its start; else at its end)."""
-        room = self.want - self._ended - len(self._live)
-        if room <= 0 or not rows:
+        if self._claims.room <= 0 or not rows:
             return []
         goals = self.goals_for([ids[k] for k in rows]) if self.goals_for is not None else [None] * len(rows)
         taken = []
@@ -255,13 +261,13 @@ class EpisodeRecorder:
             ep = _Episode(str(info["scene_id"][k]))
             if g is not None:
                 ep.key = (str(g["scene_id"]), str(g["episode_id"]))
-                if ep.key in self._keys:   # recorded or being recorded: a repeat
-                    continue
-                self._keys.add(ep.key)
+            if not self._claims.claim(ep.key):   # recorded or being recorded: a repeat
+                continue
+            if g is not None:
                 ep.goals, ep.goal = g, np.asarray(g["goals"][0]["position"], np.float64)
             self._live[ids[k]] = ep
             taken.append(k)
-            if len(taken) == room:
+            if self._claims.room == 0:
                 break
         return taken
 
@@ -272,9 +278,8 @@ class EpisodeRecorder:
                 "distance_to_goal": float(_host(final["distance_to_goal"])[k])}
         if ep.key is None:   # known only now (no goals_for): a repeat of one recorded is dropped
             ep.key = (meta["scene_id"], meta["episode_id"])
-            if ep.key in self._keys:
+            if not self._claims.settle(ep.key):
                 return
-            self._keys.add(ep.key)
         name = self.prefix + _file_safe(f"episode={meta['episode_id']}-scene={meta['scene_id']}"
                                         f"-success={meta['success']:.2f}-spl={meta['spl']:.2f}")
         stem, n = name, 1

@@ -88,23 +88,28 @@ def actions_for(seed: int, steps: int, batch: int) -> torch.Tensor:
     return torch.randint(0, 4, (steps, batch), generator=g)
 
 
+def step_trace(env, steps: int, obs, info, seed: int = 0, skip=()) -> list[str]:
+    """The digest of a reset's outputs (``obs``, ``info = env.last_info``) and of ``steps``
+    steps of ``env`` after it, on the random actions of ``actions_for(seed)`` (info keys in
+    ``skip`` left out)."""
+    out = [step_digest(obs, torch.zeros(env.num_envs), torch.zeros(env.num_envs, dtype=torch.bool), info, skip)]
+    acts = actions_for(seed, steps, env.batch_size)
+    for t in range(steps):
+        out.append(step_digest(*env.step(acts[t]), skip))
+    return out
+
+
 def run_trace(manifest, steps: int = STEPS, skip=(), **make_kw) -> list[str]:
-    """make(**make_kw) -> reset -> ``steps`` seeded random steps: the digest of the reset and of
-    every step (info keys in ``skip`` left out)."""
+    """make(**make_kw) -> reset -> ``steps`` seeded random steps (``step_trace``, on the env's
+    seed): the digest of the reset and of every step (info keys in ``skip`` left out)."""
     from bps_runtime import make
 
     env = make(manifest, **make_kw) if manifest is not None else make(**make_kw)
     try:
         obs = env.reset()
-        info = env.last_info
-        out = [step_digest(obs, torch.zeros(env.num_envs), torch.zeros(env.num_envs, dtype=torch.bool), info, skip)]
-        acts = actions_for(env.config.seed, steps, env.batch_size)
-        for t in range(steps):
-            obs, reward, done, info = env.step(acts[t])
-            out.append(step_digest(obs, reward, done, info, skip))
+        return step_trace(env, steps, obs, env.last_info, env.config.seed, skip)
     finally:
         env.close()
-    return out
 
 
 def machine() -> dict:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 import pointnav_trace as pt
 
@@ -21,15 +20,6 @@ def manifest(box_rooms_manifest):   # conftest.py's
     return str(box_rooms_manifest)
 
 
-def _trace(env, steps: int, obs, info) -> list[str]:
-    """Digests of a reset's outputs and of ``steps`` seeded steps after it."""
-    out = [pt.step_digest(obs, torch.zeros(env.num_envs), torch.zeros(env.num_envs, dtype=torch.bool), info)]
-    acts = pt.actions_for(0, steps, env.batch_size)
-    for t in range(steps):
-        out.append(pt.step_digest(*env.step(acts[t])))
-    return out
-
-
 def _first_difference(a, b):
     return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
 
@@ -40,17 +30,17 @@ def test_reseeded_reset_repeats_the_run_and_matches_an_env_made_with_that_seed(m
 
     made = make(manifest, seed=1, episodes=episodes, **KW)
     try:
-        want = _trace(made, 40, made.reset(), made.last_info)
+        want = pt.step_trace(made, 40, made.reset(), made.last_info)
     finally:
         made.close()
     env = make(manifest, seed=0, episodes=episodes, **KW)
     try:
         env.reset()
-        _trace(env, 25, env.reset(), env.last_info)   # some episodes of seed 0 first
+        pt.step_trace(env, 25, env.reset(), env.last_info)   # some episodes of seed 0 first
         got = []
         for s in (1, 2, 1):
             env.seed(s)
-            got.append(_trace(env, 40, env.reset(), env.last_info))
+            got.append(pt.step_trace(env, 40, env.reset(), env.last_info))
     finally:
         env.close()
     assert _first_difference(got[0], want) is None, f"seed(1) + reset() differs from make(seed=1) at step " \
@@ -88,15 +78,15 @@ def test_reseed_restarts_the_noise_streams(manifest):
     kw = dict(KW, noise="challenge2021", sensors=("depth", "rgb"))
     made = make(manifest, seed=4, **kw)
     try:
-        want = _trace(made, 20, made.reset(), made.last_info)
+        want = pt.step_trace(made, 20, made.reset(), made.last_info)
     finally:
         made.close()
     env = make(manifest, seed=0, **kw)
     try:
         env.reset()
-        _trace(env, 10, env.reset(), env.last_info)
+        pt.step_trace(env, 10, env.reset(), env.last_info)
         env.seed(4)
-        got = _trace(env, 20, env.reset(), env.last_info)
+        got = pt.step_trace(env, 20, env.reset(), env.last_info)
     finally:
         env.close()
     assert _first_difference(got, want) is None, f"differs at step {_first_difference(got, want)}"
@@ -257,7 +247,7 @@ def test_a_load_ready_at_the_reseed_restarts_off_the_simulator_thread(manifest, 
                     time.sleep(0.01)
             env.seed(1)
             del starts[:]
-            return _trace(env, 40, env.reset(), env.last_info), list(starts)
+            return pt.step_trace(env, 40, env.reset(), env.last_info), list(starts)
         finally:
             env.close()
 

@@ -107,6 +107,44 @@ def test_two_gloo_processes_train_on_disjoint_scenes(dataset, tmp_path):
     assert len(scenes) == 2 and not set(scenes[0]) & set(scenes[1]) and all(scenes)
 
 
+def _sigint_once_training(cmd, **kw):
+    """Run ``cmd``, send it SIGINT once training is under way (``update 1/`` printed, or after
+    300 s), and wait: (returncode, stdout, stderr)."""
+    import signal
+    import time
+
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+    lines, t0 = [], time.monotonic()
+    for line in p.stdout:  # wait until training is under way
+        lines.append(line)
+        if line.startswith("update 1/") or time.monotonic() - t0 > 300:
+            break
+    p.send_signal(signal.SIGINT)
+    rest, err = p.communicate(timeout=300)
+    return p.returncode, "".join(lines) + rest, err
+
+
+def test_ctrl_c_under_torchrun_saves_once_and_only_rank_0_says_so(dataset, tmp_path):
+    """Ctrl-C reaches torchrun, which forwards SIGINT to each rank (each in its own session):
+    the ranks stop at the same update, rank 0 saves the checkpoint and alone says so (and that
+    it is stopping). torchrun itself then ends with its own SignalException (status 1, its
+    traceback: the launcher's, out of bps-train's reach); the ranks add no traceback."""
+    out = tmp_path / "ddp"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+           "-m", "bps_train.train", "--dataset", str(dataset), "--out-dir", str(out), *TINY,
+           "--sim-only-steps", "0", "--save-every", "1000", "--total-steps", "1000000"]
+    returncode, stdout, err = _sigint_once_training(cmd, env=env)
+    assert "update 1/" in stdout, stdout[-2000:] + err[-3000:]
+    assert returncode != 0, err[-3000:]
+    assert err.count("saved; run the same command again to resume") == 1, err[-3000:]
+    assert err.count("stopping after this update") == 1 and "again to stop now" not in err, err[-3000:]
+    # the one traceback is torchrun's own (SignalException), none comes from a rank
+    assert err.count("Traceback") <= 1 and "KeyboardInterrupt" not in err, err[-3000:]
+    ckpt = torch.load(out / "checkpoint.pt", weights_only=True)  # save_every 1000: written by the stop
+    assert ckpt["update"] >= 1 and ckpt["world"] == 2
+
+
 # ----------------------------------------------------------------------------------- checkpoints
 class _RunsShell:
     """A pickle that runs a shell command when loaded without weights_only."""
@@ -334,22 +372,11 @@ def test_a_checkpoint_naming_the_manifest_bytes_still_resumes(dataset):
 
 
 def test_sigint_saves_a_checkpoint_and_exits_cleanly(dataset, tmp_path):
-    import signal
-    import time
-
     out = tmp_path / "run"
     cmd = [sys.executable, "-m", "bps_train.train", "--dataset", str(dataset), "--out-dir", str(out), *TINY,
            "--sim-only-steps", "0", "--save-every", "1000", "--total-steps", "1000000"]
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    lines, t0 = [], time.monotonic()
-    for line in p.stdout:  # wait until training is under way
-        lines.append(line)
-        if line.startswith("update 1/") or time.monotonic() - t0 > 300:
-            break
-    p.send_signal(signal.SIGINT)
-    rest, err = p.communicate(timeout=300)
-    stdout = "".join(lines) + rest
-    assert p.returncode == 130, stdout[-2000:] + err[-3000:]
+    returncode, stdout, err = _sigint_once_training(cmd)
+    assert returncode == 130, stdout[-2000:] + err[-3000:]
     assert "Traceback" not in err and "KeyboardInterrupt" not in err and "cannot schedule" not in err, err
     assert "resume" in err.strip().splitlines()[-1]
     ckpt = torch.load(out / "checkpoint.pt", weights_only=True)  # save_every 1000: written by the stop

@@ -253,3 +253,22 @@ def test_training_and_eval_without_video_run_no_video_code(dataset, tmp_path):
     assert with_video != NO_VIDEO_RUN
     got = run(with_video)
     assert got["video_modules"] == ["bps_train.video", "bps_train.video_io"] and got["goal_queries"] >= 1
+
+
+def test_episode_claims_take_the_first_distinct_episodes_once():
+    """The rule the eval counts by and the recorder records by: a key once, at most ``want``;
+    a place held for a key known at the end (``claim(None)`` + ``settle``) frees itself on a
+    repeat; a release gives a claim back."""
+    from bps_train.episode_claims import EpisodeClaims
+
+    c = EpisodeClaims(3)
+    assert c.claim(("s", "1")) and not c.claim(("s", "1"))          # a repeat
+    assert c.claim(None) and c.room == 1                             # key known only at the end
+    assert not c.settle(("s", "1")) and c.room == 2                  # ... a repeat: the place is freed
+    assert c.claim(("s", "2")) and c.claim(None) and c.room == 0
+    assert not c.claim(("s", "3"))                                   # no room
+    c.release(None)
+    assert c.claim(("s", "3")) and not c.claim(None)
+    c.release(("s", "3"))
+    c.want = 2                                                       # a cap below the claims held
+    assert c.room == 0 and not c.claim(("s", "4"))

@@ -20,6 +20,7 @@ from bps_assets.nav.geodesic import near_gate
 
 from .checks import check_agent
 from ..nav.buffers import FieldWorker, NavBuffers, SceneNav
+from ..episodes.files import EPISODE_MODES
 from ..episodes.supply import EpisodeSupply
 from ..scenes.residency import Listener, renderer_listener
 from ..tasks import spec_for
@@ -199,9 +200,6 @@ def log_lod_rule(manifest, options) -> None:
         level, why = decide(options, [float(e) for e in errors])
         log.info("converter LODs: scenes load %s (%s); per scene: env.world.scenes.resident_levels()",
                  "the full mesh" if level < 0 else f"level {level}", why)
-
-
-EPISODE_MODES = (None, "dataset", "sample")   # make(episodes=...) besides a file's path
 
 
 def episodes_error(e: InputError, task: str, source) -> InputError:

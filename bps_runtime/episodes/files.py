@@ -19,6 +19,8 @@ from bps_assets.nav.episode_table import EpisodeTable
 from .dataset import DatasetEpisodes
 from .supply import DEFAULTS, SupplyOptions, _SceneState
 
+EPISODE_MODES = (None, "dataset", "sample")   # make(episodes=...) besides a file's path (resolve_episodes)
+
 
 def resolve_episodes(manifest, split, names: list[str], episodes, unmatched: dict | None = None):
     """-> (mode, {scene name: EpisodeTable} or None) for make(episodes=...).

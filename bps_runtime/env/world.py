@@ -16,7 +16,6 @@ import numpy as np
 import torch
 
 from bps_assets.errors import ConfigError, InputError, did_you_mean
-from bps_assets.nav.geodesic import near_gate
 
 from .checks import check_agent
 from ..nav.buffers import FieldWorker, NavBuffers, SceneNav
@@ -180,7 +179,6 @@ def build_world(manifest_path, config, *, device) -> World:
     except InputError as e:
         worker.close()
         raise episodes_error(e, spec.name, c.episodes.source) from None
-    supply.near_gate = near_gate(c.task.success_distance)   # exact reads cover the success boundary
     ropts = c.sensors.render_options(c.threads)   # the camera: the config's (the task's defaults filled in)
     r = c.sensors.renderer
     renderer = make_renderer(r, ropts, device=str(device) if r == "warp" else "cpu")

@@ -165,11 +165,12 @@ class EpisodeSupply(abc.ABC):
 
     max_goal_id: int | None = None   # the largest goal id it can stage (None: it stages none)
 
-    def __init__(self, seed: int, worker: FieldWorker, options: SupplyOptions = DEFAULTS):
+    def __init__(self, seed: int, worker: FieldWorker, options: SupplyOptions = DEFAULTS,
+                 near_gate: float = NEAR_EXACT):
         self.seed, self.worker, self.options = int(seed), worker, options
-        # m: the field rows' near-goal gate (GoalFields), the task's: build_world sets it from the
-        # task's success distance (bps_assets.nav.geodesic.near_gate) before any scene is prepared
-        self.near_gate = NEAR_EXACT
+        # m: the field rows' near-goal gate (GoalFields), the task's: bps_assets.nav.geodesic.near_gate
+        # of its success distance (``SupplyRequest.near_gate``)
+        self.near_gate = float(near_gate)
         self.scenes: dict[int, _SceneState] = {}
         self.visits: dict[str, int] = {}    # visits of each scene under the current seed
         self.epoch = 0                      # reseeds so far

@@ -27,7 +27,7 @@ import numpy as np
 from . import __version__
 from .container import DTYPES as DT_BY_NAME
 from .container import Container, SectionSpec, remove_stale_temps, write_container
-from .errors import ConfigError, CorruptFileError, InputError, OutputExistsError
+from .errors import ConfigError, CorruptFileError, InputError, InterpreterExiting, OutputExistsError
 from .hashing import sha256_file
 from . import semantic_section as _sem
 from . import composed_section as _comp
@@ -664,7 +664,11 @@ def read_packed_scene(path: str | os.PathLike, sections: Iterable[str] | None = 
             raw = {n: read(n) for n in needed}
         else:
             with ThreadPoolExecutor(threads) as ex:
-                raw = dict(zip(needed, ex.map(read, needed)))
+                try:
+                    results = ex.map(read, needed)   # every read submitted here
+                except RuntimeError as e:   # a pool of its own refuses work only at the interpreter's exit
+                    raise InterpreterExiting(f"{path}: {e}") from e
+                raw = dict(zip(needed, results))
 
     out = PackedScene(header=hdr, path=path)
     if "positions_q" in raw:

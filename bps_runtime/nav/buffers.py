@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import math
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import BrokenExecutor, Future, ThreadPoolExecutor
 
 import numpy as np
 import torch
 
-from bps_assets.errors import NavError
+from bps_assets.errors import InterpreterExiting, NavError
 from bps_assets.nav.geodesic import NEAR_EXACT
 
 from ..threads import BACKGROUND_NICE, lower_priority
@@ -512,17 +512,27 @@ class FieldWorker:
     def __init__(self, nice: int = BACKGROUND_NICE):
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="bps-nav-fields", initializer=lower_priority,
                                         initargs=(nice,))
+        self._closed = False
 
     def submit(self, fields: GoalFields, goal) -> Future:
         """Compute the field of ``goal`` into ``fields`` (Future of the row)."""
-        return self._pool.submit(fields.add, goal)
+        return self.run(fields.add, goal)
 
     def run(self, fn, *args) -> Future:
-        """Run ``fn(*args)`` on the worker thread (Future)."""
-        return self._pool.submit(fn, *args)
+        """Run ``fn(*args)`` on the worker thread (Future). A worker not closed that refuses the
+        work: ``InterpreterExiting``."""
+        try:
+            return self._pool.submit(fn, *args)
+        except BrokenExecutor:
+            raise
+        except RuntimeError as e:   # refused, though not closed (nor broken): the interpreter is exiting
+            if self._closed:
+                raise
+            raise InterpreterExiting(str(e)) from e
 
     def close(self):
         """Stop the worker; queued work is cancelled."""
+        self._closed = True
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 

@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from bps_assets.errors import BpsError, ConfigError
+from bps_assets.errors import BpsError, ConfigError, InterpreterExiting
 
 from ..render.mips import sensor_mips
 from ..render.shading_data import ShadingData, build_shading_data
@@ -110,13 +110,12 @@ def _say_flattened(renderer) -> None:
 
 
 def _interpreter_exiting(e: BaseException) -> bool:
-    """True when ``e`` is the interpreter exiting (a script ended without ``env.close()``): its
-    thread pools refuse new work (the RuntimeError "... after interpreter shutdown", raised while
-    the main thread is still alive), or it is finalizing; a load failing so is no damaged scene."""
+    """True when ``e`` is the interpreter exiting (a script ended without ``env.close()``): a
+    pool the load submits to refused the work (``InterpreterExiting``, raised at that submit
+    while the main thread is still alive), or it is finalizing; a load failing so is no damaged scene."""
     import sys
 
-    return sys.is_finalizing() or not threading.main_thread().is_alive() \
-        or (isinstance(e, RuntimeError) and str(e).endswith("after interpreter shutdown"))
+    return sys.is_finalizing() or not threading.main_thread().is_alive() or isinstance(e, InterpreterExiting)
 
 
 def _is_composed(path) -> bool:

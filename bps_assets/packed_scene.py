@@ -450,6 +450,7 @@ class PackedScene:
     object_points: np.ndarray | None = None     # float32 [O*P,3]
     path: str = ""
     lod: int = -1   # the LOD level whose geometry this holds (read_lod_level); -1: the full mesh
+    lod_reason: str = ""   # why that level, from a reader that chose it (bps_runtime's read_for_sensor); else ""
 
     ARRAY_FIELDS = tuple(_FIELD_SECTIONS)
 

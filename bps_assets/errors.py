@@ -110,6 +110,11 @@ class EmptySceneError(InputError):
     navmesh without navigable area. The message names the scene and the likely cause."""
 
 
+class InterpreterExiting(RuntimeError):
+    """A thread pool refused new work because the interpreter is exiting (a script ended while
+    work was under way): raised at the ``submit`` the pool refused; no fault of any input."""
+
+
 class InterruptedRun(BpsError):
     """A long run stopped by the user (Ctrl-C); the message says what finished and how to go on."""
 

@@ -27,7 +27,7 @@ import numpy as np
 from . import __version__
 from .container import DTYPES as DT_BY_NAME
 from .container import Container, SectionSpec, remove_stale_temps, write_container
-from .errors import ConfigError, CorruptFileError, InputError, OutputExistsError
+from .errors import ConfigError, CorruptFileError, InputError, InterpreterExiting, OutputExistsError
 from .hashing import sha256_file
 from . import semantic_section as _sem
 from . import composed_section as _comp
@@ -450,6 +450,7 @@ class PackedScene:
     object_points: np.ndarray | None = None     # float32 [O*P,3]
     path: str = ""
     lod: int = -1   # the LOD level whose geometry this holds (read_lod_level); -1: the full mesh
+    lod_reason: str = ""   # why that level, from a reader that chose it (bps_runtime's read_for_sensor); else ""
 
     ARRAY_FIELDS = tuple(_FIELD_SECTIONS)
 
@@ -664,7 +665,11 @@ def read_packed_scene(path: str | os.PathLike, sections: Iterable[str] | None = 
             raw = {n: read(n) for n in needed}
         else:
             with ThreadPoolExecutor(threads) as ex:
-                raw = dict(zip(needed, ex.map(read, needed)))
+                try:
+                    results = ex.map(read, needed)   # every read submitted here
+                except RuntimeError as e:   # a pool of its own refuses work only at the interpreter's exit
+                    raise InterpreterExiting(f"{path}: {e}") from e
+                raw = dict(zip(needed, results))
 
     out = PackedScene(header=hdr, path=path)
     if "positions_q" in raw:

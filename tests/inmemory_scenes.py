@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from bps_assets.nav import NavMesh
+from bps_assets.nav.geodesic import NEAR_EXACT, near_gate
 from bps_assets.packed_scene import PackedScene
 from bps_runtime.episodes import SupplyOptions, make_supply
 from bps_runtime.nav.buffers import FieldWorker
@@ -83,11 +84,7 @@ def make_env(scenes, num_envs=4, batch_size=None, seed=0, resolution=(16, 16), s
     ``noise``: make()'s noise forms (bps_runtime.noise.presets.noise_options)."""
     worker = FieldWorker()
     supply = make_supply(seed, worker, episodes, options=SupplyOptions(goal_pool=goal_pool, goal_views=goal_views),
-                         goals=goals)
-    if task is not None:   # as build_world: the field rows' near-goal gate follows the task
-        from bps_assets.nav.geodesic import near_gate
-
-        supply.near_gate = near_gate(task.success_distance)
+                         goals=goals, near_gate=NEAR_EXACT if task is None else near_gate(task.success_distance))
     r = make_renderer(renderer, RenderOptions(resolution=tuple(resolution), normalize_depth=normalize_depth,
                                                 threads=threads),
                       device=device if renderer == "warp" else "cpu")

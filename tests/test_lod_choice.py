@@ -127,3 +127,29 @@ def test_lod_round_trips_through_the_config():
     assert c.sensors.lod == 1 and c.sensors.render_options().lod == 1
     assert EnvConfig.from_dict(json.loads(json.dumps(c.to_dict()))).sensors.lod == 1
     assert EnvConfig.from_kwargs("x").sensors.render_options().lod == "auto"
+
+
+def test_a_load_chooses_its_level_once_and_reports_that_choice(pair, monkeypatch):
+    """The reason travels with the read (``PackedScene.lod_reason``): one ``choice`` per load."""
+    from bps_runtime.render import make_renderer
+    from bps_runtime.render.protocol import RenderOptions
+    from bps_runtime.scenes import lod_levels
+    from bps_runtime.scenes import loader as loader_module
+    from bps_runtime.scenes.loader import LoadedScene, SceneLoader, SceneSource
+
+    calls, choice = [], lod_levels.choice
+
+    def counted(*a):
+        calls.append(a)
+        return choice(*a)
+
+    for module in (lod_levels, loader_module):   # wherever the loader may look it up
+        monkeypatch.setattr(module, "choice", counted, raising=False)
+    loader = SceneLoader(make_renderer("embree", RenderOptions(resolution=(64, 64))), threads=1)
+    try:
+        got = loader.submit(SceneSource("s", str(pair["scene"]))).result(timeout=120)
+    finally:
+        loader.close()
+    assert isinstance(got, LoadedScene), got
+    assert len(calls) == 1 and got.lod == 0 and got.lod_reason == choice(*calls[0])[1]
+    assert got.lod_reason.startswith("lod='auto': level 0")

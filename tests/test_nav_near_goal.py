@@ -332,3 +332,22 @@ def test_make_sets_each_tasks_gate_in_its_rows(tmp_path):
             gates = [int(nav.goal_table.buf[f.goal_base + TABLE_WIDTH * row + T_GATE]) for f in nav.fields.values()
                      for row in f.near]
             assert gates and set(gates) == {round(want * GATE_SCALE)}
+
+
+@pytest.mark.parametrize("task", ["pointnav", IMAGENAV_1M, "objectnav", "instance_imagenav"])
+def test_a_supply_made_by_its_task_outside_make_has_the_tasks_gate(task):
+    """The gate comes in with the supply (``SupplyRequest.near_gate``), so a supply a task's spec
+    makes outside ``make()``'s ``build_world`` reads as ``make()``'s does (ImageNav at 1.0 m: 1.3 m)."""
+    from bps_runtime.env.config import EnvConfig, EpisodeConfig, task_options
+    from bps_runtime.nav.buffers import FieldWorker
+    from bps_runtime.tasks import spec_for
+    from bps_runtime.tasks.spec import SupplyRequest
+
+    config = EnvConfig(task=task_options(task), episodes=EpisodeConfig("sample"))
+    worker = FieldWorker()
+    try:
+        supply, _ = spec_for(config.task).supply(SupplyRequest(None, None, [], config, worker))
+        assert supply.near_gate == pytest.approx(near_gate(config.task.success_distance))
+        assert supply.near_gate == pytest.approx(1.3 if task is IMAGENAV_1M else NEAR_EXACT)
+    finally:
+        worker.close()

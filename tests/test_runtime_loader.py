@@ -127,3 +127,43 @@ def test_a_load_that_fails_before_its_end_prepares_nothing(packed_room):
         assert isinstance(res, LoadedScene) and res.prepared == "room" and prepared == ["room"]
     finally:
         loader.close()
+
+
+def test_a_pool_refusing_work_at_the_interpreters_exit_ends_the_load_quietly(packed_room, monkeypatch, caplog):
+    """The refusal is caught at the ``submit`` that raised it (the packed-scene reader's pool, the
+    field worker): ``InterpreterExiting``, a quiet failure; a reader's own RuntimeError of the same
+    text is a damaged scene, logged (nothing is judged by an error's text)."""
+    import concurrent.futures
+
+    import bps_assets.packed_scene as packed_scene
+    from bps_assets.errors import InterpreterExiting
+    from bps_runtime.nav.buffers import FieldWorker
+
+    exiting = RuntimeError("cannot schedule new futures after interpreter shutdown")
+
+    class Exiting(concurrent.futures.ThreadPoolExecutor):
+        def submit(self, *a, **kw):
+            raise exiting
+
+    src = SceneSource("room", str(packed_room / "room.bps"))
+    monkeypatch.setattr(packed_scene, "ThreadPoolExecutor", Exiting)
+    loader = SceneLoader(make_renderer("embree"), threads=1)
+    with caplog.at_level(logging.ERROR, logger="bps_runtime.scenes.loader"):
+        res = loader.submit(src).result(timeout=60)
+        assert isinstance(res, LoadFailure) and isinstance(res.error, InterpreterExiting), res
+        assert not caplog.records
+        own = SceneLoader(make_renderer("embree"), threads=1, reader=lambda p: (_ for _ in ()).throw(exiting))
+        res = own.submit(src).result(timeout=60)
+        assert isinstance(res, LoadFailure) and res.error is exiting
+        assert "quarantined" in caplog.text
+    loader.close()
+    own.close()
+
+    w = FieldWorker()
+    w._pool.shutdown()   # as the interpreter's exit leaves it: refusing, though never closed
+    with pytest.raises(InterpreterExiting):
+        w.run(print)
+    w.close()
+    with pytest.raises(RuntimeError) as e:   # closed: the plain refusal
+        w.run(print)
+    assert not isinstance(e.value, InterpreterExiting)

@@ -188,13 +188,13 @@ def test_field_worker_prepares_off_thread(bufs, nm):
     w = FieldWorker()
     fields = bufs.fields[2]
     seen = []
-    orig = fields.compute
+    orig = fields.field   # the search (``compute`` is its flat field alone)
 
     def spy(goal):
         seen.append(threading.current_thread().name)
         return orig(goal)
 
-    fields.compute = spy
+    fields.field = spy
     row = w.submit(fields, nm.sample_navigable_point(1, seed=9)[0]).result(timeout=60)
     assert fields.refs[row] == 1 and seen and seen[0].startswith("bps-nav-fields")
     w.close()

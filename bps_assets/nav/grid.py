@@ -348,7 +348,8 @@ class NavMesh:
     def distance_at(self, field: np.ndarray, points, radius: int = queries.DEFAULT_RADIUS, goals=None,
                     gate: float = queries.NEAR_EXACT):
         """Read a ``distance_field`` at points (sub-cell accurate, exact near the goals a point
-        sees where the read is below ``gate`` m), inf when unreachable."""
+        sees where the read is below ``gate`` m), inf when unreachable. The goals are the
+        ``DistanceField``'s (lost by ``np.asarray``, a slice or a stack) or ``goals``."""
         return queries.distance_at(self, field, points, radius, goals, gate)
 
     def geodesic_distance(self, a, b, radius: int = queries.DEFAULT_RADIUS):

@@ -216,7 +216,8 @@ def distance_at(nav: NavMesh, field: np.ndarray, points, radius: int = DEFAULT_R
     """Read a ``distance_field`` at points (snapped): sub-cell accurate, inf when unreachable;
     exact near the field's goals (those of a ``DistanceField``, or ``goals`` [P, 3]) that a
     point sees in a straight line, where the read is below ``gate`` m (``geodesic.near_goals``;
-    a task's gate: ``geodesic.near_gate(success_distance)``)."""
+    a task's gate: ``geodesic.near_gate(success_distance)``). ``np.asarray(field)``, a slice or a
+    stack of a ``DistanceField`` is a plain array without its goals: pass them as ``goals``."""
     p, single = _points(points)
     if goals is not None:
         gp, gs = snapped_goals(nav, goals)

@@ -16,10 +16,10 @@ import numpy as np
 import torch
 
 from bps_assets.errors import ConfigError, InputError, did_you_mean
-from bps_assets.nav.geodesic import near_gate
 
 from .checks import check_agent
 from ..nav.buffers import FieldWorker, NavBuffers, SceneNav
+from ..episodes.files import EPISODE_MODES
 from ..episodes.supply import EpisodeSupply
 from ..scenes.residency import Listener, renderer_listener
 from ..tasks import spec_for
@@ -179,7 +179,6 @@ def build_world(manifest_path, config, *, device) -> World:
     except InputError as e:
         worker.close()
         raise episodes_error(e, spec.name, c.episodes.source) from None
-    supply.near_gate = near_gate(c.task.success_distance)   # exact reads cover the success boundary
     ropts = c.sensors.render_options(c.threads)   # the camera: the config's (the task's defaults filled in)
     r = c.sensors.renderer
     renderer = make_renderer(r, ropts, device=str(device) if r == "warp" else "cpu")
@@ -199,9 +198,6 @@ def log_lod_rule(manifest, options) -> None:
         level, why = decide(options, [float(e) for e in errors])
         log.info("converter LODs: scenes load %s (%s); per scene: env.world.scenes.resident_levels()",
                  "the full mesh" if level < 0 else f"level {level}", why)
-
-
-EPISODE_MODES = (None, "dataset", "sample")   # make(episodes=...) besides a file's path
 
 
 def episodes_error(e: InputError, task: str, source) -> InputError:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bps_assets.errors import NavError
+from bps_assets.nav.geodesic import NEAR_EXACT
 from bps_assets.nav.pose import quaternion_yaw
 
 from ..grouping import groups
@@ -57,8 +58,8 @@ class DatasetEpisodes(EpisodeSupply):
     source: str | None = None
 
     def __init__(self, episodes_by_scene: dict, seed: int, worker, options: SupplyOptions = DEFAULTS,
-                 goals: dict | None = None):
-        super().__init__(seed, worker, options)
+                 goals: dict | None = None, near_gate: float = NEAR_EXACT):
+        super().__init__(seed, worker, options, near_gate)
         self.episodes_by_scene = episodes_by_scene
         self.goals: dict = {} if goals is None else goals
         self._shared_lock = threading.Lock()

@@ -15,9 +15,12 @@ from pathlib import Path
 
 from bps_assets.errors import InputError
 from bps_assets.nav.episode_table import EpisodeTable
+from bps_assets.nav.geodesic import NEAR_EXACT
 
 from .dataset import DatasetEpisodes
 from .supply import DEFAULTS, SupplyOptions, _SceneState
+
+EPISODE_MODES = (None, "dataset", "sample")   # make(episodes=...) besides a file's path (resolve_episodes)
 
 
 def resolve_episodes(manifest, split, names: list[str], episodes, unmatched: dict | None = None):
@@ -123,7 +126,7 @@ def point_goal_supply(request):
     unmatched: dict = {}
     _, by_scene = resolve_episodes(request.manifest, request.split, [e.name for e in entries], c.episodes.source,
                                    unmatched)
-    supply = make_supply(c.seed, request.worker, by_scene, options=c.episodes.supply)
+    supply = make_supply(c.seed, request.worker, by_scene, options=c.episodes.supply, near_gate=request.near_gate)
     if by_scene is not None:
         entries = [e for e in entries if e.name in by_scene]
         supply.unmatched = report_unmatched(unmatched, request.manifest.path)
@@ -141,8 +144,9 @@ class GoalFileEpisodes(DatasetEpisodes, metaclass=ABCMeta):
 
     WHAT = ""
 
-    def __init__(self, ds, raw_by_scene: dict, path, seed: int, worker, options: SupplyOptions = DEFAULTS):
-        super().__init__({}, seed, worker, options)
+    def __init__(self, ds, raw_by_scene: dict, path, seed: int, worker, options: SupplyOptions = DEFAULTS,
+                 near_gate: float = NEAR_EXACT):
+        super().__init__({}, seed, worker, options, near_gate=near_gate)
         self.ds, self.raw_by_scene, self.path = ds, dict(raw_by_scene), path
         self.source = str(path)
         self.checks: dict = {}   # scene name -> NavmeshCheck of its episodes
@@ -185,7 +189,7 @@ class GoalFileEpisodes(DatasetEpisodes, metaclass=ABCMeta):
         if not raw:
             raise InputError(c.episodes.source, f"has no {cls.WHAT} episodes for the scenes of "
                                                 f"{request.manifest.path} (split {request.split!r})")
-        supply = cls(ds, raw, c.episodes.source, c.seed, request.worker, c.episodes.supply)
+        supply = cls(ds, raw, c.episodes.source, c.seed, request.worker, c.episodes.supply, request.near_gate)
         if mapped.unmatched:
             supply.unmatched = report_unmatched({str(c.episodes.source): mapped.unmatched}, request.manifest.path)
         return supply, [e for e in entries if e.name in raw]

@@ -60,13 +60,13 @@ class SampledEpisodes(EpisodeSupply):
     def _pool_entry(self, st: _SceneState, goal):
         o = self.options
         nm = st.mesh.navmesh
-        flat = st.fields.compute(goal)
+        flat, near = st.fields.field(goal)
         dy = np.abs(nm.span_pos[:, 1] - goal[1])
         ok = in_distance_range(flat, o.closest_dist, o.furthest_dist) & (dy <= o.max_dy)
         cand = np.nonzero(ok)[0]
         if cand.size == 0:  # tiny scene: take whatever is reachable
             cand = np.nonzero(np.isfinite(flat) & (dy <= o.max_dy))[0]
-        row = st.fields.add(goal, flat)
+        row = st.fields.add(goal, flat, near)
         return row, cand
 
     def _ready_pool(self, st: _SceneState):

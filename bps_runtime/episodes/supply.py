@@ -165,11 +165,12 @@ class EpisodeSupply(abc.ABC):
 
     max_goal_id: int | None = None   # the largest goal id it can stage (None: it stages none)
 
-    def __init__(self, seed: int, worker: FieldWorker, options: SupplyOptions = DEFAULTS):
+    def __init__(self, seed: int, worker: FieldWorker, options: SupplyOptions = DEFAULTS,
+                 near_gate: float = NEAR_EXACT):
         self.seed, self.worker, self.options = int(seed), worker, options
-        # m: the field rows' near-goal gate (GoalFields), the task's: build_world sets it from the
-        # task's success distance (bps_assets.nav.geodesic.near_gate) before any scene is prepared
-        self.near_gate = NEAR_EXACT
+        # m: the field rows' near-goal gate (GoalFields), the task's: bps_assets.nav.geodesic.near_gate
+        # of its success distance (``SupplyRequest.near_gate``)
+        self.near_gate = float(near_gate)
         self.scenes: dict[int, _SceneState] = {}
         self.visits: dict[str, int] = {}    # visits of each scene under the current seed
         self.epoch = 0                      # reseeds so far
@@ -271,16 +272,10 @@ class EpisodeSupply(abc.ABC):
         """Scene ``scene_index`` is no longer resident: cancel its pending preparation."""
         pending = self._restarts.pop(scene_index, None)
         if pending is not None:   # its restart ends on the worker, then its preparations are cancelled
-            pending[1].add_done_callback(lambda _f, st=pending[0]: self._leave(st))
+            pending[1].add_done_callback(lambda _f, st=pending[0]: self._retire(st, wait=False))
         st = self.scenes.pop(scene_index, None)
         if st is not None:
-            self._leave(st)
-
-    @staticmethod
-    def _leave(st: "_SceneState") -> None:
-        for f in st.pool + list(st.ahead.values()) + st.strays:
-            f.cancel()
-        st.res.drop(st.fields)
+            self._retire(st, wait=False)
 
     def reseed(self, seed: int):
         """Restart the episode streams as if the supply had been made with ``seed``: visits are
@@ -322,13 +317,19 @@ class EpisodeSupply(abc.ABC):
         episodes): a failed reseed puts them back."""
         return []
 
-    def _retire(self, st: "_SceneState") -> None:
-        """End ``st``'s preparations (cancelled, or waited for) and give back the field rows its
-        episode state holds (the episodes handed out keep theirs)."""
-        futs = st.pool + list(st.ahead.values()) + st.strays + ([st.res.fill] if st.res.fill is not None else [])
+    def _retire(self, st: "_SceneState", wait: bool = True) -> None:
+        """End ``st``'s preparations and drop its reservoir. ``wait``: its reservoir's fill is
+        cancelled too, those running are waited for, and the field rows its episode state holds
+        are given back (the episodes handed out keep theirs); else (the scene left, its fields
+        go with it) they are only cancelled."""
+        futs = st.pool + list(st.ahead.values()) + st.strays
+        if wait and st.res.fill is not None:
+            futs.append(st.res.fill)
         for f in futs:
             f.cancel()
         st.res.drop(st.fields)      # a fill still running retains nothing after this
+        if not wait:
+            return
         for f in futs:
             if not f.cancelled():
                 f.exception()       # waits for a running one

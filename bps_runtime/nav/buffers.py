@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import math
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import BrokenExecutor, Future, ThreadPoolExecutor
 
 import numpy as np
 import torch
 
-from bps_assets.errors import NavError
+from bps_assets.errors import InterpreterExiting, NavError
 from bps_assets.nav.geodesic import NEAR_EXACT
 
 from ..threads import BACKGROUND_NICE, lower_priority
@@ -204,6 +204,11 @@ def table_row(offset: int, count: int, gate_um: int) -> np.ndarray:
     return row
 
 
+def _goal_block(points: np.ndarray, spans: np.ndarray) -> np.ndarray:
+    """[P, GOAL_WIDTH] float64: snapped goal ``points`` [P, 3] beside their ``spans`` [P]."""
+    return np.ascontiguousarray(np.concatenate([points, spans[:, None].astype(np.float64)], axis=1))
+
+
 class GoalFields:
     """One scene's distance fields to goals: ``capacity`` rows of S float32 in the fields arena,
     with reference counts, and per row its snapped goals: a table [capacity, TABLE_WIDTH] (offset,
@@ -243,21 +248,24 @@ class GoalFields:
         """Flat [S] float32 field of ``goal``: a point [3], or [V, 3] points (the distance to the
         nearest: ObjectNav's view points, one multi-source search). The NavMesh's own Dijkstra;
         slow: call off the step path."""
+        return self.field(goal)[0]
+
+    def field(self, goal) -> tuple[np.ndarray, np.ndarray]:
+        """(``compute``'s flat field of ``goal``, its goal block [P, GOAL_WIDTH] float64: the snapped
+        goals the field is attached to, with their spans); the goals are snapped once, by the search."""
         nm = self.scene.navmesh
         g = np.asarray(goal, np.float64)
-        f = np.asarray(nm.distance_field(g.reshape(3)) if g.size == 3 else nm.distance_field_to_any(g.reshape(-1, 3)),
-                       np.float32)
+        d = nm.distance_field(g.reshape(3)) if g.size == 3 else nm.distance_field_to_any(g.reshape(-1, 3))
+        f = np.asarray(d, np.float32)
         lrc = nm.span_lrc
-        return np.ascontiguousarray(f[lrc[:, 0], lrc[:, 1], lrc[:, 2]])
+        return np.ascontiguousarray(f[lrc[:, 0], lrc[:, 1], lrc[:, 2]]), _goal_block(d.goal_points, d.goal_spans)
 
     def goal_block(self, goal) -> np.ndarray:
         """[P, GOAL_WIDTH] float64 of ``goal`` (a point [3] or points [V, 3], as ``compute``): the
-        snapped goals the field is attached to, with their spans."""
+        snapped goals the field is attached to, with their spans (``field`` gives it with the field)."""
         from bps_assets.nav.queries import snapped_goals
 
-        g = np.asarray(goal, np.float64).reshape(-1, 3)
-        pts, spans = snapped_goals(self.scene.navmesh, g)
-        return np.ascontiguousarray(np.concatenate([pts, spans[:, None].astype(np.float64)], axis=1))
+        return _goal_block(*snapped_goals(self.scene.navmesh, np.asarray(goal, np.float64).reshape(-1, 3)))
 
     def _grow(self):
         ar, gt = self.buffers.field_arena, self.buffers.goal_table
@@ -277,13 +285,14 @@ class GoalFields:
         self.capacity = 2 * cap
         self.buffers.mark_dirty()
 
-    def add(self, goal, flat: np.ndarray | None = None) -> int:
-        """Store the field of ``goal`` (computing it if not given) with this scene's near-goal
-        ``gate``; returns its row (ref 1)."""
+    def add(self, goal, flat: np.ndarray | None = None, near: np.ndarray | None = None) -> int:
+        """Store the field of ``goal`` (``flat`` and its goal block ``near``, as ``field`` gives
+        them; computed if not given) with this scene's near-goal ``gate``; returns its row (ref 1)."""
         gate_um = round(self.gate * GATE_SCALE)
         if flat is None:
-            flat = self.compute(goal)
-        near = self.goal_block(goal)
+            flat, near = self.field(goal)
+        elif near is None:
+            near = self.goal_block(goal)
         ga = self.buffers.goal_arena
         with self._lock:
             stale, self._stale = self._stale, []
@@ -503,17 +512,27 @@ class FieldWorker:
     def __init__(self, nice: int = BACKGROUND_NICE):
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="bps-nav-fields", initializer=lower_priority,
                                         initargs=(nice,))
+        self._closed = False
 
     def submit(self, fields: GoalFields, goal) -> Future:
         """Compute the field of ``goal`` into ``fields`` (Future of the row)."""
-        return self._pool.submit(fields.add, goal)
+        return self.run(fields.add, goal)
 
     def run(self, fn, *args) -> Future:
-        """Run ``fn(*args)`` on the worker thread (Future)."""
-        return self._pool.submit(fn, *args)
+        """Run ``fn(*args)`` on the worker thread (Future). A worker not closed that refuses the
+        work: ``InterpreterExiting``."""
+        try:
+            return self._pool.submit(fn, *args)
+        except BrokenExecutor:
+            raise
+        except RuntimeError as e:   # refused, though not closed (nor broken): the interpreter is exiting
+            if self._closed:
+                raise
+            raise InterpreterExiting(str(e)) from e
 
     def close(self):
         """Stop the worker; queued work is cancelled."""
+        self._closed = True
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 

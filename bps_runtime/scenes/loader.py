@@ -26,14 +26,14 @@ from typing import Any, Callable
 
 import numpy as np
 
-from bps_assets.errors import BpsError, ConfigError
+from bps_assets.errors import BpsError, ConfigError, InterpreterExiting
 
 from ..render.mips import sensor_mips
 from ..render.shading_data import ShadingData, build_shading_data
 from .budget import LoadCancelled, NoRoom
 from .checks import Expected, check_files, check_navmesh, check_scene_header
 from .footprint import lod_kwargs, navmesh_nbytes, scene_footprint
-from .lod_levels import choice, header_level, read_for_sensor
+from .lod_levels import header_choice, read_for_sensor
 from ..threads import lower_priority
 
 log = logging.getLogger("bps_runtime.scenes.loader")
@@ -110,13 +110,12 @@ def _say_flattened(renderer) -> None:
 
 
 def _interpreter_exiting(e: BaseException) -> bool:
-    """True when ``e`` is the interpreter exiting (a script ended without ``env.close()``): its
-    thread pools refuse new work (the RuntimeError "... after interpreter shutdown", raised while
-    the main thread is still alive), or it is finalizing; a load failing so is no damaged scene."""
+    """True when ``e`` is the interpreter exiting (a script ended without ``env.close()``): a
+    pool the load submits to refused the work (``InterpreterExiting``, raised at that submit
+    while the main thread is still alive), or it is finalizing; a load failing so is no damaged scene."""
     import sys
 
-    return sys.is_finalizing() or not threading.main_thread().is_alive() \
-        or (isinstance(e, RuntimeError) and str(e).endswith("after interpreter shutdown"))
+    return sys.is_finalizing() or not threading.main_thread().is_alive() or isinstance(e, InterpreterExiting)
 
 
 def _is_composed(path) -> bool:
@@ -236,7 +235,8 @@ class SceneLoader:
             if nav is not None:
                 check_navmesh(source, nav, header)
             nv, nt = int(ps.positions.shape[0]), int(ps.indices.shape[0])
-            level = ps.lod if self._default_read else -1   # a caller's reader: the full mesh
+            # a caller's reader: the full mesh, loaded as it is (no level chosen)
+            level, why = (ps.lod, ps.lod_reason) if self._default_read else (-1, "")
             footprint = scene_footprint(sd, self.renderer, nv, nt, navmesh_nbytes(nav), level)
             nbytes = sum(footprint.values())
             ticket = self._reserve(source, nbytes, reserve)
@@ -247,7 +247,7 @@ class SceneLoader:
             prepared = self.prepare(scene_id, nav) if self.prepare is not None and nav is not None else None
             return LoadedScene(source, sd, accel, nav, header, nv, nt,
                                nbytes, time.perf_counter() - t0, ticket, prepared, ps.semantics, footprint,
-                               lod=level, lod_reason=self._level_reason(scene_id, header, path, level))
+                               lod=level, lod_reason=self._say_level(scene_id, level, why))
         except Exception as e:  # quarantine boundary: see the module docstring
             if ticket is not None and self._release is not None:
                 self._release(ticket)
@@ -258,14 +258,12 @@ class SceneLoader:
         finally:
             stage.pop(scene_id, None)
 
-    def _level_reason(self, scene_id: str, header: dict, path: str, level: int) -> str:
-        """Why the default reader read ``level`` (``lod_levels.choice``), logged at debug once per
-        load; "" for a caller's reader (it reads what it means)."""
-        if not self._default_read:
-            return ""
-        got, why = choice(self.renderer.options, header, path)
-        why = why if got == level else f"level {level}"   # a header rewritten since the read (not expected)
-        log.debug("scene %r loads %s (%s)", scene_id, "its full mesh" if level < 0 else f"converter LOD level {level}", why)
+    @staticmethod
+    def _say_level(scene_id: str, level: int, why: str) -> str:
+        """``why`` the default reader read ``level`` (``lod_levels.choice``, made once per load),
+        logged at debug; "" (a caller's reader: it reads what it means) is not logged."""
+        if why:
+            log.debug("scene %r loads %s (%s)", scene_id, "its full mesh" if level < 0 else f"converter LOD level {level}", why)
         return why
 
     def _reserve(self, source: SceneSource, nbytes: int, reserve):
@@ -288,7 +286,7 @@ class SceneLoader:
         scene_id, ticket, held = source.scene_id, None, []
         try:
             self._enter_stage(scene_id, "reading the composed scene's stage and instance table")
-            level = header_level(source.scene_path, self.renderer.options)
+            level, why = header_choice(source.scene_path, self.renderer.options)
             # at an LOD level, the table and asset paths alone, then the level's stage geometry
             # only (the assets: their full meshes)
             stage, table, paths = read_composed(source.scene_path, [] if level >= 0 else None)
@@ -373,7 +371,7 @@ class SceneLoader:
                                time.perf_counter() - t0, ticket, prepared, flat.semantics, footprint,
                                release_assets=release_assets, asset_bytes={x.path: x.nbytes for x in held},
                                asset_footprints={x.path: x.footprint for x in held}, lod=level,
-                               lod_reason=self._level_reason(scene_id, header, source.scene_path, level))
+                               lod_reason=self._say_level(scene_id, level, why))
         except BaseException:
             for x in held:
                 self.assets.release(x)

@@ -61,15 +61,21 @@ def finest_pixel_footprint(options) -> float:
     return min(lod_section.pixel_footprint(hfov, res[1], REFERENCE_DISTANCE) for res, hfov in cams)
 
 
+def header_choice(path: str | os.PathLike, options) -> tuple[int, str]:
+    """``choice`` from the file's header alone (no section is read)."""
+    with Container(path, KIND) as c:
+        return choice(options, c.header, os.fspath(path))
+
+
 def header_level(path: str | os.PathLike, options) -> int:
     """``level_for`` from the file's header alone (no section is read)."""
-    with Container(path, KIND) as c:
-        return level_for(options, c.header, os.fspath(path))
+    return header_choice(path, options)[0]
 
 
 def read_for_sensor(path: str | os.PathLike, options, expand: bool = True):
-    """The packed scene at the level ``options`` selects (``PackedScene.lod`` says which)."""
-    level = header_level(path, options)
-    if level < 0:
-        return read_packed_scene(path, expand=expand)
-    return read_lod_level(path, level, expand=expand)
+    """The packed scene at the level ``options`` selects (``PackedScene.lod`` says which,
+    ``lod_reason`` why: the one ``choice`` of the read)."""
+    level, why = header_choice(path, options)
+    ps = read_packed_scene(path, expand=expand) if level < 0 else read_lod_level(path, level, expand=expand)
+    ps.lod_reason = why
+    return ps

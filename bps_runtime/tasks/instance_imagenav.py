@@ -21,6 +21,7 @@ from dataclasses import replace
 import numpy as np
 import torch
 
+from bps_assets.nav.geodesic import NEAR_EXACT
 from bps_assets.nav.instance_imagenav_files import InstanceImageNavDataset, check_on_navmesh, goal_key
 
 from . import goalnav
@@ -178,8 +179,9 @@ class SampledEpisodes(DatasetEpisodes):
     instances of ``categories``, cameras of ``image_dimensions``), seeded by (seed, scene, visit)."""
 
     def __init__(self, scene_paths: dict, seed: int, worker, options: SupplyOptions = SUPPLY_DEFAULTS,
-                 image_dimensions=(64, 64), categories=None, episodes_per_visit: int = 200):
-        super().__init__({}, seed, worker, options)
+                 image_dimensions=(64, 64), categories=None, episodes_per_visit: int = 200,
+                 near_gate: float = NEAR_EXACT):
+        super().__init__({}, seed, worker, options, near_gate=near_gate)
         from bps_assets.nav.instance_imagenav_episodes import InstanceImageNavOptions
 
         if categories is None:
@@ -211,7 +213,7 @@ def supply(request):
     src = c.episodes.source
     if src in (None, "sample"):
         return SampledEpisodes({e.name: str(e.scene) for e in entries}, c.seed, request.worker, c.episodes.supply,
-                               image_dimensions=c.sensors.resolution), entries
+                               image_dimensions=c.sensors.resolution, near_gate=request.near_gate), entries
     if src == "dataset":
         raise ConfigError(None, f"task={NAME!r}: pass episodes=PATH (an InstanceImageNav-v1 split file) or 'sample'")
     mapped = map_habitat_instance_imagenav(src, manifest, allow_unmatched=True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from bps_assets.nav.geodesic import NEAR_EXACT
 from bps_assets.nav.objectnav_files import ObjectNavDataset, check_on_navmesh, goals_key
 
 from ..episodes.dataset import DatasetEpisodes, EpisodeGoal
@@ -73,8 +74,8 @@ class SampledObjectNav(DatasetEpisodes):
     objectnav_hm3d map by default)."""
 
     def __init__(self, scene_paths: dict, seed: int, worker, options: SupplyOptions = DEFAULTS,
-                 categories: dict | None = None, episodes_per_visit: int = 200):
-        super().__init__({}, seed, worker, options)
+                 categories: dict | None = None, episodes_per_visit: int = 200, near_gate: float = NEAR_EXACT):
+        super().__init__({}, seed, worker, options, near_gate=near_gate)
         self.scene_paths = dict(scene_paths)
         if categories is None:
             from bps_assets.readers.semantic_categories import objectnav_hm3d
@@ -128,7 +129,7 @@ def objectnav_supply(request):
     src = c.episodes.source
     if src in (None, "sample"):
         return SampledObjectNav({e.name: str(e.scene) for e in entries}, c.seed, request.worker,
-                                c.episodes.supply), entries
+                                c.episodes.supply, near_gate=request.near_gate), entries
     if src == "dataset":
         raise ConfigError(None, "task='objectnav': pass episodes=PATH (an ObjectNav v1 split file) or 'sample'")
     mapped = map_habitat_objectnav(src, manifest, allow_unmatched=True)

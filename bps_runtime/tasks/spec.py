@@ -61,6 +61,14 @@ class SupplyRequest:
     config: Any
     worker: Any
 
+    @property
+    def near_gate(self) -> float:
+        """The supply's near-goal gate (m): ``bps_assets.nav.geodesic.near_gate`` of the task's
+        success distance (exact reads cover the success boundary)."""
+        from bps_assets.nav.geodesic import near_gate
+
+        return near_gate(self.config.task.success_distance)
+
 
 @dataclass(frozen=True)
 class GoalEncoderArgs:

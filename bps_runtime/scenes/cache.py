@@ -29,11 +29,6 @@ from .residency import Residency, ResidencyListener
 from .scheduler import SlotScheduler
 
 
-# (field, lowest value, None allowed): bools and floats are refused, not rounded (max(1, 2.5))
-_INT_FIELDS = (("slots", 1, False), ("budget_bytes", 1, True), ("loader_threads", 1, False),
-               ("swap_after_episodes", 1, True), ("seed", 0, True), ("swap_every", 1, True))
-
-
 @dataclass(frozen=True)
 class CacheOptions:
     """Scene cache settings (see the module docstring)."""
@@ -46,8 +41,12 @@ class CacheOptions:
     swap_every: int | None = None           # every this many rounds one slot (round robin) swaps
 
     def __post_init__(self):
-        for name, low, optional in _INT_FIELDS:
-            value = getattr(self, name)
+        # (field, value, lowest, None allowed): bools and floats are refused, not rounded (max(1, 2.5))
+        for name, value, low, optional in (
+                ("slots", self.slots, 1, False), ("budget_bytes", self.budget_bytes, 1, True),
+                ("loader_threads", self.loader_threads, 1, False),
+                ("swap_after_episodes", self.swap_after_episodes, 1, True), ("seed", self.seed, 0, True),
+                ("swap_every", self.swap_every, 1, True)):
             if not ((optional and value is None) or (is_int(value) and value >= low)):
                 none = " or None" if optional else ""
                 raise ConfigError(None, f"cache {name}={value!r}: expected an int >= {low}{none}")

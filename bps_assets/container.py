@@ -559,6 +559,8 @@ def _check_section(path, ent: Any, file_len: int) -> Section:
     if offset < PREAMBLE_SIZE or stored < 0 or offset + stored > file_len:
         raise _corrupt(path, f"offset {offset} + length {stored} lies outside the file ({file_len} bytes)"
                        " (truncated?)", section=name)
+    if offset % ALIGN:   # FORMAT.md 2: a writer places every section at a multiple of ALIGN
+        raise _corrupt(path, f"offset {offset} is not a multiple of {ALIGN}", section=name)
     if codec == "raw" and stored != raw:
         raise _corrupt(path, "raw section whose stored and raw lengths differ", section=name)
     if not 0 <= crc < 2**32:

@@ -79,7 +79,8 @@ class Args:
     lod: str = arg("auto", "converter LOD level the scenes load: auto (the coarsest within a pixel at 1 m), "
                            "full (the full mesh) or a level index 0-7 (docs/RUNTIME.md, Converter LOD level)")
     num_envs: int = arg(32, "environments per rank")
-    double_buffer: bool = arg(True, "two groups of NUM_ENVS/2 so inference on one overlaps simulation of the other")
+    double_buffer: bool = arg(True, "two groups of NUM_ENVS/2 so inference on one overlaps simulation of the "
+                                    "other; one group when NUM_ENVS is odd (make's groups are all one size)")
     cache_slots: int = arg(0, "resident scenes per rank (the scene cache's slots; 0: the runtime's default)")
     total_steps: int = arg(2_000_000, "environment steps (frames) to train for, all ranks together")
     rollout_steps: int = arg(32, "steps per environment per rollout")
@@ -172,6 +173,12 @@ def seed_everything(seed: int):
     torch.manual_seed(seed)
 
 
+def num_groups(num_envs: int, double_buffer: bool) -> int:
+    """Env groups the rollout alternates: 2 of NUM_ENVS/2 with double buffering, else 1 (also for
+    an odd NUM_ENVS: make's batch_size must divide num_envs, so groups cannot differ in size)."""
+    return 2 if double_buffer and num_envs >= 2 and num_envs % 2 == 0 else 1
+
+
 def env_config(args, split, num_envs, seed, episodes, double_buffer, scene_shard=None):
     """The ``EnvConfig`` ``make_envs`` builds its environments from (compared on resume before
     anything is built)."""
@@ -188,7 +195,7 @@ def env_config(args, split, num_envs, seed, episodes, double_buffer, scene_shard
         kw["lod"] = args.lod
     return EnvConfig.from_kwargs(
         args.dataset, split=split, num_envs=num_envs,
-        batch_size=num_envs // 2 if double_buffer and num_envs >= 2 and num_envs % 2 == 0 else num_envs,
+        batch_size=num_envs // num_groups(num_envs, double_buffer),
         device=args.device, sensors=(args.sensor,), resolution=(args.resolution, args.resolution),
         seed=seed, renderer=args.renderer, episodes=episodes, capture_graph=args.capture_graph, task=args.task, **kw)
 
@@ -842,6 +849,8 @@ def train(args) -> dict:
     env = make_envs(config)   # make() only fills in threads, which the env identity leaves out
     if not update and rank == 0 and (moved := move_previous_run(out)) is not None:
         print(f"bps-train: starting fresh: the previous run's files in {out} were moved to {moved}", flush=True)
+    if rank == 0 and args.double_buffer and num_groups(n, True) == 1:
+        print(f"bps-train: --num-envs {n} is odd: one group of {n} envs, without double buffering", flush=True)
     log = Log(out, writer_cls, update) if rank == 0 else None
     stop = StopOnSignal(rank, world)
     saved_update, interrupted = update, False

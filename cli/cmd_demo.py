@@ -6,6 +6,8 @@ import sys
 
 import click
 
+from bps_assets.pipeline.demo import DEMO_N, DEMO_SPLIT
+
 
 def demo_steps() -> list:
     """The pipeline's steps (synthesize, preprocess, verify, summary), then the runtime's (run
@@ -18,8 +20,10 @@ def demo_steps() -> list:
 
 @click.command("demo")
 @click.argument("outdir", required=False, default="demo_out", type=click.Path(file_okay=False))
-@click.option("--scenes", type=click.IntRange(min=1, max=30), default=None, help="Scenes to synthesize.")
-@click.option("--workers", type=click.IntRange(min=1), default=None)
+@click.option("--scenes", type=click.IntRange(min=1, max=30), default=DEMO_N, show_default=True,
+              help=f"Scenes to synthesize (Gibson split {DEMO_SPLIT!r}, train and val).")
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="Preprocess processes (default: all cores this process may use).")
 def demo_cmd(outdir, scenes, workers):
     """Synthesize a small Gibson-layout dataset, preprocess it, verify it, run the batched env
     and print its speed.

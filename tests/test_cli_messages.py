@@ -73,3 +73,13 @@ def test_bench_says_what_runs_and_that_it_still_runs(synth_pair, tmp_path, monke
     timed = [i for i, line in enumerate(lines) if line.startswith("  timed steps ")]
     assert [lines[i].split()[2] for i in timed] == ["1/4", "2/4", "3/4", "4/4"], r.output
     assert ready < timed[0] and timed[-1] < next(i for i, line in enumerate(lines) if line.startswith("env step:"))
+
+
+def test_demo_help_shows_the_defaults():
+    """`bps-assets demo --help` shows --scenes' default (the pipeline's DEMO_N) and what --workers is."""
+    from bps_assets.pipeline.demo import DEMO_N
+
+    r = run("demo", "--help")
+    text = " ".join(r.output.split())
+    assert r.exit_code == 0 and f"[default: {DEMO_N}; 1<=x<=30]" in text, text
+    assert "--workers INTEGER RANGE Preprocess processes (default: all cores" in text, text

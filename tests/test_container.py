@@ -110,6 +110,8 @@ def _rewrite_header(p, mutate):
     (lambda h: h["sections"][0].update(codec="lz4"), "codec"),
     (lambda h: h["sections"][1].update(offset=h["sections"][0]["offset"]), "overlaps"),
     (lambda h: h["sections"][0].update(name="../../etc"), "name"),
+    # FORMAT.md 2: offsets are multiples of 256 (before, read_packed_scene and check_padding took it)
+    (lambda h: h["sections"][0].update(offset=h["sections"][0]["offset"] + 1), "offset .* not a multiple of 256"),
 ])
 def test_absurd_header_values_are_refused_before_allocating(tmp_path, mutate, msg):
     p = tmp_path / "a.bps"

@@ -34,6 +34,18 @@ def test_cache_defaults_live_in_cache_options_alone():
         cache_options({"swap_every": 0})
 
 
+@pytest.mark.parametrize("field, value", [
+    ("loader_threads", "x"), ("loader_threads", -5), ("loader_threads", 2.5), ("loader_threads", True),
+    ("seed", "a"), ("seed", -1), ("slots", True), ("prefetch", "no"), ("budget_bytes", "1e9"),
+    ("swap_after_episodes", 1.5)])
+def test_cache_fields_of_the_wrong_type_are_a_config_error_naming_the_field(field, value):
+    """make(cache={...}) checks every CacheOptions field: no TypeError from deep in the loader,
+    no bool or float rounded into a thread count, no string read as 'prefetch on'."""
+    with pytest.raises(ConfigError, match=f"cache {field}={value!r}: expected"):
+        EnvConfig.from_kwargs("m/manifest.json", cache={field: value})
+    assert CacheOptions(loader_threads=1, seed=None, prefetch=False).loader_threads == 1
+
+
 def test_make_from_a_config_runs_as_from_its_keywords(tmp_path):
     from bps_runtime import make
 

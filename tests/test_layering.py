@@ -4,7 +4,8 @@ Layers, lowest first: scene model and errors -> readers / transforms / writers -
 packed files -> synth -> nav -> pipeline -> runtime (its rooms: threads / warp_init -> render,
 nav -> scenes, episodes -> step -> tasks -> env) -> trainer -> cli. Every import counts:
 module level, inside functions, and module names written as strings (``importlib``), so a lazy
-import cannot hide an upward edge.
+import cannot hide an upward edge. The module map of docs/ARCHITECTURE.md is checked against the
+tree too: every module it names exists; every runtime and trainer module is named.
 """
 from __future__ import annotations
 
@@ -172,3 +173,53 @@ def test_graph_sees_lazy_and_string_imports(tmp_path, monkeypatch, src, dst, exp
     if expect:
         with pytest.raises(AssertionError, match="bps_assets.scene .layer 0. -> bps_runtime.env .layer 6.5."):
             test_no_upward_imports()
+
+
+# --- the module map of docs/ARCHITECTURE.md names the modules that exist, and all of them ---
+
+def map_sections() -> list[tuple[str, str]]:
+    """The map (the first fenced block of docs/ARCHITECTURE.md) cut at its labels ('layer 3',
+    '6.2'): [(label, text)], the text up to the next label."""
+    text = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
+    block = text.split("```", 2)[1]
+    out: list[tuple[str, str]] = []
+    for line in block.splitlines():
+        m = re.match(r"(layer \d|   6\.\d)\s", line)
+        if m:
+            out.append((m.group(1).strip(), ""))
+        if out:
+            out[-1] = (out[-1][0], out[-1][1] + line + "\n")
+    return out
+
+
+def _runtime_text() -> str:
+    return "".join(t for label, t in map_sections() if label.startswith("6") or label == "layer 6")
+
+
+def _train_text() -> str:
+    return "".join(t for label, t in map_sections() if label == "layer 7")
+
+
+def map_names() -> set[str]:
+    """Module names the map writes: dotted (bps_assets.nav), layer 0's '.name' list, the runtime's
+    room/name paths, and in the trainer's entry a lowercase word before ' (' or ','."""
+    sections = dict(map_sections())
+    names = {m.group(0) for m in re.finditer(r"\b(bps_assets|bps_runtime|bps_train)(\.\w+)+", "".join(sections.values()))}
+    names |= {"bps_assets" + m.group(0) for m in re.finditer(r"(?<![\w.`])\.\w+", sections["layer 0"])}
+    for m in re.finditer(r"(?<![\w/])([a-z_]+)/(\w*)", _runtime_text()):
+        names.add(".".join(["bps_runtime", m.group(1)] + ([m.group(2)] if m.group(2) else [])))
+    names |= {"bps_train." + w for w in re.findall(r"\b([a-z_]+)(?= \(|,)", _train_text())}
+    return names
+
+
+def test_module_map_names_only_modules_that_exist():
+    stale = sorted(n for n in map_names() if n not in modules())
+    assert not stale, f"docs/ARCHITECTURE.md's map names modules that do not exist: {stale}"
+
+
+def test_module_map_names_every_runtime_and_trainer_module():
+    runtime, train = _runtime_text(), _train_text()
+    missing = [m for m in modules() if m.startswith(("bps_runtime.", "bps_train."))
+               and not re.search(rf"\b{m.split('.')[-1]}\b", runtime if m.startswith("bps_runtime") else train)]
+    missing += [m for m in modules() if m.count(".") == 1 and m.startswith("bps_assets.") and m not in map_names()]
+    assert not missing, f"modules docs/ARCHITECTURE.md's map does not name: {sorted(missing)}"

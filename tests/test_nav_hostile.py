@@ -111,6 +111,18 @@ def test_navmesh_header_fields_are_checked(tmp_path):
         _rewrite(nav, q, h)
         with pytest.raises(CorruptFileError, match="bad navmesh header"):
             load_navmesh(q)
+    # num_islands is checked against the island sections, with or without island_indoor (before,
+    # a wrong count was blamed on island_indoor, or ignored when that key was absent)
+    no_indoor = {k: v for k, v in header.items() if k != "island_indoor"}
+    for base, bad in [(b, v) for b in (header, no_indoor) for v in (nav.num_islands + 1, nav.num_islands - 1, None, "2", True)]:
+        h = dict(base, num_islands=bad)
+        _rewrite(nav, tmp_path / "isl.navmesh.bps", h)
+        with pytest.raises(CorruptFileError, match="bad navmesh header: num_islands"):
+            load_navmesh(tmp_path / "isl.navmesh.bps")
+    h = dict(header, num_islands=nav.num_islands + 1, island_indoor=[0.5] * (nav.num_islands + 1))
+    _rewrite(nav, tmp_path / "isl.navmesh.bps", h)
+    with pytest.raises(CorruptFileError, match="num_islands .* does not match"):
+        load_navmesh(tmp_path / "isl.navmesh.bps")
     h = dict(header, build_seconds=2.5)  # files written before: a number is read and dropped
     _rewrite(nav, tmp_path / "old.navmesh.bps", h)
     assert load_navmesh(tmp_path / "old.navmesh.bps").num_spans == nav.num_spans

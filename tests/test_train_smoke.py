@@ -71,6 +71,20 @@ def test_train_resume_and_eval(dataset, tmp_path, capsys):
     assert line["update"] == 3 and line["global_step"] == 96   # where bps_train.report places it
 
 
+def test_an_odd_num_envs_says_it_runs_one_group(dataset, tmp_path, capsys):
+    """Double buffering needs two groups of one size: an odd --num-envs runs one group and says so."""
+    from bps_train.train import run as main
+
+    args = ["--dataset", str(dataset), "--out-dir", str(tmp_path / "odd"), *TINY, "--sim-only-steps", "0"]
+    res = main([*args[:args.index("--num-envs") + 1], "3", *args[args.index("--num-envs") + 2:], "--total-steps", "24"])
+    assert res["updates"] == 1 and res["global_step"] == 24
+    out = capsys.readouterr().out.splitlines()
+    assert out.count("bps-train: --num-envs 3 is odd: one group of 3 envs, without double buffering") == 1
+    main(["--dataset", str(dataset), "--out-dir", str(tmp_path / "even"), *TINY, "--sim-only-steps", "0",
+          "--total-steps", "32"])
+    assert not [ln for ln in capsys.readouterr().out.splitlines() if "is odd" in ln]
+
+
 def test_resume_restores_rng_streams(dataset, tmp_path):
     """The checkpoint's RNG state is what the process continues with."""
     from bps_train.train import run as main

@@ -17,7 +17,7 @@ import time
 import numpy as np
 
 from ..container import Container, SectionSpec, write_container
-from ..errors import CorruptFileError, FormatVersionError, NavError
+from ..errors import CorruptFileError, FormatVersionError, NavError, is_int
 from . import budget, queries
 from .raster import rasterize_centres
 from .settings import DEFAULT_SETTINGS, NavSettings
@@ -493,8 +493,11 @@ def load_navmesh(path: str | os.PathLike) -> NavMesh:
             secs = h.get("build_seconds", 0.0)
             if isinstance(secs, bool) or not isinstance(secs, (int, float)) or not secs >= 0:
                 raise ValueError(f"build_seconds {secs!r} is not a number >= 0")
-            indoor = h.get("island_indoor")
-            if indoor is not None and (not isinstance(indoor, list) or len(indoor) != h.get("num_islands") or not all(
+            num_islands = h.get("num_islands")
+            if not is_int(num_islands) or num_islands < 0:
+                raise ValueError(f"num_islands {num_islands!r} is not an int >= 0")
+            indoor = h.get("island_indoor")   # its length is checked against the islands below
+            if indoor is not None and (not isinstance(indoor, list) or not all(
                     isinstance(x, (int, float)) and not isinstance(x, bool) and 0 <= x <= 1 for x in indoor)):
                 raise ValueError("island_indoor is not one number in [0, 1] per island")
         except Exception as e:  # noqa: BLE001 - any malformed header value is corruption
@@ -533,6 +536,9 @@ def load_navmesh(path: str | os.PathLike) -> NavMesh:
     I = arrays["island_area"].shape[0]
     if arrays["island_radius"].shape[0] != I:
         raise CorruptFileError(path, "length differs from island_area", section="island_radius")
+    if num_islands != I:
+        raise CorruptFileError(path, f"bad navmesh header: num_islands {num_islands} does not match the "
+                                     f"{I} islands of section 'island_area'")
     nb, isl, hgt = arrays["neighbors"], arrays["island"], arrays["height"]
     if nb.size and (nb.min() < -1 or nb.max() >= L):
         raise CorruptFileError(path, "layer index out of range", section="neighbors")
@@ -545,7 +551,7 @@ def load_navmesh(path: str | os.PathLike) -> NavMesh:
                   island_radius=arrays["island_radius"], method=method, source=source)
     if indoor is not None:
         if len(indoor) != I:
-            raise CorruptFileError(path, "bad navmesh header: island_indoor does not have one value per island")
+            raise CorruptFileError(path, f"bad navmesh header: island_indoor has {len(indoor)} values for {I} islands")
         nav.island_indoor = np.asarray(indoor, np.float32)
     return nav
 

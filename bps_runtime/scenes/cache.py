@@ -19,7 +19,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from bps_assets.errors import ConfigError, DatasetError
+from bps_assets.errors import ConfigError, DatasetError, is_int
 
 from .budget import BudgetLedger
 from .loader import LoadedScene, SceneLoader, SceneSource
@@ -41,14 +41,17 @@ class CacheOptions:
     swap_every: int | None = None           # every this many rounds one slot (round robin) swaps
 
     def __post_init__(self):
-        if not (isinstance(self.slots, int) and self.slots >= 1):
-            raise ConfigError(None, f"cache slots must be an int >= 1, got {self.slots!r}")
-        if self.budget_bytes is not None and self.budget_bytes <= 0:
-            raise ConfigError(None, f"budget_bytes must be positive, got {self.budget_bytes}")
-        if self.swap_after_episodes is not None and self.swap_after_episodes < 1:
-            raise ConfigError(None, "swap_after_episodes must be >= 1 or None")
-        if self.swap_every is not None and (not isinstance(self.swap_every, int) or self.swap_every < 1):
-            raise ConfigError(None, f"cache swap_every={self.swap_every!r}: expected an int >= 1 or None")
+        # (field, value, lowest, None allowed): bools and floats are refused, not rounded (max(1, 2.5))
+        for name, value, low, optional in (
+                ("slots", self.slots, 1, False), ("budget_bytes", self.budget_bytes, 1, True),
+                ("loader_threads", self.loader_threads, 1, False),
+                ("swap_after_episodes", self.swap_after_episodes, 1, True), ("seed", self.seed, 0, True),
+                ("swap_every", self.swap_every, 1, True)):
+            if not ((optional and value is None) or (is_int(value) and value >= low)):
+                none = " or None" if optional else ""
+                raise ConfigError(None, f"cache {name}={value!r}: expected an int >= {low}{none}")
+        if not isinstance(self.prefetch, (bool, np.bool_)):
+            raise ConfigError(None, f"cache prefetch={self.prefetch!r}: expected True or False")
 
 
 DEFAULTS = CacheOptions()

@@ -2,12 +2,11 @@
 
 The table, as habitat-sim's ``SemanticScene::loadHM3DHouse`` reads it: the first line MUST be
 ``HM3D Semantic Annotations``; every other non-empty line is ``id,RRGGBB,"raw name",region``
-(instance id, annotation colour in hex, label, region id). Like habitat-sim we split the line
-on its two double quotes (a label may hold commas), take the label verbatim, and refuse what
-habitat-sim would misread: not exactly two quotes, other than two fields before the label or
-one after it, a non-integer id or region, an id outside [1, 2^20], a colour that is not 6 hex
-digits, a repeated id or colour, a label over ``MAX_LABEL`` characters. Each is an
-``AnnotationError`` naming the file and line.
+(instance id, colour in hex, label, region id). Like habitat-sim we split it on its two quotes
+(a label may hold commas; kept verbatim) and refuse (``AnnotationError``, file and line) what
+it would misread: not two quotes, not two fields before the label and one after, a non-integer
+id or region, an id outside [1, 2^20], a colour not 6 hex digits, a repeated id or colour, a
+label over ``MAX_LABEL`` characters.
 
 The mesh: the scan's geometry with a flat annotation colour per face, given by the base colour
 texture (HM3D v0.2: its texels are painted per object, boundaries inside faces) or by vertex

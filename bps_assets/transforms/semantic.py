@@ -12,8 +12,7 @@ triangles a boundary crosses.
 
 The table: a row per id some render triangle got (others: ``objects_without_triangles``):
 mpcat40 category (MP3D's own, else the raw label mapped by data_manifests/semantics/ or the
-``category_map`` file; unmapped labels are counted per label), the AABB
-of its render triangles, ``points_per_object`` area-weighted surface samples.
+``category_map`` file; unmapped labels counted), its render triangles' AABB, samples.
 """
 from __future__ import annotations
 

@@ -243,6 +243,10 @@ def fingerprint(sources: dict, settings: dict) -> str:
     kept outputs are reused only while it is unchanged."""
     doc = {"sources": {r: s["sha256"] for r, s in sorted(sources.items())},
            "settings": settings_fingerprint(settings), "tool_version": __version__}
+    if str(sources.get("semantic_table", {}).get("path", "")).endswith(".house"):
+        from ..readers.semantic_mp3d import ID_RULE  # MP3D ids changed: those scenes only redo
+
+        doc["mp3d_ids"] = ID_RULE
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 
 

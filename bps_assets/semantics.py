@@ -28,7 +28,7 @@ class SemanticTable:
     aabb: np.ndarray                # float32 [O, 6]: min xyz, max xyz (habitat frame)
     points: np.ndarray              # float32 [O, K, 3]: surface samples (NaN rows pad)
     categories: list[str] = field(default_factory=list)
-    source_ids: np.ndarray | None = None  # int64 [O]: the id habitat-sim reports (MP3D: id - 1)
+    source_ids: np.ndarray | None = None  # int64 [O]: the id habitat-sim reports (HM3D, MP3D: = ids)
 
     def __len__(self) -> int:
         return int(self.ids.shape[0])

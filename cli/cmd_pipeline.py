@@ -195,7 +195,7 @@ def verify_cmd(manifest, deep, as_json, jobs, verbose, strict, source, dataset, 
 
     Exit code 0 only when every file of every scene is intact. With --source SRC_ROOT
     --dataset NAME [--split S]: list the split's missing scenes and unexpected files
-    (exit 1 when scenes are missing).
+    (exit 1 when scenes are missing or an annotation pair is half there).
     """
     from bps_assets.pipeline import verify as v
 

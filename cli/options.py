@@ -15,7 +15,7 @@ from bps_assets.transforms.textures import FORMATS
 
 NAV_KEYS = ("agent_height", "agent_radius", "max_climb", "max_slope", "cell_size", "cell_height")
 CONVERT_KEYS = ("max_texture", "texture_format", "mipmaps", "position_error", "uv_error", "allow_annotation_mismatch",
-                "lod")
+                "lod", "category_map")
 
 
 def _lod_levels(ctx, param, value):
@@ -35,6 +35,29 @@ lod_option = click.option(
     "--lod", type=str, default=",".join(map(str, CONVERT.lod)), callback=_lod_levels, show_default=True,
     help="Also store simplified render meshes (levels of detail), by geometric error in metres, "
          "e.g. 0.01,0.05; the runtime renders the coarsest level finer than a pixel at 1 m.")
+
+
+def _category_map(ctx, param, value):
+    """``--category-map FILE`` -> its absolute path, after reading it (a bad table: BadParameter)."""
+    import os
+
+    from bps_assets.errors import BpsError
+    from bps_assets.readers.semantic_categories import read_category_map
+
+    if not value:
+        return value
+    try:
+        read_category_map(value)
+    except BpsError as e:
+        raise click.BadParameter(str(e)) from None
+    return os.path.abspath(value)
+
+
+category_map_option = click.option(
+    "--category-map", type=click.Path(dir_okay=False), default=CONVERT.category_map, callback=_category_map,
+    help="Map raw annotation labels to mpcat40 with this habitat-sim table (data/hm3d_semantics/"
+         "hm3dsem_category_mappings.tsv, data/matterport_semantics/matterport_category_mappings.tsv) "
+         "instead of the built-in one (docs/ASSETS.md).")
 
 
 _NAV_HELP = {
@@ -72,6 +95,7 @@ def convert_options(f):
                      help="Keep a semantic annotation most of which does not fit its scan (default: the "
                           "scan fails with the shares that do not fit; a smaller misfit is a warning)."),
         lod_option,
+        category_map_option,
     ]
     for o in reversed(opts):
         f = o(f)

@@ -74,14 +74,29 @@ def test_cli_flag_keeps_the_annotation_and_prints_the_warning(scan, tmp_path):
 
 
 @pytest.mark.parametrize("line,msg", [
-    ('1,FF0000,"chair,0\n2,00FF00,"table",0', "line 2: not a CSV line"),            # unterminated quote
-    ('1,FF0000,"' + "x" * 200_000 + '",0', "line 2: not a CSV line .*field limit"),  # over csv's limit
+    ('1,FF0000,"chair,0\n2,00FF00,"table",0', "line 2: 1 double quote"),            # unterminated quote
+    ('1,FF0000,"' + "x" * 200_000 + '",0', "line 2: label of 200000 characters"),   # over MAX_LABEL
+    ('1,FF0000,"a ""b"" c",0', "line 2: 6 double quote"),                            # no CSV escapes
+    ('1,FF0000,chair,0', "line 2: 0 double quote"),                                   # label not quoted
+    ('1,FF0000,7,"chair",0', "line 2: expected id,RRGGBB, before"),
+    ('1,FF0000,"chair",0,2', "line 2: expected id,RRGGBB, before"),
 ])
 def test_semantic_txt_lines_are_read_one_by_one(line, msg, tmp_path):
     from bps_assets.readers.semantic_hm3d import parse_semantic_txt
 
     with pytest.raises(AnnotationError, match=msg):
         parse_semantic_txt(tmp_path / "x.semantic.txt", "HM3D Semantic Annotations\n" + line + "\n")
+
+
+def test_semantic_txt_label_is_what_habitat_reads_between_the_quotes(tmp_path):
+    """habitat-sim splits a line on its quotes (HM3DSemanticScene.cpp): commas stay in the label,
+    spaces around the fields are trimmed, the label is kept verbatim."""
+    from bps_assets.readers.semantic_hm3d import parse_semantic_txt
+
+    objs = parse_semantic_txt(tmp_path / "x.semantic.txt", "HM3D Semantic Annotations\n"
+                              '1,FF0000,"chair, folding",0\n 2 , 00ff00 ,"  shelf ", 3 \n')
+    assert [(o.id, o.raw_name, o.color, o.region) for o in objs] == \
+        [(1, "chair, folding", 0xFF0000, 0), (2, "  shelf ", 0x00FF00, 3)]
 
 
 @pytest.mark.parametrize("region", ["3000000000", "1" + "0" * 20])

@@ -103,6 +103,7 @@ def test_habitat_reads_the_split_and_view_points_see_their_objects(pipeline, hab
         row = int(np.flatnonzero(table.source_ids == g.object_id)[0])   # habitat's id -> our row
         assert table.category_name(row) == g.object_category
         oid = int(table.ids[row])
+        assert oid == g.object_id   # the sensor reports habitat's id (MP3D: the .house object index)
         pos = np.array([vp.agent_state.position for vp in g.view_points], np.float32)
         assert len(pos) and np.all(navmesh.is_navigable(pos, 0.1))
         seen = np.zeros(len(pos))

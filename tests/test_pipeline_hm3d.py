@@ -91,7 +91,7 @@ def test_plan_discovers_scans_by_folder_and_index(tmp_path):
            "hm3d/val/00801-HaxA7YrQdEC/HaxA7YrQdEC.glb",
            "hm3d/val/00850-wcojb4TFT35/wcojb4TFT35.basis.glb",
            "hm3d/minival/00800-TEEsavR23oF/TEEsavR23oF.basis.glb",
-           "hm3d/hm3d_basis.scene_dataset_config.json")
+           "hm3d/hm3d_basis.scene_dataset_config.json", "hm3d/notes.txt")
     ds = load_dataset("hm3d")
     p = make_plan(tmp_path, ds, "val")
     assert [(s.name, s.subset) for s in p.scenes] == [
@@ -101,7 +101,7 @@ def test_plan_discovers_scans_by_folder_and_index(tmp_path):
     assert by["TEEsavR23oF"].rel_navmesh == "hm3d/val/00800-TEEsavR23oF/TEEsavR23oF.basis.navmesh"
     assert by["HaxA7YrQdEC"].navmesh is None and p.missing == []
     assert p.other_split == ["kfPV7w3FaU5"]  # TEEsavR23oF of minival is in val too: not "other"
-    assert p.stray == ["hm3d/hm3d_basis.scene_dataset_config.json"]
+    assert p.stray == ["hm3d/notes.txt"]  # habitat-sim's own scene dataset config is a companion
     mini = make_plan(tmp_path / "hm3d", ds, "minival")  # the hm3d/ folder itself works too
     assert [s.rel_scene for s in mini.scenes] == ["hm3d/minival/00800-TEEsavR23oF/TEEsavR23oF.basis.glb"]
     assert mini.other_split == ["HaxA7YrQdEC", "kfPV7w3FaU5", "wcojb4TFT35"]
@@ -135,6 +135,23 @@ def test_cli_verify_source_and_datasets(tmp_path):
     assert "train (800/0/0), val (0/100/0), minival (0/10/0), test (0/0/100)" in run("datasets").output
     assert json.loads(run("datasets", "hm3d", "--split", "minival", "--json").output) == \
         {"val": "found in the tree: minival/ 00800-00809"}
+
+
+def test_verify_source_knows_habitat_configs_and_reports_half_annotation_pairs(tmp_path):
+    """habitat-sim's own scene dataset configs (where its download puts them) are part of the
+    tree; a .semantic.txt without its .semantic.glb is reported (preprocess would drop it)."""
+    _touch(tmp_path, "hm3d/val/00800-TEEsavR23oF/TEEsavR23oF.basis.glb",
+           "hm3d/hm3d_annotated_basis.scene_dataset_config.json", "hm3d/hm3d_basis.scene_dataset_config.json",
+           "hm3d/minival/hm3d_annotated_minival_basis.scene_dataset_config.json",
+           "hm3d/minival/hm3d_minival_basis.scene_dataset_config.json",
+           "hm3d/val/hm3d_annotated_basis.scene_dataset_config.json", "hm3d/val/notes.json")
+    r = run("verify", "--source", tmp_path, "--dataset", "hm3d", "--split", "val", "--json")
+    rep = json.loads(r.output)
+    assert r.exit_code == 0 and rep["stray"] == ["hm3d/val/notes.json"] and rep["broken_semantics"] == []
+    _touch(tmp_path, "hm3d/val/00800-TEEsavR23oF/TEEsavR23oF.semantic.txt")
+    r = run("verify", "--source", tmp_path, "--dataset", "hm3d", "--split", "val")
+    assert r.exit_code == 1 and "half annotation pair" in r.output
+    assert "TEEsavR23oF.semantic.glb: missing" in r.output
 
 
 # ------------------------------------------------------------------------------ end to end

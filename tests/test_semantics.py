@@ -41,10 +41,8 @@ def test_synth_object_counts_match_ground_truth(tmp_path, layout, colours):
     # boxes of objects contain their surface samples; the object table's ids are the file's
     pts = table.points
     assert np.all(pts >= table.aabb[:, None, :3] - 1e-5) and np.all(pts <= table.aabb[:, None, 3:] + 1e-5)
-    if layout == "mp3d":
-        assert np.array_equal(table.source_ids, table.ids - 1)
-    else:
-        assert np.array_equal(table.source_ids, table.ids)
+    # habitat's id is ours in both formats (MP3D: the .house object index, no longer index + 1)
+    assert np.array_equal(table.source_ids, table.ids)
 
 
 def test_semantic_section_round_trips(tmp_path):
@@ -252,6 +250,14 @@ def test_cli_info_preview_verify(tmp_path):
     assert info["labels"] == info["objects"] == n_drawn
     assert [(c, n) for c, n, _ in info["legend"]] == sorted(
         (k, v) for k, v in truth["categories"].items() if k not in ("wall", "floor", "ceiling"))
+    # objects without a category: labelled and counted "(unmapped)" as `info` says, not ""
+    from dataclasses import replace
+    drawn = [i for i in range(len(table)) if table.category_name(i) not in ("wall", "floor", "ceiling")]
+    cat = table.category.copy()
+    cat[drawn[:2]] = -1
+    un = write_semantic_preview(load_navmesh(nav), replace(table, category=cat), tmp_path / "p3.png")
+    legend = {c: n for c, n, _ in un["legend"]}
+    assert legend["(unmapped)"] == 2 and "" not in legend and un["objects"] == n_drawn
     png = np.asarray(Image.open(tmp_path / "p2.png").convert("RGB"))
     row = (png[info["scale_bar_row"] + 1] == 0).all(axis=1)
     run_px = int(np.argmin(row[4:]))   # the black run from x = 4
@@ -345,3 +351,47 @@ def test_gibson_semantic_ply_without_house_is_not_an_annotation(tmp_path):
     assert preprocess(src, out, "gibson", "tiny", PreprocessOptions(workers=1, in_process=True, strict=True)).ok
     e = _entries(out)[info.name]
     assert "semantic_mesh" not in e["sources"] and "semantic_error" not in e["stats"]
+
+
+def test_mp3d_ids_are_habitats_object_index(tmp_path):
+    """habitat-sim's semantic sensor reports a face's PLY object_id (the .house object index;
+    GenericSemanticMeshData.cpp): ours is the same number. Object 0 reads 0 there, our "no
+    object": no table row, its faces counted; faces of no object (-1) read 0."""
+    from bps_assets.readers.semantic_mp3d import read_mp3d_semantics
+
+    ply = tmp_path / "x_semantic.ply"
+    ply.write_text("ply\nformat ascii 1.0\nelement vertex 4\nproperty float x\nproperty float y\nproperty float z\n"
+                   "element face 3\nproperty list uchar int vertex_indices\nproperty int object_id\nend_header\n"
+                   "0 0 0\n1 0 0\n1 1 0\n0 1 0\n3 0 1 2 0\n3 0 2 3 5\n3 0 3 1 -1\n")
+    o = " 0 0 0  1 0 0  0 1 0  1 1 1 0 0 0 0 0 0 0 0"
+    house = tmp_path / "x.house"
+    house.write_text(f"ASCII 1.1\nC 0 1 chair 3 chair 0 0 0 0 0\nC 1 2 bed 11 bed 0 0 0 0 0\n"
+                     f"O 0 0 1{o}\nO 5 0 0{o}\n")
+    ann = read_mp3d_semantics(ply, house)
+    assert [(r.id, r.source_id, r.category) for r in ann.objects] == [(5, 5, "chair")]
+    assert ann.face_object.tolist() == [0, 5, 0]
+    assert ann.warnings["object_zero_faces"] == 1 and ann.warnings["unannotated_faces"] == 1
+
+
+def test_mp3d_scenes_fingerprint_the_id_rule():
+    """Packed MP3D scenes made with the old ids (index + 1) convert again on resume; other
+    scenes keep their fingerprints."""
+    import hashlib
+    import json
+
+    from bps_assets import __version__
+    from bps_assets.hashing import settings_fingerprint
+    from bps_assets.pipeline.preprocess import fingerprint
+
+    def old_rule(src, settings):
+        doc = {"sources": {r: s["sha256"] for r, s in sorted(src.items())},
+               "settings": settings_fingerprint(settings), "tool_version": __version__}
+        return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+    base = {"scene": {"path": "a/a.glb", "sha256": "1"}, "semantic_mesh": {"path": "a/a_semantic.ply", "sha256": "2"}}
+    mp3d = {**base, "semantic_table": {"path": "a/a.house", "sha256": "3"}}
+    hm3d = {**base, "semantic_table": {"path": "a/a.semantic.txt", "sha256": "3"}}
+    settings = {"convert": {"dataset": "mp3d"}}
+    assert fingerprint(mp3d, settings) != old_rule(mp3d, settings)
+    assert fingerprint(hm3d, settings) == old_rule(hm3d, settings)
+    assert fingerprint({"scene": base["scene"]}, settings) == old_rule({"scene": base["scene"]}, settings)

@@ -243,6 +243,10 @@ def fingerprint(sources: dict, settings: dict) -> str:
     kept outputs are reused only while it is unchanged."""
     doc = {"sources": {r: s["sha256"] for r, s in sorted(sources.items())},
            "settings": settings_fingerprint(settings), "tool_version": __version__}
+    if str(sources.get("semantic_table", {}).get("path", "")).endswith(".house"):
+        from ..readers.semantic_mp3d import ID_RULE  # MP3D ids changed: those scenes only redo
+
+        doc["mp3d_ids"] = ID_RULE
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 
 
@@ -931,12 +935,35 @@ def summary_table(res: PreprocessResult, max_rows: int = 200) -> str:
     if missing:
         lines.append(f"missing from the source ({len(missing)}): {' '.join(missing[:12])}"
                      + (" ..." if len(missing) > 12 else "") + "  (reported, not fatal: see --require-all)")
+    unmapped = unmapped_summary(shown)
+    if unmapped:
+        lines.append(unmapped)
     counts = {s: res.count(s) for s in ("ok", "skipped", "failed", "missing")}
     lines.append(f"{counts['ok']} processed, {counts['skipped']} up to date, {counts['failed']} failed, "
                  f"{counts['missing']} missing; {tot_bytes / 1e6:.1f} MB of outputs (each file once); "
                  f"{res.seconds:.1f} s; "
                  f"manifest: {res.manifest_path}")
     return "\n".join(lines)
+
+
+def unmapped_summary(results, shown: int = 8) -> str:
+    """One line on the raw annotation labels no mpcat40 category was found for (objects of
+    category -1), summed over the scenes' records; "" when there are none."""
+    from collections import Counter
+
+    n: Counter = Counter()
+    scenes = objects = 0
+    for r in results:
+        sem = (r.entry or {}).get("stats", {}).get("semantic") or {}
+        labels = sem.get("unmapped_labels") or {}
+        scenes += bool(labels)
+        objects += int(sem.get("unmapped_objects", 0) or sum(labels.values()))
+        n.update({str(k): int(v) for k, v in labels.items()})
+    if not n:
+        return ""
+    top = ", ".join(f"{k!r} {v}" for k, v in n.most_common(shown)) + (" ..." if len(n) > shown else "")
+    return (f"unmapped annotation labels (category -1): {objects} objects in {scenes} scene(s); most "
+            f"frequent: {top}  (habitat's own table: --category-map, docs/ASSETS.md)")
 
 
 def result_json(res: PreprocessResult) -> dict:

@@ -10,7 +10,9 @@ Manifest mode also refuses a scene whose navmesh does not fit it (``scene_checks
 manifest without any ok scene.
 
 Source mode: which scenes of a split are missing under a source root, which files are not
-part of the dataset (unknown scene ids, stray files), which scenes have no ``.navmesh``.
+part of the dataset (unknown scene ids, stray files), which scenes have no ``.navmesh``, which
+have half an annotation pair (e.g. ``.semantic.txt`` without ``.semantic.glb``: preprocess would
+drop their semantics; a broken pair fails the check like a missing scene).
 """
 from __future__ import annotations
 
@@ -408,11 +410,12 @@ class SourceReport:
     other_split: list[str]
     unknown: list[str]
     stray: list[str]
+    broken_semantics: list[tuple[str, str]] = field(default_factory=list)  # (scene, error)
 
     @property
     def ok(self):
-        """True when no scene of the split is missing."""
-        return not self.missing
+        """True when no scene of the split is missing and no annotation pair is half there."""
+        return not self.missing and not self.broken_semantics
 
     def to_json(self) -> dict:
         """The report as a JSON object (the CLI's ``--json`` output)."""
@@ -420,7 +423,8 @@ class SourceReport:
                 "ok": self.ok, "expected": self.expected, "found": len(self.found),
                 "missing": [{"name": n, "subset": s} for n, s in self.missing],
                 "no_navmesh": self.no_navmesh, "other_split": len(self.other_split),
-                "unknown": self.unknown, "stray": self.stray}
+                "unknown": self.unknown, "stray": self.stray,
+                "broken_semantics": [{"name": n, "error": e} for n, e in self.broken_semantics]}
 
 
 def verify_source(src_root, dataset: str, split: str | None = None, subsets=None) -> SourceReport:
@@ -434,7 +438,23 @@ def verify_source(src_root, dataset: str, split: str | None = None, subsets=None
     return SourceReport(ds.name, plan.split, str(plan.src_root), len(plan.selected),
                         [s.name for s in plan.scenes], plan.missing,
                         [s.name for s in plan.scenes if s.navmesh is None],
-                        plan.other_split, plan.unknown, plan.stray)
+                        plan.other_split, plan.unknown, plan.stray,
+                        _broken_semantics(plan.scenes, dataset))
+
+
+def _broken_semantics(scenes, dataset: str) -> list[tuple[str, str]]:
+    """(scene, error) of the scenes whose annotation pair is half there (what preprocess would
+    convert without semantics, with a warning)."""
+    from ..errors import BpsError
+    from .scene_dataset_config import semantic_for
+
+    out = []
+    for s in scenes:
+        try:
+            semantic_for(s.scene, dataset)
+        except BpsError as e:
+            out.append((s.name, str(e)))
+    return out
 
 
 def format_source_report(rep: SourceReport, limit: int = 50) -> str:
@@ -455,8 +475,13 @@ def format_source_report(rep: SourceReport, limit: int = 50) -> str:
         lines += listing("unexpected: stray files", rep.stray)
     if rep.no_navmesh:
         lines += listing("scenes without a .navmesh (built, not imported)", rep.no_navmesh)
+    if rep.broken_semantics:
+        lines += listing("scenes with half an annotation pair (preprocess converts them without semantics)",
+                         [f"{n}: {e}" for n, e in rep.broken_semantics])
     verdict = "OK" if rep.ok else "INCOMPLETE"
     lines.append(f"{verdict}: {rep.dataset} split {rep.split!r}: {len(rep.found)}/{rep.expected} scenes "
                  f"present, {len(rep.missing)} missing, {len(rep.unknown) + len(rep.stray)} unexpected "
-                 f"file(s), {len(rep.other_split)} scene(s) of other splits ignored — {rep.src_root}")
+                 f"file(s), {len(rep.other_split)} scene(s) of other splits ignored"
+                 + (f", {len(rep.broken_semantics)} half annotation pair(s)" if rep.broken_semantics else "")
+                 + f" — {rep.src_root}")
     return "\n".join(lines)

@@ -2,10 +2,11 @@
 
 The table, as habitat-sim's ``SemanticScene::loadHM3DHouse`` reads it: the first line MUST be
 ``HM3D Semantic Annotations``; every other non-empty line is ``id,RRGGBB,"raw name",region``
-(instance id, annotation colour in hex, label, region id). We parse the label as a CSV field
-(habitat-sim splits on every comma), and refuse what habitat-sim would misread: a wrong field
-count, a non-integer id or region, an id outside [1, 2^20], a colour that is not 6 hex digits,
-a repeated id or colour. Each is an ``AnnotationError`` naming the file and line.
+(instance id, colour in hex, label, region id). Like habitat-sim we split it on its two quotes
+(a label may hold commas; kept verbatim) and refuse (``AnnotationError``, file and line) what
+it would misread: not two quotes, not two fields before the label and one after, a non-integer
+id or region, an id outside [1, 2^20], a colour not 6 hex digits, a repeated id or colour, a
+label over ``MAX_LABEL`` characters.
 
 The mesh: the scan's geometry with a flat annotation colour per face, given by the base colour
 texture (HM3D v0.2: its texels are painted per object, boundaries inside faces) or by vertex
@@ -15,7 +16,6 @@ colour no face or texel uses is counted (``unused_objects``). Both are warnings,
 """
 from __future__ import annotations
 
-import csv
 import os
 
 import numpy as np
@@ -27,6 +27,7 @@ from .guard import headed_lines
 HEADER = "HM3D Semantic Annotations"
 MAX_TABLE_BYTES = 64 << 20
 MAX_OBJECT_ID = 1 << 20
+MAX_LABEL = 4096
 
 
 def parse_semantic_txt(path: str | os.PathLike, text: str | None = None) -> list[ObjectRecord]:
@@ -39,18 +40,18 @@ def parse_semantic_txt(path: str | os.PathLike, text: str | None = None) -> list
         def bad(msg, no=no):
             return AnnotationError(spath, f"line {no}: {msg}")
 
-        # one line at a time, strict: an unterminated quote would otherwise swallow the lines
-        # after it into one label (an object silently dropped), and a field over the csv
-        # module's size limit is its csv.Error
-        try:
-            row = next(csv.reader([line], strict=True), [])
-        except csv.Error as e:
-            raise bad(f"not a CSV line ({e})") from None
-        if not row or all(not c.strip() for c in row):
+        if not line.strip():
             continue
-        if len(row) != 4:
-            raise bad(f"{len(row)} fields, expected 4 (id,RRGGBB,\"name\",region)")
-        sid, hexc, name, reg = (c.strip() for c in row)
+        parts = line.split('"')
+        if len(parts) != 3:
+            raise bad(f"{len(parts) - 1} double quote(s); a line is id,RRGGBB,\"label\",region with the label "
+                      "between two quotes (it may hold commas, not quotes)")
+        head, name, tail = parts[0].split(","), parts[1], parts[2].strip()
+        if len(head) != 3 or head[2].strip() or not tail.startswith(",") or "," in tail[1:]:
+            raise bad("expected id,RRGGBB, before the quoted label and ,region after it")
+        if len(name) > MAX_LABEL:
+            raise bad(f"label of {len(name)} characters, more than {MAX_LABEL}")
+        sid, hexc, reg = head[0].strip(), head[1].strip(), tail[1:].strip()
         try:
             oid, region = int(sid), int(reg)
         except ValueError:

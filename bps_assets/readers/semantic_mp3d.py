@@ -8,10 +8,11 @@ The ``.house`` (first line ``ASCII 1.1``), as habitat-sim's ``SemanticScene::loa
 reads it: ``C category_index category_mapping_index category_mapping_name mpcat40_index
 mpcat40_name ...`` (``#`` in names stands for a space), ``O object_index region_index
 category_index px py pz ...`` (category -1: none), ``R region_index level_index 0 0 label ...``.
-Other records are skipped. Our id is ``object_index + 1`` (0: no object); ``source_id`` keeps
-habitat's index. ``AnnotationError`` (file and line): a malformed record, a category index with
-no C record, a repeated object index, a face ``object_id`` with no O record (the pair does not
-match). An O record no face uses is counted (``unused_objects``).
+Other records are skipped. Our id is the ``object_index``, as habitat-sim's sensor reports it.
+Object 0 reads 0, our "no object": no table row (faces counted: ``object_zero_faces``); faces of
+no object (-1) read 0 (habitat-sim: 65535). ``AnnotationError`` (file and line): a malformed
+record, a category with no C record, a repeated object index, a face ``object_id`` with no O
+record (the pair does not match). An O record no face uses is counted (``unused_objects``).
 """
 from __future__ import annotations
 
@@ -24,12 +25,16 @@ from ..semantics import Annotation, ObjectRecord
 from .guard import headed_lines
 
 HOUSE_HEADER = "ASCII 1.1"
+# how ids are made (part of a scene's preprocess fingerprint): packed scenes made under the old
+# rule (object_index + 1) convert again on resume
+ID_RULE = "object_index"
 MAX_HOUSE_BYTES = 256 << 20
 MAX_OBJECTS = 1 << 20
 
 
 def parse_house(path: str | os.PathLike, text: str | None = None) -> list[ObjectRecord]:
-    """The objects of a ``.house`` file (``text``: its content, else read from ``path``)."""
+    """The objects of a ``.house`` file (``text``: its content, else read from ``path``); id =
+    object index (so object 0 has id 0: ``read_mp3d_semantics`` leaves it out)."""
     spath = os.fspath(path)
     lines = headed_lines(spath, text, MAX_HOUSE_BYTES, HOUSE_HEADER, AnnotationError)
     cats: dict[int, tuple[str, str]] = {}
@@ -62,7 +67,7 @@ def parse_house(path: str | os.PathLike, text: str | None = None) -> list[Object
         if ci >= 0 and ci not in cats:
             raise AnnotationError(spath, f"line {no}: object {oi} has category {ci}, which no C record defines")
         raw, mpc = cats.get(ci, ("", ""))
-        out.append(ObjectRecord(oi + 1, raw, ri if ri >= 0 else -1, oi, -1, mpc))
+        out.append(ObjectRecord(oi, raw, ri if ri >= 0 else -1, oi, -1, mpc))
     return out
 
 
@@ -110,9 +115,10 @@ def read_mp3d_semantics(ply: str | os.PathLike, house: str | os.PathLike) -> Ann
         v = int(oid[np.argmax(bad)])
         raise AnnotationError(ply, f"face object_id {v} has no O record in {os.fspath(house)} "
                                    f"({int(bad.sum())} faces; the .house does not match this PLY)")
-    ann = Annotation(pos, tris, objects, face_object=np.where(oid >= 0, oid + 1, 0).astype(np.int32),
-                     source=os.fspath(ply))
-    used = set(int(x) for x in np.unique(oid[oid >= 0]))
-    ann.warn("unused_objects", sum(1 for o in objects if o.source_id not in used))
+    ann = Annotation(pos, tris, [o for o in objects if o.id > 0],
+                     face_object=np.maximum(oid, 0).astype(np.int32), source=os.fspath(ply))
+    used = set(int(x) for x in np.unique(oid[oid > 0]))
+    ann.warn("unused_objects", sum(1 for o in ann.objects if o.source_id not in used))
     ann.warn("unannotated_faces", int((oid < 0).sum()))
+    ann.warn("object_zero_faces", int((oid == 0).sum()))
     return ann

@@ -148,7 +148,9 @@ def mp3d_files(positions, indices, tri_object, objects, name: str) -> tuple[byte
     fd = np.zeros(len(indices), [("n", "u1"), ("i", "<i4", 3), ("o", "<i4")])
     fd["n"] = 3
     fd["i"] = indices.astype(np.int32)
-    fd["o"] = tri_object.astype(np.int32) - 1          # habitat: the O record index, -1 none
+    # habitat: the O record index, -1 none; index = our id, so O 0 is a placeholder no face uses
+    # (habitat's sensor reads object 0 as 0, which is also "no object")
+    fd["o"] = np.where(tri_object > 0, tri_object, -1).astype(np.int32)
     buf = io.BytesIO()
     buf.write(head)
     buf.write(vd.tobytes())
@@ -159,18 +161,19 @@ def mp3d_files(positions, indices, tri_object, objects, name: str) -> tuple[byte
     lo, hi = positions.min(0), positions.max(0)
     regions = sorted({o.region for o in objects if o.region >= 0})
     out = ["ASCII 1.1",
-           f"H {name} house 0 0 0 0 0 {len(objects)} {len(raws)} {len(regions)} 0 1  0 0 0 0 0  "
+           f"H {name} house 0 0 0 0 0 {len(objects) + 1} {len(raws)} {len(regions)} 0 1  0 0 0 0 0  "
            f"{lo[0]:.4f} {lo[1]:.4f} {lo[2]:.4f} {hi[0]:.4f} {hi[1]:.4f} {hi[2]:.4f}  0 0 0 0 0",
            f"L 0 {len(regions)} level  0 0 0  {lo[0]:.4f} {lo[1]:.4f} {lo[2]:.4f} {hi[0]:.4f} {hi[1]:.4f} {hi[2]:.4f}  0 0 0 0 0"]
     out += [f"R {r} 0 0 0 z  0 0 0  0 0 0 0 0 0  2.5  0 0 0 0" for r in regions]
     for r, i in cat_of.items():
         m = map_raw(r)
         out.append(f"C {i} {i + 1} {r.replace(' ', '#')} {m} {names[m] if m >= 0 else 'misc'} 0 0 0 0 0")
+    out.append("O 0 -1 -1 0 0 0  1 0 0  0 1 0  0 0 0 0 0 0 0 0 0 0 0")   # the placeholder object 0
     for o in objects:
         sel = tri_object == o.id
         p = positions[indices[sel].reshape(-1)] if sel.any() else np.zeros((1, 3), np.float32)
         c, rad = (p.min(0) + p.max(0)) / 2, (p.max(0) - p.min(0)) / 2
-        out.append(f"O {o.id - 1} {o.region} {cat_of[o.raw_name]} {c[0]:.4f} {c[1]:.4f} {c[2]:.4f}  1 0 0  0 1 0  "
+        out.append(f"O {o.id} {o.region} {cat_of[o.raw_name]} {c[0]:.4f} {c[1]:.4f} {c[2]:.4f}  1 0 0  0 1 0  "
                    f"{rad[0]:.4f} {rad[1]:.4f} {rad[2]:.4f} 0 0 0 0 0 0 0 0")
     return buf.getvalue(), "\n".join(out) + "\n"
 

@@ -18,7 +18,8 @@ from bps_assets.nav.instance_imagenav_files import (MAX_IMAGE_GOALS, MAX_IMAGE_S
                                                     write_instance_imagenav_dataset)
 from habitat_lab_stub import habitat_lab  # noqa: F401 - the fixture
 from objectnav_scenes import two_rooms
-from test_habitat_interop import _config, _gz
+from episode_files import write_gz
+from test_habitat_interop import _config
 
 SID = "hm3d/val/00800-TEEsavR23oF/TEEsavR23oF.basis.glb"
 
@@ -92,8 +93,8 @@ def test_we_read_habitats_files(habitat_lab, generated, tmp_path):
     text = _habitat_dataset(ds).to_json()   # habitat's writer: goals by key, episodes' goals emptied
     doc = json.loads(text)
     assert all(e["goals"] == [] for e in doc["episodes"]) and set(doc["goals"]) == set(ds.goals)
-    _gz(tmp_path / "val" / "content" / "TEEsavR23oF.json.gz", text)
-    _gz(tmp_path / "val" / "val.json.gz", {"episodes": []})
+    write_gz(tmp_path / "val" / "content" / "TEEsavR23oF.json.gz", text)
+    write_gz(tmp_path / "val" / "val.json.gz", {"episodes": []})
     back = read_instance_imagenav_dataset(tmp_path / "val")
     assert [e["episode_id"] for e in back.episodes] == [e["episode_id"] for e in ds.episodes]
     for ours, theirs in zip(ds.episodes, back.episodes):
@@ -134,8 +135,8 @@ CONTENT = {
 
 
 def _write(root, content):
-    _gz(root / "val" / "content" / "TEEsavR23oF.json.gz", content)
-    _gz(root / "val" / "val.json.gz", {"episodes": []})
+    write_gz(root / "val" / "content" / "TEEsavR23oF.json.gz", content)
+    write_gz(root / "val" / "val.json.gz", {"episodes": []})
     return root / "val"
 
 

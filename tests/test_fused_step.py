@@ -83,7 +83,7 @@ class _Checker:
         rew_np, succ_np = reward_and_success(a, pre["d_prev"], d_ref, t)
         path = pre["path_len"] + torch.linalg.vector_norm(ref_np - pre["pos"], dim=1)
         steps = pre["steps"] + 1
-        trunc = (a != S) & (steps >= t.max_episode_steps)
+        trunc = (a != S) & (t.max_episode_steps > 0) & (steps >= t.max_episode_steps)   # 0: no limit
         done = (a == S) | trunc
         spl_ref = torch.where(done, spl(succ_np, pre["d0"], path), 0.0)
         # dones, success, truncation: exact

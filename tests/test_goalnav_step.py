@@ -384,3 +384,25 @@ def test_task_config_round_trip_and_bad_task():
         EnvConfig.from_kwargs("m.json", task="vln")
     with pytest.raises(ConfigError, match="TaskOptions"):
         EnvConfig.from_kwargs("m.json", task=object())
+
+
+def test_goalnav_step_limit_0_is_no_limit_and_a_negative_step_moves_back():
+    """habitat-lab's Env._past_limit: max_episode_steps 0 ends no episode (ObjectNav / ImageNav's
+    step); a negative forward_step moves the agent back (habitat-sim's move_forward)."""
+    scenes = _scenes()[:1]
+    eps, goals = _episodes(scenes, True, per_scene=2)
+    env = make_env(scenes, num_envs=1, episodes=eps, goals=goals, task=objectnav.TaskOptions(max_episode_steps=0))
+    try:
+        env.reset()
+        for i in range(510):    # past ObjectNav's 500
+            obs, r, d, info = env.step(torch.tensor([ref.TURN_LEFT if i % 2 else ref.TURN_RIGHT]))
+            assert not d[0] and not info["truncated"][0]
+        env.task = objectnav.TaskOptions(max_episode_steps=0, forward_step=-0.25)
+        p0, y0 = env.state.pos[0].clone(), float(env.state.yaw[0])
+        obs, r, d, info = env.step(torch.tensor([ref.MOVE_FORWARD]))
+        back = p0.double().numpy() - 0.25 * ref.forward_vector(y0)
+        want = env.world.nav.scenes[0].navmesh.try_step(p0.double().numpy(), back, sliding=False)
+        assert info["position"][0].double().numpy() == pytest.approx(want, abs=1e-5)
+        assert np.dot(want - p0.double().numpy(), ref.forward_vector(y0)) < -0.05   # it did move back
+    finally:
+        env.close()

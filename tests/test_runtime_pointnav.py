@@ -112,6 +112,55 @@ def test_step_limit_truncates():
     env.close()
 
 
+def test_step_limit_0_is_no_limit_as_habitat():
+    """habitat-lab's Env._past_limit: max_episode_steps 0 ends no episode (it used to end each one
+    after one step); 1 still ends every episode after its first step."""
+    env = _corridor_env(task=TaskOptions(max_episode_steps=0))
+    env.reset()
+    for i in range(520):   # past the default's 500
+        obs, r, d, info = env.step(torch.tensor([F if i < 40 else L if i % 2 else R]))
+        assert not d[0] and not info["truncated"][0]
+    assert info["position"][0][2].item() < -5.8   # walked to the corridor's end
+    env.task = TaskOptions(max_episode_steps=1)
+    obs, r, d, info = env.step(torch.tensor([L]))
+    assert d[0] and info["truncated"][0] and info["episode"]["length"][0] == 521
+    env.close()
+
+
+def test_negative_forward_step_moves_backwards_as_habitat():
+    """habitat-sim's move_forward by a negative amount moves the agent back (along +Z here)."""
+    env = _corridor_env(task=TaskOptions(forward_step=-0.25))
+    env.reset()
+    obs, r, d, info = env.step(torch.tensor([F]))
+    assert info["position"][0].tolist() == pytest.approx([0.525, 0.0, -0.275], abs=1e-5)
+    assert r[0].item() == pytest.approx(-0.01 - 0.25, abs=1e-4)
+    for _ in range(2):      # towards the wall at z = 0: stops at the navmesh's edge
+        obs, r, d, info = env.step(torch.tensor([F]))
+    assert -0.025 < info["position"][0][2].item() <= 1e-6
+    env.close()
+
+
+@pytest.mark.parametrize("bad", [{"forward_step": float("nan")}, {"turn_degrees": float("inf")},
+                                 {"success_distance": float("nan")}, {"slack_reward": float("-inf")},
+                                 {"success_reward": float("nan")}, {"agent_radius": float("nan")},
+                                 {"agent_height": float("inf")}, {"forward_step": "0.25"},
+                                 {"max_episode_steps": -1}, {"max_episode_steps": 2.5},
+                                 {"max_episode_steps": True}])
+def test_bad_task_options_raise_config_error_naming_the_option(bad):
+    """Every float option must be finite (NaN used to pass make() and fail reset() with a raw
+    ValueError), max_episode_steps an int >= 0: ConfigError when the options are built, also
+    through ``env.task = replace(...)``."""
+    import dataclasses
+
+    (name, value), = bad.items()
+    with pytest.raises(ConfigError, match=name):
+        TaskOptions(**bad)
+    env = _corridor_env()
+    with pytest.raises(ConfigError, match=name):
+        env.task = dataclasses.replace(env.task, **bad)
+    env.close()
+
+
 def test_wall_slides_like_the_navmesh():
     # 45 degrees to the right of -Z, 5 cm from the +X wall: the step slides along the wall
     env = _corridor_env(start=(0.925, 0, -3.025), goal=(0.525, 0, -5.025), yaw=-math.pi / 4)

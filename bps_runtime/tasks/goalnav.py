@@ -117,8 +117,9 @@ def sizes(image: bool):
 
 
 def max_move(options) -> float:
-    """The longest move of one step (metres): sizes the try_step window."""
-    return float(options.forward_step)
+    """The longest move of one step (metres): sizes the try_step window (a negative
+    ``forward_step`` moves backwards, as habitat-sim's move_forward by a negative amount)."""
+    return abs(float(options.forward_step))
 
 
 def episode_info(v) -> dict:
@@ -231,7 +232,7 @@ def step_kernel(nav: Nav, params: Params, st: State, out: Out, actions: wp.array
     reward = -(d_now - d_prev) + wp.float32(params.slack) + wp.float32(params.success_reward) * sf
     path = st.path_len[e] + wp.length(newp - p)
     steps = st.steps[e] + 1
-    trunc = (not stop) and steps >= params.max_steps
+    trunc = (not stop) and params.max_steps > 0 and steps >= params.max_steps   # 0: no limit
     done = stop or trunc
     d0 = st.d0[e]
     ratio = spl_ratio(d0, path)

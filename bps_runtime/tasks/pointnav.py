@@ -8,7 +8,7 @@ Conventions (habitat-lab's ``tasks/nav/nav.py``): actions STOP=0, MOVE_FORWARD=1
 TURN_RIGHT=3; Y up, -Z forward, yaw about +Y (TURN_LEFT adds), quaternions [x, y, z, w];
 pointgoal_with_gps_compass POLAR ``[rho, -phi]`` (a goal on the left has a positive angle);
 success = STOP with geodesic distance < 0.2 m; SPL = S * d0 / max(d0, path length); reward =
--0.01 + (d_prev - d_now) + 2.5 * success. tests/pointnav_reference.py is the torch reference.
+-0.01 + (d_prev - d_now) + 2.5 * success; max_episode_steps 0: no limit. tests/pointnav_reference.py is the torch reference.
 """
 from __future__ import annotations
 
@@ -77,8 +77,9 @@ def params(options: TaskOptions, win: int, **_sizes) -> Params:
 
 
 def max_move(options: TaskOptions) -> float:
-    """The longest move of one step (metres): sizes the try_step window."""
-    return float(options.forward_step)
+    """The longest move of one step (metres): sizes the try_step window (a negative
+    ``forward_step`` moves backwards, as habitat-sim's move_forward by a negative amount)."""
+    return abs(float(options.forward_step))
 
 
 def info(v) -> dict:
@@ -157,7 +158,7 @@ def step_kernel(nav: Nav, params: Params, st: State, out: Out, actions: wp.array
     reward = (wp.float32(params.slack) + (st.d_prev[e] - d_now)) + wp.float32(params.success_reward) * sf
     path = st.path_len[e] + wp.length(newp - p)
     steps = st.steps[e] + 1
-    trunc = (not stop) and steps >= params.max_steps
+    trunc = (not stop) and params.max_steps > 0 and steps >= params.max_steps   # 0: no limit
     done = stop or trunc
     d0 = st.d0[e]
     spl = sf * spl_ratio(d0, path)

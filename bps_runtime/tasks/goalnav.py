@@ -24,8 +24,8 @@ import warp as wp
 from ..step import kernels as sk
 from ..nav.kernels import Nav, geodesic
 from ..noise.actuation import ActuationModel
-from ..step.kernels import (act, begin_from_ring, keep_going, ring_entry, spl_ratio, turn_sign, wrap_angle,
-                            write_outcome)
+from ..step.kernels import (act, begin_from_ring, keep_going, ring_entry, soft_success, spl_ratio, turn_sign,
+                            wrap_angle, write_outcome)
 from ..step.schema import CORE, STAGE, Column, Field, Observation, Schema, warp_struct
 
 STOP, MOVE_FORWARD, TURN_LEFT, TURN_RIGHT, LOOK_UP, LOOK_DOWN = range(6)
@@ -236,11 +236,7 @@ def step_kernel(nav: Nav, params: Params, st: State, out: Out, actions: wp.array
     done = stop or trunc
     d0 = st.d0[e]
     ratio = spl_ratio(d0, path)
-    soft = wp.float32(0.0)
-    if d0 > wp.float32(0.0):
-        soft = wp.max(wp.float32(0.0), wp.float32(1.0) - d_now / d0)
-    elif d_now <= wp.float32(0.0):
-        soft = wp.float32(1.0)
+    soft = soft_success(d0, d_now)
     ret = st.total[e] + reward
     write_outcome(out, e, done, trunc, succ, reward, sf * ratio, ret, steps, d_now, d0, path)
     out.soft_spl[e] = soft * ratio

@@ -406,3 +406,47 @@ def test_goalnav_step_limit_0_is_no_limit_and_a_negative_step_moves_back():
         assert np.dot(want - p0.double().numpy(), ref.forward_vector(y0)) < -0.05   # it did move back
     finally:
         env.close()
+
+
+def _noisy_goal_images(kind, seed, steps=16):
+    """(goal images, their noiseless renders) of an ImageNav env with RGB noise ``kind``, per step."""
+    scenes = _scenes()
+    eps = _episodes(scenes, False)[0]
+    by_id = {e["episode_id"]: e for v in eps.values() for e in v}
+    env = make_env(scenes, num_envs=4, episodes=eps, task=imagenav.DEFAULTS, sensors=("rgb",),
+                   noise={"rgb": kind}, seed=seed)
+    noisy, clean = [], []
+    try:
+        obs = env.reset()
+        gen = torch.Generator().manual_seed(1)
+        for _ in range(steps):
+            ids = env.episode_ids
+            clean.append(_goal_render(env, [by_id[i]["goals"][0]["position"] for i in ids], [goal_heading(i) for i in ids]))
+            noisy.append(obs["imagegoal"].clone())
+            obs, *_ = env.step(torch.randint(0, 4, (4,), generator=gen))
+        assert env.stats["episodes"] > 8     # new episodes started (each gets its goal image's draw)
+    finally:
+        env.close()
+    return torch.stack(noisy), torch.stack(clean)
+
+
+@pytest.mark.parametrize("kind", ["gaussian", "salt_pepper"])
+def test_imagenav_goal_image_gets_the_rgb_sensors_noise(kind):
+    """habitat-lab's ImageGoalSensor renders the goal through the agent's RGB sensor (nav.py
+    get_observations_at -> the sensor's get_observation, which applies its noise model): the
+    goal image is the noiseless render with the sensor's noise, seeded by the run's seed."""
+    noisy, clean = _noisy_goal_images(kind, seed=0)
+    changed = noisy != clean
+    if kind == "salt_pepper":    # 5% of the channels set to 0 or 255, the rest exact
+        assert torch.isin(noisy[changed], torch.tensor([0, 255], dtype=torch.uint8)).all()
+        assert 0.02 < changed.float().mean() < 0.07
+    else:                        # intensity 0.2: N(0, 51^2) on 0-255 (clamped, truncated to uint8)
+        mid = (clean > 64) & (clean < 192)
+        diff = noisy.float() - clean.float()
+        assert changed.float().mean() > 0.9 and mid.sum() > 1000
+        assert 40 < float(diff[mid].std()) < 56 and abs(float(diff[mid].mean())) < 5
+    again, _ = _noisy_goal_images(kind, seed=0)
+    assert torch.equal(again, noisy)             # a seed reproduces it
+    other, other_clean = _noisy_goal_images(kind, seed=1)
+    same = (other_clean == clean).flatten(2).all(-1)    # [step, env]: the same goal view
+    assert same.sum() > 0 and not (other[same] == noisy[same]).all()   # another seed, another draw

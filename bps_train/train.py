@@ -506,8 +506,8 @@ def eval_source(args) -> str:
 
 
 def evaluate(args) -> dict:
-    """habitat-lab's metrics (success, spl, soft_spl, distance_to_goal; soft_spl: ObjectNav and
-    ImageNav) over distinct episodes of ``eval_split`` (the first started, each counted once, on
+    """habitat-lab's metrics (success, spl, soft_spl, distance_to_goal; soft_spl: every task's
+    info["episode"]) over distinct episodes of ``eval_split`` (the first started, each counted once, on
     the run that started it first), of a
     checkpoint, a uniform random policy (``--eval random``) or STOP at once (``--eval stop``).
     Episodes: ``--eval-episodes-file``, else the split's PointNav files, else (ObjectNav)

@@ -6,7 +6,7 @@ Rules read from habitat-lab (habitat/tasks/nav/nav.py, object_nav_task.py, confi
   sliding off for ObjectNav, on for ImageNav;
 - distance_to_goal: geodesic to the nearest view point (ObjectNav) or to the goal (ImageNav),
   re-measured only when the position moved (``np.allclose(prev, now, atol=1e-4)``); success =
-  STOP and distance < success_distance (strict); the episode ends on STOP or after ``max_steps``;
+  STOP and distance < success_distance (strict); the episode ends on STOP or after ``max_steps`` (0: never);
 - spl = success * d0 / max(d0, path), path = sum of euclidean moves; soft_spl = max(0, 1 - d /
   d0) * d0 / max(d0, path); reward = -(d - d_prev) - 0.01 + 2.5 * success;
 - geodesic (docs/NAVMESH.md section 4): min over the spans seen from the point's span of field +
@@ -153,6 +153,6 @@ class TaskReference:
         success = stop and self.d < r.success_distance
         out = self.metrics(success)
         out["reward"] = -(self.d - prev) + r.slack_reward + (r.success_reward if success else 0.0)
-        self.done = stop or self.steps >= r.max_steps
+        self.done = stop or (r.max_steps > 0 and self.steps >= r.max_steps)   # 0: no limit
         out["done"] = self.done
         return out

@@ -61,6 +61,13 @@ def reward_and_success(actions: torch.Tensor, d_prev: torch.Tensor, d_now: torch
     return reward.to(torch.float32), success
 
 
+def soft_spl(d0: torch.Tensor, d: torch.Tensor, path_length: torch.Tensor) -> torch.Tensor:
+    """habitat-lab's SoftSPL: max(0, 1 - d / d0) * d0 / max(d0, path length) (at d0 = 0, where
+    habitat divides by zero: 1 at d = 0, else 0)."""
+    soft = torch.where(d0 > 0, (1 - d / d0.clamp_min(1e-12)).clamp_min(0), (d <= 0).to(d0.dtype))
+    return soft * spl(torch.ones_like(d0, dtype=torch.bool), d0, path_length)
+
+
 def spl(success: torch.Tensor, d0: torch.Tensor, path_length: torch.Tensor) -> torch.Tensor:
     """SPL = S * d0 / max(d0, path length) (0 where d0 is 0 and nothing moved, as 0/0 -> 1*S)."""
     denom = torch.maximum(d0, path_length)

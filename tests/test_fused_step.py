@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from bps_runtime.tasks.pointnav import MOVE_FORWARD, STOP, TURN_LEFT, TURN_RIGHT, TaskOptions
-from pointnav_reference import apply_turns, forward_vector, reward_and_success, spl, yaw_to_quat
+from pointnav_reference import apply_turns, forward_vector, reward_and_success, soft_spl, spl, yaw_to_quat
 
 from inmemory_scenes import house_scene, make_env, room
 
@@ -83,7 +83,7 @@ class _Checker:
         rew_np, succ_np = reward_and_success(a, pre["d_prev"], d_ref, t)
         path = pre["path_len"] + torch.linalg.vector_norm(ref_np - pre["pos"], dim=1)
         steps = pre["steps"] + 1
-        trunc = (a != S) & (steps >= t.max_episode_steps)
+        trunc = (a != S) & (t.max_episode_steps > 0) & (steps >= t.max_episode_steps)   # 0: no limit
         done = (a == S) | trunc
         spl_ref = torch.where(done, spl(succ_np, pre["d0"], path), 0.0)
         # dones, success, truncation: exact
@@ -92,6 +92,9 @@ class _Checker:
         # rewards and SPL
         self._err("reward_np", r, rew_np, 1e-5)
         self._err("spl", info["spl"], spl_ref, 1e-5)
+        soft_ref = soft_spl(pre["d0"], d_ref, path)      # habitat's SoftSPL: running, and of ended episodes
+        self._err("spl", info["soft_spl"], soft_ref, 1e-5)
+        self._err("spl", info["episode"]["soft_spl"], torch.where(done, soft_ref, 0.0), 1e-5)
         # positions of the envs that go on; yaw exactly as the task math
         go = ~done
         self._err("pos_np", info["position"][go], ref_np[go], 1e-5)

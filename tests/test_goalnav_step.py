@@ -384,3 +384,69 @@ def test_task_config_round_trip_and_bad_task():
         EnvConfig.from_kwargs("m.json", task="vln")
     with pytest.raises(ConfigError, match="TaskOptions"):
         EnvConfig.from_kwargs("m.json", task=object())
+
+
+def test_goalnav_step_limit_0_is_no_limit_and_a_negative_step_moves_back():
+    """habitat-lab's Env._past_limit: max_episode_steps 0 ends no episode (ObjectNav / ImageNav's
+    step); a negative forward_step moves the agent back (habitat-sim's move_forward)."""
+    scenes = _scenes()[:1]
+    eps, goals = _episodes(scenes, True, per_scene=2)
+    env = make_env(scenes, num_envs=1, episodes=eps, goals=goals, task=objectnav.TaskOptions(max_episode_steps=0))
+    try:
+        env.reset()
+        for i in range(510):    # past ObjectNav's 500
+            obs, r, d, info = env.step(torch.tensor([ref.TURN_LEFT if i % 2 else ref.TURN_RIGHT]))
+            assert not d[0] and not info["truncated"][0]
+        env.task = objectnav.TaskOptions(max_episode_steps=0, forward_step=-0.25)
+        p0, y0 = env.state.pos[0].clone(), float(env.state.yaw[0])
+        obs, r, d, info = env.step(torch.tensor([ref.MOVE_FORWARD]))
+        back = p0.double().numpy() - 0.25 * ref.forward_vector(y0)
+        want = env.world.nav.scenes[0].navmesh.try_step(p0.double().numpy(), back, sliding=False)
+        assert info["position"][0].double().numpy() == pytest.approx(want, abs=1e-5)
+        assert np.dot(want - p0.double().numpy(), ref.forward_vector(y0)) < -0.05   # it did move back
+    finally:
+        env.close()
+
+
+def _noisy_goal_images(kind, seed, steps=16):
+    """(goal images, their noiseless renders) of an ImageNav env with RGB noise ``kind``, per step."""
+    scenes = _scenes()
+    eps = _episodes(scenes, False)[0]
+    by_id = {e["episode_id"]: e for v in eps.values() for e in v}
+    env = make_env(scenes, num_envs=4, episodes=eps, task=imagenav.DEFAULTS, sensors=("rgb",),
+                   noise={"rgb": kind}, seed=seed)
+    noisy, clean = [], []
+    try:
+        obs = env.reset()
+        gen = torch.Generator().manual_seed(1)
+        for _ in range(steps):
+            ids = env.episode_ids
+            clean.append(_goal_render(env, [by_id[i]["goals"][0]["position"] for i in ids], [goal_heading(i) for i in ids]))
+            noisy.append(obs["imagegoal"].clone())
+            obs, *_ = env.step(torch.randint(0, 4, (4,), generator=gen))
+        assert env.stats["episodes"] > 8     # new episodes started (each gets its goal image's draw)
+    finally:
+        env.close()
+    return torch.stack(noisy), torch.stack(clean)
+
+
+@pytest.mark.parametrize("kind", ["gaussian", "salt_pepper"])
+def test_imagenav_goal_image_gets_the_rgb_sensors_noise(kind):
+    """habitat-lab's ImageGoalSensor renders the goal through the agent's RGB sensor (nav.py
+    get_observations_at -> the sensor's get_observation, which applies its noise model): the
+    goal image is the noiseless render with the sensor's noise, seeded by the run's seed."""
+    noisy, clean = _noisy_goal_images(kind, seed=0)
+    changed = noisy != clean
+    if kind == "salt_pepper":    # 5% of the channels set to 0 or 255, the rest exact
+        assert torch.isin(noisy[changed], torch.tensor([0, 255], dtype=torch.uint8)).all()
+        assert 0.02 < changed.float().mean() < 0.07
+    else:                        # intensity 0.2: N(0, 51^2) on 0-255 (clamped, truncated to uint8)
+        mid = (clean > 64) & (clean < 192)
+        diff = noisy.float() - clean.float()
+        assert changed.float().mean() > 0.9 and mid.sum() > 1000
+        assert 40 < float(diff[mid].std()) < 56 and abs(float(diff[mid].mean())) < 5
+    again, _ = _noisy_goal_images(kind, seed=0)
+    assert torch.equal(again, noisy)             # a seed reproduces it
+    other, other_clean = _noisy_goal_images(kind, seed=1)
+    same = (other_clean == clean).flatten(2).all(-1)    # [step, env]: the same goal view
+    assert same.sum() > 0 and not (other[same] == noisy[same]).all()   # another seed, another draw

@@ -69,14 +69,17 @@ def _direct(scene, cam, resolution=None):
     return img[0]
 
 
-@pytest.mark.parametrize("budget_images", [None, 2])
-def test_goal_image_is_the_render_at_its_camera(budget_images):
+@pytest.mark.parametrize("budget_images, noise", [(None, None), (2, None), (None, {"rgb": "gaussian"})])
+def test_goal_image_is_the_render_at_its_camera(budget_images, noise):
+    """The goal camera's render, also with RGB sensor noise on: habitat-lab's InstanceImageGoalSensor
+    renders through a camera of its own (instance_image_nav_task.py _add_sensor: a CameraSensorSpec
+    without a noise model; habitat-sim's default is "None"), unlike ImageNav's goal image."""
     scenes = _scenes()
     eps, goals = _cameras(scenes, dims=(16, 16), other=(24, 20))
     o = iin.TaskOptions(max_episode_steps=3)
     if budget_images is not None:
         o = iin.TaskOptions(max_episode_steps=3, goal_cache_bytes=budget_images * 16 * 16 * 3)
-    env = make_env(scenes, num_envs=6, episodes=eps, goals=goals, task=o, sensors=("rgb",))
+    env = make_env(scenes, num_envs=6, episodes=eps, goals=goals, task=o, sensors=("rgb",), noise=noise)
     by_name = {s[0]: s for s in scenes}
     try:
         obs = env.reset()

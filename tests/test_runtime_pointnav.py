@@ -74,6 +74,7 @@ def test_straight_corridor_forward_then_stop_succeeds_with_spl_1():
     assert r[0].item() == pytest.approx(-0.01 + 2.5, abs=1e-4)
     ep = info["episode"]
     assert ep["success"][0] and ep["spl"][0].item() == pytest.approx(1.0, abs=1e-4)
+    assert ep["soft_spl"][0].item() == pytest.approx(1.0, abs=1e-4)
     assert ep["length"][0].item() == 9
     assert ep["return"][0].item() == pytest.approx(8 * 0.24 + 2.49, abs=1e-3)
     assert ep["path_length"][0].item() == pytest.approx(2.0, abs=1e-5)
@@ -94,10 +95,13 @@ def test_detour_lowers_spl_and_early_stop_fails():
     assert d[0] and ep["success"][0]
     assert ep["path_length"][0].item() == pytest.approx(2.5, abs=1e-4)
     assert ep["spl"][0].item() == pytest.approx(2.0 / 2.5, abs=1e-3)
-    # early STOP: done, no success, no bonus, SPL 0
+    assert ep["soft_spl"][0].item() == pytest.approx(2.0 / 2.5, abs=1e-3)
+    # early STOP: done, no success, no bonus, SPL 0; soft SPL (1 - 1.75 / 2) * 2 / max(2, 0.25)
     obs, r, d, info = env.step(torch.tensor([F]))
+    assert info["soft_spl"][0].item() == pytest.approx(0.125, abs=1e-4)    # running, as habitat's measure
     obs, r, d, info = env.step(torch.tensor([S]))
     assert d[0] and not info["success"][0] and info["episode"]["spl"][0] == 0
+    assert info["episode"]["soft_spl"][0].item() == pytest.approx(0.125, abs=1e-4)
     assert r[0].item() == pytest.approx(-0.01, abs=1e-6)
     env.close()
 
@@ -109,6 +113,73 @@ def test_step_limit_truncates():
         obs, r, d, info = env.step(torch.tensor([L]))
         assert bool(d[0]) == (i == 4)
     assert info["truncated"][0] and not info["success"][0] and info["episode"]["length"][0] == 5
+    env.close()
+
+
+def test_challenge2021_rules_report_soft_spl():
+    """The challenge2021 preset's PointNav rules (its agent aside: the corridor is built for 0.1 m)
+    report habitat's SoftSPL in info and info["episode"]: the preset's docs promise SPL and soft SPL."""
+    from bps_runtime.noise.presets import PRESETS
+
+    rules = {k: v for k, v in PRESETS["challenge2021"]["task"].items()
+             if k not in ("name", "agent_radius", "agent_height")}
+    env = _corridor_env(task=TaskOptions(**rules))
+    env.reset()
+    assert env.last_info["soft_spl"][0] == 0 and env.last_info["episode"]["soft_spl"][0] == 0
+    for a in [F] * 4 + [S]:   # 1 m of 2: soft success 0.5, the straight path
+        obs, r, d, info = env.step(torch.tensor([a]))
+    assert d[0] and not info["success"][0] and info["episode"]["spl"][0] == 0
+    assert info["episode"]["soft_spl"][0].item() == pytest.approx(0.5, abs=1e-4)
+    assert info["soft_spl"][0].item() == pytest.approx(0.5, abs=1e-4)
+    env.close()
+
+
+def test_step_limit_0_is_no_limit_as_habitat():
+    """habitat-lab's Env._past_limit: max_episode_steps 0 ends no episode (it used to end each one
+    after one step); 1 still ends every episode after its first step."""
+    env = _corridor_env(task=TaskOptions(max_episode_steps=0))
+    env.reset()
+    for i in range(520):   # past the default's 500
+        obs, r, d, info = env.step(torch.tensor([F if i < 40 else L if i % 2 else R]))
+        assert not d[0] and not info["truncated"][0]
+    assert info["position"][0][2].item() < -5.8   # walked to the corridor's end
+    env.task = TaskOptions(max_episode_steps=1)
+    obs, r, d, info = env.step(torch.tensor([L]))
+    assert d[0] and info["truncated"][0] and info["episode"]["length"][0] == 521
+    env.close()
+
+
+def test_negative_forward_step_moves_backwards_as_habitat():
+    """habitat-sim's move_forward by a negative amount moves the agent back (along +Z here)."""
+    env = _corridor_env(task=TaskOptions(forward_step=-0.25))
+    env.reset()
+    obs, r, d, info = env.step(torch.tensor([F]))
+    assert info["position"][0].tolist() == pytest.approx([0.525, 0.0, -0.275], abs=1e-5)
+    assert r[0].item() == pytest.approx(-0.01 - 0.25, abs=1e-4)
+    for _ in range(2):      # towards the wall at z = 0: stops at the navmesh's edge
+        obs, r, d, info = env.step(torch.tensor([F]))
+    assert -0.025 < info["position"][0][2].item() <= 1e-6
+    env.close()
+
+
+@pytest.mark.parametrize("bad", [{"forward_step": float("nan")}, {"turn_degrees": float("inf")},
+                                 {"success_distance": float("nan")}, {"slack_reward": float("-inf")},
+                                 {"success_reward": float("nan")}, {"agent_radius": float("nan")},
+                                 {"agent_height": float("inf")}, {"forward_step": "0.25"},
+                                 {"max_episode_steps": -1}, {"max_episode_steps": 2.5},
+                                 {"max_episode_steps": True}])
+def test_bad_task_options_raise_config_error_naming_the_option(bad):
+    """Every float option must be finite (NaN used to pass make() and fail reset() with a raw
+    ValueError), max_episode_steps an int >= 0: ConfigError when the options are built, also
+    through ``env.task = replace(...)``."""
+    import dataclasses
+
+    (name, value), = bad.items()
+    with pytest.raises(ConfigError, match=name):
+        TaskOptions(**bad)
+    env = _corridor_env()
+    with pytest.raises(ConfigError, match=name):
+        env.task = dataclasses.replace(env.task, **bad)
     env.close()
 
 

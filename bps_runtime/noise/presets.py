@@ -12,7 +12,7 @@ depth 640 wide x 360 high, HFOV 70, camera at 0.88 m tilted 20 deg down, depth 0
 Gaussian RGB noise with intensity_constant 0.1; Redwood depth noise (multiplier 1);
 PyRobot LoCoBot / Proportional actuation noise with multiplier 0.5; MOVE_FORWARD 0.25 m,
 TURN 30 deg; agent radius 0.18, height 0.88; sliding off; success within 0.36 m; 500 steps;
-the goal as (distance, angle) from the start only (no GPS+compass); SPL and soft SPL.
+the goal as (distance, angle) from the start only (no GPS+compass); SPL, soft SPL (info "soft_spl").
 """
 from __future__ import annotations
 

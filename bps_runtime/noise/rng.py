@@ -5,7 +5,7 @@ launch split, and no state is carried between steps.
 ``env_keys(seed, n)`` (host, once per run): one 32-bit key per env from (seed, env) through
 splitmix64, so two envs of one run, or one env of two seeds, start from unrelated keys.
 ``stream(key, counter, domain, index)`` (Warp): the generator state for draw ``index`` of one
-env's step ``counter`` in ``domain`` (DEPTH, RGB, ACTUATION), then advanced by ``wp.randn`` /
+env's step ``counter`` in ``domain`` (DEPTH, RGB, ACTUATION, GOAL_IMAGE), then advanced by ``wp.randn`` /
 ``wp.randf``; the three inputs are mixed with a 32-bit finaliser before ``wp.rand_init``.
 """
 from __future__ import annotations
@@ -18,6 +18,7 @@ import warp as wp
 from bps_assets.hashing import splitmix64
 
 DEPTH, RGB, ACTUATION = 1, 2, 3   # domains: a depth draw and an RGB draw never share a state
+GOAL_IMAGE = 4                    # ImageNav's goal image (its RGB noise, once per episode)
 
 def env_keys(seed: int, num_envs: int) -> np.ndarray:
     """int32 [num_envs]: env e's noise key under run seed ``seed``."""

@@ -7,7 +7,8 @@ its step kernel (on the CPU as ``threads`` env ranges side by side); once per ro
 the number of envs or scenes, and nothing waits for the device. The host reads the snapshot
 of ``LAG`` rounds back (``take_snapshot``), so with ``QUEUE_DEPTH`` queued episodes an env
 always has its next one queued. Episode m of an env is ring entry ``m % RING_SIZE``, as on the host.
-Actuation noise (``noise``) rides in the task's ``Params`` (``act`` applies it): no launch more.
+Actuation noise (``noise``) rides in the task's ``Params`` (``act`` applies it), and so does the
+RGB noise of a goal image (``goal_noise``, where a task's ``Params`` has it): no launch more.
 Capture (``capture=True``, CUDA): after two warm-up steps a group's launches are captured once
 and replayed; anything that moves what they point at (an arena growing, the window, the
 renderer's scene table, the frame buffers, the task's options) re-captures.
@@ -15,6 +16,7 @@ renderer's scene table, the frame buffers, the task's options) re-captures.
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import replace
 
 import numpy as np
 import torch
@@ -26,6 +28,7 @@ from ..nav.buffers import NavBuffers
 from ..noise.actuation import actuation_model
 from ..noise.options import DEFAULTS as NO_NOISE
 from ..noise.rng import env_keys
+from ..noise.sensors import SensorNoise
 
 LAG = 2      # rounds between a head snapshot and the host reading it
 QUEUE_DEPTH = 2    # queued episodes per env beyond what the host has seen start
@@ -82,6 +85,8 @@ class FusedStep:
         self.noise = noise
         self.reseed_noise(seed)
         self._actuation = actuation_model(noise)
+        # the RGB noise of a goal image, for a task whose Params take it (ImageNav's kernels apply it)
+        self._goal_noise = SensorNoise(replace(noise, depth="none"), dev) if noise.rgb != "none" else None
         # inputs
         self.actions = z(self.B, dt=torch.int64)
         cap = N * RING_SIZE
@@ -156,6 +161,8 @@ class FusedStep:
             self._structs_key = None
         self._params = self.spec.params(self.options, self.win, **self.sizes)
         self._params.actuation = self._actuation
+        if self._goal_noise is not None and hasattr(self._params, "goal_noise"):
+            self._params.goal_noise = self._goal_noise.params
 
     def _structs(self):
         self._window()

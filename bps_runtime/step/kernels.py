@@ -1,4 +1,4 @@
-"""What every task's step kernels share (``bps_runtime.tasks``): angle and SPL helpers,
+"""What every task's step kernels share (``bps_runtime.tasks``): angle, SPL and soft SPL helpers,
 ``forward`` (MOVE_FORWARD through the navigation's ``move``), ``act`` (an action's pose, with
 habitat-sim's actuation noise when it is on: ``bps_runtime.noise.actuation``); generic functions (any task's
 ``State`` / ``Out``: the fields every navigation task declares) for the ring entry of a queued
@@ -90,6 +90,18 @@ def spl_ratio(d0: wp.float32, path: wp.float32) -> wp.float32:
     if denom > wp.float32(0.0):
         ratio = d0 / wp.max(denom, wp.float32(1.0e-12))
     return ratio
+
+
+@wp.func
+def soft_success(d0: wp.float32, d_now: wp.float32) -> wp.float32:
+    """Soft SPL's soft success max(0, 1 - d_now / d0) (habitat-lab's SoftSPL; at d0 = 0, where
+    habitat divides by zero: 1 at d_now = 0, else 0). Soft SPL = this * ``spl_ratio``."""
+    soft = wp.float32(0.0)
+    if d0 > wp.float32(0.0):
+        soft = wp.max(wp.float32(0.0), wp.float32(1.0) - d_now / d0)
+    elif d_now <= wp.float32(0.0):
+        soft = wp.float32(1.0)
+    return soft
 
 
 # ---------------------------------------------------------------------------------- episodes

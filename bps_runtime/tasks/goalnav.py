@@ -1,8 +1,7 @@
 """The step of habitat-lab's goal-navigation tasks, ObjectNav and ImageNav, declared once: their
-step-state fields and Warp kernels (episode start, step: action -> move (sliding on or off) /
-turn / look -> distance to goal, re-measured only when the agent moved -> reward, success, SPL,
-soft SPL, truncation -> next episode from the ring -> observations). ``tasks/objectnav.py`` and
-``tasks/imagenav.py`` are the two task modules over it (options, names, observations, info).
+step-state fields and Warp kernels (episode start, step: action -> move / turn / look -> distance
+to goal, re-measured only when the agent moved -> reward, success, SPL, soft SPL, truncation (0
+steps: none) -> next episode from the ring -> observations), under tasks/objectnav.py, imagenav.py.
 
 Rules (habitat-lab's nav.py / object_nav_task.py; tests/nav_task_reference.py is the numpy
 reference the kernels equal within 1e-5): actions STOP 0, MOVE_FORWARD 1, TURN_LEFT 2,
@@ -12,7 +11,8 @@ goal point), kept when np.allclose(measured_at, pos, atol=1e-4); success = STOP 
 success_distance; spl = S d0 / max(d0, path); soft_spl = max(0, 1 - d / d0) d0 / max(d0, path);
 reward = -(d - d_prev) + slack + success_reward S. Observations: objectgoal, compass and gps
 (habitat's episodic sensors: relative to the start pose), the goal image and its camera's HFOV
-(host-written when it queued the episode, copied from the ring at the start), yaw x pitch.
+(host-written when it queued the episode, copied from the ring at the start; ImageNav's with
+the RGB sensor's noise), yaw x pitch.
 """
 from __future__ import annotations
 
@@ -23,9 +23,11 @@ import warp as wp
 
 from ..step import kernels as sk
 from ..nav.kernels import Nav, geodesic
+from ..noise import rng
 from ..noise.actuation import ActuationModel
-from ..step.kernels import (act, begin_from_ring, keep_going, ring_entry, spl_ratio, turn_sign, wrap_angle,
-                            write_outcome)
+from ..noise.sensors import SensorParams, rgb_value
+from ..step.kernels import (act, begin_from_ring, keep_going, ring_entry, soft_success, spl_ratio, turn_sign,
+                            wrap_angle, write_outcome)
 from ..step.schema import CORE, STAGE, Column, Field, Observation, Schema, warp_struct
 
 STOP, MOVE_FORWARD, TURN_LEFT, TURN_RIGHT, LOOK_UP, LOOK_DOWN = range(6)
@@ -84,11 +86,15 @@ class Params:
     win: int
     actuation: ActuationModel   # habitat-sim's actuation noise (set by the fused step; on 0: none)
     pixels: int                 # goal image bytes copied at an episode start (0: none)
+    noisy_goal: int             # 1: the goal image gets the RGB sensor's noise (ImageNav)
+    goal_noise: SensorParams    # that noise (set by the fused step; rgb_kind 0: none)
 
 
-def make_params(o, win: int, look: bool, image: bool, goal_pixels: int = 1, **_sizes) -> Params:
+def make_params(o, win: int, look: bool, image: bool, goal_pixels: int = 1, noisy_goal: bool = False,
+                **_sizes) -> Params:
     """``Params`` of task options ``o`` (forward_step, turn_degrees, tilt_degrees, max_pitch_degrees,
-    sliding, success_distance, max_episode_steps, slack_reward, success_reward)."""
+    sliding, success_distance, max_episode_steps, slack_reward, success_reward); ``noisy_goal``:
+    the goal image is seen through the RGB sensor, its noise too (ImageNav, not InstanceImageNav)."""
     s = Params()
     s.forward_step, s.turn = float(o.forward_step), math.radians(o.turn_degrees)
     s.tilt = math.radians(o.tilt_degrees) if look else 0.0
@@ -98,6 +104,9 @@ def make_params(o, win: int, look: bool, image: bool, goal_pixels: int = 1, **_s
     s.slack, s.success_reward = float(o.slack_reward), float(o.success_reward)
     s.win = int(win)
     s.pixels = int(goal_pixels) if image else 0
+    s.noisy_goal = int(bool(noisy_goal and image))
+    s.goal_noise = SensorParams()
+    s.goal_noise.rgb_kind = 0
     return s
 
 
@@ -117,8 +126,9 @@ def sizes(image: bool):
 
 
 def max_move(options) -> float:
-    """The longest move of one step (metres): sizes the try_step window."""
-    return float(options.forward_step)
+    """The longest move of one step (metres): sizes the try_step window (a negative
+    ``forward_step`` moves backwards, as habitat-sim's move_forward by a negative amount)."""
+    return abs(float(options.forward_step))
 
 
 def episode_info(v) -> dict:
@@ -171,16 +181,24 @@ def observe(st: State, out: Out, e: int):
 @wp.func
 def begin_episode(nav: Nav, params: Params, st: State, out: Out, e: int, depth: int):
     """Start the env's next episode from its ring (the host filled it ahead of time): the start
-    pose is the episode's reference for compass / gps, the camera level, the goal image (and its
-    camera's HFOV) copied."""
+    pose is the episode's reference for compass / gps, the camera level, the goal image (with
+    the RGB sensor's noise when ``noisy_goal``; its camera's HFOV) copied."""
     k = begin_from_ring(nav, st, e, depth)
     st.start_pos[e] = st.pos[e]
     st.start_yaw[e] = st.yaw[e]
     st.pitch[e] = wp.float32(0.0)
     st.measured_at[e] = st.pos[e]
     st.goal_id[e] = st.r_goal_id[k, e]
-    for i in range(params.pixels):
-        out.imagegoal[e, i] = st.r_goal_image[k, e, i]
+    if params.noisy_goal != 0 and params.goal_noise.rgb_kind != 0:
+        # the RGB sensor's noise, drawn as the episode starts (habitat renders the goal through
+        # the sensor); its own stream: (env key, step counter, GOAL_IMAGE), one per episode
+        s = rng.stream(int(st.noise_key[e]), int(st.noise_t[e]), rng.GOAL_IMAGE, 0)
+        for i in range(params.pixels):
+            v, s = rgb_value(params.goal_noise, st.r_goal_image[k, e, i], s)
+            out.imagegoal[e, i] = v
+    else:
+        for i in range(params.pixels):
+            out.imagegoal[e, i] = st.r_goal_image[k, e, i]
     out.instance_imagegoal_hfov[e, 0] = st.r_goal_hfov[k, e]
 
 
@@ -231,15 +249,11 @@ def step_kernel(nav: Nav, params: Params, st: State, out: Out, actions: wp.array
     reward = -(d_now - d_prev) + wp.float32(params.slack) + wp.float32(params.success_reward) * sf
     path = st.path_len[e] + wp.length(newp - p)
     steps = st.steps[e] + 1
-    trunc = (not stop) and steps >= params.max_steps
+    trunc = (not stop) and params.max_steps > 0 and steps >= params.max_steps   # 0: no limit
     done = stop or trunc
     d0 = st.d0[e]
     ratio = spl_ratio(d0, path)
-    soft = wp.float32(0.0)
-    if d0 > wp.float32(0.0):
-        soft = wp.max(wp.float32(0.0), wp.float32(1.0) - d_now / d0)
-    elif d_now <= wp.float32(0.0):
-        soft = wp.float32(1.0)
+    soft = soft_success(d0, d_now)
     ret = st.total[e] + reward
     write_outcome(out, e, done, trunc, succ, reward, sf * ratio, ret, steps, d_now, d0, path)
     out.soft_spl[e] = soft * ratio

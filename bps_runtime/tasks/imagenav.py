@@ -49,8 +49,9 @@ DEFAULTS = TaskOptions()
 
 
 def params(options: TaskOptions, win: int, **sizes) -> Params:
-    """The kernels' ``Params``."""
-    return goalnav.make_params(options, win, LOOK, True, **sizes)
+    """The kernels' ``Params``: the goal image is seen through the RGB sensor, with its noise
+    (habitat-lab's ImageGoalSensor renders it with the agent's sensors)."""
+    return goalnav.make_params(options, win, LOOK, True, noisy_goal=True, **sizes)
 
 
 # the task's observation beside the sensors' frames (declared in goalnav.OBSERVATIONS)

@@ -2,15 +2,18 @@
 habitat-lab's PointNav defaults: pointnav.yaml / DD-PPO) and ``options_class`` (a task's frozen
 ``TaskOptions`` subclass: its own rules and defaults, ``TASK`` = its name for
 ``tasks.spec_for``, ``RESOURCES`` = settings that are not rules, which a resumed run may change).
+Checked when built (``check_rules``; ConfigError): every float option finite (None where allowed),
+``max_episode_steps`` an int >= 0 (0: no step limit, as habitat-lab's ``Env._past_limit``).
 Sensor geometry is not a task option: ``SensorConfig`` holds it, ``TaskSpec.camera`` its defaults.
 """
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import ClassVar
 
-from bps_assets.errors import ConfigError
+from bps_assets.errors import ConfigError, is_int
 
 
 @dataclass(frozen=True)
@@ -22,11 +25,29 @@ class TaskOptions:
     forward_step: float = 0.25            # metres per MOVE_FORWARD
     turn_degrees: float = 10.0            # degrees per TURN_LEFT / TURN_RIGHT
     success_distance: float = 0.2         # metres, geodesic, strict '<'
-    max_episode_steps: int = 500
+    max_episode_steps: int = 500          # 0: no limit (habitat-lab's Env._past_limit)
     slack_reward: float = -0.01
     success_reward: float = 2.5
     agent_radius: float = 0.1             # metres: the agent the dataset's navmeshes must be built for
     agent_height: float = 1.5             # (make() refuses a dataset built for another agent)
+
+    def __post_init__(self):
+        check_rules(self)
+
+
+def check_rules(options) -> None:
+    """ConfigError unless every float field of ``options`` (a dataclass) is a finite number (None
+    where its type allows it) and ``max_episode_steps`` is an int >= 0 (0: no limit)."""
+    for f in dataclasses.fields(options):
+        v = getattr(options, f.name)
+        if f.name == "max_episode_steps":
+            if not is_int(v) or v < 0:
+                raise ConfigError(None, f"{type(options).__qualname__} of task {options.TASK or '?'!r}: "
+                                        f"max_episode_steps={v!r}: expected an int >= 0 (0: no step limit)")
+        elif f.type in (float, "float") or (v is not None and f.type in (float | None, "float | None")):
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise ConfigError(None, f"{type(options).__qualname__} of task {options.TASK or '?'!r}: "
+                                        f"{f.name}={v!r}: expected a finite number")
 
 
 def options_class(name: str, module: str, doc: str, fields: tuple = (), resources: dict | None = None,
@@ -48,6 +69,7 @@ def options_class(name: str, module: str, doc: str, fields: tuple = (), resource
     checks = {n: r[2] for n, r in resources.items() if len(r) > 2}
 
     def __post_init__(self):
+        check_rules(self)
         for n, check in checks.items():
             check(getattr(self, n))
 

@@ -1,14 +1,15 @@
 """habitat-lab's PointNav as one task module: its options and actions, its step-state fields (the
 schema declares them once; ``SCHEMA`` is the core fields plus these), its Warp kernels (episode
-start, step: action -> move with sliding -> geodesic distance -> reward, success, SPL,
-truncation -> next episode from the ring -> pointgoal), and what it adds to a step's
+start, step: action -> move with sliding -> geodesic distance -> reward, success, SPL, soft
+SPL, truncation -> next episode from the ring -> pointgoal), and what it adds to a step's
 observations and info. The template for the next tasks: copy, change the fields and kernels.
 
 Conventions (habitat-lab's ``tasks/nav/nav.py``): actions STOP=0, MOVE_FORWARD=1, TURN_LEFT=2,
 TURN_RIGHT=3; Y up, -Z forward, yaw about +Y (TURN_LEFT adds), quaternions [x, y, z, w];
 pointgoal_with_gps_compass POLAR ``[rho, -phi]`` (a goal on the left has a positive angle);
-success = STOP with geodesic distance < 0.2 m; SPL = S * d0 / max(d0, path length); reward =
--0.01 + (d_prev - d_now) + 2.5 * success. tests/pointnav_reference.py is the torch reference.
+success = STOP with geodesic distance < 0.2 m; SPL = S * d0 / max(d0, path length); soft SPL =
+max(0, 1 - d / d0) * d0 / max(d0, path) (habitat's SoftSPL); reward = -0.01 + (d_prev - d_now) +
+2.5 * success; max_episode_steps 0: no limit. tests/pointnav_reference.py is the torch reference.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from ..step import kernels as sk
 from ..nav.kernels import Nav, geodesic
 from ..episodes.files import point_goal_supply
 from ..noise.actuation import ActuationModel
-from ..step.kernels import act, begin_from_ring, keep_going, ring_entry, spl_ratio, write_outcome
+from ..step.kernels import act, begin_from_ring, keep_going, ring_entry, soft_success, spl_ratio, write_outcome
 from .goal_encoders import PointGoalEncoder
 from .options import options_class
 from .spec import TaskSpec
@@ -43,7 +44,9 @@ DEFAULTS = TaskOptions()
 # the observation beside the sensors' frames, declared once (its output field, space and value)
 POINTGOAL = Observation("pointgoal", (2,), "float32", (0.0, -math.pi), (float(3.4028234663852886e38), math.pi))
 OBSERVATIONS = (POINTGOAL,)
-FIELDS = (Field("goal", "vec3", owner=NAME), POINTGOAL.field(NAME))
+FIELDS = (Field("goal", "vec3", owner=NAME), POINTGOAL.field(NAME),
+          Field("soft_spl", "float32", "out", owner=NAME, doc="the running episode's soft SPL"),
+          Field("ep_soft_spl", "float32", "out", owner=NAME, doc="a finished episode's soft SPL (0 elsewhere)"))
 SCHEMA = Schema(CORE).extend(FIELDS)
 sk.set_module_options(__name__)
 State = warp_struct(wp, "State", SCHEMA.of("state"), __name__, "Per-env state [N] and the ring [RING_SIZE, N].")
@@ -77,13 +80,15 @@ def params(options: TaskOptions, win: int, **_sizes) -> Params:
 
 
 def max_move(options: TaskOptions) -> float:
-    """The longest move of one step (metres): sizes the try_step window."""
-    return float(options.forward_step)
+    """The longest move of one step (metres): sizes the try_step window (a negative
+    ``forward_step`` moves backwards, as habitat-sim's move_forward by a negative amount)."""
+    return abs(float(options.forward_step))
 
 
 def info(v) -> dict:
-    """The task's info entries of a group that hold at a reset too (``v``: its output views)."""
-    return {"distance_to_goal": v.distance_to_goal}
+    """The task's info entries of a group that hold at a reset too (``v``: its output views): the
+    running episode's distance and soft SPL."""
+    return {"distance_to_goal": v.distance_to_goal, "soft_spl": v.soft_spl}
 
 
 # output fields that say how the step ended (info entries; zeros at a reset)
@@ -91,9 +96,10 @@ OUTCOME = ("success", "spl")
 
 
 def episode_info(v) -> dict:
-    """The finished episodes' statistics (0 where not done)."""
+    """The finished episodes' statistics (0 where not done), habitat-lab's metric names."""
     return {"return": v.ep_return, "length": v.ep_length, "success": v.success, "spl": v.spl,
-            "distance_to_goal": v.ep_dist, "start_distance": v.ep_d0, "path_length": v.ep_path}
+            "soft_spl": v.ep_soft_spl, "distance_to_goal": v.ep_dist, "start_distance": v.ep_d0,
+            "path_length": v.ep_path}
 
 
 @wp.func
@@ -135,6 +141,7 @@ def begin_kernel(nav: Nav, params: Params, st: State, out: Out, env0: int, depth
     """Every env of the range starts the episode at its ring's head (reset)."""
     e = env0 + wp.tid()
     begin_episode(nav, st, e, depth)
+    out.soft_spl[e] = wp.float32(0.0)
     observe(st, out, e, True)
 
 
@@ -157,12 +164,15 @@ def step_kernel(nav: Nav, params: Params, st: State, out: Out, actions: wp.array
     reward = (wp.float32(params.slack) + (st.d_prev[e] - d_now)) + wp.float32(params.success_reward) * sf
     path = st.path_len[e] + wp.length(newp - p)
     steps = st.steps[e] + 1
-    trunc = (not stop) and steps >= params.max_steps
+    trunc = (not stop) and params.max_steps > 0 and steps >= params.max_steps   # 0: no limit
     done = stop or trunc
     d0 = st.d0[e]
-    spl = sf * spl_ratio(d0, path)
+    ratio = spl_ratio(d0, path)
     ret = st.total[e] + reward
-    write_outcome(out, e, done, trunc, succ, reward, spl, ret, steps, d_now, d0, path)
+    write_outcome(out, e, done, trunc, succ, reward, sf * ratio, ret, steps, d_now, d0, path)
+    soft = soft_success(d0, d_now) * ratio
+    out.soft_spl[e] = soft
+    out.ep_soft_spl[e] = wp.where(done, soft, wp.float32(0.0))
     if done:
         begin_episode(nav, st, e, depth)
     else:

@@ -673,7 +673,8 @@ def preprocess(src_root, out_root, dataset: str = "gibson", split: str | None = 
     if out_root == top or top in out_root.parents:
         raise ConfigError(out_root, f"OUT_ROOT must not be inside the source tree {top}")
     mpath = out_root / manifest_name(shard)
-    if not plan.scenes:
+    if not plan.held:  # no scene of the split anywhere (a shard whose scans are all missing
+        # while other shards hold some writes its manifest: its missing scenes are reported)
         raise DatasetError(plan.src_root, nothing_found(plan))
     _check_out_root(out_root, options.overwrite)
     old_manifest = _check_manifest_target(mpath, ds.name, split, options.overwrite, plan)
@@ -745,6 +746,9 @@ def _run(plan, ds, split, shard, options, backend, settings, out_root, mpath, pr
     say = log or (lambda s: None)
     say(f"{ds.name} split {split!r}{f' shard {shard}' if shard else ''}: {len(plan.selected)} scenes, "
         f"{len(plan.scenes)} found, {len(plan.missing)} missing under {plan.src_root}")
+    if not plan.scenes:
+        say(f"  none of this shard's scenes is under the source root; the split's {len(plan.held)} found "
+            "scene(s) are in other shards")
     if plan.unknown or plan.stray:
         say(f"  {len(plan.unknown)} unknown scene file(s), {len(plan.stray)} stray file(s) ignored "
             f"(see `bps-assets verify --source`)")
@@ -924,7 +928,7 @@ def summary_table(res: PreprocessResult, max_rows: int = 200) -> str:
                       or (f"note: {st['navmesh_note']}" if st.get("navmesh_note") else ""))[:300]))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(row[:-1], widths)) + ("  " + row[-1] if row[-1] else "")
-             for row in rows]
+             for row in rows] if shown else []   # a shard whose scenes are all missing: no table
     if len(shown) > max_rows:
         lines.append(f"... {len(shown) - max_rows} more scenes (see the manifest)")
     missing = [r.name for r in res.results if r.status == "missing"]

@@ -730,7 +730,8 @@ def nothing_found(plan: Plan) -> str:
                 f"{', '.join(f'{s} ({n})' for s, n in fits[:4])}: pass --split {fits[0][0]}")
     if plan.unknown:
         return (f"{msg}; {len(plan.unknown)} scan(s) found are not {ds.name} scenes (e.g. {plan.unknown[0]}): "
-                "to preprocess every scan under a folder, give the folder without --dataset")
+                f"to preprocess scans {ds.name} does not list, move them to a folder of their own (no "
+                f"{ds.layout.top}/ in it, not named {ds.layout.top}) and give that folder without --dataset")
     return f"{msg}; no scene file under {plan.src_root / ds.layout.top} (layout {ds.layout.scene})"
 
 

@@ -393,7 +393,9 @@ def _check_scene(task: SceneTask, out_root: Path, rels: dict, stats: dict) -> No
     if stats.get("semantic_mismatch"):   # a part of the annotation does not fit the scan
         stats.setdefault("warnings", []).append(stats["semantic_mismatch"])
     name, packed = task.src.name, out_root / rels["scene"]
-    err = scene_checks.no_navigable_area(name, stats.get("navigable_area"), packed, task.src.scene)
+    built = stats.get("navmesh_source") != "imported"   # built with the run's settings
+    err = scene_checks.no_navigable_area(name, stats.get("navigable_area"), packed, task.src.scene,
+                                         task.options.nav if built else None)
     if err is not None:
         raise err
     if stats.get("navmesh_source") != "imported":

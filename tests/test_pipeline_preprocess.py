@@ -216,6 +216,14 @@ def test_a_shard_whose_scenes_are_all_missing_writes_its_manifest(tmp_path):
     partial = merge_manifests([out / "manifest.shard-0-of-6.json"], tmp_path / "p.json", allow_partial=True)
     assert partial.doc["absent_shards"] == {"count": 6, "index": [1, 2, 3, 4, 5]}
     validate_schema(partial.path)
+    from click.testing import CliRunner
+
+    from cli.main import main
+
+    r = CliRunner().invoke(main, ["manifest", "merge", str(out / "manifest.shard-1-of-6.json"),
+                                  "-o", str(tmp_path / "p1.json"), "--allow-partial"])
+    assert r.exit_code == 0 and "0 ok scenes, 0 failed, 6 missing; shard(s) 0, 2, 3, 4, 5 of 6 absent: " \
+        "their scenes are neither listed nor counted missing" in r.output, r.output
 
 
 def test_one_worker_still_isolates_a_crash(tmp_path):

@@ -204,6 +204,10 @@ def test_a_shard_whose_scenes_are_all_missing_writes_its_manifest(tmp_path):
     for r in res:
         validate_schema(r.manifest_path)
     assert "0 processed" in summary_table(res[1]) and "scene  subset" not in summary_table(res[1])
+    from bps_assets.pipeline.verify import verify_manifest
+
+    rep = verify_manifest(res[1].manifest_path)   # a shard of a partial download is not broken
+    assert rep.ok and any("shard 1/6 holds no scene: its 6 scene(s) are missing" in w for w in rep.warnings)
     m = merge_manifests(sorted(out.glob("manifest.shard-*-of-6.json")), out / "manifest.json")
     assert m.names() == ["Allensville", "Collierville"] and len(m.missing) == 33
     validate_schema(m.path)

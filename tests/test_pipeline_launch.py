@@ -96,3 +96,4 @@ def test_launch_on_a_partial_download_and_a_failed_tasks_cause(tmp_path, monkeyp
         log = Path(msg.split("; log: ")[1].split(" (stdout")[0])
         assert log.name.endswith("_log.err") and "--require-all" in log.read_text()
     assert any("task failed: bps_assets.errors.DatasetError" in line for line in lines), lines
+    assert "not merged: 2 shard task(s) failed; fix what their errors name, then launch again" in lines[-1]

@@ -137,6 +137,8 @@ def launch(src_root, out_root, dataset: str, split: str | None, shards: int,
     if not failed:
         manifest = merge_manifests([str(p) for p in shard_paths], final, overwrite=True).path
     else:
-        say(f"not merged: {len(failed)} shard task(s) failed; launch again to redo them "
+        # a bps error (bad input, --require-all) comes back on a relaunch; a crash or preemption not
+        fix = "fix what their errors name, then " if any("bps_assets.errors." in m for _, m in failed) else ""
+        say(f"not merged: {len(failed)} shard task(s) failed; {fix}launch again to redo them "
             "(finished scenes are skipped)")
     return LaunchResult(list(jobs), shard_paths, manifest, failed, failed_scenes)

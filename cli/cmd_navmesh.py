@@ -51,7 +51,8 @@ def navmesh_cmd(inputs, out_dir, dataset, agent_height, agent_radius, max_climb,
                 cell_height, recast_compat, up, force, overwrite, as_json):
     """Build navmeshes from scans (.glb/.gltf/.ply/.obj or packed scenes), or import Detour
     navmeshes (habitat .navmesh, Detour .bin sets or tiles), into OUT/NAME.navmesh.bps. The
-    file's type comes from its content. Prints area, islands and seconds."""
+    file's type comes from its content. Prints area, islands and seconds; an input whose navmesh
+    has no navigable area fails (exit 2, nothing written) with the likely cause."""
     from bps_assets.nav import NavSettings
     from bps_assets.nav.sources import navmesh_from_file
 

@@ -51,7 +51,8 @@ def navmesh_cmd(inputs, out_dir, dataset, agent_height, agent_radius, max_climb,
                 cell_height, recast_compat, up, force, overwrite, as_json):
     """Build navmeshes from scans (.glb/.gltf/.ply/.obj or packed scenes), or import Detour
     navmeshes (habitat .navmesh, Detour .bin sets or tiles), into OUT/NAME.navmesh.bps. The
-    file's type comes from its content. Prints area, islands and seconds."""
+    file's type comes from its content. Prints area, islands and seconds; an input whose navmesh
+    has no navigable area fails (exit 2, nothing written) with the likely cause."""
     from bps_assets.nav import NavSettings
     from bps_assets.nav.sources import navmesh_from_file
 
@@ -78,6 +79,8 @@ def navmesh_cmd(inputs, out_dir, dataset, agent_height, agent_radius, max_climb,
         t0 = time.perf_counter()
         try:
             nav = navmesh_from_file(src, settings if given else None, dataset=dataset, force_up=force, up=up)
+            if not nav.navigable_area > 0:   # nothing to navigate: a failure, as in preprocess
+                raise _no_area(src, nav, settings, dataset, up)
             nav.save(dst, overwrite=overwrite)
         except BpsError as e:
             failed.append(e.exit_code)
@@ -106,6 +109,27 @@ def navmesh_cmd(inputs, out_dir, dataset, agent_height, agent_radius, max_climb,
         click.echo(f"{len(targets) - len(failed)} navmeshes written, {len(failed)} failed", err=bool(failed))
     if failed:
         sys.exit(max(failed))
+
+
+def _no_area(src: Path, nav, settings, dataset, up):
+    """The EmptySceneError for ``src`` whose navmesh ``nav`` has no navigable area, with the
+    likely cause (``pipeline.scene_checks``) read from the triangles it was built from."""
+    from bps_assets.errors import EmptySceneError
+    from bps_assets.nav.build import frame_options
+    from bps_assets.nav.sources import navmesh_input
+    from bps_assets.pipeline.scene_checks import likely_cause, mesh_cause
+    from bps_assets.readers.detect import resolve_kind
+    from bps_assets.transforms.frame import up_axis
+
+    kind = resolve_kind(src)
+    if kind == "bps-scene":
+        cause = likely_cause(src, settings)
+    elif kind in ("glb", "gltf", "ply", "obj"):
+        v, t = navmesh_input(src, settings.max_slope, True, dataset, up=up)  # read again: a failure only
+        cause = mesh_cause(v, t, up_axis(frame_options(dataset, up)), settings)
+    else:  # an imported or loaded navmesh
+        cause = f"the {nav.method or 'imported'} navmesh in the file has no walkable cell"
+    return EmptySceneError(src, f"the navmesh has no navigable area ({cause}); nothing written")
 
 
 def _floor_warning(nav) -> str | None:

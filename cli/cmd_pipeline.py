@@ -235,8 +235,11 @@ def manifest_merge_cmd(shards, out, allow_partial, overwrite):
 
     m = merge_manifests(list(shards), out, overwrite=overwrite, allow_partial=allow_partial)
     n_failed = len(m.scenes(status="failed"))
+    absent = m.doc.get("absent_shards")
+    gap = (f"; shard(s) {', '.join(map(str, absent['index']))} of {absent['count']} absent: their scenes "
+           "are neither listed nor counted missing" if absent else "")
     click.echo(f"merged {len(shards)} manifest(s): {len(m)} ok scenes, {n_failed} failed, "
-               f"{len(m.missing)} missing -> {m.path}")
+               f"{len(m.missing)} missing{gap} -> {m.path}")
 
 
 @manifest_group.command("show")

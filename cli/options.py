@@ -64,7 +64,7 @@ _NAV_HELP = {
     "agent_height": "agent height, m (ObjectNav on HM3D: 0.88)",
     "agent_radius": "agent radius, m (ObjectNav on HM3D: 0.18)",
     "max_climb": "highest step, m", "max_slope": "steepest walkable slope, degrees",
-    "cell_size": "grid cell side, m (coarser for large outdoor scenes)",
+    "cell_size": "grid cell side, m, in [0.001, 10] (coarser for large outdoor scenes)",
     "cell_height": "vertical cell size, m",
 }
 

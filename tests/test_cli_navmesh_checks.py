@@ -141,3 +141,61 @@ def test_nav_info_and_distance_from_the_command_line(tmp_path):
     assert run("nav", "distance", FOREIGN, "--pairs", pairs).output == r.output
     r = run("nav", "distance", FOREIGN, "--from", a)
     assert r.exit_code == 2 and "--from and --to go together" in r.output
+
+
+def _quad_glb(path: Path, side: float) -> Path:
+    from bps_assets.nav.reference_scenes import Geometry
+    from packed_scene_glb import write_glb
+
+    v, t = Geometry().quad_y(0, 0, side, side, 0.0, div=4).arrays()
+    write_glb(path, np.asarray(v, np.float32), np.asarray(t, np.uint32))
+    return path
+
+
+def test_navmesh_settings_readers_refuse_are_refused_and_no_area_is_a_failure(tmp_path):
+    """One set of cell-size limits for the builder and every reader; `bps-assets navmesh`
+    fails (exit 2, nothing written) on a navmesh without navigable area, naming the likely
+    cause as preprocess does: an object, or a cell size too coarse for the scene."""
+    from bps_assets.errors import ConfigError
+    from bps_assets.nav import settings, validate
+
+    assert (validate.MIN_CELL_SIZE, validate.MAX_CELL_SIZE) == (settings.MIN_CELL_SIZE, settings.MAX_CELL_SIZE)
+    settings.NavSettings(cell_size=settings.MAX_CELL_SIZE)
+    for bad in (11, 5e-4):
+        with pytest.raises(ConfigError, match="cell_size must be in \\[0.001, 10\\] m"):
+            settings.NavSettings(cell_size=bad)
+    room, obj = _quad_glb(tmp_path / "room.glb", 6.0), _quad_glb(tmp_path / "cup.glb", 0.3)
+    out = tmp_path / "nav"
+    r = run("navmesh", room, "-o", out, "--cell-size", "11")
+    assert r.exit_code == 2 and "cell_size must be in [0.001, 10] m, got 11" in r.output and not out.exists()
+    r = run("navmesh", obj, "-o", out)
+    assert r.exit_code == 2, r.output
+    assert "cup.glb: the navmesh has no navigable area (it is 0.30 x 0.00 x 0.30 m: an object" in r.output
+    assert not (out / "cup.navmesh.bps").exists()
+    r = run("navmesh", room, "-o", out, "--cell-size", "1", "--json")
+    assert r.exit_code == 2 and not (out / "room.navmesh.bps").exists()
+    err = json.loads(r.output)["error"]
+    assert "the cell size 1 m is too coarse for it" in err and "smaller --cell-size" in err, err
+    r = run("navmesh", room, "-o", out)
+    assert r.exit_code == 0 and (out / "room.navmesh.bps").is_file(), r.output
+    # preprocess names the same cause for the scene it fails (a folder of scans, Y-up)
+    (tmp_path / "scans").mkdir()
+    room.rename(tmp_path / "scans" / "room.glb")
+    r = run("preprocess", tmp_path / "scans", "-o", tmp_path / "pp", "--cell-size", "1", "--workers", "1")
+    assert r.exit_code == 1 and "EmptySceneError" in r.output, r.output
+    assert "the cell size 1 m is too coarse for it" in r.output
+
+
+@pytest.mark.skipif(not (FOREIGN.parent.parent / "replicacad").is_dir(), reason="../shared/assets absent")
+def test_a_detour_settings_block_outside_the_limits_is_a_corrupt_file():
+    """habitat's version-2 .navmesh carries its settings: a cellSize outside the limits every
+    navmesh keeps is the file's fault (CorruptFileError naming it), not a setting's."""
+    from bps_assets.errors import CorruptFileError
+    from bps_assets.nav.detour import read_detour_navmesh
+
+    path = FOREIGN.parent.parent / "replicacad" / "navmeshes_default" / "apt_0.navmesh"
+    m = read_detour_navmesh(path)
+    assert m.nav_settings().cell_size == pytest.approx(0.05)
+    m.settings["cellSize"] = 20.0
+    with pytest.raises(CorruptFileError, match="apt_0.navmesh.*settings block is unusable.*cell_size must be in"):
+        m.nav_settings()

@@ -74,3 +74,26 @@ def test_launch_passes_skip_missing_assets_to_each_task(tmp_path):
     assert scenes["fail"]["status"] == "failed" and "MissingAssetsError" in scenes["fail"]["error"]
     assert [m["template"] for m in scenes["skip"]["stats"]["skipped_instances"]] == ["ghost"]
     assert scenes["skip"]["stats"]["instances"] == 1
+
+
+def test_launch_on_a_partial_download_and_a_failed_tasks_cause(tmp_path, monkeypatch):
+    """2 of split tiny's 35 scans over 6 shards: every task succeeds (its missing scenes are
+    reported) and the merge lists all 33 missing. A task that fails (--require-all here) is
+    reported with its error and its stderr log, not only the path of its stdout."""
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(Path(__file__).parent), str(REPO),
+                                                      os.environ.get("PYTHONPATH", "")]))
+    src = make_source(tmp_path / "src", ["Allensville", "Collierville"])
+    res = launch(src, tmp_path / "out", "gibson", "tiny", 6, PreprocessOptions(workers=1, in_process=True),
+                 executor="local", backend=FakeBackend())
+    assert res.ok and len(load_manifest(res.manifest).missing) == 33
+    lines = []
+    res = launch(src, tmp_path / "o2", "gibson", "tiny", 2,
+                 PreprocessOptions(workers=1, in_process=True, require_all=True),
+                 executor="local", backend=FakeBackend(), log=lines.append)
+    assert not res.ok and res.manifest is None and len(res.failed_shards) == 2
+    for i, msg in res.failed_shards:
+        assert "DatasetError" in msg and "--require-all" in msg, msg
+        log = Path(msg.split("; log: ")[1].split(" (stdout")[0])
+        assert log.name.endswith("_log.err") and "--require-all" in log.read_text()
+    assert any("task failed: bps_assets.errors.DatasetError" in line for line in lines), lines
+    assert "not merged: 2 shard task(s) failed; fix what their errors name, then launch again" in lines[-1]

@@ -26,6 +26,37 @@ def test_plan_classifies_every_file(tmp_path):
     assert len(p2.selected) == 5
 
 
+def test_synth_semantic_annotations_are_companions_and_unknown_scans_advice_works(tmp_path):
+    """`synth --semantic` writes HM3D-Semantics pairs in the gibson layout (NAME.semantic.glb /
+    .txt), which preprocess reads: they are the scene's companions, neither unknown nor stray
+    (also for a scene of another split). A source holding only scans gibson does not list is
+    refused with advice that works: their own folder, given without --dataset."""
+    from bps_assets.pipeline.preprocess import PreprocessOptions, preprocess
+
+    from cli.cmd_pipeline import _source_and_dataset
+    from pipeline_fakes import FakeBackend
+
+    pair = [f"gibson/{n}.semantic.{x}" for n in ("Allensville", "Adrian") for x in ("glb", "txt")]
+    make_source(tmp_path / "s", ["Allensville", "Adrian"], extra=pair)
+    p = make_plan(tmp_path / "s", load_dataset("gibson"), "tiny")
+    assert [s.name for s in p.scenes] == ["Allensville"] and p.other_split == ["Adrian"]
+    assert p.unknown == [] and p.stray == []
+    assert p.held == {"Allensville": "train"}
+
+    make_source(tmp_path / "u", ["MyScan"])
+    with pytest.raises(DatasetError, match="not gibson scenes \\(e.g. gibson/MyScan.glb\\): .*move them to a "
+                                           "folder of their own .*without --dataset") as e:
+        preprocess(tmp_path / "u", tmp_path / "o", "gibson", "tiny", PreprocessOptions(), Shard(1, 2),
+                   backend=FakeBackend())
+    assert "give the folder without" not in str(e.value)  # the old advice: a usage error once followed
+    mine = tmp_path / "myscans"
+    (tmp_path / "u" / "gibson").rename(mine)
+    src, ds = _source_and_dataset(str(mine), None)   # no UsageError: a folder of scans
+    r = preprocess(src, tmp_path / "o2", ds, None, PreprocessOptions(workers=1, in_process=True),
+                   backend=FakeBackend())
+    assert [x.name for x in r.results] == ["MyScan"] and r.count("ok") == 1
+
+
 def test_mp3d_layout(tmp_path):
     m = load_dataset("mp3d")
     d = tmp_path / "mp3d" / "17DRP5sb8fy"

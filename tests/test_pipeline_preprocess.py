@@ -189,6 +189,47 @@ def test_shards_write_their_own_manifests(tmp_path):
     assert not (out / "manifest.json").exists()
 
 
+def test_a_shard_whose_scenes_are_all_missing_writes_its_manifest(tmp_path):
+    """A partial download (2 of split tiny's 35 scans, held by shards 0 and 4 of 6): every shard
+    writes its manifest, the empty ones listing their missing scenes (reported, not fatal, as for
+    a whole-split run); the merge counts all 33 missing. --require-all still refuses an empty
+    shard, and a source holding no scene of the split is still an error."""
+    from bps_assets.pipeline.manifest import merge_manifests
+
+    src = make_source(tmp_path / "src", ["Allensville", "Collierville"])
+    out, opts = tmp_path / "out", PreprocessOptions(workers=1, in_process=True)
+    res = [preprocess(src, out, "gibson", "tiny", opts, Shard(i, 6), backend=FakeBackend()) for i in range(6)]
+    assert [r.count("ok") for r in res] == [1, 0, 0, 0, 1, 0]
+    assert sum(r.count("missing") for r in res) == 33
+    for r in res:
+        validate_schema(r.manifest_path)
+    assert "0 processed" in summary_table(res[1]) and "scene  subset" not in summary_table(res[1])
+    from bps_assets.pipeline.verify import verify_manifest
+
+    rep = verify_manifest(res[1].manifest_path)   # a shard of a partial download is not broken
+    assert rep.ok and any("shard 1/6 holds no scene: its 6 scene(s) are missing" in w for w in rep.warnings)
+    m = merge_manifests(sorted(out.glob("manifest.shard-*-of-6.json")), out / "manifest.json")
+    assert m.names() == ["Allensville", "Collierville"] and len(m.missing) == 33
+    validate_schema(m.path)
+    with pytest.raises(DatasetError, match="6 scene\\(s\\) of split 'tiny' are missing.*--require-all"):
+        preprocess(src, tmp_path / "o2", "gibson", "tiny", PreprocessOptions(require_all=True), Shard(1, 6),
+                   backend=FakeBackend())
+    empty = make_source(tmp_path / "empty", [])
+    with pytest.raises(DatasetError, match="no scene of gibson split 'tiny' \\(train/val/test\\) shard 1/6 found"):
+        preprocess(empty, tmp_path / "o3", "gibson", "tiny", opts, Shard(1, 6), backend=FakeBackend())
+    partial = merge_manifests([out / "manifest.shard-0-of-6.json"], tmp_path / "p.json", allow_partial=True)
+    assert partial.doc["absent_shards"] == {"count": 6, "index": [1, 2, 3, 4, 5]}
+    validate_schema(partial.path)
+    from click.testing import CliRunner
+
+    from cli.main import main
+
+    r = CliRunner().invoke(main, ["manifest", "merge", str(out / "manifest.shard-1-of-6.json"),
+                                  "-o", str(tmp_path / "p1.json"), "--allow-partial"])
+    assert r.exit_code == 0 and "0 ok scenes, 0 failed, 6 missing; shard(s) 0, 2, 3, 4, 5 of 6 absent: " \
+        "their scenes are neither listed nor counted missing" in r.output, r.output
+
+
 def test_one_worker_still_isolates_a_crash(tmp_path):
     src = make_source(tmp_path / "src", ["Allensville", "Beechwood", "Collierville"])
     res = preprocess(src, tmp_path / "out", "gibson", "tiny", PreprocessOptions(workers=1),

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import CorruptFileError, FormatVersionError, InputError, UnsupportedFormatError
+from ..errors import ConfigError, CorruptFileError, FormatVersionError, InputError, UnsupportedFormatError
 from ..readers.detect import TILE_CACHE_MESSAGE
 
 # ------------------------------------------------------------------------------ constants
@@ -443,8 +443,11 @@ class DetourNavMesh:
                         filter_ledge_spans=s["filterLedgeSpans"],
                         filter_walkable_low_height_spans=s["filterWalkableLowHeightSpans"])
         names = {f.name for f in dataclasses.fields(base)}
-        return dataclasses.replace(base, **{
-            k: (v if isinstance(v, bool) else _f32(v)) for k, v in vals.items() if k in names})
+        try:
+            return dataclasses.replace(base, **{
+                k: (v if isinstance(v, bool) else _f32(v)) for k, v in vals.items() if k in names})
+        except ConfigError as e:   # e.g. a cellSize outside the range every navmesh must keep
+            raise CorruptFileError(self.path, f"its settings block is unusable: {e.detail}") from None
 
 
 # -------------------------------------------------------------------------------- reading

@@ -485,7 +485,7 @@ def load_navmesh(path: str | os.PathLike) -> NavMesh:
             shape = tuple(int(v) for v in h["shape"])
             cs = float(h["cell_size"])
             origin = [float(v) for v in h["origin"]]
-            settings = NavSettings.from_dict(dict(h.get("settings") or {}))
+            raw_settings = dict(h.get("settings") or {})
             method, source = h.get("method", ""), h.get("source", "")
             if not isinstance(method, str) or not isinstance(source, str):
                 raise ValueError("method / source are not strings")
@@ -509,6 +509,10 @@ def load_navmesh(path: str | os.PathLike) -> NavMesh:
         if len(shape) == 3 and (shape[0] > MAX_LAYERS or shape[1] * shape[2] > MAX_GRID_CELLS):
             raise CorruptFileError(path, f"bad navmesh header: shape {list(shape)} over the caps "
                                          f"({MAX_LAYERS} layers, {MAX_GRID_CELLS} cells)")
+        try:   # after the range checks: they name what is wrong with the grid itself
+            settings = NavSettings.from_dict(raw_settings)
+        except Exception as e:  # noqa: BLE001 - a malformed settings value is corruption
+            raise CorruptFileError(path, f"bad navmesh header: {e}") from None
         if len(shape) != 3 or min(shape) < 1 or not cs > 0 or len(origin) != 2 or \
                 abs(settings.cell_size - cs) > 1e-9:
             raise CorruptFileError(path, "bad navmesh header: shape / cell_size / origin")

@@ -1,4 +1,8 @@
-"""Navmesh build settings: habitat's NavMeshSettings defaults (spec: docs/NAVMESH.md §5)."""
+"""Navmesh build settings: habitat's NavMeshSettings defaults (spec: docs/NAVMESH.md §5).
+
+``MIN_CELL_SIZE`` / ``MAX_CELL_SIZE``: the cell sizes a navmesh may have, for the builder (a
+setting outside them is refused before any build) and every reader (``validate``) alike.
+"""
 from __future__ import annotations
 
 import dataclasses
@@ -6,12 +10,14 @@ from dataclasses import dataclass, fields
 
 from ..errors import ConfigError
 
+MIN_CELL_SIZE = 1e-3   # m; 1 mm: 50x finer than habitat's 5 cm
+MAX_CELL_SIZE = 10.0   # m; no agent walks on a coarser grid
 
 @dataclass(frozen=True)
 class NavSettings:
     """Navmesh build settings (lengths in metres, slope in degrees); habitat's defaults.
-    ConfigError on a non-positive cell size or height, a negative radius/climb, or a slope
-    outside [0, 90)."""
+    ConfigError on a cell size outside [MIN_CELL_SIZE, MAX_CELL_SIZE] (what readers accept), a
+    non-positive cell or agent height, a negative radius/climb, or a slope outside [0, 90)."""
     cell_size: float = 0.05        # m, x/z cell side
     cell_height: float = 0.2       # m, vertical tolerance when merging spans
     agent_height: float = 1.5      # m, head room needed above a walkable surface
@@ -36,6 +42,9 @@ class NavSettings:
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and v >= 0):
                 raise ConfigError(None, f"navmesh setting {name} must be >= 0, got {v!r}")
+        if not MIN_CELL_SIZE <= self.cell_size <= MAX_CELL_SIZE:  # a navmesh every reader refuses
+            raise ConfigError(None, f"navmesh setting cell_size must be in [{MIN_CELL_SIZE:g}, "
+                                    f"{MAX_CELL_SIZE:g}] m, got {self.cell_size!r}")
         if not 0 <= self.max_slope < 90:
             raise ConfigError(None, f"navmesh setting max_slope must be in [0, 90), got {self.max_slope!r}")
 

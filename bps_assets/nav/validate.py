@@ -18,9 +18,7 @@ import os
 import numpy as np
 
 from ..errors import BpsError, CorruptFileError, NavError
-
-MIN_CELL_SIZE = 1e-3   # 1 mm: 50x finer than habitat's 5 cm
-MAX_CELL_SIZE = 10.0   # 10 m: no agent walks on a coarser grid
+from .settings import MAX_CELL_SIZE, MIN_CELL_SIZE   # the builder's limits: one set for both
 MAX_COORD = 1e6        # 1000 km from the origin: no scan is larger, float32 still resolves 6 cm
 # a navmesh may stick out of its scene's bounds by this much (m): Recast's cell height / climb
 FIT_TOLERANCE = 0.5

@@ -79,6 +79,20 @@ def make_executor(kind: str, folder: Path, slurm: SlurmOptions):
     return ex
 
 
+def task_failure(job, error: Exception) -> str:
+    """One line for a failed array task: the error it raised (the last line of the traceback
+    submitit reports, not the log paths it appends) and the task's stderr and stdout logs."""
+    text = str(error)
+    parts = text.split("-" * 22)   # submitit's FailedJobError: message, trace, log paths
+    lines = [ln.strip() for ln in (parts[1] if len(parts) >= 3 else text).splitlines() if ln.strip()]
+    cause = lines[-1] if lines else type(error).__name__
+    try:
+        logs = f"{job.paths.stderr} (stdout: {job.paths.stdout})"
+    except Exception:  # noqa: BLE001 - a job object without paths: the cause alone
+        return cause
+    return f"{cause}; log: {logs}"
+
+
 def launch(src_root, out_root, dataset: str, split: str | None, shards: int,
            options: PreprocessOptions = DEFAULTS, slurm: SlurmOptions = SlurmOptions(),
            executor: str = "slurm", log_dir=None, wait: bool = True, log=None,
@@ -116,13 +130,15 @@ def launch(src_root, out_root, dataset: str, split: str | None, shards: int,
             say(f"shard {i}/{n}: {r['ok']} processed, {r['skipped']} up to date, {r['failed']} failed, "
                 f"{r['missing']} missing")
         except Exception as e:  # noqa: BLE001 - a task failure is reported, the others are merged
-            msg = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
+            msg = task_failure(job, e)
             failed.append((i, msg))
             say(f"shard {i}/{n}: task failed: {msg}")
     manifest = None
     if not failed:
         manifest = merge_manifests([str(p) for p in shard_paths], final, overwrite=True).path
     else:
-        say(f"not merged: {len(failed)} shard task(s) failed; launch again to redo them "
+        # a bps error (bad input, --require-all) comes back on a relaunch; a crash or preemption not
+        fix = "fix what their errors name, then " if any("bps_assets.errors." in m for _, m in failed) else ""
+        say(f"not merged: {len(failed)} shard task(s) failed; {fix}launch again to redo them "
             "(finished scenes are skipped)")
     return LaunchResult(list(jobs), shard_paths, manifest, failed, failed_scenes)

@@ -312,7 +312,8 @@ def _rebase(rel: str, src_dir: Path, dst_dir: Path) -> str:
 
 def merge_manifests(paths, out: str | os.PathLike, overwrite: bool = False,
                     allow_partial: bool = False) -> Manifest:
-    """Join shard manifests into one at ``out`` (paths rebased to its directory).
+    """Join shard manifests into one at ``out`` (paths rebased to its directory); with
+    ``allow_partial``, the shards not given are recorded as ``absent_shards``.
 
     Refuses (ConfigError) manifests of different datasets, splits, settings, tool or format
     versions, shard counts; duplicate shards or scenes; and an incomplete set of shards
@@ -345,7 +346,7 @@ def merge_manifests(paths, out: str | os.PathLike, overwrite: bool = False,
         if len(mans) > 1:
             bad = next(m for m in mans if m.shard is None)
             raise ConfigError(bad.path, "cannot merge: not a shard manifest (no 'shard' field)")
-        count = 1
+        count, absent = 1, []
     else:
         counts = {s["count"] for s in shards}
         if len(counts) != 1:
@@ -381,5 +382,7 @@ def merge_manifests(paths, out: str | os.PathLike, overwrite: bool = False,
     doc["tool"] = dict(first.doc["tool"])
     doc["merged_from"] = [{"path": _rebase(m.path.name, m.root, out.parent),
                            "shard": m.shard} for m in mans]
+    if absent:  # --allow-partial: these shards' scenes are neither listed nor counted missing
+        doc["absent_shards"] = {"count": count, "index": absent}
     write_manifest(doc, out, overwrite=True)
     return load_manifest(out)

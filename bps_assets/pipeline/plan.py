@@ -101,8 +101,10 @@ class Plan:
 
 
 def _classifier(layout: Layout):
-    pats = [("scene", layout.pattern(layout.scene)), ("navmesh", layout.pattern(layout.navmesh))]
-    pats += [("companion", layout.pattern(c)) for c in layout.companions]
+    # companions first: gibson/{scene}.glb also matches the annotation gibson/X.semantic.glb
+    # (as scene 'X.semantic'), which is scene X's companion
+    pats = [("companion", layout.pattern(c)) for c in layout.companions]
+    pats += [("scene", layout.pattern(layout.scene)), ("navmesh", layout.pattern(layout.navmesh))]
 
     def classify(rel: str):
         for role, p in pats:

@@ -397,7 +397,9 @@ def _check_scene(task: SceneTask, out_root: Path, rels: dict, stats: dict) -> No
     if stats.get("semantic_mismatch"):   # a part of the annotation does not fit the scan
         stats.setdefault("warnings", []).append(stats["semantic_mismatch"])
     name, packed = task.src.name, out_root / rels["scene"]
-    err = scene_checks.no_navigable_area(name, stats.get("navigable_area"), packed, task.src.scene)
+    built = stats.get("navmesh_source") != "imported"   # built with the run's settings
+    err = scene_checks.no_navigable_area(name, stats.get("navigable_area"), packed, task.src.scene,
+                                         task.options.nav if built else None)
     if err is not None:
         raise err
     if stats.get("navmesh_source") != "imported":
@@ -677,7 +679,8 @@ def preprocess(src_root, out_root, dataset: str = "gibson", split: str | None = 
     if out_root == top or top in out_root.parents:
         raise ConfigError(out_root, f"OUT_ROOT must not be inside the source tree {top}")
     mpath = out_root / manifest_name(shard)
-    if not plan.scenes:
+    if not plan.held:  # no scene of the split anywhere (a shard whose scans are all missing
+        # while other shards hold some writes its manifest: its missing scenes are reported)
         raise DatasetError(plan.src_root, nothing_found(plan))
     _check_out_root(out_root, options.overwrite)
     old_manifest = _check_manifest_target(mpath, ds.name, split, options.overwrite, plan)
@@ -733,7 +736,8 @@ def nothing_found(plan: Plan) -> str:
                 f"{', '.join(f'{s} ({n})' for s, n in fits[:4])}: pass --split {fits[0][0]}")
     if plan.unknown:
         return (f"{msg}; {len(plan.unknown)} scan(s) found are not {ds.name} scenes (e.g. {plan.unknown[0]}): "
-                "to preprocess every scan under a folder, give the folder without --dataset")
+                f"to preprocess scans {ds.name} does not list, move them to a folder of their own (no "
+                f"{ds.layout.top}/ in it, not named {ds.layout.top}) and give that folder without --dataset")
     return f"{msg}; no scene file under {plan.src_root / ds.layout.top} (layout {ds.layout.scene})"
 
 
@@ -749,6 +753,9 @@ def _run(plan, ds, split, shard, options, backend, settings, out_root, mpath, pr
     say = log or (lambda s: None)
     say(f"{ds.name} split {split!r}{f' shard {shard}' if shard else ''}: {len(plan.selected)} scenes, "
         f"{len(plan.scenes)} found, {len(plan.missing)} missing under {plan.src_root}")
+    if not plan.scenes:
+        say(f"  none of this shard's scenes is under the source root; the split's {len(plan.held)} found "
+            "scene(s) are in other shards")
     if plan.unknown or plan.stray:
         say(f"  {len(plan.unknown)} unknown scene file(s), {len(plan.stray)} stray file(s) ignored "
             f"(see `bps-assets verify --source`)")
@@ -928,7 +935,7 @@ def summary_table(res: PreprocessResult, max_rows: int = 200) -> str:
                       or (f"note: {st['navmesh_note']}" if st.get("navmesh_note") else ""))[:300]))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(row[:-1], widths)) + ("  " + row[-1] if row[-1] else "")
-             for row in rows]
+             for row in rows] if shown else []   # a shard whose scenes are all missing: no table
     if len(shown) > max_rows:
         lines.append(f"... {len(shown) - max_rows} more scenes (see the manifest)")
     missing = [r.name for r in res.results if r.status == "missing"]

@@ -4,7 +4,9 @@
   an ``EmptySceneError``, not an "ok" scene that the runtime later quarantines. The cause is
   read from the packed scene: the floor faces sideways (the source's up axis is not the one
   assumed: a Y-up file under ``--dataset gibson``), the scene is an object rather than a room
-  (small bounds), or no flat surface is wide and high enough for the agent.
+  (small bounds), the cell size is too coarse for it (every island under ``region_min_size^2``
+  cells is dropped), or no flat surface is wide and high enough for the agent. ``mesh_cause``:
+  the same from triangles (``bps-assets navmesh`` on a scan).
 - ``navmesh_fit``: ``nav.validate.navmesh_misfit`` of a scene's written files (a navmesh that
   does not belong to its scene: its walkable surface lies outside the scene's bounds, e.g.
   1.6 m below the floor). Preprocess builds one instead (``--navmesh auto``) or fails the scene
@@ -24,10 +26,7 @@ OBJECT_SIZE = 2.0
 
 
 def _face_directions(path) -> dict | None:
-    """Area fractions of the packed scene's triangles by the habitat-frame axis their normal is
-    closest to (``y`` up or down, ``x`` / ``z`` sideways), and its bounds; None if unreadable."""
-    import numpy as np
-
+    """``_mesh_directions`` of the packed scene at ``path``; None if unreadable."""
     from ..packed_scene import read_packed_scene
 
     try:
@@ -36,7 +35,17 @@ def _face_directions(path) -> dict | None:
         return None
     if s.indices is None or not len(s.indices):
         return None
-    p = s.positions[s.indices.astype(np.int64)]
+    return _mesh_directions(s.positions, s.indices, s.header.get("frame", {}).get("up"))
+
+
+def _mesh_directions(positions, indices, up) -> dict | None:
+    """Area fractions of the triangles (habitat frame) by the axis their normal is closest to
+    (``y`` up or down, ``x`` / ``z`` sideways), their bounds' size and the source's ``up``."""
+    import numpy as np
+
+    if not len(indices):
+        return None
+    p = np.asarray(positions)[np.asarray(indices).astype(np.int64)]
     n = np.cross(p[:, 1] - p[:, 0], p[:, 2] - p[:, 0]).astype(np.float64)
     area = np.linalg.norm(n, axis=1)
     total = float(area.sum())
@@ -44,19 +53,37 @@ def _face_directions(path) -> dict | None:
         return None
     axis = np.abs(n).argmax(1)
     frac = {a: float(area[axis == i].sum()) / total for i, a in enumerate("xyz")}
-    lo, hi = s.positions.min(0), s.positions.max(0)
-    return {"frac": frac, "size": [float(x) for x in hi - lo], "up": s.header.get("frame", {}).get("up")}
+    lo, hi = np.asarray(positions).min(0), np.asarray(positions).max(0)
+    return {"frac": frac, "size": [float(x) for x in hi - lo], "up": up}
 
 
-def likely_cause(packed_scene: str | os.PathLike) -> str:
-    """Why the scene in ``packed_scene`` has nothing to navigate, in a few words."""
-    d = _face_directions(packed_scene)
+def likely_cause(packed_scene: str | os.PathLike, settings=None) -> str:
+    """Why the scene in ``packed_scene`` has nothing to navigate, in a few words, for a navmesh
+    built with ``settings`` (``NavSettings``; None: the defaults)."""
+    return _cause(_face_directions(packed_scene), settings)
+
+
+def mesh_cause(positions, indices, up, settings=None) -> str:
+    """``likely_cause`` of triangles (habitat frame) read from a source whose up axis was ``up``."""
+    return _cause(_mesh_directions(positions, indices, up), settings)
+
+
+def _cause(d: dict | None, settings) -> str:
+    from ..nav.settings import DEFAULT_SETTINGS
+
     if d is None:
         return "the scene has no readable geometry"
+    settings = settings or DEFAULT_SETTINGS
     up = d["up"]
     frac, (sx, sy, sz) = d["frac"], d["size"]
     if max(sx, sz) < OBJECT_SIZE:
         return f"it is {sx:.2f} x {sy:.2f} x {sz:.2f} m: an object rather than a scene?"
+    # an island of fewer than region_min_size^2 cells is dropped: a coarse cell drops them all
+    side = settings.region_min_size * settings.cell_size
+    if side * side > sx * sz:
+        return (f"the cell size {settings.cell_size:g} m is too coarse for it: islands under "
+                f"{settings.region_min_size:g}^2 cells ({side * side:.3g} m^2) are dropped, and it covers "
+                f"only {sx:.1f} x {sz:.1f} m; pass a smaller --cell-size (default {DEFAULT_SETTINGS.cell_size:g})")
     if frac["z"] > 1.5 * max(frac["y"], frac["x"]):
         # floor and ceiling (the largest flat surfaces) face +-z: the source's up axis became
         # the habitat frame's z, so the converter assumed the wrong one
@@ -68,14 +95,15 @@ def likely_cause(packed_scene: str | os.PathLike) -> str:
             f"({frac['y']:.0%} of the area faces up or down; {sx:.1f} x {sy:.1f} x {sz:.1f} m)")
 
 
-def no_navigable_area(scene: str, navigable_area, packed_scene, source=None) -> EmptySceneError | None:
-    """The error (naming ``source``, else the packed scene) for a scene whose navmesh has no
-    navigable area, or None if it has some."""
+def no_navigable_area(scene: str, navigable_area, packed_scene, source=None,
+                      settings=None) -> EmptySceneError | None:
+    """The error (naming ``source``, else the packed scene) for a scene whose navmesh, built
+    with ``settings`` (None: the defaults), has no navigable area, or None if it has some."""
     if navigable_area is None or (isinstance(navigable_area, (int, float)) and navigable_area > 0):
         return None
     where = "" if source else f"scene {scene}: "  # a source path already names the scene
     return EmptySceneError(source or packed_scene, f"{where}the navmesh has no navigable area "
-                                                   f"({likely_cause(packed_scene)})")
+                                                   f"({likely_cause(packed_scene, settings)})")
 
 
 def scene_bounds(packed_scene) -> tuple | None:

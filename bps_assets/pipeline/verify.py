@@ -328,7 +328,10 @@ def verify_manifest(path, deep: bool = False, jobs: int | None = None, strict: b
         warnings.append(f"this is the manifest of shard {m.shard['index']}/{m.shard['count']} only "
                         "(merge the shards with `bps-assets manifest merge`)")
     problems = []
-    if not any(sr.status == "ok" for sr in scenes):
+    if not scenes and m.shard and m.missing:  # a shard of a partial download: the merge decides
+        warnings.append(f"shard {m.shard['index']}/{m.shard['count']} holds no scene: its {len(m.missing)} "
+                        "scene(s) are missing from the source (the merged manifest must hold some)")
+    elif not any(sr.status == "ok" for sr in scenes):
         problems.append(f"no usable scene: {len(m.scenes(status='failed'))} failed, {len(m.missing)} missing "
                         "from the source (nothing to train on; see the preprocess summary)")
     return VerifyReport(str(m.path), deep, scenes, extra, warnings,

@@ -51,7 +51,8 @@ def navmesh_cmd(inputs, out_dir, dataset, agent_height, agent_radius, max_climb,
                 cell_height, recast_compat, up, force, overwrite, as_json):
     """Build navmeshes from scans (.glb/.gltf/.ply/.obj or packed scenes), or import Detour
     navmeshes (habitat .navmesh, Detour .bin sets or tiles), into OUT/NAME.navmesh.bps. The
-    file's type comes from its content. Prints area, islands and seconds."""
+    file's type comes from its content; a packed navmesh (.navmesh.bps) is refused (use `nav
+    info`). Prints area, islands and seconds."""
     from bps_assets.nav import NavSettings
     from bps_assets.nav.sources import navmesh_from_file
 
@@ -77,6 +78,7 @@ def navmesh_cmd(inputs, out_dir, dataset, agent_height, agent_radius, max_climb,
     for src, dst in targets:  # like convert: a bad input is one line, the others still go on
         t0 = time.perf_counter()
         try:
+            _refuse_packed_navmesh(src)
             nav = navmesh_from_file(src, settings if given else None, dataset=dataset, force_up=force, up=up)
             nav.save(dst, overwrite=overwrite)
         except BpsError as e:
@@ -106,6 +108,16 @@ def navmesh_cmd(inputs, out_dir, dataset, agent_height, agent_radius, max_climb,
         click.echo(f"{len(targets) - len(failed)} navmeshes written, {len(failed)} failed", err=bool(failed))
     if failed:
         sys.exit(max(failed))
+
+
+def _refuse_packed_navmesh(src: Path) -> None:
+    """A bps navmesh has nothing left to build or import: ``navmesh`` refuses it rather than
+    copy it under a doubled name (``X.navmesh.navmesh.bps``)."""
+    from bps_assets.readers.detect import resolve_kind
+
+    if resolve_kind(src) == "bps-navmesh":
+        raise InputError(src, "already a packed navmesh (nothing to build): query it with `bps-assets nav "
+                              "info|distance|sample|step` or `preview`, or give the scan or Detour file it was made from")
 
 
 def _floor_warning(nav) -> str | None:

@@ -64,7 +64,7 @@ def navmesh_cmd(inputs, out_dir, dataset, agent_height, agent_radius, max_climb,
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise click.UsageError(f"two inputs give the same output name: {', '.join(dup)}")
-    from bps_assets.container import check_name_length
+    from bps_assets.container import check_name_length, remove_stale_temps
 
     for _, dst in targets:  # names the file system cannot hold, before any (slow) build
         check_name_length(dst)
@@ -79,6 +79,7 @@ def navmesh_cmd(inputs, out_dir, dataset, agent_height, agent_radius, max_climb,
         t0 = time.perf_counter()
         try:
             _refuse_packed_navmesh(src)
+            remove_stale_temps(dst)  # ".NAME.navmesh.bps.*.tmp" of killed runs (a live writer's is locked, kept)
             nav = navmesh_from_file(src, settings if given else None, dataset=dataset, force_up=force, up=up)
             nav.save(dst, overwrite=overwrite)
         except BpsError as e:

@@ -232,9 +232,11 @@ def manifest_group():
 def manifest_merge_cmd(shards, out, allow_partial, overwrite):
     """Join shard manifests (from preprocess --shard I/N) into one; refuses inconsistent ones
     and an OUT that is one of the SHARDS."""
+    from bps_assets.container import remove_stale_temps
     from bps_assets.pipeline.manifest import merge_manifests
 
     _refuse_an_input_as_output(shards, out)
+    remove_stale_temps(out)  # ".manifest.json.*.tmp" of killed merges (a live writer's is locked, kept)
     m = merge_manifests(list(shards), out, overwrite=overwrite, allow_partial=allow_partial)
     n_failed = len(m.scenes(status="failed"))
     click.echo(f"merged {len(shards)} manifest(s): {len(m)} ok scenes, {n_failed} failed, "

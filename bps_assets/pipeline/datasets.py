@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -327,9 +328,7 @@ def scan_names(rels: list[str], root: str | os.PathLike | None = None) -> dict[s
     left = list(rels)
     for rule in rules:
         cand = {r: rule(r) for r in left}
-        counts: dict[str, int] = {}
-        for n in cand.values():
-            counts[n] = counts.get(n, 0) + 1
+        counts = Counter(cand.values())
         for r in list(left):
             n = cand[r]
             if n and counts[n] == 1 and n not in names:

@@ -283,6 +283,10 @@ def episodes_cmd(navfiles, out_dir, split, per_scene, seed, dataset, goal_radius
              "instance_imagenav": lambda o, sp, b, overwrite: write_instance_imagenav_dataset(
                  o, sp, b, overwrite=overwrite)}.get(
         task, lambda o, sp, b, overwrite: ep.write_pointnav_dataset(o, sp, b, overwrite=overwrite))
+    from bps_assets.container import remove_stale_temps  # killed runs' temps (a live writer's is locked, kept)
+
+    for p in [target, *(target.parent / ep.CONTENT_DIR / f"{n}{ep.SUFFIX}" for n in names)]:
+        remove_stale_temps(p)
     written = write(out_dir, split, by_scene, overwrite=overwrite) if by_scene else []
     if as_json:
         click.echo(json.dumps({"split_file": str(written[0]) if written else None, "scenes": report,

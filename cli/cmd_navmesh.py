@@ -51,8 +51,9 @@ def navmesh_cmd(inputs, out_dir, dataset, agent_height, agent_radius, max_climb,
                 cell_height, recast_compat, up, force, overwrite, as_json):
     """Build navmeshes from scans (.glb/.gltf/.ply/.obj or packed scenes), or import Detour
     navmeshes (habitat .navmesh, Detour .bin sets or tiles), into OUT/NAME.navmesh.bps. The
-    file's type comes from its content. Prints area, islands and seconds; an input whose navmesh
-    has no navigable area fails (exit 2, nothing written) with the likely cause."""
+    file's type comes from its content; a packed navmesh (.navmesh.bps) is refused (use `nav
+    info`). Prints area, islands and seconds; an input whose navmesh has no navigable area
+    fails (exit 2, nothing written) with the likely cause."""
     from bps_assets.nav import NavSettings
     from bps_assets.nav.sources import navmesh_from_file
 
@@ -64,7 +65,7 @@ def navmesh_cmd(inputs, out_dir, dataset, agent_height, agent_radius, max_climb,
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise click.UsageError(f"two inputs give the same output name: {', '.join(dup)}")
-    from bps_assets.container import check_name_length
+    from bps_assets.container import check_name_length, remove_stale_temps
 
     for _, dst in targets:  # names the file system cannot hold, before any (slow) build
         check_name_length(dst)
@@ -78,6 +79,8 @@ def navmesh_cmd(inputs, out_dir, dataset, agent_height, agent_radius, max_climb,
     for src, dst in targets:  # like convert: a bad input is one line, the others still go on
         t0 = time.perf_counter()
         try:
+            _refuse_packed_navmesh(src)
+            remove_stale_temps(dst)  # ".NAME.navmesh.bps.*.tmp" of killed runs (a live writer's is locked, kept)
             nav = navmesh_from_file(src, settings if given else None, dataset=dataset, force_up=force, up=up)
             if not nav.navigable_area > 0:   # nothing to navigate: a failure, as in preprocess
                 raise _no_area(src, nav, settings, dataset, up)
@@ -130,6 +133,16 @@ def _no_area(src: Path, nav, settings, dataset, up):
     else:  # an imported or loaded navmesh
         cause = f"the {nav.method or 'imported'} navmesh in the file has no walkable cell"
     return EmptySceneError(src, f"the navmesh has no navigable area ({cause}); nothing written")
+
+
+def _refuse_packed_navmesh(src: Path) -> None:
+    """A bps navmesh has nothing left to build or import: ``navmesh`` refuses it rather than
+    copy it under a doubled name (``X.navmesh.navmesh.bps``)."""
+    from bps_assets.readers.detect import resolve_kind
+
+    if resolve_kind(src) == "bps-navmesh":
+        raise InputError(src, "already a packed navmesh (nothing to build): query it with `bps-assets nav "
+                              "info|distance|sample|step` or `preview`, or give the scan or Detour file it was made from")
 
 
 def _floor_warning(nav) -> str | None:

@@ -230,9 +230,13 @@ def manifest_group():
 @click.option("--allow-partial", is_flag=True, help="Merge even if some shards of I/N are absent.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing output manifest.")
 def manifest_merge_cmd(shards, out, allow_partial, overwrite):
-    """Join shard manifests (from preprocess --shard I/N) into one; refuses inconsistent ones."""
+    """Join shard manifests (from preprocess --shard I/N) into one; refuses inconsistent ones
+    and an OUT that is one of the SHARDS."""
+    from bps_assets.container import remove_stale_temps
     from bps_assets.pipeline.manifest import merge_manifests
 
+    _refuse_an_input_as_output(shards, out)
+    remove_stale_temps(out)  # ".manifest.json.*.tmp" of killed merges (a live writer's is locked, kept)
     m = merge_manifests(list(shards), out, overwrite=overwrite, allow_partial=allow_partial)
     n_failed = len(m.scenes(status="failed"))
     absent = m.doc.get("absent_shards")
@@ -240,6 +244,21 @@ def manifest_merge_cmd(shards, out, allow_partial, overwrite):
            "are neither listed nor counted missing" if absent else "")
     click.echo(f"merged {len(shards)} manifest(s): {len(m)} ok scenes, {n_failed} failed, "
                f"{len(m.missing)} missing{gap} -> {m.path}")
+
+
+def _refuse_an_input_as_output(inputs, out) -> None:
+    """ConfigError when ``out`` is one of ``inputs`` (the same file by any path or link, or
+    the same path where neither exists yet): writing it would replace an input."""
+    from bps_assets.errors import ConfigError
+
+    for p in inputs:
+        try:
+            same = os.path.samefile(p, out)
+        except OSError:   # one of them does not exist (yet): compare where they would be
+            same = os.path.realpath(p) == os.path.realpath(out)
+        if same:
+            raise ConfigError(out, f"is one of the manifests to merge ({p}): writing it would replace that "
+                                   "shard; choose another -o (e.g. manifest.json beside the shards)")
 
 
 @manifest_group.command("show")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -292,29 +293,70 @@ def scan_folder_name(folder: str | os.PathLike) -> str:
     return SCAN_FOLDER_PREFIX + str(Path(folder).expanduser().resolve())
 
 
-def load_scan_folder(folder: str | os.PathLike) -> Dataset:
-    """Every scan (``SCAN_SUFFIXES``) under ``folder``, at any depth, as a ``Dataset`` of one
-    split ``all`` whose scenes are all ``train`` (name: ``scan_folder_name``), Y-up (glTF's;
-    ``preprocess --up z`` for Z-up scans). A scene is named after its file up to the first dot
-    (habitat's rule); scans that share a name are named by their path instead (``a__b``).
-    The navmesh is the ``.navmesh`` beside a scan (last extension replaced), as habitat finds it."""
-    from ..habitat_names import habitat_scene_name as scene_name
+def _scan_paths(root: Path) -> list[str]:
+    """Scan files under ``root`` (relative, POSIX), hidden folders skipped. Symlinked folders are
+    followed (as a dataset's layout is); one whose target is inside ``root`` or was already
+    walked is skipped (its scans are found once, by their real path: no loop, no duplicate)."""
+    rels, seen = [], {str(root)}
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
+        keep = []
+        for d in sorted(d for d in dirnames if not d.startswith(".")):
+            p = Path(dirpath) / d
+            real = os.path.realpath(p)
+            if p.is_symlink() and (real == str(root) or real.startswith(str(root) + os.sep)) or real in seen:
+                continue
+            seen.add(real)
+            keep.append(d)
+        dirnames[:] = keep
+        rel_dir = Path(dirpath).relative_to(root)
+        rels += [(rel_dir / f).as_posix() for f in sorted(filenames) if f.lower().endswith(SCAN_SUFFIXES)]
+    return rels
 
+
+def scan_names(rels: list[str], root: str | os.PathLike | None = None) -> dict[str, str]:
+    """{scene name: scan} for the scans ``rels`` (paths relative to one folder), every scan
+    named, each name distinct, by the first rule that gives it a name no other scan takes:
+    its file name up to the first dot (habitat's rule); its path less the last extension with
+    ``/`` -> ``__`` and ``.`` -> ``_`` (``a/room.glb`` -> ``a__room``); the same with the
+    extension (``a__room_glb``). ``DatasetError`` naming both scans when none is left."""
+    from ..habitat_names import habitat_scene_name
+
+    rules = (habitat_scene_name,
+             lambda r: r.rsplit(".", 1)[0].replace("/", "__").replace(".", "_"),
+             lambda r: r.replace("/", "__").replace(".", "_"))
+    names: dict[str, str] = {}
+    left = list(rels)
+    for rule in rules:
+        cand = {r: rule(r) for r in left}
+        counts = Counter(cand.values())
+        for r in list(left):
+            n = cand[r]
+            if n and counts[n] == 1 and n not in names:
+                names[n] = r
+                left.remove(r)
+    if left:
+        r, n = left[0], rules[-1](left[0])
+        other = names.get(n) or next(o for o in left if o != r and rules[-1](o) == n)
+        raise DatasetError(Path(root or ".") / r, f"no scene name of its own: it and {Path(root or '.') / other} "
+                                                  "map to the same names (rename one of them)")
+    return names
+
+
+def load_scan_folder(folder: str | os.PathLike) -> Dataset:
+    """Every scan (``SCAN_SUFFIXES``) under ``folder``, at any depth, symlinked folders
+    followed (``_scan_paths``), as a ``Dataset`` of one split ``all`` whose scenes are all
+    ``train`` (name: ``scan_folder_name``), Y-up (glTF's; ``preprocess --up z`` for Z-up
+    scans). Scene names: ``scan_names`` (habitat's file name up to the first dot, the path when
+    scans share it). The navmesh is the ``.navmesh`` beside a scan (last extension replaced),
+    as habitat finds it."""
     root = Path(folder).expanduser().resolve()
     if not root.is_dir():
         raise DatasetError(root, "not a folder of scans")
-    rels = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-        rel_dir = Path(dirpath).relative_to(root)
-        rels += [(rel_dir / f).as_posix() for f in sorted(filenames) if f.lower().endswith(SCAN_SUFFIXES)]
+    rels = _scan_paths(root)
     if not rels:
         raise DatasetError(root, f"no scan ({', '.join(SCAN_SUFFIXES)}) under this folder")
-    names = [scene_name(r) for r in rels]
     files = {}
-    for rel, name in zip(rels, names):
-        if names.count(name) > 1 or not name:
-            name = rel.rsplit(".", 1)[0].replace("/", "__").replace(".", "_")
+    for name, rel in scan_names(rels, root).items():
         nav = rel.rsplit(".", 1)[0] + ".navmesh"
         files[name] = (rel, nav if (root / nav).is_file() else None)
     return Dataset(

@@ -8,8 +8,9 @@ task id.
 ``SampledObjectNav``: when a scene arrives (loader thread) its goal objects and view points are
 built once (``build_goals``: ray casting over the packed scene's mesh) and ``episodes_per_visit``
 episodes drawn with habitat's generator rules (``generate_objectnav_episodes``), seeded by
-(seed, scene, visit); a scene without semantics is an ``InputError`` naming its file.
-``objectnav_supply`` / ``check_dataset``: the task's ``TaskSpec.supply`` / ``check_dataset``.
+(seed, scene, visit). Semantics are checked only on the scenes served: those an episode file
+uses (one without is an ``InputError`` naming its file), or, sampling, the split's annotated
+scenes (the rest left out with a warning). ``objectnav_supply``: the task's ``TaskSpec.supply``.
 """
 from __future__ import annotations
 
@@ -107,14 +108,37 @@ def scene_semantics_error(path) -> str | None:
     return None
 
 
-def check_dataset(manifest, entries) -> None:
-    """InputError naming the first scene without semantics (ObjectNav's goals are objects)."""
+def check_served(entries) -> None:
+    """InputError naming the first of ``entries`` (the scenes an episode file uses) without
+    semantics (ObjectNav's goals are objects)."""
     from bps_assets.errors import InputError
 
     for e in entries:
         why = scene_semantics_error(e.scene)
         if why is not None:
             raise InputError(e.scene, why)
+
+
+def annotated_entries(entries, what: str) -> list:
+    """The ``entries`` whose scene has semantics (sampled episodes need them): the others are
+    left out with one warning saying how many (real HM3D annotates part of each split); none
+    annotated is an InputError naming the first scene's file and ``what`` (the split)."""
+    import logging
+
+    from bps_assets.errors import InputError
+
+    kept, left = [], []
+    for e in entries:
+        (left if scene_semantics_error(e.scene) else kept).append(e)
+    if not kept:
+        raise InputError(entries[0].scene, f"scene has no semantic annotations (objects), nor has any of the "
+                                           f"{len(entries)} scenes of {what}: ObjectNav needs scenes "
+                                           f"preprocessed with their semantics")
+    if left:
+        logging.getLogger(__name__).warning(
+            "%s: %d of %d scenes have no semantic annotations and are left out of sampled episodes (first: %s)",
+            what, len(left), len(entries), left[0].scene)
+    return kept
 
 
 def objectnav_supply(request):
@@ -127,9 +151,12 @@ def objectnav_supply(request):
     c, entries, manifest = request.config, request.entries, request.manifest
     src = c.episodes.source
     if src in (None, "sample"):
+        entries = annotated_entries(entries, f"{manifest.path} (split {request.split!r})")
         return SampledObjectNav({e.name: str(e.scene) for e in entries}, c.seed, request.worker,
                                 c.episodes.supply), entries
     if src == "dataset":
         raise ConfigError(None, "task='objectnav': pass episodes=PATH (an ObjectNav v1 split file) or 'sample'")
     mapped = map_habitat_objectnav(src, manifest, allow_unmatched=True)
-    return ObjectNavFileEpisodes.supply(request, mapped, mapped.objectnav)
+    supply, served = ObjectNavFileEpisodes.supply(request, mapped, mapped.objectnav)
+    check_served(served)
+    return supply, served

@@ -26,21 +26,13 @@ TASKS = ("pointnav", "objectnav", "instance_imagenav")
 SEMANTIC_TASKS = ("objectnav", "instance_imagenav")   # goals are objects: need the packed scene
 
 
-# stripped from the end of a NAVFILE's name, repeatedly: Allensville.navmesh.bps -> Allensville
-_NAV_SUFFIXES = (".bps", ".navmesh", ".navm", ".bin")
-
-
 def navmesh_scene_name(path: Path) -> str:
-    """The scene a navmesh file belongs to: its name without the navmesh suffixes
-    (``A.navmesh.bps``, ``A.navmesh``, ``A.navm``, ``A.bin`` -> ``A``), else without its
-    extension."""
-    name = path.name
-    while True:
-        suf = next((s for s in _NAV_SUFFIXES if name.lower().endswith(s) and len(name) > len(s)), None)
-        if suf is None:
-            break
-        name = name[: -len(suf)]
-    return name if name != path.name else path.stem
+    """The scene a navmesh file belongs to, named as ``preprocess`` / ``convert`` / ``navmesh``
+    name it (habitat's rule: the file name up to its first dot; ``A.navmesh.bps``,
+    ``A.basis.navmesh``, ``A.navm`` -> ``A``)."""
+    from bps_assets.habitat_names import habitat_scene_name
+
+    return habitat_scene_name(path)
 
 
 def preprocess_entries(navfiles) -> dict[Path, dict]:

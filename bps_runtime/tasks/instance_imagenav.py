@@ -31,7 +31,7 @@ from .goal_encoders import ImageGoalEncoder
 from .goal_images import DEFAULT_BUDGET_BYTES, GoalImages, check_budget
 from .goalnav import (OUTCOME, SCHEMA, STAGING, Out, Params, State, apply_refills, begin_kernel, episode_info,
                       info, max_move, step_kernel)
-from .objectnav_episodes import annotated_entries, check_served
+from .objectnav_episodes import annotated_entries, check_served, goal_set
 from .options import options_class
 from .spec import HostContext, TaskSpec
 
@@ -212,7 +212,8 @@ def supply(request):
     if src in (None, "sample"):
         entries = annotated_entries(entries, f"{manifest.path} (split {request.split!r})")
         return SampledEpisodes({e.name: str(e.scene) for e in entries}, c.seed, request.worker, c.episodes.supply,
-                               image_dimensions=c.sensors.resolution), entries
+                               image_dimensions=c.sensors.resolution,
+                               categories=list(goal_set(c.episodes.categories))), entries
     if src == "dataset":
         raise ConfigError(None, f"task={NAME!r}: pass episodes=PATH (an InstanceImageNav-v1 split file) or 'sample'")
     mapped = map_habitat_instance_imagenav(src, manifest, allow_unmatched=True)
@@ -228,4 +229,4 @@ SPEC = TaskSpec(
     supply=supply, host_hook=host_hook, goal_record=goal_record,
     camera=CAMERA, sizes=goalnav.sizes(image=True), goal_input=lambda obs: obs[GOAL_IMAGE.name],
     goal_input_spec=lambda resolution: ((*resolution, 3), torch.uint8), goal_encoder=ImageGoalEncoder,
-    eval_episodes="sample")
+    eval_episodes="sample", categories=True)

@@ -65,4 +65,4 @@ SPEC = TaskSpec(
     supply=objectnav_supply, goal_record=goal_record, camera=CAMERA,
     sizes=goalnav.sizes(image=False), goal_input=goal_input,
     goal_input_spec=lambda resolution: ((4,), torch.float32), goal_encoder=ObjectGoalEncoder,
-    eval_episodes="sample")
+    eval_episodes="sample", categories=True)

@@ -60,6 +60,11 @@ class ObjectNavFileEpisodes(GoalFileEpisodes):
         ids = self.ds.category_to_task_category_id.values()
         return max(int(i) for i in ids) if ids else None
 
+    @property
+    def goal_categories(self) -> dict:
+        """The file's ``category_to_task_category_id``."""
+        return {str(k): int(v) for k, v in self.ds.category_to_task_category_id.items()}
+
     def scene_dataset(self, raw: list[dict]) -> ObjectNavDataset:
         """The dataset of episodes ``raw`` and only their categories' goals."""
         keys = {goals_key(e["scene_id"], e["object_category"]) for e in raw}
@@ -80,8 +85,8 @@ class SampledObjectNav(DatasetEpisodes):
         if categories is None:
             from bps_assets.readers.semantic_categories import objectnav_hm3d
             categories = objectnav_hm3d()
-        self.categories = dict(categories)
-        self.max_goal_id = max((int(i) for i in self.categories.values()), default=None)
+        self.categories = self.goal_categories = {str(k): int(v) for k, v in categories.items()}
+        self.max_goal_id = max(self.categories.values(), default=None)
         self.episodes_per_visit = int(episodes_per_visit)
 
     def _start(self, st: _SceneState, inline: bool) -> None:
@@ -106,6 +111,23 @@ def scene_semantics_error(path) -> str | None:
     if ps.tri_object is None or not np.any(np.asarray(ps.tri_object)):
         return "scene has no semantic annotations (objects): ObjectNav needs a scene preprocessed with its semantics"
     return None
+
+
+def goal_set(name: str | None) -> dict:
+    """The named goal category set (``EpisodeConfig.categories``; None: "hm3d")."""
+    from bps_assets.readers.semantic_categories import goal_categories
+
+    return goal_categories(name or "hm3d")
+
+
+def check_file_categories(path, have: dict, name: str | None) -> None:
+    """A ConfigError naming the episode file when ``categories=name`` was asked for and the
+    file's task map is another (None: the file's map is taken as it is)."""
+    from bps_assets.errors import ConfigError
+
+    if name is not None and have != goal_set(name):
+        raise ConfigError(path, f"its category_to_task_category_id {have} is not categories={name!r}'s "
+                                f"{goal_set(name)}")
 
 
 def check_served(entries) -> None:
@@ -153,10 +175,11 @@ def objectnav_supply(request):
     if src in (None, "sample"):
         entries = annotated_entries(entries, f"{manifest.path} (split {request.split!r})")
         return SampledObjectNav({e.name: str(e.scene) for e in entries}, c.seed, request.worker,
-                                c.episodes.supply), entries
+                                c.episodes.supply, categories=goal_set(c.episodes.categories)), entries
     if src == "dataset":
         raise ConfigError(None, "task='objectnav': pass episodes=PATH (an ObjectNav v1 split file) or 'sample'")
     mapped = map_habitat_objectnav(src, manifest, allow_unmatched=True)
     supply, served = ObjectNavFileEpisodes.supply(request, mapped, mapped.objectnav)
+    check_file_categories(src, supply.goal_categories, c.episodes.categories)
     check_served(served)
     return supply, served

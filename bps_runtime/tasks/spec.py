@@ -12,7 +12,7 @@ or None (ImageNav's goal images); ``goal_record(record, episode id, heading)`` (
 ``episode_goals()`` entries); ``camera`` (sensor geometry defaults); the trainer's
 ``goal_input(obs)``, ``goal_input_spec(resolution)``, ``goal_encoder(GoalEncoderArgs)``;
 ``eval_episodes``: ``bps-train --eval``'s episodes without a file ("dataset" or "sample");
-``goal_headings``: the ring keeps the episodes' goal-view headings (the hook's / goal_record's).
+``goal_headings``: the ring keeps goal-view headings; ``categories``: goals of a category set.
 """
 from __future__ import annotations
 
@@ -120,6 +120,7 @@ class TaskSpec:
     defaults: Any = field(default=None)
     eval_episodes: str = "dataset"   # --eval without a file: the split's episode files, or "sample" (from the seed)
     goal_headings: bool = False      # its host hook or goal_record reads the episodes' goal-view headings
+    categories: bool = False         # its goals are objects of a named category set (make(categories=...))
 
     def __post_init__(self):
         if self.eval_episodes not in EVAL_EPISODES:

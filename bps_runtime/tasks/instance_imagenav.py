@@ -216,6 +216,9 @@ def supply(request):
                                categories=list(goal_set(c.episodes.categories))), entries
     if src == "dataset":
         raise ConfigError(None, f"task={NAME!r}: pass episodes=PATH (an InstanceImageNav-v1 split file) or 'sample'")
+    if c.episodes.categories is not None:   # a file's goals are its own instances
+        raise ConfigError(src, f"categories={c.episodes.categories!r} picks the goals of sampled episodes; "
+                               "an InstanceImageNav file's goals are its own")
     mapped = map_habitat_instance_imagenav(src, manifest, allow_unmatched=True)
     supply_, served = FileEpisodes.supply(request, mapped, mapped.goal_instances)
     check_served(served)

@@ -118,11 +118,14 @@ class ConvertResult:
 
 
 def scene_id_for(path: str | os.PathLike, dataset: str = "generic") -> str:
-    """File stem; for the MP3D layout (``mp3d/ID/ID.glb``) the folder name."""
+    """The scene's name: habitat's (the file name up to its first dot: ``X.basis.glb`` -> ``X``,
+    as ``preprocess`` names it); for the MP3D layout (``mp3d/ID/ID.glb``) the folder name."""
+    from .habitat_names import habitat_scene_name
+
     p = Path(path)
     if dataset == "mp3d" and p.parent.name:
         return p.parent.name
-    return p.stem
+    return habitat_scene_name(p)
 
 
 # ------------------------------------------------------------------------------ conversion

@@ -99,9 +99,30 @@ def env_identity(config) -> dict:
     sensors = {k: v for k, v in d["sensors"].items() if v not in SENSORS_LATER.get(k, ())}
     out = {"task": task, "sensors": sensors,
            "episodes": {"source": d["episodes"]["source"], "supply": d["episodes"]["supply"]}}
+    if d["episodes"].get("categories") is not None:   # only when set: other runs keep their identity
+        out["episodes"]["categories"] = d["episodes"]["categories"]
     if getattr(config, "noise", NO_NOISE).any:
         out["noise"] = d["noise"]   # only when on (any model): a noiseless run keeps the identity it always had
     return out
+
+
+def check_goal_categories(path, saved: dict | None, have: dict | None, source) -> None:
+    """The task's category map (``env.goal_categories``) against the policy: an id beyond its
+    category embedding (``models.NUM_CATEGORIES``) is a ConfigError naming the episodes
+    (``source``: the file); one that differs from the checkpoint's (``saved``, None: not
+    recorded) a ConfigError naming both maps (the ids would mean other categories)."""
+    from .models import NUM_CATEGORIES
+
+    if have is None:
+        return
+    far = {k: v for k, v in have.items() if not 0 <= v < NUM_CATEGORIES}
+    if far:
+        raise ConfigError(source, f"category task id(s) {far} outside the policy's category embedding "
+                                  f"(ids 0-{NUM_CATEGORIES - 1})")
+    if saved is not None and dict(saved) != dict(have):
+        raise ConfigError(path, f"this checkpoint was trained on goal categories {dict(saved)}; this run's "
+                                f"episodes ({source}) have {dict(have)}: the same id would mean another "
+                                f"category (bps-train --categories, or an episode file of the checkpoint's map)")
 
 
 def _differences(have, want, name=""):

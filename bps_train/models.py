@@ -17,6 +17,8 @@ from bps_runtime.tasks import task_spec
 from bps_runtime.tasks.spec import GoalEncoderArgs
 from bps_train.stem import stem_pool_relu
 
+NUM_CATEGORIES = 64   # the category embedding's rows: goal category ids 0-63 (ObjectNav's task ids)
+
 
 class SqueezeExcite(nn.Module):
     def __init__(self, ch: int, reduction: int = 8):
@@ -195,7 +197,8 @@ class Policy(nn.Module):
     """
 
     def __init__(self, in_channels: int, num_actions: int = 4, hidden: int = 256, width: int = 32,
-                 resolution: tuple[int, int] = (64, 64), task: str = "pointnav", num_categories: int = 64):
+                 resolution: tuple[int, int] = (64, 64), task: str = "pointnav",
+                 num_categories: int = NUM_CATEGORIES):
         super().__init__()
         self.task = task
         self.encoder = _cnn(in_channels, width, hidden, resolution)

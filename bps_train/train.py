@@ -121,6 +121,9 @@ class Args:
                                 "torchrun's local ranks)")
     capture_graph: bool = arg(False, "on CUDA, replay each env group's step and frame as a captured CUDA graph "
                                      "(falls back to plain launches where capture fails; the log says which)")
+    categories: str = arg("", "ObjectNav / InstanceImageNav goal categories of sampled episodes: hm3d (habitat's "
+                              "six HM3D ones), mp3d (its 21 MP3D ones) or all (every object class); '': hm3d, "
+                              "an episode file's own map, and with --eval the checkpoint's")
     noise: str = arg("", "sensor and actuation noise (habitat-sim's models, docs/NOISE.md): a preset (challenge2021: "
                          "its noise) or key=value pairs, e.g. depth=redwood,rgb=gaussian,actuation=locobot-ilqr,"
                          "multiplier=0.5 ('': none; with --eval: the checkpoint's)")
@@ -193,6 +196,8 @@ def env_config(args, split, num_envs, seed, episodes, double_buffer, scene_shard
         kw["noise"] = args.noise
     if args.lod != "auto":   # make's default: a run without it keeps the identity it had
         kw["lod"] = args.lod
+    if args.categories:
+        kw["categories"] = args.categories
     return EnvConfig.from_kwargs(
         args.dataset, split=split, num_envs=num_envs,
         batch_size=num_envs // num_groups(num_envs, double_buffer),
@@ -492,9 +497,20 @@ def load_policy(path, args, device):
     args.task = ckpt["args"].get("task", "pointnav")
     if not args.noise:
         args.noise = ckpt["args"].get("noise", "")
+    if not args.categories:
+        args.categories = ckpt["args"].get("categories", "")
     policy = build_policy(args, device)
     checkpoint.restore(path, ckpt, policy)
     return ckpt, policy
+
+
+def _checked(env, check, *args) -> None:
+    """``check(*args)``; the env closed when it raises."""
+    try:
+        check(*args)
+    except BaseException:
+        env.close()
+        raise
 
 
 def eval_source(args) -> str:
@@ -518,7 +534,7 @@ def evaluate(args) -> dict:
         torch.set_num_threads(args.threads)
     seed_everything(args.seed)
     device = torch.device(args.device)
-    policy, trained = None, {}
+    policy, trained, ckpt = None, {}, None
     if args.eval not in ("random", "stop"):
         ckpt, policy = load_policy(args.eval, args, device)
         policy.eval()
@@ -539,6 +555,9 @@ def evaluate(args) -> dict:
 
             recorder = eval_recorder(args)
         env = make_envs(env_config(args, args.eval_split, n, args.seed + 10_000, source, double_buffer=False))
+    if ckpt is not None:   # the policy's category ids must mean the episodes' categories
+        _checked(env, checkpoint.check_goal_categories, args.eval,
+                 checkpoint.saved_identity(ckpt).get("goal_categories"), env.goal_categories, source)
     if recorder is not None:
         recorder.goals_for = env.episode_goals   # each video's goal (ObjectNav's objects, ImageNav's image)
         recorder.action_names = env.ACTIONS
@@ -847,6 +866,11 @@ def train(args) -> dict:
     # ---- environments (this rank's share of the scenes), logs, and the stop signal
     n = args.num_envs
     env = make_envs(config)   # make() only fills in threads, which the env identity leaves out
+    # the task's category map (ObjectNav): saved, and a resumed run's must be the checkpoint's
+    _checked(env, checkpoint.check_goal_categories, ckpt_path,
+             ckpt and checkpoint.saved_identity(ckpt).get("goal_categories"), env.goal_categories, args.episodes)
+    if env.goal_categories is not None:
+        run_id["goal_categories"] = env.goal_categories
     if not update and rank == 0 and (moved := move_previous_run(out)) is not None:
         print(f"bps-train: starting fresh: the previous run's files in {out} were moved to {moved}", flush=True)
     if rank == 0 and args.double_buffer and num_groups(n, True) == 1:

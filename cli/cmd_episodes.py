@@ -26,21 +26,13 @@ TASKS = ("pointnav", "objectnav", "instance_imagenav")
 SEMANTIC_TASKS = ("objectnav", "instance_imagenav")   # goals are objects: need the packed scene
 
 
-# stripped from the end of a NAVFILE's name, repeatedly: Allensville.navmesh.bps -> Allensville
-_NAV_SUFFIXES = (".bps", ".navmesh", ".navm", ".bin")
-
-
 def navmesh_scene_name(path: Path) -> str:
-    """The scene a navmesh file belongs to: its name without the navmesh suffixes
-    (``A.navmesh.bps``, ``A.navmesh``, ``A.navm``, ``A.bin`` -> ``A``), else without its
-    extension."""
-    name = path.name
-    while True:
-        suf = next((s for s in _NAV_SUFFIXES if name.lower().endswith(s) and len(name) > len(s)), None)
-        if suf is None:
-            break
-        name = name[: -len(suf)]
-    return name if name != path.name else path.stem
+    """The scene a navmesh file belongs to, named as ``preprocess`` / ``convert`` / ``navmesh``
+    name it (habitat's rule: the file name up to its first dot; ``A.navmesh.bps``,
+    ``A.basis.navmesh``, ``A.navm`` -> ``A``)."""
+    from bps_assets.habitat_names import habitat_scene_name
+
+    return habitat_scene_name(path)
 
 
 def preprocess_entries(navfiles) -> dict[Path, dict]:
@@ -123,14 +115,14 @@ def _scene_episodes(path: Path, name: str, dataset: str, per_scene: int, seed: i
     return out, stats
 
 
-def _category_map(text: str) -> dict | None:
-    """--categories: "hm3d" (habitat's six), "all" (every named category of the scenes) or
-    "a,b,c" (task ids in that order)."""
-    if text == "hm3d":  # habitat's objectnav_hm3d_v1 map, from data_manifests/semantics/
-        from bps_assets.readers.semantic_categories import objectnav_hm3d
-        return objectnav_hm3d()
-    if text == "all":
-        return None
+def _category_map(text: str) -> dict:
+    """--categories: a named set ("hm3d": habitat's six, "mp3d": its 21, "all": every mpcat40
+    object class; ``semantic_categories.goal_categories``: ids that do not depend on the scenes)
+    or "a,b,c" (task ids in that order)."""
+    from bps_assets.readers.semantic_categories import GOAL_SETS, goal_categories
+
+    if text in GOAL_SETS:   # from data_manifests/semantics/categories.json
+        return goal_categories(text)
     names = [c.strip() for c in text.split(",") if c.strip()]
     if not names or len(set(names)) != len(names):
         raise click.BadParameter("a comma-separated list of distinct category names", param_hint="--categories")
@@ -172,8 +164,8 @@ def _unmapped_summary(report: list[dict], categories: str, shown: int = 12) -> s
 
 
 def _write_objectnav(out_dir, split, by_scene, overwrite):
-    """The datasets of every scene under one task map (their union when --categories all gave
-    per-scene maps: ids renumbered over the sorted names); each content file keeps its scene's
+    """The datasets of every scene under one task map (their union if the scenes' maps differ:
+    ids renumbered over the sorted names); each content file keeps its scene's
     annotation map (indices into its own category list, which differ between composed scenes)."""
     task = {}
     for ds in by_scene.values():
@@ -207,9 +199,10 @@ def _write_objectnav(out_dir, split, by_scene, overwrite):
                    "NAVFILE's ../scenes, "
                    "the preprocess layout]")
 @click.option("--categories", default="hm3d", show_default=True,
-              help="objectnav / instance_imagenav goal categories: hm3d (chair, bed, plant, toilet, "
-                   "tv_monitor, sofa), "
-                   "all (every named category), or a comma-separated list (task ids in order)")
+              help="objectnav / instance_imagenav goal categories: hm3d (habitat's HM3D six: chair, bed, "
+                   "plant, toilet, tv_monitor, sofa), mp3d (habitat's MP3D 21), all (every mpcat40 object "
+                   "class, fixed ids; not wall, floor, ceiling, void, unlabeled), or a comma-separated "
+                   "list (task ids in order)")
 @click.option("--all-islands", is_flag=True, default=D.all_islands,
               help="start and end episodes on any island (default: the largest indoor one, as "
                    "habitat's newer generators; docs/NAVMESH.md section 9)")

@@ -20,19 +20,18 @@ NAV_SUFFIX = ".navmesh.bps"
 
 
 def _out_name(path: Path) -> str:
-    name = path.name
-    for suf in (".navmesh", ".glb", ".gltf", ".ply", ".obj", ".bps", ".bin"):
-        if name.lower().endswith(suf):
-            name = name[: -len(suf)]
-            break
-    return name + NAV_SUFFIX
+    """NAME.navmesh.bps, NAME the scene's name as ``preprocess`` gives it (habitat's: the file name
+    up to its first dot, ``X.basis.glb`` / ``X.basis.navmesh`` -> ``X``)."""
+    from bps_assets.habitat_names import habitat_scene_name
+
+    return habitat_scene_name(path) + NAV_SUFFIX
 
 
 @click.command("navmesh")
 @click.argument("inputs", nargs=-1, required=True,
                 type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
-              help="output directory: one NAME.navmesh.bps per input")
+              help="output directory: one NAME.navmesh.bps per input (NAME: its file name up to the first dot)")
 @click.option("--dataset", type=click.Choice(DATASETS), default=FRAME.dataset, show_default=True,
               help="source frame preset of the scans: gibson/mp3d are Z-up (rotated into the habitat "
                    "frame), generic is Y-up")

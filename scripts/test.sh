@@ -7,7 +7,8 @@
 # tests/test_test_sh.py keeps AVX2_FILES equal to the test files that run the policy.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-AVX2_FILES="tests/test_hostile_runs.py tests/test_instance_imagenav_task.py tests/test_objectnav_make.py
+AVX2_FILES="tests/test_hostile_runs.py tests/test_instance_imagenav_task.py tests/test_objectnav_categories.py
+    tests/test_objectnav_make.py tests/test_objectnav_partial_semantics.py
     tests/test_task_seam.py tests/test_train_learner.py tests/test_train_onednn.py
     tests/test_train_output_safety.py tests/test_train_smoke.py tests/test_train_stem.py tests/test_train_units.py
     tests/test_video.py"

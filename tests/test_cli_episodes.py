@@ -29,7 +29,8 @@ def navs(tmp_path_factory):
 
 @pytest.mark.parametrize("file, name", [
     ("Allensville.navmesh.bps", "Allensville"), ("Allensville.navmesh", "Allensville"),
-    ("17DRP5sb8fy.navm", "17DRP5sb8fy"), ("x.BIN", "x"), ("scene.json", "scene"), ("a.b.navmesh.bps", "a.b")])
+    ("17DRP5sb8fy.navm", "17DRP5sb8fy"), ("x.BIN", "x"), ("scene.json", "scene"), ("a.b.navmesh.bps", "a"),
+    ("TEEsavR23oF.basis.navmesh.bps", "TEEsavR23oF"), ("TEEsavR23oF.basis.navmesh", "TEEsavR23oF")])
 def test_scene_name_drops_the_navmesh_suffixes(tmp_path, file, name):
     assert scene_name(tmp_path / file) == name
 

@@ -81,6 +81,26 @@ def test_objectnav_files_from_the_cli(layout, tmp_path):
     assert r.exit_code == 2 and "--categories" in r.output
 
 
+def test_named_category_sets_have_ids_that_do_not_depend_on_the_scenes(layout, tmp_path):
+    """--categories all: every mpcat40 object class in mpcat40 order (not wall, floor, ceiling,
+    void, unlabeled), whatever the scenes have; mp3d: habitat's 21 MP3D goal categories."""
+    from bps_assets.readers.semantic_categories import goal_categories
+
+    root, _ = layout
+    args = ["episodes", str(root / "navmeshes" / "TwoRooms.navmesh.bps"), "--task", "objectnav", "-o",
+            str(tmp_path / "on"), "--split", "val", "--per-scene", "4", "--seed", "3"]
+    r = CliRunner().invoke(main, args + ["--categories", "all"])
+    assert r.exit_code == 0, r.output
+    task = read_objectnav_dataset(tmp_path / "on" / "val").category_to_task_category_id
+    objects = [c for c in mpcat40() if c not in ("void", "wall", "floor", "ceiling", "unlabeled")]
+    assert task == goal_categories("all") == {c: i for i, c in enumerate(objects)}
+    assert task["chair"] == 0 and task["sofa"] == objects.index("sofa") and len(task) == 37
+    r = CliRunner().invoke(main, args + ["--categories", "mp3d", "--overwrite"])
+    assert r.exit_code == 0, r.output
+    task = read_objectnav_dataset(tmp_path / "on" / "val").category_to_task_category_id
+    assert len(task) == 21 and task["chair"] == 0 and task["sofa"] == 5 and task["clothes"] == 20
+
+
 def _composed_rooms(src, scenes=(("a", ("chair", "sofa")), ("b", ("chair", "sofa", "bin")))):
     """Composed scenes of one dataset whose category lists differ (default: a has a chair and a
     sofa, ["chair", "sofa"], b a bin as well, ["bin", "chair", "sofa"]), one object per category

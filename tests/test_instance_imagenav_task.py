@@ -239,3 +239,15 @@ def test_video_shows_the_instance_goal_image(dataset, tmp_path):
     assert first["instance_imagegoal"].std() > 0 and frames
     for f in frames:
         assert np.array_equal(layout.read_sensor(f, GOAL_IMAGE), first["instance_imagegoal"])
+
+
+def test_categories_pick_sampled_goals_not_a_files(dataset, tmp_path):
+    """``categories=`` picks the goal instances of sampled episodes; with an InstanceImageNav file
+    (whose goals are its own) it is a ConfigError naming the file."""
+    from bps_assets.errors import ConfigError
+    from bps_runtime import make
+
+    path = str(tmp_path / "val" / "val.json.gz")
+    with pytest.raises(ConfigError, match="an InstanceImageNav file's goals are its own") as e:
+        make(dataset, split=None, task="instance_imagenav", episodes=path, categories="mp3d")
+    assert e.value.path == path

@@ -3,12 +3,14 @@
 ``mpcat40()`` is the category list every packed scene's object table indexes (Matterport3D's
 mpcat40, 0 void ... 40 misc, 41 unlabeled); ``map_raw(name)`` maps an annotation's raw label to
 an mpcat40 index (exact, lower-cased, then its last word; -1 when nothing matches);
-``objectnav_hm3d()`` is the six HM3D ObjectNav goal categories with habitat-lab's task ids.
+``objectnav_hm3d()`` is the six HM3D ObjectNav goal categories with habitat-lab's task ids;
+``goal_categories(name)`` a named goal set ("hm3d", "mp3d": habitat's 21, "all": fixed ids).
 ``read_category_map(path)`` reads a habitat-sim mapping table (``matterport_category_mappings.tsv``,
 ``hm3dsem_category_mappings.tsv``: a header row naming columns, ``raw_category`` and ``mpcat40``
 among them; tab-separated, or 4 spaces as in the Matterport file); ``category_mapper(path)`` is
 ``map_raw``, or with a table exact labels only (then lower-cased; else -1). Bad table:
-``DatasetError`` naming the file and line. No category name is written in code.
+``DatasetError`` naming the file and line. The file names its sources; no category name is
+written in code.
 """
 from __future__ import annotations
 
@@ -45,6 +47,23 @@ def mpcat40() -> list[str]:
 def objectnav_hm3d() -> dict[str, int]:
     """HM3D ObjectNav goal categories -> habitat-lab task category id."""
     return dict(_load()["objectnav_hm3d"])
+
+
+GOAL_SETS = ("hm3d", "mp3d", "all")   # ObjectNav's named category sets (``goal_categories``)
+
+
+def goal_categories(name: str) -> dict[str, int]:
+    """ObjectNav goal categories -> task id of a named set: "hm3d" (habitat-lab's six HM3D ones),
+    "mp3d" (its 21 MP3D ones), "all" (every mpcat40 class but the file's ``not_objects``,
+    numbered in mpcat40 order: the same ids whatever the scenes). Another name: ConfigError."""
+    d = _load()
+    if name == "all":
+        skip = set(d.get("not_objects", ()))
+        return {n: i for i, n in enumerate(n for n in d["mpcat40"] if n not in skip)}
+    if name not in GOAL_SETS or f"objectnav_{name}" not in d:
+        from ..errors import ConfigError
+        raise ConfigError(None, f"goal categories {name!r}: choose from {', '.join(GOAL_SETS)}")
+    return dict(d[f"objectnav_{name}"])
 
 
 @lru_cache(maxsize=4096)

@@ -84,12 +84,18 @@ CAMERA_FIELDS = ("sensor_height", "hfov_deg", "min_depth", "max_depth", "view_ca
 class EpisodeConfig:
     """Where episodes come from: ``source`` None (the manifest's PointNav episodes if it has
     them, else sampled), "sample", "dataset", or a habitat PointNav v1 json.gz path; the
-    supply's sizes; ``scene_shard`` (rank, world_size): every world_size-th scene from rank."""
+    supply's sizes; ``scene_shard`` (rank, world_size): every world_size-th scene from rank;
+    ``categories``: a task with category goals' named set (None: "hm3d"; ``goal_categories``)."""
     source: str | None = None
     supply: SupplyOptions = SUPPLY_DEFAULTS
     scene_shard: tuple | None = None
+    categories: str | None = None
 
     def __post_init__(self):
+        if self.categories is not None:
+            from bps_assets.readers.semantic_categories import GOAL_SETS
+            if self.categories not in GOAL_SETS:
+                raise ConfigError(None, f"categories={self.categories!r}: choose from {', '.join(GOAL_SETS)}")
         if self.scene_shard is not None:
             try:
                 rank, size = (int(v) for v in self.scene_shard)
@@ -135,13 +141,16 @@ class EnvConfig:
             object.__setattr__(self, "threads", check_threads(self.threads))
         # the task's camera where the sensors leave it unset (ObjectNav: 0.88 m, HFOV 79, 0.5-5 m)
         object.__setattr__(self, "sensors", self.sensors.with_camera(spec_for(self.task).camera))
+        if self.episodes.categories is not None and not spec_for(self.task).categories:
+            raise ConfigError(None, f"categories={self.episodes.categories!r}: task "
+                                    f"{spec_for(self.task).name!r} has no category goals")
 
     @classmethod
     def from_kwargs(cls, dataset=None, *, split="train", num_envs=16, batch_size=None, device="cpu",
                     sensors=("depth",), resolution=(64, 64), cache=None, seed=0, renderer="embree",
                     episodes=None, normalize_depth=True, task=TASK_DEFAULTS, goal_pool=None,
                     capture_graph=False, scene_shard=None, threads=None, noise=None, camera=None,
-                    lod="auto") -> "EnvConfig":
+                    lod="auto", categories=None) -> "EnvConfig":
         """The config of ``make()``'s keywords (``cache``: None, an int = slots, a dict of
         CacheOptions fields, or a CacheOptions; ``noise``: ``noise.presets.noise_options``'s forms;
         ``camera``: a dict of ``CAMERA_FIELDS``; ``lod``: ``SensorConfig.lod``)."""
@@ -156,7 +165,7 @@ class EnvConfig:
                                         bool(normalize_depth), renderer, lod=lod, **camera_fields(camera)),
                    task=task_options(task), cache=cache_options(cache),
                    episodes=EpisodeConfig(None if episodes is None else str(episodes), supply,
-                                          None if scene_shard is None else tuple(scene_shard)),
+                                          None if scene_shard is None else tuple(scene_shard), categories),
                    noise=noise_for_sensors(noise, (sensors,) if isinstance(sensors, str) else tuple(sensors)))
 
     def cache_for_run(self) -> CacheOptions:

@@ -125,6 +125,12 @@ class BatchNavEnv:
         return self.world.episodes.max_goal_id
 
     @property
+    def goal_categories(self) -> dict | None:
+        """The task's category map (goal category -> goal id: the episode file's
+        ``category_to_task_category_id``, or the sampled set's); None where goals are no categories."""
+        return self.world.episodes.goal_categories
+
+    @property
     def single_observation_space(self):
         """Observation space of one env (gymnasium Dict)."""
         return sp.single_observation_space(self.sensors, self.resolution, self.normalize_depth, self.spec,

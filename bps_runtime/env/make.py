@@ -94,7 +94,9 @@ def make(dataset=None, config: EnvConfig | None = None, **kwargs) -> BatchNavEnv
     - ``task``: "pointnav" (default) or another name of ``tasks.TASKS`` (that task's defaults), or a
       task's ``TaskOptions`` (``bps_runtime.tasks.<name>``). ObjectNav: ``episodes`` None /
       "sample" (generated per scene visit from its semantics) or an ObjectNav v1 split file;
-      the dataset's navmeshes must be built for the task's agent (0.18 / 0.88 m).
+      the dataset's navmeshes must be built for the task's agent (0.18 / 0.88 m); ``categories``
+      (ObjectNav, InstanceImageNav): the goal set, "hm3d" (None; habitat's six), "mp3d" (its 21)
+      or "all" (``semantic_categories.goal_categories``); a file's own map must be that set's.
 
     - ``noise``: habitat-sim's sensor and actuation noise (docs/NOISE.md): None, a preset name, a
       dict such as ``{"depth": "redwood", "rgb": "gaussian", "actuation": "locobot-ilqr",

@@ -172,7 +172,6 @@ def build_world(manifest_path, config, *, device) -> World:
             raise ConfigError(None, f"{manifest_path}: scene_shard {rank}/{size} gets no scene of split "
                                     f"{split!r} ({len(manifest.scenes(split))} scenes)")
     spec = spec_for(c.task)
-    spec.check_dataset(manifest, entries)
     worker = FieldWorker()
     try:
         supply, entries = spec.supply(SupplyRequest(manifest, split, entries, c, worker))

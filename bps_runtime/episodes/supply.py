@@ -164,6 +164,7 @@ class EpisodeSupply(abc.ABC):
     episodes/dataset.py; ``bps_runtime.episodes.make_supply`` picks one)."""
 
     max_goal_id: int | None = None   # the largest goal id it can stage (None: it stages none)
+    goal_categories: dict | None = None   # goal category -> goal id, where goal ids are categories
 
     def __init__(self, seed: int, worker: FieldWorker, options: SupplyOptions = DEFAULTS,
                  near_gate: float = NEAR_EXACT):

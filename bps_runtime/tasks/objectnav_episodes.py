@@ -8,8 +8,9 @@ task id.
 ``SampledObjectNav``: when a scene arrives (loader thread) its goal objects and view points are
 built once (``build_goals``: ray casting over the packed scene's mesh) and ``episodes_per_visit``
 episodes drawn with habitat's generator rules (``generate_objectnav_episodes``), seeded by
-(seed, scene, visit); a scene without semantics is an ``InputError`` naming its file.
-``objectnav_supply`` / ``check_dataset``: the task's ``TaskSpec.supply`` / ``check_dataset``.
+(seed, scene, visit). Semantics are checked only on the scenes served: those an episode file
+uses (one without is an ``InputError`` naming its file), or, sampling, the split's annotated
+scenes (the rest left out with a warning). ``objectnav_supply``: the task's ``TaskSpec.supply``.
 """
 from __future__ import annotations
 
@@ -60,6 +61,11 @@ class ObjectNavFileEpisodes(GoalFileEpisodes):
         ids = self.ds.category_to_task_category_id.values()
         return max(int(i) for i in ids) if ids else None
 
+    @property
+    def goal_categories(self) -> dict:
+        """The file's ``category_to_task_category_id``."""
+        return {str(k): int(v) for k, v in self.ds.category_to_task_category_id.items()}
+
     def scene_dataset(self, raw: list[dict]) -> ObjectNavDataset:
         """The dataset of episodes ``raw`` and only their categories' goals."""
         keys = {goals_key(e["scene_id"], e["object_category"]) for e in raw}
@@ -80,8 +86,8 @@ class SampledObjectNav(DatasetEpisodes):
         if categories is None:
             from bps_assets.readers.semantic_categories import objectnav_hm3d
             categories = objectnav_hm3d()
-        self.categories = dict(categories)
-        self.max_goal_id = max((int(i) for i in self.categories.values()), default=None)
+        self.categories = self.goal_categories = {str(k): int(v) for k, v in categories.items()}
+        self.max_goal_id = max(self.categories.values(), default=None)
         self.episodes_per_visit = int(episodes_per_visit)
 
     def _start(self, st: _SceneState, inline: bool) -> None:
@@ -108,14 +114,54 @@ def scene_semantics_error(path) -> str | None:
     return None
 
 
-def check_dataset(manifest, entries) -> None:
-    """InputError naming the first scene without semantics (ObjectNav's goals are objects)."""
+def goal_set(name: str | None) -> dict:
+    """The named goal category set (``EpisodeConfig.categories``; None: "hm3d")."""
+    from bps_assets.readers.semantic_categories import goal_categories
+
+    return goal_categories(name or "hm3d")
+
+
+def check_file_categories(path, have: dict, name: str | None) -> None:
+    """A ConfigError naming the episode file when ``categories=name`` was asked for and the
+    file's task map is another (None: the file's map is taken as it is)."""
+    from bps_assets.errors import ConfigError
+
+    if name is not None and have != goal_set(name):
+        raise ConfigError(path, f"its category_to_task_category_id {have} is not categories={name!r}'s "
+                                f"{goal_set(name)}")
+
+
+def check_served(entries) -> None:
+    """InputError naming the first of ``entries`` (the scenes an episode file uses) without
+    semantics (ObjectNav's goals are objects)."""
     from bps_assets.errors import InputError
 
     for e in entries:
         why = scene_semantics_error(e.scene)
         if why is not None:
             raise InputError(e.scene, why)
+
+
+def annotated_entries(entries, what: str) -> list:
+    """The ``entries`` whose scene has semantics (sampled episodes need them): the others are
+    left out with one warning saying how many (real HM3D annotates part of each split); none
+    annotated is an InputError naming the first scene's file and ``what`` (the split)."""
+    import logging
+
+    from bps_assets.errors import InputError
+
+    kept, left = [], []
+    for e in entries:
+        (left if scene_semantics_error(e.scene) else kept).append(e)
+    if not kept:
+        raise InputError(entries[0].scene, f"scene has no semantic annotations (objects), nor has any of the "
+                                           f"{len(entries)} scenes of {what}: ObjectNav needs scenes "
+                                           f"preprocessed with their semantics")
+    if left:
+        logging.getLogger(__name__).warning(
+            "%s: %d of %d scenes have no semantic annotations and are left out of sampled episodes (first: %s)",
+            what, len(left), len(entries), left[0].scene)
+    return kept
 
 
 def objectnav_supply(request):
@@ -128,9 +174,14 @@ def objectnav_supply(request):
     c, entries, manifest = request.config, request.entries, request.manifest
     src = c.episodes.source
     if src in (None, "sample"):
+        entries = annotated_entries(entries, f"{manifest.path} (split {request.split!r})")
         return SampledObjectNav({e.name: str(e.scene) for e in entries}, c.seed, request.worker,
-                                c.episodes.supply, near_gate=request.near_gate), entries
+                                c.episodes.supply, near_gate=request.near_gate,
+                                categories=goal_set(c.episodes.categories)), entries
     if src == "dataset":
         raise ConfigError(None, "task='objectnav': pass episodes=PATH (an ObjectNav v1 split file) or 'sample'")
     mapped = map_habitat_objectnav(src, manifest, allow_unmatched=True)
-    return ObjectNavFileEpisodes.supply(request, mapped, mapped.objectnav)
+    supply, served = ObjectNavFileEpisodes.supply(request, mapped, mapped.objectnav)
+    check_file_categories(src, supply.goal_categories, c.episodes.categories)
+    check_served(served)
+    return supply, served

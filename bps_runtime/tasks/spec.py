@@ -7,12 +7,12 @@ Members: name, options class (``TASK`` = name) and defaults, actions; the step (
 the task's fields, State / Out, params, max_move, the three kernels, staging = STAGE + its
 columns, ``sizes(resolution)``: named field sizes); what a step returns (``observations``,
 ``info`` / ``episode_info`` / ``outcome``); episodes (``supply(SupplyRequest)`` -> (supply,
-entries), ``check_dataset(manifest, entries)``); ``host_hook(HostContext)`` -> a ``HostHook``
+entries it serves; it checks what those scenes need)); ``host_hook(HostContext)`` -> a ``HostHook``
 or None (ImageNav's goal images); ``goal_record(record, episode id, heading)`` (its
 ``episode_goals()`` entries); ``camera`` (sensor geometry defaults); the trainer's
 ``goal_input(obs)``, ``goal_input_spec(resolution)``, ``goal_encoder(GoalEncoderArgs)``;
 ``eval_episodes``: ``bps-train --eval``'s episodes without a file ("dataset" or "sample");
-``goal_headings``: the ring keeps the episodes' goal-view headings (the hook's / goal_record's).
+``goal_headings``: the ring keeps goal-view headings; ``categories``: goals of a category set.
 """
 from __future__ import annotations
 
@@ -90,10 +90,6 @@ def _no_hook(_ctx: HostContext):
     return None
 
 
-def _no_check(_manifest, _entries) -> None:
-    return None
-
-
 def _no_goal_entries(_record: dict | None, _episode_id: str, _heading: float) -> dict:
     return {}
 
@@ -125,7 +121,6 @@ class TaskSpec:
     goal_input: Callable           # obs dict -> the policy's goal input [B, ...]
     goal_input_spec: Callable      # resolution (h, w) -> (per-env shape, torch dtype)
     goal_encoder: Callable         # GoalEncoderArgs -> nn.Module (out_dim; forward(goal, visual_encoder))
-    check_dataset: Callable = _no_check
     host_hook: Callable = _no_hook
     goal_record: Callable = _no_goal_entries
     camera: dict = field(default_factory=dict)   # sensor geometry defaults (SensorConfig's None fields)
@@ -133,6 +128,7 @@ class TaskSpec:
     defaults: Any = field(default=None)
     eval_episodes: str = "dataset"   # --eval without a file: the split's episode files, or "sample" (from the seed)
     goal_headings: bool = False      # its host hook or goal_record reads the episodes' goal-view headings
+    categories: bool = False         # its goals are objects of a named category set (make(categories=...))
 
     def __post_init__(self):
         if self.eval_episodes not in EVAL_EPISODES:

@@ -1,0 +1,78 @@
+"""ObjectNav's category sets and map: ``make(categories="hm3d" | "mp3d" | "all")`` samples goals
+of that set with its ids (``env.goal_categories``); a task without category goals, an unknown
+set, or an episode file whose map is not the asked set is a ConfigError; ``bps-train`` records
+the map in the checkpoint, and ``--eval`` / resume refuse episodes whose map differs (naming
+both), and ids beyond the policy's category embedding (naming the episode file)."""
+from __future__ import annotations
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from bps_assets.errors import ConfigError
+from bps_assets.readers.semantic_categories import goal_categories, objectnav_hm3d
+from bps_runtime import make
+from bps_train.train import run
+from cli.main import main
+
+
+def _episodes(out, dest, categories):
+    navs = sorted((out / "navmeshes").iterdir())
+    r = CliRunner().invoke(main, ["episodes", *map(str, navs), "--task", "objectnav", "-o", str(dest), "--split",
+                                  "train", "--per-scene", "6", "--seed", "1", "--categories", categories])
+    assert r.exit_code == 0, r.output
+    return dest / "train" / "train.json.gz"
+
+
+def test_make_samples_the_named_set(objectnav_dataset):
+    out, _ = objectnav_dataset
+    with make(out, split=None, task="objectnav", episodes="sample", categories="mp3d", num_envs=2,
+              resolution=(16, 16)) as env:
+        assert env.goal_categories == goal_categories("mp3d") and env.max_goal_id == 20
+        obs = env.reset()
+        assert set(obs["objectgoal"].ravel().tolist()) <= set(goal_categories("mp3d").values())
+        assert env.config.episodes.categories == "mp3d"
+    with make(out, split=None, task="objectnav", episodes="sample", num_envs=2, resolution=(16, 16)) as env:
+        assert env.goal_categories == objectnav_hm3d()
+
+
+def test_bad_category_requests_are_config_errors(objectnav_dataset, tmp_path):
+    out, eps = objectnav_dataset   # eps: --categories hm3d
+    with pytest.raises(ConfigError, match="has no category goals"):
+        make(out, split=None, task="pointnav", categories="mp3d")
+    with pytest.raises(ConfigError, match="choose from hm3d, mp3d, all"):
+        make(out, split=None, task="objectnav", categories="mp4d")
+    with pytest.raises(ConfigError, match="not categories='mp3d'") as e:
+        make(out, split=None, task="objectnav", episodes=str(eps), categories="mp3d", num_envs=2, resolution=(16, 16))
+    assert e.value.path == str(eps)
+
+
+def test_the_checkpoint_records_the_map_and_eval_refuses_another(objectnav_dataset, tmp_path):
+    out, _ = objectnav_dataset
+    tiny = ["--dataset", str(out / "manifest.json"), "--task", "objectnav", "--resolution", "16", "--width", "4",
+            "--hidden", "16", "--num-envs", "2", "--rollout-steps", "4", "--sim-only-steps", "0", "--threads", "1",
+            "--split", "train", "--double-buffer", "false"]
+    run_dir = tmp_path / "run"
+    run([*tiny, "--out-dir", str(run_dir), "--total-steps", "8"])
+    ckpt = torch.load(run_dir / "checkpoint.pt", weights_only=True)
+    assert ckpt["identity"]["goal_categories"] == objectnav_hm3d()
+    ev = [*tiny, "--eval", str(run_dir / "checkpoint.pt"), "--eval-split", "train", "--eval-episodes", "2"]
+    # an episode file of MP3D's ids: chair is 0 in both, bed 1 (hm3d) is 6 (mp3d)
+    mp3d = _episodes(out, tmp_path / "mp3d", "mp3d")
+    with pytest.raises(ConfigError) as e:
+        run([*ev, "--eval-episodes-file", str(mp3d)])
+    msg = str(e.value)
+    assert str(run_dir / "checkpoint.pt") in msg and "'bed': 1" in msg and "'bed': 6" in msg and str(mp3d) in msg
+    # sampled eval takes the checkpoint's set; asking for another is refused
+    assert run([*ev])["episodes"] == 2
+    with pytest.raises(ConfigError, match="trained on goal categories"):
+        run([*ev, "--categories", "all"])
+    # resume with another set: the env config's identity differs
+    with pytest.raises(ConfigError, match="cannot resume"):
+        run([*tiny, "--out-dir", str(run_dir), "--total-steps", "16", "--categories", "mp3d"])
+    # ids beyond the category embedding (64 rows): hm3d's six are task ids 64-69 here
+    names = [f"x{i}" for i in range(64)] + list(objectnav_hm3d())
+    far = _episodes(out, tmp_path / "far", ",".join(names))
+    with pytest.raises(ConfigError, match="outside the policy's category embedding") as e:
+        run([*ev, "--eval-episodes-file", str(far)])
+    assert e.value.path == str(far)

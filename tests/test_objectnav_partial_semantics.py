@@ -1,0 +1,87 @@
+"""ObjectNav over a split where only some scenes have semantic annotations (real HM3D v0.2
+annotates part of each split): an episode file that uses only annotated scenes runs, through
+``make`` and ``bps-train --eval``; sampled episodes leave the unannotated scenes out with a
+warning; a file that uses an unannotated scene, or a split with none annotated, is refused
+naming the scene's file."""
+from __future__ import annotations
+
+import gzip
+import logging
+import shutil
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from bps_assets.errors import InputError
+from bps_runtime import make
+from cli.main import main
+
+
+def _cli(*args):
+    r = CliRunner().invoke(main, [str(a) for a in args])
+    assert r.exit_code == 0, r.output
+    return r
+
+
+@pytest.fixture(scope="module")
+def partial(tmp_path_factory):
+    """(output folder, {scene: has semantics}, episode file over the annotated scene only,
+    episode file over both train scenes): three synth MP3D scenes (train, val, train), the
+    second train scene stripped of its annotations."""
+    root = tmp_path_factory.mktemp("partial")
+    src, out, eps, eps_all = root / "src", root / "out", root / "eps", root / "eps_all"
+    _cli("synth", src, "--layout", "mp3d", "-n", 3, "--semantic")
+    dirs = [src / "mp3d" / n for n in ("17DRP5sb8fy", "1LXtFkjw3qL")]   # synth's two train scenes
+    plain = dirs[1].name
+    for f in dirs[1].iterdir():
+        if f.name.endswith("_semantic.ply") or f.suffix == ".house":
+            f.unlink()
+    _cli("preprocess", src, "-o", out, "--dataset", "mp3d", "--split", "benchmark", "--workers", 1,
+         "--agent-radius", 0.18, "--agent-height", 0.88)
+    nav = out / "navmeshes"
+    _cli("episodes", nav / f"{dirs[0].name}.navmesh.bps", "--task", "objectnav", "-o", eps, "--split", "train",
+         "--per-scene", 6, "--seed", 1)
+    # a file naming the unannotated scene too: its episodes copied under the other scene's id
+    shutil.copytree(eps, eps_all)
+    content = eps_all / "train" / "content"
+    only = next(content.iterdir())
+    data = gzip.decompress(only.read_bytes()).replace(dirs[0].name.encode(), plain.encode())
+    (content / f"{plain}.json.gz").write_bytes(gzip.compress(data))
+    return out, dirs[0].name, plain, eps / "train" / "train.json.gz", eps_all / "train" / "train.json.gz"
+
+
+def test_an_episode_file_on_the_annotated_scenes_runs(partial):
+    out, annotated, _plain, eps, _ = partial
+    with make(out, split="train", task="objectnav", episodes=str(eps), num_envs=2, resolution=(16, 16)) as env:
+        env.reset()
+        _obs, _r, _d, info = env.step(torch.zeros(2, dtype=torch.int64))
+        assert set(info["scene_id"]) == {annotated}
+
+
+def test_bps_train_eval_on_the_file_runs(partial):
+    from bps_train.train import run
+
+    out, _a, _p, eps, _ = partial
+    r = run(["--dataset", str(out / "manifest.json"), "--task", "objectnav", "--eval", "random", "--eval-split",
+             "train", "--eval-episodes-file", str(eps), "--eval-episodes", "2", "--resolution", "16",
+             "--num-envs", "2", "--threads", "1"])
+    assert r["episodes"] == 2
+
+
+def test_a_file_using_an_unannotated_scene_is_refused(partial):
+    out, _a, plain, _, eps_all = partial
+    with pytest.raises(InputError, match="no semantic annotations") as e:
+        make(out, split="train", task="objectnav", episodes=str(eps_all), num_envs=2, resolution=(16, 16))
+    assert e.value.path.endswith(f"{plain}.bps")
+
+
+def test_sampling_leaves_unannotated_scenes_out_and_says_so(partial, caplog):
+    out, annotated, plain, _, _ = partial
+    with caplog.at_level(logging.WARNING):
+        with make(out, split="train", task="objectnav", episodes="sample", num_envs=2, resolution=(16, 16)) as env:
+            env.reset()
+            _obs, _r, _d, info = env.step(torch.zeros(2, dtype=torch.int64))
+            assert set(info["scene_id"]) == {annotated}
+    msg = " ".join(r.getMessage() for r in caplog.records)
+    assert "1 of 2 scenes have no semantic annotations" in msg and f"{plain}.bps" in msg

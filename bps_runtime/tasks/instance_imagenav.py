@@ -212,7 +212,7 @@ def supply(request):
     c, entries, manifest = request.config, request.entries, request.manifest
     src = c.episodes.source
     if src in (None, "sample"):
-        entries = annotated_entries(entries, f"{manifest.path} (split {request.split!r})")
+        entries = annotated_entries(entries, request)
         return SampledEpisodes({e.name: str(e.scene) for e in entries}, c.seed, request.worker, c.episodes.supply,
                                image_dimensions=c.sensors.resolution, near_gate=request.near_gate,
                                categories=list(goal_set(c.episodes.categories))), entries

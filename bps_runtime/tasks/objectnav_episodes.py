@@ -142,14 +142,18 @@ def check_served(entries) -> None:
             raise InputError(e.scene, why)
 
 
-def annotated_entries(entries, what: str) -> list:
+def annotated_entries(entries, request) -> list:
     """The ``entries`` whose scene has semantics (sampled episodes need them): the others are
     left out with one warning saying how many (real HM3D annotates part of each split); none
-    annotated is an InputError naming the first scene's file and ``what`` (the split)."""
+    annotated is an InputError naming the first scene's file and the ``request``'s manifest and
+    split. No entries: none (nothing to check)."""
     import logging
 
     from bps_assets.errors import InputError
 
+    if not entries:
+        return []
+    what = f"{request.manifest.path} (split {request.split!r})"
     kept, left = [], []
     for e in entries:
         (left if scene_semantics_error(e.scene) else kept).append(e)
@@ -174,7 +178,7 @@ def objectnav_supply(request):
     c, entries, manifest = request.config, request.entries, request.manifest
     src = c.episodes.source
     if src in (None, "sample"):
-        entries = annotated_entries(entries, f"{manifest.path} (split {request.split!r})")
+        entries = annotated_entries(entries, request)
         return SampledObjectNav({e.name: str(e.scene) for e in entries}, c.seed, request.worker,
                                 c.episodes.supply, near_gate=request.near_gate,
                                 categories=goal_set(c.episodes.categories)), entries

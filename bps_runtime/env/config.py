@@ -152,7 +152,7 @@ class EnvConfig:
                    batch_size=batch_size, seed=seed, device=str(device), threads=threads,
                    capture_graph=bool(capture_graph),
                    sensors=SensorConfig((sensors,) if isinstance(sensors, str) else tuple(sensors),
-                                        tuple(resolution) if not isinstance(resolution, int) else (resolution,) * 2,
+                                        resolution,   # checked there (one int or (height, width))
                                         bool(normalize_depth), renderer, lod=lod, **camera_fields(camera)),
                    task=task_options(task), cache=cache_options(cache),
                    episodes=EpisodeConfig(None if episodes is None else str(episodes), supply,

@@ -20,14 +20,27 @@ MAX_RESOLUTION = 4096   # the largest sensor height / width (every config and th
 
 def check_resolution(resolution) -> tuple[int, int]:
     """``resolution`` (one int or (height, width)) as (height, width); ConfigError unless both
-    are ints in 1..MAX_RESOLUTION."""
+    are ints (not 64.5, not "64": nothing truncated or parsed) in 1..MAX_RESOLUTION."""
     try:
-        h, w = (int(resolution), int(resolution)) if np.isscalar(resolution) else map(int, resolution)
+        h, w = (resolution, resolution) if np.isscalar(resolution) else resolution
     except (TypeError, ValueError):
         raise ConfigError(None, f"resolution={resolution!r}: expected (height, width)") from None
+    if not (is_int(h) and is_int(w)):
+        raise ConfigError(None, f"resolution={resolution!r}: height and width must be ints")
+    h, w = int(h), int(w)
     if not (1 <= h <= MAX_RESOLUTION and 1 <= w <= MAX_RESOLUTION):
         raise ConfigError(None, f"resolution={resolution!r}: height and width must be in 1..{MAX_RESOLUTION}")
     return h, w
+
+
+def check_real(name: str, value) -> float:
+    """``value`` of camera setting ``name`` as a float; ConfigError naming both unless it is a
+    finite number (a bool, a string such as "90", NaN or inf is refused, not compared or cast)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ConfigError(None, f"{name}={value!r}: expected a number")
+    if not math.isfinite(value):
+        raise ConfigError(None, f"{name}={value!r}: must be finite")
+    return float(value)
 
 
 LOD_CHOICES = ("auto", "full")   # or a level index, 0 .. bps_assets.lod_section.MAX_LEVELS - 1
@@ -54,7 +67,7 @@ def check_view_cameras(cameras) -> tuple:
     out = []
     try:
         for res, hfov in cameras:
-            hfov = float(hfov)
+            hfov = check_real("view_cameras hfov_deg", hfov)
             if not 0.0 < hfov < 180.0:
                 raise ConfigError(None, f"view_cameras: hfov_deg must be in (0, 180), got {hfov}")
             out.append((check_resolution(tuple(res)), hfov))
@@ -93,6 +106,8 @@ class RenderOptions:
 
     def __post_init__(self):
         object.__setattr__(self, "resolution", check_resolution(self.resolution))
+        for name in ("hfov_deg", "sensor_height", "pitch_deg", "min_depth", "max_depth", "texture_near"):
+            object.__setattr__(self, name, check_real(name, getattr(self, name)))
         if not 0.0 < self.hfov_deg < 180.0:
             raise ConfigError(None, f"hfov_deg must be in (0, 180), got {self.hfov_deg}")
         if not -90.0 < self.pitch_deg < 90.0:

@@ -88,7 +88,9 @@ class RenderOptions:
     pitch_deg: float = 0.0
     min_depth: float = 0.0
     max_depth: float = 10.0
-    normalize_depth: bool = False  # habitat-lab: clip to [min, max] then scale to [0, 1]
+    # depth is clipped to [min_depth, max_depth] as habitat-lab's sensor clips it (a miss, 0,
+    # reads min_depth); normalize_depth: then scaled to [0, 1]
+    normalize_depth: bool = False
     # CPU threads (Embree: one ray-casting call per thread, which releases the GIL); None: every
     # core this process may use. ``make(threads=...)`` sets it; the step shares the same count.
     threads: int | None = None

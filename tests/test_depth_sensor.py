@@ -1,7 +1,7 @@
 """The depth sensor in the env as habitat-lab's: the frame clipped to [min_depth, max_depth]
-whether normalized or not, the unnormalized space Box(min_depth, max_depth); camera values
-checked (a ConfigError naming the field and the value for text, bools, NaN, inf and
-non-integer resolutions: nothing cast, truncated or compared as it is)."""
+whether normalized or not, the unnormalized space Box(min_depth, max_depth); Redwood noise on
+the raw frame, then the clip (habitat-sim's noise, habitat-lab's sensor after it), held to
+tests/noise_reference.py; camera values checked (a ConfigError naming the field and value)."""
 from __future__ import annotations
 
 import numpy as np
@@ -13,24 +13,31 @@ from bps_assets.errors import ConfigError
 
 import warp  # noqa: F401  (a dependency the test extra installs: missing is a failure, not a skip)
 
+from noise_reference import redwood_reference
+
 RENDERERS = ["embree", "warp"]
 
 
-def _reset(manifest, **kw):
-    """(depth [N,H,W] of a reset, positions, the env's single observation space) of a seeded env."""
+def _reset(manifest, turns: int = 0, **kw):
+    """(depth [N,H,W], positions, the env's single observation space) of a seeded env after its
+    reset and ``turns`` TURN_LEFT steps (a step's frame: on the Warp renderer, inside the step)."""
     args = dict(split="train", num_envs=8, resolution=(32, 32), seed=1, episodes="sample", sensors=("depth",))
     args.update(kw)
     env = bps_runtime.make(manifest, **args)
     try:
-        obs = env.reset()
-        return obs["depth"][..., 0].numpy().copy(), env.last_info["position"].clone(), env.single_observation_space
+        obs, pos = env.reset(), env.last_info["position"]
+        for _ in range(turns):
+            obs, _, _, info = env.step(torch.full((env.batch_size,), 2))
+            pos = info["position"]
+        return obs["depth"][..., 0].numpy().copy(), pos.clone(), env.single_observation_space
     finally:
         env.close()
 
 
-def _raw(manifest, renderer):
+def _raw(manifest, renderer, turns: int = 0):
     """The frames' z-depth in metres, nothing clipped (the box rooms are far smaller than 100 m)."""
-    return _reset(manifest, renderer=renderer, normalize_depth=False, camera={"min_depth": 0.0, "max_depth": 100.0})
+    return _reset(manifest, turns, renderer=renderer, normalize_depth=False,
+                  camera={"min_depth": 0.0, "max_depth": 100.0})
 
 
 @pytest.mark.parametrize("renderer", RENDERERS)
@@ -59,6 +66,33 @@ def test_static_depth_spaces_are_the_tasks_depth_range():
     box = bps_runtime.observation_space(4, normalize_depth=False, task="objectnav")["depth"]
     assert box.shape == (4, 64, 64, 1) and float(box.high.max()) == 5.0
     assert float(bps_runtime.single_observation_space()["depth"].high.max()) == 1.0
+
+
+@pytest.mark.parametrize("turns", [0, 1])
+@pytest.mark.parametrize("renderer", RENDERERS)
+def test_redwood_noise_reads_the_raw_depth_then_the_sensor_clips(box_rooms_manifest, renderer, turns):
+    """max_depth 1.5 m, most walls beyond it: habitat adds the noise to the raw depth, so such a
+    pixel stays beyond the range and reads 1.0 (normalized); noise on depth already clipped at
+    1.5 m would put about half of them below it. Both against tests/noise_reference.py."""
+    from bps_runtime.noise.sensors import load_table
+
+    raw, pos, _ = _raw(box_rooms_manifest, renderer, turns)
+    lo, hi = 0.5, 1.5
+    noisy, p1, _ = _reset(box_rooms_manifest, turns, renderer=renderer, camera={"min_depth": lo, "max_depth": hi},
+                          noise={"depth": "redwood"})
+    assert torch.equal(p1, pos)
+    gen, table = np.random.default_rng(0), load_table()
+    ref = np.stack([(np.clip(redwood_reference(r, table, 1.0, gen), lo, hi) - lo) / (hi - lo) for r in raw])
+    assert noisy.min() >= 0.0 and noisy.max() <= 1.0
+    far = (raw > hi + 0.4) & (raw < 9.5)
+    assert far.sum() > 1000
+    ours, theirs = np.mean(noisy[far] == 1.0), np.mean(ref[far] == 1.0)
+    assert theirs > 0.8 and abs(ours - theirs) < 0.02, (ours, theirs)
+    near = (raw > lo + 0.1) & (raw < hi - 0.1)     # inside the range: the same error distribution
+    assert near.sum() > 500
+    err, ref_err = noisy[near] - (raw[near] - lo) / (hi - lo), ref[near] - (raw[near] - lo) / (hi - lo)
+    assert abs(np.mean(err == -0.5 / (hi - lo)) - np.mean(ref_err == -0.5 / (hi - lo))) < 0.02   # no returns
+    assert abs(np.median(err) - np.median(ref_err)) < 0.01 and abs(np.std(err) - np.std(ref_err)) < 0.05
 
 
 @pytest.mark.parametrize("camera, message", [

@@ -80,12 +80,13 @@ def test_misses_are_zero_and_normalized_depth(backend):
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_depth_is_clipped_to_the_sensor_range_normalized_or_not(backend):
     """habitat-lab's depth sensor: np.clip(depth, min_depth, max_depth) always, then / range only
-    when normalized (a miss, 0, reads min_depth)."""
+    when normalized (a miss, 0, reads min_depth); raw_depth (the frame depth noise reads): the
+    rays' z-depth unclipped, misses 0."""
     floor = room_scene()
     keep = floor.tri_material == 0               # floor only: the top half misses
     floor.indices, floor.tri_material = floor.indices[keep], floor.tri_material[keep]
     for scene in (room_scene(), floor):
-        opts = RenderOptions(resolution=(32, 32), max_depth=100.0)   # nothing clipped in the 8 m room
+        opts = RenderOptions(resolution=(32, 32), min_depth=0.5, max_depth=2.5, raw_depth=True)
         raw = _renderer(backend, scene, opts).render([0], [[4.0, 0, -3]], [0.0])["depth"][0, :, :, 0].numpy()
         if scene is floor:
             assert (raw[:16] == 0).all() and (raw > 2.5).any()

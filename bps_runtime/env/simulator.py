@@ -31,7 +31,8 @@ class Simulator:
                                capture=config.capture_graph, threads=world.threads, sizes=spec.sizes(self.resolution),
                                noise=config.noise, seed=config.seed)
         # habitat-sim's sensor noise on the frames (one more launch, ``threads`` on the CPU), or None
-        # (depth through the C pass where the frames are the CPU's own, not a Warp frame's)
+        # (depth through the C pass where the frames are the CPU's own, not a Warp frame's); with
+        # depth noise the renderer's depth is raw (world.py) and the noise clips and scales it
         r = world.renderer
         warp_frame = r.frame_device is not None and _same_device(r.frame_device, device)
         self.sensor_noise = None

@@ -94,9 +94,11 @@ DEPTH_RAW, DEPTH_CLIPPED, DEPTH_NORMALIZED = 0, 1, 2   # depth_finish's modes (t
 
 
 def depth_finish(options: RenderOptions) -> int:
-    """How a frame's z-depth is finished: DEPTH_CLIPPED (metres clipped to [min_depth,
-    max_depth], habitat-lab's sensor) or DEPTH_NORMALIZED (clipped, then scaled to [0, 1]);
-    DEPTH_RAW (metres as the rays give them) is no sensor's."""
+    """How a frame's z-depth is finished: DEPTH_RAW (``raw_depth``: metres as the rays give
+    them), DEPTH_CLIPPED (metres clipped to [min_depth, max_depth], habitat-lab's sensor) or
+    DEPTH_NORMALIZED (clipped, then scaled to [0, 1])."""
+    if options.raw_depth:
+        return DEPTH_RAW
     return DEPTH_NORMALIZED if options.normalize_depth else DEPTH_CLIPPED
 
 

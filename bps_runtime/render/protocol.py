@@ -91,6 +91,9 @@ class RenderOptions:
     # depth is clipped to [min_depth, max_depth] as habitat-lab's sensor clips it (a miss, 0,
     # reads min_depth); normalize_depth: then scaled to [0, 1]
     normalize_depth: bool = False
+    # the rays' z-depth as it is (metres, 0 = miss, no clip): the frame Redwood noise reads, which
+    # then clips and scales (habitat-sim's noise on its raw frame, habitat-lab's clip after)
+    raw_depth: bool = False
     # CPU threads (Embree: one ray-casting call per thread, which releases the GIL); None: every
     # core this process may use. ``make(threads=...)`` sets it; the step shares the same count.
     threads: int | None = None
@@ -137,7 +140,7 @@ def view_options(options: RenderOptions, resolution, hfov_deg: float) -> RenderO
     ``hfov_deg`` replaced, ``sensor_height`` 0 and no tilt (``render_view`` positions are camera
     centres, its rotations the cameras' whole orientation)."""
     return replace(options, resolution=(int(resolution[0]), int(resolution[1])), hfov_deg=float(hfov_deg),
-                   sensor_height=0.0, pitch_deg=0.0)
+                   sensor_height=0.0, pitch_deg=0.0, raw_depth=False)
 
 
 @runtime_checkable

@@ -117,3 +117,15 @@ def test_resolution_is_never_truncated_or_parsed(resolution):
     with pytest.raises(ConfigError, match=r"resolution=.*must be ints"):
         bps_runtime.EnvConfig.from_kwargs(resolution=resolution)
     assert RenderOptions(resolution=(np.int64(48), 64)).resolution == (48, 64)
+
+
+def test_depth_noise_refuses_a_renderer_that_clips(box_rooms_manifest, monkeypatch):
+    """The noise must read the raw frame: an env whose renderer finishes depth (a World built
+    without ``raw_depth``) is refused, not run with noise on clipped depth."""
+    from bps_runtime.env import config
+
+    finished = config.SensorConfig.render_options
+    monkeypatch.setattr(config.SensorConfig, "render_options",
+                        lambda self, threads=None, raw_depth=False: finished(self, threads))
+    with pytest.raises(ConfigError, match="depth noise needs the renderer's raw depth"):
+        bps_runtime.make(box_rooms_manifest, split="train", num_envs=2, episodes="sample", noise={"depth": "redwood"})

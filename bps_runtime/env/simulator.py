@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from bps_assets.errors import ConfigError
+
 from ..noise.sensors import SensorNoise
 from ..step.fused import FusedStep, warp_stream
 from ..step.ring import EpisodeRing, LazyNames
@@ -40,6 +42,9 @@ class Simulator:
             o = config.sensors.render_options()
             self.sensor_noise = SensorNoise(config.noise, device, normalized=o.normalize_depth,
                                             min_depth=o.min_depth, max_depth=o.max_depth, native=not warp_frame)
+            if self.sensor_noise.depth_on and not r.options.raw_depth:   # else the noise would read clipped depth
+                raise ConfigError(None, "depth noise needs the renderer's raw depth: make it with "
+                                        "RenderOptions(raw_depth=True), as env.world.build_world does")
         # the sensors whose frames the noise replaces (the others are returned as rendered)
         self._noisy = () if self.sensor_noise is None else tuple(
             k for k, on in (("depth", self.sensor_noise.depth_on), ("rgb", self.sensor_noise.rgb_on)) if on)

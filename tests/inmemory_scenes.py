@@ -85,12 +85,14 @@ def make_env(scenes, num_envs=4, batch_size=None, seed=0, resolution=(16, 16), s
     worker = FieldWorker()
     supply = make_supply(seed, worker, episodes, options=SupplyOptions(goal_pool=goal_pool, goal_views=goal_views),
                          goals=goals, near_gate=NEAR_EXACT if task is None else near_gate(task.success_distance))
-    r = make_renderer(renderer, RenderOptions(resolution=tuple(resolution), normalize_depth=normalize_depth,
-                                                threads=threads),
-                      device=device if renderer == "warp" else "cpu")
-    w = World(StaticScenes(list(scenes), r), r, device=device, supply=supply, worker=worker, sensors=sensors)
     from bps_runtime.env.config import EnvConfig, SensorConfig
     from bps_runtime.noise.presets import noise_options
+
+    # as build_world: raw depth frames where depth noise runs (it clips after its model)
+    r = make_renderer(renderer, RenderOptions(resolution=tuple(resolution), normalize_depth=normalize_depth,
+                                                threads=threads, raw_depth=noise_options(noise).depth != "none"),
+                      device=device if renderer == "warp" else "cpu")
+    w = World(StaticScenes(list(scenes), r), r, device=device, supply=supply, worker=worker, sensors=sensors)
 
     config = EnvConfig(num_envs=num_envs, batch_size=batch_size, seed=seed, device=str(device), threads=threads,
                        capture_graph=capture_graph, sensors=SensorConfig(sensors, resolution, normalize_depth, renderer),

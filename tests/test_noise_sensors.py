@@ -96,16 +96,20 @@ def test_redwood_without_randomness_is_habitat_cpu_model_pixel_for_pixel():
 def test_redwood_zero_beyond_10_m_and_scaled_depth():
     depth = torch.full((2, H, W, 1), 10.5)
     assert (noisy_depth(depth, NoiseOptions(depth="redwood")) == 0).all()
-    # normalised depth (0-1 of [0.1, 10] m): the model works in metres, then clips and scales back
+    # normalised depth (0-1 of [0.1, 10] m): the model works on the raw metres, then clips and
+    # scales (habitat-lab's sensor after habitat-sim's noise)
     d = torch.full((2, H, W, 1), 3.0)
     keys = torch.from_numpy(rng.env_keys(0, 2))
     cnt = torch.zeros(2, dtype=torch.int32)
     a, b = torch.zeros_like(d), torch.zeros_like(d)
     SensorNoise(NoiseOptions(depth="redwood")).launch(d, a, None, None, keys, cnt)
     SensorNoise(NoiseOptions(depth="redwood"), normalized=True, min_depth=0.1, max_depth=10.0).launch(
-        (d - 0.1) / 9.9, b, None, None, keys, cnt)
+        d, b, None, None, keys, cnt)
     want = (a.clamp(0.1, 10.0) - 0.1) / 9.9
     assert (a == 0).any() and torch.allclose(want, b, atol=1e-6)
+    c = torch.zeros_like(d)      # clipped to the range, in metres
+    SensorNoise(NoiseOptions(depth="redwood"), min_depth=0.1, max_depth=2.5).launch(d, c, None, None, keys, cnt)
+    assert torch.equal(c, a.clamp(0.1, 2.5))
 
 
 def test_redwood_shuffle_reads_neighbours():
@@ -253,7 +257,7 @@ def test_redwood_negative_and_huge_depths_stay_in_the_table():
 
 
 @pytest.mark.parametrize("multiplier", [0.0, 0.2, 0.5, 1.0, 3.0])
-@pytest.mark.parametrize("normalized", [False, True])
+@pytest.mark.parametrize("normalized", [False, "clipped", True])
 @pytest.mark.parametrize("shape", [(7, 21, 45), (3, 16, 64), (3, 10, 83)])
 def test_native_redwood_is_the_kernel_value_for_value(multiplier, normalized, shape):
     """The C pass the Embree path takes (render/_embree_bridge.c: 16 or 8 pixels at a time with
@@ -262,13 +266,15 @@ def test_native_redwood_is_the_kernel_value_for_value(multiplier, normalized, sh
     the Warp kernel's values bit for bit: the same draws, the same float32 arithmetic. Frames
     of odd widths (a scalar tail) and whole blocks, depth across the table's range, misses (0)
     and beyond 10 m, an env range, strided input (gathers, not row loads)."""
-    gen = np.random.default_rng(int(multiplier * 10) + normalized)
+    gen = np.random.default_rng(int(multiplier * 10) + (normalized is True))
     n, h, w = shape
     depth = gen.uniform(0.0, 11.0, (n, h, w, 1)).astype(np.float32)
     depth[:, :, :3] = 0.0
     depth[:, 5:9] = np.linspace(0.3, 9.8, w, dtype=np.float32)[None, None, :, None]   # a smooth ramp
-    kw = dict(normalized=True, min_depth=0.1, max_depth=10.0) if normalized else {}
-    src = torch.from_numpy((np.clip(depth, 0.1, 10.0) - 0.1) / 9.9 if normalized else depth)
+    # the raw frame in, whatever leaves (metres, clipped to 0.1-6 m, or 0-1 of 0.1-10 m)
+    kw = {False: {}, "clipped": dict(min_depth=0.1, max_depth=6.0),
+          True: dict(normalized=True, min_depth=0.1, max_depth=10.0)}[normalized]
+    src = torch.from_numpy(depth)
     opts = NoiseOptions(depth="redwood", multiplier=multiplier)
     for counter in (0, 5):
         want = noisy_depth(src, opts, seed=4, counter=counter, **kw)

@@ -76,6 +76,30 @@ def test_misses_are_zero_and_normalized_depth(backend):
     np.testing.assert_allclose(d[31], 1.25 / -ys / 10.0, rtol=1e-5)
 
 
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_depth_is_clipped_to_the_sensor_range_normalized_or_not(backend):
+    """habitat-lab's depth sensor: np.clip(depth, min_depth, max_depth) always, then / range only
+    when normalized (a miss, 0, reads min_depth); raw_depth (the frame depth noise reads): the
+    rays' z-depth unclipped, misses 0."""
+    floor = room_scene()
+    keep = floor.tri_material == 0               # floor only: the top half misses
+    floor.indices, floor.tri_material = floor.indices[keep], floor.tri_material[keep]
+    for scene in (room_scene(), floor):
+        opts = RenderOptions(resolution=(32, 32), min_depth=0.5, max_depth=2.5, raw_depth=True)
+        raw = _renderer(backend, scene, opts).render([0], [[4.0, 0, -3]], [0.0])["depth"][0, :, :, 0].numpy()
+        if scene is floor:
+            assert (raw[:16] == 0).all() and (raw > 2.5).any()
+        else:   # back wall 3 m away, ceiling / floor nearer: beyond max_depth in the middle rows
+            np.testing.assert_allclose(raw, _expected_room_depth(32, 32, 3.0), rtol=1e-5)
+        for normalize in (False, True):
+            o = RenderOptions(resolution=(32, 32), min_depth=0.5, max_depth=2.5, normalize_depth=normalize)
+            d = _renderer(backend, scene, o).render([0], [[4.0, 0, -3]], [0.0])["depth"][0, :, :, 0].numpy()
+            clipped = np.clip(raw, 0.5, 2.5)
+            assert clipped.max() == 2.5 and (clipped.min() == 0.5) == (scene is floor)
+            np.testing.assert_array_equal(d, (clipped - np.float32(0.5)) / np.float32(2.0) if normalize else clipped)
+
+
 def test_bc1_texel_decode_matches_pillow():
     from PIL import Image
 

@@ -69,12 +69,13 @@ class SensorConfig:
         """This config with its unset camera fields from ``defaults`` (a task's ``camera``)."""
         return replace(self, **{k: v for k, v in defaults.items() if getattr(self, k) is None})
 
-    def render_options(self, threads: int | None = None):
-        """The renderer's ``RenderOptions`` for these sensors."""
+    def render_options(self, threads: int | None = None, raw_depth: bool = False):
+        """The renderer's ``RenderOptions`` for these sensors (``raw_depth``: frames for depth noise,
+        which clips after its model)."""
         from ..render import RenderOptions
 
         return RenderOptions(resolution=tuple(self.resolution), normalize_depth=self.normalize_depth,
-                             threads=threads, lod=self.lod, **self.camera())
+                             threads=threads, lod=self.lod, raw_depth=raw_depth, **self.camera())
 
 
 CAMERA_FIELDS = ("sensor_height", "hfov_deg", "min_depth", "max_depth", "view_cameras", "pitch_deg")
@@ -161,7 +162,7 @@ class EnvConfig:
                    batch_size=batch_size, seed=seed, device=str(device), threads=threads,
                    capture_graph=bool(capture_graph),
                    sensors=SensorConfig((sensors,) if isinstance(sensors, str) else tuple(sensors),
-                                        tuple(resolution) if not isinstance(resolution, int) else (resolution,) * 2,
+                                        resolution,   # checked there (one int or (height, width))
                                         bool(normalize_depth), renderer, lod=lod, **camera_fields(camera)),
                    task=task_options(task), cache=cache_options(cache),
                    episodes=EpisodeConfig(None if episodes is None else str(episodes), supply,

@@ -51,6 +51,8 @@ class BatchNavEnv:
             self.device = torch.device("cuda", torch.cuda.current_device())
         self.sensors, self.resolution = c.sensors.kinds, c.sensors.resolution
         self.normalize_depth = c.sensors.normalize_depth
+        o = c.sensors.render_options()
+        self.depth_range = (o.min_depth, o.max_depth)   # the depth sensor's clip (m; its space unnormalized)
         self.spec = spec = spec_for(c.task)   # the task's TaskSpec
         self._task = c.task
         self.world = world
@@ -134,7 +136,7 @@ class BatchNavEnv:
     def single_observation_space(self):
         """Observation space of one env (gymnasium Dict)."""
         return sp.single_observation_space(self.sensors, self.resolution, self.normalize_depth, self.spec,
-                                           self.max_goal_id)
+                                           self.max_goal_id, self.depth_range)
 
     @property
     def single_action_space(self):
@@ -145,7 +147,7 @@ class BatchNavEnv:
     def observation_space(self):
         """Observation space of one batch of ``batch_size`` envs."""
         return sp.batched_observation_space(self.batch_size, self.sensors, self.resolution,
-                                            self.normalize_depth, self.spec, self.max_goal_id)
+                                            self.normalize_depth, self.spec, self.max_goal_id, self.depth_range)
 
     @property
     def action_space(self):

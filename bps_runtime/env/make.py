@@ -22,12 +22,14 @@ from ..threads import check_threads
 
 
 def observation_space(num_envs: int = 1, sensors=("depth",), resolution=(64, 64), normalize_depth=True,
-                      batch_size: int | None = None, task: str = TASKS[0], max_goal_id: int | None = None):
+                      batch_size: int | None = None, task: str = TASKS[0], max_goal_id: int | None = None,
+                      depth_range=None):
     """The space of one ``recv()`` / ``step()`` result, computed without building anything;
     ``max_goal_id``: ObjectNav's largest task category id (the ``objectgoal`` high; None: 5,
-    habitat's objectnav_hm3d map; ``env.observation_space`` has the dataset's own)."""
+    habitat's objectnav_hm3d map; ``env.observation_space`` has the dataset's own);
+    ``depth_range``: (min, max) m of unnormalized depth (None: the task's camera's)."""
     _, b = check_batching(num_envs, batch_size)
-    return sp.batched_observation_space(b, sensors, resolution, normalize_depth, task, max_goal_id)
+    return sp.batched_observation_space(b, sensors, resolution, normalize_depth, task, max_goal_id, depth_range)
 
 
 def action_space(num_envs: int = 1, batch_size: int | None = None, task: str = TASKS[0]):

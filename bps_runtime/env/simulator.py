@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from bps_assets.errors import ConfigError
+
 from ..noise.sensors import SensorNoise
 from ..step.fused import FusedStep, warp_stream
 from ..step.ring import EpisodeRing, LazyNames
@@ -31,7 +33,8 @@ class Simulator:
                                capture=config.capture_graph, threads=world.threads, sizes=spec.sizes(self.resolution),
                                noise=config.noise, seed=config.seed)
         # habitat-sim's sensor noise on the frames (one more launch, ``threads`` on the CPU), or None
-        # (depth through the C pass where the frames are the CPU's own, not a Warp frame's)
+        # (depth through the C pass where the frames are the CPU's own, not a Warp frame's); with
+        # depth noise the renderer's depth is raw (world.py) and the noise clips and scales it
         r = world.renderer
         warp_frame = r.frame_device is not None and _same_device(r.frame_device, device)
         self.sensor_noise = None
@@ -39,6 +42,9 @@ class Simulator:
             o = config.sensors.render_options()
             self.sensor_noise = SensorNoise(config.noise, device, normalized=o.normalize_depth,
                                             min_depth=o.min_depth, max_depth=o.max_depth, native=not warp_frame)
+            if self.sensor_noise.depth_on and not r.options.raw_depth:   # else the noise would read clipped depth
+                raise ConfigError(None, "depth noise needs the renderer's raw depth: make it with "
+                                        "RenderOptions(raw_depth=True), as env.world.build_world does")
         # the sensors whose frames the noise replaces (the others are returned as rendered)
         self._noisy = () if self.sensor_noise is None else tuple(
             k for k, on in (("depth", self.sensor_noise.depth_on), ("rgb", self.sensor_noise.rgb_on)) if on)

@@ -74,21 +74,36 @@ def check_max_goal_id(max_goal_id) -> int | None:
     return int(max_goal_id)
 
 
+def depth_bounds(normalize_depth: bool, spec: TaskSpec, depth_range=None) -> tuple[float, float]:
+    """The depth box's (low, high): (0, 1) normalized, else the sensor's clip range in metres
+    (habitat-lab's Box(min_depth, max_depth)): ``depth_range`` (min, max), None: the task's
+    camera's (``TaskSpec.camera``), else the renderer's defaults."""
+    if normalize_depth:
+        return 0.0, 1.0
+    if depth_range is None:
+        from ..render.protocol import DEFAULTS
+
+        cam = spec.camera
+        depth_range = (cam.get("min_depth", DEFAULTS.min_depth), cam.get("max_depth", DEFAULTS.max_depth))
+    lo, hi = depth_range
+    return float(lo), float(hi)
+
+
 def single_observation_space(sensors=("depth",), resolution=(64, 64), normalize_depth: bool = True,
-                             task=TASKS[0], max_goal_id: int | None = None):
+                             task=TASKS[0], max_goal_id: int | None = None, depth_range=None):
     """One environment's observation space: dict of depth [H,W,1], rgb [H,W,3], semantic [H,W,1]
     (int32 instance ids, 0 = no object) and the task's observations (``TaskSpec.observations``;
     ``task`` a spec, a task name or a task's options). ``max_goal_id``: the high of a goal-id
     observation (ObjectNav's ``objectgoal``: the dataset's largest task category id; None: the
-    task's declared default, habitat's objectnav_hm3d map's 5)."""
+    task's declared default, habitat's objectnav_hm3d map's 5). Depth: ``depth_bounds``."""
     sensors = check_sensors(sensors)
     h, w = check_resolution(resolution)
     spec = _spec(task)
     max_goal_id = check_max_goal_id(max_goal_id)
-    depth_high = 1.0 if normalize_depth else np.inf
     boxes = {}
     if "depth" in sensors:
-        boxes["depth"] = (0.0, depth_high, (h, w, 1), np.dtype(np.float32))
+        lo, hi = depth_bounds(normalize_depth, spec, depth_range)
+        boxes["depth"] = (lo, hi, (h, w, 1), np.dtype(np.float32))
     if "rgb" in sensors:
         boxes["rgb"] = (0, 255, (h, w, 3), np.dtype(np.uint8))
     if "semantic" in sensors:
@@ -111,9 +126,9 @@ def single_action_space(task=TASKS[0]):
 
 
 def batched_observation_space(n: int, sensors=("depth",), resolution=(64, 64), normalize_depth=True,
-                              task=TASKS[0], max_goal_id: int | None = None):
+                              task=TASKS[0], max_goal_id: int | None = None, depth_range=None):
     """The space of one ``recv()`` result: every entry gets a leading batch dimension ``n``."""
-    single = single_observation_space(sensors, resolution, normalize_depth, task, max_goal_id)
+    single = single_observation_space(sensors, resolution, normalize_depth, task, max_goal_id, depth_range)
     g = _gym()
     if g is not None:
         from gymnasium.vector.utils import batch_space

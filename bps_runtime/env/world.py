@@ -178,7 +178,9 @@ def build_world(manifest_path, config, *, device) -> World:
     except InputError as e:
         worker.close()
         raise episodes_error(e, spec.name, c.episodes.source) from None
-    ropts = c.sensors.render_options(c.threads)   # the camera: the config's (the task's defaults filled in)
+    # the camera: the config's (the task's defaults filled in); raw depth frames where depth noise
+    # runs (it clips after its model, as habitat-lab clips habitat-sim's noisy frame)
+    ropts = c.sensors.render_options(c.threads, raw_depth=c.noise.depth != "none")
     r = c.sensors.renderer
     renderer = make_renderer(r, ropts, device=str(device) if r == "warp" else "cpu")
     log_lod_rule(manifest, ropts)

@@ -3,8 +3,9 @@ Redwood depth model and its RGB models (Gaussian, salt-and-pepper, speckle, Pois
 
 ``SensorNoise(options, device, normalized, min_depth, max_depth, native)`` holds the Redwood
 table; ``launch(depth_in, depth_out, rgb_in, rgb_out, keys, counters, lo, hi, stream)`` writes
-noisy copies of envs ``lo:hi`` of depth [N,H,W,1] float32 (metres, 0 = miss; or ``normalized``:
-habitat's 0-1 of [min_depth, max_depth], the model in metres, then clipped and scaled back)
+noisy copies of envs ``lo:hi`` of depth [N,H,W,1] float32 (the raw frame in, metres, 0 = miss,
+unclipped: habitat-sim's noise reads its raw frame; out: metres, or with ``min_depth`` /
+``max_depth`` clipped to them, ``normalized`` then scaled to 0-1: habitat-lab's sensor after it)
 and / or RGB [N,H,W,C] uint8 (alpha kept). Outputs must not alias inputs (the shuffle reads
 neighbours), except with ``native``: depth through the Embree bridge's C pass (the CPU; the
 kernel's values bit for bit; in place allowed). Env e's draws: ``rng.stream(keys[e],
@@ -36,9 +37,10 @@ class SensorParams:
     """The kernel's parameters: which models, their settings, the device tables."""
     depth_on: int
     depth_mult: float
-    depth_norm: int             # 1: depth arrives and leaves as habitat's 0-1 of [lo, hi] (camera.finish_depth)
+    # how the noisy depth leaves (camera.depth_finish's modes): 0 metres as the model gives
+    # them, 1 clipped to [lo, hi], 2 clipped and scaled to [0, 1]; it arrives as raw metres
+    depth_finish: int
     depth_lo: float
-    depth_range: float          # hi - lo
     depth_inv: float            # 1 / (hi - lo): a multiply per pixel, not a division
     depth_hi: float
     table: wp.array3d(dtype=float)
@@ -105,8 +107,6 @@ def redwood(p: SensorParams, depth: wp.array3d(dtype=float), e: int, j: int, i: 
     y = wp.clamp(j + shuffle_offset(rng.draw(rs, 4 * i), p.shuffle), 0, h - 1)
     x = wp.clamp(i + shuffle_offset(rng.draw(rs, 4 * i + 1), p.shuffle), 0, w - 1)
     d = depth[e, y - y % 2, x - x % 2]
-    if p.depth_norm != 0:
-        d = d * p.depth_range + p.depth_lo
     out = float(0.0)
     if d < 10.0:
         f = distortion(int(float(x) * sx + 0.5), int(float(y) * sy + 0.5), d, p.table)
@@ -165,8 +165,10 @@ def sensor_noise_kernel(p: SensorParams, depth_in: wp.array3d(dtype=float), dept
         rs = rng.stream(key, c, rng.DEPTH, j)
         for i in range(width):
             v = redwood(p, depth_in, e, j, i, sx, sy, rs)
-            if p.depth_norm != 0:     # as the sensor: clip to [lo, hi], scale to [0, 1]
-                v = (wp.clamp(v, p.depth_lo, p.depth_hi) - p.depth_lo) * p.depth_inv
+            if p.depth_finish != 0:     # as habitat-lab's sensor after habitat-sim's noise: clip, scale
+                v = wp.clamp(v, p.depth_lo, p.depth_hi)
+                if p.depth_finish == 2:
+                    v = (v - p.depth_lo) * p.depth_inv
             depth_out[e, j, i] = v
     if p.rgb_kind != 0:
         s = rng.stream(key, c, rng.RGB, j)
@@ -195,8 +197,8 @@ def shuffle_cdf(multiplier: float) -> np.ndarray:
 
 class _RedwoodParams(ctypes.Structure):
     """RedwoodParams of render/_embree_bridge.c."""
-    _fields_ = [("mult", ctypes.c_float), ("lo", ctypes.c_float), ("range", ctypes.c_float), ("hi", ctypes.c_float),
-                ("inv", ctypes.c_float), ("norm", ctypes.c_int64)]
+    _fields_ = [("mult", ctypes.c_float), ("lo", ctypes.c_float), ("hi", ctypes.c_float), ("inv", ctypes.c_float),
+                ("finish", ctypes.c_int64)]
 
 
 def _native_redwood():
@@ -251,7 +253,7 @@ class SensorNoise:
     """The sensor half of ``NoiseOptions`` on one device (see the module docstring)."""
 
     def __init__(self, options: NoiseOptions, device: str | torch.device = "cpu", normalized: bool = False,
-                 min_depth: float = 0.0, max_depth: float = 10.0, native: bool = False):
+                 min_depth: float | None = None, max_depth: float | None = None, native: bool = False):
         dev = torch.device(device)
         self.wdev = "cpu" if dev.type == "cpu" else f"cuda:{dev.index or 0}"
         self.options = options
@@ -262,9 +264,13 @@ class SensorNoise:
         p = SensorParams()
         p.depth_on = int(self.depth_on)
         p.depth_mult = float(options.depth_mult)
-        p.depth_norm, p.depth_lo, p.depth_hi = int(bool(normalized)), float(min_depth), float(max_depth)
-        p.depth_range = p.depth_hi - p.depth_lo
-        p.depth_inv = 1.0 / (p.depth_hi - p.depth_lo)
+        clip = min_depth is not None or max_depth is not None
+        if (normalized or clip) and (min_depth is None or max_depth is None or not min_depth < max_depth):
+            raise ValueError(f"sensor noise: normalized or clipped depth needs min_depth < max_depth, got "
+                             f"{min_depth}, {max_depth}")
+        p.depth_finish = 2 if normalized else int(clip)
+        p.depth_lo, p.depth_hi = (float(min_depth), float(max_depth)) if clip else (0.0, 0.0)
+        p.depth_inv = 1.0 / (p.depth_hi - p.depth_lo) if clip else 0.0
         host = (load_table(), rng.zig_table(), shuffle_cdf(options.depth_mult))   # float32, float32, uint32
         self._table = wp.array(host[0], dtype=float, device=self.wdev)
         p.table = self._table
@@ -282,8 +288,7 @@ class SensorNoise:
         self._variants: dict = {}   # (depth on, rgb on) -> params with the others off (_params_for)
         if self._native is not None:
             self._host = host   # the C pass reads the same tables from host memory
-            self._native_params = _RedwoodParams(p.depth_mult, p.depth_lo, p.depth_range, p.depth_hi, p.depth_inv,
-                                                 p.depth_norm)
+            self._native_params = _RedwoodParams(p.depth_mult, p.depth_lo, p.depth_hi, p.depth_inv, p.depth_finish)
 
     @property
     def native(self) -> bool:

@@ -237,8 +237,8 @@ static inline int rw_offset(uint32_t u, const uint32_t *cdf, int64_t n) {
 }
 
 typedef struct {
-    float mult, lo, range, hi, inv;   /* multiplier; normalised depth: [lo, hi], range = hi - lo, 1 / range */
-    int64_t norm;                     /* 1: depth in and out as 0-1 of [lo, hi] */
+    float mult, lo, hi, inv;   /* multiplier; the sensor's depth range [lo, hi] and 1 / (hi - lo) */
+    int64_t finish;            /* the noisy depth out: 0 metres, 1 clipped to [lo, hi], 2 clipped, 0-1 */
 } RedwoodParams;
 
 /* One frame's hoisted tables: the hashes of each column's four draw indices (rng.draw: draw n of a
@@ -273,8 +273,7 @@ static inline float rw_pixel(const RedwoodFrame *F, const float *src, int64_t s1
     int64_t x = i + rw_offset(rw_pcg(rs + F->draw[1][i]), F->cdf, F->ncdf);
     y = y < 0 ? 0 : (y > h - 1 ? h - 1 : y);
     x = x < 0 ? 0 : (x > w - 1 ? w - 1 : x);
-    float d = src[(y & ~(int64_t)1) * s1 + (x & ~(int64_t)1) * s2];
-    if (p->norm) d = d * p->range + p->lo;
+    float d = src[(y & ~(int64_t)1) * s1 + (x & ~(int64_t)1) * s2];   /* raw metres, unclipped */
     float v = 0.0f;
     if (d < 10.0f) {
         /* x * 0.5: x / 2 exactly; floored at -1 before the cast (a negative or huge depth: no
@@ -290,7 +289,8 @@ static inline float rw_pixel(const RedwoodFrame *F, const float *src, int64_t s1
             if (denom > 1e-5f) v = RW_K35 * RW_K8 / denom;
         }
     }
-    if (p->norm) v = ((v < p->lo ? p->lo : (v > p->hi ? p->hi : v)) - p->lo) * p->inv;
+    if (p->finish) v = v < p->lo ? p->lo : (v > p->hi ? p->hi : v);   /* habitat-lab's clip after the noise */
+    if (p->finish == 2) v = (v - p->lo) * p->inv;
     return v;
 }
 
@@ -358,7 +358,6 @@ RW_AVX2 static int rw_block8(const RedwoodFrame *F, const float *src, int64_t s1
                                       _mm256_mullo_epi32(_mm256_and_si256(x, even), _mm256_set1_epi32((int)s2)));
         d = _mm256_i32gather_ps(src, at, 4);
     }
-    if (p->norm) d = _mm256_add_ps(_mm256_mul_ps(d, _mm256_set1_ps(p->range)), _mm256_set1_ps(p->lo));
     /* x / 2 as x * 0.5: the same float, no division */
     __m256 one = _mm256_set1_ps(1.0f), two = _mm256_set1_ps(2.0f), half = _mm256_set1_ps(0.5f);
     __m256i i2 = _mm256_cvttps_epi32(_mm256_max_ps(_mm256_mul_ps(_mm256_add_ps(d, one), half), _mm256_set1_ps(-1.0f)));
@@ -408,9 +407,8 @@ RW_AVX2 static int rw_block8(const RedwoodFrame *F, const float *src, int64_t s1
     __m256 denom = _mm256_blendv_ps(q, rounded, small);
     __m256 v = _mm256_div_ps(_mm256_set1_ps(RW_K35 * RW_K8), denom);
     v = _mm256_and_ps(v, _mm256_and_ps(ok, _mm256_cmp_ps(denom, _mm256_set1_ps(1e-5f), _CMP_GT_OQ)));
-    if (p->norm)
-        v = _mm256_mul_ps(_mm256_sub_ps(_mm256_min_ps(_mm256_max_ps(v, _mm256_set1_ps(p->lo)), _mm256_set1_ps(p->hi)),
-                                        _mm256_set1_ps(p->lo)), _mm256_set1_ps(p->inv));
+    if (p->finish) v = _mm256_min_ps(_mm256_max_ps(v, _mm256_set1_ps(p->lo)), _mm256_set1_ps(p->hi));
+    if (p->finish == 2) v = _mm256_mul_ps(_mm256_sub_ps(v, _mm256_set1_ps(p->lo)), _mm256_set1_ps(p->inv));
     _mm256_storeu_ps(dst + i0, v);
     return 0;
 }
@@ -438,7 +436,6 @@ typedef struct {
 RW_AVX512 static inline __attribute__((always_inline)) int rw_stage1(const RedwoodFrame *F, const float *src,
                                                                      int64_t s1, int64_t s2, uint32_t rs, int64_t j,
                                                                      int64_t i0, RwLanes16 *L) {
-    const RedwoodParams *p = F->p;
     int64_t k = (F->ncdf - 1) / 2;
     const uint32_t *cdf = F->cdf;
     __m512i rsv = _mm512_set1_epi32((int)rs);
@@ -481,7 +478,6 @@ RW_AVX512 static inline __attribute__((always_inline)) int rw_stage1(const Redwo
                                       _mm512_mullo_epi32(_mm512_and_si512(x, even), _mm512_set1_epi32((int)s2)));
         d = _mm512_i32gather_ps(at, src, 4);
     }
-    if (p->norm) d = _mm512_add_ps(_mm512_mul_ps(d, _mm512_set1_ps(p->range)), _mm512_set1_ps(p->lo));
     L->d = d, L->oy = oy, L->ox = ox;
     return 0;
 }
@@ -560,9 +556,8 @@ RW_AVX512 static inline __attribute__((always_inline)) void rw_stage3(const Redw
     __m512 denom = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(absq, _mm512_set1_ps(8388608.0f), _CMP_LT_OQ), q, rounded);
     __m512 v = _mm512_div_ps(_mm512_set1_ps(RW_K35 * RW_K8), denom);
     v = _mm512_maskz_mov_ps(L->ok & _mm512_cmp_ps_mask(denom, _mm512_set1_ps(1e-5f), _CMP_GT_OQ), v);
-    if (p->norm)
-        v = _mm512_mul_ps(_mm512_sub_ps(_mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps(p->lo)), _mm512_set1_ps(p->hi)),
-                                        _mm512_set1_ps(p->lo)), _mm512_set1_ps(p->inv));
+    if (p->finish) v = _mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps(p->lo)), _mm512_set1_ps(p->hi));
+    if (p->finish == 2) v = _mm512_mul_ps(_mm512_sub_ps(v, _mm512_set1_ps(p->lo)), _mm512_set1_ps(p->inv));
     _mm512_storeu_ps(dst + i0, v);
 }
 

@@ -2,9 +2,10 @@
 
 HFOV 90 deg, square pixels, at the agent's position + 1.25 m straight up (the agent stays upright), looking
 along the agent's -Z tilted by ``pitch_deg`` about its +X (habitat's sensor orientation). Depth is the z-distance to the image plane (habitat-sim's depth buffer,
-not the ray length); 0 marks "no geometry" as in habitat. Ray directions in camera space are
+not the ray length); 0 marks "no geometry" (before the clip) as in habitat. Ray directions in camera space are
 (x, y, -1), so the ray parameter t that Embree and Warp return for an unnormalized direction
-IS the z-depth: no per-pixel cosine correction is needed.
+IS the z-depth: no per-pixel cosine correction is needed. The sensor clips it to [min_depth,
+max_depth] and may scale it to [0, 1] (``finish_depth``), as habitat-lab's depth sensor does.
 """
 from __future__ import annotations
 
@@ -89,9 +90,25 @@ def camera_origins(positions: np.ndarray, options: RenderOptions) -> np.ndarray:
     return p + np.array([0.0, options.sensor_height, 0.0], np.float32)
 
 
+DEPTH_RAW, DEPTH_CLIPPED, DEPTH_NORMALIZED = 0, 1, 2   # depth_finish's modes (the kernels take the int)
+
+
+def depth_finish(options: RenderOptions) -> int:
+    """How a frame's z-depth is finished: DEPTH_RAW (``raw_depth``: metres as the rays give
+    them), DEPTH_CLIPPED (metres clipped to [min_depth, max_depth], habitat-lab's sensor) or
+    DEPTH_NORMALIZED (clipped, then scaled to [0, 1])."""
+    if options.raw_depth:
+        return DEPTH_RAW
+    return DEPTH_NORMALIZED if options.normalize_depth else DEPTH_CLIPPED
+
+
 def finish_depth(z: np.ndarray, options: RenderOptions) -> np.ndarray:
-    """Raw z-depth (0 = miss) -> the sensor's output (metres, or normalized 0-1 like habitat-lab)."""
-    if not options.normalize_depth:
+    """Raw z-depth (0 = miss) -> the sensor's output (``depth_finish``: a miss reads min_depth,
+    normalized 0, as habitat-lab clips it)."""
+    mode = depth_finish(options)
+    if mode == DEPTH_RAW:
         return z
     lo, hi = np.float32(options.min_depth), np.float32(options.max_depth)
+    if mode == DEPTH_CLIPPED:
+        return np.clip(z, lo, hi)
     return (np.clip(z, lo, hi) - lo) / (hi - lo)

@@ -20,14 +20,27 @@ MAX_RESOLUTION = 4096   # the largest sensor height / width (every config and th
 
 def check_resolution(resolution) -> tuple[int, int]:
     """``resolution`` (one int or (height, width)) as (height, width); ConfigError unless both
-    are ints in 1..MAX_RESOLUTION."""
+    are ints (not 64.5, not "64": nothing truncated or parsed) in 1..MAX_RESOLUTION."""
     try:
-        h, w = (int(resolution), int(resolution)) if np.isscalar(resolution) else map(int, resolution)
+        h, w = (resolution, resolution) if np.isscalar(resolution) else resolution
     except (TypeError, ValueError):
         raise ConfigError(None, f"resolution={resolution!r}: expected (height, width)") from None
+    if not (is_int(h) and is_int(w)):
+        raise ConfigError(None, f"resolution={resolution!r}: height and width must be ints")
+    h, w = int(h), int(w)
     if not (1 <= h <= MAX_RESOLUTION and 1 <= w <= MAX_RESOLUTION):
         raise ConfigError(None, f"resolution={resolution!r}: height and width must be in 1..{MAX_RESOLUTION}")
     return h, w
+
+
+def check_real(name: str, value) -> float:
+    """``value`` of camera setting ``name`` as a float; ConfigError naming both unless it is a
+    finite number (a bool, a string such as "90", NaN or inf is refused, not compared or cast)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ConfigError(None, f"{name}={value!r}: expected a number")
+    if not math.isfinite(value):
+        raise ConfigError(None, f"{name}={value!r}: must be finite")
+    return float(value)
 
 
 LOD_CHOICES = ("auto", "full")   # or a level index, 0 .. bps_assets.lod_section.MAX_LEVELS - 1
@@ -54,7 +67,7 @@ def check_view_cameras(cameras) -> tuple:
     out = []
     try:
         for res, hfov in cameras:
-            hfov = float(hfov)
+            hfov = check_real("view_cameras hfov_deg", hfov)
             if not 0.0 < hfov < 180.0:
                 raise ConfigError(None, f"view_cameras: hfov_deg must be in (0, 180), got {hfov}")
             out.append((check_resolution(tuple(res)), hfov))
@@ -75,7 +88,12 @@ class RenderOptions:
     pitch_deg: float = 0.0
     min_depth: float = 0.0
     max_depth: float = 10.0
-    normalize_depth: bool = False  # habitat-lab: clip to [min, max] then scale to [0, 1]
+    # depth is clipped to [min_depth, max_depth] as habitat-lab's sensor clips it (a miss, 0,
+    # reads min_depth); normalize_depth: then scaled to [0, 1]
+    normalize_depth: bool = False
+    # the rays' z-depth as it is (metres, 0 = miss, no clip): the frame Redwood noise reads, which
+    # then clips and scales (habitat-sim's noise on its raw frame, habitat-lab's clip after)
+    raw_depth: bool = False
     # CPU threads (Embree: one ray-casting call per thread, which releases the GIL); None: every
     # core this process may use. ``make(threads=...)`` sets it; the step shares the same count.
     threads: int | None = None
@@ -93,6 +111,8 @@ class RenderOptions:
 
     def __post_init__(self):
         object.__setattr__(self, "resolution", check_resolution(self.resolution))
+        for name in ("hfov_deg", "sensor_height", "pitch_deg", "min_depth", "max_depth", "texture_near"):
+            object.__setattr__(self, name, check_real(name, getattr(self, name)))
         if not 0.0 < self.hfov_deg < 180.0:
             raise ConfigError(None, f"hfov_deg must be in (0, 180), got {self.hfov_deg}")
         if not -90.0 < self.pitch_deg < 90.0:
@@ -120,7 +140,7 @@ def view_options(options: RenderOptions, resolution, hfov_deg: float) -> RenderO
     ``hfov_deg`` replaced, ``sensor_height`` 0 and no tilt (``render_view`` positions are camera
     centres, its rotations the cameras' whole orientation)."""
     return replace(options, resolution=(int(resolution[0]), int(resolution[1])), hfov_deg=float(hfov_deg),
-                   sensor_height=0.0, pitch_deg=0.0)
+                   sensor_height=0.0, pitch_deg=0.0, raw_depth=False)
 
 
 @runtime_checkable

@@ -95,7 +95,7 @@ def render_instanced_kernel(this_scene: wp.int64, bvh: wp.uint64, assets: wp.arr
                             objs: wp.array(dtype=wp.int32), scene_index: wp.array(dtype=wp.int64),
                             pos: wp.array(dtype=wp.vec3), quat: wp.array(dtype=Any),
                             dirs: wp.array(dtype=wp.vec3), hw: int, sensor_height: float,
-                            normalize: int, lo: float, hi: float,
+                            finish: int, lo: float, hi: float,
                             depth: wp.array2d(dtype=float), want_rgb: int, rgb: wp.array3d(dtype=wp.uint8),
                             pixel_angle: float, want_sem: int, sem: wp.array2d(dtype=wp.int32)):
     """``warp_kernels.render_kernel`` for the agents in scene ``this_scene`` (others untouched)."""
@@ -135,7 +135,7 @@ def render_instanced_kernel(this_scene: wp.int64, bvh: wp.uint64, assets: wp.arr
         if want_rgb != 0:
             c = shade(face, bv, 1.0 - bu - bv, z * lod[hit_i], abs_cos(nxf[hit_i] * nrm, d),
                       assets[asset_of[hit_i]], pixel_angle)
-    write_pixel(a, p, z, c, obj, normalize, lo, hi, depth, want_rgb, rgb, want_sem, sem)
+    write_pixel(a, p, z, c, obj, finish, lo, hi, depth, want_rgb, rgb, want_sem, sem)
 
 
 for _q in (wp.vec4d, wp.vec4f):

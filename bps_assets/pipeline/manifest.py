@@ -464,5 +464,5 @@ def merge_manifests(paths, out: str | os.PathLike, overwrite: bool = False,
     doc["tool"] = dict(first.doc["tool"])
     doc["merged_from"] = [{"path": _rebase(m.path.name, m.root, out.parent),
                            "shard": m.shard} for m in mans]
-    write_manifest(doc, out, overwrite=True)
+    write_manifest(doc, out, overwrite=overwrite)   # a merge racing to `out` gets OutputExistsError
     return load_manifest(out)

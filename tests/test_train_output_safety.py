@@ -69,6 +69,21 @@ def test_a_lock_left_by_kill_9_is_taken_over_with_one_line(tmp_path):
     assert said == []
 
 
+def test_a_run_stopped_at_once_releases_its_lock(tmp_path):
+    """stop_now (SIGTERM during setup, a second Ctrl-C) ends with os._exit, which skips the
+    lock's release: it releases the run's locks first, so the next run does not call a run
+    that exited cleanly (130) one that "ended without releasing" the lock (journey f finding 9)."""
+    from bps_train import run_lock
+
+    code = HOLD.replace("time.sleep(120)", "from bps_train.stop import stop_now; stop_now('stopped by SIGTERM')")
+    r = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 130 and "stopped by SIGTERM" in r.stderr, r.stderr
+    assert (tmp_path / run_lock.TRAIN).read_text() == ""
+    said = []
+    run_lock.hold(tmp_path, log=said.append).release()
+    assert said == []
+
+
 def _state(**kw):
     from bps_train import checkpoint
 

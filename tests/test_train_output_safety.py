@@ -259,3 +259,23 @@ def test_optimizer_settings_that_would_fail_the_first_step_are_one_line(tmp_path
     fresh = torch.nn.Linear(4, 2)
     with pytest.raises(CorruptFileError, match=re.escape(msg)):
         checkpoint.restore(path, checkpoint.load(path), fresh, Lamb(fresh.parameters(), lr=1e-3))
+
+
+def test_a_truncated_checkpoint_is_refused_in_whole_sentences_with_the_way_out(tmp_path):
+    """A checkpoint.pt cut short: one message naming the file, torch's cause as a whole
+    sentence (it was cut mid-sentence at 200 characters: '... that your checkpoint file is'),
+    and the way out (another checkpoint, or --no-resume) (journey f finding 10)."""
+    from bps_assets.errors import CorruptFileError
+    from bps_train import checkpoint
+
+    state = {"policy": {"w": torch.ones(200_000)}, "optimizer": {}, "update": 1, "global_step": 8,
+             "seconds": 1.0, "world": 1, "args": {}, "identity": {}, "rng": [checkpoint.rng_state()]}
+    p = tmp_path / "checkpoint.pt"
+    checkpoint.save(p, state)
+    os.truncate(p, p.stat().st_size // 2)
+    with pytest.raises(CorruptFileError) as e:
+        checkpoint.load(p)
+    msg = str(e.value)
+    assert str(p) in msg and "not a readable checkpoint (" in msg and "--no-resume" in msg, msg
+    cause = msg.split("(", 1)[1].split(")", 1)[0]
+    assert cause and not cause.endswith((" is", " the", " a")) and "checkpoint file is" not in cause, cause

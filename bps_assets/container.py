@@ -432,10 +432,10 @@ def atomic_write(path: str | os.PathLike, write_fn, overwrite: bool = False) -> 
 
     With ``overwrite=False`` an existing ``path`` is an OutputExistsError, so nothing the user
     had is replaced silently: checked first, and again atomically when the finished temp gets
-    its name (``_publish_new``), so of two writers racing for one new path one gets the error. A crash leaves at most a ``.tmp`` file, never a half-written path
-    (``remove_stale_temps`` removes it later). An OS failure (no permission, read-only or full
-    disk, file size limit) is an OutputWriteError naming the file or folder and the cause, and
-    leaves nothing behind.
+    its name (``_publish_new``), so of two writers racing for one new path one gets the error.
+    A crash leaves at most a ``.tmp`` file, never a half-written path (``remove_stale_temps``
+    removes it later). An OS failure (no permission, read-only or full disk, file size limit)
+    is an OutputWriteError naming the file or folder and the cause, and leaves nothing behind.
     """
     path = Path(path)
     check_name_length(path)

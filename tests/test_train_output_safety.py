@@ -84,6 +84,24 @@ def test_a_run_stopped_at_once_releases_its_lock(tmp_path):
     assert said == []
 
 
+def test_a_forked_child_stopping_leaves_its_parents_lock_alone(tmp_path):
+    """release_held in a forked child (a worker given the run's signal handlers) must not empty
+    the lock file of the parent, which still runs and holds it."""
+    from bps_assets.pipeline.run_lock import release_held
+    from bps_train import run_lock
+
+    lock = run_lock.hold(tmp_path)
+    try:
+        pid = os.fork()
+        if pid == 0:
+            release_held()
+            os._exit(0)
+        os.waitpid(pid, 0)
+        assert (tmp_path / run_lock.TRAIN).read_text().strip() == str(os.getpid())
+    finally:
+        lock.release()
+
+
 def _state(**kw):
     from bps_train import checkpoint
 

@@ -381,14 +381,61 @@ def current_umask() -> int:
     return mask
 
 
+# errnos of a file system without hard links (vfat, some FUSE and network mounts)
+_NO_HARDLINK = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK, errno.ENOSYS, errno.EXDEV}
+_RENAME_NOREPLACE = 1   # linux/fs.h
+
+
+def _rename_noreplace(tmp: str, path: Path) -> bool | None:
+    """renameat2(RENAME_NOREPLACE) (Linux 3.15+, glibc 2.28+): True when renamed, False when
+    ``path`` exists, None where the call or the file system's support for it is missing."""
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return None
+    at_fdcwd = -100
+    if fn(at_fdcwd, os.fsencode(tmp), at_fdcwd, os.fsencode(path), _RENAME_NOREPLACE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err == errno.EEXIST:
+        return False
+    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+        return None
+    raise OSError(err, os.strerror(err), str(path))
+
+
+def _publish_new(tmp: str, path: Path) -> bool:
+    """Give the finished temp ``tmp`` the new name ``path``, never replacing a file: False (the
+    temp left for the caller to remove) when ``path`` exists. A hard link fails atomically on an
+    existing name; without hard links, renameat2(RENAME_NOREPLACE); without either, a last
+    check then a rename (only there can a writer arriving in between still be replaced)."""
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        return False
+    except OSError as e:
+        if e.errno not in _NO_HARDLINK:
+            raise
+        done = _rename_noreplace(tmp, path)
+        if done is not None:
+            return done
+        if os.path.lexists(path):
+            return False
+        os.replace(tmp, path)
+        return True
+    os.unlink(tmp)
+    return True
+
+
 def atomic_write(path: str | os.PathLike, write_fn, overwrite: bool = False) -> None:
     """Run ``write_fn(fileobj)`` on a temp file beside ``path``, fsync, then rename over it.
 
     With ``overwrite=False`` an existing ``path`` is an OutputExistsError, so nothing the user
-    had is replaced silently. A crash leaves at most a ``.tmp`` file, never a half-written path
-    (``remove_stale_temps`` removes it later). An OS failure (no permission, read-only or full
-    disk, file size limit) is an OutputWriteError naming the file or folder and the cause, and
-    leaves nothing behind.
+    had is replaced silently: checked first, and again atomically when the finished temp gets
+    its name (``_publish_new``), so of two writers racing for one new path one gets the error.
+    A crash leaves at most a ``.tmp`` file, never a half-written path (``remove_stale_temps``
+    removes it later). An OS failure (no permission, read-only or full disk, file size limit)
+    is an OutputWriteError naming the file or folder and the cause, and leaves nothing behind.
     """
     path = Path(path)
     check_name_length(path)
@@ -408,7 +455,11 @@ def atomic_write(path: str | os.PathLike, write_fn, overwrite: bool = False) -> 
             write_fn(f)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
+        if overwrite:
+            os.replace(tmp, path)
+        elif not _publish_new(tmp, path):
+            raise OutputExistsError(path, "already exists: another writer made it while this one was writing "
+                                          "(pass overwrite / --overwrite to replace it)")
     except BaseException as e:
         try:
             os.unlink(tmp)

@@ -557,9 +557,10 @@ def texture_bytes_bound(path, header: dict) -> int:
         w = _int_field(path, t, "width", f"textures[{i}]", 1, MAX_TEXTURE_SIDE)
         h = _int_field(path, t, "height", f"textures[{i}]", 1, MAX_TEXTURE_SIDE)
         n = _int_field(path, t, "levels", f"textures[{i}]", 1, MAX_TEXTURE_LEVELS)
-        bb = _BLOCK_BYTES.get(t.get("format"))
+        fmt = t.get("format")
+        bb = _BLOCK_BYTES.get(fmt) if isinstance(fmt, str) else None   # a list / object is unhashable
         if bb is None:
-            raise _hdr_err(path, f"textures[{i}].format {t.get('format')!r} is not one of bc1, bc7")
+            raise _hdr_err(path, f"textures[{i}].format {repr(fmt)[:40]} is not one of bc1, bc7")
         for lv in range(n):
             lb = -(-max(1, w >> lv) // 4) * -(-max(1, h >> lv) // 4) * bb
             total += -(-lb // 16) * 16

@@ -280,6 +280,17 @@ def _space_cause(e: OutputWriteError) -> str:
             errno.EFBIG: "a file size limit (ulimit -f) stops the write"}.get(e.errno, e.detail)
 
 
+def _first_sentence(text: str, cap: int = 200) -> str:
+    """The first sentence of an error ``text`` (torch's run on with advice), whole words only:
+    never cut mid-sentence without saying so ("...")."""
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    end = re.search(r"[.!?](\s|$)", line)
+    sentence = line[:end.start()] if end else line
+    if len(sentence) > cap:
+        sentence = sentence[:cap].rsplit(" ", 1)[0] + " ..."
+    return sentence
+
+
 def _blocked(message: str) -> str:
     """What torch's weights-only unpickler refused, from its many-line message: the global the
     pickle names (torch 2.13: "unsupported GLOBAL posix.system ..."; older: "Unsupported
@@ -311,8 +322,10 @@ def load(path, map_location=None) -> dict:
                                      f"so it was not loaded ({_blocked(str(e))})") from None
     except (RuntimeError, EOFError, ValueError, OSError, zipfile.BadZipFile, IndexError, KeyError, TypeError,
             AttributeError, OverflowError, AssertionError, struct.error) as e:   # what torch's unpickler meets in a damaged file
-        detail = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
-        raise CorruptFileError(path, f"not a readable checkpoint ({detail})") from None
+        raise CorruptFileError(path, f"not a readable checkpoint ({_first_sentence(str(e)) or type(e).__name__}): "
+                                     "truncated or damaged; resume from another checkpoint (a ckpt_UPDATE.pt), or "
+                                     "start fresh with --no-resume (it moves the old run's files into "
+                                     "OUT_DIR/previous-<time>/)") from None
     if not isinstance(ckpt, dict) or ckpt.get("format") != FORMAT:
         raise CorruptFileError(path, "not a bps-train checkpoint (no 'format' field); checkpoints of "
                                      "bps-train before version 2 cannot be loaded")

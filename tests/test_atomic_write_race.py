@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from bps_assets.container import remove_stale_temps
 
 REPO = Path(__file__).resolve().parents[1]
@@ -96,3 +98,97 @@ def test_a_failing_flock_leaves_no_temp(tmp_path, monkeypatch):
         with pytest.raises(OutputWriteError):
             atomic_write(tmp_path / "x.bps", lambda f: f.write(b"data"))
     assert list(tmp_path.iterdir()) == []
+
+
+def _race_new_file(dst, n=2):
+    """``n`` threads atomic_write(overwrite=False) one new path, all past the early existence
+    check and done writing (a barrier in write_fn) before any publishes: {tag: 'ok' | error}."""
+    import threading
+
+    from bps_assets.container import atomic_write
+
+    barrier, out = threading.Barrier(n), {}
+
+    def write(tag):
+        def fn(f):
+            f.write(tag * 4096)
+            barrier.wait(timeout=30)
+        try:
+            atomic_write(dst, fn)
+            out[tag] = "ok"
+        except Exception as e:
+            out[tag] = e
+
+    ts = [threading.Thread(target=write, args=(bytes([97 + i]),)) for i in range(n)]
+    [t.start() for t in ts]
+    [t.join() for t in ts]
+    return out
+
+
+def _one_winner(tmp_path, dst, out):
+    from bps_assets.errors import OutputExistsError
+
+    won = [t for t, r in out.items() if r == "ok"]
+    assert len(won) == 1, out
+    for t, r in out.items():
+        if t not in won:
+            assert isinstance(r, OutputExistsError) and str(dst) in str(r) and "already exists" in str(r)
+    assert dst.read_bytes() == won[0] * 4096   # the winner's file, not replaced by a loser
+    assert [p.name for p in tmp_path.iterdir()] == [dst.name]   # the losers' temps are removed
+
+
+def test_racing_new_file_writers_one_wins_the_others_get_output_exists(tmp_path):
+    """overwrite=False is checked again when the temp is published (journey f finding 4: both
+    writers once returned 'ok' and the second replaced the first's file)."""
+    dst = tmp_path / "merged.json"
+    _one_winner(tmp_path, dst, _race_new_file(dst, 3))
+
+
+@pytest.mark.parametrize("renameat2", [True, False])
+def test_without_hard_links_the_publish_still_never_replaces(tmp_path, monkeypatch, renameat2):
+    """A file system without hard links: renameat2(RENAME_NOREPLACE) where there is one (still
+    race-free), else a last check and rename (an existing file is still refused)."""
+    import errno
+
+    from bps_assets import container
+    from bps_assets.errors import OutputExistsError
+
+    def no_link(src, dst, **kw):
+        raise OSError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(container.os, "link", no_link)
+    dst = tmp_path / "x.bin"
+    if renameat2:
+        (tmp_path / "probe").write_bytes(b"")
+        if container._rename_noreplace(str(tmp_path / "probe"), tmp_path / "probe2") is None:
+            pytest.skip("no renameat2(RENAME_NOREPLACE) here")
+        (tmp_path / "probe2").unlink()
+        _one_winner(tmp_path, dst, _race_new_file(dst, 2))
+    else:
+        monkeypatch.setattr(container, "_rename_noreplace", lambda tmp, path: None)
+        container.atomic_write(dst, lambda f: f.write(b"first"))
+        with pytest.raises(OutputExistsError):
+            container.atomic_write(dst, lambda f: f.write(b"second"))
+        assert dst.read_bytes() == b"first" and [p.name for p in tmp_path.iterdir()] == [dst.name]
+
+
+def test_a_merge_whose_output_appears_meanwhile_refuses_it(tmp_path, monkeypatch):
+    """Two `manifest merge -o SAME` at once: the one finishing second gets OutputExistsError,
+    and the first one's manifest is kept (both once exited 0, the second replacing the first)."""
+    from bps_assets.errors import OutputExistsError
+    from bps_assets.pipeline import manifest as M
+    from test_pipeline_manifest import _shards
+
+    _, paths = _shards(tmp_path, 2)
+    out = tmp_path / "out" / "manifest.json"
+    real = M.new_manifest
+
+    def other_merge_finishes_first(**kw):
+        out.write_text("the other merge's manifest")
+        return real(**kw)
+
+    monkeypatch.setattr(M, "new_manifest", other_merge_finishes_first)
+    with pytest.raises(OutputExistsError, match="already exists"):
+        M.merge_manifests(paths, out)
+    assert out.read_text() == "the other merge's manifest"
+    assert not list(out.parent.glob(".manifest.json*.tmp"))

@@ -161,3 +161,25 @@ def test_navmesh_island_tables_are_bounded_by_the_grid(tmp_path):
     with pytest.raises(CorruptFileError, match="counts allow") as e:
         load_navmesh(bomb)
     assert e.value.section == "island_area"
+
+
+@pytest.mark.parametrize("field, value", [("format", []), ("format", {"a": 1}), ("format", None), ("format", "dxt5"),
+                                          ("width", "32"), ("levels", [1]), ("height", None)])
+def test_texture_header_fields_of_another_kind_are_corrupt_file_errors(scene, tmp_path, field, value):
+    """docs/FORMAT.md 5.5: textures[i] fields out of their kind are a CorruptFileError naming the
+    header field, in read, deep verify and `bps-assets info` (a list / object format once
+    raised TypeError: unhashable type)."""
+    from click.testing import CliRunner
+
+    from cli.main import main
+    from hostile_cases import rewrite
+
+    with C.Container(scene) as c:
+        texs = json.loads(json.dumps(c.header["textures"]))
+    texs[0][field] = value
+    bad = rewrite(scene, tmp_path / "t.bps", header={"textures": texs})
+    with pytest.raises(CorruptFileError, match=rf"header: textures\[0\]\.{field}"):
+        read_packed_scene(bad)
+    assert any(f"textures[0].{field}" in p for p in _deep_problems(tmp_path, {"s": {"scene": (bad, "SCEN")}}))
+    r = CliRunner().invoke(main, ["info", str(bad)])
+    assert r.exit_code == 2 and f"textures[0].{field}" in r.output and "Traceback" not in r.output, r.output

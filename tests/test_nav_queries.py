@@ -34,6 +34,26 @@ def test_snap_point(nav):
     assert np.allclose(nav.snap_point(P([1.0, 1.0, 4.0])), [1.0, 0.0, 4.0])  # a single [3] point
 
 
+def test_huge_finite_coordinates_are_off_the_mesh_without_warnings(nav):
+    """Finite but huge coordinates (1e308 in an episode file, `nav distance --from 1e20,0,0`)
+    are off the mesh, as before, without numpy RuntimeWarnings (overflow in the cell division
+    and the squared distances, an out-of-range float-to-int cast) reaching the user."""
+    import warnings
+
+    huge = P([[1e308, 0.0, 0.0], [1e20, 0.0, 0.0], [-1e308, 0.0, -1e308], [1.0, 1e300, 4.0], [1.0, 0.0, 1e19]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        r, c = nav.cell_of(huge)
+        s = nav.snap_point(huge)
+        nav_ok = nav.is_navigable(huge)
+        d = nav.geodesic_distance(huge, P([[1.0, 0.0, 4.0]] * len(huge)))
+    D, W = nav.shape[1:]
+    assert ((r >= 0) & (r < D) & (c >= 0) & (c < W)).tolist() == [False, False, False, True, False]   # [3]: y only
+    assert np.isnan(s).all() and not nav_ok.any() and not np.isfinite(d).any()
+    assert tuple(x[0] for x in nav.cell_of(P([[1.0, 0.0, 4.0]]))) == tuple(
+        int(v) for v in np.floor((P([4.0, 1.0]) - np.asarray(nav.origin)[[1, 0]]) / nav.cell_size))
+
+
 def test_is_navigable_y_tolerance(nav):
     assert nav.is_navigable(P([[1.0, 0.4, 4.0]]))[0]
     assert not nav.is_navigable(P([[1.0, 0.6, 4.0]]))[0]

@@ -69,6 +69,39 @@ def test_a_lock_left_by_kill_9_is_taken_over_with_one_line(tmp_path):
     assert said == []
 
 
+def test_a_run_stopped_at_once_releases_its_lock(tmp_path):
+    """stop_now (SIGTERM during setup, a second Ctrl-C) ends with os._exit, which skips the
+    lock's release: it releases the run's locks first, so the next run does not call a run
+    that exited cleanly (130) one that "ended without releasing" the lock (journey f finding 9)."""
+    from bps_train import run_lock
+
+    code = HOLD.replace("time.sleep(120)", "from bps_train.stop import stop_now; stop_now('stopped by SIGTERM')")
+    r = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 130 and "stopped by SIGTERM" in r.stderr, r.stderr
+    assert (tmp_path / run_lock.TRAIN).read_text() == ""
+    said = []
+    run_lock.hold(tmp_path, log=said.append).release()
+    assert said == []
+
+
+def test_a_forked_child_stopping_leaves_its_parents_lock_alone(tmp_path):
+    """release_held in a forked child (a worker given the run's signal handlers) must not empty
+    the lock file of the parent, which still runs and holds it."""
+    from bps_assets.pipeline.run_lock import release_held
+    from bps_train import run_lock
+
+    lock = run_lock.hold(tmp_path)
+    try:
+        pid = os.fork()
+        if pid == 0:
+            release_held()
+            os._exit(0)
+        os.waitpid(pid, 0)
+        assert (tmp_path / run_lock.TRAIN).read_text().strip() == str(os.getpid())
+    finally:
+        lock.release()
+
+
 def _state(**kw):
     from bps_train import checkpoint
 
@@ -244,3 +277,23 @@ def test_optimizer_settings_that_would_fail_the_first_step_are_one_line(tmp_path
     fresh = torch.nn.Linear(4, 2)
     with pytest.raises(CorruptFileError, match=re.escape(msg)):
         checkpoint.restore(path, checkpoint.load(path), fresh, Lamb(fresh.parameters(), lr=1e-3))
+
+
+def test_a_truncated_checkpoint_is_refused_in_whole_sentences_with_the_way_out(tmp_path):
+    """A checkpoint.pt cut short: one message naming the file, torch's cause as a whole
+    sentence (it was cut mid-sentence at 200 characters: '... that your checkpoint file is'),
+    and the way out (another checkpoint, or --no-resume) (journey f finding 10)."""
+    from bps_assets.errors import CorruptFileError
+    from bps_train import checkpoint
+
+    state = {"policy": {"w": torch.ones(200_000)}, "optimizer": {}, "update": 1, "global_step": 8,
+             "seconds": 1.0, "world": 1, "args": {}, "identity": {}, "rng": [checkpoint.rng_state()]}
+    p = tmp_path / "checkpoint.pt"
+    checkpoint.save(p, state)
+    os.truncate(p, p.stat().st_size // 2)
+    with pytest.raises(CorruptFileError) as e:
+        checkpoint.load(p)
+    msg = str(e.value)
+    assert str(p) in msg and "not a readable checkpoint (" in msg and "--no-resume" in msg, msg
+    cause = msg.split("(", 1)[1].split(")", 1)[0]
+    assert cause and not cause.endswith((" is", " the", " a")) and "checkpoint file is" not in cause, cause

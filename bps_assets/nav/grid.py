@@ -369,9 +369,12 @@ class NavMesh:
     def cell_of(self, points) -> tuple[np.ndarray, np.ndarray]:
         """(row, col) int64 arrays of the cells holding ``points`` [N, 3] (may be out of grid)."""
         p = np.asarray(points, np.float64).reshape(-1, 3)
-        c = np.floor((p[:, 0] - self.origin[0]) / self.cell_size).astype(np.int64)
-        r = np.floor((p[:, 2] - self.origin[1]) / self.cell_size).astype(np.int64)
-        return r, c
+        with np.errstate(over="ignore", invalid="ignore"):   # huge finite coordinates are out of grid, no warning
+            f = np.floor((p[:, [0, 2]] - np.asarray(self.origin, np.float64)[:2]) / self.cell_size)
+        # clipped before the cast (a float beyond int64 casts to an undefined value): every cell
+        # inside the grid is kept exactly, every other stays outside it; NaN is outside too
+        f = np.clip(np.nan_to_num(f, nan=-1.0), -1, 2**31).astype(np.int64)
+        return f[:, 1], f[:, 0]
 
     def bounds(self) -> tuple[np.ndarray, np.ndarray]:
         """(min, max) corners in metres, Habitat frame, of the walkable surface: span positions

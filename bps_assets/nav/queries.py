@@ -100,8 +100,9 @@ def snap_spans(nav: NavMesh, points) -> tuple[np.ndarray, np.ndarray]:
     # resolve to the cell that ``locate`` and the line-of-sight walk use
     over = (nav.span_lrc[cc, 1] == r[:, None]) & (nav.span_lrc[cc, 2] == c[:, None])
     dy = np.abs(p[:, None, 1] - q[..., 1])
-    d_over = np.maximum(dy - nav.settings.max_climb, 0.0) ** 2
-    d_far = ((q - p[:, None, :]) ** 2).sum(-1)
+    with np.errstate(over="ignore"):   # a huge finite coordinate: inf, i.e. nothing snaps to it
+        d_over = np.maximum(dy - nav.settings.max_climb, 0.0) ** 2
+        d_far = ((q - p[:, None, :]) ** 2).sum(-1)
     d = np.where(over, d_over, d_far)
     inbox = (np.abs(q - p[:, None, :]) <= SNAP_EXTENTS).all(-1)
     d = np.where(valid & inbox, d, np.inf)

@@ -251,8 +251,81 @@ def _check_rel(path, rel, where):
         raise _bad(path, f"{where}: path {rel!r} must be relative and stay inside the manifest's directory")
 
 
+# JSON kinds of the fields the readers use (docs/manifest.schema.json); a key absent here is
+# not read, so it is not checked. "path" entries are relative paths (``_check_rel``).
+_KIND_TEST = {
+    "string": lambda v: isinstance(v, str), "object": lambda v: isinstance(v, dict),
+    "array": lambda v: isinstance(v, list), "null": lambda v: v is None,
+    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "count": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+}
+_TOP = {"tool": "object", "created": "string", "dataset": "string", "split": "string",
+        "subsets": "array", "source_root": "string|null", "settings": "object",
+        "settings_fingerprint": "string", "shard": "object|null", "merged_from": "array",
+        "missing": "array", "episodes": "object", "scenes": "object"}
+_SCENE = {"subset": "string", "error": "string|null", "fingerprint": "string", "sources": "object",
+          "outputs": "object", "stats": "object"}
+_FILE = {"size": "count", "sha256": "string", "format": "string", "format_version": "integer",
+         "content_version": "integer", "count": "count|null"}
+_SOURCE = {"path": "string", "size": "count", "sha256": "string", "link_target": "string"}
+_STATS = {"triangles": "count", "instance_triangles": "count", "texture_bytes": "count",
+          "navigable_area": "number|null", "islands": "count|null", "navmesh_source": "string|null",
+          "largest_island": "number", "footprint_area": "number", "floor_warning": "string",
+          "episodes_where": "string", "navmesh_note": "string", "agent": "object",
+          "episodes": "count|null", "semantic_error": "string", "objects": "count", "semantic": "object",
+          "seconds": "number", "convert_seconds": "number", "navmesh_seconds": "number",
+          "episodes_seconds": "number"}
+_SETTINGS = {"convert": "object", "nav": "object", "episode_options": "object", "preprocess": "object"}
+
+
+def _json_kind(v) -> str:
+    for name, typ in (("null", type(None)), ("a boolean", bool), ("a string", str), ("an object", dict),
+                      ("an array", list), ("a number", (int, float))):
+        if isinstance(v, typ):
+            return name
+    return type(v).__name__
+
+
+_KIND_NAME = {"string": "a string", "object": "an object", "array": "an array", "null": "null",
+              "integer": "an integer", "number": "a number", "count": "a non-negative integer"}
+
+
+def _kind_error(path, where: str, v, kind: str) -> CorruptFileError:
+    shown = json.dumps(v, default=str)
+    shown = shown if len(shown) <= 40 else shown[:37] + "..."
+    want = " or ".join(_KIND_NAME[k] for k in kind.split("|"))
+    return _bad(path, f"{where} is {_json_kind(v)} ({shown}), not {want}")
+
+
+def _check_kinds(path, obj, kinds: dict, where: str, required=()) -> None:
+    """Each key of ``kinds`` present in the object ``obj`` holds a value of its JSON kind(s)."""
+    for key in required:
+        if key not in obj:
+            raise _bad(path, f"{where}{key} missing")
+    for key, kind in kinds.items():
+        if key in obj and not any(_KIND_TEST[k](obj[key]) for k in kind.split("|")):
+            raise _kind_error(path, f"{where}{key}", obj[key], kind)
+
+
+def _check_items(path, items, where: str, kinds: dict, required=()) -> None:
+    for i, x in enumerate(items):
+        if not isinstance(x, dict):
+            raise _kind_error(path, f"{where}[{i}]", x, "object")
+        _check_kinds(path, x, kinds, f"{where}[{i}].", required)
+
+
+def _check_file(path, rec, where: str) -> None:
+    if not isinstance(rec, dict):
+        raise _kind_error(path, where, rec, "object")
+    _check_rel(path, rec.get("path"), where)
+    _check_kinds(path, rec, _FILE, f"{where}.", required=("size", "sha256"))
+
+
 def check_manifest(doc, path=None) -> None:
-    """The structural checks :func:`load_manifest` does (the JSON Schema says more)."""
+    """The structural checks :func:`load_manifest` does (the JSON Schema says more): format and
+    version, the JSON kind of every field a reader uses, relative paths; CorruptFileError naming
+    the file and the field otherwise."""
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise _bad(path, f"'format' is not {FORMAT!r}")
     v = doc.get("format_version")
@@ -261,26 +334,36 @@ def check_manifest(doc, path=None) -> None:
     if v != FORMAT_VERSION:
         raise FormatVersionError(path, f"manifest format version {v} is not supported "
                                        f"(this build reads {FORMAT_VERSION})")
-    for key, typ in (("dataset", str), ("split", str), ("settings", dict), ("scenes", dict),
-                     ("tool", dict)):
-        if not isinstance(doc.get(key), typ):
-            raise _bad(path, f"field {key!r} missing or not a {typ.__name__}")
+    _check_kinds(path, doc, _TOP, "", required=("dataset", "split", "settings", "scenes", "tool"))
+    _check_kinds(path, doc["tool"], {"name": "string", "version": "string"}, "tool.", required=("version",))
+    _check_kinds(path, doc["settings"], _SETTINGS, "settings.")
+    for i, s in enumerate(doc.get("subsets", [])):
+        if not isinstance(s, str):
+            raise _kind_error(path, f"subsets[{i}]", s, "string")
+    _check_items(path, doc.get("missing", []), "missing", {"name": "string", "subset": "string"})
+    _check_items(path, doc.get("merged_from", []), "merged_from", {"path": "string", "shard": "object|null"})
+    shard = doc.get("shard")
+    if shard is not None:
+        _check_kinds(path, shard, {"index": "count", "count": "count"}, "shard.", required=("index", "count"))
+        if not shard["index"] < shard["count"]:
+            raise _bad(path, f"shard.index {shard['index']} is not below shard.count {shard['count']}")
     for name, e in doc["scenes"].items():
+        where = f"scenes.{name}"
         if not isinstance(e, dict) or e.get("status") not in ("ok", "failed"):
             raise _bad(path, f"scene {name!r}: bad entry or status")
+        _check_kinds(path, e, _SCENE, f"{where}.")
         outs = e.get("outputs", {})
-        if not isinstance(outs, dict):
-            raise _bad(path, f"scene {name!r}: 'outputs' is not an object")
         if e["status"] == "ok" and not {"scene", "navmesh"} <= set(outs):
             raise _bad(path, f"scene {name!r}: an ok scene needs 'scene' and 'navmesh' outputs")
         for role, o in outs.items():
-            if not isinstance(o, dict):
-                raise _bad(path, f"scene {name!r} output {role!r} is not an object")
-            _check_rel(path, o.get("path"), f"scene {name!r} output {role!r}")
-            if not isinstance(o.get("size"), int) or not isinstance(o.get("sha256"), str):
-                raise _bad(path, f"scene {name!r} output {role!r}: size / sha256 missing")
-    for sub, e in (doc.get("episodes") or {}).items():
-        _check_rel(path, (e or {}).get("path"), f"episodes {sub!r}")
+            _check_file(path, o, f"{where}.outputs.{role}")
+        for role, s in e.get("sources", {}).items():
+            if not isinstance(s, dict):
+                raise _kind_error(path, f"{where}.sources.{role}", s, "object")
+            _check_kinds(path, s, _SOURCE, f"{where}.sources.{role}.")
+        _check_kinds(path, e.get("stats", {}), _STATS, f"{where}.stats.")
+    for sub, e in doc.get("episodes", {}).items():
+        _check_file(path, e, f"episodes.{sub}")
 
 
 def load_manifest(path: str | os.PathLike) -> Manifest:
@@ -384,5 +467,5 @@ def merge_manifests(paths, out: str | os.PathLike, overwrite: bool = False,
                            "shard": m.shard} for m in mans]
     if absent:  # --allow-partial: these shards' scenes are neither listed nor counted missing
         doc["absent_shards"] = {"count": count, "index": absent}
-    write_manifest(doc, out, overwrite=True)
+    write_manifest(doc, out, overwrite=overwrite)   # a merge racing to `out` gets OutputExistsError
     return load_manifest(out)

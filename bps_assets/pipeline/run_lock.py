@@ -6,8 +6,8 @@ The OS drops the lock when its process dies, kill -9 included, so a lock file le
 dead run is free to take: the new run says so in one line (naming the dead pid) and goes on. A
 live holder makes a second run refuse with a ``ConfigError`` naming the place and the holder's
 pid. The file is emptied (not removed: removing would race a third run opening it) when the run
-ends normally. POSIX locks with fcntl, Windows with msvcrt; a system with neither gets no lock,
-and a ``RuntimeWarning`` says so.
+ends normally, or stops at once (``release_held``, then ``os._exit``). POSIX locks with fcntl,
+Windows with msvcrt; a system with neither gets no lock, and a ``RuntimeWarning`` says so.
 """
 from __future__ import annotations
 
@@ -23,12 +23,15 @@ class RunLock:
     """An open, locked lock file; ``release()`` (or leaving the ``with``) lets it go."""
 
     def __init__(self, path: Path, f):
-        self.path, self._f = path, f
+        self.path, self._f, self._pid = path, f, os.getpid()
+        _HELD.append(self)
 
     def release(self) -> None:
         """Empty the file (no pid left for a stale-lock line) and drop the lock; idempotent."""
         if self._f is None:
             return
+        if self in _HELD:
+            _HELD.remove(self)
         try:
             self._f.seek(0)
             self._f.truncate()
@@ -42,6 +45,19 @@ class RunLock:
 
     def __exit__(self, *exc):
         self.release()
+
+
+_HELD: list[RunLock] = []   # this process's locks, for release_held
+
+
+def release_held() -> None:
+    """Release every lock this process holds: what a run ending with ``os._exit`` (which skips
+    the ``with`` blocks and ``finally`` clauses that would) calls first, so the next run does
+    not report its pid as a run that ended without releasing the lock. A forked child's copies
+    of its parent's locks are left alone (the parent still runs)."""
+    for lock in list(_HELD):
+        if lock._pid == os.getpid():   # a forked child: the parent still holds it
+            lock.release()
 
 
 def hold(path, what: str, *, where=None, place: str = "folder", hint: str = "wait for it or stop it",

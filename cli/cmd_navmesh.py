@@ -68,9 +68,9 @@ def navmesh_cmd(inputs, out_dir, dataset, agent_height, agent_radius, max_climb,
 
     for _, dst in targets:  # names the file system cannot hold, before any (slow) build
         check_name_length(dst)
-    if not overwrite:  # refuse before any (slow) build
-        for _, dst in targets:
-            if dst.exists():
+    if not overwrite:  # refuse before any (slow) build; a packed navmesh input is refused as itself below
+        for src, dst in targets:
+            if dst.exists() and not _is_packed_navmesh(src):
                 raise OutputExistsError(dst, "already exists (pass --overwrite to replace it)")
     # an imported .navmesh keeps the agent it was built for unless an option says otherwise
     given = bool(options_given(NAV_KEYS + ("recast_compat",)))
@@ -134,12 +134,17 @@ def _no_area(src: Path, nav, settings, dataset, up):
     return EmptySceneError(src, f"the navmesh has no navigable area ({cause}); nothing written")
 
 
-def _refuse_packed_navmesh(src: Path) -> None:
-    """A bps navmesh has nothing left to build or import: ``navmesh`` refuses it rather than
-    copy it under a doubled name (``X.navmesh.navmesh.bps``)."""
+def _is_packed_navmesh(src: Path) -> bool:
+    """Whether ``src`` is a bps navmesh (by content)."""
     from bps_assets.readers.detect import resolve_kind
 
-    if resolve_kind(src) == "bps-navmesh":
+    return resolve_kind(src) == "bps-navmesh"
+
+
+def _refuse_packed_navmesh(src: Path) -> None:
+    """A bps navmesh has nothing left to build or import: ``navmesh`` refuses it rather than
+    copy it (under its own name since scenes are named up to the first dot, or a doubled one)."""
+    if _is_packed_navmesh(src):
         raise InputError(src, "already a packed navmesh (nothing to build): query it with `bps-assets nav "
                               "info|distance|sample|step` or `preview`, or give the scan or Detour file it was made from")
 

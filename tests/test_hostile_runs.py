@@ -140,7 +140,7 @@ def test_navmesh_file_of_many_layers_is_refused_before_its_grid_is_built(tmp_pat
     L, D, W = 64, 400, 400  # 10 M spans, all at the same heights: a few KB compressed
     h = np.broadcast_to(np.arange(L, dtype=np.float32)[:, None, None] * 3, (L, D, W))
     header = {"format": FORMAT, "version": VERSION, "origin": [0.0, 0.0], "cell_size": 0.05, "shape": [L, D, W],
-              "settings": DEFAULT_SETTINGS.to_dict(), "method": "x", "source": "x"}
+              "settings": DEFAULT_SETTINGS.to_dict(), "method": "x", "source": "x", "num_islands": 1}
     arrays = {"height": np.ascontiguousarray(h), "neighbors": np.full((L, D, W, 4), -1, np.int8),
               "island": np.zeros((L, D, W), np.int32), "island_area": np.ones(1, np.float32),
               "island_radius": np.ones(1, np.float32)}

@@ -382,10 +382,11 @@ def test_mp3d_scenes_fingerprint_the_id_rule():
     from bps_assets import __version__
     from bps_assets.hashing import settings_fingerprint
     from bps_assets.pipeline.preprocess import fingerprint
+    from bps_assets.readers.semantic_categories import builtin_table_digest
 
-    def old_rule(src, settings):
+    def old_rule(src, settings, **extra):
         doc = {"sources": {r: s["sha256"] for r, s in sorted(src.items())},
-               "settings": settings_fingerprint(settings), "tool_version": __version__}
+               "settings": settings_fingerprint(settings), "tool_version": __version__, **extra}
         return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 
     base = {"scene": {"path": "a/a.glb", "sha256": "1"}, "semantic_mesh": {"path": "a/a_semantic.ply", "sha256": "2"}}
@@ -393,5 +394,6 @@ def test_mp3d_scenes_fingerprint_the_id_rule():
     hm3d = {**base, "semantic_table": {"path": "a/a.semantic.txt", "sha256": "3"}}
     settings = {"convert": {"dataset": "mp3d"}}
     assert fingerprint(mp3d, settings) != old_rule(mp3d, settings)
-    assert fingerprint(hm3d, settings) == old_rule(hm3d, settings)
+    # HM3D: no id rule (its raw labels add the built-in table's digest: test_semantic_categories.py)
+    assert fingerprint(hm3d, settings) == old_rule(hm3d, settings, builtin_labels=builtin_table_digest())
     assert fingerprint({"scene": base["scene"]}, settings) == old_rule({"scene": base["scene"]}, settings)

@@ -239,14 +239,20 @@ def _sources(task: SceneTask, old: dict | None) -> dict[str, dict]:
 
 
 def fingerprint(sources: dict, settings: dict) -> str:
-    """SHA-256 over a scene's source hashes, the settings' fingerprint and the tool version:
-    kept outputs are reused only while it is unchanged."""
+    """SHA-256 over a scene's source hashes, the settings' fingerprint and the tool version (MP3D
+    scenes: the id rule; other annotated scenes without ``--category-map``: the built-in label
+    table's digest): kept outputs are reused only while it is unchanged."""
     doc = {"sources": {r: s["sha256"] for r, s in sorted(sources.items())},
            "settings": settings_fingerprint(settings), "tool_version": __version__}
-    if str(sources.get("semantic_table", {}).get("path", "")).endswith(".house"):
+    table = str(sources.get("semantic_table", {}).get("path", ""))
+    if table.endswith(".house"):  # MP3D: C records carry their mpcat40, no table maps them
         from ..readers.semantic_mp3d import ID_RULE  # MP3D ids changed: those scenes only redo
 
         doc["mp3d_ids"] = ID_RULE
+    elif table and not (settings.get("convert") or {}).get("category_map"):
+        from ..readers.semantic_categories import builtin_table_digest  # raw labels: an edit redoes
+
+        doc["builtin_labels"] = builtin_table_digest()
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 
 

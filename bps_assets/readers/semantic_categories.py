@@ -80,6 +80,17 @@ def map_raw(name: str) -> int:
     return -1
 
 
+def builtin_table_digest() -> str:
+    """SHA-256 of the built-in table as ``map_raw`` uses it (``raw_to_mpcat40`` and the mpcat40
+    list): part of the preprocess fingerprint of scenes whose raw labels it maps."""
+    import hashlib
+    import json
+
+    d = _load()
+    doc = {"mpcat40": d["mpcat40"], "raw_to_mpcat40": d["raw_to_mpcat40"]}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+
 MAX_MAP_BYTES = 16 << 20
 MAP_COLUMNS = ("raw_category", "mpcat40")
 

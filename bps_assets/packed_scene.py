@@ -68,7 +68,7 @@ class ConvertOptions:
     semantic_split: int = 1             # with an annotation: levels of 1-to-4 cuts of triangles a boundary crosses
     allow_annotation_mismatch: bool = False   # an annotation mostly off its scan: warn instead of refusing
     lod: tuple = ()                     # LOD levels to store, by geometric error in metres (lod_section)
-    category_map: str = ""              # habitat-sim raw label -> mpcat40 TSV ("": data_manifests' table)
+    label_table: str = ""               # habitat-sim raw label -> mpcat40 TSV ("": data_manifests' table)
 
     def frame_options(self):
         """Options of the frame transform (dataset layout and up axis)."""
@@ -163,14 +163,14 @@ def settings_json(options: ConvertOptions) -> dict:
     d = asdict(options)
     if not d["lod"]:  # files without LODs keep today's header, byte for byte
         del d["lod"]
-    if not d["category_map"]:  # likewise; a map is recorded by content, so an edit re-converts
-        del d["category_map"]
+    if not d["label_table"]:  # likewise; a table is recorded by content, so an edit re-converts
+        del d["label_table"]
     else:
-        from .readers.semantic_categories import read_category_map
+        from .readers.semantic_categories import read_label_table
 
-        p = d["category_map"]
-        read_category_map(p)  # a bad table fails here, before any scene converts (DatasetError)
-        d["category_map"] = {"name": os.path.basename(p), "sha256": sha256_file(p)[0]}
+        p = d["label_table"]
+        read_label_table(p)  # a bad table fails here, before any scene converts (DatasetError)
+        d["label_table"] = {"name": os.path.basename(p), "sha256": sha256_file(p)[0]}
     return d
 
 
@@ -288,7 +288,7 @@ def convert_scene(doc: SceneDocument, dst: str | os.PathLike, options: ConvertOp
     sem_header, sem_stats = None, {}
     if semantic is not None:
         sem_arrays, sem_header, sem_stats = _semantic_sections(semantic, doc, g, options.allow_annotation_mismatch,
-                                                                options.category_map)
+                                                                options.label_table)
         arrays.update(sem_arrays)
         specs.update({k: SectionSpec("zstd", "shuffle", options.zstd_level) for k in sem_arrays})
         specs["tri_object"] = SectionSpec("zstd", "delta+shuffle", options.zstd_level)
@@ -356,7 +356,7 @@ def convert_scene(doc: SceneDocument, dst: str | os.PathLike, options: ConvertOp
 
 
 def _semantic_sections(ann, doc: SceneDocument, g, allow_mismatch: bool = False,
-                       category_map: str = "") -> tuple[dict, dict, dict]:
+                       label_table: str = "") -> tuple[dict, dict, dict]:
     """(arrays, header object, stats) of the semantic section: the annotation moved into the
     habitat frame by the document's frame matrix, its ids transferred to the final triangles."""
     from .transforms import semantic as t_semantic
@@ -365,7 +365,7 @@ def _semantic_sections(ann, doc: SceneDocument, g, allow_mismatch: bool = False,
     pos = t_quantize.dequantize(g.positions_q, g.position_grid)
     tri_object, table, st = t_semantic.transfer(ann, pos, g.indices,
                                                 t_semantic.Options(allow_mismatch=allow_mismatch,
-                                                                   category_map=category_map))
+                                                                   label_table=label_table))
     arrays, hdr = _sem.arrays(tri_object, table)
     hdr["source"] = {"format": getattr(ann, "format", ""), "path": ann.source, "warnings": dict(ann.warnings)}
     st["split_triangles"] = int(doc.stats.get("semantic_split_triangles", 0))

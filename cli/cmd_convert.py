@@ -120,7 +120,7 @@ def _line(r: dict) -> str:
 def convert_cmd(inputs, outdir, dataset, up, max_texture, texture_format, mipmaps, position_error,
                 allow_annotation_mismatch, uv_error,
                 min_area, keep_collapsed, reorder_curve, meshlet_max_vertices, meshlet_max_triangles,
-                chunk_meshlets, zstd_level, jobs, overwrite, force, as_json, lod, category_map):
+                chunk_meshlets, zstd_level, jobs, overwrite, force, as_json, lod, label_table):
     """Convert scan files (GLB/glTF/PLY/OBJ) into packed scenes, one OUTDIR/<scene>.bps each.
 
     A bad input is reported on one line and the others still convert; the exit status is
@@ -133,7 +133,7 @@ def convert_cmd(inputs, outdir, dataset, up, max_texture, texture_format, mipmap
                              reorder_curve=reorder_curve, meshlet_max_vertices=meshlet_max_vertices,
                              meshlet_max_triangles=meshlet_max_triangles, chunk_meshlets=chunk_meshlets,
                              zstd_level=zstd_level, allow_annotation_mismatch=allow_annotation_mismatch,
-                             lod=lod, category_map=category_map)
+                             lod=lod, label_table=label_table)
     # option errors (e.g. --max-texture 1000) once, before any work
     from bps_assets.transforms.textures import check_options
     check_options(options.texture_options())
@@ -219,14 +219,14 @@ def info_cmd(file, as_json, navmesh, resolution, hfov, lod):
               "stored_length": s.stored_length, "raw_length": s.raw_length, "crc32": s.crc32}
              for s in sections.values()]
     per_cat = _objects_per_category(file) if kind == "SCEN" and "semantics" in header else None
-    unmapped = _unmapped_labels(file) if per_cat and "" in per_cat else {}
+    unmatched = _unmatched_labels(file) if per_cat and "" in per_cat else {}
     insts = _instances(file) if kind == "SCEN" and "composed" in header else None
     sensor = _sensor(resolution, hfov, lod)
     resident = _resident(file, navmesh, insts is not None, sensor) if kind == "SCEN" else None
     if as_json:
         click.echo(json.dumps({"file": file, "kind": kind, "file_bytes": size, "header": header,
                                "sections": table, **({"objects_per_category": per_cat} if per_cat else {}),
-                               **({"unmapped_labels": unmapped} if unmapped else {}),
+                               **({"unmatched_labels": unmatched} if unmatched else {}),
                                **({"instances": insts} if insts is not None else {}),
                                **({"resident_bytes": resident} if resident else {})}, indent=1))
         return
@@ -242,9 +242,9 @@ def info_cmd(file, as_json, navmesh, resolution, hfov, lod):
             n = sum(per_cat.values())
             click.echo(f"  objects: {n} in {len(per_cat)} categories (mpcat40)")
             for name, c in sorted(per_cat.items(), key=lambda kv: (-kv[1], kv[0])):
-                click.echo(f"    {name or '(unmapped)':<20} {c}")
-            if unmapped:
-                click.echo("  unmapped labels (objects): " + ", ".join(f"{k!r} {v}" for k, v in unmapped.items()))
+                click.echo(f"    {name or '(unmatched)':<20} {c}")
+            if unmatched:
+                click.echo("  unmatched labels (objects): " + ", ".join(f"{k!r} {v}" for k, v in unmatched.items()))
         elif k == "textures" and isinstance(v, list):
             click.echo(f"  textures: {len(v)}")
             for t in v:
@@ -338,14 +338,14 @@ def _objects_per_category(file) -> dict:
     return out
 
 
-def _unmapped_labels(file) -> dict:
+def _unmatched_labels(file) -> dict:
     """{raw label: objects} of a packed scene's objects without a category, most first."""
     from bps_assets.packed_scene import read_packed_scene
-    from bps_assets.transforms.semantic import unmapped_labels
+    from bps_assets.transforms.semantic import unmatched_labels
 
     t = read_packed_scene(file, sections=["object_ids", "object_category", "object_region",
                                           "object_aabb", "object_source_ids"]).semantics
-    return unmapped_labels(t.raw_names, t.category) if t is not None else {}
+    return unmatched_labels(t.raw_names, t.category) if t is not None else {}
 
 
 def _dtype_names():

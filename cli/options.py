@@ -15,7 +15,7 @@ from bps_assets.transforms.textures import FORMATS
 
 NAV_KEYS = ("agent_height", "agent_radius", "max_climb", "max_slope", "cell_size", "cell_height")
 CONVERT_KEYS = ("max_texture", "texture_format", "mipmaps", "position_error", "uv_error", "allow_annotation_mismatch",
-                "lod", "category_map")
+                "lod", "label_table")
 
 
 def _lod_levels(ctx, param, value):
@@ -37,24 +37,24 @@ lod_option = click.option(
          "e.g. 0.01,0.05; the runtime renders the coarsest level finer than a pixel at 1 m.")
 
 
-def _category_map(ctx, param, value):
-    """``--category-map FILE`` -> its absolute path, after reading it (a bad table: BadParameter)."""
+def _label_table(ctx, param, value):
+    """``--label-table FILE`` -> its absolute path, after reading it (a bad table: BadParameter)."""
     import os
 
     from bps_assets.errors import BpsError
-    from bps_assets.readers.semantic_categories import read_category_map
+    from bps_assets.readers.semantic_categories import read_label_table
 
     if not value:
         return value
     try:
-        read_category_map(value)
+        read_label_table(value)
     except BpsError as e:
         raise click.BadParameter(str(e)) from None
     return os.path.abspath(value)
 
 
-category_map_option = click.option(
-    "--category-map", type=click.Path(dir_okay=False), default=CONVERT.category_map, callback=_category_map,
+label_table_option = click.option(
+    "--label-table", type=click.Path(dir_okay=False), default=CONVERT.label_table, callback=_label_table,
     help="Map raw annotation labels to mpcat40 with this habitat-sim table (data/hm3d_semantics/"
          "hm3dsem_category_mappings.tsv, data/matterport_semantics/matterport_category_mappings.tsv) "
          "instead of the built-in one (docs/ASSETS.md).")
@@ -95,7 +95,7 @@ def convert_options(f):
                      help="Keep a semantic annotation most of which does not fit its scan (default: the "
                           "scan fails with the shares that do not fit; a smaller misfit is a warning)."),
         lod_option,
-        category_map_option,
+        label_table_option,
     ]
     for o in reversed(opts):
         f = o(f)

@@ -1,5 +1,5 @@
 """The raw-label -> mpcat40 map: the built-in table agrees with the sources it names, and a
-habitat-sim mapping TSV given with ``--category-map`` replaces it (typed errors for bad files)."""
+habitat-sim mapping TSV given with ``--label-table`` replaces it (typed errors for bad files)."""
 from __future__ import annotations
 
 import pytest
@@ -22,9 +22,9 @@ def test_builtin_entries_agree_with_matterport_category_mapping(raw, want):
     assert sc.mpcat40()[sc.map_raw(raw)] == want
 
 
-# ------------------------------------------------------------------------------ --category-map
+# ------------------------------------------------------------------------------- --label-table
 # a table in habitat-sim's layouts (columns from the header; facts only, not their file): the
-# synth scan's labels, chair moved to sofa (unlike the built-in table), box left out (unmapped)
+# synth scan's labels, chair moved to sofa (unlike the built-in table), box left out (unmatched)
 SYNTH_MAP = {"floor": "floor", "ceiling": "ceiling", "wall": "wall", "shelf": "shelving", "table": "table",
              "chair": "sofa", "toilet": "toilet", "potted plant": "plant", "bed": "bed", "cabinet": "cabinet",
              "tv": "tv_monitor", "sofa": "sofa"}
@@ -43,36 +43,36 @@ def write_map(path, rows: dict, layout: str = "hm3d"):
 
 
 @pytest.mark.parametrize("layout", ["hm3d", "matterport"])
-def test_category_map_file_replaces_the_builtin_table(tmp_path, layout):
-    m = sc.category_mapper(write_map(tmp_path / "map.tsv", {**SYNTH_MAP, "Mattress": "bed", "plants": "plant"}, layout))
+def test_label_table_file_replaces_the_builtin_table(tmp_path, layout):
+    m = sc.label_mapper(write_map(tmp_path / "map.tsv", {**SYNTH_MAP, "Mattress": "bed", "plants": "plant"}, layout))
     names = sc.mpcat40()
     assert names[m("chair")] == "sofa" and names[sc.map_raw("chair")] == "chair"
     assert names[m("mattress")] == "bed" and names[m(" plants ")] == "plant"
     assert m("box") == -1 and m("kitchen chair") == -1  # exact labels only: no last-word guess
-    assert sc.category_mapper("") is sc.map_raw
+    assert sc.label_mapper("") is sc.map_raw
 
 
 @pytest.mark.parametrize("text,msg", [
-    ("raw\tcategory\tmpcat40\nchair\tchair\tchair\n", "line 1: a category map's header names the columns"),
+    ("raw\tcategory\tmpcat40\nchair\tchair\tchair\n", "line 1: a label table's header names the columns"),
     ("raw_category\tcategory\tmpcat40\nchair\tchair\tarmchairs\n", "line 2: 'armchairs' is not an mpcat40 name"),
     ("raw_category\tcategory\tmpcat40\nchair\tchair\tchair\nchair\tchair\tsofa\n", "line 3: raw_category 'chair' appears twice"),
     ("raw_category\tcategory\tmpcat40\nchair\tchair\n", "line 2: 2 fields, the header has 3"),
     ("raw_category\tcategory\tmpcat40\n", "has no rows"),
-    (b"raw_category\tcategory\tmpcat40\n\xff\tx\tchair\n", "cannot read the category map"),
+    (b"raw_category\tcategory\tmpcat40\n\xff\tx\tchair\n", "cannot read the label table"),
 ])
-def test_bad_category_map_is_a_dataset_error_naming_file_and_line(tmp_path, text, msg):
+def test_bad_label_table_is_a_dataset_error_naming_file_and_line(tmp_path, text, msg):
     from bps_assets.errors import DatasetError
 
     p = tmp_path / "bad.tsv"
     p.write_bytes(text if isinstance(text, bytes) else text.encode())
     with pytest.raises(DatasetError, match=msg) as ei:
-        sc.read_category_map(p)
+        sc.read_label_table(p)
     assert str(p) in str(ei.value)
     with pytest.raises(DatasetError, match="no such file|cannot read"):
-        sc.read_category_map(tmp_path / "absent.tsv")
+        sc.read_label_table(tmp_path / "absent.tsv")
 
 
-def test_convert_with_category_map_records_it_and_reports_unmapped_labels(tmp_path):
+def test_convert_with_label_table_records_it_and_reports_unmatched_labels(tmp_path):
     from click.testing import CliRunner
 
     from bps_assets import synth
@@ -84,27 +84,27 @@ def test_convert_with_category_map_records_it_and_reports_unmapped_labels(tmp_pa
     ssem.write_hm3d(info.path, "gibson", info.name)
     tsv = write_map(tmp_path / "hm3dsem_category_mappings.tsv", SYNTH_MAP)
     r = CliRunner().invoke(main, ["convert", str(info.path), "-o", str(tmp_path / "out"), "--dataset", "gibson",
-                                  "--category-map", str(tsv)], catch_exceptions=False)
+                                  "--label-table", str(tsv)], catch_exceptions=False)
     assert r.exit_code == 0, r.output
     out = next((tmp_path / "out").glob("*.bps"))
     ps = read_packed_scene(out)
     t = ps.semantics
     got = {t.raw_names[i]: t.category_name(i) for i in range(len(t))}
     assert got["chair"] == "sofa" and got["box"] == "" and got["potted plant"] == "plant"
-    rec = ps.header["converter"]["settings"]["category_map"]
+    rec = ps.header["converter"]["settings"]["label_table"]
     assert rec["name"] == tsv.name and len(rec["sha256"]) == 64
-    assert ps.header["semantics"]["transfer"]["unmapped_labels"] == {"box": 1}
+    assert ps.header["semantics"]["transfer"]["unmatched_labels"] == {"box": 1}
     r = CliRunner().invoke(main, ["info", str(out)], catch_exceptions=False)
-    assert "(unmapped)" in r.output and "unmapped labels (objects): 'box' 1" in r.output
+    assert "(unmatched)" in r.output and "unmatched labels (objects): 'box' 1" in r.output
     # a bad table: refused before any work, naming the file and line
     write_map(tmp_path / "bad.tsv", {"chair": "armchairs"})
     r = CliRunner().invoke(main, ["convert", str(info.path), "-o", str(tmp_path / "out2"), "--dataset", "gibson",
-                                  "--category-map", str(tmp_path / "bad.tsv")])
+                                  "--label-table", str(tmp_path / "bad.tsv")])
     assert r.exit_code != 0 and "bad.tsv" in r.output and "line 2" in r.output
     assert not (tmp_path / "out2").exists() or not any((tmp_path / "out2").iterdir())
 
 
-def test_preprocess_category_map_reports_unmapped_and_an_edit_reconverts(tmp_path):
+def test_preprocess_label_table_reports_unmatched_and_an_edit_reconverts(tmp_path):
     import json
 
     from click.testing import CliRunner
@@ -120,25 +120,25 @@ def test_preprocess_category_map_reports_unmapped_and_an_edit_reconverts(tmp_pat
     def pre(*extra):
         r = CliRunner().invoke(main, ["preprocess", str(tmp_path / "src"), "-o", str(tmp_path / "out"), "--dataset",
                                       "gibson", "--split", "full", "--workers", "1", "--episodes", "0",
-                                      "--category-map", str(tsv), *extra], catch_exceptions=False)
+                                      "--label-table", str(tsv), *extra], catch_exceptions=False)
         assert r.exit_code == 0, r.output
         return r.stdout
 
     text = pre()
-    assert "unmapped annotation labels (category -1): 5 objects in 1 scene(s); most frequent: 'wall' 4, 'box' 1" in text
+    assert "unmatched annotation labels (no mpcat40 category, -1): 5 objects in 1 scene(s); most frequent: 'wall' 4, 'box' 1" in text
     man = json.loads((tmp_path / "out" / "manifest.json").read_text())
-    assert man["settings"]["convert"]["category_map"]["name"] == "map.tsv"
-    assert man["scenes"][info.name]["stats"]["semantic"]["unmapped_labels"] == {"wall": 4, "box": 1}
+    assert man["settings"]["convert"]["label_table"]["name"] == "map.tsv"
+    assert man["scenes"][info.name]["stats"]["semantic"]["unmatched_labels"] == {"wall": 4, "box": 1}
     assert json.loads(pre("--json"))["counts"]["skipped"] == 1   # same table: up to date
     write_map(tsv, SYNTH_MAP)              # an edited table: the scene converts again
     res = json.loads(pre("--json"))
     st = next(r["stats"] for r in res["scenes"] if r["name"] == info.name)
-    assert res["counts"]["ok"] == 1 and st["semantic"]["unmapped_labels"] == {"box": 1}
+    assert res["counts"]["ok"] == 1 and st["semantic"]["unmatched_labels"] == {"box": 1}
 
 
 def test_builtin_table_edit_changes_the_fingerprint_of_scenes_it_maps(monkeypatch):
     """Scenes whose raw labels the built-in table maps (HM3D .semantic.txt) convert again on
-    resume after a table edit; MP3D (.house: own mpcat40), scenes given a --category-map and
+    resume after a table edit; MP3D (.house: own mpcat40), scenes given a --label-table and
     scenes without annotations keep their fingerprints."""
     import copy
     import hashlib
@@ -157,7 +157,7 @@ def test_builtin_table_edit_changes_the_fingerprint_of_scenes_it_maps(monkeypatc
     base = {"scene": {"path": "a/a.basis.glb", "sha256": "1"}, "semantic_mesh": {"path": "a/a.semantic.glb", "sha256": "2"}}
     hm3d = {**base, "semantic_table": {"path": "a/a.semantic.txt", "sha256": "3"}}
     mp3d = {**base, "semantic_table": {"path": "a/a.house", "sha256": "3"}}
-    plain, user = {"convert": {"dataset": "hm3d"}}, {"convert": {"category_map": {"name": "m.tsv", "sha256": "4"}}}
+    plain, user = {"convert": {"dataset": "hm3d"}}, {"convert": {"label_table": {"name": "m.tsv", "sha256": "4"}}}
     before = fingerprint(hm3d, plain)
     assert before != without_table(hm3d, plain)
     assert fingerprint(hm3d, user) == without_table(hm3d, user)

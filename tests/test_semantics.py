@@ -250,14 +250,14 @@ def test_cli_info_preview_verify(tmp_path):
     assert info["labels"] == info["objects"] == n_drawn
     assert [(c, n) for c, n, _ in info["legend"]] == sorted(
         (k, v) for k, v in truth["categories"].items() if k not in ("wall", "floor", "ceiling"))
-    # objects without a category: labelled and counted "(unmapped)" as `info` says, not ""
+    # objects without a category: labelled and counted "(unmatched)" as `info` says, not ""
     from dataclasses import replace
     drawn = [i for i in range(len(table)) if table.category_name(i) not in ("wall", "floor", "ceiling")]
     cat = table.category.copy()
     cat[drawn[:2]] = -1
     un = write_semantic_preview(load_navmesh(nav), replace(table, category=cat), tmp_path / "p3.png")
     legend = {c: n for c, n, _ in un["legend"]}
-    assert legend["(unmapped)"] == 2 and "" not in legend and un["objects"] == n_drawn
+    assert legend["(unmatched)"] == 2 and "" not in legend and un["objects"] == n_drawn
     png = np.asarray(Image.open(tmp_path / "p2.png").convert("RGB"))
     row = (png[info["scale_bar_row"] + 1] == 0).all(axis=1)
     run_px = int(np.argmin(row[4:]))   # the black run from x = 4

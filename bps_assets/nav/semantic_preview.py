@@ -3,7 +3,7 @@
 
 Each object is its AABB's footprint (x right, z down, as the floor map), outlined in its
 category's colour on the panel of the floor it stands on (the highest floor at most 0.5 m
-below its box's bottom) and labelled with its category name (``(unmapped)`` for an object of
+below its box's bottom) and labelled with its category name (``(unmatched)`` for an object of
 no category, as ``info`` says; white on a dark tag; the six
 ObjectNav goal categories outlined thicker). Walls, floors and ceilings (mpcat40 1, 2, 17) are
 left out: they would cover the map. Under the map: a scale bar (a round number of metres, and
@@ -25,8 +25,8 @@ from .preview import _PALETTE, floor_levels, render
 from .topdown import scale_bar_metres
 
 SKIP = {"wall", "floor", "ceiling", "void", "unlabeled"}
-UNMAPPED = "(unmapped)"        # an object whose raw label has no category (category -1)
-UNMAPPED_RGB = (128, 128, 128)
+UNMATCHED = "(unmatched)"        # an object whose raw label has no category (category -1)
+UNMATCHED_RGB = (128, 128, 128)
 
 
 def write_semantic_preview(nav: NavMesh, table: SemanticTable, path: str | os.PathLike,
@@ -50,7 +50,7 @@ def write_semantic_preview(nav: NavMesh, table: SemanticTable, path: str | os.Pa
     counts: dict[str, int] = {}
     colours: dict[str, tuple] = {}
     for i in range(len(table)):
-        name = table.category_name(i) or UNMAPPED
+        name = table.category_name(i) or UNMATCHED
         box = table.aabb[i]
         if name in SKIP or not np.isfinite(box).all():
             continue
@@ -61,7 +61,7 @@ def write_semantic_preview(nav: NavMesh, table: SemanticTable, path: str | os.Pa
         def px(x, z):
             return (x0 + (x - nav.origin[0]) / nav.cell_size * scale, y0 + (z - nav.origin[1]) / nav.cell_size * scale)
         a, b = px(box[0], box[2]), px(box[3], box[5])
-        colour = UNMAPPED_RGB if name == UNMAPPED else \
+        colour = UNMATCHED_RGB if name == UNMATCHED else \
             tuple(int(c) for c in _PALETTE[int(table.category[i]) % len(_PALETTE)])
         draw.rectangle([a, b], outline=colour, width=2 if name in goals else 1)
         tag = draw.textbbox((a[0] + 2, a[1] + 2), name)
@@ -71,9 +71,9 @@ def write_semantic_preview(nav: NavMesh, table: SemanticTable, path: str | os.Pa
         counts[name] = counts.get(name, 0) + 1
         colours[name] = colour
         drawn += 1
-    n_un = counts.get(UNMAPPED, 0)
+    n_un = counts.get(UNMATCHED, 0)
     draw.text((pad + 2, 1), f"{drawn} objects in {len(counts) - bool(n_un)} categories"
-              + (f" ({n_un} unmapped)" if n_un else ""), fill=(0, 0, 0))
+              + (f" ({n_un} unmatched)" if n_un else ""), fill=(0, 0, 0))
     mpp = nav.cell_size / scale
     if max(im.size) > max_size:
         k = max_size / max(im.size)

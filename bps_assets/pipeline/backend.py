@@ -169,8 +169,8 @@ class Backend:
             out["objects"] = int(st["semantic_objects"])
             out["semantic"] = {"format": st.get("semantic_format", ""),
                                "categories": st.get("semantic_categories", {}),
-                               "unmapped_objects": int(st.get("semantic_unmapped_objects", 0)),
-                               "unmapped_labels": st.get("semantic_unmapped_labels", {}),
+                               "unmatched_objects": int(st.get("semantic_unmatched_objects", 0)),
+                               "unmatched_labels": st.get("semantic_unmatched_labels", {}),
                                "warnings": {k[len("semantic_annotation_"):]: v for k, v in st.items()
                                             if k.startswith("semantic_annotation_")}}
         return out

@@ -240,7 +240,7 @@ def _sources(task: SceneTask, old: dict | None) -> dict[str, dict]:
 
 def fingerprint(sources: dict, settings: dict) -> str:
     """SHA-256 over a scene's source hashes, the settings' fingerprint and the tool version (MP3D
-    scenes: the id rule; other annotated scenes without ``--category-map``: the built-in label
+    scenes: the id rule; other annotated scenes without ``--label-table``: the built-in label
     table's digest): kept outputs are reused only while it is unchanged."""
     doc = {"sources": {r: s["sha256"] for r, s in sorted(sources.items())},
            "settings": settings_fingerprint(settings), "tool_version": __version__}
@@ -249,7 +249,7 @@ def fingerprint(sources: dict, settings: dict) -> str:
         from ..readers.semantic_mp3d import ID_RULE  # MP3D ids changed: those scenes only redo
 
         doc["mp3d_ids"] = ID_RULE
-    elif table and not (settings.get("convert") or {}).get("category_map"):
+    elif table and not (settings.get("convert") or {}).get("label_table"):
         from ..readers.semantic_categories import builtin_table_digest  # raw labels: an edit redoes
 
         doc["builtin_labels"] = builtin_table_digest()
@@ -948,9 +948,9 @@ def summary_table(res: PreprocessResult, max_rows: int = 200) -> str:
     if missing:
         lines.append(f"missing from the source ({len(missing)}): {' '.join(missing[:12])}"
                      + (" ..." if len(missing) > 12 else "") + "  (reported, not fatal: see --require-all)")
-    unmapped = unmapped_summary(shown)
-    if unmapped:
-        lines.append(unmapped)
+    unmatched = unmatched_summary(shown)
+    if unmatched:
+        lines.append(unmatched)
     counts = {s: res.count(s) for s in ("ok", "skipped", "failed", "missing")}
     lines.append(f"{counts['ok']} processed, {counts['skipped']} up to date, {counts['failed']} failed, "
                  f"{counts['missing']} missing; {tot_bytes / 1e6:.1f} MB of outputs (each file once); "
@@ -959,7 +959,7 @@ def summary_table(res: PreprocessResult, max_rows: int = 200) -> str:
     return "\n".join(lines)
 
 
-def unmapped_summary(results, shown: int = 8) -> str:
+def unmatched_summary(results, shown: int = 8) -> str:
     """One line on the raw annotation labels no mpcat40 category was found for (objects of
     category -1), summed over the scenes' records; "" when there are none."""
     from collections import Counter
@@ -968,15 +968,15 @@ def unmapped_summary(results, shown: int = 8) -> str:
     scenes = objects = 0
     for r in results:
         sem = (r.entry or {}).get("stats", {}).get("semantic") or {}
-        labels = sem.get("unmapped_labels") or {}
+        labels = sem.get("unmatched_labels") or {}
         scenes += bool(labels)
-        objects += int(sem.get("unmapped_objects", 0) or sum(labels.values()))
+        objects += int(sem.get("unmatched_objects", 0) or sum(labels.values()))
         n.update({str(k): int(v) for k, v in labels.items()})
     if not n:
         return ""
     top = ", ".join(f"{k!r} {v}" for k, v in n.most_common(shown)) + (" ..." if len(n) > shown else "")
-    return (f"unmapped annotation labels (category -1): {objects} objects in {scenes} scene(s); most "
-            f"frequent: {top}  (habitat's own table: --category-map, docs/ASSETS.md)")
+    return (f"unmatched annotation labels (no mpcat40 category, -1): {objects} objects in {scenes} scene(s); most "
+            f"frequent: {top}  (habitat's own table: --label-table, docs/ASSETS.md)")
 
 
 def result_json(res: PreprocessResult) -> dict:

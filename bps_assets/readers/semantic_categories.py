@@ -5,9 +5,9 @@ mpcat40, 0 void ... 40 misc, 41 unlabeled); ``map_raw(name)`` maps an annotation
 an mpcat40 index (exact, lower-cased, then its last word; -1 when nothing matches);
 ``objectnav_hm3d()`` is the six HM3D ObjectNav goal categories with habitat-lab's task ids;
 ``goal_categories(name)`` a named goal set ("hm3d", "mp3d": habitat's 21, "all": fixed ids).
-``read_category_map(path)`` reads a habitat-sim mapping table (``matterport_category_mappings.tsv``,
+``read_label_table(path)`` reads a habitat-sim mapping table (``matterport_category_mappings.tsv``,
 ``hm3dsem_category_mappings.tsv``: a header row naming columns, ``raw_category`` and ``mpcat40``
-among them; tab-separated, or 4 spaces as in the Matterport file); ``category_mapper(path)`` is
+among them; tab-separated, or 4 spaces as in the Matterport file); ``label_mapper(path)`` is
 ``map_raw``, or with a table exact labels only (then lower-cased; else -1). Bad table:
 ``DatasetError`` naming the file and line. The file names its sources; no category name is
 written in code.
@@ -91,8 +91,8 @@ def builtin_table_digest() -> str:
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 
 
-MAX_MAP_BYTES = 16 << 20
-MAP_COLUMNS = ("raw_category", "mpcat40")
+MAX_TABLE_BYTES = 16 << 20
+TABLE_COLUMNS = ("raw_category", "mpcat40")
 
 
 def _fields(line: str, sep: str) -> list[str]:
@@ -100,23 +100,23 @@ def _fields(line: str, sep: str) -> list[str]:
 
 
 @lru_cache(maxsize=4)
-def _read_map(path: str, stamp: tuple) -> dict[str, int]:
+def _read_table(path: str, stamp: tuple) -> dict[str, int]:
     names = mpcat40()
     try:
-        if os.path.getsize(path) > MAX_MAP_BYTES:
-            raise DatasetError(path, f"category map larger than {MAX_MAP_BYTES} bytes")
+        if os.path.getsize(path) > MAX_TABLE_BYTES:
+            raise DatasetError(path, f"label table larger than {MAX_TABLE_BYTES} bytes")
         with open(path, "rb") as f:
             text = f.read().decode("utf-8-sig")
     except (OSError, UnicodeError) as e:
-        raise DatasetError(path, f"cannot read the category map ({type(e).__name__}: {e})") from None
+        raise DatasetError(path, f"cannot read the label table ({type(e).__name__}: {e})") from None
     lines = text.splitlines()
     head = lines[0] if lines else ""
     sep = "\t" if "\t" in head else "    "
     cols = _fields(head, sep)
-    if not all(c in cols for c in MAP_COLUMNS):
-        raise DatasetError(path, f"line 1: a category map's header names the columns {' and '.join(MAP_COLUMNS)} "
+    if not all(c in cols for c in TABLE_COLUMNS):
+        raise DatasetError(path, f"line 1: a label table's header names the columns {' and '.join(TABLE_COLUMNS)} "
                                  f"(habitat-sim's *_category_mappings.tsv); this one has {cols[:6]}")
-    ri, mi = cols.index(MAP_COLUMNS[0]), cols.index(MAP_COLUMNS[1])
+    ri, mi = cols.index(TABLE_COLUMNS[0]), cols.index(TABLE_COLUMNS[1])
     out: dict[str, int] = {}
     for no, line in enumerate(lines[1:], start=2):
         if not line.strip():
@@ -131,25 +131,25 @@ def _read_map(path: str, stamp: tuple) -> dict[str, int]:
             raise DatasetError(path, f"line {no}: raw_category {raw!r} appears twice")
         out[raw] = names.index(cat)
     if not out:
-        raise DatasetError(path, "the category map has no rows")
+        raise DatasetError(path, "the label table has no rows")
     return out
 
 
-def read_category_map(path: str | os.PathLike) -> dict[str, int]:
+def read_label_table(path: str | os.PathLike) -> dict[str, int]:
     """raw label -> mpcat40 index of a habitat-sim category mapping table (module docstring)."""
     p = os.fspath(path)
     try:
         st = os.stat(p)
     except OSError as e:
-        raise DatasetError(p, f"cannot read the category map ({e.strerror or e})") from None
-    return _read_map(p, (st.st_mtime_ns, st.st_size))
+        raise DatasetError(p, f"cannot read the label table ({e.strerror or e})") from None
+    return _read_table(p, (st.st_mtime_ns, st.st_size))
 
 
-def category_mapper(path: str | os.PathLike = "") -> Callable[[str], int]:
+def label_mapper(path: str | os.PathLike = "") -> Callable[[str], int]:
     """``map_raw`` when ``path`` is empty, else the lookup in that file's table."""
     if not path:
         return map_raw
-    table = read_category_map(path)
+    table = read_label_table(path)
     lower = {}
     for k, v in table.items():
         lower.setdefault(k.lower(), v)

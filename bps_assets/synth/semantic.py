@@ -72,7 +72,7 @@ def _colour(oid: int, seed: int) -> int:
 
 
 def truth(objects: list[ObjectRecord]) -> dict:
-    """Ground truth: object count and count per mpcat40 category name (unmapped: "")."""
+    """Ground truth: object count and count per mpcat40 category name (unmatched: "")."""
     names = mpcat40()
     counts: dict[str, int] = {}
     for o in objects:

@@ -12,7 +12,7 @@ triangles a boundary crosses.
 
 The table: a row per id some render triangle got (others: ``objects_without_triangles``):
 mpcat40 category (MP3D's own, else the raw label mapped by data_manifests/semantics/ or the
-``category_map`` file; unmapped labels counted), its render triangles' AABB, samples.
+``label_table`` file; unmatched labels counted), its render triangles' AABB, samples.
 """
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ class Options:
     points_per_object: int = 8
     seed: int = 0
     allow_mismatch: bool = False   # an annotation that mostly does not fit: a warning, not an error
-    category_map: str = ""         # a habitat-sim mapping TSV for raw labels ("": data_manifests' table)
+    label_table: str = ""          # a habitat-sim mapping TSV for raw labels ("": data_manifests' table)
 
 
 DEFAULTS = Options()
@@ -117,10 +117,10 @@ def transfer_ids(ann: Annotation, positions: np.ndarray, indices: np.ndarray,
 def object_table(ann: Annotation, positions: np.ndarray, indices: np.ndarray, tri_object: np.ndarray,
                  options: Options = DEFAULTS) -> tuple[SemanticTable, dict]:
     """The SemanticTable of the ids ``tri_object`` holds (see the module docstring)."""
-    from ..readers.semantic_categories import category_mapper, mpcat40
+    from ..readers.semantic_categories import label_mapper, mpcat40
 
     cats = mpcat40()
-    map_raw = category_mapper(options.category_map)
+    map_raw = label_mapper(options.label_table)
     rec = {o.id: o for o in ann.objects}
     present = np.unique(tri_object[tri_object > 0])
     present = present[np.isin(present, np.fromiter(rec, np.int64, len(rec)))]
@@ -160,22 +160,22 @@ def object_table(ann: Annotation, positions: np.ndarray, indices: np.ndarray, tr
     names = [cats[c] if c >= 0 else "" for c in category]
     stats = {"objects": o, "objects_without_triangles": len(rec) - o,
              "categories": {n: names.count(n) for n in sorted(set(names))},
-             "unmapped_objects": int((table.category < 0).sum()),
-             "unmapped_labels": unmapped_labels(raw, category),
+             "unmatched_objects": int((table.category < 0).sum()),
+             "unmatched_labels": unmatched_labels(raw, category),
              "object_triangles": int((tri_object > 0).sum())}
     return table, stats
 
 
-MAX_UNMAPPED_LABELS = 20  # distinct unmapped labels a scene records (most objects first)
+MAX_UNMATCHED_LABELS = 20  # distinct unmatched labels a scene records (most objects first)
 
 
-def unmapped_labels(raw_names, category) -> dict[str, int]:
+def unmatched_labels(raw_names, category) -> dict[str, int]:
     """{raw label: objects} of the objects whose category is -1, most frequent first (at most
-    ``MAX_UNMAPPED_LABELS`` labels)."""
+    ``MAX_UNMATCHED_LABELS`` labels)."""
     from collections import Counter
 
     n = Counter(r for r, c in zip(raw_names, category) if int(c) < 0)
-    return dict(sorted(n.items(), key=lambda kv: (-kv[1], kv[0]))[:MAX_UNMAPPED_LABELS])
+    return dict(sorted(n.items(), key=lambda kv: (-kv[1], kv[0]))[:MAX_UNMATCHED_LABELS])
 
 
 def transfer(ann: Annotation, positions: np.ndarray, indices: np.ndarray,

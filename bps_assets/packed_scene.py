@@ -368,6 +368,7 @@ def _semantic_sections(ann, doc: SceneDocument, g, allow_mismatch: bool = False,
                                                                    label_table=label_table))
     arrays, hdr = _sem.arrays(tri_object, table)
     hdr["source"] = {"format": getattr(ann, "format", ""), "path": ann.source, "warnings": dict(ann.warnings)}
+    hdr.update(_sem.id_rule_header(hdr["source"]["format"]))
     st["split_triangles"] = int(doc.stats.get("semantic_split_triangles", 0))
     hdr["transfer"] = {k: v for k, v in st.items() if not k.startswith("annotation_") and k != "mismatch"}
     return arrays, hdr, {"semantic_format": getattr(ann, "format", ""), **{f"semantic_{k}": v for k, v in st.items()}}
@@ -698,6 +699,7 @@ def read_packed_scene(path: str | os.PathLike, sections: Iterable[str] | None = 
             setattr(out, f, raw[s])
     _check_ranges(path, out, n_v, n_t, secs)
     _sem.check(path, hdr, {f: getattr(out, f) for f in _sem.FIELDS})
+    _sem.warn_stale_ids(path, hdr)
     if expand and _comp.HEADER_KEY in hdr:  # instances placed in world space (composed_section)
         out = _expand_composed(out, path, want, threads, verify)
     return out

@@ -4,17 +4,22 @@ Sections: ``tri_object`` i4 [T] (instance id of each render triangle, 0 none) an
 table ``object_ids`` i4 [O], ``object_category`` i4 [O], ``object_region`` i4 [O],
 ``object_source_ids`` i8 [O], ``object_aabb`` f4 [O, 6], ``object_points`` f4 [O * P, 3]; the
 header key ``semantics`` holds ``objects`` O, ``points_per_object`` P, ``categories`` and
-``raw_names``. Caps (before anything is read): O <= T and O <= 2^20, P <= 64, 4096
+``raw_names`` (MP3D: ``id_rule``; ``warn_stale_ids`` logs once per file an MP3D scene without
+it, packed under the old ids). Caps (before anything is read): O <= T and O <= 2^20, P <= 64, 4096
 categories, names <= 256 characters. ``check`` runs the value checks after reading.
 """
 from __future__ import annotations
 
 import numpy as np
 
+import logging
+
 from .errors import CorruptFileError
+from .readers.semantic_mp3d import ID_RULE
 from .semantics import SemanticTable
 
 HEADER_KEY = "semantics"
+ID_RULE_KEY = "id_rule"   # MP3D files: how ids were made (semantic_mp3d.ID_RULE); older files lack it
 MAX_OBJECTS = 1 << 20
 MAX_POINTS = 64
 MAX_CATEGORIES = 4096
@@ -50,7 +55,37 @@ def header_counts(path, header: dict, triangles: int) -> tuple[int, int] | None:
         raise _err(path, f"categories must be a list of at most {MAX_CATEGORIES} short strings")
     if not isinstance(names, list) or len(names) != o or not all(isinstance(c, str) and len(c) <= MAX_NAME for c in names):
         raise _err(path, f"raw_names must be a list of {o} strings of at most {MAX_NAME} characters")
+    rule = s.get(ID_RULE_KEY, "")
+    if not isinstance(rule, str) or len(rule) > MAX_NAME:
+        raise _err(path, f"{ID_RULE_KEY} must be a string of at most {MAX_NAME} characters")
     return o, p
+
+
+def id_rule_header(fmt: str) -> dict:
+    """The header keys a writer adds for an annotation of format ``fmt`` (MP3D: its id rule)."""
+    return {ID_RULE_KEY: ID_RULE} if fmt == "mp3d" else {}
+
+
+def stale_ids(header: dict) -> str:
+    """Why the ids of an MP3D scene packed before the current id rule are off ("" when they
+    are not): a header-only check."""
+    s = header.get(HEADER_KEY)
+    src = s.get("source") if isinstance(s, dict) else None
+    if not isinstance(src, dict) or src.get("format") != "mp3d" or s.get(ID_RULE_KEY) == ID_RULE:
+        return ""
+    return (f"MP3D semantics packed under an older id rule ({s.get(ID_RULE_KEY) or 'object index + 1'}, "
+            f"not {ID_RULE}): instance ids are not habitat's object_id; convert the scan again")
+
+
+_warned: set[str] = set()
+
+
+def warn_stale_ids(path, header: dict) -> None:
+    """Log ``stale_ids``'s note, once per file and process."""
+    note = stale_ids(header)
+    if note and str(path) not in _warned:
+        _warned.add(str(path))
+        logging.getLogger("bps_assets.semantics").warning("%s: %s", path, note)
 
 
 def section_rows(path, header: dict, triangles: int) -> dict[str, int]:

@@ -397,3 +397,36 @@ def test_mp3d_scenes_fingerprint_the_id_rule():
     # HM3D: no id rule (its raw labels add the built-in table's digest: test_semantic_categories.py)
     assert fingerprint(hm3d, settings) == old_rule(hm3d, settings, builtin_labels=builtin_table_digest())
     assert fingerprint({"scene": base["scene"]}, settings) == old_rule({"scene": base["scene"]}, settings)
+
+
+def test_mp3d_header_records_the_id_rule_and_older_files_warn_once(tmp_path, caplog):
+    """MP3D scenes record how their ids were made; one packed before (no ``id_rule``: ids were
+    the object index + 1) loads with one warning per file, from the readers and `info`."""
+    import logging
+
+    from click.testing import CliRunner
+
+    from cli.main import main
+    from hostile_cases import rewrite
+
+    info, truth, out, ps = _convert_synth(tmp_path, "mp3d")
+    assert ps.header["semantics"]["id_rule"] == "object_index"
+    assert "id_rule" not in _convert_synth(tmp_path / "hm3d", "gibson")[3].header["semantics"]
+    older = {k: v for k, v in ps.header["semantics"].items() if k != "id_rule"}
+    old, old2 = (rewrite(out, tmp_path / n, header={"semantics": older}) for n in ("old.bps", "old2.bps"))
+    caplog.set_level(logging.WARNING, "bps_assets.semantics")
+
+    def notes():
+        return [r.getMessage() for r in caplog.records if r.name == "bps_assets.semantics"]
+    read_packed_scene(out)
+    assert notes() == []
+    read_packed_scene(old)
+    assert read_packed_scene(old, sections=["tri_object", "object_ids"]).tri_object is not None  # once
+    assert len(notes()) == 1 and notes()[0].startswith(f"{old}: MP3D semantics packed under an older id rule")
+    assert "convert the scan again" in notes()[0]
+    r = CliRunner().invoke(main, ["info", str(old2)], catch_exceptions=False)
+    assert r.exit_code == 0 and len(notes()) == 2 and notes()[1].startswith(str(old2))
+    bad = rewrite(out, tmp_path / "bad.bps", header={"semantics": {**ps.header["semantics"], "id_rule": 5}})
+    with pytest.raises(CorruptFileError, match="id_rule must be a string") as ei:
+        read_packed_scene(bad)
+    assert str(bad) in str(ei.value)

@@ -135,36 +135,3 @@ def test_preprocess_label_table_reports_unmatched_and_an_edit_reconverts(tmp_pat
     st = next(r["stats"] for r in res["scenes"] if r["name"] == info.name)
     assert res["counts"]["ok"] == 1 and st["semantic"]["unmatched_labels"] == {"box": 1}
 
-
-def test_builtin_table_edit_changes_the_fingerprint_of_scenes_it_maps(monkeypatch):
-    """Scenes whose raw labels the built-in table maps (HM3D .semantic.txt) convert again on
-    resume after a table edit; MP3D (.house: own mpcat40), scenes given a --label-table and
-    scenes without annotations keep their fingerprints."""
-    import copy
-    import hashlib
-    import json
-
-    from bps_assets import __version__
-    from bps_assets.hashing import settings_fingerprint
-    from bps_assets.pipeline.preprocess import fingerprint
-    from bps_assets.readers.semantic_mp3d import ID_RULE
-
-    def without_table(src, settings, **extra):
-        doc = {"sources": {r: s["sha256"] for r, s in sorted(src.items())},
-               "settings": settings_fingerprint(settings), "tool_version": __version__, **extra}
-        return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
-
-    base = {"scene": {"path": "a/a.basis.glb", "sha256": "1"}, "semantic_mesh": {"path": "a/a.semantic.glb", "sha256": "2"}}
-    hm3d = {**base, "semantic_table": {"path": "a/a.semantic.txt", "sha256": "3"}}
-    mp3d = {**base, "semantic_table": {"path": "a/a.house", "sha256": "3"}}
-    plain, user = {"convert": {"dataset": "hm3d"}}, {"convert": {"label_table": {"name": "m.tsv", "sha256": "4"}}}
-    before = fingerprint(hm3d, plain)
-    assert before != without_table(hm3d, plain)
-    assert fingerprint(hm3d, user) == without_table(hm3d, user)
-    assert fingerprint(mp3d, plain) == without_table(mp3d, plain, mp3d_ids=ID_RULE)
-    assert fingerprint({"scene": base["scene"]}, plain) == without_table({"scene": base["scene"]}, plain)
-    edited = copy.deepcopy(sc._load())
-    edited["raw_to_mpcat40"]["flower pot"] = "plant"      # the kind of fix this session made
-    monkeypatch.setattr(sc, "_load", lambda: edited)
-    assert fingerprint(hm3d, plain) != before
-    assert fingerprint(hm3d, user) == without_table(hm3d, user)

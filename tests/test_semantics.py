@@ -373,30 +373,61 @@ def test_mp3d_ids_are_habitats_object_index(tmp_path):
     assert ann.warnings["object_zero_faces"] == 1 and ann.warnings["unannotated_faces"] == 1
 
 
-def test_mp3d_scenes_fingerprint_the_id_rule():
-    """Packed MP3D scenes made with the old ids (index + 1) convert again on resume; other
-    scenes keep their fingerprints."""
+def fingerprint_without_rules(src, settings, **extra):
+    """preprocess.fingerprint as it was before any per-format rule (plus ``extra`` keys)."""
     import hashlib
     import json
 
     from bps_assets import __version__
     from bps_assets.hashing import settings_fingerprint
+
+    doc = {"sources": {r: s["sha256"] for r, s in sorted(src.items())},
+           "settings": settings_fingerprint(settings), "tool_version": __version__, **extra}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+
+def test_mp3d_scenes_fingerprint_the_id_rule():
+    """Packed MP3D scenes made with the old ids (index + 1) convert again on resume; other
+    scenes keep their fingerprints."""
     from bps_assets.pipeline.preprocess import fingerprint
     from bps_assets.readers.semantic_categories import builtin_table_digest
 
-    def old_rule(src, settings, **extra):
-        doc = {"sources": {r: s["sha256"] for r, s in sorted(src.items())},
-               "settings": settings_fingerprint(settings), "tool_version": __version__, **extra}
-        return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
-
+    old_rule = fingerprint_without_rules
     base = {"scene": {"path": "a/a.glb", "sha256": "1"}, "semantic_mesh": {"path": "a/a_semantic.ply", "sha256": "2"}}
     mp3d = {**base, "semantic_table": {"path": "a/a.house", "sha256": "3"}}
     hm3d = {**base, "semantic_table": {"path": "a/a.semantic.txt", "sha256": "3"}}
     settings = {"convert": {"dataset": "mp3d"}}
     assert fingerprint(mp3d, settings) != old_rule(mp3d, settings)
-    # HM3D: no id rule (its raw labels add the built-in table's digest: test_semantic_categories.py)
+    # HM3D: no id rule (its raw labels add the built-in table's digest: the test below)
     assert fingerprint(hm3d, settings) == old_rule(hm3d, settings, builtin_labels=builtin_table_digest())
     assert fingerprint({"scene": base["scene"]}, settings) == old_rule({"scene": base["scene"]}, settings)
+
+
+def test_builtin_table_edit_changes_the_fingerprint_of_scenes_it_maps(monkeypatch):
+    """Scenes whose raw labels the built-in table maps (HM3D .semantic.txt) convert again on
+    resume after a table edit; MP3D (.house: own mpcat40), scenes given a --label-table and
+    scenes without annotations keep their fingerprints."""
+    import copy
+
+    from bps_assets.pipeline.preprocess import fingerprint
+    from bps_assets.readers import semantic_categories as sc
+    from bps_assets.readers.semantic_mp3d import ID_RULE
+
+    without_table = fingerprint_without_rules
+    base = {"scene": {"path": "a/a.basis.glb", "sha256": "1"}, "semantic_mesh": {"path": "a/a.semantic.glb", "sha256": "2"}}
+    hm3d = {**base, "semantic_table": {"path": "a/a.semantic.txt", "sha256": "3"}}
+    mp3d = {**base, "semantic_table": {"path": "a/a.house", "sha256": "3"}}
+    plain, user = {"convert": {"dataset": "hm3d"}}, {"convert": {"label_table": {"name": "m.tsv", "sha256": "4"}}}
+    before = fingerprint(hm3d, plain)
+    assert before != without_table(hm3d, plain)
+    assert fingerprint(hm3d, user) == without_table(hm3d, user)
+    assert fingerprint(mp3d, plain) == without_table(mp3d, plain, mp3d_ids=ID_RULE)
+    assert fingerprint({"scene": base["scene"]}, plain) == without_table({"scene": base["scene"]}, plain)
+    edited = copy.deepcopy(sc._load())
+    edited["raw_to_mpcat40"]["flower pot"] = "plant"      # the kind of fix this session made
+    monkeypatch.setattr(sc, "_load", lambda: edited)
+    assert fingerprint(hm3d, plain) != before
+    assert fingerprint(hm3d, user) == without_table(hm3d, user)
 
 
 def test_mp3d_header_records_the_id_rule_and_older_files_warn_once(tmp_path, caplog):

@@ -33,8 +33,8 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from .errors import (ConfigError, CorruptFileError, FormatVersionError, InputError, MissingSectionError,
-                     OutputExistsError, OutputWriteError, ResourceLimitError)
+from .errors import (ConfigError, CorruptFileError, FormatVersionError, InputError,
+                     MissingSectionError, OutputExistsError, OutputWriteError, ResourceLimitError)
 from .json_input import parse_json
 
 MAGIC = b"\x89BPS\r\n\x1a\n"
@@ -423,7 +423,10 @@ def _publish_new(tmp: str, path: Path) -> bool:
             return False
         os.replace(tmp, path)
         return True
-    os.unlink(tmp)
+    try:  # published: a temp that will not go is only litter (remove_stale_temps sweeps it)
+        os.unlink(tmp)
+    except OSError:
+        pass
     return True
 
 
@@ -439,7 +442,7 @@ def atomic_write(path: str | os.PathLike, write_fn, overwrite: bool = False) -> 
     """
     path = Path(path)
     check_name_length(path)
-    if path.exists() and not overwrite:
+    if os.path.lexists(path) and not overwrite:  # lexists: a dangling symlink is a name taken too
         raise OutputExistsError(path, "already exists (pass overwrite / --overwrite to replace it)")
     make_dirs(path.parent)
     try:
@@ -463,7 +466,7 @@ def atomic_write(path: str | os.PathLike, write_fn, overwrite: bool = False) -> 
     except BaseException as e:
         try:
             os.unlink(tmp)
-        except FileNotFoundError:
+        except OSError:  # gone, or cannot go: the error that matters is ``e``
             pass
         if isinstance(e, OSError):
             raise _write_error(path, e, "write") from None

@@ -33,7 +33,7 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from .errors import (ConfigError, CorruptFileError, FormatVersionError, InputError,
+from .errors import (BpsError, ConfigError, CorruptFileError, FormatVersionError, InputError,
                      MissingSectionError, OutputExistsError, OutputWriteError, ResourceLimitError)
 from .json_input import parse_json
 
@@ -473,6 +473,25 @@ def atomic_write(path: str | os.PathLike, write_fn, overwrite: bool = False) -> 
         raise
     finally:
         os.close(fd)
+
+
+def refuse_other_source(path: str | os.PathLike, source: str | os.PathLike) -> None:
+    """Before replacing ``path`` (``--overwrite``): an OutputExistsError naming both files when
+    the packed file there records a source (header ``source``, or its ``path``) whose file name
+    is not ``source``'s, so an output made from another scan of the same scene name
+    (``scan.v1.glb`` / ``scan.v2.glb`` -> ``scan``) is never replaced silently. A path that is
+    no packed file, or records no source, is left to the caller's overwrite."""
+    if not os.path.isfile(path):
+        return
+    try:
+        header = read_header(path)[0]
+    except (BpsError, OSError):
+        return
+    rec = header.get("source")
+    rec = rec.get("path") if isinstance(rec, Mapping) else rec
+    if isinstance(rec, str) and rec and os.path.basename(rec) != os.path.basename(os.fspath(source)):
+        raise OutputExistsError(path, f"was made from {rec}, not from {os.fspath(source)} (two sources "
+                                      "with one scene name): remove it, or write to another folder")
 
 
 def write_container(path: str | os.PathLike, kind: str, header: Mapping[str, Any],

@@ -477,10 +477,11 @@ def atomic_write(path: str | os.PathLike, write_fn, overwrite: bool = False) -> 
 
 def refuse_other_source(path: str | os.PathLike, source: str | os.PathLike) -> None:
     """Before replacing ``path`` (``--overwrite``): an OutputExistsError naming both files when
-    the packed file there records a source (header ``source``, or its ``path``) whose file name
-    is not ``source``'s, so an output made from another scan of the same scene name
-    (``scan.v1.glb`` / ``scan.v2.glb`` -> ``scan``) is never replaced silently. A path that is
-    no packed file, or records no source, is left to the caller's overwrite."""
+    the packed file there records a source (header ``source``, or its ``path``) whose file name,
+    less its last extension, is not ``source``'s, so an output made from another scan of the
+    same scene name (``scan.v1.glb`` / ``scan.v2.glb`` -> ``scan``) is never replaced silently
+    (the same scan in another format, ``X.basis.glb`` / ``X.basis.navmesh``, still is). A path
+    that is no packed file, or records no source, is left to the caller's overwrite."""
     if not os.path.isfile(path):
         return
     try:
@@ -489,7 +490,8 @@ def refuse_other_source(path: str | os.PathLike, source: str | os.PathLike) -> N
         return
     rec = header.get("source")
     rec = rec.get("path") if isinstance(rec, Mapping) else rec
-    if isinstance(rec, str) and rec and os.path.basename(rec) != os.path.basename(os.fspath(source)):
+    stem = lambda p: os.path.splitext(os.path.basename(p))[0]  # noqa: E731
+    if isinstance(rec, str) and rec and stem(rec) != stem(os.fspath(source)):
         raise OutputExistsError(path, f"was made from {rec}, not from {os.fspath(source)} (two sources "
                                       "with one scene name): remove it, or write to another folder")
 

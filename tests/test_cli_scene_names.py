@@ -115,3 +115,28 @@ def test_episodes_finds_a_packed_scene_under_the_name_an_older_convert_gave(tmp_
     assert r.exit_code == 0, r.output
     assert f"using {old_scene.name}" in r.output and f"{name}.bps" in r.output
     assert [p.name for p in (tmp_path / "eps" / "train" / "content").iterdir()] == [f"{name}.json.gz"]
+
+
+def test_the_recorded_source_is_compared_less_its_last_extension(tmp_path):
+    """``X.basis.glb`` and ``X.basis.navmesh`` are one scan (its geometry, its navmesh): either
+    replaces the other's output; ``X.v2.glb`` does not replace ``X.v1.glb``'s. A file without a
+    recorded source is left to --overwrite."""
+    import numpy as np
+    import pytest
+
+    from bps_assets.container import refuse_other_source, write_container
+    from bps_assets.errors import OutputExistsError
+
+    dst = tmp_path / "X.navmesh.bps"
+    write_container(dst, "TEST", {"source": "X.basis.glb"}, {"a": np.zeros(4, np.uint8)})
+    refuse_other_source(dst, tmp_path / "X.basis.navmesh")
+    refuse_other_source(dst, "elsewhere/X.basis.glb")
+    with pytest.raises(OutputExistsError, match="made from X.basis.glb, not from X.v2.glb"):
+        refuse_other_source(dst, "X.v2.glb")
+    write_container(dst, "TEST", {"source": {"path": "/d/X.v1.glb"}}, {"a": np.zeros(4, np.uint8)}, overwrite=True)
+    with pytest.raises(OutputExistsError, match="X.v1.glb"):
+        refuse_other_source(dst, "X.v2.glb")
+    write_container(dst, "TEST", {}, {"a": np.zeros(4, np.uint8)}, overwrite=True)
+    refuse_other_source(dst, "X.v2.glb")
+    (tmp_path / "plain.bps").write_bytes(b"not a packed file")
+    refuse_other_source(tmp_path / "plain.bps", "X.v2.glb")

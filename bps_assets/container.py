@@ -33,8 +33,8 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from .errors import (ConfigError, CorruptFileError, FormatVersionError, InputError, MissingSectionError,
-                     OutputExistsError, OutputWriteError, ResourceLimitError)
+from .errors import (BpsError, ConfigError, CorruptFileError, FormatVersionError, InputError,
+                     MissingSectionError, OutputExistsError, OutputWriteError, ResourceLimitError)
 from .json_input import parse_json
 
 MAGIC = b"\x89BPS\r\n\x1a\n"
@@ -423,7 +423,10 @@ def _publish_new(tmp: str, path: Path) -> bool:
             return False
         os.replace(tmp, path)
         return True
-    os.unlink(tmp)
+    try:  # published: a temp that will not go is only litter (remove_stale_temps sweeps it)
+        os.unlink(tmp)
+    except OSError:
+        pass
     return True
 
 
@@ -439,7 +442,7 @@ def atomic_write(path: str | os.PathLike, write_fn, overwrite: bool = False) -> 
     """
     path = Path(path)
     check_name_length(path)
-    if path.exists() and not overwrite:
+    if os.path.lexists(path) and not overwrite:  # lexists: a dangling symlink is a name taken too
         raise OutputExistsError(path, "already exists (pass overwrite / --overwrite to replace it)")
     make_dirs(path.parent)
     try:
@@ -463,13 +466,34 @@ def atomic_write(path: str | os.PathLike, write_fn, overwrite: bool = False) -> 
     except BaseException as e:
         try:
             os.unlink(tmp)
-        except FileNotFoundError:
+        except OSError:  # gone, or cannot go: the error that matters is ``e``
             pass
         if isinstance(e, OSError):
             raise _write_error(path, e, "write") from None
         raise
     finally:
         os.close(fd)
+
+
+def refuse_other_source(path: str | os.PathLike, source: str | os.PathLike) -> None:
+    """Before replacing ``path`` (``--overwrite``): an OutputExistsError naming both files when
+    the packed file there records a source (header ``source``, or its ``path``) whose file name,
+    less its last extension, is not ``source``'s, so an output made from another scan of the
+    same scene name (``scan.v1.glb`` / ``scan.v2.glb`` -> ``scan``) is never replaced silently
+    (the same scan in another format, ``X.basis.glb`` / ``X.basis.navmesh``, still is). A path
+    that is no packed file, or records no source, is left to the caller's overwrite."""
+    if not os.path.isfile(path):
+        return
+    try:
+        header = read_header(path)[0]
+    except (BpsError, OSError):
+        return
+    rec = header.get("source")
+    rec = rec.get("path") if isinstance(rec, Mapping) else rec
+    stem = lambda p: os.path.splitext(os.path.basename(p))[0]  # noqa: E731
+    if isinstance(rec, str) and rec and stem(rec) != stem(os.fspath(source)):
+        raise OutputExistsError(path, f"was made from {rec}, not from {os.fspath(source)} (two sources "
+                                      "with one scene name): remove it, or write to another folder")
 
 
 def write_container(path: str | os.PathLike, kind: str, header: Mapping[str, Any],

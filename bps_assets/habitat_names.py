@@ -3,8 +3,10 @@ without heavy imports (the dataset tables read them before numpy is loaded).
 
 ``habitat_scene_name(path)``: the file name up to its first dot (HM3D's ``X.basis.glb`` -> ``X``,
 as habitat-lab's InstanceImageNav goal keys and HM3D's episode content files name it; its
-``scene_from_scene_path`` drops only the last extension); it ties episode files' scene ids,
-scene dataset configs' stages, manifests' scenes and convert / navmesh / episodes outputs.
+``scene_from_scene_path`` drops only the last extension); a name starting with a dot is named
+without it (``.room.obj`` -> ``room``: an empty name, or hidden outputs, otherwise). It ties
+episode files' scene ids, scene dataset configs' stages, manifests' scenes, preprocess's scan
+names (``datasets.scan_names``' first rule) and convert / navmesh / episodes outputs.
 """
 from __future__ import annotations
 
@@ -12,8 +14,11 @@ import os
 
 
 def habitat_scene_name(path: str | os.PathLike) -> str:
-    """The scene name habitat gives ``path``: its file name up to the first dot."""
-    return os.path.basename(os.fspath(path)).split(".")[0]
+    """The scene name habitat gives ``path``: its file name up to the first dot. A name that
+    starts with dots (``.room.obj``, where that is empty) is named without them, up to the
+    next dot (``room``): never an empty name, and no output made from it is hidden."""
+    base = os.path.basename(os.fspath(path))
+    return base.lstrip(".").split(".")[0] or base
 
 
 __all__ = ["habitat_scene_name"]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from bps_assets.container import read_header
+from bps_assets.container import read_header, refuse_other_source
 from bps_assets.errors import BpsError, CorruptFileError
 from bps_assets.packed_scene import DEFAULTS, SUFFIX, ConvertOptions, convert_file, scene_id_for
 from bps_assets.transforms.frame import DATASETS, UP_AXES
@@ -90,7 +90,8 @@ def _line(r: dict) -> str:
 @click.command("convert")
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(dir_okay=True, path_type=str))
 @click.option("-o", "--outdir", required=True, type=click.Path(file_okay=False, path_type=str),
-              help="Directory for the packed files (OUTDIR/<scene>.bps; <scene>: the file name up to its first dot).")
+              help="Directory for the packed files (OUTDIR/<scene>.bps; <scene>: the file name up to its "
+                   "first dot, leading dots dropped; --overwrite never replaces one made from another file).")
 @click.option("--dataset", type=click.Choice(DATASETS), default=DEFAULTS.dataset, show_default=True,
               help="Source frame preset: gibson/mp3d are Z-up, generic is Y-up glTF. "
                    "mp3d also names scenes by their folder (mp3d/ID/ID.glb).")
@@ -150,8 +151,16 @@ def convert_cmd(inputs, outdir, dataset, up, max_texture, texture_format, mipmap
             results[i] = {"ok": False, "scene_id": sid, "source": src, "exit_code": 2,
                           "error": f"{src}: scene id {sid!r} already used by {inputs[seen[sid]]}"}
             continue
+        dst = str(Path(outdir) / f"{sid}{SUFFIX}")
+        if overwrite:  # --overwrite replaces this scan's own output, not another scan's of that name
+            try:
+                refuse_other_source(dst, src)
+            except BpsError as e:
+                results[i] = {"ok": False, "scene_id": sid, "source": src, "exit_code": e.exit_code,
+                              "error": str(e)}
+                continue
         seen[sid] = i
-        jobs_list.append((i, src, str(Path(outdir) / f"{sid}{SUFFIX}"), sid))
+        jobs_list.append((i, src, dst, sid))
 
     def report(r):
         if r["ok"]:

@@ -35,6 +35,27 @@ def navmesh_scene_name(path: Path) -> str:
     return habitat_scene_name(path)
 
 
+def packed_scene_path(navfile: Path, name: str, scenes_dir: Path | None) -> Path:
+    """The packed scene of scene ``name`` (NAVFILE's): ``NAME.bps`` in ``scenes_dir`` (default:
+    ``../scenes`` beside the NAVFILE's folder). When it is missing but the name older runs of
+    ``convert`` gave (NAVFILE's name less its navmesh suffix: ``X.basis.navmesh.bps`` ->
+    ``X.basis.bps``) is there, that one, with a one-line note on stderr."""
+    folder = scenes_dir or navfile.resolve().parent.parent / "scenes"
+    packed = folder / f"{name}.bps"
+    if packed.exists():
+        return packed
+    base = navfile.name
+    for suffix in (".navmesh.bps", ".navmesh", ".navm"):
+        if base.endswith(suffix) and len(base) > len(suffix):
+            old = folder / f"{base[:-len(suffix)]}.bps"
+            if old != packed and old.is_file():
+                click.echo(f"note: {name}: no {packed.name} in {folder}; using {old.name}, the name an older "
+                           f"convert gave it (convert again to get {packed.name})", err=True)
+                return old
+            break
+    return packed
+
+
 def preprocess_entries(navfiles) -> dict[Path, dict]:
     """``{"scene_id", "subset"}`` of each NAVFILE that ``bps-assets preprocess`` wrote (OUT/navmeshes/
     beside OUT/manifest.json), as its manifest records them. ``scene_id`` is habitat's: the scan's
@@ -245,7 +266,7 @@ def episodes_cmd(navfiles, out_dir, split, per_scene, seed, dataset, goal_radius
     by_scene, report, failed = {}, [], []
     scene_ids = {p: e["scene_id"] for p, e in entries.items() if e["scene_id"]}
     for path, name in zip(navfiles, names):
-        packed = (scenes_dir or path.resolve().parent.parent / "scenes") / f"{name}.bps"
+        packed = packed_scene_path(Path(path), name, scenes_dir) if task in SEMANTIC_TASKS else None
         # one scene that cannot give episodes must not cost the others theirs
         try:
             by_scene[name], stats = _scene_episodes(path, name, dataset, per_scene, seed, opts, task,

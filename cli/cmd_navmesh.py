@@ -31,7 +31,8 @@ def _out_name(path: Path) -> str:
 @click.argument("inputs", nargs=-1, required=True,
                 type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
-              help="output directory: one NAME.navmesh.bps per input (NAME: its file name up to the first dot)")
+              help="output directory: one NAME.navmesh.bps per input (NAME: its file name up to the first "
+                   "dot, leading dots dropped; --overwrite never replaces one made from another file)")
 @click.option("--dataset", type=click.Choice(DATASETS), default=FRAME.dataset, show_default=True,
               help="source frame preset of the scans: gibson/mp3d are Z-up (rotated into the habitat "
                    "frame), generic is Y-up")
@@ -64,14 +65,17 @@ def navmesh_cmd(inputs, out_dir, dataset, agent_height, agent_radius, max_climb,
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise click.UsageError(f"two inputs give the same output name: {', '.join(dup)}")
-    from bps_assets.container import check_name_length, remove_stale_temps
+    from bps_assets.container import check_name_length, refuse_other_source, remove_stale_temps
 
     for _, dst in targets:  # names the file system cannot hold, before any (slow) build
         check_name_length(dst)
-    if not overwrite:  # refuse before any (slow) build; a packed navmesh input is refused as itself below
-        for src, dst in targets:
-            if dst.exists() and not _is_packed_navmesh(src):
-                raise OutputExistsError(dst, "already exists (pass --overwrite to replace it)")
+    for src, dst in targets:  # refuse before any (slow) build; a packed navmesh input is refused as itself below
+        if _is_packed_navmesh(src):
+            continue
+        if not overwrite and dst.exists():
+            raise OutputExistsError(dst, "already exists (pass --overwrite to replace it)")
+        if overwrite:  # --overwrite replaces this scan's own navmesh, not another scan's of that name
+            refuse_other_source(dst, src)
     # an imported .navmesh keeps the agent it was built for unless an option says otherwise
     given = bool(options_given(NAV_KEYS + ("recast_compat",)))
     failed = []

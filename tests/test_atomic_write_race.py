@@ -192,3 +192,36 @@ def test_a_merge_whose_output_appears_meanwhile_refuses_it(tmp_path, monkeypatch
         M.merge_manifests(paths, out)
     assert out.read_text() == "the other merge's manifest"
     assert not list(out.parent.glob(".manifest.json*.tmp"))
+
+
+def test_a_dangling_symlink_output_is_refused_as_existing(tmp_path):
+    """``path.exists()`` is False for a dangling link, yet the name is taken: the usual 'already
+    exists' error, not the 'another writer made it meanwhile' one; nothing written."""
+    from bps_assets.container import atomic_write
+    from bps_assets.errors import OutputExistsError
+
+    dst = tmp_path / "scene.bps"
+    dst.symlink_to(tmp_path / "gone.bps")
+    with pytest.raises(OutputExistsError, match="already exists") as e:
+        atomic_write(dst, lambda f: f.write(b"x"))
+    assert "another writer" not in str(e.value) and str(dst) in str(e.value)
+    assert dst.is_symlink() and not (tmp_path / "gone.bps").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["scene.bps"]
+
+
+def test_a_temp_that_cannot_be_removed_after_publishing_is_no_error(tmp_path, monkeypatch):
+    """Once the hard link published the file, failing to unlink the temp must not raise (the
+    output is there); the temp is left for ``remove_stale_temps``."""
+    from bps_assets import container
+
+    real_unlink = os.unlink
+
+    def no_unlink(p, *a, **k):
+        if str(p).endswith(".tmp"):
+            raise PermissionError(13, "Permission denied", str(p))
+        return real_unlink(p, *a, **k)
+
+    monkeypatch.setattr(container.os, "unlink", no_unlink)
+    dst = tmp_path / "scene.bps"
+    container.atomic_write(dst, lambda f: f.write(b"whole"))
+    assert dst.read_bytes() == b"whole"

@@ -35,3 +35,108 @@ def test_a_basis_glb_is_scene_x_in_convert_navmesh_and_episodes(tmp_path):
     assert [p.name for p in (eps / "train" / "content").iterdir()] == [f"{name}.json.gz"]
     doc = json.loads(gzip.decompress((eps / "train" / "content" / f"{name}.json.gz").read_bytes()))
     assert doc["episodes"] and {e["scene_id"].split("/")[-1].split(".")[0] for e in doc["episodes"]} == {name}
+
+
+FLOOR = "v 0 0 0\nv 4 0 0\nv 4 0 -4\nv 0 0 -4\nf 1 2 3\nf 1 3 4\n"   # a 4 m floor, Y up
+
+
+def _obj(path, text=FLOOR):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def _fails(*args):
+    r = CliRunner().invoke(main, [str(a) for a in args])
+    assert r.exit_code != 0, r.output
+    assert r.exception is None or isinstance(r.exception, SystemExit), r.exception
+    return r
+
+
+def test_a_name_starting_with_a_dot_is_named_without_it_everywhere(tmp_path):
+    """``.room.obj``: up to the first dot is empty, so the name is ``room`` (the dots dropped,
+    then up to the next) in convert, navmesh, episodes and preprocess's scan names alike: never
+    an empty name (``out/.bps``, scene id "") nor a hidden output."""
+    from bps_assets.container import read_header
+    from bps_assets.habitat_names import habitat_scene_name
+    from bps_assets.pipeline.datasets import scan_names
+
+    assert habitat_scene_name("a/.room.obj") == "room" and habitat_scene_name("X.basis.glb") == "X"
+    assert habitat_scene_name(".room.navmesh.bps") == "room"
+    assert scan_names([".room.obj", "b.obj"]) == {"room": ".room.obj", "b": "b.obj"}
+    scan = _obj(tmp_path / "src" / ".room.obj")
+    _cli("convert", scan, "-o", tmp_path / "out")
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["room.bps"]
+    assert read_header(tmp_path / "out" / "room.bps")[0]["scene_id"] == "room"
+    _cli("navmesh", scan, "-o", tmp_path / "nav")
+    assert [p.name for p in (tmp_path / "nav").iterdir()] == ["room.navmesh.bps"]
+    nav = (tmp_path / "nav" / "room.navmesh.bps").rename(tmp_path / "nav" / ".room.navmesh.bps")
+    _cli("episodes", nav, "-o", tmp_path / "eps", "--split", "train", "--per-scene", 2, "--seed", 1)
+    assert [p.name for p in (tmp_path / "eps" / "train" / "content").iterdir()] == ["room.json.gz"]
+
+
+def test_overwrite_never_replaces_an_output_made_from_another_scan_of_that_name(tmp_path):
+    """``scan.v1.glb`` and ``scan.v2.glb`` are both scene ``scan``: in one call the second is
+    refused (as before); across calls ``--overwrite`` replaces scan.v1's outputs only with
+    scan.v1's, and refuses scan.v2 naming both files."""
+    v1, v2 = _obj(tmp_path / "scan.v1.obj"), _obj(tmp_path / "scan.v2.obj")
+    out, nav = tmp_path / "out", tmp_path / "nav"
+    r = _fails("convert", v1, v2, "-o", out)
+    assert "scene id 'scan' already used" in r.output
+    _cli("convert", v1, "-o", out, "--overwrite")      # its own output: replaced
+    before = (out / "scan.bps").read_bytes()
+    r = _fails("convert", v2, "-o", out, "--overwrite")
+    assert "scan.v1.obj" in r.output and "scan.v2.obj" in r.output and "another folder" in r.output
+    assert (out / "scan.bps").read_bytes() == before
+    _cli("navmesh", v1, "-o", nav)
+    _cli("navmesh", v1, "-o", nav, "--overwrite")
+    before = (nav / "scan.navmesh.bps").read_bytes()
+    r = _fails("navmesh", v2, "-o", nav, "--overwrite")
+    assert "scan.v1.obj" in r.output and "scan.v2.obj" in r.output
+    assert (nav / "scan.navmesh.bps").read_bytes() == before
+
+
+def test_episodes_finds_a_packed_scene_under_the_name_an_older_convert_gave(tmp_path):
+    """Outputs made before the first-dot rule (``X.basis.bps`` + ``X.basis.navmesh.bps``): the
+    semantic tasks find the packed scene under its old name, with a one-line note."""
+    src = tmp_path / "src"
+    _cli("synth", src, "-n", 1, "--semantic")
+    glb = next(p for p in (src / "gibson").glob("*.glb") if p.name.count(".") == 1)
+    name = glb.name.split(".")[0]
+    conv, nav = tmp_path / "out" / "scenes", tmp_path / "out" / "navmeshes"
+    _cli("convert", glb, "-o", conv, "--up", "z")
+    _cli("navmesh", glb, "-o", nav, "--up", "z", "--agent-radius", 0.18, "--agent-height", 0.88)
+    old_scene, old_nav = conv / f"{name}.basis.bps", nav / f"{name}.basis.navmesh.bps"
+    (conv / f"{name}.bps").rename(old_scene)
+    (nav / f"{name}.navmesh.bps").rename(old_nav)
+    r = CliRunner().invoke(main, [str(a) for a in ("episodes", old_nav, "--task", "objectnav", "-o",
+                                                   tmp_path / "eps", "--split", "train", "--per-scene", 3,
+                                                   "--seed", 1)])
+    assert r.exit_code == 0, r.output
+    assert f"using {old_scene.name}" in r.output and f"{name}.bps" in r.output
+    assert [p.name for p in (tmp_path / "eps" / "train" / "content").iterdir()] == [f"{name}.json.gz"]
+
+
+def test_the_recorded_source_is_compared_less_its_last_extension(tmp_path):
+    """``X.basis.glb`` and ``X.basis.navmesh`` are one scan (its geometry, its navmesh): either
+    replaces the other's output; ``X.v2.glb`` does not replace ``X.v1.glb``'s. A file without a
+    recorded source is left to --overwrite."""
+    import numpy as np
+    import pytest
+
+    from bps_assets.container import refuse_other_source, write_container
+    from bps_assets.errors import OutputExistsError
+
+    dst = tmp_path / "X.navmesh.bps"
+    write_container(dst, "TEST", {"source": "X.basis.glb"}, {"a": np.zeros(4, np.uint8)})
+    refuse_other_source(dst, tmp_path / "X.basis.navmesh")
+    refuse_other_source(dst, "elsewhere/X.basis.glb")
+    with pytest.raises(OutputExistsError, match="made from X.basis.glb, not from X.v2.glb"):
+        refuse_other_source(dst, "X.v2.glb")
+    write_container(dst, "TEST", {"source": {"path": "/d/X.v1.glb"}}, {"a": np.zeros(4, np.uint8)}, overwrite=True)
+    with pytest.raises(OutputExistsError, match="X.v1.glb"):
+        refuse_other_source(dst, "X.v2.glb")
+    write_container(dst, "TEST", {}, {"a": np.zeros(4, np.uint8)}, overwrite=True)
+    refuse_other_source(dst, "X.v2.glb")
+    (tmp_path / "plain.bps").write_bytes(b"not a packed file")
+    refuse_other_source(tmp_path / "plain.bps", "X.v2.glb")

@@ -26,7 +26,8 @@ def made(tmp_path_factory):
                    backend=FakeBackend())
     doc = json.loads(r.manifest_path.read_text())
     # fields a real (non-fake) preprocess records too
-    doc["scenes"][TRAIN[0]]["stats"].update(largest_island=3.0, footprint_area=9.0, agent={"radius": 0.1, "height": 1.5})
+    doc["scenes"][TRAIN[0]]["stats"].update(largest_island=3.0, footprint_area=9.0, agent={"radius": 0.1, "height": 1.5},
+                                            warnings=["its scan is reached through a symlink"])
     doc["scenes"][TRAIN[0]]["sources"]["scene"]["link_target"] = "/elsewhere/a.glb"
     return r.manifest_path.parent, doc
 
@@ -52,6 +53,9 @@ CASES = [
     (lambda m, s: m.__setitem__("missing", [7]), "missing[0] is a number"),
     (lambda m, s: m.__setitem__("subsets", [None]), "subsets[0] is null"),
     (lambda m, s: m["tool"].__setitem__("version", 1), "tool.version is a number"),
+    # stats.warnings is read (preprocess's summary prints [0], --strict fails on it): a list of lines
+    (lambda m, s: m["scenes"][s]["stats"].__setitem__("warnings", 5), "stats.warnings is a number"),
+    (lambda m, s: m["scenes"][s]["stats"].__setitem__("warnings", [{}]), "stats.warnings[0] is an object"),
     (lambda m, s: m.__setitem__("settings", []), "settings is an array"),
 ]
 

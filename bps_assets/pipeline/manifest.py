@@ -275,7 +275,7 @@ _STATS = {"triangles": "count", "instance_triangles": "count", "texture_bytes": 
           "episodes_where": "string", "navmesh_note": "string", "agent": "object",
           "episodes": "count|null", "semantic_error": "string", "objects": "count", "semantic": "object",
           "seconds": "number", "convert_seconds": "number", "navmesh_seconds": "number",
-          "episodes_seconds": "number"}
+          "episodes_seconds": "number", "warnings": "array"}
 _SETTINGS = {"convert": "object", "nav": "object", "episode_options": "object", "preprocess": "object"}
 
 
@@ -362,6 +362,9 @@ def check_manifest(doc, path=None) -> None:
                 raise _kind_error(path, f"{where}.sources.{role}", s, "object")
             _check_kinds(path, s, _SOURCE, f"{where}.sources.{role}.")
         _check_kinds(path, e.get("stats", {}), _STATS, f"{where}.stats.")
+        for i, w in enumerate(e.get("stats", {}).get("warnings", [])):  # lines the summary prints
+            if not isinstance(w, str):
+                raise _kind_error(path, f"{where}.stats.warnings[{i}]", w, "string")
     for sub, e in doc.get("episodes", {}).items():
         _check_file(path, e, f"episodes.{sub}")
 

@@ -61,22 +61,22 @@ def test_composed_dataset_manifest_validates(tmp_path):
     assert any("extra" in x for x in errors(bad))
 
 
-def test_schema_describes_category_map_lod_unmapped_and_warnings():
+def test_schema_describes_label_table_lod_unmatched_and_warnings():
     """The fields preprocess writes that the schema once left out: settings.convert.lod and
-    category_map ({name, sha256}), stats.semantic.unmapped_objects / unmapped_labels and
+    label_table ({name, sha256}), stats.semantic.unmatched_objects / unmatched_labels and
     stats.warnings (a list of lines), each with its type: a wrong one is refused."""
     cls = jsonschema.Draft202012Validator
-    good = {"lod": [0.05, 0.2], "category_map": {"name": "labels.tsv", "sha256": "a" * 64}}
-    stats = {"semantic": {"format": "hm3d", "categories": {"chair": 2}, "unmapped_objects": 1,
-                          "unmapped_labels": {"thing": 1}}, "warnings": ["a line"]}
+    good = {"lod": [0.05, 0.2], "label_table": {"name": "labels.tsv", "sha256": "a" * 64}}
+    stats = {"semantic": {"format": "hm3d", "categories": {"chair": 2}, "unmatched_objects": 1,
+                          "unmatched_labels": {"thing": 1}}, "warnings": ["a line"]}
     conv = {**SCHEMA["properties"]["settings"]["properties"]["convert"], "$defs": SCHEMA["$defs"]}
     st = {**SCHEMA["$defs"]["scene"]["properties"]["stats"], "$defs": SCHEMA["$defs"]}
-    assert {"lod", "category_map"} <= set(conv["properties"])
-    assert {"unmapped_objects", "unmapped_labels"} <= set(st["properties"]["semantic"]["properties"])
+    assert {"lod", "label_table"} <= set(conv["properties"])
+    assert {"unmatched_objects", "unmatched_labels"} <= set(st["properties"]["semantic"]["properties"])
     assert list(cls(conv).iter_errors(good)) == [] and list(cls(st).iter_errors(stats)) == []
-    for bad in ({"category_map": "labels.tsv"}, {"category_map": {"name": "x"}}, {"lod": [0]}, {"lod": 0.1}):
+    for bad in ({"label_table": "labels.tsv"}, {"label_table": {"name": "x"}}, {"lod": [0]}, {"lod": 0.1}):
         assert list(cls(conv).iter_errors(bad)), bad
     for bad in ({"warnings": "a line"}, {"warnings": [3]},
-                {"semantic": {**stats["semantic"], "unmapped_objects": -1}},
-                {"semantic": {**stats["semantic"], "unmapped_labels": {"thing": "1"}}}):
+                {"semantic": {**stats["semantic"], "unmatched_objects": -1}},
+                {"semantic": {**stats["semantic"], "unmatched_labels": {"thing": "1"}}}):
         assert list(cls(st).iter_errors(bad)), bad

@@ -420,16 +420,17 @@ def test_preprocess_imports_the_scene_navmesh_instance(tmp_path):
     assert png.stat().st_size > 1000 and f"{len(table)} objects" in r.stdout
 
 
-def _crate_room(src: Path, objects: list[dict]) -> Path:
-    """A generated composed dataset: a 6 m box-room stage and a 0.6 m crate object placed by
-    ``objects`` in scene ``s``; returns its scene dataset config."""
+def _crate_room(src: Path, objects: list[dict], semantic_id: int | None = None) -> Path:
+    """A generated composed dataset: a 6 m box-room stage and a 0.6 m crate object (its config's
+    ``semantic_id`` when given) placed by ``objects`` in scene ``s``; returns its scene dataset config."""
     from bps_assets.scene_dataset.standin import write_box_room
 
     write_box_room(src / "stages" / "room.glb", (-3, 0, -3), (3, 2.5, 3))
     write_box_room(src / "objects" / "crate.glb", (-0.3, 0, -0.3), (0.3, 0.6, 0.3))
     (src / "stages" / "room.stage_config.json").write_text(json.dumps({"render_asset": "room.glb"}))
     (src / "objects" / "crate.object_config.json").write_text(json.dumps(
-        {"render_asset": "crate.glb", "COM": [0, 0, 0], "category": "crate"}))
+        {"render_asset": "crate.glb", "COM": [0, 0, 0], "category": "crate",
+         **({} if semantic_id is None else {"semantic_id": semantic_id})}))
     (src / "scenes").mkdir()
     (src / "scenes" / "s.scene_instance.json").write_text(json.dumps({
         "stage_instance": {"template_name": "room"}, "object_instances": objects}))
@@ -510,11 +511,12 @@ def test_resume_redoes_a_composed_scene_when_an_object_changes(tmp_path):
 
 
 def _tiny_composed(tmp_path) -> Path:
-    """A packed composed scene: a box room with two crates (generated, habitat layout)."""
+    """A packed composed scene: a box room with two crates of semantic_id 4 (generated, habitat layout)."""
     from bps_assets.scene_dataset.packing import pack_scene
 
     cfg = _crate_room(tmp_path / "src", [{"template_name": "crate", "translation": [1, 0, 1]},
-                                         {"template_name": "crate", "translation": [-1, 0, 1], "non_uniform_scale": [-1, 1, 1]}])
+                                         {"template_name": "crate", "translation": [-1, 0, 1], "non_uniform_scale": [-1, 1, 1]}],
+                      semantic_id=4)
     sc = H.read_scene_instance(H.read_dataset_config(cfg), "s")
     (tmp_path / "out" / "scenes").mkdir(parents=True)
     dst = tmp_path / "out" / "scenes" / "s.bps"
@@ -570,14 +572,14 @@ def test_damaged_instance_tables_are_typed_errors(tmp_path, damage, section):
 
 def test_pointnav_runs_on_a_composed_dataset_through_make(tmp_path):
     """The runtime on a composed scene (loaded as instances: tests/test_composed_runtime.py):
-    depth and the instances' semantic ids (1, 2: the two crates' groups + 1)."""
+    depth and the instances' semantic id (habitat's: the crates' config semantic_id 5)."""
     import torch
 
     from bps_assets.pipeline.preprocess import PreprocessOptions, preprocess
     from bps_runtime.env.make import make
 
     cfg = _crate_room(tmp_path / "src", [{"template_name": "crate", "translation": [1, 0, 1]},
-                                         {"template_name": "crate", "translation": [-1, 0, -1]}])
+                                         {"template_name": "crate", "translation": [-1, 0, -1]}], semantic_id=5)
     res = preprocess(cfg.parent, tmp_path / "out", str(cfg), options=PreprocessOptions(in_process=True, episodes=4))
     assert res.ok, [r.error for r in res.results]
     env = make(str(tmp_path / "out" / "manifest.json"), num_envs=2, sensors=("depth", "semantic"),
@@ -588,7 +590,7 @@ def test_pointnav_runs_on_a_composed_dataset_through_make(tmp_path):
         seen |= set(torch.unique(obs["semantic"]).tolist())
         assert torch.isfinite(obs["depth"]).all()
         obs = env.step(torch.full((2,), 2))[0]
-    assert seen <= {0, 1, 2} and seen & {1, 2}
+    assert seen == {0, 5}
 
 
 def test_navmesh_bakes_static_objects_not_dynamic_ones(tmp_path):

@@ -387,6 +387,19 @@ def test_preprocess_imports_the_scene_navmesh_instance(tmp_path):
                          categories={"chair": 0, "sofa": 1, "table": 2, "tv_screen": 3})
     assert len(ds.episodes) == 4
     assert all(ep["object_category"] in ("chair", "sofa", "table", "tv_screen") for ep in ds.episodes)
+    # InstanceImageNav: objects whose habitat id another shares (e.g. 0: fridge and cabinet) are
+    # no goals, said in the stats; every other object is a goal or counted as why not
+    from collections import Counter
+
+    from bps_assets.nav.instance_imagenav_episodes import build_instance_goals
+    st = Counter()
+    goals = build_instance_goals(mesh, v, t, tri_object, table, "v3_sc0_staging_00", stats=st)
+    uses = Counter(table.habitat_id(r) for r in range(len(table)))
+    ids = [g["object_id"] for g in goals.values()]
+    assert ids and all(uses[i] == 1 for i in ids) and 0 in st["shared_ids"]
+    assert set(st["shared_ids"]) <= {k for k, c in uses.items() if c > 1}
+    assert len(goals) == st["objects"] - st["objects_without_view_points"] - st["objects_with_shared_ids"] \
+        - st["objects_without_image_goals"]
     # object boxes come from the assets even when positions are not asked for (preview's read)
     from bps_assets.packed_scene import read_packed_scene
     boxes = read_packed_scene(tmp_path / "out" / "scenes" / "v3_sc0_staging_00.bps",

@@ -73,6 +73,8 @@ def instance_count(path, header: dict) -> int | None:
         raise _err(path, "navmesh is neither a path string nor null")
     if not isinstance(c.get("navmesh_unknown"), (str, type(None))):   # absent: packed before the key
         raise _err(path, "navmesh_unknown is neither a handle string nor null")
+    if not isinstance(c.get("navmesh_missing"), (str, type(None))):
+        raise _err(path, "navmesh_missing is neither a path string nor null")
     return n
 
 

@@ -76,7 +76,10 @@ def test_habitat_sim_dataset_0_parses_as_habitat_sim_tests_assert():
     # asset_local origins: the asset's own origin lands on the translation
     assert np.allclose(sc.instances[0].transform[:3, 3], [0.1, 0.2, 0.3])
     assert np.allclose(sc.instances[1].transform[:3, 3], [0.3, 0.4, 0.5])
-    assert sc.navmesh.name == "test_navmesh_path1"
+    # the handle resolves to test_navmesh_path1, a file the assets do not ship: no navmesh (habitat-sim
+    # warns and loads none), the missing file noted
+    assert sc.navmesh is None and Path(sc.navmesh_missing).name == "test_navmesh_path1"
+    assert any("test_navmesh_path1 does not exist" in n for n in sc.notes)
     assert sc.semantic_scene.name == "dataset_test_scene.semantic_config.json"  # %%CONFIG_NAME...%% replaced
     assert any("default_lighting" in n for n in sc.notes)
 
@@ -477,6 +480,37 @@ def test_an_unknown_navmesh_instance_handle_is_no_navmesh_as_in_habitat_sim(tmp_
     assert "beside" not in r.error and str(tmp_path / "imp") not in r.error
 
 
+def test_a_navmesh_instance_file_that_is_missing_is_no_navmesh_as_in_habitat_sim(tmp_path):
+    """A listed ``navmesh_instance`` handle whose file is not there: habitat-sim warns "Requested
+    navmesh file not found" and loads none (Simulator.cpp). So here: a note naming the scene and
+    the file, the header's ``navmesh`` null and ``navmesh_missing`` the path; auto builds one
+    saying why, import fails naming the missing file (not "names no navmesh_instance")."""
+    from bps_assets.composed_section import HEADER_KEY
+    from bps_assets.container import Container
+    from bps_assets.pipeline.preprocess import PreprocessOptions, preprocess
+
+    cfg = _crate_room(tmp_path / "src", [{"template_name": "crate", "translation": [1.5, 0, 1.5]}])
+    d = json.loads(cfg.read_text())
+    cfg.write_text(json.dumps({**d, "navmesh_instances": {"nm": "navmeshes/gone.navmesh"}}))
+    inst = tmp_path / "src" / "scenes" / "s.scene_instance.json"
+    inst.write_text(json.dumps({**json.loads(inst.read_text()), "navmesh_instance": "nm"}))
+    gone = str(tmp_path / "src" / "navmeshes" / "gone.navmesh")
+    sc = H.read_scene_instance(H.read_dataset_config(cfg), "s")
+    assert sc.navmesh is None and sc.navmesh_missing == gone and any(gone in n for n in sc.notes)
+    assert H.scene_files(cfg)["s"] == ("scenes/s.scene_instance.json", None)
+    res = preprocess(cfg.parent, tmp_path / "auto", str(cfg), options=PreprocessOptions(in_process=True, episodes=0))
+    (r,) = [r for r in res.results if r.name == "s"]
+    assert r.status == "ok" and r.entry["stats"]["navmesh_source"] == "built"
+    assert gone in r.entry["stats"]["navmesh_note"] and "does not exist" in r.entry["stats"]["navmesh_note"]
+    with Container(tmp_path / "auto" / "scenes" / "s.bps") as c:
+        comp = c.header[HEADER_KEY]
+    assert comp["navmesh"] is None and comp["navmesh_missing"] == gone and comp["navmesh_unknown"] is None
+    res = preprocess(cfg.parent, tmp_path / "imp", str(cfg),
+                     options=PreprocessOptions(in_process=True, episodes=0, navmesh="import"))
+    (r,) = [r for r in res.results if r.name == "s"]
+    assert r.status == "failed" and gone in r.error and "names no navmesh_instance" not in r.error
+
+
 def test_navmesh_import_of_a_composed_file_packed_before_navmesh_unknown_says_so(tmp_path):
     """A composed file without the ``navmesh_unknown`` header key (packed before it existed, kept
     by a resumed run) cannot say why its scene has no navmesh: --navmesh import says that and
@@ -858,6 +892,7 @@ def test_navmesh_bakes_what_habitat_sim_bakes(tmp_path, obj_motion, ao_motion, b
     (lambda c: c.__setitem__("source", {}), "source"),
     (lambda c: c.__setitem__("navmesh", 1), "navmesh"),
     (lambda c: c.__setitem__("navmesh_unknown", ["h"]), "navmesh_unknown"),
+    (lambda c: c.__setitem__("navmesh_missing", 3), "navmesh_missing"),
 ])
 def test_damaged_composed_headers_name_the_field(tmp_path, damage, field):
     """Every field of the ``composed`` header is checked: a missing, short or mistyped one is a

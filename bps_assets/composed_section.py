@@ -10,7 +10,8 @@ N rows each: ``instance_asset`` i4, ``instance_transform`` f8 [N,4,4] (asset -> 
 -1 none), ``instance_motion`` u1 (into ``motion_types``), ``instance_group`` i4 (the scene-instance
 entry: an articulated object's links share one). Caps before reading: N <= 2^17, assets <= N + 1,
 4096 categories; every header field's type and length is checked before use (a CorruptFileError
-naming the file and the field). ``expand``: the flattened ``PackedScene`` given an asset reader.
+naming the file and the field). ``expand``: the flattened ``PackedScene`` given an asset reader
+(object ids = group + 1, bps's own numbering); ``habitat_view``: the ids the sensor reports.
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import CorruptFileError
+from .semantics import SemanticTable
 
 HEADER_KEY = "composed"
 MAX_INSTANCES = 1 << 17
@@ -71,6 +73,8 @@ def instance_count(path, header: dict) -> int | None:
         raise _err(path, "navmesh is neither a path string nor null")
     if not isinstance(c.get("navmesh_unknown"), (str, type(None))):   # absent: packed before the key
         raise _err(path, "navmesh_unknown is neither a handle string nor null")
+    if not isinstance(c.get("navmesh_missing"), (str, type(None))):
+        raise _err(path, "navmesh_missing is neither a path string nor null")
     return n
 
 
@@ -158,6 +162,27 @@ def expand(scene, table: InstanceTable, want: list[str], read, motions=None):
             cache[a] = read(asset_path(scene.path, table.header["assets"][a]), asset_want)
         parts.append((cache[a], table.transform[i], int(table.group[i]) + 1))
     return _merge(scene, parts, want, table)
+
+
+def habitat_view(sem: SemanticTable) -> tuple[np.ndarray, SemanticTable]:
+    """What the semantic sensor of a composed scene reports: habitat-sim's semantic id of the hit
+    instance (its config's ``semantic_id``, 0 when unset or for the stage), not ``expand``'s
+    group + 1. Returns ``lut`` (int32, indexed by group + 1: the id rendered for it) and the
+    table keyed by those ids (ids > 0; a box the union of its instances'; the category -1 where
+    instances sharing an id disagree) that the env's category table is filled from."""
+    ids = np.asarray(sem.ids, np.int64)
+    src = np.asarray(sem.source_ids if sem.source_ids is not None else ids, np.int64)
+    lut = np.zeros(int(ids.max(initial=0)) + 1, np.int32)
+    lut[ids] = src
+    keep = sorted({int(x) for x in src if x > 0})
+    rows = [np.flatnonzero(src == k) for k in keep]
+    cat = [int(sem.category[r[0]]) if (sem.category[r] == sem.category[r[0]]).all() else -1 for r in rows]
+    box = [np.concatenate([sem.aabb[r, :3].min(0), sem.aabb[r, 3:].max(0)]) for r in rows]
+    table = SemanticTable(ids=np.array(keep, np.int32), category=np.array(cat, np.int32),
+                          raw_names=[sem.raw_names[r[0]] for r in rows], region=np.full(len(keep), -1, np.int32),
+                          aabb=np.array(box, np.float32).reshape(-1, 6), points=np.zeros((len(keep), 0, 3), np.float32),
+                          categories=list(sem.categories), source_ids=np.array(keep, np.int64))
+    return lut, table
 
 
 def check_expanded_totals(path, vertices: int, triangles: int, materials: int) -> None:

@@ -284,7 +284,9 @@ def episodes_cmd(navfiles, out_dir, split, per_scene, seed, dataset, goal_radius
             if not as_json:
                 click.echo(f"{name}: {stats['episodes']} episodes from {stats['targets']} "
                            f"{'starts' if task in SEMANTIC_TASKS else 'targets'} in {stats['seconds']:.1f} s; "
-                           f"{stats['where']}")
+                           f"{stats['where']}" + (f"; {stats['objects_with_shared_ids']} object(s) no goal: habitat "
+                                                  f"id(s) {stats['shared_ids']} shared in the scene"
+                                                  if stats.get("shared_ids") else ""))
             continue
         click.echo(f"error: {name}: {failed[-1]['error']}", err=True)
     other = _other_agent(task, report)

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_composed_scenes import RCAD, _replicacad_copy, _tiny_composed, needs_rcad  # noqa: E402
+from test_composed_scenes import H, RCAD, _crate_room, _replicacad_copy, _tiny_composed, needs_rcad  # noqa: E402
 
 SCENES8 = [f"v3_sc{k // 21}_staging_{k % 21:02d}" for k in range(8)]
 
@@ -92,8 +92,42 @@ def test_instances_render_like_the_flattened_scene_mirrored_crates(tmp_path, bac
     d, rgb, sem = out["depth"], out["rgb"], out["semantic"]
     assert np.allclose(d[0], d[1], atol=1e-5)
     assert (np.abs(rgb[0].astype(int) - rgb[1]) <= 1).all()
-    assert (sem[0] == sem[1]).all() and set(np.unique(sem[0])) == {0, 1, 2}
+    assert (sem[0] == sem[1]).all() and set(np.unique(sem[0])) == {0, 4}   # habitat's id: the crates' semantic_id
     _same_table(inst.semantics, flat.semantics)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_composed_semantic_sensor_reports_habitat_semantic_ids(tmp_path, backend):
+    """habitat-sim's semantic sensor reports an object's config ``semantic_id`` (0 unset): two
+    crates of id 7 and a crate template with none, instanced and flattened, render {0, 7}; the
+    env's category table maps 7 to the crate, and the ObjectNav goals' object_id (the table's
+    habitat id, nav.objectnav_episodes) is an id the sensor reports."""
+    import json
+
+    from bps_assets.nav.objectnav_episodes import semantic_scene
+    from bps_assets.scene_dataset.packing import pack_scene
+    from bps_runtime.render.semantic import category_row
+
+    src = tmp_path / "src"
+    cfg = _crate_room(src, [{"template_name": "crate", "translation": [1.2, 0, 1.2]},
+                            {"template_name": "crate", "translation": [-1.2, 0, 1.2]},
+                            {"template_name": "plain", "translation": [0, 0, -1.5]}], semantic_id=7)
+    (src / "objects" / "plain.object_config.json").write_text(json.dumps({"render_asset": "crate.glb", "COM": [0, 0, 0]}))
+    sc = H.read_scene_instance(H.read_dataset_config(cfg), "s")
+    (tmp_path / "out" / "scenes").mkdir(parents=True)
+    dst = tmp_path / "out" / "scenes" / "s.bps"
+    pack_scene(sc, dst, tmp_path / "out" / "assets")
+    r = _renderer(backend)
+    inst, flat = _both(r, dst)
+    out = _compare(r, np.zeros((12, 3)), np.linspace(0, 2 * np.pi, 12, endpoint=False))
+    sem = out["semantic"]
+    assert (sem[0] == sem[1]).all() and set(np.unique(sem[0])) == {0, 7}
+    _same_table(inst.semantics, flat.semantics)
+    assert inst.semantics.ids.tolist() == [7] and inst.semantics.category_name(0) == "crate"
+    assert category_row(inst.semantics)[7] == inst.semantics.categories.index("crate")
+    _, _, tri_object, table = semantic_scene(dst)   # goal generation: one row per instance
+    assert len(table) == 3 and sorted({table.habitat_id(i) for i in range(len(table))}) == [0, 7]
+    assert len(np.unique(tri_object)) == 4          # 0 and the three instances, told apart
 
 
 @needs_rcad
@@ -230,7 +264,7 @@ def test_non_instancing_renderers_load_composed_scenes_flattened(tmp_path):
 
 def build_composed_rooms(root: Path, n_scenes: int = 3, episodes: int = 8, agent=None) -> Path:
     """A preprocessed composed dataset (generated): ``n_scenes`` box-room scenes sharing one
-    library of two objects ("chair" crates, a "sofa" slab), placed differently in each (one
+    library of two objects ("chair" crates of semantic_id 3, a "sofa" slab of 10), placed differently in each (one
     mirrored, one rotated, one scaled); PointNav episodes per scene; navmeshes for ``agent``
     (radius, height; None: the default agent). Returns the manifest."""
     import json
@@ -245,9 +279,9 @@ def build_composed_rooms(root: Path, n_scenes: int = 3, episodes: int = 8, agent
     write_box_room(src / "objects" / "crate.glb", (-0.3, 0, -0.3), (0.3, 0.6, 0.3))
     write_box_room(src / "objects" / "slab.glb", (-0.6, 0, -0.25), (0.6, 0.45, 0.25))
     (src / "stages" / "room.stage_config.json").write_text(json.dumps({"render_asset": "room.glb"}))
-    for name, cat in (("crate", "chair"), ("slab", "sofa")):
+    for name, cat, sid in (("crate", "chair", 3), ("slab", "sofa", 10)):
         (src / "objects" / f"{name}.object_config.json").write_text(json.dumps(
-            {"render_asset": f"{name}.glb", "COM": [0, 0, 0], "category": cat}))
+            {"render_asset": f"{name}.glb", "COM": [0, 0, 0], "category": cat, "semantic_id": sid}))
     (src / "scenes").mkdir()
     for k in range(n_scenes):
         s = 1.0 + 0.5 * k
@@ -278,7 +312,7 @@ def composed_rooms(tmp_path_factory):
 
 def test_pointnav_on_composed_scenes_renders_instances_through_make(composed_rooms):
     """make() on a composed dataset loads its scenes as instances (each asset once) and the
-    agents see the instances (semantic ids 1..3, depth finite)."""
+    agents see the instances (their habitat semantic ids 3 and 10, depth finite)."""
     import torch
 
     from bps_runtime import make
@@ -293,7 +327,7 @@ def test_pointnav_on_composed_scenes_renders_instances_through_make(composed_roo
             seen |= set(torch.unique(obs["semantic"]).tolist())
             assert torch.isfinite(obs["depth"]).all()
             obs = env.step(torch.full((4,), 2))[0]
-        assert seen <= {0, 1, 2, 3} and len(seen & {1, 2, 3}) >= 2
+        assert {3, 10} <= seen <= {0, 3, 10}
 
 
 def test_objectnav_on_composed_scenes_through_make(tmp_path):
@@ -348,7 +382,7 @@ def test_env_observations_on_instances_equal_the_flattened_scenes(composed_rooms
         diff = torch.cat([(a[k].int() - b[k].int()).abs() for a, b in zip(inst, flat)])
         assert (diff > (1 if k != "semantic" else 0)).float().mean() < 0.001, (k, diff.float().mean())
     if "semantic" in sensors:
-        assert torch.cat([f["semantic"] for f in inst]).unique().numel() >= 3
+        assert set(torch.cat([f["semantic"] for f in inst]).unique().tolist()) == {0, 3, 10}
     if task == "imagenav":
         assert any(f["imagegoal"].float().std() > 0 for f in inst)
 
@@ -462,7 +496,7 @@ def test_scaled_textured_instances_pick_the_flattened_mip(tmp_path, backend):
     out = _compare(r, pos, yaw)
     d, rgb, sem = out["depth"], out["rgb"], out["semantic"]
     assert np.isclose(d[0], d[1], rtol=1e-4, atol=1e-4).mean() > 0.999
-    assert (sem[0] == sem[1]).mean() > 0.999 and set(np.unique(sem[0])) >= {1, 2, 3}
+    assert (sem[0] == sem[1]).mean() > 0.999 and set(np.unique(sem[0])) == {0, 20}   # the chairs' semantic_id
     assert (np.abs(rgb[0].astype(int) - rgb[1]) > 1).any(-1).mean() < 0.002
     assert len(np.unique(rgb[0].reshape(-1, 3), axis=0)) > 20      # textured
 

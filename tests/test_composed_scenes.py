@@ -76,7 +76,10 @@ def test_habitat_sim_dataset_0_parses_as_habitat_sim_tests_assert():
     # asset_local origins: the asset's own origin lands on the translation
     assert np.allclose(sc.instances[0].transform[:3, 3], [0.1, 0.2, 0.3])
     assert np.allclose(sc.instances[1].transform[:3, 3], [0.3, 0.4, 0.5])
-    assert sc.navmesh.name == "test_navmesh_path1"
+    # the handle resolves to test_navmesh_path1, a file the assets do not ship: no navmesh (habitat-sim
+    # warns and loads none), the missing file noted
+    assert sc.navmesh is None and Path(sc.navmesh_missing).name == "test_navmesh_path1"
+    assert any("test_navmesh_path1 does not exist" in n for n in sc.notes)
     assert sc.semantic_scene.name == "dataset_test_scene.semantic_config.json"  # %%CONFIG_NAME...%% replaced
     assert any("default_lighting" in n for n in sc.notes)
 
@@ -387,6 +390,19 @@ def test_preprocess_imports_the_scene_navmesh_instance(tmp_path):
                          categories={"chair": 0, "sofa": 1, "table": 2, "tv_screen": 3})
     assert len(ds.episodes) == 4
     assert all(ep["object_category"] in ("chair", "sofa", "table", "tv_screen") for ep in ds.episodes)
+    # InstanceImageNav: objects whose habitat id another shares (e.g. 0: fridge and cabinet) are
+    # no goals, said in the stats; every other object is a goal or counted as why not
+    from collections import Counter
+
+    from bps_assets.nav.instance_imagenav_episodes import build_instance_goals
+    st = Counter()
+    goals = build_instance_goals(mesh, v, t, tri_object, table, "v3_sc0_staging_00", stats=st)
+    uses = Counter(table.habitat_id(r) for r in range(len(table)))
+    ids = [g["object_id"] for g in goals.values()]
+    assert ids and all(uses[i] == 1 for i in ids) and 0 in st["shared_ids"]
+    assert set(st["shared_ids"]) <= {k for k, c in uses.items() if c > 1}
+    assert len(goals) == st["objects"] - st["objects_without_view_points"] - st["objects_with_shared_ids"] \
+        - st["objects_without_image_goals"]
     # object boxes come from the assets even when positions are not asked for (preview's read)
     from bps_assets.packed_scene import read_packed_scene
     boxes = read_packed_scene(tmp_path / "out" / "scenes" / "v3_sc0_staging_00.bps",
@@ -420,16 +436,17 @@ def test_preprocess_imports_the_scene_navmesh_instance(tmp_path):
     assert png.stat().st_size > 1000 and f"{len(table)} objects" in r.stdout
 
 
-def _crate_room(src: Path, objects: list[dict]) -> Path:
-    """A generated composed dataset: a 6 m box-room stage and a 0.6 m crate object placed by
-    ``objects`` in scene ``s``; returns its scene dataset config."""
+def _crate_room(src: Path, objects: list[dict], semantic_id: int | None = None) -> Path:
+    """A generated composed dataset: a 6 m box-room stage and a 0.6 m crate object (its config's
+    ``semantic_id`` when given) placed by ``objects`` in scene ``s``; returns its scene dataset config."""
     from bps_assets.scene_dataset.standin import write_box_room
 
     write_box_room(src / "stages" / "room.glb", (-3, 0, -3), (3, 2.5, 3))
     write_box_room(src / "objects" / "crate.glb", (-0.3, 0, -0.3), (0.3, 0.6, 0.3))
     (src / "stages" / "room.stage_config.json").write_text(json.dumps({"render_asset": "room.glb"}))
     (src / "objects" / "crate.object_config.json").write_text(json.dumps(
-        {"render_asset": "crate.glb", "COM": [0, 0, 0], "category": "crate"}))
+        {"render_asset": "crate.glb", "COM": [0, 0, 0], "category": "crate",
+         **({} if semantic_id is None else {"semantic_id": semantic_id})}))
     (src / "scenes").mkdir()
     (src / "scenes" / "s.scene_instance.json").write_text(json.dumps({
         "stage_instance": {"template_name": "room"}, "object_instances": objects}))
@@ -461,6 +478,37 @@ def test_an_unknown_navmesh_instance_handle_is_no_navmesh_as_in_habitat_sim(tmp_
     (r,) = [r for r in res.results if r.name == "s"]
     assert r.status == "failed" and str(inst) in r.error and "'empty_stage_navmesh'" in r.error
     assert "beside" not in r.error and str(tmp_path / "imp") not in r.error
+
+
+def test_a_navmesh_instance_file_that_is_missing_is_no_navmesh_as_in_habitat_sim(tmp_path):
+    """A listed ``navmesh_instance`` handle whose file is not there: habitat-sim warns "Requested
+    navmesh file not found" and loads none (Simulator.cpp). So here: a note naming the scene and
+    the file, the header's ``navmesh`` null and ``navmesh_missing`` the path; auto builds one
+    saying why, import fails naming the missing file (not "names no navmesh_instance")."""
+    from bps_assets.composed_section import HEADER_KEY
+    from bps_assets.container import Container
+    from bps_assets.pipeline.preprocess import PreprocessOptions, preprocess
+
+    cfg = _crate_room(tmp_path / "src", [{"template_name": "crate", "translation": [1.5, 0, 1.5]}])
+    d = json.loads(cfg.read_text())
+    cfg.write_text(json.dumps({**d, "navmesh_instances": {"nm": "navmeshes/gone.navmesh"}}))
+    inst = tmp_path / "src" / "scenes" / "s.scene_instance.json"
+    inst.write_text(json.dumps({**json.loads(inst.read_text()), "navmesh_instance": "nm"}))
+    gone = str(tmp_path / "src" / "navmeshes" / "gone.navmesh")
+    sc = H.read_scene_instance(H.read_dataset_config(cfg), "s")
+    assert sc.navmesh is None and sc.navmesh_missing == gone and any(gone in n for n in sc.notes)
+    assert H.scene_files(cfg)["s"] == ("scenes/s.scene_instance.json", None)
+    res = preprocess(cfg.parent, tmp_path / "auto", str(cfg), options=PreprocessOptions(in_process=True, episodes=0))
+    (r,) = [r for r in res.results if r.name == "s"]
+    assert r.status == "ok" and r.entry["stats"]["navmesh_source"] == "built"
+    assert gone in r.entry["stats"]["navmesh_note"] and "does not exist" in r.entry["stats"]["navmesh_note"]
+    with Container(tmp_path / "auto" / "scenes" / "s.bps") as c:
+        comp = c.header[HEADER_KEY]
+    assert comp["navmesh"] is None and comp["navmesh_missing"] == gone and comp["navmesh_unknown"] is None
+    res = preprocess(cfg.parent, tmp_path / "imp", str(cfg),
+                     options=PreprocessOptions(in_process=True, episodes=0, navmesh="import"))
+    (r,) = [r for r in res.results if r.name == "s"]
+    assert r.status == "failed" and gone in r.error and "names no navmesh_instance" not in r.error
 
 
 def test_navmesh_import_of_a_composed_file_packed_before_navmesh_unknown_says_so(tmp_path):
@@ -510,11 +558,12 @@ def test_resume_redoes_a_composed_scene_when_an_object_changes(tmp_path):
 
 
 def _tiny_composed(tmp_path) -> Path:
-    """A packed composed scene: a box room with two crates (generated, habitat layout)."""
+    """A packed composed scene: a box room with two crates of semantic_id 4 (generated, habitat layout)."""
     from bps_assets.scene_dataset.packing import pack_scene
 
     cfg = _crate_room(tmp_path / "src", [{"template_name": "crate", "translation": [1, 0, 1]},
-                                         {"template_name": "crate", "translation": [-1, 0, 1], "non_uniform_scale": [-1, 1, 1]}])
+                                         {"template_name": "crate", "translation": [-1, 0, 1], "non_uniform_scale": [-1, 1, 1]}],
+                      semantic_id=4)
     sc = H.read_scene_instance(H.read_dataset_config(cfg), "s")
     (tmp_path / "out" / "scenes").mkdir(parents=True)
     dst = tmp_path / "out" / "scenes" / "s.bps"
@@ -570,14 +619,14 @@ def test_damaged_instance_tables_are_typed_errors(tmp_path, damage, section):
 
 def test_pointnav_runs_on_a_composed_dataset_through_make(tmp_path):
     """The runtime on a composed scene (loaded as instances: tests/test_composed_runtime.py):
-    depth and the instances' semantic ids (1, 2: the two crates' groups + 1)."""
+    depth and the instances' semantic id (habitat's: the crates' config semantic_id 5)."""
     import torch
 
     from bps_assets.pipeline.preprocess import PreprocessOptions, preprocess
     from bps_runtime.env.make import make
 
     cfg = _crate_room(tmp_path / "src", [{"template_name": "crate", "translation": [1, 0, 1]},
-                                         {"template_name": "crate", "translation": [-1, 0, -1]}])
+                                         {"template_name": "crate", "translation": [-1, 0, -1]}], semantic_id=5)
     res = preprocess(cfg.parent, tmp_path / "out", str(cfg), options=PreprocessOptions(in_process=True, episodes=4))
     assert res.ok, [r.error for r in res.results]
     env = make(str(tmp_path / "out" / "manifest.json"), num_envs=2, sensors=("depth", "semantic"),
@@ -588,7 +637,7 @@ def test_pointnav_runs_on_a_composed_dataset_through_make(tmp_path):
         seen |= set(torch.unique(obs["semantic"]).tolist())
         assert torch.isfinite(obs["depth"]).all()
         obs = env.step(torch.full((2,), 2))[0]
-    assert seen <= {0, 1, 2} and seen & {1, 2}
+    assert seen == {0, 5}
 
 
 def test_navmesh_bakes_static_objects_not_dynamic_ones(tmp_path):
@@ -843,6 +892,7 @@ def test_navmesh_bakes_what_habitat_sim_bakes(tmp_path, obj_motion, ao_motion, b
     (lambda c: c.__setitem__("source", {}), "source"),
     (lambda c: c.__setitem__("navmesh", 1), "navmesh"),
     (lambda c: c.__setitem__("navmesh_unknown", ["h"]), "navmesh_unknown"),
+    (lambda c: c.__setitem__("navmesh_missing", 3), "navmesh_missing"),
 ])
 def test_damaged_composed_headers_name_the_field(tmp_path, damage, field):
     """Every field of the ``composed`` header is checked: a missing, short or mistyped one is a

@@ -159,3 +159,58 @@ def test_cli_instance_imagenav(tmp_path):
     assert len(ds.episodes) == 4 and {e["scene_id"] for e in ds.episodes} == {"TwoRooms.glb"}
     r = CliRunner().invoke(main, args)
     assert r.exit_code != 0 and "already exists" in r.output
+
+
+def test_objects_sharing_a_habitat_id_are_no_goals(scene, monkeypatch):
+    """habitat-lab keys an instance goal by its object's id: two objects given one habitat id (9,
+    as a composed scene's instances of one template) are left out, counted and named in the
+    stats, not one kept in the other's place; each other object's cameras are computed once."""
+    import dataclasses
+
+    from bps_assets.nav import instance_imagenav_episodes as iin
+
+    src = np.asarray(scene.table.ids, np.int64).copy()
+    src[np.isin(scene.table.ids, [1, 2])] = 9
+    shared = dataclasses.replace(scene.table, source_ids=src)
+    rows = []
+    real = iin.goal_cameras
+    monkeypatch.setattr(iin, "goal_cameras", lambda *a, **k: rows.append(a[6]) or real(*a, **k))
+    st = Counter()
+    ds = instance_imagenav_scene(scene.navmesh, scene.vertices, scene.triangles, scene.tri_object, shared, SID, 4,
+                                 seed=7, stats=st)
+    assert sorted(g["object_id"] for g in ds.goals.values()) == [3, 4]
+    assert st["objects_with_shared_ids"] == 2 and st["shared_ids"] == [9]
+    assert st["objects_without_image_goals"] == 0 and len(rows) == len(set(rows)) == 2
+
+
+def test_cli_reports_objects_sharing_a_habitat_id(tmp_path, monkeypatch):
+    """`episodes --task instance_imagenav`: the objects left out for a shared habitat id are in
+    the per-scene line and in --json (never silently)."""
+    import dataclasses
+    import json
+
+    from bps_assets.nav import objectnav_episodes as on
+    from cli.main import main
+    from test_cli_episodes_objectnav import _packed_with_objects
+
+    s = two_rooms()
+    (tmp_path / "navmeshes").mkdir()
+    s.navmesh.save(tmp_path / "navmeshes" / "TwoRooms.navmesh.bps")
+    _packed_with_objects(s, tmp_path / "scenes" / "TwoRooms.bps")
+    real = on.semantic_scene
+
+    def shared(path):   # chairs 1 and 2 given one habitat id, as one template's instances
+        v, t, tri_object, table = real(path)
+        src = np.asarray(table.ids, np.int64).copy()
+        src[np.isin(table.ids, [1, 2])] = 9
+        return v, t, tri_object, dataclasses.replace(table, source_ids=src)
+
+    monkeypatch.setattr(on, "semantic_scene", shared)
+    base = ["episodes", str(tmp_path / "navmeshes" / "TwoRooms.navmesh.bps"), "--task", "instance_imagenav",
+            "--split", "val", "--per-scene", "2", "--seed", "3"]
+    r = CliRunner().invoke(main, base + ["-o", str(tmp_path / "a")])
+    assert r.exit_code == 0, r.output
+    assert "2 object(s) no goal: habitat id(s) [9] shared in the scene" in r.output
+    r = CliRunner().invoke(main, base + ["-o", str(tmp_path / "b"), "--json"])
+    rep = json.loads(r.stdout[r.stdout.index("{"):])["scenes"][0]
+    assert rep["objects_with_shared_ids"] == 2 and rep["shared_ids"] == [9]

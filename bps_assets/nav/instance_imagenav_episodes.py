@@ -173,15 +173,24 @@ def build_instance_goals(navmesh, vertices: np.ndarray, triangles: np.ndarray, t
                          stats: Counter | None = None) -> dict[str, dict]:
     """``goals`` of one scene, by ``goal_key``: every object of ``categories`` (default: all named
     ones) with view points and at least one goal camera (others counted in ``stats`` as
-    ``objects_without_view_points`` / ``objects_without_image_goals``)."""
+    ``objects_without_view_points`` / ``objects_without_image_goals``). habitat-lab keys a goal by
+    its object's id, so an object whose habitat id another object of the scene shares (composed
+    scenes: one template's instances, or ids left 0) is no goal: counted as
+    ``objects_with_shared_ids``, those ids listed in ``stats["shared_ids"]``."""
     st = stats if stats is not None else Counter()
     tri_object = np.asarray(tri_object)
     by_cat = build_goals(navmesh, vertices, triangles, tri_object, table, scene_id, categories,
                          options.objectnav, st)
-    row_of = {table.habitat_id(r): r for r in range(len(table))}
+    uses = Counter(table.habitat_id(r) for r in range(len(table)))
+    row_of = {table.habitat_id(r): r for r in range(len(table))}   # used for ids of one row only
     caster = RayCaster(vertices, triangles, "InstanceImageNav goal cameras")
     out: dict[str, dict] = {}
+    shared: set[int] = set()
     for g in sorted((g for gs in by_cat.values() for g in gs), key=lambda g: g["object_id"]):
+        if uses[g["object_id"]] > 1:
+            st["objects_with_shared_ids"] += 1
+            shared.add(int(g["object_id"]))
+            continue
         row = row_of[g["object_id"]]
         # one stream per object: a goal's cameras do not depend on the other objects
         rng = np.random.default_rng([seed, int(table.ids[row])])
@@ -190,6 +199,8 @@ def build_instance_goals(navmesh, vertices: np.ndarray, triangles: np.ndarray, t
             st["objects_without_image_goals"] += 1
             continue
         out[goal_key(scene_id, g["object_id"])] = make_instance_goal(g, cams, area)
+    if shared:
+        st["shared_ids"] = sorted(shared | set(st.get("shared_ids", ())))
     return out
 
 

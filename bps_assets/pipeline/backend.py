@@ -57,16 +57,17 @@ def _composed_navmesh_note(packed: Path) -> tuple[str, str | None, bool] | None:
     predates the ``navmesh_unknown`` header key and so cannot say) of a composed packed scene;
     None for a scan."""
     from ..composed_section import HEADER_KEY
-    from ..scene_dataset.habitat import unknown_navmesh_note
+    from ..scene_dataset.habitat import missing_navmesh_note, unknown_navmesh_note
 
     with Container(packed) as c:
         comp, scene = c.header.get(HEADER_KEY), c.header.get("scene_id")
     if not isinstance(comp, dict):
         return None
-    handle = comp.get("navmesh_unknown")
-    return str(comp.get("source") or packed), \
-        unknown_navmesh_note(str(scene), handle) if isinstance(handle, str) and handle else None, \
-        "navmesh_unknown" not in comp
+    handle, missing = comp.get("navmesh_unknown"), comp.get("navmesh_missing")
+    note = unknown_navmesh_note(str(scene), handle) if isinstance(handle, str) and handle else None
+    if note is None and isinstance(missing, str) and missing:   # the handle's file is not there
+        note = missing_navmesh_note(str(scene), missing)
+    return str(comp.get("source") or packed), note, "navmesh_unknown" not in comp
 
 
 class Backend:

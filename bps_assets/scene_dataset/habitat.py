@@ -333,6 +333,9 @@ def read_scene_instance(ds: DatasetConfig, name: str, skip_missing: bool = False
         if sc.navmesh is None:
             sc.navmesh_unknown = nav
             sc.notes.append(unknown_navmesh_note(name, nav))
+        elif not sc.navmesh.is_file():
+            sc.navmesh_missing, sc.navmesh = str(sc.navmesh), None
+            sc.notes.append(missing_navmesh_note(name, sc.navmesh_missing))
     ssd = d.get("semantic_scene_instance", ds.scene_defaults.get("semantic_scene_instance"))
     if isinstance(ssd, str) and ssd:
         ssd = ssd.replace("%%CONFIG_NAME_AS_ASSET_FILENAME%%", name)
@@ -443,6 +446,13 @@ def unknown_navmesh_note(scene: str, handle: str) -> str:
             "no navmesh to import (habitat-sim warns and loads none)")
 
 
+def missing_navmesh_note(scene: str, path: str) -> str:
+    """What a scene whose ``navmesh_instance`` handle names a file that is not there gets:
+    habitat-sim (Simulator.cpp, its navmesh load) warns that the file was not found and loads none."""
+    return (f"scene {scene}: its navmesh_instance file {path} does not exist: no navmesh to import "
+            "(habitat-sim warns and loads none)")
+
+
 def scene_files(config: str | os.PathLike) -> dict[str, tuple[str, str | None]]:
     """``{scene instance name: (its file, its navmesh_instance file or None)}``, POSIX paths
     relative to the config's folder (the preprocess plan of a composed dataset)."""
@@ -453,6 +463,7 @@ def scene_files(config: str | os.PathLike) -> dict[str, tuple[str, str | None]]:
         d = load_json(p)
         nav = d.get("navmesh_instance")
         navp = ds.navmeshes.get(nav) if isinstance(nav, str) and nav else None
+        navp = navp if navp is not None and navp.is_file() else None   # missing: read_scene_instance's note
         rel_nav = os.path.relpath(os.path.normpath(navp), root) if navp is not None else None
         out[name] = (os.path.relpath(p, root).replace(os.sep, "/"),
                      rel_nav.replace(os.sep, "/") if rel_nav and not rel_nav.startswith("..") else None)

@@ -54,6 +54,7 @@ class ComposedScene:
     instances: list[Instance] = field(default_factory=list)
     navmesh: Path | None = None
     navmesh_unknown: str | None = None   # a navmesh_instance handle the dataset does not list
+    navmesh_missing: str | None = None   # the file a listed handle names when it is not there
     semantic_scene: Path | None = None
     notes: list[str] = field(default_factory=list)
     skipped: list[dict] = field(default_factory=list)   # instances dropped (--skip-missing-assets)

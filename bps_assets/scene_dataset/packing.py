@@ -120,7 +120,8 @@ def pack_scene(scene: ComposedScene, dst: str | os.PathLike, assets_dir: str | o
               "source": str(scene.source), "navmesh": str(scene.navmesh) if scene.navmesh else None,
               "skipped": scene.skipped, "notes": scene.notes,
               # always written (null: none), so a reader tells a file packed before the key
-              "navmesh_unknown": scene.navmesh_unknown or None}
+              "navmesh_unknown": scene.navmesh_unknown or None,
+              "navmesh_missing": scene.navmesh_missing or None}
     arrays = {
         "instance_asset": np.array([i.asset for i in inst], np.int32),
         "instance_transform": np.array([i.transform for i in inst], np.float64).reshape(-1, 4, 4),

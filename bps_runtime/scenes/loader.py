@@ -223,6 +223,12 @@ class SceneLoader:
             header = dict(ps.header or {})
             if "expanded" in header and not self.renderer.instancing:
                 _say_flattened(self.renderer)
+            semantics = ps.semantics
+            if "expanded" in header and semantics is not None and ps.tri_object is not None:
+                # a composed scene's sensor reports habitat's ids (composed_section.habitat_view)
+                from bps_assets.composed_section import habitat_view
+                lut, semantics = habitat_view(semantics)
+                ps.tri_object = lut[ps.tri_object]   # every id of tri_object is a row of the table
             check_scene_header(source, header)
             path = ps.path or source.scene_path
             self._enter_stage(scene_id, "building the shading tables")
@@ -246,7 +252,7 @@ class SceneLoader:
             # episode-supply visit counted, so the episodes of the scene's next visit do not depend on it)
             prepared = self.prepare(scene_id, nav) if self.prepare is not None and nav is not None else None
             return LoadedScene(source, sd, accel, nav, header, nv, nt,
-                               nbytes, time.perf_counter() - t0, ticket, prepared, ps.semantics, footprint,
+                               nbytes, time.perf_counter() - t0, ticket, prepared, semantics, footprint,
                                lod=level, lod_reason=self._say_level(scene_id, level, why))
         except Exception as e:  # quarantine boundary: see the module docstring
             if ticket is not None and self._release is not None:
@@ -345,9 +351,11 @@ class SceneLoader:
                     from None
             self._enter_stage(scene_id, "building the renderer's instance scene")
             stage_accel = self.renderer.prepare(sd, stage.positions, stage.indices, **lod_kwargs(level))
+            # the id each instance renders: habitat's semantic id (composed_section.habitat_view)
+            lut, semantics = cs.habitat_view(flat.semantics) if flat.semantics is not None else (np.zeros(1, np.int32), None)
             parts = [(stage_accel, np.eye(4), 0)] + [
-                (assets[int(table.asset[i])].accel, table.transform[i], int(table.group[i]) + 1)
-                for i in range(table.count)]
+                (assets[int(table.asset[i])].accel, table.transform[i],
+                 int(lut[g]) if (g := int(table.group[i]) + 1) < len(lut) else 0) for i in range(table.count)]
             accel = self.renderer.prepare_instances(parts)
             extra = int(accel.nbytes) - est   # the structures as the renderer counts them, less the estimate
             # render.protocol: instances_bytes is at least nbytes, so the estimate charged covers it;
@@ -368,7 +376,7 @@ class SceneLoader:
             nv_all = nv + sum(len(assets[int(a)].scene.positions) for a in table.asset)
             nt_all = nt + sum(len(assets[int(a)].shading.indices) for a in table.asset)
             return LoadedScene(source, sd, accel, nav, header, nv_all, nt_all, nbytes,
-                               time.perf_counter() - t0, ticket, prepared, flat.semantics, footprint,
+                               time.perf_counter() - t0, ticket, prepared, semantics, footprint,
                                release_assets=release_assets, asset_bytes={x.path: x.nbytes for x in held},
                                asset_footprints={x.path: x.footprint for x in held}, lod=level,
                                lod_reason=self._say_level(scene_id, level, why))

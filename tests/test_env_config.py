@@ -167,3 +167,22 @@ def test_make_checks_its_config_once(tmp_path, monkeypatch, threads):
         assert calls == [] and env.config.threads == (threads or available_cores()) and cfg.threads == threads
     finally:
         env.close()
+
+
+def test_unset_categories_and_hm3d_are_one_identity():
+    """Goal categories unset mean hm3d's set: a run started without them resumes with
+    ``categories="hm3d"`` and the reverse (a checkpoint that recorded "hm3d" too); another set
+    differs."""
+    from bps_train import checkpoint
+
+    unset = {"env": checkpoint.env_identity(EnvConfig.from_kwargs("m", task="objectnav"))}
+    hm3d = {"env": checkpoint.env_identity(EnvConfig.from_kwargs("m", task="objectnav", categories="hm3d"))}
+    mp3d = {"env": checkpoint.env_identity(EnvConfig.from_kwargs("m", task="objectnav", categories="mp3d"))}
+    checkpoint.check_same_run("ck.pt", unset, hm3d)
+    checkpoint.check_same_run("ck.pt", hm3d, unset)
+    recorded = {"env": {**hm3d["env"], "episodes": {**hm3d["env"]["episodes"], "categories": "hm3d"}}}
+    checkpoint.check_same_run("ck.pt", recorded, unset)
+    with pytest.raises(ConfigError, match=r"episodes.categories \(unset\) \(this run: mp3d\)"):
+        checkpoint.check_same_run("ck.pt", unset, mp3d)
+    with pytest.raises(ConfigError, match=r"episodes.categories mp3d \(this run: \(unset\)\)"):
+        checkpoint.check_same_run("ck.pt", mp3d, hm3d)

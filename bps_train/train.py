@@ -123,7 +123,7 @@ class Args:
                                      "(falls back to plain launches where capture fails; the log says which)")
     categories: str = arg("", "ObjectNav / InstanceImageNav goal categories of sampled episodes: hm3d (habitat's "
                               "six HM3D ones), mp3d (its 21 MP3D ones) or all (every object class); '': hm3d, "
-                              "an episode file's own map, and with --eval the checkpoint's")
+                              "an episode file's own map, and with --eval of sampled episodes the checkpoint's")
     noise: str = arg("", "sensor and actuation noise (habitat-sim's models, docs/NOISE.md): a preset (challenge2021: "
                          "its noise) or key=value pairs, e.g. depth=redwood,rgb=gaussian,actuation=locobot-ilqr,"
                          "multiplier=0.5 ('': none; with --eval: the checkpoint's)")
@@ -490,14 +490,16 @@ def all_reduce_grads(params, world):
 # ----------------------------------------------------------------------------------- eval
 def load_policy(path, args, device):
     """The policy of checkpoint ``path``; its sensor, resolution, sizes and task replace ``args``'s,
-    and its noise too unless ``args.noise`` names one (an eval under other noise)."""
+    and its noise too unless ``args.noise`` names one (an eval under other noise); its goal
+    categories too where ``args.categories`` is unset and the eval samples its episodes (an
+    episode file's goals are its own; ``check_goal_categories`` compares the maps)."""
     ckpt = checkpoint.load(path, map_location=device)
     for k in ("sensor", "resolution", "hidden", "width"):
         setattr(args, k, ckpt["args"][k])
     args.task = ckpt["args"].get("task", "pointnav")
     if not args.noise:
         args.noise = ckpt["args"].get("noise", "")
-    if not args.categories:
+    if not args.categories and eval_source(args) == "sample":   # an episode file's goals are its own
         args.categories = ckpt["args"].get("categories", "")
     policy = build_policy(args, device)
     checkpoint.restore(path, ckpt, policy)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, fields
 
-from bps_assets.errors import ConfigError
+from bps_assets.errors import ConfigError, is_real
 
 DEPTH_KINDS = ("none", "redwood")
 RGB_KINDS = ("none", "gaussian", "salt_pepper", "speckle", "poisson")
@@ -72,7 +72,7 @@ class NoiseOptions:
             v = getattr(self, f.name)
             if v is None and f.name in ("depth_multiplier", "actuation_multiplier"):
                 continue
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            if not is_real(v) or not math.isfinite(v):
                 raise ConfigError(None, f"noise {f.name} must be a finite number; got {v!r}")
             object.__setattr__(self, f.name, float(v))
         for name in ("multiplier", "depth_multiplier", "actuation_multiplier", "rgb_intensity", "rgb_sigma"):

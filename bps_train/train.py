@@ -571,8 +571,7 @@ def evaluate(args) -> dict:
         recorder.cap(want)
     t0 = time.perf_counter()
     results: dict = {}
-    # a stuck policy still ends: every episode ends at the task's step limit
-    frames, max_frames = 0, 2 * want * (env.task.max_episode_steps + 100) + 10_000
+    frames, max_frames = 0, eval_frame_cap(want, env.task.max_episode_steps)
     names = ("success", "spl", "soft_spl", "distance_to_goal")
     # the episodes counted: the first `want` distinct (scene, episode id) started, each on the run
     # that started it first (episode_claims: a repeat is not counted, as habitat runs each once)
@@ -634,10 +633,21 @@ def evaluate(args) -> dict:
            **{m: mean(m) for m in names if not vals or m in vals[0]},
            "mean_length": mean("length"), "seed": args.seed,
            "frames": frames, "seconds": round(time.perf_counter() - t0, 1)}
+    if len(vals) < want:   # the frame cap ended it: the means are of fewer episodes than asked
+        res["episodes_wanted"] = want
+        print(f"bps-train: --eval stopped at its cap of {max_frames} frames with {len(vals)} of {want} "
+              "episode(s) ended (a policy that rarely ends an episode before its step limit)",
+              file=sys.stderr, flush=True)
     if recorder is not None:
         res["videos"] = [str(p) for p in recorder.written]
     print(json.dumps(res), flush=True)
     return res
+
+
+def eval_frame_cap(want: int, max_episode_steps: int) -> int:
+    """The most frames ``evaluate`` steps for ``want`` episodes (a stuck policy still ends: every
+    episode ends at the task's step limit); reaching it is said, with ``episodes_wanted``."""
+    return 2 * want * (max_episode_steps + 100) + 10_000
 
 
 # ----------------------------------------------------------------------------------- stopping, logs

@@ -21,6 +21,8 @@ import numpy as np
 import torch
 import warp as wp
 
+from bps_assets.errors import ConfigError
+
 from . import rng
 from ..nav.kernels import set_module_options
 from .options import NoiseOptions
@@ -266,8 +268,8 @@ class SensorNoise:
         p.depth_mult = float(options.depth_mult)
         clip = min_depth is not None or max_depth is not None
         if (normalized or clip) and (min_depth is None or max_depth is None or not min_depth < max_depth):
-            raise ValueError(f"sensor noise: normalized or clipped depth needs min_depth < max_depth, got "
-                             f"{min_depth}, {max_depth}")
+            raise ConfigError(None, f"sensor noise: normalized or clipped depth needs min_depth < max_depth, got "
+                                    f"{min_depth}, {max_depth}")
         p.depth_finish = 2 if normalized else int(clip)
         p.depth_lo, p.depth_hi = (float(min_depth), float(max_depth)) if clip else (0.0, 0.0)
         p.depth_inv = 1.0 / (p.depth_hi - p.depth_lo) if clip else 0.0

@@ -187,7 +187,7 @@ def build_world(manifest_path, config, *, device) -> World:
         raise episodes_error(e, spec.name, c.episodes.source) from None
     # the camera: the config's (the task's defaults filled in); raw depth frames where depth noise
     # runs (it clips after its model, as habitat-lab clips habitat-sim's noisy frame)
-    ropts = c.sensors.render_options(c.threads, raw_depth=c.noise.depth != "none")
+    ropts = c.sensors.render_options(c.threads, raw_depth=c.noise.depth_on)
     r = c.sensors.renderer
     renderer = make_renderer(r, ropts, device=str(device) if r == "warp" else "cpu")
     log_lod_rule(manifest, ropts)

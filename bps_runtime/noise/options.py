@@ -99,9 +99,15 @@ class NoiseOptions:
         return (self.depth, self.rgb, self.actuation) != ("none", "none", "none")
 
     @property
+    def depth_on(self) -> bool:
+        """Whether depth noise is on: the renderer then gives raw depth (``RenderOptions.raw_depth``)
+        and the noise clips and scales it after its model (the one place this is decided)."""
+        return self.depth != "none"
+
+    @property
     def sensors_on(self) -> bool:
         """Whether depth or RGB noise is on (the sensor noise launch runs)."""
-        return self.depth != "none" or self.rgb != "none"
+        return self.depth_on or self.rgb != "none"
 
     def actuation_reach(self) -> float:
         """How much further than the commanded move a noisy move or turn can go (metres): each

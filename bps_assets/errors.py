@@ -41,6 +41,15 @@ def is_int(x) -> bool:
     return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
 
 
+def is_real(x) -> bool:
+    """Whether ``x`` is a real number (an int, a float, a numpy integer or floating scalar: any
+    ``numbers.Real``) and not a bool nor a string: the type check of every float setting before its
+    ConfigError (finiteness is the caller's: ``math.isfinite``)."""
+    import numbers
+
+    return isinstance(x, numbers.Real) and not isinstance(x, bool)
+
+
 def _rebuild(cls, message: str, state: dict) -> BpsError:
     err = cls.__new__(cls)
     Exception.__init__(err, message)

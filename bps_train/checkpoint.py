@@ -87,6 +87,8 @@ def saved_identity(ckpt: dict) -> dict:
 POINTNAV_LATER = {"sliding": (True,), "gps_compass": (True,)}
 # sensor fields added 2026-11-27 (camera tilt, declared view cameras, converter LODs; 0 == 0.0):
 SENSORS_LATER = {"pitch_deg": (None, 0), "view_cameras": (None, ()), "lod": ("auto",)}
+# goal categories (added 2026-11-27): unset is hm3d's set, so neither value enters the identity
+CATEGORIES_DEFAULT = (None, "hm3d")
 
 
 def env_identity(config) -> dict:
@@ -99,7 +101,7 @@ def env_identity(config) -> dict:
     sensors = {k: v for k, v in d["sensors"].items() if v not in SENSORS_LATER.get(k, ())}
     out = {"task": task, "sensors": sensors,
            "episodes": {"source": d["episodes"]["source"], "supply": d["episodes"]["supply"]}}
-    if d["episodes"].get("categories") is not None:   # only when set: other runs keep their identity
+    if d["episodes"].get("categories") not in CATEGORIES_DEFAULT:   # unset means hm3d: one identity
         out["episodes"]["categories"] = d["episodes"]["categories"]
     if getattr(config, "noise", NO_NOISE).any:
         out["noise"] = d["noise"]   # only when on (any model): a noiseless run keeps the identity it always had
@@ -134,6 +136,15 @@ def _differences(have, want, name=""):
         yield f"{name} {have} (this run: {want})"
 
 
+def _without_default_categories(env: dict) -> dict:
+    """A saved env identity without ``episodes.categories`` where that is "hm3d", the default
+    (which checkpoints saved before ``env_identity`` dropped it may hold)."""
+    eps = env.get("episodes")
+    if not isinstance(eps, dict) or eps.get("categories") not in CATEGORIES_DEFAULT:
+        return env
+    return {**env, "episodes": {k: v for k, v in eps.items() if k != "categories"}}
+
+
 def check_same_run(path, saved: dict, wanted: dict, manifest_bytes_sha256: str | None = None) -> None:
     """ConfigError listing every identity field that differs (of the env config, only the keys
     that differ), and how to start fresh. ``saved``: a ``saved_identity``. ``manifest_bytes_sha256``:
@@ -147,6 +158,9 @@ def check_same_run(path, saved: dict, wanted: dict, manifest_bytes_sha256: str |
             diffs.append("the dataset manifest (sha256 differs: another or a re-preprocessed dataset)")
         elif key == "env":
             if have is None:   # a checkpoint from before env configs were saved
+                continue
+            have = _without_default_categories(have)
+            if have == want:
                 continue
             diffs.append("the env config's " + ", ".join(_differences(have, want)))
         elif key == "world":

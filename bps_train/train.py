@@ -123,7 +123,7 @@ class Args:
                                      "(falls back to plain launches where capture fails; the log says which)")
     categories: str = arg("", "ObjectNav / InstanceImageNav goal categories of sampled episodes: hm3d (habitat's "
                               "six HM3D ones), mp3d (its 21 MP3D ones) or all (every object class); '': hm3d, "
-                              "an episode file's own map, and with --eval the checkpoint's")
+                              "an episode file's own map, and with --eval of sampled episodes the checkpoint's")
     noise: str = arg("", "sensor and actuation noise (habitat-sim's models, docs/NOISE.md): a preset (challenge2021: "
                          "its noise) or key=value pairs, e.g. depth=redwood,rgb=gaussian,actuation=locobot-ilqr,"
                          "multiplier=0.5 ('': none; with --eval: the checkpoint's)")
@@ -490,14 +490,16 @@ def all_reduce_grads(params, world):
 # ----------------------------------------------------------------------------------- eval
 def load_policy(path, args, device):
     """The policy of checkpoint ``path``; its sensor, resolution, sizes and task replace ``args``'s,
-    and its noise too unless ``args.noise`` names one (an eval under other noise)."""
+    and its noise too unless ``args.noise`` names one (an eval under other noise); its goal
+    categories too where ``args.categories`` is unset and the eval samples its episodes (an
+    episode file's goals are its own; ``check_goal_categories`` compares the maps)."""
     ckpt = checkpoint.load(path, map_location=device)
     for k in ("sensor", "resolution", "hidden", "width"):
         setattr(args, k, ckpt["args"][k])
     args.task = ckpt["args"].get("task", "pointnav")
     if not args.noise:
         args.noise = ckpt["args"].get("noise", "")
-    if not args.categories:
+    if not args.categories and eval_source(args) == "sample":   # an episode file's goals are its own
         args.categories = ckpt["args"].get("categories", "")
     policy = build_policy(args, device)
     checkpoint.restore(path, ckpt, policy)
@@ -569,8 +571,7 @@ def evaluate(args) -> dict:
         recorder.cap(want)
     t0 = time.perf_counter()
     results: dict = {}
-    # a stuck policy still ends: every episode ends at the task's step limit
-    frames, max_frames = 0, 2 * want * (env.task.max_episode_steps + 100) + 10_000
+    frames, max_frames = 0, eval_frame_cap(want, env.task.max_episode_steps)
     names = ("success", "spl", "soft_spl", "distance_to_goal")
     # the episodes counted: the first `want` distinct (scene, episode id) started, each on the run
     # that started it first (episode_claims: a repeat is not counted, as habitat runs each once)
@@ -632,10 +633,21 @@ def evaluate(args) -> dict:
            **{m: mean(m) for m in names if not vals or m in vals[0]},
            "mean_length": mean("length"), "seed": args.seed,
            "frames": frames, "seconds": round(time.perf_counter() - t0, 1)}
+    if len(vals) < want:   # the frame cap ended it: the means are of fewer episodes than asked
+        res["episodes_wanted"] = want
+        print(f"bps-train: --eval stopped at its cap of {max_frames} frames with {len(vals)} of {want} "
+              "episode(s) ended (a policy that rarely ends an episode before its step limit)",
+              file=sys.stderr, flush=True)
     if recorder is not None:
         res["videos"] = [str(p) for p in recorder.written]
     print(json.dumps(res), flush=True)
     return res
+
+
+def eval_frame_cap(want: int, max_episode_steps: int) -> int:
+    """The most frames ``evaluate`` steps for ``want`` episodes (a stuck policy still ends: every
+    episode ends at the task's step limit); reaching it is said, with ``episodes_wanted``."""
+    return 2 * want * (max_episode_steps + 100) + 10_000
 
 
 # ----------------------------------------------------------------------------------- stopping, logs

@@ -90,7 +90,7 @@ def make_env(scenes, num_envs=4, batch_size=None, seed=0, resolution=(16, 16), s
 
     # as build_world: raw depth frames where depth noise runs (it clips after its model)
     r = make_renderer(renderer, RenderOptions(resolution=tuple(resolution), normalize_depth=normalize_depth,
-                                                threads=threads, raw_depth=noise_options(noise).depth != "none"),
+                                                threads=threads, raw_depth=noise_options(noise).depth_on),
                       device=device if renderer == "warp" else "cpu")
     w = World(StaticScenes(list(scenes), r), r, device=device, supply=supply, worker=worker, sensors=sensors)
 

@@ -129,3 +129,18 @@ def test_depth_noise_refuses_a_renderer_that_clips(box_rooms_manifest, monkeypat
                         lambda self, threads=None, raw_depth=False: finished(self, threads))
     with pytest.raises(ConfigError, match="depth noise needs the renderer's raw depth"):
         bps_runtime.make(box_rooms_manifest, split="train", num_envs=2, episodes="sample", noise={"depth": "redwood"})
+
+
+def test_a_raw_depth_renderer_without_depth_noise_is_refused(box_rooms_manifest, monkeypatch):
+    """The other direction: a renderer of raw depth (a World built with ``raw_depth``) and no
+    depth noise to clip it would serve unclipped metres; refused."""
+    from bps_runtime.env import config
+
+    raw = config.SensorConfig.render_options
+    monkeypatch.setattr(config.SensorConfig, "render_options",
+                        lambda self, threads=None, raw_depth=False: raw(self, threads, raw_depth=True))
+    with pytest.raises(ConfigError, match="a renderer of raw depth .* needs depth noise"):
+        bps_runtime.make(box_rooms_manifest, split="train", num_envs=2, episodes="sample")
+    with pytest.raises(ConfigError, match="needs depth noise"):   # RGB noise does not clip depth
+        bps_runtime.make(box_rooms_manifest, split="train", num_envs=2, episodes="sample", sensors=("depth", "rgb"),
+                         noise={"rgb": "gaussian"})

@@ -167,3 +167,45 @@ def test_make_checks_its_config_once(tmp_path, monkeypatch, threads):
         assert calls == [] and env.config.threads == (threads or available_cores()) and cfg.threads == threads
     finally:
         env.close()
+
+
+def test_unset_categories_and_hm3d_are_one_identity():
+    """Goal categories unset mean hm3d's set: a run started without them resumes with
+    ``categories="hm3d"`` and the reverse (a checkpoint that recorded "hm3d" too); another set
+    differs."""
+    from bps_train import checkpoint
+
+    unset = {"env": checkpoint.env_identity(EnvConfig.from_kwargs("m", task="objectnav"))}
+    hm3d = {"env": checkpoint.env_identity(EnvConfig.from_kwargs("m", task="objectnav", categories="hm3d"))}
+    mp3d = {"env": checkpoint.env_identity(EnvConfig.from_kwargs("m", task="objectnav", categories="mp3d"))}
+    checkpoint.check_same_run("ck.pt", unset, hm3d)
+    checkpoint.check_same_run("ck.pt", hm3d, unset)
+    recorded = {"env": {**hm3d["env"], "episodes": {**hm3d["env"]["episodes"], "categories": "hm3d"}}}
+    checkpoint.check_same_run("ck.pt", recorded, unset)
+    with pytest.raises(ConfigError, match=r"episodes.categories \(unset\) \(this run: mp3d\)"):
+        checkpoint.check_same_run("ck.pt", unset, mp3d)
+    with pytest.raises(ConfigError, match=r"episodes.categories mp3d \(this run: \(unset\)\)"):
+        checkpoint.check_same_run("ck.pt", mp3d, hm3d)
+
+
+def test_numpy_scalars_are_numbers_for_every_option():
+    """A task option, a noise option and a camera setting take numpy scalars as numbers (stored
+    as Python's) and refuse a bool or a string alike (``bps_assets.errors.is_real``)."""
+    import numpy as np
+
+    from bps_runtime.noise.options import NoiseOptions
+    from bps_runtime.render.protocol import check_real
+
+    t = TaskOptions(forward_step=np.float32(0.25), turn_degrees=np.int64(10), max_episode_steps=np.int32(7))
+    assert (t.forward_step, t.turn_degrees, t.max_episode_steps) == (0.25, 10, 7)
+    assert type(t.forward_step) is float and type(t.max_episode_steps) is int
+    assert json.loads(json.dumps(EnvConfig.from_kwargs("m", task=t).to_dict()))["task"]["turn_degrees"] == 10
+    assert NoiseOptions(multiplier=np.float64(0.5)).multiplier == 0.5
+    assert check_real("hfov_deg", np.float32(90)) == 90.0
+    for bad in (True, "0.25", float("nan"), np.float32("inf")):
+        with pytest.raises(ConfigError, match="forward_step"):
+            TaskOptions(forward_step=bad)
+        with pytest.raises(ConfigError, match="multiplier"):
+            NoiseOptions(multiplier=bad)
+        with pytest.raises(ConfigError, match="hfov_deg"):
+            check_real("hfov_deg", bad)

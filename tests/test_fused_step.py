@@ -49,7 +49,7 @@ class _Checker:
         self.env = env
         self.counts = dict(steps=0, slides=0, blocked=0, climbs=0, success=0, stop_fail=0, trunc=0,
                            resets=0, swaps=0, obs_checked=0)
-        self.max_err = dict(pos_np=0.0, reward_np=0.0, spl=0.0)
+        self.max_err = dict(pos_np=0.0, reward_np=0.0, spl=0.0, soft_spl=0.0, episode_soft_spl=0.0)
 
     def pre(self):
         st = self.env.state
@@ -93,8 +93,8 @@ class _Checker:
         self._err("reward_np", r, rew_np, 1e-5)
         self._err("spl", info["spl"], spl_ref, 1e-5)
         soft_ref = soft_spl(pre["d0"], d_ref, path)      # habitat's SoftSPL: running, and of ended episodes
-        self._err("spl", info["soft_spl"], soft_ref, 1e-5)
-        self._err("spl", info["episode"]["soft_spl"], torch.where(done, soft_ref, 0.0), 1e-5)
+        self._err("soft_spl", info["soft_spl"], soft_ref, 1e-5)
+        self._err("episode_soft_spl", info["episode"]["soft_spl"], torch.where(done, soft_ref, 0.0), 1e-5)
         # positions of the envs that go on; yaw exactly as the task math
         go = ~done
         self._err("pos_np", info["position"][go], ref_np[go], 1e-5)

@@ -251,3 +251,28 @@ def test_categories_pick_sampled_goals_not_a_files(dataset, tmp_path):
     with pytest.raises(ConfigError, match="an InstanceImageNav file's goals are its own") as e:
         make(dataset, split=None, task="instance_imagenav", episodes=path, categories="mp3d")
     assert e.value.path == path
+
+
+def test_a_checkpoint_trained_with_categories_evaluates_on_a_file(dataset, tmp_path):
+    """``--eval`` of a checkpoint trained with ``--categories`` on an InstanceImageNav file: the
+    checkpoint's set is taken only for sampled episodes (a file's goals are its own)."""
+    from bps_assets.nav.instance_imagenav_episodes import InstanceImageNavOptions, instance_imagenav_scene
+    from bps_assets.nav.instance_imagenav_files import write_instance_imagenav_dataset
+    from bps_assets.nav.objectnav_episodes import semantic_scene
+    from bps_assets.nav.sources import open_navmesh
+    from bps_train.train import run as train
+
+    (nav,) = sorted((dataset / "navmeshes").iterdir())
+    (packed,) = sorted((dataset / "scenes").iterdir())
+    name = packed.name.removesuffix(".bps")
+    v, t, tri_object, table = semantic_scene(packed)
+    ds = instance_imagenav_scene(open_navmesh(nav), v, t, tri_object, table, f"mp3d/{name}/{name}.glb", 4, seed=3,
+                                 options=InstanceImageNavOptions(image_dimensions=(16, 16)))
+    write_instance_imagenav_dataset(tmp_path / "eps", "val", {name: ds})
+    tiny = ["--dataset", str(dataset / "manifest.json"), "--task", "instance_imagenav", "--resolution", "16",
+            "--width", "4", "--hidden", "16", "--num-envs", "2", "--rollout-steps", "4", "--sim-only-steps", "0",
+            "--threads", "1", "--split", "train"]
+    train([*tiny, "--out-dir", str(tmp_path / "run"), "--total-steps", "8", "--categories", "mp3d"])
+    ev = [*tiny, "--eval", str(tmp_path / "run" / "checkpoint.pt"), "--eval-split", "train", "--eval-episodes", "2"]
+    assert train([*ev, "--eval-episodes-file", str(tmp_path / "eps" / "val" / "val.json.gz")])["episodes"] == 2
+    assert train(ev)["episodes"] == 2   # sampled: the checkpoint's set

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from bps_assets.errors import ConfigError
 from bps_runtime.warp_init import init_warp
 
 init_warp()
@@ -110,6 +111,9 @@ def test_redwood_zero_beyond_10_m_and_scaled_depth():
     c = torch.zeros_like(d)      # clipped to the range, in metres
     SensorNoise(NoiseOptions(depth="redwood"), min_depth=0.1, max_depth=2.5).launch(d, c, None, None, keys, cnt)
     assert torch.equal(c, a.clamp(0.1, 2.5))
+    for lo, hi in ((2.5, 2.5), (3.0, 0.1), (None, 10.0)):   # a bad range: the config's error
+        with pytest.raises(ConfigError, match="min_depth < max_depth"):
+            SensorNoise(NoiseOptions(depth="redwood"), normalized=True, min_depth=lo, max_depth=hi)
 
 
 def test_redwood_shuffle_reads_neighbours():

@@ -85,3 +85,35 @@ def test_sampling_leaves_unannotated_scenes_out_and_says_so(partial, caplog):
             assert set(info["scene_id"]) == {annotated}
     msg = " ".join(r.getMessage() for r in caplog.records)
     assert "1 of 2 scenes have no semantic annotations" in msg and f"{plain}.bps" in msg
+
+
+def test_ranks_share_the_annotated_scenes_and_rank_0_says_what_is_left_out(partial, caplog):
+    """Sampled episodes under ``scene_shard`` (a fake world of 2): the unannotated scenes are
+    dropped before sharding, so every rank gets its share of the annotated ones (sharding first
+    left a rank with the unannotated scene alone: a false 'nor has any' error); the warning
+    counts the whole split, from rank 0 only. More ranks than annotated scenes: a ConfigError
+    saying how many scenes the task can serve."""
+    from bps_assets.errors import ConfigError
+    from bps_assets.pipeline.manifest import load_manifest
+    from bps_runtime.tasks.objectnav_episodes import scene_semantics_error
+
+    out, _annotated, plain, _, _ = partial
+    entries = load_manifest(out / "manifest.json").scenes(None)
+    usable = [e.name for e in entries if scene_semantics_error(e.scene) is None]
+    assert len(entries) == 3 and len(usable) == 2
+    # the case this guards: sharding the whole split first leaves a rank without an annotated scene
+    assert any(not set(e.name for e in entries[r::2]) & set(usable) for r in range(2))
+    for rank in range(2):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING):
+            with make(out, split=None, task="objectnav", episodes="sample", num_envs=2, resolution=(16, 16),
+                      scene_shard=(rank, 2)) as env:
+                env.reset()
+                _obs, _r, _d, info = env.step(torch.zeros(2, dtype=torch.int64))
+                assert set(info["scene_id"]) == {usable[rank]}
+        msg = " ".join(r.getMessage() for r in caplog.records)
+        assert ("1 of 3 scenes have no semantic annotations" in msg and f"{plain}.bps" in msg) == (rank == 0)
+    with pytest.raises(ConfigError, match=r"scene_shard 1/2 gets no scene of split 'train' \(1 scenes task "
+                                          r"'objectnav' can serve, of 2\)"):
+        make(out, split="train", task="objectnav", episodes="sample", num_envs=2, resolution=(16, 16),
+             scene_shard=(1, 2))

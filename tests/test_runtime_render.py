@@ -76,7 +76,6 @@ def test_misses_are_zero_and_normalized_depth(backend):
     np.testing.assert_allclose(d[31], 1.25 / -ys / 10.0, rtol=1e-5)
 
 
-
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_depth_is_clipped_to_the_sensor_range_normalized_or_not(backend):
     """habitat-lab's depth sensor: np.clip(depth, min_depth, max_depth) always, then / range only

@@ -453,3 +453,21 @@ def test_lod_flag_reaches_the_env_config_and_a_bad_one_is_refused_before_buildin
     assert train.main(["--dataset", str(dataset), "--out-dir", str(tmp_path / "run"), *TINY, "--lod", "coarse"]) == 2
     err = capsys.readouterr().err
     assert "coarse" in err and "lod" in err, err
+
+
+def test_an_eval_stopped_by_its_frame_cap_says_how_many_episodes_it_measured(dataset, tmp_path, capsys,
+                                                                             monkeypatch):
+    """``evaluate`` stops at ``eval_frame_cap`` frames; with fewer episodes than asked it says so
+    on stderr and in the JSON line (``episodes_wanted``); an eval that got them all adds nothing."""
+    from bps_train import train
+
+    ev = ["--dataset", str(dataset), "--eval", "stop", "--eval-split", "val", "--eval-episodes", "2",
+          "--num-envs", "2", "--threads", "1"]
+    monkeypatch.setattr(train, "eval_frame_cap", lambda want, steps: 0)   # not one step
+    res = train.run(ev)
+    assert res["episodes"] == 0 and res["episodes_wanted"] == 2 and res["frames"] == 0
+    assert "with 0 of 2 episode(s) ended" in capsys.readouterr().err
+    monkeypatch.undo()
+    res = train.run(ev)
+    assert res["episodes"] == 2 and "episodes_wanted" not in res
+    assert "--eval stopped" not in capsys.readouterr().err

@@ -42,9 +42,14 @@ class Simulator:
             o = config.sensors.render_options()
             self.sensor_noise = SensorNoise(config.noise, device, normalized=o.normalize_depth,
                                             min_depth=o.min_depth, max_depth=o.max_depth, native=not warp_frame)
-            if self.sensor_noise.depth_on and not r.options.raw_depth:   # else the noise would read clipped depth
-                raise ConfigError(None, "depth noise needs the renderer's raw depth: make it with "
-                                        "RenderOptions(raw_depth=True), as env.world.build_world does")
+        depth_noise = config.noise.depth_on
+        if depth_noise and not r.options.raw_depth:   # else the noise would read clipped depth
+            raise ConfigError(None, "depth noise needs the renderer's raw depth: make it with "
+                                    "RenderOptions(raw_depth=True), as env.world.build_world does")
+        if r.options.raw_depth and not depth_noise:   # else the env would serve unclipped metres
+            raise ConfigError(None, "a renderer of raw depth (RenderOptions(raw_depth=True)) needs depth noise, "
+                                    "which clips its frames; without it make the renderer with raw_depth=False, "
+                                    "as env.world.build_world does")
         # the sensors whose frames the noise replaces (the others are returned as rendered)
         self._noisy = () if self.sensor_noise is None else tuple(
             k for k, on in (("depth", self.sensor_noise.depth_on), ("rgb", self.sensor_noise.rgb_on)) if on)

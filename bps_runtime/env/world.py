@@ -23,7 +23,7 @@ from ..episodes.files import EPISODE_MODES
 from ..episodes.supply import EpisodeSupply
 from ..scenes.residency import Listener, renderer_listener
 from ..tasks import spec_for
-from ..tasks.spec import SupplyRequest
+from ..tasks.spec import ScenesRequest, SupplyRequest
 
 log = logging.getLogger("bps_runtime.env")
 
@@ -165,13 +165,20 @@ def build_world(manifest_path, config, *, device) -> World:
     if not entries:
         raise ConfigError(None, f"{manifest_path}: no usable scene in split {split!r} "
                                 f"(subsets: {', '.join(manifest.subsets) or 'none'})")
+    spec = spec_for(c.task)
+    try:   # the scenes the task may serve, before sharding: every rank gets its share of those
+        usable = spec.scenes(ScenesRequest(manifest, split, entries, c))
+    except InputError as e:
+        raise episodes_error(e, spec.name, c.episodes.source) from None
+    entries = usable
     if scene_shard is not None:
         rank, size = scene_shard
         entries = entries[rank::size]
         if not entries:
+            of = (f"{len(usable)} scenes" if len(usable) == len(manifest.scenes(split))
+                  else f"{len(usable)} scenes task {spec.name!r} can serve, of {len(manifest.scenes(split))}")
             raise ConfigError(None, f"{manifest_path}: scene_shard {rank}/{size} gets no scene of split "
-                                    f"{split!r} ({len(manifest.scenes(split))} scenes)")
-    spec = spec_for(c.task)
+                                    f"{split!r} ({of})")
     worker = FieldWorker()
     try:
         supply, entries = spec.supply(SupplyRequest(manifest, split, entries, c, worker))
@@ -180,7 +187,7 @@ def build_world(manifest_path, config, *, device) -> World:
         raise episodes_error(e, spec.name, c.episodes.source) from None
     # the camera: the config's (the task's defaults filled in); raw depth frames where depth noise
     # runs (it clips after its model, as habitat-lab clips habitat-sim's noisy frame)
-    ropts = c.sensors.render_options(c.threads, raw_depth=c.noise.depth != "none")
+    ropts = c.sensors.render_options(c.threads, raw_depth=c.noise.depth_on)
     r = c.sensors.renderer
     renderer = make_renderer(r, ropts, device=str(device) if r == "warp" else "cpu")
     log_lod_rule(manifest, ropts)

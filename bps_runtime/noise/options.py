@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, fields
 
-from bps_assets.errors import ConfigError
+from bps_assets.errors import ConfigError, is_real
 
 DEPTH_KINDS = ("none", "redwood")
 RGB_KINDS = ("none", "gaussian", "salt_pepper", "speckle", "poisson")
@@ -72,7 +72,7 @@ class NoiseOptions:
             v = getattr(self, f.name)
             if v is None and f.name in ("depth_multiplier", "actuation_multiplier"):
                 continue
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            if not is_real(v) or not math.isfinite(v):
                 raise ConfigError(None, f"noise {f.name} must be a finite number; got {v!r}")
             object.__setattr__(self, f.name, float(v))
         for name in ("multiplier", "depth_multiplier", "actuation_multiplier", "rgb_intensity", "rgb_sigma"):
@@ -99,9 +99,15 @@ class NoiseOptions:
         return (self.depth, self.rgb, self.actuation) != ("none", "none", "none")
 
     @property
+    def depth_on(self) -> bool:
+        """Whether depth noise is on: the renderer then gives raw depth (``RenderOptions.raw_depth``)
+        and the noise clips and scales it after its model (the one place this is decided)."""
+        return self.depth != "none"
+
+    @property
     def sensors_on(self) -> bool:
         """Whether depth or RGB noise is on (the sensor noise launch runs)."""
-        return self.depth != "none" or self.rgb != "none"
+        return self.depth_on or self.rgb != "none"
 
     def actuation_reach(self) -> float:
         """How much further than the commanded move a noisy move or turn can go (metres): each

@@ -21,12 +21,16 @@ import numpy as np
 import torch
 import warp as wp
 
+from bps_assets.errors import ConfigError
+
 from . import rng
 from ..nav.kernels import set_module_options
+from ..render.camera import DEPTH_CLIPPED, DEPTH_NORMALIZED, DEPTH_RAW
 from .options import NoiseOptions
 
 TABLE_PATH = Path(__file__).with_name("data") / "redwood-depth-dist-model.npy"
 RGB_KINDS = {"none": 0, "gaussian": 1, "salt_pepper": 2, "speckle": 3, "poisson": 4}
+_RAW, _NORMALIZED = wp.constant(DEPTH_RAW), wp.constant(DEPTH_NORMALIZED)   # camera.depth_finish
 POISSON_LEVELS = 256.0
 
 set_module_options(__name__)   # no gradients; safe side-by-side CPU launches (CpuLaunches)
@@ -165,9 +169,9 @@ def sensor_noise_kernel(p: SensorParams, depth_in: wp.array3d(dtype=float), dept
         rs = rng.stream(key, c, rng.DEPTH, j)
         for i in range(width):
             v = redwood(p, depth_in, e, j, i, sx, sy, rs)
-            if p.depth_finish != 0:     # as habitat-lab's sensor after habitat-sim's noise: clip, scale
+            if p.depth_finish != _RAW:     # as habitat-lab's sensor after habitat-sim's noise: clip, scale
                 v = wp.clamp(v, p.depth_lo, p.depth_hi)
-                if p.depth_finish == 2:
+                if p.depth_finish == _NORMALIZED:
                     v = (v - p.depth_lo) * p.depth_inv
             depth_out[e, j, i] = v
     if p.rgb_kind != 0:
@@ -257,7 +261,7 @@ class SensorNoise:
         dev = torch.device(device)
         self.wdev = "cpu" if dev.type == "cpu" else f"cuda:{dev.index or 0}"
         self.options = options
-        self.depth_on = options.depth == "redwood"
+        self.depth_on = options.depth_on
         self.rgb_on = options.rgb != "none"
         # the CPU's Redwood pass in C (the same values as the kernel), when asked for and built
         self._native = _native_redwood() if native and self.wdev == "cpu" and self.depth_on else None
@@ -266,9 +270,9 @@ class SensorNoise:
         p.depth_mult = float(options.depth_mult)
         clip = min_depth is not None or max_depth is not None
         if (normalized or clip) and (min_depth is None or max_depth is None or not min_depth < max_depth):
-            raise ValueError(f"sensor noise: normalized or clipped depth needs min_depth < max_depth, got "
-                             f"{min_depth}, {max_depth}")
-        p.depth_finish = 2 if normalized else int(clip)
+            raise ConfigError(None, f"sensor noise: normalized or clipped depth needs min_depth < max_depth, got "
+                                    f"{min_depth}, {max_depth}")
+        p.depth_finish = DEPTH_NORMALIZED if normalized else DEPTH_CLIPPED if clip else DEPTH_RAW
         p.depth_lo, p.depth_hi = (float(min_depth), float(max_depth)) if clip else (0.0, 0.0)
         p.depth_inv = 1.0 / (p.depth_hi - p.depth_lo) if clip else 0.0
         host = (load_table(), rng.zig_table(), shuffle_cdf(options.depth_mult))   # float32, float32, uint32

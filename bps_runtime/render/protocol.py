@@ -8,7 +8,7 @@ from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
-from bps_assets.errors import ConfigError, is_int
+from bps_assets.errors import ConfigError, is_int, is_real
 
 from ..threads import check_threads
 from .shading_data import ShadingData
@@ -36,7 +36,7 @@ def check_resolution(resolution) -> tuple[int, int]:
 def check_real(name: str, value) -> float:
     """``value`` of camera setting ``name`` as a float; ConfigError naming both unless it is a
     finite number (a bool, a string such as "90", NaN or inf is refused, not compared or cast)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+    if not is_real(value):
         raise ConfigError(None, f"{name}={value!r}: expected a number")
     if not math.isfinite(value):
         raise ConfigError(None, f"{name}={value!r}: must be finite")

@@ -32,7 +32,7 @@ from .goal_encoders import ImageGoalEncoder
 from .goal_images import DEFAULT_BUDGET_BYTES, GoalImages, check_budget
 from .goalnav import (OUTCOME, SCHEMA, STAGING, Out, Params, State, apply_refills, begin_kernel, episode_info,
                       info, max_move, step_kernel)
-from .objectnav_episodes import annotated_entries, check_served, goal_set
+from .objectnav_episodes import annotated_scenes, check_served, goal_set
 from .options import options_class
 from .spec import HostContext, TaskSpec
 
@@ -211,8 +211,7 @@ def supply(request):
 
     c, entries, manifest = request.config, request.entries, request.manifest
     src = c.episodes.source
-    if src in (None, "sample"):
-        entries = annotated_entries(entries, request)
+    if src in (None, "sample"):   # entries: annotated_scenes' (the world drops the others before sharding)
         return SampledEpisodes({e.name: str(e.scene) for e in entries}, c.seed, request.worker, c.episodes.supply,
                                image_dimensions=c.sensors.resolution, near_gate=request.near_gate,
                                categories=list(goal_set(c.episodes.categories))), entries
@@ -231,7 +230,7 @@ SPEC = TaskSpec(
     name=NAME, options=TaskOptions, actions=ACTION_NAMES, schema=SCHEMA, State=State, Out=Out, params=params,
     max_move=max_move, apply_refills=apply_refills, begin_kernel=begin_kernel, step_kernel=step_kernel,
     staging=STAGING, observations=OBSERVATIONS, info=info, episode_info=episode_info, outcome=OUTCOME,
-    supply=supply, host_hook=host_hook, goal_record=goal_record,
+    supply=supply, scenes=annotated_scenes, host_hook=host_hook, goal_record=goal_record,
     camera=CAMERA, sizes=goalnav.sizes(image=True), goal_input=lambda obs: obs[GOAL_IMAGE.name],
     goal_input_spec=lambda resolution: ((*resolution, 3), torch.uint8), goal_encoder=ImageGoalEncoder,
     eval_episodes="sample", categories=True)

@@ -18,7 +18,7 @@ from . import goalnav
 from .goal_encoders import ObjectGoalEncoder
 from .goalnav import (OUTCOME, SCHEMA, STAGING, Out, Params, State, apply_refills, begin_kernel, episode_info,
                       info, max_move, step_kernel)
-from .objectnav_episodes import objectnav_supply
+from .objectnav_episodes import annotated_scenes, objectnav_supply
 from .options import options_class
 from .spec import TaskSpec
 
@@ -62,7 +62,7 @@ SPEC = TaskSpec(
     name=NAME, options=TaskOptions, actions=ACTION_NAMES, schema=SCHEMA, State=State, Out=Out, params=params,
     max_move=max_move, apply_refills=apply_refills, begin_kernel=begin_kernel, step_kernel=step_kernel,
     staging=STAGING, observations=OBSERVATIONS, info=info, episode_info=episode_info, outcome=OUTCOME,
-    supply=objectnav_supply, goal_record=goal_record, camera=CAMERA,
+    supply=objectnav_supply, scenes=annotated_scenes, goal_record=goal_record, camera=CAMERA,
     sizes=goalnav.sizes(image=False), goal_input=goal_input,
     goal_input_spec=lambda resolution: ((4,), torch.float32), goal_encoder=ObjectGoalEncoder,
     eval_episodes="sample", categories=True)

@@ -142,17 +142,19 @@ def check_served(entries) -> None:
             raise InputError(e.scene, why)
 
 
-def annotated_entries(entries, request) -> list:
-    """The ``entries`` whose scene has semantics (sampled episodes need them): the others are
-    left out with one warning saying how many (real HM3D annotates part of each split); none
-    annotated is an InputError naming the first scene's file and the ``request``'s manifest and
-    split. No entries: none (nothing to check)."""
+def annotated_scenes(request) -> list:
+    """The split's entries (``request``: ``tasks.spec.ScenesRequest``, before ``scene_shard``) a
+    sampled supply may serve: those whose scene has semantics; the others are left out with one
+    warning (from ``request.announce``'s process) saying how many of the split's (real HM3D
+    annotates part of each split); none annotated is an InputError naming the first scene's file
+    and the manifest and split. An episode file's scenes are checked by its supply instead."""
     import logging
 
     from bps_assets.errors import InputError
 
-    if not entries:
-        return []
+    entries = request.entries
+    if request.config.episodes.source not in (None, "sample") or not entries:
+        return entries
     what = f"{request.manifest.path} (split {request.split!r})"
     kept, left = [], []
     for e in entries:
@@ -161,7 +163,7 @@ def annotated_entries(entries, request) -> list:
         raise InputError(entries[0].scene, f"scene has no semantic annotations (objects), nor has any of the "
                                            f"{len(entries)} scenes of {what}: ObjectNav needs scenes "
                                            f"preprocessed with their semantics")
-    if left:
+    if left and request.announce:
         logging.getLogger(__name__).warning(
             "%s: %d of %d scenes have no semantic annotations and are left out of sampled episodes (first: %s)",
             what, len(left), len(entries), left[0].scene)
@@ -177,8 +179,7 @@ def objectnav_supply(request):
 
     c, entries, manifest = request.config, request.entries, request.manifest
     src = c.episodes.source
-    if src in (None, "sample"):
-        entries = annotated_entries(entries, request)
+    if src in (None, "sample"):   # entries: annotated_scenes' (the world drops the others before sharding)
         return SampledObjectNav({e.name: str(e.scene) for e in entries}, c.seed, request.worker,
                                 c.episodes.supply, near_gate=request.near_gate,
                                 categories=goal_set(c.episodes.categories)), entries

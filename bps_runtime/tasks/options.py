@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar
 
-from bps_assets.errors import ConfigError, is_int
+from bps_assets.errors import ConfigError, is_int, is_real
 
 
 @dataclass(frozen=True)
@@ -36,18 +36,23 @@ class TaskOptions:
 
 
 def check_rules(options) -> None:
-    """ConfigError unless every float field of ``options`` (a dataclass) is a finite number (None
-    where its type allows it) and ``max_episode_steps`` is an int >= 0 (0: no limit)."""
+    """ConfigError unless every float field of ``options`` (a dataclass) is a finite number
+    (``is_real``: numpy scalars too, stored as Python's; None where its type allows it) and
+    ``max_episode_steps`` is an int >= 0 (0: no limit)."""
     for f in dataclasses.fields(options):
         v = getattr(options, f.name)
         if f.name == "max_episode_steps":
             if not is_int(v) or v < 0:
                 raise ConfigError(None, f"{type(options).__qualname__} of task {options.TASK or '?'!r}: "
                                         f"max_episode_steps={v!r}: expected an int >= 0 (0: no step limit)")
+            if type(v) is not int:   # a numpy integer: stored as Python's (the config is plain data)
+                object.__setattr__(options, f.name, int(v))
         elif f.type in (float, "float") or (v is not None and f.type in (float | None, "float | None")):
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            if not is_real(v) or not math.isfinite(v):
                 raise ConfigError(None, f"{type(options).__qualname__} of task {options.TASK or '?'!r}: "
                                         f"{f.name}={v!r}: expected a finite number")
+            if type(v) not in (int, float):   # a numpy scalar: stored as Python's float
+                object.__setattr__(options, f.name, float(v))
 
 
 def options_class(name: str, module: str, doc: str, fields: tuple = (), resources: dict | None = None,

@@ -1,13 +1,13 @@
 """The task seam: ``TaskSpec``, everything the env, the step, the world and the trainer need from
-a task, in one typed record. Each task module defines ``SPEC = TaskSpec(...)`` and
-``bps_runtime.tasks.TASKS`` names the module; nothing outside ``tasks/`` names a task
-(tests/test_task_seam.py checks every registered spec and greps the generic layers).
+a task, in one typed record. Each task module defines ``SPEC = TaskSpec(...)``, ``tasks.TASKS``
+names the module; nothing outside ``tasks/`` names a task (tests/test_task_seam.py checks).
 
 Members: name, options class (``TASK`` = name) and defaults, actions; the step (schema = CORE +
 the task's fields, State / Out, params, max_move, the three kernels, staging = STAGE + its
 columns, ``sizes(resolution)``: named field sizes); what a step returns (``observations``,
-``info`` / ``episode_info`` / ``outcome``); episodes (``supply(SupplyRequest)`` -> (supply,
-entries it serves; it checks what those scenes need)); ``host_hook(HostContext)`` -> a ``HostHook``
+``info`` / ``episode_info`` / ``outcome``); episodes (``scenes(ScenesRequest)``: the split's
+scenes it may serve, before ``scene_shard``; ``supply(SupplyRequest)`` -> (supply, entries it
+serves; it checks what those scenes need)); ``host_hook(HostContext)`` -> a ``HostHook``
 or None (ImageNav's goal images); ``goal_record(record, episode id, heading)`` (its
 ``episode_goals()`` entries); ``camera`` (sensor geometry defaults); the trainer's
 ``goal_input(obs)``, ``goal_input_spec(resolution)``, ``goal_encoder(GoalEncoderArgs)``;
@@ -49,6 +49,27 @@ class HostContext:
     resolution: tuple | None = None
     render_view: Callable | None = None
     episode_record: Callable | None = None
+
+
+@dataclass(frozen=True)
+class ScenesRequest:
+    """What a task's ``scenes`` hook picks from: the manifest, its split, the split's scene
+    entries (before ``scene_shard``: every rank picks from the same list) and the ``EnvConfig``."""
+    manifest: Any
+    split: str | None
+    entries: list
+    config: Any
+
+    @property
+    def announce(self) -> bool:
+        """Whether this process says what the hook left out: rank 0 of a sharded run (or the
+        only one), so a warning about the whole split is said once."""
+        shard = self.config.episodes.scene_shard
+        return shard is None or shard[0] == 0
+
+
+def _every_scene(request: ScenesRequest) -> list:
+    return request.entries
 
 
 @dataclass(frozen=True)
@@ -129,6 +150,7 @@ class TaskSpec:
     eval_episodes: str = "dataset"   # --eval without a file: the split's episode files, or "sample" (from the seed)
     goal_headings: bool = False      # its host hook or goal_record reads the episodes' goal-view headings
     categories: bool = False         # its goals are objects of a named category set (make(categories=...))
+    scenes: Callable = _every_scene  # ScenesRequest -> the split's entries it may serve (before scene_shard)
 
     def __post_init__(self):
         if self.eval_episodes not in EVAL_EPISODES:

@@ -32,6 +32,7 @@ import torch
 from bps_assets.container import atomic_write, remove_stale_temps
 from bps_assets.errors import ConfigError, CorruptFileError, InputError, OutputWriteError
 from bps_assets.pipeline.manifest import content_sha256, load_manifest
+from bps_assets.readers.semantic_categories import objectnav_hm3d
 from bps_runtime.noise.options import DEFAULTS as NO_NOISE
 
 from .counters import MAX_STEP, int_in
@@ -75,9 +76,22 @@ def identity(args, dataset_id: str, world: int = 1) -> dict:
 
 def saved_identity(ckpt: dict) -> dict:
     """The checkpoint's identity, with the keys a checkpoint saved before them lacks: the
-    ``LATER_KEYS`` taken from its saved args and rank count, the ``IDENTITY_DEFAULTS`` (what that run had)."""
+    ``LATER_KEYS`` taken from its saved args and rank count, the ``IDENTITY_DEFAULTS`` (what that
+    run had), and an ObjectNav run's ``goal_categories`` (``old_goal_categories``)."""
     old = {**IDENTITY_DEFAULTS, **{k: ckpt["args"][k] for k in LATER_KEYS if k in ckpt["args"]}, "world": ckpt["world"]}
-    return {**old, **ckpt["identity"]}
+    out = {**old, **ckpt["identity"]}
+    if "goal_categories" not in out:
+        out["goal_categories"] = old_goal_categories(out)
+    return out
+
+
+def old_goal_categories(ident: dict) -> dict | None:
+    """The category map of a checkpoint saved before the map was recorded (2026-11-27): an
+    ObjectNav run on sampled episodes had habitat's six HM3D ids; one on an episode file had
+    that file's map, unknown here (None: not checked); other tasks have none."""
+    if ident.get("task") != "objectnav" or ident.get("episodes", "sample") != "sample":
+        return None
+    return objectnav_hm3d()
 
 
 # Fields added after checkpoints were written, each with the values that leave it out of the

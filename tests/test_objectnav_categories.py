@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from bps_assets.errors import ConfigError
 from bps_assets.readers.semantic_categories import goal_categories, objectnav_hm3d
 from bps_runtime import make
+from bps_train import checkpoint
 from bps_train.train import run
 from cli.main import main
 
@@ -63,6 +64,16 @@ def test_the_checkpoint_records_the_map_and_eval_refuses_another(objectnav_datas
         run([*ev, "--eval-episodes-file", str(mp3d)])
     msg = str(e.value)
     assert str(run_dir / "checkpoint.pt") in msg and "'bed': 1" in msg and "'bed': 6" in msg and str(mp3d) in msg
+    # a checkpoint saved before the map was recorded (no key): its sampled episodes had hm3d's ids
+    old_dir = tmp_path / "old"
+    old_dir.mkdir()
+    checkpoint.save(old_dir / "checkpoint.pt", {**{k: v for k, v in ckpt.items() if k not in ("format", "version")},
+                                                "identity": {k: v for k, v in ckpt["identity"].items()
+                                                             if k != "goal_categories"}})
+    with pytest.raises(ConfigError, match="trained on goal categories") as e:
+        run([*tiny, "--eval", str(old_dir / "checkpoint.pt"), "--eval-split", "train", "--eval-episodes", "2",
+             "--eval-episodes-file", str(mp3d)])
+    assert "'bed': 1" in str(e.value) and "'bed': 6" in str(e.value)
     # sampled eval takes the checkpoint's set; asking for another is refused
     assert run([*ev])["episodes"] == 2
     with pytest.raises(ConfigError, match="trained on goal categories"):
@@ -76,3 +87,14 @@ def test_the_checkpoint_records_the_map_and_eval_refuses_another(objectnav_datas
     with pytest.raises(ConfigError, match="outside the policy's category embedding") as e:
         run([*ev, "--eval-episodes-file", str(far)])
     assert e.value.path == str(far)
+
+
+def test_an_old_checkpoint_without_a_map_has_the_one_its_run_had():
+    """Before the map was saved: sampled ObjectNav had hm3d's ids; a file's map is unknown (None)."""
+    ckpt = {"args": {}, "world": 1, "identity": {"task": "objectnav", "episodes": "sample"}}
+    assert checkpoint.saved_identity(ckpt)["goal_categories"] == objectnav_hm3d()
+    assert checkpoint.saved_identity({**ckpt, "identity": {"task": "objectnav", "episodes": "eps.json.gz"}}
+                                     )["goal_categories"] is None
+    assert checkpoint.saved_identity({**ckpt, "identity": {"episodes": "sample"}})["goal_categories"] is None
+    recorded = {"task": "objectnav", "episodes": "sample", "goal_categories": {"chair": 0}}
+    assert checkpoint.saved_identity({**ckpt, "identity": recorded})["goal_categories"] == {"chair": 0}

@@ -71,15 +71,33 @@ def dataset_sha256(path) -> str:
 def identity(args, dataset_id: str, world: int = 1) -> dict:
     """What a resumed run must share with its checkpoint (``check_same_run``): the dataset
     (``dataset_id``: its ``dataset_sha256``), the ``IDENTITY_ARGS`` and the number of ranks (``world``)."""
-    return {"dataset_sha256": dataset_id, **{k: getattr(args, k) for k in IDENTITY_ARGS}, "world": world}
+    out = {"dataset_sha256": dataset_id, **{k: getattr(args, k) for k in IDENTITY_ARGS}, "world": world}
+    out["episodes"] = episodes_id(out["episodes"])
+    return out
+
+
+def episodes_id(source):
+    """``--episodes`` (an env config's episode source) as the identity holds it: sample, dataset
+    or None as they are; an episode file as its resolved path, so the same file named relative,
+    absolute or through a link is the same run. A relative path saved by an older checkpoint
+    resolves against this run's working folder (where such a run was resumed from)."""
+    if source in (None, "sample", "dataset") or not isinstance(source, str):
+        return source
+    return str(Path(source).resolve())
 
 
 def saved_identity(ckpt: dict) -> dict:
     """The checkpoint's identity, with the keys a checkpoint saved before them lacks: the
     ``LATER_KEYS`` taken from its saved args and rank count, the ``IDENTITY_DEFAULTS`` (what that
-    run had), and an ObjectNav run's ``goal_categories`` (``old_goal_categories``)."""
+    run had), and an ObjectNav run's ``goal_categories`` (``old_goal_categories``); episode
+    files as ``episodes_id`` (older checkpoints saved the path as typed)."""
     old = {**IDENTITY_DEFAULTS, **{k: ckpt["args"][k] for k in LATER_KEYS if k in ckpt["args"]}, "world": ckpt["world"]}
     out = {**old, **ckpt["identity"]}
+    if "episodes" in out:
+        out["episodes"] = episodes_id(out["episodes"])
+    env = out.get("env")
+    if isinstance(env, dict) and isinstance(env.get("episodes"), dict):
+        out["env"] = {**env, "episodes": {**env["episodes"], "source": episodes_id(env["episodes"].get("source"))}}
     if "goal_categories" not in out:
         out["goal_categories"] = old_goal_categories(out)
     return out
@@ -112,7 +130,7 @@ def env_identity(config) -> dict:
             and not (d.get("task_name") == "pointnav" and v in POINTNAV_LATER.get(k, ()))}
     sensors = {k: v for k, v in d["sensors"].items() if v not in SENSORS_LATER.get(k, ())}
     out = {"task": task, "sensors": sensors,
-           "episodes": {"source": d["episodes"]["source"], "supply": d["episodes"]["supply"]}}
+           "episodes": {"source": episodes_id(d["episodes"]["source"]), "supply": d["episodes"]["supply"]}}
     if d["episodes"].get("categories") is not None:   # only when set: other runs keep their identity
         out["episodes"]["categories"] = d["episodes"]["categories"]
     if getattr(config, "noise", NO_NOISE).any:

@@ -385,6 +385,39 @@ def test_a_checkpoint_naming_the_manifest_bytes_still_resumes(dataset):
         checkpoint.check_same_run("ck.pt", {"dataset_sha256": "0" * 64}, {"dataset_sha256": content}, raw)
 
 
+def test_the_same_episode_file_named_another_way_resumes(tmp_path, monkeypatch):
+    """``--episodes`` (and the env config's episode source) is compared as a resolved path: the
+    same file named relative, absolute or through a link is the same run; a relative path saved
+    by an older checkpoint resolves against this run's folder; another file is still refused."""
+    from types import SimpleNamespace
+
+    from bps_assets.errors import ConfigError
+    from bps_runtime.env.config import EnvConfig
+    from bps_train import checkpoint
+
+    (tmp_path / "eps.json.gz").write_bytes(b"")
+    (tmp_path / "link.json.gz").symlink_to(tmp_path / "eps.json.gz")
+    monkeypatch.chdir(tmp_path)
+
+    def run_id(episodes):
+        args = SimpleNamespace(**{k: 1 for k in checkpoint.IDENTITY_ARGS})
+        args.episodes = episodes
+        out = checkpoint.identity(args, "d" * 64)
+        out["env"] = checkpoint.env_identity(EnvConfig.from_kwargs("m/manifest.json", episodes=episodes))
+        return out
+
+    saved = {"args": {}, "world": 1, "identity": run_id("eps.json.gz")}
+    for other in (str(tmp_path / "eps.json.gz"), "./eps.json.gz", "link.json.gz"):
+        checkpoint.check_same_run("ck.pt", checkpoint.saved_identity(saved), run_id(other))
+    raw = run_id("eps.json.gz")   # as saved before: the path as typed
+    raw["episodes"] = raw["env"]["episodes"]["source"] = "eps.json.gz"
+    checkpoint.check_same_run("ck.pt", checkpoint.saved_identity({**saved, "identity": raw}),
+                              run_id(str(tmp_path / "eps.json.gz")))
+    (tmp_path / "other.json.gz").write_bytes(b"")
+    with pytest.raises(ConfigError, match="--episodes"):
+        checkpoint.check_same_run("ck.pt", checkpoint.saved_identity(saved), run_id("other.json.gz"))
+
+
 def test_sigint_saves_a_checkpoint_and_exits_cleanly(dataset, tmp_path):
     out = tmp_path / "run"
     cmd = [sys.executable, "-m", "bps_train.train", "--dataset", str(dataset), "--out-dir", str(out), *TINY,

@@ -49,6 +49,7 @@ Rollout, gae, ppo_loss, sample_actions = (lazy("bps_train.ppo", n) for n in ("Ro
 CHECKPOINT_FILE, LOG_FILE, SIM_ONLY_FILE, TB_DIR = "checkpoint.pt", "log.csv", "sim_only.jsonl", "tb"
 RUN_FILES = (CHECKPOINT_FILE, LOG_FILE, SIM_ONLY_FILE, TB_DIR)
 SNAPSHOT_PREFIX = "ckpt_"   # OUT_DIR/ckpt_UPDATE.pt (--snapshot-every)
+SAMPLED_EVAL = 100   # --eval --eval-episodes 0 on sampled episodes (no file): this many
 
 
 @dataclass
@@ -61,10 +62,12 @@ class Args:
     eval: str = arg("", "evaluate this checkpoint (or 'random': a uniform random policy; 'stop': STOP at once) "
                         "instead of training")
     eval_episodes_file: str = arg("", "with --eval: a habitat v1 split file to evaluate on (default: the split's "
-                                      "PointNav files; ObjectNav: episodes sampled with --seed)")
+                                      "PointNav files; ObjectNav, InstanceImageNav: episodes sampled with --seed)")
     eval_split: str = arg("val", "scene subset used by --eval (its dataset episodes)")
     eval_episodes: int = arg(0, "distinct episodes to evaluate with --eval: the first N started, each counted "
-                                "once, on its first run (0: all of the split's)")
+                                "once, on its first run (0: all of the split's or of --eval-episodes-file; "
+                                f"sampled episodes (ObjectNav, InstanceImageNav without a file): {SAMPLED_EVAL}); "
+                                "min(N, 64) environments")
     eval_greedy: bool = arg(False, "--eval takes the most likely action (default: sample, as habitat-baselines)")
     video: int = arg(0, "with --eval: write this many distinct episodes (of those evaluated) as videos to "
                           "OUT_DIR/videos (sensors, map, metrics)")
@@ -542,7 +545,7 @@ def evaluate(args) -> dict:
     source = eval_source(args)
     with episodes_read_once():   # the split's episode files: read once for the count and the envs
         if source == "sample":
-            total = args.eval_episodes or 100
+            total = args.eval_episodes or SAMPLED_EVAL
         elif args.eval_episodes_file:
             total = args.eval_episodes or 10**9   # the file's episodes: stop at --eval-episodes or when all ran
         else:

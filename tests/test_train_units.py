@@ -7,6 +7,7 @@ import dataclasses
 import math
 import subprocess
 import sys
+from pathlib import Path
 from collections import deque
 
 import pytest
@@ -398,6 +399,18 @@ def test_help_reads_right_for_switches_and_lists_the_tasks():
     assert "--task {" + ",".join(TASKS) + "}" in usage
     assert "same as --resume false (default" not in text and "same as --resume false" in text
     assert parse(Args, ["--no-resume"]).resume is False and parse(Args, []).resume is True
+
+
+def test_eval_episodes_help_and_docs_say_what_0_means():
+    """--eval-episodes 0: the split's or the file's episodes, but SAMPLED_EVAL sampled ones (no
+    file); min(N, 64) environments. --help and docs/TRAINING.md say the numbers the code uses."""
+    from bps_train.train import SAMPLED_EVAL
+
+    doc = " ".join(Args.__dataclass_fields__["eval_episodes"].metadata["doc"].split())
+    assert f"without a file): {SAMPLED_EVAL})" in doc and "min(N, 64) environments" in doc
+    training = " ".join((Path(__file__).parents[1] / "docs" / "TRAINING.md").read_text().split())
+    assert f"or {SAMPLED_EVAL} sampled ones. It runs min(N, 64) environments" in training
+    assert "`soft_spl`, `distance_to_goal`" in training and "one environment per episode" not in training
 
 
 def test_expected_duration_line():

@@ -73,7 +73,38 @@ def identity(args, dataset_id: str, world: int = 1) -> dict:
     (``dataset_id``: its ``dataset_sha256``), the ``IDENTITY_ARGS`` and the number of ranks (``world``)."""
     out = {"dataset_sha256": dataset_id, **{k: getattr(args, k) for k in IDENTITY_ARGS}, "world": world}
     out["episodes"] = episodes_id(out["episodes"])
+    if getattr(args, "noise", ""):   # only with noise: a noiseless run keeps the identity it had
+        out["noise_rules"] = NOISE_RULES
     return out
+
+
+# How noise is applied, versioned: a noisy checkpoint records the version it was trained under
+# ("noise_rules"; none: 1). Each later version's changes: (applies to a run of this task (None:
+# any) and noise, what changed). A resume or eval of an older one prints them (``noise_note``).
+NOISE_RULES = 2
+NOISE_CHANGES = {2: ((None, lambda n: n.depth == "redwood",
+                      "Redwood depth noise is now added before the depth range's clip, as habitat-sim's (9ba46be)"),
+                     ("imagenav", lambda n: n.rgb != "none",
+                      "ImageNav's goal image now gets the RGB noise, as habitat's (fee0483)"))}
+
+
+def noise_note(path, ckpt: dict) -> str:
+    """One line naming what ``NOISE_CHANGES`` changed for the checkpoint's noise since the rules
+    it was trained under; "" when nothing did (no noise, or a current checkpoint). Not a
+    refusal: the same settings still run, the policy sees slightly other noise."""
+    from bps_runtime.noise.presets import noise_options
+
+    args = ckpt["args"]
+    if not args.get("noise"):
+        return ""
+    noise, task = noise_options(args["noise"]), args.get("task", "pointnav")
+    since = ckpt["identity"].get("noise_rules", 1)
+    changed = [what for v in range(since + 1, NOISE_RULES + 1) for t, applies, what in NOISE_CHANGES.get(v, ())
+               if t in (None, task) and applies(noise)]
+    if not changed:
+        return ""
+    return (f"bps-train: note: {path} was trained with --noise {args['noise']} under older noise rules: "
+            + "; ".join(changed) + " (no refusal: the policy now sees slightly other noise)")
 
 
 def episodes_id(source):
@@ -173,7 +204,8 @@ def check_same_run(path, saved: dict, wanted: dict, manifest_bytes_sha256: str |
     diffs = []
     for key, want in wanted.items():
         have = saved.get(key)
-        if have == want or (key == "dataset_sha256" and have is not None and have == manifest_bytes_sha256):
+        if have == want or (key == "dataset_sha256" and have is not None and have == manifest_bytes_sha256) \
+                or key == "noise_rules":   # not a refusal: noise_note says what changed
             continue
         if key == "dataset_sha256":
             diffs.append("the dataset manifest (sha256 differs: another or a re-preprocessed dataset)")

@@ -540,6 +540,8 @@ def evaluate(args) -> dict:
     policy, trained, ckpt = None, {}, None
     if args.eval not in ("random", "stop"):
         ckpt, policy = load_policy(args.eval, args, device)
+        if note := checkpoint.noise_note(args.eval, ckpt):
+            print(note, file=sys.stderr, flush=True)
         policy.eval()
         trained = {"update": ckpt["update"], "global_step": ckpt["global_step"]}   # where the report puts it
     source = eval_source(args)
@@ -841,6 +843,8 @@ def train(args) -> dict:
     if ckpt is not None:   # the batch's shape and the rank count are part of it: one RNG stream per rank
         old_id = checkpoint.legacy_manifest_sha256(args.dataset)   # the identity checkpoints saved before 2026-11-27
         checkpoint.check_same_run(ckpt_path, checkpoint.saved_identity(ckpt), run_id, old_id)
+        if rank == 0 and (note := checkpoint.noise_note(ckpt_path, ckpt)):
+            print(note, file=sys.stderr, flush=True)
         checkpoint.restore(ckpt_path, ckpt, policy, opt)
         update, global_step, seconds_before = ckpt["update"], ckpt["global_step"], ckpt["seconds"]
         if len(ckpt["rng"]) != world:   # the identity's rank count matched: a file made by hand

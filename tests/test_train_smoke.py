@@ -445,7 +445,7 @@ def test_dataset_info_counts_what_the_environments_serve(dataset):
     assert count > 0 and scene_and_episode_counts(dataset, "val") == (1, count)
 
 
-def test_eval_restores_the_checkpoints_noise(dataset, tmp_path, monkeypatch):
+def test_eval_restores_the_checkpoints_noise(dataset, tmp_path, monkeypatch, capsys):
     """bps-train --eval makes its env with the noise the checkpoint was trained with (as its
     sensor and resolution); an explicit --noise wins (an eval under other noise)."""
     import bps_runtime
@@ -465,6 +465,22 @@ def test_eval_restores_the_checkpoints_noise(dataset, tmp_path, monkeypatch):
     assert made[-1].config.noise == NoiseOptions(depth="redwood", actuation="locobot-ilqr", multiplier=0.5)
     main(ev + ["--noise", "depth=redwood,multiplier=2"])   # (its sensor is depth: RGB noise would be refused)
     assert made[-1].config.noise == NoiseOptions(depth="redwood", multiplier=2.0)
+    # a noisy checkpoint from before the noise rules were recorded: resume and eval print one note
+    from bps_train import checkpoint
+
+    ckpt = torch.load(out / "checkpoint.pt", weights_only=True)
+    assert ckpt["identity"]["noise_rules"] == checkpoint.NOISE_RULES
+    assert "noise rules" not in capsys.readouterr().err
+    checkpoint.save(out / "checkpoint.pt", {**{k: v for k, v in ckpt.items() if k not in ("format", "version")},
+                                            "identity": {k: v for k, v in ckpt["identity"].items()
+                                                         if k != "noise_rules"}})
+    main(ev)
+    (note,) = [ln for ln in capsys.readouterr().err.splitlines() if "older noise rules" in ln]
+    assert str(out / "checkpoint.pt") in note and "Redwood depth noise" in note and "goal image" not in note
+    main(["--dataset", str(dataset), "--out-dir", str(out), *tiny, "--total-steps", "16",
+          "--noise", "depth=redwood,actuation=locobot-ilqr,multiplier=0.5"])   # resumes, not refused
+    assert torch.load(out / "checkpoint.pt", weights_only=True)["update"] == 2
+    assert sum("older noise rules" in ln for ln in capsys.readouterr().err.splitlines()) == 1
 
 
 def test_lod_flag_reaches_the_env_config_and_a_bad_one_is_refused_before_building(dataset, tmp_path, capsys,

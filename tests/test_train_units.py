@@ -421,3 +421,17 @@ def test_expected_duration_line():
     line = eta_line(3, 1957, 3072, 30.0, 1024)
     assert line.startswith("expected duration: 1954 more update(s), 2,000,896 frames at 102 frames/s")
     assert "about 5 h 25 min more" in line, line
+
+
+def test_noise_note_names_only_the_changes_that_apply():
+    """A noisy checkpoint without ``noise_rules`` (saved before them): the note names what changed
+    for its task and noise; none for a current one, a noiseless one, or noise no change touched."""
+    from bps_train import checkpoint
+
+    old = {"args": {"noise": "rgb=gaussian", "task": "imagenav"}, "identity": {}}
+    note = checkpoint.noise_note("c.pt", old)
+    assert "c.pt" in note and "goal image" in note and "Redwood" not in note
+    assert "Redwood" in checkpoint.noise_note("c.pt", {**old, "args": {"noise": "challenge2021", "task": "imagenav"}})
+    assert checkpoint.noise_note("c.pt", {**old, "args": {"noise": "rgb=gaussian", "task": "pointnav"}}) == ""
+    assert checkpoint.noise_note("c.pt", {**old, "identity": {"noise_rules": checkpoint.NOISE_RULES}}) == ""
+    assert checkpoint.noise_note("c.pt", {**old, "args": {"noise": "", "task": "imagenav"}}) == ""

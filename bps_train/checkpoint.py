@@ -156,12 +156,13 @@ def env_identity(config) -> dict:
     """The part of the env's ``EnvConfig`` (``env.config``) a resumed run must share: the task's
     rules, the sensors, the episodes' source and supply, the noise (not seeds, threads, device, cache)."""
     d = config.to_dict()
+    d["episodes"]["source"] = episodes_id(d["episodes"]["source"])   # a file: resolved, as ``identity``'s
     resources = getattr(type(config.task), "RESOURCES", ())   # memory budgets and the like
     task = {k: v for k, v in d["task"].items() if k not in resources
             and not (d.get("task_name") == "pointnav" and v in POINTNAV_LATER.get(k, ()))}
     sensors = {k: v for k, v in d["sensors"].items() if v not in SENSORS_LATER.get(k, ())}
     out = {"task": task, "sensors": sensors,
-           "episodes": {"source": episodes_id(d["episodes"]["source"]), "supply": d["episodes"]["supply"]}}
+           "episodes": {"source": d["episodes"]["source"], "supply": d["episodes"]["supply"]}}
     if d["episodes"].get("categories") is not None:   # only when set: other runs keep their identity
         out["episodes"]["categories"] = d["episodes"]["categories"]
     if getattr(config, "noise", NO_NOISE).any:

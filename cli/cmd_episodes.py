@@ -236,7 +236,7 @@ def _write_objectnav(out_dir, split, by_scene, overwrite):
               help="objectnav / instance_imagenav goal categories: hm3d (habitat's HM3D six: chair, bed, "
                    "plant, toilet, tv_monitor, sofa), mp3d (habitat's MP3D 21), all (every mpcat40 object "
                    "class, fixed ids; not wall, floor, ceiling, void, unlabeled), or a comma-separated "
-                   "list (task ids in order)")
+                   "list (task ids in order) of exact names: mpcat40's or the scenes' own")
 @click.option("--all-islands", is_flag=True, default=D.all_islands,
               help="start and end episodes on any island (default: the largest indoor one, as "
                    "habitat's newer generators; docs/NAVMESH.md section 9)")

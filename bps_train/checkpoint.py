@@ -32,6 +32,7 @@ import torch
 from bps_assets.container import atomic_write, remove_stale_temps
 from bps_assets.errors import ConfigError, CorruptFileError, InputError, OutputWriteError
 from bps_assets.pipeline.manifest import content_sha256, load_manifest
+from bps_assets.readers.semantic_categories import objectnav_hm3d
 from bps_runtime.noise.options import DEFAULTS as NO_NOISE
 
 from .counters import MAX_STEP, int_in
@@ -70,14 +71,76 @@ def dataset_sha256(path) -> str:
 def identity(args, dataset_id: str, world: int = 1) -> dict:
     """What a resumed run must share with its checkpoint (``check_same_run``): the dataset
     (``dataset_id``: its ``dataset_sha256``), the ``IDENTITY_ARGS`` and the number of ranks (``world``)."""
-    return {"dataset_sha256": dataset_id, **{k: getattr(args, k) for k in IDENTITY_ARGS}, "world": world}
+    out = {"dataset_sha256": dataset_id, **{k: getattr(args, k) for k in IDENTITY_ARGS}, "world": world}
+    out["episodes"] = episodes_id(out["episodes"])
+    if getattr(args, "noise", ""):   # only with noise: a noiseless run keeps the identity it had
+        out["noise_rules"] = NOISE_RULES
+    return out
+
+
+# How noise is applied, versioned: a noisy checkpoint records the version it was trained under
+# ("noise_rules"; none: 1). Each later version's changes: (applies to a run of this task (None:
+# any) and noise, what changed). A resume or eval of an older one prints them (``noise_note``).
+NOISE_RULES = 2
+NOISE_CHANGES = {2: ((None, lambda n: n.depth == "redwood",
+                      "Redwood depth noise is now added before the depth range's clip, as habitat-sim's (9ba46be)"),
+                     ("imagenav", lambda n: n.rgb != "none",
+                      "ImageNav's goal image now gets the RGB noise, as habitat's (fee0483)"))}
+
+
+def noise_note(path, ckpt: dict) -> str:
+    """One line naming what ``NOISE_CHANGES`` changed for the checkpoint's noise since the rules
+    it was trained under; "" when nothing did (no noise, or a current checkpoint). Not a
+    refusal: the same settings still run, the policy sees slightly other noise."""
+    from bps_runtime.noise.presets import noise_options
+
+    args = ckpt["args"]
+    if not args.get("noise"):
+        return ""
+    noise, task = noise_options(args["noise"]), args.get("task", "pointnav")
+    since = ckpt["identity"].get("noise_rules", 1)
+    changed = [what for v in range(since + 1, NOISE_RULES + 1) for t, applies, what in NOISE_CHANGES.get(v, ())
+               if t in (None, task) and applies(noise)]
+    if not changed:
+        return ""
+    return (f"bps-train: note: {path} was trained with --noise {args['noise']} under older noise rules: "
+            + "; ".join(changed) + " (no refusal: the policy now sees slightly other noise)")
+
+
+def episodes_id(source):
+    """``--episodes`` (an env config's episode source) as the identity holds it: sample, dataset
+    or None as they are; an episode file as its resolved path, so the same file named relative,
+    absolute or through a link is the same run. A relative path saved by an older checkpoint
+    resolves against this run's working folder (where such a run was resumed from)."""
+    if source in (None, "sample", "dataset") or not isinstance(source, str):
+        return source
+    return str(Path(source).resolve())
 
 
 def saved_identity(ckpt: dict) -> dict:
     """The checkpoint's identity, with the keys a checkpoint saved before them lacks: the
-    ``LATER_KEYS`` taken from its saved args and rank count, the ``IDENTITY_DEFAULTS`` (what that run had)."""
+    ``LATER_KEYS`` taken from its saved args and rank count, the ``IDENTITY_DEFAULTS`` (what that
+    run had), and an ObjectNav run's ``goal_categories`` (``old_goal_categories``); episode
+    files as ``episodes_id`` (older checkpoints saved the path as typed)."""
     old = {**IDENTITY_DEFAULTS, **{k: ckpt["args"][k] for k in LATER_KEYS if k in ckpt["args"]}, "world": ckpt["world"]}
-    return {**old, **ckpt["identity"]}
+    out = {**old, **ckpt["identity"]}
+    if "episodes" in out:
+        out["episodes"] = episodes_id(out["episodes"])
+    env = out.get("env")
+    if isinstance(env, dict) and isinstance(env.get("episodes"), dict):
+        out["env"] = {**env, "episodes": {**env["episodes"], "source": episodes_id(env["episodes"].get("source"))}}
+    if "goal_categories" not in out:
+        out["goal_categories"] = old_goal_categories(out)
+    return out
+
+
+def old_goal_categories(ident: dict) -> dict | None:
+    """The category map of a checkpoint saved before the map was recorded (2026-11-27): an
+    ObjectNav run on sampled episodes had habitat's six HM3D ids; one on an episode file had
+    that file's map, unknown here (None: not checked); other tasks have none."""
+    if ident.get("task") != "objectnav" or ident.get("episodes", "sample") != "sample":
+        return None
+    return objectnav_hm3d()
 
 
 # Fields added after checkpoints were written, each with the values that leave it out of the
@@ -95,6 +158,7 @@ def env_identity(config) -> dict:
     """The part of the env's ``EnvConfig`` (``env.config``) a resumed run must share: the task's
     rules, the sensors, the episodes' source and supply, the noise (not seeds, threads, device, cache)."""
     d = config.to_dict()
+    d["episodes"]["source"] = episodes_id(d["episodes"]["source"])   # a file: resolved, as ``identity``'s
     resources = getattr(type(config.task), "RESOURCES", ())   # memory budgets and the like
     task = {k: v for k, v in d["task"].items() if k not in resources
             and not (d.get("task_name") == "pointnav" and v in POINTNAV_LATER.get(k, ()))}
@@ -152,7 +216,8 @@ def check_same_run(path, saved: dict, wanted: dict, manifest_bytes_sha256: str |
     diffs = []
     for key, want in wanted.items():
         have = saved.get(key)
-        if have == want or (key == "dataset_sha256" and have is not None and have == manifest_bytes_sha256):
+        if have == want or (key == "dataset_sha256" and have is not None and have == manifest_bytes_sha256) \
+                or key == "noise_rules":   # not a refusal: noise_note says what changed
             continue
         if key == "dataset_sha256":
             diffs.append("the dataset manifest (sha256 differs: another or a re-preprocessed dataset)")

@@ -49,6 +49,7 @@ Rollout, gae, ppo_loss, sample_actions = (lazy("bps_train.ppo", n) for n in ("Ro
 CHECKPOINT_FILE, LOG_FILE, SIM_ONLY_FILE, TB_DIR = "checkpoint.pt", "log.csv", "sim_only.jsonl", "tb"
 RUN_FILES = (CHECKPOINT_FILE, LOG_FILE, SIM_ONLY_FILE, TB_DIR)
 SNAPSHOT_PREFIX = "ckpt_"   # OUT_DIR/ckpt_UPDATE.pt (--snapshot-every)
+SAMPLED_EVAL = 100   # --eval --eval-episodes 0 on sampled episodes (no file): this many
 
 
 @dataclass
@@ -61,10 +62,12 @@ class Args:
     eval: str = arg("", "evaluate this checkpoint (or 'random': a uniform random policy; 'stop': STOP at once) "
                         "instead of training")
     eval_episodes_file: str = arg("", "with --eval: a habitat v1 split file to evaluate on (default: the split's "
-                                      "PointNav files; ObjectNav: episodes sampled with --seed)")
+                                      "PointNav files; ObjectNav, InstanceImageNav: episodes sampled with --seed)")
     eval_split: str = arg("val", "scene subset used by --eval (its dataset episodes)")
     eval_episodes: int = arg(0, "distinct episodes to evaluate with --eval: the first N started, each counted "
-                                "once, on its first run (0: all of the split's)")
+                                "once, on its first run (0: all of the split's or of --eval-episodes-file; "
+                                f"sampled episodes (ObjectNav, InstanceImageNav without a file): {SAMPLED_EVAL}); "
+                                "min(N, 64) environments")
     eval_greedy: bool = arg(False, "--eval takes the most likely action (default: sample, as habitat-baselines)")
     video: int = arg(0, "with --eval: write this many distinct episodes (of those evaluated) as videos to "
                           "OUT_DIR/videos (sensors, map, metrics)")
@@ -539,12 +542,14 @@ def evaluate(args) -> dict:
     policy, trained, ckpt = None, {}, None
     if args.eval not in ("random", "stop"):
         ckpt, policy = load_policy(args.eval, args, device)
+        if note := checkpoint.noise_note(args.eval, ckpt):
+            print(note, file=sys.stderr, flush=True)
         policy.eval()
         trained = {"update": ckpt["update"], "global_step": ckpt["global_step"]}   # where the report puts it
     source = eval_source(args)
     with episodes_read_once():   # the split's episode files: read once for the count and the envs
         if source == "sample":
-            total = args.eval_episodes or 100
+            total = args.eval_episodes or SAMPLED_EVAL
         elif args.eval_episodes_file:
             total = args.eval_episodes or 10**9   # the file's episodes: stop at --eval-episodes or when all ran
         else:
@@ -850,6 +855,8 @@ def train(args) -> dict:
     if ckpt is not None:   # the batch's shape and the rank count are part of it: one RNG stream per rank
         old_id = checkpoint.legacy_manifest_sha256(args.dataset)   # the identity checkpoints saved before 2026-11-27
         checkpoint.check_same_run(ckpt_path, checkpoint.saved_identity(ckpt), run_id, old_id)
+        if rank == 0 and (note := checkpoint.noise_note(ckpt_path, ckpt)):
+            print(note, file=sys.stderr, flush=True)
         checkpoint.restore(ckpt_path, ckpt, policy, opt)
         update, global_step, seconds_before = ckpt["update"], ckpt["global_step"], ckpt["seconds"]
         if len(ckpt["rng"]) != world:   # the identity's rank count matched: a file made by hand

@@ -13,13 +13,14 @@ from pathlib import Path
 
 import click
 
-from bps_assets.errors import BpsError, OutputExistsError
+from bps_assets.errors import BpsError, ConfigError, OutputExistsError, did_you_mean
 from bps_assets.nav import episodes as ep
 from bps_assets.nav import objectnav_episodes as on
 from bps_assets.nav.indoor import episode_islands
 from bps_assets.nav import instance_imagenav_episodes as iin_episodes
 from bps_assets.nav.instance_imagenav_files import write_instance_imagenav_dataset
 from bps_assets.nav.objectnav_files import write_objectnav_dataset
+from bps_assets.readers.semantic_categories import GOAL_SETS, mpcat40
 
 D = ep.DEFAULTS
 TASKS = ("pointnav", "objectnav", "instance_imagenav")
@@ -128,6 +129,7 @@ def _scene_episodes(path: Path, name: str, dataset: str, per_scene: int, seed: i
         if categories is not None:   # what the task map leaves out (e.g. ReplicaCAD's wall_cabinet)
             present = {table.category_name(i) for i in range(len(table))} - {""}
             stats["unmapped_categories"] = sorted(present - set(categories))
+            stats["absent_categories"] = sorted(set(categories) - present)   # no object of them here
         stats["where"] = ep.where_episodes_start(nm, episode_islands(nm, opts.all_islands), out.episodes,
                                                  opts.all_islands)
     else:
@@ -148,6 +150,38 @@ def _category_map(text: str) -> dict:
     if not names or len(set(names)) != len(names):
         raise click.BadParameter("a comma-separated list of distinct category names", param_hint="--categories")
     return {c: i for i, c in enumerate(names)}
+
+
+def _category_hint(name: str, known) -> str:
+    """" (did you mean 'tv_monitor'?)" for a category ``name``: difflib's close matches, else the
+    names that have it as a word ('tv' -> 'tv_monitor'); "" when none."""
+    hint = did_you_mean(name, known) or did_you_mean(
+        name, [k for k in known if name.lower() in k.split("_")], cutoff=0)
+    return f" ({hint})" if hint else ""
+
+
+def check_category_case(cats: dict) -> None:
+    """Before any scene is read: a --categories name that is an mpcat40 name but for its case or
+    separators ('Chair', 'tv monitor') is a ConfigError naming it (names match exactly)."""
+    names = mpcat40()
+    for c in cats:
+        norm = c.strip().lower().replace(" ", "_").replace("-", "_")
+        if c not in names and norm in names:
+            raise ConfigError(None, f"--categories {c!r} is not a category name; did you mean {norm!r}? "
+                                    "(names match exactly: mpcat40's, lower case, words joined by '_')")
+
+
+def listed_categories_absent(report: list[dict], cats: dict) -> list[str]:
+    """The typed --categories that no generated scene has an object of (``absent_categories`` of
+    every row of ``report``), in --categories order; a name that is neither an mpcat40 category
+    nor any of these scenes' is a ConfigError naming it, with the close names (nothing written)."""
+    absent = [c for c in cats if all(c in r.get("absent_categories", ()) for r in report)]
+    known = set(mpcat40()) | {c for r in report for c in r.get("unmapped_categories", ())}
+    unknown = [c for c in absent if c not in known]
+    if unknown:
+        raise ConfigError(None, "--categories " + "; ".join(f"{c!r}{_category_hint(c, known)}" for c in unknown)
+                          + ": not an mpcat40 category nor one of the scenes' (docs/TASKS.md); nothing written")
+    return absent
 
 
 def _other_agent(task: str, report: list[dict]) -> str:
@@ -223,7 +257,7 @@ def _write_objectnav(out_dir, split, by_scene, overwrite):
               help="objectnav / instance_imagenav goal categories: hm3d (habitat's HM3D six: chair, bed, "
                    "plant, toilet, tv_monitor, sofa), mp3d (habitat's MP3D 21), all (every mpcat40 object "
                    "class, fixed ids; not wall, floor, ceiling, void, unlabeled), or a comma-separated "
-                   "list (task ids in order)")
+                   "list (task ids in order) of exact names: mpcat40's or the scenes' own")
 @click.option("--all-islands", is_flag=True, default=D.all_islands,
               help="start and end episodes on any island (default: the largest indoor one, as "
                    "habitat's newer generators; docs/NAVMESH.md section 9)")
@@ -265,6 +299,9 @@ def episodes_cmd(navfiles, out_dir, split, per_scene, seed, dataset, goal_radius
     cats = _category_map(categories) if task in SEMANTIC_TASKS else None
     by_scene, report, failed = {}, [], []
     scene_ids = {p: e["scene_id"] for p, e in entries.items() if e["scene_id"]}
+    listed = task in SEMANTIC_TASKS and categories not in GOAL_SETS   # names typed, not a named set
+    if listed:
+        check_category_case(cats)
     for path, name in zip(navfiles, names):
         packed = packed_scene_path(Path(path), name, scenes_dir) if task in SEMANTIC_TASKS else None
         # one scene that cannot give episodes must not cost the others theirs
@@ -289,6 +326,10 @@ def episodes_cmd(navfiles, out_dir, split, per_scene, seed, dataset, goal_radius
                                                   if stats.get("shared_ids") else ""))
             continue
         click.echo(f"error: {name}: {failed[-1]['error']}", err=True)
+    absent = listed_categories_absent(report, cats) if listed and report else []
+    if absent:
+        click.echo(f"warning: no scene has an object of --categories {', '.join(absent)}: no goals of "
+                   f"{'it' if len(absent) == 1 else 'them'} (the task ids are kept)", err=True)
     other = _other_agent(task, report)
     if other:
         click.echo(other, err=True)

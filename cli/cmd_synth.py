@@ -7,6 +7,8 @@ import click
 
 from bps_assets import synth
 
+from .cmd_episodes import SEMANTIC_TASKS   # semantic scenes' tasks, each with its own agent
+
 
 def _line(info) -> str:
     storeys = len(info.storeys)
@@ -64,15 +66,20 @@ def synth_cmd(outdir, layout, scenes, seed, size, overwrite, as_json, semantic, 
         click.echo(f"{len(infos)} scenes, {tri:,} triangles, {sum(i.bytes for i in infos) / 1e6:.1f} MB "
                    f"in {sum(i.seconds for i in infos):.1f} s -> {outdir}")
         names = [n for n, _ in synth.scene_names(layout, scenes)]
-        click.echo(f"preprocess them: {preprocess_command(outdir, layout, names, objectnav=semantic)}")
+        first, *others = SEMANTIC_TASKS if semantic else (None,)
+        click.echo(f"preprocess them: {preprocess_command(outdir, layout, names, task=first)}")
+        for task in others:   # each task refuses navmeshes built for another agent
+            click.echo(f"  for {task} (its agent): {preprocess_command(outdir, layout, names, task=task)}")
         if semantic:
-            click.echo("(navmeshes for ObjectNav's agent; the steps to an ObjectNav eval video: docs/OBJECTNAV.md)")
+            click.echo(f"(navmeshes for each task's agent: {', '.join(SEMANTIC_TASKS)}; the steps to an "
+                       "ObjectNav eval video: docs/OBJECTNAV.md)")
 
 
-def preprocess_command(outdir, layout: str, names, objectnav: bool = False) -> str:
+def preprocess_command(outdir, layout: str, names, task: str | None = None) -> str:
     """The `bps-assets preprocess` command line that takes exactly the split these scenes
-    belong to (synth names scenes after a dataset's, e.g. gibson's tiny split); ``objectnav``:
-    with the navmesh agent of ObjectNav (its task defaults), which semantic scenes are for."""
+    belong to (synth names scenes after a dataset's, e.g. gibson's tiny split); ``task``: with
+    that task's navmesh agent (its ``TaskSpec.defaults``; importing them loads torch, there is
+    no torch-free copy) into its own output folder (OUTDIR-out for ObjectNav, OUTDIR-TASK-out)."""
     import shlex
 
     from bps_assets.pipeline.datasets import load_dataset
@@ -80,12 +87,14 @@ def preprocess_command(outdir, layout: str, names, objectnav: bool = False) -> s
     ds = load_dataset(layout)
     fits = ds.splits_holding(names)
     split = f" --split {fits[0][0]}" if fits and fits[0][0] != ds.default_split else ""
-    out = shlex.quote(str(outdir).rstrip("/") + "-out")
+    suffix = "" if task in (None, SEMANTIC_TASKS[0]) else f"-{task}"
+    out = shlex.quote(str(outdir).rstrip("/") + suffix + "-out")
     agent = ""
-    if objectnav:
-        from bps_runtime.tasks.objectnav import DEFAULTS as OBJECTNAV
+    if task is not None:
+        from bps_runtime.tasks import task_spec
 
-        agent = f" --agent-radius {OBJECTNAV.agent_radius} --agent-height {OBJECTNAV.agent_height}"
+        d = task_spec(task).defaults
+        agent = f" --agent-radius {d.agent_radius} --agent-height {d.agent_height}"
     return f"bps-assets preprocess {shlex.quote(str(outdir))} -o {out} --dataset {ds.name}{split}{agent}"
 
 

@@ -81,6 +81,27 @@ def test_objectnav_files_from_the_cli(layout, tmp_path):
     assert r.exit_code == 2 and "--categories" in r.output
 
 
+def test_typed_category_names_are_checked(layout, tmp_path):
+    """A typed --categories list: 'Chair' (case) is refused before any scene is read, 'tv' (no
+    mpcat40 category, no scene's) once they are, naming it and tv_monitor, nothing written; a valid
+    category no scene has (bed) is one warning line and keeps its id."""
+    root, _ = layout
+    out = tmp_path / "on"
+    args = ["episodes", str(root / "navmeshes" / "TwoRooms.navmesh.bps"), "--task", "objectnav", "-o",
+            str(out), "--split", "val", "--per-scene", "4", "--seed", "3", "--categories"]
+    r = CliRunner().invoke(main, [*args, "Chair"])
+    assert r.exit_code != 0 and "'Chair'" in r.stderr and "did you mean 'chair'" in r.stderr, r.output
+    assert "view point" not in r.output
+    r = CliRunner().invoke(main, [*args, "chair,tv"])
+    assert r.exit_code != 0 and "'tv'" in r.stderr and "'tv_monitor'" in r.stderr, r.output
+    assert not out.exists()
+    r = CliRunner().invoke(main, [*args, "chair,bed"])
+    assert r.exit_code == 0, r.output
+    (line,) = [ln for ln in r.stderr.splitlines() if ln.startswith("warning: no scene has")]
+    assert "bed" in line and "chair" not in line
+    assert read_objectnav_dataset(out / "val").category_to_task_category_id == {"chair": 0, "bed": 1}
+
+
 def test_named_category_sets_have_ids_that_do_not_depend_on_the_scenes(layout, tmp_path):
     """--categories all: every mpcat40 object class in mpcat40 order (not wall, floor, ceiling,
     void, unlabeled), whatever the scenes have; mp3d: habitat's 21 MP3D goal categories."""

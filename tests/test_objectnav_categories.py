@@ -5,6 +5,9 @@ the map in the checkpoint, and ``--eval`` / resume refuse episodes whose map dif
 both), and ids beyond the policy's category embedding (naming the episode file)."""
 from __future__ import annotations
 
+import gzip
+import json
+
 import pytest
 import torch
 from click.testing import CliRunner
@@ -12,6 +15,7 @@ from click.testing import CliRunner
 from bps_assets.errors import ConfigError
 from bps_assets.readers.semantic_categories import goal_categories, objectnav_hm3d
 from bps_runtime import make
+from bps_train import checkpoint
 from bps_train.train import run
 from cli.main import main
 
@@ -63,6 +67,16 @@ def test_the_checkpoint_records_the_map_and_eval_refuses_another(objectnav_datas
         run([*ev, "--eval-episodes-file", str(mp3d)])
     msg = str(e.value)
     assert str(run_dir / "checkpoint.pt") in msg and "'bed': 1" in msg and "'bed': 6" in msg and str(mp3d) in msg
+    # a checkpoint saved before the map was recorded (no key): its sampled episodes had hm3d's ids
+    old_dir = tmp_path / "old"
+    old_dir.mkdir()
+    checkpoint.save(old_dir / "checkpoint.pt", {**{k: v for k, v in ckpt.items() if k not in ("format", "version")},
+                                                "identity": {k: v for k, v in ckpt["identity"].items()
+                                                             if k != "goal_categories"}})
+    with pytest.raises(ConfigError, match="trained on goal categories") as e:
+        run([*tiny, "--eval", str(old_dir / "checkpoint.pt"), "--eval-split", "train", "--eval-episodes", "2",
+             "--eval-episodes-file", str(mp3d)])
+    assert "'bed': 1" in str(e.value) and "'bed': 6" in str(e.value)
     # sampled eval takes the checkpoint's set; asking for another is refused
     assert run([*ev])["episodes"] == 2
     with pytest.raises(ConfigError, match="trained on goal categories"):
@@ -70,9 +84,25 @@ def test_the_checkpoint_records_the_map_and_eval_refuses_another(objectnav_datas
     # resume with another set: the env config's identity differs
     with pytest.raises(ConfigError, match="cannot resume"):
         run([*tiny, "--out-dir", str(run_dir), "--total-steps", "16", "--categories", "mp3d"])
-    # ids beyond the category embedding (64 rows): hm3d's six are task ids 64-69 here
-    names = [f"x{i}" for i in range(64)] + list(objectnav_hm3d())
-    far = _episodes(out, tmp_path / "far", ",".join(names))
+    # ids beyond the category embedding (64 rows): hm3d's six are task ids 64-69 here (the file's
+    # maps shifted: `episodes --categories` refuses names that are no category)
+    far = _episodes(out, tmp_path / "far", "hm3d")
+    for f in far.parent.rglob("*.json.gz"):
+        doc = json.loads(gzip.decompress(f.read_bytes()))
+        if "category_to_task_category_id" in doc:
+            doc["category_to_task_category_id"] = {k: v + 64 for k, v in doc["category_to_task_category_id"].items()}
+            f.write_bytes(gzip.compress(json.dumps(doc).encode()))
     with pytest.raises(ConfigError, match="outside the policy's category embedding") as e:
         run([*ev, "--eval-episodes-file", str(far)])
     assert e.value.path == str(far)
+
+
+def test_an_old_checkpoint_without_a_map_has_the_one_its_run_had():
+    """Before the map was saved: sampled ObjectNav had hm3d's ids; a file's map is unknown (None)."""
+    ckpt = {"args": {}, "world": 1, "identity": {"task": "objectnav", "episodes": "sample"}}
+    assert checkpoint.saved_identity(ckpt)["goal_categories"] == objectnav_hm3d()
+    assert checkpoint.saved_identity({**ckpt, "identity": {"task": "objectnav", "episodes": "eps.json.gz"}}
+                                     )["goal_categories"] is None
+    assert checkpoint.saved_identity({**ckpt, "identity": {"episodes": "sample"}})["goal_categories"] is None
+    recorded = {"task": "objectnav", "episodes": "sample", "goal_categories": {"chair": 0}}
+    assert checkpoint.saved_identity({**ckpt, "identity": recorded})["goal_categories"] == {"chair": 0}

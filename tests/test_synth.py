@@ -402,5 +402,13 @@ def test_synth_semantic_prints_preprocess_with_objectnav_agent(tmp_path):
     cmd = next(ln for ln in r.output.splitlines() if ln.startswith("preprocess them: "))
     assert cmd.endswith(f"--agent-radius {OBJECTNAV.agent_radius} --agent-height {OBJECTNAV.agent_height}"), cmd
     assert "docs/OBJECTNAV.md" in r.output
+    # InstanceImageNav refuses ObjectNav's navmeshes: its own agent's command, into its own folder
+    from bps_runtime.tasks import task_spec
+
+    iin = task_spec("instance_imagenav").defaults
+    (line,) = [ln for ln in r.output.splitlines() if ln.startswith("  for instance_imagenav (its agent): ")]
+    assert line.endswith(f"--agent-radius {iin.agent_radius} --agent-height {iin.agent_height}"), line
+    assert "-instance_imagenav-out" in line and (iin.agent_radius, iin.agent_height) != (
+        OBJECTNAV.agent_radius, OBJECTNAV.agent_height)
     r = CliRunner().invoke(main, ["synth", str(tmp_path / "plain"), "-n", "1"])
     assert "--agent-radius" not in r.output

@@ -385,6 +385,39 @@ def test_a_checkpoint_naming_the_manifest_bytes_still_resumes(dataset):
         checkpoint.check_same_run("ck.pt", {"dataset_sha256": "0" * 64}, {"dataset_sha256": content}, raw)
 
 
+def test_the_same_episode_file_named_another_way_resumes(tmp_path, monkeypatch):
+    """``--episodes`` (and the env config's episode source) is compared as a resolved path: the
+    same file named relative, absolute or through a link is the same run; a relative path saved
+    by an older checkpoint resolves against this run's folder; another file is still refused."""
+    from types import SimpleNamespace
+
+    from bps_assets.errors import ConfigError
+    from bps_runtime.env.config import EnvConfig
+    from bps_train import checkpoint
+
+    (tmp_path / "eps.json.gz").write_bytes(b"")
+    (tmp_path / "link.json.gz").symlink_to(tmp_path / "eps.json.gz")
+    monkeypatch.chdir(tmp_path)
+
+    def run_id(episodes):
+        args = SimpleNamespace(**{k: 1 for k in checkpoint.IDENTITY_ARGS})
+        args.episodes = episodes
+        out = checkpoint.identity(args, "d" * 64)
+        out["env"] = checkpoint.env_identity(EnvConfig.from_kwargs("m/manifest.json", episodes=episodes))
+        return out
+
+    saved = {"args": {}, "world": 1, "identity": run_id("eps.json.gz")}
+    for other in (str(tmp_path / "eps.json.gz"), "./eps.json.gz", "link.json.gz"):
+        checkpoint.check_same_run("ck.pt", checkpoint.saved_identity(saved), run_id(other))
+    raw = run_id("eps.json.gz")   # as saved before: the path as typed
+    raw["episodes"] = raw["env"]["episodes"]["source"] = "eps.json.gz"
+    checkpoint.check_same_run("ck.pt", checkpoint.saved_identity({**saved, "identity": raw}),
+                              run_id(str(tmp_path / "eps.json.gz")))
+    (tmp_path / "other.json.gz").write_bytes(b"")
+    with pytest.raises(ConfigError, match="--episodes"):
+        checkpoint.check_same_run("ck.pt", checkpoint.saved_identity(saved), run_id("other.json.gz"))
+
+
 def test_sigint_saves_a_checkpoint_and_exits_cleanly(dataset, tmp_path):
     out = tmp_path / "run"
     cmd = [sys.executable, "-m", "bps_train.train", "--dataset", str(dataset), "--out-dir", str(out), *TINY,
@@ -412,7 +445,7 @@ def test_dataset_info_counts_what_the_environments_serve(dataset):
     assert count > 0 and scene_and_episode_counts(dataset, "val") == (1, count)
 
 
-def test_eval_restores_the_checkpoints_noise(dataset, tmp_path, monkeypatch):
+def test_eval_restores_the_checkpoints_noise(dataset, tmp_path, monkeypatch, capsys):
     """bps-train --eval makes its env with the noise the checkpoint was trained with (as its
     sensor and resolution); an explicit --noise wins (an eval under other noise)."""
     import bps_runtime
@@ -432,6 +465,22 @@ def test_eval_restores_the_checkpoints_noise(dataset, tmp_path, monkeypatch):
     assert made[-1].config.noise == NoiseOptions(depth="redwood", actuation="locobot-ilqr", multiplier=0.5)
     main(ev + ["--noise", "depth=redwood,multiplier=2"])   # (its sensor is depth: RGB noise would be refused)
     assert made[-1].config.noise == NoiseOptions(depth="redwood", multiplier=2.0)
+    # a noisy checkpoint from before the noise rules were recorded: resume and eval print one note
+    from bps_train import checkpoint
+
+    ckpt = torch.load(out / "checkpoint.pt", weights_only=True)
+    assert ckpt["identity"]["noise_rules"] == checkpoint.NOISE_RULES
+    assert "noise rules" not in capsys.readouterr().err
+    checkpoint.save(out / "checkpoint.pt", {**{k: v for k, v in ckpt.items() if k not in ("format", "version")},
+                                            "identity": {k: v for k, v in ckpt["identity"].items()
+                                                         if k != "noise_rules"}})
+    main(ev)
+    (note,) = [ln for ln in capsys.readouterr().err.splitlines() if "older noise rules" in ln]
+    assert str(out / "checkpoint.pt") in note and "Redwood depth noise" in note and "goal image" not in note
+    main(["--dataset", str(dataset), "--out-dir", str(out), *tiny, "--total-steps", "16",
+          "--noise", "depth=redwood,actuation=locobot-ilqr,multiplier=0.5"])   # resumes, not refused
+    assert torch.load(out / "checkpoint.pt", weights_only=True)["update"] == 2
+    assert sum("older noise rules" in ln for ln in capsys.readouterr().err.splitlines()) == 1
 
 
 def test_lod_flag_reaches_the_env_config_and_a_bad_one_is_refused_before_building(dataset, tmp_path, capsys,

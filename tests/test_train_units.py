@@ -7,6 +7,7 @@ import dataclasses
 import math
 import subprocess
 import sys
+from pathlib import Path
 from collections import deque
 
 import pytest
@@ -400,6 +401,18 @@ def test_help_reads_right_for_switches_and_lists_the_tasks():
     assert parse(Args, ["--no-resume"]).resume is False and parse(Args, []).resume is True
 
 
+def test_eval_episodes_help_and_docs_say_what_0_means():
+    """--eval-episodes 0: the split's or the file's episodes, but SAMPLED_EVAL sampled ones (no
+    file); min(N, 64) environments. --help and docs/TRAINING.md say the numbers the code uses."""
+    from bps_train.train import SAMPLED_EVAL
+
+    doc = " ".join(Args.__dataclass_fields__["eval_episodes"].metadata["doc"].split())
+    assert f"without a file): {SAMPLED_EVAL})" in doc and "min(N, 64) environments" in doc
+    training = " ".join((Path(__file__).parents[1] / "docs" / "TRAINING.md").read_text().split())
+    assert f"or {SAMPLED_EVAL} sampled ones. It runs min(N, 64) environments" in training
+    assert "`soft_spl`, `distance_to_goal`" in training and "one environment per episode" not in training
+
+
 def test_expected_duration_line():
     from bps_train.train import duration_text, eta_line
 
@@ -408,3 +421,17 @@ def test_expected_duration_line():
     line = eta_line(3, 1957, 3072, 30.0, 1024)
     assert line.startswith("expected duration: 1954 more update(s), 2,000,896 frames at 102 frames/s")
     assert "about 5 h 25 min more" in line, line
+
+
+def test_noise_note_names_only_the_changes_that_apply():
+    """A noisy checkpoint without ``noise_rules`` (saved before them): the note names what changed
+    for its task and noise; none for a current one, a noiseless one, or noise no change touched."""
+    from bps_train import checkpoint
+
+    old = {"args": {"noise": "rgb=gaussian", "task": "imagenav"}, "identity": {}}
+    note = checkpoint.noise_note("c.pt", old)
+    assert "c.pt" in note and "goal image" in note and "Redwood" not in note
+    assert "Redwood" in checkpoint.noise_note("c.pt", {**old, "args": {"noise": "challenge2021", "task": "imagenav"}})
+    assert checkpoint.noise_note("c.pt", {**old, "args": {"noise": "rgb=gaussian", "task": "pointnav"}}) == ""
+    assert checkpoint.noise_note("c.pt", {**old, "identity": {"noise_rules": checkpoint.NOISE_RULES}}) == ""
+    assert checkpoint.noise_note("c.pt", {**old, "args": {"noise": "", "task": "imagenav"}}) == ""

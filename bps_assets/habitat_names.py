@@ -2,8 +2,9 @@
 without heavy imports (the dataset tables read them before numpy is loaded).
 
 ``habitat_scene_name(path)``: the file name up to its first dot (HM3D's ``X.basis.glb`` -> ``X``,
-as habitat-lab's InstanceImageNav goal keys and HM3D's episode content files name it; its
-``scene_from_scene_path`` drops only the last extension); a name starting with a dot is named
+as HM3D's episode content files and habitat-lab's InstanceImageNav goal keys name it; those keys
+strip only ``.glb`` then ``.basis`` (``nav.instance_imagenav_files.goal_key`` follows them), and
+``scene_from_scene_path`` only the last extension); a name starting with a dot is named
 without it (``.room.obj`` -> ``room``: an empty name, or hidden outputs, otherwise). It ties
 episode files' scene ids, scene dataset configs' stages, manifests' scenes, preprocess's scan
 names (``datasets.scan_names``' first rule) and convert / navmesh / episodes outputs.

@@ -73,8 +73,9 @@ def options_class(name: str, module: str, doc: str, fields: tuple = (), resource
                   **defaults) -> type:
     """A task's frozen ``TaskOptions`` subclass defined as ``module.TaskOptions``: the base's fields
     and ``fields`` ((name, type) pairs), ``defaults`` for any of them (every one of ``fields``
-    needs one; the agent's: ``AGENTS[name]``), plus ``resources`` ({name: (type, default) or (type, default, check)}: ``check(value)``
-    raises ``ConfigError`` for a bad value when the options are built, not when an env uses them)."""
+    needs one; the agent's come from ``AGENTS[name]``), plus ``resources`` ({name: (type, default)
+    or (type, default, check)}: ``check(value)`` raises ``ConfigError`` for a bad value when the
+    options are built, not when an env uses them)."""
     base = {f.name for f in dataclasses.fields(TaskOptions)}
     if "agent_radius" in defaults or "agent_height" in defaults:
         raise ConfigError(None, f"options_class({name!r}): the agent's defaults come from AGENTS, not arguments")

@@ -189,20 +189,19 @@ def _other_agent(task: str, report: list[dict]) -> str:
     what bps-train uses and refuses a dataset for); "" when they match. A warning, not a refusal:
     ``make()``'s task options take any agent, and such a run wants these episodes."""
     from bps_assets.pipeline.manifest import agent_diffs
-    from bps_runtime.tasks import task_spec
+    from bps_runtime.tasks.options import task_agent   # the task's agent without torch / Warp
 
-    want = task_spec(task).defaults
-    off = [r for r in report if agent_diffs(r["agent"]["radius"], r["agent"]["height"],
-                                            want.agent_radius, want.agent_height)]
+    radius, height = task_agent(task)
+    off = [r for r in report if agent_diffs(r["agent"]["radius"], r["agent"]["height"], radius, height)]
     if not off:
         return ""
     a = off[0]["agent"]
     names = ", ".join(r["scene"] for r in off[:5]) + (" ..." if len(off) > 5 else "")
     return (f"warning: {len(off)} navmesh(es) ({names}) were built for another agent (radius {a['radius']:g} m, "
-            f"height {a['height']:g} m) than {task}'s (radius {want.agent_radius:g} m, height "
-            f"{want.agent_height:g} m): bps-train --task {task} refuses their dataset; preprocess with "
-            f"--agent-radius {want.agent_radius:g} --agent-height {want.agent_height:g} for it (episodes "
-            "written all the same: make() takes any agent in the task options)")
+            f"height {a['height']:g} m) than {task}'s (radius {radius:g} m, height {height:g} m): "
+            f"bps-train --task {task} refuses their dataset; preprocess with --agent-radius {radius:g} "
+            f"--agent-height {height:g} for it (episodes written all the same: make() takes any agent in the "
+            "task options)")
 
 
 def _unmapped_summary(report: list[dict], categories: str, shown: int = 12) -> str:

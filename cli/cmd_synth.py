@@ -78,8 +78,8 @@ def synth_cmd(outdir, layout, scenes, seed, size, overwrite, as_json, semantic, 
 def preprocess_command(outdir, layout: str, names, task: str | None = None) -> str:
     """The `bps-assets preprocess` command line that takes exactly the split these scenes
     belong to (synth names scenes after a dataset's, e.g. gibson's tiny split); ``task``: with
-    that task's navmesh agent (its ``TaskSpec.defaults``; importing them loads torch, there is
-    no torch-free copy) into its own output folder (OUTDIR-out for ObjectNav, OUTDIR-TASK-out)."""
+    that task's navmesh agent (its options' default, read without torch from ``tasks.options``)
+    into its own output folder (OUTDIR-out for ObjectNav, OUTDIR-TASK-out)."""
     import shlex
 
     from bps_assets.pipeline.datasets import load_dataset
@@ -91,10 +91,10 @@ def preprocess_command(outdir, layout: str, names, task: str | None = None) -> s
     out = shlex.quote(str(outdir).rstrip("/") + suffix + "-out")
     agent = ""
     if task is not None:
-        from bps_runtime.tasks import task_spec
+        from bps_runtime.tasks.options import task_agent
 
-        d = task_spec(task).defaults
-        agent = f" --agent-radius {d.agent_radius} --agent-height {d.agent_height}"
+        radius, height = task_agent(task)
+        agent = f" --agent-radius {radius} --agent-height {height}"
     return f"bps-assets preprocess {shlex.quote(str(outdir))} -o {out} --dataset {ds.name}{split}{agent}"
 
 

@@ -6,12 +6,12 @@ habitat-lab's ObjectNav and ImageNav (their step: ``goalnav``). Nothing outside 
 the trainer, through the spec) names a task.
 
 Adding a task: write ``tasks/<name>.py`` defining ``NAME``, a ``TaskOptions`` class whose
-``TASK`` is ``NAME`` (``options.options_class`` makes one on the one base, ``options.TaskOptions``),
-and ``SPEC = TaskSpec(...)`` (tasks/spec.py lists its members; docs/ARCHITECTURE.md "How to add a
-task" walks through one); add
-``<name>`` to ``TASKS`` below. ``task_spec(name)`` imports and returns a spec; ``spec_for(options)``
-is the spec of an options object (its class's ``TASK``). tests/test_task_seam.py checks every
-task of ``TASKS`` against the protocol.
+``TASK`` is ``NAME`` (``options.options_class`` makes one on the one base, ``options.TaskOptions``;
+its navmesh agent: ``options.AGENTS[NAME]``), and ``SPEC = TaskSpec(...)`` (tasks/spec.py lists
+its members; docs/ARCHITECTURE.md "How to add a task" walks through one); add ``<name>`` to
+``TASKS`` below. ``task_spec(name)`` imports and returns a spec; ``spec_for(options)`` is the
+spec of an options object (its class's ``TASK``). tests/test_task_seam.py checks every task of
+``TASKS`` against the protocol.
 """
 from __future__ import annotations
 

@@ -38,7 +38,6 @@ TaskOptions = options_class(
     doc="habitat-lab's ImageNav defaults (tilt / pitch unused: no LOOK actions).",
     forward_step=0.25, turn_degrees=10.0, tilt_degrees=0.0, max_pitch_degrees=None, sliding=True,
     success_distance=0.2, max_episode_steps=1000, slack_reward=-0.01, success_reward=2.5,
-    agent_height=1.5, agent_radius=0.1,
     # goal images kept for reuse (tasks/goal_images.py; 0: none): a memory budget, not a task rule
     resources={"goal_cache_bytes": (int, DEFAULT_BUDGET_BYTES, check_budget)})
 

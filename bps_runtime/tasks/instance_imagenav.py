@@ -45,7 +45,6 @@ TaskOptions = options_class(
     NAME, __name__, fields=goalnav.OPTION_FIELDS, doc="habitat-lab's instance_imagenav_hm3d_v2 defaults.",
     forward_step=0.25, turn_degrees=30.0, tilt_degrees=30.0, max_pitch_degrees=30.0, sliding=False,
     success_distance=0.1, max_episode_steps=1000, slack_reward=-0.01, success_reward=2.5,
-    agent_height=1.41, agent_radius=0.17,
     # goal images kept for reuse (tasks/goal_images.py; 0: none): a memory budget, not a task rule
     resources={"goal_cache_bytes": (int, DEFAULT_BUDGET_BYTES, check_budget)})
 

@@ -30,8 +30,7 @@ LOOK = True
 TaskOptions = options_class(
     NAME, __name__, fields=goalnav.OPTION_FIELDS, doc="habitat-lab's objectnav_hm3d defaults.",
     forward_step=0.25, turn_degrees=30.0, tilt_degrees=30.0, max_pitch_degrees=30.0, sliding=False,
-    success_distance=0.1, max_episode_steps=500, slack_reward=-0.01, success_reward=2.5,
-    agent_height=0.88, agent_radius=0.18)
+    success_distance=0.1, max_episode_steps=500, slack_reward=-0.01, success_reward=2.5)
 
 
 # the sensor geometry of habitat-lab's task config (SensorConfig's defaults for this task)

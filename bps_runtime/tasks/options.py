@@ -5,6 +5,7 @@ habitat-lab's PointNav defaults: pointnav.yaml / DD-PPO) and ``options_class`` (
 Checked when built (``check_rules``; ConfigError): every float option finite (None where allowed),
 ``max_episode_steps`` an int >= 0 (0: no step limit, as habitat-lab's ``Env._past_limit``).
 Sensor geometry is not a task option: ``SensorConfig`` holds it, ``TaskSpec.camera`` its defaults.
+``AGENTS``: each task's navmesh agent, its options' default and the CLI's torch-free agent checks.
 """
 from __future__ import annotations
 
@@ -14,6 +15,19 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from bps_assets.errors import ConfigError, is_int, is_real
+
+# each task's default navmesh agent (habitat-lab's task configs), (radius, height) in metres: the
+# one copy, read by options_class and by `bps-assets episodes` / `synth --semantic` (no torch)
+AGENTS = {"pointnav": (0.1, 1.5), "objectnav": (0.18, 0.88), "imagenav": (0.1, 1.5),
+          "instance_imagenav": (0.17, 1.41)}
+
+
+def task_agent(task: str) -> tuple[float, float]:
+    """The default navmesh agent (radius, height) in metres of the task called ``task``
+    (ConfigError naming the choices otherwise); importing it loads neither torch nor Warp."""
+    if task not in AGENTS:
+        raise ConfigError(None, f"task={task!r}: choose from {tuple(AGENTS)}")
+    return AGENTS[task]
 
 
 @dataclass(frozen=True)
@@ -28,8 +42,8 @@ class TaskOptions:
     max_episode_steps: int = 500          # 0: no limit (habitat-lab's Env._past_limit)
     slack_reward: float = -0.01
     success_reward: float = 2.5
-    agent_radius: float = 0.1             # metres: the agent the dataset's navmeshes must be built for
-    agent_height: float = 1.5             # (make() refuses a dataset built for another agent)
+    agent_radius: float = AGENTS["pointnav"][0]   # metres: the agent the dataset's navmeshes must be
+    agent_height: float = AGENTS["pointnav"][1]   # built for (make() refuses another agent's dataset)
 
     def __post_init__(self):
         check_rules(self)
@@ -59,9 +73,14 @@ def options_class(name: str, module: str, doc: str, fields: tuple = (), resource
                   **defaults) -> type:
     """A task's frozen ``TaskOptions`` subclass defined as ``module.TaskOptions``: the base's fields
     and ``fields`` ((name, type) pairs), ``defaults`` for any of them (every one of ``fields``
-    needs one), plus ``resources`` ({name: (type, default) or (type, default, check)}: ``check(value)``
-    raises ``ConfigError`` for a bad value when the options are built, not when an env uses them)."""
+    needs one; the agent's come from ``AGENTS[name]``), plus ``resources`` ({name: (type, default)
+    or (type, default, check)}: ``check(value)`` raises ``ConfigError`` for a bad value when the
+    options are built, not when an env uses them)."""
     base = {f.name for f in dataclasses.fields(TaskOptions)}
+    if "agent_radius" in defaults or "agent_height" in defaults:
+        raise ConfigError(None, f"options_class({name!r}): the agent's defaults come from AGENTS, not arguments")
+    radius, height = task_agent(name)
+    defaults = {**defaults, "agent_radius": radius, "agent_height": height}
     own = dict(fields)
     unknown = set(defaults) - base - set(own)
     if unknown or set(own) - set(defaults):

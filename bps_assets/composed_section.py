@@ -27,6 +27,9 @@ from .semantics import SemanticTable
 HEADER_KEY = "composed"
 MAX_INSTANCES = 1 << 17
 MAX_CATEGORIES = 4096
+# the runtime's category table holds one dense row per scene, indexed by semantic id
+# (bps_runtime.render.semantic.MAX_INSTANCE_ID): the cap before anything sizes that row
+MAX_SEMANTIC_ID = 1 << 20
 MOTION_TYPES = ("STATIC", "KINEMATIC", "DYNAMIC")   # index = the code in ``instance_motion``
 KINDS = ("object", "articulated")                   # an instance: a rigid object or a URDF link
 LAYOUT = {
@@ -125,10 +128,25 @@ def check(path, header: dict, a: dict) -> InstanceTable:
         raise _err(path, "motion type code above 2", "instance_motion")
     if not np.isfinite(a["instance_transform"]).all():
         raise _err(path, "non-finite transform", "instance_transform")
+    bad = semantic_id_problem(a["instance_semantic"], c["names"])
+    if bad:
+        raise _err(path, bad, "instance_semantic")
     g = a["instance_group"]   # an entry of a scene instance file: fewer than MAX_INSTANCES (its cap)
     if g.size and (g.min() < 0 or g.max() >= MAX_INSTANCES):
         raise _err(path, f"group outside 0..{MAX_INSTANCES - 1}", "instance_group")
     return InstanceTable(c, *(a[f] for f in FIELDS))
+
+
+def semantic_id_problem(ids, names) -> str | None:
+    """Why habitat semantic ids ``ids`` (of the instances ``names``) cannot be a composed scene's
+    ``instance_semantic`` (outside 0..``MAX_SEMANTIC_ID``), or None. Packing and reading check it."""
+    ids = np.asarray(ids, np.int64)
+    bad = np.flatnonzero((ids < 0) | (ids > MAX_SEMANTIC_ID))
+    if not bad.size:
+        return None
+    i = int(bad[0])
+    return (f"instance {names[i]!r}: semantic_id {int(ids[i])} outside 0..{MAX_SEMANTIC_ID} (the semantic "
+            "sensor's category table holds one row per id)")
 
 
 def read_table(path, container) -> InstanceTable:

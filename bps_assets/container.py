@@ -35,6 +35,7 @@ import numpy as np
 
 from .errors import (BpsError, ConfigError, CorruptFileError, FormatVersionError, InputError,
                      MissingSectionError, OutputExistsError, OutputWriteError, ResourceLimitError)
+from .hashing import sha256_file
 from .json_input import parse_json
 
 MAGIC = b"\x89BPS\r\n\x1a\n"
@@ -476,12 +477,15 @@ def atomic_write(path: str | os.PathLike, write_fn, overwrite: bool = False) -> 
 
 
 def refuse_other_source(path: str | os.PathLike, source: str | os.PathLike) -> None:
-    """Before replacing ``path`` (``--overwrite``): an OutputExistsError naming both files when
-    the packed file there records a source (header ``source``, or its ``path``) whose file name,
-    less its last extension, is not ``source``'s, so an output made from another scan of the
-    same scene name (``scan.v1.glb`` / ``scan.v2.glb`` -> ``scan``) is never replaced silently
-    (the same scan in another format, ``X.basis.glb`` / ``X.basis.navmesh``, still is). A path
-    that is no packed file, or records no source, is left to the caller's overwrite."""
+    """Before replacing ``path`` (``--overwrite``): an OutputExistsError naming both sources when
+    the packed file there was made from another source, so one scan's output is never replaced
+    silently by another's of the same scene name (Replica's ``apt_0/mesh.ply`` and
+    ``room_0/mesh.ply``; ``scan.v1.glb`` / ``scan.v2.glb``). Its header's ``source`` (an object
+    with ``path`` and ``sha256``, or a path) is the same source when the resolved paths match
+    (the file re-converted after it changed; a relative recorded path resolves against the
+    current folder) or ``source``'s sha256 is the recorded one (a moved folder, a renamed copy);
+    a bare file name without sha256 (a navmesh's ``source``) is the same when the names are.
+    A path that is no packed file, or records no source, is left to the caller's overwrite."""
     if not os.path.isfile(path):
         return
     try:
@@ -489,11 +493,17 @@ def refuse_other_source(path: str | os.PathLike, source: str | os.PathLike) -> N
     except (BpsError, OSError):
         return
     rec = header.get("source")
-    rec = rec.get("path") if isinstance(rec, Mapping) else rec
-    stem = lambda p: os.path.splitext(os.path.basename(p))[0]  # noqa: E731
-    if isinstance(rec, str) and rec and stem(rec) != stem(os.fspath(source)):
-        raise OutputExistsError(path, f"was made from {rec}, not from {os.fspath(source)} (two sources "
-                                      "with one scene name): remove it, or write to another folder")
+    rec, sha = (rec.get("path"), rec.get("sha256")) if isinstance(rec, Mapping) else (rec, None)
+    if not isinstance(rec, str) or not rec or os.path.realpath(rec) == os.path.realpath(source):
+        return
+    if sha is None and os.path.basename(rec) == rec and os.path.basename(source) == rec:
+        return   # a navmesh records its source's file name alone: all there is to compare
+    if isinstance(sha, str) and os.path.isfile(source):
+        if sha256_file(source)[0] == sha:
+            return
+    raise OutputExistsError(path, f"was made from {rec}, not from {os.fspath(source)} (another source with the "
+                                  "same scene name; --overwrite replaces only the output of the same file or of "
+                                  "the same bytes): write to another folder (-o), or delete this file first")
 
 
 def write_container(path: str | os.PathLike, kind: str, header: Mapping[str, Any],

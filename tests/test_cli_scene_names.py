@@ -78,8 +78,8 @@ def test_a_name_starting_with_a_dot_is_named_without_it_everywhere(tmp_path):
 def test_overwrite_never_replaces_an_output_made_from_another_scan_of_that_name(tmp_path):
     """``scan.v1.glb`` and ``scan.v2.glb`` are both scene ``scan``: in one call the second is
     refused (as before); across calls ``--overwrite`` replaces scan.v1's outputs only with
-    scan.v1's, and refuses scan.v2 naming both files."""
-    v1, v2 = _obj(tmp_path / "scan.v1.obj"), _obj(tmp_path / "scan.v2.obj")
+    scan.v1's (its path, or its bytes), and refuses scan.v2 (other bytes) naming both files."""
+    v1, v2 = _obj(tmp_path / "scan.v1.obj"), _obj(tmp_path / "scan.v2.obj", FLOOR.replace("v 4 0 0", "v 5 0 0"))
     out, nav = tmp_path / "out", tmp_path / "nav"
     r = _fails("convert", v1, v2, "-o", out)
     assert "scene id 'scan' already used" in r.output
@@ -117,26 +117,74 @@ def test_episodes_finds_a_packed_scene_under_the_name_an_older_convert_gave(tmp_
     assert [p.name for p in (tmp_path / "eps" / "train" / "content").iterdir()] == [f"{name}.json.gz"]
 
 
-def test_the_recorded_source_is_compared_less_its_last_extension(tmp_path):
-    """``X.basis.glb`` and ``X.basis.navmesh`` are one scan (its geometry, its navmesh): either
-    replaces the other's output; ``X.v2.glb`` does not replace ``X.v1.glb``'s. A file without a
-    recorded source is left to --overwrite."""
+def test_the_recorded_source_is_compared_by_resolved_path_and_sha256(tmp_path, monkeypatch):
+    """--overwrite replaces an output of the same source: the same resolved path (re-converted
+    after the file changed) or the same bytes (a moved folder, a renamed copy). Another file of
+    the same scene name is refused naming both and how to proceed: Replica's ``*/mesh.ply``,
+    ``X.v1.glb`` / ``X.v2.glb``, and HM3D's ``X.glb`` / ``X.basis.glb`` (other bytes). A file
+    without a recorded source is left to --overwrite."""
     import numpy as np
     import pytest
 
     from bps_assets.container import refuse_other_source, write_container
     from bps_assets.errors import OutputExistsError
+    from bps_assets.hashing import sha256_file
 
-    dst = tmp_path / "X.navmesh.bps"
-    write_container(dst, "TEST", {"source": "X.basis.glb"}, {"a": np.zeros(4, np.uint8)})
-    refuse_other_source(dst, tmp_path / "X.basis.navmesh")
-    refuse_other_source(dst, "elsewhere/X.basis.glb")
+    for d, body in (("apt0", b"ply A"), ("room0", b"ply B")):
+        (tmp_path / d).mkdir()
+        (tmp_path / d / "mesh.ply").write_bytes(body)
+    apt, room = tmp_path / "apt0" / "mesh.ply", tmp_path / "room0" / "mesh.ply"
+    dst = tmp_path / "mesh.bps"
+    write_container(dst, "TEST", {"source": {"path": str(apt), "sha256": sha256_file(apt)[0]}},
+                    {"a": np.zeros(4, np.uint8)})
+    with pytest.raises(OutputExistsError) as e:
+        refuse_other_source(dst, room)
+    assert all(s in str(e.value) for s in (str(dst), f"made from {apt}, not from {room}", "(-o)", "delete"))
+    (tmp_path / "apt0").rename(tmp_path / "moved")   # the same bytes elsewhere: the same source
+    refuse_other_source(dst, tmp_path / "moved" / "mesh.ply")
+    apt.parent.mkdir()
+    apt.write_bytes(b"ply A, edited")                # the same path, changed: the same source
+    refuse_other_source(dst, apt)
+    monkeypatch.chdir(tmp_path)
+    refuse_other_source(dst, "apt0/../apt0/mesh.ply")
+    (tmp_path / "X.glb").write_bytes(b"glb")
+    (tmp_path / "X.basis.glb").write_bytes(b"glb, basis textures")
+    write_container(dst, "TEST", {"source": {"path": "X.glb", "sha256": sha256_file("X.glb")[0]}},
+                    {"a": np.zeros(4, np.uint8)}, overwrite=True)
+    with pytest.raises(OutputExistsError, match="made from X.glb, not from X.basis.glb"):
+        refuse_other_source(dst, "X.basis.glb")
+    write_container(dst, "TEST", {"source": "X.basis.glb"}, {"a": np.zeros(4, np.uint8)}, overwrite=True)
+    refuse_other_source(dst, tmp_path / "X.basis.glb")   # a recorded path alone: compared resolved
     with pytest.raises(OutputExistsError, match="made from X.basis.glb, not from X.v2.glb"):
-        refuse_other_source(dst, "X.v2.glb")
-    write_container(dst, "TEST", {"source": {"path": "/d/X.v1.glb"}}, {"a": np.zeros(4, np.uint8)}, overwrite=True)
-    with pytest.raises(OutputExistsError, match="X.v1.glb"):
         refuse_other_source(dst, "X.v2.glb")
     write_container(dst, "TEST", {}, {"a": np.zeros(4, np.uint8)}, overwrite=True)
     refuse_other_source(dst, "X.v2.glb")
     (tmp_path / "plain.bps").write_bytes(b"not a packed file")
     refuse_other_source(tmp_path / "plain.bps", "X.v2.glb")
+
+
+def test_convert_overwrite_keeps_another_folder_s_scan_of_the_same_name(tmp_path):
+    """Replica's layout (``apt_0/mesh.ply``, ``room_0/mesh.ply``: scene ``mesh`` each):
+    ``convert room0/mesh.glb -o out --overwrite`` does not replace apt0's out/mesh.bps (exit 2,
+    both named, the file unchanged); the same scan from a moved folder, and the same path after
+    the file changed, do replace it."""
+    import shutil
+
+    src = tmp_path / "src"
+    _cli("synth", src, "-n", 2)
+    a, b = sorted(p for p in (src / "gibson").glob("*.glb") if p.name.count(".") == 1)[:2]
+    for d, glb in (("apt0", a), ("room0", b)):
+        (tmp_path / d).mkdir()
+        shutil.copy(glb, tmp_path / d / "mesh.glb")
+    out = tmp_path / "out"
+    _cli("convert", tmp_path / "apt0" / "mesh.glb", "-o", out, "--up", "z")
+    before = (out / "mesh.bps").read_bytes()
+    r = CliRunner().invoke(main, [str(x) for x in ("convert", tmp_path / "room0" / "mesh.glb", "-o", out,
+                                                   "--up", "z", "--overwrite")])
+    assert r.exit_code == 2 and "room0" in r.output and "apt0" in r.output and "delete" in r.output, r.output
+    assert (out / "mesh.bps").read_bytes() == before
+    shutil.copytree(tmp_path / "apt0", tmp_path / "moved")
+    _cli("convert", tmp_path / "moved" / "mesh.glb", "-o", out, "--up", "z", "--overwrite")
+    shutil.copy(b, tmp_path / "moved" / "mesh.glb")   # the same path, another scan now
+    _cli("convert", tmp_path / "moved" / "mesh.glb", "-o", out, "--up", "z", "--overwrite")
+    assert (out / "mesh.bps").read_bytes() != before

@@ -540,3 +540,23 @@ def test_composed_scenes_stream_through_a_budget_with_shared_assets(composed_roo
         resident = len(cache.resident_scene_indices)
         inflight = sum(s.pending is not None for s in cache.slots)
         assert all(resident <= n <= resident + inflight for n in store.resident.values())
+
+
+def test_a_caching_reader_s_scene_is_not_remapped_twice(tmp_path):
+    """The loader reports habitat's ids for a composed scene's triangles on a copy of the reader's
+    scene: a reader that caches and returns one PackedScene object sees it unchanged, and a
+    second load of it shades the same ids (crates of semantic_id 4: groups 1, 2 -> 4)."""
+    from bps_assets.packed_scene import read_packed_scene
+    from bps_runtime.scenes.loader import SceneLoader, SceneSource
+
+    dst = _tiny_composed(tmp_path)
+    cached = read_packed_scene(dst)
+    before = cached.tri_object.copy()
+    assert set(np.unique(before)) == {0, 1, 2}
+    loader = SceneLoader(_renderer(), threads=1, reader=lambda p: cached)
+    first, second = (loader.submit(SceneSource(f"s{k}", str(dst))).result() for k in range(2))
+    for got in (first, second):
+        assert not hasattr(got, "error"), getattr(got, "message", "")
+        assert set(np.unique(got.shading.tri_object)) == {0, 4}
+    assert np.array_equal(cached.tri_object, before)
+    assert np.array_equal(first.shading.tri_object, second.shading.tri_object)

@@ -952,3 +952,37 @@ def test_one_definition_of_the_instance_cap_and_motion_types():
     assert H.MAX_INSTANCES is cs.MAX_INSTANCES and urdf.MAX_VISUALS == cs.MAX_INSTANCES
     assert H.MOTION_TYPES is cs.MOTION_TYPES and not hasattr(model, "MOTION_TYPES")
     assert not hasattr(H, "read_json")
+
+
+def test_semantic_ids_above_the_runtime_cap_are_refused_naming_the_file(tmp_path):
+    """The semantic sensor's category table has one dense row per scene, indexed by habitat's
+    semantic id (bps_runtime.render.semantic.MAX_INSTANCE_ID): a larger id is refused when
+    packing (a DatasetError naming the scene instance file and the id, nothing written) and when
+    reading a file packed before the check (a CorruptFileError naming the file and the id)."""
+    from bps_assets import composed_section as cs
+    from bps_assets.container import Container, SectionSpec, write_container
+    from bps_assets.errors import CorruptFileError
+    from bps_assets.packed_scene import read_packed_scene
+    from bps_assets.scene_dataset.packing import pack_scene, read_composed
+    from bps_runtime.render.semantic import MAX_INSTANCE_ID
+
+    assert cs.MAX_SEMANTIC_ID == MAX_INSTANCE_ID
+    cfg = _crate_room(tmp_path / "big", [{"template_name": "crate", "translation": [1, 0, 1]}],
+                      semantic_id=5_000_000)
+    sc = H.read_scene_instance(H.read_dataset_config(cfg), "s")
+    out = tmp_path / "bigout"
+    (out / "scenes").mkdir(parents=True)
+    with pytest.raises(DatasetError, match="semantic_id 5000000 outside 0..1048576") as e:
+        pack_scene(sc, out / "scenes" / "s.bps", out / "assets")
+    assert "s.scene_instance.json" in str(e.value) and "crate" in str(e.value)
+    assert not (out / "scenes" / "s.bps").exists() and not (out / "assets").exists()
+    dst = _tiny_composed(tmp_path)   # ids 4: accepted; then one rewritten as a file packed before the check
+    with Container(dst, "SCEN") as c:
+        header = {k: v for k, v in c.header.items() if k != "sections"}
+        arrays = {n: np.array(c.read(n)) for n in c.sections}
+    arrays["instance_semantic"][1] = MAX_INSTANCE_ID + 1
+    write_container(dst, "SCEN", header, arrays, {n: SectionSpec("raw") for n in arrays}, overwrite=True)
+    for read in (read_packed_scene, read_composed):
+        with pytest.raises(CorruptFileError, match=f"semantic_id {MAX_INSTANCE_ID + 1} outside") as e:
+            read(dst)
+        assert str(dst) in str(e.value) and "instance_semantic" in str(e.value)

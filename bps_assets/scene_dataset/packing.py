@@ -99,6 +99,9 @@ def pack_scene(scene: ComposedScene, dst: str | os.PathLike, assets_dir: str | o
         raise DatasetError(dst, "the asset library must be the folder 'assets' beside the scene's folder")
     if scene.stage is None:
         raise DatasetError(scene.source, "the scene has no stage to pack (a stand-in stage is needed)")
+    bad = cs.semantic_id_problem([i.semantic_id for i in scene.instances], [i.name for i in scene.instances])
+    if bad:   # before any asset is written: the runtime could not load the scene
+        raise DatasetError(scene.source, bad)
     entries = pack_assets(scene, assets_dir, options, fresh_since, set(stale))
     stage_path = scene.assets[scene.stage.asset].path
     doc = load(stage_path)

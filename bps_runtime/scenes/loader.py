@@ -16,6 +16,7 @@ catches broadly, because a training run must survive one bad file among thousand
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import time
@@ -228,7 +229,8 @@ class SceneLoader:
                 # a composed scene's sensor reports habitat's ids (composed_section.habitat_view)
                 from bps_assets.composed_section import habitat_view
                 lut, semantics = habitat_view(semantics)
-                ps.tri_object = lut[ps.tri_object]   # every id of tri_object is a row of the table
+                # on a copy: a reader may cache and return one scene object (remapped twice otherwise)
+                ps = dataclasses.replace(ps, tri_object=lut[ps.tri_object])   # ids of tri_object: rows of lut
             check_scene_header(source, header)
             path = ps.path or source.scene_path
             self._enter_stage(scene_id, "building the shading tables")

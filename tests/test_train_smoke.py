@@ -418,6 +418,41 @@ def test_the_same_episode_file_named_another_way_resumes(tmp_path, monkeypatch):
         checkpoint.check_same_run("ck.pt", checkpoint.saved_identity(saved), run_id("other.json.gz"))
 
 
+def test_a_run_folder_moved_elsewhere_resumes_with_the_same_relative_episodes(tmp_path, monkeypatch):
+    """The identity holds ``--episodes`` resolved: a run copied to another folder (or node) and
+    resumed there with the same relative path resolves elsewhere, yet it is the same run (the
+    path as typed matches); an older checkpoint's typed path (its args) counts the same; another
+    relative path in the new folder is still refused."""
+    from types import SimpleNamespace
+
+    from bps_assets.errors import ConfigError
+    from bps_runtime.env.config import EnvConfig
+    from bps_train import checkpoint
+
+    def run_id(episodes):
+        args = SimpleNamespace(**{k: 1 for k in checkpoint.IDENTITY_ARGS})
+        args.episodes = episodes
+        out = checkpoint.identity(args, "d" * 64)
+        out["env"] = checkpoint.env_identity(EnvConfig.from_kwargs("m/manifest.json", episodes=episodes))
+        return out
+
+    for folder in ("old", "new"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "eps.json.gz").write_bytes(b"")
+    monkeypatch.chdir(tmp_path / "old")
+    saved = {"args": {"episodes": "eps.json.gz"}, "world": 1, "identity": run_id("eps.json.gz")}
+    assert saved["identity"]["episodes"] == str(tmp_path / "old" / "eps.json.gz")
+    monkeypatch.chdir(tmp_path / "new")
+    here = run_id("eps.json.gz")
+    checkpoint.check_same_run("ck.pt", checkpoint.saved_identity(saved), here)
+    older = {k: v for k, v in saved["identity"].items() if k != "episodes_typed"}   # typed only in its args
+    checkpoint.check_same_run("ck.pt", checkpoint.saved_identity({**saved, "identity": older}), here)
+    (tmp_path / "new" / "other.json.gz").write_bytes(b"")
+    with pytest.raises(ConfigError, match="--episodes") as e:
+        checkpoint.check_same_run("ck.pt", checkpoint.saved_identity(saved), run_id("other.json.gz"))
+    assert "episodes_typed" not in str(e.value)
+
+
 def test_sigint_saves_a_checkpoint_and_exits_cleanly(dataset, tmp_path):
     out = tmp_path / "run"
     cmd = [sys.executable, "-m", "bps_train.train", "--dataset", str(dataset), "--out-dir", str(out), *TINY,

@@ -70,9 +70,10 @@ def dataset_sha256(path) -> str:
 
 def identity(args, dataset_id: str, world: int = 1) -> dict:
     """What a resumed run must share with its checkpoint (``check_same_run``): the dataset
-    (``dataset_id``: its ``dataset_sha256``), the ``IDENTITY_ARGS`` and the number of ranks (``world``)."""
+    (``dataset_id``: its ``dataset_sha256``), the ``IDENTITY_ARGS`` and the number of ranks (``world``).
+    ``--episodes`` is kept both resolved and as typed (``episodes_typed``): either matching resumes."""
     out = {"dataset_sha256": dataset_id, **{k: getattr(args, k) for k in IDENTITY_ARGS}, "world": world}
-    out["episodes"] = episodes_id(out["episodes"])
+    out["episodes_typed"], out["episodes"] = out["episodes"], episodes_id(out["episodes"])
     if getattr(args, "noise", ""):   # only with noise: a noiseless run keeps the identity it had
         out["noise_rules"] = NOISE_RULES
     return out
@@ -121,10 +122,12 @@ def saved_identity(ckpt: dict) -> dict:
     """The checkpoint's identity, with the keys a checkpoint saved before them lacks: the
     ``LATER_KEYS`` taken from its saved args and rank count, the ``IDENTITY_DEFAULTS`` (what that
     run had), and an ObjectNav run's ``goal_categories`` (``old_goal_categories``); episode
-    files as ``episodes_id`` (older checkpoints saved the path as typed)."""
+    files as ``episodes_id`` (older checkpoints saved the path as typed), and ``episodes_typed``
+    from the saved args where the identity lacks it."""
     old = {**IDENTITY_DEFAULTS, **{k: ckpt["args"][k] for k in LATER_KEYS if k in ckpt["args"]}, "world": ckpt["world"]}
     out = {**old, **ckpt["identity"]}
     if "episodes" in out:
+        out.setdefault("episodes_typed", ckpt["args"].get("episodes", out["episodes"]))
         out["episodes"] = episodes_id(out["episodes"])
     env = out.get("env")
     if isinstance(env, dict) and isinstance(env.get("episodes"), dict):
@@ -212,19 +215,25 @@ def _without_default_categories(env: dict) -> dict:
 def check_same_run(path, saved: dict, wanted: dict, manifest_bytes_sha256: str | None = None) -> None:
     """ConfigError listing every identity field that differs (of the env config, only the keys
     that differ), and how to start fresh. ``saved``: a ``saved_identity``. ``manifest_bytes_sha256``:
-    this run's ``legacy_manifest_sha256``, the dataset identity of older checkpoints."""
+    this run's ``legacy_manifest_sha256``, the dataset identity of older checkpoints. An episode
+    file matches by its resolved path or by the path as typed (a run folder moved to another
+    place or node and resumed with the same relative ``--episodes``)."""
     diffs = []
+    typed = saved.get("episodes_typed")
+    same_typed = isinstance(typed, str) and typed == wanted.get("episodes_typed")
     for key, want in wanted.items():
         have = saved.get(key)
         if have == want or (key == "dataset_sha256" and have is not None and have == manifest_bytes_sha256) \
-                or key == "noise_rules":   # not a refusal: noise_note says what changed
-            continue
+                or key in ("noise_rules", "episodes_typed") or (key == "episodes" and same_typed):
+            continue   # noise_rules: not a refusal, noise_note says what changed
         if key == "dataset_sha256":
             diffs.append("the dataset manifest (sha256 differs: another or a re-preprocessed dataset)")
         elif key == "env":
             if have is None:   # a checkpoint from before env configs were saved
                 continue
             have = _without_default_categories(have)
+            if same_typed and isinstance(have.get("episodes"), dict) and isinstance(want.get("episodes"), dict):
+                have = {**have, "episodes": {**have["episodes"], "source": want["episodes"].get("source")}}
             if have == want:
                 continue
             diffs.append("the env config's " + ", ".join(_differences(have, want)))

@@ -117,3 +117,45 @@ def test_ranks_share_the_annotated_scenes_and_rank_0_says_what_is_left_out(parti
                                           r"'objectnav' can serve, of 2\)"):
         make(out, split="train", task="objectnav", episodes="sample", num_envs=2, resolution=(16, 16),
              scene_shard=(1, 2))
+
+
+def test_the_annotated_check_reads_the_header_only(partial, monkeypatch):
+    """Every rank checks every scene of the split at start (``annotated_scenes``): the check
+    decides from the header's semantics object count, reading (decompressing) no section; a
+    scene without semantics still gets the reason."""
+    from bps_assets.container import Container
+    from bps_assets.pipeline.manifest import load_manifest
+    from bps_runtime.tasks.objectnav_episodes import scene_semantics_error
+
+    out, annotated, plain, _, _ = partial
+    scenes = {e.name: e.scene for e in load_manifest(out / "manifest.json").scenes(None)}
+
+    def no_section(self, name, *a, **k):
+        raise AssertionError(f"section {name} read")
+
+    monkeypatch.setattr(Container, "read", no_section)
+    assert scene_semantics_error(scenes[annotated]) is None
+    assert "no semantic annotations" in scene_semantics_error(scenes[plain])
+
+
+def test_a_composed_scene_is_annotated_by_its_instances_without_reading_them(tmp_path, monkeypatch):
+    """A composed scene's objects are its instances (expanded from their assets): the check
+    counts them in the header, opening no asset and reading no section."""
+    import sys
+    from pathlib import Path
+
+    from bps_assets.container import Container
+    from bps_assets.pipeline.manifest import load_manifest
+    from bps_runtime.tasks.objectnav_episodes import scene_semantics_error
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_composed_runtime import build_composed_rooms
+
+    manifest = build_composed_rooms(tmp_path, n_scenes=1, episodes=0)
+    scene = load_manifest(manifest).scenes(None)[0].scene
+
+    def no_section(self, name, *a, **k):
+        raise AssertionError(f"section {name} read")
+
+    monkeypatch.setattr(Container, "read", no_section)
+    assert scene_semantics_error(scene) is None

@@ -135,3 +135,55 @@ def test_preprocess_label_table_reports_unmatched_and_an_edit_reconverts(tmp_pat
     st = next(r["stats"] for r in res["scenes"] if r["name"] == info.name)
     assert res["counts"]["ok"] == 1 and st["semantic"]["unmatched_labels"] == {"box": 1}
 
+
+
+def test_a_resume_says_how_many_annotated_scenes_a_label_rule_change_redoes(tmp_path):
+    """A scene whose record's fingerprint differs from this run's only by the built-in label
+    table (a record from before its digest was fingerprinted, or from another table) is redone,
+    and the run says so before the work, in one line and in --json; an unannotated scene and a
+    scene changed otherwise are not counted."""
+    import json
+
+    from click.testing import CliRunner
+
+    from bps_assets import synth
+    from bps_assets.pipeline.preprocess import STATE_DIR, fingerprint
+    from bps_assets.synth import semantic as ssem
+    from cli.main import main
+
+    infos = synth.generate(tmp_path / "src", layout="gibson", scenes=2)
+    ssem.write_hm3d(infos[0].path, "gibson", infos[0].name)   # the second scene: no annotation
+    line = "1 annotated scene(s) are redone: the built-in label table changed"
+
+    def pre():
+        r = CliRunner().invoke(main, ["preprocess", str(tmp_path / "src"), "-o", str(tmp_path / "out"), "--dataset",
+                                      "gibson", "--split", "full", "--workers", "1", "--episodes", "0", "--json"],
+                               catch_exceptions=False)
+        assert r.exit_code == 0, r.output
+        return json.loads(r.stdout), r.stderr
+
+    pre()
+    recs = tmp_path / "out" / STATE_DIR / "scenes"
+    settings = json.loads((tmp_path / "out" / "manifest.json").read_text())["settings"]
+    assert json.loads((recs / f"{infos[1].name}.json").read_text())["rules"] == {}
+    p = recs / f"{infos[0].name}.json"
+    for rules in ({}, {"builtin_labels": "0" * 64}):   # a record by main 9c92bf6; one under another table
+        rec = json.loads(p.read_text())
+        assert rec["rules"] == {"builtin_labels": sc.builtin_table_digest()}
+        rec["fingerprint"] = fingerprint(rec["entry"]["sources"], settings, rules)
+        rec.pop("rules")
+        if rules:
+            rec["rules"] = rules
+        p.write_text(json.dumps(rec))
+        res, err = pre()
+        assert line in err and "are redone" not in err.replace(line, "")
+        assert res["rules_changed"] == [{"what": "the built-in label table", "scenes": 1}]
+        assert res["counts"]["ok"] == 1 and res["counts"]["skipped"] == 1
+    res, err = pre()   # up to date: nothing said
+    assert res["counts"]["skipped"] == 2 and res["rules_changed"] == [] and "are redone" not in err
+    # changed otherwise (as by another tool version): not counted
+    rec = json.loads(p.read_text())
+    rec["fingerprint"] = "1" * 64
+    p.write_text(json.dumps(rec))
+    res, err = pre()
+    assert res["counts"]["ok"] == 1 and res["rules_changed"] == [] and "are redone" not in err

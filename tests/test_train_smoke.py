@@ -385,37 +385,66 @@ def test_a_checkpoint_naming_the_manifest_bytes_still_resumes(dataset):
         checkpoint.check_same_run("ck.pt", {"dataset_sha256": "0" * 64}, {"dataset_sha256": content}, raw)
 
 
+def _run_id(episodes):
+    """The identity a run with ``--episodes episodes`` (and its env config) saves and compares."""
+    from types import SimpleNamespace
+
+    from bps_runtime.env.config import EnvConfig
+    from bps_train import checkpoint
+
+    args = SimpleNamespace(**{k: 1 for k in checkpoint.IDENTITY_ARGS})
+    args.episodes = episodes
+    out = checkpoint.identity(args, "d" * 64)
+    out["env"] = checkpoint.env_identity(EnvConfig.from_kwargs("m/manifest.json", episodes=episodes))
+    return out
+
+
 def test_the_same_episode_file_named_another_way_resumes(tmp_path, monkeypatch):
     """``--episodes`` (and the env config's episode source) is compared as a resolved path: the
     same file named relative, absolute or through a link is the same run; a relative path saved
     by an older checkpoint resolves against this run's folder; another file is still refused."""
-    from types import SimpleNamespace
-
     from bps_assets.errors import ConfigError
-    from bps_runtime.env.config import EnvConfig
     from bps_train import checkpoint
 
     (tmp_path / "eps.json.gz").write_bytes(b"")
     (tmp_path / "link.json.gz").symlink_to(tmp_path / "eps.json.gz")
     monkeypatch.chdir(tmp_path)
 
-    def run_id(episodes):
-        args = SimpleNamespace(**{k: 1 for k in checkpoint.IDENTITY_ARGS})
-        args.episodes = episodes
-        out = checkpoint.identity(args, "d" * 64)
-        out["env"] = checkpoint.env_identity(EnvConfig.from_kwargs("m/manifest.json", episodes=episodes))
-        return out
-
-    saved = {"args": {}, "world": 1, "identity": run_id("eps.json.gz")}
+    saved = {"args": {}, "world": 1, "identity": _run_id("eps.json.gz")}
     for other in (str(tmp_path / "eps.json.gz"), "./eps.json.gz", "link.json.gz"):
-        checkpoint.check_same_run("ck.pt", checkpoint.saved_identity(saved), run_id(other))
-    raw = run_id("eps.json.gz")   # as saved before: the path as typed
+        checkpoint.check_same_run("ck.pt", checkpoint.saved_identity(saved), _run_id(other))
+    raw = _run_id("eps.json.gz")   # as saved before: the path as typed
     raw["episodes"] = raw["env"]["episodes"]["source"] = "eps.json.gz"
     checkpoint.check_same_run("ck.pt", checkpoint.saved_identity({**saved, "identity": raw}),
-                              run_id(str(tmp_path / "eps.json.gz")))
+                              _run_id(str(tmp_path / "eps.json.gz")))
     (tmp_path / "other.json.gz").write_bytes(b"")
     with pytest.raises(ConfigError, match="--episodes"):
-        checkpoint.check_same_run("ck.pt", checkpoint.saved_identity(saved), run_id("other.json.gz"))
+        checkpoint.check_same_run("ck.pt", checkpoint.saved_identity(saved), _run_id("other.json.gz"))
+
+
+def test_a_run_folder_moved_elsewhere_resumes_with_the_same_relative_episodes(tmp_path, monkeypatch):
+    """The identity holds ``--episodes`` resolved: a run copied to another folder (or node) and
+    resumed there with the same relative path resolves elsewhere, yet it is the same run (the
+    path as typed matches); an older checkpoint's typed path (its args) counts the same; another
+    relative path in the new folder is still refused."""
+    from bps_assets.errors import ConfigError
+    from bps_train import checkpoint
+
+    for folder in ("old", "new"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "eps.json.gz").write_bytes(b"")
+    monkeypatch.chdir(tmp_path / "old")
+    saved = {"args": {"episodes": "eps.json.gz"}, "world": 1, "identity": _run_id("eps.json.gz")}
+    assert saved["identity"]["episodes"] == str(tmp_path / "old" / "eps.json.gz")
+    monkeypatch.chdir(tmp_path / "new")
+    here = _run_id("eps.json.gz")
+    checkpoint.check_same_run("ck.pt", checkpoint.saved_identity(saved), here)
+    older = {k: v for k, v in saved["identity"].items() if k != "episodes_typed"}   # typed only in its args
+    checkpoint.check_same_run("ck.pt", checkpoint.saved_identity({**saved, "identity": older}), here)
+    (tmp_path / "new" / "other.json.gz").write_bytes(b"")
+    with pytest.raises(ConfigError, match="--episodes") as e:
+        checkpoint.check_same_run("ck.pt", checkpoint.saved_identity(saved), _run_id("other.json.gz"))
+    assert "episodes_typed" not in str(e.value)
 
 
 def test_sigint_saves_a_checkpoint_and_exits_cleanly(dataset, tmp_path):

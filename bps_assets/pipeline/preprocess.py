@@ -72,6 +72,7 @@ class PreprocessOptions:
     workers: int | None = None
     require_all: bool = False
     redone: dict = field(default_factory=dict)  # scene -> why its kept outputs were not kept
+    rules_changed: dict = field(default_factory=dict)  # what of label_rules changed -> scenes redone for it
     overwrite: bool = False
     subsets: tuple[str, ...] | None = None
     force: bool = False  # redo every scene, even up-to-date ones
@@ -238,22 +239,53 @@ def _sources(task: SceneTask, old: dict | None) -> dict[str, dict]:
     return out
 
 
-def fingerprint(sources: dict, settings: dict) -> str:
-    """SHA-256 over a scene's source hashes, the settings' fingerprint and the tool version (MP3D
-    scenes: the id rule; other annotated scenes without ``--label-table``: the built-in label
-    table's digest): kept outputs are reused only while it is unchanged."""
-    doc = {"sources": {r: s["sha256"] for r, s in sorted(sources.items())},
-           "settings": settings_fingerprint(settings), "tool_version": __version__}
+def label_rules(sources: dict, settings: dict) -> dict:
+    """The rules an annotated scene's ids and categories follow beyond its sources and settings
+    (part of its ``fingerprint``, kept in its record): MP3D scenes the id rule; other annotated
+    scenes without ``--label-table`` the built-in label table's digest; {} for the others."""
     table = str(sources.get("semantic_table", {}).get("path", ""))
     if table.endswith(".house"):  # MP3D: C records carry their mpcat40, no table maps them
         from ..readers.semantic_mp3d import ID_RULE  # MP3D ids changed: those scenes only redo
 
-        doc["mp3d_ids"] = ID_RULE
-    elif table and not (settings.get("convert") or {}).get("label_table"):
+        return {"mp3d_ids": ID_RULE}
+    if table and not (settings.get("convert") or {}).get("label_table"):
         from ..readers.semantic_categories import builtin_table_digest  # raw labels: an edit redoes
 
-        doc["builtin_labels"] = builtin_table_digest()
+        return {"builtin_labels": builtin_table_digest()}
+    return {}
+
+
+def fingerprint(sources: dict, settings: dict, rules: dict | None = None) -> str:
+    """SHA-256 over a scene's source hashes, the settings' fingerprint, the tool version and its
+    ``label_rules`` (``rules``: those, else the current ones): kept outputs are reused only while
+    it is unchanged."""
+    doc = {"sources": {r: s["sha256"] for r, s in sorted(sources.items())},
+           "settings": settings_fingerprint(settings), "tool_version": __version__,
+           **(label_rules(sources, settings) if rules is None else rules)}
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+
+RULE_NAMES = {"builtin_labels": "the built-in label table", "mp3d_ids": "MP3D's id rule"}
+
+
+def rules_changed(rec: dict, sources: dict, settings: dict) -> str:
+    """What of ``label_rules`` alone changed since the scene's record was written ("" when its
+    fingerprint differs otherwise, or not at all): its fingerprint under the rules the record
+    keeps (records from before they were kept: none) is the one it holds."""
+    now, then = label_rules(sources, settings), rec.get("rules") or {}
+    if now == then or not isinstance(then, dict) or rec.get("fingerprint") != fingerprint(sources, settings, then):
+        return ""
+    return " and ".join(RULE_NAMES[k] for k in sorted(set(now) | set(then)) if now.get(k) != then.get(k))
+
+
+def _recorded_stats(src, sources: dict) -> dict | None:
+    """The stats now of the files a scene's record lists (their paths relative to the source
+    root), as ``source_stat`` holds them; None when one cannot be read."""
+    root = src.scene.parents[len(Path(src.rel_scene).parts) - 1]
+    try:
+        return {r: _stat(root / e["path"]) for r, e in sources.items()}
+    except (OSError, KeyError, TypeError):
+        return None
 
 
 def _remove_stale_temps(out_root: Path, rels) -> None:
@@ -373,7 +405,8 @@ def process_scene(task: SceneTask) -> SceneResult:
         entry = {"subset": src.subset, "status": "ok", "fingerprint": fp, "sources": sources,
                  "outputs": outputs, "stats": stats}
         _write_json(_record_path(out_root, name),
-                    {"fingerprint": fp, "source_stat": source_stat, "entry": entry})
+                    {"fingerprint": fp, "rules": label_rules(sources, task.settings), "source_stat": source_stat,
+                     "entry": entry})
         return SceneResult(name, src.subset, "ok", entry, seconds=stats["seconds"])
     except Exception as e:  # noqa: BLE001 - one scene's failure must not stop the others
         left = _discard_outputs(out_root, rels, before)
@@ -768,7 +801,7 @@ def _run(plan, ds, split, shard, options, backend, settings, out_root, mpath, pr
 
     # quick skip check in the parent: record + unchanged source stat + intact outputs
     results: dict[str, SceneResult] = {}
-    tasks, kept = [], {}
+    tasks, kept, by_rules = [], {}, {}
     for s in plan.scenes:
         task = SceneTask(s, out_root, ds.name, options, settings, backend)
         rec = None if options.force else _read_record(out_root, s.name)
@@ -789,6 +822,9 @@ def _run(plan, ds, split, shard, options, backend, settings, out_root, mpath, pr
                     and rec.get("fingerprint") == fingerprint(srcs, settings)):
                 kept[s.name] = (task, rec["entry"])
                 continue
+            # said before the work, not a silent redo (annotated scenes are checked in the workers)
+            if (why := rules_changed(rec, srcs, settings)) and _recorded_stats(s, srcs) == rec.get("source_stat"):
+                by_rules[why] = by_rules.get(why, 0) + 1
         tasks.append(task)
     damaged = {n: p for n, p in check_many(out_root, {n: e for n, (_, e) in kept.items()},
                                            options.verify_kept).items() if p}
@@ -799,6 +835,8 @@ def _run(plan, ds, split, shard, options, backend, settings, out_root, mpath, pr
             results[n] = SceneResult(n, task.src.subset, "skipped", entry)
     if plan.scenes:
         say(f"  {len(results)} up to date, {len(tasks)} to process")
+    for why, n in sorted(by_rules.items()):
+        say(f"  {n} annotated scene(s) are redone: {why} changed")
     for n, probs in sorted(damaged.items()):
         say(f"  redoing {n}: kept output failed the resume check: {'; '.join(probs)}")
 
@@ -871,7 +909,7 @@ def _run(plan, ds, split, shard, options, backend, settings, out_root, mpath, pr
     mf.write_manifest(doc, mpath)
     res = PreprocessResult(mpath, plan, ordered, time.perf_counter() - t_start,
                            require_all=options.require_all)
-    res.redone = damaged
+    res.redone, res.rules_changed = damaged, by_rules
     return res
 
 
@@ -984,5 +1022,6 @@ def result_json(res: PreprocessResult) -> dict:
     return {"manifest": str(res.manifest_path), "seconds": round(res.seconds, 3),
             "counts": {s: res.count(s) for s in ("ok", "skipped", "failed", "missing")},
             "unknown": res.plan.unknown, "stray": res.plan.stray,
+            "rules_changed": [{"what": why, "scenes": n} for why, n in sorted(res.rules_changed.items())],
             "scenes": [{"name": r.name, "subset": r.subset, "status": r.status, "error": r.error,
                         "stats": (r.entry or {}).get("stats", {})} for r in res.results]}

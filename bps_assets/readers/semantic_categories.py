@@ -83,12 +83,10 @@ def map_raw(name: str) -> int:
 def builtin_table_digest() -> str:
     """SHA-256 of the built-in table as ``map_raw`` uses it (``raw_to_mpcat40`` and the mpcat40
     list): part of the preprocess fingerprint of scenes whose raw labels it maps."""
-    import hashlib
-    import json
+    from ..hashing import settings_fingerprint
 
     d = _load()
-    doc = {"mpcat40": d["mpcat40"], "raw_to_mpcat40": d["raw_to_mpcat40"]}
-    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+    return settings_fingerprint({"mpcat40": d["mpcat40"], "raw_to_mpcat40": d["raw_to_mpcat40"]})
 
 
 MAX_TABLE_BYTES = 16 << 20

@@ -20,7 +20,8 @@ from pathlib import Path
 
 from .. import __version__
 from ..container import atomic_write
-from ..errors import ConfigError, CorruptFileError, FormatVersionError, InputError, OutputExistsError
+from ..errors import (ConfigError, CorruptFileError, FormatVersionError, InputError, OutputExistsError,
+                      is_int, is_real)
 from ..json_input import parse_json
 from ..hashing import settings_fingerprint
 
@@ -256,9 +257,7 @@ def _check_rel(path, rel, where):
 _KIND_TEST = {
     "string": lambda v: isinstance(v, str), "object": lambda v: isinstance(v, dict),
     "array": lambda v: isinstance(v, list), "null": lambda v: v is None,
-    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
-    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
-    "count": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+    "integer": is_int, "number": is_real, "count": lambda v: is_int(v) and v >= 0,
 }
 _TOP = {"tool": "object", "created": "string", "dataset": "string", "split": "string",
         "subsets": "array", "source_root": "string|null", "settings": "object",

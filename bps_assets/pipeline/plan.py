@@ -76,6 +76,11 @@ class SceneSource:
     rel_scene: str
     rel_navmesh: str | None
 
+    @property
+    def root(self) -> Path:
+        """The source root (``scene`` without its ``rel_scene`` part)."""
+        return self.scene.parents[len(Path(self.rel_scene).parts) - 1]
+
 
 @dataclass
 class Plan:

@@ -219,7 +219,7 @@ def _sources(task: SceneTask, old: dict | None) -> dict[str, dict]:
     if task.src.rel_scene.endswith(".scene_instance.json"):  # a composed scene: every file it is made of
         files.update({r: (p, r[len("input:"):]) for r, p in _composed_inputs(task.dataset, task.src.name).items()})
     out = {}
-    root = task.src.scene.parents[len(Path(task.src.rel_scene).parts) - 1]
+    root = task.src.root
     for role, (p, rel) in files.items():
         target = link_escape(root, p)   # the symlink rule of every input (docs/PIPELINE.md)
         if target is not None and task.options.strict:
@@ -281,7 +281,7 @@ def rules_changed(rec: dict, sources: dict, settings: dict) -> str:
 def _recorded_stats(src, sources: dict) -> dict | None:
     """The stats now of the files a scene's record lists (their paths relative to the source
     root), as ``source_stat`` holds them; None when one cannot be read."""
-    root = src.scene.parents[len(Path(src.rel_scene).parts) - 1]
+    root = src.root
     try:
         return {r: _stat(root / e["path"]) for r, e in sources.items()}
     except (OSError, KeyError, TypeError):

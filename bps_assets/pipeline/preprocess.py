@@ -19,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 
 import gzip
-import hashlib
 import json
 import multiprocessing
 import os
@@ -262,7 +261,7 @@ def fingerprint(sources: dict, settings: dict, rules: dict | None = None) -> str
     doc = {"sources": {r: s["sha256"] for r, s in sorted(sources.items())},
            "settings": settings_fingerprint(settings), "tool_version": __version__,
            **(label_rules(sources, settings) if rules is None else rules)}
-    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+    return settings_fingerprint(doc)
 
 
 RULE_NAMES = {"builtin_labels": "the built-in label table", "mp3d_ids": "MP3D's id rule"}

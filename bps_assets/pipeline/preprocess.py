@@ -726,10 +726,11 @@ def preprocess(src_root, out_root, dataset: str = "gibson", split: str | None = 
         names = ", ".join(n for n, _ in plan.missing[:10]) + (" ..." if len(plan.missing) > 10 else "")
         raise DatasetError(plan.src_root, f"{len(plan.missing)} scene(s) of split {split!r} are missing "
                                           f"({names}) and --require-all was given")
-    own = None if backend is not None else dict(
-        up=options.up, nav_settings=options.nav, convert_changes=options.convert, force_up=options.force,
-        skip_missing_assets=options.skip_missing_assets)
-    backend = Backend(**own) if own is not None else backend
+    own = None   # the Backend's arguments when the run makes its own (--force remakes it below)
+    if backend is None:
+        own = dict(up=options.up, nav_settings=options.nav, convert_changes=options.convert,
+                   force_up=options.force, skip_missing_assets=options.skip_missing_assets)
+        backend = Backend(**own)
     settings = backend.settings(ds.name)
     settings["preprocess"] = {"navmesh": options.navmesh, "episodes": options.episodes,
                               "episode_seed": options.episode_seed}

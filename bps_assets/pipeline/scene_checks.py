@@ -45,7 +45,8 @@ def _mesh_directions(positions, indices, up) -> dict | None:
 
     if not len(indices):
         return None
-    p = np.asarray(positions)[np.asarray(indices).astype(np.int64)]
+    positions = np.asarray(positions)
+    p = positions[np.asarray(indices).astype(np.int64)]
     n = np.cross(p[:, 1] - p[:, 0], p[:, 2] - p[:, 0]).astype(np.float64)
     area = np.linalg.norm(n, axis=1)
     total = float(area.sum())
@@ -53,7 +54,7 @@ def _mesh_directions(positions, indices, up) -> dict | None:
         return None
     axis = np.abs(n).argmax(1)
     frac = {a: float(area[axis == i].sum()) / total for i, a in enumerate("xyz")}
-    lo, hi = np.asarray(positions).min(0), np.asarray(positions).max(0)
+    lo, hi = positions.min(0), positions.max(0)
     return {"frac": frac, "size": [float(x) for x in hi - lo], "up": up}
 
 

@@ -36,10 +36,10 @@ def _asset_options(options):
 def pack_assets(scene: ComposedScene, assets_dir: Path, options=DEFAULTS,
                 fresh_since: float | None = None, stale=()) -> list[dict]:
     """Convert the scene's assets missing from ``assets_dir`` or not current there (``_current``);
-    ``[{key, path, source, converted, triangles}]`` (triangles: None for an asset no instance uses). ``fresh_since`` (an mtime on the output file system's
-    clock): also re-convert every asset written before it (preprocess ``--force``: each asset
-    once per run). ``stale``:
-    asset file names to re-convert whatever they look like (a resume check found them damaged)."""
+    ``[{key, path, source, converted, triangles}]`` (triangles: None for an asset no instance
+    uses). ``fresh_since`` (an mtime on the output file system's clock): also re-convert every
+    asset written before it (preprocess ``--force``: each asset once per run). ``stale``: asset
+    file names to re-convert whatever they look like (a resume check found them damaged)."""
     assets_dir.mkdir(parents=True, exist_ok=True)
     used = {i.asset for i in scene.instances}   # the stage lives in the scene file itself
     opts = _asset_options(options)

@@ -5,13 +5,12 @@ test extra's), Draft 2020-12 as the schema declares."""
 import json
 from pathlib import Path
 
+import jsonschema   # the test extra's: a missing one fails here rather than skipping
 import pytest
 
 from bps_assets.pipeline.manifest import merge_manifests
 from bps_assets.pipeline.plan import Shard
 from bps_assets.pipeline.preprocess import PreprocessOptions, preprocess
-
-jsonschema = pytest.importorskip("jsonschema")
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = json.loads((REPO / "docs" / "manifest.schema.json").read_text())

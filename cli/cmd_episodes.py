@@ -142,7 +142,7 @@ def _category_map(text: str) -> dict:
     """--categories: a named set ("hm3d": habitat's six, "mp3d": its 21, "all": every mpcat40
     object class; ``semantic_categories.goal_categories``: ids that do not depend on the scenes)
     or "a,b,c" (task ids in that order)."""
-    from bps_assets.readers.semantic_categories import GOAL_SETS, goal_categories
+    from bps_assets.readers.semantic_categories import goal_categories
 
     if text in GOAL_SETS:   # from data_manifests/semantics/categories.json
         return goal_categories(text)

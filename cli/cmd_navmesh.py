@@ -376,9 +376,9 @@ def preview_cmd(navfile, out, overwrite, max_size, mpp, episodes_file, scene, ma
         _semantic_preview(_load(navfile), semantic, out, overwrite, max_size)
         return
     nav = _load(navfile)
-    from cli.cmd_episodes import navmesh_scene_name
+    from bps_assets.habitat_names import habitat_scene_name
 
-    episodes = _scene_episodes(episodes_file, scene or navmesh_scene_name(navfile), max_episodes) if episodes_file else []
+    episodes = _scene_episodes(episodes_file, scene or habitat_scene_name(navfile), max_episodes) if episodes_file else []
     paths = [read_agent_path(p) for p in agent_paths]
     info = write_map(nav, out, episodes=episodes, agent_paths=paths, overwrite=overwrite,
                      options=MapOptions(metres_per_pixel=mpp, max_size=max_size, islands=True))

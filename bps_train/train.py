@@ -852,9 +852,10 @@ def train(args) -> dict:
     config = env_config(args, args.split, args.num_envs, args.seed + 7919 * rank + (ckpt["update"] if ckpt else 0),
                         args.episodes, args.double_buffer, scene_shard=(rank, world))
     run_id["env"] = checkpoint.env_identity(config)   # saved with the checkpoint, compared on resume
+    saved = checkpoint.saved_identity(ckpt) if ckpt is not None else {}
     if ckpt is not None:   # the batch's shape and the rank count are part of it: one RNG stream per rank
         old_id = checkpoint.legacy_manifest_sha256(args.dataset)   # the identity checkpoints saved before 2026-11-27
-        checkpoint.check_same_run(ckpt_path, checkpoint.saved_identity(ckpt), run_id, old_id)
+        checkpoint.check_same_run(ckpt_path, saved, run_id, old_id)
         if rank == 0 and (note := checkpoint.noise_note(ckpt_path, ckpt)):
             print(note, file=sys.stderr, flush=True)
         checkpoint.restore(ckpt_path, ckpt, policy, opt)
@@ -887,7 +888,7 @@ def train(args) -> dict:
     env = make_envs(config)   # make() only fills in threads, which the env identity leaves out
     # the task's category map (ObjectNav): saved, and a resumed run's must be the checkpoint's
     _checked(env, checkpoint.check_goal_categories, ckpt_path,
-             ckpt and checkpoint.saved_identity(ckpt).get("goal_categories"), env.goal_categories, args.episodes)
+             saved.get("goal_categories"), env.goal_categories, args.episodes)
     if env.goal_categories is not None:
         run_id["goal_categories"] = env.goal_categories
     if not update and rank == 0 and (moved := move_previous_run(out)) is not None:

@@ -14,6 +14,7 @@ from pathlib import Path
 import click
 
 from bps_assets.errors import BpsError, ConfigError, OutputExistsError, did_you_mean
+from bps_assets.habitat_names import habitat_scene_name   # a NAVFILE's scene, as preprocess / convert name it
 from bps_assets.nav import episodes as ep
 from bps_assets.nav import objectnav_episodes as on
 from bps_assets.nav.indoor import episode_islands
@@ -25,15 +26,6 @@ from bps_assets.readers.semantic_categories import GOAL_SETS, mpcat40
 D = ep.DEFAULTS
 TASKS = ("pointnav", "objectnav", "instance_imagenav")
 SEMANTIC_TASKS = ("objectnav", "instance_imagenav")   # goals are objects: need the packed scene
-
-
-def navmesh_scene_name(path: Path) -> str:
-    """The scene a navmesh file belongs to, named as ``preprocess`` / ``convert`` / ``navmesh``
-    name it (habitat's rule: the file name up to its first dot; ``A.navmesh.bps``,
-    ``A.basis.navmesh``, ``A.navm`` -> ``A``)."""
-    from bps_assets.habitat_names import habitat_scene_name
-
-    return habitat_scene_name(path)
 
 
 def packed_scene_path(navfile: Path, name: str, scenes_dir: Path | None) -> Path:
@@ -142,7 +134,7 @@ def _category_map(text: str) -> dict:
     """--categories: a named set ("hm3d": habitat's six, "mp3d": its 21, "all": every mpcat40
     object class; ``semantic_categories.goal_categories``: ids that do not depend on the scenes)
     or "a,b,c" (task ids in that order)."""
-    from bps_assets.readers.semantic_categories import GOAL_SETS, goal_categories
+    from bps_assets.readers.semantic_categories import goal_categories
 
     if text in GOAL_SETS:   # from data_manifests/semantics/categories.json
         return goal_categories(text)
@@ -281,13 +273,13 @@ def episodes_cmd(navfiles, out_dir, split, per_scene, seed, dataset, goal_radius
     entries = preprocess_entries(navfiles)
     navfiles, left_out = (navfiles, []) if any_subset else split_navfiles(navfiles, entries, split)
     if left_out:
-        what = ", ".join(f"{navmesh_scene_name(p)} ({entries[Path(p)]['subset']})" for p in left_out[:8])
+        what = ", ".join(f"{habitat_scene_name(p)} ({entries[Path(p)]['subset']})" for p in left_out[:8])
         click.echo(f"left out {len(left_out)} scene(s) that the manifest puts in another subset than "
                    f"{split}: {what}{' ...' if len(left_out) > 8 else ''} (--any-subset keeps them)", err=True)
         if not navfiles:
             raise click.UsageError(f"no NAVFILE belongs to the {split} subset of its manifest "
                                    "(--any-subset to use them anyway)")
-    names = [navmesh_scene_name(p) for p in navfiles]
+    names = [habitat_scene_name(p) for p in navfiles]
     dup = {n for n in names if names.count(n) > 1}
     if dup:
         raise click.UsageError(f"two NAVFILEs give the same scene name: {', '.join(sorted(dup))}")

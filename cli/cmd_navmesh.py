@@ -69,8 +69,9 @@ def navmesh_cmd(inputs, out_dir, dataset, agent_height, agent_radius, max_climb,
 
     for _, dst in targets:  # names the file system cannot hold, before any (slow) build
         check_name_length(dst)
-    for src, dst in targets:  # refuse before any (slow) build; a packed navmesh input is refused as itself below
-        if _is_packed_navmesh(src):
+    packed = {src for src, _ in targets if _is_packed_navmesh(src)}   # each refused as itself below
+    for src, dst in targets:  # refuse before any (slow) build
+        if src in packed:
             continue
         if not overwrite and dst.exists():
             raise OutputExistsError(dst, "already exists (pass --overwrite to replace it)")
@@ -82,7 +83,8 @@ def navmesh_cmd(inputs, out_dir, dataset, agent_height, agent_radius, max_climb,
     for src, dst in targets:  # like convert: a bad input is one line, the others still go on
         t0 = time.perf_counter()
         try:
-            _refuse_packed_navmesh(src)
+            if src in packed:
+                raise _packed_navmesh_error(src)
             remove_stale_temps(dst)  # ".NAME.navmesh.bps.*.tmp" of killed runs (a live writer's is locked, kept)
             nav = navmesh_from_file(src, settings if given else None, dataset=dataset, force_up=force, up=up)
             if not nav.navigable_area > 0:   # nothing to navigate: a failure, as in preprocess
@@ -145,12 +147,11 @@ def _is_packed_navmesh(src: Path) -> bool:
     return resolve_kind(src) == "bps-navmesh"
 
 
-def _refuse_packed_navmesh(src: Path) -> None:
+def _packed_navmesh_error(src: Path) -> InputError:
     """A bps navmesh has nothing left to build or import: ``navmesh`` refuses it rather than
     copy it (under its own name since scenes are named up to the first dot, or a doubled one)."""
-    if _is_packed_navmesh(src):
-        raise InputError(src, "already a packed navmesh (nothing to build): query it with `bps-assets nav "
-                              "info|distance|sample|step` or `preview`, or give the scan or Detour file it was made from")
+    return InputError(src, "already a packed navmesh (nothing to build): query it with `bps-assets nav "
+                           "info|distance|sample|step` or `preview`, or give the scan or Detour file it was made from")
 
 
 def _floor_warning(nav) -> str | None:
@@ -375,9 +376,9 @@ def preview_cmd(navfile, out, overwrite, max_size, mpp, episodes_file, scene, ma
         _semantic_preview(_load(navfile), semantic, out, overwrite, max_size)
         return
     nav = _load(navfile)
-    from cli.cmd_episodes import navmesh_scene_name
+    from bps_assets.habitat_names import habitat_scene_name
 
-    episodes = _scene_episodes(episodes_file, scene or navmesh_scene_name(navfile), max_episodes) if episodes_file else []
+    episodes = _scene_episodes(episodes_file, scene or habitat_scene_name(navfile), max_episodes) if episodes_file else []
     paths = [read_agent_path(p) for p in agent_paths]
     info = write_map(nav, out, episodes=episodes, agent_paths=paths, overwrite=overwrite,
                      options=MapOptions(metres_per_pixel=mpp, max_size=max_size, islands=True))

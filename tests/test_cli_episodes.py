@@ -7,7 +7,7 @@ from click.testing import CliRunner
 
 from bps_assets.nav import build_navmesh
 from bps_assets.nav import episodes as ep
-from cli.cmd_episodes import navmesh_scene_name as scene_name
+from bps_assets.habitat_names import habitat_scene_name as scene_name
 from cli.main import main
 from bps_assets.nav.reference_scenes import Geometry
 

@@ -158,16 +158,17 @@ class EnvConfig:
         supply = SUPPLY_DEFAULTS
         if goal_pool is not None:   # SupplyOptions checks it
             supply = replace(supply, goal_pool=goal_pool)
+        kinds = (sensors,) if isinstance(sensors, str) else tuple(sensors)
         return cls(dataset=None if dataset is None else str(dataset), split=split, num_envs=num_envs,
                    batch_size=batch_size, seed=seed, device=str(device), threads=threads,
                    capture_graph=bool(capture_graph),
-                   sensors=SensorConfig((sensors,) if isinstance(sensors, str) else tuple(sensors),
+                   sensors=SensorConfig(kinds,
                                         resolution,   # checked there (one int or (height, width))
                                         bool(normalize_depth), renderer, lod=lod, **camera_fields(camera)),
                    task=task_options(task), cache=cache_options(cache),
                    episodes=EpisodeConfig(None if episodes is None else str(episodes), supply,
                                           None if scene_shard is None else tuple(scene_shard), categories),
-                   noise=noise_for_sensors(noise, (sensors,) if isinstance(sensors, str) else tuple(sensors)))
+                   noise=noise_for_sensors(noise, kinds))
 
     def cache_for_run(self) -> CacheOptions:
         """The cache options with the run's seed where none was given."""

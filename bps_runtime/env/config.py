@@ -227,10 +227,10 @@ def camera_fields(camera) -> dict:
 NOISY_SENSORS = ("depth", "rgb")   # NoiseOptions' sensor models, each named as its sensor
 
 
-def check_noise_sensors(noise: NoiseOptions, kinds, named=NOISY_SENSORS) -> None:
-    """ConfigError for a sensor noise model (of those ``named``) on a sensor not in ``kinds``:
+def check_noise_sensors(noise: NoiseOptions, kinds) -> None:
+    """ConfigError for a sensor noise model on a sensor not in ``kinds``:
     it would be ignored (habitat-sim configures noise per sensor: none without the sensor)."""
-    for k in named:
+    for k in NOISY_SENSORS:
         if getattr(noise, k) != "none" and k not in kinds:
             raise ConfigError(None, f"noise {k}={getattr(noise, k)!r} without the {k} sensor (sensors={tuple(kinds)}): "
                                     f"add {k!r} to sensors or leave its noise out")
@@ -239,7 +239,8 @@ def check_noise_sensors(noise: NoiseOptions, kinds, named=NOISY_SENSORS) -> None
 def noise_for_sensors(value, kinds) -> NoiseOptions:
     """``make(noise=...)`` (``noise.presets.noise_options``'s forms) for sensors ``kinds``: a
     preset's sensor noise goes with its sensor (off where the sensor is not asked for: habitat
-    configures noise per sensor); a model named outright for a missing sensor is a ConfigError."""
+    configures noise per sensor); a model named outright for a missing sensor is kept, for
+    ``EnvConfig``'s ``check_noise_sensors`` to refuse."""
     opts = noise_options(value)
     if isinstance(value, dict):
         named = set(value) - {"preset"}
@@ -247,8 +248,8 @@ def noise_for_sensors(value, kinds) -> NoiseOptions:
         named = set(parse_noise_text(value))
     else:   # a preset name (its models follow the sensors), None, or a NoiseOptions (all named)
         named = set(NOISY_SENSORS) if isinstance(value, NoiseOptions) else set()
-    check_noise_sensors(opts, kinds, [k for k in NOISY_SENSORS if k in named])
-    return replace(opts, **{k: "none" for k in NOISY_SENSORS if k not in kinds and getattr(opts, k) != "none"})
+    return replace(opts, **{k: "none" for k in NOISY_SENSORS
+                            if k not in kinds and k not in named and getattr(opts, k) != "none"})
 
 
 def preset_kwargs(name: str) -> dict:

@@ -119,21 +119,27 @@ def test_ranks_share_the_annotated_scenes_and_rank_0_says_what_is_left_out(parti
              scene_shard=(1, 2))
 
 
+def _refuse_section_reads(monkeypatch):
+    """Fail the test on any section read of a container file (the check reads headers only)."""
+    from bps_assets.container import Container
+
+    def no_section(self, name, *a, **k):
+        raise AssertionError(f"section {name} read")
+
+    monkeypatch.setattr(Container, "read", no_section)
+
+
 def test_the_annotated_check_reads_the_header_only(partial, monkeypatch):
     """Every rank checks every scene of the split at start (``annotated_scenes``): the check
     decides from the header's semantics object count, reading (decompressing) no section; a
     scene without semantics still gets the reason."""
-    from bps_assets.container import Container
     from bps_assets.pipeline.manifest import load_manifest
     from bps_runtime.tasks.objectnav_episodes import scene_semantics_error
 
     out, annotated, plain, _, _ = partial
     scenes = {e.name: e.scene for e in load_manifest(out / "manifest.json").scenes(None)}
 
-    def no_section(self, name, *a, **k):
-        raise AssertionError(f"section {name} read")
-
-    monkeypatch.setattr(Container, "read", no_section)
+    _refuse_section_reads(monkeypatch)
     assert scene_semantics_error(scenes[annotated]) is None
     assert "no semantic annotations" in scene_semantics_error(scenes[plain])
 
@@ -144,7 +150,6 @@ def test_a_composed_scene_is_annotated_by_its_instances_without_reading_them(tmp
     import sys
     from pathlib import Path
 
-    from bps_assets.container import Container
     from bps_assets.pipeline.manifest import load_manifest
     from bps_runtime.tasks.objectnav_episodes import scene_semantics_error
 
@@ -154,8 +159,5 @@ def test_a_composed_scene_is_annotated_by_its_instances_without_reading_them(tmp
     manifest = build_composed_rooms(tmp_path, n_scenes=1, episodes=0)
     scene = load_manifest(manifest).scenes(None)[0].scene
 
-    def no_section(self, name, *a, **k):
-        raise AssertionError(f"section {name} read")
-
-    monkeypatch.setattr(Container, "read", no_section)
+    _refuse_section_reads(monkeypatch)
     assert scene_semantics_error(scene) is None

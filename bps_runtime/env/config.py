@@ -158,16 +158,17 @@ class EnvConfig:
         supply = SUPPLY_DEFAULTS
         if goal_pool is not None:   # SupplyOptions checks it
             supply = replace(supply, goal_pool=goal_pool)
+        kinds = (sensors,) if isinstance(sensors, str) else tuple(sensors)
         return cls(dataset=None if dataset is None else str(dataset), split=split, num_envs=num_envs,
                    batch_size=batch_size, seed=seed, device=str(device), threads=threads,
                    capture_graph=bool(capture_graph),
-                   sensors=SensorConfig((sensors,) if isinstance(sensors, str) else tuple(sensors),
+                   sensors=SensorConfig(kinds,
                                         resolution,   # checked there (one int or (height, width))
                                         bool(normalize_depth), renderer, lod=lod, **camera_fields(camera)),
                    task=task_options(task), cache=cache_options(cache),
                    episodes=EpisodeConfig(None if episodes is None else str(episodes), supply,
                                           None if scene_shard is None else tuple(scene_shard), categories),
-                   noise=noise_for_sensors(noise, (sensors,) if isinstance(sensors, str) else tuple(sensors)))
+                   noise=noise_for_sensors(noise, kinds))
 
     def cache_for_run(self) -> CacheOptions:
         """The cache options with the run's seed where none was given."""
@@ -226,10 +227,10 @@ def camera_fields(camera) -> dict:
 NOISY_SENSORS = ("depth", "rgb")   # NoiseOptions' sensor models, each named as its sensor
 
 
-def check_noise_sensors(noise: NoiseOptions, kinds, named=NOISY_SENSORS) -> None:
-    """ConfigError for a sensor noise model (of those ``named``) on a sensor not in ``kinds``:
+def check_noise_sensors(noise: NoiseOptions, kinds) -> None:
+    """ConfigError for a sensor noise model on a sensor not in ``kinds``:
     it would be ignored (habitat-sim configures noise per sensor: none without the sensor)."""
-    for k in named:
+    for k in NOISY_SENSORS:
         if getattr(noise, k) != "none" and k not in kinds:
             raise ConfigError(None, f"noise {k}={getattr(noise, k)!r} without the {k} sensor (sensors={tuple(kinds)}): "
                                     f"add {k!r} to sensors or leave its noise out")
@@ -238,7 +239,8 @@ def check_noise_sensors(noise: NoiseOptions, kinds, named=NOISY_SENSORS) -> None
 def noise_for_sensors(value, kinds) -> NoiseOptions:
     """``make(noise=...)`` (``noise.presets.noise_options``'s forms) for sensors ``kinds``: a
     preset's sensor noise goes with its sensor (off where the sensor is not asked for: habitat
-    configures noise per sensor); a model named outright for a missing sensor is a ConfigError."""
+    configures noise per sensor); a model named outright for a missing sensor is kept, for
+    ``EnvConfig``'s ``check_noise_sensors`` to refuse."""
     opts = noise_options(value)
     if isinstance(value, dict):
         named = set(value) - {"preset"}
@@ -246,8 +248,8 @@ def noise_for_sensors(value, kinds) -> NoiseOptions:
         named = set(parse_noise_text(value))
     else:   # a preset name (its models follow the sensors), None, or a NoiseOptions (all named)
         named = set(NOISY_SENSORS) if isinstance(value, NoiseOptions) else set()
-    check_noise_sensors(opts, kinds, [k for k in NOISY_SENSORS if k in named])
-    return replace(opts, **{k: "none" for k in NOISY_SENSORS if k not in kinds and getattr(opts, k) != "none"})
+    return replace(opts, **{k: "none" for k in NOISY_SENSORS
+                            if k not in kinds and k not in named and getattr(opts, k) != "none"})
 
 
 def preset_kwargs(name: str) -> dict:

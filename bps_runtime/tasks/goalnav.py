@@ -29,6 +29,7 @@ from ..noise.sensors import SensorParams, rgb_value
 from ..step.kernels import (act, begin_from_ring, keep_going, ring_entry, soft_success, spl_ratio, turn_sign,
                             wrap_angle, write_outcome)
 from ..step.schema import CORE, STAGE, Column, Field, Observation, Schema, warp_struct
+from .options import forward_reach
 
 STOP, MOVE_FORWARD, TURN_LEFT, TURN_RIGHT, LOOK_UP, LOOK_DOWN = range(6)
 ALL_ACTIONS = ("STOP", "MOVE_FORWARD", "TURN_LEFT", "TURN_RIGHT", "LOOK_UP", "LOOK_DOWN")
@@ -125,10 +126,7 @@ def sizes(image: bool):
     return of
 
 
-def max_move(options) -> float:
-    """The longest move of one step (metres): sizes the try_step window (a negative
-    ``forward_step`` moves backwards, as habitat-sim's move_forward by a negative amount)."""
-    return abs(float(options.forward_step))
+max_move = forward_reach   # TaskSpec.max_move: MOVE_FORWARD is its only move (turns and looks stay)
 
 
 def episode_info(v) -> dict:

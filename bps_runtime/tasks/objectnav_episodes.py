@@ -77,7 +77,7 @@ class ObjectNavFileEpisodes(GoalFileEpisodes):
 class SampledObjectNav(DatasetEpisodes):
     """ObjectNav episodes generated per scene visit (module docstring). ``scene_paths``: scene
     name -> packed scene file; ``categories``: category name -> task id (habitat's
-    objectnav_hm3d map by default)."""
+    objectnav_hm3d map by default; kept as ``goal_categories``)."""
 
     def __init__(self, scene_paths: dict, seed: int, worker, options: SupplyOptions = DEFAULTS,
                  categories: dict | None = None, episodes_per_visit: int = 200, near_gate: float = NEAR_EXACT):
@@ -86,8 +86,8 @@ class SampledObjectNav(DatasetEpisodes):
         if categories is None:
             from bps_assets.readers.semantic_categories import objectnav_hm3d
             categories = objectnav_hm3d()
-        self.categories = self.goal_categories = {str(k): int(v) for k, v in categories.items()}
-        self.max_goal_id = max(self.categories.values(), default=None)
+        self.goal_categories = {str(k): int(v) for k, v in categories.items()}
+        self.max_goal_id = max(self.goal_categories.values(), default=None)
         self.episodes_per_visit = int(episodes_per_visit)
 
     def _start(self, st: _SceneState, inline: bool) -> None:
@@ -95,11 +95,11 @@ class SampledObjectNav(DatasetEpisodes):
 
         nm = st.mesh.navmesh
         verts, tris, tri_object, table = semantic_scene(self.scene_paths[st.name])
-        cats = {c: i for c, i in self.categories.items()}
+        cats = dict(self.goal_categories)
         gbc = build_goals(nm, verts, tris, tri_object, table, st.name, cats)
         seed = int(st.rng.integers(2**63 - 1))
         eps = generate_objectnav_episodes(nm, gbc, st.name, self.episodes_per_visit, seed)
-        ds = ObjectNavDataset(eps, gbc, {c: int(i) for c, i in cats.items()}, {})
+        ds = ObjectNavDataset(eps, gbc, cats, {})
         self.episodes_by_scene[st.name], self.goals[st.name] = objectnav_episode_dicts(ds, eps)
         super()._start(st, inline)
 

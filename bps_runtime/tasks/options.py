@@ -22,6 +22,13 @@ AGENTS = {"pointnav": (0.1, 1.5), "objectnav": (0.18, 0.88), "imagenav": (0.1, 1
           "instance_imagenav": (0.17, 1.41)}
 
 
+def forward_reach(options) -> float:
+    """The longest move of one step (metres) of a task whose one move is MOVE_FORWARD by
+    ``forward_step`` (its ``TaskSpec.max_move``: sizes the try_step window; a negative
+    ``forward_step`` moves backwards, as habitat-sim's move_forward by a negative amount)."""
+    return abs(float(options.forward_step))
+
+
 def task_agent(task: str) -> tuple[float, float]:
     """The default navmesh agent (radius, height) in metres of the task called ``task``
     (ConfigError naming the choices otherwise); importing it loads neither torch nor Warp."""

@@ -24,7 +24,7 @@ from ..episodes.files import point_goal_supply
 from ..noise.actuation import ActuationModel
 from ..step.kernels import act, begin_from_ring, keep_going, ring_entry, soft_success, spl_ratio, write_outcome
 from .goal_encoders import PointGoalEncoder
-from .options import options_class
+from .options import forward_reach, options_class
 from .spec import TaskSpec
 from ..step.schema import CORE, STAGE, Field, Observation, Schema, warp_struct
 
@@ -79,10 +79,7 @@ def params(options: TaskOptions, win: int, **_sizes) -> Params:
     return s
 
 
-def max_move(options: TaskOptions) -> float:
-    """The longest move of one step (metres): sizes the try_step window (a negative
-    ``forward_step`` moves backwards, as habitat-sim's move_forward by a negative amount)."""
-    return abs(float(options.forward_step))
+max_move = forward_reach   # TaskSpec.max_move: MOVE_FORWARD is its only move
 
 
 def info(v) -> dict:

@@ -50,7 +50,7 @@ for stage in "$@"; do
       # the CUDA-only tests (sync-debug step, counts on CUDA) and the Warp renderer's
       "$PY" -m pytest -q -p no:cacheprovider -p no:xdist tests/test_step_counts.py \
         tests/test_capture_graph.py tests/test_runtime_warp_batch.py tests/test_fused_step.py tests/test_runtime_render.py \
-        tests/test_noise_cuda.py 2>&1 | log tests    # issue 33: noise statistics on CUDA vs the CPU
+        tests/test_noise_cuda.py tests/test_warp_cuda_threads.py 2>&1 | log tests    # noise on CUDA vs the CPU (issue 33); loader threads (warp#1491)
       ;;
     env)
       need_data

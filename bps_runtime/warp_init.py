@@ -3,10 +3,12 @@
 No banner, no module-load chatter; and where no GPU is expected (torch sees no CUDA device) the
 driver's "Could not find or load the NVIDIA CUDA driver" line, printed by Warp's C code on
 stderr, is left out (anything else Warp prints there still reaches stderr).
-MissingDependencyError when warp-lang is not installed.
+MissingDependencyError when warp-lang is not installed. ``device_build`` is the other piece
+of process-wide Warp state: the lock every CUDA BVH build and release runs under.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import tempfile
@@ -17,6 +19,17 @@ from bps_assets.errors import MissingDependencyError
 NO_DRIVER = "Could not find or load the NVIDIA CUDA driver"
 _lock = threading.Lock()
 _wp = None
+# Warp's CUDA builds of BVHs (wp.Mesh, wp.Bvh) are not safe from two threads at once, nor beside
+# another thread's teardown of such objects (NVIDIA/warp#1491; seen here as "illegal memory
+# access" when two loader threads built scenes on an H100): CUDA builds and releases take this
+# lock; CPU builds stay concurrent.
+CUDA_BUILD_LOCK = threading.Lock()
+
+
+def device_build(device):
+    """The context every build or release of a scene's Warp objects on ``device`` (a Warp
+    device) runs in: ``CUDA_BUILD_LOCK`` on CUDA, nothing on the CPU."""
+    return CUDA_BUILD_LOCK if device.is_cuda else contextlib.nullcontext()
 
 
 def _gpu_expected() -> bool:

@@ -23,7 +23,7 @@ import numpy as np
 
 from bps_assets.errors import ConfigError, MissingDependencyError
 
-from ..warp_init import init_warp
+from ..warp_init import CUDA_BUILD_LOCK, device_build, init_warp
 from .camera import camera_directions, depth_finish, yaw_to_quaternion
 from .inputs import check_render_inputs, check_resident, check_sensors
 from .protocol import DEFAULTS, VIEW_DIRS_KEPT, RenderOptions, view_options
@@ -108,15 +108,16 @@ class WarpScene:
     def __init__(self, wp, device, shading: ShadingData, positions: np.ndarray, indices: np.ndarray):
         # device= on every array, no ScopedDevice: Warp's default device is process-wide, and
         # another loader thread's scope can restore it under this one
-        self.shading = ShadingArrays(wp, device, shading)
-        self.num_triangles = int(shading.indices.shape[0])
-        # the mesh's index buffer is the shading tables' (one copy of the indices per scene);
-        # on the CPU the points are the scene's own array (zero-copy)
-        self._positions = pos = np.ascontiguousarray(positions, np.float32)
-        self.points = wp.array(pos, dtype=wp.vec3, device=device, copy=str(device) != "cpu")
-        self.tri_indices = self.shading.indices
-        self.mesh = wp.Mesh(points=self.points, indices=self.tri_indices) if self.num_triangles else None
-        wp.synchronize_device(device)
+        with device_build(device):
+            self.shading = ShadingArrays(wp, device, shading)
+            self.num_triangles = int(shading.indices.shape[0])
+            # the mesh's index buffer is the shading tables' (one copy of the indices per scene);
+            # on the CPU the points are the scene's own array (zero-copy)
+            self._positions = pos = np.ascontiguousarray(positions, np.float32)
+            self.points = wp.array(pos, dtype=wp.vec3, device=device, copy=str(device) != "cpu")
+            self.tri_indices = self.shading.indices
+            self.mesh = wp.Mesh(points=self.points, indices=self.tri_indices) if self.num_triangles else None
+            wp.synchronize_device(device)
 
 
 class CpuShader:
@@ -188,6 +189,7 @@ class WarpRenderer:
         self._no_rgb = wp.zeros((1, 1, 3), dtype=wp.uint8, device=self._wdev)  # rgb arg of depth-only frames
         self._no_sem = wp.zeros((1, 1), dtype=wp.int32, device=self._wdev)  # semantic arg of frames without it
         self._scenes: dict[int, WarpScene] = {}
+        self._retired: list = []   # CUDA: (event, scene) detached, freed once frames before it ran
         self._lock = threading.Lock()
         self._table = None
         self.table_version = 0  # bumped when the table moves (a captured CUDA graph must be re-captured)
@@ -222,6 +224,7 @@ class WarpRenderer:
         """Make ``scene_index`` renderable. Call between steps (the scene cache does): the row is
         written in place, in stream order after the frames already queued."""
         scene_index = int(scene_index)
+        self._reap()
         with self._lock:
             if scene_index >= self._table.shape[0]:
                 self._grow_table(max(2 * self._table.shape[0], scene_index + 1))
@@ -231,18 +234,44 @@ class WarpRenderer:
                 self.table_version += 1
 
     def detach(self, scene_index: int) -> None:
-        """Forget ``scene_index`` (its row then renders as all misses); unknown ids are ignored."""
+        """Forget ``scene_index`` (its row then renders as all misses); unknown ids are ignored.
+        On CUDA the scene's device memory is kept until the frames queued before its row was
+        cleared have run (an event on torch's stream; nothing waits for it)."""
         scene_index = int(scene_index)
+        self._reap()
         with self._lock:
             gone = self._scenes.pop(scene_index, None)
             if gone is not None:
                 self._write_row(scene_index)
                 if gone.composed:
                     self.table_version += 1
+                if self._wdev.is_cuda:
+                    import torch
+
+                    done = torch.cuda.Event()
+                    done.record(torch.cuda.current_stream(torch.device(self.device)))
+                    self._retired.append((done, gone))
+
+    def _reap(self):
+        """Release the detached scenes whose last frames have run (CUDA; off the step path)."""
+        with self._lock:
+            ready, kept = [], []
+            for r in self._retired:
+                (ready if r[0].query() else kept).append(r)
+            self._retired = kept
+        if ready:
+            with CUDA_BUILD_LOCK:   # their last references go here, not beside a build
+                ready.clear()
 
     def close(self):
-        """Nothing to release: device memory goes with the scenes and the renderer."""
-        pass
+        """Release the detached scenes still held for their last frames (waiting for them on
+        CUDA); the resident scenes' device memory goes with the scenes and the renderer."""
+        with self._lock:
+            held, self._retired = self._retired, []
+        for done, _ in held:
+            done.synchronize()
+        with CUDA_BUILD_LOCK:
+            held.clear()
 
     def _row(self, scene_index: int):
         sc = self._scenes.get(scene_index)

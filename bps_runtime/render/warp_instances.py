@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import warp as wp
 
+from ..warp_init import device_build
 from .warp_kernels import SceneTable, abs_cos, eye, ray_direction, shade, write_pixel
 
 # the top-level wp.Bvh's nodes and the host's bookkeeping per instance (RSS growth of 249-251 B
@@ -77,8 +78,9 @@ class WarpInstances:
         self.obj = wp_mod.array(np.array([p[2] for p in parts], np.int32), dtype=wp.int32, device=device)
         self.lowers = wp_mod.array((lo - pad).astype(np.float32), dtype=wp.vec3, device=device)
         self.uppers = wp_mod.array((hi + pad).astype(np.float32), dtype=wp.vec3, device=device)
-        self.bvh = wp_mod.Bvh(self.lowers, self.uppers) if n else None
-        wp_mod.synchronize_device(device)
+        with device_build(device):   # NVIDIA/warp#1491: one CUDA BVH build at a time
+            self.bvh = wp_mod.Bvh(self.lowers, self.uppers) if n else None
+            wp_mod.synchronize_device(device)
         self.mesh = None   # the renderer's main launch sees an empty row: this scene is drawn here
         self.nbytes = instances_bytes(n, len(rows))
 

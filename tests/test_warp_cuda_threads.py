@@ -131,3 +131,20 @@ def test_detached_scenes_are_released_only_after_their_frames_ran():
     r.close()   # waits for it, then lets it go
     gc.collect()
     assert gone_queued() is None and r._retired == [] and pending.done
+
+
+def test_a_swap_does_not_wait_for_a_build_to_release_scenes():
+    from bps_runtime.warp_init import CUDA_BUILD_LOCK
+
+    r = make_renderer("warp", RenderOptions(resolution=(8, 8)), device="cpu")
+    ran = _Scene()
+    gone = weakref.ref(ran)
+    r._retired = [(_Event(True), ran)]
+    del ran
+    with CUDA_BUILD_LOCK:   # a loader thread building a CUDA scene
+        r._reap()           # returns at once (a blocking acquire would deadlock this thread)
+        gc.collect()
+        assert gone() is not None and len(r._retired) == 1
+    r._reap()
+    gc.collect()
+    assert gone() is None and r._retired == []

@@ -253,15 +253,20 @@ class WarpRenderer:
                     self._retired.append((done, gone))
 
     def _reap(self):
-        """Release the detached scenes whose last frames have run (CUDA; off the step path)."""
-        with self._lock:
-            ready, kept = [], []
-            for r in self._retired:
-                (ready if r[0].query() else kept).append(r)
-            self._retired = kept
-        if ready:
-            with CUDA_BUILD_LOCK:   # their last references go here, not beside a build
-                ready.clear()
+        """Release the detached scenes whose last frames have run (CUDA; off the step path).
+        While a loader thread builds a scene (it holds ``CUDA_BUILD_LOCK`` through its device
+        sync) nothing is released: a later call does it, so a swap never waits for a build."""
+        if not self._retired or not CUDA_BUILD_LOCK.acquire(blocking=False):
+            return
+        try:   # their last references go here, not beside a build
+            with self._lock:
+                ready, kept = [], []
+                for r in self._retired:
+                    (ready if r[0].query() else kept).append(r)
+                self._retired = kept
+            ready.clear()
+        finally:
+            CUDA_BUILD_LOCK.release()
 
     def close(self):
         """Release the detached scenes still held for their last frames (waiting for them on

@@ -188,3 +188,21 @@ def test_convert_overwrite_keeps_another_folder_s_scan_of_the_same_name(tmp_path
     shutil.copy(b, tmp_path / "moved" / "mesh.glb")   # the same path, another scan now
     _cli("convert", tmp_path / "moved" / "mesh.glb", "-o", out, "--up", "z", "--overwrite")
     assert (out / "mesh.bps").read_bytes() != before
+
+
+def test_convert_records_the_resolved_source_path(tmp_path, monkeypatch):
+    """``convert`` records its source's resolved absolute path: a scan typed as a relative path,
+    changed, then re-converted with ``--overwrite`` from another working folder is the same
+    file and replaces its output. A file written when the path was recorded as typed (relative)
+    is compared as before: resolved against the current folder, or by sha256."""
+    from bps_assets.container import read_header
+
+    scan = _obj(tmp_path / "apt0" / "mesh.obj")
+    monkeypatch.chdir(tmp_path)
+    _cli("convert", "apt0/mesh.obj", "-o", "out")
+    out = tmp_path / "out" / "mesh.bps"
+    before = out.read_bytes()
+    _obj(scan, FLOOR.replace("v 4 0 0", "v 5 0 0"))
+    monkeypatch.chdir(tmp_path / "apt0")
+    _cli("convert", "mesh.obj", "-o", "../out", "--overwrite")
+    assert out.read_bytes() != before and read_header(out)[0]["source"]["path"] == str(scan.resolve())

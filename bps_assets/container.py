@@ -476,15 +476,23 @@ def atomic_write(path: str | os.PathLike, write_fn, overwrite: bool = False) -> 
         os.close(fd)
 
 
+def source_record(source: str | os.PathLike) -> dict:
+    """What a packed file records of the file it was made from, for ``refuse_other_source``:
+    ``path``, its resolved absolute path (the same file whatever folder the command ran in), and
+    ``sha256``, its bytes' digest."""
+    return {"path": os.path.realpath(source), "sha256": sha256_file(source)[0]}
+
+
 def refuse_other_source(path: str | os.PathLike, source: str | os.PathLike) -> None:
     """Before replacing ``path`` (``--overwrite``): an OutputExistsError naming both sources when
     the packed file there was made from another source, so one scan's output is never replaced
     silently by another's of the same scene name (Replica's ``apt_0/mesh.ply`` and
-    ``room_0/mesh.ply``; ``scan.v1.glb`` / ``scan.v2.glb``). Its header's ``source`` (an object
-    with ``path`` and ``sha256``, or a path) is the same source when the resolved paths match
-    (the file re-converted after it changed; a relative recorded path resolves against the
-    current folder) or ``source``'s sha256 is the recorded one (a moved folder, a renamed copy);
-    a bare file name without sha256 (a navmesh's ``source``) is the same when the names are.
+    ``room_0/mesh.ply``; ``scan.v1.glb`` / ``scan.v2.glb``). Its header's ``source_file`` (a
+    navmesh's), else its ``source`` (an object with ``path`` and ``sha256``, or a path), is the
+    same source when the resolved paths match (the file re-converted after it changed; a
+    relative path, recorded by older converters, resolves against the current folder) or
+    ``source``'s sha256 is the recorded one (a moved folder, a renamed copy); a bare file name
+    without sha256 (an older navmesh's ``source``) is the same when the names are.
     A path that is no packed file, or records no source, is left to the caller's overwrite."""
     if not os.path.isfile(path):
         return
@@ -492,12 +500,12 @@ def refuse_other_source(path: str | os.PathLike, source: str | os.PathLike) -> N
         header = read_header(path)[0]
     except (BpsError, OSError):
         return
-    rec = header.get("source")
+    rec = header.get("source_file") or header.get("source")
     rec, sha = (rec.get("path"), rec.get("sha256")) if isinstance(rec, Mapping) else (rec, None)
     if not isinstance(rec, str) or not rec or os.path.realpath(rec) == os.path.realpath(source):
         return
     if sha is None and os.path.basename(rec) == rec and os.path.basename(source) == rec:
-        return   # a navmesh records its source's file name alone: all there is to compare
+        return   # an older navmesh records its source's file name alone: all there is to compare
     if isinstance(sha, str) and os.path.isfile(source):
         if sha256_file(source)[0] == sha:
             return

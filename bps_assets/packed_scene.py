@@ -26,7 +26,7 @@ import numpy as np
 
 from . import __version__
 from .container import DTYPES as DT_BY_NAME
-from .container import Container, SectionSpec, remove_stale_temps, write_container
+from .container import Container, SectionSpec, remove_stale_temps, source_record, write_container
 from .errors import ConfigError, CorruptFileError, InputError, InterpreterExiting, OutputExistsError
 from .hashing import sha256_file
 from . import semantic_section as _sem
@@ -398,7 +398,8 @@ def convert_file(src: str | os.PathLike, dst: str | os.PathLike, options: Conver
         ann = read_annotation(sem_src)
         ann.format = sem_src.format
     doc = load(src)
-    info = {"path": os.fspath(src), "bytes": os.path.getsize(src), "sha256": sha256_file(src)[0],
+    # the resolved path: the same file re-converted from another folder is the same source
+    info = {**source_record(src), "bytes": os.path.getsize(src),
             "format": doc.source_format or Path(src).suffix.lstrip(".").lower()}
     res = convert_scene(doc, dst, options, overwrite=overwrite,
                         scene_id=scene_id or scene_id_for(src, options.dataset), source_info=info,

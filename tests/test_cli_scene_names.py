@@ -188,3 +188,67 @@ def test_convert_overwrite_keeps_another_folder_s_scan_of_the_same_name(tmp_path
     shutil.copy(b, tmp_path / "moved" / "mesh.glb")   # the same path, another scan now
     _cli("convert", tmp_path / "moved" / "mesh.glb", "-o", out, "--up", "z", "--overwrite")
     assert (out / "mesh.bps").read_bytes() != before
+
+
+def _ply(path, side=4):
+    """A ``side`` m square floor (Y up) as an ASCII PLY: Replica's scans are all ``mesh.ply``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("ply\nformat ascii 1.0\nelement vertex 4\nproperty float x\nproperty float y\n"
+                    "property float z\nelement face 2\nproperty list uchar int vertex_indices\nend_header\n"
+                    f"0 0 0\n{side} 0 0\n{side} 0 -{side}\n0 0 -{side}\n3 0 1 2\n3 0 2 3\n")
+    return path
+
+
+def test_navmesh_overwrite_keeps_another_folder_s_scan_of_the_same_name(tmp_path, monkeypatch):
+    """A navmesh records its source's resolved path and sha256 (header ``source_file``), so
+    ``navmesh room0/mesh.ply -o nav --overwrite`` does not replace apt0's nav/mesh.navmesh.bps
+    (non-zero exit naming both, the file byte-identical); the same scan moved or copied elsewhere
+    (same bytes), or the same path after the file changed (typed relative, from another working
+    folder), does replace it. A navmesh written before the key (its file name alone) is
+    compared by name, as before."""
+    from bps_assets.container import read_header
+    from bps_assets.hashing import sha256_file
+    from bps_assets.nav.sources import navmesh_from_file
+
+    apt, room = _ply(tmp_path / "apt0" / "mesh.ply"), _ply(tmp_path / "room0" / "mesh.ply", side=5)
+    nav, out = tmp_path / "nav", tmp_path / "nav" / "mesh.navmesh.bps"
+    _cli("navmesh", apt, "-o", nav)
+    before = out.read_bytes()
+    r = _fails("navmesh", room, "-o", nav, "--overwrite")
+    assert out.read_bytes() == before
+    assert str(apt.resolve()) in r.output and str(room) in r.output and "delete" in r.output, r.output
+    h = read_header(out)[0]
+    assert h["source"] == "mesh.ply"
+    assert h["source_file"] == {"path": str(apt.resolve()), "sha256": sha256_file(apt)[0]}
+    _ply(tmp_path / "moved" / "mesh.ply")   # apt0's bytes in another folder: the same source
+    _cli("navmesh", tmp_path / "moved" / "mesh.ply", "-o", nav, "--overwrite")
+    assert read_header(out)[0]["source_file"]["path"] == str((tmp_path / "moved" / "mesh.ply").resolve())
+    _ply(tmp_path / "moved" / "mesh.ply", side=6)   # the same path, changed, typed from elsewhere
+    monkeypatch.chdir(tmp_path / "moved")
+    _cli("navmesh", "mesh.ply", "-o", nav, "--overwrite")
+    assert out.read_bytes() != before
+    assert read_header(out)[0]["source_file"]["sha256"] == sha256_file(tmp_path / "moved" / "mesh.ply")[0]
+    old = navmesh_from_file(apt)   # as written before source_file: the name alone
+    old.source_file = None
+    old.save(out, overwrite=True)
+    assert "source_file" not in read_header(out)[0]
+    _cli("navmesh", room, "-o", nav, "--overwrite")   # same name: replaced, as before
+    assert read_header(out)[0]["source_file"]["path"] == str(room.resolve())
+
+
+def test_convert_records_the_resolved_source_path(tmp_path, monkeypatch):
+    """``convert`` records its source's resolved absolute path: a scan typed as a relative path,
+    changed, then re-converted with ``--overwrite`` from another working folder is the same
+    file and replaces its output. A file written when the path was recorded as typed (relative)
+    is compared as before: resolved against the current folder, or by sha256."""
+    from bps_assets.container import read_header
+
+    scan = _obj(tmp_path / "apt0" / "mesh.obj")
+    monkeypatch.chdir(tmp_path)
+    _cli("convert", "apt0/mesh.obj", "-o", "out")
+    out = tmp_path / "out" / "mesh.bps"
+    before = out.read_bytes()
+    _obj(scan, FLOOR.replace("v 4 0 0", "v 5 0 0"))
+    monkeypatch.chdir(tmp_path / "apt0")
+    _cli("convert", "mesh.obj", "-o", "../out", "--overwrite")
+    assert out.read_bytes() != before and read_header(out)[0]["source"]["path"] == str(scan.resolve())

@@ -105,7 +105,9 @@ def test_navmesh_header_fields_are_checked(tmp_path):
     assert "build_seconds" not in header  # timings are not part of the file
     for key, bad in (("build_seconds", None), ("build_seconds", "1 s"), ("build_seconds", -1),
                      ("build_seconds", True), ("method", 5), ("origin", [1e400, 0]),
-                     ("shape", [1, 10**6, 10**6])):
+                     ("shape", [1, 10**6, 10**6]), ("source_file", "mesh.ply"),
+                     ("source_file", {"path": "/a/mesh.ply"}), ("source_file", {"path": 1, "sha256": "ab"}),
+                     ("source_file", {"path": "", "sha256": "ab"})):
         h = dict(header, **{key: bad})
         q = tmp_path / f"bad_{key}.navmesh.bps"
         _rewrite(nav, q, h)

@@ -42,6 +42,19 @@ def test_round_trip(nav, saved):
     assert kind == "NAVM" and h["format"] == "bps-navmesh" and h["version"] == 1
     assert h["shape"] == list(nav.shape) and abs(h["navigable_area"] - nav.navigable_area) < 1e-6
     assert set(secs) == {"height", "neighbors", "island", "island_area", "island_radius"}
+    assert "source_file" not in h and back.source_file is None   # not known: not written
+
+
+def test_source_file_round_trips(nav, tmp_path):
+    """The file a navmesh was made from (path, sha256) is written as ``source_file`` and read back."""
+    rec = {"path": "/data/apt_0/mesh.ply", "sha256": "ab" * 32}
+    p = tmp_path / "src.navmesh.bps"
+    nav.source_file = rec
+    try:
+        nav.save(p)
+    finally:
+        nav.source_file = None   # the module's fixture is shared
+    assert load_navmesh(p).source_file == rec
 
 
 def test_refuses_to_overwrite(nav, saved):

@@ -2,6 +2,7 @@
 name, tile-cache files refused with a typed error, content / extension mismatches named."""
 from __future__ import annotations
 
+import os
 import struct
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from bps_assets.errors import FileTypeMismatchError, NavError, UnsupportedFormatError
+from bps_assets.hashing import sha256_file
 from bps_assets.nav.detour import import_detour, read_detour_navmesh
 from bps_assets.nav.sources import navmesh_from_file, open_navmesh
 from bps_assets.readers import load
@@ -68,6 +70,9 @@ def test_single_tile_and_tiled_bin_files_import(tmp_path):
     assert m.area() == pytest.approx(ref.area())
     a = navmesh_from_file(tile)
     assert a.navigable_area == pytest.approx(import_detour(VANGOGH).navigable_area)
+    # an import records which file, not only its name (``navmesh --overwrite``)
+    assert a.source == tile.name and a.source_file["path"] == os.path.realpath(tile)
+    assert a.header()["source_file"]["sha256"] == sha256_file(tile)[0]
     # Recast Demo's tiled set under its own name, through the CLI
     out = tmp_path / "out"
     code, text = run("navmesh", MESH2, tile, "-o", out, "--json")

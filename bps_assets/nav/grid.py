@@ -111,6 +111,9 @@ class NavMesh:
         self.method, self.source, self.build_seconds = method, source, float(build_seconds)
         # what an imported file said about itself (``nav info``); not stored in NAVM files
         self.source_info: dict = {}
+        # the file it was made from (``container.source_record``: resolved path, sha256), stored as
+        # ``source_file`` so ``navmesh --overwrite`` tells another folder's same-named scan apart; None: unknown
+        self.source_file: dict | None = None
         # per island, the share of its points with scene geometry above (nav.indoor); None: unknown
         self.island_indoor: np.ndarray | None = None
         self._lock = threading.Lock()
@@ -400,7 +403,8 @@ class NavMesh:
             "navigable_area": self.navigable_area, "num_islands": self.num_islands,
             "method": self.method, "source": self.source,
         } | ({} if self.island_indoor is None else
-             {"island_indoor": [round(float(x), 4) for x in self.island_indoor]})
+             {"island_indoor": [round(float(x), 4) for x in self.island_indoor]}) | (
+            {} if self.source_file is None else {"source_file": dict(self.source_file)})
 
     def save(self, path: str | os.PathLike, overwrite: bool = False) -> int:
         """Write a ``NAVM`` file (atomic; refuses to replace ``path`` unless ``overwrite``)."""
@@ -492,6 +496,10 @@ def load_navmesh(path: str | os.PathLike) -> NavMesh:
             method, source = h.get("method", ""), h.get("source", "")
             if not isinstance(method, str) or not isinstance(source, str):
                 raise ValueError("method / source are not strings")
+            source_file = h.get("source_file")   # absent in files written before the key
+            if source_file is not None and not (isinstance(source_file, dict) and all(
+                    isinstance(source_file.get(k), str) and source_file[k] for k in ("path", "sha256"))):
+                raise ValueError("source_file is not an object with path and sha256 strings")
             # older files stored the build's wall time here; checked and dropped
             secs = h.get("build_seconds", 0.0)
             if isinstance(secs, bool) or not isinstance(secs, (int, float)) or not secs >= 0:
@@ -560,6 +568,7 @@ def load_navmesh(path: str | os.PathLike) -> NavMesh:
         if len(indoor) != I:
             raise CorruptFileError(path, f"bad navmesh header: island_indoor has {len(indoor)} values for {I} islands")
         nav.island_indoor = np.asarray(indoor, np.float32)
+    nav.source_file = source_file
     return nav
 
 

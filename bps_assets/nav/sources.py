@@ -39,7 +39,9 @@ def navmesh_from_file(path: str | os.PathLike, settings: NavSettings | None = No
     file keeps the agent it was built for, a scan is built with the defaults. A scan is read in
     the frame of ``dataset``'s preset, its up axis overridden by ``up`` (``transforms.frame``
     options; a packed scene keeps its own frame). One that looks read with the wrong up axis is
-    an ``UpAxisError`` unless ``force_up`` (``scan_checks``)."""
+    an ``UpAxisError`` unless ``force_up`` (``scan_checks``). A built or imported navmesh
+    records ``path`` (``source_file``: its resolved path and sha256)."""
+    from ..container import source_record
     from .build import build_navmesh
     from .detour import import_detour
     from .grid import load_navmesh
@@ -47,14 +49,16 @@ def navmesh_from_file(path: str | os.PathLike, settings: NavSettings | None = No
     from .settings import DEFAULT_SETTINGS
 
     kind = _kind(path)
-    if kind in ("detour-set", "detour-set-be", "detour-tile"):
-        return checked(import_detour(path, settings), path)
     if kind == "bps-navmesh":
         return load_navmesh(path)
-    settings = settings or DEFAULT_SETTINGS
-    v, t = navmesh_input(path, settings.max_slope, force_up, dataset, up=up)
-    nav = build_navmesh((v, t), settings, source=os.path.basename(os.fspath(path)))
-    nav.source_info["footprint_area"] = footprint_area(v, t)   # for the no-floor warning
+    if kind in ("detour-set", "detour-set-be", "detour-tile"):
+        nav = checked(import_detour(path, settings), path)
+    else:
+        settings = settings or DEFAULT_SETTINGS
+        v, t = navmesh_input(path, settings.max_slope, force_up, dataset, up=up)
+        nav = build_navmesh((v, t), settings, source=os.path.basename(os.fspath(path)))
+        nav.source_info["footprint_area"] = footprint_area(v, t)   # for the no-floor warning
+    nav.source_file = source_record(path)   # which file, not only its name (``navmesh --overwrite``)
     return nav
 
 

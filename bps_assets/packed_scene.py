@@ -274,8 +274,13 @@ def convert_scene(doc: SceneDocument, dst: str | os.PathLike, options: ConvertOp
     if g.triangle_count == 0:  # nothing to render or navigate: an error, not an empty scene file
         from .empty_scene import empty_geometry_error
         raise empty_geometry_error(doc.source_path or dst, triangles_in, g.stats, options.min_area)
+    # the quantized positions as a reader dequantizes them: quantize left them in g.positions (and
+    # weld / reorder move every vertex array together), so checks, semantics and LODs share that
+    # one dequantization; read-only, so no step can change what the next one (or the header) reads
+    positions = g.positions.view()
+    positions.flags.writeable = False
     if check_geometry is not None:
-        check_geometry(t_quantize.dequantize(g.positions_q, g.position_grid), g.indices)
+        check_geometry(positions, g.indices)
     used_tex = sorted({int(t) for t in g.material_texture if t >= 0})
     remap = np.full(len(doc.textures) + 1, -1, np.int32)
     remap[used_tex] = np.arange(len(used_tex), dtype=np.int32)
@@ -287,15 +292,14 @@ def convert_scene(doc: SceneDocument, dst: str | os.PathLike, options: ConvertOp
     arrays, specs = _scene_sections(g, texset, material_texture, options.zstd_level)
     sem_header, sem_stats = None, {}
     if semantic is not None:
-        sem_arrays, sem_header, sem_stats = _semantic_sections(semantic, doc, g, options.allow_annotation_mismatch,
-                                                                options.label_table)
+        sem_arrays, sem_header, sem_stats = _semantic_sections(semantic, doc, g, positions,
+                                                                options.allow_annotation_mismatch, options.label_table)
         arrays.update(sem_arrays)
         specs.update({k: SectionSpec("zstd", "shuffle", options.zstd_level) for k in sem_arrays})
         specs["tri_object"] = SectionSpec("zstd", "delta+shuffle", options.zstd_level)
     lod_header = None
     if options.lod:  # levels of detail of the final geometry (the navmesh is built from the full mesh)
-        lod_arrays, lod_header, lod_stats = _lod.build(t_quantize.dequantize(g.positions_q, g.position_grid), g,
-                                                      arrays.get("tri_object"), options.lod)
+        lod_arrays, lod_header, lod_stats = _lod.build(positions, g, arrays.get("tri_object"), options.lod)
         arrays.update(lod_arrays)
         specs.update({k: SectionSpec("zstd", "delta+shuffle" if not k.endswith("colors") else "shuffle",
                                      options.zstd_level) for k in lod_arrays})
@@ -355,15 +359,15 @@ def convert_scene(doc: SceneDocument, dst: str | os.PathLike, options: ConvertOp
     return ConvertResult(sid, src.get("path", ""), str(dst), stats)
 
 
-def _semantic_sections(ann, doc: SceneDocument, g, allow_mismatch: bool = False,
+def _semantic_sections(ann, doc: SceneDocument, g, positions: np.ndarray, allow_mismatch: bool = False,
                        label_table: str = "") -> tuple[dict, dict, dict]:
     """(arrays, header object, stats) of the semantic section: the annotation moved into the
-    habitat frame by the document's frame matrix, its ids transferred to the final triangles."""
+    habitat frame by the document's frame matrix, its ids transferred to the final triangles
+    (``positions``: ``g``'s, dequantized)."""
     from .transforms import semantic as t_semantic
 
     t_semantic.to_frame(ann, doc.frame_matrix)
-    pos = t_quantize.dequantize(g.positions_q, g.position_grid)
-    tri_object, table, st = t_semantic.transfer(ann, pos, g.indices,
+    tri_object, table, st = t_semantic.transfer(ann, positions, g.indices,
                                                 t_semantic.Options(allow_mismatch=allow_mismatch,
                                                                    label_table=label_table))
     arrays, hdr = _sem.arrays(tri_object, table)

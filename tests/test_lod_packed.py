@@ -98,6 +98,36 @@ def test_every_level_keeps_every_object_and_reads_its_own_geometry(scan):
         prev = len(lv.indices)
 
 
+def test_a_conversion_dequantizes_positions_once(scan, tmp_path, monkeypatch):
+    """The up-axis check, the semantic transfer and the LOD build read the positions quantize
+    left (what a reader dequantizes), not a dequantization each: one per conversion, and the
+    file is the one the fixture wrote."""
+    from bps_assets.transforms import quantize as t_quantize
+
+    _, with_lod, info = scan
+    real, calls, seen = t_quantize.dequantize, [], []
+
+    def counted(q, grid):
+        if q.ndim == 2 and q.shape[1] == 3:   # positions (uvs have 2 components)
+            calls.append(q.shape)
+        return real(q, grid)
+
+    monkeypatch.setattr(t_quantize, "dequantize", counted)
+    res = convert_file(info.path, tmp_path / "once.bps", ConvertOptions(dataset="gibson", lod=LEVELS),
+                       check_geometry=lambda v, t: seen.append(np.array(v)))
+    assert len(calls) == 1 and res.stats["semantic_format"] and len(seen) == 1
+    monkeypatch.undo()
+    got, ref = read_packed_scene(tmp_path / "once.bps"), read_packed_scene(with_lod)
+    assert np.array_equal(seen[0], got.positions)   # the check saw what a reader reads
+    assert got.header["lods"] == ref.header["lods"] and got.header["semantics"] == ref.header["semantics"]
+    for f in ref.ARRAY_FIELDS:
+        x, y = getattr(got, f), getattr(ref, f)
+        assert (x is None and y is None) or np.array_equal(x, y), f
+    for i in range(len(LEVELS)):
+        a, b = read_level(tmp_path / "once.bps", i), read_level(with_lod, i)
+        assert np.array_equal(a.positions, b.positions) and np.array_equal(a.tri_object, b.tri_object)
+
+
 def test_level_choice_follows_the_pixel_footprint(scan):
     _, with_lod, _ = scan
     assert abs(pixel_footprint(90, 64) - 0.02454) < 1e-4

@@ -718,18 +718,16 @@ def _expand_composed(ps: PackedScene, path: str, want: list, threads: int, verif
 
 def read_lod_level(path: str | os.PathLike, level: int, threads: int = 2, verify: bool = True, expand: bool = True):
     """The packed scene with level ``level``'s geometry (positions, indices, uvs, colors,
-    tri_material, tri_object) in place of the full mesh's; its ``lod`` field says which level.
-    The rest (materials, textures, object table) as ``read_packed_scene`` reads it; a composed
-    scene's stage is the level, its instances are expanded from their full assets."""
+    tri_material, tri_object) in place of the full mesh's; its ``lod`` field says which level,
+    its header's counts are the level's (``with_lod_geometry``). The rest (materials, textures,
+    object table) as ``read_packed_scene`` reads it; a composed scene's stage is the level, its
+    instances are expanded from their full assets."""
     path = os.fspath(path)
     rest = [f for f in PackedScene.ARRAY_FIELDS if f not in
             ("positions", "indices", "uvs", "colors", "tri_material", "tri_object")
             and not f.startswith(("meshlet_", "chunk_"))]
     ps = with_lod_geometry(read_packed_scene(path, rest, threads, verify, expand=False), level, verify)
-    hdr = ps.header
-    if expand and _comp.HEADER_KEY in hdr:  # the merge sizes the stage from its header's counts
-        nv = _lod.levels(path, hdr)[level]["vertices"]
-        ps.header = {**hdr, "counts": {**hdr["counts"], "triangles": len(ps.indices), "vertices": nv}}
+    if expand and _comp.HEADER_KEY in ps.header:  # the merge sizes the stage from its header's counts
         want = [f for f in PackedScene.ARRAY_FIELDS if not f.startswith(("meshlet_", "chunk_"))]
         ps = _expand_composed(ps, path, want, threads, verify)
         ps.lod = level
@@ -740,7 +738,9 @@ def with_lod_geometry(base: PackedScene, level: int, verify: bool = True) -> Pac
     """A copy of ``base`` (read by ``read_packed_scene`` with ``expand=False``) whose geometry
     (positions, indices, uvs, colors, tri_material, tri_object) is level ``level``'s, read from
     its file with every check of the level (docs/FORMAT.md 5.8); its other fields (materials,
-    textures, object table) are ``base``'s arrays, not read again. Meshlets and chunks: None."""
+    textures, object table) are ``base``'s arrays, not read again. Meshlets and chunks: None.
+    Its header is a copy of ``base``'s whose ``counts`` triangles / vertices are the level's
+    (``lods`` still lists every level against the file's full mesh)."""
     path, hdr = base.path, base.header
     lv = _lod.levels(path, hdr)
     if not 0 <= level < len(lv):
@@ -755,6 +755,7 @@ def with_lod_geometry(base: PackedScene, level: int, verify: bool = True) -> Pac
                  indices=raw["indices"], tri_material=raw["tri_material"],
                  colors=raw.get("colors"), tri_object=raw.get("tri_object"), lod=level,
                  **{f: None for f in PackedScene.ARRAY_FIELDS if f.startswith(("meshlet_", "chunk_"))})
+    ps.header = {**hdr, "counts": {**hdr["counts"], "triangles": len(ps.indices), "vertices": nv}}
     _sem.check(path, hdr, {"tri_object": ps.tri_object, "object_ids": ps.object_ids})
     return ps
 

@@ -98,6 +98,24 @@ def test_every_level_keeps_every_object_and_reads_its_own_geometry(scan):
         prev = len(lv.indices)
 
 
+def test_a_levels_header_counts_its_own_geometry(scan):
+    """A level read alone says its own triangle / vertex counts in its header (the rest of the
+    counts, and the full scene's header, as the file says)."""
+    from bps_assets.packed_scene import with_lod_geometry
+
+    _, with_lod, _ = scan
+    full = read_packed_scene(with_lod, expand=False)
+    counts = dict(full.header["counts"])
+    for i in range(len(LEVELS)):
+        for lv in (read_level(with_lod, i), read_level(with_lod, i, expand=False), with_lod_geometry(full, i)):
+            c = lv.header["counts"]
+            assert (c["triangles"], c["vertices"]) == (len(lv.indices), len(lv.positions)) < (
+                counts["triangles"], counts["vertices"])
+            assert {k: v for k, v in c.items() if k not in ("triangles", "vertices")} == \
+                {k: v for k, v in counts.items() if k not in ("triangles", "vertices")}
+    assert full.header["counts"] == counts   # the base scene's header is not changed
+
+
 def test_a_conversion_dequantizes_positions_once(scan, tmp_path, monkeypatch):
     """The up-axis check, the semantic transfer and the LOD build read the positions quantize
     left (what a reader dequantizes), not a dequantization each: one per conversion, and the

@@ -257,7 +257,7 @@ def test_levels_get_embree_high_builds_charged_as_measured_and_full_meshes_keep_
     from bps_runtime.render import embree
     from bps_runtime.render.embree import BRIDGE_BVH_BYTES_PER_TRI, BRIDGE_LOD_BVH_BYTES_PER_TRI
     from bps_runtime.render.embree_bridge import BUILD_QUALITY_HIGH, BUILD_QUALITY_MEDIUM
-    from bps_runtime.scenes.footprint import packed_scene_footprint
+    from bps_runtime.scenes.file_footprint import packed_scene_footprint
 
     plain, with_lod, _ = scan
     small = _load_all([("level", with_lod, "auto")])["level"]

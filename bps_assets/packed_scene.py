@@ -274,8 +274,13 @@ def convert_scene(doc: SceneDocument, dst: str | os.PathLike, options: ConvertOp
     if g.triangle_count == 0:  # nothing to render or navigate: an error, not an empty scene file
         from .empty_scene import empty_geometry_error
         raise empty_geometry_error(doc.source_path or dst, triangles_in, g.stats, options.min_area)
+    # the quantized positions as a reader dequantizes them: quantize left them in g.positions (and
+    # weld / reorder move every vertex array together), so checks, semantics and LODs share that
+    # one dequantization; read-only, so no step can change what the next one (or the header) reads
+    positions = g.positions.view()
+    positions.flags.writeable = False
     if check_geometry is not None:
-        check_geometry(t_quantize.dequantize(g.positions_q, g.position_grid), g.indices)
+        check_geometry(positions, g.indices)
     used_tex = sorted({int(t) for t in g.material_texture if t >= 0})
     remap = np.full(len(doc.textures) + 1, -1, np.int32)
     remap[used_tex] = np.arange(len(used_tex), dtype=np.int32)
@@ -287,15 +292,14 @@ def convert_scene(doc: SceneDocument, dst: str | os.PathLike, options: ConvertOp
     arrays, specs = _scene_sections(g, texset, material_texture, options.zstd_level)
     sem_header, sem_stats = None, {}
     if semantic is not None:
-        sem_arrays, sem_header, sem_stats = _semantic_sections(semantic, doc, g, options.allow_annotation_mismatch,
-                                                                options.label_table)
+        sem_arrays, sem_header, sem_stats = _semantic_sections(semantic, doc, g, positions,
+                                                                options.allow_annotation_mismatch, options.label_table)
         arrays.update(sem_arrays)
         specs.update({k: SectionSpec("zstd", "shuffle", options.zstd_level) for k in sem_arrays})
         specs["tri_object"] = SectionSpec("zstd", "delta+shuffle", options.zstd_level)
     lod_header = None
     if options.lod:  # levels of detail of the final geometry (the navmesh is built from the full mesh)
-        lod_arrays, lod_header, lod_stats = _lod.build(t_quantize.dequantize(g.positions_q, g.position_grid), g,
-                                                      arrays.get("tri_object"), options.lod)
+        lod_arrays, lod_header, lod_stats = _lod.build(positions, g, arrays.get("tri_object"), options.lod)
         arrays.update(lod_arrays)
         specs.update({k: SectionSpec("zstd", "delta+shuffle" if not k.endswith("colors") else "shuffle",
                                      options.zstd_level) for k in lod_arrays})
@@ -355,15 +359,15 @@ def convert_scene(doc: SceneDocument, dst: str | os.PathLike, options: ConvertOp
     return ConvertResult(sid, src.get("path", ""), str(dst), stats)
 
 
-def _semantic_sections(ann, doc: SceneDocument, g, allow_mismatch: bool = False,
+def _semantic_sections(ann, doc: SceneDocument, g, positions: np.ndarray, allow_mismatch: bool = False,
                        label_table: str = "") -> tuple[dict, dict, dict]:
     """(arrays, header object, stats) of the semantic section: the annotation moved into the
-    habitat frame by the document's frame matrix, its ids transferred to the final triangles."""
+    habitat frame by the document's frame matrix, its ids transferred to the final triangles
+    (``positions``: ``g``'s, dequantized)."""
     from .transforms import semantic as t_semantic
 
     t_semantic.to_frame(ann, doc.frame_matrix)
-    pos = t_quantize.dequantize(g.positions_q, g.position_grid)
-    tri_object, table, st = t_semantic.transfer(ann, pos, g.indices,
+    tri_object, table, st = t_semantic.transfer(ann, positions, g.indices,
                                                 t_semantic.Options(allow_mismatch=allow_mismatch,
                                                                    label_table=label_table))
     arrays, hdr = _sem.arrays(tri_object, table)
@@ -715,18 +719,16 @@ def _expand_composed(ps: PackedScene, path: str, want: list, threads: int, verif
 
 def read_lod_level(path: str | os.PathLike, level: int, threads: int = 2, verify: bool = True, expand: bool = True):
     """The packed scene with level ``level``'s geometry (positions, indices, uvs, colors,
-    tri_material, tri_object) in place of the full mesh's; its ``lod`` field says which level.
-    The rest (materials, textures, object table) as ``read_packed_scene`` reads it; a composed
-    scene's stage is the level, its instances are expanded from their full assets."""
+    tri_material, tri_object) in place of the full mesh's; its ``lod`` field says which level,
+    its header's counts are the level's (``with_lod_geometry``). The rest (materials, textures,
+    object table) as ``read_packed_scene`` reads it; a composed scene's stage is the level, its
+    instances are expanded from their full assets."""
     path = os.fspath(path)
     rest = [f for f in PackedScene.ARRAY_FIELDS if f not in
             ("positions", "indices", "uvs", "colors", "tri_material", "tri_object")
             and not f.startswith(("meshlet_", "chunk_"))]
     ps = with_lod_geometry(read_packed_scene(path, rest, threads, verify, expand=False), level, verify)
-    hdr = ps.header
-    if expand and _comp.HEADER_KEY in hdr:  # the merge sizes the stage from its header's counts
-        nv = _lod.levels(path, hdr)[level]["vertices"]
-        ps.header = {**hdr, "counts": {**hdr["counts"], "triangles": len(ps.indices), "vertices": nv}}
+    if expand and _comp.HEADER_KEY in ps.header:  # the merge sizes the stage from its header's counts
         want = [f for f in PackedScene.ARRAY_FIELDS if not f.startswith(("meshlet_", "chunk_"))]
         ps = _expand_composed(ps, path, want, threads, verify)
         ps.lod = level
@@ -737,7 +739,9 @@ def with_lod_geometry(base: PackedScene, level: int, verify: bool = True) -> Pac
     """A copy of ``base`` (read by ``read_packed_scene`` with ``expand=False``) whose geometry
     (positions, indices, uvs, colors, tri_material, tri_object) is level ``level``'s, read from
     its file with every check of the level (docs/FORMAT.md 5.8); its other fields (materials,
-    textures, object table) are ``base``'s arrays, not read again. Meshlets and chunks: None."""
+    textures, object table) are ``base``'s arrays, not read again. Meshlets and chunks: None.
+    Its header is a copy of ``base``'s whose ``counts`` triangles / vertices are the level's
+    (``lods`` still lists every level against the file's full mesh)."""
     path, hdr = base.path, base.header
     lv = _lod.levels(path, hdr)
     if not 0 <= level < len(lv):
@@ -752,6 +756,7 @@ def with_lod_geometry(base: PackedScene, level: int, verify: bool = True) -> Pac
                  indices=raw["indices"], tri_material=raw["tri_material"],
                  colors=raw.get("colors"), tri_object=raw.get("tri_object"), lod=level,
                  **{f: None for f in PackedScene.ARRAY_FIELDS if f.startswith(("meshlet_", "chunk_"))})
+    ps.header = {**hdr, "counts": {**hdr["counts"], "triangles": len(ps.indices), "vertices": nv}}
     _sem.check(path, hdr, {"tri_object": ps.tri_object, "object_ids": ps.object_ids})
     return ps
 

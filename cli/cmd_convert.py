@@ -311,10 +311,9 @@ def _sensor(resolution: int, hfov: float, lod: str):
 
 
 def _resident(file, navmesh, composed: bool, sensor) -> dict:
-    """The scene's resident bytes by part (bps_runtime.scenes.footprint), Embree and Warp, for
+    """The scene's resident bytes by part (bps_runtime.scenes.file_footprint), Embree and Warp, for
     ``sensor``; a composed scene's as the scene cache holds it (each shared asset once)."""
-    from bps_runtime.scenes.cache import composed_footprint
-    from bps_runtime.scenes.footprint import packed_scene_footprint
+    from bps_runtime.scenes.file_footprint import composed_footprint, packed_scene_footprint
 
     return (composed_footprint if composed else packed_scene_footprint)(file, navmesh, sensor)
 

@@ -190,8 +190,8 @@ def test_small_reference_batches_match_the_numpy_path(monkeypatch):
     def table():
         f = bn.GoalFields(SceneNav(nm, NavBuffers(capacity=2)), capacity=8)
         goal = nm.span_pos[0]
-        flat = f.compute(goal)
-        rows = [f.add(goal, flat) for _ in range(8)]
+        flat, near = f.field(goal)
+        rows = [f.add(goal, flat, near) for _ in range(8)]
         f.retain_many(np.repeat(rows, 5))
         return f
 

@@ -98,6 +98,54 @@ def test_every_level_keeps_every_object_and_reads_its_own_geometry(scan):
         prev = len(lv.indices)
 
 
+def test_a_levels_header_counts_its_own_geometry(scan):
+    """A level read alone says its own triangle / vertex counts in its header (the rest of the
+    counts, and the full scene's header, as the file says)."""
+    from bps_assets.packed_scene import with_lod_geometry
+
+    _, with_lod, _ = scan
+    full = read_packed_scene(with_lod, expand=False)
+    counts = dict(full.header["counts"])
+    for i in range(len(LEVELS)):
+        for lv in (read_level(with_lod, i), read_level(with_lod, i, expand=False), with_lod_geometry(full, i)):
+            c = lv.header["counts"]
+            assert (c["triangles"], c["vertices"]) == (len(lv.indices), len(lv.positions)) < (
+                counts["triangles"], counts["vertices"])
+            assert {k: v for k, v in c.items() if k not in ("triangles", "vertices")} == \
+                {k: v for k, v in counts.items() if k not in ("triangles", "vertices")}
+    assert full.header["counts"] == counts   # the base scene's header is not changed
+
+
+def test_a_conversion_dequantizes_positions_once(scan, tmp_path, monkeypatch):
+    """The up-axis check, the semantic transfer and the LOD build read the positions quantize
+    left (what a reader dequantizes), not a dequantization each: one per conversion, and the
+    file is the one the fixture wrote."""
+    from bps_assets.transforms import quantize as t_quantize
+
+    _, with_lod, info = scan
+    real, calls, seen = t_quantize.dequantize, [], []
+
+    def counted(q, grid):
+        if q.ndim == 2 and q.shape[1] == 3:   # positions (uvs have 2 components)
+            calls.append(q.shape)
+        return real(q, grid)
+
+    monkeypatch.setattr(t_quantize, "dequantize", counted)
+    res = convert_file(info.path, tmp_path / "once.bps", ConvertOptions(dataset="gibson", lod=LEVELS),
+                       check_geometry=lambda v, t: seen.append(np.array(v)))
+    assert len(calls) == 1 and res.stats["semantic_format"] and len(seen) == 1
+    monkeypatch.undo()
+    got, ref = read_packed_scene(tmp_path / "once.bps"), read_packed_scene(with_lod)
+    assert np.array_equal(seen[0], got.positions)   # the check saw what a reader reads
+    assert got.header["lods"] == ref.header["lods"] and got.header["semantics"] == ref.header["semantics"]
+    for f in ref.ARRAY_FIELDS:
+        x, y = getattr(got, f), getattr(ref, f)
+        assert (x is None and y is None) or np.array_equal(x, y), f
+    for i in range(len(LEVELS)):
+        a, b = read_level(tmp_path / "once.bps", i), read_level(with_lod, i)
+        assert np.array_equal(a.positions, b.positions) and np.array_equal(a.tri_object, b.tri_object)
+
+
 def test_level_choice_follows_the_pixel_footprint(scan):
     _, with_lod, _ = scan
     assert abs(pixel_footprint(90, 64) - 0.02454) < 1e-4
@@ -209,7 +257,7 @@ def test_levels_get_embree_high_builds_charged_as_measured_and_full_meshes_keep_
     from bps_runtime.render import embree
     from bps_runtime.render.embree import BRIDGE_BVH_BYTES_PER_TRI, BRIDGE_LOD_BVH_BYTES_PER_TRI
     from bps_runtime.render.embree_bridge import BUILD_QUALITY_HIGH, BUILD_QUALITY_MEDIUM
-    from bps_runtime.scenes.footprint import packed_scene_footprint
+    from bps_runtime.scenes.file_footprint import packed_scene_footprint
 
     plain, with_lod, _ = scan
     small = _load_all([("level", with_lod, "auto")])["level"]

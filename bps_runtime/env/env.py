@@ -25,6 +25,7 @@ import torch
 from bps_assets.errors import ConfigError
 
 from . import spaces as sp
+from ..render.protocol import depth_clip_range
 from .config import EnvConfig
 from .simulator import Simulator
 from ..tasks import TASKS, spec_for, task_spec
@@ -51,8 +52,7 @@ class BatchNavEnv:
             self.device = torch.device("cuda", torch.cuda.current_device())
         self.sensors, self.resolution = c.sensors.kinds, c.sensors.resolution
         self.normalize_depth = c.sensors.normalize_depth
-        o = c.sensors.render_options()
-        self.depth_range = (o.min_depth, o.max_depth)   # the depth sensor's clip (m; its space unnormalized)
+        self.depth_range = depth_clip_range(c.sensors.camera())   # the depth sensor's clip (m; its space unnormalized)
         self.spec = spec = spec_for(c.task)   # the task's TaskSpec
         self._task = c.task
         self.world = world

@@ -13,6 +13,7 @@ import torch
 from bps_assets.errors import ConfigError
 
 from ..noise.sensors import SensorNoise
+from ..render.protocol import depth_clip_range
 from ..step.fused import FusedStep, warp_stream
 from ..step.ring import EpisodeRing, LazyNames
 from ..tasks.spec import HostContext, TaskSpec
@@ -39,9 +40,9 @@ class Simulator:
         warp_frame = r.frame_device is not None and _same_device(r.frame_device, device)
         self.sensor_noise = None
         if config.noise.sensors_on:
-            o = config.sensors.render_options()
-            self.sensor_noise = SensorNoise(config.noise, device, normalized=o.normalize_depth,
-                                            min_depth=o.min_depth, max_depth=o.max_depth, native=not warp_frame)
+            lo, hi = depth_clip_range(config.sensors.camera())
+            self.sensor_noise = SensorNoise(config.noise, device, normalized=config.sensors.normalize_depth,
+                                            min_depth=lo, max_depth=hi, native=not warp_frame)
         depth_noise = config.noise.depth_on
         if depth_noise and not r.options.raw_depth:   # else the noise would read clipped depth
             raise ConfigError(None, "depth noise needs the renderer's raw depth: make it with "

@@ -14,7 +14,7 @@ import numpy as np
 from bps_assets.errors import ConfigError, is_int
 
 from ..render.inputs import check_sensors   # the sensors an env offers are the renderer's
-from ..render.protocol import check_resolution
+from ..render.protocol import check_resolution, depth_clip_range
 from ..render.semantic import MAX_INSTANCE_ID
 from ..tasks import TASKS, spec_for, task_spec
 from ..tasks.spec import TaskSpec
@@ -80,12 +80,7 @@ def depth_bounds(normalize_depth: bool, spec: TaskSpec, depth_range=None) -> tup
     camera's (``TaskSpec.camera``), else the renderer's defaults."""
     if normalize_depth:
         return 0.0, 1.0
-    if depth_range is None:
-        from ..render.protocol import DEFAULTS
-
-        cam = spec.camera
-        depth_range = (cam.get("min_depth", DEFAULTS.min_depth), cam.get("max_depth", DEFAULTS.max_depth))
-    lo, hi = depth_range
+    lo, hi = depth_clip_range(spec.camera) if depth_range is None else depth_range
     return float(lo), float(hi)
 
 

@@ -102,6 +102,20 @@ def _done(fn, *args) -> Future:
     return f
 
 
+# Why the seed state has these pieces (each needed for "a seed reproduces a run"; tests/test_reseed.py,
+# test_seeded_swaps.py, test_trace_stable.py hold them):
+# - a scene's stream is ``_seed_for(seed, name, visit)``, ``visit`` counted per name at ``prepare``:
+#   it depends on the seed, the scene and its visits alone, not on the slot, the loader's timing
+#   or which scene loaded first;
+# - ``epoch`` (the supply's and each state's): a scene prepared on a loader thread before a
+#   reseed but registered after it holds the old streams; ``register`` restarts it. A seed
+#   compare would not do: a reseed to the same seed restarts the visits too (visit 0 again);
+# - ``_restarts``: that restart runs on the field worker (``register`` is on the step path); its
+#   new state, and so its stream, is made in ``register``, so its episodes do not depend on when
+#   the worker runs; the first ``_state`` lookup joins it, ``scene_left`` retires it;
+# - ``_Reservoir.gen``: a fill running on the worker when its scene leaves or is reseeded finds
+#   the generation moved and keeps nothing;
+# - ``reseed`` saves (seed, epoch, visits) and ``_per_scene_tables``: all or nothing.
 def _seed_for(seed: int, name: str, visit: int) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence([int(seed) & (2**63 - 1), zlib.crc32(name.encode()), visit]))
 

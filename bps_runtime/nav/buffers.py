@@ -244,28 +244,18 @@ class GoalFields:
         buf = self.buffers.field_arena.buf
         return buf[self.base:self.base + self.capacity * self.S].view(self.capacity, self.S)
 
-    def compute(self, goal) -> np.ndarray:
-        """Flat [S] float32 field of ``goal``: a point [3], or [V, 3] points (the distance to the
-        nearest: ObjectNav's view points, one multi-source search). The NavMesh's own Dijkstra;
-        slow: call off the step path."""
-        return self.field(goal)[0]
-
     def field(self, goal) -> tuple[np.ndarray, np.ndarray]:
-        """(``compute``'s flat field of ``goal``, its goal block [P, GOAL_WIDTH] float64: the snapped
-        goals the field is attached to, with their spans); the goals are snapped once, by the search."""
+        """(flat [S] float32 field of ``goal``, its goal block [P, GOAL_WIDTH] float64: the snapped
+        goals the field is attached to, with their spans). ``goal``: a point [3], or [V, 3] points
+        (the distance to the nearest: ObjectNav's view points, one multi-source search); the
+        goals are snapped once, by the search. The NavMesh's own Dijkstra; slow: call off the
+        step path."""
         nm = self.scene.navmesh
         g = np.asarray(goal, np.float64)
         d = nm.distance_field(g.reshape(3)) if g.size == 3 else nm.distance_field_to_any(g.reshape(-1, 3))
         f = np.asarray(d, np.float32)
         lrc = nm.span_lrc
         return np.ascontiguousarray(f[lrc[:, 0], lrc[:, 1], lrc[:, 2]]), _goal_block(d.goal_points, d.goal_spans)
-
-    def goal_block(self, goal) -> np.ndarray:
-        """[P, GOAL_WIDTH] float64 of ``goal`` (a point [3] or points [V, 3], as ``compute``): the
-        snapped goals the field is attached to, with their spans (``field`` gives it with the field)."""
-        from bps_assets.nav.queries import snapped_goals
-
-        return _goal_block(*snapped_goals(self.scene.navmesh, np.asarray(goal, np.float64).reshape(-1, 3)))
 
     def _grow(self):
         ar, gt = self.buffers.field_arena, self.buffers.goal_table
@@ -286,13 +276,12 @@ class GoalFields:
         self.buffers.mark_dirty()
 
     def add(self, goal, flat: np.ndarray | None = None, near: np.ndarray | None = None) -> int:
-        """Store the field of ``goal`` (``flat`` and its goal block ``near``, as ``field`` gives
-        them; computed if not given) with this scene's near-goal ``gate``; returns its row (ref 1)."""
+        """Store the field of ``goal`` (``flat`` and its goal block ``near``, both as ``field``
+        gives them; computed if either is not given) with this scene's near-goal ``gate``;
+        returns its row (ref 1)."""
         gate_um = round(self.gate * GATE_SCALE)
-        if flat is None:
+        if flat is None or near is None:
             flat, near = self.field(goal)
-        elif near is None:
-            near = self.goal_block(goal)
         ga = self.buffers.goal_arena
         with self._lock:
             stale, self._stale = self._stale, []

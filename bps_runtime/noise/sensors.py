@@ -30,7 +30,7 @@ from .options import NoiseOptions
 
 TABLE_PATH = Path(__file__).with_name("data") / "redwood-depth-dist-model.npy"
 RGB_KINDS = {"none": 0, "gaussian": 1, "salt_pepper": 2, "speckle": 3, "poisson": 4}
-_RAW, _NORMALIZED = wp.constant(DEPTH_RAW), wp.constant(DEPTH_NORMALIZED)   # camera.depth_finish
+_RAW, _NORMALIZED = wp.constant(DEPTH_RAW), wp.constant(DEPTH_NORMALIZED)   # camera.depth_mode
 POISSON_LEVELS = 256.0
 
 set_module_options(__name__)   # no gradients; safe side-by-side CPU launches (CpuLaunches)
@@ -41,9 +41,9 @@ class SensorParams:
     """The kernel's parameters: which models, their settings, the device tables."""
     depth_on: int
     depth_mult: float
-    # how the noisy depth leaves (camera.depth_finish's modes): 0 metres as the model gives
+    # how the noisy depth leaves (camera.depth_mode's values): 0 metres as the model gives
     # them, 1 clipped to [lo, hi], 2 clipped and scaled to [0, 1]; it arrives as raw metres
-    depth_finish: int
+    depth_mode: int
     depth_lo: float
     depth_inv: float            # 1 / (hi - lo): a multiply per pixel, not a division
     depth_hi: float
@@ -169,9 +169,9 @@ def sensor_noise_kernel(p: SensorParams, depth_in: wp.array3d(dtype=float), dept
         rs = rng.stream(key, c, rng.DEPTH, j)
         for i in range(width):
             v = redwood(p, depth_in, e, j, i, sx, sy, rs)
-            if p.depth_finish != _RAW:     # as habitat-lab's sensor after habitat-sim's noise: clip, scale
+            if p.depth_mode != _RAW:     # as habitat-lab's sensor after habitat-sim's noise: clip, scale
                 v = wp.clamp(v, p.depth_lo, p.depth_hi)
-                if p.depth_finish == _NORMALIZED:
+                if p.depth_mode == _NORMALIZED:
                     v = (v - p.depth_lo) * p.depth_inv
             depth_out[e, j, i] = v
     if p.rgb_kind != 0:
@@ -272,7 +272,7 @@ class SensorNoise:
         if (normalized or clip) and (min_depth is None or max_depth is None or not min_depth < max_depth):
             raise ConfigError(None, f"sensor noise: normalized or clipped depth needs min_depth < max_depth, got "
                                     f"{min_depth}, {max_depth}")
-        p.depth_finish = DEPTH_NORMALIZED if normalized else DEPTH_CLIPPED if clip else DEPTH_RAW
+        p.depth_mode = DEPTH_NORMALIZED if normalized else DEPTH_CLIPPED if clip else DEPTH_RAW
         p.depth_lo, p.depth_hi = (float(min_depth), float(max_depth)) if clip else (0.0, 0.0)
         p.depth_inv = 1.0 / (p.depth_hi - p.depth_lo) if clip else 0.0
         host = (load_table(), rng.zig_table(), shuffle_cdf(options.depth_mult))   # float32, float32, uint32
@@ -292,7 +292,7 @@ class SensorNoise:
         self._variants: dict = {}   # (depth on, rgb on) -> params with the others off (_params_for)
         if self._native is not None:
             self._host = host   # the C pass reads the same tables from host memory
-            self._native_params = _RedwoodParams(p.depth_mult, p.depth_lo, p.depth_hi, p.depth_inv, p.depth_finish)
+            self._native_params = _RedwoodParams(p.depth_mult, p.depth_lo, p.depth_hi, p.depth_inv, p.depth_mode)
 
     @property
     def native(self) -> bool:

@@ -90,22 +90,22 @@ def camera_origins(positions: np.ndarray, options: RenderOptions) -> np.ndarray:
     return p + np.array([0.0, options.sensor_height, 0.0], np.float32)
 
 
-DEPTH_RAW, DEPTH_CLIPPED, DEPTH_NORMALIZED = 0, 1, 2   # depth_finish's modes (the kernels take the int)
+DEPTH_RAW, DEPTH_CLIPPED, DEPTH_NORMALIZED = 0, 1, 2   # depth_mode's values (the kernels take the int)
 
 
-def depth_finish(options: RenderOptions) -> int:
-    """How a frame's z-depth is finished: DEPTH_RAW (``raw_depth``: metres as the rays give
-    them), DEPTH_CLIPPED (metres clipped to [min_depth, max_depth], habitat-lab's sensor) or
-    DEPTH_NORMALIZED (clipped, then scaled to [0, 1])."""
+def depth_mode(options: RenderOptions) -> int:
+    """The depth mode of ``options`` (how ``finish_depth`` and the kernels finish z-depth):
+    DEPTH_RAW (``raw_depth``: metres as the rays give them), DEPTH_CLIPPED (metres clipped to
+    [min_depth, max_depth], habitat-lab's sensor) or DEPTH_NORMALIZED (clipped, then scaled to [0, 1])."""
     if options.raw_depth:
         return DEPTH_RAW
     return DEPTH_NORMALIZED if options.normalize_depth else DEPTH_CLIPPED
 
 
 def finish_depth(z: np.ndarray, options: RenderOptions) -> np.ndarray:
-    """Raw z-depth (0 = miss) -> the sensor's output (``depth_finish``: a miss reads min_depth,
-    normalized 0, as habitat-lab clips it)."""
-    mode = depth_finish(options)
+    """Raw z-depth (0 = miss) -> the sensor's output, finished as ``depth_mode`` says (a miss
+    reads min_depth, normalized 0, as habitat-lab clips it)."""
+    mode = depth_mode(options)
     if mode == DEPTH_RAW:
         return z
     lo, hi = np.float32(options.min_depth), np.float32(options.max_depth)

@@ -24,7 +24,7 @@ import numpy as np
 from bps_assets.errors import ConfigError, MissingDependencyError
 
 from ..warp_init import CUDA_BUILD_LOCK, device_build, init_warp
-from .camera import camera_directions, depth_finish, yaw_to_quaternion
+from .camera import camera_directions, depth_mode, yaw_to_quaternion
 from .inputs import check_render_inputs, check_resident, check_sensors
 from .protocol import DEFAULTS, VIEW_DIRS_KEPT, RenderOptions, view_options
 from .shading_data import ShadingData
@@ -401,7 +401,7 @@ class WarpRenderer:
         sem_arr = self._no_sem if semantic is None else wp.from_torch(semantic.view(n, hw), dtype=wp.int32)
         frame = [wp.from_torch(scene_index, dtype=wp.int64), wp.from_torch(positions, dtype=wp.vec3),
                  wp.from_torch(quats, dtype=qtype), self._dirs, hw, float(o.sensor_height),
-                 depth_finish(o), float(o.min_depth), float(o.max_depth),
+                 depth_mode(o), float(o.min_depth), float(o.max_depth),
                  wp.from_torch(depth.view(n, hw), dtype=wp.float32)]
         shaded = [int(rgb is not None), rgb_arr, float(o.pixel_angle), int(semantic is not None), sem_arr]
         return frame, shaded

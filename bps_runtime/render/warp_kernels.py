@@ -24,7 +24,7 @@ from .camera import DEPTH_CLIPPED, DEPTH_NORMALIZED
 from .shading_data import COS_FLOOR, FORMAT_BC1
 
 COS_FLOOR_K = wp.constant(COS_FLOOR)
-_CLIPPED, _NORMALIZED = wp.constant(DEPTH_CLIPPED), wp.constant(DEPTH_NORMALIZED)   # camera.depth_finish
+_CLIPPED, _NORMALIZED = wp.constant(DEPTH_CLIPPED), wp.constant(DEPTH_NORMALIZED)   # camera.depth_mode
 FORMAT_BC1_K = wp.constant(FORMAT_BC1)
 
 
@@ -175,8 +175,8 @@ def eye(feet: wp.vec3, sensor_height: float) -> wp.vec3:
 
 @wp.func
 def depth_value(z: float, finish: int, lo: float, hi: float) -> float:
-    """A pixel's depth as written (camera.finish_depth; ``finish`` one of camera.depth_finish's
-    modes): DEPTH_RAW metres, DEPTH_CLIPPED to [lo, hi], DEPTH_NORMALIZED clipped and scaled to
+    """A pixel's depth as written (camera.finish_depth; ``finish`` one of camera.depth_mode's
+    values): DEPTH_RAW metres, DEPTH_CLIPPED to [lo, hi], DEPTH_NORMALIZED clipped and scaled to
     [0, 1] (a miss, z = 0, reads as lo)."""
     if finish == _NORMALIZED:
         return (wp.clamp(z, lo, hi) - lo) / (hi - lo)

@@ -14,7 +14,7 @@ ledger and the listeners; nobody calls it back.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
@@ -264,40 +264,6 @@ class SceneCache:
 
     def __exit__(self, *exc):
         self.close()
-
-
-def composed_footprint(path: str, navmesh_path: str | None = None, options=None) -> dict:
-    """What a composed scene holds resident alone in a scene cache, by part (its report's
-    ``resident_footprint``: stage, instance table and structures, each shared asset once), beside
-    its decoded size, as ``footprint.packed_scene_footprint``: {"decoded_scan", "embree", "warp"}
-    (Warp on its CPU device: the bytes it charges on CUDA too; left out without Warp), for the
-    sensor of ``options`` (RenderOptions; None: the default 64x64, HFOV 90)."""
-    from bps_assets.errors import MissingDependencyError
-    from bps_assets.packed_scene import read_packed_scene
-
-    from ..render.embree import EmbreeRenderer
-    from ..render.protocol import RenderOptions
-    from .footprint import decoded_scan_bytes
-
-    def alone(make) -> dict:
-        r = make()
-        try:
-            with SceneCache([SceneSource("info", path, navmesh_path)], r, 1,
-                            CacheOptions(slots=1, prefetch=False, loader_threads=1)) as cache:
-                cache.start(refuse=True)
-                return cache.take_report().resident_footprint
-        finally:
-            r.close()
-
-    opts = replace(options or RenderOptions(), threads=1)
-    out = {"decoded_scan": decoded_scan_bytes(read_packed_scene(path)),
-           "embree": alone(lambda: EmbreeRenderer(opts))}
-    try:
-        from ..render.warp_backend import WarpRenderer
-        out["warp"] = alone(lambda: WarpRenderer(opts, device="cpu"))
-    except MissingDependencyError:
-        pass   # Warp is optional: without it the GPU column is left out, as the docstring says
-    return out
 
 
 def _as_env_ids(env_ids, num_envs: int) -> np.ndarray:

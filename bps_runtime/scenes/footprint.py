@@ -9,12 +9,10 @@ of ints (bytes) with the keys ``PARTS``; their sum is what the cache charges for
   and mip bias per triangle, instance ids)
 - textures: the texel blocks of every kept mip level and their level tables
 - navigation: the navmesh's arrays
-Measurements: docs/PERFORMANCE.md ("Resident bytes per scene").
+A file's footprint (``bps-assets info``): ``file_footprint``. Measurements: docs/PERFORMANCE.md ("Resident bytes per scene").
 """
 from __future__ import annotations
 
-from dataclasses import replace
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -121,57 +119,3 @@ def decoded_scan_bytes(scene) -> int:
         np.asarray(scene.tex_levels, np.int64).reshape(-1, 6)
     top = levels[levels[:, 1] == 0]
     return int(total + (top[:, 2] * top[:, 3] * 4).sum())
-
-
-def packed_scene_footprint(path: str, navmesh_path: str | None = None, options=None) -> dict:
-    """What a packed scene would hold resident for a sensor (``options``: RenderOptions; None: the
-    default 64x64, HFOV 90), by part, under the Embree renderer (CPU) and the Warp backend's
-    estimate (GPU), beside its decoded size: {"decoded_scan": int, "embree": {...}, "warp": {...},
-    "level": the converter LOD level that sensor loads (-1: the full mesh), "reason": why
-    (``lod_levels.choice``), "levels": per level, the full mesh first, {"level", "max_error"
-    (None: full), "triangles", "embree", "warp" (totals)}} (footprints as ``scene_footprint``; a
-    composed scene: ``cache.composed_footprint``). Reads the file (and the navmesh, if given)."""
-    from bps_assets.container import Container
-    from bps_assets.lod_section import HEADER_KEY, levels as section_levels
-    from bps_assets.packed_scene import KIND, read_lod_level, read_packed_scene
-
-    from ..render.protocol import RenderOptions
-    from .lod_levels import choice
-
-    opts = replace(options or RenderOptions(), threads=1)
-    with Container(path, KIND) as c:
-        header = dict(c.header)
-    level, reason = choice(opts, header, path)
-    errors = [x["max_error"] for x in section_levels(path, header)] if HEADER_KEY in header else []
-    nav = 0
-    if navmesh_path:
-        from bps_assets.nav import load_navmesh
-        nav = navmesh_nbytes(load_navmesh(navmesh_path))
-    full = read_packed_scene(path)
-    rows, out = [], {}
-    for i in [-1, *range(len(errors))]:
-        ps = full if i < 0 else read_lod_level(path, i)
-        fp = _footprints(ps, path, opts, nav)
-        rows.append({"level": i, "max_error": None if i < 0 else errors[i], "triangles": int(ps.indices.shape[0]),
-                     **{k: sum(v.values()) for k, v in fp.items()}})
-        if i == level:
-            out = fp
-    return {"decoded_scan": decoded_scan_bytes(full), **out, "level": level, "reason": reason, "levels": rows}
-
-
-def _footprints(ps, path: str, opts, nav: int) -> dict:
-    """{"embree": footprint, "warp": footprint} of packed scene ``ps`` (at its ``lod``) for ``opts``."""
-    from ..render.embree import EmbreeRenderer
-    from ..render.mips import sensor_mips
-    from ..render.shading_data import build_shading_data
-    from ..render.warp_backend import warp_accel_breakdown
-
-    sd = sensor_mips(build_shading_data(ps, path), opts)
-    nv, nt = int(ps.positions.shape[0]), int(ps.indices.shape[0])
-    r = EmbreeRenderer(opts)
-    try:
-        cpu = scene_footprint(sd, r, nv, nt, nav, ps.lod)
-    finally:
-        r.close()
-    return {"embree": cpu,
-            "warp": scene_footprint(sd, SimpleNamespace(accel_breakdown=warp_accel_breakdown), nv, nt, nav, ps.lod)}

@@ -238,6 +238,16 @@ def test_category_table_memory_follows_the_objects_not_the_ids():
     want = np.stack([expect(s, f) for s, f in zip(slot, frames)])
     np.testing.assert_array_equal(got, want)
     assert (got[slot != 6] >= 0).any() and (got[slot == 6] == UNKNOWN).all()
+    # device ops only (capture-safe on CUDA): no host sync, the same ops whatever the batch
+    from cli.step_profile import count_ops
+
+    counts = []
+    for n in (1, len(slot)):
+        with count_ops() as c:
+            ct.lookup(torch.from_numpy(slot[:n]), torch.from_numpy(frames[:n, ..., None]))
+        assert c.num_syncs == 0, c.syncs
+        counts.append(c.torch_ops["step"])
+    assert counts[0] == counts[1] and sum(counts[0].values()) <= 12, counts
     # an id of another slot's scene is not this slot's: no aliasing between scene indices
     other = torch.from_numpy(np.asarray(tabs[0].ids[:1], np.int32).reshape(1, 1))
     assert ct.lookup(torch.tensor([1]), other).item() == (

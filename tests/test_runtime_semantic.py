@@ -175,10 +175,14 @@ def test_category_table_maps_ids_per_scene_slot():
     np.testing.assert_array_equal(category_row(t1, vocab), [UNKNOWN, 5, UNKNOWN] + [UNKNOWN] * 5)
     np.testing.assert_array_equal(category_row(t1), [UNKNOWN, 0, 1, UNKNOWN, UNKNOWN, UNKNOWN, UNKNOWN, UNKNOWN])
     ct = CategoryTable(3, vocabulary=vocab, capacity=4)
-    ct.set(0, t1)   # 3 objects + the pad fit in 4 entries; the 4th object does not: the table grows
-    assert ct.version == 0
+    ct.set(0, t1)   # 3 objects + a pad fit in 4 entries per scene index
     ct.set(2, t2)
-    assert ct.version == 1 and ct.keys.shape[0] >= 5 and ct.nbytes == 12 * ct.keys.shape[0]
+    assert ct.version == 0 and ct.capacity == 4
+    ct.set(1, _table([1, 2, 3, 4], [0, 0, 0, 0], ["bed"]))   # 4 objects do not: the table grows
+    assert ct.version == 1 and ct.capacity >= 5 and ct.nbytes == 12 * (3 * ct.capacity + 1)
+    keys = ct.keys
+    ct.set(1, None)   # no growth: the segment is rewritten in place (a captured graph stays valid)
+    assert ct.keys is keys and ct.version == 1
     sem = torch.tensor([[1, 2, 0, 7, 3, 500], [3, 1, 0, 0, 0, 0]], dtype=torch.int32).reshape(2, 1, 6, 1)
     cats = ct.lookup(torch.tensor([0, 2]), sem)
     assert cats.shape == sem.shape and cats.dtype == torch.int32
@@ -207,9 +211,10 @@ def _device_bytes(table) -> int:
 
 
 def test_category_table_memory_follows_the_objects_not_the_ids():
-    """Habitat ``semantic_id``s up to the 2^20 cap in every slot: the table holds the objects
-    (12 B each, doubled capacity), not one row per id, and still maps every slot's ids after
-    scenes leave and arrive in any order."""
+    """Habitat ``semantic_id``s up to the 2^20 cap in every slot: the table holds entries for
+    the objects (12 B each, per slot the largest scene's objects + 1, at most doubled), not one
+    row per id; a scene swap rewrites only its slot's entries; every slot's ids still map
+    after scenes leave and arrive in any order."""
     from bps_runtime.render.semantic import MAX_INSTANCE_ID
 
     rng = np.random.default_rng(3)
@@ -223,8 +228,12 @@ def test_category_table_memory_follows_the_objects_not_the_ids():
     for s in (5, 0, 7, 2, 1, 6, 3, 4):
         ct.set(s, tabs[s])
     assert _device_bytes(ct) <= 12 * 2 * (slots * per + 1), _device_bytes(ct)   # dense: 8 x 2^20 x 4 B
+    before, k = ct.keys.clone(), ct.capacity
     ct.clear(2)
+    moved = torch.nonzero(ct.keys != before).flatten()
+    assert moved.numel() and moved.min() >= 2 * k and moved.max() < 3 * k   # slot 2's entries only
     ct.set(2, tabs[2])
+    assert torch.equal(ct.keys, before)
     ct.set(6, None)
 
     def expect(s, frame):

@@ -5,10 +5,11 @@ the device.
 Contract (bps_assets.semantics): a semantic pixel is ``tri_object[hit triangle]`` (int32, 0 = no
 hit or no object); a scene without ``tri_object`` renders 0 everywhere. The renderers read the
 ids from ``ShadingData.tri_object`` (``build_shading_data`` takes a packed scene's
-``tri_object``), so they need nothing else. ``CategoryTable`` is the env's side: the resident
-scenes' (scene index, id) keys, sorted, and their categories, rewritten when a scene is
-attached or leaves (memory: 12 B per object, whatever the ids), so ``lookup(scene_index,
-frames)`` is a binary search and two gathers with no host work and no synchronisation.
+``tri_object``), so they need nothing else. ``CategoryTable`` is the env's side: per scene
+index a segment of sorted (scene index, id) keys and their categories, rewritten when a scene
+is attached or leaves (memory: by the objects of the largest scene, whatever the ids), so
+``lookup(scene_index, frames)`` is a binary search and two gathers with no host work and no
+synchronisation.
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ UNKNOWN = -1  # the category of "no object", of an id the scene does not list, a
 # observation space's bound); the table's memory follows the objects, not this
 MAX_INSTANCE_ID = 1 << 20
 _KEY_SHIFT = 32   # key = scene index << 32 | id: one sorted array serves every scene index
-_PAD = np.iinfo(np.int64).max   # keys past the resident objects: above any key a lookup makes
+_PAD_ID = (1 << 32) - 1   # a segment's unused entries: above its ids, below the next segment's keys
 
 
 def category_pairs(semantics, vocabulary: Sequence[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -60,14 +61,16 @@ def category_row(semantics, vocabulary: Sequence[str] | None = None) -> np.ndarr
 
 
 class CategoryTable:
-    """Id -> category tables of ``scenes`` scene indices on ``device``: ``keys`` int64 [C]
-    (scene index << 32 | id, increasing, then padding) and ``values`` int32 [C], C >= the
-    resident objects + 1 (``capacity`` at first, doubled when full; ``version`` counts those
-    reallocations, after which a captured CUDA graph that read the old tensors must be
-    re-captured). Memory: 12 B per resident object, whatever its id."""
+    """Id -> category tables of ``scenes`` scene indices on ``device``: ``keys`` int64 [scenes *
+    K + 1] and ``values`` int32 (the same length), scene index i's segment ``[i * K, (i + 1) *
+    K)`` holding its ids as ``i << 32 | id``, increasing, then pads ``i << 32 | 2^32 - 1``
+    (category UNKNOWN), one pad closing the array: so all keys are sorted. K (``capacity`` at
+    first) is at least one more than the objects of any scene set, doubled when a scene needs
+    more; ``version`` counts those reallocations (a captured CUDA graph that read the old
+    tensors must then be re-captured). ``set`` / ``clear`` write one segment in place."""
 
     def __init__(self, scenes: int, device: str = "cpu", vocabulary: Sequence[str] | None = None,
-                 capacity: int = 256):
+                 capacity: int = 64):
         import torch
 
         if scenes < 1 or capacity < 1:
@@ -75,20 +78,24 @@ class CategoryTable:
         self.vocabulary = None if vocabulary is None else list(vocabulary)
         self.device = torch.device(device)
         self._pairs: list[tuple[np.ndarray, np.ndarray] | None] = [None] * scenes
-        self._arena = (torch.full((capacity,), _PAD, dtype=torch.int64, device=self.device),
-                       torch.full((capacity,), UNKNOWN, dtype=torch.int32, device=self.device))
+        self._arena = self._layout(max(int(capacity), 2))
         self.version = 0
         self._lock = threading.Lock()
 
     @property
     def keys(self):
-        """The sorted (scene index << 32 | id) keys, int64 [C] (padding past the objects)."""
+        """The sorted keys, int64 [scenes * K + 1] (see the class docstring)."""
         return self._arena[0]
 
     @property
     def values(self):
-        """The category of each key, int32 [C]."""
+        """The category of each key, int32 (UNKNOWN for pads)."""
         return self._arena[1]
+
+    @property
+    def capacity(self) -> int:
+        """K: entries per scene index (its objects + at least one pad)."""
+        return (self._arena[0].shape[0] - 1) // len(self._pairs)
 
     @property
     def nbytes(self) -> int:
@@ -99,42 +106,56 @@ class CategoryTable:
     def set(self, scene_index: int, semantics) -> None:
         """Make ``scene_index``'s table the one of the scene now attached there (None: no objects).
         Call it where the renderer's ``attach`` is called (between steps)."""
-        pairs = category_pairs(semantics, self.vocabulary)
+        ids, cats = category_pairs(semantics, self.vocabulary)
+        i = int(scene_index)
         with self._lock:
-            self._pairs[int(scene_index)] = pairs if pairs[0].size else None
-            self._publish()
+            self._pairs[i] = (ids, cats) if ids.size else None
+            if ids.size + 1 > self.capacity:
+                self._arena = self._layout(max(ids.size + 1, 2 * self.capacity))
+                self.version += 1
+            else:
+                self._write(i)
 
     def clear(self, scene_index: int) -> None:
         """Forget the scene of ``scene_index`` (every id maps to UNKNOWN)."""
         with self._lock:
             self._pairs[int(scene_index)] = None
-            self._publish()
+            self._write(int(scene_index))
 
-    def _publish(self) -> None:
-        """Rewrite the device arrays from the per-scene pairs (scene order keeps keys sorted)."""
+    def _segment(self, i: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Scene index ``i``'s keys and values, K = ``k`` entries."""
+        keys = np.full(k, (i << _KEY_SHIFT) | _PAD_ID, np.int64)
+        values = np.full(k, UNKNOWN, np.int32)
+        if self._pairs[i] is not None:
+            ids, cats = self._pairs[i]
+            keys[:ids.size] = (np.int64(i) << _KEY_SHIFT) | ids
+            values[:ids.size] = cats
+        return keys, values
+
+    def _layout(self, k: int):
+        """New device arrays with K = ``k`` holding every scene index's segment."""
         import torch
 
-        parts = [(np.int64(i) << _KEY_SHIFT) | p[0] for i, p in enumerate(self._pairs) if p is not None]
-        cats = [p[1] for p in self._pairs if p is not None]
-        keys = np.concatenate(parts) if parts else np.zeros(0, np.int64)
-        values = np.concatenate(cats) if cats else np.zeros(0, np.int32)
-        n, (k_dev, v_dev) = len(keys), self._arena
-        if n + 1 > k_dev.shape[0]:   # one pad at least: a search past the last key reads a pad
-            cap = max(n + 1, 2 * k_dev.shape[0])
-            k_dev = torch.full((cap,), _PAD, dtype=torch.int64, device=self.device)
-            v_dev = torch.full((cap,), UNKNOWN, dtype=torch.int32, device=self.device)
-            self.version += 1
-        else:
-            k_dev[n:].fill_(_PAD)
-            v_dev[n:].fill_(UNKNOWN)
-        k_dev[:n] = torch.from_numpy(keys).to(self.device, non_blocking=True)
-        v_dev[:n] = torch.from_numpy(values).to(self.device, non_blocking=True)
-        self._arena = (k_dev, v_dev)
+        parts = [self._segment(i, k) for i in range(len(self._pairs))]
+        keys = np.concatenate([p[0] for p in parts] + [np.full(1, np.iinfo(np.int64).max, np.int64)])
+        values = np.concatenate([p[1] for p in parts] + [np.full(1, UNKNOWN, np.int32)])
+        return torch.from_numpy(keys).to(self.device), torch.from_numpy(values).to(self.device)
+
+    def _write(self, i: int) -> None:
+        """Rewrite scene index ``i``'s segment in place (the other segments are untouched)."""
+        import torch
+
+        k = self.capacity
+        keys, values = self._segment(i, k)
+        k_dev, v_dev = self._arena
+        k_dev[i * k:(i + 1) * k] = torch.from_numpy(keys).to(self.device, non_blocking=True)
+        v_dev[i * k:(i + 1) * k] = torch.from_numpy(values).to(self.device, non_blocking=True)
 
     def lookup(self, scene_index, semantic):
         """Categories (int32, the shape of ``semantic``) of semantic frames ``semantic`` [N, ...]
-        (the sensor's int32 ids) rendered in scenes ``scene_index`` [N]: device ops only (a
-        binary search of the sorted keys; an id the scene does not list reads UNKNOWN)."""
+        (the sensor's int32 ids) rendered in scenes ``scene_index`` [N] (each < ``scenes``):
+        device ops only (a binary search of the sorted keys; an id the scene does not list
+        reads UNKNOWN, a negative one a pad's or another segment's miss: UNKNOWN too)."""
         import torch
 
         keys, values = self._arena

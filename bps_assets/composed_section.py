@@ -27,8 +27,8 @@ from .semantics import SemanticTable
 HEADER_KEY = "composed"
 MAX_INSTANCES = 1 << 17
 MAX_CATEGORIES = 4096
-# the runtime's category table holds one dense row per scene, indexed by semantic id
-# (bps_runtime.render.semantic.MAX_INSTANCE_ID): the cap before anything sizes that row
+# the largest semantic id (bps_runtime.render.semantic.MAX_INSTANCE_ID, the semantic sensor's
+# observation bound); the runtime's category table sizes by objects, not by this
 MAX_SEMANTIC_ID = 1 << 20
 MOTION_TYPES = ("STATIC", "KINEMATIC", "DYNAMIC")   # index = the code in ``instance_motion``
 KINDS = ("object", "articulated")                   # an instance: a rigid object or a URDF link
@@ -146,7 +146,7 @@ def semantic_id_problem(ids, names) -> str | None:
         return None
     i = int(bad[0])
     return (f"instance {names[i]!r}: semantic_id {int(ids[i])} outside 0..{MAX_SEMANTIC_ID} (the semantic "
-            "sensor's category table holds one row per id)")
+            "sensor's id cap)")
 
 
 def read_table(path, container) -> InstanceTable:

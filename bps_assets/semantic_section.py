@@ -4,9 +4,10 @@ Sections: ``tri_object`` i4 [T] (instance id of each render triangle, 0 none) an
 table ``object_ids`` i4 [O], ``object_category`` i4 [O], ``object_region`` i4 [O],
 ``object_source_ids`` i8 [O], ``object_aabb`` f4 [O, 6], ``object_points`` f4 [O * P, 3]; the
 header key ``semantics`` holds ``objects`` O, ``points_per_object`` P, ``categories`` and
-``raw_names`` (MP3D: ``id_rule``; ``warn_stale_ids`` logs once per file an MP3D scene without
-it, packed under the old ids). Caps (before anything is read): O <= T and O <= 2^20, P <= 64, 4096
-categories, names <= 256 characters. ``check`` runs the value checks after reading.
+``raw_names`` (MP3D: ``id_rule`` and ``no_object_id``, the id of faces of no object besides 0;
+``warn_stale_ids`` logs once per file an MP3D scene packed under an older rule). Caps (before
+anything is read): O <= T and O <= 2^20, P <= 64, 4096 categories, names <= 256 characters.
+``check`` runs the value checks after reading.
 """
 from __future__ import annotations
 
@@ -15,11 +16,15 @@ import numpy as np
 import logging
 
 from .errors import CorruptFileError
-from .readers.semantic_mp3d import ID_RULE
+from .readers.semantic_mp3d import ID_RULE, NO_OBJECT
 from .semantics import SemanticTable
 
 HEADER_KEY = "semantics"
 ID_RULE_KEY = "id_rule"   # MP3D files: how ids were made (semantic_mp3d.ID_RULE); older files lack it
+NO_OBJECT_KEY = "no_object_id"   # a tri_object value meaning "no object" besides 0 (MP3D: 65535)
+# what an older MP3D id rule got wrong ("": the key was absent)
+_OLD_RULES = {"": ("object index + 1", "instance ids are not habitat's object_id"),
+              "object_index": ("object_index", f"faces of no object read 0, not habitat's {NO_OBJECT}")}
 MAX_OBJECTS = 1 << 20
 MAX_POINTS = 64
 MAX_CATEGORIES = 4096
@@ -58,12 +63,22 @@ def header_counts(path, header: dict, triangles: int) -> tuple[int, int] | None:
     rule = s.get(ID_RULE_KEY, "")
     if not isinstance(rule, str) or len(rule) > MAX_NAME:
         raise _err(path, f"{ID_RULE_KEY} must be a string of at most {MAX_NAME} characters")
+    none = s.get(NO_OBJECT_KEY, 0)
+    if not isinstance(none, int) or isinstance(none, bool) or not 0 <= none < 1 << 31:
+        raise _err(path, f"{NO_OBJECT_KEY} must be an integer in [0, 2^31)")
     return o, p
 
 
+def no_object_id(header: dict) -> int:
+    """The ``tri_object`` value besides 0 that means "no object" (0 when the file names none)."""
+    s = header.get(HEADER_KEY)
+    return int(s.get(NO_OBJECT_KEY, 0)) if isinstance(s, dict) else 0
+
+
 def id_rule_header(fmt: str) -> dict:
-    """The header keys a writer adds for an annotation of format ``fmt`` (MP3D: its id rule)."""
-    return {ID_RULE_KEY: ID_RULE} if fmt == "mp3d" else {}
+    """The header keys a writer adds for an annotation of format ``fmt`` (MP3D: its id rule and
+    its id of faces of no object)."""
+    return {ID_RULE_KEY: ID_RULE, NO_OBJECT_KEY: NO_OBJECT} if fmt == "mp3d" else {}
 
 
 def stale_ids(header: dict) -> str:
@@ -73,8 +88,9 @@ def stale_ids(header: dict) -> str:
     src = s.get("source") if isinstance(s, dict) else None
     if not isinstance(src, dict) or src.get("format") != "mp3d" or s.get(ID_RULE_KEY) == ID_RULE:
         return ""
-    return (f"MP3D semantics packed under an older id rule ({s.get(ID_RULE_KEY) or 'object index + 1'}, "
-            f"not {ID_RULE}): instance ids are not habitat's object_id; convert the scan again")
+    rule = s.get(ID_RULE_KEY) or ""
+    name, what = _OLD_RULES.get(rule, (rule, "instance ids may not be habitat's object_id"))
+    return f"MP3D semantics packed under an older id rule ({name}, not {ID_RULE}): {what}; convert the scan again"
 
 
 _warned: set[str] = set()
@@ -123,7 +139,10 @@ def check(path, header: dict, a: dict) -> None:
         if int(t.min()) < 0:
             raise _err(path, "negative instance id", "tri_object")
         if ids is not None:
-            nz = np.unique(t[t > 0])
+            none = no_object_id(header)
+            if none and np.isin(none, ids):
+                raise _err(path, f"{NO_OBJECT_KEY} {none} is an object's id", "object_ids")
+            nz = np.unique(t[(t > 0) & (t != none)])
             if nz.size and not np.isin(nz, ids).all():
                 raise _err(path, f"instance id {int(nz[~np.isin(nz, ids)][0])} is not in object_ids", "tri_object")
     cat = a.get("object_category")

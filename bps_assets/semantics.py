@@ -3,7 +3,8 @@ produce, the packed scene's semantic section stores, and the renderers' semantic
 ObjectNav task consume.
 
 Contract:
-- Instance ids are int32 and start at 1; 0 means "no object" everywhere (a triangle, a pixel).
+- Instance ids are int32 and start at 1; 0 means "no object" everywhere (a triangle, a pixel);
+  MP3D faces of no object carry habitat-sim's 65535 (``readers.semantic_mp3d.NO_OBJECT``).
 - ``tri_object[t]`` is the instance id of render-mesh triangle ``t`` (int32 [T]); a semantic
   sensor reads it at the hit triangle (``object_ids``), so it needs no second mesh.
 - ``SemanticTable`` row ``i`` describes instance ``ids[i]``; ``category`` indexes

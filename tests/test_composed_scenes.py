@@ -955,8 +955,8 @@ def test_one_definition_of_the_instance_cap_and_motion_types():
 
 
 def test_semantic_ids_above_the_runtime_cap_are_refused_naming_the_file(tmp_path):
-    """The semantic sensor's category table has one dense row per scene, indexed by habitat's
-    semantic id (bps_runtime.render.semantic.MAX_INSTANCE_ID): a larger id is refused when
+    """Habitat's semantic ids are capped at the semantic sensor's bound
+    (bps_runtime.render.semantic.MAX_INSTANCE_ID): a larger id is refused when
     packing (a DatasetError naming the scene instance file and the id, nothing written) and when
     reading a file packed before the check (a CorruptFileError naming the file and the id)."""
     from bps_assets import composed_section as cs

@@ -175,9 +175,14 @@ def test_category_table_maps_ids_per_scene_slot():
     np.testing.assert_array_equal(category_row(t1, vocab), [UNKNOWN, 5, UNKNOWN] + [UNKNOWN] * 5)
     np.testing.assert_array_equal(category_row(t1), [UNKNOWN, 0, 1, UNKNOWN, UNKNOWN, UNKNOWN, UNKNOWN, UNKNOWN])
     ct = CategoryTable(3, vocabulary=vocab, capacity=4)
-    ct.set(0, t1)   # id 7 does not fit in 4 columns: the table grows
+    ct.set(0, t1)   # 3 objects + a pad fit in 4 entries per scene index
     ct.set(2, t2)
-    assert ct.version == 1 and ct.table.shape[1] >= 8
+    assert ct.version == 0 and ct.capacity == 4
+    ct.set(1, _table([1, 2, 3, 4], [0, 0, 0, 0], ["bed"]))   # 4 objects do not: the table grows
+    assert ct.version == 1 and ct.capacity >= 5 and ct.nbytes == 12 * (3 * ct.capacity + 1)
+    keys = ct.keys
+    ct.set(1, None)   # no growth: the segment is rewritten in place (a captured graph stays valid)
+    assert ct.keys is keys and ct.version == 1
     sem = torch.tensor([[1, 2, 0, 7, 3, 500], [3, 1, 0, 0, 0, 0]], dtype=torch.int32).reshape(2, 1, 6, 1)
     cats = ct.lookup(torch.tensor([0, 2]), sem)
     assert cats.shape == sem.shape and cats.dtype == torch.int32
@@ -188,3 +193,71 @@ def test_category_table_maps_ids_per_scene_slot():
         category_row(_table([0], [0], ["chair"]))
     with pytest.raises(ConfigError, match="ids must be in"):
         category_row(_table([2**31 - 1], [0], ["chair"]))  # refused before allocating a dense row
+    from bps_runtime.render.semantic import category_pairs
+
+    ids, cats = category_pairs(_table([9, 2, 5], [0, 1, 2], ["chair", "bed", "sofa"]), vocab)
+    assert ids.tolist() == [2, 5, 9] and cats.tolist() == [1, 5, 0]   # sorted, whatever the order
+
+
+def _device_bytes(table) -> int:
+    """Bytes of every tensor a CategoryTable holds (whatever its layout)."""
+    seen, out = set(), 0
+    for v in vars(table).values():
+        for t in (v if isinstance(v, (tuple, list)) else (v,)):
+            if isinstance(t, torch.Tensor) and id(t) not in seen:
+                seen.add(id(t))
+                out += t.numel() * t.element_size()
+    return out
+
+
+def test_category_table_memory_follows_the_objects_not_the_ids():
+    """Habitat ``semantic_id``s up to the 2^20 cap in every slot: the table holds entries for
+    the objects (12 B each, per slot the largest scene's objects + 1, at most doubled), not one
+    row per id; a scene swap rewrites only its slot's entries; every slot's ids still map
+    after scenes leave and arrive in any order."""
+    from bps_runtime.render.semantic import MAX_INSTANCE_ID
+
+    rng = np.random.default_rng(3)
+    names = ["chair", "bed", "sofa"]
+    slots, per = 8, 50
+    tabs = []
+    for s in range(slots):
+        ids = np.unique(np.append(rng.integers(1, MAX_INSTANCE_ID, per - 1), MAX_INSTANCE_ID - s))
+        tabs.append(_table(ids, rng.integers(-1, 3, len(ids)), names))
+    ct = CategoryTable(slots, vocabulary=names)
+    for s in (5, 0, 7, 2, 1, 6, 3, 4):
+        ct.set(s, tabs[s])
+    assert _device_bytes(ct) <= 12 * 2 * (slots * per + 1), _device_bytes(ct)   # dense: 8 x 2^20 x 4 B
+    before, k = ct.keys.clone(), ct.capacity
+    ct.clear(2)
+    moved = torch.nonzero(ct.keys != before).flatten()
+    assert moved.numel() and moved.min() >= 2 * k and moved.max() < 3 * k   # slot 2's entries only
+    ct.set(2, tabs[2])
+    assert torch.equal(ct.keys, before)
+    ct.set(6, None)
+
+    def expect(s, frame):
+        row = category_row(tabs[s], names) if s != 6 else np.full(1, UNKNOWN, np.int32)
+        return np.where(frame < len(row), row[np.minimum(frame, len(row) - 1)], UNKNOWN)
+
+    slot = np.arange(slots).repeat(2)
+    frames = np.stack([rng.choice(np.concatenate([tabs[s].ids, [0, 1, MAX_INSTANCE_ID, 12345]]), (4, 5))
+                       for s in slot]).astype(np.int32)
+    got = ct.lookup(torch.from_numpy(slot), torch.from_numpy(frames[..., None]))[..., 0].numpy()
+    want = np.stack([expect(s, f) for s, f in zip(slot, frames)])
+    np.testing.assert_array_equal(got, want)
+    assert (got[slot != 6] >= 0).any() and (got[slot == 6] == UNKNOWN).all()
+    # device ops only (capture-safe on CUDA): no host sync, the same ops whatever the batch
+    from cli.step_profile import count_ops
+
+    counts = []
+    for n in (1, len(slot)):
+        with count_ops() as c:
+            ct.lookup(torch.from_numpy(slot[:n]), torch.from_numpy(frames[:n, ..., None]))
+        assert c.num_syncs == 0, c.syncs
+        counts.append(c.torch_ops["step"])
+    assert counts[0] == counts[1] and sum(counts[0].values()) <= 12, counts
+    # an id of another slot's scene is not this slot's: no aliasing between scene indices
+    other = torch.from_numpy(np.asarray(tabs[0].ids[:1], np.int32).reshape(1, 1))
+    assert ct.lookup(torch.tensor([1]), other).item() == (
+        UNKNOWN if tabs[0].ids[0] not in tabs[1].ids else expect(1, np.asarray(tabs[0].ids[:1]))[0])

@@ -356,8 +356,8 @@ def test_gibson_semantic_ply_without_house_is_not_an_annotation(tmp_path):
 def test_mp3d_ids_are_habitats_object_index(tmp_path):
     """habitat-sim's semantic sensor reports a face's PLY object_id (the .house object index;
     GenericSemanticMeshData.cpp): ours is the same number. Object 0 reads 0 there, our "no
-    object": no table row, its faces counted; faces of no object (-1) read 0."""
-    from bps_assets.readers.semantic_mp3d import read_mp3d_semantics
+    object": no table row, its faces counted; faces of no object (-1) read 65535 in both."""
+    from bps_assets.readers.semantic_mp3d import NO_OBJECT, read_mp3d_semantics
 
     ply = tmp_path / "x_semantic.ply"
     ply.write_text("ply\nformat ascii 1.0\nelement vertex 4\nproperty float x\nproperty float y\nproperty float z\n"
@@ -369,7 +369,7 @@ def test_mp3d_ids_are_habitats_object_index(tmp_path):
                      f"O 0 0 1{o}\nO 5 0 0{o}\n")
     ann = read_mp3d_semantics(ply, house)
     assert [(r.id, r.source_id, r.category) for r in ann.objects] == [(5, 5, "chair")]
-    assert ann.face_object.tolist() == [0, 5, 0]
+    assert ann.face_object.tolist() == [0, 5, NO_OBJECT] and NO_OBJECT == 65535
     assert ann.warnings["object_zero_faces"] == 1 and ann.warnings["unannotated_faces"] == 1
 
 
@@ -440,10 +440,14 @@ def test_mp3d_header_records_the_id_rule_and_older_files_warn_once(tmp_path, cap
     from cli.main import main
     from hostile_cases import rewrite
 
+    from bps_assets.readers.semantic_mp3d import ID_RULE
+
     info, truth, out, ps = _convert_synth(tmp_path, "mp3d")
-    assert ps.header["semantics"]["id_rule"] == "object_index"
-    assert "id_rule" not in _convert_synth(tmp_path / "hm3d", "gibson")[3].header["semantics"]
-    older = {k: v for k, v in ps.header["semantics"].items() if k != "id_rule"}
+    assert ps.header["semantics"]["id_rule"] == ID_RULE == "object_index, no object 65535"
+    assert ps.header["semantics"]["no_object_id"] == 65535
+    hm3d = _convert_synth(tmp_path / "hm3d", "gibson")[3].header["semantics"]
+    assert "id_rule" not in hm3d and "no_object_id" not in hm3d
+    older = {k: v for k, v in ps.header["semantics"].items() if k not in ("id_rule", "no_object_id")}
     old, old2 = (rewrite(out, tmp_path / n, header={"semantics": older}) for n in ("old.bps", "old2.bps"))
     caplog.set_level(logging.WARNING, "bps_assets.semantics")
 
@@ -457,7 +461,57 @@ def test_mp3d_header_records_the_id_rule_and_older_files_warn_once(tmp_path, cap
     assert "convert the scan again" in notes()[0]
     r = CliRunner().invoke(main, ["info", str(old2)], catch_exceptions=False)
     assert r.exit_code == 0 and len(notes()) == 2 and notes()[1].startswith(str(old2))
+    assert "object index + 1" in notes()[0] and "not habitat's object_id" in notes()[0]
+    # the previous rule (object_index, faces of no object 0): the same warning, saying what differs
+    prev = rewrite(out, tmp_path / "prev.bps", header={"semantics": {**older, "id_rule": "object_index"}})
+    read_packed_scene(prev)
+    assert len(notes()) == 3 and notes()[2].startswith(f"{prev}: MP3D semantics packed under an older id rule "
+                                                       "(object_index, not object_index, no object 65535)")
+    assert "faces of no object read 0, not habitat's 65535" in notes()[2]
     bad = rewrite(out, tmp_path / "bad.bps", header={"semantics": {**ps.header["semantics"], "id_rule": 5}})
     with pytest.raises(CorruptFileError, match="id_rule must be a string") as ei:
         read_packed_scene(bad)
     assert str(bad) in str(ei.value)
+
+
+def test_mp3d_faces_of_no_object_read_habitats_65535(tmp_path):
+    """habitat-sim's StanfordImporter reads the PLY's int object_id as unsigned and
+    GenericSemanticMeshData keeps 16 bits, so a face of no object (-1) reads 65535 there: a
+    converted MP3D scene stores that id in tri_object (header ``no_object_id``), the sensor's
+    id rule reads it, no table row has it; a file whose ``no_object_id`` is an object's id, or
+    not an integer, is refused naming the file."""
+    from scipy.spatial import cKDTree
+
+    from bps_assets import synth
+    from bps_assets.semantics import object_ids
+
+    NO_OBJECT = 65535   # habitat-sim's id of a face of no object
+
+    info = synth.generate(tmp_path / "src", layout="mp3d", scenes=1)[0]
+    pos, idx, tri_obj, objects = ssem.annotate("mp3d", info.name)
+    drop = int(np.bincount(tri_obj).argmax())          # the largest object's faces lose their object
+    tri_obj = np.where(tri_obj == drop, 0, tri_obj)    # synth writes object_id -1 for 0
+    ply, house = ssem.mp3d_files(pos, idx, tri_obj, objects, info.name)
+    stem = Path(info.path).name.split(".")[0]
+    (Path(info.path).parent / f"{stem}_semantic.ply").write_bytes(ply)
+    (Path(info.path).parent / f"{stem}.house").write_text(house)
+    out = Path(convert_file(info.path, tmp_path / "s.bps", ConvertOptions(dataset="mp3d")).output)
+    ps = read_packed_scene(out)
+    m = np.asarray(ps.header["frame"]["matrix"], np.float64)
+    src = (pos.astype(np.float64) @ m[:3, :3].T + m[:3, 3])[idx.astype(np.int64)].mean(1)
+    _, near = cKDTree(src).query(ps.positions[ps.indices.astype(np.int64)].mean(1))
+    want = np.where(tri_obj[near] == 0, NO_OBJECT, tri_obj[near])
+    assert (want == NO_OBJECT).mean() > 0.05 and float((want == ps.tri_object).mean()) >= 0.999
+    assert ps.header["semantics"]["no_object_id"] == NO_OBJECT and NO_OBJECT not in ps.semantics.ids
+    assert drop not in ps.semantics.ids
+    hit = np.flatnonzero(ps.tri_object == NO_OBJECT)[:5]
+    assert object_ids(ps.tri_object, hit).tolist() == [NO_OBJECT] * len(hit)   # what the sensor reports
+    st = ps.header["semantics"]["transfer"]
+    assert st["object_triangles"] == int(np.isin(ps.tri_object, ps.semantics.ids).sum())
+    for bad, msg in ((int(ps.semantics.ids[0]), "no_object_id .* is an object's id"),
+                     ("x", "no_object_id must be an integer")):
+        hdr = {"semantics": {**ps.header["semantics"], "no_object_id": bad}}
+        f = rewrite(out, tmp_path / f"bad{bad}.bps", header=hdr)
+        with pytest.raises(CorruptFileError, match=msg) as ei:
+            read_packed_scene(f)
+        assert str(f) in str(ei.value)

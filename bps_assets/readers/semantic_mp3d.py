@@ -8,11 +8,11 @@ The ``.house`` (first line ``ASCII 1.1``), as habitat-sim's ``SemanticScene::loa
 reads it: ``C category_index category_mapping_index category_mapping_name mpcat40_index
 mpcat40_name ...`` (``#`` in names stands for a space), ``O object_index region_index
 category_index px py pz ...`` (category -1: none), ``R region_index level_index 0 0 label ...``.
-Other records are skipped. Our id is the ``object_index``, as habitat-sim's sensor reports it.
-Object 0 reads 0, our "no object": no table row (faces counted: ``object_zero_faces``); faces of
-no object (-1) read 0 (habitat-sim: 65535). ``AnnotationError`` (file and line): a malformed
-record, a category with no C record, a repeated object index, a face ``object_id`` with no O
-record (the pair does not match). An O record no face uses is counted (``unused_objects``).
+Other records are skipped. A face's id is what habitat-sim's sensor reports: its object index
+(object 0: 0, our "no object" too, so no table row; ``object_zero_faces``), ``NO_OBJECT``
+(65535) for none (-1). ``AnnotationError`` (file and line): a malformed record, a category with
+no C record, an object index repeated or >= 65535, a face ``object_id`` with no O record (the
+pair does not match). An O record no face uses is counted (``unused_objects``).
 """
 from __future__ import annotations
 
@@ -25,9 +25,12 @@ from ..semantics import Annotation, ObjectRecord
 from .guard import headed_lines
 
 HOUSE_HEADER = "ASCII 1.1"
-# how ids are made (part of a scene's preprocess fingerprint): packed scenes made under the old
-# rule (object_index + 1) convert again on resume
-ID_RULE = "object_index"
+# how ids are made (part of a scene's preprocess fingerprint): packed scenes made under an older
+# rule ("": object_index + 1; "object_index": faces of no object 0) convert again on resume
+ID_RULE = "object_index, no object 65535"
+# habitat-sim's id of a face of no object: the PLY's int -1 read as unsigned and cut to 16 bits
+# (docs/ASSETS.md); object indices must stay below it
+NO_OBJECT = 65535
 MAX_HOUSE_BYTES = 256 << 20
 MAX_OBJECTS = 1 << 20
 
@@ -57,8 +60,9 @@ def parse_house(path: str | os.PathLike, text: str | None = None) -> list[Object
                     raise ValueError(f"{len(tok)} fields, an O record has at least 16")
                 if not (-1 <= ri <= MAX_OBJECTS and -1 <= ci <= MAX_OBJECTS):
                     raise ValueError(f"region {ri} or category {ci} outside [-1, {MAX_OBJECTS}]")
-                if oi < 0 or oi >= MAX_OBJECTS or oi in objs:
-                    raise ValueError(f"object index {oi} repeated or outside [0, {MAX_OBJECTS})")
+                if oi < 0 or oi >= NO_OBJECT or oi in objs:
+                    raise ValueError(f"object index {oi} repeated or outside [0, {NO_OBJECT}) (habitat-sim "
+                                     f"keeps 16-bit ids, {NO_OBJECT} = no object)")
                 objs[oi] = (ri, ci, no)
         except (ValueError, IndexError) as e:
             raise AnnotationError(spath, f"line {no}: malformed {tok[0]} record ({e})") from None
@@ -116,7 +120,7 @@ def read_mp3d_semantics(ply: str | os.PathLike, house: str | os.PathLike) -> Ann
         raise AnnotationError(ply, f"face object_id {v} has no O record in {os.fspath(house)} "
                                    f"({int(bad.sum())} faces; the .house does not match this PLY)")
     ann = Annotation(pos, tris, [o for o in objects if o.id > 0],
-                     face_object=np.maximum(oid, 0).astype(np.int32), source=os.fspath(ply))
+                     face_object=np.where(oid < 0, NO_OBJECT, oid).astype(np.int32), source=os.fspath(ply))
     used = set(int(x) for x in np.unique(oid[oid > 0]))
     ann.warn("unused_objects", sum(1 for o in ann.objects if o.source_id not in used))
     ann.warn("unannotated_faces", int((oid < 0).sum()))

@@ -162,7 +162,7 @@ def object_table(ann: Annotation, positions: np.ndarray, indices: np.ndarray, tr
              "categories": {n: names.count(n) for n in sorted(set(names))},
              "unmatched_objects": int((table.category < 0).sum()),
              "unmatched_labels": unmatched_labels(raw, category),
-             "object_triangles": int((tri_object > 0).sum())}
+             "object_triangles": int(np.isin(tri_object, present).sum())}   # not MP3D's no-object id
     return table, stats
 
 

@@ -103,7 +103,7 @@ class BatchNavEnv:
     @property
     def category_table(self):
         """With the "semantic" sensor: ``render.semantic.CategoryTable`` of the resident scenes,
-        rows by scene index; ``env.category_table.lookup(info["scene_index"], obs["semantic"])``
+        keyed by scene index; ``env.category_table.lookup(info["scene_index"], obs["semantic"])``
         maps a frame's instance ids to indices into ``env.categories`` on the device (-1: no
         object / unknown). None without the semantic sensor."""
         return self.world.category_table

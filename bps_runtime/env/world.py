@@ -65,7 +65,7 @@ class World:
         self.sensors = tuple(sensors)
         self.threads = renderer.options.threads  # the step's CPU work uses the render threads' count
         self._reasons: list[str] = []
-        self.category_table = None   # with the semantic sensor: id -> category rows by scene index
+        self.category_table = None   # with the semantic sensor: id -> category by scene index
         if "semantic" in self.sensors:
             from bps_assets.readers.semantic_categories import mpcat40
 

@@ -68,3 +68,27 @@ def test_max_episode_steps_fits_the_kernels(task):
     for bad in (2**31, 2**32 + 1, np.int64(2**40)):
         with pytest.raises(ConfigError, match=r"max_episode_steps=.*expected an int in 0\.\.2147483647"):
             options(max_episode_steps=bad)
+
+
+@pytest.mark.parametrize("task", sorted(MODULES))
+def test_an_unknown_option_is_a_config_error_with_habitats_name(task):
+    """A habitat-lab key passed as it is named there is a ConfigError giving the bps name (the
+    dataclass' own TypeError named neither); ``replace`` and ``EnvConfig.from_dict`` alike."""
+    from bps_runtime.env.config import EnvConfig
+
+    options = MODULES[task].TaskOptions
+    with pytest.raises(ConfigError, match=r"'turn_angle': habitat-lab's turn_angle is 'turn_degrees' here"):
+        options(turn_angle=30)
+    with pytest.raises(ConfigError, match=r"'forward_step_size': habitat-lab's forward_step_size is 'forward_step'"):
+        replace(options(), forward_step_size=0.5)
+    with pytest.raises(ConfigError, match=r"'succes_distance': did you mean 'success_distance'\?"):
+        options(succes_distance=0.5)
+    d = EnvConfig.from_kwargs("m", task=task).to_dict()
+    d["task"]["allow_sliding"] = False
+    with pytest.raises(ConfigError, match="'allow_sliding': habitat-lab's allow_sliding is 'sliding' here"):
+        EnvConfig.from_dict(d)
+    # a key whose bps name this task lacks gets no false hint
+    if not hasattr(options(), "tilt_degrees"):
+        with pytest.raises(ConfigError, match=r"unknown option\(s\) 'tilt_angle'; it takes"):
+            options(tilt_angle=30)
+    assert options(0.5).forward_step == 0.5   # positional fields still work

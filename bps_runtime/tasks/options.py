@@ -11,11 +11,12 @@ Sensor geometry is not a task option: ``SensorConfig`` holds it, ``TaskSpec.came
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass
 from typing import ClassVar
 
-from bps_assets.errors import ConfigError, is_bool, is_int, is_real
+from bps_assets.errors import ConfigError, did_you_mean, is_bool, is_int, is_real
 
 # each task's default navmesh agent (habitat-lab's task configs), (radius, height) in metres: the
 # one copy, read by options_class and by `bps-assets episodes` / `synth --semantic` (no torch)
@@ -120,5 +121,34 @@ def options_class(name: str, module: str, doc: str, fields: tuple = (), resource
     cls = dataclasses.make_dataclass("TaskOptions", spec, bases=(TaskOptions,), frozen=True,
                                      namespace={"TASK": name, "RESOURCES": tuple(resources),
                                                 "__post_init__": __post_init__})
+    init = cls.__init__
+
+    @functools.wraps(init)
+    def __init__(self, *args, **kwargs):   # an unknown option: a ConfigError, not the dataclass' TypeError
+        check_names(cls, kwargs)
+        init(self, *args, **kwargs)
+
+    cls.__init__ = __init__
     cls.__module__, cls.__doc__ = module, doc
     return cls
+
+
+# habitat-lab config keys a port may pass as they are named there (docs/TASKS.md, "habitat-lab config keys")
+HABITAT_KEYS = {"forward_step_size": "forward_step", "turn_angle": "turn_degrees", "tilt_angle": "tilt_degrees",
+                "allow_sliding": "sliding", "height": "agent_height", "radius": "agent_radius"}
+
+
+def check_names(cls, kwargs: dict) -> None:
+    """A ConfigError naming each keyword of ``kwargs`` that is no field of the options class ``cls``,
+    with the bps name of a habitat-lab config key or the close matches."""
+    names = [f.name for f in dataclasses.fields(cls)]
+    bad = [k for k in kwargs if k not in names]
+    if not bad:
+        return
+    hints = []
+    for k in bad:
+        hint = (f"habitat-lab's {k} is {HABITAT_KEYS[k]!r} here" if HABITAT_KEYS.get(k) in names
+                else did_you_mean(k, names))
+        hints.append(f"{k!r}: {hint}" if hint else repr(k))
+    raise ConfigError(None, f"{cls.__qualname__} of task {cls.TASK!r}: unknown option(s) {'; '.join(hints)}; "
+                            f"it takes {', '.join(names)}")

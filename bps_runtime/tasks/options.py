@@ -82,8 +82,7 @@ def check_rules(options) -> None:
                 object.__setattr__(options, f.name, bool(v))
         elif f.type in (float, "float") or (v is not None and f.type in (float | None, "float | None")):
             if not is_real(v) or not math.isfinite(v):
-                raise ConfigError(None, f"{type(options).__qualname__} of task {options.TASK or '?'!r}: "
-                                        f"{f.name}={v!r}: expected a finite number")
+                raise ConfigError(None, f"{what}: expected a finite number")
             if type(v) not in (int, float):   # a numpy scalar: stored as Python's float
                 object.__setattr__(options, f.name, float(v))
             if f.name == "max_pitch_degrees" and v is not None and v < 0:

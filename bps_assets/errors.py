@@ -50,6 +50,14 @@ def is_real(x) -> bool:
     return isinstance(x, numbers.Real) and not isinstance(x, bool)
 
 
+def is_bool(x) -> bool:
+    """Whether ``x`` is a bool or numpy's bool (``0``, ``"False"``, None are not): the type check
+    of every on / off setting before its ConfigError (a truthy string must not switch it on)."""
+    import numpy as np
+
+    return isinstance(x, (bool, np.bool_))
+
+
 def _rebuild(cls, message: str, state: dict) -> BpsError:
     err = cls.__new__(cls)
     Exception.__init__(err, message)

@@ -353,8 +353,8 @@ def _png_name(ctx, param, value):
 @click.option("--mpp", type=click.FloatRange(min=0, min_open=True), default=None,
               help="metres per pixel (default: the smallest 1/2/5 x 10^k that fits --max-size)")
 @click.option("--episodes", "episodes_file", type=click.Path(exists=True, path_type=Path), default=None,
-              help="a PointNav dataset (split file, its folder, or a content file): draw its episodes' "
-                   "starts, goals and geodesic shortest paths")
+              help="a PointNav, ObjectNav or InstanceImageNav dataset (split file, its folder, or a content "
+                   "file): draw its episodes' starts, goals (view points) and geodesic shortest paths")
 @click.option("--scene", default=None, help="with --episodes: the scene whose episodes to draw "
                                             "(default: the navmesh file's name)")
 @click.option("--max-episodes", default=20, show_default=True, type=click.IntRange(min=0),
@@ -403,17 +403,39 @@ def _semantic_preview(nav, semantic: Path, out, overwrite, max_size):
                f"{info['objects']} objects")
 
 
-def _scene_episodes(path: Path, scene: str, limit: int) -> list:
-    """The first ``limit`` episodes of ``scene`` in a PointNav or ObjectNav dataset (an ObjectNav
-    episode gets its goal objects, with their view points); InputError when it has none."""
-    from bps_assets.errors import InputError as _Bad
-    from bps_assets.nav.episodes import read_pointnav_dataset
-    from bps_assets.nav.objectnav_files import read_objectnav_dataset
+def _file_task(path: Path) -> str:
+    """The task whose episode file ``path`` is (a split file, its folder or a content file), by the
+    keys of the first of its files that shows them (``episode_tasks.episode_file_task``: a split
+    file whose episodes are in ``content/`` may show none); "pointnav" when none does."""
+    from bps_assets.nav.episode_tasks import episode_file_task
 
-    try:
+    folder = path if path.is_dir() else path.parent
+    for f in ([path] if path.is_file() else []) + sorted((folder / "content").glob("*.json.gz")):
+        found = episode_file_task(f)
+        if found is not None:
+            return found[0]
+    return "pointnav"
+
+
+def _scene_episodes(path: Path, scene: str, limit: int) -> list:
+    """The first ``limit`` episodes of ``scene`` in a PointNav, ObjectNav or InstanceImageNav
+    dataset, read by the reader of the task its keys show (``_file_task``), whose errors name what
+    is wrong (an ObjectNav or InstanceImageNav episode gets its goal objects, with their view
+    points); InputError when it has none."""
+    task = _file_task(path)
+    if task == "instance_imagenav":
+        from bps_assets.nav.instance_imagenav_files import read_instance_imagenav_dataset
+
+        ds = read_instance_imagenav_dataset(path)
+        eps = [{**e, "goals": [ds.goal_of(e)]} for e in ds.episodes]
+    elif task == "objectnav":
+        from bps_assets.nav.objectnav_files import read_objectnav_dataset
+
         ds = read_objectnav_dataset(path)
         eps = [{**e, "goals": ds.goals_of(e)} for e in ds.episodes]
-    except _Bad:   # not ObjectNav: PointNav (its own errors name what is wrong)
+    else:
+        from bps_assets.nav.episodes import read_pointnav_dataset
+
         eps = read_pointnav_dataset(path)
     from bps_assets.habitat_names import habitat_scene_name
 

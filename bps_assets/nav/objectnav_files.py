@@ -234,7 +234,8 @@ def read_objectnav_dataset(path: str | os.PathLike, scenes: Iterable[str] | None
     ``ObjectNavDatasetV1`` reads it: the split file, then its ``content/`` files (only
     ``scenes`` if given). Each episode's id is its index in its file, as a string, as habitat's
     ``from_json`` sets it (the file's own ``episode_id`` is checked, then only named in errors),
-    and gets ``object_category`` from its first goal when absent; ``.episodes``
+    and gets ``object_category`` from its first goal when absent, and always in a file without
+    ``goals_by_category`` (habitat's ``dedup_goals`` sets it from goals[0]); ``.episodes``
     is an ``EpisodeTable`` (each episode kept as its JSON text, a dict made on access). Raises
     ``InputError`` naming file and episode for a malformed episode or goal, an episode whose
     category is not in the category maps, or one whose scene holds no goal of its category."""
@@ -256,18 +257,19 @@ def read_objectnav_dataset(path: str | os.PathLike, scenes: Iterable[str] | None
 
         def episode(i, e, text):   # checked, then kept as its text and the fields checked below
             validate_episode(e, i, f, need_goals=False)
-            cat = e.get("object_category")
+            cat = own = e.get("object_category")
             if e.get("goals"):   # habitat's dedup_goals input: the goals ride in the episodes
-                key = goals_key(e["scene_id"], cat or e["goals"][0].get("object_category"))
+                first = e["goals"][0].get("object_category")
+                # dedup_goals sets the category to goals[0]'s, whatever the episode says
+                cat = first if isinstance(first, str) and first else cat
+                key = goals_key(e["scene_id"], cat)
                 if key not in dedup:
                     dedup[key] = [_read_goal(g, f"episode {i} goals[{j}]", f, caps) for j, g in enumerate(e["goals"])]
                 else:   # a later copy: dropped, but decoded (and counted in the raw text) all the same
                     caps.add(FileCaps.VIEW_POINTS, _view_point_count(e["goals"]))
-                if cat is None:
-                    cat = e["goals"][0].get("object_category")
             sid = names.setdefault(e["scene_id"], e["scene_id"])   # one string object per distinct value
-            eps.append((text, e["episode_id"], sid, names.setdefault(cat, cat) if isinstance(cat, str) else cat,
-                        bool(e.get("goals"))))
+            eps.append((text, e["episode_id"], sid, *(names.setdefault(c, c) if isinstance(c, str) else c
+                                                      for c in (cat, own)), bool(e.get("goals"))))
 
         return {"episodes": ("list+text", episode), "goals_by_category": ("map_of_lists", goal)}
 
@@ -281,8 +283,9 @@ def read_objectnav_dataset(path: str | os.PathLike, scenes: Iterable[str] | None
             maps_seen = True
         if eps and not maps_seen:
             raise InputError(f, f"no {CATEGORY_MAPS[0]} in this file or the split file")
-        if doc.get("goals_by_category") is None:   # absent (or null): the goals ride in the episodes
-            for i, (_, eid, _, _, has_goals) in enumerate(eps):
+        dedup_input = doc.get("goals_by_category") is None
+        if dedup_input:   # absent (or null): the goals ride in the episodes
+            for i, (_, eid, _, _, _, has_goals) in enumerate(eps):
                 if not has_goals:
                     raise InputError(f, f"episode {i} (id {eid!r}): goals must be a non-empty list")
             gbc = dedup
@@ -290,7 +293,8 @@ def read_objectnav_dataset(path: str | os.PathLike, scenes: Iterable[str] | None
             raise InputError(f, "goals_by_category must be an object of key -> goal list")
         out.goals_by_category.update(gbc)
         starts.append((len(out.episodes), f))
-        for i, (text, eid, sid, cat, _) in enumerate(eps):
+        for i, (text, eid, sid, cat, own, _) in enumerate(eps):
+            cat = cat if dedup_input or own is None else own   # with goals_by_category: the episode's own
             where = f"episode {i} (id {eid!r})"
             if not isinstance(cat, str) or not cat:
                 raise InputError(f, f"{where}: object_category is missing")

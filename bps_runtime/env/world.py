@@ -220,6 +220,9 @@ def episodes_error(e: InputError, task: str, source) -> InputError:
         close = did_you_mean(source, [m for m in EPISODE_MODES if m], n=1)
         hint = (f"episodes= is a file's path or one of {', '.join(repr(m) for m in EPISODE_MODES)}"
                 + (f" ({close})" if close else ""))
+        if "{split}" in source:   # habitat-lab's data_path is a template; episodes= is one file's path
+            hint += (f"; {{split}} is habitat-lab's data_path template: give the path with it filled in, "
+                     f"e.g. {source.replace('{split}', 'val')!r}")
     if not hint or type(e) is not InputError:
         return e
     return InputError(e.path, f"{e.detail}; {hint}")

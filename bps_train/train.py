@@ -33,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
+import bps_runtime
 from bps_runtime.tasks import TASKS
 from bps_train.args import arg, check_minimums, parse, writable_dir
 from bps_train.lazy import lazy
@@ -186,7 +187,7 @@ def num_groups(num_envs: int, double_buffer: bool) -> int:
 
 
 def env_config(args, split, num_envs, seed, episodes, double_buffer, scene_shard=None):
-    """The ``EnvConfig`` ``make_envs`` builds its environments from (compared on resume before
+    """The ``EnvConfig`` ``bps_runtime.make`` builds the environments from (compared on resume before
     anything is built)."""
     from bps_runtime import EnvConfig
 
@@ -206,13 +207,6 @@ def env_config(args, split, num_envs, seed, episodes, double_buffer, scene_shard
         batch_size=num_envs // num_groups(num_envs, double_buffer),
         device=args.device, sensors=(args.sensor,), resolution=(args.resolution, args.resolution),
         seed=seed, renderer=args.renderer, episodes=episodes, capture_graph=args.capture_graph, task=args.task, **kw)
-
-
-def make_envs(config):
-    """The environments of an ``env_config``."""
-    import bps_runtime
-
-    return bps_runtime.make(config=config)
 
 
 def visual_of(obs, sensor):
@@ -561,7 +555,8 @@ def evaluate(args) -> dict:
             from bps_train.video import eval_recorder
 
             recorder = eval_recorder(args)
-        env = make_envs(env_config(args, args.eval_split, n, args.seed + 10_000, source, double_buffer=False))
+        env = bps_runtime.make(config=env_config(args, args.eval_split, n, args.seed + 10_000, source,
+                                                  double_buffer=False))
     if ckpt is not None:   # the policy's category ids must mean the episodes' categories
         _checked(env, checkpoint.check_goal_categories, args.eval,
                  checkpoint.saved_identity(ckpt).get("goal_categories"), env.goal_categories, source)
@@ -885,7 +880,7 @@ def train(args) -> dict:
 
     # ---- environments (this rank's share of the scenes), logs, and the stop signal
     n = args.num_envs
-    env = make_envs(config)   # make() only fills in threads, which the env identity leaves out
+    env = bps_runtime.make(config=config)   # make() only fills in threads, which the env identity leaves out
     # the task's category map (ObjectNav): saved, and a resumed run's must be the checkpoint's
     _checked(env, checkpoint.check_goal_categories, ckpt_path,
              saved.get("goal_categories"), env.goal_categories, args.episodes)

@@ -326,7 +326,7 @@ def test_resuming_a_finished_run_builds_nothing_and_writes_nothing(dataset, tmp_
     assert train.main([*base, "--total-steps", "32"]) == 0
     before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file() and p.suffix != ".lock"}
     capsys.readouterr()
-    monkeypatch.setattr(train, "make_envs", lambda *a, **k: pytest.fail("environments built"))
+    monkeypatch.setattr(train.bps_runtime, "make", lambda *a, **k: pytest.fail("environments built"))
     assert train.main([*base, "--total-steps", "32"]) == 0
     err = capsys.readouterr().err
     assert "nothing to train" in err and "update 1" in err
@@ -343,7 +343,7 @@ def test_a_resume_with_another_env_config_names_only_what_differs_before_buildin
     base = ["--dataset", str(dataset), "--out-dir", str(out), *TINY, "--sim-only-steps", "0"]
     assert train.main([*base, "--total-steps", "32"]) == 0
     capsys.readouterr()
-    monkeypatch.setattr(train, "make_envs", lambda *a, **k: pytest.fail("environments built"))
+    monkeypatch.setattr(train.bps_runtime, "make", lambda *a, **k: pytest.fail("environments built"))
     assert train.main([*base, "--total-steps", "64", "--noise", "depth=redwood"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "noise" in err[0] and "redwood" in err[0], err
@@ -526,7 +526,7 @@ def test_lod_flag_reaches_the_env_config_and_a_bad_one_is_refused_before_buildin
     assert cfg("--lod", "full")["sensors"]["lod"] == "full"
     assert cfg("--lod", "1")["sensors"]["lod"] in ("1", 1)
     assert cfg() == cfg("--lod", "auto")
-    monkeypatch.setattr(train, "make_envs", lambda *a, **k: pytest.fail("environments built"))
+    monkeypatch.setattr(train.bps_runtime, "make", lambda *a, **k: pytest.fail("environments built"))
     capsys.readouterr()
     assert train.main(["--dataset", str(dataset), "--out-dir", str(tmp_path / "run"), *TINY, "--lod", "coarse"]) == 2
     err = capsys.readouterr().err

@@ -120,20 +120,19 @@ _UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 def _native_unfilter(dequantize: bool = False):
     """The C pass of bps_assets/native/_unfilter.c (None when not built: the numpy path runs),
-    looked up once per process. Tests set ``NATIVE_UNFILTER = False`` to compare the two paths."""
+    looked up once per process (``native.function`` keeps it). Tests set ``NATIVE_UNFILTER =
+    False`` to compare the two paths."""
     if not NATIVE_UNFILTER:
         return None
-    if dequantize not in _unfilter_native:
-        from .native import function
-        _unfilter_native[dequantize] = function(
-            "bps_assets.native._unfilter", "bps_unfilter_dequant",
-            _UNFILTER_ARGS + [ctypes.c_void_p, ctypes.c_void_p]) if dequantize else function(
-            "bps_assets.native._unfilter", "bps_unfilter", _UNFILTER_ARGS + [ctypes.c_int64])
-    return _unfilter_native[dequantize]
+    from .native import function
+
+    if dequantize:
+        return function("bps_assets.native._unfilter", "bps_unfilter_dequant",
+                        _UNFILTER_ARGS + [ctypes.c_void_p, ctypes.c_void_p])
+    return function("bps_assets.native._unfilter", "bps_unfilter", _UNFILTER_ARGS + [ctypes.c_int64])
 
 
 NATIVE_UNFILTER = True
-_unfilter_native: dict = {}  # dequantize -> bps_unfilter_dequant / bps_unfilter (None: not built)
 _crc_native = None  # bps_crc32 once checked (False: not there)
 
 

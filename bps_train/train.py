@@ -527,7 +527,8 @@ def evaluate(args) -> dict:
     checkpoint, a uniform random policy (``--eval random``) or STOP at once (``--eval stop``).
     Episodes: ``--eval-episodes-file``, else the split's PointNav files, else (ObjectNav)
     episodes sampled from ``--seed``."""
-    from bps_runtime.episodes.dataset_info import episodes_read_once, scene_and_episode_counts
+    from bps_runtime.episodes.dataset_info import episodes_read_once, file_episode_count, scene_and_episode_counts
+    from bps_runtime.tasks import task_spec
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -544,8 +545,9 @@ def evaluate(args) -> dict:
     with episodes_read_once():   # the split's episode files: read once for the count and the envs
         if source == "sample":
             total = args.eval_episodes or SAMPLED_EVAL
-        elif args.eval_episodes_file:
-            total = args.eval_episodes or 10**9   # the file's episodes: stop at --eval-episodes or when all ran
+        elif args.eval_episodes_file:   # its distinct episodes on the split's scenes, read as the task reads it
+            total = file_episode_count(args.dataset, args.eval_split, args.eval_episodes_file,
+                                       task_spec(args.task).episode_file)
         else:
             _, total = scene_and_episode_counts(args.dataset, args.eval_split)
         want = min(args.eval_episodes or total, total)

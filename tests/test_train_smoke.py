@@ -512,6 +512,31 @@ def test_eval_restores_the_checkpoints_noise(dataset, tmp_path, monkeypatch, cap
     assert sum("older noise rules" in ln for ln in capsys.readouterr().err.splitlines()) == 1
 
 
+def test_eval_of_a_short_episode_file_runs_one_env_per_distinct_episode(dataset, tmp_path, monkeypatch):
+    """--eval-episodes-file with fewer than 64 distinct episodes runs that many envs, not 64 (the
+    env count sets which env and random stream runs each episode); --eval-episodes below it, that
+    many. The file is read once for the count and the envs."""
+    import gzip
+
+    import bps_runtime
+    from bps_assets.pipeline import habitat_episodes
+    from bps_train.train import run as main
+
+    content = dataset.parent / "episodes" / "pointnav" / "val" / "content"
+    doc = json.loads(gzip.open(next(content.glob("*.json.gz"))).read())
+    doc["episodes"] = doc["episodes"][:3]
+    split = tmp_path / "three.json.gz"
+    split.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    made, real = [], bps_runtime.make
+    monkeypatch.setattr(bps_runtime, "make", lambda *a, **kw: made.append(kw["config"].num_envs) or real(*a, **kw))
+    reads, read = [], habitat_episodes.read_pointnav_table
+    monkeypatch.setattr(habitat_episodes, "read_pointnav_table", lambda p: reads.append(p) or read(p))
+    ev = ["--dataset", str(dataset), "--eval", "random", "--eval-episodes-file", str(split), "--resolution", "16",
+          "--threads", "1", "--seed", "1", "--out-dir", str(tmp_path / "ev")]
+    assert main(ev)["episodes"] == 3 and made == [3] and len(reads) == 1
+    assert main([*ev, "--eval-episodes", "2"])["episodes"] == 2 and made == [3, 2]
+
+
 def test_lod_flag_reaches_the_env_config_and_a_bad_one_is_refused_before_building(dataset, tmp_path, capsys,
                                                                                  monkeypatch):
     """--lod full / a level index go to make(lod=...); auto (the default) leaves the config as it

@@ -560,8 +560,11 @@ def evaluate(args) -> dict:
         env = bps_runtime.make(config=env_config(args, args.eval_split, n, args.seed + 10_000, source,
                                                   double_buffer=False))
     if ckpt is not None:   # the policy's category ids must mean the episodes' categories
-        _checked(env, checkpoint.check_goal_categories, args.eval,
-                 checkpoint.saved_identity(ckpt).get("goal_categories"), env.goal_categories, source)
+        saved = checkpoint.saved_identity(ckpt)
+        if note := checkpoint.categories_note(args.eval, saved):
+            print(note, file=sys.stderr, flush=True)
+        _checked(env, checkpoint.check_goal_categories, args.eval, saved.get("goal_categories"),
+                 env.goal_categories, source)
     if recorder is not None:
         recorder.goals_for = env.episode_goals   # each video's goal (ObjectNav's objects, ImageNav's image)
         recorder.action_names = env.ACTIONS
@@ -854,6 +857,8 @@ def train(args) -> dict:
         old_id = checkpoint.legacy_manifest_sha256(args.dataset)   # the identity checkpoints saved before 2026-11-27
         checkpoint.check_same_run(ckpt_path, saved, run_id, old_id)
         if rank == 0 and (note := checkpoint.noise_note(ckpt_path, ckpt)):
+            print(note, file=sys.stderr, flush=True)
+        if rank == 0 and (note := checkpoint.categories_note(ckpt_path, saved)):
             print(note, file=sys.stderr, flush=True)
         checkpoint.restore(ckpt_path, ckpt, policy, opt)
         update, global_step, seconds_before = ckpt["update"], ckpt["global_step"], ckpt["seconds"]

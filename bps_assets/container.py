@@ -34,7 +34,7 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from .errors import (BpsError, ConfigError, CorruptFileError, FormatVersionError, InputError,
-                     MissingSectionError, OutputExistsError, OutputWriteError, ResourceLimitError)
+                     MissingSectionError, OutputExistsError, OutputWriteError, ResourceLimitError, is_int)
 from .hashing import sha256_file
 from .json_input import parse_json
 
@@ -622,7 +622,7 @@ def _check_section(path, ent: Any, file_len: int) -> Section:
     if dtype not in DTYPES:
         raise _corrupt(path, f"unsupported dtype {dtype!r}", section=name)
     shape = field("shape", list)
-    if len(shape) > MAX_NDIM or not all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s for s in shape):
+    if len(shape) > MAX_NDIM or not all(is_int(s) and 0 <= s for s in shape):
         raise _corrupt(path, f"bad shape {shape!r}", section=name)
     codec, filt = field("codec", str), field("filter", str)
     if codec not in CODECS:

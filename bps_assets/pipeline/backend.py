@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..container import Container
-from ..errors import BpsError, ConfigError, InputError, NavError
+from ..errors import BpsError, ConfigError, InputError, NavError, is_int
 
 NAVMESH_MODES = ("auto", "import", "build")
 
@@ -47,7 +47,7 @@ def container_info(path: Path) -> dict:
         info = {"format": c.kind, "format_version": CONTAINER_VERSION}
         h = c.header
         cv = h.get("scene_format_version", h.get("version"))
-        if isinstance(cv, int) and not isinstance(cv, bool):
+        if is_int(cv):
             info["content_version"] = cv
     return info
 

@@ -21,7 +21,7 @@ import os
 
 import numpy as np
 
-from ..errors import InputError, UnsupportedExtensionError
+from ..errors import InputError, UnsupportedExtensionError, is_int
 from ..scene import Material, Mesh, SceneDocument, Texture
 from ..transforms.frame import quat_matrix
 from .guard import guarded
@@ -151,7 +151,7 @@ def expanded_counts(g: GltfFile, roots) -> tuple[int, int]:
         node = g.item("nodes", ni, "node")
         mi = node.get("mesh")
         prims = 0
-        if isinstance(mi, int) and not isinstance(mi, bool) and 0 <= mi < len(meshes) and \
+        if is_int(mi) and 0 <= mi < len(meshes) and \
                 isinstance(meshes[mi], dict) and isinstance(meshes[mi].get("primitives"), list):
             prims = len(meshes[mi]["primitives"])
         children = node.get("children") or []
@@ -306,7 +306,7 @@ class _Reader:
         if not isinstance(prim, dict):
             raise g.fail(f"{where} must be an object")
         mode = prim.get("mode", MODE_TRIANGLES)
-        if not isinstance(mode, int) or isinstance(mode, bool) or mode not in range(7):
+        if not is_int(mode) or mode not in range(7):
             raise g.fail(f"{where}.mode {mode!r} is not a glTF primitive mode")
         attrs = prim.get("attributes", {})
         if not isinstance(attrs, dict):

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from bps_assets.container import atomic_write, remove_stale_temps
-from bps_assets.errors import BpsError, ConfigError, CorruptFileError, InputError, OutputWriteError
+from bps_assets.errors import BpsError, ConfigError, CorruptFileError, InputError, OutputWriteError, is_real
 from bps_assets.pipeline.manifest import content_sha256, load_manifest
 from bps_assets.readers.semantic_categories import objectnav_hm3d
 from bps_runtime.noise.options import DEFAULTS as NO_NOISE
@@ -293,7 +293,7 @@ def set_rng_state(s: dict) -> None:
 
 
 def _finite(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    return is_real(v) and math.isfinite(v)
 
 
 def rng_problem(s) -> str | None:

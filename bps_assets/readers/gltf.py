@@ -21,7 +21,7 @@ import os
 
 import numpy as np
 
-from ..errors import InputError, UnsupportedExtensionError, is_int
+from ..errors import InputError, UnsupportedExtensionError, is_int, is_real
 from ..scene import Material, Mesh, SceneDocument, Texture
 from ..transforms.frame import quat_matrix
 from .guard import guarded
@@ -114,7 +114,7 @@ def texture_transform_matrix(ext: dict) -> np.ndarray:
     ox, oy = vec2(ext.get("offset"), [0, 0])
     sx, sy = vec2(ext.get("scale"), [1, 1])
     r = ext.get("rotation", 0.0)
-    if isinstance(r, bool) or not isinstance(r, (int, float)):
+    if not is_real(r):
         raise InputError(None, "rotation must be a number")
     c, s = math.cos(r), math.sin(r)
     t = np.array([[1, 0, ox], [0, 1, oy], [0, 0, 1]], np.float64)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import CorruptFileError
+from .errors import CorruptFileError, is_int
 from .semantics import SemanticTable
 
 HEADER_KEY = "composed"
@@ -54,7 +54,7 @@ def instance_count(path, header: dict) -> int | None:
     if not isinstance(c, dict):
         raise _err(path, "not an object")
     n = c.get("instances")
-    if not isinstance(n, int) or isinstance(n, bool) or not 0 <= n <= MAX_INSTANCES:
+    if not is_int(n) or not 0 <= n <= MAX_INSTANCES:
         raise _err(path, f"instances missing or not in [0, {MAX_INSTANCES}]")
     assets, cats = c.get("assets"), c.get("categories")
     if not isinstance(assets, list) or len(assets) > n + 1:

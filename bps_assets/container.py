@@ -34,7 +34,7 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from .errors import (BpsError, ConfigError, CorruptFileError, FormatVersionError, InputError,
-                     MissingSectionError, OutputExistsError, OutputWriteError, ResourceLimitError)
+                     MissingSectionError, OutputExistsError, OutputWriteError, ResourceLimitError, is_int)
 from .hashing import sha256_file
 from .json_input import parse_json
 
@@ -120,20 +120,19 @@ _UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 def _native_unfilter(dequantize: bool = False):
     """The C pass of bps_assets/native/_unfilter.c (None when not built: the numpy path runs),
-    looked up once per process. Tests set ``NATIVE_UNFILTER = False`` to compare the two paths."""
+    looked up once per process (``native.function`` keeps it). Tests set ``NATIVE_UNFILTER =
+    False`` to compare the two paths."""
     if not NATIVE_UNFILTER:
         return None
-    if dequantize not in _unfilter_native:
-        from .native import function
-        _unfilter_native[dequantize] = function(
-            "bps_assets.native._unfilter", "bps_unfilter_dequant",
-            _UNFILTER_ARGS + [ctypes.c_void_p, ctypes.c_void_p]) if dequantize else function(
-            "bps_assets.native._unfilter", "bps_unfilter", _UNFILTER_ARGS + [ctypes.c_int64])
-    return _unfilter_native[dequantize]
+    from .native import function
+
+    if dequantize:
+        return function("bps_assets.native._unfilter", "bps_unfilter_dequant",
+                        _UNFILTER_ARGS + [ctypes.c_void_p, ctypes.c_void_p])
+    return function("bps_assets.native._unfilter", "bps_unfilter", _UNFILTER_ARGS + [ctypes.c_int64])
 
 
 NATIVE_UNFILTER = True
-_unfilter_native: dict = {}  # dequantize -> bps_unfilter_dequant / bps_unfilter (None: not built)
 _crc_native = None  # bps_crc32 once checked (False: not there)
 
 
@@ -631,7 +630,7 @@ def _check_section(path, ent: Any, file_len: int) -> Section:
     if dtype not in DTYPES:
         raise _corrupt(path, f"unsupported dtype {dtype!r}", section=name)
     shape = field("shape", list)
-    if len(shape) > MAX_NDIM or not all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s for s in shape):
+    if len(shape) > MAX_NDIM or not all(is_int(s) and 0 <= s for s in shape):
         raise _corrupt(path, f"bad shape {shape!r}", section=name)
     codec, filt = field("codec", str), field("filter", str)
     if codec not in CODECS:

@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from .errors import ConfigError, CorruptFileError
+from .errors import ConfigError, CorruptFileError, is_int, is_real
 
 HEADER_KEY = "lods"
 MAX_LEVELS = 8
@@ -57,12 +57,12 @@ def levels(path, header: dict, triangles: int | None = None, vertices: int | Non
     prev = 0.0
     for i, x in enumerate(lv):
         e = x.get("max_error") if isinstance(x, dict) else None
-        if not isinstance(e, (int, float)) or isinstance(e, bool) or not prev < e <= MAX_ERROR:
+        if not is_real(e) or not prev < e <= MAX_ERROR:
             raise _err(path, f"levels[{i}].max_error must be a number in ({prev}, {MAX_ERROR}], increasing")
         prev = float(e)
         t, v = x.get("triangles"), x.get("vertices")
         for k, val, hi in (("triangles", t, t_full), ("vertices", v, None)):
-            if not isinstance(val, int) or isinstance(val, bool) or not 1 <= val <= (hi if hi is not None else val):
+            if not is_int(val) or not 1 <= val <= (hi if hi is not None else val):
                 raise _err(path, f"levels[{i}].{k} missing or not an integer in [1, {hi if hi is not None else 'inf'}]")
         if v > min(3 * t, v_full):
             raise _err(path, f"levels[{i}].vertices = {v} exceeds min(3 x triangles, counts.vertices)")

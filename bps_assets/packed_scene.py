@@ -27,7 +27,7 @@ import numpy as np
 from . import __version__
 from .container import DTYPES as DT_BY_NAME
 from .container import Container, SectionSpec, remove_stale_temps, source_record, write_container
-from .errors import ConfigError, CorruptFileError, InputError, InterpreterExiting, OutputExistsError
+from .errors import ConfigError, CorruptFileError, InputError, InterpreterExiting, OutputExistsError, is_int
 from .hashing import sha256_file
 from . import semantic_section as _sem
 from . import composed_section as _comp
@@ -547,7 +547,7 @@ _BLOCK_BYTES = {"bc1": 8, "bc7": 16}
 
 def _int_field(path, obj, key, where, lo=0, hi=None):
     v = obj.get(key) if isinstance(obj, dict) else None
-    if not isinstance(v, int) or isinstance(v, bool) or v < lo or (hi is not None and v > hi):
+    if not is_int(v) or v < lo or (hi is not None and v > hi):
         raise _hdr_err(path, f"{where}.{key} missing or not an integer in [{lo}, {hi if hi is not None else 'inf'}]")
     return v
 

@@ -15,7 +15,7 @@ import numpy as np
 
 import logging
 
-from .errors import CorruptFileError
+from .errors import CorruptFileError, is_int
 from .readers.semantic_mp3d import ID_RULE, NO_OBJECT
 from .semantics import SemanticTable
 
@@ -53,7 +53,7 @@ def header_counts(path, header: dict, triangles: int) -> tuple[int, int] | None:
         raise _err(path, "not an object")
     o, p = s.get("objects"), s.get("points_per_object")
     for k, v, hi in (("objects", o, min(MAX_OBJECTS, triangles)), ("points_per_object", p, MAX_POINTS)):
-        if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v <= hi:
+        if not is_int(v) or not 0 <= v <= hi:
             raise _err(path, f"{k} missing or not an integer in [0, {hi}]")
     cats, names = s.get("categories"), s.get("raw_names")
     if not isinstance(cats, list) or len(cats) > MAX_CATEGORIES or not all(isinstance(c, str) and len(c) <= MAX_NAME for c in cats):

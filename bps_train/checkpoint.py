@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from bps_assets.container import atomic_write, remove_stale_temps
-from bps_assets.errors import ConfigError, CorruptFileError, InputError, OutputWriteError
+from bps_assets.errors import BpsError, ConfigError, CorruptFileError, InputError, OutputWriteError, is_real
 from bps_assets.pipeline.manifest import content_sha256, load_manifest
 from bps_assets.readers.semantic_categories import objectnav_hm3d
 from bps_runtime.noise.options import DEFAULTS as NO_NOISE
@@ -140,10 +140,35 @@ def saved_identity(ckpt: dict) -> dict:
 def old_goal_categories(ident: dict) -> dict | None:
     """The category map of a checkpoint saved before the map was recorded (2026-11-27): an
     ObjectNav run on sampled episodes had habitat's six HM3D ids; one on an episode file had
-    that file's map, unknown here (None: not checked); other tasks have none."""
-    if ident.get("task") != "objectnav" or ident.get("episodes", "sample") != "sample":
+    that file's map, read from the file while it is there (None when it is gone or unreadable:
+    unknown, not checked; ``categories_note`` says so); other tasks have none."""
+    if ident.get("task") != "objectnav":
         return None
-    return objectnav_hm3d()
+    source = ident.get("episodes", "sample")
+    if source == "sample":
+        return objectnav_hm3d()
+    if not isinstance(source, str) or source == "dataset" or not Path(source).is_file():
+        return None
+    from bps_assets.nav.objectnav_files import read_objectnav_dataset
+
+    try:   # the whole file, as the run read it: its map is the env's goal_categories
+        ds = read_objectnav_dataset(source)
+    except BpsError:
+        return None
+    return {str(k): int(v) for k, v in ds.category_to_task_category_id.items()}
+
+
+def categories_note(path, ident: dict) -> str:
+    """One line when ``ident`` (a ``saved_identity``) is an ObjectNav run whose category map is
+    unknown (an episode file's, not recorded, the file gone or unreadable): its goal ids then go
+    unchecked, and the line names the flags that give episodes of the policy's map; "" otherwise."""
+    if ident.get("task") != "objectnav" or ident.get("goal_categories") is not None:
+        return ""
+    return (f"bps-train: note: {path} was trained on the episode file {ident.get('episodes')}, whose goal "
+            "category map checkpoints did not record before 2026-11-27, and that file is gone or unreadable: "
+            "the map the policy learned is unknown and this run's category ids are not checked against it. "
+            "Give it episodes of that map: --eval-episodes-file FILE (a file of that map), or for sampled "
+            "episodes --categories hm3d | mp3d | all (the set that file used)")
 
 
 # Fields added after checkpoints were written, each with the values that leave it out of the
@@ -268,7 +293,7 @@ def set_rng_state(s: dict) -> None:
 
 
 def _finite(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    return is_real(v) and math.isfinite(v)
 
 
 def rng_problem(s) -> str | None:

@@ -6,10 +6,12 @@ Its own module so that the optimizer (``lamb``) does not import the checkpoint m
 """
 from __future__ import annotations
 
+from bps_assets.errors import is_int
+
 MAX_STEP = 2**53
 
 
 def int_in(v, lo, hi) -> bool:
     """``v`` is an int (not a bool) in lo..hi: how every saved counter is checked (a step counter:
     0..``MAX_STEP``, the trainer's ``global_step`` and an optimizer's ``step`` alike)."""
-    return isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi
+    return is_int(v) and lo <= v <= hi

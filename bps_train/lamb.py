@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from bps_assets.errors import ConfigError
+from bps_assets.errors import ConfigError, is_real
 
 from .counters import MAX_STEP, int_in
 
@@ -83,7 +83,7 @@ class Lamb(torch.optim.Optimizer):
     def group_problem(self, group: dict) -> str | None:
         """What is wrong with a loaded parameter group's settings (None: nothing)."""
         def num(v, lo, hi):
-            return isinstance(v, (int, float)) and not isinstance(v, bool) and lo <= v <= hi
+            return is_real(v) and lo <= v <= hi
         if set(group) != set(self.RANGES) | {"params", "betas"}:
             return f"settings {sorted(k for k in group if k != 'params')}, expected {sorted(self.RANGES) + ['betas']}"
         bad = next((k for k, (lo, hi) in self.RANGES.items() if not num(group[k], lo, hi)), None)

@@ -33,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
+import bps_runtime
 from bps_runtime.tasks import TASKS
 from bps_train.args import arg, check_minimums, parse, writable_dir
 from bps_train.lazy import lazy
@@ -186,7 +187,7 @@ def num_groups(num_envs: int, double_buffer: bool) -> int:
 
 
 def env_config(args, split, num_envs, seed, episodes, double_buffer, scene_shard=None):
-    """The ``EnvConfig`` ``make_envs`` builds its environments from (compared on resume before
+    """The ``EnvConfig`` ``bps_runtime.make`` builds the environments from (compared on resume before
     anything is built)."""
     from bps_runtime import EnvConfig
 
@@ -206,13 +207,6 @@ def env_config(args, split, num_envs, seed, episodes, double_buffer, scene_shard
         batch_size=num_envs // num_groups(num_envs, double_buffer),
         device=args.device, sensors=(args.sensor,), resolution=(args.resolution, args.resolution),
         seed=seed, renderer=args.renderer, episodes=episodes, capture_graph=args.capture_graph, task=args.task, **kw)
-
-
-def make_envs(config):
-    """The environments of an ``env_config``."""
-    import bps_runtime
-
-    return bps_runtime.make(config=config)
 
 
 def visual_of(obs, sensor):
@@ -533,7 +527,8 @@ def evaluate(args) -> dict:
     checkpoint, a uniform random policy (``--eval random``) or STOP at once (``--eval stop``).
     Episodes: ``--eval-episodes-file``, else the split's PointNav files, else (ObjectNav)
     episodes sampled from ``--seed``."""
-    from bps_runtime.episodes.dataset_info import episodes_read_once, scene_and_episode_counts
+    from bps_runtime.episodes.dataset_info import episodes_read_once, file_episode_count, scene_and_episode_counts
+    from bps_runtime.tasks import task_spec
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -550,8 +545,9 @@ def evaluate(args) -> dict:
     with episodes_read_once():   # the split's episode files: read once for the count and the envs
         if source == "sample":
             total = args.eval_episodes or SAMPLED_EVAL
-        elif args.eval_episodes_file:
-            total = args.eval_episodes or 10**9   # the file's episodes: stop at --eval-episodes or when all ran
+        elif args.eval_episodes_file:   # its distinct episodes on the split's scenes, read as the task reads it
+            total = file_episode_count(args.dataset, args.eval_split, args.eval_episodes_file,
+                                       task_spec(args.task).episode_file)
         else:
             _, total = scene_and_episode_counts(args.dataset, args.eval_split)
         want = min(args.eval_episodes or total, total)
@@ -561,10 +557,14 @@ def evaluate(args) -> dict:
             from bps_train.video import eval_recorder
 
             recorder = eval_recorder(args)
-        env = make_envs(env_config(args, args.eval_split, n, args.seed + 10_000, source, double_buffer=False))
+        env = bps_runtime.make(config=env_config(args, args.eval_split, n, args.seed + 10_000, source,
+                                                  double_buffer=False))
     if ckpt is not None:   # the policy's category ids must mean the episodes' categories
-        _checked(env, checkpoint.check_goal_categories, args.eval,
-                 checkpoint.saved_identity(ckpt).get("goal_categories"), env.goal_categories, source)
+        saved = checkpoint.saved_identity(ckpt)
+        if note := checkpoint.categories_note(args.eval, saved):
+            print(note, file=sys.stderr, flush=True)
+        _checked(env, checkpoint.check_goal_categories, args.eval, saved.get("goal_categories"),
+                 env.goal_categories, source)
     if recorder is not None:
         recorder.goals_for = env.episode_goals   # each video's goal (ObjectNav's objects, ImageNav's image)
         recorder.action_names = env.ACTIONS
@@ -858,6 +858,8 @@ def train(args) -> dict:
         checkpoint.check_same_run(ckpt_path, saved, run_id, old_id)
         if rank == 0 and (note := checkpoint.noise_note(ckpt_path, ckpt)):
             print(note, file=sys.stderr, flush=True)
+        if rank == 0 and (note := checkpoint.categories_note(ckpt_path, saved)):
+            print(note, file=sys.stderr, flush=True)
         checkpoint.restore(ckpt_path, ckpt, policy, opt)
         update, global_step, seconds_before = ckpt["update"], ckpt["global_step"], ckpt["seconds"]
         if len(ckpt["rng"]) != world:   # the identity's rank count matched: a file made by hand
@@ -885,7 +887,7 @@ def train(args) -> dict:
 
     # ---- environments (this rank's share of the scenes), logs, and the stop signal
     n = args.num_envs
-    env = make_envs(config)   # make() only fills in threads, which the env identity leaves out
+    env = bps_runtime.make(config=config)   # make() only fills in threads, which the env identity leaves out
     # the task's category map (ObjectNav): saved, and a resumed run's must be the checkpoint's
     _checked(env, checkpoint.check_goal_categories, ckpt_path,
              saved.get("goal_categories"), env.goal_categories, args.episodes)

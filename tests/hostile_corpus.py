@@ -79,11 +79,11 @@ def _op_load_source(path):
 
 def _op_resume_check(out_root, manifest):
     from bps_assets.errors import CorruptFileError
-    from bps_assets.pipeline.resume_check import kept_problems
+    from bps_assets.pipeline.resume_check import problems_by_output
 
     doc = json.loads(Path(manifest).read_text())
     for name, e in doc["scenes"].items():
-        probs = kept_problems(Path(out_root), e)
+        probs = list(problems_by_output(Path(out_root), e).values())
         if probs:
             raise CorruptFileError(manifest, f"{name}: would not be kept: {probs[0]}")
 

@@ -98,6 +98,8 @@ def test_a_habitat_navmesh_for_another_agent_is_rebuilt_for_the_agent_given(synt
             "--agent-radius", "0.18", "--agent-height", "0.88", "--navmesh", "import")
     assert r.exit_code == 1
     assert "built for an agent of radius 0.1 m, not the 0.18 m of the settings (--agent-radius)" in r.output
+    # both differences in the one error, so one rerun fixes them
+    assert "and of height 1.5 m, not the 0.88 m of the settings (--agent-height)" in r.output, r.output
 
 
 def test_navmesh_command_goes_on_after_a_bad_input(synth_pair, tmp_path):

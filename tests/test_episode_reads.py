@@ -80,3 +80,18 @@ def test_make_reads_the_objectnav_file_once(objectnav_dataset, reads):
     with make(out, split=None, task="objectnav", episodes=str(eps), num_envs=2, resolution=(16, 16)) as env:
         env.reset()
     _assert_once(reads, _episode_files(eps.parent))
+
+
+def test_eval_reads_the_objectnav_file_once(objectnav_dataset, reads, tmp_path):
+    """``--eval --eval-episodes-file`` counts the file's episodes (its env count) with the task's
+    reader and then makes its envs: one read of each file serves both."""
+    from bps_assets.pipeline.manifest import load_manifest as load
+    from bps_train import train
+
+    out, eps = objectnav_dataset
+    split = load(out / "manifest.json").subsets[0]
+    res = train.run(["--dataset", str(out / "manifest.json"), "--out-dir", str(tmp_path / "run"), "--task",
+                     "objectnav", "--eval", "random", "--eval-split", split, "--eval-episodes-file", str(eps),
+                     "--eval-episodes", "2", "--resolution", "16", "--threads", "1"])
+    assert res["episodes"] == 2
+    _assert_once(reads, _episode_files(eps.parent))

@@ -51,7 +51,7 @@ def test_bad_category_requests_are_config_errors(objectnav_dataset, tmp_path):
     assert e.value.path == str(eps)
 
 
-def test_the_checkpoint_records_the_map_and_eval_refuses_another(objectnav_dataset, tmp_path):
+def test_the_checkpoint_records_the_map_and_eval_refuses_another(objectnav_dataset, tmp_path, capsys):
     out, _ = objectnav_dataset
     tiny = ["--dataset", str(out / "manifest.json"), "--task", "objectnav", "--resolution", "16", "--width", "4",
             "--hidden", "16", "--num-envs", "2", "--rollout-steps", "4", "--sim-only-steps", "0", "--threads", "1",
@@ -77,6 +77,14 @@ def test_the_checkpoint_records_the_map_and_eval_refuses_another(objectnav_datas
         run([*tiny, "--eval", str(old_dir / "checkpoint.pt"), "--eval-split", "train", "--eval-episodes", "2",
              "--eval-episodes-file", str(mp3d)])
     assert "'bed': 1" in str(e.value) and "'bed': 6" in str(e.value)
+    # an old one trained on an episode file that is gone: its map is unknown, not checked, and said so
+    gone = {k: v for k, v in ckpt["identity"].items() if k != "goal_categories"}
+    checkpoint.save(old_dir / "checkpoint.pt", {**{k: v for k, v in ckpt.items() if k not in ("format", "version")},
+                                                "identity": {**gone, "episodes": str(tmp_path / "gone.json.gz")}})
+    capsys.readouterr()
+    assert run([*tiny, "--eval", str(old_dir / "checkpoint.pt"), "--eval-split", "train", "--eval-episodes", "2",
+                "--eval-episodes-file", str(mp3d)])["episodes"] == 2
+    assert "category map" in capsys.readouterr().err
     # sampled eval takes the checkpoint's set; asking for another is refused
     assert run([*ev])["episodes"] == 2
     with pytest.raises(ConfigError, match="trained on goal categories"):
@@ -106,3 +114,27 @@ def test_an_old_checkpoint_without_a_map_has_the_one_its_run_had():
     assert checkpoint.saved_identity({**ckpt, "identity": {"episodes": "sample"}})["goal_categories"] is None
     recorded = {"task": "objectnav", "episodes": "sample", "goal_categories": {"chair": 0}}
     assert checkpoint.saved_identity({**ckpt, "identity": recorded})["goal_categories"] == {"chair": 0}
+
+
+def test_an_old_checkpoint_trained_on_a_file_takes_that_files_map(objectnav_dataset, tmp_path):
+    """Before the map was saved, a run on an episode file had that file's map: read from the file
+    the checkpoint names while it is there (so a sampled eval with hm3d's ids is refused); once
+    the file is gone the map is unknown (None) and ``categories_note`` says so, naming the flags."""
+    from bps_assets.nav.objectnav_files import read_objectnav_dataset
+
+    out, _ = objectnav_dataset
+    mp3d = _episodes(out, tmp_path / "mp3d", "mp3d")
+    ckpt = {"args": {}, "world": 1, "identity": {"task": "objectnav", "episodes": str(mp3d)}}
+    ident = checkpoint.saved_identity(ckpt)
+    assert ident["goal_categories"] == read_objectnav_dataset(mp3d).category_to_task_category_id
+    assert ident["goal_categories"]["bed"] == 6 and checkpoint.categories_note("ck.pt", ident) == ""
+    with pytest.raises(ConfigError, match="trained on goal categories"):
+        checkpoint.check_goal_categories("ck.pt", ident["goal_categories"], objectnav_hm3d(), "sample")
+    (tmp_path / "mp3d").rename(tmp_path / "gone")
+    ident = checkpoint.saved_identity(ckpt)
+    assert ident["goal_categories"] is None
+    note = checkpoint.categories_note("ck.pt", ident)
+    assert "ck.pt" in note and str(mp3d) in note and "unknown" in note
+    assert "--eval-episodes-file" in note and "--categories" in note
+    assert checkpoint.categories_note("ck.pt", checkpoint.saved_identity(
+        {**ckpt, "identity": {"task": "objectnav", "episodes": "sample"}})) == ""

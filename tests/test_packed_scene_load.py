@@ -163,12 +163,13 @@ def test_native_dequantize_equals_numpy_bit_for_bit(dtype, filt, cols, monkeypat
 
 @needs_native
 def test_native_unfilter_is_looked_up_once(monkeypatch):
-    """Each C pass is resolved once per process, not per section read (native.function takes a
-    lock); NATIVE_UNFILTER = False still turns both off."""
+    """Each C pass is resolved once per process, not per section read (a library load takes
+    native's lock; its function cache does not); NATIVE_UNFILTER = False still turns both off."""
     import bps_assets.native as N
 
     f, g = C._native_unfilter(), C._native_unfilter(dequantize=True)
-    monkeypatch.setattr(N, "function", lambda *a, **k: pytest.fail("looked up again"))
+    monkeypatch.setattr(N, "load", lambda *a, **k: pytest.fail("looked up again"))
+    monkeypatch.setattr(N, "_lock", None)   # taking the lock would fail
     assert C._native_unfilter() is f and C._native_unfilter(dequantize=True) is g and f is not g
     monkeypatch.setattr(C, "NATIVE_UNFILTER", False)
     assert C._native_unfilter() is None and C._native_unfilter(dequantize=True) is None

@@ -4,7 +4,7 @@ import os
 
 from bps_assets.container import Container
 from bps_assets.pipeline.preprocess import PreprocessOptions, preprocess
-from bps_assets.pipeline.resume_check import kept_problems
+from bps_assets.pipeline.resume_check import problems_by_output
 
 from pipeline_fakes import FakeBackend, make_source
 
@@ -68,7 +68,7 @@ def test_resume_redoes_kept_outputs_that_fail_the_check(tmp_path):
     # redone outputs are intact again and the manifest records their new hashes
     m = json.loads((out / "manifest.json").read_text())
     for n in NAMES:
-        assert kept_problems(out, m["scenes"][n], full=True) == []
+        assert problems_by_output(out, m["scenes"][n], full=True) == {}
 
 
 def _change_in_header_text(p, old: bytes, new: bytes):
@@ -150,7 +150,7 @@ def test_resume_redoes_a_kept_file_of_another_scene_with_the_right_size(tmp_path
         assert r.count("skipped") == 1 and r.ok, r.results
         why = r.redone[victim][0]
         assert ("packed from another source" in why) if sub == "scenes" else ("built from" in why), why
-        assert kept_problems(out, json.loads((out / "manifest.json").read_text())["scenes"][victim], full=True) == []
+        assert problems_by_output(out, json.loads((out / "manifest.json").read_text())["scenes"][victim], full=True) == {}
         assert run().count("skipped") == 2
 
 
@@ -177,7 +177,7 @@ def test_a_failed_redo_removes_outputs_the_check_found_damaged(tmp_path):
     assert not (out / "episodes/pointnav/train/content" / f"{NAMES[0]}.json.gz").exists()
     assert not (out / ".bps-state/scenes" / f"{NAMES[0]}.json").exists()
     r, _ = _run(src, out, tmp_path / "log")   # the disk has room again: the scene is whole again
-    assert r.ok and not kept_problems(out, next(x for x in r.results if x.name == NAMES[0]).entry)
+    assert r.ok and not problems_by_output(out, next(x for x in r.results if x.name == NAMES[0]).entry)
 
 
 def test_a_redo_sweeps_only_temps_no_live_writer_holds(tmp_path):

@@ -326,7 +326,7 @@ def test_resuming_a_finished_run_builds_nothing_and_writes_nothing(dataset, tmp_
     assert train.main([*base, "--total-steps", "32"]) == 0
     before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file() and p.suffix != ".lock"}
     capsys.readouterr()
-    monkeypatch.setattr(train, "make_envs", lambda *a, **k: pytest.fail("environments built"))
+    monkeypatch.setattr(train.bps_runtime, "make", lambda *a, **k: pytest.fail("environments built"))
     assert train.main([*base, "--total-steps", "32"]) == 0
     err = capsys.readouterr().err
     assert "nothing to train" in err and "update 1" in err
@@ -343,7 +343,7 @@ def test_a_resume_with_another_env_config_names_only_what_differs_before_buildin
     base = ["--dataset", str(dataset), "--out-dir", str(out), *TINY, "--sim-only-steps", "0"]
     assert train.main([*base, "--total-steps", "32"]) == 0
     capsys.readouterr()
-    monkeypatch.setattr(train, "make_envs", lambda *a, **k: pytest.fail("environments built"))
+    monkeypatch.setattr(train.bps_runtime, "make", lambda *a, **k: pytest.fail("environments built"))
     assert train.main([*base, "--total-steps", "64", "--noise", "depth=redwood"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "noise" in err[0] and "redwood" in err[0], err
@@ -512,6 +512,31 @@ def test_eval_restores_the_checkpoints_noise(dataset, tmp_path, monkeypatch, cap
     assert sum("older noise rules" in ln for ln in capsys.readouterr().err.splitlines()) == 1
 
 
+def test_eval_of_a_short_episode_file_runs_one_env_per_distinct_episode(dataset, tmp_path, monkeypatch):
+    """--eval-episodes-file with fewer than 64 distinct episodes runs that many envs, not 64 (the
+    env count sets which env and random stream runs each episode); --eval-episodes below it, that
+    many. The file is read once for the count and the envs."""
+    import gzip
+
+    import bps_runtime
+    from bps_assets.pipeline import habitat_episodes
+    from bps_train.train import run as main
+
+    content = dataset.parent / "episodes" / "pointnav" / "val" / "content"
+    doc = json.loads(gzip.open(next(content.glob("*.json.gz"))).read())
+    doc["episodes"] = doc["episodes"][:3]
+    split = tmp_path / "three.json.gz"
+    split.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    made, real = [], bps_runtime.make
+    monkeypatch.setattr(bps_runtime, "make", lambda *a, **kw: made.append(kw["config"].num_envs) or real(*a, **kw))
+    reads, read = [], habitat_episodes.read_pointnav_table
+    monkeypatch.setattr(habitat_episodes, "read_pointnav_table", lambda p: reads.append(p) or read(p))
+    ev = ["--dataset", str(dataset), "--eval", "random", "--eval-episodes-file", str(split), "--resolution", "16",
+          "--threads", "1", "--seed", "1", "--out-dir", str(tmp_path / "ev")]
+    assert main(ev)["episodes"] == 3 and made == [3] and len(reads) == 1
+    assert main([*ev, "--eval-episodes", "2"])["episodes"] == 2 and made == [3, 2]
+
+
 def test_lod_flag_reaches_the_env_config_and_a_bad_one_is_refused_before_building(dataset, tmp_path, capsys,
                                                                                  monkeypatch):
     """--lod full / a level index go to make(lod=...); auto (the default) leaves the config as it
@@ -526,7 +551,7 @@ def test_lod_flag_reaches_the_env_config_and_a_bad_one_is_refused_before_buildin
     assert cfg("--lod", "full")["sensors"]["lod"] == "full"
     assert cfg("--lod", "1")["sensors"]["lod"] in ("1", 1)
     assert cfg() == cfg("--lod", "auto")
-    monkeypatch.setattr(train, "make_envs", lambda *a, **k: pytest.fail("environments built"))
+    monkeypatch.setattr(train.bps_runtime, "make", lambda *a, **k: pytest.fail("environments built"))
     capsys.readouterr()
     assert train.main(["--dataset", str(dataset), "--out-dir", str(tmp_path / "run"), *TINY, "--lod", "coarse"]) == 2
     err = capsys.readouterr().err

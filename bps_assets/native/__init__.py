@@ -14,6 +14,7 @@ import threading
 
 _lock = threading.Lock()
 _cache: dict[str, ctypes.CDLL | None] = {}
+_functions: dict[tuple[str, str], object] = {}   # (module, name) -> function or None
 
 
 def load(module: str) -> ctypes.CDLL | None:
@@ -36,12 +37,17 @@ def load(module: str) -> ctypes.CDLL | None:
 
 def function(module: str, name: str, argtypes: list, restype=ctypes.c_int):
     """``name`` from the compiled helper ``module`` with its ctypes signature set, or None when
-    the helper was not built (the caller then takes its pure-Python path)."""
+    the helper was not built (the caller then takes its pure-Python path). Looked up once per
+    process; later calls take no lock (callers on a per-section read path call it each time)."""
+    key = (module, name)
+    if key in _functions:   # a dict read is atomic: no lock on the hot path
+        return _functions[key]
     lib = load(module)
-    if lib is None:
-        return None
-    f = getattr(lib, name)
-    if f.argtypes is None:
-        f.restype = restype
-        f.argtypes = argtypes
+    f = None if lib is None else getattr(lib, name)
+    if f is not None:
+        with _lock:
+            if f.argtypes is None:
+                f.restype = restype
+                f.argtypes = argtypes
+    _functions[key] = f
     return f

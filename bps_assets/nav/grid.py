@@ -17,7 +17,7 @@ import time
 import numpy as np
 
 from ..container import Container, SectionSpec, write_container
-from ..errors import CorruptFileError, FormatVersionError, NavError, is_int
+from ..errors import CorruptFileError, FormatVersionError, NavError, is_int, is_real
 from . import budget, queries
 from .raster import rasterize_centres
 from .settings import DEFAULT_SETTINGS, NavSettings
@@ -502,14 +502,14 @@ def load_navmesh(path: str | os.PathLike) -> NavMesh:
                 raise ValueError("source_file is not an object with path and sha256 strings")
             # older files stored the build's wall time here; checked and dropped
             secs = h.get("build_seconds", 0.0)
-            if isinstance(secs, bool) or not isinstance(secs, (int, float)) or not secs >= 0:
+            if not is_real(secs) or not secs >= 0:
                 raise ValueError(f"build_seconds {secs!r} is not a number >= 0")
             num_islands = h.get("num_islands")
             if not is_int(num_islands) or num_islands < 0:
                 raise ValueError(f"num_islands {num_islands!r} is not an int >= 0")
             indoor = h.get("island_indoor")   # its length is checked against the islands below
             if indoor is not None and (not isinstance(indoor, list) or not all(
-                    isinstance(x, (int, float)) and not isinstance(x, bool) and 0 <= x <= 1 for x in indoor)):
+                    is_real(x) and 0 <= x <= 1 for x in indoor)):
                 raise ValueError("island_indoor is not one number in [0, 1] per island")
         except Exception as e:  # noqa: BLE001 - any malformed header value is corruption
             raise CorruptFileError(path, f"bad navmesh header: {e}") from None

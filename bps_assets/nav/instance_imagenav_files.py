@@ -22,7 +22,7 @@ from typing import Iterable, Mapping
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, is_int
 from .episode_table import EpisodeTable
 from .episodes import (_vec, finite_number, check_scene_name, check_split_name, check_table_unique_ids, dataset_files,
                        FileCaps, join_table_scenes_dir, validate_episode, write_split, SUFFIX, CONTENT_DIR)
@@ -111,7 +111,7 @@ def validate_image_goal(p, where: str, path) -> dict:
         bad(f"hfov must be a number of degrees in (0, 180), got {p.get('hfov')!r}")
     dims = p.get("image_dimensions")
     if not (isinstance(dims, (list, tuple)) and len(dims) == 2
-            and all(isinstance(d, int) and not isinstance(d, bool) for d in dims)):
+            and all(is_int(d) for d in dims)):
         bad("image_dimensions must be [height, width] integers")
     if not all(1 <= d <= MAX_IMAGE_SIDE for d in dims):
         bad(f"image_dimensions {list(dims)} outside 1..{MAX_IMAGE_SIDE} px")
@@ -169,7 +169,7 @@ def _check_goal_ref(i: int, eid, scene_id: str, oid, k, goals: Mapping[str, dict
     if g is None:
         raise InputError(path, f"{where}: no goal {key!r} (goals has no entry for goal_object_id {oid!r} "
                                f"in scene {os.path.basename(scene_id)!r})")
-    if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k < len(g["image_goals"]):
+    if not is_int(k) or not 0 <= k < len(g["image_goals"]):
         raise InputError(path, f"{where}: goal_image_id {k!r} is not an index into goal {key!r}'s "
                                f"{len(g['image_goals'])} image_goals")
 

@@ -23,7 +23,7 @@ from typing import Iterable, Mapping
 
 import numpy as np
 
-from ..errors import InputError, ResourceLimitError
+from ..errors import InputError, ResourceLimitError, is_int
 from .episode_stream import STREAMED
 from .episode_table import EpisodeTable
 from .episodes import (_vec, finite_number, check_scene_name, check_table_unique_ids, check_split_name, dataset_files,
@@ -167,8 +167,7 @@ def _check_maps(doc: dict, path) -> tuple[dict, dict] | None:
     if task is None and ann is None:
         return None
     for name, m in ((CATEGORY_MAPS[0], task), (CATEGORY_MAPS[1], ann)):
-        if not isinstance(m, dict) or not all(isinstance(k, str) and isinstance(v, int)
-                                              and not isinstance(v, bool) for k, v in m.items()):
+        if not isinstance(m, dict) or not all(isinstance(k, str) and is_int(v) for k, v in m.items()):
             raise InputError(path, f"{name} must be an object of category name -> integer id")
     # task ids are the objectgoal observation (0..max); a scene annotation id of -1 is habitat's
     # "no such category in the annotation" (its own HM3D maps carry it)
@@ -199,8 +198,7 @@ def validate_goal(g, where: str, path) -> dict:
     oid = g.get("object_id")
     if oid is None:
         bad("goal object_id is missing")
-    if not (isinstance(oid, str) or (isinstance(oid, int) and not isinstance(oid, bool)
-                                     and 0 <= oid <= MAX_OBJECT_ID)):
+    if not (isinstance(oid, str) or (is_int(oid) and 0 <= oid <= MAX_OBJECT_ID)):
         bad(f"goal object_id {oid!r}: expected an integer in 0..{MAX_OBJECT_ID} (or a string)")
     if not isinstance(g.get("object_category"), (str, type(None))):
         bad("goal object_category must be a string")

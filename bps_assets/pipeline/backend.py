@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..container import Container
-from ..errors import BpsError, ConfigError, InputError, NavError
+from ..errors import BpsError, ConfigError, InputError, NavError, is_int
 
 NAVMESH_MODES = ("auto", "import", "build")
 
@@ -47,7 +47,7 @@ def container_info(path: Path) -> dict:
         info = {"format": c.kind, "format_version": CONTAINER_VERSION}
         h = c.header
         cv = h.get("scene_format_version", h.get("version"))
-        if isinstance(cv, int) and not isinstance(cv, bool):
+        if is_int(cv):
             info["content_version"] = cv
     return info
 
@@ -263,7 +263,8 @@ class Backend:
 
     def _import(self, detour_src: Path, packed: Path, settings):
         """The habitat .navmesh imported, or NavError when it was built for another agent than
-        ``settings``' or does not fit the packed scene."""
+        ``settings``' (naming each of radius and height that differs) or does not fit the packed
+        scene."""
         from ..nav.detour import import_detour, read_detour_navmesh
         from .manifest import agent_diffs
         from ..nav.validate import navmesh_misfit
@@ -272,10 +273,10 @@ class Backend:
         dm = read_detour_navmesh(detour_src)
         own = dm.nav_settings()
         diffs = agent_diffs(own.agent_radius, own.agent_height, settings.agent_radius, settings.agent_height)
-        if diffs:
-            what, has, want = diffs[0]
-            raise NavError(detour_src, f"built for an agent of {what} {has:g} m, not the "
-                                       f"{want:g} m of the settings (--agent-{what})")
+        if diffs:   # every parameter that differs, so one rerun fixes them all
+            raise NavError(detour_src, "built for an agent " + ", and ".join(
+                f"of {what} {has:g} m, not the {want:g} m of the settings (--agent-{what})"
+                for what, has, want in diffs))
         # settings None: the .navmesh's own settings (habitat stores them in the file)
         mesh = import_detour(dm, self.nav_settings)   # the file read once
         misfit = navmesh_misfit(mesh, scene_bounds(packed))

@@ -328,7 +328,7 @@ def check_manifest(doc, path=None) -> None:
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise _bad(path, f"'format' is not {FORMAT!r}")
     v = doc.get("format_version")
-    if not isinstance(v, int) or isinstance(v, bool):
+    if not is_int(v):
         raise _bad(path, "'format_version' missing")
     if v != FORMAT_VERSION:
         raise FormatVersionError(path, f"manifest format version {v} is not supported "

@@ -88,12 +88,6 @@ def output_problem(out_root: Path, rec: Mapping, full: bool = False, entry: Mapp
     return None
 
 
-def kept_problems(out_root: Path, entry: Mapping, full: bool = False) -> list[str]:
-    """Problems of every output of a scene's manifest ``entry`` (empty: all can be kept): the
-    list form of ``problems_by_output``'s values."""
-    return list(problems_by_output(out_root, entry, full).values())
-
-
 def problems_by_output(out_root: Path, entry: Mapping, full: bool = False,
                        shared: Mapping[str, str | None] | None = None) -> dict[str, str]:
     """{output role: problem} of the outputs of ``entry`` that cannot be kept ("" for a record

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 
-from ..errors import BpsError, EmptySceneError, NavError
+from ..errors import BpsError, EmptySceneError, NavError, is_real
 from ..nav.validate import fit_points, header_bounds, points_misfit
 
 # a scene smaller than this (largest horizontal side, m) is an object, not a place to walk
@@ -151,7 +151,7 @@ def floor_warnings(scenes: dict) -> list[str]:
     for name, e in scenes.items():
         st = e.get("stats") or {}
         fig = [st.get(k) for k in ("navigable_area", "largest_island", "footprint_area")]
-        if e.get("status") != "ok" or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in fig):
+        if e.get("status") != "ok" or not all(is_real(x) for x in fig):
             continue
         w = floor_problem(*fig)
         if w:

@@ -21,7 +21,7 @@ import os
 
 import numpy as np
 
-from ..errors import InputError, UnsupportedExtensionError
+from ..errors import InputError, UnsupportedExtensionError, is_int, is_real
 from ..scene import Material, Mesh, SceneDocument, Texture
 from ..transforms.frame import quat_matrix
 from .guard import guarded
@@ -114,7 +114,7 @@ def texture_transform_matrix(ext: dict) -> np.ndarray:
     ox, oy = vec2(ext.get("offset"), [0, 0])
     sx, sy = vec2(ext.get("scale"), [1, 1])
     r = ext.get("rotation", 0.0)
-    if isinstance(r, bool) or not isinstance(r, (int, float)):
+    if not is_real(r):
         raise InputError(None, "rotation must be a number")
     c, s = math.cos(r), math.sin(r)
     t = np.array([[1, 0, ox], [0, 1, oy], [0, 0, 1]], np.float64)
@@ -151,7 +151,7 @@ def expanded_counts(g: GltfFile, roots) -> tuple[int, int]:
         node = g.item("nodes", ni, "node")
         mi = node.get("mesh")
         prims = 0
-        if isinstance(mi, int) and not isinstance(mi, bool) and 0 <= mi < len(meshes) and \
+        if is_int(mi) and 0 <= mi < len(meshes) and \
                 isinstance(meshes[mi], dict) and isinstance(meshes[mi].get("primitives"), list):
             prims = len(meshes[mi]["primitives"])
         children = node.get("children") or []
@@ -306,7 +306,7 @@ class _Reader:
         if not isinstance(prim, dict):
             raise g.fail(f"{where} must be an object")
         mode = prim.get("mode", MODE_TRIANGLES)
-        if not isinstance(mode, int) or isinstance(mode, bool) or mode not in range(7):
+        if not is_int(mode) or mode not in range(7):
             raise g.fail(f"{where}.mode {mode!r} is not a glTF primitive mode")
         attrs = prim.get("attributes", {})
         if not isinstance(attrs, dict):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import is_int
 from .gltf_compression import MESHOPT_EXTS, decode_meshopt_view
 from .gltf_container import GltfFile
 
@@ -139,6 +140,6 @@ def _tight(g, index, what, spec, n, dt, ncomp) -> np.ndarray:
 
 
 def _nonneg(g: GltfFile, v, what: str) -> int:
-    if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+    if not is_int(v) or v < 0:
         raise g.fail(f"{what} must be a non-negative integer, got {v!r}")
     return v

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote
 
-from ..errors import InputError, UnsupportedFormatError
+from ..errors import InputError, UnsupportedFormatError, is_int
 from ..json_input import parse_json
 from .guard import read_source
 
@@ -42,7 +42,7 @@ class GltfFile:
 
     # -- typed accessors into the JSON -------------------------------------------------
     def index(self, v, what: str) -> int:
-        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+        if not is_int(v) or v < 0:
             raise self.fail(f"{what} index must be a non-negative integer, got {v!r}")
         return v
 
@@ -59,7 +59,7 @@ class GltfFile:
 
     def item(self, key: str, index, what: str | None = None) -> dict:
         arr = self.items(key)
-        if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < len(arr):
+        if not is_int(index) or not 0 <= index < len(arr):
             raise self.fail(f"{what or key} index {index!r} out of range (file has {len(arr)} {key})")
         v = arr[index]
         if not isinstance(v, dict):
@@ -166,7 +166,7 @@ def _meshopt_fallback(b: dict) -> bool:
 
 
 def _int(doc: GltfFile, v, what: str) -> int:
-    if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+    if not is_int(v) or v < 0:
         raise doc.fail(f"{what} must be a non-negative integer, got {v!r}")
     return v
 

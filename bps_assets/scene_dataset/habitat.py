@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from ..composed_section import MAX_INSTANCES, MOTION_TYPES
-from ..errors import DatasetError, InputError
+from ..errors import DatasetError, InputError, is_real
 from ..habitat_names import habitat_scene_name
 from .model import ComposedScene, Instance, affine, frame_matrix, quat_wxyz_matrix
 from . import urdf as _urdf
@@ -239,7 +239,7 @@ def _semantic_id(t: Template, where: str, path: Path) -> int:
     v = t.attrs.get("semantic_id", 0)
     if v is None:
         return 0
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < 2**31 or int(v) != v:
+    if not is_real(v) or not 0 <= v < 2**31 or int(v) != v:
         raise DatasetError(path, f"{where}: template {t.name} semantic_id {v!r} is not a whole number in 0..2^31-1 "
                                  f"({t.handle})")
     return int(v)

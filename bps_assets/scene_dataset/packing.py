@@ -22,7 +22,7 @@ import numpy as np
 
 from .. import composed_section as cs
 from ..container import Container
-from ..errors import BpsError, DatasetError
+from ..errors import BpsError, DatasetError, is_int
 from ..hashing import settings_fingerprint, sha256_file
 from ..packed_scene import (DEFAULTS, SUFFIX as ASSET_SUFFIX, convert_file, convert_scene, read_packed_scene,
                             settings_json)
@@ -147,7 +147,7 @@ def pack_scene(scene: ComposedScene, dst: str | os.PathLike, assets_dir: str | o
 
 def _triangles(header: dict) -> int:
     n = (header.get("counts") or {}).get("triangles", 0)
-    return n if isinstance(n, int) and not isinstance(n, bool) else 0
+    return n if is_int(n) else 0
 
 
 def read_composed(path: str | os.PathLike, sections=None):

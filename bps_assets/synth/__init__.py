@@ -25,7 +25,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..errors import ConfigError, OutputExistsError
+from ..errors import ConfigError, OutputExistsError, is_int
 from ..manifests_location import manifests_dir
 from ..scene import Material, Mesh, SceneDocument, Texture
 from . import geometry, layout as _layout, textures as _textures
@@ -86,7 +86,7 @@ class _Built:
 def _build(layout: str, name: str, seed: int, size: str, roof: bool = False) -> _Built:
     _check_layout(layout)
     preset = _check_size(size)
-    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
+    if not is_int(seed):
         raise ConfigError(None, f"seed must be an integer, got {seed!r}")
     if not name or "/" in name or "\\" in name or name in (".", ".."):
         raise ConfigError(None, f"bad scene name {name!r}")

@@ -6,11 +6,13 @@ within ``episodes_read_once`` the files are read once for both.
 """
 from __future__ import annotations
 
-from bps_assets.errors import ConfigError
+from pathlib import Path
 
-from .files import episodes_read_once, resolve_episodes
+from bps_assets.errors import ConfigError, InputError
 
-__all__ = ["episodes_read_once", "scene_and_episode_counts"]
+from .files import episodes_read_once, mapped_file, resolve_episodes
+
+__all__ = ["episodes_read_once", "file_episode_count", "scene_and_episode_counts"]
 
 
 def scene_and_episode_counts(manifest_path, split: str) -> tuple[int, int]:
@@ -25,3 +27,18 @@ def scene_and_episode_counts(manifest_path, split: str) -> tuple[int, int]:
                                          f"(subsets: {', '.join(manifest.subsets) or 'none'})")
     _, by_scene = resolve_episodes(manifest, split, names, "dataset")
     return len(by_scene), sum(len(v) for v in by_scene.values())
+
+
+def file_episode_count(manifest_path, split: str, path, map_file) -> int:
+    """Distinct episodes (episode ids per scene) of the episode file ``path`` on ``split``'s usable
+    scenes, the file read by ``map_file`` (the task's ``TaskSpec.episode_file``) as its supply
+    reads it: what an eval of the file plans its environments with. InputError when the file is
+    missing."""
+    from bps_assets.pipeline.manifest import load_manifest
+
+    if not Path(path).exists():
+        raise InputError(path, "episodes dataset not found")
+    manifest = load_manifest(manifest_path)
+    names = {e.name for e in manifest.scenes(split)}
+    mapped = mapped_file(path, manifest, map_file)
+    return sum(len(set(eps.ids)) for name, eps in mapped.by_scene.items() if name in names)

@@ -1,7 +1,7 @@
 """Episode files: which habitat v1 point-goal episodes ``make(episodes=...)`` serves
 (``resolve_episodes``; ``point_goal_supply``: the supply over them, or sampled ones); the one
 base of the goal-object files' supplies (``GoalFileEpisodes``: ObjectNav, InstanceImageNav).
-``episodes_read_once``: a scope in which each file ``resolve_episodes`` maps is read once (the
+``episodes_read_once``: a scope in which each file ``mapped_file`` maps is read once (the
 trainer's episode count, then ``make()``). Habitat's start rotation as a yaw:
 ``bps_assets.nav.pose.quaternion_yaw``."""
 from __future__ import annotations
@@ -52,7 +52,7 @@ def resolve_episodes(manifest, split, names: list[str], episodes, unmatched: dic
     wanted = set(names)
     grouped: dict = {}   # scene name -> EpisodeTable
     for p in paths:
-        mapped = _mapped(p, manifest, map_habitat_episodes)
+        mapped = mapped_file(p, manifest, map_habitat_episodes)
         if unmatched is not None and mapped.unmatched:
             unmatched[str(p)] = dict(mapped.unmatched)
         for name, eps in mapped.by_scene.items():
@@ -69,7 +69,7 @@ _read_once: ContextVar[dict | None] = ContextVar("episodes_read_once", default=N
 
 @contextmanager
 def episodes_read_once():
-    """Within this scope each episode file ``resolve_episodes`` maps onto a manifest is read
+    """Within this scope each episode file ``mapped_file`` maps onto a manifest is read
     once: a later resolve of the same file (same manifest; same device, inode, size and mtime)
     reuses the first's mapping, e.g. ``scene_and_episode_counts`` then ``make(episodes="dataset")``
     in an eval. The files are assumed unchanged within the scope (it spans one eval's count and
@@ -102,14 +102,14 @@ def report_unmatched(unmatched: dict, manifest_path) -> dict:
     return total
 
 
-def _mapped(path, manifest, map_file):
-    """``map_file(path, manifest, allow_unmatched=True)`` (a ``MappedEpisodes``), reused within
-    an ``episodes_read_once`` scope."""
+def mapped_file(path, manifest, map_file):
+    """``map_file(path, manifest, allow_unmatched=True)`` (a ``MappedEpisodes``: a task's
+    ``TaskSpec.episode_file``), reused within an ``episodes_read_once`` scope."""
     memo = _read_once.get()
     if memo is None:
         return map_file(path, manifest, allow_unmatched=True)
     st = os.stat(path)
-    key = (os.path.realpath(manifest.path), os.path.realpath(path), st.st_dev, st.st_ino, st.st_size,
+    key = (map_file, os.path.realpath(manifest.path), os.path.realpath(path), st.st_dev, st.st_ino, st.st_size,
            st.st_mtime_ns)
     if key not in memo:
         memo[key] = map_file(path, manifest, allow_unmatched=True)

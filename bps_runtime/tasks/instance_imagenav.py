@@ -23,10 +23,11 @@ import torch
 
 from bps_assets.nav.geodesic import NEAR_EXACT
 from bps_assets.nav.instance_imagenav_files import InstanceImageNavDataset, check_on_navmesh, goal_key
+from bps_assets.pipeline.habitat_episodes import map_habitat_instance_imagenav
 
 from . import goalnav
 from ..episodes.dataset import DatasetEpisodes, EpisodeGoal
-from ..episodes.files import GoalFileEpisodes
+from ..episodes.files import GoalFileEpisodes, mapped_file
 from ..episodes.supply import DEFAULTS as SUPPLY_DEFAULTS, SupplyOptions, _SceneState
 from .goal_encoders import ImageGoalEncoder
 from .goal_images import DEFAULT_BUDGET_BYTES, GoalImages, check_budget
@@ -206,7 +207,6 @@ def supply(request):
     """The episode supply and the scenes it serves: an InstanceImageNav-v1 file (``episodes=PATH``)
     mapped onto the manifest's scenes, or episodes generated per scene visit (None / "sample")."""
     from bps_assets.errors import ConfigError
-    from bps_assets.pipeline.habitat_episodes import map_habitat_instance_imagenav
 
     c, entries, manifest = request.config, request.entries, request.manifest
     src = c.episodes.source
@@ -219,7 +219,7 @@ def supply(request):
     if c.episodes.categories is not None:   # a file's goals are its own instances
         raise ConfigError(src, f"categories={c.episodes.categories!r} picks the goals of sampled episodes; "
                                "an InstanceImageNav file's goals are its own")
-    mapped = map_habitat_instance_imagenav(src, manifest, allow_unmatched=True)
+    mapped = mapped_file(src, manifest, map_habitat_instance_imagenav)   # read once within episodes_read_once
     supply_, served = FileEpisodes.supply(request, mapped, mapped.goal_instances)
     check_served(served)
     return supply_, served
@@ -232,4 +232,4 @@ SPEC = TaskSpec(
     supply=supply, scenes=annotated_scenes, host_hook=host_hook, goal_record=goal_record,
     camera=CAMERA, sizes=goalnav.sizes(image=True), goal_input=lambda obs: obs[GOAL_IMAGE.name],
     goal_input_spec=lambda resolution: ((*resolution, 3), torch.uint8), goal_encoder=ImageGoalEncoder,
-    eval_episodes="sample", categories=True)
+    eval_episodes="sample", categories=True, episode_file=map_habitat_instance_imagenav)

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import torch
 
+from bps_assets.pipeline.habitat_episodes import map_habitat_objectnav
+
 from . import goalnav
 from .goal_encoders import ObjectGoalEncoder
 from .goalnav import (OUTCOME, SCHEMA, STAGING, Out, Params, State, apply_refills, begin_kernel, episode_info,
@@ -64,4 +66,4 @@ SPEC = TaskSpec(
     supply=objectnav_supply, scenes=annotated_scenes, goal_record=goal_record, camera=CAMERA,
     sizes=goalnav.sizes(image=False), goal_input=goal_input,
     goal_input_spec=lambda resolution: ((4,), torch.float32), goal_encoder=ObjectGoalEncoder,
-    eval_episodes="sample", categories=True)
+    eval_episodes="sample", categories=True, episode_file=map_habitat_objectnav)

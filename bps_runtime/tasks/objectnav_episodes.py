@@ -20,7 +20,7 @@ from bps_assets.nav.geodesic import NEAR_EXACT
 from bps_assets.nav.objectnav_files import ObjectNavDataset, check_on_navmesh, goals_key
 
 from ..episodes.dataset import DatasetEpisodes, EpisodeGoal
-from ..episodes.files import GoalFileEpisodes
+from ..episodes.files import GoalFileEpisodes, mapped_file
 from ..episodes.supply import DEFAULTS, SupplyOptions, _SceneState
 
 
@@ -197,7 +197,7 @@ def objectnav_supply(request):
                                 categories=goal_set(c.episodes.categories)), entries
     if src == "dataset":
         raise ConfigError(None, "task='objectnav': pass episodes=PATH (an ObjectNav v1 split file) or 'sample'")
-    mapped = map_habitat_objectnav(src, manifest, allow_unmatched=True)
+    mapped = mapped_file(src, manifest, map_habitat_objectnav)   # read once within an eval's episodes_read_once
     supply, served = ObjectNavFileEpisodes.supply(request, mapped, mapped.objectnav)
     check_file_categories(src, supply.goal_categories, c.episodes.categories)
     check_served(served)

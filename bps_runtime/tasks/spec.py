@@ -9,10 +9,10 @@ columns, ``sizes(resolution)``: named field sizes); what a step returns (``obser
 scenes it may serve, before ``scene_shard``; ``supply(SupplyRequest)`` -> (supply, entries it
 serves; it checks what those scenes need)); ``host_hook(HostContext)`` -> a ``HostHook``
 or None (ImageNav's goal images); ``goal_record(record, episode id, heading)`` (its
-``episode_goals()`` entries); ``camera`` (sensor geometry defaults); the trainer's
-``goal_input(obs)``, ``goal_input_spec(resolution)``, ``goal_encoder(GoalEncoderArgs)``;
-``eval_episodes``: ``bps-train --eval``'s episodes without a file ("dataset" or "sample");
-``goal_headings``: the ring keeps goal-view headings; ``categories``: goals of a category set.
+``episode_goals()`` entries); ``camera`` (sensor geometry defaults); the trainer's ``goal_input(obs)``,
+``goal_input_spec(resolution)``, ``goal_encoder(GoalEncoderArgs)``; ``eval_episodes``: ``--eval``'s
+episodes without a file ("dataset" or "sample"); ``goal_headings``: the ring keeps goal-view headings;
+``categories``: goals of a category set; ``episode_file``: its habitat files' reader (``map_habitat_*``).
 """
 from __future__ import annotations
 
@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
 import numpy as np
+
+from bps_assets.pipeline.habitat_episodes import map_habitat_episodes
 
 from ..step.schema import Schema, Staging
 
@@ -151,6 +153,7 @@ class TaskSpec:
     goal_headings: bool = False      # its host hook or goal_record reads the episodes' goal-view headings
     categories: bool = False         # its goals are objects of a named category set (make(categories=...))
     scenes: Callable = _every_scene  # ScenesRequest -> the split's entries it may serve (before scene_shard)
+    episode_file: Callable = map_habitat_episodes   # (path, manifest, allow_unmatched=) -> MappedEpisodes
 
     def __post_init__(self):
         if self.eval_episodes not in EVAL_EPISODES:

@@ -64,7 +64,7 @@ def header_counts(path, header: dict, triangles: int) -> tuple[int, int] | None:
     if not isinstance(rule, str) or len(rule) > MAX_NAME:
         raise _err(path, f"{ID_RULE_KEY} must be a string of at most {MAX_NAME} characters")
     none = s.get(NO_OBJECT_KEY, 0)
-    if not isinstance(none, int) or isinstance(none, bool) or not 0 <= none < 1 << 31:
+    if not is_int(none) or not 0 <= none < 1 << 31:
         raise _err(path, f"{NO_OBJECT_KEY} must be an integer in [0, 2^31)")
     return o, p
 

@@ -1,7 +1,7 @@
 """``episodes_read_once`` (bps_runtime.episodes.files): within the scope a file is mapped once
 per manifest and file version, outside it every time; the scope belongs to its thread; nesting
 gives the outer memo back; a file replaced within the scope is read again. Counted with a reader
-that records its calls (``_mapped``'s ``map_file``; ``_mapped`` returns what it returns)."""
+that records its calls (``mapped_file``'s ``map_file``; ``mapped_file`` returns what it returns)."""
 from __future__ import annotations
 
 import os
@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from bps_runtime.episodes.dataset_info import episodes_read_once
-from bps_runtime.episodes.files import _mapped
+from bps_runtime.episodes.files import mapped_file
 
 
 @pytest.fixture
@@ -43,17 +43,17 @@ def test_a_scope_is_its_threads_and_nesting_gives_the_outer_memo_back(files, rea
     scope has its own memo, and the outer one serves again once it ends."""
     manifest, p = files
     with episodes_read_once():
-        outer = _mapped(p, manifest, reader)
+        outer = mapped_file(p, manifest, reader)
         seen = []
-        t = threading.Thread(target=lambda: seen.append(_mapped(p, manifest, reader)))
+        t = threading.Thread(target=lambda: seen.append(mapped_file(p, manifest, reader)))
         t.start()
         t.join()
         assert len(reader.calls) == 2 and seen[0] is not outer   # no scope there: read again
         with episodes_read_once():
-            inner = _mapped(p, manifest, reader)
+            inner = mapped_file(p, manifest, reader)
             assert len(reader.calls) == 3 and inner is not outer
-            assert _mapped(p, manifest, reader) is inner
-        assert _mapped(p, manifest, reader) is outer and len(reader.calls) == 3
+            assert mapped_file(p, manifest, reader) is inner
+        assert mapped_file(p, manifest, reader) is outer and len(reader.calls) == 3
 
 
 def test_scopes_of_two_threads_open_at_once_keep_their_own_memos(files, reader):
@@ -65,25 +65,25 @@ def test_scopes_of_two_threads_open_at_once_keep_their_own_memos(files, reader):
 
     def worker():
         with episodes_read_once():
-            other.append(_mapped(p, manifest, reader))
+            other.append(mapped_file(p, manifest, reader))
             opened.set()
             closed.wait(10)
-            other.append(_mapped(p, manifest, reader))   # still its own memo
-        other.append(_mapped(p, manifest, reader))   # out of its scope: read again
+            other.append(mapped_file(p, manifest, reader))   # still its own memo
+        other.append(mapped_file(p, manifest, reader))   # out of its scope: read again
 
     t = threading.Thread(target=worker)
     try:
         with episodes_read_once():
-            mine = _mapped(p, manifest, reader)
+            mine = mapped_file(p, manifest, reader)
             t.start()
             assert opened.wait(10)
-            assert _mapped(p, manifest, reader) is mine and len(reader.calls) == 2
+            assert mapped_file(p, manifest, reader) is mine and len(reader.calls) == 2
     finally:
         closed.set()
         if t.is_alive():
             t.join()
     assert other[1] is other[0] and other[2] is not other[0] and len(reader.calls) == 3
-    assert _mapped(p, manifest, reader) is not mine and len(reader.calls) == 4   # no scope here
+    assert mapped_file(p, manifest, reader) is not mine and len(reader.calls) == 4   # no scope here
 
 
 def test_a_file_replaced_within_the_scope_is_read_again(files, reader):
@@ -91,46 +91,46 @@ def test_a_file_replaced_within_the_scope_is_read_again(files, reader):
     same size and mtime as the first."""
     manifest, p = files
     with episodes_read_once():
-        first = _mapped(p, manifest, reader)
+        first = mapped_file(p, manifest, reader)
         st = os.stat(p)
         new = p.with_name("new.json.gz")
         new.write_bytes(b"two")   # same size
         os.utime(new, ns=(st.st_atime_ns, st.st_mtime_ns))   # same mtime
         os.replace(new, p)
         assert os.stat(p).st_ino != st.st_ino
-        again = _mapped(p, manifest, reader)
+        again = mapped_file(p, manifest, reader)
         assert again is not first and len(reader.calls) == 2
-        assert _mapped(p, manifest, reader) is again and len(reader.calls) == 2
+        assert mapped_file(p, manifest, reader) is again and len(reader.calls) == 2
 
 
 def test_reused_inside_the_scope_only(files, reader, tmp_path):
     """Inside: one read per (manifest, file), its mapping served again; outside: a read per
     call; another manifest or another file is its own read."""
     manifest, p = files
-    assert _mapped(p, manifest, reader) is not _mapped(p, manifest, reader)
+    assert mapped_file(p, manifest, reader) is not mapped_file(p, manifest, reader)
     assert len(reader.calls) == 2   # no scope: no reuse
     other = tmp_path / "other.json.gz"
     other.write_bytes(b"one")
     with episodes_read_once():
-        first = _mapped(p, manifest, reader)
+        first = mapped_file(p, manifest, reader)
         assert first.by_scene == {"scene": [3]}
-        assert _mapped(str(p), manifest, reader) is first and len(reader.calls) == 3
-        _mapped(p, SimpleNamespace(path=str(tmp_path / "m2.json")), reader)
-        _mapped(other, manifest, reader)
+        assert mapped_file(str(p), manifest, reader) is first and len(reader.calls) == 3
+        mapped_file(p, SimpleNamespace(path=str(tmp_path / "m2.json")), reader)
+        mapped_file(other, manifest, reader)
         assert len(reader.calls) == 5
-        assert _mapped(p, manifest, reader) is first and len(reader.calls) == 5
-    assert _mapped(p, manifest, reader) is not first and len(reader.calls) == 6   # let go at its end
+        assert mapped_file(p, manifest, reader) is first and len(reader.calls) == 5
+    assert mapped_file(p, manifest, reader) is not first and len(reader.calls) == 6   # let go at its end
 
 
 def test_the_memo_is_let_go_when_the_scope_ends_by_an_exception(files, reader):
     manifest, p = files
     with pytest.raises(RuntimeError, match="in the scope"):
         with episodes_read_once():
-            first = _mapped(p, manifest, reader)
+            first = mapped_file(p, manifest, reader)
             raise RuntimeError("in the scope")
-    assert _mapped(p, manifest, reader) is not first and len(reader.calls) == 2
+    assert mapped_file(p, manifest, reader) is not first and len(reader.calls) == 2
     with pytest.raises(KeyError):   # the reader's own error leaves no half memo either
         with episodes_read_once():
-            _mapped(p, manifest, lambda *a, **k: {}["x"])
+            mapped_file(p, manifest, lambda *a, **k: {}["x"])
     with episodes_read_once():
-        assert _mapped(p, manifest, reader).by_scene == {"scene": [3]}
+        assert mapped_file(p, manifest, reader).by_scene == {"scene": [3]}

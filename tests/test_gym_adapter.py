@@ -84,6 +84,21 @@ def test_gymnasium_record_episode_statistics_runs_with_its_own_key(env):
     np.testing.assert_allclose(info["stats"]["r"], info["episode"]["return"], atol=1e-5)
 
 
+@pytest.mark.parametrize("seed", [1.5, "3", True, -1, [1, 2], np.array([1, 2, 3, 4])])
+def test_reset_refuses_seeds_the_env_refuses(env, seed):
+    """``reset(seed=...)`` takes one int (numpy ints too), as ``BatchNavEnv.seed``: a float,
+    text or bool is a ConfigError, not truncated; per-env seeds (gymnasium's list form) cannot
+    be honoured by one batched env and are refused, not cut to the first."""
+    with pytest.raises(ConfigError, match="seed"):
+        env.reset(seed=seed)
+
+
+def test_reset_takes_a_numpy_int_seed(env):
+    a = env.reset(seed=np.int64(5))[1]["position"]
+    b = env.reset(seed=5)[1]["position"]
+    np.testing.assert_array_equal(a, b)
+
+
 def test_as_torch_passes_the_env_tensors_through(env):
     t = GymVectorEnv(env.env, as_torch=True)
     obs, info = t.reset(seed=0)

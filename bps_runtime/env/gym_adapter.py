@@ -74,7 +74,11 @@ def GymVectorEnv(env, as_torch: bool = False):
 
         def reset(self, *, seed=None, options=None):
             if seed is not None:   # reseeds: the episodes restart as with make(seed=...) (BatchNavEnv.seed)
-                self.env.seed(int(seed) if np.ndim(seed) == 0 else int(seed[0]))
+                if isinstance(seed, (list, tuple, np.ndarray)):
+                    from bps_assets.errors import ConfigError
+                    raise ConfigError(None, f"reset(seed={seed!r}): one int seeds the whole batch (its "
+                                            "episode streams); per-env seeds cannot be honoured")
+                self.env.seed(seed)   # an int in [0, 2^63) (numpy ints too), else a ConfigError
             obs = self.env.reset()
             none_done = torch.zeros(self.num_envs, dtype=torch.bool, device=self.env.device)
             return {k: self._out(v) for k, v in obs.items()}, self._infos(self.env.last_info, none_done)

@@ -77,6 +77,9 @@ class BatchNavEnv:
 
     @task.setter
     def task(self, t):
+        if isinstance(t, str):   # spec_for takes options only: its message would read as a contradiction
+            raise ConfigError(None, f"task={t!r}: env.task takes this task's TaskOptions (e.g. "
+                                    f"dataclasses.replace(env.task, ...)); make() a new env for another task")
         if spec_for(t) is not self.spec:
             raise ConfigError(None, f"task: {type(t).__name__} is another task's options than this env's "
                                     f"({self.spec.name}); make() a new env for it")

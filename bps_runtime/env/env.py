@@ -17,6 +17,7 @@ group's buffers (valid until its next ``send``: docs/ENV.md); info's names are `
 from __future__ import annotations
 
 from collections import deque
+from functools import cached_property
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
@@ -122,7 +123,7 @@ class BatchNavEnv:
         """Whether the step runs as a captured CUDA graph ("captured") or why not."""
         return self.fused.capture_status
 
-    # ------------------------------------------------------------------ spaces (no allocation)
+    # ------------------------------------------------------------------ spaces (built once, on first use)
     @property
     def max_goal_id(self) -> int | None:
         """The largest goal id the episode supply can stage (ObjectNav: its dataset's largest
@@ -135,24 +136,24 @@ class BatchNavEnv:
         ``category_to_task_category_id``, or the sampled set's); None where goals are no categories."""
         return self.world.episodes.goal_categories
 
-    @property
+    @cached_property
     def single_observation_space(self):
         """Observation space of one env (gymnasium Dict)."""
         return sp.single_observation_space(self.sensors, self.resolution, self.normalize_depth, self.spec,
                                            self.max_goal_id, self.depth_range)
 
-    @property
+    @cached_property
     def single_action_space(self):
         """Action space of one env (Discrete(the task's actions))."""
         return sp.single_action_space(self.spec)
 
-    @property
+    @cached_property
     def observation_space(self):
         """Observation space of one batch of ``batch_size`` envs."""
         return sp.batched_observation_space(self.batch_size, self.sensors, self.resolution,
                                             self.normalize_depth, self.spec, self.max_goal_id, self.depth_range)
 
-    @property
+    @cached_property
     def action_space(self):
         """Action space of one batch of ``batch_size`` envs."""
         return sp.batched_action_space(self.batch_size, self.spec)

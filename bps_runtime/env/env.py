@@ -33,6 +33,19 @@ from ..tasks import TASKS, spec_for, task_spec
 _INT_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
 
 
+def _int_ids(ids, what: str) -> np.ndarray:
+    """``ids`` (a tensor, an array, a list) as a flat int64 array; other kinds a ConfigError."""
+    if isinstance(ids, torch.Tensor):
+        ids = ids.detach().cpu().numpy()
+    try:
+        arr = np.asarray(ids)
+    except ValueError:
+        arr = np.asarray(None)
+    if arr.dtype.kind not in "iu" or arr.ndim > 1:
+        raise ConfigError(None, f"{what}={ids!r}: expected integer env ids (one list or 1-d array)")
+    return arr.reshape(-1).astype(np.int64)
+
+
 class BatchNavEnv:
     """A batched navigation task (the ``TaskSpec`` of ``config.task``, the task's options) over a
     ``world`` (scene cache + renderer + navigation + episodes), as ``config`` (an ``EnvConfig``,
@@ -81,6 +94,7 @@ class BatchNavEnv:
         if isinstance(t, str):   # spec_for takes options only: its message would read as a contradiction
             raise ConfigError(None, f"task={t!r}: env.task takes this task's TaskOptions (e.g. "
                                     f"dataclasses.replace(env.task, ...)); make() a new env for another task")
+        self._check_open("env.task = ...")
         if spec_for(t) is not self.spec:
             raise ConfigError(None, f"task: {type(t).__name__} is another task's options than this env's "
                                     f"({self.spec.name}); make() a new env for it")
@@ -90,6 +104,9 @@ class BatchNavEnv:
     @property
     def episode_ids(self) -> list:
         """Episode id of every env's running episode (reads the device: not for the step path)."""
+        self._check_open("episode_ids")
+        if not self.sim.started:
+            raise ConfigError(None, "episode_ids before reset(): call env.reset() first")
         return self.ring.names_of(0, self.fused.head.cpu().numpy() - 1, "episode")
 
     def episode_goals(self, env_ids=None) -> list[dict]:
@@ -101,7 +118,10 @@ class BatchNavEnv:
         self._check_open("episode_goals()")
         if not self.sim.started:
             raise ConfigError(None, "episode_goals() before reset(): call env.reset() first")
-        ids = torch.as_tensor(np.arange(self.num_envs) if env_ids is None else env_ids).reshape(-1).cpu().numpy()
+        ids = np.arange(self.num_envs) if env_ids is None else _int_ids(env_ids, "episode_goals(): env_ids")
+        if ids.size and not (0 <= ids.min() and ids.max() < self.num_envs):
+            raise ConfigError(None, f"episode_goals(): env_ids must be in 0..{self.num_envs - 1}, got "
+                                    f"{ids.min()}..{ids.max()}")
         return self.ring.goals_of(ids, self.fused.head.cpu().numpy()[ids] - 1)
 
     @property
@@ -164,7 +184,9 @@ class BatchNavEnv:
         starts them, in the scenes already resident (the scene cache is not reset)."""
         from .config import check_seed
 
-        self.sim.reseed = check_seed(seed)
+        seed = check_seed(seed)   # the value first: a bad seed is named whether or not the env is open
+        self._check_open("seed()")
+        self.sim.reseed = seed
 
     def reset(self):
         """Start a new episode in every environment; returns the observations of all
@@ -204,6 +226,7 @@ class BatchNavEnv:
     def recv(self):
         """(obs, reward, done, info) of the oldest group sent, as torch tensors on the device.
         Frames are new tensors; the rest are this group's buffers: valid until its next ``send``."""
+        self._check_open("recv()")
         if not self._pending:
             raise ConfigError(None, "recv() with nothing sent: call send(actions) (or async_reset()) first")
         g, fut = self._pending.popleft()
@@ -263,7 +286,7 @@ class BatchNavEnv:
         g = next((k for k in range(self.num_groups) if env_id is self.sim.env_ids(k)), None)
         if g is not None:   # the env's own info["env_id"] handed back: known without reading it
             return self._take_group(g)
-        ids = torch.as_tensor(env_id).reshape(-1).to("cpu", torch.long)
+        ids = torch.from_numpy(_int_ids(env_id, "send(): env_id"))
         if ids.numel() != self.batch_size:
             raise ConfigError(None, f"send(): env_id has {ids.numel()} entries, expected one group of "
                                     f"batch_size={self.batch_size}")
@@ -284,10 +307,17 @@ class BatchNavEnv:
     def _check_actions(self, actions) -> torch.Tensor:
         b = self.batch_size
         if isinstance(actions, np.ndarray) or isinstance(actions, (list, tuple)):
-            arr = np.asarray(actions)
+            try:
+                arr = np.asarray(actions)
+            except ValueError:   # a ragged list
+                raise ConfigError(None, f"actions: not one array (rows of different lengths); expected shape "
+                                        f"({b},)") from None
             if arr.dtype.kind not in "iu":
                 raise ConfigError(None, f"actions: dtype {arr.dtype} is not an integer type "
                                         f"(expected int64 action ids 0..{self.num_actions - 1})")
+            if arr.size and arr.dtype.kind == "u" and arr.max() >= self.num_actions:   # before int64 wraps it
+                raise ConfigError(None, f"actions: values must be in 0..{self.num_actions - 1} "
+                                        f"{self.ACTIONS}, got {arr.min()}..{arr.max()}")
             actions = torch.from_numpy(np.ascontiguousarray(arr.astype(np.int64))).to(self.device)
         if not isinstance(actions, torch.Tensor):
             raise ConfigError(None, f"actions: expected a torch tensor of shape [{b}], got "

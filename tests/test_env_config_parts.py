@@ -86,3 +86,16 @@ def test_env_task_setter_names_its_form():
         assert "expected a task name" not in str(e.value)
     finally:
         env.close()
+
+
+def test_env_md_signature_names_every_make_keyword():
+    """docs/ENV.md's ``make(dataset, ...)`` line left out noise, camera, categories and preset."""
+    import inspect
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "ENV.md").read_text()
+    sig = re.search(r"`make\(dataset, (.*?)\)`,", text, re.S).group(1)
+    documented = set(re.findall(r"(\w+)=", sig))
+    known = set(inspect.signature(EnvConfig.from_kwargs).parameters) - {"dataset"} | {"preset"}
+    assert documented == known, f"missing {sorted(known - documented)}, extra {sorted(documented - known)}"

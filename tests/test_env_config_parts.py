@@ -99,3 +99,16 @@ def test_env_md_signature_names_every_make_keyword():
     documented = set(re.findall(r"(\w+)=", sig))
     known = set(inspect.signature(EnvConfig.from_kwargs).parameters) - {"dataset"} | {"preset"}
     assert documented == known, f"missing {sorted(known - documented)}, extra {sorted(documented - known)}"
+
+
+def test_a_path_or_torch_device_is_stored_as_text():
+    """``EnvConfig(dataset=Path(...), device=torch.device("cpu"))`` kept them: ``to_dict()`` was no
+    longer plain data (json.dumps failed)."""
+    import json
+    from pathlib import Path
+
+    import torch
+
+    c = EnvConfig(dataset=Path(DATA), device=torch.device("cpu"))
+    assert c.dataset == DATA and c.device == "cpu"
+    assert EnvConfig.from_dict(json.loads(json.dumps(c.to_dict()))) == c

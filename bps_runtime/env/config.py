@@ -163,6 +163,10 @@ class EnvConfig:
             raise ConfigError(None, f"split={self.split!r}: expected a subset's name ('train', 'val', ...) or None")
         if not isinstance(self.device, str) and not hasattr(self.device, "type"):
             raise ConfigError(None, f"device={self.device!r}: expected 'cpu' or 'cuda[:i]'")
+        # as from_kwargs stores them: text, so to_dict() is plain data (a Path or torch.device is not JSON)
+        object.__setattr__(self, "device", str(self.device))
+        if self.dataset is not None:
+            object.__setattr__(self, "dataset", os.fspath(self.dataset))
         object.__setattr__(self, "capture_graph", check_flag(self.capture_graph, "capture_graph"))
         if isinstance(self.task, str):
             raise ConfigError(None, f"task={self.task!r}: EnvConfig takes a task's TaskOptions "

@@ -71,3 +71,18 @@ def test_episode_goals_ids_are_checked(env, ids):
 def test_episode_goals_takes_ids_in_range(env):
     env.reset()
     assert [g["env_id"] for g in env.episode_goals([3, 0])] == [3, 0]
+
+
+def test_close_from_another_thread_between_the_checks_and_the_submit(env, monkeypatch):
+    """close() (documented to return from any thread) landing after send()'s open check: the
+    submit to the shut-down simulator was a RuntimeError "cannot schedule new futures after shutdown"."""
+    env.reset()
+    check = env._check_actions
+
+    def close_then_check(actions):
+        out = check(actions)
+        env.close()
+        return out
+    monkeypatch.setattr(env, "_check_actions", close_then_check)
+    with pytest.raises(ConfigError, match="closed environment"):
+        env.send([1, 1])

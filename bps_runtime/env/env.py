@@ -221,15 +221,22 @@ class BatchNavEnv:
             raise ConfigError(None, "send() / step() before reset(): call env.reset() (or async_reset()) first")
         a = self._check_actions(actions)   # before taking the group: a bad call changes nothing
         g = self._pick_group(env_id)
-        self._pending.append((g, self._sim.submit(self.sim.step_group, g, a)))
+        try:
+            fut = self._sim.submit(self.sim.step_group, g, a)
+        except RuntimeError:   # close() from another thread since the check above shut the simulator down
+            self._check_open("send()")
+            raise
+        self._pending.append((g, fut))
 
     def recv(self):
         """(obs, reward, done, info) of the oldest group sent, as torch tensors on the device.
         Frames are new tensors; the rest are this group's buffers: valid until its next ``send``."""
         self._check_open("recv()")
-        if not self._pending:
-            raise ConfigError(None, "recv() with nothing sent: call send(actions) (or async_reset()) first")
-        g, fut = self._pending.popleft()
+        try:
+            g, fut = self._pending.popleft()
+        except IndexError:   # nothing sent, or close() from another thread drained it since the check
+            self._check_open("recv()")
+            raise ConfigError(None, "recv() with nothing sent: call send(actions) (or async_reset()) first") from None
         out = fut.result()
         self._to_send.append(g)
         self.last_info = out[3]

@@ -4,6 +4,8 @@ ids of the wrong kind (they were numpy / torch tracebacks, a wrapped value in th
 silent success on a closed env, or float ids truncated)."""
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 import torch
@@ -86,3 +88,56 @@ def test_close_from_another_thread_between_the_checks_and_the_submit(env, monkey
     monkeypatch.setattr(env, "_check_actions", close_then_check)
     with pytest.raises(ConfigError, match="closed environment"):
         env.send([1, 1])
+
+
+def _slow_steps(env, monkeypatch, seconds):
+    step = env.sim.step_group
+
+    def slow(*a):
+        time.sleep(seconds)
+        return step(*a)
+    monkeypatch.setattr(env.sim, "step_group", slow)
+
+
+@pytest.fixture
+def env1():
+    e = make_env([room()], num_envs=2, threads=1)
+    yield e
+    e.close()
+
+
+def test_a_step_interrupted_while_waiting_can_be_received_again(env1, monkeypatch):
+    """Ctrl-C during step(): the group's step runs on; the next step() said "no group is waiting
+    for actions (each group's results must be recv()'d ...)" and only reset() got out."""
+    import _thread
+    import threading
+
+    env = env1
+    env.reset()
+    _slow_steps(env, monkeypatch, 0.5)
+    threading.Timer(0.1, _thread.interrupt_main).start()
+    with pytest.raises(KeyboardInterrupt):
+        env.step([1, 1])
+    with pytest.raises(ConfigError, match=r"group 0's step is in flight: recv\(\) it first"):
+        env.step([1, 1])
+    obs, r, d, info = env.recv()
+    assert info["env_id"].tolist() == [0, 1]
+    env.step([1, 1])
+
+
+def test_after_a_failed_step_send_says_so(env1, monkeypatch):
+    """A step that raised lost its group: the next step() said "(each group's results must be
+    recv()'d before its next send)"; now it names the error and the way out."""
+    env = env1
+    env.reset()
+
+    def boom(*a):
+        raise RuntimeError("boom")
+    monkeypatch.setattr(env.sim, "step_group", boom)
+    with pytest.raises(RuntimeError, match="boom"):
+        env.step([1, 1])
+    monkeypatch.undo()
+    with pytest.raises(ConfigError, match=r"group 0's last step raised RuntimeError: boom; reset\(\)"):
+        env.step([1, 1])
+    env.reset()
+    env.step([1, 1])

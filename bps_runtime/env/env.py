@@ -79,6 +79,7 @@ class BatchNavEnv:
         self._checked_actions = False
         self._pending: deque = deque()      # (group, Future) sent, not yet received
         self._to_send: deque = deque()      # groups whose results were handed out
+        self._failed: dict = {}             # group -> the error its last step raised (until reset)
         self._sim = ThreadPoolExecutor(1, thread_name_prefix="bps-sim")
         self._closed = False
 
@@ -195,6 +196,7 @@ class BatchNavEnv:
         self._drain()
         obs, info = self._sim.submit(self.sim.reset_all).result()
         self._to_send = deque(range(self.num_groups))
+        self._failed = {}
         self.last_info = info
         return obs
 
@@ -206,6 +208,7 @@ class BatchNavEnv:
         fut = self._sim.submit(self.sim.reset_all)
         fut.result()
         self._to_send = deque()
+        self._failed = {}
         for g in range(self.num_groups):
             f: Future = Future()
             f.set_result(self.sim.reset_result(g))
@@ -237,7 +240,14 @@ class BatchNavEnv:
         except IndexError:   # nothing sent, or close() from another thread drained it since the check
             self._check_open("recv()")
             raise ConfigError(None, "recv() with nothing sent: call send(actions) (or async_reset()) first") from None
-        out = fut.result()
+        try:
+            out = fut.result()
+        except BaseException as e:
+            if not fut.done() or fut.exception() is None:   # interrupted while waiting (Ctrl-C): recv() it again
+                self._pending.appendleft((g, fut))
+            else:
+                self._failed[g] = e
+            raise
         self._to_send.append(g)
         self.last_info = out[3]
         return out
@@ -287,8 +297,7 @@ class BatchNavEnv:
     def _pick_group(self, env_id) -> int:
         if env_id is None:
             if not self._to_send:
-                raise ConfigError(None, "send(): no group is waiting for actions (each group's "
-                                        "results must be recv()'d before its next send)")
+                raise ConfigError(None, "send(): no group is waiting for actions" + self._why_none_waits())
             return self._to_send.popleft()
         g = next((k for k in range(self.num_groups) if env_id is self.sim.env_ids(k)), None)
         if g is not None:   # the env's own info["env_id"] handed back: known without reading it
@@ -303,6 +312,15 @@ class BatchNavEnv:
             raise ConfigError(None, f"send(): env_id must be one whole group "
                                     f"[k*{self.batch_size}, (k+1)*{self.batch_size}) in order")
         return self._take_group(g)
+
+    def _why_none_waits(self) -> str:
+        if self._pending:   # e.g. a step interrupted (Ctrl-C) while recv() waited: it runs on
+            return (f": group {self._pending[0][0]}'s step is in flight: recv() it first (each group's "
+                    "results must be recv()'d before its next send)")
+        if self._failed:
+            g, e = next(iter(self._failed.items()))
+            return f": group {g}'s last step raised {type(e).__name__}: {e}; reset() the env (or make() a new one)"
+        return " (each group's results must be recv()'d before its next send)"
 
     def _take_group(self, g: int) -> int:
         if g not in self._to_send:

@@ -112,3 +112,14 @@ def test_a_path_or_torch_device_is_stored_as_text():
     c = EnvConfig(dataset=Path(DATA), device=torch.device("cpu"))
     assert c.dataset == DATA and c.device == "cpu"
     assert EnvConfig.from_dict(json.loads(json.dumps(c.to_dict()))) == c
+
+
+def test_a_numpy_seed_is_stored_as_an_int():
+    """``make(seed=np.int64(3))`` (a seed from a numpy sweep) was kept as numpy's: to_dict() was not JSON."""
+    import json
+
+    import numpy as np
+
+    c = EnvConfig.from_kwargs(DATA, seed=np.int64(3), num_envs=np.int32(4))
+    assert type(c.seed) is int and type(c.num_envs) is int
+    assert json.loads(json.dumps(c.to_dict()))["seed"] == 3

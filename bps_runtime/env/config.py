@@ -142,7 +142,7 @@ class EnvConfig:
         n, b = check_batching(self.num_envs, self.batch_size)
         object.__setattr__(self, "num_envs", n)
         object.__setattr__(self, "batch_size", b)
-        check_seed(self.seed)
+        object.__setattr__(self, "seed", check_seed(self.seed))   # Python's int: to_dict() stays JSON
         if self.threads is not None:
             object.__setattr__(self, "threads", check_threads(self.threads))
         # the task's camera where the sensors leave it unset (ObjectNav: 0.88 m, HFOV 79, 0.5-5 m)

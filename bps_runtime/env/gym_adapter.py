@@ -3,8 +3,8 @@
 Same-step autoreset (gymnasium's ``AutoresetMode.SAME_STEP``, habitat-baselines' behaviour):
 the observation returned with ``terminated | truncated`` is the first one of the next
 episode and the finished episode's statistics are in ``infos["episode"]`` (rows where
-``infos["_episode"]``). A PointNav episode *terminates* on STOP and is *truncated* at the step
-limit. Arrays are numpy by default (the gymnasium convention), new on every call (the env's own
+``infos["_episode"]``; no ``final_obs``: an episode's last frame is never rendered). A PointNav
+episode *terminates* on STOP and is *truncated* at the step limit. Arrays are numpy by default (the gymnasium convention), new on every call (the env's own
 tensors are buffers its next step rewrites: copied here, as gymnasium's SyncVectorEnv copies);
 every info value has one row per env. ``as_torch=True`` passes the env's torch tensors through
 (buffers: valid until the next step, as ``BatchNavEnv``'s).

@@ -139,5 +139,7 @@ def test_after_a_failed_step_send_says_so(env1, monkeypatch):
     monkeypatch.undo()
     with pytest.raises(ConfigError, match=r"group 0's last step raised RuntimeError: boom; reset\(\)"):
         env.step([1, 1])
+    with pytest.raises(ConfigError, match=r"group 0's last step raised RuntimeError: boom; reset\(\)"):
+        env.step([1, 1], env_id=[0, 1])   # named by its ids: it said "still being simulated: recv() it first"
     env.reset()
     env.step([1, 1])

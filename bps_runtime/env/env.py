@@ -318,11 +318,16 @@ class BatchNavEnv:
             return (f": group {self._pending[0][0]}'s step is in flight: recv() it first (each group's "
                     "results must be recv()'d before its next send)")
         if self._failed:
-            g, e = next(iter(self._failed.items()))
-            return f": group {g}'s last step raised {type(e).__name__}: {e}; reset() the env (or make() a new one)"
+            return ": " + self._failed_message(next(iter(self._failed)))
         return " (each group's results must be recv()'d before its next send)"
 
+    def _failed_message(self, g: int) -> str:
+        e = self._failed[g]
+        return f"group {g}'s last step raised {type(e).__name__}: {e}; reset() the env (or make() a new one)"
+
     def _take_group(self, g: int) -> int:
+        if g in self._failed:
+            raise ConfigError(None, "send(): " + self._failed_message(g))
         if g not in self._to_send:
             raise ConfigError(None, f"send(): group {g} (envs {g * self.batch_size}..) is still "
                                     "being simulated: recv() it first")

@@ -123,3 +123,10 @@ def test_a_numpy_seed_is_stored_as_an_int():
     c = EnvConfig.from_kwargs(DATA, seed=np.int64(3), num_envs=np.int32(4))
     assert type(c.seed) is int and type(c.num_envs) is int
     assert json.loads(json.dumps(c.to_dict()))["seed"] == 3
+
+
+@pytest.mark.parametrize("sensors", [None, 3, {"depth"}])
+def test_sensors_of_another_kind(sensors):
+    """``make(sensors=None)`` was a TypeError ('NoneType' object is not iterable)."""
+    with pytest.raises(ConfigError, match="sensors="):
+        EnvConfig.from_kwargs(DATA, sensors=sensors)

@@ -187,6 +187,9 @@ class EnvConfig:
         supply = SUPPLY_DEFAULTS
         if goal_pool is not None:   # SupplyOptions checks it
             supply = replace(supply, goal_pool=goal_pool)
+        if not isinstance(sensors, (str, tuple, list)):
+            raise ConfigError(None, f"sensors={sensors!r}: expected a name or a tuple / list of names from "
+                                    "('depth', 'rgb', 'semantic')")
         kinds = (sensors,) if isinstance(sensors, str) else tuple(sensors)
         return cls(dataset=None if dataset is None else str(dataset), split=split, num_envs=num_envs,
                    batch_size=batch_size, seed=seed, device=str(device), threads=threads,

@@ -130,3 +130,26 @@ def test_sensors_of_another_kind(sensors):
     """``make(sensors=None)`` was a TypeError ('NoneType' object is not iterable)."""
     with pytest.raises(ConfigError, match="sensors="):
         EnvConfig.from_kwargs(DATA, sensors=sensors)
+
+
+def test_env_md_names_every_envconfig_field():
+    """docs/ENV.md's ``EnvConfig(...)`` left out ``noise``."""
+    import re
+    from dataclasses import fields
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "ENV.md").read_text()
+    sig = re.search(r"`EnvConfig\((dataset.*?)\)`, every default", text, re.S).group(1)
+    depth, top, word = 0, [], ""
+    for ch in sig + ",":   # the top-level names: nested parentheses skipped
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            top.append(word.strip().split("=")[0])
+            word = ""
+            continue
+        if depth == 0 and ch not in "()":
+            word += ch
+    assert top == [f.name for f in fields(EnvConfig)]

@@ -105,3 +105,10 @@ def test_as_torch_passes_the_env_tensors_through(env):
     obs, rew, term, trunc, info = t.step(torch.ones(4, dtype=torch.long))
     assert isinstance(obs["depth"], torch.Tensor) and isinstance(rew, torch.Tensor)
     assert isinstance(info["_episode"], torch.Tensor) and info["waited_for_load"].shape == (4,)
+
+
+@pytest.mark.parametrize("what", ["out/manifest.json", None])
+def test_wraps_a_batch_env_only(what):
+    """``GymVectorEnv("out/manifest.json")`` was an AttributeError ('str' object has no attribute 'batch_size')."""
+    with pytest.raises(ConfigError, match="bps_runtime.make"):
+        GymVectorEnv(what)

@@ -34,8 +34,14 @@ def GymVectorEnv(env, as_torch: bool = False):
         metadata = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": []}
 
         def __init__(self, env, as_torch):
+            from bps_assets.errors import ConfigError
+
+            from .env import BatchNavEnv
+
+            if not isinstance(env, BatchNavEnv):
+                raise ConfigError(None, f"GymVectorEnv({env!r}): expected an env from bps_runtime.make(...), "
+                                        "e.g. GymVectorEnv(bps_runtime.make('out/manifest.json', num_envs=16))")
             if env.batch_size != env.num_envs:
-                from bps_assets.errors import ConfigError
                 raise ConfigError(None, "the gymnasium adapter needs batch_size == num_envs "
                                         "(use send()/recv() directly for double buffering)")
             self.env = env

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields, replace
 
-from bps_assets.errors import ConfigError, is_int
+from bps_assets.errors import ConfigError, did_you_mean, is_int
 
 from ..episodes.supply import DEFAULTS as SUPPLY_DEFAULTS, SupplyOptions
 from ..noise.options import DEFAULTS as NO_NOISE, NoiseOptions
@@ -50,7 +50,7 @@ class SensorConfig:
 
         object.__setattr__(self, "kinds", check_sensors(self.kinds))
         object.__setattr__(self, "resolution", check_resolution(self.resolution))
-        object.__setattr__(self, "normalize_depth", bool(self.normalize_depth))
+        object.__setattr__(self, "normalize_depth", check_flag(self.normalize_depth, "normalize_depth"))
         if self.view_cameras is not None:
             from ..render.protocol import check_view_cameras
             object.__setattr__(self, "view_cameras", check_view_cameras(self.view_cameras))
@@ -93,6 +93,10 @@ class EpisodeConfig:
     categories: str | None = None
 
     def __post_init__(self):
+        if self.source is not None and not isinstance(self.source, str):
+            raise ConfigError(None, f"episodes source={self.source!r}: expected None, 'sample', 'dataset' "
+                                    "or an episode file's path (text)")
+        _check_part("episodes supply", self.supply, SupplyOptions)
         if self.categories is not None:
             from bps_assets.readers.semantic_categories import GOAL_SETS
             if self.categories not in GOAL_SETS:
@@ -130,6 +134,7 @@ class EnvConfig:
     def __post_init__(self):
         from ..threads import check_threads
 
+        self._check_types()
         if not isinstance(self.noise, NoiseOptions):
             raise ConfigError(None, f"noise={self.noise!r}: expected NoiseOptions (make() also takes a preset "
                                     "name, a dict or key=value text)")
@@ -137,7 +142,7 @@ class EnvConfig:
         n, b = check_batching(self.num_envs, self.batch_size)
         object.__setattr__(self, "num_envs", n)
         object.__setattr__(self, "batch_size", b)
-        check_seed(self.seed)
+        object.__setattr__(self, "seed", check_seed(self.seed))   # Python's int: to_dict() stays JSON
         if self.threads is not None:
             object.__setattr__(self, "threads", check_threads(self.threads))
         # the task's camera where the sensors leave it unset (ObjectNav: 0.88 m, HFOV 79, 0.5-5 m)
@@ -145,6 +150,30 @@ class EnvConfig:
         if self.episodes.categories is not None and not spec_for(self.task).categories:
             raise ConfigError(None, f"categories={self.episodes.categories!r}: task "
                                     f"{spec_for(self.task).name!r} has no category goals")
+
+    def _check_types(self):
+        """Each part of its own type (a tuple for ``sensors`` or a task's name is ``from_kwargs``'
+        form): a ConfigError naming the part, not an AttributeError inside ``make()``."""
+        import os
+
+        if self.dataset is not None and not isinstance(self.dataset, (str, os.PathLike)):
+            raise ConfigError(None, f"dataset={self.dataset!r}: expected the path of a manifest.json "
+                                    "from `bps-assets preprocess`")
+        if self.split is not None and not isinstance(self.split, str):
+            raise ConfigError(None, f"split={self.split!r}: expected a subset's name ('train', 'val', ...) or None")
+        if not isinstance(self.device, str) and not hasattr(self.device, "type"):
+            raise ConfigError(None, f"device={self.device!r}: expected 'cpu' or 'cuda[:i]'")
+        # as from_kwargs stores them: text, so to_dict() is plain data (a Path or torch.device is not JSON)
+        object.__setattr__(self, "device", str(self.device))
+        if self.dataset is not None:
+            object.__setattr__(self, "dataset", os.fspath(self.dataset))
+        object.__setattr__(self, "capture_graph", check_flag(self.capture_graph, "capture_graph"))
+        if isinstance(self.task, str):
+            raise ConfigError(None, f"task={self.task!r}: EnvConfig takes a task's TaskOptions "
+                                    f"(bps_runtime.tasks.<name>.TaskOptions()); the name goes to "
+                                    f"EnvConfig.from_kwargs(task=...) or make(task=...)")
+        for name, kind in (("sensors", SensorConfig), ("cache", CacheOptions), ("episodes", EpisodeConfig)):
+            _check_part(name, getattr(self, name), kind)
 
     @classmethod
     def from_kwargs(cls, dataset=None, *, split="train", num_envs=16, batch_size=None, device="cpu",
@@ -158,13 +187,16 @@ class EnvConfig:
         supply = SUPPLY_DEFAULTS
         if goal_pool is not None:   # SupplyOptions checks it
             supply = replace(supply, goal_pool=goal_pool)
+        if not isinstance(sensors, (str, tuple, list)):
+            raise ConfigError(None, f"sensors={sensors!r}: expected a name or a tuple / list of names from "
+                                    "('depth', 'rgb', 'semantic')")
         kinds = (sensors,) if isinstance(sensors, str) else tuple(sensors)
         return cls(dataset=None if dataset is None else str(dataset), split=split, num_envs=num_envs,
                    batch_size=batch_size, seed=seed, device=str(device), threads=threads,
-                   capture_graph=bool(capture_graph),
+                   capture_graph=capture_graph,
                    sensors=SensorConfig(kinds,
                                         resolution,   # checked there (one int or (height, width))
-                                        bool(normalize_depth), renderer, lod=lod, **camera_fields(camera)),
+                                        normalize_depth, renderer, lod=lod, **camera_fields(camera)),
                    task=task_options(task), cache=cache_options(cache),
                    episodes=EpisodeConfig(None if episodes is None else str(episodes), supply,
                                           None if scene_shard is None else tuple(scene_shard), categories),
@@ -180,20 +212,61 @@ class EnvConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> "EnvConfig":
-        """The inverse of ``to_dict``."""
+        """The inverse of ``to_dict``; an unknown key or a part of another shape is a ConfigError
+        naming it (a config read back from a file: a typo is not dropped)."""
+        if not isinstance(d, dict):
+            raise ConfigError(None, f"EnvConfig.from_dict: expected a dict (EnvConfig.to_dict()'s), got {type(d).__name__}")
         d = dict(d)
-        sub = {"sensors": SensorConfig, "task": task_spec(d.pop("task_name", TASKS[0])).options,
-               "cache": CacheOptions, "noise": NoiseOptions}
+        name = d.pop("task_name", TASKS[0])
+        if name not in TASKS:
+            raise ConfigError(None, f"task_name={name!r}: choose from {TASKS}")
+        sub = {"sensors": SensorConfig, "task": task_spec(name).options, "cache": CacheOptions, "noise": NoiseOptions}
+        _known_keys("EnvConfig", d, [f.name for f in fields(cls)])
         for k, t in sub.items():
-            if k in d:
-                d[k] = t(**_tuples(d[k]))
+            if k == "task" and k in d:   # a task's options name unknown keys themselves, with habitat-lab's names
+                d[k] = t(**_tuples(_fields_dict(k, d[k])))
+            elif k in d:
+                d[k] = _from_fields(k, t, _tuples(_fields_dict(k, d[k])))
         if "episodes" in d:
-            e = dict(d["episodes"])
-            e["supply"] = SupplyOptions(**e.get("supply", {}))
+            e = dict(_fields_dict("episodes", d["episodes"]))
+            e["supply"] = _from_fields("episodes supply", SupplyOptions, _fields_dict("episodes supply", e.get("supply", {})))
             e["scene_shard"] = None if e.get("scene_shard") is None else tuple(e["scene_shard"])
-            d["episodes"] = EpisodeConfig(**e)
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in known})
+            d["episodes"] = _from_fields("episodes", EpisodeConfig, e)
+        return cls(**d)
+
+
+def check_flag(value, what: str) -> bool:
+    """``value`` as a bool (numpy's too); anything else ("no", 1, None) a ConfigError naming ``what``."""
+    import numpy as np
+
+    if not isinstance(value, (bool, np.bool_)):
+        raise ConfigError(None, f"{what}={value!r}: expected True or False")
+    return bool(value)
+
+
+def _check_part(name: str, value, kind) -> None:
+    if not isinstance(value, kind):
+        raise ConfigError(None, f"{name}={value!r}: expected a {kind.__name__} (EnvConfig.from_kwargs and make() "
+                                f"also take the keyword forms)")
+
+
+def _known_keys(what: str, d: dict, known) -> None:
+    bad = [k for k in d if k not in known]
+    if bad:
+        hints = "".join(f"; {k!r}: {h}" for k in bad for h in [did_you_mean(k, known)] if h)
+        raise ConfigError(None, f"{what}: unknown key(s) {', '.join(map(repr, bad))}{hints}")
+
+
+def _fields_dict(name: str, value) -> dict:
+    if not isinstance(value, dict):
+        raise ConfigError(None, f"EnvConfig.from_dict: {name}={value!r}: expected a dict of its fields")
+    return value
+
+
+def _from_fields(name: str, kind, d: dict):
+    """``kind(**d)``, its unknown keys named (with close matches) as a ConfigError."""
+    _known_keys(f"EnvConfig.from_dict: {name}", d, [f.name for f in fields(kind)])
+    return kind(**d)
 
 
 MAX_SEED = 2**63 - 1

@@ -17,6 +17,7 @@ group's buffers (valid until its next ``send``: docs/ENV.md); info's names are `
 from __future__ import annotations
 
 from collections import deque
+from functools import cached_property
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
@@ -31,6 +32,19 @@ from .simulator import Simulator
 from ..tasks import TASKS, spec_for, task_spec
 
 _INT_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
+
+
+def _int_ids(ids, what: str) -> np.ndarray:
+    """``ids`` (a tensor, an array, a list) as a flat int64 array; other kinds a ConfigError."""
+    if isinstance(ids, torch.Tensor):
+        ids = ids.detach().cpu().numpy()
+    try:
+        arr = np.asarray(ids)
+    except ValueError:
+        arr = np.asarray(None)
+    if arr.dtype.kind not in "iu" or arr.ndim > 1:
+        raise ConfigError(None, f"{what}={ids!r}: expected integer env ids (one list or 1-d array)")
+    return arr.reshape(-1).astype(np.int64)
 
 
 class BatchNavEnv:
@@ -65,6 +79,7 @@ class BatchNavEnv:
         self._checked_actions = False
         self._pending: deque = deque()      # (group, Future) sent, not yet received
         self._to_send: deque = deque()      # groups whose results were handed out
+        self._failed: dict = {}             # group -> the error its last step raised (until reset)
         self._sim = ThreadPoolExecutor(1, thread_name_prefix="bps-sim")
         self._closed = False
 
@@ -77,6 +92,10 @@ class BatchNavEnv:
 
     @task.setter
     def task(self, t):
+        if isinstance(t, str):   # spec_for takes options only: its message would read as a contradiction
+            raise ConfigError(None, f"task={t!r}: env.task takes this task's TaskOptions (e.g. "
+                                    f"dataclasses.replace(env.task, ...)); make() a new env for another task")
+        self._check_open("env.task = ...")
         if spec_for(t) is not self.spec:
             raise ConfigError(None, f"task: {type(t).__name__} is another task's options than this env's "
                                     f"({self.spec.name}); make() a new env for it")
@@ -86,6 +105,9 @@ class BatchNavEnv:
     @property
     def episode_ids(self) -> list:
         """Episode id of every env's running episode (reads the device: not for the step path)."""
+        self._check_open("episode_ids")
+        if not self.sim.started:
+            raise ConfigError(None, "episode_ids before reset(): call env.reset() first")
         return self.ring.names_of(0, self.fused.head.cpu().numpy() - 1, "episode")
 
     def episode_goals(self, env_ids=None) -> list[dict]:
@@ -97,7 +119,10 @@ class BatchNavEnv:
         self._check_open("episode_goals()")
         if not self.sim.started:
             raise ConfigError(None, "episode_goals() before reset(): call env.reset() first")
-        ids = torch.as_tensor(np.arange(self.num_envs) if env_ids is None else env_ids).reshape(-1).cpu().numpy()
+        ids = np.arange(self.num_envs) if env_ids is None else _int_ids(env_ids, "episode_goals(): env_ids")
+        if ids.size and not (0 <= ids.min() and ids.max() < self.num_envs):
+            raise ConfigError(None, f"episode_goals(): env_ids must be in 0..{self.num_envs - 1}, got "
+                                    f"{ids.min()}..{ids.max()}")
         return self.ring.goals_of(ids, self.fused.head.cpu().numpy()[ids] - 1)
 
     @property
@@ -119,7 +144,7 @@ class BatchNavEnv:
         """Whether the step runs as a captured CUDA graph ("captured") or why not."""
         return self.fused.capture_status
 
-    # ------------------------------------------------------------------ spaces (no allocation)
+    # ------------------------------------------------------------------ spaces (built once, on first use)
     @property
     def max_goal_id(self) -> int | None:
         """The largest goal id the episode supply can stage (ObjectNav: its dataset's largest
@@ -132,24 +157,24 @@ class BatchNavEnv:
         ``category_to_task_category_id``, or the sampled set's); None where goals are no categories."""
         return self.world.episodes.goal_categories
 
-    @property
+    @cached_property
     def single_observation_space(self):
         """Observation space of one env (gymnasium Dict)."""
         return sp.single_observation_space(self.sensors, self.resolution, self.normalize_depth, self.spec,
                                            self.max_goal_id, self.depth_range)
 
-    @property
+    @cached_property
     def single_action_space(self):
         """Action space of one env (Discrete(the task's actions))."""
         return sp.single_action_space(self.spec)
 
-    @property
+    @cached_property
     def observation_space(self):
         """Observation space of one batch of ``batch_size`` envs."""
         return sp.batched_observation_space(self.batch_size, self.sensors, self.resolution,
                                             self.normalize_depth, self.spec, self.max_goal_id, self.depth_range)
 
-    @property
+    @cached_property
     def action_space(self):
         """Action space of one batch of ``batch_size`` envs."""
         return sp.batched_action_space(self.batch_size, self.spec)
@@ -160,7 +185,9 @@ class BatchNavEnv:
         starts them, in the scenes already resident (the scene cache is not reset)."""
         from .config import check_seed
 
-        self.sim.reseed = check_seed(seed)
+        seed = check_seed(seed)   # the value first: a bad seed is named whether or not the env is open
+        self._check_open("seed()")
+        self.sim.reseed = seed
 
     def reset(self):
         """Start a new episode in every environment; returns the observations of all
@@ -169,6 +196,7 @@ class BatchNavEnv:
         self._drain()
         obs, info = self._sim.submit(self.sim.reset_all).result()
         self._to_send = deque(range(self.num_groups))
+        self._failed = {}
         self.last_info = info
         return obs
 
@@ -180,6 +208,7 @@ class BatchNavEnv:
         fut = self._sim.submit(self.sim.reset_all)
         fut.result()
         self._to_send = deque()
+        self._failed = {}
         for g in range(self.num_groups):
             f: Future = Future()
             f.set_result(self.sim.reset_result(g))
@@ -195,15 +224,30 @@ class BatchNavEnv:
             raise ConfigError(None, "send() / step() before reset(): call env.reset() (or async_reset()) first")
         a = self._check_actions(actions)   # before taking the group: a bad call changes nothing
         g = self._pick_group(env_id)
-        self._pending.append((g, self._sim.submit(self.sim.step_group, g, a)))
+        try:
+            fut = self._sim.submit(self.sim.step_group, g, a)
+        except RuntimeError:   # close() from another thread since the check above shut the simulator down
+            self._check_open("send()")
+            raise
+        self._pending.append((g, fut))
 
     def recv(self):
         """(obs, reward, done, info) of the oldest group sent, as torch tensors on the device.
         Frames are new tensors; the rest are this group's buffers: valid until its next ``send``."""
-        if not self._pending:
-            raise ConfigError(None, "recv() with nothing sent: call send(actions) (or async_reset()) first")
-        g, fut = self._pending.popleft()
-        out = fut.result()
+        self._check_open("recv()")
+        try:
+            g, fut = self._pending.popleft()
+        except IndexError:   # nothing sent, or close() from another thread drained it since the check
+            self._check_open("recv()")
+            raise ConfigError(None, "recv() with nothing sent: call send(actions) (or async_reset()) first") from None
+        try:
+            out = fut.result()
+        except BaseException as e:
+            if not fut.done() or fut.exception() is None:   # interrupted while waiting (Ctrl-C): recv() it again
+                self._pending.appendleft((g, fut))
+            else:
+                self._failed[g] = e
+            raise
         self._to_send.append(g)
         self.last_info = out[3]
         return out
@@ -253,13 +297,12 @@ class BatchNavEnv:
     def _pick_group(self, env_id) -> int:
         if env_id is None:
             if not self._to_send:
-                raise ConfigError(None, "send(): no group is waiting for actions (each group's "
-                                        "results must be recv()'d before its next send)")
+                raise ConfigError(None, "send(): no group is waiting for actions" + self._why_none_waits())
             return self._to_send.popleft()
         g = next((k for k in range(self.num_groups) if env_id is self.sim.env_ids(k)), None)
         if g is not None:   # the env's own info["env_id"] handed back: known without reading it
             return self._take_group(g)
-        ids = torch.as_tensor(env_id).reshape(-1).to("cpu", torch.long)
+        ids = torch.from_numpy(_int_ids(env_id, "send(): env_id"))
         if ids.numel() != self.batch_size:
             raise ConfigError(None, f"send(): env_id has {ids.numel()} entries, expected one group of "
                                     f"batch_size={self.batch_size}")
@@ -270,7 +313,21 @@ class BatchNavEnv:
                                     f"[k*{self.batch_size}, (k+1)*{self.batch_size}) in order")
         return self._take_group(g)
 
+    def _why_none_waits(self) -> str:
+        if self._pending:   # e.g. a step interrupted (Ctrl-C) while recv() waited: it runs on
+            return (f": group {self._pending[0][0]}'s step is in flight: recv() it first (each group's "
+                    "results must be recv()'d before its next send)")
+        if self._failed:
+            return ": " + self._failed_message(next(iter(self._failed)))
+        return " (each group's results must be recv()'d before its next send)"
+
+    def _failed_message(self, g: int) -> str:
+        e = self._failed[g]
+        return f"group {g}'s last step raised {type(e).__name__}: {e}; reset() the env (or make() a new one)"
+
     def _take_group(self, g: int) -> int:
+        if g in self._failed:
+            raise ConfigError(None, "send(): " + self._failed_message(g))
         if g not in self._to_send:
             raise ConfigError(None, f"send(): group {g} (envs {g * self.batch_size}..) is still "
                                     "being simulated: recv() it first")
@@ -280,10 +337,17 @@ class BatchNavEnv:
     def _check_actions(self, actions) -> torch.Tensor:
         b = self.batch_size
         if isinstance(actions, np.ndarray) or isinstance(actions, (list, tuple)):
-            arr = np.asarray(actions)
+            try:
+                arr = np.asarray(actions)
+            except ValueError:   # a ragged list
+                raise ConfigError(None, f"actions: not one array (rows of different lengths); expected shape "
+                                        f"({b},)") from None
             if arr.dtype.kind not in "iu":
                 raise ConfigError(None, f"actions: dtype {arr.dtype} is not an integer type "
                                         f"(expected int64 action ids 0..{self.num_actions - 1})")
+            if arr.size and arr.dtype.kind == "u" and arr.max() >= self.num_actions:   # before int64 wraps it
+                raise ConfigError(None, f"actions: values must be in 0..{self.num_actions - 1} "
+                                        f"{self.ACTIONS}, got {arr.min()}..{arr.max()}")
             actions = torch.from_numpy(np.ascontiguousarray(arr.astype(np.int64))).to(self.device)
         if not isinstance(actions, torch.Tensor):
             raise ConfigError(None, f"actions: expected a torch tensor of shape [{b}], got "

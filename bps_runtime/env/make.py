@@ -121,6 +121,9 @@ def make(dataset=None, config: EnvConfig | None = None, **kwargs) -> BatchNavEnv
         config = EnvConfig.from_kwargs(dataset, **kwargs)
     elif kwargs or dataset is not None:
         raise ConfigError(None, "make(): pass either config=EnvConfig(...) or keywords, not both")
+    elif not isinstance(config, EnvConfig):
+        raise ConfigError(None, f"make(config=...): expected an EnvConfig, got {type(config).__name__} "
+                                "(a dict: EnvConfig.from_dict(d); keywords: make(dataset, **keywords))")
     c = config   # checked when it was made (EnvConfig and its parts); here: the machine, the dataset
     dev = _check_device(c.device, c.sensors.renderer)
     if isinstance(c.dataset, (str, os.PathLike)):

@@ -1,8 +1,10 @@
-"""Observation / action spaces computed from arguments only (nothing is allocated or loaded).
+"""Observation / action spaces computed from arguments only (no env, scene or frame is built).
 
 gymnasium spaces when gymnasium is installed (``pip install gymnasium``), else ``SpaceSpec``
 objects with the same ``shape`` / ``dtype`` / ``low`` / ``high`` / ``n`` attributes, so code
-that only reads shapes does not need gymnasium.
+that only reads shapes does not need gymnasium. A gymnasium Box holds low / high arrays of its
+whole shape: a batched space costs about 10 bytes per observed value (built once, directly at
+the batched shape; docs/ENV.md), a SpaceSpec nothing.
 """
 from __future__ import annotations
 
@@ -77,20 +79,29 @@ def check_max_goal_id(max_goal_id) -> int | None:
 def depth_bounds(normalize_depth: bool, spec: TaskSpec, depth_range=None) -> tuple[float, float]:
     """The depth box's (low, high): (0, 1) normalized, else the sensor's clip range in metres
     (habitat-lab's Box(min_depth, max_depth)): ``depth_range`` (min, max), None: the task's
-    camera's (``TaskSpec.camera``), else the renderer's defaults."""
-    if normalize_depth:
+    camera's (``TaskSpec.camera``), else the renderer's defaults. A non-bool ``normalize_depth``
+    or a ``depth_range`` that is not two finite numbers 0 <= min < max is a ConfigError."""
+    from .config import check_flag
+
+    if depth_range is not None:
+        check_depth_range(depth_range)
+    if check_flag(normalize_depth, "normalize_depth"):
         return 0.0, 1.0
     lo, hi = depth_clip_range(spec.camera) if depth_range is None else depth_range
     return float(lo), float(hi)
 
 
-def single_observation_space(sensors=("depth",), resolution=(64, 64), normalize_depth: bool = True,
-                             task=TASKS[0], max_goal_id: int | None = None, depth_range=None):
-    """One environment's observation space: dict of depth [H,W,1], rgb [H,W,3], semantic [H,W,1]
-    (int32 instance ids, 0 = no object) and the task's observations (``TaskSpec.observations``;
-    ``task`` a spec, a task name or a task's options). ``max_goal_id``: the high of a goal-id
-    observation (ObjectNav's ``objectgoal``: the dataset's largest task category id; None: the
-    task's declared default, habitat's objectnav_hm3d map's 5). Depth: ``depth_bounds``."""
+def check_depth_range(depth_range) -> None:
+    """``depth_range`` as (min, max) metres, finite, 0 <= min < max (the renderer's clip rule)."""
+    from bps_assets.errors import is_real
+
+    ok = isinstance(depth_range, (tuple, list)) and len(depth_range) == 2 and all(map(is_real, depth_range))
+    if not ok or not (np.isfinite(depth_range).all() and 0 <= depth_range[0] < depth_range[1]):
+        raise ConfigError(None, f"depth_range={depth_range!r}: expected (min, max) metres with 0 <= min < max")
+
+
+def _obs_boxes(sensors, resolution, normalize_depth, task, max_goal_id, depth_range) -> dict:
+    """name -> (low, high, shape, dtype) of one env's observations."""
     sensors = check_sensors(sensors)
     h, w = check_resolution(resolution)
     spec = _spec(task)
@@ -104,11 +115,32 @@ def single_observation_space(sensors=("depth",), resolution=(64, 64), normalize_
     if "semantic" in sensors:
         boxes["semantic"] = (0, MAX_INSTANCE_ID, (h, w, 1), np.dtype(np.int32))
     boxes.update(_boxes(spec, h, w, max_goal_id))
+    return boxes
+
+
+def _dict_space(boxes: dict, n: int | None = None):
+    """The Dict of ``boxes``; ``n``: each with a leading batch dimension (gymnasium's
+    ``batch_space`` of the single space, built at once: scalar bounds stay scalars until the Box
+    fills them, instead of a single space repeated n times and then copied)."""
+    lead = () if n is None else (n,)
     g = _gym()
     if g is not None:
-        return g.Dict({k: g.Box(lo, hi, shape, dt) for k, (lo, hi, shape, dt) in boxes.items()})
-    return SpaceSpec("dict", spaces={k: SpaceSpec("box", shape, dt.type, float(np.min(lo)), float(np.max(hi)))
+        def bound(v, shape):
+            return v if np.ndim(v) == 0 else np.broadcast_to(v, lead + shape).copy()
+        return g.Dict({k: g.Box(bound(lo, shape), bound(hi, shape), lead + shape, dt)
+                       for k, (lo, hi, shape, dt) in boxes.items()})
+    return SpaceSpec("dict", spaces={k: SpaceSpec("box", lead + shape, dt.type, float(np.min(lo)), float(np.max(hi)))
                                      for k, (lo, hi, shape, dt) in boxes.items()})
+
+
+def single_observation_space(sensors=("depth",), resolution=(64, 64), normalize_depth: bool = True,
+                             task=TASKS[0], max_goal_id: int | None = None, depth_range=None):
+    """One environment's observation space: dict of depth [H,W,1], rgb [H,W,3], semantic [H,W,1]
+    (int32 instance ids, 0 = no object) and the task's observations (``TaskSpec.observations``;
+    ``task`` a spec, a task name or a task's options). ``max_goal_id``: the high of a goal-id
+    observation (ObjectNav's ``objectgoal``: the dataset's largest task category id; None: the
+    task's declared default, habitat's objectnav_hm3d map's 5). Depth: ``depth_bounds``."""
+    return _dict_space(_obs_boxes(sensors, resolution, normalize_depth, task, max_goal_id, depth_range))
 
 
 def single_action_space(task=TASKS[0]):
@@ -122,15 +154,9 @@ def single_action_space(task=TASKS[0]):
 
 def batched_observation_space(n: int, sensors=("depth",), resolution=(64, 64), normalize_depth=True,
                               task=TASKS[0], max_goal_id: int | None = None, depth_range=None):
-    """The space of one ``recv()`` result: every entry gets a leading batch dimension ``n``."""
-    single = single_observation_space(sensors, resolution, normalize_depth, task, max_goal_id, depth_range)
-    g = _gym()
-    if g is not None:
-        from gymnasium.vector.utils import batch_space
-        return batch_space(single, n)
-    return SpaceSpec("dict", spaces={
-        k: SpaceSpec("box", (n,) + s.shape, s.dtype, s.low, s.high) for k, s in single.spaces.items()
-    })
+    """The space of one ``recv()`` result: every entry gets a leading batch dimension ``n``
+    (equal to gymnasium's ``batch_space`` of the single space)."""
+    return _dict_space(_obs_boxes(sensors, resolution, normalize_depth, task, max_goal_id, depth_range), n)
 
 
 def batched_action_space(n: int, task=TASKS[0]):

@@ -3,8 +3,8 @@
 No banner, no module-load chatter; and where no GPU is expected (torch sees no CUDA device) the
 driver's "Could not find or load the NVIDIA CUDA driver" line, printed by Warp's C code on
 stderr, is left out (anything else Warp prints there still reaches stderr).
-MissingDependencyError when warp-lang is not installed. ``device_build`` is the other piece
-of process-wide Warp state: the lock every CUDA BVH build and release runs under.
+MissingDependencyError when warp-lang is not installed. ``device_build`` / ``CudaReleased``
+are the other process-wide Warp state: the lock every CUDA BVH build and release runs under.
 """
 from __future__ import annotations
 
@@ -22,14 +22,27 @@ _wp = None
 # Warp's CUDA builds of BVHs (wp.Mesh, wp.Bvh) are not safe from two threads at once, nor beside
 # another thread's teardown of such objects (NVIDIA/warp#1491; seen here as "illegal memory
 # access" when two loader threads built scenes on an H100): CUDA builds and releases take this
-# lock; CPU builds stay concurrent.
-CUDA_BUILD_LOCK = threading.Lock()
+# lock; CPU builds stay concurrent. Re-entrant: a release may happen on a thread that holds it.
+CUDA_BUILD_LOCK = threading.RLock()
 
 
 def device_build(device):
-    """The context every build or release of a scene's Warp objects on ``device`` (a Warp
-    device) runs in: ``CUDA_BUILD_LOCK`` on CUDA, nothing on the CPU."""
+    """The context every build of a scene's Warp objects on ``device`` (a Warp device) runs in:
+    ``CUDA_BUILD_LOCK`` on CUDA, nothing on the CPU."""
     return CUDA_BUILD_LOCK if device.is_cuda else contextlib.nullcontext()
+
+
+class CudaReleased:
+    """Base of the objects that own a scene's Warp arrays, meshes and BVHs: on CUDA (``_cuda``
+    set first thing in ``__init__``) they are freed under ``CUDA_BUILD_LOCK`` whichever thread
+    drops the last reference (the env's, a loader's, the garbage collector's)."""
+
+    _cuda = False
+
+    def __del__(self, _lock=CUDA_BUILD_LOCK):
+        if self._cuda:
+            with _lock:
+                self.__dict__.clear()
 
 
 def _gpu_expected() -> bool:

@@ -4,7 +4,9 @@ with "illegal memory access" on an H100), and the release of detached scenes (an
 from __future__ import annotations
 
 import gc
+import threading
 import weakref
+from types import SimpleNamespace
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -128,9 +130,9 @@ def test_detached_scenes_are_released_only_after_their_frames_ran():
     r._reap()   # still queued: kept
     gc.collect()
     assert gone_queued() is not None
-    r.close()   # waits for it, then lets it go
+    r.close()   # lets everything go (on CUDA after a device sync)
     gc.collect()
-    assert gone_queued() is None and r._retired == [] and pending.done
+    assert gone_queued() is None and r._retired == []
 
 
 def test_a_swap_does_not_wait_for_a_build_to_release_scenes():
@@ -141,10 +143,74 @@ def test_a_swap_does_not_wait_for_a_build_to_release_scenes():
     gone = weakref.ref(ran)
     r._retired = [(_Event(True), ran)]
     del ran
-    with CUDA_BUILD_LOCK:   # a loader thread building a CUDA scene
-        r._reap()           # returns at once (a blocking acquire would deadlock this thread)
-        gc.collect()
-        assert gone() is not None and len(r._retired) == 1
+    building, done = threading.Event(), threading.Event()
+
+    def loader():   # a loader thread building a CUDA scene
+        with CUDA_BUILD_LOCK:
+            building.set()
+            done.wait(10)
+
+    t = threading.Thread(target=loader)
+    t.start()
+    building.wait(10)
+    r._reap()           # returns at once: the swap does not wait for the build
+    gc.collect()
+    assert gone() is not None and len(r._retired) == 1
+    done.set()
+    t.join(10)
     r._reap()
     gc.collect()
     assert gone() is None and r._retired == []
+
+
+def test_a_detached_cuda_scene_waits_for_its_frames_then_a_build_releases_it(monkeypatch):
+    """The path detach -> event -> release, with the CUDA parts faked on the CPU: the env
+    thread's release skips a scene whose frames still run; a loader's ``prepare`` waits for
+    them and releases it before building the next scene."""
+    scene = bumpy_floor(1, n=8)
+    sd = build_shading_data(scene)
+    r = make_renderer("warp", RenderOptions(resolution=(8, 8)), device="cpu")
+    r.attach(0, sd, r.prepare(sd, scene.positions, scene.indices))
+    gone = weakref.ref(r._scenes[0])
+    events = []
+
+    def frames_done():
+        events.append(_Event(False))
+        return events[-1]
+
+    monkeypatch.setattr(r, "_wdev", SimpleNamespace(is_cuda=True, wrapped=r._wdev))
+    monkeypatch.setattr(r, "_stream", lambda: None)
+    monkeypatch.setattr(r, "_frames_done", frames_done)
+    r.detach(0)
+    gc.collect()
+    assert len(r._retired) == 1 and gone() is not None   # its frames may still read it
+    r.detach(5)   # a swap elsewhere: the env thread does not wait
+    gc.collect()
+    assert gone() is not None and not events[0].done
+    monkeypatch.setattr(r, "_wdev", r._wdev.wrapped)
+    r.prepare(sd, scene.positions, scene.indices)   # a loader: waits for the frames, then releases
+    gc.collect()
+    assert events[0].done and gone() is None and r._retired == []
+
+
+def test_a_cuda_scene_let_go_on_another_thread_waits_for_a_build():
+    from bps_runtime.render.warp_backend import WarpScene
+    from bps_runtime.warp_init import CUDA_BUILD_LOCK
+
+    scene = bumpy_floor(2, n=8)
+    sd = build_shading_data(scene)
+    r = make_renderer("warp", RenderOptions(resolution=(8, 8)), device="cpu")
+    sc = r.prepare(sd, scene.positions, scene.indices)
+    assert isinstance(sc, WarpScene) and not sc._cuda
+    sc._cuda = True   # as built on CUDA
+    mesh = weakref.ref(sc.mesh)
+    box = [sc]
+    del sc
+    let_go = threading.Thread(target=box.clear)   # the last reference, dropped on another thread
+    with CUDA_BUILD_LOCK:   # a loader's build in progress
+        let_go.start()
+        let_go.join(0.3)
+        assert let_go.is_alive() and mesh() is not None   # freed only after the build
+    let_go.join(5)
+    gc.collect()
+    assert not let_go.is_alive() and mesh() is None

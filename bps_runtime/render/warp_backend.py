@@ -23,7 +23,7 @@ import numpy as np
 
 from bps_assets.errors import ConfigError, MissingDependencyError
 
-from ..warp_init import CUDA_BUILD_LOCK, device_build, init_warp
+from ..warp_init import CUDA_BUILD_LOCK, CudaReleased, device_build, init_warp
 from .camera import camera_directions, depth_mode, yaw_to_quaternion
 from .inputs import check_render_inputs, check_resident, check_sensors
 from .protocol import DEFAULTS, VIEW_DIRS_KEPT, RenderOptions, view_options
@@ -100,12 +100,13 @@ class ShadingArrays:
         return t
 
 
-class WarpScene:
+class WarpScene(CudaReleased):
     """Device-resident scene: the wp.Mesh (BVH) and the shading arrays."""
 
     composed = False   # one mesh (``warp_instances.WarpInstances`` is a composed scene's)
 
     def __init__(self, wp, device, shading: ShadingData, positions: np.ndarray, indices: np.ndarray):
+        self._cuda = device.is_cuda
         # device= on every array, no ScopedDevice: Warp's default device is process-wide, and
         # another loader thread's scope can restore it under this one
         with device_build(device):
@@ -201,6 +202,7 @@ class WarpRenderer:
         CorruptFileError when the tables are for another mesh. ``level`` (a converter LOD's): the
         same build for every level."""
         shading.check_geometry(len(positions), len(indices))
+        self._reap(wait=True)   # a loader thread: the detached scenes' memory goes before a new one's comes
         return WarpScene(self._wp, self._wdev, shading, positions, indices)
 
     def accel_breakdown(self, num_vertices: int, num_triangles: int, level: int = -1) -> dict[str, int]:
@@ -213,6 +215,7 @@ class WarpRenderer:
         """A composed scene's instance tables (``warp_instances.WarpInstances``) over ``parts``:
         ``(WarpScene from prepare, transform 4x4, semantic id)``, the stage first; loader threads."""
         from .warp_instances import WarpInstances
+        self._reap(wait=True)
         return WarpInstances(self._wp, self._wdev, parts)
 
     def instances_bytes(self, num_instances: int, num_meshes: int) -> int:
@@ -246,37 +249,49 @@ class WarpRenderer:
                 if gone.composed:
                     self.table_version += 1
                 if self._wdev.is_cuda:
-                    import torch
+                    self._retired.append((self._frames_done(), gone))
 
-                    done = torch.cuda.Event()
-                    done.record(torch.cuda.current_stream(torch.device(self.device)))
-                    self._retired.append((done, gone))
+    def _frames_done(self):
+        """A torch CUDA event after the frames queued so far on torch's current stream."""
+        import torch
 
-    def _reap(self):
-        """Release the detached scenes whose last frames have run (CUDA; off the step path).
-        While a loader thread builds a scene (it holds ``CUDA_BUILD_LOCK`` through its device
-        sync) nothing is released: a later call does it, so a swap never waits for a build."""
-        if not self._retired or not CUDA_BUILD_LOCK.acquire(blocking=False):
+        done = torch.cuda.Event()
+        done.record(torch.cuda.current_stream(torch.device(self.device)))
+        return done
+
+    def _reap(self, wait: bool = False):
+        """Release the detached scenes whose last frames have run (CUDA). ``wait`` (a loader
+        thread, before a build): wait for those frames and for a build in progress. Otherwise
+        (the env thread, at a swap) nothing waits: while a loader builds (it holds
+        ``CUDA_BUILD_LOCK``) the release is left to the next call or the next build."""
+        if not self._retired or not CUDA_BUILD_LOCK.acquire(blocking=wait):
             return
         try:   # their last references go here, not beside a build
             with self._lock:
                 ready, kept = [], []
                 for r in self._retired:
-                    (ready if r[0].query() else kept).append(r)
+                    (ready if wait or r[0].query() else kept).append(r)
                 self._retired = kept
+            for done, _ in ready:
+                if wait:
+                    done.synchronize()
             ready.clear()
         finally:
             CUDA_BUILD_LOCK.release()
 
     def close(self):
-        """Release the detached scenes still held for their last frames (waiting for them on
-        CUDA); the resident scenes' device memory goes with the scenes and the renderer."""
+        """Release every scene's device memory now: on CUDA after the frames queued on the
+        device have run, under ``CUDA_BUILD_LOCK``."""
+        if self._wdev.is_cuda:
+            import torch
+
+            torch.cuda.synchronize(torch.device(self.device))
         with self._lock:
             held, self._retired = self._retired, []
-        for done, _ in held:
-            done.synchronize()
+            scenes, self._scenes = self._scenes, {}
         with CUDA_BUILD_LOCK:
             held.clear()
+            scenes.clear()
 
     def _row(self, scene_index: int):
         sc = self._scenes.get(scene_index)

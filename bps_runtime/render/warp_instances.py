@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import warp as wp
 
-from ..warp_init import device_build
+from ..warp_init import CudaReleased, device_build
 from .warp_kernels import SceneTable, abs_cos, eye, ray_direction, shade, write_pixel
 
 # the top-level wp.Bvh's nodes and the host's bookkeeping per instance (RSS growth of 249-251 B
@@ -34,12 +34,13 @@ def instances_bytes(num_instances: int, num_meshes: int) -> int:
     return size(SceneTable) * num_meshes + (per + WARP_BVH_BYTES_PER_INSTANCE) * num_instances
 
 
-class WarpInstances:
+class WarpInstances(CudaReleased):
     """A composed scene's instance tables on the device (see the module docstring)."""
 
     composed = True
 
     def __init__(self, wp_mod, device, parts):
+        self._cuda = device.is_cuda
         parts = [p for p in parts if p[0].mesh is not None]
         self.parts = parts                   # keeps the shared assets' meshes alive
         n = len(parts)

@@ -133,6 +133,23 @@ def test_supply_options_are_checked_where_they_are_made():
         EnvConfig.from_dict(d)
 
 
+def test_supply_sizes_take_numpy_ints_stored_as_python_ints():
+    """goal_pool (and every SupplyOptions size) takes a numpy int as docs/ENV.md says numpy scalars
+    count, stored as a Python int so the config's to_dict is JSON; a bool or a float is refused."""
+    import numpy as np
+
+    from bps_runtime.episodes.supply import SupplyOptions
+
+    c = EnvConfig.from_kwargs("m/manifest.json", goal_pool=np.int64(5))
+    assert c.episodes.supply.goal_pool == 5 and type(c.episodes.supply.goal_pool) is int
+    assert json.loads(json.dumps(c.to_dict()))["episodes"]["supply"]["goal_pool"] == 5
+    s = SupplyOptions(lookahead=np.int32(3), reservoir=np.uint8(0), goal_views=np.int16(2))
+    assert [type(v) for v in (s.lookahead, s.reservoir, s.goal_views)] == [int] * 3
+    for bad in (True, np.bool_(True), 5.0, "5"):
+        with pytest.raises(ConfigError, match="goal_pool"):
+            SupplyOptions(goal_pool=bad)
+
+
 def test_spaces_take_a_task_name_spec_or_options():
     from bps_runtime.env.spaces import single_observation_space
     from bps_runtime.tasks import objectnav

@@ -46,6 +46,22 @@ def test_cache_fields_of_the_wrong_type_are_a_config_error_naming_the_field(fiel
     assert CacheOptions(loader_threads=1, seed=None, prefetch=False).loader_threads == 1
 
 
+def test_cache_numpy_ints_are_stored_as_python_ints():
+    """make(cache={"slots": np.int64(2)}) (or cache=np.int64(2)) keeps Python ints and bools in
+    CacheOptions, so the env's config.to_dict() is JSON."""
+    import numpy as np
+
+    for cache in ({"slots": np.int64(2), "budget_bytes": np.int32(1 << 20), "loader_threads": np.uint8(1),
+                   "swap_after_episodes": np.int64(3), "seed": np.int64(4), "swap_every": np.int16(5),
+                   "prefetch": np.bool_(False)}, np.int64(2)):
+        c = EnvConfig.from_kwargs("m/manifest.json", cache=cache)
+        d = json.loads(json.dumps(c.to_dict()))
+        assert d["cache"]["slots"] == 2 and type(c.cache.slots) is int
+        assert all(type(getattr(c.cache, f)) in (int, bool, type(None)) for f in d["cache"])
+    assert (c.cache_for_run().seed, CacheOptions(prefetch=np.bool_(False)).prefetch) == (0, False)
+    assert type(CacheOptions(prefetch=np.bool_(True)).prefetch) is bool
+
+
 def test_make_from_a_config_runs_as_from_its_keywords(tmp_path):
     from bps_runtime import make
 

@@ -62,6 +62,23 @@ def test_cache_numpy_ints_are_stored_as_python_ints():
     assert type(CacheOptions(prefetch=np.bool_(True)).prefetch) is bool
 
 
+def test_a_repeated_sensor_is_said_to_be_repeated_not_unknown():
+    """sensors=["depth", "depth"] names known sensors twice: the error says "repeated" and names
+    them; an unknown name is still "unknown"; an empty list is refused."""
+    from bps_runtime.render.inputs import check_sensors
+
+    with pytest.raises(ConfigError, match=r"repeated sensors \['depth'\]") as e:
+        EnvConfig.from_kwargs("m/manifest.json", sensors=["depth", "depth"])
+    assert "unknown" not in str(e.value)
+    with pytest.raises(ConfigError, match=r"repeated sensors \['rgb', 'depth'\]"):
+        check_sensors(("rgb", "depth", "rgb", "semantic", "depth"))
+    with pytest.raises(ConfigError, match=r"unknown sensors \['normals'\]"):
+        check_sensors(("depth", "normals", "depth"))
+    with pytest.raises(ConfigError, match="unknown sensors"):
+        check_sensors(())
+    assert check_sensors("rgb") == ("rgb",)
+
+
 def test_make_from_a_config_runs_as_from_its_keywords(tmp_path):
     from bps_runtime import make
 

@@ -569,8 +569,6 @@ def evaluate(args) -> dict:
         recorder.goals_for = env.episode_goals   # each video's goal (ObjectNav's objects, ImageNav's image)
         recorder.action_names = env.ACTIONS
     k_actions = env.num_actions
-    if args.eval_episodes_file:
-        want = min(want, sum(len(v) for v in env.world.episodes.episodes_by_scene.values()))
     if recorder is not None and args.video > want:   # more would wait for repeats of episodes written
         print(f"bps-train: --video {args.video} capped at the {want} episode(s) evaluated", file=sys.stderr, flush=True)
         recorder.cap(want)

@@ -46,6 +46,39 @@ def test_cache_fields_of_the_wrong_type_are_a_config_error_naming_the_field(fiel
     assert CacheOptions(loader_threads=1, seed=None, prefetch=False).loader_threads == 1
 
 
+def test_cache_numpy_ints_are_stored_as_python_ints():
+    """make(cache={"slots": np.int64(2)}) (or cache=np.int64(2)) keeps Python ints and bools in
+    CacheOptions, so the env's config.to_dict() is JSON."""
+    import numpy as np
+
+    for cache in ({"slots": np.int64(2), "budget_bytes": np.int32(1 << 20), "loader_threads": np.uint8(1),
+                   "swap_after_episodes": np.int64(3), "seed": np.int64(4), "swap_every": np.int16(5),
+                   "prefetch": np.bool_(False)}, np.int64(2)):
+        c = EnvConfig.from_kwargs("m/manifest.json", cache=cache)
+        d = json.loads(json.dumps(c.to_dict()))
+        assert d["cache"]["slots"] == 2 and type(c.cache.slots) is int
+        assert all(type(getattr(c.cache, f)) in (int, bool, type(None)) for f in d["cache"])
+    assert (c.cache_for_run().seed, CacheOptions(prefetch=np.bool_(False)).prefetch) == (0, False)
+    assert type(CacheOptions(prefetch=np.bool_(True)).prefetch) is bool
+
+
+def test_a_repeated_sensor_is_said_to_be_repeated_not_unknown():
+    """sensors=["depth", "depth"] names known sensors twice: the error says "repeated" and names
+    them; an unknown name is still "unknown"; an empty list is refused."""
+    from bps_runtime.render.inputs import check_sensors
+
+    with pytest.raises(ConfigError, match=r"repeated sensors \['depth'\]") as e:
+        EnvConfig.from_kwargs("m/manifest.json", sensors=["depth", "depth"])
+    assert "unknown" not in str(e.value)
+    with pytest.raises(ConfigError, match=r"repeated sensors \['rgb', 'depth'\]"):
+        check_sensors(("rgb", "depth", "rgb", "semantic", "depth"))
+    with pytest.raises(ConfigError, match=r"unknown sensors \['normals'\]"):
+        check_sensors(("depth", "normals", "depth"))
+    with pytest.raises(ConfigError, match="unknown sensors"):
+        check_sensors(())
+    assert check_sensors("rgb") == ("rgb",)
+
+
 def test_make_from_a_config_runs_as_from_its_keywords(tmp_path):
     from bps_runtime import make
 
@@ -131,6 +164,23 @@ def test_supply_options_are_checked_where_they_are_made():
     d["episodes"]["supply"]["goal_pool"] = 0
     with pytest.raises(ConfigError, match="goal_pool"):
         EnvConfig.from_dict(d)
+
+
+def test_supply_sizes_take_numpy_ints_stored_as_python_ints():
+    """goal_pool (and every SupplyOptions size) takes a numpy int as docs/ENV.md says numpy scalars
+    count, stored as a Python int so the config's to_dict is JSON; a bool or a float is refused."""
+    import numpy as np
+
+    from bps_runtime.episodes.supply import SupplyOptions
+
+    c = EnvConfig.from_kwargs("m/manifest.json", goal_pool=np.int64(5))
+    assert c.episodes.supply.goal_pool == 5 and type(c.episodes.supply.goal_pool) is int
+    assert json.loads(json.dumps(c.to_dict()))["episodes"]["supply"]["goal_pool"] == 5
+    s = SupplyOptions(lookahead=np.int32(3), reservoir=np.uint8(0), goal_views=np.int16(2))
+    assert [type(v) for v in (s.lookahead, s.reservoir, s.goal_views)] == [int] * 3
+    for bad in (True, np.bool_(True), 5.0, "5"):
+        with pytest.raises(ConfigError, match="goal_pool"):
+            SupplyOptions(goal_pool=bad)
 
 
 def test_spaces_take_a_task_name_spec_or_options():

@@ -16,8 +16,23 @@ from collections.abc import Sequence
 import numpy as np
 
 
+class IntEpisodeId(str):
+    """An episode id a file wrote as a JSON integer, kept as its text (an id is a str everywhere:
+    keys, logs, infos) but marked, so ImageNav's ``goal_heading`` draws habitat-lab's heading for
+    the integer (habitat keeps the file's int). ``str(x)`` gives a plain str (the mark is lost)."""
+
+    __slots__ = ()
+
+
+def text_id(episode_id) -> str:
+    """A file's episode id as text: an ``IntEpisodeId`` for a JSON integer, else ``str(id)``."""
+    if isinstance(episode_id, int) and not isinstance(episode_id, bool):
+        return IntEpisodeId(episode_id)
+    return episode_id if isinstance(episode_id, str) else str(episode_id)
+
+
 class EpisodeTable(Sequence):
-    """Episodes of a habitat v1 file: ``texts`` (each one's JSON), ``ids`` (str), ``scene_ids``
+    """Episodes of a habitat v1 file: ``texts`` (each one's JSON), ``ids`` (str; ``text_id``), ``scene_ids``
     (one str object per distinct scene) and ``columns`` (field -> a value per episode, replacing
     the text's); a read-only sequence of habitat dicts."""
 

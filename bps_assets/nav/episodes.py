@@ -30,7 +30,7 @@ import numpy as np
 from ..container import atomic_write
 from ..errors import ConfigError, InputError, NavError, OutputExistsError, ResourceLimitError
 from .episode_stream import STREAMED, stream_document
-from .episode_table import EpisodeTable, first_repeat
+from .episode_table import EpisodeTable, first_repeat, text_id
 from ..habitat_names import habitat_scene_name
 from ..safe_paths import content_scenes_dir
 from .indoor import describe_islands, episode_islands
@@ -552,7 +552,7 @@ def read_pointnav_dataset(path: str | os.PathLike, scenes: Iterable[str] | None 
     file is honoured); otherwise from the split file itself (filtered by ``scenes`` when given).
     With ``scenes_dir``, ``scene_id`` loses a ``data/scene_datasets/`` prefix and is joined to
     it, like habitat's loader. Episodes are validated (``InputError`` naming file and episode);
-    ``episode_id`` comes back as a string.
+    ``episode_id`` comes back as a string (an ``IntEpisodeId`` where the file has an integer).
     """
     return _read_pointnav(path, scenes, scenes_dir, None)
 
@@ -577,10 +577,10 @@ def _read_pointnav(path, scenes, scenes_dir, table: EpisodeTable | None):
             validate_episode(e, i, f)
             sid = names.setdefault(e["scene_id"], e["scene_id"])   # one string per scene
             if table is not None:   # ids checked once the table is whole (check_table_unique_ids)
-                eps.append(text, str(e["episode_id"]), sid)
+                eps.append(text, text_id(e["episode_id"]), sid)
                 return
             check_unique_ids(seen, e, i, f)
-            e["episode_id"], e["scene_id"] = str(e["episode_id"]), sid
+            e["episode_id"], e["scene_id"] = text_id(e["episode_id"]), sid
             eps.append(e)
 
         return {"episodes": ("list" if table is None else "list+text", episode)}

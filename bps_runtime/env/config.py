@@ -351,7 +351,7 @@ def cache_options(cache) -> CacheOptions:
         return CacheOptions(seed=None)
     if isinstance(cache, CacheOptions):
         return cache
-    if isinstance(cache, int) and not isinstance(cache, bool):
+    if is_int(cache):
         return CacheOptions(slots=cache, seed=None)
     if isinstance(cache, dict):
         try:

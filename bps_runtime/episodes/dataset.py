@@ -11,8 +11,10 @@ the episodes that share one field row per scene visit, and the task's goal id (s
 """
 from __future__ import annotations
 
+import math
 import threading
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -38,13 +40,14 @@ class EpisodeGoal:
 @dataclass(frozen=True)
 class PreparedEpisode:
     """One dataset episode ready to queue: snapped start, yaw, goal point, its field row (one
-    reference), id, the task's goal id."""
+    reference), id, the task's goal id and its goal view's heading (NaN: ``goal_heading(id)``)."""
     start: np.ndarray
     yaw: float
     goal: np.ndarray
     row: int
     episode_id: str
     goal_id: int = 0
+    heading: float = math.nan
 
 
 class DatasetEpisodes(EpisodeSupply):
@@ -56,6 +59,9 @@ class DatasetEpisodes(EpisodeSupply):
     distinct episodes}: "start_off_navmesh", "goal_unreachable"; the first of each logged)."""
 
     source: str | None = None
+    # the task's goal-view heading of an episode id as the file reader gives it (ImageNav sets its
+    # goal_heading); None: episodes carry no heading (NaN)
+    heading_of: Callable[[str], float] | None = None
 
     def __init__(self, episodes_by_scene: dict, seed: int, worker, options: SupplyOptions = DEFAULTS,
                  goals: dict | None = None, near_gate: float = NEAR_EXACT):
@@ -156,7 +162,10 @@ class DatasetEpisodes(EpisodeSupply):
             self._count_drop(st.name, "goal_unreachable", eid)
             return None
         yaw = quaternion_yaw(e.get("start_rotation", [0, 0, 0, 1]))
-        return PreparedEpisode(snapped, yaw, goal, row, eid, 0 if target is None else int(target.goal_id))
+        # drawn here, from the id as the reader gave it (ImageNav: an integer id's heading differs
+        # from its text's, and past here ids are plain text)
+        heading = math.nan if self.heading_of is None else float(self.heading_of(e["episode_id"]))
+        return PreparedEpisode(snapped, yaw, goal, row, eid, 0 if target is None else int(target.goal_id), heading)
 
     def _count_drop(self, scene: str, reason: str, eid: str) -> None:
         """Count episode ``eid`` of ``scene`` left out for ``reason`` once; log the scene's first."""
@@ -242,11 +251,11 @@ class DatasetEpisodes(EpisodeSupply):
         n = len(scene_indices)
         w0 = self.waits
         out = NewEpisodes(np.zeros((n, 3), np.float32), np.zeros(n, np.float32), np.zeros((n, 3), np.float32),
-                          np.zeros(n, np.int64), [""] * n, np.zeros(n, np.int32))
+                          np.zeros(n, np.int64), [""] * n, np.zeros(n, np.int32), np.full(n, np.nan))
         for scene_index, entries in groups(scene_indices):
             st = self._state(scene_index)
             for i in entries.tolist():
                 p, _ = self._next_dataset(st)
                 out.start[i], out.yaw[i], out.goal[i], out.rows[i] = p.start, p.yaw, p.goal, p.row
-                out.episode_ids[i], out.goal_id[i] = p.episode_id, p.goal_id
+                out.episode_ids[i], out.goal_id[i], out.heading[i] = p.episode_id, p.goal_id, p.heading
         return out, self.waits > w0

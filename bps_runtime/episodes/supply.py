@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from bps_assets.errors import ConfigError
+from bps_assets.errors import ConfigError, is_int
 from bps_assets.hashing import GAMMA, mix64
 from bps_assets.nav.episodes import DEFAULTS as _GEN
 from bps_assets.nav.geodesic import NEAR_EXACT
@@ -53,9 +53,10 @@ class SupplyOptions:
         for name, least in (("goal_pool", 1), ("lookahead", 1), ("memo_episodes", 1), ("reservoir", 0),
                             ("goal_views", 0), ("retries", 1)):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < least:
+            if not is_int(v) or v < least:
                 raise ConfigError(None, f"{name}={v!r}: expected an int >= {least}"
                                         + (" (0: a heading per episode)" if name == "goal_views" else ""))
+            object.__setattr__(self, name, int(v))   # a numpy int stored as Python's (to_dict is JSON)
 
 
 DEFAULTS = SupplyOptions()

@@ -17,9 +17,12 @@ def check_sensors(sensors: Sequence[str]) -> tuple[str, ...]:
     an unknown sensor (the one check: renderers and the env's config)."""
     s = (sensors,) if isinstance(sensors, str) else tuple(sensors)
     bad = [x for x in s if x not in SENSORS]
-    if bad or not s or len(set(s)) != len(s):
+    if bad or not s:
         raise ConfigError(None, f"sensors={s!r}: unknown sensors {bad or s!r}: expected a non-empty subset of "
                                 f"{SENSORS}")
+    repeated = sorted({x for x in s if s.count(x) > 1}, key=s.index)
+    if repeated:
+        raise ConfigError(None, f"sensors={s!r}: repeated sensors {repeated!r}: name each sensor once")
     return s
 
 

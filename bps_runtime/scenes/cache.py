@@ -50,8 +50,11 @@ class CacheOptions:
             if not ((optional and value is None) or (is_int(value) and value >= low)):
                 none = " or None" if optional else ""
                 raise ConfigError(None, f"cache {name}={value!r}: expected an int >= {low}{none}")
+            if value is not None:   # a numpy int stored as Python's: the env's config.to_dict() is JSON
+                object.__setattr__(self, name, int(value))
         if not isinstance(self.prefetch, (bool, np.bool_)):
             raise ConfigError(None, f"cache prefetch={self.prefetch!r}: expected True or False")
+        object.__setattr__(self, "prefetch", bool(self.prefetch))
 
 
 DEFAULTS = CacheOptions()

@@ -63,15 +63,21 @@ def measure(kind: str, out: Path, copies: int, rounds: int, agents: int) -> dict
     from bps_runtime.render.embree_bridge import COMPACT_TRI_ACCEL, SCENE_FLAG_COMPACT, BridgeAccel
     from bps_runtime.render.warp_backend import WarpRenderer
     from bps_runtime.scenes.footprint import scene_footprint
-    from bps_runtime.scenes.loader import SceneLoader, SceneSource
+    from bps_runtime.scenes.loader import LoadFailure, SceneLoader, SceneSource
+
+    def load(src):
+        res = loader.submit(src, quiet=True).result()
+        if isinstance(res, LoadFailure):
+            raise res.error
+        return res
 
     path, dec = make_scene(kind, out)
     opts = RenderOptions(resolution=(64, 64), threads=1)
     r = make_renderer("embree", opts)
     loader = SceneLoader(r, threads=1)
-    loader.load(SceneSource(f"{kind}-warm-up", str(path)))  # first-load allocations (arenas, caches)
+    load(SceneSource(f"{kind}-warm-up", str(path)))  # first-load allocations (arenas, caches)
     base = rss()
-    kept = [loader.load(SceneSource(f"{kind}{i}", str(path))) for i in range(copies)]
+    kept = [load(SceneSource(f"{kind}{i}", str(path))) for i in range(copies)]
     grown = (rss() - base) / copies
     ls = kept[0]
     nv, nt = ls.num_vertices, ls.num_triangles

@@ -14,8 +14,8 @@ the ratio near-rule / field-only of the median times. ``--accuracy``: instead, t
 them, with the near rule and with the read alone, by distance. ``--env``: ObjectNav env steps
 (random actions, the episodes of FILE, ``make(..., split="val")``) in alternating blocks of 20
 (``--steps`` / 2 when fewer than 40) with every field row's goals and with their counts set to 0
-(the near rule off), in one process: median step times and the fraction of env steps within ``NEAR_EXACT``. Results: docs/PERFORMANCE.md,
-docs/NAVMESH.md section 6.
+(the near rule off), in one process: median step times and the fraction of env steps within
+``NEAR_EXACT``. Results: docs/PERFORMANCE.md, docs/NAVMESH.md section 6.
 """
 from __future__ import annotations
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 from pathlib import Path
 
@@ -70,8 +71,12 @@ def main() -> None:
     for mode in ("instanced", "flattened"):
         cls = type(r)
         saved = cls.instancing
+        # instancing switched off here on purpose: the loader's "no instance path" warning is not news
+        quiet = logging.getLogger("bps_runtime.scenes.loader")
+        level = quiet.level
         if mode == "flattened":
             cls.instancing = False
+            quiet.setLevel(logging.ERROR)
         try:
             with SceneCache(srcs, renderer(), len(srcs), CacheOptions(slots=len(srcs), prefetch=False)) as cache:
                 cache.start(refuse=True)
@@ -82,6 +87,7 @@ def main() -> None:
                               for i in cache.resident_scene_indices)
         finally:
             cls.instancing = saved
+            quiet.setLevel(level)
     print(f"{len(srcs)} scenes resident, {instances} instances of {len(assets)} assets, renderer {a.renderer}")
     print(f"unique assets + stages (from the files): {unique / 1e6:8.2f} MB")
     for mode, b in got.items():

@@ -1,10 +1,10 @@
 """Navmesh build speed, geodesic accuracy, query costs (docs/PERFORMANCE.md, docs/NAVMESH.md).
 
-    python benchmarks/bench_navmesh.py [--triangles 600000] [--pairs 150] [--json]
+    python benchmarks/bench_navmesh.py [--pairs 150] [--json] [--stand-in [--triangles 600000]]
 
-1. build: the voxel recipe on a Gibson-size scene (``bps_assets.synth.generate(size="gibson")``
-   when that module exists, else bps_assets.nav.reference_scenes.scan_like_house: ~150 m^2, 600K small
-   noisy triangles); goal < 30 s.
+1. build: the voxel recipe on a Gibson-size scene (``bps_assets.synth.build_scene``, ``--size``
+   gibson; ``small`` for a quick run), or with ``--stand-in`` the tests' scan_like_house
+   (bps_assets.nav.reference_scenes: ~150 m^2, ``--triangles`` small noisy triangles); goal < 30 s.
 2. accuracy: geodesic_distance vs exact shortest paths (visibility graph) on rooms with rotated
    obstacles whose free space is known exactly, for neighbourhood radius R = 1..5, with and
    without the corner nodes (bps_assets/nav/geodesic.py); goal median <= 1%, p95 <= 3%.
@@ -30,13 +30,13 @@ from bps_assets.nav.queries import geodesic_graph  # noqa: E402
 from bps_assets.nav.reference_scenes import ExactRoom, geodesic_errors, scan_like_house  # noqa: E402
 
 
-def scene(triangles, synth: bool):
+def scene(triangles, synth: bool, size: str = "gibson"):
     if synth:  # the demo data's Gibson-size preset (~600K triangles, ~150 m^2, Z-up)
         from bps_assets.synth import build_scene, scene_names
 
         name = scene_names("gibson", 2)[1][0]  # a two-storey house with stairs
-        doc, _, info = build_scene("gibson", name, 0, "gibson")
-        return doc, f"bps_assets.synth gibson {name} ({info.triangles} triangles, {info.floor_area:.0f} m^2)", \
+        doc, _, info = build_scene("gibson", name, 0, size)
+        return doc, f"bps_assets.synth {size} {name} ({info.triangles} triangles, {info.floor_area:.0f} m^2)", \
             dict(dataset="gibson")
     v, t = scan_like_house(triangles)
     return (v, t), f"scan_like_house ({len(t)} triangles)", {}
@@ -44,15 +44,19 @@ def scene(triangles, synth: bool):
 
 def main(argv=None):
     ap = argparse.ArgumentParser()
-    ap.add_argument("--triangles", type=int, default=600_000)
+    ap.add_argument("--triangles", type=int, default=None, help="--stand-in's triangles (default 600,000)")
+    ap.add_argument("--size", choices=("gibson", "small"), default="gibson",
+                    help="the synth scene's preset (small: ~30K triangles, a quick run)")
     ap.add_argument("--pairs", type=int, default=150)
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--stand-in", action="store_true",
                     help="time the tests' scan_like_house instead of a synth Gibson-size scene")
     a = ap.parse_args(argv)
+    if a.triangles is not None and not a.stand_in:
+        ap.error("--triangles sizes the --stand-in scene; the synth scene's size is --size")
     out = {}
 
-    sc, desc, kw = scene(a.triangles, synth=not a.stand_in)
+    sc, desc, kw = scene(a.triangles or 600_000, synth=not a.stand_in, size=a.size)
     t0 = time.perf_counter()
     nav = build_navmesh(sc, **kw)
     out["build"] = {"scene": desc, "seconds": round(time.perf_counter() - t0, 2),

@@ -13,9 +13,9 @@ the ratio near-rule / field-only of the median times. ``--accuracy``: instead, t
 ``distance_at`` against the exact straight line at points within 0.5 m of random goals that see
 them, with the near rule and with the read alone, by distance. ``--env``: ObjectNav env steps
 (random actions, the episodes of FILE, ``make(..., split="val")``) in alternating blocks of 20
-with every field row's goals and with their counts set to 0 (the near rule off), in one process:
-median step times and the fraction of env steps within ``NEAR_EXACT``. Results: docs/PERFORMANCE.md,
-docs/NAVMESH.md section 6.
+(``--steps`` / 2 when fewer than 40) with every field row's goals and with their counts set to 0
+(the near rule off), in one process: median step times and the fraction of env steps within
+``NEAR_EXACT``. Results: docs/PERFORMANCE.md, docs/NAVMESH.md section 6.
 """
 from __future__ import annotations
 
@@ -98,8 +98,9 @@ def env_steps(manifest: str, episodes: str, num_envs: int, steps: int) -> None:
         for _ in range(60):   # warm: compile, first fields
             env.step(torch.randint(1, 6, (num_envs,), generator=gen))
         gate = max((f.gate for f in nav.fields.values()), default=NEAR_EXACT)   # the task's near-goal gate
+        block = min(20, steps // 2)   # both settings get steps, however few
         for t in range(steps):
-            on = (t // 20) % 2 == 0
+            on = (t // block) % 2 == 0
             counts(on)
             a = torch.randint(1, 6, (num_envs,), generator=gen)
             t0 = time.perf_counter()
@@ -129,6 +130,8 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=600)
     a = ap.parse_args(argv)
     if a.env:
+        if a.steps < 2:
+            ap.error("--env needs --steps >= 2 (the near rule on, then off)")
         env_steps(a.env, a.episodes, a.num_envs, a.steps)
         return 0
     if a.accuracy:

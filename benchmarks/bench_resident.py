@@ -3,6 +3,7 @@ BVH variants, in one run.
 
     python benchmarks/bench_resident.py                      # bench_render's apartment + a synth Gibson scan
     python benchmarks/bench_resident.py --scenes apartment --rounds 5   # quicker
+    python benchmarks/bench_resident.py --scenes small --copies 1 --rounds 1 --agents 4   # a smoke run
 
 Per scene: the decoded scan (positions, indices, uvs, colours, normals + RGBA8 textures without
 mips: bench_render's ``decoded_bytes``), what the cache charges now by part
@@ -49,7 +50,7 @@ def make_scene(kind: str, out: Path):
         doc, opts = procedural_apartment(0, 600_000), ConvertOptions()
     else:
         from bps_assets.synth import build_scene
-        doc, _, _ = build_scene("gibson", "Adrian", seed=0, size="gibson")
+        doc, _, _ = build_scene("gibson", "Adrian", seed=0, size="small" if kind == "small" else "gibson")
         opts = ConvertOptions(dataset="gibson")
     dec = decoded_bytes(doc)
     dst = out / f"{kind}.bps"
@@ -63,15 +64,21 @@ def measure(kind: str, out: Path, copies: int, rounds: int, agents: int) -> dict
     from bps_runtime.render.embree_bridge import COMPACT_TRI_ACCEL, SCENE_FLAG_COMPACT, BridgeAccel
     from bps_runtime.render.warp_backend import WarpRenderer
     from bps_runtime.scenes.footprint import scene_footprint
-    from bps_runtime.scenes.loader import SceneLoader, SceneSource
+    from bps_runtime.scenes.loader import LoadFailure, SceneLoader, SceneSource
+
+    def load(src):
+        res = loader.submit(src, quiet=True).result()
+        if isinstance(res, LoadFailure):
+            raise res.error
+        return res
 
     path, dec = make_scene(kind, out)
     opts = RenderOptions(resolution=(64, 64), threads=1)
     r = make_renderer("embree", opts)
     loader = SceneLoader(r, threads=1)
-    loader.load(SceneSource(f"{kind}-warm-up", str(path)))  # first-load allocations (arenas, caches)
+    load(SceneSource(f"{kind}-warm-up", str(path)))  # first-load allocations (arenas, caches)
     base = rss()
-    kept = [loader.load(SceneSource(f"{kind}{i}", str(path))) for i in range(copies)]
+    kept = [load(SceneSource(f"{kind}{i}", str(path))) for i in range(copies)]
     grown = (rss() - base) / copies
     ls = kept[0]
     nv, nt = ls.num_vertices, ls.num_triangles
@@ -132,7 +139,8 @@ def measure(kind: str, out: Path, copies: int, rounds: int, agents: int) -> dict
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--scenes", default="apartment,gibson")
+    ap.add_argument("--scenes", default="apartment,gibson",
+                    help="comma list of apartment, gibson, small (a synth scan at the small preset)")
     ap.add_argument("--copies", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--agents", type=int, default=128)

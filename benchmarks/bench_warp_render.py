@@ -21,14 +21,16 @@ from bps_runtime.warp_init import init_warp
 
 init_warp()
 
-from bps_runtime.render.warp_kernels import SceneTable, quat_to_mat  # noqa: E402
+from bps_runtime.render.warp_kernels import SceneTable, depth_value, quat_to_mat  # noqa: E402
 
 
 @wp.kernel
 def row_first_kernel(tables: wp.array(dtype=SceneTable), scene_index: wp.array(dtype=wp.int64),
                      pos: wp.array(dtype=wp.vec3), quat: wp.array(dtype=Any), dirs: wp.array(dtype=wp.vec3),
-                     hw: int, sensor_height: float, depth: wp.array2d(dtype=float)):
-    """The depth pixel as the render kernel drew it before: the whole row, then the ray."""
+                     hw: int, sensor_height: float, finish: int, lo: float, hi: float,
+                     depth: wp.array2d(dtype=float)):
+    """The depth pixel as the render kernel drew it before: the whole row, then the ray; finished
+    (clipped / normalised) as the renderer's kernels finish it, so its pixels can be compared."""
     tid = wp.tid()
     a = tid / hw
     p = tid - a * hw
@@ -43,10 +45,11 @@ def row_first_kernel(tables: wp.array(dtype=SceneTable), scene_index: wp.array(d
             q = wp.mesh_query_ray(tab.mesh, pos[a] + wp.vec3(0.0, sensor_height, 0.0), d, 1.0e30)
             if q.result:
                 z = q.t
-    depth[a, p] = z
+    depth[a, p] = depth_value(z, finish, lo, hi)
 
 
 wp.overload(row_first_kernel, {"quat": wp.array(dtype=wp.vec4f)})
+wp.overload(row_first_kernel, {"quat": wp.array(dtype=wp.vec4d)})
 
 
 def main(argv=None):
@@ -83,11 +86,9 @@ def main(argv=None):
         def product():
             r.launch_frame(keys, pos, rot, depth, stream=stream)
 
-        def row_first():
-            wp.launch(row_first_kernel, dim=n * hw, device=r._wdev, stream=stream, inputs=[
-                r._table, wp.from_torch(keys, dtype=wp.int64), wp.from_torch(pos, dtype=wp.vec3),
-                wp.from_torch(rot, dtype=wp.vec4f), r._dirs, hw, float(r.options.sensor_height),
-                wp.from_torch(depth2.view(n, hw), dtype=wp.float32)])
+        def row_first():   # the renderer's own frame arguments (finish, clip range included)
+            frame, _ = r._frame_inputs(keys, pos, rot, depth2)
+            wp.launch(row_first_kernel, dim=n * hw, device=r._wdev, stream=stream, inputs=[r._table, *frame])
 
         def general():   # render_kernel with RGB and semantic off: the depth path before depth_kernel
             frame, shaded = r._frame_inputs(keys, pos, rot, depth3)
@@ -121,7 +122,7 @@ def main(argv=None):
                 ms[k].append(timed(fn))
         best = {k: min(v) for k, v in ms.items()}
         # each kernel's own buffer, snapshot after its own run: the depth kernel against the general
-        # one with normalisation on and off, and against the row-first one (metres)
+        # one with normalisation on and off, and against the row-first one (metres, clipped to the sensor range)
         same = all(torch.equal(_depth_of(r, product, depth, norm), _depth_of(r, general, depth3, norm))
                    for norm in (True, False))
         row_same = torch.equal(_depth_of(r, row_first, depth2, False), _depth_of(r, product, depth, False))

@@ -13,7 +13,9 @@
 # Every stage writes its log to $OUT (the device tool brings that folder back) or /tmp/bps_gpu_out,
 # and prints the goal lines (PASS / FAIL). The dataset lives in $BPS_GPU_DATA (/tmp/bps_gpu) and is
 # reused while the machine stays up. The same stages run on a CPU-only machine with DEVICE=cpu
-# (slowly: use it to check the script, not for figures).
+# (slowly: use it to check the script, not for figures), with small sizes, e.g. ENVS=64 STEPS=3
+# SCENES=2 TRAIN_ENVS=32 TRAIN_UPDATES=1 THREADS="1 2" RENDER_ENVS=64 GROUP_ENVS=32 PROFILE_ENVS=32
+# THREAD_ENVS=64 THREAD_STEPS=3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-python3}
@@ -26,6 +28,10 @@ TRAIN_ENVS=${TRAIN_ENVS:-4096}
 TRAIN_UPDATES=${TRAIN_UPDATES:-8}
 THREADS=${THREADS:-"1 2 4 8 15"}
 SCENES=${SCENES:-12}
+GROUP_ENVS=${GROUP_ENVS:-2048}     # env stage: envs per group of the 1- / 2-group runs
+PROFILE_ENVS=${PROFILE_ENVS:-1024} # env stage: envs of the profiled step
+THREAD_ENVS=${THREAD_ENVS:-1024}   # threads stage: envs and timed steps per thread count
+THREAD_STEPS=${THREAD_STEPS:-40}
 MANIFEST=$DATA/out/manifest.json
 mkdir -p "$LOGS"
 [ $# -gt 0 ] || { sed -n '2,18p' "$0"; exit 2; }
@@ -65,12 +71,12 @@ for stage in "$@"; do
       # instead of 2G-1 (docs/PERFORMANCE.md, "Fused step"): compare the pipelined line with the
       # 1-group run of as many envs per step (the 2,048-env row below)
       for g in 1 2; do
-        "$PY" benchmarks/bench_env.py "$MANIFEST" --device "$DEVICE" --num-envs $((2048 * g)) --groups "$g" \
+        "$PY" benchmarks/bench_env.py "$MANIFEST" --device "$DEVICE" --num-envs $((GROUP_ENVS * g)) --groups "$g" \
           --steps "$STEPS" --count-steps 0 2>&1 | log env
       done
       # the CUDA driver calls of one 1,024-env step, as the torch profiler counts them (as issue 11 did)
       for cap in "" --capture-graph; do
-        "$PY" benchmarks/profile_step.py "$MANIFEST" --device "$DEVICE" --num-envs 1024 $cap 2>&1 | log env
+        "$PY" benchmarks/profile_step.py "$MANIFEST" --device "$DEVICE" --num-envs "$PROFILE_ENVS" $cap 2>&1 | log env
       done
       ;;
     train)
@@ -94,7 +100,8 @@ for stage in "$@"; do
       ;;
     threads)
       need_data
-      "$PY" benchmarks/bench_threads.py "$MANIFEST" --threads $THREADS 2>&1 | log threads
+      "$PY" benchmarks/bench_threads.py "$MANIFEST" --threads $THREADS --num-envs "$THREAD_ENVS" \
+        --steps "$THREAD_STEPS" 2>&1 | log threads
       ;;
     *)
       echo "unknown stage '$stage' (data, tests, render, env, train, threads)" >&2; exit 2

@@ -408,9 +408,11 @@ def _file_task(path: Path) -> str:
     keys of the first of its files that shows them (``episode_tasks.episode_file_task``: a split
     file whose episodes are in ``content/`` may show none); "pointnav" when none does."""
     from bps_assets.nav.episode_tasks import episode_file_task
+    from bps_assets.nav.episodes import CONTENT_DIR, SUFFIX
 
-    folder = path if path.is_dir() else path.parent
-    for f in ([path] if path.is_file() else []) + sorted((folder / "content").glob("*.json.gz")):
+    # a folder is read through its own split file, as ``episodes.dataset_files`` reads it
+    folder, split = (path, path / f"{path.name}{SUFFIX}") if path.is_dir() else (path.parent, path)
+    for f in ([split] if split.is_file() else []) + sorted((folder / CONTENT_DIR).glob(f"*{SUFFIX}")):
         found = episode_file_task(f)
         if found is not None:
             return found[0]

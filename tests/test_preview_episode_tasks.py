@@ -63,3 +63,25 @@ def test_a_broken_objectnav_file_gets_the_objectnav_error(scene, tmp_path):
     assert r.exit_code == 2, r.output
     assert "category_to_task_category_id must be an object" in r.output, r.output
     assert "goals must be a non-empty list" not in r.output and not png.exists()
+
+
+def test_a_one_file_objectnav_folder_is_read_as_objectnav(scene, tmp_path):
+    """A folder with no ``content/``: its own split file (``val/val.json.gz``) shows the task."""
+    s, nav = scene
+    ds = objectnav_scene(s.navmesh, s.vertices, s.triangles, s.tri_object, s.table, SID, 4, seed=2,
+                         categories={"chair": 0, "table": 2, "sofa": 5, "bed": 1})
+    write_objectnav_dataset(tmp_path / "on", "val", {"TEEsavR23oF": ds}, ds.category_to_task_category_id,
+                            ds.category_to_scene_annotation_category_id)
+    val = tmp_path / "on" / "val"
+    content = val / "content" / "TEEsavR23oF.json.gz"
+    with gzip.open(content, "rt") as fh:
+        doc = json.load(fh)
+    content.unlink()
+    content.parent.rmdir()
+    with gzip.open(val / "val.json.gz", "wt") as fh:   # the episodes merged into the split file
+        json.dump(doc, fh)
+    for episodes in (val / "val.json.gz", val):
+        png = tmp_path / f"one_{episodes.name}.png"
+        r = _preview(nav, png, episodes)
+        assert r.exit_code == 0, r.output
+        assert "4 episode(s)" in r.output and png.stat().st_size > 0

@@ -163,6 +163,32 @@ def test_the_recorded_source_is_compared_by_resolved_path_and_sha256(tmp_path, m
     refuse_other_source(tmp_path / "plain.bps", "X.v2.glb")
 
 
+def test_a_recorded_relative_path_with_sha256_is_decided_by_the_sha256(tmp_path, monkeypatch):
+    """An older header's relative ``mesh.ply`` says nothing of its folder: resolved against the
+    current folder it matched room0's file, and apt0's output was replaced silently."""
+    import numpy as np
+    import pytest
+
+    from bps_assets.container import refuse_other_source, write_container
+    from bps_assets.errors import OutputExistsError
+    from bps_assets.hashing import sha256_file
+
+    for d, body in (("apt0", b"ply A"), ("room0", b"ply B")):
+        (tmp_path / d).mkdir()
+        (tmp_path / d / "mesh.ply").write_bytes(body)
+    dst = tmp_path / "mesh.bps"
+    write_container(dst, "TEST", {"source": {"path": "mesh.ply", "sha256": sha256_file(tmp_path / "apt0" / "mesh.ply")[0]}},
+                    {"a": np.zeros(4, np.uint8)})
+    monkeypatch.chdir(tmp_path / "room0")
+    with pytest.raises(OutputExistsError, match="made from mesh.ply, not from mesh.ply"):
+        refuse_other_source(dst, "mesh.ply")
+    monkeypatch.chdir(tmp_path / "apt0")
+    refuse_other_source(dst, "mesh.ply")                 # the same bytes: the same source
+    (tmp_path / "apt0" / "mesh.ply").write_bytes(b"ply A, edited")
+    with pytest.raises(OutputExistsError):               # changed: no way to tell, refused
+        refuse_other_source(dst, "mesh.ply")
+
+
 def test_convert_overwrite_keeps_another_folder_s_scan_of_the_same_name(tmp_path):
     """Replica's layout (``apt_0/mesh.ply``, ``room_0/mesh.ply``: scene ``mesh`` each):
     ``convert room0/mesh.glb -o out --overwrite`` does not replace apt0's out/mesh.bps (exit 2,

@@ -493,6 +493,7 @@ def refuse_other_source(path: str | os.PathLike, source: str | os.PathLike) -> N
     (older converters) says nothing of its folder, so with a sha256 recorded the sha256 alone
     decides (that file changed is refused: the safe side); a bare file name without sha256 (an
     older navmesh's ``source``) is the same when the names are.
+    The refusal names ``source`` as typed and, when they differ, its resolved path.
     A path that is no packed file, or records no source, is left to the caller's overwrite."""
     if not os.path.isfile(path):
         return
@@ -511,7 +512,10 @@ def refuse_other_source(path: str | os.PathLike, source: str | os.PathLike) -> N
     if isinstance(sha, str) and os.path.isfile(source):
         if sha256_file(source)[0] == sha:
             return
-    raise OutputExistsError(path, f"was made from {rec}, not from {os.fspath(source)} (another source with the "
+    typed, resolved = os.fspath(source), os.path.realpath(source)
+    if resolved != typed:   # a symlink re-pointed, a relative path: say which file it is now
+        typed = f"{typed} (which resolves to {resolved})"
+    raise OutputExistsError(path, f"was made from {rec}, not from {typed} (another source with the "
                                   "same scene name; --overwrite replaces only the output of the same file or of "
                                   "the same bytes): write to another folder (-o), or delete this file first")
 

@@ -32,8 +32,8 @@ def _out_name(path: Path) -> str:
                 type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="output directory: one NAME.navmesh.bps per input (NAME: its file name up to the first "
-                   "dot, leading dots dropped; --overwrite never replaces one made from another source: other path, "
-                   "other bytes)")
+                   "dot, leading dots dropped; --overwrite replaces only one made from the same resolved path or "
+                   "from the same bytes (sha256): another path with other bytes is refused)")
 @click.option("--dataset", type=click.Choice(DATASETS), default=FRAME.dataset, show_default=True,
               help="source frame preset of the scans: gibson/mp3d are Z-up (rotated into the habitat "
                    "frame), generic is Y-up")

@@ -373,6 +373,22 @@ def test_mp3d_ids_are_habitats_object_index(tmp_path):
     assert ann.warnings["object_zero_faces"] == 1 and ann.warnings["unannotated_faces"] == 1
 
 
+@pytest.mark.parametrize("index", [65535, 65536, 1 << 20])
+def test_a_house_object_index_at_or_over_65535_is_refused(tmp_path, index):
+    """habitat-sim keeps 16-bit ids and 65535 means no object: a .house object with such an
+    index would alias "no object" or another object; refused naming the file, line and index."""
+    from bps_assets.readers.semantic_mp3d import parse_house
+
+    o = " 0 0 0  1 0 0  0 1 0  1 1 1 0 0 0 0 0 0 0 0"
+    house = tmp_path / "x.house"
+    house.write_text(f"ASCII 1.1\nC 0 1 chair 3 chair 0 0 0 0 0\nO 65534 0 0{o}\nO {index} 0 0{o}\n")
+    with pytest.raises(AnnotationError) as e:
+        parse_house(house)
+    assert all(s in str(e.value) for s in (str(house), "line 4", f"object index {index}", "16-bit")), str(e.value)
+    house.write_text(f"ASCII 1.1\nC 0 1 chair 3 chair 0 0 0 0 0\nO 65534 0 0{o}\n")
+    assert [r.id for r in parse_house(house)] == [65534]
+
+
 def fingerprint_without_rules(src, settings, **extra):
     """preprocess.fingerprint as it was before any per-format rule (plus ``extra`` keys)."""
     import hashlib

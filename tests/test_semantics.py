@@ -419,6 +419,24 @@ def test_mp3d_scenes_fingerprint_the_id_rule():
     assert fingerprint({"scene": base["scene"]}, settings) == old_rule({"scene": base["scene"]}, settings)
 
 
+def test_a_resume_over_the_previous_mp3d_rule_says_mp3d_s_id_rule():
+    """A scene record written under the previous rule ("object_index": faces of no object 0)
+    is redone and the resume says why: MP3D's id rule changed (not just another fingerprint)."""
+    from bps_assets.pipeline.preprocess import fingerprint, rules_changed
+    from bps_assets.readers.semantic_mp3d import ID_RULE
+
+    mp3d = {"scene": {"path": "a/a.glb", "sha256": "1"}, "semantic_mesh": {"path": "a/a_semantic.ply", "sha256": "2"},
+            "semantic_table": {"path": "a/a.house", "sha256": "3"}}
+    settings = {"convert": {"dataset": "mp3d"}}
+    prev = {"mp3d_ids": "object_index"}
+    rec = {"fingerprint": fingerprint(mp3d, settings, prev), "rules": prev}
+    assert ID_RULE != "object_index" and rec["fingerprint"] != fingerprint(mp3d, settings)
+    assert rules_changed(rec, mp3d, settings) == "MP3D's id rule"
+    now = {"fingerprint": fingerprint(mp3d, settings), "rules": {"mp3d_ids": ID_RULE}}
+    assert rules_changed(now, mp3d, settings) == ""
+    assert rules_changed({**rec, "fingerprint": "other"}, mp3d, settings) == ""   # more than the rule changed
+
+
 def test_builtin_table_edit_changes_the_fingerprint_of_scenes_it_maps(monkeypatch):
     """Scenes whose raw labels the built-in table maps (HM3D .semantic.txt) convert again on
     resume after a table edit; MP3D (.house: own mpcat40), scenes given a --label-table and

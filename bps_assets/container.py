@@ -488,10 +488,12 @@ def refuse_other_source(path: str | os.PathLike, source: str | os.PathLike) -> N
     silently by another's of the same scene name (Replica's ``apt_0/mesh.ply`` and
     ``room_0/mesh.ply``; ``scan.v1.glb`` / ``scan.v2.glb``). Its header's ``source_file`` (a
     navmesh's), else its ``source`` (an object with ``path`` and ``sha256``, or a path), is the
-    same source when the resolved paths match (the file re-converted after it changed; a
-    relative path, recorded by older converters, resolves against the current folder) or
-    ``source``'s sha256 is the recorded one (a moved folder, a renamed copy); a bare file name
-    without sha256 (an older navmesh's ``source``) is the same when the names are.
+    same source when the resolved paths match (the file re-converted after it changed) or
+    ``source``'s sha256 is the recorded one (a moved folder, a renamed copy). A relative path
+    (older converters) says nothing of its folder, so with a sha256 recorded the sha256 alone
+    decides (that file changed is refused: the safe side); a bare file name without sha256 (an
+    older navmesh's ``source``) is the same when the names are.
+    The refusal names ``source`` as typed and, when they differ, its resolved path.
     A path that is no packed file, or records no source, is left to the caller's overwrite."""
     if not os.path.isfile(path):
         return
@@ -501,14 +503,19 @@ def refuse_other_source(path: str | os.PathLike, source: str | os.PathLike) -> N
         return
     rec = header.get("source_file") or header.get("source")
     rec, sha = (rec.get("path"), rec.get("sha256")) if isinstance(rec, Mapping) else (rec, None)
-    if not isinstance(rec, str) or not rec or os.path.realpath(rec) == os.path.realpath(source):
+    if not isinstance(rec, str) or not rec:
+        return
+    if (os.path.isabs(rec) or not isinstance(sha, str)) and os.path.realpath(rec) == os.path.realpath(source):
         return
     if sha is None and os.path.basename(rec) == rec and os.path.basename(source) == rec:
         return   # an older navmesh records its source's file name alone: all there is to compare
     if isinstance(sha, str) and os.path.isfile(source):
         if sha256_file(source)[0] == sha:
             return
-    raise OutputExistsError(path, f"was made from {rec}, not from {os.fspath(source)} (another source with the "
+    typed, resolved = os.fspath(source), os.path.realpath(source)
+    if resolved != typed:   # a symlink re-pointed, a relative path: say which file it is now
+        typed = f"{typed} (which resolves to {resolved})"
+    raise OutputExistsError(path, f"was made from {rec}, not from {typed} (another source with the "
                                   "same scene name; --overwrite replaces only the output of the same file or of "
                                   "the same bytes): write to another folder (-o), or delete this file first")
 

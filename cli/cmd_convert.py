@@ -91,7 +91,8 @@ def _line(r: dict) -> str:
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(dir_okay=True, path_type=str))
 @click.option("-o", "--outdir", required=True, type=click.Path(file_okay=False, path_type=str),
               help="Directory for the packed files (OUTDIR/<scene>.bps; <scene>: the file name up to its "
-                   "first dot, leading dots dropped; --overwrite never replaces one made from another source: other path, other bytes).")
+                   "first dot, leading dots dropped; --overwrite replaces only one made from the same "
+                   "resolved path or from the same bytes (sha256): another path with other bytes is refused).")
 @click.option("--dataset", type=click.Choice(DATASETS), default=DEFAULTS.dataset, show_default=True,
               help="Source frame preset: gibson/mp3d are Z-up, generic is Y-up glTF. "
                    "mp3d also names scenes by their folder (mp3d/ID/ID.glb).")

@@ -32,8 +32,8 @@ def _out_name(path: Path) -> str:
                 type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="output directory: one NAME.navmesh.bps per input (NAME: its file name up to the first "
-                   "dot, leading dots dropped; --overwrite never replaces one made from another source: other path, "
-                   "other bytes)")
+                   "dot, leading dots dropped; --overwrite replaces only one made from the same resolved path or "
+                   "from the same bytes (sha256): another path with other bytes is refused)")
 @click.option("--dataset", type=click.Choice(DATASETS), default=FRAME.dataset, show_default=True,
               help="source frame preset of the scans: gibson/mp3d are Z-up (rotated into the habitat "
                    "frame), generic is Y-up")
@@ -53,7 +53,8 @@ def navmesh_cmd(inputs, out_dir, dataset, agent_height, agent_radius, max_climb,
     """Build navmeshes from scans (.glb/.gltf/.ply/.obj or packed scenes), or import Detour
     navmeshes (habitat .navmesh, Detour .bin sets or tiles), into OUT/NAME.navmesh.bps. The
     file's type comes from its content; a packed navmesh (.navmesh.bps) is refused (use `nav
-    info`). Prints area, islands and seconds; an input whose navmesh has no navigable area
+    info`). A Detour navmesh keeps the agent it was eroded for: --agent-radius/--agent-height
+    other than its own are refused, as preprocess refuses them. Prints area, islands and seconds; an input whose navmesh has no navigable area
     fails (exit 2, nothing written) with the likely cause."""
     from bps_assets.nav import NavSettings
     from bps_assets.nav.sources import navmesh_from_file
@@ -78,8 +79,9 @@ def navmesh_cmd(inputs, out_dir, dataset, agent_height, agent_radius, max_climb,
             raise OutputExistsError(dst, "already exists (pass --overwrite to replace it)")
         if overwrite:  # --overwrite replaces this scan's own navmesh, not another scan's of that name
             refuse_other_source(dst, src)
-    # an imported .navmesh keeps the agent it was built for unless an option says otherwise
+    # an imported .navmesh keeps the agent it was built for; other agent options are refused
     given = bool(options_given(NAV_KEYS + ("recast_compat",)))
+    agent_given = bool(options_given(("agent_radius", "agent_height")))   # else a .navmesh's own agent
     failed = []
     for src, dst in targets:  # like convert: a bad input is one line, the others still go on
         t0 = time.perf_counter()
@@ -87,7 +89,8 @@ def navmesh_cmd(inputs, out_dir, dataset, agent_height, agent_radius, max_climb,
             if src in packed:
                 raise _packed_navmesh_error(src)
             remove_stale_temps(dst)  # ".NAME.navmesh.bps.*.tmp" of killed runs (a live writer's is locked, kept)
-            nav = navmesh_from_file(src, settings if given else None, dataset=dataset, force_up=force, up=up)
+            nav = navmesh_from_file(src, settings if given else None, dataset=dataset, force_up=force, up=up,
+                                    keep_agent=not agent_given)
             if not nav.navigable_area > 0:   # nothing to navigate: a failure, as in preprocess
                 raise _no_area(src, nav, settings, dataset, up)
             nav.save(dst, overwrite=overwrite)
@@ -408,9 +411,11 @@ def _file_task(path: Path) -> str:
     keys of the first of its files that shows them (``episode_tasks.episode_file_task``: a split
     file whose episodes are in ``content/`` may show none); "pointnav" when none does."""
     from bps_assets.nav.episode_tasks import episode_file_task
+    from bps_assets.nav.episodes import CONTENT_DIR, SUFFIX
 
-    folder = path if path.is_dir() else path.parent
-    for f in ([path] if path.is_file() else []) + sorted((folder / "content").glob("*.json.gz")):
+    # a folder is read through its own split file, as ``episodes.dataset_files`` reads it
+    folder, split = (path, path / f"{path.name}{SUFFIX}") if path.is_dir() else (path.parent, path)
+    for f in ([split] if split.is_file() else []) + sorted((folder / CONTENT_DIR).glob(f"*{SUFFIX}")):
         found = episode_file_task(f)
         if found is not None:
             return found[0]

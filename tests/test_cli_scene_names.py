@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 
 from click.testing import CliRunner
 
@@ -161,6 +162,53 @@ def test_the_recorded_source_is_compared_by_resolved_path_and_sha256(tmp_path, m
     refuse_other_source(dst, "X.v2.glb")
     (tmp_path / "plain.bps").write_bytes(b"not a packed file")
     refuse_other_source(tmp_path / "plain.bps", "X.v2.glb")
+
+
+def test_a_recorded_relative_path_with_sha256_is_decided_by_the_sha256(tmp_path, monkeypatch):
+    """An older header's relative ``mesh.ply`` says nothing of its folder: resolved against the
+    current folder it matched room0's file, and apt0's output was replaced silently."""
+    import numpy as np
+    import pytest
+
+    from bps_assets.container import refuse_other_source, write_container
+    from bps_assets.errors import OutputExistsError
+    from bps_assets.hashing import sha256_file
+
+    for d, body in (("apt0", b"ply A"), ("room0", b"ply B")):
+        (tmp_path / d).mkdir()
+        (tmp_path / d / "mesh.ply").write_bytes(body)
+    dst = tmp_path / "mesh.bps"
+    write_container(dst, "TEST", {"source": {"path": "mesh.ply", "sha256": sha256_file(tmp_path / "apt0" / "mesh.ply")[0]}},
+                    {"a": np.zeros(4, np.uint8)})
+    monkeypatch.chdir(tmp_path / "room0")
+    with pytest.raises(OutputExistsError, match="made from mesh.ply, not from mesh.ply"):
+        refuse_other_source(dst, "mesh.ply")
+    monkeypatch.chdir(tmp_path / "apt0")
+    refuse_other_source(dst, "mesh.ply")                 # the same bytes: the same source
+    (tmp_path / "apt0" / "mesh.ply").write_bytes(b"ply A, edited")
+    with pytest.raises(OutputExistsError):               # changed: no way to tell, refused
+        refuse_other_source(dst, "mesh.ply")
+
+
+def test_a_re_pointed_symlink_is_refused_naming_the_file_it_resolves_to(tmp_path, monkeypatch):
+    """scans/current.obj re-pointed from v1.obj to v2.obj: a new scan, refused; the message
+    named the recorded resolved path beside the typed link alone."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "scans").mkdir()
+    for n, side in (("v1", 4), ("v2", 5)):
+        (tmp_path / "scans" / f"{n}.obj").write_text(
+            f"v 0 0 0\nv {side} 0 0\nv {side} 0 -{side}\nv 0 0 -{side}\nf 1 2 3\nf 1 3 4\n")
+    os.symlink("v1.obj", "scans/current.obj")
+    r = CliRunner().invoke(main, ["convert", "scans/current.obj", "-o", "out"])
+    assert r.exit_code == 0, r.output
+    before = (tmp_path / "out" / "current.bps").read_bytes()
+    os.remove("scans/current.obj")
+    os.symlink("v2.obj", "scans/current.obj")
+    r = CliRunner().invoke(main, ["convert", "scans/current.obj", "-o", "out", "--overwrite"])
+    assert r.exit_code != 0, r.output
+    v1, v2 = (os.path.realpath(tmp_path / "scans" / f"{n}.obj") for n in ("v1", "v2"))
+    assert f"made from {v1}, not from scans/current.obj (which resolves to {v2})" in r.output, r.output
+    assert (tmp_path / "out" / "current.bps").read_bytes() == before
 
 
 def test_convert_overwrite_keeps_another_folder_s_scan_of_the_same_name(tmp_path):

@@ -986,3 +986,30 @@ def test_semantic_ids_above_the_runtime_cap_are_refused_naming_the_file(tmp_path
         with pytest.raises(CorruptFileError, match=f"semantic_id {MAX_INSTANCE_ID + 1} outside") as e:
             read(dst)
         assert str(dst) in str(e.value) and "instance_semantic" in str(e.value)
+
+
+def test_a_packed_composed_scene_records_resolved_source_paths(tmp_path, monkeypatch):
+    """FORMAT.md's `source` rule holds for composed scenes too: the scene instance file and each
+    asset's source are recorded by their resolved absolute paths (read_dataset_config resolves
+    its config; a scene whose paths are relative, through a symlink, is resolved when packed)."""
+    import dataclasses
+    import os
+
+    from bps_assets.container import read_header
+    from bps_assets.scene_dataset.packing import pack_scene
+
+    cfg = _crate_room(tmp_path / "real", [{"template_name": "crate", "translation": [1, 0, 1]}])
+    os.symlink(tmp_path / "real", tmp_path / "link")
+    sc = H.read_scene_instance(H.read_dataset_config(cfg), "s")
+    monkeypatch.chdir(tmp_path)
+    rel = lambda p: Path("link") / Path(p).relative_to(tmp_path / "real")   # noqa: E731
+    sc.source = rel(sc.source)
+    sc.assets = [dataclasses.replace(a, path=rel(a.path)) for a in sc.assets]
+    (tmp_path / "out" / "scenes").mkdir(parents=True)
+    dst = tmp_path / "out" / "scenes" / "s.bps"
+    pack_scene(sc, dst, tmp_path / "out" / "assets")
+    h = read_header(dst)[0]
+    real = os.path.realpath(tmp_path / "real")
+    assert h["source"]["path"] == os.path.realpath(sc.source) and h["source"]["path"].startswith(real + os.sep)
+    assets = h["composed"]["assets"]
+    assert assets and all(a["source"].startswith(real + os.sep) for a in assets), assets

@@ -36,6 +36,17 @@ KEYS = {
 }
 
 
+# rows stating several defaults, "(A / B)", "(W x H)" or "([x, y, z])": every one, in order
+ALL_DEFAULTS = {
+    "simulator.agents.main_agent.height": [("AgentConfig", "height"), ("AgentConfig", "radius")],
+    "depth_sensor.min_depth": [("HabitatSimDepthSensorConfig", "min_depth"),
+                               ("HabitatSimDepthSensorConfig", "max_depth")],
+    "sim_sensors.*.width": [("SimulatorSensorConfig", "width"), ("SimulatorSensorConfig", "height")],
+    "sim_sensors.*.position": [("SimulatorSensorConfig", "position")],
+    "sim_sensors.*.hfov": [("SimulatorCameraSensorConfig", "hfov")],
+}
+
+
 def _rows() -> list[str]:
     text = DOC.read_text().split("### habitat-lab config keys", 1)[1].split("\n## ", 1)[0]
     return [ln for ln in text.splitlines() if ln.startswith("| `") or ln.startswith("| (")]
@@ -68,8 +79,13 @@ def _defaults(source: str) -> dict:
     for cls in (n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.ClassDef)):
         for n in cls.body:
             if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name) and n.value is not None:
+                value = n.value
+                if isinstance(value, ast.Call) and getattr(value.func, "id", None) == "field":
+                    # field(default_factory=lambda: [...]): the lambda's literal
+                    value = next((k.value.body for k in value.keywords if k.arg == "default_factory"
+                                  and isinstance(k.value, ast.Lambda)), value)
                 try:
-                    out[cls.name, n.target.id] = ast.literal_eval(n.value)
+                    out[cls.name, n.target.id] = ast.literal_eval(value)
                 except ValueError:
                     pass
     return out
@@ -92,3 +108,29 @@ def test_habitat_keys_and_defaults_are_habitat_labs():
         got = {"True": True, "False": False}.get(value, None)
         got = got if got is not None else float(value)
         assert got == want, f"{key}: the table says {value}, habitat-lab's {cls}.{field} = {want!r}"
+
+
+def _stated(key: str) -> list:
+    """Every default the row of ``key`` states in its first parentheses, as Python values."""
+    head = _row(key).split(" | ")[0]
+    inside = re.match(r"[^(]*\(([^)]*)\)", head[head.index(f"`{key}`"):])
+    assert inside is not None, head
+    parts = re.split(r"\s+/\s+|\s+x\s+", inside.group(1))
+    return [ast.literal_eval(re.match(r"\[[^\]]*\]|[-\d.]+|True|False", p.strip()).group(0)) for p in parts]
+
+
+def test_every_default_a_row_states_is_habitat_labs():
+    """Not only a row's first number: max_depth, the agent radius, the sensor height (pixels)
+    and the sensor position were never compared."""
+    spec = importlib.util.find_spec("habitat")
+    if spec is None or spec.origin is None:
+        pytest.skip("habitat-lab is not installed (pip install --no-deps habitat-lab==0.3.320260507)")
+    defaults = _defaults((Path(spec.origin).parent / "config" / "default_structured_configs.py").read_text())
+    for key, fields in ALL_DEFAULTS.items():
+        stated = _stated(key)
+        assert len(stated) == len(fields), f"{key}: the table states {stated}, want one per {fields}"
+        for value, (cls, field) in zip(stated, fields):
+            assert (cls, field) in defaults, f"habitat-lab has no {cls}.{field}"
+            assert value == defaults[cls, field], f"{key}: the table says {value}, habitat-lab's {cls}.{field} = " \
+                                                  f"{defaults[cls, field]!r}"
+

@@ -185,9 +185,29 @@ def test_import_keeps_the_files_agent_unless_overridden(tmp_path):
     assert code == 0, out
     info = json.loads(run("nav", "info", json.loads(out)["output"], "--json")[1])
     assert info["settings"]["agent_radius"] == pytest.approx(0.3) and info["method"] == "detour"
+    # its polygons are eroded for 0.3 m: another agent is refused (as preprocess refuses it),
+    # the file's own is taken, and other settings alone keep the file's agent
     code, out = run("navmesh", src, "-o", tmp_path / "b", "--json", "--agent-radius", "0.25")
+    assert code == 2 and "radius 0.3 m, not the 0.25 m" in out and str(src) in out, out
+    assert not (tmp_path / "b" / "apt_0.navmesh.bps").exists()
+    code, out = run("navmesh", src, "-o", tmp_path / "b", "--json", "--agent-radius", "0.3")
+    assert code == 0, out
+    code, out = run("navmesh", src, "-o", tmp_path / "c", "--json", "--cell-size", "0.05")
     info = json.loads(run("nav", "info", json.loads(out)["output"], "--json")[1])
-    assert info["settings"]["agent_radius"] == pytest.approx(0.25)
+    assert info["settings"]["agent_radius"] == pytest.approx(0.3)
+
+
+@pytest.mark.shared_assets
+def test_import_refuses_agent_flags_its_navmesh_was_not_built_for(tmp_path):
+    """van-gogh-room.navmesh is eroded for radius 0.1, height 1.5: --agent-radius 0.18
+    --agent-height 0.88 wrote those in the header over the file's surface, exit 0, no word."""
+    src = SHARED / "habitat_test_scenes_navmesh" / "van-gogh-room.navmesh"
+    if not src.exists():
+        pytest.skip("shared assets absent")
+    code, out = run("navmesh", src, "-o", tmp_path, "--agent-radius", "0.18", "--agent-height", "0.88")
+    assert code == 2, out
+    assert all(s in out for s in (str(src), "radius 0.1 m, not the 0.18 m", "height 1.5 m, not the 0.88 m")), out
+    assert not list(tmp_path.iterdir())
 
 
 def test_recast_compat_flag(built, tmp_path):

@@ -33,6 +33,14 @@ def _preview(nav, png, episodes):
                                      "--scene", "TEEsavR23oF"])
 
 
+def _write_objectnav(s, root):
+    """A 4-episode ObjectNav v1 dataset of ``s`` at ``root`` (split val, episodes in content/)."""
+    ds = objectnav_scene(s.navmesh, s.vertices, s.triangles, s.tri_object, s.table, SID, 4, seed=2,
+                         categories={"chair": 0, "table": 2, "sofa": 5, "bed": 1})
+    write_objectnav_dataset(root, "val", {"TEEsavR23oF": ds}, ds.category_to_task_category_id,
+                            ds.category_to_scene_annotation_category_id)
+
+
 def test_an_instance_imagenav_file_is_drawn(scene, tmp_path):
     s, nav = scene
     ds = instance_imagenav_scene(s.navmesh, s.vertices, s.triangles, s.tri_object, s.table, SID, 4, seed=4)
@@ -46,10 +54,7 @@ def test_an_instance_imagenav_file_is_drawn(scene, tmp_path):
 
 def test_a_broken_objectnav_file_gets_the_objectnav_error(scene, tmp_path):
     s, nav = scene
-    ds = objectnav_scene(s.navmesh, s.vertices, s.triangles, s.tri_object, s.table, SID, 4, seed=2,
-                         categories={"chair": 0, "table": 2, "sofa": 5, "bed": 1})
-    write_objectnav_dataset(tmp_path / "on", "val", {"TEEsavR23oF": ds}, ds.category_to_task_category_id,
-                            ds.category_to_scene_annotation_category_id)
+    _write_objectnav(s, tmp_path / "on")
     r = _preview(nav, tmp_path / "ok.png", tmp_path / "on" / "val" / "val.json.gz")
     assert r.exit_code == 0 and "4 episode(s)" in r.output, r.output
     for f in (tmp_path / "on" / "val").rglob("*.json.gz"):   # task ids as text: an ObjectNav-file error
@@ -63,3 +68,22 @@ def test_a_broken_objectnav_file_gets_the_objectnav_error(scene, tmp_path):
     assert r.exit_code == 2, r.output
     assert "category_to_task_category_id must be an object" in r.output, r.output
     assert "goals must be a non-empty list" not in r.output and not png.exists()
+
+
+def test_a_one_file_objectnav_folder_is_read_as_objectnav(scene, tmp_path):
+    """A folder with no ``content/``: its own split file (``val/val.json.gz``) shows the task."""
+    s, nav = scene
+    _write_objectnav(s, tmp_path / "on")
+    val = tmp_path / "on" / "val"
+    content = val / "content" / "TEEsavR23oF.json.gz"
+    with gzip.open(content, "rt") as fh:
+        doc = json.load(fh)
+    content.unlink()
+    content.parent.rmdir()
+    with gzip.open(val / "val.json.gz", "wt") as fh:   # the episodes merged into the split file
+        json.dump(doc, fh)
+    for episodes in (val / "val.json.gz", val):
+        png = tmp_path / f"one_{episodes.name}.png"
+        r = _preview(nav, png, episodes)
+        assert r.exit_code == 0, r.output
+        assert "4 episode(s)" in r.output and png.stat().st_size > 0

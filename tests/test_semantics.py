@@ -373,6 +373,22 @@ def test_mp3d_ids_are_habitats_object_index(tmp_path):
     assert ann.warnings["object_zero_faces"] == 1 and ann.warnings["unannotated_faces"] == 1
 
 
+@pytest.mark.parametrize("index", [65535, 65536, 1 << 20])
+def test_a_house_object_index_at_or_over_65535_is_refused(tmp_path, index):
+    """habitat-sim keeps 16-bit ids and 65535 means no object: a .house object with such an
+    index would alias "no object" or another object; refused naming the file, line and index."""
+    from bps_assets.readers.semantic_mp3d import parse_house
+
+    o = " 0 0 0  1 0 0  0 1 0  1 1 1 0 0 0 0 0 0 0 0"
+    house = tmp_path / "x.house"
+    house.write_text(f"ASCII 1.1\nC 0 1 chair 3 chair 0 0 0 0 0\nO 65534 0 0{o}\nO {index} 0 0{o}\n")
+    with pytest.raises(AnnotationError) as e:
+        parse_house(house)
+    assert all(s in str(e.value) for s in (str(house), "line 4", f"object index {index}", "16-bit")), str(e.value)
+    house.write_text(f"ASCII 1.1\nC 0 1 chair 3 chair 0 0 0 0 0\nO 65534 0 0{o}\n")
+    assert [r.id for r in parse_house(house)] == [65534]
+
+
 def fingerprint_without_rules(src, settings, **extra):
     """preprocess.fingerprint as it was before any per-format rule (plus ``extra`` keys)."""
     import hashlib
@@ -401,6 +417,24 @@ def test_mp3d_scenes_fingerprint_the_id_rule():
     # HM3D: no id rule (its raw labels add the built-in table's digest: the test below)
     assert fingerprint(hm3d, settings) == old_rule(hm3d, settings, builtin_labels=builtin_table_digest())
     assert fingerprint({"scene": base["scene"]}, settings) == old_rule({"scene": base["scene"]}, settings)
+
+
+def test_a_resume_over_the_previous_mp3d_rule_says_mp3d_s_id_rule():
+    """A scene record written under the previous rule ("object_index": faces of no object 0)
+    is redone and the resume says why: MP3D's id rule changed (not just another fingerprint)."""
+    from bps_assets.pipeline.preprocess import fingerprint, rules_changed
+    from bps_assets.readers.semantic_mp3d import ID_RULE
+
+    mp3d = {"scene": {"path": "a/a.glb", "sha256": "1"}, "semantic_mesh": {"path": "a/a_semantic.ply", "sha256": "2"},
+            "semantic_table": {"path": "a/a.house", "sha256": "3"}}
+    settings = {"convert": {"dataset": "mp3d"}}
+    prev = {"mp3d_ids": "object_index"}
+    rec = {"fingerprint": fingerprint(mp3d, settings, prev), "rules": prev}
+    assert ID_RULE != "object_index" and rec["fingerprint"] != fingerprint(mp3d, settings)
+    assert rules_changed(rec, mp3d, settings) == "MP3D's id rule"
+    now = {"fingerprint": fingerprint(mp3d, settings), "rules": {"mp3d_ids": ID_RULE}}
+    assert rules_changed(now, mp3d, settings) == ""
+    assert rules_changed({**rec, "fingerprint": "other"}, mp3d, settings) == ""   # more than the rule changed
 
 
 def test_builtin_table_edit_changes_the_fingerprint_of_scenes_it_maps(monkeypatch):

@@ -412,3 +412,13 @@ def test_synth_semantic_prints_preprocess_with_objectnav_agent(tmp_path):
         OBJECTNAV.agent_radius, OBJECTNAV.agent_height)
     r = CliRunner().invoke(main, ["synth", str(tmp_path / "plain"), "-n", "1"])
     assert "--agent-radius" not in r.output
+
+
+def test_scene_count_takes_the_integer_rule_of_every_setting(tmp_path):
+    """``scenes`` as a count follows ``errors.is_int``: a numpy integer is a count (it was
+    refused), a bool or a string is not."""
+    assert [s.name for s in synth.generate(tmp_path / "a", scenes=np.int64(1))] == \
+        [s.name for s in synth.generate(tmp_path / "b", scenes=1)]
+    for bad in (True, "2", 2.0, 0):
+        with pytest.raises(ConfigError, match="scenes must be a positive integer"):
+            synth.generate(tmp_path / "c", scenes=bad)

@@ -8,10 +8,12 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, fields
 
-from ..errors import ConfigError
+from ..errors import ConfigError, NavError
 
 MIN_CELL_SIZE = 1e-3   # m; 1 mm: 50x finer than habitat's 5 cm
 MAX_CELL_SIZE = 10.0   # m; no agent walks on a coarser grid
+# metres: two agents' radius / height are the same within this (a .navmesh stores float32)
+AGENT_TOLERANCE = 1e-3
 
 @dataclass(frozen=True)
 class NavSettings:
@@ -64,3 +66,22 @@ class NavSettings:
 
 
 DEFAULT_SETTINGS = NavSettings()
+
+
+def agent_diffs(has_radius: float, has_height: float, want_radius: float, want_height: float,
+                tolerance: float = AGENT_TOLERANCE) -> list[tuple[str, float, float]]:
+    """``(what, has, want)`` for each of the agent's radius and height (m), in that order, that
+    differs from the wanted one by more than ``tolerance``; [] when the agents match."""
+    return [(what, has, want) for what, has, want in
+            (("radius", has_radius, want_radius), ("height", has_height, want_height))
+            if abs(has - want) > tolerance]
+
+
+def refuse_other_agent(path, has: NavSettings, want: NavSettings) -> None:
+    """NavError naming ``path`` and each of radius and height (both values) where the navmesh
+    ``path`` holds, built for ``has``' agent (its polygons already eroded by that radius), is
+    not for ``want``'s: every differing parameter at once, so one rerun fixes them all."""
+    diffs = agent_diffs(has.agent_radius, has.agent_height, want.agent_radius, want.agent_height)
+    if diffs:
+        raise NavError(path, "built for an agent " + ", and ".join(
+            f"of {what} {h:g} m, not the {w:g} m of the settings (--agent-{what})" for what, h, w in diffs))

@@ -10,6 +10,7 @@ where a scan is refused (it has no navmesh until one is built). The extension is
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 
 from ..errors import NavError, UnsupportedFormatError
@@ -34,25 +35,36 @@ def _kind(path) -> str | None:
 
 
 def navmesh_from_file(path: str | os.PathLike, settings: NavSettings | None = None,
-                      dataset: str | None = None, force_up: bool = False, up: str | None = None):
+                      dataset: str | None = None, force_up: bool = False, up: str | None = None,
+                      keep_agent: bool = False):
     """Import, load or build the navmesh of ``path``. ``settings`` None: an imported Detour
-    file keeps the agent it was built for, a scan is built with the defaults. A scan is read in
+    file keeps the agent it was built for, a scan is built with the defaults. A Detour file's
+    polygons are already eroded for its own agent: with ``settings``, one built for another
+    agent radius or height is a NavError naming both values (``settings.refuse_other_agent``),
+    unless ``keep_agent`` (no agent was asked for), which takes the file's. A scan is read in
     the frame of ``dataset``'s preset, its up axis overridden by ``up`` (``transforms.frame``
     options; a packed scene keeps its own frame). One that looks read with the wrong up axis is
     an ``UpAxisError`` unless ``force_up`` (``scan_checks``). A built or imported navmesh
     records ``path`` (``source_file``: its resolved path and sha256)."""
     from ..container import source_record
     from .build import build_navmesh
-    from .detour import import_detour
+    from .detour import import_detour, read_detour_navmesh
     from .grid import load_navmesh
     from .scan_checks import footprint_area
-    from .settings import DEFAULT_SETTINGS
+    from .settings import DEFAULT_SETTINGS, refuse_other_agent
 
     kind = _kind(path)
     if kind == "bps-navmesh":
         return load_navmesh(path)
     if kind in ("detour-set", "detour-set-be", "detour-tile"):
-        nav = checked(import_detour(path, settings), path)
+        dm = read_detour_navmesh(path)
+        if settings is not None:
+            own = dm.nav_settings()
+            if keep_agent:
+                settings = dataclasses.replace(settings, agent_radius=own.agent_radius,
+                                               agent_height=own.agent_height)
+            refuse_other_agent(path, own, settings)
+        nav = checked(import_detour(dm, settings), path)
     else:
         settings = settings or DEFAULT_SETTINGS
         v, t = navmesh_input(path, settings.max_slope, force_up, dataset, up=up)
@@ -94,7 +106,7 @@ def navmesh_input(path: str | os.PathLike, max_slope: float, force_up: bool = Fa
 
 def open_navmesh(path: str | os.PathLike):
     """A navmesh to query: a bps navmesh, or an imported Detour file."""
-    from .detour import import_detour
+    from .detour import import_detour, read_detour_navmesh
     from .grid import load_navmesh
 
     kind = _kind(path)

@@ -266,17 +266,12 @@ class Backend:
         ``settings``' (naming each of radius and height that differs) or does not fit the packed
         scene."""
         from ..nav.detour import import_detour, read_detour_navmesh
-        from .manifest import agent_diffs
+        from ..nav.settings import refuse_other_agent
         from ..nav.validate import navmesh_misfit
         from .scene_checks import scene_bounds
 
         dm = read_detour_navmesh(detour_src)
-        own = dm.nav_settings()
-        diffs = agent_diffs(own.agent_radius, own.agent_height, settings.agent_radius, settings.agent_height)
-        if diffs:   # every parameter that differs, so one rerun fixes them all
-            raise NavError(detour_src, "built for an agent " + ", and ".join(
-                f"of {what} {has:g} m, not the {want:g} m of the settings (--agent-{what})"
-                for what, has, want in diffs))
+        refuse_other_agent(detour_src, dm.nav_settings(), settings)
         # settings None: the .navmesh's own settings (habitat stores them in the file)
         mesh = import_detour(dm, self.nav_settings)   # the file read once
         misfit = navmesh_misfit(mesh, scene_bounds(packed))

@@ -24,13 +24,12 @@ from ..errors import (ConfigError, CorruptFileError, FormatVersionError, InputEr
                       is_int, is_real)
 from ..json_input import parse_json
 from ..hashing import settings_fingerprint
+from ..nav.settings import AGENT_TOLERANCE, agent_diffs
 
 FORMAT = "bps-dataset-manifest"
 FORMAT_VERSION = 1
 MAX_MANIFEST_BYTES = 512 << 20  # ~1M scenes; a manifest is JSON read whole
 OUTPUT_ROLES = ("scene", "navmesh", "episodes")
-# metres: two agents' radius / height are the same within this (a .navmesh stores float32)
-AGENT_TOLERANCE = 1e-3
 
 
 def new_manifest(*, dataset: str, split: str, subsets: list[str], settings: dict, shard: dict | None,
@@ -214,15 +213,6 @@ def navmesh_settings(manifest: "Manifest"):
 
     nav = (manifest.settings or {}).get("nav")
     return NavSettings.from_dict(nav) if isinstance(nav, dict) else None
-
-
-def agent_diffs(has_radius: float, has_height: float, want_radius: float, want_height: float,
-                tolerance: float = AGENT_TOLERANCE) -> list[tuple[str, float, float]]:
-    """``(what, has, want)`` for each of the agent's radius and height (m), in that order, that
-    differs from the wanted one by more than ``tolerance``; [] when the agents match."""
-    return [(what, has, want) for what, has, want in
-            (("radius", has_radius, want_radius), ("height", has_height, want_height))
-            if abs(has - want) > tolerance]
 
 
 def agent_mismatch(manifest: "Manifest", agent_radius: float, agent_height: float,

@@ -55,7 +55,7 @@ def pack_assets(scene: ComposedScene, assets_dir: Path, options=DEFAULTS,
                 made, tris = True, res.stats["triangles_out"]
             else:
                 tris = _triangles(h)
-        out.append({"key": a.key, "path": f"../assets/{dst.name}", "source": str(a.path), "converted": made,
+        out.append({"key": a.key, "path": f"../assets/{dst.name}", "source": os.path.realpath(a.path), "converted": made,
                     "triangles": tris})
     return out
 
@@ -118,9 +118,9 @@ def pack_scene(scene: ComposedScene, dst: str | os.PathLike, assets_dir: str | o
     cats = sorted({i.category for i in inst if i.category})
     header = {"instances": len(inst), "assets": [{k: e[k] for k in ("key", "path", "source")} for e in entries],
               "categories": cats, "names": [i.name for i in inst], "kinds": [i.kind for i in inst], "motion_types": list(cs.MOTION_TYPES),
-              "stage": {"template": scene.stage.name, "source": str(stage_path),
+              "stage": {"template": scene.stage.name, "source": os.path.realpath(stage_path),
                         "transform": scene.stage.transform.tolist()},
-              "source": str(scene.source), "navmesh": str(scene.navmesh) if scene.navmesh else None,
+              "source": os.path.realpath(scene.source), "navmesh": str(scene.navmesh) if scene.navmesh else None,
               "skipped": scene.skipped, "notes": scene.notes,
               # always written (null: none), so a reader tells a file packed before the key
               "navmesh_unknown": scene.navmesh_unknown or None,
@@ -133,7 +133,8 @@ def pack_scene(scene: ComposedScene, dst: str | os.PathLike, assets_dir: str | o
         "instance_motion": np.array([cs.MOTION_TYPES.index(i.motion_type) for i in inst], np.uint8),
         "instance_group": np.array([max(i.group, 0) for i in inst], np.int32),
     }
-    info = {"path": str(scene.source), "format": "habitat-scene-instance"}
+    # resolved, as every packed file's source (docs/FORMAT.md): one file from any working folder
+    info = {"path": os.path.realpath(scene.source), "format": "habitat-scene-instance"}
     res = convert_scene(doc, dst, _asset_options(options), overwrite=overwrite, scene_id=scene.name,
                         source_info=info, extra=(cs.HEADER_KEY, header, arrays))
     st = dict(res.stats)

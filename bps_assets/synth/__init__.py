@@ -203,8 +203,8 @@ def generate(out_root: str | os.PathLike, layout: str = "gibson", scenes: int | 
                 raise ConfigError(None, f"bad scene name {n!r}")
         if not names or len({n for n, _ in names}) != len(names):
             raise ConfigError(None, "scene names must be a non-empty list without duplicates")
-    elif isinstance(scenes, int) and not isinstance(scenes, bool) and scenes >= 1:
-        names = scene_names(layout, scenes)
+    elif is_int(scenes) and scenes >= 1:
+        names = scene_names(layout, int(scenes))
     else:
         raise ConfigError(None, f"scenes must be a positive integer or a list of names, got {scenes!r}")
     root = Path(out_root)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields, replace
 
-from bps_assets.errors import ConfigError, did_you_mean, is_int
+from bps_assets.errors import ConfigError, did_you_mean, is_bool, is_int
 
 from ..episodes.supply import DEFAULTS as SUPPLY_DEFAULTS, SupplyOptions
 from ..noise.options import DEFAULTS as NO_NOISE, NoiseOptions
@@ -237,9 +237,7 @@ class EnvConfig:
 
 def check_flag(value, what: str) -> bool:
     """``value`` as a bool (numpy's too); anything else ("no", 1, None) a ConfigError naming ``what``."""
-    import numpy as np
-
-    if not isinstance(value, (bool, np.bool_)):
+    if not is_bool(value):
         raise ConfigError(None, f"{what}={value!r}: expected True or False")
     return bool(value)
 

@@ -169,7 +169,7 @@ def build_world(manifest_path, config, *, device) -> World:
     try:   # the scenes the task may serve, before sharding: every rank gets its share of those
         usable = spec.scenes(ScenesRequest(manifest, split, entries, c))
     except InputError as e:
-        raise episodes_error(e, spec.name, c.episodes.source) from None
+        raise episodes_error(e, spec.name, c.episodes.source, split) from None
     entries = usable
     if scene_shard is not None:
         rank, size = scene_shard
@@ -184,7 +184,7 @@ def build_world(manifest_path, config, *, device) -> World:
         supply, entries = spec.supply(SupplyRequest(manifest, split, entries, c, worker))
     except InputError as e:
         worker.close()
-        raise episodes_error(e, spec.name, c.episodes.source) from None
+        raise episodes_error(e, spec.name, c.episodes.source, split) from None
     # the camera: the config's (the task's defaults filled in); raw depth frames where depth noise
     # runs (it clips after its model, as habitat-lab clips habitat-sim's noisy frame)
     ropts = c.sensors.render_options(c.threads, raw_depth=c.noise.depth_on)
@@ -208,21 +208,24 @@ def log_lod_rule(manifest, options) -> None:
                  "the full mesh" if level < 0 else f"level {level}", why)
 
 
-def episodes_error(e: InputError, task: str, source) -> InputError:
+def episodes_error(e: InputError, task: str, source, split: str | None = None) -> InputError:
     """``e`` (the episode supply's) with a hint: the task a file of another task's shape belongs
-    to, or, for a source that is no file, the modes ``episodes=`` takes (and the close match)."""
+    to, or, for a source (a str or a path) that is no file, the modes ``episodes=`` takes (and
+    the close match); a ``{split}`` template is shown filled with ``split`` (None: 'val')."""
+    import os
     from pathlib import Path
 
     from bps_assets.nav.episode_tasks import wrong_task_hint
 
     hint = wrong_task_hint(e.path, task) or wrong_task_hint(source, task)
-    if not hint and isinstance(source, str) and source not in EPISODE_MODES and not Path(source).exists():
-        close = did_you_mean(source, [m for m in EPISODE_MODES if m], n=1)
+    text = os.fspath(source) if isinstance(source, (str, os.PathLike)) else None
+    if not hint and isinstance(text, str) and text not in EPISODE_MODES and not Path(text).exists():
+        close = did_you_mean(text, [m for m in EPISODE_MODES if m], n=1)
         hint = (f"episodes= is a file's path or one of {', '.join(repr(m) for m in EPISODE_MODES)}"
                 + (f" ({close})" if close else ""))
-        if "{split}" in source:   # habitat-lab's data_path is a template; episodes= is one file's path
+        if "{split}" in text:   # habitat-lab's data_path is a template; episodes= is one file's path
             hint += (f"; {{split}} is habitat-lab's data_path template: give the path with it filled in, "
-                     f"e.g. {source.replace('{split}', 'val')!r}")
+                     f"e.g. {text.replace('{split}', split or 'val')!r}")
     if not hint or type(e) is not InputError:
         return e
     return InputError(e.path, f"{e.detail}; {hint}")

@@ -527,7 +527,8 @@ def evaluate(args) -> dict:
     checkpoint, a uniform random policy (``--eval random``) or STOP at once (``--eval stop``).
     Episodes: ``--eval-episodes-file``, else the split's PointNav files, else (ObjectNav)
     episodes sampled from ``--seed``."""
-    from bps_runtime.episodes.dataset_info import episodes_read_once, file_episode_count, scene_and_episode_counts
+    from bps_runtime.episodes.dataset_info import (distinct_episodes, episodes_read_once, file_episode_count,
+                                                   scene_and_episode_counts)
     from bps_runtime.tasks import task_spec
 
     if args.threads:
@@ -570,7 +571,7 @@ def evaluate(args) -> dict:
         recorder.action_names = env.ACTIONS
     k_actions = env.num_actions
     if args.eval_episodes_file:
-        want = min(want, sum(len(v) for v in env.world.episodes.episodes_by_scene.values()))
+        want = min(want, distinct_episodes(env.world.episodes.episodes_by_scene))   # as counted before make()
     if recorder is not None and args.video > want:   # more would wait for repeats of episodes written
         print(f"bps-train: --video {args.video} capped at the {want} episode(s) evaluated", file=sys.stderr, flush=True)
         recorder.cap(want)

@@ -139,23 +139,22 @@ def saved_identity(ckpt: dict) -> dict:
 
 def old_goal_categories(ident: dict) -> dict | None:
     """The category map of a checkpoint saved before the map was recorded (2026-11-27): an
-    ObjectNav run on sampled episodes had habitat's six HM3D ids; one on an episode file had
-    that file's map, read from the file while it is there (None when it is gone or unreadable:
-    unknown, not checked; ``categories_note`` says so); other tasks have none."""
+    ObjectNav run on sampled episodes had habitat's six HM3D ids; one on an episode file (or a
+    split folder) had that dataset's map, read from its top-level maps while it is there (None when
+    it is gone or unreadable: unknown, not checked; ``categories_note`` says so); other tasks have none."""
     if ident.get("task") != "objectnav":
         return None
     source = ident.get("episodes", "sample")
     if source == "sample":
         return objectnav_hm3d()
-    if not isinstance(source, str) or source == "dataset" or not Path(source).is_file():
+    if not isinstance(source, str) or source == "dataset" or not Path(source).exists():
         return None
-    from bps_assets.nav.objectnav_files import read_objectnav_dataset
+    from bps_assets.nav.objectnav_files import read_category_map
 
-    try:   # the whole file, as the run read it: its map is the env's goal_categories
-        ds = read_objectnav_dataset(source)
+    try:   # only the maps (the split file's): the episodes are read once, by the run's env
+        return read_category_map(source)
     except BpsError:
         return None
-    return {str(k): int(v) for k, v in ds.category_to_task_category_id.items()}
 
 
 def categories_note(path, ident: dict) -> str:
@@ -165,7 +164,7 @@ def categories_note(path, ident: dict) -> str:
     if ident.get("task") != "objectnav" or ident.get("goal_categories") is not None:
         return ""
     return (f"bps-train: note: {path} was trained on the episode file {ident.get('episodes')}, whose goal "
-            "category map checkpoints did not record before 2026-11-27, and that file is gone or unreadable: "
+            "category map checkpoints did not record before 2026-11-27, and that file (or folder) is gone or unreadable: "
             "the map the policy learned is unknown and this run's category ids are not checked against it. "
             "Give it episodes of that map: --eval-episodes-file FILE (a file of that map), or for sampled "
             "episodes --categories hm3d | mp3d | all (the set that file used)")

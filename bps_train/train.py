@@ -527,7 +527,8 @@ def evaluate(args) -> dict:
     checkpoint, a uniform random policy (``--eval random``) or STOP at once (``--eval stop``).
     Episodes: ``--eval-episodes-file``, else the split's PointNav files, else (ObjectNav)
     episodes sampled from ``--seed``."""
-    from bps_runtime.episodes.dataset_info import episodes_read_once, file_episode_count, scene_and_episode_counts
+    from bps_runtime.episodes.dataset_info import (episodes_read_once, file_episode_count,
+                                                   scene_and_episode_counts)
     from bps_runtime.tasks import task_spec
 
     if args.threads:

@@ -84,9 +84,32 @@ def goal_from_pointgoal(position, rotation, pointgoal) -> np.ndarray:
     return np.array([p[0] + c * x_a + s * z_a, p[1], p[2] - s * x_a + c * z_a])
 
 
-def sensor_rgb(name: str, a: np.ndarray, normalized_depth: bool = True, max_depth_m: float = 10.0) -> np.ndarray:
+def manifest_no_objects(manifest_path):
+    """``scene_id -> `` the semantic id besides 0 that means "no object" in that scene (its packed
+    header's ``no_object_id``: MP3D's 65535; 0 where none, or for a scene the manifest does not
+    name or whose header is unreadable: the video's colours only), each header read once."""
+    from bps_assets.container import read_header
+    from bps_assets.packed_scene import KIND
+    from bps_assets.pipeline.manifest import load_manifest
+    from bps_assets.semantic_section import no_object_id
+
+    manifest, cache = load_manifest(manifest_path), {}
+
+    def no_object_for(scene_id: str) -> int:
+        if scene_id not in cache:
+            try:
+                cache[scene_id] = no_object_id(read_header(manifest.scene(scene_id).scene, KIND)[0])
+            except Exception:  # noqa: BLE001 - unknown scene or unreadable header: only 0 is "no object"
+                cache[scene_id] = 0
+        return cache[scene_id]
+    return no_object_for
+
+
+def sensor_rgb(name: str, a: np.ndarray, normalized_depth: bool = True, max_depth_m: float = 10.0,
+               no_object: int = 0) -> np.ndarray:
     """One observation [H, W, C] as RGB uint8: rgb as is, depth grey (0..1 or metres / max
-    depth), semantic ids in a fixed palette (id 0 black)."""
+    depth), semantic ids in a fixed palette (id 0 and ``no_object``, the scene's other id of no
+    object, e.g. MP3D's 65535: black)."""
     a = np.asarray(a)
     if name == "rgb":
         return np.ascontiguousarray(a[..., :3], dtype=np.uint8)
@@ -97,7 +120,7 @@ def sensor_rgb(name: str, a: np.ndarray, normalized_depth: bool = True, max_dept
         return np.repeat(g[..., None], 3, axis=2)
     ids = a[..., 0].astype(np.int64)
     rgb = np.stack([(ids * 67 + 29) % 200 + 55, (ids * 151 + 87) % 200 + 55, (ids * 229 + 13) % 200 + 55], -1)
-    rgb[ids == 0] = 0
+    rgb[(ids == 0) | (ids == no_object)] = 0
     return rgb.astype(np.uint8)
 
 
@@ -150,19 +173,21 @@ class EpisodeRecorder:
     writes and raises the first error. ``written`` lists the files written so far, in order.
     ``goals_for``: env ids -> their running episodes' goal dicts (``env.episode_goals``; settable
     after construction), called when a watched env starts an episode. ``action_names``: the env's
-    ``ACTIONS`` (settable too), for the actions given to ``step``.
+    ``ACTIONS`` (settable too), for the actions given to ``step``. ``no_object_for``: scene id ->
+    its semantic id of no object besides 0 (``manifest_no_objects``), drawn black as 0 is.
     """
 
     def __init__(self, out_dir, episodes: int, navmesh_for=None, *, watch: int | None = None,
                  normalized_depth: bool = True, frame: FrameOptions = DEFAULTS,
                  video: VideoOptions = VIDEO_DEFAULTS, background: bool = True, goals_for=None,
-                 action_names=(), prefix: str = ""):
+                 action_names=(), prefix: str = "", no_object_for=None):
         from concurrent.futures import ThreadPoolExecutor
 
         self.out_dir = Path(out_dir)
         self._claims = EpisodeClaims(episodes)   # the episodes written or being recorded
         self.prefix = _file_safe(prefix)   # before every file name (an eval's: what it evaluated)
         self.navmesh_for = navmesh_for or (lambda scene_id: None)
+        self.no_object_for = no_object_for or (lambda scene_id: 0)   # the semantic panel's black ids
         self.goals_for = goals_for
         self.action_names = tuple(action_names)   # the env's ``ACTIONS``: the strip names each action
         self.watch = None if watch is None else int(watch)   # None: every env
@@ -336,13 +361,14 @@ class EpisodeRecorder:
             base[:mh, layout.map_x:layout.map_x + mw] = decorated[:mh, :mw]
             area = slice(HEADER, min(tdm.height, mh)), slice(0, mw)
         L = len(ep.obs)
+        no_object = self.no_object_for(ep.scene) if "semantic" in layout.sensors else 0
         f = base   # every frame rewrites the same parts (sensors, map area, strip) of one buffer
         for t in range(L):
             for s in layout.sensors:
                 if s == GOAL_IMAGE:
                     continue
                 x0, y0, x1, y1 = layout.sensor_box(s)
-                rgb = sensor_rgb(s, ep.obs[t][s], self.normalized_depth, self.frame_options.max_depth_m)
+                rgb = sensor_rgb(s, ep.obs[t][s], self.normalized_depth, self.frame_options.max_depth_m, no_object)
                 f[y0:y1, x0:x1].reshape(rgb.shape[0], k, rgb.shape[1], k, 3)[:] = rgb[:, None, :, None, :]
             if t == 0:
                 strip_bg = f[layout.height - TEXT_H:, :layout.map_x].copy()
@@ -494,4 +520,4 @@ def eval_recorder(args) -> EpisodeRecorder:
                                         f"{len(earlier)} file(s) named {prefix}*): move them away, or use another "
                                         "--out-dir")
     return EpisodeRecorder(folder, args.video, manifest_navmeshes(args.dataset),
-                           video=VideoOptions(format=fmt), prefix=prefix)
+                           video=VideoOptions(format=fmt), prefix=prefix, no_object_for=manifest_no_objects(args.dataset))

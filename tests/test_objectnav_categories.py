@@ -138,3 +138,37 @@ def test_an_old_checkpoint_trained_on_a_file_takes_that_files_map(objectnav_data
     assert "--eval-episodes-file" in note and "--categories" in note
     assert checkpoint.categories_note("ck.pt", checkpoint.saved_identity(
         {**ckpt, "identity": {"task": "objectnav", "episodes": "sample"}})) == ""
+
+
+def test_an_old_checkpoint_trained_on_a_split_folder_takes_its_map_from_the_split_file(objectnav_dataset, tmp_path):
+    """A split folder is an ``--episodes`` too: its map is the one read from the top-level maps, the
+    episodes (content files) not read for it (a content file broken after the run does not hide it)."""
+    from bps_assets.nav.objectnav_files import read_category_map, read_objectnav_dataset
+
+    out, _ = objectnav_dataset
+    mp3d = _episodes(out, tmp_path / "mp3d", "mp3d")
+    want = read_objectnav_dataset(mp3d).category_to_task_category_id
+    assert read_category_map(mp3d) == read_category_map(mp3d.parent) == want
+    ckpt = {"args": {}, "world": 1, "identity": {"task": "objectnav", "episodes": str(mp3d.parent)}}
+    ident = checkpoint.saved_identity(ckpt)
+    assert ident["goal_categories"] == want and checkpoint.categories_note("ck.pt", ident) == ""
+    content = sorted((mp3d.parent / "content").glob("*.json.gz"))
+    assert content
+    content[0].write_bytes(gzip.compress(b'{"episodes": [broken'))
+    assert checkpoint.saved_identity(ckpt)["goal_categories"] == want
+    on_file = {**ckpt, "identity": {"task": "objectnav", "episodes": str(mp3d)}}
+    assert checkpoint.saved_identity(on_file)["goal_categories"] == want
+
+
+def test_the_category_map_of_a_dataset_whose_maps_ride_in_the_content_files(objectnav_dataset, tmp_path):
+    """No maps in the split file: the first content file's, as ``read_objectnav_dataset`` takes them."""
+    from bps_assets.nav.objectnav_files import read_category_map, read_objectnav_dataset
+
+    out, _ = objectnav_dataset
+    mp3d = _episodes(out, tmp_path / "mp3d", "mp3d")
+    doc = json.loads(gzip.decompress(mp3d.read_bytes()))
+    for k in ("category_to_task_category_id", "category_to_scene_annotation_category_id"):
+        doc.pop(k)
+    mp3d.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    assert read_category_map(mp3d) == read_objectnav_dataset(mp3d).category_to_task_category_id
+    assert read_category_map(mp3d)["bed"] == 6

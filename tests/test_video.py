@@ -215,6 +215,28 @@ def test_sensor_pictures():
     assert sem[0, 0].tolist() == [0, 0, 0] and len({tuple(c) for c in sem[0, 1:]}) == 39
 
 
+def test_a_scenes_no_object_id_is_drawn_black_as_0_is(tmp_path):
+    """MP3D's faces of no object read 65535 (the header's ``no_object_id``): the semantic panel
+    draws them black, as 0, not in an object's colour; where the scene names no such id 65535 is
+    an id like any other."""
+    from bps_train.video_io import VideoOptions
+
+    ids = np.array([[[0], [7], [65535]]], np.int32)
+    assert sensor_rgb("semantic", ids, no_object=65535)[0].tolist()[::2] == [[0, 0, 0], [0, 0, 0]]
+    assert sensor_rgb("semantic", ids)[0, 2].tolist() != [0, 0, 0]
+    assert sensor_rgb("semantic", ids, no_object=65535)[0, 1].tolist() == sensor_rgb("semantic", ids)[0, 1].tolist()
+    rec = EpisodeRecorder(tmp_path, 1, video=VideoOptions(format="png"), background=False,
+                          no_object_for=lambda scene_id: 65535 if scene_id == "mp3d_scene" else 0)
+    seen = {"semantic": np.tile(ids, (4, 1, 1))}
+    from bps_train.video import _Episode
+
+    ep = _Episode("mp3d_scene")
+    ep.obs, ep.pos, ep.rot, ep.dist = [seen] * 2, [np.zeros(3)] * 2, [np.array([0.0, 0, 0, 1])] * 2, [1.0] * 2
+    layout = FrameLayout(["semantic"], seen["semantic"].shape[:2], rec.frame_options)
+    frame = next(iter(rec.frames(ep, {"scene_id": "mp3d_scene", "episode_id": "0"})))
+    assert layout.read_sensor(frame, "semantic")[0, 2].tolist() == [0, 0, 0]
+
+
 NO_VIDEO_RUN = r"""
 import json, sys
 from bps_runtime.env.env import BatchNavEnv
@@ -272,3 +294,20 @@ def test_episode_claims_take_the_first_distinct_episodes_once():
     c.release(("s", "3"))
     c.want = 2                                                       # a cap below the claims held
     assert c.room == 0 and not c.claim(("s", "4"))
+
+
+def test_the_eval_recorder_reads_each_scenes_no_object_id_from_its_header(tmp_path):
+    """``manifest_no_objects``: a preprocessed MP3D scene's header names 65535; a scene without
+    semantics, or one the manifest does not name, only 0."""
+    from bps_assets import synth
+    from bps_assets.synth import semantic as ssem
+    from bps_assets.pipeline.preprocess import PreprocessOptions, preprocess
+    from bps_train.video import manifest_no_objects
+
+    infos = synth.generate(tmp_path / "src", layout="mp3d", scenes=2)
+    ssem.write_mp3d(infos[0].path, "mp3d", infos[0].name)
+    assert preprocess(tmp_path / "src", tmp_path / "out", "mp3d", "benchmark",
+                      PreprocessOptions(workers=1, in_process=True)).ok
+    no_object_for = manifest_no_objects(tmp_path / "out" / "manifest.json")
+    assert no_object_for(infos[0].name) == 65535
+    assert no_object_for(infos[1].name) == 0 and no_object_for("no_such_scene") == 0

@@ -27,7 +27,7 @@ from ..errors import InputError, ResourceLimitError, is_int
 from .episode_stream import STREAMED
 from .episode_table import EpisodeTable
 from .episodes import (_vec, finite_number, check_scene_name, check_table_unique_ids, check_split_name, dataset_files,
-                       FileCaps, join_table_scenes_dir, validate_episode, write_split, SUFFIX, CONTENT_DIR)
+                       FileCaps, join_table_scenes_dir, read_json, validate_episode, write_split, SUFFIX, CONTENT_DIR)
 
 WHAT = "ObjectNav"
 # habitat's objectgoal is an int64 in [0, max id]; its own files use 0..20 (MP3D) and 0..5 (HM3D)
@@ -308,6 +308,27 @@ def read_objectnav_dataset(path: str | os.PathLike, scenes: Iterable[str] | None
     return out
 
 
+def read_category_map(path: str | os.PathLike) -> dict[str, int] | None:
+    """The ``category_to_task_category_id`` that ``read_objectnav_dataset(path)`` takes (the first
+    file's with maps: the split file's, else a content file's), checked as it checks them, with
+    episodes and goals skipped as parsed, not kept: the split file alone when it has the maps
+    (habitat's and ours do). None when no file has them; ``InputError`` as the reader's."""
+    def skip(f):
+        return {"episodes": ("list", _ignore), "goals_by_category": ("map_of_lists", _ignore)}
+
+    p = Path(path)
+    split = p / f"{p.name}{SUFFIX}" if p.is_dir() else p
+    maps = _check_maps(read_json(split, WHAT, skip(split)), split)
+    if maps is None:   # the maps ride in the content files: the first that has them
+        maps = next((m for f, doc in dataset_files(path, None, WHAT, skip)[1:]
+                     if (m := _check_maps(doc, f)) is not None), None)
+    return None if maps is None else {str(k): int(v) for k, v in maps[0].items()}
+
+
+def _ignore(*_):
+    return None
+
+
 def _view_point_count(goals: list) -> int:
     """The view points of a list of goals as decoded (not checked: those of the goals kept are)."""
     return sum(len(g["view_points"]) for g in goals if isinstance(g, dict) and isinstance(g.get("view_points"), list))
@@ -482,7 +503,7 @@ def check_pointnav_on_navmesh(episodes: list[dict], navmesh, path: str | os.Path
     return episodes_on_navmesh(episodes, navmesh, problem, max_y_delta), dropped
 
 
-__all__ = ["ObjectNavDataset", "check_pointnav_on_navmesh", "episodes_on_navmesh", "goals_key", "make_view_point", "make_object_goal",
+__all__ = ["ObjectNavDataset", "read_category_map", "check_pointnav_on_navmesh", "episodes_on_navmesh", "goals_key", "make_view_point", "make_object_goal",
            "goals_on_navmesh", "problem_counter",
            "make_objectnav_episode", "validate_goal", "read_objectnav_dataset",
            "write_objectnav_dataset", "check_on_navmesh", "NavmeshCheck", "CATEGORY_MAPS"]

@@ -12,7 +12,20 @@ from bps_assets.errors import ConfigError, InputError
 
 from .files import episodes_read_once, mapped_file, resolve_episodes
 
-__all__ = ["episodes_read_once", "file_episode_count", "scene_and_episode_counts"]
+__all__ = ["distinct_episodes", "episodes_read_once", "file_episode_count", "scene_and_episode_counts"]
+
+
+def distinct_episodes(by_scene, names=None) -> int:
+    """The distinct episodes (episode ids per scene) of ``by_scene`` (scene name -> its episodes: an
+    ``EpisodeTable`` or habitat episode dicts), of the scenes in ``names`` (None: all): the episodes an
+    eval can count, a repeat not again (``bps_train.episode_claims``' rule). The one count of an eval's
+    episodes, before ``make()`` (``file_episode_count``) and after (the supply's ``episodes_by_scene``)."""
+    return sum(len(set(_ids(eps))) for name, eps in by_scene.items() if names is None or name in names)
+
+
+def _ids(eps) -> list:
+    ids = getattr(eps, "ids", None)   # a table: no dicts made
+    return ids if ids is not None else [str(e["episode_id"]) for e in eps]   # a table's ids are str
 
 
 def scene_and_episode_counts(manifest_path, split: str) -> tuple[int, int]:
@@ -30,10 +43,11 @@ def scene_and_episode_counts(manifest_path, split: str) -> tuple[int, int]:
 
 
 def file_episode_count(manifest_path, split: str, path, map_file) -> int:
-    """Distinct episodes (episode ids per scene) of the episode file ``path`` on ``split``'s usable
+    """Distinct episodes (``distinct_episodes``) of the episode file ``path`` on ``split``'s usable
     scenes, the file read by ``map_file`` (the task's ``TaskSpec.episode_file``) as its supply
-    reads it: what an eval of the file plans its environments with. InputError when the file is
-    missing."""
+    reads it: what an eval of the file plans its environments with (an ObjectNav file with episodes
+    on a scene without semantics is refused by ``make()``, not served in part). InputError when the
+    file is missing."""
     from bps_assets.pipeline.manifest import load_manifest
 
     if not Path(path).exists():
@@ -41,4 +55,4 @@ def file_episode_count(manifest_path, split: str, path, map_file) -> int:
     manifest = load_manifest(manifest_path)
     names = {e.name for e in manifest.scenes(split)}
     mapped = mapped_file(path, manifest, map_file)
-    return sum(len(set(eps.ids)) for name, eps in mapped.by_scene.items() if name in names)
+    return distinct_episodes(mapped.by_scene, names)

@@ -139,6 +139,8 @@ def depth_clip_range(camera: Mapping) -> tuple[float, float]:
     name: a task's ``TaskSpec.camera``, ``SensorConfig.camera()``), DEFAULTS' where unset; each
     checked as ``RenderOptions`` checks it (``check_real``). The one place the range is found."""
     return tuple(check_real(k, camera.get(k, getattr(DEFAULTS, k))) for k in ("min_depth", "max_depth"))
+
+
 VIEW_DIRS_KEPT = 64   # camera ray tables a renderer keeps for ``render_view`` (one per resolution x HFOV)
 
 

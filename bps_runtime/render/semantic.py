@@ -3,8 +3,9 @@ per-scene id -> category table a trainer uses to turn semantic frames into categ
 the device.
 
 Contract (bps_assets.semantics): a semantic pixel is ``tri_object[hit triangle]`` (int32, 0 = no
-hit or no object); a scene without ``tri_object`` renders 0 everywhere. The renderers read the
-ids from ``ShadingData.tri_object`` (``build_shading_data`` takes a packed scene's
+hit or no object; an MP3D scene's faces of no object read habitat's 65535 too, the header's
+``no_object_id``, in no table: UNKNOWN); a scene without ``tri_object`` renders 0 everywhere. The
+renderers read the ids from ``ShadingData.tri_object`` (``build_shading_data`` takes a packed scene's
 ``tri_object``), so they need nothing else. ``CategoryTable`` is the env's side: per scene
 index a segment of sorted (scene index, id) keys and their categories, rewritten when a scene
 is attached or leaves (memory: by the objects of the largest scene, whatever the ids), so

@@ -9,8 +9,9 @@ checks that the table matches the modules' ``commands`` lists and their help, an
 importing this module loads no heavy package). A new command: define it in a ``cmd_*``
 module, list it in that module's ``commands`` and add a row here.
 
-Library errors (``BpsError``) become one line on stderr and a non-zero exit; anything else is
-a bug and keeps its traceback.
+Library errors (``BpsError``) become one line on stderr and a non-zero exit; Ctrl-C exits 130
+(128 + SIGINT, as bps-train and the shell), not click's "Aborted!" and 1; anything else is a bug
+and keeps its traceback.
 """
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ import click
 
 from bps_assets import __version__
 from bps_assets.errors import BpsError
+
+INTERRUPTED_EXIT = 130   # 128 + SIGINT
 
 # name -> (module, attribute, short help shown by `bps-assets --help`)
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -90,6 +93,9 @@ class _Group(click.Group):
         except BpsError as e:
             click.echo(f"error: {e}", err=True)
             ctx.exit(e.exit_code)
+        except KeyboardInterrupt:
+            click.echo("\ninterrupted (Ctrl-C)", err=True)
+            ctx.exit(INTERRUPTED_EXIT)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})

@@ -1,0 +1,48 @@
+"""The command lines as a user meets them: Ctrl-C exits 130, bad values are usage errors before
+any work (never a traceback), one option name per concept, help text on every option."""
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+import cli.main as cli_main
+from cli.main import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def test_ctrl_c_in_a_command_exits_130_not_aborted(monkeypatch):
+    @click.command("boom")
+    def boom():
+        raise KeyboardInterrupt
+
+    monkeypatch.setitem(cli_main.COMMANDS, "boom", ("x", "y", "raises Ctrl-C"))
+    monkeypatch.setattr(cli_main, "load_command", lambda name: boom)
+    r = run("boom")
+    assert r.exit_code == 130, r.output
+    assert "Aborted" not in r.output and "interrupted" in r.output
+
+
+def test_sigint_during_synth_exits_130(tmp_path):
+    exe = Path(sys.executable).with_name("bps-assets")
+    cmd = [str(exe)] if exe.is_file() else [sys.executable, "-m", "cli.main"]
+    p = subprocess.Popen([*cmd, "synth", str(tmp_path / "s"), "-n", "4", "--size", "gibson"], cwd=ROOT,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        p.stdout.readline()   # the first scene is written: the command runs inside click
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 130, err
+    assert "Aborted!" not in err and "Traceback" not in err

@@ -92,6 +92,27 @@ def check_minimums(args, minimums: dict) -> None:
             raise ConfigError(None, f"--{name.replace('_', '-')} {value}: must be >= {low}")
 
 
+def check_device(device: str) -> None:
+    """ConfigError unless ``device`` is ``cpu`` or ``cuda[:i]`` usable here (torch's own errors
+    were tracebacks after seconds of set-up); torch is imported only to ask about CUDA."""
+    import re
+
+    from bps_assets.errors import ConfigError
+
+    if not re.fullmatch(r"cpu|cuda(:\d+)?", device):
+        raise ConfigError(None, f"--device {device!r}: expected cpu, cuda or cuda:INDEX")
+    if device.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ConfigError(None, f"--device {device}: CUDA is not available on this machine "
+                                    "(torch sees no GPU, or was built without CUDA)")
+        index = int(device.partition(":")[2] or 0)
+        if index >= torch.cuda.device_count():
+            raise ConfigError(None, f"--device {device}: this machine has {torch.cuda.device_count()} "
+                                    "CUDA device(s)")
+
+
 def writable_dir(path) -> None:
     """Create ``path`` (mkdir -p) and check it is writable before any work: an OutputWriteError
     naming the folder and the cause otherwise."""

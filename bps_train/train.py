@@ -35,7 +35,7 @@ import numpy as np
 
 import bps_runtime
 from bps_runtime.tasks import TASKS
-from bps_train.args import arg, check_minimums, parse, writable_dir
+from bps_train.args import arg, check_device, check_minimums, parse, writable_dir
 from bps_train.lazy import lazy
 
 # torch and what is built on it load on first use: --help and argument errors answer at once
@@ -76,7 +76,7 @@ class Args:
     out_dir: str = arg("runs/ppo", "where checkpoints and logs go")
     resume: bool = arg(True, "continue from OUT_DIR/checkpoint.pt when it exists (same dataset, model and NUM_ENVS; --no-resume: start fresh)")
     seed: int = arg(1, "seed of the environments, the policy and the sampler")
-    device: str = arg("cpu", "torch device of the environments and the policy (cuda, cpu)")
+    device: str = arg("cpu", "torch device of the environments and the policy: cpu, cuda or cuda:INDEX")
     renderer: str = arg("embree", "render backend: embree (CPU) or warp (CUDA; CPU for tests)")
     sensor: str = arg("depth", "visual input: depth or rgb")
     resolution: int = arg(64, "square sensor resolution in pixels")
@@ -142,6 +142,7 @@ def check_args(args):
 
     if args.sensor not in ("depth", "rgb"):
         raise ConfigError(None, f"--sensor {args.sensor!r}: expected depth or rgb")
+    check_device(args.device)
     if args.task not in TASKS:
         raise ConfigError(None, f"--task {args.task!r}: expected one of {', '.join(TASKS)}")
     if args.episodes not in ("sample", "dataset") and not os.path.exists(args.episodes):

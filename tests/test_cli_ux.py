@@ -46,3 +46,26 @@ def test_sigint_during_synth_exits_130(tmp_path):
             p.kill()
     assert p.returncode == 130, err
     assert "Aborted!" not in err and "Traceback" not in err
+
+
+def _train(capsys, *argv):
+    from bps_train.train import main as train_main
+
+    code = train_main([*argv])
+    return code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("device", ["cpux", "cuda:x", "gpu", "cuda:"])
+def test_bps_train_bad_device_is_a_usage_error(capsys, device):
+    code, err = _train(capsys, "--device", device)
+    assert code == 2 and f"--device {device!r}: expected cpu, cuda or cuda:INDEX" in err
+    assert "Traceback" not in err
+
+
+def test_bps_train_cuda_without_cuda_is_a_usage_error(capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    code, err = _train(capsys, "--device", "cuda")
+    assert code == 2 and "--device cuda: CUDA is not available on this machine" in err

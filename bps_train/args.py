@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
+import math
 import typing
 
 
@@ -26,6 +27,17 @@ def _parse_bool(s: str) -> bool:
     if s.lower() in ("0", "false", "no", "off"):
         return False
     raise argparse.ArgumentTypeError(f"expected a boolean, got {s!r}")
+
+
+def _parse_float(s: str) -> float:
+    """A finite number: nan / inf would fail only after set-up, as a traceback from the loss."""
+    try:
+        v = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {s!r}") from None
+    if not math.isfinite(v):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {s!r}")
+    return v
 
 
 class _Parser(argparse.ArgumentParser):
@@ -66,7 +78,7 @@ def parse(cls, argv=None, description: str = ""):
             inner = [a for a in typing.get_args(typ) if a is not type(None)][0]
             kw.update(type=inner)
         else:
-            kw.update(type=typ)
+            kw.update(type=_parse_float if typ is float else typ)
         if f.metadata.get("choices"):
             kw.update(choices=f.metadata["choices"])
         p.add_argument("--" + f.name.replace("_", "-"), **kw)

@@ -69,3 +69,16 @@ def test_bps_train_cuda_without_cuda_is_a_usage_error(capsys):
         pytest.skip("this machine has CUDA")
     code, err = _train(capsys, "--device", "cuda")
     assert code == 2 and "--device cuda: CUDA is not available on this machine" in err
+
+
+@pytest.mark.parametrize("flag,value", [("--lr", "nan"), ("--gamma", "inf"), ("--entropy-coef", "nan"),
+                                        ("--stop-bias", "inf"), ("--lr", "abc")])
+def test_bps_train_non_finite_float_is_a_usage_error(capsys, flag, value):
+    from bps_train.args import parse
+    from bps_train.train import Args
+
+    with pytest.raises(SystemExit) as ei:
+        parse(Args, [flag, value])
+    err = capsys.readouterr().err
+    assert ei.value.code == 2 and f"argument {flag}: expected a" in err and repr(value) in err
+    assert parse(Args, [flag, "0.5"]).__getattribute__(flag[2:].replace("-", "_")) == 0.5

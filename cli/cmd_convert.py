@@ -16,7 +16,7 @@ from bps_assets.transforms.frame import DATASETS, UP_AXES
 from bps_assets.transforms.reorder import CURVES
 from bps_runtime.render.protocol import MAX_RESOLUTION, RenderOptions
 
-from .options import convert_options
+from .options import Finite, convert_options
 
 
 def _mb(n) -> str:
@@ -98,7 +98,7 @@ def _line(r: dict) -> str:
 @click.option("--up", type=click.Choice(UP_AXES), default=None,
               help="Override the preset's up axis of the source files.")
 @convert_options
-@click.option("--min-area", type=click.FloatRange(min=0), default=DEFAULTS.min_area, show_default=True,
+@click.option("--min-area", type=Finite(min=0), default=DEFAULTS.min_area, show_default=True,
               help="Clean: drop triangles smaller than this (m^2).")
 @click.option("--keep-collapsed", is_flag=True,
               help="Weld: keep triangles whose corners weld into one vertex (dropped by default).")

@@ -23,6 +23,8 @@ from bps_assets.nav.instance_imagenav_files import write_instance_imagenav_datas
 from bps_assets.nav.objectnav_files import write_objectnav_dataset
 from bps_assets.readers.semantic_categories import GOAL_SETS, mpcat40
 
+from .options import Finite
+
 D = ep.DEFAULTS
 TASKS = ("pointnav", "objectnav", "instance_imagenav")
 SEMANTIC_TASKS = ("objectnav", "instance_imagenav")   # goals are objects: need the packed scene
@@ -235,7 +237,7 @@ def _write_objectnav(out_dir, split, by_scene, overwrite):
               show_default=True,
               help="scene_id layout: gibson/NAME.glb, mp3d/NAME/NAME.glb or NAME.glb (NAVFILEs of a "
                    "preprocess output take the scan's path from its manifest instead, hm3d too)")
-@click.option("--goal-radius", type=float, default=D.goal_radius, show_default=True,
+@click.option("--goal-radius", type=Finite(), default=D.goal_radius, show_default=True,
               help="goals[].radius written (habitat-lab's generator writes 0.2)")
 @click.option("--task", type=click.Choice(TASKS), default="pointnav", show_default=True,
               help="pointnav, or objectnav / instance_imagenav (need each scene's packed scene with "

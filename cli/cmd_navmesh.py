@@ -14,7 +14,7 @@ from bps_assets.json_input import parse_json
 from bps_assets.nav.settings import DEFAULT_SETTINGS as S
 from bps_assets.transforms.frame import DATASETS, DEFAULTS as FRAME, UP_AXES
 
-from .options import NAV_KEYS, nav_options, options_given
+from .options import NAV_KEYS, Finite, nav_options, options_given
 
 NAV_SUFFIX = ".navmesh.bps"
 
@@ -350,7 +350,7 @@ def _png_name(ctx, param, value):
 @click.option("--overwrite", is_flag=True)
 @click.option("--max-size", default=1600, show_default=True, type=click.IntRange(min=64),
               help="largest side of the map in pixels (when --mpp is not given)")
-@click.option("--mpp", type=click.FloatRange(min=0, min_open=True), default=None,
+@click.option("--mpp", type=Finite(min=0, min_open=True), default=None,
               help="metres per pixel (default: the smallest 1/2/5 x 10^k that fits --max-size)")
 @click.option("--episodes", "episodes_file", type=click.Path(exists=True, path_type=Path), default=None,
               help="a PointNav, ObjectNav or InstanceImageNav dataset (split file, its folder, or a content "

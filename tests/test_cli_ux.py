@@ -82,3 +82,24 @@ def test_bps_train_non_finite_float_is_a_usage_error(capsys, flag, value):
     err = capsys.readouterr().err
     assert ei.value.code == 2 and f"argument {flag}: expected a" in err and repr(value) in err
     assert parse(Args, [flag, "0.5"]).__getattribute__(flag[2:].replace("-", "_")) == 0.5
+
+
+@pytest.mark.parametrize("argv", [
+    ["navmesh", "IN", "-o", "OUT", "--agent-radius", "inf"],
+    ["navmesh", "IN", "-o", "OUT", "--cell-size", "nan"],
+    ["preprocess", "DIR", "-o", "OUT", "--max-climb", "inf"],
+    ["convert", "IN", "-o", "OUT", "--position-error", "inf"],
+    ["convert", "IN", "-o", "OUT", "--min-area", "inf"],
+    ["episodes", "IN", "-o", "OUT", "--split", "train", "--per-scene", "1", "--goal-radius", "inf"],
+    ["preview", "IN", "-o", "OUT/map.png", "--mpp", "inf"],
+])
+def test_non_finite_float_options_are_usage_errors(tmp_path, argv):
+    scan = tmp_path / "x.glb"
+    scan.write_bytes(b"not read: the option is refused first")
+    argv = [str(scan) if a == "IN" else str(tmp_path) if a == "DIR" else a.replace("OUT", str(tmp_path / "out"))
+            for a in argv]
+    r = run(*argv)
+    assert r.exit_code == 2, r.output
+    assert "expected a finite number" in r.output, r.output
+    assert "Traceback" not in r.output
+    assert not (tmp_path / "out").exists()   # nothing written

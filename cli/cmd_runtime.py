@@ -31,10 +31,10 @@ def _heartbeat(what: str):
     t.start()
     try:
         yield
-    finally:
+    finally:   # "done" only when it finished: a failed run's error line follows on its own
         done.set()
         t.join()
-        click.echo(f"  done in {time.perf_counter() - t0:.0f} s", err=True)
+    click.echo(f"  done in {time.perf_counter() - t0:.0f} s", err=True)
 
 
 def _check_noise(ctx, param, value):

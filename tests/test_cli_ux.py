@@ -103,3 +103,14 @@ def test_non_finite_float_options_are_usage_errors(tmp_path, argv):
     assert "expected a finite number" in r.output, r.output
     assert "Traceback" not in r.output
     assert not (tmp_path / "out").exists()   # nothing written
+
+
+def test_bench_says_no_done_when_it_fails(tmp_path):
+    import json
+
+    man = tmp_path / "manifest.json"
+    man.write_text(json.dumps({"format_version": 1}))   # not a usable manifest: fails after the first line
+    r = run("bench", man, "--num-envs", "2", "--steps", "2", "--threads", "1", "--count-steps", "0")
+    assert r.exit_code == 2, r.output
+    assert r.output.startswith("bench: ") and "error: " in r.output
+    assert "done in" not in r.output, r.output

@@ -89,7 +89,7 @@ def _line(r: dict) -> str:
 
 @click.command("convert")
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(dir_okay=True, path_type=str))
-@click.option("-o", "--outdir", required=True, type=click.Path(file_okay=False, path_type=str),
+@click.option("-o", "--out", "--outdir", "outdir", required=True, type=click.Path(file_okay=False, path_type=str),
               help="Directory for the packed files (OUTDIR/<scene>.bps; <scene>: the file name up to its "
                    "first dot, leading dots dropped; --overwrite never replaces one made from another source: other path, other bytes).")
 @click.option("--dataset", type=click.Choice(DATASETS), default=DEFAULTS.dataset, show_default=True,

@@ -114,3 +114,11 @@ def test_bench_says_no_done_when_it_fails(tmp_path):
     assert r.exit_code == 2, r.output
     assert r.output.startswith("bench: ") and "error: " in r.output
     assert "done in" not in r.output, r.output
+
+
+def test_convert_takes_out_like_the_other_commands(synth_pair, tmp_path):
+    glb = synth_pair / "gibson" / "Allensville.glb"
+    for flag in ("--out", "--outdir", "-o"):
+        r = run("convert", glb, flag, tmp_path / flag.strip("-"), "--dataset", "gibson")
+        assert r.exit_code == 0, r.output
+        assert (tmp_path / flag.strip("-") / "Allensville.bps").is_file()

@@ -105,9 +105,9 @@ def _line(r: dict) -> str:
 @click.option("--reorder", "reorder_curve", type=click.Choice(CURVES), default=DEFAULTS.reorder_curve,
               show_default=True, help="Triangle order: a Morton curve, or the source's order.")
 @click.option("--meshlet-max-vertices", type=click.IntRange(3, 255), default=DEFAULTS.meshlet_max_vertices,
-              show_default=True)
+              show_default=True, help="Meshlets: largest number of vertices per meshlet.")
 @click.option("--meshlet-max-triangles", type=click.IntRange(1, 512), default=DEFAULTS.meshlet_max_triangles,
-              show_default=True)
+              show_default=True, help="Meshlets: largest number of triangles per meshlet.")
 @click.option("--chunk-meshlets", type=click.IntRange(min=1), default=DEFAULTS.chunk_meshlets, show_default=True,
               help="Meshlets per culling chunk.")
 @click.option("--zstd-level", type=click.IntRange(1, 22), default=DEFAULTS.zstd_level, show_default=True,

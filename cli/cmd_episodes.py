@@ -232,7 +232,7 @@ def _write_objectnav(out_dir, split, by_scene, overwrite):
 @click.option("--split", required=True, help="split name (train, val, ...)")
 @click.option("--per-scene", "per_scene", required=True, type=click.IntRange(min=1),
               help="episodes per scene")
-@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--seed", default=0, show_default=True, type=int, help="seed of the episode sampler")
 @click.option("--dataset", type=click.Choice(["gibson", "mp3d", "generic"]), default="generic",
               show_default=True,
               help="scene_id layout: gibson/NAME.glb, mp3d/NAME/NAME.glb or NAME.glb (NAVFILEs of a "

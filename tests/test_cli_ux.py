@@ -122,3 +122,27 @@ def test_convert_takes_out_like_the_other_commands(synth_pair, tmp_path):
         r = run("convert", glb, flag, tmp_path / flag.strip("-"), "--dataset", "gibson")
         assert r.exit_code == 0, r.output
         assert (tmp_path / flag.strip("-") / "Allensville.bps").is_file()
+
+
+def _leaf_commands():
+    def walk(name, c):
+        if isinstance(c, click.Group):
+            for n, sub in c.commands.items():
+                yield from walk(f"{name} {n}", sub)
+        else:
+            yield name, c
+
+    for n in cli_main.COMMANDS:
+        yield from walk(n, cli_main.load_command(n))
+
+
+def test_every_option_of_every_command_has_help():
+    missing = [f"{name} {'/'.join(p.opts)}" for name, c in _leaf_commands()
+               for p in c.params if isinstance(p, click.Option) and not p.help]
+    assert not missing, missing
+
+
+@pytest.mark.parametrize("flag", ["--time", "--cpus-per-task", "--mem-gb"])
+def test_launch_refuses_a_non_positive_resource(tmp_path, flag):
+    r = run("launch", tmp_path, "-o", tmp_path / "out", "--dataset", "gibson", "--shards", "1", flag, "0")
+    assert r.exit_code == 2 and "not in the range x>=1" in r.output, r.output

@@ -146,3 +146,11 @@ def test_every_option_of_every_command_has_help():
 def test_launch_refuses_a_non_positive_resource(tmp_path, flag):
     r = run("launch", tmp_path, "-o", tmp_path / "out", "--dataset", "gibson", "--shards", "1", flag, "0")
     assert r.exit_code == 2 and "not in the range x>=1" in r.output, r.output
+
+
+def test_demo_help_names_its_default_outdir():
+    from bps_train.train import Args
+
+    r = run("demo", "--help")
+    assert r.exit_code == 0 and "default demo_out" in r.output
+    assert Args().dataset == "demo_out/manifest.json"   # the folder bps-train reads by default

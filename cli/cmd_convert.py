@@ -199,6 +199,22 @@ def _fmt_value(v) -> str:
     return s if len(s) <= 110 else s[:107] + "..."
 
 
+def _not_packed_hint(file) -> str:
+    """What to run on a file that is not a packed one, by its content (a navmesh is no scan)."""
+    import shlex
+
+    from bps_assets.readers.detect import KINDS, detect_kind
+
+    q = shlex.quote(str(file))
+    family = KINDS.get(detect_kind(file), ("",))[0]
+    if family == "navmesh":
+        return f"this navmesh shows with `bps-assets nav info {q}`"
+    if family in ("gltf", "ply", "obj"):
+        return f"a scan converts with `bps-assets convert {q} -o OUTDIR`"
+    return (f"a scan converts with `bps-assets convert {q} -o OUTDIR`, a habitat .navmesh shows with "
+            f"`bps-assets nav info {q}`")
+
+
 @click.command("info")
 @click.argument("file", type=click.Path(path_type=str))
 @click.option("--json", "as_json", is_flag=True, help="Print header and section table as JSON.")
@@ -219,9 +235,7 @@ def info_cmd(file, as_json, navmesh, resolution, hfov, lod):
     except CorruptFileError as e:
         if "bad magic" not in e.detail:
             raise
-        raise CorruptFileError(file, f"{e.detail}: `info` reads packed files (.bps); a scan converts "
-                                     f"with `bps-assets convert {file} -o OUTDIR`, a habitat .navmesh "
-                                     f"shows with `bps-assets nav info {file}`") from None
+        raise CorruptFileError(file, f"{e.detail}: `info` reads packed files (.bps); {_not_packed_hint(file)}") from None
     size = os.path.getsize(file)
     table = [{"name": s.name, "dtype": next(k for k, v in _dtype_names().items() if v == s.dtype),
               "shape": list(s.shape), "codec": s.codec, "filter": s.filter, "offset": s.offset,

@@ -154,3 +154,23 @@ def test_demo_help_names_its_default_outdir():
     r = run("demo", "--help")
     assert r.exit_code == 0 and "default demo_out" in r.output
     assert Args().dataset == "demo_out/manifest.json"   # the folder bps-train reads by default
+
+
+NAVMESH = ROOT.parent / "shared" / "assets" / "habitat_test_scenes_navmesh" / "apartment_1.navmesh"
+
+
+def test_info_hint_fits_the_file_and_quotes_its_path(synth_pair, tmp_path):
+    import shutil
+
+    spaced = tmp_path / "my scans"
+    spaced.mkdir()
+    glb = spaced / "Allensville.glb"
+    shutil.copy(synth_pair / "gibson" / "Allensville.glb", glb)
+    r = run("info", glb)
+    assert r.exit_code == 2 and f"`bps-assets convert '{glb}' -o OUTDIR`" in r.output, r.output
+    assert "nav info" not in r.output
+    if not NAVMESH.is_file():
+        pytest.skip("shared assets absent")
+    r = run("info", NAVMESH)
+    assert r.exit_code == 2 and f"`bps-assets nav info {NAVMESH}`" in r.output, r.output
+    assert "convert" not in r.output

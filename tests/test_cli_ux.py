@@ -174,3 +174,21 @@ def test_info_hint_fits_the_file_and_quotes_its_path(synth_pair, tmp_path):
     r = run("info", NAVMESH)
     assert r.exit_code == 2 and f"`bps-assets nav info {NAVMESH}`" in r.output, r.output
     assert "convert" not in r.output
+
+
+def test_synth_semantic_over_kept_scans_says_which_lack_annotations(tmp_path):
+    import json
+
+    out = tmp_path / "s"
+    assert run("synth", out, "-n", "1").exit_code == 0
+    r = run("synth", out, "-n", "2", "--semantic")
+    assert r.exit_code == 1, r.output
+    assert "1 kept scene(s) have no annotations: Allensville" in r.output and "--overwrite" in r.output
+    assert (out / "gibson" / "Collierville.semantic.txt").is_file()   # the scene it wrote is annotated
+    r = CliRunner().invoke(main, ["synth", str(out), "-n", "2", "--semantic", "--json"])
+    doc = json.loads(r.stdout)
+    assert r.exit_code == 1 and doc["kept"] == ["Allensville", "Collierville"]
+    assert doc["not_annotated"] == ["Allensville"]
+    r = run("synth", out, "-n", "2", "--semantic", "--overwrite")
+    assert r.exit_code == 0 and (out / "gibson" / "Allensville.semantic.txt").is_file()
+    assert run("synth", out, "-n", "2", "--semantic").exit_code == 0   # all kept, all annotated

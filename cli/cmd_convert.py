@@ -112,8 +112,8 @@ def _line(r: dict) -> str:
               help="Meshlets per culling chunk.")
 @click.option("--zstd-level", type=click.IntRange(1, 22), default=DEFAULTS.zstd_level, show_default=True,
               help="zstd level of the geometry sections.")
-@click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Worker processes.")
+@click.option("--workers", "--jobs", "-j", "jobs", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Worker processes (--workers as preprocess and demo; --jobs, -j: the same).")
 @click.option("--overwrite", is_flag=True, help="Replace existing output files.")
 @click.option("--force", is_flag=True,
               help="Convert a scan that looks read with the wrong up axis as given (refused by default).")

@@ -116,10 +116,10 @@ def test_bench_says_no_done_when_it_fails(tmp_path):
     assert "done in" not in r.output, r.output
 
 
-def test_convert_takes_out_like_the_other_commands(synth_pair, tmp_path):
+def test_convert_takes_out_and_workers_like_the_other_commands(synth_pair, tmp_path):
     glb = synth_pair / "gibson" / "Allensville.glb"
-    for flag in ("--out", "--outdir", "-o"):
-        r = run("convert", glb, flag, tmp_path / flag.strip("-"), "--dataset", "gibson")
+    for flag, workers in (("--out", "--workers"), ("--outdir", "--jobs"), ("-o", "-j")):
+        r = run("convert", glb, flag, tmp_path / flag.strip("-"), "--dataset", "gibson", workers, "1")
         assert r.exit_code == 0, r.output
         assert (tmp_path / flag.strip("-") / "Allensville.bps").is_file()
 

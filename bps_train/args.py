@@ -67,7 +67,10 @@ def parse(cls, argv=None, description: str = ""):
     for f in dataclasses.fields(cls):
         typ = hints[f.name]
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
-        kw = dict(default=default, help=f.metadata.get("doc", "").replace("%", "%%"), dest=f.name)
+        doc = f.metadata.get("doc", "").replace("%", "%%")
+        if default == "":   # the formatter's "(default: )" reads as a missing value
+            doc += " (default: %(default)r)"
+        kw = dict(default=default, help=doc, dest=f.name)
         origin = typing.get_origin(typ)
         if typ is bool:
             kw.update(type=_parse_bool, nargs="?", const=True, metavar="BOOL")

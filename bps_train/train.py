@@ -69,7 +69,7 @@ class Args:
                                 "once, on its first run (0: all of the split's or of --eval-episodes-file; "
                                 f"sampled episodes (ObjectNav, InstanceImageNav without a file): {SAMPLED_EVAL}); "
                                 "min(N, 64) environments")
-    eval_greedy: bool = arg(False, "--eval takes the most likely action (default: sample, as habitat-baselines)")
+    eval_greedy: bool = arg(False, "--eval takes the most likely action (false: samples it, as habitat-baselines)")
     video: int = arg(0, "with --eval: write this many distinct episodes (of those evaluated) as videos to "
                           "OUT_DIR/videos (sensors, map, metrics)")
     video_format: str = arg("auto", "--video files: auto (mp4 when PyAV is installed, else gif), mp4, gif or png (frames)")

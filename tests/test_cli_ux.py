@@ -192,3 +192,14 @@ def test_synth_semantic_over_kept_scans_says_which_lack_annotations(tmp_path):
     r = run("synth", out, "-n", "2", "--semantic", "--overwrite")
     assert r.exit_code == 0 and (out / "gibson" / "Allensville.semantic.txt").is_file()
     assert run("synth", out, "-n", "2", "--semantic").exit_code == 0   # all kept, all annotated
+
+
+def test_bps_train_help_shows_empty_defaults_and_no_double_default(capsys):
+    from bps_train.args import parse
+    from bps_train.train import Args
+
+    with pytest.raises(SystemExit):
+        parse(Args, ["--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "(default: )" not in out and out.count("(default: '')") == 4   # --eval, its file, --categories, --noise
+    assert "(default: sample, as habitat-baselines) (default: False)" not in out

@@ -305,7 +305,8 @@ def manifest_show_cmd(manifest, as_json):
 @nav_options
 @convert_options
 @click.option("--executor", type=click.Choice(["slurm", "local", "debug"]), default="slurm", show_default=True,
-              help="submitit executor: slurm, or local / debug to try it on this machine.")
+              help="submitit executor: slurm, or local / debug to try it on this machine (debug runs the "
+                   "tasks in this process and, as submitit's debug executor does, opens pdb on a task's error).")
 @click.option("--partition", default=None, help="SLURM partition (default: the cluster's).")
 @click.option("--time", "time_min", type=click.IntRange(min=1), default=240, show_default=True,
               help="Minutes per task.")

@@ -143,9 +143,10 @@ def test_every_option_of_every_command_has_help():
 
 
 @pytest.mark.parametrize("flag", ["--time", "--cpus-per-task", "--mem-gb"])
-def test_launch_refuses_a_non_positive_resource(tmp_path, flag):
+def test_launch_refuses_a_non_positive_resource_and_says_debug_opens_pdb(tmp_path, flag):
     r = run("launch", tmp_path, "-o", tmp_path / "out", "--dataset", "gibson", "--shards", "1", flag, "0")
     assert r.exit_code == 2 and "not in the range x>=1" in r.output, r.output
+    assert "opens pdb" in " ".join(run("launch", "--help").output.split())
 
 
 def test_demo_help_names_its_default_outdir():

@@ -227,7 +227,7 @@ def _write_objectnav(out_dir, split, by_scene, overwrite):
 @click.command("episodes")
 @click.argument("navfiles", nargs=-1, required=True,
                 type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("-o", "--out", "out_dir", required=True, type=click.Path(path_type=Path),
+@click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="dataset root: writes OUT/SPLIT/SPLIT.json.gz and OUT/SPLIT/content/")
 @click.option("--split", required=True, help="split name (train, val, ...)")
 @click.option("--per-scene", "per_scene", required=True, type=click.IntRange(min=1),

@@ -204,3 +204,13 @@ def test_bps_train_help_shows_empty_defaults_and_no_double_default(capsys):
     out = " ".join(capsys.readouterr().out.split())
     assert "(default: )" not in out and out.count("(default: '')") == 4   # --eval, its file, --categories, --noise
     assert "(default: sample, as habitat-baselines) (default: False)" not in out
+
+
+def test_episodes_out_that_is_a_file_is_refused_before_any_work(tmp_path):
+    nav = tmp_path / "x.navmesh.bps"
+    nav.write_bytes(b"never read: the -o check comes first")
+    out = tmp_path / "taken"
+    out.write_text("a user's file")
+    r = run("episodes", nav, "-o", out, "--split", "train", "--per-scene", "1")
+    assert r.exit_code == 2 and "is a file" in r.output, r.output
+    assert out.read_text() == "a user's file"

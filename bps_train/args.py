@@ -9,6 +9,8 @@ import argparse
 import dataclasses
 import difflib
 import math
+import os
+import sys
 import typing
 
 
@@ -89,7 +91,11 @@ def parse(cls, argv=None, description: str = ""):
             # no default of its own: the help would read "(default: True)" beside a switch-off
             p.add_argument("--no-" + f.name.replace("_", "-"), dest=f.name, action="store_false",
                            default=argparse.SUPPRESS, help=f"same as --{f.name.replace('_', '-')} false")
-    ns = p.parse_args(argv)
+    if argv is None:
+        argv = sys.argv[1:]
+    # --out-dir=~/runs: the shell expands ~ only at a word's start (a folder named ~ otherwise)
+    ns = p.parse_args([f"{t.partition('=')[0]}={os.path.expanduser(t.partition('=')[2])}"
+                       if t.startswith("--") and t.partition("=")[2].startswith("~") else t for t in argv])
     vals = vars(ns)
     for f in dataclasses.fields(cls):
         if typing.get_origin(hints[f.name]) is tuple:

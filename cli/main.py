@@ -16,6 +16,7 @@ and keeps its traceback.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 import click
@@ -59,6 +60,13 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
 }
 
 
+def expand_option_tilde(token: str) -> str:
+    """``--out=~/x`` with ``~`` expanded: the shell expands ``~`` only at a word's start, so the
+    ``=`` form would otherwise make a folder named ``~`` in the working directory."""
+    opt, eq, value = token.partition("=")
+    return f"{opt}={os.path.expanduser(value)}" if token.startswith("--") and eq and value.startswith("~") else token
+
+
 def load_command(name: str) -> click.Command:
     """Import ``name``'s module and return its click command."""
     module, attr, _ = COMMANDS[name]
@@ -86,6 +94,9 @@ class _Group(click.Group):
         rows = [(n, _shorten(COMMANDS[n][2], limit)) for n in sorted(COMMANDS)]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
+
+    def parse_args(self, ctx, args):
+        return super().parse_args(ctx, [expand_option_tilde(a) for a in args])
 
     def invoke(self, ctx):
         try:

@@ -214,3 +214,18 @@ def test_episodes_out_that_is_a_file_is_refused_before_any_work(tmp_path):
     r = run("episodes", nav, "-o", out, "--split", "train", "--per-scene", "1")
     assert r.exit_code == 2 and "is a file" in r.output, r.output
     assert out.read_text() == "a user's file"
+
+
+def test_option_equals_tilde_is_expanded(tmp_path, monkeypatch):
+    from bps_train.args import parse
+    from bps_train.train import Args
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    assert parse(Args, ["--out-dir=~/runs", "--dataset=~/d/manifest.json"]).out_dir == str(tmp_path / "runs")
+    assert parse(Args, ["--noise=", "--out-dir", "~x"]).out_dir == "~x"   # only the = form, only a leading ~
+    r = run("synth", "--seed=0", "-n", "1", "--layout=gibson", tmp_path / "s", "--json")
+    assert r.exit_code == 0
+    r = run("navmesh", tmp_path / "s" / "gibson" / "Allensville.glb", "--out=~/nav", "--dataset", "gibson")
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "nav" / "Allensville.navmesh.bps").is_file() and not (tmp_path / "~").exists()

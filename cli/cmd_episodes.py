@@ -281,6 +281,10 @@ def episodes_cmd(navfiles, out_dir, split, per_scene, seed, dataset, goal_radius
         if not navfiles:
             raise click.UsageError(f"no NAVFILE belongs to the {split} subset of its manifest "
                                    "(--any-subset to use them anyway)")
+    hint = did_you_mean(split, _SUBSETS, n=1) if split not in _SUBSETS and entries else ""
+    if hint:   # a free split name keeps every NAVFILE: a typo of a subset would mix train and val scenes
+        click.echo(f"warning: split {split!r} is none of the manifest's subsets ({', '.join(_SUBSETS)}): "
+                   f"every NAVFILE is used; {hint}", err=True)
     names = [habitat_scene_name(p) for p in navfiles]
     dup = {n for n in names if names.count(n) > 1}
     if dup:

@@ -229,3 +229,15 @@ def test_option_equals_tilde_is_expanded(tmp_path, monkeypatch):
     r = run("navmesh", tmp_path / "s" / "gibson" / "Allensville.glb", "--out=~/nav", "--dataset", "gibson")
     assert r.exit_code == 0, r.output
     assert (tmp_path / "nav" / "Allensville.navmesh.bps").is_file() and not (tmp_path / "~").exists()
+
+
+def test_episodes_split_typo_of_a_subset_is_warned(synth_pair, tmp_path):
+    out = tmp_path / "out"
+    r = run("preprocess", synth_pair, "-o", out, "--dataset", "gibson", "--split", "tiny", "--workers", "1")
+    assert r.exit_code == 0, r.output
+    navs = sorted((out / "navmeshes").glob("*.navmesh.bps"))
+    r = run("episodes", *navs, "-o", tmp_path / "ep", "--split", "vall", "--per-scene", "1")
+    assert r.exit_code == 0 and "split 'vall' is none of the manifest's subsets" in r.output, r.output
+    assert "did you mean 'val'?" in r.output
+    r = run("episodes", *navs, "-o", tmp_path / "ep", "--split", "val_mini", "--per-scene", "1")
+    assert r.exit_code == 0 and "warning" not in r.output   # a free split name of its own

@@ -146,7 +146,7 @@ def check_args(args):
     if args.task not in TASKS:
         raise ConfigError(None, f"--task {args.task!r}: expected one of {', '.join(TASKS)}")
     if args.episodes not in ("sample", "dataset") and not os.path.exists(args.episodes):
-        raise ConfigError(None, f"--episodes {args.episodes!r}: expected sample, dataset or an episode file")
+        raise ConfigError(None, f"--episodes {args.episodes!r}: " + episodes_problem(args.episodes))
     if args.noise:
         from bps_runtime.noise.presets import noise_options
         noise_options(args.noise)   # a bad --noise fails here, before any work
@@ -162,6 +162,18 @@ def check_args(args):
     if not 1 <= args.minibatches <= args.num_envs:
         raise ConfigError(None, f"--minibatches {args.minibatches}: must be in 1..NUM_ENVS ({args.num_envs}); "
                                 "minibatches split the environments (whole recurrent sequences)")
+
+
+def episodes_problem(value: str) -> str:
+    """What is wrong with an --episodes value that is neither a mode nor an existing file."""
+    from bps_assets.errors import did_you_mean
+
+    if "{split}" in value:
+        return "habitat-lab's {split} data_path template: give the file itself (fill in the split)"
+    if os.sep in value or value.endswith((".json", ".json.gz")):
+        return "no such episode file"
+    hint = did_you_mean(value, ("sample", "dataset"), n=1)
+    return "expected sample, dataset or an episode file" + (f"; {hint}" if hint else "")
 
 
 def setup_distributed(args):

@@ -241,3 +241,14 @@ def test_episodes_split_typo_of_a_subset_is_warned(synth_pair, tmp_path):
     assert "did you mean 'val'?" in r.output
     r = run("episodes", *navs, "-o", tmp_path / "ep", "--split", "val_mini", "--per-scene", "1")
     assert r.exit_code == 0 and "warning" not in r.output   # a free split name of its own
+
+
+@pytest.mark.parametrize("value,says", [
+    ("data/pointnav/val/val.json.gz", "no such episode file"),
+    ("data/{split}/x.json.gz", "{split} data_path template"),
+    ("smaple", "did you mean 'sample'?"),
+    ("foo", "expected sample, dataset or an episode file"),
+])
+def test_bps_train_episodes_says_what_is_wrong(capsys, tmp_path, value, says):
+    code, err = _train(capsys, "--episodes", value)
+    assert code == 2 and f"--episodes {value!r}: " in err and says in err, err

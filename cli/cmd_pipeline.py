@@ -31,6 +31,9 @@ def _dataset_choice(ctx, param, value):
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def datasets_cmd(name, split, as_json):
     """List the known datasets, a dataset's splits, or a split's scenes."""
+    if name is None and split is not None:
+        raise click.UsageError(f"--split {split} lists a dataset's split: give its NAME too "
+                               f"(e.g. bps-assets datasets gibson --split {split})")
     if name is None:
         rows = []
         for n in ds_mod.list_datasets():
@@ -212,6 +215,8 @@ def verify_cmd(manifest, deep, as_json, jobs, verbose, strict, source, dataset, 
         return
     if manifest is None:
         raise click.UsageError("give a MANIFEST (or --source SRC_ROOT --dataset NAME)")
+    if dataset is not None or split is not None:   # a manifest names its own dataset and split
+        raise click.UsageError("--dataset / --split go with --source; a MANIFEST is checked as it is")
     rep = v.verify_manifest(manifest, deep=deep, jobs=jobs, strict=strict)
     click.echo(json.dumps(rep.to_json(), indent=1) if as_json else v.format_report(rep, verbose))
     if not rep.ok:

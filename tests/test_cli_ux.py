@@ -252,3 +252,13 @@ def test_episodes_split_typo_of_a_subset_is_warned(synth_pair, tmp_path):
 def test_bps_train_episodes_says_what_is_wrong(capsys, tmp_path, value, says):
     code, err = _train(capsys, "--episodes", value)
     assert code == 2 and f"--episodes {value!r}: " in err and says in err, err
+
+
+def test_options_that_need_another_are_refused_alone(tmp_path):
+    r = run("datasets", "--split", "tiny")
+    assert r.exit_code == 2 and "give its NAME too" in r.output, r.output
+    man = tmp_path / "manifest.json"
+    man.write_text("{}")
+    for extra in (["--dataset", "gibson"], ["--split", "tiny"]):
+        r = run("verify", man, *extra)
+        assert r.exit_code == 2 and "--dataset / --split go with --source" in r.output, r.output

@@ -156,6 +156,10 @@ def check_args(args):
         raise ConfigError(None, "--num-envs, --rollout-steps, --epochs and --total-steps must be >= 1")
     if args.video < 0 or (args.video and not args.eval):
         raise ConfigError(None, f"--video {args.video}: a number of episodes >= 0, written by --eval CKPT")
+    eval_only = [f"--{k.replace('_', '-')}" for k in ("eval_episodes_file", "eval_episodes", "eval_greedy")
+                 if getattr(args, k)]
+    if eval_only and not args.eval:   # training never evaluates: a file named here would go unread
+        raise ConfigError(None, f"{', '.join(eval_only)}: with --eval CKPT only (this run trains)")
     check_minimums(args, {"seed": 0, "save_every": 1, "log_every": 1, "resolution": 1, "threads": 0, "act_threads": 0,
                           "learn_threads": 0, "hidden": 1, "width": 1, "snapshot_every": 0, "sim_only_steps": 0,
                           "cache_slots": 0, "eval_episodes": 0, "lr_ref_batch": 1})

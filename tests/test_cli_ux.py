@@ -262,3 +262,10 @@ def test_options_that_need_another_are_refused_alone(tmp_path):
     for extra in (["--dataset", "gibson"], ["--split", "tiny"]):
         r = run("verify", man, *extra)
         assert r.exit_code == 2 and "--dataset / --split go with --source" in r.output, r.output
+
+
+@pytest.mark.parametrize("argv", [["--eval-episodes-file", "nope.json.gz"], ["--eval-episodes", "5"],
+                                  ["--eval-greedy"]])
+def test_bps_train_eval_options_without_eval_are_refused(capsys, argv):
+    code, err = _train(capsys, *argv)
+    assert code == 2 and f"{argv[0]}: with --eval CKPT only" in err, err

@@ -8,6 +8,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
+import math
+import os
+import sys
 import typing
 
 
@@ -26,6 +29,17 @@ def _parse_bool(s: str) -> bool:
     if s.lower() in ("0", "false", "no", "off"):
         return False
     raise argparse.ArgumentTypeError(f"expected a boolean, got {s!r}")
+
+
+def _parse_float(s: str) -> float:
+    """A finite number: nan / inf would fail only after set-up, as a traceback from the loss."""
+    try:
+        v = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {s!r}") from None
+    if not math.isfinite(v):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {s!r}")
+    return v
 
 
 class _Parser(argparse.ArgumentParser):
@@ -55,7 +69,10 @@ def parse(cls, argv=None, description: str = ""):
     for f in dataclasses.fields(cls):
         typ = hints[f.name]
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
-        kw = dict(default=default, help=f.metadata.get("doc", "").replace("%", "%%"), dest=f.name)
+        doc = f.metadata.get("doc", "").replace("%", "%%")
+        if default == "":   # the formatter's "(default: )" reads as a missing value
+            doc += " (default: %(default)r)"
+        kw = dict(default=default, help=doc, dest=f.name)
         origin = typing.get_origin(typ)
         if typ is bool:
             kw.update(type=_parse_bool, nargs="?", const=True, metavar="BOOL")
@@ -66,7 +83,7 @@ def parse(cls, argv=None, description: str = ""):
             inner = [a for a in typing.get_args(typ) if a is not type(None)][0]
             kw.update(type=inner)
         else:
-            kw.update(type=typ)
+            kw.update(type=_parse_float if typ is float else typ)
         if f.metadata.get("choices"):
             kw.update(choices=f.metadata["choices"])
         p.add_argument("--" + f.name.replace("_", "-"), **kw)
@@ -74,7 +91,11 @@ def parse(cls, argv=None, description: str = ""):
             # no default of its own: the help would read "(default: True)" beside a switch-off
             p.add_argument("--no-" + f.name.replace("_", "-"), dest=f.name, action="store_false",
                            default=argparse.SUPPRESS, help=f"same as --{f.name.replace('_', '-')} false")
-    ns = p.parse_args(argv)
+    if argv is None:
+        argv = sys.argv[1:]
+    # --out-dir=~/runs: the shell expands ~ only at a word's start (a folder named ~ otherwise)
+    ns = p.parse_args([f"{t.partition('=')[0]}={os.path.expanduser(t.partition('=')[2])}"
+                       if t.startswith("--") and t.partition("=")[2].startswith("~") else t for t in argv])
     vals = vars(ns)
     for f in dataclasses.fields(cls):
         if typing.get_origin(hints[f.name]) is tuple:
@@ -90,6 +111,27 @@ def check_minimums(args, minimums: dict) -> None:
         value = getattr(args, name)
         if value < low:
             raise ConfigError(None, f"--{name.replace('_', '-')} {value}: must be >= {low}")
+
+
+def check_device(device: str) -> None:
+    """ConfigError unless ``device`` is ``cpu`` or ``cuda[:i]`` usable here (torch's own errors
+    were tracebacks after seconds of set-up); torch is imported only to ask about CUDA."""
+    import re
+
+    from bps_assets.errors import ConfigError
+
+    if not re.fullmatch(r"cpu|cuda(:\d+)?", device):
+        raise ConfigError(None, f"--device {device!r}: expected cpu, cuda or cuda:INDEX")
+    if device.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ConfigError(None, f"--device {device}: CUDA is not available on this machine "
+                                    "(torch sees no GPU, or was built without CUDA)")
+        index = int(device.partition(":")[2] or 0)
+        if index >= torch.cuda.device_count():
+            raise ConfigError(None, f"--device {device}: this machine has {torch.cuda.device_count()} "
+                                    "CUDA device(s)")
 
 
 def writable_dir(path) -> None:

@@ -35,7 +35,7 @@ import numpy as np
 
 import bps_runtime
 from bps_runtime.tasks import TASKS
-from bps_train.args import arg, check_minimums, parse, writable_dir
+from bps_train.args import arg, check_device, check_minimums, parse, writable_dir
 from bps_train.lazy import lazy
 
 # torch and what is built on it load on first use: --help and argument errors answer at once
@@ -69,14 +69,14 @@ class Args:
                                 "once, on its first run (0: all of the split's or of --eval-episodes-file; "
                                 f"sampled episodes (ObjectNav, InstanceImageNav without a file): {SAMPLED_EVAL}); "
                                 "min(N, 64) environments")
-    eval_greedy: bool = arg(False, "--eval takes the most likely action (default: sample, as habitat-baselines)")
+    eval_greedy: bool = arg(False, "--eval takes the most likely action (false: samples it, as habitat-baselines)")
     video: int = arg(0, "with --eval: write this many distinct episodes (of those evaluated) as videos to "
                           "OUT_DIR/videos (sensors, map, metrics)")
     video_format: str = arg("auto", "--video files: auto (mp4 when PyAV is installed, else gif), mp4, gif or png (frames)")
     out_dir: str = arg("runs/ppo", "where checkpoints and logs go")
     resume: bool = arg(True, "continue from OUT_DIR/checkpoint.pt when it exists (same dataset, model and NUM_ENVS; --no-resume: start fresh)")
     seed: int = arg(1, "seed of the environments, the policy and the sampler")
-    device: str = arg("cpu", "torch device of the environments and the policy (cuda, cpu)")
+    device: str = arg("cpu", "torch device of the environments and the policy: cpu, cuda or cuda:INDEX")
     renderer: str = arg("embree", "render backend: embree (CPU) or warp (CUDA; CPU for tests)")
     sensor: str = arg("depth", "visual input: depth or rgb")
     resolution: int = arg(64, "square sensor resolution in pixels")
@@ -142,10 +142,11 @@ def check_args(args):
 
     if args.sensor not in ("depth", "rgb"):
         raise ConfigError(None, f"--sensor {args.sensor!r}: expected depth or rgb")
+    check_device(args.device)
     if args.task not in TASKS:
         raise ConfigError(None, f"--task {args.task!r}: expected one of {', '.join(TASKS)}")
     if args.episodes not in ("sample", "dataset") and not os.path.exists(args.episodes):
-        raise ConfigError(None, f"--episodes {args.episodes!r}: expected sample, dataset or an episode file")
+        raise ConfigError(None, f"--episodes {args.episodes!r}: " + episodes_problem(args.episodes))
     if args.noise:
         from bps_runtime.noise.presets import noise_options
         noise_options(args.noise)   # a bad --noise fails here, before any work
@@ -155,12 +156,28 @@ def check_args(args):
         raise ConfigError(None, "--num-envs, --rollout-steps, --epochs and --total-steps must be >= 1")
     if args.video < 0 or (args.video and not args.eval):
         raise ConfigError(None, f"--video {args.video}: a number of episodes >= 0, written by --eval CKPT")
+    eval_only = [f"--{k.replace('_', '-')}" for k in ("eval_episodes_file", "eval_episodes", "eval_greedy")
+                 if getattr(args, k)]
+    if eval_only and not args.eval:   # training never evaluates: a file named here would go unread
+        raise ConfigError(None, f"{', '.join(eval_only)}: with --eval CKPT only (this run trains)")
     check_minimums(args, {"seed": 0, "save_every": 1, "log_every": 1, "resolution": 1, "threads": 0, "act_threads": 0,
                           "learn_threads": 0, "hidden": 1, "width": 1, "snapshot_every": 0, "sim_only_steps": 0,
                           "cache_slots": 0, "eval_episodes": 0, "lr_ref_batch": 1})
     if not 1 <= args.minibatches <= args.num_envs:
         raise ConfigError(None, f"--minibatches {args.minibatches}: must be in 1..NUM_ENVS ({args.num_envs}); "
                                 "minibatches split the environments (whole recurrent sequences)")
+
+
+def episodes_problem(value: str) -> str:
+    """What is wrong with an --episodes value that is neither a mode nor an existing file."""
+    from bps_assets.errors import did_you_mean
+
+    if "{split}" in value:
+        return "habitat-lab's {split} data_path template: give the file itself (fill in the split)"
+    if os.sep in value or value.endswith((".json", ".json.gz")):
+        return "no such episode file"
+    hint = did_you_mean(value, ("sample", "dataset"), n=1)
+    return "expected sample, dataset or an episode file" + (f"; {hint}" if hint else "")
 
 
 def setup_distributed(args):

@@ -16,7 +16,7 @@ from bps_assets.transforms.frame import DATASETS, UP_AXES
 from bps_assets.transforms.reorder import CURVES
 from bps_runtime.render.protocol import MAX_RESOLUTION, RenderOptions
 
-from .options import convert_options
+from .options import Finite, convert_options
 
 
 def _mb(n) -> str:
@@ -89,7 +89,7 @@ def _line(r: dict) -> str:
 
 @click.command("convert")
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(dir_okay=True, path_type=str))
-@click.option("-o", "--outdir", required=True, type=click.Path(file_okay=False, path_type=str),
+@click.option("-o", "--out", "--outdir", "outdir", required=True, type=click.Path(file_okay=False, path_type=str),
               help="Directory for the packed files (OUTDIR/<scene>.bps; <scene>: the file name up to its "
                    "first dot, leading dots dropped; --overwrite replaces only one made from the same "
                    "resolved path or from the same bytes (sha256): another path with other bytes is refused).")
@@ -99,22 +99,22 @@ def _line(r: dict) -> str:
 @click.option("--up", type=click.Choice(UP_AXES), default=None,
               help="Override the preset's up axis of the source files.")
 @convert_options
-@click.option("--min-area", type=click.FloatRange(min=0), default=DEFAULTS.min_area, show_default=True,
+@click.option("--min-area", type=Finite(min=0), default=DEFAULTS.min_area, show_default=True,
               help="Clean: drop triangles smaller than this (m^2).")
 @click.option("--keep-collapsed", is_flag=True,
               help="Weld: keep triangles whose corners weld into one vertex (dropped by default).")
 @click.option("--reorder", "reorder_curve", type=click.Choice(CURVES), default=DEFAULTS.reorder_curve,
               show_default=True, help="Triangle order: a Morton curve, or the source's order.")
 @click.option("--meshlet-max-vertices", type=click.IntRange(3, 255), default=DEFAULTS.meshlet_max_vertices,
-              show_default=True)
+              show_default=True, help="Meshlets: largest number of vertices per meshlet.")
 @click.option("--meshlet-max-triangles", type=click.IntRange(1, 512), default=DEFAULTS.meshlet_max_triangles,
-              show_default=True)
+              show_default=True, help="Meshlets: largest number of triangles per meshlet.")
 @click.option("--chunk-meshlets", type=click.IntRange(min=1), default=DEFAULTS.chunk_meshlets, show_default=True,
               help="Meshlets per culling chunk.")
 @click.option("--zstd-level", type=click.IntRange(1, 22), default=DEFAULTS.zstd_level, show_default=True,
               help="zstd level of the geometry sections.")
-@click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Worker processes.")
+@click.option("--workers", "--jobs", "-j", "jobs", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Worker processes (--workers as preprocess and demo; --jobs, -j: the same).")
 @click.option("--overwrite", is_flag=True, help="Replace existing output files.")
 @click.option("--force", is_flag=True,
               help="Convert a scan that looks read with the wrong up axis as given (refused by default).")
@@ -200,6 +200,22 @@ def _fmt_value(v) -> str:
     return s if len(s) <= 110 else s[:107] + "..."
 
 
+def _not_packed_hint(file) -> str:
+    """What to run on a file that is not a packed one, by its content (a navmesh is no scan)."""
+    import shlex
+
+    from bps_assets.readers.detect import KINDS, detect_kind
+
+    q = shlex.quote(str(file))
+    family = KINDS.get(detect_kind(file), ("",))[0]
+    if family == "navmesh":
+        return f"this navmesh shows with `bps-assets nav info {q}`"
+    if family in ("gltf", "ply", "obj"):
+        return f"a scan converts with `bps-assets convert {q} -o OUTDIR`"
+    return (f"a scan converts with `bps-assets convert {q} -o OUTDIR`, a habitat .navmesh shows with "
+            f"`bps-assets nav info {q}`")
+
+
 @click.command("info")
 @click.argument("file", type=click.Path(path_type=str))
 @click.option("--json", "as_json", is_flag=True, help="Print header and section table as JSON.")
@@ -220,9 +236,7 @@ def info_cmd(file, as_json, navmesh, resolution, hfov, lod):
     except CorruptFileError as e:
         if "bad magic" not in e.detail:
             raise
-        raise CorruptFileError(file, f"{e.detail}: `info` reads packed files (.bps); a scan converts "
-                                     f"with `bps-assets convert {file} -o OUTDIR`, a habitat .navmesh "
-                                     f"shows with `bps-assets nav info {file}`") from None
+        raise CorruptFileError(file, f"{e.detail}: `info` reads packed files (.bps); {_not_packed_hint(file)}") from None
     size = os.path.getsize(file)
     table = [{"name": s.name, "dtype": next(k for k, v in _dtype_names().items() if v == s.dtype),
               "shape": list(s.shape), "codec": s.codec, "filter": s.filter, "offset": s.offset,

@@ -28,6 +28,7 @@ def demo_cmd(outdir, scenes, workers):
     """Synthesize a small Gibson-layout dataset, preprocess it, verify it, run the batched env
     and print its speed.
 
+    OUTDIR: default demo_out (where bps-train --dataset looks by default: demo_out/manifest.json).
     Steps: bps_assets.pipeline.demo's, then cli.demo_env's."""
     from bps_assets.pipeline.demo import run_demo
 

@@ -23,6 +23,8 @@ from bps_assets.nav.instance_imagenav_files import write_instance_imagenav_datas
 from bps_assets.nav.objectnav_files import write_objectnav_dataset
 from bps_assets.readers.semantic_categories import GOAL_SETS, mpcat40
 
+from .options import Finite
+
 D = ep.DEFAULTS
 TASKS = ("pointnav", "objectnav", "instance_imagenav")
 SEMANTIC_TASKS = ("objectnav", "instance_imagenav")   # goals are objects: need the packed scene
@@ -225,17 +227,17 @@ def _write_objectnav(out_dir, split, by_scene, overwrite):
 @click.command("episodes")
 @click.argument("navfiles", nargs=-1, required=True,
                 type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("-o", "--out", "out_dir", required=True, type=click.Path(path_type=Path),
+@click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="dataset root: writes OUT/SPLIT/SPLIT.json.gz and OUT/SPLIT/content/")
 @click.option("--split", required=True, help="split name (train, val, ...)")
 @click.option("--per-scene", "per_scene", required=True, type=click.IntRange(min=1),
               help="episodes per scene")
-@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--seed", default=0, show_default=True, type=int, help="seed of the episode sampler")
 @click.option("--dataset", type=click.Choice(["gibson", "mp3d", "generic"]), default="generic",
               show_default=True,
               help="scene_id layout: gibson/NAME.glb, mp3d/NAME/NAME.glb or NAME.glb (NAVFILEs of a "
                    "preprocess output take the scan's path from its manifest instead, hm3d too)")
-@click.option("--goal-radius", type=float, default=D.goal_radius, show_default=True,
+@click.option("--goal-radius", type=Finite(), default=D.goal_radius, show_default=True,
               help="goals[].radius written (habitat-lab's generator writes 0.2)")
 @click.option("--task", type=click.Choice(TASKS), default="pointnav", show_default=True,
               help="pointnav, or objectnav / instance_imagenav (need each scene's packed scene with "
@@ -279,6 +281,10 @@ def episodes_cmd(navfiles, out_dir, split, per_scene, seed, dataset, goal_radius
         if not navfiles:
             raise click.UsageError(f"no NAVFILE belongs to the {split} subset of its manifest "
                                    "(--any-subset to use them anyway)")
+    hint = did_you_mean(split, _SUBSETS, n=1) if split not in _SUBSETS and entries else ""
+    if hint:   # a free split name keeps every NAVFILE: a typo of a subset would mix train and val scenes
+        click.echo(f"warning: split {split!r} is none of the manifest's subsets ({', '.join(_SUBSETS)}): "
+                   f"every NAVFILE is used; {hint}", err=True)
     names = [habitat_scene_name(p) for p in navfiles]
     dup = {n for n in names if names.count(n) > 1}
     if dup:

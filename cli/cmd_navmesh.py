@@ -14,7 +14,7 @@ from bps_assets.json_input import parse_json
 from bps_assets.nav.settings import DEFAULT_SETTINGS as S
 from bps_assets.transforms.frame import DATASETS, DEFAULTS as FRAME, UP_AXES
 
-from .options import NAV_KEYS, nav_options, options_given
+from .options import NAV_KEYS, Finite, nav_options, options_given
 
 NAV_SUFFIX = ".navmesh.bps"
 
@@ -227,7 +227,7 @@ def nav_group():
 
 @nav_group.command("info")
 @click.argument("navfile", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="print the result as JSON on stdout")
 def nav_info(navfile, as_json):
     """Settings, bounds, navigable area, islands with areas."""
     info = _load(navfile).info()
@@ -270,7 +270,7 @@ def nav_info(navfile, as_json):
               help='JSON list of {"a": [x,y,z], "b": [x,y,z]} (habitat frame)')
 @click.option("--from", "start", default=None, callback=_vec3, help="x,y,z: one pair instead of --pairs")
 @click.option("--to", "end", default=None, callback=_vec3, help="x,y,z (with --from)")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="print the result as JSON on stdout")
 def nav_distance(navfile, pairs_file, start, end, as_json):
     """Geodesic distance per pair (null: unreachable or unsnappable): --from X,Y,Z --to X,Y,Z,
     or --pairs FILE."""
@@ -296,10 +296,10 @@ def nav_distance(navfile, pairs_file, start, end, as_json):
 
 @nav_group.command("sample")
 @click.argument("navfile", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("-n", "n", default=1, show_default=True, type=click.IntRange(min=0))
-@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("-n", "n", default=1, show_default=True, type=click.IntRange(min=0), help="number of points")
+@click.option("--seed", default=0, show_default=True, type=int, help="seed of the sample")
 @click.option("--island", default=None, type=int, help="sample on this island only")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="print the result as JSON on stdout")
 def nav_sample(navfile, n, seed, island, as_json):
     """N navigable points, uniform over the area (seeded)."""
     pts = _load(navfile).sample_navigable_point(n, seed=seed, island=island)
@@ -316,7 +316,7 @@ def nav_sample(navfile, n, seed, island, as_json):
 @click.option("--from", "start", required=True, callback=_vec3, help="x,y,z")
 @click.option("--to", "end", required=True, callback=_vec3, help="x,y,z")
 @click.option("--no-sliding", is_flag=True, help="stop at the wall instead of sliding along it")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="print the result as JSON on stdout")
 def nav_step(navfile, start, end, no_sliding, as_json):
     """habitat's try_step from --from towards --to; prints where the agent ends up."""
     import numpy as np
@@ -350,10 +350,10 @@ def _png_name(ctx, param, value):
 @click.argument("navfile", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("-o", "--out", "out", required=True, type=click.Path(dir_okay=False, path_type=Path),
               callback=_png_name, help="PNG file (.png)")
-@click.option("--overwrite", is_flag=True)
+@click.option("--overwrite", is_flag=True, help="replace an existing PNG file")
 @click.option("--max-size", default=1600, show_default=True, type=click.IntRange(min=64),
               help="largest side of the map in pixels (when --mpp is not given)")
-@click.option("--mpp", type=click.FloatRange(min=0, min_open=True), default=None,
+@click.option("--mpp", type=Finite(min=0, min_open=True), default=None,
               help="metres per pixel (default: the smallest 1/2/5 x 10^k that fits --max-size)")
 @click.option("--episodes", "episodes_file", type=click.Path(exists=True, path_type=Path), default=None,
               help="a PointNav, ObjectNav or InstanceImageNav dataset (split file, its folder, or a content "

@@ -31,6 +31,9 @@ def _dataset_choice(ctx, param, value):
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def datasets_cmd(name, split, as_json):
     """List the known datasets, a dataset's splits, or a split's scenes."""
+    if name is None and split is not None:
+        raise click.UsageError(f"--split {split} lists a dataset's split: give its NAME too "
+                               f"(e.g. bps-assets datasets gibson --split {split})")
     if name is None:
         rows = []
         for n in ds_mod.list_datasets():
@@ -124,7 +127,8 @@ skip_missing_assets_option = click.option(
               help="import the shipped .navmesh, build from the scene, or auto (import when present).")
 @click.option("--episodes", type=click.IntRange(min=0), default=DEFAULTS.episodes, show_default=True,
               help="PointNav episodes per scene (0: none).")
-@click.option("--episode-seed", type=int, default=DEFAULTS.episode_seed, show_default=True)
+@click.option("--episode-seed", type=int, default=DEFAULTS.episode_seed, show_default=True,
+              help="Seed of the PointNav episodes (with --episodes).")
 @click.option("--up", type=click.Choice(UP_AXES), default=DEFAULTS.up,
               help="Up axis of the source files, instead of the dataset's (gibson/mp3d: z).")
 @click.option("--strict", is_flag=True,
@@ -211,6 +215,8 @@ def verify_cmd(manifest, deep, as_json, jobs, verbose, strict, source, dataset, 
         return
     if manifest is None:
         raise click.UsageError("give a MANIFEST (or --source SRC_ROOT --dataset NAME)")
+    if dataset is not None or split is not None:   # a manifest names its own dataset and split
+        raise click.UsageError("--dataset / --split go with --source; a MANIFEST is checked as it is")
     rep = v.verify_manifest(manifest, deep=deep, jobs=jobs, strict=strict)
     click.echo(json.dumps(rep.to_json(), indent=1) if as_json else v.format_report(rep, verbose))
     if not rep.ok:
@@ -263,7 +269,7 @@ def _refuse_an_input_as_output(inputs, out) -> None:
 
 @manifest_group.command("show")
 @click.argument("manifest", type=click.Path())
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
 def manifest_show_cmd(manifest, as_json):
     """Summarize a manifest: dataset, split, scenes per subset, totals."""
     from bps_assets.pipeline.manifest import load_manifest
@@ -287,12 +293,15 @@ def manifest_show_cmd(manifest, as_json):
 
 @click.command("launch")
 @click.argument("src_root", type=click.Path(file_okay=False))
-@click.option("-o", "--out", "out_root", required=True, type=click.Path(file_okay=False))
-@click.option("--dataset", required=True, callback=_dataset_choice)
-@click.option("--split", default=None)
+@click.option("-o", "--out", "out_root", required=True, type=click.Path(file_okay=False),
+              help="Output directory (manifest.json, scenes/, navmeshes/, episodes/), as preprocess's.")
+@click.option("--dataset", required=True, callback=_dataset_choice, help="Dataset: gibson, mp3d, hm3d, ...")
+@click.option("--split", default=None, help="Split (default: the dataset's default, e.g. gibson 4+).")
 @click.option("--shards", type=click.IntRange(min=1), required=True, help="Number of array tasks.")
-@click.option("--navmesh", type=click.Choice(NAVMESH_MODES), default=DEFAULTS.navmesh, show_default=True)
-@click.option("--episodes", type=click.IntRange(min=0), default=DEFAULTS.episodes, show_default=True)
+@click.option("--navmesh", type=click.Choice(NAVMESH_MODES), default=DEFAULTS.navmesh, show_default=True,
+              help="import the shipped .navmesh, build from the scene, or auto (import when present).")
+@click.option("--episodes", type=click.IntRange(min=0), default=DEFAULTS.episodes, show_default=True,
+              help="PointNav episodes per scene (0: none).")
 @click.option("--up", type=click.Choice(UP_AXES), default=DEFAULTS.up,
               help="Up axis of the source files, instead of the dataset's (gibson/mp3d: z).")
 @click.option("--strict", is_flag=True,
@@ -301,11 +310,14 @@ def manifest_show_cmd(manifest, as_json):
 @nav_options
 @convert_options
 @click.option("--executor", type=click.Choice(["slurm", "local", "debug"]), default="slurm", show_default=True,
-              help="submitit executor: slurm, or local / debug to try it on this machine.")
-@click.option("--partition", default=None)
-@click.option("--time", "time_min", type=int, default=240, show_default=True, help="Minutes per task.")
-@click.option("--cpus-per-task", type=int, default=8, show_default=True)
-@click.option("--mem-gb", type=int, default=32, show_default=True)
+              help="submitit executor: slurm, or local / debug to try it on this machine (debug runs the "
+                   "tasks in this process and, as submitit's debug executor does, opens pdb on a task's error).")
+@click.option("--partition", default=None, help="SLURM partition (default: the cluster's).")
+@click.option("--time", "time_min", type=click.IntRange(min=1), default=240, show_default=True,
+              help="Minutes per task.")
+@click.option("--cpus-per-task", type=click.IntRange(min=1), default=8, show_default=True,
+              help="CPUs per task (its preprocess --workers).")
+@click.option("--mem-gb", type=click.IntRange(min=1), default=32, show_default=True, help="Memory per task, GB.")
 @click.option("--log-dir", default=None, help="submitit logs (default: OUT_ROOT/.bps-state/submitit).")
 @click.option("--no-wait", is_flag=True, help="Submit and return (merge later with `manifest merge`).")
 def launch_cmd(src_root, out_root, dataset, split, shards, navmesh, episodes, up, strict, skip_missing_assets,

@@ -31,10 +31,10 @@ def _heartbeat(what: str):
     t.start()
     try:
         yield
-    finally:
+    finally:   # "done" only when it finished: a failed run's error line follows on its own
         done.set()
         t.join()
-        click.echo(f"  done in {time.perf_counter() - t0:.0f} s", err=True)
+    click.echo(f"  done in {time.perf_counter() - t0:.0f} s", err=True)
 
 
 def _check_noise(ctx, param, value):
@@ -74,7 +74,7 @@ def _check_noise(ctx, param, value):
               help="steps run back to back after the timed ones, the figure a trainer sees (-1: 40 on a GPU, none on the CPU)")
 @click.option("--rgb", is_flag=True, help="render RGB as well as depth")
 @click.option("--split", default=DEFAULTS.split, show_default=True, help="manifest subset to run on")
-@click.option("--seed", type=int, default=DEFAULTS.seed, show_default=True)
+@click.option("--seed", type=int, default=DEFAULTS.seed, show_default=True, help="seed of the env and the random actions")
 @click.option("--task", type=click.Choice(TASKS), default=DEFAULTS.task,
               show_default=True, help="the task (its defaults; episodes sampled)")
 @click.option("--noise", default=DEFAULTS.noise, callback=_check_noise,

@@ -2,12 +2,17 @@
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 
 import click
 
 from bps_assets import synth
 
 from .cmd_episodes import SEMANTIC_TASKS   # semantic scenes' tasks, each with its own agent
+
+# the annotation pair --semantic writes beside a scan, per layout (synth.semantic.write_hm3d / write_mp3d)
+SEMANTIC_SUFFIXES = {"gibson": (".semantic.glb", ".semantic.txt"), "mp3d": ("_semantic.ply", ".house")}
 
 
 def _line(info) -> str:
@@ -36,7 +41,8 @@ def _line(info) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document with every scene's ground truth.")
 @click.option("--semantic", is_flag=True,
               help="Also write object annotations: gibson layout -> HM3D-Semantics NAME.semantic.glb/.txt, "
-                   "mp3d -> ID_semantic.ply + ID.house (ground truth: objects per category).")
+                   "mp3d -> ID_semantic. py + ID.house (ground truth: objects per category); a kept scan without "
+                   "them fails (exit 1): --overwrite writes both.")
 @click.option("--roof", is_flag=True,
               help="Add a walkable flat roof over the top storey (an outdoor island: episodes avoid it).")
 def synth_cmd(outdir, layout, scenes, seed, size, overwrite, as_json, semantic, roof):
@@ -44,9 +50,12 @@ def synth_cmd(outdir, layout, scenes, seed, size, overwrite, as_json, semantic, 
     progress = None if as_json else (lambda info: click.echo(_line(info)))
     infos = synth.generate(outdir, layout=layout, scenes=scenes, seed=seed, size=size,
                            overwrite=overwrite, progress=progress, keep_existing=True, roof=roof)
-    kept = scenes - len(infos)
+    written = {i.name for i in infos}
+    kept = [n for n, _ in synth.scene_names(layout, scenes) if n not in written]
     if kept and not as_json:  # an existing folder: the missing scenes are added, the others kept
-        click.echo(f"{kept} scene(s) already in {outdir} kept (--overwrite to replace them)")
+        click.echo(f"{len(kept)} scene(s) already in {outdir} kept (--overwrite to replace them)")
+    # --semantic annotates the scenes it writes; a kept scan may come from another --seed / --size
+    unannotated = [n for n in kept if semantic and not _annotated(outdir, layout, n)]
     truth = {}
     if semantic:
         from bps_assets.synth import semantic as ssem
@@ -60,7 +69,8 @@ def synth_cmd(outdir, layout, scenes, seed, size, overwrite, as_json, semantic, 
     if as_json:
         click.echo(json.dumps({"out_root": str(outdir), "layout": layout, "seed": seed, "size": size,
                                "scenes": [{**i.to_dict(), **({"semantic": truth[i.name]} if semantic else {})}
-                                          for i in infos]}, indent=1))
+                                          for i in infos], "kept": kept,
+                               **({"not_annotated": unannotated} if unannotated else {})}, indent=1))
     else:
         tri = sum(i.triangles for i in infos)
         click.echo(f"{len(infos)} scenes, {tri:,} triangles, {sum(i.bytes for i in infos) / 1e6:.1f} MB "
@@ -73,6 +83,18 @@ def synth_cmd(outdir, layout, scenes, seed, size, overwrite, as_json, semantic, 
         if semantic:
             click.echo(f"(navmeshes for each task's agent: {', '.join(SEMANTIC_TASKS)}; the steps to an "
                        "ObjectNav eval video: docs/OBJECTNAV.md)")
+    if unannotated:
+        click.echo(f"error: {len(unannotated)} kept scene(s) have no annotations: {', '.join(unannotated)}; "
+                   "--semantic annotates only the scenes it writes (a kept scan may come from another --seed "
+                   "or --size): rerun with --overwrite to write scans and annotations together", err=True)
+        sys.exit(1)
+
+
+def _annotated(outdir, layout: str, name: str) -> bool:
+    """Whether the kept scan ``name`` has its annotation pair beside it (``--semantic``'s files)."""
+    scan = Path(outdir) / synth.scene_relpath(layout, name)
+    stem = scan.name.split(".")[0]
+    return all(scan.with_name(stem + suffix).is_file() for suffix in SEMANTIC_SUFFIXES[layout])
 
 
 def preprocess_command(outdir, layout: str, names, task: str | None = None) -> str:

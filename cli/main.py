@@ -9,18 +9,22 @@ checks that the table matches the modules' ``commands`` lists and their help, an
 importing this module loads no heavy package). A new command: define it in a ``cmd_*``
 module, list it in that module's ``commands`` and add a row here.
 
-Library errors (``BpsError``) become one line on stderr and a non-zero exit; anything else is
-a bug and keeps its traceback.
+Library errors (``BpsError``) become one line on stderr and a non-zero exit; Ctrl-C exits 130
+(128 + SIGINT, as bps-train and the shell), not click's "Aborted!" and 1; anything else is a bug
+and keeps its traceback.
 """
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 import click
 
 from bps_assets import __version__
 from bps_assets.errors import BpsError
+
+INTERRUPTED_EXIT = 130   # 128 + SIGINT
 
 # name -> (module, attribute, short help shown by `bps-assets --help`)
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -56,6 +60,13 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
 }
 
 
+def expand_option_tilde(token: str) -> str:
+    """``--out=~/x`` with ``~`` expanded: the shell expands ``~`` only at a word's start, so the
+    ``=`` form would otherwise make a folder named ``~`` in the working directory."""
+    opt, eq, value = token.partition("=")
+    return f"{opt}={os.path.expanduser(value)}" if token.startswith("--") and eq and value.startswith("~") else token
+
+
 def load_command(name: str) -> click.Command:
     """Import ``name``'s module and return its click command."""
     module, attr, _ = COMMANDS[name]
@@ -84,12 +95,18 @@ class _Group(click.Group):
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 
+    def parse_args(self, ctx, args):
+        return super().parse_args(ctx, [expand_option_tilde(a) for a in args])
+
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
         except BpsError as e:
             click.echo(f"error: {e}", err=True)
             ctx.exit(e.exit_code)
+        except KeyboardInterrupt:
+            click.echo("\ninterrupted (Ctrl-C)", err=True)
+            ctx.exit(INTERRUPTED_EXIT)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})

@@ -7,6 +7,8 @@ library's DEFAULTS: the navmesh builder's settings (``NavSettings``: `navmesh`, 
 library takes: the options the user set (None / {} when all are at their defaults)."""
 from __future__ import annotations
 
+import math
+
 import click
 
 from bps_assets.nav.settings import DEFAULT_SETTINGS as NAV
@@ -16,6 +18,22 @@ from bps_assets.transforms.textures import FORMATS
 NAV_KEYS = ("agent_height", "agent_radius", "max_climb", "max_slope", "cell_size", "cell_height")
 CONVERT_KEYS = ("max_texture", "texture_format", "mipmaps", "position_error", "uv_error", "allow_annotation_mismatch",
                 "lod", "label_table")
+
+
+class Finite(click.FloatRange):
+    """A float option, optionally bounded, that refuses nan and inf (click's float and FloatRange
+    take them: inf passes ``min=0``, nan every bound, and failed later as tracebacks)."""
+
+    name = "float"
+
+    def convert(self, value, param, ctx):
+        v = super().convert(value, param, ctx)
+        if not math.isfinite(v):
+            self.fail(f"{value!r}: expected a finite number", param, ctx)
+        return v
+
+    def _describe_range(self) -> str:
+        return "" if self.min is None and self.max is None else super()._describe_range()
 
 
 def _lod_levels(ctx, param, value):
@@ -72,7 +90,7 @@ _NAV_HELP = {
 def nav_options(f):
     """The navmesh builder's settings as options (``NAV_KEYS``)."""
     for key in reversed(NAV_KEYS):
-        f = click.option("--" + key.replace("_", "-"), type=float, default=getattr(NAV, key), show_default=True,
+        f = click.option("--" + key.replace("_", "-"), type=Finite(), default=getattr(NAV, key), show_default=True,
                          help=f"Navmesh: {_NAV_HELP[key]}.")(f)
     return f
 
@@ -86,10 +104,10 @@ def convert_options(f):
                      show_default=True, help="Block compression: bc1 (0.5 B/texel) or bc7 (1 B/texel, slower)."),
         click.option("--mipmaps/--no-mipmaps", default=CONVERT.mipmaps, show_default=True,
                      help="Full mip chains."),
-        click.option("--position-error", type=click.FloatRange(min=0, min_open=True),
+        click.option("--position-error", type=Finite(min=0, min_open=True),
                      default=CONVERT.position_error, show_default=True,
                      help="Quantization: largest position error in metres."),
-        click.option("--uv-error", type=click.FloatRange(min=0, min_open=True), default=CONVERT.uv_error,
+        click.option("--uv-error", type=Finite(min=0, min_open=True), default=CONVERT.uv_error,
                      show_default=True, help="Quantization: largest UV error per component."),
         click.option("--allow-annotation-mismatch", is_flag=True, default=CONVERT.allow_annotation_mismatch,
                      help="Keep a semantic annotation most of which does not fit its scan (default: the "

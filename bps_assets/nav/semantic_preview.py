@@ -2,31 +2,74 @@
 (``bps-assets preview --semantic SCENE.bps``).
 
 Each object is its AABB's footprint (x right, z down, as the floor map), outlined in its
-category's colour on the panel of the floor it stands on (the highest floor at most 0.5 m
-below its box's bottom) and labelled with its category name (``(unmatched)`` for an object of
-no category, as ``info`` says; white on a dark tag; the six
-ObjectNav goal categories outlined thicker). Walls, floors and ceilings (mpcat40 1, 2, 17) are
-left out: they would cover the map. Under the map: a scale bar (a round number of metres, and
-the metres per pixel) and a legend of the categories drawn, colour and count. The map itself is
-``preview.render``; this module adds the objects, the scale bar and the legend.
+category's colour (``category_colours``: one colour per category of a legend, fixed for the
+mpcat40 names) on the panel of the floor it stands on (the highest floor at most 0.5 m above
+its box's bottom) and labelled with its category name (``(unmatched)``, grey, for an object of
+no category; the six ObjectNav goal categories outlined thicker). Walls, floors, ceilings are
+left out. Under the map: a scale bar and a legend of the categories drawn, colour and count.
+The map is ``preview.render`` with a grey floor (no island colours a category could match).
 """
 from __future__ import annotations
 
+import colorsys
 import io
 import os
+import zlib
 
 import numpy as np
 
 from ..container import atomic_write
-from ..readers.semantic_categories import objectnav_hm3d
+from ..readers.semantic_categories import mpcat40, objectnav_hm3d
 from ..semantics import SemanticTable
 from .grid import NavMesh
-from .preview import _PALETTE, floor_levels, render
+from .preview import floor_levels, render
 from .topdown import scale_bar_metres
 
 SKIP = {"wall", "floor", "ceiling", "void", "unlabeled"}
 UNMATCHED = "(unmatched)"        # an object whose raw label has no category (category -1)
 UNMATCHED_RGB = (128, 128, 128)
+
+
+def _palette(n: int = 64) -> np.ndarray:
+    """``n`` saturated colours, each as far from those before it as the candidates allow (greedy
+    farthest point over an HSV grid), none near the map's greys (floor, obstacles, unmatched)."""
+    cand = np.array([colorsys.hsv_to_rgb(h / 48, s, v) for h in range(48) for s in (1.0, 0.7, 0.45)
+                     for v in (1.0, 0.8)]) * 255
+    luma = cand @ np.array([0.2126, 0.7152, 0.0722])   # mid luminance: seen on the dark and the light grey
+    cand = np.round(cand[(np.linalg.norm(cand - 60, axis=1) > 120) & (np.linalg.norm(cand - 228, axis=1) > 90)
+                         & (luma > 80) & (luma < 200)])
+    pick, dist = [0], np.linalg.norm(cand - cand[0], axis=1)
+    for _ in range(n - 1):
+        pick.append(int(dist.argmax()))
+        dist = np.minimum(dist, np.linalg.norm(cand - cand[pick[-1]], axis=1))
+    return cand[pick].astype(np.uint8)
+
+
+PALETTE = _palette()
+
+
+def category_colours(names) -> dict[str, tuple]:
+    """Each of ``names`` (a legend's categories) -> an RGB colour, no two alike while the palette
+    lasts: an mpcat40 name always its own (the same in every scene and run; the six ObjectNav goal
+    categories the first, most distinct colours), another name the first free colour from a slot
+    fixed by its CRC-32; ``(unmatched)`` grey."""
+    goals = list(objectnav_hm3d())
+    fixed = {n: i for i, n in enumerate(goals + [n for n in mpcat40() if n not in goals and n not in SKIP])}
+    out, used = {}, set()
+    for n in names:
+        if n in fixed:
+            out[n] = fixed[n]
+            used.add(fixed[n])
+    for n in sorted(set(names) - set(fixed) - {UNMATCHED}):
+        k = len(fixed) + zlib.crc32(n.encode()) % (len(PALETTE) - len(fixed))
+        for step in range(len(PALETTE)):
+            if (k + step) % len(PALETTE) not in used:
+                k = (k + step) % len(PALETTE)
+                break
+        out[n] = k
+        used.add(k)
+    cols = {n: tuple(int(c) for c in PALETTE[k % len(PALETTE)]) for n, k in out.items()}
+    return {**cols, **({UNMATCHED: UNMATCHED_RGB} if UNMATCHED in names else {})}
 
 
 def write_semantic_preview(nav: NavMesh, table: SemanticTable, path: str | os.PathLike,
@@ -37,7 +80,7 @@ def write_semantic_preview(nav: NavMesh, table: SemanticTable, path: str | os.Pa
     ``scale_bar_m`` / ``scale_bar_px`` / ``scale_bar_row`` (the bar's first pixel row, black)."""
     from PIL import Image, ImageDraw
 
-    img, n_f = render(nav, max_size)
+    img, n_f = render(nav, max_size, islands=False)
     levels = floor_levels(nav)
     pad = 2
     _, d, w = nav.shape
@@ -48,7 +91,7 @@ def write_semantic_preview(nav: NavMesh, table: SemanticTable, path: str | os.Pa
     goals = set(objectnav_hm3d())
     drawn = labels = 0
     counts: dict[str, int] = {}
-    colours: dict[str, tuple] = {}
+    colours = category_colours({table.category_name(i) or UNMATCHED for i in range(len(table))} - SKIP)
     for i in range(len(table)):
         name = table.category_name(i) or UNMATCHED
         box = table.aabb[i]
@@ -61,15 +104,13 @@ def write_semantic_preview(nav: NavMesh, table: SemanticTable, path: str | os.Pa
         def px(x, z):
             return (x0 + (x - nav.origin[0]) / nav.cell_size * scale, y0 + (z - nav.origin[1]) / nav.cell_size * scale)
         a, b = px(box[0], box[2]), px(box[3], box[5])
-        colour = UNMATCHED_RGB if name == UNMATCHED else \
-            tuple(int(c) for c in _PALETTE[int(table.category[i]) % len(_PALETTE)])
+        colour = colours[name]
         draw.rectangle([a, b], outline=colour, width=2 if name in goals else 1)
         tag = draw.textbbox((a[0] + 2, a[1] + 2), name)
         draw.rectangle([tag[0] - 1, tag[1] - 1, tag[2] + 1, tag[3] + 1], fill=(20, 20, 20))
         draw.text((a[0] + 2, a[1] + 2), name, fill=(255, 255, 255))
         labels += 1
         counts[name] = counts.get(name, 0) + 1
-        colours[name] = colour
         drawn += 1
     n_un = counts.get(UNMATCHED, 0)
     draw.text((pad + 2, 1), f"{drawn} objects in {len(counts) - bool(n_un)} categories"

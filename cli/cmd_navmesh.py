@@ -374,13 +374,14 @@ def preview_cmd(navfile, out, overwrite, max_size, mpp, episodes_file, scene, ma
         if given:
             raise click.UsageError(f"--semantic draws a scene's objects only: {', '.join(given)} cannot "
                                    "go with it (make a second map without --semantic for those)")
-        _semantic_preview(_load(navfile), semantic, out, overwrite, max_size)
+        nav = _load(navfile)
+        _semantic_preview(nav, semantic, out, overwrite, max_size, _map_scenes(navfile, nav))
         return
     nav = _load(navfile)
     from bps_assets.habitat_names import habitat_scene_name
 
     episodes = _scene_episodes(episodes_file, scene or habitat_scene_name(navfile), max_episodes) if episodes_file else []
-    paths = [read_agent_path(p) for p in agent_paths]
+    paths = [read_agent_path(p, _map_scenes(navfile, nav) | ({scene} if scene else set())) for p in agent_paths]
     info = write_map(nav, out, episodes=episodes, agent_paths=paths, overwrite=overwrite,
                      options=MapOptions(metres_per_pixel=mpp, max_size=max_size, islands=True))
     extra = f", {info['episodes']} episode(s)" if episodes_file else ""
@@ -390,12 +391,23 @@ def preview_cmd(navfile, out, overwrite, max_size, mpp, episodes_file, scene, ma
                f"{info['floors']} floor(s), {info['islands']} island{'s' * (info['islands'] != 1)}{extra}")
 
 
-def _semantic_preview(nav, semantic: Path, out, overwrite, max_size):
+def _map_scenes(navfile: Path, nav) -> set:
+    """The scene names a navmesh is the map of: its file's, and the file it was built from's."""
+    from bps_assets.habitat_names import habitat_scene_name
+
+    return {habitat_scene_name(navfile)} | ({habitat_scene_name(nav.source)} if nav.source else set())
+
+
+def _semantic_preview(nav, semantic: Path, out, overwrite, max_size, scenes: set):
     from bps_assets.nav.semantic_preview import write_semantic_preview
     from bps_assets.packed_scene import read_packed_scene
 
-    table = read_packed_scene(semantic, sections=["object_ids", "object_category", "object_region",
-                                                  "object_aabb", "object_source_ids"]).semantics
+    packed = read_packed_scene(semantic, sections=["object_ids", "object_category", "object_region",
+                                                   "object_aabb", "object_source_ids"])
+    if isinstance(packed.scene_id, str) and packed.scene_id and packed.scene_id not in scenes:   # another scene's objects: a wrong map, not a map
+        raise InputError(semantic, f"is scene {packed.scene_id!r}, the navmesh is of "
+                                   f"{' / '.join(repr(s) for s in sorted(scenes))}: give both files of one scene")
+    table = packed.semantics
     if table is None:   # bad input like any other: "error: ...", exit 2
         raise InputError(semantic, "the packed scene has no semantic section")
     info = write_semantic_preview(nav, table, out, overwrite=overwrite, max_size=max_size)

@@ -356,10 +356,11 @@ def scale_bar_metres(mpp: float, max_px: int) -> float:
 MAX_PATH_POINTS = 1_000_000   # cap on an agent-path file's points, checked before converting
 
 
-def read_agent_path(path) -> np.ndarray:
+def read_agent_path(path, scenes=None) -> np.ndarray:
     """Positions [K, 3] from an agent-path file: JSON (a list of [x, y, z], or an object whose
     ``positions`` is one: what ``bps_train.video`` writes beside each video) or text lines of
-    ``x y z`` / ``x,y,z``. ``InputError`` naming the file when it is none of these."""
+    ``x y z`` / ``x,y,z``. ``InputError`` naming the file when it is none of these, or (``scenes``:
+    the map's scene names) when its JSON object's ``scene_id`` is another scene."""
     import os
 
     from ..errors import InputError
@@ -378,6 +379,7 @@ def read_agent_path(path) -> np.ndarray:
         if text[:1] in "[{":
             doc = parse_json(text, path, prefix="not an agent path")
             rows = doc.get("positions") if isinstance(doc, dict) else doc
+            _check_path_scene(path, doc, scenes)
         else:
             rows = [[float(x) for x in line.replace(",", " ").split()] for line in text.splitlines()
                     if line.strip() and not line.lstrip().startswith("#")]
@@ -387,6 +389,19 @@ def read_agent_path(path) -> np.ndarray:
     if pts.ndim != 2 or pts.shape[1] != 3 or len(pts) == 0 or not np.isfinite(pts).all():
         raise InputError(path, f"not an agent path: expected [K, 3] finite positions, got shape {list(pts.shape)}")
     return pts
+
+
+def _check_path_scene(path: str, doc, scenes) -> None:
+    """InputError when the recorder's JSON ``doc`` names a ``scene_id`` none of ``scenes`` is."""
+    from ..errors import InputError
+    from ..habitat_names import habitat_scene_name
+
+    sid = doc.get("scene_id") if isinstance(doc, dict) else None
+    if scenes is None or not isinstance(sid, str) or not sid:
+        return
+    if habitat_scene_name(sid) not in scenes:
+        raise InputError(path, f"is an episode of scene {habitat_scene_name(sid)!r}, not of the map's "
+                               f"({' / '.join(repr(s) for s in sorted(scenes))}): give that scene's navmesh")
 
 
 def view_points(episode: dict):

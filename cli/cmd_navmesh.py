@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from bps_assets.errors import BpsError, InputError, OutputExistsError
+from bps_assets.errors import BpsError, ConfigError, InputError, OutputExistsError
 from bps_assets.json_input import parse_json
 from bps_assets.nav.settings import DEFAULT_SETTINGS as S
 from bps_assets.transforms.frame import DATASETS, DEFAULTS as FRAME, UP_AXES
@@ -382,8 +382,11 @@ def preview_cmd(navfile, out, overwrite, max_size, mpp, episodes_file, scene, ma
 
     episodes = _scene_episodes(episodes_file, scene or habitat_scene_name(navfile), max_episodes) if episodes_file else []
     paths = [read_agent_path(p, _map_scenes(navfile, nav) | ({scene} if scene else set())) for p in agent_paths]
-    info = write_map(nav, out, episodes=episodes, agent_paths=paths, overwrite=overwrite,
-                     options=MapOptions(metres_per_pixel=mpp, max_size=max_size, islands=True))
+    try:
+        info = write_map(nav, out, episodes=episodes, agent_paths=paths, overwrite=overwrite,
+                         options=MapOptions(metres_per_pixel=mpp, max_size=max_size, islands=True))
+    except ConfigError as e:   # the map's frame (its size at --mpp): named after the file given, not its scan
+        raise ConfigError(navfile, e.detail) from None
     extra = f", {info['episodes']} episode(s)" if episodes_file else ""
     extra += f" ({info['unreachable']} with no path on this navmesh)" if info["unreachable"] else ""
     extra += f", {info['agent_paths']} agent path(s)" if agent_paths else ""

@@ -70,3 +70,13 @@ def test_read_agent_path_scene_check_is_optional(tmp_path):
     assert read_agent_path(ep, {"Other"}).shape == (1, 3)
     with pytest.raises(InputError, match="scene 'Other'"):
         read_agent_path(ep, {"Collierville"})
+
+
+def test_map_size_error_names_the_navmesh_given(data, tmp_path):
+    """--mpp too small: the error names the navmesh file typed, not the scan it was built from
+    (journey viz F3: 'error: 2azQ1b91cZZ.bps: a map of ...', a file not in the folder)."""
+    out, (a, _) = data
+    nav = out / "navmeshes" / f"{a}.navmesh.bps"
+    r = _run("preview", nav, "-o", tmp_path / "big.png", "--mpp", "0.0001")
+    assert r.exit_code == 2 and not (tmp_path / "big.png").exists()
+    assert r.output.startswith(f"error: {nav}: a map of "), r.output

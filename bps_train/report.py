@@ -92,6 +92,11 @@ def smooth(rows: list[dict], key: str, window: int) -> list[float]:
     return out
 
 
+def _num(x: float, spec: str) -> str:
+    """``x`` formatted, or "-" when it was not measured (nan: no sim-only timing, no episode ended)."""
+    return format(x, spec) if math.isfinite(x) else "-"
+
+
 def table(rows, evals, rand, n_rows: int = 12, window: int = 10) -> str:
     succ, spl, rew = smooth(rows, "success", window), smooth(rows, "spl", window), smooth(rows, "reward", window)
     idx = sorted({round(i * (len(rows) - 1) / max(1, n_rows - 1)) for i in range(n_rows)})
@@ -99,8 +104,9 @@ def table(rows, evals, rand, n_rows: int = 12, window: int = 10) -> str:
              "|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for i in idx:
         r = rows[i]
-        lines.append(f"| {int(r['update'])} | {int(r['global_step']):,} | {r['seconds'] / 60:.1f} | {succ[i]:.3f} | "
-                     f"{spl[i]:.3f} | {rew[i]:.2f} | {r['fps']:.0f} | {r['fps_ratio']:.2f} |")
+        lines.append(f"| {int(r['update'])} | {int(r['global_step']):,} | {_num(r['seconds'] / 60, '.1f')} | "
+                     f"{_num(succ[i], '.3f')} | {_num(spl[i], '.3f')} | {_num(rew[i], '.2f')} | {_num(r['fps'], '.0f')} | "
+                     f"{_num(r['fps_ratio'], '.2f')} |")
     out = "\n".join(lines)
     if evals or rand:
         ev = ["", "| checkpoint | frames | val episodes | val success | val SPL |", "|---|---:|---:|---:|---:|"]

@@ -7,7 +7,7 @@ episode's first, as in habitat-baselines) a background thread draws one frame pe
 (L actions, L frames) and writes ``DIR/[PREFIX]episode=ID-scene=S-success=..-spl=..mp4`` and a ``.json``
 of positions and actions (a ``bps-assets preview --agent-path`` input). A frame: the sensors
 side by side (scaled by a whole factor: exact copies of the observations; ImageNav's goal image
-after them), the top-down map of the agent's floor (goal, shortest path, path so far, agent) at
+after them), the top-down map of the start's floor (goal, shortest path, path so far, agent at any height) at
 the frame's full height, and under the sensors the step, the goal (ObjectNav's category) and the
 distance to it, the action taken from the frame and, last, success and SPL. The goal:
 ``goals_for(env ids)`` (``env.episode_goals``, drawn by ``topdown.draw_episode`` as ``bps-assets
@@ -346,10 +346,10 @@ class EpisodeRecorder:
                 f[y0:y1, x0:x1].reshape(rgb.shape[0], k, rgb.shape[1], k, 3)[:] = rgb[:, None, :, None, :]
             if t == 0:
                 strip_bg = f[layout.height - TEXT_H:, :layout.map_x].copy()
-            if canvas is not None:
+            if canvas is not None:   # the agent and its path on the start floor's map at any height, as habitat
                 if t:
-                    canvas.path(np.array(ep.pos[t - 1:t + 1]), "agent_path")
-                c = canvas.copy().point(ep.pos[t], "agent", yaw=quaternion_yaw(ep.rot[t]))
+                    canvas.path(np.array(ep.pos[t - 1:t + 1]), "agent_path", floor=tdm.shown[0])
+                c = canvas.copy().point(ep.pos[t], "agent", yaw=quaternion_yaw(ep.rot[t]), floor=tdm.shown[0])
                 f[area[0], layout.map_x:layout.map_x + mw] = np.asarray(c.im)[area]
             strip = Image.fromarray(strip_bg.copy())
             d = ImageDraw.Draw(strip)

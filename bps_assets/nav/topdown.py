@@ -190,16 +190,18 @@ class Canvas:
         if kind not in self.used:
             self.used.append(kind)
 
-    def path(self, points, kind: str = "agent_path", width: int | None = None):
-        """A polyline [K, 3]; broken where it changes floor or leaves the shown floors."""
+    def path(self, points, kind: str = "agent_path", width: int | None = None, floor: int | None = None):
+        """A polyline [K, 3]; broken where it changes floor or leaves the shown floors. ``floor``:
+        every point drawn on that floor's panel whatever its height (habitat's TopDownMap draws
+        the agent so, on the map of its start's height)."""
         from PIL import ImageDraw
 
         self._note(kind)
         p = np.asarray(points, float).reshape(-1, 3)
         if len(p) == 0:
             return self
-        uv, shown = self.map.to_image(p)
-        fl = self.map.floor_of(p)
+        fl = self.map.floor_of(p) if floor is None else np.full(len(p), int(floor))
+        uv, shown = self.map.to_image(p, fl)
         d = ImageDraw.Draw(self.im)
         col, w = KINDS[kind][0], width or self.map.options.line_width
         start = 0
@@ -213,14 +215,14 @@ class Canvas:
                 start = i
         return self
 
-    def point(self, p, kind: str = "goal", yaw: float | None = None, size: float = 4.0):
+    def point(self, p, kind: str = "goal", yaw: float | None = None, size: float = 4.0, floor: int | None = None):
         """A marker at [3]; ``kind="agent"`` draws a triangle pointing along ``yaw`` (habitat's
         rotation about +Y: forward is (-sin yaw, 0, -cos yaw)); other kinds with a ``yaw`` get a
-        heading tick of 2.5 ``size`` along it (ImageNav's goal camera)."""
+        heading tick of 2.5 ``size`` along it (ImageNav's goal camera). ``floor``: as ``path``'s."""
         from PIL import ImageDraw
 
         self._note(kind)
-        uv, shown = self.map.to_image(np.asarray(p, float).reshape(1, 3))
+        uv, shown = self.map.to_image(np.asarray(p, float).reshape(1, 3), None if floor is None else [int(floor)])
         if not shown[0]:
             return self
         u, v = uv[0] - 0.5

@@ -1,0 +1,72 @@
+"""An episode video's map keeps drawing the agent and its path after the agent leaves its start's
+floor (journey viz F8: both vanished), projected onto the start floor's map as habitat-lab's
+TopDownMap.update_map draws them (to_grid of x and z, whatever the height)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bps_assets.nav import NavSettings, build_navmesh
+from bps_assets.nav.exact_scenes import ExactScene, _rect
+from bps_assets.nav.topdown import KINDS, MapOptions, TopDownMap
+
+UPPER = 3.0
+
+
+@pytest.fixture(scope="module")
+def two_floors():
+    """Two 4 x 3 m slabs, the second 3 m above the first and shifted 5 m in x (two floors)."""
+    sc = ExactScene("two_floors", (0.013, 0.021, 9.013, 3.021))
+    sc.solid(_rect(0.013, 0.021, 4.013, 3.021), -0.1, 0.0, obstacle=False)
+    sc.solid(_rect(5.013, 0.021, 9.013, 3.021), UPPER - 0.1, UPPER, obstacle=False)
+    nav = build_navmesh(sc.arrays(), NavSettings(agent_radius=0.1))
+    assert len(TopDownMap(nav).levels) == 2
+    return nav
+
+
+def _colour_px(img, kind) -> int:
+    return int(np.all(np.asarray(img)[..., :3] == np.array(KINDS[kind][0], np.uint8), axis=-1).sum())
+
+
+def test_canvas_draws_another_floors_points_on_a_given_floor(two_floors):
+    tdm = TopDownMap(two_floors, MapOptions(metres_per_pixel=0.05, floors=(0,)))
+    up = [7.0, UPPER, 1.5]
+    assert _colour_px(tdm.canvas().point(up, "agent", yaw=0.0).im, "agent") == 0   # not this floor's
+    c = tdm.canvas().point(up, "agent", yaw=0.0, floor=0)
+    assert _colour_px(c.im, "agent") > 10
+    col, row = tdm.pixel_of(np.array([[7.0, 0.0, 1.5]]))[0]
+    assert np.all(np.asarray(c.im)[row, col] == KINDS["agent"][0])
+    p = tdm.canvas().path([[2.0, 0.0, 1.5], [7.0, UPPER, 1.5]], "agent_path", floor=0)
+    assert _colour_px(p.im, "agent_path") >= 5 / 0.05 - 2   # one unbroken 5 m line
+
+
+def test_recorder_keeps_the_agent_after_it_changes_floor(two_floors, tmp_path):
+    from PIL import Image
+
+    from bps_train.video import EpisodeRecorder, FrameLayout
+    from bps_train.video_io import VideoOptions
+
+    rec = EpisodeRecorder(tmp_path, 1, navmesh_for=lambda s: two_floors, background=False,
+                          video=VideoOptions(format="png"), action_names=("STOP", "MOVE_FORWARD"))
+    positions = [[1.0, 0.0, 1.5], [2.0, 0.0, 1.5], [6.0, UPPER, 1.5], [1.0, 0.0, 1.5]]
+
+    def info(k, done):
+        return {"env_id": np.array([0]), "position": np.array([positions[k]], np.float32),
+                "rotation": np.array([[0, 0, 0, 1]], np.float32), "distance_to_goal": np.array([1.0]),
+                "scene_id": ["two_floors"],
+                "episode": {"episode_id": ["7"], "scene_id": ["two_floors"], "success": np.array([0.0]),
+                            "spl": np.array([0.0]), "length": np.array([3]), "distance_to_goal": np.array([1.0])}}
+
+    obs = {"depth": np.zeros((1, 8, 8, 1), np.float32)}
+    rec.reset(obs, info(0, False))
+    for k in (1, 2, 3):
+        rec.step(obs, np.array([k == 3]), info(k, k == 3), actions=np.array([1]))
+    (folder,) = rec.close()
+    frames = sorted(folder.glob("frame_*.png"))
+    assert len(frames) == 3
+    layout = FrameLayout(["depth"], (8, 8))
+    tdm = rec.episode_map("two_floors", positions[0], layout)   # the frame's map (its legend below it)
+    last = np.asarray(Image.open(frames[-1]).convert("RGB"))[:tdm.height, layout.map_x:]
+    assert _colour_px(last, "agent") > 10   # the agent, now upstairs, still on the map
+    col, row = tdm.pixel_of(np.array([[6.0, 0.0, 1.5]]))[0]
+    assert np.all(last[row, col] == KINDS["agent"][0])

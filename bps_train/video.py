@@ -329,11 +329,13 @@ class EpisodeRecorder:
         canvas = self._map_canvas(ep, layout)
         if canvas is not None:
             tdm = canvas.map
-            title = f"{meta['scene_id']}, floor {tdm.shown[0]}: y={tdm.levels[tdm.shown[0]]:.2f} m"
+            # the floor first: a long scene name is what gets cut (the file name holds it whole)
+            title = f"floor {tdm.shown[0]}: y={tdm.levels[tdm.shown[0]]:.2f} m, {meta['scene_id']}"
             # labels, scale bar and legend drawn once; each frame replaces the map area only
-            decorated = np.asarray(canvas.image(kinds=_map_kinds(canvas), title=title))
+            decorated = np.asarray(canvas.image(kinds=_map_kinds(canvas), title=""))
             mh, mw = min(decorated.shape[0], layout.height), min(decorated.shape[1], layout.map_w)
             base[:mh, layout.map_x:layout.map_x + mw] = decorated[:mh, :mw]
+            _map_title(base, layout, title)
             area = slice(HEADER, min(tdm.height, mh)), slice(0, mw)
         L = len(ep.obs)
         f = base   # every frame rewrites the same parts (sensors, map area, strip) of one buffer
@@ -416,6 +418,19 @@ class EpisodeRecorder:
         else:
             c.episode(start)
         return c
+
+
+def _map_title(frame: np.ndarray, layout: FrameLayout, title: str) -> None:
+    """``title`` over the map column of ``frame`` (its whole width, not only the map's: a tall
+    map is narrow), cut with '...' where it is wider (``topdown.fit_text``)."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    from bps_assets.nav.topdown import fit_text
+
+    strip = Image.fromarray(frame[:HEADER, layout.map_x:].copy())
+    d, font = ImageDraw.Draw(strip), ImageFont.load_default()
+    d.text((MARGIN + 1, 1), fit_text(d, title, layout.map_w - 2 * MARGIN - 1, font), fill=(0, 0, 0), font=font)
+    frame[:HEADER, layout.map_x:] = np.asarray(strip)
 
 
 def _goal_text(ep: _Episode) -> str:

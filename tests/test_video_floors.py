@@ -70,3 +70,21 @@ def test_recorder_keeps_the_agent_after_it_changes_floor(two_floors, tmp_path):
     assert _colour_px(last, "agent") > 10   # the agent, now upstairs, still on the map
     col, row = tdm.pixel_of(np.array([[6.0, 0.0, 1.5]]))[0]
     assert np.all(last[row, col] == KINDS["agent"][0])
+
+
+def test_map_title_spans_the_map_column_and_is_cut_with_dots():
+    """The video's map title (floor first, then the scene) uses the map column's whole width and a
+    scene name too long for it ends in '...' inside the frame (journey viz F7: cut mid-glyph at
+    the narrow map's edge, the floor's height lost)."""
+    from bps_assets.nav.topdown import HEADER
+    from bps_train.video import FrameLayout, _map_title
+
+    layout = FrameLayout(["depth"], (64, 64))
+    frame = np.full((layout.height, layout.width, 3), 250, np.uint8)
+    _map_title(frame, layout, "floor 0: y=-0.10 m, v3_sc0_staging_00")
+    ink = np.nonzero((frame[:HEADER - 2, layout.map_x:] < 128).all(axis=2).any(axis=0))[0]
+    assert 150 < ink.max() < layout.map_w - 3   # wider than a tall map's ~150 px, inside the column
+    frame[:] = 250
+    _map_title(frame, layout, "floor 0: y=-0.10 m, " + "a_very_long_scene_name_" * 6)
+    ink = np.nonzero((frame[:HEADER - 2, layout.map_x:] < 128).all(axis=2).any(axis=0))[0]
+    assert ink.max() < layout.map_w - 3

@@ -277,7 +277,8 @@ class Canvas:
         d = ImageDraw.Draw(im)
         for slot, f in enumerate(tdm.shown):
             label = f"floor {f}: y={round(float(tdm.levels[f]), 2) + 0.0:.2f} m" if title is None else title
-            d.text((MARGIN + slot * (tdm.panel_w + GAP) + 1, 1), label, fill=(0, 0, 0), font=font)
+            room = (tdm.panel_w if slot < len(tdm.shown) - 1 else im.width - 2 * MARGIN - slot * (tdm.panel_w + GAP)) - 2
+            d.text((MARGIN + slot * (tdm.panel_w + GAP) + 1, 1), fit_text(d, label, room, font), fill=(0, 0, 0), font=font)
         if not (legend or scale_bar):
             return im
         items = []   # (width px, draw function)
@@ -322,6 +323,17 @@ class Canvas:
             for x, fn in row:
                 fn(d, x, im.height + 14 * k)
         return out
+
+
+def fit_text(draw, text: str, width: float, font) -> str:
+    """``text``, or its longest head + "..." that is at most ``width`` px wide in ``font`` (a panel's
+    label is cut where the reader sees it is, not clipped mid-glyph at the picture's edge)."""
+    if draw.textlength(text, font=font) <= width:
+        return text
+    n = len(text)
+    while n > 0 and draw.textlength(text[:n] + "...", font=font) > width:
+        n -= 1
+    return text[:n] + "..."
 
 
 def island_legend(tdm: TopDownMap, most: int = 8) -> list[tuple]:

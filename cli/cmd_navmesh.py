@@ -355,7 +355,8 @@ def _png_name(ctx, param, value):
 @click.option("--episodes", "episodes_file", type=click.Path(exists=True, path_type=Path), default=None,
               help="a PointNav, ObjectNav or InstanceImageNav dataset (split file, its folder, or a content "
                    "file): draw its episodes' starts, goals (view points) and geodesic shortest paths")
-@click.option("--scene", default=None, help="with --episodes: the scene whose episodes to draw "
+@click.option("--scene", default=None, help="with --episodes: the scene whose episodes to draw; with "
+                                            "--agent-path: a recorded path of this scene is drawn too "
                                             "(default: the navmesh file's name)")
 @click.option("--max-episodes", default=20, show_default=True, type=click.IntRange(min=0),
               help="with --episodes: draw at most this many (the file's first)")
@@ -377,6 +378,9 @@ def preview_cmd(navfile, out, overwrite, max_size, mpp, episodes_file, scene, ma
         nav = _load(navfile)
         _semantic_preview(nav, semantic, out, overwrite, max_size, _map_scenes(navfile, nav))
         return
+    if episodes_file is None and options_given(["max_episodes"]) or scene and not (episodes_file or agent_paths):
+        raise click.UsageError("--scene goes with --episodes or --agent-path, --max-episodes with --episodes: "
+                               "alone they would draw nothing")
     nav = _load(navfile)
     from bps_assets.habitat_names import habitat_scene_name
 

@@ -80,3 +80,18 @@ def test_map_size_error_names_the_navmesh_given(data, tmp_path):
     r = _run("preview", nav, "-o", tmp_path / "big.png", "--mpp", "0.0001")
     assert r.exit_code == 2 and not (tmp_path / "big.png").exists()
     assert r.output.startswith(f"error: {nav}: a map of "), r.output
+
+
+def test_scene_and_max_episodes_alone_are_usage_errors(data, tmp_path):
+    """--scene / --max-episodes without what they select drew a plain map, exit 0 (journey viz F9);
+    --scene also names the scene a recorded --agent-path may be of."""
+    out, (a, b) = data
+    nav = out / "navmeshes" / f"{a}.navmesh.bps"
+    for extra in (["--scene", b], ["--max-episodes", "3"]):
+        r = _run("preview", nav, "-o", tmp_path / "x.png", *extra)
+        assert r.exit_code == 2 and "alone they would draw nothing" in r.output and not (tmp_path / "x.png").exists()
+    ep = tmp_path / "ep.json"
+    ep.write_text(json.dumps({"scene_id": b, "positions": [[0.0, 0.0, 0.0], [0.25, 0.0, 0.0]]}))
+    assert _run("preview", nav, "-o", tmp_path / "y.png", "--agent-path", ep).exit_code == 2
+    r = _run("preview", nav, "-o", tmp_path / "y.png", "--agent-path", ep, "--scene", b)
+    assert r.exit_code == 0, r.output

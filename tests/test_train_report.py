@@ -149,3 +149,14 @@ def test_the_table_says_dash_for_what_was_not_measured(tmp_path):
     first = text.splitlines()[2].split("|")
     assert first[4].strip() == "-" and first[8].strip() == "-"   # success (no episode), fps / sim fps
     assert text.splitlines()[3].split("|")[4].strip() == f"{2 / 3 / 2:.3f}"
+
+
+def test_rows_and_window_below_one_are_usage_errors(tmp_path, capsys):
+    """--rows 0 printed an empty table and --window 0 blanked every curve, exit 0 (journey viz F10)."""
+    _write_log(tmp_path / "run", 3)
+    for flag in ("--rows", "--window"):
+        for bad in ("0", "-2", "x"):
+            with pytest.raises(SystemExit) as e:
+                report.main([str(tmp_path / "run"), flag, bad])
+            assert e.value.code == 2 and flag in capsys.readouterr().err
+    assert report.main([str(tmp_path / "run"), "--rows", "1", "--window", "1"]) == 0

@@ -40,7 +40,7 @@ MAP_KINDS = ("shortest_path", "agent_path", "start", "goal", "agent")   # + view
 @dataclass(frozen=True)
 class FrameOptions:
     """Frame layout: each sensor panel is ``panel`` px square at most (the observation scaled by
-    the largest whole factor that fits); the map panel is ``map_width`` px wide and the frame's
+    the largest even whole factor that fits; 2 when none does); the map panel is ``map_width`` px wide and the frame's
     height (its map, under the title and above the scale bar and legend, >= 256 px on its long
     side at the defaults)."""
 
@@ -107,8 +107,10 @@ class FrameLayout:
     def __init__(self, sensors, resolution, options: FrameOptions = DEFAULTS):
         h, w = resolution
         self.sensors = [s for s in SENSORS + (GOAL_IMAGE,) if s in sensors]
-        self.scale = max(1, min(options.panel // h, options.panel // w))
-        self.scale += self.scale % 2   # even: H.264's 2x2 chroma blocks never straddle two pixels
+        fit = min(options.panel // h, options.panel // w)
+        # even: H.264's 2x2 chroma blocks never straddle two pixels; rounded down to fit the panel
+        # (2 when no even factor fits: observations over panel / 2 px)
+        self.scale = max(2, fit - fit % 2)
         self.panel_h, self.panel_w = h * self.scale, w * self.scale
         self.map_x = len(self.sensors) * self.panel_w
         self.map_w = options.map_width + options.map_width % 2

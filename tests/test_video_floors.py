@@ -88,3 +88,15 @@ def test_map_title_spans_the_map_column_and_is_cut_with_dots():
     _map_title(frame, layout, "floor 0: y=-0.10 m, " + "a_very_long_scene_name_" * 6)
     ink = np.nonzero((frame[:HEADER - 2, layout.map_x:] < 128).all(axis=2).any(axis=0))[0]
     assert ink.max() < layout.map_w - 3
+
+
+def test_sensor_panels_fit_the_panel_size_by_an_even_factor():
+    """'the largest even whole factor that fits 256 px' (TRAINING.md): odd fits were rounded up
+    (48 px -> x6 = 288 px, 80 -> x4 = 320; journey viz F11); 2 only where no even factor fits."""
+    from bps_train.video import FrameLayout
+
+    for res in (32, 36, 48, 64, 72, 80, 96, 128):
+        lay = FrameLayout(["rgb"], (res, res))
+        assert lay.scale % 2 == 0 and lay.panel_w <= 256 and (lay.scale + 2) * res > 256, res
+    for res in (160, 256):
+        assert FrameLayout(["rgb"], (res, res)).scale == 2

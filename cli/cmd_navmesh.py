@@ -353,8 +353,9 @@ def _png_name(ctx, param, value):
 @click.option("--mpp", type=click.FloatRange(min=0, min_open=True), default=None,
               help="metres per pixel (default: the smallest 1/2/5 x 10^k that fits --max-size)")
 @click.option("--episodes", "episodes_file", type=click.Path(exists=True, path_type=Path), default=None,
-              help="a PointNav, ObjectNav or InstanceImageNav dataset (split file, its folder, or a content "
-                   "file): draw its episodes' starts, goals (view points) and geodesic shortest paths")
+              help="a PointNav, ObjectNav or InstanceImageNav dataset (split file, its folder, its content "
+                   "folder or a content file): draw its episodes' starts, goals (view points) and geodesic "
+                   "shortest paths")
 @click.option("--scene", default=None, help="with --episodes: the scene whose episodes to draw; with "
                                             "--agent-path: a recorded path of this scene is drawn too "
                                             "(default: the navmesh file's name)")
@@ -440,7 +441,9 @@ def _scene_episodes(path: Path, scene: str, limit: int) -> list:
     """The first ``limit`` episodes of ``scene`` in a PointNav, ObjectNav or InstanceImageNav
     dataset, read by the reader of the task its keys show (``_file_task``), whose errors name what
     is wrong (an ObjectNav or InstanceImageNav episode gets its goal objects, with their view
-    points); InputError when it has none."""
+    points); InputError when it has none. A ``content/`` folder is read as its split folder."""
+    if path.is_dir() and path.name == "content" and not (path / "content.json.gz").exists():
+        path = path.parent   # habitat's layout: SPLIT/SPLIT.json.gz + SPLIT/content/SCENE.json.gz
     task = _file_task(path)
     if task == "instance_imagenav":
         from bps_assets.nav.instance_imagenav_files import read_instance_imagenav_dataset

@@ -63,3 +63,16 @@ def test_a_broken_objectnav_file_gets_the_objectnav_error(scene, tmp_path):
     assert r.exit_code == 2, r.output
     assert "category_to_task_category_id must be an object" in r.output, r.output
     assert "goals must be a non-empty list" not in r.output and not png.exists()
+
+
+def test_the_content_folder_reads_as_its_split(scene, tmp_path):
+    """--episodes SPLIT/content: was 'content/content.json.gz: no such file' (a path the tool made
+    up; journey viz F12); now its split folder, read with the task its keys show."""
+    s, nav = scene
+    ds = objectnav_scene(s.navmesh, s.vertices, s.triangles, s.tri_object, s.table, SID, 4, seed=2,
+                         categories={"chair": 0, "table": 2, "sofa": 5, "bed": 1})
+    write_objectnav_dataset(tmp_path / "on", "val", {"TEEsavR23oF": ds}, ds.category_to_task_category_id,
+                            ds.category_to_scene_annotation_category_id)
+    png = tmp_path / "content.png"
+    r = _preview(nav, png, tmp_path / "on" / "val" / "content")
+    assert r.exit_code == 0 and "4 episode(s)" in r.output and png.exists(), r.output

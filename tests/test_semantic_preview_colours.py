@@ -79,3 +79,26 @@ def test_semantic_preview_legend_distinct_and_boxes_seen(room_nav, tmp_path):
     # the floor is grey, not a palette colour: no category's colour is the navigable area's
     grey = (np.ptp(png, axis=2) == 0) & (png[..., 0] > 150) & (png[..., 0] < 235)
     assert grey.mean() > 0.3
+
+
+def test_a_ceiling_lamp_is_drawn_on_the_floor_below(tmp_path):
+    """A lamp hanging 0.25 m under the upper floor's level was drawn on the upper floor (its
+    bottom + 0.5 m reached it; journey viz F13): an object is on a floor not above its top."""
+    from PIL import Image
+
+    sc = ExactScene("stacked", ROOM)
+    x0, z0, x1, z1 = ROOM
+    for y in (0.0, 3.0):   # two storeys over the same rectangle
+        sc.solid(_rect(x0 - 0.15, z0 - 0.15, x1 + 0.15, z1 + 0.15), y - 0.1, y, obstacle=False)
+    nav = build_navmesh(sc.arrays(), NavSettings(agent_radius=0.1))
+    t = _table(["lighting", "chair"])
+    t.aabb[0] = [2.0, 2.55, 2.0, 2.6, 2.75, 2.6]    # under the upper slab (2.9 .. 3.0)
+    t.aabb[1] = [4.0, 3.0, 2.0, 4.6, 3.8, 2.6]      # standing on the upper floor
+    info = write_semantic_preview(nav, t, tmp_path / "s.png")
+    assert info["floors"] == 2
+    png = np.asarray(Image.open(tmp_path / "s.png").convert("RGB"))[:info["scale_bar_row"]]
+    half = png.shape[1] // 2
+    for name, c in ((n, c) for n, _, c in info["legend"]):
+        cols = np.nonzero((png == np.array(c, np.uint8)).all(axis=2).any(axis=0))[0]
+        assert cols.size, name
+        assert (cols.max() < half) if name == "lighting" else (cols.min() > half), name

@@ -4,8 +4,9 @@
 Each object is its AABB's footprint (x right, z down, as the floor map), outlined in its
 category's colour (``category_colours``: one colour per category of a legend, fixed for the
 mpcat40 names) on the panel of the floor it stands on (the highest floor at most 0.5 m above
-its box's bottom) and labelled with its category name (``(unmatched)``, grey, for an object of
-no category; the six ObjectNav goal categories outlined thicker). Walls, floors, ceilings are
+its box's bottom and not above its top: a ceiling lamp is the floor's below), labelled with its
+category name (``(unmatched)``, grey, for an object of no category; the six ObjectNav goal
+categories outlined thicker). Walls, floors, ceilings are
 left out. Under the map: a scale bar and a legend of the categories drawn, colour and count.
 The map is ``preview.render`` with a grey floor (no island colours a category could match).
 """
@@ -97,7 +98,8 @@ def write_semantic_preview(nav: NavMesh, table: SemanticTable, path: str | os.Pa
         box = table.aabb[i]
         if name in SKIP or not np.isfinite(box).all():
             continue
-        f = int(np.clip(np.searchsorted(levels, box[1] + 0.5, side="right") - 1, 0, n_f - 1))
+        # not above its top: a lamp hanging under the next floor's slab is the lower floor's
+        f = int(np.clip(np.searchsorted(levels, min(box[1] + 0.5, box[4]), side="right") - 1, 0, n_f - 1))
         x0 = pad + f * (panel_w + pad)
         y0 = pad + 14
 

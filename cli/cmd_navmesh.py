@@ -420,7 +420,7 @@ def _semantic_preview(nav, semantic: Path, out, overwrite, max_size, scenes: set
         raise InputError(semantic, "the packed scene has no semantic section")
     info = write_semantic_preview(nav, table, out, overwrite=overwrite, max_size=max_size)
     click.echo(f"{out}: {info['width']}x{info['height']} px, {info['floors']} floor(s), "
-               f"{info['objects']} objects")
+               f"{info['objects']} objects" + (f" ({info['outside']} off the map, not drawn)" if info["outside"] else ""))
 
 
 def _file_task(path: Path) -> str:

@@ -102,3 +102,26 @@ def test_a_ceiling_lamp_is_drawn_on_the_floor_below(tmp_path):
         cols = np.nonzero((png == np.array(c, np.uint8)).all(axis=2).any(axis=0))[0]
         assert cols.size, name
         assert (cols.max() < half) if name == "lighting" else (cols.min() > half), name
+
+
+def test_an_object_off_the_map_is_not_drawn_on_the_next_floors_panel(tmp_path):
+    """A floor-0 chair 1 m past the navigable area's edge was drawn on floor 1's panel, beside
+    floor 1's objects (journey viz F14): boxes are clipped to their own panel, and one wholly off
+    it is counted ('off the map'), not drawn elsewhere."""
+    from PIL import Image
+
+    sc = ExactScene("stacked", (0.013, 0.021, 4.013, 3.021))
+    for y in (0.0, 3.0):
+        sc.solid(_rect(0.013, 0.021, 4.013, 3.021), y - 0.1, y, obstacle=False)
+    nav = build_navmesh(sc.arrays(), NavSettings(agent_radius=0.1))
+    t = _table(["chair", "sofa", "bed"])
+    t.aabb[0] = [5.0, 0.0, 1.0, 5.6, 0.8, 1.6]     # floor 0, wholly past the map's right edge
+    t.aabb[1] = [1.0, 3.0, 1.0, 1.6, 3.8, 1.6]     # floor 1
+    t.aabb[2] = [3.5, 0.0, 1.0, 4.6, 0.6, 2.0]     # floor 0, half past the edge: clipped
+    info = write_semantic_preview(nav, t, tmp_path / "s.png")
+    assert info["objects"] == 2 and info["outside"] == 1
+    assert [n for n, _, _ in info["legend"]] == ["bed", "sofa"]
+    png = np.asarray(Image.open(tmp_path / "s.png").convert("RGB"))[:info["scale_bar_row"]]
+    half = png.shape[1] // 2
+    bed = np.nonzero((png == np.array(dict((n, c) for n, _, c in info["legend"])["bed"], np.uint8)).all(axis=2).any(axis=0))[0]
+    assert bed.size and bed.max() < half   # clipped at floor 0's panel edge

@@ -29,6 +29,7 @@ from .topdown import scale_bar_metres
 SKIP = {"wall", "floor", "ceiling", "void", "unlabeled"}
 UNMATCHED = "(unmatched)"        # an object whose raw label has no category (category -1)
 UNMATCHED_RGB = (128, 128, 128)
+RIM_M = 0.5   # m of map around the navigable grid: objects against the outer walls (a TV, a cupboard) lie there
 
 
 def _palette(n: int = 64) -> np.ndarray:
@@ -77,20 +78,23 @@ def write_semantic_preview(nav: NavMesh, table: SemanticTable, path: str | os.Pa
                            overwrite: bool = False, max_size: int = 1600) -> dict:
     """Write the floor map with ``table``'s objects to ``path`` (PNG, atomically); returns
     ``{"width", "height", "floors", "objects"}`` (objects drawn), ``labels`` (boxes labelled),
+    ``outside`` (objects wholly off their floor's panel, not drawn; a box is clipped to its panel),
     ``legend`` (``[(category, count, rgb)]``), ``metres_per_pixel`` and the scale bar's
     ``scale_bar_m`` / ``scale_bar_px`` / ``scale_bar_row`` (the bar's first pixel row, black)."""
     from PIL import Image, ImageDraw
 
-    img, n_f = render(nav, max_size, islands=False)
+    rim = int(np.ceil(RIM_M / nav.cell_size))
+    img, n_f = render(nav, max_size, islands=False, margin=rim)
     levels = floor_levels(nav)
     pad = 2
     _, d, w = nav.shape
+    d, w = d + 2 * rim, w + 2 * rim
     panel_w = (img.shape[1] - (n_f + 1) * pad) // n_f
     scale = panel_w / max(w, 1)
     im = Image.fromarray(img)
     draw = ImageDraw.Draw(im)
     goals = set(objectnav_hm3d())
-    drawn = labels = 0
+    drawn = labels = outside = 0
     counts: dict[str, int] = {}
     colours = category_colours({table.category_name(i) or UNMATCHED for i in range(len(table))} - SKIP)
     for i in range(len(table)):
@@ -104,8 +108,16 @@ def write_semantic_preview(nav: NavMesh, table: SemanticTable, path: str | os.Pa
         y0 = pad + 14
 
         def px(x, z):
-            return (x0 + (x - nav.origin[0]) / nav.cell_size * scale, y0 + (z - nav.origin[1]) / nav.cell_size * scale)
+            return (x0 + ((x - nav.origin[0]) / nav.cell_size + rim) * scale,
+                    y0 + ((z - nav.origin[1]) / nav.cell_size + rim) * scale)
         a, b = px(box[0], box[2]), px(box[3], box[5])
+        # clipped to its floor's panel (past it lies the next floor's); wholly off it (more than
+        # RIM_M past the navigable grid): counted, not drawn
+        a = (max(a[0], x0), max(a[1], y0))
+        b = (min(b[0], x0 + panel_w - 1), min(b[1], y0 + d * scale - 1))
+        if a[0] > b[0] or a[1] > b[1]:
+            outside += 1
+            continue
         colour = colours[name]
         draw.rectangle([a, b], outline=colour, width=2 if name in goals else 1)
         tag = draw.textbbox((a[0] + 2, a[1] + 2), name)
@@ -115,8 +127,9 @@ def write_semantic_preview(nav: NavMesh, table: SemanticTable, path: str | os.Pa
         counts[name] = counts.get(name, 0) + 1
         drawn += 1
     n_un = counts.get(UNMATCHED, 0)
+    notes = [f"{n_un} unmatched"] * bool(n_un) + [f"{outside} off the map, not drawn"] * bool(outside)
     draw.text((pad + 2, 1), f"{drawn} objects in {len(counts) - bool(n_un)} categories"
-              + (f" ({n_un} unmatched)" if n_un else ""), fill=(0, 0, 0))
+              + (f" ({', '.join(notes)})" if notes else ""), fill=(0, 0, 0))
     mpp = nav.cell_size / scale
     if max(im.size) > max_size:
         k = max_size / max(im.size)
@@ -127,7 +140,7 @@ def write_semantic_preview(nav: NavMesh, table: SemanticTable, path: str | os.Pa
     buf = io.BytesIO()
     im.save(buf, format="PNG")
     atomic_write(path, lambda fh: fh.write(buf.getvalue()), overwrite=overwrite)
-    return {"width": im.width, "height": im.height, "floors": n_f, "objects": drawn, "labels": labels,
+    return {"width": im.width, "height": im.height, "floors": n_f, "objects": drawn, "labels": labels, "outside": outside,
             "legend": legend, "metres_per_pixel": mpp, **bar}
 
 

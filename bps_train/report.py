@@ -92,6 +92,11 @@ def smooth(rows: list[dict], key: str, window: int) -> list[float]:
     return out
 
 
+def _num(x: float, spec: str) -> str:
+    """``x`` formatted, or "-" when it was not measured (nan: no sim-only timing, no episode ended)."""
+    return format(x, spec) if math.isfinite(x) else "-"
+
+
 def table(rows, evals, rand, n_rows: int = 12, window: int = 10) -> str:
     succ, spl, rew = smooth(rows, "success", window), smooth(rows, "spl", window), smooth(rows, "reward", window)
     idx = sorted({round(i * (len(rows) - 1) / max(1, n_rows - 1)) for i in range(n_rows)})
@@ -99,8 +104,9 @@ def table(rows, evals, rand, n_rows: int = 12, window: int = 10) -> str:
              "|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for i in idx:
         r = rows[i]
-        lines.append(f"| {int(r['update'])} | {int(r['global_step']):,} | {r['seconds'] / 60:.1f} | {succ[i]:.3f} | "
-                     f"{spl[i]:.3f} | {rew[i]:.2f} | {r['fps']:.0f} | {r['fps_ratio']:.2f} |")
+        lines.append(f"| {int(r['update'])} | {int(r['global_step']):,} | {_num(r['seconds'] / 60, '.1f')} | "
+                     f"{_num(succ[i], '.3f')} | {_num(spl[i], '.3f')} | {_num(rew[i], '.2f')} | {_num(r['fps'], '.0f')} | "
+                     f"{_num(r['fps_ratio'], '.2f')} |")
     out = "\n".join(lines)
     if evals or rand:
         ev = ["", "| checkpoint | frames | val episodes | val success | val SPL |", "|---|---:|---:|---:|---:|"]
@@ -248,6 +254,17 @@ def plot(rows, evals, rand, path: Path, window: int = 10, size=(960, 900), overw
     atomic_write(path, lambda fh: img.save(fh, format=fmt or _image_format(Path(path)) or "PNG"), overwrite=overwrite)
 
 
+def _positive(text: str) -> int:
+    """An argparse type: an int >= 1 (0 rows or a 0-update average would print or plot nothing)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{n}: must be >= 1")
+    return n
+
+
 def main(argv=None) -> int:
     """The ``python -m bps_train.report`` entry point: 0, or 2 after a one-line error (a missing
     run folder or log, an unknown --png type, a --png that exists without --overwrite)."""
@@ -259,8 +276,8 @@ def main(argv=None) -> int:
     p.add_argument("--evals", type=Path, default=None, help="JSON lines of bps-train --eval results")
     p.add_argument("--png", type=Path, default=None, help="write the learning curve here (its folder is made)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --png file")
-    p.add_argument("--rows", type=int, default=12, help="table rows")
-    p.add_argument("--window", type=int, default=10, help="updates in the train moving average")
+    p.add_argument("--rows", type=_positive, default=12, help="table rows (default: 12)")
+    p.add_argument("--window", type=_positive, default=10, help="updates in the train moving average (default: 10)")
     a = p.parse_args(argv)
     try:
         report(a)

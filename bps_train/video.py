@@ -7,7 +7,7 @@ episode's first, as in habitat-baselines) a background thread draws one frame pe
 (L actions, L frames) and writes ``DIR/[PREFIX]episode=ID-scene=S-success=..-spl=..mp4`` and a ``.json``
 of positions and actions (a ``bps-assets preview --agent-path`` input). A frame: the sensors
 side by side (scaled by a whole factor: exact copies of the observations; ImageNav's goal image
-after them), the top-down map of the agent's floor (goal, shortest path, path so far, agent) at
+after them), the top-down map of the start's floor (goal, shortest path, path so far, agent at any height) at
 the frame's full height, and under the sensors the step, the goal (ObjectNav's category) and the
 distance to it, the action taken from the frame and, last, success and SPL. The goal:
 ``goals_for(env ids)`` (``env.episode_goals``, drawn by ``topdown.draw_episode`` as ``bps-assets
@@ -40,7 +40,7 @@ MAP_KINDS = ("shortest_path", "agent_path", "start", "goal", "agent")   # + view
 @dataclass(frozen=True)
 class FrameOptions:
     """Frame layout: each sensor panel is ``panel`` px square at most (the observation scaled by
-    the largest whole factor that fits); the map panel is ``map_width`` px wide and the frame's
+    the largest even whole factor that fits; 2 when none does); the map panel is ``map_width`` px wide and the frame's
     height (its map, under the title and above the scale bar and legend, >= 256 px on its long
     side at the defaults)."""
 
@@ -130,8 +130,10 @@ class FrameLayout:
     def __init__(self, sensors, resolution, options: FrameOptions = DEFAULTS):
         h, w = resolution
         self.sensors = [s for s in SENSORS + (GOAL_IMAGE,) if s in sensors]
-        self.scale = max(1, min(options.panel // h, options.panel // w))
-        self.scale += self.scale % 2   # even: H.264's 2x2 chroma blocks never straddle two pixels
+        fit = min(options.panel // h, options.panel // w)
+        # even: H.264's 2x2 chroma blocks never straddle two pixels; rounded down to fit the panel
+        # (2 when no even factor fits: observations over panel / 2 px)
+        self.scale = max(2, fit - fit % 2)
         self.panel_h, self.panel_w = h * self.scale, w * self.scale
         self.map_x = len(self.sensors) * self.panel_w
         self.map_w = options.map_width + options.map_width % 2
@@ -354,11 +356,13 @@ class EpisodeRecorder:
         canvas = self._map_canvas(ep, layout)
         if canvas is not None:
             tdm = canvas.map
-            title = f"{meta['scene_id']}, floor {tdm.shown[0]}: y={tdm.levels[tdm.shown[0]]:.2f} m"
+            # the floor first: a long scene name is what gets cut (the file name holds it whole)
+            title = f"floor {tdm.shown[0]}: y={tdm.levels[tdm.shown[0]]:.2f} m, {meta['scene_id']}"
             # labels, scale bar and legend drawn once; each frame replaces the map area only
-            decorated = np.asarray(canvas.image(kinds=_map_kinds(canvas), title=title))
+            decorated = np.asarray(canvas.image(kinds=_map_kinds(canvas), title=""))
             mh, mw = min(decorated.shape[0], layout.height), min(decorated.shape[1], layout.map_w)
             base[:mh, layout.map_x:layout.map_x + mw] = decorated[:mh, :mw]
+            _map_title(base, layout, title)
             area = slice(HEADER, min(tdm.height, mh)), slice(0, mw)
         L = len(ep.obs)
         no_object = self.no_object_for(ep.scene) if "semantic" in layout.sensors else 0
@@ -372,10 +376,10 @@ class EpisodeRecorder:
                 f[y0:y1, x0:x1].reshape(rgb.shape[0], k, rgb.shape[1], k, 3)[:] = rgb[:, None, :, None, :]
             if t == 0:
                 strip_bg = f[layout.height - TEXT_H:, :layout.map_x].copy()
-            if canvas is not None:
+            if canvas is not None:   # the agent and its path on the start floor's map at any height, as habitat
                 if t:
-                    canvas.path(np.array(ep.pos[t - 1:t + 1]), "agent_path")
-                c = canvas.copy().point(ep.pos[t], "agent", yaw=quaternion_yaw(ep.rot[t]))
+                    canvas.path(np.array(ep.pos[t - 1:t + 1]), "agent_path", floor=tdm.shown[0])
+                c = canvas.copy().point(ep.pos[t], "agent", yaw=quaternion_yaw(ep.rot[t]), floor=tdm.shown[0])
                 f[area[0], layout.map_x:layout.map_x + mw] = np.asarray(c.im)[area]
             strip = Image.fromarray(strip_bg.copy())
             d = ImageDraw.Draw(strip)
@@ -442,6 +446,19 @@ class EpisodeRecorder:
         else:
             c.episode(start)
         return c
+
+
+def _map_title(frame: np.ndarray, layout: FrameLayout, title: str) -> None:
+    """``title`` over the map column of ``frame`` (its whole width, not only the map's: a tall
+    map is narrow), cut with '...' where it is wider (``topdown.fit_text``)."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    from bps_assets.nav.topdown import fit_text
+
+    strip = Image.fromarray(frame[:HEADER, layout.map_x:].copy())
+    d, font = ImageDraw.Draw(strip), ImageFont.load_default()
+    d.text((MARGIN + 1, 1), fit_text(d, title, layout.map_w - 2 * MARGIN - 1, font), fill=(0, 0, 0), font=font)
+    frame[:HEADER, layout.map_x:] = np.asarray(strip)
 
 
 def _goal_text(ep: _Episode) -> str:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from bps_assets.errors import BpsError, InputError, OutputExistsError
+from bps_assets.errors import BpsError, ConfigError, InputError, OutputExistsError
 from bps_assets.json_input import parse_json
 from bps_assets.nav.settings import DEFAULT_SETTINGS as S
 from bps_assets.transforms.frame import DATASETS, DEFAULTS as FRAME, UP_AXES
@@ -356,9 +356,11 @@ def _png_name(ctx, param, value):
 @click.option("--mpp", type=Finite(min=0, min_open=True), default=None,
               help="metres per pixel (default: the smallest 1/2/5 x 10^k that fits --max-size)")
 @click.option("--episodes", "episodes_file", type=click.Path(exists=True, path_type=Path), default=None,
-              help="a PointNav, ObjectNav or InstanceImageNav dataset (split file, its folder, or a content "
-                   "file): draw its episodes' starts, goals (view points) and geodesic shortest paths")
-@click.option("--scene", default=None, help="with --episodes: the scene whose episodes to draw "
+              help="a PointNav, ObjectNav or InstanceImageNav dataset (split file, its folder, its content "
+                   "folder or a content file): draw its episodes' starts, goals (view points) and geodesic "
+                   "shortest paths")
+@click.option("--scene", default=None, help="with --episodes: the scene whose episodes to draw; with "
+                                            "--agent-path: a recorded path of this scene is drawn too "
                                             "(default: the navmesh file's name)")
 @click.option("--max-episodes", default=20, show_default=True, type=click.IntRange(min=0),
               help="with --episodes: draw at most this many (the file's first)")
@@ -377,15 +379,22 @@ def preview_cmd(navfile, out, overwrite, max_size, mpp, episodes_file, scene, ma
         if given:
             raise click.UsageError(f"--semantic draws a scene's objects only: {', '.join(given)} cannot "
                                    "go with it (make a second map without --semantic for those)")
-        _semantic_preview(_load(navfile), semantic, out, overwrite, max_size)
+        nav = _load(navfile)
+        _semantic_preview(nav, semantic, out, overwrite, max_size, _map_scenes(navfile, nav))
         return
+    if episodes_file is None and options_given(["max_episodes"]) or scene and not (episodes_file or agent_paths):
+        raise click.UsageError("--scene goes with --episodes or --agent-path, --max-episodes with --episodes: "
+                               "alone they would draw nothing")
     nav = _load(navfile)
     from bps_assets.habitat_names import habitat_scene_name
 
     episodes = _scene_episodes(episodes_file, scene or habitat_scene_name(navfile), max_episodes) if episodes_file else []
-    paths = [read_agent_path(p) for p in agent_paths]
-    info = write_map(nav, out, episodes=episodes, agent_paths=paths, overwrite=overwrite,
-                     options=MapOptions(metres_per_pixel=mpp, max_size=max_size, islands=True))
+    paths = [read_agent_path(p, _map_scenes(navfile, nav) | ({scene} if scene else set())) for p in agent_paths]
+    try:
+        info = write_map(nav, out, episodes=episodes, agent_paths=paths, overwrite=overwrite,
+                         options=MapOptions(metres_per_pixel=mpp, max_size=max_size, islands=True))
+    except ConfigError as e:   # the map's frame (its size at --mpp): named after the file given, not its scan
+        raise ConfigError(navfile, e.detail) from None
     extra = f", {info['episodes']} episode(s)" if episodes_file else ""
     extra += f" ({info['unreachable']} with no path on this navmesh)" if info["unreachable"] else ""
     extra += f", {info['agent_paths']} agent path(s)" if agent_paths else ""
@@ -393,17 +402,28 @@ def preview_cmd(navfile, out, overwrite, max_size, mpp, episodes_file, scene, ma
                f"{info['floors']} floor(s), {info['islands']} island{'s' * (info['islands'] != 1)}{extra}")
 
 
-def _semantic_preview(nav, semantic: Path, out, overwrite, max_size):
+def _map_scenes(navfile: Path, nav) -> set:
+    """The scene names a navmesh is the map of: its file's, and the file it was built from's."""
+    from bps_assets.habitat_names import habitat_scene_name
+
+    return {habitat_scene_name(navfile)} | ({habitat_scene_name(nav.source)} if nav.source else set())
+
+
+def _semantic_preview(nav, semantic: Path, out, overwrite, max_size, scenes: set):
     from bps_assets.nav.semantic_preview import write_semantic_preview
     from bps_assets.packed_scene import read_packed_scene
 
-    table = read_packed_scene(semantic, sections=["object_ids", "object_category", "object_region",
-                                                  "object_aabb", "object_source_ids"]).semantics
+    packed = read_packed_scene(semantic, sections=["object_ids", "object_category", "object_region",
+                                                   "object_aabb", "object_source_ids"])
+    if isinstance(packed.scene_id, str) and packed.scene_id and packed.scene_id not in scenes:   # another scene's objects: a wrong map, not a map
+        raise InputError(semantic, f"is scene {packed.scene_id!r}, the navmesh is of "
+                                   f"{' / '.join(repr(s) for s in sorted(scenes))}: give both files of one scene")
+    table = packed.semantics
     if table is None:   # bad input like any other: "error: ...", exit 2
         raise InputError(semantic, "the packed scene has no semantic section")
     info = write_semantic_preview(nav, table, out, overwrite=overwrite, max_size=max_size)
     click.echo(f"{out}: {info['width']}x{info['height']} px, {info['floors']} floor(s), "
-               f"{info['objects']} objects")
+               f"{info['objects']} objects" + (f" ({info['outside']} off the map, not drawn)" if info["outside"] else ""))
 
 
 def _file_task(path: Path) -> str:
@@ -426,7 +446,9 @@ def _scene_episodes(path: Path, scene: str, limit: int) -> list:
     """The first ``limit`` episodes of ``scene`` in a PointNav, ObjectNav or InstanceImageNav
     dataset, read by the reader of the task its keys show (``_file_task``), whose errors name what
     is wrong (an ObjectNav or InstanceImageNav episode gets its goal objects, with their view
-    points); InputError when it has none."""
+    points); InputError when it has none. A ``content/`` folder is read as its split folder."""
+    if path.is_dir() and path.name == "content" and not (path / "content.json.gz").exists():
+        path = path.parent   # habitat's layout: SPLIT/SPLIT.json.gz + SPLIT/content/SCENE.json.gz
     task = _file_task(path)
     if task == "instance_imagenav":
         from bps_assets.nav.instance_imagenav_files import read_instance_imagenav_dataset

@@ -87,3 +87,13 @@ def test_a_one_file_objectnav_folder_is_read_as_objectnav(scene, tmp_path):
         r = _preview(nav, png, episodes)
         assert r.exit_code == 0, r.output
         assert "4 episode(s)" in r.output and png.stat().st_size > 0
+
+
+def test_the_content_folder_reads_as_its_split(scene, tmp_path):
+    """--episodes SPLIT/content: was 'content/content.json.gz: no such file' (a path the tool made
+    up; journey viz F12); now its split folder, read with the task its keys show."""
+    s, nav = scene
+    _write_objectnav(s, tmp_path / "on")
+    png = tmp_path / "content.png"
+    r = _preview(nav, png, tmp_path / "on" / "val" / "content")
+    assert r.exit_code == 0 and "4 episode(s)" in r.output and png.exists(), r.output

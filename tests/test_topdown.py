@@ -166,3 +166,21 @@ def test_objectnav_view_points_are_read_from_habitat_goals():
     assert view_points(e).tolist() == [[1, 0, 2], [2, 0, 1], [5, 0, 4]]
     assert view_points({"goals": [{"position": [1, 0, 1]}]}) is None
     assert view_points({"view_points": [[1, 2, 3]]}).tolist() == [[1, 2, 3]]
+
+
+def test_a_long_panel_title_is_cut_with_dots_not_clipped(corridor_nav):
+    """A title wider than its panel (an eval video's long scene name) ends in '...' inside the
+    picture (journey viz F7: it ran off the map panel, its end lost mid-glyph)."""
+    from PIL import ImageDraw, ImageFont
+
+    from bps_assets.nav.topdown import fit_text
+
+    m = TopDownMap(corridor_nav, MapOptions(metres_per_pixel=0.05))
+    title = "floor 0: y=0.00 m, " + "v3_sc0_staging_00_" * 8
+    im = m.canvas().image(title=title)
+    ink = np.nonzero((np.asarray(im)[:HEADER - 2] < 128).all(axis=2).any(axis=0))[0]
+    assert ink.size and ink.max() < im.width - 3
+    d, font = ImageDraw.Draw(im), ImageFont.load_default()
+    cut = fit_text(d, title, m.panel_w - 2, font)
+    assert cut.endswith("...") and title.startswith(cut[:-3]) and d.textlength(cut, font=font) <= m.panel_w - 2
+    assert fit_text(d, "floor 0", m.panel_w - 2, font) == "floor 0"

@@ -133,3 +133,30 @@ def test_bad_paths_are_one_line_errors_and_the_png_is_never_replaced_silently(tm
     assert mine.read_bytes().startswith(b"\x89PNG")
     assert report.main([str(run), "--png", str(tmp_path / "curve.xyz")]) == 2 and "--png" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["docs", "mine.png", "run"]
+
+
+def test_the_table_says_dash_for_what_was_not_measured(tmp_path):
+    """A run with --sim-only-steps 0 logs fps_ratio nan, and an update where no episode ended has
+    no success: the table says '-', not 'nan' (journey viz F5)."""
+    run = tmp_path / "run"
+    _write_log(run, 3)
+    rows = report.read_log(run)
+    for r in rows:
+        r["sim_fps"] = r["fps_ratio"] = float("nan")
+    rows[0]["episodes"] = 0
+    text = report.table(rows, [], None, n_rows=3, window=1)
+    assert "nan" not in text
+    first = text.splitlines()[2].split("|")
+    assert first[4].strip() == "-" and first[8].strip() == "-"   # success (no episode), fps / sim fps
+    assert text.splitlines()[3].split("|")[4].strip() == f"{2 / 3 / 2:.3f}"
+
+
+def test_rows_and_window_below_one_are_usage_errors(tmp_path, capsys):
+    """--rows 0 printed an empty table and --window 0 blanked every curve, exit 0 (journey viz F10)."""
+    _write_log(tmp_path / "run", 3)
+    for flag in ("--rows", "--window"):
+        for bad in ("0", "-2", "x"):
+            with pytest.raises(SystemExit) as e:
+                report.main([str(tmp_path / "run"), flag, bad])
+            assert e.value.code == 2 and flag in capsys.readouterr().err
+    assert report.main([str(tmp_path / "run"), "--rows", "1", "--window", "1"]) == 0

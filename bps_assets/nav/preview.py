@@ -42,10 +42,17 @@ def floor_levels(nav: NavMesh) -> np.ndarray:
     return np.array(levels)
 
 
-def render(nav: NavMesh, max_size: int = 1600) -> tuple[np.ndarray, int]:
-    """RGB uint8 image with one panel per floor (left to right); returns (image, floors)."""
+PLAIN = (228, 228, 228)   # navigable area's colour with ``islands=False`` (the top-down map's)
+
+
+def render(nav: NavMesh, max_size: int = 1600, islands: bool = True, margin: int = 0) -> tuple[np.ndarray, int]:
+    """RGB uint8 image with one panel per floor (left to right); returns (image, floors).
+    ``islands=False``: the navigable area in one grey (shaded by height), so colours drawn on
+    the map (the semantic preview's categories) are never the floor's. ``margin``: cells of
+    not-navigable border around each panel's grid (room for objects against the outer walls)."""
     levels = floor_levels(nav)
     L, D, W = nav.shape
+    D, W = D + 2 * margin, W + 2 * margin
     y = nav.span_pos[:, 1]
     lvl = np.searchsorted(levels, y + 0.5, side="right") - 1
     lvl = np.clip(lvl, 0, len(levels) - 1)
@@ -55,7 +62,9 @@ def render(nav: NavMesh, max_size: int = 1600) -> tuple[np.ndarray, int]:
     panel_w, panel_h = W * scale, D * scale
     img = np.full((panel_h + 2 * pad + 14, F * panel_w + (F + 1) * pad, 3), 245, np.uint8)
     l_, r_, c_ = nav.span_lrc.T
-    col = _PALETTE[nav.span_island % len(_PALETTE)].astype(np.float32)
+    r_, c_ = r_ + margin, c_ + margin
+    col = (_PALETTE[nav.span_island % len(_PALETTE)] if islands else
+           np.broadcast_to(np.array(PLAIN, np.uint8), (len(y), 3))).astype(np.float32)
     # shade by height within the floor: higher = lighter
     rel = np.clip((y - levels[lvl] + 0.5) / 1.5, 0, 1)
     col = col * (0.7 + 0.3 * rel[:, None])

@@ -190,16 +190,18 @@ class Canvas:
         if kind not in self.used:
             self.used.append(kind)
 
-    def path(self, points, kind: str = "agent_path", width: int | None = None):
-        """A polyline [K, 3]; broken where it changes floor or leaves the shown floors."""
+    def path(self, points, kind: str = "agent_path", width: int | None = None, floor: int | None = None):
+        """A polyline [K, 3]; broken where it changes floor or leaves the shown floors. ``floor``:
+        every point drawn on that floor's panel whatever its height (habitat's TopDownMap draws
+        the agent so, on the map of its start's height)."""
         from PIL import ImageDraw
 
         self._note(kind)
         p = np.asarray(points, float).reshape(-1, 3)
         if len(p) == 0:
             return self
-        uv, shown = self.map.to_image(p)
-        fl = self.map.floor_of(p)
+        fl = self.map.floor_of(p) if floor is None else np.full(len(p), int(floor))
+        uv, shown = self.map.to_image(p, fl)
         d = ImageDraw.Draw(self.im)
         col, w = KINDS[kind][0], width or self.map.options.line_width
         start = 0
@@ -213,14 +215,14 @@ class Canvas:
                 start = i
         return self
 
-    def point(self, p, kind: str = "goal", yaw: float | None = None, size: float = 4.0):
+    def point(self, p, kind: str = "goal", yaw: float | None = None, size: float = 4.0, floor: int | None = None):
         """A marker at [3]; ``kind="agent"`` draws a triangle pointing along ``yaw`` (habitat's
         rotation about +Y: forward is (-sin yaw, 0, -cos yaw)); other kinds with a ``yaw`` get a
-        heading tick of 2.5 ``size`` along it (ImageNav's goal camera)."""
+        heading tick of 2.5 ``size`` along it (ImageNav's goal camera). ``floor``: as ``path``'s."""
         from PIL import ImageDraw
 
         self._note(kind)
-        uv, shown = self.map.to_image(np.asarray(p, float).reshape(1, 3))
+        uv, shown = self.map.to_image(np.asarray(p, float).reshape(1, 3), None if floor is None else [int(floor)])
         if not shown[0]:
             return self
         u, v = uv[0] - 0.5
@@ -275,7 +277,8 @@ class Canvas:
         d = ImageDraw.Draw(im)
         for slot, f in enumerate(tdm.shown):
             label = f"floor {f}: y={round(float(tdm.levels[f]), 2) + 0.0:.2f} m" if title is None else title
-            d.text((MARGIN + slot * (tdm.panel_w + GAP) + 1, 1), label, fill=(0, 0, 0), font=font)
+            room = (tdm.panel_w if slot < len(tdm.shown) - 1 else im.width - 2 * MARGIN - slot * (tdm.panel_w + GAP)) - 2
+            d.text((MARGIN + slot * (tdm.panel_w + GAP) + 1, 1), fit_text(d, label, room, font), fill=(0, 0, 0), font=font)
         if not (legend or scale_bar):
             return im
         items = []   # (width px, draw function)
@@ -322,6 +325,17 @@ class Canvas:
         return out
 
 
+def fit_text(draw, text: str, width: float, font) -> str:
+    """``text``, or its longest head + "..." that is at most ``width`` px wide in ``font`` (a panel's
+    label is cut where the reader sees it is, not clipped mid-glyph at the picture's edge)."""
+    if draw.textlength(text, font=font) <= width:
+        return text
+    n = len(text)
+    while n > 0 and draw.textlength(text[:n] + "...", font=font) > width:
+        n -= 1
+    return text[:n] + "..."
+
+
 def island_legend(tdm: TopDownMap, most: int = 8) -> list[tuple]:
     """(colour, label, glyph) legend entries of the islands: area, outdoor when the indoor test
     says so, and which ones episodes use."""
@@ -356,10 +370,11 @@ def scale_bar_metres(mpp: float, max_px: int) -> float:
 MAX_PATH_POINTS = 1_000_000   # cap on an agent-path file's points, checked before converting
 
 
-def read_agent_path(path) -> np.ndarray:
+def read_agent_path(path, scenes=None) -> np.ndarray:
     """Positions [K, 3] from an agent-path file: JSON (a list of [x, y, z], or an object whose
     ``positions`` is one: what ``bps_train.video`` writes beside each video) or text lines of
-    ``x y z`` / ``x,y,z``. ``InputError`` naming the file when it is none of these."""
+    ``x y z`` / ``x,y,z``. ``InputError`` naming the file when it is none of these, or (``scenes``:
+    the map's scene names) when its JSON object's ``scene_id`` is another scene."""
     import os
 
     from ..errors import InputError
@@ -378,6 +393,7 @@ def read_agent_path(path) -> np.ndarray:
         if text[:1] in "[{":
             doc = parse_json(text, path, prefix="not an agent path")
             rows = doc.get("positions") if isinstance(doc, dict) else doc
+            _check_path_scene(path, doc, scenes)
         else:
             rows = [[float(x) for x in line.replace(",", " ").split()] for line in text.splitlines()
                     if line.strip() and not line.lstrip().startswith("#")]
@@ -387,6 +403,19 @@ def read_agent_path(path) -> np.ndarray:
     if pts.ndim != 2 or pts.shape[1] != 3 or len(pts) == 0 or not np.isfinite(pts).all():
         raise InputError(path, f"not an agent path: expected [K, 3] finite positions, got shape {list(pts.shape)}")
     return pts
+
+
+def _check_path_scene(path: str, doc, scenes) -> None:
+    """InputError when the recorder's JSON ``doc`` names a ``scene_id`` none of ``scenes`` is."""
+    from ..errors import InputError
+    from ..habitat_names import habitat_scene_name
+
+    sid = doc.get("scene_id") if isinstance(doc, dict) else None
+    if scenes is None or not isinstance(sid, str) or not sid:
+        return
+    if habitat_scene_name(sid) not in scenes:
+        raise InputError(path, f"is an episode of scene {habitat_scene_name(sid)!r}, not of the map's "
+                               f"({' / '.join(repr(s) for s in sorted(scenes))}): give that scene's navmesh")
 
 
 def view_points(episode: dict):

@@ -1,0 +1,97 @@
+"""`bps-assets preview` refuses another scene's objects or recorded path on a navmesh's map (journey
+viz F2, F4: both were drawn, exit 0): `--semantic SCENE.bps` whose header's scene is not the
+navmesh's, `--agent-path EP.json` whose recorder JSON names another `scene_id`. The same scene's
+files, a habitat `.navmesh`, and plain position lists (no scene) still draw."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from cli.main import main
+
+
+def _run(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("sem")
+    assert _run("synth", root / "src", "--layout", "mp3d", "-n", 2, "--semantic").exit_code == 0
+    r = _run("preprocess", root / "src", "-o", root / "out", "--dataset", "mp3d", "--episodes", 0)
+    assert r.exit_code == 0, r.output
+    names = sorted(p.name.split(".")[0] for p in (root / "out" / "scenes").glob("*.bps"))
+    assert len(names) == 2
+    return root / "out", names
+
+
+def test_semantic_scene_of_another_navmesh_is_refused(data, tmp_path):
+    out, (a, b) = data
+    png = tmp_path / "m.png"
+    r = _run("preview", out / "navmeshes" / f"{a}.navmesh.bps", "-o", png, "--semantic", out / "scenes" / f"{b}.bps")
+    assert r.exit_code == 2 and not png.exists()
+    assert f"{b}.bps: is scene '{b}', the navmesh is of '{a}'" in r.output, r.output
+    r = _run("preview", out / "navmeshes" / f"{a}.navmesh.bps", "-o", png, "--semantic", out / "scenes" / f"{a}.bps")
+    assert r.exit_code == 0 and png.exists(), r.output
+    # a navmesh file renamed: the scene it was built from (its header's source) still matches
+    moved = tmp_path / "renamed.navmesh.bps"
+    moved.write_bytes((out / "navmeshes" / f"{a}.navmesh.bps").read_bytes())
+    r = _run("preview", moved, "-o", tmp_path / "m2.png", "--semantic", out / "scenes" / f"{a}.bps")
+    assert r.exit_code == 0, r.output
+
+
+def test_recorded_path_of_another_scene_is_refused(data, tmp_path):
+    out, (a, b) = data
+    nav = out / "navmeshes" / f"{a}.navmesh.bps"
+    doc = {"episode_id": "1", "scene_id": b, "positions": [[0.0, 0.0, 0.0], [0.25, 0.0, 0.0]]}
+    ep = tmp_path / "ep.json"
+    ep.write_text(json.dumps(doc))
+    png = tmp_path / "p.png"
+    r = _run("preview", nav, "-o", png, "--agent-path", ep)
+    assert r.exit_code == 2 and not png.exists()
+    assert f"ep.json: is an episode of scene '{b}', not of the map's ('{a}')" in r.output, r.output
+    ep.write_text(json.dumps({**doc, "scene_id": f"mp3d/{a}/{a}.glb"}))   # habitat's scene path: its name
+    assert _run("preview", nav, "-o", png, "--agent-path", ep).exit_code == 0
+    plain = tmp_path / "plain.json"   # no scene recorded: nothing to check
+    plain.write_text(json.dumps(doc["positions"]))
+    assert _run("preview", nav, "-o", tmp_path / "q.png", "--agent-path", plain).exit_code == 0
+
+
+def test_read_agent_path_scene_check_is_optional(tmp_path):
+    from bps_assets.errors import InputError
+    from bps_assets.nav.topdown import read_agent_path
+
+    ep = Path(tmp_path / "ep.json")
+    ep.write_text(json.dumps({"scene_id": "Other", "positions": [[1, 2, 3]]}))
+    assert read_agent_path(ep).shape == (1, 3)
+    assert read_agent_path(ep, {"Other"}).shape == (1, 3)
+    with pytest.raises(InputError, match="scene 'Other'"):
+        read_agent_path(ep, {"Collierville"})
+
+
+def test_map_size_error_names_the_navmesh_given(data, tmp_path):
+    """--mpp too small: the error names the navmesh file typed, not the scan it was built from
+    (journey viz F3: 'error: 2azQ1b91cZZ.bps: a map of ...', a file not in the folder)."""
+    out, (a, _) = data
+    nav = out / "navmeshes" / f"{a}.navmesh.bps"
+    r = _run("preview", nav, "-o", tmp_path / "big.png", "--mpp", "0.0001")
+    assert r.exit_code == 2 and not (tmp_path / "big.png").exists()
+    assert r.output.startswith(f"error: {nav}: a map of "), r.output
+
+
+def test_scene_and_max_episodes_alone_are_usage_errors(data, tmp_path):
+    """--scene / --max-episodes without what they select drew a plain map, exit 0 (journey viz F9);
+    --scene also names the scene a recorded --agent-path may be of."""
+    out, (a, b) = data
+    nav = out / "navmeshes" / f"{a}.navmesh.bps"
+    for extra in (["--scene", b], ["--max-episodes", "3"]):
+        r = _run("preview", nav, "-o", tmp_path / "x.png", *extra)
+        assert r.exit_code == 2 and "alone they would draw nothing" in r.output and not (tmp_path / "x.png").exists()
+    ep = tmp_path / "ep.json"
+    ep.write_text(json.dumps({"scene_id": b, "positions": [[0.0, 0.0, 0.0], [0.25, 0.0, 0.0]]}))
+    assert _run("preview", nav, "-o", tmp_path / "y.png", "--agent-path", ep).exit_code == 2
+    r = _run("preview", nav, "-o", tmp_path / "y.png", "--agent-path", ep, "--scene", b)
+    assert r.exit_code == 0, r.output

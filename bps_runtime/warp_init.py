@@ -26,23 +26,54 @@ _wp = None
 CUDA_BUILD_LOCK = threading.RLock()
 
 
+_orphans: list = []   # what CUDA scene objects held, dropped while another thread had the lock
+
+
+@contextlib.contextmanager
+def _cuda_locked():
+    with CUDA_BUILD_LOCK:
+        try:
+            yield
+        finally:
+            free_orphans()
+
+
 def device_build(device):
     """The context every build of a scene's Warp objects on ``device`` (a Warp device) runs in:
-    ``CUDA_BUILD_LOCK`` on CUDA, nothing on the CPU."""
-    return CUDA_BUILD_LOCK if device.is_cuda else contextlib.nullcontext()
+    ``CUDA_BUILD_LOCK`` on CUDA (on leaving it, what ``CudaReleased`` left is freed), nothing on
+    the CPU."""
+    return _cuda_locked() if device.is_cuda else contextlib.nullcontext()
+
+
+def free_orphans() -> None:
+    """Free what ``CudaReleased`` objects left for the next holder of ``CUDA_BUILD_LOCK``;
+    the caller holds it."""
+    while _orphans:
+        _orphans.pop().clear()
 
 
 class CudaReleased:
     """Base of the objects that own a scene's Warp arrays, meshes and BVHs: on CUDA (``_cuda``
     set first thing in ``__init__``) they are freed under ``CUDA_BUILD_LOCK`` whichever thread
-    drops the last reference (the env's, a loader's, the garbage collector's)."""
+    drops the last reference (the env's, a loader's, the garbage collector's). Dropping one never
+    waits: while another thread holds the lock, its contents wait for that thread to free them
+    (``free_orphans``), so neither a step nor a thread holding another lock can block here."""
 
     _cuda = False
 
-    def __del__(self, _lock=CUDA_BUILD_LOCK):
-        if self._cuda:
-            with _lock:
-                self.__dict__.clear()
+    def __del__(self, _lock=CUDA_BUILD_LOCK, _orphans=_orphans):
+        if not self._cuda:
+            return
+        held = dict(self.__dict__)
+        self.__dict__.clear()
+        if _lock.acquire(blocking=False):
+            try:
+                held.clear()
+                free_orphans()
+            finally:
+                _lock.release()
+        else:
+            _orphans.append(held)
 
 
 def _gpu_expected() -> bool:

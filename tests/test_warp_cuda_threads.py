@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import threading
+import time
 import weakref
 from types import SimpleNamespace
 from concurrent.futures import ThreadPoolExecutor
@@ -193,9 +194,9 @@ def test_a_detached_cuda_scene_waits_for_its_frames_then_a_build_releases_it(mon
     assert events[0].done and gone() is None and r._retired == []
 
 
-def test_a_cuda_scene_let_go_on_another_thread_waits_for_a_build():
+def test_a_cuda_scene_let_go_during_a_build_is_freed_when_the_build_ends():
     from bps_runtime.render.warp_backend import WarpScene
-    from bps_runtime.warp_init import CUDA_BUILD_LOCK
+    from bps_runtime.warp_init import device_build
 
     scene = bumpy_floor(2, n=8)
     sd = build_shading_data(scene)
@@ -207,10 +208,68 @@ def test_a_cuda_scene_let_go_on_another_thread_waits_for_a_build():
     box = [sc]
     del sc
     let_go = threading.Thread(target=box.clear)   # the last reference, dropped on another thread
-    with CUDA_BUILD_LOCK:   # a loader's build in progress
+    with device_build(SimpleNamespace(is_cuda=True)):   # a loader's CUDA build in progress
         let_go.start()
-        let_go.join(0.3)
-        assert let_go.is_alive() and mesh() is not None   # freed only after the build
-    let_go.join(5)
+        let_go.join(5)
+        gc.collect()
+        assert not let_go.is_alive() and mesh() is not None   # it did not wait, nor free beside the build
     gc.collect()
-    assert not let_go.is_alive() and mesh() is None
+    assert mesh() is None   # freed as the build ended
+
+
+def test_a_scene_dropped_under_the_renderers_lock_never_waits_for_a_build():
+    """A loader holding the build lock waits for the renderer's lock (``_reap(wait=True)``)
+    while the env thread, inside the renderer's lock, drops the last reference of a CUDA scene:
+    dropping it must not wait for the build lock (a deadlock before); the loader frees it."""
+    from bps_runtime.warp_init import device_build
+
+    scene = bumpy_floor(3, n=8)
+    sd = build_shading_data(scene)
+    r = make_renderer("warp", RenderOptions(resolution=(8, 8)), device="cpu")
+    sc = r.prepare(sd, scene.positions, scene.indices)
+    sc._cuda = True
+    mesh = weakref.ref(sc.mesh)
+    box = [sc]
+    del sc
+    env_in, building, freed = threading.Event(), threading.Event(), threading.Event()
+
+    def loader():
+        env_in.wait(10)
+        with device_build(SimpleNamespace(is_cuda=True)):   # a CUDA build in progress ...
+            building.set()
+            with r._lock:   # ... that then needs the renderer (as _reap(wait=True) does)
+                pass
+        freed.set()
+
+    def env():
+        with r._lock:
+            env_in.set()
+            building.wait(10)
+            time.sleep(0.2)   # the loader now waits for the renderer's lock
+            box.clear()   # the last reference, dropped inside the renderer's lock
+
+    threads = [threading.Thread(target=loader, daemon=True), threading.Thread(target=env, daemon=True)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert not any(t.is_alive() for t in threads), "deadlock"
+    gc.collect()
+    assert freed.is_set() and mesh() is None   # the loader freed it on leaving its build
+
+
+def test_close_syncs_the_device_then_frees_every_scene_and_clears_its_row(monkeypatch):
+    scene = bumpy_floor(4, n=8)
+    sd = build_shading_data(scene)
+    r = make_renderer("warp", RenderOptions(resolution=(8, 8)), device="cpu")
+    r.attach(0, sd, r.prepare(sd, scene.positions, scene.indices))
+    r._scenes[0]._cuda = True
+    alive = weakref.ref(r._scenes[0])
+    seen = []
+    monkeypatch.setattr(r, "_wdev", SimpleNamespace(is_cuda=True))
+    monkeypatch.setattr(r, "_stream", lambda: None)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: seen.append(alive() is not None))
+    r.close()
+    gc.collect()
+    assert seen == [True] and alive() is None   # synchronized while the scene was still there
+    assert r._meshes.numpy()[0] == 0 and r._scenes == {}   # its row renders as misses

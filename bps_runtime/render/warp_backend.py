@@ -23,7 +23,7 @@ import numpy as np
 
 from bps_assets.errors import ConfigError, MissingDependencyError
 
-from ..warp_init import CUDA_BUILD_LOCK, CudaReleased, device_build, init_warp
+from ..warp_init import CUDA_BUILD_LOCK, CudaReleased, device_build, free_orphans, init_warp
 from .camera import camera_directions, depth_mode, yaw_to_quaternion
 from .inputs import check_render_inputs, check_resident, check_sensors
 from .protocol import DEFAULTS, VIEW_DIRS_KEPT, RenderOptions, view_options
@@ -276,6 +276,7 @@ class WarpRenderer:
                 if wait:
                     done.synchronize()
             ready.clear()
+            free_orphans()
         finally:
             CUDA_BUILD_LOCK.release()
 
@@ -289,9 +290,12 @@ class WarpRenderer:
         with self._lock:
             held, self._retired = self._retired, []
             scenes, self._scenes = self._scenes, {}
+            for scene_index in scenes:   # their rows render as misses, not freed memory
+                self._write_row(scene_index)
         with CUDA_BUILD_LOCK:
             held.clear()
             scenes.clear()
+            free_orphans()
 
     def _row(self, scene_index: int):
         sc = self._scenes.get(scene_index)

@@ -580,7 +580,7 @@ def evaluate(args) -> dict:
 
             recorder = eval_recorder(args)
         env = bps_runtime.make(config=env_config(args, args.eval_split, n, args.seed + 10_000, source,
-                                                  double_buffer=False))
+                                                  double_buffer=False, swaps=eval_swaps(args, source, want, n)))
     if ckpt is not None:   # the policy's category ids must mean the episodes' categories
         saved = checkpoint.saved_identity(ckpt)
         if note := checkpoint.categories_note(args.eval, saved):
@@ -611,6 +611,8 @@ def evaluate(args) -> dict:
             key = (str(info["scene_id"][i]), str(ids[i]))
             if claims.claim(key):
                 counted[i] = key
+            elif key in claims.keys:   # a repeat: every episode of its scene has started
+                leave_spent_scene(env, i, key[0])
     try:
         obs = env.reset()
         claim(range(n), env.last_info)
@@ -667,6 +669,33 @@ def evaluate(args) -> dict:
         res["videos"] = [str(p) for p in recorder.written]
     print(json.dumps(res), flush=True)
     return res
+
+
+def eval_swaps(args, source, want: int, num_envs: int) -> dict:
+    """The eval's cache swaps where the split has more scenes than its slots: sampled episodes
+    (which never repeat) move each slot on after ceil(``want`` / scenes) episodes, so an eval of
+    more episodes than envs spreads over the scenes; file episodes need none (``leave_spent_scene``)."""
+    from bps_assets.pipeline.manifest import load_manifest
+    from bps_runtime.scenes.cache import DEFAULTS
+
+    if source != "sample":
+        return {}
+    scenes = len(load_manifest(args.dataset).scenes(args.eval_split))
+    slots = min(args.cache_slots or DEFAULTS.slots, num_envs)
+    return {"swap_after_episodes": -(-want // scenes)} if scenes > slots else {}
+
+
+def leave_spent_scene(env, i: int, scene_id: str) -> None:
+    """An eval's env ``i`` started a repeat in scene ``scene_id``: the scene's episode cycle came
+    round, so each of its episodes has started. If that scene is still the active one of the env's
+    cache slot and the slot has a next scene, the slot swaps to it (new episodes start there), so
+    an eval over more scenes than slots reaches every scene. Repeats follow from the seed and the
+    steps only, so the swaps do too."""
+    cache = env.world.scenes
+    k = int(cache.env_slot[i])
+    active = cache.slots[k].active
+    if active is not None and cache.scene_id(active) == scene_id and cache.has_pending(k):
+        cache.request_swap([k])
 
 
 def eval_frame_cap(want: int, max_episode_steps: int) -> int:

@@ -1,6 +1,7 @@
 """bps-train streams scenes through its cache: training with more of a rank's scenes than cache
 slots swaps one slot every ceil(N / K) rounds (``--scene-repeat-steps`` N, habitat-lab's
-``max_scene_repeat_steps``; 0: never, the behaviour before it; docs/TRAINING.md, "Scene rotation")."""
+``max_scene_repeat_steps``; 0: never, the behaviour before it), and ``--eval`` over more scenes
+than slots reaches every scene (docs/TRAINING.md, "Scene rotation")."""
 from __future__ import annotations
 
 import pytest
@@ -8,6 +9,7 @@ import pytest
 import bps_runtime
 from bps_train.args import parse
 from bps_train.train import Args, env_config, run, scene_rotation
+from cli.main import main
 
 TINY = ["--resolution", "16", "--width", "4", "--hidden", "16", "--num-envs", "4", "--rollout-steps", "16",
         "--sim-only-steps", "0", "--threads", "1", "--cache-slots", "1", "--no-resume"]
@@ -69,6 +71,20 @@ def test_training_visits_every_scene_of_the_rank(dataset, tmp_path, monkeypatch,
         assert len(first) == 1, first
 
 
+def test_eval_reaches_every_scene_with_fewer_slots(dataset, tmp_path, monkeypatch):
+    from bps_runtime.episodes.dataset_info import scene_and_episode_counts
+
+    scenes, total = scene_and_episode_counts(dataset, "train")
+    assert scenes == 2
+    argv = ["--dataset", str(dataset), "--out-dir", str(tmp_path / "ev"), "--eval", "random", "--eval-split", "train",
+            "--cache-slots", "1", "--resolution", "16", "--threads", "1"]
+    seen = _watch(monkeypatch)
+    res = run(argv)
+    assert res["episodes"] == total and "episodes_wanted" not in res, res
+    assert len({s for ids in seen for s in ids}) == 2
+    again = run(argv)   # the swaps follow from the seed and the steps: the same report
+    assert {k: v for k, v in again.items() if k != "seconds"} == {k: v for k, v in res.items() if k != "seconds"}
+
 
 def test_a_resume_may_change_the_rotation_as_it_may_the_cache_slots(dataset, tmp_path):
     out = str(tmp_path / "run")
@@ -76,3 +92,26 @@ def test_a_resume_may_change_the_rotation_as_it_may_the_cache_slots(dataset, tmp
     run([*base, "--total-steps", "64", "--scene-repeat-steps", "0"])
     res = run([*base, "--total-steps", "128", "--scene-repeat-steps", "8"])   # the cache is no part of the identity
     assert res["updates"] == 2
+
+
+def test_a_sampled_eval_spreads_its_episodes_over_every_scene(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from bps_assets.pipeline.manifest import load_manifest
+
+    src, out = tmp_path / "src", tmp_path / "out"
+    for argv in (["synth", src, "--layout", "mp3d", "-n", 3, "--semantic"],
+                 ["preprocess", src, "-o", out, "--dataset", "mp3d", "--split", "benchmark", "--workers", 1,
+                  "--agent-radius", 0.18, "--agent-height", 0.88]):
+        r = CliRunner().invoke(main, [str(a) for a in argv])
+        assert r.exit_code == 0, r.output
+    split = load_manifest(out / "manifest.json").subsets[0]
+    assert len(load_manifest(out / "manifest.json").scenes(split)) == 2
+    seen = _watch(monkeypatch)
+    # ObjectNav without a file samples its eval episodes (they never repeat): 1 slot, 2 scenes; the
+    # first 64 start together (64 envs) on the first scene, the slot swaps after ceil(80 / 2) of them
+    res = run([str(a) for a in ("--dataset", out / "manifest.json", "--out-dir", tmp_path / "ev", "--task",
+                                "objectnav", "--eval", "stop", "--eval-split", split, "--eval-episodes", 80,
+                                "--cache-slots", 1, "--resolution", 16, "--threads", 1)])
+    assert res["episodes"] == 80 and "episodes_wanted" not in res, res
+    assert len({s for ids in seen for s in ids}) == 2

@@ -100,11 +100,11 @@ def test_a_sampled_eval_spreads_its_episodes_over_every_scene(tmp_path, monkeypa
     from bps_assets.pipeline.manifest import load_manifest
 
     src, out = tmp_path / "src", tmp_path / "out"
-    for argv in (["synth", src, "--layout", "mp3d", "-n", 3, "--semantic"],
-                 ["preprocess", src, "-o", out, "--dataset", "mp3d", "--split", "benchmark", "--workers", 1,
-                  "--agent-radius", 0.18, "--agent-height", 0.88]):
-        r = CliRunner().invoke(main, [str(a) for a in argv])
-        assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(main, ["synth", str(src), "--layout", "mp3d", "-n", "3", "--semantic"])
+    assert r.exit_code == 0, r.output   # 2 scenes of the split: mp3d-layout semantic scans
+    r = CliRunner().invoke(main, ["preprocess", str(src), "-o", str(out), "--dataset", "mp3d", "--split", "benchmark",
+                                  "--workers", "1", "--agent-radius", "0.18", "--agent-height", "0.88"])
+    assert r.exit_code == 0, r.output
     split = load_manifest(out / "manifest.json").subsets[0]
     assert len(load_manifest(out / "manifest.json").scenes(split)) == 2
     seen = _watch(monkeypatch)

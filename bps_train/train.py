@@ -972,6 +972,9 @@ def train(args) -> dict:
         # writes the text and the end apart and ranks sharing a pipe interleaved between them
         sys.stdout.write(f"rank {rank} of {world}: {len(carry.scenes)} scene(s): {' '.join(carry.scenes)}\n")
         sys.stdout.flush()
+        if rank == 0 and config.cache.swap_every:   # more scenes than slots (scene_rotation)
+            print(f"scene rotation: one cache slot swaps to its next scene every {config.cache.swap_every} rounds "
+                  f"(--scene-repeat-steps {args.scene_repeat_steps})", flush=True)
         episodes = torch.zeros(len(EPISODE_SUMS), dtype=torch.float64, device=device)
         recv_wait, collect_s, learn_s = 0.0, 0.0, 0.0
         t_start = time.perf_counter()

@@ -52,7 +52,7 @@ def test_rotation_is_ceil_steps_over_slots_only_with_more_scenes_than_slots(data
 
 
 @pytest.mark.parametrize("repeat", [24, 0])
-def test_training_visits_every_scene_of_the_rank(dataset, tmp_path, monkeypatch, repeat):
+def test_training_visits_every_scene_of_the_rank(dataset, tmp_path, monkeypatch, repeat, capsys):
     seen = _watch(monkeypatch)
     # 4 envs, 1 slot, 2 train scenes; 64 rounds (each env steps once per round)
     run(["--dataset", str(dataset), "--out-dir", str(tmp_path / "run"), "--total-steps", "256",
@@ -67,8 +67,10 @@ def test_training_visits_every_scene_of_the_rank(dataset, tmp_path, monkeypatch,
         # the slot swaps after round 24; new episodes start on the next scene (random-policy
         # episodes are short, and two more are queued per env)
         assert len(first) == 2 and max(first.values()) <= 24 + 16, first
+        assert "scene rotation: one cache slot swaps to its next scene every 24 rounds" in capsys.readouterr().out
     else:   # 0: the cache never swaps, as before the flag
         assert len(first) == 1, first
+        assert "scene rotation" not in capsys.readouterr().out
 
 
 def test_eval_reaches_every_scene_with_fewer_slots(dataset, tmp_path, monkeypatch):

@@ -86,6 +86,9 @@ class Args:
     double_buffer: bool = arg(True, "two groups of NUM_ENVS/2 so inference on one overlaps simulation of the "
                                     "other; one group when NUM_ENVS is odd (make's groups are all one size)")
     cache_slots: int = arg(0, "resident scenes per rank (the scene cache's slots; 0: the runtime's default)")
+    scene_repeat_steps: int = arg(10_000, "training keeps each cache slot's scene about this many steps per env, then "
+                                          "streams in the next (habitat-lab's max_scene_repeat_steps; only with more "
+                                          "of the rank's scenes than slots; 0: never swap)")
     total_steps: int = arg(2_000_000, "environment steps (frames) to train for, all ranks together")
     rollout_steps: int = arg(32, "steps per environment per rollout")
     epochs: int = arg(1, "PPO epochs per rollout")
@@ -162,7 +165,7 @@ def check_args(args):
         raise ConfigError(None, f"{', '.join(eval_only)}: with --eval CKPT only (this run trains)")
     check_minimums(args, {"seed": 0, "save_every": 1, "log_every": 1, "resolution": 1, "threads": 0, "act_threads": 0,
                           "learn_threads": 0, "hidden": 1, "width": 1, "snapshot_every": 0, "sim_only_steps": 0,
-                          "cache_slots": 0, "eval_episodes": 0, "lr_ref_batch": 1})
+                          "cache_slots": 0, "eval_episodes": 0, "lr_ref_batch": 1, "scene_repeat_steps": 0})
     if not 1 <= args.minibatches <= args.num_envs:
         raise ConfigError(None, f"--minibatches {args.minibatches}: must be in 1..NUM_ENVS ({args.num_envs}); "
                                 "minibatches split the environments (whole recurrent sequences)")
@@ -203,14 +206,33 @@ def num_groups(num_envs: int, double_buffer: bool) -> int:
     return 2 if double_buffer and num_envs >= 2 and num_envs % 2 == 0 else 1
 
 
-def env_config(args, split, num_envs, seed, episodes, double_buffer, scene_shard=None):
+def scene_rotation(args, split, num_envs, scene_shard=None) -> dict:
+    """The scene cache's swap schedule of a training rank (``--scene-repeat-steps`` N): with more
+    of the rank's scenes than its K slots, one slot swaps every ceil(N / K) rounds (a round: every
+    env steps once), round robin, so each slot keeps a scene for about N steps of each of its envs
+    (habitat-lab's ``max_scene_repeat_steps``); {} (the cache's default: no swaps) for N = 0 or when
+    every scene has a slot."""
+    from bps_assets.pipeline.manifest import load_manifest
+    from bps_runtime.scenes.cache import DEFAULTS
+
+    n = args.scene_repeat_steps
+    if not n:
+        return {}
+    rank, world = scene_shard or (0, 1)
+    scenes = len(load_manifest(args.dataset).scenes(split)[rank::world])
+    slots = min(args.cache_slots or DEFAULTS.slots, num_envs)
+    return {"swap_every": -(-n // slots)} if scenes > slots else {}
+
+
+def env_config(args, split, num_envs, seed, episodes, double_buffer, scene_shard=None, swaps=None):
     """The ``EnvConfig`` ``bps_runtime.make`` builds the environments from (compared on resume before
-    anything is built)."""
+    anything is built); ``swaps``: the cache's swap fields (``scene_rotation``)."""
     from bps_runtime import EnvConfig
 
     kw = {} if scene_shard is None or scene_shard[1] == 1 else {"scene_shard": scene_shard}
-    if args.cache_slots:
-        kw["cache"] = args.cache_slots
+    cache = {**({"slots": args.cache_slots} if args.cache_slots else {}), **(swaps or {})}
+    if cache:
+        kw["cache"] = cache
     if args.threads:
         kw["threads"] = args.threads
     if args.noise:
@@ -576,7 +598,7 @@ def evaluate(args) -> dict:
 
             recorder = eval_recorder(args)
         env = bps_runtime.make(config=env_config(args, args.eval_split, n, args.seed + 10_000, source,
-                                                  double_buffer=False))
+                                                  double_buffer=False, swaps=eval_swaps(args, source, want, n)))
     if ckpt is not None:   # the policy's category ids must mean the episodes' categories
         saved = checkpoint.saved_identity(ckpt)
         if note := checkpoint.categories_note(args.eval, saved):
@@ -607,6 +629,8 @@ def evaluate(args) -> dict:
             key = (str(info["scene_id"][i]), str(ids[i]))
             if claims.claim(key):
                 counted[i] = key
+            elif key in claims.keys:   # a repeat: every episode of its scene has started
+                leave_spent_scene(env, i, key[0])
     try:
         obs = env.reset()
         claim(range(n), env.last_info)
@@ -663,6 +687,33 @@ def evaluate(args) -> dict:
         res["videos"] = [str(p) for p in recorder.written]
     print(json.dumps(res), flush=True)
     return res
+
+
+def eval_swaps(args, source, want: int, num_envs: int) -> dict:
+    """The eval's cache swaps where the split has more scenes than its slots: sampled episodes
+    (which never repeat) move each slot on after ceil(``want`` / scenes) episodes, so an eval of
+    more episodes than envs spreads over the scenes; file episodes need none (``leave_spent_scene``)."""
+    from bps_assets.pipeline.manifest import load_manifest
+    from bps_runtime.scenes.cache import DEFAULTS
+
+    if source != "sample":
+        return {}
+    scenes = len(load_manifest(args.dataset).scenes(args.eval_split))
+    slots = min(args.cache_slots or DEFAULTS.slots, num_envs)
+    return {"swap_after_episodes": -(-want // scenes)} if scenes > slots else {}
+
+
+def leave_spent_scene(env, i: int, scene_id: str) -> None:
+    """An eval's env ``i`` started a repeat in scene ``scene_id``: the scene's episode cycle came
+    round, so each of its episodes has started. If that scene is still the active one of the env's
+    cache slot and the slot has a next scene, the slot swaps to it (new episodes start there), so
+    an eval over more scenes than slots reaches every scene. Repeats follow from the seed and the
+    steps only, so the swaps do too."""
+    cache = env.world.scenes
+    k = int(cache.env_slot[i])
+    active = cache.slots[k].active
+    if active is not None and cache.scene_id(active) == scene_id and cache.has_pending(k):
+        cache.request_swap([k])
 
 
 def eval_frame_cap(want: int, max_episode_steps: int) -> int:
@@ -866,7 +917,8 @@ def train(args) -> dict:
     run_id = checkpoint.identity(args, checkpoint.dataset_sha256(args.dataset), world)
     # the env config's identity leaves seeds and threads out (the seed counts the resumed updates)
     config = env_config(args, args.split, args.num_envs, args.seed + 7919 * rank + (ckpt["update"] if ckpt else 0),
-                        args.episodes, args.double_buffer, scene_shard=(rank, world))
+                        args.episodes, args.double_buffer, scene_shard=(rank, world),
+                        swaps=scene_rotation(args, args.split, args.num_envs, (rank, world)))
     run_id["env"] = checkpoint.env_identity(config)   # saved with the checkpoint, compared on resume
     saved = checkpoint.saved_identity(ckpt) if ckpt is not None else {}
     if ckpt is not None:   # the batch's shape and the rank count are part of it: one RNG stream per rank
@@ -938,6 +990,9 @@ def train(args) -> dict:
         # writes the text and the end apart and ranks sharing a pipe interleaved between them
         sys.stdout.write(f"rank {rank} of {world}: {len(carry.scenes)} scene(s): {' '.join(carry.scenes)}\n")
         sys.stdout.flush()
+        if rank == 0 and config.cache.swap_every:   # more scenes than slots (scene_rotation)
+            print(f"scene rotation: one cache slot swaps to its next scene every {config.cache.swap_every} rounds "
+                  f"(--scene-repeat-steps {args.scene_repeat_steps})", flush=True)
         episodes = torch.zeros(len(EPISODE_SUMS), dtype=torch.float64, device=device)
         recv_wait, collect_s, learn_s = 0.0, 0.0, 0.0
         t_start = time.perf_counter()

@@ -108,6 +108,25 @@ def test_mismatch_names_both(tmp_path, src, name, content, ext):
     assert len(text.strip().splitlines()) == 1
 
 
+def test_unrecognised_bytes_are_not_called_what_the_extension_says(tmp_path):
+    """`bps-assets episodes NAV garbage.glb`: no 'glTF' magic, so not called a binary glTF."""
+    bad = tmp_path / "bad.glb"
+    bad.write_text("garbage\n")
+    with pytest.raises(NavError) as e:
+        open_navmesh(bad)
+    msg = str(e.value)
+    assert str(bad) in msg and "not a binary glTF" in msg and "'.glb'" in msg and "b'garbage\\n'" in msg
+    assert "is a binary glTF" not in msg
+    (tmp_path / "empty.ply").write_bytes(b"")
+    with pytest.raises(NavError, match="not a PLY .*(it is empty)"):
+        open_navmesh(tmp_path / "empty.ply")
+    # a real one is still named by its content
+    with pytest.raises(NavError, match="is a binary glTF .*, not a navmesh"):
+        open_navmesh(copy(GLB, tmp_path / "room.glb"))
+    code, text = run("episodes", VANGOGH, bad, "-o", tmp_path / "out", "--split", "train", "--per-scene", 2)
+    assert code != 0 and "not a binary glTF" in text and "garbage" in text and "Traceback" not in text
+
+
 def test_tile_cache_is_refused_with_a_typed_error(tmp_path):
     p = tile_cache(tmp_path)
     for fn in (read_detour_navmesh, navmesh_from_file, open_navmesh, load):

@@ -1,8 +1,8 @@
 """ObjectNav over a split where only some scenes have semantic annotations (real HM3D v0.2
 annotates part of each split): an episode file that uses only annotated scenes runs, through
 ``make`` and ``bps-train --eval``; sampled episodes leave the unannotated scenes out with a
-warning; a file that uses an unannotated scene, or a split with none annotated, is refused
-naming the scene's file."""
+warning; a file that uses an unannotated scene runs (refused, naming the scene's file, only
+with the ``semantic`` sensor); a split with none annotated is refused naming the scene's file."""
 from __future__ import annotations
 
 import gzip
@@ -69,11 +69,27 @@ def test_bps_train_eval_on_the_file_runs(partial):
     assert r["episodes"] == 2
 
 
-def test_a_file_using_an_unannotated_scene_is_refused(partial):
-    out, _a, plain, _, eps_all = partial
-    with pytest.raises(InputError, match="no semantic annotations") as e:
-        make(out, split="train", task="objectnav", episodes=str(eps_all), num_envs=2, resolution=(16, 16))
-    assert e.value.path.endswith(f"{plain}.bps")
+def test_a_file_using_an_unannotated_scene_runs_unless_the_semantic_sensor_is_asked(partial, caplog):
+    """A file's goals, view points and category map are its own (habitat-lab's ObjectNav reads
+    no scene annotation): its unannotated scenes are served, said in one note; the ``semantic``
+    sensor needs annotations, so asking for it is refused naming the scene's file."""
+    out, annotated, plain, _, eps_all = partial
+    seen = set()
+    with caplog.at_level(logging.INFO, logger="bps_runtime.tasks.objectnav_episodes"):
+        with make(out, split="train", task="objectnav", episodes=str(eps_all), num_envs=2,
+                  resolution=(16, 16)) as env:
+            env.reset()
+            for _ in range(6):   # STOP ends each episode: the next ones come from both scenes
+                _obs, _r, _d, info = env.step(torch.zeros(2, dtype=torch.int64))
+                seen |= set(info["scene_id"])
+                assert (info["distance_to_goal"] >= 0).all()
+    assert seen == {annotated, plain}
+    notes = [r.getMessage() for r in caplog.records if "no semantic annotations" in r.getMessage()]
+    assert len(notes) == 1 and plain in notes[0] and "1 of the episode file's 2 scenes" in notes[0]
+    with pytest.raises(InputError, match="no semantic annotations.*'semantic' sensor") as e:
+        make(out, split="train", task="objectnav", episodes=str(eps_all), num_envs=2, resolution=(16, 16),
+             sensors=("depth", "semantic"))
+    assert e.value.path.endswith(f"{plain}.bps") and plain in str(e.value)
 
 
 def test_sampling_leaves_unannotated_scenes_out_and_says_so(partial, caplog):
@@ -161,3 +177,36 @@ def test_a_composed_scene_is_annotated_by_its_instances_without_reading_them(tmp
 
     _refuse_section_reads(monkeypatch)
     assert scene_semantics_error(scene) is None
+
+
+def test_an_instance_imagenav_file_using_an_unannotated_scene_runs(partial, tmp_path):
+    """InstanceImageNav's goal image is an RGB render at the file's goal camera, its distance the
+    file's view points: an unannotated scene serves a file too (the ``semantic`` sensor is refused)."""
+    from bps_assets.nav.instance_imagenav_episodes import InstanceImageNavOptions, instance_imagenav_scene
+    from bps_assets.nav.instance_imagenav_files import write_instance_imagenav_dataset
+    from bps_assets.nav.objectnav_episodes import semantic_scene
+    from bps_assets.nav.sources import open_navmesh
+    from bps_runtime.tasks import instance_imagenav
+
+    out, annotated, plain, _, _ = partial
+    v, t, tri_object, table = semantic_scene(out / "scenes" / f"{annotated}.bps")
+    ds = instance_imagenav_scene(open_navmesh(out / "navmeshes" / f"{annotated}.navmesh.bps"), v, t, tri_object,
+                                 table, f"mp3d/{annotated}/{annotated}.glb", 6, seed=3,
+                                 options=InstanceImageNavOptions(image_dimensions=(16, 16)))
+    write_instance_imagenav_dataset(tmp_path / "eps", "train", {annotated: ds})
+    content = tmp_path / "eps" / "train" / "content"
+    data = gzip.decompress((content / f"{annotated}.json.gz").read_bytes())
+    (content / f"{plain}.json.gz").write_bytes(gzip.compress(data.replace(annotated.encode(), plain.encode())))
+    (content / f"{annotated}.json.gz").unlink()   # the file uses the unannotated scene only
+    path = str(tmp_path / "eps" / "train" / "train.json.gz")
+    task = instance_imagenav.TaskOptions(agent_radius=0.18, agent_height=0.88)
+    with make(out, split="train", task=task, episodes=path, num_envs=2, resolution=(16, 16),
+              sensors=("rgb",)) as env:
+        obs = env.reset()
+        _obs, _r, _d, info = env.step(torch.zeros(2, dtype=torch.int64))
+        assert set(info["scene_id"]) == {plain}
+        assert obs["instance_imagegoal"].float().std() > 0   # the goal camera's picture
+    with pytest.raises(InputError, match="'semantic' sensor") as e:
+        make(out, split="train", task=task, episodes=path, num_envs=2, resolution=(16, 16),
+             sensors=("rgb", "semantic"))
+    assert e.value.path.endswith(f"{plain}.bps")

@@ -1,3 +1,5 @@
+import shlex
+
 import pytest
 
 from bps_assets.errors import OutputExistsError
@@ -37,7 +39,7 @@ def test_demo_end_to_end(tmp_path):
     """synth -> real converters -> verify, as `bps-assets demo` runs it (2 scenes for time)."""
     from bps_assets.pipeline.manifest import load_manifest
 
-    out = tmp_path / "demo_out"
+    out = tmp_path / "demo out"   # a space: the "next:" command must still paste into a shell
     lines = []
     # the pipeline's own steps (the runtime's env step is tested by its owner)
     assert demo.run_demo(out, scenes=2, workers=2, echo=lines.append, steps=demo.DEFAULT_STEPS), lines
@@ -48,6 +50,8 @@ def test_demo_end_to_end(tmp_path):
     assert "the demo synthesizes 2 of split tiny's 30 train and val scenes; the other 28 are absent" in text
     from test_pipeline_preprocess import validate_schema
 
+    nxt = next(ln for ln in lines if ln.strip().startswith("next:")).split("next:", 1)[1]
+    assert shlex.split(nxt) == ["bps-assets", "verify", str(out.resolve() / "manifest.json"), "--deep"]
     validate_schema(out / "manifest.json")
     m = load_manifest(out / "manifest.json")
     assert m.names("train") == ["Allensville"] and m.names("val") == ["Collierville"]

@@ -14,7 +14,7 @@ import dataclasses
 import os
 
 from ..errors import NavError, UnsupportedFormatError
-from ..readers.detect import TILE_CACHE_MESSAGE, describe, resolve_kind
+from ..readers.detect import TILE_CACHE_MESSAGE, describe, describe_file, detect_kind, resolve_kind
 from .settings import NavSettings
 
 
@@ -113,6 +113,8 @@ def open_navmesh(path: str | os.PathLike):
     if kind in ("detour-set", "detour-set-be", "detour-tile"):
         return checked(import_detour(path), path)
     if kind in ("glb", "gltf", "ply", "obj", "bps-scene"):
+        if detect_kind(path) is None:   # kind came from the extension alone: say what the bytes are
+            raise NavError(path, f"is not a navmesh, and {describe_file(path)}")
         raise NavError(path, f"is a {describe(kind)}, not a navmesh: build one with "
                              "`bps-assets navmesh`")
     return load_navmesh(path)

@@ -15,6 +15,7 @@ above it. A step reads what earlier ones left in the shared ``DemoContext``
 """
 from __future__ import annotations
 
+import shlex
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -115,7 +116,8 @@ def _summary(ctx: DemoContext):
              + f"; {n_eps} PointNav episodes")
     ctx.echo(f"  sources {src / 1e6:.1f} MB -> packed scenes + navmeshes + episodes {total / 1e6:.1f} MB")
     ctx.echo(f"  manifest: {m.path}")
-    ctx.echo(f"  next: bps-assets verify {m.path} --deep")
+    # quoted: the line is meant to be pasted into a shell, and OUTDIR may hold spaces
+    ctx.echo(f"  next: bps-assets verify {shlex.quote(str(m.path))} --deep")
     ctx.results["summary"] = {"scenes": len(m), "bytes": total, "episodes": n_eps}
 
 

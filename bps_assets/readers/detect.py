@@ -5,8 +5,8 @@
 (``glTF``), JSON glTF, PLY (``ply``), OBJ text. ``resolve_kind(path)`` combines it with the
 extension: content wins; a known extension whose type disagrees with a recognised content is a
 ``FileTypeMismatchError`` naming both; unrecognised content falls back to the extension (the
-reader then says what is wrong with it). Detour files are little-endian: their magics are the
-four characters reversed on disk.
+reader then says what is wrong with it; ``describe_file`` says what the bytes are). Detour
+files are little-endian: their magics are the four characters reversed on disk.
 """
 from __future__ import annotations
 
@@ -111,4 +111,22 @@ def resolve_kind(path: str | os.PathLike) -> str | None:
 
 
 def describe(kind: str | None) -> str:
+    """``kind``'s description, or "unrecognised content"."""
     return KINDS[kind][1] if kind in KINDS else "unrecognised content"
+
+
+def describe_file(path: str | os.PathLike) -> str:
+    """What the file at ``path`` is, for a message ("is ..."): its content's kind when
+    recognised; else, since ``resolve_kind`` then falls back to the extension, that the
+    extension's type was not found in the bytes, and the first bytes themselves."""
+    found = detect_kind(path)
+    if found is not None:
+        return f"a {KINDS[found][1]}"
+    with open(path, "rb") as f:
+        head = f.read(16)
+    hinted = extension_kind(path)
+    bytes_ = f"its first bytes are {head!r}" if head else "it is empty"
+    if hinted is None:
+        return f"a file of unrecognised content ({bytes_})"
+    return (f"not a {KINDS[hinted][1]} as its extension {Path(os.fspath(path)).suffix!r} says: "
+            f"its content is not recognised ({bytes_})")

@@ -221,7 +221,7 @@ def supply(request):
                                "an InstanceImageNav file's goals are its own")
     mapped = mapped_file(src, manifest, map_habitat_instance_imagenav)   # read once within episodes_read_once
     supply_, served = FileEpisodes.supply(request, mapped, mapped.goal_instances)
-    check_served(served)
+    check_served(served, c.sensors.kinds)
     return supply_, served
 
 

@@ -8,9 +8,10 @@ task id.
 ``SampledObjectNav``: when a scene arrives (loader thread) its goal objects and view points are
 built once (``build_goals``: ray casting over the packed scene's mesh) and ``episodes_per_visit``
 episodes drawn with habitat's generator rules (``generate_objectnav_episodes``), seeded by
-(seed, scene, visit). Semantics are checked only on the scenes served: those an episode file
-uses (one without is an ``InputError`` naming its file), or, sampling, the split's annotated
-scenes (the rest left out with a warning). ``objectnav_supply``: the task's ``TaskSpec.supply``.
+(seed, scene, visit). Semantics are checked only on the scenes served: sampling needs them (the
+split's unannotated scenes are left out with a warning); an episode file's scenes need them
+only for the ``semantic`` sensor (``check_served``). ``objectnav_supply``: the task's
+``TaskSpec.supply``.
 """
 from __future__ import annotations
 
@@ -143,15 +144,25 @@ def check_file_categories(path, have: dict, name: str | None) -> None:
                                 f"{goal_set(name)}")
 
 
-def check_served(entries) -> None:
-    """InputError naming the first of ``entries`` (the scenes an episode file uses) without
-    semantics (ObjectNav's goals are objects)."""
+def check_served(entries, sensors=()) -> None:
+    """The scenes an episode file uses (``entries``) without semantic annotations: a file's
+    goals, view points and category map are its own (habitat-lab's ObjectNav reads no scene
+    annotation either), so such scenes serve it, said in one note; only the ``semantic``
+    sensor (in ``sensors``) needs them: then an InputError naming the first one's file."""
+    import logging
+
     from bps_assets.errors import InputError
 
-    for e in entries:
-        why = scene_semantics_error(e.scene)
-        if why is not None:
-            raise InputError(e.scene, why)
+    plain = [e for e in entries if scene_semantics_error(e.scene) is not None]
+    if not plain:
+        return
+    names = ", ".join(e.name for e in plain)
+    if "semantic" in sensors:
+        raise InputError(plain[0].scene, f"scene has no semantic annotations (objects), which the 'semantic' "
+                                         f"sensor needs; {len(plain)} of the episode file's scenes have none: "
+                                         f"{names}")
+    logging.getLogger(__name__).info("%d of the episode file's %d scenes have no semantic annotations (the "
+                                     "file's goals do not need them): %s", len(plain), len(entries), names)
 
 
 def annotated_scenes(request) -> list:
@@ -200,5 +211,5 @@ def objectnav_supply(request):
     mapped = mapped_file(src, manifest, map_habitat_objectnav)   # read once within an eval's episodes_read_once
     supply, served = ObjectNavFileEpisodes.supply(request, mapped, mapped.objectnav)
     check_file_categories(src, supply.goal_categories, c.episodes.categories)
-    check_served(served)
+    check_served(served, c.sensors.kinds)
     return supply, served

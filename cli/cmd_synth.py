@@ -41,7 +41,7 @@ def _line(info) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document with every scene's ground truth.")
 @click.option("--semantic", is_flag=True,
               help="Also write object annotations: gibson layout -> HM3D-Semantics NAME.semantic.glb/.txt, "
-                   "mp3d -> ID_semantic. py + ID.house (ground truth: objects per category); a kept scan without "
+                   "mp3d -> ID_semantic.ply + ID.house (ground truth: objects per category); a kept scan without "
                    "them fails (exit 1): --overwrite writes both.")
 @click.option("--roof", is_flag=True,
               help="Add a walkable flat roof over the top storey (an outdoor island: episodes avoid it).")

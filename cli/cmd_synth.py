@@ -11,9 +11,6 @@ from bps_assets import synth
 
 from .cmd_episodes import SEMANTIC_TASKS   # semantic scenes' tasks, each with its own agent
 
-# the annotation pair --semantic writes beside a scan, per layout (synth.semantic.write_hm3d / write_mp3d)
-SEMANTIC_SUFFIXES = {"gibson": (".semantic.glb", ".semantic.txt"), "mp3d": ("_semantic.ply", ".house")}
-
 
 def _line(info) -> str:
     storeys = len(info.storeys)
@@ -94,7 +91,7 @@ def _annotated(outdir, layout: str, name: str) -> bool:
     """Whether the kept scan ``name`` has its annotation pair beside it (``--semantic``'s files)."""
     scan = Path(outdir) / synth.scene_relpath(layout, name)
     stem = scan.name.split(".")[0]
-    return all(scan.with_name(stem + suffix).is_file() for suffix in SEMANTIC_SUFFIXES[layout])
+    return all(scan.with_name(stem + suffix).is_file() for suffix in synth.SEMANTIC_SUFFIXES[layout])
 
 
 def preprocess_command(outdir, layout: str, names, task: str | None = None) -> str:

@@ -13,6 +13,8 @@ import os
 import sys
 import typing
 
+from bps_assets.argv_paths import expand_option_tilde
+
 
 def arg(default, doc: str, choices=None):
     """A dataclass field with a default and a one-line doc shown by --help (``choices``: the
@@ -93,9 +95,7 @@ def parse(cls, argv=None, description: str = ""):
                            default=argparse.SUPPRESS, help=f"same as --{f.name.replace('_', '-')} false")
     if argv is None:
         argv = sys.argv[1:]
-    # --out-dir=~/runs: the shell expands ~ only at a word's start (a folder named ~ otherwise)
-    ns = p.parse_args([f"{t.partition('=')[0]}={os.path.expanduser(t.partition('=')[2])}"
-                       if t.startswith("--") and t.partition("=")[2].startswith("~") else t for t in argv])
+    ns = p.parse_args([expand_option_tilde(t) for t in argv])   # --out-dir=~/runs
     vals = vars(ns)
     for f in dataclasses.fields(cls):
         if typing.get_origin(hints[f.name]) is tuple:

@@ -372,7 +372,7 @@ def _png_name(ctx, param, value):
 def preview_cmd(navfile, out, overwrite, max_size, mpp, episodes_file, scene, max_episodes, agent_paths, semantic):
     """Top-down map of a navmesh: one panel per floor, islands coloured, scale bar and legend;
     optionally a dataset's episodes, agents' paths, or a scene's objects (--semantic) on it."""
-    from bps_assets.nav.topdown import MapOptions, read_agent_path, write_map
+    from bps_assets.nav.topdown import MapOptions, write_map
 
     if semantic is not None:   # another map (objects on the floors): the episode / path options do not apply
         given = [_NOT_SEMANTIC[name] for name in options_given(_NOT_SEMANTIC)]
@@ -380,7 +380,7 @@ def preview_cmd(navfile, out, overwrite, max_size, mpp, episodes_file, scene, ma
             raise click.UsageError(f"--semantic draws a scene's objects only: {', '.join(given)} cannot "
                                    "go with it (make a second map without --semantic for those)")
         nav = _load(navfile)
-        _semantic_preview(nav, semantic, out, overwrite, max_size, _map_scenes(navfile, nav))
+        _semantic_preview(nav, navfile, semantic, out, overwrite, max_size)
         return
     if episodes_file is None and options_given(["max_episodes"]) or scene and not (episodes_file or agent_paths):
         raise click.UsageError("--scene goes with --episodes or --agent-path, --max-episodes with --episodes: "
@@ -389,7 +389,7 @@ def preview_cmd(navfile, out, overwrite, max_size, mpp, episodes_file, scene, ma
     from bps_assets.habitat_names import habitat_scene_name
 
     episodes = _scene_episodes(episodes_file, scene or habitat_scene_name(navfile), max_episodes) if episodes_file else []
-    paths = [read_agent_path(p, _map_scenes(navfile, nav) | ({scene} if scene else set())) for p in agent_paths]
+    paths = [_agent_path(p, navfile, nav, scene) for p in agent_paths]
     try:
         info = write_map(nav, out, episodes=episodes, agent_paths=paths, overwrite=overwrite,
                          options=MapOptions(metres_per_pixel=mpp, max_size=max_size, islands=True))
@@ -402,22 +402,51 @@ def preview_cmd(navfile, out, overwrite, max_size, mpp, episodes_file, scene, ma
                f"{info['floors']} floor(s), {info['islands']} island{'s' * (info['islands'] != 1)}{extra}")
 
 
-def _map_scenes(navfile: Path, nav) -> set:
-    """The scene names a navmesh is the map of: its file's, and the file it was built from's."""
+def _map_scenes(navfile: Path, nav) -> tuple[set, bool]:
+    """(the scene names a navmesh is the map of: its file's and its recorded source's, whether it
+    records the scene it was built from). An imported habitat / Detour ``.navmesh`` (method
+    "detour") records only its own file's name: like a file name, a rename changes it, so another
+    scene's file cannot be told from its own and is drawn with a note, not refused."""
     from bps_assets.habitat_names import habitat_scene_name
 
-    return {habitat_scene_name(navfile)} | ({habitat_scene_name(nav.source)} if nav.source else set())
+    names = {habitat_scene_name(navfile)} | ({habitat_scene_name(nav.source)} if nav.source else set())
+    return names, bool(nav.source) and nav.method != "detour"
 
 
-def _semantic_preview(nav, semantic: Path, out, overwrite, max_size, scenes: set):
+def _unchecked(navfile: Path, what: str) -> None:
+    click.echo(f"note: {navfile} records no scene it was built from (an imported .navmesh): {what} "
+               "drawn unchecked", err=True)
+
+
+def _agent_path(path: Path, navfile: Path, nav, scene):
+    """``--agent-path``'s positions; one whose recorder JSON names another scene is refused on a
+    navmesh that records its scene (``--scene`` names the map's scene instead), drawn with a note
+    on one that does not."""
+    from bps_assets.nav.topdown import read_agent_path
+
+    pts = read_agent_path(path)   # a bad file: its own error
+    scenes, checked = _map_scenes(navfile, nav)
+    try:
+        read_agent_path(path, scenes | ({scene} if scene else set()))
+    except InputError as e:
+        if checked:
+            raise InputError(path, f"{e.detail} (or --scene with that name if this navmesh is of it)") from None
+        _unchecked(navfile, f"{path.name}'s scene")
+    return pts
+
+
+def _semantic_preview(nav, navfile: Path, semantic: Path, out, overwrite, max_size):
     from bps_assets.nav.semantic_preview import write_semantic_preview
     from bps_assets.packed_scene import read_packed_scene
 
     packed = read_packed_scene(semantic, sections=["object_ids", "object_category", "object_region",
                                                    "object_aabb", "object_source_ids"])
-    if isinstance(packed.scene_id, str) and packed.scene_id and packed.scene_id not in scenes:   # another scene's objects: a wrong map, not a map
-        raise InputError(semantic, f"is scene {packed.scene_id!r}, the navmesh is of "
-                                   f"{' / '.join(repr(s) for s in sorted(scenes))}: give both files of one scene")
+    names, checked = _map_scenes(navfile, nav)
+    if isinstance(packed.scene_id, str) and packed.scene_id and packed.scene_id not in names:
+        if checked:   # another scene's objects: a wrong map, not a map
+            raise InputError(semantic, f"is scene {packed.scene_id!r}, the navmesh is of "
+                                       f"{' / '.join(repr(s) for s in sorted(names))}: give both files of one scene")
+        _unchecked(navfile, f"{semantic.name}'s objects (scene {packed.scene_id!r})")
     table = packed.semantics
     if table is None:   # bad input like any other: "error: ...", exit 2
         raise InputError(semantic, "the packed scene has no semantic section")

@@ -11,9 +11,6 @@ from bps_assets import synth
 
 from .cmd_episodes import SEMANTIC_TASKS   # semantic scenes' tasks, each with its own agent
 
-# the annotation pair --semantic writes beside a scan, per layout (synth.semantic.write_hm3d / write_mp3d)
-SEMANTIC_SUFFIXES = {"gibson": (".semantic.glb", ".semantic.txt"), "mp3d": ("_semantic.ply", ".house")}
-
 
 def _line(info) -> str:
     storeys = len(info.storeys)
@@ -41,7 +38,7 @@ def _line(info) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document with every scene's ground truth.")
 @click.option("--semantic", is_flag=True,
               help="Also write object annotations: gibson layout -> HM3D-Semantics NAME.semantic.glb/.txt, "
-                   "mp3d -> ID_semantic. py + ID.house (ground truth: objects per category); a kept scan without "
+                   "mp3d -> ID_semantic.ply + ID.house (ground truth: objects per category); a kept scan without "
                    "them fails (exit 1): --overwrite writes both.")
 @click.option("--roof", is_flag=True,
               help="Add a walkable flat roof over the top storey (an outdoor island: episodes avoid it).")
@@ -94,7 +91,7 @@ def _annotated(outdir, layout: str, name: str) -> bool:
     """Whether the kept scan ``name`` has its annotation pair beside it (``--semantic``'s files)."""
     scan = Path(outdir) / synth.scene_relpath(layout, name)
     stem = scan.name.split(".")[0]
-    return all(scan.with_name(stem + suffix).is_file() for suffix in SEMANTIC_SUFFIXES[layout])
+    return all(scan.with_name(stem + suffix).is_file() for suffix in synth.SEMANTIC_SUFFIXES[layout])
 
 
 def preprocess_command(outdir, layout: str, names, task: str | None = None) -> str:

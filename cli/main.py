@@ -16,12 +16,12 @@ and keeps its traceback.
 from __future__ import annotations
 
 import importlib
-import os
 import sys
 
 import click
 
 from bps_assets import __version__
+from bps_assets.argv_paths import expand_option_tilde
 from bps_assets.errors import BpsError
 
 INTERRUPTED_EXIT = 130   # 128 + SIGINT
@@ -58,13 +58,6 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
               "Benchmark the batched PointNav env on a preprocessed dataset (MANIFEST: manifest.json): "
               "env step fps vs render-only fps, step-time tail with scene..."),
 }
-
-
-def expand_option_tilde(token: str) -> str:
-    """``--out=~/x`` with ``~`` expanded: the shell expands ``~`` only at a word's start, so the
-    ``=`` form would otherwise make a folder named ``~`` in the working directory."""
-    opt, eq, value = token.partition("=")
-    return f"{opt}={os.path.expanduser(value)}" if token.startswith("--") and eq and value.startswith("~") else token
 
 
 def load_command(name: str) -> click.Command:

@@ -1,6 +1,6 @@
-"""An eval's episode count (``dataset_info.distinct_episodes``): one rule before ``make()``
-(``file_episode_count``) and after (the supply's ``episodes_by_scene``), the claims' rule: the
-distinct (scene, episode id) episodes, a repeat not counted again."""
+"""An eval's episode count (``dataset_info.distinct_episodes``), planned before ``make()`` by
+``file_episode_count``, follows the claims' rule: the distinct (scene, episode id) episodes, a
+repeat not counted again."""
 from __future__ import annotations
 
 import pytest

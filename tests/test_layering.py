@@ -23,6 +23,7 @@ LAYERS = [
     ("bps_assets.safe_paths", 0), ("bps_assets.semantics", 0), ("bps_assets.json_input", 0),
     ("bps_assets.memory", 0), ("bps_assets.raycast", 0),
     ("bps_assets.host", 0), ("bps_assets.hashing", 0), ("bps_assets.habitat_names", 0),
+    ("bps_assets.argv_paths", 0),
     ("bps_assets.native", 0),
     ("bps_assets.readers", 1), ("bps_assets.transforms", 1), ("bps_assets.empty_scene", 1),
     ("bps_assets.container", 2), ("bps_assets.writers", 2), ("bps_assets.packed_scene", 2),

@@ -422,3 +422,19 @@ def test_scene_count_takes_the_integer_rule_of_every_setting(tmp_path):
     for bad in (True, "2", 2.0, 0):
         with pytest.raises(ConfigError, match="scenes must be a positive integer"):
             synth.generate(tmp_path / "c", scenes=bad)
+
+
+@pytest.mark.parametrize("layout", synth.LAYOUTS)
+def test_semantic_pair_is_named_by_the_one_suffix_table(layout, tmp_path):
+    """``synth.SEMANTIC_SUFFIXES`` names what write_hm3d / write_mp3d write, and what ``synth
+    --semantic`` looks for beside a kept scan."""
+    from bps_assets.synth import semantic as ssem
+    from cli.cmd_synth import _annotated
+
+    (info,) = synth.generate(tmp_path, layout, 1)
+    assert not _annotated(tmp_path, layout, info.name)
+    (ssem.write_mp3d if layout == "mp3d" else ssem.write_hm3d)(info.path, layout, info.name)
+    stem = Path(info.path).name.split(".")[0]
+    assert sorted(p.name for p in Path(info.path).parent.iterdir() if p != Path(info.path)) == \
+        sorted(stem + s for s in synth.SEMANTIC_SUFFIXES[layout])
+    assert _annotated(tmp_path, layout, info.name)

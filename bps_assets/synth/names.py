@@ -13,6 +13,9 @@ from ..manifests_location import manifests_dir
 
 LAYOUTS = ("gibson", "mp3d")
 ORDER_SPLIT = {"gibson": "tiny", "mp3d": "benchmark"}  # the split whose lists give the order
+# the object-annotation pair beside a scan, per layout, as the real datasets name it (the scan's
+# stem + suffix): gibson -> HM3D-Semantics (semantic.write_hm3d), mp3d -> MP3D (semantic.write_mp3d)
+SEMANTIC_SUFFIXES = {"gibson": (".semantic.glb", ".semantic.txt"), "mp3d": ("_semantic.ply", ".house")}
 
 
 def _check_layout(layout: str):

@@ -27,6 +27,7 @@ from ..container import atomic_write
 from ..readers.semantic_categories import map_raw, mpcat40
 from ..semantics import ObjectRecord
 from . import _build, geometry
+from .names import SEMANTIC_SUFFIXES
 
 FURNITURE_LABEL = {"table": "table", "chair": "chair", "sofa": "sofa", "cabinet": "cabinet",
                    "shelf": "shelf", "platform": "bed", "rail": "railing"}
@@ -186,7 +187,7 @@ def write_hm3d(scene_path: str | os.PathLike, layout: str, name: str, seed: int 
     if y_up:
         pos = np.stack([pos[:, 0], pos[:, 2], -pos[:, 1]], axis=1).astype(np.float32)
     glb, txt = hm3d_files(pos, idx, tri_obj, objects, colours)
-    _write_pair(scene_path, {".semantic.glb": glb, ".semantic.txt": txt.encode()}, overwrite)
+    _write_pair(scene_path, dict(zip(SEMANTIC_SUFFIXES["gibson"], (glb, txt.encode()))), overwrite)
     return truth(objects)
 
 
@@ -195,5 +196,5 @@ def write_mp3d(scene_path: str | os.PathLike, layout: str, name: str, seed: int 
     """Write the MP3D pair (``ID_semantic.ply``, ``ID.house``) beside ``scene_path``; returns ``truth``."""
     pos, idx, tri_obj, objects = annotate(layout, name, seed, size)
     ply, house = mp3d_files(pos, idx, tri_obj, objects, name)
-    _write_pair(scene_path, {"_semantic.ply": ply, ".house": house.encode()}, overwrite)
+    _write_pair(scene_path, dict(zip(SEMANTIC_SUFFIXES["mp3d"], (ply, house.encode()))), overwrite)
     return truth(objects)

@@ -27,6 +27,13 @@ from ..nav.kernels import host_distance, load_for_host
 from .supply import DEFAULTS, EpisodeSupply, NewEpisodes, SupplyOptions, _SceneState, _done, _release_result
 
 
+def episode_ids(eps) -> list:
+    """The episode ids (str) of one scene's episodes, in order: an ``EpisodeTable``'s own ids
+    (no dicts made) or habitat episode dicts' ``episode_id``."""
+    ids = getattr(eps, "ids", None)   # a table: no dicts made
+    return ids if ids is not None else [str(e["episode_id"]) for e in eps]   # a table's ids are str
+
+
 @dataclass(frozen=True)
 class EpisodeGoal:
     """What an episode's distance field measures to instead of its goal position: the nearest of
@@ -92,8 +99,7 @@ class DatasetEpisodes(EpisodeSupply):
             return None
         kept = self._by_id.get(st.name)
         if kept is None or kept[0] is not eps:
-            ids = getattr(eps, "ids", None) or [str(e["episode_id"]) for e in eps]   # a table: no dicts made
-            kept = self._by_id[st.name] = (eps, {eid: k for k, eid in enumerate(ids)})
+            kept = self._by_id[st.name] = (eps, {eid: k for k, eid in enumerate(episode_ids(eps))})
         k = kept[1].get(str(episode_id))
         return None if k is None else eps[k]
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from bps_assets.errors import ConfigError, InputError
 
+from .dataset import episode_ids
 from .files import episodes_read_once, mapped_file, resolve_episodes
 
 __all__ = ["distinct_episodes", "episodes_read_once", "file_episode_count", "scene_and_episode_counts"]
@@ -18,14 +19,9 @@ __all__ = ["distinct_episodes", "episodes_read_once", "file_episode_count", "sce
 def distinct_episodes(by_scene, names=None) -> int:
     """The distinct episodes (episode ids per scene) of ``by_scene`` (scene name -> its episodes: an
     ``EpisodeTable`` or habitat episode dicts), of the scenes in ``names`` (None: all): the episodes an
-    eval can count, a repeat not again (``bps_train.episode_claims``' rule). The one count of an eval's
-    episodes, before ``make()`` (``file_episode_count``) and after (the supply's ``episodes_by_scene``)."""
-    return sum(len(set(_ids(eps))) for name, eps in by_scene.items() if names is None or name in names)
-
-
-def _ids(eps) -> list:
-    ids = getattr(eps, "ids", None)   # a table: no dicts made
-    return ids if ids is not None else [str(e["episode_id"]) for e in eps]   # a table's ids are str
+    eval can count, a repeat not again (``bps_train.episode_claims``' rule). The count an eval plans
+    its environments with, before ``make()`` (``file_episode_count``); the supply does not cap by it."""
+    return sum(len(set(episode_ids(eps))) for name, eps in by_scene.items() if names is None or name in names)
 
 
 def scene_and_episode_counts(manifest_path, split: str) -> tuple[int, int]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-gymnasium = pytest.importorskip("gymnasium")
+import gymnasium  # the test extra installs it: missing is a failure, not a skip
 
 import bps_runtime  # noqa: E402
 from bps_assets.errors import ConfigError  # noqa: E402

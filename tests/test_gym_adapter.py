@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-gymnasium = pytest.importorskip("gymnasium")
+import gymnasium  # the test extra installs it: missing is a failure, not a skip
 
 from bps_assets.errors import ConfigError  # noqa: E402
 from bps_runtime.env.gym_adapter import GymVectorEnv  # noqa: E402

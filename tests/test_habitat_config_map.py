@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from bps_runtime.env.config import CAMERA_FIELDS, EnvConfig
+from habitat_lab_stub import PIN
 from bps_runtime.tasks import TASKS, task_spec
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "TASKS.md"
@@ -87,16 +88,20 @@ def _defaults(source: str) -> dict:
                 try:
                     out[cls.name, n.target.id] = ast.literal_eval(value)
                 except ValueError:
-                    pass
+                    pass   # a default computed by code (MISSING, a call): the table states none of those
     return out
 
 
-def test_habitat_keys_and_defaults_are_habitat_labs():
+def _habitat_defaults() -> dict:
+    """``_defaults`` of the installed habitat-lab's default_structured_configs.py (skips without it)."""
     spec = importlib.util.find_spec("habitat")
     if spec is None or spec.origin is None:
-        pytest.skip("habitat-lab is not installed (pip install --no-deps habitat-lab==0.3.320260507)")
-    src = Path(spec.origin).parent / "config" / "default_structured_configs.py"
-    defaults = _defaults(src.read_text())
+        pytest.skip(f"habitat-lab is not installed (pip install --no-deps {PIN})")
+    return _defaults((Path(spec.origin).parent / "config" / "default_structured_configs.py").read_text())
+
+
+def test_habitat_keys_and_defaults_are_habitat_labs():
+    defaults = _habitat_defaults()
     for key, (cls, field, _) in KEYS.items():
         assert (cls, field) in defaults, f"habitat-lab has no {cls}.{field}"
         head = _row(key).split(" | ")[0]
@@ -122,10 +127,7 @@ def _stated(key: str) -> list:
 def test_every_default_a_row_states_is_habitat_labs():
     """Not only a row's first number: max_depth, the agent radius, the sensor height (pixels)
     and the sensor position were never compared."""
-    spec = importlib.util.find_spec("habitat")
-    if spec is None or spec.origin is None:
-        pytest.skip("habitat-lab is not installed (pip install --no-deps habitat-lab==0.3.320260507)")
-    defaults = _defaults((Path(spec.origin).parent / "config" / "default_structured_configs.py").read_text())
+    defaults = _habitat_defaults()
     for key, fields in ALL_DEFAULTS.items():
         stated = _stated(key)
         assert len(stated) == len(fields), f"{key}: the table states {stated}, want one per {fields}"

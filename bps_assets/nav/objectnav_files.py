@@ -313,14 +313,14 @@ def read_category_map(path: str | os.PathLike) -> dict[str, int] | None:
     file's with maps: the split file's, else a content file's), checked as it checks them, with
     episodes and goals skipped as parsed, not kept: the split file alone when it has the maps
     (habitat's and ours do). None when no file has them; ``InputError`` as the reader's."""
-    def skip(f):
+    def maps_only(_file):   # dataset_files' per-file hook: episodes and goals parsed, dropped
         return {"episodes": ("list", _ignore), "goals_by_category": ("map_of_lists", _ignore)}
 
     p = Path(path)
     split = p / f"{p.name}{SUFFIX}" if p.is_dir() else p
-    maps = _check_maps(read_json(split, WHAT, skip(split)), split)
+    maps = _check_maps(read_json(split, WHAT, maps_only(split)), split)
     if maps is None:   # the maps ride in the content files: the first that has them
-        maps = next((m for f, doc in dataset_files(path, None, WHAT, skip)[1:]
+        maps = next((m for f, doc in dataset_files(path, None, WHAT, maps_only)[1:]
                      if (m := _check_maps(doc, f)) is not None), None)
     return None if maps is None else {str(k): int(v) for k, v in maps[0].items()}
 

@@ -206,21 +206,27 @@ def num_groups(num_envs: int, double_buffer: bool) -> int:
     return 2 if double_buffer and num_envs >= 2 and num_envs % 2 == 0 else 1
 
 
+def scenes_and_slots(args, split, num_envs, scene_shard=None) -> tuple[int, int]:
+    """(the rank's scenes of ``split``, its cache slots K): the cache swaps only when the first
+    outnumbers the second (``scene_rotation``, ``eval_swaps``)."""
+    from bps_assets.pipeline.manifest import load_manifest
+    from bps_runtime.scenes.cache import DEFAULTS
+
+    rank, world = scene_shard or (0, 1)
+    return (len(load_manifest(args.dataset).scenes(split)[rank::world]),
+            min(args.cache_slots or DEFAULTS.slots, num_envs))
+
+
 def scene_rotation(args, split, num_envs, scene_shard=None) -> dict:
     """The scene cache's swap schedule of a training rank (``--scene-repeat-steps`` N): with more
     of the rank's scenes than its K slots, one slot swaps every ceil(N / K) rounds (a round: every
     env steps once), round robin, so each slot keeps a scene for about N steps of each of its envs
     (habitat-lab's ``max_scene_repeat_steps``); {} (the cache's default: no swaps) for N = 0 or when
     every scene has a slot."""
-    from bps_assets.pipeline.manifest import load_manifest
-    from bps_runtime.scenes.cache import DEFAULTS
-
     n = args.scene_repeat_steps
     if not n:
         return {}
-    rank, world = scene_shard or (0, 1)
-    scenes = len(load_manifest(args.dataset).scenes(split)[rank::world])
-    slots = min(args.cache_slots or DEFAULTS.slots, num_envs)
+    scenes, slots = scenes_and_slots(args, split, num_envs, scene_shard)
     return {"swap_every": -(-n // slots)} if scenes > slots else {}
 
 
@@ -693,13 +699,9 @@ def eval_swaps(args, source, want: int, num_envs: int) -> dict:
     """The eval's cache swaps where the split has more scenes than its slots: sampled episodes
     (which never repeat) move each slot on after ceil(``want`` / scenes) episodes, so an eval of
     more episodes than envs spreads over the scenes; file episodes need none (``leave_spent_scene``)."""
-    from bps_assets.pipeline.manifest import load_manifest
-    from bps_runtime.scenes.cache import DEFAULTS
-
     if source != "sample":
         return {}
-    scenes = len(load_manifest(args.dataset).scenes(args.eval_split))
-    slots = min(args.cache_slots or DEFAULTS.slots, num_envs)
+    scenes, slots = scenes_and_slots(args, args.eval_split, num_envs)
     return {"swap_after_episodes": -(-want // scenes)} if scenes > slots else {}
 
 

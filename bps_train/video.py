@@ -56,19 +56,27 @@ def manifest_navmeshes(manifest_path):
     """``scene_id -> NavMesh`` for the scenes of a ``bps-assets preprocess`` manifest (each
     navmesh read once, on first use; None for a scene the manifest does not name)."""
     from bps_assets.nav import load_navmesh
+
+    return _per_scene(manifest_path, lambda entry: load_navmesh(entry.navmesh)
+                      if entry is not None and entry.navmesh else None)
+
+
+def _per_scene(manifest_path, read):
+    """``scene_id -> read(its manifest entry)``, each scene read once, on first use (entry None:
+    a scene the manifest does not name)."""
     from bps_assets.pipeline.manifest import load_manifest
 
     manifest, cache = load_manifest(manifest_path), {}
 
-    def navmesh_for(scene_id: str):
+    def for_scene(scene_id: str):
         if scene_id not in cache:
             try:
                 entry = manifest.scene(scene_id)
-            except Exception:  # noqa: BLE001 - a scene the manifest does not know: no map
+            except Exception:  # noqa: BLE001 - a scene the manifest does not know
                 entry = None
-            cache[scene_id] = load_navmesh(entry.navmesh) if entry is not None and entry.navmesh else None
+            cache[scene_id] = read(entry)
         return cache[scene_id]
-    return navmesh_for
+    return for_scene
 
 
 def goal_from_pointgoal(position, rotation, pointgoal) -> np.ndarray:
@@ -90,19 +98,14 @@ def manifest_no_objects(manifest_path):
     name or whose header is unreadable: the video's colours only), each header read once."""
     from bps_assets.container import read_header
     from bps_assets.packed_scene import KIND
-    from bps_assets.pipeline.manifest import load_manifest
     from bps_assets.semantic_section import no_object_id
 
-    manifest, cache = load_manifest(manifest_path), {}
-
-    def no_object_for(scene_id: str) -> int:
-        if scene_id not in cache:
-            try:
-                cache[scene_id] = no_object_id(read_header(manifest.scene(scene_id).scene, KIND)[0])
-            except Exception:  # noqa: BLE001 - unknown scene or unreadable header: only 0 is "no object"
-                cache[scene_id] = 0
-        return cache[scene_id]
-    return no_object_for
+    def read(entry) -> int:
+        try:
+            return no_object_id(read_header(entry.scene, KIND)[0])
+        except Exception:  # noqa: BLE001 - unknown scene or unreadable header: only 0 is "no object"
+            return 0
+    return _per_scene(manifest_path, read)
 
 
 def sensor_rgb(name: str, a: np.ndarray, normalized_depth: bool = True, max_depth_m: float = 10.0,

@@ -19,7 +19,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from bps_assets.errors import ConfigError, DatasetError, is_int
+from bps_assets.errors import ConfigError, DatasetError, is_bool, is_int
 
 from .budget import BudgetLedger
 from .loader import LoadedScene, SceneLoader, SceneSource
@@ -52,7 +52,7 @@ class CacheOptions:
                 raise ConfigError(None, f"cache {name}={value!r}: expected an int >= {low}{none}")
             if value is not None:   # a numpy int stored as Python's: the env's config.to_dict() is JSON
                 object.__setattr__(self, name, int(value))
-        if not isinstance(self.prefetch, (bool, np.bool_)):
+        if not is_bool(self.prefetch):
             raise ConfigError(None, f"cache prefetch={self.prefetch!r}: expected True or False")
         object.__setattr__(self, "prefetch", bool(self.prefetch))
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from bps_assets.errors import ConfigError, is_int
+from bps_assets.errors import ConfigError, is_int, is_real
 
 from ..render.inputs import check_sensors   # the sensors an env offers are the renderer's
 from ..render.protocol import check_resolution, depth_clip_range
@@ -93,8 +93,6 @@ def depth_bounds(normalize_depth: bool, spec: TaskSpec, depth_range=None) -> tup
 
 def check_depth_range(depth_range) -> None:
     """``depth_range`` as (min, max) metres, finite, 0 <= min < max (the renderer's clip rule)."""
-    from bps_assets.errors import is_real
-
     ok = isinstance(depth_range, (tuple, list)) and len(depth_range) == 2 and all(map(is_real, depth_range))
     if not ok or not (np.isfinite(depth_range).all() and 0 <= depth_range[0] < depth_range[1]):
         raise ConfigError(None, f"depth_range={depth_range!r}: expected (min, max) metres with 0 <= min < max")

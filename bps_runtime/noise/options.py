@@ -105,9 +105,14 @@ class NoiseOptions:
         return self.depth != "none"
 
     @property
+    def rgb_on(self) -> bool:
+        """Whether an RGB noise model is on."""
+        return self.rgb != "none"
+
+    @property
     def sensors_on(self) -> bool:
         """Whether depth or RGB noise is on (the sensor noise launch runs)."""
-        return self.depth_on or self.rgb != "none"
+        return self.depth_on or self.rgb_on
 
     def actuation_reach(self) -> float:
         """How much further than the commanded move a noisy move or turn can go (metres): each

@@ -262,7 +262,7 @@ class SensorNoise:
         self.wdev = "cpu" if dev.type == "cpu" else f"cuda:{dev.index or 0}"
         self.options = options
         self.depth_on = options.depth_on
-        self.rgb_on = options.rgb != "none"
+        self.rgb_on = options.rgb_on
         # the CPU's Redwood pass in C (the same values as the kernel), when asked for and built
         self._native = _native_redwood() if native and self.wdev == "cpu" and self.depth_on else None
         p = SensorParams()

@@ -86,7 +86,7 @@ class FusedStep:
         self.reseed_noise(seed)
         self._actuation = actuation_model(noise)
         # the RGB noise of a goal image, for a task whose Params take it (ImageNav's kernels apply it)
-        self._goal_noise = SensorNoise(replace(noise, depth="none"), dev) if noise.rgb != "none" else None
+        self._goal_noise = SensorNoise(replace(noise, depth="none"), dev) if noise.rgb_on else None
         # inputs
         self.actions = z(self.B, dt=torch.int64)
         cap = N * RING_SIZE

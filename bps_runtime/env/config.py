@@ -9,6 +9,7 @@ a CacheOptions); ``to_dict`` / ``from_dict`` round-trip it through plain data (c
 """
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass, field, fields, replace
 
 from bps_assets.errors import ConfigError, did_you_mean, is_bool, is_int
@@ -154,8 +155,6 @@ class EnvConfig:
     def _check_types(self):
         """Each part of its own type (a tuple for ``sensors`` or a task's name is ``from_kwargs``'
         form): a ConfigError naming the part, not an AttributeError inside ``make()``."""
-        import os
-
         if self.dataset is not None and not isinstance(self.dataset, (str, os.PathLike)):
             raise ConfigError(None, f"dataset={self.dataset!r}: expected the path of a manifest.json "
                                     "from `bps-assets preprocess`")

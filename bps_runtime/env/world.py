@@ -11,6 +11,7 @@ supply and the category table follow arrivals and departures as residency listen
 from __future__ import annotations
 
 import logging
+import os
 
 import numpy as np
 import torch
@@ -212,7 +213,6 @@ def episodes_error(e: InputError, task: str, source, split: str | None = None) -
     """``e`` (the episode supply's) with a hint: the task a file of another task's shape belongs
     to, or, for a source (a str or a path) that is no file, the modes ``episodes=`` takes (and
     the close match); a ``{split}`` template is shown filled with ``split`` (None: 'val')."""
-    import os
     from pathlib import Path
 
     from bps_assets.nav.episode_tasks import wrong_task_hint

@@ -182,7 +182,7 @@ def _other_agent(task: str, report: list[dict]) -> str:
     """One warning line when navmeshes were built for another agent than the task's (habitat's,
     what bps-train uses and refuses a dataset for); "" when they match. A warning, not a refusal:
     ``make()``'s task options take any agent, and such a run wants these episodes."""
-    from bps_assets.pipeline.manifest import agent_diffs
+    from bps_assets.nav.settings import agent_diffs
     from bps_runtime.tasks.options import task_agent   # the task's agent without torch / Warp
 
     radius, height = task_agent(task)

@@ -90,8 +90,7 @@ def synth_cmd(outdir, layout, scenes, seed, size, overwrite, as_json, semantic, 
 def _annotated(outdir, layout: str, name: str) -> bool:
     """Whether the kept scan ``name`` has its annotation pair beside it (``--semantic``'s files)."""
     scan = Path(outdir) / synth.scene_relpath(layout, name)
-    stem = scan.name.split(".")[0]
-    return all(scan.with_name(stem + suffix).is_file() for suffix in synth.SEMANTIC_SUFFIXES[layout])
+    return all(p.is_file() for p in synth.semantic_paths(scan, layout))
 
 
 def preprocess_command(outdir, layout: str, names, task: str | None = None) -> str:

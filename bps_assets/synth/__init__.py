@@ -30,7 +30,8 @@ from ..manifests_location import manifests_dir
 from ..scene import Material, Mesh, SceneDocument, Texture
 from . import geometry, layout as _layout, textures as _textures
 from .ground_truth import FurnitureInfo, HRect, RoomInfo, SceneInfo, StairsInfo, _hpoint, _hrect
-from .names import LAYOUTS, ORDER_SPLIT, SEMANTIC_SUFFIXES, _check_layout, scene_names, scene_relpath
+from .names import (LAYOUTS, ORDER_SPLIT, SEMANTIC_SUFFIXES, _check_layout, scene_names, scene_relpath,
+                    semantic_paths)
 
 
 
@@ -232,4 +233,5 @@ def generate(out_root: str | os.PathLike, layout: str = "gibson", scenes: int | 
 
 
 __all__ = ["generate", "describe", "build_scene", "scene_names", "scene_relpath", "SceneInfo", "RoomInfo",
-           "FurnitureInfo", "StairsInfo", "HRect", "SizePreset", "SIZES", "LAYOUTS", "SEMANTIC_SUFFIXES", "manifests_dir"]
+           "FurnitureInfo", "StairsInfo", "HRect", "SizePreset", "SIZES", "LAYOUTS", "SEMANTIC_SUFFIXES", "semantic_paths",
+           "manifests_dir"]

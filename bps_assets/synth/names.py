@@ -7,6 +7,8 @@ then the split's test scenes, then the rest of the manifest's scenes in sorted o
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 from ..errors import ConfigError, DatasetError
 from ..manifests_location import manifests_dir
@@ -16,6 +18,14 @@ ORDER_SPLIT = {"gibson": "tiny", "mp3d": "benchmark"}  # the split whose lists g
 # the object-annotation pair beside a scan, per layout, as the real datasets name it (the scan's
 # stem + suffix): gibson -> HM3D-Semantics (semantic.write_hm3d), mp3d -> MP3D (semantic.write_mp3d)
 SEMANTIC_SUFFIXES = {"gibson": (".semantic.glb", ".semantic.txt"), "mp3d": ("_semantic.ply", ".house")}
+
+
+def semantic_paths(scene_path: str | os.PathLike, layout: str) -> list[Path]:
+    """The annotation pair's paths beside the scan ``scene_path``: its name up to the first dot
+    + each of ``SEMANTIC_SUFFIXES[layout]``, in that order."""
+    p = Path(scene_path)
+    stem = p.name.split(".")[0]
+    return [p.with_name(stem + suffix) for suffix in SEMANTIC_SUFFIXES[layout]]
 
 
 def _check_layout(layout: str):

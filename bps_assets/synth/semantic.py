@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import io
 import os
-from pathlib import Path
 
 import numpy as np
 
@@ -27,7 +26,7 @@ from ..container import atomic_write
 from ..readers.semantic_categories import map_raw, mpcat40
 from ..semantics import ObjectRecord
 from . import _build, geometry
-from .names import SEMANTIC_SUFFIXES
+from .names import semantic_paths
 
 FURNITURE_LABEL = {"table": "table", "chair": "chair", "sofa": "sofa", "cabinet": "cabinet",
                    "shelf": "shelf", "platform": "bed", "rail": "railing"}
@@ -83,12 +82,11 @@ def truth(objects: list[ObjectRecord]) -> dict:
     return {"objects": len(objects), "categories": dict(sorted(counts.items()))}
 
 
-def _write_pair(scene_path, files: dict[str, bytes], overwrite: bool) -> None:
-    """Write ``{suffix: bytes}`` beside a scan (its name up to the first dot + suffix), atomically;
-    every target is checked before anything is written."""
-    p = Path(scene_path)
-    stem = p.name.split(".")[0]
-    targets = {p.with_name(stem + suffix): data for suffix, data in files.items()}
+def _write_pair(scene_path, layout: str, data: tuple[bytes, bytes], overwrite: bool) -> None:
+    """Write ``data`` to ``names.semantic_paths(scene_path, layout)`` (``layout``: whose pair,
+    gibson -> HM3D's, mp3d -> MP3D's), atomically; every target is checked before anything is
+    written."""
+    targets = dict(zip(semantic_paths(scene_path, layout), data))
     if not overwrite:
         for t in targets:
             if t.exists():
@@ -187,7 +185,7 @@ def write_hm3d(scene_path: str | os.PathLike, layout: str, name: str, seed: int 
     if y_up:
         pos = np.stack([pos[:, 0], pos[:, 2], -pos[:, 1]], axis=1).astype(np.float32)
     glb, txt = hm3d_files(pos, idx, tri_obj, objects, colours)
-    _write_pair(scene_path, dict(zip(SEMANTIC_SUFFIXES["gibson"], (glb, txt.encode()))), overwrite)
+    _write_pair(scene_path, "gibson", (glb, txt.encode()), overwrite)
     return truth(objects)
 
 
@@ -196,5 +194,5 @@ def write_mp3d(scene_path: str | os.PathLike, layout: str, name: str, seed: int 
     """Write the MP3D pair (``ID_semantic.ply``, ``ID.house``) beside ``scene_path``; returns ``truth``."""
     pos, idx, tri_obj, objects = annotate(layout, name, seed, size)
     ply, house = mp3d_files(pos, idx, tri_obj, objects, name)
-    _write_pair(scene_path, dict(zip(SEMANTIC_SUFFIXES["mp3d"], (ply, house.encode()))), overwrite)
+    _write_pair(scene_path, "mp3d", (ply, house.encode()), overwrite)
     return truth(objects)

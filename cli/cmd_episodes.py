@@ -21,7 +21,7 @@ from bps_assets.nav.indoor import episode_islands
 from bps_assets.nav import instance_imagenav_episodes as iin_episodes
 from bps_assets.nav.instance_imagenav_files import write_instance_imagenav_dataset
 from bps_assets.nav.objectnav_files import write_objectnav_dataset
-from bps_assets.readers.semantic_categories import GOAL_SETS, mpcat40
+from bps_assets.readers.semantic_categories import GOAL_SETS, goal_categories, mpcat40
 
 from .options import Finite
 
@@ -136,8 +136,6 @@ def _category_map(text: str) -> dict:
     """--categories: a named set ("hm3d": habitat's six, "mp3d": its 21, "all": every mpcat40
     object class; ``semantic_categories.goal_categories``: ids that do not depend on the scenes)
     or "a,b,c" (task ids in that order)."""
-    from bps_assets.readers.semantic_categories import goal_categories
-
     if text in GOAL_SETS:   # from data_manifests/semantics/categories.json
         return goal_categories(text)
     names = [c.strip() for c in text.split(",") if c.strip()]

@@ -68,7 +68,7 @@ class Args:
     eval_episodes: int = arg(0, "distinct episodes to evaluate with --eval: the first N started, each counted "
                                 "once, on its first run (0: all of the split's or of --eval-episodes-file; "
                                 f"sampled episodes (ObjectNav, InstanceImageNav without a file): {SAMPLED_EVAL}); "
-                                "min(N, 64) environments")
+                                "min(N, 64) environments (sampled over more scenes than cache slots: fewer)")
     eval_greedy: bool = arg(False, "--eval takes the most likely action (false: samples it, as habitat-baselines)")
     video: int = arg(0, "with --eval: write this many distinct episodes (of those evaluated) as videos to "
                           "OUT_DIR/videos (sensors, map, metrics)")
@@ -208,7 +208,7 @@ def num_groups(num_envs: int, double_buffer: bool) -> int:
 
 def scenes_and_slots(args, split, num_envs, scene_shard=None) -> tuple[int, int]:
     """(the rank's scenes of ``split``, its cache slots K): the cache swaps only when the first
-    outnumbers the second (``scene_rotation``, ``eval_swaps``)."""
+    outnumbers the second (``scene_rotation``, ``eval_envs_and_swaps``)."""
     from bps_assets.pipeline.manifest import load_manifest
     from bps_runtime.scenes.cache import DEFAULTS
 
@@ -597,14 +597,14 @@ def evaluate(args) -> dict:
         else:
             _, total = scene_and_episode_counts(args.dataset, args.eval_split)
         want = min(args.eval_episodes or total, total)
-        n = max(1, min(want, 64))   # envs draw from each scene's episode cycle: a short split repeats
+        n, swaps = eval_envs_and_swaps(args, source, want)
         recorder = None
         if args.video:   # the agent's own sensors, beside the map
             from bps_train.video import eval_recorder
 
             recorder = eval_recorder(args)
         env = bps_runtime.make(config=env_config(args, args.eval_split, n, args.seed + 10_000, source,
-                                                  double_buffer=False, swaps=eval_swaps(args, source, want, n)))
+                                                  double_buffer=False, swaps=swaps))
     if ckpt is not None:   # the policy's category ids must mean the episodes' categories
         saved = checkpoint.saved_identity(ckpt)
         if note := checkpoint.categories_note(args.eval, saved):
@@ -695,14 +695,21 @@ def evaluate(args) -> dict:
     return res
 
 
-def eval_swaps(args, source, want: int, num_envs: int) -> dict:
-    """The eval's cache swaps where the split has more scenes than its slots: sampled episodes
-    (which never repeat) move each slot on after ceil(``want`` / scenes) episodes, so an eval of
-    more episodes than envs spreads over the scenes; file episodes need none (``leave_spent_scene``)."""
+def eval_envs_and_swaps(args, source, want: int) -> tuple[int, dict]:
+    """(envs, the cache's swap fields) of an eval of ``want`` episodes: min(``want``, 64) envs (each
+    draws from its scene's episode cycle: a short split repeats). With more of the split's scenes
+    than the K cache slots, sampled episodes (which never repeat) move each slot on after
+    s = ceil(``want`` / scenes) episodes and run at most K x s envs, so the episodes started
+    together at reset are s per slot too and the eval spreads over the scenes; file episodes
+    need no swap fields (``leave_spent_scene``)."""
+    n = max(1, min(want, 64))
     if source != "sample":
-        return {}
-    scenes, slots = scenes_and_slots(args, args.eval_split, num_envs)
-    return {"swap_after_episodes": -(-want // scenes)} if scenes > slots else {}
+        return n, {}
+    scenes, slots = scenes_and_slots(args, args.eval_split, n)
+    if scenes <= slots:
+        return n, {}
+    per_scene = -(-want // scenes)
+    return min(n, slots * per_scene), {"swap_after_episodes": per_scene}
 
 
 def leave_spent_scene(env, i: int, scene_id: str) -> None:

@@ -96,6 +96,22 @@ def test_a_resume_may_change_the_rotation_as_it_may_the_cache_slots(dataset, tmp
     assert res["updates"] == 2
 
 
+def _claimed(monkeypatch) -> list:
+    """The (scene id, episode id) of each episode the eval counts, in order."""
+    from bps_train.episode_claims import EpisodeClaims
+
+    got: list = []
+    claim = EpisodeClaims.claim
+
+    def watched(self, key):
+        ok = claim(self, key)
+        if ok and key is not None:
+            got.append(key)
+        return ok
+    monkeypatch.setattr(EpisodeClaims, "claim", watched)
+    return got
+
+
 def test_a_sampled_eval_spreads_its_episodes_over_every_scene(tmp_path, monkeypatch):
     from click.testing import CliRunner
 
@@ -108,12 +124,35 @@ def test_a_sampled_eval_spreads_its_episodes_over_every_scene(tmp_path, monkeypa
                                   "--workers", "1", "--agent-radius", "0.18", "--agent-height", "0.88"])
     assert r.exit_code == 0, r.output
     split = load_manifest(out / "manifest.json").subsets[0]
-    assert len(load_manifest(out / "manifest.json").scenes(split)) == 2
+    scenes = load_manifest(out / "manifest.json").scenes(split)
+    assert len(scenes) == 2
     seen = _watch(monkeypatch)
+    claimed = _claimed(monkeypatch)
+    made = []
+    make = bps_runtime.make
+
+    def counted(*a, **k):
+        made.append(k["config"].num_envs)
+        return make(*a, **k)
+    monkeypatch.setattr(bps_runtime, "make", counted)
+
+    def ev(episodes):
+        return run([str(a) for a in ("--dataset", out / "manifest.json", "--out-dir", tmp_path / "ev", "--task",
+                                     "objectnav", "--eval", "stop", "--eval-split", split, "--eval-episodes",
+                                     episodes, "--cache-slots", 1, "--resolution", 16, "--threads", 1)])
+
     # ObjectNav without a file samples its eval episodes (they never repeat): 1 slot, 2 scenes; the
-    # first 64 start together (64 envs) on the first scene, the slot swaps after ceil(80 / 2) of them
-    res = run([str(a) for a in ("--dataset", out / "manifest.json", "--out-dir", tmp_path / "ev", "--task",
-                                "objectnav", "--eval", "stop", "--eval-split", split, "--eval-episodes", 80,
-                                "--cache-slots", 1, "--resolution", 16, "--threads", 1)])
+    # slot swaps after ceil(80 / 2) episodes, and 1 x 40 envs start together on the first scene
+    res = ev(80)
     assert res["episodes"] == 80 and "episodes_wanted" not in res, res
     assert len({s for ids in seen for s in ids}) == 2
+    assert made == [40]
+    # <= 64 episodes (until 2026-11-28 all started together on the slot's first scene): 2 envs,
+    # 2 episodes on each scene
+    claimed.clear()
+    res = ev(4)
+    assert res["episodes"] == 4 and made == [40, 2], (res, made)
+    per_scene = {}
+    for scene, _ in claimed:
+        per_scene[scene] = per_scene.get(scene, 0) + 1
+    assert sorted(per_scene.values()) == [2, 2] and len(per_scene) == 2, claimed

@@ -636,7 +636,7 @@ def evaluate(args) -> dict:
             if claims.claim(key):
                 counted[i] = key
             elif key in claims.keys:   # a repeat: every episode of its scene has started
-                leave_spent_scene(env, i, key[0])
+                env.world.scenes.leave_spent_scene(i, key[0])
     try:
         obs = env.reset()
         claim(range(n), env.last_info)
@@ -701,7 +701,7 @@ def eval_envs_and_swaps(args, source, want: int) -> tuple[int, dict]:
     than the K cache slots, sampled episodes (which never repeat) move each slot on after
     s = ceil(``want`` / scenes) episodes and run at most K x s envs, so the episodes started
     together at reset are s per slot too and the eval spreads over the scenes; file episodes
-    need no swap fields (``leave_spent_scene``)."""
+    need no swap fields (``SceneCache.leave_spent_scene``)."""
     n = max(1, min(want, 64))
     if source != "sample":
         return n, {}
@@ -710,19 +710,6 @@ def eval_envs_and_swaps(args, source, want: int) -> tuple[int, dict]:
         return n, {}
     per_scene = -(-want // scenes)
     return min(n, slots * per_scene), {"swap_after_episodes": per_scene}
-
-
-def leave_spent_scene(env, i: int, scene_id: str) -> None:
-    """An eval's env ``i`` started a repeat in scene ``scene_id``: the scene's episode cycle came
-    round, so each of its episodes has started. If that scene is still the active one of the env's
-    cache slot and the slot has a next scene, the slot swaps to it (new episodes start there), so
-    an eval over more scenes than slots reaches every scene. Repeats follow from the seed and the
-    steps only, so the swaps do too."""
-    cache = env.world.scenes
-    k = int(cache.env_slot[i])
-    active = cache.slots[k].active
-    if active is not None and cache.scene_id(active) == scene_id and cache.has_pending(k):
-        cache.request_swap([k])
 
 
 def eval_frame_cap(want: int, max_episode_steps: int) -> int:

@@ -210,6 +210,31 @@ def test_wait_pending_makes_the_next_swap_deterministic():
         assert cache.take_report().waited == blocked
 
 
+def test_leave_spent_scene_moves_only_the_slot_still_on_that_scene():
+    """An eval's env started a repeat in its scene: its slot moves on only while that scene is
+    the slot's active one and a next scene exists; other slots keep theirs."""
+    reader, sources = _world(3)
+    r = make_renderer("embree")
+    with SceneCache(sources, r, 2, CacheOptions(slots=2, seed=1), reader=reader,
+                    listeners=[renderer_listener(r)]) as cache:
+        cache.start()
+        first = cache.assign_next(np.arange(2)).copy()
+        cache.release_scenes(first)
+        on0, on1 = cache.scene_id(int(first[0])), cache.scene_id(int(first[1]))
+        assert not cache.leave_spent_scene(0, on1)   # env 0's slot is not on that scene
+        assert cache.has_pending(0) and cache.leave_spent_scene(0, on0)
+        again = cache.assign_next(np.arange(2))
+        assert again[0] != first[0] and again[1] == first[1]
+        assert cache.scene_id(int(again[0])) not in (on0, on1)   # the third scene
+    reader, sources = _world(2)   # as many scenes as slots: no next scene to move to
+    with SceneCache(sources, r, 2, CacheOptions(slots=2, seed=1), reader=reader,
+                    listeners=[renderer_listener(r)]) as cache:
+        cache.start()
+        first = cache.assign_next(np.arange(2)).copy()
+        assert not cache.has_pending(0) and not cache.leave_spent_scene(0, cache.scene_id(int(first[0])))
+        assert not cache.slots[0].swap_requested
+
+
 def test_listeners_are_told_every_arrival_and_departure_in_order():
     reader, sources = _world(4)
     r = make_renderer("embree")

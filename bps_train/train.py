@@ -635,7 +635,7 @@ def evaluate(args) -> dict:
             key = (str(info["scene_id"][i]), str(ids[i]))
             if claims.claim(key):
                 counted[i] = key
-            elif key in claims.keys:   # a repeat: every episode of its scene has started
+            elif claims.taken(key):   # a repeat: every episode of its scene has started
                 env.world.scenes.leave_spent_scene(i, key[0])
     try:
         obs = env.reset()

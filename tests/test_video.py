@@ -284,7 +284,9 @@ def test_episode_claims_take_the_first_distinct_episodes_once():
     from bps_train.episode_claims import EpisodeClaims
 
     c = EpisodeClaims(3)
+    assert not c.taken(("s", "1"))
     assert c.claim(("s", "1")) and not c.claim(("s", "1"))          # a repeat
+    assert c.taken(("s", "1")) and not c.taken(("s", "2"))
     assert c.claim(None) and c.room == 1                             # key known only at the end
     assert not c.settle(("s", "1")) and c.room == 2                  # ... a repeat: the place is freed
     assert c.claim(("s", "2")) and c.claim(None) and c.room == 0
@@ -292,6 +294,7 @@ def test_episode_claims_take_the_first_distinct_episodes_once():
     c.release(None)
     assert c.claim(("s", "3")) and not c.claim(None)
     c.release(("s", "3"))
+    assert not c.taken(("s", "3")) and c.taken(("s", "2"))
     c.want = 2                                                       # a cap below the claims held
     assert c.room == 0 and not c.claim(("s", "4"))
 

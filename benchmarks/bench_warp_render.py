@@ -27,7 +27,7 @@ from bps_runtime.render.warp_kernels import SceneTable, depth_value, quat_to_mat
 @wp.kernel
 def row_first_kernel(tables: wp.array(dtype=SceneTable), scene_index: wp.array(dtype=wp.int64),
                      pos: wp.array(dtype=wp.vec3), quat: wp.array(dtype=Any), dirs: wp.array(dtype=wp.vec3),
-                     hw: int, sensor_height: float, finish: int, lo: float, hi: float,
+                     hw: int, sensor_height: float, depth_mode: int, lo: float, hi: float,
                      depth: wp.array2d(dtype=float)):
     """The depth pixel as the render kernel drew it before: the whole row, then the ray; finished
     (clipped / normalised) as the renderer's kernels finish it, so its pixels can be compared."""
@@ -45,7 +45,7 @@ def row_first_kernel(tables: wp.array(dtype=SceneTable), scene_index: wp.array(d
             q = wp.mesh_query_ray(tab.mesh, pos[a] + wp.vec3(0.0, sensor_height, 0.0), d, 1.0e30)
             if q.result:
                 z = q.t
-    depth[a, p] = depth_value(z, finish, lo, hi)
+    depth[a, p] = depth_value(z, depth_mode, lo, hi)
 
 
 wp.overload(row_first_kernel, {"quat": wp.array(dtype=wp.vec4f)})
@@ -86,7 +86,7 @@ def main(argv=None):
         def product():
             r.launch_frame(keys, pos, rot, depth, stream=stream)
 
-        def row_first():   # the renderer's own frame arguments (finish, clip range included)
+        def row_first():   # the renderer's own frame arguments (depth mode, clip range included)
             frame, _ = r._frame_inputs(keys, pos, rot, depth2)
             wp.launch(row_first_kernel, dim=n * hw, device=r._wdev, stream=stream, inputs=[r._table, *frame])
 

@@ -174,13 +174,13 @@ def eye(feet: wp.vec3, sensor_height: float) -> wp.vec3:
 
 
 @wp.func
-def depth_value(z: float, finish: int, lo: float, hi: float) -> float:
-    """A pixel's depth as written (camera.finish_depth; ``finish`` one of camera.depth_mode's
+def depth_value(z: float, depth_mode: int, lo: float, hi: float) -> float:
+    """A pixel's depth as written (camera.finish_depth; ``depth_mode`` one of camera.depth_mode's
     values): DEPTH_RAW metres, DEPTH_CLIPPED to [lo, hi], DEPTH_NORMALIZED clipped and scaled to
     [0, 1] (a miss, z = 0, reads as lo)."""
-    if finish == _NORMALIZED:
+    if depth_mode == _NORMALIZED:
         return (wp.clamp(z, lo, hi) - lo) / (hi - lo)
-    if finish == _CLIPPED:
+    if depth_mode == _CLIPPED:
         return wp.clamp(z, lo, hi)
     return z
 
@@ -206,7 +206,7 @@ def trace_pixel(mesh: wp.uint64, q: Any, camera_dir: wp.vec3, feet: wp.vec3, sen
 @wp.kernel
 def depth_kernel(meshes: wp.array(dtype=wp.uint64), scene_index: wp.array(dtype=wp.int64),
                  pos: wp.array(dtype=wp.vec3), quat: wp.array(dtype=Any), dirs: wp.array(dtype=wp.vec3),
-                 hw: int, sensor_height: float, finish: int, lo: float, hi: float,
+                 hw: int, sensor_height: float, depth_mode: int, lo: float, hi: float,
                  depth: wp.array2d(dtype=float)):
     """``render_kernel``'s depth alone, for frames without RGB or semantic: the same pixels,
     from a kernel without the shading code (on CUDA its registers decide how many pixels run
@@ -220,18 +220,18 @@ def depth_kernel(meshes: wp.array(dtype=wp.uint64), scene_index: wp.array(dtype=
         d, q = trace_pixel(mesh, quat[a], dirs[p], pos[a], sensor_height)
         if q.result:
             z = q.t
-    depth[a, p] = depth_value(z, finish, lo, hi)
+    depth[a, p] = depth_value(z, depth_mode, lo, hi)
 
 
 @wp.kernel
 def render_kernel(meshes: wp.array(dtype=wp.uint64), tables: wp.array(dtype=SceneTable), scene_index: wp.array(dtype=wp.int64),
                   pos: wp.array(dtype=wp.vec3), quat: wp.array(dtype=Any),
                   dirs: wp.array(dtype=wp.vec3), hw: int, sensor_height: float,
-                  finish: int, lo: float, hi: float,
+                  depth_mode: int, lo: float, hi: float,
                   depth: wp.array2d(dtype=float), want_rgb: int, rgb: wp.array3d(dtype=wp.uint8),
                   pixel_angle: float, want_sem: int, sem: wp.array2d(dtype=wp.int32)):
     """One thread per pixel (agent ``tid // hw``): trace the agent's camera ray in its scene's
-    BVH (``meshes``, the ``mesh`` column of ``tables``) and write depth (z-depth in metres finished as ``finish`` says:
+    BVH (``meshes``, the ``mesh`` column of ``tables``) and write depth (z-depth in metres finished as ``depth_mode`` says:
     ``depth_value``), when ``want_rgb`` the shaded colour (black on a miss) and,
     when ``want_sem``, the hit triangle's instance id (0 on a miss or without ids). Slots
     outside the table or naming an empty row render as misses."""
@@ -257,15 +257,15 @@ def render_kernel(meshes: wp.array(dtype=wp.uint64), tables: wp.array(dtype=Scen
                 if want_rgb != 0:
                     # Warp: hit = u*p0 + v*p1 + (1-u-v)*p2 -> Embree's (weight of p1, weight of p2)
                     c = shade(q.face, q.v, 1.0 - q.u - q.v, z, abs_cos(q.normal, d), tab, pixel_angle)
-    write_pixel(a, p, z, c, obj, finish, lo, hi, depth, want_rgb, rgb, want_sem, sem)
+    write_pixel(a, p, z, c, obj, depth_mode, lo, hi, depth, want_rgb, rgb, want_sem, sem)
 
 
 @wp.func
-def write_pixel(a: int, p: int, z: float, c: wp.vec3, obj: wp.int32, finish: int, lo: float, hi: float,
+def write_pixel(a: int, p: int, z: float, c: wp.vec3, obj: wp.int32, depth_mode: int, lo: float, hi: float,
                 depth: wp.array2d(dtype=float), want_rgb: int, rgb: wp.array3d(dtype=wp.uint8),
                 want_sem: int, sem: wp.array2d(dtype=wp.int32)):
     """Agent ``a``'s pixel ``p``: depth (``depth_value``), colour and semantic id."""
-    depth[a, p] = depth_value(z, finish, lo, hi)
+    depth[a, p] = depth_value(z, depth_mode, lo, hi)
     if want_rgb != 0:
         rgb[a, p, 0] = wp.uint8(int(c[0]))
         rgb[a, p, 1] = wp.uint8(int(c[1]))

@@ -76,6 +76,8 @@ def identity(args, dataset_id: str, world: int = 1) -> dict:
     out["episodes_typed"], out["episodes"] = out["episodes"], episodes_id(out["episodes"])
     if getattr(args, "noise", ""):   # only with noise: a noiseless run keeps the identity it had
         out["noise_rules"] = NOISE_RULES
+    if _episode_changes(out["task"], out["episodes"], 0):   # only where a change applies, as noise_rules
+        out["episode_rules"] = EPISODE_RULES
     return out
 
 
@@ -106,6 +108,40 @@ def noise_note(path, ckpt: dict) -> str:
         return ""
     return (f"bps-train: note: {path} was trained with --noise {args['noise']} under older noise rules: "
             + "; ".join(changed) + " (no refusal: the policy now sees slightly other noise)")
+
+
+# How episode files are read, versioned as the noise rules: a run on episode files (``--episodes``
+# dataset or FILE) of a task a change touches records the version ("episode_rules"; none: 1).
+# Each later version's changes: (applies to a run of this task, what changed); ``episode_note``.
+EPISODE_RULES = 2
+EPISODE_CHANGES = {2: (("imagenav", "ImageNav's goal heading of an episode whose id is a JSON integer is now "
+                                    "habitat-lab's draw (RandomState(abs(hash(id)) % 2**32)), not one seeded by "
+                                    "crc32 of the id's text: such episodes show other goal images (a479ed0, "
+                                    "2026-11-27; string ids keep theirs)"),)}
+
+
+def _episode_changes(task: str, source, since: int) -> list[str]:
+    """What ``EPISODE_CHANGES`` changed after version ``since`` for a run of ``task`` on
+    ``source`` (sampled episodes: nothing, their goals are drawn, not read)."""
+    if source in (None, "sample"):
+        return []
+    return [what for v in range(since + 1, EPISODE_RULES + 1) for t, what in EPISODE_CHANGES.get(v, ())
+            if t in (None, task)]
+
+
+def episode_note(path, ckpt: dict) -> str:
+    """One line naming what ``EPISODE_CHANGES`` changed for the checkpoint's training episodes
+    since the rules it was trained under; "" when nothing did. Not a refusal: the same
+    episodes still run, some look other to the policy."""
+    args = ckpt["args"]
+    source = args.get("episodes", "sample")
+    changed = _episode_changes(args.get("task", "pointnav"), source,
+                               ckpt["identity"].get("episode_rules", 1))
+    if not changed:
+        return ""
+    return (f"bps-train: note: {path} was trained on the episodes of {source} under older episode rules: "
+            + "; ".join(changed) + " (no refusal: where that file's ids are integers the policy now sees "
+            "other goal images than it was trained on)")
 
 
 def episodes_id(source):
@@ -248,8 +284,8 @@ def check_same_run(path, saved: dict, wanted: dict, manifest_bytes_sha256: str |
     for key, want in wanted.items():
         have = saved.get(key)
         if have == want or (key == "dataset_sha256" and have is not None and have == manifest_bytes_sha256) \
-                or key in ("noise_rules", "episodes_typed") or (key == "episodes" and same_typed):
-            continue   # noise_rules: not a refusal, noise_note says what changed
+                or key in ("noise_rules", "episode_rules", "episodes_typed") or (key == "episodes" and same_typed):
+            continue   # noise_rules, episode_rules: not a refusal, noise_note / episode_note say what changed
         if key == "dataset_sha256":
             diffs.append("the dataset manifest (sha256 differs: another or a re-preprocessed dataset)")
         elif key == "env":

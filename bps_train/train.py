@@ -583,8 +583,9 @@ def evaluate(args) -> dict:
     policy, trained, ckpt = None, {}, None
     if args.eval not in ("random", "stop"):
         ckpt, policy = load_policy(args.eval, args, device)
-        if note := checkpoint.noise_note(args.eval, ckpt):
-            print(note, file=sys.stderr, flush=True)
+        for note in (checkpoint.noise_note(args.eval, ckpt), checkpoint.episode_note(args.eval, ckpt)):
+            if note:
+                print(note, file=sys.stderr, flush=True)
         policy.eval()
         trained = {"update": ckpt["update"], "global_step": ckpt["global_step"]}   # where the report puts it
     source = eval_source(args)
@@ -920,8 +921,9 @@ def train(args) -> dict:
     if ckpt is not None:   # the batch's shape and the rank count are part of it: one RNG stream per rank
         old_id = checkpoint.legacy_manifest_sha256(args.dataset)   # the identity checkpoints saved before 2026-11-27
         checkpoint.check_same_run(ckpt_path, saved, run_id, old_id)
-        if rank == 0 and (note := checkpoint.noise_note(ckpt_path, ckpt)):
-            print(note, file=sys.stderr, flush=True)
+        for note in (checkpoint.noise_note(ckpt_path, ckpt), checkpoint.episode_note(ckpt_path, ckpt)):
+            if rank == 0 and note:
+                print(note, file=sys.stderr, flush=True)
         if rank == 0 and (note := checkpoint.categories_note(ckpt_path, saved)):
             print(note, file=sys.stderr, flush=True)
         checkpoint.restore(ckpt_path, ckpt, policy, opt)

@@ -512,6 +512,37 @@ def test_eval_restores_the_checkpoints_noise(dataset, tmp_path, monkeypatch, cap
     assert sum("older noise rules" in ln for ln in capsys.readouterr().err.splitlines()) == 1
 
 
+def test_an_imagenav_checkpoint_from_before_the_heading_rule_notes_it_once(dataset, tmp_path, capsys):
+    """An ImageNav run on episode files records the episode rules' version; a checkpoint without
+    it (saved before the integer-id goal heading, a479ed0) resumes and evaluates with one note
+    naming the change, not a refusal."""
+    from bps_train import checkpoint
+    from bps_train.train import run as main
+
+    out = tmp_path / "run"
+    base = ["--dataset", str(dataset), "--out-dir", str(out), "--task", "imagenav", "--sensor", "rgb",
+            "--episodes", "dataset", "--resolution", "16", "--width", "4", "--hidden", "16", "--num-envs", "2",
+            "--rollout-steps", "4", "--sim-only-steps", "0", "--threads", "1"]
+    main([*base, "--total-steps", "8"])
+    ckpt = torch.load(out / "checkpoint.pt", weights_only=True)
+    assert ckpt["identity"]["episode_rules"] == checkpoint.EPISODE_RULES
+    assert "older episode rules" not in capsys.readouterr().err
+    checkpoint.save(out / "checkpoint.pt", {**{k: v for k, v in ckpt.items() if k not in ("format", "version")},
+                                            "identity": {k: v for k, v in ckpt["identity"].items()
+                                                         if k != "episode_rules"}})
+    main([*base, "--total-steps", "16"])   # resumes, not refused
+    assert torch.load(out / "checkpoint.pt", weights_only=True)["update"] == 2
+    (note,) = [ln for ln in capsys.readouterr().err.splitlines() if "older episode rules" in ln]
+    assert str(out / "checkpoint.pt") in note and "JSON integer" in note
+    # the resumed run saved the current rules; an eval of the old checkpoint notes it too
+    checkpoint.save(out / "checkpoint.pt", {**{k: v for k, v in ckpt.items() if k not in ("format", "version")},
+                                            "identity": {k: v for k, v in ckpt["identity"].items()
+                                                         if k != "episode_rules"}})
+    main(["--dataset", str(dataset), "--eval", str(out / "checkpoint.pt"), "--eval-split", "val",
+          "--eval-episodes", "2", "--threads", "1", "--out-dir", str(tmp_path / "ev")])
+    assert sum("older episode rules" in ln for ln in capsys.readouterr().err.splitlines()) == 1
+
+
 def test_eval_of_a_short_episode_file_runs_one_env_per_distinct_episode(dataset, tmp_path, monkeypatch):
     """--eval-episodes-file with fewer than 64 distinct episodes runs that many envs, not 64 (the
     env count sets which env and random stream runs each episode); --eval-episodes below it, that

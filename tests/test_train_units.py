@@ -413,6 +413,32 @@ def test_eval_episodes_help_and_docs_say_what_0_means():
     assert "`soft_spl`, `distance_to_goal`" in training and "one environment per episode" not in training
 
 
+def test_episode_note_names_the_imagenav_heading_change_for_runs_on_episode_files(tmp_path):
+    """An ImageNav checkpoint trained on episode files before the goal-heading rule for integer
+    ids (a479ed0): resume and eval print one note naming it; the identity records the rules only
+    where a change applies, so every other run keeps the identity it had; no refusal."""
+    from bps_train import checkpoint
+
+    def ident(task, episodes):
+        args = parse(Args, ["--task", task, "--episodes", episodes])
+        return checkpoint.identity(args, "sha", 1)
+
+    ep_file = str(tmp_path / "eps.json.gz")
+    new = ident("imagenav", ep_file)
+    assert new["episode_rules"] == checkpoint.EPISODE_RULES == 2
+    assert "episode_rules" in ident("imagenav", "dataset")
+    for task, episodes in (("imagenav", "sample"), ("pointnav", ep_file), ("objectnav", ep_file)):
+        assert "episode_rules" not in ident(task, episodes), (task, episodes)
+    old = {"args": {"task": "imagenav", "episodes": ep_file}, "identity": {}}
+    note = checkpoint.episode_note("c.pt", old)
+    assert "c.pt" in note and ep_file in note and "JSON integer" in note and "a479ed0" in note
+    assert checkpoint.episode_note("c.pt", {**old, "identity": {"episode_rules": 2}}) == ""
+    assert checkpoint.episode_note("c.pt", {**old, "args": {"task": "imagenav", "episodes": "sample"}}) == ""
+    assert checkpoint.episode_note("c.pt", {**old, "args": {"task": "pointnav", "episodes": ep_file}}) == ""
+    saved = {k: v for k, v in new.items() if k != "episode_rules"}   # a checkpoint from before the rules
+    checkpoint.check_same_run("c.pt", saved, new)   # resumes: the note, not a refusal
+
+
 def test_expected_duration_line():
     from bps_train.train import duration_text, eta_line
 

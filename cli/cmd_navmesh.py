@@ -335,7 +335,7 @@ def nav_step(navfile, start, end, no_sliding, as_json):
 
 
 # preview's options that draw on the floor map, not on --semantic's object map
-_NOT_SEMANTIC = {"episodes_file": "--episodes", "scene": "--scene", "max_episodes": "--max-episodes",
+_NOT_SEMANTIC = {"episodes_file": "--episodes", "max_episodes": "--max-episodes",
                  "agent_paths": "--agent-path", "mpp": "--mpp"}
 
 
@@ -360,7 +360,8 @@ def _png_name(ctx, param, value):
                    "folder or a content file): draw its episodes' starts, goals (view points) and geodesic "
                    "shortest paths")
 @click.option("--scene", default=None, help="with --episodes: the scene whose episodes to draw; with "
-                                            "--agent-path: a recorded path of this scene is drawn too "
+                                            "--agent-path / --semantic: a recorded path / packed scene of "
+                                            "this scene is drawn too, for a navmesh that records another "
                                             "(default: the navmesh file's name)")
 @click.option("--max-episodes", default=20, show_default=True, type=click.IntRange(min=0),
               help="with --episodes: draw at most this many (the file's first)")
@@ -380,11 +381,11 @@ def preview_cmd(navfile, out, overwrite, max_size, mpp, episodes_file, scene, ma
             raise click.UsageError(f"--semantic draws a scene's objects only: {', '.join(given)} cannot "
                                    "go with it (make a second map without --semantic for those)")
         nav = _load(navfile)
-        _semantic_preview(nav, navfile, semantic, out, overwrite, max_size)
+        _semantic_preview(nav, navfile, semantic, out, overwrite, max_size, scene)
         return
     if episodes_file is None and options_given(["max_episodes"]) or scene and not (episodes_file or agent_paths):
-        raise click.UsageError("--scene goes with --episodes or --agent-path, --max-episodes with --episodes: "
-                               "alone they would draw nothing")
+        raise click.UsageError("--scene goes with --episodes, --agent-path or --semantic, --max-episodes with "
+                               "--episodes: alone they would draw nothing")
     nav = _load(navfile)
     from bps_assets.habitat_names import habitat_scene_name
 
@@ -435,17 +436,21 @@ def _agent_path(path: Path, navfile: Path, nav, scene):
     return pts
 
 
-def _semantic_preview(nav, navfile: Path, semantic: Path, out, overwrite, max_size):
+def _semantic_preview(nav, navfile: Path, semantic: Path, out, overwrite, max_size, scene=None):
+    """``--semantic``'s map; a packed scene of another scene than the navmesh records is refused
+    (``--scene`` names the map's scene instead, as for ``--agent-path``), drawn with a note on
+    a navmesh that records none."""
     from bps_assets.nav.semantic_preview import write_semantic_preview
     from bps_assets.packed_scene import read_packed_scene
 
     packed = read_packed_scene(semantic, sections=["object_ids", "object_category", "object_region",
                                                    "object_aabb", "object_source_ids"])
     names, checked = _map_scenes(navfile, nav)
-    if isinstance(packed.scene_id, str) and packed.scene_id and packed.scene_id not in names:
+    if isinstance(packed.scene_id, str) and packed.scene_id and packed.scene_id not in names | {scene}:
         if checked:   # another scene's objects: a wrong map, not a map
             raise InputError(semantic, f"is scene {packed.scene_id!r}, the navmesh is of "
-                                       f"{' / '.join(repr(s) for s in sorted(names))}: give both files of one scene")
+                                       f"{' / '.join(repr(s) for s in sorted(names))}: give both files of one scene "
+                                       "(or --scene with that name if this navmesh is of it)")
         _unchecked(navfile, f"{semantic.name}'s objects (scene {packed.scene_id!r})")
     table = packed.semantics
     if table is None:   # bad input like any other: "error: ...", exit 2

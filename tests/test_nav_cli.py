@@ -266,11 +266,12 @@ def test_preview_refuses_a_map_over_its_pixel_cap(built, tmp_path):
     assert code != 0 and "pixels" in out and not (tmp_path / "huge.png").exists()
 
 
-@pytest.mark.parametrize("extra", [["--mpp", "0.05"], ["--max-episodes", "3"], ["--scene", "house"],
+@pytest.mark.parametrize("extra", [["--mpp", "0.05"], ["--max-episodes", "3"],
                                    ["--agent-path", "AGENT"], ["--episodes", "AGENT"]])
 def test_preview_semantic_refuses_the_floor_map_options(built, tmp_path, extra):
     """--semantic draws another map (objects): an option it would ignore is a usage error naming
-    it (exit 2), nothing written."""
+    it (exit 2), nothing written. (--scene applies to it since 2026-11-28: the scene a packed
+    scene may be of, tests/test_preview_scene_checks.py.)"""
     d, _ = built
     nav = d / "out" / "house.navmesh.bps"
     agent = tmp_path / "agent.json"

@@ -43,6 +43,20 @@ def test_semantic_scene_of_another_navmesh_is_refused(data, tmp_path):
     assert r.exit_code == 0, r.output
 
 
+def test_semantic_of_another_scene_draws_with_scene_naming_it(data, tmp_path):
+    """A built navmesh records its scene: another scene's --semantic is refused naming --scene,
+    which overrides it, as for --agent-path (until 2026-11-28 --scene was refused with
+    --semantic, leaving no way round a navmesh whose recorded path differs)."""
+    out, (a, b) = data
+    nav, sem = out / "navmeshes" / f"{a}.navmesh.bps", out / "scenes" / f"{b}.bps"
+    r = _run("preview", nav, "-o", tmp_path / "m.png", "--semantic", sem)
+    assert r.exit_code == 2 and "--scene with that name if this navmesh is of it" in r.output, r.output
+    r = _run("preview", nav, "-o", tmp_path / "m.png", "--semantic", sem, "--scene", b)
+    assert r.exit_code == 0 and (tmp_path / "m.png").is_file() and "objects" in r.output, r.output
+    r = _run("preview", nav, "-o", tmp_path / "n.png", "--semantic", sem, "--scene", "Other")
+    assert r.exit_code == 2 and not (tmp_path / "n.png").exists(), r.output   # another name: still refused
+
+
 def test_recorded_path_of_another_scene_is_refused(data, tmp_path):
     out, (a, b) = data
     nav = out / "navmeshes" / f"{a}.navmesh.bps"

@@ -423,12 +423,12 @@ def _agent_path(path: Path, navfile: Path, nav, scene):
     """``--agent-path``'s positions; one whose recorder JSON names another scene is refused on a
     navmesh that records its scene (``--scene`` names the map's scene instead), drawn with a note
     on one that does not."""
-    from bps_assets.nav.topdown import read_agent_path
+    from bps_assets.nav.topdown import check_path_scene, read_agent_path_scene
 
-    pts = read_agent_path(path)   # a bad file: its own error
+    pts, recorded = read_agent_path_scene(path)   # read once; a bad file: its own error
     scenes, checked = _map_scenes(navfile, nav)
     try:
-        read_agent_path(path, scenes | ({scene} if scene else set()))
+        check_path_scene(path, recorded, scenes | ({scene} if scene else set()))
     except InputError as e:
         if checked:
             raise InputError(path, f"{e.detail} (or --scene with that name if this navmesh is of it)") from None

@@ -86,6 +86,35 @@ def test_read_agent_path_scene_check_is_optional(tmp_path):
         read_agent_path(ep, {"Collierville"})
 
 
+def test_preview_reads_an_agent_path_once(data, tmp_path, monkeypatch):
+    """``preview --agent-path`` reads each file once (it read it twice, to keep a bad file's own
+    error apart from another scene's), and still tells the two apart."""
+    import builtins
+
+    from bps_assets.nav.topdown import read_agent_path_scene
+
+    out, (a, b) = data
+    nav = out / "navmeshes" / f"{a}.navmesh.bps"
+    ep = tmp_path / "ep.json"
+    ep.write_text(json.dumps({"scene_id": f"mp3d/{b}/{b}.glb", "positions": [[0.0, 0.0, 0.0], [0.25, 0.0, 0.0]]}))
+    assert read_agent_path_scene(ep)[1] == b and read_agent_path_scene(ep)[0].shape == (2, 3)
+    opened = []
+    real_open = builtins.open
+
+    def counting_open(file, *args, **kwargs):
+        if str(file) == str(ep):
+            opened.append(file)
+        return real_open(file, *args, **kwargs)
+    monkeypatch.setattr(builtins, "open", counting_open)
+    r = _run("preview", nav, "-o", tmp_path / "p.png", "--agent-path", ep, "--scene", b)
+    assert r.exit_code == 0 and len(opened) == 1, (r.output, opened)
+    r = _run("preview", nav, "-o", tmp_path / "q.png", "--agent-path", ep)   # another scene's: refused
+    assert r.exit_code == 2 and f"is an episode of scene '{b}'" in r.output and len(opened) == 2, r.output
+    ep.write_text('{"scene_id": "x", "positions": [[1, 2]]}')   # a bad file: its own error, not the scene's
+    r = _run("preview", nav, "-o", tmp_path / "q.png", "--agent-path", ep)
+    assert r.exit_code == 2 and "expected [K, 3] finite positions" in r.output and len(opened) == 3, r.output
+
+
 def test_map_size_error_names_the_navmesh_given(data, tmp_path):
     """--mpp too small: the error names the navmesh file typed, not the scan it was built from
     (journey viz F3: 'error: 2azQ1b91cZZ.bps: a map of ...', a file not in the folder)."""

@@ -375,9 +375,19 @@ def read_agent_path(path, scenes=None) -> np.ndarray:
     ``positions`` is one: what ``bps_train.video`` writes beside each video) or text lines of
     ``x y z`` / ``x,y,z``. ``InputError`` naming the file when it is none of these, or (``scenes``:
     the map's scene names) when its JSON object's ``scene_id`` is another scene."""
+    pts, recorded = read_agent_path_scene(path)
+    check_path_scene(path, recorded, scenes)
+    return pts
+
+
+def read_agent_path_scene(path) -> tuple[np.ndarray, str | None]:
+    """``read_agent_path``'s positions and the scene its recorder JSON names (habitat's scene
+    name of its ``scene_id``; None: none recorded), the file read once, nothing checked against
+    a map: a caller tells a bad file (this raises) from another scene's (``check_path_scene``)."""
     import os
 
     from ..errors import InputError
+    from ..habitat_names import habitat_scene_name
     from ..json_input import parse_json
 
     path = os.fspath(path)
@@ -393,8 +403,10 @@ def read_agent_path(path, scenes=None) -> np.ndarray:
         if text[:1] in "[{":
             doc = parse_json(text, path, prefix="not an agent path")
             rows = doc.get("positions") if isinstance(doc, dict) else doc
-            _check_path_scene(path, doc, scenes)
+            sid = doc.get("scene_id") if isinstance(doc, dict) else None
+            recorded = habitat_scene_name(sid) if isinstance(sid, str) and sid else None
         else:
+            recorded = None
             rows = [[float(x) for x in line.replace(",", " ").split()] for line in text.splitlines()
                     if line.strip() and not line.lstrip().startswith("#")]
         pts = np.asarray(rows, dtype=np.float64)
@@ -402,20 +414,18 @@ def read_agent_path(path, scenes=None) -> np.ndarray:
         raise InputError(path, f"not an agent path (JSON list of [x, y, z] or 'x y z' lines): {e}") from None
     if pts.ndim != 2 or pts.shape[1] != 3 or len(pts) == 0 or not np.isfinite(pts).all():
         raise InputError(path, f"not an agent path: expected [K, 3] finite positions, got shape {list(pts.shape)}")
-    return pts
+    return pts, recorded
 
 
-def _check_path_scene(path: str, doc, scenes) -> None:
-    """InputError when the recorder's JSON ``doc`` names a ``scene_id`` none of ``scenes`` is."""
+def check_path_scene(path, recorded: str | None, scenes) -> None:
+    """InputError naming ``path`` when the scene its recorder JSON names (``recorded``, from
+    ``read_agent_path_scene``) is none of ``scenes`` (the map's scene names; None: no check)."""
     from ..errors import InputError
-    from ..habitat_names import habitat_scene_name
 
-    sid = doc.get("scene_id") if isinstance(doc, dict) else None
-    if scenes is None or not isinstance(sid, str) or not sid:
+    if scenes is None or recorded is None or recorded in scenes:
         return
-    if habitat_scene_name(sid) not in scenes:
-        raise InputError(path, f"is an episode of scene {habitat_scene_name(sid)!r}, not of the map's "
-                               f"({' / '.join(repr(s) for s in sorted(scenes))}): give that scene's navmesh")
+    raise InputError(path, f"is an episode of scene {recorded!r}, not of the map's "
+                           f"({' / '.join(repr(s) for s in sorted(scenes))}): give that scene's navmesh")
 
 
 def view_points(episode: dict):

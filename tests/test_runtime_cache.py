@@ -2,6 +2,7 @@
 waits reported, arrival / departure events."""
 from __future__ import annotations
 
+import contextlib
 import itertools
 import time
 
@@ -191,12 +192,19 @@ def test_bad_env_ids():
             cache.assign_next([1, 1])
 
 
-def test_wait_pending_makes_the_next_swap_deterministic():
-    reader, sources = _world(4)
+@contextlib.contextmanager
+def _started(n_scenes: int, num_envs: int, **options):
+    """A started cache over ``n_scenes`` in-memory rooms (Embree, the renderer told of arrivals)."""
+    reader, sources = _world(n_scenes)
     r = make_renderer("embree")
-    with SceneCache(sources, r, 4, CacheOptions(slots=2, seed=3), reader=reader,
+    with SceneCache(sources, r, num_envs, CacheOptions(**options), reader=reader,
                     listeners=[renderer_listener(r)]) as cache:
         cache.start()
+        yield cache
+
+
+def test_wait_pending_makes_the_next_swap_deterministic():
+    with _started(4, 4, slots=2, seed=3) as cache:
         first = cache.assign_next(np.arange(4)).copy()
         assert cache.has_pending(0)
         cache.wait_pending(0)
@@ -213,11 +221,7 @@ def test_wait_pending_makes_the_next_swap_deterministic():
 def test_leave_spent_scene_moves_only_the_slot_still_on_that_scene():
     """An eval's env started a repeat in its scene: its slot moves on only while that scene is
     the slot's active one and a next scene exists; other slots keep theirs."""
-    reader, sources = _world(3)
-    r = make_renderer("embree")
-    with SceneCache(sources, r, 2, CacheOptions(slots=2, seed=1), reader=reader,
-                    listeners=[renderer_listener(r)]) as cache:
-        cache.start()
+    with _started(3, 2, slots=2, seed=1) as cache:
         first = cache.assign_next(np.arange(2)).copy()
         cache.release_scenes(first)
         on0, on1 = cache.scene_id(int(first[0])), cache.scene_id(int(first[1]))
@@ -226,10 +230,7 @@ def test_leave_spent_scene_moves_only_the_slot_still_on_that_scene():
         again = cache.assign_next(np.arange(2))
         assert again[0] != first[0] and again[1] == first[1]
         assert cache.scene_id(int(again[0])) not in (on0, on1)   # the third scene
-    reader, sources = _world(2)   # as many scenes as slots: no next scene to move to
-    with SceneCache(sources, r, 2, CacheOptions(slots=2, seed=1), reader=reader,
-                    listeners=[renderer_listener(r)]) as cache:
-        cache.start()
+    with _started(2, 2, slots=2, seed=1) as cache:   # as many scenes as slots: no next scene to move to
         first = cache.assign_next(np.arange(2)).copy()
         assert not cache.has_pending(0) and not cache.leave_spent_scene(0, cache.scene_id(int(first[0])))
         assert not cache.slots[0].swap_requested

@@ -474,6 +474,14 @@ def test_dataset_info_counts_what_the_environments_serve(dataset):
     assert count > 0 and scene_and_episode_counts(dataset, "val") == (1, count)
 
 
+def _save_without(path, ckpt: dict, key: str) -> None:
+    """``ckpt`` saved at ``path`` without identity ``key``: a checkpoint from before it was recorded."""
+    from bps_train import checkpoint
+
+    checkpoint.save(path, {**{k: v for k, v in ckpt.items() if k not in ("format", "version")},
+                           "identity": {k: v for k, v in ckpt["identity"].items() if k != key}})
+
+
 def test_eval_restores_the_checkpoints_noise(dataset, tmp_path, monkeypatch, capsys):
     """bps-train --eval makes its env with the noise the checkpoint was trained with (as its
     sensor and resolution); an explicit --noise wins (an eval under other noise)."""
@@ -500,9 +508,7 @@ def test_eval_restores_the_checkpoints_noise(dataset, tmp_path, monkeypatch, cap
     ckpt = torch.load(out / "checkpoint.pt", weights_only=True)
     assert ckpt["identity"]["noise_rules"] == checkpoint.NOISE_RULES
     assert "noise rules" not in capsys.readouterr().err
-    checkpoint.save(out / "checkpoint.pt", {**{k: v for k, v in ckpt.items() if k not in ("format", "version")},
-                                            "identity": {k: v for k, v in ckpt["identity"].items()
-                                                         if k != "noise_rules"}})
+    _save_without(out / "checkpoint.pt", ckpt, "noise_rules")
     main(ev)
     (note,) = [ln for ln in capsys.readouterr().err.splitlines() if "older noise rules" in ln]
     assert str(out / "checkpoint.pt") in note and "Redwood depth noise" in note and "goal image" not in note
@@ -527,17 +533,13 @@ def test_an_imagenav_checkpoint_from_before_the_heading_rule_notes_it_once(datas
     ckpt = torch.load(out / "checkpoint.pt", weights_only=True)
     assert ckpt["identity"]["episode_rules"] == checkpoint.EPISODE_RULES
     assert "older episode rules" not in capsys.readouterr().err
-    checkpoint.save(out / "checkpoint.pt", {**{k: v for k, v in ckpt.items() if k not in ("format", "version")},
-                                            "identity": {k: v for k, v in ckpt["identity"].items()
-                                                         if k != "episode_rules"}})
+    _save_without(out / "checkpoint.pt", ckpt, "episode_rules")
     main([*base, "--total-steps", "16"])   # resumes, not refused
     assert torch.load(out / "checkpoint.pt", weights_only=True)["update"] == 2
     (note,) = [ln for ln in capsys.readouterr().err.splitlines() if "older episode rules" in ln]
     assert str(out / "checkpoint.pt") in note and "JSON integer" in note
     # the resumed run saved the current rules; an eval of the old checkpoint notes it too
-    checkpoint.save(out / "checkpoint.pt", {**{k: v for k, v in ckpt.items() if k not in ("format", "version")},
-                                            "identity": {k: v for k, v in ckpt["identity"].items()
-                                                         if k != "episode_rules"}})
+    _save_without(out / "checkpoint.pt", ckpt, "episode_rules")
     main(["--dataset", str(dataset), "--eval", str(out / "checkpoint.pt"), "--eval-split", "val",
           "--eval-episodes", "2", "--threads", "1", "--out-dir", str(tmp_path / "ev")])
     assert sum("older episode rules" in ln for ln in capsys.readouterr().err.splitlines()) == 1

@@ -139,8 +139,9 @@ def episode_note(path, ckpt: dict) -> str:
                                ckpt["identity"].get("episode_rules", 1))
     if not changed:
         return ""
-    return (f"bps-train: note: {path} was trained on the episodes of {source} under older episode rules: "
-            + "; ".join(changed) + " (no refusal: where that file's ids are integers the policy now sees "
+    files = "the split's episode files" if source == "dataset" else source
+    return (f"bps-train: note: {path} was trained on the episodes of {files} under older episode rules: "
+            + "; ".join(changed) + " (no refusal: where their ids are integers the policy now sees "
             "other goal images than it was trained on)")
 
 

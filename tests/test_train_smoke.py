@@ -537,7 +537,7 @@ def test_an_imagenav_checkpoint_from_before_the_heading_rule_notes_it_once(datas
     main([*base, "--total-steps", "16"])   # resumes, not refused
     assert torch.load(out / "checkpoint.pt", weights_only=True)["update"] == 2
     (note,) = [ln for ln in capsys.readouterr().err.splitlines() if "older episode rules" in ln]
-    assert str(out / "checkpoint.pt") in note and "JSON integer" in note
+    assert str(out / "checkpoint.pt") in note and "JSON integer" in note and "the split's episode files" in note
     # the resumed run saved the current rules; an eval of the old checkpoint notes it too
     _save_without(out / "checkpoint.pt", ckpt, "episode_rules")
     main(["--dataset", str(dataset), "--eval", str(out / "checkpoint.pt"), "--eval-split", "val",

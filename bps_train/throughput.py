@@ -12,6 +12,9 @@ sim (issue 32: ``learn_over_sim`` >= 1, ``end_to_end_over_sim`` >= 0.45). The ro
 (the trainer's default); ``--frozen-act 1``: through the frozen copy, with ``infer_eager`` /
 ``collect_2_groups_eager`` interleaved (``frozen_act_gain``). ``*_cores``: CPU time / wall time of a phase; ``*_core_us``:
 CPU microseconds per frame. Host settings and autocast as the trainer's (``--bf16 0``: fp32).
+``--ranks N``: the trainer as N ranks on this host (torchrun's layout: NUM_ENVS / N envs, the
+rank's share of the cores and scenes, gradients all-reduced over gloo), every phase run by all
+ranks at once and counted together, beside one process's simulation and end to end in the same run.
 """
 from __future__ import annotations
 
@@ -28,7 +31,8 @@ from bps_train.learner_cpu import keep_freed_memory, threads, update_threads
 from bps_train.frozen_act import FrozenAct
 from bps_train.lamb import Lamb
 from bps_train.ppo import Rollout
-from bps_train.train import Args, autocast_of, build_policy, collect_rollout, learn, sim_window, start_rollouts
+from bps_train.train import (Args, autocast_of, build_policy, collect_rollout, double_buffered, learn, num_groups,
+                             sim_window, start_rollouts)
 
 RECIPE = Args()   # the trainer's PPO settings (epochs, minibatches, clip, coefficients)
 
@@ -95,6 +99,102 @@ def measure_learn_fps(policy, num_envs: int, steps: int, resolution, hidden: int
     return max(phases.fps[key])
 
 
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _rank(rank: int, a, port: int, out_path: str) -> None:
+    """One rank of ``--ranks``: the trainer's set-up for a rank (threads, groups, scene share), each
+    phase started by all ranks together (a barrier) and timed as the slowest rank's wall time."""
+    import torch.distributed as dist
+
+    import bps_runtime
+    from bps_train.train import rank_threads
+
+    world = a.ranks
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), LOCAL_WORLD_SIZE=str(world))
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    try:
+        keep_freed_memory()
+        args = dataclasses.replace(RECIPE, hidden=a.hidden, width=a.width, resolution=a.resolution,
+                                   num_envs=a.num_envs // world, bf16=bool(a.bf16))
+        cpu = torch.device("cpu")
+        n_threads = rank_threads(args, cpu)
+        torch.set_num_threads(n_threads)
+        torch.manual_seed(0)   # every rank the same weights, as the trainer's broadcast
+        policy = build_policy(args, "cpu")
+        amp = autocast_of(args, "cpu")
+        opt = Lamb(policy.parameters(), lr=1e-4)
+        n, res = args.num_envs, (a.resolution, a.resolution)
+        b = n // num_groups(n, double_buffered(args, cpu))
+        env = bps_runtime.make(a.manifest, split="train", num_envs=n, batch_size=b, seed=rank, resolution=res,
+                               episodes="sample", threads=n_threads, scene_shard=(rank, world))
+        ro = Rollout.empty(a.steps, n, (*res, 1), torch.float32, a.hidden, "cpu")
+        rows = []
+
+        def timed(key, frames, fn):
+            dist.barrier()
+            c0, t0 = time.process_time(), time.perf_counter()
+            fn()
+            rows.append((key, frames, time.perf_counter() - t0, time.process_time() - c0))
+
+        def sim_row(key, actions):
+            f, w, c = sim_window(env, a.steps, len(rows), actions=actions, start=dist.barrier)
+            rows.append((key, f, w, c))
+
+        def loop():
+            collect_rollout(env, policy, ro, carry, "depth", amp)
+            learn(policy, opt, ro, args, amp, world)
+
+        sim_window(env, 2, 0, actions=(1, 2, 3))   # warm-up
+        carry = None
+        for _ in range(a.repeats):
+            sim_row("ranks_sim", (1, 2, 3))
+            sim_row("ranks_sim_uniform", (0, 1, 2, 3))
+            carry = start_rollouts(env, policy, torch.device("cpu"))
+            collect_rollout(env, policy, ro, carry, "depth", amp)   # warm-up
+            learn(policy, opt, ro, args, amp, world)                 # warm-up (oneDNN primitives)
+            timed("ranks_collect", n * a.steps, lambda: collect_rollout(env, policy, ro, carry, "depth", amp))
+            timed("ranks_learn", n * a.steps, lambda: learn(policy, opt, ro, args, amp, world))
+            timed("ranks_end_to_end", n * a.steps, loop)
+        env.close()
+        every = [None] * world
+        dist.all_gather_object(every, rows)
+        if rank == 0:
+            with open(out_path, "w") as f:
+                json.dump({"threads_per_rank": n_threads, "groups_per_rank": n // b, "rows": every}, f)
+    finally:
+        dist.destroy_process_group()
+
+
+def ranks_phases(a) -> dict:
+    """``--ranks``: run ``_rank`` on ``a.ranks`` processes; -> per phase the best repetition's
+    frames/s of all ranks together (their frames over the slowest rank's wall time), cores busy
+    and CPU us per frame, as ``Phases.best`` names them."""
+    import tempfile
+
+    import torch.multiprocessing as mp
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out_path = os.path.join(tmp, "ranks.json")
+        mp.spawn(_rank, args=(a, _free_port(), out_path), nprocs=a.ranks, join=True)
+        with open(out_path) as f:
+            got = json.load(f)
+    ph = Phases()
+    for i in range(len(got["rows"][0])):   # row i: the same phase and repetition on every rank
+        key = got["rows"][0][i][0]
+        frames = sum(r[i][1] for r in got["rows"])
+        ph.add(key, frames, max(r[i][2] for r in got["rows"]), sum(r[i][3] for r in got["rows"]))
+    best = ph.best()
+    best.update(ranks=a.ranks, ranks_threads_per_rank=got["threads_per_rank"],
+                ranks_groups_per_rank=got["groups_per_rank"])
+    return best
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("manifest", nargs="?", help="dataset manifest (not needed with --learn-only)")
@@ -116,12 +216,19 @@ def main(argv=None):
                    help="1: the rollout acts through a frozen TorchScript copy of the policy (the trainer's "
                         "--frozen-act, bps_train.frozen_act), measured beside the eager policy; 0 (the trainer's "
                         "default): the eager policy")
+    p.add_argument("--ranks", type=int, default=0,
+                   help="also run the trainer as this many ranks on this host (as torchrun --nproc_per_node: "
+                        "NUM_ENVS / RANKS envs and the cores shared per rank; 0: one process only)")
     p.add_argument("--bf16", type=int, nargs="?", const=1, default=1, choices=(0, 1),
                    help="1 (the trainer's --bf16 default): bf16 autocast of the policy where the CPU has native bf16 "
                         "(AVX-512 BF16 or AMX), fp32 elsewhere; 0: fp32")
     a = p.parse_args(argv)
     if a.repeats < 1:   # every figure is the best of the repetitions
         p.error(f"--repeats {a.repeats}: must be >= 1")
+    if a.ranks < 0 or a.ranks == 1 or (a.ranks and a.num_envs % a.ranks):
+        p.error(f"--ranks {a.ranks}: expected 0 or >= 2 dividing --num-envs {a.num_envs}")
+    if a.ranks and (a.learn_only or a.frozen_act):
+        p.error("--ranks runs the trainer's own settings: not with --learn-only or --frozen-act")
     keep_freed_memory()
     learn_threads = update_threads(a.learn_threads)
     torch.set_num_threads(a.act_threads)
@@ -211,6 +318,14 @@ def main(argv=None):
         measure_learn_fps(policy, n, a.steps, res, a.hidden, a.repeats, amp, k, ph, key)
     best = ph.best()
     best.update({k: min(v) for k, v in send_recv.items()})
+    if a.ranks:   # after the one-process phases: the same machine state for both
+        r = ranks_phases(a)
+        sim = max(best["sim"], r["ranks_sim"])   # the faster simulation-only layout is the denominator
+        best.update(r)
+        best.update(ranks_end_to_end_over_sim=r["ranks_end_to_end"] / sim,
+                    ranks_learn_over_sim=r["ranks_learn"] / sim,
+                    ranks_sim_over_sim=r["ranks_sim"] / best["sim"],
+                    ranks_end_to_end_over_end_to_end=r["ranks_end_to_end"] / best["end_to_end"])
     best.update(learn_over_sim=best["learn"] / best["sim"], end_to_end_over_sim=best["end_to_end"] / best["sim"],
                 learn_1_thread_over_sim=best["learn_1_thread"] / best["sim"],
                 end_to_end_1_thread_over_sim=best["end_to_end_1_thread"] / best["sim"],

@@ -84,7 +84,8 @@ class Args:
                            "full (the full mesh) or a level index 0-7 (docs/RUNTIME.md, Converter LOD level)")
     num_envs: int = arg(32, "environments per rank")
     double_buffer: bool = arg(True, "two groups of NUM_ENVS/2 so inference on one overlaps simulation of the "
-                                    "other; one group when NUM_ENVS is odd (make's groups are all one size)")
+                                    "other; one group when NUM_ENVS is odd (make's groups are all one size) or when a CPU rank "
+                                    "has one core to itself (torchrun with a rank per core)")
     cache_slots: int = arg(0, "resident scenes per rank (the scene cache's slots; 0: the runtime's default)")
     scene_repeat_steps: int = arg(10_000, "training keeps each cache slot's scene about this many steps per env, then "
                                           "streams in the next (habitat-lab's max_scene_repeat_steps; only with more "
@@ -115,7 +116,8 @@ class Args:
     tensorboard: bool = arg(False, "also write TensorBoard events to OUT_DIR/tb (needs `pip install tensorboard`)")
     threads: int = arg(0, "CPU threads for the env's renderer and step, and torch's intra-op threads outside the "
                           "rollout's acting (--act-threads) and the update (--learn-threads), e.g. --eval's policy "
-                          "(0: every core this process may use for the env; torch's default)")
+                          "(0: every core this process may use, shared between torchrun's ranks on a CPU host; "
+                          "torch's default on one rank)")
     frozen_act: bool = arg(False, "on the CPU, the rollout acts through a frozen TorchScript copy of the policy "
                                   "(re-frozen after each update; the same function to float rounding, 3-5% less CPU; fp32 only: "
                                   "where --bf16 autocasts, the rollout acts eagerly; "
@@ -200,6 +202,32 @@ def seed_everything(seed: int):
     torch.manual_seed(seed)
 
 
+def host_share(device) -> tuple[int, int]:
+    """(cores this rank may use, ranks on this host): on the CPU under torchrun the host's cores are
+    shared between its ranks (LOCAL_WORLD_SIZE); (every usable core, 1) otherwise."""
+    from bps_assets.host import available_cores
+
+    local = max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1"))) if torch.device(device).type == "cpu" else 1
+    return max(1, available_cores() // local), local
+
+
+def rank_threads(args, device) -> int:
+    """This rank's CPU threads (the env's renderer and step; torch's outside the rollout's acting and
+    the update): ``--threads``, else with several ranks on a CPU host its share of the cores
+    (``host_share``), else 0 (the runtime's default: every usable core)."""
+    if args.threads:
+        return args.threads
+    cores, local = host_share(device)
+    return cores if local > 1 else 0
+
+
+def double_buffered(args, device) -> bool:
+    """``--double-buffer``, except on a CPU rank with one core to itself (e.g. torchrun with a rank
+    per core): the second group's policy would have no idle core to overlap the simulator on, and
+    two groups cost more CPU per frame than one (docs/PERFORMANCE.md, "One rank per core")."""
+    return args.double_buffer and not (torch.device(device).type == "cpu" and host_share(device)[0] == 1)
+
+
 def num_groups(num_envs: int, double_buffer: bool) -> int:
     """Env groups the rollout alternates: 2 of NUM_ENVS/2 with double buffering, else 1 (also for
     an odd NUM_ENVS: make's batch_size must divide num_envs, so groups cannot differ in size)."""
@@ -230,17 +258,19 @@ def scene_rotation(args, split, num_envs, scene_shard=None) -> dict:
     return {"swap_every": -(-n // slots)} if scenes > slots else {}
 
 
-def env_config(args, split, num_envs, seed, episodes, double_buffer, scene_shard=None, swaps=None):
+def env_config(args, split, num_envs, seed, episodes, double_buffer, scene_shard=None, swaps=None, threads=None):
     """The ``EnvConfig`` ``bps_runtime.make`` builds the environments from (compared on resume before
-    anything is built); ``swaps``: the cache's swap fields (``scene_rotation``)."""
+    anything is built); ``swaps``: the cache's swap fields (``scene_rotation``); ``threads``: the
+    env's CPU threads (None: ``--threads``; 0: the runtime's default)."""
     from bps_runtime import EnvConfig
 
     kw = {} if scene_shard is None or scene_shard[1] == 1 else {"scene_shard": scene_shard}
     cache = {**({"slots": args.cache_slots} if args.cache_slots else {}), **(swaps or {})}
     if cache:
         kw["cache"] = cache
-    if args.threads:
-        kw["threads"] = args.threads
+    threads = args.threads if threads is None else threads
+    if threads:
+        kw["threads"] = threads
     if args.noise:
         kw["noise"] = args.noise
     if args.lod != "auto":   # make's default: a run without it keeps the identity it had
@@ -333,9 +363,10 @@ def measure_sim_fps(env, steps: int, seed: int, actions=(0, 1, 2, 3)) -> float:
     return frames / seconds
 
 
-def sim_window(env, steps: int, seed: int, actions=(0, 1, 2, 3)) -> tuple[int, float, float]:
+def sim_window(env, steps: int, seed: int, actions=(0, 1, 2, 3), start=None) -> tuple[int, float, float]:
     """``measure_sim_fps``'s timed window: (frames, wall seconds, process CPU seconds) of the
-    ``steps`` batched steps alone; the reset and the first send happen before it starts."""
+    ``steps`` batched steps alone; the reset and the first send happen before it starts, then
+    ``start()`` if given (ranks line up there)."""
     g = torch.Generator().manual_seed(seed)
     choice = torch.tensor(actions)
     rand = lambda: choice[torch.randint(0, len(actions), (env.batch_size,), generator=g)].to(env.device)  # noqa: E731
@@ -345,6 +376,8 @@ def sim_window(env, steps: int, seed: int, actions=(0, 1, 2, 3)) -> tuple[int, f
         env.recv()
     for _ in range(groups):
         env.send(rand())
+    if start is not None:
+        start()
     c0, t0 = time.process_time(), time.perf_counter()
     for _ in range(steps * groups):
         env.recv()
@@ -888,8 +921,9 @@ def save_run(path: Path, args, run_id: dict, policy, opt, update: int, global_st
 def train(args) -> dict:
     rank, world = setup_distributed(args)
     device = torch.device(args.device)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    threads = rank_threads(args, device)
+    if threads:
+        torch.set_num_threads(threads)
     seed_everything(args.seed + 1000 * rank)
     out = Path(args.out_dir)
     writable_dir(out)
@@ -901,7 +935,7 @@ def train(args) -> dict:
     learn_threads = act_threads = torch.get_num_threads()
     if device.type == "cpu":  # the update's ~2 GB of activations reused, not page-faulted in anew
         learner_cpu.keep_freed_memory()
-        learn_threads = learner_cpu.update_threads(args.learn_threads or args.threads)
+        learn_threads = learner_cpu.update_threads(args.learn_threads or threads)
         act_threads = 1   # the render threads share the cores (docs/PERFORMANCE.md, learner third pass)
     act_threads = args.act_threads or act_threads
     batch = args.num_envs * args.rollout_steps * world
@@ -914,8 +948,8 @@ def train(args) -> dict:
     run_id = checkpoint.identity(args, checkpoint.dataset_sha256(args.dataset), world)
     # the env config's identity leaves seeds and threads out (the seed counts the resumed updates)
     config = env_config(args, args.split, args.num_envs, args.seed + 7919 * rank + (ckpt["update"] if ckpt else 0),
-                        args.episodes, args.double_buffer, scene_shard=(rank, world),
-                        swaps=scene_rotation(args, args.split, args.num_envs, (rank, world)))
+                        args.episodes, double_buffered(args, device), scene_shard=(rank, world),
+                        swaps=scene_rotation(args, args.split, args.num_envs, (rank, world)), threads=threads)
     run_id["env"] = checkpoint.env_identity(config)   # saved with the checkpoint, compared on resume
     saved = checkpoint.saved_identity(ckpt) if ckpt is not None else {}
     if ckpt is not None:   # the batch's shape and the rank count are part of it: one RNG stream per rank
@@ -961,7 +995,10 @@ def train(args) -> dict:
         run_id["goal_categories"] = env.goal_categories
     if not update and rank == 0 and (moved := move_previous_run(out)) is not None:
         print(f"bps-train: starting fresh: the previous run's files in {out} were moved to {moved}", flush=True)
-    if rank == 0 and args.double_buffer and num_groups(n, True) == 1:
+    if rank == 0 and args.double_buffer and not double_buffered(args, device):
+        print(f"bps-train: one env group per rank: each of the {host_share(device)[1]} rank(s) on this host has one "
+              "CPU core, so no core is left for the policy to overlap the simulator on", flush=True)
+    elif rank == 0 and args.double_buffer and num_groups(n, True) == 1:
         print(f"bps-train: --num-envs {n} is odd: one group of {n} envs, without double buffering", flush=True)
     log = Log(out, writer_cls, update) if rank == 0 else None
     stop = StopOnSignal(rank, world)

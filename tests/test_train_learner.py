@@ -5,6 +5,7 @@ tolerance and deterministically, in inference and in a PPO update's gradients.""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import subprocess
 import sys
@@ -395,6 +396,58 @@ def test_throughput_prints_every_figure_of_the_issue_in_one_run(manifest, capsys
     assert "rollout_act frozen" in out
     printed = json.loads(out.strip().splitlines()[-1])
     assert printed["update_torch_threads"] == 2 and "end_to_end_over_sim" in printed
+
+
+def test_a_cpu_rank_with_one_core_runs_one_group_on_its_share_of_the_cores(monkeypatch):
+    """Under torchrun on a CPU host each rank gets its share of the cores for the env and torch
+    (``rank_threads``), and a rank left with one core runs one env group (``double_buffered``:
+    the second group's policy would have no idle core); one rank keeps every core and two groups;
+    ``--threads`` and CUDA are left as they are."""
+    from bps_train.train import Args, double_buffered, host_share, rank_threads
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    cpu, a = torch.device("cpu"), Args()
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    assert host_share(cpu) == (4, 1) and rank_threads(a, cpu) == 0 and double_buffered(a, cpu)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    assert host_share(cpu) == (2, 2) and rank_threads(a, cpu) == 2 and double_buffered(a, cpu)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
+    assert host_share(cpu) == (1, 4) and rank_threads(a, cpu) == 1 and not double_buffered(a, cpu)
+    three = dataclasses.replace(a, threads=3)
+    assert rank_threads(three, cpu) == 3 and not double_buffered(three, cpu)   # the cores decide, not --threads
+    assert host_share("cuda:0") == (4, 1) and double_buffered(a, "cuda:0")
+    assert not double_buffered(dataclasses.replace(a, double_buffer=False), cpu)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    monkeypatch.delenv("LOCAL_WORLD_SIZE")
+    assert rank_threads(a, cpu) == 0 and not double_buffered(a, cpu)   # one core, one rank: nothing to overlap on
+
+
+def test_throughput_ranks_times_every_rank_at_once(manifest, capsys, restore_torch_host):
+    """`throughput --ranks 2` runs the trainer as 2 gloo ranks on this host (each its share of the
+    envs, cores and scenes) beside the one-process figures, and divides by the faster
+    simulation-only layout."""
+    from bps_train import throughput
+
+    best = throughput.main([str(manifest), "--num-envs", "4", "--steps", "3", "--resolution", "16",
+                            "--width", "4", "--hidden", "16", "--repeats", "1", "--ranks", "2", "--bf16", "0"])
+    for k in ("ranks_sim", "ranks_sim_uniform", "ranks_collect", "ranks_learn", "ranks_end_to_end"):
+        assert best[k] > 0 and 0 < best[k + "_cores"] < 8 and best[k + "_core_us"] > 0, k
+    cores = os.sched_getaffinity(0)
+    assert best["ranks"] == 2 and best["ranks_threads_per_rank"] == max(1, len(cores) // 2)
+    assert best["ranks_groups_per_rank"] == (1 if len(cores) // 2 == 1 else 2)
+    sim = max(best["sim"], best["ranks_sim"])
+    assert best["ranks_end_to_end_over_sim"] == pytest.approx(best["ranks_end_to_end"] / sim)
+    assert best["ranks_sim_over_sim"] == pytest.approx(best["ranks_sim"] / best["sim"])
+    assert '"ranks_end_to_end_over_sim"' in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("ranks", ["1", "3", "-2"])
+def test_throughput_ranks_must_divide_the_envs(ranks, capsys):
+    from bps_train import throughput
+
+    with pytest.raises(SystemExit) as e:
+        throughput.main(["nowhere.json", "--ranks", ranks, "--num-envs", "4"])
+    assert e.value.code == 2 and f"--ranks {ranks}: expected 0 or >= 2 dividing --num-envs 4" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("argv", [["--learn-only"], ["nowhere.json"]])

@@ -1,20 +1,18 @@
 """The trainer's speed in parts, one run (issue 32 item 3): simulation only, rollout inference,
 rollout collection (1 group, 2 groups), the PPO update alone, and end to end, with their ratios.
 
-    python -m bps_train.throughput MANIFEST [--num-envs 128] [--steps 32] [--act-threads 1] [--learn-threads 0]
+    python -m bps_train.throughput MANIFEST [--num-envs 128] [--steps 32] [--ranks 2] [--learn-threads 0]
     python -m bps_train.throughput --learn-only [--num-envs 128] [--steps 32]
 
 Frames/s of: simulation only (random moves, one group), inference (one group of NUM_ENVS / 2),
-collection with 1 group and 2 (the trainer's), ``learn`` (one PPO update on random frames on the
-update's threads) and ``end_to_end`` (a 2-group rollout then the update, as the trainer loops),
-also with a 1-thread update (``*_1_thread``) and a 1-group rollout (``*_1_group``); ratios to
-sim (issue 32: ``learn_over_sim`` >= 1, ``end_to_end_over_sim`` >= 0.45). The rollout acts eagerly
-(the trainer's default); ``--frozen-act 1``: through the frozen copy, with ``infer_eager`` /
-``collect_2_groups_eager`` interleaved (``frozen_act_gain``). ``*_cores``: CPU time / wall time of a phase; ``*_core_us``:
-CPU microseconds per frame. Host settings and autocast as the trainer's (``--bf16 0``: fp32).
-``--ranks N``: the trainer as N ranks on this host (torchrun's layout: NUM_ENVS / N envs, the
-rank's share of the cores and scenes, gradients all-reduced over gloo), every phase run by all
-ranks at once and counted together, beside one process's simulation and end to end in the same run.
+collection with 1 group and 2 (the trainer's), ``learn`` (one PPO update on random frames) and
+``end_to_end`` (a 2-group rollout then the update), also with a 1-thread update (``*_1_thread``)
+and a 1-group rollout (``*_1_group``); ratios to sim (issue 32: ``learn_over_sim`` >= 1,
+``end_to_end_over_sim`` >= 0.45). ``--frozen-act 1``: the rollout acts through the frozen copy,
+the eager one interleaved (``frozen_act_gain``). ``*_cores``: CPU time / wall time of a phase;
+``*_core_us``: CPU us per frame. Host settings and autocast as the trainer's (``--bf16 0``: fp32).
+``--ranks N`` (``ranks_*``): the trainer as N torchrun-style ranks on this host (NUM_ENVS / N envs
+each, its share of the cores and scenes, gloo all-reduce), all ranks timed together.
 """
 from __future__ import annotations
 
@@ -174,7 +172,8 @@ def _rank(rank: int, a, port: int, out_path: str) -> None:
 def ranks_phases(a) -> dict:
     """``--ranks``: run ``_rank`` on ``a.ranks`` processes; -> per phase the best repetition's
     frames/s of all ranks together (their frames over the slowest rank's wall time), cores busy
-    and CPU us per frame, as ``Phases.best`` names them."""
+    and CPU us per frame, as ``Phases.best`` names them, and ``*_spread``: the slowest rank's
+    wall time over the fastest's (a phase ending in an all-reduce evens them out: its wait counts)."""
     import tempfile
 
     import torch.multiprocessing as mp
@@ -184,12 +183,15 @@ def ranks_phases(a) -> dict:
         mp.spawn(_rank, args=(a, _free_port(), out_path), nprocs=a.ranks, join=True)
         with open(out_path) as f:
             got = json.load(f)
-    ph = Phases()
+    ph, spread = Phases(), {}
     for i in range(len(got["rows"][0])):   # row i: the same phase and repetition on every rank
         key = got["rows"][0][i][0]
         frames = sum(r[i][1] for r in got["rows"])
-        ph.add(key, frames, max(r[i][2] for r in got["rows"]), sum(r[i][3] for r in got["rows"]))
-    best = ph.best()
+        walls = [r[i][2] for r in got["rows"]]
+        ph.add(key, frames, max(walls), sum(r[i][3] for r in got["rows"]))
+        if ph.fps[key][-1] == max(ph.fps[key]):   # the best repetition's: how far apart the ranks' own times were
+            spread[key + "_spread"] = max(walls) / min(walls)
+    best = {**ph.best(), **spread}
     best.update(ranks=a.ranks, ranks_threads_per_rank=got["threads_per_rank"],
                 ranks_groups_per_rank=got["groups_per_rank"])
     return best

@@ -128,7 +128,8 @@ def _report(name: str, runs: dict) -> None:
             du = med["resets nr/uniform"] - med["resets nr/no_stop"]
         else:
             du = ru - rn
-        print(f"  {row:18s} {u:9.1f} {n:9.1f} {u - n:8.1f} {n / u:16.3f} {(u - n) / du:13.1f}")
+        per = f"{(u - n) / du:13.1f}" if du > 0 else f"{'-':>13s}"   # no more resets: no figure
+        print(f"  {row:18s} {u:9.1f} {n:9.1f} {u - n:8.1f} {n / u:16.3f} {per}")
     print("  (per reset: the difference over the difference in resets per frame; 'replay' is the views' "
           "cost, no reset work)")
 

@@ -3,7 +3,9 @@ frame of the batched PointNav env on the CPU under two action streams, uniform r
 step in 4, as an untrained policy: a reset every 4th frame) and random moves without STOP
 (episodes end at the step limit), and where the difference goes:
 
-- ``sim``: the env as it runs (the trainer's simulation-only figures);
+- ``sim``: the env as it runs (the trainer's simulation-only figures), split into the CPU of
+  its render calls (``its render``: the calling thread's, so the whole render only with
+  ``--threads 1``, where Embree traces on that thread) and ``the rest`` (host, supply, kernels);
 - ``no render``: the same steps with the renderer's call answered by one kept frame, so the
   rest of the step (host bookkeeping, episode supply and its field worker, kernels) is all
   that is timed; its uniform minus no-STOP difference per reset is the reset's own CPU;
@@ -29,7 +31,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 STREAMS = {"uniform": (0, 1, 2, 3), "no_stop": (1, 2, 3)}
-ROWS = ("sim", "no render", "replay")
+ROWS = ("sim", "  its render", "  the rest", "no render", "replay")
 
 
 def _window(env, steps: int, seed: int, actions) -> tuple[float, float]:
@@ -66,9 +68,15 @@ def _worker(a) -> None:
     world, render = env.world, env.world.render
     poses: list = []
 
+    spent = [0.0]   # thread CPU of the render calls in the window
+
     def recording(si, p, q, sensors):
         poses.append((si.clone(), p.clone(), q.clone()))
-        return render(si, p, q, sensors)
+        c = time.thread_time()
+        try:
+            return render(si, p, q, sensors)
+        finally:
+            spent[0] += time.thread_time() - c
 
     kept: dict = {}
 
@@ -83,10 +91,14 @@ def _worker(a) -> None:
         for rep in range(a.reps):
             for name, acts in STREAMS.items():
                 poses.clear()
+                spent[0] = 0.0
                 world.render = recording
                 us, resets = _window(env, a.steps, rep, acts)
                 world.render = render
+                its = 1e6 * spent[0] / (len(poses) * a.num_envs)
                 out.setdefault(f"sim/{name}", []).append(us)
+                out.setdefault(f"  its render/{name}", []).append(its)
+                out.setdefault(f"  the rest/{name}", []).append(us - its)
                 out.setdefault(f"resets/{name}", []).append(resets)
                 c0 = time.process_time()
                 for si, p, q in poses:
@@ -116,7 +128,7 @@ def _run_tree(tree: Path, a) -> dict:
     return json.loads(line[len("RESULT "):])
 
 
-def _report(name: str, runs: dict) -> None:
+def _report(name: str, runs: dict, threads: int) -> None:
     med = {k: statistics.median(v) for k, v in runs.items()}
     ru, rn = med["resets/uniform"], med["resets/no_stop"]
     print(f"\n{name}: resets per frame uniform {ru:.3f}, no STOP {rn:.4f}")
@@ -132,6 +144,8 @@ def _report(name: str, runs: dict) -> None:
         print(f"  {row:18s} {u:9.1f} {n:9.1f} {u - n:8.1f} {n / u:16.3f} {per}")
     print("  (per reset: the difference over the difference in resets per frame; 'replay' is the views' "
           "cost, no reset work)")
+    if threads != 1:
+        print("  (--threads > 1: 'its render' is the calling thread's share only, 'the rest' holds the others')")
 
 
 def main(argv=None):
@@ -159,7 +173,7 @@ def main(argv=None):
     print(f"{a.num_envs} envs, {a.resolution}x{a.resolution} depth, {a.threads} thread(s), sampled episodes; "
           f"medians of {a.reps} runs of {a.steps} steps; load average at the end {os.getloadavg()[0]:.1f}")
     for name, tree in trees:
-        _report(f"{name} ({tree})", runs[name])
+        _report(f"{name} ({tree})", runs[name], a.threads)
 
 
 if __name__ == "__main__":

@@ -57,6 +57,15 @@ def _window(env, steps: int, seed: int, actions) -> tuple[float, float]:
     return 1e6 * (time.process_time() - c0) / frames, (env.stats["episodes"] - e0) / frames
 
 
+def _median_depth(env, render, poses) -> float:
+    """Median depth (m) of the frames at ``poses`` (after the timing: how near the walls are)."""
+    import torch
+
+    d = torch.cat([render(si, p, q, ("depth",))["depth"].reshape(-1) for si, p, q in poses]).float()
+    lo, hi = env.depth_range
+    return float(lo + d.median() * (hi - lo) if env.normalize_depth else d.median())
+
+
 def _worker(a) -> None:
     import torch
 
@@ -104,6 +113,7 @@ def _worker(a) -> None:
                 for si, p, q in poses:
                     render(si, p, q, env.sensors)
                 out.setdefault(f"replay/{name}", []).append(1e6 * (time.process_time() - c0) / (len(poses) * a.num_envs))
+                out.setdefault(f"depth/{name}", []).append(_median_depth(env, render, poses[::10]))
             for name, acts in STREAMS.items():
                 world.render = no_render
                 us, resets = _window(env, 3 * a.steps, rep, acts)
@@ -131,7 +141,8 @@ def _run_tree(tree: Path, a) -> dict:
 def _report(name: str, runs: dict, threads: int) -> None:
     med = {k: statistics.median(v) for k, v in runs.items()}
     ru, rn = med["resets/uniform"], med["resets/no_stop"]
-    print(f"\n{name}: resets per frame uniform {ru:.3f}, no STOP {rn:.4f}")
+    print(f"\n{name}: resets per frame uniform {ru:.3f}, no STOP {rn:.4f}; median depth of the frames "
+          f"{med['depth/uniform']:.2f} m uniform, {med['depth/no_stop']:.2f} m no STOP")
     print(f"  {'CPU us per frame':18s} {'uniform':>9s} {'no STOP':>9s} {'diff':>8s} {'no_stop/uniform':>16s}"
           f" {'per reset us':>13s}")
     for row in ROWS:

@@ -22,10 +22,10 @@ def group_by_scene(scene_indices: np.ndarray) -> tuple[np.ndarray | None, list[t
         return None, []
     if n <= SMALL:
         ks = keys.tolist()
-        idx = sorted(range(n), key=ks.__getitem__)   # stable, as numpy's kind="stable"
-        sk = [ks[i] for i in idx]
+        pos = sorted(range(n), key=ks.__getitem__)   # stable, as numpy's kind="stable"
+        sk = [ks[i] for i in pos]
         cuts = [i for i in range(1, n) if sk[i] != sk[i - 1]]
-        order = None if idx == list(range(n)) else np.array(idx, np.intp)
+        order = None if pos == list(range(n)) else np.array(pos, np.intp)
         return order, list(zip([0] + cuts, cuts + [n]))
     if n == 1 or not (keys[1:] < keys[:-1]).any():
         order, sk = None, keys

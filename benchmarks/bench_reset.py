@@ -24,12 +24,13 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, os.path.dirname(__file__))
+from bench_host_step import alternating, run_tree, tree_options  # noqa: E402   (a child process per tree and run)
+
 STREAMS = {"uniform": (0, 1, 2, 3), "no_stop": (1, 2, 3)}
 ROWS = ("sim", "  its render", "  the rest", "no render", "replay")
 
@@ -126,18 +127,6 @@ def _worker(a) -> None:
     print("RESULT " + json.dumps(out), flush=True)
 
 
-def _run_tree(tree: Path, a) -> dict:
-    env = dict(os.environ, PYTHONPATH=str(tree) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    cmd = [sys.executable, str(Path(__file__).resolve()), a.manifest, "--worker", "--split", a.split,
-           "--num-envs", str(a.num_envs), "--steps", str(a.steps), "--warmup", str(a.warmup),
-           "--resolution", str(a.resolution), "--threads", str(a.threads), "--reps", "1"]
-    p = subprocess.run(cmd, env=env, cwd=str(tree), capture_output=True, text=True)
-    line = next((ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")), None)
-    if p.returncode != 0 or line is None:
-        sys.exit(f"{tree}: benchmark run failed (exit {p.returncode}):\n{p.stderr[-3000:]}")
-    return json.loads(line[len("RESULT "):])
-
-
 def _report(name: str, runs: dict, threads: int) -> None:
     med = {k: statistics.median(v) for k, v in runs.items()}
     ru, rn = med["resets/uniform"], med["resets/no_stop"]
@@ -162,29 +151,27 @@ def _report(name: str, runs: dict, threads: int) -> None:
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("manifest")
-    ap.add_argument("--base", type=Path, default=None, help="an older checkout to compare with (same venv)")
+    tree_options(ap, reps=3)
     ap.add_argument("--split", default="train")
     ap.add_argument("--num-envs", type=int, default=64)
     ap.add_argument("--steps", type=int, default=100, help="steps per timed window (no render: 3x)")
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--resolution", type=int, default=64)
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     a.manifest = str(Path(a.manifest).resolve())
     if a.worker:
         return _worker(a)
-    trees = [("this", ROOT)] + ([("base", a.base.resolve())] if a.base is not None else [])
-    runs: dict = {name: {} for name, _ in trees}
-    for rep in range(a.reps):
-        for name, tree in (trees if rep % 2 == 0 else trees[::-1]):   # alternate who runs first
-            for k, v in _run_tree(tree, a).items():
-                runs[name].setdefault(k, []).extend(v)
+    args = [a.manifest, "--split", a.split, "--num-envs", a.num_envs, "--steps", a.steps, "--warmup", a.warmup,
+            "--resolution", a.resolution, "--threads", a.threads, "--reps", 1]
+    runs: dict = {}
+    for name, tree in alternating(a.base, a.reps):
+        for k, v in run_tree(tree, __file__, args).items():
+            runs.setdefault((name, tree), {}).setdefault(k, []).extend(v)
     print(f"{a.num_envs} envs, {a.resolution}x{a.resolution} depth, {a.threads} thread(s), sampled episodes; "
           f"medians of {a.reps} runs of {a.steps} steps; load average at the end {os.getloadavg()[0]:.1f}")
-    for name, tree in trees:
-        _report(f"{name} ({tree})", runs[name], a.threads)
+    for (name, tree), got in runs.items():
+        _report(f"{name} ({tree})", got, a.threads)
 
 
 if __name__ == "__main__":

@@ -126,11 +126,11 @@ def _worker(a) -> None:
     print("RESULT " + json.dumps(out), flush=True)
 
 
-def _run_tree(tree: Path, a) -> dict:
+def run_tree(tree: Path, script: str, args: list) -> dict:
+    """One ``--worker`` run of benchmark ``script`` (with ``args``) in a child process with ``tree``
+    first on PYTHONPATH (its bps); -> the dict its ``RESULT`` line holds. Exits on a failed run."""
     env = dict(os.environ, PYTHONPATH=str(tree) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    cmd = [sys.executable, str(Path(__file__).resolve()), a.manifest, "--worker", "--steps", str(a.steps),
-           "--warmup", str(a.warmup), "--resolution", str(a.resolution), "--scenes", str(a.scenes),
-           "--num-envs", *map(str, a.num_envs), "--policies", *a.policies]
+    cmd = [sys.executable, str(Path(script).resolve()), *map(str, args), "--worker"]
     p = subprocess.run(cmd, env=env, cwd=str(tree), capture_output=True, text=True)
     line = next((ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")), None)
     if p.returncode != 0 or line is None:
@@ -138,30 +138,44 @@ def _run_tree(tree: Path, a) -> dict:
     return json.loads(line[len("RESULT "):])
 
 
+def tree_options(ap: argparse.ArgumentParser, reps: int) -> None:
+    """The options of a benchmark that compares checkouts: ``--base``, ``--reps`` and the child's
+    ``--worker`` (hidden)."""
+    ap.add_argument("--base", type=Path, default=None, help="an older checkout to compare with (same venv)")
+    ap.add_argument("--reps", type=int, default=reps)
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+
+
+def alternating(base: Path | None, reps: int):
+    """(name, tree) to run, ``reps`` rounds: this checkout, and ``base`` where given, taking turns to
+    run first (a ratio of the two is then fair to the load's drift)."""
+    trees = [("this", ROOT)] + ([("base", base.resolve())] if base is not None else [])
+    for rep in range(reps):
+        yield from (trees if rep % 2 == 0 else trees[::-1])
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("manifest")
-    ap.add_argument("--base", type=Path, default=None, help="an older checkout to compare with (same venv)")
+    tree_options(ap, reps=2)
     ap.add_argument("--num-envs", type=int, nargs="+", default=[64, 1024])
     ap.add_argument("--policies", nargs="+", choices=("random", "turn"), default=["random", "turn"])
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--resolution", type=int, default=16)
     ap.add_argument("--scenes", type=int, default=8)
-    ap.add_argument("--reps", type=int, default=2)
-    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     a.manifest = str(Path(a.manifest).resolve())
     if a.worker:
         return _worker(a)
-    trees = [("this", ROOT)] + ([("base", a.base.resolve())] if a.base is not None else [])
+    args = [a.manifest, "--steps", a.steps, "--warmup", a.warmup, "--resolution", a.resolution, "--scenes", a.scenes,
+            "--num-envs", *a.num_envs, "--policies", *a.policies]
     best: dict = {}
-    for rep in range(a.reps):
-        for name, tree in (trees if rep % 2 == 0 else trees[::-1]):   # alternate who runs first
-            for cfg, parts in _run_tree(tree, a).items():
-                for k, v in parts.items():
-                    key = (name, cfg, k)
-                    best[key] = min(best.get(key, v), v)
+    for name, tree in alternating(a.base, a.reps):
+        for cfg, parts in run_tree(tree, __file__, args).items():
+            for k, v in parts.items():
+                key = (name, cfg, k)
+                best[key] = min(best.get(key, v), v)
     print(f"host CPU per step on the simulator thread (ms, lowest median of {a.reps} runs of {a.steps} steps); "
           f"load average at the end {os.getloadavg()[0]:.1f}")
     if a.base is not None:

@@ -4,12 +4,14 @@ the episode supplies (episodes taken / released by scene) share.
 ``group_by_scene(scene_indices) -> (order, bounds)``: ``order`` is the stable argsort of the
 scene indices (None when it is the identity: already sorted), ``bounds`` the [a, b) run of each
 scene in that order, ascending scene index, entries in their original order within a scene.
-A handful of numpy calls, whatever the number of scenes; ``groups`` gives (scene index, entry
-positions) pairs.
+A handful of numpy calls, whatever the number of scenes (up to ``SMALL`` entries, a few
+Python list operations: cheaper there); ``groups`` gives (scene index, entry positions) pairs.
 """
 from __future__ import annotations
 
 import numpy as np
+
+SMALL = 32   # entries up to which lists beat numpy's per-call cost (a step's few episode resets)
 
 
 def group_by_scene(scene_indices: np.ndarray) -> tuple[np.ndarray | None, list[tuple[int, int]]]:
@@ -18,6 +20,13 @@ def group_by_scene(scene_indices: np.ndarray) -> tuple[np.ndarray | None, list[t
     n = len(keys)
     if n == 0:
         return None, []
+    if n <= SMALL:
+        ks = keys.tolist()
+        pos = sorted(range(n), key=ks.__getitem__)   # stable, as numpy's kind="stable"
+        sk = [ks[i] for i in pos]
+        cuts = [i for i in range(1, n) if sk[i] != sk[i - 1]]
+        order = None if pos == list(range(n)) else np.array(pos, np.intp)
+        return order, list(zip([0] + cuts, cuts + [n]))
     if n == 1 or not (keys[1:] < keys[:-1]).any():
         order, sk = None, keys
     else:

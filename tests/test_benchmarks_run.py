@@ -122,3 +122,14 @@ def test_packed_scene_benchmark_runs_tiny(check):
     met = re.search(r"^goals_met\s+(True|False)$", p.stdout, re.M)
     assert met, p.stdout[-2000:]
     assert p.returncode == (1 if check and met.group(1) == "False" else 0), p.stdout[-2000:]
+
+
+def test_reset_benchmark_runs_tiny(box_rooms_manifest):
+    """bench_reset's three rows for the tree as it is; the uniform stream resets, no STOP does not."""
+    p = _run(["benchmarks/bench_reset.py", str(box_rooms_manifest), "--num-envs", "8", "--steps", "4",
+              "--reps", "1", "--resolution", "16", "--warmup", "2"])
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
+    m = re.search(r"resets per frame uniform ([0-9.]+), no STOP ([0-9.]+)", p.stdout)
+    assert m and float(m.group(1)) > 0.05 and float(m.group(2)) == 0, p.stdout
+    for row in ("sim", "no render", "replay"):
+        assert re.search(rf"^  {row} +[0-9.]+ +[0-9.]+ ", p.stdout, re.M), p.stdout

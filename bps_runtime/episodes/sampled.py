@@ -129,7 +129,8 @@ class SampledEpisodes(EpisodeSupply):
         yaw = U[:, 1] * 2 * np.pi
         yaw = np.arctan2(np.sin(yaw), np.cos(yaw))
         rows = P["rows"][g]
-        ids = [f"{st.name}:{c0 + j}" for j in range(k)]
+        prefix = f"{st.name}:"
+        ids = [f"{prefix}{j}" for j in range(c0, c0 + k)]
         heading = None
         if "views" in P:   # the goal view: one of the goal's, by a stream of its own (the draws above unchanged)
             V = P["views"].shape[1]
@@ -217,10 +218,11 @@ class SampledEpisodes(EpisodeSupply):
         out.goal[at] = cat([e.goal for e in parts])
         out.rows[at] = cat([e.rows for e in parts])
         ids = [i for e in parts for i in e.episode_ids]
-        if order is not None:
-            scattered = np.empty(n, object)
-            scattered[order] = ids
-            ids = scattered.tolist()
+        if order is not None:   # a list scatter: an object array's costs more at a step's few entries
+            scattered = [""] * n
+            for at_j, i in zip(order.tolist(), ids):
+                scattered[at_j] = i
+            ids = scattered
         out.episode_ids = ids
         if parts[0].heading is not None:
             out.heading = np.empty(n, np.float64)

@@ -26,7 +26,7 @@ from bps_assets.nav.episodes import DEFAULTS as _GEN
 from bps_assets.nav.geodesic import NEAR_EXACT
 
 from ..grouping import group_by_scene
-from ..nav.buffers import FieldWorker, GoalFields, SceneNav
+from ..nav.buffers import SMALL_BATCH, FieldWorker, GoalFields, SceneNav
 
 
 @dataclass(frozen=True)
@@ -355,6 +355,15 @@ class EpisodeSupply(abc.ABC):
         """Episodes that used field ``rows`` of scenes ``scene_indices`` have ended: their rows are
         released."""
         scene_indices, rows = np.asarray(scene_indices, np.int64).reshape(-1), np.asarray(rows, np.int64).reshape(-1)
+        if len(rows) <= SMALL_BATCH:   # a step's few ended episodes: per-scene lists (GoalFields' list path)
+            by_scene: dict[int, list] = {}
+            for scene_index, row in zip(scene_indices.tolist(), rows.tolist()):
+                by_scene.setdefault(scene_index, []).append(row)
+            for scene_index in sorted(by_scene):
+                st = self._state(scene_index)
+                if st is not None:
+                    st.fields.release_many(by_scene[scene_index])
+            return
         order, bounds = group_by_scene(scene_indices)
         for a, b in bounds:
             st = self._state(int(scene_indices[a if order is None else order[a]]))

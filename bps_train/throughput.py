@@ -52,6 +52,44 @@ def random_rollout(num_envs: int, steps: int, resolution, hidden: int) -> Rollou
     return ro
 
 
+def trainer_actions(env, policy, steps: int, resolution, amp=contextlib.nullcontext) -> tuple[torch.Tensor, torch.Tensor]:
+    """(actions [steps, envs], rewards [steps, envs]) of the trainer's rollout on ``env`` from its
+    reset (a fresh env: ``replay_window`` on another fresh env of the same seed retraces it)."""
+    ro = Rollout.empty(steps, env.num_envs, (*resolution, 1), torch.float32, policy.hidden, "cpu")
+    collect_rollout(env, policy, ro, start_rollouts(env, policy, torch.device("cpu")), "depth", amp)
+    return ro.actions.clone(), ro.rewards.clone()
+
+
+def replay_window(env, actions: torch.Tensor, start=None) -> tuple[int, float, float, torch.Tensor]:
+    """Simulation only of the trainer's own frames: ``actions`` [steps, envs] sent from a fresh
+    env's reset (one group), no policy; the first send is outside the timed window (as in
+    ``sim_window``), then ``start()`` if given. -> (frames, wall s, CPU s, rewards [steps, envs])."""
+    env.async_reset()
+    env.recv()
+    env.send(actions[0])
+    if start is not None:
+        start()
+    rewards = []
+    c0, t0 = time.process_time(), time.perf_counter()
+    for t in range(1, len(actions)):
+        rewards.append(env.recv()[1].clone())
+        env.send(actions[t])
+    rewards.append(env.recv()[1].clone())
+    return actions.numel(), time.perf_counter() - t0, time.process_time() - c0, torch.stack(rewards)
+
+
+def sim_replay(make_env, policy, steps: int, resolution, amp, start=None) -> tuple[tuple[int, float, float], bool]:
+    """``replay_window`` of ``trainer_actions``, each on a fresh env from ``make_env()``: (the
+    timed window, whether the replay retraced the rollout: the same rewards at every step)."""
+    env = make_env()
+    actions, rewards = trainer_actions(env, policy, steps, resolution, amp)
+    env.close()
+    env = make_env()
+    frames, wall, cpu, replayed = replay_window(env, actions, start)
+    env.close()
+    return (frames, wall, cpu), torch.equal(replayed, rewards)
+
+
 class Phases:
     """Each phase's frames/s per repetition, with the CPU time it took (``record``)."""
 
@@ -128,9 +166,14 @@ def _rank(rank: int, a, port: int, out_path: str) -> None:
         amp = autocast_of(args, "cpu")
         opt = Lamb(policy.parameters(), lr=1e-4)
         n, res = args.num_envs, (a.resolution, a.resolution)
-        b = n // num_groups(n, double_buffered(args, cpu))
-        env = bps_runtime.make(a.manifest, split="train", num_envs=n, batch_size=b, seed=rank, resolution=res,
-                               episodes="sample", threads=n_threads, scene_shard=(rank, world))
+        groups = num_groups(n, double_buffered(args, cpu))
+        b = n // groups
+
+        def make_env(batch):
+            return bps_runtime.make(a.manifest, split="train", num_envs=n, batch_size=batch, seed=rank, resolution=res,
+                                    episodes="sample", threads=n_threads, scene_shard=(rank, world))
+
+        env = make_env(b)
         ro = Rollout.empty(a.steps, n, (*res, 1), torch.float32, a.hidden, "cpu")
         rows = []
 
@@ -160,11 +203,17 @@ def _rank(rank: int, a, port: int, out_path: str) -> None:
             timed("ranks_learn", n * a.steps, lambda: learn(policy, opt, ro, args, amp, world))
             timed("ranks_end_to_end", n * a.steps, loop)
         env.close()
+        same = True
+        for _ in range(a.repeats):   # the trainer's own frames, simulated alone (one group: the replay's)
+            window, ok = sim_replay(lambda: make_env(n), policy, a.steps, res, amp, start=dist.barrier)
+            rows.append(("ranks_sim_replay", *window))
+            same = same and ok
         every = [None] * world
         dist.all_gather_object(every, rows)
         if rank == 0:
             with open(out_path, "w") as f:
-                json.dump({"threads_per_rank": n_threads, "groups_per_rank": n // b, "rows": every}, f)
+                json.dump({"threads_per_rank": n_threads, "groups_per_rank": groups, "rows": every,
+                           "retraced": same}, f)
     finally:
         dist.destroy_process_group()
 
@@ -193,7 +242,7 @@ def ranks_phases(a) -> dict:
             spread[key + "_spread"] = max(walls) / min(walls)
     best = {**ph.best(), **spread}
     best.update(ranks=a.ranks, ranks_threads_per_rank=got["threads_per_rank"],
-                ranks_groups_per_rank=got["groups_per_rank"])
+                ranks_groups_per_rank=got["groups_per_rank"], ranks_sim_replay_retraced=float(got["retraced"]))
     return best
 
 
@@ -257,7 +306,7 @@ def main(argv=None):
         p.error("MANIFEST is needed unless --learn-only")
     import bps_runtime
 
-    ph, send_recv = Phases(), {"send_ms": [], "recv_ms": []}
+    ph, send_recv, replay_same = Phases(), {"send_ms": [], "recv_ms": []}, []
     opt = Lamb(policy.parameters(), lr=1e-4)
     frozen = setting["rollout_act"] == "frozen"   # autocast is not traced: eager under --bf16
     act = FrozenAct(policy) if frozen else policy
@@ -304,6 +353,12 @@ def main(argv=None):
                         ppo_update(policy, opt, ro, amp)
                 ph.record(key, frames, loop)
             env.close()
+        # simulation only of the trainer's own frames (its untrained policy's actions, replayed)
+        window, same = sim_replay(lambda: bps_runtime.make(a.manifest, split="train", num_envs=n, batch_size=n, seed=0,
+                                                           resolution=res, episodes="sample", **kw),
+                                  policy, a.steps, res, amp)
+        ph.add("sim_replay", *window)
+        replay_same.append(same)
         # inference alone, on the batch size of one group of two
         b = n // 2
         x, goal = torch.rand(b, *res, 1), torch.rand(b, 2)
@@ -323,15 +378,20 @@ def main(argv=None):
     if a.ranks:   # after the one-process phases: the same machine state for both
         r = ranks_phases(a)
         sim = max(best["sim"], r["ranks_sim"])   # the faster simulation-only layout is the denominator
+        replay = max(best["sim_replay"], r["ranks_sim_replay"])
         best.update(r)
         best.update(ranks_end_to_end_over_sim=r["ranks_end_to_end"] / sim,
+                    ranks_end_to_end_over_sim_replay=r["ranks_end_to_end"] / replay,
                     ranks_learn_over_sim=r["ranks_learn"] / sim,
                     ranks_sim_over_sim=r["ranks_sim"] / best["sim"],
                     ranks_end_to_end_over_end_to_end=r["ranks_end_to_end"] / best["end_to_end"])
     best.update(learn_over_sim=best["learn"] / best["sim"], end_to_end_over_sim=best["end_to_end"] / best["sim"],
                 learn_1_thread_over_sim=best["learn_1_thread"] / best["sim"],
                 end_to_end_1_thread_over_sim=best["end_to_end_1_thread"] / best["sim"],
-                end_to_end_1_group_over_sim=best["end_to_end_1_group"] / best["sim"])
+                end_to_end_1_group_over_sim=best["end_to_end_1_group"] / best["sim"],
+                end_to_end_over_sim_replay=best["end_to_end"] / best["sim_replay"],
+                end_to_end_1_group_over_sim_replay=best["end_to_end_1_group"] / best["sim_replay"],
+                sim_replay_retraced=float(all(replay_same)))
     serial = 1 / (1 / best["sim"] + 1 / best["infer"])
     perfect = min(best["sim"], best["infer"])
     best.update(serial_prediction=serial, perfect_overlap_prediction=perfect,

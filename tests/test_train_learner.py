@@ -430,8 +430,14 @@ def test_throughput_ranks_times_every_rank_at_once(manifest, capsys, restore_tor
 
     best = throughput.main([str(manifest), "--num-envs", "4", "--steps", "3", "--resolution", "16",
                             "--width", "4", "--hidden", "16", "--repeats", "1", "--ranks", "2", "--bf16", "0"])
-    for k in ("ranks_sim", "ranks_sim_uniform", "ranks_collect", "ranks_learn", "ranks_end_to_end"):
+    for k in ("ranks_sim", "ranks_sim_uniform", "ranks_collect", "ranks_learn", "ranks_end_to_end",
+              "ranks_sim_replay", "sim_replay"):
         assert best[k] > 0 and 0 < best[k + "_cores"] < 8 and best[k + "_core_us"] > 0, k
+    # the replays retraced the trainer's rollouts (same rewards every step): the same frames, no policy
+    assert best["sim_replay_retraced"] == 1 and best["ranks_sim_replay_retraced"] == 1
+    replay = max(best["sim_replay"], best["ranks_sim_replay"])
+    assert best["ranks_end_to_end_over_sim_replay"] == pytest.approx(best["ranks_end_to_end"] / replay)
+    assert best["end_to_end_over_sim_replay"] == pytest.approx(best["end_to_end"] / best["sim_replay"])
     cores = os.sched_getaffinity(0)
     assert best["ranks"] == 2 and best["ranks_threads_per_rank"] == max(1, len(cores) // 2)
     assert best["ranks_groups_per_rank"] == (1 if len(cores) // 2 == 1 else 2)
@@ -439,6 +445,28 @@ def test_throughput_ranks_times_every_rank_at_once(manifest, capsys, restore_tor
     assert best["ranks_end_to_end_over_sim"] == pytest.approx(best["ranks_end_to_end"] / sim)
     assert best["ranks_sim_over_sim"] == pytest.approx(best["ranks_sim"] / best["sim"])
     assert '"ranks_end_to_end_over_sim"' in capsys.readouterr().out
+
+
+def test_sim_replay_retraces_the_rollout_only_on_the_same_episodes(manifest, restore_torch_host):
+    """``throughput.sim_replay`` replays the trainer's actions on a fresh env: retraced (the same
+    reward every step) when the env is the same seed's, not when its episodes differ."""
+    import itertools
+
+    import bps_runtime
+    from bps_train import throughput
+
+    torch.manual_seed(0)
+    policy = Policy(1, hidden=16, width=4, resolution=(16, 16))
+    seeds = itertools.count()
+
+    def make(seed=None):
+        return bps_runtime.make(str(manifest), split="train", num_envs=4, batch_size=4, seed=seed, resolution=(16, 16),
+                                episodes="sample", threads=1)
+
+    (frames, wall, cpu), same = throughput.sim_replay(lambda: make(0), policy, 6, (16, 16), contextlib.nullcontext)
+    assert same and frames == 24 and wall > 0 and cpu > 0
+    _, same = throughput.sim_replay(lambda: make(next(seeds)), policy, 6, (16, 16), contextlib.nullcontext)
+    assert not same
 
 
 @pytest.mark.parametrize("ranks", ["1", "3", "-2"])

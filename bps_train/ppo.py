@@ -62,11 +62,28 @@ def gae(rollout: Rollout, gamma: float, lam: float) -> tuple[torch.Tensor, torch
     return adv, adv + rollout.values[:-1]
 
 
+def normalized_advantages(a: torch.Tensor, world: int = 1) -> torch.Tensor:
+    """``(a - mean) / (std + 1e-8)``; with ``world`` > 1 ranks (torch.distributed) the mean and
+    (unbiased) std are those of every rank's ``a`` together, as one process holding all of them
+    would compute (DD-PPO: habitat-baselines and bps-nav normalise over all workers too)."""
+    if world == 1:
+        return (a - a.mean()) / (a.std() + 1e-8)
+    import torch.distributed as dist
+
+    s = torch.stack([a.sum(), (a * a).sum(), a.new_tensor(float(a.numel()))]).double()
+    dist.all_reduce(s)
+    n = s[2]
+    mean = s[0] / n
+    std = ((s[1] - n * mean * mean) / (n - 1)).clamp_min(0).sqrt()
+    return (a - mean.to(a.dtype)) / (std.to(a.dtype) + 1e-8)
+
+
 def ppo_loss(policy, rollout: Rollout, env_idx: torch.Tensor, adv: torch.Tensor, returns: torch.Tensor,
              clip: float, value_coef: float, entropy_coef: float,
-             amp=contextlib.nullcontext) -> tuple[torch.Tensor, dict]:
+             amp=contextlib.nullcontext, world: int = 1) -> tuple[torch.Tensor, dict]:
     """Clipped PPO loss over the environments ``env_idx`` (whole sequences: the LSTM reruns).
     ``amp()`` is entered around the policy only (bf16 autocast on CUDA); the loss is fp32.
+    Advantages are normalised over the minibatch of every rank (``world``: ``normalized_advantages``).
     The metrics are 0-dim tensors: reading one waits for the device, so read them once per update."""
     t = rollout.steps
     sl = (slice(0, t), env_idx)
@@ -78,8 +95,7 @@ def ppo_loss(policy, rollout: Rollout, env_idx: torch.Tensor, adv: torch.Tensor,
     dist = torch.distributions.Categorical(logits=logits, validate_args=False)  # its checks read the device
     logp = dist.log_prob(rollout.actions[:, env_idx])
     ratio = torch.exp(logp - rollout.logp[:, env_idx])
-    a = adv[:, env_idx]
-    a = (a - a.mean()) / (a.std() + 1e-8)  # normalized advantages
+    a = normalized_advantages(adv[:, env_idx], world)
     pg = -torch.min(ratio * a, ratio.clamp(1 - clip, 1 + clip) * a).mean()
     vloss = 0.5 * (values - returns[:, env_idx]).pow(2).mean()
     ent = dist.entropy().mean()

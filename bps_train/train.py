@@ -536,7 +536,7 @@ def learn(policy, opt, ro: Rollout, args, amp, world: int = 1) -> dict:
     losses, m = [], {}
     for _ in range(args.epochs):
         for mb in torch.randperm(ro.actions.shape[1], device=ro.actions.device).chunk(args.minibatches):
-            loss, m = ppo_loss(policy, ro, mb, adv, returns, args.clip, args.value_coef, args.entropy_coef, amp)
+            loss, m = ppo_loss(policy, ro, mb, adv, returns, args.clip, args.value_coef, args.entropy_coef, amp, world)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             if world > 1:

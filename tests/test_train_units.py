@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -108,6 +109,30 @@ def test_gae_matches_hand_computation():
     # t=2: 2 + .9*.2 - .3 = 1.88; t=1: 0 - .4 = -.4 (cut); t=0: 1 + .9*.4 - .5 + .9*.8*(-.4) = .572
     torch.testing.assert_close(adv[:, 0], torch.tensor([0.572, -0.4, 1.88]))
     torch.testing.assert_close(ret[:, 0], torch.tensor([1.072, 0.0, 2.18]))
+
+
+def test_ranks_normalise_advantages_as_one_process_with_all_of_them(tmp_path):
+    """With 2 gloo ranks, ``normalized_advantages`` uses the mean and unbiased std of both ranks'
+    advantages together: each rank's half equals the same rows of one process's normalisation
+    of the whole (per rank, as before, it would not)."""
+    script = tmp_path / "norm.py"
+    script.write_text(
+        "import torch, torch.distributed as dist\n"
+        "from bps_train.ppo import normalized_advantages\n"
+        "dist.init_process_group('gloo'); r = dist.get_rank()\n"
+        "a = torch.randn(8, 6, generator=torch.Generator().manual_seed(0)) * 3 + 1\n"
+        "a[:, 3:] += 5   # the ranks' halves differ in mean: per-rank normalisation would differ\n"
+        "whole = normalized_advantages(a)\n"
+        "mine = normalized_advantages(a[:, 3 * r:3 * r + 3].contiguous(), 2)\n"
+        "own = normalized_advantages(a[:, 3 * r:3 * r + 3].contiguous())\n"
+        "torch.testing.assert_close(mine, whole[:, 3 * r:3 * r + 3], rtol=1e-5, atol=1e-5)\n"
+        "assert not torch.allclose(own, whole[:, 3 * r:3 * r + 3], atol=1e-2)\n"
+        "dist.destroy_process_group(); print('rank', r, 'ok', flush=True)\n"
+        "import os; os._exit(0)   # the teardown abort train.main avoids the same way\n")
+    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                        str(script)], capture_output=True, text=True, timeout=180,
+                       env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert r.returncode == 0 and r.stdout.count(" ok") == 2, r.stdout[-2000:] + r.stderr[-3000:]
 
 
 def test_ppo_loss_normalizes_advantages_and_is_finite():

@@ -42,14 +42,34 @@ def keep_freed_memory(on: bool = True) -> bool:
     return ok
 
 
-def update_threads(n: int = 0) -> int:
-    """Torch threads for the PPO update: ``n``, or (0) the cores this process may use, shared
-    with the other ranks torchrun started on this host (LOCAL_WORLD_SIZE)."""
-    if n > 0:
+def local_ranks() -> int:
+    """The ranks torchrun started on this host (LOCAL_WORLD_SIZE, read only when WORLD_SIZE says
+    there are several ranks), else 1; a malformed value is a ConfigError naming it."""
+    from bps_assets.errors import ConfigError
+
+    def read(name: str) -> int:
+        v = os.environ.get(name, "1")
+        try:
+            n = int(v)
+        except ValueError:
+            n = 0
+        if n < 1:
+            raise ConfigError(None, f"{name}={v!r} in the environment: expected a positive int (torchrun sets it)")
         return n
+
+    return read("LOCAL_WORLD_SIZE") if read("WORLD_SIZE") > 1 else 1
+
+
+def core_share() -> int:
+    """The cores this process may use, shared with the other ranks on this host (``local_ranks``; >= 1)."""
     from bps_assets.host import available_cores
 
-    return max(1, available_cores() // max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1"))))
+    return max(1, available_cores() // local_ranks())
+
+
+def update_threads(n: int = 0) -> int:
+    """Torch threads for the PPO update: ``n``, or (0) this rank's ``core_share``."""
+    return n if n > 0 else core_share()
 
 
 @contextlib.contextmanager

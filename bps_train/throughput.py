@@ -153,7 +153,8 @@ def _rank(rank: int, a, port: int, out_path: str) -> None:
     from bps_train.train import rank_threads
 
     world = a.ranks
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), LOCAL_WORLD_SIZE=str(world))
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(world), RANK=str(rank),
+                      LOCAL_WORLD_SIZE=str(world), LOCAL_RANK=str(rank))   # as torchrun sets them
     dist.init_process_group("gloo", rank=rank, world_size=world)
     try:
         keep_freed_memory()
@@ -188,8 +189,12 @@ def _rank(rank: int, a, port: int, out_path: str) -> None:
             f, w, c = sim_window(env, a.steps, len(rows), actions=actions, start=dist.barrier)
             rows.append((key, f, w, c))
 
+        def collect():   # the trainer's CPU rollout acts on one thread, the update on the rank's share
+            with threads(1):
+                collect_rollout(env, policy, ro, carry, "depth", amp)
+
         def loop():
-            collect_rollout(env, policy, ro, carry, "depth", amp)
+            collect()
             learn(policy, opt, ro, args, amp, world)
 
         sim_window(env, 2, 0, actions=(1, 2, 3))   # warm-up
@@ -198,23 +203,24 @@ def _rank(rank: int, a, port: int, out_path: str) -> None:
             sim_row("ranks_sim", (1, 2, 3))
             sim_row("ranks_sim_uniform", (0, 1, 2, 3))
             carry = start_rollouts(env, policy, torch.device("cpu"))
-            collect_rollout(env, policy, ro, carry, "depth", amp)   # warm-up
-            learn(policy, opt, ro, args, amp, world)                 # warm-up (oneDNN primitives)
-            timed("ranks_collect", n * a.steps, lambda: collect_rollout(env, policy, ro, carry, "depth", amp))
+            collect()                                  # warm-up
+            learn(policy, opt, ro, args, amp, world)   # warm-up (oneDNN primitives)
+            timed("ranks_collect", n * a.steps, collect)
             timed("ranks_learn", n * a.steps, lambda: learn(policy, opt, ro, args, amp, world))
             timed("ranks_end_to_end", n * a.steps, loop)
         env.close()
         same = True
         for _ in range(a.repeats):   # the trainer's own frames, simulated alone (one group: the replay's)
-            window, ok = sim_replay(lambda: make_env(n), policy, a.steps, res, amp, start=dist.barrier)
+            with threads(1):
+                window, ok = sim_replay(lambda: make_env(n), policy, a.steps, res, amp, start=dist.barrier)
             rows.append(("ranks_sim_replay", *window))
             same = same and ok
         every = [None] * world
-        dist.all_gather_object(every, rows)
+        dist.all_gather_object(every, (rows, same))
         if rank == 0:
             with open(out_path, "w") as f:
-                json.dump({"threads_per_rank": n_threads, "groups_per_rank": groups, "rows": every,
-                           "retraced": same}, f)
+                json.dump({"threads_per_rank": n_threads, "groups_per_rank": groups, "rows": [r for r, _ in every],
+                           "retraced": all(ok for _, ok in every)}, f)
     finally:
         dist.destroy_process_group()
     # done: skip the interpreter's teardown, which sometimes aborts a rank after its work (the
@@ -381,10 +387,12 @@ def main(argv=None):
         measure_learn_fps(policy, n, a.steps, res, a.hidden, a.repeats, amp, k, ph, key)
     best = ph.best()
     best.update({k: min(v) for k, v in send_recv.items()})
+    # a replay that did not retrace its rollout simulated other frames: no ratio to it
+    own_replay = best["sim_replay"] if all(replay_same) else float("nan")
     if a.ranks:   # after the one-process phases: the same machine state for both
         r = ranks_phases(a)
         sim = max(best["sim"], r["ranks_sim"])   # the faster simulation-only layout is the denominator
-        replay = max(best["sim_replay"], r["ranks_sim_replay"])
+        replay = max(own_replay, r["ranks_sim_replay"]) if r["ranks_sim_replay_retraced"] else float("nan")
         best.update(r)
         best.update(ranks_end_to_end_over_sim=r["ranks_end_to_end"] / sim,
                     ranks_end_to_end_over_sim_replay=r["ranks_end_to_end"] / replay,
@@ -395,8 +403,8 @@ def main(argv=None):
                 learn_1_thread_over_sim=best["learn_1_thread"] / best["sim"],
                 end_to_end_1_thread_over_sim=best["end_to_end_1_thread"] / best["sim"],
                 end_to_end_1_group_over_sim=best["end_to_end_1_group"] / best["sim"],
-                end_to_end_over_sim_replay=best["end_to_end"] / best["sim_replay"],
-                end_to_end_1_group_over_sim_replay=best["end_to_end_1_group"] / best["sim_replay"],
+                end_to_end_over_sim_replay=best["end_to_end"] / own_replay,
+                end_to_end_1_group_over_sim_replay=best["end_to_end_1_group"] / own_replay,
                 sim_replay_retraced=float(all(replay_same)))
     serial = 1 / (1 / best["sim"] + 1 / best["infer"])
     perfect = min(best["sim"], best["infer"])

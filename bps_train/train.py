@@ -84,8 +84,9 @@ class Args:
                            "full (the full mesh) or a level index 0-7 (docs/RUNTIME.md, Converter LOD level)")
     num_envs: int = arg(32, "environments per rank")
     double_buffer: bool = arg(True, "two groups of NUM_ENVS/2 so inference on one overlaps simulation of the "
-                                    "other; one group when NUM_ENVS is odd (make's groups are all one size) or when a CPU rank "
-                                    "has one core to itself (torchrun with a rank per core)")
+                                    "other; one group when NUM_ENVS is odd (make's groups are all one size) or on the CPU when "
+                                    "this rank has one core or less (torchrun with a rank per core, a 1-core host), "
+                                    "where two groups cost more than they overlap")
     cache_slots: int = arg(0, "resident scenes per rank (the scene cache's slots; 0: the runtime's default)")
     scene_repeat_steps: int = arg(10_000, "training keeps each cache slot's scene about this many steps per env, then "
                                           "streams in the next (habitat-lab's max_scene_repeat_steps; only with more "
@@ -204,11 +205,12 @@ def seed_everything(seed: int):
 
 def host_share(device) -> tuple[int, int]:
     """(cores this rank may use, ranks on this host): on the CPU under torchrun the host's cores are
-    shared between its ranks (LOCAL_WORLD_SIZE); (every usable core, 1) otherwise."""
+    shared between its ranks (``learner_cpu.core_share``); (every usable core, 1) otherwise."""
     from bps_assets.host import available_cores
 
-    local = max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1"))) if torch.device(device).type == "cpu" else 1
-    return max(1, available_cores() // local), local
+    if torch.device(device).type != "cpu":
+        return available_cores(), 1
+    return learner_cpu.core_share(), learner_cpu.local_ranks()
 
 
 def rank_threads(args, device) -> int:
@@ -996,8 +998,11 @@ def train(args) -> dict:
     if not update and rank == 0 and (moved := move_previous_run(out)) is not None:
         print(f"bps-train: starting fresh: the previous run's files in {out} were moved to {moved}", flush=True)
     if rank == 0 and args.double_buffer and not double_buffered(args, device):
-        print(f"bps-train: one env group per rank: each of the {host_share(device)[1]} rank(s) on this host has one "
-              "CPU core, so no core is left for the policy to overlap the simulator on", flush=True)
+        from bps_assets.host import available_cores
+
+        print(f"bps-train: one env group per rank: {available_cores()} CPU core(s) for {host_share(device)[1]} rank(s) "
+              "on this host leave a rank one core or less, none free for the policy to overlap the simulator on",
+              flush=True)
     elif rank == 0 and args.double_buffer and num_groups(n, True) == 1:
         print(f"bps-train: --num-envs {n} is odd: one group of {n} envs, without double buffering", flush=True)
     log = Log(out, writer_cls, update) if rank == 0 else None

@@ -201,7 +201,7 @@ def test_small_reference_batches_match_the_numpy_path(monkeypatch):
         held = np.repeat(np.arange(len(ref.refs)), ref.refs)     # one entry per reference
         batch = rng.choice(held, min(n, held.size), replace=False).tolist()
         small.release_many(batch)
-        monkeypatch.setattr(bn, "SMALL_BATCH", 0)
+        monkeypatch.setattr(bn, "SMALL", 0)
         ref.release_many(np.asarray(batch, np.int64))
         monkeypatch.undo()
         np.testing.assert_array_equal(small.refs, ref.refs)

@@ -347,6 +347,8 @@ def test_update_threads_and_the_thread_switch(monkeypatch):
     monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
     assert update_threads(0) == 4 and update_threads(3) == 3
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")  # torchrun's ranks on this host share the cores
+    assert update_threads(0) == 4                # ... when WORLD_SIZE says there are ranks
+    monkeypatch.setenv("WORLD_SIZE", "2")
     assert update_threads(0) == 2
     before = torch.get_num_threads()
     with threads(before + 1):
@@ -406,9 +408,18 @@ def test_a_cpu_rank_with_one_core_runs_one_group_on_its_share_of_the_cores(monke
     from bps_train.train import Args, double_buffered, host_share, rank_threads
 
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    from bps_assets.errors import ConfigError
+
     cpu, a = torch.device("cpu"), Args()
     monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
     assert host_share(cpu) == (4, 1) and rank_threads(a, cpu) == 0 and double_buffered(a, cpu)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")   # left in the environment of one process: not a rank
+    assert host_share(cpu) == (4, 1) and double_buffered(a, cpu)
+    monkeypatch.setenv("WORLD_SIZE", "x")
+    with pytest.raises(ConfigError, match="WORLD_SIZE='x'"):
+        host_share(cpu)
+    monkeypatch.setenv("WORLD_SIZE", "4")
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
     assert host_share(cpu) == (2, 2) and rank_threads(a, cpu) == 2 and double_buffered(a, cpu)
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
@@ -419,6 +430,7 @@ def test_a_cpu_rank_with_one_core_runs_one_group_on_its_share_of_the_cores(monke
     assert not double_buffered(dataclasses.replace(a, double_buffer=False), cpu)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
     monkeypatch.delenv("LOCAL_WORLD_SIZE")
+    monkeypatch.delenv("WORLD_SIZE")
     assert rank_threads(a, cpu) == 0 and not double_buffered(a, cpu)   # one core, one rank: nothing to overlap on
 
 

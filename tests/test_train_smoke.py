@@ -119,6 +119,9 @@ def test_two_gloo_processes_train_on_disjoint_scenes(dataset, tmp_path):
     # text may stand before a rank's scenes line
     scenes = [m.split() for m in re.findall(r"rank \d of 2: \d+ scene\(s\): ([^\n]*)", r.stdout)]
     assert len(scenes) == 2 and not set(scenes[0]) & set(scenes[1]) and all(scenes)
+    # a rank with one core of its own runs one env group (train.double_buffered), and says so once
+    one_core = len(os.sched_getaffinity(0)) // 2 <= 1
+    assert r.stdout.count("one env group per rank") == (1 if one_core else 0), r.stdout[-2000:]
 
 
 def _sigint_once_training(cmd, **kw):

@@ -25,8 +25,8 @@ from bps_assets.hashing import GAMMA, mix64
 from bps_assets.nav.episodes import DEFAULTS as _GEN
 from bps_assets.nav.geodesic import NEAR_EXACT
 
-from ..grouping import group_by_scene
-from ..nav.buffers import SMALL_BATCH, FieldWorker, GoalFields, SceneNav
+from ..grouping import SMALL, group_by_scene
+from ..nav.buffers import FieldWorker, GoalFields, SceneNav
 
 
 @dataclass(frozen=True)
@@ -355,7 +355,7 @@ class EpisodeSupply(abc.ABC):
         """Episodes that used field ``rows`` of scenes ``scene_indices`` have ended: their rows are
         released."""
         scene_indices, rows = np.asarray(scene_indices, np.int64).reshape(-1), np.asarray(rows, np.int64).reshape(-1)
-        if len(rows) <= SMALL_BATCH:   # a step's few ended episodes: per-scene lists (GoalFields' list path)
+        if len(rows) <= SMALL:   # a step's few ended episodes: per-scene lists (GoalFields' list path)
             by_scene: dict[int, list] = {}
             for scene_index, row in zip(scene_indices.tolist(), rows.tolist()):
                 by_scene.setdefault(scene_index, []).append(row)

@@ -24,10 +24,10 @@ import torch
 from bps_assets.errors import InterpreterExiting, NavError
 from bps_assets.nav.geodesic import NEAR_EXACT
 
+from ..grouping import SMALL
 from ..threads import BACKGROUND_NICE, lower_priority
 
 PULL_INSIDE = 1e-4    # metres: results stay strictly inside their cell (docs/NAVMESH.md)
-SMALL_BATCH = 32      # reference-count updates of up to this many rows: a Python loop (no numpy calls)
 
 # meta table columns (int64): dims and arena offsets of a resident scene
 M_L, M_D, M_W, M_S, M_K, M_SIDX, M_NBR, M_LRC, M_ISL, M_SEEN, M_HEIGHT, M_POS, M_FIELD, M_GOALS = range(14)
@@ -325,7 +325,7 @@ class GoalFields:
         if len(r) == 0:
             return
         with self._lock:
-            if len(r) <= SMALL_BATCH:     # a step's few rows of one scene: numpy calls cost more
+            if len(r) <= SMALL:     # a step's few rows of one scene: numpy calls cost more
                 refs, gone = self.refs, set()
                 for row in (r if isinstance(r, list) else r.tolist()):
                     refs[row] -= 1

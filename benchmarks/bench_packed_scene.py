@@ -3,22 +3,11 @@
     python benchmarks/bench_packed_scene.py [--triangles 600000] [--textures 4] [--tex-size 2048]
                                             [--repeat 5] [--workdir DIR] [--json] [--check]
 
-Builds a Gibson-size scene (about 600K triangles, several 2048^2 JPEG textures, Z-up) as a
-GLB, converts it once, then measures in one run:
-  1. GLB -> ready arrays: read + decode the GLB, then the same processing the packed file
-     holds the result of (frame, clean, weld, reorder, meshlets, quantize; texture resize,
-     mips, BC1 compression);
-  2. packed file -> ready arrays: ``read_packed_scene`` (CRC check, decompress, unfilter,
-     dequantize, range checks), with 1 and 2 threads;
-  3. plain read + zstd decompress of the same section bytes (one thread, no checks): the
-     bandwidth ceiling a loader could reach with this codec.
-Goals: (1)/(2) >= 10, and (3)'s time / (2)'s time >= 0.8 (issue 32: packed load bound by the disk
-and the decompressor, not Python). The variants of (2) and (3) run in turn, round after round;
-``cpu_ratio_1thread`` compares their CPU seconds (1 thread each), the load-robust figure
-(``item4_cpu_goal_met``: >= 0.8); ``*_page_faults`` count first touches of fresh memory per call.
-Page cache is warm for every variant (each file is read once before timing). A measurement:
-exits 0 whether ``goals_met`` or not unless ``--check`` (exit 1 on a missed goal), as
-``bps-assets bench`` and bench_threads.py.
+Builds a Gibson-size GLB, converts it once, then times in one run, rounds interleaved: (1) GLB ->
+ready arrays, (2) packed file -> ready arrays (``read_packed_scene``, 1 and 2 threads), (3) plain
+read + zstd decompress of the same sections. Goals: (1)/(2) >= 10 and (3)/(2) >= 0.8 (issue 32
+item 4; ``cpu_ratio_1thread`` the load-robust form). Exits 0 whatever ``goals_met`` says unless
+``--check``. What each phase includes: docs/PERFORMANCE.md, "Packed scenes vs GLB".
 """
 from __future__ import annotations
 

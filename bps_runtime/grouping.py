@@ -27,7 +27,7 @@ def group_by_scene(scene_indices: np.ndarray) -> tuple[np.ndarray | None, list[t
         cuts = [i for i in range(1, n) if sk[i] != sk[i - 1]]
         order = None if pos == list(range(n)) else np.array(pos, np.intp)
         return order, list(zip([0] + cuts, cuts + [n]))
-    if n == 1 or not (keys[1:] < keys[:-1]).any():
+    if not (keys[1:] < keys[:-1]).any():
         order, sk = None, keys
     else:
         order = np.argsort(keys, kind="stable")

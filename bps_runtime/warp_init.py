@@ -32,6 +32,7 @@ _orphans: list = []   # what CUDA scene objects held, dropped while another thre
 @contextlib.contextmanager
 def _cuda_locked():
     with CUDA_BUILD_LOCK:
+        free_orphans()   # what others left goes before this build's memory comes
         try:
             yield
         finally:

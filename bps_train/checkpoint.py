@@ -87,7 +87,7 @@ def identity(args, dataset_id: str, world: int = 1) -> dict:
 NOISE_RULES = 2
 NOISE_CHANGES = {2: ((None, lambda n: n.depth == "redwood",
                       "Redwood depth noise is now added before the depth range's clip, as habitat-sim's (9ba46be)"),
-                     ("imagenav", lambda n: n.rgb != "none",
+                     ("imagenav", lambda n: n.rgb_on,
                       "ImageNav's goal image now gets the RGB noise, as habitat's (fee0483)"))}
 
 

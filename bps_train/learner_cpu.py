@@ -42,22 +42,25 @@ def keep_freed_memory(on: bool = True) -> bool:
     return ok
 
 
-def local_ranks() -> int:
-    """The ranks torchrun started on this host (LOCAL_WORLD_SIZE, read only when WORLD_SIZE says
-    there are several ranks), else 1; a malformed value is a ConfigError naming it."""
+def launcher_count(name: str) -> int:
+    """torchrun's count ``name`` (WORLD_SIZE, LOCAL_WORLD_SIZE) from the environment, 1 when unset;
+    a malformed value is a ConfigError naming it."""
     from bps_assets.errors import ConfigError
 
-    def read(name: str) -> int:
-        v = os.environ.get(name, "1")
-        try:
-            n = int(v)
-        except ValueError:
-            n = 0
-        if n < 1:
-            raise ConfigError(None, f"{name}={v!r} in the environment: expected a positive int (torchrun sets it)")
-        return n
+    v = os.environ.get(name, "1")
+    try:
+        n = int(v)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise ConfigError(None, f"{name}={v!r} in the environment: expected a positive int (torchrun sets it)")
+    return n
 
-    return read("LOCAL_WORLD_SIZE") if read("WORLD_SIZE") > 1 else 1
+
+def local_ranks() -> int:
+    """The ranks torchrun started on this host (LOCAL_WORLD_SIZE, read only when WORLD_SIZE says
+    there are several ranks), else 1."""
+    return launcher_count("LOCAL_WORLD_SIZE") if launcher_count("WORLD_SIZE") > 1 else 1
 
 
 def core_share() -> int:

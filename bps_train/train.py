@@ -188,7 +188,7 @@ def episodes_problem(value: str) -> str:
 
 def setup_distributed(args):
     """(rank, world): torchrun sets WORLD_SIZE; gloo on CPU, nccl on CUDA."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
+    world = learner_cpu.launcher_count("WORLD_SIZE")
     if world > 1 and not dist.is_initialized():
         dist.init_process_group("nccl" if args.device.startswith("cuda") else "gloo")
     rank = dist.get_rank() if world > 1 else 0
@@ -1147,7 +1147,7 @@ def main(argv=None) -> int:
     if code and int(os.environ.get("RANK", "0")) == 0:   # rank 0 alone writes the checkpoint
         print(f"bps-train: stopped at update {res['updates']} by a signal; checkpoint {res['checkpoint']} "
               "saved; run the same command again to resume", file=sys.stderr, flush=True)
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+    if learner_cpu.launcher_count("WORLD_SIZE") > 1:
         # Under torchrun, about 1 run in 4 aborted *after* finishing (everything written, the
         # process group destroyed) with "terminate called without an active exception" in the
         # interpreter's teardown: a native thread of some extension still joinable at exit (not

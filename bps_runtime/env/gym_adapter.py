@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bps_assets.errors import MissingDependencyError
+from bps_assets.errors import MissingDependencyError, is_bool
 
 
 def _gymnasium():
@@ -69,7 +69,7 @@ def GymVectorEnv(env, as_torch: bool = False):
                     out[k] = self._infos(v)
                 elif hasattr(v, "detach"):
                     out[k] = self._out(v)
-                elif isinstance(v, (bool, np.bool_)):   # one flag of the whole step: a row per env
+                elif is_bool(v):   # one flag of the whole step: a row per env
                     out[k] = (torch.full((self.num_envs,), bool(v), device=self.env.device) if self.as_torch
                               else np.full(self.num_envs, bool(v)))
                 else:

@@ -257,11 +257,14 @@ class DatasetEpisodes(EpisodeSupply):
         n = len(scene_indices)
         w0 = self.waits
         out = NewEpisodes(np.zeros((n, 3), np.float32), np.zeros(n, np.float32), np.zeros((n, 3), np.float32),
-                          np.zeros(n, np.int64), [""] * n, np.zeros(n, np.int32), np.full(n, np.nan))
+                          np.zeros(n, np.int64), [""] * n, np.zeros(n, np.int32),
+                          None if self.heading_of is None else np.full(n, np.nan))   # None: no task heading
         for scene_index, entries in groups(scene_indices):
             st = self._state(scene_index)
             for i in entries.tolist():
                 p, _ = self._next_dataset(st)
                 out.start[i], out.yaw[i], out.goal[i], out.rows[i] = p.start, p.yaw, p.goal, p.row
-                out.episode_ids[i], out.goal_id[i], out.heading[i] = p.episode_id, p.goal_id, p.heading
+                out.episode_ids[i], out.goal_id[i] = p.episode_id, p.goal_id
+                if out.heading is not None:
+                    out.heading[i] = p.heading
         return out, self.waits > w0

@@ -41,9 +41,9 @@ def scene_and_episode_counts(manifest_path, split: str) -> tuple[int, int]:
 def file_episode_count(manifest_path, split: str, path, map_file) -> int:
     """Distinct episodes (``distinct_episodes``) of the episode file ``path`` on ``split``'s usable
     scenes, the file read by ``map_file`` (the task's ``TaskSpec.episode_file``) as its supply
-    reads it: what an eval of the file plans its environments with (an ObjectNav file with episodes
-    on a scene without semantics is refused by ``make()``, not served in part). InputError when the
-    file is missing."""
+    reads it: what an eval of the file plans its environments with (an ObjectNav file's scenes
+    without semantics are served too; ``make()`` refuses them only with the ``semantic`` sensor).
+    InputError when the file is missing."""
     from bps_assets.pipeline.manifest import load_manifest
 
     if not Path(path).exists():

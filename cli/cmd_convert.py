@@ -224,7 +224,7 @@ def _not_packed_hint(file) -> str:
 @click.option("--resolution", type=click.IntRange(1, MAX_RESOLUTION), default=RenderOptions.resolution[1],
               show_default=True, help="Sensor width in pixels (square) the resident bytes are for: it picks "
                                       "the converter LOD level a scene with --lod levels loads.")
-@click.option("--hfov", type=click.FloatRange(0, 180, min_open=True, max_open=True), default=RenderOptions.hfov_deg,
+@click.option("--hfov", type=Finite(0, 180, min_open=True, max_open=True), default=RenderOptions.hfov_deg,
               show_default=True, help="Sensor horizontal field of view (degrees) the resident bytes are for.")
 @click.option("--lod", "lod", default="auto", show_default=True,
               help="The level the resident bytes are for: auto (the one the sensor loads), full, or a level index "

@@ -481,7 +481,9 @@ def _scene_episodes(path: Path, scene: str, limit: int) -> list:
     dataset, read by the reader of the task its keys show (``_file_task``), whose errors name what
     is wrong (an ObjectNav or InstanceImageNav episode gets its goal objects, with their view
     points); InputError when it has none. A ``content/`` folder is read as its split folder."""
-    if path.is_dir() and path.name == "content" and not (path / "content.json.gz").exists():
+    from bps_assets.nav.episodes import CONTENT_DIR, SUFFIX
+
+    if path.is_dir() and path.name == CONTENT_DIR and not (path / f"{CONTENT_DIR}{SUFFIX}").exists():
         path = path.parent   # habitat's layout: SPLIT/SPLIT.json.gz + SPLIT/content/SCENE.json.gz
     task = _file_task(path)
     if task == "instance_imagenav":

@@ -60,10 +60,11 @@ def navmesh_from_file(path: str | os.PathLike, settings: NavSettings | None = No
         dm = read_detour_navmesh(path)
         if settings is not None:
             own = dm.nav_settings()
-            if keep_agent:
+            if keep_agent:   # the file's own agent: nothing to refuse
                 settings = dataclasses.replace(settings, agent_radius=own.agent_radius,
                                                agent_height=own.agent_height)
-            refuse_other_agent(path, own, settings)
+            else:
+                refuse_other_agent(path, own, settings)
         nav = checked(import_detour(dm, settings), path)
     else:
         settings = settings or DEFAULT_SETTINGS

@@ -19,10 +19,10 @@ import numpy as np
 from ..errors import ConfigError
 from .paths import shortest_path
 from .indoor import episode_islands, is_indoor
-from .preview import _PALETTE, floor_levels
+from .preview import _PALETTE, PLAIN, floor_levels
 
 HEADER, MARGIN, GAP = 14, 4, 6
-NAVIGABLE, BLOCKED, BACKGROUND = (228, 228, 228), (88, 88, 88), (250, 250, 250)
+NAVIGABLE, BLOCKED, BACKGROUND = PLAIN, (88, 88, 88), (250, 250, 250)
 # kind -> (colour, legend label, glyph); the drawing order in a legend
 KINDS = {
     "shortest_path": ((20, 160, 60), "shortest path", "line"),

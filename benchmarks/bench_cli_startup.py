@@ -25,6 +25,9 @@ COMMANDS = {
     "bps-assets --help": ["-m", "cli.main", "--help"],
     "bps-assets --version": ["-m", "cli.main", "--version"],
     "bps-assets datasets": ["-m", "cli.main", "datasets"],
+    "import pipeline.manifest (what reads a manifest)": ["-c", "import bps_assets.pipeline.manifest"],
+    "  + bps_assets.nav (what it imported until 2026-11-28)": [
+        "-c", "import bps_assets.pipeline.manifest, bps_assets.nav.settings"],
     "import bps_runtime (torch; the old start-up path)": ["-c", "import cli.env_bench"],
 }
 

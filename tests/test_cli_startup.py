@@ -112,3 +112,23 @@ def test_the_demo_command_composes_pipeline_and_runtime_steps():
 
     names = [s.name for s in demo_steps()]
     assert names[: len(DEFAULT_STEPS)] == [s.name for s in DEFAULT_STEPS] and names[-1] == "env"
+
+
+def test_reading_a_manifest_imports_no_navmesh_code(tmp_path):
+    """``pipeline.manifest`` imported ``bps_assets.nav`` (the navmesh package, ~24 ms) at module
+    level for ``agent_mismatch``'s tolerance: every command that reads a manifest paid for it.
+    Reading one (``load_manifest``) loads no ``bps_assets.nav`` module; ``agent_mismatch`` still
+    compares agents with ``nav.settings.AGENT_TOLERANCE``."""
+    from bps_assets.pipeline.manifest import new_manifest, write_manifest
+
+    doc = new_manifest(dataset="gibson", split="tiny", subsets=["train"], shard=None, source_root=None,
+                       settings={"nav": {"agent_radius": 0.1, "agent_height": 1.5}}, scenes={}, missing=[],
+                       episodes={})
+    path = write_manifest(doc, tmp_path / "manifest.json")
+    code = ("import sys; from bps_assets.pipeline.manifest import load_manifest, agent_mismatch; "
+            f"m = load_manifest({str(path)!r}); "
+            "print(sorted(n for n in sys.modules if n.startswith('bps_assets.nav'))); "
+            "print(agent_mismatch(m, 0.1 + 5e-4, 1.5) is None, agent_mismatch(m, 0.1 + 2e-3, 1.5) is None)")
+    out = subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, capture_output=True, text=True)
+    loaded, checks = out.stdout.splitlines()
+    assert loaded == "[]" and checks == "True False", out.stdout

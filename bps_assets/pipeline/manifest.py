@@ -24,7 +24,6 @@ from ..errors import (ConfigError, CorruptFileError, FormatVersionError, InputEr
                       is_int, is_real)
 from ..json_input import parse_json
 from ..hashing import settings_fingerprint
-from ..nav.settings import AGENT_TOLERANCE, agent_diffs
 
 FORMAT = "bps-dataset-manifest"
 FORMAT_VERSION = 1
@@ -216,10 +215,15 @@ def navmesh_settings(manifest: "Manifest"):
 
 
 def agent_mismatch(manifest: "Manifest", agent_radius: float, agent_height: float,
-                   tolerance: float = AGENT_TOLERANCE) -> str | None:
+                   tolerance: float | None = None) -> str | None:
     """One line saying how the navmeshes' agent (``navmesh_settings``) differs from the
-    task's ``agent_radius`` / ``agent_height`` (m), or None when they match or the manifest
-    records no agent: what the runtime refuses a dataset with."""
+    task's ``agent_radius`` / ``agent_height`` (m) by more than ``tolerance`` (None:
+    ``nav.settings.AGENT_TOLERANCE``), or None when they match or the manifest records no
+    agent: what the runtime refuses a dataset with."""
+    # imported here: the nav package (~24 ms) is not needed by what only reads a manifest
+    from ..nav.settings import AGENT_TOLERANCE, agent_diffs
+
+    tolerance = AGENT_TOLERANCE if tolerance is None else tolerance
     nav = navmesh_settings(manifest)
     if nav is None:
         return None

@@ -438,3 +438,9 @@ def test_semantic_pair_is_named_by_the_one_suffix_table(layout, tmp_path):
     assert sorted(p.name for p in Path(info.path).parent.iterdir() if p != Path(info.path)) == \
         sorted(stem + s for s in synth.SEMANTIC_SUFFIXES[layout])
     assert _annotated(tmp_path, layout, info.name)
+    # one file rule: the readers' (find_semantic) finds exactly the pair synth wrote
+    from bps_assets.readers.semantic_files import find_semantic
+
+    found = find_semantic(info.path)
+    assert found is not None and found.format == synth.names.SEMANTIC_FORMAT[layout]
+    assert [Path(found.mesh), Path(found.table)] == synth.semantic_paths(info.path, layout)

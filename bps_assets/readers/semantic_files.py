@@ -19,6 +19,9 @@ from ..errors import AnnotationError
 from ..semantics import Annotation
 
 FORMATS = ("hm3d", "mp3d")
+# THE file rule of a pair, per format: (mesh, table) = the scan's name up to its first dot + these
+# (``candidates``; synth writes its pairs by it too: ``synth.names.semantic_paths``)
+PAIR_SUFFIXES = {"hm3d": (".semantic.glb", ".semantic.txt"), "mp3d": ("_semantic.ply", ".house")}
 
 
 @dataclass(frozen=True)
@@ -38,8 +41,7 @@ def candidates(scene: str | os.PathLike) -> list[SemanticSource]:
     """The annotation pairs habitat would look for beside ``scene`` (HM3D, then MP3D)."""
     p = Path(scene)
     stem = p.name.split(".")[0]
-    return [SemanticSource("hm3d", str(p.with_name(stem + ".semantic.glb")), str(p.with_name(stem + ".semantic.txt"))),
-            SemanticSource("mp3d", str(p.with_name(stem + "_semantic.ply")), str(p.with_name(stem + ".house")))]
+    return [SemanticSource(f, *(str(p.with_name(stem + s)) for s in PAIR_SUFFIXES[f])) for f in FORMATS]
 
 
 def find_semantic(scene: str | os.PathLike, formats=FORMATS) -> SemanticSource | None:

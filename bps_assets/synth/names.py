@@ -12,20 +12,21 @@ from pathlib import Path
 
 from ..errors import ConfigError, DatasetError
 from ..manifests_location import manifests_dir
+from ..readers.semantic_files import PAIR_SUFFIXES, candidates
 
 LAYOUTS = ("gibson", "mp3d")
 ORDER_SPLIT = {"gibson": "tiny", "mp3d": "benchmark"}  # the split whose lists give the order
-# the object-annotation pair beside a scan, per layout, as the real datasets name it (the scan's
-# stem + suffix): gibson -> HM3D-Semantics (semantic.write_hm3d), mp3d -> MP3D (semantic.write_mp3d)
-SEMANTIC_SUFFIXES = {"gibson": (".semantic.glb", ".semantic.txt"), "mp3d": ("_semantic.ply", ".house")}
+# whose object-annotation pair a layout's scans get: gibson -> HM3D-Semantics (semantic.write_hm3d),
+# mp3d -> MP3D (semantic.write_mp3d); the files are named by the readers' rule (PAIR_SUFFIXES)
+SEMANTIC_FORMAT = {"gibson": "hm3d", "mp3d": "mp3d"}
+SEMANTIC_SUFFIXES = {layout: PAIR_SUFFIXES[f] for layout, f in SEMANTIC_FORMAT.items()}
 
 
 def semantic_paths(scene_path: str | os.PathLike, layout: str) -> list[Path]:
-    """The annotation pair's paths beside the scan ``scene_path``: its name up to the first dot
-    + each of ``SEMANTIC_SUFFIXES[layout]``, in that order."""
-    p = Path(scene_path)
-    stem = p.name.split(".")[0]
-    return [p.with_name(stem + suffix) for suffix in SEMANTIC_SUFFIXES[layout]]
+    """[mesh, table]: the paths of the annotation pair of ``layout``'s format beside the scan
+    ``scene_path``, where ``readers.semantic_files.find_semantic`` looks for it."""
+    src = next(c for c in candidates(scene_path) if c.format == SEMANTIC_FORMAT[layout])
+    return [Path(src.mesh), Path(src.table)]
 
 
 def _check_layout(layout: str):

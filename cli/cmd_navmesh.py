@@ -461,14 +461,15 @@ def _semantic_preview(nav, navfile: Path, semantic: Path, out, overwrite, max_si
 
 
 def _file_task(path: Path) -> str:
-    """The task whose episode file ``path`` is (a split file, its folder or a content file), by the
-    keys of the first of its files that shows them (``episode_tasks.episode_file_task``: a split
-    file whose episodes are in ``content/`` may show none); "pointnav" when none does."""
+    """The task whose episode file ``path`` is (a split file, its folder or content folder, or a
+    content file), by the keys of the first of its files that shows them
+    (``episode_tasks.episode_file_task``: a split file whose episodes are in ``content/`` may
+    show none); "pointnav" when none does."""
     from bps_assets.nav.episode_tasks import episode_file_task
-    from bps_assets.nav.episodes import CONTENT_DIR, SUFFIX
+    from bps_assets.nav.episodes import CONTENT_DIR, SUFFIX, split_file_of
 
-    # a folder is read through its own split file, as ``episodes.dataset_files`` reads it
-    folder, split = (path, path / f"{path.name}{SUFFIX}") if path.is_dir() else (path.parent, path)
+    split = split_file_of(path)   # the file the readers read (a folder: its split file)
+    folder = split.parent
     for f in ([split] if split.is_file() else []) + sorted((folder / CONTENT_DIR).glob(f"*{SUFFIX}")):
         found = episode_file_task(f)
         if found is not None:
@@ -480,11 +481,8 @@ def _scene_episodes(path: Path, scene: str, limit: int) -> list:
     """The first ``limit`` episodes of ``scene`` in a PointNav, ObjectNav or InstanceImageNav
     dataset, read by the reader of the task its keys show (``_file_task``), whose errors name what
     is wrong (an ObjectNav or InstanceImageNav episode gets its goal objects, with their view
-    points); InputError when it has none. A ``content/`` folder is read as its split folder."""
-    from bps_assets.nav.episodes import CONTENT_DIR, SUFFIX
-
-    if path.is_dir() and path.name == CONTENT_DIR and not (path / f"{CONTENT_DIR}{SUFFIX}").exists():
-        path = path.parent   # habitat's layout: SPLIT/SPLIT.json.gz + SPLIT/content/SCENE.json.gz
+    points); InputError when it has none. A ``content/`` folder is read as its split folder
+    (``episodes.split_file_of``, as every reader reads a folder)."""
     task = _file_task(path)
     if task == "instance_imagenav":
         from bps_assets.nav.instance_imagenav_files import read_instance_imagenav_dataset

@@ -280,6 +280,21 @@ def split_file(out_dir: str | os.PathLike, split: str) -> Path:
     return Path(out_dir) / split / f"{split}{SUFFIX}"
 
 
+def split_file_of(path: str | os.PathLike) -> Path:
+    """THE rule of which file a habitat v1 dataset given as ``path`` is read from (every reader,
+    hence the runtime, and the CLI): a file itself; a split folder its own ``SPLIT/SPLIT.json.gz``;
+    a ``content/`` folder its split folder's (habitat's layout ``SPLIT/SPLIT.json.gz`` +
+    ``SPLIT/content/SCENE.json.gz``), unless it holds a ``content.json.gz`` of its own."""
+    p = Path(path)
+    if not p.is_dir():
+        return p
+    if p.name == CONTENT_DIR and not (p / f"{CONTENT_DIR}{SUFFIX}").exists():
+        p = p.parent
+    if p.name in ("", ".."):   # "." or "content" typed inside the folder: the folder's own name
+        p = Path(os.path.abspath(p))
+    return p / f"{p.name}{SUFFIX}"
+
+
 class _NotJson(TypeError):
     """json.dumps's ``default`` protocol: an object it cannot write (a bug of the caller's data)."""
 
@@ -627,14 +642,12 @@ def dataset_files(path: str | os.PathLike, scenes: Iterable[str] | None = None,
                   what: str = "PointNav", items_for=None) -> list[tuple[Path, dict]]:
     """(file, JSON document) of every file of a habitat v1 dataset, the split file first.
 
-    ``path``: the split file (``.../SPLIT/SPLIT.json.gz``), its folder, or one content file.
-    When a ``content/`` folder (``content_scenes_path``) sits beside the split file, its
+    ``path``: the split file (``.../SPLIT/SPLIT.json.gz``), its folder, its ``content/`` folder
+    or one content file (``split_file_of``). When a ``content/`` folder (``content_scenes_path``) sits beside the split file, its
     ``{scene}.json.gz`` files follow (only ``scenes`` if given; a missing one is an
     ``InputError``); otherwise the split file alone holds the episodes. ``items_for(file)``: the
     file's streamed members (``read_json``'s ``items``), each file parsed as its turn comes."""
-    p = Path(path)
-    if p.is_dir():
-        p = p / f"{p.name}{SUFFIX}"
+    p = split_file_of(path)
     items_for = items_for or (lambda f: None)
     doc = read_json(p, what, items_for(p))
     wanted = None if scenes is None else set(scenes)
@@ -662,7 +675,7 @@ def dataset_files(path: str | os.PathLike, scenes: Iterable[str] | None = None,
 
 __all__ = ["EpisodeOptions", "DEFAULTS", "generate_episodes", "make_episode",
            "write_pointnav_dataset", "read_pointnav_dataset", "read_pointnav_table", "validate_episode", "check_table_unique_ids",
-           "habitat_scene_id", "scene_seed", "split_file", "write_split", "dataset_files", "read_json",
+           "habitat_scene_id", "scene_seed", "split_file", "split_file_of", "write_split", "dataset_files", "read_json",
            "check_split_name", "check_scene_name", "join_scenes_dir", "join_table_scenes_dir", "as_number", "finite_number", "distance_rejection", "in_distance_range", "ratio_kept",
            "ratio_sample_rate",
            "where_episodes_start"]

@@ -27,7 +27,8 @@ from ..errors import InputError, ResourceLimitError, is_int
 from .episode_stream import STREAMED
 from .episode_table import EpisodeTable
 from .episodes import (_vec, finite_number, check_scene_name, check_table_unique_ids, check_split_name, dataset_files,
-                       FileCaps, join_table_scenes_dir, read_json, validate_episode, write_split, SUFFIX, CONTENT_DIR)
+                       FileCaps, join_table_scenes_dir, read_json, split_file_of, validate_episode, write_split, SUFFIX,
+                       CONTENT_DIR)
 
 WHAT = "ObjectNav"
 # habitat's objectgoal is an int64 in [0, max id]; its own files use 0..20 (MP3D) and 0..5 (HM3D)
@@ -316,8 +317,7 @@ def read_category_map(path: str | os.PathLike) -> dict[str, int] | None:
     def maps_only(_file):   # dataset_files' per-file hook: episodes and goals parsed, dropped
         return {"episodes": ("list", _ignore), "goals_by_category": ("map_of_lists", _ignore)}
 
-    p = Path(path)
-    split = p / f"{p.name}{SUFFIX}" if p.is_dir() else p
+    split = split_file_of(path)
     maps = _check_maps(read_json(split, WHAT, maps_only(split)), split)
     if maps is None:   # the maps ride in the content files: the first that has them
         maps = next((m for f, doc in dataset_files(path, None, WHAT, maps_only)[1:]

@@ -419,20 +419,29 @@ def _unchecked(navfile: Path, what: str) -> None:
                "drawn unchecked", err=True)
 
 
+def _check_scene(navfile: Path, nav, path: Path, recorded, scene, what: str, drawn: str) -> None:
+    """``topdown.check_map_scene`` of ``path`` (``what`` it is, the scene it ``recorded``) against
+    the navmesh's scenes and ``--scene``: refused (naming ``--scene``) on a navmesh that records
+    its scene, ``drawn`` unchecked with a note on one that does not."""
+    from bps_assets.nav.topdown import check_map_scene
+
+    scenes, checked = _map_scenes(navfile, nav)
+    try:
+        check_map_scene(path, recorded, scenes | ({scene} if scene else set()), what)
+    except InputError as e:
+        if checked:
+            raise InputError(path, f"{e.detail} (or --scene with that name if this navmesh is of it)") from None
+        _unchecked(navfile, drawn)
+
+
 def _agent_path(path: Path, navfile: Path, nav, scene):
     """``--agent-path``'s positions; one whose recorder JSON names another scene is refused on a
     navmesh that records its scene (``--scene`` names the map's scene instead), drawn with a note
     on one that does not."""
-    from bps_assets.nav.topdown import check_path_scene, read_agent_path_scene
+    from bps_assets.nav.topdown import read_agent_path_scene
 
     pts, recorded = read_agent_path_scene(path)   # read once; a bad file: its own error
-    scenes, checked = _map_scenes(navfile, nav)
-    try:
-        check_path_scene(path, recorded, scenes | ({scene} if scene else set()))
-    except InputError as e:
-        if checked:
-            raise InputError(path, f"{e.detail} (or --scene with that name if this navmesh is of it)") from None
-        _unchecked(navfile, f"{path.name}'s scene")
+    _check_scene(navfile, nav, path, recorded, scene, "an episode", f"{path.name}'s scene")
     return pts
 
 
@@ -445,13 +454,10 @@ def _semantic_preview(nav, navfile: Path, semantic: Path, out, overwrite, max_si
 
     packed = read_packed_scene(semantic, sections=["object_ids", "object_category", "object_region",
                                                    "object_aabb", "object_source_ids"])
-    names, checked = _map_scenes(navfile, nav)
-    if isinstance(packed.scene_id, str) and packed.scene_id and packed.scene_id not in names | {scene}:
-        if checked:   # another scene's objects: a wrong map, not a map
-            raise InputError(semantic, f"is scene {packed.scene_id!r}, the navmesh is of "
-                                       f"{' / '.join(repr(s) for s in sorted(names))}: give both files of one scene "
-                                       "(or --scene with that name if this navmesh is of it)")
-        _unchecked(navfile, f"{semantic.name}'s objects (scene {packed.scene_id!r})")
+    recorded = packed.scene_id if isinstance(packed.scene_id, str) and packed.scene_id else None
+    # another scene's objects: a wrong map, not a map
+    _check_scene(navfile, nav, semantic, recorded, scene, "the packed scene",
+                 f"{semantic.name}'s objects (scene {recorded!r})")
     table = packed.semantics
     if table is None:   # bad input like any other: "error: ...", exit 2
         raise InputError(semantic, "the packed scene has no semantic section")

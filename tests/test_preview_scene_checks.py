@@ -33,7 +33,10 @@ def test_semantic_scene_of_another_navmesh_is_refused(data, tmp_path):
     png = tmp_path / "m.png"
     r = _run("preview", out / "navmeshes" / f"{a}.navmesh.bps", "-o", png, "--semantic", out / "scenes" / f"{b}.bps")
     assert r.exit_code == 2 and not png.exists()
-    assert f"{b}.bps: is scene '{b}', the navmesh is of '{a}'" in r.output, r.output
+    # the library's wording (topdown.check_map_scene), as for --agent-path; until 2026-11-28 the
+    # CLI worded it apart: "B.bps: is scene 'B', the navmesh is of 'A': give both files of one scene"
+    assert f"{b}.bps: is the packed scene of scene '{b}', not of the map's ('{a}'): give that scene's navmesh" \
+        in r.output, r.output
     r = _run("preview", out / "navmeshes" / f"{a}.navmesh.bps", "-o", png, "--semantic", out / "scenes" / f"{a}.bps")
     assert r.exit_code == 0 and png.exists(), r.output
     # a navmesh file renamed: the scene it was built from (its header's source) still matches
@@ -75,15 +78,20 @@ def test_recorded_path_of_another_scene_is_refused(data, tmp_path):
 
 
 def test_read_agent_path_scene_check_is_optional(tmp_path):
+    """``read_agent_path`` reads positions only; the scene check is ``check_map_scene`` on what
+    ``read_agent_path_scene`` read (``read_agent_path(scenes=)`` was used by this test alone:
+    dropped 2026-11-28, its assertions kept on the two calls it made)."""
     from bps_assets.errors import InputError
-    from bps_assets.nav.topdown import read_agent_path
+    from bps_assets.nav.topdown import check_map_scene, read_agent_path, read_agent_path_scene
 
     ep = Path(tmp_path / "ep.json")
     ep.write_text(json.dumps({"scene_id": "Other", "positions": [[1, 2, 3]]}))
     assert read_agent_path(ep).shape == (1, 3)
-    assert read_agent_path(ep, {"Other"}).shape == (1, 3)
+    pts, recorded = read_agent_path_scene(ep)
+    check_map_scene(ep, recorded, {"Other"})
+    assert pts.shape == (1, 3) and recorded == "Other"
     with pytest.raises(InputError, match="scene 'Other'"):
-        read_agent_path(ep, {"Collierville"})
+        check_map_scene(ep, recorded, {"Collierville"})
 
 
 def test_preview_reads_an_agent_path_once(data, tmp_path, monkeypatch):

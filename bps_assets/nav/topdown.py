@@ -370,20 +370,18 @@ def scale_bar_metres(mpp: float, max_px: int) -> float:
 MAX_PATH_POINTS = 1_000_000   # cap on an agent-path file's points, checked before converting
 
 
-def read_agent_path(path, scenes=None) -> np.ndarray:
+def read_agent_path(path) -> np.ndarray:
     """Positions [K, 3] from an agent-path file: JSON (a list of [x, y, z], or an object whose
     ``positions`` is one: what ``bps_train.video`` writes beside each video) or text lines of
-    ``x y z`` / ``x,y,z``. ``InputError`` naming the file when it is none of these, or (``scenes``:
-    the map's scene names) when its JSON object's ``scene_id`` is another scene."""
-    pts, recorded = read_agent_path_scene(path)
-    check_path_scene(path, recorded, scenes)
-    return pts
+    ``x y z`` / ``x,y,z``. ``InputError`` naming the file when it is none of these. The scene a
+    recorder JSON names: ``read_agent_path_scene``, checked by ``check_map_scene``."""
+    return read_agent_path_scene(path)[0]
 
 
 def read_agent_path_scene(path) -> tuple[np.ndarray, str | None]:
     """``read_agent_path``'s positions and the scene its recorder JSON names (habitat's scene
     name of its ``scene_id``; None: none recorded), the file read once, nothing checked against
-    a map: a caller tells a bad file (this raises) from another scene's (``check_path_scene``)."""
+    a map: a caller tells a bad file (this raises) from another scene's (``check_map_scene``)."""
     import os
 
     from ..errors import InputError
@@ -417,14 +415,16 @@ def read_agent_path_scene(path) -> tuple[np.ndarray, str | None]:
     return pts, recorded
 
 
-def check_path_scene(path, recorded: str | None, scenes) -> None:
-    """InputError naming ``path`` when the scene its recorder JSON names (``recorded``, from
-    ``read_agent_path_scene``) is none of ``scenes`` (the map's scene names; None: no check)."""
+def check_map_scene(path, recorded: str | None, scenes, what: str = "an episode") -> None:
+    """THE refusal of another scene's file on a map: InputError naming ``path`` (``what`` it is:
+    an agent path's recorded episode, a packed scene) when the scene it records (``recorded``,
+    e.g. from ``read_agent_path_scene``; None: none) is none of ``scenes`` (the map's scene
+    names; None: no check)."""
     from ..errors import InputError
 
     if scenes is None or recorded is None or recorded in scenes:
         return
-    raise InputError(path, f"is an episode of scene {recorded!r}, not of the map's "
+    raise InputError(path, f"is {what} of scene {recorded!r}, not of the map's "
                            f"({' / '.join(repr(s) for s in sorted(scenes))}): give that scene's navmesh")
 
 

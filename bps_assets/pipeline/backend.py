@@ -199,18 +199,21 @@ class Backend:
         ``auto`` imports when a .navmesh is present and builds instead (saying why in ``note``)
         when the import fails, the file was built for another agent (radius, height) than the
         settings', or its surface does not fit the scene (``nav.validate.navmesh_misfit``);
-        ``import`` fails the scene in those cases, and without a .navmesh.
+        ``import`` fails the scene in those cases, and without a .navmesh. An imported one's
+        ``fit_points`` (``nav.validate.fit_points``, checked here) come back with it, so
+        preprocess's fit check of the written file (``scene_checks.navmesh_fit``) does not
+        decode it again.
         """
         from .. import nav
 
         settings = self._nav_settings()
         note = None
-        mesh = None
+        mesh = fit = None
         if mode not in NAVMESH_MODES:
             raise ConfigError(None, f"navmesh mode {mode!r} not one of {NAVMESH_MODES}")
         if mode in ("import", "auto") and detour_src is not None:
             try:
-                mesh = self._import(detour_src, packed, settings)
+                mesh, fit = self._import(detour_src, packed, settings)
                 source = "imported"
             except BpsError as e:  # unreadable, another agent's or another scene's: auto builds
                 if mode == "import":
@@ -259,25 +262,28 @@ class Backend:
             out["warning"] = warning
         if note:
             out["note"] = note
+        if fit is not None:
+            out["fit_points"] = fit
         return out
 
     def _import(self, detour_src: Path, packed: Path, settings):
-        """The habitat .navmesh imported, or NavError when it was built for another agent than
-        ``settings``' (naming each of radius and height that differs) or does not fit the packed
-        scene."""
+        """(the habitat .navmesh imported, its ``fit_points``), or NavError when it was built for
+        another agent than ``settings``' (naming each of radius and height that differs) or does
+        not fit the packed scene."""
         from ..nav.detour import import_detour, read_detour_navmesh
         from ..nav.settings import refuse_other_agent
-        from ..nav.validate import navmesh_misfit
+        from ..nav.validate import fit_points, points_misfit
         from .scene_checks import scene_bounds
 
         dm = read_detour_navmesh(detour_src)
         refuse_other_agent(detour_src, dm.nav_settings(), settings)
         # settings None: the .navmesh's own settings (habitat stores them in the file)
         mesh = import_detour(dm, self.nav_settings)   # the file read once
-        misfit = navmesh_misfit(mesh, scene_bounds(packed))
+        fit = fit_points(mesh)   # = navmesh_misfit's; kept for preprocess's check of the written file
+        misfit = points_misfit(fit, scene_bounds(packed))
         if misfit is not None:
             raise NavError(detour_src, misfit)
-        return mesh
+        return mesh, fit
 
     def episodes(self, navmesh_path: Path, scene: str, dataset_name: str, n: int, seed: int,
                  dst: Path, scene_id: str | None = None) -> dict:

@@ -384,7 +384,7 @@ def process_scene(task: SceneTask) -> SceneResult:
         if nav.get("note"):
             stats["navmesh_note"] = nav["note"]
         stats["navmesh_seconds"] = round(time.perf_counter() - t, 3)
-        _check_scene(task, out_root, rels, stats)
+        _check_scene(task, out_root, rels, stats, nav.get("fit_points"))
         outputs = {"scene": _file_entry(out_root, rels["scene"], True),
                    "navmesh": _file_entry(out_root, rels["navmesh"], True)}
         for rel in stats.pop("asset_files", None) or ():  # a composed scene's shared asset files
@@ -423,9 +423,11 @@ def process_scene(task: SceneTask) -> SceneResult:
         return _failed(src, msg, time.perf_counter() - t0)
 
 
-def _check_scene(task: SceneTask, out_root: Path, rels: dict, stats: dict) -> None:
+def _check_scene(task: SceneTask, out_root: Path, rels: dict, stats: dict, fit_points=None) -> None:
     """Raise for a scene with nothing to navigate, or whose imported navmesh does not fit it
-    (the backend builds one instead in auto mode: this is the net under any backend)."""
+    (the backend builds one instead in auto mode: this is the net under any backend).
+    ``fit_points``: the written navmesh's, when the backend gives them (then it is not decoded
+    again)."""
     from . import scene_checks
 
     if stats.get("semantic_error"):  # its annotation pair is broken: PointNav-only, said so
@@ -442,7 +444,7 @@ def _check_scene(task: SceneTask, out_root: Path, rels: dict, stats: dict) -> No
         raise err
     if stats.get("navmesh_source") != "imported":
         return
-    warning = scene_checks.navmesh_fit(name, out_root / rels["navmesh"], packed)
+    warning = scene_checks.navmesh_fit(name, out_root / rels["navmesh"], packed, fit_points)
     if warning is not None:
         raise NavError(task.src.navmesh, warning)
 
@@ -841,7 +843,8 @@ def _run(plan, ds, split, shard, options, backend, settings, out_root, mpath, pr
         say(f"  redoing {n}: kept output failed the resume check: {'; '.join(probs)}")
 
     wanted = options.workers or available_cores()
-    navs = [_navmesh_bytes(t) for t in tasks] if wanted > 1 else None  # ms per Detour file
+    # ms per Detour file (decoded again by its worker); in process no pool is sized: none read
+    navs = [_navmesh_bytes(t) for t in tasks] if wanted > 1 and not options.in_process else None
     workers, why = workers_for([_source_bytes(t) for t in tasks], wanted, available_memory(), navs)
     if why and tasks and not options.in_process:
         say(f"  {why}")

@@ -561,10 +561,11 @@ def read_pointnav_dataset(path: str | os.PathLike, scenes: Iterable[str] | None 
                           scenes_dir: str | None = None) -> list[dict]:
     """Episodes of a habitat PointNav v1 dataset (ours or habitat's own files).
 
-    ``path``: the split file (``.../SPLIT/SPLIT.json.gz``), its folder, or one content file.
-    As in habitat: when a ``content/`` folder sits beside the split file, the episodes come from
-    its ``{scene}.json.gz`` files (only ``scenes`` if given; ``content_scenes_path`` in the split
-    file is honoured); otherwise from the split file itself (filtered by ``scenes`` when given).
+    ``path``: the split file (``.../SPLIT/SPLIT.json.gz``), its folder, its ``content/`` folder,
+    or one content file (``split_file_of``). As in habitat: when a ``content/`` folder sits
+    beside the split file, the episodes come from its ``{scene}.json.gz`` files (only ``scenes``
+    if given; ``content_scenes_path`` in the split file is honoured); otherwise from the split
+    file itself (filtered by ``scenes`` when given).
     With ``scenes_dir``, ``scene_id`` loses a ``data/scene_datasets/`` prefix and is joined to
     it, like habitat's loader. Episodes are validated (``InputError`` naming file and episode);
     ``episode_id`` comes back as a string (an ``IntEpisodeId`` where the file has an integer).
@@ -643,9 +644,9 @@ def dataset_files(path: str | os.PathLike, scenes: Iterable[str] | None = None,
     """(file, JSON document) of every file of a habitat v1 dataset, the split file first.
 
     ``path``: the split file (``.../SPLIT/SPLIT.json.gz``), its folder, its ``content/`` folder
-    or one content file (``split_file_of``). When a ``content/`` folder (``content_scenes_path``) sits beside the split file, its
-    ``{scene}.json.gz`` files follow (only ``scenes`` if given; a missing one is an
-    ``InputError``); otherwise the split file alone holds the episodes. ``items_for(file)``: the
+    or one content file (``split_file_of``). When a ``content/`` folder (``content_scenes_path``)
+    sits beside the split file, its ``{scene}.json.gz`` files follow (only ``scenes`` if given; a
+    missing one is an ``InputError``); otherwise the split file alone holds the episodes. ``items_for(file)``: the
     file's streamed members (``read_json``'s ``items``), each file parsed as its turn comes."""
     p = split_file_of(path)
     items_for = items_for or (lambda f: None)

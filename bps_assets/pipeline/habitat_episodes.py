@@ -61,9 +61,10 @@ def scene_lookup(manifest, subset: str | None = None) -> tuple[dict[str, str], d
 
 def map_habitat_episodes(path: str | os.PathLike, manifest, subset: str | None = None,
                          allow_unmatched: bool = False) -> MappedEpisodes:
-    """Read habitat's PointNav v1 episodes at ``path`` (split file, its folder or a content
-    file; ``content/`` and ``content_scenes_path`` as habitat reads them) and group them by the
-    ``manifest`` scene each ``scene_id`` names (``subset``: only that subset's scenes).
+    """Read habitat's PointNav v1 episodes at ``path`` (split file, its folder or content folder
+    (``nav.episodes.split_file_of``), or a content file; ``content/`` and ``content_scenes_path``
+    as habitat reads them) and group them by the ``manifest`` scene each ``scene_id`` names
+    (``subset``: only that subset's scenes).
     ``manifest``: a ``Manifest`` or a path to one. Each scene's episodes: an ``EpisodeTable``."""
     return _map(path, read_pointnav_table(path), manifest, subset, allow_unmatched)
 

@@ -432,6 +432,10 @@ def test_a_cpu_rank_with_one_core_runs_one_group_on_its_share_of_the_cores(monke
     monkeypatch.delenv("LOCAL_WORLD_SIZE")
     monkeypatch.delenv("WORLD_SIZE")
     assert rank_threads(a, cpu) == 0 and not double_buffered(a, cpu)   # one core, one rank: nothing to overlap on
+    # the rule is --double-buffer auto (the default); true / false given decide, one core or not
+    assert a.double_buffer is None
+    assert double_buffered(dataclasses.replace(a, double_buffer=True), cpu)
+    assert not double_buffered(dataclasses.replace(a, double_buffer=False), cpu)
 
 
 def test_throughput_ranks_times_every_rank_at_once(manifest, capsys, restore_torch_host):

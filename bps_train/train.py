@@ -676,7 +676,7 @@ def evaluate(args) -> dict:
             if claims.claim(key):
                 counted[i] = key
             elif claims.taken(key):   # a repeat: every episode of its scene has started
-                env.world.scenes.leave_spent_scene(i, key[0])
+                env.world.scenes.request_swap_from(i, key[0])
     try:
         obs = env.reset()
         claim(range(n), env.last_info)
@@ -741,7 +741,7 @@ def eval_envs_and_swaps(args, source, want: int) -> tuple[int, dict]:
     than the K cache slots, sampled episodes (which never repeat) move each slot on after
     s = ceil(``want`` / scenes) episodes and run at most K x s envs, so the episodes started
     together at reset are s per slot too and the eval spreads over the scenes; file episodes
-    need no swap fields (``SceneCache.leave_spent_scene``)."""
+    need no swap fields (``SceneCache.request_swap_from``)."""
     n = max(1, min(want, 64))
     if source != "sample":
         return n, {}

@@ -106,23 +106,11 @@ class SampledObjectNav(DatasetEpisodes):
 
 
 def scene_semantics_error(path) -> str | None:
-    """Why the packed scene at ``path`` cannot serve ObjectNav (no object annotations), or None.
-    Decided from the header alone (every rank checks every scene of the split at start): a
-    plain scene's ``semantics`` object count, a composed scene's instance count (each instance
-    group is an object once expanded); no section is read or decompressed."""
-    from bps_assets.composed_section import HEADER_KEY as COMPOSED
-    from bps_assets.container import read_header
-    from bps_assets.packed_scene import KIND
-    from bps_assets.semantic_section import header_counts
+    """Why the packed scene at ``path`` cannot serve ObjectNav (no object annotations), or None
+    (``scenes.checks.semantic_objects``: from the header alone)."""
+    from ..scenes.checks import semantic_objects
 
-    hdr, secs, _ = read_header(path, KIND)
-    comp = hdr.get(COMPOSED)
-    if isinstance(comp, dict):
-        objects = comp.get("instances", 0)
-    else:
-        counts = header_counts(path, hdr, secs["indices"].shape[0] if "indices" in secs else 0)
-        objects = counts[0] if counts else 0
-    if not isinstance(objects, int) or objects <= 0:
+    if semantic_objects(path) <= 0:
         return "scene has no semantic annotations (objects): ObjectNav needs a scene preprocessed with its semantics"
     return None
 

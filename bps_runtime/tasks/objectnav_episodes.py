@@ -15,8 +15,6 @@ only for the ``semantic`` sensor, which the env checks where it sets the sensors
 """
 from __future__ import annotations
 
-import numpy as np
-
 from bps_assets.nav.geodesic import NEAR_EXACT
 from bps_assets.nav.objectnav_files import ObjectNavDataset, check_on_navmesh, goals_key
 

@@ -5,7 +5,10 @@ step in 4, as an untrained policy: a reset every 4th frame) and random moves wit
 
 - ``sim``: the env as it runs (the trainer's simulation-only figures), split into the CPU of
   its render calls (``its render``: the calling thread's, so the whole render only with
-  ``--threads 1``, where Embree traces on that thread) and ``the rest`` (host, supply, kernels);
+  ``--threads 1``, where Embree traces on that thread; the renders of the steps timed, not the
+  reset's before them) and ``the rest`` (host, supply, kernels); and, apart, the thread CPU of
+  one ``EpisodeSupply.release_many`` call in those steps (``release_many``: the ended episodes'
+  field rows given back, a step's few);
 - ``no render``: the same steps with the renderer's call answered by one kept frame, so the
   rest of the step (host bookkeeping, episode supply and its field worker, kernels) is all
   that is timed; its uniform minus no-STOP difference per reset is the reset's own CPU;
@@ -35,8 +38,9 @@ STREAMS = {"uniform": (0, 1, 2, 3), "no_stop": (1, 2, 3)}
 ROWS = ("sim", "  its render", "  the rest", "no render", "replay")
 
 
-def _window(env, steps: int, seed: int, actions) -> tuple[float, float]:
-    """Process CPU us per frame over ``steps`` batched steps, and episodes started per frame."""
+def _window(env, steps: int, seed: int, actions, start=None) -> tuple[float, float]:
+    """Process CPU us per frame over ``steps`` batched steps, and episodes started per frame;
+    ``start()``, if given, after the reset (whose render is not one of the steps')."""
     import torch
 
     g = torch.Generator().manual_seed(seed)
@@ -46,6 +50,8 @@ def _window(env, steps: int, seed: int, actions) -> tuple[float, float]:
     env.async_reset()
     for _ in range(groups):
         env.recv()
+    if start is not None:
+        start()
     for _ in range(groups):
         env.send(rand())
     e0, c0 = env.stats["episodes"], time.process_time()
@@ -79,14 +85,32 @@ def _worker(a) -> None:
     poses: list = []
 
     spent = [0.0]   # thread CPU of the render calls in the window
+    window = [False]   # from _window's start: the renders of the steps whose frames it counts
+    release = [0.0, 0]   # thread CPU and count of the supply's release_many calls in the window
+    release_many = world.episodes.release_many
 
     def recording(si, p, q, sensors):
+        if not window[0]:
+            return render(si, p, q, sensors)
         poses.append((si.clone(), p.clone(), q.clone()))
         c = time.thread_time()
         try:
             return render(si, p, q, sensors)
         finally:
             spent[0] += time.thread_time() - c
+
+    def releasing(scene_indices, rows):
+        c = time.thread_time()
+        try:
+            return release_many(scene_indices, rows)
+        finally:
+            if window[0]:
+                release[0] += time.thread_time() - c
+                release[1] += 1
+
+    def begin():
+        poses.clear()
+        spent[0], release[0], release[1], window[0] = 0.0, 0.0, 0, True
 
     kept: dict = {}
 
@@ -100,12 +124,13 @@ def _worker(a) -> None:
         _window(env, a.warmup, 0, STREAMS["uniform"])
         for rep in range(a.reps):
             for name, acts in STREAMS.items():
-                poses.clear()
-                spent[0] = 0.0
-                world.render = recording
-                us, resets = _window(env, a.steps, rep, acts)
-                world.render = render
-                its = 1e6 * spent[0] / (len(poses) * a.num_envs)
+                world.render, world.episodes.release_many = recording, releasing
+                us, resets = _window(env, a.steps, rep, acts, start=begin)
+                world.render, window[0] = render, False
+                del world.episodes.release_many
+                its = 1e6 * spent[0] / (len(poses) * a.num_envs)   # the window's renders: its frames'
+                if release[1]:
+                    out.setdefault(f"release_many/{name}", []).append(1e6 * release[0] / release[1])
                 out.setdefault(f"sim/{name}", []).append(us)
                 out.setdefault(f"  its render/{name}", []).append(its)
                 out.setdefault(f"  the rest/{name}", []).append(us - its)
@@ -123,6 +148,7 @@ def _worker(a) -> None:
                 out.setdefault(f"resets nr/{name}", []).append(resets)
     finally:
         world.render = render
+        world.episodes.__dict__.pop("release_many", None)
         env.close()
     print("RESULT " + json.dumps(out), flush=True)
 
@@ -144,6 +170,8 @@ def _report(name: str, runs: dict, threads: int) -> None:
         print(f"  {row:18s} {u:9.1f} {n:9.1f} {u - n:8.1f} {n / u:16.3f} {per}")
     print("  (per reset: the difference over the difference in resets per frame; 'replay' is the views' "
           "cost, no reset work)")
+    if "release_many/uniform" in med:   # a no-STOP window may end no episode
+        print(f"  release_many: {med['release_many/uniform']:.1f} us a call (thread CPU), uniform stream")
     if threads != 1:
         print("  (--threads > 1: 'its render' is the calling thread's share only, 'the rest' holds the others')")
 

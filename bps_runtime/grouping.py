@@ -5,7 +5,8 @@ the episode supplies (episodes taken / released by scene) share.
 scene indices (None when it is the identity: already sorted), ``bounds`` the [a, b) run of each
 scene in that order, ascending scene index, entries in their original order within a scene.
 A handful of numpy calls, whatever the number of scenes (up to ``SMALL`` entries, a few
-Python list operations: cheaper there); ``groups`` gives (scene index, entry positions) pairs.
+Python list operations: cheaper there; ``group_list`` is that path for a caller holding
+lists); ``groups`` gives (scene index, entry positions) pairs.
 """
 from __future__ import annotations
 
@@ -21,12 +22,11 @@ def group_by_scene(scene_indices: np.ndarray) -> tuple[np.ndarray | None, list[t
     if n == 0:
         return None, []
     if n <= SMALL:
-        ks = keys.tolist()
-        pos = sorted(range(n), key=ks.__getitem__)   # stable, as numpy's kind="stable"
-        sk = [ks[i] for i in pos]
-        cuts = [i for i in range(1, n) if sk[i] != sk[i - 1]]
-        order = None if pos == list(range(n)) else np.array(pos, np.intp)
-        return order, list(zip([0] + cuts, cuts + [n]))
+        pos, bounds = [], []
+        for _, at in group_list(keys.tolist()):
+            bounds.append((len(pos), len(pos) + len(at)))
+            pos += at
+        return (None if pos == list(range(n)) else np.array(pos, np.intp)), bounds
     if not (keys[1:] < keys[:-1]).any():
         order, sk = None, keys
     else:
@@ -34,6 +34,16 @@ def group_by_scene(scene_indices: np.ndarray) -> tuple[np.ndarray | None, list[t
         sk = keys[order]
     cuts = (np.flatnonzero(sk[1:] != sk[:-1]) + 1).tolist()
     return order, list(zip([0] + cuts, cuts + [n]))
+
+
+def group_list(keys: list, values: list | None = None) -> list[tuple[int, list]]:
+    """[(scene index, its entries' ``values``)] of short Python lists, in ascending scene index,
+    entries in their order (``values`` None: the positions): ``group_by_scene``'s path up to
+    ``SMALL`` entries, for callers that stay in lists (a step's few ended episodes)."""
+    out: dict = {}
+    for k, v in zip(keys, range(len(keys)) if values is None else values):
+        out.setdefault(k, []).append(v)
+    return sorted(out.items()) if len(out) > 1 else list(out.items())
 
 
 def groups(scene_indices: np.ndarray) -> list[tuple[int, np.ndarray]]:

@@ -33,6 +33,16 @@ def _parse_bool(s: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected a boolean, got {s!r}")
 
 
+def _parse_auto_bool(s: str) -> bool | None:
+    """A boolean, or ``auto`` (None: the program's own rule decides)."""
+    if s.lower() == "auto":
+        return None
+    try:
+        return _parse_bool(s)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"expected a boolean or auto, got {s!r}") from None
+
+
 def _parse_float(s: str) -> float:
     """A finite number: nan / inf would fail only after set-up, as a traceback from the loss."""
     try:
@@ -76,7 +86,12 @@ def parse(cls, argv=None, description: str = ""):
             doc += " (default: %(default)r)"
         kw = dict(default=default, help=doc, dest=f.name)
         origin = typing.get_origin(typ)
-        if typ is bool:
+        auto_bool = typ == typing.Optional[bool]   # None: "auto", the program's rule
+        if auto_bool:
+            # a string default goes through ``type`` too: None, shown as "(default: auto)"
+            kw.update(type=_parse_auto_bool, nargs="?", const=True, metavar="BOOL|auto",
+                      default="auto" if default is None else default)
+        elif typ is bool:
             kw.update(type=_parse_bool, nargs="?", const=True, metavar="BOOL")
         elif origin in (list, tuple):
             (inner, *_) = typing.get_args(typ)
@@ -89,7 +104,7 @@ def parse(cls, argv=None, description: str = ""):
         if f.metadata.get("choices"):
             kw.update(choices=f.metadata["choices"])
         p.add_argument("--" + f.name.replace("_", "-"), **kw)
-        if typ is bool:  # --no-resume as well as --resume false
+        if typ is bool or auto_bool:  # --no-resume as well as --resume false
             # no default of its own: the help would read "(default: True)" beside a switch-off
             p.add_argument("--no-" + f.name.replace("_", "-"), dest=f.name, action="store_false",
                            default=argparse.SUPPRESS, help=f"same as --{f.name.replace('_', '-')} false")

@@ -155,6 +155,44 @@ def episodes_id(source):
     return str(Path(source).resolve())
 
 
+def layout(groups: int, threads: int) -> dict:
+    """A run's layout per rank, saved in its identity ("layout") and compared on resume by
+    ``layout_note``: env groups per rank, and the rank's CPU threads (0: every usable core)."""
+    return {"groups": groups, "threads": threads}
+
+
+def saved_layout(ckpt: dict) -> tuple[dict, bool]:
+    """(the checkpoint's ``layout``, whether it recorded one). One saved before layouts were
+    (2026-11-28) gets bps-train's rule of 625ac9c and before: two groups when ``--double-buffer``
+    and an even NUM_ENVS >= 2, and every rank on ``--threads`` (0: every core, however many ranks)."""
+    got = ckpt["identity"].get("layout")
+    if isinstance(got, dict):
+        return got, True
+    args = ckpt["args"]
+    n = args.get("num_envs", 0)
+    two = args.get("double_buffer", True) is not False and n >= 2 and n % 2 == 0
+    return layout(2 if two else 1, args.get("threads", 0)), False
+
+
+def _layout_text(lay: dict) -> str:
+    threads = lay.get("threads")
+    return f"{lay.get('groups')} env group(s) per rank on " + (f"{threads} thread(s)" if threads else "every core")
+
+
+def layout_note(path, ckpt: dict, have: dict) -> str:
+    """One line when the checkpoint's layout (``saved_layout``) differs from this run's ``have``;
+    "" otherwise. Not a refusal: neither is in the env identity (the weights, optimizer and
+    counters resume as saved; the episode streams and the speed follow the new layout)."""
+    saved, recorded = saved_layout(ckpt)
+    if saved == have:
+        return ""
+    then = ("ran with " if recorded else "does not record its layout (saved before 2026-11-28): bps-train of "
+            "625ac9c and before ran it with ")
+    return (f"bps-train: note: {path} {then}{_layout_text(saved)}; this run has {_layout_text(have)} "
+            "(--double-buffer, --threads and the CPU cores per torchrun rank decide; no refusal: the weights, "
+            "optimizer and counters resume as saved, the episode streams and the speed follow this layout)")
+
+
 def saved_identity(ckpt: dict) -> dict:
     """The checkpoint's identity, with the keys a checkpoint saved before them lacks: the
     ``LATER_KEYS`` taken from its saved args and rank count, the ``IDENTITY_DEFAULTS`` (what that
@@ -285,8 +323,9 @@ def check_same_run(path, saved: dict, wanted: dict, manifest_bytes_sha256: str |
     for key, want in wanted.items():
         have = saved.get(key)
         if have == want or (key == "dataset_sha256" and have is not None and have == manifest_bytes_sha256) \
-                or key in ("noise_rules", "episode_rules", "episodes_typed") or (key == "episodes" and same_typed):
-            continue   # noise_rules, episode_rules: not a refusal, noise_note / episode_note say what changed
+                or key in ("noise_rules", "episode_rules", "episodes_typed", "layout") \
+                or (key == "episodes" and same_typed):
+            continue   # not a refusal: noise_note / episode_note / layout_note say what changed
         if key == "dataset_sha256":
             diffs.append("the dataset manifest (sha256 differs: another or a re-preprocessed dataset)")
         elif key == "env":

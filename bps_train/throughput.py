@@ -6,10 +6,10 @@ rollout collection (1 group, 2 groups), the PPO update alone, and end to end, wi
 
 Frames/s of: simulation only (random moves, one group), inference (one group of NUM_ENVS / 2),
 collection with 1 group and 2 (the trainer's), ``learn`` (one PPO update on random frames) and
-``end_to_end`` (a 2-group rollout then the update), also with a 1-thread update (``*_1_thread``)
-and a 1-group rollout (``*_1_group``); ratios to sim (issue 32: ``learn_over_sim`` >= 1,
-``end_to_end_over_sim`` >= 0.45). ``--frozen-act 1``: the rollout acts through the frozen copy,
-the eager one interleaved (``frozen_act_gain``). ``*_cores``: CPU time / wall time of a phase;
+``end_to_end`` (a 2-group rollout then the update; ``*_1_thread``: a 1-thread update, ``*_1_group``),
+``sim_replay`` (that timed rollout's own actions simulated alone); ratios to sim (issue 32:
+``learn_over_sim`` >= 1, ``end_to_end_over_sim`` >= 0.45). ``--frozen-act 1``: the rollout acts
+through the frozen copy, the eager one interleaved. ``*_cores``: CPU time / wall time of a phase;
 ``*_core_us``: CPU us per frame. Host settings and autocast as the trainer's (``--bf16 0``: fp32).
 ``--ranks N`` (``ranks_*``): the trainer as N torchrun-style ranks on this host (NUM_ENVS / N envs
 each, its share of the cores and scenes, gloo all-reduce), all ranks timed together.
@@ -53,12 +53,11 @@ def random_rollout(num_envs: int, steps: int, resolution, hidden: int) -> Rollou
     return ro
 
 
-def trainer_actions(env, policy, steps: int, resolution, amp=contextlib.nullcontext) -> tuple[torch.Tensor, torch.Tensor]:
-    """(actions [steps, envs], rewards [steps, envs]) of the trainer's rollout on ``env`` from its
-    reset (a fresh env: ``replay_window`` on another fresh env of the same seed retraces it)."""
-    ro = Rollout.empty(steps, env.num_envs, (*resolution, 1), torch.float32, policy.hidden, "cpu")
-    collect_rollout(env, policy, ro, start_rollouts(env, policy, torch.device("cpu")), "depth", amp)
-    return ro.actions.clone(), ro.rewards.clone()
+def replay_start(env, policy, seed: int):
+    """The carry of a rollout whose actions ``sim_replay`` can replay: ``env``'s episode streams
+    restarted as ``make(seed=seed)`` starts them (``env.seed``), then its reset (untimed)."""
+    env.seed(seed)
+    return start_rollouts(env, policy, torch.device("cpu"))
 
 
 def replay_window(env, actions: torch.Tensor, start=None) -> tuple[int, float, float, torch.Tensor]:
@@ -79,15 +78,15 @@ def replay_window(env, actions: torch.Tensor, start=None) -> tuple[int, float, f
     return actions.numel(), time.perf_counter() - t0, time.process_time() - c0, torch.stack(rewards)
 
 
-def sim_replay(make_env, policy, steps: int, resolution, amp, start=None) -> tuple[tuple[int, float, float], bool]:
-    """``replay_window`` of ``trainer_actions``, each on a fresh env from ``make_env()``: (the
-    timed window, whether the replay retraced the rollout: the same rewards at every step)."""
+def sim_replay(make_env, actions: torch.Tensor, rewards: torch.Tensor, start=None) -> tuple[tuple[int, float, float], bool]:
+    """``replay_window`` of a timed rollout's own ``actions`` (one started by ``replay_start`` with
+    the seed ``make_env()``'s fresh env has; one group) -> (the timed window, whether the replay
+    retraced the rollout: its ``rewards`` at every step)."""
     env = make_env()
-    actions, rewards = trainer_actions(env, policy, steps, resolution, amp)
-    env.close()
-    env = make_env()
-    frames, wall, cpu, replayed = replay_window(env, actions, start)
-    env.close()
+    try:
+        frames, wall, cpu, replayed = replay_window(env, actions, start)
+    finally:
+        env.close()
     return (frames, wall, cpu), torch.equal(replayed, rewards)
 
 
@@ -198,7 +197,7 @@ def _rank(rank: int, a, port: int, out_path: str) -> None:
             learn(policy, opt, ro, args, amp, world)
 
         sim_window(env, 2, 0, actions=(1, 2, 3))   # warm-up
-        carry = None
+        carry, own = None, []
         for _ in range(a.repeats):
             sim_row("ranks_sim", (1, 2, 3))
             sim_row("ranks_sim_uniform", (0, 1, 2, 3))
@@ -207,12 +206,14 @@ def _rank(rank: int, a, port: int, out_path: str) -> None:
             learn(policy, opt, ro, args, amp, world)   # warm-up (oneDNN primitives)
             timed("ranks_collect", n * a.steps, collect)
             timed("ranks_learn", n * a.steps, lambda: learn(policy, opt, ro, args, amp, world))
+            carry = replay_start(env, policy, rank)   # the replay's episodes: a fresh env of this rank's seed
             timed("ranks_end_to_end", n * a.steps, loop)
+            own.append((ro.actions.clone(), ro.rewards.clone()))   # the timed rollout's, for its replay
         env.close()
         same = True
-        for _ in range(a.repeats):   # the trainer's own frames, simulated alone (one group: the replay's)
+        for actions, rewards in own:   # each timed rollout's own frames, simulated alone (one group)
             with threads(1):
-                window, ok = sim_replay(lambda: make_env(n), policy, a.steps, res, amp, start=dist.barrier)
+                window, ok = sim_replay(lambda: make_env(n), actions, rewards, start=dist.barrier)
             rows.append(("ranks_sim_replay", *window))
             same = same and ok
         every = [None] * world
@@ -358,17 +359,20 @@ def main(argv=None):
             for key, k in loops:
                 with threads(k):
                     ppo_update(policy, opt, ro, amp)  # warm-up
+                if key == "end_to_end":   # from the reset of a fresh env of seed 0: its replay's
+                    carry = replay_start(env, policy, 0)
 
                 def loop(k=k):
                     collect_rollout(env, act, ro, carry, "depth", amp)
                     with threads(k):
                         ppo_update(policy, opt, ro, amp)
                 ph.record(key, frames, loop)
+                if key == "end_to_end":
+                    own = ro.actions.clone(), ro.rewards.clone()
             env.close()
-        # simulation only of the trainer's own frames (its untrained policy's actions, replayed)
+        # simulation only of the frames end_to_end timed: its rollout's own actions, replayed (one group)
         window, same = sim_replay(lambda: bps_runtime.make(a.manifest, split="train", num_envs=n, batch_size=n, seed=0,
-                                                           resolution=res, episodes="sample", **kw),
-                                  policy, a.steps, res, amp)
+                                                           resolution=res, episodes="sample", **kw), *own)
         ph.add("sim_replay", *window)
         replay_same.append(same)
         # inference alone, on the batch size of one group of two

@@ -83,10 +83,11 @@ class Args:
     lod: str = arg("auto", "converter LOD level the scenes load: auto (the coarsest within a pixel at 1 m), "
                            "full (the full mesh) or a level index 0-7 (docs/RUNTIME.md, Converter LOD level)")
     num_envs: int = arg(32, "environments per rank")
-    double_buffer: bool = arg(True, "two groups of NUM_ENVS/2 so inference on one overlaps simulation of the "
-                                    "other; one group when NUM_ENVS is odd (make's groups are all one size) or on the CPU when "
-                                    "this rank has one core or less (torchrun with a rank per core, a 1-core host), "
-                                    "where two groups cost more than they overlap")
+    double_buffer: bool | None = arg(None, "two groups of NUM_ENVS/2 so inference on one overlaps simulation of "
+                                           "the other (one group when NUM_ENVS is odd: make's groups are all one "
+                                           "size); auto: two, except on the CPU when this rank has one core or less "
+                                           "(torchrun with a rank per core, a 1-core host), where two groups cost more "
+                                           "than they overlap; true / false decide everywhere")
     cache_slots: int = arg(0, "resident scenes per rank (the scene cache's slots; 0: the runtime's default)")
     scene_repeat_steps: int = arg(10_000, "training keeps each cache slot's scene about this many steps per env, then "
                                           "streams in the next (habitat-lab's max_scene_repeat_steps; only with more "
@@ -224,10 +225,13 @@ def rank_threads(args, device) -> int:
 
 
 def double_buffered(args, device) -> bool:
-    """``--double-buffer``, except on a CPU rank with one core to itself (e.g. torchrun with a rank
-    per core): the second group's policy would have no idle core to overlap the simulator on, and
-    two groups cost more CPU per frame than one (docs/PERFORMANCE.md, "One rank per core")."""
-    return args.double_buffer and not (torch.device(device).type == "cpu" and host_share(device)[0] == 1)
+    """``--double-buffer`` true / false as given; auto (None): double buffering except on a CPU
+    rank with one core to itself (e.g. torchrun with a rank per core): the second group's policy
+    would have no idle core to overlap the simulator on, and two groups cost more CPU per frame
+    than one (docs/PERFORMANCE.md, "One rank per core")."""
+    if args.double_buffer is not None:
+        return args.double_buffer
+    return not (torch.device(device).type == "cpu" and host_share(device)[0] == 1)
 
 
 def num_groups(num_envs: int, double_buffer: bool) -> int:
@@ -672,7 +676,7 @@ def evaluate(args) -> dict:
             if claims.claim(key):
                 counted[i] = key
             elif claims.taken(key):   # a repeat: every episode of its scene has started
-                env.world.scenes.leave_spent_scene(i, key[0])
+                env.world.scenes.request_swap_from(i, key[0])
     try:
         obs = env.reset()
         claim(range(n), env.last_info)
@@ -737,7 +741,7 @@ def eval_envs_and_swaps(args, source, want: int) -> tuple[int, dict]:
     than the K cache slots, sampled episodes (which never repeat) move each slot on after
     s = ceil(``want`` / scenes) episodes and run at most K x s envs, so the episodes started
     together at reset are s per slot too and the eval spreads over the scenes; file episodes
-    need no swap fields (``SceneCache.leave_spent_scene``)."""
+    need no swap fields (``SceneCache.request_swap_from``)."""
     n = max(1, min(want, 64))
     if source != "sample":
         return n, {}
@@ -953,11 +957,13 @@ def train(args) -> dict:
                         args.episodes, double_buffered(args, device), scene_shard=(rank, world),
                         swaps=scene_rotation(args, args.split, args.num_envs, (rank, world)), threads=threads)
     run_id["env"] = checkpoint.env_identity(config)   # saved with the checkpoint, compared on resume
+    run_id["layout"] = checkpoint.layout(num_groups(args.num_envs, double_buffered(args, device)), threads)
     saved = checkpoint.saved_identity(ckpt) if ckpt is not None else {}
     if ckpt is not None:   # the batch's shape and the rank count are part of it: one RNG stream per rank
         old_id = checkpoint.legacy_manifest_sha256(args.dataset)   # the identity checkpoints saved before 2026-11-27
         checkpoint.check_same_run(ckpt_path, saved, run_id, old_id)
-        for note in (checkpoint.noise_note(ckpt_path, ckpt), checkpoint.episode_note(ckpt_path, ckpt)):
+        for note in (checkpoint.noise_note(ckpt_path, ckpt), checkpoint.episode_note(ckpt_path, ckpt),
+                     checkpoint.layout_note(ckpt_path, ckpt, run_id["layout"])):
             if rank == 0 and note:
                 print(note, file=sys.stderr, flush=True)
         if rank == 0 and (note := checkpoint.categories_note(ckpt_path, saved)):
@@ -997,13 +1003,13 @@ def train(args) -> dict:
         run_id["goal_categories"] = env.goal_categories
     if not update and rank == 0 and (moved := move_previous_run(out)) is not None:
         print(f"bps-train: starting fresh: the previous run's files in {out} were moved to {moved}", flush=True)
-    if rank == 0 and args.double_buffer and not double_buffered(args, device):
+    if rank == 0 and args.double_buffer is None and not double_buffered(args, device):
         from bps_assets.host import available_cores
 
         print(f"bps-train: one env group per rank: {available_cores()} CPU core(s) for {host_share(device)[1]} rank(s) "
-              "on this host leave a rank one core or less, none free for the policy to overlap the simulator on",
-              flush=True)
-    elif rank == 0 and args.double_buffer and num_groups(n, True) == 1:
+              "on this host leave a rank one core or less, none free for the policy to overlap the simulator on "
+              "(--double-buffer auto; --double-buffer true runs two groups anyway)", flush=True)
+    elif rank == 0 and double_buffered(args, device) and num_groups(n, True) == 1:
         print(f"bps-train: --num-envs {n} is odd: one group of {n} envs, without double buffering", flush=True)
     log = Log(out, writer_cls, update) if rank == 0 else None
     stop = StopOnSignal(rank, world)

@@ -40,3 +40,18 @@ def test_list_path_matches_numpy_path():
 def test_groups_gives_positions_per_scene():
     assert [(s, p.tolist()) for s, p in groups(np.array([3, 1, 3, 0]))] == [(0, [3]), (1, [1]), (3, [0, 2])]
     assert group_by_scene(np.array([], np.int64)) == (None, [])
+
+
+def test_group_list_is_the_list_path_with_values():
+    """``group_list`` (the list path, which ``EpisodeSupply.release_many`` uses for a step's few
+    ended episodes) groups values as ``groups`` groups positions: ascending scene, entry order."""
+    from bps_runtime.grouping import group_list
+
+    rng = np.random.default_rng(1)
+    for n in range(1, SMALL + 1):
+        keys = rng.integers(0, 4, n).tolist()
+        vals = rng.integers(0, 1000, n).tolist()
+        want = [(s, [vals[i] for i in p.tolist()]) for s, p in groups(np.asarray(keys, np.int64))]
+        assert group_list(keys, vals) == want
+        assert group_list(keys) == [(s, p.tolist()) for s, p in groups(np.asarray(keys, np.int64))]
+    assert group_list([]) == []

@@ -78,9 +78,19 @@ def test_the_readers_mark_int_ids(manifest, tmp_path):
     assert not any(isinstance(i, IntEpisodeId) for i in read_pointnav_table(load_manifest(manifest).episodes_path("val")).ids)
 
 
-def test_an_imagenav_env_renders_int_id_goals_at_habitats_heading(manifest, tmp_path):
+def test_an_imagenav_env_renders_int_id_goals_at_habitats_heading(manifest, tmp_path, monkeypatch):
+    """The integer ids reach the goal images' renders and ``episode_goals`` marked (the ring
+    keeps the reader's ``IntEpisodeId``): both draw habitat's heading."""
     from bps_runtime import make
+    from bps_runtime.tasks import goal_images
 
+    drawn = []   # (id, heading) of every goal image rendered
+
+    def recorded(eid):
+        drawn.append((eid, goal_heading(eid)))
+        return drawn[-1][1]
+
+    monkeypatch.setattr(goal_images, "goal_heading", recorded)
     path = _int_id_file(manifest, tmp_path)
     with make(manifest, split="val", task="imagenav", episodes=str(path), num_envs=4, resolution=(16, 16),
               sensors=("rgb",)) as env:
@@ -93,3 +103,4 @@ def test_an_imagenav_env_renders_int_id_goals_at_habitats_heading(manifest, tmp_
             assert got == [_formula(int(i)) for i in ids]
             assert all(not math.isclose(h, goal_heading(str(i))) for h, i in zip(got, ids))
             env.step(np.zeros(4, np.int64))   # STOP: new episodes
+    assert drawn and all(isinstance(i, IntEpisodeId) and h == _formula(int(i)) for i, h in drawn)

@@ -210,3 +210,22 @@ def test_an_instance_imagenav_file_using_an_unannotated_scene_runs(partial, tmp_
         make(out, split="train", task=task, episodes=path, num_envs=2, resolution=(16, 16),
              sensors=("rgb", "semantic"))
     assert e.value.path.endswith(f"{plain}.bps")
+
+
+def test_the_semantic_sensor_rule_is_the_envs_one_for_object_goal_tasks(partial):
+    """``env.world.check_semantic_sensor``, where the env sets its sensors up: for an object-goal
+    task the ``semantic`` sensor on an unannotated scene served is an InputError naming its file
+    (whatever the supply); PointNav's semantic frames are 0 there (no refusal); no sensor, no read."""
+    from bps_assets.pipeline.manifest import load_manifest
+    from bps_runtime.env.world import check_semantic_sensor
+    from bps_runtime.tasks import task_spec
+
+    out, annotated, plain, _, _ = partial
+    entries = load_manifest(out / "manifest.json").scenes("train")
+    for task in ("objectnav", "instance_imagenav"):
+        with pytest.raises(InputError, match=r"'semantic' sensor needs; 1 of the 2 scenes served have none") as e:
+            check_semantic_sensor(entries, ("depth", "semantic"), task_spec(task))
+        assert e.value.path.endswith(f"{plain}.bps")
+        check_semantic_sensor([x for x in entries if x.name == annotated], ("semantic",), task_spec(task))
+        check_semantic_sensor(entries, ("depth", "rgb"), task_spec(task))
+    check_semantic_sensor(entries, ("semantic",), task_spec("pointnav"))

@@ -218,21 +218,21 @@ def test_wait_pending_makes_the_next_swap_deterministic():
         assert cache.take_report().waited == blocked
 
 
-def test_leave_spent_scene_moves_only_the_slot_still_on_that_scene():
+def test_request_swap_from_moves_only_the_slot_still_on_that_scene():
     """An eval's env started a repeat in its scene: its slot moves on only while that scene is
     the slot's active one and a next scene exists; other slots keep theirs."""
     with _started(3, 2, slots=2, seed=1) as cache:
         first = cache.assign_next(np.arange(2)).copy()
         cache.release_scenes(first)
         on0, on1 = cache.scene_id(int(first[0])), cache.scene_id(int(first[1]))
-        assert not cache.leave_spent_scene(0, on1)   # env 0's slot is not on that scene
-        assert cache.has_pending(0) and cache.leave_spent_scene(0, on0)
+        assert not cache.request_swap_from(0, on1)   # env 0's slot is not on that scene
+        assert cache.has_pending(0) and cache.request_swap_from(0, on0)
         again = cache.assign_next(np.arange(2))
         assert again[0] != first[0] and again[1] == first[1]
         assert cache.scene_id(int(again[0])) not in (on0, on1)   # the third scene
     with _started(2, 2, slots=2, seed=1) as cache:   # as many scenes as slots: no next scene to move to
         first = cache.assign_next(np.arange(2)).copy()
-        assert not cache.has_pending(0) and not cache.leave_spent_scene(0, cache.scene_id(int(first[0])))
+        assert not cache.has_pending(0) and not cache.request_swap_from(0, cache.scene_id(int(first[0])))
         assert not cache.slots[0].swap_requested
 
 

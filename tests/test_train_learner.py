@@ -432,6 +432,10 @@ def test_a_cpu_rank_with_one_core_runs_one_group_on_its_share_of_the_cores(monke
     monkeypatch.delenv("LOCAL_WORLD_SIZE")
     monkeypatch.delenv("WORLD_SIZE")
     assert rank_threads(a, cpu) == 0 and not double_buffered(a, cpu)   # one core, one rank: nothing to overlap on
+    # the rule is --double-buffer auto (the default); true / false given decide, one core or not
+    assert a.double_buffer is None
+    assert double_buffered(dataclasses.replace(a, double_buffer=True), cpu)
+    assert not double_buffered(dataclasses.replace(a, double_buffer=False), cpu)
 
 
 def test_throughput_ranks_times_every_rank_at_once(manifest, capsys, restore_torch_host):
@@ -460,25 +464,37 @@ def test_throughput_ranks_times_every_rank_at_once(manifest, capsys, restore_tor
 
 
 def test_sim_replay_retraces_the_rollout_only_on_the_same_episodes(manifest, restore_torch_host):
-    """``throughput.sim_replay`` replays the trainer's actions on a fresh env: retraced (the same
-    reward every step) when the env is the same seed's, not when its episodes differ."""
+    """``throughput.sim_replay`` replays a timed rollout's own actions (started by
+    ``replay_start``, after other rollouts on the same env, in one group or two) on a fresh env:
+    retraced (the same reward every step) when the env is the same seed's, not when its episodes
+    differ."""
     import itertools
 
     import bps_runtime
     from bps_train import throughput
+    from bps_train.ppo import Rollout
+    from bps_train.train import collect_rollout, start_rollouts
 
     torch.manual_seed(0)
     policy = Policy(1, hidden=16, width=4, resolution=(16, 16))
-    seeds = itertools.count()
+    seeds = itertools.count(1)
 
-    def make(seed=None):
-        return bps_runtime.make(str(manifest), split="train", num_envs=4, batch_size=4, seed=seed, resolution=(16, 16),
-                                episodes="sample", threads=1)
+    def make(seed=None, batch=4):
+        return bps_runtime.make(str(manifest), split="train", num_envs=4, batch_size=batch, seed=seed,
+                                resolution=(16, 16), episodes="sample", threads=1)
 
-    (frames, wall, cpu), same = throughput.sim_replay(lambda: make(0), policy, 6, (16, 16), contextlib.nullcontext)
-    assert same and frames == 24 and wall > 0 and cpu > 0
-    _, same = throughput.sim_replay(lambda: make(next(seeds)), policy, 6, (16, 16), contextlib.nullcontext)
-    assert not same
+    for batch in (4, 2):   # the one-process trainer's two groups are replayed in one
+        env = make(0, batch)
+        ro = Rollout.empty(6, 4, (16, 16, 1), torch.float32, 16, "cpu")
+        carry = start_rollouts(env, policy, torch.device("cpu"))
+        for _ in range(2):   # the phases before the timed rollout
+            collect_rollout(env, policy, ro, carry, "depth")
+        collect_rollout(env, policy, ro, throughput.replay_start(env, policy, 0), "depth")   # the timed one
+        env.close()
+        (frames, wall, cpu), same = throughput.sim_replay(lambda: make(0), ro.actions, ro.rewards)
+        assert same and frames == 24 and wall > 0 and cpu > 0, batch
+        _, same = throughput.sim_replay(lambda: make(next(seeds)), ro.actions, ro.rewards)
+        assert not same
 
 
 @pytest.mark.parametrize("ranks", ["1", "3", "-2"])

@@ -548,6 +548,38 @@ def test_an_imagenav_checkpoint_from_before_the_heading_rule_notes_it_once(datas
     assert sum("older episode rules" in ln for ln in capsys.readouterr().err.splitlines()) == 1
 
 
+def test_a_resume_with_another_layout_notes_it_once(dataset, tmp_path, capsys):
+    """A checkpoint records its layout per rank (env groups, threads); a resume with another one
+    (here --double-buffer true, then false) prints one note naming both, not a refusal, and none
+    when they match. A checkpoint from before layouts were recorded is read with the rule of then
+    (two groups when --double-buffer and NUM_ENVS is even, every rank on --threads)."""
+    from bps_train import checkpoint
+    from bps_train.train import run as main
+
+    out = tmp_path / "run"
+    base = ["--dataset", str(dataset), "--out-dir", str(out), "--resolution", "16", "--width", "4", "--hidden", "16",
+            "--num-envs", "2", "--rollout-steps", "4", "--sim-only-steps", "0", "--threads", "1"]
+
+    def notes():
+        return [ln for ln in capsys.readouterr().err.splitlines() if "env group(s) per rank" in ln]
+
+    main([*base, "--total-steps", "8", "--double-buffer", "true"])
+    first = torch.load(out / "checkpoint.pt", weights_only=True)
+    assert first["identity"]["layout"] == {"groups": 2, "threads": 1} and notes() == []
+    main([*base, "--total-steps", "16", "--double-buffer", "false"])   # resumes, not refused
+    assert torch.load(out / "checkpoint.pt", weights_only=True)["update"] == 2
+    (note,) = notes()
+    assert str(out / "checkpoint.pt") in note and "ran with 2 env group(s) per rank on 1 thread(s)" in note
+    assert "this run has 1 env group(s) per rank on 1 thread(s)" in note
+    main([*base, "--total-steps", "24", "--double-buffer", "false"])   # the layout it saved: no note
+    assert notes() == []
+    _save_without(out / "checkpoint.pt", first, "layout")   # saved before layouts were: two groups then
+    main([*base, "--total-steps", "16", "--double-buffer", "false"])
+    (note,) = notes()
+    assert "does not record its layout" in note and "625ac9c" in note and "2 env group(s)" in note
+    assert checkpoint.saved_layout(first) == ({"groups": 2, "threads": 1}, True)
+
+
 def test_eval_of_a_short_episode_file_runs_one_env_per_distinct_episode(dataset, tmp_path, monkeypatch):
     """--eval-episodes-file with fewer than 64 distinct episodes runs that many envs, not 64 (the
     env count sets which env and random stream runs each episode); --eval-episodes below it, that

@@ -154,6 +154,11 @@ def test_ppo_loss_normalizes_advantages_and_is_finite():
 def test_args_parse_types_and_defaults():
     a = parse(Args, ["--num-envs", "8", "--double-buffer", "false", "--lr", "1e-3", "--sensor", "rgb"])
     assert a.num_envs == 8 and a.double_buffer is False and a.lr == 1e-3 and a.sensor == "rgb"
+    # --double-buffer: auto (None, the default: train.double_buffered's rule), or a boolean that decides
+    assert parse(Args, []).double_buffer is None and parse(Args, ["--double-buffer", "auto"]).double_buffer is None
+    assert parse(Args, ["--double-buffer"]).double_buffer is True
+    assert parse(Args, ["--double-buffer", "TRUE"]).double_buffer is True
+    assert parse(Args, ["--no-double-buffer"]).double_buffer is False
     assert a.rollout_steps == 32 and a.epochs == 1 and a.minibatches == 2 and a.max_grad_norm == 1.0
     assert a.min_trust == 0.01 and a.weight_decay == 1e-2 and a.lr == 1e-3
     assert parse(Args, ["--resume"]).resume is True
@@ -472,6 +477,24 @@ def test_expected_duration_line():
     line = eta_line(3, 1957, 3072, 30.0, 1024)
     assert line.startswith("expected duration: 1954 more update(s), 2,000,896 frames at 102 frames/s")
     assert "about 5 h 25 min more" in line, line
+
+
+def test_layout_note_names_an_older_two_rank_cpu_checkpoints_layout():
+    """A 2-rank CPU checkpoint saved before layouts were recorded (625ac9c and before: two groups,
+    every rank's renderer on every core) resumed one group and one thread per rank: one note; a
+    recorded layout equal to this run's: none; an odd NUM_ENVS or --double-buffer false ran one group."""
+    from bps_train import checkpoint
+
+    old = {"args": {"num_envs": 64, "double_buffer": True, "threads": 0}, "identity": {}, "world": 2}
+    assert checkpoint.saved_layout(old) == ({"groups": 2, "threads": 0}, False)
+    note = checkpoint.layout_note("c.pt", old, checkpoint.layout(1, 1))
+    assert note.startswith("bps-train: note: c.pt does not record its layout") and "625ac9c" in note
+    assert "2 env group(s) per rank on every core; this run has 1 env group(s) per rank on 1 thread(s)" in note
+    assert checkpoint.layout_note("c.pt", old, checkpoint.layout(2, 0)) == ""
+    assert checkpoint.layout_note("c.pt", {**old, "identity": {"layout": checkpoint.layout(1, 1)}},
+                                  checkpoint.layout(1, 1)) == ""
+    for args in ({"num_envs": 63, "double_buffer": True, "threads": 0}, {"num_envs": 64, "double_buffer": False}):
+        assert checkpoint.saved_layout({**old, "args": args}) == ({"groups": 1, "threads": 0}, False)
 
 
 def test_noise_note_names_only_the_changes_that_apply():

@@ -137,31 +137,37 @@ def test_detached_scenes_are_released_only_after_their_frames_ran():
 
 
 def test_a_swap_does_not_wait_for_a_build_to_release_scenes():
-    from bps_runtime.warp_init import CUDA_BUILD_LOCK
+    """The env thread's ``_reap`` during a loader's CUDA build returns at once; the detached
+    scene (``CudaReleased``) is not freed beside the build but by the loader as its build ends."""
+    from bps_runtime.warp_init import device_build
 
+    scene = bumpy_floor(5, n=8)
+    sd = build_shading_data(scene)
     r = make_renderer("warp", RenderOptions(resolution=(8, 8)), device="cpu")
-    ran = _Scene()
-    gone = weakref.ref(ran)
+    ran = r.prepare(sd, scene.positions, scene.indices)
+    ran._cuda = True   # as built on CUDA
+    mesh = weakref.ref(ran.mesh)
     r._retired = [(_Event(True), ran)]
     del ran
     building, done = threading.Event(), threading.Event()
 
     def loader():   # a loader thread building a CUDA scene
-        with CUDA_BUILD_LOCK:
+        with device_build(SimpleNamespace(is_cuda=True)):
             building.set()
             done.wait(10)
 
     t = threading.Thread(target=loader)
     t.start()
     building.wait(10)
+    t0 = time.perf_counter()
     r._reap()           # returns at once: the swap does not wait for the build
+    assert time.perf_counter() - t0 < 5 and r._retired == []
     gc.collect()
-    assert gone() is not None and len(r._retired) == 1
+    assert mesh() is not None   # not freed beside the build
     done.set()
     t.join(10)
-    r._reap()
     gc.collect()
-    assert gone() is None and r._retired == []
+    assert mesh() is None and r._retired == []   # freed as the build ended
 
 
 def test_a_detached_cuda_scene_waits_for_its_frames_then_a_build_releases_it(monkeypatch):

@@ -183,6 +183,7 @@ def build_world(manifest_path, config, *, device) -> World:
     worker = FieldWorker()
     try:
         supply, entries = spec.supply(SupplyRequest(manifest, split, entries, c, worker))
+        check_semantic_sensor(entries, c.sensors.kinds, spec)   # the scenes served, whatever their supply
     except InputError as e:
         worker.close()
         raise episodes_error(e, spec.name, c.episodes.source, split) from None
@@ -195,6 +196,22 @@ def build_world(manifest_path, config, *, device) -> World:
     scenes = make_scene_manager(entries, c.cache_for_run(), num_envs=num_envs, renderer=renderer, device=device,
                                 manifest=manifest)
     return World(scenes, renderer, device=device, supply=supply, worker=worker, sensors=c.sensors.kinds)
+
+
+def check_semantic_sensor(entries, sensors, spec) -> None:
+    """For a task whose goals are objects (``spec.categories``: ObjectNav, InstanceImageNav) the
+    ``semantic`` sensor (in ``sensors``) needs semantic annotations in every scene served
+    (``entries``, sampled or from a file): else an InputError naming the first unannotated
+    scene's file. Other tasks' semantic frames are 0 where a scene has none. Header reads only."""
+    if "semantic" not in sensors or not spec.categories:
+        return
+    from ..scenes.checks import semantic_objects
+
+    plain = [e for e in entries if semantic_objects(e.scene) <= 0]
+    if plain:
+        raise InputError(plain[0].scene, f"scene has no semantic annotations (objects), which the 'semantic' "
+                                         f"sensor needs; {len(plain)} of the {len(entries)} scenes served have "
+                                         f"none: {', '.join(e.name for e in plain)}")
 
 
 def log_lod_rule(manifest, options) -> None:

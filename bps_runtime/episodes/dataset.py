@@ -7,18 +7,17 @@ An episode may have an ``EpisodeGoal`` (``goals``: scene name -> episode id -> g
 its field measures to (the nearest of them: e.g. goal objects' view points; without one, every
 ``goals[i].position`` of the episode, as habitat's DistanceToGoal), a key shared by
 the episodes that share one field row per scene visit, and the task's goal id (staged as
-``goal_id``). A prepared episode is a ``PreparedEpisode``.
+``goal_id``). A prepared episode is a ``PreparedEpisode``; its id is the reader's (an
+``IntEpisodeId`` for a JSON integer: ImageNav's ``goal_heading`` draws habitat's heading from it).
 """
 from __future__ import annotations
 
-import math
 import threading
 from dataclasses import dataclass
-from typing import Callable
-
 import numpy as np
 
 from bps_assets.errors import NavError
+from bps_assets.nav.episode_table import text_id
 from bps_assets.nav.geodesic import NEAR_EXACT
 from bps_assets.nav.pose import quaternion_yaw
 
@@ -47,14 +46,13 @@ class EpisodeGoal:
 @dataclass(frozen=True)
 class PreparedEpisode:
     """One dataset episode ready to queue: snapped start, yaw, goal point, its field row (one
-    reference), id, the task's goal id and its goal view's heading (NaN: ``goal_heading(id)``)."""
+    reference), id (``text_id``: an integer's marked) and the task's goal id."""
     start: np.ndarray
     yaw: float
     goal: np.ndarray
     row: int
     episode_id: str
     goal_id: int = 0
-    heading: float = math.nan
 
 
 class DatasetEpisodes(EpisodeSupply):
@@ -66,9 +64,6 @@ class DatasetEpisodes(EpisodeSupply):
     distinct episodes}: "start_off_navmesh", "goal_unreachable"; the first of each logged)."""
 
     source: str | None = None
-    # the task's goal-view heading of an episode id as the file reader gives it (ImageNav sets its
-    # goal_heading); None: episodes carry no heading (NaN)
-    heading_of: Callable[[str], float] | None = None
 
     def __init__(self, episodes_by_scene: dict, seed: int, worker, options: SupplyOptions = DEFAULTS,
                  goals: dict | None = None, near_gate: float = NEAR_EXACT):
@@ -151,7 +146,7 @@ class DatasetEpisodes(EpisodeSupply):
         start = np.asarray(e["start_position"], np.float64).reshape(1, 3)
         goal = np.asarray(e["goals"][0]["position"], np.float64).reshape(3)
         snapped = np.asarray(nm.snap_point(start), np.float64).reshape(3)
-        eid = str(e["episode_id"])
+        eid = text_id(e["episode_id"])   # an integer id stays marked, through the ring (ImageNav's heading)
         if not np.all(np.isfinite(snapped)):
             self._count_drop(st.name, "start_off_navmesh", eid)
             return None
@@ -168,10 +163,7 @@ class DatasetEpisodes(EpisodeSupply):
             self._count_drop(st.name, "goal_unreachable", eid)
             return None
         yaw = quaternion_yaw(e.get("start_rotation", [0, 0, 0, 1]))
-        # drawn here, from the id as the reader gave it (ImageNav: an integer id's heading differs
-        # from its text's, and past here ids are plain text)
-        heading = math.nan if self.heading_of is None else float(self.heading_of(e["episode_id"]))
-        return PreparedEpisode(snapped, yaw, goal, row, eid, 0 if target is None else int(target.goal_id), heading)
+        return PreparedEpisode(snapped, yaw, goal, row, eid, 0 if target is None else int(target.goal_id))
 
     def _count_drop(self, scene: str, reason: str, eid: str) -> None:
         """Count episode ``eid`` of ``scene`` left out for ``reason`` once; log the scene's first."""
@@ -257,14 +249,11 @@ class DatasetEpisodes(EpisodeSupply):
         n = len(scene_indices)
         w0 = self.waits
         out = NewEpisodes(np.zeros((n, 3), np.float32), np.zeros(n, np.float32), np.zeros((n, 3), np.float32),
-                          np.zeros(n, np.int64), [""] * n, np.zeros(n, np.int32),
-                          None if self.heading_of is None else np.full(n, np.nan))   # None: no task heading
+                          np.zeros(n, np.int64), [""] * n, np.zeros(n, np.int32))   # no heading: goal_heading(id)
         for scene_index, entries in groups(scene_indices):
             st = self._state(scene_index)
             for i in entries.tolist():
                 p, _ = self._next_dataset(st)
                 out.start[i], out.yaw[i], out.goal[i], out.rows[i] = p.start, p.yaw, p.goal, p.row
                 out.episode_ids[i], out.goal_id[i] = p.episode_id, p.goal_id
-                if out.heading is not None:
-                    out.heading[i] = p.heading
         return out, self.waits > w0

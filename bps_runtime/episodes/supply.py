@@ -25,7 +25,7 @@ from bps_assets.hashing import GAMMA, mix64
 from bps_assets.nav.episodes import DEFAULTS as _GEN
 from bps_assets.nav.geodesic import NEAR_EXACT
 
-from ..grouping import SMALL, group_by_scene
+from ..grouping import SMALL, group_by_scene, group_list
 from ..nav.buffers import FieldWorker, GoalFields, SceneNav
 
 
@@ -353,19 +353,16 @@ class EpisodeSupply(abc.ABC):
 
     def release_many(self, scene_indices: np.ndarray, rows: np.ndarray):
         """Episodes that used field ``rows`` of scenes ``scene_indices`` have ended: their rows are
-        released."""
+        released, scene by scene (``group_by_scene``)."""
         scene_indices, rows = np.asarray(scene_indices, np.int64).reshape(-1), np.asarray(rows, np.int64).reshape(-1)
-        if len(rows) <= SMALL:   # a step's few ended episodes: per-scene lists (GoalFields' list path)
-            by_scene: dict[int, list] = {}
-            for scene_index, row in zip(scene_indices.tolist(), rows.tolist()):
-                by_scene.setdefault(scene_index, []).append(row)
-            for scene_index in sorted(by_scene):
-                st = self._state(scene_index)
-                if st is not None:
-                    st.fields.release_many(by_scene[scene_index])
-            return
-        order, bounds = group_by_scene(scene_indices)
-        for a, b in bounds:
-            st = self._state(int(scene_indices[a if order is None else order[a]]))
+        if len(rows) <= SMALL:   # a step's few ended episodes: lists (GoalFields' list path)
+            parts = group_list(scene_indices.tolist(), rows.tolist())
+        else:
+            order, bounds = group_by_scene(scene_indices)
+            if order is not None:
+                scene_indices, rows = scene_indices[order], rows[order]
+            parts = [(int(scene_indices[a]), rows[a:b]) for a, b in bounds]
+        for scene_index, part in parts:
+            st = self._state(scene_index)
             if st is not None:
-                st.fields.release_many(rows[a:b] if order is None else rows[order[a:b]])
+                st.fields.release_many(part)

@@ -260,25 +260,22 @@ class WarpRenderer:
         return done
 
     def _reap(self, wait: bool = False):
-        """Release the detached scenes whose last frames have run (CUDA). ``wait`` (a loader
-        thread, before a build): wait for those frames and for a build in progress. Otherwise
-        (the env thread, at a swap) nothing waits: while a loader builds (it holds
-        ``CUDA_BUILD_LOCK``) the release is left to the next call or the next build."""
-        if not self._retired or not CUDA_BUILD_LOCK.acquire(blocking=wait):
+        """Let go of the detached scenes whose last frames have run (CUDA). ``wait`` (a loader
+        thread, before a build): wait for those frames first. The scenes are ``CudaReleased``:
+        dropped here, each is freed under ``CUDA_BUILD_LOCK`` at once, or, while a loader builds
+        (it holds the lock), by that loader as its build ends (``device_build``), so nothing here
+        waits for a build, and a loader's next build frees them before its own memory comes."""
+        if not self._retired:
             return
-        try:   # their last references go here, not beside a build
-            with self._lock:
-                ready, kept = [], []
-                for r in self._retired:
-                    (ready if wait or r[0].query() else kept).append(r)
-                self._retired = kept
-            for done, _ in ready:
-                if wait:
-                    done.synchronize()
-            ready.clear()
-            free_orphans()
-        finally:
-            CUDA_BUILD_LOCK.release()
+        with self._lock:
+            ready, kept = [], []
+            for r in self._retired:
+                (ready if wait or r[0].query() else kept).append(r)
+            self._retired = kept
+        for done, _ in ready:
+            if wait:
+                done.synchronize()
+        ready.clear()   # their last references (outside the renderer's lock)
 
     def close(self):
         """Release every scene's device memory now: on CUDA after the frames queued on the

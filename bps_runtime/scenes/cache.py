@@ -199,12 +199,12 @@ class SceneCache:
         for k in (range(self.num_slots) if slots is None else np.atleast_1d(slots).tolist()):
             self._sched.slots[int(k)].swap_requested = True
 
-    def leave_spent_scene(self, env_id: int, scene_id: str) -> bool:
-        """Env ``env_id`` started a repeat in scene ``scene_id`` (its episode cycle came round, so
-        each of its episodes has started): if that scene is still the active one of the env's
-        slot and the slot has a next scene, the slot's new episodes move there (``request_swap``),
-        so a pass over more scenes than slots (an eval of episode files) reaches every scene.
-        True if a swap was asked. Repeats follow from the seed and the steps, so the swaps do too."""
+    def request_swap_from(self, env_id: int, scene_id: str) -> bool:
+        """Ask env ``env_id``'s slot to swap away from scene ``scene_id``: if that scene is still
+        the slot's active one and the slot has a next scene, the slot's new episodes move there
+        (``request_swap``). True if a swap was asked. The eval calls it when an env starts a
+        repeat there (each of the scene's episodes has started), so a pass over more scenes than
+        slots reaches every scene; repeats follow from the seed and the steps, so the swaps do too."""
         k = int(self.env_slot[int(env_id)])
         active = self._sched.slots[k].active
         if active is None or self.scene_id(active) != scene_id or not self.has_pending(k):

@@ -12,6 +12,7 @@ is not another scene's file; ``nav.validate.require_navmesh_fit``: it lies insid
 scene's bounds). Each failure is one typed error naming the file; the cache quarantines the
 scene (or ``make()`` refuses it at start-up). The packed scene is not hashed here: its read
 checks every section's CRC, and its identity is in its header; ``verify --deep`` hashes it.
+``semantic_objects(path)``: a scene's object annotations, counted from its header alone.
 """
 from __future__ import annotations
 
@@ -85,3 +86,23 @@ def check_navmesh(source, nav, header: dict) -> None:
         raise CorruptFileError(path, f"header: built from {built_from!r}, another scene's file, not "
                                      f"scene {source.scene_id!r}'s: replaced by another scene's navmesh?")
     require_navmesh_fit(nav, header_bounds(header), path, source.scene_id)
+
+
+def semantic_objects(path) -> int:
+    """The object annotations of the packed scene at ``path`` (0: none), from its header alone
+    (every rank may check every scene of a split at start): a plain scene's ``semantics`` object
+    count, a composed scene's instance count (each instance group is an object once expanded);
+    no section is read or decompressed."""
+    from bps_assets.composed_section import HEADER_KEY as COMPOSED
+    from bps_assets.container import read_header
+    from bps_assets.packed_scene import KIND
+    from bps_assets.semantic_section import header_counts
+
+    hdr, secs, _ = read_header(path, KIND)
+    comp = hdr.get(COMPOSED)
+    if isinstance(comp, dict):
+        objects = comp.get("instances", 0)
+    else:
+        counts = header_counts(path, hdr, secs["indices"].shape[0] if "indices" in secs else 0)
+        objects = counts[0] if counts else 0
+    return objects if isinstance(objects, int) and not isinstance(objects, bool) else 0

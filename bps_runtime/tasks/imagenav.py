@@ -23,7 +23,6 @@ from .goal_encoders import ImageGoalEncoder
 from .goal_images import DEFAULT_BUDGET_BYTES, GoalImages, check_budget
 from .goalnav import (OUTCOME, SCHEMA, STAGING, Out, Params, State, apply_refills, begin_kernel, episode_info,
                       info, max_move, step_kernel)
-from ..episodes.dataset import DatasetEpisodes
 from ..episodes.files import point_goal_supply
 from .options import options_class
 from .spec import HostContext, TaskSpec
@@ -70,20 +69,11 @@ def goal_record(_record: dict | None, episode_id: str, heading: float) -> dict:
     return {"goal_heading": float(heading) if math.isfinite(heading) else float(goal_heading(episode_id))}
 
 
-def heading_supply(request):
-    """``point_goal_supply`` whose file episodes carry their goal heading, drawn from the id as the
-    file has it (an integer id: habitat's heading, ``bps_assets.nav.imagenav``)."""
-    out, entries = point_goal_supply(request)
-    if isinstance(out, DatasetEpisodes):
-        out.heading_of = goal_heading
-    return out, entries
-
-
 SPEC = TaskSpec(
     name=NAME, options=TaskOptions, actions=ACTION_NAMES, schema=SCHEMA, State=State, Out=Out, params=params,
     max_move=max_move, apply_refills=apply_refills, begin_kernel=begin_kernel, step_kernel=step_kernel,
     staging=STAGING, observations=OBSERVATIONS, info=info, episode_info=episode_info, outcome=OUTCOME,
-    supply=heading_supply, host_hook=host_hook, goal_record=goal_record, camera=CAMERA,
+    supply=point_goal_supply, host_hook=host_hook, goal_record=goal_record, camera=CAMERA,
     sizes=goalnav.sizes(image=True), goal_input=lambda obs: obs["imagegoal"],
     goal_input_spec=lambda resolution: ((*resolution, 3), torch.uint8), goal_encoder=ImageGoalEncoder,
     goal_headings=True)

@@ -33,7 +33,7 @@ from .goal_encoders import ImageGoalEncoder
 from .goal_images import DEFAULT_BUDGET_BYTES, GoalImages, check_budget
 from .goalnav import (OUTCOME, SCHEMA, STAGING, Out, Params, State, apply_refills, begin_kernel, episode_info,
                       info, max_move, step_kernel)
-from .objectnav_episodes import annotated_scenes, check_served, goal_set
+from .objectnav_episodes import annotated_scenes, goal_set, note_served
 from .options import options_class
 from .spec import HostContext, TaskSpec
 
@@ -221,7 +221,7 @@ def supply(request):
                                "an InstanceImageNav file's goals are its own")
     mapped = mapped_file(src, manifest, map_habitat_instance_imagenav)   # read once within episodes_read_once
     supply_, served = FileEpisodes.supply(request, mapped, mapped.goal_instances)
-    check_served(served, c.sensors.kinds)
+    note_served(served, c.sensors.kinds)
     return supply_, served
 
 

@@ -10,12 +10,10 @@ built once (``build_goals``: ray casting over the packed scene's mesh) and ``epi
 episodes drawn with habitat's generator rules (``generate_objectnav_episodes``), seeded by
 (seed, scene, visit). Semantics are checked only on the scenes served: sampling needs them (the
 split's unannotated scenes are left out with a warning); an episode file's scenes need them
-only for the ``semantic`` sensor (``check_served``). ``objectnav_supply``: the task's
+only for the ``semantic`` sensor, which the env checks where it sets the sensors up (``note_served``). ``objectnav_supply``: the task's
 ``TaskSpec.supply``.
 """
 from __future__ import annotations
-
-import numpy as np
 
 from bps_assets.nav.geodesic import NEAR_EXACT
 from bps_assets.nav.objectnav_files import ObjectNavDataset, check_on_navmesh, goals_key
@@ -106,23 +104,11 @@ class SampledObjectNav(DatasetEpisodes):
 
 
 def scene_semantics_error(path) -> str | None:
-    """Why the packed scene at ``path`` cannot serve ObjectNav (no object annotations), or None.
-    Decided from the header alone (every rank checks every scene of the split at start): a
-    plain scene's ``semantics`` object count, a composed scene's instance count (each instance
-    group is an object once expanded); no section is read or decompressed."""
-    from bps_assets.composed_section import HEADER_KEY as COMPOSED
-    from bps_assets.container import read_header
-    from bps_assets.packed_scene import KIND
-    from bps_assets.semantic_section import header_counts
+    """Why the packed scene at ``path`` cannot serve ObjectNav (no object annotations), or None
+    (``scenes.checks.semantic_objects``: from the header alone)."""
+    from ..scenes.checks import semantic_objects
 
-    hdr, secs, _ = read_header(path, KIND)
-    comp = hdr.get(COMPOSED)
-    if isinstance(comp, dict):
-        objects = comp.get("instances", 0)
-    else:
-        counts = header_counts(path, hdr, secs["indices"].shape[0] if "indices" in secs else 0)
-        objects = counts[0] if counts else 0
-    if not isinstance(objects, int) or objects <= 0:
+    if semantic_objects(path) <= 0:
         return "scene has no semantic annotations (objects): ObjectNav needs a scene preprocessed with its semantics"
     return None
 
@@ -144,25 +130,23 @@ def check_file_categories(path, have: dict, name: str | None) -> None:
                                 f"{goal_set(name)}")
 
 
-def check_served(entries, sensors=()) -> None:
-    """The scenes an episode file uses (``entries``) without semantic annotations: a file's
-    goals, view points and category map are its own (habitat-lab's ObjectNav reads no scene
-    annotation either), so such scenes serve it, said in one note; only the ``semantic``
-    sensor (in ``sensors``) needs them: then an InputError naming the first one's file."""
+def unannotated(entries) -> list:
+    """The entries whose scene has no semantic annotations (``scene_semantics_error``)."""
+    return [e for e in entries if scene_semantics_error(e.scene) is not None]
+
+
+def note_served(entries, sensors=()) -> None:
+    """One note naming the scenes an episode file uses (``entries``) without semantic
+    annotations: a file's goals, view points and category map are its own (habitat-lab's
+    ObjectNav reads no scene annotation either), so such scenes serve it. With the ``semantic``
+    sensor (in ``sensors``) no note: the env refuses them (``env.world.check_semantic_sensor``)."""
     import logging
 
-    from bps_assets.errors import InputError
-
-    plain = [e for e in entries if scene_semantics_error(e.scene) is not None]
-    if not plain:
-        return
-    names = ", ".join(e.name for e in plain)
-    if "semantic" in sensors:
-        raise InputError(plain[0].scene, f"scene has no semantic annotations (objects), which the 'semantic' "
-                                         f"sensor needs; {len(plain)} of the episode file's scenes have none: "
-                                         f"{names}")
-    logging.getLogger(__name__).info("%d of the episode file's %d scenes have no semantic annotations (the "
-                                     "file's goals do not need them): %s", len(plain), len(entries), names)
+    plain = [] if "semantic" in sensors else unannotated(entries)
+    if plain:
+        logging.getLogger(__name__).info("%d of the episode file's %d scenes have no semantic annotations (the "
+                                         "file's goals do not need them): %s", len(plain), len(entries),
+                                         ", ".join(e.name for e in plain))
 
 
 def annotated_scenes(request) -> list:
@@ -211,5 +195,5 @@ def objectnav_supply(request):
     mapped = mapped_file(src, manifest, map_habitat_objectnav)   # read once within an eval's episodes_read_once
     supply, served = ObjectNavFileEpisodes.supply(request, mapped, mapped.objectnav)
     check_file_categories(src, supply.goal_categories, c.episodes.categories)
-    check_served(served, c.sensors.kinds)
+    note_served(served, c.sensors.kinds)
     return supply, served

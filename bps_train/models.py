@@ -191,11 +191,11 @@ def lstm_steps(rnn: nn.LSTM, x, h, c, not_done, gemm_dtype: torch.dtype = torch.
         gx = torch.add(F.linear(x.to(gemm_dtype), rnn.weight_ih_l0.to(gemm_dtype)), bias)
         w_hh = rnn.weight_hh_l0.t().to(gemm_dtype)
         recur = lambda g, h: torch.add(g, torch.mm(h.to(gemm_dtype), w_hh))  # noqa: E731
-    keep = not_done.to(torch.float32)[..., None]
+    keep = not_done.to(torch.float32)[..., None].unbind(0)
     outs = []
-    for t in range(x.shape[0]):
+    for t, gx_t in enumerate(gx.unbind(0)):   # one unbind: indexing gx[t] zero-fills a gx-sized gradient per step
         h, c = h * keep[t], c * keep[t]
-        i, f, g, o = recur(gx[t], h).chunk(4, 1)
+        i, f, g, o = recur(gx_t, h).chunk(4, 1)
         c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
         h = torch.sigmoid(o) * torch.tanh(c)
         outs.append(h)

@@ -41,6 +41,7 @@ LEVERS = {
                    "passes of their own)",
     "se_mean": "the SE gate's mean, before the third pass",
     "lstm_per_step": "one nn.LSTM call per step, before issue 32",
+    "fp32_lstm": "the LSTM's GEMMs in fp32 under autocast too (before 2026-11-28)",
     "torch_stem": "the stem's conv, max-pool and relu as torch ops, before the fused stem (bps_train.stem)",
     "heap": "bps_train.learner_cpu.keep_freed_memory (without it glibc's defaults, the memory trimmed; an "
             "untimed update re-grows the heap first)",
@@ -122,8 +123,14 @@ def bf16_stem(x, conv):
     return y.to(torch.get_autocast_dtype("cpu")) if torch.is_autocast_enabled("cpu") else y
 
 
+def fp32_gemms(x):
+    """``models._gemm_dtype`` before 2026-11-28: the LSTM's GEMMs in fp32 whatever autocast says."""
+    return torch.float32
+
+
 FUSED_STEM = M.stem_pool_relu
-CODE = [(M, "stem_pool_relu", M.stem_pool_relu, torch_stem, "torch_stem"),
+CODE = [(M, "_gemm_dtype", M._gemm_dtype, fp32_gemms, "fp32_lstm"),
+        (M, "stem_pool_relu", M.stem_pool_relu, torch_stem, "torch_stem"),
         (M, "stem_pool_relu", M.stem_pool_relu, bf16_stem, "bf16_acts"),
         (M.FixupSEBlock, "forward", M.FixupSEBlock.forward, bf16_block_forward, "bf16_acts"),
         (M.Policy, "evaluate_sequence", M.Policy.evaluate_sequence, lstm_per_step, "lstm_per_step"),

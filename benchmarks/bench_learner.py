@@ -41,7 +41,10 @@ LEVERS = {
                    "passes of their own)",
     "se_mean": "the SE gate's mean, before the third pass",
     "lstm_per_step": "one nn.LSTM call per step, before issue 32",
-    "fp32_lstm": "the LSTM's GEMMs in fp32 under autocast too (before 2026-11-28)",
+    "indexed_lstm": "models.lstm_steps indexing gx[t] per step (before 2026-11-28: autograd zero-fills and adds "
+                    "a gx-sized gradient per step)",
+    "bf16_lstm": "the LSTM's two GEMMs on bf16 operands, its biases, gates and state fp32 (tried 2026-11-28: "
+                 "learned worse, not adopted)",
     "torch_stem": "the stem's conv, max-pool and relu as torch ops, before the fused stem (bps_train.stem)",
     "heap": "bps_train.learner_cpu.keep_freed_memory (without it glibc's defaults, the memory trimmed; an "
             "untimed update re-grows the heap first)",
@@ -123,13 +126,40 @@ def bf16_stem(x, conv):
     return y.to(torch.get_autocast_dtype("cpu")) if torch.is_autocast_enabled("cpu") else y
 
 
-def fp32_gemms(x):
-    """``models._gemm_dtype`` before 2026-11-28: the LSTM's GEMMs in fp32 whatever autocast says."""
-    return torch.float32
+def indexed_lstm_steps(rnn, x, h, c, not_done):
+    """``models.lstm_steps`` before 2026-11-28: ``gx[t]`` indexed per step (the same values)."""
+    gx = F.linear(x, rnn.weight_ih_l0, rnn.bias_ih_l0 + rnn.bias_hh_l0)
+    w_hh = rnn.weight_hh_l0.t()
+    keep = not_done.to(x.dtype)[..., None]
+    outs = []
+    for t in range(x.shape[0]):
+        h, c = h * keep[t], c * keep[t]
+        i, f, g, o = torch.addmm(gx[t], h, w_hh).chunk(4, 1)
+        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+        h = torch.sigmoid(o) * torch.tanh(c)
+        outs.append(h)
+    return torch.stack(outs), (h, c)
+
+
+def bf16_lstm_steps(rnn, x, h, c, not_done):
+    """``models.lstm_steps`` with both GEMMs on bf16 operands (fp32 gate inputs, state and output)."""
+    bf = torch.bfloat16
+    gx = torch.add(F.linear(x.to(bf), rnn.weight_ih_l0.to(bf)), rnn.bias_ih_l0 + rnn.bias_hh_l0)
+    w_hh = rnn.weight_hh_l0.t().to(bf)
+    keep = not_done.to(torch.float32)[..., None].unbind(0)
+    outs = []
+    for t, gx_t in enumerate(gx.unbind(0)):
+        h, c = h * keep[t], c * keep[t]
+        i, f, g, o = torch.add(gx_t, torch.mm(h.to(bf), w_hh)).chunk(4, 1)
+        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+        h = torch.sigmoid(o) * torch.tanh(c)
+        outs.append(h)
+    return torch.stack(outs), (h, c)
 
 
 FUSED_STEM = M.stem_pool_relu
-CODE = [(M, "_gemm_dtype", M._gemm_dtype, fp32_gemms, "fp32_lstm"),
+CODE = [(M, "lstm_steps", M.lstm_steps, indexed_lstm_steps, "indexed_lstm"),
+        (M, "lstm_steps", M.lstm_steps, bf16_lstm_steps, "bf16_lstm"),
         (M, "stem_pool_relu", M.stem_pool_relu, torch_stem, "torch_stem"),
         (M, "stem_pool_relu", M.stem_pool_relu, bf16_stem, "bf16_acts"),
         (M.FixupSEBlock, "forward", M.FixupSEBlock.forward, bf16_block_forward, "bf16_acts"),

@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 AVX2_FILES="tests/test_hostile_runs.py tests/test_instance_imagenav_task.py tests/test_objectnav_categories.py
     tests/test_objectnav_make.py tests/test_objectnav_partial_semantics.py tests/test_scene_rotation.py
-    tests/test_task_seam.py tests/test_train_learner.py tests/test_train_onednn.py
+    tests/test_task_seam.py tests/test_train_ddp_update.py tests/test_train_learner.py tests/test_train_onednn.py
     tests/test_train_output_safety.py tests/test_train_smoke.py tests/test_train_stem.py tests/test_train_units.py
     tests/test_video.py"
 bash scripts/setup_venv.sh test

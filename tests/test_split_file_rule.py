@@ -34,6 +34,11 @@ def test_the_rule(tmp_path, monkeypatch):
     assert split_file_of("..") == val / "val.json.gz"
     monkeypatch.chdir(val)
     assert split_file_of(".") == val / "val.json.gz" and split_file_of("content") == val / "val.json.gz"
+    monkeypatch.chdir(content)   # "." inside content/: made absolute before the content rule (was content.json.gz)
+    assert split_file_of(".") == val / "val.json.gz"
+    (content / "sub").mkdir()
+    monkeypatch.chdir(content / "sub")   # ".." names content/: its split's file
+    assert split_file_of("..") == val / "val.json.gz"
     # a folder named content that is itself a split (holds content.json.gz): its own file
     own = tmp_path / "other" / "content"
     own.mkdir(parents=True)

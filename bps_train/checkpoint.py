@@ -147,12 +147,16 @@ def episode_note(path, ckpt: dict) -> str:
 
 def episodes_id(source):
     """``--episodes`` (an env config's episode source) as the identity holds it: sample, dataset
-    or None as they are; an episode file as its resolved path, so the same file named relative,
-    absolute or through a link is the same run. A relative path saved by an older checkpoint
-    resolves against this run's working folder (where such a run was resumed from)."""
+    or None as they are; an episode file as the resolved path of the file it is read from
+    (``split_file_of``), so the same file named relative, absolute, through a link, or as its split
+    folder or content folder is the same run. An older checkpoint's id (the path as typed, or
+    resolved but not through ``split_file_of``) goes through it again on resume (``saved_identity``);
+    a relative one resolves against this run's working folder (where such a run was resumed from)."""
+    from bps_assets.nav.episodes import split_file_of
+
     if source in (None, "sample", "dataset") or not isinstance(source, str):
         return source
-    return str(Path(source).resolve())
+    return str(split_file_of(source).resolve())
 
 
 def layout(groups: int, threads: int) -> dict:

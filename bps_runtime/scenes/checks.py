@@ -12,7 +12,8 @@ is not another scene's file; ``nav.validate.require_navmesh_fit``: it lies insid
 scene's bounds). Each failure is one typed error naming the file; the cache quarantines the
 scene (or ``make()`` refuses it at start-up). The packed scene is not hashed here: its read
 checks every section's CRC, and its identity is in its header; ``verify --deep`` hashes it.
-``semantic_objects(path)``: a scene's object annotations, counted from its header alone.
+``semantic_objects(path)``: a scene's object annotations, counted from its header alone;
+``unannotated(entries)``: the manifest entries whose scene has none (THE rule of every caller).
 """
 from __future__ import annotations
 
@@ -106,3 +107,10 @@ def semantic_objects(path) -> int:
         counts = header_counts(path, hdr, secs["indices"].shape[0] if "indices" in secs else 0)
         objects = counts[0] if counts else 0
     return objects if isinstance(objects, int) and not isinstance(objects, bool) else 0
+
+
+def unannotated(entries) -> list:
+    """The manifest entries (in order) whose scene has no object annotations (``semantic_objects``
+    <= 0): the scenes the ``semantic`` sensor refuses, sampled ObjectNav leaves out and an
+    ObjectNav episode file's note names. Header reads only."""
+    return [e for e in entries if semantic_objects(e.scene) <= 0]

@@ -109,25 +109,13 @@ def test_preview_reads_a_split_folder_and_its_content_folder(tmp_path):
         assert r.exit_code == 0 and "3 episode(s)" in r.output and png.exists(), (given, r.output)
 
 
-def _run_id(episodes):
-    """The identity a run with ``--episodes episodes`` (and its env config) saves and compares."""
-    from types import SimpleNamespace
-
-    from bps_runtime.env.config import EnvConfig
-    from bps_train import checkpoint
-
-    args = SimpleNamespace(**{k: 1 for k in checkpoint.IDENTITY_ARGS})
-    args.episodes = episodes
-    out = checkpoint.identity(args, "d" * 64)
-    out["env"] = checkpoint.env_identity(EnvConfig.from_kwargs("m/manifest.json", episodes=episodes))
-    return out
-
-
 def test_a_resume_names_the_split_file_any_way_the_rule_reads_it(tmp_path, monkeypatch):
     """``checkpoint.episodes_id`` goes through the rule: ``--episodes SPLIT``, ``SPLIT/content`` and
     ``SPLIT/SPLIT.json.gz`` read one file, so they are one run (a resume switching between them was
     refused). A checkpoint saved with the old id (the typed path resolved as is: the split folder)
     still resumes with the same command, and with the others; another split is still refused."""
+    from test_train_smoke import _run_id
+
     from bps_assets.errors import ConfigError
     from bps_train import checkpoint
 

@@ -136,17 +136,23 @@ def test_detached_scenes_are_released_only_after_their_frames_ran():
     assert gone_queued() is None and r._retired == []
 
 
+def _cuda_scene(seed: int):
+    """(a Warp renderer on the CPU, a scene it prepared marked as built on CUDA, a weak reference
+    to the scene's mesh): the ``CudaReleased`` paths without a GPU."""
+    scene = bumpy_floor(seed, n=8)
+    sd = build_shading_data(scene)
+    r = make_renderer("warp", RenderOptions(resolution=(8, 8)), device="cpu")
+    ran = r.prepare(sd, scene.positions, scene.indices)
+    ran._cuda = True   # as built on CUDA
+    return r, ran, weakref.ref(ran.mesh)
+
+
 def test_a_swap_does_not_wait_for_a_build_to_release_scenes():
     """The env thread's ``_reap`` during a loader's CUDA build returns at once; the detached
     scene (``CudaReleased``) is not freed beside the build but by the loader as its build ends."""
     from bps_runtime.warp_init import device_build
 
-    scene = bumpy_floor(5, n=8)
-    sd = build_shading_data(scene)
-    r = make_renderer("warp", RenderOptions(resolution=(8, 8)), device="cpu")
-    ran = r.prepare(sd, scene.positions, scene.indices)
-    ran._cuda = True   # as built on CUDA
-    mesh = weakref.ref(ran.mesh)
+    r, ran, mesh = _cuda_scene(5)
     r._retired = [(_Event(True), ran)]
     del ran
     building, done = threading.Event(), threading.Event()
@@ -180,12 +186,7 @@ def test_a_scene_dropped_as_a_build_ends_is_freed_by_the_thread_that_dropped_it(
 
     from bps_runtime import warp_init
 
-    scene = bumpy_floor(6, n=8)
-    sd = build_shading_data(scene)
-    r = make_renderer("warp", RenderOptions(resolution=(8, 8)), device="cpu")
-    dropped = r.prepare(sd, scene.positions, scene.indices)
-    dropped._cuda = True   # as built on CUDA
-    mesh = weakref.ref(dropped.mesh)
+    r, dropped, mesh = _cuda_scene(6)
     in_window, release = threading.Event(), threading.Event()
 
     def loader():   # the end of a build (device_build): the last free_orphans(), then the release

@@ -10,10 +10,9 @@ and read whole anyway), ``check_scene_header(source, header)`` after the read (t
 header)`` (``bps_assets.nav.validate.check_navmesh``: finite, in range; its header's ``source``
 is not another scene's file; ``nav.validate.require_navmesh_fit``: it lies inside the
 scene's bounds). Each failure is one typed error naming the file; the cache quarantines the
-scene (or ``make()`` refuses it at start-up). The packed scene is not hashed here: its read
-checks every section's CRC, and its identity is in its header; ``verify --deep`` hashes it.
-``semantic_objects(path)``: a scene's object annotations, counted from its header alone;
-``unannotated(entries)``: the manifest entries whose scene has none (THE rule of every caller).
+scene (or ``make()`` refuses it at start-up). The packed scene is not hashed here (its read
+checks every section's CRC; ``verify --deep`` hashes it). ``semantic_objects(path)``: a scene's
+object annotations, from its header alone; ``unannotated(entries)``: the entries with none.
 """
 from __future__ import annotations
 

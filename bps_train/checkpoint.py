@@ -188,8 +188,9 @@ def layout_note(path, ckpt: dict, have: dict, one_core: dict | None = None) -> s
     """One line when the checkpoint's layout (``saved_layout``) differs from this run's ``have``;
     "" otherwise. A checkpoint that records none ran under either older rule: 625ac9c's or, given
     as ``one_core``, eef6654's for its saved args on this host (``train.one_core_rule_layout``;
-    None: not known); "" when ``have`` matches either. Not a refusal: neither is in the env identity (the weights,
-    optimizer and counters resume as saved; the episode streams and the speed follow the new layout)."""
+    None: not known); "" when ``have`` matches either. Not a refusal: neither is in the env
+    identity (the weights, optimizer and counters resume as saved; the episode streams and the
+    speed follow the new layout)."""
     saved, recorded = saved_layout(ckpt)
     older = [saved] if recorded or one_core in (None, saved) else [saved, one_core]
     if have in older:

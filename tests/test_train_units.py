@@ -496,7 +496,8 @@ def test_layout_note_names_an_older_two_rank_cpu_checkpoints_layout():
             "this run has 1 env group(s) per rank on 2 thread(s)") in note
     both = checkpoint.layout_note("c.pt", old, checkpoint.layout(1, 1), checkpoint.layout(2, 0))
     assert "625ac9c and before, and of eef6654 to 8e960f4, ran it with 2 env group(s) per rank on every core" in both
-    assert "625ac9c and before ran it with 2 env group(s)" in checkpoint.layout_note("c.pt", old, checkpoint.layout(1, 1))
+    alone = checkpoint.layout_note("c.pt", old, checkpoint.layout(1, 1))   # the one-core rule's not known
+    assert "625ac9c and before ran it with 2 env group(s)" in alone and "eef6654" not in alone
     for have in (checkpoint.layout(2, 0), checkpoint.layout(1, 1)):
         assert checkpoint.layout_note("c.pt", old, have, checkpoint.layout(1, 1)) == ""
     assert checkpoint.layout_note("c.pt", {**old, "identity": {"layout": checkpoint.layout(1, 1)}},

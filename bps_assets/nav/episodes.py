@@ -290,7 +290,10 @@ def split_file_of(path: str | os.PathLike) -> Path:
     p = Path(path)
     if not p.is_dir():
         return p
-    named = lambda q: Path(os.path.abspath(q)) if q.name in ("", "..") else q  # noqa: E731  "." / "..": the folder's name
+
+    def named(q: Path) -> Path:   # "." / "..": made absolute, so that the folder's own name decides
+        return Path(os.path.abspath(q)) if q.name in ("", "..") else q
+
     p = named(p)
     if p.name == CONTENT_DIR and not (p / f"{CONTENT_DIR}{SUFFIX}").exists():
         p = named(p.parent)   # "content" typed inside the split folder: its parent is "."

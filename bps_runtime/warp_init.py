@@ -58,7 +58,8 @@ class CudaReleased:
     set first thing in ``__init__``) they are freed under ``CUDA_BUILD_LOCK`` whichever thread
     drops the last reference (the env's, a loader's, the garbage collector's). Dropping one never
     waits: while another thread holds the lock, its contents wait for that thread to free them
-    (``free_orphans``), so neither a step nor a thread holding another lock can block here."""
+    (``free_orphans``), so neither a step nor a thread holding another lock can block here.
+    That thread may have run its last ``free_orphans`` already: one more try after the append."""
 
     _cuda = False
 
@@ -73,8 +74,16 @@ class CudaReleased:
                 free_orphans()
             finally:
                 _lock.release()
-        else:
-            _orphans.append(held)
+            return
+        _orphans.append(held)
+        del held
+        # the holder may be past its last free_orphans() and about to release: else ours waits for
+        # the next build or close(); if it still holds the lock, it (or the next holder) frees ours
+        if _lock.acquire(blocking=False):
+            try:
+                free_orphans()
+            finally:
+                _lock.release()
 
 
 def _gpu_expected() -> bool:

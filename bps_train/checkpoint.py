@@ -147,12 +147,16 @@ def episode_note(path, ckpt: dict) -> str:
 
 def episodes_id(source):
     """``--episodes`` (an env config's episode source) as the identity holds it: sample, dataset
-    or None as they are; an episode file as its resolved path, so the same file named relative,
-    absolute or through a link is the same run. A relative path saved by an older checkpoint
-    resolves against this run's working folder (where such a run was resumed from)."""
+    or None as they are; an episode file as the resolved path of the file it is read from
+    (``split_file_of``), so the same file named relative, absolute, through a link, or as its split
+    folder or content folder is the same run. An older checkpoint's id (the path as typed, or
+    resolved but not through ``split_file_of``) goes through it again on resume (``saved_identity``);
+    a relative one resolves against this run's working folder (where such a run was resumed from)."""
+    from bps_assets.nav.episodes import split_file_of
+
     if source in (None, "sample", "dataset") or not isinstance(source, str):
         return source
-    return str(Path(source).resolve())
+    return str(split_file_of(source).resolve())
 
 
 def layout(groups: int, threads: int) -> dict:
@@ -162,9 +166,10 @@ def layout(groups: int, threads: int) -> dict:
 
 
 def saved_layout(ckpt: dict) -> tuple[dict, bool]:
-    """(the checkpoint's ``layout``, whether it recorded one). One saved before layouts were
-    (2026-11-28) gets bps-train's rule of 625ac9c and before: two groups when ``--double-buffer``
-    and an even NUM_ENVS >= 2, and every rank on ``--threads`` (0: every core, however many ranks)."""
+    """(the checkpoint's ``layout``, whether it recorded one). For one that records none, the rule
+    of bps-train of 625ac9c and before: two groups when ``--double-buffer`` and an even NUM_ENVS
+    >= 2, and every rank on ``--threads`` (0: every core, however many ranks); bps-train of eef6654
+    to 8e960f4 recorded none either but had the one-core rule (``layout_note``'s ``one_core``)."""
     got = ckpt["identity"].get("layout")
     if isinstance(got, dict):
         return got, True
@@ -179,16 +184,26 @@ def _layout_text(lay: dict) -> str:
     return f"{lay.get('groups')} env group(s) per rank on " + (f"{threads} thread(s)" if threads else "every core")
 
 
-def layout_note(path, ckpt: dict, have: dict) -> str:
+def layout_note(path, ckpt: dict, have: dict, one_core: dict | None = None) -> str:
     """One line when the checkpoint's layout (``saved_layout``) differs from this run's ``have``;
-    "" otherwise. Not a refusal: neither is in the env identity (the weights, optimizer and
-    counters resume as saved; the episode streams and the speed follow the new layout)."""
+    "" otherwise. A checkpoint that records none ran under either older rule: 625ac9c's or, given
+    as ``one_core``, eef6654's for its saved args on this host (``train.one_core_rule_layout``;
+    None: not known); "" when ``have`` matches either. Not a refusal: neither is in the env
+    identity (the weights, optimizer and counters resume as saved; the episode streams and the
+    speed follow the new layout)."""
     saved, recorded = saved_layout(ckpt)
-    if saved == have:
+    older = [saved] if recorded or one_core in (None, saved) else [saved, one_core]
+    if have in older:
         return ""
-    then = ("ran with " if recorded else "does not record its layout (saved before 2026-11-28): bps-train of "
-            "625ac9c and before ran it with ")
-    return (f"bps-train: note: {path} {then}{_layout_text(saved)}; this run has {_layout_text(have)} "
+    if recorded:
+        then = f"ran with {_layout_text(saved)}"
+    elif len(older) == 1:
+        also = "" if one_core is None else ", and of eef6654 to 8e960f4,"
+        then = f"does not record its layout: bps-train of 625ac9c and before{also} ran it with {_layout_text(saved)}"
+    else:
+        then = (f"does not record its layout: bps-train of 625ac9c and before ran it with {_layout_text(saved)}, "
+                f"of eef6654 to 8e960f4 (the one-core rule) with {_layout_text(one_core)}")
+    return (f"bps-train: note: {path} {then}; this run has {_layout_text(have)} "
             "(--double-buffer, --threads and the CPU cores per torchrun rank decide; no refusal: the weights, "
             "optimizer and counters resume as saved, the episode streams and the speed follow this layout)")
 

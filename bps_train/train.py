@@ -234,6 +234,18 @@ def double_buffered(args, device) -> bool:
     return not (torch.device(device).type == "cpu" and host_share(device)[0] == 1)
 
 
+def one_core_rule_layout(saved_args: dict, device) -> dict:
+    """The layout bps-train of eef6654 to 8e960f4 gave a checkpoint's saved args on this host
+    (those checkpoints record none): ``--double-buffer`` true then meant auto (``double_buffered``)
+    and ``rank_threads`` as now; for ``checkpoint.layout_note``."""
+    import types
+
+    old = types.SimpleNamespace(num_envs=saved_args.get("num_envs", 0), threads=saved_args.get("threads", 0),
+                                double_buffer=None if saved_args.get("double_buffer", True) is not False else False)
+    dev = saved_args.get("device", device)
+    return checkpoint.layout(num_groups(old.num_envs, double_buffered(old, dev)), rank_threads(old, dev))
+
+
 def num_groups(num_envs: int, double_buffer: bool) -> int:
     """Env groups the rollout alternates: 2 of NUM_ENVS/2 with double buffering, else 1 (also for
     an odd NUM_ENVS: make's batch_size must divide num_envs, so groups cannot differ in size)."""
@@ -963,7 +975,8 @@ def train(args) -> dict:
         old_id = checkpoint.legacy_manifest_sha256(args.dataset)   # the identity checkpoints saved before 2026-11-27
         checkpoint.check_same_run(ckpt_path, saved, run_id, old_id)
         for note in (checkpoint.noise_note(ckpt_path, ckpt), checkpoint.episode_note(ckpt_path, ckpt),
-                     checkpoint.layout_note(ckpt_path, ckpt, run_id["layout"])):
+                     checkpoint.layout_note(ckpt_path, ckpt, run_id["layout"],
+                                            one_core_rule_layout(ckpt["args"], device))):
             if rank == 0 and note:
                 print(note, file=sys.stderr, flush=True)
         if rank == 0 and (note := checkpoint.categories_note(ckpt_path, saved)):

@@ -34,6 +34,11 @@ def test_the_rule(tmp_path, monkeypatch):
     assert split_file_of("..") == val / "val.json.gz"
     monkeypatch.chdir(val)
     assert split_file_of(".") == val / "val.json.gz" and split_file_of("content") == val / "val.json.gz"
+    monkeypatch.chdir(content)   # "." inside content/: made absolute before the content rule (was content.json.gz)
+    assert split_file_of(".") == val / "val.json.gz"
+    (content / "sub").mkdir()
+    monkeypatch.chdir(content / "sub")   # ".." names content/: its split's file
+    assert split_file_of("..") == val / "val.json.gz"
     # a folder named content that is itself a split (holds content.json.gz): its own file
     own = tmp_path / "other" / "content"
     own.mkdir(parents=True)
@@ -102,3 +107,33 @@ def test_preview_reads_a_split_folder_and_its_content_folder(tmp_path):
         png = tmp_path / f"{given.name}.png"
         r = CliRunner().invoke(main, ["preview", str(nav), "-o", str(png), "--episodes", str(given)])
         assert r.exit_code == 0 and "3 episode(s)" in r.output and png.exists(), (given, r.output)
+
+
+def test_a_resume_names_the_split_file_any_way_the_rule_reads_it(tmp_path, monkeypatch):
+    """``checkpoint.episodes_id`` goes through the rule: ``--episodes SPLIT``, ``SPLIT/content`` and
+    ``SPLIT/SPLIT.json.gz`` read one file, so they are one run (a resume switching between them was
+    refused). A checkpoint saved with the old id (the typed path resolved as is: the split folder)
+    still resumes with the same command, and with the others; another split is still refused."""
+    from test_train_smoke import _run_id
+
+    from bps_assets.errors import ConfigError
+    from bps_train import checkpoint
+
+    val = _pointnav(tmp_path)
+    _pointnav(tmp_path, "train")
+    monkeypatch.chdir(tmp_path)
+    forms = ("val", "val/content", "val/val.json.gz", str(val), "./val/content/")
+    assert {checkpoint.episodes_id(f) for f in forms} == {str((val / "val.json.gz").resolve())}
+    for saved_as in forms:
+        saved = {"args": {"episodes": saved_as}, "world": 1, "identity": _run_id(saved_as)}
+        for other in forms:
+            checkpoint.check_same_run("ck.pt", checkpoint.saved_identity(saved), _run_id(other))
+    old = _run_id("val")   # as saved before: the folder's resolved path, in the identity and the env config
+    old["episodes"] = old["env"]["episodes"]["source"] = str(val.resolve())
+    for typed in ({"episodes_typed": "val"}, {}):   # with the typed path, and from before it was kept
+        ident = {**{k: v for k, v in old.items() if k != "episodes_typed"}, **typed}
+        saved = {"args": {}, "world": 1, "identity": ident}
+        for other in forms:
+            checkpoint.check_same_run("ck.pt", checkpoint.saved_identity(saved), _run_id(other))
+        with pytest.raises(ConfigError, match="--episodes"):
+            checkpoint.check_same_run("ck.pt", checkpoint.saved_identity(saved), _run_id("train"))

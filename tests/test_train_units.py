@@ -480,21 +480,54 @@ def test_expected_duration_line():
 
 
 def test_layout_note_names_an_older_two_rank_cpu_checkpoints_layout():
-    """A 2-rank CPU checkpoint saved before layouts were recorded (625ac9c and before: two groups,
-    every rank's renderer on every core) resumed one group and one thread per rank: one note; a
-    recorded layout equal to this run's: none; an odd NUM_ENVS or --double-buffer false ran one group."""
+    """A 2-rank CPU checkpoint saved before layouts were recorded ran under one of two rules (625ac9c
+    and before: two groups, every rank's renderer on every core; eef6654 to 8e960f4: the one-core
+    rule, given as ``one_core``); resumed with a layout matching neither: one note naming both, no
+    date; matching either: none; a recorded layout equal to this run's: none; an odd NUM_ENVS or
+    --double-buffer false ran one group."""
     from bps_train import checkpoint
 
     old = {"args": {"num_envs": 64, "double_buffer": True, "threads": 0}, "identity": {}, "world": 2}
     assert checkpoint.saved_layout(old) == ({"groups": 2, "threads": 0}, False)
-    note = checkpoint.layout_note("c.pt", old, checkpoint.layout(1, 1))
-    assert note.startswith("bps-train: note: c.pt does not record its layout") and "625ac9c" in note
-    assert "2 env group(s) per rank on every core; this run has 1 env group(s) per rank on 1 thread(s)" in note
-    assert checkpoint.layout_note("c.pt", old, checkpoint.layout(2, 0)) == ""
+    note = checkpoint.layout_note("c.pt", old, checkpoint.layout(1, 2), checkpoint.layout(1, 1))
+    assert note.startswith("bps-train: note: c.pt does not record its layout") and "2026" not in note
+    assert ("625ac9c and before ran it with 2 env group(s) per rank on every core, of eef6654 to 8e960f4 "
+            "(the one-core rule) with 1 env group(s) per rank on 1 thread(s); "
+            "this run has 1 env group(s) per rank on 2 thread(s)") in note
+    both = checkpoint.layout_note("c.pt", old, checkpoint.layout(1, 1), checkpoint.layout(2, 0))
+    assert "625ac9c and before, and of eef6654 to 8e960f4, ran it with 2 env group(s) per rank on every core" in both
+    alone = checkpoint.layout_note("c.pt", old, checkpoint.layout(1, 1))   # the one-core rule's not known
+    assert "625ac9c and before ran it with 2 env group(s)" in alone and "eef6654" not in alone
+    for have in (checkpoint.layout(2, 0), checkpoint.layout(1, 1)):
+        assert checkpoint.layout_note("c.pt", old, have, checkpoint.layout(1, 1)) == ""
     assert checkpoint.layout_note("c.pt", {**old, "identity": {"layout": checkpoint.layout(1, 1)}},
-                                  checkpoint.layout(1, 1)) == ""
+                                  checkpoint.layout(1, 1), checkpoint.layout(2, 0)) == ""
     for args in ({"num_envs": 63, "double_buffer": True, "threads": 0}, {"num_envs": 64, "double_buffer": False}):
         assert checkpoint.saved_layout({**old, "args": args}) == ({"groups": 1, "threads": 0}, False)
+
+
+def test_a_checkpoint_of_8e960f4s_one_rank_per_core_recipe_resumes_without_a_layout_note(monkeypatch):
+    """TRAINING.md's "One rank per core" (2 torchrun ranks on a 2-core CPU host, default flags)
+    saved at 8e960f4 records no layout; resumed with the same command its layout is the one-core
+    rule's (one group, one thread per rank), so no note; on a 4-core host the same args then ran
+    two groups on two threads each."""
+    from bps_train import checkpoint
+    from bps_train.train import Args, double_buffered, num_groups, one_core_rule_layout, rank_threads
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    monkeypatch.setattr("bps_assets.host.available_cores", lambda: 2)
+    saved = {**dataclasses.asdict(Args()), "double_buffer": True}   # 8e960f4's default: true, the one-core rule
+    ckpt = {"args": saved, "identity": {}, "world": 2}
+    now = Args()   # this tree's default: auto
+    have = checkpoint.layout(num_groups(now.num_envs, double_buffered(now, "cpu")), rank_threads(now, "cpu"))
+    assert have == checkpoint.layout(1, 1) == one_core_rule_layout(saved, "cpu")
+    assert checkpoint.layout_note("c.pt", ckpt, have, one_core_rule_layout(saved, "cpu")) == ""
+    assert checkpoint.layout_note("c.pt", ckpt, have) != ""   # 625ac9c's rule alone: the false note of before
+    assert one_core_rule_layout({**saved, "double_buffer": False}, "cpu") == checkpoint.layout(1, 1)
+    monkeypatch.setattr("bps_assets.host.available_cores", lambda: 4)
+    assert one_core_rule_layout(saved, "cpu") == checkpoint.layout(2, 2)
+    assert one_core_rule_layout({**saved, "threads": 3}, "cpu") == checkpoint.layout(2, 3)
 
 
 def test_noise_note_names_only_the_changes_that_apply():

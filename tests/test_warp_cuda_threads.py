@@ -136,17 +136,23 @@ def test_detached_scenes_are_released_only_after_their_frames_ran():
     assert gone_queued() is None and r._retired == []
 
 
+def _cuda_scene(seed: int):
+    """(a Warp renderer on the CPU, a scene it prepared marked as built on CUDA, a weak reference
+    to the scene's mesh): the ``CudaReleased`` paths without a GPU."""
+    scene = bumpy_floor(seed, n=8)
+    sd = build_shading_data(scene)
+    r = make_renderer("warp", RenderOptions(resolution=(8, 8)), device="cpu")
+    ran = r.prepare(sd, scene.positions, scene.indices)
+    ran._cuda = True   # as built on CUDA
+    return r, ran, weakref.ref(ran.mesh)
+
+
 def test_a_swap_does_not_wait_for_a_build_to_release_scenes():
     """The env thread's ``_reap`` during a loader's CUDA build returns at once; the detached
     scene (``CudaReleased``) is not freed beside the build but by the loader as its build ends."""
     from bps_runtime.warp_init import device_build
 
-    scene = bumpy_floor(5, n=8)
-    sd = build_shading_data(scene)
-    r = make_renderer("warp", RenderOptions(resolution=(8, 8)), device="cpu")
-    ran = r.prepare(sd, scene.positions, scene.indices)
-    ran._cuda = True   # as built on CUDA
-    mesh = weakref.ref(ran.mesh)
+    r, ran, mesh = _cuda_scene(5)
     r._retired = [(_Event(True), ran)]
     del ran
     building, done = threading.Event(), threading.Event()
@@ -168,6 +174,50 @@ def test_a_swap_does_not_wait_for_a_build_to_release_scenes():
     t.join(10)
     gc.collect()
     assert mesh() is None and r._retired == []   # freed as the build ended
+
+
+def test_a_scene_dropped_as_a_build_ends_is_freed_by_the_thread_that_dropped_it():
+    """The loader has run its last ``free_orphans`` and not yet released ``CUDA_BUILD_LOCK`` when
+    the env thread drops a CUDA scene: its ``__del__`` cannot take the lock and leaves the scene
+    to the orphans; the loader then releases it. The drop's second try takes the lock and frees
+    the scene (it used to wait for the next build or close()). The moment is pinned by a profile
+    hook on the orphans' append, which lets the loader release there."""
+    import sys
+
+    from bps_runtime import warp_init
+
+    r, dropped, mesh = _cuda_scene(6)
+    in_window, release = threading.Event(), threading.Event()
+
+    def loader():   # the end of a build (device_build): the last free_orphans(), then the release
+        with warp_init.CUDA_BUILD_LOCK:
+            warp_init.free_orphans()
+            in_window.set()
+            release.wait(10)
+
+    t = threading.Thread(target=loader)
+    t.start()
+    assert in_window.wait(10)
+    appended = []
+
+    def hook(frame, event, arg):   # right after the orphans' append: the loader releases the lock
+        if event == "c_return" and getattr(arg, "__self__", None) is warp_init._orphans and arg.__name__ == "append":
+            appended.append(True)
+            release.set()
+            t.join(10)
+
+    sys.setprofile(hook)
+    try:
+        del dropped
+    finally:
+        sys.setprofile(None)
+    release.set()
+    t.join(10)
+    freed, left = mesh() is None, len(warp_init._orphans)
+    with warp_init.CUDA_BUILD_LOCK:   # nothing left for the next test, whatever happened
+        warp_init.free_orphans()
+    assert appended and not t.is_alive()
+    assert freed and left == 0   # freed by the drop's second try
 
 
 def test_a_detached_cuda_scene_waits_for_its_frames_then_a_build_releases_it(monkeypatch):

@@ -284,14 +284,19 @@ def split_file_of(path: str | os.PathLike) -> Path:
     """THE rule of which file a habitat v1 dataset given as ``path`` is read from (every reader,
     hence the runtime, and the CLI): a file itself; a split folder its own ``SPLIT/SPLIT.json.gz``;
     a ``content/`` folder its split folder's (habitat's layout ``SPLIT/SPLIT.json.gz`` +
-    ``SPLIT/content/SCENE.json.gz``), unless it holds a ``content.json.gz`` of its own."""
+    ``SPLIT/content/SCENE.json.gz``), unless it holds a ``content.json.gz`` of its own: so a
+    content folder holding a scene literally named "content" is read as that scene's file, by
+    design. "." and ".." are made absolute first (the rule reads the folder's own name)."""
     p = Path(path)
     if not p.is_dir():
         return p
+
+    def named(q: Path) -> Path:   # "." / "..": made absolute, so that the folder's own name decides
+        return Path(os.path.abspath(q)) if q.name in ("", "..") else q
+
+    p = named(p)
     if p.name == CONTENT_DIR and not (p / f"{CONTENT_DIR}{SUFFIX}").exists():
-        p = p.parent
-    if p.name in ("", ".."):   # "." or "content" typed inside the folder: the folder's own name
-        p = Path(os.path.abspath(p))
+        p = named(p.parent)   # "content" typed inside the split folder: its parent is "."
     return p / f"{p.name}{SUFFIX}"
 
 

@@ -205,9 +205,9 @@ def check_semantic_sensor(entries, sensors, spec) -> None:
     scene's file. Other tasks' semantic frames are 0 where a scene has none. Header reads only."""
     if "semantic" not in sensors or not spec.categories:
         return
-    from ..scenes.checks import semantic_objects
+    from ..scenes.checks import unannotated
 
-    plain = [e for e in entries if semantic_objects(e.scene) <= 0]
+    plain = unannotated(entries)
     if plain:
         raise InputError(plain[0].scene, f"scene has no semantic annotations (objects), which the 'semantic' "
                                          f"sensor needs; {len(plain)} of the {len(entries)} scenes served have "

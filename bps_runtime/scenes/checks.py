@@ -10,9 +10,9 @@ and read whole anyway), ``check_scene_header(source, header)`` after the read (t
 header)`` (``bps_assets.nav.validate.check_navmesh``: finite, in range; its header's ``source``
 is not another scene's file; ``nav.validate.require_navmesh_fit``: it lies inside the
 scene's bounds). Each failure is one typed error naming the file; the cache quarantines the
-scene (or ``make()`` refuses it at start-up). The packed scene is not hashed here: its read
-checks every section's CRC, and its identity is in its header; ``verify --deep`` hashes it.
-``semantic_objects(path)``: a scene's object annotations, counted from its header alone.
+scene (or ``make()`` refuses it at start-up). The packed scene is not hashed here (its read
+checks every section's CRC; ``verify --deep`` hashes it). ``semantic_objects(path)``: a scene's
+object annotations, from its header alone; ``unannotated(entries)``: the entries with none.
 """
 from __future__ import annotations
 
@@ -106,3 +106,10 @@ def semantic_objects(path) -> int:
         counts = header_counts(path, hdr, secs["indices"].shape[0] if "indices" in secs else 0)
         objects = counts[0] if counts else 0
     return objects if isinstance(objects, int) and not isinstance(objects, bool) else 0
+
+
+def unannotated(entries) -> list:
+    """The manifest entries (in order) whose scene has no object annotations (``semantic_objects``
+    <= 0): the scenes the ``semantic`` sensor refuses, sampled ObjectNav leaves out and an
+    ObjectNav episode file's note names. Header reads only."""
+    return [e for e in entries if semantic_objects(e.scene) <= 0]

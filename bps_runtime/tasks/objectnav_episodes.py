@@ -130,17 +130,14 @@ def check_file_categories(path, have: dict, name: str | None) -> None:
                                 f"{goal_set(name)}")
 
 
-def unannotated(entries) -> list:
-    """The entries whose scene has no semantic annotations (``scene_semantics_error``)."""
-    return [e for e in entries if scene_semantics_error(e.scene) is not None]
-
-
 def note_served(entries, sensors=()) -> None:
     """One note naming the scenes an episode file uses (``entries``) without semantic
     annotations: a file's goals, view points and category map are its own (habitat-lab's
     ObjectNav reads no scene annotation either), so such scenes serve it. With the ``semantic``
     sensor (in ``sensors``) no note: the env refuses them (``env.world.check_semantic_sensor``)."""
     import logging
+
+    from ..scenes.checks import unannotated
 
     plain = [] if "semantic" in sensors else unannotated(entries)
     if plain:
@@ -159,13 +156,15 @@ def annotated_scenes(request) -> list:
 
     from bps_assets.errors import InputError
 
+    from ..scenes.checks import unannotated
+
     entries = request.entries
     if request.config.episodes.source not in (None, "sample") or not entries:
         return entries
     what = f"{request.manifest.path} (split {request.split!r})"
-    kept, left = [], []
-    for e in entries:
-        (left if scene_semantics_error(e.scene) else kept).append(e)
+    left = unannotated(entries)
+    out = {id(e) for e in left}
+    kept = [e for e in entries if id(e) not in out]
     if not kept:
         raise InputError(entries[0].scene, f"scene has no semantic annotations (objects), nor has any of the "
                                            f"{len(entries)} scenes of {what}: ObjectNav needs scenes "

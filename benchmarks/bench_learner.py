@@ -33,14 +33,16 @@ from bps_train.learner_cpu import keep_freed_memory, update_threads  # noqa: E40
 from bps_train.lamb import Lamb  # noqa: E402
 
 from bps_train.throughput import ppo_update, random_rollout  # noqa: E402
-from learner_reference import (reference_encoder, reference_se_weights, stepwise_reference,  # noqa: E402
-                               torch_stem)
+from learner_reference import (promoted_block_forward, reference_encoder, reference_se_weights,  # noqa: E402
+                               stepwise_reference, torch_stem)
 
 LEVERS = {
     "old_encoder": "the encoder's forward at 9b8a679 (relu before the max-pool, Fixup's biases and scale as "
                    "passes of their own)",
     "se_mean": "the SE gate's mean, before the third pass",
     "lstm_per_step": "one nn.LSTM call per step, before issue 32",
+    "promoted_adds": "the blocks' bias adds promoted to fp32 and cast again by the convolutions (before "
+                     "bps_train.cast_add)",
     "indexed_lstm": "models.lstm_steps indexing gx[t] per step (before 2026-11-28: autograd zero-fills and adds "
                     "a gx-sized gradient per step)",
     "bf16_lstm": "the LSTM's two GEMMs on bf16 operands, its biases, gates and state fp32 (tried 2026-11-28: "
@@ -158,7 +160,8 @@ def bf16_lstm_steps(rnn, x, h, c, not_done):
 
 
 FUSED_STEM = M.stem_pool_relu
-CODE = [(M, "lstm_steps", M.lstm_steps, indexed_lstm_steps, "indexed_lstm"),
+CODE = [(M.FixupSEBlock, "forward", M.FixupSEBlock.forward, promoted_block_forward, "promoted_adds"),
+        (M, "lstm_steps", M.lstm_steps, indexed_lstm_steps, "indexed_lstm"),
         (M, "lstm_steps", M.lstm_steps, bf16_lstm_steps, "bf16_lstm"),
         (M, "stem_pool_relu", M.stem_pool_relu, torch_stem, "torch_stem"),
         (M, "stem_pool_relu", M.stem_pool_relu, bf16_stem, "bf16_acts"),

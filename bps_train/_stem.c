@@ -417,3 +417,31 @@ static struct PyModuleDef stem_module = {
 };
 
 PyMODINIT_FUNC PyInit__stem(void) { return PyModule_Create(&stem_module); }
+
+/* The residual blocks' bias add under bf16 autocast (bps_train/cast_add.py states the contract):
+ * out[i] = x[i] + b in float32, rounded to bfloat16 to nearest even (NaN: 0x7FC0), for the
+ * elements [i0, i1) of x float32 (x_bf16 0) or bfloat16 (x_bf16 1): the bits of torch's promoted
+ * sum cast to bfloat16, written in one pass. Returns 0; -1 on a bad range. */
+static inline uint16_t round_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+WIDE int add_to_bf16(const void *x, int64_t i0, int64_t i1, int64_t x_bf16, float b, uint16_t *out) {
+    if (i0 < 0 || i1 < i0) return -1;
+    if (x_bf16) {
+        const uint16_t *restrict xs = (const uint16_t *)x;
+        for (int64_t i = i0; i < i1; i++) {
+            uint32_t u = (uint32_t)xs[i] << 16;
+            float f;
+            memcpy(&f, &u, sizeof f);
+            out[i] = round_bf16(f + b);
+        }
+    } else {
+        const float *restrict xs = (const float *)x;
+        for (int64_t i = i0; i < i1; i++) out[i] = round_bf16(xs[i] + b);
+    }
+    return 0;
+}

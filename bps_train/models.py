@@ -15,6 +15,7 @@ import torch.nn.functional as F
 
 from bps_runtime.tasks import task_spec
 from bps_runtime.tasks.spec import GoalEncoderArgs
+from bps_train.cast_add import add_to_bf16, usable as cast_add_usable
 from bps_train.stem import stem_pool_relu
 
 NUM_CATEGORIES = 64   # the category embedding's rows: goal category ids 0-63 (ObjectNav's task ids)
@@ -50,6 +51,13 @@ def _conv3x3(x, weight, bias, stride):
     if x.shape[-2:] == (1, 1):
         return F.conv2d(x, weight[:, :, 1:2, 1:2], bias)
     return F.conv2d(x, weight, bias, stride, 1)
+
+
+def _stores_bf16(x, b) -> bool:
+    """Whether the blocks' bias adds take ``cast_add.add_to_bf16``: CPU bf16 autocast and a tensor
+    its kernel takes."""
+    return (x.device.type == "cpu" and torch.is_autocast_enabled("cpu")
+            and torch.get_autocast_dtype("cpu") == torch.bfloat16 and cast_add_usable(x, b))
 
 
 class FixupSEBlock(nn.Module):
@@ -93,14 +101,20 @@ class FixupSEBlock(nn.Module):
         multiplies conv2's weights instead of its output, x + b1a is computed once for both
         branches, and the SE gate, the shortcut's add and the relu run as addcmul + relu."""
         cout = self.conv1.out_channels
-        xb = x + self.bias1a
+        # under CPU bf16 autocast the adds write the convolutions' bf16 inputs in one pass, the
+        # values the promoted fp32 sum and the convolution's cast gave (bps_train.cast_add)
+        stored = _stores_bf16(x, self.bias1a)
+        add = add_to_bf16 if stored else torch.add
+        xb = add(x, self.bias1a)
         out = F.relu(_conv3x3(xb, self.conv1.weight, self.bias1b.expand(cout), self.conv1.stride))
-        out = _conv3x3(out + self.bias2a, self.conv2.weight * self.scale, self.bias2b.expand(cout), (1, 1))
+        out = _conv3x3(add(out, self.bias2a), self.conv2.weight * self.scale, self.bias2b.expand(cout), (1, 1))
         if self.shortcut is None:
             short = x
         else:  # = self.shortcut(x + self.bias1a), without oneDNN's strided 1x1 path (docstring)
             s = self.shortcut.stride
-            short = F.conv2d(xb[:, :, ::s[0], ::s[1]], self.shortcut.weight)
+            # with xb stored as bf16, x's subsample (x's gradient then sums in x's dtype, as before)
+            sub = x[:, :, ::s[0], ::s[1]] + self.bias1a if stored else xb[:, :, ::s[0], ::s[1]]
+            short = F.conv2d(sub, self.shortcut.weight)
         return F.relu(torch.addcmul(short, out, self.se.weights(out)))
 
 

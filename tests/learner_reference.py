@@ -1,14 +1,16 @@
 """The paper's SE-ResNet encoder as written before issue 32's rewrite (the code at 9b8a679):
 each Fixup bias, the scale, the SE gate and the residual add a pass of its own, relu on the
 stem's output before the max-pool; the SE gate's mean as ``x.mean``; and the per-step nn.LSTM
-loop the trainer had before; the stem as torch's own ops (before bps_train.stem). The references
-of tests/test_train_learner.py and tests/test_train_stem.py and the ``old_encoder`` / ``se_mean`` /
-``lstm_per_step`` / ``torch_stem`` levers of benchmarks/bench_learner.py; they take the current
-modules' weights."""
+loop the trainer had before; the stem as torch's own ops (before bps_train.stem); the block's bias adds promoted to fp32 under
+autocast (before bps_train.cast_add). The references of tests/test_train_learner.py and
+tests/test_train_stem.py and the ``old_encoder`` / ``se_mean`` / ``lstm_per_step`` / ``torch_stem`` /
+``promoted_adds`` levers of benchmarks/bench_learner.py; they take the current modules' weights."""
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+
+from bps_train.models import _conv3x3
 
 
 def torch_stem(x, conv):
@@ -27,6 +29,21 @@ def reference_block(blk, x):
         s = blk.shortcut.stride
         short = F.conv2d((x + blk.bias1a)[:, :, ::s[0], ::s[1]], blk.shortcut.weight)
     return F.relu(out + short)
+
+
+def promoted_block_forward(blk, x):
+    """``models.FixupSEBlock.forward`` before ``bps_train.cast_add``: under autocast each bias add
+    promoted to an fp32 tensor, which the next convolution's autocast cast reads again."""
+    cout = blk.conv1.out_channels
+    xb = x + blk.bias1a
+    out = F.relu(_conv3x3(xb, blk.conv1.weight, blk.bias1b.expand(cout), blk.conv1.stride))
+    out = _conv3x3(out + blk.bias2a, blk.conv2.weight * blk.scale, blk.bias2b.expand(cout), (1, 1))
+    if blk.shortcut is None:
+        short = x
+    else:
+        s = blk.shortcut.stride
+        short = F.conv2d(xb[:, :, ::s[0], ::s[1]], blk.shortcut.weight)
+    return F.relu(torch.addcmul(short, out, blk.se.weights(out)))
 
 
 def reference_se_weights(se, x):

@@ -17,7 +17,8 @@ import torch  # noqa: E402  (a core dependency)
 from bps_train.args import parse  # noqa: E402
 from bps_train.models import Policy, cpu_bf16_supported, lstm_steps  # noqa: E402
 from bps_train.train import Args, autocast_of  # noqa: E402
-from learner_reference import reference_encoder, reference_se_weights, stepwise_reference  # noqa: E402
+from learner_reference import (promoted_block_forward, reference_encoder, reference_se_weights,  # noqa: E402
+                               stepwise_reference)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 needs_bf16 = pytest.mark.skipif(not cpu_bf16_supported(), reason="this CPU's oneDNN has no bf16 kernels")
@@ -57,6 +58,85 @@ def test_lstm_steps_is_nn_lstm_step_by_step_values_and_gradients():
     # a masked-out step forgets the state: the output equals a fresh start's
     fresh, _ = lstm_steps(rnn, x[:1, :1], torch.zeros(1, 8), torch.zeros(1, 8), torch.ones(1, 1, dtype=torch.bool))
     torch.testing.assert_close(out[0, 0], fresh[0, 0])
+
+
+@needs_bf16
+def test_blocks_write_their_bf16_conv_inputs_at_once_with_the_same_values_and_gradients(monkeypatch):
+    """Under CPU bf16 autocast the blocks' bias adds write the convolutions' bf16 inputs in one
+    pass (bps_train.cast_add): every block's output bit-identical to the promoted fp32 adds' (the
+    code before), the gradients of the input and of every parameter equal to fp32 rounding (the
+    bias gradients are summed in another order); without autocast, torch's adds as before."""
+    import bps_train.cast_add as C
+    from bps_train.models import SEResNet9
+
+    torch.manual_seed(0)
+    net = SEResNet9(1, 8, 32)
+    net(torch.zeros(1, 1, 32, 32))
+    with torch.no_grad():
+        for blk in net.blocks:
+            for name in ("bias1a", "bias1b", "bias2a", "bias2b"):
+                getattr(blk, name).uniform_(-0.3, 0.3)
+            blk.conv2.weight.normal_(0, 0.1)
+    x0 = torch.rand(6, 8, 16, 16).contiguous(memory_format=torch.channels_last)
+    w = torch.randn(6, 64, 2, 2, generator=torch.Generator().manual_seed(1))
+    calls = []
+    real = C._AddToBf16.apply
+    monkeypatch.setattr(C._AddToBf16, "apply", lambda *a: calls.append(a[0].dtype) or real(*a))
+    results = []
+    for forward in (lambda b, x: b(x), promoted_block_forward):
+        x = x0.clone().requires_grad_(True)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            h, outs = x, []
+            for blk in net.blocks:
+                h = forward(blk, h)
+                outs.append(h)
+        grads = torch.autograd.grad((outs[-1].float() * w).sum(), [x, *net.blocks.parameters()])
+        results.append((outs, grads))
+    assert len(calls) == 2 * 4   # b1a and b2a of every block took the kernel (the first pass only)
+    (new, new_g), (old, old_g) = results
+    for a, b in zip(new, old):
+        assert a.dtype == b.dtype and torch.equal(a, b)
+    for a, b in zip(new_g, old_g):
+        assert a.dtype == b.dtype
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6 * b.abs().max().item())
+    calls.clear()
+    x = x0.clone().requires_grad_(True)
+    y = net.blocks(x)   # fp32: torch's adds, the same graph as before
+    r = x0.clone().requires_grad_(True)
+    ref = r
+    for blk in net.blocks:
+        ref = promoted_block_forward(blk, ref)
+    assert not calls and torch.equal(y, ref)
+    assert torch.equal(torch.autograd.grad(y.sum(), x)[0], torch.autograd.grad(ref.sum(), r)[0])
+
+
+def test_add_to_bf16_is_the_promoted_sum_cast_bit_for_bit():
+    """cast_add.add_to_bf16: float32 and bfloat16 inputs, contiguous and channels-last, with
+    values at bf16 rounding ties, subnormals and zeros: torch's (x + b).to(bfloat16) bits, the
+    layout kept, and torch's gradient of x; b's gradient the output gradient's sum."""
+    from bps_train import cast_add
+    from bps_train.cast_add import add_to_bf16, usable
+
+    if cast_add._add is None:
+        pytest.skip("bps_train._stem was not built (no C compiler at install)")
+    g = torch.Generator().manual_seed(3)
+    b = torch.tensor([0.3], requires_grad=True)
+    for dt in (torch.float32, torch.bfloat16):
+        for fmt in (torch.contiguous_format, torch.channels_last):
+            x = (torch.randn(5, 6, 7, 3, generator=g) * 4).to(dt).contiguous(memory_format=fmt)
+            flat = x.view(-1) if fmt == torch.contiguous_format else x.permute(0, 2, 3, 1).reshape(-1)
+            if dt == torch.float32:   # exact ties of bf16 rounding once b is added, a subnormal, zeros
+                flat[:4] = torch.tensor([1.0 + 2 ** -8, 1.0 + 3 * 2 ** -8, 1e-40, 0.0]) - 0.3
+            x = x.requires_grad_(True)
+            assert usable(x, b)
+            y = add_to_bf16(x, b)
+            ref = (x + b).to(torch.bfloat16)
+            assert y.dtype == torch.bfloat16 and torch.equal(y, ref) and y.stride() == ref.stride()
+            go = torch.randn(y.shape, generator=g).to(torch.bfloat16)
+            gx, gb = torch.autograd.grad(y, [x, b], go)
+            rx, rb = torch.autograd.grad(ref, [x, b], go)
+            assert gx.dtype == dt and torch.equal(gx, rx)
+            torch.testing.assert_close(gb, rb)
 
 
 def test_policy_step_and_sequence_agree():

@@ -45,8 +45,7 @@ LEVERS = {
                      "bps_train.cast_add)",
     "indexed_lstm": "models.lstm_steps indexing gx[t] per step (before 2026-11-28: autograd zero-fills and adds "
                     "a gx-sized gradient per step)",
-    "bf16_lstm": "the LSTM's two GEMMs on bf16 operands, its biases, gates and state fp32 (tried 2026-11-28: "
-                 "learned worse, not adopted)",
+    "fp32_lstm": "the LSTM's GEMMs in fp32 under autocast too (before 2026-11-28)",
     "torch_stem": "the stem's conv, max-pool and relu as torch ops, before the fused stem (bps_train.stem)",
     "heap": "bps_train.learner_cpu.keep_freed_memory (without it glibc's defaults, the memory trimmed; an "
             "untimed update re-grows the heap first)",
@@ -128,8 +127,9 @@ def bf16_stem(x, conv):
     return y.to(torch.get_autocast_dtype("cpu")) if torch.is_autocast_enabled("cpu") else y
 
 
-def indexed_lstm_steps(rnn, x, h, c, not_done):
-    """``models.lstm_steps`` before 2026-11-28: ``gx[t]`` indexed per step (the same values)."""
+def indexed_lstm_steps(rnn, x, h, c, not_done, gemm_dtype=torch.float32):
+    """``models.lstm_steps`` before 2026-11-28: ``gx[t]`` indexed per step, fp32 GEMMs (as ``fp32_lstm``)."""
+    x = x.float()
     gx = F.linear(x, rnn.weight_ih_l0, rnn.bias_ih_l0 + rnn.bias_hh_l0)
     w_hh = rnn.weight_hh_l0.t()
     keep = not_done.to(x.dtype)[..., None]
@@ -143,26 +143,16 @@ def indexed_lstm_steps(rnn, x, h, c, not_done):
     return torch.stack(outs), (h, c)
 
 
-def bf16_lstm_steps(rnn, x, h, c, not_done):
-    """``models.lstm_steps`` with both GEMMs on bf16 operands (fp32 gate inputs, state and output)."""
-    bf = torch.bfloat16
-    gx = torch.add(F.linear(x.to(bf), rnn.weight_ih_l0.to(bf)), rnn.bias_ih_l0 + rnn.bias_hh_l0)
-    w_hh = rnn.weight_hh_l0.t().to(bf)
-    keep = not_done.to(torch.float32)[..., None].unbind(0)
-    outs = []
-    for t, gx_t in enumerate(gx.unbind(0)):
-        h, c = h * keep[t], c * keep[t]
-        i, f, g, o = torch.add(gx_t, torch.mm(h.to(bf), w_hh)).chunk(4, 1)
-        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
-        h = torch.sigmoid(o) * torch.tanh(c)
-        outs.append(h)
-    return torch.stack(outs), (h, c)
+def fp32_lstm_steps(rnn, x, h, c, not_done, gemm_dtype=torch.float32):
+    """``models.lstm_steps`` as the policy called it before 2026-11-28: fp32 GEMMs under autocast too."""
+    return LSTM_STEPS(rnn, x, h, c, not_done)
 
 
 FUSED_STEM = M.stem_pool_relu
+LSTM_STEPS = M.lstm_steps
 CODE = [(M.FixupSEBlock, "forward", M.FixupSEBlock.forward, promoted_block_forward, "promoted_adds"),
         (M, "lstm_steps", M.lstm_steps, indexed_lstm_steps, "indexed_lstm"),
-        (M, "lstm_steps", M.lstm_steps, bf16_lstm_steps, "bf16_lstm"),
+        (M, "lstm_steps", M.lstm_steps, fp32_lstm_steps, "fp32_lstm"),
         (M, "stem_pool_relu", M.stem_pool_relu, torch_stem, "torch_stem"),
         (M, "stem_pool_relu", M.stem_pool_relu, bf16_stem, "bf16_acts"),
         (M.FixupSEBlock, "forward", M.FixupSEBlock.forward, bf16_block_forward, "bf16_acts"),

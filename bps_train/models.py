@@ -166,10 +166,16 @@ def cpu_bf16_supported() -> bool:
 
 
 def _fp32(x):
-    """Autocast off for the LSTM: it is a small share of the work, its recurrent state
-    accumulates over 32+ steps, and oneDNN has no bf16 LSTM on CPUs without AVX-512 BF16.
-    (bf16 GEMMs with an fp32 state were tried: cheaper, and they learned worse: docs/PERFORMANCE.md.)"""
+    """Autocast off for the LSTM's own code: its state and gates are fp32 (``lstm_steps``: the
+    state accumulates over 32+ steps); only its two GEMMs take autocast's dtype, ``_gemm_dtype``."""
     return torch.autocast(x.device.type, enabled=False)
+
+
+def _gemm_dtype(x) -> torch.dtype:
+    """The LSTM GEMMs' operand dtype: autocast's (bf16) where autocast is on for ``x``'s device,
+    else fp32; read before ``_fp32`` turns autocast off."""
+    kind = x.device.type
+    return torch.get_autocast_dtype(kind) if torch.is_autocast_enabled(kind) else torch.float32
 
 
 def _cnn(in_channels: int, width: int, hidden: int, resolution) -> "SEResNet9":
@@ -180,21 +186,30 @@ def _cnn(in_channels: int, width: int, hidden: int, resolution) -> "SEResNet9":
     return net
 
 
-def lstm_steps(rnn: nn.LSTM, x, h, c, not_done):
+def lstm_steps(rnn: nn.LSTM, x, h, c, not_done, gemm_dtype: torch.dtype = torch.float32):
     """``rnn``'s 1-layer LSTM over ``x`` [T, N, in] from (h, c) [N, hidden], zeroing the state
     of agents where ``not_done`` [T, N] is False before that step -> (out [T, N, hidden], (h, c)).
 
     The same function as calling ``rnn`` one step at a time (its weights, torch's gate order
     i, f, g, o), computed as one input-projection GEMM for all T steps and a ``T``-step loop of
     one small GEMM + the gates: the masks differ per step, so ``rnn`` itself ran one call per step,
-    and oneDNN's LSTM backward per call was 1/3 of a CPU PPO update (docs/PERFORMANCE.md, learner)."""
-    gx = F.linear(x, rnn.weight_ih_l0, rnn.bias_ih_l0 + rnn.bias_hh_l0)
-    w_hh = rnn.weight_hh_l0.t()
-    keep = not_done.to(x.dtype)[..., None].unbind(0)
+    and oneDNN's LSTM backward per call was 1/3 of a CPU PPO update (docs/PERFORMANCE.md, learner).
+    ``gemm_dtype`` bf16 (the policy under autocast): both GEMMs take bf16 operands; the biases,
+    gates, state and output stay fp32 (docs/PERFORMANCE.md, "CPU learner, fifth pass")."""
+    bias = rnn.bias_ih_l0 + rnn.bias_hh_l0
+    if gemm_dtype == torch.float32:
+        gx = F.linear(x.float(), rnn.weight_ih_l0, bias)
+        w_hh = rnn.weight_hh_l0.t()
+        recur = lambda g, h: torch.addmm(g, h, w_hh)  # noqa: E731
+    else:
+        gx = torch.add(F.linear(x.to(gemm_dtype), rnn.weight_ih_l0.to(gemm_dtype)), bias)
+        w_hh = rnn.weight_hh_l0.t().to(gemm_dtype)
+        recur = lambda g, h: torch.add(g, torch.mm(h.to(gemm_dtype), w_hh))  # noqa: E731
+    keep = not_done.to(torch.float32)[..., None].unbind(0)
     outs = []
     for t, gx_t in enumerate(gx.unbind(0)):   # one unbind: indexing gx[t] zero-fills a gx-sized gradient per step
         h, c = h * keep[t], c * keep[t]
-        i, f, g, o = torch.addmm(gx_t, h, w_hh).chunk(4, 1)
+        i, f, g, o = recur(gx_t, h).chunk(4, 1)
         c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
         h = torch.sigmoid(o) * torch.tanh(c)
         outs.append(h)
@@ -250,9 +265,10 @@ class Policy(nn.Module):
     def forward(self, visual, goal, prev_action, state, not_done):
         """One step: ``not_done`` [N] zeroes the state of agents whose episode just began."""
         f = self.features(visual, goal, prev_action)
+        gemm = _gemm_dtype(f)
         with _fp32(f):
-            out, (h, c) = lstm_steps(self.rnn, f[None].float(), state[0][0].float(), state[1][0].float(),
-                                     not_done[None])
+            out, (h, c) = lstm_steps(self.rnn, f[None], state[0][0].float(), state[1][0].float(),
+                                     not_done[None], gemm)
         out = out[0]
         return self.actor(out), self.critic(out)[:, 0], (h[None], c[None])
 
@@ -261,6 +277,7 @@ class Policy(nn.Module):
         t, n = not_done.shape
         f = self.features(visual.flatten(0, 1), goal.flatten(0, 1), prev_action.flatten(0, 1))
         f = f.view(t, n, -1)
+        gemm = _gemm_dtype(f)
         with _fp32(f):
-            out, _ = lstm_steps(self.rnn, f.float(), state0[0][0].float(), state0[1][0].float(), not_done)
+            out, _ = lstm_steps(self.rnn, f, state0[0][0].float(), state0[1][0].float(), not_done, gemm)
         return self.actor(out), self.critic(out)[..., 0]

@@ -109,16 +109,7 @@ def split_update(policy, opt, ro, amp=contextlib.nullcontext, parts: int = 2) ->
 def bf16_block_forward(self, x):
     """FixupSEBlock.forward with its scalar biases in the activations' dtype, so under autocast the
     residual stream stays bf16 (the trainer's adds them in fp32: the stream is fp32)."""
-    cout = self.conv1.out_channels
-    xb = x + self.bias1a.to(x.dtype)
-    out = F.relu(M._conv3x3(xb, self.conv1.weight, self.bias1b.expand(cout), self.conv1.stride))
-    out = M._conv3x3(out + self.bias2a.to(out.dtype), self.conv2.weight * self.scale, self.bias2b.expand(cout), (1, 1))
-    if self.shortcut is None:
-        short = x
-    else:
-        s = self.shortcut.stride
-        short = F.conv2d(xb[:, :, ::s[0], ::s[1]], self.shortcut.weight)
-    return F.relu(torch.addcmul(short, out, self.se.weights(out)))
+    return promoted_block_forward(self, x, lambda b, t: b.to(t.dtype))
 
 
 def bf16_stem(x, conv):

@@ -31,13 +31,14 @@ def reference_block(blk, x):
     return F.relu(out + short)
 
 
-def promoted_block_forward(blk, x):
+def promoted_block_forward(blk, x, bias=lambda b, t: b):
     """``models.FixupSEBlock.forward`` before ``bps_train.cast_add``: under autocast each bias add
-    promoted to an fp32 tensor, which the next convolution's autocast cast reads again."""
+    promoted to an fp32 tensor, which the next convolution's autocast cast reads again.
+    ``bias(b, t)``: the scalar bias as added to ``t`` (bench_learner's ``bf16_acts`` casts it)."""
     cout = blk.conv1.out_channels
-    xb = x + blk.bias1a
+    xb = x + bias(blk.bias1a, x)
     out = F.relu(_conv3x3(xb, blk.conv1.weight, blk.bias1b.expand(cout), blk.conv1.stride))
-    out = _conv3x3(out + blk.bias2a, blk.conv2.weight * blk.scale, blk.bias2b.expand(cout), (1, 1))
+    out = _conv3x3(out + bias(blk.bias2a, out), blk.conv2.weight * blk.scale, blk.bias2b.expand(cout), (1, 1))
     if blk.shortcut is None:
         short = x
     else:

@@ -37,13 +37,14 @@ def load(module: str) -> ctypes.CDLL | None:
 
 def function(module: str, name: str, argtypes: list, restype=ctypes.c_int):
     """``name`` from the compiled helper ``module`` with its ctypes signature set, or None when
-    the helper was not built (the caller then takes its pure-Python path). Looked up once per
-    process; later calls take no lock (callers on a per-section read path call it each time)."""
+    the helper was not built or was built from older sources without ``name`` (a checkout updated
+    without reinstalling: the caller then takes its pure-Python path). Looked up once per process;
+    later calls take no lock (callers on a per-section read path call it each time)."""
     key = (module, name)
     if key in _functions:   # a dict read is atomic: no lock on the hot path
         return _functions[key]
     lib = load(module)
-    f = None if lib is None else getattr(lib, name)
+    f = None if lib is None else getattr(lib, name, None)
     if f is not None:
         with _lock:
             if f.argtypes is None:

@@ -1,20 +1,10 @@
 """CPU cost of an episode reset in sampled-episode simulation (issue 32 item 3): process CPU per
 frame of the batched PointNav env on the CPU under two action streams, uniform random (STOP 1
-step in 4, as an untrained policy: a reset every 4th frame) and random moves without STOP
-(episodes end at the step limit), and where the difference goes:
-
-- ``sim``: the env as it runs (the trainer's simulation-only figures), split into the CPU of
-  its render calls (``its render``: the calling thread's, so the whole render only with
-  ``--threads 1``, where Embree traces on that thread; the renders of the steps timed, not the
-  reset's before them) and ``the rest`` (host, supply, kernels); and, apart, the thread CPU of
-  one ``EpisodeSupply.release_many`` call in those steps (``release_many``: the ended episodes'
-  field rows given back, a step's few);
-- ``no render``: the same steps with the renderer's call answered by one kept frame, so the
-  rest of the step (host bookkeeping, episode supply and its field worker, kernels) is all
-  that is timed; its uniform minus no-STOP difference per reset is the reset's own CPU;
-- ``replay``: the renderer alone on the poses each stream's ``sim`` run rendered: what the
-  views cost (a fresh episode's start views a room; an agent moving without STOP ends
-  pressed against walls, whose frames are cheaper to trace).
+step in 4, as an untrained policy) and random moves without STOP, and where the difference goes:
+rows ``sim`` (split into ``its render`` and ``the rest``, plus one ``release_many`` call),
+``no render`` (the renderer answered by one kept frame: the reset's own CPU) and ``replay``
+(the renderer alone on each stream's poses: what the views cost). What each row times:
+docs/PERFORMANCE.md, "Benchmark methods".
 
     python benchmarks/bench_reset.py MANIFEST [--base /path/to/older/checkout] [--reps 3]
 

@@ -43,8 +43,8 @@ LEVERS = {
     "lstm_per_step": "one nn.LSTM call per step, before issue 32",
     "promoted_adds": "the blocks' bias adds promoted to fp32 and cast again by the convolutions (before "
                      "bps_train.cast_add)",
-    "indexed_lstm": "models.lstm_steps indexing gx[t] per step (before 2026-11-28: autograd zero-fills and adds "
-                    "a gx-sized gradient per step)",
+    "indexed_lstm": "models.lstm_steps indexing gx[t] per step, with fp32 GEMMs (so fp32_lstm too; before "
+                    "2026-11-28: autograd zero-fills and adds a gx-sized gradient per step)",
     "fp32_lstm": "the LSTM's GEMMs in fp32 under autocast too (before 2026-11-28)",
     "torch_stem": "the stem's conv, max-pool and relu as torch ops, before the fused stem (bps_train.stem)",
     "heap": "bps_train.learner_cpu.keep_freed_memory (without it glibc's defaults, the memory trimmed; an "

@@ -58,27 +58,17 @@ class CudaReleased:
     set first thing in ``__init__``) they are freed under ``CUDA_BUILD_LOCK`` whichever thread
     drops the last reference (the env's, a loader's, the garbage collector's). Dropping one never
     waits: while another thread holds the lock, its contents wait for that thread to free them
-    (``free_orphans``), so neither a step nor a thread holding another lock can block here.
-    That thread may have run its last ``free_orphans`` already: one more try after the append."""
+    (``free_orphans``), so neither a step nor a thread holding another lock can block here."""
 
     _cuda = False
 
     def __del__(self, _lock=CUDA_BUILD_LOCK, _orphans=_orphans):
         if not self._cuda:
             return
-        held = dict(self.__dict__)
+        _orphans.append(dict(self.__dict__))
         self.__dict__.clear()
-        if _lock.acquire(blocking=False):
-            try:
-                held.clear()
-                free_orphans()
-            finally:
-                _lock.release()
-            return
-        _orphans.append(held)
-        del held
-        # the holder may be past its last free_orphans() and about to release: else ours waits for
-        # the next build or close(); if it still holds the lock, it (or the next holder) frees ours
+        # freed now if the lock is free; else by its holder's next free_orphans(), or, when the
+        # holder is already past its last one, by the next build or close()
         if _lock.acquire(blocking=False):
             try:
                 free_orphans()

@@ -17,7 +17,7 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from bps_assets.native import function
-from bps_train.stem import _run, _split
+from bps_train.stem import frame_parts, run_parts
 
 _P, _I = ctypes.c_void_p, ctypes.c_int64
 _add = function("bps_train._stem", "add_to_bf16", [_P, _I, _I, _I, ctypes.c_float, _P])
@@ -38,7 +38,7 @@ class _AddToBf16(torch.autograd.Function):
         out = torch.empty_like(x, dtype=torch.bfloat16)   # x's layout: the same strides, dense
         per = x[0].numel() if x.shape[0] else 0
         bv, x_bf16 = float(b.detach().reshape(())), int(x.dtype == torch.bfloat16)
-        _run(lambda a, z: _add(x.data_ptr(), a * per, z * per, x_bf16, bv, out.data_ptr()), _split(x.shape[0]))
+        run_parts(lambda a, z: _add(x.data_ptr(), a * per, z * per, x_bf16, bv, out.data_ptr()), frame_parts(x.shape[0]))
         return out
 
     @staticmethod

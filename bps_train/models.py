@@ -56,8 +56,7 @@ def _conv3x3(x, weight, bias, stride):
 def _stores_bf16(x, b) -> bool:
     """Whether the blocks' bias adds take ``cast_add.add_to_bf16``: CPU bf16 autocast and a tensor
     its kernel takes."""
-    return (x.device.type == "cpu" and torch.is_autocast_enabled("cpu")
-            and torch.get_autocast_dtype("cpu") == torch.bfloat16 and cast_add_usable(x, b))
+    return x.device.type == "cpu" and _autocast_dtype(x) == torch.bfloat16 and cast_add_usable(x, b)
 
 
 class FixupSEBlock(nn.Module):
@@ -167,13 +166,13 @@ def cpu_bf16_supported() -> bool:
 
 def _fp32(x):
     """Autocast off for the LSTM's own code: its state and gates are fp32 (``lstm_steps``: the
-    state accumulates over 32+ steps); only its two GEMMs take autocast's dtype, ``_gemm_dtype``."""
+    state accumulates over 32+ steps); only its two GEMMs take autocast's dtype, ``_autocast_dtype``."""
     return torch.autocast(x.device.type, enabled=False)
 
 
-def _gemm_dtype(x) -> torch.dtype:
-    """The LSTM GEMMs' operand dtype: autocast's (bf16) where autocast is on for ``x``'s device,
-    else fp32; read before ``_fp32`` turns autocast off."""
+def _autocast_dtype(x) -> torch.dtype:
+    """Autocast's dtype (bf16) where autocast is on for ``x``'s device, else fp32: the LSTM GEMMs'
+    operands (read before ``_fp32`` turns autocast off) and the blocks' bias adds (``_stores_bf16``)."""
     kind = x.device.type
     return torch.get_autocast_dtype(kind) if torch.is_autocast_enabled(kind) else torch.float32
 
@@ -265,7 +264,7 @@ class Policy(nn.Module):
     def forward(self, visual, goal, prev_action, state, not_done):
         """One step: ``not_done`` [N] zeroes the state of agents whose episode just began."""
         f = self.features(visual, goal, prev_action)
-        gemm = _gemm_dtype(f)
+        gemm = _autocast_dtype(f)
         with _fp32(f):
             out, (h, c) = lstm_steps(self.rnn, f[None], state[0][0].float(), state[1][0].float(),
                                      not_done[None], gemm)
@@ -277,7 +276,7 @@ class Policy(nn.Module):
         t, n = not_done.shape
         f = self.features(visual.flatten(0, 1), goal.flatten(0, 1), prev_action.flatten(0, 1))
         f = f.view(t, n, -1)
-        gemm = _gemm_dtype(f)
+        gemm = _autocast_dtype(f)
         with _fp32(f):
             out, _ = lstm_steps(self.rnn, f, state0[0][0].float(), state0[1][0].float(), not_done, gemm)
         return self.actor(out), self.critic(out)[..., 0]

@@ -51,7 +51,7 @@ def available() -> bool:
     return _forward is not None and _backward is not None and _wide is not None and bool(_wide())
 
 
-def _split(n: int) -> list[tuple[int, int]]:
+def frame_parts(n: int) -> list[tuple[int, int]]:
     """Frame ranges, one per torch thread (the update's cores; one in the rollout)."""
     k = max(1, min(torch.get_num_threads(), n // MIN_FRAMES_PER_THREAD))
     edges = [n * i // k for i in range(k + 1)]
@@ -62,7 +62,7 @@ class _NonFinite(Exception):
     """The kernel saw a NaN or an infinity in the frames (its forward returned 1)."""
 
 
-def _run(fn, parts):
+def run_parts(fn, parts):
     """Calls ``fn(a, b)`` for each part (on the pool's threads when there are several: ctypes
     releases the GIL); _NonFinite if a call returned 1, RuntimeError if one failed."""
     global _pool
@@ -95,8 +95,8 @@ def _stem_forward(x_nhwc, weight, bias, positions: bool):
     pos = torch.empty(n, hp, wp, cout, dtype=torch.uint8) if positions else None
     wc = weight.detach().float().contiguous()
     bc = bias.detach().float().contiguous()
-    _run(lambda a, b: _forward(x_nhwc.data_ptr(), a, b, h, w, cin, wc.data_ptr(), bc.data_ptr(), cout,
-                               out.data_ptr(), None if pos is None else pos.data_ptr()), _split(n))
+    run_parts(lambda a, b: _forward(x_nhwc.data_ptr(), a, b, h, w, cin, wc.data_ptr(), bc.data_ptr(), cout,
+                               out.data_ptr(), None if pos is None else pos.data_ptr()), frame_parts(n))
     return out.permute(0, 3, 1, 2), pos
 
 
@@ -115,11 +115,11 @@ class _FusedStem(torch.autograd.Function):
         n, h, w, cin = x_nhwc.shape
         cout = ctx.cout
         gout = gout.float().permute(0, 2, 3, 1).contiguous()   # a no-op for channels-last
-        parts = _split(n)
+        parts = frame_parts(n)
         dw = torch.zeros(len(parts), cout * cin * 9, dtype=torch.float64)
         db = torch.zeros(len(parts), cout, dtype=torch.float64)
         slots = {p: i for i, p in enumerate(parts)}
-        _run(lambda a, b: _backward(x_nhwc.data_ptr(), a, b, h, w, cin, gout.data_ptr(), pos.data_ptr(), cout,
+        run_parts(lambda a, b: _backward(x_nhwc.data_ptr(), a, b, h, w, cin, gout.data_ptr(), pos.data_ptr(), cout,
                                     dw[slots[(a, b)]].data_ptr(), db[slots[(a, b)]].data_ptr()), parts)
         return None, dw.sum(0).float().view(cout, cin, 3, 3), db.sum(0).float()
 

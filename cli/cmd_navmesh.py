@@ -419,7 +419,7 @@ def _unchecked(navfile: Path, what: str) -> None:
                "drawn unchecked", err=True)
 
 
-def _check_scene(navfile: Path, nav, path: Path, recorded, scene, what: str, drawn: str) -> None:
+def _check_map_scene(navfile: Path, nav, path: Path, recorded, scene, what: str, drawn: str) -> None:
     """``topdown.check_map_scene`` of ``path`` (``what`` it is, the scene it ``recorded``) against
     the navmesh's scenes and ``--scene``: refused (naming ``--scene``) on a navmesh that records
     its scene, ``drawn`` unchecked with a note on one that does not."""
@@ -441,7 +441,7 @@ def _agent_path(path: Path, navfile: Path, nav, scene):
     from bps_assets.nav.topdown import read_agent_path_scene
 
     pts, recorded = read_agent_path_scene(path)   # read once; a bad file: its own error
-    _check_scene(navfile, nav, path, recorded, scene, "an episode", f"{path.name}'s scene")
+    _check_map_scene(navfile, nav, path, recorded, scene, "an episode", f"{path.name}'s scene")
     return pts
 
 
@@ -456,7 +456,7 @@ def _semantic_preview(nav, navfile: Path, semantic: Path, out, overwrite, max_si
                                                    "object_aabb", "object_source_ids"])
     recorded = packed.scene_id if isinstance(packed.scene_id, str) and packed.scene_id else None
     # another scene's objects: a wrong map, not a map
-    _check_scene(navfile, nav, semantic, recorded, scene, "the packed scene",
+    _check_map_scene(navfile, nav, semantic, recorded, scene, "the packed scene",
                  f"{semantic.name}'s objects (scene {recorded!r})")
     table = packed.semantics
     if table is None:   # bad input like any other: "error: ...", exit 2

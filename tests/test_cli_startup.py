@@ -115,10 +115,9 @@ def test_the_demo_command_composes_pipeline_and_runtime_steps():
 
 
 def test_reading_a_manifest_imports_no_navmesh_code(tmp_path):
-    """``pipeline.manifest`` imported ``bps_assets.nav`` (the navmesh package, ~24 ms) at module
-    level for ``agent_mismatch``'s tolerance: every command that reads a manifest paid for it.
-    Reading one (``load_manifest``) loads no ``bps_assets.nav`` module; ``agent_mismatch`` still
-    compares agents with ``nav.settings.AGENT_TOLERANCE``."""
+    """Reading a manifest (``load_manifest``) loads no ``bps_assets.nav`` module (every command
+    that reads one would pay for the navmesh package); ``agent_mismatch`` still compares agents
+    with ``nav.settings.AGENT_TOLERANCE``."""
     from bps_assets.pipeline.manifest import new_manifest, write_manifest
 
     doc = new_manifest(dataset="gibson", split="tiny", subsets=["train"], shard=None, source_root=None,

@@ -64,7 +64,7 @@ def _run(src: Path, out: Path, monkeypatch, withhold_fit=False):
 def test_an_imported_navmesh_is_decoded_once_with_the_same_outputs(tmp_path, monkeypatch):
     src = _src(tmp_path / "src")
     calls, files, stats = _run(src, tmp_path / "once", monkeypatch)
-    assert calls == {"detour": 1, "packed": 0}, calls   # was 2 and 1
+    assert calls == {"detour": 1, "packed": 0}, calls
     assert sorted(files) == ["navmeshes/Allensville.navmesh.bps", "scenes/Allensville.bps"]
     before, files_before, stats_before = _run(src, tmp_path / "net", monkeypatch, withhold_fit=True)
     assert before == {"detour": 1, "packed": 1}

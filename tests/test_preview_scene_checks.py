@@ -33,8 +33,7 @@ def test_semantic_scene_of_another_navmesh_is_refused(data, tmp_path):
     png = tmp_path / "m.png"
     r = _run("preview", out / "navmeshes" / f"{a}.navmesh.bps", "-o", png, "--semantic", out / "scenes" / f"{b}.bps")
     assert r.exit_code == 2 and not png.exists()
-    # the library's wording (topdown.check_map_scene), as for --agent-path; until 2026-11-28 the
-    # CLI worded it apart: "B.bps: is scene 'B', the navmesh is of 'A': give both files of one scene"
+    # the library's wording (topdown.check_map_scene), as for --agent-path
     assert f"{b}.bps: is the packed scene of scene '{b}', not of the map's ('{a}'): give that scene's navmesh" \
         in r.output, r.output
     r = _run("preview", out / "navmeshes" / f"{a}.navmesh.bps", "-o", png, "--semantic", out / "scenes" / f"{a}.bps")
@@ -48,8 +47,7 @@ def test_semantic_scene_of_another_navmesh_is_refused(data, tmp_path):
 
 def test_semantic_of_another_scene_draws_with_scene_naming_it(data, tmp_path):
     """A built navmesh records its scene: another scene's --semantic is refused naming --scene,
-    which overrides it, as for --agent-path (until 2026-11-28 --scene was refused with
-    --semantic, leaving no way round a navmesh whose recorded path differs)."""
+    which overrides it, as for --agent-path: the way round a navmesh whose recorded path differs."""
     out, (a, b) = data
     nav, sem = out / "navmeshes" / f"{a}.navmesh.bps", out / "scenes" / f"{b}.bps"
     r = _run("preview", nav, "-o", tmp_path / "m.png", "--semantic", sem)
@@ -79,8 +77,7 @@ def test_recorded_path_of_another_scene_is_refused(data, tmp_path):
 
 def test_read_agent_path_scene_check_is_optional(tmp_path):
     """``read_agent_path`` reads positions only; the scene check is ``check_map_scene`` on what
-    ``read_agent_path_scene`` read (``read_agent_path(scenes=)`` was used by this test alone:
-    dropped 2026-11-28, its assertions kept on the two calls it made)."""
+    ``read_agent_path_scene`` read."""
     from bps_assets.errors import InputError
     from bps_assets.nav.topdown import check_map_scene, read_agent_path, read_agent_path_scene
 

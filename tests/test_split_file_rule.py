@@ -34,7 +34,7 @@ def test_the_rule(tmp_path, monkeypatch):
     assert split_file_of("..") == val / "val.json.gz"
     monkeypatch.chdir(val)
     assert split_file_of(".") == val / "val.json.gz" and split_file_of("content") == val / "val.json.gz"
-    monkeypatch.chdir(content)   # "." inside content/: made absolute before the content rule (was content.json.gz)
+    monkeypatch.chdir(content)   # "." inside content/: made absolute before the content rule
     assert split_file_of(".") == val / "val.json.gz"
     (content / "sub").mkdir()
     monkeypatch.chdir(content / "sub")   # ".." names content/: its split's file
@@ -51,7 +51,7 @@ def test_pointnav_reader_takes_the_split_folder_and_its_content_folder(tmp_path)
     want = read_pointnav_dataset(val / "val.json.gz")
     assert len(want) == 3
     assert read_pointnav_dataset(val) == want
-    assert read_pointnav_dataset(val / "content") == want   # was: content/content.json.gz not found
+    assert read_pointnav_dataset(val / "content") == want
 
 
 def test_objectnav_readers_take_the_split_folder_and_its_content_folder(tmp_path):
@@ -72,7 +72,7 @@ def test_objectnav_readers_take_the_split_folder_and_its_content_folder(tmp_path
     for given in (val, val / "content"):
         got = read_objectnav_dataset(given)
         assert [dict(e) for e in got.episodes] == [dict(e) for e in want.episodes]
-        assert read_category_map(given) == maps   # content folder: was content/content.json.gz
+        assert read_category_map(given) == maps   # the content folder
 
 
 def test_runtime_episodes_take_the_content_folder(dataset):

@@ -106,7 +106,9 @@ def rank_main(out: str) -> None:
     torch.save(got, os.path.join(out, f"rank{r}.pt"))
     dist.barrier()
     dist.destroy_process_group()
-    print("rank", r, "ok", flush=True)
+    # one write of the whole line: two ranks' prints share a pipe and a print's parts interleave
+    sys.stdout.write(f"rank {r} ok\n")
+    sys.stdout.flush()
     os._exit(0)   # the teardown abort train.main avoids the same way
 
 

@@ -195,7 +195,7 @@ def test_frames_split_over_threads_give_the_same_result():
         torch.set_num_threads(1)
         one = grads(stem.stem_pool_relu, x, conv, g)
         torch.set_num_threads(3)
-        assert len(stem._split(70)) == 3
+        assert len(stem.frame_parts(70)) == 3
         three = grads(stem.stem_pool_relu, x, conv, g)
     finally:
         torch.set_num_threads(before)

@@ -297,7 +297,7 @@ def split_file_of(path: str | os.PathLike) -> Path:
     p = named(p)
     if p.name == CONTENT_DIR and not (p / f"{CONTENT_DIR}{SUFFIX}").exists():
         p = named(p.parent)   # "content" typed inside the split folder: its parent is "."
-    return p / f"{p.name}{SUFFIX}"
+    return split_file(p.parent, p.name)
 
 
 class _NotJson(TypeError):

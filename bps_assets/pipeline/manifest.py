@@ -214,21 +214,18 @@ def navmesh_settings(manifest: "Manifest"):
     return NavSettings.from_dict(nav) if isinstance(nav, dict) else None
 
 
-def agent_mismatch(manifest: "Manifest", agent_radius: float, agent_height: float,
-                   tolerance: float | None = None) -> str | None:
+def agent_mismatch(manifest: "Manifest", agent_radius: float, agent_height: float) -> str | None:
     """One line saying how the navmeshes' agent (``navmesh_settings``) differs from the
-    task's ``agent_radius`` / ``agent_height`` (m) by more than ``tolerance`` (None:
-    ``nav.settings.AGENT_TOLERANCE``), or None when they match or the manifest records no
-    agent: what the runtime refuses a dataset with."""
-    # imported here: the nav package (~24 ms) is not needed by what only reads a manifest
-    from ..nav.settings import AGENT_TOLERANCE, agent_diffs
+    task's ``agent_radius`` / ``agent_height`` (m) by more than ``nav.settings.AGENT_TOLERANCE``,
+    or None when they match or the manifest records no agent: what the runtime refuses a dataset
+    with."""
+    from ..nav.settings import agent_diffs   # here: reading a manifest needs no nav package
 
-    tolerance = AGENT_TOLERANCE if tolerance is None else tolerance
     nav = navmesh_settings(manifest)
     if nav is None:
         return None
     diffs = [f"{what} {has:g} m, not {want:g} m" for what, has, want in
-             agent_diffs(nav.agent_radius, nav.agent_height, agent_radius, agent_height, tolerance)]
+             agent_diffs(nav.agent_radius, nav.agent_height, agent_radius, agent_height)]
     if not diffs:
         return None
     return (f"{manifest.path}: its navmeshes were built for another agent ({'; '.join(diffs)}): "

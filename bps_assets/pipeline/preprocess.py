@@ -426,8 +426,8 @@ def process_scene(task: SceneTask) -> SceneResult:
 def _check_scene(task: SceneTask, out_root: Path, rels: dict, stats: dict, fit_points=None) -> None:
     """Raise for a scene with nothing to navigate, or whose imported navmesh does not fit it
     (the backend builds one instead in auto mode: this is the net under any backend).
-    ``fit_points``: the written navmesh's, when the backend gives them (then it is not decoded
-    again)."""
+    ``fit_points``: the imported navmesh's, from which the file was written, when the backend
+    gives them (then the written file is not decoded again)."""
     from . import scene_checks
 
     if stats.get("semantic_error"):  # its annotation pair is broken: PointNav-only, said so
@@ -842,12 +842,13 @@ def _run(plan, ds, split, shard, options, backend, settings, out_root, mpath, pr
     for n, probs in sorted(damaged.items()):
         say(f"  redoing {n}: kept output failed the resume check: {'; '.join(probs)}")
 
-    wanted = options.workers or available_cores()
-    # ms per Detour file (decoded again by its worker); in process no pool is sized: none read
-    navs = [_navmesh_bytes(t) for t in tasks] if wanted > 1 and not options.in_process else None
-    workers, why = workers_for([_source_bytes(t) for t in tasks], wanted, available_memory(), navs)
-    if why and tasks and not options.in_process:
-        say(f"  {why}")
+    workers = 1
+    if not options.in_process:   # the pool's size (in process: none to size, no Detour file read)
+        wanted = options.workers or available_cores()
+        navs = [_navmesh_bytes(t) for t in tasks] if wanted > 1 else None   # each decoded again by its worker
+        workers, why = workers_for([_source_bytes(t) for t in tasks], wanted, available_memory(), navs)
+        if why and tasks:
+            say(f"  {why}")
     bar = None
     if progress is None:
         progress = _stderr_isatty()

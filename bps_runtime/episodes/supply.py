@@ -25,7 +25,7 @@ from bps_assets.hashing import GAMMA, mix64
 from bps_assets.nav.episodes import DEFAULTS as _GEN
 from bps_assets.nav.geodesic import NEAR_EXACT
 
-from ..grouping import SMALL, group_by_scene, group_list
+from ..grouping import SMALL, group_list, groups
 from ..nav.buffers import FieldWorker, GoalFields, SceneNav
 
 
@@ -353,15 +353,12 @@ class EpisodeSupply(abc.ABC):
 
     def release_many(self, scene_indices: np.ndarray, rows: np.ndarray):
         """Episodes that used field ``rows`` of scenes ``scene_indices`` have ended: their rows are
-        released, scene by scene (``group_by_scene``)."""
+        released, scene by scene (``grouping``'s list path or ``groups``)."""
         scene_indices, rows = np.asarray(scene_indices, np.int64).reshape(-1), np.asarray(rows, np.int64).reshape(-1)
         if len(rows) <= SMALL:   # a step's few ended episodes: lists (GoalFields' list path)
             parts = group_list(scene_indices.tolist(), rows.tolist())
         else:
-            order, bounds = group_by_scene(scene_indices)
-            if order is not None:
-                scene_indices, rows = scene_indices[order], rows[order]
-            parts = [(int(scene_indices[a]), rows[a:b]) for a, b in bounds]
+            parts = [(s, rows[at]) for s, at in groups(scene_indices)]
         for scene_index, part in parts:
             st = self._state(scene_index)
             if st is not None:

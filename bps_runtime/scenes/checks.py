@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bps_assets.errors import CorruptFileError
+from bps_assets.errors import CorruptFileError, is_int
 from bps_assets.habitat_names import habitat_scene_name
 
 
@@ -105,7 +105,7 @@ def semantic_objects(path) -> int:
     else:
         counts = header_counts(path, hdr, secs["indices"].shape[0] if "indices" in secs else 0)
         objects = counts[0] if counts else 0
-    return objects if isinstance(objects, int) and not isinstance(objects, bool) else 0
+    return int(objects) if is_int(objects) else 0
 
 
 def unannotated(entries) -> list:

@@ -196,13 +196,13 @@ class EpisodeRing:
         for e, m in zip(np.asarray(envs).tolist(), np.asarray(numbers).tolist()):
             h, nm = m % RING_SIZE, m % NAMES
             # the id as the supply gave it (an IntEpisodeId stays one: ImageNav's heading), as text in the dict
-            scene_index, kept = int(self.scene_index[h, e]), self.eid[nm, e]
-            eid = str(kept)
+            scene_index, given_id = int(self.scene_index[h, e]), self.eid[nm, e]
+            eid = str(given_id)
             rec = self.episodes.episode_record(scene_index, eid) if scene_index >= 0 else None
             goal = self.goal[h, e].astype(np.float64).tolist()
             d = {"env_id": int(e), "episode_id": eid, "scene_id": str(self.scene_id[nm, e]), "goal_position": goal,
                  "goals": list(rec["goals"]) if rec and rec.get("goals") else [{"position": goal}]}
-            d.update(self.goal_record(rec, kept, math.nan if self.heading is None else float(self.heading[h, e])))
+            d.update(self.goal_record(rec, given_id, math.nan if self.heading is None else float(self.heading[h, e])))
             out.append(d)
         return out
 

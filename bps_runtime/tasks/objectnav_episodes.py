@@ -10,8 +10,8 @@ built once (``build_goals``: ray casting over the packed scene's mesh) and ``epi
 episodes drawn with habitat's generator rules (``generate_objectnav_episodes``), seeded by
 (seed, scene, visit). Semantics are checked only on the scenes served: sampling needs them (the
 split's unannotated scenes are left out with a warning); an episode file's scenes need them
-only for the ``semantic`` sensor, which the env checks where it sets the sensors up (``note_served``). ``objectnav_supply``: the task's
-``TaskSpec.supply``.
+only for the ``semantic`` sensor, which the env checks where it sets the sensors up
+(``env.world.check_semantic_sensor``). ``objectnav_supply``: the task's ``TaskSpec.supply``.
 """
 from __future__ import annotations
 
